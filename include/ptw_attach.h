@@ -1,0 +1,217 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The attach layer: the only code that calls ptrace() and waitpid().
+ *
+ * It launches a command (fork + PTRACE_SEIZE + exec), keeps one control block
+ * per traced LWP (created lazily, keyed by tid), turns wait statuses into
+ * typed stops, resumes, stops and detaches, and gives everyone else access to
+ * memory and registers. It knows nothing about breakpoints or threads'
+ * meaning: the tracer decides what a stop means.
+ *
+ * Errors are negative errno values. -ESRCH from any per-LWP call means the
+ * thread went away: that is normal, never fatal.
+ */
+#ifndef PTW_ATTACH_H
+#define PTW_ATTACH_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/user.h>
+
+#include "ptw_util.h"
+
+/* What a wait status says, before the tracer gives it meaning. */
+enum ptw_stop_kind {
+	PTW_STOP_NONE,
+	PTW_STOP_SIGNAL,     /* signal-delivery-stop; sig = the signal */
+	PTW_STOP_GROUP,	     /* group-stop (SIGSTOP, SIGTSTP, ...); resume with LISTEN */
+	PTW_STOP_NEW,	     /* first stop of an auto-attached (or seized) tracee */
+	PTW_STOP_INTERRUPT,  /* stop requested with PTRACE_INTERRUPT */
+	PTW_STOP_CLONE,	     /* msg = new tid */
+	PTW_STOP_FORK,	     /* msg = child pid */
+	PTW_STOP_VFORK,	     /* msg = child pid */
+	PTW_STOP_VFORK_DONE, /* vfork child released the parent */
+	PTW_STOP_EXEC,	     /* msg = tid that called execve (now pid) */
+	PTW_STOP_EXIT,	     /* PTRACE_EVENT_EXIT; msg = wait status it will exit with */
+	PTW_STOP_SYSCALL,    /* syscall-enter/exit stop (only during injection) */
+	PTW_STOP_EXITED,     /* WIFEXITED: exit_code */
+	PTW_STOP_KILLED,     /* WIFSIGNALED: sig, core_dumped */
+	/* Not stops: why ptw_wait() returned without one. */
+	PTW_STOP_TIMEOUT,
+	PTW_STOP_TRACER_SIGNAL, /* ptwatch itself got sig (SIGINT, SIGTERM, ...) */
+};
+
+/*
+ * Pure classification of a wait status (unit-tested with synthetic statuses).
+ * PTRACE_EVENT_STOP with SIGTRAP comes back as PTW_STOP_NEW; the caller knows
+ * whether it asked for an interrupt. With TRACESYSGOOD, SIGTRAP|0x80 is a
+ * syscall stop.
+ */
+struct ptw_status_class {
+	enum ptw_stop_kind kind;
+	int sig;
+	int exit_code;
+	bool core_dumped;
+};
+struct ptw_status_class ptw_classify_status(int status);
+const char *ptw_stop_kind_name(enum ptw_stop_kind kind);
+
+enum ptw_lwp_state {
+	PTW_LWP_RUNNING,
+	PTW_LWP_STOPPED, /* in some ptrace-stop; last_stop says which */
+	PTW_LWP_GONE,	 /* exited or vanished; kept until the tracer drops it */
+};
+
+/* Per-LWP control block. Owned by the attach layer; the tracer reads it and
+ * hangs its own state on `user`. */
+struct ptw_lwp {
+	pid_t tid;
+	pid_t tgid;	    /* thread group: the target's pid, or a fork child's */
+	unsigned gen;	    /* bumped each time this tid is seen anew (tid reuse) */
+	enum ptw_lwp_state state;
+	enum ptw_stop_kind last_stop;
+	int last_sig;	    /* signal of the last signal/group stop */
+	bool group_stopped; /* resume with PTRACE_LISTEN, not CONT */
+	bool interrupt_sent;
+	bool exiting;	    /* resumed from its PTRACE_EVENT_EXIT stop: only death follows
+			       (a zombie leader reports it when the last thread is gone) */
+	int resume_sig;	    /* signal to deliver at the next resume (0 = none) */
+	struct user_regs_struct regs;
+	bool regs_valid, regs_dirty;
+	uint64_t stop_ns;   /* when the last stop was reaped */
+	void *user;	    /* tracer's per-thread state */
+};
+
+/* Counters for `session.stops` and the benchmark: every stop we reaped. */
+struct ptw_stop_counts {
+	uint64_t total;
+	uint64_t by_kind[PTW_STOP_TRACER_SIGNAL + 1];
+};
+
+/* The traced thread group (and, transiently, fork children until detached). */
+struct ptw_proc {
+	pid_t pid;
+	int mem_fd;	      /* /proc/PID/mem, O_RDWR: text pokes, fallback reads */
+	struct ptw_map lwps;  /* tid -> struct ptw_lwp* (all processes we trace) */
+	int sigfd;	      /* signalfd: SIGCHLD and the signals that end a session */
+	unsigned options;     /* PTRACE_O_* given to PTRACE_SEIZE */
+	struct ptw_stop *deferred; /* statuses reaped out of band, returned first */
+	size_t ndeferred, deferred_cap;
+	struct ptw_stop_counts counts;
+	/* Called by ptw_wait() right before it would block (flush output). */
+	void (*before_block)(void *ctx);
+	void *before_block_ctx;
+};
+
+/* One reaped stop, or why ptw_wait() returned without one. */
+struct ptw_stop {
+	enum ptw_stop_kind kind;
+	pid_t tid;
+	struct ptw_lwp *lwp; /* NULL only for TIMEOUT / TRACER_SIGNAL */
+	int sig;
+	int exit_code;
+	bool core_dumped;
+	unsigned long msg;   /* PTRACE_GETEVENTMSG for event stops */
+	uint64_t ns;	     /* CLOCK_MONOTONIC when reaped */
+};
+
+/* Signals that make ptw_wait() return PTW_STOP_TRACER_SIGNAL. */
+#define PTW_SESSION_SIGNALS {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT}
+
+/*
+ * Blocks SIGCHLD and the session signals in ptwatch and opens the signalfd.
+ * Saves the original mask and dispositions so that a launched child gets
+ * exactly the ones ptwatch was started with. Call once, before anything else.
+ */
+int ptw_signals_init(void);
+/* The signal mask ptwatch was started with. */
+const sigset_t *ptw_signals_original_mask(void);
+
+struct ptw_launch {
+	char *const *argv;   /* argv[0] is looked up in PATH like execvp */
+	int child_stdout;    /* fd to dup onto the child's stdout, or -1 to keep it */
+	unsigned extra_options; /* PTRACE_O_* beyond the defaults */
+};
+
+/*
+ * Forks, seizes the child before it runs anything, lets it exec.
+ * On success *ret_proc holds the process with its single LWP stopped in the
+ * PTRACE_EVENT_EXEC stop (returned in *ret_exec_stop).
+ * On exec failure returns -errno of the child's execvp (ENOENT, EACCES, ...),
+ * after reaping the child; *ret_proc is untouched.
+ */
+int ptw_launch(const struct ptw_launch *l, struct ptw_proc **ret_proc, struct ptw_stop *ret_exec_stop);
+
+/*
+ * Waits for the next stop of any traced LWP, up to timeout_ms (-1 = forever).
+ * Updates the LWP table: creates control blocks for new tids, marks stopped /
+ * gone. Returns 0 and fills *ret, or -ECHILD when nothing is traced any more.
+ */
+int ptw_wait(struct ptw_proc *p, int timeout_ms, struct ptw_stop *ret);
+
+/*
+ * Waits for the next stop of one LWP only (other LWPs' statuses stay queued
+ * in the kernel). Blocks; use only when that stop is due promptly.
+ */
+int ptw_wait_tid(struct ptw_proc *p, struct ptw_lwp *l, struct ptw_stop *ret);
+
+/* Resumes a stopped LWP: writes back dirty registers, then PTRACE_CONT with
+ * lwp->resume_sig (cleared), or PTRACE_LISTEN in group-stop. */
+int ptw_resume(struct ptw_proc *p, struct ptw_lwp *l);
+/* Like ptw_resume but stops at the next syscall entry/exit (injection only). */
+int ptw_resume_syscall(struct ptw_proc *p, struct ptw_lwp *l);
+
+struct ptw_lwp *ptw_lwp_get(struct ptw_proc *p, pid_t tid);
+/* Forgets an LWP that is gone (after the tracer dropped its state). */
+void ptw_lwp_forget(struct ptw_proc *p, struct ptw_lwp *l);
+/* Number of LWPs of the target thread group that are not gone. */
+size_t ptw_lwp_count_alive(struct ptw_proc *p);
+
+/* Registers of a stopped LWP, cached until it is resumed. */
+int ptw_getregs(struct ptw_proc *p, struct ptw_lwp *l, struct user_regs_struct **ret_regs);
+/* Marks the cached registers modified; written at resume. */
+void ptw_regs_dirty(struct ptw_lwp *l);
+/* Floating-point registers (PTRACE_GETFPREGS / SETFPREGS), uncached. */
+int ptw_getfpregs(struct ptw_proc *p, struct ptw_lwp *l, struct user_fpregs_struct *ret);
+int ptw_setfpregs(struct ptw_proc *p, struct ptw_lwp *l, const struct user_fpregs_struct *fp);
+int ptw_getsiginfo(struct ptw_proc *p, struct ptw_lwp *l, siginfo_t *ret);
+int ptw_set_options(struct ptw_proc *p, struct ptw_lwp *l, unsigned options);
+int ptw_interrupt(struct ptw_proc *p, struct ptw_lwp *l);
+/* PTRACE_DETACH, delivering lwp->resume_sig. The LWP is marked gone. */
+int ptw_detach_lwp(struct ptw_proc *p, struct ptw_lwp *l);
+
+/* Memory of the target. Reads work on any readable mapping; writes to
+ * read-only mappings (text) go through /proc/PID/mem. Return 0 or -errno
+ * (a short access is -EIO). */
+int ptw_mem_read(struct ptw_proc *p, uint64_t addr, void *buf, size_t len);
+int ptw_mem_write(struct ptw_proc *p, uint64_t addr, const void *buf, size_t len);
+/* Writes through /proc/PID/mem of any traced process (fork children too). */
+int ptw_mem_poke_pid(pid_t pid, int mem_fd, uint64_t addr, const void *buf, size_t len);
+
+/*
+ * Stops every running LWP of the target (PTRACE_INTERRUPT) and waits until
+ * each is stopped or gone, or until deadline_ms passed. Stops that arrive
+ * meanwhile and carry meaning (signals, clones, breakpoint traps) are handed
+ * to on_stop, which must leave the LWP stopped. Returns the number of LWPs
+ * that did not stop in time (0 on full success) or -errno.
+ */
+typedef void (*ptw_stop_cb)(void *ctx, struct ptw_stop *st);
+int ptw_stop_all(struct ptw_proc *p, int deadline_ms, ptw_stop_cb on_stop, void *ctx);
+
+/*
+ * Executes one system call in the target on behalf of a stopped LWP, then
+ * restores its registers exactly. The LWP must be in a signal-delivery-stop,
+ * a group-stop or a PTRACE_EVENT_STOP (not inside another system call).
+ * syscall_insn is the address of a `syscall` instruction in the target.
+ * Statuses of other LWPs reaped meanwhile are deferred. Returns 0 and the
+ * syscall's return value in *ret_value, or -errno (-ESRCH: the LWP died).
+ */
+int ptw_inject_syscall(struct ptw_proc *p, struct ptw_lwp *l, uint64_t syscall_insn, long nr,
+		       const uint64_t args[6], int64_t *ret_value);
+
+/* Releases everything; does not touch the target. */
+void ptw_proc_free(struct ptw_proc *p);
+
+#endif

@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * int3 breakpoints: a table of breakpoint objects, the journal of every byte
+ * ptwatch patched, and stepping over the displaced instruction without a
+ * single step: emulated when the instruction allows it, otherwise executed
+ * out of line (XOL) in a page of the target followed by a jump back.
+ *
+ * Safety rules (DESIGN.md "Safety invariants"): the journal entry is written
+ * before the byte is poked; bytes are restored through /proc/PID/mem; a
+ * breakpoint is never removed while the process runs; no trap flag, no debug
+ * registers.
+ */
+#ifndef PTW_BREAKPOINTS_H
+#define PTW_BREAKPOINTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/user.h>
+
+struct ptw_proc;
+struct ptw_lwp;
+
+/* ---- instruction plans (pure; unit-tested) ---- */
+
+enum ptw_insn_kind {
+	PTW_INSN_UNSUPPORTED,
+	PTW_INSN_NOP,	   /* endbr64, nop, ...: rip += len */
+	PTW_INSN_PUSH_REG, /* push r64 */
+	PTW_INSN_MOV_REG,  /* mov r64, r64 / mov r32, r32 (zero-extends) */
+	PTW_INSN_MOV_IMM,  /* mov r64/r32, imm */
+	PTW_INSN_LEA,	   /* lea r64, [mem] */
+	PTW_INSN_CDQE,	   /* cltq */
+	PTW_INSN_RET,	   /* ret [imm16] */
+	PTW_INSN_JMP,	   /* jmp rel / reg / [mem] */
+	PTW_INSN_JCC,	   /* jcc rel */
+	PTW_INSN_CALL,	   /* call rel / reg / [mem] */
+	PTW_INSN_XOL,	   /* anything else we can copy: run it out of line */
+};
+
+/* Where an operand's value comes from. */
+struct ptw_insn_operand {
+	enum { PTW_OPND_NONE, PTW_OPND_IMM, PTW_OPND_REG, PTW_OPND_MEM } type;
+	int reg;      /* user_regs_struct slot (see ptw_insn_reg_slot), -1 none */
+	int width;    /* operand width in bytes for REG (4 or 8) */
+	int64_t imm;
+	/* MEM: [seg: base + index * scale + disp]; base may be PTW_REG_RIP */
+	int base, index, scale, seg;
+	int64_t disp;
+};
+
+#define PTW_REG_RIP 100
+#define PTW_REG_FS 101
+#define PTW_REG_GS 102
+
+struct ptw_insn_plan {
+	enum ptw_insn_kind kind;
+	uint8_t len;
+	uint8_t bytes[16]; /* the original instruction */
+	struct ptw_insn_operand dst, src;
+	int cond;	   /* JCC: capstone instruction id */
+	uint16_t ret_pop;  /* RET imm16 */
+	uint8_t disp_offset, disp_size; /* XOL: rip-relative displacement to relocate */
+	bool rip_relative;
+	char text[48];	   /* "push rbp", for --debug and errors */
+};
+
+/*
+ * Decodes the instruction at addr (code holds the original bytes, len >= 1)
+ * and chooses how to step over it. Returns 0, or -ENOTSUP when it can be
+ * neither emulated nor executed out of line (-EINVAL: undecodable).
+ */
+int ptw_insn_plan(const uint8_t *code, size_t len, uint64_t addr, struct ptw_insn_plan *ret);
+
+/* Target memory for emulation (the stack). */
+struct ptw_insn_mem {
+	int (*read)(void *ctx, uint64_t addr, void *buf, size_t len);
+	int (*write)(void *ctx, uint64_t addr, const void *buf, size_t len);
+	void *ctx;
+};
+
+/*
+ * Emulates plan at addr on regs (rip must equal addr). Returns 0, or -errno
+ * if memory access failed (regs then untouched). Not for PTW_INSN_XOL.
+ */
+int ptw_insn_emulate(const struct ptw_insn_plan *plan, uint64_t addr, struct user_regs_struct *regs,
+		     const struct ptw_insn_mem *mem);
+
+/*
+ * Builds the out-of-line copy of plan (originally at addr) for a slot at
+ * slot_addr: the instruction, its rip-relative displacement adjusted, then
+ * `jmp *0(%rip)` back to addr + len. Returns the byte count (<= 32) or
+ * -ERANGE when the displacement does not reach from the slot.
+ */
+#define PTW_XOL_SLOT_SIZE 32
+int ptw_insn_xol_code(const struct ptw_insn_plan *plan, uint64_t addr, uint64_t slot_addr,
+		      uint8_t out[PTW_XOL_SLOT_SIZE]);
+
+/* If the bytes just before ret_addr (before[0..7] = ret_addr-8 .. ret_addr-1)
+ * end with a call instruction, its length (2..7); else 0. */
+int ptw_insn_call_length(const uint8_t before[8], uint64_t ret_addr);
+
+/* First `jmp rel` among the first few instructions of code (a tail call such
+ * as pthread_join -> __pthread_clockjoin_ex): 0 and *ret_target, or -ENOENT. */
+int ptw_insn_tail_jump(const uint8_t *code, size_t len, uint64_t addr, uint64_t *ret_target);
+
+/* Addresses of the `ret` instructions found by a linear sweep of a function
+ * (code = its bytes at addr). Returns how many were stored (at most max). */
+int ptw_insn_find_rets(const uint8_t *code, size_t len, uint64_t addr, uint64_t *out, int max);
+
+/* Offset of a 64-bit register in struct user_regs_struct for a capstone
+ * x86_reg (and its 32-bit alias, *ret_width = 4), or -1. */
+int ptw_insn_reg_slot(int cs_reg, int *ret_width);
+
+/* ---- the breakpoint table ---- */
+
+struct ptw_bp {
+	uint64_t addr;
+	uint8_t orig;		 /* the byte the int3 replaced */
+	struct ptw_insn_plan plan;
+	uint64_t xol_slot;	 /* PTW_INSN_XOL: where the copy runs */
+	unsigned hooks;		 /* the tracer's hook bits */
+	uint64_t hits;
+};
+
+struct ptw_bptab;
+
+/* Table for proc; opens capstone. Returns 0 or -errno. */
+int ptw_bptab_new(struct ptw_proc *proc, struct ptw_bptab **ret);
+void ptw_bptab_free(struct ptw_bptab *t);
+
+/*
+ * Inserts (or adds hooks to) a breakpoint at addr. host is a stopped LWP
+ * that may run an injected mmap if an out-of-line page is needed (NULL: none
+ * available; then -EAGAIN if one was needed). Returns 0 and the breakpoint,
+ * -ENOTSUP when the instruction cannot be stepped over safely, -EEXIST when
+ * the target already has an int3 there, or -errno.
+ */
+int ptw_bp_insert(struct ptw_bptab *t, uint64_t addr, unsigned hooks, struct ptw_lwp *host,
+		  struct ptw_bp **ret);
+struct ptw_bp *ptw_bp_find(struct ptw_bptab *t, uint64_t addr);
+
+/*
+ * Steps LWP l (stopped at bp, rip already rewound to bp->addr) over the
+ * displaced instruction: emulates it or sends it to the XOL slot. Only
+ * registers and stack change; the int3 stays in place.
+ */
+int ptw_bp_step_over(struct ptw_bptab *t, struct ptw_bp *bp, struct ptw_lwp *l);
+
+/* Reads target memory as it would be without our int3 bytes. */
+int ptw_bp_read_original(struct ptw_bptab *t, uint64_t addr, void *buf, size_t len);
+
+/* Writes back every journaled byte whose mapping is unchanged (detach).
+ * Returns the number of bytes that could not be restored. */
+int ptw_bp_restore_all(struct ptw_bptab *t);
+/* Same for the copy of our address space in fork child pid. */
+int ptw_bp_restore_in(struct ptw_bptab *t, pid_t pid);
+/* The address space is gone (exec): forget everything without writing. */
+void ptw_bp_forget_all(struct ptw_bptab *t);
+
+size_t ptw_bp_count(const struct ptw_bptab *t);
+/* Pages mapped for out-of-line execution, for the report. */
+size_t ptw_bp_xol_pages(const struct ptw_bptab *t);
+
+/*
+ * Last-resort restore from a fatal-signal handler in ptwatch: only pwrite on
+ * an already open fd. Safe to call at any time.
+ */
+void ptw_bp_emergency_restore(void);
+
+#endif

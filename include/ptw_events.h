@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The seam between the tracer (Linux, ptrace, glibc specific) and the span
+ * engine (plain data, deterministic): typed thread events after EV-004.
+ * Everything the span engine knows arrives as one of these, in the order the
+ * tracer observed them; unit tests feed synthetic streams.
+ */
+#ifndef PTW_EVENTS_H
+#define PTW_EVENTS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct ptw_location;
+
+enum ptw_event_kind {
+	PTW_EV_IMAGE,	       /* a program image begins: tid = pid, name = exe (launch or exec) */
+	PTW_EV_PREEXISTING,    /* attach: thread tid was already running (pthread may be 0) */
+	PTW_EV_MAIN_START,     /* tid entered main(): routine */
+	PTW_EV_THREAD_CREATE,  /* tid created other_tid: pthread, routine, arg, site, detached */
+	PTW_EV_LWP_CREATE,     /* tid made other_tid with a raw clone (no pthread) */
+	PTW_EV_THREAD_START,   /* tid entered its start routine: routine, arg */
+	PTW_EV_THREAD_RETURN,  /* tid's start routine (or main) returned: value */
+	PTW_EV_EXIT_CALL,      /* tid called pthread_exit: value */
+	PTW_EV_CANCEL_REQUEST, /* tid called pthread_cancel(pthread) */
+	PTW_EV_DETACH_CALL,    /* tid called pthread_detach(pthread) */
+	PTW_EV_JOIN_CALL,      /* tid entered a join of pthread */
+	PTW_EV_JOIN_RETURN,    /* tid's join returned: value = return code */
+	PTW_EV_THREAD_DEATH,   /* TD_DEATH in tid: unwinding, value (result) if known */
+	PTW_EV_THREAD_NAME,    /* tid is called name */
+	PTW_EV_LWP_EXIT,       /* tid is leaving the kernel: exit_how, exit_code */
+	PTW_EV_FATAL_SIGNAL,   /* sig, which kills by default, was delivered to tid */
+	PTW_EV_EXEC,	       /* tid (now pid) exec'd; other_tid = its former tid */
+	PTW_EV_PROCESS_EXIT,   /* the process ended: exit_code or sig (+core_dumped) */
+	PTW_EV_DETACHED,       /* ptwatch let go; the process lives on */
+};
+
+enum ptw_exit_how {
+	PTW_EXIT_SELF,	   /* the thread's own exit syscall */
+	PTW_EXIT_GROUP,	   /* it called exit_group: the whole process is ending */
+	PTW_EXIT_KILLED,   /* taken down by another thread's exit_group, exec or a signal */
+};
+
+struct ptw_event {
+	enum ptw_event_kind kind;
+	uint64_t ns; /* CLOCK_MONOTONIC */
+	pid_t tid;
+	pid_t other_tid;
+	uint64_t pthread;
+	bool has_value;
+	uint64_t value;
+	bool has_arg;
+	uint64_t arg;
+	const struct ptw_location *routine; /* NULL when unknown */
+	const struct ptw_location *site;    /* create site, NULL when unknown */
+	int detached;			    /* -1 unknown, 0 joinable, 1 detached */
+	int unwinding;			    /* DEATH: -1 unknown, 0 returned, 1 unwound */
+	enum ptw_exit_how exit_how;
+	int exit_code;
+	int sig;
+	bool core_dumped;
+	const char *name; /* copied by the consumer */
+};
+
+/* An event with every optional field set to "unknown". */
+static inline struct ptw_event ptw_event_init(enum ptw_event_kind kind, uint64_t ns, pid_t tid)
+{
+	struct ptw_event e = { 0 };
+	e.kind = kind;
+	e.ns = ns;
+	e.tid = tid;
+	e.detached = -1;
+	e.unwinding = -1;
+	return e;
+}
+
+const char *ptw_event_kind_name(enum ptw_event_kind kind);
+
+#endif

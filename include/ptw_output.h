@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Output: the JSON spans document (spec/spans.schema.json), the readable
+ * event log and the summary table. Everything is rendered into a buffer;
+ * the caller writes it.
+ */
+#ifndef PTW_OUTPUT_H
+#define PTW_OUTPUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ptw_events.h"
+#include "ptw_spans.h"
+#include "ptw_util.h"
+
+struct ptw_location;
+
+/* ---- a streaming JSON writer (strings always come out valid UTF-8) ---- */
+
+struct ptw_json {
+	struct ptw_buf *out;
+	int depth;
+	bool need_comma[64];
+	bool pretty;
+};
+void ptw_json_begin_object(struct ptw_json *j, const char *key);
+void ptw_json_end_object(struct ptw_json *j);
+void ptw_json_begin_array(struct ptw_json *j, const char *key);
+void ptw_json_end_array(struct ptw_json *j);
+void ptw_json_string(struct ptw_json *j, const char *key, const char *value); /* NULL -> null */
+void ptw_json_int(struct ptw_json *j, const char *key, int64_t value);
+void ptw_json_uint(struct ptw_json *j, const char *key, uint64_t value);
+void ptw_json_double(struct ptw_json *j, const char *key, double value);
+void ptw_json_bool(struct ptw_json *j, const char *key, bool value);
+void ptw_json_null(struct ptw_json *j, const char *key);
+void ptw_json_hex(struct ptw_json *j, const char *key, uint64_t value); /* "0x..." */
+/* Appends s as a JSON string literal (quotes included). */
+void ptw_json_escape(struct ptw_buf *out, const char *s);
+
+/* ---- the document ---- */
+
+struct ptw_warning {
+	char *code;
+	char *message;
+};
+
+struct ptw_report {
+	const char *tool_version;
+	int64_t realtime_offset_ns;
+	/* target */
+	pid_t pid;
+	const char *exe;
+	char *const *argv;
+	const char *mode; /* "launch" | "attach" */
+	const char *glibc; /* NULL when libthread_db could not be used */
+	enum { PTW_EXIT_NONE, PTW_EXIT_CODE, PTW_EXIT_SIGNAL } exit_kind;
+	int exit_code, exit_signal;
+	bool core_dumped;
+	/* session */
+	uint64_t start_ns, end_ns, frozen_ns;
+	const char *end_reason;
+	const char *strategy; /* "debuginfo" | "breakpoints" | "lwp" */
+	uint64_t stops_total;
+	const char *const *stop_names;
+	const uint64_t *stop_counts;
+	size_t nstop_kinds;
+	size_t breakpoints;
+	/* content */
+	struct ptw_spans *spans;
+	const struct ptw_warning *warnings;
+	size_t nwarnings;
+};
+
+/* Renders the whole document into out. */
+void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out);
+
+/* One readable line for an event the span engine consumed (may add nothing). */
+void ptw_text_event(struct ptw_buf *out, uint64_t session_start_ns, const struct ptw_event *ev,
+		    const struct ptw_span *sp);
+/* The summary table and metrics for the end of the text output. */
+void ptw_text_summary(struct ptw_buf *out, const struct ptw_report *r);
+
+/* "worker (demo.c:12)" or "0x401136"; fallback when nothing names it. */
+void ptw_text_location(struct ptw_buf *out, const struct ptw_location *loc, const char *fallback);
+/* "1.25 ms" */
+void ptw_text_duration(struct ptw_buf *out, uint64_t ns);
+
+#endif

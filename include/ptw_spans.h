@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The span engine: pure logic over ptw_events (no ptrace, no clock, no I/O).
+ * One logical span per thread lifetime, identified by (tid, generation)
+ * internally so that TID reuse never merges two spans; nothing is ever
+ * discarded: spans without an observed end are kept as unmatched with a
+ * reason, or open.
+ */
+#ifndef PTW_SPANS_H
+#define PTW_SPANS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ptw_events.h"
+
+enum ptw_origin { PTW_ORIGIN_MAIN, PTW_ORIGIN_CREATED, PTW_ORIGIN_PREEXISTING, PTW_ORIGIN_CLONE };
+
+enum ptw_status {
+	PTW_STATUS_OPEN,
+	PTW_STATUS_COMPLETED,
+	PTW_STATUS_EXITED,
+	PTW_STATUS_CANCELLED,
+	PTW_STATUS_UNMATCHED,
+};
+
+enum ptw_method {
+	PTW_METHOD_NONE,
+	PTW_METHOD_RETURN,
+	PTW_METHOD_PTHREAD_EXIT,
+	PTW_METHOD_CANCEL,
+	PTW_METHOD_PROCESS_EXIT,
+	PTW_METHOD_EXEC,
+	PTW_METHOD_KILLED,
+	PTW_METHOD_DETACH,
+	PTW_METHOD_UNKNOWN,
+};
+
+/* An optional timestamp or value. */
+struct ptw_opt {
+	bool set;
+	uint64_t v;
+};
+
+struct ptw_span {
+	uint32_t id; /* 1, 2, ... in order of creation */
+	pid_t tid;
+	uint64_t pthread; /* 0 = none / unknown */
+	char *name;
+	enum ptw_origin origin;
+	const struct ptw_location *start_routine;
+	struct ptw_opt arg;
+	pid_t creator_tid;     /* 0 = unknown */
+	uint32_t creator_span; /* 0 = unknown */
+	const struct ptw_location *create_site;
+	unsigned depth;
+	int detached; /* -1 unknown, 0 joinable, 1 detached */
+	struct ptw_opt create_ns, start_ns, end_ns;
+	enum ptw_status status;
+	enum ptw_method method;
+	const char *reason; /* static string, NULL if none */
+	struct ptw_opt value;
+	int signal;	    /* killed: the signal */
+	pid_t cancel_by;    /* cancel: who called pthread_cancel (0 unknown) */
+	/* join */
+	bool joined;
+	pid_t joiner_tid;
+	uint64_t join_call_ns;
+	struct ptw_opt join_return_ns;
+	bool uncertain;
+
+	/* What the engine learnt on the way to the end. */
+	bool ended;	      /* status is final */
+	bool returned;
+	uint64_t return_value;
+	bool exit_called;
+	uint64_t exit_value;
+	bool cancel_requested;
+	bool died;	      /* TD_DEATH seen */
+	bool group_ending;    /* went down with the process: final at PROCESS_EXIT */
+	int fatal_sig;	      /* last default-fatal signal delivered to it */
+	bool active;	      /* counted in the active series */
+};
+
+struct ptw_distribution {
+	uint64_t count;
+	uint64_t min, p50, p90, p99, max;
+	double mean;
+};
+
+struct ptw_metrics {
+	uint64_t threads_seen, threads_created, max_active, max_depth;
+	struct ptw_distribution spawn_latency, lifetime, join_wait;
+	uint64_t unjoined, open_spans, unmatched_spans;
+	const uint64_t (*active_series)[2]; /* [ns, active], owned by the engine */
+	size_t active_series_len;
+};
+
+struct ptw_spans;
+
+struct ptw_spans *ptw_spans_new(void);
+void ptw_spans_free(struct ptw_spans *s);
+
+/* Consumes one event; returns the span it concerned most (for the event log),
+ * or NULL. */
+const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_event *ev);
+
+/* The document is about to be written: nothing more will come. Spans with
+ * no end stay open. */
+void ptw_spans_finish(struct ptw_spans *s);
+
+size_t ptw_spans_count(const struct ptw_spans *s);
+const struct ptw_span *ptw_spans_get(const struct ptw_spans *s, size_t i);
+/* The live span of tid, or NULL. */
+const struct ptw_span *ptw_spans_by_tid(const struct ptw_spans *s, pid_t tid);
+
+void ptw_spans_metrics(struct ptw_spans *s, struct ptw_metrics *ret);
+
+const char *ptw_status_name(enum ptw_status st);
+const char *ptw_method_name(enum ptw_method m);
+const char *ptw_origin_name(enum ptw_origin o);
+
+/* Nearest-rank distribution of n values (sorted in place). */
+void ptw_distribution(uint64_t *values, size_t n, struct ptw_distribution *ret);
+
+#endif

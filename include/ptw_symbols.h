@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Symbols of one process image, through libdwfl: the loaded modules,
+ * name -> address (with a negative cache), address -> location (function,
+ * module, file:line; interned and never freed while the session lives),
+ * function bounds, struct member offsets from DWARF, and unwinding.
+ *
+ * No ptrace here: memory comes through the read callback given at creation.
+ */
+#ifndef PTW_SYMBOLS_H
+#define PTW_SYMBOLS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/user.h>
+
+struct ptw_symbols;
+
+/* A resolved code address. Strings are owned by the symbols object and live
+ * as long as it does. symbol is NULL when nothing names the address. */
+struct ptw_location {
+	uint64_t addr;
+	const char *symbol;
+	uint64_t symbol_offset; /* addr - symbol start */
+	const char *module;	/* path of the ELF file, NULL if unknown */
+	bool has_offset;
+	uint64_t offset;	/* addr - module load bias */
+	const char *file;	/* source file, NULL if unknown */
+	int line;		/* 0 if unknown */
+};
+
+/* Reads target memory; returns 0 or -errno. */
+typedef int (*ptw_memread_fn)(void *ctx, uint64_t addr, void *buf, size_t len);
+
+/*
+ * Reports the modules of pid. use_debug_files = false ignores separate debug
+ * files (/usr/lib/debug, debuginfod): only what the loaded files carry is used.
+ * Returns 0 or -errno; *ret untouched on failure.
+ */
+int ptw_symbols_new(pid_t pid, bool use_debug_files, ptw_memread_fn read, void *read_ctx,
+		    struct ptw_symbols **ret);
+void ptw_symbols_free(struct ptw_symbols *s);
+
+/* Re-reads /proc/PID/maps (after dlopen/dlclose); drops name caches. */
+int ptw_symbols_refresh(struct ptw_symbols *s);
+
+/* Which modules a lookup searches. */
+#define PTW_MOD_ANY NULL    /* every module, in load order */
+#define PTW_MOD_EXE "<exe>" /* the main executable only */
+/* Any other string: modules whose file name starts with it ("libc.so"). */
+
+/*
+ * Finds a symbol by name: .dynsym, .symtab, then the separate debug file.
+ * Hits and misses are cached. Returns 0, or -ENOENT.
+ * ret_size may be NULL.
+ */
+int ptw_symbols_lookup(struct ptw_symbols *s, const char *module, const char *name,
+		       uint64_t *ret_addr, uint64_t *ret_size);
+
+/* Path of the module containing addr, or NULL. */
+const char *ptw_symbols_module_of(struct ptw_symbols *s, uint64_t addr);
+/* Path of the first module whose file name starts with prefix (or the exe). */
+const char *ptw_symbols_module_path(struct ptw_symbols *s, const char *module);
+/* Load bias and [start, end) of the module's mapping, for XOL placement. */
+int ptw_symbols_module_range(struct ptw_symbols *s, uint64_t addr, uint64_t *ret_start,
+			     uint64_t *ret_end);
+
+/* Interned location for addr (never NULL). Cached. */
+const struct ptw_location *ptw_symbols_locate(struct ptw_symbols *s, uint64_t addr);
+
+/* [lo, hi) of the function containing addr, from the symbol table or, failing
+ * that, from the CFI (FDE range). Returns 0 or -ENOENT. */
+int ptw_symbols_function_range(struct ptw_symbols *s, uint64_t addr, uint64_t *ret_lo,
+			       uint64_t *ret_hi);
+
+/*
+ * Offset of member in `struct struct_name` from the DWARF of module (only the
+ * compilation units whose name ends with one of cu_hints are searched first;
+ * cu_hints may be NULL). Returns 0, -ENOENT (no such member / no DWARF).
+ */
+int ptw_symbols_member_offset(struct ptw_symbols *s, const char *module, const char *const *cu_hints,
+			      const char *struct_name, const char *member, uint64_t *ret_offset);
+
+/*
+ * Unwinds the stopped thread tid from regs with the CFI of the loaded modules.
+ * pcs[0] is regs->rip; the others are return addresses. Returns the number of
+ * frames (>= 1) or -errno.
+ */
+int ptw_symbols_unwind(struct ptw_symbols *s, pid_t tid, const struct user_regs_struct *regs,
+		       uint64_t *pcs, int max);
+
+#endif

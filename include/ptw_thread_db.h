@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * glibc's libthread_db, driven over the attach layer's memory and register
+ * API and the symbol table (the proc_service callbacks live here too).
+ * See ../shared/DESIGN.md, "Facts about the mechanism", before changing it.
+ */
+#ifndef PTW_THREAD_DB_H
+#define PTW_THREAD_DB_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <thread_db.h>
+
+struct ptw_proc;
+struct ptw_symbols;
+struct ptw_tdb;
+
+/* Text for a td_err_e ("TD_NOLIBTHREAD: no libpthread in the target"). */
+const char *ptw_tdb_strerror(td_err_e err);
+
+/*
+ * Creates the thread agent (td_ta_new). Needs libc mapped and relocated.
+ * Returns 0, or -ENOENT when the target has no usable nptl (static stripped,
+ * musl, not yet loaded), -EPROTO on a version mismatch; *ret_err (may be
+ * NULL) gets the td_err_e.
+ */
+int ptw_tdb_new(struct ptw_proc *proc, struct ptw_symbols *syms, struct ptw_tdb **ret,
+		td_err_e *ret_err);
+/* Deletes the agent; does not touch the target (see ptw_tdb_disable_events). */
+void ptw_tdb_free(struct ptw_tdb *t);
+/* The symbol table lookups go through; changes after exec/dlopen. */
+void ptw_tdb_set_symbols(struct ptw_tdb *t, struct ptw_symbols *syms);
+
+/*
+ * Sets the process-wide event mask (TD_DEATH, plus TD_CREATE when want_create)
+ * and returns the breakpoint addresses td_ta_event_addr gives for them
+ * (*ret_create_bp is 0 when !want_create).
+ */
+int ptw_tdb_enable_events(struct ptw_tdb *t, bool want_create, uint64_t *ret_create_bp,
+			  uint64_t *ret_death_bp);
+/* Clears the process-wide event mask (detach). */
+int ptw_tdb_disable_events(struct ptw_tdb *t);
+
+struct ptw_tdb_thread {
+	uint64_t pthread;   /* th_unique == pthread_t == struct pthread * */
+	pid_t lid;	    /* LWP, -1 or 0 when not running yet / gone */
+	uint64_t startfunc; /* start routine; 0 for the main thread */
+	bool exiting;	    /* ti_state TD_THR_ZOMBIE: pthread_exit or cancellation began */
+	bool traceme;	    /* report_events set */
+};
+
+/* td_thr_get_info on the thread whose struct pthread is at pd. */
+int ptw_tdb_thread_info(struct ptw_tdb *t, uint64_t pd, struct ptw_tdb_thread *ret);
+/*
+ * td_thr_event_enable(pd, 1), confirmed by reading ti_traceme back: on stock
+ * Debian it returns TD_NOCAPAB although it worked (DESIGN.md fact 3).
+ */
+int ptw_tdb_thread_enable(struct ptw_tdb *t, uint64_t pd);
+/* td_ta_map_lwp2thr: tid must be ptrace-stopped (its fs_base is read). */
+int ptw_tdb_map_lwp(struct ptw_tdb *t, pid_t tid, uint64_t *ret_pd);
+
+/*
+ * Pops at most max event messages (td_ta_event_getmsg). The list is pushed
+ * to with CAS by running threads while this pops without atomics, and a
+ * reused descriptor can make it cyclic: messages are advice, never truth
+ * (DESIGN.md fact 7), and the loop is bounded.
+ */
+typedef void (*ptw_tdb_msg_cb)(void *ctx, td_event_e event, uint64_t pd);
+int ptw_tdb_drain(struct ptw_tdb *t, int max, ptw_tdb_msg_cb cb, void *ctx);
+
+/* td_ta_thr_iter until a pass finds nothing new (all LWPs must be stopped). */
+typedef void (*ptw_tdb_iter_cb)(void *ctx, const struct ptw_tdb_thread *th);
+int ptw_tdb_iterate(struct ptw_tdb *t, ptw_tdb_iter_cb cb, void *ctx);
+
+#endif

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The tracer: gives meaning to the attach layer's stops. It drives
+ * libthread_db and the breakpoint engine and emits typed thread events
+ * (ptw_events.h) to a sink, in the order it observed them.
+ */
+#ifndef PTW_TRACER_H
+#define PTW_TRACER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ptw_events.h"
+#include "ptw_output.h"
+
+typedef void (*ptw_event_sink_fn)(void *ctx, const struct ptw_event *ev);
+
+struct ptw_tracer_opts {
+	bool use_debug_files;	   /* libc's debug file: read struct pthread, fewer stops */
+	bool create_events;	   /* TD_CREATE breakpoint instead of the clone event */
+	ptw_event_sink_fn sink;
+	void *sink_ctx;
+	void (*before_block)(void *ctx); /* about to sleep: flush output */
+	void *before_block_ctx;
+};
+
+enum ptw_end_reason {
+	PTW_END_TARGET_EXITED,
+	PTW_END_INTERRUPTED,
+	PTW_END_DURATION,
+	PTW_END_ERROR,
+};
+const char *ptw_end_reason_name(enum ptw_end_reason r);
+
+struct ptw_tracer;
+
+/*
+ * Launches argv under ptrace and stops at its exec. child_stdout: fd to use
+ * as the command's stdout, or -1 to leave it alone. Returns 0, or -errno of
+ * the failed exec (-ENOENT, -EACCES, ...) or of ptrace itself.
+ */
+int ptw_tracer_launch(const struct ptw_tracer_opts *o, char *const argv[], int child_stdout,
+		      struct ptw_tracer **ret);
+
+/*
+ * Traces until the target exits, ptwatch gets a session signal, or
+ * duration_ms passed (-1: no limit). *ret_signal is the signal ptwatch got.
+ */
+int ptw_tracer_run(struct ptw_tracer *t, int duration_ms, enum ptw_end_reason *ret_reason,
+		   int *ret_signal);
+
+/*
+ * Lets go of a live target: stops every thread, restores every patched byte,
+ * clears the thread_db event mask, re-injects pending signals, detaches.
+ * Returns the number of threads that could not be stopped in time.
+ */
+int ptw_tracer_detach(struct ptw_tracer *t);
+
+/* Fills the target / session part of the report (spans are the caller's). */
+void ptw_tracer_report(struct ptw_tracer *t, struct ptw_report *r);
+
+void ptw_tracer_free(struct ptw_tracer *t);
+
+/* Exit status of the target once it ended: 0 = not ended, else like wait(2). */
+bool ptw_tracer_target_exit(struct ptw_tracer *t, int *ret_code, int *ret_signal, bool *ret_core);
+
+#endif

@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Small helpers shared by every module: allocation that cannot fail, clocks,
+ * a growable byte buffer, a u64-keyed hash map and the --debug log.
+ */
+#ifndef PTW_UTIL_H
+#define PTW_UTIL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define PTW_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Allocation failure in the tool is fatal: these print and exit(99). */
+void *xmalloc(size_t size);
+void *xcalloc(size_t n, size_t size);
+void *xreallocarray(void *p, size_t n, size_t size);
+char *xstrdup(const char *s);
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* CLOCK_MONOTONIC in nanoseconds; every timestamp ptwatch reports uses it. */
+uint64_t ptw_now_ns(void);
+/* CLOCK_REALTIME minus CLOCK_MONOTONIC, sampled now. */
+int64_t ptw_realtime_offset_ns(void);
+
+/* Growable byte buffer; p is always NUL-terminated once anything was added. */
+struct ptw_buf {
+	char *p;
+	size_t len, cap;
+};
+void ptw_buf_add(struct ptw_buf *b, const void *data, size_t len);
+void ptw_buf_puts(struct ptw_buf *b, const char *s);
+void ptw_buf_putc(struct ptw_buf *b, char c);
+void ptw_buf_printf(struct ptw_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ptw_buf_vprintf(struct ptw_buf *b, const char *fmt, va_list ap);
+void ptw_buf_reset(struct ptw_buf *b);
+void ptw_buf_free(struct ptw_buf *b);
+
+/*
+ * Open-addressing hash map from a non-zero u64 key to a pointer.
+ * Key 0 and key UINT64_MAX are reserved (empty slot, deleted slot).
+ */
+struct ptw_map {
+	uint64_t *keys;
+	void **vals;
+	size_t cap, count, used; /* used counts live and deleted slots */
+};
+void *ptw_map_get(const struct ptw_map *m, uint64_t key);
+/* Returns the previous value for key, or NULL. */
+void *ptw_map_put(struct ptw_map *m, uint64_t key, void *val);
+/* Returns the removed value, or NULL when key was absent. */
+void *ptw_map_del(struct ptw_map *m, uint64_t key);
+/* Iterate: size_t it = 0; while (ptw_map_next(m, &it, &k, &v)) ... Do not insert meanwhile. */
+bool ptw_map_next(const struct ptw_map *m, size_t *it, uint64_t *ret_key, void **ret_val);
+void ptw_map_free(struct ptw_map *m);
+
+/* Hash of a NUL-terminated string, never 0 or UINT64_MAX (usable as a map key). */
+uint64_t ptw_str_hash(const char *s);
+
+/* --debug=DOMAIN,...: off by default, costs one test of a global when off. */
+enum ptw_debug_domain {
+	PTW_DBG_ATTACH = 1u << 0,
+	PTW_DBG_TDB = 1u << 1,
+	PTW_DBG_BP = 1u << 2,
+	PTW_DBG_SYM = 1u << 3,
+	PTW_DBG_SPANS = 1u << 4,
+	PTW_DBG_TRACER = 1u << 5,
+};
+extern unsigned ptw_debug_mask;
+/* Parses "attach,tdb,bp,sym,spans,tracer" or "all"; returns -EINVAL on an unknown name. */
+int ptw_debug_parse(const char *spec);
+void ptw_debug_print(unsigned domain, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define ptw_dbg(domain, ...)                                                                       \
+	do {                                                                                       \
+		if (__builtin_expect(ptw_debug_mask & (domain), 0))                                \
+			ptw_debug_print((domain), __VA_ARGS__);                                    \
+	} while (0)
+
+/* Name of a signal ("SIGSEGV", "SIGRT3"); never NULL. */
+const char *ptw_signame(int sig);
+
+/* Reads a small /proc file into buf (NUL-terminated, trailing newline kept); -errno on failure. */
+int ptw_read_small_file(const char *path, char *buf, size_t size);
+
+/* One line of /proc/PID/maps. */
+struct ptw_mapping {
+	uint64_t start, end, offset, inode;
+	unsigned dev_major, dev_minor;
+	char perms[5];
+	char path[256]; /* "" for anonymous mappings; truncated if longer */
+};
+/* Reads /proc/PID/maps into a sorted array (caller frees). Returns the
+ * count or -errno. */
+int ptw_maps_read(pid_t pid, struct ptw_mapping **ret);
+/* The mapping containing addr in maps, or NULL. */
+const struct ptw_mapping *ptw_maps_find(const struct ptw_mapping *maps, int n, uint64_t addr);
+
+#endif

@@ -1,0 +1,739 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The attach layer proper: launch, the wait loop, the LWP table, resume,
+ * stop-all, detach, memory and registers. See ptw_attach.h.
+ */
+#define _GNU_SOURCE
+#include "ptw_attach.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ---- signals ---- */
+
+static sigset_t original_mask;
+static sigset_t session_set;
+static int session_sigfd = -1;
+
+int ptw_signals_init(void)
+{
+	static const int sigs[] = PTW_SESSION_SIGNALS;
+	sigemptyset(&session_set);
+	sigaddset(&session_set, SIGCHLD);
+	for (size_t i = 0; i < PTW_ARRAY_SIZE(sigs); i++)
+		sigaddset(&session_set, sigs[i]);
+	if (sigprocmask(SIG_BLOCK, &session_set, &original_mask) < 0)
+		return -errno;
+	session_sigfd = signalfd(-1, &session_set, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (session_sigfd < 0)
+		return -errno;
+	return 0;
+}
+
+const sigset_t *ptw_signals_original_mask(void)
+{
+	return &original_mask;
+}
+
+/* ---- LWP table ---- */
+
+static void reopen_mem(struct ptw_proc *p)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/mem", p->pid);
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (p->mem_fd >= 0) {
+		/* Same number: a guardian holding it sees the change. */
+		dup3(fd, p->mem_fd, O_CLOEXEC);
+		close(fd);
+	} else {
+		p->mem_fd = fd;
+	}
+}
+
+static struct ptw_proc *proc_new(pid_t pid)
+{
+	struct ptw_proc *p = xcalloc(1, sizeof(*p));
+	p->pid = pid;
+	p->sigfd = session_sigfd;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/mem", pid);
+	p->mem_fd = open(path, O_RDWR | O_CLOEXEC);
+	return p;
+}
+
+static struct ptw_lwp *lwp_add(struct ptw_proc *p, pid_t tid, pid_t tgid)
+{
+	struct ptw_lwp *l = ptw_map_get(&p->lwps, (uint64_t)tid);
+	if (l) {
+		if (l->state != PTW_LWP_GONE)
+			return l;
+		/* The tid was reused: start a new generation in the same block. */
+		unsigned gen = l->gen + 1;
+		memset(l, 0, sizeof(*l));
+		l->gen = gen;
+	} else {
+		l = xcalloc(1, sizeof(*l));
+		ptw_map_put(&p->lwps, (uint64_t)tid, l);
+	}
+	l->tid = tid;
+	l->tgid = tgid;
+	l->state = PTW_LWP_RUNNING;
+	return l;
+}
+
+struct ptw_lwp *ptw_lwp_get(struct ptw_proc *p, pid_t tid)
+{
+	return ptw_map_get(&p->lwps, (uint64_t)tid);
+}
+
+void ptw_lwp_forget(struct ptw_proc *p, struct ptw_lwp *l)
+{
+	ptw_map_del(&p->lwps, (uint64_t)l->tid);
+	free(l);
+}
+
+size_t ptw_lwp_count_alive(struct ptw_proc *p)
+{
+	size_t n = 0, it = 0;
+	void *v;
+	while (ptw_map_next(&p->lwps, &it, NULL, &v)) {
+		struct ptw_lwp *l = v;
+		if (l->state != PTW_LWP_GONE && l->tgid == p->pid)
+			n++;
+	}
+	return n;
+}
+
+/* The tgid of a tid we have not met: /proc/TID/status knows. */
+static pid_t tgid_of(pid_t tid, pid_t fallback)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/status", tid);
+	if (ptw_read_small_file(path, buf, sizeof(buf)) < 0)
+		return fallback;
+	const char *t = strstr(buf, "\nTgid:");
+	return t ? (pid_t)strtol(t + 6, NULL, 10) : fallback;
+}
+
+/* ---- turning a wait status into a stop ---- */
+
+static void record_status(struct ptw_proc *p, pid_t tid, int status, struct ptw_stop *st)
+{
+	struct ptw_status_class c = ptw_classify_status(status);
+	struct ptw_lwp *l = ptw_lwp_get(p, tid);
+
+	if (!l || l->state == PTW_LWP_GONE) {
+		/* A tid we never heard of: its first stop beat its parent's clone
+		 * event (or it reused the tid of a dead thread). */
+		l = lwp_add(p, tid, tgid_of(tid, p->pid));
+	}
+
+	memset(st, 0, sizeof(*st));
+	st->ns = ptw_now_ns();
+	st->tid = tid;
+	st->lwp = l;
+	st->kind = c.kind;
+	st->sig = c.sig;
+	st->exit_code = c.exit_code;
+	st->core_dumped = c.core_dumped;
+	l->stop_ns = st->ns;
+	l->regs_valid = false;
+	l->regs_dirty = false;
+
+	switch (c.kind) {
+	case PTW_STOP_EXITED:
+	case PTW_STOP_KILLED:
+		l->state = PTW_LWP_GONE;
+		break;
+	case PTW_STOP_NEW:
+		if (l->interrupt_sent || l->group_stopped || l->last_stop != PTW_STOP_NONE)
+			st->kind = PTW_STOP_INTERRUPT;
+		l->interrupt_sent = false;
+		l->group_stopped = false;
+		l->state = PTW_LWP_STOPPED;
+		break;
+	case PTW_STOP_GROUP:
+		l->group_stopped = true;
+		l->state = PTW_LWP_STOPPED;
+		break;
+	case PTW_STOP_CLONE:
+	case PTW_STOP_FORK:
+	case PTW_STOP_VFORK:
+	case PTW_STOP_EXEC:
+	case PTW_STOP_EXIT:
+		if (ptrace(PTRACE_GETEVENTMSG, tid, 0, &st->msg) < 0)
+			st->msg = 0;
+		l->state = PTW_LWP_STOPPED;
+		if (c.kind == PTW_STOP_CLONE && st->msg) {
+			/* Announce the child now so that stop-all waits for it. Its
+			 * tgid: ours for threads, its own for CLONE without THREAD. */
+			pid_t child = (pid_t)st->msg;
+			if (!ptw_lwp_get(p, child) || ptw_lwp_get(p, child)->state == PTW_LWP_GONE)
+				lwp_add(p, child, tgid_of(child, l->tgid));
+		} else if ((c.kind == PTW_STOP_FORK || c.kind == PTW_STOP_VFORK) && st->msg) {
+			pid_t child = (pid_t)st->msg;
+			if (!ptw_lwp_get(p, child) || ptw_lwp_get(p, child)->state == PTW_LWP_GONE)
+				lwp_add(p, child, child);
+		} else if (c.kind == PTW_STOP_EXEC && l->tgid == p->pid) {
+			/* /proc/PID/mem is bound to the address space it was opened
+			 * on: exec made a new one. */
+			reopen_mem(p);
+		}
+		if (c.kind == PTW_STOP_EXEC && st->msg && (pid_t)st->msg != tid) {
+			/* A non-leader thread exec'd: it now has the leader's tid, and
+			 * its old tid vanishes without any notification. */
+			struct ptw_lwp *old = ptw_lwp_get(p, (pid_t)st->msg);
+			if (old)
+				old->state = PTW_LWP_GONE;
+		}
+		break;
+	default:
+		l->state = PTW_LWP_STOPPED;
+		break;
+	}
+	if (l->state == PTW_LWP_STOPPED) {
+		l->last_stop = st->kind;
+		l->last_sig = st->sig;
+	}
+	if ((unsigned)st->kind <= PTW_STOP_TRACER_SIGNAL)
+		p->counts.by_kind[st->kind]++;
+	p->counts.total++;
+	ptw_dbg(PTW_DBG_ATTACH, "%d: %s sig=%d msg=%lu", tid, ptw_stop_kind_name(st->kind), st->sig,
+		st->msg);
+}
+
+static void defer(struct ptw_proc *p, const struct ptw_stop *st)
+{
+	if (p->ndeferred == p->deferred_cap) {
+		p->deferred_cap = p->deferred_cap ? p->deferred_cap * 2 : 8;
+		p->deferred = xreallocarray(p->deferred, p->deferred_cap, sizeof(*p->deferred));
+	}
+	p->deferred[p->ndeferred++] = *st;
+}
+
+/* Reads the signalfd; returns the first session signal seen, 0 if only SIGCHLD. */
+static int drain_sigfd(struct ptw_proc *p)
+{
+	struct signalfd_siginfo si;
+	int session_sig = 0;
+	while (read(p->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+		if (si.ssi_signo != SIGCHLD && !session_sig)
+			session_sig = (int)si.ssi_signo;
+	return session_sig;
+}
+
+static int reap_one(struct ptw_proc *p, pid_t which, struct ptw_stop *st)
+{
+	int status;
+	for (;;) {
+		pid_t tid = waitpid(which, &status, __WALL | WNOHANG);
+		if (tid > 0) {
+			record_status(p, tid, status, st);
+			return 1;
+		}
+		if (tid == 0)
+			return 0;
+		if (errno == EINTR)
+			continue;
+		return -errno;
+	}
+}
+
+int ptw_wait(struct ptw_proc *p, int timeout_ms, struct ptw_stop *ret)
+{
+	if (p->ndeferred) {
+		*ret = p->deferred[0];
+		memmove(p->deferred, p->deferred + 1, --p->ndeferred * sizeof(*p->deferred));
+		return 0;
+	}
+	uint64_t deadline = timeout_ms >= 0 ? ptw_now_ns() + (uint64_t)timeout_ms * 1000000u : 0;
+	for (;;) {
+		int r = reap_one(p, -1, ret);
+		if (r != 0)
+			return r < 0 ? r : 0;
+		int wait_ms = -1;
+		if (timeout_ms >= 0) {
+			uint64_t now = ptw_now_ns();
+			if (now >= deadline) {
+				memset(ret, 0, sizeof(*ret));
+				ret->kind = PTW_STOP_TIMEOUT;
+				ret->ns = now;
+				return 0;
+			}
+			wait_ms = (int)((deadline - now + 999999) / 1000000);
+		}
+		if (p->before_block)
+			p->before_block(p->before_block_ctx);
+		struct pollfd pfd = { .fd = p->sigfd, .events = POLLIN };
+		int n = poll(&pfd, 1, wait_ms);
+		if (n < 0 && errno != EINTR)
+			return -errno;
+		if (n > 0) {
+			int sig = drain_sigfd(p);
+			if (sig) {
+				memset(ret, 0, sizeof(*ret));
+				ret->kind = PTW_STOP_TRACER_SIGNAL;
+				ret->sig = sig;
+				ret->ns = ptw_now_ns();
+				return 0;
+			}
+		}
+	}
+}
+
+int ptw_wait_tid(struct ptw_proc *p, struct ptw_lwp *l, struct ptw_stop *ret)
+{
+	int status;
+	pid_t t;
+	do
+		t = waitpid(l->tid, &status, __WALL);
+	while (t < 0 && errno == EINTR);
+	if (t < 0)
+		return -errno;
+	record_status(p, t, status, ret);
+	return 0;
+}
+
+/* ---- per-LWP operations ---- */
+
+static int lwp_gone_or_err(struct ptw_lwp *l, const char *op)
+{
+	int e = errno;
+	if (e == ESRCH) {
+		/* Killed while stopped (exit_group, SIGKILL): its exit status
+		 * will still be reported by waitpid. */
+		l->state = PTW_LWP_RUNNING;
+		l->exiting = true;
+		return -ESRCH;
+	}
+	ptw_dbg(PTW_DBG_ATTACH, "%s(%d): %s", op, l->tid, strerror(e));
+	return -e;
+}
+
+int ptw_getregs(struct ptw_proc *p, struct ptw_lwp *l, struct user_regs_struct **ret_regs)
+{
+	(void)p;
+	if (!l->regs_valid) {
+		if (ptrace(PTRACE_GETREGS, l->tid, 0, &l->regs) < 0)
+			return lwp_gone_or_err(l, "PTRACE_GETREGS");
+		l->regs_valid = true;
+	}
+	*ret_regs = &l->regs;
+	return 0;
+}
+
+void ptw_regs_dirty(struct ptw_lwp *l)
+{
+	l->regs_dirty = true;
+}
+
+static int flush_regs(struct ptw_lwp *l)
+{
+	if (l->regs_dirty) {
+		if (ptrace(PTRACE_SETREGS, l->tid, 0, &l->regs) < 0)
+			return lwp_gone_or_err(l, "PTRACE_SETREGS");
+		l->regs_dirty = false;
+	}
+	return 0;
+}
+
+static int resume_with(struct ptw_proc *p, struct ptw_lwp *l, enum __ptrace_request req)
+{
+	(void)p;
+	if (l->state != PTW_LWP_STOPPED)
+		return 0;
+	int r = flush_regs(l);
+	if (r < 0)
+		return r;
+	long sig = l->resume_sig;
+	if (l->group_stopped && req == PTRACE_CONT) {
+		req = PTRACE_LISTEN;
+		sig = 0;
+	}
+	if (ptrace(req, l->tid, 0, sig) < 0)
+		return lwp_gone_or_err(l, "resume");
+	if (l->last_stop == PTW_STOP_EXIT)
+		l->exiting = true;
+	l->resume_sig = 0;
+	l->regs_valid = false;
+	l->state = PTW_LWP_RUNNING;
+	return 0;
+}
+
+int ptw_resume(struct ptw_proc *p, struct ptw_lwp *l)
+{
+	return resume_with(p, l, PTRACE_CONT);
+}
+
+int ptw_resume_syscall(struct ptw_proc *p, struct ptw_lwp *l)
+{
+	return resume_with(p, l, PTRACE_SYSCALL);
+}
+
+int ptw_getfpregs(struct ptw_proc *p, struct ptw_lwp *l, struct user_fpregs_struct *ret)
+{
+	(void)p;
+	if (ptrace(PTRACE_GETFPREGS, l->tid, 0, ret) < 0)
+		return lwp_gone_or_err(l, "PTRACE_GETFPREGS");
+	return 0;
+}
+
+int ptw_setfpregs(struct ptw_proc *p, struct ptw_lwp *l, const struct user_fpregs_struct *fp)
+{
+	(void)p;
+	if (ptrace(PTRACE_SETFPREGS, l->tid, 0, fp) < 0)
+		return lwp_gone_or_err(l, "PTRACE_SETFPREGS");
+	return 0;
+}
+
+int ptw_getsiginfo(struct ptw_proc *p, struct ptw_lwp *l, siginfo_t *ret)
+{
+	(void)p;
+	if (ptrace(PTRACE_GETSIGINFO, l->tid, 0, ret) < 0)
+		return lwp_gone_or_err(l, "PTRACE_GETSIGINFO");
+	return 0;
+}
+
+int ptw_set_options(struct ptw_proc *p, struct ptw_lwp *l, unsigned options)
+{
+	(void)p;
+	if (ptrace(PTRACE_SETOPTIONS, l->tid, 0, (long)options) < 0)
+		return lwp_gone_or_err(l, "PTRACE_SETOPTIONS");
+	return 0;
+}
+
+int ptw_interrupt(struct ptw_proc *p, struct ptw_lwp *l)
+{
+	(void)p;
+	if (ptrace(PTRACE_INTERRUPT, l->tid, 0, 0) < 0)
+		return lwp_gone_or_err(l, "PTRACE_INTERRUPT");
+	l->interrupt_sent = true;
+	return 0;
+}
+
+int ptw_detach_lwp(struct ptw_proc *p, struct ptw_lwp *l)
+{
+	(void)p;
+	int r = flush_regs(l);
+	if (r == 0 && ptrace(PTRACE_DETACH, l->tid, 0, (long)l->resume_sig) < 0)
+		r = lwp_gone_or_err(l, "PTRACE_DETACH");
+	l->resume_sig = 0;
+	l->state = PTW_LWP_GONE;
+	return r;
+}
+
+/* ---- memory ---- */
+
+int ptw_mem_read(struct ptw_proc *p, uint64_t addr, void *buf, size_t len)
+{
+	struct iovec local = { buf, len }, remote = { (void *)(uintptr_t)addr, len };
+	ssize_t n = process_vm_readv(p->pid, &local, 1, &remote, 1, 0);
+	if (n == (ssize_t)len)
+		return 0;
+	if (p->mem_fd >= 0) {
+		n = pread(p->mem_fd, buf, len, (off_t)addr);
+		if (n == (ssize_t)len)
+			return 0;
+	}
+	return n < 0 ? -errno : -EIO;
+}
+
+int ptw_mem_poke_pid(pid_t pid, int mem_fd, uint64_t addr, const void *buf, size_t len)
+{
+	int fd = mem_fd, r = 0;
+	if (fd < 0) {
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/%d/mem", pid);
+		fd = open(path, O_RDWR | O_CLOEXEC);
+		if (fd < 0)
+			return -errno;
+	}
+	ssize_t n = pwrite(fd, buf, len, (off_t)addr);
+	if (n != (ssize_t)len)
+		r = n < 0 ? -errno : -EIO;
+	if (fd != mem_fd)
+		close(fd);
+	return r;
+}
+
+int ptw_mem_write(struct ptw_proc *p, uint64_t addr, const void *buf, size_t len)
+{
+	struct iovec local = { (void *)buf, len }, remote = { (void *)(uintptr_t)addr, len };
+	ssize_t n = process_vm_writev(p->pid, &local, 1, &remote, 1, 0);
+	if (n == (ssize_t)len)
+		return 0;
+	/* Read-only mappings (text): /proc/PID/mem writes with FOLL_FORCE. */
+	return ptw_mem_poke_pid(p->pid, p->mem_fd, addr, buf, len);
+}
+
+/* ---- launch ---- */
+
+static void __attribute__((noreturn)) child_exec(const struct ptw_launch *l, int go_fd, int err_fd)
+{
+	char c;
+	/* Wait until the parent has seized us: nothing of the command runs untraced. */
+	while (read(go_fd, &c, 1) < 0 && errno == EINTR)
+		;
+	if (l->child_stdout >= 0 && dup2(l->child_stdout, STDOUT_FILENO) < 0)
+		_exit(126);
+	sigprocmask(SIG_SETMASK, &original_mask, NULL);
+	execvp(l->argv[0], l->argv);
+	int e = errno;
+	ssize_t r = write(err_fd, &e, sizeof(e));
+	(void)r;
+	_exit(e == ENOENT ? 127 : 126);
+}
+
+int ptw_launch(const struct ptw_launch *l, struct ptw_proc **ret_proc, struct ptw_stop *ret_exec_stop)
+{
+	int go[2], err[2];
+	if (pipe2(go, O_CLOEXEC) < 0)
+		return -errno;
+	if (pipe2(err, O_CLOEXEC) < 0) {
+		int e = errno;
+		close(go[0]);
+		close(go[1]);
+		return -e;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		int e = errno;
+		close(go[0]);
+		close(go[1]);
+		close(err[0]);
+		close(err[1]);
+		return -e;
+	}
+	if (pid == 0) {
+		close(go[1]);
+		close(err[0]);
+		child_exec(l, go[0], err[1]);
+	}
+	close(go[0]);
+	close(err[1]);
+
+	unsigned options = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK |
+			   PTRACE_O_TRACEEXEC | PTRACE_O_TRACEEXIT | PTRACE_O_TRACESYSGOOD |
+			   l->extra_options;
+	int r = 0;
+	if (ptrace(PTRACE_SEIZE, pid, 0, (long)options) < 0) {
+		r = -errno;
+		kill(pid, SIGKILL);
+	}
+	ssize_t w = write(go[1], "g", 1);
+	(void)w;
+	close(go[1]);
+
+	struct ptw_proc *p = proc_new(pid);
+	p->options = options;
+	lwp_add(p, pid, pid);
+
+	struct ptw_stop st;
+	for (;;) {
+		int status;
+		pid_t t = waitpid(pid, &status, __WALL);
+		if (t < 0) {
+			if (errno == EINTR)
+				continue;
+			r = -errno;
+			break;
+		}
+		record_status(p, t, status, &st);
+		if (st.kind == PTW_STOP_EXEC) {
+			if (r == 0) {
+				*ret_exec_stop = st;
+				*ret_proc = p;
+				close(err[0]);
+				return 0;
+			}
+			break;
+		}
+		if (st.kind == PTW_STOP_EXITED || st.kind == PTW_STOP_KILLED) {
+			int e = 0;
+			if (read(err[0], &e, sizeof(e)) == (ssize_t)sizeof(e) && e)
+				r = -e;
+			else if (r == 0)
+				r = -ECHILD;
+			break;
+		}
+		/* A signal before exec (from the terminal, say) belongs to the child. */
+		st.lwp->resume_sig = st.kind == PTW_STOP_SIGNAL ? st.sig : 0;
+		ptw_resume(p, st.lwp);
+	}
+	close(err[0]);
+	ptw_proc_free(p);
+	return r;
+}
+
+/* ---- stop-all ---- */
+
+static bool lwp_needs_stop(const struct ptw_lwp *l)
+{
+	return l->state == PTW_LWP_RUNNING && !l->exiting;
+}
+
+int ptw_stop_all(struct ptw_proc *p, int deadline_ms, ptw_stop_cb on_stop, void *ctx)
+{
+	size_t it = 0;
+	void *v;
+	while (ptw_map_next(&p->lwps, &it, NULL, &v)) {
+		struct ptw_lwp *l = v;
+		if (lwp_needs_stop(l) && !l->interrupt_sent)
+			ptw_interrupt(p, l);
+	}
+	/* Statuses reaped before this call are still owed to the caller. */
+	for (size_t i = 0; i < p->ndeferred; i++)
+		on_stop(ctx, &p->deferred[i]);
+	p->ndeferred = 0;
+
+	uint64_t deadline = ptw_now_ns() + (uint64_t)deadline_ms * 1000000u;
+	for (;;) {
+		size_t running = 0;
+		it = 0;
+		while (ptw_map_next(&p->lwps, &it, NULL, &v)) {
+			struct ptw_lwp *l = v;
+			if (lwp_needs_stop(l)) {
+				running++;
+				/* New LWPs met meanwhile need their own interrupt. */
+				if (!l->interrupt_sent)
+					ptw_interrupt(p, l);
+			}
+		}
+		if (!running)
+			return 0;
+		struct ptw_stop st;
+		int r = reap_one(p, -1, &st);
+		if (r < 0)
+			return r == -ECHILD ? 0 : r;
+		if (r > 0) {
+			on_stop(ctx, &st);
+			continue;
+		}
+		uint64_t now = ptw_now_ns();
+		if (now >= deadline)
+			return (int)running;
+		struct pollfd pfd = { .fd = p->sigfd, .events = POLLIN };
+		int n = poll(&pfd, 1, (int)((deadline - now + 999999) / 1000000));
+		if (n > 0) {
+			/* Session signals during stop-all are not lost: stop-all is
+			 * already the way out. */
+			drain_sigfd(p);
+		}
+	}
+}
+
+/* ---- syscall injection ---- */
+
+int ptw_inject_syscall(struct ptw_proc *p, struct ptw_lwp *l, uint64_t syscall_insn, long nr,
+		       const uint64_t args[6], int64_t *ret_value)
+{
+	struct user_regs_struct *cur;
+	int r = ptw_getregs(p, l, &cur);
+	if (r < 0)
+		return r;
+	struct user_regs_struct saved = *cur;
+	int saved_sig = l->resume_sig;
+	bool saved_group = l->group_stopped;
+	int stray_sigs[8];
+	size_t nstray = 0;
+
+	struct user_regs_struct regs = saved;
+	regs.rip = syscall_insn;
+	regs.rax = (unsigned long long)nr;
+	/* orig_rax = -1: the kernel must not "restart" whatever syscall the
+	 * thread was stopped in when we return to user mode. */
+	regs.orig_rax = (unsigned long long)-1;
+	regs.rdi = args[0];
+	regs.rsi = args[1];
+	regs.rdx = args[2];
+	regs.r10 = args[3];
+	regs.r8 = args[4];
+	regs.r9 = args[5];
+	l->regs = regs;
+	l->regs_dirty = true;
+	l->resume_sig = 0;
+	l->group_stopped = false;
+
+	int phase = 0; /* 0: want syscall entry, 1: want syscall exit */
+	while (phase < 2) {
+		r = ptw_resume_syscall(p, l);
+		if (r < 0)
+			break;
+		int status;
+		pid_t t;
+		do
+			t = waitpid(l->tid, &status, __WALL);
+		while (t < 0 && errno == EINTR);
+		if (t < 0) {
+			r = -errno;
+			break;
+		}
+		struct ptw_stop st;
+		record_status(p, l->tid, status, &st);
+		if (st.kind == PTW_STOP_SYSCALL) {
+			phase++;
+			continue;
+		}
+		if (st.kind == PTW_STOP_SIGNAL) {
+			/* A signal arrived meanwhile: hold it, re-raise it after. */
+			if (nstray < PTW_ARRAY_SIZE(stray_sigs))
+				stray_sigs[nstray++] = st.sig;
+			continue;
+		}
+		if (st.kind == PTW_STOP_GROUP) {
+			saved_group = true;
+			continue;
+		}
+		if (st.kind == PTW_STOP_NEW || st.kind == PTW_STOP_INTERRUPT)
+			continue;
+		/* Exit, exec, kill: the thread is leaving. Hand the status back. */
+		defer(p, &st);
+		r = -ESRCH;
+		break;
+	}
+	if (r == 0) {
+		struct user_regs_struct *after;
+		r = ptw_getregs(p, l, &after);
+		if (r == 0)
+			*ret_value = (int64_t)after->rax;
+	}
+	if (l->state == PTW_LWP_STOPPED) {
+		l->regs = saved;
+		l->regs_valid = true;
+		l->regs_dirty = true;
+		l->resume_sig = saved_sig;
+		l->group_stopped = saved_group;
+		/* Delivered exactly once, to the same thread (with SI_TKILL info). */
+		for (size_t i = 0; i < nstray; i++)
+			syscall(SYS_tgkill, l->tgid, l->tid, stray_sigs[i]);
+	}
+	return r;
+}
+
+void ptw_proc_free(struct ptw_proc *p)
+{
+	if (!p)
+		return;
+	size_t it = 0;
+	void *v;
+	while (ptw_map_next(&p->lwps, &it, NULL, &v))
+		free(v);
+	ptw_map_free(&p->lwps);
+	if (p->mem_fd >= 0)
+		close(p->mem_fd);
+	free(p->deferred);
+	free(p);
+}

@@ -1,0 +1,495 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Choosing how to step over the instruction an int3 displaced, and doing it
+ * without a single step. Pure given capstone; see ptw_breakpoints.h.
+ *
+ * Emulated: only instructions whose whole effect is a register or stack
+ * write that is easy to get exactly right (no flags). Everything else that is
+ * not control flow runs out of line, where the CPU does the work.
+ */
+#define _GNU_SOURCE
+#include <capstone/capstone.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ptw_breakpoints.h"
+#include "ptw_util.h"
+
+static csh cs_handle;
+static bool cs_ready;
+
+static int capstone(csh *ret)
+{
+	if (!cs_ready) {
+		if (cs_open(CS_ARCH_X86, CS_MODE_64, &cs_handle) != CS_ERR_OK)
+			return -ENOTSUP;
+		cs_option(cs_handle, CS_OPT_DETAIL, CS_OPT_ON);
+		cs_ready = true;
+	}
+	*ret = cs_handle;
+	return 0;
+}
+
+#define R(name) offsetof(struct user_regs_struct, name)
+static const struct {
+	int r64, r32;
+	int slot;
+} reg_table[] = {
+	{ X86_REG_RAX, X86_REG_EAX, R(rax) },  { X86_REG_RBX, X86_REG_EBX, R(rbx) },
+	{ X86_REG_RCX, X86_REG_ECX, R(rcx) },  { X86_REG_RDX, X86_REG_EDX, R(rdx) },
+	{ X86_REG_RSI, X86_REG_ESI, R(rsi) },  { X86_REG_RDI, X86_REG_EDI, R(rdi) },
+	{ X86_REG_RBP, X86_REG_EBP, R(rbp) },  { X86_REG_RSP, X86_REG_ESP, R(rsp) },
+	{ X86_REG_R8, X86_REG_R8D, R(r8) },    { X86_REG_R9, X86_REG_R9D, R(r9) },
+	{ X86_REG_R10, X86_REG_R10D, R(r10) }, { X86_REG_R11, X86_REG_R11D, R(r11) },
+	{ X86_REG_R12, X86_REG_R12D, R(r12) }, { X86_REG_R13, X86_REG_R13D, R(r13) },
+	{ X86_REG_R14, X86_REG_R14D, R(r14) }, { X86_REG_R15, X86_REG_R15D, R(r15) },
+};
+#undef R
+
+int ptw_insn_reg_slot(int cs_reg, int *ret_width)
+{
+	for (size_t i = 0; i < PTW_ARRAY_SIZE(reg_table); i++) {
+		if (reg_table[i].r64 == cs_reg) {
+			*ret_width = 8;
+			return reg_table[i].slot;
+		}
+		if (reg_table[i].r32 == cs_reg) {
+			*ret_width = 4;
+			return reg_table[i].slot;
+		}
+	}
+	return -1;
+}
+
+/* Converts a capstone operand; false if it names something we cannot model. */
+static bool convert_operand(const cs_x86_op *op, struct ptw_insn_operand *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->reg = out->base = out->index = -1;
+	switch (op->type) {
+	case X86_OP_IMM:
+		out->type = PTW_OPND_IMM;
+		out->imm = op->imm;
+		return true;
+	case X86_OP_REG:
+		out->type = PTW_OPND_REG;
+		out->reg = ptw_insn_reg_slot(op->reg, &out->width);
+		return out->reg >= 0;
+	case X86_OP_MEM: {
+		int w;
+		out->type = PTW_OPND_MEM;
+		out->scale = op->mem.scale;
+		out->disp = op->mem.disp;
+		if (op->mem.segment == X86_REG_FS)
+			out->seg = PTW_REG_FS;
+		else if (op->mem.segment == X86_REG_GS)
+			out->seg = PTW_REG_GS;
+		else if (op->mem.segment != X86_REG_INVALID)
+			return false;
+		if (op->mem.base == X86_REG_RIP)
+			out->base = PTW_REG_RIP;
+		else if (op->mem.base != X86_REG_INVALID &&
+			 ((out->base = ptw_insn_reg_slot(op->mem.base, &w)) < 0 || w != 8))
+			return false;
+		if (op->mem.index != X86_REG_INVALID &&
+		    ((out->index = ptw_insn_reg_slot(op->mem.index, &w)) < 0 || w != 8))
+			return false;
+		return true;
+	}
+	default:
+		return false;
+	}
+}
+
+static bool is_jcc(unsigned id)
+{
+	switch (id) {
+	case X86_INS_JAE:
+	case X86_INS_JA:
+	case X86_INS_JBE:
+	case X86_INS_JB:
+	case X86_INS_JE:
+	case X86_INS_JGE:
+	case X86_INS_JG:
+	case X86_INS_JLE:
+	case X86_INS_JL:
+	case X86_INS_JNE:
+	case X86_INS_JNO:
+	case X86_INS_JNP:
+	case X86_INS_JNS:
+	case X86_INS_JO:
+	case X86_INS_JP:
+	case X86_INS_JS:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static bool in_group(const cs_detail *d, uint8_t group)
+{
+	for (uint8_t i = 0; i < d->groups_count; i++)
+		if (d->groups[i] == group)
+			return true;
+	return false;
+}
+
+static int choose(const cs_insn *insn, struct ptw_insn_plan *p)
+{
+	const cs_x86 *x = &insn->detail->x86;
+	const cs_x86_op *ops = x->operands;
+
+	switch (insn->id) {
+	case X86_INS_NOP:
+	case X86_INS_ENDBR64:
+	case X86_INS_ENDBR32:
+		p->kind = PTW_INSN_NOP;
+		return 0;
+	case X86_INS_PUSH:
+		if (x->op_count == 1 && convert_operand(&ops[0], &p->src) &&
+		    p->src.type == PTW_OPND_REG && p->src.width == 8) {
+			p->kind = PTW_INSN_PUSH_REG;
+			return 0;
+		}
+		break;
+	case X86_INS_MOV:
+		if (x->op_count == 2 && convert_operand(&ops[0], &p->dst) &&
+		    convert_operand(&ops[1], &p->src) && p->dst.type == PTW_OPND_REG) {
+			if (p->src.type == PTW_OPND_REG && p->src.width == p->dst.width) {
+				p->kind = PTW_INSN_MOV_REG;
+				return 0;
+			}
+			if (p->src.type == PTW_OPND_IMM) {
+				p->kind = PTW_INSN_MOV_IMM;
+				return 0;
+			}
+		}
+		break;
+	case X86_INS_LEA:
+		if (x->op_count == 2 && convert_operand(&ops[0], &p->dst) &&
+		    convert_operand(&ops[1], &p->src) && p->dst.type == PTW_OPND_REG &&
+		    p->src.type == PTW_OPND_MEM && !p->src.seg) {
+			p->kind = PTW_INSN_LEA;
+			return 0;
+		}
+		break;
+	case X86_INS_CDQE:
+		p->kind = PTW_INSN_CDQE;
+		return 0;
+	case X86_INS_RET:
+		p->kind = PTW_INSN_RET;
+		if (x->op_count == 1 && ops[0].type == X86_OP_IMM)
+			p->ret_pop = (uint16_t)ops[0].imm;
+		return 0;
+	case X86_INS_JMP:
+	case X86_INS_CALL:
+		if (x->op_count == 1 && convert_operand(&ops[0], &p->src) &&
+		    (p->src.type != PTW_OPND_REG || p->src.width == 8)) {
+			p->kind = insn->id == X86_INS_JMP ? PTW_INSN_JMP : PTW_INSN_CALL;
+			return 0;
+		}
+		return -ENOTSUP;
+	default:
+		if (is_jcc(insn->id) && x->op_count == 1 && ops[0].type == X86_OP_IMM) {
+			p->kind = PTW_INSN_JCC;
+			p->cond = (int)insn->id;
+			p->src.type = PTW_OPND_IMM;
+			p->src.imm = ops[0].imm;
+			return 0;
+		}
+		break;
+	}
+
+	/* Out of line: anything that does not itself transfer control. */
+	const cs_detail *d = insn->detail;
+	if (in_group(d, CS_GRP_JUMP) || in_group(d, CS_GRP_CALL) || in_group(d, CS_GRP_RET) ||
+	    in_group(d, CS_GRP_INT) || in_group(d, CS_GRP_IRET) || in_group(d, CS_GRP_BRANCH_RELATIVE))
+		return -ENOTSUP;
+	for (uint8_t i = 0; i < x->op_count; i++) {
+		if (ops[i].type == X86_OP_MEM && ops[i].mem.base == X86_REG_RIP) {
+			if (x->encoding.disp_size != 4 || !x->encoding.disp_offset)
+				return -ENOTSUP;
+			p->rip_relative = true;
+			p->disp_offset = x->encoding.disp_offset;
+			p->disp_size = x->encoding.disp_size;
+		}
+	}
+	p->kind = PTW_INSN_XOL;
+	return 0;
+}
+
+int ptw_insn_plan(const uint8_t *code, size_t len, uint64_t addr, struct ptw_insn_plan *ret)
+{
+	csh h;
+	int r = capstone(&h);
+	if (r < 0)
+		return r;
+	cs_insn *insn;
+	size_t n = cs_disasm(h, code, len, addr, 1, &insn);
+	if (n == 0)
+		return -EINVAL;
+	struct ptw_insn_plan p;
+	memset(&p, 0, sizeof(p));
+	p.len = (uint8_t)insn->size;
+	memcpy(p.bytes, insn->bytes, insn->size);
+	snprintf(p.text, sizeof(p.text), "%.12s%s%.34s", insn->mnemonic, insn->op_str[0] ? " " : "",
+		 insn->op_str);
+	r = choose(insn, &p);
+	cs_free(insn, n);
+	if (r < 0)
+		return r;
+	*ret = p;
+	return 0;
+}
+
+/* ---- emulation ---- */
+
+static uint64_t get_reg(const struct user_regs_struct *regs, int slot)
+{
+	uint64_t v;
+	memcpy(&v, (const char *)regs + slot, sizeof(v));
+	return v;
+}
+
+static void set_reg(struct user_regs_struct *regs, int slot, uint64_t v)
+{
+	memcpy((char *)regs + slot, &v, sizeof(v));
+}
+
+static uint64_t effective_address(const struct ptw_insn_operand *m, const struct user_regs_struct *regs,
+				  uint64_t next_rip)
+{
+	uint64_t ea = (uint64_t)m->disp;
+	if (m->base == PTW_REG_RIP)
+		ea += next_rip;
+	else if (m->base >= 0)
+		ea += get_reg(regs, m->base);
+	if (m->index >= 0)
+		ea += get_reg(regs, m->index) * (uint64_t)m->scale;
+	if (m->seg == PTW_REG_FS)
+		ea += regs->fs_base;
+	else if (m->seg == PTW_REG_GS)
+		ea += regs->gs_base;
+	return ea;
+}
+
+static int operand_value(const struct ptw_insn_operand *o, const struct user_regs_struct *regs,
+			 uint64_t next_rip, const struct ptw_insn_mem *mem, uint64_t *ret)
+{
+	switch (o->type) {
+	case PTW_OPND_IMM:
+		*ret = (uint64_t)o->imm;
+		return 0;
+	case PTW_OPND_REG: {
+		uint64_t v = get_reg(regs, o->reg);
+		*ret = o->width == 4 ? (uint32_t)v : v;
+		return 0;
+	}
+	case PTW_OPND_MEM:
+		return mem->read(mem->ctx, effective_address(o, regs, next_rip), ret, 8);
+	default:
+		return -EINVAL;
+	}
+}
+
+static bool condition_holds(int cond, uint64_t eflags)
+{
+	bool cf = eflags & 0x1, pf = eflags & 0x4, zf = eflags & 0x40, sf = eflags & 0x80,
+	     of = eflags & 0x800;
+	switch (cond) {
+	case X86_INS_JAE:
+		return !cf;
+	case X86_INS_JA:
+		return !cf && !zf;
+	case X86_INS_JBE:
+		return cf || zf;
+	case X86_INS_JB:
+		return cf;
+	case X86_INS_JE:
+		return zf;
+	case X86_INS_JGE:
+		return sf == of;
+	case X86_INS_JG:
+		return !zf && sf == of;
+	case X86_INS_JLE:
+		return zf || sf != of;
+	case X86_INS_JL:
+		return sf != of;
+	case X86_INS_JNE:
+		return !zf;
+	case X86_INS_JNO:
+		return !of;
+	case X86_INS_JNP:
+		return !pf;
+	case X86_INS_JNS:
+		return !sf;
+	case X86_INS_JO:
+		return of;
+	case X86_INS_JP:
+		return pf;
+	case X86_INS_JS:
+		return sf;
+	default:
+		return false;
+	}
+}
+
+int ptw_insn_emulate(const struct ptw_insn_plan *plan, uint64_t addr, struct user_regs_struct *regs,
+		     const struct ptw_insn_mem *mem)
+{
+	struct user_regs_struct r = *regs;
+	uint64_t next = addr + plan->len, v;
+	int e;
+
+	switch (plan->kind) {
+	case PTW_INSN_NOP:
+		r.rip = next;
+		break;
+	case PTW_INSN_PUSH_REG:
+		v = get_reg(&r, plan->src.reg);
+		if ((e = mem->write(mem->ctx, r.rsp - 8, &v, 8)) < 0)
+			return e;
+		r.rsp -= 8;
+		r.rip = next;
+		break;
+	case PTW_INSN_MOV_REG:
+	case PTW_INSN_MOV_IMM:
+		if ((e = operand_value(&plan->src, &r, next, mem, &v)) < 0)
+			return e;
+		set_reg(&r, plan->dst.reg, plan->dst.width == 4 ? (uint32_t)v : v);
+		r.rip = next;
+		break;
+	case PTW_INSN_LEA:
+		v = effective_address(&plan->src, &r, next);
+		set_reg(&r, plan->dst.reg, plan->dst.width == 4 ? (uint32_t)v : v);
+		r.rip = next;
+		break;
+	case PTW_INSN_CDQE:
+		r.rax = (uint64_t)(int64_t)(int32_t)r.rax;
+		r.rip = next;
+		break;
+	case PTW_INSN_RET:
+		if ((e = mem->read(mem->ctx, r.rsp, &v, 8)) < 0)
+			return e;
+		r.rsp += 8 + plan->ret_pop;
+		r.rip = v;
+		break;
+	case PTW_INSN_JMP:
+		if ((e = operand_value(&plan->src, &r, next, mem, &v)) < 0)
+			return e;
+		r.rip = v;
+		break;
+	case PTW_INSN_CALL:
+		if ((e = operand_value(&plan->src, &r, next, mem, &v)) < 0)
+			return e;
+		if ((e = mem->write(mem->ctx, r.rsp - 8, &next, 8)) < 0)
+			return e;
+		r.rsp -= 8;
+		r.rip = v;
+		break;
+	case PTW_INSN_JCC:
+		r.rip = condition_holds(plan->cond, r.eflags) ? (uint64_t)plan->src.imm : next;
+		break;
+	default:
+		return -EINVAL;
+	}
+	*regs = r;
+	return 0;
+}
+
+int ptw_insn_xol_code(const struct ptw_insn_plan *plan, uint64_t addr, uint64_t slot_addr,
+		      uint8_t out[PTW_XOL_SLOT_SIZE])
+{
+	size_t n = plan->len;
+	memcpy(out, plan->bytes, n);
+	if (plan->rip_relative) {
+		int32_t disp;
+		memcpy(&disp, out + plan->disp_offset, 4);
+		/* Same target from the slot: the next-rip moves by slot - addr. */
+		int64_t moved = (int64_t)disp + (int64_t)(addr - slot_addr);
+		if (moved < INT32_MIN || moved > INT32_MAX)
+			return -ERANGE;
+		disp = (int32_t)moved;
+		memcpy(out + plan->disp_offset, &disp, 4);
+	}
+	/* jmp *0(%rip); .quad addr + len */
+	static const uint8_t jmp_abs[] = { 0xff, 0x25, 0, 0, 0, 0 };
+	memcpy(out + n, jmp_abs, sizeof(jmp_abs));
+	uint64_t back = addr + plan->len;
+	memcpy(out + n + sizeof(jmp_abs), &back, 8);
+	n += sizeof(jmp_abs) + 8;
+	memset(out + n, 0xcc, PTW_XOL_SLOT_SIZE - n);
+	return (int)n;
+}
+
+/* ---- scanning helpers ---- */
+
+int ptw_insn_call_length(const uint8_t before[8], uint64_t ret_addr)
+{
+	csh h;
+	if (capstone(&h) < 0)
+		return 0;
+	/* Try the common encodings, shortest first: call *%reg (2), call
+	 * *disp8(%reg) (3), call rel32 (5), call *disp32(%rip) (6), SIB (7). */
+	for (int k = 2; k <= 7; k++) {
+		cs_insn *insn;
+		size_t n = cs_disasm(h, before + 8 - k, (size_t)k, ret_addr - (uint64_t)k, 1, &insn);
+		if (!n)
+			continue;
+		bool ok = insn->id == X86_INS_CALL && insn->size == k;
+		cs_free(insn, n);
+		if (ok)
+			return k;
+	}
+	return 0;
+}
+
+int ptw_insn_tail_jump(const uint8_t *code, size_t len, uint64_t addr, uint64_t *ret_target)
+{
+	csh h;
+	if (capstone(&h) < 0)
+		return -ENOTSUP;
+	cs_insn *insn;
+	size_t n = cs_disasm(h, code, len, addr, 6, &insn);
+	int r = -ENOENT;
+	for (size_t i = 0; i < n; i++) {
+		const cs_x86 *x = &insn[i].detail->x86;
+		if (insn[i].id == X86_INS_JMP && x->op_count == 1 && x->operands[0].type == X86_OP_IMM) {
+			*ret_target = (uint64_t)x->operands[0].imm;
+			r = 0;
+			break;
+		}
+		if (insn[i].id == X86_INS_RET || insn[i].id == X86_INS_CALL)
+			break;
+	}
+	if (n)
+		cs_free(insn, n);
+	return r;
+}
+
+int ptw_insn_find_rets(const uint8_t *code, size_t len, uint64_t addr, uint64_t *out, int max)
+{
+	csh h;
+	if (capstone(&h) < 0)
+		return 0;
+	int k = 0;
+	const uint8_t *p = code;
+	size_t left = len;
+	uint64_t a = addr;
+	cs_insn *insn = cs_malloc(h);
+	while (left && k < max) {
+		if (!cs_disasm_iter(h, &p, &left, &a, insn)) {
+			/* undecodable byte (padding): skip it */
+			p++;
+			left--;
+			a++;
+			continue;
+		}
+		if (insn->id == X86_INS_RET)
+			out[k++] = insn->address;
+	}
+	cs_free(insn, 1);
+	return k;
+}

@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE
+#include "journal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "ptw_attach.h"
+
+struct journal *journal_new(pid_t pid)
+{
+	struct journal *j = mmap(NULL, sizeof(*j), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+				 -1, 0);
+	if (j == MAP_FAILED)
+		return NULL;
+	j->pid = pid;
+	return j;
+}
+
+void journal_free(struct journal *j)
+{
+	if (j)
+		munmap(j, sizeof(*j));
+}
+
+int journal_add(struct journal *j, uint64_t addr, uint8_t orig)
+{
+	if (j->count >= JOURNAL_CAPACITY)
+		return -ENOSPC;
+	struct ptw_mapping *maps;
+	int n = ptw_maps_read(j->pid, &maps);
+	if (n < 0)
+		return n;
+	const struct ptw_mapping *m = ptw_maps_find(maps, n, addr);
+	if (!m) {
+		free(maps);
+		return -ENOENT;
+	}
+	struct journal_entry *e = &j->entries[j->count];
+	e->addr = addr;
+	e->file_offset = m->offset + (addr - m->start);
+	e->inode = m->inode;
+	e->dev = makedev(m->dev_major, m->dev_minor);
+	e->orig = orig;
+	e->state = JOURNAL_ACTIVE;
+	free(maps);
+	/* Publish the entry only once it is complete. */
+	__atomic_store_n(&j->count, j->count + 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+int journal_restore(struct journal *j, pid_t pid, int mem_fd, int *ret_restored)
+{
+	struct ptw_mapping *maps = NULL;
+	int n = ptw_maps_read(pid, &maps);
+	int failed = 0, restored = 0;
+	for (uint32_t i = 0; i < j->count; i++) {
+		struct journal_entry *e = &j->entries[i];
+		if (e->state != JOURNAL_ACTIVE)
+			continue;
+		const struct ptw_mapping *m = n > 0 ? ptw_maps_find(maps, n, e->addr) : NULL;
+		if (!m || m->inode != e->inode || makedev(m->dev_major, m->dev_minor) != e->dev ||
+		    m->offset + (e->addr - m->start) != e->file_offset) {
+			/* The mapping changed (dlclose, exec): never write there. */
+			e->state = JOURNAL_RESTORED;
+			continue;
+		}
+		if (ptw_mem_poke_pid(pid, mem_fd, e->addr, &e->orig, 1) == 0) {
+			e->state = JOURNAL_RESTORED;
+			restored++;
+		} else {
+			failed++;
+		}
+	}
+	free(maps);
+	if (ret_restored)
+		*ret_restored = restored;
+	return failed;
+}
+
+void journal_clear(struct journal *j)
+{
+	for (uint32_t i = 0; i < j->count; i++)
+		j->entries[i].state = JOURNAL_FREE;
+	j->count = 0;
+}
+
+void journal_emergency_restore(struct journal *j, int mem_fd)
+{
+	uint32_t count = __atomic_load_n(&j->count, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < count; i++) {
+		struct journal_entry *e = &j->entries[i];
+		if (e->state == JOURNAL_ACTIVE &&
+		    pwrite(mem_fd, &e->orig, 1, (off_t)e->addr) == 1)
+			e->state = JOURNAL_RESTORED;
+	}
+}

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The journal of patched bytes. It lives in a MAP_SHARED anonymous mapping
+ * so that a guardian process forked from ptwatch sees the same entries and
+ * can restore them if the process holding ptrace dies; and it is read with
+ * nothing but loads and pwrite, so a fatal-signal handler can restore too.
+ */
+#ifndef PTW_BP_JOURNAL_H
+#define PTW_BP_JOURNAL_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ptw_util.h"
+
+enum { JOURNAL_FREE = 0, JOURNAL_ACTIVE = 1, JOURNAL_RESTORED = 2 };
+
+struct journal_entry {
+	uint64_t addr;
+	uint64_t file_offset; /* offset of addr in the mapped file (identity) */
+	uint64_t inode;
+	uint32_t dev;
+	uint8_t orig;
+	volatile uint8_t state;
+};
+
+#define JOURNAL_CAPACITY 65536
+
+struct journal {
+	volatile int32_t pid;
+	volatile uint32_t count;
+	struct journal_entry entries[JOURNAL_CAPACITY];
+};
+
+/* Maps a new empty journal; NULL on failure. */
+struct journal *journal_new(pid_t pid);
+void journal_free(struct journal *j);
+/* Records addr before it is poked; -ENOSPC when full, -ENOENT if unmapped. */
+int journal_add(struct journal *j, uint64_t addr, uint8_t orig);
+/* Restores every active entry of pid's memory whose mapping is unchanged.
+ * Returns the number of entries that could not be restored. */
+int journal_restore(struct journal *j, pid_t pid, int mem_fd, int *ret_restored);
+/* Forgets every entry (exec: the address space they described is gone). */
+void journal_clear(struct journal *j);
+/* Async-signal-safe: pwrite every active entry through mem_fd, no checks. */
+void journal_emergency_restore(struct journal *j, int mem_fd);
+
+#endif

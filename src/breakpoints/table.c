@@ -1,0 +1,407 @@
+/* SPDX-License-Identifier: MIT */
+/* The breakpoint table, XOL pages, stepping over; see ptw_breakpoints.h. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+
+#include "journal.h"
+#include "ptw_attach.h"
+#include "ptw_breakpoints.h"
+#include "ptw_util.h"
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+
+#define PAGE 4096u
+#define XOL_SLOTS (PAGE / PTW_XOL_SLOT_SIZE)
+/* rel32 reaches +-2 GiB; stay well inside so any slot in the page works. */
+#define XOL_REACH (1ull << 30)
+
+struct xol_page {
+	uint64_t addr;
+	unsigned used;
+};
+
+struct ptw_bptab {
+	struct ptw_proc *proc;
+	struct ptw_map by_addr; /* addr -> struct ptw_bp* */
+	struct journal *journal;
+	struct xol_page *pages;
+	size_t npages;
+	uint64_t syscall_insn; /* a `syscall` instruction in the target (vdso) */
+};
+
+/* For ptw_bp_emergency_restore: the one live table. */
+static struct ptw_bptab *volatile live_table;
+
+int ptw_bptab_new(struct ptw_proc *proc, struct ptw_bptab **ret)
+{
+	struct ptw_bptab *t = xcalloc(1, sizeof(*t));
+	t->proc = proc;
+	t->journal = journal_new(proc->pid);
+	if (!t->journal) {
+		free(t);
+		return -ENOMEM;
+	}
+	live_table = t;
+	*ret = t;
+	return 0;
+}
+
+static void free_bps(struct ptw_bptab *t)
+{
+	size_t it = 0;
+	void *v;
+	while (ptw_map_next(&t->by_addr, &it, NULL, &v))
+		free(v);
+	ptw_map_free(&t->by_addr);
+}
+
+void ptw_bptab_free(struct ptw_bptab *t)
+{
+	if (!t)
+		return;
+	if (live_table == t)
+		live_table = NULL;
+	free_bps(t);
+	journal_free(t->journal);
+	free(t->pages);
+	free(t);
+}
+
+struct ptw_bp *ptw_bp_find(struct ptw_bptab *t, uint64_t addr)
+{
+	return ptw_map_get(&t->by_addr, addr);
+}
+
+size_t ptw_bp_count(const struct ptw_bptab *t)
+{
+	return t->by_addr.count;
+}
+
+size_t ptw_bp_xol_pages(const struct ptw_bptab *t)
+{
+	return t->npages;
+}
+
+int ptw_bp_read_original(struct ptw_bptab *t, uint64_t addr, void *buf, size_t len)
+{
+	int r = ptw_mem_read(t->proc, addr, buf, len);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < len; i++) {
+		struct ptw_bp *bp = ptw_bp_find(t, addr + i);
+		if (bp)
+			((uint8_t *)buf)[i] = bp->orig;
+	}
+	return 0;
+}
+
+/* ---- XOL pages ---- */
+
+static bool host_can_inject(const struct ptw_lwp *l)
+{
+	if (!l || l->state != PTW_LWP_STOPPED)
+		return false;
+	/* Not from inside a system call (clone, exec, exit event stops): the
+	 * kernel would overwrite rax with that call's return value. */
+	switch (l->last_stop) {
+	case PTW_STOP_SIGNAL:
+	case PTW_STOP_GROUP:
+	case PTW_STOP_NEW:
+	case PTW_STOP_INTERRUPT:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* A `syscall` (0f 05) in the vdso: executing those two bytes is a system
+ * call wherever they sit, so any occurrence will do. */
+static int find_syscall_insn(struct ptw_bptab *t)
+{
+	if (t->syscall_insn)
+		return 0;
+	struct ptw_mapping *maps;
+	int n = ptw_maps_read(t->proc->pid, &maps);
+	if (n < 0)
+		return n;
+	int r = -ENOENT;
+	for (int i = 0; i < n && r < 0; i++) {
+		if (strcmp(maps[i].path, "[vdso]") && !strstr(maps[i].path, "/libc.so"))
+			continue;
+		if (maps[i].perms[2] != 'x')
+			continue;
+		size_t len = maps[i].end - maps[i].start;
+		if (len > (1u << 22))
+			len = 1u << 22;
+		uint8_t *buf = xmalloc(len);
+		if (ptw_bp_read_original(t, maps[i].start, buf, len) == 0) {
+			for (size_t k = 0; k + 1 < len; k++)
+				if (buf[k] == 0x0f && buf[k + 1] == 0x05) {
+					t->syscall_insn = maps[i].start + k;
+					r = 0;
+					break;
+				}
+		}
+		free(buf);
+	}
+	free(maps);
+	return r;
+}
+
+static uint64_t distance(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : b - a;
+}
+
+/* Where the brk heap starts (/proc/PID/stat field 47), or 0. */
+static uint64_t start_brk(pid_t pid)
+{
+	char path[64], buf[2048];
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	if (ptw_read_small_file(path, buf, sizeof(buf)) < 0)
+		return 0;
+	const char *p = strrchr(buf, ')'); /* comm may contain spaces */
+	if (!p)
+		return 0;
+	p++;
+	for (int field = 3; field <= 47 && p; field++) {
+		p = strchr(p + 1, ' ');
+		if (field == 46 && p)
+			return strtoull(p + 1, NULL, 10);
+	}
+	return 0;
+}
+
+/*
+ * Free page-aligned addresses near target, best first (up to max). Never in
+ * room the target grows into: the heap grows up from brk (so only the top
+ * end of the gap above it), the stack grows down (skip the gap below it).
+ * The top end of a gap is where the kernel's own top-down mmap would go.
+ */
+static int gap_candidates(const struct ptw_mapping *maps, int n, uint64_t target, uint64_t brk,
+			  uint64_t *out, int max)
+{
+	int k = 0;
+	for (int i = 0; i <= n && k < max; i++) {
+		uint64_t lo = i == 0 ? 0x10000 : maps[i - 1].end;
+		uint64_t hi = i == n ? 0x7ffffffff000ull : maps[i].start;
+		if (hi < lo + 3 * PAGE || (i < n && !strcmp(maps[i].path, "[stack]")))
+			continue;
+		bool heap_below = (i > 0 && !strcmp(maps[i - 1].path, "[heap]")) ||
+				  (brk && lo <= brk && brk < hi);
+		/* Keep a page of distance from neighbours (guard gaps). */
+		uint64_t cand = heap_below || target > hi - 2 * PAGE ? hi - 2 * PAGE
+				: target < lo + PAGE		    ? lo + PAGE
+								    : (target & ~(uint64_t)(PAGE - 1));
+		if (distance(cand, target) < XOL_REACH)
+			out[k++] = cand;
+	}
+	/* Nearest first. */
+	for (int i = 1; i < k; i++)
+		for (int j = i; j > 0 && distance(out[j], target) < distance(out[j - 1], target); j--) {
+			uint64_t tmp = out[j];
+			out[j] = out[j - 1];
+			out[j - 1] = tmp;
+		}
+	return k;
+}
+
+static int xol_page_new(struct ptw_bptab *t, uint64_t near, struct ptw_lwp *host,
+			struct xol_page **ret)
+{
+	if (!host_can_inject(host))
+		return -EAGAIN;
+	int r = find_syscall_insn(t);
+	if (r < 0)
+		return r;
+	struct ptw_mapping *maps;
+	int n = ptw_maps_read(t->proc->pid, &maps);
+	if (n < 0)
+		return n;
+	uint64_t cands[16];
+	int k = gap_candidates(maps, n, near, start_brk(t->proc->pid), cands, 16);
+	free(maps);
+	for (int i = 0; i < k; i++) {
+		uint64_t args[6] = { cands[i], PAGE, PROT_READ | PROT_EXEC,
+				     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, (uint64_t)-1, 0 };
+		int64_t got;
+		r = ptw_inject_syscall(t->proc, host, t->syscall_insn, SYS_mmap, args, &got);
+		if (r < 0)
+			return r;
+		if (got < 0 && got > -4096)
+			continue; /* EEXIST: raced with the target's own mmap */
+		if ((uint64_t)got != cands[i]) {
+			/* A kernel without MAP_FIXED_NOREPLACE took it as a hint. */
+			if (distance((uint64_t)got, near) >= XOL_REACH) {
+				uint64_t un[6] = { (uint64_t)got, PAGE, 0, 0, 0, 0 };
+				int64_t ignored;
+				ptw_inject_syscall(t->proc, host, t->syscall_insn, SYS_munmap, un, &ignored);
+				continue;
+			}
+		}
+		t->pages = xreallocarray(t->pages, t->npages + 1, sizeof(*t->pages));
+		struct xol_page *pg = &t->pages[t->npages++];
+		pg->addr = (uint64_t)got;
+		pg->used = 0;
+		ptw_dbg(PTW_DBG_BP, "xol page at %#llx (near %#llx)", (unsigned long long)pg->addr,
+			(unsigned long long)near);
+		*ret = pg;
+		return 0;
+	}
+	return -ENOMEM;
+}
+
+static int xol_slot(struct ptw_bptab *t, const struct ptw_insn_plan *plan, uint64_t addr,
+		    struct ptw_lwp *host, uint64_t *ret)
+{
+	struct xol_page *pg = NULL;
+	for (size_t i = 0; i < t->npages && !pg; i++)
+		if (t->pages[i].used < XOL_SLOTS && distance(t->pages[i].addr, addr) < XOL_REACH)
+			pg = &t->pages[i];
+	if (!pg) {
+		int r = xol_page_new(t, addr, host, &pg);
+		if (r < 0)
+			return r;
+	}
+	uint64_t slot = pg->addr + pg->used * PTW_XOL_SLOT_SIZE;
+	uint8_t code[PTW_XOL_SLOT_SIZE];
+	int n = ptw_insn_xol_code(plan, addr, slot, code);
+	if (n < 0)
+		return n;
+	int r = ptw_mem_write(t->proc, slot, code, PTW_XOL_SLOT_SIZE);
+	if (r < 0)
+		return r;
+	pg->used++;
+	*ret = slot;
+	return 0;
+}
+
+/* ---- insert / step over ---- */
+
+int ptw_bp_insert(struct ptw_bptab *t, uint64_t addr, unsigned hooks, struct ptw_lwp *host,
+		  struct ptw_bp **ret)
+{
+	struct ptw_bp *bp = ptw_bp_find(t, addr);
+	if (bp) {
+		bp->hooks |= hooks;
+		if (ret)
+			*ret = bp;
+		return 0;
+	}
+	uint8_t code[16];
+	int r = ptw_bp_read_original(t, addr, code, sizeof(code));
+	if (r < 0)
+		r = ptw_bp_read_original(t, addr, code, 1); /* at the end of a mapping */
+	if (r < 0)
+		return r;
+	if (code[0] == 0xcc)
+		return -EEXIST; /* the program's own int3: leave it to the program */
+
+	struct ptw_bp tmp;
+	memset(&tmp, 0, sizeof(tmp));
+	tmp.addr = addr;
+	tmp.orig = code[0];
+	tmp.hooks = hooks;
+	r = ptw_insn_plan(code, sizeof(code), addr, &tmp.plan);
+	if (r < 0) {
+		ptw_dbg(PTW_DBG_BP, "%#llx: cannot step over (%s)", (unsigned long long)addr,
+			strerror(-r));
+		return r == -EINVAL ? -ENOTSUP : r;
+	}
+	if (tmp.plan.kind == PTW_INSN_XOL) {
+		r = xol_slot(t, &tmp.plan, addr, host, &tmp.xol_slot);
+		if (r < 0)
+			return r;
+	}
+	/* Journal first, then poke: a crash in between leaves nothing unjournaled. */
+	r = journal_add(t->journal, addr, tmp.orig);
+	if (r < 0)
+		return r;
+	static const uint8_t int3 = 0xcc;
+	r = ptw_mem_poke_pid(t->proc->pid, t->proc->mem_fd, addr, &int3, 1);
+	if (r < 0)
+		return r;
+	bp = xmalloc(sizeof(*bp));
+	*bp = tmp;
+	ptw_map_put(&t->by_addr, addr, bp);
+	ptw_dbg(PTW_DBG_BP, "insert %#llx (%s) %s", (unsigned long long)addr, bp->plan.text,
+		bp->plan.kind == PTW_INSN_XOL ? "out of line" : "emulated");
+	if (ret)
+		*ret = bp;
+	return 0;
+}
+
+static int mem_read_cb(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	return ptw_mem_read(ctx, addr, buf, len);
+}
+
+static int mem_write_cb(void *ctx, uint64_t addr, const void *buf, size_t len)
+{
+	return ptw_mem_write(ctx, addr, buf, len);
+}
+
+int ptw_bp_step_over(struct ptw_bptab *t, struct ptw_bp *bp, struct ptw_lwp *l)
+{
+	struct user_regs_struct *regs;
+	int r = ptw_getregs(t->proc, l, &regs);
+	if (r < 0)
+		return r;
+	if (bp->plan.kind == PTW_INSN_XOL) {
+		regs->rip = bp->xol_slot;
+	} else {
+		struct ptw_insn_mem mem = { mem_read_cb, mem_write_cb, t->proc };
+		r = ptw_insn_emulate(&bp->plan, bp->addr, regs, &mem);
+		if (r < 0)
+			return r;
+	}
+	ptw_regs_dirty(l);
+	return 0;
+}
+
+/* ---- restore ---- */
+
+int ptw_bp_restore_all(struct ptw_bptab *t)
+{
+	int restored = 0;
+	int failed = journal_restore(t->journal, t->proc->pid, t->proc->mem_fd, &restored);
+	ptw_dbg(PTW_DBG_BP, "restored %d bytes, %d failed", restored, failed);
+	free_bps(t);
+	return failed;
+}
+
+int ptw_bp_restore_in(struct ptw_bptab *t, pid_t pid)
+{
+	/* The child's copy of the journal is ours: restore without marking. */
+	int failed = 0;
+	for (uint32_t i = 0; i < t->journal->count; i++) {
+		struct journal_entry *e = &t->journal->entries[i];
+		if (e->state == JOURNAL_ACTIVE && ptw_mem_poke_pid(pid, -1, e->addr, &e->orig, 1) < 0)
+			failed++;
+	}
+	return failed;
+}
+
+void ptw_bp_forget_all(struct ptw_bptab *t)
+{
+	journal_clear(t->journal);
+	free_bps(t);
+	free(t->pages);
+	t->pages = NULL;
+	t->npages = 0;
+	t->syscall_insn = 0;
+}
+
+void ptw_bp_emergency_restore(void)
+{
+	struct ptw_bptab *t = live_table;
+	if (t && t->proc->mem_fd >= 0)
+		journal_emergency_restore(t->journal, t->proc->mem_fd);
+}

@@ -1,0 +1,315 @@
+/* SPDX-License-Identifier: MIT */
+/* ptwatch: options -> session -> loop -> report. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "ptw_attach.h"
+#include "ptw_breakpoints.h"
+#include "ptw_output.h"
+#include "ptw_spans.h"
+#include "ptw_tracer.h"
+#include "ptw_util.h"
+
+struct options {
+	bool json;
+	const char *output;
+	bool quiet;
+	bool use_debug_files;
+	bool create_events;
+	int duration_ms;
+	char **argv;
+};
+
+struct session {
+	struct ptw_spans *spans;
+	struct ptw_buf log;
+	bool quiet;
+	uint64_t start_ns;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: ptwatch [OPTIONS] -- COMMAND [ARGS...]\n"
+		"Trace the POSIX threads of COMMAND: every thread's creation, start routine,\n"
+		"end (return, pthread_exit, cancel), join and detach, as spans.\n"
+		"\n"
+		"Options:\n"
+		"  --json               write the spans document (JSON) to standard output;\n"
+		"                       COMMAND's standard output then goes to standard error\n"
+		"  -o, --output=FILE    write the spans document to FILE (implies --json)\n"
+		"  -q, --quiet          no event lines on standard error (the summary stays)\n"
+		"  --duration=SECONDS   stop tracing after SECONDS and let COMMAND run on\n"
+		"  --no-debug-files     ignore separate debug files such as libc6-dbg's\n"
+		"                       (also: PTWATCH_NO_DEBUG_FILES=1)\n"
+		"  --create-events      observe creation at libthread_db's TD_CREATE\n"
+		"                       breakpoint too (one more stop per thread)\n"
+		"  --debug=DOMAINS      debug log: attach,tdb,bp,sym,spans,tracer or all\n"
+		"  -h, --help           show this help\n"
+		"  -V, --version        show the version\n"
+		"\n"
+		"ptwatch exits with COMMAND's exit status, or dies of its signal.\n"
+		"See ptwatch(1).\n");
+}
+
+static void die_usage(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "ptwatch: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\nTry 'ptwatch --help'.\n");
+	exit(2);
+}
+
+static void parse_options(int argc, char **argv, struct options *o)
+{
+	enum { OPT_JSON = 256, OPT_DURATION, OPT_NO_DEBUG_FILES, OPT_CREATE_EVENTS, OPT_DEBUG };
+	static const struct option longopts[] = {
+		{ "json", no_argument, NULL, OPT_JSON },
+		{ "output", required_argument, NULL, 'o' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "duration", required_argument, NULL, OPT_DURATION },
+		{ "no-debug-files", no_argument, NULL, OPT_NO_DEBUG_FILES },
+		{ "create-events", no_argument, NULL, OPT_CREATE_EVENTS },
+		{ "debug", required_argument, NULL, OPT_DEBUG },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	memset(o, 0, sizeof(*o));
+	o->use_debug_files = true;
+	o->duration_ms = -1;
+	const char *env = getenv("PTWATCH_NO_DEBUG_FILES");
+	if (env && *env && strcmp(env, "0"))
+		o->use_debug_files = false;
+
+	int c;
+	/* '+': stop at the first non-option, the command. */
+	while ((c = getopt_long(argc, argv, "+o:qhV", longopts, NULL)) != -1) {
+		switch (c) {
+		case OPT_JSON:
+			o->json = true;
+			break;
+		case 'o':
+			o->output = optarg;
+			o->json = true;
+			break;
+		case 'q':
+			o->quiet = true;
+			break;
+		case OPT_DURATION: {
+			char *end;
+			double s = strtod(optarg, &end);
+			if (*end || end == optarg || !(s > 0) || s > 86400.0 * 365)
+				die_usage("invalid duration '%s' (seconds, > 0)", optarg);
+			o->duration_ms = (int)(s * 1000.0 + 0.5);
+			if (o->duration_ms == 0)
+				o->duration_ms = 1;
+			break;
+		}
+		case OPT_NO_DEBUG_FILES:
+			o->use_debug_files = false;
+			break;
+		case OPT_CREATE_EVENTS:
+			o->create_events = true;
+			break;
+		case OPT_DEBUG:
+			if (ptw_debug_parse(optarg) < 0)
+				die_usage("unknown debug domain in '%s' (attach,tdb,bp,sym,spans,tracer,all)",
+					  optarg);
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		case 'V':
+			printf("ptwatch %s\n", PTW_VERSION);
+			exit(0);
+		default:
+			fprintf(stderr, "Try 'ptwatch --help'.\n");
+			exit(2);
+		}
+	}
+	if (optind >= argc)
+		die_usage("%s", "no command given (usage: ptwatch [OPTIONS] -- COMMAND [ARGS...])");
+	o->argv = argv + optind;
+}
+
+/* ---- the event sink: spans, then the log line ---- */
+
+static void flush_log(void *ctx)
+{
+	struct session *s = ctx;
+	const char *p = s->log.p;
+	size_t left = s->log.len;
+	while (left) {
+		ssize_t n = write(STDERR_FILENO, p, left);
+		if (n <= 0)
+			break; /* EPIPE: SIGPIPE (blocked) ends the session */
+		p += n;
+		left -= (size_t)n;
+	}
+	ptw_buf_reset(&s->log);
+}
+
+static void sink(void *ctx, const struct ptw_event *ev)
+{
+	struct session *s = ctx;
+	const struct ptw_span *sp = ptw_spans_consume(s->spans, ev);
+	if (!s->quiet) {
+		ptw_text_event(&s->log, s->start_ns, ev, sp);
+		if (s->log.len > 65536)
+			flush_log(s);
+	}
+}
+
+/* ---- safety net: ptwatch itself crashes ---- */
+
+static void crash_handler(int sig)
+{
+	/* Put the target's code back before the kernel detaches it with our
+	 * int3s in place (only pwrite here). */
+	ptw_bp_emergency_restore();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void install_crash_handlers(void)
+{
+	static const int sigs[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT };
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = crash_handler;
+	sa.sa_flags = SA_RESETHAND;
+	for (size_t i = 0; i < PTW_ARRAY_SIZE(sigs); i++)
+		sigaction(sigs[i], &sa, NULL);
+}
+
+static int write_all(int fd, const char *p, size_t len)
+{
+	while (len) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -errno;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static void __attribute__((noreturn)) die_of_signal(int sig)
+{
+	/* Like strace: die of the same signal, without a core of our own. */
+	struct rlimit rl = { 0, 0 };
+	setrlimit(RLIMIT_CORE, &rl);
+	signal(sig, SIG_DFL);
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	sigprocmask(SIG_UNBLOCK, &set, NULL);
+	raise(sig);
+	exit(128 + sig);
+}
+
+int main(int argc, char **argv)
+{
+	struct options o;
+	parse_options(argc, argv, &o);
+
+	int out_fd = -1;
+	if (o.output) {
+		out_fd = open(o.output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (out_fd < 0) {
+			fprintf(stderr, "ptwatch: cannot open %s: %s\n", o.output, strerror(errno));
+			return 1;
+		}
+	}
+	int r = ptw_signals_init();
+	if (r < 0) {
+		fprintf(stderr, "ptwatch: cannot set up signal handling: %s\n", strerror(-r));
+		return 1;
+	}
+	install_crash_handlers();
+
+	struct session s = { .spans = ptw_spans_new(), .quiet = o.quiet, .start_ns = ptw_now_ns() };
+	struct ptw_tracer_opts to = {
+		.use_debug_files = o.use_debug_files,
+		.create_events = o.create_events,
+		.sink = sink,
+		.sink_ctx = &s,
+		.before_block = flush_log,
+		.before_block_ctx = &s,
+	};
+	/* The document owns stdout: the command's output must not land in it. */
+	int child_stdout = o.json && !o.output ? STDERR_FILENO : -1;
+	struct ptw_tracer *t;
+	r = ptw_tracer_launch(&to, o.argv, child_stdout, &t);
+	if (r < 0) {
+		if (r == -ENOENT) {
+			fprintf(stderr, "ptwatch: cannot run '%s': command not found\n", o.argv[0]);
+			return 127;
+		}
+		if (r == -EPERM)
+			fprintf(stderr, "ptwatch: cannot trace '%s': %s (is ptrace restricted? see "
+					"/proc/sys/kernel/yama/ptrace_scope)\n",
+				o.argv[0], strerror(-r));
+		else
+			fprintf(stderr, "ptwatch: cannot run '%s': %s\n", o.argv[0], strerror(-r));
+		return r == -EACCES || r == -ENOEXEC || r == -EISDIR || r == -ENOTDIR ? 126 : 127;
+	}
+
+	enum ptw_end_reason reason;
+	int sig;
+	r = ptw_tracer_run(t, o.duration_ms, &reason, &sig);
+	if (r < 0)
+		fprintf(stderr, "ptwatch: tracing failed: %s\n", strerror(-r));
+	if (reason != PTW_END_TARGET_EXITED)
+		ptw_tracer_detach(t);
+	flush_log(&s);
+	ptw_spans_finish(s.spans);
+
+	struct ptw_report rep = { 0 };
+	rep.tool_version = PTW_VERSION;
+	rep.realtime_offset_ns = ptw_realtime_offset_ns();
+	ptw_tracer_report(t, &rep);
+	rep.end_ns = ptw_now_ns();
+	rep.end_reason = ptw_end_reason_name(reason);
+	rep.spans = s.spans;
+
+	struct ptw_buf out = { 0 };
+	if (o.json) {
+		ptw_report_json(&rep, &out);
+		int fd = out_fd >= 0 ? out_fd : STDOUT_FILENO;
+		if (write_all(fd, out.p, out.len) < 0)
+			fprintf(stderr, "ptwatch: cannot write the spans document: %s\n", strerror(errno));
+		if (out_fd >= 0)
+			close(out_fd);
+		ptw_buf_reset(&out);
+	}
+	ptw_text_summary(&out, &rep);
+	write_all(STDERR_FILENO, out.p, out.len);
+	ptw_buf_free(&out);
+
+	int code = 0, tsig = 0;
+	bool core = false;
+	bool ended = ptw_tracer_target_exit(t, &code, &tsig, &core);
+	ptw_tracer_free(t);
+	ptw_spans_free(s.spans);
+	ptw_buf_free(&s.log);
+	if (ended && tsig)
+		die_of_signal(tsig);
+	if (ended)
+		return code;
+	if (reason == PTW_END_INTERRUPTED)
+		return 128 + sig;
+	return reason == PTW_END_ERROR ? 1 : 0;
+}

@@ -1,0 +1,421 @@
+/* SPDX-License-Identifier: MIT */
+/* JSON writer and the spans document; see ptw_output.h. */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+#include "ptw_output.h"
+#include "ptw_symbols.h"
+
+/* ---- writer ---- */
+
+/* Length of the valid UTF-8 sequence at s, or 0 if it is not one. */
+static size_t utf8_sequence(const unsigned char *s)
+{
+	unsigned c = s[0];
+	size_t n;
+	uint32_t cp;
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf) {
+		n = 2;
+		cp = c & 0x1f;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		n = 3;
+		cp = c & 0x0f;
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		n = 4;
+		cp = c & 0x07;
+	} else {
+		return 0;
+	}
+	for (size_t i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (s[i] & 0x3f);
+	}
+	if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+	    (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+		return 0;
+	return n;
+}
+
+void ptw_json_escape(struct ptw_buf *out, const char *str)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	ptw_buf_putc(out, '"');
+	while (*s) {
+		unsigned c = *s;
+		if (c == '"' || c == '\\') {
+			ptw_buf_putc(out, '\\');
+			ptw_buf_putc(out, (char)c);
+			s++;
+		} else if (c == '\n') {
+			ptw_buf_puts(out, "\\n");
+			s++;
+		} else if (c == '\t') {
+			ptw_buf_puts(out, "\\t");
+			s++;
+		} else if (c == '\r') {
+			ptw_buf_puts(out, "\\r");
+			s++;
+		} else if (c < 0x20 || c == 0x7f) {
+			ptw_buf_printf(out, "\\u%04x", c);
+			s++;
+		} else {
+			size_t n = utf8_sequence(s);
+			if (n) {
+				ptw_buf_add(out, s, n);
+				s += n;
+			} else {
+				/* Not UTF-8 (a raw byte in a path or comm): keep the
+				 * byte's value as a code point so nothing is lost. */
+				ptw_buf_printf(out, "\\u%04x", c);
+				s++;
+			}
+		}
+	}
+	ptw_buf_putc(out, '"');
+}
+
+static void newline(struct ptw_json *j)
+{
+	if (!j->pretty)
+		return;
+	ptw_buf_putc(j->out, '\n');
+	for (int i = 0; i < j->depth; i++)
+		ptw_buf_puts(j->out, "  ");
+}
+
+static void key(struct ptw_json *j, const char *k)
+{
+	if (j->need_comma[j->depth])
+		ptw_buf_putc(j->out, ',');
+	j->need_comma[j->depth] = true;
+	if (j->depth > 0)
+		newline(j);
+	if (k) {
+		ptw_json_escape(j->out, k);
+		ptw_buf_puts(j->out, j->pretty ? ": " : ":");
+	}
+}
+
+static void open_(struct ptw_json *j, const char *k, char c)
+{
+	key(j, k);
+	ptw_buf_putc(j->out, c);
+	j->depth++;
+	j->need_comma[j->depth] = false;
+}
+
+static void close_(struct ptw_json *j, char c)
+{
+	bool had = j->need_comma[j->depth];
+	j->depth--;
+	if (had)
+		newline(j);
+	ptw_buf_putc(j->out, c);
+}
+
+void ptw_json_begin_object(struct ptw_json *j, const char *k)
+{
+	open_(j, k, '{');
+}
+
+void ptw_json_end_object(struct ptw_json *j)
+{
+	close_(j, '}');
+}
+
+void ptw_json_begin_array(struct ptw_json *j, const char *k)
+{
+	open_(j, k, '[');
+}
+
+void ptw_json_end_array(struct ptw_json *j)
+{
+	close_(j, ']');
+}
+
+void ptw_json_string(struct ptw_json *j, const char *k, const char *v)
+{
+	key(j, k);
+	if (v)
+		ptw_json_escape(j->out, v);
+	else
+		ptw_buf_puts(j->out, "null");
+}
+
+void ptw_json_int(struct ptw_json *j, const char *k, int64_t v)
+{
+	key(j, k);
+	ptw_buf_printf(j->out, "%" PRId64, v);
+}
+
+void ptw_json_uint(struct ptw_json *j, const char *k, uint64_t v)
+{
+	key(j, k);
+	ptw_buf_printf(j->out, "%" PRIu64, v);
+}
+
+void ptw_json_double(struct ptw_json *j, const char *k, double v)
+{
+	key(j, k);
+	if (isfinite(v))
+		ptw_buf_printf(j->out, "%.1f", v);
+	else
+		ptw_buf_puts(j->out, "null");
+}
+
+void ptw_json_bool(struct ptw_json *j, const char *k, bool v)
+{
+	key(j, k);
+	ptw_buf_puts(j->out, v ? "true" : "false");
+}
+
+void ptw_json_null(struct ptw_json *j, const char *k)
+{
+	key(j, k);
+	ptw_buf_puts(j->out, "null");
+}
+
+void ptw_json_hex(struct ptw_json *j, const char *k, uint64_t v)
+{
+	key(j, k);
+	ptw_buf_printf(j->out, "\"0x%" PRIx64 "\"", v);
+}
+
+/* ---- the document ---- */
+
+static void json_opt(struct ptw_json *j, const char *k, struct ptw_opt o)
+{
+	if (o.set)
+		ptw_json_uint(j, k, o.v);
+	else
+		ptw_json_null(j, k);
+}
+
+static void json_location(struct ptw_json *j, const char *k, const struct ptw_location *loc,
+			  const char *fallback)
+{
+	if (!loc) {
+		ptw_json_null(j, k);
+		return;
+	}
+	ptw_json_begin_object(j, k);
+	ptw_json_hex(j, "addr", loc->addr);
+	ptw_json_string(j, "symbol", loc->symbol ? loc->symbol : fallback);
+	ptw_json_string(j, "module", loc->module);
+	if (loc->has_offset)
+		ptw_json_hex(j, "offset", loc->offset);
+	else
+		ptw_json_null(j, "offset");
+	ptw_json_string(j, "file", loc->file);
+	if (loc->line)
+		ptw_json_int(j, "line", loc->line);
+	else
+		ptw_json_null(j, "line");
+	ptw_json_end_object(j);
+}
+
+static void json_tristate(struct ptw_json *j, const char *k, int v)
+{
+	if (v < 0)
+		ptw_json_null(j, k);
+	else
+		ptw_json_bool(j, k, v);
+}
+
+static void json_span(struct ptw_json *j, const struct ptw_span *sp)
+{
+	ptw_json_begin_object(j, NULL);
+	ptw_json_uint(j, "id", sp->id);
+	ptw_json_string(j, "kind", "thread");
+	ptw_json_int(j, "tid", sp->tid);
+	if (sp->pthread)
+		ptw_json_hex(j, "pthread", sp->pthread);
+	else
+		ptw_json_null(j, "pthread");
+	ptw_json_string(j, "name", sp->name);
+	ptw_json_string(j, "origin", ptw_origin_name(sp->origin));
+	json_location(j, "start_routine", sp->start_routine, "pthread_start_routine");
+	if (sp->arg.set)
+		ptw_json_hex(j, "arg", sp->arg.v);
+	else
+		ptw_json_null(j, "arg");
+	if (sp->creator_tid)
+		ptw_json_int(j, "creator_tid", sp->creator_tid);
+	else
+		ptw_json_null(j, "creator_tid");
+	if (sp->creator_span)
+		ptw_json_uint(j, "creator_span", sp->creator_span);
+	else
+		ptw_json_null(j, "creator_span");
+	json_location(j, "create_site", sp->create_site, "??");
+	ptw_json_uint(j, "depth", sp->depth);
+	json_tristate(j, "detached", sp->detached);
+	json_opt(j, "create_ns", sp->create_ns);
+	json_opt(j, "start_ns", sp->start_ns);
+	json_opt(j, "end_ns", sp->end_ns);
+	ptw_json_string(j, "status", ptw_status_name(sp->status));
+	if (sp->status == PTW_STATUS_OPEN) {
+		ptw_json_null(j, "end");
+	} else {
+		ptw_json_begin_object(j, "end");
+		ptw_json_string(j, "method", ptw_method_name(sp->method));
+		ptw_json_string(j, "reason", sp->reason);
+		if (sp->value.set)
+			ptw_json_hex(j, "value", sp->value.v);
+		else
+			ptw_json_null(j, "value");
+		if (sp->signal)
+			ptw_json_string(j, "signal", ptw_signame(sp->signal));
+		if (sp->method == PTW_METHOD_CANCEL && sp->cancel_by)
+			ptw_json_int(j, "cancelled_by", sp->cancel_by);
+		ptw_json_end_object(j);
+	}
+	if (sp->joined) {
+		ptw_json_begin_object(j, "join");
+		ptw_json_int(j, "joiner_tid", sp->joiner_tid);
+		ptw_json_uint(j, "call_ns", sp->join_call_ns);
+		json_opt(j, "return_ns", sp->join_return_ns);
+		if (sp->join_return_ns.set)
+			ptw_json_uint(j, "wait_ns", sp->join_return_ns.v - sp->join_call_ns);
+		else
+			ptw_json_null(j, "wait_ns");
+		ptw_json_end_object(j);
+	} else {
+		ptw_json_null(j, "join");
+	}
+	if (sp->origin != PTW_ORIGIN_MAIN && sp->create_ns.set && sp->start_ns.set &&
+	    sp->start_ns.v >= sp->create_ns.v)
+		ptw_json_uint(j, "spawn_latency_ns", sp->start_ns.v - sp->create_ns.v);
+	else
+		ptw_json_null(j, "spawn_latency_ns");
+	if (sp->start_ns.set && sp->end_ns.set && sp->end_ns.v >= sp->start_ns.v &&
+	    sp->status != PTW_STATUS_OPEN)
+		ptw_json_uint(j, "lifetime_ns", sp->end_ns.v - sp->start_ns.v);
+	else
+		ptw_json_null(j, "lifetime_ns");
+	ptw_json_bool(j, "uncertain", sp->uncertain);
+	ptw_json_end_object(j);
+}
+
+static void json_distribution(struct ptw_json *j, const char *k, const struct ptw_distribution *d)
+{
+	ptw_json_begin_object(j, k);
+	ptw_json_uint(j, "count", d->count);
+	if (d->count) {
+		ptw_json_uint(j, "min", d->min);
+		ptw_json_uint(j, "p50", d->p50);
+		ptw_json_uint(j, "p90", d->p90);
+		ptw_json_uint(j, "p99", d->p99);
+		ptw_json_uint(j, "max", d->max);
+		ptw_json_double(j, "mean", d->mean);
+	} else {
+		const char *names[] = { "min", "p50", "p90", "p99", "max", "mean" };
+		for (size_t i = 0; i < PTW_ARRAY_SIZE(names); i++)
+			ptw_json_null(j, names[i]);
+	}
+	ptw_json_end_object(j);
+}
+
+void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
+{
+	struct ptw_json jw = { .out = out, .pretty = true }, *j = &jw;
+	ptw_json_begin_object(j, NULL);
+	ptw_json_string(j, "schema", "ptwatch.spans/1");
+	ptw_json_begin_object(j, "tool");
+	ptw_json_string(j, "name", "ptwatch");
+	ptw_json_string(j, "version", r->tool_version);
+	ptw_json_end_object(j);
+
+	ptw_json_begin_object(j, "clock");
+	ptw_json_string(j, "id", "monotonic");
+	ptw_json_string(j, "unit", "ns");
+	ptw_json_int(j, "realtime_offset_ns", r->realtime_offset_ns);
+	ptw_json_end_object(j);
+
+	ptw_json_begin_object(j, "target");
+	ptw_json_int(j, "pid", r->pid);
+	ptw_json_string(j, "exe", r->exe ? r->exe : "");
+	ptw_json_begin_array(j, "argv");
+	for (char *const *a = r->argv; a && *a; a++)
+		ptw_json_string(j, NULL, *a);
+	ptw_json_end_array(j);
+	ptw_json_string(j, "mode", r->mode);
+	ptw_json_string(j, "glibc", r->glibc);
+	if (r->exit_kind == PTW_EXIT_CODE) {
+		ptw_json_begin_object(j, "exit");
+		ptw_json_int(j, "code", r->exit_code);
+		ptw_json_end_object(j);
+	} else if (r->exit_kind == PTW_EXIT_SIGNAL) {
+		ptw_json_begin_object(j, "exit");
+		ptw_json_string(j, "signal", ptw_signame(r->exit_signal));
+		ptw_json_bool(j, "core_dumped", r->core_dumped);
+		ptw_json_end_object(j);
+	} else {
+		ptw_json_null(j, "exit");
+	}
+	ptw_json_end_object(j);
+
+	ptw_json_begin_object(j, "session");
+	ptw_json_uint(j, "start_ns", r->start_ns);
+	ptw_json_uint(j, "end_ns", r->end_ns);
+	ptw_json_string(j, "end_reason", r->end_reason);
+	ptw_json_uint(j, "frozen_ns", r->frozen_ns);
+	ptw_json_string(j, "strategy", r->strategy);
+	ptw_json_uint(j, "breakpoints", r->breakpoints);
+	ptw_json_begin_object(j, "stops");
+	ptw_json_uint(j, "total", r->stops_total);
+	for (size_t i = 0; i < r->nstop_kinds; i++)
+		if (r->stop_counts[i])
+			ptw_json_uint(j, r->stop_names[i], r->stop_counts[i]);
+	ptw_json_end_object(j);
+	ptw_json_end_object(j);
+
+	ptw_json_begin_array(j, "spans");
+	size_t n = ptw_spans_count(r->spans);
+	for (size_t i = 0; i < n; i++)
+		json_span(j, ptw_spans_get(r->spans, i));
+	ptw_json_end_array(j);
+
+	struct ptw_metrics m;
+	ptw_spans_metrics(r->spans, &m);
+	ptw_json_begin_object(j, "metrics");
+	ptw_json_uint(j, "threads_seen", m.threads_seen);
+	ptw_json_uint(j, "threads_created", m.threads_created);
+	ptw_json_uint(j, "max_active", m.max_active);
+	ptw_json_uint(j, "max_depth", m.max_depth);
+	json_distribution(j, "spawn_latency_ns", &m.spawn_latency);
+	json_distribution(j, "lifetime_ns", &m.lifetime);
+	json_distribution(j, "join_wait_ns", &m.join_wait);
+	ptw_json_uint(j, "unjoined", m.unjoined);
+	ptw_json_uint(j, "open_spans", m.open_spans);
+	ptw_json_uint(j, "unmatched_spans", m.unmatched_spans);
+	/* Compact: one [ns, count] pair per line would double the document. */
+	bool pretty = j->pretty;
+	ptw_json_begin_array(j, "active_series");
+	j->pretty = false;
+	for (size_t i = 0; i < m.active_series_len; i++) {
+		ptw_json_begin_array(j, NULL);
+		ptw_json_uint(j, NULL, m.active_series[i][0]);
+		ptw_json_uint(j, NULL, m.active_series[i][1]);
+		ptw_json_end_array(j);
+	}
+	ptw_json_end_array(j);
+	j->pretty = pretty;
+	ptw_json_end_object(j);
+
+	ptw_json_begin_array(j, "warnings");
+	for (size_t i = 0; i < r->nwarnings; i++) {
+		ptw_json_begin_object(j, NULL);
+		ptw_json_string(j, "code", r->warnings[i].code);
+		ptw_json_string(j, "message", r->warnings[i].message);
+		ptw_json_end_object(j);
+	}
+	ptw_json_end_array(j);
+	ptw_json_end_object(j);
+	ptw_buf_putc(out, '\n');
+}

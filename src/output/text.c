@@ -1,0 +1,352 @@
+/* SPDX-License-Identifier: MIT */
+/* The readable event log and the summary; see ptw_output.h. */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptw_output.h"
+#include "ptw_symbols.h"
+
+/* Above this many spans the summary groups them by start routine. */
+#define TABLE_MAX_ROWS 40
+
+void ptw_text_duration(struct ptw_buf *out, uint64_t ns)
+{
+	if (ns < 10000)
+		ptw_buf_printf(out, "%" PRIu64 " ns", ns);
+	else if (ns < 10000000)
+		ptw_buf_printf(out, "%.1f us", (double)ns / 1e3);
+	else if (ns < 10000000000ull)
+		ptw_buf_printf(out, "%.1f ms", (double)ns / 1e6);
+	else
+		ptw_buf_printf(out, "%.2f s", (double)ns / 1e9);
+}
+
+static const char *basename_of(const char *path)
+{
+	const char *b = strrchr(path, '/');
+	return b ? b + 1 : path;
+}
+
+void ptw_text_location(struct ptw_buf *out, const struct ptw_location *loc, const char *fallback)
+{
+	if (!loc) {
+		ptw_buf_puts(out, fallback);
+		return;
+	}
+	if (loc->symbol) {
+		ptw_buf_puts(out, loc->symbol);
+		if (loc->symbol_offset)
+			ptw_buf_printf(out, "+%#" PRIx64, loc->symbol_offset);
+	} else {
+		ptw_buf_printf(out, "%s@%#" PRIx64, fallback, loc->addr);
+	}
+	if (loc->file)
+		ptw_buf_printf(out, " (%s:%d)", basename_of(loc->file), loc->line);
+	else if (loc->module && !loc->symbol)
+		ptw_buf_printf(out, " (%s)", basename_of(loc->module));
+}
+
+static void line_start(struct ptw_buf *out, uint64_t start, uint64_t ns, pid_t tid, const char *what)
+{
+	uint64_t rel = ns >= start ? ns - start : 0;
+	ptw_buf_printf(out, "%4" PRIu64 ".%06" PRIu64 " %7d %-8s", rel / 1000000000u,
+		       (rel / 1000u) % 1000000u, tid, what);
+}
+
+static void span_tag(struct ptw_buf *out, const struct ptw_span *sp)
+{
+	if (sp)
+		ptw_buf_printf(out, " [%u]", sp->id);
+}
+
+static void end_text(struct ptw_buf *out, const struct ptw_span *sp)
+{
+	switch (sp->status) {
+	case PTW_STATUS_COMPLETED:
+		ptw_buf_puts(out, " returned");
+		break;
+	case PTW_STATUS_EXITED:
+		ptw_buf_puts(out, sp->method == PTW_METHOD_PTHREAD_EXIT ? " pthread_exit" : " exited");
+		break;
+	case PTW_STATUS_CANCELLED:
+		ptw_buf_puts(out, " cancelled");
+		break;
+	default:
+		ptw_buf_printf(out, " %s", ptw_method_name(sp->method));
+		if (sp->reason)
+			ptw_buf_printf(out, " (%s)", sp->reason);
+		break;
+	}
+	if (sp->value.set && sp->status != PTW_STATUS_CANCELLED)
+		ptw_buf_printf(out, " %#" PRIx64, sp->value.v);
+	if (sp->start_ns.set && sp->end_ns.set && sp->end_ns.v >= sp->start_ns.v) {
+		ptw_buf_puts(out, " after ");
+		ptw_text_duration(out, sp->end_ns.v - sp->start_ns.v);
+	}
+}
+
+void ptw_text_event(struct ptw_buf *out, uint64_t start, const struct ptw_event *ev,
+		    const struct ptw_span *sp)
+{
+	switch (ev->kind) {
+	case PTW_EV_IMAGE:
+		line_start(out, start, ev->ns, ev->tid, "exec");
+		ptw_buf_printf(out, " %s", ev->name ? ev->name : "?");
+		span_tag(out, sp);
+		break;
+	case PTW_EV_MAIN_START:
+		line_start(out, start, ev->ns, ev->tid, "main");
+		ptw_buf_putc(out, ' ');
+		ptw_text_location(out, ev->routine, "main");
+		break;
+	case PTW_EV_PREEXISTING:
+		line_start(out, start, ev->ns, ev->tid, "found");
+		span_tag(out, sp);
+		ptw_buf_putc(out, ' ');
+		ptw_text_location(out, ev->routine, ev->tid == ev->other_tid ? "main" : "pthread_start_routine");
+		break;
+	case PTW_EV_THREAD_CREATE:
+	case PTW_EV_LWP_CREATE:
+		line_start(out, start, ev->ns, ev->tid, ev->kind == PTW_EV_LWP_CREATE ? "clone" : "create");
+		span_tag(out, sp);
+		ptw_buf_printf(out, " tid %d", ev->other_tid);
+		if (ev->kind == PTW_EV_THREAD_CREATE) {
+			ptw_buf_putc(out, ' ');
+			ptw_text_location(out, ev->routine, "pthread_start_routine");
+			if (ev->detached == 1)
+				ptw_buf_puts(out, " detached");
+		}
+		break;
+	case PTW_EV_THREAD_START:
+		if (!sp || !sp->start_ns.set || sp->start_ns.v != ev->ns)
+			return;
+		line_start(out, start, ev->ns, ev->tid, "start");
+		span_tag(out, sp);
+		ptw_buf_putc(out, ' ');
+		ptw_text_location(out, sp->start_routine, "pthread_start_routine");
+		if (sp->create_ns.set && sp->start_ns.v >= sp->create_ns.v) {
+			ptw_buf_puts(out, ", spawned in ");
+			ptw_text_duration(out, sp->start_ns.v - sp->create_ns.v);
+		}
+		break;
+	case PTW_EV_THREAD_RETURN:
+	case PTW_EV_THREAD_DEATH:
+	case PTW_EV_LWP_EXIT:
+		if (!sp || !sp->ended || !sp->end_ns.set || sp->end_ns.v != ev->ns)
+			return;
+		line_start(out, start, ev->ns, ev->tid, "end");
+		span_tag(out, sp);
+		end_text(out, sp);
+		break;
+	case PTW_EV_CANCEL_REQUEST:
+		line_start(out, start, ev->ns, ev->tid, "cancel");
+		span_tag(out, sp);
+		if (sp)
+			ptw_buf_printf(out, " tid %d", sp->tid);
+		break;
+	case PTW_EV_DETACH_CALL:
+		line_start(out, start, ev->ns, ev->tid, "detach");
+		span_tag(out, sp);
+		if (sp)
+			ptw_buf_printf(out, " tid %d", sp->tid);
+		break;
+	case PTW_EV_JOIN_RETURN:
+		if (!sp || !sp->joined || !sp->join_return_ns.set || sp->join_return_ns.v != ev->ns)
+			return;
+		line_start(out, start, ev->ns, ev->tid, "joined");
+		span_tag(out, sp);
+		ptw_buf_printf(out, " tid %d after waiting ", sp->tid);
+		ptw_text_duration(out, sp->join_return_ns.v - sp->join_call_ns);
+		break;
+	case PTW_EV_FATAL_SIGNAL:
+		line_start(out, start, ev->ns, ev->tid, "signal");
+		ptw_buf_printf(out, " %s", ptw_signame(ev->sig));
+		break;
+	case PTW_EV_EXEC:
+		line_start(out, start, ev->ns, ev->tid, "execve");
+		if (ev->other_tid != ev->tid)
+			ptw_buf_printf(out, " (by tid %d)", ev->other_tid);
+		break;
+	case PTW_EV_PROCESS_EXIT:
+		line_start(out, start, ev->ns, ev->tid, "exit");
+		if (ev->sig)
+			ptw_buf_printf(out, " killed by %s%s", ptw_signame(ev->sig),
+				       ev->core_dumped ? " (core dumped)" : "");
+		else
+			ptw_buf_printf(out, " code %d", ev->exit_code);
+		break;
+	default:
+		return;
+	}
+	ptw_buf_putc(out, '\n');
+}
+
+/* ---- summary ---- */
+
+static void dist_line(struct ptw_buf *out, const char *name, const struct ptw_distribution *d)
+{
+	ptw_buf_printf(out, "  %-14s", name);
+	if (!d->count) {
+		ptw_buf_puts(out, "-\n");
+		return;
+	}
+	ptw_buf_printf(out, "n=%" PRIu64 "  min ", d->count);
+	ptw_text_duration(out, d->min);
+	ptw_buf_puts(out, "  p50 ");
+	ptw_text_duration(out, d->p50);
+	ptw_buf_puts(out, "  p90 ");
+	ptw_text_duration(out, d->p90);
+	ptw_buf_puts(out, "  p99 ");
+	ptw_text_duration(out, d->p99);
+	ptw_buf_puts(out, "  max ");
+	ptw_text_duration(out, d->max);
+	ptw_buf_putc(out, '\n');
+}
+
+static void pad_to(struct ptw_buf *out, size_t line_start, size_t col)
+{
+	while (out->len - line_start < col)
+		ptw_buf_putc(out, ' ');
+	ptw_buf_putc(out, ' ');
+}
+
+static void span_row(struct ptw_buf *out, const struct ptw_span *sp)
+{
+	size_t ls = out->len;
+	ptw_buf_printf(out, "  %5u %7d ", sp->id, sp->tid);
+	if (sp->creator_tid)
+		ptw_buf_printf(out, "%7d", sp->creator_tid);
+	else
+		ptw_buf_puts(out, "      -");
+	ptw_buf_putc(out, ' ');
+	ptw_text_location(out, sp->start_routine,
+			  sp->origin == PTW_ORIGIN_MAIN ? "main" : "pthread_start_routine");
+	pad_to(out, ls, 56);
+	ptw_buf_printf(out, "%-10s", ptw_status_name(sp->status));
+	size_t c = out->len;
+	if (sp->value.set)
+		ptw_buf_printf(out, "%#" PRIx64, sp->value.v);
+	else
+		ptw_buf_putc(out, '-');
+	pad_to(out, ls, 56 + 11 + (out->len - c > 10 ? out->len - c : 10));
+	if (sp->origin != PTW_ORIGIN_MAIN && sp->create_ns.set && sp->start_ns.set)
+		ptw_text_duration(out, sp->start_ns.v - sp->create_ns.v);
+	else
+		ptw_buf_putc(out, '-');
+	ptw_buf_puts(out, " / ");
+	if (sp->start_ns.set && sp->end_ns.set && sp->end_ns.v >= sp->start_ns.v)
+		ptw_text_duration(out, sp->end_ns.v - sp->start_ns.v);
+	else
+		ptw_buf_putc(out, '-');
+	if (sp->joined && sp->join_return_ns.set) {
+		ptw_buf_printf(out, " / joined by %d after ", sp->joiner_tid);
+		ptw_text_duration(out, sp->join_return_ns.v - sp->join_call_ns);
+	}
+	if (sp->detached == 1)
+		ptw_buf_puts(out, " / detached");
+	if (sp->reason && sp->status == PTW_STATUS_UNMATCHED)
+		ptw_buf_printf(out, " / %s", sp->reason);
+	ptw_buf_putc(out, '\n');
+}
+
+struct group {
+	const char *routine; /* symbol or "?" */
+	uint64_t count, by_status[5];
+	uint64_t *spawn, *life;
+	size_t nspawn, nlife;
+};
+
+static void grouped_rows(struct ptw_buf *out, struct ptw_spans *spans)
+{
+	size_t n = ptw_spans_count(spans), ng = 0;
+	struct group *g = xcalloc(n, sizeof(*g));
+	for (size_t i = 0; i < n; i++) {
+		const struct ptw_span *sp = ptw_spans_get(spans, i);
+		const char *name = sp->start_routine && sp->start_routine->symbol
+					   ? sp->start_routine->symbol
+				   : sp->origin == PTW_ORIGIN_MAIN ? "main"
+								   : "pthread_start_routine";
+		size_t k;
+		for (k = 0; k < ng && strcmp(g[k].routine, name); k++)
+			;
+		if (k == ng) {
+			g[ng].routine = name;
+			g[ng].spawn = xcalloc(n, sizeof(uint64_t));
+			g[ng].life = xcalloc(n, sizeof(uint64_t));
+			ng++;
+		}
+		g[k].count++;
+		g[k].by_status[sp->status]++;
+		if (sp->origin != PTW_ORIGIN_MAIN && sp->create_ns.set && sp->start_ns.set)
+			g[k].spawn[g[k].nspawn++] = sp->start_ns.v - sp->create_ns.v;
+		if (sp->start_ns.set && sp->end_ns.set && sp->end_ns.v >= sp->start_ns.v)
+			g[k].life[g[k].nlife++] = sp->end_ns.v - sp->start_ns.v;
+	}
+	ptw_buf_puts(out, "  THREADS  START ROUTINE                 COMPLETED EXITED CANCELLED "
+			  "UNMATCHED OPEN  SPAWN p50  LIFETIME p50\n");
+	for (size_t k = 0; k < ng; k++) {
+		struct ptw_distribution ds, dl;
+		ptw_distribution(g[k].spawn, g[k].nspawn, &ds);
+		ptw_distribution(g[k].life, g[k].nlife, &dl);
+		size_t ls = out->len;
+		ptw_buf_printf(out, "  %7" PRIu64 "  %s", g[k].count, g[k].routine);
+		pad_to(out, ls, 40);
+		ptw_buf_printf(out, "%9" PRIu64 " %6" PRIu64 " %9" PRIu64 " %9" PRIu64 " %4" PRIu64 "  ",
+			       g[k].by_status[PTW_STATUS_COMPLETED], g[k].by_status[PTW_STATUS_EXITED],
+			       g[k].by_status[PTW_STATUS_CANCELLED], g[k].by_status[PTW_STATUS_UNMATCHED],
+			       g[k].by_status[PTW_STATUS_OPEN]);
+		if (ds.count)
+			ptw_text_duration(out, ds.p50);
+		else
+			ptw_buf_putc(out, '-');
+		ptw_buf_puts(out, "  ");
+		if (dl.count)
+			ptw_text_duration(out, dl.p50);
+		else
+			ptw_buf_putc(out, '-');
+		ptw_buf_putc(out, '\n');
+		free(g[k].spawn);
+		free(g[k].life);
+	}
+	free(g);
+}
+
+void ptw_text_summary(struct ptw_buf *out, const struct ptw_report *r)
+{
+	struct ptw_metrics m;
+	ptw_spans_metrics(r->spans, &m);
+	ptw_buf_printf(out, "\nptwatch: %" PRIu64 " threads (%" PRIu64 " created), at most %" PRIu64
+			    " at once, nesting depth %" PRIu64 "; ",
+		       m.threads_seen, m.threads_created, m.max_active, m.max_depth);
+	if (r->exit_kind == PTW_EXIT_CODE)
+		ptw_buf_printf(out, "process exited with code %d\n", r->exit_code);
+	else if (r->exit_kind == PTW_EXIT_SIGNAL)
+		ptw_buf_printf(out, "process killed by %s%s\n", ptw_signame(r->exit_signal),
+			       r->core_dumped ? " (core dumped)" : "");
+	else
+		ptw_buf_printf(out, "detached (%s), process %d lives on\n", r->end_reason, r->pid);
+
+	size_t n = ptw_spans_count(r->spans);
+	if (n <= TABLE_MAX_ROWS) {
+		ptw_buf_puts(out, "   SPAN     TID CREATOR START ROUTINE                              "
+				  "STATUS     VALUE      SPAWN / LIFETIME / JOIN\n");
+		for (size_t i = 0; i < n; i++)
+			span_row(out, ptw_spans_get(r->spans, i));
+	} else {
+		grouped_rows(out, r->spans);
+	}
+	dist_line(out, "spawn latency", &m.spawn_latency);
+	dist_line(out, "lifetime", &m.lifetime);
+	dist_line(out, "join wait", &m.join_wait);
+	ptw_buf_printf(out, "  unjoined %" PRIu64 ", unmatched %" PRIu64 ", open %" PRIu64 "\n",
+		       m.unjoined, m.unmatched_spans, m.open_spans);
+	ptw_buf_printf(out, "  ptrace stops %" PRIu64, r->stops_total);
+	if (m.threads_created)
+		ptw_buf_printf(out, " (%.1f per thread created)",
+			       (double)r->stops_total / (double)m.threads_created);
+	ptw_buf_printf(out, ", %zu breakpoints, strategy %s\n", r->breakpoints, r->strategy);
+	for (size_t i = 0; i < r->nwarnings; i++)
+		ptw_buf_printf(out, "  warning: %s\n", r->warnings[i].message);
+}

@@ -1,0 +1,658 @@
+/* SPDX-License-Identifier: MIT */
+/* Symbols of one process image through libdwfl; see ptw_symbols.h. */
+#define _GNU_SOURCE
+#include "ptw_symbols.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#include <gelf.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ptw_util.h"
+
+/* One symbol of a module, chained in a per-module name index. */
+struct sym_entry {
+	const char *name; /* points into the ELF string table (lives with the module) */
+	size_t name_len;  /* without a version suffix ("pthread_create@@GLIBC_2.34") */
+	uint64_t addr, size;
+	int rank;	  /* higher wins: global default version > global > local */
+	struct sym_entry *next;
+};
+
+struct module_index {
+	Dwfl_Module *mod;
+	const char *path;
+	bool is_exe;
+	bool built;
+	struct ptw_map names; /* ptw_str_hash(name) -> struct sym_entry* chain */
+	struct sym_entry *entries;
+};
+
+/* A cached answer (hit or miss) of ptw_symbols_lookup, chained by hash. */
+struct lookup_result {
+	char *key; /* module \001 name */
+	bool found;
+	uint64_t addr, size;
+	struct lookup_result *next;
+};
+
+struct ptw_symbols {
+	pid_t pid;
+	bool use_debug_files;
+	Dwfl *dwfl;
+	Dwfl_Callbacks callbacks;
+	char *debuginfo_path;
+	char *exe_path;
+	struct module_index *mods;
+	size_t nmods;
+	struct ptw_map lookups;	  /* hash(module \0 name) -> struct lookup_result* */
+	struct ptw_map locations; /* addr -> struct ptw_location* */
+	char **strings;		  /* interned strings for locations */
+	size_t nstrings, strings_cap;
+	ptw_memread_fn read;
+	void *read_ctx;
+	/* unwinding */
+	bool attached;
+	pid_t unwind_tid;
+	const struct user_regs_struct *unwind_regs;
+};
+
+static int no_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+			const char *file_name, const char *debuglink_file, GElf_Word debuglink_crc,
+			char **debuginfo_file_name)
+{
+	(void)mod, (void)userdata, (void)modname, (void)base, (void)file_name;
+	(void)debuglink_file, (void)debuglink_crc, (void)debuginfo_file_name;
+	return -1;
+}
+
+static const char *intern(struct ptw_symbols *s, const char *str)
+{
+	if (!str)
+		return NULL;
+	if (s->nstrings == s->strings_cap) {
+		s->strings_cap = s->strings_cap ? s->strings_cap * 2 : 64;
+		s->strings = xreallocarray(s->strings, s->strings_cap, sizeof(*s->strings));
+	}
+	char *copy = xstrdup(str);
+	s->strings[s->nstrings++] = copy;
+	return copy;
+}
+
+static void free_indexes(struct ptw_symbols *s)
+{
+	for (size_t i = 0; i < s->nmods; i++) {
+		ptw_map_free(&s->mods[i].names);
+		free(s->mods[i].entries);
+	}
+	free(s->mods);
+	s->mods = NULL;
+	s->nmods = 0;
+	size_t it = 0;
+	void *v;
+	while (ptw_map_next(&s->lookups, &it, NULL, &v)) {
+		for (struct lookup_result *res = v, *next; res; res = next) {
+			next = res->next;
+			free(res->key);
+			free(res);
+		}
+	}
+	ptw_map_free(&s->lookups);
+}
+
+static int collect_module(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr start,
+			  void *arg)
+{
+	(void)userdata, (void)start;
+	struct ptw_symbols *s = arg;
+	s->mods = xreallocarray(s->mods, s->nmods + 1, sizeof(*s->mods));
+	struct module_index *mi = &s->mods[s->nmods++];
+	memset(mi, 0, sizeof(*mi));
+	mi->mod = mod;
+	mi->path = name;
+	mi->is_exe = s->exe_path && name && !strcmp(name, s->exe_path);
+	return DWARF_CB_OK;
+}
+
+static int report_modules(struct ptw_symbols *s)
+{
+	free_indexes(s);
+	dwfl_report_begin(s->dwfl);
+	int r = dwfl_linux_proc_report(s->dwfl, s->pid);
+	if (dwfl_report_end(s->dwfl, NULL, NULL) != 0 && r == 0)
+		r = EIO;
+	if (r != 0)
+		return r > 0 ? -r : -EIO;
+	dwfl_getmodules(s->dwfl, collect_module, s, 0);
+	/* The executable first: lookups prefer it, as the dynamic linker does. */
+	for (size_t i = 1; i < s->nmods; i++)
+		if (s->mods[i].is_exe) {
+			struct module_index tmp = s->mods[i];
+			memmove(&s->mods[1], &s->mods[0], i * sizeof(*s->mods));
+			s->mods[0] = tmp;
+			break;
+		}
+	return 0;
+}
+
+int ptw_symbols_new(pid_t pid, bool use_debug_files, ptw_memread_fn read, void *read_ctx,
+		    struct ptw_symbols **ret)
+{
+	struct ptw_symbols *s = xcalloc(1, sizeof(*s));
+	s->pid = pid;
+	s->use_debug_files = use_debug_files;
+	s->read = read;
+	s->read_ctx = read_ctx;
+	s->callbacks.find_elf = dwfl_linux_proc_find_elf;
+	s->callbacks.find_debuginfo = use_debug_files ? dwfl_standard_find_debuginfo : no_debuginfo;
+	s->callbacks.debuginfo_path = &s->debuginfo_path;
+
+	char path[64], exe[PATH_MAX];
+	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+	ssize_t n = readlink(path, exe, sizeof(exe) - 1);
+	if (n > 0) {
+		exe[n] = '\0';
+		s->exe_path = xstrdup(exe);
+	}
+	s->dwfl = dwfl_begin(&s->callbacks);
+	if (!s->dwfl) {
+		ptw_symbols_free(s);
+		return -ENOMEM;
+	}
+	int r = report_modules(s);
+	if (r < 0) {
+		ptw_symbols_free(s);
+		return r;
+	}
+	*ret = s;
+	return 0;
+}
+
+void ptw_symbols_free(struct ptw_symbols *s)
+{
+	if (!s)
+		return;
+	free_indexes(s);
+	size_t it = 0;
+	void *v;
+	while (ptw_map_next(&s->locations, &it, NULL, &v))
+		free(v);
+	ptw_map_free(&s->locations);
+	for (size_t i = 0; i < s->nstrings; i++)
+		free(s->strings[i]);
+	free(s->strings);
+	if (s->dwfl)
+		dwfl_end(s->dwfl);
+	free(s->exe_path);
+	free(s);
+}
+
+int ptw_symbols_refresh(struct ptw_symbols *s)
+{
+	int r = report_modules(s);
+	/* Addresses may now belong to other modules (dlclose + dlopen). Interned
+	 * locations stay valid for spans that already point at them. */
+	ptw_map_free(&s->locations);
+	return r;
+}
+
+/* ---- name lookup ---- */
+
+static void build_index(struct module_index *mi)
+{
+	mi->built = true;
+	int n = dwfl_module_getsymtab(mi->mod);
+	if (n <= 0)
+		return;
+	mi->entries = xcalloc((size_t)n, sizeof(*mi->entries));
+	for (int i = 0; i < n; i++) {
+		GElf_Sym sym;
+		GElf_Addr addr;
+		const char *name = dwfl_module_getsym_info(mi->mod, i, &sym, &addr, NULL, NULL, NULL);
+		if (!name || !*name || sym.st_shndx == SHN_UNDEF)
+			continue;
+		int type = GELF_ST_TYPE(sym.st_info);
+		if (type != STT_FUNC && type != STT_OBJECT && type != STT_GNU_IFUNC &&
+		    type != STT_NOTYPE)
+			continue;
+		struct sym_entry *e = &mi->entries[i];
+		const char *at = strchr(name, '@');
+		e->name = name;
+		e->name_len = at ? (size_t)(at - name) : strlen(name);
+		e->addr = addr;
+		e->size = sym.st_size;
+		bool global = GELF_ST_BIND(sym.st_info) != STB_LOCAL;
+		/* .symtab keeps versions in names: "@@" marks the default one. */
+		e->rank = !global ? 0 : !at ? 2 : at[1] == '@' ? 3 : 1;
+		char base[256];
+		if (e->name_len >= sizeof(base))
+			continue;
+		memcpy(base, name, e->name_len);
+		base[e->name_len] = '\0';
+		uint64_t h = ptw_str_hash(base);
+		e->next = ptw_map_get(&mi->names, h);
+		ptw_map_put(&mi->names, h, e);
+	}
+}
+
+static bool module_matches(const struct module_index *mi, const char *module)
+{
+	if (module == PTW_MOD_ANY)
+		return true;
+	if (!strcmp(module, PTW_MOD_EXE))
+		return mi->is_exe;
+	if (!mi->path)
+		return false;
+	const char *base = strrchr(mi->path, '/');
+	base = base ? base + 1 : mi->path;
+	return !strncmp(base, module, strlen(module));
+}
+
+static const struct sym_entry *find_in_module(struct module_index *mi, const char *name)
+{
+	if (!mi->built)
+		build_index(mi);
+	const struct sym_entry *best = NULL;
+	size_t len = strlen(name);
+	for (const struct sym_entry *e = ptw_map_get(&mi->names, ptw_str_hash(name)); e; e = e->next) {
+		if (e->name_len != len || strncmp(e->name, name, len))
+			continue;
+		if (!best || e->rank > best->rank)
+			best = e;
+	}
+	return best;
+}
+
+int ptw_symbols_lookup(struct ptw_symbols *s, const char *module, const char *name,
+		       uint64_t *ret_addr, uint64_t *ret_size)
+{
+	struct ptw_buf key = { 0 };
+	ptw_buf_puts(&key, module ? module : "*");
+	ptw_buf_putc(&key, '\001');
+	ptw_buf_puts(&key, name);
+	uint64_t h = ptw_str_hash(key.p);
+
+	struct lookup_result *head = ptw_map_get(&s->lookups, h), *res;
+	for (res = head; res; res = res->next)
+		if (!strcmp(res->key, key.p))
+			break;
+	if (!res) {
+		res = xcalloc(1, sizeof(*res));
+		res->key = key.p;
+		key.p = NULL;
+		for (size_t i = 0; i < s->nmods && !res->found; i++) {
+			if (!module_matches(&s->mods[i], module))
+				continue;
+			const struct sym_entry *e = find_in_module(&s->mods[i], name);
+			if (e) {
+				res->found = true;
+				res->addr = e->addr;
+				res->size = e->size;
+			}
+		}
+		res->next = head;
+		ptw_map_put(&s->lookups, h, res);
+		ptw_dbg(PTW_DBG_SYM, "lookup %s in %s: %s %#llx", name, module ? module : "*",
+			res->found ? "found" : "missing", (unsigned long long)res->addr);
+	}
+	ptw_buf_free(&key);
+	if (!res->found)
+		return -ENOENT;
+	*ret_addr = res->addr;
+	if (ret_size)
+		*ret_size = res->size;
+	return 0;
+}
+
+static struct module_index *index_of(struct ptw_symbols *s, Dwfl_Module *mod)
+{
+	for (size_t i = 0; i < s->nmods; i++)
+		if (s->mods[i].mod == mod)
+			return &s->mods[i];
+	return NULL;
+}
+
+const char *ptw_symbols_module_of(struct ptw_symbols *s, uint64_t addr)
+{
+	Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, addr);
+	struct module_index *mi = mod ? index_of(s, mod) : NULL;
+	return mi ? mi->path : NULL;
+}
+
+const char *ptw_symbols_module_path(struct ptw_symbols *s, const char *module)
+{
+	for (size_t i = 0; i < s->nmods; i++)
+		if (module_matches(&s->mods[i], module))
+			return s->mods[i].path;
+	return NULL;
+}
+
+int ptw_symbols_module_range(struct ptw_symbols *s, uint64_t addr, uint64_t *ret_start,
+			     uint64_t *ret_end)
+{
+	Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, addr);
+	if (!mod)
+		return -ENOENT;
+	Dwarf_Addr start, end;
+	dwfl_module_info(mod, NULL, &start, &end, NULL, NULL, NULL, NULL);
+	*ret_start = start;
+	*ret_end = end;
+	return 0;
+}
+
+/* ---- address -> location ---- */
+
+const struct ptw_location *ptw_symbols_locate(struct ptw_symbols *s, uint64_t addr)
+{
+	struct ptw_location *loc = ptw_map_get(&s->locations, addr);
+	if (loc)
+		return loc;
+	loc = xcalloc(1, sizeof(*loc));
+	loc->addr = addr;
+	Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, addr);
+	if (mod) {
+		struct module_index *mi = index_of(s, mod);
+		loc->module = mi ? intern(s, mi->path) : NULL;
+		GElf_Off off = 0;
+		GElf_Sym sym;
+		const char *name = dwfl_module_addrinfo(mod, addr, &off, &sym, NULL, NULL, NULL);
+		if (name) {
+			loc->symbol = intern(s, name);
+			loc->symbol_offset = off;
+		}
+		Dwarf_Addr bias;
+		if (dwfl_module_getelf(mod, &bias)) {
+			loc->has_offset = true;
+			loc->offset = addr - bias;
+		}
+		Dwfl_Line *line = dwfl_module_getsrc(mod, addr);
+		if (line) {
+			int lineno = 0;
+			const char *file = dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL);
+			if (file) {
+				loc->file = intern(s, file);
+				loc->line = lineno;
+			}
+		}
+	}
+	ptw_map_put(&s->locations, addr, loc);
+	return loc;
+}
+
+/*
+ * Function extent from .eh_frame_hdr: its search table holds the start of
+ * every FDE, sorted; the function containing addr ends where the next
+ * starts. Only the universal x86-64 table encoding (datarel sdata4).
+ */
+static int fde_range(Dwfl_Module *mod, uint64_t addr, uint64_t *ret_lo, uint64_t *ret_hi)
+{
+	Dwarf_Addr bias;
+	Elf *elf = dwfl_module_getelf(mod, &bias);
+	size_t shstrndx;
+	if (!elf || elf_getshdrstrndx(elf, &shstrndx) < 0)
+		return -ENOENT;
+	for (Elf_Scn *scn = NULL; (scn = elf_nextscn(elf, scn));) {
+		GElf_Shdr sh;
+		const char *name;
+		if (!gelf_getshdr(scn, &sh) || !(name = elf_strptr(elf, shstrndx, sh.sh_name)) ||
+		    strcmp(name, ".eh_frame_hdr"))
+			continue;
+		Elf_Data *d = elf_getdata(scn, NULL);
+		const uint8_t *h = d ? d->d_buf : NULL;
+		if (!h || d->d_size < 12 || h[0] != 1 || h[2] != 0x03 /* udata4 */ ||
+		    h[3] != 0x3b /* datarel | sdata4 */)
+			return -ENOENT;
+		uint32_t count;
+		memcpy(&count, h + 8, 4); /* after version, 3 encodings, eh_frame_ptr */
+		if (12 + (uint64_t)count * 8 > d->d_size)
+			return -ENOENT;
+		int64_t target = (int64_t)(addr - bias - sh.sh_addr);
+		const uint8_t *table = h + 12;
+		/* Last entry whose start <= target. */
+		int64_t lo = -1, hi = count;
+		while (hi - lo > 1) {
+			int64_t mid = (lo + hi) / 2;
+			int32_t loc;
+			memcpy(&loc, table + mid * 8, 4);
+			if (loc <= target)
+				lo = mid;
+			else
+				hi = mid;
+		}
+		if (lo < 0 || lo + 1 >= (int64_t)count)
+			return -ENOENT;
+		int32_t start, next;
+		memcpy(&start, table + lo * 8, 4);
+		memcpy(&next, table + (lo + 1) * 8, 4);
+		*ret_lo = bias + sh.sh_addr + (uint64_t)(int64_t)start;
+		*ret_hi = bias + sh.sh_addr + (uint64_t)(int64_t)next;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+int ptw_symbols_function_range(struct ptw_symbols *s, uint64_t addr, uint64_t *ret_lo,
+			       uint64_t *ret_hi)
+{
+	Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, addr);
+	if (!mod)
+		return -ENOENT;
+	GElf_Off off = 0;
+	GElf_Sym sym;
+	const char *name = dwfl_module_addrinfo(mod, addr, &off, &sym, NULL, NULL, NULL);
+	if (name && sym.st_size > 0 && off < sym.st_size) {
+		*ret_lo = addr - off;
+		*ret_hi = addr - off + sym.st_size;
+		return 0;
+	}
+	return fde_range(mod, addr, ret_lo, ret_hi);
+}
+
+/* ---- DWARF struct layout ---- */
+
+static bool name_has_suffix(const char *name, const char *suffix)
+{
+	size_t n = strlen(name), m = strlen(suffix);
+	return n >= m && !strcmp(name + n - m, suffix);
+}
+
+/* Looks for member in the struct DIE, descending into anonymous members. */
+static bool find_member(Dwarf_Die *type, const char *member, uint64_t base, uint64_t *ret)
+{
+	Dwarf_Die child;
+	if (dwarf_child(type, &child) != 0)
+		return false;
+	do {
+		if (dwarf_tag(&child) != DW_TAG_member)
+			continue;
+		Dwarf_Attribute attr;
+		Dwarf_Word off = 0;
+		if (dwarf_attr(&child, DW_AT_data_member_location, &attr))
+			dwarf_formudata(&attr, &off);
+		const char *name = dwarf_diename(&child);
+		if (name && !strcmp(name, member)) {
+			*ret = base + off;
+			return true;
+		}
+		if (!name) {
+			Dwarf_Die sub;
+			if (dwarf_attr(&child, DW_AT_type, &attr) && dwarf_formref_die(&attr, &sub) &&
+			    (dwarf_tag(&sub) == DW_TAG_structure_type ||
+			     dwarf_tag(&sub) == DW_TAG_union_type) &&
+			    find_member(&sub, member, base + off, ret))
+				return true;
+		}
+	} while (dwarf_siblingof(&child, &child) == 0);
+	return false;
+}
+
+static bool find_struct_in_cu(Dwarf_Die *cudie, const char *struct_name, const char *member,
+			      uint64_t *ret)
+{
+	Dwarf_Die child;
+	if (dwarf_child(cudie, &child) != 0)
+		return false;
+	do {
+		if (dwarf_tag(&child) != DW_TAG_structure_type || dwarf_hasattr(&child, DW_AT_declaration))
+			continue;
+		const char *name = dwarf_diename(&child);
+		if (name && !strcmp(name, struct_name) && find_member(&child, member, 0, ret))
+			return true;
+	} while (dwarf_siblingof(&child, &child) == 0);
+	return false;
+}
+
+int ptw_symbols_member_offset(struct ptw_symbols *s, const char *module, const char *const *cu_hints,
+			      const char *struct_name, const char *member, uint64_t *ret_offset)
+{
+	for (size_t i = 0; i < s->nmods; i++) {
+		if (!module_matches(&s->mods[i], module))
+			continue;
+		Dwarf_Addr bias;
+		Dwarf *dw = dwfl_module_getdwarf(s->mods[i].mod, &bias);
+		if (!dw)
+			continue;
+		/* Two passes: the hinted compilation units (cheap), then all. */
+		for (int pass = cu_hints ? 0 : 1; pass < 2; pass++) {
+			Dwarf_Off off = 0, next;
+			size_t hsize;
+			while (dwarf_nextcu(dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
+				Dwarf_Die cudie;
+				if (dwarf_offdie(dw, off + hsize, &cudie)) {
+					const char *cuname = dwarf_diename(&cudie);
+					bool hinted = false;
+					for (const char *const *h = cu_hints; h && *h && cuname; h++)
+						if (name_has_suffix(cuname, *h))
+							hinted = true;
+					if ((pass == 1 || hinted) &&
+					    find_struct_in_cu(&cudie, struct_name, member, ret_offset)) {
+						ptw_dbg(PTW_DBG_SYM, "struct %s.%s at %#llx (cu %s)",
+							struct_name, member,
+							(unsigned long long)*ret_offset,
+							cuname ? cuname : "?");
+						return 0;
+					}
+				}
+				off = next;
+			}
+		}
+	}
+	return -ENOENT;
+}
+
+/* ---- unwinding ---- */
+
+static pid_t unwind_next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
+{
+	(void)dwfl, (void)arg, (void)thread_argp;
+	return 0;
+}
+
+static bool unwind_get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
+{
+	(void)dwfl;
+	struct ptw_symbols *s = arg;
+	*thread_argp = s;
+	return tid == s->unwind_tid;
+}
+
+static bool unwind_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
+{
+	(void)dwfl;
+	struct ptw_symbols *s = arg;
+	uint64_t v;
+	if (s->read(s->read_ctx, addr, &v, sizeof(v)) < 0)
+		return false;
+	*result = v;
+	return true;
+}
+
+static bool unwind_set_initial_registers(Dwfl_Thread *thread, void *arg)
+{
+	struct ptw_symbols *s = arg;
+	const struct user_regs_struct *r = s->unwind_regs;
+	/* DWARF register numbers 0..16 on x86-64. */
+	Dwarf_Word regs[17] = {
+		r->rax, r->rdx, r->rcx, r->rbx, r->rsi, r->rdi, r->rbp, r->rsp, r->r8,
+		r->r9,	r->r10, r->r11, r->r12, r->r13, r->r14, r->r15, r->rip,
+	};
+	return dwfl_thread_state_registers(thread, 0, 17, regs);
+}
+
+static const Dwfl_Thread_Callbacks unwind_callbacks = {
+	.next_thread = unwind_next_thread,
+	.get_thread = unwind_get_thread,
+	.memory_read = unwind_memory_read,
+	.set_initial_registers = unwind_set_initial_registers,
+};
+
+struct frames_ctx {
+	uint64_t *pcs;
+	int max, n;
+};
+
+static int frame_cb(Dwfl_Frame *state, void *arg)
+{
+	struct frames_ctx *c = arg;
+	Dwarf_Addr pc;
+	if (!dwfl_frame_pc(state, &pc, NULL))
+		return DWARF_CB_ABORT;
+	c->pcs[c->n++] = pc;
+	return c->n < c->max ? DWARF_CB_OK : DWARF_CB_ABORT;
+}
+
+static int unwind_from(struct ptw_symbols *s, pid_t tid, const struct user_regs_struct *regs,
+		       uint64_t *pcs, int max)
+{
+	s->unwind_tid = tid;
+	s->unwind_regs = regs;
+	struct frames_ctx c = { pcs, max, 0 };
+	if (dwfl_getthread_frames(s->dwfl, tid, frame_cb, &c) != 0 && c.n < max)
+		ptw_dbg(PTW_DBG_SYM, "unwind %d from %#llx: %s after %d frames", tid,
+			(unsigned long long)regs->rip, dwfl_errmsg(-1), c.n);
+	return c.n;
+}
+
+int ptw_symbols_unwind(struct ptw_symbols *s, pid_t tid, const struct user_regs_struct *regs,
+		       uint64_t *pcs, int max)
+{
+	if (max <= 0)
+		return -EINVAL;
+	if (!s->attached) {
+		if (!dwfl_attach_state(s->dwfl, NULL, s->pid, &unwind_callbacks, s)) {
+			ptw_dbg(PTW_DBG_SYM, "dwfl_attach_state: %s", dwfl_errmsg(-1));
+			return -ENOTSUP;
+		}
+		s->attached = true;
+	}
+	int n = unwind_from(s, tid, regs, pcs, max);
+	if (n <= 1 && max > 1) {
+		/*
+		 * No CFI for the innermost pc: glibc ends clone3's FDE right before
+		 * its syscall (the child's unwind info would be wrong). Treat it as
+		 * a frameless leaf, as debuggers do: return address at [rsp].
+		 */
+		uint64_t ret;
+		if (s->read(s->read_ctx, regs->rsp, &ret, sizeof(ret)) == 0 &&
+		    dwfl_addrmodule(s->dwfl, ret)) {
+			struct user_regs_struct caller = *regs;
+			caller.rip = ret;
+			caller.rsp = regs->rsp + 8;
+			pcs[0] = regs->rip;
+			int m = unwind_from(s, tid, &caller, pcs + 1, max - 1);
+			if (m > 0)
+				return m + 1;
+		}
+	}
+	if (n == 0) {
+		pcs[0] = regs->rip;
+		n = 1;
+	}
+	return n;
+}

@@ -1,0 +1,269 @@
+/* SPDX-License-Identifier: MIT */
+/* The libthread_db thread agent; see ptw_thread_db.h and DESIGN.md. */
+#define _GNU_SOURCE
+#include "ptw_thread_db.h"
+
+#include <errno.h>
+#include <proc_service.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptw_util.h"
+#include "tdb_internal.h"
+
+struct ptw_tdb {
+	struct ps_prochandle ph;
+	td_thragent_t *ta;
+};
+
+#define TD_ERRORS(X)                                                                               \
+	X(TD_OK, "no error")                                                                       \
+	X(TD_ERR, "generic error")                                                                 \
+	X(TD_NOTHR, "no thread to satisfy query")                                                  \
+	X(TD_NOSV, "no sync handle to satisfy query")                                              \
+	X(TD_NOLWP, "no LWP to satisfy query")                                                     \
+	X(TD_BADPH, "invalid process handle")                                                      \
+	X(TD_BADTH, "invalid thread handle")                                                       \
+	X(TD_BADSH, "invalid synchronization handle")                                              \
+	X(TD_BADTA, "invalid thread agent")                                                        \
+	X(TD_BADKEY, "invalid key")                                                                \
+	X(TD_NOMSG, "no event message")                                                            \
+	X(TD_NOFPREGS, "FPU register set not available")                                           \
+	X(TD_NOLIBTHREAD, "the target does not use glibc's nptl (or has not loaded it yet)")      \
+	X(TD_NOEVENT, "requested event is not supported")                                          \
+	X(TD_NOCAPAB, "capability not available")                                                  \
+	X(TD_DBERR, "debugger service failed")                                                     \
+	X(TD_NOAPLIC, "operation not applicable")                                                  \
+	X(TD_NOTSD, "no thread-specific data")                                                     \
+	X(TD_MALLOC, "out of memory")                                                              \
+	X(TD_PARTIALREG, "only part of the register set was written")                             \
+	X(TD_NOXREGS, "X register set not available")                                              \
+	X(TD_TLSDEFER, "thread has not yet allocated TLS for the module")                          \
+	X(TD_VERSION, "libthread_db does not match the target's nptl version")                    \
+	X(TD_NOTLS, "no TLS segment in the module")
+
+const char *ptw_tdb_strerror(td_err_e err)
+{
+#define X(code, text)                                                                              \
+	case code:                                                                                 \
+		return #code ": " text;
+	switch (err) {
+		TD_ERRORS(X)
+	}
+#undef X
+	return "TD_?: unknown libthread_db error";
+}
+
+static int td_to_errno(td_err_e err)
+{
+	switch (err) {
+	case TD_OK:
+		return 0;
+	case TD_NOLIBTHREAD:
+	case TD_NOTHR:
+	case TD_NOLWP:
+	case TD_NOMSG:
+		return -ENOENT;
+	case TD_VERSION:
+		return -EPROTO;
+	case TD_MALLOC:
+		return -ENOMEM;
+	case TD_NOCAPAB:
+	case TD_NOAPLIC:
+	case TD_NOEVENT:
+		return -ENOTSUP;
+	default:
+		return -EIO;
+	}
+}
+
+int ptw_tdb_new(struct ptw_proc *proc, struct ptw_symbols *syms, struct ptw_tdb **ret,
+		td_err_e *ret_err)
+{
+	static bool initialised;
+	if (!initialised) {
+		td_err_e e = td_init();
+		if (e != TD_OK) {
+			if (ret_err)
+				*ret_err = e;
+			return td_to_errno(e);
+		}
+		initialised = true;
+	}
+	struct ptw_tdb *t = xcalloc(1, sizeof(*t));
+	t->ph.proc = proc;
+	t->ph.syms = syms;
+	td_err_e e = td_ta_new(&t->ph, &t->ta);
+	if (ret_err)
+		*ret_err = e;
+	if (e != TD_OK) {
+		ptw_dbg(PTW_DBG_TDB, "td_ta_new: %s", ptw_tdb_strerror(e));
+		free(t);
+		return td_to_errno(e);
+	}
+	*ret = t;
+	return 0;
+}
+
+void ptw_tdb_free(struct ptw_tdb *t)
+{
+	if (!t)
+		return;
+	td_ta_delete(t->ta);
+	free(t);
+}
+
+void ptw_tdb_set_symbols(struct ptw_tdb *t, struct ptw_symbols *syms)
+{
+	t->ph.syms = syms;
+}
+
+static int event_addr(struct ptw_tdb *t, td_event_e ev, uint64_t *ret)
+{
+	td_notify_t n;
+	td_err_e e = td_ta_event_addr(t->ta, ev, &n);
+	if (e != TD_OK || n.type != NOTIFY_BPT) {
+		ptw_dbg(PTW_DBG_TDB, "td_ta_event_addr(%d): %s", ev, ptw_tdb_strerror(e));
+		return e != TD_OK ? td_to_errno(e) : -ENOTSUP;
+	}
+	*ret = (uint64_t)(uintptr_t)n.u.bptaddr;
+	return 0;
+}
+
+int ptw_tdb_enable_events(struct ptw_tdb *t, bool want_create, uint64_t *ret_create_bp,
+			  uint64_t *ret_death_bp)
+{
+	td_thr_events_t events;
+	td_event_emptyset(&events);
+	td_event_addset(&events, TD_DEATH);
+	if (want_create)
+		td_event_addset(&events, TD_CREATE);
+	td_err_e e = td_ta_set_event(t->ta, &events);
+	if (e != TD_OK) {
+		ptw_dbg(PTW_DBG_TDB, "td_ta_set_event: %s", ptw_tdb_strerror(e));
+		return td_to_errno(e);
+	}
+	*ret_create_bp = 0;
+	int r = event_addr(t, TD_DEATH, ret_death_bp);
+	if (r == 0 && want_create)
+		r = event_addr(t, TD_CREATE, ret_create_bp);
+	return r;
+}
+
+int ptw_tdb_disable_events(struct ptw_tdb *t)
+{
+	td_thr_events_t events;
+	td_event_fillset(&events);
+	return td_to_errno(td_ta_clear_event(t->ta, &events));
+}
+
+static void fill_thread(const td_thrinfo_t *ti, struct ptw_tdb_thread *ret)
+{
+	ret->pthread = (uint64_t)ti->ti_tid;
+	ret->lid = ti->ti_lid;
+	ret->startfunc = (uint64_t)(uintptr_t)ti->ti_startfunc;
+	ret->exiting = ti->ti_state == TD_THR_ZOMBIE;
+	ret->traceme = ti->ti_traceme != 0;
+}
+
+int ptw_tdb_thread_info(struct ptw_tdb *t, uint64_t pd, struct ptw_tdb_thread *ret)
+{
+	td_thrhandle_t th = { .th_ta_p = t->ta, .th_unique = (psaddr_t)(uintptr_t)pd };
+	td_thrinfo_t ti;
+	td_err_e e = td_thr_get_info(&th, &ti);
+	if (e != TD_OK)
+		return td_to_errno(e);
+	fill_thread(&ti, ret);
+	return 0;
+}
+
+int ptw_tdb_thread_enable(struct ptw_tdb *t, uint64_t pd)
+{
+	td_thrhandle_t th = { .th_ta_p = t->ta, .th_unique = (psaddr_t)(uintptr_t)pd };
+	td_err_e e = td_thr_event_enable(&th, 1);
+	if (e == TD_OK)
+		return 0;
+	/* TD_NOCAPAB on stock Debian: the write may still have happened. */
+	struct ptw_tdb_thread info;
+	if (ptw_tdb_thread_info(t, pd, &info) == 0 && info.traceme)
+		return 0;
+	ptw_dbg(PTW_DBG_TDB, "td_thr_event_enable(%#llx): %s", (unsigned long long)pd,
+		ptw_tdb_strerror(e));
+	return td_to_errno(e);
+}
+
+int ptw_tdb_map_lwp(struct ptw_tdb *t, pid_t tid, uint64_t *ret_pd)
+{
+	td_thrhandle_t th;
+	td_err_e e = td_ta_map_lwp2thr(t->ta, tid, &th);
+	if (e != TD_OK)
+		return td_to_errno(e);
+	*ret_pd = (uint64_t)(uintptr_t)th.th_unique;
+	return 0;
+}
+
+int ptw_tdb_drain(struct ptw_tdb *t, int max, ptw_tdb_msg_cb cb, void *ctx)
+{
+	int n = 0;
+	for (; n < max; n++) {
+		td_event_msg_t msg;
+		td_err_e e = td_ta_event_getmsg(t->ta, &msg);
+		if (e == TD_NOMSG)
+			break;
+		if (e != TD_OK)
+			return td_to_errno(e);
+		if (cb)
+			cb(ctx, msg.event, msg.th_p ? (uint64_t)(uintptr_t)msg.th_p->th_unique : 0);
+	}
+	return n;
+}
+
+struct iter_state {
+	struct ptw_map seen; /* th_unique -> (void *)1 */
+	size_t new_in_pass;
+	ptw_tdb_iter_cb cb;
+	void *ctx;
+	pid_t pid;
+};
+
+static int iter_one(const td_thrhandle_t *th, void *arg)
+{
+	struct iter_state *st = arg;
+	uint64_t pd = (uint64_t)(uintptr_t)th->th_unique;
+	if (!pd || ptw_map_get(&st->seen, pd))
+		return 0;
+	td_thrinfo_t ti;
+	if (td_thr_get_info(th, &ti) != TD_OK)
+		return 0;
+	/* Not started yet, or exited and not joined: no LWP to follow. */
+	if (ti.ti_tid == 0 || ti.ti_lid == -1 || ti.ti_lid == 0)
+		return 0;
+	/* Never take a non-main handle that claims the main LWP (DESIGN.md fact 8). */
+	if (ti.ti_lid == st->pid && ti.ti_startfunc != NULL)
+		return 0;
+	ptw_map_put(&st->seen, pd, (void *)1);
+	st->new_in_pass++;
+	struct ptw_tdb_thread out;
+	fill_thread(&ti, &out);
+	st->cb(st->ctx, &out);
+	return 0;
+}
+
+int ptw_tdb_iterate(struct ptw_tdb *t, ptw_tdb_iter_cb cb, void *ctx)
+{
+	struct iter_state st = { .cb = cb, .ctx = ctx, .pid = ps_getpid(&t->ph) };
+	int r = 0;
+	for (int quiet = 0, passes = 0; quiet < 2 && passes < 64; passes++) {
+		st.new_in_pass = 0;
+		td_err_e e = td_ta_thr_iter(t->ta, iter_one, &st, TD_THR_ANY_STATE,
+					    TD_THR_LOWEST_PRIORITY, TD_SIGNO_MASK,
+					    TD_THR_ANY_USER_FLAGS);
+		if (e != TD_OK) {
+			r = td_to_errno(e);
+			break;
+		}
+		quiet = st.new_in_pass ? 0 : quiet + 1;
+	}
+	ptw_map_free(&st.seen);
+	return r;
+}

@@ -1,0 +1,599 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the breakpoints mean: program images, libthread_db setup, thread
+ * creation and death, start routines, and the libc entry points EV-004
+ * names (pthread_exit, pthread_cancel, pthread_detach, joins).
+ *
+ * Stops per thread lifecycle (see README "Cost"):
+ *   creator: the clone event (kernel, unavoidable with TRACECLONE)
+ *   thread:  its first stop (kernel), start routine entry, TD_DEATH
+ *   + TD_CREATE in the creator when --create-events asks for it
+ *   + start_thread's return site and pthread_create's entry when libc's
+ *     debug file is missing (return value, detach state)
+ *   + join entry and return in the joiner, for threads that are joined.
+ */
+#define _GNU_SOURCE
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <unistd.h>
+
+#include "tracer_internal.h"
+
+#define SYS_CLONE 56
+#define SYS_CLONE3 435
+#define RT_CONSISTENT 0
+#define R_STATE_OFFSET 24 /* struct r_debug: int r_version; map; r_brk; r_state */
+
+static int memread(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	return ptw_mem_read(ctx, addr, buf, len);
+}
+
+static int read_u64(struct ptw_tracer *t, uint64_t addr, uint64_t *ret)
+{
+	return ptw_mem_read(t->proc, addr, ret, sizeof(*ret));
+}
+
+/* Location of addr; refreshes the module list once if nothing maps it
+ * (a library loaded since we last looked). */
+static const struct ptw_location *locate(struct ptw_tracer *t, uint64_t addr)
+{
+	if (!addr || !t->img.syms)
+		return NULL;
+	if (!ptw_symbols_module_of(t->img.syms, addr))
+		ptw_symbols_refresh(t->img.syms);
+	return ptw_symbols_locate(t->img.syms, addr);
+}
+
+static uint64_t auxv_value(pid_t pid, uint64_t type)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/auxv", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	uint64_t pair[2], v = 0;
+	while (read(fd, pair, sizeof(pair)) == (ssize_t)sizeof(pair) && pair[0] != AT_NULL)
+		if (pair[0] == type) {
+			v = pair[1];
+			break;
+		}
+	close(fd);
+	return v;
+}
+
+/* "libc.so" for a dynamic program; the executable itself when static. */
+static const char *libc_module(struct ptw_tracer *t)
+{
+	return t->img.dynamic ? "libc.so" : PTW_MOD_EXE;
+}
+
+/* ---- images ---- */
+
+int image_init(struct ptw_tracer *t, struct ptw_lwp *l)
+{
+	struct image *img = &t->img;
+	pid_t pid = t->proc->pid;
+	memset(img, 0, sizeof(*img));
+	img->task_dirfd = -1;
+
+	char path[64], exe[PATH_MAX];
+	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+	ssize_t n = readlink(path, exe, sizeof(exe) - 1);
+	if (n > 0) {
+		exe[n] = '\0';
+		img->exe = xstrdup(exe);
+	}
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	img->task_dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	int r = ptw_symbols_new(pid, t->o.use_debug_files, memread, t->proc, &img->syms);
+	if (r < 0) {
+		warn(t, "no_symbols", "cannot read the modules of %d: %s", pid, strerror(-r));
+	} else {
+		uint64_t base = auxv_value(pid, AT_BASE), addr;
+		img->dynamic = base != 0;
+		const char *interp = base ? ptw_symbols_module_of(img->syms, base) : NULL;
+		if (interp) {
+			const char *b = strrchr(interp, '/');
+			char *prefix = xstrdup(b ? b + 1 : interp);
+			if (ptw_symbols_lookup(img->syms, prefix, "_r_debug", &img->r_debug, NULL) == 0 &&
+			    ptw_symbols_lookup(img->syms, prefix, "_dl_debug_state", &addr, NULL) == 0)
+				r = insert_bp(t, addr, HOOK_DL_DEBUG_STATE, l);
+			else
+				r = -ENOENT;
+			if (r < 0)
+				warn(t, "no_dl_debug_state",
+				     "cannot follow library loading in %s (%s): threads are traced once main() runs",
+				     interp, strerror(-r));
+			free(prefix);
+		}
+		if (ptw_symbols_lookup(img->syms, PTW_MOD_EXE, "main", &addr, NULL) == 0) {
+			img->main_addr = addr;
+			insert_bp(t, addr, HOOK_MAIN, l);
+		}
+	}
+	struct ptw_event ev = ptw_event_init(PTW_EV_IMAGE, ptw_now_ns(), pid);
+	ev.name = img->exe;
+	emit(t, &ev);
+	return 0;
+}
+
+void image_release(struct ptw_tracer *t)
+{
+	struct image *img = &t->img;
+	if (img->syms) {
+		/* Spans keep pointing at its locations: retire, do not free. */
+		t->old_syms = xreallocarray(t->old_syms, t->nold_syms + 1, sizeof(*t->old_syms));
+		t->old_syms[t->nold_syms++] = img->syms;
+	}
+	ptw_tdb_free(img->tdb);
+	if (t->bps)
+		ptw_bp_forget_all(t->bps);
+	if (img->task_dirfd >= 0)
+		close(img->task_dirfd);
+	free(img->exe);
+	free(img->glibc);
+	memset(img, 0, sizeof(*img));
+	img->task_dirfd = -1;
+}
+
+/* ---- libthread_db and the libc hooks ---- */
+
+static void hook_symbol(struct ptw_tracer *t, struct ptw_lwp *l, const char *name, unsigned hook)
+{
+	uint64_t addr;
+	if (ptw_symbols_lookup(t->img.syms, libc_module(t), name, &addr, NULL) < 0)
+		return;
+	int r = insert_bp(t, addr, hook, l);
+	if (r < 0)
+		warn(t, "hook_failed", "cannot break at %s: %s", name, strerror(-r));
+}
+
+/* Joins: the entry and every ret of the function all joins go through. */
+static void hook_joins(struct ptw_tracer *t, struct ptw_lwp *l)
+{
+	struct ptw_symbols *syms = t->img.syms;
+	uint64_t entry, size = 0;
+	if (ptw_symbols_lookup(syms, libc_module(t), "__pthread_clockjoin_ex", &entry, &size) < 0) {
+		/* No .symtab: pthread_join is a tail call into it. */
+		uint64_t join;
+		uint8_t code[32];
+		if (ptw_symbols_lookup(syms, libc_module(t), "pthread_join", &join, NULL) < 0 ||
+		    ptw_bp_read_original(t->bps, join, code, sizeof(code)) < 0)
+			return;
+		if (ptw_insn_tail_jump(code, sizeof(code), join, &entry) < 0)
+			entry = join; /* older glibc: pthread_join does the work */
+	}
+	uint64_t lo = 0, hi = 0;
+	int fr = ptw_symbols_function_range(syms, entry, &lo, &hi);
+	ptw_dbg(PTW_DBG_TRACER, "join function %#llx: range %d [%#llx, %#llx)", (unsigned long long)entry,
+		fr, (unsigned long long)lo, (unsigned long long)hi);
+	if (fr < 0 || lo != entry || hi - lo > 65536) {
+		warn(t, "no_join_hooks", "cannot find the extent of the join function; joins are not reported");
+		return;
+	}
+	size_t len = hi - lo;
+	uint8_t *code = xmalloc(len);
+	uint64_t rets[64];
+	int nrets = 0;
+	if (ptw_bp_read_original(t->bps, lo, code, len) == 0)
+		nrets = ptw_insn_find_rets(code, len, lo, rets, 64);
+	free(code);
+	if (nrets == 0 || insert_bp(t, entry, HOOK_JOIN, l) < 0) {
+		warn(t, "no_join_hooks", "cannot break in the join function; joins are not reported");
+		return;
+	}
+	for (int i = 0; i < nrets; i++)
+		insert_bp(t, rets[i], HOOK_JOIN_RET, l);
+}
+
+static void read_glibc_version(struct ptw_tracer *t)
+{
+	uint64_t addr;
+	char v[32] = { 0 };
+	/* __nptl_version since glibc 2.34, nptl_version before. */
+	if ((ptw_symbols_lookup(t->img.syms, PTW_MOD_ANY, "__nptl_version", &addr, NULL) < 0 &&
+	     ptw_symbols_lookup(t->img.syms, PTW_MOD_ANY, "nptl_version", &addr, NULL) < 0) ||
+	    ptw_mem_read(t->proc, addr, v, 8) < 0)
+		return;
+	v[strnlen(v, sizeof(v) - 1)] = '\0';
+	if (v[0])
+		t->img.glibc = xstrdup(v);
+}
+
+static void enable_thread(struct ptw_tracer *t, struct ptw_lwp *l)
+{
+	struct thread *th = thread_of(l);
+	if (!th->pd && ptw_tdb_map_lwp(t->img.tdb, l->tid, &th->pd) < 0)
+		return;
+	if (ptw_tdb_thread_enable(t->img.tdb, th->pd) < 0)
+		warn(t, "no_death_events", "cannot enable thread events for %d: its end is seen only when its LWP exits", l->tid);
+}
+
+int threads_setup(struct ptw_tracer *t, struct ptw_lwp *l)
+{
+	struct image *img = &t->img;
+	if (img->tdb || img->tdb_failed || !img->syms)
+		return 0;
+	td_err_e err;
+	int r = ptw_tdb_new(t->proc, img->syms, &img->tdb, &err);
+	if (r < 0) {
+		if (err == TD_NOLIBTHREAD || err == TD_VERSION) {
+			img->tdb_failed = true;
+			warn(t, "no_thread_db",
+			     "libthread_db cannot be used for this process (%s): thread spans come from "
+			     "clone events and exits only (no pthread_t, start routine or join)",
+			     ptw_tdb_strerror(err));
+		}
+		return r;
+	}
+	read_glibc_version(t);
+	uint64_t create_bp, death_bp;
+	r = ptw_tdb_enable_events(img->tdb, t->o.create_events, &create_bp, &death_bp);
+	if (r == 0)
+		r = insert_bp(t, death_bp, HOOK_TD_DEATH, l);
+	if (r == 0 && t->o.create_events)
+		r = insert_bp(t, create_bp, HOOK_TD_CREATE, l);
+	if (r < 0) {
+		warn(t, "no_thread_events", "cannot enable libthread_db events: %s", strerror(-r));
+		ptw_tdb_free(img->tdb);
+		img->tdb = NULL;
+		img->tdb_failed = true;
+		return r;
+	}
+	/* report_events is per thread and not inherited: every thread we know. */
+	size_t it = 0;
+	void *v;
+	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+		struct ptw_lwp *o = v;
+		if (o->tgid == t->proc->pid && o->state == PTW_LWP_STOPPED && !thread_of(o)->foreign)
+			enable_thread(t, o);
+	}
+
+	/* struct pthread from libc's DWARF: the return value and the detach
+	 * state are read at TD_CREATE / TD_DEATH instead of costing stops. */
+	static const char *const hints[] = { "nptl/pthread_create.c", "pthread_create.c", NULL };
+	if (t->o.use_debug_files) {
+		img->have_result = ptw_symbols_member_offset(img->syms, libc_module(t), hints, "pthread",
+							     "result", &img->result_off) == 0;
+		img->have_joinid = ptw_symbols_member_offset(img->syms, libc_module(t), hints, "pthread",
+							     "joinid", &img->joinid_off) == 0;
+	}
+	if (!img->have_result)
+		warn(t, "no_libc_debuginfo",
+		     "libc's debug file is not available (install libc6-dbg): start routine returns "
+		     "and thread attributes cost extra stops");
+	img->attr_layout_known = img->glibc && !strncmp(img->glibc, "2.", 2);
+
+	uint64_t size = 0;
+	if (ptw_symbols_lookup(img->syms, libc_module(t), "pthread_create", &img->create_lo, &size) == 0)
+		img->create_hi = img->create_lo + (size ? size : 1);
+	if (!img->have_joinid)
+		hook_symbol(t, l, "pthread_create", HOOK_PTHREAD_CREATE);
+	hook_symbol(t, l, "pthread_exit", HOOK_PTHREAD_EXIT);
+	hook_symbol(t, l, "pthread_cancel", HOOK_PTHREAD_CANCEL);
+	hook_symbol(t, l, "pthread_detach", HOOK_PTHREAD_DETACH);
+	hook_joins(t, l);
+	if (!img->main_addr)
+		hook_symbol(t, l, "__libc_start_main", HOOK_LIBC_START_MAIN);
+	ptw_dbg(PTW_DBG_TRACER, "thread_db ready: glibc %s, result %s, joinid %s",
+		img->glibc ? img->glibc : "?", img->have_result ? "dwarf" : "breakpoint",
+		img->have_joinid ? "dwarf" : "breakpoint");
+	return 0;
+}
+
+/* ---- creation ---- */
+
+/* Where the creator called pthread_create: unwind to the first frame
+ * outside it. */
+static const struct ptw_location *create_site(struct ptw_tracer *t, struct ptw_lwp *l)
+{
+	struct user_regs_struct *regs;
+	if (!t->img.create_lo || ptw_getregs(t->proc, l, &regs) < 0)
+		return NULL;
+	uint64_t pcs[8];
+	int n = ptw_symbols_unwind(t->img.syms, l->tid, regs, pcs, 8);
+	ptw_dbg(PTW_DBG_TRACER, "create site of %d: %d frames, first %#llx", l->tid, n,
+		(unsigned long long)(n > 0 ? pcs[0] : 0));
+	for (int i = 0; i + 1 < n; i++) {
+		if (pcs[i] < t->img.create_lo || pcs[i] >= t->img.create_hi)
+			continue;
+		uint64_t ret = pcs[i + 1];
+		uint8_t before[8];
+		int k = 0;
+		if (ptw_bp_read_original(t->bps, ret - 8, before, 8) == 0)
+			k = ptw_insn_call_length(before, ret);
+		return locate(t, ret - (uint64_t)(k ? k : 1));
+	}
+	return NULL;
+}
+
+static void thread_created(struct ptw_tracer *t, struct ptw_lwp *creator, struct ptw_lwp *cl,
+			   const struct ptw_tdb_thread *info, uint64_t ns)
+{
+	struct image *img = &t->img;
+	struct thread *pth = thread_of(creator), *cth = thread_of(cl);
+	cth->pd = info->pthread;
+	cth->start_routine = info->startfunc;
+	if (ptw_tdb_thread_enable(img->tdb, cth->pd) < 0)
+		warn(t, "no_death_events", "cannot enable thread events for %d: its end is seen only when its LWP exits", cl->tid);
+	if (cth->start_routine) {
+		int r = insert_bp(t, cth->start_routine, HOOK_START, creator);
+		cth->awaiting_start = r == 0;
+		if (r < 0) {
+			const struct ptw_location *loc = locate(t, cth->start_routine);
+			warn(t, "start_routine_unhookable",
+			     "cannot break at start routine %s (%#llx): %s; its start is not reported",
+			     loc && loc->symbol ? loc->symbol : "?", (unsigned long long)cth->start_routine,
+			     strerror(-r));
+		}
+	}
+	int detached = -1;
+	uint64_t joinid;
+	if (img->have_joinid && read_u64(t, cth->pd + img->joinid_off, &joinid) == 0)
+		detached = joinid == cth->pd;
+	else if (pth->attr_detached >= 0)
+		detached = pth->attr_detached;
+	pth->attr_detached = -1;
+
+	struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_CREATE, ns, creator->tid);
+	ev.other_tid = cl->tid;
+	ev.pthread = cth->pd;
+	ev.routine = locate(t, cth->start_routine);
+	ev.site = create_site(t, creator);
+	ev.detached = detached;
+	emit(t, &ev);
+}
+
+void on_clone(struct ptw_tracer *t, struct ptw_lwp *l, pid_t child, uint64_t ns)
+{
+	struct image *img = &t->img;
+	struct thread *pth = thread_of(l);
+	struct ptw_lwp *cl = ptw_lwp_get(t->proc, child);
+	if (!cl)
+		return;
+	struct thread *cth = thread_of(cl);
+
+	/* The clone arguments are still in the creator's registers: the new
+	 * thread's TLS is its struct pthread. */
+	uint64_t flags = 0, tls = 0;
+	struct user_regs_struct *regs;
+	if (ptw_getregs(t->proc, l, &regs) == 0) {
+		if (regs->orig_rax == SYS_CLONE3) {
+			uint64_t args[8];
+			if (ptw_mem_read(t->proc, regs->rdi, args, sizeof(args)) == 0) {
+				flags = args[0];
+				tls = args[7];
+			}
+		} else if (regs->orig_rax == SYS_CLONE) {
+			flags = regs->rdi;
+			tls = regs->r8;
+		}
+	}
+	if (!img->tdb && !img->tdb_failed && !img->dynamic)
+		threads_setup(t, l); /* static and main() not found: now or never */
+
+	struct ptw_tdb_thread info;
+	bool pthread = img->tdb && (flags & CLONE_THREAD) && (flags & CLONE_SETTLS) && tls &&
+		       ptw_tdb_thread_info(img->tdb, tls, &info) == 0 && info.lid == child;
+	cth->announced = true;
+	if (!pthread) {
+		struct ptw_event ev = ptw_event_init(PTW_EV_LWP_CREATE, ns, l->tid);
+		ev.other_tid = child;
+		emit(t, &ev);
+		return;
+	}
+	if (t->o.create_events) {
+		/* TD_CREATE will claim it; the new thread waits on a lock in
+		 * start_thread until the creator leaves the event function. */
+		pth->child = child;
+		pth->child_tls = tls;
+		pth->child_ns = ns;
+		return;
+	}
+	thread_created(t, l, cl, &info, ns);
+}
+
+/* ---- breakpoint handlers ---- */
+
+struct drained {
+	struct ptw_tracer *t;
+	uint64_t pds[8];
+	td_event_e events[8];
+	int n;
+};
+
+static void collect_msg(void *ctx, td_event_e event, uint64_t pd)
+{
+	struct drained *d = ctx;
+	if (d->n < 8) {
+		d->events[d->n] = event;
+		d->pds[d->n++] = pd;
+	}
+}
+
+static void on_td_create(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t ns)
+{
+	struct thread *th = thread_of(l);
+	struct drained d = { .t = t };
+	/* Advice only (DESIGN.md fact 7): the hit is the truth. */
+	ptw_tdb_drain(t->img.tdb, 8, collect_msg, &d);
+	struct ptw_tdb_thread info;
+	if (th->child) {
+		struct ptw_lwp *cl = ptw_lwp_get(t->proc, th->child);
+		if (cl && ptw_tdb_thread_info(t->img.tdb, th->child_tls, &info) == 0)
+			thread_created(t, l, cl, &info, th->child_ns);
+		th->child = 0;
+		return;
+	}
+	/* No clone seen for this creation: reconstruct it from the messages. */
+	for (int i = 0; i < d.n; i++) {
+		if (d.events[i] != TD_CREATE || ptw_tdb_thread_info(t->img.tdb, d.pds[i], &info) < 0)
+			continue;
+		struct ptw_lwp *cl = ptw_lwp_get(t->proc, info.lid);
+		if (cl && !thread_of(cl)->pd)
+			thread_created(t, l, cl, &info, ns);
+	}
+}
+
+static void on_td_death(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t ns)
+{
+	struct image *img = &t->img;
+	struct thread *th = thread_of(l);
+	if (!th->pd)
+		ptw_tdb_map_lwp(img->tdb, l->tid, &th->pd);
+	struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_DEATH, ns, l->tid);
+	struct ptw_tdb_thread info;
+	if (th->pd && ptw_tdb_thread_info(img->tdb, th->pd, &info) == 0)
+		ev.unwinding = info.exiting;
+	if (th->pd && img->have_result && read_u64(t, th->pd + img->result_off, &ev.value) == 0)
+		ev.has_value = true;
+	read_comm(t, l->tid, ns);
+	emit(t, &ev);
+	/* It leaves through its own exit syscall now: its exit stop would buy
+	 * nothing. (One syscall here saves a stop.) */
+	ptw_set_options(t->proc, l, t->proc->options & ~(unsigned)PTRACE_O_TRACEEXIT);
+	ptw_tdb_drain(img->tdb, 8, NULL, NULL);
+}
+
+static void on_start(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp, uint64_t ns)
+{
+	struct thread *th = thread_of(l);
+	struct user_regs_struct *regs;
+	if (!th->awaiting_start || th->start_routine != bp->addr || ptw_getregs(t->proc, l, &regs) < 0)
+		return; /* an ordinary call of a function that is also a start routine */
+	th->awaiting_start = false;
+	th->started = true;
+	struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_START, ns, l->tid);
+	ev.routine = locate(t, bp->addr);
+	ev.has_arg = true;
+	ev.arg = regs->rdi;
+	emit(t, &ev);
+
+	struct image *img = &t->img;
+	uint64_t ret;
+	if (img->have_result || read_u64(t, regs->rsp, &ret) < 0)
+		return;
+	/* Without libc's DWARF the return value is caught where start_thread
+	 * resumes after the start routine (the same place for every thread). */
+	for (int i = 0; i < img->nstart_return_sites; i++)
+		if (img->start_return_sites[i] == ret)
+			return;
+	if (img->nstart_return_sites < (int)PTW_ARRAY_SIZE(img->start_return_sites) &&
+	    insert_bp(t, ret, HOOK_START_RETURN, l) == 0)
+		img->start_return_sites[img->nstart_return_sites++] = ret;
+}
+
+static void on_main(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp, uint64_t ns)
+{
+	struct thread *th = thread_of(l);
+	struct image *img = &t->img;
+	struct user_regs_struct *regs;
+	if (!th->is_main || img->main_seen || ptw_getregs(t->proc, l, &regs) < 0)
+		return;
+	img->main_seen = true;
+	if (!img->tdb)
+		threads_setup(t, l); /* static programs: libc is ready by now */
+	else if (!th->pd)
+		enable_thread(t, l);
+	struct ptw_event ev = ptw_event_init(PTW_EV_MAIN_START, ns, l->tid);
+	ev.routine = locate(t, bp->addr);
+	ev.pthread = th->pd;
+	emit(t, &ev);
+	uint64_t ret;
+	if (read_u64(t, regs->rsp, &ret) == 0)
+		insert_bp(t, ret, HOOK_MAIN_RETURN, l);
+}
+
+void on_breakpoint(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp, uint64_t ns)
+{
+	struct thread *th = thread_of(l);
+	struct image *img = &t->img;
+	unsigned h = bp->hooks;
+	struct user_regs_struct *regs;
+	bp->hits++;
+	if (th->foreign || ptw_getregs(t->proc, l, &regs) < 0)
+		h = 0; /* a vfork child in our memory: just step it over */
+
+	if (h & HOOK_DL_DEBUG_STATE) {
+		int32_t state;
+		if (img->r_debug &&
+		    ptw_mem_read(t->proc, img->r_debug + R_STATE_OFFSET, &state, sizeof(state)) == 0 &&
+		    state == RT_CONSISTENT) {
+			ptw_symbols_refresh(img->syms);
+			threads_setup(t, l);
+		}
+	}
+	if ((h & HOOK_TD_CREATE) && img->tdb)
+		on_td_create(t, l, ns);
+	if ((h & HOOK_TD_DEATH) && img->tdb)
+		on_td_death(t, l, ns);
+	if (h & HOOK_START)
+		on_start(t, l, bp, ns);
+	if ((h & HOOK_START_RETURN) && th->started && !th->returned) {
+		th->returned = true;
+		struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_RETURN, ns, l->tid);
+		ev.has_value = true;
+		ev.value = regs->rax;
+		emit(t, &ev);
+	}
+	if (h & HOOK_MAIN)
+		on_main(t, l, bp, ns);
+	if ((h & HOOK_MAIN_RETURN) && th->is_main && !th->returned) {
+		th->returned = true;
+		struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_RETURN, ns, l->tid);
+		ev.has_value = true;
+		ev.value = (uint32_t)regs->rax; /* main returns int */
+		emit(t, &ev);
+	}
+	if ((h & HOOK_LIBC_START_MAIN) && !img->main_addr && regs->rdi) {
+		img->main_addr = regs->rdi;
+		insert_bp(t, regs->rdi, HOOK_MAIN, l);
+	}
+	if (h & HOOK_PTHREAD_CREATE) {
+		/* pthread_create(thread, attr, start, arg): the attr's flags (an
+		 * int after sched_param and schedpolicy) say detached or not. */
+		int32_t flags;
+		if (!regs->rsi)
+			th->attr_detached = 0;
+		else if (img->attr_layout_known &&
+			 ptw_mem_read(t->proc, regs->rsi + 8, &flags, sizeof(flags)) == 0)
+			th->attr_detached = flags & 1;
+	}
+	if (h & (HOOK_PTHREAD_EXIT | HOOK_PTHREAD_CANCEL | HOOK_PTHREAD_DETACH | HOOK_JOIN)) {
+		enum ptw_event_kind kind = (h & HOOK_PTHREAD_EXIT)	 ? PTW_EV_EXIT_CALL
+					   : (h & HOOK_PTHREAD_CANCEL) ? PTW_EV_CANCEL_REQUEST
+					   : (h & HOOK_PTHREAD_DETACH) ? PTW_EV_DETACH_CALL
+								       : PTW_EV_JOIN_CALL;
+		struct ptw_event ev = ptw_event_init(kind, ns, l->tid);
+		if (kind == PTW_EV_EXIT_CALL) {
+			ev.has_value = true;
+			ev.value = regs->rdi;
+		} else {
+			ev.pthread = regs->rdi;
+		}
+		if (kind == PTW_EV_JOIN_CALL)
+			th->in_join = true;
+		emit(t, &ev);
+	}
+	if ((h & HOOK_JOIN_RET) && th->in_join) {
+		th->in_join = false;
+		struct ptw_event ev = ptw_event_init(PTW_EV_JOIN_RETURN, ns, l->tid);
+		ev.has_value = true;
+		ev.value = (uint32_t)regs->rax; /* an errno value, 0 = joined */
+		emit(t, &ev);
+	}
+
+	int r = ptw_bp_step_over(t->bps, bp, l);
+	if (r < 0 && r != -ESRCH)
+		warn(t, "step_over_failed", "cannot step thread %d over %#llx (%s): %s", l->tid,
+		     (unsigned long long)bp->addr, bp->plan.text, strerror(-r));
+}

@@ -1,0 +1,641 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The tracer's dispatcher: one stop in, events out, the LWP resumed.
+ * What breakpoints mean lives in hooks.c.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tracer_internal.h"
+
+const char *ptw_end_reason_name(enum ptw_end_reason r)
+{
+	switch (r) {
+	case PTW_END_TARGET_EXITED:
+		return "target_exited";
+	case PTW_END_INTERRUPTED:
+		return "interrupted";
+	case PTW_END_DURATION:
+		return "duration";
+	default:
+		return "error";
+	}
+}
+
+void emit(struct ptw_tracer *t, struct ptw_event *ev)
+{
+	t->o.sink(t->o.sink_ctx, ev);
+}
+
+void warn(struct ptw_tracer *t, const char *code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	char *msg;
+	if (vasprintf(&msg, fmt, ap) < 0)
+		msg = NULL;
+	va_end(ap);
+	if (!msg)
+		return;
+	/* The same message once per session. */
+	char *key = xasprintf("%s:%s", code, msg);
+	uint64_t h = ptw_str_hash(key);
+	free(key);
+	if (ptw_map_get(&t->warned, h)) {
+		free(msg);
+		return;
+	}
+	ptw_map_put(&t->warned, h, (void *)1);
+	t->warnings = xreallocarray(t->warnings, t->nwarnings + 1, sizeof(*t->warnings));
+	t->warnings[t->nwarnings].code = xstrdup(code);
+	t->warnings[t->nwarnings].message = msg;
+	t->nwarnings++;
+}
+
+struct thread *thread_of(struct ptw_lwp *l)
+{
+	if (!l->user) {
+		struct thread *th = xcalloc(1, sizeof(*th));
+		th->attr_detached = -1;
+		l->user = th;
+	}
+	return l->user;
+}
+
+static void forget_lwp(struct ptw_tracer *t, struct ptw_lwp *l)
+{
+	free(l->user);
+	l->user = NULL;
+	ptw_lwp_forget(t->proc, l);
+}
+
+/* ---- helpers for hooks.c ---- */
+
+/*
+ * An LWP stopped inside a system call (clone, exec and exit event stops)
+ * cannot run an injected one: interrupt it and let that call finish first.
+ * One extra stop, only when an out-of-line page must be mapped.
+ */
+static int make_injectable(struct ptw_tracer *t, struct ptw_lwp *l)
+{
+	int r = ptw_interrupt(t->proc, l);
+	if (r == 0)
+		r = ptw_resume(t->proc, l);
+	while (r == 0) {
+		struct ptw_stop st;
+		r = ptw_wait_tid(t->proc, l, &st);
+		if (r < 0)
+			break;
+		if (st.kind == PTW_STOP_INTERRUPT || st.kind == PTW_STOP_NEW)
+			return 0;
+		if (st.kind == PTW_STOP_SIGNAL) {
+			/* Keep the signal for later; this stop will do (and the
+			 * interrupt stays pending: one more harmless stop). */
+			l->resume_sig = st.sig;
+			return 0;
+		}
+		if (st.kind == PTW_STOP_EXITED || st.kind == PTW_STOP_KILLED || st.kind == PTW_STOP_EXIT)
+			return -ESRCH;
+		r = ptw_resume(t->proc, l);
+	}
+	return r;
+}
+
+int insert_bp(struct ptw_tracer *t, uint64_t addr, unsigned hooks, struct ptw_lwp *host)
+{
+	int r = ptw_bp_insert(t->bps, addr, hooks, host, NULL);
+	if (r == -EAGAIN && host && make_injectable(t, host) == 0)
+		r = ptw_bp_insert(t->bps, addr, hooks, host, NULL);
+	return r;
+}
+
+void read_comm(struct ptw_tracer *t, pid_t tid, uint64_t ns)
+{
+	if (t->img.task_dirfd < 0)
+		return;
+	char path[32], buf[64];
+	snprintf(path, sizeof(path), "%d/comm", tid);
+	int fd = openat(t->img.task_dirfd, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_NAME, ns, tid);
+	ev.name = buf;
+	emit(t, &ev);
+}
+
+/* ---- stops ---- */
+
+static bool is_target_lwp(struct ptw_tracer *t, struct ptw_lwp *l)
+{
+	return l->tgid == t->proc->pid && !thread_of(l)->foreign;
+}
+
+static void on_gone(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_stop *st)
+{
+	struct thread *th = thread_of(l);
+	if (is_target_lwp(t, l)) {
+		if (!th->exit_reported) {
+			struct ptw_event ev = ptw_event_init(PTW_EV_LWP_EXIT, st->ns, l->tid);
+			ev.exit_how = PTW_EXIT_SELF;
+			ev.exit_code = st->exit_code;
+			emit(t, &ev);
+		}
+		if (l->tid == t->proc->pid) {
+			/* The leader is reported last: the process is over. */
+			struct ptw_event ev = ptw_event_init(PTW_EV_PROCESS_EXIT, st->ns, l->tid);
+			if (st->kind == PTW_STOP_KILLED) {
+				ev.sig = st->sig;
+				ev.core_dumped = st->core_dumped;
+				t->exit_signal = st->sig;
+				t->core_dumped = st->core_dumped;
+			} else {
+				ev.exit_code = st->exit_code;
+				t->exit_code = st->exit_code;
+			}
+			t->target_gone = true;
+			emit(t, &ev);
+		}
+	}
+	forget_lwp(t, l);
+}
+
+/* PTRACE_EVENT_EXIT: the registers say whose exit this is. */
+static void on_exit_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_stop *st)
+{
+	struct thread *th = thread_of(l);
+	if (!is_target_lwp(t, l) || th->exit_reported)
+		return;
+	struct user_regs_struct *regs;
+	enum ptw_exit_how how = PTW_EXIT_KILLED;
+	if (ptw_getregs(t->proc, l, &regs) == 0) {
+		if (regs->orig_rax == SYS_exit)
+			how = PTW_EXIT_SELF;
+		else if (regs->orig_rax == SYS_exit_group)
+			how = PTW_EXIT_GROUP;
+	}
+	read_comm(t, l->tid, st->ns);
+	struct ptw_event ev = ptw_event_init(PTW_EV_LWP_EXIT, st->ns, l->tid);
+	ev.exit_how = how;
+	int status = (int)st->msg;
+	ev.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+	ev.sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+	emit(t, &ev);
+	th->exit_reported = true;
+}
+
+static void on_fork_stop(struct ptw_tracer *t, struct ptw_stop *st)
+{
+	struct ptw_lwp *cl = ptw_lwp_get(t->proc, (pid_t)st->msg);
+	if (!cl)
+		return;
+	struct thread *cth = thread_of(cl);
+	cth->foreign = true;
+	cth->announced = true;
+	if (st->kind == PTW_STOP_VFORK) {
+		/* It shares our memory, int3s included, until it execs or
+		 * exits: keep it traced and step it over them. */
+		cth->vfork_child = true;
+		if (cl->state == PTW_LWP_STOPPED)
+			ptw_resume(t->proc, cl);
+		return;
+	}
+	/* A fork child got a copy of every int3: give it the original bytes
+	 * back, then let it go. It must not die at its first pthread_create. */
+	int failed = ptw_bp_restore_in(t->bps, cl->tid);
+	if (failed)
+		warn(t, "fork_child_unclean", "could not restore %d patched bytes in fork child %d",
+		     failed, cl->tid);
+	cth->detach_asap = true;
+	if (cl->state == PTW_LWP_STOPPED) {
+		ptw_detach_lwp(t->proc, cl);
+		forget_lwp(t, cl);
+	}
+}
+
+/* The first stop of an LWP: run it only once we know what it is. */
+static bool on_new_stop(struct ptw_tracer *t, struct ptw_lwp *l)
+{
+	struct thread *th = thread_of(l);
+	if (l->tgid != t->proc->pid && !th->announced)
+		th->foreign = true;
+	if (th->detach_asap) {
+		ptw_detach_lwp(t->proc, l);
+		forget_lwp(t, l);
+		return false;
+	}
+	/* Its parent's clone/fork event has not been seen yet: hold it. */
+	return th->announced;
+}
+
+static void on_exec_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_stop *st)
+{
+	struct thread *th = thread_of(l);
+	if (th->foreign) {
+		/* A vfork child exec'd: its memory is its own now. */
+		ptw_detach_lwp(t->proc, l);
+		forget_lwp(t, l);
+		return;
+	}
+	struct ptw_event ev = ptw_event_init(PTW_EV_EXEC, st->ns, l->tid);
+	ev.other_tid = (pid_t)st->msg;
+	emit(t, &ev);
+
+	/* Every other thread of the old image is dead, some without notice. */
+	size_t it = 0;
+	void *v;
+	struct ptw_lwp **gone = NULL;
+	size_t ngone = 0;
+	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+		struct ptw_lwp *o = v;
+		if (o != l && o->tgid == t->proc->pid && !thread_of(o)->foreign) {
+			gone = xreallocarray(gone, ngone + 1, sizeof(*gone));
+			gone[ngone++] = o;
+		}
+	}
+	for (size_t i = 0; i < ngone; i++)
+		forget_lwp(t, gone[i]);
+	free(gone);
+
+	image_release(t);
+	memset(th, 0, sizeof(*th));
+	th->attr_detached = -1;
+	th->announced = true;
+	th->is_main = true;
+	/* The former thread keeps running as the new image's main thread with
+	 * TRACEEXIT cleared if it had died... it has not: restore options. */
+	ptw_set_options(t->proc, l, t->proc->options);
+	image_init(t, l);
+}
+
+static bool default_action_kills(int sig)
+{
+	switch (sig) {
+	case SIGCHLD:
+	case SIGCONT:
+	case SIGSTOP:
+	case SIGTSTP:
+	case SIGTTIN:
+	case SIGTTOU:
+	case SIGURG:
+	case SIGWINCH:
+		return false;
+	default:
+		/* glibc's internal SIGCANCEL (32) and SIGSETXID (33) have handlers. */
+		return sig < 32 || sig > 33;
+	}
+}
+
+static void on_signal_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_stop *st)
+{
+	if (st->sig == SIGTRAP) {
+		siginfo_t si;
+		struct user_regs_struct *regs;
+		/* Ours only if it is an int3 trap (SI_KERNEL) at one of our
+		 * addresses; raise(SIGTRAP) and the program's own int3 are its. */
+		if (ptw_getsiginfo(t->proc, l, &si) == 0 && si.si_code == SI_KERNEL &&
+		    ptw_getregs(t->proc, l, &regs) == 0) {
+			struct ptw_bp *bp = ptw_bp_find(t->bps, regs->rip - 1);
+			if (bp) {
+				regs->rip = bp->addr; /* rewind at once */
+				ptw_regs_dirty(l);
+				on_breakpoint(t, l, bp, st->ns);
+				return;
+			}
+		}
+	}
+	if (is_target_lwp(t, l) && default_action_kills(st->sig)) {
+		struct ptw_event ev = ptw_event_init(PTW_EV_FATAL_SIGNAL, st->ns, l->tid);
+		ev.sig = st->sig;
+		emit(t, &ev);
+	}
+	/* Signals belong to the target: deliver it unchanged. */
+	l->resume_sig = st->sig;
+}
+
+static void handle_stop(struct ptw_tracer *t, struct ptw_stop *st)
+{
+	struct ptw_lwp *l = st->lwp;
+	thread_of(l);
+	switch (st->kind) {
+	case PTW_STOP_EXITED:
+	case PTW_STOP_KILLED:
+		on_gone(t, l, st);
+		return;
+	case PTW_STOP_EXIT:
+		on_exit_stop(t, l, st);
+		break;
+	case PTW_STOP_CLONE: {
+		struct ptw_lwp *cl = ptw_lwp_get(t->proc, (pid_t)st->msg);
+		if (cl && cl->tgid != t->proc->pid) {
+			/* clone() without CLONE_THREAD: another process. */
+			st->kind = PTW_STOP_VFORK;
+			on_fork_stop(t, st);
+		} else if (thread_of(l)->foreign) {
+			if (cl) {
+				thread_of(cl)->foreign = true;
+				thread_of(cl)->vfork_child = true;
+				thread_of(cl)->announced = true;
+			}
+		} else {
+			on_clone(t, l, (pid_t)st->msg, st->ns);
+		}
+		if (cl && cl->state == PTW_LWP_STOPPED && cl->last_stop == PTW_STOP_NEW &&
+		    thread_of(cl)->announced)
+			ptw_resume(t->proc, cl);
+		break;
+	}
+	case PTW_STOP_FORK:
+	case PTW_STOP_VFORK:
+		on_fork_stop(t, st);
+		break;
+	case PTW_STOP_EXEC:
+		on_exec_stop(t, l, st);
+		if (!ptw_lwp_get(t->proc, st->tid))
+			return;
+		break;
+	case PTW_STOP_NEW:
+		if (!on_new_stop(t, l))
+			return;
+		break;
+	case PTW_STOP_SIGNAL:
+		on_signal_stop(t, l, st);
+		break;
+	default:
+		break;
+	}
+	ptw_resume(t->proc, l);
+}
+
+/* ---- session ---- */
+
+int ptw_tracer_launch(const struct ptw_tracer_opts *o, char *const argv[], int child_stdout,
+		      struct ptw_tracer **ret)
+{
+	struct ptw_launch l = { .argv = argv, .child_stdout = child_stdout };
+	struct ptw_proc *proc;
+	struct ptw_stop st;
+	uint64_t start = ptw_now_ns();
+	int r = ptw_launch(&l, &proc, &st);
+	if (r < 0)
+		return r;
+	struct ptw_tracer *t = xcalloc(1, sizeof(*t));
+	t->o = *o;
+	t->proc = proc;
+	t->argv = argv;
+	t->start_ns = start;
+	t->img.task_dirfd = -1;
+	proc->before_block = o->before_block;
+	proc->before_block_ctx = o->before_block_ctx;
+	r = ptw_bptab_new(proc, &t->bps);
+	if (r < 0) {
+		kill(proc->pid, SIGKILL);
+		ptw_tracer_free(t);
+		return r;
+	}
+	struct thread *th = thread_of(st.lwp);
+	th->announced = true;
+	th->is_main = true;
+	image_init(t, st.lwp);
+	ptw_resume(proc, st.lwp);
+	*ret = t;
+	return 0;
+}
+
+int ptw_tracer_run(struct ptw_tracer *t, int duration_ms, enum ptw_end_reason *ret_reason,
+		   int *ret_signal)
+{
+	uint64_t deadline = duration_ms >= 0 ? ptw_now_ns() + (uint64_t)duration_ms * 1000000u : 0;
+	*ret_signal = 0;
+	for (;;) {
+		int timeout = -1;
+		if (duration_ms >= 0) {
+			uint64_t now = ptw_now_ns();
+			timeout = now >= deadline ? 0 : (int)((deadline - now) / 1000000u);
+		}
+		struct ptw_stop st;
+		int r = ptw_wait(t->proc, timeout, &st);
+		if (r == -ECHILD) {
+			*ret_reason = PTW_END_TARGET_EXITED;
+			return 0;
+		}
+		if (r < 0) {
+			*ret_reason = PTW_END_ERROR;
+			return r;
+		}
+		if (st.kind == PTW_STOP_TIMEOUT) {
+			*ret_reason = PTW_END_DURATION;
+			return 0;
+		}
+		if (st.kind == PTW_STOP_TRACER_SIGNAL) {
+			*ret_reason = PTW_END_INTERRUPTED;
+			*ret_signal = st.sig;
+			return 0;
+		}
+		handle_stop(t, &st);
+		if (t->target_gone && ptw_lwp_count_alive(t->proc) == 0 && !t->proc->ndeferred) {
+			/* Fork children we still trace keep the loop going. */
+			size_t it = 0;
+			if (!ptw_map_next(&t->proc->lwps, &it, NULL, NULL)) {
+				*ret_reason = PTW_END_TARGET_EXITED;
+				return 0;
+			}
+		}
+	}
+}
+
+/* ---- detach ---- */
+
+/* SIGTRAP pending in a stopped thread (it trapped on our int3 just as we
+ * interrupted it): /proc/TID/status, SigPnd. */
+static bool sigtrap_pending(pid_t tid)
+{
+	char path[64], buf[4096];
+	snprintf(path, sizeof(path), "/proc/%d/status", tid);
+	if (ptw_read_small_file(path, buf, sizeof(buf)) < 0)
+		return false;
+	const char *p = strstr(buf, "\nSigPnd:");
+	return p && (strtoull(p + 8, NULL, 16) & (1ull << (SIGTRAP - 1)));
+}
+
+static void on_stop_detaching(void *ctx, struct ptw_stop *st)
+{
+	struct ptw_tracer *t = ctx;
+	struct ptw_lwp *l = st->lwp;
+	switch (st->kind) {
+	case PTW_STOP_EXITED:
+	case PTW_STOP_KILLED:
+		on_gone(t, l, st);
+		break;
+	case PTW_STOP_SIGNAL:
+		if (st->sig == SIGTRAP) {
+			siginfo_t si;
+			struct user_regs_struct *regs;
+			if (ptw_getsiginfo(t->proc, l, &si) == 0 && si.si_code == SI_KERNEL &&
+			    ptw_getregs(t->proc, l, &regs) == 0 && ptw_bp_find(t->bps, regs->rip - 1)) {
+				/* Undo the trap: the original instruction runs after
+				 * the bytes are restored. */
+				regs->rip -= 1;
+				ptw_regs_dirty(l);
+				l->resume_sig = 0;
+				break;
+			}
+		}
+		l->resume_sig = st->sig;
+		break;
+	case PTW_STOP_FORK:
+	case PTW_STOP_VFORK: {
+		struct ptw_lwp *cl = ptw_lwp_get(t->proc, (pid_t)st->msg);
+		if (cl) {
+			thread_of(cl)->foreign = true;
+			if (st->kind == PTW_STOP_FORK)
+				ptw_bp_restore_in(t->bps, cl->tid);
+		}
+		break;
+	}
+	default:
+		break;
+	}
+}
+
+int ptw_tracer_detach(struct ptw_tracer *t)
+{
+	if (t->target_gone || t->detached)
+		return 0;
+	uint64_t t0 = ptw_now_ns();
+	int stuck = ptw_stop_all(t->proc, 3000, on_stop_detaching, t);
+	if (stuck < 0)
+		stuck = 0;
+
+	/* A trap on our int3 can be pending behind the interrupt stop: let it
+	 * be reported (the thread runs no user code before that) and undo it. */
+	size_t it = 0;
+	void *v;
+	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+		struct ptw_lwp *l = v;
+		if (l->state != PTW_LWP_STOPPED || l->last_stop == PTW_STOP_SIGNAL ||
+		    !sigtrap_pending(l->tid))
+			continue;
+		int saved = l->resume_sig;
+		l->resume_sig = 0;
+		struct ptw_stop st;
+		if (ptw_resume(t->proc, l) == 0 && ptw_wait_tid(t->proc, l, &st) == 0) {
+			on_stop_detaching(t, &st);
+			if (!l->resume_sig)
+				l->resume_sig = saved;
+		}
+	}
+
+	if (t->img.tdb)
+		ptw_tdb_disable_events(t->img.tdb);
+	int failed = ptw_bp_restore_all(t->bps);
+	if (failed)
+		warn(t, "restore_failed", "%d patched bytes could not be restored", failed);
+
+	it = 0;
+	struct ptw_lwp **all = NULL;
+	size_t n = 0;
+	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+		all = xreallocarray(all, n + 1, sizeof(*all));
+		all[n++] = v;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (all[i]->state == PTW_LWP_STOPPED)
+			ptw_detach_lwp(t->proc, all[i]);
+		forget_lwp(t, all[i]);
+	}
+	free(all);
+	if (stuck)
+		warn(t, "threads_not_stopped",
+		     "%d threads did not stop within 3 s (uninterruptible sleep?); the kernel "
+		     "detaches them when ptwatch exits",
+		     stuck);
+	t->frozen_ns += ptw_now_ns() - t0;
+	t->detached = true;
+	struct ptw_event ev = ptw_event_init(PTW_EV_DETACHED, ptw_now_ns(), t->proc->pid);
+	emit(t, &ev);
+	return stuck;
+}
+
+/* ---- report ---- */
+
+static const char *stop_names[PTW_STOP_TRACER_SIGNAL + 1];
+
+void ptw_tracer_report(struct ptw_tracer *t, struct ptw_report *r)
+{
+	r->pid = t->proc->pid;
+	r->exe = t->img.exe;
+	r->argv = t->argv;
+	r->mode = "launch";
+	r->glibc = t->img.glibc;
+	if (t->target_gone) {
+		r->exit_kind = t->exit_signal ? PTW_EXIT_SIGNAL : PTW_EXIT_CODE;
+		r->exit_code = t->exit_code;
+		r->exit_signal = t->exit_signal;
+		r->core_dumped = t->core_dumped;
+	} else {
+		r->exit_kind = PTW_EXIT_NONE;
+	}
+	r->start_ns = t->start_ns;
+	r->frozen_ns = t->frozen_ns;
+	r->strategy = !t->img.tdb ? "lwp" : t->img.have_result ? "debuginfo" : "breakpoints";
+	r->stops_total = t->proc->counts.total;
+	for (int k = 0; k <= PTW_STOP_TRACER_SIGNAL; k++)
+		stop_names[k] = ptw_stop_kind_name((enum ptw_stop_kind)k);
+	r->stop_names = stop_names;
+	r->stop_counts = t->proc->counts.by_kind;
+	r->nstop_kinds = PTW_STOP_TRACER_SIGNAL + 1;
+	r->breakpoints = ptw_bp_count(t->bps);
+	r->warnings = t->warnings;
+	r->nwarnings = t->nwarnings;
+}
+
+bool ptw_tracer_target_exit(struct ptw_tracer *t, int *ret_code, int *ret_signal, bool *ret_core)
+{
+	if (!t->target_gone)
+		return false;
+	*ret_code = t->exit_code;
+	*ret_signal = t->exit_signal;
+	*ret_core = t->core_dumped;
+	return true;
+}
+
+void ptw_tracer_free(struct ptw_tracer *t)
+{
+	if (!t)
+		return;
+	image_release(t);
+	for (size_t i = 0; i < t->nold_syms; i++)
+		ptw_symbols_free(t->old_syms[i]);
+	free(t->old_syms);
+	if (t->proc) {
+		size_t it = 0;
+		void *v;
+		while (ptw_map_next(&t->proc->lwps, &it, NULL, &v))
+			free(((struct ptw_lwp *)v)->user);
+	}
+	ptw_bptab_free(t->bps);
+	ptw_proc_free(t->proc);
+	for (size_t i = 0; i < t->nwarnings; i++) {
+		free(t->warnings[i].code);
+		free(t->warnings[i].message);
+	}
+	free(t->warnings);
+	ptw_map_free(&t->warned);
+	free(t);
+}

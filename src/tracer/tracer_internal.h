@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: MIT */
+/* Shared between the tracer's dispatcher (tracer.c) and its hooks (hooks.c). */
+#ifndef PTW_TRACER_INTERNAL_H
+#define PTW_TRACER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ptw_attach.h"
+#include "ptw_breakpoints.h"
+#include "ptw_events.h"
+#include "ptw_output.h"
+#include "ptw_symbols.h"
+#include "ptw_thread_db.h"
+#include "ptw_tracer.h"
+
+/* What a breakpoint is for; one address may serve several. */
+enum hook {
+	HOOK_DL_DEBUG_STATE = 1u << 0,	/* ld.so's r_brk: libraries (un)loaded */
+	HOOK_TD_CREATE = 1u << 1,	/* __nptl_create_event */
+	HOOK_TD_DEATH = 1u << 2,	/* __nptl_death_event */
+	HOOK_START = 1u << 3,		/* a thread start routine's entry */
+	HOOK_START_RETURN = 1u << 4,	/* in start_thread, after the start routine returned */
+	HOOK_MAIN = 1u << 5,		/* main() entry */
+	HOOK_MAIN_RETURN = 1u << 6,	/* where main() returns to */
+	HOOK_LIBC_START_MAIN = 1u << 7, /* finds main when the executable is stripped */
+	HOOK_PTHREAD_CREATE = 1u << 8,	/* entry: the attr (detach state) */
+	HOOK_PTHREAD_EXIT = 1u << 9,
+	HOOK_PTHREAD_CANCEL = 1u << 10,
+	HOOK_PTHREAD_DETACH = 1u << 11,
+	HOOK_JOIN = 1u << 12,		/* __pthread_clockjoin_ex entry */
+	HOOK_JOIN_RET = 1u << 13,	/* its ret instructions */
+};
+
+/* Per-LWP tracer state, hung on ptw_lwp.user. */
+struct thread {
+	bool announced;	    /* its creation was processed (or it is the main thread) */
+	bool foreign;	    /* an LWP of a fork/vfork child, not of the target */
+	bool vfork_child;   /* shares our memory until it execs: keep it traced */
+	bool detach_asap;   /* fork child: detach at its first stop */
+	bool is_main;
+	uint64_t pd;	    /* struct pthread *, 0 unknown */
+	uint64_t start_routine;
+	bool awaiting_start;
+	bool started, returned;
+	bool exit_reported; /* LWP_EXIT emitted */
+	/* As a creator: the child of its last clone, until TD_CREATE claims it. */
+	pid_t child;
+	uint64_t child_tls, child_flags, child_ns;
+	int attr_detached;  /* from the pthread_create entry hook, -1 unknown */
+	bool in_join;
+};
+
+/* One program image (reset at exec). */
+struct image {
+	struct ptw_symbols *syms;
+	struct ptw_tdb *tdb;
+	bool tdb_failed;
+	bool dynamic;
+	uint64_t r_debug;	 /* &_r_debug (dynamic) */
+	uint64_t main_addr;
+	bool main_seen;
+	uint64_t create_lo, create_hi; /* pthread_create, for the create site */
+	bool have_result, have_joinid;
+	uint64_t result_off, joinid_off; /* struct pthread members (libc DWARF) */
+	bool attr_layout_known;		 /* pthread_attr flags at offset 8 */
+	uint64_t start_return_sites[4];
+	int nstart_return_sites;
+	char *exe;
+	char *glibc;
+	int task_dirfd; /* /proc/PID/task, for comm */
+};
+
+struct ptw_tracer {
+	struct ptw_tracer_opts o;
+	struct ptw_proc *proc;
+	struct ptw_bptab *bps;
+	struct image img;
+	struct ptw_symbols **old_syms; /* retired images: their locations stay valid */
+	size_t nold_syms;
+	char *const *argv;
+	uint64_t start_ns;
+	bool ended;
+	int exit_code, exit_signal;
+	bool core_dumped;
+	bool target_gone;
+	bool detached;
+	uint64_t frozen_ns;
+	struct ptw_warning *warnings;
+	size_t nwarnings;
+	struct ptw_map warned; /* hash(code:detail) -> 1: warn once */
+};
+
+/* tracer.c */
+void emit(struct ptw_tracer *t, struct ptw_event *ev);
+struct thread *thread_of(struct ptw_lwp *l);
+void warn(struct ptw_tracer *t, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Inserts a breakpoint; makes host injectable first if an XOL page is needed. */
+int insert_bp(struct ptw_tracer *t, uint64_t addr, unsigned hooks, struct ptw_lwp *host);
+void read_comm(struct ptw_tracer *t, pid_t tid, uint64_t ns);
+
+/* hooks.c */
+int image_init(struct ptw_tracer *t, struct ptw_lwp *l);
+void image_release(struct ptw_tracer *t);
+int threads_setup(struct ptw_tracer *t, struct ptw_lwp *l);
+void on_clone(struct ptw_tracer *t, struct ptw_lwp *parent, pid_t child, uint64_t ns);
+void on_breakpoint(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp, uint64_t ns);
+
+#endif

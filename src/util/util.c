@@ -1,0 +1,355 @@
+/* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE
+#include "ptw_util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static void __attribute__((noreturn)) out_of_memory(void)
+{
+	static const char msg[] = "ptwatch: out of memory\n";
+	ssize_t r = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+	(void)r;
+	_exit(99);
+}
+
+void *xmalloc(size_t size)
+{
+	void *p = malloc(size ? size : 1);
+	if (!p)
+		out_of_memory();
+	return p;
+}
+
+void *xcalloc(size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size ? size : 1);
+	if (!p)
+		out_of_memory();
+	return p;
+}
+
+void *xreallocarray(void *p, size_t n, size_t size)
+{
+	void *q = reallocarray(p, n ? n : 1, size ? size : 1);
+	if (!q)
+		out_of_memory();
+	return q;
+}
+
+char *xstrdup(const char *s)
+{
+	char *p = strdup(s);
+	if (!p)
+		out_of_memory();
+	return p;
+}
+
+char *xasprintf(const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+	va_start(ap, fmt);
+	int r = vasprintf(&s, fmt, ap);
+	va_end(ap);
+	if (r < 0)
+		out_of_memory();
+	return s;
+}
+
+uint64_t ptw_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int64_t ptw_realtime_offset_ns(void)
+{
+	struct timespec rt, mono;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	return ((int64_t)rt.tv_sec - (int64_t)mono.tv_sec) * 1000000000 +
+	       ((int64_t)rt.tv_nsec - (int64_t)mono.tv_nsec);
+}
+
+/* ---- buffer ---- */
+
+void ptw_buf_add(struct ptw_buf *b, const void *data, size_t len)
+{
+	if (b->len + len + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 256;
+		while (cap < b->len + len + 1)
+			cap *= 2;
+		b->p = xreallocarray(b->p, cap, 1);
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, data, len);
+	b->len += len;
+	b->p[b->len] = '\0';
+}
+
+void ptw_buf_puts(struct ptw_buf *b, const char *s)
+{
+	ptw_buf_add(b, s, strlen(s));
+}
+
+void ptw_buf_putc(struct ptw_buf *b, char c)
+{
+	ptw_buf_add(b, &c, 1);
+}
+
+void ptw_buf_vprintf(struct ptw_buf *b, const char *fmt, va_list ap)
+{
+	char small[256];
+	va_list ap2;
+	va_copy(ap2, ap);
+	int n = vsnprintf(small, sizeof(small), fmt, ap);
+	if (n < 0) {
+		va_end(ap2);
+		return;
+	}
+	if ((size_t)n < sizeof(small)) {
+		ptw_buf_add(b, small, (size_t)n);
+	} else {
+		char *big = xmalloc((size_t)n + 1);
+		vsnprintf(big, (size_t)n + 1, fmt, ap2);
+		ptw_buf_add(b, big, (size_t)n);
+		free(big);
+	}
+	va_end(ap2);
+}
+
+void ptw_buf_printf(struct ptw_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	ptw_buf_vprintf(b, fmt, ap);
+	va_end(ap);
+}
+
+void ptw_buf_reset(struct ptw_buf *b)
+{
+	b->len = 0;
+	if (b->p)
+		b->p[0] = '\0';
+}
+
+void ptw_buf_free(struct ptw_buf *b)
+{
+	free(b->p);
+	b->p = NULL;
+	b->len = b->cap = 0;
+}
+
+/* ---- u64 map ---- */
+
+#define MAP_EMPTY 0
+#define MAP_DELETED UINT64_MAX
+
+static size_t map_slot(uint64_t key, size_t cap)
+{
+	/* Fibonacci hashing spreads tids and aligned addresses alike. */
+	return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 17) & (cap - 1);
+}
+
+static void map_grow(struct ptw_map *m)
+{
+	size_t ncap = m->cap ? m->cap * 2 : 64;
+	if (m->count * 4 < m->cap)
+		ncap = m->cap; /* mostly tombstones: rehash in place size */
+	uint64_t *okeys = m->keys;
+	void **ovals = m->vals;
+	size_t ocap = m->cap;
+	m->keys = xcalloc(ncap, sizeof(*m->keys));
+	m->vals = xcalloc(ncap, sizeof(*m->vals));
+	m->cap = ncap;
+	m->count = m->used = 0;
+	for (size_t i = 0; i < ocap; i++)
+		if (okeys[i] != MAP_EMPTY && okeys[i] != MAP_DELETED)
+			ptw_map_put(m, okeys[i], ovals[i]);
+	free(okeys);
+	free(ovals);
+}
+
+void *ptw_map_get(const struct ptw_map *m, uint64_t key)
+{
+	if (!m->cap)
+		return NULL;
+	for (size_t i = map_slot(key, m->cap);; i = (i + 1) & (m->cap - 1)) {
+		if (m->keys[i] == key)
+			return m->vals[i];
+		if (m->keys[i] == MAP_EMPTY)
+			return NULL;
+	}
+}
+
+void *ptw_map_put(struct ptw_map *m, uint64_t key, void *val)
+{
+	if ((m->used + 1) * 4 >= m->cap * 3)
+		map_grow(m);
+	size_t del = SIZE_MAX;
+	for (size_t i = map_slot(key, m->cap);; i = (i + 1) & (m->cap - 1)) {
+		if (m->keys[i] == key) {
+			void *old = m->vals[i];
+			m->vals[i] = val;
+			return old;
+		}
+		if (m->keys[i] == MAP_DELETED && del == SIZE_MAX)
+			del = i;
+		if (m->keys[i] == MAP_EMPTY) {
+			if (del != SIZE_MAX)
+				i = del;
+			else
+				m->used++;
+			m->keys[i] = key;
+			m->vals[i] = val;
+			m->count++;
+			return NULL;
+		}
+	}
+}
+
+void *ptw_map_del(struct ptw_map *m, uint64_t key)
+{
+	if (!m->cap)
+		return NULL;
+	for (size_t i = map_slot(key, m->cap);; i = (i + 1) & (m->cap - 1)) {
+		if (m->keys[i] == key) {
+			void *old = m->vals[i];
+			m->keys[i] = MAP_DELETED;
+			m->vals[i] = NULL;
+			m->count--;
+			return old;
+		}
+		if (m->keys[i] == MAP_EMPTY)
+			return NULL;
+	}
+}
+
+bool ptw_map_next(const struct ptw_map *m, size_t *it, uint64_t *ret_key, void **ret_val)
+{
+	for (; *it < m->cap; (*it)++) {
+		uint64_t k = m->keys[*it];
+		if (k != MAP_EMPTY && k != MAP_DELETED) {
+			if (ret_key)
+				*ret_key = k;
+			if (ret_val)
+				*ret_val = m->vals[*it];
+			(*it)++;
+			return true;
+		}
+	}
+	return false;
+}
+
+void ptw_map_free(struct ptw_map *m)
+{
+	free(m->keys);
+	free(m->vals);
+	memset(m, 0, sizeof(*m));
+}
+
+uint64_t ptw_str_hash(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+	if (h == MAP_EMPTY || h == MAP_DELETED)
+		h = 1;
+	return h;
+}
+
+/* ---- debug log ---- */
+
+unsigned ptw_debug_mask;
+
+static const struct {
+	const char *name;
+	unsigned bit;
+} debug_domains[] = {
+	{ "attach", PTW_DBG_ATTACH }, { "tdb", PTW_DBG_TDB },	  { "bp", PTW_DBG_BP },
+	{ "sym", PTW_DBG_SYM },	      { "spans", PTW_DBG_SPANS }, { "tracer", PTW_DBG_TRACER },
+};
+
+int ptw_debug_parse(const char *spec)
+{
+	char *copy = xstrdup(spec), *save = NULL;
+	int r = 0;
+	for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (!strcmp(tok, "all")) {
+			ptw_debug_mask = ~0u;
+			continue;
+		}
+		size_t i;
+		for (i = 0; i < PTW_ARRAY_SIZE(debug_domains); i++)
+			if (!strcmp(tok, debug_domains[i].name))
+				break;
+		if (i == PTW_ARRAY_SIZE(debug_domains)) {
+			r = -EINVAL;
+			break;
+		}
+		ptw_debug_mask |= debug_domains[i].bit;
+	}
+	free(copy);
+	return r;
+}
+
+void ptw_debug_print(unsigned domain, const char *fmt, ...)
+{
+	const char *name = "?";
+	for (size_t i = 0; i < PTW_ARRAY_SIZE(debug_domains); i++)
+		if (debug_domains[i].bit == domain)
+			name = debug_domains[i].name;
+	struct ptw_buf b = { 0 };
+	ptw_buf_printf(&b, "ptwatch[%s] %.6f: ", name, (double)ptw_now_ns() / 1e9);
+	va_list ap;
+	va_start(ap, fmt);
+	ptw_buf_vprintf(&b, fmt, ap);
+	va_end(ap);
+	ptw_buf_putc(&b, '\n');
+	ssize_t r = write(STDERR_FILENO, b.p, b.len);
+	(void)r;
+	ptw_buf_free(&b);
+}
+
+const char *ptw_signame(int sig)
+{
+	static __thread char buf[16];
+	const char *abbrev = sigabbrev_np(sig);
+	if (abbrev) {
+		snprintf(buf, sizeof(buf), "SIG%s", abbrev);
+		return buf;
+	}
+	if (sig >= SIGRTMIN && sig <= SIGRTMAX) {
+		snprintf(buf, sizeof(buf), "SIGRT%d", sig - SIGRTMIN);
+		return buf;
+	}
+	if (sig >= 32 && sig <= 64) {
+		/* glibc-internal real-time signals 32 and 33 sit below SIGRTMIN */
+		snprintf(buf, sizeof(buf), "SIG%d", sig);
+		return buf;
+	}
+	snprintf(buf, sizeof(buf), "SIG%d", sig);
+	return buf;
+}
+
+int ptw_read_small_file(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ssize_t n = read(fd, buf, size - 1);
+	int err = errno;
+	close(fd);
+	if (n < 0)
+		return -err;
+	buf[n] = '\0';
+	return (int)n;
+}
