@@ -239,7 +239,8 @@ static void json_span(struct ptw_json *j, const struct ptw_span *sp)
 		ptw_json_null(j, "pthread");
 	ptw_json_string(j, "name", sp->name);
 	ptw_json_string(j, "origin", ptw_origin_name(sp->origin));
-	json_location(j, "start_routine", sp->start_routine, "pthread_start_routine");
+	json_location(j, "start_routine", sp->start_routine,
+		      sp->origin == PTW_ORIGIN_MAIN ? "main" : "pthread_start_routine");
 	if (sp->arg.set)
 		ptw_json_hex(j, "arg", sp->arg.v);
 	else

@@ -13,12 +13,12 @@
 
 void ptw_text_duration(struct ptw_buf *out, uint64_t ns)
 {
-	if (ns < 10000)
+	if (ns < 1000)
 		ptw_buf_printf(out, "%" PRIu64 " ns", ns);
-	else if (ns < 10000000)
+	else if (ns < 1000000)
 		ptw_buf_printf(out, "%.1f us", (double)ns / 1e3);
-	else if (ns < 10000000000ull)
-		ptw_buf_printf(out, "%.1f ms", (double)ns / 1e6);
+	else if (ns < 1000000000)
+		ptw_buf_printf(out, "%.2f ms", (double)ns / 1e6);
 	else
 		ptw_buf_printf(out, "%.2f s", (double)ns / 1e9);
 }
@@ -205,50 +205,102 @@ static void dist_line(struct ptw_buf *out, const char *name, const struct ptw_di
 	ptw_buf_putc(out, '\n');
 }
 
-static void pad_to(struct ptw_buf *out, size_t line_start, size_t col)
+/* A text table: cells are collected, then printed with measured widths. */
+#define TABLE_COLS 9
+struct table {
+	char **cells; /* rows * TABLE_COLS */
+	size_t rows, cap;
+};
+
+static void table_row(struct table *t, char *const cells[TABLE_COLS])
 {
-	while (out->len - line_start < col)
-		ptw_buf_putc(out, ' ');
-	ptw_buf_putc(out, ' ');
+	if (t->rows == t->cap) {
+		t->cap = t->cap ? t->cap * 2 : 16;
+		t->cells = xreallocarray(t->cells, t->cap * TABLE_COLS, sizeof(char *));
+	}
+	for (int c = 0; c < TABLE_COLS; c++)
+		t->cells[t->rows * TABLE_COLS + c] = cells[c] ? cells[c] : xstrdup("");
+	t->rows++;
 }
 
-static void span_row(struct ptw_buf *out, const struct ptw_span *sp)
+static void table_print(struct ptw_buf *out, struct table *t, unsigned right_aligned)
 {
-	size_t ls = out->len;
-	ptw_buf_printf(out, "  %5u %7d ", sp->id, sp->tid);
-	if (sp->creator_tid)
-		ptw_buf_printf(out, "%7d", sp->creator_tid);
-	else
-		ptw_buf_puts(out, "      -");
-	ptw_buf_putc(out, ' ');
-	ptw_text_location(out, sp->start_routine,
+	size_t w[TABLE_COLS] = { 0 };
+	for (size_t r = 0; r < t->rows; r++)
+		for (int c = 0; c < TABLE_COLS; c++) {
+			size_t len = strlen(t->cells[r * TABLE_COLS + c]);
+			if (len > w[c])
+				w[c] = len;
+		}
+	for (size_t r = 0; r < t->rows; r++) {
+		ptw_buf_puts(out, " ");
+		for (int c = 0; c < TABLE_COLS; c++) {
+			const char *cell = t->cells[r * TABLE_COLS + c];
+			if (!w[c])
+				continue;
+			bool right = right_aligned & (1u << c);
+			bool last = c == TABLE_COLS - 1;
+			if (last && !right)
+				ptw_buf_printf(out, " %s", cell);
+			else if (right)
+				ptw_buf_printf(out, " %*s", (int)w[c], cell);
+			else
+				ptw_buf_printf(out, " %-*s", (int)w[c], cell);
+			free(t->cells[r * TABLE_COLS + c]);
+		}
+		/* no trailing blanks */
+		while (out->len && out->p[out->len - 1] == ' ')
+			out->len--;
+		ptw_buf_putc(out, '\n');
+	}
+	free(t->cells);
+	memset(t, 0, sizeof(*t));
+}
+
+static char *duration_str(uint64_t ns)
+{
+	struct ptw_buf b = { 0 };
+	ptw_text_duration(&b, ns);
+	return b.p;
+}
+
+static void span_row(struct table *t, const struct ptw_span *sp)
+{
+	char *c[TABLE_COLS] = { 0 };
+	struct ptw_buf b = { 0 };
+	c[0] = xasprintf("%u", sp->id);
+	c[1] = xasprintf("%d", sp->tid);
+	c[2] = sp->creator_tid ? xasprintf("%d", sp->creator_tid) : xstrdup("-");
+	c[3] = xstrdup(sp->name ? sp->name : "-");
+	ptw_text_location(&b, sp->start_routine,
 			  sp->origin == PTW_ORIGIN_MAIN ? "main" : "pthread_start_routine");
-	pad_to(out, ls, 56);
-	ptw_buf_printf(out, "%-10s", ptw_status_name(sp->status));
-	size_t c = out->len;
-	if (sp->value.set)
-		ptw_buf_printf(out, "%#" PRIx64, sp->value.v);
+	c[4] = b.p;
+	c[5] = xstrdup(ptw_status_name(sp->status));
+	if (sp->status == PTW_STATUS_CANCELLED && sp->value.v == UINT64_MAX)
+		c[6] = xstrdup("CANCELED");
 	else
-		ptw_buf_putc(out, '-');
-	pad_to(out, ls, 56 + 11 + (out->len - c > 10 ? out->len - c : 10));
-	if (sp->origin != PTW_ORIGIN_MAIN && sp->create_ns.set && sp->start_ns.set)
-		ptw_text_duration(out, sp->start_ns.v - sp->create_ns.v);
-	else
-		ptw_buf_putc(out, '-');
-	ptw_buf_puts(out, " / ");
+		c[6] = sp->value.set ? xasprintf("%#" PRIx64, sp->value.v) : xstrdup("-");
+	c[7] = sp->origin != PTW_ORIGIN_MAIN && sp->create_ns.set && sp->start_ns.set &&
+			       sp->start_ns.v >= sp->create_ns.v
+		       ? duration_str(sp->start_ns.v - sp->create_ns.v)
+		       : xstrdup("-");
+	struct ptw_buf n = { 0 };
 	if (sp->start_ns.set && sp->end_ns.set && sp->end_ns.v >= sp->start_ns.v)
-		ptw_text_duration(out, sp->end_ns.v - sp->start_ns.v);
+		ptw_text_duration(&n, sp->end_ns.v - sp->start_ns.v);
 	else
-		ptw_buf_putc(out, '-');
+		ptw_buf_putc(&n, '-');
 	if (sp->joined && sp->join_return_ns.set) {
-		ptw_buf_printf(out, " / joined by %d after ", sp->joiner_tid);
-		ptw_text_duration(out, sp->join_return_ns.v - sp->join_call_ns);
+		ptw_buf_printf(&n, ", joined by %d after ", sp->joiner_tid);
+		ptw_text_duration(&n, sp->join_return_ns.v - sp->join_call_ns);
 	}
 	if (sp->detached == 1)
-		ptw_buf_puts(out, " / detached");
+		ptw_buf_puts(&n, ", detached");
 	if (sp->reason && sp->status == PTW_STATUS_UNMATCHED)
-		ptw_buf_printf(out, " / %s", sp->reason);
-	ptw_buf_putc(out, '\n');
+		ptw_buf_printf(&n, ", %s", sp->reason);
+	if (sp->uncertain)
+		ptw_buf_puts(&n, ", uncertain");
+	c[8] = n.p;
+	table_row(t, c);
 }
 
 struct group {
@@ -284,32 +336,31 @@ static void grouped_rows(struct ptw_buf *out, struct ptw_spans *spans)
 		if (sp->start_ns.set && sp->end_ns.set && sp->end_ns.v >= sp->start_ns.v)
 			g[k].life[g[k].nlife++] = sp->end_ns.v - sp->start_ns.v;
 	}
-	ptw_buf_puts(out, "  THREADS  START ROUTINE                 COMPLETED EXITED CANCELLED "
-			  "UNMATCHED OPEN  SPAWN p50  LIFETIME p50\n");
+	struct table tab = { 0 };
+	char *hdr[TABLE_COLS] = { xstrdup("THREADS"), xstrdup("START ROUTINE"), xstrdup("COMPLETED"),
+				  xstrdup("EXITED"), xstrdup("CANCELLED"), xstrdup("UNMATCHED"),
+				  xstrdup("OPEN"), xstrdup("SPAWN p50"), xstrdup("LIFETIME p50") };
+	table_row(&tab, hdr);
 	for (size_t k = 0; k < ng; k++) {
 		struct ptw_distribution ds, dl;
 		ptw_distribution(g[k].spawn, g[k].nspawn, &ds);
 		ptw_distribution(g[k].life, g[k].nlife, &dl);
-		size_t ls = out->len;
-		ptw_buf_printf(out, "  %7" PRIu64 "  %s", g[k].count, g[k].routine);
-		pad_to(out, ls, 40);
-		ptw_buf_printf(out, "%9" PRIu64 " %6" PRIu64 " %9" PRIu64 " %9" PRIu64 " %4" PRIu64 "  ",
-			       g[k].by_status[PTW_STATUS_COMPLETED], g[k].by_status[PTW_STATUS_EXITED],
-			       g[k].by_status[PTW_STATUS_CANCELLED], g[k].by_status[PTW_STATUS_UNMATCHED],
-			       g[k].by_status[PTW_STATUS_OPEN]);
-		if (ds.count)
-			ptw_text_duration(out, ds.p50);
-		else
-			ptw_buf_putc(out, '-');
-		ptw_buf_puts(out, "  ");
-		if (dl.count)
-			ptw_text_duration(out, dl.p50);
-		else
-			ptw_buf_putc(out, '-');
-		ptw_buf_putc(out, '\n');
+		char *c[TABLE_COLS] = {
+			xasprintf("%" PRIu64, g[k].count),
+			xstrdup(g[k].routine),
+			xasprintf("%" PRIu64, g[k].by_status[PTW_STATUS_COMPLETED]),
+			xasprintf("%" PRIu64, g[k].by_status[PTW_STATUS_EXITED]),
+			xasprintf("%" PRIu64, g[k].by_status[PTW_STATUS_CANCELLED]),
+			xasprintf("%" PRIu64, g[k].by_status[PTW_STATUS_UNMATCHED]),
+			xasprintf("%" PRIu64, g[k].by_status[PTW_STATUS_OPEN]),
+			ds.count ? duration_str(ds.p50) : xstrdup("-"),
+			dl.count ? duration_str(dl.p50) : xstrdup("-"),
+		};
+		table_row(&tab, c);
 		free(g[k].spawn);
 		free(g[k].life);
 	}
+	table_print(out, &tab, 0x7d);
 	free(g);
 }
 
@@ -330,10 +381,14 @@ void ptw_text_summary(struct ptw_buf *out, const struct ptw_report *r)
 
 	size_t n = ptw_spans_count(r->spans);
 	if (n <= TABLE_MAX_ROWS) {
-		ptw_buf_puts(out, "   SPAN     TID CREATOR START ROUTINE                              "
-				  "STATUS     VALUE      SPAWN / LIFETIME / JOIN\n");
+		struct table tab = { 0 };
+		char *hdr[TABLE_COLS] = { xstrdup("SPAN"),   xstrdup("TID"),	xstrdup("CREATOR"),
+					  xstrdup("NAME"),   xstrdup("START ROUTINE"), xstrdup("STATUS"),
+					  xstrdup("VALUE"),  xstrdup("SPAWN"),	xstrdup("LIFETIME") };
+		table_row(&tab, hdr);
 		for (size_t i = 0; i < n; i++)
-			span_row(out, ptw_spans_get(r->spans, i));
+			span_row(&tab, ptw_spans_get(r->spans, i));
+		table_print(out, &tab, 0x7 | 0x80);
 	} else {
 		grouped_rows(out, r->spans);
 	}

@@ -112,9 +112,11 @@ static struct ptw_span *new_span(struct ptw_spans *s, pid_t tid, enum ptw_origin
 	struct ptw_span *old = live(s, tid);
 	if (old) {
 		/* We never saw the old thread leave, yet its tid is back: keep the
-		 * old span, flag it, and never merge the two. */
-		old->uncertain = true;
-		end_span(s, old, ns, PTW_STATUS_UNMATCHED, PTW_METHOD_UNKNOWN, "tid_reused");
+		 * old span, flag it if it had not ended, never merge the two. */
+		if (!old->ended) {
+			old->uncertain = true;
+			end_span(s, old, ns, PTW_STATUS_UNMATCHED, PTW_METHOD_UNKNOWN, "tid_reused");
+		}
 		unbind_tid(s, old);
 	}
 	struct ptw_span *sp = xcalloc(1, sizeof(*sp));

@@ -1,0 +1,32 @@
+#!/bin/sh
+# Installs the Debian packages ptwatch needs that are missing, and nothing
+# else. Usage: scripts/deps.sh [bench]   ("bench" adds the tools bench/ compares)
+set -eu
+
+pkgs="meson ninja-build pkg-config gcc libc6-dev libelf-dev libdw-dev libcapstone-dev
+      libc6-dbg binutils python3 python3-jsonschema"
+if [ "${1:-}" = bench ]; then
+	pkgs="$pkgs strace ltrace gdb elfutils hyperfine"
+fi
+
+missing=""
+for p in $pkgs; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+		missing="$missing $p"
+	fi
+done
+[ -z "$missing" ] && exit 0
+
+echo "ptwatch: installing$missing" >&2
+if [ "$(id -u)" -eq 0 ]; then
+	sudo=""
+elif command -v sudo >/dev/null 2>&1; then
+	sudo="sudo"
+else
+	echo "ptwatch: missing packages:$missing (run as root or install them)" >&2
+	exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+# shellcheck disable=SC2086
+$sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null

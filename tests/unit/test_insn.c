@@ -1,0 +1,290 @@
+/* SPDX-License-Identifier: MIT */
+/* Stepping over displaced instructions: plans, emulation, XOL relocation. */
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "check.h"
+#include "ptw_breakpoints.h"
+
+#define ADDR 0x401000ull
+#define STACK 0x7ffd0000ull /* fake memory: [STACK, STACK + 4096) */
+
+static uint8_t stack_mem[4096];
+
+static int fake_read(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	(void)ctx;
+	if (addr < STACK || addr + len > STACK + sizeof(stack_mem))
+		return -EFAULT;
+	memcpy(buf, stack_mem + (addr - STACK), len);
+	return 0;
+}
+
+static int fake_write(void *ctx, uint64_t addr, const void *buf, size_t len)
+{
+	(void)ctx;
+	if (addr < STACK || addr + len > STACK + sizeof(stack_mem))
+		return -EFAULT;
+	memcpy(stack_mem + (addr - STACK), buf, len);
+	return 0;
+}
+
+static const struct ptw_insn_mem mem = { fake_read, fake_write, NULL };
+
+static uint64_t peek(uint64_t addr)
+{
+	uint64_t v = 0;
+	fake_read(NULL, addr, &v, 8);
+	return v;
+}
+
+static void poke(uint64_t addr, uint64_t v)
+{
+	fake_write(NULL, addr, &v, 8);
+}
+
+static struct ptw_insn_plan plan_of(const uint8_t *code, size_t len)
+{
+	uint8_t buf[16] = { 0 };
+	memcpy(buf, code, len);
+	struct ptw_insn_plan p;
+	memset(&p, 0, sizeof(p));
+	int r = ptw_insn_plan(buf, sizeof(buf), ADDR, &p);
+	if (r < 0)
+		p.kind = PTW_INSN_UNSUPPORTED;
+	return p;
+}
+
+static struct user_regs_struct regs0(void)
+{
+	struct user_regs_struct r;
+	memset(&r, 0, sizeof(r));
+	r.rip = ADDR;
+	r.rsp = STACK + 2048;
+	r.rbp = 0x1111;
+	r.rdi = 0x2222;
+	r.rax = 0xffffffff80000001ull;
+	r.rbx = STACK + 512;
+	return r;
+}
+
+#define PLAN(...)                                                                                  \
+	({                                                                                         \
+		static const uint8_t c_[] = { __VA_ARGS__ };                                       \
+		plan_of(c_, sizeof(c_));                                                           \
+	})
+
+static void test_emulated(void)
+{
+	struct user_regs_struct r;
+	struct ptw_insn_plan p;
+
+	p = PLAN(0x55); /* push %rbp */
+	CHECK_EQ(p.kind, PTW_INSN_PUSH_REG);
+	r = regs0();
+	CHECK_EQ(ptw_insn_emulate(&p, ADDR, &r, &mem), 0);
+	CHECK_EQ(r.rsp, STACK + 2040);
+	CHECK_EQ(peek(r.rsp), 0x1111);
+	CHECK_EQ(r.rip, ADDR + 1);
+
+	p = PLAN(0x41, 0x57); /* push %r15 */
+	CHECK_EQ(p.kind, PTW_INSN_PUSH_REG);
+	CHECK_EQ(p.len, 2);
+
+	p = PLAN(0xf3, 0x0f, 0x1e, 0xfa); /* endbr64 */
+	CHECK_EQ(p.kind, PTW_INSN_NOP);
+	r = regs0();
+	CHECK_EQ(ptw_insn_emulate(&p, ADDR, &r, &mem), 0);
+	CHECK_EQ(r.rip, ADDR + 4);
+
+	p = PLAN(0x0f, 0x1f, 0x44, 0x00, 0x00); /* nopl 0(%rax,%rax) */
+	CHECK_EQ(p.kind, PTW_INSN_NOP);
+	CHECK_EQ(p.len, 5);
+
+	p = PLAN(0x48, 0x89, 0xe5); /* mov %rsp,%rbp */
+	CHECK_EQ(p.kind, PTW_INSN_MOV_REG);
+	r = regs0();
+	CHECK_EQ(ptw_insn_emulate(&p, ADDR, &r, &mem), 0);
+	CHECK_EQ(r.rbp, STACK + 2048);
+	CHECK_EQ(r.rip, ADDR + 3);
+
+	p = PLAN(0x89, 0xf8); /* mov %edi,%eax: zero-extends */
+	CHECK_EQ(p.kind, PTW_INSN_MOV_REG);
+	r = regs0();
+	r.rdi = 0xdeadbeef00000007ull;
+	CHECK_EQ(ptw_insn_emulate(&p, ADDR, &r, &mem), 0);
+	CHECK_EQ(r.rax, 7);
+
+	p = PLAN(0xb8, 0x2a, 0, 0, 0); /* mov $42,%eax */
+	CHECK_EQ(p.kind, PTW_INSN_MOV_IMM);
+	r = regs0();
+	CHECK_EQ(ptw_insn_emulate(&p, ADDR, &r, &mem), 0);
+	CHECK_EQ(r.rax, 42);
+
+	p = PLAN(0x48, 0x8d, 0x45, 0xf0); /* lea -0x10(%rbp),%rax */
+	CHECK_EQ(p.kind, PTW_INSN_LEA);
+	r = regs0();
+	CHECK_EQ(ptw_insn_emulate(&p, ADDR, &r, &mem), 0);
+	CHECK_EQ(r.rax, 0x1111 - 0x10);
+
+	p = PLAN(0x48, 0x8d, 0x05, 0x10, 0, 0, 0); /* lea 0x10(%rip),%rax */
+	CHECK_EQ(p.kind, PTW_INSN_LEA);
+	r = regs0();
+	CHECK_EQ(ptw_insn_emulate(&p, ADDR, &r, &mem), 0);
+	CHECK_EQ(r.rax, ADDR + 7 + 0x10);
+
+	p = PLAN(0x48, 0x98); /* cltq */
+	CHECK_EQ(p.kind, PTW_INSN_CDQE);
+	r = regs0();
+	CHECK_EQ(ptw_insn_emulate(&p, ADDR, &r, &mem), 0);
+	CHECK_EQ(r.rax, 0xffffffff80000001ull);
+	r = regs0();
+	r.rax = 0x1234567800000005ull;
+	CHECK_EQ(ptw_insn_emulate(&p, ADDR, &r, &mem), 0);
+	CHECK_EQ(r.rax, 5);
+
+	p = PLAN(0xc3); /* ret: the event functions are a bare ret */
+	CHECK_EQ(p.kind, PTW_INSN_RET);
+	r = regs0();
+	poke(r.rsp, 0x405060);
+	CHECK_EQ(ptw_insn_emulate(&p, ADDR, &r, &mem), 0);
+	CHECK_EQ(r.rip, 0x405060);
+	CHECK_EQ(r.rsp, STACK + 2056);
+
+	p = PLAN(0xc2, 0x10, 0x00); /* ret $16 */
+	CHECK_EQ(p.kind, PTW_INSN_RET);
+	r = regs0();
+	poke(r.rsp, 0x405060);
+	CHECK_EQ(ptw_insn_emulate(&p, ADDR, &r, &mem), 0);
+	CHECK_EQ(r.rsp, STACK + 2048 + 8 + 16);
+
+	p = PLAN(0xe9, 0x10, 0, 0, 0); /* jmp rel32 */
+	CHECK_EQ(p.kind, PTW_INSN_JMP);
+	r = regs0();
+	CHECK_EQ(ptw_insn_emulate(&p, ADDR, &r, &mem), 0);
+	CHECK_EQ(r.rip, ADDR + 5 + 0x10);
+
+	p = PLAN(0xe8, 0x00, 0x01, 0, 0); /* call rel32 */
+	CHECK_EQ(p.kind, PTW_INSN_CALL);
+	r = regs0();
+	CHECK_EQ(ptw_insn_emulate(&p, ADDR, &r, &mem), 0);
+	CHECK_EQ(r.rip, ADDR + 5 + 0x100);
+	CHECK_EQ(peek(r.rsp), ADDR + 5);
+	CHECK_EQ(r.rsp, STACK + 2040);
+
+	p = PLAN(0xff, 0x93, 0x38, 0x06, 0, 0); /* call *0x638(%rbx): start_thread */
+	CHECK_EQ(p.kind, PTW_INSN_CALL);
+	r = regs0();
+	poke(r.rbx + 0x638, 0x401800);
+	CHECK_EQ(ptw_insn_emulate(&p, ADDR, &r, &mem), 0);
+	CHECK_EQ(r.rip, 0x401800);
+	CHECK_EQ(peek(r.rsp), ADDR + 6);
+
+	p = PLAN(0xff, 0xd0); /* call *%rax */
+	CHECK_EQ(p.kind, PTW_INSN_CALL);
+
+	p = PLAN(0x74, 0x05); /* je */
+	CHECK_EQ(p.kind, PTW_INSN_JCC);
+	r = regs0();
+	r.eflags = 0x40; /* ZF */
+	CHECK_EQ(ptw_insn_emulate(&p, ADDR, &r, &mem), 0);
+	CHECK_EQ(r.rip, ADDR + 2 + 5);
+	r = regs0();
+	r.eflags = 0;
+	CHECK_EQ(ptw_insn_emulate(&p, ADDR, &r, &mem), 0);
+	CHECK_EQ(r.rip, ADDR + 2);
+
+	p = PLAN(0x7c, 0x05); /* jl: SF != OF */
+	r = regs0();
+	r.eflags = 0x80;
+	CHECK_EQ(ptw_insn_emulate(&p, ADDR, &r, &mem), 0);
+	CHECK_EQ(r.rip, ADDR + 7);
+	r.rip = ADDR;
+	r.eflags = 0x880;
+	CHECK_EQ(ptw_insn_emulate(&p, ADDR, &r, &mem), 0);
+	CHECK_EQ(r.rip, ADDR + 2);
+
+	/* A failing stack write leaves the registers untouched. */
+	p = PLAN(0x55);
+	r = regs0();
+	r.rsp = 0x1000;
+	struct user_regs_struct before = r;
+	CHECK(ptw_insn_emulate(&p, ADDR, &r, &mem) < 0);
+	CHECK(!memcmp(&r, &before, sizeof(r)));
+}
+
+static void test_out_of_line(void)
+{
+	struct ptw_insn_plan p;
+	uint8_t slot[PTW_XOL_SLOT_SIZE];
+
+	p = PLAN(0x48, 0x83, 0xec, 0x10); /* sub $16,%rsp: sets flags, runs out of line */
+	CHECK_EQ(p.kind, PTW_INSN_XOL);
+	CHECK(!p.rip_relative);
+	int n = ptw_insn_xol_code(&p, ADDR, 0x7f0000000000ull, slot);
+	CHECK_EQ(n, 4 + 14);
+	CHECK(!memcmp(slot, "\x48\x83\xec\x10\xff\x25\0\0\0\0", 10));
+	uint64_t back;
+	memcpy(&back, slot + 10, 8);
+	CHECK_EQ(back, ADDR + 4);
+
+	p = PLAN(0x48, 0x85, 0xff); /* test %rdi,%rdi (pthread_detach) */
+	CHECK_EQ(p.kind, PTW_INSN_XOL);
+
+	p = PLAN(0x64, 0x48, 0x8b, 0x04, 0x25, 0x28, 0, 0, 0); /* mov %fs:0x28,%rax */
+	CHECK_EQ(p.kind, PTW_INSN_XOL);
+
+	/* mov 0x100(%rip),%rax from a slot 0x1000 below: displacement grows */
+	p = PLAN(0x48, 0x8b, 0x05, 0x00, 0x01, 0, 0);
+	CHECK_EQ(p.kind, PTW_INSN_XOL);
+	CHECK(p.rip_relative);
+	CHECK_EQ(p.disp_offset, 3);
+	n = ptw_insn_xol_code(&p, ADDR, ADDR - 0x1000, slot);
+	CHECK_EQ(n, 7 + 14);
+	int32_t disp;
+	memcpy(&disp, slot + 3, 4);
+	CHECK_EQ((int64_t)(ADDR - 0x1000) + 7 + disp, (int64_t)ADDR + 7 + 0x100);
+	/* ... and cannot reach from 4 GiB away */
+	CHECK_EQ(ptw_insn_xol_code(&p, ADDR, ADDR + (5ull << 30), slot), -ERANGE);
+
+	/* Control flow is never copied out of line. */
+	p = PLAN(0xe2, 0x05); /* loop */
+	CHECK_EQ(p.kind, PTW_INSN_UNSUPPORTED);
+	p = PLAN(0xcd, 0x80); /* int $0x80 */
+	CHECK_EQ(p.kind, PTW_INSN_UNSUPPORTED);
+}
+
+static void test_scanning(void)
+{
+	/* call rel32 ending at the return address */
+	uint8_t before[8] = { 0x90, 0x90, 0x90, 0xe8, 0x10, 0x20, 0x30, 0x00 };
+	CHECK_EQ(ptw_insn_call_length(before, 0x402000), 5);
+	uint8_t reg_call[8] = { 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0xff, 0xd0 };
+	CHECK_EQ(ptw_insn_call_length(reg_call, 0x402000), 2);
+	uint8_t no_call[8] = { 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90 };
+	CHECK_EQ(ptw_insn_call_length(no_call, 0x402000), 0);
+
+	/* pthread_join on glibc 2.36: three movs then a tail jump */
+	static const uint8_t join[] = { 0x41, 0xb8, 0x01, 0, 0, 0, 0x31, 0xc9, 0x31,
+					0xd2, 0xeb, 0x24 };
+	uint64_t target = 0;
+	CHECK_EQ(ptw_insn_tail_jump(join, sizeof(join), 0x8ab80, &target), 0);
+	CHECK_EQ(target, 0x8ab80 + 12 + 0x24);
+	static const uint8_t noj[] = { 0x55, 0xc3 };
+	CHECK_EQ(ptw_insn_tail_jump(noj, sizeof(noj), 0x1000, &target), -ENOENT);
+
+	static const uint8_t fn[] = { 0x55, 0x48, 0x89, 0xe5, 0x5d, 0xc3, 0x31, 0xc0, 0xf3, 0xc3 };
+	uint64_t rets[4];
+	CHECK_EQ(ptw_insn_find_rets(fn, sizeof(fn), 0x1000, rets, 4), 2);
+	CHECK_EQ(rets[0], 0x1005);
+	CHECK_EQ(rets[1], 0x1008);
+}
+
+int main(void)
+{
+	test_emulated();
+	test_out_of_line();
+	test_scanning();
+	CHECK_DONE();
+}

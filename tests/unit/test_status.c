@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/* Wait status classification with synthetic statuses. */
+#include <signal.h>
+#include <sys/ptrace.h>
+
+#include "check.h"
+#include "ptw_attach.h"
+
+static int stopped(int sig, int event)
+{
+	return (event << 16) | (sig << 8) | 0x7f;
+}
+
+int main(void)
+{
+	struct ptw_status_class c;
+
+	c = ptw_classify_status(42 << 8);
+	CHECK_EQ(c.kind, PTW_STOP_EXITED);
+	CHECK_EQ(c.exit_code, 42);
+
+	c = ptw_classify_status(SIGSEGV | 0x80);
+	CHECK_EQ(c.kind, PTW_STOP_KILLED);
+	CHECK_EQ(c.sig, SIGSEGV);
+	CHECK(c.core_dumped);
+
+	c = ptw_classify_status(SIGKILL);
+	CHECK_EQ(c.kind, PTW_STOP_KILLED);
+	CHECK(!c.core_dumped);
+
+	c = ptw_classify_status(stopped(SIGUSR1, 0));
+	CHECK_EQ(c.kind, PTW_STOP_SIGNAL);
+	CHECK_EQ(c.sig, SIGUSR1);
+
+	c = ptw_classify_status(stopped(SIGTRAP, 0));
+	CHECK_EQ(c.kind, PTW_STOP_SIGNAL);
+	CHECK_EQ(c.sig, SIGTRAP);
+
+	c = ptw_classify_status(stopped(SIGTRAP | 0x80, 0));
+	CHECK_EQ(c.kind, PTW_STOP_SYSCALL);
+
+	static const struct {
+		int event;
+		enum ptw_stop_kind kind;
+	} events[] = {
+		{ PTRACE_EVENT_CLONE, PTW_STOP_CLONE }, { PTRACE_EVENT_FORK, PTW_STOP_FORK },
+		{ PTRACE_EVENT_VFORK, PTW_STOP_VFORK }, { PTRACE_EVENT_VFORK_DONE, PTW_STOP_VFORK_DONE },
+		{ PTRACE_EVENT_EXEC, PTW_STOP_EXEC },	{ PTRACE_EVENT_EXIT, PTW_STOP_EXIT },
+	};
+	for (size_t i = 0; i < sizeof(events) / sizeof(events[0]); i++) {
+		c = ptw_classify_status(stopped(SIGTRAP, events[i].event));
+		CHECK_EQ(c.kind, events[i].kind);
+	}
+
+	/* PTRACE_SEIZE: group-stops are PTRACE_EVENT_STOP with the stop signal. */
+	c = ptw_classify_status(stopped(SIGSTOP, PTRACE_EVENT_STOP));
+	CHECK_EQ(c.kind, PTW_STOP_GROUP);
+	c = ptw_classify_status(stopped(SIGTSTP, PTRACE_EVENT_STOP));
+	CHECK_EQ(c.kind, PTW_STOP_GROUP);
+	c = ptw_classify_status(stopped(SIGTRAP, PTRACE_EVENT_STOP));
+	CHECK_EQ(c.kind, PTW_STOP_NEW);
+
+	CHECK_STR(ptw_stop_kind_name(PTW_STOP_CLONE), "clone");
+	CHECK_STR(ptw_stop_kind_name((enum ptw_stop_kind)999), "?");
+	CHECK_DONE();
+}
