@@ -68,7 +68,8 @@ enum ptw_lwp_state {
  * hangs its own state on `user`. */
 struct ptw_lwp {
 	pid_t tid;
-	pid_t tgid;	    /* thread group: the target's pid, or a fork child's */
+	pid_t tgid;	    /* thread group: the target's pid, or a fork child's; 0 until
+			       its parent's clone/fork event announced it */
 	unsigned gen;	    /* bumped each time this tid is seen anew (tid reuse) */
 	enum ptw_lwp_state state;
 	enum ptw_stop_kind last_stop;
@@ -100,6 +101,7 @@ struct ptw_proc {
 	struct ptw_stop *deferred; /* statuses reaped out of band, returned first */
 	size_t ndeferred, deferred_cap;
 	struct ptw_stop_counts counts;
+	struct ptw_mem_cache *cache; /* see ptw_mem_read() */
 	/* Called by ptw_wait() right before it would block (flush output). */
 	void (*before_block)(void *ctx);
 	void *before_block_ctx;
@@ -182,11 +184,24 @@ int ptw_interrupt(struct ptw_proc *p, struct ptw_lwp *l);
 /* PTRACE_DETACH, delivering lwp->resume_sig. The LWP is marked gone. */
 int ptw_detach_lwp(struct ptw_proc *p, struct ptw_lwp *l);
 
-/* Memory of the target. Reads work on any readable mapping; writes to
+/*
+ * Memory of the target. Reads work on any readable mapping; writes to
  * read-only mappings (text) go through /proc/PID/mem. Return 0 or -errno
- * (a short access is -EIO). */
+ * (a short access is -EIO).
+ *
+ * Reads are served from a snapshot of the pages read since the last stop
+ * was reaped: libthread_db reads struct pthread a field at a time and the
+ * unwinder a word at a time, and one process_vm_readv per page instead of
+ * per field is most of ptwatch's own cost per thread. Within the handling
+ * of one stop the snapshot is as good as any read (other threads may run
+ * either way); our own writes update it.
+ */
 int ptw_mem_read(struct ptw_proc *p, uint64_t addr, void *buf, size_t len);
 int ptw_mem_write(struct ptw_proc *p, uint64_t addr, const void *buf, size_t len);
+/* Forgets the read snapshot (memory changed behind the cache's back). */
+void ptw_mem_invalidate(struct ptw_proc *p);
+/* Writes through /proc/PID/mem (text pokes). */
+int ptw_mem_poke(struct ptw_proc *p, uint64_t addr, const void *buf, size_t len);
 /* Writes through /proc/PID/mem of any traced process (fork children too). */
 int ptw_mem_poke_pid(pid_t pid, int mem_fd, uint64_t addr, const void *buf, size_t len);
 

@@ -159,6 +159,7 @@ int ptw_bp_restore_in(struct ptw_bptab *t, pid_t pid);
 /* The address space is gone (exec): forget everything without writing. */
 void ptw_bp_forget_all(struct ptw_bptab *t);
 
+/* Breakpoints inserted over the session (exec included). */
 size_t ptw_bp_count(const struct ptw_bptab *t);
 /* Pages mapped for out-of-line execution, for the report. */
 size_t ptw_bp_xol_pages(const struct ptw_bptab *t);

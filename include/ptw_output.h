@@ -63,6 +63,7 @@ struct ptw_report {
 	uint64_t start_ns, end_ns, frozen_ns;
 	const char *end_reason;
 	const char *strategy; /* "debuginfo" | "breakpoints" | "lwp" */
+	uint64_t tracer_user_ns, tracer_sys_ns; /* ptwatch's own CPU time */
 	uint64_t stops_total;
 	const char *const *stop_names;
 	const uint64_t *stop_counts;

@@ -282,6 +282,13 @@ int main(int argc, char **argv)
 	rep.realtime_offset_ns = ptw_realtime_offset_ns();
 	ptw_tracer_report(t, &rep);
 	rep.end_ns = ptw_now_ns();
+	struct rusage ru;
+	if (getrusage(RUSAGE_SELF, &ru) == 0) {
+		rep.tracer_user_ns = (uint64_t)ru.ru_utime.tv_sec * 1000000000u +
+				     (uint64_t)ru.ru_utime.tv_usec * 1000u;
+		rep.tracer_sys_ns = (uint64_t)ru.ru_stime.tv_sec * 1000000000u +
+				    (uint64_t)ru.ru_stime.tv_usec * 1000u;
+	}
 	rep.end_reason = ptw_end_reason_name(reason);
 	rep.spans = s.spans;
 

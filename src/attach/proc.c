@@ -117,17 +117,6 @@ size_t ptw_lwp_count_alive(struct ptw_proc *p)
 	return n;
 }
 
-/* The tgid of a tid we have not met: /proc/TID/status knows. */
-static pid_t tgid_of(pid_t tid, pid_t fallback)
-{
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/status", tid);
-	if (ptw_read_small_file(path, buf, sizeof(buf)) < 0)
-		return fallback;
-	const char *t = strstr(buf, "\nTgid:");
-	return t ? (pid_t)strtol(t + 6, NULL, 10) : fallback;
-}
-
 /* ---- turning a wait status into a stop ---- */
 
 static void record_status(struct ptw_proc *p, pid_t tid, int status, struct ptw_stop *st)
@@ -137,8 +126,9 @@ static void record_status(struct ptw_proc *p, pid_t tid, int status, struct ptw_
 
 	if (!l || l->state == PTW_LWP_GONE) {
 		/* A tid we never heard of: its first stop beat its parent's clone
-		 * event (or it reused the tid of a dead thread). */
-		l = lwp_add(p, tid, tgid_of(tid, p->pid));
+		 * event (or it reused the tid of a dead thread). Its parent's
+		 * event will say what it is. */
+		l = lwp_add(p, tid, 0);
 	}
 
 	memset(st, 0, sizeof(*st));
@@ -177,16 +167,17 @@ static void record_status(struct ptw_proc *p, pid_t tid, int status, struct ptw_
 		if (ptrace(PTRACE_GETEVENTMSG, tid, 0, &st->msg) < 0)
 			st->msg = 0;
 		l->state = PTW_LWP_STOPPED;
-		if (c.kind == PTW_STOP_CLONE && st->msg) {
-			/* Announce the child now so that stop-all waits for it. Its
-			 * tgid: ours for threads, its own for CLONE without THREAD. */
+		if (c.kind == PTW_STOP_CLONE || c.kind == PTW_STOP_FORK || c.kind == PTW_STOP_VFORK) {
+			/* Announce the child now so that stop-all waits for it. A
+			 * clone event is a thread unless its flags (which the tracer
+			 * reads) lack CLONE_THREAD; fork and vfork make processes. */
 			pid_t child = (pid_t)st->msg;
-			if (!ptw_lwp_get(p, child) || ptw_lwp_get(p, child)->state == PTW_LWP_GONE)
-				lwp_add(p, child, tgid_of(child, l->tgid));
-		} else if ((c.kind == PTW_STOP_FORK || c.kind == PTW_STOP_VFORK) && st->msg) {
-			pid_t child = (pid_t)st->msg;
-			if (!ptw_lwp_get(p, child) || ptw_lwp_get(p, child)->state == PTW_LWP_GONE)
-				lwp_add(p, child, child);
+			pid_t tgid = c.kind == PTW_STOP_CLONE ? l->tgid : child;
+			struct ptw_lwp *cl = child ? ptw_lwp_get(p, child) : NULL;
+			if (child && (!cl || cl->state == PTW_LWP_GONE))
+				lwp_add(p, child, tgid);
+			else if (cl && !cl->tgid)
+				cl->tgid = tgid;
 		} else if (c.kind == PTW_STOP_EXEC && l->tgid == p->pid) {
 			/* /proc/PID/mem is bound to the address space it was opened
 			 * on: exec made a new one. */
@@ -437,7 +428,84 @@ int ptw_detach_lwp(struct ptw_proc *p, struct ptw_lwp *l)
 
 /* ---- memory ---- */
 
+#define CACHE_PAGE 4096u
+#define CACHE_PAGES 16
+
+struct ptw_mem_cache {
+	struct {
+		uint64_t addr, gen;
+		bool valid;
+		uint8_t data[CACHE_PAGE];
+	} page[CACHE_PAGES];
+	unsigned next; /* round robin */
+};
+
+static int mem_read_direct(struct ptw_proc *p, uint64_t addr, void *buf, size_t len);
+
+/* The page at addr (aligned) as seen since the last reaped stop, or NULL. */
+static const uint8_t *cached_page(struct ptw_proc *p, uint64_t page)
+{
+	if (!p->cache)
+		p->cache = xcalloc(1, sizeof(*p->cache));
+	struct ptw_mem_cache *c = p->cache;
+	uint64_t gen = p->counts.total;
+	for (unsigned i = 0; i < CACHE_PAGES; i++)
+		if (c->page[i].valid && c->page[i].addr == page && c->page[i].gen == gen)
+			return c->page[i].data;
+	unsigned k = c->next++ % CACHE_PAGES;
+	if (mem_read_direct(p, page, c->page[k].data, CACHE_PAGE) < 0) {
+		c->page[k].valid = false;
+		return NULL;
+	}
+	c->page[k].addr = page;
+	c->page[k].gen = gen;
+	c->page[k].valid = true;
+	return c->page[k].data;
+}
+
+/* Our own writes must show in the snapshot. */
+static void cache_update(struct ptw_proc *p, uint64_t addr, const void *buf, size_t len)
+{
+	if (!p->cache)
+		return;
+	for (unsigned i = 0; i < CACHE_PAGES; i++) {
+		uint64_t a = p->cache->page[i].addr;
+		if (!p->cache->page[i].valid || addr >= a + CACHE_PAGE || addr + len <= a)
+			continue;
+		uint64_t from = addr > a ? addr : a;
+		uint64_t to = addr + len < a + CACHE_PAGE ? addr + len : a + CACHE_PAGE;
+		memcpy(p->cache->page[i].data + (from - a), (const uint8_t *)buf + (from - addr),
+		       to - from);
+	}
+}
+
+void ptw_mem_invalidate(struct ptw_proc *p)
+{
+	if (p->cache)
+		for (unsigned i = 0; i < CACHE_PAGES; i++)
+			p->cache->page[i].valid = false;
+}
+
 int ptw_mem_read(struct ptw_proc *p, uint64_t addr, void *buf, size_t len)
+{
+	uint8_t *out = buf;
+	while (len) {
+		uint64_t page = addr & ~(uint64_t)(CACHE_PAGE - 1);
+		size_t n = CACHE_PAGE - (addr - page);
+		if (n > len)
+			n = len;
+		const uint8_t *data = len <= 2 * CACHE_PAGE ? cached_page(p, page) : NULL;
+		if (!data)
+			return mem_read_direct(p, addr, out, len);
+		memcpy(out, data + (addr - page), n);
+		out += n;
+		addr += n;
+		len -= n;
+	}
+	return 0;
+}
+
+static int mem_read_direct(struct ptw_proc *p, uint64_t addr, void *buf, size_t len)
 {
 	struct iovec local = { buf, len }, remote = { (void *)(uintptr_t)addr, len };
 	ssize_t n = process_vm_readv(p->pid, &local, 1, &remote, 1, 0);
@@ -471,11 +539,18 @@ int ptw_mem_poke_pid(pid_t pid, int mem_fd, uint64_t addr, const void *buf, size
 
 int ptw_mem_write(struct ptw_proc *p, uint64_t addr, const void *buf, size_t len)
 {
+	cache_update(p, addr, buf, len);
 	struct iovec local = { (void *)buf, len }, remote = { (void *)(uintptr_t)addr, len };
 	ssize_t n = process_vm_writev(p->pid, &local, 1, &remote, 1, 0);
 	if (n == (ssize_t)len)
 		return 0;
 	/* Read-only mappings (text): /proc/PID/mem writes with FOLL_FORCE. */
+	return ptw_mem_poke_pid(p->pid, p->mem_fd, addr, buf, len);
+}
+
+int ptw_mem_poke(struct ptw_proc *p, uint64_t addr, const void *buf, size_t len)
+{
+	cache_update(p, addr, buf, len);
 	return ptw_mem_poke_pid(p->pid, p->mem_fd, addr, buf, len);
 }
 
@@ -735,5 +810,6 @@ void ptw_proc_free(struct ptw_proc *p)
 	if (p->mem_fd >= 0)
 		close(p->mem_fd);
 	free(p->deferred);
+	free(p->cache);
 	free(p);
 }

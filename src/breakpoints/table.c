@@ -34,6 +34,7 @@ struct ptw_bptab {
 	struct xol_page *pages;
 	size_t npages;
 	uint64_t syscall_insn; /* a `syscall` instruction in the target (vdso) */
+	size_t inserted;       /* over the whole session */
 };
 
 /* For ptw_bp_emergency_restore: the one live table. */
@@ -81,7 +82,7 @@ struct ptw_bp *ptw_bp_find(struct ptw_bptab *t, uint64_t addr)
 
 size_t ptw_bp_count(const struct ptw_bptab *t)
 {
-	return t->by_addr.count;
+	return t->inserted;
 }
 
 size_t ptw_bp_xol_pages(const struct ptw_bptab *t)
@@ -325,12 +326,13 @@ int ptw_bp_insert(struct ptw_bptab *t, uint64_t addr, unsigned hooks, struct ptw
 	if (r < 0)
 		return r;
 	static const uint8_t int3 = 0xcc;
-	r = ptw_mem_poke_pid(t->proc->pid, t->proc->mem_fd, addr, &int3, 1);
+	r = ptw_mem_poke(t->proc, addr, &int3, 1);
 	if (r < 0)
 		return r;
 	bp = xmalloc(sizeof(*bp));
 	*bp = tmp;
 	ptw_map_put(&t->by_addr, addr, bp);
+	t->inserted++;
 	ptw_dbg(PTW_DBG_BP, "insert %#llx (%s) %s", (unsigned long long)addr, bp->plan.text,
 		bp->plan.kind == PTW_INSN_XOL ? "out of line" : "emulated");
 	if (ret)
@@ -372,6 +374,7 @@ int ptw_bp_restore_all(struct ptw_bptab *t)
 {
 	int restored = 0;
 	int failed = journal_restore(t->journal, t->proc->pid, t->proc->mem_fd, &restored);
+	ptw_mem_invalidate(t->proc);
 	ptw_dbg(PTW_DBG_BP, "restored %d bytes, %d failed", restored, failed);
 	free_bps(t);
 	return failed;

@@ -367,6 +367,10 @@ void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 	ptw_json_string(j, "end_reason", r->end_reason);
 	ptw_json_uint(j, "frozen_ns", r->frozen_ns);
 	ptw_json_string(j, "strategy", r->strategy);
+	ptw_json_begin_object(j, "tracer_cpu_ns");
+	ptw_json_uint(j, "user", r->tracer_user_ns);
+	ptw_json_uint(j, "sys", r->tracer_sys_ns);
+	ptw_json_end_object(j);
 	ptw_json_uint(j, "breakpoints", r->breakpoints);
 	ptw_json_begin_object(j, "stops");
 	ptw_json_uint(j, "total", r->stops_total);

@@ -353,7 +353,27 @@ static void thread_created(struct ptw_tracer *t, struct ptw_lwp *creator, struct
 	emit(t, &ev);
 }
 
-void on_clone(struct ptw_tracer *t, struct ptw_lwp *l, pid_t child, uint64_t ns)
+void clone_args(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t *ret_flags, uint64_t *ret_tls)
+{
+	/* The clone arguments are still in the creator's registers. */
+	struct user_regs_struct *regs;
+	*ret_flags = *ret_tls = 0;
+	if (ptw_getregs(t->proc, l, &regs) < 0)
+		return;
+	if (regs->orig_rax == SYS_CLONE3) {
+		uint64_t args[8]; /* struct clone_args up to tls */
+		if (ptw_mem_read(t->proc, regs->rdi, args, sizeof(args)) == 0) {
+			*ret_flags = args[0];
+			*ret_tls = args[7];
+		}
+	} else if (regs->orig_rax == SYS_CLONE) {
+		*ret_flags = regs->rdi;
+		*ret_tls = regs->r8;
+	}
+}
+
+void on_clone(struct ptw_tracer *t, struct ptw_lwp *l, pid_t child, uint64_t flags, uint64_t tls,
+	      uint64_t ns)
 {
 	struct image *img = &t->img;
 	struct thread *pth = thread_of(l);
@@ -362,25 +382,10 @@ void on_clone(struct ptw_tracer *t, struct ptw_lwp *l, pid_t child, uint64_t ns)
 		return;
 	struct thread *cth = thread_of(cl);
 
-	/* The clone arguments are still in the creator's registers: the new
-	 * thread's TLS is its struct pthread. */
-	uint64_t flags = 0, tls = 0;
-	struct user_regs_struct *regs;
-	if (ptw_getregs(t->proc, l, &regs) == 0) {
-		if (regs->orig_rax == SYS_CLONE3) {
-			uint64_t args[8];
-			if (ptw_mem_read(t->proc, regs->rdi, args, sizeof(args)) == 0) {
-				flags = args[0];
-				tls = args[7];
-			}
-		} else if (regs->orig_rax == SYS_CLONE) {
-			flags = regs->rdi;
-			tls = regs->r8;
-		}
-	}
 	if (!img->tdb && !img->tdb_failed && !img->dynamic)
 		threads_setup(t, l); /* static and main() not found: now or never */
 
+	/* A pthread's TLS is its struct pthread, and pd->tid is the new tid. */
 	struct ptw_tdb_thread info;
 	bool pthread = img->tdb && (flags & CLONE_THREAD) && (flags & CLONE_SETTLS) && tls &&
 		       ptw_tdb_thread_info(img->tdb, tls, &info) == 0 && info.lid == child;

@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -232,8 +233,6 @@ static void on_fork_stop(struct ptw_tracer *t, struct ptw_stop *st)
 static bool on_new_stop(struct ptw_tracer *t, struct ptw_lwp *l)
 {
 	struct thread *th = thread_of(l);
-	if (l->tgid != t->proc->pid && !th->announced)
-		th->foreign = true;
 	if (th->detach_asap) {
 		ptw_detach_lwp(t->proc, l);
 		forget_lwp(t, l);
@@ -342,9 +341,13 @@ static void handle_stop(struct ptw_tracer *t, struct ptw_stop *st)
 		break;
 	case PTW_STOP_CLONE: {
 		struct ptw_lwp *cl = ptw_lwp_get(t->proc, (pid_t)st->msg);
-		if (cl && cl->tgid != t->proc->pid) {
-			/* clone() without CLONE_THREAD: another process. */
-			st->kind = PTW_STOP_VFORK;
+		uint64_t flags, tls;
+		clone_args(t, l, &flags, &tls);
+		if (cl && flags && !(flags & CLONE_THREAD)) {
+			/* clone() without CLONE_THREAD: another process, sharing
+			 * our memory (like vfork) or with a copy of it (like fork). */
+			cl->tgid = cl->tid;
+			st->kind = (flags & CLONE_VM) ? PTW_STOP_VFORK : PTW_STOP_FORK;
 			on_fork_stop(t, st);
 		} else if (thread_of(l)->foreign) {
 			if (cl) {
@@ -353,7 +356,7 @@ static void handle_stop(struct ptw_tracer *t, struct ptw_stop *st)
 				thread_of(cl)->announced = true;
 			}
 		} else {
-			on_clone(t, l, (pid_t)st->msg, st->ns);
+			on_clone(t, l, (pid_t)st->msg, flags, tls, st->ns);
 		}
 		if (cl && cl->state == PTW_LWP_STOPPED && cl->last_stop == PTW_STOP_NEW &&
 		    thread_of(cl)->announced)

@@ -105,7 +105,10 @@ void read_comm(struct ptw_tracer *t, pid_t tid, uint64_t ns);
 int image_init(struct ptw_tracer *t, struct ptw_lwp *l);
 void image_release(struct ptw_tracer *t);
 int threads_setup(struct ptw_tracer *t, struct ptw_lwp *l);
-void on_clone(struct ptw_tracer *t, struct ptw_lwp *parent, pid_t child, uint64_t ns);
+/* The flags and TLS of the clone the LWP is stopped in (its clone event). */
+void clone_args(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t *ret_flags, uint64_t *ret_tls);
+void on_clone(struct ptw_tracer *t, struct ptw_lwp *parent, pid_t child, uint64_t flags,
+	      uint64_t tls, uint64_t ns);
 void on_breakpoint(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp, uint64_t ns);
 
 #endif
