@@ -175,6 +175,8 @@ size_t ptw_lwp_count_alive(struct ptw_proc *p);
 int ptw_getregs(struct ptw_proc *p, struct ptw_lwp *l, struct user_regs_struct **ret_regs);
 /* Marks the cached registers modified; written at resume. */
 void ptw_regs_dirty(struct ptw_lwp *l);
+/* Writes modified registers now (before resume). */
+int ptw_regs_flush(struct ptw_proc *p, struct ptw_lwp *l);
 /* Floating-point registers (PTRACE_GETFPREGS / SETFPREGS), uncached. */
 int ptw_getfpregs(struct ptw_proc *p, struct ptw_lwp *l, struct user_fpregs_struct *ret);
 int ptw_setfpregs(struct ptw_proc *p, struct ptw_lwp *l, const struct user_fpregs_struct *fp);

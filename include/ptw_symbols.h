@@ -66,7 +66,8 @@ const char *ptw_symbols_module_path(struct ptw_symbols *s, const char *module);
 int ptw_symbols_module_range(struct ptw_symbols *s, uint64_t addr, uint64_t *ret_start,
 			     uint64_t *ret_end);
 
-/* Interned location for addr (never NULL). Cached. */
+/* Interned location for addr (never NULL), valid until ptw_symbols_free.
+ * Cached; an address no module covers refreshes the module list once. */
 const struct ptw_location *ptw_symbols_locate(struct ptw_symbols *s, uint64_t addr);
 
 /* [lo, hi) of the function containing addr, from the symbol table or, failing

@@ -341,6 +341,12 @@ static int flush_regs(struct ptw_lwp *l)
 	return 0;
 }
 
+int ptw_regs_flush(struct ptw_proc *p, struct ptw_lwp *l)
+{
+	(void)p;
+	return flush_regs(l);
+}
+
 static int resume_with(struct ptw_proc *p, struct ptw_lwp *l, enum __ptrace_request req)
 {
 	(void)p;

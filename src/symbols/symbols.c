@@ -52,7 +52,9 @@ struct ptw_symbols {
 	struct module_index *mods;
 	size_t nmods;
 	struct ptw_map lookups;	  /* hash(module \0 name) -> struct lookup_result* */
-	struct ptw_map locations; /* addr -> struct ptw_location* */
+	struct ptw_map locations; /* addr -> struct ptw_location* (current module list) */
+	struct ptw_location **all_locations; /* every one handed out: spans keep them */
+	size_t nall, all_cap;
 	char **strings;		  /* interned strings for locations */
 	size_t nstrings, strings_cap;
 	ptw_memread_fn read;
@@ -179,10 +181,9 @@ void ptw_symbols_free(struct ptw_symbols *s)
 	if (!s)
 		return;
 	free_indexes(s);
-	size_t it = 0;
-	void *v;
-	while (ptw_map_next(&s->locations, &it, NULL, &v))
-		free(v);
+	for (size_t i = 0; i < s->nall; i++)
+		free(s->all_locations[i]);
+	free(s->all_locations);
 	ptw_map_free(&s->locations);
 	for (size_t i = 0; i < s->nstrings; i++)
 		free(s->strings[i]);
@@ -353,9 +354,19 @@ const struct ptw_location *ptw_symbols_locate(struct ptw_symbols *s, uint64_t ad
 	struct ptw_location *loc = ptw_map_get(&s->locations, addr);
 	if (loc)
 		return loc;
+	Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, addr);
+	if (!mod && ptw_symbols_refresh(s) == 0) {
+		/* A library loaded since we last looked (dlopen without ld.so's
+		 * notification, JIT): refresh once; the answer is cached. */
+		mod = dwfl_addrmodule(s->dwfl, addr);
+	}
 	loc = xcalloc(1, sizeof(*loc));
 	loc->addr = addr;
-	Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, addr);
+	if (s->nall == s->all_cap) {
+		s->all_cap = s->all_cap ? s->all_cap * 2 : 64;
+		s->all_locations = xreallocarray(s->all_locations, s->all_cap, sizeof(*s->all_locations));
+	}
+	s->all_locations[s->nall++] = loc;
 	if (mod) {
 		struct module_index *mi = index_of(s, mod);
 		loc->module = mi ? intern(s, mi->path) : NULL;

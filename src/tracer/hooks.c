@@ -41,15 +41,9 @@ static int read_u64(struct ptw_tracer *t, uint64_t addr, uint64_t *ret)
 	return ptw_mem_read(t->proc, addr, ret, sizeof(*ret));
 }
 
-/* Location of addr; refreshes the module list once if nothing maps it
- * (a library loaded since we last looked). */
 static const struct ptw_location *locate(struct ptw_tracer *t, uint64_t addr)
 {
-	if (!addr || !t->img.syms)
-		return NULL;
-	if (!ptw_symbols_module_of(t->img.syms, addr))
-		ptw_symbols_refresh(t->img.syms);
-	return ptw_symbols_locate(t->img.syms, addr);
+	return addr && t->img.syms ? ptw_symbols_locate(t->img.syms, addr) : NULL;
 }
 
 static uint64_t auxv_value(pid_t pid, uint64_t type)
@@ -469,11 +463,11 @@ static void on_td_death(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t ns)
 	ptw_tdb_drain(img->tdb, 8, NULL, NULL);
 }
 
-static void on_start(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp, uint64_t ns)
+static void on_start(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
+		     const struct user_regs_struct *regs, uint64_t ns)
 {
 	struct thread *th = thread_of(l);
-	struct user_regs_struct *regs;
-	if (!th->awaiting_start || th->start_routine != bp->addr || ptw_getregs(t->proc, l, &regs) < 0)
+	if (!th->awaiting_start || th->start_routine != bp->addr)
 		return; /* an ordinary call of a function that is also a start routine */
 	th->awaiting_start = false;
 	th->started = true;
@@ -497,12 +491,12 @@ static void on_start(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 		img->start_return_sites[img->nstart_return_sites++] = ret;
 }
 
-static void on_main(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp, uint64_t ns)
+static void on_main(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
+		    const struct user_regs_struct *regs, uint64_t ns)
 {
 	struct thread *th = thread_of(l);
 	struct image *img = &t->img;
-	struct user_regs_struct *regs;
-	if (!th->is_main || img->main_seen || ptw_getregs(t->proc, l, &regs) < 0)
+	if (!th->is_main || img->main_seen)
 		return;
 	img->main_seen = true;
 	if (!img->tdb)
@@ -523,10 +517,29 @@ void on_breakpoint(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp, u
 	struct thread *th = thread_of(l);
 	struct image *img = &t->img;
 	unsigned h = bp->hooks;
-	struct user_regs_struct *regs;
+	struct user_regs_struct *cur, pre;
 	bp->hits++;
-	if (th->foreign || ptw_getregs(t->proc, l, &regs) < 0)
-		h = 0; /* a vfork child in our memory: just step it over */
+	if (ptw_getregs(t->proc, l, &cur) < 0)
+		return;
+	/*
+	 * Step over first and write the registers at once: if ptwatch died
+	 * from here on, the kernel would let the thread go with a correct
+	 * rip instead of one inside the int3. The hooks see the registers
+	 * as they were at the breakpoint.
+	 */
+	pre = *cur;
+	int r = ptw_bp_step_over(t->bps, bp, l);
+	if (r == 0)
+		r = ptw_regs_flush(t->proc, l);
+	if (r < 0) {
+		if (r != -ESRCH)
+			warn(t, "step_over_failed", "cannot step thread %d over %#llx (%s): %s", l->tid,
+			     (unsigned long long)bp->addr, bp->plan.text, strerror(-r));
+		return;
+	}
+	if (th->foreign)
+		return; /* a vfork child in our memory: just stepped over */
+	const struct user_regs_struct *regs = &pre;
 
 	if (h & HOOK_DL_DEBUG_STATE) {
 		int32_t state;
@@ -542,7 +555,7 @@ void on_breakpoint(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp, u
 	if ((h & HOOK_TD_DEATH) && img->tdb)
 		on_td_death(t, l, ns);
 	if (h & HOOK_START)
-		on_start(t, l, bp, ns);
+		on_start(t, l, bp, regs, ns);
 	if ((h & HOOK_START_RETURN) && th->started && !th->returned) {
 		th->returned = true;
 		struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_RETURN, ns, l->tid);
@@ -551,7 +564,7 @@ void on_breakpoint(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp, u
 		emit(t, &ev);
 	}
 	if (h & HOOK_MAIN)
-		on_main(t, l, bp, ns);
+		on_main(t, l, bp, regs, ns);
 	if ((h & HOOK_MAIN_RETURN) && th->is_main && !th->returned) {
 		th->returned = true;
 		struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_RETURN, ns, l->tid);
@@ -596,9 +609,4 @@ void on_breakpoint(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp, u
 		ev.value = (uint32_t)regs->rax; /* an errno value, 0 = joined */
 		emit(t, &ev);
 	}
-
-	int r = ptw_bp_step_over(t->bps, bp, l);
-	if (r < 0 && r != -ESRCH)
-		warn(t, "step_over_failed", "cannot step thread %d over %#llx (%s): %s", l->tid,
-		     (unsigned long long)bp->addr, bp->plan.text, strerror(-r));
 }
