@@ -226,7 +226,9 @@ int main(int argc, char **argv)
 	parse_options(argc, argv, &o);
 
 	int out_fd = -1;
+	bool out_created = false;
 	if (o.output) {
+		out_created = access(o.output, F_OK) != 0;
 		out_fd = open(o.output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 		if (out_fd < 0) {
 			fprintf(stderr, "ptwatch: cannot open %s: %s\n", o.output, strerror(errno));
@@ -253,6 +255,8 @@ int main(int argc, char **argv)
 	int child_stdout = o.json && !o.output ? STDERR_FILENO : -1;
 	struct ptw_tracer *t;
 	r = ptw_tracer_launch(&to, o.argv, child_stdout, &t);
+	if (r < 0 && out_created)
+		unlink(o.output); /* nothing ran: leave no empty document behind */
 	if (r < 0) {
 		if (r == -ENOENT) {
 			fprintf(stderr, "ptwatch: cannot run '%s': command not found\n", o.argv[0]);

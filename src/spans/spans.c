@@ -332,6 +332,10 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 		if (sp && !sp->start_ns.set) {
 			set_opt(&sp->start_ns, ev->ns);
 			sp->start_routine = ev->routine;
+			if (ev->pthread) {
+				sp->pthread = ev->pthread;
+				ptw_map_put(&s->by_pthread, sp->pthread, sp);
+			}
 		}
 		break;
 	case PTW_EV_THREAD_CREATE:

@@ -618,6 +618,26 @@ static int frame_cb(Dwfl_Frame *state, void *arg)
 	return c->n < c->max ? DWARF_CB_OK : DWARF_CB_ABORT;
 }
 
+/* Does any FDE (.eh_frame or .debug_frame) cover pc? */
+static bool has_cfi(struct ptw_symbols *s, uint64_t pc)
+{
+	Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, pc);
+	if (!mod)
+		return false;
+	Dwarf_Addr bias;
+	Dwarf_CFI *cfis[2] = { dwfl_module_eh_cfi(mod, &bias), NULL };
+	Dwarf_Addr dbias;
+	cfis[1] = dwfl_module_dwarf_cfi(mod, &dbias);
+	for (int i = 0; i < 2; i++) {
+		Dwarf_Frame *frame;
+		if (cfis[i] && dwarf_cfi_addrframe(cfis[i], pc - (i ? dbias : bias), &frame) == 0) {
+			free(frame);
+			return true;
+		}
+	}
+	return false;
+}
+
 static int unwind_from(struct ptw_symbols *s, pid_t tid, const struct user_regs_struct *regs,
 		       uint64_t *pcs, int max)
 {
@@ -642,25 +662,25 @@ int ptw_symbols_unwind(struct ptw_symbols *s, pid_t tid, const struct user_regs_
 		}
 		s->attached = true;
 	}
-	int n = unwind_from(s, tid, regs, pcs, max);
-	if (n <= 1 && max > 1) {
-		/*
-		 * No CFI for the innermost pc: glibc ends clone3's FDE right before
-		 * its syscall (the child's unwind info would be wrong). Treat it as
-		 * a frameless leaf, as debuggers do: return address at [rsp].
-		 */
-		uint64_t ret;
-		if (s->read(s->read_ctx, regs->rsp, &ret, sizeof(ret)) == 0 &&
-		    dwfl_addrmodule(s->dwfl, ret)) {
-			struct user_regs_struct caller = *regs;
-			caller.rip = ret;
-			caller.rsp = regs->rsp + 8;
-			pcs[0] = regs->rip;
-			int m = unwind_from(s, tid, &caller, pcs + 1, max - 1);
-			if (m > 0)
-				return m + 1;
-		}
+	/*
+	 * No CFI for the innermost pc: glibc ends clone3's FDE right before its
+	 * syscall (the child's unwind info would be wrong). Do not let
+	 * libdwfl guess from rbp (it then invents frames that skip the
+	 * caller, depending on what rbp holds): treat it as the frameless
+	 * leaf it is, as debuggers do, return address at [rsp].
+	 */
+	uint64_t ret;
+	if (max > 1 && !has_cfi(s, regs->rip) &&
+	    s->read(s->read_ctx, regs->rsp, &ret, sizeof(ret)) == 0 && dwfl_addrmodule(s->dwfl, ret)) {
+		struct user_regs_struct caller = *regs;
+		caller.rip = ret;
+		caller.rsp = regs->rsp + 8;
+		pcs[0] = regs->rip;
+		int m = unwind_from(s, tid, &caller, pcs + 1, max - 1);
+		if (m > 0)
+			return m + 1;
 	}
+	int n = unwind_from(s, tid, regs, pcs, max);
 	if (n == 0) {
 		pcs[0] = regs->rip;
 		n = 1;

@@ -544,6 +544,13 @@ int ptw_tracer_detach(struct ptw_tracer *t)
 		}
 	}
 
+	/* Name the threads that stay open while we still can. */
+	it = 0;
+	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+		struct ptw_lwp *l = v;
+		if (is_target_lwp(t, l) && l->state != PTW_LWP_GONE)
+			read_comm(t, l->tid, t0);
+	}
 	if (t->img.tdb)
 		ptw_tdb_disable_events(t->img.tdb);
 	int failed = ptw_bp_restore_all(t->bps);

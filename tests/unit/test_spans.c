@@ -29,10 +29,13 @@ static const struct ptw_span *feed(struct ptw_event e)
 	return ptw_spans_consume(s, &e);
 }
 
+#define PMAIN 0x7f0000000100ull
+
 static void image(void)
 {
 	feed(ev(PTW_EV_IMAGE, MAIN));
 	struct ptw_event e = ev(PTW_EV_MAIN_START, MAIN);
+	e.pthread = PMAIN;
 	feed(e);
 }
 
@@ -128,6 +131,7 @@ static void test_lifecycle(void)
 	CHECK_EQ(ptw_spans_count(s), 2);
 	const struct ptw_span *m = span(1), *w = span(2);
 	CHECK_EQ(m->origin, PTW_ORIGIN_MAIN);
+	CHECK_EQ(m->pthread, PMAIN);
 	CHECK_EQ(m->status, PTW_STATUS_COMPLETED);
 	CHECK_EQ(m->value.v, 3);
 	CHECK_EQ(m->depth, 0);
