@@ -58,6 +58,8 @@ int ptw_symbols_refresh(struct ptw_symbols *s);
 int ptw_symbols_lookup(struct ptw_symbols *s, const char *module, const char *name,
 		       uint64_t *ret_addr, uint64_t *ret_size);
 
+/* The executable's path (/proc/PID/exe at creation), or NULL. */
+const char *ptw_symbols_exe(const struct ptw_symbols *s);
 /* Path of the module containing addr, or NULL. */
 const char *ptw_symbols_module_of(struct ptw_symbols *s, uint64_t addr);
 /* Path of the first module whose file name starts with prefix (or the exe). */

@@ -319,6 +319,11 @@ static struct module_index *index_of(struct ptw_symbols *s, Dwfl_Module *mod)
 	return NULL;
 }
 
+const char *ptw_symbols_exe(const struct ptw_symbols *s)
+{
+	return s->exe_path;
+}
+
 const char *ptw_symbols_module_of(struct ptw_symbols *s, uint64_t addr)
 {
 	Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, addr);

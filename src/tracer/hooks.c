@@ -16,7 +16,6 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,13 +77,7 @@ int image_init(struct ptw_tracer *t, struct ptw_lwp *l)
 	memset(img, 0, sizeof(*img));
 	img->task_dirfd = -1;
 
-	char path[64], exe[PATH_MAX];
-	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
-	ssize_t n = readlink(path, exe, sizeof(exe) - 1);
-	if (n > 0) {
-		exe[n] = '\0';
-		img->exe = xstrdup(exe);
-	}
+	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/task", pid);
 	img->task_dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
@@ -92,6 +85,8 @@ int image_init(struct ptw_tracer *t, struct ptw_lwp *l)
 	if (r < 0) {
 		warn(t, "no_symbols", "cannot read the modules of %d: %s", pid, strerror(-r));
 	} else {
+		if (ptw_symbols_exe(img->syms))
+			img->exe = xstrdup(ptw_symbols_exe(img->syms));
 		uint64_t base = auxv_value(pid, AT_BASE), addr;
 		img->dynamic = base != 0;
 		const char *interp = base ? ptw_symbols_module_of(img->syms, base) : NULL;

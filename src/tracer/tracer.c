@@ -300,23 +300,32 @@ static bool default_action_kills(int sig)
 	}
 }
 
+/*
+ * The breakpoint a SIGTRAP stop is for, with rip rewound to it, or NULL.
+ * Ours only if it is an int3 trap (SI_KERNEL) right after one of our
+ * addresses; raise(SIGTRAP) and the program's own int3 are the program's.
+ */
+static struct ptw_bp *our_trap(struct ptw_tracer *t, struct ptw_lwp *l, const struct ptw_stop *st)
+{
+	siginfo_t si;
+	struct user_regs_struct *regs;
+	if (st->sig != SIGTRAP || ptw_getsiginfo(t->proc, l, &si) < 0 || si.si_code != SI_KERNEL ||
+	    ptw_getregs(t->proc, l, &regs) < 0)
+		return NULL;
+	struct ptw_bp *bp = ptw_bp_find(t->bps, regs->rip - 1);
+	if (bp) {
+		regs->rip = bp->addr;
+		ptw_regs_dirty(l);
+	}
+	return bp;
+}
+
 static void on_signal_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_stop *st)
 {
-	if (st->sig == SIGTRAP) {
-		siginfo_t si;
-		struct user_regs_struct *regs;
-		/* Ours only if it is an int3 trap (SI_KERNEL) at one of our
-		 * addresses; raise(SIGTRAP) and the program's own int3 are its. */
-		if (ptw_getsiginfo(t->proc, l, &si) == 0 && si.si_code == SI_KERNEL &&
-		    ptw_getregs(t->proc, l, &regs) == 0) {
-			struct ptw_bp *bp = ptw_bp_find(t->bps, regs->rip - 1);
-			if (bp) {
-				regs->rip = bp->addr; /* rewind at once */
-				ptw_regs_dirty(l);
-				on_breakpoint(t, l, bp, st->ns);
-				return;
-			}
-		}
+	struct ptw_bp *bp = our_trap(t, l, st);
+	if (bp) {
+		on_breakpoint(t, l, bp, st->ns);
+		return;
 	}
 	if (is_target_lwp(t, l) && default_action_kills(st->sig)) {
 		struct ptw_event ev = ptw_event_init(PTW_EV_FATAL_SIGNAL, st->ns, l->tid);
@@ -486,20 +495,10 @@ static void on_stop_detaching(void *ctx, struct ptw_stop *st)
 		on_gone(t, l, st);
 		break;
 	case PTW_STOP_SIGNAL:
-		if (st->sig == SIGTRAP) {
-			siginfo_t si;
-			struct user_regs_struct *regs;
-			if (ptw_getsiginfo(t->proc, l, &si) == 0 && si.si_code == SI_KERNEL &&
-			    ptw_getregs(t->proc, l, &regs) == 0 && ptw_bp_find(t->bps, regs->rip - 1)) {
-				/* Undo the trap: the original instruction runs after
-				 * the bytes are restored. */
-				regs->rip -= 1;
-				ptw_regs_dirty(l);
-				l->resume_sig = 0;
-				break;
-			}
-		}
-		l->resume_sig = st->sig;
+		/* Our trap is undone (rip rewound): the original instruction
+		 * runs once the bytes are restored. Any other signal is kept
+		 * for delivery at detach. */
+		l->resume_sig = our_trap(t, l, st) ? 0 : st->sig;
 		break;
 	case PTW_STOP_FORK:
 	case PTW_STOP_VFORK: {
