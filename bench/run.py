@@ -41,11 +41,16 @@ def tools(args):
     return t
 
 
-def run(cmd):
+def run(cmd, n_threads):
+    """Wall time, or None when the target did not do all its work."""
     t0 = time.monotonic()
-    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=600)
+    except subprocess.TimeoutExpired:
+        return None
     dt = time.monotonic() - t0
-    return dt if p.returncode == 0 else None
+    done = p.returncode == 0 and f"churn: {n_threads}".encode() in p.stdout
+    return dt if done else None
 
 
 def stops(name):
@@ -64,7 +69,7 @@ def bench(label, args, n_threads):
     times = {name: [] for name, _ in cases}
     for _ in range(RUNS):
         for name, cmd in cases:
-            dt = run(cmd)
+            dt = run(cmd, n_threads)
             if dt is not None:
                 times[name].append(dt)
     native = statistics.median(times["native"])
@@ -74,7 +79,7 @@ def bench(label, args, n_threads):
     print(f"  {'tool':26} {'wall':>9} {'per thread':>12} {'vs ptwatch':>11}")
     for name, _ in cases:
         if not times[name]:
-            print(f"  {name:26} {'failed':>9}")
+            print(f"  {name:26} {'failed':>9}  (the target did not complete)")
             continue
         t = statistics.median(times[name])
         if name == "native":
