@@ -56,6 +56,16 @@ struct ptw_status_class {
 	bool core_dumped;
 };
 struct ptw_status_class ptw_classify_status(int status);
+
+/*
+ * A thread stopped while in a system call that the kernel will restart on
+ * its way back to user mode (rax = -ERESTART*, orig_rax = the call) loses
+ * that restart if we make it run something else first (an injected
+ * syscall). This applies the kernel's restart to regs, as if no signal
+ * was delivered: rip back onto the syscall instruction and rax = the call
+ * (or restart_syscall). Returns true if it did. Pure.
+ */
+bool ptw_syscall_restart(struct user_regs_struct *regs);
 const char *ptw_stop_kind_name(enum ptw_stop_kind kind);
 
 enum ptw_lwp_state {
@@ -94,7 +104,9 @@ struct ptw_stop_counts {
 /* The traced thread group (and, transiently, fork children until detached). */
 struct ptw_proc {
 	pid_t pid;
-	int mem_fd;	      /* /proc/PID/mem, O_RDWR: text pokes, fallback reads */
+	pid_t mem_pid;	      /* a live thread for /proc/TID/{mem,maps,...} and
+				 process_vm_*: the leader may be a zombie */
+	int mem_fd;	      /* /proc/MEM_PID/mem, O_RDWR: text pokes, fallback reads */
 	struct ptw_map lwps;  /* tid -> struct ptw_lwp* (all processes we trace) */
 	int sigfd;	      /* signalfd: SIGCHLD and the signals that end a session */
 	unsigned options;     /* PTRACE_O_* given to PTRACE_SEIZE */
@@ -147,6 +159,30 @@ struct ptw_launch {
 int ptw_launch(const struct ptw_launch *l, struct ptw_proc **ret_proc, struct ptw_stop *ret_exec_stop);
 
 /*
+ * Seizes every thread of pid (PTRACE_SEIZE, which stops nothing), reading
+ * /proc/PID/task again until a pass finds no new thread. A zombie leader
+ * with live workers is fine: the workers are seized. Returns 0, -ESRCH (no
+ * such process / nothing alive to seize), -EPERM (not allowed) or -errno.
+ */
+/*
+ * Whether pid can be attached to; if not, a one-line reason in why:
+ * "no such process", "ptwatch itself", "a kernel thread", "a zombie",
+ * "already traced by PID n (comm)". Returns 0 or -errno. A zombie leader
+ * with live threads is accepted.
+ */
+int ptw_check_target(pid_t pid, char *why, size_t len);
+/* Why PTRACE_SEIZE said EPERM: other user, Yama scope, capabilities. */
+void ptw_explain_eperm(pid_t pid, char *why, size_t len);
+
+struct ptw_seize_info {
+	int threads;	   /* seized */
+	int passes;	   /* /proc/PID/task readings */
+	bool zombie_leader;
+};
+int ptw_seize(pid_t pid, unsigned extra_options, struct ptw_proc **ret_proc,
+	      struct ptw_seize_info *ret_info);
+
+/*
  * Waits for the next stop of any traced LWP, up to timeout_ms (-1 = forever).
  * Updates the LWP table: creates control blocks for new tids, marks stopped /
  * gone. Returns 0 and fills *ret, or -ECHILD when nothing is traced any more.
@@ -181,6 +217,9 @@ int ptw_regs_flush(struct ptw_proc *p, struct ptw_lwp *l);
 int ptw_getfpregs(struct ptw_proc *p, struct ptw_lwp *l, struct user_fpregs_struct *ret);
 int ptw_setfpregs(struct ptw_proc *p, struct ptw_lwp *l, const struct user_fpregs_struct *fp);
 int ptw_getsiginfo(struct ptw_proc *p, struct ptw_lwp *l, siginfo_t *ret);
+/* True if signal sig with si_code code is queued for this thread
+ * (PTRACE_PEEKSIGINFO; the LWP must be stopped). */
+bool ptw_signal_queued(struct ptw_proc *p, struct ptw_lwp *l, int sig, int code);
 int ptw_set_options(struct ptw_proc *p, struct ptw_lwp *l, unsigned options);
 int ptw_interrupt(struct ptw_proc *p, struct ptw_lwp *l);
 /* PTRACE_DETACH, delivering lwp->resume_sig. The LWP is marked gone. */
@@ -200,6 +239,10 @@ int ptw_detach_lwp(struct ptw_proc *p, struct ptw_lwp *l);
  */
 int ptw_mem_read(struct ptw_proc *p, uint64_t addr, void *buf, size_t len);
 int ptw_mem_write(struct ptw_proc *p, uint64_t addr, const void *buf, size_t len);
+/* Writes the same len bytes at each of n addresses, batched (one
+ * process_vm_writev per IOV_MAX addresses). Returns 0 or -errno. */
+int ptw_mem_write_scattered(struct ptw_proc *p, const uint64_t *addrs, size_t n, const void *buf,
+			    size_t len);
 /* Forgets the read snapshot (memory changed behind the cache's back). */
 void ptw_mem_invalidate(struct ptw_proc *p);
 /* Writes through /proc/PID/mem (text pokes). */

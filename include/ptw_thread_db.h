@@ -57,6 +57,14 @@ int ptw_tdb_thread_info(struct ptw_tdb *t, uint64_t pd, struct ptw_tdb_thread *r
  * Debian it returns TD_NOCAPAB although it worked (DESIGN.md fact 3).
  */
 int ptw_tdb_thread_enable(struct ptw_tdb *t, uint64_t pd);
+/*
+ * The same for many threads at once (attach to 10,000): report_events is
+ * located through libthread_db's own descriptor of it and written with a
+ * few batched writes; samples are confirmed with td_thr_get_info. Falls
+ * back to one td_thr_event_enable per thread. Returns 0 or -errno.
+ */
+int ptw_tdb_threads_enable(struct ptw_tdb *t, const uint64_t *pds, size_t n);
+
 /* td_ta_map_lwp2thr: tid must be ptrace-stopped (its fs_base is read). */
 int ptw_tdb_map_lwp(struct ptw_tdb *t, pid_t tid, uint64_t *ret_pd);
 
@@ -69,8 +77,12 @@ int ptw_tdb_map_lwp(struct ptw_tdb *t, pid_t tid, uint64_t *ret_pd);
 typedef void (*ptw_tdb_msg_cb)(void *ctx, td_event_e event, uint64_t pd);
 int ptw_tdb_drain(struct ptw_tdb *t, int max, ptw_tdb_msg_cb cb, void *ctx);
 
-/* td_ta_thr_iter until a pass finds nothing new (all LWPs must be stopped). */
+/*
+ * td_ta_thr_iter until a pass finds nothing new (all LWPs should be
+ * stopped: with some still running, pass all_stopped = false and it
+ * insists on two quiet passes).
+ */
 typedef void (*ptw_tdb_iter_cb)(void *ctx, const struct ptw_tdb_thread *th);
-int ptw_tdb_iterate(struct ptw_tdb *t, ptw_tdb_iter_cb cb, void *ctx);
+int ptw_tdb_iterate(struct ptw_tdb *t, bool all_stopped, ptw_tdb_iter_cb cb, void *ctx);
 
 #endif

@@ -45,6 +45,14 @@ int ptw_tracer_launch(const struct ptw_tracer_opts *o, char *const argv[], int c
 		      struct ptw_tracer **ret);
 
 /*
+ * Attaches to the running process pid: seizes and stops every thread,
+ * learns them (libthread_db, stacks), sets up tracing, resumes them. Spans of
+ * the threads found have origin "preexisting" (or "main"). Returns 0, -ESRCH
+ * (no such process / nothing to attach), -EPERM, or -errno.
+ */
+int ptw_tracer_attach(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tracer **ret);
+
+/*
  * Traces until the target exits, ptwatch gets a session signal, or
  * duration_ms passed (-1: no limit). *ret_signal is the signal ptwatch got.
  */

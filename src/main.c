@@ -20,6 +20,7 @@
 #include "ptw_util.h"
 
 struct options {
+	pid_t pid; /* -p: attach; 0: launch argv */
 	bool json;
 	const char *output;
 	bool quiet;
@@ -40,10 +41,14 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"Usage: ptwatch [OPTIONS] -- COMMAND [ARGS...]\n"
-		"Trace the POSIX threads of COMMAND: every thread's creation, start routine,\n"
-		"end (return, pthread_exit, cancel), join and detach, as spans.\n"
+		"       ptwatch [OPTIONS] -p PID\n"
+		"Trace the POSIX threads of COMMAND, or of the running process PID: every\n"
+		"thread's creation, start routine, end (return, pthread_exit, cancel), join\n"
+		"and detach, as spans.\n"
 		"\n"
 		"Options:\n"
+		"  -p, --pid=PID        attach to the running process PID; Ctrl-C (or --duration)\n"
+		"                       detaches and leaves it running as before\n"
 		"  --json               write the spans document (JSON) to standard output;\n"
 		"                       COMMAND's standard output then goes to standard error\n"
 		"  -o, --output=FILE    write the spans document to FILE (implies --json)\n"
@@ -57,7 +62,8 @@ static void usage(FILE *f)
 		"  -h, --help           show this help\n"
 		"  -V, --version        show the version\n"
 		"\n"
-		"ptwatch exits with COMMAND's exit status, or dies of its signal.\n"
+		"ptwatch exits with COMMAND's exit status, or dies of its signal; with -p,\n"
+		"it exits 0 once it has let go of PID.\n"
 		"See ptwatch(1).\n");
 }
 
@@ -73,6 +79,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 {
 	enum { OPT_JSON = 256, OPT_DURATION, OPT_NO_DEBUG_FILES, OPT_CREATE_EVENTS, OPT_DEBUG };
 	static const struct option longopts[] = {
+		{ "pid", required_argument, NULL, 'p' },
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "output", required_argument, NULL, 'o' },
 		{ "quiet", no_argument, NULL, 'q' },
@@ -93,8 +100,17 @@ static void parse_options(int argc, char **argv, struct options *o)
 
 	int c;
 	/* '+': stop at the first non-option, the command. */
-	while ((c = getopt_long(argc, argv, "+o:qhV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+p:o:qhV", longopts, NULL)) != -1) {
 		switch (c) {
+		case 'p': {
+			char *end;
+			errno = 0;
+			long v = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || v <= 0 || v > 0x3fffffff)
+				die_usage("'%s' is not a process id", optarg);
+			o->pid = (pid_t)v;
+			break;
+		}
 		case OPT_JSON:
 			o->json = true;
 			break;
@@ -137,7 +153,9 @@ static void parse_options(int argc, char **argv, struct options *o)
 			exit(2);
 		}
 	}
-	if (optind >= argc)
+	if (o->pid && optind < argc)
+		die_usage("%s", "give either -p PID or a command, not both");
+	if (!o->pid && optind >= argc)
 		die_usage("%s", "no command given (usage: ptwatch [OPTIONS] -- COMMAND [ARGS...])");
 	o->argv = argv + optind;
 }
@@ -220,6 +238,65 @@ static void __attribute__((noreturn)) die_of_signal(int sig)
 	exit(128 + sig);
 }
 
+/* Trace until the end, let go, report; the exit status. */
+static int session(const struct options *o, struct session *s, struct ptw_tracer *t, int out_fd)
+{
+	enum ptw_end_reason reason;
+	int sig;
+	int r = ptw_tracer_run(t, o->duration_ms, &reason, &sig);
+	if (r < 0)
+		fprintf(stderr, "ptwatch: tracing failed: %s\n", strerror(-r));
+	if (reason != PTW_END_TARGET_EXITED)
+		ptw_tracer_detach(t);
+	flush_log(s);
+	ptw_spans_finish(s->spans);
+
+	struct ptw_report rep = { 0 };
+	rep.tool_version = PTW_VERSION;
+	rep.realtime_offset_ns = ptw_realtime_offset_ns();
+	ptw_tracer_report(t, &rep);
+	rep.end_ns = ptw_now_ns();
+	struct rusage ru;
+	if (getrusage(RUSAGE_SELF, &ru) == 0) {
+		rep.tracer_user_ns = (uint64_t)ru.ru_utime.tv_sec * 1000000000u +
+				     (uint64_t)ru.ru_utime.tv_usec * 1000u;
+		rep.tracer_sys_ns = (uint64_t)ru.ru_stime.tv_sec * 1000000000u +
+				    (uint64_t)ru.ru_stime.tv_usec * 1000u;
+	}
+	rep.end_reason = ptw_end_reason_name(reason);
+	rep.spans = s->spans;
+
+	struct ptw_buf out = { 0 };
+	if (o->json) {
+		ptw_report_json(&rep, &out);
+		int fd = out_fd >= 0 ? out_fd : STDOUT_FILENO;
+		if (write_all(fd, out.p, out.len) < 0)
+			fprintf(stderr, "ptwatch: cannot write the spans document: %s\n", strerror(errno));
+		if (out_fd >= 0)
+			close(out_fd);
+		ptw_buf_reset(&out);
+	}
+	ptw_text_summary(&out, &rep);
+	write_all(STDERR_FILENO, out.p, out.len);
+	ptw_buf_free(&out);
+
+	int code = 0, tsig = 0;
+	bool core = false;
+	bool ended = ptw_tracer_target_exit(t, &code, &tsig, &core);
+	ptw_tracer_free(t);
+	ptw_spans_free(s->spans);
+	ptw_buf_free(&s->log);
+	if (o->pid) /* an observer: it let go, or saw the end */
+		return reason == PTW_END_ERROR ? 1 : 0;
+	if (ended && tsig)
+		die_of_signal(tsig);
+	if (ended)
+		return code;
+	if (reason == PTW_END_INTERRUPTED)
+		return 128 + sig;
+	return reason == PTW_END_ERROR ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct options o;
@@ -251,9 +328,28 @@ int main(int argc, char **argv)
 		.before_block = flush_log,
 		.before_block_ctx = &s,
 	};
+	struct ptw_tracer *t;
+	if (o.pid) {
+		char why[256];
+		r = ptw_check_target(o.pid, why, sizeof(why));
+		if (r == 0)
+			r = ptw_tracer_attach(&to, o.pid, &t);
+		if (r == -EPERM)
+			ptw_explain_eperm(o.pid, why, sizeof(why));
+		else if (r == -ESRCH && !why[0])
+			snprintf(why, sizeof(why), "no such process");
+		else if (r < 0 && !why[0])
+			snprintf(why, sizeof(why), "%s", strerror(-r));
+		if (r < 0) {
+			if (out_created)
+				unlink(o.output);
+			fprintf(stderr, "ptwatch: cannot attach to %d: %s\n", o.pid, why);
+			return 1;
+		}
+		return session(&o, &s, t, out_fd);
+	}
 	/* The document owns stdout: the command's output must not land in it. */
 	int child_stdout = o.json && !o.output ? STDERR_FILENO : -1;
-	struct ptw_tracer *t;
 	r = ptw_tracer_launch(&to, o.argv, child_stdout, &t);
 	if (r < 0 && out_created)
 		unlink(o.output); /* nothing ran: leave no empty document behind */
@@ -271,56 +367,5 @@ int main(int argc, char **argv)
 		return r == -EACCES || r == -ENOEXEC || r == -EISDIR || r == -ENOTDIR ? 126 : 127;
 	}
 
-	enum ptw_end_reason reason;
-	int sig;
-	r = ptw_tracer_run(t, o.duration_ms, &reason, &sig);
-	if (r < 0)
-		fprintf(stderr, "ptwatch: tracing failed: %s\n", strerror(-r));
-	if (reason != PTW_END_TARGET_EXITED)
-		ptw_tracer_detach(t);
-	flush_log(&s);
-	ptw_spans_finish(s.spans);
-
-	struct ptw_report rep = { 0 };
-	rep.tool_version = PTW_VERSION;
-	rep.realtime_offset_ns = ptw_realtime_offset_ns();
-	ptw_tracer_report(t, &rep);
-	rep.end_ns = ptw_now_ns();
-	struct rusage ru;
-	if (getrusage(RUSAGE_SELF, &ru) == 0) {
-		rep.tracer_user_ns = (uint64_t)ru.ru_utime.tv_sec * 1000000000u +
-				     (uint64_t)ru.ru_utime.tv_usec * 1000u;
-		rep.tracer_sys_ns = (uint64_t)ru.ru_stime.tv_sec * 1000000000u +
-				    (uint64_t)ru.ru_stime.tv_usec * 1000u;
-	}
-	rep.end_reason = ptw_end_reason_name(reason);
-	rep.spans = s.spans;
-
-	struct ptw_buf out = { 0 };
-	if (o.json) {
-		ptw_report_json(&rep, &out);
-		int fd = out_fd >= 0 ? out_fd : STDOUT_FILENO;
-		if (write_all(fd, out.p, out.len) < 0)
-			fprintf(stderr, "ptwatch: cannot write the spans document: %s\n", strerror(errno));
-		if (out_fd >= 0)
-			close(out_fd);
-		ptw_buf_reset(&out);
-	}
-	ptw_text_summary(&out, &rep);
-	write_all(STDERR_FILENO, out.p, out.len);
-	ptw_buf_free(&out);
-
-	int code = 0, tsig = 0;
-	bool core = false;
-	bool ended = ptw_tracer_target_exit(t, &code, &tsig, &core);
-	ptw_tracer_free(t);
-	ptw_spans_free(s.spans);
-	ptw_buf_free(&s.log);
-	if (ended && tsig)
-		die_of_signal(tsig);
-	if (ended)
-		return code;
-	if (reason == PTW_END_INTERRUPTED)
-		return 128 + sig;
-	return reason == PTW_END_ERROR ? 1 : 0;
+	return session(&o, &s, t, out_fd);
 }

@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "ptw_attach.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -50,7 +51,7 @@ const sigset_t *ptw_signals_original_mask(void)
 static void reopen_mem(struct ptw_proc *p)
 {
 	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/mem", p->pid);
+	snprintf(path, sizeof(path), "/proc/%d/mem", p->mem_pid);
 	int fd = open(path, O_RDWR | O_CLOEXEC);
 	if (fd < 0)
 		return;
@@ -67,11 +68,29 @@ static struct ptw_proc *proc_new(pid_t pid)
 {
 	struct ptw_proc *p = xcalloc(1, sizeof(*p));
 	p->pid = pid;
+	p->mem_pid = pid;
 	p->sigfd = session_sigfd;
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/mem", pid);
-	p->mem_fd = open(path, O_RDWR | O_CLOEXEC);
+	p->mem_fd = -1;
+	reopen_mem(p);
 	return p;
+}
+
+/* The thread memory goes through died (or is a zombie leader): use another
+ * live one of the same process. Returns false if none is left. */
+static bool repick_mem_pid(struct ptw_proc *p)
+{
+	size_t it = 0;
+	void *v;
+	while (ptw_map_next(&p->lwps, &it, NULL, &v)) {
+		struct ptw_lwp *l = v;
+		if (l->tgid == p->pid && l->state != PTW_LWP_GONE && !l->exiting &&
+		    l->tid != p->mem_pid) {
+			p->mem_pid = l->tid;
+			reopen_mem(p);
+			return true;
+		}
+	}
+	return false;
 }
 
 static struct ptw_lwp *lwp_add(struct ptw_proc *p, pid_t tid, pid_t tgid)
@@ -404,6 +423,18 @@ int ptw_getsiginfo(struct ptw_proc *p, struct ptw_lwp *l, siginfo_t *ret)
 	return 0;
 }
 
+bool ptw_signal_queued(struct ptw_proc *p, struct ptw_lwp *l, int sig, int code)
+{
+	(void)p;
+	siginfo_t si[16];
+	struct __ptrace_peeksiginfo_args args = { .off = 0, .flags = 0, .nr = 16 };
+	long n = ptrace(PTRACE_PEEKSIGINFO, l->tid, &args, si);
+	for (long i = 0; i < n; i++)
+		if (si[i].si_signo == sig && si[i].si_code == code)
+			return true;
+	return false;
+}
+
 int ptw_set_options(struct ptw_proc *p, struct ptw_lwp *l, unsigned options)
 {
 	(void)p;
@@ -514,7 +545,11 @@ int ptw_mem_read(struct ptw_proc *p, uint64_t addr, void *buf, size_t len)
 static int mem_read_direct(struct ptw_proc *p, uint64_t addr, void *buf, size_t len)
 {
 	struct iovec local = { buf, len }, remote = { (void *)(uintptr_t)addr, len };
-	ssize_t n = process_vm_readv(p->pid, &local, 1, &remote, 1, 0);
+	ssize_t n = process_vm_readv(p->mem_pid, &local, 1, &remote, 1, 0);
+	if (n == (ssize_t)len)
+		return 0;
+	if (n < 0 && errno == ESRCH && repick_mem_pid(p))
+		n = process_vm_readv(p->mem_pid, &local, 1, &remote, 1, 0);
 	if (n == (ssize_t)len)
 		return 0;
 	if (p->mem_fd >= 0) {
@@ -547,17 +582,41 @@ int ptw_mem_write(struct ptw_proc *p, uint64_t addr, const void *buf, size_t len
 {
 	cache_update(p, addr, buf, len);
 	struct iovec local = { (void *)buf, len }, remote = { (void *)(uintptr_t)addr, len };
-	ssize_t n = process_vm_writev(p->pid, &local, 1, &remote, 1, 0);
+	ssize_t n = process_vm_writev(p->mem_pid, &local, 1, &remote, 1, 0);
 	if (n == (ssize_t)len)
 		return 0;
 	/* Read-only mappings (text): /proc/PID/mem writes with FOLL_FORCE. */
-	return ptw_mem_poke_pid(p->pid, p->mem_fd, addr, buf, len);
+	return ptw_mem_poke_pid(p->mem_pid, p->mem_fd, addr, buf, len);
+}
+
+int ptw_mem_write_scattered(struct ptw_proc *p, const uint64_t *addrs, size_t n, const void *buf,
+			    size_t len)
+{
+	enum { BATCH = 1024 }; /* IOV_MAX */
+	struct iovec remote[BATCH];
+	for (size_t i = 0; i < n; i += BATCH) {
+		size_t k = n - i < BATCH ? n - i : BATCH;
+		struct iovec *local = xcalloc(k, sizeof(*local));
+		for (size_t j = 0; j < k; j++) {
+			local[j] = (struct iovec){ (void *)buf, len };
+			remote[j] = (struct iovec){ (void *)(uintptr_t)addrs[i + j], len };
+			cache_update(p, addrs[i + j], buf, len);
+		}
+		ssize_t w = process_vm_writev(p->mem_pid, local, k, remote, k, 0);
+		free(local);
+		if (w != (ssize_t)(k * len)) {
+			/* Partial: finish one by one (a thread may be gone). */
+			for (size_t j = 0; j < k; j++)
+				ptw_mem_write(p, addrs[i + j], buf, len);
+		}
+	}
+	return 0;
 }
 
 int ptw_mem_poke(struct ptw_proc *p, uint64_t addr, const void *buf, size_t len)
 {
 	cache_update(p, addr, buf, len);
-	return ptw_mem_poke_pid(p->pid, p->mem_fd, addr, buf, len);
+	return ptw_mem_poke_pid(p->mem_pid, p->mem_fd, addr, buf, len);
 }
 
 /* ---- launch ---- */
@@ -659,6 +718,89 @@ int ptw_launch(const struct ptw_launch *l, struct ptw_proc **ret_proc, struct pt
 	return r;
 }
 
+/* ---- attach ---- */
+
+static bool is_zombie(pid_t tid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", tid);
+	if (ptw_read_small_file(path, buf, sizeof(buf)) < 0)
+		return false;
+	const char *p = strrchr(buf, ')');
+	return p && (p[2] == 'Z' || p[2] == 'X');
+}
+
+int ptw_seize(pid_t pid, unsigned extra_options, struct ptw_proc **ret_proc,
+	      struct ptw_seize_info *ret_info)
+{
+	unsigned options = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK |
+			   PTRACE_O_TRACEEXEC | PTRACE_O_TRACEEXIT | PTRACE_O_TRACESYSGOOD |
+			   extra_options;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	struct ptw_seize_info info = { 0 };
+	struct ptw_proc *p = NULL;
+	int first_error = 0;
+	bool found_new = true;
+
+	while (found_new) {
+		found_new = false;
+		DIR *d = opendir(path);
+		if (!d) {
+			int e = errno;
+			if (p && p->lwps.count)
+				break; /* it exited under us; the caller will see */
+			ptw_proc_free(p);
+			return e == ENOENT ? -ESRCH : -e;
+		}
+		info.passes++;
+		struct dirent *de;
+		while ((de = readdir(d))) {
+			pid_t tid = (pid_t)strtol(de->d_name, NULL, 10);
+			if (tid <= 0)
+				continue;
+			if (!p) {
+				p = proc_new(pid);
+				p->options = options;
+			}
+			struct ptw_lwp *l = ptw_lwp_get(p, tid);
+			if (l && l->state != PTW_LWP_GONE)
+				continue;
+			if (tid == pid && info.zombie_leader)
+				continue;
+			if (ptrace(PTRACE_SEIZE, tid, 0, (long)options) < 0) {
+				if (errno == ESRCH)
+					continue; /* exited meanwhile */
+				if (tid == pid && errno == EPERM && is_zombie(tid)) {
+					/* The main thread exited (pthread_exit); its
+					 * workers live on and can be traced. */
+					info.zombie_leader = true;
+					continue;
+				}
+				if (!first_error)
+					first_error = errno;
+				continue;
+			}
+			l = lwp_add(p, tid, pid);
+			info.threads++;
+			found_new = true;
+		}
+		closedir(d);
+	}
+	if (!p || !info.threads) {
+		ptw_proc_free(p);
+		return first_error ? -first_error : -ESRCH;
+	}
+	if (info.zombie_leader || !ptw_lwp_get(p, pid))
+		repick_mem_pid(p);
+	else
+		reopen_mem(p);
+	if (ret_info)
+		*ret_info = info;
+	*ret_proc = p;
+	return 0;
+}
+
 /* ---- stop-all ---- */
 
 static bool lwp_needs_stop(const struct ptw_lwp *l)
@@ -666,54 +808,96 @@ static bool lwp_needs_stop(const struct ptw_lwp *l)
 	return l->state == PTW_LWP_RUNNING && !l->exiting;
 }
 
-int ptw_stop_all(struct ptw_proc *p, int deadline_ms, ptw_stop_cb on_stop, void *ctx)
+/* Interrupts every LWP that needs it and lists it in *list. */
+static void interrupt_running(struct ptw_proc *p, struct ptw_lwp ***list, size_t *n, size_t *cap)
 {
 	size_t it = 0;
 	void *v;
 	while (ptw_map_next(&p->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
-		if (lwp_needs_stop(l) && !l->interrupt_sent)
+		if (!lwp_needs_stop(l))
+			continue;
+		if (!l->interrupt_sent)
 			ptw_interrupt(p, l);
+		if (*n == *cap) {
+			*cap = *cap ? *cap * 2 : 64;
+			*list = xreallocarray(*list, *cap, sizeof(**list));
+		}
+		(*list)[(*n)++] = l;
 	}
+}
+
+int ptw_stop_all(struct ptw_proc *p, int deadline_ms, ptw_stop_cb on_stop, void *ctx)
+{
+	/*
+	 * Wait for each interrupted LWP by its tid: with 10,000 tracees every
+	 * waitpid(-1) walks the kernel's list of them (O(n) per call, O(n^2)
+	 * to stop them all), while waiting for one pid is a direct lookup.
+	 * LWPs that appear meanwhile (clone events) join the list.
+	 */
+	struct ptw_lwp **list = NULL;
+	size_t n = 0, cap = 0;
+	interrupt_running(p, &list, &n, &cap);
 	/* Statuses reaped before this call are still owed to the caller. */
 	for (size_t i = 0; i < p->ndeferred; i++)
 		on_stop(ctx, &p->deferred[i]);
 	p->ndeferred = 0;
 
 	uint64_t deadline = ptw_now_ns() + (uint64_t)deadline_ms * 1000000u;
+	int left = 0;
 	for (;;) {
-		size_t running = 0;
-		it = 0;
-		while (ptw_map_next(&p->lwps, &it, NULL, &v)) {
-			struct ptw_lwp *l = v;
-			if (lwp_needs_stop(l)) {
-				running++;
-				/* New LWPs met meanwhile need their own interrupt. */
-				if (!l->interrupt_sent)
-					ptw_interrupt(p, l);
+		bool progress = false;
+		size_t keep = 0;
+		for (size_t i = 0; i < n; i++) {
+			struct ptw_lwp *l = list[i];
+			struct ptw_stop st;
+			int r = lwp_needs_stop(l) ? reap_one(p, l->tid, &st) : 0;
+			if (r > 0) {
+				progress = true;
+				on_stop(ctx, &st);
+				if ((st.kind == PTW_STOP_CLONE || st.kind == PTW_STOP_FORK ||
+				     st.kind == PTW_STOP_VFORK) && st.msg) {
+					struct ptw_lwp *child = ptw_lwp_get(p, (pid_t)st.msg);
+					if (child && lwp_needs_stop(child) && !child->interrupt_sent) {
+						ptw_interrupt(p, child);
+						if (n == cap) {
+							cap *= 2;
+							list = xreallocarray(list, cap, sizeof(*list));
+						}
+						list[n++] = child;
+					}
+				}
+			} else if (r < 0 && r != -ECHILD) {
+				lwp_gone_or_err(l, "waitpid");
 			}
+			if (lwp_needs_stop(l))
+				list[keep++] = l;
 		}
-		if (!running)
-			return 0;
-		struct ptw_stop st;
-		int r = reap_one(p, -1, &st);
-		if (r < 0)
-			return r == -ECHILD ? 0 : r;
-		if (r > 0) {
-			on_stop(ctx, &st);
+		n = keep;
+		if (!n) {
+			/* Anything we did not know about (a first stop that beat its
+			 * parent's clone event) is caught by a final sweep. */
+			interrupt_running(p, &list, &n, &cap);
+			if (!n)
+				break;
 			continue;
 		}
+		if (progress)
+			continue;
 		uint64_t now = ptw_now_ns();
-		if (now >= deadline)
-			return (int)running;
+		if (now >= deadline) {
+			left = (int)n;
+			break;
+		}
 		struct pollfd pfd = { .fd = p->sigfd, .events = POLLIN };
-		int n = poll(&pfd, 1, (int)((deadline - now + 999999) / 1000000));
-		if (n > 0) {
+		if (poll(&pfd, 1, 1) > 0) {
 			/* Session signals during stop-all are not lost: stop-all is
 			 * already the way out. */
 			drain_sigfd(p);
 		}
 	}
+	free(list);
+	return left;
 }
 
 /* ---- syscall injection ---- */
@@ -727,6 +911,18 @@ int ptw_inject_syscall(struct ptw_proc *p, struct ptw_lwp *l, uint64_t syscall_i
 		return r;
 	struct user_regs_struct saved = *cur;
 	int saved_sig = l->resume_sig;
+	/*
+	 * Stopped inside a system call the kernel means to restart (PTRACE_
+	 * INTERRUPT on a futex wait, say): that restart happens on the way out
+	 * of *this* stop, which the injected call replaces. Restart it by hand
+	 * when we put the registers back, as the kernel would have done with
+	 * no signal to deliver. With a signal pending the outcome depends on
+	 * its handler (SA_RESTART): such a thread cannot host an injection.
+	 */
+	struct user_regs_struct restarted = saved;
+	bool restart = ptw_syscall_restart(&restarted);
+	if (restart && saved_sig)
+		return -EAGAIN;
 	bool saved_group = l->group_stopped;
 	int stray_sigs[8];
 	size_t nstray = 0;
@@ -792,7 +988,7 @@ int ptw_inject_syscall(struct ptw_proc *p, struct ptw_lwp *l, uint64_t syscall_i
 			*ret_value = (int64_t)after->rax;
 	}
 	if (l->state == PTW_LWP_STOPPED) {
-		l->regs = saved;
+		l->regs = restart ? restarted : saved;
 		l->regs_valid = true;
 		l->regs_dirty = true;
 		l->resume_sig = saved_sig;

@@ -69,6 +69,33 @@ struct ptw_status_class ptw_classify_status(int status)
 	return c;
 }
 
+/* Kernel-internal errnos (include/linux/errno.h); never seen by programs. */
+#define ERESTARTSYS 512
+#define ERESTARTNOINTR 513
+#define ERESTARTNOHAND 514
+#define ERESTART_RESTARTBLOCK 516
+#define NR_RESTART_SYSCALL 219
+
+bool ptw_syscall_restart(struct user_regs_struct *regs)
+{
+	if ((long long)regs->orig_rax < 0)
+		return false;
+	switch ((long long)regs->rax) {
+	case -ERESTARTSYS:
+	case -ERESTARTNOINTR:
+	case -ERESTARTNOHAND:
+		regs->rax = regs->orig_rax;
+		break;
+	case -ERESTART_RESTARTBLOCK:
+		regs->rax = NR_RESTART_SYSCALL;
+		break;
+	default:
+		return false;
+	}
+	regs->rip -= 2; /* syscall is 0f 05 */
+	return true;
+}
+
 const char *ptw_stop_kind_name(enum ptw_stop_kind kind)
 {
 	static const char *const names[] = {

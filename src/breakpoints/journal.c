@@ -26,19 +26,10 @@ void journal_free(struct journal *j)
 		munmap(j, sizeof(*j));
 }
 
-int journal_add(struct journal *j, uint64_t addr, uint8_t orig)
+int journal_add(struct journal *j, const struct ptw_mapping *m, uint64_t addr, uint8_t orig)
 {
 	if (j->count >= JOURNAL_CAPACITY)
 		return -ENOSPC;
-	struct ptw_mapping *maps;
-	int n = ptw_maps_read(j->pid, &maps);
-	if (n < 0)
-		return n;
-	const struct ptw_mapping *m = ptw_maps_find(maps, n, addr);
-	if (!m) {
-		free(maps);
-		return -ENOENT;
-	}
 	struct journal_entry *e = &j->entries[j->count];
 	e->addr = addr;
 	e->file_offset = m->offset + (addr - m->start);
@@ -46,7 +37,6 @@ int journal_add(struct journal *j, uint64_t addr, uint8_t orig)
 	e->dev = makedev(m->dev_major, m->dev_minor);
 	e->orig = orig;
 	e->state = JOURNAL_ACTIVE;
-	free(maps);
 	/* Publish the entry only once it is complete. */
 	__atomic_store_n(&j->count, j->count + 1, __ATOMIC_RELEASE);
 	return 0;

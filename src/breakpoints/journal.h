@@ -35,8 +35,8 @@ struct journal {
 /* Maps a new empty journal; NULL on failure. */
 struct journal *journal_new(pid_t pid);
 void journal_free(struct journal *j);
-/* Records addr before it is poked; -ENOSPC when full, -ENOENT if unmapped. */
-int journal_add(struct journal *j, uint64_t addr, uint8_t orig);
+/* Records addr (in mapping m) before it is poked; -ENOSPC when full. */
+int journal_add(struct journal *j, const struct ptw_mapping *m, uint64_t addr, uint8_t orig);
 /* Restores every active entry of pid's memory whose mapping is unchanged.
  * Returns the number of entries that could not be restored. */
 int journal_restore(struct journal *j, pid_t pid, int mem_fd, int *ret_restored);

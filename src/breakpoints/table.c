@@ -35,7 +35,35 @@ struct ptw_bptab {
 	size_t npages;
 	uint64_t syscall_insn; /* a `syscall` instruction in the target (vdso) */
 	size_t inserted;       /* over the whole session */
+	/* /proc/PID/maps, parsed once per stop: with 10,000 threads it has
+	 * 20,000 lines, and every insertion needs a mapping identity. */
+	struct ptw_mapping *maps;
+	int nmaps;
+	uint64_t maps_gen;
 };
+
+static int maps_now(struct ptw_bptab *t, const struct ptw_mapping **ret)
+{
+	if (!t->maps || t->maps_gen != t->proc->counts.total) {
+		free(t->maps);
+		t->maps = NULL;
+		t->nmaps = ptw_maps_read(t->proc->mem_pid, &t->maps);
+		if (t->nmaps < 0) {
+			int r = t->nmaps;
+			t->nmaps = 0;
+			return r;
+		}
+		t->maps_gen = t->proc->counts.total;
+	}
+	*ret = t->maps;
+	return t->nmaps;
+}
+
+static void maps_changed(struct ptw_bptab *t)
+{
+	free(t->maps);
+	t->maps = NULL;
+}
 
 /* For ptw_bp_emergency_restore: the one live table. */
 static struct ptw_bptab *volatile live_table;
@@ -44,7 +72,7 @@ int ptw_bptab_new(struct ptw_proc *proc, struct ptw_bptab **ret)
 {
 	struct ptw_bptab *t = xcalloc(1, sizeof(*t));
 	t->proc = proc;
-	t->journal = journal_new(proc->pid);
+	t->journal = journal_new(proc->mem_pid);
 	if (!t->journal) {
 		free(t);
 		return -ENOMEM;
@@ -72,6 +100,7 @@ void ptw_bptab_free(struct ptw_bptab *t)
 	free_bps(t);
 	journal_free(t->journal);
 	free(t->pages);
+	free(t->maps);
 	free(t);
 }
 
@@ -128,8 +157,8 @@ static int find_syscall_insn(struct ptw_bptab *t)
 {
 	if (t->syscall_insn)
 		return 0;
-	struct ptw_mapping *maps;
-	int n = ptw_maps_read(t->proc->pid, &maps);
+	const struct ptw_mapping *maps;
+	int n = maps_now(t, &maps);
 	if (n < 0)
 		return n;
 	int r = -ENOENT;
@@ -152,7 +181,6 @@ static int find_syscall_insn(struct ptw_bptab *t)
 		}
 		free(buf);
 	}
-	free(maps);
 	return r;
 }
 
@@ -222,13 +250,13 @@ static int xol_page_new(struct ptw_bptab *t, uint64_t near, struct ptw_lwp *host
 	int r = find_syscall_insn(t);
 	if (r < 0)
 		return r;
-	struct ptw_mapping *maps;
-	int n = ptw_maps_read(t->proc->pid, &maps);
+	const struct ptw_mapping *maps;
+	int n = maps_now(t, &maps);
 	if (n < 0)
 		return n;
 	uint64_t cands[16];
-	int k = gap_candidates(maps, n, near, start_brk(t->proc->pid), cands, 16);
-	free(maps);
+	int k = gap_candidates(maps, n, near, start_brk(t->proc->mem_pid), cands, 16);
+	maps_changed(t); /* we are about to map a page */
 	for (int i = 0; i < k; i++) {
 		uint64_t args[6] = { cands[i], PAGE, PROT_READ | PROT_EXEC,
 				     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, (uint64_t)-1, 0 };
@@ -322,7 +350,13 @@ int ptw_bp_insert(struct ptw_bptab *t, uint64_t addr, unsigned hooks, struct ptw
 			return r;
 	}
 	/* Journal first, then poke: a crash in between leaves nothing unjournaled. */
-	r = journal_add(t->journal, addr, tmp.orig);
+	const struct ptw_mapping *maps;
+	int nmaps = maps_now(t, &maps);
+	const struct ptw_mapping *m = nmaps > 0 ? ptw_maps_find(maps, nmaps, addr) : NULL;
+	if (!m)
+		return nmaps < 0 ? nmaps : -ENOENT;
+	t->journal->pid = t->proc->mem_pid;
+	r = journal_add(t->journal, m, addr, tmp.orig);
 	if (r < 0)
 		return r;
 	static const uint8_t int3 = 0xcc;
@@ -373,7 +407,7 @@ int ptw_bp_step_over(struct ptw_bptab *t, struct ptw_bp *bp, struct ptw_lwp *l)
 int ptw_bp_restore_all(struct ptw_bptab *t)
 {
 	int restored = 0;
-	int failed = journal_restore(t->journal, t->proc->pid, t->proc->mem_fd, &restored);
+	int failed = journal_restore(t->journal, t->proc->mem_pid, t->proc->mem_fd, &restored);
 	ptw_mem_invalidate(t->proc);
 	ptw_dbg(PTW_DBG_BP, "restored %d bytes, %d failed", restored, failed);
 	free_bps(t);
@@ -394,6 +428,7 @@ int ptw_bp_restore_in(struct ptw_bptab *t, pid_t pid)
 
 void ptw_bp_forget_all(struct ptw_bptab *t)
 {
+	maps_changed(t);
 	journal_clear(t->journal);
 	free_bps(t);
 	free(t->pages);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ptw_attach.h"
 #include "ptw_util.h"
 #include "tdb_internal.h"
 
@@ -192,6 +193,44 @@ int ptw_tdb_thread_enable(struct ptw_tdb *t, uint64_t pd)
 	return td_to_errno(e);
 }
 
+/* libthread_db's descriptor of a struct field: { bits, count, offset }. */
+static int field_offset(struct ptw_tdb *t, const char *descriptor, uint32_t *ret_offset,
+			uint32_t *ret_bits)
+{
+	psaddr_t addr;
+	uint32_t desc[3];
+	if (ps_pglobal_lookup(&t->ph, NULL, descriptor, &addr) != PS_OK ||
+	    ps_pdread(&t->ph, addr, desc, sizeof(desc)) != PS_OK)
+		return -ENOENT;
+	*ret_bits = desc[0];
+	*ret_offset = desc[2];
+	return 0;
+}
+
+int ptw_tdb_threads_enable(struct ptw_tdb *t, const uint64_t *pds, size_t n)
+{
+	uint32_t off, bits;
+	if (n > 2 && field_offset(t, "_thread_db_pthread_report_events", &off, &bits) == 0 &&
+	    bits == 8) {
+		uint64_t *addrs = xcalloc(n, sizeof(*addrs));
+		for (size_t i = 0; i < n; i++)
+			addrs[i] = pds[i] + off;
+		static const uint8_t on = 1;
+		int r = ptw_mem_write_scattered(t->ph.proc, addrs, n, &on, 1);
+		free(addrs);
+		/* Trust, but confirm with libthread_db itself. */
+		struct ptw_tdb_thread a, b;
+		if (r == 0 && ptw_tdb_thread_info(t, pds[0], &a) == 0 && a.traceme &&
+		    ptw_tdb_thread_info(t, pds[n - 1], &b) == 0 && b.traceme)
+			return 0;
+	}
+	int r = 0;
+	for (size_t i = 0; i < n; i++)
+		if (ptw_tdb_thread_enable(t, pds[i]) < 0)
+			r = -EIO;
+	return r;
+}
+
 int ptw_tdb_map_lwp(struct ptw_tdb *t, pid_t tid, uint64_t *ret_pd)
 {
 	td_thrhandle_t th;
@@ -249,11 +288,15 @@ static int iter_one(const td_thrhandle_t *th, void *arg)
 	return 0;
 }
 
-int ptw_tdb_iterate(struct ptw_tdb *t, ptw_tdb_iter_cb cb, void *ctx)
+int ptw_tdb_iterate(struct ptw_tdb *t, bool all_stopped, ptw_tdb_iter_cb cb, void *ctx)
 {
 	struct iter_state st = { .cb = cb, .ctx = ctx, .pid = ps_getpid(&t->ph) };
 	int r = 0;
-	for (int quiet = 0, passes = 0; quiet < 2 && passes < 64; passes++) {
+	/* With every LWP stopped the list cannot change: the first pass is the
+	 * whole truth. Otherwise repeat until passes find nothing new. */
+	int quiet_needed = all_stopped ? 0 : 2;
+	for (int quiet = 0, passes = 0; (passes == 0 || quiet < quiet_needed) && passes < 64;
+	     passes++) {
 		st.new_in_pass = 0;
 		td_err_e e = td_ta_thr_iter(t->ta, iter_one, &st, TD_THR_ANY_STATE,
 					    TD_THR_LOWEST_PRIORITY, TD_SIGNO_MASK,

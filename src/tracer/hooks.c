@@ -70,7 +70,7 @@ static const char *libc_module(struct ptw_tracer *t)
 
 /* ---- images ---- */
 
-int image_init(struct ptw_tracer *t, struct ptw_lwp *l)
+int image_load(struct ptw_tracer *t)
 {
 	struct image *img = &t->img;
 	pid_t pid = t->proc->pid;
@@ -81,36 +81,51 @@ int image_init(struct ptw_tracer *t, struct ptw_lwp *l)
 	snprintf(path, sizeof(path), "/proc/%d/task", pid);
 	img->task_dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
-	int r = ptw_symbols_new(pid, t->o.use_debug_files, memread, t->proc, &img->syms);
+	/* /proc/PID/{maps,exe,auxv} of a live thread: the leader may be a zombie. */
+	pid_t mem_pid = t->proc->mem_pid;
+	int r = ptw_symbols_new(mem_pid, t->o.use_debug_files, memread, t->proc, &img->syms);
 	if (r < 0) {
 		warn(t, "no_symbols", "cannot read the modules of %d: %s", pid, strerror(-r));
-	} else {
-		if (ptw_symbols_exe(img->syms))
-			img->exe = xstrdup(ptw_symbols_exe(img->syms));
-		uint64_t base = auxv_value(pid, AT_BASE), addr;
-		img->dynamic = base != 0;
-		const char *interp = base ? ptw_symbols_module_of(img->syms, base) : NULL;
-		if (interp) {
-			const char *b = strrchr(interp, '/');
-			char *prefix = xstrdup(b ? b + 1 : interp);
-			if (ptw_symbols_lookup(img->syms, prefix, "_r_debug", &img->r_debug, NULL) == 0 &&
-			    ptw_symbols_lookup(img->syms, prefix, "_dl_debug_state", &addr, NULL) == 0)
-				r = insert_bp(t, addr, HOOK_DL_DEBUG_STATE, l);
-			else
-				r = -ENOENT;
-			if (r < 0)
-				warn(t, "no_dl_debug_state",
-				     "cannot follow library loading in %s (%s): threads are traced once main() runs",
-				     interp, strerror(-r));
-			free(prefix);
-		}
-		if (ptw_symbols_lookup(img->syms, PTW_MOD_EXE, "main", &addr, NULL) == 0) {
-			img->main_addr = addr;
-			insert_bp(t, addr, HOOK_MAIN, l);
-		}
+		return r;
 	}
-	struct ptw_event ev = ptw_event_init(PTW_EV_IMAGE, ptw_now_ns(), pid);
-	ev.name = img->exe;
+	if (ptw_symbols_exe(img->syms))
+		img->exe = xstrdup(ptw_symbols_exe(img->syms));
+	uint64_t base = auxv_value(mem_pid, AT_BASE), addr;
+	img->dynamic = base != 0;
+	const char *interp = base ? ptw_symbols_module_of(img->syms, base) : NULL;
+	if (interp) {
+		const char *b = strrchr(interp, '/');
+		char *prefix = xstrdup(b ? b + 1 : interp);
+		if (ptw_symbols_lookup(img->syms, prefix, "_r_debug", &img->r_debug, NULL) == 0 &&
+		    ptw_symbols_lookup(img->syms, prefix, "_dl_debug_state", &addr, NULL) == 0)
+			img->dl_debug_state = addr;
+		else
+			warn(t, "no_dl_debug_state",
+			     "cannot follow library loading in %s: threads are traced once main() runs",
+			     interp);
+		free(prefix);
+	}
+	if (ptw_symbols_lookup(img->syms, PTW_MOD_EXE, "main", &addr, NULL) == 0)
+		img->main_addr = addr;
+	return 0;
+}
+
+void image_hooks(struct ptw_tracer *t, struct ptw_lwp *l)
+{
+	struct image *img = &t->img;
+	int r;
+	if (img->dl_debug_state && (r = insert_bp(t, img->dl_debug_state, HOOK_DL_DEBUG_STATE, l)) < 0)
+		warn(t, "no_dl_debug_state", "cannot break at _dl_debug_state: %s", strerror(-r));
+	if (img->main_addr && t->launched)
+		insert_bp(t, img->main_addr, HOOK_MAIN, l);
+}
+
+int image_init(struct ptw_tracer *t, struct ptw_lwp *l)
+{
+	image_load(t);
+	image_hooks(t, l);
+	struct ptw_event ev = ptw_event_init(PTW_EV_IMAGE, ptw_now_ns(), t->proc->pid);
+	ev.name = t->img.exe;
 	emit(t, &ev);
 	return 0;
 }
@@ -207,11 +222,11 @@ static void enable_thread(struct ptw_tracer *t, struct ptw_lwp *l)
 		warn(t, "no_death_events", "cannot enable thread events for %d: its end is seen only when its LWP exits", l->tid);
 }
 
-int threads_setup(struct ptw_tracer *t, struct ptw_lwp *l)
+int tdb_open(struct ptw_tracer *t)
 {
 	struct image *img = &t->img;
 	if (img->tdb || img->tdb_failed || !img->syms)
-		return 0;
+		return img->tdb ? 0 : -ENOENT;
 	td_err_e err;
 	int r = ptw_tdb_new(t->proc, img->syms, &img->tdb, &err);
 	if (r < 0) {
@@ -225,27 +240,6 @@ int threads_setup(struct ptw_tracer *t, struct ptw_lwp *l)
 		return r;
 	}
 	read_glibc_version(t);
-	uint64_t create_bp, death_bp;
-	r = ptw_tdb_enable_events(img->tdb, t->o.create_events, &create_bp, &death_bp);
-	if (r == 0)
-		r = insert_bp(t, death_bp, HOOK_TD_DEATH, l);
-	if (r == 0 && t->o.create_events)
-		r = insert_bp(t, create_bp, HOOK_TD_CREATE, l);
-	if (r < 0) {
-		warn(t, "no_thread_events", "cannot enable libthread_db events: %s", strerror(-r));
-		ptw_tdb_free(img->tdb);
-		img->tdb = NULL;
-		img->tdb_failed = true;
-		return r;
-	}
-	/* report_events is per thread and not inherited: every thread we know. */
-	size_t it = 0;
-	void *v;
-	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
-		struct ptw_lwp *o = v;
-		if (o->tgid == t->proc->pid && o->state == PTW_LWP_STOPPED && !thread_of(o)->foreign)
-			enable_thread(t, o);
-	}
 
 	/* struct pthread from libc's DWARF: the return value and the detach
 	 * state are read at TD_CREATE / TD_DEATH instead of costing stops. */
@@ -256,27 +250,72 @@ int threads_setup(struct ptw_tracer *t, struct ptw_lwp *l)
 		img->have_joinid = ptw_symbols_member_offset(img->syms, libc_module(t), hints, "pthread",
 							     "joinid", &img->joinid_off) == 0;
 	}
+	img->attr_layout_known = img->glibc && !strncmp(img->glibc, "2.", 2);
+	uint64_t size = 0;
+	if (ptw_symbols_lookup(img->syms, libc_module(t), "pthread_create", &img->create_lo, &size) == 0)
+		img->create_hi = img->create_lo + (size ? size : 1);
+	return 0;
+}
+
+int tracing_setup(struct ptw_tracer *t, struct ptw_lwp *l)
+{
+	struct image *img = &t->img;
+	uint64_t create_bp, death_bp;
+	int r = ptw_tdb_enable_events(img->tdb, t->o.create_events, &create_bp, &death_bp);
+	if (r == 0)
+		r = insert_bp(t, death_bp, HOOK_TD_DEATH, l);
+	if (r == 0 && t->o.create_events)
+		r = insert_bp(t, create_bp, HOOK_TD_CREATE, l);
+	if (r < 0) {
+		warn(t, "no_thread_events", "cannot enable libthread_db events: %s", strerror(-r));
+		ptw_tdb_disable_events(img->tdb);
+		ptw_tdb_free(img->tdb);
+		img->tdb = NULL;
+		img->tdb_failed = true;
+		return r;
+	}
+	/* report_events is per thread and not inherited: every thread we know. */
+	size_t it = 0, n = 0;
+	void *v;
+	uint64_t *pds = xcalloc(t->proc->lwps.count + 1, sizeof(*pds));
+	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+		struct ptw_lwp *o = v;
+		struct thread *th = thread_of(o);
+		if (o->tgid != t->proc->pid || o->state != PTW_LWP_STOPPED || th->foreign)
+			continue;
+		if (!th->pd)
+			ptw_tdb_map_lwp(img->tdb, o->tid, &th->pd);
+		if (th->pd)
+			pds[n++] = th->pd;
+	}
+	if (n && ptw_tdb_threads_enable(img->tdb, pds, n) < 0)
+		warn(t, "no_death_events", "cannot enable thread events for some threads: their end is "
+					   "seen only when their LWP exits");
+	free(pds);
 	if (!img->have_result)
 		warn(t, "no_libc_debuginfo",
 		     "libc's debug file is not available (install libc6-dbg): start routine returns "
 		     "and thread attributes cost extra stops");
-	img->attr_layout_known = img->glibc && !strncmp(img->glibc, "2.", 2);
-
-	uint64_t size = 0;
-	if (ptw_symbols_lookup(img->syms, libc_module(t), "pthread_create", &img->create_lo, &size) == 0)
-		img->create_hi = img->create_lo + (size ? size : 1);
 	if (!img->have_joinid)
 		hook_symbol(t, l, "pthread_create", HOOK_PTHREAD_CREATE);
 	hook_symbol(t, l, "pthread_exit", HOOK_PTHREAD_EXIT);
 	hook_symbol(t, l, "pthread_cancel", HOOK_PTHREAD_CANCEL);
 	hook_symbol(t, l, "pthread_detach", HOOK_PTHREAD_DETACH);
 	hook_joins(t, l);
-	if (!img->main_addr)
+	if (!img->main_addr && t->launched)
 		hook_symbol(t, l, "__libc_start_main", HOOK_LIBC_START_MAIN);
 	ptw_dbg(PTW_DBG_TRACER, "thread_db ready: glibc %s, result %s, joinid %s",
 		img->glibc ? img->glibc : "?", img->have_result ? "dwarf" : "breakpoint",
 		img->have_joinid ? "dwarf" : "breakpoint");
 	return 0;
+}
+
+int threads_setup(struct ptw_tracer *t, struct ptw_lwp *l)
+{
+	if (t->img.tdb || t->img.tdb_failed)
+		return 0;
+	int r = tdb_open(t);
+	return r < 0 ? r : tracing_setup(t, l);
 }
 
 /* ---- creation ---- */

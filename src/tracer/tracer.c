@@ -120,24 +120,33 @@ int insert_bp(struct ptw_tracer *t, uint64_t addr, unsigned hooks, struct ptw_lw
 	return r;
 }
 
-void read_comm(struct ptw_tracer *t, pid_t tid, uint64_t ns)
+char *read_comm_str(struct ptw_tracer *t, pid_t tid)
 {
 	if (t->img.task_dirfd < 0)
-		return;
+		return NULL;
 	char path[32], buf[64];
 	snprintf(path, sizeof(path), "%d/comm", tid);
 	int fd = openat(t->img.task_dirfd, path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return;
+		return NULL;
 	ssize_t n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	if (n <= 0)
-		return;
+		return NULL;
 	buf[n] = '\0';
 	buf[strcspn(buf, "\n")] = '\0';
+	return xstrdup(buf);
+}
+
+void read_comm(struct ptw_tracer *t, pid_t tid, uint64_t ns)
+{
+	char *name = read_comm_str(t, tid);
+	if (!name)
+		return;
 	struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_NAME, ns, tid);
-	ev.name = buf;
+	ev.name = name;
 	emit(t, &ev);
+	free(name);
 }
 
 /* ---- stops ---- */
@@ -408,6 +417,7 @@ int ptw_tracer_launch(const struct ptw_tracer_opts *o, char *const argv[], int c
 		return r;
 	struct ptw_tracer *t = xcalloc(1, sizeof(*t));
 	t->o = *o;
+	t->launched = true;
 	t->proc = proc;
 	t->argv = argv;
 	t->start_ns = start;
@@ -473,18 +483,6 @@ int ptw_tracer_run(struct ptw_tracer *t, int duration_ms, enum ptw_end_reason *r
 
 /* ---- detach ---- */
 
-/* SIGTRAP pending in a stopped thread (it trapped on our int3 just as we
- * interrupted it): /proc/TID/status, SigPnd. */
-static bool sigtrap_pending(pid_t tid)
-{
-	char path[64], buf[4096];
-	snprintf(path, sizeof(path), "/proc/%d/status", tid);
-	if (ptw_read_small_file(path, buf, sizeof(buf)) < 0)
-		return false;
-	const char *p = strstr(buf, "\nSigPnd:");
-	return p && (strtoull(p + 8, NULL, 16) & (1ull << (SIGTRAP - 1)));
-}
-
 static void on_stop_detaching(void *ctx, struct ptw_stop *st)
 {
 	struct ptw_tracer *t = ctx;
@@ -524,14 +522,15 @@ int ptw_tracer_detach(struct ptw_tracer *t)
 	if (stuck < 0)
 		stuck = 0;
 
-	/* A trap on our int3 can be pending behind the interrupt stop: let it
-	 * be reported (the thread runs no user code before that) and undo it. */
+	/* A trap on our int3 can be pending behind the interrupt stop (it hit
+	 * the int3 as we interrupted it): let it be reported (the thread runs
+	 * no user code before that) and undo it. */
 	size_t it = 0;
 	void *v;
 	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
-		if (l->state != PTW_LWP_STOPPED || l->last_stop == PTW_STOP_SIGNAL ||
-		    !sigtrap_pending(l->tid))
+		if (l->state != PTW_LWP_STOPPED || l->last_stop != PTW_STOP_INTERRUPT ||
+		    !ptw_signal_queued(t->proc, l, SIGTRAP, SI_KERNEL))
 			continue;
 		int saved = l->resume_sig;
 		l->resume_sig = 0;
@@ -543,13 +542,6 @@ int ptw_tracer_detach(struct ptw_tracer *t)
 		}
 	}
 
-	/* Name the threads that stay open while we still can. */
-	it = 0;
-	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
-		struct ptw_lwp *l = v;
-		if (is_target_lwp(t, l) && l->state != PTW_LWP_GONE)
-			read_comm(t, l->tid, t0);
-	}
 	if (t->img.tdb)
 		ptw_tdb_disable_events(t->img.tdb);
 	int failed = ptw_bp_restore_all(t->bps);
@@ -563,18 +555,26 @@ int ptw_tracer_detach(struct ptw_tracer *t)
 		all = xreallocarray(all, n + 1, sizeof(*all));
 		all[n++] = v;
 	}
+	pid_t *open_tids = xcalloc(n + 1, sizeof(*open_tids));
+	size_t nopen = 0;
 	for (size_t i = 0; i < n; i++) {
+		if (is_target_lwp(t, all[i]) && all[i]->state != PTW_LWP_GONE)
+			open_tids[nopen++] = all[i]->tid;
 		if (all[i]->state == PTW_LWP_STOPPED)
 			ptw_detach_lwp(t->proc, all[i]);
 		forget_lwp(t, all[i]);
 	}
 	free(all);
+	t->frozen_ns += ptw_now_ns() - t0;
+	/* Name the threads that stay open, now that they run again. */
+	for (size_t i = 0; i < nopen; i++)
+		read_comm(t, open_tids[i], t0);
+	free(open_tids);
 	if (stuck)
 		warn(t, "threads_not_stopped",
 		     "%d threads did not stop within 3 s (uninterruptible sleep?); the kernel "
 		     "detaches them when ptwatch exits",
 		     stuck);
-	t->frozen_ns += ptw_now_ns() - t0;
 	t->detached = true;
 	struct ptw_event ev = ptw_event_init(PTW_EV_DETACHED, ptw_now_ns(), t->proc->pid);
 	emit(t, &ev);
@@ -590,7 +590,7 @@ void ptw_tracer_report(struct ptw_tracer *t, struct ptw_report *r)
 	r->pid = t->proc->pid;
 	r->exe = t->img.exe;
 	r->argv = t->argv;
-	r->mode = "launch";
+	r->mode = t->launched ? "launch" : "attach";
 	r->glibc = t->img.glibc;
 	if (t->target_gone) {
 		r->exit_kind = t->exit_signal ? PTW_EXIT_SIGNAL : PTW_EXIT_CODE;
@@ -632,6 +632,9 @@ void ptw_tracer_free(struct ptw_tracer *t)
 	for (size_t i = 0; i < t->nold_syms; i++)
 		ptw_symbols_free(t->old_syms[i]);
 	free(t->old_syms);
+	for (char **a = t->owned_argv; a && *a; a++)
+		free(*a);
+	free(t->owned_argv);
 	if (t->proc) {
 		size_t it = 0;
 		void *v;

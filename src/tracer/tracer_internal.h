@@ -59,6 +59,7 @@ struct image {
 	bool tdb_failed;
 	bool dynamic;
 	uint64_t r_debug;	 /* &_r_debug (dynamic) */
+	uint64_t dl_debug_state; /* ld.so's r_brk, hooked for dlopen/dlclose */
 	uint64_t main_addr;
 	bool main_seen;
 	uint64_t create_lo, create_hi; /* pthread_create, for the create site */
@@ -74,12 +75,14 @@ struct image {
 
 struct ptw_tracer {
 	struct ptw_tracer_opts o;
+	bool launched; /* we started it (else: attached to it) */
 	struct ptw_proc *proc;
 	struct ptw_bptab *bps;
 	struct image img;
 	struct ptw_symbols **old_syms; /* retired images: their locations stay valid */
 	size_t nold_syms;
 	char *const *argv;
+	char **owned_argv; /* attach: read from /proc/PID/cmdline */
 	uint64_t start_ns;
 	bool ended;
 	int exit_code, exit_signal;
@@ -99,11 +102,26 @@ void warn(struct ptw_tracer *t, const char *code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* Inserts a breakpoint; makes host injectable first if an XOL page is needed. */
 int insert_bp(struct ptw_tracer *t, uint64_t addr, unsigned hooks, struct ptw_lwp *host);
+/* The thread's name (/proc/PID/task/TID/comm), malloc'd, or NULL. */
+char *read_comm_str(struct ptw_tracer *t, pid_t tid);
+/* Emits it as PTW_EV_THREAD_NAME. */
 void read_comm(struct ptw_tracer *t, pid_t tid, uint64_t ns);
 
 /* hooks.c */
+/* Symbols of the current image, where its dynamic linker reports
+ * library changes, main(): no stopped thread needed. */
+int image_load(struct ptw_tracer *t);
+/* Breakpoints for the above (main() only when launched). */
+void image_hooks(struct ptw_tracer *t, struct ptw_lwp *l);
+/* Both, for a launched or exec'd image, then PTW_EV_IMAGE. */
 int image_init(struct ptw_tracer *t, struct ptw_lwp *l);
 void image_release(struct ptw_tracer *t);
+/* libthread_db agent, glibc version, struct pthread layout. */
+int tdb_open(struct ptw_tracer *t);
+/* Event mask and breakpoints, events enabled on every stopped thread;
+ * host is a stopped LWP that can run an injected mmap. */
+int tracing_setup(struct ptw_tracer *t, struct ptw_lwp *host);
+/* Both, once libc is ready. */
 int threads_setup(struct ptw_tracer *t, struct ptw_lwp *l);
 /* The flags and TLS of the clone the LWP is stopped in (its clone event). */
 void clone_args(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t *ret_flags, uint64_t *ret_tls);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Wait status classification with synthetic statuses. */
 #include <signal.h>
+#include <string.h>
 #include <sys/ptrace.h>
 
 #include "check.h"
@@ -59,6 +60,30 @@ int main(void)
 	CHECK_EQ(c.kind, PTW_STOP_GROUP);
 	c = ptw_classify_status(stopped(SIGTRAP, PTRACE_EVENT_STOP));
 	CHECK_EQ(c.kind, PTW_STOP_NEW);
+
+	/* Interrupted system calls, restarted as the kernel would. */
+	struct user_regs_struct r;
+	memset(&r, 0, sizeof(r));
+	r.orig_rax = 202; /* futex */
+	r.rax = (unsigned long long)-512; /* -ERESTARTSYS */
+	r.rip = 0x7f0000001002;
+	CHECK(ptw_syscall_restart(&r));
+	CHECK_EQ(r.rax, 202);
+	CHECK_EQ(r.rip, 0x7f0000001000);
+	r.orig_rax = 35; /* nanosleep */
+	r.rax = (unsigned long long)-516; /* -ERESTART_RESTARTBLOCK */
+	r.rip = 0x7f0000001002;
+	CHECK(ptw_syscall_restart(&r));
+	CHECK_EQ(r.rax, 219); /* restart_syscall */
+	CHECK_EQ(r.rip, 0x7f0000001000);
+	r.orig_rax = 202;
+	r.rax = (unsigned long long)-4; /* -EINTR: the program sees it */
+	r.rip = 0x7f0000001002;
+	CHECK(!ptw_syscall_restart(&r));
+	CHECK_EQ(r.rip, 0x7f0000001002);
+	r.orig_rax = (unsigned long long)-1; /* not in a syscall (int3 stop) */
+	r.rax = (unsigned long long)-512;
+	CHECK(!ptw_syscall_restart(&r));
 
 	CHECK_STR(ptw_stop_kind_name(PTW_STOP_CLONE), "clone");
 	CHECK_STR(ptw_stop_kind_name((enum ptw_stop_kind)999), "?");

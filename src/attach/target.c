@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Can ptwatch attach to this pid, and if not, why: the refusals name the
+ * cause (DESIGN.md, "Safety invariants"). Only /proc is read here.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ptw_attach.h"
+
+#define PF_KTHREAD 0x00200000
+
+/* Field of /proc/PID/status ("TracerPid:"), as a number; -1 if absent. */
+static long status_field(pid_t pid, const char *name)
+{
+	char path[64], buf[4096];
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	if (ptw_read_small_file(path, buf, sizeof(buf)) < 0)
+		return -1;
+	char key[64];
+	snprintf(key, sizeof(key), "\n%s:", name);
+	const char *p = strstr(buf, key);
+	return p ? strtol(p + strlen(key), NULL, 10) : -1;
+}
+
+static void comm_of(pid_t pid, char *buf, size_t len)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+	if (ptw_read_small_file(path, buf, len) < 0)
+		snprintf(buf, len, "?");
+	buf[strcspn(buf, "\n")] = '\0';
+}
+
+/* State letter and flags from /proc/PID/stat; false if unreadable. */
+static bool stat_of(pid_t pid, char *state, unsigned long *flags)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	if (ptw_read_small_file(path, buf, sizeof(buf)) < 0)
+		return false;
+	const char *p = strrchr(buf, ')');
+	if (!p || p[1] != ' ')
+		return false;
+	*state = p[2];
+	/* after ") S ": ppid pgrp session tty_nr tpgid flags */
+	const char *f = p + 3;
+	for (int i = 0; i < 6 && f; i++)
+		f = strchr(f + 1, ' ');
+	*flags = f ? strtoul(f + 1, NULL, 10) : 0;
+	return true;
+}
+
+int ptw_check_target(pid_t pid, char *why, size_t len)
+{
+	char state;
+	unsigned long flags;
+	if (pid <= 0) {
+		snprintf(why, len, "%d is not a process id", pid);
+		return -EINVAL;
+	}
+	if (pid == getpid() || pid == getppid()) {
+		snprintf(why, len, "%d is ptwatch itself", pid);
+		return -EINVAL;
+	}
+	if (!stat_of(pid, &state, &flags)) {
+		snprintf(why, len, "no such process");
+		return -ESRCH;
+	}
+	if (flags & PF_KTHREAD) {
+		snprintf(why, len, "it is a kernel thread");
+		return -EINVAL;
+	}
+	if (state == 'Z' || state == 'X') {
+		/* A zombie leader with live workers is fine: attach those. */
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/%d/task", pid);
+		DIR *d = opendir(path);
+		bool live = false;
+		struct dirent *de;
+		while (d && (de = readdir(d))) {
+			pid_t tid = (pid_t)strtol(de->d_name, NULL, 10);
+			char s;
+			unsigned long fl;
+			if (tid > 0 && tid != pid && stat_of(tid, &s, &fl) && s != 'Z' && s != 'X')
+				live = true;
+		}
+		if (d)
+			closedir(d);
+		if (!live) {
+			snprintf(why, len, "it is a zombie (it has exited and its parent has not reaped it)");
+			return -ESRCH;
+		}
+	}
+	long tracer = status_field(pid, "TracerPid");
+	if (tracer > 0 && tracer != getpid()) {
+		char comm[64];
+		comm_of((pid_t)tracer, comm, sizeof(comm));
+		snprintf(why, len, "it is already traced by PID %ld (%s)", tracer, comm);
+		return -EBUSY;
+	}
+	return 0;
+}
+
+void ptw_explain_eperm(pid_t pid, char *why, size_t len)
+{
+	char path[64], buf[4096];
+	uid_t me = geteuid();
+	long uid = -1;
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	if (ptw_read_small_file(path, buf, sizeof(buf)) > 0) {
+		const char *p = strstr(buf, "\nUid:");
+		if (p) { /* real, effective, saved, fs: the effective one */
+			char *end;
+			strtol(p + 5, &end, 10);
+			uid = strtol(end, NULL, 10);
+		}
+	}
+	char scope[16] = "";
+	if (ptw_read_small_file("/proc/sys/kernel/yama/ptrace_scope", scope, sizeof(scope)) > 0)
+		scope[strcspn(scope, "\n")] = '\0';
+	if (uid >= 0 && (uid_t)uid != me && me != 0)
+		snprintf(why, len,
+			 "Operation not permitted (it runs as uid %ld, ptwatch as uid %u: run as the "
+			 "same user or with CAP_SYS_PTRACE)",
+			 uid, (unsigned)me);
+	else if (scope[0] && strcmp(scope, "0"))
+		snprintf(why, len,
+			 "Operation not permitted (kernel.yama.ptrace_scope is %s: only descendants "
+			 "can be traced; set it to 0 or use CAP_SYS_PTRACE)",
+			 scope);
+	else
+		snprintf(why, len,
+			 "Operation not permitted (same user needed, or CAP_SYS_PTRACE; a setuid or "
+			 "non-dumpable process needs CAP_SYS_PTRACE too)");
+}

@@ -1,0 +1,325 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Attaching to a running process: seize every thread, stop them all, learn
+ * what they are (libthread_db, stacks), set up tracing, let them go. The
+ * time they stay stopped is reported as session.frozen_ns.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tracer_internal.h"
+
+/* Deadline for every thread to stop after PTRACE_INTERRUPT. A thread in
+ * uninterruptible sleep may not stop for seconds: report it, never hang. */
+#define STOP_DEADLINE_MS 2000
+
+/* Stops that arrive while we attach. Nothing is patched yet: no trap is
+ * ours, signals are kept for delivery, children are noted. */
+static void on_stop_attaching(void *ctx, struct ptw_stop *st)
+{
+	struct ptw_tracer *t = ctx;
+	struct ptw_lwp *l = st->lwp;
+	struct thread *th = thread_of(l);
+	switch (st->kind) {
+	case PTW_STOP_SIGNAL:
+		l->resume_sig = st->sig;
+		break;
+	case PTW_STOP_CLONE: {
+		struct ptw_lwp *cl = ptw_lwp_get(t->proc, (pid_t)st->msg);
+		if (cl)
+			thread_of(cl)->announced = true;
+		break;
+	}
+	case PTW_STOP_FORK:
+	case PTW_STOP_VFORK: {
+		/* No int3 anywhere yet: a child of either kind can go at once. */
+		struct ptw_lwp *cl = ptw_lwp_get(t->proc, (pid_t)st->msg);
+		if (cl) {
+			thread_of(cl)->foreign = true;
+			thread_of(cl)->detach_asap = true;
+		}
+		break;
+	}
+	case PTW_STOP_EXITED:
+	case PTW_STOP_KILLED:
+		if (l->tid == t->proc->pid)
+			t->target_gone = true;
+		free(th);
+		l->user = NULL;
+		break;
+	default:
+		break;
+	}
+}
+
+static char **read_cmdline(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	struct ptw_buf b = { 0 };
+	char chunk[4096];
+	ssize_t n;
+	while ((n = read(fd, chunk, sizeof(chunk))) > 0)
+		ptw_buf_add(&b, chunk, (size_t)n);
+	close(fd);
+	size_t count = 0;
+	for (size_t i = 0; i < b.len; i++)
+		count += b.p[i] == '\0';
+	char **argv = xcalloc(count + 1, sizeof(*argv));
+	size_t k = 0;
+	for (size_t i = 0; i < b.len && k < count; i += strlen(b.p + i) + 1)
+		argv[k++] = xstrdup(b.p + i);
+	ptw_buf_free(&b);
+	return argv;
+}
+
+/* ---- learning return sites from stacks ---- */
+
+/*
+ * The return address of the frame running function [lo, hi) in a stopped
+ * thread's stack: where that function will return to. 0 if not found.
+ */
+static uint64_t return_site(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t lo, uint64_t hi)
+{
+	struct user_regs_struct *regs;
+	uint64_t pcs[64];
+	if (!t->img.syms || ptw_getregs(t->proc, l, &regs) < 0)
+		return 0;
+	int n = ptw_symbols_unwind(t->img.syms, l->tid, regs, pcs, 64);
+	for (int i = 0; i + 1 < n; i++)
+		if (pcs[i] >= lo && pcs[i] < hi)
+			return pcs[i + 1];
+	return 0;
+}
+
+/* main() is running: break where it returns, for its value. */
+static void learn_main_return(struct ptw_tracer *t, struct ptw_lwp *main_lwp)
+{
+	uint64_t lo, hi;
+	if (!t->img.main_addr ||
+	    ptw_symbols_function_range(t->img.syms, t->img.main_addr, &lo, &hi) < 0)
+		return;
+	uint64_t ret = return_site(t, main_lwp, lo, hi);
+	if (ret)
+		insert_bp(t, ret, HOOK_MAIN_RETURN, main_lwp);
+}
+
+/* Without libc's DWARF, start routine returns are caught where start_thread
+ * resumes after the call; the stack of any running pthread shows where. */
+static void learn_start_return(struct ptw_tracer *t, struct ptw_lwp *host)
+{
+	size_t it = 0;
+	void *v;
+	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+		struct ptw_lwp *l = v;
+		struct thread *th = l->user;
+		uint64_t lo, hi;
+		if (!th || !th->start_routine || l->state != PTW_LWP_STOPPED ||
+		    ptw_symbols_function_range(t->img.syms, th->start_routine, &lo, &hi) < 0)
+			continue;
+		uint64_t ret = return_site(t, l, lo, hi);
+		if (ret && insert_bp(t, ret, HOOK_START_RETURN, host) == 0) {
+			t->img.start_return_sites[t->img.nstart_return_sites++] = ret;
+			return;
+		}
+	}
+}
+
+/* ---- enumeration ---- */
+
+static void found_thread(void *ctx, const struct ptw_tdb_thread *info)
+{
+	struct ptw_tracer *t = ctx;
+	struct ptw_lwp *l = ptw_lwp_get(t->proc, info->lid);
+	if (!l || l->tgid != t->proc->pid)
+		return;
+	struct thread *th = thread_of(l);
+	th->pd = info->pthread;
+	th->start_routine = info->startfunc;
+	th->started = true; /* long ago: its start is not ours to see */
+}
+
+static struct ptw_lwp *pick_host(struct ptw_tracer *t)
+{
+	struct ptw_lwp *main_lwp = ptw_lwp_get(t->proc, t->proc->pid);
+	if (main_lwp && main_lwp->state == PTW_LWP_STOPPED)
+		return main_lwp;
+	size_t it = 0;
+	void *v;
+	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+		struct ptw_lwp *l = v;
+		if (l->state == PTW_LWP_STOPPED && l->tgid == t->proc->pid)
+			return l;
+	}
+	return NULL;
+}
+
+/* Names are read while the threads still run: not frozen time. */
+static void collect_names(struct ptw_tracer *t, struct ptw_map *names)
+{
+	size_t it = 0;
+	void *v;
+	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+		struct ptw_lwp *l = v;
+		char *name = read_comm_str(t, l->tid);
+		if (name)
+			ptw_map_put(names, (uint64_t)l->tid, name);
+	}
+}
+
+static void emit_preexisting(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_map *names,
+			     uint64_t ns)
+{
+	struct thread *th = thread_of(l);
+	struct image *img = &t->img;
+	bool is_main = l->tid == t->proc->pid;
+	struct ptw_event ev = ptw_event_init(PTW_EV_PREEXISTING, ns, l->tid);
+	ev.other_tid = t->proc->pid;
+	ev.pthread = th->pd;
+	uint64_t routine = is_main ? img->main_addr : th->start_routine;
+	ev.routine = routine && img->syms ? ptw_symbols_locate(img->syms, routine) : NULL;
+	uint64_t joinid;
+	if (th->pd && img->have_joinid &&
+	    ptw_mem_read(t->proc, th->pd + img->joinid_off, &joinid, sizeof(joinid)) == 0)
+		ev.detached = joinid == th->pd;
+	emit(t, &ev);
+	struct ptw_event name = ptw_event_init(PTW_EV_THREAD_NAME, ns, l->tid);
+	name.name = ptw_map_get(names, (uint64_t)l->tid);
+	if (name.name)
+		emit(t, &name);
+	else
+		read_comm(t, l->tid, ns); /* a thread born while we attached */
+}
+
+int ptw_tracer_attach(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tracer **ret)
+{
+	struct ptw_proc *proc;
+	struct ptw_seize_info info;
+	uint64_t start = ptw_now_ns();
+	int r = ptw_seize(pid, 0, &proc, &info);
+	if (r < 0)
+		return r;
+	struct ptw_tracer *t = xcalloc(1, sizeof(*t));
+	t->o = *o;
+	t->proc = proc;
+	t->start_ns = start;
+	t->img.task_dirfd = -1;
+	t->owned_argv = read_cmdline(proc->mem_pid);
+	t->argv = t->owned_argv;
+	proc->before_block = o->before_block;
+	proc->before_block_ctx = o->before_block_ctx;
+	r = ptw_bptab_new(proc, &t->bps);
+	if (r < 0)
+		goto fail;
+
+	/* Everything that can be learnt with the threads running is learnt
+	 * before they are stopped: modules, debug info, the thread agent. */
+	bool have_tdb = image_load(t) == 0 && tdb_open(t) == 0;
+	struct ptw_map names = { 0 };
+	collect_names(t, &names);
+
+	uint64_t frozen_from = ptw_now_ns();
+	ptw_dbg(PTW_DBG_TRACER, "attach: seized %d threads in %d passes, loaded in %.1f ms",
+		info.threads, info.passes, (double)(frozen_from - start) / 1e6);
+	int stuck = ptw_stop_all(proc, STOP_DEADLINE_MS, on_stop_attaching, t);
+	ptw_dbg(PTW_DBG_TRACER, "attach: all stopped after %.1f ms",
+		(double)(ptw_now_ns() - frozen_from) / 1e6);
+	if (stuck > 0)
+		warn(t, "threads_not_stopped",
+		     "%d threads did not stop within %d ms (uninterruptible sleep?); they are traced "
+		     "from the moment they stop",
+		     stuck, STOP_DEADLINE_MS);
+	struct ptw_lwp *host = pick_host(t);
+	if (!host) {
+		r = -ESRCH;
+		goto fail;
+	}
+	/* Everyone we hold is a thread of the target now, or a fork child. */
+	size_t it = 0;
+	void *v;
+	while (ptw_map_next(&proc->lwps, &it, NULL, &v)) {
+		struct ptw_lwp *l = v;
+		struct thread *th = thread_of(l);
+		if (l->tgid == 0)
+			l->tgid = pid;
+		th->announced = true;
+		th->is_main = l->tid == pid;
+	}
+
+	image_hooks(t, host);
+	if (have_tdb) {
+		r = ptw_tdb_iterate(t->img.tdb, stuck == 0, found_thread, t);
+		ptw_dbg(PTW_DBG_TRACER, "attach: thread_db listed them after %.1f ms",
+			(double)(ptw_now_ns() - frozen_from) / 1e6);
+		if (r < 0)
+			warn(t, "thread_db_iteration", "libthread_db could not list the threads: %s",
+			     strerror(-r));
+		struct ptw_lwp *main_lwp = ptw_lwp_get(proc, pid);
+		if (main_lwp && main_lwp->state == PTW_LWP_STOPPED) {
+			learn_main_return(t, main_lwp);
+			t->img.main_seen = true;
+		}
+		if (!t->img.have_result)
+			learn_start_return(t, host);
+		tracing_setup(t, host);
+		ptw_dbg(PTW_DBG_TRACER, "attach: tracing set up after %.1f ms",
+			(double)(ptw_now_ns() - frozen_from) / 1e6);
+	}
+
+	uint64_t ns = ptw_now_ns();
+	struct ptw_lwp *main_lwp = ptw_lwp_get(proc, pid);
+	if (main_lwp && main_lwp->state != PTW_LWP_GONE)
+		emit_preexisting(t, main_lwp, &names, ns);
+	it = 0;
+	while (ptw_map_next(&proc->lwps, &it, NULL, &v)) {
+		struct ptw_lwp *l = v;
+		if (l != main_lwp && l->tgid == pid && l->state != PTW_LWP_GONE &&
+		    !thread_of(l)->foreign)
+			emit_preexisting(t, l, &names, ns);
+	}
+	it = 0;
+	while (ptw_map_next(&names, &it, NULL, &v))
+		free(v);
+	ptw_map_free(&names);
+
+	ptw_dbg(PTW_DBG_TRACER, "attach: spans emitted after %.1f ms",
+		(double)(ptw_now_ns() - frozen_from) / 1e6);
+	/* Let go: fork children for good, the target's threads to run. */
+	struct ptw_lwp **all = NULL;
+	size_t n = 0;
+	it = 0;
+	while (ptw_map_next(&proc->lwps, &it, NULL, &v)) {
+		all = xreallocarray(all, n + 1, sizeof(*all));
+		all[n++] = v;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct thread *th = thread_of(all[i]);
+		if (th->detach_asap && all[i]->state == PTW_LWP_STOPPED) {
+			ptw_detach_lwp(proc, all[i]);
+			free(th);
+			all[i]->user = NULL;
+			ptw_lwp_forget(proc, all[i]);
+		} else {
+			ptw_resume(proc, all[i]);
+		}
+	}
+	free(all);
+	t->frozen_ns += ptw_now_ns() - frozen_from;
+	ptw_dbg(PTW_DBG_TRACER, "attached to %d: %d threads, %d passes, frozen %.3f ms", pid,
+		info.threads, info.passes, (double)t->frozen_ns / 1e6);
+	*ret = t;
+	return 0;
+
+fail:
+	ptw_tracer_detach(t);
+	ptw_tracer_free(t);
+	return r;
+}
