@@ -243,6 +243,9 @@ int ptw_mem_write(struct ptw_proc *p, uint64_t addr, const void *buf, size_t len
  * process_vm_writev per IOV_MAX addresses). Returns 0 or -errno. */
 int ptw_mem_write_scattered(struct ptw_proc *p, const uint64_t *addrs, size_t n, const void *buf,
 			    size_t len);
+/* Called with every /proc/TID/mem fd the attach layer opens for a target
+ * (so that the guardian can hold one too). */
+void ptw_set_mem_fd_hook(void (*hook)(int fd));
 /* Forgets the read snapshot (memory changed behind the cache's back). */
 void ptw_mem_invalidate(struct ptw_proc *p);
 /* Writes through /proc/PID/mem (text pokes). */

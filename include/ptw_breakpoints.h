@@ -151,6 +151,18 @@ int ptw_bp_step_over(struct ptw_bptab *t, struct ptw_bp *bp, struct ptw_lwp *l);
 /* Reads target memory as it would be without our int3 bytes. */
 int ptw_bp_read_original(struct ptw_bptab *t, uint64_t addr, void *buf, size_t len);
 
+/*
+ * A thread stopped inside an out-of-line slot is about to run the displaced
+ * instruction (rip at the slot) or to jump back (rip after it): the same
+ * point in the original code is bp->addr or bp->addr + len. Returns true
+ * and *ret_rip if rip is in a slot.
+ */
+bool ptw_bp_xol_origin(const struct ptw_bptab *t, uint64_t rip, uint64_t *ret_rip);
+/* Unmaps the out-of-line pages (detach; no thread may be in one: move them
+ * out with ptw_bp_xol_origin first). host runs the munmaps. Returns the
+ * number of pages left mapped. */
+int ptw_bp_unmap_xol(struct ptw_bptab *t, struct ptw_lwp *host);
+
 /* Writes back every journaled byte whose mapping is unchanged (detach).
  * Returns the number of bytes that could not be restored. */
 int ptw_bp_restore_all(struct ptw_bptab *t);
@@ -169,5 +181,15 @@ size_t ptw_bp_xol_pages(const struct ptw_bptab *t);
  * an already open fd. Safe to call at any time.
  */
 void ptw_bp_emergency_restore(void);
+
+/*
+ * The journal in a shared mapping, created before ptwatch splits in two so
+ * that the guardian (the other process) sees every entry. Returns 0 or
+ * -errno; without it each table keeps a private journal.
+ */
+int ptw_bp_journal_prepare(void);
+/* Guardian: writes back every active entry through mem_fd (the tracer is
+ * gone). Returns the number that could not be restored. */
+int ptw_bp_journal_restore(int mem_fd, int *ret_restored);
 
 #endif

@@ -64,6 +64,8 @@ int ptw_tdb_thread_enable(struct ptw_tdb *t, uint64_t pd);
  * back to one td_thr_event_enable per thread. Returns 0 or -errno.
  */
 int ptw_tdb_threads_enable(struct ptw_tdb *t, const uint64_t *pds, size_t n);
+/* The reverse (detach): report_events off again. */
+int ptw_tdb_threads_disable(struct ptw_tdb *t, const uint64_t *pds, size_t n);
 
 /* td_ta_map_lwp2thr: tid must be ptrace-stopped (its fs_base is read). */
 int ptw_tdb_map_lwp(struct ptw_tdb *t, pid_t tid, uint64_t *ret_pd);

@@ -14,6 +14,7 @@
 #include "config.h"
 #include "ptw_attach.h"
 #include "ptw_breakpoints.h"
+#include "ptw_guardian.h"
 #include "ptw_output.h"
 #include "ptw_spans.h"
 #include "ptw_tracer.h"
@@ -226,7 +227,9 @@ static int write_all(int fd, const char *p, size_t len)
 
 static void __attribute__((noreturn)) die_of_signal(int sig)
 {
-	/* Like strace: die of the same signal, without a core of our own. */
+	/* Like strace: die of the same signal, without a core of our own.
+	 * The guardian is told, so it dies of it too. */
+	ptw_guardian_mirror_signal(sig);
 	struct rlimit rl = { 0, 0 };
 	setrlimit(RLIMIT_CORE, &rl);
 	signal(sig, SIG_DFL);
@@ -317,6 +320,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ptwatch: cannot set up signal handling: %s\n", strerror(-r));
 		return 1;
 	}
+	/* Two processes from here: this one guards, its child traces (see
+	 * ptw_guardian.h). If that cannot be had, one process still works. */
+	if (ptw_bp_journal_prepare() == 0 && ptw_guardian_split() == 0)
+		ptw_set_mem_fd_hook(ptw_guardian_share_mem);
 	install_crash_handlers();
 
 	struct session s = { .spans = ptw_spans_new(), .quiet = o.quiet, .start_ns = ptw_now_ns() };

@@ -48,6 +48,13 @@ const sigset_t *ptw_signals_original_mask(void)
 
 /* ---- LWP table ---- */
 
+static void (*mem_fd_hook)(int fd);
+
+void ptw_set_mem_fd_hook(void (*hook)(int fd))
+{
+	mem_fd_hook = hook;
+}
+
 static void reopen_mem(struct ptw_proc *p)
 {
 	char path[64];
@@ -56,12 +63,13 @@ static void reopen_mem(struct ptw_proc *p)
 	if (fd < 0)
 		return;
 	if (p->mem_fd >= 0) {
-		/* Same number: a guardian holding it sees the change. */
 		dup3(fd, p->mem_fd, O_CLOEXEC);
 		close(fd);
 	} else {
 		p->mem_fd = fd;
 	}
+	if (mem_fd_hook)
+		mem_fd_hook(p->mem_fd);
 }
 
 static struct ptw_proc *proc_new(pid_t pid)

@@ -68,11 +68,34 @@ static void maps_changed(struct ptw_bptab *t)
 /* For ptw_bp_emergency_restore: the one live table. */
 static struct ptw_bptab *volatile live_table;
 
+/* The shared journal (ptw_bp_journal_prepare), or NULL. */
+static struct journal *shared_journal;
+
+int ptw_bp_journal_prepare(void)
+{
+	if (!shared_journal)
+		shared_journal = journal_new(0);
+	return shared_journal ? 0 : -ENOMEM;
+}
+
+int ptw_bp_journal_restore(int mem_fd, int *ret_restored)
+{
+	*ret_restored = 0;
+	if (!shared_journal || !shared_journal->pid)
+		return 0;
+	return journal_restore(shared_journal, shared_journal->pid, mem_fd, ret_restored);
+}
+
 int ptw_bptab_new(struct ptw_proc *proc, struct ptw_bptab **ret)
 {
 	struct ptw_bptab *t = xcalloc(1, sizeof(*t));
 	t->proc = proc;
-	t->journal = journal_new(proc->mem_pid);
+	if (shared_journal) {
+		journal_clear(shared_journal);
+		t->journal = shared_journal;
+	} else {
+		t->journal = journal_new(proc->mem_pid);
+	}
 	if (!t->journal) {
 		free(t);
 		return -ENOMEM;
@@ -98,7 +121,8 @@ void ptw_bptab_free(struct ptw_bptab *t)
 	if (live_table == t)
 		live_table = NULL;
 	free_bps(t);
-	journal_free(t->journal);
+	if (t->journal != shared_journal)
+		journal_free(t->journal);
 	free(t->pages);
 	free(t->maps);
 	free(t);
@@ -400,6 +424,54 @@ int ptw_bp_step_over(struct ptw_bptab *t, struct ptw_bp *bp, struct ptw_lwp *l)
 	}
 	ptw_regs_dirty(l);
 	return 0;
+}
+
+/* ---- leaving ---- */
+
+bool ptw_bp_xol_origin(const struct ptw_bptab *t, uint64_t rip, uint64_t *ret_rip)
+{
+	bool in_page = false;
+	for (size_t i = 0; i < t->npages; i++)
+		if (rip >= t->pages[i].addr && rip < t->pages[i].addr + PAGE)
+			in_page = true;
+	if (!in_page)
+		return false;
+	size_t it = 0;
+	void *v;
+	while (ptw_map_next(&t->by_addr, &it, NULL, &v)) {
+		const struct ptw_bp *bp = v;
+		if (bp->plan.kind != PTW_INSN_XOL)
+			continue;
+		if (rip == bp->xol_slot) {
+			*ret_rip = bp->addr;
+			return true;
+		}
+		if (rip == bp->xol_slot + bp->plan.len) {
+			*ret_rip = bp->addr + bp->plan.len;
+			return true;
+		}
+	}
+	return false;
+}
+
+int ptw_bp_unmap_xol(struct ptw_bptab *t, struct ptw_lwp *host)
+{
+	int left = 0;
+	for (size_t i = 0; i < t->npages; i++) {
+		uint64_t args[6] = { t->pages[i].addr, PAGE, 0, 0, 0, 0 };
+		int64_t ret = -1;
+		if (!host || find_syscall_insn(t) < 0 ||
+		    ptw_inject_syscall(t->proc, host, t->syscall_insn, SYS_munmap, args, &ret) < 0 ||
+		    ret != 0)
+			left++;
+	}
+	if (!left) {
+		free(t->pages);
+		t->pages = NULL;
+		t->npages = 0;
+		maps_changed(t);
+	}
+	return left;
 }
 
 /* ---- restore ---- */

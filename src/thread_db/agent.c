@@ -207,7 +207,7 @@ static int field_offset(struct ptw_tdb *t, const char *descriptor, uint32_t *ret
 	return 0;
 }
 
-int ptw_tdb_threads_enable(struct ptw_tdb *t, const uint64_t *pds, size_t n)
+static int threads_set(struct ptw_tdb *t, const uint64_t *pds, size_t n, uint8_t value)
 {
 	uint32_t off, bits;
 	if (n > 2 && field_offset(t, "_thread_db_pthread_report_events", &off, &bits) == 0 &&
@@ -215,20 +215,31 @@ int ptw_tdb_threads_enable(struct ptw_tdb *t, const uint64_t *pds, size_t n)
 		uint64_t *addrs = xcalloc(n, sizeof(*addrs));
 		for (size_t i = 0; i < n; i++)
 			addrs[i] = pds[i] + off;
-		static const uint8_t on = 1;
-		int r = ptw_mem_write_scattered(t->ph.proc, addrs, n, &on, 1);
+		int r = ptw_mem_write_scattered(t->ph.proc, addrs, n, &value, 1);
 		free(addrs);
 		/* Trust, but confirm with libthread_db itself. */
 		struct ptw_tdb_thread a, b;
-		if (r == 0 && ptw_tdb_thread_info(t, pds[0], &a) == 0 && a.traceme &&
-		    ptw_tdb_thread_info(t, pds[n - 1], &b) == 0 && b.traceme)
+		if (r == 0 && ptw_tdb_thread_info(t, pds[0], &a) == 0 && a.traceme == value &&
+		    ptw_tdb_thread_info(t, pds[n - 1], &b) == 0 && b.traceme == value)
 			return 0;
 	}
 	int r = 0;
-	for (size_t i = 0; i < n; i++)
-		if (ptw_tdb_thread_enable(t, pds[i]) < 0)
+	for (size_t i = 0; i < n; i++) {
+		td_thrhandle_t th = { .th_ta_p = t->ta, .th_unique = (psaddr_t)(uintptr_t)pds[i] };
+		if (value ? ptw_tdb_thread_enable(t, pds[i]) < 0 : td_thr_event_enable(&th, 0) != TD_OK)
 			r = -EIO;
+	}
 	return r;
+}
+
+int ptw_tdb_threads_enable(struct ptw_tdb *t, const uint64_t *pds, size_t n)
+{
+	return threads_set(t, pds, n, 1);
+}
+
+int ptw_tdb_threads_disable(struct ptw_tdb *t, const uint64_t *pds, size_t n)
+{
+	return threads_set(t, pds, n, 0);
 }
 
 int ptw_tdb_map_lwp(struct ptw_tdb *t, pid_t tid, uint64_t *ret_pd)

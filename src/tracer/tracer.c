@@ -513,6 +513,52 @@ static void on_stop_detaching(void *ctx, struct ptw_stop *st)
 	}
 }
 
+/* Puts the thread_db state back: event mask cleared, report_events off on
+ * every thread we turned it on for. */
+static void disable_thread_events(struct ptw_tracer *t)
+{
+	ptw_tdb_disable_events(t->img.tdb);
+	size_t it = 0, n = 0;
+	void *v;
+	uint64_t *pds = xcalloc(t->proc->lwps.count + 1, sizeof(*pds));
+	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+		struct ptw_lwp *l = v;
+		struct thread *th = l->user;
+		if (th && th->pd && is_target_lwp(t, l) && l->state != PTW_LWP_GONE)
+			pds[n++] = th->pd;
+	}
+	ptw_tdb_threads_disable(t->img.tdb, pds, n);
+	free(pds);
+}
+
+/* Threads in an out-of-line slot go back to the same point in the original
+ * code; then the pages go. Nothing of ours stays mapped in the target. */
+static void leave_xol_pages(struct ptw_tracer *t)
+{
+	if (!ptw_bp_xol_pages(t->bps))
+		return;
+	struct ptw_lwp *host = NULL;
+	size_t it = 0;
+	void *v;
+	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+		struct ptw_lwp *l = v;
+		struct user_regs_struct *regs;
+		uint64_t rip;
+		if (l->state != PTW_LWP_STOPPED || ptw_getregs(t->proc, l, &regs) < 0)
+			continue;
+		if (ptw_bp_xol_origin(t->bps, regs->rip, &rip)) {
+			regs->rip = rip;
+			ptw_regs_dirty(l);
+		}
+		if (!host && is_target_lwp(t, l) && !l->resume_sig)
+			host = l;
+	}
+	int left = ptw_bp_unmap_xol(t->bps, host);
+	if (left)
+		warn(t, "xol_page_left", "%d out-of-line pages (r-x, 4 KiB) stay mapped in %d", left,
+		     t->proc->pid);
+}
+
 int ptw_tracer_detach(struct ptw_tracer *t)
 {
 	if (t->target_gone || t->detached)
@@ -543,7 +589,8 @@ int ptw_tracer_detach(struct ptw_tracer *t)
 	}
 
 	if (t->img.tdb)
-		ptw_tdb_disable_events(t->img.tdb);
+		disable_thread_events(t);
+	leave_xol_pages(t);
 	int failed = ptw_bp_restore_all(t->bps);
 	if (failed)
 		warn(t, "restore_failed", "%d patched bytes could not be restored", failed);

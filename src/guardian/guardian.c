@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: MIT */
+/* The front/tracer split and the guardian; see ptw_guardian.h. */
+#define _GNU_SOURCE
+#include "ptw_guardian.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ptw_attach.h"
+#include "ptw_breakpoints.h"
+#include "ptw_util.h"
+
+/* Tracer side: the socket to the front (-1 when not split). */
+static int front_sock = -1;
+
+enum { MSG_MEM_FD = 1, MSG_MIRROR = 2 };
+
+struct msg {
+	int type;
+	int value;
+};
+
+void ptw_guardian_share_mem(int fd)
+{
+	if (front_sock < 0 || fd < 0)
+		return;
+	struct msg m = { MSG_MEM_FD, 0 };
+	struct iovec iov = { &m, sizeof(m) };
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			     .msg_controllen = sizeof(u.buf) };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	while (sendmsg(front_sock, &mh, MSG_NOSIGNAL) < 0 && errno == EINTR)
+		;
+}
+
+void ptw_guardian_mirror_signal(int sig)
+{
+	if (front_sock < 0)
+		return;
+	struct msg m = { MSG_MIRROR, sig };
+	while (send(front_sock, &m, sizeof(m), MSG_NOSIGNAL) < 0 && errno == EINTR)
+		;
+}
+
+/* ---- the front ---- */
+
+struct front {
+	pid_t tracer;
+	int sock, sigfd;
+	int mem_fd;	/* latest from the tracer */
+	int mirror_sig; /* the tracer will die of this on purpose */
+};
+
+static void receive(struct front *f)
+{
+	for (;;) {
+		struct msg m;
+		struct iovec iov = { &m, sizeof(m) };
+		union {
+			char buf[CMSG_SPACE(sizeof(int))];
+			struct cmsghdr align;
+		} u;
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+				     .msg_controllen = sizeof(u.buf) };
+		ssize_t n = recvmsg(f->sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		if (n != (ssize_t)sizeof(m))
+			return;
+		if (m.type == MSG_MIRROR) {
+			f->mirror_sig = m.value;
+			continue;
+		}
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		if (m.type == MSG_MEM_FD && c && c->cmsg_type == SCM_RIGHTS) {
+			int fd;
+			memcpy(&fd, CMSG_DATA(c), sizeof(int));
+			if (f->mem_fd >= 0)
+				close(f->mem_fd);
+			f->mem_fd = fd;
+		}
+	}
+}
+
+static void __attribute__((noreturn)) die_of(int sig)
+{
+	struct rlimit rl = { 0, 0 };
+	setrlimit(RLIMIT_CORE, &rl);
+	signal(sig, SIG_DFL);
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	sigprocmask(SIG_UNBLOCK, &set, NULL);
+	raise(sig);
+	_exit(128 + sig);
+}
+
+static void __attribute__((noreturn)) tracer_ended(struct front *f, int status)
+{
+	receive(f); /* a mirror notice or a last fd may still be queued */
+	int restored = 0, failed = 0;
+	if (f->mem_fd >= 0)
+		failed = ptw_bp_journal_restore(f->mem_fd, &restored);
+	if (WIFEXITED(status)) {
+		if (restored)
+			fprintf(stderr, "ptwatch: restored %d bytes the tracer left patched\n", restored);
+		_exit(WEXITSTATUS(status));
+	}
+	int sig = WTERMSIG(status);
+	if (sig == f->mirror_sig)
+		die_of(sig);
+	fprintf(stderr,
+		"ptwatch: the tracer process died (%s); restored %d patched bytes%s; the target "
+		"keeps running untraced\n",
+		ptw_signame(sig), restored, failed ? " (some could not be)" : "");
+	_exit(128 + sig);
+}
+
+static void __attribute__((noreturn)) guard(struct front *f)
+{
+	for (;;) {
+		struct pollfd p[2] = { { f->sock, POLLIN, 0 }, { f->sigfd, POLLIN, 0 } };
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (p[0].revents & POLLIN)
+			receive(f);
+		if (p[1].revents & POLLIN) {
+			struct signalfd_siginfo si;
+			while (read(f->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+				if (si.ssi_signo != SIGCHLD)
+					kill(f->tracer, (int)si.ssi_signo); /* ends its session */
+		}
+		int status;
+		pid_t w = waitpid(f->tracer, &status, WNOHANG);
+		if (w == f->tracer)
+			tracer_ended(f, status);
+		if (w < 0 && errno == ECHILD)
+			break;
+	}
+	_exit(1);
+}
+
+int ptw_guardian_split(void)
+{
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return -errno;
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid < 0) {
+		int e = errno;
+		close(sv[0]);
+		close(sv[1]);
+		return -e;
+	}
+	if (pid == 0) {
+		close(sv[0]);
+		front_sock = sv[1];
+		/* Front gone (even SIGKILL): detach cleanly, as on Ctrl-C. */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (getppid() != parent)
+			raise(SIGTERM);
+		prctl(PR_SET_NAME, "ptw-tracer");
+		return 0;
+	}
+	close(sv[1]);
+	struct front f = { .tracer = pid, .sock = sv[0], .mem_fd = -1 };
+	sigset_t set;
+	sigemptyset(&set);
+	int sigs[] = PTW_SESSION_SIGNALS;
+	for (size_t i = 0; i < PTW_ARRAY_SIZE(sigs); i++)
+		sigaddset(&set, sigs[i]);
+	sigaddset(&set, SIGCHLD);
+	f.sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	guard(&f);
+}
