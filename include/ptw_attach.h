@@ -88,6 +88,8 @@ struct ptw_lwp {
 	bool interrupt_sent;
 	bool exiting;	    /* resumed from its PTRACE_EVENT_EXIT stop: only death follows
 			       (a zombie leader reports it when the last thread is gone) */
+	bool unstoppable;   /* missed a stop-all deadline (uninterruptible sleep): later
+			       stop-alls do not wait for it again; cleared when it stops */
 	int resume_sig;	    /* signal to deliver at the next resume (0 = none) */
 	struct user_regs_struct regs;
 	bool regs_valid, regs_dirty;

@@ -34,6 +34,17 @@ enum ptw_event_kind {
 	PTW_EV_EXEC,	       /* tid (now pid) exec'd; other_tid = its former tid */
 	PTW_EV_PROCESS_EXIT,   /* the process ended: exit_code or sig (+core_dumped) */
 	PTW_EV_DETACHED,       /* ptwatch let go; the process lives on */
+	PTW_EV_THREAD_STATE,   /* snapshot of tid: state, stack, what it waits for */
+};
+
+/* What a blocked thread waits for (snapshot). */
+enum ptw_wait_kind {
+	PTW_WAIT_NONE,
+	PTW_WAIT_MUTEX,
+	PTW_WAIT_JOIN,
+	PTW_WAIT_RWLOCK,
+	PTW_WAIT_COND,
+	PTW_WAIT_OTHER,
 };
 
 enum ptw_exit_how {
@@ -61,6 +72,14 @@ struct ptw_event {
 	int sig;
 	bool core_dumped;
 	const char *name; /* copied by the consumer */
+	/* THREAD_STATE (all copied by the consumer) */
+	const char *state;			  /* "S futex" */
+	const char *wchan;
+	const struct ptw_location *const *stack; /* innermost first */
+	size_t nstack;
+	enum ptw_wait_kind wait_kind;
+	uint64_t wait_object;
+	pid_t wait_owner; /* 0 unknown */
 };
 
 /* An event with every optional field set to "unknown". */
@@ -76,5 +95,6 @@ static inline struct ptw_event ptw_event_init(enum ptw_event_kind kind, uint64_t
 }
 
 const char *ptw_event_kind_name(enum ptw_event_kind kind);
+const char *ptw_wait_kind_name(enum ptw_wait_kind kind);
 
 #endif

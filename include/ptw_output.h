@@ -63,6 +63,7 @@ struct ptw_report {
 	uint64_t start_ns, end_ns, frozen_ns;
 	const char *end_reason;
 	const char *strategy; /* "debuginfo" | "breakpoints" | "lwp" */
+	bool snapshot;	      /* spans carry state, stack, waits_for */
 	uint64_t tracer_user_ns, tracer_sys_ns; /* ptwatch's own CPU time */
 	uint64_t stops_total;
 	const char *const *stop_names;
@@ -81,6 +82,8 @@ void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out);
 /* One readable line for an event the span engine consumed (may add nothing). */
 void ptw_text_event(struct ptw_buf *out, uint64_t session_start_ns, const struct ptw_event *ev,
 		    const struct ptw_span *sp);
+/* --snapshot's text: deadlocks, then threads grouped by identical stack. */
+void ptw_text_snapshot(struct ptw_buf *out, const struct ptw_report *r);
 /* The summary table and metrics for the end of the text output. */
 void ptw_text_summary(struct ptw_buf *out, const struct ptw_report *r);
 

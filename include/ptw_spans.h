@@ -82,6 +82,21 @@ struct ptw_span {
 	bool group_ending;    /* went down with the process: final at PROCESS_EXIT */
 	int fatal_sig;	      /* last default-fatal signal delivered to it */
 	bool active;	      /* counted in the active series */
+
+	/* snapshot */
+	char *state, *wchan;
+	const struct ptw_location **stack;
+	size_t nstack;
+	enum ptw_wait_kind wait_kind;
+	uint64_t wait_object;
+	pid_t wait_owner;
+};
+
+/* A cycle in the wait-for graph: each span waits for the next (and the last
+ * for the first). */
+struct ptw_deadlock {
+	const struct ptw_span **spans;
+	size_t n;
 };
 
 struct ptw_distribution {
@@ -117,6 +132,14 @@ const struct ptw_span *ptw_spans_get(const struct ptw_spans *s, size_t i);
 const struct ptw_span *ptw_spans_by_tid(const struct ptw_spans *s, pid_t tid);
 
 void ptw_spans_metrics(struct ptw_spans *s, struct ptw_metrics *ret);
+
+/*
+ * Deadlocks among the live spans: cycles of "waits for a mutex / rwlock
+ * held by, or joins, that thread". Returns how many; *ret is an array the
+ * caller frees with ptw_deadlocks_free.
+ */
+size_t ptw_spans_deadlocks(const struct ptw_spans *s, struct ptw_deadlock **ret);
+void ptw_deadlocks_free(struct ptw_deadlock *d, size_t n);
 
 const char *ptw_status_name(enum ptw_status st);
 const char *ptw_method_name(enum ptw_method m);

@@ -67,6 +67,10 @@ int ptw_tdb_threads_enable(struct ptw_tdb *t, const uint64_t *pds, size_t n);
 /* The reverse (detach): report_events off again. */
 int ptw_tdb_threads_disable(struct ptw_tdb *t, const uint64_t *pds, size_t n);
 
+/* Offset of a struct pthread field ("tid", "report_events", ...) from
+ * libthread_db's own descriptor of it. Returns 0 or -ENOENT. */
+int ptw_tdb_pthread_field(struct ptw_tdb *t, const char *field, uint32_t *ret_offset);
+
 /* td_ta_map_lwp2thr: tid must be ptrace-stopped (its fs_base is read). */
 int ptw_tdb_map_lwp(struct ptw_tdb *t, pid_t tid, uint64_t *ret_pd);
 

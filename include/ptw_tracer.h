@@ -31,6 +31,7 @@ enum ptw_end_reason {
 	PTW_END_INTERRUPTED,
 	PTW_END_DURATION,
 	PTW_END_ERROR,
+	PTW_END_SNAPSHOT,
 };
 const char *ptw_end_reason_name(enum ptw_end_reason r);
 
@@ -51,6 +52,14 @@ int ptw_tracer_launch(const struct ptw_tracer_opts *o, char *const argv[], int c
  * (no such process / nothing to attach), -EPERM, or -errno.
  */
 int ptw_tracer_attach(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tracer **ret);
+
+/*
+ * Attaches to pid only to record every thread: kernel state, backtrace and
+ * what it waits for (spans with stack, state, waits_for). Nothing is
+ * patched; the threads stay stopped until ptw_tracer_detach(). Returns 0,
+ * -ESRCH, -EPERM or -errno.
+ */
+int ptw_tracer_snapshot(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tracer **ret);
 
 /*
  * Traces until the target exits, ptwatch gets a session signal, or

@@ -22,6 +22,7 @@
 
 struct options {
 	pid_t pid; /* -p: attach; 0: launch argv */
+	bool snapshot;
 	bool json;
 	const char *output;
 	bool quiet;
@@ -50,6 +51,8 @@ static void usage(FILE *f)
 		"Options:\n"
 		"  -p, --pid=PID        attach to the running process PID; Ctrl-C (or --duration)\n"
 		"                       detaches and leaves it running as before\n"
+		"  --snapshot           with -p: record every thread (state, stack, what it\n"
+		"                       waits for; deadlocks) and detach at once\n"
 		"  --json               write the spans document (JSON) to standard output;\n"
 		"                       COMMAND's standard output then goes to standard error\n"
 		"  -o, --output=FILE    write the spans document to FILE (implies --json)\n"
@@ -78,10 +81,11 @@ static void die_usage(const char *fmt, const char *arg)
 
 static void parse_options(int argc, char **argv, struct options *o)
 {
-	enum { OPT_JSON = 256, OPT_DURATION, OPT_NO_DEBUG_FILES, OPT_CREATE_EVENTS, OPT_DEBUG };
+	enum { OPT_JSON = 256, OPT_SNAPSHOT, OPT_DURATION, OPT_NO_DEBUG_FILES, OPT_CREATE_EVENTS, OPT_DEBUG };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "json", no_argument, NULL, OPT_JSON },
+		{ "snapshot", no_argument, NULL, OPT_SNAPSHOT },
 		{ "output", required_argument, NULL, 'o' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "duration", required_argument, NULL, OPT_DURATION },
@@ -114,6 +118,9 @@ static void parse_options(int argc, char **argv, struct options *o)
 		}
 		case OPT_JSON:
 			o->json = true;
+			break;
+		case OPT_SNAPSHOT:
+			o->snapshot = true;
 			break;
 		case 'o':
 			o->output = optarg;
@@ -154,6 +161,8 @@ static void parse_options(int argc, char **argv, struct options *o)
 			exit(2);
 		}
 	}
+	if (o->snapshot && !o->pid)
+		die_usage("%s", "--snapshot needs -p PID");
 	if (o->pid && optind < argc)
 		die_usage("%s", "give either -p PID or a command, not both");
 	if (!o->pid && optind >= argc)
@@ -244,9 +253,10 @@ static void __attribute__((noreturn)) die_of_signal(int sig)
 /* Trace until the end, let go, report; the exit status. */
 static int session(const struct options *o, struct session *s, struct ptw_tracer *t, int out_fd)
 {
-	enum ptw_end_reason reason;
-	int sig;
-	int r = ptw_tracer_run(t, o->duration_ms, &reason, &sig);
+	enum ptw_end_reason reason = PTW_END_SNAPSHOT;
+	int sig = 0, r = 0;
+	if (!o->snapshot)
+		r = ptw_tracer_run(t, o->duration_ms, &reason, &sig);
 	if (r < 0)
 		fprintf(stderr, "ptwatch: tracing failed: %s\n", strerror(-r));
 	if (reason != PTW_END_TARGET_EXITED)
@@ -279,7 +289,10 @@ static int session(const struct options *o, struct session *s, struct ptw_tracer
 			close(out_fd);
 		ptw_buf_reset(&out);
 	}
-	ptw_text_summary(&out, &rep);
+	if (o->snapshot)
+		ptw_text_snapshot(&out, &rep);
+	else
+		ptw_text_summary(&out, &rep);
 	write_all(STDERR_FILENO, out.p, out.len);
 	ptw_buf_free(&out);
 
@@ -326,7 +339,9 @@ int main(int argc, char **argv)
 		ptw_set_mem_fd_hook(ptw_guardian_share_mem);
 	install_crash_handlers();
 
-	struct session s = { .spans = ptw_spans_new(), .quiet = o.quiet, .start_ns = ptw_now_ns() };
+	/* A snapshot has no events to tell as they happen: it is its report. */
+	struct session s = { .spans = ptw_spans_new(), .quiet = o.quiet || o.snapshot,
+			     .start_ns = ptw_now_ns() };
 	struct ptw_tracer_opts to = {
 		.use_debug_files = o.use_debug_files,
 		.create_events = o.create_events,
@@ -340,7 +355,8 @@ int main(int argc, char **argv)
 		char why[256];
 		r = ptw_check_target(o.pid, why, sizeof(why));
 		if (r == 0)
-			r = ptw_tracer_attach(&to, o.pid, &t);
+			r = o.snapshot ? ptw_tracer_snapshot(&to, o.pid, &t)
+				       : ptw_tracer_attach(&to, o.pid, &t);
 		if (r == -EPERM)
 			ptw_explain_eperm(o.pid, why, sizeof(why));
 		else if (r == -ESRCH && !why[0])

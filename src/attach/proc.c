@@ -169,6 +169,7 @@ static void record_status(struct ptw_proc *p, pid_t tid, int status, struct ptw_
 	l->stop_ns = st->ns;
 	l->regs_valid = false;
 	l->regs_dirty = false;
+	l->unstoppable = false;
 
 	switch (c.kind) {
 	case PTW_STOP_EXITED:
@@ -813,7 +814,7 @@ int ptw_seize(pid_t pid, unsigned extra_options, struct ptw_proc **ret_proc,
 
 static bool lwp_needs_stop(const struct ptw_lwp *l)
 {
-	return l->state == PTW_LWP_RUNNING && !l->exiting;
+	return l->state == PTW_LWP_RUNNING && !l->exiting && !l->unstoppable;
 }
 
 /* Interrupts every LWP that needs it and lists it in *list. */
@@ -895,6 +896,8 @@ int ptw_stop_all(struct ptw_proc *p, int deadline_ms, ptw_stop_cb on_stop, void 
 		uint64_t now = ptw_now_ns();
 		if (now >= deadline) {
 			left = (int)n;
+			for (size_t i = 0; i < n; i++)
+				list[i]->unstoppable = true;
 			break;
 		}
 		struct pollfd pfd = { .fd = p->sigfd, .events = POLLIN };

@@ -300,6 +300,26 @@ static void json_span(struct ptw_json *j, const struct ptw_span *sp)
 	else
 		ptw_json_null(j, "lifetime_ns");
 	ptw_json_bool(j, "uncertain", sp->uncertain);
+	if (sp->state) {
+		ptw_json_string(j, "state", sp->state);
+		ptw_json_string(j, "wchan", sp->wchan);
+		ptw_json_begin_array(j, "stack");
+		for (size_t i = 0; i < sp->nstack; i++)
+			json_location(j, NULL, sp->stack[i], "??");
+		ptw_json_end_array(j);
+		if (sp->wait_kind == PTW_WAIT_NONE) {
+			ptw_json_null(j, "waits_for");
+		} else {
+			ptw_json_begin_object(j, "waits_for");
+			ptw_json_string(j, "kind", ptw_wait_kind_name(sp->wait_kind));
+			ptw_json_hex(j, "object", sp->wait_object);
+			if (sp->wait_owner)
+				ptw_json_int(j, "owner_tid", sp->wait_owner);
+			else
+				ptw_json_null(j, "owner_tid");
+			ptw_json_end_object(j);
+		}
+	}
 	ptw_json_end_object(j);
 }
 
@@ -412,6 +432,26 @@ void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 	ptw_json_end_array(j);
 	j->pretty = pretty;
 	ptw_json_end_object(j);
+
+	if (r->snapshot) {
+		struct ptw_deadlock *dl;
+		size_t ndl = ptw_spans_deadlocks(r->spans, &dl);
+		ptw_json_begin_array(j, "deadlocks");
+		for (size_t i = 0; i < ndl; i++) {
+			ptw_json_begin_object(j, NULL);
+			ptw_json_begin_array(j, "spans");
+			for (size_t k = 0; k < dl[i].n; k++)
+				ptw_json_uint(j, NULL, dl[i].spans[k]->id);
+			ptw_json_end_array(j);
+			ptw_json_begin_array(j, "tids");
+			for (size_t k = 0; k < dl[i].n; k++)
+				ptw_json_int(j, NULL, dl[i].spans[k]->tid);
+			ptw_json_end_array(j);
+			ptw_json_end_object(j);
+		}
+		ptw_json_end_array(j);
+		ptw_deadlocks_free(dl, ndl);
+	}
 
 	ptw_json_begin_array(j, "warnings");
 	for (size_t i = 0; i < r->nwarnings; i++) {

@@ -405,3 +405,140 @@ void ptw_text_summary(struct ptw_buf *out, const struct ptw_report *r)
 	for (size_t i = 0; i < r->nwarnings; i++)
 		ptw_buf_printf(out, "  warning: %s\n", r->warnings[i].message);
 }
+
+/* ---- snapshot ---- */
+
+static void thread_label(struct ptw_buf *out, const struct ptw_span *sp)
+{
+	ptw_buf_printf(out, "thread %d", sp->tid);
+	if (sp->name)
+		ptw_buf_printf(out, " (%s)", sp->name);
+}
+
+static void wait_text(struct ptw_buf *out, const struct ptw_span *sp)
+{
+	if (sp->wait_kind == PTW_WAIT_NONE)
+		return;
+	if (sp->wait_kind == PTW_WAIT_JOIN)
+		ptw_buf_printf(out, "joins pthread %#" PRIx64, sp->wait_object);
+	else
+		ptw_buf_printf(out, "waits for %s %#" PRIx64, ptw_wait_kind_name(sp->wait_kind),
+			       sp->wait_object);
+	if (sp->wait_owner)
+		ptw_buf_printf(out, sp->wait_kind == PTW_WAIT_JOIN ? " (thread %d)" : " held by thread %d",
+			       sp->wait_owner);
+}
+
+static bool same_stack(const struct ptw_span *a, const struct ptw_span *b)
+{
+	if (a->nstack != b->nstack)
+		return false;
+	for (size_t i = 0; i < a->nstack; i++)
+		if (a->stack[i]->addr != b->stack[i]->addr)
+			return false;
+	return true;
+}
+
+static int by_group_size(const void *x, const void *y)
+{
+	const size_t *a = x, *b = y;
+	return a[1] < b[1] ? 1 : a[1] > b[1] ? -1 : (a[0] > b[0]) - (a[0] < b[0]);
+}
+
+void ptw_text_snapshot(struct ptw_buf *out, const struct ptw_report *r)
+{
+	size_t n = ptw_spans_count(r->spans);
+	ptw_buf_printf(out, "\nptwatch: snapshot of %d (%s): %zu threads, stopped for ", r->pid,
+		       r->exe ? r->exe : "?", n);
+	ptw_text_duration(out, r->frozen_ns);
+	ptw_buf_putc(out, '\n');
+
+	struct ptw_deadlock *dl;
+	size_t ndl = ptw_spans_deadlocks(r->spans, &dl);
+	for (size_t i = 0; i < ndl; i++) {
+		ptw_buf_printf(out, "\nDEADLOCK: %zu threads wait for each other:\n", dl[i].n);
+		for (size_t k = 0; k < dl[i].n; k++) {
+			ptw_buf_puts(out, "  ");
+			thread_label(out, dl[i].spans[k]);
+			ptw_buf_putc(out, ' ');
+			wait_text(out, dl[i].spans[k]);
+			ptw_buf_putc(out, '\n');
+		}
+	}
+	ptw_deadlocks_free(dl, ndl);
+
+	/* Groups of identical stacks, biggest first: [first span index, size]. */
+	size_t (*groups)[2] = xcalloc(n + 1, sizeof(*groups));
+	size_t *group_of = xcalloc(n + 1, sizeof(*group_of));
+	size_t ng = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct ptw_span *sp = ptw_spans_get(r->spans, i);
+		size_t g;
+		for (g = 0; g < ng; g++)
+			if (same_stack(ptw_spans_get(r->spans, groups[g][0]), sp))
+				break;
+		if (g == ng) {
+			groups[ng][0] = i;
+			groups[ng][1] = 0;
+			ng++;
+		}
+		groups[g][1]++;
+		group_of[i] = groups[g][0];
+	}
+	qsort(groups, ng, sizeof(*groups), by_group_size);
+	for (size_t g = 0; g < ng; g++) {
+		const struct ptw_span *first = ptw_spans_get(r->spans, groups[g][0]);
+		ptw_buf_printf(out, "\n%zu thread%s", groups[g][1], groups[g][1] == 1 ? "" : "s");
+		/* "in worker_loop <- pthread_cond_wait <- futex wait" */
+		if (first->nstack) {
+			ptw_buf_puts(out, " in ");
+			size_t shown = 0;
+			for (size_t k = first->nstack; k-- > 0 && shown < 4;) {
+				const struct ptw_location *loc = first->stack[k];
+				/* the frames every thread has say nothing */
+				if (!loc->symbol || strstr(loc->symbol, "clone") ||
+				    !strcmp(loc->symbol, "start_thread") || !strcmp(loc->symbol, "_start") ||
+				    strstr(loc->symbol, "libc_start"))
+					continue;
+				if (shown++)
+					ptw_buf_puts(out, " <- ");
+				ptw_buf_puts(out, loc->symbol);
+			}
+			if (first->state)
+				ptw_buf_printf(out, " (%s)", first->state);
+		} else if (first->state) {
+			ptw_buf_printf(out, " (%s, no stack)", first->state);
+		}
+		ptw_buf_puts(out, ":\n    tids");
+		size_t listed = 0;
+		for (size_t i = 0; i < n; i++) {
+			const struct ptw_span *sp = ptw_spans_get(r->spans, i);
+			if (group_of[i] != groups[g][0])
+				continue;
+			if (listed++ < 16)
+				ptw_buf_printf(out, " %d", sp->tid);
+		}
+		if (listed > 16)
+			ptw_buf_printf(out, " ... (%zu more)", listed - 16);
+		ptw_buf_putc(out, '\n');
+		for (size_t i = 0; i < n; i++) {
+			const struct ptw_span *sp = ptw_spans_get(r->spans, i);
+			if (group_of[i] != groups[g][0] || sp->wait_kind == PTW_WAIT_NONE)
+				continue;
+			ptw_buf_puts(out, "    ");
+			thread_label(out, sp);
+			ptw_buf_putc(out, ' ');
+			wait_text(out, sp);
+			ptw_buf_putc(out, '\n');
+		}
+		for (size_t k = 0; k < first->nstack; k++) {
+			ptw_buf_printf(out, "    %s ", k ? "  " : "at");
+			ptw_text_location(out, first->stack[k], "??");
+			ptw_buf_putc(out, '\n');
+		}
+	}
+	free(groups);
+	free(group_of);
+	for (size_t i = 0; i < r->nwarnings; i++)
+		ptw_buf_printf(out, "  warning: %s\n", r->warnings[i].message);
+}

@@ -35,6 +35,9 @@ void ptw_spans_free(struct ptw_spans *s)
 		return;
 	for (size_t i = 0; i < s->n; i++) {
 		free(s->spans[i]->name);
+		free(s->spans[i]->state);
+		free(s->spans[i]->wchan);
+		free(s->spans[i]->stack);
 		free(s->spans[i]);
 	}
 	free(s->spans);
@@ -439,6 +442,23 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 		break;
 	case PTW_EV_DETACHED:
 		break;
+	case PTW_EV_THREAD_STATE:
+		sp = live(s, ev->tid);
+		if (!sp)
+			break;
+		free(sp->state);
+		free(sp->wchan);
+		free(sp->stack);
+		sp->state = ev->state ? xstrdup(ev->state) : NULL;
+		sp->wchan = ev->wchan ? xstrdup(ev->wchan) : NULL;
+		sp->stack = xcalloc(ev->nstack + 1, sizeof(*sp->stack));
+		for (size_t i = 0; i < ev->nstack; i++)
+			sp->stack[i] = ev->stack[i];
+		sp->nstack = ev->nstack;
+		sp->wait_kind = ev->wait_kind;
+		sp->wait_object = ev->wait_object;
+		sp->wait_owner = ev->wait_owner;
+		break;
 	}
 	ptw_dbg(PTW_DBG_SPANS, "%s tid=%d -> span %u", ptw_event_kind_name(ev->kind), ev->tid,
 		sp ? sp->id : 0);
@@ -567,6 +587,69 @@ const char *ptw_event_kind_name(enum ptw_event_kind kind)
 		[PTW_EV_EXEC] = "exec",
 		[PTW_EV_PROCESS_EXIT] = "process_exit",
 		[PTW_EV_DETACHED] = "detached",
+		[PTW_EV_THREAD_STATE] = "state",
 	};
 	return (unsigned)kind < PTW_ARRAY_SIZE(names) && names[kind] ? names[kind] : "?";
+}
+
+const char *ptw_wait_kind_name(enum ptw_wait_kind kind)
+{
+	static const char *const names[] = { "none", "mutex", "join", "rwlock", "cond", "other" };
+	return (unsigned)kind < PTW_ARRAY_SIZE(names) ? names[kind] : "other";
+}
+
+/* ---- deadlocks ---- */
+
+/* The span a live span waits for, by its owner tid; NULL when none. */
+static const struct ptw_span *waits_on(const struct ptw_spans *s, const struct ptw_span *sp)
+{
+	if (sp->ended || !sp->wait_owner || sp->wait_owner == sp->tid)
+		return NULL;
+	const struct ptw_span *o = ptw_spans_by_tid(s, sp->wait_owner);
+	return o && !o->ended ? o : NULL;
+}
+
+size_t ptw_spans_deadlocks(const struct ptw_spans *s, struct ptw_deadlock **ret)
+{
+	/* Each thread waits for at most one other: the graph is functional, so
+	 * following the edges from every node finds every cycle. colour: 0
+	 * unseen, 1 on the current path, 2 done. */
+	uint8_t *colour = xcalloc(s->n + 1, 1);
+	struct ptw_deadlock *out = NULL;
+	size_t nout = 0;
+	const struct ptw_span **path = xcalloc(s->n + 1, sizeof(*path));
+	for (size_t i = 0; i < s->n; i++) {
+		size_t len = 0;
+		const struct ptw_span *sp = s->spans[i];
+		while (sp && !colour[sp->id - 1]) {
+			colour[sp->id - 1] = 1;
+			path[len++] = sp;
+			sp = waits_on(s, sp);
+		}
+		if (sp && colour[sp->id - 1] == 1) {
+			/* sp is on this path: the cycle is path[k..len) */
+			size_t k = 0;
+			while (path[k] != sp)
+				k++;
+			out = xreallocarray(out, nout + 1, sizeof(*out));
+			out[nout].n = len - k;
+			out[nout].spans = xcalloc(len - k, sizeof(*out[nout].spans));
+			for (size_t j = k; j < len; j++)
+				out[nout].spans[j - k] = path[j];
+			nout++;
+		}
+		for (size_t j = 0; j < len; j++)
+			colour[path[j]->id - 1] = 2;
+	}
+	free(colour);
+	free(path);
+	*ret = out;
+	return nout;
+}
+
+void ptw_deadlocks_free(struct ptw_deadlock *d, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(d[i].spans);
+	free(d);
 }

@@ -379,7 +379,15 @@ const struct ptw_location *ptw_symbols_locate(struct ptw_symbols *s, uint64_t ad
 		GElf_Sym sym;
 		const char *name = dwfl_module_addrinfo(mod, addr, &off, &sym, NULL, NULL, NULL);
 		if (name) {
-			loc->symbol = intern(s, name);
+			/* Display names: no version (".symtab" of a debug file says
+			 * "pthread_cond_wait@@GLIBC_2.3.2") and no "__GI_" (glibc's
+			 * hidden internal alias of the same function). */
+			if (!strncmp(name, "__GI_", 5))
+				name += 5;
+			char *plain = xstrdup(name);
+			plain[strcspn(plain, "@")] = '\0';
+			loc->symbol = intern(s, plain);
+			free(plain);
 			loc->symbol_offset = off;
 		}
 		Dwarf_Addr bias;

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <proc_service.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -205,6 +206,14 @@ static int field_offset(struct ptw_tdb *t, const char *descriptor, uint32_t *ret
 	*ret_bits = desc[0];
 	*ret_offset = desc[2];
 	return 0;
+}
+
+int ptw_tdb_pthread_field(struct ptw_tdb *t, const char *field, uint32_t *ret_offset)
+{
+	char name[96];
+	uint32_t bits;
+	snprintf(name, sizeof(name), "_thread_db_pthread_%s", field);
+	return field_offset(t, name, ret_offset, &bits);
 }
 
 static int threads_set(struct ptw_tdb *t, const uint64_t *pds, size_t n, uint8_t value)

@@ -16,11 +16,11 @@
 
 /* Deadline for every thread to stop after PTRACE_INTERRUPT. A thread in
  * uninterruptible sleep may not stop for seconds: report it, never hang. */
-#define STOP_DEADLINE_MS 2000
+#define STOP_DEADLINE_MS 1000
 
 /* Stops that arrive while we attach. Nothing is patched yet: no trap is
  * ours, signals are kept for delivery, children are noted. */
-static void on_stop_attaching(void *ctx, struct ptw_stop *st)
+void attach_on_stop(void *ctx, struct ptw_stop *st)
 {
 	struct ptw_tracer *t = ctx;
 	struct ptw_lwp *l = st->lwp;
@@ -57,7 +57,7 @@ static void on_stop_attaching(void *ctx, struct ptw_stop *st)
 	}
 }
 
-static char **read_cmdline(pid_t pid)
+char **attach_cmdline(pid_t pid)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
@@ -135,7 +135,7 @@ static void learn_start_return(struct ptw_tracer *t, struct ptw_lwp *host)
 
 /* ---- enumeration ---- */
 
-static void found_thread(void *ctx, const struct ptw_tdb_thread *info)
+void attach_found_thread(void *ctx, const struct ptw_tdb_thread *info)
 {
 	struct ptw_tracer *t = ctx;
 	struct ptw_lwp *l = ptw_lwp_get(t->proc, info->lid);
@@ -212,10 +212,15 @@ int ptw_tracer_attach(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tra
 	t->proc = proc;
 	t->start_ns = start;
 	t->img.task_dirfd = -1;
-	t->owned_argv = read_cmdline(proc->mem_pid);
+	t->owned_argv = attach_cmdline(proc->mem_pid);
 	t->argv = t->owned_argv;
 	proc->before_block = o->before_block;
 	proc->before_block_ctx = o->before_block_ctx;
+	if (info.zombie_leader)
+		warn(t, "zombie_leader",
+		     "the main thread of %d has exited (pthread_exit) and is a zombie; its other "
+		     "threads are traced",
+		     pid);
 	r = ptw_bptab_new(proc, &t->bps);
 	if (r < 0)
 		goto fail;
@@ -229,7 +234,7 @@ int ptw_tracer_attach(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tra
 	uint64_t frozen_from = ptw_now_ns();
 	ptw_dbg(PTW_DBG_TRACER, "attach: seized %d threads in %d passes, loaded in %.1f ms",
 		info.threads, info.passes, (double)(frozen_from - start) / 1e6);
-	int stuck = ptw_stop_all(proc, STOP_DEADLINE_MS, on_stop_attaching, t);
+	int stuck = ptw_stop_all(proc, STOP_DEADLINE_MS, attach_on_stop, t);
 	ptw_dbg(PTW_DBG_TRACER, "attach: all stopped after %.1f ms",
 		(double)(ptw_now_ns() - frozen_from) / 1e6);
 	if (stuck > 0)
@@ -256,7 +261,7 @@ int ptw_tracer_attach(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tra
 
 	image_hooks(t, host);
 	if (have_tdb) {
-		r = ptw_tdb_iterate(t->img.tdb, stuck == 0, found_thread, t);
+		r = ptw_tdb_iterate(t->img.tdb, stuck == 0, attach_found_thread, t);
 		ptw_dbg(PTW_DBG_TRACER, "attach: thread_db listed them after %.1f ms",
 			(double)(ptw_now_ns() - frozen_from) / 1e6);
 		if (r < 0)

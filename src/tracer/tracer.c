@@ -28,6 +28,8 @@ const char *ptw_end_reason_name(enum ptw_end_reason r)
 		return "interrupted";
 	case PTW_END_DURATION:
 		return "duration";
+	case PTW_END_SNAPSHOT:
+		return "snapshot";
 	default:
 		return "error";
 	}
@@ -638,6 +640,7 @@ void ptw_tracer_report(struct ptw_tracer *t, struct ptw_report *r)
 	r->exe = t->img.exe;
 	r->argv = t->argv;
 	r->mode = t->launched ? "launch" : "attach";
+	r->snapshot = t->snapshot;
 	r->glibc = t->img.glibc;
 	if (t->target_gone) {
 		r->exit_kind = t->exit_signal ? PTW_EXIT_SIGNAL : PTW_EXIT_CODE;

@@ -76,6 +76,7 @@ struct image {
 struct ptw_tracer {
 	struct ptw_tracer_opts o;
 	bool launched; /* we started it (else: attached to it) */
+	bool snapshot; /* attached only to look */
 	struct ptw_proc *proc;
 	struct ptw_bptab *bps;
 	struct image img;
@@ -106,6 +107,14 @@ int insert_bp(struct ptw_tracer *t, uint64_t addr, unsigned hooks, struct ptw_lw
 char *read_comm_str(struct ptw_tracer *t, pid_t tid);
 /* Emits it as PTW_EV_THREAD_NAME. */
 void read_comm(struct ptw_tracer *t, pid_t tid, uint64_t ns);
+
+/* attach.c, shared with snapshot.c */
+/* Stops that arrive while we attach (nothing patched yet). */
+void attach_on_stop(void *ctx, struct ptw_stop *st);
+/* argv of pid from /proc/PID/cmdline (NULL-terminated, malloc'd). */
+char **attach_cmdline(pid_t pid);
+/* td_ta_thr_iter callback: pd and start routine onto our LWPs. */
+void attach_found_thread(void *ctx, const struct ptw_tdb_thread *info);
 
 /* hooks.c */
 /* Symbols of the current image, where its dynamic linker reports

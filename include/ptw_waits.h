@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What a blocked thread waits for, from the names of its stack frames and
+ * the futex it sleeps on (snapshot). Pure: the caller reads memory.
+ * The names are glibc's (2.34+ and older): with libc's debug file they are
+ * exact (__lll_lock_wait, ___pthread_mutex_lock, ...); without it, internal
+ * functions resolve to the exported neighbour (__lll_lock_wait_private),
+ * which still says "lock wait".
+ */
+#ifndef PTW_WAITS_H
+#define PTW_WAITS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ptw_events.h"
+
+/* The first frame (innermost first) that names a blocking primitive
+ * decides; NULL names are skipped. */
+enum ptw_wait_kind ptw_wait_classify(const char *const *symbols, size_t n);
+
+/* struct pthread_rwlock (x86-64 glibc): which futex a waiter sleeps on
+ * gives the lock's address; __cur_writer is the writer's tid. */
+#define PTW_RWLOCK_WRPHASE_FUTEX 8
+#define PTW_RWLOCK_WRITERS_FUTEX 12
+#define PTW_RWLOCK_CUR_WRITER 24
+/* pthread_mutex_t: __lock at 0 (the futex), __owner at 8. */
+#define PTW_MUTEX_OWNER 8
+
+/* Name of a system call number likely to block ("futex", "read"), or NULL. */
+const char *ptw_syscall_name(long nr);
+
+#endif
