@@ -1,0 +1,78 @@
+#!/usr/bin/python3
+"""Attach to and list a process with many idle threads, in one run:
+ptwatch -p (attach, list every thread with its start routine, detach),
+ptwatch -p --snapshot (every thread's stack and wait), gdb -p -batch
+-ex 'info threads', eu-stack -p. Median wall time of RUNS, ratio to
+ptwatch, and ptwatch's own figure of how long the threads stayed stopped
+(session.frozen_ns). Usage: bench/attach.py BUILD_DIR [N ...]
+"""
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+build = sys.argv[1] if len(sys.argv) > 1 else "build"
+sizes = [int(x) for x in sys.argv[2:]] or [1000, 10000]
+RUNS = int(os.environ.get("RUNS", "3"))
+ptwatch = os.path.join(build, "ptwatch")
+idle = os.path.join(build, "bench", "idle")
+tmp = tempfile.mkdtemp(prefix="ptwattach.")
+
+
+def timed(cmd):
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
+    return time.monotonic() - t0 if p.returncode == 0 else None
+
+
+def frozen(path):
+    try:
+        with open(path) as f:
+            d = json.load(f)
+        return d["session"]["frozen_ns"] / 1e6, len(d["spans"])
+    except (OSError, ValueError, KeyError):
+        return None, 0
+
+
+for n in sizes:
+    target = subprocess.Popen([idle, str(n)], stdout=subprocess.PIPE, text=True)
+    target.stdout.readline()  # "ready N": every thread exists
+    pid = str(target.pid)
+    attach_json = os.path.join(tmp, "attach.json")
+    snap_json = os.path.join(tmp, "snapshot.json")
+    cases = [
+        ("ptwatch -p (list, detach)", [ptwatch, "-q", "-p", pid, "--duration=0.001",
+                                        "-o", attach_json]),
+        ("ptwatch -p --snapshot", [ptwatch, "-p", pid, "--snapshot", "-o", snap_json]),
+    ]
+    if shutil.which("gdb"):
+        cases.append(("gdb -p -batch 'info threads'",
+                      ["gdb", "-q", "-batch", "-nx", "-p", pid, "-ex", "info threads"]))
+    if shutil.which("eu-stack"):
+        cases.append(("eu-stack -p", ["eu-stack", "-p", pid]))
+    times = {name: [] for name, _ in cases}
+    for _ in range(RUNS):
+        for name, cmd in cases:
+            t = timed(cmd)
+            if t is not None:
+                times[name].append(t)
+    target.kill()
+    target.wait()
+    base = statistics.median(times[cases[0][0]]) if times[cases[0][0]] else None
+    print(f"\n{n} idle threads, median of {RUNS} runs")
+    for name, _ in cases:
+        if not times[name]:
+            print(f"  {name:30} failed")
+            continue
+        t = statistics.median(times[name])
+        ratio = f"{t / base:6.1f}x" if base else ""
+        print(f"  {name:30} {t:7.3f} s {ratio}")
+    for name, path in (("ptwatch -p", attach_json), ("ptwatch --snapshot", snap_json)):
+        ms, spans = frozen(path)
+        if ms is not None:
+            print(f"  {name}: threads stopped for {ms:.1f} ms (last run), {spans} spans")
+shutil.rmtree(tmp, ignore_errors=True)
