@@ -491,7 +491,6 @@ void ptw_text_snapshot(struct ptw_buf *out, const struct ptw_report *r)
 		ptw_buf_printf(out, "\n%zu thread%s", groups[g][1], groups[g][1] == 1 ? "" : "s");
 		/* "in worker_loop <- pthread_cond_wait <- futex wait" */
 		if (first->nstack) {
-			ptw_buf_puts(out, " in ");
 			size_t shown = 0;
 			for (size_t k = first->nstack; k-- > 0 && shown < 4;) {
 				const struct ptw_location *loc = first->stack[k];
@@ -500,8 +499,7 @@ void ptw_text_snapshot(struct ptw_buf *out, const struct ptw_report *r)
 				    !strcmp(loc->symbol, "start_thread") || !strcmp(loc->symbol, "_start") ||
 				    strstr(loc->symbol, "libc_start"))
 					continue;
-				if (shown++)
-					ptw_buf_puts(out, " <- ");
+				ptw_buf_puts(out, shown++ ? " <- " : " in ");
 				ptw_buf_puts(out, loc->symbol);
 			}
 			if (first->state)

@@ -116,13 +116,14 @@ void image_hooks(struct ptw_tracer *t, struct ptw_lwp *l)
 	int r;
 	if (img->dl_debug_state && (r = insert_bp(t, img->dl_debug_state, HOOK_DL_DEBUG_STATE, l)) < 0)
 		warn(t, "no_dl_debug_state", "cannot break at _dl_debug_state: %s", strerror(-r));
-	if (img->main_addr && t->launched)
+	if (img->main_addr && img->fresh)
 		insert_bp(t, img->main_addr, HOOK_MAIN, l);
 }
 
 int image_init(struct ptw_tracer *t, struct ptw_lwp *l)
 {
 	image_load(t);
+	t->img.fresh = true;
 	image_hooks(t, l);
 	struct ptw_event ev = ptw_event_init(PTW_EV_IMAGE, ptw_now_ns(), t->proc->pid);
 	ev.name = t->img.exe;
@@ -302,7 +303,7 @@ int tracing_setup(struct ptw_tracer *t, struct ptw_lwp *l)
 	hook_symbol(t, l, "pthread_cancel", HOOK_PTHREAD_CANCEL);
 	hook_symbol(t, l, "pthread_detach", HOOK_PTHREAD_DETACH);
 	hook_joins(t, l);
-	if (!img->main_addr && t->launched)
+	if (!img->main_addr && img->fresh)
 		hook_symbol(t, l, "__libc_start_main", HOOK_LIBC_START_MAIN);
 	ptw_dbg(PTW_DBG_TRACER, "thread_db ready: glibc %s, result %s, joinid %s",
 		img->glibc ? img->glibc : "?", img->have_result ? "dwarf" : "breakpoint",

@@ -62,6 +62,7 @@ struct image {
 	uint64_t dl_debug_state; /* ld.so's r_brk, hooked for dlopen/dlclose */
 	uint64_t main_addr;
 	bool main_seen;
+	bool fresh; /* started under our eyes (launch or exec): main() is still to come */
 	uint64_t create_lo, create_hi; /* pthread_create, for the create site */
 	bool have_result, have_joinid;
 	uint64_t result_off, joinid_off; /* struct pthread members (libc DWARF) */
