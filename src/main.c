@@ -352,7 +352,7 @@ int main(int argc, char **argv)
 	};
 	struct ptw_tracer *t;
 	if (o.pid) {
-		char why[256];
+		char why[256] = "";
 		r = ptw_check_target(o.pid, why, sizeof(why));
 		if (r == 0)
 			r = o.snapshot ? ptw_tracer_snapshot(&to, o.pid, &t)
@@ -367,6 +367,7 @@ int main(int argc, char **argv)
 			if (out_created)
 				unlink(o.output);
 			fprintf(stderr, "ptwatch: cannot attach to %d: %s\n", o.pid, why);
+			ptw_spans_free(s.spans);
 			return 1;
 		}
 		return session(&o, &s, t, out_fd);
@@ -377,6 +378,8 @@ int main(int argc, char **argv)
 	if (r < 0 && out_created)
 		unlink(o.output); /* nothing ran: leave no empty document behind */
 	if (r < 0) {
+		ptw_spans_free(s.spans);
+		ptw_buf_free(&s.log);
 		if (r == -ENOENT) {
 			fprintf(stderr, "ptwatch: cannot run '%s': command not found\n", o.argv[0]);
 			return 127;
