@@ -116,6 +116,8 @@ struct ptw_proc {
 	size_t ndeferred, deferred_cap;
 	struct ptw_stop_counts counts;
 	struct ptw_mem_cache *cache; /* see ptw_mem_read() */
+	int session_sig;      /* a session signal read while not in ptw_wait(): the
+				 next ptw_wait() reports it first */
 	/* Called by ptw_wait() right before it would block (flush output). */
 	void (*before_block)(void *ctx);
 	void *before_block_ctx;

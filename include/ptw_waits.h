@@ -26,6 +26,12 @@ enum ptw_wait_kind ptw_wait_classify(const char *const *symbols, size_t n);
 #define PTW_RWLOCK_CUR_WRITER 24
 /* pthread_mutex_t: __lock at 0 (the futex), __owner at 8. */
 #define PTW_MUTEX_OWNER 8
+/* pthread_cond_t (glibc >= 2.25): waiters sleep on __g_signals[g], at 40 + 4g;
+ * the condvar is 8-aligned, so (futex - 40) & ~7 is its start. */
+#define PTW_COND_G_SIGNALS 40
+
+/* The object a futex wait of this kind is about, from the futex address. */
+uint64_t ptw_wait_object(enum ptw_wait_kind kind, uint64_t futex);
 
 /* Name of a system call number likely to block ("futex", "read"), or NULL. */
 const char *ptw_syscall_name(long nr);

@@ -184,6 +184,8 @@ static void record_status(struct ptw_proc *p, pid_t tid, int status, struct ptw_
 		l->state = PTW_LWP_STOPPED;
 		break;
 	case PTW_STOP_GROUP:
+		/* Like any PTRACE_EVENT_STOP, it consumes a pending interrupt. */
+		l->interrupt_sent = false;
 		l->group_stopped = true;
 		l->state = PTW_LWP_STOPPED;
 		break;
@@ -243,7 +245,11 @@ static void defer(struct ptw_proc *p, const struct ptw_stop *st)
 	p->deferred[p->ndeferred++] = *st;
 }
 
-/* Reads the signalfd; returns the first session signal seen, 0 if only SIGCHLD. */
+/*
+ * Reads the signalfd; returns the first session signal seen, 0 if only
+ * SIGCHLD. A session signal is also kept in p->session_sig: wherever it is
+ * read (stop-all while attaching, say), the session must still end.
+ */
 static int drain_sigfd(struct ptw_proc *p)
 {
 	struct signalfd_siginfo si;
@@ -251,6 +257,8 @@ static int drain_sigfd(struct ptw_proc *p)
 	while (read(p->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
 		if (si.ssi_signo != SIGCHLD && !session_sig)
 			session_sig = (int)si.ssi_signo;
+	if (session_sig && !p->session_sig)
+		p->session_sig = session_sig;
 	return session_sig;
 }
 
@@ -273,6 +281,14 @@ static int reap_one(struct ptw_proc *p, pid_t which, struct ptw_stop *st)
 
 int ptw_wait(struct ptw_proc *p, int timeout_ms, struct ptw_stop *ret)
 {
+	if (p->session_sig) {
+		memset(ret, 0, sizeof(*ret));
+		ret->kind = PTW_STOP_TRACER_SIGNAL;
+		ret->sig = p->session_sig;
+		ret->ns = ptw_now_ns();
+		p->session_sig = 0;
+		return 0;
+	}
 	if (p->ndeferred) {
 		*ret = p->deferred[0];
 		memmove(p->deferred, p->deferred + 1, --p->ndeferred * sizeof(*p->deferred));
@@ -303,6 +319,7 @@ int ptw_wait(struct ptw_proc *p, int timeout_ms, struct ptw_stop *ret)
 		if (n > 0) {
 			int sig = drain_sigfd(p);
 			if (sig) {
+				p->session_sig = 0;
 				memset(ret, 0, sizeof(*ret));
 				ret->kind = PTW_STOP_TRACER_SIGNAL;
 				ret->sig = sig;
@@ -901,11 +918,8 @@ int ptw_stop_all(struct ptw_proc *p, int deadline_ms, ptw_stop_cb on_stop, void 
 			break;
 		}
 		struct pollfd pfd = { .fd = p->sigfd, .events = POLLIN };
-		if (poll(&pfd, 1, 1) > 0) {
-			/* Session signals during stop-all are not lost: stop-all is
-			 * already the way out. */
-			drain_sigfd(p);
-		}
+		if (poll(&pfd, 1, 1) > 0)
+			drain_sigfd(p); /* kept in p->session_sig for ptw_wait() */
 	}
 	free(list);
 	return left;
@@ -934,8 +948,7 @@ int ptw_inject_syscall(struct ptw_proc *p, struct ptw_lwp *l, uint64_t syscall_i
 	bool restart = ptw_syscall_restart(&restarted);
 	if (restart && saved_sig)
 		return -EAGAIN;
-	bool saved_group = l->group_stopped;
-	int stray_sigs[8];
+	siginfo_t stray[8];
 	size_t nstray = 0;
 
 	struct user_regs_struct regs = saved;
@@ -976,15 +989,18 @@ int ptw_inject_syscall(struct ptw_proc *p, struct ptw_lwp *l, uint64_t syscall_i
 			continue;
 		}
 		if (st.kind == PTW_STOP_SIGNAL) {
-			/* A signal arrived meanwhile: hold it, re-raise it after. */
-			if (nstray < PTW_ARRAY_SIZE(stray_sigs))
-				stray_sigs[nstray++] = st.sig;
+			/* A signal arrived meanwhile: hold it (all of it), queue it
+			 * again after. */
+			if (nstray < PTW_ARRAY_SIZE(stray)) {
+				memset(&stray[nstray], 0, sizeof(stray[nstray]));
+				if (ptw_getsiginfo(p, l, &stray[nstray]) < 0)
+					stray[nstray].si_signo = st.sig;
+				nstray++;
+			}
 			continue;
 		}
-		if (st.kind == PTW_STOP_GROUP) {
-			saved_group = true;
-			continue;
-		}
+		if (st.kind == PTW_STOP_GROUP)
+			continue; /* the group stopped meanwhile: it will stop again after */
 		if (st.kind == PTW_STOP_NEW || st.kind == PTW_STOP_INTERRUPT)
 			continue;
 		/* Exit, exec, kill: the thread is leaving. Hand the status back. */
@@ -1003,10 +1019,24 @@ int ptw_inject_syscall(struct ptw_proc *p, struct ptw_lwp *l, uint64_t syscall_i
 		l->regs_valid = true;
 		l->regs_dirty = true;
 		l->resume_sig = saved_sig;
-		l->group_stopped = saved_group;
-		/* Delivered exactly once, to the same thread (with SI_TKILL info). */
-		for (size_t i = 0; i < nstray; i++)
-			syscall(SYS_tgkill, l->tgid, l->tid, stray_sigs[i]);
+		/* The injected call took it out of its group-stop: it must be
+		 * continued (LISTEN only works in a group-stop) and will stop
+		 * again by itself, reporting it, while the group stays stopped. */
+		l->group_stopped = false;
+		/*
+		 * Delivered exactly once, to the same thread. A signal with a
+		 * negative si_code other than SI_TKILL (sigqueue, timers, mq)
+		 * is queued again with its siginfo intact, value included;
+		 * the kernel refuses that for SI_TKILL and codes >= 0, which
+		 * go again by tgkill (their si_pid is then ptwatch's).
+		 */
+		for (size_t i = 0; i < nstray; i++) {
+			siginfo_t *si = &stray[i];
+			if (si->si_code < 0 && si->si_code != SI_TKILL &&
+			    syscall(SYS_rt_tgsigqueueinfo, l->tgid, l->tid, si->si_signo, si) == 0)
+				continue;
+			syscall(SYS_tgkill, l->tgid, l->tid, si->si_signo);
+		}
 	}
 	return r;
 }

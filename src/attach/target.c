@@ -48,9 +48,10 @@ static bool stat_of(pid_t pid, char *state, unsigned long *flags)
 	if (!p || p[1] != ' ')
 		return false;
 	*state = p[2];
-	/* after ") S ": ppid pgrp session tty_nr tpgid flags */
+	/* after ") S ": ppid pgrp session tty_nr tpgid flags; f starts at the
+	 * blank before ppid, five more blanks reach the one before flags */
 	const char *f = p + 3;
-	for (int i = 0; i < 6 && f; i++)
+	for (int i = 0; i < 5 && f; i++)
 		f = strchr(f + 1, ' ');
 	*flags = f ? strtoul(f + 1, NULL, 10) : 0;
 	return true;

@@ -122,7 +122,7 @@ static void wait_target(struct ptw_tracer *t, struct ptw_event *ev, uint64_t fut
 		break;
 	}
 	default:
-		ev->wait_object = futex;
+		ev->wait_object = ptw_wait_object(ev->wait_kind, futex);
 		break;
 	}
 }

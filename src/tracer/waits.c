@@ -47,6 +47,16 @@ enum ptw_wait_kind ptw_wait_classify(const char *const *symbols, size_t n)
 	return PTW_WAIT_NONE;
 }
 
+uint64_t ptw_wait_object(enum ptw_wait_kind kind, uint64_t futex)
+{
+	switch (kind) {
+	case PTW_WAIT_COND:
+		return (futex - PTW_COND_G_SIGNALS) & ~(uint64_t)7;
+	default:
+		return futex; /* mutex: __lock is its first word */
+	}
+}
+
 const char *ptw_syscall_name(long nr)
 {
 	switch (nr) {
