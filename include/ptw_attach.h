@@ -277,6 +277,13 @@ int ptw_stop_all(struct ptw_proc *p, int deadline_ms, ptw_stop_cb on_stop, void 
  */
 int ptw_inject_syscall(struct ptw_proc *p, struct ptw_lwp *l, uint64_t syscall_insn, long nr,
 		       const uint64_t args[6], int64_t *ret_value);
+/*
+ * Whether l can host ptw_inject_syscall() now: stopped, not inside another
+ * system call's event stop (clone, fork, exec, exit: the kernel would write
+ * that call's return value over ours), and not holding a signal to deliver
+ * from inside an interrupted system call.
+ */
+bool ptw_lwp_injectable(const struct ptw_lwp *l);
 
 /* Releases everything; does not touch the target. */
 void ptw_proc_free(struct ptw_proc *p);

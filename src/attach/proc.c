@@ -927,9 +927,26 @@ int ptw_stop_all(struct ptw_proc *p, int deadline_ms, ptw_stop_cb on_stop, void 
 
 /* ---- syscall injection ---- */
 
+bool ptw_lwp_injectable(const struct ptw_lwp *l)
+{
+	if (!l || l->state != PTW_LWP_STOPPED || l->exiting)
+		return false;
+	switch (l->last_stop) {
+	case PTW_STOP_SIGNAL:
+	case PTW_STOP_GROUP:
+	case PTW_STOP_NEW:
+	case PTW_STOP_INTERRUPT:
+		return true;
+	default:
+		return false;
+	}
+}
+
 int ptw_inject_syscall(struct ptw_proc *p, struct ptw_lwp *l, uint64_t syscall_insn, long nr,
 		       const uint64_t args[6], int64_t *ret_value)
 {
+	if (!ptw_lwp_injectable(l))
+		return -EAGAIN;
 	struct user_regs_struct *cur;
 	int r = ptw_getregs(p, l, &cur);
 	if (r < 0)

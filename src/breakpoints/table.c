@@ -158,23 +158,6 @@ int ptw_bp_read_original(struct ptw_bptab *t, uint64_t addr, void *buf, size_t l
 
 /* ---- XOL pages ---- */
 
-static bool host_can_inject(const struct ptw_lwp *l)
-{
-	if (!l || l->state != PTW_LWP_STOPPED)
-		return false;
-	/* Not from inside a system call (clone, exec, exit event stops): the
-	 * kernel would overwrite rax with that call's return value. */
-	switch (l->last_stop) {
-	case PTW_STOP_SIGNAL:
-	case PTW_STOP_GROUP:
-	case PTW_STOP_NEW:
-	case PTW_STOP_INTERRUPT:
-		return true;
-	default:
-		return false;
-	}
-}
-
 /* A `syscall` (0f 05) in the vdso: executing those two bytes is a system
  * call wherever they sit, so any occurrence will do. */
 static int find_syscall_insn(struct ptw_bptab *t)
@@ -269,7 +252,7 @@ static int gap_candidates(const struct ptw_mapping *maps, int n, uint64_t target
 static int xol_page_new(struct ptw_bptab *t, uint64_t near, struct ptw_lwp *host,
 			struct xol_page **ret)
 {
-	if (!host_can_inject(host))
+	if (!ptw_lwp_injectable(host))
 		return -EAGAIN;
 	int r = find_syscall_insn(t);
 	if (r < 0)
@@ -460,7 +443,7 @@ int ptw_bp_unmap_xol(struct ptw_bptab *t, struct ptw_lwp *host)
 	for (size_t i = 0; i < t->npages; i++) {
 		uint64_t args[6] = { t->pages[i].addr, PAGE, 0, 0, 0, 0 };
 		int64_t ret = -1;
-		if (!host || find_syscall_insn(t) < 0 ||
+		if (!ptw_lwp_injectable(host) || find_syscall_insn(t) < 0 ||
 		    ptw_inject_syscall(t->proc, host, t->syscall_insn, SYS_munmap, args, &ret) < 0 ||
 		    ret != 0)
 			left++;

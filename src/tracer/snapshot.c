@@ -6,6 +6,7 @@
  * interrupt it, it is in "tracing stop" and its syscall is unwound.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -28,30 +29,65 @@ struct kstate {
 	char *name;
 };
 
-static void read_kstate(struct ptw_tracer *t, pid_t tid, struct kstate *k)
+static void read_kstate(pid_t pid, pid_t tid, struct kstate *k)
 {
 	char path[64], buf[512];
 	k->state = '?';
 	k->syscall = -1;
 	k->wchan[0] = '\0';
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", t->proc->pid, tid);
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
 	if (ptw_read_small_file(path, buf, sizeof(buf)) > 0) {
 		const char *p = strrchr(buf, ')');
 		if (p && p[1] == ' ')
 			k->state = p[2];
 	}
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/wchan", t->proc->pid, tid);
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/wchan", pid, tid);
 	if (ptw_read_small_file(path, k->wchan, sizeof(k->wchan)) > 0 && !strcmp(k->wchan, "0"))
 		k->wchan[0] = '\0';
 	/* "202 0xADDR 0x80 ..." blocked in futex, "running", or "-1 sp pc" */
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", t->proc->pid, tid);
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", pid, tid);
 	if (ptw_read_small_file(path, buf, sizeof(buf)) > 0 && buf[0] != 'r') {
 		char *p = buf;
 		k->syscall = strtol(p, &p, 10);
 		for (int i = 0; i < 6 && k->syscall >= 0; i++)
 			k->args[i] = strtoull(p, &p, 16);
 	}
-	k->name = read_comm_str(t, tid);
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", pid, tid);
+	if (ptw_read_small_file(path, buf, sizeof(buf)) > 0) {
+		buf[strcspn(buf, "\n")] = '\0';
+		k->name = xstrdup(buf);
+	}
+}
+
+/* The kernel's view of every thread before we seize any: once seized, a
+ * group-stopped thread shows as "tracing stop" instead of "stopped". */
+static void read_kstates(pid_t pid, struct ptw_map *kstates)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	DIR *d = opendir(path);
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		pid_t tid = (pid_t)strtol(de->d_name, NULL, 10);
+		if (tid <= 0 || ptw_map_get(kstates, (uint64_t)tid))
+			continue;
+		struct kstate *k = xcalloc(1, sizeof(*k));
+		read_kstate(pid, tid, k);
+		ptw_map_put(kstates, (uint64_t)tid, k);
+	}
+	if (d)
+		closedir(d);
+}
+
+static void free_kstates(struct ptw_map *kstates)
+{
+	size_t it = 0;
+	void *v;
+	while (ptw_map_next(kstates, &it, NULL, &v)) {
+		free(((struct kstate *)v)->name);
+		free(v);
+	}
+	ptw_map_free(kstates);
 }
 
 static void state_text(const struct kstate *k, char *out, size_t len)
@@ -182,9 +218,13 @@ int ptw_tracer_snapshot(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_t
 	struct ptw_proc *proc;
 	struct ptw_seize_info info;
 	uint64_t start = ptw_now_ns();
+	struct ptw_map kstates = { 0 };
+	read_kstates(pid, &kstates);
 	int r = ptw_seize(pid, 0, &proc, &info);
-	if (r < 0)
+	if (r < 0) {
+		free_kstates(&kstates);
 		return r;
+	}
 	struct ptw_tracer *t = xcalloc(1, sizeof(*t));
 	t->o = *o;
 	t->proc = proc;
@@ -200,22 +240,16 @@ int ptw_tracer_snapshot(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_t
 		     pid);
 	r = ptw_bptab_new(proc, &t->bps);
 	if (r < 0) {
+		free_kstates(&kstates);
 		ptw_tracer_detach(t);
 		ptw_tracer_free(t);
 		return r;
 	}
 	bool have_tdb = image_load(t) == 0 && tdb_open(t) == 0;
-
-	/* The kernel's view first, while the threads still run. */
-	struct ptw_map kstates = { 0 };
+	/* threads born since the first reading: still running, still true */
+	read_kstates(pid, &kstates);
 	size_t it = 0;
 	void *v;
-	while (ptw_map_next(&proc->lwps, &it, NULL, &v)) {
-		struct ptw_lwp *l = v;
-		struct kstate *k = xcalloc(1, sizeof(*k));
-		read_kstate(t, l->tid, k);
-		ptw_map_put(&kstates, (uint64_t)l->tid, k);
-	}
 
 	uint64_t frozen_from = ptw_now_ns();
 	int stuck = ptw_stop_all(proc, STOP_DEADLINE_MS, attach_on_stop, t);
@@ -255,12 +289,7 @@ int ptw_tracer_snapshot(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_t
 		struct kstate *k = ptw_map_get(&kstates, (uint64_t)l->tid);
 		record(t, l, k ? k : &none, tid_off, have_tid_off, ns);
 	}
-	it = 0;
-	while (ptw_map_next(&kstates, &it, NULL, &v)) {
-		free(((struct kstate *)v)->name);
-		free(v);
-	}
-	ptw_map_free(&kstates);
+	free_kstates(&kstates);
 	t->frozen_ns += ptw_now_ns() - frozen_from;
 	ptw_dbg(PTW_DBG_TRACER, "snapshot of %d: %d threads, frozen %.3f ms before detach", pid,
 		info.threads, (double)t->frozen_ns / 1e6);

@@ -539,9 +539,25 @@ static void leave_xol_pages(struct ptw_tracer *t)
 {
 	if (!ptw_bp_xol_pages(t->bps))
 		return;
-	struct ptw_lwp *host = NULL;
+	/* A host for the munmap: a thread stopped outside any system call,
+	 * or one we let finish its call first (it stops again at once). */
+	struct ptw_lwp *host = NULL, *any = NULL;
 	size_t it = 0;
 	void *v;
+	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+		struct ptw_lwp *l = v;
+		if (!is_target_lwp(t, l) || l->state != PTW_LWP_STOPPED)
+			continue;
+		if (ptw_lwp_injectable(l) && (!l->resume_sig || !host)) {
+			host = l;
+			break;
+		}
+		if (!any && l->last_stop != PTW_STOP_EXIT && l->last_stop != PTW_STOP_EXEC)
+			any = l;
+	}
+	if (!host && any && make_injectable(t, any) == 0)
+		host = any;
+	it = 0;
 	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
 		struct user_regs_struct *regs;
@@ -552,8 +568,6 @@ static void leave_xol_pages(struct ptw_tracer *t)
 			regs->rip = rip;
 			ptw_regs_dirty(l);
 		}
-		if (!host && is_target_lwp(t, l) && !l->resume_sig)
-			host = l;
 	}
 	int left = ptw_bp_unmap_xol(t->bps, host);
 	if (left)

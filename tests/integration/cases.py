@@ -3,6 +3,7 @@
 
 Each case runs ptwatch on a fixture (tests/fixtures), validates the JSON
 document against the schema and compares it with the fixture's own truth.
+The attach cases (16.) start the fixture themselves and run ptwatch -p on it.
 Exit codes: 0 pass, 1 failure, 77 skip, 99 framework error.
 """
 
@@ -10,18 +11,25 @@ import ctypes
 import errno
 import json
 import os
+import platform
+import re
 import select
+import shutil
 import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from ptw_test import (  # noqa: E402
-    CANCELED, Failed, FrameworkError, Model, check_exit, find_span, fixture, kill_group,
-    load_doc, load_truth, main, one_truth, report_warnings, span_index, thread_spans, truth_of)
+    CANCELED, Failed, FrameworkError, Model, Skip, attach_stderr_lines, check_attach_doc,
+    check_exit, check_untouched, child_pids, comm, compare_mappings, exec_mappings, find_span,
+    fixture, kill_group, load_doc, load_truth, main, one_truth, ptwatch_path, read_outputs,
+    report_warnings, span_index, task_states, thread_spans, tracer_pids, truth_of, wait_for,
+    warning_codes)
 
 
 # ---------------------------------------------------------------------------
@@ -331,21 +339,6 @@ def read_line(fd, timeout, what):
                 raise Failed('%s pipe closed before a line came (got %r)' % (what, data))
             data += chunk
     return data.decode()
-
-
-def task_states(pid):
-    states = {}
-    try:
-        tids = os.listdir('/proc/%d/task' % pid)
-    except FileNotFoundError:
-        return states
-    for tid in tids:
-        try:
-            with open('/proc/%d/task/%s/stat' % (pid, tid)) as f:
-                states[int(tid)] = f.read().rsplit(')', 1)[1].split()[0]
-        except (FileNotFoundError, ProcessLookupError, IndexError):
-            pass
-    return states
 
 
 def case_groupstop(session, chk):
@@ -695,6 +688,899 @@ def case_static(session, chk):
     m.check_metrics()
 
 
+# ---------------------------------------------------------------------------
+# 16. attach mode (ptwatch -p PID): fixtures the test starts itself
+# (tests/fixtures/attach.h); ptwatch attaches, lets go, and the fixture
+# must go on as if nothing happened.
+
+def wait_traced(target, timeout=20):
+    """Waits until every thread of the target has a tracer (ptwatch holds
+    it); returns {tid: TracerPid}."""
+    def all_traced():
+        tids = set(task_states(target.pid))
+        traced = tracer_pids(target.pid)
+        return traced if tids and set(traced) >= tids else None
+    traced = wait_for(all_traced, timeout)
+    if not traced:
+        raise Failed('%s: not every thread traced within %d s: tracers %s, threads %s'
+                     % (target, timeout, tracer_pids(target.pid), task_states(target.pid)))
+    return traced
+
+
+def start_attached(session, target, opts=()):
+    """ptwatch OPTS -p PID with its event lines (no -q), started; returns
+    (run, proc) once it has attached: its "found" lines (one per thread it
+    found) are out. A signal sent while it still attaches may be lost (see
+    attach-early-signal), and most cases test something else."""
+    run, proc = session.start_attach(target.pid, opts=opts)
+
+    def attached():
+        read_outputs(run)
+        return ' found ' in run.stderr_text() or proc.poll() is not None
+    if not wait_for(attached, 20) or proc.poll() is not None:
+        kill_group(proc)
+        proc.wait()
+        read_outputs(run)
+        raise Failed('ptwatch -p %d: no "found" event line within 20 s (exit %s)\nstderr:\n%s'
+                     % (target.pid, proc.returncode, run.stderr_text()[-2000:]))
+    return run, proc
+
+
+def settled_states(pid, expected, timeout=2):
+    """The thread states of pid once they are `expected` ({tid: letter}), or
+    as they are after timeout seconds: a thread let go of is running (R)
+    for a moment before it sleeps again where it slept."""
+    return wait_for(lambda: (lambda st: st if st == expected else None)(task_states(pid)),
+                    timeout) or task_states(pid)
+
+
+def wait_untraced(pid, timeout):
+    """Seconds until no thread of pid has a tracer, None after timeout."""
+    t0 = time.monotonic()
+    if wait_for(lambda: not tracer_pids(pid), timeout, step=0.005):
+        return time.monotonic() - t0
+    return None
+
+
+def wait_progress(chk, target, what, more=50, timeout=15):
+    """The fixture's counter grows by `more` (it works, untraced)."""
+    start = target.count()
+    deadline = time.monotonic() + timeout
+    now = start
+    while time.monotonic() < deadline:
+        now = target.count()
+        if now >= start + more:
+            return True
+        time.sleep(0.02)  # polling the fixture's counter
+    return chk.fail('%s: the counter of %s went from %d to %d in %d s (expected +%d)'
+                    % (what, target, start, now, timeout, more))
+
+
+def check_target_exit(chk, target, what, code=0, timeout=20):
+    status = target.wait_exit(timeout)
+    if status is None:
+        chk.fail('%s: %s did not exit within %d s after it was released'
+                 % (what, target, timeout))
+        target.kill()
+        return False
+    if status < 0:
+        return chk.fail('%s: %s died of signal %d (SIGTRAP = %d)\nstderr:\n%s'
+                        % (what, target, -status, signal.SIGTRAP, target.stderr_text()))
+    return chk.eq('%s: exit status of %s' % (what, target), status, code)
+
+
+def check_preexisting(chk, span, what, routine, pthread=None):
+    """A thread that ran before the attach: origin preexisting, no creation
+    or start time, its start routine from libthread_db, its pthread_t."""
+    chk.eq('%s: origin' % what, span['origin'], 'preexisting', span)
+    chk.eq('%s: create_ns' % what, span['create_ns'], None, span)
+    chk.eq('%s: start_ns' % what, span['start_ns'], None, span)
+    sr = span['start_routine'] or {}
+    chk.eq('%s: start_routine.symbol' % what, sr.get('symbol'), routine, span)
+    if pthread is not None:
+        chk.eq('%s: pthread' % what, span['pthread'], pthread, span)
+    else:
+        chk.true('%s: pthread known' % what, span['pthread'] is not None, span)
+    chk.true('%s: detached is true or false (got %r)' % (what, span['detached']),
+             span['detached'] in (True, False), span)
+
+
+def check_open(chk, span, what):
+    chk.eq('%s: status (still running at the detach)' % what, span['status'], 'open', span)
+    chk.eq('%s: end' % what, span['end'], None, span)
+    chk.eq('%s: end_ns' % what, span['end_ns'], None, span)
+
+
+def check_main_span(chk, doc, pid, what, status='open'):
+    mains = [s for s in thread_spans(doc) if s['origin'] == 'main']
+    if not chk.eq('%s: main spans' % what, [s['tid'] for s in mains], [pid]):
+        return None
+    span = mains[0]
+    sr = span['start_routine'] or {}
+    chk.eq('%s: main span start_routine.symbol' % what, sr.get('symbol'), 'main', span)
+    chk.eq('%s: main span create_ns' % what, span['create_ns'], None, span)
+    if status == 'open':
+        check_open(chk, span, '%s: main span' % what)
+    return span
+
+
+def check_churner_doc(chk, run, pid, what):
+    doc = run.doc
+    frozen = check_attach_doc(chk, run, pid, 'interrupted', what)
+    chk.true('%s: session.frozen_ns > 0 (got %r)' % (what, frozen),
+             isinstance(frozen, int) and frozen > 0)
+    print('%s: frozen_ns %s, %d spans, %.2f s' % (what, frozen, len(doc['spans']), run.elapsed))
+    check_main_span(chk, doc, pid, what)
+    spans = thread_spans(doc)
+    pre = [s for s in spans if s['origin'] == 'preexisting']
+    created = [s for s in spans if s['origin'] == 'created']
+    chk.true('%s: at least one preexisting span (got %d)' % (what, len(pre)), len(pre) >= 1)
+    creators = [s for s in pre if (s['start_routine'] or {}).get('symbol') == 'creator_worker']
+    chk.eq('%s: preexisting creator_worker spans' % what, len(creators), 2)
+    creator_tids = {s['tid'] for s in creators}
+    for s in creators:
+        w = '%s: creator_worker %s' % (what, s['tid'])
+        check_preexisting(chk, s, w, 'creator_worker')
+        chk.eq('%s: detached' % w, s['detached'], False, s)
+        check_open(chk, s, w)
+    for s in pre:
+        if s not in creators:
+            # a short_worker that ran at the attach
+            sr = s['start_routine'] or {}
+            chk.eq('%s: preexisting span %s start_routine.symbol' % (what, s['tid']),
+                   sr.get('symbol'), 'short_worker', s)
+            if s['status'] == 'unmatched':
+                print('note: %s: preexisting short_worker %s ended unmatched: %s, uncertain %s'
+                      % (what, s['tid'], json.dumps(s['end']), s['uncertain']))
+    complete = []
+    for s in created:
+        w = '%s: created span %s (tid %s)' % (what, s['id'], s['tid'])
+        sr = s['start_routine'] or {}
+        if not chk.eq('%s: start_routine.symbol' % w, sr.get('symbol'), 'short_worker', s):
+            continue
+        chk.true('%s: creator is a creator_worker (%s)' % (w, s['creator_tid']),
+                 s['creator_tid'] in creator_tids, s)
+        if s['status'] in ('completed', 'exited'):
+            if None in (s['create_ns'], s['start_ns'], s['end_ns']):
+                chk.fail('%s: ended (%s) without create_ns/start_ns/end_ns' % (w, s['status']), s)
+                continue
+            chk.true('%s: create_ns <= start_ns <= end_ns' % w,
+                     s['create_ns'] <= s['start_ns'] <= s['end_ns'], s)
+            arg = s.get('arg')
+            value = (s['end'] or {}).get('value')
+            if arg is not None:
+                n = int(arg, 16)
+                chk.eq('%s: end.value (arg + 1)' % w, value, hex(n + 1), s)
+                chk.eq('%s: status (odd arg: pthread_exit)' % w, s['status'],
+                       'exited' if n & 1 else 'completed', s)
+            complete.append(s)
+        else:
+            chk.true('%s: status completed, exited or open (got %s)' % (w, s['status']),
+                     s['status'] == 'open', s)
+    chk.true('%s: at least one created span complete with start and end (got %d of %d)'
+             % (what, len(complete), len(created)), len(complete) >= 1)
+    report_warnings(run)
+
+
+def case_attach_churner(session, chk):
+    target = session.target('churner')
+    pid = target.ready()[0]
+    before = exec_mappings(pid)
+    run, proc = start_attached(session, target)
+    try:
+        # ptwatch follows the churn for a while: 1,000 more threads
+        wait_progress(chk, target, 'while traced', more=1000, timeout=20)
+        os.kill(proc.pid, signal.SIGINT)
+        session.wait(run, proc, 20, 'ptwatch did not let go after SIGINT')
+    finally:
+        if proc.returncode is None:
+            kill_group(proc)
+            proc.wait()
+    load_doc(run)
+    check_churner_doc(chk, run, pid, 'SIGINT')
+    target.check_alive('after the detach')
+    compare_mappings(chk, before, exec_mappings(pid), 'after the detach')
+    check_untouched(chk, pid, 'after the detach')
+    wait_progress(chk, target, 'after the detach', more=500)
+    target.send('q')
+    if check_target_exit(chk, target, 'after the detach'):
+        churn = target.one_truth('churn', 'released')
+        print('churner made %d threads' % churn['count'])
+
+
+def check_stack(chk, span, what, routine, source):
+    """A snapshot span's stack: non-empty, and one frame is routine in
+    source (symbol and file basename)."""
+    stack = span.get('stack')
+    if not chk.true('%s: non-empty stack' % what, isinstance(stack, list) and stack, span):
+        return
+    frames = [f for f in stack if f['symbol'] == routine]
+    if chk.true('%s: a stack frame in %s' % (what, routine), frames, span):
+        f = frames[0].get('file')
+        chk.true('%s: frame %s file is %s (got %r)' % (what, routine, source, f),
+                 isinstance(f, str) and os.path.basename(f) == source, span)
+
+
+def case_snapshot_deadlock(session, chk):
+    target = session.target('deadlock')
+    pid = target.ready()[0]
+    dl = target.one_truth('deadlock')
+    blocked = [r for r in target.truth() if r.get('kind') == 'blocked']
+    role = {}
+    for r in blocked:
+        role.setdefault(r['role'], []).append(r)
+    ab, ba = role['ab'][0], role['ba'][0]
+    run = session.attach(pid, opts=('--snapshot',))
+    doc = run.doc
+    text = run.stderr_text()
+    frozen = check_attach_doc(chk, run, pid, 'snapshot', 'snapshot')
+    print('snapshot: frozen_ns %s, %.2f s' % (frozen, run.elapsed))
+    # the text: the deadlock, and the three condvar waiters as one group
+    chk.true('text: says DEADLOCK', 'DEADLOCK' in text)
+    dl_text = text[text.find('DEADLOCK'):].split('\n\n')[0] if 'DEADLOCK' in text else ''
+    for r in (ab, ba):
+        chk.true('text: the deadlock lists thread %s' % r['tid'],
+                 re.search(r'thread %d\b' % r['tid'], dl_text) is not None,
+                 detail='deadlock text: %r' % dl_text)
+    chk.true('text: a group of 3 threads in cond_worker',
+             re.search(r'^3 threads in cond_worker\b', text, re.M) is not None)
+    # the document's cycle
+    cycles = doc.get('deadlocks')
+    if chk.true('deadlocks: a list with one cycle (got %r)' % (cycles,),
+                isinstance(cycles, list) and len(cycles) == 1):
+        cyc = cycles[0]
+        chk.eq('deadlocks[0].tids', sorted(cyc['tids']), sorted([ab['tid'], ba['tid']]))
+        ids = {s['tid']: s['id'] for s in thread_spans(doc)}
+        chk.eq('deadlocks[0].spans', sorted(cyc['spans']),
+               sorted(ids.get(t) for t in (ab['tid'], ba['tid'])))
+    index = span_index(doc)
+    chk.eq('snapshot: spans', len(thread_spans(doc)), len(blocked) + 1)
+    main_span = check_main_span(chk, doc, pid, 'snapshot')
+    if main_span is not None:
+        check_stack(chk, main_span, 'main thread', 'main', 'deadlock.c')
+        chk.true('main thread: state starts with S (got %r)' % main_span.get('state'),
+                 str(main_span.get('state')).startswith('S'), main_span)
+    for r in blocked:
+        spans = index.get(r['tid'], [])
+        what = '%s %s' % (r['routine'], r['tid'])
+        if not chk.eq('%s: spans with its tid' % what, len(spans), 1):
+            continue
+        s = spans[0]
+        check_preexisting(chk, s, what, r['routine'], r['pthread'])
+        chk.eq('%s: detached' % what, s['detached'], False, s)
+        check_open(chk, s, what)
+        check_stack(chk, s, what, r['routine'], 'deadlock.c')
+        chk.true('%s: state starts with S (got %r)' % (what, s.get('state')),
+                 str(s.get('state')).startswith('S'), s)
+        wf = s.get('waits_for')
+        if r['waits'] == 'read':
+            chk.true('%s: waits_for null or other (blocked in read; got %r)' % (what, wf),
+                     wf is None or wf.get('kind') == 'other', s)
+            continue
+        if not chk.true('%s: waits_for known' % what, isinstance(wf, dict), s):
+            continue
+        chk.eq('%s: waits_for.kind' % what, wf.get('kind'), r['waits'], s)
+        if r['waits'] in ('mutex', 'cond', 'rwlock'):
+            # the object's own address (pthread_mutex_t, pthread_cond_t,
+            # pthread_rwlock_t), not that of a futex word inside it
+            got = wf.get('object')
+            inside = ''
+            if isinstance(got, str) and got != r['object']:
+                inside = ' (the %s + %#x)' % (r['waits'], int(got, 16) - int(r['object'], 16))
+            chk.eq('%s: waits_for.object%s' % (what, inside), got, r['object'], s)
+        else:
+            print('%s: waits_for %s (joined pthread_t %s)' % (what, json.dumps(wf), r['object']))
+        if r['waits'] in ('mutex', 'join'):
+            chk.eq('%s: waits_for.owner_tid' % what, wf.get('owner_tid'), r['owner'], s)
+        elif r['waits'] == 'rwlock':
+            print('%s: waits_for.owner_tid %s (the writer: %s)'
+                  % (what, wf.get('owner_tid'), r['owner']))
+            chk.true('%s: waits_for.owner_tid is null or the writer %s (got %r)'
+                     % (what, r['owner'], wf.get('owner_tid')),
+                     wf.get('owner_tid') in (None, r['owner']), s)
+    print('objects: %s' % json.dumps(dl))
+    report_warnings(run)
+    # the target was not harmed: every thread sleeps where it slept (S),
+    # none stopped, none traced
+    settled_states(pid, {t: 'S' for t in [pid] + [r['tid'] for r in blocked]})
+    check_untouched(chk, pid, 'after the snapshot', allowed='S')
+    chk.eq('after the snapshot: the fixture answers', target.ask('p'), ['pong'])
+    target.kill()
+
+
+def case_attach_idle(session, chk, count='1000'):
+    n = int(count)
+    target = session.target('idle', [n])
+    pid = target.ready(timeout=60)[0]
+    idle = {r['tid']: r for r in target.truth() if r.get('kind') == 'idle'}
+    if len(idle) != n:
+        raise FrameworkError('idle truth: %d records for %d threads' % (len(idle), n))
+    for mode, opts in (('duration', ('-q', '--duration=0.3')), ('snapshot', ('-q', '--snapshot'))):
+        chk.prefix = '[%s] ' % mode
+        run = session.attach(pid, opts=opts, timeout=60)
+        doc = run.doc
+        frozen = check_attach_doc(chk, run, pid, mode, mode)
+        print('%s: %d threads: ptwatch took %.2f s, frozen_ns %s (%.3f s)'
+              % (mode, n + 1, run.elapsed, frozen, (frozen or 0) / 1e9))
+        chk.true('%s: frozen_ns under 5 s (got %s)' % (mode, frozen),
+                 isinstance(frozen, int) and frozen < 5e9)
+        spans = thread_spans(doc)
+        chk.eq('%s: spans' % mode, len(spans), n + 1)
+        main_span = check_main_span(chk, doc, pid, mode)
+        if main_span is not None and mode == 'snapshot':
+            check_stack(chk, main_span, 'main thread', 'main', 'idle.c')
+        seen = set()
+        for s in spans:
+            if s['origin'] == 'main':
+                continue
+            rec = idle.get(s['tid'])
+            what = 'span %s (tid %s)' % (s['id'], s['tid'])
+            if not chk.true('%s: the tid of an idle_worker' % what, rec is not None, s):
+                continue
+            seen.add(s['tid'])
+            check_preexisting(chk, s, what, 'idle_worker', rec['pthread'])
+            chk.eq('%s: detached' % what, s['detached'], False, s)
+            check_open(chk, s, what)
+            if mode == 'snapshot':
+                check_stack(chk, s, what, 'idle_worker', 'idle.c')
+                chk.eq('%s: state' % what, s.get('state'), 'S read', s)
+        chk.eq('%s: idle_worker threads without a span' % mode, sorted(set(idle) - seen), [])
+        report_warnings(run)
+        check_untouched(chk, pid, 'after %s' % mode)
+        chk.eq('after %s: the fixture answers' % mode, target.ask('p'), ['pong'])
+    chk.prefix = ''
+    target.send('q')
+    if check_target_exit(chk, target, 'released', timeout=30):
+        chk.eq('idle_done threads', target.one_truth('idle_done', 'released')['threads'], n)
+
+
+def case_attach_stopped(session, chk):
+    target = session.target('idle', [3])
+    pid = target.ready()[0]
+    os.kill(pid, signal.SIGSTOP)
+    states = wait_for(lambda: (lambda st: st if st and all(v == 'T' for v in st.values())
+                               else None)(task_states(pid)), 10)
+    if not states:
+        raise FrameworkError('after SIGSTOP, the threads of %d did not all stop: %s'
+                             % (pid, task_states(pid)))
+    for mode, opts in (('duration', ('-q', '--duration=0.3')), ('snapshot', ('-q', '--snapshot'))):
+        run = session.attach(pid, opts=opts, timeout=30)
+        check_attach_doc(chk, run, pid, mode, mode)
+        chk.eq('%s: spans' % mode, len(thread_spans(run.doc)), 4)
+        # every thread was stopped (T) all along: nothing to wait for
+        print('%s: ptwatch took %.2f s' % (mode, run.elapsed))
+        chk.true('%s: returned within 2.5 s (took %.2f s)' % (mode, run.elapsed),
+                 run.elapsed < 2.5)
+        chk.true('%s: no threads_not_stopped warning (got %s)' % (mode, warning_codes(run.doc)),
+                 'threads_not_stopped' not in warning_codes(run.doc))
+        if mode == 'snapshot':
+            print('snapshot of a stopped process: states %s'
+                  % sorted({s.get('state') for s in thread_spans(run.doc)}))
+        report_warnings(run)
+        settled_states(pid, {t: 'T' for t in states})
+        check_untouched(chk, pid, 'after %s' % mode, stopped=True)
+    os.kill(pid, signal.SIGCONT)
+    chk.eq('SIGCONT deliveries to the handler (ours only)', target.ask('k'), ['cont', '1'])
+    target.send('q')
+    check_target_exit(chk, target, 'after SIGCONT')
+    chk.eq('idle_done cont_count', target.one_truth('idle_done', 'released')['cont_count'], 1)
+
+
+def check_refusal(chk, run, what, pid=None, reason=None):
+    """Exit 1 and one line: "ptwatch: cannot attach to PID: <reason>"."""
+    chk.eq('%s: exit status' % what, run.returncode, 1)
+    lines = attach_stderr_lines(run)
+    print('%s: %r' % (what, run.stderr_text().strip()))
+    if not chk.eq('%s: lines on stderr' % what, len(lines), 1):
+        return ''
+    prefix = 'ptwatch: cannot attach to %s: ' % (pid if pid is not None else '')
+    line = lines[0]
+    if pid is not None:
+        chk.true('%s: message starts with %r (got %r)' % (what, prefix, line),
+                 line.startswith(prefix))
+    else:
+        chk.true('%s: message starts with "ptwatch: cannot attach to " (got %r)' % (what, line),
+                 line.startswith('ptwatch: cannot attach to '))
+    if reason is not None:
+        chk.true('%s: the reason matches %r (got %r)' % (what, reason, line),
+                 re.search(reason, line) is not None)
+    if os.path.exists(run.doc_path) and os.path.getsize(run.doc_path):
+        load_doc(run)
+        print('note: %s: a document was written (end_reason %s)'
+              % (what, run.doc['session']['end_reason']))
+    return line
+
+
+def case_attach_refusals(session, chk):
+    ptw = ptwatch_path()
+    # a pid that does not exist
+    with open('/proc/sys/kernel/pid_max') as f:
+        pid_max = int(f.read())
+    missing = next(p for p in range(pid_max - 1, 1, -1) if not os.path.exists('/proc/%d' % p))
+    check_refusal(chk, session.attach(missing, load=False), 'no such pid %d' % missing, missing)
+
+    # usage error
+    for arg in ('abc', '0', '-5'):
+        r = subprocess.run([ptw, '-p', arg], stdin=subprocess.DEVNULL, capture_output=True,
+                           timeout=20)
+        if arg == 'abc':
+            chk.eq('-p abc: exit status (usage)', r.returncode, 2)
+        else:
+            chk.true('-p %s: exit status 1 or 2 (got %s)' % (arg, r.returncode),
+                     r.returncode in (1, 2))
+        print('-p %s: exit %s: %r' % (arg, r.returncode, r.stderr.decode().strip()))
+        chk.true('-p %s: a message on stderr' % arg, r.stderr.strip() != b'')
+
+    # ptwatch itself
+    r = subprocess.run(['/bin/sh', '-c', 'exec "$0" -p $$', ptw], stdin=subprocess.DEVNULL,
+                       capture_output=True, timeout=20)
+    text = r.stderr.decode('utf-8', 'replace').strip()
+    print('ptwatch -p itself: exit %s: %r' % (r.returncode, text))
+    chk.eq('ptwatch -p itself: exit status', r.returncode, 1)
+    chk.true('ptwatch -p itself: one line "ptwatch: cannot attach to PID: ..." (got %r)' % text,
+             re.match(r'^ptwatch: cannot attach to \d+: \S.*$', text) is not None)
+
+    # a kernel thread
+    kthreadd = comm(2)
+    if kthreadd != 'kthreadd':
+        print('note: pid 2 is %r, not kthreadd' % kthreadd)
+    check_refusal(chk, session.attach(2, load=False), 'pid 2 (%s)' % kthreadd, 2,
+                  r'kernel thread')
+    chk.eq('pid 2 after the refusal: TracerPid', tracer_pids(2), {})
+
+    # a zombie: a child of ours that exited, not reaped
+    zombie = subprocess.Popen(['/bin/true'])
+    if not wait_for(lambda: task_states(zombie.pid).get(zombie.pid) == 'Z', 10):
+        raise FrameworkError('child %d did not become a zombie' % zombie.pid)
+    check_refusal(chk, session.attach(zombie.pid, load=False), 'zombie %d' % zombie.pid,
+                  zombie.pid)
+    chk.eq('zombie after the refusal: state', task_states(zombie.pid).get(zombie.pid), 'Z')
+    zombie.wait()
+
+    target = session.target('idle', [2])
+    pid = target.ready()[0]
+
+    # already traced: a first ptwatch holds it
+    first, first_proc = start_attached(session, target)
+    try:
+        traced = wait_traced(target)
+        tracer = traced[pid]
+        line = check_refusal(chk, session.attach(pid, load=False), 'already traced', pid,
+                             r'already traced by PID %d \(%s\)' % (tracer, re.escape(
+                                 comm(tracer) or '?')))
+        print('the first ptwatch: guardian %d, tracer %d (%s)'
+              % (first_proc.pid, tracer, comm(tracer)))
+        chk.eq('the tracer is the child of the ptwatch we started',
+               child_pids(first_proc.pid), [tracer])
+        chk.eq('the tracer comm', comm(tracer), 'ptw-tracer')
+        chk.true('already traced: still held by the first ptwatch (%s)' % line,
+                 tracer_pids(pid).get(pid) == tracer)
+        os.kill(first_proc.pid, signal.SIGINT)
+        session.wait(first, first_proc, 20, 'the first ptwatch did not let go after SIGINT')
+    finally:
+        if first_proc.returncode is None:
+            kill_group(first_proc)
+            first_proc.wait()
+    load_doc(first)
+    check_attach_doc(chk, first, pid, 'interrupted', 'the first ptwatch')
+    check_untouched(chk, pid, 'after the first ptwatch')
+
+    # not allowed: ptwatch as nobody against our (root's) fixture
+    setpriv = shutil.which('setpriv')
+    if os.getuid() != 0:
+        print('SKIP (sub-check): permission denied needs root (uid %d)' % os.getuid())
+    elif setpriv is None:
+        print('SKIP (sub-check): permission denied needs setpriv (util-linux)')
+    else:
+        prefix = [setpriv, '--reuid=nobody', '--regid=nogroup', '--clear-groups']
+        probe = subprocess.run(prefix + [ptw, '--version'], capture_output=True, timeout=20)
+        if probe.returncode != 0:
+            print('SKIP (sub-check): nobody cannot run %s: %r'
+                  % (ptw, probe.stderr.decode().strip()))
+        else:
+            # no -o: nobody cannot write in our temporary directory
+            run = session.attach(pid, output=None, load=False, prefix=prefix)
+            check_refusal(chk, run, 'as nobody', pid, r'uid|CAP_SYS_PTRACE')
+    check_untouched(chk, pid, 'after the refusals')
+    chk.eq('after the refusals: the fixture answers', target.ask('p'), ['pong'])
+    target.send('q')
+    check_target_exit(chk, target, 'released')
+
+
+def case_attach_zombie_leader(session, chk):
+    target = session.target('leaderexit')
+    pid = target.ready()[0]
+    rec = target.one_truth('leader')
+    served = 0
+    for mode, opts in (('duration', ('-q', '--duration=0.3')), ('snapshot', ('-q', '--snapshot'))):
+        chk.prefix = '[%s] ' % mode
+        run = session.attach(pid, opts=opts, timeout=30)
+        doc = run.doc
+        check_attach_doc(chk, run, pid, mode, mode)
+        codes = warning_codes(doc)
+        chk.true('%s: warning zombie_leader (got %s)' % (mode, codes), 'zombie_leader' in codes)
+        report_warnings(run)
+        index = span_index(doc)
+        for tid, pthread, routine in ((rec['command_tid'], rec['command_pthread'],
+                                       'command_worker'),
+                                      (rec['cond_tid'], rec['cond_pthread'], 'cond_worker')):
+            spans = index.get(tid, [])
+            if not chk.eq('%s: spans of %s %s' % (mode, routine, tid), len(spans), 1):
+                continue
+            s = spans[0]
+            check_preexisting(chk, s, '%s %s' % (routine, tid), routine, pthread)
+            check_open(chk, s, '%s %s' % (routine, tid))
+            if mode == 'snapshot':
+                check_stack(chk, s, '%s %s' % (routine, tid), routine, 'leaderexit.c')
+        leader = index.get(pid, [])
+        print('%s: leader spans: %s' % (mode, json.dumps(leader)))
+        others = [s['tid'] for s in thread_spans(doc)
+                  if s['tid'] not in (pid, rec['command_tid'], rec['cond_tid'])]
+        chk.eq('%s: spans of unknown threads' % mode, others, [])
+        states = settled_states(pid, {pid: 'Z', rec['command_tid']: 'S', rec['cond_tid']: 'S'})
+        chk.eq('after %s: the leader is still a zombie' % mode, states.get(pid), 'Z')
+        chk.eq('after %s: threads with a tracer' % mode, tracer_pids(pid), {})
+        chk.eq('after %s: worker states' % mode,
+               {t: st for t, st in states.items() if t != pid},
+               {rec['command_tid']: 'S', rec['cond_tid']: 'S'})
+        served += 1
+        chk.eq('after %s: the workers go on' % mode, target.ask('p'), ['pong', str(served)])
+    chk.prefix = ''
+    target.send('q')
+    check_target_exit(chk, target, 'released')
+
+
+def case_attach_unstoppable(session, chk):
+    target = session.target('vforker')
+    pid, vfork_tid = target.ready()
+    rec = target.one_truth('vforker')
+    run = session.attach(pid, opts=('-q', '--snapshot'), timeout=30)
+    doc = run.doc
+    print('snapshot with a thread in D: %.2f s' % run.elapsed)
+    chk.true('snapshot returned within 2.5 s (took %.2f s)' % run.elapsed, run.elapsed < 2.5)
+    check_attach_doc(chk, run, pid, 'snapshot', 'snapshot')
+    codes = warning_codes(doc)
+    chk.true('warning threads_not_stopped (got %s)' % codes, 'threads_not_stopped' in codes)
+    report_warnings(run)
+    index = span_index(doc)
+    chk.eq('spans', len(thread_spans(doc)), 4)
+    spans = index.get(vfork_tid, [])
+    if chk.eq('spans of vfork_worker %s' % vfork_tid, len(spans), 1):
+        s = spans[0]
+        print('the D thread: %s' % json.dumps(s))
+        chk.true('vfork_worker: state starts with D (got %r)' % s.get('state'),
+                 str(s.get('state')).startswith('D'), s)
+        chk.eq('vfork_worker: stack', s.get('stack'), [], s)
+        check_preexisting(chk, s, 'vfork_worker', 'vfork_worker', rec['vfork_pthread'])
+    main_span = check_main_span(chk, doc, pid, 'snapshot')
+    if main_span is not None:
+        check_stack(chk, main_span, 'main thread', 'main', 'vforker.c')
+        chk.true('main: state starts with S (got %r)' % main_span.get('state'),
+                 str(main_span.get('state')).startswith('S'), main_span)
+    for tid, pthread in zip(rec['cond_tids'], rec['cond_pthreads']):
+        spans = index.get(tid, [])
+        if not chk.eq('spans of cond_worker %s' % tid, len(spans), 1):
+            continue
+        s = spans[0]
+        what = 'cond_worker %s' % tid
+        check_preexisting(chk, s, what, 'cond_worker', pthread)
+        check_stack(chk, s, what, 'cond_worker', 'vforker.c')
+        chk.true('%s: state starts with S (got %r)' % (what, s.get('state')),
+                 str(s.get('state')).startswith('S'), s)
+        chk.eq('%s: waits_for.kind' % what, (s.get('waits_for') or {}).get('kind'), 'cond', s)
+    # the target: untraced (the D thread too), D thread still in vfork
+    gone = wait_untraced(pid, 2)
+    chk.true('after the snapshot: no thread traced within 2 s (tracers %s)' % tracer_pids(pid),
+             gone is not None)
+    expected = {t: 'S' for t in [pid] + rec['cond_tids']}
+    expected[vfork_tid] = 'D'
+    chk.eq('after the snapshot: states', settled_states(pid, expected), expected)
+    # tracing (--duration) copes with it too
+    run = session.attach(pid, opts=('-q', '--duration=0.3'), timeout=30)
+    print('--duration=0.3 with a thread in D: %.2f s' % run.elapsed)
+    check_attach_doc(chk, run, pid, 'duration', '--duration')
+    chk.true('--duration: warning threads_not_stopped (got %s)' % warning_codes(run.doc),
+             'threads_not_stopped' in warning_codes(run.doc))
+    report_warnings(run)
+    chk.eq('--duration: spans', sorted(s['tid'] for s in thread_spans(run.doc)),
+           sorted(expected))
+    chk.true('after --duration: no thread traced within 2 s (tracers %s)' % tracer_pids(pid),
+             wait_untraced(pid, 2) is not None)
+    chk.eq('after --duration: states', settled_states(pid, expected), expected)
+    target.send('x')    # the vfork child execs /bin/true
+    chk.eq('released: the fixture finished', target.line(20, 'done'), 'done')
+    check_target_exit(chk, target, 'released')
+
+
+# Real-time signals, queued with a value: seq | target << 16.
+SI_QUEUE = -1
+SYS_rt_tgsigqueueinfo = 297   # x86-64
+
+
+class SigInfo(ctypes.Structure):
+    _fields_ = [('si_signo', ctypes.c_int), ('si_errno', ctypes.c_int), ('si_code', ctypes.c_int),
+                ('pad', ctypes.c_int), ('si_pid', ctypes.c_int), ('si_uid', ctypes.c_uint),
+                ('si_value', ctypes.c_void_p), ('rest', ctypes.c_char * 96)]
+
+
+def case_attach_signals(session, chk, cycles='10'):
+    """Real-time signals queued with a value, one every millisecond, to the
+    process and to each of its threads, while ptwatch attaches and detaches
+    over and over: each must arrive exactly once, in the right thread, with
+    its own si_code and value (signals pass through unchanged)."""
+    if platform.machine() != 'x86_64':
+        raise Skip('rt_tgsigqueueinfo syscall number for %s' % platform.machine())
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.sigqueue.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+    libc.syscall.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                             ctypes.c_void_p]
+    target = session.target('rtsig')
+    words = target.ready()
+    pid, workers = words[0], words[1:] + [words[0]]    # the rt_workers, main
+    sig = signal.SIGRTMIN + 1
+    sent = []
+    errors = []
+    stop = threading.Event()
+
+    def sender():
+        seq = 0
+        while not stop.is_set() and seq < 16000:
+            seq += 1
+            dest = seq % (len(workers) + 1)       # 0: the process, i + 1: thread i
+            value = seq | dest << 16
+            if dest == 0:
+                rc = libc.sigqueue(pid, sig, value)
+            else:
+                info = SigInfo(si_signo=sig, si_code=SI_QUEUE, si_pid=os.getpid(),
+                               si_uid=os.getuid(), si_value=value)
+                rc = libc.syscall(SYS_rt_tgsigqueueinfo, pid, workers[dest - 1], sig,
+                                  ctypes.byref(info))
+            if rc != 0:
+                errors.append((seq, os.strerror(ctypes.get_errno())))
+                return
+            sent.append(seq)
+            time.sleep(0.001)   # a steady pace, not synchronisation
+
+    thread = threading.Thread(target=sender)
+    thread.start()
+    tracers = {}    # the pid of each cycle's tracer: cycle number
+    try:
+        for i in range(int(cycles)):
+            chk.prefix = '[cycle %d] ' % (i + 1)
+            run, proc = session.start_attach(pid, opts=('-q', '--duration=0.2'))
+            tracer = wait_for(lambda: tracer_pids(pid).get(pid) or proc.poll() is not None, 20,
+                              step=0.001)
+            if tracer is not True:
+                tracers[tracer] = i + 1
+            session.wait(run, proc, 30)
+            load_doc(run)
+            check_attach_doc(chk, run, pid, 'duration')
+            chk.eq('spans', len(thread_spans(run.doc)), len(workers))
+            report_warnings(run)
+            check_untouched(chk, pid, 'after cycle %d' % (i + 1))
+    finally:
+        chk.prefix = ''
+        stop.set()
+        thread.join()
+    if errors:
+        raise FrameworkError('sending signal %s: %s' % (errors[0][0], errors[0][1]))
+    n = len(sent)
+    print('%d signals sent (%d to the process, %d to single threads) over %s cycles'
+          % (n, sum(1 for s in sent if s % (len(workers) + 1) == 0),
+             sum(1 for s in sent if s % (len(workers) + 1)), cycles))
+    target.send('q')
+    if not check_target_exit(chk, target, 'released'):
+        return
+    rt = target.one_truth('rtsig', 'released')
+    print('fixture: %s' % json.dumps(rt))
+    chk.eq('deliveries (handled + still pending at the end)', rt['deliveries'], n)
+    chk.eq('distinct values received', rt['distinct'], n)
+    chk.eq('highest value received', rt['max_seq'], n)
+    chk.eq('values delivered twice', rt['duplicated'], 0)
+    chk.eq('thread-directed signals that reached another thread', rt['wrong_tid'], 0)
+    if not chk.eq('signals without our si_code (SI_QUEUE) and value', rt['bad'], 0):
+        bad = rt['first_bad']
+        print('the first one: si_code %s (SI_TKILL = -6), si_pid %s (%s), value %s, in thread %s'
+              % (bad['si_code'], bad['si_pid'],
+                 'the tracer of cycle %d' % tracers[bad['si_pid']]
+                 if bad['si_pid'] in tracers else 'not a tracer of ours: %s' % sorted(tracers),
+                 bad['value'], bad['tid']))
+
+
+def case_attach_exec_fork(session, chk):
+    target = session.target('execfork')
+    pid, image = target.ready()
+    if image != 1:
+        raise FrameworkError('execfork: first image says %d' % image)
+
+    def cycle(what, duration='0.3'):
+        run = session.attach(pid, opts=('-q', '--duration=%s' % duration), timeout=30)
+        check_attach_doc(chk, run, pid, 'duration', what)
+        report_warnings(run)
+        check_untouched(chk, pid, 'after %s' % what)
+        wait_progress(chk, target, 'after %s' % what, more=20)
+        return run
+
+    for i in range(2):
+        cycle('image 1, cycle %d' % (i + 1))
+    # traced while the worker thread execs
+    run, proc = start_attached(session, target, opts=('--duration=3',))
+    try:
+        target.send('x')
+        again = target.ready(timeout=20)
+        chk.eq('the new image says so', again[1:], [2])
+        session.wait(run, proc, 30, 'ptwatch did not end at --duration=3')
+    finally:
+        if proc.returncode is None:
+            kill_group(proc)
+            proc.wait()
+    load_doc(run)
+    check_attach_doc(chk, run, pid, 'duration', 'across the exec')
+    report_warnings(run)
+    execs = [s for s in thread_spans(run.doc) if (s['end'] or {}).get('method') == 'exec']
+    mains = [s for s in thread_spans(run.doc) if s['origin'] == 'main']
+    print('across the exec: %d spans, %d ended by the exec, main spans %s, exe %s'
+          % (len(thread_spans(run.doc)), len(execs),
+             [(s['id'], s['status'], (s['start_routine'] or {}).get('symbol')) for s in mains],
+             run.doc['target']['exe']))
+    chk.true('across the exec: spans ended by exec (got %d)' % len(execs), len(execs) >= 1)
+    check_untouched(chk, pid, 'after the exec')
+    before = exec_mappings(pid)
+    for i in range(2):
+        cycle('image 2, cycle %d' % (i + 1))
+    compare_mappings(chk, before, exec_mappings(pid), 'image 2, after the cycles')
+    target.send('q')
+    if check_target_exit(chk, target, 'released'):
+        rec = target.one_truth('execfork', 'released')
+        print('image 2 forked %d children' % rec['forked'])
+        chk.eq('execfork record: image', rec['image'], 2)
+
+
+def case_attach_pipe_closed(session, chk):
+    target = session.target('churner')
+    pid = target.ready()[0]
+    before = exec_mappings(pid)
+    for variant, output in (('-o FILE', 'file'), ('no document', None)):
+        chk.prefix = '[%s] ' % variant
+        err_r, err_w = os.pipe()
+        try:
+            run, proc = session.start_attach(pid, opts=(), output=output, stderr=err_w)
+        finally:
+            os.close(err_w)
+        try:
+            r, _, _ = select.select([err_r], [], [], 20)
+            first = os.read(err_r, 4096).split(b'\n')[0] if r else b''
+            print('%s: first stderr line: %r' % (variant, first))
+            os.close(err_r)
+            err_r = None
+            session.wait(run, proc, 20, 'ptwatch did not exit after its stderr closed')
+        finally:
+            if err_r is not None:
+                os.close(err_r)
+            if proc.returncode is None:
+                kill_group(proc)
+                proc.wait()
+        chk.true('first line read (%r)' % first, first != b'')
+        print('%s: ptwatch exit status %s after %.2f s (Popen: -13 is death by SIGPIPE)'
+              % (variant, run.returncode, run.elapsed))
+        chk.true('ptwatch exit status 0 or SIGPIPE (got %s)' % run.returncode,
+                 run.returncode in (0, 141, -signal.SIGPIPE))
+        if output == 'file':
+            if os.path.exists(run.doc_path) and os.path.getsize(run.doc_path):
+                load_doc(run)
+                print('%s: document end_reason %s, exit %s'
+                      % (variant, run.doc['session']['end_reason'], run.doc['target']['exit']))
+                chk.eq('target.exit', run.doc['target']['exit'], None)
+            else:
+                print('note: %s: no document after SIGPIPE' % variant)
+        gone = wait_untraced(pid, 2)
+        chk.true('TracerPid 0 within 2 s (tracers %s)' % tracer_pids(pid), gone is not None)
+        target.check_alive('after the pipe closed')
+        check_untouched(chk, pid, 'after the pipe closed')
+        compare_mappings(chk, before, exec_mappings(pid), 'after the pipe closed')
+        wait_progress(chk, target, 'after the pipe closed', more=300)
+    chk.prefix = ''
+    target.send('q')
+    check_target_exit(chk, target, 'released')
+
+
+def case_kill9_front(session, chk, rounds='3'):
+    target = session.target('churner')
+    pid = target.ready()[0]
+    before = exec_mappings(pid)
+    for i in range(int(rounds)):
+        chk.prefix = '[round %d] ' % (i + 1)
+        run, proc = start_attached(session, target)
+        try:
+            traced = wait_traced(target)
+            tracer = traced[pid]
+            chk.eq('the tracer is the child of the ptwatch we started',
+                   child_pids(proc.pid), [tracer])
+            # in full swing: breakpoints in, threads created under ptwatch
+            wait_progress(chk, target, 'while traced', more=100)
+            lines = wait_for(lambda: read_outputs(run) or ' create ' in run.stderr_text(), 10)
+            chk.true('event lines on stderr before the kill', lines)
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+            t = wait_untraced(pid, 2)
+            print('round %d: guardian %d killed; target untraced after %s s'
+                  % (i + 1, proc.pid, '%.3f' % t if t is not None else 'more than 2'))
+            chk.true('TracerPid 0 within 2 s of the kill (tracers %s)' % tracer_pids(pid),
+                     t is not None)
+            left = wait_for(lambda: not os.path.exists('/proc/%d' % tracer), 5)
+            chk.true('the tracer %d exits after the detach (comm %s)' % (tracer, comm(tracer)),
+                     left)
+        finally:
+            if proc.returncode is None:
+                kill_group(proc)
+                proc.wait()
+        read_outputs(run)
+        if os.path.exists(run.doc_path) and os.path.getsize(run.doc_path):
+            load_doc(run)
+            print('round %d: document written, end_reason %s, warnings %s'
+                  % (i + 1, run.doc['session']['end_reason'], warning_codes(run.doc)))
+        target.check_alive('after the kill')
+        check_untouched(chk, pid, 'after the kill')
+        compare_mappings(chk, before, exec_mappings(pid), 'after the kill')
+        wait_progress(chk, target, 'after the kill', more=300)
+    chk.prefix = ''
+    target.send('q')
+    check_target_exit(chk, target, 'released')
+
+
+def case_attach_early_signal(session, chk, rounds='2'):
+    """A signal that reaches ptwatch while it is still attaching (the
+    target's main thread already has it as its tracer, the attach is not
+    complete): ptwatch must still let go, promptly. SIGINT and SIGTERM to
+    the pid we started, and SIGKILL of it (the guardian: its tracer must
+    detach). The target is idle: no later event wakes ptwatch up. A fresh
+    target each time: a tracer that does not let go may leave int3s."""
+    for i in range(int(rounds)):
+        for signame in ('SIGINT', 'SIGTERM', 'SIGKILL'):
+            chk.prefix = '[round %d, %s] ' % (i + 1, signame)
+            target = session.target('idle', [2])
+            pid = target.ready()[0]
+            run, proc = session.start_attach(pid)
+            clean = True
+            try:
+                if not wait_for(lambda: tracer_pids(pid).get(pid) or proc.poll() is not None,
+                                20, step=0.0005):
+                    raise Failed('ptwatch -p %d did not seize the main thread within 20 s' % pid)
+                tracer = tracer_pids(pid).get(pid)
+                os.kill(proc.pid, getattr(signal, signame))
+                try:
+                    proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    clean = chk.fail('ptwatch still runs 5 s after %s (sent as soon as the main '
+                                     'thread had a tracer); tracers %s'
+                                     % (signame, tracer_pids(pid)))
+                if signame == 'SIGKILL':
+                    t = wait_untraced(pid, 2)
+                    clean = chk.true('TracerPid 0 within 2 s of the kill (tracers %s, tracer %s '
+                                     'is %s)' % (tracer_pids(pid), tracer, comm(tracer)),
+                                     t is not None)
+            finally:
+                # the guardian and its tracer share the process group
+                kill_group(proc)
+                if proc.returncode is None:
+                    proc.wait()
+            run.returncode = proc.returncode
+            read_outputs(run)
+            if not clean:
+                target.kill()
+                continue
+            if signame != 'SIGKILL':
+                chk.eq('exit status', run.returncode, 0)
+                if os.path.exists(run.doc_path) and os.path.getsize(run.doc_path):
+                    load_doc(run)
+                    chk.eq('session.end_reason', run.doc['session']['end_reason'],
+                           'interrupted')
+            check_untouched(chk, pid, 'after %s' % signame)
+            target.send('q')
+            check_target_exit(chk, target, 'after %s' % signame)
+    chk.prefix = ''
+
+
 CASES = {
     'lifecycle': case_lifecycle,
     'nested': case_nested,
@@ -712,6 +1598,18 @@ CASES = {
     'rawclone': case_rawclone,
     'dlopen': case_dlopen,
     'static': case_static,
+    'attach-churner': case_attach_churner,
+    'snapshot-deadlock': case_snapshot_deadlock,
+    'attach-idle': case_attach_idle,
+    'attach-stopped': case_attach_stopped,
+    'attach-refusals': case_attach_refusals,
+    'attach-zombie-leader': case_attach_zombie_leader,
+    'attach-unstoppable': case_attach_unstoppable,
+    'attach-signals': case_attach_signals,
+    'attach-exec-fork': case_attach_exec_fork,
+    'attach-pipe-closed': case_attach_pipe_closed,
+    'kill9-front': case_kill9_front,
+    'attach-early-signal': case_attach_early_signal,
 }
 
 if __name__ == '__main__':

@@ -7,6 +7,11 @@ the fixture's ground truth (JSON lines, see tests/fixtures/truth.h), matches
 spans to truth records by (tid, pthread) and compares them, collecting every
 mismatch with the span it concerns.
 
+Attach mode (ptwatch -p PID): Target runs an attach fixture as the test's own
+child and talks to it (tests/fixtures/attach.h); Session.attach/start_attach
+run ptwatch on its pid; exec_mappings/compare_mappings, tracer_pids and
+check_untouched check that the target was left as it was found.
+
 Configuration comes from the environment (set by meson.build):
   PTWATCH          the ptwatch binary
   PTW_FIX_<name>   the path of fixture <name>
@@ -21,6 +26,7 @@ import json
 import os
 import re
 import resource
+import select
 import shutil
 import signal
 import subprocess
@@ -140,6 +146,7 @@ class Session:
         self.case = case
         self.dirs = []
         self.runs = []
+        self.targets = []
 
     def mkdtemp(self):
         base = os.environ.get('PTW_TMPDIR') or None
@@ -150,6 +157,8 @@ class Session:
         return d
 
     def cleanup(self, keep):
+        for target in self.targets:
+            target.close()
         if keep:
             for d in self.dirs:
                 print('kept %s' % d)
@@ -159,13 +168,18 @@ class Session:
 
     # ---- running
 
-    def argv(self, run, cmd, opts=(), output='file'):
+    def argv(self, run, cmd, opts=(), output='file', pid=None):
+        """ptwatch OPTS [-o FILE | --json] -- CMD, or -p PID (attach mode)
+        instead of the command when pid is given."""
         argv = [ptwatch_path()] + list(opts)
         if output == 'file':
             argv += ['-o', run.doc_path]
         elif output == 'stdout':
             argv += ['--json']
-        argv += ['--'] + list(cmd)
+        if pid is not None:
+            argv += ['-p', str(pid)]
+        else:
+            argv += ['--'] + list(cmd)
         return argv
 
     def env(self, run, extra=None):
@@ -176,22 +190,45 @@ class Session:
             env.update(extra)
         return env
 
-    def start(self, cmd, opts=(), output='file', env=None, pass_fds=()):
+    def start(self, cmd, opts=(), output='file', env=None, pass_fds=(), pid=None, stderr=None,
+              prefix=()):
         """Starts ptwatch in a session of its own; returns (run, Popen).
 
         stdout and stderr go to files in the run's directory, not pipes: the
         target inherits them and may outlive ptwatch (interrupt), and a
-        pipe would then keep a reader waiting for its end."""
+        pipe would then keep a reader waiting for its end. stderr: another
+        file object or descriptor for ptwatch's stderr (then not read back).
+        prefix: a command that runs ptwatch (setpriv ...)."""
         run = Run(self.mkdtemp(), [])
-        run.argv = self.argv(run, cmd, opts, output)
+        run.argv = list(prefix) + self.argv(run, cmd, opts, output, pid)
         self.runs.append(run)
         run.t0 = time.monotonic()
         with open(os.path.join(run.tmpdir, 'stdout'), 'wb') as out, \
                 open(os.path.join(run.tmpdir, 'stderr'), 'wb') as err:
             proc = subprocess.Popen(run.argv, env=self.env(run, env), pass_fds=pass_fds,
-                                    stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                    stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=err if stderr is None else stderr,
                                     cwd=run.tmpdir, start_new_session=True, preexec_fn=no_core)
         return run, proc
+
+    def start_attach(self, pid, opts=('-q',), output='file', **kw):
+        """ptwatch OPTS -p PID, started; returns (run, Popen)."""
+        return self.start((), opts, output, pid=pid, **kw)
+
+    def attach(self, pid, opts=('-q',), output='file', timeout=40, load=True, prefix=()):
+        """Runs ptwatch OPTS -p PID to completion (--duration, --snapshot or
+        a refusal); loads and validates the document when load is set."""
+        run, proc = self.start_attach(pid, opts, output, prefix=prefix)
+        self.wait(run, proc, timeout)
+        if load:
+            load_doc(run, run.stdout if output == 'stdout' else None)
+        return run
+
+    def target(self, name, args=(), env=None):
+        """Starts attach fixture `name` (see Target)."""
+        target = Target(self, name, args, env)
+        self.targets.append(target)
+        return target
 
     def wait(self, run, proc, timeout, what='ptwatch did not finish'):
         """Waits for ptwatch (killing it and its target on timeout) and
@@ -642,6 +679,341 @@ def report_warnings(run):
 
 
 # ---------------------------------------------------------------------------
+# attach mode (ptwatch -p PID): fixtures started by the test itself
+
+class Target:
+    """An attach fixture (tests/fixtures/attach.h) run by the test, not by
+    ptwatch: the test is its parent (it can collect its exit status), talks
+    to it through two pipes ($PTW_CTL_FD: one-byte commands, $PTW_REPLY_FD:
+    lines) and gives it a truth file in a directory of its own, where its
+    stdout and stderr go too. Killed at the end of the case if still alive."""
+
+    def __init__(self, session, name, args=(), env=None):
+        self.name = name
+        self.dir = session.mkdtemp()
+        self.truth_path = os.path.join(self.dir, 'truth.jsonl')
+        self.argv = [fixture(name)] + [str(a) for a in args]
+        ctl_r, ctl_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        full_env = dict(os.environ)
+        full_env.update({'PTWATCH_TRUTH': self.truth_path, 'PTW_CTL_FD': str(ctl_r),
+                         'PTW_REPLY_FD': str(rep_w)})
+        if env:
+            full_env.update(env)
+        try:
+            with open(os.path.join(self.dir, 'stdout'), 'wb') as out, \
+                    open(os.path.join(self.dir, 'stderr'), 'wb') as err:
+                self.proc = subprocess.Popen(self.argv, env=full_env, pass_fds=(ctl_r, rep_w),
+                                             stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                             cwd=self.dir, start_new_session=True,
+                                             preexec_fn=no_core)
+        finally:
+            os.close(ctl_r)
+            os.close(rep_w)
+        self.pid = self.proc.pid
+        self.ctl = ctl_w
+        self.rep = rep_r
+        self.buf = b''
+        self.returncode = None
+
+    def __str__(self):
+        return 'fixture %s (pid %d)' % (self.name, self.pid)
+
+    def stderr_text(self):
+        try:
+            with open(os.path.join(self.dir, 'stderr'), 'rb') as f:
+                return f.read().decode('utf-8', 'replace')
+        except OSError:
+            return ''
+
+    def describe(self):
+        return '%s: %s\nexit: %s\ndir: %s' % (self, ' '.join(self.argv), self.returncode,
+                                               self.dir)
+
+    def line(self, timeout=20, what='reply'):
+        """The fixture's next line on the reply pipe (buffered: replies may
+        come several at once)."""
+        deadline = time.monotonic() + timeout
+        while b'\n' not in self.buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Failed('%s: no %s line within %d s (got %r)\n%s\nstderr:\n%s'
+                             % (self, what, timeout, self.buf, self.describe(),
+                                tail(self.stderr_text())))
+            r, _, _ = select.select([self.rep], [], [], left)
+            if r:
+                chunk = os.read(self.rep, 4096)
+                if not chunk:
+                    self.poll()
+                    raise Failed('%s: its reply pipe closed before a %s line (got %r)\n%s\n'
+                                 'stderr:\n%s' % (self, what, self.buf, self.describe(),
+                                                  tail(self.stderr_text())))
+                self.buf += chunk
+        line, self.buf = self.buf.split(b'\n', 1)
+        return line.decode()
+
+    def ready(self, timeout=30):
+        """The words of the fixture's "ready PID ..." line, as ints."""
+        words = self.line(timeout, 'ready').split()
+        if not words or words[0] != 'ready' or int(words[1]) != self.pid:
+            raise FrameworkError('%s: expected "ready %d ...", got %r' % (self, self.pid, words))
+        return [int(w) for w in words[1:]]
+
+    def send(self, command):
+        try:
+            os.write(self.ctl, command.encode())
+        except BrokenPipeError:
+            self.poll()
+            raise Failed('%s: it no longer reads commands\n%s\nstderr:\n%s'
+                         % (self, self.describe(), tail(self.stderr_text())))
+
+    def ask(self, command, timeout=20):
+        """Sends a command, returns the words of the reply line."""
+        self.send(command)
+        return self.line(timeout, 'reply to %r' % command).split()
+
+    def count(self, timeout=20):
+        """The fixture's progress counter (command 'c', reply "count N")."""
+        words = self.ask('c', timeout)
+        if len(words) != 2 or words[0] != 'count':
+            raise FrameworkError('%s: expected "count N", got %r' % (self, words))
+        return int(words[1])
+
+    def truth(self):
+        run = Run(self.dir, self.argv)
+        run.truth_path = self.truth_path
+        return load_truth(run)
+
+    def one_truth(self, kind, what=None):
+        """The one record of this kind. what: the record is the fixture's
+        last word, written after ptwatch let go: without it, the fixture
+        did not finish its work as written (a failure, not the test's)."""
+        recs = [r for r in self.truth() if r.get('kind') == kind]
+        if len(recs) != 1:
+            msg = '%s: expected one %r truth record, found %d' % (self, kind, len(recs))
+            if what:
+                raise Failed('%s: %s (exit %s): it did not run to its end as written\n'
+                             'its records: %s' % (what, msg, self.returncode, self.truth()))
+            raise FrameworkError(msg)
+        return recs[0]
+
+    def poll(self):
+        if self.returncode is None:
+            self.returncode = self.proc.poll()
+        return self.returncode
+
+    def wait_exit(self, timeout):
+        """The fixture's exit status (Popen style: -N for a signal), None
+        when it is still running after timeout seconds."""
+        try:
+            self.returncode = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        return self.returncode
+
+    def alive(self):
+        return self.poll() is None
+
+    def check_alive(self, what):
+        """Raises Failed (with the fixture's own words) when it has ended."""
+        if self.poll() is None:
+            return
+        raise Failed('%s: %s has ended: %s\nits stderr:\n%s'
+                     % (what, self, 'exit %d' % self.returncode if self.returncode >= 0
+                        else 'signal %d' % -self.returncode, tail(self.stderr_text())))
+
+    def kill(self):
+        if self.poll() is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.wait_exit(10)
+
+    def close(self):
+        self.kill()
+        for fd in (self.ctl, self.rep):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.ctl = self.rep = -1
+
+
+def task_states(pid):
+    """{tid: state letter} of every thread of pid ({} when it is gone)."""
+    states = {}
+    try:
+        tids = os.listdir('/proc/%d/task' % pid)
+    except FileNotFoundError:
+        return states
+    for tid in tids:
+        try:
+            with open('/proc/%d/task/%s/stat' % (pid, tid)) as f:
+                states[int(tid)] = f.read().rsplit(')', 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            pass
+    return states
+
+
+def proc_status(pid, tid=None):
+    """The fields of /proc/PID[/task/TID]/status ({} when it is gone)."""
+    path = '/proc/%d/status' % pid if tid is None else '/proc/%d/task/%d/status' % (pid, tid)
+    fields = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                key, _, value = line.partition(':')
+                fields[key] = value.strip()
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return fields
+
+
+def tracer_pids(pid):
+    """{tid: TracerPid} of every thread of pid whose TracerPid is not 0."""
+    traced = {}
+    try:
+        tids = [int(t) for t in os.listdir('/proc/%d/task' % pid)]
+    except FileNotFoundError:
+        return traced
+    for tid in tids:
+        tracer = int(proc_status(pid, tid).get('TracerPid', '0'))
+        if tracer:
+            traced[tid] = tracer
+    return traced
+
+
+def wait_for(cond, timeout, step=0.01):
+    """Polls cond() (a real condition, in the harness) until it is true or
+    timeout seconds passed; returns its last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value or time.monotonic() >= deadline:
+            return value
+        time.sleep(step)  # polling in the harness
+
+
+def comm(pid):
+    try:
+        with open('/proc/%d/comm' % pid) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def child_pids(pid):
+    """The children of process pid (its main thread's /proc children list)."""
+    try:
+        with open('/proc/%d/task/%d/children' % (pid, pid)) as f:
+            return [int(p) for p in f.read().split()]
+    except OSError:
+        return []
+
+
+def exec_mappings(pid):
+    """Every executable mapping of pid: {(range, perms, offset, path): bytes
+    in memory}, read through /proc/PID/mem (a string saying why when the
+    kernel does not let them be read, as for [vsyscall]); None when the
+    process is gone."""
+    result = {}
+    try:
+        with open('/proc/%d/maps' % pid) as f:
+            maps = f.read().splitlines()
+        mem = open('/proc/%d/mem' % pid, 'rb', buffering=0)
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    with mem:
+        for line in maps:
+            parts = line.split(None, 5)
+            if len(parts) < 5 or 'x' not in parts[1]:
+                continue
+            path = parts[5].strip() if len(parts) > 5 else ''
+            start, end = (int(x, 16) for x in parts[0].split('-'))
+            key = (parts[0], parts[1], parts[2], path)
+            try:
+                mem.seek(start)
+                result[key] = mem.read(end - start)
+            except OSError as e:
+                result[key] = 'unreadable: %s' % e.strerror
+            except OverflowError:    # [vsyscall], above the signed offsets
+                result[key] = 'unreadable: offset'
+    return result
+
+
+def compare_mappings(chk, before, after, what, limit=8):
+    """Same executable mappings, same bytes: no page left mapped, no byte
+    (an int3 0xcc) left patched."""
+    if before is None or after is None:
+        return chk.fail('%s: cannot compare the executable mappings: the process is gone' % what)
+    added = sorted(set(after) - set(before))
+    removed = sorted(set(before) - set(after))
+    chk.eq('%s: executable mappings added' % what, [' '.join(k) for k in added], [])
+    chk.eq('%s: executable mappings removed' % what, [' '.join(k) for k in removed], [])
+    for key in added:
+        data = after[key]
+        if not isinstance(data, str):
+            used = data.rstrip(b'\0')
+            print('      added mapping %s: %d bytes used, starts with %s'
+                  % (' '.join(key), len(used), data[:32].hex(' ')))
+    for key in sorted(set(before) & set(after)):
+        b, a = before[key], after[key]
+        if b == a:
+            continue
+        if isinstance(a, str) or isinstance(b, str):
+            chk.fail('%s: mapping %s: before %s, after %s'
+                     % (what, ' '.join(key), b if isinstance(b, str) else 'read',
+                        a if isinstance(a, str) else 'read'))
+            continue
+        start = int(key[0].split('-')[0], 16)
+        diffs = [i for i in range(min(len(a), len(b))) if a[i] != b[i]]
+        int3 = sum(1 for i in diffs if a[i] == 0xcc)
+        chk.fail('%s: %d bytes of %s changed (%d of them now 0xcc): %s'
+                 % (what, len(diffs), ' '.join(key), int3,
+                    ', '.join('%#x: %#04x -> %#04x' % (start + i, b[i], a[i])
+                              for i in diffs[:limit])))
+
+
+def check_untouched(chk, pid, what, stopped=False, allowed='SR'):
+    """The process lives on as before: not traced, running (each thread in
+    one of the states `allowed`), or still stopped (T) when stopped is set."""
+    states = task_states(pid)
+    if not chk.true('%s: process %d is alive' % (what, pid), bool(states)):
+        return
+    chk.eq('%s: process %d, threads with a tracer {tid: TracerPid}' % (what, pid),
+           tracer_pids(pid), {})
+    if stopped:
+        allowed = 'T'
+    bad = {tid: st for tid, st in states.items() if st not in allowed}
+    chk.eq('%s: process %d, threads not in state %s' % (what, pid, '/'.join(allowed)), bad, {})
+
+
+def attach_stderr_lines(run):
+    return [line for line in run.stderr_text().splitlines() if line.strip()]
+
+
+def check_attach_doc(chk, run, pid, end_reason, what=None):
+    """The common part of an attach document: mode, pid, exit null (the
+    target lives on), end_reason, frozen_ns."""
+    what = what or 'ptwatch -p %d' % pid
+    doc = run.doc
+    chk.eq('%s: exit status' % what, run.returncode, 0)
+    chk.eq('%s: target.mode' % what, doc['target']['mode'], 'attach')
+    chk.eq('%s: target.pid' % what, doc['target']['pid'], pid)
+    chk.eq('%s: target.exit (detached, the target lives on)' % what, doc['target']['exit'], None)
+    chk.eq('%s: session.end_reason' % what, doc['session']['end_reason'], end_reason)
+    frozen = doc['session'].get('frozen_ns')
+    chk.true('%s: session.frozen_ns reported (got %r)' % (what, frozen),
+             isinstance(frozen, int) and frozen >= 0)
+    return frozen
+
+
+def warning_codes(doc):
+    return [w['code'] for w in doc.get('warnings', [])]
+
+
+# ---------------------------------------------------------------------------
 # entry point
 
 def main(cases, argv=None):
@@ -675,6 +1047,11 @@ def main(cases, argv=None):
             print('--- run: %s' % run.describe())
             if run.stderr:
                 print('stderr (tail):\n%s' % tail(run.stderr_text(), 25))
+        for target in session.targets:
+            target.poll()
+            print('--- target: %s' % target.describe())
+            if target.stderr_text():
+                print('stderr (tail):\n%s' % tail(target.stderr_text(), 10))
         print('%s: %d failure(s)' % (name, len(chk.failures)))
     elif code == PASS:
         print('%s: ok' % name)
