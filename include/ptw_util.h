@@ -79,6 +79,10 @@ void ptw_debug_print(unsigned domain, const char *fmt, ...) __attribute__((forma
 			ptw_debug_print((domain), __VA_ARGS__);                                    \
 	} while (0)
 
+/* Dies of sig as a process killed by it would, without a core dump of our
+ * own (like strace when its command dies of a signal). */
+void ptw_die_of_signal(int sig) __attribute__((noreturn));
+
 /* Name of a signal ("SIGSEGV", "SIGRT3"); never NULL. */
 const char *ptw_signame(int sig);
 

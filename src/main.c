@@ -236,18 +236,9 @@ static int write_all(int fd, const char *p, size_t len)
 
 static void __attribute__((noreturn)) die_of_signal(int sig)
 {
-	/* Like strace: die of the same signal, without a core of our own.
-	 * The guardian is told, so it dies of it too. */
+	/* The guardian is told, so that it dies of it too. */
 	ptw_guardian_mirror_signal(sig);
-	struct rlimit rl = { 0, 0 };
-	setrlimit(RLIMIT_CORE, &rl);
-	signal(sig, SIG_DFL);
-	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, sig);
-	sigprocmask(SIG_UNBLOCK, &set, NULL);
-	raise(sig);
-	exit(128 + sig);
+	ptw_die_of_signal(sig);
 }
 
 /* Trace until the end, let go, report; the exit status. */

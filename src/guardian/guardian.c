@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -98,19 +97,6 @@ static void receive(struct front *f)
 	}
 }
 
-static void __attribute__((noreturn)) die_of(int sig)
-{
-	struct rlimit rl = { 0, 0 };
-	setrlimit(RLIMIT_CORE, &rl);
-	signal(sig, SIG_DFL);
-	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, sig);
-	sigprocmask(SIG_UNBLOCK, &set, NULL);
-	raise(sig);
-	_exit(128 + sig);
-}
-
 static void __attribute__((noreturn)) tracer_ended(struct front *f, int status)
 {
 	receive(f); /* a mirror notice or a last fd may still be queued */
@@ -124,7 +110,7 @@ static void __attribute__((noreturn)) tracer_ended(struct front *f, int status)
 	}
 	int sig = WTERMSIG(status);
 	if (sig == f->mirror_sig)
-		die_of(sig);
+		ptw_die_of_signal(sig);
 	fprintf(stderr,
 		"ptwatch: the tracer process died (%s); restored %d patched bytes%s; the target "
 		"keeps running untraced\n",

@@ -175,7 +175,7 @@ static void collect_names(struct ptw_tracer *t, struct ptw_map *names)
 	}
 }
 
-static void emit_preexisting(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_map *names,
+void attach_emit_preexisting(struct ptw_tracer *t, struct ptw_lwp *l, const char *name,
 			     uint64_t ns)
 {
 	struct thread *th = thread_of(l);
@@ -191,12 +191,13 @@ static void emit_preexisting(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw
 	    ptw_mem_read(t->proc, th->pd + img->joinid_off, &joinid, sizeof(joinid)) == 0)
 		ev.detached = joinid == th->pd;
 	emit(t, &ev);
-	struct ptw_event name = ptw_event_init(PTW_EV_THREAD_NAME, ns, l->tid);
-	name.name = ptw_map_get(names, (uint64_t)l->tid);
-	if (name.name)
-		emit(t, &name);
-	else
+	if (name) {
+		struct ptw_event named = ptw_event_init(PTW_EV_THREAD_NAME, ns, l->tid);
+		named.name = name;
+		emit(t, &named);
+	} else {
 		read_comm(t, l->tid, ns); /* a thread born while we attached */
+	}
 }
 
 int ptw_tracer_attach(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tracer **ret)
@@ -282,13 +283,13 @@ int ptw_tracer_attach(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tra
 	uint64_t ns = ptw_now_ns();
 	struct ptw_lwp *main_lwp = ptw_lwp_get(proc, pid);
 	if (main_lwp && main_lwp->state != PTW_LWP_GONE)
-		emit_preexisting(t, main_lwp, &names, ns);
+		attach_emit_preexisting(t, main_lwp, ptw_map_get(&names, (uint64_t)pid), ns);
 	it = 0;
 	while (ptw_map_next(&proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
 		if (l != main_lwp && l->tgid == pid && l->state != PTW_LWP_GONE &&
 		    !thread_of(l)->foreign)
-			emit_preexisting(t, l, &names, ns);
+			attach_emit_preexisting(t, l, ptw_map_get(&names, (uint64_t)l->tid), ns);
 	}
 	it = 0;
 	while (ptw_map_next(&names, &it, NULL, &v))

@@ -167,23 +167,7 @@ static void record(struct ptw_tracer *t, struct ptw_lwp *l, const struct kstate 
 		   uint32_t tid_off, bool have_tid_off, uint64_t ns)
 {
 	struct image *img = &t->img;
-	struct thread *th = thread_of(l);
-	bool is_main = l->tid == t->proc->pid;
-	struct ptw_event ev = ptw_event_init(PTW_EV_PREEXISTING, ns, l->tid);
-	ev.other_tid = t->proc->pid;
-	ev.pthread = th->pd;
-	uint64_t routine = is_main ? img->main_addr : th->start_routine;
-	ev.routine = routine && img->syms ? ptw_symbols_locate(img->syms, routine) : NULL;
-	uint64_t joinid;
-	if (th->pd && img->have_joinid &&
-	    ptw_mem_read(t->proc, th->pd + img->joinid_off, &joinid, sizeof(joinid)) == 0)
-		ev.detached = joinid == th->pd;
-	emit(t, &ev);
-	if (k->name) {
-		struct ptw_event name = ptw_event_init(PTW_EV_THREAD_NAME, ns, l->tid);
-		name.name = k->name;
-		emit(t, &name);
-	}
+	attach_emit_preexisting(t, l, k->name, ns);
 
 	struct ptw_event st = ptw_event_init(PTW_EV_THREAD_STATE, ns, l->tid);
 	char state[64];

@@ -116,6 +116,9 @@ void attach_on_stop(void *ctx, struct ptw_stop *st);
 char **attach_cmdline(pid_t pid);
 /* td_ta_thr_iter callback: pd and start routine onto our LWPs. */
 void attach_found_thread(void *ctx, const struct ptw_tdb_thread *info);
+/* PTW_EV_PREEXISTING for a thread found running (and its name; NULL: read it). */
+void attach_emit_preexisting(struct ptw_tracer *t, struct ptw_lwp *l, const char *name,
+			     uint64_t ns);
 
 /* hooks.c */
 /* Symbols of the current image, where its dynamic linker reports

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -317,6 +318,19 @@ void ptw_debug_print(unsigned domain, const char *fmt, ...)
 	ssize_t r = write(STDERR_FILENO, b.p, b.len);
 	(void)r;
 	ptw_buf_free(&b);
+}
+
+void ptw_die_of_signal(int sig)
+{
+	struct rlimit rl = { 0, 0 };
+	setrlimit(RLIMIT_CORE, &rl);
+	signal(sig, SIG_DFL);
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	sigprocmask(SIG_UNBLOCK, &set, NULL);
+	raise(sig);
+	_exit(128 + sig);
 }
 
 const char *ptw_signame(int sig)
