@@ -280,8 +280,7 @@ int ptw_inject_syscall(struct ptw_proc *p, struct ptw_lwp *l, uint64_t syscall_i
 /*
  * Whether l can host ptw_inject_syscall() now: stopped, not inside another
  * system call's event stop (clone, fork, exec, exit: the kernel would write
- * that call's return value over ours), and not holding a signal to deliver
- * from inside an interrupted system call.
+ * that call's return value over ours), and not holding a signal to deliver.
  */
 bool ptw_lwp_injectable(const struct ptw_lwp *l);
 

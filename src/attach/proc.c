@@ -929,7 +929,10 @@ int ptw_stop_all(struct ptw_proc *p, int deadline_ms, ptw_stop_cb on_stop, void 
 
 bool ptw_lwp_injectable(const struct ptw_lwp *l)
 {
-	if (!l || l->state != PTW_LWP_STOPPED || l->exiting)
+	/* A signal waiting to be delivered would be lost: resuming from its
+	 * stop with PTRACE_SYSCALL and no signal discards it, and ptrace only
+	 * promises to inject one from a signal-delivery-stop. */
+	if (!l || l->state != PTW_LWP_STOPPED || l->exiting || l->resume_sig)
 		return false;
 	switch (l->last_stop) {
 	case PTW_STOP_SIGNAL:
@@ -958,13 +961,10 @@ int ptw_inject_syscall(struct ptw_proc *p, struct ptw_lwp *l, uint64_t syscall_i
 	 * INTERRUPT on a futex wait, say): that restart happens on the way out
 	 * of *this* stop, which the injected call replaces. Restart it by hand
 	 * when we put the registers back, as the kernel would have done with
-	 * no signal to deliver. With a signal pending the outcome depends on
-	 * its handler (SA_RESTART): such a thread cannot host an injection.
+	 * no signal to deliver (a thread with one is not injectable).
 	 */
 	struct user_regs_struct restarted = saved;
 	bool restart = ptw_syscall_restart(&restarted);
-	if (restart && saved_sig)
-		return -EAGAIN;
 	siginfo_t stray[8];
 	size_t nstray = 0;
 

@@ -548,7 +548,7 @@ static void leave_xol_pages(struct ptw_tracer *t)
 		struct ptw_lwp *l = v;
 		if (!is_target_lwp(t, l) || l->state != PTW_LWP_STOPPED)
 			continue;
-		if (ptw_lwp_injectable(l) && (!l->resume_sig || !host)) {
+		if (ptw_lwp_injectable(l)) {
 			host = l;
 			break;
 		}
