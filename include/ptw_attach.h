@@ -165,8 +165,10 @@ int ptw_launch(const struct ptw_launch *l, struct ptw_proc **ret_proc, struct pt
 /*
  * Seizes every thread of pid (PTRACE_SEIZE, which stops nothing), reading
  * /proc/PID/task again until a pass finds no new thread. A zombie leader
- * with live workers is fine: the workers are seized. Returns 0, -ESRCH (no
- * such process / nothing alive to seize), -EPERM (not allowed) or -errno.
+ * with live workers is fine: the workers are seized. All or nothing: a live
+ * thread left unseized would die at the first int3 it reached. Returns 0,
+ * -ESRCH (no such process / nothing alive to seize), -EPERM (not allowed),
+ * -EBUSY (a thread is traced by another process) or -errno.
  */
 /*
  * Whether pid can be attached to; if not, a one-line reason in why:

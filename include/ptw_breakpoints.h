@@ -191,5 +191,7 @@ int ptw_bp_journal_prepare(void);
 /* Guardian: writes back every active entry through mem_fd (the tracer is
  * gone). Returns the number that could not be restored. */
 int ptw_bp_journal_restore(int mem_fd, int *ret_restored);
+/* Guardian: the process the journal is about (0 if none yet). */
+pid_t ptw_bp_journal_pid(void);
 
 #endif

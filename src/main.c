@@ -350,6 +350,10 @@ int main(int argc, char **argv)
 				       : ptw_tracer_attach(&to, o.pid, &t);
 		if (r == -EPERM)
 			ptw_explain_eperm(o.pid, why, sizeof(why));
+		else if (r == -EAGAIN)
+			snprintf(why, sizeof(why), "it called execve while ptwatch attached; try again");
+		else if (r == -EBUSY && !why[0])
+			snprintf(why, sizeof(why), "one of its threads is traced by another process");
 		else if (r == -ESRCH && !why[0])
 			snprintf(why, sizeof(why), "no such process");
 		else if (r < 0 && !why[0])

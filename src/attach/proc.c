@@ -209,6 +209,16 @@ static void record_status(struct ptw_proc *p, pid_t tid, int status, struct ptw_
 			else if (cl && !cl->tgid)
 				cl->tgid = tgid;
 		} else if (c.kind == PTW_STOP_EXEC && l->tgid == p->pid) {
+			/* After an exec by another thread this entry (the leader's
+			 * tid) is that thread now: nothing of the old leader, who
+			 * may have reported its exit, applies to it. */
+			if (st->msg && (pid_t)st->msg != tid) {
+				l->exiting = false;
+				l->interrupt_sent = false;
+				l->group_stopped = false;
+				l->unstoppable = false;
+				l->gen++;
+			}
 			/* /proc/PID/mem is bound to the address space it was opened
 			 * on: exec made a new one. */
 			reopen_mem(p);
@@ -746,14 +756,31 @@ int ptw_launch(const struct ptw_launch *l, struct ptw_proc **ret_proc, struct pt
 
 /* ---- attach ---- */
 
+/* 'Z' or 'X' in /proc/TID/stat; a tid that is gone counts as exited. */
 static bool is_zombie(pid_t tid)
 {
 	char path[64], buf[512];
 	snprintf(path, sizeof(path), "/proc/%d/stat", tid);
 	if (ptw_read_small_file(path, buf, sizeof(buf)) < 0)
-		return false;
+		return true;
 	const char *p = strrchr(buf, ')');
 	return p && (p[2] == 'Z' || p[2] == 'X');
+}
+
+static bool tid_alive(pid_t tid)
+{
+	return !is_zombie(tid);
+}
+
+/* TracerPid of a thread, 0 if none or unknown. */
+static pid_t tracer_of(pid_t tid)
+{
+	char path[64], buf[2048];
+	snprintf(path, sizeof(path), "/proc/%d/status", tid);
+	if (ptw_read_small_file(path, buf, sizeof(buf)) < 0)
+		return 0;
+	const char *t = strstr(buf, "\nTracerPid:");
+	return t ? (pid_t)strtol(t + 11, NULL, 10) : 0;
 }
 
 int ptw_seize(pid_t pid, unsigned extra_options, struct ptw_proc **ret_proc,
@@ -797,14 +824,26 @@ int ptw_seize(pid_t pid, unsigned extra_options, struct ptw_proc **ret_proc,
 			if (ptrace(PTRACE_SEIZE, tid, 0, (long)options) < 0) {
 				if (errno == ESRCH)
 					continue; /* exited meanwhile */
-				if (tid == pid && errno == EPERM && is_zombie(tid)) {
-					/* The main thread exited (pthread_exit); its
-					 * workers live on and can be traced. */
-					info.zombie_leader = true;
+				int e = errno;
+				if (e == EPERM && tracer_of(tid) == getpid()) {
+					/* Already ours: born to a thread we seized
+					 * (TRACECLONE) since this pass began. */
+					lwp_add(p, tid, pid);
+					info.threads++;
+					found_new = true;
 					continue;
 				}
-				if (!first_error)
-					first_error = errno;
+				if (e == EPERM && is_zombie(tid)) {
+					/* Exited already (PTRACE_SEIZE says EPERM once
+					 * exit_state is set). The main thread may have
+					 * exited alone (pthread_exit): its workers live
+					 * on and can be traced. */
+					if (tid == pid)
+						info.zombie_leader = true;
+					continue;
+				}
+				if (!first_error && tid_alive(tid))
+					first_error = e == EPERM && tracer_of(tid) > 0 ? EBUSY : e;
 				continue;
 			}
 			l = lwp_add(p, tid, pid);
@@ -813,7 +852,10 @@ int ptw_seize(pid_t pid, unsigned extra_options, struct ptw_proc **ret_proc,
 		}
 		closedir(d);
 	}
-	if (!p || !info.threads) {
+	if (!p || !info.threads || first_error) {
+		/* A live thread we could not seize would die of SIGTRAP at the
+		 * first int3 it reached: all or nothing. (The seized ones are
+		 * running; the kernel lets them go when ptwatch exits.) */
 		ptw_proc_free(p);
 		return first_error ? -first_error : -ESRCH;
 	}
@@ -931,14 +973,16 @@ bool ptw_lwp_injectable(const struct ptw_lwp *l)
 {
 	/* A signal waiting to be delivered would be lost: resuming from its
 	 * stop with PTRACE_SYSCALL and no signal discards it, and ptrace only
-	 * promises to inject one from a signal-delivery-stop. */
-	if (!l || l->state != PTW_LWP_STOPPED || l->exiting || l->resume_sig)
+	 * promises to inject one from a signal-delivery-stop. A thread in a
+	 * group-stop would run while its process is stopped (it left the
+	 * group-stop and will not re-enter it). */
+	if (!l || l->state != PTW_LWP_STOPPED || l->exiting || l->resume_sig || l->group_stopped)
 		return false;
 	switch (l->last_stop) {
 	case PTW_STOP_SIGNAL:
-	case PTW_STOP_GROUP:
 	case PTW_STOP_NEW:
 	case PTW_STOP_INTERRUPT:
+	case PTW_STOP_SYSCALL: /* only ever our own injection's exit stop */
 		return true;
 	default:
 		return false;
@@ -965,7 +1009,7 @@ int ptw_inject_syscall(struct ptw_proc *p, struct ptw_lwp *l, uint64_t syscall_i
 	 */
 	struct user_regs_struct restarted = saved;
 	bool restart = ptw_syscall_restart(&restarted);
-	siginfo_t stray[8];
+	siginfo_t *stray = NULL;
 	size_t nstray = 0;
 
 	struct user_regs_struct regs = saved;
@@ -1008,16 +1052,15 @@ int ptw_inject_syscall(struct ptw_proc *p, struct ptw_lwp *l, uint64_t syscall_i
 		if (st.kind == PTW_STOP_SIGNAL) {
 			/* A signal arrived meanwhile: hold it (all of it), queue it
 			 * again after. */
-			if (nstray < PTW_ARRAY_SIZE(stray)) {
-				memset(&stray[nstray], 0, sizeof(stray[nstray]));
-				if (ptw_getsiginfo(p, l, &stray[nstray]) < 0)
-					stray[nstray].si_signo = st.sig;
-				nstray++;
-			}
+			stray = xreallocarray(stray, nstray + 1, sizeof(*stray));
+			memset(&stray[nstray], 0, sizeof(stray[nstray]));
+			if (ptw_getsiginfo(p, l, &stray[nstray]) < 0)
+				stray[nstray].si_signo = st.sig;
+			nstray++;
 			continue;
 		}
 		if (st.kind == PTW_STOP_GROUP)
-			continue; /* the group stopped meanwhile: it will stop again after */
+			continue; /* the group stopped meanwhile: it stops again after */
 		if (st.kind == PTW_STOP_NEW || st.kind == PTW_STOP_INTERRUPT)
 			continue;
 		/* Exit, exec, kill: the thread is leaving. Hand the status back. */
@@ -1036,9 +1079,9 @@ int ptw_inject_syscall(struct ptw_proc *p, struct ptw_lwp *l, uint64_t syscall_i
 		l->regs_valid = true;
 		l->regs_dirty = true;
 		l->resume_sig = saved_sig;
-		/* The injected call took it out of its group-stop: it must be
-		 * continued (LISTEN only works in a group-stop) and will stop
-		 * again by itself, reporting it, while the group stays stopped. */
+		/* Not in a group-stop now whatever happened meanwhile (LISTEN only
+		 * works there): a group-stop that began meanwhile catches it
+		 * again when it is continued. */
 		l->group_stopped = false;
 		/*
 		 * Delivered exactly once, to the same thread. A signal with a
@@ -1055,6 +1098,7 @@ int ptw_inject_syscall(struct ptw_proc *p, struct ptw_lwp *l, uint64_t syscall_i
 			syscall(SYS_tgkill, l->tgid, l->tid, si->si_signo);
 		}
 	}
+	free(stray);
 	return r;
 }
 

@@ -2,7 +2,9 @@
 #define _GNU_SOURCE
 #include "journal.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/sysmacros.h>
@@ -42,21 +44,62 @@ int journal_add(struct journal *j, const struct ptw_mapping *m, uint64_t addr, u
 	return 0;
 }
 
+/* The maps of the group: a zombie leader's are empty, so any live thread's. */
+static int group_maps(pid_t tgid, struct ptw_mapping **ret)
+{
+	int n = ptw_maps_read(tgid, ret);
+	if (n > 0)
+		return n;
+	free(*ret);
+	*ret = NULL;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", tgid);
+	DIR *d = opendir(path);
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		pid_t tid = (pid_t)strtol(de->d_name, NULL, 10);
+		if (tid <= 0 || tid == tgid)
+			continue;
+		if ((n = ptw_maps_read(tid, ret)) > 0)
+			break;
+		free(*ret);
+		*ret = NULL;
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
 int journal_restore(struct journal *j, pid_t pid, int mem_fd, int *ret_restored)
 {
 	struct ptw_mapping *maps = NULL;
-	int n = ptw_maps_read(pid, &maps);
+	int n = group_maps(pid, &maps);
 	int failed = 0, restored = 0;
 	for (uint32_t i = 0; i < j->count; i++) {
 		struct journal_entry *e = &j->entries[i];
 		if (e->state != JOURNAL_ACTIVE)
 			continue;
-		const struct ptw_mapping *m = n > 0 ? ptw_maps_find(maps, n, e->addr) : NULL;
-		if (!m || m->inode != e->inode || makedev(m->dev_major, m->dev_minor) != e->dev ||
-		    m->offset + (e->addr - m->start) != e->file_offset) {
-			/* The mapping changed (dlclose, exec): never write there. */
-			e->state = JOURNAL_RESTORED;
-			continue;
+		if (n <= 0) {
+			/* No maps to check identity against: write only where our
+			 * int3 still is. */
+			uint8_t now;
+			if (mem_fd < 0 || pread(mem_fd, &now, 1, (off_t)e->addr) != 1) {
+				failed++;
+				continue;
+			}
+			if (now != 0xcc) {
+				e->state = JOURNAL_RESTORED; /* not ours any more */
+				continue;
+			}
+		} else {
+			const struct ptw_mapping *m = ptw_maps_find(maps, n, e->addr);
+			if (!m || m->inode != e->inode ||
+			    makedev(m->dev_major, m->dev_minor) != e->dev ||
+			    m->offset + (e->addr - m->start) != e->file_offset) {
+				/* The mapping changed (dlclose, exec): never write there. */
+				e->state = JOURNAL_RESTORED;
+				continue;
+			}
 		}
 		if (ptw_mem_poke_pid(pid, mem_fd, e->addr, &e->orig, 1) == 0) {
 			e->state = JOURNAL_RESTORED;

@@ -27,7 +27,7 @@ struct journal_entry {
 #define JOURNAL_CAPACITY 65536
 
 struct journal {
-	volatile int32_t pid;
+	volatile int32_t pid; /* the thread group (any live thread's maps will do) */
 	volatile uint32_t count;
 	struct journal_entry entries[JOURNAL_CAPACITY];
 };
@@ -37,8 +37,10 @@ struct journal *journal_new(pid_t pid);
 void journal_free(struct journal *j);
 /* Records addr (in mapping m) before it is poked; -ENOSPC when full. */
 int journal_add(struct journal *j, const struct ptw_mapping *m, uint64_t addr, uint8_t orig);
-/* Restores every active entry of pid's memory whose mapping is unchanged.
- * Returns the number of entries that could not be restored. */
+/* Restores every active entry of pid's memory whose mapping is unchanged
+ * (read from any live thread of the group; if no maps can be read, an entry
+ * is restored only if its byte still is our int3). Returns the number of
+ * entries that could not be restored. */
 int journal_restore(struct journal *j, pid_t pid, int mem_fd, int *ret_restored);
 /* Forgets every entry (exec: the address space they described is gone). */
 void journal_clear(struct journal *j);

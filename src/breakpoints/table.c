@@ -86,6 +86,11 @@ int ptw_bp_journal_restore(int mem_fd, int *ret_restored)
 	return journal_restore(shared_journal, shared_journal->pid, mem_fd, ret_restored);
 }
 
+pid_t ptw_bp_journal_pid(void)
+{
+	return shared_journal ? shared_journal->pid : 0;
+}
+
 int ptw_bptab_new(struct ptw_proc *proc, struct ptw_bptab **ret)
 {
 	struct ptw_bptab *t = xcalloc(1, sizeof(*t));
@@ -94,7 +99,7 @@ int ptw_bptab_new(struct ptw_proc *proc, struct ptw_bptab **ret)
 		journal_clear(shared_journal);
 		t->journal = shared_journal;
 	} else {
-		t->journal = journal_new(proc->mem_pid);
+		t->journal = journal_new(proc->pid);
 	}
 	if (!t->journal) {
 		free(t);
@@ -362,7 +367,7 @@ int ptw_bp_insert(struct ptw_bptab *t, uint64_t addr, unsigned hooks, struct ptw
 	const struct ptw_mapping *m = nmaps > 0 ? ptw_maps_find(maps, nmaps, addr) : NULL;
 	if (!m)
 		return nmaps < 0 ? nmaps : -ENOENT;
-	t->journal->pid = t->proc->mem_pid;
+	t->journal->pid = t->proc->pid;
 	r = journal_add(t->journal, m, addr, tmp.orig);
 	if (r < 0)
 		return r;
@@ -462,7 +467,7 @@ int ptw_bp_unmap_xol(struct ptw_bptab *t, struct ptw_lwp *host)
 int ptw_bp_restore_all(struct ptw_bptab *t)
 {
 	int restored = 0;
-	int failed = journal_restore(t->journal, t->proc->mem_pid, t->proc->mem_fd, &restored);
+	int failed = journal_restore(t->journal, t->proc->pid, t->proc->mem_fd, &restored);
 	ptw_mem_invalidate(t->proc);
 	ptw_dbg(PTW_DBG_BP, "restored %d bytes, %d failed", restored, failed);
 	free_bps(t);

@@ -111,10 +111,20 @@ static void __attribute__((noreturn)) tracer_ended(struct front *f, int status)
 	int sig = WTERMSIG(status);
 	if (sig == f->mirror_sig)
 		ptw_die_of_signal(sig);
-	fprintf(stderr,
-		"ptwatch: the tracer process died (%s); restored %d patched bytes%s; the target "
-		"keeps running untraced\n",
-		ptw_signame(sig), restored, failed ? " (some could not be)" : "");
+	/* Say what became of the target, not what we hope. (The kernel lets
+	 * it go before we can restore: a thread stopped on an int3 then, or
+	 * one reaching an int3 before we are done, dies of SIGTRAP.) */
+	pid_t target = ptw_bp_journal_pid();
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", target);
+	const char *p = target && ptw_read_small_file(path, buf, sizeof(buf)) > 0 ? strrchr(buf, ')')
+										     : NULL;
+	bool alive = p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+	fprintf(stderr, "ptwatch: the tracer process died (%s); restored %d patched bytes%s; %s\n",
+		ptw_signame(sig), restored, failed ? " (some could not be)" : "",
+		!target ? "nothing was patched"
+		: alive ? "the target was still running, untraced"
+			: "the target did not survive");
 	_exit(128 + sig);
 }
 

@@ -37,14 +37,24 @@ void attach_on_stop(void *ctx, struct ptw_stop *st)
 	}
 	case PTW_STOP_FORK:
 	case PTW_STOP_VFORK: {
-		/* No int3 anywhere yet: a child of either kind can go at once. */
+		/* A fork child has its own copy of a memory without int3s yet: it
+		 * can go. A vfork child shares ours, where int3s are about to be
+		 * put: keep it and step it over them until it execs or exits. */
 		struct ptw_lwp *cl = ptw_lwp_get(t->proc, (pid_t)st->msg);
 		if (cl) {
-			thread_of(cl)->foreign = true;
-			thread_of(cl)->detach_asap = true;
+			struct thread *cth = thread_of(cl);
+			cth->foreign = true;
+			cth->announced = true;
+			if (st->kind == PTW_STOP_VFORK)
+				cth->vfork_child = true;
+			else
+				cth->detach_asap = true;
 		}
 		break;
 	}
+	case PTW_STOP_EXEC:
+		t->exec_while_attaching = true;
+		break;
 	case PTW_STOP_EXITED:
 	case PTW_STOP_KILLED:
 		if (l->tid == t->proc->pid)
@@ -147,19 +157,25 @@ void attach_found_thread(void *ctx, const struct ptw_tdb_thread *info)
 	th->started = true; /* long ago: its start is not ours to see */
 }
 
+/* A stopped thread of the target to host breakpoint work, preferably one
+ * that can run an injected mmap. */
 static struct ptw_lwp *pick_host(struct ptw_tracer *t)
 {
-	struct ptw_lwp *main_lwp = ptw_lwp_get(t->proc, t->proc->pid);
-	if (main_lwp && main_lwp->state == PTW_LWP_STOPPED)
+	struct ptw_lwp *main_lwp = ptw_lwp_get(t->proc, t->proc->pid), *any = NULL;
+	if (main_lwp && ptw_lwp_injectable(main_lwp))
 		return main_lwp;
 	size_t it = 0;
 	void *v;
 	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
-		if (l->state == PTW_LWP_STOPPED && l->tgid == t->proc->pid)
+		if (l->state != PTW_LWP_STOPPED || l->tgid != t->proc->pid)
+			continue;
+		if (ptw_lwp_injectable(l))
 			return l;
+		if (!any)
+			any = l;
 	}
-	return NULL;
+	return any;
 }
 
 /* Names are read while the threads still run: not frozen time. */
@@ -246,6 +262,11 @@ int ptw_tracer_attach(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tra
 	struct ptw_lwp *host = pick_host(t);
 	if (!host) {
 		r = -ESRCH;
+		goto fail;
+	}
+	if (t->exec_while_attaching) {
+		/* What we learnt is about the old image: start again. */
+		r = -EAGAIN;
 		goto fail;
 	}
 	/* Everyone we hold is a thread of the target now, or a fork child. */

@@ -91,6 +91,8 @@ static void forget_lwp(struct ptw_tracer *t, struct ptw_lwp *l)
  */
 static int make_injectable(struct ptw_tracer *t, struct ptw_lwp *l)
 {
+	if (l->group_stopped)
+		return -EAGAIN; /* it must not run while its process is stopped */
 	int r = ptw_interrupt(t->proc, l);
 	if (r == 0)
 		r = ptw_resume(t->proc, l);
@@ -109,6 +111,8 @@ static int make_injectable(struct ptw_tracer *t, struct ptw_lwp *l)
 		}
 		if (st.kind == PTW_STOP_EXITED || st.kind == PTW_STOP_KILLED || st.kind == PTW_STOP_EXIT)
 			return -ESRCH;
+		if (st.kind == PTW_STOP_GROUP)
+			return -EAGAIN; /* stopped now; it stays so until SIGCONT */
 		r = ptw_resume(t->proc, l);
 	}
 	return r;
@@ -537,7 +541,7 @@ static void disable_thread_events(struct ptw_tracer *t)
  * code; then the pages go. Nothing of ours stays mapped in the target. */
 static void leave_xol_pages(struct ptw_tracer *t)
 {
-	if (!ptw_bp_xol_pages(t->bps))
+	if (!t->bps || !ptw_bp_xol_pages(t->bps))
 		return;
 	/* A host for the munmap: a thread stopped outside any system call,
 	 * or one we let finish its call first (it stops again at once). */
@@ -607,7 +611,7 @@ int ptw_tracer_detach(struct ptw_tracer *t)
 	if (t->img.tdb)
 		disable_thread_events(t);
 	leave_xol_pages(t);
-	int failed = ptw_bp_restore_all(t->bps);
+	int failed = t->bps ? ptw_bp_restore_all(t->bps) : 0;
 	if (failed)
 		warn(t, "restore_failed", "%d patched bytes could not be restored", failed);
 

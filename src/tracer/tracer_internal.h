@@ -78,6 +78,7 @@ struct ptw_tracer {
 	struct ptw_tracer_opts o;
 	bool launched; /* we started it (else: attached to it) */
 	bool snapshot; /* attached only to look */
+	bool exec_while_attaching;
 	struct ptw_proc *proc;
 	struct ptw_bptab *bps;
 	struct image img;
