@@ -118,6 +118,8 @@ int ptw_insn_reg_slot(int cs_reg, int *ret_width);
 struct ptw_bp {
 	uint64_t addr;
 	uint8_t orig;		 /* the byte the int3 replaced */
+	bool disabled;		 /* original byte back; kept to recognise late traps */
+	uint32_t journal_index;
 	struct ptw_insn_plan plan;
 	uint64_t xol_slot;	 /* PTW_INSN_XOL: where the copy runs */
 	unsigned hooks;		 /* the tracer's hook bits */
@@ -147,6 +149,22 @@ struct ptw_bp *ptw_bp_find(struct ptw_bptab *t, uint64_t addr);
  * registers and stack change; the int3 stays in place.
  */
 int ptw_bp_step_over(struct ptw_bptab *t, struct ptw_bp *bp, struct ptw_lwp *l);
+
+/*
+ * Puts the original byte back while the process runs, keeping the entry so
+ * that a trap already taken on it (its SIGTRAP not yet reaped) is still
+ * recognised as ours: the thread is then only rewound.
+ */
+int ptw_bp_disable(struct ptw_bptab *t, struct ptw_bp *bp);
+
+/*
+ * After a library was unloaded: forgets (without writing) every breakpoint
+ * whose mapping is not the one it was put into. Returns how many.
+ */
+int ptw_bp_revalidate(struct ptw_bptab *t);
+
+/* Whether any qword of buf[0..len) points into an out-of-line page. */
+bool ptw_bp_refers_to_xol(const struct ptw_bptab *t, const void *buf, size_t len);
 
 /* Reads target memory as it would be without our int3 bytes. */
 int ptw_bp_read_original(struct ptw_bptab *t, uint64_t addr, void *buf, size_t len);

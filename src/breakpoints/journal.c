@@ -28,6 +28,12 @@ void journal_free(struct journal *j)
 		munmap(j, sizeof(*j));
 }
 
+bool journal_same_mapping(const struct journal_entry *e, const struct ptw_mapping *m)
+{
+	return m && m->inode == e->inode && makedev(m->dev_major, m->dev_minor) == e->dev &&
+	       m->offset + (e->addr - m->start) == e->file_offset;
+}
+
 int journal_add(struct journal *j, const struct ptw_mapping *m, uint64_t addr, uint8_t orig)
 {
 	if (j->count >= JOURNAL_CAPACITY)
@@ -92,10 +98,7 @@ int journal_restore(struct journal *j, pid_t pid, int mem_fd, int *ret_restored)
 				continue;
 			}
 		} else {
-			const struct ptw_mapping *m = ptw_maps_find(maps, n, e->addr);
-			if (!m || m->inode != e->inode ||
-			    makedev(m->dev_major, m->dev_minor) != e->dev ||
-			    m->offset + (e->addr - m->start) != e->file_offset) {
+			if (!journal_same_mapping(e, ptw_maps_find(maps, n, e->addr))) {
 				/* The mapping changed (dlclose, exec): never write there. */
 				e->state = JOURNAL_RESTORED;
 				continue;

@@ -35,6 +35,8 @@ struct journal {
 /* Maps a new empty journal; NULL on failure. */
 struct journal *journal_new(pid_t pid);
 void journal_free(struct journal *j);
+/* Does mapping m still hold the file range entry e was made in? */
+bool journal_same_mapping(const struct journal_entry *e, const struct ptw_mapping *m);
 /* Records addr (in mapping m) before it is poked; -ENOSPC when full. */
 int journal_add(struct journal *j, const struct ptw_mapping *m, uint64_t addr, uint8_t orig);
 /* Restores every active entry of pid's memory whose mapping is unchanged

@@ -368,6 +368,7 @@ int ptw_bp_insert(struct ptw_bptab *t, uint64_t addr, unsigned hooks, struct ptw
 	if (!m)
 		return nmaps < 0 ? nmaps : -ENOENT;
 	t->journal->pid = t->proc->pid;
+	tmp.journal_index = t->journal->count;
 	r = journal_add(t->journal, m, addr, tmp.orig);
 	if (r < 0)
 		return r;
@@ -412,6 +413,61 @@ int ptw_bp_step_over(struct ptw_bptab *t, struct ptw_bp *bp, struct ptw_lwp *l)
 	}
 	ptw_regs_dirty(l);
 	return 0;
+}
+
+int ptw_bp_disable(struct ptw_bptab *t, struct ptw_bp *bp)
+{
+	if (bp->disabled)
+		return 0;
+	int r = ptw_mem_poke(t->proc, bp->addr, &bp->orig, 1);
+	if (r == 0) {
+		bp->disabled = true;
+		t->journal->entries[bp->journal_index].state = JOURNAL_RESTORED;
+	}
+	return r;
+}
+
+int ptw_bp_revalidate(struct ptw_bptab *t)
+{
+	const struct ptw_mapping *maps;
+	maps_changed(t);
+	int n = maps_now(t, &maps), dropped = 0;
+	if (n < 0)
+		return 0;
+	size_t it = 0;
+	void *v;
+	struct ptw_bp **gone = NULL;
+	size_t ngone = 0;
+	while (ptw_map_next(&t->by_addr, &it, NULL, &v)) {
+		struct ptw_bp *bp = v;
+		struct journal_entry *e = &t->journal->entries[bp->journal_index];
+		if (journal_same_mapping(e, ptw_maps_find(maps, n, bp->addr)))
+			continue;
+		e->state = JOURNAL_RESTORED; /* unmapped with its library: nothing to write */
+		gone = xreallocarray(gone, ngone + 1, sizeof(*gone));
+		gone[ngone++] = bp;
+	}
+	for (size_t i = 0; i < ngone; i++) {
+		ptw_dbg(PTW_DBG_BP, "forget %#llx: its library is gone", (unsigned long long)gone[i]->addr);
+		ptw_map_del(&t->by_addr, gone[i]->addr);
+		free(gone[i]);
+		dropped++;
+	}
+	free(gone);
+	return dropped;
+}
+
+bool ptw_bp_refers_to_xol(const struct ptw_bptab *t, const void *buf, size_t len)
+{
+	const uint8_t *b = buf;
+	for (size_t off = 0; off + 8 <= len; off += 8) {
+		uint64_t q;
+		memcpy(&q, b + off, 8);
+		for (size_t i = 0; i < t->npages; i++)
+			if (q >= t->pages[i].addr && q < t->pages[i].addr + PAGE)
+				return true;
+	}
+	return false;
 }
 
 /* ---- leaving ---- */

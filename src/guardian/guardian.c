@@ -125,6 +125,20 @@ static void __attribute__((noreturn)) tracer_ended(struct front *f, int status)
 		!target ? "nothing was patched"
 		: alive ? "the target was still running, untraced"
 			: "the target did not survive");
+	/* A launched command was the tracer's child and is ours now (we are a
+	 * subreaper): wait for it and exit as it does, as ptwatch would have. */
+	int tstatus;
+	pid_t w;
+	if (target) {
+		do
+			w = waitpid(target, &tstatus, 0);
+		while (w < 0 && errno == EINTR);
+		if (w == target) {
+			if (WIFSIGNALED(tstatus))
+				ptw_die_of_signal(WTERMSIG(tstatus));
+			_exit(WEXITSTATUS(tstatus));
+		}
+	}
 	_exit(128 + sig);
 }
 
@@ -176,6 +190,8 @@ int ptw_guardian_split(void)
 		return 0;
 	}
 	close(sv[1]);
+	/* A command launched by the tracer comes to us if the tracer dies. */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	struct front f = { .tracer = pid, .sock = sv[0], .mem_fd = -1 };
 	sigset_t set;
 	sigemptyset(&set);

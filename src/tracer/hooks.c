@@ -556,6 +556,8 @@ void on_breakpoint(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp, u
 	bp->hits++;
 	if (ptw_getregs(t->proc, l, &cur) < 0)
 		return;
+	if (bp->disabled)
+		return; /* a late trap on a byte we put back: rewound, nothing else */
 	/*
 	 * Step over first and write the registers at once: if ptwatch died
 	 * from here on, the kernel would let the thread go with a correct
@@ -567,11 +569,18 @@ void on_breakpoint(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp, u
 	if (r == 0)
 		r = ptw_regs_flush(t->proc, l);
 	if (r < 0) {
-		if (r != -ESRCH)
-			warn(t, "step_over_failed", "cannot step thread %d over %#llx (%s): %s", l->tid,
+		if (r != -ESRCH) {
+			/* Resuming on the int3 would trap forever: give the byte
+			 * back (rip is on it: the original instruction runs). */
+			warn(t, "step_over_failed",
+			     "cannot step thread %d over %#llx (%s): %s; breakpoint removed", l->tid,
 			     (unsigned long long)bp->addr, bp->plan.text, strerror(-r));
+			ptw_bp_disable(t->bps, bp);
+		}
 		return;
 	}
+	if (bp->plan.kind == PTW_INSN_XOL)
+		th->used_xol = true;
 	if (th->foreign)
 		return; /* a vfork child in our memory: just stepped over */
 	const struct user_regs_struct *regs = &pre;
@@ -582,6 +591,7 @@ void on_breakpoint(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp, u
 		    ptw_mem_read(t->proc, img->r_debug + R_STATE_OFFSET, &state, sizeof(state)) == 0 &&
 		    state == RT_CONSISTENT) {
 			ptw_symbols_refresh(img->syms);
+			ptw_bp_revalidate(t->bps); /* a dlclose may have unmapped some */
 			threads_setup(t, l);
 		}
 	}

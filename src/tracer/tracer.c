@@ -537,8 +537,43 @@ static void disable_thread_events(struct ptw_tracer *t)
 	free(pds);
 }
 
+/*
+ * Could a thread still come back into an out-of-line page after we unmap
+ * it? Only one that ran a slot: if it did not stop, or if its stack holds a
+ * word pointing into a page (a signal interrupted it in the slot and its
+ * handler has not returned). Conservative: a stray word keeps the pages.
+ */
+static bool xol_still_referenced(struct ptw_tracer *t)
+{
+	enum { SCAN = 64 * 1024 };
+	uint8_t *buf = xmalloc(SCAN);
+	bool found = false;
+	size_t it = 0;
+	void *v;
+	while (!found && ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+		struct ptw_lwp *l = v;
+		struct thread *th = l->user;
+		struct user_regs_struct *regs;
+		if (!th || !th->used_xol || l->state == PTW_LWP_GONE)
+			continue;
+		if (l->state != PTW_LWP_STOPPED || ptw_getregs(t->proc, l, &regs) < 0) {
+			found = true;
+			break;
+		}
+		/* Scan up from rsp in pages (the stack's end stops the read). */
+		for (size_t off = 0; off < SCAN && !found; off += 4096) {
+			uint64_t a = (regs->rsp & ~4095ull) + off;
+			if (ptw_mem_read(t->proc, a, buf, 4096) < 0)
+				break;
+			found = ptw_bp_refers_to_xol(t->bps, buf, 4096);
+		}
+	}
+	free(buf);
+	return found;
+}
+
 /* Threads in an out-of-line slot go back to the same point in the original
- * code; then the pages go. Nothing of ours stays mapped in the target. */
+ * code; then the pages go, unless a thread may still return into one. */
 static void leave_xol_pages(struct ptw_tracer *t)
 {
 	if (!t->bps || !ptw_bp_xol_pages(t->bps))
@@ -561,6 +596,13 @@ static void leave_xol_pages(struct ptw_tracer *t)
 	}
 	if (!host && any && make_injectable(t, any) == 0)
 		host = any;
+	if (xol_still_referenced(t)) {
+		warn(t, "xol_page_left",
+		     "%zu out-of-line pages (r-x, 4 KiB each) stay mapped in %d: a thread may still "
+		     "return into one (a signal frame, or a thread that did not stop)",
+		     ptw_bp_xol_pages(t->bps), t->proc->pid);
+		return;
+	}
 	it = 0;
 	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;

@@ -50,6 +50,7 @@ struct thread {
 	uint64_t child_tls, child_flags, child_ns;
 	int attr_detached;  /* from the pthread_create entry hook, -1 unknown */
 	bool in_join;
+	bool used_xol;	    /* ran an out-of-line slot: a signal frame may point there */
 };
 
 /* One program image (reset at exec). */
