@@ -30,24 +30,37 @@ struct msg {
 	int value;
 };
 
-void ptw_guardian_share_mem(int fd)
-{
-	if (front_sock < 0 || fd < 0)
-		return;
-	struct msg m = { MSG_MEM_FD, 0 };
-	struct iovec iov = { &m, sizeof(m) };
+/* One message on the socket, with room for one passed descriptor. */
+struct packet {
+	struct msg m;
+	struct iovec iov;
 	union {
 		char buf[CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
 	} u;
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-			     .msg_controllen = sizeof(u.buf) };
-	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+	struct msghdr mh;
+};
+
+static void packet_init(struct packet *p, int type, int value)
+{
+	p->m = (struct msg){ type, value };
+	p->iov = (struct iovec){ &p->m, sizeof(p->m) };
+	p->mh = (struct msghdr){ .msg_iov = &p->iov, .msg_iovlen = 1, .msg_control = p->u.buf,
+				 .msg_controllen = sizeof(p->u.buf) };
+}
+
+void ptw_guardian_share_mem(int fd)
+{
+	if (front_sock < 0 || fd < 0)
+		return;
+	struct packet p;
+	packet_init(&p, MSG_MEM_FD, 0);
+	struct cmsghdr *c = CMSG_FIRSTHDR(&p.mh);
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_RIGHTS;
 	c->cmsg_len = CMSG_LEN(sizeof(int));
 	memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	while (sendmsg(front_sock, &mh, MSG_NOSIGNAL) < 0 && errno == EINTR)
+	while (sendmsg(front_sock, &p.mh, MSG_NOSIGNAL) < 0 && errno == EINTR)
 		;
 }
 
@@ -72,23 +85,17 @@ struct front {
 static void receive(struct front *f)
 {
 	for (;;) {
-		struct msg m;
-		struct iovec iov = { &m, sizeof(m) };
-		union {
-			char buf[CMSG_SPACE(sizeof(int))];
-			struct cmsghdr align;
-		} u;
-		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-				     .msg_controllen = sizeof(u.buf) };
-		ssize_t n = recvmsg(f->sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-		if (n != (ssize_t)sizeof(m))
+		struct packet p;
+		packet_init(&p, 0, 0);
+		ssize_t n = recvmsg(f->sock, &p.mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		if (n != (ssize_t)sizeof(p.m))
 			return;
-		if (m.type == MSG_MIRROR) {
-			f->mirror_sig = m.value;
+		if (p.m.type == MSG_MIRROR) {
+			f->mirror_sig = p.m.value;
 			continue;
 		}
-		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-		if (m.type == MSG_MEM_FD && c && c->cmsg_type == SCM_RIGHTS) {
+		struct cmsghdr *c = CMSG_FIRSTHDR(&p.mh);
+		if (p.m.type == MSG_MEM_FD && c && c->cmsg_type == SCM_RIGHTS) {
 			int fd;
 			memcpy(&fd, CMSG_DATA(c), sizeof(int));
 			if (f->mem_fd >= 0)

@@ -67,7 +67,8 @@ void attach_on_stop(void *ctx, struct ptw_stop *st)
 	}
 }
 
-char **attach_cmdline(pid_t pid)
+/* argv of pid from /proc/PID/cmdline (NULL-terminated, malloc'd). */
+static char **attach_cmdline(pid_t pid)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
@@ -216,6 +217,26 @@ void attach_emit_preexisting(struct ptw_tracer *t, struct ptw_lwp *l, const char
 	}
 }
 
+struct ptw_tracer *attached_tracer_new(const struct ptw_tracer_opts *o, struct ptw_proc *proc,
+				      const struct ptw_seize_info *info, uint64_t start_ns,
+				      bool snapshot)
+{
+	struct ptw_tracer *t = xcalloc(1, sizeof(*t));
+	t->o = *o;
+	t->proc = proc;
+	t->start_ns = start_ns;
+	t->snapshot = snapshot;
+	t->img.task_dirfd = -1;
+	t->owned_argv = attach_cmdline(proc->mem_pid);
+	t->argv = t->owned_argv;
+	if (info->zombie_leader)
+		warn(t, "zombie_leader",
+		     "the main thread of %d has exited (pthread_exit) and is a zombie; its other "
+		     "threads are %s",
+		     proc->pid, snapshot ? "shown" : "traced");
+	return t;
+}
+
 int ptw_tracer_attach(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tracer **ret)
 {
 	struct ptw_proc *proc;
@@ -224,20 +245,9 @@ int ptw_tracer_attach(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tra
 	int r = ptw_seize(pid, 0, &proc, &info);
 	if (r < 0)
 		return r;
-	struct ptw_tracer *t = xcalloc(1, sizeof(*t));
-	t->o = *o;
-	t->proc = proc;
-	t->start_ns = start;
-	t->img.task_dirfd = -1;
-	t->owned_argv = attach_cmdline(proc->mem_pid);
-	t->argv = t->owned_argv;
+	struct ptw_tracer *t = attached_tracer_new(o, proc, &info, start, false);
 	proc->before_block = o->before_block;
 	proc->before_block_ctx = o->before_block_ctx;
-	if (info.zombie_leader)
-		warn(t, "zombie_leader",
-		     "the main thread of %d has exited (pthread_exit) and is a zombie; its other "
-		     "threads are traced",
-		     pid);
 	r = ptw_bptab_new(proc, &t->bps);
 	if (r < 0)
 		goto fail;

@@ -209,19 +209,7 @@ int ptw_tracer_snapshot(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_t
 		free_kstates(&kstates);
 		return r;
 	}
-	struct ptw_tracer *t = xcalloc(1, sizeof(*t));
-	t->o = *o;
-	t->proc = proc;
-	t->start_ns = start;
-	t->snapshot = true;
-	t->img.task_dirfd = -1;
-	t->owned_argv = attach_cmdline(proc->mem_pid);
-	t->argv = t->owned_argv;
-	if (info.zombie_leader)
-		warn(t, "zombie_leader",
-		     "the main thread of %d has exited (pthread_exit) and is a zombie; the other "
-		     "threads are shown",
-		     pid);
+	struct ptw_tracer *t = attached_tracer_new(o, proc, &info, start, true);
 	r = ptw_bptab_new(proc, &t->bps);
 	if (r < 0) {
 		free_kstates(&kstates);

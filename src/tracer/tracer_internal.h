@@ -114,8 +114,11 @@ void read_comm(struct ptw_tracer *t, pid_t tid, uint64_t ns);
 /* attach.c, shared with snapshot.c */
 /* Stops that arrive while we attach (nothing patched yet). */
 void attach_on_stop(void *ctx, struct ptw_stop *st);
-/* argv of pid from /proc/PID/cmdline (NULL-terminated, malloc'd). */
-char **attach_cmdline(pid_t pid);
+/* The tracer of a process just seized (ptw_seize): its command line read,
+ * a zombie main thread warned about. */
+struct ptw_tracer *attached_tracer_new(const struct ptw_tracer_opts *o, struct ptw_proc *proc,
+				      const struct ptw_seize_info *info, uint64_t start_ns,
+				      bool snapshot);
 /* td_ta_thr_iter callback: pd and start routine onto our LWPs. */
 void attach_found_thread(void *ctx, const struct ptw_tdb_thread *info);
 /* PTW_EV_PREEXISTING for a thread found running (and its name; NULL: read it). */
