@@ -83,7 +83,6 @@ struct ptw_lwp {
 	unsigned gen;	    /* bumped each time this tid is seen anew (tid reuse) */
 	enum ptw_lwp_state state;
 	enum ptw_stop_kind last_stop;
-	int last_sig;	    /* signal of the last signal/group stop */
 	bool group_stopped; /* resume with PTRACE_LISTEN, not CONT */
 	bool interrupt_sent;
 	bool exiting;	    /* resumed from its PTRACE_EVENT_EXIT stop: only death follows
@@ -93,7 +92,6 @@ struct ptw_lwp {
 	int resume_sig;	    /* signal to deliver at the next resume (0 = none) */
 	struct user_regs_struct regs;
 	bool regs_valid, regs_dirty;
-	uint64_t stop_ns;   /* when the last stop was reaped */
 	void *user;	    /* tracer's per-thread state */
 };
 
@@ -185,8 +183,13 @@ struct ptw_seize_info {
 	int passes;	   /* /proc/PID/task readings */
 	bool zombie_leader;
 };
-int ptw_seize(pid_t pid, unsigned extra_options, struct ptw_proc **ret_proc,
-	      struct ptw_seize_info *ret_info);
+/*
+ * PTRACE_SEIZEs every thread of pid, reading /proc/PID/task again until a
+ * pass finds none new. All or nothing: a live thread that cannot be seized
+ * fails it (-EBUSY when another tracer has it). A zombie main thread is
+ * skipped (ret_info says so). The threads keep running.
+ */
+int ptw_seize(pid_t pid, struct ptw_proc **ret_proc, struct ptw_seize_info *ret_info);
 
 /*
  * Waits for the next stop of any traced LWP, up to timeout_ms (-1 = forever).

@@ -123,7 +123,6 @@ struct ptw_bp {
 	struct ptw_insn_plan plan;
 	uint64_t xol_slot;	 /* PTW_INSN_XOL: where the copy runs */
 	unsigned hooks;		 /* the tracer's hook bits */
-	uint64_t hits;
 };
 
 struct ptw_bptab;

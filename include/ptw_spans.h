@@ -78,8 +78,6 @@ struct ptw_span {
 	bool exit_called;
 	uint64_t exit_value;
 	bool cancel_requested;
-	bool died;	      /* TD_DEATH seen */
-	bool group_ending;    /* went down with the process: final at PROCESS_EXIT */
 	int fatal_sig;	      /* last default-fatal signal delivered to it */
 	bool active;	      /* counted in the active series */
 

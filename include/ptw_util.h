@@ -89,6 +89,25 @@ const char *ptw_signame(int sig);
 /* Reads a small /proc file into buf (NUL-terminated, trailing newline kept); -errno on failure. */
 int ptw_read_small_file(const char *path, char *buf, size_t size);
 
+/* ---- /proc (src/util/procfs.c) ---- */
+
+/* Thread tid's state letter from /proc/TID/stat (R, S, D, T, t, Z, X...);
+ * 0 if it cannot be read (gone). */
+char ptw_proc_state(pid_t tid);
+/* Has tid exited (zombie, dead, or gone)? */
+bool ptw_proc_exited(pid_t tid);
+/* Field `field` of /proc/PID/stat, numbered as in proc(5) (9: flags, 47:
+ * start_brk), as a number; false if unreadable. */
+bool ptw_proc_stat_field(pid_t pid, int field, unsigned long long *ret);
+/* Field `name` of /proc/TID/status ("TracerPid") as a number; -1 if absent. */
+long ptw_proc_status_field(pid_t tid, const char *name);
+/* The tids in /proc/PID/task, malloc'd in *ret (NULL on failure); their
+ * number, or -errno. */
+int ptw_proc_tids(pid_t pid, pid_t **ret);
+/* Does any thread of pid still run? (Its main thread may be a zombie while
+ * the others go on.) */
+bool ptw_proc_alive(pid_t pid);
+
 /* One line of /proc/PID/maps. */
 struct ptw_mapping {
 	uint64_t start, end, offset, inode;

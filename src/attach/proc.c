@@ -6,7 +6,6 @@
 #define _GNU_SOURCE
 #include "ptw_attach.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -166,7 +165,6 @@ static void record_status(struct ptw_proc *p, pid_t tid, int status, struct ptw_
 	st->sig = c.sig;
 	st->exit_code = c.exit_code;
 	st->core_dumped = c.core_dumped;
-	l->stop_ns = st->ns;
 	l->regs_valid = false;
 	l->regs_dirty = false;
 	l->unstoppable = false;
@@ -235,10 +233,8 @@ static void record_status(struct ptw_proc *p, pid_t tid, int status, struct ptw_
 		l->state = PTW_LWP_STOPPED;
 		break;
 	}
-	if (l->state == PTW_LWP_STOPPED) {
+	if (l->state == PTW_LWP_STOPPED)
 		l->last_stop = st->kind;
-		l->last_sig = st->sig;
-	}
 	if ((unsigned)st->kind <= PTW_STOP_TRACER_SIGNAL)
 		p->counts.by_kind[st->kind]++;
 	p->counts.total++;
@@ -756,41 +752,18 @@ int ptw_launch(const struct ptw_launch *l, struct ptw_proc **ret_proc, struct pt
 
 /* ---- attach ---- */
 
-/* 'Z' or 'X' in /proc/TID/stat; a tid that is gone counts as exited. */
-static bool is_zombie(pid_t tid)
-{
-	char path[64], buf[512];
-	snprintf(path, sizeof(path), "/proc/%d/stat", tid);
-	if (ptw_read_small_file(path, buf, sizeof(buf)) < 0)
-		return true;
-	const char *p = strrchr(buf, ')');
-	return p && (p[2] == 'Z' || p[2] == 'X');
-}
-
-static bool tid_alive(pid_t tid)
-{
-	return !is_zombie(tid);
-}
-
 /* TracerPid of a thread, 0 if none or unknown. */
 static pid_t tracer_of(pid_t tid)
 {
-	char path[64], buf[2048];
-	snprintf(path, sizeof(path), "/proc/%d/status", tid);
-	if (ptw_read_small_file(path, buf, sizeof(buf)) < 0)
-		return 0;
-	const char *t = strstr(buf, "\nTracerPid:");
-	return t ? (pid_t)strtol(t + 11, NULL, 10) : 0;
+	long tracer = ptw_proc_status_field(tid, "TracerPid");
+	return tracer > 0 ? (pid_t)tracer : 0;
 }
 
-int ptw_seize(pid_t pid, unsigned extra_options, struct ptw_proc **ret_proc,
+int ptw_seize(pid_t pid, struct ptw_proc **ret_proc,
 	      struct ptw_seize_info *ret_info)
 {
 	unsigned options = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK |
-			   PTRACE_O_TRACEEXEC | PTRACE_O_TRACEEXIT | PTRACE_O_TRACESYSGOOD |
-			   extra_options;
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+			   PTRACE_O_TRACEEXEC | PTRACE_O_TRACEEXIT | PTRACE_O_TRACESYSGOOD;
 	struct ptw_seize_info info = { 0 };
 	struct ptw_proc *p = NULL;
 	int first_error = 0;
@@ -798,20 +771,17 @@ int ptw_seize(pid_t pid, unsigned extra_options, struct ptw_proc **ret_proc,
 
 	while (found_new) {
 		found_new = false;
-		DIR *d = opendir(path);
-		if (!d) {
-			int e = errno;
+		pid_t *tids;
+		int ntids = ptw_proc_tids(pid, &tids);
+		if (ntids < 0) {
 			if (p && p->lwps.count)
 				break; /* it exited under us; the caller will see */
 			ptw_proc_free(p);
-			return e == ENOENT ? -ESRCH : -e;
+			return ntids == -ENOENT ? -ESRCH : ntids;
 		}
 		info.passes++;
-		struct dirent *de;
-		while ((de = readdir(d))) {
-			pid_t tid = (pid_t)strtol(de->d_name, NULL, 10);
-			if (tid <= 0)
-				continue;
+		for (int i = 0; i < ntids; i++) {
+			pid_t tid = tids[i];
 			if (!p) {
 				p = proc_new(pid);
 				p->options = options;
@@ -833,7 +803,7 @@ int ptw_seize(pid_t pid, unsigned extra_options, struct ptw_proc **ret_proc,
 					found_new = true;
 					continue;
 				}
-				if (e == EPERM && is_zombie(tid)) {
+				if (e == EPERM && ptw_proc_exited(tid)) {
 					/* Exited already (PTRACE_SEIZE says EPERM once
 					 * exit_state is set). The main thread may have
 					 * exited alone (pthread_exit): its workers live
@@ -842,15 +812,15 @@ int ptw_seize(pid_t pid, unsigned extra_options, struct ptw_proc **ret_proc,
 						info.zombie_leader = true;
 					continue;
 				}
-				if (!first_error && tid_alive(tid))
+				if (!first_error && !ptw_proc_exited(tid))
 					first_error = e == EPERM && tracer_of(tid) > 0 ? EBUSY : e;
 				continue;
 			}
-			l = lwp_add(p, tid, pid);
+			lwp_add(p, tid, pid);
 			info.threads++;
 			found_new = true;
 		}
-		closedir(d);
+		free(tids);
 	}
 	if (!p || !info.threads || first_error) {
 		/* A live thread we could not seize would die of SIGTRAP at the

@@ -4,7 +4,6 @@
  * cause (DESIGN.md, "Safety invariants"). Only /proc is read here.
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,19 +14,6 @@
 
 #define PF_KTHREAD 0x00200000
 
-/* Field of /proc/PID/status ("TracerPid:"), as a number; -1 if absent. */
-static long status_field(pid_t pid, const char *name)
-{
-	char path[64], buf[4096];
-	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	if (ptw_read_small_file(path, buf, sizeof(buf)) < 0)
-		return -1;
-	char key[64];
-	snprintf(key, sizeof(key), "\n%s:", name);
-	const char *p = strstr(buf, key);
-	return p ? strtol(p + strlen(key), NULL, 10) : -1;
-}
-
 static void comm_of(pid_t pid, char *buf, size_t len)
 {
 	char path[64];
@@ -37,30 +23,8 @@ static void comm_of(pid_t pid, char *buf, size_t len)
 	buf[strcspn(buf, "\n")] = '\0';
 }
 
-/* State letter and flags from /proc/PID/stat; false if unreadable. */
-static bool stat_of(pid_t pid, char *state, unsigned long *flags)
-{
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	if (ptw_read_small_file(path, buf, sizeof(buf)) < 0)
-		return false;
-	const char *p = strrchr(buf, ')');
-	if (!p || p[1] != ' ')
-		return false;
-	*state = p[2];
-	/* after ") S ": ppid pgrp session tty_nr tpgid flags; f starts at the
-	 * blank before ppid, five more blanks reach the one before flags */
-	const char *f = p + 3;
-	for (int i = 0; i < 5 && f; i++)
-		f = strchr(f + 1, ' ');
-	*flags = f ? strtoul(f + 1, NULL, 10) : 0;
-	return true;
-}
-
 int ptw_check_target(pid_t pid, char *why, size_t len)
 {
-	char state;
-	unsigned long flags;
 	if (pid <= 0) {
 		snprintf(why, len, "%d is not a process id", pid);
 		return -EINVAL;
@@ -69,7 +33,9 @@ int ptw_check_target(pid_t pid, char *why, size_t len)
 		snprintf(why, len, "%d is ptwatch itself", pid);
 		return -EINVAL;
 	}
-	if (!stat_of(pid, &state, &flags)) {
+	char state = ptw_proc_state(pid);
+	unsigned long long flags = 0;
+	if (!state || !ptw_proc_stat_field(pid, 9, &flags)) {
 		snprintf(why, len, "no such process");
 		return -ESRCH;
 	}
@@ -77,28 +43,12 @@ int ptw_check_target(pid_t pid, char *why, size_t len)
 		snprintf(why, len, "it is a kernel thread");
 		return -EINVAL;
 	}
-	if (state == 'Z' || state == 'X') {
-		/* A zombie leader with live workers is fine: attach those. */
-		char path[64];
-		snprintf(path, sizeof(path), "/proc/%d/task", pid);
-		DIR *d = opendir(path);
-		bool live = false;
-		struct dirent *de;
-		while (d && (de = readdir(d))) {
-			pid_t tid = (pid_t)strtol(de->d_name, NULL, 10);
-			char s;
-			unsigned long fl;
-			if (tid > 0 && tid != pid && stat_of(tid, &s, &fl) && s != 'Z' && s != 'X')
-				live = true;
-		}
-		if (d)
-			closedir(d);
-		if (!live) {
-			snprintf(why, len, "it is a zombie (it has exited and its parent has not reaped it)");
-			return -ESRCH;
-		}
+	/* A zombie leader with live workers is fine: attach those. */
+	if ((state == 'Z' || state == 'X') && !ptw_proc_alive(pid)) {
+		snprintf(why, len, "it is a zombie (it has exited and its parent has not reaped it)");
+		return -ESRCH;
 	}
-	long tracer = status_field(pid, "TracerPid");
+	long tracer = ptw_proc_status_field(pid, "TracerPid");
 	if (tracer > 0 && tracer != getpid()) {
 		char comm[64];
 		comm_of((pid_t)tracer, comm, sizeof(comm));

@@ -2,7 +2,6 @@
 #define _GNU_SOURCE
 #include "journal.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,21 +57,17 @@ static int group_maps(pid_t tgid, struct ptw_mapping **ret)
 		return n;
 	free(*ret);
 	*ret = NULL;
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/task", tgid);
-	DIR *d = opendir(path);
-	struct dirent *de;
-	while (d && (de = readdir(d))) {
-		pid_t tid = (pid_t)strtol(de->d_name, NULL, 10);
-		if (tid <= 0 || tid == tgid)
+	pid_t *tids;
+	int ntids = ptw_proc_tids(tgid, &tids);
+	for (int i = 0; i < ntids; i++) {
+		if (tids[i] == tgid)
 			continue;
-		if ((n = ptw_maps_read(tid, ret)) > 0)
+		if ((n = ptw_maps_read(tids[i], ret)) > 0)
 			break;
 		free(*ret);
 		*ret = NULL;
 	}
-	if (d)
-		closedir(d);
+	free(tids);
 	return n;
 }
 

@@ -204,20 +204,8 @@ static uint64_t distance(uint64_t a, uint64_t b)
 /* Where the brk heap starts (/proc/PID/stat field 47), or 0. */
 static uint64_t start_brk(pid_t pid)
 {
-	char path[64], buf[2048];
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	if (ptw_read_small_file(path, buf, sizeof(buf)) < 0)
-		return 0;
-	const char *p = strrchr(buf, ')'); /* comm may contain spaces */
-	if (!p)
-		return 0;
-	p++;
-	for (int field = 3; field <= 47 && p; field++) {
-		p = strchr(p + 1, ' ');
-		if (field == 46 && p)
-			return strtoull(p + 1, NULL, 10);
-	}
-	return 0;
+	unsigned long long brk;
+	return ptw_proc_stat_field(pid, 47, &brk) ? brk : 0;
 }
 
 /*
@@ -431,7 +419,7 @@ int ptw_bp_revalidate(struct ptw_bptab *t)
 {
 	const struct ptw_mapping *maps;
 	maps_changed(t);
-	int n = maps_now(t, &maps), dropped = 0;
+	int n = maps_now(t, &maps);
 	if (n < 0)
 		return 0;
 	size_t it = 0;
@@ -451,10 +439,17 @@ int ptw_bp_revalidate(struct ptw_bptab *t)
 		ptw_dbg(PTW_DBG_BP, "forget %#llx: its library is gone", (unsigned long long)gone[i]->addr);
 		ptw_map_del(&t->by_addr, gone[i]->addr);
 		free(gone[i]);
-		dropped++;
 	}
 	free(gone);
-	return dropped;
+	return (int)ngone;
+}
+
+static bool in_xol_page(const struct ptw_bptab *t, uint64_t addr)
+{
+	for (size_t i = 0; i < t->npages; i++)
+		if (addr >= t->pages[i].addr && addr < t->pages[i].addr + PAGE)
+			return true;
+	return false;
 }
 
 bool ptw_bp_refers_to_xol(const struct ptw_bptab *t, const void *buf, size_t len)
@@ -463,9 +458,8 @@ bool ptw_bp_refers_to_xol(const struct ptw_bptab *t, const void *buf, size_t len
 	for (size_t off = 0; off + 8 <= len; off += 8) {
 		uint64_t q;
 		memcpy(&q, b + off, 8);
-		for (size_t i = 0; i < t->npages; i++)
-			if (q >= t->pages[i].addr && q < t->pages[i].addr + PAGE)
-				return true;
+		if (in_xol_page(t, q))
+			return true;
 	}
 	return false;
 }
@@ -474,11 +468,7 @@ bool ptw_bp_refers_to_xol(const struct ptw_bptab *t, const void *buf, size_t len
 
 bool ptw_bp_xol_origin(const struct ptw_bptab *t, uint64_t rip, uint64_t *ret_rip)
 {
-	bool in_page = false;
-	for (size_t i = 0; i < t->npages; i++)
-		if (rip >= t->pages[i].addr && rip < t->pages[i].addr + PAGE)
-			in_page = true;
-	if (!in_page)
+	if (!in_xol_page(t, rip))
 		return false;
 	size_t it = 0;
 	void *v;

@@ -3,7 +3,6 @@
 #define _GNU_SOURCE
 #include "ptw_guardian.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -105,29 +104,6 @@ static void receive(struct front *f)
 	}
 }
 
-/* Does any thread of pid still run? (Its leader may be a zombie while the
- * others go on.) */
-static bool process_alive(pid_t pid)
-{
-	char path[64], buf[512];
-	snprintf(path, sizeof(path), "/proc/%d/task", pid);
-	DIR *d = opendir(path);
-	if (!d)
-		return false;
-	bool alive = false;
-	struct dirent *e;
-	while (!alive && (e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%d/task/%.16s/stat", pid, e->d_name);
-		const char *p = ptw_read_small_file(path, buf, sizeof(buf)) > 0 ? strrchr(buf, ')')
-										  : NULL;
-		alive = p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
-	}
-	closedir(d);
-	return alive;
-}
-
 static void __attribute__((noreturn)) tracer_ended(struct front *f, int status)
 {
 	receive(f); /* a mirror notice or a last fd may still be queued */
@@ -146,7 +122,7 @@ static void __attribute__((noreturn)) tracer_ended(struct front *f, int status)
 	 * it go before we can restore: a thread stopped on an int3 then, or
 	 * one reaching an int3 before we are done, dies of SIGTRAP.) */
 	pid_t target = ptw_bp_journal_pid();
-	bool alive = target && process_alive(target);
+	bool alive = target && ptw_proc_alive(target);
 	fprintf(stderr, "ptwatch: the tracer process died (%s); restored %d patched bytes%s; %s\n",
 		ptw_signame(sig), restored, failed ? " (some could not be)" : "",
 		!target ? "nothing was patched"

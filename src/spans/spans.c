@@ -175,7 +175,6 @@ static struct ptw_span *adopt(struct ptw_spans *s, pid_t tid, uint64_t ns)
 
 static void on_death(struct ptw_spans *s, struct ptw_span *sp, const struct ptw_event *ev)
 {
-	sp->died = true;
 	if (sp->ended)
 		return;
 	if (ev->has_value)
@@ -226,7 +225,6 @@ static void on_lwp_exit(struct ptw_spans *s, struct ptw_span *sp, const struct p
 		} else {
 			/* Going down with the whole process: how it ends is only
 			 * known at PROCESS_EXIT (exit code or signal). */
-			sp->group_ending = true;
 			if (!sp->end_ns.set)
 				set_opt(&sp->end_ns, ev->ns);
 		}

@@ -637,13 +637,12 @@ static bool has_cfi(struct ptw_symbols *s, uint64_t pc)
 	Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, pc);
 	if (!mod)
 		return false;
-	Dwarf_Addr bias;
-	Dwarf_CFI *cfis[2] = { dwfl_module_eh_cfi(mod, &bias), NULL };
-	Dwarf_Addr dbias;
-	cfis[1] = dwfl_module_dwarf_cfi(mod, &dbias);
+	/* .eh_frame first: .debug_frame (a debug file) only if that has none. */
 	for (int i = 0; i < 2; i++) {
+		Dwarf_Addr bias;
+		Dwarf_CFI *cfi = i ? dwfl_module_dwarf_cfi(mod, &bias) : dwfl_module_eh_cfi(mod, &bias);
 		Dwarf_Frame *frame;
-		if (cfis[i] && dwarf_cfi_addrframe(cfis[i], pc - (i ? dbias : bias), &frame) == 0) {
+		if (cfi && dwarf_cfi_addrframe(cfi, pc - bias, &frame) == 0) {
 			free(frame);
 			return true;
 		}

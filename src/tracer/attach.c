@@ -146,7 +146,8 @@ static void learn_start_return(struct ptw_tracer *t, struct ptw_lwp *host)
 
 /* ---- enumeration ---- */
 
-void attach_found_thread(void *ctx, const struct ptw_tdb_thread *info)
+/* td_ta_thr_iter callback: pd and start routine onto our LWPs. */
+static void found_thread(void *ctx, const struct ptw_tdb_thread *info)
 {
 	struct ptw_tracer *t = ctx;
 	struct ptw_lwp *l = ptw_lwp_get(t->proc, info->lid);
@@ -158,25 +159,54 @@ void attach_found_thread(void *ctx, const struct ptw_tdb_thread *info)
 	th->started = true; /* long ago: its start is not ours to see */
 }
 
-/* A stopped thread of the target to host breakpoint work, preferably one
- * that can run an injected mmap. */
-static struct ptw_lwp *pick_host(struct ptw_tracer *t)
+int attach_stop_all(struct ptw_tracer *t, const char *consequence)
 {
-	struct ptw_lwp *main_lwp = ptw_lwp_get(t->proc, t->proc->pid), *any = NULL;
-	if (main_lwp && ptw_lwp_injectable(main_lwp))
-		return main_lwp;
+	int stuck = ptw_stop_all(t->proc, STOP_DEADLINE_MS, attach_on_stop, t);
+	if (stuck > 0)
+		warn(t, "threads_not_stopped",
+		     "%d threads did not stop within %d ms (uninterruptible sleep?)%s", stuck,
+		     STOP_DEADLINE_MS, consequence);
+	/* Everyone we hold is a thread of the target now, or a fork child. */
+	pid_t pid = t->proc->pid;
 	size_t it = 0;
 	void *v;
 	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
-		if (l->state != PTW_LWP_STOPPED || l->tgid != t->proc->pid)
-			continue;
-		if (ptw_lwp_injectable(l))
-			return l;
-		if (!any)
-			any = l;
+		struct thread *th = thread_of(l);
+		if (l->tgid == 0)
+			l->tgid = pid;
+		th->announced = true;
+		th->is_main = l->tid == pid;
 	}
-	return any;
+	return stuck;
+}
+
+void attach_list_threads(struct ptw_tracer *t, int stuck)
+{
+	int r = ptw_tdb_iterate(t->img.tdb, stuck == 0, found_thread, t);
+	if (r < 0)
+		warn(t, "thread_db_iteration", "libthread_db could not list the threads: %s",
+		     strerror(-r));
+}
+
+struct ptw_lwp **attach_threads(struct ptw_tracer *t, size_t *ret_n)
+{
+	pid_t pid = t->proc->pid;
+	struct ptw_lwp **out = xcalloc(t->proc->lwps.count + 1, sizeof(*out));
+	size_t n = 0;
+	struct ptw_lwp *main_lwp = ptw_lwp_get(t->proc, pid);
+	if (main_lwp && main_lwp->tgid == pid && main_lwp->state != PTW_LWP_GONE)
+		out[n++] = main_lwp;
+	size_t it = 0;
+	void *v;
+	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+		struct ptw_lwp *l = v;
+		if (l != main_lwp && l->tgid == pid && l->state != PTW_LWP_GONE &&
+		    !thread_of(l)->foreign)
+			out[n++] = l;
+	}
+	*ret_n = n;
+	return out;
 }
 
 /* Names are read while the threads still run: not frozen time. */
@@ -242,7 +272,7 @@ int ptw_tracer_attach(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tra
 	struct ptw_proc *proc;
 	struct ptw_seize_info info;
 	uint64_t start = ptw_now_ns();
-	int r = ptw_seize(pid, 0, &proc, &info);
+	int r = ptw_seize(pid, &proc, &info);
 	if (r < 0)
 		return r;
 	struct ptw_tracer *t = attached_tracer_new(o, proc, &info, start, false);
@@ -261,15 +291,10 @@ int ptw_tracer_attach(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tra
 	uint64_t frozen_from = ptw_now_ns();
 	ptw_dbg(PTW_DBG_TRACER, "attach: seized %d threads in %d passes, loaded in %.1f ms",
 		info.threads, info.passes, (double)(frozen_from - start) / 1e6);
-	int stuck = ptw_stop_all(proc, STOP_DEADLINE_MS, attach_on_stop, t);
+	int stuck = attach_stop_all(t, "; they are traced from the moment they stop");
 	ptw_dbg(PTW_DBG_TRACER, "attach: all stopped after %.1f ms",
 		(double)(ptw_now_ns() - frozen_from) / 1e6);
-	if (stuck > 0)
-		warn(t, "threads_not_stopped",
-		     "%d threads did not stop within %d ms (uninterruptible sleep?); they are traced "
-		     "from the moment they stop",
-		     stuck, STOP_DEADLINE_MS);
-	struct ptw_lwp *host = pick_host(t);
+	struct ptw_lwp *host = injection_host(t);
 	if (!host) {
 		r = -ESRCH;
 		goto fail;
@@ -279,26 +304,11 @@ int ptw_tracer_attach(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tra
 		r = -EAGAIN;
 		goto fail;
 	}
-	/* Everyone we hold is a thread of the target now, or a fork child. */
-	size_t it = 0;
-	void *v;
-	while (ptw_map_next(&proc->lwps, &it, NULL, &v)) {
-		struct ptw_lwp *l = v;
-		struct thread *th = thread_of(l);
-		if (l->tgid == 0)
-			l->tgid = pid;
-		th->announced = true;
-		th->is_main = l->tid == pid;
-	}
-
 	image_hooks(t, host);
 	if (have_tdb) {
-		r = ptw_tdb_iterate(t->img.tdb, stuck == 0, attach_found_thread, t);
+		attach_list_threads(t, stuck);
 		ptw_dbg(PTW_DBG_TRACER, "attach: thread_db listed them after %.1f ms",
 			(double)(ptw_now_ns() - frozen_from) / 1e6);
-		if (r < 0)
-			warn(t, "thread_db_iteration", "libthread_db could not list the threads: %s",
-			     strerror(-r));
 		struct ptw_lwp *main_lwp = ptw_lwp_get(proc, pid);
 		if (main_lwp && main_lwp->state == PTW_LWP_STOPPED) {
 			learn_main_return(t, main_lwp);
@@ -312,17 +322,14 @@ int ptw_tracer_attach(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tra
 	}
 
 	uint64_t ns = ptw_now_ns();
-	struct ptw_lwp *main_lwp = ptw_lwp_get(proc, pid);
-	if (main_lwp && main_lwp->state != PTW_LWP_GONE)
-		attach_emit_preexisting(t, main_lwp, ptw_map_get(&names, (uint64_t)pid), ns);
-	it = 0;
-	while (ptw_map_next(&proc->lwps, &it, NULL, &v)) {
-		struct ptw_lwp *l = v;
-		if (l != main_lwp && l->tgid == pid && l->state != PTW_LWP_GONE &&
-		    !thread_of(l)->foreign)
-			attach_emit_preexisting(t, l, ptw_map_get(&names, (uint64_t)l->tid), ns);
-	}
-	it = 0;
+	size_t nthreads;
+	struct ptw_lwp **threads = attach_threads(t, &nthreads);
+	for (size_t i = 0; i < nthreads; i++)
+		attach_emit_preexisting(t, threads[i], ptw_map_get(&names, (uint64_t)threads[i]->tid),
+					ns);
+	free(threads);
+	size_t it = 0;
+	void *v;
 	while (ptw_map_next(&names, &it, NULL, &v))
 		free(v);
 	ptw_map_free(&names);

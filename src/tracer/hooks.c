@@ -553,11 +553,10 @@ void on_breakpoint(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp, u
 	struct image *img = &t->img;
 	unsigned h = bp->hooks;
 	struct user_regs_struct *cur, pre;
-	bp->hits++;
-	if (ptw_getregs(t->proc, l, &cur) < 0)
-		return;
 	if (bp->disabled)
 		return; /* a late trap on a byte we put back: rewound, nothing else */
+	if (ptw_getregs(t->proc, l, &cur) < 0)
+		return;
 	/*
 	 * Step over first and write the registers at once: if ptwatch died
 	 * from here on, the kernel would let the thread go with a correct

@@ -6,7 +6,6 @@
  * interrupt it, it is in "tracing stop" and its syscall is unwound.
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -32,15 +31,11 @@ struct kstate {
 static void read_kstate(pid_t pid, pid_t tid, struct kstate *k)
 {
 	char path[64], buf[512];
-	k->state = '?';
 	k->syscall = -1;
 	k->wchan[0] = '\0';
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
-	if (ptw_read_small_file(path, buf, sizeof(buf)) > 0) {
-		const char *p = strrchr(buf, ')');
-		if (p && p[1] == ' ')
-			k->state = p[2];
-	}
+	k->state = ptw_proc_state(tid);
+	if (!k->state)
+		k->state = '?';
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/wchan", pid, tid);
 	if (ptw_read_small_file(path, k->wchan, sizeof(k->wchan)) > 0 && !strcmp(k->wchan, "0"))
 		k->wchan[0] = '\0';
@@ -63,20 +58,16 @@ static void read_kstate(pid_t pid, pid_t tid, struct kstate *k)
  * group-stopped thread shows as "tracing stop" instead of "stopped". */
 static void read_kstates(pid_t pid, struct ptw_map *kstates)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/task", pid);
-	DIR *d = opendir(path);
-	struct dirent *de;
-	while (d && (de = readdir(d))) {
-		pid_t tid = (pid_t)strtol(de->d_name, NULL, 10);
-		if (tid <= 0 || ptw_map_get(kstates, (uint64_t)tid))
+	pid_t *tids;
+	int n = ptw_proc_tids(pid, &tids);
+	for (int i = 0; i < n; i++) {
+		if (ptw_map_get(kstates, (uint64_t)tids[i]))
 			continue;
 		struct kstate *k = xcalloc(1, sizeof(*k));
-		read_kstate(pid, tid, k);
-		ptw_map_put(kstates, (uint64_t)tid, k);
+		read_kstate(pid, tids[i], k);
+		ptw_map_put(kstates, (uint64_t)tids[i], k);
 	}
-	if (d)
-		closedir(d);
+	free(tids);
 }
 
 static void free_kstates(struct ptw_map *kstates)
@@ -204,7 +195,7 @@ int ptw_tracer_snapshot(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_t
 	uint64_t start = ptw_now_ns();
 	struct ptw_map kstates = { 0 };
 	read_kstates(pid, &kstates);
-	int r = ptw_seize(pid, 0, &proc, &info);
+	int r = ptw_seize(pid, &proc, &info);
 	if (r < 0) {
 		free_kstates(&kstates);
 		return r;
@@ -220,47 +211,25 @@ int ptw_tracer_snapshot(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_t
 	bool have_tdb = image_load(t) == 0 && tdb_open(t) == 0;
 	/* threads born since the first reading: still running, still true */
 	read_kstates(pid, &kstates);
-	size_t it = 0;
-	void *v;
 
 	uint64_t frozen_from = ptw_now_ns();
-	int stuck = ptw_stop_all(proc, STOP_DEADLINE_MS, attach_on_stop, t);
-	if (stuck > 0)
-		warn(t, "threads_not_stopped",
-		     "%d threads did not stop within %d ms (uninterruptible sleep?): no stack for them",
-		     stuck, STOP_DEADLINE_MS);
-	it = 0;
-	while (ptw_map_next(&proc->lwps, &it, NULL, &v)) {
-		struct ptw_lwp *l = v;
-		if (l->tgid == 0)
-			l->tgid = pid;
-		thread_of(l)->announced = true;
-	}
+	int stuck = attach_stop_all(t, ": no stack for them");
 	uint32_t tid_off = 0;
 	bool have_tid_off = false;
 	if (have_tdb) {
-		r = ptw_tdb_iterate(t->img.tdb, stuck == 0, attach_found_thread, t);
-		if (r < 0)
-			warn(t, "thread_db_iteration", "libthread_db could not list the threads: %s",
-			     strerror(-r));
+		attach_list_threads(t, stuck);
 		have_tid_off = ptw_tdb_pthread_field(t->img.tdb, "tid", &tid_off) == 0;
 	}
 
 	uint64_t ns = ptw_now_ns();
 	struct kstate none = { .state = '?', .syscall = -1 };
-	struct ptw_lwp *main_lwp = ptw_lwp_get(proc, pid);
-	if (main_lwp && main_lwp->tgid == pid) {
-		struct kstate *k = ptw_map_get(&kstates, (uint64_t)pid);
-		record(t, main_lwp, k ? k : &none, tid_off, have_tid_off, ns);
+	size_t nthreads;
+	struct ptw_lwp **threads = attach_threads(t, &nthreads);
+	for (size_t i = 0; i < nthreads; i++) {
+		struct kstate *k = ptw_map_get(&kstates, (uint64_t)threads[i]->tid);
+		record(t, threads[i], k ? k : &none, tid_off, have_tid_off, ns);
 	}
-	it = 0;
-	while (ptw_map_next(&proc->lwps, &it, NULL, &v)) {
-		struct ptw_lwp *l = v;
-		if (l == main_lwp || l->tgid != pid || l->state == PTW_LWP_GONE || thread_of(l)->foreign)
-			continue;
-		struct kstate *k = ptw_map_get(&kstates, (uint64_t)l->tid);
-		record(t, l, k ? k : &none, tid_off, have_tid_off, ns);
-	}
+	free(threads);
 	free_kstates(&kstates);
 	t->frozen_ns += ptw_now_ns() - frozen_from;
 	ptw_dbg(PTW_DBG_TRACER, "snapshot of %d: %d threads, frozen %.3f ms before detach", pid,

@@ -162,6 +162,26 @@ static bool is_target_lwp(struct ptw_tracer *t, struct ptw_lwp *l)
 	return l->tgid == t->proc->pid && !thread_of(l)->foreign;
 }
 
+struct ptw_lwp *injection_host(struct ptw_tracer *t)
+{
+	struct ptw_lwp *main_lwp = ptw_lwp_get(t->proc, t->proc->pid), *any = NULL;
+	if (main_lwp && is_target_lwp(t, main_lwp) && ptw_lwp_injectable(main_lwp))
+		return main_lwp;
+	size_t it = 0;
+	void *v;
+	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+		struct ptw_lwp *l = v;
+		if (!is_target_lwp(t, l) || l->state != PTW_LWP_STOPPED)
+			continue;
+		if (ptw_lwp_injectable(l))
+			return l;
+		/* leaving (exit, exec): it cannot be made to run our call */
+		if (!any && l->last_stop != PTW_STOP_EXIT && l->last_stop != PTW_STOP_EXEC)
+			any = l;
+	}
+	return any;
+}
+
 static void on_gone(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_stop *st)
 {
 	struct thread *th = thread_of(l);
@@ -578,24 +598,6 @@ static void leave_xol_pages(struct ptw_tracer *t)
 {
 	if (!t->bps || !ptw_bp_xol_pages(t->bps))
 		return;
-	/* A host for the munmap: a thread stopped outside any system call,
-	 * or one we let finish its call first (it stops again at once). */
-	struct ptw_lwp *host = NULL, *any = NULL;
-	size_t it = 0;
-	void *v;
-	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
-		struct ptw_lwp *l = v;
-		if (!is_target_lwp(t, l) || l->state != PTW_LWP_STOPPED)
-			continue;
-		if (ptw_lwp_injectable(l)) {
-			host = l;
-			break;
-		}
-		if (!any && l->last_stop != PTW_STOP_EXIT && l->last_stop != PTW_STOP_EXEC)
-			any = l;
-	}
-	if (!host && any && make_injectable(t, any) == 0)
-		host = any;
 	if (xol_still_referenced(t)) {
 		warn(t, "xol_page_left",
 		     "%zu out-of-line pages (r-x, 4 KiB each) stay mapped in %d: a thread may still "
@@ -603,7 +605,8 @@ static void leave_xol_pages(struct ptw_tracer *t)
 		     ptw_bp_xol_pages(t->bps), t->proc->pid);
 		return;
 	}
-	it = 0;
+	size_t it = 0;
+	void *v;
 	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
 		struct user_regs_struct *regs;
@@ -615,6 +618,11 @@ static void leave_xol_pages(struct ptw_tracer *t)
 			ptw_regs_dirty(l);
 		}
 	}
+	/* The munmap runs in a thread stopped outside any system call, or in
+	 * one we let finish its call first (it stops again at once). */
+	struct ptw_lwp *host = injection_host(t);
+	if (host && !ptw_lwp_injectable(host) && make_injectable(t, host) < 0)
+		host = NULL;
 	int left = ptw_bp_unmap_xol(t->bps, host);
 	if (left)
 		warn(t, "xol_page_left", "%d out-of-line pages (r-x, 4 KiB) stay mapped in %d", left,

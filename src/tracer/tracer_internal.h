@@ -47,7 +47,7 @@ struct thread {
 	bool exit_reported; /* LWP_EXIT emitted */
 	/* As a creator: the child of its last clone, until TD_CREATE claims it. */
 	pid_t child;
-	uint64_t child_tls, child_flags, child_ns;
+	uint64_t child_tls, child_ns;
 	int attr_detached;  /* from the pthread_create entry hook, -1 unknown */
 	bool in_join;
 	bool used_xol;	    /* ran an out-of-line slot: a signal frame may point there */
@@ -104,6 +104,10 @@ void emit(struct ptw_tracer *t, struct ptw_event *ev);
 struct thread *thread_of(struct ptw_lwp *l);
 void warn(struct ptw_tracer *t, const char *code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* A stopped thread of the target to run an injected system call (mmap,
+ * munmap): one that can now (the main thread preferred), else one that
+ * make_injectable() may prepare; NULL if none. */
+struct ptw_lwp *injection_host(struct ptw_tracer *t);
 /* Inserts a breakpoint; makes host injectable first if an XOL page is needed. */
 int insert_bp(struct ptw_tracer *t, uint64_t addr, unsigned hooks, struct ptw_lwp *host);
 /* The thread's name (/proc/PID/task/TID/comm), malloc'd, or NULL. */
@@ -119,8 +123,14 @@ void attach_on_stop(void *ctx, struct ptw_stop *st);
 struct ptw_tracer *attached_tracer_new(const struct ptw_tracer_opts *o, struct ptw_proc *proc,
 				      const struct ptw_seize_info *info, uint64_t start_ns,
 				      bool snapshot);
-/* td_ta_thr_iter callback: pd and start routine onto our LWPs. */
-void attach_found_thread(void *ctx, const struct ptw_tdb_thread *info);
+/* Stops every seized thread within a deadline (a warning counts those that
+ * did not, saying what that costs: consequence) and takes every LWP held
+ * as the target's. Returns how many did not stop. */
+int attach_stop_all(struct ptw_tracer *t, const char *consequence);
+/* libthread_db's list (td_ta_thr_iter): pd and start routine onto our LWPs. */
+void attach_list_threads(struct ptw_tracer *t, int stuck);
+/* The target's live threads, main first (malloc'd; *ret_n of them). */
+struct ptw_lwp **attach_threads(struct ptw_tracer *t, size_t *ret_n);
 /* PTW_EV_PREEXISTING for a thread found running (and its name; NULL: read it). */
 void attach_emit_preexisting(struct ptw_tracer *t, struct ptw_lwp *l, const char *name,
 			     uint64_t ns);

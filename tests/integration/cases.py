@@ -39,10 +39,7 @@ def check_lifecycle(chk, run, stripped=False):
     check_exit(chk, run, code=3)
     report_warnings(run)
     m = Model(chk, run, 'lifecycle.c', stripped=stripped)
-    m.match()
-    m.check_all(expect_main_pthread=True)
-    m.check_no_extra_spans()
-    m.check_metrics()
+    m.check_complete(expect_main_pthread=True)
     chk.eq('metrics.unjoined (unjoined_worker only)', run.doc['metrics']['unjoined'], 1)
     chk.eq('metrics.max_depth', run.doc['metrics']['max_depth'], 2)
 
@@ -116,10 +113,7 @@ def case_nested(session, chk):
     run = session.run([fixture('nested')])
     check_exit(chk, run, code=0)
     m = Model(chk, run, 'nested.c')
-    m.match()
-    m.check_all()
-    m.check_no_extra_spans()
-    m.check_metrics()
+    m.check_complete()
     chk.eq('metrics.max_depth', run.doc['metrics']['max_depth'], 3)
     depths = {t['routine']: m.depth_of[t['tid']] for t in m.threads}
     if depths != {'level_a': 1, 'level_b': 2, 'level_c': 3}:
@@ -133,10 +127,7 @@ def case_mainexit(session, chk):
     run = session.run([fixture('mainexit')])
     check_exit(chk, run, code=0)
     m = Model(chk, run, 'mainexit.c')
-    m.match()
-    m.check_all()
-    m.check_no_extra_spans()
-    m.check_metrics()
+    m.check_complete()
     main_rec = one_truth(run, 'main')
     main_span = m.span_of.get(main_rec['tid'])
     if main_span is None:
@@ -199,10 +190,7 @@ def case_forkthreads(session, chk):
         chk.true('%s of /bin/true exited 0 (status %s)' % (how, json.dumps(c)),
                  c['exited'] and c['code'] == 0)
     m = Model(chk, run, 'forkthreads.c')
-    m.match()
-    m.check_all()
-    m.check_no_extra_spans()
-    m.check_metrics()
+    m.check_complete()
     foreign = {c['tid'] for c in truth_of(run, 'child_thread')} | {fork['pid']}
     for s in thread_spans(run.doc):
         chk.true('span %s has the tid of the fork child or its threads' % s['id'],
@@ -271,10 +259,7 @@ def check_storm(chk, run):
     if len(leaves) != 1200:
         raise FrameworkError('storm truth has %d leaves' % len(leaves))
     m = Model(chk, run, 'storm.c')
-    m.match()
-    m.check_all()
-    m.check_no_extra_spans()
-    m.check_metrics()
+    m.check_complete()
     chk.eq('metrics.threads_created', run.doc['metrics']['threads_created'], 1204)
     chk.eq('metrics.max_depth', run.doc['metrics']['max_depth'], 2)
     uncertain = [s['id'] for s in thread_spans(run.doc) if s['uncertain']]
@@ -318,10 +303,7 @@ def case_signals(session, chk):
         chk.eq('%s delivered to thread' % what, sig[tid], want)
     chk.eq('other SIGTRAP deliveries', sig['trap_other_count'], 0)
     m = Model(chk, run, 'signals.c')
-    m.match()
-    m.check_all()
-    m.check_no_extra_spans()
-    m.check_metrics()
+    m.check_complete()
 
 
 def read_line(fd, timeout, what):
@@ -378,10 +360,7 @@ def case_groupstop(session, chk):
     check_exit(chk, run, code=0)
     chk.eq('SIGCONT deliveries to the handler', one_truth(run, 'stop')['cont_count'], 1)
     m = Model(chk, run, 'signals.c')
-    m.match()
-    m.check_all()
-    m.check_no_extra_spans()
-    m.check_metrics()
+    m.check_complete()
 
 
 # ---------------------------------------------------------------------------
@@ -403,10 +382,7 @@ def case_stdout(session, chk):
                list(range(lines['thread'])))
     chk.true('no fixture line on stdout', b' line ' not in run.stdout)
     m = Model(chk, run, 'stdout.c')
-    m.match()
-    m.check_all()
-    m.check_no_extra_spans()
-    m.check_metrics()
+    m.check_complete()
 
 
 # ---------------------------------------------------------------------------
@@ -454,10 +430,7 @@ def case_exitcode(session, chk):
     run = session.run([fixture('exitcode'), '42'])
     check_exit(chk, run, code=42)
     m = Model(chk, run, 'exitcode.c')
-    m.match()
-    m.check_all()
-    m.check_no_extra_spans()
-    m.check_metrics()
+    m.check_complete()
 
 
 # ---------------------------------------------------------------------------
@@ -689,10 +662,7 @@ def case_dlopen(session, chk):
     if len(set(addrs)) != 1:
         print('note: the library came back at another address: %s' % addrs)
     m = Model(chk, run, 'dlopen.c')
-    m.match()
-    m.check_all()
-    m.check_no_extra_spans()
-    m.check_metrics()
+    m.check_complete()
 
 
 # ---------------------------------------------------------------------------
@@ -704,10 +674,7 @@ def case_static(session, chk):
     check_exit(chk, run, code=0)
     report_warnings(run)
     m = Model(chk, run, 'static.c')
-    m.match()
-    m.check_all()
-    m.check_no_extra_spans()
-    m.check_metrics()
+    m.check_complete()
 
 
 # ---------------------------------------------------------------------------

@@ -554,13 +554,7 @@ class Model:
                                self.source, routine_line(self.source, 'main'))
         if m.get('name'):
             chk.eq('%s: name' % what, span['name'], m['name'], span)
-        if m['end'] in END_STATES:
-            status, method = END_STATES[m['end']]
-            chk.eq('%s: status' % what, span['status'], status, span)
-            end = span['end'] or {}
-            chk.eq('%s: end.method' % what, end.get('method'), method, span)
-            chk.eq('%s: end.value' % what, end.get('value'), m['value'], span)
-            check_order(chk, span, what)
+        if self.check_end(m, span, what):
             chk.eq('%s: join' % what, span['join'], None, span)
 
     def check_thread(self, t, expect_end=True):
@@ -595,14 +589,22 @@ class Model:
         chk.eq('%s: detached' % what, span['detached'], t['detached'], span)
         if t.get('name'):
             chk.eq('%s: name' % what, span['name'], t['name'], span)
-        if expect_end and t['end'] in END_STATES:
-            status, method = END_STATES[t['end']]
-            chk.eq('%s: status' % what, span['status'], status, span)
-            end = span['end'] or {}
-            chk.eq('%s: end.method' % what, end.get('method'), method, span)
-            chk.eq('%s: end.value' % what, end.get('value'), t['value'], span)
-            check_order(chk, span, what)
+        if expect_end and self.check_end(t, span, what):
             self.check_join(t, span, what)
+
+    def check_end(self, rec, span, what):
+        """How the span ended, against record rec; False when rec's end is
+        not one a span reports (nothing checked)."""
+        if rec['end'] not in END_STATES:
+            return False
+        chk = self.chk
+        status, method = END_STATES[rec['end']]
+        chk.eq('%s: status' % what, span['status'], status, span)
+        end = span['end'] or {}
+        chk.eq('%s: end.method' % what, end.get('method'), method, span)
+        chk.eq('%s: end.value' % what, end.get('value'), rec['value'], span)
+        check_order(chk, span, what)
+        return True
 
     def check_join(self, t, span, what):
         chk = self.chk
@@ -640,6 +642,14 @@ class Model:
     def unjoined_expected(self):
         return sum(1 for t in self.threads
                    if t['detached'] is False and t['tid'] not in self.joins)
+
+    def check_complete(self, expect_main_pthread=False):
+        """The whole comparison of a run that went to its end: every record
+        matched and checked, no span without a record, the metrics."""
+        self.match()
+        self.check_all(expect_main_pthread)
+        self.check_no_extra_spans()
+        self.check_metrics()
 
     def check_metrics(self, created=None, unjoined=True, open_spans=0, unmatched=0):
         """created: expected threads_created (default: the thread records;

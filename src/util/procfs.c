@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: MIT */
+/* What /proc says about a process and its threads. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptw_util.h"
+
+/* /proc/TID/stat from the state field on ("S 1 2 ..."): the command name
+ * before it may hold blanks and parentheses. NULL if unreadable. */
+static const char *stat_fields(pid_t tid, char *buf, size_t size)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/stat", tid);
+	if (ptw_read_small_file(path, buf, size) < 0)
+		return NULL;
+	const char *p = strrchr(buf, ')');
+	return p && p[1] == ' ' && p[2] ? p + 2 : NULL;
+}
+
+char ptw_proc_state(pid_t tid)
+{
+	char buf[2048];
+	const char *f = stat_fields(tid, buf, sizeof(buf));
+	return f ? f[0] : 0;
+}
+
+bool ptw_proc_exited(pid_t tid)
+{
+	char s = ptw_proc_state(tid);
+	return !s || s == 'Z' || s == 'X';
+}
+
+bool ptw_proc_stat_field(pid_t pid, int field, unsigned long long *ret)
+{
+	char buf[2048];
+	const char *f = stat_fields(pid, buf, sizeof(buf)); /* field 3 */
+	for (int i = 3; f && i < field; i++) {
+		f = strchr(f, ' ');
+		if (f)
+			f++;
+	}
+	if (!f || field < 3)
+		return false;
+	*ret = strtoull(f, NULL, 10);
+	return true;
+}
+
+long ptw_proc_status_field(pid_t tid, const char *name)
+{
+	char path[64], buf[4096], key[64];
+	snprintf(path, sizeof(path), "/proc/%d/status", tid);
+	if (ptw_read_small_file(path, buf, sizeof(buf)) < 0)
+		return -1;
+	snprintf(key, sizeof(key), "\n%s:", name);
+	const char *p = strstr(buf, key);
+	return p ? strtol(p + strlen(key), NULL, 10) : -1;
+}
+
+int ptw_proc_tids(pid_t pid, pid_t **ret)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	*ret = NULL;
+	DIR *d = opendir(path);
+	if (!d)
+		return -errno;
+	pid_t *tids = NULL;
+	int n = 0, cap = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		pid_t tid = (pid_t)strtol(de->d_name, NULL, 10);
+		if (tid <= 0)
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 64;
+			tids = xreallocarray(tids, (size_t)cap, sizeof(*tids));
+		}
+		tids[n++] = tid;
+	}
+	closedir(d);
+	*ret = tids;
+	return n;
+}
+
+bool ptw_proc_alive(pid_t pid)
+{
+	pid_t *tids;
+	int n = ptw_proc_tids(pid, &tids);
+	bool alive = false;
+	for (int i = 0; i < n && !alive; i++)
+		alive = !ptw_proc_exited(tids[i]);
+	free(tids);
+	return alive;
+}
