@@ -104,6 +104,35 @@ static void receive(struct front *f)
 	}
 }
 
+/*
+ * A launched command was the tracer's child and is ours now (we are a
+ * subreaper): wait for it and exit as it does, as ptwatch would have. A
+ * session signal meanwhile (Ctrl-C, kill) leaves it running, as ptwatch's
+ * detach would. Returns if target is not our child (attach mode).
+ */
+static void wait_command(struct front *f, pid_t target)
+{
+	for (;;) {
+		int status;
+		pid_t w = waitpid(target, &status, WNOHANG);
+		if (w == target) {
+			if (WIFSIGNALED(status))
+				ptw_die_of_signal(WTERMSIG(status));
+			_exit(WEXITSTATUS(status));
+		}
+		if (w < 0 && errno != EINTR)
+			return;
+		/* SIGCHLD and the session signals are blocked: they queue here. */
+		struct pollfd p = { f->sigfd, POLLIN, 0 };
+		if (poll(&p, 1, -1) < 0 && errno != EINTR)
+			return;
+		struct signalfd_siginfo si;
+		while (read(f->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+			if (si.ssi_signo != SIGCHLD)
+				_exit(128 + (int)si.ssi_signo);
+	}
+}
+
 static void __attribute__((noreturn)) tracer_ended(struct front *f, int status)
 {
 	receive(f); /* a mirror notice or a last fd may still be queued */
@@ -128,20 +157,8 @@ static void __attribute__((noreturn)) tracer_ended(struct front *f, int status)
 		!target ? "nothing was patched"
 		: alive ? "the target was still running, untraced"
 			: "the target did not survive");
-	/* A launched command was the tracer's child and is ours now (we are a
-	 * subreaper): wait for it and exit as it does, as ptwatch would have. */
-	int tstatus;
-	pid_t w;
-	if (target) {
-		do
-			w = waitpid(target, &tstatus, 0);
-		while (w < 0 && errno == EINTR);
-		if (w == target) {
-			if (WIFSIGNALED(tstatus))
-				ptw_die_of_signal(WTERMSIG(tstatus));
-			_exit(WEXITSTATUS(tstatus));
-		}
-	}
+	if (target)
+		wait_command(f, target);
 	_exit(128 + sig);
 }
 

@@ -1548,10 +1548,12 @@ def case_kill9_front(session, chk, rounds='3'):
     check_target_exit(chk, target, 'released')
 
 
-def case_kill9_tracer(session, chk):
+def case_kill9_tracer(session, chk, then='command-exits'):
     """ptwatch -- COMMAND, and its tracer process is killed: the front
     restores the patched bytes, the command (idle, waiting) lives on, is
-    reparented to the front, and ptwatch exits as the command does."""
+    reparented to the front, and ptwatch exits as the command does
+    (command-exits), or with 128 + SIGTERM at once when it gets a SIGTERM
+    meanwhile, the command left running (sigterm)."""
     ctl_r, ctl_w = os.pipe()
     rep_r, rep_w = os.pipe()
     run, proc = session.start([fixture('idle'), '4'], opts=['-q'],
@@ -1584,6 +1586,18 @@ def case_kill9_tracer(session, chk):
         chk.eq('the command answers after the kill', read_line(rep_r, 10, 'pong').strip(),
                'pong')
         chk.eq('ptwatch still runs while the command does', proc.poll(), None)
+        if then == 'sigterm':
+            os.kill(proc.pid, signal.SIGTERM)
+            session.wait(run, proc, 10, 'ptwatch did not exit after SIGTERM')
+            chk.eq('ptwatch exit status after SIGTERM', run.returncode, 128 + signal.SIGTERM)
+            os.write(ctl_w, b'p')
+            chk.eq('the command still answers after ptwatch left',
+                   read_line(rep_r, 10, 'pong').strip(), 'pong')
+            os.write(ctl_w, b'q')
+            chk.true('the command finished its work ("idle_done" record)',
+                     wait_for(lambda: any(r.get('kind') == 'idle_done'
+                                          for r in load_truth(run)), 15))
+            return
         os.write(ctl_w, b'q')
         session.wait(run, proc, 20, 'ptwatch did not exit after the command')
     finally:
