@@ -91,13 +91,14 @@ int ptw_read_small_file(const char *path, char *buf, size_t size);
 
 /* ---- /proc (src/util/procfs.c) ---- */
 
-/* Thread tid's state letter from /proc/TID/stat (R, S, D, T, t, Z, X...);
- * 0 if it cannot be read (gone). */
-char ptw_proc_state(pid_t tid);
-/* Has tid exited (zombie, dead, or gone)? */
-bool ptw_proc_exited(pid_t tid);
+/* The state letter of thread tid of process pid (R, S, D, T, t, Z, X...)
+ * from /proc/PID/task/TID/stat; 0 if it cannot be read (gone). */
+char ptw_proc_state(pid_t pid, pid_t tid);
+/* Has that thread exited (zombie, dead, or gone)? */
+bool ptw_proc_exited(pid_t pid, pid_t tid);
 /* Field `field` of /proc/PID/stat, numbered as in proc(5) (9: flags, 47:
- * start_brk), as a number; false if unreadable. */
+ * start_brk), as a number; false if unreadable. For a whole process: the
+ * kernel walks all its threads for this file. */
 bool ptw_proc_stat_field(pid_t pid, int field, unsigned long long *ret);
 /* Field `name` of /proc/TID/status ("TracerPid") as a number; -1 if absent. */
 long ptw_proc_status_field(pid_t tid, const char *name);

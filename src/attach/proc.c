@@ -803,7 +803,7 @@ int ptw_seize(pid_t pid, struct ptw_proc **ret_proc,
 					found_new = true;
 					continue;
 				}
-				if (e == EPERM && ptw_proc_exited(tid)) {
+				if (e == EPERM && ptw_proc_exited(pid, tid)) {
 					/* Exited already (PTRACE_SEIZE says EPERM once
 					 * exit_state is set). The main thread may have
 					 * exited alone (pthread_exit): its workers live
@@ -812,7 +812,7 @@ int ptw_seize(pid_t pid, struct ptw_proc **ret_proc,
 						info.zombie_leader = true;
 					continue;
 				}
-				if (!first_error && !ptw_proc_exited(tid))
+				if (!first_error && !ptw_proc_exited(pid, tid))
 					first_error = e == EPERM && tracer_of(tid) > 0 ? EBUSY : e;
 				continue;
 			}

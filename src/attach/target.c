@@ -33,7 +33,7 @@ int ptw_check_target(pid_t pid, char *why, size_t len)
 		snprintf(why, len, "%d is ptwatch itself", pid);
 		return -EINVAL;
 	}
-	char state = ptw_proc_state(pid);
+	char state = ptw_proc_state(pid, pid);
 	unsigned long long flags = 0;
 	if (!state || !ptw_proc_stat_field(pid, 9, &flags)) {
 		snprintf(why, len, "no such process");

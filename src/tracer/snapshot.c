@@ -33,7 +33,7 @@ static void read_kstate(pid_t pid, pid_t tid, struct kstate *k)
 	char path[64], buf[512];
 	k->syscall = -1;
 	k->wchan[0] = '\0';
-	k->state = ptw_proc_state(tid);
+	k->state = ptw_proc_state(pid, tid);
 	if (!k->state)
 		k->state = '?';
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/wchan", pid, tid);

@@ -9,35 +9,37 @@
 
 #include "ptw_util.h"
 
-/* /proc/TID/stat from the state field on ("S 1 2 ..."): the command name
+/* A stat file from the state field on ("S 1 2 ..."): the command name
  * before it may hold blanks and parentheses. NULL if unreadable. */
-static const char *stat_fields(pid_t tid, char *buf, size_t size)
+static const char *stat_fields(const char *path, char *buf, size_t size)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/stat", tid);
 	if (ptw_read_small_file(path, buf, size) < 0)
 		return NULL;
 	const char *p = strrchr(buf, ')');
 	return p && p[1] == ' ' && p[2] ? p + 2 : NULL;
 }
 
-char ptw_proc_state(pid_t tid)
+char ptw_proc_state(pid_t pid, pid_t tid)
 {
-	char buf[2048];
-	const char *f = stat_fields(tid, buf, sizeof(buf));
+	/* Not /proc/TID/stat: that one sums over every thread of the process
+	 * (O(threads) per read). */
+	char path[64], buf[2048];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
+	const char *f = stat_fields(path, buf, sizeof(buf));
 	return f ? f[0] : 0;
 }
 
-bool ptw_proc_exited(pid_t tid)
+bool ptw_proc_exited(pid_t pid, pid_t tid)
 {
-	char s = ptw_proc_state(tid);
+	char s = ptw_proc_state(pid, tid);
 	return !s || s == 'Z' || s == 'X';
 }
 
 bool ptw_proc_stat_field(pid_t pid, int field, unsigned long long *ret)
 {
-	char buf[2048];
-	const char *f = stat_fields(pid, buf, sizeof(buf)); /* field 3 */
+	char path[64], buf[2048];
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	const char *f = stat_fields(path, buf, sizeof(buf)); /* field 3 */
 	for (int i = 3; f && i < field; i++) {
 		f = strchr(f, ' ');
 		if (f)
@@ -92,7 +94,7 @@ bool ptw_proc_alive(pid_t pid)
 	int n = ptw_proc_tids(pid, &tids);
 	bool alive = false;
 	for (int i = 0; i < n && !alive; i++)
-		alive = !ptw_proc_exited(tids[i]);
+		alive = !ptw_proc_exited(pid, tids[i]);
 	free(tids);
 	return alive;
 }
