@@ -210,5 +210,10 @@ int ptw_bp_journal_prepare(void);
 int ptw_bp_journal_restore(int mem_fd, int *ret_restored);
 /* Guardian: the process the journal is about (0 if none yet). */
 pid_t ptw_bp_journal_pid(void);
+/* Guardian: the out-of-line pages still mapped in it (up to max in pages)
+ * and the address of a `syscall` instruction there. Returns how many. */
+size_t ptw_bp_journal_xol(uint64_t *pages, size_t max, uint64_t *ret_syscall_insn);
+/* Guardian: it unmapped that page. */
+void ptw_bp_journal_xol_unmapped(uint64_t page);
 
 #endif

@@ -35,6 +35,7 @@ enum ptw_event_kind {
 	PTW_EV_PROCESS_EXIT,   /* the process ended: exit_code or sig (+core_dumped) */
 	PTW_EV_DETACHED,       /* ptwatch let go; the process lives on */
 	PTW_EV_THREAD_STATE,   /* snapshot of tid: state, stack, what it waits for */
+	PTW_EV_TRACER_DIED,    /* ptwatch's tracer process died: nothing more will be seen */
 };
 
 /* What a blocked thread waits for (snapshot). */

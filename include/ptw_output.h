@@ -87,6 +87,17 @@ void ptw_text_snapshot(struct ptw_buf *out, const struct ptw_report *r);
 /* The summary table and metrics for the end of the text output. */
 void ptw_text_summary(struct ptw_buf *out, const struct ptw_report *r);
 
+/* Where and how the report goes out. */
+struct ptw_output_opts {
+	bool json;	/* the JSON document ... */
+	int json_fd;	/* ... to this fd, or standard output if -1 */
+	bool snapshot;	/* the text part is --snapshot's report, not the summary */
+};
+/* Writes the document (if wanted) and the text part to standard error.
+ * Returns 0, or -errno if the document could not be written (said on
+ * standard error). Closes json_fd. */
+int ptw_report_write(const struct ptw_report *r, const struct ptw_output_opts *o);
+
 /* "worker (demo.c:12)" or "0x401136"; fallback when nothing names it. */
 void ptw_text_location(struct ptw_buf *out, const struct ptw_location *loc, const char *fallback);
 /* "1.25 ms" */

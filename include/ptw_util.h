@@ -83,6 +83,14 @@ void ptw_debug_print(unsigned domain, const char *fmt, ...) __attribute__((forma
  * own (like strace when its command dies of a signal). */
 void ptw_die_of_signal(int sig) __attribute__((noreturn));
 
+/*
+ * Names this process for ps, top, pidof and pkill: its comm (first 15 bytes
+ * of title[0]) and its command line, title (NULL-terminated) written over
+ * the argument strings of argv (main's): it is cut at an argument boundary
+ * where it does not fit. Copy whatever of argv is still needed first.
+ */
+void ptw_set_process_title(char **argv, const char *const *title);
+
 /* Name of a signal ("SIGSEGV", "SIGRT3"); never NULL. */
 const char *ptw_signame(int sig);
 

@@ -16,6 +16,7 @@
 #include "ptw_breakpoints.h"
 #include "ptw_guardian.h"
 #include "ptw_output.h"
+#include "ptw_record.h"
 #include "ptw_spans.h"
 #include "ptw_tracer.h"
 #include "ptw_util.h"
@@ -37,6 +38,11 @@ struct session {
 	struct ptw_buf log;
 	bool quiet;
 	uint64_t start_ns;
+	/* The record for the restorer (ptw_guardian.h), when there is one. */
+	struct ptw_record_writer *rec;
+	struct ptw_buf record;
+	struct ptw_tracer *tracer; /* once launched or attached: the header */
+	size_t header_sig;	   /* what the last header sent said, roughly */
 };
 
 static void usage(FILE *f)
@@ -172,9 +178,34 @@ static void parse_options(int argc, char **argv, struct options *o)
 
 /* ---- the event sink: spans, then the log line ---- */
 
+/* The report's header goes to the restorer again when it changed (a new
+ * warning, libthread_db found, the end seen). */
+static void record_header(struct session *s)
+{
+	struct ptw_report rep = { 0 };
+	rep.realtime_offset_ns = ptw_realtime_offset_ns();
+	ptw_tracer_report(s->tracer, &rep);
+	size_t sig = 1 + rep.nwarnings * 16 + (rep.glibc != NULL) * 2 + (size_t)rep.exit_kind * 4 +
+		     (rep.strategy && rep.strategy[0] == 'd');
+	if (sig == s->header_sig)
+		return;
+	s->header_sig = sig;
+	ptw_record_report(s->rec, &s->record, &rep);
+}
+
+static void flush_record(struct session *s)
+{
+	if (!s->rec)
+		return;
+	if (s->tracer)
+		record_header(s);
+	ptw_guardian_record(&s->record);
+}
+
 static void flush_log(void *ctx)
 {
 	struct session *s = ctx;
+	flush_record(s);
 	const char *p = s->log.p;
 	size_t left = s->log.len;
 	while (left) {
@@ -191,6 +222,11 @@ static void sink(void *ctx, const struct ptw_event *ev)
 {
 	struct session *s = ctx;
 	const struct ptw_span *sp = ptw_spans_consume(s->spans, ev);
+	if (s->rec) {
+		ptw_record_event(s->rec, &s->record, ev);
+		if (s->record.len > 65536)
+			flush_record(s);
+	}
 	if (!s->quiet) {
 		ptw_text_event(&s->log, s->start_ns, ev, sp);
 		if (s->log.len > 65536)
@@ -220,20 +256,6 @@ static void install_crash_handlers(void)
 		sigaction(sigs[i], &sa, NULL);
 }
 
-static int write_all(int fd, const char *p, size_t len)
-{
-	while (len) {
-		ssize_t n = write(fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -errno;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 static void __attribute__((noreturn)) die_of_signal(int sig)
 {
 	/* The guardian is told, so that it dies of it too. */
@@ -246,6 +268,8 @@ static int session(const struct options *o, struct session *s, struct ptw_tracer
 {
 	enum ptw_end_reason reason = PTW_END_SNAPSHOT;
 	int sig = 0, r = 0;
+	s->tracer = t;
+	flush_record(s); /* the restorer learns what is traced */
 	if (!o->snapshot)
 		r = ptw_tracer_run(t, o->duration_ms, &reason, &sig);
 	if (r < 0)
@@ -270,22 +294,8 @@ static int session(const struct options *o, struct session *s, struct ptw_tracer
 	rep.end_reason = ptw_end_reason_name(reason);
 	rep.spans = s->spans;
 
-	struct ptw_buf out = { 0 };
-	if (o->json) {
-		ptw_report_json(&rep, &out);
-		int fd = out_fd >= 0 ? out_fd : STDOUT_FILENO;
-		if (write_all(fd, out.p, out.len) < 0)
-			fprintf(stderr, "ptwatch: cannot write the spans document: %s\n", strerror(errno));
-		if (out_fd >= 0)
-			close(out_fd);
-		ptw_buf_reset(&out);
-	}
-	if (o->snapshot)
-		ptw_text_snapshot(&out, &rep);
-	else
-		ptw_text_summary(&out, &rep);
-	write_all(STDERR_FILENO, out.p, out.len);
-	ptw_buf_free(&out);
+	struct ptw_output_opts oo = { .json = o->json, .json_fd = out_fd, .snapshot = o->snapshot };
+	ptw_report_write(&rep, &oo);
 
 	int code = 0, tsig = 0;
 	bool core = false;
@@ -293,6 +303,8 @@ static int session(const struct options *o, struct session *s, struct ptw_tracer
 	ptw_tracer_free(t);
 	ptw_spans_free(s->spans);
 	ptw_buf_free(&s->log);
+	ptw_record_writer_free(s->rec);
+	ptw_buf_free(&s->record);
 	if (o->pid) /* an observer: it let go, or saw the end */
 		return reason == PTW_END_ERROR ? 1 : 0;
 	if (ended && tsig)
@@ -304,10 +316,19 @@ static int session(const struct options *o, struct session *s, struct ptw_tracer
 	return reason == PTW_END_ERROR ? 1 : 0;
 }
 
+/* argv's strings are about to be written over (process names). */
+static char **copy_argv(int argc, char **argv)
+{
+	char **copy = xcalloc((size_t)argc + 1, sizeof(*copy));
+	for (int i = 0; i < argc; i++)
+		copy[i] = xstrdup(argv[i]);
+	return copy;
+}
+
 int main(int argc, char **argv)
 {
 	struct options o;
-	parse_options(argc, argv, &o);
+	parse_options(argc, copy_argv(argc, argv), &o);
 
 	int out_fd = -1;
 	bool out_created = false;
@@ -324,15 +345,22 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ptwatch: cannot set up signal handling: %s\n", strerror(-r));
 		return 1;
 	}
-	/* Two processes from here: this one guards, its child traces (see
-	 * ptw_guardian.h). If that cannot be had, one process still works. */
-	if (ptw_bp_journal_prepare() == 0 && ptw_guardian_split() == 0)
+	/* Three processes from here: this one guards, its children trace and
+	 * restore (see ptw_guardian.h). If that cannot be had, one process
+	 * still works. */
+	struct ptw_guardian_opts go = {
+		.argv = argv,
+		.out = { .json = o.json, .json_fd = out_fd, .snapshot = o.snapshot },
+	};
+	if (ptw_bp_journal_prepare() == 0 && ptw_guardian_split(&go) == 0)
 		ptw_set_mem_fd_hook(ptw_guardian_share_mem);
 	install_crash_handlers();
 
 	/* A snapshot has no events to tell as they happen: it is its report. */
 	struct session s = { .spans = ptw_spans_new(), .quiet = o.quiet || o.snapshot,
 			     .start_ns = ptw_now_ns() };
+	if (ptw_guardian_keeps_record())
+		s.rec = ptw_record_writer_new();
 	struct ptw_tracer_opts to = {
 		.use_debug_files = o.use_debug_files,
 		.create_events = o.create_events,

@@ -112,11 +112,28 @@ int journal_restore(struct journal *j, pid_t pid, int mem_fd, int *ret_restored)
 	return failed;
 }
 
+void journal_add_xol(struct journal *j, uint64_t page, uint64_t syscall_insn)
+{
+	j->syscall_insn = syscall_insn;
+	if (j->nxol < JOURNAL_XOL_PAGES) {
+		j->xol[j->nxol] = page;
+		__atomic_store_n(&j->nxol, j->nxol + 1, __ATOMIC_RELEASE);
+	}
+}
+
+void journal_drop_xol(struct journal *j, uint64_t page)
+{
+	for (uint32_t i = 0; i < j->nxol; i++)
+		if (j->xol[i] == page)
+			j->xol[i] = 0;
+}
+
 void journal_clear(struct journal *j)
 {
 	for (uint32_t i = 0; i < j->count; i++)
 		j->entries[i].state = JOURNAL_FREE;
 	j->count = 0;
+	j->nxol = 0;
 }
 
 void journal_emergency_restore(struct journal *j, int mem_fd)

@@ -25,10 +25,16 @@ struct journal_entry {
 };
 
 #define JOURNAL_CAPACITY 65536
+#define JOURNAL_XOL_PAGES 64
 
 struct journal {
 	volatile int32_t pid; /* the thread group (any live thread's maps will do) */
 	volatile uint32_t count;
+	/* Out-of-line pages mapped in pid (0: unmapped since), and a `syscall`
+	 * instruction there to unmap them with, for the restorer. */
+	uint64_t syscall_insn;
+	volatile uint32_t nxol;
+	uint64_t xol[JOURNAL_XOL_PAGES];
 	struct journal_entry entries[JOURNAL_CAPACITY];
 };
 
@@ -44,6 +50,11 @@ int journal_add(struct journal *j, const struct ptw_mapping *m, uint64_t addr, u
  * is restored only if its byte still is our int3). Returns the number of
  * entries that could not be restored. */
 int journal_restore(struct journal *j, pid_t pid, int mem_fd, int *ret_restored);
+/* Notes a page mapped for out-of-line execution (pages past the capacity
+ * are not noted: the restorer then cannot offer to unmap them). */
+void journal_add_xol(struct journal *j, uint64_t page, uint64_t syscall_insn);
+/* The page is unmapped. */
+void journal_drop_xol(struct journal *j, uint64_t page);
 /* Forgets every entry (exec: the address space they described is gone). */
 void journal_clear(struct journal *j);
 /* Async-signal-safe: pwrite every active entry through mem_fd, no checks. */

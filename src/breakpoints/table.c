@@ -91,6 +91,25 @@ pid_t ptw_bp_journal_pid(void)
 	return shared_journal ? shared_journal->pid : 0;
 }
 
+size_t ptw_bp_journal_xol(uint64_t *pages, size_t max, uint64_t *ret_syscall_insn)
+{
+	size_t n = 0;
+	if (!shared_journal)
+		return 0;
+	uint32_t count = __atomic_load_n(&shared_journal->nxol, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < count && n < max; i++)
+		if (shared_journal->xol[i])
+			pages[n++] = shared_journal->xol[i];
+	*ret_syscall_insn = shared_journal->syscall_insn;
+	return n;
+}
+
+void ptw_bp_journal_xol_unmapped(uint64_t page)
+{
+	if (shared_journal)
+		journal_drop_xol(shared_journal, page);
+}
+
 int ptw_bptab_new(struct ptw_proc *proc, struct ptw_bptab **ret)
 {
 	struct ptw_bptab *t = xcalloc(1, sizeof(*t));
@@ -279,6 +298,7 @@ static int xol_page_new(struct ptw_bptab *t, uint64_t near, struct ptw_lwp *host
 		struct xol_page *pg = &t->pages[t->npages++];
 		pg->addr = (uint64_t)got;
 		pg->used = 0;
+		journal_add_xol(t->journal, pg->addr, t->syscall_insn);
 		ptw_dbg(PTW_DBG_BP, "xol page at %#llx (near %#llx)", (unsigned long long)pg->addr,
 			(unsigned long long)near);
 		*ret = pg;
@@ -498,6 +518,8 @@ int ptw_bp_unmap_xol(struct ptw_bptab *t, struct ptw_lwp *host)
 		    ptw_inject_syscall(t->proc, host, t->syscall_insn, SYS_munmap, args, &ret) < 0 ||
 		    ret != 0)
 			left++;
+		else
+			journal_drop_xol(t->journal, t->pages[i].addr);
 	}
 	if (!left) {
 		free(t->pages);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The front/tracer split and the guardian; see ptw_guardian.h. */
+/* The three-way split, the front, and the tracer's side of both sockets;
+ * see ptw_guardian.h. */
 #define _GNU_SOURCE
 #include "ptw_guardian.h"
 
@@ -17,10 +18,20 @@
 
 #include "ptw_attach.h"
 #include "ptw_breakpoints.h"
-#include "ptw_util.h"
+#include "ptw_record.h"
+#include "restorer.h"
 
-/* Tracer side: the socket to the front (-1 when not split). */
-static int front_sock = -1;
+/* Largest record packet: well under a unix socket's send buffer. */
+#define CHUNK (32u * 1024)
+/* How long the tracer's exit may wait for the restorer to take the rest. */
+#define END_DEADLINE_MS 2000
+
+/* ---- the tracer's side ---- */
+
+static int front_sock = -1;	/* to the front (-1 when not split) */
+static int restorer_sock = -1;	/* to the restorer (-1: none, or it is gone) */
+static struct ptw_buf pending;	/* record bytes not sent yet */
+static int pending_fd = -1;	/* memory fd not sent yet to the restorer */
 
 enum { MSG_MEM_FD = 1, MSG_MIRROR = 2 };
 
@@ -29,9 +40,8 @@ struct msg {
 	int value;
 };
 
-/* One message on the socket, with room for one passed descriptor. */
+/* One packet, with room for one passed descriptor. */
 struct packet {
-	struct msg m;
 	struct iovec iov;
 	union {
 		char buf[CMSG_SPACE(sizeof(int))];
@@ -40,31 +50,112 @@ struct packet {
 	struct msghdr mh;
 };
 
-static void packet_init(struct packet *p, int type, int value)
+static void packet_init(struct packet *p, void *data, size_t len, int fd)
 {
-	p->m = (struct msg){ type, value };
-	p->iov = (struct iovec){ &p->m, sizeof(p->m) };
-	p->mh = (struct msghdr){ .msg_iov = &p->iov, .msg_iovlen = 1, .msg_control = p->u.buf,
-				 .msg_controllen = sizeof(p->u.buf) };
-}
-
-void ptw_guardian_share_mem(int fd)
-{
-	if (front_sock < 0 || fd < 0)
+	p->iov = (struct iovec){ data, len };
+	p->mh = (struct msghdr){ .msg_iov = &p->iov, .msg_iovlen = 1 };
+	if (fd < 0)
 		return;
-	struct packet p;
-	packet_init(&p, MSG_MEM_FD, 0);
-	struct cmsghdr *c = CMSG_FIRSTHDR(&p.mh);
+	p->mh.msg_control = p->u.buf;
+	p->mh.msg_controllen = sizeof(p->u.buf);
+	struct cmsghdr *c = CMSG_FIRSTHDR(&p->mh);
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_RIGHTS;
 	c->cmsg_len = CMSG_LEN(sizeof(int));
 	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+}
+
+static void restorer_gone(void)
+{
+	close(restorer_sock);
+	restorer_sock = -1;
+	ptw_buf_free(&pending);
+	pending_fd = -1;
+}
+
+/* Sends what the socket takes; waits up to deadline_ms for room (0: not at
+ * all). The restorer must never hold the tracer up: a stopped or slow one
+ * only makes the queue grow. */
+static void send_pending(int deadline_ms)
+{
+	uint64_t until = ptw_now_ns() + (uint64_t)deadline_ms * 1000000u;
+	size_t sent = 0;
+	while (restorer_sock >= 0 && (pending_fd >= 0 || sent < pending.len)) {
+		struct packet p;
+		char one = 0;
+		if (pending_fd >= 0)
+			packet_init(&p, &one, 1, pending_fd);
+		else
+			packet_init(&p, pending.p + sent,
+				    pending.len - sent < CHUNK ? pending.len - sent : CHUNK, -1);
+		ssize_t n = sendmsg(restorer_sock, &p.mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n >= 0) {
+			if (pending_fd >= 0)
+				pending_fd = -1;
+			else
+				sent += (size_t)n;
+			continue;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN) {
+			restorer_gone();
+			return;
+		}
+		uint64_t now = ptw_now_ns();
+		if (now >= until)
+			break;
+		struct pollfd pf = { restorer_sock, POLLOUT, 0 };
+		poll(&pf, 1, (int)((until - now) / 1000000u) + 1);
+	}
+	if (sent) {
+		memmove(pending.p, pending.p + sent, pending.len - sent);
+		pending.len -= sent;
+	}
+}
+
+bool ptw_guardian_keeps_record(void)
+{
+	return restorer_sock >= 0;
+}
+
+void ptw_guardian_record(struct ptw_buf *b)
+{
+	if (restorer_sock >= 0 && b->len)
+		ptw_buf_add(&pending, b->p, b->len);
+	ptw_buf_reset(b);
+	send_pending(0);
+}
+
+/* Whatever way the tracer leaves but dying, it finished: say so. */
+static void tracer_finished(void)
+{
+	if (restorer_sock < 0)
+		return;
+	ptw_record_end(&pending);
+	send_pending(END_DEADLINE_MS);
+}
+
+void ptw_guardian_share_mem(int fd)
+{
+	if (fd < 0)
+		return;
+	if (restorer_sock >= 0) {
+		pending_fd = fd;
+		send_pending(0);
+	}
+	if (front_sock < 0)
+		return;
+	struct msg m = { MSG_MEM_FD, 0 };
+	struct packet p;
+	packet_init(&p, &m, sizeof(m), fd);
 	while (sendmsg(front_sock, &p.mh, MSG_NOSIGNAL) < 0 && errno == EINTR)
 		;
 }
 
 void ptw_guardian_mirror_signal(int sig)
 {
+	tracer_finished();
 	if (front_sock < 0)
 		return;
 	struct msg m = { MSG_MIRROR, sig };
@@ -75,8 +166,9 @@ void ptw_guardian_mirror_signal(int sig)
 /* ---- the front ---- */
 
 struct front {
-	pid_t tracer;
+	pid_t tracer, restorer_pid;
 	int sock, sigfd;
+	int restorer;	/* its outcome comes here; -1 once read or gone */
 	int mem_fd;	/* latest from the tracer */
 	int mirror_sig; /* the tracer will die of this on purpose */
 };
@@ -84,17 +176,24 @@ struct front {
 static void receive(struct front *f)
 {
 	for (;;) {
+		struct msg m;
 		struct packet p;
-		packet_init(&p, 0, 0);
+		packet_init(&p, &m, sizeof(m), -1);
+		union {
+			char buf[CMSG_SPACE(sizeof(int))];
+			struct cmsghdr align;
+		} u;
+		p.mh.msg_control = u.buf;
+		p.mh.msg_controllen = sizeof(u.buf);
 		ssize_t n = recvmsg(f->sock, &p.mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-		if (n != (ssize_t)sizeof(p.m))
+		if (n != (ssize_t)sizeof(m))
 			return;
-		if (p.m.type == MSG_MIRROR) {
-			f->mirror_sig = p.m.value;
+		if (m.type == MSG_MIRROR) {
+			f->mirror_sig = m.value;
 			continue;
 		}
 		struct cmsghdr *c = CMSG_FIRSTHDR(&p.mh);
-		if (p.m.type == MSG_MEM_FD && c && c->cmsg_type == SCM_RIGHTS) {
+		if (m.type == MSG_MEM_FD && c && c->cmsg_type == SCM_RIGHTS) {
 			int fd;
 			memcpy(&fd, CMSG_DATA(c), sizeof(int));
 			if (f->mem_fd >= 0)
@@ -122,6 +221,8 @@ static void wait_command(struct front *f, pid_t target)
 		}
 		if (w < 0 && errno != EINTR)
 			return;
+		if (f->restorer_pid > 0 && waitpid(f->restorer_pid, NULL, WNOHANG) == f->restorer_pid)
+			f->restorer_pid = 0;
 		/* SIGCHLD and the session signals are blocked: they queue here. */
 		struct pollfd p = { f->sigfd, POLLIN, 0 };
 		if (poll(&p, 1, -1) < 0 && errno != EINTR)
@@ -131,6 +232,20 @@ static void wait_command(struct front *f, pid_t target)
 			if (si.ssi_signo != SIGCHLD)
 				_exit(128 + (int)si.ssi_signo);
 	}
+}
+
+/* The restorer's outcome, once it has written the record (bounded: a
+ * stopped restorer must not hold the front forever). */
+static bool restorer_outcome(struct front *f, struct restorer_outcome *ret)
+{
+	if (f->restorer < 0)
+		return false;
+	struct pollfd p = { f->restorer, POLLIN, 0 };
+	bool got = poll(&p, 1, 30000) > 0 &&
+		   recv(f->restorer, ret, sizeof(*ret), 0) == (ssize_t)sizeof(*ret);
+	close(f->restorer);
+	f->restorer = -1;
+	return got;
 }
 
 static void __attribute__((noreturn)) tracer_ended(struct front *f, int status)
@@ -147,16 +262,25 @@ static void __attribute__((noreturn)) tracer_ended(struct front *f, int status)
 	int sig = WTERMSIG(status);
 	if (sig == f->mirror_sig)
 		ptw_die_of_signal(sig);
-	/* Say what became of the target, not what we hope. (The kernel lets
-	 * it go before we can restore: a thread stopped on an int3 then, or
-	 * one reaching an int3 before we are done, dies of SIGTRAP.) */
+	/* The restorer writes the record and says what it found; then say
+	 * what became of the target, not what we hope. (The kernel lets it go
+	 * before anyone can restore: a thread stopped on an int3 then, or one
+	 * reaching an int3 before we are done, dies of SIGTRAP.) */
+	struct restorer_outcome out = { 0 };
+	if (restorer_outcome(f, &out)) {
+		restored += out.restored;
+		failed = out.failed;
+	}
 	pid_t target = ptw_bp_journal_pid();
 	bool alive = target && ptw_proc_alive(target);
-	fprintf(stderr, "ptwatch: the tracer process died (%s); restored %d patched bytes%s; %s\n",
+	fprintf(stderr, "ptwatch: the tracer process died (%s); restored %d patched bytes%s; %s",
 		ptw_signame(sig), restored, failed ? " (some could not be)" : "",
 		!target ? "nothing was patched"
 		: alive ? "the target was still running, untraced"
 			: "the target did not survive");
+	if (out.xol_left)
+		fprintf(stderr, "; %d out-of-line pages stay mapped in it", out.xol_left);
+	fputc('\n', stderr);
 	if (target)
 		wait_command(f, target);
 	_exit(128 + sig);
@@ -182,37 +306,95 @@ static void __attribute__((noreturn)) guard(struct front *f)
 			tracer_ended(f, status);
 		if (w < 0 && errno == ECHILD)
 			break;
+		if (f->restorer_pid > 0 && waitpid(f->restorer_pid, NULL, WNOHANG) == f->restorer_pid)
+			f->restorer_pid = 0; /* done (the tracer finished) */
 	}
 	_exit(1);
 }
 
-int ptw_guardian_split(void)
+/* argv[1..] after a new name, for ps. */
+static void retitle(char **argv, const char *name)
 {
-	int sv[2];
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+	size_t argc = 0;
+	while (argv[argc])
+		argc++;
+	const char **title = xcalloc(argc + 1, sizeof(*title));
+	title[0] = name;
+	for (size_t i = 1; i < argc; i++)
+		title[i] = xstrdup(argv[i]);
+	ptw_set_process_title(argv, title);
+	for (size_t i = 1; i < argc; i++)
+		free((char *)title[i]);
+	free(title);
+}
+
+int ptw_guardian_split(const struct ptw_guardian_opts *o)
+{
+	int ft[2], rt[2], rf[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ft) < 0)
 		return -errno;
+	/* Without a restorer the split still stands (the front restores). */
+	bool with_restorer = socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, rt) == 0;
+	if (with_restorer && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, rf) < 0) {
+		close(rt[0]);
+		close(rt[1]);
+		with_restorer = false;
+	}
+	pid_t restorer = with_restorer ? fork() : -1;
+	if (restorer == 0) {
+		close(ft[0]);
+		close(ft[1]);
+		close(rt[1]);
+		close(rf[0]);
+		const char *title[] = { "ptw-restorer", NULL };
+		ptw_set_process_title(o->argv, title);
+		restorer_run(o, rt[0], rf[1]);
+	}
+	if (with_restorer) {
+		close(rt[0]);
+		close(rf[1]);
+		if (restorer < 0) {
+			close(rt[1]);
+			close(rf[0]);
+			with_restorer = false;
+		}
+	}
+
 	pid_t parent = getpid();
 	pid_t pid = fork();
 	if (pid < 0) {
 		int e = errno;
-		close(sv[0]);
-		close(sv[1]);
+		close(ft[0]);
+		close(ft[1]);
+		if (with_restorer) {
+			close(rt[1]); /* the restorer sees the end of an empty record */
+			close(rf[0]);
+		}
 		return -e;
 	}
 	if (pid == 0) {
-		close(sv[0]);
-		front_sock = sv[1];
+		close(ft[0]);
+		front_sock = ft[1];
+		if (with_restorer) {
+			close(rf[0]);
+			restorer_sock = rt[1];
+			atexit(tracer_finished);
+		}
 		/* Front gone (even SIGKILL): detach cleanly, as on Ctrl-C. */
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		if (getppid() != parent)
 			raise(SIGTERM);
-		prctl(PR_SET_NAME, "ptw-tracer");
+		retitle(o->argv, "ptwatch-tracer");
 		return 0;
 	}
-	close(sv[1]);
+	close(ft[1]);
+	if (with_restorer)
+		close(rt[1]);
 	/* A command launched by the tracer comes to us if the tracer dies. */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
-	struct front f = { .tracer = pid, .sock = sv[0], .mem_fd = -1 };
+	struct front f = { .tracer = pid, .sock = ft[0], .mem_fd = -1,
+			   .restorer = with_restorer ? rf[0] : -1,
+			   .restorer_pid = with_restorer ? restorer : 0 };
 	sigset_t set;
 	sigemptyset(&set);
 	int sigs[] = PTW_SESSION_SIGNALS;

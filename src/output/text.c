@@ -376,6 +376,9 @@ void ptw_text_summary(struct ptw_buf *out, const struct ptw_report *r)
 	else if (r->exit_kind == PTW_EXIT_SIGNAL)
 		ptw_buf_printf(out, "process killed by %s%s\n", ptw_signame(r->exit_signal),
 			       r->core_dumped ? " (core dumped)" : "");
+	else if (r->end_reason && !strcmp(r->end_reason, "tracer_died"))
+		ptw_buf_printf(out, "the record ends where ptwatch's tracer died (process %d)\n",
+			       r->pid);
 	else
 		ptw_buf_printf(out, "detached (%s), process %d lives on\n", r->end_reason, r->pid);
 

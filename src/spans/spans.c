@@ -304,6 +304,26 @@ static void on_join_return(struct ptw_spans *s, const struct ptw_event *ev)
 	}
 }
 
+/* Whatever was still open is unmatched: how it ends will not be seen. The
+ * thread may well run on, so no end time is made up. */
+static void on_tracer_died(struct ptw_spans *s, uint64_t ns)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		struct ptw_span *sp = s->spans[i];
+		if (sp->ended)
+			continue;
+		sp->ended = true;
+		sp->status = PTW_STATUS_UNMATCHED;
+		sp->method = PTW_METHOD_UNKNOWN;
+		sp->reason = "tracer_died";
+		if (sp->active) {
+			sp->active = false;
+			s->active--;
+			series_push(s, ns);
+		}
+	}
+}
+
 const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_event *ev)
 {
 	struct ptw_span *sp = NULL;
@@ -439,6 +459,9 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 		on_process_exit(s, ev);
 		break;
 	case PTW_EV_DETACHED:
+		break;
+	case PTW_EV_TRACER_DIED:
+		on_tracer_died(s, ev->ns);
 		break;
 	case PTW_EV_THREAD_STATE:
 		sp = live(s, ev->tid);
@@ -586,6 +609,7 @@ const char *ptw_event_kind_name(enum ptw_event_kind kind)
 		[PTW_EV_PROCESS_EXIT] = "process_exit",
 		[PTW_EV_DETACHED] = "detached",
 		[PTW_EV_THREAD_STATE] = "state",
+		[PTW_EV_TRACER_DIED] = "tracer_died",
 	};
 	return (unsigned)kind < PTW_ARRAY_SIZE(names) && names[kind] ? names[kind] : "?";
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -366,4 +367,31 @@ int ptw_read_small_file(const char *path, char *buf, size_t size)
 		return -err;
 	buf[n] = '\0';
 	return (int)n;
+}
+
+void ptw_set_process_title(char **argv, const char *const *title)
+{
+	if (title[0])
+		prctl(PR_SET_NAME, title[0]);
+	if (!argv || !argv[0])
+		return;
+	/* The argument strings lie end to end: that is the room we have
+	 * (what /proc/PID/cmdline shows). */
+	char *start = argv[0], *end = argv[0] + strlen(argv[0]) + 1;
+	for (int i = 1; argv[i] && argv[i] == end; i++)
+		end = argv[i] + strlen(argv[i]) + 1;
+	char *p = start;
+	for (const char *const *t = title; *t; t++) {
+		size_t n = strlen(*t) + 1;
+		if (n > (size_t)(end - p)) {
+			if (t == title) { /* the name at least, cut */
+				memcpy(p, *t, (size_t)(end - p - 1));
+				p = end - 1;
+			}
+			break;
+		}
+		memcpy(p, *t, n);
+		p += n;
+	}
+	memset(p, 0, (size_t)(end - p));
 }

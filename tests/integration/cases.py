@@ -27,7 +27,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ptw_test import (  # noqa: E402
     CANCELED, Failed, FrameworkError, Model, Skip, attach_stderr_lines, check_attach_doc,
     check_exit, check_untouched, child_pids, comm, compare_mappings, exec_mappings, find_span,
-    fixture, kill_group, load_doc, load_truth, main, one_truth, ptwatch_path, read_outputs,
+    fixture, kill_group, load_doc, load_truth, main, one_truth, proc_status, ptwatch_path,
+    read_outputs,
     report_warnings, span_index, task_states, thread_spans, tracer_pids, truth_of, wait_for,
     warning_codes)
 
@@ -1142,8 +1143,8 @@ def case_attach_refusals(session, chk):
         print('the first ptwatch: guardian %d, tracer %d (%s)'
               % (first_proc.pid, tracer, comm(tracer)))
         chk.eq('the tracer is the child of the ptwatch we started',
-               child_pids(first_proc.pid), [tracer])
-        chk.eq('the tracer comm', comm(tracer), 'ptw-tracer')
+               ptwatch_processes(first_proc.pid).get('tracer'), tracer)
+        chk.eq('the tracer comm', comm(tracer), 'ptwatch-tracer')
         chk.true('already traced: still held by the first ptwatch (%s)' % line,
                  tracer_pids(pid).get(pid) == tracer)
         os.kill(first_proc.pid, signal.SIGINT)
@@ -1515,7 +1516,7 @@ def case_kill9_front(session, chk, rounds='3'):
             traced = wait_traced(target)
             tracer = traced[pid]
             chk.eq('the tracer is the child of the ptwatch we started',
-                   child_pids(proc.pid), [tracer])
+                   ptwatch_processes(proc.pid).get('tracer'), tracer)
             # in full swing: breakpoints in, threads created under ptwatch
             wait_progress(chk, target, 'while traced', more=100)
             lines = wait_for(lambda: read_outputs(run) or ' create ' in run.stderr_text(), 10)
@@ -1567,7 +1568,7 @@ def case_kill9_tracer(session, chk, then='command-exits'):
         traced = wait_traced(pid)
         tracer = set(traced.values())
         chk.eq('one tracer, the child of the ptwatch we started', sorted(tracer),
-               child_pids(proc.pid))
+               [ptwatch_processes(proc.pid).get('tracer')])
         before = text_diffs(pid)
         chk.true('breakpoints in while traced (text bytes that differ: %s)' % before,
                  before is None or len(before) > 0)
@@ -1667,6 +1668,169 @@ def case_attach_early_signal(session, chk, rounds='2'):
     chk.prefix = ''
 
 
+# ---------------------------------------------------------------------------
+# Every way of ending ptwatch (ptw_guardian.h): the target lives on, its text
+# is the files' again, no page of ours stays mapped, and everything it does
+# afterwards works.
+
+# Ways that never kill the tracer abruptly: the tracer detaches cleanly, so
+# even a target that is busy creating threads survives every time.
+CLEAN_END_WAYS = ('front-kill9', 'pidof-kill9', 'SIGTERM', 'SIGINT', 'SIGHUP', 'SIGPIPE',
+                  'terminal')
+# Ways that kill the tracer: the restorer puts the bytes back. A thread
+# that sat in one of our int3 stops then dies of SIGTRAP (the kernel lets
+# it go before anyone can undo it): the fixture here has none there when
+# the kill comes; bench/kill.py measures the rate on a busy one.
+TRACER_END_WAYS = ('tracer-kill9', 'pkill9', 'pgid-kill9', 'timeout-kill')
+
+TAKE_TTY = ('import fcntl, os, sys, termios\n'
+            'fd = os.open(sys.argv[1], os.O_RDWR)\n'
+            'try:\n'
+            '    fcntl.ioctl(fd, termios.TIOCSCTTY, 0)\n'
+            'except OSError:\n'
+            '    pass\n'
+            'os.execvp(sys.argv[2], sys.argv[2:])\n')
+
+
+def ptwatch_processes(front):
+    """{'front', 'tracer', 'restorer'}: pid of each of the ptwatch whose
+    front is `front` (the restorer is the front's child too, in a session
+    of its own)."""
+    found = {'front': front}
+    for kid in child_pids(front):
+        name = {'ptwatch-tracer': 'tracer', 'ptw-restorer': 'restorer'}.get(comm(kid))
+        if name:
+            found[name] = kid
+    return found
+
+
+def matching(command, pattern):
+    """The pids `pidof`/`pgrep` (pkill's selection) return for pattern."""
+    res = subprocess.run([command, pattern], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                         universal_newlines=True)
+    return {int(x) for x in res.stdout.split()}
+
+
+def end_ptwatch(chk, way, proc, ours, master):
+    """Ends the ptwatch we started (proc; its processes `ours`) the given
+    way. pidof and pkill are asked which processes they would pick, and only
+    ours among them are signalled (other tests run ptwatch too)."""
+    front = ours['front']
+    if way == 'front-kill9':
+        os.kill(front, signal.SIGKILL)
+    elif way == 'tracer-kill9':
+        os.kill(ours['tracer'], signal.SIGKILL)
+    elif way == 'pidof-kill9':
+        picked = matching('pidof', 'ptwatch') & set(ours.values())
+        chk.eq('pidof ptwatch picks the front alone of ours %s' % ours, picked, {front})
+        for p in picked:
+            os.kill(p, signal.SIGKILL)
+    elif way == 'pkill9':
+        picked = matching('pgrep', 'ptwatch') & set(ours.values())
+        chk.eq('pkill ptwatch picks the front and the tracer of ours %s' % ours, picked,
+               {front, ours['tracer']})
+        for p in picked:
+            os.kill(p, signal.SIGKILL)
+    elif way == 'pgid-kill9':
+        os.killpg(os.getpgid(front), signal.SIGKILL)
+    elif way == 'timeout-kill':
+        os.kill(proc.pid, signal.SIGALRM)  # timeout(1): the time is up now
+    elif way == 'terminal':
+        os.close(master)
+    else:
+        os.kill(front, getattr(signal, way))
+
+
+def start_ptwatch_for_end(session, target, way):
+    """ptwatch -p PID started for an end-* case, attached (its "found"
+    lines are out); returns (run, proc, {front, tracer, restorer}, master)."""
+    prefix, master = (), None
+    if way == 'timeout-kill':
+        prefix = ('timeout', '-s', 'KILL', '600')
+    elif way == 'terminal':
+        master, slave = os.openpty()
+        prefix = (sys.executable, '-c', TAKE_TTY, os.ttyname(slave))
+        os.close(slave)
+    run, proc = session.start_attach(target.pid, opts=(), prefix=prefix)
+    try:
+        def attached():
+            read_outputs(run)
+            return ' found ' in run.stderr_text() or proc.poll() is not None
+        if not wait_for(attached, 20) or proc.poll() is not None:
+            raise Failed('ptwatch -p %d: not attached within 20 s (exit %s)\nstderr:\n%s'
+                         % (target.pid, proc.poll(), run.stderr_text()[-2000:]))
+        front = child_pids(proc.pid)[0] if way == 'timeout-kill' else proc.pid
+        ours = wait_for(lambda: (lambda o: o if len(o) == 3 else None)(ptwatch_processes(front)),
+                        10)
+        if not ours:
+            raise Failed('ptwatch %d: no tracer and restorer among its children %s'
+                         % (front, [(k, comm(k)) for k in child_pids(front)]))
+    except BaseException:
+        kill_group(proc)
+        proc.wait()
+        if master is not None:
+            os.close(master)
+        raise
+    return run, proc, ours, master
+
+
+def case_end(session, chk, fixture_name='exercise', which='all'):
+    ways = {'all': CLEAN_END_WAYS + TRACER_END_WAYS, 'clean': CLEAN_END_WAYS}[which]
+    for way in ways:
+        chk.prefix = '[%s] ' % way
+        target = session.target(fixture_name)
+        pid = target.ready()[0]
+        before = exec_mappings(pid)
+        run, proc, ours, master = start_ptwatch_for_end(session, target, way)
+        try:
+            wait_traced(target)
+            patched = text_diffs(pid)
+            chk.true('int3 bytes in while traced (%s)' % patched, patched)
+            if fixture_name == 'churner':
+                wait_progress(chk, target, 'while traced', more=50)
+            end_ptwatch(chk, way, proc, ours, master)
+            master = None if way == 'terminal' else master
+            session.wait(run, proc, 20, 'ptwatch did not exit after %s' % way)
+            chk.true('every thread untraced within 5 s (tracers %s)' % tracer_pids(pid),
+                     wait_untraced(pid, 5) is not None)
+            chk.true('the restorer %d ends' % ours['restorer'],
+                     wait_for(lambda: proc_status(ours['restorer']).get('State', 'Z')[:1]
+                              in 'ZX', 20))
+        finally:
+            if proc.returncode is None:
+                kill_group(proc)
+                proc.wait()
+            if master is not None:
+                os.close(master)
+        read_outputs(run)
+        target.check_alive('after %s' % way)
+        check_untouched(chk, pid, 'after %s' % way)
+        compare_mappings(chk, before, exec_mappings(pid), 'after %s' % way)
+        if fixture_name == 'churner':
+            wait_progress(chk, target, 'after %s' % way, more=200)
+        else:
+            chk.eq('every hooked function works after %s' % way, target.ask('x'), ['done', '1'])
+        chk.true('a document was written', os.path.exists(run.doc_path) and
+                 os.path.getsize(run.doc_path) > 0)
+        if os.path.exists(run.doc_path) and os.path.getsize(run.doc_path):
+            doc = load_doc(run)
+            died = way in TRACER_END_WAYS
+            chk.eq('session.end_reason', doc['session']['end_reason'],
+                   'tracer_died' if died else 'interrupted')
+            if died:
+                chk.true('a tracer_died warning (%s)' % warning_codes(doc),
+                         'tracer_died' in warning_codes(doc))
+                chk.true('the spans seen until the kill are in it', len(doc['spans']) >= 5)
+                for sp in doc['spans']:
+                    if sp['status'] == 'unmatched':
+                        chk.eq('end.reason of unmatched span %d' % sp['id'],
+                               sp['end']['reason'], 'tracer_died')
+                chk.true('no span is left open', all(sp['status'] != 'open' for sp in doc['spans']))
+        target.send('q')
+        check_target_exit(chk, target, 'after %s' % way)
+    chk.prefix = ''
+
+
 CASES = {
     'lifecycle': case_lifecycle,
     'nested': case_nested,
@@ -1697,6 +1861,7 @@ CASES = {
     'kill9-front': case_kill9_front,
     'kill9-tracer': case_kill9_tracer,
     'attach-early-signal': case_attach_early_signal,
+    'end': case_end,
 }
 
 if __name__ == '__main__':

@@ -1,0 +1,293 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The restorer: outlives the tracer and the front (a session of its own, a
+ * name they do not share), keeps a copy of the session record, and when
+ * the tracer ends without its end mark, undoes what it left in the target
+ * and writes what it had seen. See ptw_guardian.h.
+ */
+#define _GNU_SOURCE
+#include "restorer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "ptw_attach.h"
+#include "ptw_breakpoints.h"
+#include "ptw_record.h"
+#include "ptw_spans.h"
+
+#define PAGE 4096u
+#define MAX_XOL 64
+#define PACKET_MAX (64u * 1024)
+
+struct restorer {
+	int mem_fd;
+	struct ptw_record_reader *reader;
+	struct ptw_spans *spans;
+	const struct ptw_report *header; /* the latest, owned by the reader */
+	bool ended;			 /* the tracer's end mark */
+	bool broken;			 /* the record made no sense: stop keeping it */
+};
+
+static void on_event(void *ctx, const struct ptw_event *ev)
+{
+	struct restorer *r = ctx;
+	ptw_spans_consume(r->spans, ev);
+}
+
+static void on_report(void *ctx, const struct ptw_report *rep)
+{
+	struct restorer *r = ctx;
+	r->header = rep;
+}
+
+static void on_end(void *ctx)
+{
+	struct restorer *r = ctx;
+	r->ended = true;
+}
+
+static const struct ptw_record_handlers handlers = { on_event, on_report, on_end };
+
+/* Reads packets until the tracer's end of the socket is closed (it exited,
+ * however it did). */
+static void keep_record(struct restorer *r, int sock)
+{
+	char *buf = xmalloc(PACKET_MAX);
+	for (;;) {
+		union {
+			char b[CMSG_SPACE(sizeof(int))];
+			struct cmsghdr align;
+		} u;
+		struct iovec iov = { buf, PACKET_MAX };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
+				     .msg_controllen = sizeof(u.b) };
+		ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+			int fd;
+			memcpy(&fd, CMSG_DATA(c), sizeof(int));
+			if (r->mem_fd >= 0)
+				close(r->mem_fd);
+			r->mem_fd = fd;
+			continue; /* its one byte is not record */
+		}
+		if (!r->broken && ptw_record_feed(r->reader, buf, (size_t)n, &handlers, r) < 0)
+			r->broken = true;
+	}
+	free(buf);
+}
+
+/* ---- the out-of-line pages ---- */
+
+static void on_stop(void *ctx, struct ptw_stop *st)
+{
+	(void)ctx;
+	if (st->kind == PTW_STOP_SIGNAL)
+		st->lwp->resume_sig = st->sig; /* theirs: delivered at detach */
+}
+
+static bool in_pages(uint64_t a, const uint64_t *pages, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (a >= pages[i] && a < pages[i] + PAGE)
+			return true;
+	return false;
+}
+
+/* Could a thread still come back into a page: its rip there, or a word of
+ * its stack pointing there (a signal frame)? As the tracer's detach does. */
+static bool pages_referenced(struct ptw_proc *p, const uint64_t *pages, size_t n)
+{
+	enum { SCAN = 64 * 1024 };
+	uint64_t *buf = xmalloc(4096);
+	bool found = false;
+	size_t it = 0;
+	void *v;
+	while (!found && ptw_map_next(&p->lwps, &it, NULL, &v)) {
+		struct ptw_lwp *l = v;
+		struct user_regs_struct *regs;
+		if (l->state == PTW_LWP_GONE)
+			continue;
+		if (l->state != PTW_LWP_STOPPED || ptw_getregs(p, l, &regs) < 0) {
+			found = true;
+			break;
+		}
+		if (in_pages(regs->rip, pages, n)) {
+			found = true;
+			break;
+		}
+		for (size_t off = 0; off < SCAN && !found; off += 4096) {
+			if (ptw_mem_read(p, (regs->rsp & ~4095ull) + off, buf, 4096) < 0)
+				break;
+			for (size_t k = 0; k < 4096 / 8 && !found; k++)
+				found = in_pages(buf[k], pages, n);
+		}
+	}
+	free(buf);
+	return found;
+}
+
+static struct ptw_lwp *host_of(struct ptw_proc *p)
+{
+	struct ptw_lwp *main_lwp = ptw_lwp_get(p, p->pid);
+	if (main_lwp && !main_lwp->group_stopped && ptw_lwp_injectable(main_lwp))
+		return main_lwp;
+	size_t it = 0;
+	void *v;
+	while (ptw_map_next(&p->lwps, &it, NULL, &v)) {
+		struct ptw_lwp *l = v;
+		if (l->tgid == p->pid && !l->group_stopped && ptw_lwp_injectable(l))
+			return l;
+	}
+	return NULL;
+}
+
+/*
+ * The tracer mapped pages for out-of-line execution and died before it
+ * unmapped them. The bytes are back, so no thread enters a page any more;
+ * trace the target for a moment to run munmap in it, as the tracer's detach
+ * would have. Returns how many pages stay mapped; *why says why.
+ */
+static int unmap_pages(pid_t pid, const char **why)
+{
+	uint64_t pages[MAX_XOL], insn = 0;
+	size_t n = ptw_bp_journal_xol(pages, MAX_XOL, &insn);
+	if (!n)
+		return 0;
+	*why = "the target could not be traced";
+	/* The kernel lets go of the tracees only after the tracer's files are
+	 * closed, which is how we learnt of its end: seize again until it has. */
+	struct ptw_proc *p = NULL;
+	struct ptw_seize_info info;
+	int r = -EBUSY;
+	uint64_t deadline = ptw_now_ns() + 2000000000ull;
+	while (ptw_now_ns() < deadline) {
+		r = ptw_seize(pid, &p, &info);
+		if (r != -EBUSY && r != -EPERM)
+			break;
+		struct pollfd none;
+		poll(&none, 0, 2);
+	}
+	if (r < 0)
+		return (int)n;
+	int left = (int)n;
+	if (ptw_stop_all(p, 1000, on_stop, NULL) != 0) {
+		*why = "a thread did not stop";
+	} else if (pages_referenced(p, pages, n)) {
+		*why = "a thread may still return into one (a signal frame)";
+	} else {
+		struct ptw_lwp *host = host_of(p);
+		*why = "no thread could run munmap";
+		for (size_t i = 0; host && i < n; i++) {
+			uint64_t args[6] = { pages[i], PAGE, 0, 0, 0, 0 };
+			int64_t ret = -1;
+			if (ptw_inject_syscall(p, host, insn, SYS_munmap, args, &ret) == 0 && ret == 0) {
+				ptw_bp_journal_xol_unmapped(pages[i]);
+				left--;
+			}
+		}
+	}
+	size_t it = 0;
+	void *v;
+	while (ptw_map_next(&p->lwps, &it, NULL, &v)) {
+		struct ptw_lwp *l = v;
+		if (l->state == PTW_LWP_STOPPED)
+			ptw_detach_lwp(p, l);
+	}
+	ptw_proc_free(p);
+	return left;
+}
+
+/* ---- the record, written ---- */
+
+static void write_record(struct restorer *r, const struct ptw_guardian_opts *o,
+			 const struct restorer_outcome *out, const char *xol_why)
+{
+	uint64_t now = ptw_now_ns();
+	struct ptw_event ev = ptw_event_init(PTW_EV_TRACER_DIED, now, r->header->pid);
+	ptw_spans_consume(r->spans, &ev);
+	ptw_spans_finish(r->spans);
+
+	struct ptw_report rep = *r->header;
+	rep.tool_version = PTW_VERSION;
+	rep.end_ns = now;
+	rep.end_reason = "tracer_died";
+	rep.spans = r->spans;
+	struct ptw_warning *w = xcalloc(rep.nwarnings + 2, sizeof(*w));
+	memcpy(w, rep.warnings, rep.nwarnings * sizeof(*w));
+	size_t nw = rep.nwarnings;
+	w[nw].code = xstrdup("tracer_died");
+	w[nw++].message = xasprintf(
+		"ptwatch's tracer process ended before it finished; this record holds what it saw "
+		"until then (spans still open are unmatched, reason tracer_died); %d patched bytes "
+		"restored%s, process %d %s",
+		out->restored, out->failed ? " (some could not be)" : "", rep.pid,
+		out->alive ? "still runs, untraced" : "is gone");
+	if (out->xol_left) {
+		w[nw].code = xstrdup("xol_page_left");
+		w[nw++].message = xasprintf("%d out-of-line pages (r-x, 4 KiB each) stay mapped in "
+					    "%d: %s", out->xol_left, rep.pid, xol_why);
+	}
+	rep.warnings = w;
+	rep.nwarnings = nw;
+	struct ptw_output_opts oo = o->out;
+	oo.snapshot = oo.snapshot || rep.snapshot;
+	/* The tracer may have died while writing its own: start over. */
+	if (oo.json && oo.json_fd >= 0 && ftruncate(oo.json_fd, 0) == 0)
+		lseek(oo.json_fd, 0, SEEK_SET);
+	ptw_report_write(&rep, &oo);
+	for (size_t i = r->header->nwarnings; i < nw; i++) {
+		free(w[i].code);
+		free(w[i].message);
+	}
+	free(w);
+}
+
+void restorer_run(const struct ptw_guardian_opts *o, int from_tracer, int to_front)
+{
+	/* Only SIGKILL ends it early: it is the last line of defence. */
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT, SIGTSTP, SIGTTOU,
+				    SIGTTIN };
+	for (size_t i = 0; i < PTW_ARRAY_SIZE(sigs); i++)
+		signal(sigs[i], SIG_IGN);
+	setsid();
+	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (null >= 0) {
+		dup2(null, STDIN_FILENO);
+		close(null);
+	}
+	struct restorer r = { .mem_fd = -1, .reader = ptw_record_reader_new(),
+			      .spans = ptw_spans_new() };
+	keep_record(&r, from_tracer);
+	close(from_tracer);
+	if (r.ended)
+		_exit(0);
+
+	/* The tracer died. Bytes first: every millisecond counts. */
+	struct restorer_outcome out = { 0 };
+	out.failed = ptw_bp_journal_restore(r.mem_fd, &out.restored);
+	pid_t pid = ptw_bp_journal_pid();
+	out.alive = pid && ptw_proc_alive(pid);
+	const char *xol_why = "";
+	if (out.alive)
+		out.xol_left = unmap_pages(pid, &xol_why);
+	if (r.header && !r.broken)
+		write_record(&r, o, &out, xol_why);
+	while (send(to_front, &out, sizeof(out), MSG_NOSIGNAL) < 0 && errno == EINTR)
+		;
+	_exit(0);
+}

@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: MIT */
+/* The restorer process (see ptw_guardian.h), started by the split. */
+#ifndef PTW_GUARDIAN_RESTORER_H
+#define PTW_GUARDIAN_RESTORER_H
+
+#include "ptw_guardian.h"
+
+/* What the restorer tells the front when the tracer died. */
+struct restorer_outcome {
+	int restored, failed; /* journaled bytes */
+	int xol_left;	      /* out-of-line pages still mapped */
+	int alive;	      /* the target still ran afterwards */
+};
+
+/*
+ * Runs the restorer: record from the tracer on `from_tracer` (packets; one
+ * with SCM_RIGHTS carries a memory fd instead of record bytes), the outcome
+ * to the front on `to_front`. Never returns.
+ */
+void restorer_run(const struct ptw_guardian_opts *o, int from_tracer, int to_front)
+	__attribute__((noreturn));
+
+#endif
