@@ -3,42 +3,41 @@
  * No way of ending ptwatch may harm the target (DESIGN.md, "Safety
  * invariants"). ptwatch runs as three processes:
  *
- *   ptwatch         the front: the pid the shell knows, in the shell's process
- *                   group. Forwards the session signals to the tracer, mirrors
- *                   its exit, and inherits a launched command if it dies.
- *   ptwatch-tracer  its child: every ptrace call, symbols, spans, output. It
- *                   streams the session record (ptw_record.h) and its memory
- *                   fd to the restorer.
- *   ptw-restorer    its other child, in a session (and process group) of its
- *                   own, named so that neither `pidof ptwatch` nor `pkill
- *                   ptwatch` find it. It holds the shared journal of patched
- *                   bytes and keeps a copy of the record. When the tracer ends
- *                   without having finished (it sends an end mark when it
- *                   has), the restorer puts every journaled byte back, unmaps
- *                   the out-of-line pages (briefly tracing the target to run
- *                   munmap), and writes the document and summary with what
- *                   was seen, open spans unmatched with reason tracer_died.
+ *   ptwatch       the front: the pid the shell knows, in the shell's process
+ *                 group. Forwards the session signals to the tracer, mirrors
+ *                 its exit, and inherits a launched command if it dies.
+ *   ptw-tracer    its child, in a process group of its own: every ptrace
+ *                 call, symbols, spans, output. Streams the session record
+ *                 (ptw_record.h) and its memory fd to the restorer.
+ *   pt-restorer   its other child, in a session of its own: holds the shared
+ *                 journal of patched bytes and keeps a copy of the record.
+ *                 When the tracer ends without its end mark, it puts every
+ *                 journaled byte back, unmaps the out-of-line pages (tracing
+ *                 the target for a moment to run munmap), and writes the
+ *                 document and summary with what was seen, open spans
+ *                 unmatched with reason tracer_died. It ignores every signal
+ *                 but SIGKILL and exits when the tracer has.
  *
- * How each way of ending ptwatch comes out:
- * - front killed (any signal, SIGKILL too): the tracer gets SIGTERM
- *   (PR_SET_PDEATHSIG) and detaches cleanly, restoring everything itself;
- * - tracer killed, or both (`kill -9 $(pidof ptwatch)` finds only the
- *   front; `pkill -9 ptwatch`, `kill -9 -- -PGID` and `timeout -s KILL`
- *   find both): the restorer and, if it lives, the front restore the bytes
- *   within about a millisecond; the restorer writes the record. (A launched
- *   command is in ptwatch's process group: a signal to the group is its
- *   too, as without ptwatch.)
- * - SIGTERM/SIGINT/SIGHUP/SIGPIPE/SIGQUIT, a closed terminal (SIGHUP): the
- *   front forwards them, the tracer detaches cleanly. The restorer ignores
- *   them while the tracer runs; only SIGKILL ends it early.
- * What can still harm the target: (1) the kernel lets a tracee go when its
- * tracer dies, before anyone can restore, so a thread that sat in the stop
- * of one of our int3s, not yet reaped, then gets its SIGTRAP and the process
- * dies (measured rates in bench/kill.py); (2) killing all three processes at
- * once, which only a signal to the restorer by name or pid, or to a whole
- * cgroup (systemd's KillMode=control-group stop of a unit that runs
- * ptwatch), does: nothing is left to restore the bytes, and the next thread
- * that reaches one dies of SIGTRAP. Run ptwatch outside the unit it traces.
+ * The names and groups are chosen so that the usual ways of ending a tool
+ * reach the front only: `kill -9 $(pidof ptwatch)`, `pkill -9 ptwatch`,
+ * `kill -9 -- -PGID` of the group ptwatch was started in, `timeout -s KILL`,
+ * a shell's job control, a closed terminal (SIGHUP). The front's death
+ * (PR_SET_PDEATHSIG) or any session signal it forwards makes the tracer
+ * detach cleanly: every byte restored, every page unmapped, the document
+ * written. (A launched command is in ptwatch's process group, as without
+ * ptwatch: a signal to the group is its too.)
+ *
+ * What can still harm the target: a SIGKILL of the tracer itself (by its pid
+ * or its own group, `pkill -9 ptw`, a whole cgroup: systemd's
+ * KillMode=control-group stop of a unit that runs ptwatch, the OOM killer).
+ * The kernel lets its tracees go before anyone can undo anything: a thread
+ * that sat in the stop of one of our int3s, not yet reaped, gets its SIGTRAP
+ * and the process dies (rates in bench/kill.py: most kills of a process that
+ * creates threads non-stop, none of one whose threads wait). The restorer
+ * (or the front) restores the rest within about a millisecond. If the
+ * restorer dies too (the cgroup kill), nothing is left to restore: the next
+ * thread that reaches an int3 dies of SIGTRAP. Run ptwatch outside the unit
+ * it traces.
  */
 #ifndef PTW_GUARDIAN_H
 #define PTW_GUARDIAN_H

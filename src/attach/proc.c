@@ -24,6 +24,9 @@
 static sigset_t original_mask;
 static sigset_t session_set;
 static int session_sigfd = -1;
+/* ptwatch's process group at start: a launched command joins it again (the
+ * tracer has a group of its own, see ptw_guardian.h). */
+static pid_t original_pgid;
 
 int ptw_signals_init(void)
 {
@@ -37,6 +40,7 @@ int ptw_signals_init(void)
 	session_sigfd = signalfd(-1, &session_set, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (session_sigfd < 0)
 		return -errno;
+	original_pgid = getpgrp();
 	return 0;
 }
 
@@ -661,6 +665,10 @@ static void __attribute__((noreturn)) child_exec(const struct ptw_launch *l, int
 		;
 	if (l->child_stdout >= 0 && dup2(l->child_stdout, STDOUT_FILENO) < 0)
 		_exit(126);
+	/* The command's process group is the one ptwatch was started in (the
+	 * terminal's Ctrl-C reaches it as without ptwatch). */
+	if (original_pgid > 0 && getpgrp() != original_pgid)
+		setpgid(0, original_pgid);
 	sigprocmask(SIG_SETMASK, &original_mask, NULL);
 	execvp(l->argv[0], l->argv);
 	int e = errno;

@@ -346,7 +346,7 @@ int ptw_guardian_split(const struct ptw_guardian_opts *o)
 		close(ft[1]);
 		close(rt[1]);
 		close(rf[0]);
-		const char *title[] = { "ptw-restorer", NULL };
+		const char *title[] = { "pt-restorer", NULL };
 		ptw_set_process_title(o->argv, title);
 		restorer_run(o, rt[0], rf[1]);
 	}
@@ -384,7 +384,19 @@ int ptw_guardian_split(const struct ptw_guardian_opts *o)
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		if (getppid() != parent)
 			raise(SIGTERM);
-		retitle(o->argv, "ptwatch-tracer");
+		/* A process group of its own and a name that is not "ptwatch": a
+		 * kill of ptwatch's group (kill -9 -- -PGID, timeout -s KILL, a
+		 * job's kill) or by name (pkill, pidof) reaches the front only,
+		 * and the tracer lets go cleanly. The terminal's signals come
+		 * through the front. It writes to the terminal from a
+		 * background group: with SIGTTOU blocked, even under `stty
+		 * tostop` (the command's mask is its own again at exec). */
+		setpgid(0, 0);
+		sigset_t ttou;
+		sigemptyset(&ttou);
+		sigaddset(&ttou, SIGTTOU);
+		sigprocmask(SIG_BLOCK, &ttou, NULL);
+		retitle(o->argv, "ptw-tracer");
 		return 0;
 	}
 	close(ft[1]);
