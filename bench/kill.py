@@ -124,9 +124,18 @@ def one(fixture, way):
     if target.poll() is not None:
         outcome = 'died of %s' % (signal.Signals(-target.returncode).name
                                   if target.returncode < 0 else target.returncode)
-    elif text_diffs(pid):
-        outcome = 'bytes left patched'
     else:
+        try:
+            left = text_diffs(pid)
+        except OSError:  # it died just now
+            left = None
+        if left is None:
+            target.wait()
+            outcome = 'died of %s' % (signal.Signals(-target.returncode).name
+                                      if target.returncode < 0 else target.returncode)
+        elif left:
+            outcome = 'bytes left patched'
+    if outcome == 'survived':
         os.write(ctl_w, b'q')
         try:
             rc = target.wait(timeout=20)
