@@ -1667,6 +1667,100 @@ def case_attach_early_signal(session, chk, rounds='2'):
     chk.prefix = ''
 
 
+# ---------------------------------------------------------------------------
+# 17. the build-id cache
+
+def cache_lines(run, what):
+    """The --debug=sym lines about libc: (debug file searches, cache opens)
+    where each cache open is (path, state)."""
+    searches, opens = [], []
+    for line in run.stderr_text().splitlines():
+        m = re.search(r'\]\s[\d.]+: debug file of (\S*libc\.so[^:]*): (.*)$', line)
+        if m:
+            searches.append(m.group(2))
+        m = re.search(r'\]\s[\d.]+: cache (\S+) for (\S*libc\.so\S*): (.+), \d+ records', line)
+        if m:
+            opens.append((m.group(1), m.group(3)))
+    print('%s: libc debug file searches %s, cache %s' % (what, searches, opens))
+    return searches, opens
+
+
+def case_cache(session, chk):
+    """A second run reads nothing of libc's debug file; a corrupt cache file
+    is ignored and replaced; --no-cache and an unwritable directory."""
+    exe = fixture('lifecycle')
+    home = session.mkdtemp()
+    env = {'XDG_CACHE_HOME': home}
+    opts = ['-q', '--debug=sym']
+
+    chk.prefix = '[first run] '
+    run = session.run([exe], opts=opts, env=env)
+    check_lifecycle(chk, run)
+    strategy = run.doc['session'].get('strategy')
+    searches, opens = cache_lines(run, 'first run')
+    chk.true('libc\'s debug file was looked for', len(searches) >= 1)
+    chk.eq('a new cache for libc', [st for _, st in opens], ['new'])
+    if not opens:
+        raise Failed('no cache for libc in the debug log:\n%s' % run.stderr_text()[-3000:])
+    path = opens[0][0]
+    chk.true('the cache is in $XDG_CACHE_HOME/ptwatch (%s)' % path,
+             os.path.dirname(path) == os.path.join(home, 'ptwatch') and os.path.isfile(path))
+
+    chk.prefix = '[second run] '
+    run = session.run([exe], opts=opts, env=env)
+    check_lifecycle(chk, run)
+    searches, opens = cache_lines(run, 'second run')
+    chk.eq('libc\'s debug file not opened', searches, [])
+    chk.eq('libc\'s cache loaded', opens, [(path, 'loaded')])
+    chk.eq('the same strategy', run.doc['session'].get('strategy'), strategy)
+
+    chk.prefix = '[corrupt] '
+    with open(path, 'rb') as f:
+        data = bytearray(f.read())
+    # Keep the header, damage a record: it must not be trusted.
+    i = data.index(b'member:pthread.result\t1\t') if b'member:pthread.result\t1\t' in data \
+        else len(data) - 8
+    data[i + 24:i + 27] = b'fff'
+    with open(path, 'wb') as f:
+        f.write(bytes(data))
+    run = session.run([exe], opts=opts, env=env)
+    check_lifecycle(chk, run)
+    searches, opens = cache_lines(run, 'corrupt')
+    chk.eq('the corrupt file is ignored', opens, [(path, 'invalid (ignored)')])
+    chk.true('libc\'s debug file looked for again', len(searches) >= 1)
+    chk.eq('the same strategy', run.doc['session'].get('strategy'), strategy)
+    with open(path, 'rb') as f:
+        chk.true('the file was rewritten', f.read() != bytes(data))
+    run = session.run([exe], opts=opts, env=env)
+    check_lifecycle(chk, run)
+    searches, opens = cache_lines(run, 'after the rewrite')
+    chk.eq('the rewritten file is used', (searches, opens), ([], [(path, 'loaded')]))
+    leftovers = [n for n in os.listdir(os.path.dirname(path)) if '.tmp.' in n]
+    chk.eq('no temporary files left', leftovers, [])
+
+    chk.prefix = '[--no-cache] '
+    empty = session.mkdtemp()
+    run = session.run([exe], opts=opts + ['--no-cache'], env={'XDG_CACHE_HOME': empty})
+    check_lifecycle(chk, run)
+    chk.eq('nothing written', os.listdir(empty), [])
+    chk.eq('no cache opened', cache_lines(run, '--no-cache')[1], [])
+
+    chk.prefix = '[unwritable] '
+    not_a_dir = os.path.join(empty, 'file')
+    with open(not_a_dir, 'w') as f:
+        f.write('x')
+    run = session.run([exe], opts=['-q'], env={'XDG_CACHE_HOME': not_a_dir})
+    check_lifecycle(chk, run)
+    chk.true('no message about the cache without --debug',
+             'cache' not in run.stderr_text().lower(), run.stderr_text())
+    run = session.run([exe], opts=opts, env={'XDG_CACHE_HOME': not_a_dir})
+    check_lifecycle(chk, run)
+    notes = [l for l in run.stderr_text().splitlines() if 'not written' in l]
+    print('unwritable: %s' % notes)
+    chk.eq('one debug line says the cache was not written', len(notes), 1)
+    chk.prefix = ''
+
+
 CASES = {
     'lifecycle': case_lifecycle,
     'nested': case_nested,
@@ -1697,6 +1791,7 @@ CASES = {
     'kill9-front': case_kill9_front,
     'kill9-tracer': case_kill9_tracer,
     'attach-early-signal': case_attach_early_signal,
+    'cache': case_cache,
 }
 
 if __name__ == '__main__':
