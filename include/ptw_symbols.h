@@ -18,10 +18,13 @@
 struct ptw_symbols;
 
 /* A resolved code address. Strings are owned by the symbols object and live
- * as long as it does. symbol is NULL when nothing names the address. */
+ * as long as it does. symbol is NULL when nothing names the address; it is
+ * demangled (C++, Rust), and linkage_name is then the name as mangled in the
+ * symbol table (NULL when the two are the same). */
 struct ptw_location {
 	uint64_t addr;
 	const char *symbol;
+	const char *linkage_name;
 	uint64_t symbol_offset; /* addr - symbol start */
 	const char *module;	/* path of the ELF file, NULL if unknown */
 	bool has_offset;

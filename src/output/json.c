@@ -206,6 +206,7 @@ static void json_location(struct ptw_json *j, const char *k, const struct ptw_lo
 	ptw_json_begin_object(j, k);
 	ptw_json_hex(j, "addr", loc->addr);
 	ptw_json_string(j, "symbol", loc->symbol ? loc->symbol : fallback);
+	ptw_json_string(j, "linkage_name", loc->linkage_name);
 	ptw_json_string(j, "module", loc->module);
 	if (loc->has_offset)
 		ptw_json_hex(j, "offset", loc->offset);

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "ptw_cache.h"
+#include "ptw_demangle.h"
 #include "ptw_util.h"
 
 /* One symbol of a module, chained in a per-module name index. */
@@ -116,6 +117,16 @@ static const char *intern(struct ptw_symbols *s, const char *str)
 	char *copy = xstrdup(str);
 	s->strings[s->nstrings++] = copy;
 	return copy;
+}
+
+/* loc's symbol from its linkage name: demangled for people, the mangled
+ * name kept beside it. */
+static void set_symbol(struct ptw_symbols *s, struct ptw_location *loc, const char *name)
+{
+	char *d = ptw_demangle(name);
+	loc->symbol = intern(s, d ? d : name);
+	loc->linkage_name = d ? intern(s, name) : NULL;
+	free(d);
 }
 
 static void free_indexes(struct ptw_symbols *s)
@@ -613,7 +624,7 @@ const struct ptw_location *ptw_symbols_locate(struct ptw_symbols *s, uint64_t ad
 			snprintf(key, sizeof(key), "%" PRIx64, addr - mi->bias);
 		if (c && cache_get(c, "loc", key, &v) == 0) {
 			if (v.found && v.text) {
-				loc->symbol = intern(s, v.text);
+				set_symbol(s, loc, v.text);
 				loc->symbol_offset = v.a;
 			}
 			loc->has_offset = true;
@@ -636,7 +647,7 @@ const struct ptw_location *ptw_symbols_locate(struct ptw_symbols *s, uint64_t ad
 				name += 5;
 			char *plain = xstrdup(name);
 			plain[strcspn(plain, "@")] = '\0';
-			loc->symbol = intern(s, plain);
+			set_symbol(s, loc, plain);
 			free(plain);
 			loc->symbol_offset = off;
 		}
@@ -657,7 +668,8 @@ const struct ptw_location *ptw_symbols_locate(struct ptw_symbols *s, uint64_t ad
 		if (c && loc->file)
 			cache_put(c, "src", key, true, (uint64_t)loc->line, 0, loc->file);
 		if (c)
-			cache_put(c, "loc", key, loc->symbol != NULL, loc->symbol_offset, 0, loc->symbol);
+			cache_put(c, "loc", key, loc->symbol != NULL, loc->symbol_offset, 0,
+				  loc->linkage_name ? loc->linkage_name : loc->symbol);
 	}
 	ptw_map_put(&s->locations, addr, loc);
 	return loc;

@@ -1761,6 +1761,57 @@ def case_cache(session, chk):
     chk.prefix = ''
 
 
+# ---------------------------------------------------------------------------
+# 18. C++ names
+
+def case_cxx(session, chk):
+    """Start routines and create sites named for people (demangled), the
+    mangled name beside them in linkage_name; text output too."""
+    run = session.run([fixture('cxx')], opts=())
+    check_exit(chk, run, code=0)
+    report_warnings(run)
+    spans = {s['tid']: s for s in thread_spans(run.doc)}
+    threads = [t for t in run.truth if t['kind'] == 'thread']
+    chk.eq('threads in the truth', len(threads), 3)
+    joins = {(j['joiner'], j['tid']) for j in run.truth if j['kind'] == 'join'}
+    for t in threads:
+        span = spans.get(t['tid'])
+        what = 'thread %s (%s)' % (t['tid'], t['routine'])
+        if span is None:
+            chk.true('%s has a span' % what, False)
+            continue
+        sr, site = span['start_routine'] or {}, span['create_site'] or {}
+        chk.eq('%s: creator' % what, span['creator_tid'], t['creator'], span)
+        chk.eq('%s: status' % what, span['status'], 'completed', span)
+        chk.true('%s: joined' % what, span['join'] is not None and
+                 (span['join']['joiner_tid'], t['tid']) in joins, span)
+        if t['routine'] == 'std::thread':
+            # libstdc++'s own routine: a placeholder, in libstdc++
+            chk.true('%s: start routine in libstdc++' % what,
+                     'libstdc++' in (sr.get('module') or ''), span)
+            chk.true('%s: create site std::thread::_M_start_thread(...)' % what,
+                     (site.get('symbol') or '').startswith('std::thread::_M_start_thread('), span)
+            chk.true('%s: its linkage name' % what,
+                     (site.get('linkage_name') or '').startswith('_ZNSt6thread15_M_start_thread'),
+                     span)
+            continue
+        chk.eq('%s: start routine symbol' % what, sr.get('symbol'), 'fixture::Worker::run(void*)',
+               span)
+        chk.eq('%s: start routine linkage_name' % what, sr.get('linkage_name'),
+               '_ZN7fixture6Worker3runEPv', span)
+        chk.eq('%s: start routine address' % what, sr.get('addr'), t['routine_addr'], span)
+        chk.eq('%s: create site' % what, site.get('symbol'), t['create_fn'], span)
+        chk.eq('%s: create site linkage_name' % what, site.get('linkage_name'),
+               None if t['create_fn'] == 'main' else '_ZZ4mainENKUlvE_clEv', span)
+    main_span = [s for s in run.doc['spans'] if s.get('origin') == 'main']
+    chk.true('main: symbol main, no linkage name',
+             len(main_span) == 1 and main_span[0]['start_routine']['symbol'] == 'main' and
+             main_span[0]['start_routine']['linkage_name'] is None, main_span)
+    text = run.stderr_text()
+    chk.true('the event lines say fixture::Worker::run(void*)',
+             'fixture::Worker::run(void*)' in text and '_ZN7fixture' not in text, text[-2000:])
+
+
 CASES = {
     'lifecycle': case_lifecycle,
     'nested': case_nested,
@@ -1792,6 +1843,7 @@ CASES = {
     'kill9-tracer': case_kill9_tracer,
     'attach-early-signal': case_attach_early_signal,
     'cache': case_cache,
+    'cxx': case_cxx,
 }
 
 if __name__ == '__main__':
