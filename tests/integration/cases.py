@@ -98,10 +98,18 @@ def case_lifecycle(session, chk, variant='default'):
     elif variant == 'stripped':
         run = session.run([fixture('stripped')], opts=['-q'])
         check_lifecycle(chk, run, stripped=True)
+        text = run.stderr_text()
         for s in thread_spans(run.doc):
             sr = s['start_routine'] or {}
             if s['origin'] == 'created':
                 chk.eq('stripped: %s start_routine.file' % s['tid'], sr.get('file'), None, s)
+                # the text names it as eu-stack and perf do: module+offset
+                want = '%s+%s' % (os.path.basename(sr.get('module') or '?'), sr.get('offset'))
+                chk.true('stripped: %s shown as %s' % (s['tid'], want),
+                         re.search(r'\b%d\b.*%s' % (s['tid'], re.escape(want)), text) is not None,
+                         text[-3000:])
+        chk.true('stripped: the text never says pthread_start_routine',
+                 'pthread_start_routine' not in text, text[-3000:])
     else:
         raise FrameworkError('unknown lifecycle variant %s' % variant)
 
@@ -640,6 +648,12 @@ def case_rawclone(session, chk):
         chk.eq('raw clone: origin', span['origin'], 'clone', span)
         chk.eq('raw clone: pthread', span['pthread'], None, span)
         chk.eq('raw clone: uncertain', span['uncertain'], False, span)
+        row = [l for l in run.stderr_text().splitlines()
+               if re.match(r'\s+%d\s+%d\s' % (span['id'], span['tid']), l)]
+        chk.true('raw clone: a table row with START ROUTINE "-" (%s)' % row,
+                 len(row) == 1 and re.search(r'\s-\s+%s\s' % span['status'], row[0]) is not None)
+    chk.true('raw clone: the text never says pthread_start_routine',
+             'pthread_start_routine' not in run.stderr_text(), run.stderr_text()[-3000:])
     m.check_no_extra_spans(allowed=[span] if span else [])
     m.check_metrics(created=False)
 
