@@ -98,8 +98,13 @@ struct ptw_output_opts {
  * standard error). Closes json_fd. */
 int ptw_report_write(const struct ptw_report *r, const struct ptw_output_opts *o);
 
-/* "worker (demo.c:12)" or "0x401136"; fallback when nothing names it. */
-void ptw_text_location(struct ptw_buf *out, const struct ptw_location *loc, const char *fallback);
+/*
+ * "worker (demo.c:12)"; where no symbol names the address, "module+0xOFFSET"
+ * as eu-stack and perf print it ("0xADDR" outside any module). known_name:
+ * the name when it is known otherwise (a stripped program's "main": then
+ * "main (true+0x2310)"), or NULL; also what a NULL loc prints ("?" if NULL).
+ */
+void ptw_text_location(struct ptw_buf *out, const struct ptw_location *loc, const char *known_name);
 /* "1.25 ms" */
 void ptw_text_duration(struct ptw_buf *out, uint64_t ns);
 

@@ -18,10 +18,13 @@
 struct ptw_symbols;
 
 /* A resolved code address. Strings are owned by the symbols object and live
- * as long as it does. symbol is NULL when nothing names the address. */
+ * as long as it does. symbol is NULL when nothing names the address; it is
+ * demangled (C++, Rust), and linkage_name is then the name as mangled in the
+ * symbol table (NULL when the two are the same). */
 struct ptw_location {
 	uint64_t addr;
 	const char *symbol;
+	const char *linkage_name;
 	uint64_t symbol_offset; /* addr - symbol start */
 	const char *module;	/* path of the ELF file, NULL if unknown */
 	bool has_offset;
@@ -36,11 +39,18 @@ typedef int (*ptw_memread_fn)(void *ctx, uint64_t addr, void *buf, size_t len);
 /*
  * Reports the modules of pid. use_debug_files = false ignores separate debug
  * files (/usr/lib/debug, debuginfod): only what the loaded files carry is used.
- * Returns 0 or -errno; *ret untouched on failure.
+ * cache_dir: where the answers of name lookups, member offsets, function
+ * ranges and locations are kept per module build-id (ptw_cache.h) so that
+ * the next session need not read the symbol tables and DWARF again; NULL:
+ * no cache. Returns 0 or -errno; *ret untouched on failure.
  */
-int ptw_symbols_new(pid_t pid, bool use_debug_files, ptw_memread_fn read, void *read_ctx,
-		    struct ptw_symbols **ret);
+int ptw_symbols_new(pid_t pid, bool use_debug_files, const char *cache_dir, ptw_memread_fn read,
+		    void *read_ctx, struct ptw_symbols **ret);
+/* Saves the caches (as ptw_symbols_save_cache), then frees. */
 void ptw_symbols_free(struct ptw_symbols *s);
+/* Writes what was learned since the last save to the cache directory; a
+ * directory that cannot be written is a debug message, nothing more. */
+void ptw_symbols_save_cache(struct ptw_symbols *s);
 
 /* Re-reads /proc/PID/maps (after dlopen/dlclose); drops name caches. */
 int ptw_symbols_refresh(struct ptw_symbols *s);
@@ -57,6 +67,14 @@ int ptw_symbols_refresh(struct ptw_symbols *s);
  */
 int ptw_symbols_lookup(struct ptw_symbols *s, const char *module, const char *name,
 		       uint64_t *ret_addr, uint64_t *ret_size);
+
+/*
+ * Like ptw_symbols_lookup, but only in the symbol tables of the loaded files
+ * themselves (and the cache): never a search for a separate debug file, so
+ * cheap on the start path for what can be found another way.
+ */
+int ptw_symbols_lookup_loaded(struct ptw_symbols *s, const char *module, const char *name,
+			      uint64_t *ret_addr);
 
 /* The executable's path (/proc/PID/exe at creation), or NULL. */
 const char *ptw_symbols_exe(const struct ptw_symbols *s);

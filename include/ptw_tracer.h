@@ -19,6 +19,7 @@ typedef void (*ptw_event_sink_fn)(void *ctx, const struct ptw_event *ev);
 
 struct ptw_tracer_opts {
 	bool use_debug_files;	   /* libc's debug file: read struct pthread, fewer stops */
+	bool use_cache;		   /* the build-id cache (ptw_cache_default_dir()) */
 	bool create_events;	   /* TD_CREATE breakpoint instead of the clone event */
 	ptw_event_sink_fn sink;
 	void *sink_ctx;

@@ -3,8 +3,8 @@
 # else. Usage: scripts/deps.sh [bench]   ("bench" adds the tools bench/ compares)
 set -eu
 
-pkgs="meson ninja-build pkg-config gcc libc6-dev libelf-dev libdw-dev libcapstone-dev
-      libc6-dbg binutils python3 python3-jsonschema"
+pkgs="meson ninja-build pkg-config gcc g++ libc6-dev libelf-dev libdw-dev libcapstone-dev
+      libiberty-dev libc6-dbg binutils python3 python3-jsonschema"
 if [ "${1:-}" = bench ]; then
 	pkgs="$pkgs strace ltrace gdb elfutils hyperfine"
 fi

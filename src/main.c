@@ -28,6 +28,7 @@ struct options {
 	const char *output;
 	bool quiet;
 	bool use_debug_files;
+	bool use_cache;
 	bool create_events;
 	int duration_ms;
 	char **argv;
@@ -66,6 +67,8 @@ static void usage(FILE *f)
 		"  --duration=SECONDS   stop tracing after SECONDS and let COMMAND run on\n"
 		"  --no-debug-files     ignore separate debug files such as libc6-dbg's\n"
 		"                       (also: PTWATCH_NO_DEBUG_FILES=1)\n"
+		"  --no-cache           do not read or write the symbol cache\n"
+		"                       ($XDG_CACHE_HOME/ptwatch, else ~/.cache/ptwatch)\n"
 		"  --create-events      observe creation at libthread_db's TD_CREATE\n"
 		"                       breakpoint too (one more stop per thread)\n"
 		"  --debug=DOMAINS      debug log: attach,tdb,bp,sym,spans,tracer or all\n"
@@ -87,7 +90,15 @@ static void die_usage(const char *fmt, const char *arg)
 
 static void parse_options(int argc, char **argv, struct options *o)
 {
-	enum { OPT_JSON = 256, OPT_SNAPSHOT, OPT_DURATION, OPT_NO_DEBUG_FILES, OPT_CREATE_EVENTS, OPT_DEBUG };
+	enum {
+		OPT_JSON = 256,
+		OPT_SNAPSHOT,
+		OPT_DURATION,
+		OPT_NO_DEBUG_FILES,
+		OPT_NO_CACHE,
+		OPT_CREATE_EVENTS,
+		OPT_DEBUG
+	};
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "json", no_argument, NULL, OPT_JSON },
@@ -96,6 +107,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "duration", required_argument, NULL, OPT_DURATION },
 		{ "no-debug-files", no_argument, NULL, OPT_NO_DEBUG_FILES },
+		{ "no-cache", no_argument, NULL, OPT_NO_CACHE },
 		{ "create-events", no_argument, NULL, OPT_CREATE_EVENTS },
 		{ "debug", required_argument, NULL, OPT_DEBUG },
 		{ "help", no_argument, NULL, 'h' },
@@ -104,6 +116,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 	};
 	memset(o, 0, sizeof(*o));
 	o->use_debug_files = true;
+	o->use_cache = true;
 	o->duration_ms = -1;
 	const char *env = getenv("PTWATCH_NO_DEBUG_FILES");
 	if (env && *env && strcmp(env, "0"))
@@ -147,6 +160,9 @@ static void parse_options(int argc, char **argv, struct options *o)
 		}
 		case OPT_NO_DEBUG_FILES:
 			o->use_debug_files = false;
+			break;
+		case OPT_NO_CACHE:
+			o->use_cache = false;
 			break;
 		case OPT_CREATE_EVENTS:
 			o->create_events = true;
@@ -363,6 +379,7 @@ int main(int argc, char **argv)
 		s.rec = ptw_record_writer_new();
 	struct ptw_tracer_opts to = {
 		.use_debug_files = o.use_debug_files,
+		.use_cache = o.use_cache,
 		.create_events = o.create_events,
 		.sink = sink,
 		.sink_ctx = &s,

@@ -198,19 +198,23 @@ static int find_syscall_insn(struct ptw_bptab *t)
 			continue;
 		if (maps[i].perms[2] != 'x')
 			continue;
-		size_t len = maps[i].end - maps[i].start;
-		if (len > (1u << 22))
-			len = 1u << 22;
-		uint8_t *buf = xmalloc(len);
-		if (ptw_bp_read_original(t, maps[i].start, buf, len) == 0) {
+		/* In small pieces: the first one is near the start, and reading
+		 * all of libc's text (faulting it into the target) took ms. */
+		enum { CHUNK = 16384 };
+		uint8_t buf[CHUNK];
+		uint64_t end = maps[i].end - maps[i].start > (1u << 22) ? maps[i].start + (1u << 22)
+								      : maps[i].end;
+		for (uint64_t a = maps[i].start; a + 1 < end && r < 0; a += CHUNK - 1) {
+			size_t len = end - a < CHUNK ? (size_t)(end - a) : CHUNK;
+			if (ptw_bp_read_original(t, a, buf, len) < 0)
+				break;
 			for (size_t k = 0; k + 1 < len; k++)
 				if (buf[k] == 0x0f && buf[k + 1] == 0x05) {
-					t->syscall_insn = maps[i].start + k;
+					t->syscall_insn = a + k;
 					r = 0;
 					break;
 				}
 		}
-		free(buf);
 	}
 	return r;
 }

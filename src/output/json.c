@@ -196,8 +196,9 @@ static void json_opt(struct ptw_json *j, const char *k, struct ptw_opt o)
 		ptw_json_null(j, k);
 }
 
+/* known: fallback is the name, known another way ("main"), not a placeholder. */
 static void json_location(struct ptw_json *j, const char *k, const struct ptw_location *loc,
-			  const char *fallback)
+			  const char *fallback, bool known)
 {
 	if (!loc) {
 		ptw_json_null(j, k);
@@ -206,6 +207,8 @@ static void json_location(struct ptw_json *j, const char *k, const struct ptw_lo
 	ptw_json_begin_object(j, k);
 	ptw_json_hex(j, "addr", loc->addr);
 	ptw_json_string(j, "symbol", loc->symbol ? loc->symbol : fallback);
+	ptw_json_bool(j, "placeholder", !loc->symbol && !known);
+	ptw_json_string(j, "linkage_name", loc->linkage_name);
 	ptw_json_string(j, "module", loc->module);
 	if (loc->has_offset)
 		ptw_json_hex(j, "offset", loc->offset);
@@ -240,7 +243,8 @@ static void json_span(struct ptw_json *j, const struct ptw_span *sp)
 	ptw_json_string(j, "name", sp->name);
 	ptw_json_string(j, "origin", ptw_origin_name(sp->origin));
 	json_location(j, "start_routine", sp->start_routine,
-		      sp->origin == PTW_ORIGIN_MAIN ? "main" : "pthread_start_routine");
+		      sp->origin == PTW_ORIGIN_MAIN ? "main" : "pthread_start_routine",
+		      sp->origin == PTW_ORIGIN_MAIN);
 	if (sp->arg.set)
 		ptw_json_hex(j, "arg", sp->arg.v);
 	else
@@ -253,7 +257,7 @@ static void json_span(struct ptw_json *j, const struct ptw_span *sp)
 		ptw_json_uint(j, "creator_span", sp->creator_span);
 	else
 		ptw_json_null(j, "creator_span");
-	json_location(j, "create_site", sp->create_site, "??");
+	json_location(j, "create_site", sp->create_site, "??", false);
 	ptw_json_uint(j, "depth", sp->depth);
 	json_tristate(j, "detached", sp->detached);
 	json_opt(j, "create_ns", sp->create_ns);
@@ -305,7 +309,7 @@ static void json_span(struct ptw_json *j, const struct ptw_span *sp)
 		ptw_json_string(j, "wchan", sp->wchan);
 		ptw_json_begin_array(j, "stack");
 		for (size_t i = 0; i < sp->nstack; i++)
-			json_location(j, NULL, sp->stack[i], "??");
+			json_location(j, NULL, sp->stack[i], "??", false);
 		ptw_json_end_array(j);
 		if (sp->wait_kind == PTW_WAIT_NONE) {
 			ptw_json_null(j, "waits_for");

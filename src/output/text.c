@@ -29,23 +29,34 @@ static const char *basename_of(const char *path)
 	return b ? b + 1 : path;
 }
 
-void ptw_text_location(struct ptw_buf *out, const struct ptw_location *loc, const char *fallback)
+/* "libfoo.so.1+0x1a2b", or "0x7f..." outside any module. */
+static void module_offset(struct ptw_buf *out, const struct ptw_location *loc)
+{
+	if (loc->module && loc->has_offset)
+		ptw_buf_printf(out, "%s+%#" PRIx64, basename_of(loc->module), loc->offset);
+	else
+		ptw_buf_printf(out, "%#" PRIx64, loc->addr);
+}
+
+void ptw_text_location(struct ptw_buf *out, const struct ptw_location *loc, const char *known_name)
 {
 	if (!loc) {
-		ptw_buf_puts(out, fallback);
+		ptw_buf_puts(out, known_name ? known_name : "?");
 		return;
 	}
 	if (loc->symbol) {
 		ptw_buf_puts(out, loc->symbol);
 		if (loc->symbol_offset)
 			ptw_buf_printf(out, "+%#" PRIx64, loc->symbol_offset);
+	} else if (known_name) {
+		ptw_buf_printf(out, "%s (", known_name);
+		module_offset(out, loc);
+		ptw_buf_putc(out, ')');
 	} else {
-		ptw_buf_printf(out, "%s@%#" PRIx64, fallback, loc->addr);
+		module_offset(out, loc);
 	}
 	if (loc->file)
 		ptw_buf_printf(out, " (%s:%d)", basename_of(loc->file), loc->line);
-	else if (loc->module && !loc->symbol)
-		ptw_buf_printf(out, " (%s)", basename_of(loc->module));
 }
 
 static void line_start(struct ptw_buf *out, uint64_t start, uint64_t ns, pid_t tid, const char *what)
@@ -105,7 +116,7 @@ void ptw_text_event(struct ptw_buf *out, uint64_t start, const struct ptw_event 
 		line_start(out, start, ev->ns, ev->tid, "found");
 		span_tag(out, sp);
 		ptw_buf_putc(out, ' ');
-		ptw_text_location(out, ev->routine, ev->tid == ev->other_tid ? "main" : "pthread_start_routine");
+		ptw_text_location(out, ev->routine, ev->tid == ev->other_tid ? "main" : NULL);
 		break;
 	case PTW_EV_THREAD_CREATE:
 	case PTW_EV_LWP_CREATE:
@@ -114,7 +125,7 @@ void ptw_text_event(struct ptw_buf *out, uint64_t start, const struct ptw_event 
 		ptw_buf_printf(out, " tid %d", ev->other_tid);
 		if (ev->kind == PTW_EV_THREAD_CREATE) {
 			ptw_buf_putc(out, ' ');
-			ptw_text_location(out, ev->routine, "pthread_start_routine");
+			ptw_text_location(out, ev->routine, NULL);
 			if (ev->detached == 1)
 				ptw_buf_puts(out, " detached");
 		}
@@ -125,7 +136,7 @@ void ptw_text_event(struct ptw_buf *out, uint64_t start, const struct ptw_event 
 		line_start(out, start, ev->ns, ev->tid, "start");
 		span_tag(out, sp);
 		ptw_buf_putc(out, ' ');
-		ptw_text_location(out, sp->start_routine, "pthread_start_routine");
+		ptw_text_location(out, sp->start_routine, NULL);
 		if (sp->create_ns.set && sp->start_ns.v >= sp->create_ns.v) {
 			ptw_buf_puts(out, ", spawned in ");
 			ptw_text_duration(out, sp->start_ns.v - sp->create_ns.v);
@@ -272,8 +283,11 @@ static void span_row(struct table *t, const struct ptw_span *sp)
 	c[1] = xasprintf("%d", sp->tid);
 	c[2] = sp->creator_tid ? xasprintf("%d", sp->creator_tid) : xstrdup("-");
 	c[3] = xstrdup(sp->name ? sp->name : "-");
-	ptw_text_location(&b, sp->start_routine,
-			  sp->origin == PTW_ORIGIN_MAIN ? "main" : "pthread_start_routine");
+	/* A raw clone() (strategy "lwp") has no start routine to name: "-". */
+	if (sp->start_routine || sp->origin == PTW_ORIGIN_MAIN)
+		ptw_text_location(&b, sp->start_routine, sp->origin == PTW_ORIGIN_MAIN ? "main" : NULL);
+	else
+		ptw_buf_putc(&b, '-');
 	c[4] = b.p;
 	c[5] = xstrdup(ptw_status_name(sp->status));
 	if (sp->status == PTW_STATUS_CANCELLED && sp->value.v == UINT64_MAX)
@@ -304,7 +318,7 @@ static void span_row(struct table *t, const struct ptw_span *sp)
 }
 
 struct group {
-	const char *routine; /* symbol or "?" */
+	char *routine; /* symbol, module+offset, "main" or "-" */
 	uint64_t count, by_status[5];
 	uint64_t *spawn, *life;
 	size_t nspawn, nlife;
@@ -316,15 +330,23 @@ static void grouped_rows(struct ptw_buf *out, struct ptw_spans *spans)
 	struct group *g = xcalloc(n, sizeof(*g));
 	for (size_t i = 0; i < n; i++) {
 		const struct ptw_span *sp = ptw_spans_get(spans, i);
-		const char *name = sp->start_routine && sp->start_routine->symbol
-					   ? sp->start_routine->symbol
-				   : sp->origin == PTW_ORIGIN_MAIN ? "main"
-								   : "pthread_start_routine";
+		const struct ptw_location *loc = sp->start_routine;
+		struct ptw_buf name = { 0 };
+		if (loc && loc->symbol)
+			ptw_buf_puts(&name, loc->symbol);
+		else if (sp->origin == PTW_ORIGIN_MAIN)
+			ptw_buf_puts(&name, "main");
+		else if (loc)
+			module_offset(&name, loc);
+		else
+			ptw_buf_puts(&name, "-");
 		size_t k;
-		for (k = 0; k < ng && strcmp(g[k].routine, name); k++)
+		for (k = 0; k < ng && strcmp(g[k].routine, name.p); k++)
 			;
-		if (k == ng) {
-			g[ng].routine = name;
+		if (k < ng) {
+			ptw_buf_free(&name);
+		} else {
+			g[ng].routine = name.p;
 			g[ng].spawn = xcalloc(n, sizeof(uint64_t));
 			g[ng].life = xcalloc(n, sizeof(uint64_t));
 			ng++;
@@ -347,7 +369,7 @@ static void grouped_rows(struct ptw_buf *out, struct ptw_spans *spans)
 		ptw_distribution(g[k].life, g[k].nlife, &dl);
 		char *c[TABLE_COLS] = {
 			xasprintf("%" PRIu64, g[k].count),
-			xstrdup(g[k].routine),
+			g[k].routine,
 			xasprintf("%" PRIu64, g[k].by_status[PTW_STATUS_COMPLETED]),
 			xasprintf("%" PRIu64, g[k].by_status[PTW_STATUS_EXITED]),
 			xasprintf("%" PRIu64, g[k].by_status[PTW_STATUS_CANCELLED]),
@@ -534,7 +556,7 @@ void ptw_text_snapshot(struct ptw_buf *out, const struct ptw_report *r)
 		}
 		for (size_t k = 0; k < first->nstack; k++) {
 			ptw_buf_printf(out, "    %s ", k ? "  " : "at");
-			ptw_text_location(out, first->stack[k], "??");
+			ptw_text_location(out, first->stack[k], NULL);
 			ptw_buf_putc(out, '\n');
 		}
 	}

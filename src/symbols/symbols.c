@@ -8,12 +8,16 @@
 #include <elfutils/libdwfl.h>
 #include <gelf.h>
 #include <errno.h>
+#include <stdarg.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "ptw_cache.h"
+#include "ptw_demangle.h"
 #include "ptw_util.h"
 
 /* One symbol of a module, chained in a per-module name index. */
@@ -25,6 +29,12 @@ struct sym_entry {
 	struct sym_entry *next;
 };
 
+/* The on-disk cache of one module (by build-id); outlives refreshes. */
+struct module_cache {
+	uint64_t key; /* ptw_str_hash(build-id hex) */
+	struct ptw_cache *cache;
+};
+
 struct module_index {
 	Dwfl_Module *mod;
 	const char *path;
@@ -32,6 +42,9 @@ struct module_index {
 	bool built;
 	struct ptw_map names; /* ptw_str_hash(name) -> struct sym_entry* chain */
 	struct sym_entry *entries;
+	bool cache_looked;	 /* cache and bias below are valid */
+	struct ptw_cache *cache; /* NULL: none (no build-id, --no-cache) */
+	uint64_t bias;
 };
 
 /* A cached answer (hit or miss) of ptw_symbols_lookup, chained by hash. */
@@ -45,6 +58,10 @@ struct lookup_result {
 struct ptw_symbols {
 	pid_t pid;
 	bool use_debug_files;
+	char *cache_dir; /* NULL: no cache */
+	bool cache_unwritable;
+	struct module_cache *caches;
+	size_t ncaches;
 	Dwfl *dwfl;
 	Dwfl_Callbacks callbacks;
 	char *debuginfo_path;
@@ -74,6 +91,21 @@ static int no_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, 
 	return -1;
 }
 
+/* The standard search (build-id path, debuglink, debuginfod), timed: the
+ * debug log says which module's debug file was opened and what it cost. */
+static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+			  const char *file_name, const char *debuglink_file, GElf_Word debuglink_crc,
+			  char **debuginfo_file_name)
+{
+	uint64_t t0 = ptw_now_ns();
+	int fd = dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
+					      debuglink_crc, debuginfo_file_name);
+	ptw_dbg(PTW_DBG_SYM, "debug file of %s: %s (%.1f ms)", modname ? modname : "?",
+		fd < 0 ? "none" : *debuginfo_file_name ? *debuginfo_file_name : "found",
+		(double)(ptw_now_ns() - t0) / 1e6);
+	return fd;
+}
+
 static const char *intern(struct ptw_symbols *s, const char *str)
 {
 	if (!str)
@@ -85,6 +117,16 @@ static const char *intern(struct ptw_symbols *s, const char *str)
 	char *copy = xstrdup(str);
 	s->strings[s->nstrings++] = copy;
 	return copy;
+}
+
+/* loc's symbol from its linkage name: demangled for people, the mangled
+ * name kept beside it. */
+static void set_symbol(struct ptw_symbols *s, struct ptw_location *loc, const char *name)
+{
+	char *d = ptw_demangle(name);
+	loc->symbol = intern(s, d ? d : name);
+	loc->linkage_name = d ? intern(s, name) : NULL;
+	free(d);
 }
 
 static void free_indexes(struct ptw_symbols *s)
@@ -143,16 +185,17 @@ static int report_modules(struct ptw_symbols *s)
 	return 0;
 }
 
-int ptw_symbols_new(pid_t pid, bool use_debug_files, ptw_memread_fn read, void *read_ctx,
-		    struct ptw_symbols **ret)
+int ptw_symbols_new(pid_t pid, bool use_debug_files, const char *cache_dir, ptw_memread_fn read,
+		    void *read_ctx, struct ptw_symbols **ret)
 {
 	struct ptw_symbols *s = xcalloc(1, sizeof(*s));
 	s->pid = pid;
 	s->use_debug_files = use_debug_files;
+	s->cache_dir = cache_dir ? xstrdup(cache_dir) : NULL;
 	s->read = read;
 	s->read_ctx = read_ctx;
 	s->callbacks.find_elf = dwfl_linux_proc_find_elf;
-	s->callbacks.find_debuginfo = use_debug_files ? dwfl_standard_find_debuginfo : no_debuginfo;
+	s->callbacks.find_debuginfo = use_debug_files ? find_debuginfo : no_debuginfo;
 	s->callbacks.debuginfo_path = &s->debuginfo_path;
 
 	char path[64], exe[PATH_MAX];
@@ -188,10 +231,28 @@ void ptw_symbols_free(struct ptw_symbols *s)
 	for (size_t i = 0; i < s->nstrings; i++)
 		free(s->strings[i]);
 	free(s->strings);
+	ptw_symbols_save_cache(s);
+	for (size_t i = 0; i < s->ncaches; i++)
+		ptw_cache_free(s->caches[i].cache);
+	free(s->caches);
+	free(s->cache_dir);
 	if (s->dwfl)
 		dwfl_end(s->dwfl);
 	free(s->exe_path);
 	free(s);
+}
+
+void ptw_symbols_save_cache(struct ptw_symbols *s)
+{
+	for (size_t i = 0; i < s->ncaches && !s->cache_unwritable; i++) {
+		int r = ptw_cache_save(s->caches[i].cache);
+		if (r < 0) {
+			/* Not an error: the next start is just not faster. Once. */
+			ptw_dbg(PTW_DBG_SYM, "cache not written to %s: %s", s->cache_dir,
+				strerror(-r));
+			s->cache_unwritable = true;
+		}
+	}
 }
 
 int ptw_symbols_refresh(struct ptw_symbols *s)
@@ -201,6 +262,120 @@ int ptw_symbols_refresh(struct ptw_symbols *s)
 	 * locations stay valid for spans that already point at them. */
 	ptw_map_free(&s->locations);
 	return r;
+}
+
+/* ---- the build-id cache ---- */
+
+static bool path_exists(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static bool path_exists(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	char *path;
+	int n = vasprintf(&path, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return false;
+	bool r = access(path, F_OK) == 0;
+	free(path);
+	return r;
+}
+
+/*
+ * What could have changed the answers of a module with this build-id
+ * without changing the module: a debug file installed or removed (the
+ * build-id path, debuginfod's client cache), debuginfod turned on or off.
+ * Cached answers are only good while this stays the same. A few stat()s.
+ */
+static uint64_t debug_state(const char *hex)
+{
+	uint64_t bits = 0;
+	if (strlen(hex) > 2 && path_exists("/usr/lib/debug/.build-id/%.2s/%s.debug", hex, hex + 2))
+		bits |= 1;
+	const char *dc = getenv("DEBUGINFOD_CACHE_PATH"), *xdg = getenv("XDG_CACHE_HOME"),
+		   *home = getenv("HOME");
+	if ((dc && *dc && path_exists("%s/%s/debuginfo", dc, hex)) ||
+	    (xdg && *xdg && path_exists("%s/debuginfod_client/%s/debuginfo", xdg, hex)) ||
+	    (home && *home && path_exists("%s/.cache/debuginfod_client/%s/debuginfo", home, hex)))
+		bits |= 2;
+	const char *urls = getenv("DEBUGINFOD_URLS");
+	if (urls && *urls)
+		bits |= 4;
+	return bits;
+}
+
+/* The module's cache (opened once per build-id and session), or NULL. */
+static struct ptw_cache *module_cache(struct ptw_symbols *s, struct module_index *mi)
+{
+	if (mi->cache_looked)
+		return mi->cache;
+	mi->cache_looked = true;
+	Dwarf_Addr bias;
+	const unsigned char *id;
+	GElf_Addr vaddr;
+	Elf *elf;
+	size_t size = 0;
+	if (!s->cache_dir || !(elf = dwfl_module_getelf(mi->mod, &bias)) || !elf_rawfile(elf, &size))
+		return NULL;
+	int len = dwfl_module_build_id(mi->mod, &id, &vaddr);
+	if (len <= 0 || len > 64)
+		return NULL;
+	mi->bias = bias;
+	char hex[129];
+	for (int i = 0; i < len; i++)
+		snprintf(hex + 2 * i, 3, "%02x", id[i]);
+	char name[160];
+	snprintf(name, sizeof(name), "%s/%zu", hex, size);
+	uint64_t key = ptw_str_hash(name);
+	for (size_t i = 0; i < s->ncaches; i++)
+		if (s->caches[i].key == key)
+			return mi->cache = s->caches[i].cache;
+	struct ptw_cache *c;
+	enum ptw_cache_state state;
+	if (ptw_cache_open(s->cache_dir, id, (size_t)len, size, s->use_debug_files ? "debug" : "nodebug",
+			   &c, &state) < 0)
+		return NULL;
+	if (s->use_debug_files) {
+		struct ptw_cache_value v;
+		uint64_t now = debug_state(hex);
+		if (ptw_cache_get(c, "debug-files", &v) == 0 && v.a != now) {
+			ptw_dbg(PTW_DBG_SYM, "cache %s: debug files changed, forgotten",
+				ptw_cache_path(c));
+			ptw_cache_clear(c);
+		}
+		ptw_cache_put(c, "debug-files", &(struct ptw_cache_value){ .found = true, .a = now });
+	}
+	ptw_dbg(PTW_DBG_SYM, "cache %s for %s: %s, %zu records", ptw_cache_path(c),
+		mi->path ? mi->path : "?",
+		state == PTW_CACHE_LOADED    ? "loaded"
+		: state == PTW_CACHE_MISSING ? "new"
+					     : "invalid (ignored)",
+		ptw_cache_count(c));
+	s->caches = xreallocarray(s->caches, s->ncaches + 1, sizeof(*s->caches));
+	s->caches[s->ncaches++] = (struct module_cache){ key, c };
+	return mi->cache = c;
+}
+
+static int cache_get(struct ptw_cache *c, const char *kind, const char *what,
+		     struct ptw_cache_value *ret)
+{
+	if (!c)
+		return -ENOENT;
+	char key[600];
+	if ((size_t)snprintf(key, sizeof(key), "%s:%s", kind, what) >= sizeof(key))
+		return -ENOENT;
+	return ptw_cache_get(c, key, ret);
+}
+
+static void cache_put(struct ptw_cache *c, const char *kind, const char *what, bool found,
+		      uint64_t a, uint64_t b, const char *text)
+{
+	if (!c)
+		return;
+	char key[600];
+	if ((size_t)snprintf(key, sizeof(key), "%s:%s", kind, what) >= sizeof(key))
+		return;
+	ptw_cache_put(c, key, &(struct ptw_cache_value){ found, a, b, text });
 }
 
 /* ---- name lookup ---- */
@@ -288,14 +463,25 @@ int ptw_symbols_lookup(struct ptw_symbols *s, const char *module, const char *na
 		res->key = key.p;
 		key.p = NULL;
 		for (size_t i = 0; i < s->nmods && !res->found; i++) {
-			if (!module_matches(&s->mods[i], module))
+			struct module_index *mi = &s->mods[i];
+			if (!module_matches(mi, module))
 				continue;
-			const struct sym_entry *e = find_in_module(&s->mods[i], name);
+			struct ptw_cache *c = module_cache(s, mi);
+			struct ptw_cache_value v;
+			if (cache_get(c, "sym", name, &v) == 0) {
+				res->found = v.found;
+				res->addr = mi->bias + v.a;
+				res->size = v.b;
+				continue;
+			}
+			const struct sym_entry *e = find_in_module(mi, name);
 			if (e) {
 				res->found = true;
 				res->addr = e->addr;
 				res->size = e->size;
 			}
+			cache_put(c, "sym", name, e != NULL, e ? e->addr - mi->bias : 0, e ? e->size : 0,
+				  NULL);
 		}
 		res->next = head;
 		ptw_map_put(&s->lookups, h, res);
@@ -309,6 +495,62 @@ int ptw_symbols_lookup(struct ptw_symbols *s, const char *module, const char *na
 	if (ret_size)
 		*ret_size = res->size;
 	return 0;
+}
+
+/* name in the symbol tables of the file itself (.symtab, else .dynsym). */
+static bool find_in_elf(Elf *elf, GElf_Addr bias, const char *name, uint64_t *ret_addr,
+			uint64_t *ret_size)
+{
+	for (int want = SHT_SYMTAB; want; want = want == SHT_SYMTAB ? SHT_DYNSYM : 0) {
+		for (Elf_Scn *scn = NULL; (scn = elf_nextscn(elf, scn));) {
+			GElf_Shdr sh;
+			if (!gelf_getshdr(scn, &sh) || sh.sh_type != (GElf_Word)want || !sh.sh_entsize)
+				continue;
+			Elf_Data *d = elf_getdata(scn, NULL);
+			size_t n = d ? d->d_size / sh.sh_entsize : 0;
+			for (size_t i = 0; i < n; i++) {
+				GElf_Sym sym;
+				const char *sname;
+				if (!gelf_getsym(d, (int)i, &sym) || sym.st_shndx == SHN_UNDEF ||
+				    !(sname = elf_strptr(elf, sh.sh_link, sym.st_name)) || strcmp(sname, name))
+					continue;
+				*ret_addr = bias + sym.st_value;
+				*ret_size = sym.st_size;
+				return true;
+			}
+		}
+	}
+	return false;
+}
+
+int ptw_symbols_lookup_loaded(struct ptw_symbols *s, const char *module, const char *name,
+			      uint64_t *ret_addr)
+{
+	for (size_t i = 0; i < s->nmods; i++) {
+		struct module_index *mi = &s->mods[i];
+		if (!module_matches(mi, module))
+			continue;
+		struct ptw_cache *c = module_cache(s, mi);
+		struct ptw_cache_value v;
+		uint64_t addr = 0, size = 0;
+		bool found;
+		if (cache_get(c, "sym", name, &v) == 0 || cache_get(c, "esym", name, &v) == 0) {
+			found = v.found;
+			addr = found ? mi->bias + v.a : 0;
+		} else {
+			Dwarf_Addr bias;
+			Elf *elf = dwfl_module_getelf(mi->mod, &bias);
+			found = elf && find_in_elf(elf, bias, name, &addr, &size);
+			cache_put(c, "esym", name, found, found ? addr - mi->bias : 0, size, NULL);
+		}
+		ptw_dbg(PTW_DBG_SYM, "lookup %s in the file %s: %s %#llx", name,
+			mi->path ? mi->path : "?", found ? "found" : "missing", (unsigned long long)addr);
+		if (found) {
+			*ret_addr = addr;
+			return 0;
+		}
+	}
+	return -ENOENT;
 }
 
 static struct module_index *index_of(struct ptw_symbols *s, Dwfl_Module *mod)
@@ -375,6 +617,25 @@ const struct ptw_location *ptw_symbols_locate(struct ptw_symbols *s, uint64_t ad
 	if (mod) {
 		struct module_index *mi = index_of(s, mod);
 		loc->module = mi ? intern(s, mi->path) : NULL;
+		struct ptw_cache *c = mi ? module_cache(s, mi) : NULL;
+		char key[32];
+		struct ptw_cache_value v, src;
+		if (c)
+			snprintf(key, sizeof(key), "%" PRIx64, addr - mi->bias);
+		if (c && cache_get(c, "loc", key, &v) == 0) {
+			if (v.found && v.text) {
+				set_symbol(s, loc, v.text);
+				loc->symbol_offset = v.a;
+			}
+			loc->has_offset = true;
+			loc->offset = addr - mi->bias;
+			if (cache_get(c, "src", key, &src) == 0 && src.text) {
+				loc->file = intern(s, src.text);
+				loc->line = (int)src.a;
+			}
+			ptw_map_put(&s->locations, addr, loc);
+			return loc;
+		}
 		GElf_Off off = 0;
 		GElf_Sym sym;
 		const char *name = dwfl_module_addrinfo(mod, addr, &off, &sym, NULL, NULL, NULL);
@@ -386,7 +647,7 @@ const struct ptw_location *ptw_symbols_locate(struct ptw_symbols *s, uint64_t ad
 				name += 5;
 			char *plain = xstrdup(name);
 			plain[strcspn(plain, "@")] = '\0';
-			loc->symbol = intern(s, plain);
+			set_symbol(s, loc, plain);
 			free(plain);
 			loc->symbol_offset = off;
 		}
@@ -404,6 +665,11 @@ const struct ptw_location *ptw_symbols_locate(struct ptw_symbols *s, uint64_t ad
 				loc->line = lineno;
 			}
 		}
+		if (c && loc->file)
+			cache_put(c, "src", key, true, (uint64_t)loc->line, 0, loc->file);
+		if (c)
+			cache_put(c, "loc", key, loc->symbol != NULL, loc->symbol_offset, 0,
+				  loc->linkage_name ? loc->linkage_name : loc->symbol);
 	}
 	ptw_map_put(&s->locations, addr, loc);
 	return loc;
@@ -467,15 +733,39 @@ int ptw_symbols_function_range(struct ptw_symbols *s, uint64_t addr, uint64_t *r
 	Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, addr);
 	if (!mod)
 		return -ENOENT;
+	struct module_index *mi = index_of(s, mod);
+	struct ptw_cache *c = mi ? module_cache(s, mi) : NULL;
+	char key[32];
+	struct ptw_cache_value v;
+	if (c) {
+		snprintf(key, sizeof(key), "%" PRIx64, addr - mi->bias);
+		if (cache_get(c, "range", key, &v) == 0) {
+			if (!v.found)
+				return -ENOENT;
+			*ret_lo = mi->bias + v.a;
+			*ret_hi = mi->bias + v.b;
+			return 0;
+		}
+	}
 	GElf_Off off = 0;
 	GElf_Sym sym;
+	uint64_t lo, hi;
+	int r = 0;
 	const char *name = dwfl_module_addrinfo(mod, addr, &off, &sym, NULL, NULL, NULL);
 	if (name && sym.st_size > 0 && off < sym.st_size) {
-		*ret_lo = addr - off;
-		*ret_hi = addr - off + sym.st_size;
-		return 0;
+		lo = addr - off;
+		hi = addr - off + sym.st_size;
+	} else {
+		r = fde_range(mod, addr, &lo, &hi);
 	}
-	return fde_range(mod, addr, ret_lo, ret_hi);
+	if (c)
+		cache_put(c, "range", key, r == 0, r == 0 ? lo - mi->bias : 0, r == 0 ? hi - mi->bias : 0,
+			  NULL);
+	if (r == 0) {
+		*ret_lo = lo;
+		*ret_hi = hi;
+	}
+	return r;
 }
 
 /* ---- DWARF struct layout ---- */
@@ -532,39 +822,64 @@ static bool find_struct_in_cu(Dwarf_Die *cudie, const char *struct_name, const c
 	return false;
 }
 
+static int member_in_module(struct module_index *mi, const char *const *cu_hints,
+			    const char *struct_name, const char *member, uint64_t *ret_offset)
+{
+	Dwarf_Addr bias;
+	Dwarf *dw = dwfl_module_getdwarf(mi->mod, &bias);
+	if (!dw)
+		return -ENOENT;
+	/* Two passes: the hinted compilation units (cheap), then all. */
+	for (int pass = cu_hints ? 0 : 1; pass < 2; pass++) {
+		Dwarf_Off off = 0, next;
+		size_t hsize;
+		while (dwarf_nextcu(dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
+			Dwarf_Die cudie;
+			if (dwarf_offdie(dw, off + hsize, &cudie)) {
+				const char *cuname = dwarf_diename(&cudie);
+				bool hinted = false;
+				for (const char *const *h = cu_hints; h && *h && cuname; h++)
+					if (name_has_suffix(cuname, *h))
+						hinted = true;
+				if ((pass == 1 || hinted) &&
+				    find_struct_in_cu(&cudie, struct_name, member, ret_offset)) {
+					ptw_dbg(PTW_DBG_SYM, "struct %s.%s at %#llx (cu %s)", struct_name,
+						member, (unsigned long long)*ret_offset,
+						cuname ? cuname : "?");
+					return 0;
+				}
+			}
+			off = next;
+		}
+	}
+	return -ENOENT;
+}
+
 int ptw_symbols_member_offset(struct ptw_symbols *s, const char *module, const char *const *cu_hints,
 			      const char *struct_name, const char *member, uint64_t *ret_offset)
 {
+	char what[256];
+	snprintf(what, sizeof(what), "%s.%s", struct_name, member);
 	for (size_t i = 0; i < s->nmods; i++) {
-		if (!module_matches(&s->mods[i], module))
+		struct module_index *mi = &s->mods[i];
+		if (!module_matches(mi, module))
 			continue;
-		Dwarf_Addr bias;
-		Dwarf *dw = dwfl_module_getdwarf(s->mods[i].mod, &bias);
-		if (!dw)
-			continue;
-		/* Two passes: the hinted compilation units (cheap), then all. */
-		for (int pass = cu_hints ? 0 : 1; pass < 2; pass++) {
-			Dwarf_Off off = 0, next;
-			size_t hsize;
-			while (dwarf_nextcu(dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
-				Dwarf_Die cudie;
-				if (dwarf_offdie(dw, off + hsize, &cudie)) {
-					const char *cuname = dwarf_diename(&cudie);
-					bool hinted = false;
-					for (const char *const *h = cu_hints; h && *h && cuname; h++)
-						if (name_has_suffix(cuname, *h))
-							hinted = true;
-					if ((pass == 1 || hinted) &&
-					    find_struct_in_cu(&cudie, struct_name, member, ret_offset)) {
-						ptw_dbg(PTW_DBG_SYM, "struct %s.%s at %#llx (cu %s)",
-							struct_name, member,
-							(unsigned long long)*ret_offset,
-							cuname ? cuname : "?");
-						return 0;
-					}
-				}
-				off = next;
-			}
+		struct ptw_cache *c = module_cache(s, mi);
+		struct ptw_cache_value v;
+		uint64_t off = 0;
+		int r;
+		if (cache_get(c, "member", what, &v) == 0) {
+			r = v.found ? 0 : -ENOENT;
+			off = v.a;
+			ptw_dbg(PTW_DBG_SYM, "struct %s: %s %#llx (cached)", what,
+				r == 0 ? "at" : "missing", (unsigned long long)off);
+		} else {
+			r = member_in_module(mi, cu_hints, struct_name, member, &off);
+			cache_put(c, "member", what, r == 0, off, 0, NULL);
+		}
+		if (r == 0) {
+			*ret_offset = off;
+			return 0;
 		}
 	}
 	return -ENOENT;
@@ -637,17 +952,30 @@ static bool has_cfi(struct ptw_symbols *s, uint64_t pc)
 	Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, pc);
 	if (!mod)
 		return false;
+	/* The answer for a pc without .eh_frame CFI (the clone site, in every
+	 * thread creation) costs opening the debug file: keep it. */
+	struct module_index *mi = index_of(s, mod);
+	struct ptw_cache *c = mi ? module_cache(s, mi) : NULL;
+	char key[32];
+	struct ptw_cache_value v;
+	if (c) {
+		snprintf(key, sizeof(key), "%" PRIx64, pc - mi->bias);
+		if (cache_get(c, "cfi", key, &v) == 0)
+			return v.found;
+	}
+	bool found = false;
 	/* .eh_frame first: .debug_frame (a debug file) only if that has none. */
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 2 && !found; i++) {
 		Dwarf_Addr bias;
 		Dwarf_CFI *cfi = i ? dwfl_module_dwarf_cfi(mod, &bias) : dwfl_module_eh_cfi(mod, &bias);
 		Dwarf_Frame *frame;
 		if (cfi && dwarf_cfi_addrframe(cfi, pc - bias, &frame) == 0) {
 			free(frame);
-			return true;
+			found = true;
 		}
 	}
-	return false;
+	cache_put(c, "cfi", key, found, 0, 0, NULL);
+	return found;
 }
 
 static int unwind_from(struct ptw_symbols *s, pid_t tid, const struct user_regs_struct *regs,

@@ -23,6 +23,7 @@
 #include <sys/ptrace.h>
 #include <unistd.h>
 
+#include "ptw_cache.h"
 #include "tracer_internal.h"
 
 #define SYS_CLONE 56
@@ -83,7 +84,9 @@ int image_load(struct ptw_tracer *t)
 
 	/* /proc/PID/{maps,exe,auxv} of a live thread: the leader may be a zombie. */
 	pid_t mem_pid = t->proc->mem_pid;
-	int r = ptw_symbols_new(mem_pid, t->o.use_debug_files, memread, t->proc, &img->syms);
+	char *cache_dir = t->o.use_cache ? ptw_cache_default_dir() : NULL;
+	int r = ptw_symbols_new(mem_pid, t->o.use_debug_files, cache_dir, memread, t->proc, &img->syms);
+	free(cache_dir);
 	if (r < 0) {
 		warn(t, "no_symbols", "cannot read the modules of %d: %s", pid, strerror(-r));
 		return r;
@@ -105,7 +108,9 @@ int image_load(struct ptw_tracer *t)
 			     interp);
 		free(prefix);
 	}
-	if (ptw_symbols_lookup(img->syms, PTW_MOD_EXE, "main", &addr, NULL) == 0)
+	/* Not in a separate debug file: searching for one (debuginfod even)
+	 * would hold up the start, and __libc_start_main tells main anyway. */
+	if (ptw_symbols_lookup_loaded(img->syms, PTW_MOD_EXE, "main", &addr) == 0)
 		img->main_addr = addr;
 	return 0;
 }
@@ -305,6 +310,8 @@ int tracing_setup(struct ptw_tracer *t, struct ptw_lwp *l)
 	hook_joins(t, l);
 	if (!img->main_addr && img->fresh)
 		hook_symbol(t, l, "__libc_start_main", HOOK_LIBC_START_MAIN);
+	/* What this start cost to learn, for the next one. */
+	ptw_symbols_save_cache(img->syms);
 	ptw_dbg(PTW_DBG_TRACER, "thread_db ready: glibc %s, result %s, joinid %s",
 		img->glibc ? img->glibc : "?", img->have_result ? "dwarf" : "breakpoint",
 		img->have_joinid ? "dwarf" : "breakpoint");

@@ -99,10 +99,18 @@ def case_lifecycle(session, chk, variant='default'):
     elif variant == 'stripped':
         run = session.run([fixture('stripped')], opts=['-q'])
         check_lifecycle(chk, run, stripped=True)
+        text = run.stderr_text()
         for s in thread_spans(run.doc):
             sr = s['start_routine'] or {}
             if s['origin'] == 'created':
                 chk.eq('stripped: %s start_routine.file' % s['tid'], sr.get('file'), None, s)
+                # the text names it as eu-stack and perf do: module+offset
+                want = '%s+%s' % (os.path.basename(sr.get('module') or '?'), sr.get('offset'))
+                chk.true('stripped: %s shown as %s' % (s['tid'], want),
+                         re.search(r'\b%d\b.*%s' % (s['tid'], re.escape(want)), text) is not None,
+                         text[-3000:])
+        chk.true('stripped: the text never says pthread_start_routine',
+                 'pthread_start_routine' not in text, text[-3000:])
     else:
         raise FrameworkError('unknown lifecycle variant %s' % variant)
 
@@ -641,6 +649,12 @@ def case_rawclone(session, chk):
         chk.eq('raw clone: origin', span['origin'], 'clone', span)
         chk.eq('raw clone: pthread', span['pthread'], None, span)
         chk.eq('raw clone: uncertain', span['uncertain'], False, span)
+        row = [l for l in run.stderr_text().splitlines()
+               if re.match(r'\s+%d\s+%d\s' % (span['id'], span['tid']), l)]
+        chk.true('raw clone: a table row with START ROUTINE "-" (%s)' % row,
+                 len(row) == 1 and re.search(r'\s-\s+%s\s' % span['status'], row[0]) is not None)
+    chk.true('raw clone: the text never says pthread_start_routine',
+             'pthread_start_routine' not in run.stderr_text(), run.stderr_text()[-3000:])
     m.check_no_extra_spans(allowed=[span] if span else [])
     m.check_metrics(created=False)
 
@@ -1734,8 +1748,9 @@ def end_ptwatch(chk, way, proc, ours, master):
         for p in picked:
             os.kill(p, signal.SIGKILL)
     elif way == 'front-and-tracer-kill9':
-        os.kill(front, signal.SIGKILL)
+        # the tracer first: the front's death would have it let go cleanly
         os.kill(ours['tracer'], signal.SIGKILL)
+        os.kill(front, signal.SIGKILL)
     elif way == 'pgid-kill9':
         os.killpg(os.getpgid(front), signal.SIGKILL)
     elif way == 'timeout-kill':
@@ -1838,6 +1853,150 @@ def case_end(session, chk, fixture_name='exercise', which='all'):
     chk.prefix = ''
 
 
+# 17. the build-id cache
+
+def cache_lines(run, what):
+    """The --debug=sym lines about libc: (debug file searches, cache opens)
+    where each cache open is (path, state)."""
+    searches, opens = [], []
+    for line in run.stderr_text().splitlines():
+        m = re.search(r'\]\s[\d.]+: debug file of (\S*libc\.so[^:]*): (.*)$', line)
+        if m:
+            searches.append(m.group(2))
+        m = re.search(r'\]\s[\d.]+: cache (\S+) for (\S*libc\.so\S*): (.+), \d+ records', line)
+        if m:
+            opens.append((m.group(1), m.group(3)))
+    print('%s: libc debug file searches %s, cache %s' % (what, searches, opens))
+    return searches, opens
+
+
+def case_cache(session, chk):
+    """A second run reads nothing of libc's debug file; a corrupt cache file
+    is ignored and replaced; --no-cache and an unwritable directory."""
+    exe = fixture('lifecycle')
+    home = session.mkdtemp()
+    env = {'XDG_CACHE_HOME': home}
+    opts = ['-q', '--debug=sym']
+
+    chk.prefix = '[first run] '
+    run = session.run([exe], opts=opts, env=env)
+    check_lifecycle(chk, run)
+    strategy = run.doc['session'].get('strategy')
+    searches, opens = cache_lines(run, 'first run')
+    chk.true('libc\'s debug file was looked for', len(searches) >= 1)
+    chk.eq('a new cache for libc', [st for _, st in opens], ['new'])
+    if not opens:
+        raise Failed('no cache for libc in the debug log:\n%s' % run.stderr_text()[-3000:])
+    path = opens[0][0]
+    chk.true('the cache is in $XDG_CACHE_HOME/ptwatch (%s)' % path,
+             os.path.dirname(path) == os.path.join(home, 'ptwatch') and os.path.isfile(path))
+
+    chk.prefix = '[second run] '
+    run = session.run([exe], opts=opts, env=env)
+    check_lifecycle(chk, run)
+    searches, opens = cache_lines(run, 'second run')
+    chk.eq('libc\'s debug file not opened', searches, [])
+    chk.eq('libc\'s cache loaded', opens, [(path, 'loaded')])
+    chk.eq('the same strategy', run.doc['session'].get('strategy'), strategy)
+
+    chk.prefix = '[corrupt] '
+    with open(path, 'rb') as f:
+        data = bytearray(f.read())
+    # Keep the header, damage a record: it must not be trusted.
+    i = data.index(b'member:pthread.result\t1\t') if b'member:pthread.result\t1\t' in data \
+        else len(data) - 8
+    data[i + 24:i + 27] = b'fff'
+    with open(path, 'wb') as f:
+        f.write(bytes(data))
+    run = session.run([exe], opts=opts, env=env)
+    check_lifecycle(chk, run)
+    searches, opens = cache_lines(run, 'corrupt')
+    chk.eq('the corrupt file is ignored', opens, [(path, 'invalid (ignored)')])
+    chk.true('libc\'s debug file looked for again', len(searches) >= 1)
+    chk.eq('the same strategy', run.doc['session'].get('strategy'), strategy)
+    with open(path, 'rb') as f:
+        chk.true('the file was rewritten', f.read() != bytes(data))
+    run = session.run([exe], opts=opts, env=env)
+    check_lifecycle(chk, run)
+    searches, opens = cache_lines(run, 'after the rewrite')
+    chk.eq('the rewritten file is used', (searches, opens), ([], [(path, 'loaded')]))
+    leftovers = [n for n in os.listdir(os.path.dirname(path)) if '.tmp.' in n]
+    chk.eq('no temporary files left', leftovers, [])
+
+    chk.prefix = '[--no-cache] '
+    empty = session.mkdtemp()
+    run = session.run([exe], opts=opts + ['--no-cache'], env={'XDG_CACHE_HOME': empty})
+    check_lifecycle(chk, run)
+    chk.eq('nothing written', os.listdir(empty), [])
+    chk.eq('no cache opened', cache_lines(run, '--no-cache')[1], [])
+
+    chk.prefix = '[unwritable] '
+    not_a_dir = os.path.join(empty, 'file')
+    with open(not_a_dir, 'w') as f:
+        f.write('x')
+    run = session.run([exe], opts=['-q'], env={'XDG_CACHE_HOME': not_a_dir})
+    check_lifecycle(chk, run)
+    chk.true('no message about the cache without --debug',
+             'cache' not in run.stderr_text().lower(), run.stderr_text())
+    run = session.run([exe], opts=opts, env={'XDG_CACHE_HOME': not_a_dir})
+    check_lifecycle(chk, run)
+    notes = [l for l in run.stderr_text().splitlines() if 'not written' in l]
+    print('unwritable: %s' % notes)
+    chk.eq('one debug line says the cache was not written', len(notes), 1)
+    chk.prefix = ''
+
+
+# ---------------------------------------------------------------------------
+# 18. C++ names
+
+def case_cxx(session, chk):
+    """Start routines and create sites named for people (demangled), the
+    mangled name beside them in linkage_name; text output too."""
+    run = session.run([fixture('cxx')], opts=())
+    check_exit(chk, run, code=0)
+    report_warnings(run)
+    spans = {s['tid']: s for s in thread_spans(run.doc)}
+    threads = [t for t in run.truth if t['kind'] == 'thread']
+    chk.eq('threads in the truth', len(threads), 3)
+    joins = {(j['joiner'], j['tid']) for j in run.truth if j['kind'] == 'join'}
+    for t in threads:
+        span = spans.get(t['tid'])
+        what = 'thread %s (%s)' % (t['tid'], t['routine'])
+        if span is None:
+            chk.true('%s has a span' % what, False)
+            continue
+        sr, site = span['start_routine'] or {}, span['create_site'] or {}
+        chk.eq('%s: creator' % what, span['creator_tid'], t['creator'], span)
+        chk.eq('%s: status' % what, span['status'], 'completed', span)
+        chk.true('%s: joined' % what, span['join'] is not None and
+                 (span['join']['joiner_tid'], t['tid']) in joins, span)
+        if t['routine'] == 'std::thread':
+            # libstdc++'s own routine: a placeholder, in libstdc++
+            chk.true('%s: start routine in libstdc++' % what,
+                     'libstdc++' in (sr.get('module') or ''), span)
+            chk.true('%s: create site std::thread::_M_start_thread(...)' % what,
+                     (site.get('symbol') or '').startswith('std::thread::_M_start_thread('), span)
+            chk.true('%s: its linkage name' % what,
+                     (site.get('linkage_name') or '').startswith('_ZNSt6thread15_M_start_thread'),
+                     span)
+            continue
+        chk.eq('%s: start routine symbol' % what, sr.get('symbol'), 'fixture::Worker::run(void*)',
+               span)
+        chk.eq('%s: start routine linkage_name' % what, sr.get('linkage_name'),
+               '_ZN7fixture6Worker3runEPv', span)
+        chk.eq('%s: start routine address' % what, sr.get('addr'), t['routine_addr'], span)
+        chk.eq('%s: create site' % what, site.get('symbol'), t['create_fn'], span)
+        chk.eq('%s: create site linkage_name' % what, site.get('linkage_name'),
+               None if t['create_fn'] == 'main' else '_ZZ4mainENKUlvE_clEv', span)
+    main_span = [s for s in run.doc['spans'] if s.get('origin') == 'main']
+    chk.true('main: symbol main, no linkage name',
+             len(main_span) == 1 and main_span[0]['start_routine']['symbol'] == 'main' and
+             main_span[0]['start_routine']['linkage_name'] is None, main_span)
+    text = run.stderr_text()
+    chk.true('the event lines say fixture::Worker::run(void*)',
+             'fixture::Worker::run(void*)' in text and '_ZN7fixture' not in text, text[-2000:])
+
+
 CASES = {
     'lifecycle': case_lifecycle,
     'nested': case_nested,
@@ -1869,6 +2028,8 @@ CASES = {
     'kill9-tracer': case_kill9_tracer,
     'attach-early-signal': case_attach_early_signal,
     'end': case_end,
+    'cache': case_cache,
+    'cxx': case_cxx,
 }
 
 if __name__ == '__main__':

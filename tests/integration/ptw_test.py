@@ -461,6 +461,8 @@ def check_location(chk, loc, what, span, symbol, source=None, line=None, addr=No
     if not chk.true('%s is known' % what, loc is not None, span):
         return
     chk.eq('%s.symbol' % what, loc['symbol'], symbol, span)
+    chk.eq('%s.placeholder' % what, loc.get('placeholder'),
+           symbol in ('pthread_start_routine', '??'), span)
     if addr is not None:
         chk.eq('%s.addr' % what, loc['addr'], addr, span)
     if module is not None:
