@@ -94,6 +94,9 @@ void ptw_set_process_title(char **argv, const char *const *title);
 /* Name of a signal ("SIGSEGV", "SIGRT3"); never NULL. */
 const char *ptw_signame(int sig);
 
+/* Writes all of buf (again after EINTR and short writes); 0 or -errno. */
+int ptw_write_all(int fd, const void *buf, size_t len);
+
 /* Reads a small /proc file into buf (NUL-terminated, trailing newline kept); -errno on failure. */
 int ptw_read_small_file(const char *path, char *buf, size_t size);
 

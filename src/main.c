@@ -222,15 +222,8 @@ static void flush_log(void *ctx)
 {
 	struct session *s = ctx;
 	flush_record(s);
-	const char *p = s->log.p;
-	size_t left = s->log.len;
-	while (left) {
-		ssize_t n = write(STDERR_FILENO, p, left);
-		if (n <= 0)
-			break; /* EPIPE: SIGPIPE (blocked) ends the session */
-		p += n;
-		left -= (size_t)n;
-	}
+	/* EPIPE: SIGPIPE (blocked) ends the session */
+	ptw_write_all(STDERR_FILENO, s->log.p, s->log.len);
 	ptw_buf_reset(&s->log);
 }
 

@@ -9,19 +9,6 @@
 
 #include "ptw_output.h"
 
-static int write_all(int fd, const char *p, size_t len)
-{
-	while (len) {
-		ssize_t n = write(fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
 
 int ptw_report_write(const struct ptw_report *r, const struct ptw_output_opts *o)
 {
@@ -29,7 +16,7 @@ int ptw_report_write(const struct ptw_report *r, const struct ptw_output_opts *o
 	struct ptw_buf out = { 0 };
 	if (o->json) {
 		ptw_report_json(r, &out);
-		ret = write_all(o->json_fd >= 0 ? o->json_fd : STDOUT_FILENO, out.p, out.len);
+		ret = ptw_write_all(o->json_fd >= 0 ? o->json_fd : STDOUT_FILENO, out.p, out.len);
 		if (ret < 0)
 			fprintf(stderr, "ptwatch: cannot write the spans document: %s\n",
 				strerror(-ret));
@@ -41,7 +28,7 @@ int ptw_report_write(const struct ptw_report *r, const struct ptw_output_opts *o
 		ptw_text_snapshot(&out, r);
 	else
 		ptw_text_summary(&out, r);
-	write_all(STDERR_FILENO, out.p, out.len);
+	ptw_write_all(STDERR_FILENO, out.p, out.len);
 	ptw_buf_free(&out);
 	return ret;
 }

@@ -317,19 +317,6 @@ const char *ptw_cache_path(const struct ptw_cache *c)
 	return c->path;
 }
 
-static int write_all(int fd, const char *p, size_t len)
-{
-	while (len) {
-		ssize_t n = write(fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
 
 static int make_dir(const char *dir)
 {
@@ -394,7 +381,7 @@ int ptw_cache_save(struct ptw_cache *c)
 	if (fd >= 0) {
 		r = fchmod(fd, 0644) < 0 ? -errno : 0;
 		if (r == 0)
-			r = write_all(fd, file.p, file.len);
+			r = ptw_write_all(fd, file.p, file.len);
 		if (close(fd) < 0 && r == 0)
 			r = -errno;
 		if (r == 0 && rename(tmp, c->path) < 0)

@@ -395,3 +395,18 @@ void ptw_set_process_title(char **argv, const char *const *title)
 	}
 	memset(p, 0, (size_t)(end - p));
 }
+
+int ptw_write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+	while (len) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
