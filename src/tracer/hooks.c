@@ -298,10 +298,19 @@ int tracing_setup(struct ptw_tracer *t, struct ptw_lwp *l)
 		warn(t, "no_death_events", "cannot enable thread events for some threads: their end is "
 					   "seen only when their LWP exits");
 	free(pds);
-	if (!img->have_result)
+	if (!img->have_result && img->dynamic)
 		warn(t, "no_libc_debuginfo",
 		     "libc's debug file is not available (install libc6-dbg): start routine returns "
 		     "and thread attributes cost extra stops");
+	else if (!img->have_result)
+		/* libc.a's code is in the program: libc6-dbg describes libc.so.6,
+		 * not this copy, and cannot help. */
+		warn(t, "no_libc_debuginfo",
+		     "the static program %s has no DWARF for the libc linked into it (libc6-dbg "
+		     "describes the shared libc.so.6, not this copy; linking dynamically, or a "
+		     "libc.a with debug information, would help): start routine returns and thread "
+		     "attributes cost extra stops",
+		     img->exe ? img->exe : "?");
 	if (!img->have_joinid)
 		hook_symbol(t, l, "pthread_create", HOOK_PTHREAD_CREATE);
 	hook_symbol(t, l, "pthread_exit", HOOK_PTHREAD_EXIT);

@@ -690,6 +690,11 @@ def case_static(session, chk):
     report_warnings(run)
     m = Model(chk, run, 'static.c')
     m.check_complete()
+    # libc6-dbg cannot help a static program: the warning must not say so.
+    for w in run.doc.get('warnings', []):
+        if w.get('code') == 'no_libc_debuginfo':
+            chk.true('static: no_libc_debuginfo does not advise libc6-dbg (%s)' % w['message'],
+                     'install libc6-dbg' not in w['message'] and 'static' in w['message'], w)
 
 
 # ---------------------------------------------------------------------------
