@@ -114,8 +114,17 @@ struct ptw_proc {
 	size_t ndeferred, deferred_cap;
 	struct ptw_stop_counts counts;
 	struct ptw_mem_cache *cache; /* see ptw_mem_read() */
-	int session_sig;      /* a session signal read while not in ptw_wait(): the
-				 next ptw_wait() reports it first */
+	/* Session signals read from sigfd, oldest first, that ptw_wait() has
+	 * not reported yet (one per call, before anything else). A copy that
+	 * finds the queue full is dropped: eight are more than any session
+	 * needs to decide. */
+	struct ptw_session_signal {
+		int sig;
+		int code;  /* si_code: SI_KERNEL from a terminal, SI_USER from kill() */
+		pid_t pid; /* the sender for SI_USER, else 0 */
+		uint64_t ns;
+	} sigq[8];
+	size_t nsigq;
 	/* Called by ptw_wait() right before it would block (flush output). */
 	void (*before_block)(void *ctx);
 	void *before_block_ctx;
@@ -127,6 +136,8 @@ struct ptw_stop {
 	pid_t tid;
 	struct ptw_lwp *lwp; /* NULL only for TIMEOUT / TRACER_SIGNAL */
 	int sig;
+	int sig_code;	     /* TRACER_SIGNAL: its si_code, and */
+	pid_t sig_pid;	     /* its sender (SI_USER) */
 	int exit_code;
 	bool core_dumped;
 	unsigned long msg;   /* PTRACE_GETEVENTMSG for event stops */

@@ -439,6 +439,7 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 		on_process_exit(s, ev);
 		break;
 	case PTW_EV_DETACHED:
+	case PTW_EV_INTERRUPT:
 		break;
 	case PTW_EV_THREAD_STATE:
 		sp = live(s, ev->tid);
@@ -585,6 +586,7 @@ const char *ptw_event_kind_name(enum ptw_event_kind kind)
 		[PTW_EV_EXEC] = "exec",
 		[PTW_EV_PROCESS_EXIT] = "process_exit",
 		[PTW_EV_DETACHED] = "detached",
+		[PTW_EV_INTERRUPT] = "interrupt",
 		[PTW_EV_THREAD_STATE] = "state",
 	};
 	return (unsigned)kind < PTW_ARRAY_SIZE(names) && names[kind] ? names[kind] : "?";
