@@ -280,11 +280,17 @@ static int session(const struct options *o, struct session *s, struct ptw_tracer
 			close(out_fd);
 		ptw_buf_reset(&out);
 	}
+	/* A snapshot's report is what the user asked for: standard output
+	 * (as eu-stack's and gdb's), unless the document has it. Trace mode
+	 * keeps its summary with its event lines, on standard error. */
+	int text_fd = STDERR_FILENO;
+	if (o->snapshot && !(o->json && out_fd < 0))
+		text_fd = STDOUT_FILENO;
 	if (o->snapshot)
 		ptw_text_snapshot(&out, &rep);
 	else
 		ptw_text_summary(&out, &rep);
-	write_all(STDERR_FILENO, out.p, out.len);
+	write_all(text_fd, out.p, out.len);
 	ptw_buf_free(&out);
 
 	int code = 0, tsig = 0;

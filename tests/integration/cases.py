@@ -903,7 +903,11 @@ def case_snapshot_deadlock(session, chk):
     ab, ba = role['ab'][0], role['ba'][0]
     run = session.attach(pid, opts=('--snapshot',))
     doc = run.doc
-    text = run.stderr_text()
+    # The report is the command's output: standard output, as eu-stack,
+    # gdb and pstack write theirs (ptwatch -p PID --snapshot > stacks.txt).
+    text = run.stdout_text()
+    chk.true('the report is on standard output, not standard error (stderr %r)'
+             % run.stderr_text()[:200], 'DEADLOCK' not in run.stderr_text())
     frozen = check_attach_doc(chk, run, pid, 'snapshot', 'snapshot')
     print('snapshot: frozen_ns %s, %.2f s' % (frozen, run.elapsed))
     # the text: the deadlock, and the three condvar waiters as one group
@@ -976,6 +980,22 @@ def case_snapshot_deadlock(session, chk):
     settled_states(pid, {t: 'S' for t in [pid] + [r['tid'] for r in blocked]})
     check_untouched(chk, pid, 'after the snapshot', allowed='S')
     chk.eq('after the snapshot: the fixture answers', target.ask('p'), ['pong'])
+    # --json without -o: the document owns standard output, the report
+    # goes to standard error
+    run = session.attach(pid, opts=('--snapshot',), output='stdout')
+    chk.eq('--snapshot --json: exit status', run.returncode, 0)
+    chk.true('--snapshot --json: the report is on standard error',
+             'DEADLOCK' in run.stderr_text())
+    chk.true('--snapshot --json: standard output is the document alone',
+             run.stdout_text().lstrip().startswith('{') and 'DEADLOCK' not in run.stdout_text())
+    # no document: the report alone, on standard output
+    run = session.attach(pid, opts=('--snapshot',), output=None, load=False)
+    chk.eq('--snapshot alone: exit status', run.returncode, 0)
+    chk.true('--snapshot alone: the report is on standard output',
+             'DEADLOCK' in run.stdout_text())
+    chk.eq('--snapshot alone: standard error', run.stderr_text(), '')
+    settled_states(pid, {t: 'S' for t in [pid] + [r['tid'] for r in blocked]})
+    check_untouched(chk, pid, 'after three snapshots', allowed='S')
     target.kill()
 
 
