@@ -583,6 +583,11 @@ def case_interrupt(session, chk, signame='SIGINT'):
     doc = load_doc(run)
     chk.eq('session.end_reason', doc['session']['end_reason'], 'interrupted')
     chk.eq('target.exit', doc['target']['exit'], None)
+    chk.eq('target.fate (checked as ptwatch let go)', doc['target'].get('fate'), 'lives_on')
+    # sent to ptwatch's pid alone: the command did not get it
+    chk.eq('session.interrupts', [(i['signal'], i['reached_target'], i['action'], i['why'])
+                                  for i in doc['session'].get('interrupts', [])],
+           [(signame, False, 'detached', 'ptwatch_alone')])
     if exec_first:
         ended = [sp for sp in doc['spans'] if (sp.get('end') or {}).get('method') == 'exec']
         chk.eq('spans ended by the exec (main, the waiting and the exec thread)', len(ended), 3)
