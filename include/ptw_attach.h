@@ -114,8 +114,17 @@ struct ptw_proc {
 	size_t ndeferred, deferred_cap;
 	struct ptw_stop_counts counts;
 	struct ptw_mem_cache *cache; /* see ptw_mem_read() */
-	int session_sig;      /* a session signal read while not in ptw_wait(): the
-				 next ptw_wait() reports it first */
+	/* Session signals read from sigfd, oldest first, that ptw_wait() has
+	 * not reported yet (one per call, before anything else). A copy that
+	 * finds the queue full is dropped: eight are more than any session
+	 * needs to decide. */
+	struct ptw_session_signal {
+		int sig;
+		int code;  /* si_code: SI_KERNEL from a terminal, SI_USER from kill() */
+		pid_t pid; /* the sender for SI_USER, else 0 */
+		uint64_t ns;
+	} sigq[8];
+	size_t nsigq;
 	/* Called by ptw_wait() right before it would block (flush output). */
 	void (*before_block)(void *ctx);
 	void *before_block_ctx;
@@ -127,6 +136,8 @@ struct ptw_stop {
 	pid_t tid;
 	struct ptw_lwp *lwp; /* NULL only for TIMEOUT / TRACER_SIGNAL */
 	int sig;
+	int sig_code;	     /* TRACER_SIGNAL: its si_code, and */
+	pid_t sig_pid;	     /* its sender (SI_USER) */
 	int exit_code;
 	bool core_dumped;
 	unsigned long msg;   /* PTRACE_GETEVENTMSG for event stops */
@@ -135,6 +146,19 @@ struct ptw_stop {
 
 /* Signals that make ptw_wait() return PTW_STOP_TRACER_SIGNAL. */
 #define PTW_SESSION_SIGNALS {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT}
+
+/*
+ * The front forwards a session signal to the tracer (ptw_guardian.h) with
+ * sigqueue() and this value: the si_code and sender the front saw, which
+ * ptw_wait() then reports as if the tracer had got the signal itself (a
+ * terminal's Ctrl-C stays SI_KERNEL).
+ */
+static inline uint64_t ptw_forwarded_signal_value(int code, pid_t sender)
+{
+	return ((uint64_t)(uint32_t)sender << 32) | (uint32_t)code;
+}
+/* The process group ptwatch was started in (a launched command's). */
+pid_t ptw_original_pgrp(void);
 
 /*
  * Blocks SIGCHLD and the session signals in ptwatch and opens the signalfd.

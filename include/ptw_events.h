@@ -33,7 +33,8 @@ enum ptw_event_kind {
 	PTW_EV_FATAL_SIGNAL,   /* sig, which kills by default, was delivered to tid */
 	PTW_EV_EXEC,	       /* tid (now pid) exec'd; other_tid = its former tid */
 	PTW_EV_PROCESS_EXIT,   /* the process ended: exit_code or sig (+core_dumped) */
-	PTW_EV_DETACHED,       /* ptwatch let go; the process lives on */
+	PTW_EV_DETACHED,       /* ptwatch let go of the process */
+	PTW_EV_INTERRUPT,      /* ptwatch got session signal sig: interrupt (what it did) */
 	PTW_EV_THREAD_STATE,   /* snapshot of tid: state, stack, what it waits for */
 	PTW_EV_TRACER_DIED,    /* ptwatch's tracer process died: nothing more will be seen */
 };
@@ -47,6 +48,25 @@ enum ptw_wait_kind {
 	PTW_WAIT_COND,
 	PTW_WAIT_OTHER,
 };
+
+/* What ptwatch did about a session signal (SIGINT, SIGTERM, ...). */
+enum ptw_interrupt_action {
+	PTW_INTR_TRACED_ON, /* it reached the command too: traced on until it reacts */
+	PTW_INTR_DETACHED,  /* ptwatch lets go of the process */
+};
+
+/* Why, for PTW_EV_INTERRUPT and the report. */
+enum ptw_interrupt_why {
+	PTW_INTR_ATTACHED,	/* -p: a session signal detaches */
+	PTW_INTR_TERMINAL,	/* the terminal's key (Ctrl-C, Ctrl-\) or hangup, to both */
+	PTW_INTR_GROUP,		/* sent to the process group: the command got it too */
+	PTW_INTR_AGAIN,		/* the same signal again within PTW_INTERRUPT_AGAIN_MS */
+	PTW_INTR_PTWATCH_ALONE, /* the command did not get it */
+};
+
+/* A second terminal Ctrl-C (or the same signal to the group) within this
+ * many milliseconds of the previous one detaches. */
+#define PTW_INTERRUPT_AGAIN_MS 2000
 
 enum ptw_exit_how {
 	PTW_EXIT_SELF,	   /* the thread's own exit syscall */
@@ -73,6 +93,9 @@ struct ptw_event {
 	int sig;
 	bool core_dumped;
 	const char *name; /* copied by the consumer */
+	/* INTERRUPT */
+	enum ptw_interrupt_action action;
+	enum ptw_interrupt_why why;
 	/* THREAD_STATE (all copied by the consumer) */
 	const char *state;			  /* "S futex" */
 	const char *wchan;

@@ -47,6 +47,25 @@ struct ptw_warning {
 	char *message;
 };
 
+/* A session signal ptwatch got, and what it did about it. */
+struct ptw_interrupt {
+	int sig;
+	uint64_t ns;
+	bool reached_target; /* the command got it too (launch mode; false with -p) */
+	enum ptw_interrupt_action action;
+	enum ptw_interrupt_why why;
+};
+
+/* What became of the target, checked when the report is made. */
+enum ptw_fate {
+	PTW_FATE_ENDED,	   /* exit_kind says how (after_detach: once let go) */
+	PTW_FATE_LIVES_ON, /* alive and untraced */
+	PTW_FATE_STOPPED,  /* alive, untraced, stopped (SIGSTOP) */
+	PTW_FATE_TRACED,   /* alive, some thread still traced by traced_by */
+	PTW_FATE_GONE,	   /* ended after ptwatch let go; how is not ours to know */
+	PTW_FATE_ZOMBIE,   /* ended, waiting for its parent to reap it */
+};
+
 struct ptw_report {
 	const char *tool_version;
 	int64_t realtime_offset_ns;
@@ -59,9 +78,14 @@ struct ptw_report {
 	enum { PTW_EXIT_NONE, PTW_EXIT_CODE, PTW_EXIT_SIGNAL } exit_kind;
 	int exit_code, exit_signal;
 	bool core_dumped;
+	enum ptw_fate fate;
+	bool after_detach; /* FATE_ENDED: it ended once ptwatch had let go */
+	pid_t traced_by;   /* FATE_TRACED */
 	/* session */
 	uint64_t start_ns, end_ns, frozen_ns;
 	const char *end_reason;
+	const struct ptw_interrupt *interrupts;
+	size_t ninterrupts;
 	const char *strategy; /* "debuginfo" | "breakpoints" | "lwp" */
 	bool snapshot;	      /* spans carry state, stack, waits_for */
 	uint64_t tracer_user_ns, tracer_sys_ns; /* ptwatch's own CPU time */
@@ -75,6 +99,13 @@ struct ptw_report {
 	const struct ptw_warning *warnings;
 	size_t nwarnings;
 };
+
+/* The document's names: "ended", "ended_after_detach", "lives_on", "stopped",
+ * "traced"; "traced_on", "detached"; "attached", "terminal",
+ * "process_group", "again", "ptwatch_alone". */
+const char *ptw_fate_name(enum ptw_fate fate, bool after_detach);
+const char *ptw_interrupt_action_name(enum ptw_interrupt_action a);
+const char *ptw_interrupt_why_name(enum ptw_interrupt_why w);
 
 /* Renders the whole document into out. */
 void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out);
@@ -93,7 +124,8 @@ struct ptw_output_opts {
 	int json_fd;	/* ... to this fd, or standard output if -1 */
 	bool snapshot;	/* the text part is --snapshot's report, not the summary */
 };
-/* Writes the document (if wanted) and the text part to standard error.
+/* Writes the document (if wanted) and the text part: to standard error,
+ * or for a snapshot to standard output unless the document goes there.
  * Returns 0, or -errno if the document could not be written (said on
  * standard error). Closes json_fd. */
 int ptw_report_write(const struct ptw_report *r, const struct ptw_output_opts *o);

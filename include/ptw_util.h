@@ -116,6 +116,15 @@ long ptw_proc_status_field(pid_t tid, const char *name);
 /* The tids in /proc/PID/task, malloc'd in *ret (NULL on failure); their
  * number, or -errno. */
 int ptw_proc_tids(pid_t pid, pid_t **ret);
+/* Is signal sig pending in process pid (for it, or for one of its
+ * threads: blocked, or not yet delivered)? */
+bool ptw_proc_sig_pending(pid_t pid, int sig);
+/* Is sig at its default action in process pid (neither caught nor ignored)?
+ * False if unreadable. */
+bool ptw_proc_sig_default(pid_t pid, int sig);
+/* A signal pending in process pid that will end it (not blocked by the
+ * thread it waits for, neither caught nor ignored, fatal by default), or 0. */
+int ptw_proc_fatal_pending(pid_t pid);
 /* Does any thread of pid still run? (Its main thread may be a zombie while
  * the others go on.) */
 bool ptw_proc_alive(pid_t pid);

@@ -44,6 +44,11 @@ int ptw_signals_init(void)
 	return 0;
 }
 
+pid_t ptw_original_pgrp(void)
+{
+	return original_pgid;
+}
+
 const sigset_t *ptw_signals_original_mask(void)
 {
 	return &original_mask;
@@ -256,20 +261,42 @@ static void defer(struct ptw_proc *p, const struct ptw_stop *st)
 }
 
 /*
- * Reads the signalfd; returns the first session signal seen, 0 if only
- * SIGCHLD. A session signal is also kept in p->session_sig: wherever it is
- * read (stop-all while attaching, say), the session must still end.
+ * Reads the signalfd; queues every session signal (with its sender) in
+ * p->sigq: wherever it is read (stop-all while attaching, say), ptw_wait()
+ * reports it. Returns the number queued.
  */
-static int drain_sigfd(struct ptw_proc *p)
+static size_t drain_sigfd(struct ptw_proc *p)
 {
 	struct signalfd_siginfo si;
-	int session_sig = 0;
-	while (read(p->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-		if (si.ssi_signo != SIGCHLD && !session_sig)
-			session_sig = (int)si.ssi_signo;
-	if (session_sig && !p->session_sig)
-		p->session_sig = session_sig;
-	return session_sig;
+	size_t n = 0;
+	while (read(p->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		if (si.ssi_signo == SIGCHLD || p->nsigq == PTW_ARRAY_SIZE(p->sigq))
+			continue;
+		struct ptw_session_signal *q = &p->sigq[p->nsigq++];
+		q->sig = (int)si.ssi_signo;
+		q->code = si.ssi_code;
+		q->pid = si.ssi_code == SI_USER || si.ssi_code == SI_TKILL ? (pid_t)si.ssi_pid : 0;
+		if (si.ssi_code == SI_QUEUE && (pid_t)si.ssi_pid == getppid()) {
+			/* forwarded by the front: as the front got it */
+			q->code = (int)(uint32_t)si.ssi_ptr;
+			q->pid = (pid_t)(si.ssi_ptr >> 32);
+		}
+		q->ns = ptw_now_ns();
+		n++;
+	}
+	return n;
+}
+
+/* The oldest queued session signal as a PTW_STOP_TRACER_SIGNAL stop. */
+static void pop_session_signal(struct ptw_proc *p, struct ptw_stop *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	ret->kind = PTW_STOP_TRACER_SIGNAL;
+	ret->sig = p->sigq[0].sig;
+	ret->sig_code = p->sigq[0].code;
+	ret->sig_pid = p->sigq[0].pid;
+	ret->ns = p->sigq[0].ns;
+	memmove(p->sigq, p->sigq + 1, --p->nsigq * sizeof(*p->sigq));
 }
 
 static int reap_one(struct ptw_proc *p, pid_t which, struct ptw_stop *st)
@@ -291,12 +318,8 @@ static int reap_one(struct ptw_proc *p, pid_t which, struct ptw_stop *st)
 
 int ptw_wait(struct ptw_proc *p, int timeout_ms, struct ptw_stop *ret)
 {
-	if (p->session_sig) {
-		memset(ret, 0, sizeof(*ret));
-		ret->kind = PTW_STOP_TRACER_SIGNAL;
-		ret->sig = p->session_sig;
-		ret->ns = ptw_now_ns();
-		p->session_sig = 0;
+	if (p->nsigq) {
+		pop_session_signal(p, ret);
 		return 0;
 	}
 	if (p->ndeferred) {
@@ -326,16 +349,9 @@ int ptw_wait(struct ptw_proc *p, int timeout_ms, struct ptw_stop *ret)
 		int n = poll(&pfd, 1, wait_ms);
 		if (n < 0 && errno != EINTR)
 			return -errno;
-		if (n > 0) {
-			int sig = drain_sigfd(p);
-			if (sig) {
-				p->session_sig = 0;
-				memset(ret, 0, sizeof(*ret));
-				ret->kind = PTW_STOP_TRACER_SIGNAL;
-				ret->sig = sig;
-				ret->ns = ptw_now_ns();
-				return 0;
-			}
+		if (n > 0 && drain_sigfd(p)) {
+			pop_session_signal(p, ret);
+			return 0;
 		}
 	}
 }
@@ -939,7 +955,7 @@ int ptw_stop_all(struct ptw_proc *p, int deadline_ms, ptw_stop_cb on_stop, void 
 		}
 		struct pollfd pfd = { .fd = p->sigfd, .events = POLLIN };
 		if (poll(&pfd, 1, 1) > 0)
-			drain_sigfd(p); /* kept in p->session_sig for ptw_wait() */
+			drain_sigfd(p); /* queued for ptw_wait() */
 	}
 	free(list);
 	return left;

@@ -206,8 +206,8 @@ static void receive(struct front *f)
 /*
  * A launched command was the tracer's child and is ours now (we are a
  * subreaper): wait for it and exit as it does, as ptwatch would have. A
- * session signal meanwhile (Ctrl-C, kill) leaves it running, as ptwatch's
- * detach would. Returns if target is not our child (attach mode).
+ * session signal sent to us meanwhile (kill) leaves it running, as
+ * ptwatch's detach would; a terminal's (Ctrl-C) is the command's too. Returns if target is not our child (attach mode).
  */
 static void wait_command(struct front *f, pid_t target)
 {
@@ -229,7 +229,9 @@ static void wait_command(struct front *f, pid_t target)
 			return;
 		struct signalfd_siginfo si;
 		while (read(f->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-			if (si.ssi_signo != SIGCHLD)
+			/* A terminal's signal reached the command too (our group,
+			 * its group): it reacts, and we exit as it does. */
+			if (si.ssi_signo != SIGCHLD && si.ssi_code != SI_KERNEL)
 				_exit(128 + (int)si.ssi_signo);
 	}
 }
@@ -286,6 +288,17 @@ static void __attribute__((noreturn)) tracer_ended(struct front *f, int status)
 	_exit(128 + sig);
 }
 
+/* To the tracer, with how it came (a terminal's key, a kill, its sender):
+ * the tracer decides whether the command got it too (ptw_attach.h). */
+static void forward(struct front *f, const struct signalfd_siginfo *si)
+{
+	pid_t sender = si->ssi_code == SI_USER || si->ssi_code == SI_TKILL ? (pid_t)si->ssi_pid : 0;
+	union sigval v;
+	v.sival_ptr = (void *)(uintptr_t)ptw_forwarded_signal_value(si->ssi_code, sender);
+	if (sigqueue(f->tracer, (int)si->ssi_signo, v) < 0)
+		kill(f->tracer, (int)si->ssi_signo);
+}
+
 static void __attribute__((noreturn)) guard(struct front *f)
 {
 	for (;;) {
@@ -298,7 +311,7 @@ static void __attribute__((noreturn)) guard(struct front *f)
 			struct signalfd_siginfo si;
 			while (read(f->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
 				if (si.ssi_signo != SIGCHLD)
-					kill(f->tracer, (int)si.ssi_signo); /* ends its session */
+					forward(f, &si);
 		}
 		int status;
 		pid_t w = waitpid(f->tracer, &status, WNOHANG);

@@ -346,6 +346,43 @@ static void json_distribution(struct ptw_json *j, const char *k, const struct pt
 	ptw_json_end_object(j);
 }
 
+const char *ptw_fate_name(enum ptw_fate fate, bool after_detach)
+{
+	switch (fate) {
+	case PTW_FATE_ENDED:
+		return after_detach ? "ended_after_detach" : "ended";
+	case PTW_FATE_LIVES_ON:
+		return "lives_on";
+	case PTW_FATE_STOPPED:
+		return "stopped";
+	case PTW_FATE_TRACED:
+		return "traced";
+	default: /* gone or a zombie: it ended once let go, how is not known */
+		return "ended_after_detach";
+	}
+}
+
+const char *ptw_interrupt_action_name(enum ptw_interrupt_action a)
+{
+	return a == PTW_INTR_TRACED_ON ? "traced_on" : "detached";
+}
+
+const char *ptw_interrupt_why_name(enum ptw_interrupt_why w)
+{
+	switch (w) {
+	case PTW_INTR_ATTACHED:
+		return "attached";
+	case PTW_INTR_TERMINAL:
+		return "terminal";
+	case PTW_INTR_GROUP:
+		return "process_group";
+	case PTW_INTR_AGAIN:
+		return "again";
+	default:
+		return "ptwatch_alone";
+	}
+}
+
 void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 {
 	struct ptw_json jw = { .out = out, .pretty = true }, *j = &jw;
@@ -383,12 +420,25 @@ void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 	} else {
 		ptw_json_null(j, "exit");
 	}
+	ptw_json_string(j, "fate", ptw_fate_name(r->fate, r->after_detach));
 	ptw_json_end_object(j);
 
 	ptw_json_begin_object(j, "session");
 	ptw_json_uint(j, "start_ns", r->start_ns);
 	ptw_json_uint(j, "end_ns", r->end_ns);
 	ptw_json_string(j, "end_reason", r->end_reason);
+	ptw_json_begin_array(j, "interrupts");
+	for (size_t i = 0; i < r->ninterrupts; i++) {
+		const struct ptw_interrupt *in = &r->interrupts[i];
+		ptw_json_begin_object(j, NULL);
+		ptw_json_string(j, "signal", ptw_signame(in->sig));
+		ptw_json_uint(j, "ns", in->ns);
+		ptw_json_bool(j, "reached_target", in->reached_target);
+		ptw_json_string(j, "action", ptw_interrupt_action_name(in->action));
+		ptw_json_string(j, "why", ptw_interrupt_why_name(in->why));
+		ptw_json_end_object(j);
+	}
+	ptw_json_end_array(j);
 	ptw_json_uint(j, "frozen_ns", r->frozen_ns);
 	ptw_json_string(j, "strategy", r->strategy);
 	ptw_json_begin_object(j, "tracer_cpu_ns");

@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ptw_output.h"
 #include "ptw_symbols.h"
@@ -174,6 +175,28 @@ void ptw_text_event(struct ptw_buf *out, uint64_t start, const struct ptw_event 
 	case PTW_EV_FATAL_SIGNAL:
 		line_start(out, start, ev->ns, ev->tid, "signal");
 		ptw_buf_printf(out, " %s", ptw_signame(ev->sig));
+		break;
+	case PTW_EV_INTERRUPT:
+		line_start(out, start, ev->ns, ev->tid, "interrupt");
+		ptw_buf_printf(out, " %s", ptw_signame(ev->sig));
+		switch (ev->why) {
+		case PTW_INTR_TERMINAL:
+		case PTW_INTR_GROUP:
+			ptw_buf_printf(out, " %sreached the command too: tracing until it reacts "
+					    "(the same again within %d s: detach)",
+				       ev->why == PTW_INTR_TERMINAL ? "from the terminal " : "",
+				       PTW_INTERRUPT_AGAIN_MS / 1000);
+			break;
+		case PTW_INTR_AGAIN:
+			ptw_buf_puts(out, " again: detaching");
+			break;
+		case PTW_INTR_PTWATCH_ALONE:
+			ptw_buf_puts(out, " to ptwatch alone: detaching");
+			break;
+		default:
+			ptw_buf_puts(out, ": detaching");
+			break;
+		}
 		break;
 	case PTW_EV_EXEC:
 		line_start(out, start, ev->ns, ev->tid, "execve");
@@ -386,6 +409,67 @@ static void grouped_rows(struct ptw_buf *out, struct ptw_spans *spans)
 	free(g);
 }
 
+/* How the process ended or what it is now (checked: ptw_tracer_report). */
+static void fate_line(struct ptw_buf *out, const struct ptw_report *r)
+{
+	if (r->end_reason && !strcmp(r->end_reason, "tracer_died")) {
+		ptw_buf_printf(out, "the record ends where ptwatch's tracer died (process %d)\n",
+			       r->pid);
+		return;
+	}
+	if (r->fate == PTW_FATE_ENDED) {
+		if (r->after_detach)
+			ptw_buf_printf(out, "detached (%s), then ", r->end_reason);
+		if (r->exit_kind == PTW_EXIT_SIGNAL)
+			ptw_buf_printf(out, "process %s by %s%s\n",
+				       r->after_detach ? "was killed" : "killed",
+				       ptw_signame(r->exit_signal),
+				       r->core_dumped ? " (core dumped)" : "");
+		else
+			ptw_buf_printf(out, "process exited with code %d\n", r->exit_code);
+		return;
+	}
+	ptw_buf_printf(out, "detached (%s), process %d ", r->end_reason, r->pid);
+	switch (r->fate) {
+	case PTW_FATE_LIVES_ON:
+		ptw_buf_puts(out, "lives on\n");
+		break;
+	case PTW_FATE_STOPPED:
+		ptw_buf_puts(out, "lives on, stopped\n");
+		break;
+	case PTW_FATE_TRACED:
+		if (r->traced_by == getpid())
+			ptw_buf_puts(out, "lives on; threads that did not stop are let go as "
+					  "ptwatch exits\n");
+		else
+			ptw_buf_printf(out, "lives on, traced by %d\n", r->traced_by);
+		break;
+	case PTW_FATE_ZOMBIE:
+		ptw_buf_puts(out, "has ended since (a zombie, not yet reaped by its parent)\n");
+		break;
+	default:
+		ptw_buf_puts(out, "has ended since\n");
+		break;
+	}
+}
+
+/* The session signals and what ptwatch did about them. */
+static void interrupts_line(struct ptw_buf *out, const struct ptw_report *r)
+{
+	if (!r->ninterrupts)
+		return;
+	ptw_buf_puts(out, "  interrupts:");
+	for (size_t i = 0; i < r->ninterrupts; i++) {
+		const struct ptw_interrupt *in = &r->interrupts[i];
+		uint64_t rel = in->ns >= r->start_ns ? in->ns - r->start_ns : 0;
+		ptw_buf_printf(out, "%s %s at %.3f s (%s%s)", i ? "," : "", ptw_signame(in->sig),
+			       (double)rel / 1e9,
+			       in->reached_target ? "reached the process too, " : "",
+			       in->action == PTW_INTR_TRACED_ON ? "traced on" : "detached");
+	}
+	ptw_buf_putc(out, '\n');
+}
+
 void ptw_text_summary(struct ptw_buf *out, const struct ptw_report *r)
 {
 	struct ptw_metrics m;
@@ -393,16 +477,8 @@ void ptw_text_summary(struct ptw_buf *out, const struct ptw_report *r)
 	ptw_buf_printf(out, "\nptwatch: %" PRIu64 " threads (%" PRIu64 " created), at most %" PRIu64
 			    " at once, nesting depth %" PRIu64 "; ",
 		       m.threads_seen, m.threads_created, m.max_active, m.max_depth);
-	if (r->exit_kind == PTW_EXIT_CODE)
-		ptw_buf_printf(out, "process exited with code %d\n", r->exit_code);
-	else if (r->exit_kind == PTW_EXIT_SIGNAL)
-		ptw_buf_printf(out, "process killed by %s%s\n", ptw_signame(r->exit_signal),
-			       r->core_dumped ? " (core dumped)" : "");
-	else if (r->end_reason && !strcmp(r->end_reason, "tracer_died"))
-		ptw_buf_printf(out, "the record ends where ptwatch's tracer died (process %d)\n",
-			       r->pid);
-	else
-		ptw_buf_printf(out, "detached (%s), process %d lives on\n", r->end_reason, r->pid);
+	fate_line(out, r);
+	interrupts_line(out, r);
 
 	size_t n = ptw_spans_count(r->spans);
 	if (n <= TABLE_MAX_ROWS) {

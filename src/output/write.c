@@ -24,11 +24,17 @@ int ptw_report_write(const struct ptw_report *r, const struct ptw_output_opts *o
 			close(o->json_fd);
 		ptw_buf_reset(&out);
 	}
+	/* A snapshot's report is what the user asked for: standard output
+	 * (as eu-stack's and gdb's), unless the document has it. Trace mode
+	 * keeps its summary with its event lines, on standard error. */
+	int text_fd = STDERR_FILENO;
+	if (o->snapshot && !(o->json && o->json_fd < 0))
+		text_fd = STDOUT_FILENO;
 	if (o->snapshot)
 		ptw_text_snapshot(&out, r);
 	else
 		ptw_text_summary(&out, r);
-	ptw_write_all(STDERR_FILENO, out.p, out.len);
+	ptw_write_all(text_fd, out.p, out.len);
 	ptw_buf_free(&out);
 	return ret;
 }

@@ -459,6 +459,7 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 		on_process_exit(s, ev);
 		break;
 	case PTW_EV_DETACHED:
+	case PTW_EV_INTERRUPT:
 		break;
 	case PTW_EV_TRACER_DIED:
 		on_tracer_died(s, ev->ns);
@@ -608,6 +609,7 @@ const char *ptw_event_kind_name(enum ptw_event_kind kind)
 		[PTW_EV_EXEC] = "exec",
 		[PTW_EV_PROCESS_EXIT] = "process_exit",
 		[PTW_EV_DETACHED] = "detached",
+		[PTW_EV_INTERRUPT] = "interrupt",
 		[PTW_EV_THREAD_STATE] = "state",
 		[PTW_EV_TRACER_DIED] = "tracer_died",
 	};

@@ -317,6 +317,133 @@ static void on_exec_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_sto
 	image_init(t, l);
 }
 
+/* ---- session signals ---- */
+
+/*
+ * In launch mode the command stays in ptwatch's process group and terminal
+ * (DESIGN.md: launch leaves them alone), so the terminal's Ctrl-C reaches
+ * both, as it does under strace. The command must meet it as it would
+ * without ptwatch, and be traced until it has reacted: died of it, exited,
+ * or gone on (then so does the trace). Only a signal that did not reach the
+ * command, or the same one reaching both again within
+ * PTW_INTERRUPT_AGAIN_MS (a second Ctrl-C), makes ptwatch let go.
+ *
+ * Whether a signal reached the command too:
+ * - a copy with si_code SI_KERNEL comes from the terminal (a key, its
+ *   hangup), which signals its whole foreground process group: the command
+ *   got it if it is still in ours (it may have made a group of its own);
+ * - any other copy (kill(2)): if the command has a delivery stop of the same
+ *   signal within MATCH_NS of it, in either order, or holds it pending
+ *   (blocked) once MATCH_NS passed; else it was for ptwatch alone.
+ * The tracer has a process group of its own (ptw_guardian.h): the terminal
+ * signals reach it only through the front, which passes on their si_code.
+ */
+#define MATCH_NS (500ull * 1000000u)
+#define AGAIN_NS ((uint64_t)PTW_INTERRUPT_AGAIN_MS * 1000000u)
+
+static bool is_session_signal(int sig)
+{
+	static const int sigs[] = PTW_SESSION_SIGNALS;
+	for (size_t i = 0; i < PTW_ARRAY_SIZE(sigs); i++)
+		if (sigs[i] == sig)
+			return true;
+	return false;
+}
+
+/* Records what ptwatch does about sig; a detach ends the session. */
+static void interrupt(struct ptw_tracer *t, int sig, uint64_t ns, bool reached,
+		      enum ptw_interrupt_why why)
+{
+	enum ptw_interrupt_action action =
+		reached && why != PTW_INTR_AGAIN ? PTW_INTR_TRACED_ON : PTW_INTR_DETACHED;
+	t->interrupts = xreallocarray(t->interrupts, t->ninterrupts + 1, sizeof(*t->interrupts));
+	t->interrupts[t->ninterrupts++] = (struct ptw_interrupt){
+		.sig = sig, .ns = ns, .reached_target = reached, .action = action, .why = why
+	};
+	if (action == PTW_INTR_DETACHED && !t->end_signal)
+		t->end_signal = sig;
+	struct ptw_event ev = ptw_event_init(PTW_EV_INTERRUPT, ns, t->proc->pid);
+	ev.sig = sig;
+	ev.action = action;
+	ev.why = why;
+	emit(t, &ev);
+}
+
+/* Both ptwatch and the command got sig: one press. */
+static void press(struct ptw_tracer *t, int sig, uint64_t ns, bool delivered,
+		  enum ptw_interrupt_why why)
+{
+	struct session_signal *s = &t->ssig[sig];
+	bool again = s->press_ns && ns - s->press_ns <= AGAIN_NS;
+	s->press_ns = ns;
+	s->press_delivered = delivered;
+	s->copy_ns = 0;
+	s->delivery_ns = 0;
+	interrupt(t, sig, ns, true, again ? PTW_INTR_AGAIN : why);
+}
+
+/* The command is being delivered sig (its signal-delivery stop). */
+static void note_delivery(struct ptw_tracer *t, int sig, uint64_t ns)
+{
+	if (!t->launched || sig <= 0 || sig >= (int)PTW_ARRAY_SIZE(t->ssig) ||
+	    !is_session_signal(sig))
+		return;
+	struct session_signal *s = &t->ssig[sig];
+	if (s->copy_ns) /* ptwatch's copy waits for this (it is not MATCH_NS old) */
+		press(t, sig, s->copy_ns, true, PTW_INTR_GROUP);
+	else if (s->press_ns && ns - s->press_ns <= MATCH_NS && !s->press_delivered)
+		s->press_delivered = true; /* the terminal's press, seen first by ptwatch */
+	else
+		s->delivery_ns = ns;
+}
+
+/* ptwatch got a session signal (st: PTW_STOP_TRACER_SIGNAL). */
+static void on_session_signal(struct ptw_tracer *t, const struct ptw_stop *st)
+{
+	int sig = st->sig;
+	if (!t->launched || sig <= 0 || sig >= (int)PTW_ARRAY_SIZE(t->ssig)) {
+		interrupt(t, sig, st->ns, false,
+			  t->launched ? PTW_INTR_PTWATCH_ALONE : PTW_INTR_ATTACHED);
+		return;
+	}
+	struct session_signal *s = &t->ssig[sig];
+	bool delivered = s->delivery_ns && st->ns - s->delivery_ns <= MATCH_NS;
+	if (st->sig_code == SI_KERNEL && getpgid(t->proc->pid) == ptw_original_pgrp())
+		press(t, sig, st->ns, delivered, PTW_INTR_TERMINAL);
+	else if (delivered)
+		press(t, sig, st->ns, true, PTW_INTR_GROUP);
+	else if (!s->copy_ns)
+		s->copy_ns = st->ns; /* does the command get it too? */
+}
+
+/* The copies that waited MATCH_NS for the command's delivery stop. */
+static void expire_copies(struct ptw_tracer *t, uint64_t now)
+{
+	for (int sig = 1; sig < (int)PTW_ARRAY_SIZE(t->ssig); sig++) {
+		struct session_signal *s = &t->ssig[sig];
+		if (!s->copy_ns || now - s->copy_ns < MATCH_NS)
+			continue;
+		uint64_t ns = s->copy_ns;
+		s->copy_ns = 0;
+		if (ptw_proc_sig_pending(t->proc->pid, sig))
+			press(t, sig, ns, false, PTW_INTR_GROUP); /* blocked there, for now */
+		else
+			interrupt(t, sig, ns, false, PTW_INTR_PTWATCH_ALONE);
+	}
+}
+
+/* When the next copy stops waiting; 0: none waits. */
+static uint64_t copies_deadline(const struct ptw_tracer *t)
+{
+	uint64_t d = 0;
+	for (size_t sig = 1; sig < PTW_ARRAY_SIZE(t->ssig); sig++) {
+		uint64_t c = t->ssig[sig].copy_ns;
+		if (c && (!d || c + MATCH_NS < d))
+			d = c + MATCH_NS;
+	}
+	return d;
+}
+
 static bool default_action_kills(int sig)
 {
 	switch (sig) {
@@ -367,6 +494,8 @@ static void on_signal_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_s
 		ev.sig = st->sig;
 		emit(t, &ev);
 	}
+	if (is_target_lwp(t, l))
+		note_delivery(t, st->sig, st->ns);
 	/* Signals belong to the target: deliver it unchanged. */
 	l->resume_sig = st->sig;
 }
@@ -471,11 +600,19 @@ int ptw_tracer_run(struct ptw_tracer *t, int duration_ms, enum ptw_end_reason *r
 	uint64_t deadline = duration_ms >= 0 ? ptw_now_ns() + (uint64_t)duration_ms * 1000000u : 0;
 	*ret_signal = 0;
 	for (;;) {
-		int timeout = -1;
-		if (duration_ms >= 0) {
-			uint64_t now = ptw_now_ns();
-			timeout = now >= deadline ? 0 : (int)((deadline - now) / 1000000u);
+		uint64_t now = ptw_now_ns();
+		expire_copies(t, now);
+		if (t->end_signal) {
+			*ret_reason = PTW_END_INTERRUPTED;
+			*ret_signal = t->end_signal;
+			return 0;
 		}
+		uint64_t wake = copies_deadline(t);
+		if (deadline && (!wake || deadline < wake))
+			wake = deadline;
+		int timeout = -1;
+		if (wake)
+			timeout = wake <= now ? 0 : (int)((wake - now + 999999) / 1000000u);
 		struct ptw_stop st;
 		int r = ptw_wait(t->proc, timeout, &st);
 		if (r == -ECHILD) {
@@ -487,13 +624,15 @@ int ptw_tracer_run(struct ptw_tracer *t, int duration_ms, enum ptw_end_reason *r
 			return r;
 		}
 		if (st.kind == PTW_STOP_TIMEOUT) {
-			*ret_reason = PTW_END_DURATION;
-			return 0;
+			if (deadline && ptw_now_ns() >= deadline) {
+				*ret_reason = PTW_END_DURATION;
+				return 0;
+			}
+			continue;
 		}
 		if (st.kind == PTW_STOP_TRACER_SIGNAL) {
-			*ret_reason = PTW_END_INTERRUPTED;
-			*ret_signal = st.sig;
-			return 0;
+			on_session_signal(t, &st);
+			continue;
 		}
 		handle_stop(t, &st);
 		if (t->target_gone && ptw_lwp_count_alive(t->proc) == 0 && !t->proc->ndeferred) {
@@ -665,16 +804,31 @@ int ptw_tracer_detach(struct ptw_tracer *t)
 	if (failed)
 		warn(t, "restore_failed", "%d patched bytes could not be restored", failed);
 
+	/*
+	 * Threads with a signal to deliver go last: one that is fatal (a
+	 * second Ctrl-C) kills the others as soon as it is delivered, and a
+	 * thread still traced then stops at its exit event and stays traced,
+	 * its process unreaped, until ptwatch exits.
+	 */
 	it = 0;
 	struct ptw_lwp **all = NULL;
-	size_t n = 0;
+	size_t n = 0, nquiet = 0;
 	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
 		all = xreallocarray(all, n + 1, sizeof(*all));
 		all[n++] = v;
+		if (!all[n - 1]->resume_sig) {
+			struct ptw_lwp *q = all[nquiet];
+			all[nquiet++] = all[n - 1];
+			all[n - 1] = q;
+		}
 	}
 	pid_t *open_tids = xcalloc(n + 1, sizeof(*open_tids));
 	size_t nopen = 0;
 	for (size_t i = 0; i < n; i++) {
+		int sig = all[i]->resume_sig;
+		if (sig && all[i]->state == PTW_LWP_STOPPED && is_target_lwp(t, all[i]) &&
+		    default_action_kills(sig) && ptw_proc_sig_default(t->proc->pid, sig))
+			t->fatal_at_detach = sig; /* a second Ctrl-C it does not handle */
 		if (is_target_lwp(t, all[i]) && all[i]->state != PTW_LWP_GONE)
 			open_tids[nopen++] = all[i]->tid;
 		if (all[i]->state == PTW_LWP_STOPPED)
@@ -702,8 +856,77 @@ int ptw_tracer_detach(struct ptw_tracer *t)
 
 static const char *stop_names[PTW_STOP_TRACER_SIGNAL + 1];
 
+/*
+ * What became of a target we let go of, checked now: a message that says
+ * "lives on" must be true when it is printed. A launched command is still
+ * our child: if it has ended (the signal we passed on at detach, say), how
+ * is ours to read, and ptwatch exits as it did.
+ */
+/* include/linux/sched.h: the task is exiting (set early in do_exit). */
+#define PF_EXITING 0x00000004u
+
+static void check_fate(struct ptw_tracer *t, struct ptw_report *r)
+{
+	pid_t pid = t->proc->pid;
+	int status = 0;
+	bool reaped = false;
+	if (!t->target_gone && t->detached && t->launched)
+		reaped = waitpid(pid, &status, WNOHANG) == pid;
+	/* A signal we delivered as we let go, one still pending there (held
+	 * during an injected call and queued again), or an exit under way:
+	 * say how it ended, not "lives on" a moment before it dies (bounded:
+	 * a thread may be stuck in D). */
+	unsigned long long flags = 0;
+	bool doomed = !t->target_gone && t->detached && !reaped &&
+		      (t->fatal_at_detach || ptw_proc_fatal_pending(pid) ||
+		       (ptw_proc_stat_field(pid, 9, &flags) && (flags & PF_EXITING)));
+	for (int ms = 0; doomed && !reaped && ms < 1000; ms++) {
+		if (t->launched)
+			reaped = waitpid(pid, &status, WNOHANG) == pid;
+		else if (ptw_proc_exited(pid, pid) && !ptw_proc_alive(pid))
+			break;
+		if (!reaped)
+			usleep(1000);
+	}
+	if (reaped) {
+		t->target_gone = true;
+		t->after_detach = true;
+		if (WIFSIGNALED(status)) {
+			t->exit_signal = WTERMSIG(status);
+			t->core_dumped = WCOREDUMP(status);
+		} else {
+			t->exit_code = WEXITSTATUS(status);
+		}
+	}
+	if (t->target_gone) {
+		r->fate = PTW_FATE_ENDED;
+		r->after_detach = t->after_detach;
+		return;
+	}
+	char state = ptw_proc_state(pid, pid);
+	if (!ptw_proc_alive(pid)) {
+		r->fate = state == 'Z' ? PTW_FATE_ZOMBIE : PTW_FATE_GONE;
+		return;
+	}
+	r->fate = PTW_FATE_LIVES_ON;
+	pid_t *tids;
+	int n = ptw_proc_tids(pid, &tids);
+	for (int i = 0; i < n; i++) {
+		long tracer = ptw_proc_status_field(tids[i], "TracerPid");
+		if (tracer > 0) {
+			r->fate = PTW_FATE_TRACED;
+			r->traced_by = (pid_t)tracer;
+			break;
+		}
+		if (ptw_proc_state(pid, tids[i]) == 'T')
+			r->fate = PTW_FATE_STOPPED;
+	}
+	free(tids);
+}
+
 void ptw_tracer_report(struct ptw_tracer *t, struct ptw_report *r)
 {
+	check_fate(t, r);
 	r->pid = t->proc->pid;
 	r->exe = t->img.exe;
 	r->argv = t->argv;
@@ -720,6 +943,8 @@ void ptw_tracer_report(struct ptw_tracer *t, struct ptw_report *r)
 	}
 	r->start_ns = t->start_ns;
 	r->frozen_ns = t->frozen_ns;
+	r->interrupts = t->interrupts;
+	r->ninterrupts = t->ninterrupts;
 	r->strategy = !t->img.tdb ? "lwp" : t->img.have_result ? "debuginfo" : "breakpoints";
 	r->stops_total = t->proc->counts.total;
 	for (int k = 0; k <= PTW_STOP_TRACER_SIGNAL; k++)
@@ -766,6 +991,7 @@ void ptw_tracer_free(struct ptw_tracer *t)
 		free(t->warnings[i].message);
 	}
 	free(t->warnings);
+	free(t->interrupts);
 	ptw_map_free(&t->warned);
 	free(t);
 }

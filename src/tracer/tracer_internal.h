@@ -94,6 +94,18 @@ struct ptw_tracer {
 	bool target_gone;
 	bool detached;
 	uint64_t frozen_ns;
+	/* Session signals in launch mode, by number (see ptw_tracer_run). */
+	struct session_signal {
+		uint64_t copy_ns;     /* ptwatch got it; has the command? (waiting) */
+		uint64_t delivery_ns; /* the command got it; ptwatch not yet */
+		uint64_t press_ns;    /* the last time both did */
+		bool press_delivered; /* and the command's delivery stop was seen */
+	} ssig[32];
+	int end_signal; /* a session signal that ends the session: detach */
+	struct ptw_interrupt *interrupts;
+	size_t ninterrupts;
+	bool after_detach; /* target_gone: it ended once we had let go */
+	int fatal_at_detach; /* a signal we delivered at detach will end it */
 	struct ptw_warning *warnings;
 	size_t nwarnings;
 	struct ptw_map warned; /* hash(code:detail) -> 1: warn once */

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +61,69 @@ long ptw_proc_status_field(pid_t tid, const char *name)
 	snprintf(key, sizeof(key), "\n%s:", name);
 	const char *p = strstr(buf, key);
 	return p ? strtol(p + strlen(key), NULL, 10) : -1;
+}
+
+/* The hex mask after "\nname:" in a status file; 0 if absent. */
+static unsigned long long status_mask(const char *buf, const char *name)
+{
+	char key[32];
+	snprintf(key, sizeof(key), "\n%s:", name);
+	const char *p = strstr(buf, key);
+	return p ? strtoull(p + strlen(key), NULL, 16) : 0;
+}
+
+bool ptw_proc_sig_pending(pid_t pid, int sig)
+{
+	if (sig <= 0 || sig > 64)
+		return false;
+	unsigned long long bit = 1ull << (sig - 1);
+	pid_t *tids;
+	int n = ptw_proc_tids(pid, &tids);
+	bool pending = false;
+	for (int i = 0; i < n && !pending; i++) {
+		char path[64], buf[4096];
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/status", pid, tids[i]);
+		if (ptw_read_small_file(path, buf, sizeof(buf)) < 0)
+			continue;
+		pending = ((status_mask(buf, "SigPnd") | status_mask(buf, "ShdPnd")) & bit) != 0;
+	}
+	free(tids);
+	return pending;
+}
+
+bool ptw_proc_sig_default(pid_t pid, int sig)
+{
+	char path[64], buf[4096];
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	if (sig <= 0 || sig > 64 || ptw_read_small_file(path, buf, sizeof(buf)) < 0)
+		return false;
+	unsigned long long bit = 1ull << (sig - 1);
+	return !((status_mask(buf, "SigCgt") | status_mask(buf, "SigIgn")) & bit);
+}
+
+int ptw_proc_fatal_pending(pid_t pid)
+{
+	/* Signals whose default action does not end the process. */
+	static const int harmless[] = { SIGCHLD, SIGCONT, SIGSTOP, SIGTSTP,
+					SIGTTIN, SIGTTOU, SIGURG,  SIGWINCH };
+	unsigned long long spare = 0;
+	for (size_t i = 0; i < PTW_ARRAY_SIZE(harmless); i++)
+		spare |= 1ull << (harmless[i] - 1);
+	pid_t *tids;
+	int n = ptw_proc_tids(pid, &tids), sig = 0;
+	for (int i = 0; i < n && !sig; i++) {
+		char path[64], buf[4096];
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/status", pid, tids[i]);
+		if (ptw_read_small_file(path, buf, sizeof(buf)) < 0)
+			continue;
+		unsigned long long m = (status_mask(buf, "SigPnd") | status_mask(buf, "ShdPnd")) &
+				       ~status_mask(buf, "SigBlk") & ~status_mask(buf, "SigCgt") &
+				       ~status_mask(buf, "SigIgn") & ~spare;
+		if (m)
+			sig = __builtin_ctzll(m) + 1;
+	}
+	free(tids);
+	return sig;
 }
 
 int ptw_proc_tids(pid_t pid, pid_t **ret)

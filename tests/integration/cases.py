@@ -25,12 +25,11 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from ptw_test import (  # noqa: E402
-    CANCELED, Failed, FrameworkError, Model, Skip, attach_stderr_lines, check_attach_doc,
+    CANCELED, Failed, FrameworkError, Model, Skip, Terminal, attach_stderr_lines, check_attach_doc,
     check_exit, check_untouched, child_pids, comm, compare_mappings, exec_mappings, find_span,
     fixture, kill_group, load_doc, load_truth, main, one_truth, proc_status, ptwatch_path,
-    read_outputs,
-    report_warnings, span_index, task_states, thread_spans, tracer_pids, truth_of, wait_for,
-    warning_codes)
+    read_outputs, report_warnings, span_index, tail, task_states, thread_spans, tracer_pids,
+    truth_of, wait_for, warning_codes)
 
 
 # ---------------------------------------------------------------------------
@@ -592,6 +591,11 @@ def case_interrupt(session, chk, signame='SIGINT'):
     doc = load_doc(run)
     chk.eq('session.end_reason', doc['session']['end_reason'], 'interrupted')
     chk.eq('target.exit', doc['target']['exit'], None)
+    chk.eq('target.fate (checked as ptwatch let go)', doc['target'].get('fate'), 'lives_on')
+    # sent to ptwatch's pid alone: the command did not get it
+    chk.eq('session.interrupts', [(i['signal'], i['reached_target'], i['action'], i['why'])
+                                  for i in doc['session'].get('interrupts', [])],
+           [(signame, False, 'detached', 'ptwatch_alone')])
     if exec_first:
         ended = [sp for sp in doc['spans'] if (sp.get('end') or {}).get('method') == 'exec']
         chk.eq('spans ended by the exec (main, the waiting and the exec thread)', len(ended), 3)
@@ -923,7 +927,11 @@ def case_snapshot_deadlock(session, chk):
     ab, ba = role['ab'][0], role['ba'][0]
     run = session.attach(pid, opts=('--snapshot',))
     doc = run.doc
-    text = run.stderr_text()
+    # The report is the command's output: standard output, as eu-stack,
+    # gdb and pstack write theirs (ptwatch -p PID --snapshot > stacks.txt).
+    text = run.stdout_text()
+    chk.true('the report is on standard output, not standard error (stderr %r)'
+             % run.stderr_text()[:200], 'DEADLOCK' not in run.stderr_text())
     frozen = check_attach_doc(chk, run, pid, 'snapshot', 'snapshot')
     print('snapshot: frozen_ns %s, %.2f s' % (frozen, run.elapsed))
     # the text: the deadlock, and the three condvar waiters as one group
@@ -996,6 +1004,22 @@ def case_snapshot_deadlock(session, chk):
     settled_states(pid, {t: 'S' for t in [pid] + [r['tid'] for r in blocked]})
     check_untouched(chk, pid, 'after the snapshot', allowed='S')
     chk.eq('after the snapshot: the fixture answers', target.ask('p'), ['pong'])
+    # --json without -o: the document owns standard output, the report
+    # goes to standard error
+    run = session.attach(pid, opts=('--snapshot',), output='stdout')
+    chk.eq('--snapshot --json: exit status', run.returncode, 0)
+    chk.true('--snapshot --json: the report is on standard error',
+             'DEADLOCK' in run.stderr_text())
+    chk.true('--snapshot --json: standard output is the document alone',
+             run.stdout_text().lstrip().startswith('{') and 'DEADLOCK' not in run.stdout_text())
+    # no document: the report alone, on standard output
+    run = session.attach(pid, opts=('--snapshot',), output=None, load=False)
+    chk.eq('--snapshot alone: exit status', run.returncode, 0)
+    chk.true('--snapshot alone: the report is on standard output',
+             'DEADLOCK' in run.stdout_text())
+    chk.eq('--snapshot alone: standard error', run.stderr_text(), '')
+    settled_states(pid, {t: 'S' for t in [pid] + [r['tid'] for r in blocked]})
+    check_untouched(chk, pid, 'after three snapshots', allowed='S')
     target.kill()
 
 
@@ -2000,6 +2024,145 @@ def case_cxx(session, chk):
     text = run.stderr_text()
     chk.true('the event lines say fixture::Worker::run(void*)',
              'fixture::Worker::run(void*)' in text and '_ZN7fixture' not in text, text[-2000:])
+# 17. Ctrl-C in a real terminal (launch mode)
+
+# ptwatch detaches on a second Ctrl-C that comes within this many seconds of
+# the previous one (man page, SIGNALS).
+SECOND_CTRL_C_S = 2.0
+
+
+def case_ctrlc(session, chk, mode):
+    """ptwatch -- ctrlc MODE as the foreground job of a pty, and ^C typed:
+    the terminal's SIGINT reaches ptwatch and the command. ptwatch must go
+    on tracing until the command has reacted and report what it did: die of
+    SIGINT (die), exit 3 from its handler (handle); a command that ignores it
+    (ignore) is traced on until a second ^C, then left running, untraced; one
+    that handles the first and dies of the second (once) must not be said to
+    live on when ptwatch lets go at the second."""
+    reaper = become_subreaper()
+    ready_r, ready_w = os.pipe()
+    ctl_r, ctl_w = os.pipe()
+    term = Terminal(session, [fixture('ctrlc'), mode], opts=(),
+                    env={'PTW_READY_FD': str(ready_w), 'PTW_CTL_FD': str(ctl_r)},
+                    pass_fds=(ready_w, ctl_r))
+    run = term.run
+    os.close(ready_w)
+    os.close(ctl_r)
+    pid = None
+    status = None
+    try:
+        pid = int(read_line(ready_r, 20, 'ready').split()[1])
+        # the fixture's main thread waits for a command
+        if not wait_for(lambda: task_states(pid).get(pid) == 'S', 10, step=0.005):
+            raise Failed('the fixture did not block: %s' % task_states(pid))
+        term.interrupt()
+        first = time.monotonic()
+        if mode == 'die':
+            term.wait(20, 'ptwatch did not end after ^C')
+            chk.eq('ptwatch exit status (dies of SIGINT, as the command did)',
+                   run.returncode, -signal.SIGINT)
+        elif mode == 'handle':
+            chk.eq('the fixture saw the SIGINT', read_line(ready_r, 20, 'sigint').split()[0],
+                   'sigint')
+            term.wait(20, 'ptwatch did not end after ^C')
+            chk.eq('ptwatch exit status (the command\'s)', run.returncode, 3)
+        elif mode == 'once':
+            # handled, then its default action: the second ^C kills it,
+            # and ptwatch, letting go, must not say it lives on
+            chk.eq('the fixture saw the first SIGINT', read_line(ready_r, 20, 'sigint').split()[0],
+                   'sigint')
+            chk.eq('ptwatch still runs after the first ^C', term.poll(), None)
+            second = time.monotonic()
+            term.interrupt()
+            term.wait(20, 'ptwatch did not end after the second ^C')
+            chk.eq('ptwatch exit status (dies of SIGINT, as the command did)',
+                   run.returncode, -signal.SIGINT)
+        else:
+            term.expect(r'\bsignal\s+SIGINT', 20, 'the SIGINT delivery line')
+            chk.eq('ptwatch still runs after the first ^C', term.poll(), None)
+            chk.true('the fixture is still traced after the first ^C (tracers %s)'
+                     % tracer_pids(pid), pid in tracer_pids(pid))
+            os.write(ctl_w, b't')
+            made = int(read_line(ready_r, 20, 'made').split()[1])
+            term.expect(r'tid %d made_worker\b' % made, 20,
+                        'the thread made after the first ^C')
+            second = time.monotonic()
+            term.interrupt()
+            try:
+                term.wait(5, 'ptwatch did not detach after a second ^C')
+            except Failed:
+                # Only if the second one came too late to count as such.
+                if second - first <= SECOND_CTRL_C_S:
+                    raise
+                print('note: second ^C %.2f s after the first; typing a third'
+                      % (second - first))
+                term.interrupt()
+                term.wait(5, 'ptwatch did not detach after two quick ^C')
+            chk.eq('ptwatch exit status after the second ^C', run.returncode, 128 + signal.SIGINT)
+            check_untouched(chk, pid, 'after the second ^C')
+            os.write(ctl_w, b'q')
+            if reaper:
+                status = wait_pid(pid, 10)
+                chk.true('the fixture exited 0 after the detach (status %r)' % status,
+                         isinstance(status, int) and os.WIFEXITED(status)
+                         and os.WEXITSTATUS(status) == 0)
+    finally:
+        term.close()
+        if pid is not None and status is None and reaper and wait_pid(pid, 0.1) is None:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            wait_pid(pid, 5)
+        os.close(ready_r)
+        os.close(ctl_w)
+
+    text = term.text()
+    print('terminal:\n%s' % tail(text, 12))
+    doc = load_doc(run)
+    load_truth(run)
+    interrupts = doc['session'].get('interrupts')
+    chk.true('session.interrupts: the first ^C, which reached the command (got %r)'
+             % (interrupts,),
+             isinstance(interrupts, list) and interrupts
+             and interrupts[0].get('signal') == 'SIGINT'
+             and interrupts[0].get('reached_target') is True
+             and interrupts[0].get('action') == 'traced_on')
+    if mode in ('die', 'handle', 'once'):
+        want = {'signal': 'SIGINT', 'core_dumped': False} if mode != 'handle' else {'code': 3}
+        chk.eq('target.exit', doc['target']['exit'], want)
+        if mode == 'once' and doc['session']['end_reason'] != 'target_exited':
+            # ptwatch let go at the second ^C and passed it on; it killed.
+            # (Or the command's delivery came first, and ended it traced.)
+            chk.true('second ^C within %.1f s (%.2f s)' % (SECOND_CTRL_C_S, second - first),
+                     second - first <= SECOND_CTRL_C_S)
+            chk.true('target.fate: ended (got %r)' % doc['target'].get('fate'),
+                     doc['target'].get('fate') in ('ended', 'ended_after_detach'))
+            chk.eq('session.end_reason', doc['session']['end_reason'], 'interrupted')
+            chk.eq('session.interrupts: the second ^C detached',
+                   [i.get('action') for i in interrupts or []], ['traced_on', 'detached'])
+        else:
+            chk.eq('target.fate', doc['target'].get('fate'), 'ended')
+            chk.eq('session.end_reason', doc['session']['end_reason'], 'target_exited')
+        chk.true('the terminal does not say "lives on"', 'lives on' not in text)
+        end = r'process (was )?killed by SIGINT' if mode != 'handle' else 'process exited with code 3'
+        chk.true('the summary says "%s"' % end, re.search(end, text))
+        chk.true('the log shows the SIGINT delivery', re.search(r'\bsignal\s+SIGINT', text))
+        if mode == 'handle':
+            Model(chk, run, 'ctrlc.c').check_complete()
+    else:
+        chk.eq('target.exit', doc['target']['exit'], None)
+        chk.eq('target.fate', doc['target'].get('fate'), 'lives_on')
+        chk.eq('session.end_reason', doc['session']['end_reason'], 'interrupted')
+        chk.true('session.interrupts: the last one detached (got %r)' % (interrupts,),
+                 isinstance(interrupts, list) and len(interrupts) >= 2
+                 and interrupts[-1].get('action') == 'detached')
+        chk.true('the summary says the process lives on',
+                 re.search(r'detached \(interrupted\), process %d lives on' % pid, text))
+        made_spans = [sp for sp in thread_spans(doc)
+                      if (sp.get('start_routine') or {}).get('symbol') == 'made_worker']
+        chk.true('the thread made after the first ^C was traced to its end (%r)' % made_spans,
+                 len(made_spans) == 1 and made_spans[0]['status'] == 'completed')
 
 
 CASES = {
@@ -2035,6 +2198,7 @@ CASES = {
     'end': case_end,
     'cache': case_cache,
     'cxx': case_cxx,
+    'ctrlc': case_ctrlc,
 }
 
 if __name__ == '__main__':

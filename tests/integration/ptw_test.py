@@ -256,6 +256,146 @@ class Session:
         return run
 
 
+# ---------------------------------------------------------------------------
+# a real terminal: ptwatch as the foreground job of a pty
+
+# The session leader of the pty, as a shell would be: it makes the pty its
+# controlling terminal, runs the command in a process group of its own that
+# it puts in the foreground, writes the wait status to fd argv[1] and stays
+# until fd argv[2] reaches its end (a session leader that exits would send
+# SIGHUP to the foreground group: the command that ptwatch left running).
+_PTY_LEADER = r"""
+import fcntl, os, signal, sys, termios
+status_fd, hold_fd, argv = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+pid = os.fork()
+if pid == 0:
+    os.setpgid(0, 0)
+    os.tcsetpgrp(0, os.getpid())
+    for s in (signal.SIGTTOU, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT):
+        signal.signal(s, signal.SIG_DFL)
+    os.close(status_fd)
+    os.close(hold_fd)
+    os.execv(argv[0], argv)
+_, status = os.waitpid(pid, 0)
+os.tcsetpgrp(0, os.getpgrp())
+os.write(status_fd, b"%d\n" % status)
+os.read(hold_fd, 1)
+"""
+
+
+class Terminal:
+    """ptwatch run as the foreground job of a pseudo-terminal, the way a
+    shell runs it: the terminal's interrupt character (^C) reaches its whole
+    process group, ptwatch and the command it launched. What ptwatch writes
+    to the terminal is collected in run.stderr (as the terminal shows it,
+    with ^C echoed); the document goes to -o FILE."""
+
+    def __init__(self, session, cmd, opts=(), env=None, pass_fds=()):
+        import pty
+        self.run = run = Run(session.mkdtemp(), [])
+        run.argv = session.argv(run, cmd, opts, 'file')
+        session.runs.append(run)
+        self.master, slave = pty.openpty()
+        status_r, status_w = os.pipe()
+        self.hold_r, self.hold_w = os.pipe()
+        self.status_r = status_r
+        self.output = b''
+        self.returncode = None
+        run.t0 = time.monotonic()
+        self.leader = subprocess.Popen(
+            ['/usr/bin/python3', '-c', _PTY_LEADER, str(status_w), str(self.hold_r)] + run.argv,
+            env=session.env(run, env), pass_fds=(status_w, self.hold_r) + tuple(pass_fds),
+            stdin=slave, stdout=slave, stderr=slave, cwd=run.tmpdir, start_new_session=True,
+            preexec_fn=no_core)
+        os.close(slave)
+        os.close(status_w)
+        os.close(self.hold_r)
+
+    def _pump(self, timeout):
+        """Reads what the terminal shows for up to timeout seconds (less if
+        the status comes); True if the status pipe is readable."""
+        r, _, _ = select.select([self.master, self.status_r], [], [], max(timeout, 0))
+        if self.master in r:
+            try:
+                chunk = os.read(self.master, 65536)
+            except OSError:    # EIO: no one has the terminal open any more
+                chunk = b''
+            self.output += chunk
+            self.run.stderr = self.output.replace(b'\r\n', b'\n')
+        return self.status_r in r
+
+    def text(self):
+        return self.output.replace(b'\r\n', b'\n').decode('utf-8', 'replace')
+
+    def expect(self, pattern, timeout=20, what=None):
+        """Waits until the terminal shows a match of regex pattern; the match."""
+        deadline = time.monotonic() + timeout
+        while True:
+            m = re.search(pattern, self.text(), re.M)
+            if m:
+                return m
+            left = deadline - time.monotonic()
+            if left <= 0 or (self._pump(min(left, 0.5)) and self.returncode is not None):
+                raise Failed('the terminal did not show %s within %d s; it shows:\n%s'
+                             % (what or repr(pattern), timeout, tail(self.text())))
+            if self.returncode is None:
+                self.poll()
+
+    def interrupt(self):
+        """Types the interrupt character (VINTR, ^C)."""
+        os.write(self.master, b'\x03')
+
+    def poll(self):
+        """ptwatch's wait status as Popen spells it (negative: its signal), or None."""
+        if self.returncode is None:
+            r, _, _ = select.select([self.status_r], [], [], 0)
+            if r:
+                line = os.read(self.status_r, 64)
+                status = int(line.decode().strip())
+                self.returncode = (-os.WTERMSIG(status) if os.WIFSIGNALED(status)
+                                   else os.WEXITSTATUS(status))
+                self.run.returncode = self.returncode
+                self.run.elapsed = time.monotonic() - self.run.t0
+        return self.returncode
+
+    def wait(self, timeout, what='ptwatch did not finish'):
+        deadline = time.monotonic() + timeout
+        while self.poll() is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Failed('%s within %d s\n%s\nterminal:\n%s'
+                             % (what, timeout, self.run.describe(), tail(self.text())))
+            self._pump(min(left, 0.5))
+        # what is still on its way to the terminal
+        while select.select([self.master], [], [], 0.05)[0]:
+            before = len(self.output)
+            self._pump(0)
+            if len(self.output) == before:
+                break
+        return self.returncode
+
+    def close(self):
+        """Lets the session leader go; kills ptwatch's process group if it still runs."""
+        if self.returncode is None and self.poll() is None:
+            for pid in child_pids(self.leader.pid):
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        for fd in (self.hold_w, self.master, self.status_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        try:
+            self.leader.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.leader.kill()
+            self.leader.wait()
+
+
 def read_outputs(run):
     with open(os.path.join(run.tmpdir, 'stdout'), 'rb') as f:
         run.stdout = f.read()
