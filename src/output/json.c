@@ -387,7 +387,7 @@ void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 {
 	struct ptw_json jw = { .out = out, .pretty = true }, *j = &jw;
 	ptw_json_begin_object(j, NULL);
-	ptw_json_string(j, "schema", "ptwatch.spans/1");
+	ptw_json_string(j, "schema", "ptwatch.spans/2");
 	ptw_json_begin_object(j, "tool");
 	ptw_json_string(j, "name", "ptwatch");
 	ptw_json_string(j, "version", r->tool_version);
