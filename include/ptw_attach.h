@@ -271,6 +271,17 @@ int ptw_detach_lwp(struct ptw_proc *p, struct ptw_lwp *l);
  * either way); our own writes update it.
  */
 int ptw_mem_read(struct ptw_proc *p, uint64_t addr, void *buf, size_t len);
+/* One piece of a scattered read: len bytes at addr into buf; ok once read. */
+struct ptw_mem_piece {
+	uint64_t addr;
+	void *buf;
+	size_t len;
+	bool ok;
+};
+/* Reads every piece, uncached, batched (one process_vm_readv per IOV_MAX
+ * pieces while they read whole); a piece that cannot be read is left with
+ * ok false. Returns how many were read. */
+size_t ptw_mem_read_many(struct ptw_proc *p, struct ptw_mem_piece *pieces, size_t n);
 int ptw_mem_write(struct ptw_proc *p, uint64_t addr, const void *buf, size_t len);
 /* Writes the same len bytes at each of n addresses, batched (one
  * process_vm_writev per IOV_MAX addresses). Returns 0 or -errno. */

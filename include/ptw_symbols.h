@@ -111,4 +111,20 @@ int ptw_symbols_member_offset(struct ptw_symbols *s, const char *module, const c
 int ptw_symbols_unwind(struct ptw_symbols *s, pid_t tid, const struct user_regs_struct *regs,
 		       uint64_t *pcs, int max);
 
+/* A copy of a thread's stack, taken while it was stopped: addr is the lowest
+ * address copied (its stack pointer), len bytes from there. */
+struct ptw_stack_copy {
+	uint64_t addr;
+	size_t len;
+	const uint8_t *bytes;
+};
+
+/*
+ * The same, for a thread that may run again: memory in the stack copy is
+ * read from it (what the thread's stack held when regs were read), the rest
+ * (older frames above the copy, if it was cut short) from the process.
+ */
+int ptw_symbols_unwind_copy(struct ptw_symbols *s, pid_t tid, const struct user_regs_struct *regs,
+			    const struct ptw_stack_copy *stack, uint64_t *pcs, int max);
+
 #endif

@@ -76,7 +76,15 @@ int ptw_tracer_run(struct ptw_tracer *t, int duration_ms, enum ptw_end_reason *r
  */
 int ptw_tracer_detach(struct ptw_tracer *t);
 
-/* Fills the target / session part of the report (spans are the caller's). */
+/*
+ * What became of the target, checked now, into r->fate (and its exit, when
+ * it ended once let go): reads /proc once per thread, so call it once, at
+ * the end, before ptw_tracer_report.
+ */
+void ptw_tracer_check_fate(struct ptw_tracer *t, struct ptw_report *r);
+
+/* Fills the target / session part of the report (spans are the caller's);
+ * cheap: no /proc reading. */
 void ptw_tracer_report(struct ptw_tracer *t, struct ptw_report *r);
 
 void ptw_tracer_free(struct ptw_tracer *t);

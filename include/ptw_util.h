@@ -99,6 +99,8 @@ int ptw_write_all(int fd, const void *buf, size_t len);
 
 /* Reads a small /proc file into buf (NUL-terminated, trailing newline kept); -errno on failure. */
 int ptw_read_small_file(const char *path, char *buf, size_t size);
+/* The same, path relative to the directory dir_fd (or AT_FDCWD). */
+int ptw_read_small_file_at(int dir_fd, const char *path, char *buf, size_t size);
 
 /* ---- /proc (src/util/procfs.c) ---- */
 
@@ -122,9 +124,20 @@ bool ptw_proc_sig_pending(pid_t pid, int sig);
 /* Is sig at its default action in process pid (neither caught nor ignored)?
  * False if unreadable. */
 bool ptw_proc_sig_default(pid_t pid, int sig);
-/* A signal pending in process pid that will end it (not blocked by the
- * thread it waits for, neither caught nor ignored, fatal by default), or 0. */
-int ptw_proc_fatal_pending(pid_t pid);
+/* What the threads of a process are, from one reading of each one's
+ * /proc/PID/task/TID/status (the expensive part of a census of 10,000
+ * threads is opening the files: read each once) or, unless every_thread,
+ * of its main thread's alone (all of them if that one has exited). */
+struct ptw_census {
+	int threads;	  /* listed in /proc/PID/task */
+	int alive;	  /* neither zombie nor dead */
+	int stopped;	  /* state T (group stop) */
+	pid_t traced_by;  /* TracerPid of the first traced thread, 0 if none */
+	int fatal_signal; /* a pending signal that will end the process (not
+			   * blocked by the thread it waits for, neither caught
+			   * nor ignored, fatal by default), or 0 */
+};
+void ptw_proc_census(pid_t pid, bool every_thread, struct ptw_census *ret);
 /* Does any thread of pid still run? (Its main thread may be a zombie while
  * the others go on.) */
 bool ptw_proc_alive(pid_t pid);

@@ -295,6 +295,7 @@ static int session(const struct options *o, struct session *s, struct ptw_tracer
 	struct ptw_report rep = { 0 };
 	rep.tool_version = PTW_VERSION;
 	rep.realtime_offset_ns = ptw_realtime_offset_ns();
+	ptw_tracer_check_fate(t, &rep);
 	ptw_tracer_report(t, &rep);
 	rep.end_ns = ptw_now_ns();
 	struct rusage ru;

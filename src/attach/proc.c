@@ -612,6 +612,45 @@ static int mem_read_direct(struct ptw_proc *p, uint64_t addr, void *buf, size_t 
 	return n < 0 ? -errno : -EIO;
 }
 
+size_t ptw_mem_read_many(struct ptw_proc *p, struct ptw_mem_piece *pieces, size_t n)
+{
+	enum { BATCH = 1024 }; /* IOV_MAX */
+	struct iovec local[BATCH], remote[BATCH];
+	size_t done = 0, i = 0;
+	while (i < n) {
+		size_t k = 0, want = 0;
+		for (; k < BATCH && i + k < n; k++) {
+			struct ptw_mem_piece *pc = &pieces[i + k];
+			local[k] = (struct iovec){ pc->buf, pc->len };
+			remote[k] = (struct iovec){ (void *)(uintptr_t)pc->addr, pc->len };
+			want += pc->len;
+		}
+		ssize_t got = process_vm_readv(p->mem_pid, local, k, remote, k, 0);
+		if (got == (ssize_t)want) {
+			for (size_t j = 0; j < k; j++)
+				pieces[i + j].ok = true;
+			done += k;
+			i += k;
+			continue;
+		}
+		/* A partial transfer stops at the piece that failed (or was cut
+		 * short): those before it are whole; that one is read alone. */
+		size_t whole = 0, sum = 0;
+		while (got > 0 && whole < k && sum + pieces[i + whole].len <= (size_t)got)
+			sum += pieces[i + whole++].len;
+		for (size_t j = 0; j < whole; j++)
+			pieces[i + j].ok = true;
+		done += whole;
+		i += whole;
+		if (i < n) {
+			pieces[i].ok = mem_read_direct(p, pieces[i].addr, pieces[i].buf, pieces[i].len) == 0;
+			done += pieces[i].ok;
+			i++;
+		}
+	}
+	return done;
+}
+
 int ptw_mem_poke_pid(pid_t pid, int mem_fd, uint64_t addr, const void *buf, size_t len)
 {
 	int fd = mem_fd, r = 0;

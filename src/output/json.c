@@ -46,6 +46,14 @@ void ptw_json_escape(struct ptw_buf *out, const char *str)
 	const unsigned char *s = (const unsigned char *)str;
 	ptw_buf_putc(out, '"');
 	while (*s) {
+		/* a run of plain ASCII at once: names and paths are mostly that */
+		const unsigned char *run = s;
+		while (*s >= 0x20 && *s < 0x7f && *s != '"' && *s != '\\')
+			s++;
+		if (s > run) {
+			ptw_buf_add(out, run, (size_t)(s - run));
+			continue;
+		}
 		unsigned c = *s;
 		if (c == '"' || c == '\\') {
 			ptw_buf_putc(out, '\\');
@@ -83,9 +91,13 @@ static void newline(struct ptw_json *j)
 {
 	if (!j->pretty)
 		return;
+	static const char spaces[] = "                                ";
 	ptw_buf_putc(j->out, '\n');
-	for (int i = 0; i < j->depth; i++)
-		ptw_buf_puts(j->out, "  ");
+	for (size_t n = 2 * (size_t)j->depth; n;) {
+		size_t k = n < sizeof(spaces) - 1 ? n : sizeof(spaces) - 1;
+		ptw_buf_add(j->out, spaces, k);
+		n -= k;
+	}
 }
 
 static void key(struct ptw_json *j, const char *k)

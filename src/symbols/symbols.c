@@ -80,6 +80,7 @@ struct ptw_symbols {
 	bool attached;
 	pid_t unwind_tid;
 	const struct user_regs_struct *unwind_regs;
+	const struct ptw_stack_copy *unwind_stack; /* NULL: read the live stack */
 };
 
 static int no_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
@@ -901,12 +902,23 @@ static bool unwind_get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_ar
 	return tid == s->unwind_tid;
 }
 
+/* A word of the thread being unwound: from its stack copy when it has one
+ * and addr lies in it, else from the process. */
+static int unwind_read_word(struct ptw_symbols *s, uint64_t addr, uint64_t *ret)
+{
+	const struct ptw_stack_copy *c = s->unwind_stack;
+	if (c && addr >= c->addr && addr - c->addr <= c->len && c->len - (addr - c->addr) >= 8) {
+		memcpy(ret, c->bytes + (addr - c->addr), sizeof(*ret));
+		return 0;
+	}
+	return s->read(s->read_ctx, addr, ret, sizeof(*ret));
+}
+
 static bool unwind_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
 {
 	(void)dwfl;
-	struct ptw_symbols *s = arg;
 	uint64_t v;
-	if (s->read(s->read_ctx, addr, &v, sizeof(v)) < 0)
+	if (unwind_read_word(arg, addr, &v) < 0)
 		return false;
 	*result = v;
 	return true;
@@ -990,8 +1002,8 @@ static int unwind_from(struct ptw_symbols *s, pid_t tid, const struct user_regs_
 	return c.n;
 }
 
-int ptw_symbols_unwind(struct ptw_symbols *s, pid_t tid, const struct user_regs_struct *regs,
-		       uint64_t *pcs, int max)
+static int unwind(struct ptw_symbols *s, pid_t tid, const struct user_regs_struct *regs,
+		  uint64_t *pcs, int max)
 {
 	if (max <= 0)
 		return -EINVAL;
@@ -1011,7 +1023,7 @@ int ptw_symbols_unwind(struct ptw_symbols *s, pid_t tid, const struct user_regs_
 	 */
 	uint64_t ret;
 	if (max > 1 && !has_cfi(s, regs->rip) &&
-	    s->read(s->read_ctx, regs->rsp, &ret, sizeof(ret)) == 0 && dwfl_addrmodule(s->dwfl, ret)) {
+	    unwind_read_word(s, regs->rsp, &ret) == 0 && dwfl_addrmodule(s->dwfl, ret)) {
 		struct user_regs_struct caller = *regs;
 		caller.rip = ret;
 		caller.rsp = regs->rsp + 8;
@@ -1025,5 +1037,20 @@ int ptw_symbols_unwind(struct ptw_symbols *s, pid_t tid, const struct user_regs_
 		pcs[0] = regs->rip;
 		n = 1;
 	}
+	return n;
+}
+
+int ptw_symbols_unwind(struct ptw_symbols *s, pid_t tid, const struct user_regs_struct *regs,
+		       uint64_t *pcs, int max)
+{
+	return unwind(s, tid, regs, pcs, max);
+}
+
+int ptw_symbols_unwind_copy(struct ptw_symbols *s, pid_t tid, const struct user_regs_struct *regs,
+			    const struct ptw_stack_copy *stack, uint64_t *pcs, int max)
+{
+	s->unwind_stack = stack;
+	int n = unwind(s, tid, regs, pcs, max);
+	s->unwind_stack = NULL;
 	return n;
 }

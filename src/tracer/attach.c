@@ -222,29 +222,43 @@ static void collect_names(struct ptw_tracer *t, struct ptw_map *names)
 	}
 }
 
-void attach_emit_preexisting(struct ptw_tracer *t, struct ptw_lwp *l, const char *name,
-			     uint64_t ns)
+void attach_preexisting_facts(struct ptw_tracer *t, struct ptw_lwp *l, struct preexisting *ret)
 {
 	struct thread *th = thread_of(l);
 	struct image *img = &t->img;
-	bool is_main = l->tid == t->proc->pid;
-	struct ptw_event ev = ptw_event_init(PTW_EV_PREEXISTING, ns, l->tid);
+	*ret = (struct preexisting){ .tid = l->tid, .pd = th->pd };
+	ret->routine = l->tid == t->proc->pid ? img->main_addr : th->start_routine;
+	ret->have_joinid = th->pd && img->have_joinid;
+	ret->joinid_at = ret->have_joinid ? th->pd + img->joinid_off : 0;
+}
+
+void attach_emit_facts(struct ptw_tracer *t, const struct preexisting *f, const char *name,
+		       uint64_t ns)
+{
+	struct image *img = &t->img;
+	struct ptw_event ev = ptw_event_init(PTW_EV_PREEXISTING, ns, f->tid);
 	ev.other_tid = t->proc->pid;
-	ev.pthread = th->pd;
-	uint64_t routine = is_main ? img->main_addr : th->start_routine;
-	ev.routine = routine && img->syms ? ptw_symbols_locate(img->syms, routine) : NULL;
-	uint64_t joinid;
-	if (th->pd && img->have_joinid &&
-	    ptw_mem_read(t->proc, th->pd + img->joinid_off, &joinid, sizeof(joinid)) == 0)
-		ev.detached = joinid == th->pd;
+	ev.pthread = f->pd;
+	ev.routine = f->routine && img->syms ? ptw_symbols_locate(img->syms, f->routine) : NULL;
+	ev.detached = f->have_joinid && f->joinid == f->pd;
 	emit(t, &ev);
 	if (name) {
-		struct ptw_event named = ptw_event_init(PTW_EV_THREAD_NAME, ns, l->tid);
+		struct ptw_event named = ptw_event_init(PTW_EV_THREAD_NAME, ns, f->tid);
 		named.name = name;
 		emit(t, &named);
 	} else {
-		read_comm(t, l->tid, ns); /* a thread born while we attached */
+		read_comm(t, f->tid, ns); /* a thread born while we attached */
 	}
+}
+
+void attach_emit_preexisting(struct ptw_tracer *t, struct ptw_lwp *l, const char *name,
+			     uint64_t ns)
+{
+	struct preexisting f;
+	attach_preexisting_facts(t, l, &f);
+	if (f.have_joinid)
+		f.have_joinid = ptw_mem_read(t->proc, f.joinid_at, &f.joinid, sizeof(f.joinid)) == 0;
+	attach_emit_facts(t, &f, name, ns);
 }
 
 struct ptw_tracer *attached_tracer_new(const struct ptw_tracer_opts *o, struct ptw_proc *proc,

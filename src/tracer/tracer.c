@@ -768,7 +768,7 @@ static void leave_xol_pages(struct ptw_tracer *t)
 		     t->proc->pid);
 }
 
-int ptw_tracer_detach(struct ptw_tracer *t)
+int tracer_let_go(struct ptw_tracer *t)
 {
 	if (t->target_gone || t->detached)
 		return 0;
@@ -779,10 +779,10 @@ int ptw_tracer_detach(struct ptw_tracer *t)
 
 	/* A trap on our int3 can be pending behind the interrupt stop (it hit
 	 * the int3 as we interrupted it): let it be reported (the thread runs
-	 * no user code before that) and undo it. */
+	 * no user code before that) and undo it. (A snapshot patches nothing.) */
 	size_t it = 0;
 	void *v;
-	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+	while (!t->snapshot && ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
 		if (l->state != PTW_LWP_STOPPED || l->last_stop != PTW_STOP_INTERRUPT ||
 		    !ptw_signal_queued(t->proc, l, SIGTRAP, SI_KERNEL))
@@ -831,14 +831,19 @@ int ptw_tracer_detach(struct ptw_tracer *t)
 			t->fatal_at_detach = sig; /* a second Ctrl-C it does not handle */
 		if (is_target_lwp(t, all[i]) && all[i]->state != PTW_LWP_GONE)
 			open_tids[nopen++] = all[i]->tid;
-		if (all[i]->state == PTW_LWP_STOPPED)
-			ptw_detach_lwp(t->proc, all[i]);
+		if (all[i]->state == PTW_LWP_STOPPED) {
+			int r = ptw_detach_lwp(t->proc, all[i]);
+			t->left_traced += r < 0 && r != -ESRCH;
+		} else if (all[i]->state != PTW_LWP_GONE) {
+			t->left_traced++; /* never stopped: the kernel lets it go as we exit */
+		}
 		forget_lwp(t, all[i]);
 	}
 	free(all);
 	t->frozen_ns += ptw_now_ns() - t0;
-	/* Name the threads that stay open, now that they run again. */
-	for (size_t i = 0; i < nopen; i++)
+	/* Name the threads that stay open, now that they run again (a
+	 * snapshot read every name before it stopped them). */
+	for (size_t i = 0; i < nopen && !t->snapshot; i++)
 		read_comm(t, open_tids[i], t0);
 	free(open_tids);
 	if (stuck)
@@ -847,6 +852,15 @@ int ptw_tracer_detach(struct ptw_tracer *t)
 		     "detaches them when ptwatch exits",
 		     stuck);
 	t->detached = true;
+	return stuck;
+}
+
+int ptw_tracer_detach(struct ptw_tracer *t)
+{
+	if (t->target_gone || t->detach_told)
+		return 0;
+	int stuck = tracer_let_go(t);
+	t->detach_told = true;
 	struct ptw_event ev = ptw_event_init(PTW_EV_DETACHED, ptw_now_ns(), t->proc->pid);
 	emit(t, &ev);
 	return stuck;
@@ -865,7 +879,7 @@ static const char *stop_names[PTW_STOP_TRACER_SIGNAL + 1];
 /* include/linux/sched.h: the task is exiting (set early in do_exit). */
 #define PF_EXITING 0x00000004u
 
-static void check_fate(struct ptw_tracer *t, struct ptw_report *r)
+void ptw_tracer_check_fate(struct ptw_tracer *t, struct ptw_report *r)
 {
 	pid_t pid = t->proc->pid;
 	int status = 0;
@@ -876,9 +890,17 @@ static void check_fate(struct ptw_tracer *t, struct ptw_report *r)
 	 * during an injected call and queued again), or an exit under way:
 	 * say how it ended, not "lives on" a moment before it dies (bounded:
 	 * a thread may be stuck in D). */
+	/* Every thread's status only if one may still be traced (by us: one we
+	 * could not let go of); else the main thread's says enough: a group
+	 * stop and shared signals are the process's, and a signal for one
+	 * thread would have stopped it as we stopped them all. */
+	bool every_thread = t->left_traced > 0 || !t->detached;
+	struct ptw_census c = { 0 };
+	if (!t->target_gone && !reaped)
+		ptw_proc_census(pid, every_thread, &c);
 	unsigned long long flags = 0;
 	bool doomed = !t->target_gone && t->detached && !reaped &&
-		      (t->fatal_at_detach || ptw_proc_fatal_pending(pid) ||
+		      (t->fatal_at_detach || c.fatal_signal ||
 		       (ptw_proc_stat_field(pid, 9, &flags) && (flags & PF_EXITING)));
 	for (int ms = 0; doomed && !reaped && ms < 1000; ms++) {
 		if (t->launched)
@@ -903,30 +925,18 @@ static void check_fate(struct ptw_tracer *t, struct ptw_report *r)
 		r->after_detach = t->after_detach;
 		return;
 	}
-	char state = ptw_proc_state(pid, pid);
-	if (!ptw_proc_alive(pid)) {
-		r->fate = state == 'Z' ? PTW_FATE_ZOMBIE : PTW_FATE_GONE;
+	if (doomed)
+		ptw_proc_census(pid, every_thread, &c); /* it may have ended meanwhile */
+	if (!c.alive) {
+		r->fate = ptw_proc_state(pid, pid) == 'Z' ? PTW_FATE_ZOMBIE : PTW_FATE_GONE;
 		return;
 	}
-	r->fate = PTW_FATE_LIVES_ON;
-	pid_t *tids;
-	int n = ptw_proc_tids(pid, &tids);
-	for (int i = 0; i < n; i++) {
-		long tracer = ptw_proc_status_field(tids[i], "TracerPid");
-		if (tracer > 0) {
-			r->fate = PTW_FATE_TRACED;
-			r->traced_by = (pid_t)tracer;
-			break;
-		}
-		if (ptw_proc_state(pid, tids[i]) == 'T')
-			r->fate = PTW_FATE_STOPPED;
-	}
-	free(tids);
+	r->fate = c.traced_by ? PTW_FATE_TRACED : c.stopped ? PTW_FATE_STOPPED : PTW_FATE_LIVES_ON;
+	r->traced_by = c.traced_by;
 }
 
 void ptw_tracer_report(struct ptw_tracer *t, struct ptw_report *r)
 {
-	check_fate(t, r);
 	r->pid = t->proc->pid;
 	r->exe = t->img.exe;
 	r->argv = t->argv;

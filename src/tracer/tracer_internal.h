@@ -93,6 +93,8 @@ struct ptw_tracer {
 	bool core_dumped;
 	bool target_gone;
 	bool detached;
+	bool detach_told; /* PTW_EV_DETACHED emitted */
+	int left_traced;   /* threads we could not detach from */
 	uint64_t frozen_ns;
 	/* Session signals in launch mode, by number (see ptw_tracer_run). */
 	struct session_signal {
@@ -126,6 +128,9 @@ int insert_bp(struct ptw_tracer *t, uint64_t addr, unsigned hooks, struct ptw_lw
 char *read_comm_str(struct ptw_tracer *t, pid_t tid);
 /* Emits it as PTW_EV_THREAD_NAME. */
 void read_comm(struct ptw_tracer *t, pid_t tid, uint64_t ns);
+/* Lets go of a live target as ptw_tracer_detach() does, without saying so
+ * (PTW_EV_DETACHED): a snapshot tells what it copied first. */
+int tracer_let_go(struct ptw_tracer *t);
 
 /* attach.c, shared with snapshot.c */
 /* Stops that arrive while we attach (nothing patched yet). */
@@ -146,6 +151,18 @@ struct ptw_lwp **attach_threads(struct ptw_tracer *t, size_t *ret_n);
 /* PTW_EV_PREEXISTING for a thread found running (and its name; NULL: read it). */
 void attach_emit_preexisting(struct ptw_tracer *t, struct ptw_lwp *l, const char *name,
 			     uint64_t ns);
+/* The same in two steps, for a thread that runs again in between: what we
+ * know of it, and the word to read at joinid_at (pd->joinid: detached?)
+ * into joinid while it is stopped; then the events. */
+struct preexisting {
+	pid_t tid;
+	uint64_t pd, routine;
+	bool have_joinid; /* set it false if the read fails */
+	uint64_t joinid_at, joinid;
+};
+void attach_preexisting_facts(struct ptw_tracer *t, struct ptw_lwp *l, struct preexisting *ret);
+void attach_emit_facts(struct ptw_tracer *t, const struct preexisting *f, const char *name,
+		       uint64_t ns);
 
 /* hooks.c */
 /* Symbols of the current image, where its dynamic linker reports

@@ -86,6 +86,10 @@ const char *ptw_syscall_name(long nr)
 		return "nanosleep";
 	case SYS_clock_nanosleep:
 		return "clock_nanosleep";
+	case SYS_restart_syscall:
+		/* a sleep interrupted by a stop (ours, a debugger's, SIGSTOP)
+		 * goes on in this call */
+		return "restart_syscall";
 	case SYS_pause:
 		return "pause";
 	case SYS_rt_sigsuspend:

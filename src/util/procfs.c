@@ -3,10 +3,12 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ptw_util.h"
 
@@ -101,7 +103,45 @@ bool ptw_proc_sig_default(pid_t pid, int sig)
 	return !((status_mask(buf, "SigCgt") | status_mask(buf, "SigIgn")) & bit);
 }
 
-int ptw_proc_fatal_pending(pid_t pid)
+/* The state letter after "\nState:\t" in a status file; 0 if absent. */
+static char status_state(const char *buf)
+{
+	const char *p = strstr(buf, "\nState:");
+	if (!p)
+		return 0;
+	p += strlen("\nState:");
+	while (*p == ' ' || *p == '\t')
+		p++;
+	return *p;
+}
+
+/* Adds one thread's status to the census; false if it is gone or a zombie. */
+static bool count_thread(int task_fd, pid_t tid, unsigned long long spare, struct ptw_census *c)
+{
+	char path[64], buf[4096];
+	snprintf(path, sizeof(path), "%d/status", tid);
+	if (ptw_read_small_file_at(task_fd, path, buf, sizeof(buf)) < 0)
+		return false;
+	c->threads++;
+	char state = status_state(buf);
+	if (state == 'Z' || state == 'X')
+		return false;
+	c->alive++;
+	if (state == 'T')
+		c->stopped++;
+	const char *tp = strstr(buf, "\nTracerPid:");
+	long tracer = tp ? strtol(tp + strlen("\nTracerPid:"), NULL, 10) : 0;
+	if (tracer > 0 && !c->traced_by)
+		c->traced_by = (pid_t)tracer;
+	unsigned long long m = (status_mask(buf, "SigPnd") | status_mask(buf, "ShdPnd")) &
+			       ~status_mask(buf, "SigBlk") & ~status_mask(buf, "SigCgt") &
+			       ~status_mask(buf, "SigIgn") & ~spare;
+	if (m && !c->fatal_signal)
+		c->fatal_signal = __builtin_ctzll(m) + 1;
+	return true;
+}
+
+void ptw_proc_census(pid_t pid, bool every_thread, struct ptw_census *c)
 {
 	/* Signals whose default action does not end the process. */
 	static const int harmless[] = { SIGCHLD, SIGCONT, SIGSTOP, SIGTSTP,
@@ -109,21 +149,23 @@ int ptw_proc_fatal_pending(pid_t pid)
 	unsigned long long spare = 0;
 	for (size_t i = 0; i < PTW_ARRAY_SIZE(harmless); i++)
 		spare |= 1ull << (harmless[i] - 1);
-	pid_t *tids;
-	int n = ptw_proc_tids(pid, &tids), sig = 0;
-	for (int i = 0; i < n && !sig; i++) {
-		char path[64], buf[4096];
-		snprintf(path, sizeof(path), "/proc/%d/task/%d/status", pid, tids[i]);
-		if (ptw_read_small_file(path, buf, sizeof(buf)) < 0)
-			continue;
-		unsigned long long m = (status_mask(buf, "SigPnd") | status_mask(buf, "ShdPnd")) &
-				       ~status_mask(buf, "SigBlk") & ~status_mask(buf, "SigCgt") &
-				       ~status_mask(buf, "SigIgn") & ~spare;
-		if (m)
-			sig = __builtin_ctzll(m) + 1;
+	memset(c, 0, sizeof(*c));
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	int task_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (task_fd < 0)
+		return;
+	if (!every_thread && count_thread(task_fd, pid, spare, c)) {
+		close(task_fd);
+		return;
 	}
+	memset(c, 0, sizeof(*c));
+	pid_t *tids;
+	int n = ptw_proc_tids(pid, &tids);
+	for (int i = 0; i < n; i++)
+		count_thread(task_fd, tids[i], spare, c);
 	free(tids);
-	return sig;
+	close(task_fd);
 }
 
 int ptw_proc_tids(pid_t pid, pid_t **ret)

@@ -357,7 +357,12 @@ const char *ptw_signame(int sig)
 
 int ptw_read_small_file(const char *path, char *buf, size_t size)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	return ptw_read_small_file_at(AT_FDCWD, path, buf, size);
+}
+
+int ptw_read_small_file_at(int dir_fd, const char *path, char *buf, size_t size)
+{
+	int fd = openat(dir_fd, path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	ssize_t n = read(fd, buf, size - 1);

@@ -916,6 +916,48 @@ def check_stack(chk, span, what, routine, source):
                  isinstance(f, str) and os.path.basename(f) == source, span)
 
 
+def case_snapshot_running(session, chk):
+    """--snapshot of threads that run on: each stack is the one the thread
+    had when it was stopped (copied then, unwound once it ran again), never
+    a mix of two call chains; the sleepers' system calls come from their
+    registers."""
+    target = session.target('flipper')
+    pid = target.ready()[0]
+    flippers = [r['tid'] for r in target.truth() if r.get('kind') == 'flipper']
+    sleepers = {r['tid']: r['syscall'] for r in target.truth() if r.get('kind') == 'sleeper'}
+    for attempt in range(5):
+        run = session.attach(pid, opts=('--snapshot',))
+        check_attach_doc(chk, run, pid, 'snapshot', 'snapshot')
+        index = span_index(run.doc)
+        for tid in flippers:
+            what = 'run %d: flipper %d' % (attempt, tid)
+            spans = index.get(tid, [])
+            if not chk.eq('%s: spans' % what, len(spans), 1):
+                continue
+            s = spans[0]
+            check_stack(chk, s, what, 'flipper', 'flipper.c')
+            names = [f['symbol'] for f in s.get('stack') or []]
+            chain = [n for n in names if re.fullmatch(r'flip_[ab][123]', n or '')]
+            # innermost first: flip_x3, flip_x2, flip_x1 or a suffix of it
+            chk.true('%s: one call chain, in order (got %s)' % (what, names),
+                     len({n[5] for n in chain}) <= 1 and
+                     [n[6] for n in chain] == ['3', '2', '1'][3 - len(chain):], s)
+            if chain:
+                i = names.index(chain[-1])
+                chk.eq('%s: the chain is called from flipper' % what,
+                       names[i + 1] if i + 1 < len(names) else None, 'flipper')
+        for tid, call in sleepers.items():
+            what = 'run %d: sleeper %d' % (attempt, tid)
+            spans = index.get(tid, [])
+            if chk.eq('%s: spans' % what, len(spans), 1):
+                # A sleep that an earlier snapshot interrupted goes on in
+                # restart_syscall (the kernel's way to resume nanosleep).
+                calls = ('S ' + call, 'S restart_syscall') if 'sleep' in call else ('S ' + call,)
+                chk.true('%s: state %r in %s' % (what, spans[0].get('state'), calls),
+                         spans[0].get('state') in calls, spans[0])
+        chk.eq('run %d: the fixture answers' % attempt, target.ask('p'), ['pong'])
+
+
 def case_snapshot_deadlock(session, chk):
     target = session.target('deadlock')
     pid = target.ready()[0]
@@ -2184,6 +2226,7 @@ CASES = {
     'static': case_static,
     'attach-churner': case_attach_churner,
     'snapshot-deadlock': case_snapshot_deadlock,
+    'snapshot-running': case_snapshot_running,
     'attach-idle': case_attach_idle,
     'attach-stopped': case_attach_stopped,
     'attach-refusals': case_attach_refusals,
