@@ -25,6 +25,22 @@ struct ptw_tracer_opts {
 	void *sink_ctx;
 	void (*before_block)(void *ctx); /* about to sleep: flush output */
 	void *before_block_ctx;
+	/* The session's own deadlines (span open timeouts), optional: when
+	 * the next is due (CLOCK_MONOTONIC ns, 0: none), and the call once it
+	 * is (now: the time). ptw_tracer_run wakes up for it, in the wait it
+	 * does anyway: no polling, no extra stop. */
+	uint64_t (*next_timer)(void *ctx);
+	void (*on_timer)(void *ctx, uint64_t now);
+	void *timer_ctx;
+};
+
+/* Where a thread is, read from /proc without stopping it (ptw_tracer_where). */
+struct ptw_where {
+	char state[48];	 /* "S futex", "R", "t": state letter and system call */
+	char wchan[64];	 /* kernel function it sleeps in, "" unknown */
+	char name[32];	 /* its comm, "" unknown */
+	uint64_t pc;	 /* user PC while blocked in a system call, 0 unknown */
+	const struct ptw_location *at; /* pc's symbol, NULL unknown; valid for the session */
 };
 
 enum ptw_end_reason {
@@ -75,6 +91,11 @@ int ptw_tracer_run(struct ptw_tracer *t, int duration_ms, enum ptw_end_reason *r
  * Returns the number of threads that could not be stopped in time.
  */
 int ptw_tracer_detach(struct ptw_tracer *t);
+
+/* Where thread tid of the target is now, without stopping it: its kernel
+ * state, wchan, system call and the PC it made it from. Returns 0, or
+ * -ESRCH when the thread is gone (*ret then says "?"). */
+int ptw_tracer_where(struct ptw_tracer *t, pid_t tid, struct ptw_where *ret);
 
 /* Fills the target / session part of the report (spans are the caller's). */
 void ptw_tracer_report(struct ptw_tracer *t, struct ptw_report *r);
