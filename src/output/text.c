@@ -210,21 +210,25 @@ void ptw_text_event(struct ptw_buf *out, uint64_t start, const struct ptw_event 
 			break;
 		}
 		break;
-	case PTW_EV_SPAN_OPEN:
-		/* Another engine's span (sp NULL) is that engine's to tell. */
-		if (!sp || ev->span_kind != PTW_SPAN_THREAD)
-			return;
+	case PTW_EV_SPAN_OPEN: {
 		line_start(out, start, ev->ns, ev->tid, "open");
-		span_tag(out, sp);
-		if (sp->name)
+		bool thread = sp && ev->span_kind == PTW_SPAN_THREAD;
+		/* Another engine's span (a frame): named by kind and id. */
+		if (!thread)
+			ptw_buf_printf(out, " %s span %u",
+				       ev->span_kind == PTW_SPAN_FRAME ? "frame" : "?", ev->span_id);
+		else
+			span_tag(out, sp);
+		if (thread && sp->name)
 			ptw_buf_printf(out, " %s", sp->name);
-		ptw_buf_putc(out, ' ');
-		if (sp->start_routine || sp->origin == PTW_ORIGIN_MAIN)
+		if (thread && (sp->start_routine || sp->origin == PTW_ORIGIN_MAIN)) {
+			ptw_buf_putc(out, ' ');
 			ptw_text_location(out, sp->start_routine,
 					  sp->origin == PTW_ORIGIN_MAIN ? "main" : NULL);
-		else
-			ptw_buf_puts(out, "thread");
-		ptw_buf_puts(out, " open for ");
+		}
+		/* Found running at the attach: it began before ptwatch saw it. */
+		bool since_attach = thread && !sp->create_ns.set && !sp->start_ns.set;
+		ptw_buf_printf(out, " open for %s", since_attach ? "at least " : "");
 		ptw_text_duration(out, ev->value);
 		ptw_buf_printf(out, ", now %s", ev->state ? ev->state : "?");
 		if (ev->wchan)
@@ -234,6 +238,7 @@ void ptw_text_event(struct ptw_buf *out, uint64_t start, const struct ptw_event 
 			ptw_text_location(out, ev->routine, NULL);
 		}
 		break;
+	}
 	case PTW_EV_EXEC:
 		line_start(out, start, ev->ns, ev->tid, "execve");
 		if (ev->other_tid != ev->tid)

@@ -2195,7 +2195,7 @@ def wait_open_line(run, proc, tid, timeout=20):
 
 def open_for_ns(line):
     """The duration in an "open ... open for 201.23 ms" line, in ns."""
-    m = re.search(r' open for ([0-9.]+) (ns|us|ms|s),', line)
+    m = re.search(r' open for (?:at least )?([0-9.]+) (ns|us|ms|s),', line)
     if not m:
         return None
     return int(float(m.group(1)) * {'ns': 1, 'us': 1e3, 'ms': 1e6, 's': 1e9}[m.group(2)])
@@ -2274,6 +2274,9 @@ def case_open_timeout(session, chk):
     chk.true('main: open past the limit too (it outlived the holder)',
              isinstance(main_span.get('open_after_ns'), int), main_span)
     chk.eq('metrics.open_timeouts (main and the holder)', doc['metrics'].get('open_timeouts'), 2)
+    # where the thread was came from /proc: no thread was interrupted for it
+    chk.eq('no interrupt stop (session.stops)', doc['session']['stops'].get('interrupt'), None,
+           doc['session']['stops'])
     text = run.stderr_text()
     end = [x for x in text.splitlines() if re.match(r'^\s*\d+\.\d+\s+%d end\s+\[%d\]' % (holder, h['id']), x)]
     chk.true('the holder\'s end line says it was slow (%r)' % end,
@@ -2325,6 +2328,8 @@ def case_attach_open_timeout(session, chk, end='sigint'):
         return
     chk.eq('the open line names the holder\'s span', span_id, h['id'])
     chk.eq('holder: origin', h['origin'], 'preexisting', h)
+    chk.true('the open line says "at least": it ran before the attach (%r)' % line,
+             ' open for at least ' in line)
     if end == 'kill9':
         chk.eq('holder: status (the tracer died while tracing)', h['status'], 'unmatched', h)
         chk.eq('holder: end.reason', (h['end'] or {}).get('reason'), 'tracer_died', h)

@@ -6,7 +6,10 @@
  */
 #include <stdlib.h>
 
+#include <string.h>
+
 #include "check.h"
+#include "ptw_output.h"
 #include "ptw_spans.h"
 #include "ptw_symbols.h"
 #include "ptw_timeouts.h"
@@ -341,6 +344,68 @@ static void test_attach_end(void)
 	CHECK_EQ(ptw_timeouts_count(to), 0);
 }
 
+/* The event lines: the open line names the span and says where its thread
+ * is; the end line of a span that crossed says it was slow; a frame's open
+ * line (another engine's span) is still told, by kind and id. */
+static void test_text(void)
+{
+	reset(200 * MS);
+	uint64_t t0 = now;
+	image();
+	create(101, P1);
+	now = 1300 * MS;
+	struct ptw_timeout due;
+	struct ptw_buf b = { 0 };
+	while (ptw_timeouts_pop(to, now, &due)) {
+		struct ptw_event e = ev(PTW_EV_SPAN_OPEN, due.tid);
+		e.span_id = due.id;
+		e.has_value = true;
+		e.value = now - due.start_ns;
+		e.state = "S read";
+		e.wchan = "anon_pipe_read";
+		e.name = due.tid == 101 ? "holder" : NULL;
+		e.routine = &worker;
+		ptw_text_event(&b, t0, &e, feed(e));
+	}
+	CHECK(b.p && strstr(b.p, "open     [1] main open for 300.00 ms, now S read in "
+				 "anon_pipe_read at worker\n"));
+	CHECK(b.p && strstr(b.p, "    101 open     [2] holder worker open for 300.00 ms, now S "
+				 "read in anon_pipe_read at worker\n"));
+	ptw_buf_reset(&b);
+	now = 1500 * MS;
+	struct ptw_event e = ev(PTW_EV_THREAD_DEATH, 101);
+	e.unwinding = 0;
+	e.has_value = true;
+	e.value = 0x5107;
+	ptw_text_event(&b, t0, &e, feed(e));
+	CHECK(b.p && strstr(b.p, " end      [2] returned 0x5107 after 500.00 ms (slow: open past "
+				 "300.00 ms)\n"));
+	ptw_buf_reset(&b);
+	e = ev(PTW_EV_SPAN_OPEN, 101);
+	e.span_kind = PTW_SPAN_FRAME;
+	e.span_id = 12;
+	e.has_value = true;
+	e.value = 250 * MS;
+	e.state = "R";
+	ptw_text_event(&b, t0, &e, feed(e));
+	CHECK(b.p && strstr(b.p, " open     frame span 12 open for 250.00 ms, now R\n"));
+	/* found running at the attach: it began before ptwatch saw it */
+	reset(200 * MS);
+	ptw_buf_reset(&b);
+	e = ev(PTW_EV_PREEXISTING, 102);
+	e.other_tid = MAIN;
+	e.routine = &worker;
+	feed(e);
+	e = ev(PTW_EV_SPAN_OPEN, 102);
+	e.span_id = 1;
+	e.has_value = true;
+	e.value = 200 * MS;
+	e.state = "S futex";
+	ptw_text_event(&b, now, &e, feed(e));
+	CHECK(b.p && strstr(b.p, "[1] worker open for at least 200.00 ms, now S futex\n"));
+	ptw_buf_free(&b);
+}
+
 int main(void)
 {
 	test_heap_order();
@@ -351,6 +416,7 @@ int main(void)
 	test_several();
 	test_other_kind();
 	test_attach_end();
+	test_text();
 	ptw_spans_free(s);
 	ptw_timeouts_free(to);
 	CHECK_DONE();
