@@ -24,15 +24,17 @@
 /* A span that crossed the limit. */
 struct ptw_timeout {
 	enum ptw_span_kind kind;
-	uint32_t id;	   /* unique within kind */
-	pid_t tid;	   /* its thread */
-	uint64_t start_ns; /* since when it has been open */
+	uint32_t id;	      /* unique within kind */
+	pid_t tid;	      /* its thread */
+	uint64_t start_ns;    /* since when it has been open */
 	uint64_t deadline_ns; /* start_ns + limit */
 };
 
 struct ptw_timeouts;
 
-/* limit_ns 0: disabled (nothing is ever due). Never NULL. */
+/* limit_ns 0: disabled (nothing is watched, nothing is ever due). Returns
+ * the handle (allocation failure is fatal); free it with ptw_timeouts_free
+ * after every engine that watches through it. */
 struct ptw_timeouts *ptw_timeouts_new(uint64_t limit_ns);
 void ptw_timeouts_free(struct ptw_timeouts *to);
 uint64_t ptw_timeouts_limit(const struct ptw_timeouts *to);

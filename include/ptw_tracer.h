@@ -27,8 +27,9 @@ struct ptw_tracer_opts {
 	void *before_block_ctx;
 	/* The session's own deadlines (span open timeouts), optional: when
 	 * the next is due (CLOCK_MONOTONIC ns, 0: none), and the call once it
-	 * is (now: the time). ptw_tracer_run wakes up for it, in the wait it
-	 * does anyway: no polling, no extra stop. */
+	 * is (now: the time), which must deal with every timer due by now.
+	 * ptw_tracer_run wakes up for it in the wait it does anyway: no
+	 * polling, no extra stop. */
 	uint64_t (*next_timer)(void *ctx);
 	void (*on_timer)(void *ctx, uint64_t now);
 	void *timer_ctx;
