@@ -74,6 +74,8 @@ struct ptw_span {
 	 * long it had been open then. It keeps its final status. */
 	struct ptw_opt open_after_ns;
 	uint64_t open_for_ns;
+	char *open_state, *open_wchan;	     /* where its thread was then */
+	const struct ptw_location *open_at; /* its PC's symbol, NULL unknown */
 
 	/* What the engine learnt on the way to the end. */
 	bool ended;	      /* status is final */

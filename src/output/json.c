@@ -305,6 +305,15 @@ static void json_span(struct ptw_json *j, const struct ptw_span *sp)
 		ptw_json_null(j, "lifetime_ns");
 	ptw_json_bool(j, "uncertain", sp->uncertain);
 	json_opt(j, "open_after_ns", sp->open_after_ns);
+	if (sp->open_after_ns.set) {
+		ptw_json_begin_object(j, "open_where");
+		ptw_json_string(j, "state", sp->open_state);
+		ptw_json_string(j, "wchan", sp->open_wchan);
+		json_location(j, "pc", sp->open_at, "??", false);
+		ptw_json_end_object(j);
+	} else {
+		ptw_json_null(j, "open_where");
+	}
 	if (sp->state) {
 		ptw_json_string(j, "state", sp->state);
 		ptw_json_string(j, "wchan", sp->wchan);

@@ -40,6 +40,8 @@ void ptw_spans_free(struct ptw_spans *s)
 		free(s->spans[i]->name);
 		free(s->spans[i]->state);
 		free(s->spans[i]->wchan);
+		free(s->spans[i]->open_state);
+		free(s->spans[i]->open_wchan);
 		free(s->spans[i]->stack);
 		free(s->spans[i]);
 	}
@@ -495,6 +497,9 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 		}
 		set_opt(&sp->open_after_ns, ev->ns);
 		sp->open_for_ns = ev->has_value ? ev->value : 0;
+		sp->open_state = ev->state ? xstrdup(ev->state) : NULL;
+		sp->open_wchan = ev->wchan ? xstrdup(ev->wchan) : NULL;
+		sp->open_at = ev->routine;
 		break;
 	case PTW_EV_TRACER_DIED:
 		on_tracer_died(s, ev->ns);

@@ -2213,6 +2213,15 @@ def check_open_line(chk, line, what, limit_ns):
              ', now S read' in line)
 
 
+def check_open_where(chk, span, what):
+    """open_where: the holder sleeps in read(), called from libc's read."""
+    where = span.get('open_where') or {}
+    chk.eq('%s: open_where.state' % what, where.get('state'), 'S read', span)
+    pc = where.get('pc') or {}
+    chk.true('%s: open_where.pc in libc (%r)' % (what, pc),
+             'libc' in (pc.get('module') or ''), span)
+
+
 def check_bad_open_timeouts(session, chk):
     for bad in ('abc', '-1', '', '1s', 'nan'):
         run = session.run(['/bin/true'], opts=['--open-timeout', bad], load=False, timeout=20)
@@ -2268,6 +2277,7 @@ def case_open_timeout(session, chk):
     if chk.true('holder: open_after_ns set (got %r)' % after, isinstance(after, int), h):
         chk.true('holder: create_ns + limit <= open_after_ns < end_ns',
                  h['create_ns'] + limit <= after < h['end_ns'], h)
+    check_open_where(chk, h, 'holder')
     chk.eq('quick: status', q['status'], 'completed', q)
     chk.eq('quick: open_after_ns (it ended in time)', q.get('open_after_ns'), None, q)
     main_span = [s for s in thread_spans(doc) if s['origin'] == 'main'][0]
@@ -2338,6 +2348,7 @@ def case_attach_open_timeout(session, chk, end='sigint'):
         chk.eq('metrics.unmatched_spans', doc['metrics']['unmatched_spans'], 0)
     after = h.get('open_after_ns')
     chk.true('holder: open_after_ns set (got %r)' % after, isinstance(after, int), h)
+    check_open_where(chk, h, 'holder')
     chk.true('metrics.open_timeouts >= 1 (got %r)' % doc['metrics'].get('open_timeouts'),
              (doc['metrics'].get('open_timeouts') or 0) >= 1)
     target.check_alive('after ptwatch ended')

@@ -130,6 +130,9 @@ static void check_decoded(struct got *g)
 	CHECK_EQ(slow->open_after_ns.v, 45);
 	CHECK_EQ(slow->open_for_ns, 15);
 	CHECK_STR(slow->name, "holder");
+	CHECK_STR(slow->open_state, "S futex");
+	CHECK_STR(slow->open_wchan, "futex_wait_queue");
+	CHECK(slow->open_at && slow->open_at->line == 12);
 }
 
 /* Fed in pieces of every size: a record split anywhere comes out whole. */
