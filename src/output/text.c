@@ -541,9 +541,8 @@ void ptw_text_summary(struct ptw_buf *out, const struct ptw_report *r)
 	ptw_buf_printf(out, "  unjoined %" PRIu64 ", unmatched %" PRIu64 ", open %" PRIu64,
 		       m.unjoined, m.unmatched_spans, m.open_spans);
 	if (m.open_timeouts) {
-		ptw_buf_printf(out, ", open past ");
+		ptw_buf_printf(out, ", %" PRIu64 " seen open past ", m.open_timeouts);
 		ptw_text_duration(out, r->open_timeout_ns);
-		ptw_buf_printf(out, " %" PRIu64, m.open_timeouts);
 	}
 	ptw_buf_putc(out, '\n');
 	ptw_buf_printf(out, "  ptrace stops %" PRIu64, r->stops_total);

@@ -2291,7 +2291,8 @@ def case_open_timeout(session, chk):
     end = [x for x in text.splitlines() if re.match(r'^\s*\d+\.\d+\s+%d end\s+\[%d\]' % (holder, h['id']), x)]
     chk.true('the holder\'s end line says it was slow (%r)' % end,
              len(end) == 1 and '(slow: open past ' in end[0])
-    chk.true('the summary counts it ("open past 200.00 ms 2")', 'open past 200.00 ms 2' in text,
+    chk.true('the summary counts it ("2 seen open past 200.00 ms")',
+             ', 2 seen open past 200.00 ms' in text,
              tail(text, 12))
     for t in truth_of(run, 'thread'):
         span = spans.get(t['tid'])
