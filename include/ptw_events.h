@@ -37,6 +37,15 @@ enum ptw_event_kind {
 	PTW_EV_INTERRUPT,      /* ptwatch got session signal sig: interrupt (what it did) */
 	PTW_EV_THREAD_STATE,   /* snapshot of tid: state, stack, what it waits for */
 	PTW_EV_TRACER_DIED,    /* ptwatch's tracer process died: nothing more will be seen */
+	PTW_EV_SPAN_OPEN,      /* span (span_kind, span_id) of tid has been open value ns,
+				* past the open timeout: where tid is now (state, wchan,
+				* routine = its PC), name; sent once per span */
+};
+
+/* Which engine a span belongs to (PTW_EV_SPAN_OPEN, ptw_timeouts.h). */
+enum ptw_span_kind {
+	PTW_SPAN_THREAD, /* ptw_spans.h: one per thread lifetime */
+	PTW_SPAN_FRAME,	 /* a function call inside a thread */
 };
 
 /* What a blocked thread waits for (snapshot). */
@@ -96,7 +105,7 @@ struct ptw_event {
 	/* INTERRUPT */
 	enum ptw_interrupt_action action;
 	enum ptw_interrupt_why why;
-	/* THREAD_STATE (all copied by the consumer) */
+	/* THREAD_STATE, SPAN_OPEN (all copied by the consumer) */
 	const char *state;			  /* "S futex" */
 	const char *wchan;
 	const struct ptw_location *const *stack; /* innermost first */
@@ -104,6 +113,9 @@ struct ptw_event {
 	enum ptw_wait_kind wait_kind;
 	uint64_t wait_object;
 	pid_t wait_owner; /* 0 unknown */
+	/* SPAN_OPEN */
+	enum ptw_span_kind span_kind;
+	uint32_t span_id;
 };
 
 /* An event with every optional field set to "unknown". */

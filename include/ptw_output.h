@@ -94,6 +94,7 @@ struct ptw_report {
 	const uint64_t *stop_counts;
 	size_t nstop_kinds;
 	size_t breakpoints;
+	uint64_t open_timeout_ns; /* --open-timeout, 0: disabled */
 	/* content */
 	struct ptw_spans *spans;
 	const struct ptw_warning *warnings;

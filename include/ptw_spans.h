@@ -70,6 +70,12 @@ struct ptw_span {
 	uint64_t join_call_ns;
 	struct ptw_opt join_return_ns;
 	bool uncertain;
+	/* Seen open past the open timeout (PTW_EV_SPAN_OPEN): when, and how
+	 * long it had been open then. It keeps its final status. */
+	struct ptw_opt open_after_ns;
+	uint64_t open_for_ns;
+	char *open_state, *open_wchan;	     /* where its thread was then */
+	const struct ptw_location *open_at; /* its PC's symbol, NULL unknown */
 
 	/* What the engine learnt on the way to the end. */
 	bool ended;	      /* status is final */
@@ -107,21 +113,33 @@ struct ptw_metrics {
 	uint64_t threads_seen, threads_created, max_active, max_depth;
 	struct ptw_distribution spawn_latency, lifetime, join_wait;
 	uint64_t unjoined, open_spans, unmatched_spans;
+	uint64_t open_timeouts; /* spans seen open past the open timeout */
 	const uint64_t (*active_series)[2]; /* [ns, active], owned by the engine */
 	size_t active_series_len;
 };
 
 struct ptw_spans;
+struct ptw_timeouts;
 
 struct ptw_spans *ptw_spans_new(void);
 void ptw_spans_free(struct ptw_spans *s);
+
+/*
+ * Open timeouts (ptw_timeouts.h, borrowed: the caller frees it after the
+ * engine): every thread span is watched from its first event until it ends
+ * or its thread leaves. The session pops the spans that crossed the limit
+ * and feeds PTW_EV_SPAN_OPEN for each; the engine marks them (open_after_ns).
+ * Without timeouts (NULL, the default) SPAN_OPEN events are still consumed.
+ */
+void ptw_spans_set_timeouts(struct ptw_spans *s, struct ptw_timeouts *to);
 
 /* Consumes one event; returns the span it concerned most (for the event log),
  * or NULL. */
 const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_event *ev);
 
 /* The document is about to be written: nothing more will come. Spans with
- * no end stay open. */
+ * no end stay open (those of a process ptwatch let go of, PTW_EV_DETACHED,
+ * stay open even if PTW_EV_TRACER_DIED follows). */
 void ptw_spans_finish(struct ptw_spans *s);
 
 size_t ptw_spans_count(const struct ptw_spans *s);

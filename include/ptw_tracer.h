@@ -25,6 +25,23 @@ struct ptw_tracer_opts {
 	void *sink_ctx;
 	void (*before_block)(void *ctx); /* about to sleep: flush output */
 	void *before_block_ctx;
+	/* The session's own deadlines (span open timeouts), optional: when
+	 * the next is due (CLOCK_MONOTONIC ns, 0: none), and the call once it
+	 * is (now: the time), which must deal with every timer due by now.
+	 * ptw_tracer_run wakes up for it in the wait it does anyway: no
+	 * polling, no extra stop. */
+	uint64_t (*next_timer)(void *ctx);
+	void (*on_timer)(void *ctx, uint64_t now);
+	void *timer_ctx;
+};
+
+/* Where a thread is, read from /proc without stopping it (ptw_tracer_where). */
+struct ptw_where {
+	char state[48];	 /* "S futex", "R", "t": state letter and system call */
+	char wchan[64];	 /* kernel function it sleeps in, "" unknown */
+	char name[32];	 /* its comm, "" unknown */
+	uint64_t pc;	 /* user PC while blocked in a system call, 0 unknown */
+	const struct ptw_location *at; /* pc's symbol, NULL unknown; valid for the session */
 };
 
 enum ptw_end_reason {
@@ -76,10 +93,15 @@ int ptw_tracer_run(struct ptw_tracer *t, int duration_ms, enum ptw_end_reason *r
  */
 int ptw_tracer_detach(struct ptw_tracer *t);
 
+/* Where thread tid of the target is now, without stopping it: its kernel
+ * state, wchan, system call and the PC it made it from. Returns 0, or
+ * -ESRCH when the thread is gone (*ret then says "?"). */
+int ptw_tracer_where(struct ptw_tracer *t, pid_t tid, struct ptw_where *ret);
+
 /*
  * What became of the target, checked now, into r->fate (and its exit, when
- * it ended once let go): reads /proc once per thread, so call it once, at
- * the end, before ptw_tracer_report.
+ * it ended once let go): reads /proc (every thread's status if one may
+ * still be traced), so call it once, at the end, before ptw_tracer_report.
  */
 void ptw_tracer_check_fate(struct ptw_tracer *t, struct ptw_report *r);
 

@@ -18,6 +18,7 @@
 #include "ptw_output.h"
 #include "ptw_record.h"
 #include "ptw_spans.h"
+#include "ptw_timeouts.h"
 #include "ptw_tracer.h"
 #include "ptw_util.h"
 
@@ -31,11 +32,13 @@ struct options {
 	bool use_cache;
 	bool create_events;
 	int duration_ms;
+	uint64_t open_timeout_ns; /* 0: disabled */
 	char **argv;
 };
 
 struct session {
 	struct ptw_spans *spans;
+	struct ptw_timeouts *timeouts; /* spans open too long (--open-timeout) */
 	struct ptw_buf log;
 	bool quiet;
 	uint64_t start_ns;
@@ -66,6 +69,10 @@ static void usage(FILE *f)
 		"  -o, --output=FILE    write the spans document to FILE (implies --json)\n"
 		"  -q, --quiet          no event lines on standard error (the summary stays)\n"
 		"  --duration=SECONDS   stop tracing after SECONDS and let COMMAND run on\n"
+		"  --open-timeout=SECONDS\n"
+		"                       report a span still open after SECONDS (default 5,\n"
+		"                       fractions allowed, 0: never) with where its thread\n"
+		"                       is; if it ends later, it is marked slow\n"
 		"  --no-debug-files     ignore separate debug files such as libc6-dbg's\n"
 		"                       (also: PTWATCH_NO_DEBUG_FILES=1)\n"
 		"  --no-cache           do not read or write the symbol cache\n"
@@ -98,6 +105,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 		OPT_JSON = 256,
 		OPT_SNAPSHOT,
 		OPT_DURATION,
+		OPT_OPEN_TIMEOUT,
 		OPT_NO_DEBUG_FILES,
 		OPT_NO_CACHE,
 		OPT_CREATE_EVENTS,
@@ -110,6 +118,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 		{ "output", required_argument, NULL, 'o' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "duration", required_argument, NULL, OPT_DURATION },
+		{ "open-timeout", required_argument, NULL, OPT_OPEN_TIMEOUT },
 		{ "no-debug-files", no_argument, NULL, OPT_NO_DEBUG_FILES },
 		{ "no-cache", no_argument, NULL, OPT_NO_CACHE },
 		{ "create-events", no_argument, NULL, OPT_CREATE_EVENTS },
@@ -122,6 +131,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 	o->use_debug_files = true;
 	o->use_cache = true;
 	o->duration_ms = -1;
+	o->open_timeout_ns = PTW_OPEN_TIMEOUT_DEFAULT_NS;
 	const char *env = getenv("PTWATCH_NO_DEBUG_FILES");
 	if (env && *env && strcmp(env, "0"))
 		o->use_debug_files = false;
@@ -160,6 +170,18 @@ static void parse_options(int argc, char **argv, struct options *o)
 			o->duration_ms = (int)(s * 1000.0 + 0.5);
 			if (o->duration_ms == 0)
 				o->duration_ms = 1;
+			break;
+		}
+		case OPT_OPEN_TIMEOUT: {
+			char *end;
+			errno = 0;
+			double s = strtod(optarg, &end);
+			if (errno || *end || end == optarg || !(s >= 0) || s > 86400.0 * 365)
+				die_usage("invalid open timeout '%s' (seconds, >= 0; 0 disables)",
+					  optarg);
+			o->open_timeout_ns = (uint64_t)(s * 1e9 + 0.5);
+			if (s > 0 && o->open_timeout_ns == 0)
+				o->open_timeout_ns = 1;
 			break;
 		}
 		case OPT_NO_DEBUG_FILES:
@@ -205,6 +227,7 @@ static void record_header(struct session *s)
 	struct ptw_report rep = { 0 };
 	rep.realtime_offset_ns = ptw_realtime_offset_ns();
 	ptw_tracer_report(s->tracer, &rep);
+	rep.open_timeout_ns = ptw_timeouts_limit(s->timeouts);
 	size_t sig = 1 + rep.nwarnings * 16 + (rep.glibc != NULL) * 2 + (size_t)rep.exit_kind * 4 +
 		     (rep.strategy && rep.strategy[0] == 'd');
 	if (sig == s->header_sig)
@@ -244,6 +267,36 @@ static void sink(void *ctx, const struct ptw_event *ev)
 		ptw_text_event(&s->log, s->start_ns, ev, sp);
 		if (s->log.len > 65536)
 			flush_log(s);
+	}
+}
+
+/* ---- open timeouts ---- */
+
+static uint64_t next_timer(void *ctx)
+{
+	struct session *s = ctx;
+	return ptw_timeouts_next(s->timeouts);
+}
+
+/* Every span that crossed the limit: one event each, saying where its
+ * thread is now (read from /proc; the thread is not stopped). */
+static void on_timer(void *ctx, uint64_t now)
+{
+	struct session *s = ctx;
+	struct ptw_timeout due;
+	while (ptw_timeouts_pop(s->timeouts, now, &due)) {
+		struct ptw_where w;
+		ptw_tracer_where(s->tracer, due.tid, &w);
+		struct ptw_event ev = ptw_event_init(PTW_EV_SPAN_OPEN, now, due.tid);
+		ev.span_kind = due.kind;
+		ev.span_id = due.id;
+		ev.has_value = true;
+		ev.value = now - due.start_ns;
+		ev.state = w.state;
+		ev.wchan = w.wchan[0] ? w.wchan : NULL;
+		ev.name = w.name[0] ? w.name : NULL;
+		ev.routine = w.at;
+		sink(s, &ev);
 	}
 }
 
@@ -306,6 +359,7 @@ static int session(const struct options *o, struct session *s, struct ptw_tracer
 				    (uint64_t)ru.ru_stime.tv_usec * 1000u;
 	}
 	rep.end_reason = ptw_end_reason_name(reason);
+	rep.open_timeout_ns = ptw_timeouts_limit(s->timeouts);
 	rep.spans = s->spans;
 
 	struct ptw_output_opts oo = { .json = o->json, .json_fd = out_fd, .snapshot = o->snapshot };
@@ -316,6 +370,7 @@ static int session(const struct options *o, struct session *s, struct ptw_tracer
 	bool ended = ptw_tracer_target_exit(t, &code, &tsig, &core);
 	ptw_tracer_free(t);
 	ptw_spans_free(s->spans);
+	ptw_timeouts_free(s->timeouts);
 	ptw_buf_free(&s->log);
 	ptw_record_writer_free(s->rec);
 	ptw_buf_free(&s->record);
@@ -375,6 +430,10 @@ int main(int argc, char **argv)
 			     .start_ns = ptw_now_ns() };
 	if (ptw_guardian_keeps_record())
 		s.rec = ptw_record_writer_new();
+	if (!o.snapshot) {
+		s.timeouts = ptw_timeouts_new(o.open_timeout_ns);
+		ptw_spans_set_timeouts(s.spans, s.timeouts);
+	}
 	struct ptw_tracer_opts to = {
 		.use_debug_files = o.use_debug_files,
 		.use_cache = o.use_cache,
@@ -383,6 +442,9 @@ int main(int argc, char **argv)
 		.sink_ctx = &s,
 		.before_block = flush_log,
 		.before_block_ctx = &s,
+		.next_timer = next_timer,
+		.on_timer = on_timer,
+		.timer_ctx = &s,
 	};
 	struct ptw_tracer *t;
 	if (o.pid) {
@@ -406,6 +468,7 @@ int main(int argc, char **argv)
 				unlink(o.output);
 			fprintf(stderr, "ptwatch: cannot attach to %d: %s\n", o.pid, why);
 			ptw_spans_free(s.spans);
+			ptw_timeouts_free(s.timeouts);
 			return 1;
 		}
 		return session(&o, &s, t, out_fd);
@@ -417,6 +480,7 @@ int main(int argc, char **argv)
 		unlink(o.output); /* nothing ran: leave no empty document behind */
 	if (r < 0) {
 		ptw_spans_free(s.spans);
+		ptw_timeouts_free(s.timeouts);
 		ptw_buf_free(&s.log);
 		if (r == -ENOENT) {
 			fprintf(stderr, "ptwatch: cannot run '%s': command not found\n", o.argv[0]);

@@ -233,7 +233,8 @@ static void write_record(struct restorer *r, const struct ptw_guardian_opts *o,
 	w[nw].code = xstrdup("tracer_died");
 	w[nw++].message = xasprintf(
 		"ptwatch's tracer process ended before it finished; this record holds what it saw "
-		"until then (spans still open are unmatched, reason tracer_died); %d patched bytes "
+		"until then (spans still open while traced are unmatched, reason tracer_died); %d "
+		"patched bytes "
 		"restored%s, process %d %s",
 		out->restored, out->failed ? " (some could not be)" : "", rep.pid,
 		out->alive ? "still runs, untraced" : "is gone");

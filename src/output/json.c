@@ -316,6 +316,16 @@ static void json_span(struct ptw_json *j, const struct ptw_span *sp)
 	else
 		ptw_json_null(j, "lifetime_ns");
 	ptw_json_bool(j, "uncertain", sp->uncertain);
+	json_opt(j, "open_after_ns", sp->open_after_ns);
+	if (sp->open_after_ns.set) {
+		ptw_json_begin_object(j, "open_where");
+		ptw_json_string(j, "state", sp->open_state);
+		ptw_json_string(j, "wchan", sp->open_wchan);
+		json_location(j, "pc", sp->open_at, "??", false);
+		ptw_json_end_object(j);
+	} else {
+		ptw_json_null(j, "open_where");
+	}
 	if (sp->state) {
 		ptw_json_string(j, "state", sp->state);
 		ptw_json_string(j, "wchan", sp->wchan);
@@ -458,6 +468,7 @@ void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 	ptw_json_uint(j, "sys", r->tracer_sys_ns);
 	ptw_json_end_object(j);
 	ptw_json_uint(j, "breakpoints", r->breakpoints);
+	ptw_json_uint(j, "open_timeout_ns", r->open_timeout_ns);
 	ptw_json_begin_object(j, "stops");
 	ptw_json_uint(j, "total", r->stops_total);
 	for (size_t i = 0; i < r->nstop_kinds; i++)
@@ -485,6 +496,7 @@ void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 	ptw_json_uint(j, "unjoined", m.unjoined);
 	ptw_json_uint(j, "open_spans", m.open_spans);
 	ptw_json_uint(j, "unmatched_spans", m.unmatched_spans);
+	ptw_json_uint(j, "open_timeouts", m.open_timeouts);
 	/* Compact: one [ns, count] pair per line would double the document. */
 	bool pretty = j->pretty;
 	ptw_json_begin_array(j, "active_series");

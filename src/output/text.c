@@ -73,6 +73,17 @@ static void span_tag(struct ptw_buf *out, const struct ptw_span *sp)
 		ptw_buf_printf(out, " [%u]", sp->id);
 }
 
+/* "slow: open past 5.00 s" for a span seen open past the open timeout. */
+static void slow_text(struct ptw_buf *out, const struct ptw_span *sp, const char *pre,
+		      const char *post)
+{
+	if (!sp->open_after_ns.set)
+		return;
+	ptw_buf_printf(out, "%sslow: open past ", pre);
+	ptw_text_duration(out, sp->open_for_ns);
+	ptw_buf_puts(out, post);
+}
+
 static void end_text(struct ptw_buf *out, const struct ptw_span *sp)
 {
 	switch (sp->status) {
@@ -97,6 +108,7 @@ static void end_text(struct ptw_buf *out, const struct ptw_span *sp)
 		ptw_buf_puts(out, " after ");
 		ptw_text_duration(out, sp->end_ns.v - sp->start_ns.v);
 	}
+	slow_text(out, sp, " (", ")");
 }
 
 void ptw_text_event(struct ptw_buf *out, uint64_t start, const struct ptw_event *ev,
@@ -198,6 +210,35 @@ void ptw_text_event(struct ptw_buf *out, uint64_t start, const struct ptw_event 
 			break;
 		}
 		break;
+	case PTW_EV_SPAN_OPEN: {
+		line_start(out, start, ev->ns, ev->tid, "open");
+		bool thread = sp && ev->span_kind == PTW_SPAN_THREAD;
+		/* Another engine's span (a frame): named by kind and id. */
+		if (!thread)
+			ptw_buf_printf(out, " %s span %u",
+				       ev->span_kind == PTW_SPAN_FRAME ? "frame" : "?", ev->span_id);
+		else
+			span_tag(out, sp);
+		if (thread && sp->name)
+			ptw_buf_printf(out, " %s", sp->name);
+		if (thread && (sp->start_routine || sp->origin == PTW_ORIGIN_MAIN)) {
+			ptw_buf_putc(out, ' ');
+			ptw_text_location(out, sp->start_routine,
+					  sp->origin == PTW_ORIGIN_MAIN ? "main" : NULL);
+		}
+		/* Found running at the attach: it began before ptwatch saw it. */
+		bool since_attach = thread && !sp->create_ns.set && !sp->start_ns.set;
+		ptw_buf_printf(out, " open for %s", since_attach ? "at least " : "");
+		ptw_text_duration(out, ev->value);
+		ptw_buf_printf(out, ", now %s", ev->state ? ev->state : "?");
+		if (ev->wchan)
+			ptw_buf_printf(out, " in %s", ev->wchan);
+		if (ev->routine && ev->routine->symbol) {
+			ptw_buf_puts(out, " at ");
+			ptw_text_location(out, ev->routine, NULL);
+		}
+		break;
+	}
 	case PTW_EV_EXEC:
 		line_start(out, start, ev->ns, ev->tid, "execve");
 		if (ev->other_tid != ev->tid)
@@ -336,6 +377,7 @@ static void span_row(struct table *t, const struct ptw_span *sp)
 		ptw_buf_printf(&n, ", %s", sp->reason);
 	if (sp->uncertain)
 		ptw_buf_puts(&n, ", uncertain");
+	slow_text(&n, sp, ", ", "");
 	c[8] = n.p;
 	table_row(t, c);
 }
@@ -496,8 +538,13 @@ void ptw_text_summary(struct ptw_buf *out, const struct ptw_report *r)
 	dist_line(out, "spawn latency", &m.spawn_latency);
 	dist_line(out, "lifetime", &m.lifetime);
 	dist_line(out, "join wait", &m.join_wait);
-	ptw_buf_printf(out, "  unjoined %" PRIu64 ", unmatched %" PRIu64 ", open %" PRIu64 "\n",
+	ptw_buf_printf(out, "  unjoined %" PRIu64 ", unmatched %" PRIu64 ", open %" PRIu64,
 		       m.unjoined, m.unmatched_spans, m.open_spans);
+	if (m.open_timeouts) {
+		ptw_buf_printf(out, ", %" PRIu64 " seen open past ", m.open_timeouts);
+		ptw_text_duration(out, r->open_timeout_ns);
+	}
+	ptw_buf_putc(out, '\n');
 	ptw_buf_printf(out, "  ptrace stops %" PRIu64, r->stops_total);
 	if (m.threads_created)
 		ptw_buf_printf(out, " (%.1f per thread created)",

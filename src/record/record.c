@@ -141,6 +141,8 @@ void ptw_record_event(struct ptw_record_writer *w, struct ptw_buf *out, const st
 	put_u32(out, (uint32_t)ev->wait_kind);
 	put_u64(out, ev->wait_object);
 	put_u32(out, (uint32_t)ev->wait_owner);
+	put_u32(out, (uint32_t)ev->span_kind);
+	put_u32(out, ev->span_id);
 	end(out, at);
 	free(stack);
 }
@@ -177,6 +179,7 @@ void ptw_record_report(struct ptw_record_writer *w, struct ptw_buf *out, const s
 		put_u64(out, r->stop_counts[i]);
 	}
 	put_u64(out, r->breakpoints);
+	put_u64(out, r->open_timeout_ns);
 	put_u32(out, (uint32_t)r->nwarnings);
 	for (size_t i = 0; i < r->nwarnings; i++) {
 		put_str(out, r->warnings[i].code);
@@ -364,7 +367,7 @@ static bool decode_event(struct ptw_record_reader *r, char *payload, size_t len,
 	ev.state = get_str(&c);
 	ev.wchan = get_str(&c);
 	uint32_t nstack = get_u32(&c);
-	if (c.bad || nstack > c.left / sizeof(uint32_t) || kind > PTW_EV_TRACER_DIED)
+	if (c.bad || nstack > c.left / sizeof(uint32_t) || kind > PTW_EV_SPAN_OPEN)
 		return false;
 	const struct ptw_location **stack = nstack ? xcalloc(nstack, sizeof(*stack)) : NULL;
 	for (uint32_t i = 0; i < nstack; i++)
@@ -374,6 +377,8 @@ static bool decode_event(struct ptw_record_reader *r, char *payload, size_t len,
 	ev.wait_kind = (enum ptw_wait_kind)get_u32(&c);
 	ev.wait_object = get_u64(&c);
 	ev.wait_owner = (pid_t)get_u32(&c);
+	ev.span_kind = (enum ptw_span_kind)get_u32(&c);
+	ev.span_id = get_u32(&c);
 	bool ok = !c.bad;
 	if (ok && h->event)
 		h->event(ctx, &ev);
@@ -430,6 +435,7 @@ static bool decode_report(struct ptw_record_reader *r, char *payload, size_t len
 	p->stop_counts = rep.stop_counts;
 	p->nstop_kinds = nkinds;
 	p->breakpoints = get_u64(&c);
+	p->open_timeout_ns = get_u64(&c);
 	uint32_t nwarn = get_u32(&c);
 	if (c.bad || nwarn > c.left / sizeof(uint32_t))
 		goto bad;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ptw_timeouts.h"
 #include "ptw_util.h"
 
 #define PTHREAD_CANCELED_VALUE UINT64_MAX /* (void *)-1 */
@@ -22,6 +23,8 @@ struct ptw_spans {
 	uint64_t active, max_active;
 	uint64_t (*series)[2];
 	size_t nseries, series_cap;
+	struct ptw_timeouts *timeouts; /* borrowed, may be NULL */
+	bool let_go;		       /* PTW_EV_DETACHED seen */
 };
 
 struct ptw_spans *ptw_spans_new(void)
@@ -37,6 +40,8 @@ void ptw_spans_free(struct ptw_spans *s)
 		free(s->spans[i]->name);
 		free(s->spans[i]->state);
 		free(s->spans[i]->wchan);
+		free(s->spans[i]->open_state);
+		free(s->spans[i]->open_wchan);
 		free(s->spans[i]->stack);
 		free(s->spans[i]);
 	}
@@ -46,6 +51,11 @@ void ptw_spans_free(struct ptw_spans *s)
 	ptw_map_free(&s->joins);
 	free(s->series);
 	free(s);
+}
+
+void ptw_spans_set_timeouts(struct ptw_spans *s, struct ptw_timeouts *to)
+{
+	s->timeouts = to;
 }
 
 size_t ptw_spans_count(const struct ptw_spans *s)
@@ -90,6 +100,7 @@ static void end_span(struct ptw_spans *s, struct ptw_span *sp, uint64_t ns, enum
 {
 	if (sp->ended)
 		return;
+	ptw_timeouts_unwatch(s->timeouts, PTW_SPAN_THREAD, sp->id);
 	sp->ended = true;
 	sp->status = status;
 	sp->method = method;
@@ -106,6 +117,8 @@ static void end_span(struct ptw_spans *s, struct ptw_span *sp, uint64_t ns, enum
 /* The thread behind tid is gone for good: its tid may be given out again. */
 static void unbind_tid(struct ptw_spans *s, struct ptw_span *sp)
 {
+	/* Whatever its status becomes, its thread is no longer open. */
+	ptw_timeouts_unwatch(s->timeouts, PTW_SPAN_THREAD, sp->id);
 	if (live(s, sp->tid) == sp)
 		ptw_map_del(&s->by_tid, (uint64_t)sp->tid);
 }
@@ -139,6 +152,7 @@ static struct ptw_span *new_span(struct ptw_spans *s, pid_t tid, enum ptw_origin
 		s->max_active = s->active;
 	series_push(s, ns);
 	ptw_map_put(&s->by_tid, (uint64_t)tid, sp);
+	ptw_timeouts_watch(s->timeouts, PTW_SPAN_THREAD, sp->id, tid, ns);
 	return sp;
 }
 
@@ -305,13 +319,17 @@ static void on_join_return(struct ptw_spans *s, const struct ptw_event *ev)
 }
 
 /* Whatever was still open is unmatched: how it ends will not be seen. The
- * thread may well run on, so no end time is made up. */
+ * thread may well run on, so no end time is made up. Unless ptwatch had let
+ * go of the process already: then they were open at the detach, and stay so. */
 static void on_tracer_died(struct ptw_spans *s, uint64_t ns)
 {
+	if (s->let_go)
+		return;
 	for (size_t i = 0; i < s->n; i++) {
 		struct ptw_span *sp = s->spans[i];
 		if (sp->ended)
 			continue;
+		ptw_timeouts_unwatch(s->timeouts, PTW_SPAN_THREAD, sp->id);
 		sp->ended = true;
 		sp->status = PTW_STATUS_UNMATCHED;
 		sp->method = PTW_METHOD_UNKNOWN;
@@ -459,7 +477,29 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 		on_process_exit(s, ev);
 		break;
 	case PTW_EV_DETACHED:
+		/* The threads run on untraced: their spans stay open. */
+		s->let_go = true;
+		for (size_t i = 0; i < s->n; i++)
+			ptw_timeouts_unwatch(s->timeouts, PTW_SPAN_THREAD, s->spans[i]->id);
+		break;
 	case PTW_EV_INTERRUPT:
+		break;
+	case PTW_EV_SPAN_OPEN:
+		if (ev->span_kind != PTW_SPAN_THREAD || !ev->span_id || ev->span_id > s->n)
+			break; /* another engine's span */
+		sp = s->spans[ev->span_id - 1];
+		ptw_timeouts_unwatch(s->timeouts, PTW_SPAN_THREAD, sp->id);
+		if (sp->ended || sp->open_after_ns.set)
+			break;
+		if (ev->name) {
+			free(sp->name);
+			sp->name = xstrdup(ev->name);
+		}
+		set_opt(&sp->open_after_ns, ev->ns);
+		sp->open_for_ns = ev->has_value ? ev->value : 0;
+		sp->open_state = ev->state ? xstrdup(ev->state) : NULL;
+		sp->open_wchan = ev->wchan ? xstrdup(ev->wchan) : NULL;
+		sp->open_at = ev->routine;
 		break;
 	case PTW_EV_TRACER_DIED:
 		on_tracer_died(s, ev->ns);
@@ -548,6 +588,8 @@ void ptw_spans_metrics(struct ptw_spans *s, struct ptw_metrics *m)
 			m->open_spans++;
 		if (sp->status == PTW_STATUS_UNMATCHED)
 			m->unmatched_spans++;
+		if (sp->open_after_ns.set)
+			m->open_timeouts++;
 		bool finished = sp->status == PTW_STATUS_COMPLETED || sp->status == PTW_STATUS_EXITED ||
 				sp->status == PTW_STATUS_CANCELLED;
 		if (sp->origin != PTW_ORIGIN_MAIN && sp->detached == 0 && finished &&
@@ -612,6 +654,7 @@ const char *ptw_event_kind_name(enum ptw_event_kind kind)
 		[PTW_EV_INTERRUPT] = "interrupt",
 		[PTW_EV_THREAD_STATE] = "state",
 		[PTW_EV_TRACER_DIED] = "tracer_died",
+		[PTW_EV_SPAN_OPEN] = "open",
 	};
 	return (unsigned)kind < PTW_ARRAY_SIZE(names) && names[kind] ? names[kind] : "?";
 }

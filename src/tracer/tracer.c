@@ -594,6 +594,19 @@ int ptw_tracer_launch(const struct ptw_tracer_opts *o, char *const argv[], int c
 	return 0;
 }
 
+/* Runs the session's timers that are due; when the next one is (0: none). */
+static uint64_t session_timers(struct ptw_tracer *t, uint64_t now)
+{
+	if (!t->o.next_timer)
+		return 0;
+	uint64_t next = t->o.next_timer(t->o.timer_ctx);
+	if (next && next <= now && t->o.on_timer) {
+		t->o.on_timer(t->o.timer_ctx, now);
+		next = t->o.next_timer(t->o.timer_ctx);
+	}
+	return next;
+}
+
 int ptw_tracer_run(struct ptw_tracer *t, int duration_ms, enum ptw_end_reason *ret_reason,
 		   int *ret_signal)
 {
@@ -610,6 +623,9 @@ int ptw_tracer_run(struct ptw_tracer *t, int duration_ms, enum ptw_end_reason *r
 		uint64_t wake = copies_deadline(t);
 		if (deadline && (!wake || deadline < wake))
 			wake = deadline;
+		uint64_t timer = session_timers(t, now);
+		if (timer && (!wake || timer < wake))
+			wake = timer;
 		int timeout = -1;
 		if (wake)
 			timeout = wake <= now ? 0 : (int)((wake - now + 999999) / 1000000u);

@@ -78,6 +78,17 @@ static void encode(struct ptw_buf *b)
 	ptw_record_event(w, b, &e);
 	e = ptw_event_init(PTW_EV_LWP_EXIT, 41, 101);
 	ptw_record_event(w, b, &e);
+	/* tid 102 (span 3) past the open timeout, where it is */
+	e = ptw_event_init(PTW_EV_SPAN_OPEN, 45, 102);
+	e.span_kind = PTW_SPAN_THREAD;
+	e.span_id = 3;
+	e.has_value = true;
+	e.value = 15;
+	e.state = "S futex";
+	e.wchan = "futex_wait_queue";
+	e.name = "holder";
+	e.routine = &worker; /* its PC: a location named by number */
+	ptw_record_event(w, b, &e);
 
 	char a0[] = "app", a1[] = "-x", code[] = "no_libc_debuginfo", msg[] = "install libc6-dbg";
 	char *argv[] = { a0, a1, NULL };
@@ -88,14 +99,14 @@ static void encode(struct ptw_buf *b)
 				.glibc = NULL, .start_ns = 5, .strategy = "debuginfo",
 				.stops_total = 12, .stop_names = names, .stop_counts = counts,
 				.nstop_kinds = 2, .breakpoints = 8, .warnings = warn,
-				.nwarnings = 1 };
+				.nwarnings = 1, .open_timeout_ns = 200000000 };
 	ptw_record_report(w, b, &r);
 	ptw_record_writer_free(w);
 }
 
 static void check_decoded(struct got *g)
 {
-	CHECK_EQ(g->events, 10);
+	CHECK_EQ(g->events, 11);
 	CHECK_EQ(g->reports, 1);
 	CHECK_STR(g->routine, "worker /bin/app app.c");
 	CHECK_EQ(g->line, 12);
@@ -111,6 +122,17 @@ static void check_decoded(struct got *g)
 	CHECK_EQ(ptw_spans_count(g->spans), 4);
 	CHECK_EQ(ptw_spans_get(g->spans, 1)->status, PTW_STATUS_COMPLETED);
 	CHECK_EQ(ptw_spans_get(g->spans, 1)->value.v, 7);
+	CHECK_EQ(g->report->open_timeout_ns, 200000000);
+	const struct ptw_span *slow = ptw_spans_get(g->spans, 2);
+	CHECK_EQ(slow->tid, 102);
+	CHECK_EQ(slow->status, PTW_STATUS_OPEN);
+	CHECK(slow->open_after_ns.set);
+	CHECK_EQ(slow->open_after_ns.v, 45);
+	CHECK_EQ(slow->open_for_ns, 15);
+	CHECK_STR(slow->name, "holder");
+	CHECK_STR(slow->open_state, "S futex");
+	CHECK_STR(slow->open_wchan, "futex_wait_queue");
+	CHECK(slow->open_at && slow->open_at->line == 12);
 }
 
 /* Fed in pieces of every size: a record split anywhere comes out whole. */
@@ -157,11 +179,39 @@ static void test_tracer_died(void)
 		CHECK_EQ(sp->status, PTW_STATUS_UNMATCHED);
 		CHECK_STR(sp->reason, "tracer_died");
 		CHECK(!sp->end_ns.set);
+		CHECK_EQ(sp->open_after_ns.set, sp->tid == 102); /* seen slow, still */
 	}
 	struct ptw_metrics m;
 	ptw_spans_metrics(g.spans, &m);
 	CHECK_EQ(m.open_spans, 0);
 	CHECK_EQ(m.unmatched_spans, 3);
+	CHECK_EQ(m.open_timeouts, 1);
+	ptw_spans_free(g.spans);
+	ptw_record_reader_free(r);
+	ptw_buf_free(&b);
+}
+
+/* The tracer died after it had let go (attach: detach, --duration, Ctrl-C):
+ * the spans were open at the detach, and the restorer's document says so. */
+static void test_tracer_died_after_detach(void)
+{
+	struct ptw_buf b = { 0 };
+	encode(&b);
+	struct ptw_record_writer *w = ptw_record_writer_new();
+	struct ptw_event e = ptw_event_init(PTW_EV_DETACHED, 48, 100);
+	ptw_record_event(w, &b, &e);
+	ptw_record_writer_free(w);
+	struct got g = { .spans = ptw_spans_new() };
+	struct ptw_record_reader *r = ptw_record_reader_new();
+	CHECK_EQ(ptw_record_feed(r, b.p, b.len, &handlers, &g), 0);
+	e = ptw_event_init(PTW_EV_TRACER_DIED, 50, 100);
+	ptw_spans_consume(g.spans, &e);
+	ptw_spans_finish(g.spans);
+	struct ptw_metrics m;
+	ptw_spans_metrics(g.spans, &m);
+	CHECK_EQ(m.open_spans, 3);
+	CHECK_EQ(m.unmatched_spans, 0);
+	CHECK_EQ(m.open_timeouts, 1);
 	ptw_spans_free(g.spans);
 	ptw_record_reader_free(r);
 	ptw_buf_free(&b);
@@ -184,7 +234,7 @@ static void test_corrupt(void)
 		int rc = ptw_record_feed(r, c.p, c.len, &handlers, &g);
 		/* refused, or (a length made larger) still waiting for the
 		 * rest: never all the events, as if nothing were wrong */
-		CHECK(rc == -EPROTO || (rc == 0 && g.events < 10));
+		CHECK(rc == -EPROTO || (rc == 0 && g.events < 11));
 		if (rc == -EPROTO) /* and nothing more is read */
 			CHECK_EQ(ptw_record_feed(r, b.p, b.len, &handlers, &g), -EPROTO);
 		ptw_spans_free(g.spans);
@@ -198,6 +248,7 @@ int main(void)
 {
 	test_round_trip();
 	test_tracer_died();
+	test_tracer_died_after_detach();
 	test_corrupt();
 	CHECK_DONE();
 }
