@@ -926,6 +926,7 @@ static void check_fate(struct ptw_tracer *t, struct ptw_report *r)
 
 void ptw_tracer_report(struct ptw_tracer *t, struct ptw_report *r)
 {
+	debuginfod_warning(t); /* a failure at a lookup after the last image load */
 	check_fate(t, r);
 	r->pid = t->proc->pid;
 	r->exe = t->img.exe;

@@ -151,6 +151,8 @@ void attach_emit_preexisting(struct ptw_tracer *t, struct ptw_lwp *l, const char
 /* Symbols of the current image, where its dynamic linker reports
  * library changes, main(): no stopped thread needed. */
 int image_load(struct ptw_tracer *t);
+/* Warns (once) when debuginfod failed: see ptw_symbols_debuginfod_error. */
+void debuginfod_warning(struct ptw_tracer *t);
 /* Breakpoints for the above (main() only when launched). */
 void image_hooks(struct ptw_tracer *t, struct ptw_lwp *l);
 /* Both, for a launched or exec'd image, then PTW_EV_IMAGE. */
