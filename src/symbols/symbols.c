@@ -97,10 +97,13 @@ static bool path_exists(const char *fmt, ...) __attribute__((format(printf, 1, 2
  * adds, for the whole process (one image after another: exec):
  *
  * - A bound. libdebuginfod waits 90 s for a silent server by default
- *   (DEBUGINFOD_TIMEOUT), and the query can come while a target thread is
- *   stopped. Unless the user chose, ptwatch's own queries use
- *   PTW_DEBUGINFOD_TIMEOUT (set around each query only: the target's
- *   environment stays as it was).
+ *   (DEBUGINFOD_TIMEOUT), three times (DEBUGINFOD_RETRY_LIMIT=2: measured,
+ *   15.6 s with a timeout of 5), and the query can come while a target
+ *   thread is stopped. Unless the user chose, ptwatch's own queries use
+ *   PTW_DEBUGINFOD_TIMEOUT and no retry (set around each query only: the
+ *   target's environment stays as it was). DEBUGINFOD_MAXTIME is left
+ *   alone: a transfer that makes progress ends once and is then cached for
+ *   good, while a cap would make a large file never arrive on a slow link.
  * - Once. A build-id whose fetch failed is not asked for again, and after a
  *   failure other than "not found" (no answer, connection refused, time
  *   out) the servers are not asked again in this process at all: one
@@ -235,15 +238,18 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
 	uint64_t key = *hex ? ptw_str_hash(hex) : 0;
 	bool urls = debuginfod_urls();
 	bool ask = urls && key && !dfd.down && !ptw_map_get(&dfd.asked, key);
-	struct env_save no_urls = { 0 }, timeout = { 0 };
+	struct env_save no_urls = { 0 }, timeout = { 0 }, retries = { 0 };
 	if (urls && !ask)
 		env_set(&no_urls, "DEBUGINFOD_URLS", "");
-	else if (ask && !getenv("DEBUGINFOD_TIMEOUT"))
+	if (ask && !getenv("DEBUGINFOD_TIMEOUT"))
 		env_set(&timeout, "DEBUGINFOD_TIMEOUT", PTW_DEBUGINFOD_TIMEOUT);
+	if (ask && !getenv("DEBUGINFOD_RETRY_LIMIT"))
+		env_set(&retries, "DEBUGINFOD_RETRY_LIMIT", "0");
 	int fd = dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
 					      debuglink_crc, debuginfo_file_name);
 	env_restore(&no_urls);
 	env_restore(&timeout);
+	env_restore(&retries);
 
 	char *cached = NULL;
 	if (fd < 0 && urls && !ask && (cached = client_cached_file(hex))) {
@@ -283,10 +289,15 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
 		 * better, and each can cost the timeout. */
 		dfd.down = true;
 		const char *u = getenv("DEBUGINFOD_URLS");
+		const char *t = getenv("DEBUGINFOD_TIMEOUT");
+		char *why = fd == -ETIME ? xasprintf("no answer within DEBUGINFOD_TIMEOUT=%s s",
+						     t ? t : PTW_DEBUGINFOD_TIMEOUT)
+					 : xstrdup(strerror(-fd));
 		dfd.error = xasprintf("debuginfod (DEBUGINFOD_URLS=%s) failed for %s after %.1f s: %s; "
 				      "it is not asked again in this session, and code without a local "
 				      "debug file is shown as module+offset",
-				      u ? u : "", modname ? modname : "?", ms / 1e3, strerror(-fd));
+				      u ? u : "", modname ? modname : "?", ms / 1e3, why);
+		free(why);
 	}
 	char *why = NULL;
 	if (ask && fd < 0)
