@@ -120,6 +120,7 @@ static bool path_exists(const char *fmt, ...) __attribute__((format(printf, 1, 2
 
 static struct {
 	struct ptw_map asked; /* ptw_str_hash(build-id hex) -> 1 fetched, 2 failed */
+	struct ptw_map looked; /* the same -> 1: prefetch_debuginfo has been there */
 	bool down;	      /* a failure other than "not found": ask no more */
 	char *error;	      /* the first such failure, for the report */
 } dfd;
@@ -391,7 +392,8 @@ static bool has_own_dwarf(Elf *elf)
  * Fetches mi's debug file from debuginfod now, if it will need one: no
  * DWARF in the file, none under /usr/lib/debug/.build-id, none in the
  * client cache (then libdwfl finds it there at once, when asked). Once per
- * build-id and process. libdwfl keeps the answer with the module.
+ * build-id and process (refreshes report the same modules again). libdwfl
+ * keeps the answer with the module.
  */
 static void prefetch_debuginfo(struct module_index *mi)
 {
@@ -401,7 +403,8 @@ static void prefetch_debuginfo(struct module_index *mi)
 		return;
 	Elf *elf = dwfl_module_getelf(mi->mod, &bias); /* reads the build-id */
 	build_id_hex(mi->mod, hex);
-	if (!elf || !*hex || ptw_map_get(&dfd.asked, ptw_str_hash(hex)) || has_own_dwarf(elf) ||
+	if (!elf || !*hex || ptw_map_put(&dfd.looked, ptw_str_hash(hex), (void *)1) ||
+	    ptw_map_get(&dfd.asked, ptw_str_hash(hex)) || has_own_dwarf(elf) ||
 	    path_exists("/usr/lib/debug/.build-id/%.2s/%s.debug", hex, hex + 2))
 		return;
 	char *cached = client_cached_file(hex);
