@@ -2055,10 +2055,10 @@ class Debuginfod:
     """A debuginfod server of the test's own on a free localhost port,
     serving the files of one directory (-F), started and killed by it."""
 
-    def __init__(self, session, directory, build_id_hex):
+    def __init__(self, session, directory, build_ids):
         self.session = session
         self.directory = directory
-        self.build_id = build_id_hex
+        self.build_ids = build_ids
         self.proc = None
         self.url = None
 
@@ -2082,23 +2082,27 @@ class Debuginfod:
                 start_new_session=True)
             log.close()
             self.url = 'http://127.0.0.1:%d' % port
-            # Ready when it serves the debug file (it scans in the background).
-            probe = '%s/buildid/%s/debuginfo' % (self.url, self.build_id)
+            # Ready when it serves every debug file (it scans in the background).
+            waiting = list(self.build_ids)
             deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline and self.proc.poll() is None:
+            while waiting and time.monotonic() < deadline and self.proc.poll() is None:
                 try:
+                    probe = '%s/buildid/%s/debuginfo' % (self.url, waiting[0])
                     with urllib.request.urlopen(probe, timeout=2) as r:
                         if r.status == 200:
-                            print('debuginfod on %s ready after attempt %d' % (self.url, attempt))
-                            return
+                            waiting.pop(0)
+                            continue
                 except (urllib.error.URLError, OSError):
                     pass
                 time.sleep(0.05)
+            if not waiting:
+                print('debuginfod on %s ready (attempt %d)' % (self.url, attempt))
+                return
             self.stop()
             with open(os.path.join(work, 'debuginfod.log'), 'rb') as f:
                 print('debuginfod (port %d) not ready:\n%s' % (port, tail(f.read().decode(
                     'utf-8', 'replace'))))
-        raise FrameworkError('debuginfod did not serve %s within %d s' % (self.build_id, timeout))
+        raise FrameworkError('debuginfod did not serve %s within %d s' % (self.build_ids, timeout))
 
     def stop(self):
         if self.proc and self.proc.poll() is None:
@@ -2131,15 +2135,18 @@ def case_debuginfod(session, chk):
     its debug file): start routines and file:line; fetched once; then the
     server gone (refused), silent (ptwatch's own timeout), and back again
     (the symbol cache must not keep the answers learned without it)."""
-    exe, debug = fixture('stripped'), fixture('lifecycle_debug')
-    bid = build_id(exe)
-    if build_id(debug) != bid:
-        raise FrameworkError('%s and %s have different build-ids' % (exe, debug))
     served = session.mkdtemp()
-    shutil.copy(debug, os.path.join(served, 'lifecycle.debug'))
+    bids = {}
+    for name, stripped, debug in (('lifecycle', 'stripped', 'lifecycle_debug'),
+                                  ('idle', 'idle_stripped', 'idle_debug')):
+        bids[name] = build_id(fixture(stripped))
+        if build_id(fixture(debug)) != bids[name]:
+            raise FrameworkError('%s and %s have different build-ids' % (stripped, debug))
+        shutil.copy(fixture(debug), os.path.join(served, name + '.debug'))
+    exe, bid = fixture('stripped'), bids['lifecycle']
     client_cache, home = session.mkdtemp(), session.mkdtemp()
     fetched_file = os.path.join(client_cache, bid, 'debuginfo')
-    server = Debuginfod(session, served, bid)
+    server = Debuginfod(session, served, list(bids.values()))
     server.start()
     env = {'DEBUGINFOD_CACHE_PATH': client_cache, 'XDG_CACHE_HOME': home,
            'DEBUGINFOD_TIMEOUT': None, 'DEBUGINFOD_RETRY_LIMIT': None,
@@ -2161,6 +2168,32 @@ def case_debuginfod(session, chk):
         check_lifecycle(chk, run)
         lines = debug_file_lines(run, exe)
         chk.true('not fetched again (%s)' % lines, not any('fetched' in l for l in lines))
+
+        chk.prefix = '[attach] '
+        # -p: fetched while the threads run, before they are stopped
+        target = session.target('idle_stripped', [4])
+        pid = target.ready(timeout=60)[0]
+        run, proc = session.start_attach(pid, opts=('-q', '--duration=0.3', '--debug=sym,tracer'),
+                                         env=env)
+        session.wait(run, proc, 40)
+        load_doc(run)
+        log = run.stderr_text().splitlines()
+        fetch = [i for i, l in enumerate(log) if re.search(
+            r'debug file of \S*fixture-idle-stripped: \S+ \(debuginfod: fetched', l)]
+        stopped = [i for i, l in enumerate(log) if 'attach: all stopped' in l]
+        print('attach: fetched at log line %s, all stopped at %s' % (fetch, stopped))
+        chk.true('fetched before the threads were stopped (lines %s, %s)' % (fetch, stopped),
+                 len(fetch) == 1 and len(stopped) == 1 and fetch[0] < stopped[0])
+        workers = [s for s in thread_spans(run.doc) if s['origin'] != 'main']
+        chk.eq('attach: 4 workers', len(workers), 4)
+        for s in workers:
+            sr = s['start_routine'] or {}
+            chk.true('attach: %s named idle_worker (idle.c)' % s['tid'],
+                     sr.get('symbol') == 'idle_worker' and
+                     os.path.basename(sr.get('file') or '') == 'idle.c', s)
+        check_untouched(chk, pid, 'after the attach')
+        target.send('q')
+        check_target_exit(chk, target, 'released', timeout=30)
 
         chk.prefix = '[server gone] '
         server.stop()
