@@ -2153,8 +2153,13 @@ def case_debuginfod(session, chk):
            'DEBUGINFOD_MAXTIME': None, 'DEBUGINFOD_PROGRESS': None}
     opts = ['-q', '--debug=sym']
     try:
-        chk.prefix = '[served] '
+        chk.prefix = '[--no-debug-files] '
         env['DEBUGINFOD_URLS'] = server.url
+        run = session.run([exe], opts=opts + ['--no-debug-files'], env=env)
+        check_lifecycle(chk, run, stripped=True)
+        chk.true('debuginfod not asked', not os.path.exists(os.path.join(client_cache, bid)))
+
+        chk.prefix = '[served] '
         run = session.run([exe], opts=opts, env=env)
         check_lifecycle(chk, run)
         print('elapsed %.2f s' % run.elapsed)
