@@ -2082,12 +2082,13 @@ class Debuginfod:
                 start_new_session=True)
             log.close()
             self.url = 'http://127.0.0.1:%d' % port
-            # Ready when it serves every debug file (it scans in the background).
-            waiting = list(self.build_ids)
+            # Ready when it serves every debug file (it scans in the
+            # background); one that serves none, when it answers at all.
+            waiting = ['/buildid/%s/debuginfo' % b for b in self.build_ids] or ['/metrics']
             deadline = time.monotonic() + timeout
             while waiting and time.monotonic() < deadline and self.proc.poll() is None:
                 try:
-                    probe = '%s/buildid/%s/debuginfo' % (self.url, waiting[0])
+                    probe = self.url + waiting[0]
                     with urllib.request.urlopen(probe, timeout=2) as r:
                         if r.status == 200:
                             waiting.pop(0)
@@ -2147,17 +2148,39 @@ def case_debuginfod(session, chk):
     client_cache, home = session.mkdtemp(), session.mkdtemp()
     fetched_file = os.path.join(client_cache, bid, 'debuginfo')
     server = Debuginfod(session, served, list(bids.values()))
-    server.start()
     env = {'DEBUGINFOD_CACHE_PATH': client_cache, 'XDG_CACHE_HOME': home,
            'DEBUGINFOD_TIMEOUT': None, 'DEBUGINFOD_RETRY_LIMIT': None,
            'DEBUGINFOD_MAXTIME': None, 'DEBUGINFOD_PROGRESS': None}
     opts = ['-q', '--debug=sym']
     try:
+        chk.prefix = '[not served] '
+        # A server without the file: "not found" is an answer, not a failure
+        # (no warning), and libdebuginfod records it as an empty file in
+        # its cache, which must not count as a debug file.
+        empty = Debuginfod(session, session.mkdtemp(), [])
+        empty.start()
+        env['DEBUGINFOD_URLS'] = empty.url
+        try:
+            run = session.run([exe], opts=opts, env=env)
+        finally:
+            empty.stop()
+        check_lifecycle(chk, run, stripped=True)
+        chk.eq('no warning', warning_codes(run.doc), [])
+        lines = debug_file_lines(run, exe)
+        chk.true('asked once: not found (%s)' % lines,
+                 sum('debuginfod: No such file' in l for l in lines) == 1)
+        chk.true('libdebuginfod recorded the miss (an empty file)',
+                 os.path.isfile(fetched_file) and os.path.getsize(fetched_file) == 0)
+        # and lets it expire at once: the next query goes to the server
+        with open(os.path.join(client_cache, 'cache_miss_s'), 'w') as f:
+            f.write('0\n')
+        server.start()
+
         chk.prefix = '[--no-debug-files] '
         env['DEBUGINFOD_URLS'] = server.url
         run = session.run([exe], opts=opts + ['--no-debug-files'], env=env)
         check_lifecycle(chk, run, stripped=True)
-        chk.true('debuginfod not asked', not os.path.exists(os.path.join(client_cache, bid)))
+        chk.true('debuginfod not asked', not debug_file_lines(run, exe))
 
         chk.prefix = '[served] '
         run = session.run([exe], opts=opts, env=env)
