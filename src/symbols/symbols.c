@@ -273,10 +273,10 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
 			*debuginfo_file_name = xstrdup(buf);
 		}
 	}
-	const char *note = "";
-	char *dir = urls && fd >= 0 && *debuginfo_file_name ? client_cache_dir() : NULL;
+	const char *note = "", *name = fd >= 0 ? *debuginfo_file_name : NULL;
+	char *dir = urls && name ? client_cache_dir() : NULL;
 	size_t dlen = dir ? strlen(dir) : 0;
-	if (dir && !strncmp(*debuginfo_file_name, dir, dlen) && (*debuginfo_file_name)[dlen] == '/') {
+	if (dir && !strncmp(name, dir, dlen) && name[dlen] == '/') {
 		struct stat st;
 		note = fstat(fd, &st) == 0 && st.st_ctime >= wall0 ? "debuginfod: fetched, "
 								   : "debuginfod: from its cache, ";
@@ -294,9 +294,9 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
 		char *why = fd == -ETIME ? xasprintf("no answer within DEBUGINFOD_TIMEOUT=%s s",
 						     t ? t : PTW_DEBUGINFOD_TIMEOUT)
 					 : xstrdup(strerror(-fd));
-		dfd.error = xasprintf("debuginfod (DEBUGINFOD_URLS=%s) failed for %s after %.1f s: %s; "
-				      "it is not asked again in this session, and code without a local "
-				      "debug file is shown as module+offset",
+		dfd.error = xasprintf("debuginfod (DEBUGINFOD_URLS=%s) failed for %s after %.1f s: "
+				      "%s; it is not asked again in this session, and code without "
+				      "a local debug file is shown as module+offset",
 				      u ? u : "", modname ? modname : "?", ms / 1e3, why);
 		free(why);
 	}
@@ -305,10 +305,9 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
 		why = xasprintf("debuginfod: %s, ", fd < -1 ? strerror(-fd) : "not available");
 	else if (urls && fd < 0)
 		why = xasprintf("debuginfod not asked: %s, ",
-				!key ? "no build-id" : dfd.down ? "it failed before" : "asked before");
+				!key ? "no build-id" : dfd.down ? "it failed before" : "asked");
 	ptw_dbg(PTW_DBG_SYM, "debug file of %s: %s (%s%.1f ms)", modname ? modname : "?",
-		fd < 0 ? "none" : *debuginfo_file_name ? *debuginfo_file_name : "found",
-		why ? why : note, ms);
+		fd < 0 ? "none" : name ? name : "found", why ? why : note, ms);
 	free(why);
 	return fd;
 }
