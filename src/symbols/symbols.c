@@ -305,7 +305,7 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
 		why = xasprintf("debuginfod: %s, ", fd < -1 ? strerror(-fd) : "not available");
 	else if (urls && fd < 0)
 		why = xasprintf("debuginfod not asked: %s, ",
-				!key ? "no build-id" : dfd.down ? "it failed before" : "asked");
+				!key ? "no build-id" : dfd.down ? "it failed before" : "done before");
 	ptw_dbg(PTW_DBG_SYM, "debug file of %s: %s (%s%.1f ms)", modname ? modname : "?",
 		fd < 0 ? "none" : name ? name : "found", why ? why : note, ms);
 	free(why);
