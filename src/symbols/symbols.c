@@ -301,11 +301,11 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
 		free(why);
 	}
 	char *why = NULL;
+	const char *skip = !key ? "no build-id" : dfd.down ? "it failed before" : "done before";
 	if (ask && fd < 0)
 		why = xasprintf("debuginfod: %s, ", fd < -1 ? strerror(-fd) : "not available");
 	else if (urls && fd < 0)
-		why = xasprintf("debuginfod not asked: %s, ",
-				!key ? "no build-id" : dfd.down ? "it failed before" : "done before");
+		why = xasprintf("debuginfod not asked: %s, ", skip);
 	ptw_dbg(PTW_DBG_SYM, "debug file of %s: %s (%s%.1f ms)", modname ? modname : "?",
 		fd < 0 ? "none" : name ? name : "found", why ? why : note, ms);
 	free(why);
