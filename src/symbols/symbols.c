@@ -398,7 +398,9 @@ static void prefetch_debuginfo(struct module_index *mi)
 {
 	Dwarf_Addr bias;
 	char hex[129];
-	if (dfd.down || (mi->path && mi->path[0] == '[') /* [vdso]: no server has it */)
+	/* Not [vdso]: a query at every start for what servers rarely have (asked
+	 * at a lookup, if one needs it). */
+	if (dfd.down || (mi->path && mi->path[0] == '['))
 		return;
 	Elf *elf = dwfl_module_getelf(mi->mod, &bias); /* reads the build-id */
 	build_id_hex(mi->mod, hex);
