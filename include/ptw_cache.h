@@ -60,7 +60,8 @@ void ptw_cache_free(struct ptw_cache *c);
 int ptw_cache_get(const struct ptw_cache *c, const char *key, struct ptw_cache_value *ret);
 /* Adds or replaces a record (copies key and text). */
 void ptw_cache_put(struct ptw_cache *c, const char *key, const struct ptw_cache_value *v);
-/* Forgets every record (they were stale); the next save rewrites the file. */
+/* Forgets every record (they were stale); the next save replaces the file
+ * without merging its records back in. */
 void ptw_cache_clear(struct ptw_cache *c);
 size_t ptw_cache_count(const struct ptw_cache *c);
 

@@ -39,6 +39,10 @@ typedef int (*ptw_memread_fn)(void *ctx, uint64_t addr, void *buf, size_t len);
 /*
  * Reports the modules of pid. use_debug_files = false ignores separate debug
  * files (/usr/lib/debug, debuginfod): only what the loaded files carry is used.
+ * With debug files and DEBUGINFOD_URLS set, the debug file of every module
+ * that has none on this machine is fetched here (and by ptw_symbols_refresh
+ * for new modules), within DEBUGINFOD_TIMEOUT (5 s unless set), not at the
+ * first lookup.
  * cache_dir: where the answers of name lookups, member offsets, function
  * ranges and locations are kept per module build-id (ptw_cache.h) so that
  * the next session need not read the symbol tables and DWARF again; NULL:
@@ -75,6 +79,14 @@ int ptw_symbols_lookup(struct ptw_symbols *s, const char *module, const char *na
  */
 int ptw_symbols_lookup_loaded(struct ptw_symbols *s, const char *module, const char *name,
 			      uint64_t *ret_addr);
+
+/*
+ * debuginfod (DEBUGINFOD_URLS) in this process: NULL while it works or is
+ * not used; else the first failure other than "not found" (no answer within
+ * DEBUGINFOD_TIMEOUT, connection refused...), after which no more queries
+ * are made. Owned here; the same string every time (one warning).
+ */
+const char *ptw_symbols_debuginfod_error(void);
 
 /* The executable's path (/proc/PID/exe at creation), or NULL. */
 const char *ptw_symbols_exe(const struct ptw_symbols *s);

@@ -1,10 +1,12 @@
 #!/bin/sh
 # Installs the Debian packages ptwatch needs that are missing, and nothing
 # else. Usage: scripts/deps.sh [bench]   ("bench" adds the tools bench/ compares)
+# debuginfod (the server) and xz-utils are for the tests: the debuginfod
+# case serves a fixture's debug file, minidebuginfo builds .gnu_debugdata.
 set -eu
 
 pkgs="meson ninja-build pkg-config gcc g++ libc6-dev libelf-dev libdw-dev libcapstone-dev
-      libiberty-dev libc6-dbg binutils python3 python3-jsonschema"
+      libiberty-dev libc6-dbg binutils xz-utils python3 python3-jsonschema debuginfod"
 if [ "${1:-}" = bench ]; then
 	pkgs="$pkgs strace ltrace gdb elfutils hyperfine"
 fi

@@ -48,6 +48,7 @@ struct ptw_cache {
 	size_t n, cap;
 	struct ptw_map index; /* ptw_str_hash(key) -> (void *)(index + 1) of the chain head */
 	bool dirty;
+	bool cleared; /* since the last save: the file's records are stale too */
 };
 
 char *ptw_cache_default_dir(void)
@@ -303,7 +304,7 @@ void ptw_cache_put(struct ptw_cache *c, const char *key, const struct ptw_cache_
 void ptw_cache_clear(struct ptw_cache *c)
 {
 	if (c->n)
-		c->dirty = true;
+		c->dirty = c->cleared = true;
 	clear(c);
 }
 
@@ -343,13 +344,16 @@ int ptw_cache_save(struct ptw_cache *c)
 	if (!c->dirty)
 		return 0;
 	/* Another process may have saved records we do not have: keep them
-	 * (a file that fails validation contributes nothing). */
+	 * (a file that fails validation contributes nothing). Not after a
+	 * clear: the records on disk are the stale ones (merged back, they
+	 * would undo it: answers learned before debuginfod delivered a debug
+	 * file, kept after). */
 	struct ptw_cache *disk = xcalloc(1, sizeof(*disk));
 	memcpy(disk->hex, c->hex, sizeof(c->hex));
 	disk->size = c->size;
 	memcpy(disk->variant, c->variant, sizeof(c->variant));
 	disk->path = c->path;
-	if (load(disk) == PTW_CACHE_LOADED)
+	if (!c->cleared && load(disk) == PTW_CACHE_LOADED)
 		for (size_t i = 0; i < disk->n; i++) {
 			const struct record *r = &disk->recs[i];
 			if (!find(c, r->key))
@@ -392,6 +396,6 @@ int ptw_cache_save(struct ptw_cache *c)
 	free(tmp);
 	ptw_buf_free(&file);
 	if (r == 0)
-		c->dirty = false;
+		c->dirty = c->cleared = false;
 	return r;
 }

@@ -71,6 +71,14 @@ static const char *libc_module(struct ptw_tracer *t)
 
 /* ---- images ---- */
 
+/* One warning when debuginfod failed (after which it is not asked again). */
+void debuginfod_warning(struct ptw_tracer *t)
+{
+	const char *e = ptw_symbols_debuginfod_error();
+	if (e)
+		warn(t, "debuginfod_failed", "%s", e);
+}
+
 int image_load(struct ptw_tracer *t)
 {
 	struct image *img = &t->img;
@@ -91,6 +99,7 @@ int image_load(struct ptw_tracer *t)
 		warn(t, "no_symbols", "cannot read the modules of %d: %s", pid, strerror(-r));
 		return r;
 	}
+	debuginfod_warning(t);
 	if (ptw_symbols_exe(img->syms))
 		img->exe = xstrdup(ptw_symbols_exe(img->syms));
 	uint64_t base = auxv_value(mem_pid, AT_BASE), addr;
@@ -606,6 +615,7 @@ void on_breakpoint(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp, u
 		    ptw_mem_read(t->proc, img->r_debug + R_STATE_OFFSET, &state, sizeof(state)) == 0 &&
 		    state == RT_CONSISTENT) {
 			ptw_symbols_refresh(img->syms);
+			debuginfod_warning(t);
 			ptw_bp_revalidate(t->bps); /* a dlclose may have unmapped some */
 			threads_setup(t, l);
 		}

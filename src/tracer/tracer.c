@@ -953,6 +953,7 @@ void ptw_tracer_check_fate(struct ptw_tracer *t, struct ptw_report *r)
 
 void ptw_tracer_report(struct ptw_tracer *t, struct ptw_report *r)
 {
+	debuginfod_warning(t); /* a failure at a lookup after the last image load */
 	r->pid = t->proc->pid;
 	r->exe = t->img.exe;
 	r->argv = t->argv;

@@ -168,6 +168,8 @@ void attach_emit_facts(struct ptw_tracer *t, const struct preexisting *f, const 
 /* Symbols of the current image, where its dynamic linker reports
  * library changes, main(): no stopped thread needed. */
 int image_load(struct ptw_tracer *t);
+/* Warns (once) when debuginfod failed: see ptw_symbols_debuginfod_error. */
+void debuginfod_warning(struct ptw_tracer *t);
 /* Breakpoints for the above (main() only when launched). */
 void image_hooks(struct ptw_tracer *t, struct ptw_lwp *l);
 /* Both, for a launched or exec'd image, then PTW_EV_IMAGE. */

@@ -16,11 +16,14 @@ import re
 import select
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -35,10 +38,10 @@ from ptw_test import (  # noqa: E402
 # ---------------------------------------------------------------------------
 # 1. lifecycle (default, --no-debug-files, --create-events) and 14. stripped
 
-def check_lifecycle(chk, run, stripped=False):
+def check_lifecycle(chk, run, stripped=False, symbols_only=False):
     check_exit(chk, run, code=3)
     report_warnings(run)
-    m = Model(chk, run, 'lifecycle.c', stripped=stripped)
+    m = Model(chk, run, 'lifecycle.c', stripped=stripped, symbols_only=symbols_only)
     m.check_complete(expect_main_pthread=True)
     chk.eq('metrics.unjoined (unjoined_worker only)', run.doc['metrics']['unjoined'], 1)
     chk.eq('metrics.max_depth', run.doc['metrics']['max_depth'], 2)
@@ -73,6 +76,24 @@ def check_lifecycle(chk, run, stripped=False):
         chk.eq('metrics.join_wait_ns.count (joined threads)', jw['count'], len(m.joins))
 
 
+def check_stripped_text(chk, run):
+    """Nothing names the start routines: the JSON leaves file:line out, the
+    text shows module+offset."""
+    # not the debug log (--debug), which names libthread_db's symbols
+    text = '\n'.join(l for l in run.stderr_text().splitlines() if not l.startswith('ptwatch['))
+    for s in thread_spans(run.doc):
+        sr = s['start_routine'] or {}
+        if s['origin'] == 'created':
+            chk.eq('stripped: %s start_routine.file' % s['tid'], sr.get('file'), None, s)
+            # the text names it as eu-stack and perf do: module+offset
+            want = '%s+%s' % (os.path.basename(sr.get('module') or '?'), sr.get('offset'))
+            chk.true('stripped: %s shown as %s' % (s['tid'], want),
+                     re.search(r'\b%d\b.*%s' % (s['tid'], re.escape(want)), text) is not None,
+                     detail=text[-3000:])
+    chk.true('stripped: the text never says pthread_start_routine',
+             'pthread_start_routine' not in text, detail=text[-3000:])
+
+
 def case_lifecycle(session, chk, variant='default'):
     exe = fixture('lifecycle')
     if variant == 'default':
@@ -98,18 +119,7 @@ def case_lifecycle(session, chk, variant='default'):
     elif variant == 'stripped':
         run = session.run([fixture('stripped')], opts=['-q'])
         check_lifecycle(chk, run, stripped=True)
-        text = run.stderr_text()
-        for s in thread_spans(run.doc):
-            sr = s['start_routine'] or {}
-            if s['origin'] == 'created':
-                chk.eq('stripped: %s start_routine.file' % s['tid'], sr.get('file'), None, s)
-                # the text names it as eu-stack and perf do: module+offset
-                want = '%s+%s' % (os.path.basename(sr.get('module') or '?'), sr.get('offset'))
-                chk.true('stripped: %s shown as %s' % (s['tid'], want),
-                         re.search(r'\b%d\b.*%s' % (s['tid'], re.escape(want)), text) is not None,
-                         text[-3000:])
-        chk.true('stripped: the text never says pthread_start_routine',
-                 'pthread_start_routine' not in text, text[-3000:])
+        check_stripped_text(chk, run)
     else:
         raise FrameworkError('unknown lifecycle variant %s' % variant)
 
@@ -2066,6 +2076,269 @@ def case_cxx(session, chk):
     text = run.stderr_text()
     chk.true('the event lines say fixture::Worker::run(void*)',
              'fixture::Worker::run(void*)' in text and '_ZN7fixture' not in text, text[-2000:])
+# 19. names for stripped code: debuginfod and MiniDebugInfo
+
+def build_id(path):
+    """The hex build-id of an ELF file (readelf -n)."""
+    out = subprocess.run(['readelf', '-n', path], capture_output=True, text=True).stdout
+    m = re.search(r'Build ID:\s*([0-9a-f]+)', out)
+    if not m:
+        raise FrameworkError('%s has no build-id note' % path)
+    return m.group(1)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+class Debuginfod:
+    """A debuginfod server of the test's own on a free localhost port,
+    serving the files of one directory (-F), started and killed by it."""
+
+    def __init__(self, session, directory, build_ids):
+        self.session = session
+        self.directory = directory
+        self.build_ids = build_ids
+        self.proc = None
+        self.url = None
+
+    def start(self, timeout=30):
+        exe = shutil.which('debuginfod')
+        if not exe:
+            raise Skip('debuginfod is not installed (scripts/deps.sh installs it)')
+        env = dict(os.environ)
+        for name in list(env):
+            if name.startswith('DEBUGINFOD_'):
+                del env[name]  # no upstream federation, no client settings
+        for attempt in range(3):
+            port = free_port()
+            work = self.session.mkdtemp()
+            log = open(os.path.join(work, 'debuginfod.log'), 'wb')
+            # -t0: no rescans, -g0: no grooming; its database in a temp dir
+            self.proc = subprocess.Popen(
+                [exe, '-F', '-p', str(port), '-d', os.path.join(work, 'db.sqlite'), '-t', '0',
+                 '-g', '0', self.directory],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+                start_new_session=True)
+            log.close()
+            self.url = 'http://127.0.0.1:%d' % port
+            # Ready when it serves every debug file (it scans in the
+            # background); one that serves none, when it answers at all.
+            waiting = ['/buildid/%s/debuginfo' % b for b in self.build_ids] or ['/metrics']
+            deadline = time.monotonic() + timeout
+            while waiting and time.monotonic() < deadline and self.proc.poll() is None:
+                try:
+                    probe = self.url + waiting[0]
+                    with urllib.request.urlopen(probe, timeout=2) as r:
+                        if r.status == 200:
+                            waiting.pop(0)
+                            continue
+                except (urllib.error.URLError, OSError):
+                    pass
+                time.sleep(0.05)
+            if not waiting:
+                print('debuginfod on %s ready (attempt %d)' % (self.url, attempt))
+                return
+            self.stop()
+            with open(os.path.join(work, 'debuginfod.log'), 'rb') as f:
+                print('debuginfod (port %d) not ready:\n%s' % (port, tail(f.read().decode(
+                    'utf-8', 'replace'))))
+        raise FrameworkError('debuginfod did not serve %s within %d s' % (self.build_ids, timeout))
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+        if self.proc:
+            self.proc.wait()
+        self.proc = None
+
+
+def debug_file_lines(run, exe):
+    """--debug=sym: what the search for exe's debug file found, one string
+    per search ("PATH (debuginfod: fetched, 3.1 ms)", "none (...)")."""
+    pat = re.compile(r'\]\s[\d.]+: debug file of %s: (.*)$' % re.escape(exe))
+    found = [m.group(1) for m in map(pat.search, run.stderr_text().splitlines()) if m]
+    print('debug file of %s: %s' % (os.path.basename(exe), found))
+    return found
+
+
+def empty_dir(path):
+    for name in os.listdir(path):
+        p = os.path.join(path, name)
+        if os.path.isdir(p) and not os.path.islink(p):
+            shutil.rmtree(p)
+        else:
+            os.unlink(p)
+
+
+def case_debuginfod(session, chk):
+    """A stripped fixture named through debuginfod (a local server serving
+    its debug file): start routines and file:line; fetched once; then the
+    server gone (refused), silent (ptwatch's own timeout), and back again
+    (the symbol cache must not keep the answers learned without it)."""
+    served = session.mkdtemp()
+    bids = {}
+    for name, stripped, debug in (('lifecycle', 'stripped', 'lifecycle_debug'),
+                                  ('idle', 'idle_stripped', 'idle_debug')):
+        bids[name] = build_id(fixture(stripped))
+        if build_id(fixture(debug)) != bids[name]:
+            raise FrameworkError('%s and %s have different build-ids' % (stripped, debug))
+        shutil.copy(fixture(debug), os.path.join(served, name + '.debug'))
+    exe, bid = fixture('stripped'), bids['lifecycle']
+    client_cache, home = session.mkdtemp(), session.mkdtemp()
+    fetched_file = os.path.join(client_cache, bid, 'debuginfo')
+    server = Debuginfod(session, served, list(bids.values()))
+    env = {'DEBUGINFOD_CACHE_PATH': client_cache, 'XDG_CACHE_HOME': home,
+           'DEBUGINFOD_TIMEOUT': None, 'DEBUGINFOD_RETRY_LIMIT': None,
+           'DEBUGINFOD_MAXTIME': None, 'DEBUGINFOD_PROGRESS': None}
+    opts = ['-q', '--debug=sym']
+    try:
+        chk.prefix = '[not served] '
+        # A server without the file: "not found" is an answer, not a failure
+        # (no warning), and libdebuginfod records it as an empty file in
+        # its cache, which must not count as a debug file.
+        empty = Debuginfod(session, session.mkdtemp(), [])
+        empty.start()
+        env['DEBUGINFOD_URLS'] = empty.url
+        try:
+            run = session.run([exe], opts=opts, env=env)
+        finally:
+            empty.stop()
+        check_lifecycle(chk, run, stripped=True)
+        chk.eq('no warning', warning_codes(run.doc), [])
+        lines = debug_file_lines(run, exe)
+        chk.true('asked once: not found (%s)' % lines,
+                 sum('debuginfod: No such file' in l for l in lines) == 1)
+        chk.true('libdebuginfod recorded the miss (an empty file)',
+                 os.path.isfile(fetched_file) and os.path.getsize(fetched_file) == 0)
+        # and lets it expire at once: the next query goes to the server
+        with open(os.path.join(client_cache, 'cache_miss_s'), 'w') as f:
+            f.write('0\n')
+        server.start()
+
+        chk.prefix = '[--no-debug-files] '
+        env['DEBUGINFOD_URLS'] = server.url
+        run = session.run([exe], opts=opts + ['--no-debug-files'], env=env)
+        check_lifecycle(chk, run, stripped=True)
+        chk.true('debuginfod not asked', not debug_file_lines(run, exe))
+
+        chk.prefix = '[served] '
+        run = session.run([exe], opts=opts, env=env)
+        check_lifecycle(chk, run)
+        print('elapsed %.2f s' % run.elapsed)
+        lines = debug_file_lines(run, exe)
+        chk.true('the debug file was fetched by debuginfod into its client cache (%s)' % lines,
+                 len(lines) == 1 and lines[0].startswith(fetched_file + ' (debuginfod: fetched'))
+        chk.eq('no warning', warning_codes(run.doc), [])
+
+        chk.prefix = '[served, again] '
+        run = session.run([exe], opts=opts, env=env)
+        check_lifecycle(chk, run)
+        lines = debug_file_lines(run, exe)
+        chk.true('not fetched again (%s)' % lines, not any('fetched' in l for l in lines))
+
+        chk.prefix = '[attach] '
+        # -p: fetched while the threads run, before they are stopped
+        target = session.target('idle_stripped', [4])
+        pid = target.ready(timeout=60)[0]
+        run, proc = session.start_attach(pid, opts=('-q', '--duration=0.3', '--debug=sym,tracer'),
+                                         env=env)
+        session.wait(run, proc, 40)
+        load_doc(run)
+        log = run.stderr_text().splitlines()
+        fetch = [i for i, l in enumerate(log) if re.search(
+            r'debug file of \S*fixture-idle-stripped: \S+ \(debuginfod: fetched', l)]
+        stopped = [i for i, l in enumerate(log) if 'attach: all stopped' in l]
+        print('attach: fetched at log line %s, all stopped at %s' % (fetch, stopped))
+        chk.true('fetched before the threads were stopped (lines %s, %s)' % (fetch, stopped),
+                 len(fetch) == 1 and len(stopped) == 1 and fetch[0] < stopped[0])
+        workers = [s for s in thread_spans(run.doc) if s['origin'] != 'main']
+        chk.eq('attach: 4 workers', len(workers), 4)
+        for s in workers:
+            sr = s['start_routine'] or {}
+            chk.true('attach: %s named idle_worker (idle.c)' % s['tid'],
+                     sr.get('symbol') == 'idle_worker' and
+                     os.path.basename(sr.get('file') or '') == 'idle.c', s)
+        check_untouched(chk, pid, 'after the attach')
+        target.send('q')
+        check_target_exit(chk, target, 'released', timeout=30)
+
+        chk.prefix = '[server gone] '
+        server.stop()
+        empty_dir(client_cache)
+        run = session.run([exe], opts=opts, env=env, timeout=60)
+        check_lifecycle(chk, run, stripped=True)
+        check_stripped_text(chk, run)
+        print('elapsed with a dead server: %.2f s' % run.elapsed)
+        chk.true('bounded time with a dead server (%.2f s < 10 s)' % run.elapsed,
+                 run.elapsed < 10)
+        chk.eq('one warning', warning_codes(run.doc), ['debuginfod_failed'])
+        lines = debug_file_lines(run, exe)
+        chk.true('asked once (%s)' % lines,
+                 sum('debuginfod: ' in l for l in lines) == 1 and
+                 all(l.startswith('none') for l in lines))
+
+        chk.prefix = '[silent server] '
+        # Accepts connections (the kernel does, into the backlog) and never
+        # answers: only a timeout ends the query. libdebuginfod's own default
+        # is 90 s, three times; ptwatch's is 5 s, once.
+        with socket.socket() as silent:
+            silent.bind(('127.0.0.1', 0))
+            silent.listen(16)
+            env['DEBUGINFOD_URLS'] = 'http://127.0.0.1:%d' % silent.getsockname()[1]
+            run = session.run([exe], opts=opts, env=env, timeout=60)
+        check_lifecycle(chk, run, stripped=True)
+        print('elapsed with a silent server: %.2f s' % run.elapsed)
+        chk.true('bounded by ptwatch\'s DEBUGINFOD_TIMEOUT (%.2f s < 12 s)' % run.elapsed,
+                 run.elapsed < 12)
+        chk.eq('one warning', warning_codes(run.doc), ['debuginfod_failed'])
+        msg = ' '.join(w['message'] for w in run.doc['warnings'])
+        chk.true('it names the timeout (%s)' % msg, 'DEBUGINFOD_TIMEOUT=5' in msg)
+
+        chk.prefix = '[server back] '
+        server.start()
+        env['DEBUGINFOD_URLS'] = server.url
+        run = session.run([exe], opts=opts, env=env)
+        check_lifecycle(chk, run)
+        lines = debug_file_lines(run, exe)
+        chk.true('fetched again (%s)' % lines,
+                 len(lines) == 1 and lines[0].startswith(fetched_file + ' (debuginfod: fetched'))
+        chk.eq('no warning', warning_codes(run.doc), [])
+    finally:
+        server.stop()
+    chk.prefix = ''
+
+
+def case_minidebuginfo(session, chk):
+    """A stripped fixture with MiniDebugInfo (.gnu_debugdata, as Fedora
+    ships): start routines and create sites named from it, without file:line;
+    with and without debug files; through the symbol cache, also when a
+    file of the same build-id but another content (the stripped copy) used
+    the cache in between."""
+    exe = fixture('minidebuginfo')
+    home = session.mkdtemp()
+    env = {'XDG_CACHE_HOME': home, 'DEBUGINFOD_URLS': None}
+    for what, opts, fix, symbols in (('first run', ['-q'], exe, True),
+                                     ('second run (cache)', ['-q'], exe, True),
+                                     ('--no-debug-files', ['-q', '--no-debug-files'], exe, True),
+                                     ('the stripped copy', ['-q'], fixture('stripped'), False),
+                                     ('after the stripped copy', ['-q'], exe, True),
+                                     ('again', ['-q'], exe, True)):
+        chk.prefix = '[%s] ' % what
+        run = session.run([fix], opts=opts + ['--debug=sym'], env=env)
+        if symbols:
+            check_lifecycle(chk, run, symbols_only=True)
+        else:
+            check_lifecycle(chk, run, stripped=True)
+        opens = re.findall(r'cache \S+ for %s: ([^,]+),' % re.escape(fix), run.stderr_text())
+        print('%s: cache %s' % (what, opens))
+        if what == 'second run (cache)' or what == 'again':
+            chk.eq('the cache was used', opens, ['loaded'])
+    chk.prefix = ''
+
+
 # 17. Ctrl-C in a real terminal (launch mode)
 
 # ptwatch detaches on a second Ctrl-C that comes within this many seconds of
@@ -2438,6 +2711,8 @@ CASES = {
     'end': case_end,
     'cache': case_cache,
     'cxx': case_cxx,
+    'debuginfod': case_debuginfod,
+    'minidebuginfo': case_minidebuginfo,
     'ctrlc': case_ctrlc,
 }
 

@@ -186,8 +186,11 @@ class Session:
         env = dict(os.environ)
         env['PTWATCH_TRUTH'] = run.truth_path
         env.pop('PTWATCH_NO_DEBUG_FILES', None)
-        if extra:
-            env.update(extra)
+        for name, value in (extra or {}).items():
+            if value is None:
+                env.pop(name, None)  # None: unset
+            else:
+                env[name] = value
         return env
 
     def start(self, cmd, opts=(), output='file', env=None, pass_fds=(), pid=None, stderr=None,
@@ -620,8 +623,11 @@ class Model:
     """The truth of one run, indexed: thread records, joins, main, and the
     spans matched to them."""
 
-    def __init__(self, chk, run, source, stripped=False, records=None, main_spans=None):
-        """records: the truth records to use (default: all of run's);
+    def __init__(self, chk, run, source, stripped=False, records=None, main_spans=None,
+                 symbols_only=False):
+        """stripped: no names at all (placeholders); symbols_only: names
+        from a symbol table but no file:line (MiniDebugInfo);
+        records: the truth records to use (default: all of run's);
         main_spans: {tid: span} for main records, instead of looking the
         main span up by tid (after an exec, two main spans share a tid)."""
         self.chk = chk
@@ -629,6 +635,7 @@ class Model:
         self.doc = run.doc
         self.source = source
         self.stripped = stripped
+        self.symbols_only = symbols_only
         records = run.truth if records is None else records
         self.threads = [r for r in records if r.get('kind') == 'thread']
         self.mains = [r for r in records if r.get('kind') == 'main']
@@ -691,7 +698,7 @@ class Model:
         if chk.true('%s: start_routine known' % what, sr is not None, span):
             chk.eq('%s: start_routine.symbol' % what, sr['symbol'], 'main', span)
             chk.eq('%s: start_routine.addr' % what, sr['addr'], m['routine_addr'], span)
-            if not self.stripped:
+            if not self.stripped and not self.symbols_only:
                 check_location(chk, sr, '%s: start_routine' % what, span, 'main',
                                self.source, routine_line(self.source, 'main'))
         if m.get('name'):
@@ -713,6 +720,10 @@ class Model:
         if self.stripped:
             check_location(chk, sr, '%s: start_routine' % what, span, 'pthread_start_routine',
                            addr=t['routine_addr'])
+        elif self.symbols_only:
+            check_location(chk, sr, '%s: start_routine' % what, span, t['routine'],
+                           addr=t['routine_addr'])
+            chk.eq('%s: start_routine.file (no DWARF)' % what, (sr or {}).get('file'), None, span)
         else:
             check_location(chk, sr, '%s: start_routine' % what, span, t['routine'], source,
                            routine_line(source, t['routine']), addr=t['routine_addr'],
@@ -725,6 +736,8 @@ class Model:
         cs = span['create_site']
         if self.stripped:
             chk.true('%s: create_site known' % what, cs is not None, span)
+        elif self.symbols_only:
+            check_location(chk, cs, '%s: create_site' % what, span, t['create_fn'])
         else:
             check_location(chk, cs, '%s: create_site' % what, span, t['create_fn'], self.source)
         chk.eq('%s: depth' % what, span['depth'], self.depth_of.get(t['tid']), span)

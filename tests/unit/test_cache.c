@@ -199,9 +199,27 @@ int main(void)
 	CHECK(has(c, "sym:one", true, 1, 0, NULL));
 	CHECK(has(c, "sym:two", true, 2, 0, NULL));
 	CHECK(has(c, "sym:main", true, 0x1139, 0x2a, NULL));
-	/* Clearing drops every record, and the save says so. */
+	/* Clearing drops every record, and the save says so: the stale
+	 * records on disk are not merged back in. */
 	ptw_cache_clear(c);
 	CHECK_EQ(ptw_cache_count(c), 0);
+	put(c, "sym:fresh", true, 3, 0, NULL);
+	CHECK_EQ(ptw_cache_save(c), 0);
+	CHECK_EQ(ptw_cache_count(c), 1);
+	ptw_cache_free(c);
+	c = open_cache(dir, id, &st);
+	CHECK_EQ(st, PTW_CACHE_LOADED);
+	CHECK_EQ(ptw_cache_count(c), 1);
+	CHECK(has(c, "sym:fresh", true, 3, 0, NULL));
+	CHECK(ptw_cache_get(c, "sym:one", &(struct ptw_cache_value){ 0 }) == -ENOENT);
+	/* After that save, saves merge again. */
+	struct ptw_cache *c3 = open_cache(dir, id, &st);
+	put(c3, "sym:three", true, 4, 0, NULL);
+	CHECK_EQ(ptw_cache_save(c3), 0);
+	ptw_cache_free(c3);
+	put(c, "sym:four", true, 5, 0, NULL);
+	CHECK_EQ(ptw_cache_save(c), 0);
+	CHECK(has(c, "sym:three", true, 4, 0, NULL));
 	ptw_cache_free(c);
 
 	/* No temp files left behind (the caches never saved made no file). */
