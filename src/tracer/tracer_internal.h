@@ -15,22 +15,60 @@
 #include "ptw_thread_db.h"
 #include "ptw_tracer.h"
 
-/* What a breakpoint is for; one address may serve several. */
-enum hook {
-	HOOK_DL_DEBUG_STATE = 1u << 0,	/* ld.so's r_brk: libraries (un)loaded */
-	HOOK_TD_CREATE = 1u << 1,	/* __nptl_create_event */
-	HOOK_TD_DEATH = 1u << 2,	/* __nptl_death_event */
-	HOOK_START = 1u << 3,		/* a thread start routine's entry */
-	HOOK_START_RETURN = 1u << 4,	/* in start_thread, after the start routine returned */
-	HOOK_MAIN = 1u << 5,		/* main() entry */
-	HOOK_MAIN_RETURN = 1u << 6,	/* where main() returns to */
-	HOOK_LIBC_START_MAIN = 1u << 7, /* finds main when the executable is stripped */
-	HOOK_PTHREAD_CREATE = 1u << 8,	/* entry: the attr (detach state) */
-	HOOK_PTHREAD_EXIT = 1u << 9,
-	HOOK_PTHREAD_CANCEL = 1u << 10,
-	HOOK_PTHREAD_DETACH = 1u << 11,
-	HOOK_JOIN = 1u << 12,		/* __pthread_clockjoin_ex entry */
-	HOOK_JOIN_RET = 1u << 13,	/* its ret instructions */
+/*
+ * What a breakpoint is for. A breakpoint carries a set of hook kinds (one
+ * address may serve several); at a hit the dispatcher (tracer.c) steps the
+ * thread over it, then calls each kind's handler from hook_table, in the
+ * order of this enum.
+ */
+enum hook_kind {
+	HK_DL_DEBUG_STATE,   /* ld.so's r_brk: libraries (un)loaded */
+	HK_TD_CREATE,	     /* __nptl_create_event */
+	HK_TD_DEATH,	     /* __nptl_death_event */
+	HK_START,	     /* a thread start routine's entry */
+	HK_START_RETURN,     /* in start_thread, after the start routine returned */
+	HK_MAIN,	     /* main() entry */
+	HK_MAIN_RETURN,	     /* where main() returns to */
+	HK_LIBC_START_MAIN,  /* finds main when the executable is stripped */
+	HK_PTHREAD_CREATE,   /* entry: the attr (detach state) */
+	HK_PTHREAD_EXIT,
+	HK_PTHREAD_CANCEL,
+	HK_PTHREAD_DETACH,
+	HK_JOIN,	     /* __pthread_clockjoin_ex entry */
+	HK_JOIN_RET,	     /* its ret instructions */
+	HOOK_KINDS
+};
+
+#define HOOK(k) (1u << (k))
+enum {
+	HOOK_DL_DEBUG_STATE = HOOK(HK_DL_DEBUG_STATE),
+	HOOK_TD_CREATE = HOOK(HK_TD_CREATE),
+	HOOK_TD_DEATH = HOOK(HK_TD_DEATH),
+	HOOK_START = HOOK(HK_START),
+	HOOK_START_RETURN = HOOK(HK_START_RETURN),
+	HOOK_MAIN = HOOK(HK_MAIN),
+	HOOK_MAIN_RETURN = HOOK(HK_MAIN_RETURN),
+	HOOK_LIBC_START_MAIN = HOOK(HK_LIBC_START_MAIN),
+	HOOK_PTHREAD_CREATE = HOOK(HK_PTHREAD_CREATE),
+	HOOK_PTHREAD_EXIT = HOOK(HK_PTHREAD_EXIT),
+	HOOK_PTHREAD_CANCEL = HOOK(HK_PTHREAD_CANCEL),
+	HOOK_PTHREAD_DETACH = HOOK(HK_PTHREAD_DETACH),
+	HOOK_JOIN = HOOK(HK_JOIN),
+	HOOK_JOIN_RET = HOOK(HK_JOIN_RET),
+};
+
+struct ptw_tracer;
+
+/* A hook's handler: LWP l hit bp; regs are its registers at the int3
+ * (rip = bp->addr), before the step over. The thread has already been
+ * stepped over (its registers are written): the handler only observes,
+ * emits events and may insert breakpoints. */
+typedef void hook_fn(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
+		     const struct user_regs_struct *regs, uint64_t ns);
+
+struct hook_desc {
+	const char *name; /* for --debug */
+	hook_fn *on_hit;
 };
 
 /* Per-LWP tracer state, hung on ptw_lwp.user. */
@@ -60,6 +98,7 @@ struct image {
 	bool tdb_failed;
 	bool dynamic;
 	uint64_t r_debug;	 /* &_r_debug (dynamic) */
+	unsigned modules_gen;	 /* bumped each time the module list is re-read */
 	uint64_t dl_debug_state; /* ld.so's r_brk, hooked for dlopen/dlclose */
 	uint64_t main_addr;
 	bool main_seen;
@@ -111,11 +150,22 @@ struct ptw_tracer {
 	struct ptw_map warned; /* hash(code:detail) -> 1: warn once */
 };
 
-/* tracer.c */
+/* core.c: used by every file above; calls none of them */
 void emit(struct ptw_tracer *t, struct ptw_event *ev);
+/* The LWP's tracer state, made on first use. */
 struct thread *thread_of(struct ptw_lwp *l);
+/* Frees it (NULL accepted). */
+void thread_free(struct thread *th);
 void warn(struct ptw_tracer *t, const char *code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* A thread of the target (not of a fork/vfork child). */
+bool is_target_lwp(struct ptw_tracer *t, struct ptw_lwp *l);
+/* Location of addr in the current image (NULL for 0 or no symbols). */
+const struct ptw_location *locate(struct ptw_tracer *t, uint64_t addr);
+int read_u64(struct ptw_tracer *t, uint64_t addr, uint64_t *ret);
+/* Lets an LWP stopped in a system call finish it and stop again, so that
+ * it can run an injected one. 0, -EAGAIN (group-stopped), -ESRCH. */
+int make_injectable(struct ptw_tracer *t, struct ptw_lwp *l);
 /* A stopped thread of the target to run an injected system call (mmap,
  * munmap): one that can now (the main thread preferred), else one that
  * make_injectable() may prepare; NULL if none. */
@@ -167,6 +217,9 @@ int threads_setup(struct ptw_tracer *t, struct ptw_lwp *l);
 void clone_args(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t *ret_flags, uint64_t *ret_tls);
 void on_clone(struct ptw_tracer *t, struct ptw_lwp *parent, pid_t child, uint64_t flags,
 	      uint64_t tls, uint64_t ns);
-void on_breakpoint(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp, uint64_t ns);
+/* The handlers of the thread hooks (HK_DL_DEBUG_STATE .. HK_JOIN_RET). */
+hook_fn hook_dl_debug_state, hook_td_create, hook_td_death, hook_start, hook_start_return,
+	hook_main, hook_main_return, hook_libc_start_main, hook_pthread_create, hook_pthread_exit,
+	hook_pthread_cancel, hook_pthread_detach, hook_join, hook_join_ret;
 
 #endif
