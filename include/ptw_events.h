@@ -37,7 +37,14 @@ enum ptw_event_kind {
 	PTW_EV_INTERRUPT,      /* ptwatch got session signal sig: interrupt (what it did) */
 	PTW_EV_THREAD_STATE,   /* snapshot of tid: state, stack, what it waits for */
 	PTW_EV_TRACER_DIED,    /* ptwatch's tracer process died: nothing more will be seen */
+	/* --trace (ptw_frames.h) */
+	PTW_EV_FRAME_ENTRY,    /* tid entered routine (a traced function): sp, ret_addr = [sp] */
+	PTW_EV_FRAME_RETURN,   /* tid returned to ret_addr, sp after the ret; value = rax */
+	PTW_EV_THROW,	       /* tid raised a C++ exception (_Unwind_RaiseException) */
+	PTW_EV_CATCH,	       /* tid caught one in the frame whose stack pointer is sp */
+	PTW_EV_LONGJMP,	       /* tid called longjmp (or siglongjmp, ...) */
 };
+#define PTW_EV_LAST PTW_EV_LONGJMP
 
 /* What a blocked thread waits for (snapshot). */
 enum ptw_wait_kind {
@@ -104,6 +111,9 @@ struct ptw_event {
 	enum ptw_wait_kind wait_kind;
 	uint64_t wait_object;
 	pid_t wait_owner; /* 0 unknown */
+	/* FRAME_ENTRY, FRAME_RETURN, CATCH */
+	uint64_t sp;
+	uint64_t ret_addr;
 };
 
 /* An event with every optional field set to "unknown". */
