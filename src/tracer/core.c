@@ -59,6 +59,7 @@ void thread_free(struct thread *th)
 {
 	if (!th)
 		return;
+	free(th->shadow);
 	free(th);
 }
 

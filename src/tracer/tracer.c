@@ -37,6 +37,7 @@ const char *ptw_end_reason_name(enum ptw_end_reason r)
 
 static void forget_lwp(struct ptw_tracer *t, struct ptw_lwp *l)
 {
+	trace_thread_gone(t, l->user);
 	thread_free(l->user);
 	l->user = NULL;
 	ptw_lwp_forget(t->proc, l);
@@ -169,6 +170,8 @@ static void on_exec_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_sto
 	free(gone);
 
 	image_release(t);
+	trace_image_reset(t);
+	free(th->shadow);
 	memset(th, 0, sizeof(*th));
 	th->attr_detached = -1;
 	th->announced = true;
@@ -177,6 +180,7 @@ static void on_exec_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_sto
 	 * TRACEEXIT cleared if it had died... it has not: restore options. */
 	ptw_set_options(t->proc, l, t->proc->options);
 	image_init(t, l);
+	trace_image(t, l);
 }
 
 /* ---- session signals ---- */
@@ -344,7 +348,8 @@ static struct ptw_bp *our_trap(struct ptw_tracer *t, struct ptw_lwp *l, const st
 	return bp;
 }
 
-/* What each hook kind means, and who handles it (hooks.c: threads). */
+/* What each hook kind means, and who handles it (hooks.c: threads;
+ * trace.c: --trace frames). */
 static const struct hook_desc hook_table[HOOK_KINDS] = {
 	[HK_DL_DEBUG_STATE] = { "dl_debug_state", hook_dl_debug_state },
 	[HK_TD_CREATE] = { "td_create", hook_td_create },
@@ -360,6 +365,12 @@ static const struct hook_desc hook_table[HOOK_KINDS] = {
 	[HK_PTHREAD_DETACH] = { "pthread_detach", hook_pthread_detach },
 	[HK_JOIN] = { "join", hook_join },
 	[HK_JOIN_RET] = { "join_ret", hook_join_ret },
+	[HK_TRACE_LIBS] = { "trace_libs", hook_trace_libs },
+	[HK_FRAME_ENTRY] = { "frame_entry", hook_frame_entry },
+	[HK_FRAME_RETURN] = { "frame_return", hook_frame_return },
+	[HK_THROW] = { "throw", hook_throw },
+	[HK_CATCH] = { "catch", hook_catch },
+	[HK_LONGJMP] = { "longjmp", hook_longjmp },
 };
 
 /* LWP l is stopped on bp (rip rewound): step it over, then call the
@@ -514,7 +525,9 @@ int ptw_tracer_launch(const struct ptw_tracer_opts *o, char *const argv[], int c
 	struct thread *th = thread_of(st.lwp);
 	th->announced = true;
 	th->is_main = true;
+	trace_new(t);
 	image_init(t, st.lwp);
+	trace_image(t, st.lwp);
 	ptw_resume(proc, st.lwp);
 	*ret = t;
 	return 0;
@@ -852,6 +865,8 @@ static void check_fate(struct ptw_tracer *t, struct ptw_report *r)
 
 void ptw_tracer_report(struct ptw_tracer *t, struct ptw_report *r)
 {
+	if (t->target_gone || t->detached)
+		trace_finish(t); /* a pattern may still match a library loaded later */
 	check_fate(t, r);
 	r->pid = t->proc->pid;
 	r->exe = t->img.exe;
@@ -898,6 +913,7 @@ void ptw_tracer_free(struct ptw_tracer *t)
 	if (!t)
 		return;
 	image_release(t);
+	trace_free(t);
 	for (size_t i = 0; i < t->nold_syms; i++)
 		ptw_symbols_free(t->old_syms[i]);
 	free(t->old_syms);

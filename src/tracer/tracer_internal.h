@@ -10,6 +10,7 @@
 #include "ptw_attach.h"
 #include "ptw_breakpoints.h"
 #include "ptw_events.h"
+#include "ptw_frames.h"
 #include "ptw_output.h"
 #include "ptw_symbols.h"
 #include "ptw_thread_db.h"
@@ -36,6 +37,13 @@ enum hook_kind {
 	HK_PTHREAD_DETACH,
 	HK_JOIN,	     /* __pthread_clockjoin_ex entry */
 	HK_JOIN_RET,	     /* its ret instructions */
+	/* --trace (trace.c) */
+	HK_TRACE_LIBS,	     /* at r_brk too: scan libraries just loaded */
+	HK_FRAME_ENTRY,	     /* a traced function's entry */
+	HK_FRAME_RETURN,     /* where open frames return to */
+	HK_THROW,	     /* _Unwind_RaiseException */
+	HK_CATCH,	     /* __cxa_begin_catch */
+	HK_LONGJMP,	     /* longjmp and its aliases */
 	HOOK_KINDS
 };
 
@@ -55,6 +63,12 @@ enum {
 	HOOK_PTHREAD_DETACH = HOOK(HK_PTHREAD_DETACH),
 	HOOK_JOIN = HOOK(HK_JOIN),
 	HOOK_JOIN_RET = HOOK(HK_JOIN_RET),
+	HOOK_TRACE_LIBS = HOOK(HK_TRACE_LIBS),
+	HOOK_FRAME_ENTRY = HOOK(HK_FRAME_ENTRY),
+	HOOK_FRAME_RETURN = HOOK(HK_FRAME_RETURN),
+	HOOK_THROW = HOOK(HK_THROW),
+	HOOK_CATCH = HOOK(HK_CATCH),
+	HOOK_LONGJMP = HOOK(HK_LONGJMP),
 };
 
 struct ptw_tracer;
@@ -89,6 +103,9 @@ struct thread {
 	int attr_detached;  /* from the pthread_create entry hook, -1 unknown */
 	bool in_join;
 	bool used_xol;	    /* ran an out-of-line slot: a signal frame may point there */
+	/* --trace: open frames (entry sp, return address), innermost last */
+	struct ptw_shadow_frame *shadow;
+	size_t nshadow, shadow_cap;
 };
 
 /* One program image (reset at exec). */
@@ -148,6 +165,7 @@ struct ptw_tracer {
 	struct ptw_warning *warnings;
 	size_t nwarnings;
 	struct ptw_map warned; /* hash(code:detail) -> 1: warn once */
+	struct trace *trace;   /* --trace (trace.c), NULL without */
 };
 
 /* core.c: used by every file above; calls none of them */
@@ -221,5 +239,18 @@ void on_clone(struct ptw_tracer *t, struct ptw_lwp *parent, pid_t child, uint64_
 hook_fn hook_dl_debug_state, hook_td_create, hook_td_death, hook_start, hook_start_return,
 	hook_main, hook_main_return, hook_libc_start_main, hook_pthread_create, hook_pthread_exit,
 	hook_pthread_cancel, hook_pthread_detach, hook_join, hook_join_ret;
+
+/* trace.c: --trace (frame spans); all of it is a no-op without --trace */
+void trace_new(struct ptw_tracer *t);
+void trace_free(struct ptw_tracer *t);
+/* Entry breakpoints for the image just loaded (launch, exec, attach). */
+void trace_image(struct ptw_tracer *t, struct ptw_lwp *l);
+/* Its address space went away (exec). */
+void trace_image_reset(struct ptw_tracer *t);
+/* The LWP is forgotten: its frames need their return breakpoints no more. */
+void trace_thread_gone(struct ptw_tracer *t, struct thread *th);
+/* The session is over: warn about patterns that matched nothing. */
+void trace_finish(struct ptw_tracer *t);
+hook_fn hook_trace_libs, hook_frame_entry, hook_frame_return, hook_throw, hook_catch, hook_longjmp;
 
 #endif
