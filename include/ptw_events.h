@@ -42,7 +42,7 @@ enum ptw_event_kind {
 	PTW_EV_FRAME_RETURN,   /* tid returned to ret_addr, sp after the ret; value = rax */
 	PTW_EV_THROW,	       /* tid raised a C++ exception (_Unwind_RaiseException) */
 	PTW_EV_CATCH,	       /* tid caught one in the frame whose stack pointer is sp */
-	PTW_EV_LONGJMP,	       /* tid called longjmp (or siglongjmp, ...) */
+	PTW_EV_LONGJMP,	       /* tid called longjmp (or siglongjmp, ...); sp: where it lands (0 unknown) */
 };
 #define PTW_EV_LAST PTW_EV_LONGJMP
 
@@ -111,7 +111,7 @@ struct ptw_event {
 	enum ptw_wait_kind wait_kind;
 	uint64_t wait_object;
 	pid_t wait_owner; /* 0 unknown */
-	/* FRAME_ENTRY, FRAME_RETURN, CATCH */
+	/* FRAME_ENTRY, FRAME_RETURN, CATCH, LONGJMP */
 	uint64_t sp;
 	uint64_t ret_addr;
 };

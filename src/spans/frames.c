@@ -248,7 +248,7 @@ static struct ptw_frame *on_at(struct ptw_frames *f, const struct ptw_event *ev,
 			}
 		}
 	}
-	if (ft->leaving == LEAVE_LONGJMP || (!ret && ft->leaving == LEAVE_EXCEPTION))
+	if (ft->leaving == LEAVE_LONGJMP || (ev->kind == PTW_EV_CATCH && ft->leaving == LEAVE_EXCEPTION))
 		ft->leaving = LEAVE_NONE; /* landed, or caught */
 	return fr;
 }
@@ -311,6 +311,8 @@ const struct ptw_frame *ptw_frames_consume(struct ptw_frames *f, const struct pt
 		ft = fthread(f, ev->tid, false);
 		if (ft && ft->leaving == LEAVE_NONE)
 			ft->leaving = LEAVE_LONGJMP;
+		if (ft && ev->sp)
+			on_at(f, ev, thread, 0); /* where it lands is known */
 		break;
 	case PTW_EV_EXIT_CALL:
 		ft = fthread(f, ev->tid, false);

@@ -301,7 +301,7 @@ static void scan(struct ptw_tracer *t, struct ptw_lwp *l)
 		ptw_dbg(PTW_DBG_TRACER, "--trace: scanned %s (%s) in %.1f ms", tr->module_base,
 			r == 1 ? "symbol table" : r == 0 ? ".dynsym only" : "no symbols",
 			(double)(ptw_now_ns() - t0) / 1e6);
-		if (r <= 0)
+		if (r == 0 && path && path[0] != '[')
 			note_dynsym_only(tr, tr->module_base);
 	}
 	free(applies);
@@ -482,13 +482,38 @@ void hook_catch(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 	emit(t, &ev);
 }
 
+/*
+ * Where a longjmp lands: glibc's x86-64 jmp_buf holds rbx, rbp, r12-r15,
+ * rsp, pc, the last three mangled (PTR_MANGLE: xor with the thread's
+ * pointer guard, at fs:0x30, then rotate left by 17). 0 when it cannot be
+ * read or makes no sense (then the next event tells).
+ */
+static uint64_t longjmp_target_sp(struct ptw_tracer *t, const struct user_regs_struct *regs)
+{
+	uint64_t guard, mangled;
+	if (!regs->fs_base || read_u64(t, regs->fs_base + 0x30, &guard) < 0 ||
+	    read_u64(t, regs->rdi + 6 * 8, &mangled) < 0)
+		return 0;
+	uint64_t sp = ((mangled >> 17) | (mangled << 47)) ^ guard;
+	return sp > regs->rsp && sp - regs->rsp < PTW_SHADOW_WINDOW ? sp : 0;
+}
+
 void hook_longjmp(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 		  const struct user_regs_struct *regs, uint64_t ns)
 {
-	(void)bp, (void)regs;
-	if (!thread_of(l)->nshadow)
+	(void)bp;
+	struct thread *th = thread_of(l);
+	if (!th->nshadow)
 		return;
 	struct ptw_event ev = ptw_event_init(PTW_EV_LONGJMP, ns, l->tid);
+	ev.sp = longjmp_target_sp(t, regs);
+	if (ev.sp) {
+		/* Every frame below the landing point is left now; a later hit
+		 * at one's return site (the code after its call, reached again
+		 * by the jump) is no return. */
+		bool returned;
+		drop(t, th, ptw_shadow_left_at(th->shadow, th->nshadow, ev.sp, 0, &returned));
+	}
 	emit(t, &ev);
 }
 
