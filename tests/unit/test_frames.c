@@ -176,6 +176,22 @@ static void test_longjmp(void)
 	CHECK_EQ(frame(1)->status, PTW_FRAME_OPEN);
 	CHECK_EQ(frame(4)->parent, 1);
 	CHECK_EQ(frame(4)->depth, 2);
+
+	/* longjmp with its landing point known: the code after b's call,
+	 * reached again by the jump, is no return of b. */
+	setup();
+	call(T1, &fa, 0x7000, 0x401f00);
+	call(T1, &fb, 0x6f00, 0x401010);
+	call(T1, &fc, 0x6e00, 0x401110);
+	struct ptw_event e = ev(PTW_EV_LONGJMP, T1);
+	e.sp = 0x6f08 + 0x40; /* in a's frame, above b's slot */
+	feed(e);
+	CHECK_STR(frame(2)->reason, "longjmp");
+	CHECK_STR(frame(3)->reason, "longjmp");
+	CHECK(ret_to(T1, 0x401010, 0x6f08) == NULL);
+	CHECK_EQ(frame(1)->status, PTW_FRAME_OPEN);
+	ret_to(T1, 0x401f00, 0x7008);
+	CHECK_EQ(frame(1)->status, PTW_FRAME_COMPLETED);
 }
 
 /* A C++ exception raised in c, caught in a. */
