@@ -494,7 +494,7 @@ static void interrupts_line(struct ptw_buf *out, const struct ptw_report *r)
 }
 
 /* --trace: at most this many frames listed per thread (the JSON has all). */
-#define FRAMES_PER_THREAD 60
+#define FRAMES_PER_THREAD 20
 
 static int by_thread_then_id(const void *x, const void *y)
 {

@@ -18,30 +18,46 @@ static bool above(uint64_t fsp, uint64_t sp)
 	return fsp < sp && sp - fsp < PTW_SHADOW_WINDOW;
 }
 
+/* The rules, on any stack layout: sp_of(i) for i = 0 (innermost) up. */
+#define LEFT_AT_ENTRY(n, sp_of, ret_of, sp, ret, tail)                                            \
+	do {                                                                                      \
+		size_t k_ = 0;                                                                    \
+		/* A new call at sp: every frame whose slot is at or below sp is over       \
+		 * (its slot is being reused, or was popped). */                            \
+		while (k_ < (n) && (above(sp_of(k_), (sp)) || sp_of(k_) == (sp)))                 \
+			k_++;                                                                     \
+		/* same slot, same return address: a jmp */                                       \
+		*(tail) = k_ && sp_of(k_ - 1) == (sp) && ret_of(k_ - 1) == (ret);                 \
+		left_ = k_;                                                                       \
+	} while (0)
+
+#define LEFT_AT(n, sp_of, ret_of, sp, ret, returned)                                              \
+	do {                                                                                      \
+		size_t k_ = 0;                                                                    \
+		while (k_ < (n) && above(sp_of(k_), (sp)))                                        \
+			k_++;                                                                     \
+		*(returned) = k_ && (ret) && sp_of(k_ - 1) + 8 == (sp) && ret_of(k_ - 1) == (ret); \
+		left_ = k_;                                                                       \
+	} while (0)
+
 size_t ptw_shadow_left_at_entry(const struct ptw_shadow_frame *st, size_t n, uint64_t sp,
 				uint64_t ret, bool *ret_tail_call)
 {
-	size_t k = 0;
-	*ret_tail_call = false;
-	/* A new call at sp: every frame whose slot is at or below sp is over
-	 * (its slot is being reused, or was popped). */
-	while (k < n && (above(st[n - 1 - k].sp, sp) || st[n - 1 - k].sp == sp))
-		k++;
-	if (k && st[n - k].sp == sp && st[n - k].ret == ret)
-		*ret_tail_call = true; /* same slot, same return address: a jmp */
-	return k;
+	size_t left_;
+#define SP(i) st[n - 1 - (i)].sp
+#define RET(i) st[n - 1 - (i)].ret
+	LEFT_AT_ENTRY(n, SP, RET, sp, ret, ret_tail_call);
+	return left_;
 }
 
 size_t ptw_shadow_left_at(const struct ptw_shadow_frame *st, size_t n, uint64_t sp, uint64_t ret,
 			  bool *ret_returned)
 {
-	size_t k = 0;
-	*ret_returned = false;
-	while (k < n && above(st[n - 1 - k].sp, sp))
-		k++;
-	if (k && ret && st[n - k].sp + 8 == sp && st[n - k].ret == ret)
-		*ret_returned = true;
-	return k;
+	size_t left_;
+	LEFT_AT(n, SP, RET, sp, ret, ret_returned);
+	return left_;
+#undef SP
+#undef RET
 }
 
 /* ---- frame spans ---- */
@@ -162,27 +178,21 @@ static void pop_unmatched(struct fthread *ft, size_t k, uint64_t ns, const char 
 		unmatched(ft->stack[--ft->n], ns, reason);
 }
 
-static void shadow_of(const struct fthread *ft, struct ptw_shadow_frame **buf, size_t *cap)
-{
-	if (*cap < ft->n) {
-		*cap = ft->n;
-		*buf = xreallocarray(*buf, *cap, sizeof(**buf));
-	}
-	for (size_t i = 0; i < ft->n; i++)
-		(*buf)[i] = (struct ptw_shadow_frame){ ft->stack[i]->sp, ft->stack[i]->ret,
-						       ft->stack[i]->id };
-}
-
-/* How many top frames a thread seen at sp has left (see ptw_shadow_*). */
+/* How many top frames a thread seen at sp has left (see ptw_shadow_*):
+ * the same rules, on the thread's own stack (no copy: deep recursion). */
 static size_t left_at(const struct fthread *ft, bool entry, uint64_t sp, uint64_t ret, bool *flag)
 {
-	struct ptw_shadow_frame *buf = NULL;
-	size_t cap = 0;
-	shadow_of(ft, &buf, &cap);
-	size_t k = entry ? ptw_shadow_left_at_entry(buf, ft->n, sp, ret, flag)
-			 : ptw_shadow_left_at(buf, ft->n, sp, ret, flag);
-	free(buf);
-	return k;
+	size_t left_;
+	size_t n = ft->n;
+#define SP(i) ft->stack[n - 1 - (i)]->sp
+#define RET(i) ft->stack[n - 1 - (i)]->ret
+	if (entry)
+		LEFT_AT_ENTRY(n, SP, RET, sp, ret, flag);
+	else
+		LEFT_AT(n, SP, RET, sp, ret, flag);
+#undef SP
+#undef RET
+	return left_;
 }
 
 static struct ptw_frame *on_entry(struct ptw_frames *f, const struct ptw_event *ev,

@@ -339,7 +339,18 @@ void hook_trace_libs(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 			}
 		for (size_t i = 0; i < ngone; i++)
 			ptw_map_del(&t->trace->entries, gone[i]);
+		/* Return sites in them too: another library may come there. */
+		it = 0;
+		ngone = 0;
+		while (ptw_map_next(&t->trace->retbps, &it, &addr, NULL))
+			if (!ptw_bp_find(t->bps, addr)) {
+				gone = xreallocarray(gone, ngone + 1, sizeof(*gone));
+				gone[ngone++] = addr;
+			}
+		for (size_t i = 0; i < ngone; i++)
+			ptw_map_del(&t->trace->retbps, gone[i]);
 		free(gone);
+		ptw_map_free(&t->trace->checked);
 		scan(t, l);
 	}
 }

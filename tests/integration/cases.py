@@ -2408,6 +2408,14 @@ def case_frames_kill9(session, chk):
     chk.eq('ptwatch exit status: the command\'s', run.returncode, 0)
     chk.eq('the command finished ("attach_done" record)',
            len([r for r in load_truth(run) if r.get('kind') == 'attach_done']), 1)
+    # The restorer wrote the document from the record: the open calls are
+    # there, unmatched tracer_died.
+    load_doc(run)
+    chk.eq('end_reason', run.doc['session']['end_reason'], 'tracer_died')
+    expect_frames(chk, run.doc, [
+        ('fr_serve', 1, None, 'unmatched', 'tracer_died'),
+        ('fr_outer', 2, 'fr_serve', 'unmatched', 'tracer_died'),
+        ('fr_block', 3, 'fr_outer', 'unmatched', 'tracer_died')])
 
 
 CASES = {
