@@ -49,6 +49,7 @@ struct trace {
 	struct ptw_lwp *host;
 	const char *module_base;
 	bool *pat_applies;
+	bool literal; /* the pattern being applied has no wildcard */
 };
 
 /* Functions an entry breakpoint must not go on: entered without a call
@@ -179,9 +180,14 @@ static void add_entry(struct trace *tr, uint64_t addr, const char *name)
 	if (ptw_map_get(&tr->entries, addr))
 		return;
 	if (denied(name)) {
-		warn(t, "trace_refused",
-		     "--trace: %s is not traced (entered without a call, it has no return address)",
-		     name);
+		/* Said when asked for by name; a glob that happens to match
+		 * it (--trace '*') is only told in the debug log. */
+		if (tr->literal)
+			warn(t, "trace_refused",
+			     "--trace: %s is not traced (entered without a call, it has no return "
+			     "address)",
+			     name);
+		ptw_dbg(PTW_DBG_TRACER, "--trace: %s refused", name);
 		return;
 	}
 	int r = insert_bp(t, addr, HOOK_FRAME_ENTRY, tr->host);
@@ -219,6 +225,7 @@ static void on_function(void *ctx, uint64_t addr, const char *name)
 		if (!hit)
 			continue;
 		p->matched++;
+		tr->literal = !strpbrk(p->name, "*?[");
 		add_entry(tr, addr, dem ? dem : name);
 	}
 	free(dem);

@@ -2418,6 +2418,21 @@ def case_frames_kill9(session, chk):
         ('fr_block', 3, 'fr_outer', 'unmatched', 'tracer_died')])
 
 
+def case_frames_stripped(session, chk):
+    """--trace on a stripped program: its static functions cannot be found;
+    the warning names the pattern and the module only .dynsym could be
+    searched in; thread spans as without --trace."""
+    exe = fixture('stripped')
+    run = session.run([exe], opts=['--trace', 'worker*'])
+    check_lifecycle(chk, run, stripped=True)
+    msgs = [w['message'] for w in run.doc['warnings'] if w['code'] == 'trace_no_match']
+    chk.true('the warning names the pattern and the stripped module (%r)' % msgs,
+             any("'worker*'" in x and os.path.basename(exe) in x and 'dynamic symbols' in x
+                 for x in msgs))
+    chk.eq('no frame spans', frame_spans(run.doc), [])
+    check_same_as_untraced(chk, session, [exe], run)
+
+
 CASES = {
     'lifecycle': case_lifecycle,
     'nested': case_nested,
@@ -2456,6 +2471,7 @@ CASES = {
     'frames-cxx': case_frames_cxx,
     'frames-attach': case_frames_attach,
     'frames-kill9': case_frames_kill9,
+    'frames-stripped': case_frames_stripped,
 }
 
 if __name__ == '__main__':
