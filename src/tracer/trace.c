@@ -398,6 +398,8 @@ static void retbp_put(struct ptw_tracer *t, uint64_t ret)
 {
 	struct trace *tr = t->trace;
 	uintptr_t n = (uintptr_t)ptw_map_get(&tr->retbps, ret);
+	if (!n)
+		return; /* forgotten (exec, an unloaded library): never touch it */
 	if (n > 1) {
 		ptw_map_put(&tr->retbps, ret, (void *)(n - 1));
 		return;

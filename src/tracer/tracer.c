@@ -153,6 +153,9 @@ static void on_exec_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_sto
 	ev.other_tid = (pid_t)st->msg;
 	emit(t, &ev);
 
+	/* The old image's return breakpoints must not be touched any more
+	 * (their addresses now belong to the new one). */
+	trace_image_reset(t);
 	/* Every other thread of the old image is dead, some without notice. */
 	size_t it = 0;
 	void *v;
@@ -170,7 +173,6 @@ static void on_exec_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_sto
 	free(gone);
 
 	image_release(t);
-	trace_image_reset(t);
 	free(th->shadow);
 	memset(th, 0, sizeof(*th));
 	th->attr_detached = -1;

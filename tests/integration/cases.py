@@ -2433,6 +2433,24 @@ def case_frames_stripped(session, chk):
     check_same_as_untraced(chk, session, [exe], run)
 
 
+def case_frames_exec(session, chk):
+    """--trace through an execve by a thread: the calls under way in the old
+    image are unmatched 'exec'; the new image is traced again."""
+    exe = fixture('execthread')
+    run = session.run([exe], opts=['--trace', 'exec*', '--trace', '*_worker'])
+    check_exit(chk, run, code=0)
+    check_frames_sane(chk, run.doc)
+    frames = frame_spans(run.doc)
+    execs = [f for f in frames if (frame_symbol(f) or '').startswith('exec')]
+    chk.true('the exec call is unmatched exec (%r)' % [(frame_symbol(f), f['reason'])
+                                                       for f in execs],
+             execs and all(f['status'] == 'unmatched' and f['reason'] == 'exec' for f in execs))
+    after = [f for f in frames if frame_symbol(f) == 'after_exec_worker']
+    chk.true('the new image is traced: after_exec_worker completed (%r)' % after,
+             len(after) == 1 and after[0]['status'] == 'completed')
+    check_same_as_untraced(chk, session, [exe], run)
+
+
 CASES = {
     'lifecycle': case_lifecycle,
     'nested': case_nested,
@@ -2472,6 +2490,7 @@ CASES = {
     'frames-attach': case_frames_attach,
     'frames-kill9': case_frames_kill9,
     'frames-stripped': case_frames_stripped,
+    'frames-exec': case_frames_exec,
 }
 
 if __name__ == '__main__':
