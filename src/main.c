@@ -434,7 +434,9 @@ int main(int argc, char **argv)
 			ptw_spans_free(s.spans);
 			return 1;
 		}
-		return session(&o, &s, t, out_fd);
+		r = session(&o, &s, t, out_fd);
+		free(o.trace);
+		return r;
 	}
 	/* The document owns stdout: the command's output must not land in it. */
 	int child_stdout = o.json && !o.output ? STDERR_FILENO : -1;
@@ -457,5 +459,7 @@ int main(int argc, char **argv)
 		return r == -EACCES || r == -ENOEXEC || r == -EISDIR || r == -ENOTDIR ? 126 : 127;
 	}
 
-	return session(&o, &s, t, out_fd);
+	r = session(&o, &s, t, out_fd);
+	free(o.trace);
+	return r;
 }
