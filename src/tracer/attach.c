@@ -287,6 +287,7 @@ int ptw_tracer_attach(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tra
 	/* Everything that can be learnt with the threads running is learnt
 	 * before they are stopped: modules, debug info, the thread agent. */
 	bool have_tdb = image_load(t) == 0 && tdb_open(t) == 0;
+	trace_prepare(t);
 	struct ptw_map names = { 0 };
 	collect_names(t, &names);
 

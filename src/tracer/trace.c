@@ -316,6 +316,26 @@ static void scan(struct ptw_tracer *t, struct ptw_lwp *l)
 	hook_helpers(t, l);
 }
 
+static void ignore_function(void *ctx, uint64_t addr, const char *name)
+{
+	(void)ctx, (void)addr, (void)name;
+}
+
+void trace_prepare(struct ptw_tracer *t)
+{
+	if (!t->trace || !t->img.syms)
+		return;
+	/* Reading the symbol tables (and debug files) is most of a scan:
+	 * libdwfl keeps them, so the scan that follows with the threads
+	 * stopped only matches names. */
+	uint64_t t0 = ptw_now_ns();
+	size_t n = ptw_symbols_module_count(t->img.syms);
+	for (size_t i = 0; i < n; i++)
+		ptw_symbols_module_functions(t->img.syms, i, ignore_function, NULL);
+	ptw_dbg(PTW_DBG_TRACER, "--trace: symbol tables read in %.1f ms",
+		(double)(ptw_now_ns() - t0) / 1e6);
+}
+
 void trace_image(struct ptw_tracer *t, struct ptw_lwp *l)
 {
 	if (!t->trace || !t->img.syms)

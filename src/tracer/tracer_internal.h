@@ -243,6 +243,8 @@ hook_fn hook_dl_debug_state, hook_td_create, hook_td_death, hook_start, hook_sta
 /* trace.c: --trace (frame spans); all of it is a no-op without --trace */
 void trace_new(struct ptw_tracer *t);
 void trace_free(struct ptw_tracer *t);
+/* Reads the symbol tables a scan needs (attach: while the threads run). */
+void trace_prepare(struct ptw_tracer *t);
 /* Entry breakpoints for the image just loaded (launch, exec, attach). */
 void trace_image(struct ptw_tracer *t, struct ptw_lwp *l);
 /* Its address space went away (exec). */
