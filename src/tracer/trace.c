@@ -32,6 +32,8 @@ struct pattern {
 	char *name;   /* glob on the function's name */
 	size_t matched;
 	bool module_seen; /* some module matched the module glob */
+	size_t nfailed;	  /* matched, but no breakpoint could go there */
+	struct ptw_buf failed; /* the first few, and why */
 };
 
 struct trace {
@@ -50,6 +52,7 @@ struct trace {
 	const char *module_base;
 	bool *pat_applies;
 	bool literal; /* the pattern being applied has no wildcard */
+	struct pattern *current;
 };
 
 /* Functions an entry breakpoint must not go on: entered without a call
@@ -145,6 +148,7 @@ void trace_free(struct ptw_tracer *t)
 		free(tr->pats[i].text);
 		free(tr->pats[i].module);
 		free(tr->pats[i].name);
+		ptw_buf_free(&tr->pats[i].failed);
 	}
 	free(tr->pats);
 	for (size_t i = 0; i < tr->ndynsym_only; i++)
@@ -194,10 +198,18 @@ static void add_entry(struct trace *tr, uint64_t addr, const char *name)
 	if (r == -EEXIST)
 		return;
 	if (r < 0) {
-		warn(t, "trace_unhookable", "--trace: cannot break at %s (%s, %#llx): %s", name,
-		     tr->module_base, (unsigned long long)addr,
-		     r == -ENOTSUP ? "its first instruction cannot be emulated or run out of line"
-				   : strerror(-r));
+		/* One warning per pattern at the end, not one per function
+		 * (--trace '*' may meet hundreds). */
+		ptw_dbg(PTW_DBG_TRACER, "--trace: cannot break at %s (%s, %#llx): %s", name,
+			tr->module_base, (unsigned long long)addr, strerror(-r));
+		struct pattern *p = tr->current;
+		if (p->nfailed++ < 3) {
+			ptw_buf_puts(&p->failed, p->failed.len ? ", " : "");
+			ptw_buf_printf(&p->failed, "%s (%s)", name,
+				       r == -ENOTSUP ? "its first instruction cannot be emulated "
+						       "or run out of line"
+						     : strerror(-r));
+		}
 		return;
 	}
 	ptw_map_put(&tr->entries, addr, (void *)1);
@@ -226,6 +238,7 @@ static void on_function(void *ctx, uint64_t addr, const char *name)
 			continue;
 		p->matched++;
 		tr->literal = !strpbrk(p->name, "*?[");
+		tr->current = p;
 		add_entry(tr, addr, dem ? dem : name);
 	}
 	free(dem);
@@ -566,6 +579,11 @@ void trace_finish(struct ptw_tracer *t)
 		return;
 	for (size_t i = 0; i < tr->npats; i++) {
 		struct pattern *p = &tr->pats[i];
+		if (p->nfailed)
+			warn(t, "trace_unhookable",
+			     "--trace '%s': %zu of the %zu functions it matched are not traced: %s%s",
+			     p->text, p->nfailed, p->matched, p->failed.p,
+			     p->nfailed > 3 ? ", ..." : "");
 		if (p->matched)
 			continue;
 		if (p->module && !p->module_seen) {
