@@ -2451,6 +2451,35 @@ def case_frames_exec(session, chk):
     check_same_as_untraced(chk, session, [exe], run)
 
 
+def case_frames_pthread(session, chk, variant='default'):
+    """--trace on the very functions ptwatch hooks for thread spans
+    (pthread_create, pthread_exit, pthread_join, __nptl_death_event,
+    _dl_debug_state, the start routines): the thread spans are exactly as
+    without --trace, and their calls are frames too. no-debug-files: the
+    start routines' return site carries ptwatch's own hook as well."""
+    exe = fixture('nested')
+    extra = ['--no-debug-files'] if variant == 'no-debug-files' else []
+    run = session.run([exe], opts=['-q', '--trace', 'pthread_*', '--trace', '__nptl_*',
+                                   '--trace', '_dl_debug_state', '--trace', 'level_*'] + extra)
+    check_exit(chk, run, code=0)
+    m = Model(chk, run, 'nested.c')
+    m.check_complete()
+    check_frames_sane(chk, run.doc)
+    frames = frame_spans(run.doc)
+    count = {}
+    for f in frames:
+        count[frame_symbol(f)] = count.get(frame_symbol(f), 0) + 1
+    for fn in ('pthread_create', 'pthread_join', 'level_b', 'level_c', '__nptl_death_event'):
+        chk.true('%s is traced (%r)' % (fn, count), count.get(fn, 0) >= 1)
+    exits = [f for f in frames if frame_symbol(f) == 'pthread_exit']
+    chk.true('pthread_exit: unmatched thread_exit (%r)' % exits,
+             len(exits) == 1 and exits[0]['reason'] == 'thread_exit')
+    levels = [f for f in frames if frame_symbol(f) in ('level_b', 'level_c')]
+    chk.true('level_b and level_c return (%r)' % levels,
+             len(levels) == 2 and all(f['status'] == 'completed' for f in levels))
+    check_same_as_untraced(chk, session, [exe], run)
+
+
 CASES = {
     'lifecycle': case_lifecycle,
     'nested': case_nested,
@@ -2491,6 +2520,7 @@ CASES = {
     'frames-kill9': case_frames_kill9,
     'frames-stripped': case_frames_stripped,
     'frames-exec': case_frames_exec,
+    'frames-pthread': case_frames_pthread,
 }
 
 if __name__ == '__main__':
