@@ -2480,6 +2480,20 @@ def case_frames_pthread(session, chk, variant='default'):
     check_same_as_untraced(chk, session, [exe], run)
 
 
+def case_frames_usage(session, chk):
+    """Bad --trace input: one clear line, exit status 2, nothing run."""
+    for opts, words in ((['--trace', ''], "invalid --trace pattern ''"),
+                        (['--trace', 'libfoo.so:'], "invalid --trace pattern 'libfoo.so:'"),
+                        (['--trace', 'x', '--snapshot', '-p', str(os.getpid())],
+                         '--trace cannot be used with --snapshot')):
+        argv = [ptwatch_path()] + opts + ([] if '-p' in opts else ['--', 'true'])
+        p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=20)
+        err = p.stderr.decode()
+        chk.eq('%s: exit status' % opts, p.returncode, 2)
+        chk.true('%s: says %r (%r)' % (opts, words, err),
+                 err.splitlines()[:1] and words in err.splitlines()[0])
+
+
 CASES = {
     'lifecycle': case_lifecycle,
     'nested': case_nested,
@@ -2521,6 +2535,7 @@ CASES = {
     'frames-stripped': case_frames_stripped,
     'frames-exec': case_frames_exec,
     'frames-pthread': case_frames_pthread,
+    'frames-usage': case_frames_usage,
 }
 
 if __name__ == '__main__':
