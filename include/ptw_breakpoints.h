@@ -119,6 +119,7 @@ struct ptw_bp {
 	uint64_t addr;
 	uint8_t orig;		 /* the byte the int3 replaced */
 	bool disabled;		 /* original byte back; kept to recognise late traps */
+	bool idle;		 /* disabled because no hook needs it: insert re-arms it */
 	uint32_t journal_index;
 	struct ptw_insn_plan plan;
 	uint64_t xol_slot;	 /* PTW_INSN_XOL: where the copy runs */
@@ -136,7 +137,9 @@ void ptw_bptab_free(struct ptw_bptab *t);
  * that may run an injected mmap if an out-of-line page is needed (NULL: none
  * available; then -EAGAIN if one was needed). Returns 0 and the breakpoint,
  * -ENOTSUP when the instruction cannot be stepped over safely, -EEXIST when
- * the target already has an int3 there, or -errno.
+ * the target already has an int3 there, -EFAULT when addr is not in an
+ * executable mapping, or -errno. A breakpoint made idle by
+ * ptw_bp_remove_hooks is armed again (its journal entry reused).
  */
 int ptw_bp_insert(struct ptw_bptab *t, uint64_t addr, unsigned hooks, struct ptw_lwp *host,
 		  struct ptw_bp **ret);
@@ -155,6 +158,13 @@ int ptw_bp_step_over(struct ptw_bptab *t, struct ptw_bp *bp, struct ptw_lwp *l);
  * recognised as ours: the thread is then only rewound.
  */
 int ptw_bp_disable(struct ptw_bptab *t, struct ptw_bp *bp);
+
+/*
+ * Takes hooks off bp; when none is left, puts the original byte back (as
+ * ptw_bp_disable: late traps stay recognised) until an insert wants it
+ * again. Returns 0 or -errno.
+ */
+int ptw_bp_remove_hooks(struct ptw_bptab *t, struct ptw_bp *bp, unsigned hooks);
 
 /*
  * After a library was unloaded: forgets (without writing) every breakpoint

@@ -37,6 +37,12 @@ enum ptw_event_kind {
 	PTW_EV_INTERRUPT,      /* ptwatch got session signal sig: interrupt (what it did) */
 	PTW_EV_THREAD_STATE,   /* snapshot of tid: state, stack, what it waits for */
 	PTW_EV_TRACER_DIED,    /* ptwatch's tracer process died: nothing more will be seen */
+	/* --trace (ptw_frames.h) */
+	PTW_EV_FRAME_ENTRY,    /* tid entered routine (a traced function): sp, ret_addr = [sp] */
+	PTW_EV_FRAME_RETURN,   /* tid returned to ret_addr, sp after the ret; value = rax */
+	PTW_EV_THROW,	       /* tid raised a C++ exception (_Unwind_RaiseException) */
+	PTW_EV_CATCH,	       /* tid caught one in the frame whose stack pointer is sp */
+	PTW_EV_LONGJMP,	       /* tid called longjmp (or siglongjmp, ...); sp: where it lands (0 unknown) */
 	PTW_EV_SPAN_OPEN,      /* span (span_kind, span_id) of tid has been open value ns,
 				* past the open timeout: where tid is now (state, wchan,
 				* routine = its PC), name; sent once per span */
@@ -47,6 +53,7 @@ enum ptw_span_kind {
 	PTW_SPAN_THREAD, /* ptw_spans.h: one per thread lifetime */
 	PTW_SPAN_FRAME,	 /* a function call inside a thread */
 };
+#define PTW_EV_LAST PTW_EV_SPAN_OPEN
 
 /* What a blocked thread waits for (snapshot). */
 enum ptw_wait_kind {
@@ -116,6 +123,9 @@ struct ptw_event {
 	/* SPAN_OPEN */
 	enum ptw_span_kind span_kind;
 	uint32_t span_id;
+	/* FRAME_ENTRY, FRAME_RETURN, CATCH, LONGJMP */
+	uint64_t sp;
+	uint64_t ret_addr;
 };
 
 /* An event with every optional field set to "unknown". */

@@ -114,6 +114,11 @@ void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out);
 /* One readable line for an event the span engine consumed (may add nothing). */
 void ptw_text_event(struct ptw_buf *out, uint64_t session_start_ns, const struct ptw_event *ev,
 		    const struct ptw_span *sp);
+/* One readable line for a frame event (--trace): the call, or the return
+ * with its duration. */
+struct ptw_frame;
+void ptw_text_frame_event(struct ptw_buf *out, uint64_t session_start_ns,
+			  const struct ptw_event *ev, const struct ptw_frame *fr);
 /* --snapshot's text: deadlocks, then threads grouped by identical stack. */
 void ptw_text_snapshot(struct ptw_buf *out, const struct ptw_report *r);
 /* The summary table and metrics for the end of the text output. */

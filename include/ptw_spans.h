@@ -149,6 +149,13 @@ const struct ptw_span *ptw_spans_by_tid(const struct ptw_spans *s, pid_t tid);
 
 void ptw_spans_metrics(struct ptw_spans *s, struct ptw_metrics *ret);
 
+/* --trace: the frame spans (ptw_frames.h), owned by s. */
+struct ptw_frames;
+struct ptw_frame;
+const struct ptw_frames *ptw_spans_frames(const struct ptw_spans *s);
+/* The frame the last consumed event concerned, or NULL. */
+const struct ptw_frame *ptw_spans_last_frame(const struct ptw_spans *s);
+
 /*
  * Deadlocks among the live spans: cycles of "waits for a mutex / rwlock
  * held by, or joins, that thread". Returns how many; *ret is an array the

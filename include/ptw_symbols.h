@@ -98,6 +98,22 @@ const char *ptw_symbols_module_path(struct ptw_symbols *s, const char *module);
 int ptw_symbols_module_range(struct ptw_symbols *s, uint64_t addr, uint64_t *ret_start,
 			     uint64_t *ret_end);
 
+/* The modules now loaded (the executable first), by index. */
+size_t ptw_symbols_module_count(const struct ptw_symbols *s);
+/* Path (NULL if unknown), load address and whether it is the executable. */
+int ptw_symbols_module_info(struct ptw_symbols *s, size_t i, const char **ret_path,
+			    uint64_t *ret_start, bool *ret_is_exe);
+typedef void (*ptw_function_fn)(void *ctx, uint64_t addr, const char *linkage_name);
+/*
+ * Calls fn for every function symbol defined in module i (address in the
+ * process; the linkage name without a version suffix, valid during the
+ * call). IFUNC resolvers are left out. Returns 1 when a full symbol table
+ * was searched (.symtab or a debug file), 0 when only .dynsym was (a
+ * stripped file without a debug file: static functions cannot be found),
+ * -ENOENT when the module has no symbols at all.
+ */
+int ptw_symbols_module_functions(struct ptw_symbols *s, size_t i, ptw_function_fn fn, void *ctx);
+
 /* Interned location for addr (never NULL), valid until ptw_symbols_free.
  * Cached; an address no module covers refreshes the module list once. */
 const struct ptw_location *ptw_symbols_locate(struct ptw_symbols *s, uint64_t addr);

@@ -21,6 +21,8 @@ struct ptw_tracer_opts {
 	bool use_debug_files;	   /* libc's debug file: read struct pthread, fewer stops */
 	bool use_cache;		   /* the build-id cache (ptw_cache_default_dir()) */
 	bool create_events;	   /* TD_CREATE breakpoint instead of the clone event */
+	char *const *trace;	   /* --trace patterns ([MODULE:]GLOB), ntrace of them */
+	size_t ntrace;
 	ptw_event_sink_fn sink;
 	void *sink_ctx;
 	void (*before_block)(void *ctx); /* about to sleep: flush output */
@@ -110,6 +112,10 @@ void ptw_tracer_check_fate(struct ptw_tracer *t, struct ptw_report *r);
 void ptw_tracer_report(struct ptw_tracer *t, struct ptw_report *r);
 
 void ptw_tracer_free(struct ptw_tracer *t);
+
+/* Whether text is a valid --trace pattern ([MODULE:]GLOB, GLOB not empty):
+ * 0 or -EINVAL. */
+int ptw_trace_check_pattern(const char *text);
 
 /* Exit status of the target once it ended: 0 = not ended, else like wait(2). */
 bool ptw_tracer_target_exit(struct ptw_tracer *t, int *ret_code, int *ret_signal, bool *ret_core);

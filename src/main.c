@@ -14,6 +14,7 @@
 #include "config.h"
 #include "ptw_attach.h"
 #include "ptw_breakpoints.h"
+#include "ptw_frames.h"
 #include "ptw_guardian.h"
 #include "ptw_output.h"
 #include "ptw_record.h"
@@ -31,6 +32,8 @@ struct options {
 	bool use_debug_files;
 	bool use_cache;
 	bool create_events;
+	char **trace; /* --trace patterns */
+	size_t ntrace;
 	int duration_ms;
 	uint64_t open_timeout_ns; /* 0: disabled */
 	char **argv;
@@ -80,6 +83,12 @@ static void usage(FILE *f)
 		"                       ($XDG_CACHE_HOME/ptwatch, else ~/.cache/ptwatch)\n"
 		"  --create-events      observe creation at libthread_db's TD_CREATE\n"
 		"                       breakpoint too (one more stop per thread)\n"
+		"  --trace=[MODULE:]PATTERN\n"
+		"                       frame spans: every call of the functions whose name\n"
+		"                       (demangled or not) matches the shell glob PATTERN, in\n"
+		"                       the modules whose file name matches MODULE (default:\n"
+		"                       all, dlopen'ed ones included); repeatable. Two stops\n"
+		"                       per call (entry, return)\n"
 		"  --debug=DOMAINS      debug log: attach,tdb,bp,sym,spans,tracer or all\n"
 		"  -h, --help           show this help\n"
 		"  -V, --version        show the version\n"
@@ -110,6 +119,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 		OPT_NO_DEBUG_FILES,
 		OPT_NO_CACHE,
 		OPT_CREATE_EVENTS,
+		OPT_TRACE,
 		OPT_DEBUG
 	};
 	static const struct option longopts[] = {
@@ -123,6 +133,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 		{ "no-debug-files", no_argument, NULL, OPT_NO_DEBUG_FILES },
 		{ "no-cache", no_argument, NULL, OPT_NO_CACHE },
 		{ "create-events", no_argument, NULL, OPT_CREATE_EVENTS },
+		{ "trace", required_argument, NULL, OPT_TRACE },
 		{ "debug", required_argument, NULL, OPT_DEBUG },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -194,6 +205,14 @@ static void parse_options(int argc, char **argv, struct options *o)
 		case OPT_CREATE_EVENTS:
 			o->create_events = true;
 			break;
+		case OPT_TRACE:
+			if (ptw_trace_check_pattern(optarg) < 0)
+				die_usage("invalid --trace pattern '%s' ([MODULE:]PATTERN, PATTERN a "
+					  "shell glob on function names)",
+					  optarg);
+			o->trace = xreallocarray(o->trace, o->ntrace + 1, sizeof(*o->trace));
+			o->trace[o->ntrace++] = optarg;
+			break;
 		case OPT_DEBUG:
 			if (ptw_debug_parse(optarg) < 0)
 				die_usage("unknown debug domain in '%s' (attach,tdb,bp,sym,spans,tracer,all)",
@@ -212,6 +231,8 @@ static void parse_options(int argc, char **argv, struct options *o)
 	}
 	if (o->snapshot && !o->pid)
 		die_usage("%s", "--snapshot needs -p PID");
+	if (o->snapshot && o->ntrace)
+		die_usage("%s", "--trace cannot be used with --snapshot (nothing runs)");
 	if (o->pid && optind < argc)
 		die_usage("%s", "give either -p PID or a command, not both");
 	if (!o->pid && optind >= argc)
@@ -265,7 +286,11 @@ static void sink(void *ctx, const struct ptw_event *ev)
 			flush_record(s);
 	}
 	if (!s->quiet) {
-		ptw_text_event(&s->log, s->start_ns, ev, sp);
+		const struct ptw_frame *fr = ptw_spans_last_frame(s->spans);
+		if (fr)
+			ptw_text_frame_event(&s->log, s->start_ns, ev, fr);
+		else
+			ptw_text_event(&s->log, s->start_ns, ev, sp);
 		if (s->log.len > 65536)
 			flush_log(s);
 	}
@@ -439,6 +464,8 @@ int main(int argc, char **argv)
 		.use_debug_files = o.use_debug_files,
 		.use_cache = o.use_cache,
 		.create_events = o.create_events,
+		.trace = o.trace,
+		.ntrace = o.ntrace,
 		.sink = sink,
 		.sink_ctx = &s,
 		.before_block = flush_log,
@@ -472,7 +499,9 @@ int main(int argc, char **argv)
 			ptw_timeouts_free(s.timeouts);
 			return 1;
 		}
-		return session(&o, &s, t, out_fd);
+		r = session(&o, &s, t, out_fd);
+		free(o.trace);
+		return r;
 	}
 	/* The document owns stdout: the command's output must not land in it. */
 	int child_stdout = o.json && !o.output ? STDERR_FILENO : -1;
@@ -496,5 +525,7 @@ int main(int argc, char **argv)
 		return r == -EACCES || r == -ENOEXEC || r == -EISDIR || r == -ENOTDIR ? 126 : 127;
 	}
 
-	return session(&o, &s, t, out_fd);
+	r = session(&o, &s, t, out_fd);
+	free(o.trace);
+	return r;
 }

@@ -342,6 +342,20 @@ int ptw_bp_insert(struct ptw_bptab *t, uint64_t addr, unsigned hooks, struct ptw
 		  struct ptw_bp **ret)
 {
 	struct ptw_bp *bp = ptw_bp_find(t, addr);
+	if (bp && bp->idle) {
+		/* Put back where nothing needed it any more: the same journal
+		 * entry is active again before the byte is poked. */
+		static const uint8_t int3 = 0xcc;
+		__atomic_store_n(&t->journal->entries[bp->journal_index].state, JOURNAL_ACTIVE,
+				 __ATOMIC_SEQ_CST);
+		int r = ptw_mem_poke(t->proc, addr, &int3, 1);
+		if (r < 0) {
+			t->journal->entries[bp->journal_index].state = JOURNAL_RESTORED;
+			return r;
+		}
+		bp->idle = false;
+		bp->disabled = false;
+	}
 	if (bp) {
 		bp->hooks |= hooks;
 		if (ret)
@@ -356,6 +370,14 @@ int ptw_bp_insert(struct ptw_bptab *t, uint64_t addr, unsigned hooks, struct ptw
 		return r;
 	if (code[0] == 0xcc)
 		return -EEXIST; /* the program's own int3: leave it to the program */
+	/* Code only: an int3 anywhere else would corrupt data. */
+	const struct ptw_mapping *maps;
+	int nmaps = maps_now(t, &maps);
+	const struct ptw_mapping *m = nmaps > 0 ? ptw_maps_find(maps, nmaps, addr) : NULL;
+	if (!m)
+		return nmaps < 0 ? nmaps : -ENOENT;
+	if (m->perms[2] != 'x')
+		return -EFAULT;
 
 	struct ptw_bp tmp;
 	memset(&tmp, 0, sizeof(tmp));
@@ -373,10 +395,10 @@ int ptw_bp_insert(struct ptw_bptab *t, uint64_t addr, unsigned hooks, struct ptw
 		if (r < 0)
 			return r;
 	}
-	/* Journal first, then poke: a crash in between leaves nothing unjournaled. */
-	const struct ptw_mapping *maps;
-	int nmaps = maps_now(t, &maps);
-	const struct ptw_mapping *m = nmaps > 0 ? ptw_maps_find(maps, nmaps, addr) : NULL;
+	/* Journal first, then poke: a crash in between leaves nothing unjournaled.
+	 * (An XOL page may have been mapped: the mapping list is read again.) */
+	nmaps = maps_now(t, &maps);
+	m = nmaps > 0 ? ptw_maps_find(maps, nmaps, addr) : NULL;
 	if (!m)
 		return nmaps < 0 ? nmaps : -ENOENT;
 	t->journal->pid = t->proc->pid;
@@ -436,6 +458,17 @@ int ptw_bp_disable(struct ptw_bptab *t, struct ptw_bp *bp)
 		bp->disabled = true;
 		t->journal->entries[bp->journal_index].state = JOURNAL_RESTORED;
 	}
+	return r;
+}
+
+int ptw_bp_remove_hooks(struct ptw_bptab *t, struct ptw_bp *bp, unsigned hooks)
+{
+	bp->hooks &= ~hooks;
+	if (bp->hooks || bp->disabled)
+		return 0;
+	int r = ptw_bp_disable(t, bp);
+	if (r == 0)
+		bp->idle = true;
 	return r;
 }
 

@@ -3,9 +3,11 @@
 #define _GNU_SOURCE
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ptw_output.h"
+#include "ptw_frames.h"
 #include "ptw_symbols.h"
 
 /* ---- writer ---- */
@@ -349,6 +351,43 @@ static void json_span(struct ptw_json *j, const struct ptw_span *sp)
 	ptw_json_end_object(j);
 }
 
+static void json_frame(struct ptw_json *j, const struct ptw_frame *fr)
+{
+	ptw_json_begin_object(j, NULL);
+	ptw_json_uint(j, "id", fr->id);
+	ptw_json_string(j, "kind", "frame");
+	if (fr->thread_span)
+		ptw_json_uint(j, "thread_span", fr->thread_span);
+	else
+		ptw_json_null(j, "thread_span");
+	ptw_json_int(j, "tid", fr->tid);
+	json_location(j, "function", fr->function, "??", false);
+	ptw_json_uint(j, "entry_ns", fr->entry_ns);
+	if (fr->has_return) {
+		ptw_json_uint(j, "return_ns", fr->return_ns);
+		ptw_json_uint(j, "duration_ns", fr->return_ns - fr->entry_ns);
+	} else {
+		ptw_json_null(j, "return_ns");
+		ptw_json_null(j, "duration_ns");
+	}
+	if (fr->has_left)
+		ptw_json_uint(j, "left_ns", fr->left_ns);
+	else
+		ptw_json_null(j, "left_ns");
+	ptw_json_uint(j, "depth", fr->depth);
+	if (fr->parent)
+		ptw_json_uint(j, "parent", fr->parent);
+	else
+		ptw_json_null(j, "parent");
+	ptw_json_string(j, "status", ptw_frame_status_name(fr->status));
+	ptw_json_string(j, "reason", fr->reason);
+	if (fr->has_value)
+		ptw_json_hex(j, "value", fr->value);
+	else
+		ptw_json_null(j, "value");
+	ptw_json_end_object(j);
+}
+
 static void json_distribution(struct ptw_json *j, const char *k, const struct ptw_distribution *d)
 {
 	ptw_json_begin_object(j, k);
@@ -409,7 +448,7 @@ void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 {
 	struct ptw_json jw = { .out = out, .pretty = true }, *j = &jw;
 	ptw_json_begin_object(j, NULL);
-	ptw_json_string(j, "schema", "ptwatch.spans/2");
+	ptw_json_string(j, "schema", "ptwatch.spans/3");
 	ptw_json_begin_object(j, "tool");
 	ptw_json_string(j, "name", "ptwatch");
 	ptw_json_string(j, "version", r->tool_version);
@@ -481,6 +520,11 @@ void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 	size_t n = ptw_spans_count(r->spans);
 	for (size_t i = 0; i < n; i++)
 		json_span(j, ptw_spans_get(r->spans, i));
+	/* --trace: the frame spans follow the thread spans (ids of their own). */
+	const struct ptw_frames *frames = ptw_spans_frames(r->spans);
+	size_t nframes = ptw_frames_count(frames);
+	for (size_t i = 0; i < nframes; i++)
+		json_frame(j, ptw_frames_get(frames, i));
 	ptw_json_end_array(j);
 
 	struct ptw_metrics m;
@@ -509,6 +553,40 @@ void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 	}
 	ptw_json_end_array(j);
 	j->pretty = pretty;
+	if (nframes) {
+		size_t completed = 0, unmatched = 0;
+		for (size_t i = 0; i < nframes; i++) {
+			const struct ptw_frame *fr = ptw_frames_get(frames, i);
+			completed += fr->status == PTW_FRAME_COMPLETED;
+			unmatched += fr->status == PTW_FRAME_UNMATCHED;
+		}
+		ptw_json_begin_object(j, "frames");
+		ptw_json_uint(j, "count", nframes);
+		ptw_json_uint(j, "completed", completed);
+		ptw_json_uint(j, "unmatched", unmatched);
+		ptw_json_uint(j, "open", nframes - completed - unmatched);
+		ptw_json_end_object(j);
+		struct ptw_function_stats *st;
+		size_t nst = ptw_frames_stats(frames, &st);
+		ptw_json_begin_array(j, "functions");
+		for (size_t i = 0; i < nst; i++) {
+			ptw_json_begin_object(j, NULL);
+			json_location(j, "function", st[i].function, "??", false);
+			ptw_json_uint(j, "calls", st[i].calls);
+			ptw_json_uint(j, "completed", st[i].completed);
+			ptw_json_uint(j, "total_ns", st[i].total_ns);
+			ptw_json_uint(j, "self_ns", st[i].self_ns);
+			if (st[i].completed) {
+				ptw_json_uint(j, "min_ns", st[i].min_ns);
+				ptw_json_uint(j, "p50_ns", st[i].p50_ns);
+				ptw_json_uint(j, "p99_ns", st[i].p99_ns);
+				ptw_json_uint(j, "max_ns", st[i].max_ns);
+			}
+			ptw_json_end_object(j);
+		}
+		ptw_json_end_array(j);
+		free(st);
+	}
 	ptw_json_end_object(j);
 
 	if (r->snapshot) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "ptw_output.h"
+#include "ptw_frames.h"
 #include "ptw_symbols.h"
 
 /* Above this many spans the summary groups them by start routine. */
@@ -253,6 +254,28 @@ void ptw_text_event(struct ptw_buf *out, uint64_t start, const struct ptw_event 
 			ptw_buf_printf(out, " code %d", ev->exit_code);
 		break;
 	default:
+		return;
+	}
+	ptw_buf_putc(out, '\n');
+}
+
+void ptw_text_frame_event(struct ptw_buf *out, uint64_t start, const struct ptw_event *ev,
+			  const struct ptw_frame *fr)
+{
+	if (ev->kind == PTW_EV_FRAME_ENTRY) {
+		line_start(out, start, ev->ns, ev->tid, "call");
+		ptw_buf_printf(out, " {%u} %*s", fr->id, (int)(fr->depth - 1) * 2, "");
+		ptw_text_location(out, fr->function, NULL);
+	} else if (ev->kind == PTW_EV_FRAME_RETURN && fr->has_return) {
+		line_start(out, start, ev->ns, ev->tid, "ret");
+		ptw_buf_printf(out, " {%u} %*s", fr->id, (int)(fr->depth - 1) * 2, "");
+		const struct ptw_location *loc = fr->function;
+		ptw_buf_puts(out, loc && loc->symbol ? loc->symbol : "?");
+		if (fr->has_value)
+			ptw_buf_printf(out, " = %#" PRIx64, fr->value);
+		ptw_buf_puts(out, " after ");
+		ptw_text_duration(out, fr->return_ns - fr->entry_ns);
+	} else {
 		return;
 	}
 	ptw_buf_putc(out, '\n');
@@ -512,6 +535,105 @@ static void interrupts_line(struct ptw_buf *out, const struct ptw_report *r)
 	ptw_buf_putc(out, '\n');
 }
 
+/* --trace: at most this many frames listed per thread (the JSON has all). */
+#define FRAMES_PER_THREAD 20
+
+static int by_thread_then_id(const void *x, const void *y)
+{
+	const struct ptw_frame *a = *(const struct ptw_frame *const *)x;
+	const struct ptw_frame *b = *(const struct ptw_frame *const *)y;
+	if (a->thread_span != b->thread_span)
+		return a->thread_span < b->thread_span ? -1 : 1;
+	if (a->tid != b->tid)
+		return a->tid < b->tid ? -1 : 1;
+	return a->id < b->id ? -1 : a->id > b->id;
+}
+
+static void frame_line(struct ptw_buf *out, const struct ptw_frame *fr)
+{
+	ptw_buf_printf(out, "    %*s{%u} ", (int)(fr->depth - 1) * 2, "", fr->id);
+	ptw_text_location(out, fr->function, NULL);
+	if (fr->status == PTW_FRAME_COMPLETED) {
+		ptw_buf_puts(out, "  ");
+		ptw_text_duration(out, fr->return_ns - fr->entry_ns);
+	} else if (fr->status == PTW_FRAME_UNMATCHED) {
+		ptw_buf_printf(out, "  unmatched (%s)", fr->reason ? fr->reason : "?");
+		if (fr->has_left && fr->left_ns >= fr->entry_ns) {
+			ptw_buf_puts(out, " after ");
+			ptw_text_duration(out, fr->left_ns - fr->entry_ns);
+		}
+	} else {
+		ptw_buf_puts(out, "  open");
+	}
+	ptw_buf_putc(out, '\n');
+}
+
+/* Each thread's frames below it, nested by depth; then per function. */
+static void frames_summary(struct ptw_buf *out, const struct ptw_report *r)
+{
+	const struct ptw_frames *f = ptw_spans_frames(r->spans);
+	size_t n = ptw_frames_count(f);
+	if (!n)
+		return;
+	const struct ptw_frame **all = xcalloc(n, sizeof(*all));
+	size_t completed = 0, unmatched = 0;
+	for (size_t i = 0; i < n; i++) {
+		all[i] = ptw_frames_get(f, i);
+		completed += all[i]->status == PTW_FRAME_COMPLETED;
+		unmatched += all[i]->status == PTW_FRAME_UNMATCHED;
+	}
+	ptw_buf_printf(out, "  frames: %zu calls, %zu completed, %zu unmatched, %zu open\n", n,
+		       completed, unmatched, n - completed - unmatched);
+	qsort(all, n, sizeof(*all), by_thread_then_id);
+	for (size_t i = 0; i < n;) {
+		size_t k = i;
+		while (k < n && all[k]->thread_span == all[i]->thread_span && all[k]->tid == all[i]->tid)
+			k++;
+		const struct ptw_span *sp =
+			all[i]->thread_span ? ptw_spans_get(r->spans, all[i]->thread_span - 1) : NULL;
+		ptw_buf_printf(out, "  thread %d", all[i]->tid);
+		if (sp) {
+			ptw_buf_printf(out, " [%u] ", sp->id);
+			ptw_text_location(out, sp->start_routine,
+					  sp->origin == PTW_ORIGIN_MAIN ? "main" : NULL);
+		}
+		ptw_buf_printf(out, ": %zu calls\n", k - i);
+		for (size_t m = i; m < k && m < i + FRAMES_PER_THREAD; m++)
+			frame_line(out, all[m]);
+		if (k - i > FRAMES_PER_THREAD)
+			ptw_buf_printf(out, "    ... %zu more (all in --json)\n", k - i - FRAMES_PER_THREAD);
+		i = k;
+	}
+	free(all);
+
+	struct ptw_function_stats *st;
+	size_t nst = ptw_frames_stats(f, &st);
+	struct table tab = { 0 };
+	char *hdr[TABLE_COLS] = { xstrdup("FUNCTION"), xstrdup("CALLS"), xstrdup("RETURNED"),
+				  xstrdup("TOTAL"),    xstrdup("SELF"),  xstrdup("MIN"),
+				  xstrdup("P50"),      xstrdup("P99"),	 xstrdup("MAX") };
+	table_row(&tab, hdr);
+	for (size_t i = 0; i < nst; i++) {
+		struct ptw_buf b = { 0 };
+		ptw_text_location(&b, st[i].function, NULL);
+		bool any = st[i].completed > 0;
+		char *c[TABLE_COLS] = {
+			b.p,
+			xasprintf("%" PRIu64, st[i].calls),
+			xasprintf("%" PRIu64, st[i].completed),
+			any ? duration_str(st[i].total_ns) : xstrdup("-"),
+			any ? duration_str(st[i].self_ns) : xstrdup("-"),
+			any ? duration_str(st[i].min_ns) : xstrdup("-"),
+			any ? duration_str(st[i].p50_ns) : xstrdup("-"),
+			any ? duration_str(st[i].p99_ns) : xstrdup("-"),
+			any ? duration_str(st[i].max_ns) : xstrdup("-"),
+		};
+		table_row(&tab, c);
+	}
+	table_print(out, &tab, 0x1fe);
+	free(st);
+}
+
 void ptw_text_summary(struct ptw_buf *out, const struct ptw_report *r)
 {
 	struct ptw_metrics m;
@@ -545,6 +667,7 @@ void ptw_text_summary(struct ptw_buf *out, const struct ptw_report *r)
 		ptw_text_duration(out, r->open_timeout_ns);
 	}
 	ptw_buf_putc(out, '\n');
+	frames_summary(out, r);
 	ptw_buf_printf(out, "  ptrace stops %" PRIu64, r->stops_total);
 	if (m.threads_created)
 		ptw_buf_printf(out, " (%.1f per thread created)",

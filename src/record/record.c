@@ -143,6 +143,8 @@ void ptw_record_event(struct ptw_record_writer *w, struct ptw_buf *out, const st
 	put_u32(out, (uint32_t)ev->wait_owner);
 	put_u32(out, (uint32_t)ev->span_kind);
 	put_u32(out, ev->span_id);
+	put_u64(out, ev->sp);
+	put_u64(out, ev->ret_addr);
 	end(out, at);
 	free(stack);
 }
@@ -367,7 +369,7 @@ static bool decode_event(struct ptw_record_reader *r, char *payload, size_t len,
 	ev.state = get_str(&c);
 	ev.wchan = get_str(&c);
 	uint32_t nstack = get_u32(&c);
-	if (c.bad || nstack > c.left / sizeof(uint32_t) || kind > PTW_EV_SPAN_OPEN)
+	if (c.bad || nstack > c.left / sizeof(uint32_t) || kind > PTW_EV_LAST)
 		return false;
 	const struct ptw_location **stack = nstack ? xcalloc(nstack, sizeof(*stack)) : NULL;
 	for (uint32_t i = 0; i < nstack; i++)
@@ -379,6 +381,8 @@ static bool decode_event(struct ptw_record_reader *r, char *payload, size_t len,
 	ev.wait_owner = (pid_t)get_u32(&c);
 	ev.span_kind = (enum ptw_span_kind)get_u32(&c);
 	ev.span_id = get_u32(&c);
+	ev.sp = get_u64(&c);
+	ev.ret_addr = get_u64(&c);
 	bool ok = !c.bad;
 	if (ok && h->event)
 		h->event(ctx, &ev);

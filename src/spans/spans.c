@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ptw_timeouts.h"
+#include "ptw_frames.h"
 #include "ptw_util.h"
 
 #define PTHREAD_CANCELED_VALUE UINT64_MAX /* (void *)-1 */
@@ -25,11 +26,25 @@ struct ptw_spans {
 	size_t nseries, series_cap;
 	struct ptw_timeouts *timeouts; /* borrowed, may be NULL */
 	bool let_go;		       /* PTW_EV_DETACHED seen */
+	struct ptw_frames *frames; /* --trace: frame spans (frames.c) */
+	const struct ptw_frame *last_frame;
 };
 
 struct ptw_spans *ptw_spans_new(void)
 {
-	return xcalloc(1, sizeof(struct ptw_spans));
+	struct ptw_spans *s = xcalloc(1, sizeof(struct ptw_spans));
+	s->frames = ptw_frames_new();
+	return s;
+}
+
+const struct ptw_frames *ptw_spans_frames(const struct ptw_spans *s)
+{
+	return s->frames;
+}
+
+const struct ptw_frame *ptw_spans_last_frame(const struct ptw_spans *s)
+{
+	return s->last_frame;
 }
 
 void ptw_spans_free(struct ptw_spans *s)
@@ -50,6 +65,7 @@ void ptw_spans_free(struct ptw_spans *s)
 	ptw_map_free(&s->by_pthread);
 	ptw_map_free(&s->joins);
 	free(s->series);
+	ptw_frames_free(s->frames);
 	free(s);
 }
 
@@ -346,6 +362,9 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 {
 	struct ptw_span *sp = NULL;
 
+	/* Frames first: a thread's end closes its frames with what its span
+	 * knew just before (pthread_exit called, cancel requested). */
+	s->last_frame = ptw_frames_consume(s->frames, ev, live(s, ev->tid));
 	switch (ev->kind) {
 	case PTW_EV_IMAGE:
 		sp = new_span(s, ev->tid, PTW_ORIGIN_MAIN, ev->ns);
@@ -504,6 +523,13 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 	case PTW_EV_TRACER_DIED:
 		on_tracer_died(s, ev->ns);
 		break;
+	case PTW_EV_FRAME_ENTRY:
+	case PTW_EV_FRAME_RETURN:
+	case PTW_EV_THROW:
+	case PTW_EV_CATCH:
+	case PTW_EV_LONGJMP:
+		sp = live(s, ev->tid);
+		break;
 	case PTW_EV_THREAD_STATE:
 		sp = live(s, ev->tid);
 		if (!sp)
@@ -655,6 +681,11 @@ const char *ptw_event_kind_name(enum ptw_event_kind kind)
 		[PTW_EV_THREAD_STATE] = "state",
 		[PTW_EV_TRACER_DIED] = "tracer_died",
 		[PTW_EV_SPAN_OPEN] = "open",
+		[PTW_EV_FRAME_ENTRY] = "call",
+		[PTW_EV_FRAME_RETURN] = "ret",
+		[PTW_EV_THROW] = "throw",
+		[PTW_EV_CATCH] = "catch",
+		[PTW_EV_LONGJMP] = "longjmp",
 	};
 	return (unsigned)kind < PTW_ARRAY_SIZE(names) && names[kind] ? names[kind] : "?";
 }

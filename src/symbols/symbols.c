@@ -852,6 +852,72 @@ int ptw_symbols_module_range(struct ptw_symbols *s, uint64_t addr, uint64_t *ret
 	return 0;
 }
 
+/* ---- every function of a module (--trace) ---- */
+
+size_t ptw_symbols_module_count(const struct ptw_symbols *s)
+{
+	return s->nmods;
+}
+
+int ptw_symbols_module_info(struct ptw_symbols *s, size_t i, const char **ret_path,
+			    uint64_t *ret_start, bool *ret_is_exe)
+{
+	if (i >= s->nmods)
+		return -ENOENT;
+	Dwarf_Addr start = 0;
+	dwfl_module_info(s->mods[i].mod, NULL, &start, NULL, NULL, NULL, NULL, NULL);
+	*ret_path = s->mods[i].path;
+	*ret_start = start;
+	*ret_is_exe = s->mods[i].is_exe;
+	return 0;
+}
+
+static bool has_symtab(Elf *elf)
+{
+	for (Elf_Scn *scn = NULL; elf && (scn = elf_nextscn(elf, scn));) {
+		GElf_Shdr sh;
+		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_SYMTAB)
+			return true;
+	}
+	return false;
+}
+
+int ptw_symbols_module_functions(struct ptw_symbols *s, size_t i, ptw_function_fn fn, void *ctx)
+{
+	if (i >= s->nmods)
+		return -ENOENT;
+	Dwfl_Module *mod = s->mods[i].mod;
+	int n = dwfl_module_getsymtab(mod);
+	if (n < 0)
+		return -ENOENT;
+	for (int k = 0; k < n; k++) {
+		GElf_Sym sym;
+		GElf_Addr addr;
+		const char *name = dwfl_module_getsym_info(mod, k, &sym, &addr, NULL, NULL, NULL);
+		/* IFUNC symbols name their resolver, not the code that runs. */
+		if (!name || !*name || sym.st_shndx == SHN_UNDEF || !addr ||
+		    GELF_ST_TYPE(sym.st_info) != STT_FUNC)
+			continue;
+		char buf[512];
+		const char *at = strchr(name, '@');
+		if (at) {
+			size_t len = (size_t)(at - name);
+			if (len >= sizeof(buf))
+				continue;
+			memcpy(buf, name, len);
+			buf[len] = '\0';
+			name = buf;
+		}
+		fn(ctx, addr, name);
+	}
+	/* What was searched: a symbol table (in the file or a debug file), or
+	 * only what the dynamic linker needs (.dynsym: no static functions). */
+	Dwarf_Addr bias;
+	const char *debugfile = NULL;
+	dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, NULL, &debugfile);
+	return has_symtab(dwfl_module_getelf(mod, &bias)) || debugfile ? 1 : 0;
+}
+
 /* ---- address -> location ---- */
 
 const struct ptw_location *ptw_symbols_locate(struct ptw_symbols *s, uint64_t addr)

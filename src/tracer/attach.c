@@ -273,6 +273,8 @@ struct ptw_tracer *attached_tracer_new(const struct ptw_tracer_opts *o, struct p
 	t->img.task_dirfd = -1;
 	t->owned_argv = attach_cmdline(proc->mem_pid);
 	t->argv = t->owned_argv;
+	if (!snapshot)
+		trace_new(t);
 	if (info->zombie_leader)
 		warn(t, "zombie_leader",
 		     "the main thread of %d has exited (pthread_exit) and is a zombie; its other "
@@ -299,6 +301,7 @@ int ptw_tracer_attach(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tra
 	/* Everything that can be learnt with the threads running is learnt
 	 * before they are stopped: modules, debug info, the thread agent. */
 	bool have_tdb = image_load(t) == 0 && tdb_open(t) == 0;
+	trace_prepare(t);
 	struct ptw_map names = { 0 };
 	collect_names(t, &names);
 
@@ -319,6 +322,9 @@ int ptw_tracer_attach(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tra
 		goto fail;
 	}
 	image_hooks(t, host);
+	/* --trace: frames already running are not reported (no entry seen;
+	 * see the man page), calls from now on are. */
+	trace_image(t, host);
 	if (have_tdb) {
 		attach_list_threads(t, stuck);
 		ptw_dbg(PTW_DBG_TRACER, "attach: thread_db listed them after %.1f ms",
@@ -362,7 +368,7 @@ int ptw_tracer_attach(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tra
 		struct thread *th = thread_of(all[i]);
 		if (th->detach_asap && all[i]->state == PTW_LWP_STOPPED) {
 			ptw_detach_lwp(proc, all[i]);
-			free(th);
+			thread_free(th);
 			all[i]->user = NULL;
 			ptw_lwp_forget(proc, all[i]);
 		} else {

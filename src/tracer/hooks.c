@@ -36,16 +36,6 @@ static int memread(void *ctx, uint64_t addr, void *buf, size_t len)
 	return ptw_mem_read(ctx, addr, buf, len);
 }
 
-static int read_u64(struct ptw_tracer *t, uint64_t addr, uint64_t *ret)
-{
-	return ptw_mem_read(t->proc, addr, ret, sizeof(*ret));
-}
-
-static const struct ptw_location *locate(struct ptw_tracer *t, uint64_t addr)
-{
-	return addr && t->img.syms ? ptw_symbols_locate(t->img.syms, addr) : NULL;
-}
-
 static uint64_t auxv_value(pid_t pid, uint64_t type)
 {
 	char path[64];
@@ -523,8 +513,41 @@ static void on_td_death(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t ns)
 	ptw_tdb_drain(img->tdb, 8, NULL, NULL);
 }
 
-static void on_start(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
-		     const struct user_regs_struct *regs, uint64_t ns)
+void hook_dl_debug_state(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
+			 const struct user_regs_struct *regs, uint64_t ns)
+{
+	(void)bp, (void)regs, (void)ns;
+	struct image *img = &t->img;
+	int32_t state;
+	if (img->r_debug &&
+	    ptw_mem_read(t->proc, img->r_debug + R_STATE_OFFSET, &state, sizeof(state)) == 0 &&
+	    state == RT_CONSISTENT) {
+		ptw_symbols_refresh(img->syms);
+		debuginfod_warning(t);
+		img->modules_gen++;
+		ptw_bp_revalidate(t->bps); /* a dlclose may have unmapped some */
+		threads_setup(t, l);
+	}
+}
+
+void hook_td_create(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
+		    const struct user_regs_struct *regs, uint64_t ns)
+{
+	(void)bp, (void)regs;
+	if (t->img.tdb)
+		on_td_create(t, l, ns);
+}
+
+void hook_td_death(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
+		   const struct user_regs_struct *regs, uint64_t ns)
+{
+	(void)bp, (void)regs;
+	if (t->img.tdb)
+		on_td_death(t, l, ns);
+}
+
+void hook_start(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
+		const struct user_regs_struct *regs, uint64_t ns)
 {
 	struct thread *th = thread_of(l);
 	if (!th->awaiting_start || th->start_routine != bp->addr)
@@ -551,8 +574,22 @@ static void on_start(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 		img->start_return_sites[img->nstart_return_sites++] = ret;
 }
 
-static void on_main(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
-		    const struct user_regs_struct *regs, uint64_t ns)
+void hook_start_return(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
+		       const struct user_regs_struct *regs, uint64_t ns)
+{
+	(void)bp;
+	struct thread *th = thread_of(l);
+	if (!th->started || th->returned)
+		return;
+	th->returned = true;
+	struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_RETURN, ns, l->tid);
+	ev.has_value = true;
+	ev.value = regs->rax;
+	emit(t, &ev);
+}
+
+void hook_main(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
+	       const struct user_regs_struct *regs, uint64_t ns)
 {
 	struct thread *th = thread_of(l);
 	struct image *img = &t->img;
@@ -572,111 +609,101 @@ static void on_main(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 		insert_bp(t, ret, HOOK_MAIN_RETURN, l);
 }
 
-void on_breakpoint(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp, uint64_t ns)
+void hook_main_return(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
+		      const struct user_regs_struct *regs, uint64_t ns)
 {
+	(void)bp;
 	struct thread *th = thread_of(l);
-	struct image *img = &t->img;
-	unsigned h = bp->hooks;
-	struct user_regs_struct *cur, pre;
-	if (bp->disabled)
-		return; /* a late trap on a byte we put back: rewound, nothing else */
-	if (ptw_getregs(t->proc, l, &cur) < 0)
+	if (!th->is_main || th->returned)
 		return;
-	/*
-	 * Step over first and write the registers at once: if ptwatch died
-	 * from here on, the kernel would let the thread go with a correct
-	 * rip instead of one inside the int3. The hooks see the registers
-	 * as they were at the breakpoint.
-	 */
-	pre = *cur;
-	int r = ptw_bp_step_over(t->bps, bp, l);
-	if (r == 0)
-		r = ptw_regs_flush(t->proc, l);
-	if (r < 0) {
-		if (r != -ESRCH) {
-			/* Resuming on the int3 would trap forever: give the byte
-			 * back (rip is on it: the original instruction runs). */
-			warn(t, "step_over_failed",
-			     "cannot step thread %d over %#llx (%s): %s; breakpoint removed", l->tid,
-			     (unsigned long long)bp->addr, bp->plan.text, strerror(-r));
-			ptw_bp_disable(t->bps, bp);
-		}
-		return;
-	}
-	if (bp->plan.kind == PTW_INSN_XOL)
-		th->used_xol = true;
-	if (th->foreign)
-		return; /* a vfork child in our memory: just stepped over */
-	const struct user_regs_struct *regs = &pre;
+	th->returned = true;
+	struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_RETURN, ns, l->tid);
+	ev.has_value = true;
+	ev.value = (uint32_t)regs->rax; /* main returns int */
+	emit(t, &ev);
+}
 
-	if (h & HOOK_DL_DEBUG_STATE) {
-		int32_t state;
-		if (img->r_debug &&
-		    ptw_mem_read(t->proc, img->r_debug + R_STATE_OFFSET, &state, sizeof(state)) == 0 &&
-		    state == RT_CONSISTENT) {
-			ptw_symbols_refresh(img->syms);
-			debuginfod_warning(t);
-			ptw_bp_revalidate(t->bps); /* a dlclose may have unmapped some */
-			threads_setup(t, l);
-		}
-	}
-	if ((h & HOOK_TD_CREATE) && img->tdb)
-		on_td_create(t, l, ns);
-	if ((h & HOOK_TD_DEATH) && img->tdb)
-		on_td_death(t, l, ns);
-	if (h & HOOK_START)
-		on_start(t, l, bp, regs, ns);
-	if ((h & HOOK_START_RETURN) && th->started && !th->returned) {
-		th->returned = true;
-		struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_RETURN, ns, l->tid);
+void hook_libc_start_main(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
+			  const struct user_regs_struct *regs, uint64_t ns)
+{
+	(void)bp, (void)ns;
+	struct image *img = &t->img;
+	if (img->main_addr || !regs->rdi)
+		return;
+	img->main_addr = regs->rdi;
+	insert_bp(t, regs->rdi, HOOK_MAIN, l);
+}
+
+void hook_pthread_create(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
+			 const struct user_regs_struct *regs, uint64_t ns)
+{
+	(void)bp, (void)ns;
+	struct thread *th = thread_of(l);
+	/* pthread_create(thread, attr, start, arg): the attr's flags (an int
+	 * after sched_param and schedpolicy) say detached or not. */
+	int32_t flags;
+	if (!regs->rsi)
+		th->attr_detached = 0;
+	else if (t->img.attr_layout_known &&
+		 ptw_mem_read(t->proc, regs->rsi + 8, &flags, sizeof(flags)) == 0)
+		th->attr_detached = flags & 1;
+}
+
+/* pthread_exit, pthread_cancel, pthread_detach, join entries: their first
+ * argument is the event's. */
+static void libc_call(struct ptw_tracer *t, struct ptw_lwp *l, enum ptw_event_kind kind,
+		      const struct user_regs_struct *regs, uint64_t ns)
+{
+	struct ptw_event ev = ptw_event_init(kind, ns, l->tid);
+	if (kind == PTW_EV_EXIT_CALL) {
 		ev.has_value = true;
-		ev.value = regs->rax;
-		emit(t, &ev);
+		ev.value = regs->rdi;
+	} else {
+		ev.pthread = regs->rdi;
 	}
-	if (h & HOOK_MAIN)
-		on_main(t, l, bp, regs, ns);
-	if ((h & HOOK_MAIN_RETURN) && th->is_main && !th->returned) {
-		th->returned = true;
-		struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_RETURN, ns, l->tid);
-		ev.has_value = true;
-		ev.value = (uint32_t)regs->rax; /* main returns int */
-		emit(t, &ev);
-	}
-	if ((h & HOOK_LIBC_START_MAIN) && !img->main_addr && regs->rdi) {
-		img->main_addr = regs->rdi;
-		insert_bp(t, regs->rdi, HOOK_MAIN, l);
-	}
-	if (h & HOOK_PTHREAD_CREATE) {
-		/* pthread_create(thread, attr, start, arg): the attr's flags (an
-		 * int after sched_param and schedpolicy) say detached or not. */
-		int32_t flags;
-		if (!regs->rsi)
-			th->attr_detached = 0;
-		else if (img->attr_layout_known &&
-			 ptw_mem_read(t->proc, regs->rsi + 8, &flags, sizeof(flags)) == 0)
-			th->attr_detached = flags & 1;
-	}
-	if (h & (HOOK_PTHREAD_EXIT | HOOK_PTHREAD_CANCEL | HOOK_PTHREAD_DETACH | HOOK_JOIN)) {
-		enum ptw_event_kind kind = (h & HOOK_PTHREAD_EXIT)	 ? PTW_EV_EXIT_CALL
-					   : (h & HOOK_PTHREAD_CANCEL) ? PTW_EV_CANCEL_REQUEST
-					   : (h & HOOK_PTHREAD_DETACH) ? PTW_EV_DETACH_CALL
-								       : PTW_EV_JOIN_CALL;
-		struct ptw_event ev = ptw_event_init(kind, ns, l->tid);
-		if (kind == PTW_EV_EXIT_CALL) {
-			ev.has_value = true;
-			ev.value = regs->rdi;
-		} else {
-			ev.pthread = regs->rdi;
-		}
-		if (kind == PTW_EV_JOIN_CALL)
-			th->in_join = true;
-		emit(t, &ev);
-	}
-	if ((h & HOOK_JOIN_RET) && th->in_join) {
-		th->in_join = false;
-		struct ptw_event ev = ptw_event_init(PTW_EV_JOIN_RETURN, ns, l->tid);
-		ev.has_value = true;
-		ev.value = (uint32_t)regs->rax; /* an errno value, 0 = joined */
-		emit(t, &ev);
-	}
+	if (kind == PTW_EV_JOIN_CALL)
+		thread_of(l)->in_join = true;
+	emit(t, &ev);
+}
+
+void hook_pthread_exit(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
+		       const struct user_regs_struct *regs, uint64_t ns)
+{
+	(void)bp;
+	libc_call(t, l, PTW_EV_EXIT_CALL, regs, ns);
+}
+
+void hook_pthread_cancel(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
+			 const struct user_regs_struct *regs, uint64_t ns)
+{
+	(void)bp;
+	libc_call(t, l, PTW_EV_CANCEL_REQUEST, regs, ns);
+}
+
+void hook_pthread_detach(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
+			 const struct user_regs_struct *regs, uint64_t ns)
+{
+	(void)bp;
+	libc_call(t, l, PTW_EV_DETACH_CALL, regs, ns);
+}
+
+void hook_join(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
+	       const struct user_regs_struct *regs, uint64_t ns)
+{
+	(void)bp;
+	libc_call(t, l, PTW_EV_JOIN_CALL, regs, ns);
+}
+
+void hook_join_ret(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
+		   const struct user_regs_struct *regs, uint64_t ns)
+{
+	(void)bp;
+	struct thread *th = thread_of(l);
+	if (!th->in_join)
+		return;
+	th->in_join = false;
+	struct ptw_event ev = ptw_event_init(PTW_EV_JOIN_RETURN, ns, l->tid);
+	ev.has_value = true;
+	ev.value = (uint32_t)regs->rax; /* an errno value, 0 = joined */
+	emit(t, &ev);
 }

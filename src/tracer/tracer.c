@@ -35,152 +35,15 @@ const char *ptw_end_reason_name(enum ptw_end_reason r)
 	}
 }
 
-void emit(struct ptw_tracer *t, struct ptw_event *ev)
-{
-	t->o.sink(t->o.sink_ctx, ev);
-}
-
-void warn(struct ptw_tracer *t, const char *code, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	char *msg;
-	if (vasprintf(&msg, fmt, ap) < 0)
-		msg = NULL;
-	va_end(ap);
-	if (!msg)
-		return;
-	/* The same message once per session. */
-	char *key = xasprintf("%s:%s", code, msg);
-	uint64_t h = ptw_str_hash(key);
-	free(key);
-	if (ptw_map_get(&t->warned, h)) {
-		free(msg);
-		return;
-	}
-	ptw_map_put(&t->warned, h, (void *)1);
-	t->warnings = xreallocarray(t->warnings, t->nwarnings + 1, sizeof(*t->warnings));
-	t->warnings[t->nwarnings].code = xstrdup(code);
-	t->warnings[t->nwarnings].message = msg;
-	t->nwarnings++;
-}
-
-struct thread *thread_of(struct ptw_lwp *l)
-{
-	if (!l->user) {
-		struct thread *th = xcalloc(1, sizeof(*th));
-		th->attr_detached = -1;
-		l->user = th;
-	}
-	return l->user;
-}
-
 static void forget_lwp(struct ptw_tracer *t, struct ptw_lwp *l)
 {
-	free(l->user);
+	trace_thread_gone(t, l->user);
+	thread_free(l->user);
 	l->user = NULL;
 	ptw_lwp_forget(t->proc, l);
 }
 
-/* ---- helpers for hooks.c ---- */
-
-/*
- * An LWP stopped inside a system call (clone, exec and exit event stops)
- * cannot run an injected one: interrupt it and let that call finish first.
- * One extra stop, only when an out-of-line page must be mapped.
- */
-static int make_injectable(struct ptw_tracer *t, struct ptw_lwp *l)
-{
-	if (l->group_stopped)
-		return -EAGAIN; /* it must not run while its process is stopped */
-	int r = ptw_interrupt(t->proc, l);
-	if (r == 0)
-		r = ptw_resume(t->proc, l);
-	while (r == 0) {
-		struct ptw_stop st;
-		r = ptw_wait_tid(t->proc, l, &st);
-		if (r < 0)
-			break;
-		if (st.kind == PTW_STOP_INTERRUPT || st.kind == PTW_STOP_NEW)
-			return 0;
-		if (st.kind == PTW_STOP_SIGNAL) {
-			/* Keep the signal for later; this stop will do (and the
-			 * interrupt stays pending: one more harmless stop). */
-			l->resume_sig = st.sig;
-			return 0;
-		}
-		if (st.kind == PTW_STOP_EXITED || st.kind == PTW_STOP_KILLED || st.kind == PTW_STOP_EXIT)
-			return -ESRCH;
-		if (st.kind == PTW_STOP_GROUP)
-			return -EAGAIN; /* stopped now; it stays so until SIGCONT */
-		r = ptw_resume(t->proc, l);
-	}
-	return r;
-}
-
-int insert_bp(struct ptw_tracer *t, uint64_t addr, unsigned hooks, struct ptw_lwp *host)
-{
-	int r = ptw_bp_insert(t->bps, addr, hooks, host, NULL);
-	if (r == -EAGAIN && host && make_injectable(t, host) == 0)
-		r = ptw_bp_insert(t->bps, addr, hooks, host, NULL);
-	return r;
-}
-
-char *read_comm_str(struct ptw_tracer *t, pid_t tid)
-{
-	if (t->img.task_dirfd < 0)
-		return NULL;
-	char path[32], buf[64];
-	snprintf(path, sizeof(path), "%d/comm", tid);
-	int fd = openat(t->img.task_dirfd, path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return NULL;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return NULL;
-	buf[n] = '\0';
-	buf[strcspn(buf, "\n")] = '\0';
-	return xstrdup(buf);
-}
-
-void read_comm(struct ptw_tracer *t, pid_t tid, uint64_t ns)
-{
-	char *name = read_comm_str(t, tid);
-	if (!name)
-		return;
-	struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_NAME, ns, tid);
-	ev.name = name;
-	emit(t, &ev);
-	free(name);
-}
-
 /* ---- stops ---- */
-
-static bool is_target_lwp(struct ptw_tracer *t, struct ptw_lwp *l)
-{
-	return l->tgid == t->proc->pid && !thread_of(l)->foreign;
-}
-
-struct ptw_lwp *injection_host(struct ptw_tracer *t)
-{
-	struct ptw_lwp *main_lwp = ptw_lwp_get(t->proc, t->proc->pid), *any = NULL;
-	if (main_lwp && is_target_lwp(t, main_lwp) && ptw_lwp_injectable(main_lwp))
-		return main_lwp;
-	size_t it = 0;
-	void *v;
-	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
-		struct ptw_lwp *l = v;
-		if (!is_target_lwp(t, l) || l->state != PTW_LWP_STOPPED)
-			continue;
-		if (ptw_lwp_injectable(l))
-			return l;
-		/* leaving (exit, exec): it cannot be made to run our call */
-		if (!any && l->last_stop != PTW_STOP_EXIT && l->last_stop != PTW_STOP_EXEC)
-			any = l;
-	}
-	return any;
-}
 
 static void on_gone(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_stop *st)
 {
@@ -290,6 +153,9 @@ static void on_exec_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_sto
 	ev.other_tid = (pid_t)st->msg;
 	emit(t, &ev);
 
+	/* The old image's return breakpoints must not be touched any more
+	 * (their addresses now belong to the new one). */
+	trace_image_reset(t);
 	/* Every other thread of the old image is dead, some without notice. */
 	size_t it = 0;
 	void *v;
@@ -307,6 +173,7 @@ static void on_exec_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_sto
 	free(gone);
 
 	image_release(t);
+	free(th->shadow);
 	memset(th, 0, sizeof(*th));
 	th->attr_detached = -1;
 	th->announced = true;
@@ -315,6 +182,7 @@ static void on_exec_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_sto
 	 * TRACEEXIT cleared if it had died... it has not: restore options. */
 	ptw_set_options(t->proc, l, t->proc->options);
 	image_init(t, l);
+	trace_image(t, l);
 }
 
 /* ---- session signals ---- */
@@ -482,6 +350,77 @@ static struct ptw_bp *our_trap(struct ptw_tracer *t, struct ptw_lwp *l, const st
 	return bp;
 }
 
+/* What each hook kind means, and who handles it (hooks.c: threads;
+ * trace.c: --trace frames). */
+static const struct hook_desc hook_table[HOOK_KINDS] = {
+	[HK_DL_DEBUG_STATE] = { "dl_debug_state", hook_dl_debug_state },
+	[HK_TD_CREATE] = { "td_create", hook_td_create },
+	[HK_TD_DEATH] = { "td_death", hook_td_death },
+	[HK_START] = { "start", hook_start },
+	[HK_START_RETURN] = { "start_return", hook_start_return },
+	[HK_MAIN] = { "main", hook_main },
+	[HK_MAIN_RETURN] = { "main_return", hook_main_return },
+	[HK_LIBC_START_MAIN] = { "libc_start_main", hook_libc_start_main },
+	[HK_PTHREAD_CREATE] = { "pthread_create", hook_pthread_create },
+	[HK_PTHREAD_EXIT] = { "pthread_exit", hook_pthread_exit },
+	[HK_PTHREAD_CANCEL] = { "pthread_cancel", hook_pthread_cancel },
+	[HK_PTHREAD_DETACH] = { "pthread_detach", hook_pthread_detach },
+	[HK_JOIN] = { "join", hook_join },
+	[HK_JOIN_RET] = { "join_ret", hook_join_ret },
+	[HK_TRACE_LIBS] = { "trace_libs", hook_trace_libs },
+	[HK_FRAME_ENTRY] = { "frame_entry", hook_frame_entry },
+	[HK_FRAME_RETURN] = { "frame_return", hook_frame_return },
+	[HK_THROW] = { "throw", hook_throw },
+	[HK_CATCH] = { "catch", hook_catch },
+	[HK_LONGJMP] = { "longjmp", hook_longjmp },
+};
+
+/* LWP l is stopped on bp (rip rewound): step it over, then call the
+ * handler of each hook kind the breakpoint carries. */
+static void on_breakpoint(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp, uint64_t ns)
+{
+	struct thread *th = thread_of(l);
+	struct user_regs_struct *cur, pre;
+	if (bp->disabled)
+		return; /* a late trap on a byte we put back: rewound, nothing else */
+	if (ptw_getregs(t->proc, l, &cur) < 0)
+		return;
+	/*
+	 * Step over first and write the registers at once: if ptwatch died
+	 * from here on, the kernel would let the thread go with a correct
+	 * rip instead of one inside the int3. The hooks see the registers
+	 * as they were at the breakpoint.
+	 */
+	pre = *cur;
+	int r = ptw_bp_step_over(t->bps, bp, l);
+	if (r == 0)
+		r = ptw_regs_flush(t->proc, l);
+	if (r < 0) {
+		if (r != -ESRCH) {
+			/* Resuming on the int3 would trap forever: give the byte
+			 * back (rip is on it: the original instruction runs). */
+			warn(t, "step_over_failed",
+			     "cannot step thread %d over %#llx (%s): %s; breakpoint removed", l->tid,
+			     (unsigned long long)bp->addr, bp->plan.text, strerror(-r));
+			ptw_bp_disable(t->bps, bp);
+		}
+		return;
+	}
+	if (bp->plan.kind == PTW_INSN_XOL)
+		th->used_xol = true;
+	if (th->foreign)
+		return; /* a vfork child in our memory: just stepped over */
+	/* A handler may change bp->hooks (or forget bp): take the set first. */
+	unsigned hooks = bp->hooks;
+	for (int k = 0; k < HOOK_KINDS; k++) {
+		if (!(hooks & HOOK(k)))
+			continue;
+		ptw_dbg(PTW_DBG_TRACER, "%d: %s hook at %#llx", l->tid, hook_table[k].name,
+			(unsigned long long)pre.rip);
+		hook_table[k].on_hit(t, l, bp, &pre, ns);
+	}
+}
+
 static void on_signal_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_stop *st)
 {
 	struct ptw_bp *bp = our_trap(t, l, st);
@@ -588,7 +527,9 @@ int ptw_tracer_launch(const struct ptw_tracer_opts *o, char *const argv[], int c
 	struct thread *th = thread_of(st.lwp);
 	th->announced = true;
 	th->is_main = true;
+	trace_new(t);
 	image_init(t, st.lwp);
+	trace_image(t, st.lwp);
 	ptw_resume(proc, st.lwp);
 	*ret = t;
 	return 0;
@@ -954,6 +895,8 @@ void ptw_tracer_check_fate(struct ptw_tracer *t, struct ptw_report *r)
 void ptw_tracer_report(struct ptw_tracer *t, struct ptw_report *r)
 {
 	debuginfod_warning(t); /* a failure at a lookup after the last image load */
+	if (t->target_gone || t->detached)
+		trace_finish(t); /* a pattern may still match a library loaded later */
 	r->pid = t->proc->pid;
 	r->exe = t->img.exe;
 	r->argv = t->argv;
@@ -999,6 +942,7 @@ void ptw_tracer_free(struct ptw_tracer *t)
 	if (!t)
 		return;
 	image_release(t);
+	trace_free(t);
 	for (size_t i = 0; i < t->nold_syms; i++)
 		ptw_symbols_free(t->old_syms[i]);
 	free(t->old_syms);
@@ -1009,7 +953,7 @@ void ptw_tracer_free(struct ptw_tracer *t)
 		size_t it = 0;
 		void *v;
 		while (ptw_map_next(&t->proc->lwps, &it, NULL, &v))
-			free(((struct ptw_lwp *)v)->user);
+			thread_free(((struct ptw_lwp *)v)->user);
 	}
 	ptw_bptab_free(t->bps);
 	ptw_proc_free(t->proc);

@@ -10,27 +10,79 @@
 #include "ptw_attach.h"
 #include "ptw_breakpoints.h"
 #include "ptw_events.h"
+#include "ptw_frames.h"
 #include "ptw_output.h"
 #include "ptw_symbols.h"
 #include "ptw_thread_db.h"
 #include "ptw_tracer.h"
 
-/* What a breakpoint is for; one address may serve several. */
-enum hook {
-	HOOK_DL_DEBUG_STATE = 1u << 0,	/* ld.so's r_brk: libraries (un)loaded */
-	HOOK_TD_CREATE = 1u << 1,	/* __nptl_create_event */
-	HOOK_TD_DEATH = 1u << 2,	/* __nptl_death_event */
-	HOOK_START = 1u << 3,		/* a thread start routine's entry */
-	HOOK_START_RETURN = 1u << 4,	/* in start_thread, after the start routine returned */
-	HOOK_MAIN = 1u << 5,		/* main() entry */
-	HOOK_MAIN_RETURN = 1u << 6,	/* where main() returns to */
-	HOOK_LIBC_START_MAIN = 1u << 7, /* finds main when the executable is stripped */
-	HOOK_PTHREAD_CREATE = 1u << 8,	/* entry: the attr (detach state) */
-	HOOK_PTHREAD_EXIT = 1u << 9,
-	HOOK_PTHREAD_CANCEL = 1u << 10,
-	HOOK_PTHREAD_DETACH = 1u << 11,
-	HOOK_JOIN = 1u << 12,		/* __pthread_clockjoin_ex entry */
-	HOOK_JOIN_RET = 1u << 13,	/* its ret instructions */
+/*
+ * What a breakpoint is for. A breakpoint carries a set of hook kinds (one
+ * address may serve several); at a hit the dispatcher (tracer.c) steps the
+ * thread over it, then calls each kind's handler from hook_table, in the
+ * order of this enum.
+ */
+enum hook_kind {
+	HK_DL_DEBUG_STATE,   /* ld.so's r_brk: libraries (un)loaded */
+	HK_TD_CREATE,	     /* __nptl_create_event */
+	HK_TD_DEATH,	     /* __nptl_death_event */
+	HK_START,	     /* a thread start routine's entry */
+	HK_START_RETURN,     /* in start_thread, after the start routine returned */
+	HK_MAIN,	     /* main() entry */
+	HK_MAIN_RETURN,	     /* where main() returns to */
+	HK_LIBC_START_MAIN,  /* finds main when the executable is stripped */
+	HK_PTHREAD_CREATE,   /* entry: the attr (detach state) */
+	HK_PTHREAD_EXIT,
+	HK_PTHREAD_CANCEL,
+	HK_PTHREAD_DETACH,
+	HK_JOIN,	     /* __pthread_clockjoin_ex entry */
+	HK_JOIN_RET,	     /* its ret instructions */
+	/* --trace (trace.c) */
+	HK_TRACE_LIBS,	     /* at r_brk too: scan libraries just loaded */
+	HK_FRAME_ENTRY,	     /* a traced function's entry */
+	HK_FRAME_RETURN,     /* where open frames return to */
+	HK_THROW,	     /* _Unwind_RaiseException */
+	HK_CATCH,	     /* __cxa_begin_catch */
+	HK_LONGJMP,	     /* longjmp and its aliases */
+	HOOK_KINDS
+};
+
+#define HOOK(k) (1u << (k))
+enum {
+	HOOK_DL_DEBUG_STATE = HOOK(HK_DL_DEBUG_STATE),
+	HOOK_TD_CREATE = HOOK(HK_TD_CREATE),
+	HOOK_TD_DEATH = HOOK(HK_TD_DEATH),
+	HOOK_START = HOOK(HK_START),
+	HOOK_START_RETURN = HOOK(HK_START_RETURN),
+	HOOK_MAIN = HOOK(HK_MAIN),
+	HOOK_MAIN_RETURN = HOOK(HK_MAIN_RETURN),
+	HOOK_LIBC_START_MAIN = HOOK(HK_LIBC_START_MAIN),
+	HOOK_PTHREAD_CREATE = HOOK(HK_PTHREAD_CREATE),
+	HOOK_PTHREAD_EXIT = HOOK(HK_PTHREAD_EXIT),
+	HOOK_PTHREAD_CANCEL = HOOK(HK_PTHREAD_CANCEL),
+	HOOK_PTHREAD_DETACH = HOOK(HK_PTHREAD_DETACH),
+	HOOK_JOIN = HOOK(HK_JOIN),
+	HOOK_JOIN_RET = HOOK(HK_JOIN_RET),
+	HOOK_TRACE_LIBS = HOOK(HK_TRACE_LIBS),
+	HOOK_FRAME_ENTRY = HOOK(HK_FRAME_ENTRY),
+	HOOK_FRAME_RETURN = HOOK(HK_FRAME_RETURN),
+	HOOK_THROW = HOOK(HK_THROW),
+	HOOK_CATCH = HOOK(HK_CATCH),
+	HOOK_LONGJMP = HOOK(HK_LONGJMP),
+};
+
+struct ptw_tracer;
+
+/* A hook's handler: LWP l hit bp; regs are its registers at the int3
+ * (rip = bp->addr), before the step over. The thread has already been
+ * stepped over (its registers are written): the handler only observes,
+ * emits events and may insert breakpoints. */
+typedef void hook_fn(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
+		     const struct user_regs_struct *regs, uint64_t ns);
+
+struct hook_desc {
+	const char *name; /* for --debug */
+	hook_fn *on_hit;
 };
 
 /* Per-LWP tracer state, hung on ptw_lwp.user. */
@@ -51,6 +103,9 @@ struct thread {
 	int attr_detached;  /* from the pthread_create entry hook, -1 unknown */
 	bool in_join;
 	bool used_xol;	    /* ran an out-of-line slot: a signal frame may point there */
+	/* --trace: open frames (entry sp, return address), innermost last */
+	struct ptw_shadow_frame *shadow;
+	size_t nshadow, shadow_cap;
 };
 
 /* One program image (reset at exec). */
@@ -60,6 +115,7 @@ struct image {
 	bool tdb_failed;
 	bool dynamic;
 	uint64_t r_debug;	 /* &_r_debug (dynamic) */
+	unsigned modules_gen;	 /* bumped each time the module list is re-read */
 	uint64_t dl_debug_state; /* ld.so's r_brk, hooked for dlopen/dlclose */
 	uint64_t main_addr;
 	bool main_seen;
@@ -111,13 +167,25 @@ struct ptw_tracer {
 	struct ptw_warning *warnings;
 	size_t nwarnings;
 	struct ptw_map warned; /* hash(code:detail) -> 1: warn once */
+	struct trace *trace;   /* --trace (trace.c), NULL without */
 };
 
-/* tracer.c */
+/* core.c: used by every file above; calls none of them */
 void emit(struct ptw_tracer *t, struct ptw_event *ev);
+/* The LWP's tracer state, made on first use. */
 struct thread *thread_of(struct ptw_lwp *l);
+/* Frees it (NULL accepted). */
+void thread_free(struct thread *th);
 void warn(struct ptw_tracer *t, const char *code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* A thread of the target (not of a fork/vfork child). */
+bool is_target_lwp(struct ptw_tracer *t, struct ptw_lwp *l);
+/* Location of addr in the current image (NULL for 0 or no symbols). */
+const struct ptw_location *locate(struct ptw_tracer *t, uint64_t addr);
+int read_u64(struct ptw_tracer *t, uint64_t addr, uint64_t *ret);
+/* Lets an LWP stopped in a system call finish it and stop again, so that
+ * it can run an injected one. 0, -EAGAIN (group-stopped), -ESRCH. */
+int make_injectable(struct ptw_tracer *t, struct ptw_lwp *l);
 /* A stopped thread of the target to run an injected system call (mmap,
  * munmap): one that can now (the main thread preferred), else one that
  * make_injectable() may prepare; NULL if none. */
@@ -186,6 +254,24 @@ int threads_setup(struct ptw_tracer *t, struct ptw_lwp *l);
 void clone_args(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t *ret_flags, uint64_t *ret_tls);
 void on_clone(struct ptw_tracer *t, struct ptw_lwp *parent, pid_t child, uint64_t flags,
 	      uint64_t tls, uint64_t ns);
-void on_breakpoint(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp, uint64_t ns);
+/* The handlers of the thread hooks (HK_DL_DEBUG_STATE .. HK_JOIN_RET). */
+hook_fn hook_dl_debug_state, hook_td_create, hook_td_death, hook_start, hook_start_return,
+	hook_main, hook_main_return, hook_libc_start_main, hook_pthread_create, hook_pthread_exit,
+	hook_pthread_cancel, hook_pthread_detach, hook_join, hook_join_ret;
+
+/* trace.c: --trace (frame spans); all of it is a no-op without --trace */
+void trace_new(struct ptw_tracer *t);
+void trace_free(struct ptw_tracer *t);
+/* Reads the symbol tables a scan needs (attach: while the threads run). */
+void trace_prepare(struct ptw_tracer *t);
+/* Entry breakpoints for the image just loaded (launch, exec, attach). */
+void trace_image(struct ptw_tracer *t, struct ptw_lwp *l);
+/* Its address space went away (exec). */
+void trace_image_reset(struct ptw_tracer *t);
+/* The LWP is forgotten: its frames need their return breakpoints no more. */
+void trace_thread_gone(struct ptw_tracer *t, struct thread *th);
+/* The session is over: warn about patterns that matched nothing. */
+void trace_finish(struct ptw_tracer *t);
+hook_fn hook_trace_libs, hook_frame_entry, hook_frame_return, hook_throw, hook_catch, hook_longjmp;
 
 #endif

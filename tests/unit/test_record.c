@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "ptw_frames.h"
 #include "ptw_record.h"
 #include "ptw_spans.h"
 #include "ptw_symbols.h"
@@ -89,6 +90,11 @@ static void encode(struct ptw_buf *b)
 	e.name = "holder";
 	e.routine = &worker; /* its PC: a location named by number */
 	ptw_record_event(w, b, &e);
+	e = ptw_event_init(PTW_EV_FRAME_ENTRY, 42, 102); /* --trace */
+	e.routine = &worker;
+	e.sp = 0x7ffd00001000ull;
+	e.ret_addr = 0x401234;
+	ptw_record_event(w, b, &e);
 
 	char a0[] = "app", a1[] = "-x", code[] = "no_libc_debuginfo", msg[] = "install libc6-dbg";
 	char *argv[] = { a0, a1, NULL };
@@ -106,7 +112,7 @@ static void encode(struct ptw_buf *b)
 
 static void check_decoded(struct got *g)
 {
-	CHECK_EQ(g->events, 11);
+	CHECK_EQ(g->events, 12);
 	CHECK_EQ(g->reports, 1);
 	CHECK_STR(g->routine, "worker /bin/app app.c");
 	CHECK_EQ(g->line, 12);
@@ -133,6 +139,14 @@ static void check_decoded(struct got *g)
 	CHECK_STR(slow->open_state, "S futex");
 	CHECK_STR(slow->open_wchan, "futex_wait_queue");
 	CHECK(slow->open_at && slow->open_at->line == 12);
+	const struct ptw_frame *fr = ptw_frames_get(ptw_spans_frames(g->spans), 0);
+	CHECK(fr != NULL);
+	if (fr) {
+		CHECK_EQ(fr->sp, 0x7ffd00001000ull);
+		CHECK_EQ(fr->ret, 0x401234);
+		CHECK_EQ(fr->tid, 102);
+		CHECK_EQ(fr->status, PTW_FRAME_OPEN);
+	}
 }
 
 /* Fed in pieces of every size: a record split anywhere comes out whole. */

@@ -2,6 +2,7 @@
 /* Locations in the text output: names, module+offset when nothing names
  * the address (as eu-stack and perf), a known name, no module at all. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 #include "ptw_output.h"
@@ -16,8 +17,43 @@ static void check(const struct ptw_location *loc, const char *known, const char 
 	ptw_buf_free(&b);
 }
 
+/* --trace: each thread's frames nested below it, a table per function. */
+static void test_frames_summary(void)
+{
+	static const struct ptw_location fn = { .addr = 0x401000, .symbol = "rec", .file = "r.c",
+						.line = 3 };
+	struct ptw_spans *s = ptw_spans_new();
+	struct ptw_event e = ptw_event_init(PTW_EV_IMAGE, 1000, 100);
+	ptw_spans_consume(s, &e);
+	for (int i = 0; i < 2; i++) {
+		e = ptw_event_init(PTW_EV_FRAME_ENTRY, 2000 + 1000 * (uint64_t)i, 100);
+		e.routine = &fn;
+		e.sp = 0x7000 - 0x40 * (uint64_t)i;
+		e.ret_addr = i ? 0x401050 : 0x401f00;
+		ptw_spans_consume(s, &e);
+	}
+	e = ptw_event_init(PTW_EV_FRAME_RETURN, 10000, 100);
+	e.sp = 0x7000 - 0x40 + 8;
+	e.ret_addr = 0x401050;
+	ptw_spans_consume(s, &e);
+	e = ptw_event_init(PTW_EV_PROCESS_EXIT, 20000, 100);
+	ptw_spans_consume(s, &e);
+	struct ptw_report r = { .spans = s, .strategy = "debuginfo", .fate = PTW_FATE_ENDED };
+	struct ptw_buf b = { 0 };
+	ptw_text_summary(&b, &r);
+	CHECK(strstr(b.p, "frames: 2 calls, 1 completed, 1 unmatched, 0 open\n") != NULL);
+	CHECK(strstr(b.p, "    {1} rec (r.c:3)  unmatched (process_exit) after 18.0 us\n") != NULL);
+	CHECK(strstr(b.p, "      {2} rec (r.c:3)  7.0 us\n") != NULL);
+	CHECK(strstr(b.p, "FUNCTION") != NULL);
+	if (check_failures)
+		fprintf(stderr, "%s", b.p);
+	ptw_buf_free(&b);
+	ptw_spans_free(s);
+}
+
 int main(void)
 {
+	test_frames_summary();
 	struct ptw_location named = { .addr = 0x401136, .symbol = "fixture::Worker::run(void*)",
 				      .linkage_name = "_ZN7fixture6Worker3runEPv",
 				      .module = "/usr/bin/app", .has_offset = true, .offset = 0x1136,

@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Frame spans: calls of traced functions inside threads (--trace), paired
+ * from entry and return events by thread, stack pointer and return address
+ * (BH-008). Pure code (no ptrace, no clock, no I/O), fed by the span engine
+ * (ptw_spans.h) and unit-tested with synthetic streams.
+ *
+ * The model: a call enters a function with its return address at [sp]; the
+ * frame lives while the thread's stack pointer is at or below that slot.
+ * A thread seen at a stack pointer above it (a return elsewhere, a later
+ * entry, a catch) has left the frame: by its return when the return was
+ * observed at that very slot and address, else without one (unmatched, with
+ * the reason that fits: exception, longjmp, tail call, ...). Nothing is
+ * discarded.
+ */
+#ifndef PTW_FRAMES_H
+#define PTW_FRAMES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ptw_events.h"
+
+struct ptw_span;
+struct ptw_location;
+
+/* ---- the shadow stack rules (shared with the tracer, which keeps its own
+ * stacks to know which return breakpoints are still needed) ---- */
+
+/* One open frame: its entry stack pointer ([sp] = return address). */
+struct ptw_shadow_frame {
+	uint64_t sp;
+	uint64_t ret;
+	uint32_t id; /* the caller's: frame span id, or anything */
+};
+
+/* Two stack pointers further apart than this are on different stacks (a
+ * signal handler on sigaltstack): neither says anything about the other. */
+#define PTW_SHADOW_WINDOW (64ull << 20)
+
+/*
+ * The thread enters a function at stack pointer sp: how many frames at the
+ * top of stack (st[0..n), innermost last) it has left. *ret_tail_call: the
+ * last of those was left by a tail call (the new frame reuses its return
+ * slot and address).
+ */
+size_t ptw_shadow_left_at_entry(const struct ptw_shadow_frame *st, size_t n, uint64_t sp,
+				uint64_t ret, bool *ret_tail_call);
+
+/*
+ * The thread is at stack pointer sp outside every frame below it (after a
+ * return to ret, or in a catch block: ret 0): how many frames at the top it
+ * has left. *ret_returned: the outermost of those returned normally (its
+ * slot is sp - 8 and its return address ret).
+ */
+size_t ptw_shadow_left_at(const struct ptw_shadow_frame *st, size_t n, uint64_t sp, uint64_t ret,
+			  bool *ret_returned);
+
+/* ---- frame spans ---- */
+
+enum ptw_frame_status {
+	PTW_FRAME_OPEN,
+	PTW_FRAME_COMPLETED,
+	PTW_FRAME_UNMATCHED,
+};
+
+struct ptw_frame {
+	uint32_t id;	      /* 1, 2, ... in order of entry (their own numbering) */
+	uint32_t thread_span; /* the thread span's id, 0 unknown */
+	pid_t tid;
+	const struct ptw_location *function;
+	uint64_t entry_ns;
+	bool has_return;
+	uint64_t return_ns;
+	bool has_left;	      /* unmatched: when the frame was found gone */
+	uint64_t left_ns;
+	unsigned depth;	      /* 1: no traced frame below it in its thread */
+	uint32_t parent;      /* the enclosing frame's id, 0 none */
+	enum ptw_frame_status status;
+	const char *reason;   /* unmatched: static string */
+	bool has_value;
+	uint64_t value;	      /* rax at the return */
+	uint64_t sp, ret;     /* at entry: stack pointer and return address */
+	uint64_t child_ns;    /* time spent in completed direct children */
+};
+
+struct ptw_frames;
+
+struct ptw_frames *ptw_frames_new(void);
+void ptw_frames_free(struct ptw_frames *f);
+
+/*
+ * Consumes one event (the frame kinds, and the thread and process ends that
+ * close frames). thread: the live thread span of ev->tid before the event,
+ * or NULL. Returns the frame concerned (for the event log), or NULL.
+ */
+const struct ptw_frame *ptw_frames_consume(struct ptw_frames *f, const struct ptw_event *ev,
+					   const struct ptw_span *thread);
+
+size_t ptw_frames_count(const struct ptw_frames *f);
+const struct ptw_frame *ptw_frames_get(const struct ptw_frames *f, size_t i);
+
+const char *ptw_frame_status_name(enum ptw_frame_status st);
+
+/* Per-function statistics of the completed calls (and the others counted). */
+struct ptw_function_stats {
+	const struct ptw_location *function;
+	uint64_t calls;	    /* every frame */
+	uint64_t completed; /* with an observed return */
+	uint64_t total_ns, self_ns; /* completed ones: inclusive, minus completed children */
+	uint64_t min_ns, p50_ns, p99_ns, max_ns;
+};
+
+/* Stats by function, most total time first; caller frees *ret. Returns n. */
+size_t ptw_frames_stats(const struct ptw_frames *f, struct ptw_function_stats **ret);
+
+#endif

@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The tracer's core: what the dispatcher (tracer.c), the hooks (hooks.c,
+ * trace.c) and attaching (attach.c) all use. It calls none of them: the
+ * files above it call down into it, never back up (no cycle).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tracer_internal.h"
+
+void emit(struct ptw_tracer *t, struct ptw_event *ev)
+{
+	t->o.sink(t->o.sink_ctx, ev);
+}
+
+void warn(struct ptw_tracer *t, const char *code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	char *msg;
+	if (vasprintf(&msg, fmt, ap) < 0)
+		msg = NULL;
+	va_end(ap);
+	if (!msg)
+		return;
+	/* The same message once per session. */
+	char *key = xasprintf("%s:%s", code, msg);
+	uint64_t h = ptw_str_hash(key);
+	free(key);
+	if (ptw_map_get(&t->warned, h)) {
+		free(msg);
+		return;
+	}
+	ptw_map_put(&t->warned, h, (void *)1);
+	t->warnings = xreallocarray(t->warnings, t->nwarnings + 1, sizeof(*t->warnings));
+	t->warnings[t->nwarnings].code = xstrdup(code);
+	t->warnings[t->nwarnings].message = msg;
+	t->nwarnings++;
+}
+
+struct thread *thread_of(struct ptw_lwp *l)
+{
+	if (!l->user) {
+		struct thread *th = xcalloc(1, sizeof(*th));
+		th->attr_detached = -1;
+		l->user = th;
+	}
+	return l->user;
+}
+
+void thread_free(struct thread *th)
+{
+	if (!th)
+		return;
+	free(th->shadow);
+	free(th);
+}
+
+bool is_target_lwp(struct ptw_tracer *t, struct ptw_lwp *l)
+{
+	return l->tgid == t->proc->pid && !thread_of(l)->foreign;
+}
+
+const struct ptw_location *locate(struct ptw_tracer *t, uint64_t addr)
+{
+	return addr && t->img.syms ? ptw_symbols_locate(t->img.syms, addr) : NULL;
+}
+
+int read_u64(struct ptw_tracer *t, uint64_t addr, uint64_t *ret)
+{
+	return ptw_mem_read(t->proc, addr, ret, sizeof(*ret));
+}
+
+/*
+ * An LWP stopped inside a system call (clone, exec and exit event stops)
+ * cannot run an injected one: interrupt it and let that call finish first.
+ * One extra stop, only when an out-of-line page must be mapped.
+ */
+int make_injectable(struct ptw_tracer *t, struct ptw_lwp *l)
+{
+	if (l->group_stopped)
+		return -EAGAIN; /* it must not run while its process is stopped */
+	int r = ptw_interrupt(t->proc, l);
+	if (r == 0)
+		r = ptw_resume(t->proc, l);
+	while (r == 0) {
+		struct ptw_stop st;
+		r = ptw_wait_tid(t->proc, l, &st);
+		if (r < 0)
+			break;
+		if (st.kind == PTW_STOP_INTERRUPT || st.kind == PTW_STOP_NEW)
+			return 0;
+		if (st.kind == PTW_STOP_SIGNAL) {
+			/* Keep the signal for later; this stop will do (and the
+			 * interrupt stays pending: one more harmless stop). */
+			l->resume_sig = st.sig;
+			return 0;
+		}
+		if (st.kind == PTW_STOP_EXITED || st.kind == PTW_STOP_KILLED || st.kind == PTW_STOP_EXIT)
+			return -ESRCH;
+		if (st.kind == PTW_STOP_GROUP)
+			return -EAGAIN; /* stopped now; it stays so until SIGCONT */
+		r = ptw_resume(t->proc, l);
+	}
+	return r;
+}
+
+int insert_bp(struct ptw_tracer *t, uint64_t addr, unsigned hooks, struct ptw_lwp *host)
+{
+	int r = ptw_bp_insert(t->bps, addr, hooks, host, NULL);
+	if (r == -EAGAIN && host && make_injectable(t, host) == 0)
+		r = ptw_bp_insert(t->bps, addr, hooks, host, NULL);
+	return r;
+}
+
+struct ptw_lwp *injection_host(struct ptw_tracer *t)
+{
+	struct ptw_lwp *main_lwp = ptw_lwp_get(t->proc, t->proc->pid), *any = NULL;
+	if (main_lwp && is_target_lwp(t, main_lwp) && ptw_lwp_injectable(main_lwp))
+		return main_lwp;
+	size_t it = 0;
+	void *v;
+	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+		struct ptw_lwp *l = v;
+		if (!is_target_lwp(t, l) || l->state != PTW_LWP_STOPPED)
+			continue;
+		if (ptw_lwp_injectable(l))
+			return l;
+		/* leaving (exit, exec): it cannot be made to run our call */
+		if (!any && l->last_stop != PTW_STOP_EXIT && l->last_stop != PTW_STOP_EXEC)
+			any = l;
+	}
+	return any;
+}
+
+char *read_comm_str(struct ptw_tracer *t, pid_t tid)
+{
+	if (t->img.task_dirfd < 0)
+		return NULL;
+	char path[32], buf[64];
+	snprintf(path, sizeof(path), "%d/comm", tid);
+	int fd = openat(t->img.task_dirfd, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return NULL;
+	buf[n] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	return xstrdup(buf);
+}
+
+void read_comm(struct ptw_tracer *t, pid_t tid, uint64_t ns)
+{
+	char *name = read_comm_str(t, tid);
+	if (!name)
+		return;
+	struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_NAME, ns, tid);
+	ev.name = name;
+	emit(t, &ev);
+	free(name);
+}

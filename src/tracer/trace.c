@@ -1,0 +1,611 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * --trace: frame spans. An entry breakpoint on every function a pattern
+ * matches, in the executable and in every library, including those loaded
+ * later (rescanned when ld.so reports a change, as start routines are);
+ * at an entry, the return address is read from [sp] and an int3 put there,
+ * shared by every open frame that returns there (refcount) and taken away
+ * when none does. So a traced call costs two stops and no single step.
+ *
+ * Each thread keeps a shadow stack of (entry sp, return address) with the
+ * rules of ptw_frames.h, only to know which return breakpoints are still
+ * needed; the frame spans themselves are paired by the span engine from
+ * the events emitted here (FRAME_ENTRY, FRAME_RETURN, THROW, CATCH,
+ * LONGJMP), with the same rules.
+ *
+ * Nothing here runs, and no symbol is read, when --trace is not given.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptw_demangle.h"
+#include "ptw_frames.h"
+#include "tracer_internal.h"
+
+struct pattern {
+	char *text;   /* as given */
+	char *module; /* glob on the module's file name, NULL: any */
+	char *name;   /* glob on the function's name */
+	size_t matched;
+	bool module_seen; /* some module matched the module glob */
+	size_t nfailed;	  /* matched, but no breakpoint could go there */
+	struct ptw_buf failed; /* the first few, and why */
+};
+
+struct trace {
+	struct pattern *pats;
+	size_t npats;
+	struct ptw_map scanned;	   /* hash(module path) ^ load address -> 1 */
+	unsigned scanned_gen;	   /* img.modules_gen when last scanned */
+	struct ptw_map entries;	   /* entry address -> 1: has our frame hook */
+	struct ptw_map retbps;	   /* return address -> open frames returning there */
+	struct ptw_map checked;	   /* return address -> 1 (a call precedes it) or 2 (not) */
+	char **dynsym_only;	   /* basenames of modules only .dynsym could be searched in */
+	size_t ndynsym_only;
+	/* per scan: the module being scanned and the host for insertions */
+	struct ptw_tracer *t;
+	struct ptw_lwp *host;
+	const char *module_base;
+	bool *pat_applies;
+	bool literal; /* the pattern being applied has no wildcard */
+	struct pattern *current;
+};
+
+/* Functions an entry breakpoint must not go on: entered without a call
+ * (no return address at [sp]), or trampolines with a stack of their own. */
+static const char *const never_traced[] = {
+	"_start", "__restore_rt", "_dl_start", "_dl_start_user", "_dl_runtime_resolve*",
+	"_dl_runtime_profile*", "__tls_get_addr_slow", NULL,
+};
+
+static char *dup_n(const char *s, size_t n)
+{
+	char *d = xmalloc(n + 1);
+	memcpy(d, s, n);
+	d[n] = '\0';
+	return d;
+}
+
+static const char *base_name(const char *path)
+{
+	const char *b = path ? strrchr(path, '/') : NULL;
+	return b ? b + 1 : path ? path : "?";
+}
+
+/* "MODULE:PATTERN" splits at the first ':' that is not part of a "::". */
+static int parse_pattern(const char *text, struct pattern *p)
+{
+	memset(p, 0, sizeof(*p));
+	if (!text || !*text)
+		return -EINVAL;
+	p->text = xstrdup(text);
+	const char *c = text;
+	while ((c = strchr(c, ':'))) {
+		if (c[1] == ':') {
+			c += 2;
+			continue;
+		}
+		if (c == text || (c > text && c[-1] == ':')) {
+			c++;
+			continue;
+		}
+		break;
+	}
+	if (c) {
+		p->module = dup_n(text, (size_t)(c - text));
+		p->name = xstrdup(c + 1);
+	} else {
+		p->name = xstrdup(text);
+	}
+	return *p->name ? 0 : -EINVAL;
+}
+
+int ptw_trace_check_pattern(const char *text)
+{
+	struct pattern p;
+	int r = parse_pattern(text, &p);
+	free(p.text);
+	free(p.module);
+	free(p.name);
+	return r;
+}
+
+void trace_new(struct ptw_tracer *t)
+{
+	if (!t->o.ntrace)
+		return;
+	struct trace *tr = xcalloc(1, sizeof(*tr));
+	tr->pats = xcalloc(t->o.ntrace, sizeof(*tr->pats));
+	for (size_t i = 0; i < t->o.ntrace; i++)
+		if (parse_pattern(t->o.trace[i], &tr->pats[tr->npats]) == 0)
+			tr->npats++;
+	t->trace = tr;
+}
+
+/* The address space went away (exec): every breakpoint is forgotten. */
+void trace_image_reset(struct ptw_tracer *t)
+{
+	struct trace *tr = t->trace;
+	if (!tr)
+		return;
+	ptw_map_free(&tr->scanned);
+	ptw_map_free(&tr->entries);
+	ptw_map_free(&tr->retbps);
+	ptw_map_free(&tr->checked);
+	tr->scanned_gen = 0;
+}
+
+void trace_free(struct ptw_tracer *t)
+{
+	struct trace *tr = t->trace;
+	if (!tr)
+		return;
+	for (size_t i = 0; i < tr->npats; i++) {
+		free(tr->pats[i].text);
+		free(tr->pats[i].module);
+		free(tr->pats[i].name);
+		ptw_buf_free(&tr->pats[i].failed);
+	}
+	free(tr->pats);
+	for (size_t i = 0; i < tr->ndynsym_only; i++)
+		free(tr->dynsym_only[i]);
+	free(tr->dynsym_only);
+	trace_image_reset(t);
+	free(tr);
+	t->trace = NULL;
+}
+
+/* ---- finding the functions ---- */
+
+static bool denied(const char *name)
+{
+	for (const char *const *d = never_traced; *d; d++)
+		if (fnmatch(*d, name, 0) == 0)
+			return true;
+	return false;
+}
+
+/* "ns::f(int)" -> "ns::f" (NULL when there is no parameter list). */
+static char *without_params(const char *demangled)
+{
+	const char *p = strchr(demangled, '(');
+	if (!p || p == demangled || !strncmp(demangled, "operator", 8))
+		return NULL;
+	return dup_n(demangled, (size_t)(p - demangled));
+}
+
+static void add_entry(struct trace *tr, uint64_t addr, const char *name)
+{
+	struct ptw_tracer *t = tr->t;
+	if (ptw_map_get(&tr->entries, addr))
+		return;
+	if (denied(name)) {
+		/* Said when asked for by name; a glob that happens to match
+		 * it (--trace '*') is only told in the debug log. */
+		if (tr->literal)
+			warn(t, "trace_refused",
+			     "--trace: %s is not traced (entered without a call, it has no return "
+			     "address)",
+			     name);
+		ptw_dbg(PTW_DBG_TRACER, "--trace: %s refused", name);
+		return;
+	}
+	int r = insert_bp(t, addr, HOOK_FRAME_ENTRY, tr->host);
+	if (r == -EEXIST)
+		return;
+	if (r < 0) {
+		/* One warning per pattern at the end, not one per function
+		 * (--trace '*' may meet hundreds). */
+		ptw_dbg(PTW_DBG_TRACER, "--trace: cannot break at %s (%s, %#llx): %s", name,
+			tr->module_base, (unsigned long long)addr, strerror(-r));
+		struct pattern *p = tr->current;
+		if (p->nfailed++ < 3) {
+			ptw_buf_puts(&p->failed, p->failed.len ? ", " : "");
+			ptw_buf_printf(&p->failed, "%s (%s)", name,
+				       r == -ENOTSUP ? "its first instruction cannot be emulated "
+						       "or run out of line"
+						     : strerror(-r));
+		}
+		return;
+	}
+	ptw_map_put(&tr->entries, addr, (void *)1);
+}
+
+static void on_function(void *ctx, uint64_t addr, const char *name)
+{
+	struct trace *tr = ctx;
+	char *dem = NULL, *bare = NULL;
+	bool demangled_tried = false;
+	for (size_t i = 0; i < tr->npats; i++) {
+		struct pattern *p = &tr->pats[i];
+		if (!tr->pat_applies[i])
+			continue;
+		bool hit = fnmatch(p->name, name, 0) == 0;
+		if (!hit && name[0] == '_' && name[1] == 'Z') {
+			if (!demangled_tried) {
+				demangled_tried = true;
+				dem = ptw_demangle(name);
+				bare = dem ? without_params(dem) : NULL;
+			}
+			hit = (dem && fnmatch(p->name, dem, 0) == 0) ||
+			      (bare && fnmatch(p->name, bare, 0) == 0);
+		}
+		if (!hit)
+			continue;
+		p->matched++;
+		tr->literal = !strpbrk(p->name, "*?[");
+		tr->current = p;
+		add_entry(tr, addr, dem ? dem : name);
+	}
+	free(dem);
+	free(bare);
+}
+
+static bool module_applies(const struct pattern *p, const char *path)
+{
+	return !p->module || fnmatch(p->module, base_name(path), 0) == 0 ||
+	       (path && fnmatch(p->module, path, 0) == 0);
+}
+
+static void note_dynsym_only(struct trace *tr, const char *base)
+{
+	for (size_t i = 0; i < tr->ndynsym_only; i++)
+		if (!strcmp(tr->dynsym_only[i], base))
+			return;
+	tr->dynsym_only = xreallocarray(tr->dynsym_only, tr->ndynsym_only + 1, sizeof(char *));
+	tr->dynsym_only[tr->ndynsym_only++] = xstrdup(base);
+}
+
+/* The helpers that tell how frames are left without a return. */
+static void hook_helpers(struct ptw_tracer *t, struct ptw_lwp *l)
+{
+	static const struct {
+		const char *name;
+		unsigned hook;
+	} helpers[] = {
+		{ "_Unwind_RaiseException", HOOK_THROW },
+		{ "__cxa_begin_catch", HOOK_CATCH },
+		{ "longjmp", HOOK_LONGJMP },
+		{ "_longjmp", HOOK_LONGJMP },
+		{ "siglongjmp", HOOK_LONGJMP },
+		{ "__longjmp_chk", HOOK_LONGJMP },
+	};
+	for (size_t i = 0; i < PTW_ARRAY_SIZE(helpers); i++) {
+		uint64_t addr;
+		if (ptw_symbols_lookup(t->img.syms, PTW_MOD_ANY, helpers[i].name, &addr, NULL) == 0) {
+			struct ptw_bp *bp = ptw_bp_find(t->bps, addr);
+			if (!bp || !(bp->hooks & helpers[i].hook))
+				insert_bp(t, addr, helpers[i].hook, l);
+		}
+	}
+}
+
+/* Scans the modules not scanned yet for functions the patterns match. */
+static void scan(struct ptw_tracer *t, struct ptw_lwp *l)
+{
+	struct trace *tr = t->trace;
+	struct ptw_symbols *syms = t->img.syms;
+	if (!tr || !syms)
+		return;
+	tr->scanned_gen = t->img.modules_gen;
+	tr->t = t;
+	tr->host = l;
+	bool *applies = xcalloc(tr->npats + 1, sizeof(bool));
+	tr->pat_applies = applies;
+	size_t n = ptw_symbols_module_count(syms);
+	for (size_t i = 0; i < n; i++) {
+		const char *path;
+		uint64_t start;
+		bool is_exe;
+		if (ptw_symbols_module_info(syms, i, &path, &start, &is_exe) < 0)
+			continue;
+		uint64_t key = (ptw_str_hash(path ? path : "?") ^ (start * 31)) | 1;
+		if (ptw_map_get(&tr->scanned, key))
+			continue;
+		ptw_map_put(&tr->scanned, key, (void *)1);
+		bool any = false;
+		for (size_t k = 0; k < tr->npats; k++) {
+			applies[k] = module_applies(&tr->pats[k], path);
+			tr->pats[k].module_seen |= applies[k];
+			any |= applies[k];
+		}
+		if (!any)
+			continue;
+		tr->module_base = base_name(path);
+		uint64_t t0 = ptw_now_ns();
+		int r = ptw_symbols_module_functions(syms, i, on_function, tr);
+		ptw_dbg(PTW_DBG_TRACER, "--trace: scanned %s (%s) in %.1f ms", tr->module_base,
+			r == 1 ? "symbol table" : r == 0 ? ".dynsym only" : "no symbols",
+			(double)(ptw_now_ns() - t0) / 1e6);
+		if (r == 0 && path && path[0] != '[')
+			note_dynsym_only(tr, tr->module_base);
+	}
+	free(applies);
+	tr->pat_applies = NULL;
+	hook_helpers(t, l);
+}
+
+static void ignore_function(void *ctx, uint64_t addr, const char *name)
+{
+	(void)ctx, (void)addr, (void)name;
+}
+
+void trace_prepare(struct ptw_tracer *t)
+{
+	if (!t->trace || !t->img.syms)
+		return;
+	/* Reading the symbol tables (and debug files) is most of a scan:
+	 * libdwfl keeps them, so the scan that follows with the threads
+	 * stopped only matches names. */
+	uint64_t t0 = ptw_now_ns();
+	size_t n = ptw_symbols_module_count(t->img.syms);
+	for (size_t i = 0; i < n; i++)
+		ptw_symbols_module_functions(t->img.syms, i, ignore_function, NULL);
+	ptw_dbg(PTW_DBG_TRACER, "--trace: symbol tables read in %.1f ms",
+		(double)(ptw_now_ns() - t0) / 1e6);
+}
+
+void trace_image(struct ptw_tracer *t, struct ptw_lwp *l)
+{
+	if (!t->trace || !t->img.syms)
+		return;
+	trace_image_reset(t);
+	/* Libraries come and go: rescan when ld.so says they did. */
+	if (t->img.dl_debug_state)
+		insert_bp(t, t->img.dl_debug_state, HOOK_TRACE_LIBS, l);
+	scan(t, l);
+}
+
+void hook_trace_libs(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
+		     const struct user_regs_struct *regs, uint64_t ns)
+{
+	(void)bp, (void)regs, (void)ns;
+	if (t->trace && t->trace->scanned_gen != t->img.modules_gen) {
+		/* A dlclose'd library may come back at the same address. */
+		ptw_map_free(&t->trace->scanned);
+		/* Entry breakpoints of unloaded libraries were forgotten. */
+		size_t it = 0;
+		uint64_t addr;
+		uint64_t *gone = NULL;
+		size_t ngone = 0;
+		while (ptw_map_next(&t->trace->entries, &it, &addr, NULL))
+			if (!ptw_bp_find(t->bps, addr)) {
+				gone = xreallocarray(gone, ngone + 1, sizeof(*gone));
+				gone[ngone++] = addr;
+			}
+		for (size_t i = 0; i < ngone; i++)
+			ptw_map_del(&t->trace->entries, gone[i]);
+		/* Return sites in them too: another library may come there. */
+		it = 0;
+		ngone = 0;
+		while (ptw_map_next(&t->trace->retbps, &it, &addr, NULL))
+			if (!ptw_bp_find(t->bps, addr)) {
+				gone = xreallocarray(gone, ngone + 1, sizeof(*gone));
+				gone[ngone++] = addr;
+			}
+		for (size_t i = 0; i < ngone; i++)
+			ptw_map_del(&t->trace->retbps, gone[i]);
+		free(gone);
+		ptw_map_free(&t->trace->checked);
+		scan(t, l);
+	}
+}
+
+/* ---- return breakpoints ---- */
+
+/* One more open frame returns to ret: its breakpoint is armed. */
+static int retbp_get(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t ret)
+{
+	struct trace *tr = t->trace;
+	uintptr_t n = (uintptr_t)ptw_map_get(&tr->retbps, ret);
+	if (n) {
+		ptw_map_put(&tr->retbps, ret, (void *)(n + 1));
+		return 0;
+	}
+	/* A return address follows a call: anything else read from [sp] is
+	 * no return address (a function entered by a jump), and an int3 put
+	 * there could land in the middle of an instruction, or in data. */
+	uintptr_t c = (uintptr_t)ptw_map_get(&tr->checked, ret);
+	if (!c) {
+		uint8_t before[8];
+		c = ret > 8 && ptw_bp_read_original(t->bps, ret - 8, before, 8) == 0 &&
+				    ptw_insn_call_length(before, ret) > 0
+			    ? 1
+			    : 2;
+		ptw_map_put(&tr->checked, ret, (void *)c);
+	}
+	if (c != 1)
+		return -EINVAL;
+	int r = insert_bp(t, ret, HOOK_FRAME_RETURN, l);
+	if (r < 0)
+		return r;
+	ptw_map_put(&tr->retbps, ret, (void *)1);
+	return 0;
+}
+
+static void retbp_put(struct ptw_tracer *t, uint64_t ret)
+{
+	struct trace *tr = t->trace;
+	uintptr_t n = (uintptr_t)ptw_map_get(&tr->retbps, ret);
+	if (!n)
+		return; /* forgotten (exec, an unloaded library): never touch it */
+	if (n > 1) {
+		ptw_map_put(&tr->retbps, ret, (void *)(n - 1));
+		return;
+	}
+	ptw_map_del(&tr->retbps, ret);
+	struct ptw_bp *bp = ptw_bp_find(t->bps, ret);
+	if (bp)
+		ptw_bp_remove_hooks(t->bps, bp, HOOK_FRAME_RETURN);
+}
+
+/* The k innermost frames of the thread's shadow stack are over. */
+static void drop(struct ptw_tracer *t, struct thread *th, size_t k)
+{
+	for (size_t i = 0; i < k && th->nshadow; i++)
+		retbp_put(t, th->shadow[--th->nshadow].ret);
+}
+
+void trace_thread_gone(struct ptw_tracer *t, struct thread *th)
+{
+	if (t->trace && th)
+		drop(t, th, th->nshadow);
+}
+
+/* ---- the hooks ---- */
+
+void hook_frame_entry(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
+		      const struct user_regs_struct *regs, uint64_t ns)
+{
+	(void)bp;
+	struct thread *th = thread_of(l);
+	uint64_t sp = regs->rsp, ret;
+	if (!t->trace || read_u64(t, sp, &ret) < 0)
+		return;
+	int r = retbp_get(t, l, ret);
+	if (r < 0) {
+		const struct ptw_location *loc = locate(t, regs->rip);
+		warn(t, "trace_no_return",
+		     "--trace: calls of %s returning to %#llx are not reported: %s",
+		     loc && loc->symbol ? loc->symbol : "?", (unsigned long long)ret,
+		     r == -EINVAL ? "no call precedes that address (entered by a jump?)"
+				  : strerror(-r));
+		return;
+	}
+	bool tail;
+	drop(t, th, ptw_shadow_left_at_entry(th->shadow, th->nshadow, sp, ret, &tail));
+	if (th->nshadow == th->shadow_cap) {
+		th->shadow_cap = th->shadow_cap ? th->shadow_cap * 2 : 16;
+		th->shadow = xreallocarray(th->shadow, th->shadow_cap, sizeof(*th->shadow));
+	}
+	th->shadow[th->nshadow++] = (struct ptw_shadow_frame){ sp, ret, 0 };
+	struct ptw_event ev = ptw_event_init(PTW_EV_FRAME_ENTRY, ns, l->tid);
+	ev.routine = locate(t, regs->rip);
+	ev.sp = sp;
+	ev.ret_addr = ret;
+	emit(t, &ev);
+}
+
+void hook_frame_return(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
+		       const struct user_regs_struct *regs, uint64_t ns)
+{
+	(void)bp;
+	struct thread *th = thread_of(l);
+	bool returned;
+	size_t k = ptw_shadow_left_at(th->shadow, th->nshadow, regs->rsp, regs->rip, &returned);
+	if (!k || !t->trace)
+		return; /* the return site reached by another way: nothing ends */
+	drop(t, th, k);
+	struct ptw_event ev = ptw_event_init(PTW_EV_FRAME_RETURN, ns, l->tid);
+	ev.sp = regs->rsp;
+	ev.ret_addr = regs->rip;
+	ev.has_value = true;
+	ev.value = regs->rax;
+	emit(t, &ev);
+}
+
+void hook_throw(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
+		const struct user_regs_struct *regs, uint64_t ns)
+{
+	(void)bp, (void)regs;
+	if (!thread_of(l)->nshadow)
+		return; /* no frame of ours to skip */
+	struct ptw_event ev = ptw_event_init(PTW_EV_THROW, ns, l->tid);
+	emit(t, &ev);
+}
+
+void hook_catch(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
+		const struct user_regs_struct *regs, uint64_t ns)
+{
+	(void)bp;
+	struct thread *th = thread_of(l);
+	if (!th->nshadow)
+		return;
+	/* __cxa_begin_catch is called by the catching frame: its stack
+	 * pointer is the one above our return address. */
+	uint64_t sp = regs->rsp + 8;
+	bool returned;
+	drop(t, th, ptw_shadow_left_at(th->shadow, th->nshadow, sp, 0, &returned));
+	struct ptw_event ev = ptw_event_init(PTW_EV_CATCH, ns, l->tid);
+	ev.sp = sp;
+	emit(t, &ev);
+}
+
+/*
+ * Where a longjmp lands: glibc's x86-64 jmp_buf holds rbx, rbp, r12-r15,
+ * rsp, pc, the last three mangled (PTR_MANGLE: xor with the thread's
+ * pointer guard, at fs:0x30, then rotate left by 17). 0 when it cannot be
+ * read or makes no sense (then the next event tells).
+ */
+static uint64_t longjmp_target_sp(struct ptw_tracer *t, const struct user_regs_struct *regs)
+{
+	uint64_t guard, mangled;
+	if (!regs->fs_base || read_u64(t, regs->fs_base + 0x30, &guard) < 0 ||
+	    read_u64(t, regs->rdi + 6 * 8, &mangled) < 0)
+		return 0;
+	uint64_t sp = ((mangled >> 17) | (mangled << 47)) ^ guard;
+	return sp > regs->rsp && sp - regs->rsp < PTW_SHADOW_WINDOW ? sp : 0;
+}
+
+void hook_longjmp(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
+		  const struct user_regs_struct *regs, uint64_t ns)
+{
+	(void)bp;
+	struct thread *th = thread_of(l);
+	if (!th->nshadow)
+		return;
+	struct ptw_event ev = ptw_event_init(PTW_EV_LONGJMP, ns, l->tid);
+	ev.sp = longjmp_target_sp(t, regs);
+	if (ev.sp) {
+		/* Every frame below the landing point is left now; a later hit
+		 * at one's return site (the code after its call, reached again
+		 * by the jump) is no return. */
+		bool returned;
+		drop(t, th, ptw_shadow_left_at(th->shadow, th->nshadow, ev.sp, 0, &returned));
+	}
+	emit(t, &ev);
+}
+
+/* ---- the end ---- */
+
+void trace_finish(struct ptw_tracer *t)
+{
+	struct trace *tr = t->trace;
+	if (!tr)
+		return;
+	for (size_t i = 0; i < tr->npats; i++) {
+		struct pattern *p = &tr->pats[i];
+		if (p->nfailed)
+			warn(t, "trace_unhookable",
+			     "--trace '%s': %zu of the %zu functions it matched are not traced: %s%s",
+			     p->text, p->nfailed, p->matched, p->failed.p,
+			     p->nfailed > 3 ? ", ..." : "");
+		if (p->matched)
+			continue;
+		if (p->module && !p->module_seen) {
+			warn(t, "trace_no_match", "--trace '%s': no loaded module is called '%s'",
+			     p->text, p->module);
+			continue;
+		}
+		struct ptw_buf b = { 0 };
+		for (size_t k = 0; k < tr->ndynsym_only; k++) {
+			if (p->module && fnmatch(p->module, tr->dynsym_only[k], 0) != 0)
+				continue;
+			ptw_buf_puts(&b, b.len ? ", " : "");
+			ptw_buf_puts(&b, tr->dynsym_only[k]);
+		}
+		if (b.len)
+			warn(t, "trace_no_match",
+			     "--trace '%s' matched no function; only the dynamic symbols of %s could "
+			     "be searched (no symbol table, no debug file): their static functions "
+			     "cannot be found",
+			     p->text, b.p);
+		else
+			warn(t, "trace_no_match", "--trace '%s' matched no function", p->text);
+		ptw_buf_free(&b);
+	}
+}
