@@ -639,6 +639,33 @@ def case_interrupt(session, chk, signame='SIGINT'):
 # ---------------------------------------------------------------------------
 # 12. rawclone
 
+def check_lwp_exited(chk, span, what):
+    """A thread whose end ptwatch saw only as its LWP's own exit: status
+    lwp_exited (not exited, which is pthread_exit), no made-up value, a
+    lifetime from its creation."""
+    chk.eq('%s: status' % what, span['status'], 'lwp_exited', span)
+    end = span['end'] or {}
+    chk.eq('%s: end.method' % what, end.get('method'), 'unknown', span)
+    chk.eq('%s: end.reason' % what, end.get('reason'), 'lwp_exit', span)
+    chk.eq('%s: end.value (the start routine\'s value is not known)' % what, end.get('value'),
+           None, span)
+    chk.eq('%s: end.exit_code' % what, end.get('exit_code'), 0, span)
+    chk.eq('%s: start_ns (its start cannot be seen)' % what, span['start_ns'], None, span)
+    c, e = span['create_ns'], span['end_ns']
+    if chk.true('%s: create_ns and end_ns known' % what, None not in (c, e), span):
+        chk.eq('%s: lifetime_ns == end_ns - create_ns' % what, span['lifetime_ns'], e - c, span)
+
+
+def check_lifetime_metric(chk, doc):
+    """metrics.lifetime_ns counts every span with a lifetime."""
+    lives = [s['lifetime_ns'] for s in thread_spans(doc) if s['lifetime_ns'] is not None]
+    d = doc['metrics']['lifetime_ns']
+    chk.eq('metrics.lifetime_ns.count (spans with a lifetime_ns)', d['count'], len(lives), d)
+    if lives:
+        chk.eq('metrics.lifetime_ns.max', d['max'], max(lives), d)
+        chk.eq('metrics.lifetime_ns.min', d['min'], min(lives), d)
+
+
 def case_rawclone(session, chk):
     run = session.run([fixture('rawclone')])
     check_exit(chk, run, code=0)
@@ -653,6 +680,7 @@ def case_rawclone(session, chk):
         chk.eq('raw clone: origin', span['origin'], 'clone', span)
         chk.eq('raw clone: pthread', span['pthread'], None, span)
         chk.eq('raw clone: uncertain', span['uncertain'], False, span)
+        check_lwp_exited(chk, span, 'raw clone')
         row = [l for l in run.stderr_text().splitlines()
                if re.match(r'\s+%d\s+%d\s' % (span['id'], span['tid']), l)]
         chk.true('raw clone: a table row with START ROUTINE "-" (%s)' % row,
@@ -661,6 +689,7 @@ def case_rawclone(session, chk):
              'pthread_start_routine' not in run.stderr_text(), run.stderr_text()[-3000:])
     m.check_no_extra_spans(allowed=[span] if span else [])
     m.check_metrics(created=False)
+    check_lifetime_metric(chk, run.doc)
 
 
 # ---------------------------------------------------------------------------
@@ -699,6 +728,46 @@ def case_static(session, chk):
         if w.get('code') == 'no_libc_debuginfo':
             chk.true('static: no_libc_debuginfo does not advise libc6-dbg (%s)' % w['message'],
                      'install libc6-dbg' not in w['message'] and 'static' in w['message'], w)
+
+
+def case_static_stripped(session, chk):
+    """The static fixture without its symbols: libthread_db cannot be used
+    (strategy lwp), so every thread is an LWP seen from its clone to its
+    exit. main() is still found, from the entry point's code."""
+    exe = fixture('static_stripped')
+    run = session.run([exe])
+    check_exit(chk, run, code=0)
+    report_warnings(run)
+    doc = run.doc
+    chk.eq('session.strategy', doc['session'].get('strategy'), 'lwp')
+    # no pthread_t without libthread_db: match the spans by tid alone
+    records = [dict(r, pthread=None) if r.get('kind') == 'thread' else r for r in run.truth]
+    m = Model(chk, run, 'static.c', stripped=True, records=records)
+    m.match()
+    for mrec in m.mains:
+        m.check_main(mrec)
+    main_tid = m.mains[0]['tid'] if m.mains else None
+    for t in m.threads:
+        span = m.span_of.get(t['tid'])
+        if span is None:
+            continue
+        what = 'thread %s (%s)' % (t['tid'], t['routine'])
+        chk.eq('%s: origin' % what, span['origin'], 'clone', span)
+        chk.eq('%s: pthread (no libthread_db)' % what, span['pthread'], None, span)
+        chk.eq('%s: start_routine (cannot be known)' % what, span['start_routine'], None, span)
+        chk.eq('%s: creator_tid' % what, span['creator_tid'], main_tid, span)
+        chk.eq('%s: uncertain' % what, span['uncertain'], False, span)
+        check_lwp_exited(chk, span, what)
+        row = [l for l in run.stderr_text().splitlines()
+               if re.match(r'\s+%d\s+%d\s' % (span['id'], span['tid']), l)]
+        chk.true('%s: a table row with START ROUTINE "-", status lwp_exited (%s)' % (what, row),
+                 len(row) == 1 and re.search(r'\s-\s+lwp_exited\s', row[0]) is not None)
+    chk.true('the text never says pthread_start_routine',
+             'pthread_start_routine' not in run.stderr_text(), run.stderr_text()[-3000:])
+    m.check_no_extra_spans()
+    check_lifetime_metric(chk, doc)
+    chk.eq('metrics.lifetime_ns.count (main and the three workers)',
+           doc['metrics']['lifetime_ns']['count'], 4)
 
 
 # ---------------------------------------------------------------------------
@@ -1067,6 +1136,46 @@ def case_attach_idle(session, chk, count='1000'):
     target.send('q')
     if check_target_exit(chk, target, 'released', timeout=30):
         chk.eq('idle_done threads', target.one_truth('idle_done', 'released')['threads'], n)
+
+
+def case_attach_stripped(session, chk):
+    """ptwatch -p on a program without symbols names the main thread's
+    start routine as a launch does: main, at main's address (not null);
+    the workers' are placeholders at their routine's address."""
+    target = session.target('idle_stripped', [2])
+    pid = target.ready()[0]
+    rec = target.one_truth('idle_main')
+    for mode, opts in (('duration', ('--duration=0.3',)), ('snapshot', ('-q', '--snapshot'))):
+        chk.prefix = '[%s] ' % mode
+        run = session.attach(pid, opts=opts, timeout=30)
+        doc = run.doc
+        check_attach_doc(chk, run, pid, mode, mode)
+        span = check_main_span(chk, doc, pid, mode)
+        if span is not None:
+            sr = span['start_routine'] or {}
+            chk.eq('main: start_routine.addr', sr.get('addr'), rec['routine_addr'], span)
+            chk.eq('main: start_routine.placeholder', sr.get('placeholder'), False, span)
+            chk.eq('main: start_routine.module', sr.get('module') and
+                   os.path.realpath(sr['module']), os.path.realpath(fixture('idle_stripped')),
+                   span)
+        for s in thread_spans(doc):
+            if s['origin'] == 'main':
+                continue
+            what = 'span %s (tid %s)' % (s['id'], s['tid'])
+            check_preexisting(chk, s, what, 'pthread_start_routine')
+            sr = s['start_routine'] or {}
+            chk.eq('%s: start_routine.addr' % what, sr.get('addr'), rec['worker_addr'], s)
+            chk.eq('%s: start_routine.placeholder' % what, sr.get('placeholder'), True, s)
+        chk.eq('%s: spans' % mode, len(thread_spans(doc)), 3)
+        if mode == 'duration':
+            rows = [l for l in run.stderr_text().splitlines()
+                    if re.match(r'\s+\d+\s+%d\s' % pid, l)]
+            chk.true('the main thread\'s table row says main (%s)' % rows,
+                     len(rows) == 1 and ' main (' in rows[0])
+        report_warnings(run)
+    chk.prefix = ''
+    target.send('q')
+    check_target_exit(chk, target, 'released')
 
 
 def case_attach_stopped(session, chk):
@@ -2182,6 +2291,8 @@ CASES = {
     'rawclone': case_rawclone,
     'dlopen': case_dlopen,
     'static': case_static,
+    'static-stripped': case_static_stripped,
+    'attach-stripped': case_attach_stripped,
     'attach-churner': case_attach_churner,
     'snapshot-deadlock': case_snapshot_deadlock,
     'attach-idle': case_attach_idle,
