@@ -714,6 +714,24 @@ def case_dlopen(session, chk):
 
 
 # ---------------------------------------------------------------------------
+# 13b. noaranges: the source line of code whose CU has no .debug_aranges
+
+def case_noaranges(session, chk):
+    """far_worker's CU has no .debug_aranges entry (as Go's CUs in a cgo
+    program): its line comes from its own CU, never from the CU whose
+    arange lies below it (noaranges_tail.c)."""
+    run = session.run([fixture('noaranges')])
+    check_exit(chk, run, code=0)
+    for t in truth_of(run, 'thread'):
+        t['source'] = 'noaranges_worker.c'
+    m = Model(chk, run, 'noaranges.c')
+    m.check_complete()
+    chk.true('no location names noaranges_tail.c',
+             'noaranges_tail.c' not in json.dumps(run.doc) and
+             'noaranges_tail.c' not in run.stderr_text(), run.stderr_text()[-2000:])
+
+
+# ---------------------------------------------------------------------------
 # 15. static
 
 def case_static(session, chk):
@@ -2290,6 +2308,7 @@ CASES = {
     'interrupt': case_interrupt,
     'rawclone': case_rawclone,
     'dlopen': case_dlopen,
+    'noaranges': case_noaranges,
     'static': case_static,
     'static-stripped': case_static_stripped,
     'attach-stripped': case_attach_stripped,
