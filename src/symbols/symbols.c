@@ -623,13 +623,28 @@ static int cu_holds(Dwarf_Die *cu, Dwarf_Addr a)
  * addr2line and gdb read the CUs' own ranges and are right). Hence the CU
  * is checked against its own ranges, and looked for among all CUs when it
  * does not hold addr; and a row that begins before the function holding
- * addr is some other code's line: none is better than a wrong one.
+ * addr is some other code's line: none is better than a wrong one. (An
+ * address below the first arange or above the last, as Go code below the
+ * first C function of a cgo program, gets no line, as before; a module
+ * without aranges is searched.)
  */
 static Dwarf_Line *source_line(Dwfl_Module *mod, uint64_t addr, uint64_t func_lo)
 {
 	Dwarf_Addr bias = 0;
 	Dwarf_Die *cu = dwfl_module_addrdie(mod, addr, &bias);
+	if (!cu) {
+		/* Outside every arange (libdwfl checked that), or no aranges
+		 * at all (Go without cgo, clang without -gdwarf-aranges). */
+		Dwarf *dw = dwfl_module_getdwarf(mod, &bias);
+		Dwarf_Aranges *ar;
+		size_t n = 0;
+		if (!dw || (dwarf_getaranges(dw, &ar, &n) == 0 && n > 0))
+			return NULL;
+	}
 	if (!cu || cu_holds(cu, addr - bias) == 0) {
+		/* The first search walks every CU (libc's 2,000: 25-45 ms
+		 * here, 1 ms after that), and only addresses in the gaps
+		 * between aranges, or of modules without, come here. */
 		Dwarf_Die *c = NULL;
 		cu = NULL;
 		while ((c = dwfl_module_nextcu(mod, c, &bias)) != NULL)
