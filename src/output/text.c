@@ -128,7 +128,7 @@ void ptw_text_event(struct ptw_buf *out, uint64_t start, const struct ptw_event 
 		line_start(out, start, ev->ns, ev->tid, ev->kind == PTW_EV_LWP_CREATE ? "clone" : "create");
 		span_tag(out, sp);
 		ptw_buf_printf(out, " tid %d", ev->other_tid);
-		if (ev->kind == PTW_EV_THREAD_CREATE) {
+		if (ev->kind == PTW_EV_THREAD_CREATE || ev->routine) {
 			ptw_buf_putc(out, ' ');
 			ptw_text_location(out, ev->routine, NULL);
 			if (ev->detached == 1)
@@ -310,10 +310,10 @@ static void span_row(struct table *t, const struct ptw_span *sp)
 	c[1] = xasprintf("%d", sp->tid);
 	c[2] = sp->creator_tid ? xasprintf("%d", sp->creator_tid) : xstrdup("-");
 	c[3] = xstrdup(sp->name ? sp->name : "-");
-	/* A raw clone() or any thread of strategy "lwp" has no start routine
-	 * to name, nor has a main thread whose main() was not found (a
-	 * stripped static program; Go without cgo has none): "-", as the
-	 * JSON's null. */
+	/* A raw clone() not made through glibc's clone() or any thread of
+	 * strategy "lwp" has no start routine to name, nor has a main thread
+	 * whose main() was not found (a stripped static program; Go without
+	 * cgo has none): "-", as the JSON's null. */
 	if (sp->start_routine)
 		ptw_text_location(&b, sp->start_routine, sp->origin == PTW_ORIGIN_MAIN ? "main" : NULL);
 	else

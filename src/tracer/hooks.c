@@ -468,6 +468,30 @@ void clone_args(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t *ret_flags, ui
 	}
 }
 
+/*
+ * The function and argument of a raw clone() made through glibc's wrapper
+ * (sysdeps/unix/sysv/linux/x86_64/clone.S): it leaves them at the top of
+ * the child's stack, the syscall's rsi, for the child to pop and call.
+ * Only when the creator is in that wrapper (named clone in .dynsym): a
+ * clone syscall made any other way, or clone3 (glibc's pthreads, whose
+ * function is its own start_thread), leaves nothing to read there.
+ */
+static bool raw_clone_fn(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t *ret_fn,
+			 uint64_t *ret_arg)
+{
+	struct user_regs_struct *regs;
+	uint64_t top[2];
+	if (ptw_getregs(t->proc, l, &regs) < 0 || regs->orig_rax != SYS_CLONE || !regs->rsi)
+		return false;
+	const struct ptw_location *at = locate(t, regs->rip);
+	if (!at || !at->symbol || (strcmp(at->symbol, "clone") && strcmp(at->symbol, "__clone")) ||
+	    ptw_mem_read(t->proc, regs->rsi, top, sizeof(top)) < 0 || !top[0])
+		return false;
+	*ret_fn = top[0];
+	*ret_arg = top[1];
+	return true;
+}
+
 void on_clone(struct ptw_tracer *t, struct ptw_lwp *l, pid_t child, uint64_t flags, uint64_t tls,
 	      uint64_t ns)
 {
@@ -489,6 +513,11 @@ void on_clone(struct ptw_tracer *t, struct ptw_lwp *l, pid_t child, uint64_t fla
 	if (!pthread) {
 		struct ptw_event ev = ptw_event_init(PTW_EV_LWP_CREATE, ns, l->tid);
 		ev.other_tid = child;
+		uint64_t fn;
+		if (raw_clone_fn(t, l, &fn, &ev.arg)) {
+			ev.routine = locate(t, fn);
+			ev.has_arg = true;
+		}
 		emit(t, &ev);
 		return;
 	}

@@ -26,10 +26,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from ptw_test import (  # noqa: E402
     CANCELED, Failed, FrameworkError, Model, Skip, Terminal, attach_stderr_lines, check_attach_doc,
-    check_exit, check_untouched, child_pids, comm, compare_mappings, exec_mappings, find_span,
-    fixture, kill_group, load_doc, load_truth, main, one_truth, proc_status, ptwatch_path,
-    read_outputs, report_warnings, span_index, tail, task_states, thread_spans, tracer_pids,
-    truth_of, wait_for, warning_codes)
+    check_exit, check_location, check_untouched, child_pids, comm, compare_mappings,
+    exec_mappings, find_span, fixture, kill_group, load_doc, load_truth, main, one_truth,
+    proc_status, ptwatch_path, read_outputs, report_warnings, routine_line, span_index, tail,
+    task_states, thread_spans, tracer_pids, truth_of, wait_for, warning_codes)
 
 
 # ---------------------------------------------------------------------------
@@ -639,7 +639,7 @@ def case_interrupt(session, chk, signame='SIGINT'):
 # ---------------------------------------------------------------------------
 # 12. rawclone
 
-def check_lwp_exited(chk, span, what):
+def check_lwp_exited(chk, span, what, exit_code=0):
     """A thread whose end ptwatch saw only as its LWP's own exit: status
     lwp_exited (not exited, which is pthread_exit), no made-up value, a
     lifetime from its creation."""
@@ -649,7 +649,7 @@ def check_lwp_exited(chk, span, what):
     chk.eq('%s: end.reason' % what, end.get('reason'), 'lwp_exit', span)
     chk.eq('%s: end.value (the start routine\'s value is not known)' % what, end.get('value'),
            None, span)
-    chk.eq('%s: end.exit_code' % what, end.get('exit_code'), 0, span)
+    chk.eq('%s: end.exit_code' % what, end.get('exit_code'), exit_code, span)
     chk.eq('%s: start_ns (its start cannot be seen)' % what, span['start_ns'], None, span)
     c, e = span['create_ns'], span['end_ns']
     if chk.true('%s: create_ns and end_ns known' % what, None not in (c, e), span):
@@ -680,11 +680,17 @@ def case_rawclone(session, chk):
         chk.eq('raw clone: origin', span['origin'], 'clone', span)
         chk.eq('raw clone: pthread', span['pthread'], None, span)
         chk.eq('raw clone: uncertain', span['uncertain'], False, span)
-        check_lwp_exited(chk, span, 'raw clone')
+        check_lwp_exited(chk, span, 'raw clone', rc['exit_code'])
+        # glibc's clone() left its function and argument on the child's stack
+        check_location(chk, span['start_routine'], 'raw clone: start_routine', span,
+                       'clone_child', 'rawclone.c', routine_line('rawclone.c', 'clone_child'),
+                       addr=rc['routine_addr'])
+        chk.eq('raw clone: arg', span['arg'], rc['arg'], span)
         row = [l for l in run.stderr_text().splitlines()
                if re.match(r'\s+%d\s+%d\s' % (span['id'], span['tid']), l)]
-        chk.true('raw clone: a table row with START ROUTINE "-" (%s)' % row,
-                 len(row) == 1 and re.search(r'\s-\s+%s\s' % span['status'], row[0]) is not None)
+        chk.true('raw clone: a table row with START ROUTINE clone_child (%s)' % row,
+                 len(row) == 1 and re.search(r'\sclone_child \(rawclone.c:\d+\)\s+%s\s'
+                                             % span['status'], row[0]) is not None)
     chk.true('raw clone: the text never says pthread_start_routine',
              'pthread_start_routine' not in run.stderr_text(), run.stderr_text()[-3000:])
     m.check_no_extra_spans(allowed=[span] if span else [])
