@@ -696,9 +696,7 @@ const struct ptw_location *ptw_symbols_locate(struct ptw_symbols *s, uint64_t ad
 			}
 			loc->has_offset = true;
 			loc->offset = addr - mi->bias;
-			/* "line", not the "src" of earlier versions: those could
-			 * hold a wrong line (see source_line) */
-			if (cache_get(c, "line", key, &src) == 0 && src.text) {
+			if (cache_get(c, "src", key, &src) == 0 && src.text) {
 				loc->file = intern(s, src.text);
 				loc->line = (int)src.a;
 			}
@@ -738,7 +736,7 @@ const struct ptw_location *ptw_symbols_locate(struct ptw_symbols *s, uint64_t ad
 			}
 		}
 		if (c && loc->file)
-			cache_put(c, "line", key, true, (uint64_t)loc->line, 0, loc->file);
+			cache_put(c, "src", key, true, (uint64_t)loc->line, 0, loc->file);
 		if (c)
 			cache_put(c, "loc", key, loc->symbol != NULL, loc->symbol_offset, 0,
 				  loc->linkage_name ? loc->linkage_name : loc->symbol);
