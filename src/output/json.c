@@ -290,6 +290,8 @@ static void json_span(struct ptw_json *j, const struct ptw_span *sp)
 			ptw_json_null(j, "value");
 		if (sp->signal)
 			ptw_json_string(j, "signal", ptw_signame(sp->signal));
+		if (sp->exit_code.set)
+			ptw_json_uint(j, "exit_code", sp->exit_code.v);
 		if (sp->method == PTW_METHOD_CANCEL && sp->cancel_by)
 			ptw_json_int(j, "cancelled_by", sp->cancel_by);
 		ptw_json_end_object(j);
@@ -312,9 +314,9 @@ static void json_span(struct ptw_json *j, const struct ptw_span *sp)
 		ptw_json_uint(j, "spawn_latency_ns", sp->start_ns.v - sp->create_ns.v);
 	else
 		ptw_json_null(j, "spawn_latency_ns");
-	if (sp->start_ns.set && sp->end_ns.set && sp->end_ns.v >= sp->start_ns.v &&
-	    sp->status != PTW_STATUS_OPEN)
-		ptw_json_uint(j, "lifetime_ns", sp->end_ns.v - sp->start_ns.v);
+	uint64_t lifetime;
+	if (ptw_span_lifetime(sp, &lifetime))
+		ptw_json_uint(j, "lifetime_ns", lifetime);
 	else
 		ptw_json_null(j, "lifetime_ns");
 	ptw_json_bool(j, "uncertain", sp->uncertain);
