@@ -116,6 +116,20 @@ static void end_text(struct ptw_buf *out, const struct ptw_span *sp)
 	slow_text(out, sp, " (", ")");
 }
 
+/* " open for 250.93 ms, now S read in pipe_read at read+0x4c (read.c:26)" */
+static void open_for(struct ptw_buf *out, const struct ptw_event *ev, bool at_least)
+{
+	ptw_buf_printf(out, " open for %s", at_least ? "at least " : "");
+	ptw_text_duration(out, ev->value);
+	ptw_buf_printf(out, ", now %s", ev->state ? ev->state : "?");
+	if (ev->wchan)
+		ptw_buf_printf(out, " in %s", ev->wchan);
+	if (ev->routine && ev->routine->symbol) {
+		ptw_buf_puts(out, " at ");
+		ptw_text_location(out, ev->routine, NULL);
+	}
+}
+
 void ptw_text_event(struct ptw_buf *out, uint64_t start, const struct ptw_event *ev,
 		    const struct ptw_span *sp)
 {
@@ -232,16 +246,7 @@ void ptw_text_event(struct ptw_buf *out, uint64_t start, const struct ptw_event 
 					  sp->origin == PTW_ORIGIN_MAIN ? "main" : NULL);
 		}
 		/* Found running at the attach: it began before ptwatch saw it. */
-		bool since_attach = thread && !sp->create_ns.set && !sp->start_ns.set;
-		ptw_buf_printf(out, " open for %s", since_attach ? "at least " : "");
-		ptw_text_duration(out, ev->value);
-		ptw_buf_printf(out, ", now %s", ev->state ? ev->state : "?");
-		if (ev->wchan)
-			ptw_buf_printf(out, " in %s", ev->wchan);
-		if (ev->routine && ev->routine->symbol) {
-			ptw_buf_puts(out, " at ");
-			ptw_text_location(out, ev->routine, NULL);
-		}
+		open_for(out, ev, thread && !sp->create_ns.set && !sp->start_ns.set);
 		break;
 	}
 	case PTW_EV_EXEC:
@@ -266,7 +271,12 @@ void ptw_text_event(struct ptw_buf *out, uint64_t start, const struct ptw_event 
 void ptw_text_frame_event(struct ptw_buf *out, uint64_t start, const struct ptw_event *ev,
 			  const struct ptw_frame *fr)
 {
-	if (ev->kind == PTW_EV_FRAME_ENTRY) {
+	if (ev->kind == PTW_EV_SPAN_OPEN) {
+		line_start(out, start, ev->ns, ev->tid, "open");
+		ptw_buf_printf(out, " {%u} ", fr->id);
+		ptw_text_location(out, fr->function, NULL);
+		open_for(out, ev, false);
+	} else if (ev->kind == PTW_EV_FRAME_ENTRY) {
 		line_start(out, start, ev->ns, ev->tid, "call");
 		ptw_buf_printf(out, " {%u} %*s", fr->id, (int)(fr->depth - 1) * 2, "");
 		ptw_text_location(out, fr->function, NULL);
@@ -580,6 +590,11 @@ static void frame_line(struct ptw_buf *out, const struct ptw_frame *fr)
 		}
 	} else {
 		ptw_buf_puts(out, "  open");
+	}
+	if (fr->open.set) {
+		ptw_buf_puts(out, " (slow: open past ");
+		ptw_text_duration(out, fr->open.for_ns);
+		ptw_buf_putc(out, ')');
 	}
 	ptw_buf_putc(out, '\n');
 }

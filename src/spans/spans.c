@@ -72,6 +72,7 @@ void ptw_spans_free(struct ptw_spans *s)
 void ptw_spans_set_timeouts(struct ptw_spans *s, struct ptw_timeouts *to)
 {
 	s->timeouts = to;
+	ptw_frames_set_timeouts(s->frames, to);
 }
 
 size_t ptw_spans_count(const struct ptw_spans *s)
@@ -519,6 +520,8 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 	case PTW_EV_INTERRUPT:
 		break;
 	case PTW_EV_SPAN_OPEN:
+		if (ev->span_kind == PTW_SPAN_FRAME)
+			s->last_frame = ptw_frames_mark_open(s->frames, ev);
 		if (ev->span_kind != PTW_SPAN_THREAD || !ev->span_id || ev->span_id > s->n)
 			break; /* another engine's span */
 		sp = s->spans[ev->span_id - 1];
