@@ -1019,6 +1019,30 @@ def check_stack(chk, span, what, routine, source):
                  isinstance(f, str) and os.path.basename(f) == source, span)
 
 
+def case_completion(session, chk):
+    """completions/ptwatch in a real bash: options from ptwatch --help, values
+    of --debug, a command after "--"."""
+    script = os.path.join(os.environ.get('PTW_FIXTURE_SRC', '.'), '..', '..', 'completions',
+                          'ptwatch')
+    if not os.path.exists(script):
+        raise FrameworkError('no completion script at %s' % script)
+    bindir = os.path.dirname(ptwatch_path())
+
+    def complete(*words):
+        prog = ('PATH=%s:$PATH; source %s; COMP_WORDS=(%s); COMP_CWORD=%d; _ptwatch; '
+                'printf "%%s\\n" "${COMPREPLY[@]}"'
+                % (bindir, script, ' '.join("'%s'" % w for w in words), len(words) - 1))
+        p = subprocess.run(['bash', '-c', prog], capture_output=True, text=True, timeout=20)
+        return [w for w in p.stdout.split('\n') if w]
+
+    chk.eq('--tr completes to --trace=', complete('ptwatch', '--tr'), ['--trace='])
+    got = complete('ptwatch', '--')
+    for opt in ('--pid=', '--snapshot', '--json', '--output=', '--open-timeout=', '--trace='):
+        chk.true('%s among the long options (%s)' % (opt, got), opt in got)
+    chk.eq('--debug values', complete('ptwatch', '--debug', '=', 's'), ['sym', 'spans'])
+    chk.true('a command after --', 'true' in complete('ptwatch', '-q', '--', 'tru'))
+
+
 def case_snapshot_running(session, chk):
     """--snapshot of threads that run on: each stack is the one the thread
     had when it was stopped (copied then, unwound once it ran again), never
@@ -3162,6 +3186,7 @@ CASES = {
     'attach-churner': case_attach_churner,
     'snapshot-deadlock': case_snapshot_deadlock,
     'snapshot-running': case_snapshot_running,
+    'completion': case_completion,
     'attach-idle': case_attach_idle,
     'attach-stopped': case_attach_stopped,
     'attach-refusals': case_attach_refusals,
