@@ -156,6 +156,13 @@ const struct ptw_frames *ptw_spans_frames(const struct ptw_spans *s);
 /* The frame the last consumed event concerned, or NULL. */
 const struct ptw_frame *ptw_spans_last_frame(const struct ptw_spans *s);
 
+/* --locks: the wait spans and live deadlocks (ptw_locks.h), owned by s. */
+struct ptw_locks;
+struct ptw_wait;
+const struct ptw_locks *ptw_spans_locks(const struct ptw_spans *s);
+/* The wait the last consumed event concerned, or NULL. */
+const struct ptw_wait *ptw_spans_last_wait(const struct ptw_spans *s);
+
 /*
  * Deadlocks among the live spans: cycles of "waits for a mutex / rwlock
  * held by, or joins, that thread". Returns how many; *ret is an array the
