@@ -494,7 +494,8 @@ int ptw_insn_find_rets(const uint8_t *code, size_t len, uint64_t addr, uint64_t 
 	return k;
 }
 
-int ptw_insn_find_calls(const uint8_t *code, size_t len, uint64_t addr, uint64_t *out, int max)
+int ptw_insn_find_calls(const uint8_t *code, size_t len, uint64_t addr, bool tail_jumps, uint64_t *out,
+			int max)
 {
 	csh h;
 	if (capstone(&h) < 0)
@@ -512,8 +513,13 @@ int ptw_insn_find_calls(const uint8_t *code, size_t len, uint64_t addr, uint64_t
 			continue;
 		}
 		const cs_x86 *x = &insn->detail->x86;
-		if (insn->id == X86_INS_CALL && x->op_count == 1 && x->operands[0].type == X86_OP_IMM)
-			out[k++] = (uint64_t)x->operands[0].imm;
+		unsigned want = tail_jumps ? X86_INS_JMP : X86_INS_CALL;
+		if (insn->id == want && x->op_count == 1 && x->operands[0].type == X86_OP_IMM) {
+			uint64_t target = (uint64_t)x->operands[0].imm;
+			/* a jump out of the function is a tail call */
+			if (!tail_jumps || target < addr || target >= addr + len)
+				out[k++] = target;
+		}
 	}
 	cs_free(insn, 1);
 	return k;

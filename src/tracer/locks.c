@@ -105,8 +105,10 @@ static const char *libc_mod(struct ptw_tracer *t)
 	return t->img.dynamic ? "libc.so" : PTW_MOD_EXE;
 }
 
-/* Targets of the direct calls in the exported function name (*ret_n). */
-static int calls_of(struct ptw_tracer *t, const char *name, uint64_t *out, int max)
+/* Targets of the direct calls in the exported function name (tail_jumps:
+ * of its tail calls instead). */
+static int branches_of(struct ptw_tracer *t, const char *name, bool tail_jumps, uint64_t *out,
+		       int max)
 {
 	uint64_t addr, size = 0;
 	if (ptw_symbols_lookup(t->img.syms, libc_mod(t), name, &addr, &size) < 0 || !size ||
@@ -115,7 +117,7 @@ static int calls_of(struct ptw_tracer *t, const char *name, uint64_t *out, int m
 	uint8_t *code = xmalloc(size);
 	int n = 0;
 	if (ptw_bp_read_original(t->bps, addr, code, size) == 0)
-		n = ptw_insn_find_calls(code, size, addr, out, max);
+		n = ptw_insn_find_calls(code, size, addr, tail_jumps, out, max);
 	free(code);
 	return n;
 }
@@ -145,7 +147,7 @@ static uint64_t find_lll_lock_wait(struct ptw_tracer *t, uint64_t lll_private)
 	    wake <= lll_private)
 		wake = lll_private + 512;
 	uint64_t calls[64];
-	int n = calls_of(t, "pthread_mutex_lock", calls, 64);
+	int n = branches_of(t, "pthread_mutex_lock", false, calls, 64);
 	for (int i = 0; i < n; i++)
 		if (calls[i] > lll_private && calls[i] < wake)
 			return calls[i];
@@ -166,9 +168,9 @@ static uint64_t find_futex_wait(struct ptw_tracer *t)
 	uint64_t wrapper = 0;
 	if (ptw_symbols_lookup(syms, libc_mod(t), "__futex_abstimed_wait64", &wrapper, NULL) < 0) {
 		uint64_t rd[64], wr[64], cond[64];
-		int nrd = calls_of(t, "pthread_rwlock_rdlock", rd, 64);
-		int nwr = calls_of(t, "pthread_rwlock_wrlock", wr, 64);
-		int ncond = calls_of(t, "pthread_cond_timedwait", cond, 64);
+		int nrd = branches_of(t, "pthread_rwlock_rdlock", false, rd, 64);
+		int nwr = branches_of(t, "pthread_rwlock_wrlock", false, wr, 64);
+		int ncond = branches_of(t, "pthread_cond_timedwait", false, cond, 64);
 		for (int i = 0; i < nrd && !wrapper; i++)
 			if (among(wr, nwr, rd[i]) && !among(cond, ncond, rd[i]))
 				wrapper = rd[i];
@@ -188,6 +190,25 @@ static void add_range(struct ptw_tracer *t, const char *name, enum ptw_wait_kind
 	if (lk->nranges < PTW_ARRAY_SIZE(lk->ranges) &&
 	    ptw_symbols_lookup(t->img.syms, libc_mod(t), name, &addr, &size) == 0 && size)
 		lk->ranges[lk->nranges++] = (struct range){ addr, addr + size, kind };
+}
+
+/* The local functions the exported function name tail-calls (sem_wait
+ * jumps to __new_sem_wait_slow64, which .dynsym does not name): their
+ * extent from the CFI, with the same kind. */
+static void add_tail_ranges(struct ptw_tracer *t, const char *name, enum ptw_wait_kind kind)
+{
+	struct locks *lk = t->locks;
+	uint64_t targets[16], lo, hi;
+	int n = branches_of(t, name, true, targets, 16);
+	for (int i = 0; i < n && lk->nranges < PTW_ARRAY_SIZE(lk->ranges); i++)
+		if (ptw_symbols_function_range(t->img.syms, targets[i], &lo, &hi) == 0 &&
+		    lo == targets[i] && hi - lo < 65536) {
+			bool dup = false;
+			for (size_t k = 0; k < lk->nranges && !dup; k++)
+				dup = lk->ranges[k].lo == lo;
+			if (!dup)
+				lk->ranges[lk->nranges++] = (struct range){ lo, hi, kind };
+		}
 }
 
 static void hook_at(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t addr, unsigned hook,
@@ -249,6 +270,15 @@ void locks_setup(struct ptw_tracer *t, struct ptw_lwp *l)
 	};
 	for (size_t i = 0; i < PTW_ARRAY_SIZE(waiters); i++)
 		add_range(t, waiters[i].name, waiters[i].kind);
+	if (!lk->symtab) {
+		add_tail_ranges(t, "sem_wait", PTW_WAIT_SEM);
+		add_tail_ranges(t, "sem_timedwait", PTW_WAIT_SEM);
+		add_tail_ranges(t, "sem_clockwait", PTW_WAIT_SEM);
+	}
+	for (size_t i = 0; i < lk->nranges; i++)
+		ptw_dbg(PTW_DBG_TRACER, "--locks: range [%#llx, %#llx) kind %d",
+			(unsigned long long)lk->ranges[i].lo, (unsigned long long)lk->ranges[i].hi,
+			lk->ranges[i].kind);
 	lk->have_tid_off = t->img.tdb && ptw_tdb_pthread_field(t->img.tdb, "tid", &lk->tid_off) == 0;
 	ptw_dbg(PTW_DBG_TRACER, "--locks: __lll_lock_wait %#llx (%s), private %#llx, futex wait %#llx",
 		(unsigned long long)lll, lk->symtab ? "symbol table" : "found from pthread_mutex_lock",
@@ -410,9 +440,17 @@ static enum ptw_wait_kind classify(struct ptw_tracer *t, const uint64_t *pcs, in
 		for (size_t k = 0; k < lk->nranges; k++)
 			if (pc >= lk->ranges[k].lo && pc < lk->ranges[k].hi)
 				return lk->ranges[k].kind;
-		if (!lk->symtab || !in_libc(t, pc))
+		if (!in_libc(t, pc))
 			continue;
 		const struct ptw_location *loc = locate(t, pc);
+		uint64_t lo, hi;
+		/* Without libc's symbol table a local function is named after
+		 * the exported one before it: a name counts only if it is the
+		 * function's own (pthread_cond_wait@@GLIBC_2.3.2, say). */
+		if (!lk->symtab && (!loc || !loc->symbol ||
+				    ptw_symbols_function_range(t->img.syms, pc, &lo, &hi) < 0 ||
+				    lo != pc - loc->symbol_offset))
+			continue;
 		for (size_t k = 0; loc && loc->symbol && k < PTW_ARRAY_SIZE(rules); k++)
 			if (strstr(loc->symbol, rules[k].needle))
 				return rules[k].kind;
@@ -471,6 +509,10 @@ static void wait_entry(struct ptw_tracer *t, struct ptw_lwp *l, const struct use
 		case PTW_WAIT_BARRIER:
 			break;
 		default:
+			ptw_dbg(PTW_DBG_TRACER, "--locks: futex wait of %d not classified: %d frames, "
+				"%#llx %#llx %#llx %#llx", l->tid, n,
+				(unsigned long long)(n > 1 ? pcs[1] : 0), (unsigned long long)(n > 2 ? pcs[2] : 0),
+				(unsigned long long)(n > 3 ? pcs[3] : 0), (unsigned long long)(n > 4 ? pcs[4] : 0));
 			/* a join (seen at the join function) or a wait that is
 			 * none of the above (aio, getaddrinfo_a): no span */
 			return;
