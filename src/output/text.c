@@ -341,9 +341,14 @@ void ptw_text_wait_event(struct ptw_buf *out, uint64_t start, const struct ptw_e
 	case PTW_EV_DEADLOCK:
 		if (ev->has_arg && ev->arg == 0) {
 			line_start(out, start, ev->ns, ev->tid, "DEADLOCK");
-			ptw_buf_printf(out, " #%u: %" PRIu64 " threads wait for each other (the "
-					    "process runs on)\n",
-				       ev->span_id, ev->value);
+			if (ev->value == 1)
+				ptw_buf_printf(out, " #%u: a thread waits for a lock it holds (the "
+						    "process runs on)\n",
+					       ev->span_id);
+			else
+				ptw_buf_printf(out, " #%u: %" PRIu64 " threads wait for each other "
+						    "(the process runs on)\n",
+					       ev->span_id, ev->value);
 		}
 		ptw_buf_printf(out, "  thread %d %s", ev->tid,
 			       ev->wait_kind == PTW_WAIT_JOIN ? "joins " : "waits for ");

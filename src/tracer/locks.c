@@ -681,8 +681,15 @@ static void check_deadlock(struct ptw_tracer *t, struct ptw_lwp *l,
 {
 	struct locks *lk = t->locks;
 	pid_t cyc[MAX_CYCLE];
-	size_t n = ptw_wait_cycle(l->tid, waits_for, t, cyc, MAX_CYCLE);
-	if (n < 2)
+	size_t n;
+	if (waits_for(t, l->tid) == l->tid) {
+		/* a normal mutex locked again by its owner: it waits for itself */
+		cyc[0] = l->tid;
+		n = 1;
+	} else {
+		n = ptw_wait_cycle(l->tid, waits_for, t, cyc, MAX_CYCLE);
+	}
+	if (n < 1)
 		return;
 	struct ptw_lwp *lwps[MAX_CYCLE];
 	uint64_t objects[MAX_CYCLE];
