@@ -413,8 +413,11 @@ static const struct ptw_location *call_at(struct ptw_tracer *t, uint64_t ret)
 	return locate(t, ret - (uint64_t)(k > 0 ? k : 1));
 }
 
+/* A static program is one module, libc in it: every pc may be libc's. */
 static bool in_libc(struct ptw_tracer *t, uint64_t pc)
 {
+	if (!t->img.dynamic)
+		return true;
 	const char *m = ptw_symbols_module_of(t->img.syms, pc);
 	return t->locks->libc_path && m && !strcmp(m, t->locks->libc_path);
 }
@@ -558,8 +561,18 @@ static void begin_wait(struct ptw_tracer *t, struct ptw_lwp *l,
 		if (i && !site && t->locks->libc_path && !in_libc(t, pcs[i]))
 			site = call_at(t, pcs[i]);
 	}
-	if (!site && n > 2)
-		site = call_at(t, pcs[2]); /* static: the primitive's caller */
+	/* A static program: libc's functions are the program's; the first
+	 * frame out of them is the first neither in an exported primitive
+	 * nor named like an internal one. */
+	for (int i = 1; i < n && !site && !t->img.dynamic; i++) {
+		const struct ptw_location *loc = locate(t, pcs[i] - 1);
+		bool primitive = !loc || !loc->symbol || loc->symbol[0] == '_';
+		for (size_t k = 0; k < t->locks->nranges && !primitive; k++)
+			primitive = pcs[i] - 1 >= t->locks->ranges[k].lo &&
+				    pcs[i] - 1 < t->locks->ranges[k].hi;
+		if (!primitive)
+			site = call_at(t, pcs[i]);
+	}
 	struct ptw_event ev = ptw_event_init(PTW_EV_WAIT_BEGIN, ns, l->tid);
 	ev.wait_kind = kind;
 	ev.wait_object = object;
