@@ -791,6 +791,8 @@ static void waits_summary(struct ptw_buf *out, const struct ptw_report *r)
 		ptw_text_duration(out, tw[i].total_ns);
 		ptw_buf_puts(out, " in all, at most ");
 		ptw_text_duration(out, tw[i].max_ns);
+		if (tw[i].waits > tw[i].completed)
+			ptw_buf_printf(out, " (%" PRIu64 " not finished)", tw[i].waits - tw[i].completed);
 		ptw_buf_putc(out, '\n');
 	}
 	free(tw);

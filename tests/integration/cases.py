@@ -116,6 +116,11 @@ def case_lifecycle(session, chk, variant='default'):
     elif variant == 'create-events':
         run = session.run([exe], opts=['-q', '--create-events'])
         check_lifecycle(chk, run)
+    elif variant == 'locks':
+        # --locks leaves the thread spans as they are (transparency)
+        run = session.run([exe], opts=['-q', '--locks'])
+        check_lifecycle(chk, run)
+        check_waits_sane(chk, run.doc)
     elif variant == 'stripped':
         run = session.run([fixture('stripped')], opts=['-q'])
         check_lifecycle(chk, run, stripped=True)
