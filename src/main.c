@@ -34,6 +34,7 @@ struct options {
 	bool create_events;
 	char **trace; /* --trace patterns */
 	size_t ntrace;
+	bool locks; /* --locks */
 	int duration_ms;
 	uint64_t open_timeout_ns; /* 0: disabled */
 	char **argv;
@@ -70,7 +71,8 @@ static void usage(FILE *f)
 		"  --json               write the spans document (JSON) to standard output;\n"
 		"                       COMMAND's standard output then goes to standard error\n"
 		"  -o, --output=FILE    write the spans document to FILE (implies --json)\n"
-		"  -q, --quiet          no event lines on standard error (the summary stays)\n"
+		"  -q, --quiet          no event lines on standard error (the summary stays,\n"
+		"                       and a deadlock found with --locks is still said)\n"
 		"  --duration=SECONDS   stop tracing after SECONDS and let COMMAND run on\n"
 		"  --open-timeout=SECONDS\n"
 		"                       report a span still open after SECONDS (default 5,\n"
@@ -89,6 +91,12 @@ static void usage(FILE *f)
 		"                       the modules whose file name matches MODULE (default:\n"
 		"                       all, dlopen'ed ones included); repeatable. Two stops\n"
 		"                       per call (entry, return)\n"
+		"  --locks              wait spans: every contended wait on a mutex, rwlock,\n"
+		"                       condition variable, semaphore or join (object, owner,\n"
+		"                       call site, duration; the most contended objects in the\n"
+		"                       summary), and deadlocks reported the moment they form.\n"
+		"                       Only glibc's slow paths are hooked: two stops per\n"
+		"                       contended wait, none for an uncontended lock\n"
 		"  --debug=DOMAINS      debug log: attach,tdb,bp,sym,spans,tracer or all\n"
 		"  -h, --help           show this help\n"
 		"  -V, --version        show the version\n"
@@ -120,6 +128,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 		OPT_NO_CACHE,
 		OPT_CREATE_EVENTS,
 		OPT_TRACE,
+		OPT_LOCKS,
 		OPT_DEBUG
 	};
 	static const struct option longopts[] = {
@@ -134,6 +143,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 		{ "no-cache", no_argument, NULL, OPT_NO_CACHE },
 		{ "create-events", no_argument, NULL, OPT_CREATE_EVENTS },
 		{ "trace", required_argument, NULL, OPT_TRACE },
+		{ "locks", no_argument, NULL, OPT_LOCKS },
 		{ "debug", required_argument, NULL, OPT_DEBUG },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -213,6 +223,9 @@ static void parse_options(int argc, char **argv, struct options *o)
 			o->trace = xreallocarray(o->trace, o->ntrace + 1, sizeof(*o->trace));
 			o->trace[o->ntrace++] = optarg;
 			break;
+		case OPT_LOCKS:
+			o->locks = true;
+			break;
 		case OPT_DEBUG:
 			if (ptw_debug_parse(optarg) < 0)
 				die_usage("unknown debug domain in '%s' (attach,tdb,bp,sym,spans,tracer,all)",
@@ -233,6 +246,8 @@ static void parse_options(int argc, char **argv, struct options *o)
 		die_usage("%s", "--snapshot needs -p PID");
 	if (o->snapshot && o->ntrace)
 		die_usage("%s", "--trace cannot be used with --snapshot (nothing runs)");
+	if (o->snapshot && o->locks)
+		die_usage("%s", "--locks cannot be used with --snapshot (it finds deadlocks already)");
 	if (o->pid && optind < argc)
 		die_usage("%s", "give either -p PID or a command, not both");
 	if (!o->pid && optind >= argc)
@@ -285,7 +300,14 @@ static void sink(void *ctx, const struct ptw_event *ev)
 		if (s->record.len > 65536)
 			flush_record(s);
 	}
-	if (!s->quiet) {
+	bool wait_ev = ev->kind == PTW_EV_WAIT_BEGIN || ev->kind == PTW_EV_WAIT_END ||
+		       ev->kind == PTW_EV_DEADLOCK;
+	if (ev->kind == PTW_EV_DEADLOCK || (!s->quiet && wait_ev)) {
+		/* A deadlock is said even with -q: it is what --locks is for. */
+		ptw_text_wait_event(&s->log, s->start_ns, ev, ptw_spans_last_wait(s->spans));
+		if (ev->kind == PTW_EV_DEADLOCK)
+			flush_log(s);
+	} else if (!s->quiet) {
 		const struct ptw_frame *fr = ptw_spans_last_frame(s->spans);
 		if (fr)
 			ptw_text_frame_event(&s->log, s->start_ns, ev, fr);
@@ -386,6 +408,7 @@ static int session(const struct options *o, struct session *s, struct ptw_tracer
 	}
 	rep.end_reason = ptw_end_reason_name(reason);
 	rep.open_timeout_ns = ptw_timeouts_limit(s->timeouts);
+	rep.locks = o->locks;
 	rep.spans = s->spans;
 
 	struct ptw_output_opts oo = { .json = o->json, .json_fd = out_fd, .snapshot = o->snapshot };
@@ -466,6 +489,7 @@ int main(int argc, char **argv)
 		.create_events = o.create_events,
 		.trace = o.trace,
 		.ntrace = o.ntrace,
+		.locks = o.locks,
 		.sink = sink,
 		.sink_ctx = &s,
 		.before_block = flush_log,
