@@ -11,7 +11,7 @@
 #include "ptw_symbols.h"
 
 /* Above this many spans the summary groups them by start routine. */
-#define TABLE_MAX_ROWS 40
+#define TABLE_MAX_ROWS PTW_SPANS_KEEP
 
 void ptw_text_duration(struct ptw_buf *out, uint64_t ns)
 {
@@ -405,47 +405,10 @@ static void span_row(struct table *t, const struct ptw_span *sp)
 	table_row(t, c);
 }
 
-struct group {
-	char *routine; /* symbol, module+offset, "main" or "-" */
-	uint64_t count, by_status[5];
-	uint64_t *spawn, *life;
-	size_t nspawn, nlife;
-};
-
 static void grouped_rows(struct ptw_buf *out, struct ptw_spans *spans)
 {
-	size_t n = ptw_spans_count(spans), ng = 0;
-	struct group *g = xcalloc(n, sizeof(*g));
-	for (size_t i = 0; i < n; i++) {
-		const struct ptw_span *sp = ptw_spans_get(spans, i);
-		const struct ptw_location *loc = sp->start_routine;
-		struct ptw_buf name = { 0 };
-		if (loc && loc->symbol)
-			ptw_buf_puts(&name, loc->symbol);
-		else if (sp->origin == PTW_ORIGIN_MAIN)
-			ptw_buf_puts(&name, "main");
-		else if (loc)
-			module_offset(&name, loc);
-		else
-			ptw_buf_puts(&name, "-");
-		size_t k;
-		for (k = 0; k < ng && strcmp(g[k].routine, name.p); k++)
-			;
-		if (k < ng) {
-			ptw_buf_free(&name);
-		} else {
-			g[ng].routine = name.p;
-			g[ng].spawn = xcalloc(n, sizeof(uint64_t));
-			g[ng].life = xcalloc(n, sizeof(uint64_t));
-			ng++;
-		}
-		g[k].count++;
-		g[k].by_status[sp->status]++;
-		if (sp->origin != PTW_ORIGIN_MAIN && sp->create_ns.set && sp->start_ns.set)
-			g[k].spawn[g[k].nspawn++] = sp->start_ns.v - sp->create_ns.v;
-		if (sp->start_ns.set && sp->end_ns.set && sp->end_ns.v >= sp->start_ns.v)
-			g[k].life[g[k].nlife++] = sp->end_ns.v - sp->start_ns.v;
-	}
+	struct ptw_group *g;
+	size_t ng = ptw_spans_groups(spans, &g);
 	struct table tab = { 0 };
 	char *hdr[TABLE_COLS] = { xstrdup("THREADS"), xstrdup("START ROUTINE"), xstrdup("COMPLETED"),
 				  xstrdup("EXITED"), xstrdup("CANCELLED"), xstrdup("UNMATCHED"),
@@ -453,11 +416,11 @@ static void grouped_rows(struct ptw_buf *out, struct ptw_spans *spans)
 	table_row(&tab, hdr);
 	for (size_t k = 0; k < ng; k++) {
 		struct ptw_distribution ds, dl;
-		ptw_distribution(g[k].spawn, g[k].nspawn, &ds);
-		ptw_distribution(g[k].life, g[k].nlife, &dl);
+		ptw_dacc_result(&g[k].spawn, &ds);
+		ptw_dacc_result(&g[k].life, &dl);
 		char *c[TABLE_COLS] = {
 			xasprintf("%" PRIu64, g[k].count),
-			g[k].routine,
+			xstrdup(g[k].routine),
 			xasprintf("%" PRIu64, g[k].by_status[PTW_STATUS_COMPLETED]),
 			xasprintf("%" PRIu64, g[k].by_status[PTW_STATUS_EXITED]),
 			xasprintf("%" PRIu64, g[k].by_status[PTW_STATUS_CANCELLED]),
@@ -467,11 +430,9 @@ static void grouped_rows(struct ptw_buf *out, struct ptw_spans *spans)
 			dl.count ? duration_str(dl.p50) : xstrdup("-"),
 		};
 		table_row(&tab, c);
-		free(g[k].spawn);
-		free(g[k].life);
 	}
 	table_print(out, &tab, 0x7d);
-	free(g);
+	ptw_groups_free(g, ng);
 }
 
 /* How the process ended or what it is now (checked: ptw_tracer_report). */
@@ -590,7 +551,7 @@ static void frames_summary(struct ptw_buf *out, const struct ptw_report *r)
 		while (k < n && all[k]->thread_span == all[i]->thread_span && all[k]->tid == all[i]->tid)
 			k++;
 		const struct ptw_span *sp =
-			all[i]->thread_span ? ptw_spans_get(r->spans, all[i]->thread_span - 1) : NULL;
+			all[i]->thread_span ? ptw_spans_by_id(r->spans, all[i]->thread_span) : NULL;
 		ptw_buf_printf(out, "  thread %d", all[i]->tid);
 		if (sp) {
 			ptw_buf_printf(out, " [%u] ", sp->id);
@@ -645,7 +606,8 @@ void ptw_text_summary(struct ptw_buf *out, const struct ptw_report *r)
 	interrupts_line(out, r);
 
 	size_t n = ptw_spans_count(r->spans);
-	if (n <= TABLE_MAX_ROWS) {
+	/* (streaming keeps every span of a session this short: PTW_SPANS_KEEP) */
+	if (ptw_spans_total(r->spans) <= TABLE_MAX_ROWS && n <= TABLE_MAX_ROWS) {
 		struct table tab = { 0 };
 		char *hdr[TABLE_COLS] = { xstrdup("SPAN"),   xstrdup("TID"),	xstrdup("CREATOR"),
 					  xstrdup("NAME"),   xstrdup("START ROUTINE"), xstrdup("STATUS"),

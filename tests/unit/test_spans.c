@@ -439,8 +439,173 @@ static void test_distribution(void)
 	CHECK_EQ(d.count, 0);
 }
 
+/* ---- streaming: ended spans are handed out and freed ---- */
+
+static size_t retired_count, max_held;
+static uint32_t last_retired_id;
+static bool retired_twice;
+static bool *seen_id;
+
+static void on_retire(void *ctx, const struct ptw_span *sp)
+{
+	(void)ctx;
+	if (seen_id[sp->id])
+		retired_twice = true;
+	seen_id[sp->id] = true;
+	retired_count++;
+	last_retired_id = sp->id;
+}
+
+/* n threads, 4 at a time: joined, detached, or joinable and never joined
+ * (then their pthread_t is not reused: the target holds them). */
+static void workload(struct ptw_spans *e, size_t n, unsigned seed)
+{
+	s = e;
+	now = 0;
+	image();
+	for (size_t i = 0; i < n; i += 4) {
+		for (size_t k = 0; k < 4 && i + k < n; k++) {
+			pid_t tid = (pid_t)(1000 + (i + k) % 50000);
+			bool unjoined = (i + k) % 97 == 3;
+			uint64_t pthread = unjoined ? 0x100000000ull + (i + k) * 0x1000 : P1 + k * 0x1000;
+			int detached = (i + k) % 5 == 0;
+			now += (uint64_t)(rand_r(&seed) % 100000);
+			create(MAIN, tid, pthread, detached);
+			now += (uint64_t)(rand_r(&seed) % 1000000);
+			start(tid, i + k);
+		}
+		for (size_t k = 0; k < 4 && i + k < n; k++) {
+			pid_t tid = (pid_t)(1000 + (i + k) % 50000);
+			bool unjoined = (i + k) % 97 == 3;
+			uint64_t pthread = unjoined ? 0x100000000ull + (i + k) * 0x1000 : P1 + k * 0x1000;
+			now += (uint64_t)(rand_r(&seed) % 3000000);
+			struct ptw_event r = ev(PTW_EV_THREAD_RETURN, tid);
+			r.value = i + k;
+			feed(r);
+			death(tid, 0, false, 0);
+			lwp_exit(tid, PTW_EXIT_SELF);
+			if ((i + k) % 5 != 0 && !unjoined)
+				join(MAIN, pthread, 0, true);
+			ptw_spans_collect(e);
+			if (getenv("DBG")) fprintf(stderr, "i=%zu held=%zu retired=%zu\n", i + k, ptw_spans_count(e), retired_count);
+			if (ptw_spans_count(e) > max_held)
+				max_held = ptw_spans_count(e);
+		}
+	}
+	struct ptw_event r = ev(PTW_EV_THREAD_RETURN, MAIN);
+	feed(r);
+	lwp_exit(MAIN, PTW_EXIT_GROUP);
+	process_exit(0, 0);
+	ptw_spans_finish(e);
+	ptw_spans_retire_all(e);
+}
+
+static void test_streaming_run(size_t n, bool exact)
+{
+	struct ptw_spans *whole = ptw_spans_new(), *stream = ptw_spans_new();
+	seen_id = calloc(n + 2, sizeof(bool));
+	retired_count = max_held = 0;
+	retired_twice = false;
+	workload(whole, n, 7);
+	max_held = 0;
+	ptw_spans_set_streaming(stream, on_retire, NULL);
+	workload(stream, n, 7);
+	CHECK_EQ(retired_count, n + 1);
+	CHECK(!retired_twice);
+	/* 4 live at once, the unjoined ones (1 in 97) and the kept few */
+	size_t unjoined = 0;
+	for (size_t i = 0; i < n; i++)
+		unjoined += i % 97 == 3 && i % 5 != 0;
+	size_t bound = 8 + unjoined > PTW_SPANS_KEEP + 5 ? 8 + unjoined : PTW_SPANS_KEEP + 5;
+	if (max_held > bound)
+		fprintf(stderr, "max_held %zu, unjoined %zu\n", max_held, unjoined);
+	CHECK(max_held <= bound);
+	struct ptw_metrics a, b;
+	ptw_spans_metrics(whole, &a);
+	ptw_spans_metrics(stream, &b);
+	CHECK_EQ(a.threads_seen, b.threads_seen);
+	CHECK_EQ(a.threads_created, b.threads_created);
+	CHECK_EQ(a.max_active, b.max_active);
+	CHECK_EQ(a.unjoined, b.unjoined);
+	CHECK_EQ(a.unjoined, unjoined);
+	CHECK_EQ(a.open_spans, b.open_spans);
+	CHECK_EQ(a.unmatched_spans, b.unmatched_spans);
+	const struct ptw_distribution *da[] = { &a.spawn_latency, &a.lifetime, &a.join_wait };
+	const struct ptw_distribution *db[] = { &b.spawn_latency, &b.lifetime, &b.join_wait };
+	for (size_t k = 0; k < 3; k++) {
+		CHECK_EQ(da[k]->count, db[k]->count);
+		CHECK_EQ(da[k]->min, db[k]->min);
+		CHECK_EQ(da[k]->max, db[k]->max);
+		const uint64_t pa[] = { da[k]->p50, da[k]->p90, da[k]->p99 };
+		const uint64_t pb[] = { db[k]->p50, db[k]->p90, db[k]->p99 };
+		for (size_t q = 0; q < 3; q++) {
+			if (exact)
+				CHECK_EQ(pa[q], pb[q]);
+			uint64_t diff = pa[q] > pb[q] ? pa[q] - pb[q] : pb[q] - pa[q];
+			CHECK(diff * 50 <= pa[q] + 50); /* within 2% */
+		}
+	}
+	struct ptw_group *ga, *gb;
+	size_t nga = ptw_spans_groups(whole, &ga), ngb = ptw_spans_groups(stream, &gb);
+	CHECK_EQ(nga, 2);
+	CHECK_EQ(nga, ngb);
+	for (size_t i = 0; i < nga && i < ngb; i++) {
+		CHECK_STR(ga[i].routine, gb[i].routine);
+		CHECK_EQ(ga[i].count, gb[i].count);
+		CHECK_EQ(ga[i].by_status[PTW_STATUS_COMPLETED], gb[i].by_status[PTW_STATUS_COMPLETED]);
+	}
+	ptw_groups_free(ga, nga);
+	ptw_groups_free(gb, ngb);
+	ptw_spans_free(whole);
+	ptw_spans_free(stream);
+	free(seen_id);
+	s = NULL;
+}
+
+/* A short session keeps its spans for the summary table. */
+static void test_streaming_keeps_few(void)
+{
+	struct ptw_spans *e = ptw_spans_new();
+	seen_id = calloc(64, sizeof(bool));
+	retired_count = 0;
+	ptw_spans_set_streaming(e, on_retire, NULL);
+	workload(e, 10, 3);
+	CHECK_EQ(retired_count, 11);
+	CHECK_EQ(ptw_spans_count(e), 11);
+	CHECK_EQ(ptw_spans_get(e, 0)->id, 1);
+	CHECK_EQ(ptw_spans_get(e, 10)->id, 11);
+	ptw_spans_free(e);
+	free(seen_id);
+	s = NULL;
+}
+
+static void test_dacc(void)
+{
+	struct ptw_dacc a = { .exact_max = 16 };
+	uint64_t *v = calloc(100000, sizeof(uint64_t));
+	unsigned seed = 1;
+	for (size_t i = 0; i < 100000; i++) {
+		v[i] = (uint64_t)rand_r(&seed) * 37;
+		ptw_dacc_add(&a, v[i]);
+	}
+	struct ptw_distribution exact, approx;
+	ptw_distribution(v, 100000, &exact);
+	ptw_dacc_result(&a, &approx);
+	CHECK_EQ(approx.count, 100000);
+	CHECK_EQ(approx.min, exact.min);
+	CHECK_EQ(approx.max, exact.max);
+	CHECK(approx.p50 > exact.p50 - exact.p50 / 64 && approx.p50 < exact.p50 + exact.p50 / 64);
+	CHECK(approx.p99 > exact.p99 - exact.p99 / 64 && approx.p99 < exact.p99 + exact.p99 / 64);
+	ptw_dacc_free(&a);
+	free(v);
+}
+
 int main(void)
 {
+	test_dacc();
+	test_streaming_keeps_few();
+	test_streaming_run(1000, true);
+	test_streaming_run(30000, false);
 	test_lifecycle();
 	test_end_methods();
 	test_tid_reuse();
@@ -452,5 +617,6 @@ int main(void)
 	test_nesting_and_clone();
 	test_distribution();
 	ptw_spans_free(s);
+	s = NULL;
 	CHECK_DONE();
 }
