@@ -99,6 +99,11 @@ void ptw_frames_free(struct ptw_frames *f);
 const struct ptw_frame *ptw_frames_consume(struct ptw_frames *f, const struct ptw_event *ev,
 					   const struct ptw_span *thread);
 
+/* fn(ctx, frame) as each frame gets its final status (completed or
+ * unmatched), for --json-lines. */
+typedef void (*ptw_frame_closed_fn)(void *ctx, const struct ptw_frame *fr);
+void ptw_frames_set_closed(struct ptw_frames *f, ptw_frame_closed_fn fn, void *ctx);
+
 size_t ptw_frames_count(const struct ptw_frames *f);
 const struct ptw_frame *ptw_frames_get(const struct ptw_frames *f, size_t i);
 

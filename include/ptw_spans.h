@@ -215,6 +215,8 @@ void ptw_spans_set_counters(struct ptw_spans *s, uint64_t threads_created, uint6
 /* The spans held (all of them unless streaming), in order of id. */
 size_t ptw_spans_count(const struct ptw_spans *s);
 const struct ptw_span *ptw_spans_get(const struct ptw_spans *s, size_t i);
+/* How many spans are active (their thread live) now. */
+uint64_t ptw_spans_active(const struct ptw_spans *s);
 /* How many spans there were, held or not. */
 uint64_t ptw_spans_total(const struct ptw_spans *s);
 /* A held span by id, or NULL. */
@@ -232,6 +234,8 @@ void ptw_spans_metrics(struct ptw_spans *s, struct ptw_metrics *ret);
 struct ptw_frames;
 struct ptw_frame;
 const struct ptw_frames *ptw_spans_frames(const struct ptw_spans *s);
+/* The frame engine itself (to set its closed callback). */
+struct ptw_frames *ptw_spans_frames_mut(struct ptw_spans *s);
 /* The frame the last consumed event concerned, or NULL. */
 const struct ptw_frame *ptw_spans_last_frame(const struct ptw_spans *s);
 

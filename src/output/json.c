@@ -211,7 +211,7 @@ static void json_opt(struct ptw_json *j, const char *k, struct ptw_opt o)
 }
 
 /* known: fallback is the name, known another way ("main"), not a placeholder. */
-static void json_location(struct ptw_json *j, const char *k, const struct ptw_location *loc,
+void ptw_json_location(struct ptw_json *j, const char *k, const struct ptw_location *loc,
 			  const char *fallback, bool known)
 {
 	if (!loc) {
@@ -244,7 +244,7 @@ static void json_tristate(struct ptw_json *j, const char *k, int v)
 		ptw_json_bool(j, k, v);
 }
 
-static void json_span(struct ptw_json *j, const struct ptw_span *sp)
+void ptw_json_span(struct ptw_json *j, const struct ptw_span *sp)
 {
 	ptw_json_begin_object(j, NULL);
 	ptw_json_uint(j, "id", sp->id);
@@ -256,7 +256,7 @@ static void json_span(struct ptw_json *j, const struct ptw_span *sp)
 		ptw_json_null(j, "pthread");
 	ptw_json_string(j, "name", sp->name);
 	ptw_json_string(j, "origin", ptw_origin_name(sp->origin));
-	json_location(j, "start_routine", sp->start_routine,
+	ptw_json_location(j, "start_routine", sp->start_routine,
 		      sp->origin == PTW_ORIGIN_MAIN ? "main" : "pthread_start_routine",
 		      sp->origin == PTW_ORIGIN_MAIN);
 	if (sp->arg.set)
@@ -271,7 +271,7 @@ static void json_span(struct ptw_json *j, const struct ptw_span *sp)
 		ptw_json_uint(j, "creator_span", sp->creator_span);
 	else
 		ptw_json_null(j, "creator_span");
-	json_location(j, "create_site", sp->create_site, "??", false);
+	ptw_json_location(j, "create_site", sp->create_site, "??", false);
 	ptw_json_uint(j, "depth", sp->depth);
 	json_tristate(j, "detached", sp->detached);
 	json_opt(j, "create_ns", sp->create_ns);
@@ -321,9 +321,10 @@ static void json_span(struct ptw_json *j, const struct ptw_span *sp)
 	json_opt(j, "open_after_ns", sp->open_after_ns);
 	if (sp->open_after_ns.set) {
 		ptw_json_begin_object(j, "open_where");
+		ptw_json_uint(j, "open_for_ns", sp->open_for_ns);
 		ptw_json_string(j, "state", sp->open_state);
 		ptw_json_string(j, "wchan", sp->open_wchan);
-		json_location(j, "pc", sp->open_at, "??", false);
+		ptw_json_location(j, "pc", sp->open_at, "??", false);
 		ptw_json_end_object(j);
 	} else {
 		ptw_json_null(j, "open_where");
@@ -333,7 +334,7 @@ static void json_span(struct ptw_json *j, const struct ptw_span *sp)
 		ptw_json_string(j, "wchan", sp->wchan);
 		ptw_json_begin_array(j, "stack");
 		for (size_t i = 0; i < sp->nstack; i++)
-			json_location(j, NULL, sp->stack[i], "??", false);
+			ptw_json_location(j, NULL, sp->stack[i], "??", false);
 		ptw_json_end_array(j);
 		if (sp->wait_kind == PTW_WAIT_NONE) {
 			ptw_json_null(j, "waits_for");
@@ -351,7 +352,7 @@ static void json_span(struct ptw_json *j, const struct ptw_span *sp)
 	ptw_json_end_object(j);
 }
 
-static void json_frame(struct ptw_json *j, const struct ptw_frame *fr)
+void ptw_json_frame(struct ptw_json *j, const struct ptw_frame *fr)
 {
 	ptw_json_begin_object(j, NULL);
 	ptw_json_uint(j, "id", fr->id);
@@ -361,7 +362,7 @@ static void json_frame(struct ptw_json *j, const struct ptw_frame *fr)
 	else
 		ptw_json_null(j, "thread_span");
 	ptw_json_int(j, "tid", fr->tid);
-	json_location(j, "function", fr->function, "??", false);
+	ptw_json_location(j, "function", fr->function, "??", false);
 	ptw_json_uint(j, "entry_ns", fr->entry_ns);
 	if (fr->has_return) {
 		ptw_json_uint(j, "return_ns", fr->return_ns);
@@ -444,11 +445,9 @@ const char *ptw_interrupt_why_name(enum ptw_interrupt_why w)
 	}
 }
 
-void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
+void ptw_json_head(struct ptw_json *j, const struct ptw_report *r, const char *schema)
 {
-	struct ptw_json jw = { .out = out, .pretty = true }, *j = &jw;
-	ptw_json_begin_object(j, NULL);
-	ptw_json_string(j, "schema", "ptwatch.spans/3");
+	ptw_json_string(j, "schema", schema);
 	ptw_json_begin_object(j, "tool");
 	ptw_json_string(j, "name", "ptwatch");
 	ptw_json_string(j, "version", r->tool_version);
@@ -459,7 +458,10 @@ void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 	ptw_json_string(j, "unit", "ns");
 	ptw_json_int(j, "realtime_offset_ns", r->realtime_offset_ns);
 	ptw_json_end_object(j);
+}
 
+void ptw_json_target(struct ptw_json *j, const struct ptw_report *r)
+{
 	ptw_json_begin_object(j, "target");
 	ptw_json_int(j, "pid", r->pid);
 	ptw_json_string(j, "exe", r->exe ? r->exe : "");
@@ -483,7 +485,10 @@ void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 	}
 	ptw_json_string(j, "fate", ptw_fate_name(r->fate, r->after_detach));
 	ptw_json_end_object(j);
+}
 
+void ptw_json_session(struct ptw_json *j, const struct ptw_report *r)
+{
 	ptw_json_begin_object(j, "session");
 	ptw_json_uint(j, "start_ns", r->start_ns);
 	ptw_json_uint(j, "end_ns", r->end_ns);
@@ -515,18 +520,12 @@ void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 			ptw_json_uint(j, r->stop_names[i], r->stop_counts[i]);
 	ptw_json_end_object(j);
 	ptw_json_end_object(j);
+}
 
-	ptw_json_begin_array(j, "spans");
-	size_t n = ptw_spans_count(r->spans);
-	for (size_t i = 0; i < n; i++)
-		json_span(j, ptw_spans_get(r->spans, i));
-	/* --trace: the frame spans follow the thread spans (ids of their own). */
+void ptw_json_metrics(struct ptw_json *j, const struct ptw_report *r, bool series)
+{
 	const struct ptw_frames *frames = ptw_spans_frames(r->spans);
 	size_t nframes = ptw_frames_count(frames);
-	for (size_t i = 0; i < nframes; i++)
-		json_frame(j, ptw_frames_get(frames, i));
-	ptw_json_end_array(j);
-
 	struct ptw_metrics m;
 	ptw_spans_metrics(r->spans, &m);
 	ptw_json_begin_object(j, "metrics");
@@ -543,15 +542,17 @@ void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 	ptw_json_uint(j, "open_timeouts", m.open_timeouts);
 	/* Compact: one [ns, count] pair per line would double the document. */
 	bool pretty = j->pretty;
-	ptw_json_begin_array(j, "active_series");
+	if (series)
+		ptw_json_begin_array(j, "active_series");
 	j->pretty = false;
-	for (size_t i = 0; i < m.active_series_len; i++) {
+	for (size_t i = 0; series && i < m.active_series_len; i++) {
 		ptw_json_begin_array(j, NULL);
 		ptw_json_uint(j, NULL, m.active_series[i][0]);
 		ptw_json_uint(j, NULL, m.active_series[i][1]);
 		ptw_json_end_array(j);
 	}
-	ptw_json_end_array(j);
+	if (series)
+		ptw_json_end_array(j);
 	j->pretty = pretty;
 	if (nframes) {
 		size_t completed = 0, unmatched = 0;
@@ -571,7 +572,7 @@ void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 		ptw_json_begin_array(j, "functions");
 		for (size_t i = 0; i < nst; i++) {
 			ptw_json_begin_object(j, NULL);
-			json_location(j, "function", st[i].function, "??", false);
+			ptw_json_location(j, "function", st[i].function, "??", false);
 			ptw_json_uint(j, "calls", st[i].calls);
 			ptw_json_uint(j, "completed", st[i].completed);
 			ptw_json_uint(j, "total_ns", st[i].total_ns);
@@ -588,6 +589,40 @@ void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 		free(st);
 	}
 	ptw_json_end_object(j);
+}
+
+void ptw_json_warnings(struct ptw_json *j, const struct ptw_report *r)
+{
+	ptw_json_begin_array(j, "warnings");
+	for (size_t i = 0; i < r->nwarnings; i++) {
+		ptw_json_begin_object(j, NULL);
+		ptw_json_string(j, "code", r->warnings[i].code);
+		ptw_json_string(j, "message", r->warnings[i].message);
+		ptw_json_end_object(j);
+	}
+	ptw_json_end_array(j);
+}
+
+void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
+{
+	struct ptw_json jw = { .out = out, .pretty = true }, *j = &jw;
+	ptw_json_begin_object(j, NULL);
+	ptw_json_head(j, r, PTW_SPANS_SCHEMA);
+	ptw_json_target(j, r);
+	ptw_json_session(j, r);
+
+	ptw_json_begin_array(j, "spans");
+	size_t n = ptw_spans_count(r->spans);
+	for (size_t i = 0; i < n; i++)
+		ptw_json_span(j, ptw_spans_get(r->spans, i));
+	/* --trace: the frame spans follow the thread spans (ids of their own). */
+	const struct ptw_frames *frames = ptw_spans_frames(r->spans);
+	size_t nframes = ptw_frames_count(frames);
+	for (size_t i = 0; i < nframes; i++)
+		ptw_json_frame(j, ptw_frames_get(frames, i));
+	ptw_json_end_array(j);
+
+	ptw_json_metrics(j, r, true);
 
 	if (r->snapshot) {
 		struct ptw_deadlock *dl;
@@ -609,14 +644,7 @@ void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 		ptw_deadlocks_free(dl, ndl);
 	}
 
-	ptw_json_begin_array(j, "warnings");
-	for (size_t i = 0; i < r->nwarnings; i++) {
-		ptw_json_begin_object(j, NULL);
-		ptw_json_string(j, "code", r->warnings[i].code);
-		ptw_json_string(j, "message", r->warnings[i].message);
-		ptw_json_end_object(j);
-	}
-	ptw_json_end_array(j);
+	ptw_json_warnings(j, r);
 	ptw_json_end_object(j);
 	ptw_buf_putc(out, '\n');
 }

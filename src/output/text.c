@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The readable event log and the summary; see ptw_output.h. */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <fnmatch.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -279,6 +281,169 @@ void ptw_text_frame_event(struct ptw_buf *out, uint64_t start, const struct ptw_
 		return;
 	}
 	ptw_buf_putc(out, '\n');
+}
+
+/* ---- filters ---- */
+
+const char *const ptw_text_event_names[] = {
+	"exec", "main", "found", "create", "clone", "start", "end", "cancel", "detach", "joined",
+	"signal", "interrupt", "open", "execve", "exit", "call", "ret", "event", "stops", NULL,
+};
+
+int ptw_text_filter_events(struct ptw_text_filter *f, const char *list)
+{
+	char *copy = xstrdup(list), *save = NULL;
+	int r = 0;
+	for (char *w = strtok_r(copy, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+		size_t i;
+		for (i = 0; ptw_text_event_names[i] && strcmp(ptw_text_event_names[i], w); i++)
+			;
+		if (!ptw_text_event_names[i]) {
+			r = -EINVAL;
+			break;
+		}
+		f->events |= 1u << i;
+	}
+	if (!f->events)
+		r = -EINVAL;
+	free(copy);
+	return r;
+}
+
+int ptw_text_filter_tids(struct ptw_text_filter *f, const char *list)
+{
+	char *copy = xstrdup(list), *save = NULL;
+	int r = 0;
+	for (char *w = strtok_r(copy, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+		char *end;
+		errno = 0;
+		long v = strtol(w, &end, 10);
+		if (errno || *end || end == w || v <= 0 || v > 0x3fffffff) {
+			r = -EINVAL;
+			break;
+		}
+		f->tids = xreallocarray(f->tids, f->ntids + 1, sizeof(*f->tids));
+		f->tids[f->ntids++] = (pid_t)v;
+	}
+	if (!f->ntids)
+		r = -EINVAL;
+	free(copy);
+	return r;
+}
+
+static bool tid_wanted(const struct ptw_text_filter *f, pid_t tid)
+{
+	for (size_t i = 0; i < f->ntids; i++)
+		if (f->tids[i] == tid)
+			return true;
+	return false;
+}
+
+bool ptw_text_filter_span(const struct ptw_text_filter *f, const struct ptw_span *sp)
+{
+	if (!f)
+		return true;
+	if (f->ntids && !tid_wanted(f, sp->tid))
+		return false;
+	if (f->routine) {
+		char *name = ptw_span_group_name(sp);
+		bool ok = fnmatch(f->routine, name, 0) == 0;
+		free(name);
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
+/* The third column of a log line. */
+static bool word_wanted(const struct ptw_text_filter *f, const char *line, size_t len)
+{
+	if (!f->events)
+		return true;
+	size_t i = 0;
+	for (int field = 0; field < 2; field++) {
+		while (i < len && line[i] == ' ')
+			i++;
+		while (i < len && line[i] != ' ')
+			i++;
+	}
+	while (i < len && line[i] == ' ')
+		i++;
+	size_t w = i;
+	while (i < len && line[i] != ' ' && line[i] != '\n')
+		i++;
+	for (size_t k = 0; ptw_text_event_names[k]; k++)
+		if (strlen(ptw_text_event_names[k]) == i - w &&
+		    !memcmp(ptw_text_event_names[k], line + w, i - w))
+			return f->events & (1u << k);
+	return false;
+}
+
+static void raw_event(struct ptw_buf *out, uint64_t start, const struct ptw_event *ev,
+		      const struct ptw_span *sp)
+{
+	line_start(out, start, ev->ns, ev->tid, "event");
+	ptw_buf_printf(out, " %s", ptw_event_kind_name(ev->kind));
+	span_tag(out, sp);
+	if (ev->other_tid)
+		ptw_buf_printf(out, " other_tid=%d", ev->other_tid);
+	if (ev->pthread)
+		ptw_buf_printf(out, " pthread=%#" PRIx64, ev->pthread);
+	if (ev->has_value)
+		ptw_buf_printf(out, " value=%#" PRIx64, ev->value);
+	if (ev->has_arg)
+		ptw_buf_printf(out, " arg=%#" PRIx64, ev->arg);
+	if (ev->routine) {
+		ptw_buf_printf(out, " at=%#" PRIx64 " ", ev->routine->addr);
+		ptw_text_location(out, ev->routine, NULL);
+	}
+	if (ev->detached >= 0)
+		ptw_buf_printf(out, " detached=%d", ev->detached);
+	if (ev->unwinding >= 0)
+		ptw_buf_printf(out, " unwinding=%d", ev->unwinding);
+	if (ev->kind == PTW_EV_LWP_EXIT)
+		ptw_buf_printf(out, " how=%s code=%d",
+			       ev->exit_how == PTW_EXIT_SELF	? "self"
+			       : ev->exit_how == PTW_EXIT_GROUP ? "exit_group"
+								: "killed",
+			       ev->exit_code);
+	if (ev->sig)
+		ptw_buf_printf(out, " sig=%s", ptw_signame(ev->sig));
+	if (ev->sp || ev->ret_addr)
+		ptw_buf_printf(out, " sp=%#" PRIx64 " ret=%#" PRIx64, ev->sp, ev->ret_addr);
+	if (ev->name)
+		ptw_buf_printf(out, " name=%s", ev->name);
+	ptw_buf_putc(out, '\n');
+}
+
+void ptw_text_event_filtered(struct ptw_buf *out, uint64_t start, const struct ptw_event *ev,
+			     const struct ptw_span *sp, const struct ptw_frame *fr,
+			     const struct ptw_text_filter *f)
+{
+	if (!f) {
+		if (fr)
+			ptw_text_frame_event(out, start, ev, fr);
+		else
+			ptw_text_event(out, start, ev, sp);
+		return;
+	}
+	if (f->ntids && !tid_wanted(f, ev->tid) && !(sp && tid_wanted(f, sp->tid)))
+		return;
+	if (f->routine && (!sp || !ptw_text_filter_span(&(struct ptw_text_filter){ .routine = f->routine }, sp)))
+		return;
+	size_t at = out->len;
+	if (fr)
+		ptw_text_frame_event(out, start, ev, fr);
+	else
+		ptw_text_event(out, start, ev, sp);
+	if (!word_wanted(f, out->p ? out->p + at : "", out->len - at))
+		out->len = at;
+	if (f->verbose) {
+		size_t raw = out->len;
+		raw_event(out, start, ev, sp);
+		if (!word_wanted(f, out->p + raw, out->len - raw))
+			out->len = raw;
+	}
 }
 
 /* ---- summary ---- */

@@ -81,7 +81,15 @@ struct ptw_frames {
 	struct ptw_frame **frames;
 	size_t n, cap;
 	struct ptw_map threads; /* tid -> struct fthread* */
+	ptw_frame_closed_fn closed;
+	void *closed_ctx;
 };
+
+void ptw_frames_set_closed(struct ptw_frames *f, ptw_frame_closed_fn fn, void *ctx)
+{
+	f->closed = fn;
+	f->closed_ctx = ctx;
+}
 
 struct ptw_frames *ptw_frames_new(void)
 {
@@ -140,21 +148,24 @@ static struct fthread *fthread(struct ptw_frames *f, pid_t tid, bool create)
 
 static void complete(struct ptw_frames *f, struct fthread *ft, struct ptw_frame *fr, uint64_t ns)
 {
-	(void)f;
 	fr->status = PTW_FRAME_COMPLETED;
 	fr->has_return = true;
 	fr->return_ns = ns;
 	/* Its time counts as its parent's children's (self time). */
 	if (ft->n && ns >= fr->entry_ns)
 		ft->stack[ft->n - 1]->child_ns += ns - fr->entry_ns;
+	if (f->closed)
+		f->closed(f->closed_ctx, fr);
 }
 
-static void unmatched(struct ptw_frame *fr, uint64_t ns, const char *reason)
+static void unmatched(struct ptw_frames *f, struct ptw_frame *fr, uint64_t ns, const char *reason)
 {
 	fr->status = PTW_FRAME_UNMATCHED;
 	fr->reason = reason;
 	fr->has_left = true;
 	fr->left_ns = ns;
+	if (f->closed)
+		f->closed(f->closed_ctx, fr);
 }
 
 /* Why frames skipped without their return (not a tail call) were left. */
@@ -172,10 +183,11 @@ static const char *skip_reason(const struct fthread *ft, const struct ptw_span *
 }
 
 /* Pops the k innermost frames, all unmatched with reason. */
-static void pop_unmatched(struct fthread *ft, size_t k, uint64_t ns, const char *reason)
+static void pop_unmatched(struct ptw_frames *f, struct fthread *ft, size_t k, uint64_t ns,
+			  const char *reason)
 {
 	for (size_t i = 0; i < k; i++)
-		unmatched(ft->stack[--ft->n], ns, reason);
+		unmatched(f, ft->stack[--ft->n], ns, reason);
 }
 
 /* How many top frames a thread seen at sp has left (see ptw_shadow_*):
@@ -204,8 +216,8 @@ static struct ptw_frame *on_entry(struct ptw_frames *f, const struct ptw_event *
 	if (k) {
 		const char *why = skip_reason(ft, thread);
 		bool plain = ft->leaving == LEAVE_NONE;
-		pop_unmatched(ft, k - 1, ev->ns, why);
-		pop_unmatched(ft, 1, ev->ns, tail && plain ? "tail_call" : why);
+		pop_unmatched(f, ft, k - 1, ev->ns, why);
+		pop_unmatched(f, ft, 1, ev->ns, tail && plain ? "tail_call" : why);
 		if (ft->leaving == LEAVE_LONGJMP)
 			ft->leaving = LEAVE_NONE; /* landed */
 	}
@@ -248,7 +260,7 @@ static struct ptw_frame *on_at(struct ptw_frames *f, const struct ptw_event *ev,
 	size_t k = left_at(ft, false, ev->sp, ret, &returned);
 	struct ptw_frame *fr = NULL;
 	if (k) {
-		pop_unmatched(ft, returned ? k - 1 : k, ev->ns, skip_reason(ft, thread));
+		pop_unmatched(f, ft, returned ? k - 1 : k, ev->ns, skip_reason(ft, thread));
 		if (returned) {
 			fr = ft->stack[--ft->n];
 			complete(f, ft, fr, ev->ns);
@@ -266,7 +278,7 @@ static struct ptw_frame *on_at(struct ptw_frames *f, const struct ptw_event *ev,
 /* Every open frame of ft ends without a return. */
 static void close_thread(struct ptw_frames *f, struct fthread *ft, uint64_t ns, const char *reason)
 {
-	pop_unmatched(ft, ft->n, ns, reason);
+	pop_unmatched(f, ft, ft->n, ns, reason);
 	ptw_map_del(&f->threads, (uint64_t)ft->tid);
 	fthread_free(ft);
 }

@@ -59,6 +59,11 @@ const struct ptw_frames *ptw_spans_frames(const struct ptw_spans *s)
 	return s->frames;
 }
 
+struct ptw_frames *ptw_spans_frames_mut(struct ptw_spans *s)
+{
+	return s->frames;
+}
+
 const struct ptw_frame *ptw_spans_last_frame(const struct ptw_spans *s)
 {
 	return s->last_frame;
@@ -128,6 +133,11 @@ const struct ptw_span *ptw_spans_get(const struct ptw_spans *s, size_t i)
 {
 	compact((struct ptw_spans *)s);
 	return i < s->n ? s->spans[i] : NULL;
+}
+
+uint64_t ptw_spans_active(const struct ptw_spans *s)
+{
+	return s->active;
 }
 
 uint64_t ptw_spans_total(const struct ptw_spans *s)
