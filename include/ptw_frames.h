@@ -104,6 +104,9 @@ const struct ptw_frame *ptw_frames_consume(struct ptw_frames *f, const struct pt
 typedef void (*ptw_frame_closed_fn)(void *ctx, const struct ptw_frame *fr);
 void ptw_frames_set_closed(struct ptw_frames *f, ptw_frame_closed_fn fn, void *ctx);
 
+/* `ptwatch report`: a frame read back from a document (copied). */
+void ptw_frames_add(struct ptw_frames *f, const struct ptw_frame *fr);
+
 size_t ptw_frames_count(const struct ptw_frames *f);
 const struct ptw_frame *ptw_frames_get(const struct ptw_frames *f, size_t i);
 

@@ -17,6 +17,7 @@
 #include "ptw_breakpoints.h"
 #include "ptw_frames.h"
 #include "ptw_guardian.h"
+#include "ptw_load.h"
 #include "ptw_output.h"
 #include "ptw_record.h"
 #include "ptw_spans.h"
@@ -606,8 +607,110 @@ static char **copy_argv(int argc, char **argv)
 	return copy;
 }
 
+/* ---- ptwatch report FILE ---- */
+
+static int report_main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "output", required_argument, NULL, 'o' },
+		{ "format", required_argument, NULL, OPT_FORMAT_ },
+		{ "tid", required_argument, NULL, OPT_TID_ },
+		{ "routine", required_argument, NULL, OPT_ROUTINE_ },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct options o = { 0 };
+	int c;
+	while ((c = getopt_long(argc, argv, "o:qh", longopts, NULL)) != -1) {
+		if (c == 'h') {
+			usage(stdout);
+			return 0;
+		}
+		if (c == '?' || !output_option(c, optarg, &o)) {
+			fprintf(stderr, "Try 'ptwatch --help'.\n");
+			return 2;
+		}
+	}
+	if (o.lines)
+		die_usage("%s", "report writes text, json or chrome");
+	if (optind != argc - 1)
+		die_usage("%s", "report needs one FILE (a spans document or a --json-lines stream)");
+	const char *path = argv[optind];
+	int fd = strcmp(path, "-") ? open(path, O_RDONLY | O_CLOEXEC) : STDIN_FILENO;
+	struct ptw_buf text = { 0 };
+	if (fd < 0) {
+		fprintf(stderr, "ptwatch: cannot open %s: %s\n", path, strerror(errno));
+		return 1;
+	}
+	for (;;) {
+		char buf[65536];
+		ssize_t n = read(fd, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			fprintf(stderr, "ptwatch: cannot read %s: %s\n", path, strerror(errno));
+			return 1;
+		}
+		if (n == 0)
+			break;
+		ptw_buf_add(&text, buf, (size_t)n);
+	}
+	if (fd != STDIN_FILENO)
+		close(fd);
+	struct ptw_loaded *l;
+	char err[256];
+	bool convert = o.json || o.chrome;
+	if (ptw_load(text.p ? text.p : "", text.len, !convert, &o.filter, &l, err, sizeof(err)) < 0) {
+		fprintf(stderr, "ptwatch: %s: %s\n", path, err);
+		ptw_buf_free(&text);
+		return 1;
+	}
+	ptw_buf_free(&text);
+	int out_fd = -1;
+	if (o.output) {
+		out_fd = open(o.output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (out_fd < 0) {
+			fprintf(stderr, "ptwatch: cannot open %s: %s\n", o.output, strerror(errno));
+			ptw_loaded_free(l);
+			return 1;
+		}
+	}
+	int r = 0;
+	if (convert) {
+		struct ptw_buf out = { 0 };
+		if (o.chrome)
+			ptw_report_chrome(&l->report, &out);
+		else
+			ptw_report_json(&l->report, &out);
+		r = ptw_write_all(out_fd >= 0 ? out_fd : STDOUT_FILENO, out.p, out.len);
+		if (r < 0)
+			fprintf(stderr, "ptwatch: cannot write %s: %s\n", o.output ? o.output : "the output",
+				strerror(-r));
+		ptw_buf_free(&out);
+	} else {
+		/* the summary a live session printed at its end */
+		struct ptw_buf out = { 0 };
+		if (l->report.snapshot)
+			ptw_text_snapshot(&out, &l->report);
+		else
+			ptw_text_summary(&out, &l->report);
+		r = ptw_write_all(out_fd >= 0 ? out_fd : STDOUT_FILENO, out.p, out.len);
+		ptw_buf_free(&out);
+	}
+	if (out_fd >= 0 && close(out_fd) < 0 && !r) {
+		fprintf(stderr, "ptwatch: cannot write %s: %s\n", o.output, strerror(errno));
+		r = -EIO;
+	}
+	ptw_loaded_free(l);
+	free(o.filter.tids);
+	return r < 0 ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc > 1 && !strcmp(argv[1], "report"))
+		return report_main(argc - 1, argv + 1);
 	struct options o;
 	parse_options(argc, copy_argv(argc, argv), &o);
 

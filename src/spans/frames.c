@@ -119,6 +119,17 @@ void ptw_frames_free(struct ptw_frames *f)
 	free(f);
 }
 
+void ptw_frames_add(struct ptw_frames *f, const struct ptw_frame *fr)
+{
+	if (f->n == f->cap) {
+		f->cap = f->cap ? f->cap * 2 : 256;
+		f->frames = xreallocarray(f->frames, f->cap, sizeof(*f->frames));
+	}
+	struct ptw_frame *copy = xmalloc(sizeof(*copy));
+	*copy = *fr;
+	f->frames[f->n++] = copy;
+}
+
 size_t ptw_frames_count(const struct ptw_frames *f)
 {
 	return f->n;

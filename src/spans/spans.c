@@ -920,6 +920,13 @@ void ptw_spans_add_final(struct ptw_spans *s, struct ptw_span *sp)
 	sp->final = true;
 	sp->active = false;
 	hold(s, sp);
+	/* in order of id (a stream has them in order of their end) */
+	for (size_t i = sp->slot; i > 0 && s->spans[i - 1] && s->spans[i - 1]->id > sp->id; i--) {
+		s->spans[i] = s->spans[i - 1];
+		s->spans[i]->slot = i;
+		s->spans[i - 1] = sp;
+		sp->slot = i - 1;
+	}
 	if (sp->id > s->next_id)
 		s->next_id = sp->id;
 	ptw_map_put(&s->by_id, sp->id, sp);
