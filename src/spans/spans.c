@@ -1059,7 +1059,8 @@ void ptw_dacc_result(const struct ptw_dacc *a, struct ptw_distribution *d)
 {
 	if (!a->hist) {
 		uint64_t *v = xcalloc(a->n + 1, sizeof(uint64_t));
-		memcpy(v, a->v, a->n * sizeof(uint64_t));
+		if (a->n)
+			memcpy(v, a->v, a->n * sizeof(uint64_t));
 		ptw_distribution(v, a->n, d);
 		free(v);
 		return;

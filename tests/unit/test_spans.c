@@ -579,6 +579,162 @@ static void test_streaming_keeps_few(void)
 	s = NULL;
 }
 
+/* Random streams (several creators, events missing or out of order, tid
+ * and pthread_t reuse, timeouts, an exec, the end or the tracer's death):
+ * the streaming engine touches no freed span (run it under ASan), hands
+ * out every span once, and counts what the whole engine counts. */
+static uint64_t touch_sum;
+
+static void touch(void *ctx, const struct ptw_span *sp)
+{
+	(void)ctx;
+	touch_sum += sp->id + (uint64_t)sp->tid + (sp->name ? (uint64_t)sp->name[0] : 0) +
+		     (sp->start_routine ? sp->start_routine->addr : 0);
+	if (seen_id[sp->id])
+		retired_twice = true;
+	seen_id[sp->id] = true;
+	retired_count++;
+}
+
+struct sim {
+	pid_t tid;
+	uint64_t pthread;
+	int step; /* 0 create, 1 start, 2 end call, 3 death, 4 exit, 5 join/detach, 6 done */
+	int how;
+};
+
+static void random_stream(struct ptw_spans *e, unsigned seed, size_t nthreads)
+{
+	s = e;
+	now = 0;
+	image();
+	struct sim live_[8];
+	size_t nlive = 0, made = 0;
+	pid_t next_tid = 1000;
+	while (made < nthreads || nlive) {
+		if (nlive < 8 && made < nthreads && rand_r(&seed) % 3 == 0) {
+			struct sim *t = &live_[nlive++];
+			t->tid = rand_r(&seed) % 4 ? next_tid++ : 1000 + rand_r(&seed) % 8; /* reuse */
+			t->pthread = P1 + (uint64_t)made * 0x1000; /* reused only once joined or detached: never here */
+			t->step = 0;
+			t->how = rand_r(&seed) % 6;
+			made++;
+			continue;
+		}
+		if (!nlive)
+			continue;
+		size_t k = (size_t)rand_r(&seed) % nlive;
+		struct sim *t = &live_[k];
+		bool skip = rand_r(&seed) % 11 == 0; /* a missing event */
+		struct ptw_event e2;
+		switch (t->step) {
+		case 0:
+			if (!skip)
+				create(MAIN, t->tid, t->pthread, t->how == 4);
+			break;
+		case 1:
+			if (!skip)
+				start(t->tid, 0);
+			if (rand_r(&seed) % 5 == 0) {
+				e2 = ev(PTW_EV_THREAD_NAME, t->tid);
+				e2.name = "worker-x";
+				feed(e2);
+			}
+			if (rand_r(&seed) % 7 == 0) {
+				e2 = ev(PTW_EV_SPAN_OPEN, t->tid);
+				e2.span_kind = PTW_SPAN_THREAD;
+				e2.span_id = (uint32_t)(1 + rand_r(&seed) % (ptw_spans_total(e) + 1));
+				e2.has_value = true;
+				e2.value = 5;
+				e2.state = "S futex";
+				feed(e2);
+			}
+			break;
+		case 2:
+			if (t->how == 1) {
+				e2 = ev(PTW_EV_EXIT_CALL, t->tid);
+				e2.value = 7;
+				feed(e2);
+			} else if (t->how == 2) {
+				e2 = ev(PTW_EV_CANCEL_REQUEST, MAIN);
+				e2.pthread = t->pthread;
+				feed(e2);
+			} else if (!skip) {
+				e2 = ev(PTW_EV_THREAD_RETURN, t->tid);
+				e2.value = 1;
+				feed(e2);
+			}
+			break;
+		case 3:
+			if (!skip)
+				death(t->tid, t->how == 1 || t->how == 2, false, 0);
+			break;
+		case 4:
+			lwp_exit(t->tid, PTW_EXIT_SELF);
+			break;
+		case 5:
+			if (t->how == 3) {
+				e2 = ev(PTW_EV_DETACH_CALL, MAIN);
+				e2.pthread = t->pthread;
+				feed(e2);
+			} else if (t->how != 5 && t->how != 4) { /* 4: created detached */
+				join(MAIN, t->pthread, skip ? 22 : 0, rand_r(&seed) % 9 != 0);
+			}
+			break;
+		}
+		if (++t->step == 6)
+			live_[k] = live_[--nlive];
+		ptw_spans_collect(e);
+	}
+	int end = rand_r(&seed) % 3;
+	if (end == 0) {
+		process_exit(0, 0);
+	} else if (end == 1) {
+		struct ptw_event e2 = ev(PTW_EV_TRACER_DIED, MAIN);
+		feed(e2);
+	} else {
+		struct ptw_event e2 = ev(PTW_EV_EXEC, MAIN);
+		e2.other_tid = MAIN;
+		feed(e2);
+		image();
+		create(MAIN, 5000, P2, 0);
+		process_exit(0, SIGKILL);
+	}
+	ptw_spans_finish(e);
+	ptw_spans_retire_all(e);
+}
+
+static void test_streaming_random(void)
+{
+	for (unsigned seed = 1; seed <= 300; seed++) {
+		size_t n = 10 + seed % 90;
+		struct ptw_spans *whole = ptw_spans_new(), *stream = ptw_spans_new();
+		seen_id = calloc(4 * n + 16, sizeof(bool));
+		retired_count = 0;
+		retired_twice = false;
+		random_stream(whole, seed, n);
+		ptw_spans_set_streaming(stream, touch, NULL);
+		random_stream(stream, seed, n);
+		struct ptw_metrics a, b;
+		ptw_spans_metrics(whole, &a);
+		ptw_spans_metrics(stream, &b);
+		CHECK_EQ(retired_count, ptw_spans_total(whole));
+		CHECK(!retired_twice);
+		CHECK_EQ(a.threads_seen, b.threads_seen);
+		CHECK_EQ(a.unjoined, b.unjoined);
+		CHECK_EQ(a.open_spans, b.open_spans);
+		CHECK_EQ(a.unmatched_spans, b.unmatched_spans);
+		CHECK_EQ(a.open_timeouts, b.open_timeouts);
+		CHECK_EQ(a.spawn_latency.count, b.spawn_latency.count);
+		CHECK_EQ(a.lifetime.p50, b.lifetime.p50);
+		CHECK_EQ(a.join_wait.p99, b.join_wait.p99);
+		ptw_spans_free(whole);
+		ptw_spans_free(stream);
+		free(seen_id);
+		s = NULL;
+	}
+}
+
 static void test_dacc(void)
 {
 	struct ptw_dacc a = { .exact_max = 16 };
@@ -603,6 +759,7 @@ static void test_dacc(void)
 int main(void)
 {
 	test_dacc();
+	test_streaming_random();
 	test_streaming_keeps_few();
 	test_streaming_run(1000, true);
 	test_streaming_run(30000, false);
