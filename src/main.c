@@ -182,10 +182,8 @@ static bool output_option(int c, const char *arg, struct options *o)
 
 static void output_options_check(struct options *o)
 {
-	if (o->lines + o->chrome + o->json > 1 && !(o->json && o->chrome))
+	if (o->lines + o->chrome + o->json > 1)
 		die_usage("%s", "give one output format (--json, --json-lines or --format)");
-	if (o->chrome)
-		o->json = false;
 	/* -o FILE alone: the document, as before */
 	if (o->output && !o->lines && !o->chrome)
 		o->json = true;
@@ -546,6 +544,9 @@ static int session(const struct options *o, struct session *s, struct ptw_tracer
 	if (s->lines) {
 		lines_start(s); /* (a snapshot, or an end before the session began) */
 		ptw_spans_retire_all(s->spans);
+		/* a snapshot keeps its spans for its report (one moment: bounded) */
+		for (size_t i = 0; o->snapshot && i < ptw_spans_count(s->spans); i++)
+			ptw_lines_span(&s->out, "span", ptw_spans_get(s->spans, i), 0);
 		const struct ptw_frames *f = ptw_spans_frames(s->spans);
 		for (size_t i = 0; i < ptw_frames_count(f); i++)
 			if (ptw_frames_get(f, i)->status == PTW_FRAME_OPEN)
@@ -751,7 +752,8 @@ int main(int argc, char **argv)
 		/* ended spans go out as lines and are freed: bounded memory */
 		s.lines = true;
 		s.out = (struct ptw_lines){ .fd = out_fd, .hold = xcalloc(1, sizeof(struct ptw_buf)) };
-		ptw_spans_set_streaming(s.spans, on_retire, &s);
+		if (!o.snapshot)
+			ptw_spans_set_streaming(s.spans, on_retire, &s);
 		ptw_frames_set_closed(ptw_spans_frames_mut(s.spans), on_frame_closed, &s);
 	}
 	if (!o.snapshot) {
