@@ -31,6 +31,9 @@ struct store {
 	uint64_t *stop_counts;
 	size_t nstops;
 	struct ptw_map held; /* stream: span id -> struct ptw_span* begun, not ended */
+	/* a filtered report counts what it shows: [ns, +1 | -1] of each span */
+	int64_t (*edges)[2];
+	size_t nedges;
 	struct ptw_map seen; /* stream: span id -> 1 once it ended (a later line is a duplicate) */
 };
 
@@ -337,6 +340,17 @@ static void add_span(struct ptw_loaded *l, struct store *st, const struct ptw_jv
 		free(sp);
 		return;
 	}
+	if (filter && (filter->ntids || filter->routine)) {
+		/* alive from its creation (or start) to its end, as the engine counts */
+		struct ptw_opt from = sp->create_ns.set ? sp->create_ns : sp->start_ns;
+		if (from.set) {
+			st->edges = xreallocarray(st->edges, st->nedges + 2, sizeof(*st->edges));
+			st->edges[st->nedges][0] = (int64_t)from.v;
+			st->edges[st->nedges++][1] = 1;
+			st->edges[st->nedges][0] = sp->end_ns.set ? (int64_t)sp->end_ns.v : INT64_MAX;
+			st->edges[st->nedges++][1] = -1;
+		}
+	}
 	ptw_spans_add_final(l->report.spans, sp);
 	ptw_spans_collect(l->report.spans);
 }
@@ -522,6 +536,30 @@ static int load_stream(struct ptw_loaded *l, struct store *st, const char *text,
 	return ret;
 }
 
+static int by_edge(const void *x, const void *y)
+{
+	const int64_t *a = x, *b = y;
+	if (a[0] != b[0])
+		return a[0] < b[0] ? -1 : 1;
+	return a[1] < b[1] ? -1 : a[1] > b[1]; /* ends first at the same time */
+}
+
+/* The counters of the spans shown: created ones, most alive at once,
+ * deepest. */
+static void filtered_counters(struct ptw_loaded *l, struct store *st)
+{
+	qsort(st->edges, st->nedges, sizeof(*st->edges), by_edge);
+	int64_t live = 0, most = 0;
+	for (size_t i = 0; i < st->nedges; i++) {
+		live += st->edges[i][1];
+		if (live > most)
+			most = live;
+	}
+	struct ptw_metrics m;
+	ptw_spans_metrics(l->report.spans, &m); /* what add_final counted */
+	ptw_spans_set_counters(l->report.spans, m.threads_created, (uint64_t)most, m.max_depth);
+}
+
 /* "ptwatch.spans/3" -> is it ours, another version of ours, or not ours? */
 static int check_schema(const char *schema, const char *want, char *err, size_t errlen)
 {
@@ -571,6 +609,8 @@ int ptw_load(const char *text, size_t len, bool streaming, const struct ptw_text
 		ptw_loaded_free(l);
 		return r;
 	}
+	if (filter && (filter->ntids || filter->routine))
+		filtered_counters(l, st);
 	ptw_spans_finish(l->report.spans);
 	ptw_spans_retire_all(l->report.spans);
 	if (!l->report.mode)
@@ -606,6 +646,7 @@ void ptw_loaded_free(struct ptw_loaded *l)
 	}
 	free(st->warnings);
 	free(st->interrupts);
+	free(st->edges);
 	for (size_t i = 0; i < st->nstops; i++)
 		free(st->stop_names[i]);
 	free(st->stop_names);

@@ -40,7 +40,7 @@ struct ptw_spans {
 	size_t npending, pending_cap;
 	/* what the freed spans leave in the metrics and groups */
 	struct ptw_dacc spawn, life, wait;
-	uint64_t freed, kept, unjoined, open_spans, unmatched, open_timeouts;
+	uint64_t freed, kept, added, unjoined, open_spans, unmatched, open_timeouts;
 	struct ptw_group *groups;
 	size_t ngroups;
 	struct ptw_map group_idx; /* hash of the name -> index + 1 */
@@ -919,6 +919,7 @@ void ptw_spans_add_final(struct ptw_spans *s, struct ptw_span *sp)
 	sp->ended = true;
 	sp->final = true;
 	sp->active = false;
+	s->added++;
 	hold(s, sp);
 	/* in order of id (a stream has them in order of their end) */
 	for (size_t i = sp->slot; i > 0 && s->spans[i - 1] && s->spans[i - 1]->id > sp->id; i--) {
@@ -1132,6 +1133,8 @@ void ptw_spans_metrics(struct ptw_spans *s, struct ptw_metrics *m)
 	ptw_dacc_free(&life);
 	ptw_dacc_free(&wait);
 	m->threads_seen = s->next_id > s->freed + s->n ? s->next_id : s->freed + s->n;
+	if (s->added)
+		m->threads_seen = s->added; /* read back, maybe filtered: ids have gaps */
 	m->threads_created = s->threads_created;
 	m->max_active = s->max_active;
 	m->max_depth = s->max_depth;
