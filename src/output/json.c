@@ -223,6 +223,10 @@ void ptw_json_location(struct ptw_json *j, const char *k, const struct ptw_locat
 	ptw_json_string(j, "symbol", loc->symbol ? loc->symbol : fallback);
 	ptw_json_bool(j, "placeholder", !loc->symbol && !known);
 	ptw_json_string(j, "linkage_name", loc->linkage_name);
+	/* where in the function (a stack frame's return address): only when
+	 * not at its start */
+	if (loc->symbol && loc->symbol_offset)
+		ptw_json_hex(j, "symbol_offset", loc->symbol_offset);
 	ptw_json_string(j, "module", loc->module);
 	if (loc->has_offset)
 		ptw_json_hex(j, "offset", loc->offset);

@@ -99,6 +99,8 @@ static const struct ptw_location *location(struct store *st, const struct ptw_jv
 	if (!placeholder)
 		loc->symbol = keep(st, str(v, "symbol"));
 	loc->linkage_name = keep(st, str(v, "linkage_name"));
+	if (loc->symbol)
+		ptw_jv_hex(ptw_jv_get(v, "symbol_offset"), &loc->symbol_offset);
 	loc->module = keep(st, str(v, "module"));
 	loc->has_offset = ptw_jv_hex(ptw_jv_get(v, "offset"), &loc->offset);
 	loc->file = keep(st, str(v, "file"));
@@ -159,6 +161,25 @@ static struct ptw_span *span_of(struct store *st, const struct ptw_jv *v)
 	const struct ptw_jv *unc = ptw_jv_get(v, "uncertain");
 	sp->uncertain = unc && unc->type == PTW_J_BOOL && unc->b;
 	sp->open_after_ns = opt(v, "open_after_ns");
+	/* a snapshot's: where the thread was */
+	if (str(v, "state")) {
+		static const char *const waits[] = { "none", "mutex", "join", "rwlock", "cond", "other" };
+		sp->state = xstrdup(str(v, "state"));
+		sp->wchan = str(v, "wchan") ? xstrdup(str(v, "wchan")) : NULL;
+		const struct ptw_jv *stack = ptw_jv_get(v, "stack");
+		size_t n = stack && stack->type == PTW_J_ARR ? stack->len : 0;
+		sp->stack = xcalloc(n + 1, sizeof(*sp->stack));
+		for (size_t i = 0; i < n; i++)
+			if ((sp->stack[sp->nstack] = location(st, &stack->items[i])))
+				sp->nstack++;
+		const struct ptw_jv *w = ptw_jv_get(v, "waits_for");
+		if (w && w->type == PTW_J_OBJ) {
+			sp->wait_kind = (enum ptw_wait_kind)name_index(str(w, "kind"), waits, 6,
+								       PTW_WAIT_OTHER);
+			ptw_jv_hex(ptw_jv_get(w, "object"), &sp->wait_object);
+			sp->wait_owner = (pid_t)i64(w, "owner_tid");
+		}
+	}
 	const struct ptw_jv *ow = ptw_jv_get(v, "open_where");
 	if (ow && ow->type == PTW_J_OBJ) {
 		sp->open_for_ns = u64(ow, "open_for_ns");
@@ -337,6 +358,9 @@ static void add_span(struct ptw_loaded *l, struct store *st, const struct ptw_jv
 		free(sp->name);
 		free(sp->open_state);
 		free(sp->open_wchan);
+		free(sp->state);
+		free(sp->wchan);
+		free(sp->stack);
 		free(sp);
 		return;
 	}

@@ -916,11 +916,13 @@ void ptw_spans_retire_all(struct ptw_spans *s)
 
 void ptw_spans_add_final(struct ptw_spans *s, struct ptw_span *sp)
 {
-	sp->ended = true;
+	sp->ended = sp->status != PTW_STATUS_OPEN;
 	sp->final = true;
 	sp->active = false;
 	s->added++;
 	hold(s, sp);
+	if (!sp->ended && sp->tid > 0)
+		ptw_map_put(&s->by_tid, (uint64_t)sp->tid, sp); /* a snapshot's waits-for */
 	/* in order of id (a stream has them in order of their end) */
 	for (size_t i = sp->slot; i > 0 && s->spans[i - 1] && s->spans[i - 1]->id > sp->id; i--) {
 		s->spans[i] = s->spans[i - 1];

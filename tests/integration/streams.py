@@ -225,6 +225,20 @@ def case_report_document(session, chk):
     chk.true('--tid: "2 threads"', 'ptwatch: 2 threads' in rep.stdout.decode())
 
 
+def case_report_snapshot(session, chk):
+    """--snapshot -o FILE: report FILE prints what the snapshot printed."""
+    target = session.target('deadlock')
+    pid = target.ready()[0]
+    run = session.attach(pid, opts=('--snapshot',))
+    live = run.stdout.decode()
+    chk.true('the snapshot names a deadlock', 'DEADLOCK' in live)
+    rep = run_ptwatch(['report', run.doc_path])
+    chk.eq('report: exit status', rep.returncode, 0)
+    if rep.stdout.decode() != live:
+        print('live:\n%s\nreport:\n%s' % (live, rep.stdout.decode()))
+    chk.eq('report of the snapshot = what it printed', rep.stdout.decode(), live)
+
+
 def case_report_errors(session, chk):
     """Bad input: one line naming the file and the cause, exit status 1 (2
     for usage), never a crash; another schema version is named."""
@@ -694,6 +708,7 @@ CASES = {
     'json-lines-kill9': case_json_lines_kill9,
     'report-document': case_report_document,
     'report-errors': case_report_errors,
+    'report-snapshot': case_report_snapshot,
     'memory': case_memory,
     'chrome': case_chrome,
     'log-filters': case_log_filters,
