@@ -274,11 +274,11 @@ static struct ptw_frame *on_at(struct ptw_frames *f, const struct ptw_event *ev,
 		pop_unmatched(f, ft, returned ? k - 1 : k, ev->ns, skip_reason(ft, thread));
 		if (returned) {
 			fr = ft->stack[--ft->n];
-			complete(f, ft, fr, ev->ns);
-			if (ev->has_value) {
+			if (ev->has_value) { /* before complete(): its closed callback sees it */
 				fr->has_value = true;
 				fr->value = ev->value;
 			}
+			complete(f, ft, fr, ev->ns);
 		}
 	}
 	if (ft->leaving == LEAVE_LONGJMP || (ev->kind == PTW_EV_CATCH && ft->leaving == LEAVE_EXCEPTION))

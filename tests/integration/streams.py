@@ -590,6 +590,20 @@ def case_chrome(session, chk):
         doc = json.load(f)
     rep = run_ptwatch(['report', '--format=chrome', drun.doc_path])
     events = check_chrome(chk, json.loads(rep.stdout), doc, 'with frames')
+    # the same frames in a stream, return values included
+    srun, proc = session.start([fixture('frames'), 'recursion'],
+                               opts=['-q', '--trace', 'fr_*', '--json-lines', '-o', 's.jsonl'],
+                               output=None)
+    session.wait(srun, proc, 60)
+    with open(os.path.join(srun.tmpdir, 's.jsonl'), 'rb') as f:
+        objs = parse_lines(chk, f.read(), 'stream with frames')
+    sframes = sorted((o['frame'] for o in objs if o['type'] == 'frame'), key=lambda f: f['id'])
+    dframes = [s for s in doc['spans'] if s['kind'] == 'frame']
+    # (two runs: the threads interleave differently, ids with them)
+    strip = lambda f: (f['depth'], f['status'], f['reason'] or '', f['value'] or '',
+                       f['function']['symbol'])
+    chk.eq('the stream has the frames of the document', sorted(strip(f) for f in sframes),
+           sorted(strip(f) for f in dframes))
     chk.true('frames present', any(e.get('cat', '').startswith('frame') for e in events))
     chk.true('live trace: slices and thread names',
              any(e['ph'] == 'X' for e in trace['traceEvents']) and
