@@ -47,11 +47,10 @@ void ptw_lines_header(struct ptw_lines *l, const struct ptw_report *r)
 		ptw_json_string(&j, NULL, *a);
 	ptw_json_end_array(&j);
 	ptw_json_string(&j, "mode", r->mode);
-	ptw_json_string(&j, "glibc", r->glibc);
 	ptw_json_end_object(&j);
+	/* (glibc and the strategy are known once tracing runs: last line) */
 	ptw_json_begin_object(&j, "session");
 	ptw_json_uint(&j, "start_ns", r->start_ns);
-	ptw_json_string(&j, "strategy", r->strategy);
 	ptw_json_uint(&j, "open_timeout_ns", r->open_timeout_ns);
 	ptw_json_end_object(&j);
 	finish(l, &j);
