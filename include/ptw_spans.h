@@ -25,6 +25,8 @@ enum ptw_status {
 	PTW_STATUS_CANCELLED,
 	PTW_STATUS_UNMATCHED,
 };
+/* How many statuses there are (arrays by status). */
+#define PTW_STATUS_N (PTW_STATUS_UNMATCHED + 1)
 
 enum ptw_method {
 	PTW_METHOD_NONE,
@@ -147,7 +149,7 @@ void ptw_dacc_free(struct ptw_dacc *a);
 /* Spans grouped by start routine (the summary of a long session). */
 struct ptw_group {
 	char *routine; /* symbol, module+0xoffset, "main" or "-" */
-	uint64_t count, by_status[5];
+	uint64_t count, by_status[PTW_STATUS_N];
 	struct ptw_dacc spawn, life;
 	uint32_t first_id; /* groups come in order of their first span */
 };

@@ -121,7 +121,6 @@ static int name_index(const char *s, const char *const *names, size_t n, int fal
 static struct ptw_span *span_of(struct store *st, const struct ptw_jv *v)
 {
 	static const char *const origins[] = { "main", "created", "preexisting", "clone" };
-	static const char *const statuses[] = { "open", "completed", "exited", "cancelled", "unmatched" };
 	static const char *const methods[] = { NULL, "return", "pthread_exit", "cancel",
 					       "process_exit", "exec", "killed", "detach", "unknown" };
 	struct ptw_span *sp = xcalloc(1, sizeof(*sp));
@@ -141,7 +140,10 @@ static struct ptw_span *span_of(struct store *st, const struct ptw_jv *v)
 	sp->create_ns = opt(v, "create_ns");
 	sp->start_ns = opt(v, "start_ns");
 	sp->end_ns = opt(v, "end_ns");
-	sp->status = (enum ptw_status)name_index(str(v, "status"), statuses, 5, PTW_STATUS_UNMATCHED);
+	sp->status = PTW_STATUS_UNMATCHED;
+	for (int i = 0; i < PTW_STATUS_N; i++) /* the names the writer uses */
+		if (str(v, "status") && !strcmp(str(v, "status"), ptw_status_name((enum ptw_status)i)))
+			sp->status = (enum ptw_status)i;
 	const struct ptw_jv *end = ptw_jv_get(v, "end");
 	if (end && end->type == PTW_J_OBJ) {
 		sp->method = (enum ptw_method)name_index(str(end, "method"), methods, 9,

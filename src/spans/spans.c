@@ -805,7 +805,7 @@ static void group_add(struct ptw_group *g, const struct ptw_span *sp)
 	if (!g->count || sp->id < g->first_id)
 		g->first_id = sp->id;
 	g->count++;
-	g->by_status[(unsigned)sp->status < 5 ? sp->status : PTW_STATUS_UNMATCHED]++;
+	g->by_status[(unsigned)sp->status < PTW_STATUS_N ? sp->status : PTW_STATUS_UNMATCHED]++;
 	if (spawn_of(sp, &v))
 		ptw_dacc_add(&g->spawn, v);
 	if (life_of(sp, &v))
