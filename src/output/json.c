@@ -558,18 +558,15 @@ void ptw_json_metrics(struct ptw_json *j, const struct ptw_report *r, bool serie
 	if (series)
 		ptw_json_end_array(j);
 	j->pretty = pretty;
-	if (nframes) {
-		size_t completed = 0, unmatched = 0;
-		for (size_t i = 0; i < nframes; i++) {
-			const struct ptw_frame *fr = ptw_frames_get(frames, i);
-			completed += fr->status == PTW_FRAME_COMPLETED;
-			unmatched += fr->status == PTW_FRAME_UNMATCHED;
-		}
+	uint64_t calls, completed, unmatched;
+	ptw_frames_totals(frames, &calls, &completed, &unmatched);
+	(void)nframes;
+	if (calls) {
 		ptw_json_begin_object(j, "frames");
-		ptw_json_uint(j, "count", nframes);
+		ptw_json_uint(j, "count", calls);
 		ptw_json_uint(j, "completed", completed);
 		ptw_json_uint(j, "unmatched", unmatched);
-		ptw_json_uint(j, "open", nframes - completed - unmatched);
+		ptw_json_uint(j, "open", calls - completed - unmatched);
 		ptw_json_end_object(j);
 		struct ptw_function_stats *st;
 		size_t nst = ptw_frames_stats(frames, &st);

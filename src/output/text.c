@@ -699,17 +699,20 @@ static void frames_summary(struct ptw_buf *out, const struct ptw_report *r)
 {
 	const struct ptw_frames *f = ptw_spans_frames(r->spans);
 	size_t n = ptw_frames_count(f);
-	if (!n)
+	uint64_t calls, completed, unmatched;
+	ptw_frames_totals(f, &calls, &completed, &unmatched);
+	if (!calls)
 		return;
-	const struct ptw_frame **all = xcalloc(n, sizeof(*all));
-	size_t completed = 0, unmatched = 0;
-	for (size_t i = 0; i < n; i++) {
+	const struct ptw_frame **all = xcalloc(n + 1, sizeof(*all));
+	for (size_t i = 0; i < n; i++)
 		all[i] = ptw_frames_get(f, i);
-		completed += all[i]->status == PTW_FRAME_COMPLETED;
-		unmatched += all[i]->status == PTW_FRAME_UNMATCHED;
-	}
-	ptw_buf_printf(out, "  frames: %zu calls, %zu completed, %zu unmatched, %zu open\n", n,
-		       completed, unmatched, n - completed - unmatched);
+	ptw_buf_printf(out,
+		       "  frames: %" PRIu64 " calls, %" PRIu64 " completed, %" PRIu64
+		       " unmatched, %" PRIu64 " open\n",
+		       calls, completed, unmatched, calls - completed - unmatched);
+	/* --json-lines: the calls that ended are in the stream, not here */
+	if (calls > n && !n)
+		ptw_buf_puts(out, "  (each call: in the stream)\n");
 	qsort(all, n, sizeof(*all), by_thread_then_id);
 	for (size_t i = 0; i < n;) {
 		size_t k = i;

@@ -715,6 +715,7 @@ void ptw_distribution(uint64_t *v, size_t n, struct ptw_distribution *d)
 void ptw_spans_set_streaming(struct ptw_spans *s, ptw_span_retire_fn retire, void *ctx)
 {
 	s->streaming = true;
+	ptw_frames_set_streaming(s->frames);
 	s->retire = retire;
 	s->retire_ctx = ctx;
 	s->spawn.exact_max = s->life.exact_max = s->wait.exact_max = PTW_DACC_EXACT;
@@ -881,6 +882,7 @@ void ptw_spans_collect(struct ptw_spans *s)
 {
 	if (!s->streaming)
 		return;
+	ptw_frames_collect(s->frames);
 	/* Past the table's size: the kept ones go too. */
 	if (s->next_id > PTW_SPANS_KEEP && s->kept) {
 		for (size_t i = 0; i < s->n; i++)

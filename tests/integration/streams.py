@@ -604,6 +604,11 @@ def case_chrome(session, chk):
                        f['function']['symbol'])
     chk.eq('the stream has the frames of the document', sorted(strip(f) for f in sframes),
            sorted(strip(f) for f in dframes))
+    rep = run_ptwatch(['report', os.path.join(srun.tmpdir, 's.jsonl')])
+    chk.eq('report of the stream with frames = its live summary', rep.stdout.decode(),
+           summary_of(srun.stderr))
+    chk.true('the summary says the calls are in the stream',
+             '(each call: in the stream)' in rep.stdout.decode())
     chk.true('frames present', any(e.get('cat', '').startswith('frame') for e in events))
     chk.true('live trace: slices and thread names',
              any(e['ph'] == 'X' for e in trace['traceEvents']) and

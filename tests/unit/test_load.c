@@ -173,6 +173,11 @@ static void lines_of(struct ptw_lines *l, const struct ptw_span *sp)
 	ptw_lines_span(l, "span", sp, 0);
 }
 
+static void frame_line(void *ctx, const struct ptw_frame *fr)
+{
+	ptw_lines_frame(ctx, fr);
+}
+
 /* What `--json-lines` writes for the same session, into a file. */
 static char *stream_text(int nthreads, size_t *len, struct ptw_buf *summary)
 {
@@ -180,13 +185,14 @@ static char *stream_text(int nthreads, size_t *len, struct ptw_buf *summary)
 	struct ptw_lines l = { .fd = fileno(f) };
 	struct ptw_spans *s = ptw_spans_new();
 	ptw_spans_set_streaming(s, (ptw_span_retire_fn)lines_of, &l);
+	ptw_frames_set_closed(ptw_spans_frames_mut(s), frame_line, &l); /* as main.c */
 	struct ptw_report r;
 	header(&r, s);
 	ptw_lines_header(&l, &r);
 	session(s, nthreads);
 	ptw_spans_retire_all(s);
 	const struct ptw_frames *fr = ptw_spans_frames(s);
-	for (size_t i = 0; i < ptw_frames_count(fr); i++)
+	for (size_t i = 0; i < ptw_frames_count(fr); i++) /* those still open */
 		ptw_lines_frame(&l, ptw_frames_get(fr, i));
 	ptw_lines_end(&l, &r);
 	ptw_text_summary(summary, &r);

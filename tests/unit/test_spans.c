@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "check.h"
+#include "ptw_frames.h"
 #include "ptw_spans.h"
 #include "ptw_symbols.h"
 
@@ -735,6 +736,92 @@ static void test_streaming_random(void)
 	}
 }
 
+/* Frames in streaming mode: only the open ones are held; the totals and
+ * per-function figures are those of the whole engine. */
+static const struct ptw_location fn_a = { .addr = 0x402000, .symbol = "fa" };
+static const struct ptw_location fn_b = { .addr = 0x403000, .symbol = "fb" };
+
+static void frame_workload(struct ptw_spans *e, size_t calls, size_t *held)
+{
+	s = e;
+	now = 0;
+	image();
+	create(MAIN, 1000, P1, 0);
+	start(1000, 0);
+	for (size_t i = 0; i < calls; i++) {
+		pid_t tid = i % 2 ? MAIN : 1000;
+		/* fa calls fb calls fb: three deep, then all return */
+		uint64_t sp = 0x7f0000 + (i % 2) * 0x100000;
+		const struct ptw_location *fns[] = { &fn_a, &fn_b, &fn_b };
+		for (int d = 0; d < 3; d++) {
+			struct ptw_event e2 = ev(PTW_EV_FRAME_ENTRY, tid);
+			e2.routine = fns[d];
+			e2.sp = sp - 0x40 * (uint64_t)d;
+			e2.ret_addr = 0x401000 + (uint64_t)d;
+			now += (uint64_t)(i % 7) * 100;
+			feed(e2);
+		}
+		for (int d = 2; d >= 0; d--) {
+			if (i % 13 == 5 && d == 2)
+				continue; /* a longjmp-like skip: unmatched */
+			struct ptw_event e2 = ev(PTW_EV_FRAME_RETURN, tid);
+			e2.sp = sp - 0x40 * (uint64_t)d + 8;
+			e2.ret_addr = 0x401000 + (uint64_t)d;
+			e2.has_value = true;
+			e2.value = (uint64_t)d;
+			feed(e2);
+		}
+		ptw_spans_collect(e);
+		if (ptw_frames_count(ptw_spans_frames(e)) > *held)
+			*held = ptw_frames_count(ptw_spans_frames(e));
+	}
+	process_exit(0, 0);
+	ptw_spans_finish(e);
+	ptw_spans_retire_all(e);
+}
+
+static void test_streaming_frames(void)
+{
+	struct ptw_spans *whole = ptw_spans_new(), *stream = ptw_spans_new();
+	size_t held_whole = 0, held_stream = 0;
+	frame_workload(whole, 3000, &held_whole);
+	ptw_spans_set_streaming(stream, NULL, NULL);
+	frame_workload(stream, 3000, &held_stream);
+	CHECK_EQ(held_whole, 9000);
+	CHECK(held_stream <= 3);
+	uint64_t a[3], b[3];
+	ptw_frames_totals(ptw_spans_frames(whole), &a[0], &a[1], &a[2]);
+	ptw_frames_totals(ptw_spans_frames(stream), &b[0], &b[1], &b[2]);
+	for (int i = 0; i < 3; i++)
+		CHECK_EQ(a[i], b[i]);
+	CHECK_EQ(a[0], 9000);
+	CHECK(a[2] > 0);
+	struct ptw_function_stats *sa, *sb;
+	size_t na = ptw_frames_stats(ptw_spans_frames(whole), &sa);
+	size_t nb = ptw_frames_stats(ptw_spans_frames(stream), &sb);
+	CHECK_EQ(na, 2);
+	CHECK_EQ(na, nb);
+	for (size_t i = 0; i < na && i < nb; i++) {
+		CHECK(sa[i].function == sb[i].function);
+		CHECK_EQ(sa[i].calls, sb[i].calls);
+		CHECK_EQ(sa[i].completed, sb[i].completed);
+		CHECK_EQ(sa[i].total_ns, sb[i].total_ns);
+		CHECK_EQ(sa[i].self_ns, sb[i].self_ns);
+		CHECK_EQ(sa[i].min_ns, sb[i].min_ns);
+		CHECK_EQ(sa[i].max_ns, sb[i].max_ns);
+		if (sa[i].completed <= PTW_DACC_EXACT)
+			CHECK_EQ(sa[i].p50_ns, sb[i].p50_ns); /* exact up to PTW_DACC_EXACT */
+		else
+			CHECK(sb[i].p50_ns * 64 >= sa[i].p50_ns * 63 &&
+			      sb[i].p50_ns * 63 <= sa[i].p50_ns * 64);
+	}
+	free(sa);
+	free(sb);
+	ptw_spans_free(whole);
+	ptw_spans_free(stream);
+	s = NULL;
+}
+
 static void test_dacc(void)
 {
 	struct ptw_dacc a = { .exact_max = 16 };
@@ -759,6 +846,7 @@ static void test_dacc(void)
 int main(void)
 {
 	test_dacc();
+	test_streaming_frames();
 	test_streaming_random();
 	test_streaming_keeps_few();
 	test_streaming_run(1000, true);
