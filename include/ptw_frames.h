@@ -106,6 +106,27 @@ const struct ptw_frame *ptw_frames_mark_open(struct ptw_frames *f, const struct 
 const struct ptw_frame *ptw_frames_consume(struct ptw_frames *f, const struct ptw_event *ev,
 					   const struct ptw_span *thread);
 
+/* fn(ctx, frame) as each frame gets its final status (completed or
+ * unmatched), for --json-lines. */
+typedef void (*ptw_frame_closed_fn)(void *ctx, const struct ptw_frame *fr);
+void ptw_frames_set_closed(struct ptw_frames *f, ptw_frame_closed_fn fn, void *ctx);
+
+/*
+ * Streaming (--json-lines; set by ptw_spans_set_streaming): a frame that
+ * got its final status is counted into the totals and its function's
+ * figures at the next ptw_frames_collect and freed; only open frames are
+ * held (ptw_frames_count/get), so memory follows the calls under way.
+ */
+void ptw_frames_set_streaming(struct ptw_frames *f);
+void ptw_frames_collect(struct ptw_frames *f);
+/* Every frame, held or not: how many, completed, unmatched. */
+void ptw_frames_totals(const struct ptw_frames *f, uint64_t *calls, uint64_t *completed,
+		       uint64_t *unmatched);
+
+/* `ptwatch report`: a frame read back from a document (copied; when
+ * streaming, a closed one is only counted). */
+void ptw_frames_add(struct ptw_frames *f, const struct ptw_frame *fr);
+
 size_t ptw_frames_count(const struct ptw_frames *f);
 const struct ptw_frame *ptw_frames_get(const struct ptw_frames *f, size_t i);
 

@@ -42,6 +42,9 @@ void ptw_json_escape(struct ptw_buf *out, const char *s);
 
 /* ---- the document ---- */
 
+#define PTW_SPANS_SCHEMA "ptwatch.spans/3"
+#define PTW_LINES_SCHEMA "ptwatch.lines/1"
+
 struct ptw_warning {
 	char *code;
 	char *message;
@@ -111,13 +114,54 @@ const char *ptw_interrupt_why_name(enum ptw_interrupt_why w);
 
 /* Renders the whole document into out. */
 void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out);
+/* Its parts, for --json-lines: members of the object being written. */
+void ptw_json_head(struct ptw_json *j, const struct ptw_report *r, const char *schema);
+void ptw_json_target(struct ptw_json *j, const struct ptw_report *r);
+void ptw_json_session(struct ptw_json *j, const struct ptw_report *r);
+void ptw_json_metrics(struct ptw_json *j, const struct ptw_report *r, bool active_series);
+void ptw_json_warnings(struct ptw_json *j, const struct ptw_report *r);
+struct ptw_frame;
+void ptw_json_span(struct ptw_json *j, const struct ptw_span *sp);
+void ptw_json_frame(struct ptw_json *j, const struct ptw_frame *fr);
+/* known: fallback is the name, known another way ("main"), not a placeholder. */
+void ptw_json_location(struct ptw_json *j, const char *k, const struct ptw_location *loc,
+		       const char *fallback, bool known);
+
+/*
+ * --json-lines (spec/lines.schema.json): one compact JSON object per line,
+ * written to fd with one write() as it happens. A failed write (a closed
+ * pipe: SIGPIPE, blocked, then ends the session) stops the stream.
+ */
+struct ptw_lines {
+	int fd;
+	bool broken;	       /* a write failed: nothing more is written */
+	size_t warnings_done;  /* warnings written as lines so far */
+	uint64_t lines;	       /* lines written */
+	struct ptw_buf *hold;  /* non-NULL: lines wait here (no header yet) */
+};
+/* The first line: schema, tool, clock, target, session start. */
+void ptw_lines_header(struct ptw_lines *l, const struct ptw_report *r);
+/* type "span_open" (as it begins; active: how many are live now) or
+ * "span" (final: nothing will change it). */
+void ptw_lines_span(struct ptw_lines *l, const char *type, const struct ptw_span *sp,
+		    uint64_t active);
+void ptw_lines_frame(struct ptw_lines *l, const struct ptw_frame *fr);
+/* A span seen open past the open timeout (PTW_EV_SPAN_OPEN). */
+void ptw_lines_open(struct ptw_lines *l, const struct ptw_event *ev);
+/* The report's warnings from warnings_done on. */
+void ptw_lines_warnings(struct ptw_lines *l, const struct ptw_report *r);
+/* The last line: target and session as they ended, metrics, every warning. */
+void ptw_lines_end(struct ptw_lines *l, const struct ptw_report *r);
+
+/* --format=chrome: the Chrome trace-event JSON (Perfetto, chrome://tracing)
+ * of the report, into out. */
+void ptw_report_chrome(const struct ptw_report *r, struct ptw_buf *out);
 
 /* One readable line for an event the span engine consumed (may add nothing). */
 void ptw_text_event(struct ptw_buf *out, uint64_t session_start_ns, const struct ptw_event *ev,
 		    const struct ptw_span *sp);
 /* One readable line for a frame event (--trace): the call, or the return
  * with its duration. */
-struct ptw_frame;
 void ptw_text_frame_event(struct ptw_buf *out, uint64_t session_start_ns,
 			  const struct ptw_event *ev, const struct ptw_frame *fr);
 /* One readable line for a wait event (--locks): its start (object, owner,
@@ -126,6 +170,28 @@ void ptw_text_frame_event(struct ptw_buf *out, uint64_t session_start_ns,
 struct ptw_wait;
 void ptw_text_wait_event(struct ptw_buf *out, uint64_t session_start_ns,
 			 const struct ptw_event *ev, const struct ptw_wait *w);
+/* The event log's filters (-e, --tid, --routine) and -v. */
+struct ptw_text_filter {
+	uint32_t events; /* a bit per log word (ptw_text_event_names), 0: all */
+	pid_t *tids;	 /* only these threads (0 of them: all) */
+	size_t ntids;
+	const char *routine; /* shell glob on the span's start routine, or NULL */
+	bool verbose;	     /* -v: every event raw, and the stop counts */
+};
+/* The words the log prints in its third column, NULL-terminated. */
+extern const char *const ptw_text_event_names[];
+/* -e LIST / --tid LIST: 0, or -EINVAL (an unknown name, a bad number). */
+int ptw_text_filter_events(struct ptw_text_filter *f, const char *list);
+int ptw_text_filter_tids(struct ptw_text_filter *f, const char *list);
+/* Does the span pass --tid and --routine? */
+bool ptw_text_filter_span(const struct ptw_text_filter *f, const struct ptw_span *sp);
+/* The log's line(s) for an event, as ptw_text_event / ptw_text_frame_event
+ * write them, if f lets them through (f may be NULL); with -v a raw line
+ * of the event follows. */
+void ptw_text_event_filtered(struct ptw_buf *out, uint64_t session_start_ns,
+			     const struct ptw_event *ev, const struct ptw_span *sp,
+			     const struct ptw_frame *fr, const struct ptw_text_filter *f);
+
 /* --snapshot's text: deadlocks, then threads grouped by identical stack. */
 void ptw_text_snapshot(struct ptw_buf *out, const struct ptw_report *r);
 /* The summary table and metrics for the end of the text output. */
@@ -136,6 +202,9 @@ struct ptw_output_opts {
 	bool json;	/* the JSON document ... */
 	int json_fd;	/* ... to this fd, or standard output if -1 */
 	bool snapshot;	/* the text part is --snapshot's report, not the summary */
+	bool chrome;	/* json: the Chrome trace instead of the spans document */
+	bool lines;	/* --json-lines to json_fd (json is false): its last line */
+	bool quiet_summary; /* no text part */
 };
 /* Writes the document (if wanted) and the text part: to standard error,
  * or for a snapshot to standard output unless the document goes there.

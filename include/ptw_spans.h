@@ -30,6 +30,8 @@ enum ptw_status {
 	 * is unknown. */
 	PTW_STATUS_LWP_EXITED,
 };
+/* How many statuses there are (arrays by status). */
+#define PTW_STATUS_N (PTW_STATUS_LWP_EXITED + 1)
 
 enum ptw_method {
 	PTW_METHOD_NONE,
@@ -93,6 +95,12 @@ struct ptw_span {
 	int fatal_sig;	      /* last default-fatal signal delivered to it */
 	bool active;	      /* counted in the active series */
 
+	/* Streaming (ptw_spans_set_streaming): handed out already (kept only
+	 * for a short session's summary table); its slot in the held array. */
+	bool retired;
+	bool final; /* nothing can change it (its process is gone) */
+	size_t slot;
+
 	/* snapshot */
 	char *state, *wchan;
 	const struct ptw_location **stack;
@@ -124,6 +132,36 @@ struct ptw_metrics {
 	size_t active_series_len;
 };
 
+/*
+ * A distribution accumulated value by value in bounded memory: exact (the
+ * values kept) up to `exact_max` values, then a log-linear histogram of
+ * 64 sub-buckets per power of two (percentiles within 1/64 of the value;
+ * count, min, max and mean stay exact). exact_max 0 means never switch.
+ */
+struct ptw_dacc {
+	size_t exact_max;
+	uint64_t *v;
+	size_t n, cap;
+	uint64_t *hist; /* PTW_DACC_BUCKETS, once switched */
+	uint64_t count, min, max;
+	double sum;
+};
+#define PTW_DACC_EXACT 4096
+void ptw_dacc_add(struct ptw_dacc *a, uint64_t v);
+void ptw_dacc_merge(struct ptw_dacc *into, const struct ptw_dacc *from);
+void ptw_dacc_result(const struct ptw_dacc *a, struct ptw_distribution *ret);
+void ptw_dacc_free(struct ptw_dacc *a);
+
+/* Spans grouped by start routine (the summary of a long session). */
+struct ptw_group {
+	char *routine; /* symbol, module+0xoffset, "main" or "-" */
+	uint64_t count, by_status[PTW_STATUS_N];
+	struct ptw_dacc spawn, life;
+	uint32_t first_id; /* groups come in order of their first span */
+};
+/* The name a span is grouped by (malloc'ed). */
+char *ptw_span_group_name(const struct ptw_span *sp);
+
 struct ptw_spans;
 struct ptw_timeouts;
 
@@ -148,8 +186,53 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
  * stay open even if PTW_EV_TRACER_DIED follows). */
 void ptw_spans_finish(struct ptw_spans *s);
 
+/*
+ * Streaming (--json-lines, `report` of a stream): a span that nothing can
+ * change any more (its thread ended and left, and it was joined or is
+ * detached or can no longer be joined, or the process is gone) is handed
+ * to retire(ctx, span) and then freed, after its figures went into the
+ * metrics and the groups. Memory then grows with the live threads (and
+ * the joinable ones nobody joined yet: the process holds those too), not
+ * with how many ever existed. The first PTW_SPANS_KEEP spans are kept (not
+ * freed) while no more exist, for a short session's summary table; the
+ * active series is not kept. Spans are retired when the caller says so
+ * (ptw_spans_collect; the next consume does it first otherwise), so that
+ * the span a consume returns stays valid until then. Call before the first
+ * event. retire may be NULL (the restorer: only the tail is written).
+ */
+#define PTW_SPANS_KEEP 40
+typedef void (*ptw_span_retire_fn)(void *ctx, const struct ptw_span *sp);
+void ptw_spans_set_streaming(struct ptw_spans *s, ptw_span_retire_fn retire, void *ctx);
+void ptw_spans_set_retire(struct ptw_spans *s, ptw_span_retire_fn retire, void *ctx);
+void ptw_spans_collect(struct ptw_spans *s);
+/* The end (after ptw_spans_finish): every span not handed out yet is, in
+ * order of id. */
+void ptw_spans_retire_all(struct ptw_spans *s);
+
+/*
+ * `ptwatch report`: a span read back from a document, given to the engine
+ * (which takes it and its strings: name, open_state, open_wchan; its
+ * locations stay the caller's). It is final: nothing consumes events about
+ * it. In streaming mode it is retired at the next collect.
+ */
+void ptw_spans_add_final(struct ptw_spans *s, struct ptw_span *sp);
+/* The counters a document states that spans alone do not tell. */
+void ptw_spans_set_counters(struct ptw_spans *s, uint64_t threads_created, uint64_t max_active,
+			    uint64_t max_depth);
+
+/* The spans held (all of them unless streaming), in order of id. */
 size_t ptw_spans_count(const struct ptw_spans *s);
 const struct ptw_span *ptw_spans_get(const struct ptw_spans *s, size_t i);
+/* How many spans are active (their thread live) now. */
+uint64_t ptw_spans_active(const struct ptw_spans *s);
+/* How many spans there were, held or not. */
+uint64_t ptw_spans_total(const struct ptw_spans *s);
+/* A held span by id, or NULL. */
+const struct ptw_span *ptw_spans_by_id(const struct ptw_spans *s, uint32_t id);
+/* Every span (held and retired) grouped by start routine, in order of
+ * first appearance; free with ptw_groups_free. */
+size_t ptw_spans_groups(const struct ptw_spans *s, struct ptw_group **ret);
+void ptw_groups_free(struct ptw_group *g, size_t n);
 /* The live span of tid, or NULL. */
 const struct ptw_span *ptw_spans_by_tid(const struct ptw_spans *s, pid_t tid);
 
@@ -159,6 +242,8 @@ void ptw_spans_metrics(struct ptw_spans *s, struct ptw_metrics *ret);
 struct ptw_frames;
 struct ptw_frame;
 const struct ptw_frames *ptw_spans_frames(const struct ptw_spans *s);
+/* The frame engine itself (to set its closed callback). */
+struct ptw_frames *ptw_spans_frames_mut(struct ptw_spans *s);
 /* The frame the last consumed event concerned, or NULL. */
 const struct ptw_frame *ptw_spans_last_frame(const struct ptw_spans *s);
 

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include "ptw_breakpoints.h"
 #include "ptw_frames.h"
 #include "ptw_guardian.h"
+#include "ptw_load.h"
 #include "ptw_output.h"
 #include "ptw_record.h"
 #include "ptw_spans.h"
@@ -38,6 +40,10 @@ struct options {
 	int duration_ms;
 	uint64_t open_timeout_ns; /* 0: disabled */
 	char **argv;
+	/* issue 10: output formats, the log's filters (struct ptw_text_filter) */
+	bool lines;	/* --json-lines */
+	bool chrome;	/* --format=chrome */
+	struct ptw_text_filter filter;
 };
 
 struct session {
@@ -51,6 +57,13 @@ struct session {
 	struct ptw_buf record;
 	struct ptw_tracer *tracer; /* once launched or attached: the header */
 	size_t header_sig;	   /* what the last header sent said, roughly */
+	/* --json-lines: the stream; lines wait in `pending` for the header */
+	bool lines;
+	struct ptw_lines out;
+	bool header_done;
+	uint64_t total; /* spans seen so far: new ones get a span_open line */
+	const struct ptw_text_filter *filter;
+	uint64_t stops_logged; /* -v: stops said so far */
 };
 
 static void usage(FILE *f)
@@ -58,6 +71,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"Usage: ptwatch [OPTIONS] -- COMMAND [ARGS...]\n"
 		"       ptwatch [OPTIONS] -p PID\n"
+		"       ptwatch report [--format=text|chrome] [-o FILE] [--tid=TID] [--routine=GLOB] FILE\n"
 		"Trace the POSIX threads of COMMAND, or of the running process PID: every\n"
 		"thread's creation, start routine, end (return, pthread_exit, cancel), join\n"
 		"and detach, as spans.\n"
@@ -71,8 +85,20 @@ static void usage(FILE *f)
 		"  --json               write the spans document (JSON) to standard output;\n"
 		"                       COMMAND's standard output then goes to standard error\n"
 		"  -o, --output=FILE    write the spans document to FILE (implies --json)\n"
+		"  --json-lines         stream JSON lines instead (one object per line as spans\n"
+		"                       begin and end, then the metrics), to standard output or\n"
+		"                       FILE (-o); memory stays bounded by the live threads\n"
+		"  --format=FORMAT      json (the document, as --json), json-lines, or chrome\n"
+		"                       (Chrome trace-event JSON for Perfetto UI, chrome://tracing)\n"
 		"  -q, --quiet          no event lines on standard error (the summary stays,\n"
 		"                       and a deadlock found with --locks is still said)\n"
+		"  -v, --verbose        event lines for every event, with breakpoint and ptrace\n"
+		"                       stop detail\n"
+		"  -e, --events=LIST    only these event lines (comma list of the names the log\n"
+		"                       prints: create,start,end,joined,...; see ptwatch(1))\n"
+		"  --tid=TID[,TID...]   only event lines of these threads (and in report)\n"
+		"  --routine=GLOB       only event lines of spans whose start routine matches\n"
+		"                       the shell glob (and in report)\n"
 		"  --duration=SECONDS   stop tracing after SECONDS and let COMMAND run on\n"
 		"  --open-timeout=SECONDS\n"
 		"                       report a span still open after SECONDS (default 5,\n"
@@ -109,6 +135,9 @@ static void usage(FILE *f)
 		"See ptwatch(1).\n");
 }
 
+/* The option codes output_option() knows (the same in parse_options). */
+enum { OPT_JSON_ = 256, OPT_LINES_ = 300, OPT_FORMAT_, OPT_TID_, OPT_ROUTINE_ };
+
 static void die_usage(const char *fmt, const char *arg)
 {
 	fprintf(stderr, "ptwatch: ");
@@ -117,10 +146,61 @@ static void die_usage(const char *fmt, const char *arg)
 	exit(2);
 }
 
+/* The options of issue 10 (formats and the log's filters), shared with
+ * `ptwatch report`: true if c was one. */
+static bool output_option(int c, const char *arg, struct options *o)
+{
+	switch (c) {
+	case 'o':
+		o->output = arg;
+		return true;
+	case 'q':
+		o->quiet = true;
+		return true;
+	case 'v':
+		o->filter.verbose = true;
+		return true;
+	case OPT_JSON_:
+		o->json = true;
+		return true;
+	case OPT_LINES_:
+		o->lines = true;
+		return true;
+	case OPT_FORMAT_:
+		o->json = !strcmp(arg, "json");
+		o->lines = !strcmp(arg, "json-lines");
+		o->chrome = !strcmp(arg, "chrome");
+		if (!o->json && !o->lines && !o->chrome && strcmp(arg, "text"))
+			die_usage("unknown format '%s' (text, json, json-lines, chrome)", arg);
+		return true;
+	case 'e':
+		if (ptw_text_filter_events(&o->filter, arg) < 0)
+			die_usage("unknown event name in '%s' (see ptwatch(1), EVENT LOG)", arg);
+		return true;
+	case OPT_TID_:
+		if (ptw_text_filter_tids(&o->filter, arg) < 0)
+			die_usage("invalid --tid '%s' (thread ids, comma separated)", arg);
+		return true;
+	case OPT_ROUTINE_:
+		o->filter.routine = arg;
+		return true;
+	}
+	return false;
+}
+
+static void output_options_check(struct options *o)
+{
+	if (o->lines + o->chrome + o->json > 1)
+		die_usage("%s", "give one output format (--json, --json-lines or --format)");
+	/* -o FILE alone: the document, as before */
+	if (o->output && !o->lines && !o->chrome)
+		o->json = true;
+}
+
 static void parse_options(int argc, char **argv, struct options *o)
 {
 	enum {
-		OPT_JSON = 256,
+		OPT_JSON = OPT_JSON_,
 		OPT_SNAPSHOT,
 		OPT_DURATION,
 		OPT_OPEN_TIMEOUT,
@@ -129,7 +209,11 @@ static void parse_options(int argc, char **argv, struct options *o)
 		OPT_CREATE_EVENTS,
 		OPT_TRACE,
 		OPT_LOCKS,
-		OPT_DEBUG
+		OPT_DEBUG,
+		OPT_LINES = OPT_LINES_,
+		OPT_FORMAT = OPT_FORMAT_,
+		OPT_TID = OPT_TID_,
+		OPT_ROUTINE = OPT_ROUTINE_,
 	};
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
@@ -145,6 +229,12 @@ static void parse_options(int argc, char **argv, struct options *o)
 		{ "trace", required_argument, NULL, OPT_TRACE },
 		{ "locks", no_argument, NULL, OPT_LOCKS },
 		{ "debug", required_argument, NULL, OPT_DEBUG },
+		{ "json-lines", no_argument, NULL, OPT_LINES },
+		{ "format", required_argument, NULL, OPT_FORMAT },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "events", required_argument, NULL, 'e' },
+		{ "tid", required_argument, NULL, OPT_TID },
+		{ "routine", required_argument, NULL, OPT_ROUTINE },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -160,7 +250,9 @@ static void parse_options(int argc, char **argv, struct options *o)
 
 	int c;
 	/* '+': stop at the first non-option, the command. */
-	while ((c = getopt_long(argc, argv, "+p:o:qhV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+p:o:qhVve:", longopts, NULL)) != -1) {
+		if (output_option(c, optarg, o))
+			continue;
 		switch (c) {
 		case 'p': {
 			char *end;
@@ -171,18 +263,8 @@ static void parse_options(int argc, char **argv, struct options *o)
 			o->pid = (pid_t)v;
 			break;
 		}
-		case OPT_JSON:
-			o->json = true;
-			break;
 		case OPT_SNAPSHOT:
 			o->snapshot = true;
-			break;
-		case 'o':
-			o->output = optarg;
-			o->json = true;
-			break;
-		case 'q':
-			o->quiet = true;
 			break;
 		case OPT_DURATION: {
 			char *end;
@@ -242,6 +324,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 			exit(2);
 		}
 	}
+	output_options_check(o);
 	if (o->snapshot && !o->pid)
 		die_usage("%s", "--snapshot needs -p PID");
 	if (o->snapshot && o->ntrace)
@@ -282,13 +365,76 @@ static void flush_record(struct session *s)
 	ptw_guardian_record(&s->record);
 }
 
+/* --json-lines: what the tracer learnt since (warnings), and with -v the
+ * ptrace stops so far. */
+static void report_progress(struct session *s)
+{
+	if (!s->tracer || (!s->lines && !s->filter->verbose))
+		return;
+	struct ptw_report rep = { 0 };
+	ptw_tracer_report(s->tracer, &rep);
+	if (s->lines && s->header_done)
+		ptw_lines_warnings(&s->out, &rep);
+	if (s->filter->verbose && !s->quiet && rep.stops_total != s->stops_logged) {
+		uint64_t now = ptw_now_ns();
+		uint64_t rel = now - s->start_ns;
+		ptw_buf_printf(&s->log, "%4" PRIu64 ".%06" PRIu64 " %7d %-8s %" PRIu64 " ptrace stops (+%" PRIu64 "), %zu breakpoints:",
+			       rel / 1000000000u, (rel / 1000u) % 1000000u, rep.pid, "stops",
+			       rep.stops_total, rep.stops_total - s->stops_logged, rep.breakpoints);
+		for (size_t i = 0; i < rep.nstop_kinds; i++)
+			if (rep.stop_counts[i])
+				ptw_buf_printf(&s->log, " %s %" PRIu64, rep.stop_names[i], rep.stop_counts[i]);
+		ptw_buf_putc(&s->log, '\n');
+		s->stops_logged = rep.stops_total;
+	}
+}
+
 static void flush_log(void *ctx)
 {
 	struct session *s = ctx;
 	flush_record(s);
+	report_progress(s);
 	/* EPIPE: SIGPIPE (blocked) ends the session */
 	ptw_write_all(STDERR_FILENO, s->log.p, s->log.len);
 	ptw_buf_reset(&s->log);
+}
+
+/* --json-lines: the restorer gets the record before a line says more
+ * than it knows (if the tracer died now, it writes the rest). */
+static void record_before_line(struct session *s)
+{
+	if (s->rec && s->record.len)
+		ptw_guardian_record(&s->record);
+}
+
+static void on_retire(void *ctx, const struct ptw_span *sp)
+{
+	struct session *s = ctx;
+	record_before_line(s);
+	ptw_lines_span(&s->out, "span", sp, 0);
+}
+
+static void on_frame_closed(void *ctx, const struct ptw_frame *fr)
+{
+	struct session *s = ctx;
+	record_before_line(s);
+	ptw_lines_frame(&s->out, fr);
+}
+
+/* The stream's new lines for the event just consumed. */
+static void lines_event(struct session *s, const struct ptw_event *ev)
+{
+	uint64_t total = ptw_spans_total(s->spans);
+	if (total != s->total || ev->kind == PTW_EV_SPAN_OPEN)
+		record_before_line(s);
+	for (uint64_t id = s->total + 1; id <= total; id++) {
+		const struct ptw_span *sp = ptw_spans_by_id(s->spans, (uint32_t)id);
+		if (sp)
+			ptw_lines_span(&s->out, "span_open", sp, ptw_spans_active(s->spans));
+	}
+	s->total = total;
+	if (ev->kind == PTW_EV_SPAN_OPEN)
+		ptw_lines_open(&s->out, ev);
 }
 
 static void sink(void *ctx, const struct ptw_event *ev)
@@ -300,6 +446,8 @@ static void sink(void *ctx, const struct ptw_event *ev)
 		if (s->record.len > 65536)
 			flush_record(s);
 	}
+	if (s->lines)
+		lines_event(s, ev);
 	bool wait_ev = ev->kind == PTW_EV_WAIT_BEGIN || ev->kind == PTW_EV_WAIT_END ||
 		       ev->kind == PTW_EV_DEADLOCK;
 	if (ev->kind == PTW_EV_DEADLOCK || (!s->quiet && wait_ev)) {
@@ -309,13 +457,35 @@ static void sink(void *ctx, const struct ptw_event *ev)
 			flush_log(s);
 	} else if (!s->quiet) {
 		const struct ptw_frame *fr = ptw_spans_last_frame(s->spans);
-		if (fr)
-			ptw_text_frame_event(&s->log, s->start_ns, ev, fr);
-		else
-			ptw_text_event(&s->log, s->start_ns, ev, sp);
+		ptw_text_event_filtered(&s->log, s->start_ns, ev, sp, fr, s->filter);
 		if (s->log.len > 65536)
 			flush_log(s);
 	}
+	/* the span the log line used may go now (streaming) */
+	ptw_spans_collect(s->spans);
+}
+
+/* --json-lines: the first line, once the target is known; the lines held
+ * back until then follow. */
+static void lines_start(struct session *s)
+{
+	if (!s->lines || s->header_done)
+		return;
+	struct ptw_report rep = { 0 };
+	rep.tool_version = PTW_VERSION;
+	rep.realtime_offset_ns = ptw_realtime_offset_ns();
+	ptw_tracer_report(s->tracer, &rep);
+	rep.open_timeout_ns = ptw_timeouts_limit(s->timeouts);
+	struct ptw_buf *held = s->out.hold;
+	s->out.hold = NULL;
+	ptw_lines_header(&s->out, &rep);
+	if (held && held->len && !s->out.broken &&
+	    ptw_write_all(s->out.fd >= 0 ? s->out.fd : STDOUT_FILENO, held->p, held->len) < 0)
+		s->out.broken = true;
+	ptw_buf_free(held);
+	free(held);
+	s->header_done = true;
+	ptw_lines_warnings(&s->out, &rep);
 }
 
 /* ---- open timeouts ---- */
@@ -384,6 +554,7 @@ static int session(const struct options *o, struct session *s, struct ptw_tracer
 	int sig = 0, r = 0;
 	s->tracer = t;
 	flush_record(s); /* the restorer learns what is traced */
+	lines_start(s);
 	if (!o->snapshot)
 		r = ptw_tracer_run(t, o->duration_ms, &reason, &sig);
 	if (r < 0)
@@ -392,6 +563,17 @@ static int session(const struct options *o, struct session *s, struct ptw_tracer
 		ptw_tracer_detach(t);
 	flush_log(s);
 	ptw_spans_finish(s->spans);
+	if (s->lines) {
+		lines_start(s); /* (a snapshot, or an end before the session began) */
+		ptw_spans_retire_all(s->spans);
+		/* a snapshot keeps its spans for its report (one moment: bounded) */
+		for (size_t i = 0; o->snapshot && i < ptw_spans_count(s->spans); i++)
+			ptw_lines_span(&s->out, "span", ptw_spans_get(s->spans, i), 0);
+		const struct ptw_frames *f = ptw_spans_frames(s->spans);
+		for (size_t i = 0; i < ptw_frames_count(f); i++)
+			if (ptw_frames_get(f, i)->status == PTW_FRAME_OPEN)
+				ptw_lines_frame(&s->out, ptw_frames_get(f, i));
+	}
 
 	struct ptw_report rep = { 0 };
 	rep.tool_version = PTW_VERSION;
@@ -411,7 +593,13 @@ static int session(const struct options *o, struct session *s, struct ptw_tracer
 	rep.locks = o->locks;
 	rep.spans = s->spans;
 
-	struct ptw_output_opts oo = { .json = o->json, .json_fd = out_fd, .snapshot = o->snapshot };
+	struct ptw_output_opts oo = { .json = o->json || o->chrome, .json_fd = out_fd,
+				      .snapshot = o->snapshot, .chrome = o->chrome };
+	if (s->lines) {
+		ptw_lines_end(&s->out, &rep);
+		if (out_fd >= 0)
+			close(out_fd);
+	}
 	ptw_report_write(&rep, &oo);
 
 	int code = 0, tsig = 0;
@@ -443,8 +631,110 @@ static char **copy_argv(int argc, char **argv)
 	return copy;
 }
 
+/* ---- ptwatch report FILE ---- */
+
+static int report_main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "output", required_argument, NULL, 'o' },
+		{ "format", required_argument, NULL, OPT_FORMAT_ },
+		{ "tid", required_argument, NULL, OPT_TID_ },
+		{ "routine", required_argument, NULL, OPT_ROUTINE_ },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct options o = { 0 };
+	int c;
+	while ((c = getopt_long(argc, argv, "o:qh", longopts, NULL)) != -1) {
+		if (c == 'h') {
+			usage(stdout);
+			return 0;
+		}
+		if (c == '?' || !output_option(c, optarg, &o)) {
+			fprintf(stderr, "Try 'ptwatch --help'.\n");
+			return 2;
+		}
+	}
+	if (o.lines)
+		die_usage("%s", "report writes text, json or chrome");
+	if (optind != argc - 1)
+		die_usage("%s", "report needs one FILE (a spans document or a --json-lines stream)");
+	const char *path = argv[optind];
+	int fd = strcmp(path, "-") ? open(path, O_RDONLY | O_CLOEXEC) : STDIN_FILENO;
+	struct ptw_buf text = { 0 };
+	if (fd < 0) {
+		fprintf(stderr, "ptwatch: cannot open %s: %s\n", path, strerror(errno));
+		return 1;
+	}
+	for (;;) {
+		char buf[65536];
+		ssize_t n = read(fd, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			fprintf(stderr, "ptwatch: cannot read %s: %s\n", path, strerror(errno));
+			return 1;
+		}
+		if (n == 0)
+			break;
+		ptw_buf_add(&text, buf, (size_t)n);
+	}
+	if (fd != STDIN_FILENO)
+		close(fd);
+	struct ptw_loaded *l;
+	char err[256];
+	bool convert = o.json || o.chrome;
+	if (ptw_load(text.p ? text.p : "", text.len, !convert, &o.filter, &l, err, sizeof(err)) < 0) {
+		fprintf(stderr, "ptwatch: %s: %s\n", path, err);
+		ptw_buf_free(&text);
+		return 1;
+	}
+	ptw_buf_free(&text);
+	int out_fd = -1;
+	if (o.output) {
+		out_fd = open(o.output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (out_fd < 0) {
+			fprintf(stderr, "ptwatch: cannot open %s: %s\n", o.output, strerror(errno));
+			ptw_loaded_free(l);
+			return 1;
+		}
+	}
+	int r = 0;
+	if (convert) {
+		struct ptw_buf out = { 0 };
+		if (o.chrome)
+			ptw_report_chrome(&l->report, &out);
+		else
+			ptw_report_json(&l->report, &out);
+		r = ptw_write_all(out_fd >= 0 ? out_fd : STDOUT_FILENO, out.p, out.len);
+		if (r < 0)
+			fprintf(stderr, "ptwatch: cannot write %s: %s\n", o.output ? o.output : "the output",
+				strerror(-r));
+		ptw_buf_free(&out);
+	} else {
+		/* the summary a live session printed at its end */
+		struct ptw_buf out = { 0 };
+		if (l->report.snapshot)
+			ptw_text_snapshot(&out, &l->report);
+		else
+			ptw_text_summary(&out, &l->report);
+		r = ptw_write_all(out_fd >= 0 ? out_fd : STDOUT_FILENO, out.p, out.len);
+		ptw_buf_free(&out);
+	}
+	if (out_fd >= 0 && close(out_fd) < 0 && !r) {
+		fprintf(stderr, "ptwatch: cannot write %s: %s\n", o.output, strerror(errno));
+		r = -EIO;
+	}
+	ptw_loaded_free(l);
+	free(o.filter.tids);
+	return r < 0 ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc > 1 && !strcmp(argv[1], "report"))
+		return report_main(argc - 1, argv + 1);
 	struct options o;
 	parse_options(argc, copy_argv(argc, argv), &o);
 
@@ -468,7 +758,8 @@ int main(int argc, char **argv)
 	 * still works. */
 	struct ptw_guardian_opts go = {
 		.argv = argv,
-		.out = { .json = o.json, .json_fd = out_fd, .snapshot = o.snapshot },
+		.out = { .json = o.json || o.chrome, .json_fd = out_fd, .snapshot = o.snapshot,
+			 .chrome = o.chrome, .lines = o.lines },
 	};
 	if (ptw_bp_journal_prepare() == 0 && ptw_guardian_split(&go) == 0)
 		ptw_set_mem_fd_hook(ptw_guardian_share_mem);
@@ -479,6 +770,15 @@ int main(int argc, char **argv)
 			     .start_ns = ptw_now_ns() };
 	if (ptw_guardian_keeps_record())
 		s.rec = ptw_record_writer_new();
+	s.filter = &o.filter;
+	if (o.lines) {
+		/* ended spans go out as lines and are freed: bounded memory */
+		s.lines = true;
+		s.out = (struct ptw_lines){ .fd = out_fd, .hold = xcalloc(1, sizeof(struct ptw_buf)) };
+		if (!o.snapshot)
+			ptw_spans_set_streaming(s.spans, on_retire, &s);
+		ptw_frames_set_closed(ptw_spans_frames_mut(s.spans), on_frame_closed, &s);
+	}
 	if (!o.snapshot) {
 		s.timeouts = ptw_timeouts_new(o.open_timeout_ns);
 		ptw_spans_set_timeouts(s.spans, s.timeouts);
@@ -528,7 +828,7 @@ int main(int argc, char **argv)
 		return r;
 	}
 	/* The document owns stdout: the command's output must not land in it. */
-	int child_stdout = o.json && !o.output ? STDERR_FILENO : -1;
+	int child_stdout = (o.json || o.lines || o.chrome) && !o.output ? STDERR_FILENO : -1;
 	r = ptw_tracer_launch(&to, o.argv, child_stdout, &t);
 	if (r < 0 && out_created)
 		unlink(o.output); /* nothing ran: leave no empty document behind */

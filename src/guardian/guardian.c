@@ -23,6 +23,10 @@
 
 /* Largest record packet: well under a unix socket's send buffer. */
 #define CHUNK (32u * 1024)
+/* The record queue for the restorer: past this, the tracer waits for it
+ * (at most PENDING_WAIT_MS each time). */
+#define PENDING_MAX (1u << 20)
+#define PENDING_WAIT_MS 50
 /* How long the tracer's exit may wait for the restorer to take the rest. */
 #define END_DEADLINE_MS 2000
 
@@ -125,6 +129,16 @@ void ptw_guardian_record(struct ptw_buf *b)
 		ptw_buf_add(&pending, b->p, b->len);
 	ptw_buf_reset(b);
 	send_pending(0);
+	/* A restorer far behind (it shares the CPUs with the tracer and the
+	 * target) would make the queue grow with the session: past
+	 * PENDING_MAX, wait for it a little (bounded memory beats a tracer
+	 * that never waits; a stopped restorer costs PENDING_WAIT_MS per
+	 * record flush, no more). */
+	if (pending.len > PENDING_MAX)
+		send_pending(PENDING_WAIT_MS);
+	if (!pending.len && pending.cap > PENDING_MAX) {
+		ptw_buf_free(&pending); /* give the memory back after a burst */
+	}
 }
 
 /* Whatever way the tracer leaves but dying, it finished: say so. */

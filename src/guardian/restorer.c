@@ -23,6 +23,7 @@
 #include "ptw_attach.h"
 #include "ptw_breakpoints.h"
 #include "ptw_record.h"
+#include "ptw_frames.h"
 #include "ptw_spans.h"
 
 #define PAGE 4096u
@@ -214,13 +215,38 @@ static int unmap_pages(pid_t pid, const char **why)
 
 /* ---- the record, written ---- */
 
+/* --json-lines: the tracer wrote the lines of every span it retired; the
+ * same record retires the same spans here (the engine is deterministic),
+ * so what is still held is what the stream lacks. */
+static void tail_span(void *ctx, const struct ptw_span *sp)
+{
+	ptw_lines_span(ctx, "span", sp, 0);
+}
+
+static void tail_frame(void *ctx, const struct ptw_frame *fr)
+{
+	ptw_lines_frame(ctx, fr);
+}
+
 static void write_record(struct restorer *r, const struct ptw_guardian_opts *o,
 			 const struct restorer_outcome *out, const char *xol_why)
 {
 	uint64_t now = ptw_now_ns();
+	struct ptw_lines lines = { .fd = o->out.json_fd, .warnings_done = r->header->nwarnings };
+	if (o->out.lines) {
+		ptw_spans_set_retire(r->spans, tail_span, &lines);
+		ptw_frames_set_closed(ptw_spans_frames_mut(r->spans), tail_frame, &lines);
+	}
 	struct ptw_event ev = ptw_event_init(PTW_EV_TRACER_DIED, now, r->header->pid);
 	ptw_spans_consume(r->spans, &ev);
 	ptw_spans_finish(r->spans);
+	if (o->out.lines) {
+		ptw_spans_retire_all(r->spans);
+		const struct ptw_frames *f = ptw_spans_frames(r->spans);
+		for (size_t i = 0; i < ptw_frames_count(f); i++)
+			if (ptw_frames_get(f, i)->status == PTW_FRAME_OPEN)
+				ptw_lines_frame(&lines, ptw_frames_get(f, i));
+	}
 
 	struct ptw_report rep = *r->header;
 	rep.tool_version = PTW_VERSION;
@@ -247,9 +273,12 @@ static void write_record(struct restorer *r, const struct ptw_guardian_opts *o,
 	rep.nwarnings = nw;
 	struct ptw_output_opts oo = o->out;
 	oo.snapshot = oo.snapshot || rep.snapshot;
-	/* The tracer may have died while writing its own: start over. */
+	/* The tracer may have died while writing its own: start over. (A
+	 * stream goes on where the tracer stopped.) */
 	if (oo.json && oo.json_fd >= 0 && ftruncate(oo.json_fd, 0) == 0)
 		lseek(oo.json_fd, 0, SEEK_SET);
+	if (oo.lines)
+		ptw_lines_end(&lines, &rep);
 	ptw_report_write(&rep, &oo);
 	for (size_t i = r->header->nwarnings; i < nw; i++) {
 		free(w[i].code);
@@ -273,6 +302,10 @@ void restorer_run(const struct ptw_guardian_opts *o, int from_tracer, int to_fro
 	}
 	struct restorer r = { .mem_fd = -1, .reader = ptw_record_reader_new(),
 			      .spans = ptw_spans_new() };
+	/* --json-lines: spans retired as the tracer's are, so that memory
+	 * stays bounded here too; only the tail is written, if it comes to it */
+	if (o->out.lines)
+		ptw_spans_set_streaming(r.spans, NULL, NULL);
 	keep_record(&r, from_tracer);
 	close(from_tracer);
 	if (r.ended)

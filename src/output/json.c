@@ -212,7 +212,7 @@ static void json_opt(struct ptw_json *j, const char *k, struct ptw_opt o)
 }
 
 /* known: fallback is the name, known another way ("main"), not a placeholder. */
-static void json_location(struct ptw_json *j, const char *k, const struct ptw_location *loc,
+void ptw_json_location(struct ptw_json *j, const char *k, const struct ptw_location *loc,
 			  const char *fallback, bool known)
 {
 	if (!loc) {
@@ -224,6 +224,10 @@ static void json_location(struct ptw_json *j, const char *k, const struct ptw_lo
 	ptw_json_string(j, "symbol", loc->symbol ? loc->symbol : fallback);
 	ptw_json_bool(j, "placeholder", !loc->symbol && !known);
 	ptw_json_string(j, "linkage_name", loc->linkage_name);
+	/* where in the function (a stack frame's return address): only when
+	 * not at its start */
+	if (loc->symbol && loc->symbol_offset)
+		ptw_json_hex(j, "symbol_offset", loc->symbol_offset);
 	ptw_json_string(j, "module", loc->module);
 	if (loc->has_offset)
 		ptw_json_hex(j, "offset", loc->offset);
@@ -256,13 +260,14 @@ static void json_open_mark(struct ptw_json *j, const struct ptw_open_mark *m)
 	}
 	ptw_json_uint(j, "open_after_ns", m->after_ns);
 	ptw_json_begin_object(j, "open_where");
+	ptw_json_uint(j, "open_for_ns", m->for_ns);
 	ptw_json_string(j, "state", m->state);
 	ptw_json_string(j, "wchan", m->wchan);
-	json_location(j, "pc", m->at, "??", false);
+	ptw_json_location(j, "pc", m->at, "??", false);
 	ptw_json_end_object(j);
 }
 
-static void json_span(struct ptw_json *j, const struct ptw_span *sp)
+void ptw_json_span(struct ptw_json *j, const struct ptw_span *sp)
 {
 	ptw_json_begin_object(j, NULL);
 	ptw_json_uint(j, "id", sp->id);
@@ -274,7 +279,7 @@ static void json_span(struct ptw_json *j, const struct ptw_span *sp)
 		ptw_json_null(j, "pthread");
 	ptw_json_string(j, "name", sp->name);
 	ptw_json_string(j, "origin", ptw_origin_name(sp->origin));
-	json_location(j, "start_routine", sp->start_routine,
+	ptw_json_location(j, "start_routine", sp->start_routine,
 		      sp->origin == PTW_ORIGIN_MAIN ? "main" : "pthread_start_routine",
 		      sp->origin == PTW_ORIGIN_MAIN);
 	if (sp->arg.set)
@@ -289,7 +294,7 @@ static void json_span(struct ptw_json *j, const struct ptw_span *sp)
 		ptw_json_uint(j, "creator_span", sp->creator_span);
 	else
 		ptw_json_null(j, "creator_span");
-	json_location(j, "create_site", sp->create_site, "??", false);
+	ptw_json_location(j, "create_site", sp->create_site, "??", false);
 	ptw_json_uint(j, "depth", sp->depth);
 	json_tristate(j, "detached", sp->detached);
 	json_opt(j, "create_ns", sp->create_ns);
@@ -340,6 +345,7 @@ static void json_span(struct ptw_json *j, const struct ptw_span *sp)
 	ptw_json_bool(j, "uncertain", sp->uncertain);
 	json_open_mark(j, &(const struct ptw_open_mark){ .set = sp->open_after_ns.set,
 							.after_ns = sp->open_after_ns.v,
+							.for_ns = sp->open_for_ns,
 							.state = sp->open_state,
 							.wchan = sp->open_wchan,
 							.at = sp->open_at });
@@ -348,7 +354,7 @@ static void json_span(struct ptw_json *j, const struct ptw_span *sp)
 		ptw_json_string(j, "wchan", sp->wchan);
 		ptw_json_begin_array(j, "stack");
 		for (size_t i = 0; i < sp->nstack; i++)
-			json_location(j, NULL, sp->stack[i], "??", false);
+			ptw_json_location(j, NULL, sp->stack[i], "??", false);
 		ptw_json_end_array(j);
 		if (sp->wait_kind == PTW_WAIT_NONE) {
 			ptw_json_null(j, "waits_for");
@@ -366,7 +372,7 @@ static void json_span(struct ptw_json *j, const struct ptw_span *sp)
 	ptw_json_end_object(j);
 }
 
-static void json_frame(struct ptw_json *j, const struct ptw_frame *fr)
+void ptw_json_frame(struct ptw_json *j, const struct ptw_frame *fr)
 {
 	ptw_json_begin_object(j, NULL);
 	ptw_json_uint(j, "id", fr->id);
@@ -376,7 +382,7 @@ static void json_frame(struct ptw_json *j, const struct ptw_frame *fr)
 	else
 		ptw_json_null(j, "thread_span");
 	ptw_json_int(j, "tid", fr->tid);
-	json_location(j, "function", fr->function, "??", false);
+	ptw_json_location(j, "function", fr->function, "??", false);
 	ptw_json_uint(j, "entry_ns", fr->entry_ns);
 	if (fr->has_return) {
 		ptw_json_uint(j, "return_ns", fr->return_ns);
@@ -437,10 +443,10 @@ static void json_wait(struct ptw_json *j, const struct ptw_wait *w)
 		ptw_json_uint(j, "owner_span", w->owner_span);
 	else
 		ptw_json_null(j, "owner_span");
-	json_location(j, "site", w->site, "??", false);
+	ptw_json_location(j, "site", w->site, "??", false);
 	ptw_json_begin_array(j, "stack");
 	for (size_t i = 0; i < w->nstack; i++)
-		json_location(j, NULL, w->stack[i], "??", false);
+		ptw_json_location(j, NULL, w->stack[i], "??", false);
 	ptw_json_end_array(j);
 	ptw_json_uint(j, "start_ns", w->start_ns);
 	if (w->has_end) {
@@ -503,7 +509,7 @@ static void json_wait_metrics(struct ptw_json *j, const struct ptw_locks *l)
 		ptw_json_end_array(j);
 		ptw_json_begin_array(j, "sites");
 		for (size_t k = 0; k < st[i].nsites; k++)
-			json_location(j, NULL, st[i].sites[k], "??", false);
+			ptw_json_location(j, NULL, st[i].sites[k], "??", false);
 		ptw_json_end_array(j);
 		ptw_json_end_object(j);
 	}
@@ -585,11 +591,9 @@ const char *ptw_interrupt_why_name(enum ptw_interrupt_why w)
 	}
 }
 
-void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
+void ptw_json_head(struct ptw_json *j, const struct ptw_report *r, const char *schema)
 {
-	struct ptw_json jw = { .out = out, .pretty = true }, *j = &jw;
-	ptw_json_begin_object(j, NULL);
-	ptw_json_string(j, "schema", "ptwatch.spans/3");
+	ptw_json_string(j, "schema", schema);
 	ptw_json_begin_object(j, "tool");
 	ptw_json_string(j, "name", "ptwatch");
 	ptw_json_string(j, "version", r->tool_version);
@@ -600,7 +604,10 @@ void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 	ptw_json_string(j, "unit", "ns");
 	ptw_json_int(j, "realtime_offset_ns", r->realtime_offset_ns);
 	ptw_json_end_object(j);
+}
 
+void ptw_json_target(struct ptw_json *j, const struct ptw_report *r)
+{
 	ptw_json_begin_object(j, "target");
 	ptw_json_int(j, "pid", r->pid);
 	ptw_json_string(j, "exe", r->exe ? r->exe : "");
@@ -624,7 +631,10 @@ void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 	}
 	ptw_json_string(j, "fate", ptw_fate_name(r->fate, r->after_detach));
 	ptw_json_end_object(j);
+}
 
+void ptw_json_session(struct ptw_json *j, const struct ptw_report *r)
+{
 	ptw_json_begin_object(j, "session");
 	ptw_json_uint(j, "start_ns", r->start_ns);
 	ptw_json_uint(j, "end_ns", r->end_ns);
@@ -656,23 +666,14 @@ void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 			ptw_json_uint(j, r->stop_names[i], r->stop_counts[i]);
 	ptw_json_end_object(j);
 	ptw_json_end_object(j);
+}
 
-	ptw_json_begin_array(j, "spans");
-	size_t n = ptw_spans_count(r->spans);
-	for (size_t i = 0; i < n; i++)
-		json_span(j, ptw_spans_get(r->spans, i));
-	/* --trace: the frame spans follow the thread spans (ids of their own). */
+void ptw_json_metrics(struct ptw_json *j, const struct ptw_report *r, bool series)
+{
 	const struct ptw_frames *frames = ptw_spans_frames(r->spans);
 	size_t nframes = ptw_frames_count(frames);
-	for (size_t i = 0; i < nframes; i++)
-		json_frame(j, ptw_frames_get(frames, i));
-	/* --locks: the wait spans (ids of their own). */
 	const struct ptw_locks *locks = ptw_spans_locks(r->spans);
 	size_t nwaits = ptw_locks_count(locks);
-	for (size_t i = 0; i < nwaits; i++)
-		json_wait(j, ptw_locks_get(locks, i));
-	ptw_json_end_array(j);
-
 	struct ptw_metrics m;
 	ptw_spans_metrics(r->spans, &m);
 	ptw_json_begin_object(j, "metrics");
@@ -689,35 +690,34 @@ void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 	ptw_json_uint(j, "open_timeouts", m.open_timeouts);
 	/* Compact: one [ns, count] pair per line would double the document. */
 	bool pretty = j->pretty;
-	ptw_json_begin_array(j, "active_series");
+	if (series)
+		ptw_json_begin_array(j, "active_series");
 	j->pretty = false;
-	for (size_t i = 0; i < m.active_series_len; i++) {
+	for (size_t i = 0; series && i < m.active_series_len; i++) {
 		ptw_json_begin_array(j, NULL);
 		ptw_json_uint(j, NULL, m.active_series[i][0]);
 		ptw_json_uint(j, NULL, m.active_series[i][1]);
 		ptw_json_end_array(j);
 	}
-	ptw_json_end_array(j);
+	if (series)
+		ptw_json_end_array(j);
 	j->pretty = pretty;
-	if (nframes) {
-		size_t completed = 0, unmatched = 0;
-		for (size_t i = 0; i < nframes; i++) {
-			const struct ptw_frame *fr = ptw_frames_get(frames, i);
-			completed += fr->status == PTW_FRAME_COMPLETED;
-			unmatched += fr->status == PTW_FRAME_UNMATCHED;
-		}
+	uint64_t calls, completed, unmatched;
+	ptw_frames_totals(frames, &calls, &completed, &unmatched);
+	(void)nframes;
+	if (calls) {
 		ptw_json_begin_object(j, "frames");
-		ptw_json_uint(j, "count", nframes);
+		ptw_json_uint(j, "count", calls);
 		ptw_json_uint(j, "completed", completed);
 		ptw_json_uint(j, "unmatched", unmatched);
-		ptw_json_uint(j, "open", nframes - completed - unmatched);
+		ptw_json_uint(j, "open", calls - completed - unmatched);
 		ptw_json_end_object(j);
 		struct ptw_function_stats *st;
 		size_t nst = ptw_frames_stats(frames, &st);
 		ptw_json_begin_array(j, "functions");
 		for (size_t i = 0; i < nst; i++) {
 			ptw_json_begin_object(j, NULL);
-			json_location(j, "function", st[i].function, "??", false);
+			ptw_json_location(j, "function", st[i].function, "??", false);
 			ptw_json_uint(j, "calls", st[i].calls);
 			ptw_json_uint(j, "completed", st[i].completed);
 			ptw_json_uint(j, "total_ns", st[i].total_ns);
@@ -736,6 +736,45 @@ void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 	if (nwaits || r->locks)
 		json_wait_metrics(j, locks);
 	ptw_json_end_object(j);
+}
+
+void ptw_json_warnings(struct ptw_json *j, const struct ptw_report *r)
+{
+	ptw_json_begin_array(j, "warnings");
+	for (size_t i = 0; i < r->nwarnings; i++) {
+		ptw_json_begin_object(j, NULL);
+		ptw_json_string(j, "code", r->warnings[i].code);
+		ptw_json_string(j, "message", r->warnings[i].message);
+		ptw_json_end_object(j);
+	}
+	ptw_json_end_array(j);
+}
+
+void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
+{
+	struct ptw_json jw = { .out = out, .pretty = true }, *j = &jw;
+	ptw_json_begin_object(j, NULL);
+	ptw_json_head(j, r, PTW_SPANS_SCHEMA);
+	ptw_json_target(j, r);
+	ptw_json_session(j, r);
+
+	ptw_json_begin_array(j, "spans");
+	size_t n = ptw_spans_count(r->spans);
+	for (size_t i = 0; i < n; i++)
+		ptw_json_span(j, ptw_spans_get(r->spans, i));
+	/* --trace: the frame spans follow the thread spans (ids of their own). */
+	const struct ptw_frames *frames = ptw_spans_frames(r->spans);
+	size_t nframes = ptw_frames_count(frames);
+	for (size_t i = 0; i < nframes; i++)
+		ptw_json_frame(j, ptw_frames_get(frames, i));
+	/* --locks: the wait spans (ids of their own). */
+	const struct ptw_locks *locks = ptw_spans_locks(r->spans);
+	size_t nwaits = ptw_locks_count(locks);
+	for (size_t i = 0; i < nwaits; i++)
+		json_wait(j, ptw_locks_get(locks, i));
+	ptw_json_end_array(j);
+
+	ptw_json_metrics(j, r, true);
 
 	size_t nlive = ptw_locks_deadlock_count(locks);
 	if (!r->snapshot && (nlive || nwaits || r->locks)) {
@@ -786,14 +825,7 @@ void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 		ptw_deadlocks_free(dl, ndl);
 	}
 
-	ptw_json_begin_array(j, "warnings");
-	for (size_t i = 0; i < r->nwarnings; i++) {
-		ptw_json_begin_object(j, NULL);
-		ptw_json_string(j, "code", r->warnings[i].code);
-		ptw_json_string(j, "message", r->warnings[i].message);
-		ptw_json_end_object(j);
-	}
-	ptw_json_end_array(j);
+	ptw_json_warnings(j, r);
 	ptw_json_end_object(j);
 	ptw_buf_putc(out, '\n');
 }

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The readable event log and the summary; see ptw_output.h. */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <fnmatch.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +14,7 @@
 #include "ptw_symbols.h"
 
 /* Above this many spans the summary groups them by start routine. */
-#define TABLE_MAX_ROWS 40
+#define TABLE_MAX_ROWS PTW_SPANS_KEEP
 
 void ptw_text_duration(struct ptw_buf *out, uint64_t ns)
 {
@@ -382,6 +384,169 @@ void ptw_text_wait_event(struct ptw_buf *out, uint64_t start, const struct ptw_e
 	ptw_buf_putc(out, '\n');
 }
 
+/* ---- filters ---- */
+
+const char *const ptw_text_event_names[] = {
+	"exec", "main", "found", "create", "clone", "start", "end", "cancel", "detach", "joined",
+	"signal", "interrupt", "open", "execve", "exit", "call", "ret", "event", "stops", NULL,
+};
+
+int ptw_text_filter_events(struct ptw_text_filter *f, const char *list)
+{
+	char *copy = xstrdup(list), *save = NULL;
+	int r = 0;
+	for (char *w = strtok_r(copy, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+		size_t i;
+		for (i = 0; ptw_text_event_names[i] && strcmp(ptw_text_event_names[i], w); i++)
+			;
+		if (!ptw_text_event_names[i]) {
+			r = -EINVAL;
+			break;
+		}
+		f->events |= 1u << i;
+	}
+	if (!f->events)
+		r = -EINVAL;
+	free(copy);
+	return r;
+}
+
+int ptw_text_filter_tids(struct ptw_text_filter *f, const char *list)
+{
+	char *copy = xstrdup(list), *save = NULL;
+	int r = 0;
+	for (char *w = strtok_r(copy, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+		char *end;
+		errno = 0;
+		long v = strtol(w, &end, 10);
+		if (errno || *end || end == w || v <= 0 || v > 0x3fffffff) {
+			r = -EINVAL;
+			break;
+		}
+		f->tids = xreallocarray(f->tids, f->ntids + 1, sizeof(*f->tids));
+		f->tids[f->ntids++] = (pid_t)v;
+	}
+	if (!f->ntids)
+		r = -EINVAL;
+	free(copy);
+	return r;
+}
+
+static bool tid_wanted(const struct ptw_text_filter *f, pid_t tid)
+{
+	for (size_t i = 0; i < f->ntids; i++)
+		if (f->tids[i] == tid)
+			return true;
+	return false;
+}
+
+bool ptw_text_filter_span(const struct ptw_text_filter *f, const struct ptw_span *sp)
+{
+	if (!f)
+		return true;
+	if (f->ntids && !tid_wanted(f, sp->tid))
+		return false;
+	if (f->routine) {
+		char *name = ptw_span_group_name(sp);
+		bool ok = fnmatch(f->routine, name, 0) == 0;
+		free(name);
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
+/* The third column of a log line. */
+static bool word_wanted(const struct ptw_text_filter *f, const char *line, size_t len)
+{
+	if (!f->events)
+		return true;
+	size_t i = 0;
+	for (int field = 0; field < 2; field++) {
+		while (i < len && line[i] == ' ')
+			i++;
+		while (i < len && line[i] != ' ')
+			i++;
+	}
+	while (i < len && line[i] == ' ')
+		i++;
+	size_t w = i;
+	while (i < len && line[i] != ' ' && line[i] != '\n')
+		i++;
+	for (size_t k = 0; ptw_text_event_names[k]; k++)
+		if (strlen(ptw_text_event_names[k]) == i - w &&
+		    !memcmp(ptw_text_event_names[k], line + w, i - w))
+			return f->events & (1u << k);
+	return false;
+}
+
+static void raw_event(struct ptw_buf *out, uint64_t start, const struct ptw_event *ev,
+		      const struct ptw_span *sp)
+{
+	line_start(out, start, ev->ns, ev->tid, "event");
+	ptw_buf_printf(out, " %s", ptw_event_kind_name(ev->kind));
+	span_tag(out, sp);
+	if (ev->other_tid)
+		ptw_buf_printf(out, " other_tid=%d", ev->other_tid);
+	if (ev->pthread)
+		ptw_buf_printf(out, " pthread=%#" PRIx64, ev->pthread);
+	if (ev->has_value)
+		ptw_buf_printf(out, " value=%#" PRIx64, ev->value);
+	if (ev->has_arg)
+		ptw_buf_printf(out, " arg=%#" PRIx64, ev->arg);
+	if (ev->routine) {
+		ptw_buf_printf(out, " at=%#" PRIx64 " ", ev->routine->addr);
+		ptw_text_location(out, ev->routine, NULL);
+	}
+	if (ev->detached >= 0)
+		ptw_buf_printf(out, " detached=%d", ev->detached);
+	if (ev->unwinding >= 0)
+		ptw_buf_printf(out, " unwinding=%d", ev->unwinding);
+	if (ev->kind == PTW_EV_LWP_EXIT)
+		ptw_buf_printf(out, " how=%s code=%d",
+			       ev->exit_how == PTW_EXIT_SELF	? "self"
+			       : ev->exit_how == PTW_EXIT_GROUP ? "exit_group"
+								: "killed",
+			       ev->exit_code);
+	if (ev->sig)
+		ptw_buf_printf(out, " sig=%s", ptw_signame(ev->sig));
+	if (ev->sp || ev->ret_addr)
+		ptw_buf_printf(out, " sp=%#" PRIx64 " ret=%#" PRIx64, ev->sp, ev->ret_addr);
+	if (ev->name)
+		ptw_buf_printf(out, " name=%s", ev->name);
+	ptw_buf_putc(out, '\n');
+}
+
+void ptw_text_event_filtered(struct ptw_buf *out, uint64_t start, const struct ptw_event *ev,
+			     const struct ptw_span *sp, const struct ptw_frame *fr,
+			     const struct ptw_text_filter *f)
+{
+	if (!f) {
+		if (fr)
+			ptw_text_frame_event(out, start, ev, fr);
+		else
+			ptw_text_event(out, start, ev, sp);
+		return;
+	}
+	if (f->ntids && !tid_wanted(f, ev->tid) && !(sp && tid_wanted(f, sp->tid)))
+		return;
+	if (f->routine && (!sp || !ptw_text_filter_span(&(struct ptw_text_filter){ .routine = f->routine }, sp)))
+		return;
+	size_t at = out->len;
+	if (fr)
+		ptw_text_frame_event(out, start, ev, fr);
+	else
+		ptw_text_event(out, start, ev, sp);
+	if (!word_wanted(f, out->p ? out->p + at : "", out->len - at))
+		out->len = at;
+	if (f->verbose) {
+		size_t raw = out->len;
+		raw_event(out, start, ev, sp);
+		if (!word_wanted(f, out->p + raw, out->len - raw))
+			out->len = raw;
+	}
+}
+
 /* ---- summary ---- */
 
 static void dist_line(struct ptw_buf *out, const char *name, const struct ptw_distribution *d)
@@ -510,47 +675,10 @@ static void span_row(struct table *t, const struct ptw_span *sp)
 	table_row(t, c);
 }
 
-struct group {
-	char *routine; /* symbol, module+offset, "main" or "-" */
-	uint64_t count, by_status[PTW_STATUS_LWP_EXITED + 1];
-	uint64_t *spawn, *life;
-	size_t nspawn, nlife;
-};
-
 static void grouped_rows(struct ptw_buf *out, struct ptw_spans *spans)
 {
-	size_t n = ptw_spans_count(spans), ng = 0;
-	struct group *g = xcalloc(n, sizeof(*g));
-	for (size_t i = 0; i < n; i++) {
-		const struct ptw_span *sp = ptw_spans_get(spans, i);
-		const struct ptw_location *loc = sp->start_routine;
-		struct ptw_buf name = { 0 };
-		if (loc && loc->symbol)
-			ptw_buf_puts(&name, loc->symbol);
-		else if (loc && sp->origin == PTW_ORIGIN_MAIN)
-			ptw_buf_puts(&name, "main");
-		else if (loc)
-			module_offset(&name, loc);
-		else
-			ptw_buf_puts(&name, "-");
-		size_t k;
-		for (k = 0; k < ng && strcmp(g[k].routine, name.p); k++)
-			;
-		if (k < ng) {
-			ptw_buf_free(&name);
-		} else {
-			g[ng].routine = name.p;
-			g[ng].spawn = xcalloc(n, sizeof(uint64_t));
-			g[ng].life = xcalloc(n, sizeof(uint64_t));
-			ng++;
-		}
-		g[k].count++;
-		g[k].by_status[sp->status]++;
-		if (sp->origin != PTW_ORIGIN_MAIN && sp->create_ns.set && sp->start_ns.set)
-			g[k].spawn[g[k].nspawn++] = sp->start_ns.v - sp->create_ns.v;
-		if (ptw_span_lifetime(sp, &g[k].life[g[k].nlife]))
-			g[k].nlife++;
-	}
+	struct ptw_group *g;
+	size_t ng = ptw_spans_groups(spans, &g);
 	/* The LWP EXITED column only when there are such spans (a column
 	 * whose cells and header are empty is not printed). */
 	bool lwp = false;
@@ -565,11 +693,11 @@ static void grouped_rows(struct ptw_buf *out, struct ptw_spans *spans)
 	table_row(&tab, hdr);
 	for (size_t k = 0; k < ng; k++) {
 		struct ptw_distribution ds, dl;
-		ptw_distribution(g[k].spawn, g[k].nspawn, &ds);
-		ptw_distribution(g[k].life, g[k].nlife, &dl);
+		ptw_dacc_result(&g[k].spawn, &ds);
+		ptw_dacc_result(&g[k].life, &dl);
 		char *c[TABLE_COLS] = {
 			xasprintf("%" PRIu64, g[k].count),
-			g[k].routine,
+			xstrdup(g[k].routine),
 			xasprintf("%" PRIu64, g[k].by_status[PTW_STATUS_COMPLETED]),
 			xasprintf("%" PRIu64, g[k].by_status[PTW_STATUS_EXITED]),
 			lwp ? xasprintf("%" PRIu64, g[k].by_status[PTW_STATUS_LWP_EXITED]) : NULL,
@@ -580,11 +708,9 @@ static void grouped_rows(struct ptw_buf *out, struct ptw_spans *spans)
 			dl.count ? duration_str(dl.p50) : xstrdup("-"),
 		};
 		table_row(&tab, c);
-		free(g[k].spawn);
-		free(g[k].life);
 	}
 	table_print(out, &tab, 0xfd);
-	free(g);
+	ptw_groups_free(g, ng);
 }
 
 /* How the process ended or what it is now (checked: ptw_tracer_report). */
@@ -691,24 +817,27 @@ static void frames_summary(struct ptw_buf *out, const struct ptw_report *r)
 {
 	const struct ptw_frames *f = ptw_spans_frames(r->spans);
 	size_t n = ptw_frames_count(f);
-	if (!n)
+	uint64_t calls, completed, unmatched;
+	ptw_frames_totals(f, &calls, &completed, &unmatched);
+	if (!calls)
 		return;
-	const struct ptw_frame **all = xcalloc(n, sizeof(*all));
-	size_t completed = 0, unmatched = 0;
-	for (size_t i = 0; i < n; i++) {
+	const struct ptw_frame **all = xcalloc(n + 1, sizeof(*all));
+	for (size_t i = 0; i < n; i++)
 		all[i] = ptw_frames_get(f, i);
-		completed += all[i]->status == PTW_FRAME_COMPLETED;
-		unmatched += all[i]->status == PTW_FRAME_UNMATCHED;
-	}
-	ptw_buf_printf(out, "  frames: %zu calls, %zu completed, %zu unmatched, %zu open\n", n,
-		       completed, unmatched, n - completed - unmatched);
+	ptw_buf_printf(out,
+		       "  frames: %" PRIu64 " calls, %" PRIu64 " completed, %" PRIu64
+		       " unmatched, %" PRIu64 " open\n",
+		       calls, completed, unmatched, calls - completed - unmatched);
+	/* --json-lines: the calls that ended are in the stream, not here */
+	if (calls > n && !n)
+		ptw_buf_puts(out, "  (each call: in the stream)\n");
 	qsort(all, n, sizeof(*all), by_thread_then_id);
 	for (size_t i = 0; i < n;) {
 		size_t k = i;
 		while (k < n && all[k]->thread_span == all[i]->thread_span && all[k]->tid == all[i]->tid)
 			k++;
 		const struct ptw_span *sp =
-			all[i]->thread_span ? ptw_spans_get(r->spans, all[i]->thread_span - 1) : NULL;
+			all[i]->thread_span ? ptw_spans_by_id(r->spans, all[i]->thread_span) : NULL;
 		ptw_buf_printf(out, "  thread %d", all[i]->tid);
 		if (sp) {
 			ptw_buf_printf(out, " [%u] ", sp->id);
@@ -850,7 +979,8 @@ void ptw_text_summary(struct ptw_buf *out, const struct ptw_report *r)
 	interrupts_line(out, r);
 
 	size_t n = ptw_spans_count(r->spans);
-	if (n <= TABLE_MAX_ROWS) {
+	/* (streaming keeps every span of a session this short: PTW_SPANS_KEEP) */
+	if (ptw_spans_total(r->spans) <= TABLE_MAX_ROWS && n <= TABLE_MAX_ROWS) {
 		struct table tab = { 0 };
 		char *hdr[TABLE_COLS] = { xstrdup("SPAN"),   xstrdup("TID"),	xstrdup("CREATOR"),
 					  xstrdup("NAME"),   xstrdup("START ROUTINE"), xstrdup("STATUS"),

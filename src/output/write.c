@@ -15,7 +15,10 @@ int ptw_report_write(const struct ptw_report *r, const struct ptw_output_opts *o
 	int ret = 0;
 	struct ptw_buf out = { 0 };
 	if (o->json) {
-		ptw_report_json(r, &out);
+		if (o->chrome)
+			ptw_report_chrome(r, &out);
+		else
+			ptw_report_json(r, &out);
 		ret = ptw_write_all(o->json_fd >= 0 ? o->json_fd : STDOUT_FILENO, out.p, out.len);
 		if (ret < 0)
 			fprintf(stderr, "ptwatch: cannot write the spans document: %s\n",
@@ -28,7 +31,7 @@ int ptw_report_write(const struct ptw_report *r, const struct ptw_output_opts *o
 	 * (as eu-stack's and gdb's), unless the document has it. Trace mode
 	 * keeps its summary with its event lines, on standard error. */
 	int text_fd = STDERR_FILENO;
-	if (o->snapshot && !(o->json && o->json_fd < 0))
+	if (o->snapshot && !((o->json || o->lines) && o->json_fd < 0))
 		text_fd = STDOUT_FILENO;
 	if (o->snapshot)
 		ptw_text_snapshot(&out, r);

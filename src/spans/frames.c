@@ -81,9 +81,125 @@ struct fthread {
 struct ptw_frames {
 	struct ptw_frame **frames;
 	size_t n, cap;
-	struct ptw_map threads;	       /* tid -> struct fthread* */
+	struct ptw_map threads; /* tid -> struct fthread* */
+	ptw_frame_closed_fn closed;
+	void *closed_ctx;
+	uint32_t next_id;
+	/* streaming: closed frames go into the totals and the per-function
+	 * figures at the next collect, and are freed */
+	bool streaming;
+	size_t ndead; /* closed since the last collect */
+	uint64_t acc_calls, acc_completed, acc_unmatched;
+	struct acc_fn *fns;
+	size_t nfns;
+	struct ptw_map fn_idx; /* function_key -> index + 1 */
 	struct ptw_timeouts *timeouts; /* borrowed, may be NULL */
 };
+
+/* What the freed frames of one function leave behind. */
+struct acc_fn {
+	uint64_t key;
+	const struct ptw_location *function;
+	uint64_t calls, completed, total, self;
+	struct ptw_dacc durations;
+};
+
+static uint64_t function_key(const struct ptw_location *loc);
+
+void ptw_frames_set_streaming(struct ptw_frames *f)
+{
+	f->streaming = true;
+}
+
+static struct acc_fn *acc_fn_of(struct ptw_frames *f, const struct ptw_location *fn)
+{
+	uint64_t key = function_key(fn);
+	uintptr_t i = (uintptr_t)ptw_map_get(&f->fn_idx, key);
+	if (!i) {
+		f->fns = xreallocarray(f->fns, f->nfns + 1, sizeof(*f->fns));
+		memset(&f->fns[f->nfns], 0, sizeof(f->fns[0]));
+		f->fns[f->nfns].key = key;
+		f->fns[f->nfns].function = fn;
+		f->fns[f->nfns].durations.exact_max = PTW_DACC_EXACT;
+		i = ++f->nfns;
+		ptw_map_put(&f->fn_idx, key, (void *)i);
+	}
+	return &f->fns[i - 1];
+}
+
+/* A closed frame's figures, kept; the frame itself can go. */
+static void account_frame(struct ptw_frames *f, const struct ptw_frame *fr)
+{
+	struct acc_fn *a = acc_fn_of(f, fr->function);
+	f->acc_calls++;
+	a->calls++;
+	if (fr->status == PTW_FRAME_UNMATCHED)
+		f->acc_unmatched++;
+	if (fr->status != PTW_FRAME_COMPLETED || fr->return_ns < fr->entry_ns)
+		return;
+	uint64_t d = fr->return_ns - fr->entry_ns;
+	f->acc_completed++;
+	a->completed++;
+	a->total += d;
+	a->self += d > fr->child_ns ? d - fr->child_ns : 0;
+	ptw_dacc_add(&a->durations, d);
+}
+
+static void frame_free(struct ptw_frame *fr)
+{
+	free(fr->open.state);
+	free(fr->open.wchan);
+	free(fr);
+}
+
+void ptw_frames_collect(struct ptw_frames *f)
+{
+	if (!f->ndead)
+		return;
+	/* in streaming mode the frames held are the open ones */
+	size_t k = 0;
+	for (size_t i = 0; i < f->n; i++) {
+		struct ptw_frame *fr = f->frames[i];
+		if (fr->status == PTW_FRAME_OPEN) {
+			f->frames[k++] = fr;
+			continue;
+		}
+		account_frame(f, fr);
+		frame_free(fr);
+	}
+	f->n = k;
+	f->ndead = 0;
+}
+
+void ptw_frames_totals(const struct ptw_frames *f, uint64_t *calls, uint64_t *completed,
+		       uint64_t *unmatched)
+{
+	*calls = f->acc_calls;
+	*completed = f->acc_completed;
+	*unmatched = f->acc_unmatched;
+	for (size_t i = 0; i < f->n; i++) {
+		const struct ptw_frame *fr = f->frames[i];
+		(*calls)++;
+		*completed += fr->status == PTW_FRAME_COMPLETED;
+		*unmatched += fr->status == PTW_FRAME_UNMATCHED;
+	}
+}
+
+/* A frame got its final status: in streaming mode it goes at the next
+ * collect (it is still the one the last event concerned until then). */
+static void closed(struct ptw_frames *f, struct ptw_frame *fr)
+{
+	if (f->closed)
+		f->closed(f->closed_ctx, fr);
+	if (f->streaming)
+		f->ndead++;
+}
+
+void ptw_frames_set_closed(struct ptw_frames *f, ptw_frame_closed_fn fn, void *ctx)
+{
+	f->closed = fn;
+	f->closed_ctx = ctx;
+}
 
 struct ptw_frames *ptw_frames_new(void)
 {
@@ -102,18 +218,38 @@ void ptw_frames_free(struct ptw_frames *f)
 {
 	if (!f)
 		return;
-	for (size_t i = 0; i < f->n; i++) {
-		free(f->frames[i]->open.state);
-		free(f->frames[i]->open.wchan);
-		free(f->frames[i]);
-	}
+	for (size_t i = 0; i < f->n; i++)
+		frame_free(f->frames[i]);
 	free(f->frames);
+	for (size_t i = 0; i < f->nfns; i++)
+		ptw_dacc_free(&f->fns[i].durations);
+	free(f->fns);
+	ptw_map_free(&f->fn_idx);
 	size_t it = 0;
 	void *v;
 	while (ptw_map_next(&f->threads, &it, NULL, &v))
 		fthread_free(v);
 	ptw_map_free(&f->threads);
 	free(f);
+}
+
+void ptw_frames_add(struct ptw_frames *f, const struct ptw_frame *fr)
+{
+	if (f->streaming && fr->status != PTW_FRAME_OPEN) {
+		account_frame(f, fr);
+		return;
+	}
+	if (f->n == f->cap) {
+		f->cap = f->cap ? f->cap * 2 : 256;
+		f->frames = xreallocarray(f->frames, f->cap, sizeof(*f->frames));
+	}
+	struct ptw_frame *copy = xmalloc(sizeof(*copy));
+	*copy = *fr;
+	copy->open.state = fr->open.state ? xstrdup(fr->open.state) : NULL;
+	copy->open.wchan = fr->open.wchan ? xstrdup(fr->open.wchan) : NULL;
+	f->frames[f->n++] = copy;
+	if (fr->id > f->next_id)
+		f->next_id = fr->id;
 }
 
 size_t ptw_frames_count(const struct ptw_frames *f)
@@ -150,11 +286,17 @@ void ptw_frames_set_timeouts(struct ptw_frames *f, struct ptw_timeouts *to)
 
 const struct ptw_frame *ptw_frames_mark_open(struct ptw_frames *f, const struct ptw_event *ev)
 {
-	if (ev->span_kind != PTW_SPAN_FRAME || !ev->span_id || ev->span_id > f->n)
+	if (ev->span_kind != PTW_SPAN_FRAME || !ev->span_id)
 		return NULL;
-	struct ptw_frame *fr = f->frames[ev->span_id - 1];
-	ptw_timeouts_unwatch(f->timeouts, PTW_SPAN_FRAME, fr->id);
-	if (fr->status != PTW_FRAME_OPEN || fr->open.set)
+	ptw_timeouts_unwatch(f->timeouts, PTW_SPAN_FRAME, ev->span_id);
+	/* An open frame is on its thread's shadow stack (ended ones may be
+	 * gone: streaming frees them). */
+	struct fthread *ft = fthread(f, ev->tid, false);
+	struct ptw_frame *fr = NULL;
+	for (size_t i = ft ? ft->n : 0; i-- > 0 && !fr;)
+		if (ft->stack[i]->id == ev->span_id)
+			fr = ft->stack[i];
+	if (!fr || fr->open.set)
 		return NULL;
 	fr->open.set = true;
 	fr->open.after_ns = ev->ns;
@@ -174,6 +316,7 @@ static void complete(struct ptw_frames *f, struct fthread *ft, struct ptw_frame 
 	/* Its time counts as its parent's children's (self time). */
 	if (ft->n && ns >= fr->entry_ns)
 		ft->stack[ft->n - 1]->child_ns += ns - fr->entry_ns;
+	closed(f, fr);
 }
 
 static void unmatched(struct ptw_frames *f, struct ptw_frame *fr, uint64_t ns, const char *reason)
@@ -183,6 +326,7 @@ static void unmatched(struct ptw_frames *f, struct ptw_frame *fr, uint64_t ns, c
 	fr->reason = reason;
 	fr->has_left = true;
 	fr->left_ns = ns;
+	closed(f, fr);
 }
 
 /* Why frames skipped without their return (not a tail call) were left. */
@@ -244,7 +388,7 @@ static struct ptw_frame *on_entry(struct ptw_frames *f, const struct ptw_event *
 		f->frames = xreallocarray(f->frames, f->cap, sizeof(*f->frames));
 	}
 	f->frames[f->n++] = fr;
-	fr->id = (uint32_t)f->n;
+	fr->id = ++f->next_id;
 	fr->thread_span = thread ? thread->id : 0;
 	fr->tid = ev->tid;
 	fr->function = ev->routine;
@@ -281,11 +425,11 @@ static struct ptw_frame *on_at(struct ptw_frames *f, const struct ptw_event *ev,
 		pop_unmatched(f, ft, returned ? k - 1 : k, ev->ns, skip_reason(ft, thread));
 		if (returned) {
 			fr = ft->stack[--ft->n];
-			complete(f, ft, fr, ev->ns);
-			if (ev->has_value) {
+			if (ev->has_value) { /* before complete(): its closed callback sees it */
 				fr->has_value = true;
 				fr->value = ev->value;
 			}
+			complete(f, ft, fr, ev->ns);
 		}
 	}
 	if (ft->leaving == LEAVE_LONGJMP || (ev->kind == PTW_EV_CATCH && ft->leaving == LEAVE_EXCEPTION))
@@ -385,13 +529,6 @@ const struct ptw_frame *ptw_frames_consume(struct ptw_frames *f, const struct pt
 
 /* ---- statistics ---- */
 
-struct group {
-	const struct ptw_location *function;
-	uint64_t calls, completed, total, self;
-	uint64_t *durations;
-	size_t nd, cap;
-};
-
 static uint64_t function_key(const struct ptw_location *loc)
 {
 	if (!loc)
@@ -417,8 +554,18 @@ static int by_total(const void *a, const void *b)
 size_t ptw_frames_stats(const struct ptw_frames *f, struct ptw_function_stats **ret)
 {
 	struct ptw_map idx = { 0 };
-	struct group *groups = NULL;
+	struct acc_fn *groups = NULL;
 	size_t ng = 0;
+	/* what the freed frames left (streaming), then the frames held */
+	for (size_t i = 0; i < f->nfns; i++) {
+		groups = xreallocarray(groups, ng + 1, sizeof(*groups));
+		groups[ng] = f->fns[i];
+		memset(&groups[ng].durations, 0, sizeof(groups[ng].durations));
+		groups[ng].durations.exact_max = f->fns[i].durations.exact_max;
+		ptw_dacc_merge(&groups[ng].durations, &f->fns[i].durations);
+		ptw_map_put(&idx, groups[ng].key, (void *)(uintptr_t)(ng + 1));
+		ng++;
+	}
 	for (size_t i = 0; i < f->n; i++) {
 		const struct ptw_frame *fr = f->frames[i];
 		uint64_t key = function_key(fr->function);
@@ -426,11 +573,12 @@ size_t ptw_frames_stats(const struct ptw_frames *f, struct ptw_function_stats **
 		if (!gi) {
 			groups = xreallocarray(groups, ng + 1, sizeof(*groups));
 			memset(&groups[ng], 0, sizeof(*groups));
+			groups[ng].key = key;
 			groups[ng].function = fr->function;
 			gi = ++ng;
 			ptw_map_put(&idx, key, (void *)gi);
 		}
-		struct group *g = &groups[gi - 1];
+		struct acc_fn *g = &groups[gi - 1];
 		g->calls++;
 		if (fr->status != PTW_FRAME_COMPLETED || fr->return_ns < fr->entry_ns)
 			continue;
@@ -438,16 +586,12 @@ size_t ptw_frames_stats(const struct ptw_frames *f, struct ptw_function_stats **
 		g->completed++;
 		g->total += d;
 		g->self += d > fr->child_ns ? d - fr->child_ns : 0;
-		if (g->nd == g->cap) {
-			g->cap = g->cap ? g->cap * 2 : 16;
-			g->durations = xreallocarray(g->durations, g->cap, sizeof(*g->durations));
-		}
-		g->durations[g->nd++] = d;
+		ptw_dacc_add(&g->durations, d);
 	}
 	struct ptw_function_stats *out = xcalloc(ng + 1, sizeof(*out));
 	for (size_t i = 0; i < ng; i++) {
 		struct ptw_distribution d;
-		ptw_distribution(groups[i].durations, groups[i].nd, &d);
+		ptw_dacc_result(&groups[i].durations, &d);
 		out[i] = (struct ptw_function_stats){
 			.function = groups[i].function,
 			.calls = groups[i].calls,
@@ -459,7 +603,7 @@ size_t ptw_frames_stats(const struct ptw_frames *f, struct ptw_function_stats **
 			.p99_ns = d.p99,
 			.max_ns = d.max,
 		};
-		free(groups[i].durations);
+		ptw_dacc_free(&groups[i].durations);
 	}
 	free(groups);
 	ptw_map_free(&idx);

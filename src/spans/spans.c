@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "ptw_spans.h"
 
+#include <inttypes.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,13 +11,15 @@
 #include "ptw_timeouts.h"
 #include "ptw_frames.h"
 #include "ptw_locks.h"
+#include "ptw_symbols.h"
 #include "ptw_util.h"
 
 #define PTHREAD_CANCELED_VALUE UINT64_MAX /* (void *)-1 */
 
 struct ptw_spans {
-	struct ptw_span **spans;
-	size_t n, cap;
+	struct ptw_span **spans; /* held, in order of id; NULL: freed (holes) */
+	size_t n, cap, holes;
+	uint32_t next_id;
 	struct ptw_map by_tid;	   /* tid -> live span */
 	struct ptw_map by_pthread; /* pthread_t -> most recent span with it */
 	struct ptw_map joins;	   /* joiner tid -> span it is joining */
@@ -31,6 +34,20 @@ struct ptw_spans {
 	const struct ptw_frame *last_frame;
 	struct ptw_locks *locks; /* --locks: wait spans (locks.c) */
 	const struct ptw_wait *last_wait;
+	struct ptw_map by_id;	   /* id -> held span */
+	/* streaming */
+	bool streaming;
+	ptw_span_retire_fn retire;
+	void *retire_ctx;
+	struct ptw_span **pending; /* candidates for retirement */
+	size_t npending, pending_cap;
+	/* what the freed spans leave in the metrics and groups */
+	struct ptw_dacc spawn, life, wait;
+	uint64_t freed, kept, added, unjoined, open_spans, unmatched, open_timeouts;
+	struct ptw_group *groups;
+	size_t ngroups;
+	struct ptw_map group_idx; /* hash of the name -> index + 1 */
+	bool counters_set;
 };
 
 struct ptw_spans *ptw_spans_new(void)
@@ -42,6 +59,11 @@ struct ptw_spans *ptw_spans_new(void)
 }
 
 const struct ptw_frames *ptw_spans_frames(const struct ptw_spans *s)
+{
+	return s->frames;
+}
+
+struct ptw_frames *ptw_spans_frames_mut(struct ptw_spans *s)
 {
 	return s->frames;
 }
@@ -61,20 +83,33 @@ const struct ptw_wait *ptw_spans_last_wait(const struct ptw_spans *s)
 	return s->last_wait;
 }
 
+static void span_free(struct ptw_span *sp)
+{
+	if (!sp)
+		return;
+	free(sp->name);
+	free(sp->state);
+	free(sp->wchan);
+	free(sp->open_state);
+	free(sp->open_wchan);
+	free(sp->stack);
+	free(sp);
+}
+
 void ptw_spans_free(struct ptw_spans *s)
 {
 	if (!s)
 		return;
-	for (size_t i = 0; i < s->n; i++) {
-		free(s->spans[i]->name);
-		free(s->spans[i]->state);
-		free(s->spans[i]->wchan);
-		free(s->spans[i]->open_state);
-		free(s->spans[i]->open_wchan);
-		free(s->spans[i]->stack);
-		free(s->spans[i]);
-	}
+	for (size_t i = 0; i < s->n; i++)
+		span_free(s->spans[i]);
 	free(s->spans);
+	free(s->pending);
+	ptw_map_free(&s->by_id);
+	ptw_dacc_free(&s->spawn);
+	ptw_dacc_free(&s->life);
+	ptw_dacc_free(&s->wait);
+	ptw_groups_free(s->groups, s->ngroups);
+	ptw_map_free(&s->group_idx);
 	ptw_map_free(&s->by_tid);
 	ptw_map_free(&s->by_pthread);
 	ptw_map_free(&s->joins);
@@ -90,14 +125,45 @@ void ptw_spans_set_timeouts(struct ptw_spans *s, struct ptw_timeouts *to)
 	ptw_frames_set_timeouts(s->frames, to);
 }
 
+static void compact(struct ptw_spans *s)
+{
+	if (!s->holes)
+		return;
+	size_t k = 0;
+	for (size_t i = 0; i < s->n; i++)
+		if (s->spans[i]) {
+			s->spans[i]->slot = k;
+			s->spans[k++] = s->spans[i];
+		}
+	s->n = k;
+	s->holes = 0;
+}
+
 size_t ptw_spans_count(const struct ptw_spans *s)
 {
+	compact((struct ptw_spans *)s); /* the holes are no state of the engine */
 	return s->n;
 }
 
 const struct ptw_span *ptw_spans_get(const struct ptw_spans *s, size_t i)
 {
+	compact((struct ptw_spans *)s);
 	return i < s->n ? s->spans[i] : NULL;
+}
+
+uint64_t ptw_spans_active(const struct ptw_spans *s)
+{
+	return s->active;
+}
+
+uint64_t ptw_spans_total(const struct ptw_spans *s)
+{
+	return s->next_id;
+}
+
+const struct ptw_span *ptw_spans_by_id(const struct ptw_spans *s, uint32_t id)
+{
+	return ptw_map_get(&s->by_id, id);
 }
 
 const struct ptw_span *ptw_spans_by_tid(const struct ptw_spans *s, pid_t tid)
@@ -112,6 +178,8 @@ static struct ptw_span *live(struct ptw_spans *s, pid_t tid)
 
 static void series_push(struct ptw_spans *s, uint64_t ns)
 {
+	if (s->streaming)
+		return; /* two entries per thread: not bounded */
 	if (s->nseries == s->series_cap) {
 		s->series_cap = s->series_cap ? s->series_cap * 2 : 64;
 		s->series = xreallocarray(s->series, s->series_cap, sizeof(*s->series));
@@ -155,6 +223,30 @@ static void unbind_tid(struct ptw_spans *s, struct ptw_span *sp)
 		ptw_map_del(&s->by_tid, (uint64_t)sp->tid);
 }
 
+static void hold(struct ptw_spans *s, struct ptw_span *sp)
+{
+	if (s->n == s->cap) {
+		compact(s);
+		if (s->n == s->cap) {
+			s->cap = s->cap ? s->cap * 2 : 64;
+			s->spans = xreallocarray(s->spans, s->cap, sizeof(*s->spans));
+		}
+	}
+	sp->slot = s->n;
+	s->spans[s->n++] = sp;
+}
+
+static void candidate(struct ptw_spans *s, struct ptw_span *sp)
+{
+	if (!s->streaming || !sp || sp->retired)
+		return;
+	if (s->npending == s->pending_cap) {
+		s->pending_cap = s->pending_cap ? s->pending_cap * 2 : 16;
+		s->pending = xreallocarray(s->pending, s->pending_cap, sizeof(*s->pending));
+	}
+	s->pending[s->npending++] = sp;
+}
+
 static struct ptw_span *new_span(struct ptw_spans *s, pid_t tid, enum ptw_origin origin, uint64_t ns)
 {
 	struct ptw_span *old = live(s, tid);
@@ -168,12 +260,9 @@ static struct ptw_span *new_span(struct ptw_spans *s, pid_t tid, enum ptw_origin
 		unbind_tid(s, old);
 	}
 	struct ptw_span *sp = xcalloc(1, sizeof(*sp));
-	if (s->n == s->cap) {
-		s->cap = s->cap ? s->cap * 2 : 64;
-		s->spans = xreallocarray(s->spans, s->cap, sizeof(*s->spans));
-	}
-	s->spans[s->n++] = sp;
-	sp->id = (uint32_t)s->n;
+	hold(s, sp);
+	sp->id = ++s->next_id;
+	ptw_map_put(&s->by_id, sp->id, sp);
 	sp->tid = tid;
 	sp->origin = origin;
 	sp->detached = -1;
@@ -186,6 +275,14 @@ static struct ptw_span *new_span(struct ptw_spans *s, pid_t tid, enum ptw_origin
 	ptw_map_put(&s->by_tid, (uint64_t)tid, sp);
 	ptw_timeouts_watch(s->timeouts, PTW_SPAN_THREAD, sp->id, tid, ns);
 	return sp;
+}
+
+/* pthread is now sp's: the span that had it can no longer be joined. */
+static void put_pthread(struct ptw_spans *s, struct ptw_span *sp)
+{
+	struct ptw_span *old = ptw_map_put(&s->by_pthread, sp->pthread, sp);
+	if (old && old != sp)
+		candidate(s, old);
 }
 
 static void set_creator(struct ptw_spans *s, struct ptw_span *sp, pid_t creator_tid)
@@ -291,6 +388,7 @@ static void on_lwp_exit(struct ptw_spans *s, struct ptw_span *sp, const struct p
 		}
 	}
 	unbind_tid(s, sp);
+	candidate(s, sp);
 }
 
 static bool is_crash_signal(int sig)
@@ -306,6 +404,17 @@ static bool is_crash_signal(int sig)
 		return true;
 	default:
 		return false;
+	}
+}
+
+/* Nothing can join the spans there are any more. */
+static void gone(struct ptw_spans *s)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		if (s->spans[i]) {
+			s->spans[i]->final = true;
+			candidate(s, s->spans[i]);
+		}
 	}
 }
 
@@ -333,6 +442,7 @@ static void on_process_exit(struct ptw_spans *s, const struct ptw_event *ev)
 		unbind_tid(s, sp);
 	}
 	ptw_map_free(&s->joins);
+	gone(s);
 }
 
 static void on_exec(struct ptw_spans *s, const struct ptw_event *ev)
@@ -347,6 +457,7 @@ static void on_exec(struct ptw_spans *s, const struct ptw_event *ev)
 	}
 	ptw_map_free(&s->joins);
 	ptw_map_free(&s->by_pthread);
+	gone(s);
 }
 
 static void on_join_return(struct ptw_spans *s, const struct ptw_event *ev)
@@ -387,12 +498,14 @@ static void on_tracer_died(struct ptw_spans *s, uint64_t ns)
 			series_push(s, ns);
 		}
 	}
+	gone(s);
 }
 
 const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_event *ev)
 {
 	struct ptw_span *sp = NULL;
 
+	ptw_spans_collect(s);
 	/* Frames first: a thread's end closes its frames with what its span
 	 * knew just before (pthread_exit called, cancel requested). */
 	s->last_frame = ptw_frames_consume(s->frames, ev, live(s, ev->tid));
@@ -415,7 +528,7 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 		if (sp->depth > s->max_depth)
 			s->max_depth = sp->depth;
 		if (sp->pthread)
-			ptw_map_put(&s->by_pthread, sp->pthread, sp);
+			put_pthread(s, sp);
 		break;
 	case PTW_EV_MAIN_START:
 		sp = live(s, ev->tid);
@@ -424,7 +537,7 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 			sp->start_routine = ev->routine;
 			if (ev->pthread) {
 				sp->pthread = ev->pthread;
-				ptw_map_put(&s->by_pthread, sp->pthread, sp);
+				put_pthread(s, sp);
 			}
 		}
 		break;
@@ -442,7 +555,7 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 		if (ev->has_arg)
 			set_opt(&sp->arg, ev->arg);
 		if (sp->pthread)
-			ptw_map_put(&s->by_pthread, sp->pthread, sp);
+			put_pthread(s, sp);
 		s->threads_created++;
 		break;
 	case PTW_EV_THREAD_START:
@@ -485,6 +598,7 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 		sp = by_pthread(s, ev->pthread);
 		if (sp)
 			sp->detached = 1;
+		candidate(s, sp);
 		break;
 	case PTW_EV_JOIN_CALL:
 		sp = by_pthread(s, ev->pthread);
@@ -498,10 +612,12 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 	case PTW_EV_JOIN_RETURN:
 		sp = ptw_map_get(&s->joins, (uint64_t)ev->tid);
 		on_join_return(s, ev);
+		candidate(s, sp);
 		break;
 	case PTW_EV_THREAD_DEATH:
 		sp = adopt(s, ev->tid, ev->ns);
 		on_death(s, sp, ev);
+		candidate(s, sp);
 		break;
 	case PTW_EV_THREAD_NAME:
 		sp = live(s, ev->tid);
@@ -538,9 +654,9 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 	case PTW_EV_SPAN_OPEN:
 		if (ev->span_kind == PTW_SPAN_FRAME)
 			s->last_frame = ptw_frames_mark_open(s->frames, ev);
-		if (ev->span_kind != PTW_SPAN_THREAD || !ev->span_id || ev->span_id > s->n)
-			break; /* another engine's span */
-		sp = s->spans[ev->span_id - 1];
+		if (ev->span_kind != PTW_SPAN_THREAD || !ptw_map_get(&s->by_id, ev->span_id))
+			break; /* another engine's span, or one handed out */
+		sp = ptw_map_get(&s->by_id, ev->span_id);
 		ptw_timeouts_unwatch(s->timeouts, PTW_SPAN_THREAD, sp->id);
 		if (sp->ended || sp->open_after_ns.set)
 			break;
@@ -646,41 +762,432 @@ bool ptw_span_lifetime(const struct ptw_span *sp, uint64_t *ret)
 	return true;
 }
 
+/* ---- streaming: retiring spans ---- */
+
+void ptw_spans_set_streaming(struct ptw_spans *s, ptw_span_retire_fn retire, void *ctx)
+{
+	s->streaming = true;
+	ptw_frames_set_streaming(s->frames);
+	s->retire = retire;
+	s->retire_ctx = ctx;
+	s->spawn.exact_max = s->life.exact_max = s->wait.exact_max = PTW_DACC_EXACT;
+}
+
+void ptw_spans_set_retire(struct ptw_spans *s, ptw_span_retire_fn retire, void *ctx)
+{
+	s->retire = retire;
+	s->retire_ctx = ctx;
+}
+
+void ptw_spans_set_counters(struct ptw_spans *s, uint64_t threads_created, uint64_t max_active,
+			    uint64_t max_depth)
+{
+	s->threads_created = threads_created;
+	s->max_active = max_active;
+	s->max_depth = (unsigned)max_depth;
+	s->counters_set = true;
+}
+
+static bool spawn_of(const struct ptw_span *sp, uint64_t *ret)
+{
+	if (sp->origin == PTW_ORIGIN_MAIN || !sp->create_ns.set || !sp->start_ns.set ||
+	    sp->start_ns.v < sp->create_ns.v)
+		return false;
+	*ret = sp->start_ns.v - sp->create_ns.v;
+	return true;
+}
+
+static bool life_of(const struct ptw_span *sp, uint64_t *ret)
+{
+	return ptw_span_lifetime(sp, ret);
+}
+
+static bool is_unjoined(const struct ptw_span *sp)
+{
+	bool finished = sp->status == PTW_STATUS_COMPLETED || sp->status == PTW_STATUS_EXITED ||
+			sp->status == PTW_STATUS_CANCELLED || sp->status == PTW_STATUS_LWP_EXITED;
+	return sp->origin != PTW_ORIGIN_MAIN && sp->detached == 0 && finished &&
+	       !(sp->joined && sp->join_return_ns.set);
+}
+
+char *ptw_span_group_name(const struct ptw_span *sp)
+{
+	const struct ptw_location *loc = sp->start_routine;
+	if (loc && loc->symbol)
+		return xstrdup(loc->symbol);
+	if (!loc) /* a raw clone's, or main() not found: unknown */
+		return xstrdup("-");
+	if (sp->origin == PTW_ORIGIN_MAIN)
+		return xstrdup("main");
+	if (loc->module && loc->has_offset) {
+		const char *b = strrchr(loc->module, '/');
+		return xasprintf("%s+%#" PRIx64, b ? b + 1 : loc->module, loc->offset);
+	}
+	return xasprintf("%#" PRIx64, loc->addr);
+}
+
+static struct ptw_group *group_for(struct ptw_group **g, size_t *n, struct ptw_map *idx, char *name,
+				   size_t exact_max)
+{
+	uint64_t h = ptw_str_hash(name) | 1;
+	for (;; h += 2) { /* open addressing on the hash: collisions step on */
+		uintptr_t k = (uintptr_t)ptw_map_get(idx, h);
+		if (!k)
+			break;
+		if (!strcmp((*g)[k - 1].routine, name)) {
+			free(name);
+			return &(*g)[k - 1];
+		}
+	}
+	*g = xreallocarray(*g, *n + 1, sizeof(**g));
+	struct ptw_group *ng = &(*g)[*n];
+	memset(ng, 0, sizeof(*ng));
+	ng->routine = name;
+	ng->spawn.exact_max = ng->life.exact_max = exact_max;
+	(*n)++;
+	ptw_map_put(idx, h, (void *)(uintptr_t)*n);
+	return ng;
+}
+
+static void group_add(struct ptw_group *g, const struct ptw_span *sp)
+{
+	uint64_t v;
+	if (!g->count || sp->id < g->first_id)
+		g->first_id = sp->id;
+	g->count++;
+	g->by_status[(unsigned)sp->status < PTW_STATUS_N ? sp->status : PTW_STATUS_UNMATCHED]++;
+	if (spawn_of(sp, &v))
+		ptw_dacc_add(&g->spawn, v);
+	if (life_of(sp, &v))
+		ptw_dacc_add(&g->life, v);
+}
+
+/* A span's figures, into the accumulators of the freed ones. */
+static void account(struct ptw_spans *s, const struct ptw_span *sp)
+{
+	uint64_t v;
+	if (spawn_of(sp, &v))
+		ptw_dacc_add(&s->spawn, v);
+	if (life_of(sp, &v))
+		ptw_dacc_add(&s->life, v);
+	if (sp->joined && sp->join_return_ns.set)
+		ptw_dacc_add(&s->wait, sp->join_return_ns.v - sp->join_call_ns);
+	s->open_spans += sp->status == PTW_STATUS_OPEN;
+	s->unmatched += sp->status == PTW_STATUS_UNMATCHED;
+	s->open_timeouts += sp->open_after_ns.set;
+	s->unjoined += is_unjoined(sp);
+	s->freed++;
+	group_add(group_for(&s->groups, &s->ngroups, &s->group_idx, ptw_span_group_name(sp),
+			    PTW_DACC_EXACT),
+		  sp);
+}
+
+/* Can nothing change sp any more? */
+static bool done(struct ptw_spans *s, struct ptw_span *sp)
+{
+	if (sp->retired)
+		return false;
+	if (sp->final)
+		return true;
+	if (!sp->ended || live(s, sp->tid) == sp)
+		return false;
+	if (sp->joined && !sp->join_return_ns.set)
+		return false; /* its joiner is still in the join */
+	if (sp->detached == 1 || (sp->joined && sp->join_return_ns.set) || !sp->pthread)
+		return true;
+	/* joinable (or not known) and not joined: until its pthread_t is
+	 * someone else's, a join may still come */
+	return by_pthread(s, sp->pthread) != sp;
+}
+
+static void release(struct ptw_spans *s, struct ptw_span *sp)
+{
+	ptw_timeouts_unwatch(s->timeouts, PTW_SPAN_THREAD, sp->id);
+	if (live(s, sp->tid) == sp)
+		ptw_map_del(&s->by_tid, (uint64_t)sp->tid);
+	if (sp->pthread && ptw_map_get(&s->by_pthread, sp->pthread) == sp)
+		ptw_map_del(&s->by_pthread, sp->pthread);
+	if (sp->joined && ptw_map_get(&s->joins, (uint64_t)sp->joiner_tid) == sp)
+		ptw_map_del(&s->joins, (uint64_t)sp->joiner_tid);
+	ptw_map_del(&s->by_id, sp->id);
+	account(s, sp);
+	s->spans[sp->slot] = NULL;
+	s->holes++;
+	span_free(sp);
+}
+
+static void retire(struct ptw_spans *s, struct ptw_span *sp)
+{
+	sp->retired = true;
+	if (s->retire)
+		s->retire(s->retire_ctx, sp);
+	if (s->next_id > PTW_SPANS_KEEP)
+		release(s, sp);
+	else
+		s->kept++;
+}
+
+void ptw_spans_collect(struct ptw_spans *s)
+{
+	if (!s->streaming)
+		return;
+	ptw_frames_collect(s->frames);
+	/* Past the table's size: the kept ones go too. */
+	if (s->next_id > PTW_SPANS_KEEP && s->kept) {
+		for (size_t i = 0; i < s->n; i++)
+			if (s->spans[i] && s->spans[i]->retired)
+				release(s, s->spans[i]);
+		s->kept = 0;
+	}
+	for (size_t i = 0; i < s->npending; i++) {
+		struct ptw_span *sp = s->pending[i];
+		/* a span may be pending twice: the first retirement frees it */
+		bool twice = false;
+		for (size_t k = 0; k < i && !twice; k++)
+			twice = s->pending[k] == sp;
+		if (!twice && done(s, sp))
+			retire(s, sp);
+		else if (twice)
+			continue;
+	}
+	s->npending = 0;
+	compact(s);
+}
+
+void ptw_spans_retire_all(struct ptw_spans *s)
+{
+	if (!s->streaming)
+		return;
+	ptw_spans_collect(s);
+	for (size_t i = 0; i < s->n; i++)
+		if (s->spans[i] && !s->spans[i]->retired)
+			retire(s, s->spans[i]);
+	compact(s);
+}
+
+void ptw_spans_add_final(struct ptw_spans *s, struct ptw_span *sp)
+{
+	sp->ended = sp->status != PTW_STATUS_OPEN;
+	sp->final = true;
+	sp->active = false;
+	s->added++;
+	hold(s, sp);
+	if (!sp->ended && sp->tid > 0)
+		ptw_map_put(&s->by_tid, (uint64_t)sp->tid, sp); /* a snapshot's waits-for */
+	/* in order of id (a stream has them in order of their end) */
+	for (size_t i = sp->slot; i > 0 && s->spans[i - 1] && s->spans[i - 1]->id > sp->id; i--) {
+		s->spans[i] = s->spans[i - 1];
+		s->spans[i]->slot = i;
+		s->spans[i - 1] = sp;
+		sp->slot = i - 1;
+	}
+	if (sp->id > s->next_id)
+		s->next_id = sp->id;
+	ptw_map_put(&s->by_id, sp->id, sp);
+	if (!s->counters_set) {
+		s->threads_created += sp->origin == PTW_ORIGIN_CREATED || sp->origin == PTW_ORIGIN_CLONE;
+		if (sp->depth > s->max_depth)
+			s->max_depth = sp->depth;
+	}
+	candidate(s, sp);
+}
+
+static int by_first_id(const void *x, const void *y)
+{
+	const struct ptw_group *a = x, *b = y;
+	return a->first_id < b->first_id ? -1 : a->first_id > b->first_id;
+}
+
+size_t ptw_spans_groups(const struct ptw_spans *s, struct ptw_group **ret)
+{
+	struct ptw_group *g = NULL;
+	size_t n = 0;
+	struct ptw_map idx = { 0 };
+	for (size_t i = 0; i < s->ngroups; i++) {
+		struct ptw_group *ng = group_for(&g, &n, &idx, xstrdup(s->groups[i].routine), 0);
+		ng->count = s->groups[i].count;
+		ng->first_id = s->groups[i].first_id;
+		memcpy(ng->by_status, s->groups[i].by_status, sizeof(ng->by_status));
+		ptw_dacc_merge(&ng->spawn, &s->groups[i].spawn);
+		ptw_dacc_merge(&ng->life, &s->groups[i].life);
+	}
+	for (size_t i = 0; i < s->n; i++)
+		if (s->spans[i])
+			group_add(group_for(&g, &n, &idx, ptw_span_group_name(s->spans[i]), 0),
+				  s->spans[i]);
+	ptw_map_free(&idx);
+	qsort(g, n, sizeof(*g), by_first_id);
+	*ret = g;
+	return n;
+}
+
+void ptw_groups_free(struct ptw_group *g, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(g[i].routine);
+		ptw_dacc_free(&g[i].spawn);
+		ptw_dacc_free(&g[i].life);
+	}
+	free(g);
+}
+
+/* ---- distributions in bounded memory ---- */
+
+#define SUB_BITS 6
+#define PTW_DACC_BUCKETS (128 + 57 * 64)
+
+static size_t bucket_of(uint64_t v)
+{
+	if (v < 128)
+		return (size_t)v;
+	unsigned b = 63u - (unsigned)__builtin_clzll(v); /* 7..63 */
+	uint64_t mant = (v >> (b - SUB_BITS)) & ((1u << SUB_BITS) - 1);
+	return 128 + (size_t)(b - 7) * 64 + (size_t)mant;
+}
+
+/* The middle of bucket i. */
+static uint64_t bucket_value(size_t i)
+{
+	if (i < 128)
+		return i;
+	unsigned b = (unsigned)((i - 128) / 64) + 7;
+	uint64_t mant = (i - 128) % 64;
+	uint64_t lo = (64 + mant) << (b - SUB_BITS);
+	return lo + ((1ull << (b - SUB_BITS)) >> 1);
+}
+
+static void to_histogram(struct ptw_dacc *a)
+{
+	a->hist = xcalloc(PTW_DACC_BUCKETS, sizeof(uint64_t));
+	for (size_t i = 0; i < a->n; i++)
+		a->hist[bucket_of(a->v[i])]++;
+	free(a->v);
+	a->v = NULL;
+	a->n = a->cap = 0;
+}
+
+void ptw_dacc_add(struct ptw_dacc *a, uint64_t v)
+{
+	if (!a->count || v < a->min)
+		a->min = v;
+	if (!a->count || v > a->max)
+		a->max = v;
+	a->count++;
+	a->sum += (double)v;
+	if (!a->hist && a->exact_max && a->n >= a->exact_max)
+		to_histogram(a);
+	if (a->hist) {
+		a->hist[bucket_of(v)]++;
+		return;
+	}
+	if (a->n == a->cap) {
+		a->cap = a->cap ? a->cap * 2 : 16;
+		a->v = xreallocarray(a->v, a->cap, sizeof(*a->v));
+	}
+	a->v[a->n++] = v;
+}
+
+void ptw_dacc_merge(struct ptw_dacc *into, const struct ptw_dacc *from)
+{
+	if (!from->count)
+		return;
+	if (from->hist) {
+		if (!into->hist)
+			to_histogram(into);
+		for (size_t i = 0; i < PTW_DACC_BUCKETS; i++)
+			into->hist[i] += from->hist[i];
+		if (!into->count || from->min < into->min)
+			into->min = from->min;
+		if (!into->count || from->max > into->max)
+			into->max = from->max;
+		into->count += from->count;
+		into->sum += from->sum;
+		return;
+	}
+	/* exact values: one by one, in order (the same result as adding them) */
+	for (size_t i = 0; i < from->n; i++)
+		ptw_dacc_add(into, from->v[i]);
+}
+
+void ptw_dacc_result(const struct ptw_dacc *a, struct ptw_distribution *d)
+{
+	if (!a->hist) {
+		uint64_t *v = xcalloc(a->n + 1, sizeof(uint64_t));
+		if (a->n)
+			memcpy(v, a->v, a->n * sizeof(uint64_t));
+		ptw_distribution(v, a->n, d);
+		free(v);
+		return;
+	}
+	memset(d, 0, sizeof(*d));
+	d->count = a->count;
+	d->min = a->min;
+	d->max = a->max;
+	d->mean = a->sum / (double)a->count;
+	static const unsigned pct[] = { 50, 90, 99 };
+	uint64_t *out[] = { &d->p50, &d->p90, &d->p99 };
+	for (size_t k = 0; k < 3; k++) {
+		uint64_t rank = (pct[k] * a->count + 99) / 100, seen = 0;
+		size_t i = 0;
+		while (i < PTW_DACC_BUCKETS - 1 && seen + a->hist[i] < rank)
+			seen += a->hist[i++];
+		uint64_t v = bucket_value(i);
+		*out[k] = v < a->min ? a->min : v > a->max ? a->max : v;
+	}
+}
+
+void ptw_dacc_free(struct ptw_dacc *a)
+{
+	free(a->v);
+	free(a->hist);
+	a->v = a->hist = NULL;
+	a->n = a->cap = 0;
+	a->count = 0;
+}
+
+/* ---- metrics ---- */
+
 void ptw_spans_metrics(struct ptw_spans *s, struct ptw_metrics *m)
 {
 	memset(m, 0, sizeof(*m));
-	uint64_t *spawn = xcalloc(s->n, sizeof(uint64_t));
-	uint64_t *life = xcalloc(s->n, sizeof(uint64_t));
-	uint64_t *wait = xcalloc(s->n, sizeof(uint64_t));
-	size_t nspawn = 0, nlife = 0, nwait = 0;
+	compact(s);
+	struct ptw_dacc spawn = { .exact_max = s->spawn.exact_max },
+			life = { .exact_max = s->life.exact_max },
+			wait = { .exact_max = s->wait.exact_max };
+	ptw_dacc_merge(&spawn, &s->spawn);
+	ptw_dacc_merge(&life, &s->life);
+	ptw_dacc_merge(&wait, &s->wait);
+	m->unjoined = s->unjoined;
+	m->open_spans = s->open_spans;
+	m->unmatched_spans = s->unmatched;
+	m->open_timeouts = s->open_timeouts;
 	for (size_t i = 0; i < s->n; i++) {
 		const struct ptw_span *sp = s->spans[i];
-		if (sp->origin != PTW_ORIGIN_MAIN && sp->create_ns.set && sp->start_ns.set &&
-		    sp->start_ns.v >= sp->create_ns.v)
-			spawn[nspawn++] = sp->start_ns.v - sp->create_ns.v;
-		if (ptw_span_lifetime(sp, &life[nlife]))
-			nlife++;
+		uint64_t v;
+		if (spawn_of(sp, &v))
+			ptw_dacc_add(&spawn, v);
+		if (life_of(sp, &v))
+			ptw_dacc_add(&life, v);
 		if (sp->joined && sp->join_return_ns.set)
-			wait[nwait++] = sp->join_return_ns.v - sp->join_call_ns;
+			ptw_dacc_add(&wait, sp->join_return_ns.v - sp->join_call_ns);
 		if (sp->status == PTW_STATUS_OPEN)
 			m->open_spans++;
 		if (sp->status == PTW_STATUS_UNMATCHED)
 			m->unmatched_spans++;
 		if (sp->open_after_ns.set)
 			m->open_timeouts++;
-		bool finished = sp->status == PTW_STATUS_COMPLETED || sp->status == PTW_STATUS_EXITED ||
-				sp->status == PTW_STATUS_CANCELLED || sp->status == PTW_STATUS_LWP_EXITED;
-		if (sp->origin != PTW_ORIGIN_MAIN && sp->detached == 0 && finished &&
-		    !(sp->joined && sp->join_return_ns.set))
+		if (is_unjoined(sp))
 			m->unjoined++;
 	}
-	ptw_distribution(spawn, nspawn, &m->spawn_latency);
-	ptw_distribution(life, nlife, &m->lifetime);
-	ptw_distribution(wait, nwait, &m->join_wait);
-	free(spawn);
-	free(life);
-	free(wait);
-	m->threads_seen = s->n;
+	ptw_dacc_result(&spawn, &m->spawn_latency);
+	ptw_dacc_result(&life, &m->lifetime);
+	ptw_dacc_result(&wait, &m->join_wait);
+	ptw_dacc_free(&spawn);
+	ptw_dacc_free(&life);
+	ptw_dacc_free(&wait);
+	m->threads_seen = s->next_id > s->freed + s->n ? s->next_id : s->freed + s->n;
+	if (s->added)
+		m->threads_seen = s->added; /* read back, maybe filtered: ids have gaps */
 	m->threads_created = s->threads_created;
 	m->max_active = s->max_active;
 	m->max_depth = s->max_depth;
@@ -777,12 +1284,12 @@ size_t ptw_spans_deadlocks(const struct ptw_spans *s, struct ptw_deadlock **ret)
 	for (size_t i = 0; i < s->n; i++) {
 		size_t len = 0;
 		const struct ptw_span *sp = s->spans[i];
-		while (sp && !colour[sp->id - 1]) {
-			colour[sp->id - 1] = 1;
+		while (sp && !colour[sp->slot]) {
+			colour[sp->slot] = 1;
 			path[len++] = sp;
 			sp = waits_on(s, sp);
 		}
-		if (sp && colour[sp->id - 1] == 1) {
+		if (sp && colour[sp->slot] == 1) {
 			/* sp is on this path: the cycle is path[k..len) */
 			size_t k = 0;
 			while (path[k] != sp)
@@ -795,7 +1302,7 @@ size_t ptw_spans_deadlocks(const struct ptw_spans *s, struct ptw_deadlock **ret)
 			nout++;
 		}
 		for (size_t j = 0; j < len; j++)
-			colour[path[j]->id - 1] = 2;
+			colour[path[j]->slot] = 2;
 	}
 	free(colour);
 	free(path);

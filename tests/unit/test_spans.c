@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "check.h"
+#include "ptw_frames.h"
 #include "ptw_spans.h"
 #include "ptw_symbols.h"
 
@@ -512,8 +513,417 @@ static void test_distribution(void)
 	CHECK_EQ(d.count, 0);
 }
 
+/* ---- streaming: ended spans are handed out and freed ---- */
+
+static size_t retired_count, max_held;
+static uint32_t last_retired_id;
+static bool retired_twice;
+static bool *seen_id;
+
+static void on_retire(void *ctx, const struct ptw_span *sp)
+{
+	(void)ctx;
+	if (seen_id[sp->id])
+		retired_twice = true;
+	seen_id[sp->id] = true;
+	retired_count++;
+	last_retired_id = sp->id;
+}
+
+/* n threads, 4 at a time: joined, detached, or joinable and never joined
+ * (then their pthread_t is not reused: the target holds them). */
+static void workload(struct ptw_spans *e, size_t n, unsigned seed)
+{
+	s = e;
+	now = 0;
+	image();
+	for (size_t i = 0; i < n; i += 4) {
+		for (size_t k = 0; k < 4 && i + k < n; k++) {
+			pid_t tid = (pid_t)(1000 + (i + k) % 50000);
+			bool unjoined = (i + k) % 97 == 3;
+			uint64_t pthread = unjoined ? 0x100000000ull + (i + k) * 0x1000 : P1 + k * 0x1000;
+			int detached = (i + k) % 5 == 0;
+			now += (uint64_t)(rand_r(&seed) % 100000);
+			create(MAIN, tid, pthread, detached);
+			now += (uint64_t)(rand_r(&seed) % 1000000);
+			start(tid, i + k);
+		}
+		for (size_t k = 0; k < 4 && i + k < n; k++) {
+			pid_t tid = (pid_t)(1000 + (i + k) % 50000);
+			bool unjoined = (i + k) % 97 == 3;
+			uint64_t pthread = unjoined ? 0x100000000ull + (i + k) * 0x1000 : P1 + k * 0x1000;
+			now += (uint64_t)(rand_r(&seed) % 3000000);
+			struct ptw_event r = ev(PTW_EV_THREAD_RETURN, tid);
+			r.value = i + k;
+			feed(r);
+			death(tid, 0, false, 0);
+			lwp_exit(tid, PTW_EXIT_SELF);
+			if ((i + k) % 5 != 0 && !unjoined)
+				join(MAIN, pthread, 0, true);
+			ptw_spans_collect(e);
+			if (getenv("DBG")) fprintf(stderr, "i=%zu held=%zu retired=%zu\n", i + k, ptw_spans_count(e), retired_count);
+			if (ptw_spans_count(e) > max_held)
+				max_held = ptw_spans_count(e);
+		}
+	}
+	struct ptw_event r = ev(PTW_EV_THREAD_RETURN, MAIN);
+	feed(r);
+	lwp_exit(MAIN, PTW_EXIT_GROUP);
+	process_exit(0, 0);
+	ptw_spans_finish(e);
+	ptw_spans_retire_all(e);
+}
+
+static void test_streaming_run(size_t n, bool exact)
+{
+	struct ptw_spans *whole = ptw_spans_new(), *stream = ptw_spans_new();
+	seen_id = calloc(n + 2, sizeof(bool));
+	retired_count = max_held = 0;
+	retired_twice = false;
+	workload(whole, n, 7);
+	max_held = 0;
+	ptw_spans_set_streaming(stream, on_retire, NULL);
+	workload(stream, n, 7);
+	CHECK_EQ(retired_count, n + 1);
+	CHECK(!retired_twice);
+	/* 4 live at once, the unjoined ones (1 in 97) and the kept few */
+	size_t unjoined = 0;
+	for (size_t i = 0; i < n; i++)
+		unjoined += i % 97 == 3 && i % 5 != 0;
+	size_t bound = 8 + unjoined > PTW_SPANS_KEEP + 5 ? 8 + unjoined : PTW_SPANS_KEEP + 5;
+	if (max_held > bound)
+		fprintf(stderr, "max_held %zu, unjoined %zu\n", max_held, unjoined);
+	CHECK(max_held <= bound);
+	struct ptw_metrics a, b;
+	ptw_spans_metrics(whole, &a);
+	ptw_spans_metrics(stream, &b);
+	CHECK_EQ(a.threads_seen, b.threads_seen);
+	CHECK_EQ(a.threads_created, b.threads_created);
+	CHECK_EQ(a.max_active, b.max_active);
+	CHECK_EQ(a.unjoined, b.unjoined);
+	CHECK_EQ(a.unjoined, unjoined);
+	CHECK_EQ(a.open_spans, b.open_spans);
+	CHECK_EQ(a.unmatched_spans, b.unmatched_spans);
+	const struct ptw_distribution *da[] = { &a.spawn_latency, &a.lifetime, &a.join_wait };
+	const struct ptw_distribution *db[] = { &b.spawn_latency, &b.lifetime, &b.join_wait };
+	for (size_t k = 0; k < 3; k++) {
+		CHECK_EQ(da[k]->count, db[k]->count);
+		CHECK_EQ(da[k]->min, db[k]->min);
+		CHECK_EQ(da[k]->max, db[k]->max);
+		const uint64_t pa[] = { da[k]->p50, da[k]->p90, da[k]->p99 };
+		const uint64_t pb[] = { db[k]->p50, db[k]->p90, db[k]->p99 };
+		for (size_t q = 0; q < 3; q++) {
+			if (exact)
+				CHECK_EQ(pa[q], pb[q]);
+			uint64_t diff = pa[q] > pb[q] ? pa[q] - pb[q] : pb[q] - pa[q];
+			CHECK(diff * 50 <= pa[q] + 50); /* within 2% */
+		}
+	}
+	struct ptw_group *ga, *gb;
+	size_t nga = ptw_spans_groups(whole, &ga), ngb = ptw_spans_groups(stream, &gb);
+	CHECK_EQ(nga, 2);
+	CHECK_EQ(nga, ngb);
+	for (size_t i = 0; i < nga && i < ngb; i++) {
+		CHECK_STR(ga[i].routine, gb[i].routine);
+		CHECK_EQ(ga[i].count, gb[i].count);
+		CHECK_EQ(ga[i].by_status[PTW_STATUS_COMPLETED], gb[i].by_status[PTW_STATUS_COMPLETED]);
+	}
+	ptw_groups_free(ga, nga);
+	ptw_groups_free(gb, ngb);
+	ptw_spans_free(whole);
+	ptw_spans_free(stream);
+	free(seen_id);
+	s = NULL;
+}
+
+/* A short session keeps its spans for the summary table. */
+static void test_streaming_keeps_few(void)
+{
+	struct ptw_spans *e = ptw_spans_new();
+	seen_id = calloc(64, sizeof(bool));
+	retired_count = 0;
+	ptw_spans_set_streaming(e, on_retire, NULL);
+	workload(e, 10, 3);
+	CHECK_EQ(retired_count, 11);
+	CHECK_EQ(ptw_spans_count(e), 11);
+	CHECK_EQ(ptw_spans_get(e, 0)->id, 1);
+	CHECK_EQ(ptw_spans_get(e, 10)->id, 11);
+	ptw_spans_free(e);
+	free(seen_id);
+	s = NULL;
+}
+
+/* Random streams (several creators, events missing or out of order, tid
+ * and pthread_t reuse, timeouts, an exec, the end or the tracer's death):
+ * the streaming engine touches no freed span (run it under ASan), hands
+ * out every span once, and counts what the whole engine counts. */
+static uint64_t touch_sum;
+
+static void touch(void *ctx, const struct ptw_span *sp)
+{
+	(void)ctx;
+	touch_sum += sp->id + (uint64_t)sp->tid + (sp->name ? (uint64_t)sp->name[0] : 0) +
+		     (sp->start_routine ? sp->start_routine->addr : 0);
+	if (seen_id[sp->id])
+		retired_twice = true;
+	seen_id[sp->id] = true;
+	retired_count++;
+}
+
+struct sim {
+	pid_t tid;
+	uint64_t pthread;
+	int step; /* 0 create, 1 start, 2 end call, 3 death, 4 exit, 5 join/detach, 6 done */
+	int how;
+};
+
+static void random_stream(struct ptw_spans *e, unsigned seed, size_t nthreads)
+{
+	s = e;
+	now = 0;
+	image();
+	struct sim live_[8];
+	size_t nlive = 0, made = 0;
+	pid_t next_tid = 1000;
+	while (made < nthreads || nlive) {
+		if (nlive < 8 && made < nthreads && rand_r(&seed) % 3 == 0) {
+			struct sim *t = &live_[nlive++];
+			t->tid = rand_r(&seed) % 4 ? next_tid++ : 1000 + rand_r(&seed) % 8; /* reuse */
+			t->pthread = P1 + (uint64_t)made * 0x1000; /* reused only once joined or detached: never here */
+			t->step = 0;
+			t->how = rand_r(&seed) % 6;
+			made++;
+			continue;
+		}
+		if (!nlive)
+			continue;
+		size_t k = (size_t)rand_r(&seed) % nlive;
+		struct sim *t = &live_[k];
+		bool skip = rand_r(&seed) % 11 == 0; /* a missing event */
+		struct ptw_event e2;
+		switch (t->step) {
+		case 0:
+			if (!skip)
+				create(MAIN, t->tid, t->pthread, t->how == 4);
+			break;
+		case 1:
+			if (!skip)
+				start(t->tid, 0);
+			if (rand_r(&seed) % 5 == 0) {
+				e2 = ev(PTW_EV_THREAD_NAME, t->tid);
+				e2.name = "worker-x";
+				feed(e2);
+			}
+			if (rand_r(&seed) % 7 == 0) {
+				e2 = ev(PTW_EV_SPAN_OPEN, t->tid);
+				e2.span_kind = PTW_SPAN_THREAD;
+				e2.span_id = (uint32_t)(1 + rand_r(&seed) % (ptw_spans_total(e) + 1));
+				e2.has_value = true;
+				e2.value = 5;
+				e2.state = "S futex";
+				feed(e2);
+			}
+			break;
+		case 2:
+			if (t->how == 1) {
+				e2 = ev(PTW_EV_EXIT_CALL, t->tid);
+				e2.value = 7;
+				feed(e2);
+			} else if (t->how == 2) {
+				e2 = ev(PTW_EV_CANCEL_REQUEST, MAIN);
+				e2.pthread = t->pthread;
+				feed(e2);
+			} else if (!skip) {
+				e2 = ev(PTW_EV_THREAD_RETURN, t->tid);
+				e2.value = 1;
+				feed(e2);
+			}
+			break;
+		case 3:
+			if (!skip)
+				death(t->tid, t->how == 1 || t->how == 2, false, 0);
+			break;
+		case 4:
+			lwp_exit(t->tid, PTW_EXIT_SELF);
+			break;
+		case 5:
+			if (t->how == 3) {
+				e2 = ev(PTW_EV_DETACH_CALL, MAIN);
+				e2.pthread = t->pthread;
+				feed(e2);
+			} else if (t->how != 5 && t->how != 4) { /* 4: created detached */
+				join(MAIN, t->pthread, skip ? 22 : 0, rand_r(&seed) % 9 != 0);
+			}
+			break;
+		}
+		if (++t->step == 6)
+			live_[k] = live_[--nlive];
+		ptw_spans_collect(e);
+	}
+	int end = rand_r(&seed) % 3;
+	if (end == 0) {
+		process_exit(0, 0);
+	} else if (end == 1) {
+		struct ptw_event e2 = ev(PTW_EV_TRACER_DIED, MAIN);
+		feed(e2);
+	} else {
+		struct ptw_event e2 = ev(PTW_EV_EXEC, MAIN);
+		e2.other_tid = MAIN;
+		feed(e2);
+		image();
+		create(MAIN, 5000, P2, 0);
+		process_exit(0, SIGKILL);
+	}
+	ptw_spans_finish(e);
+	ptw_spans_retire_all(e);
+}
+
+static void test_streaming_random(void)
+{
+	for (unsigned seed = 1; seed <= 300; seed++) {
+		size_t n = 10 + seed % 90;
+		struct ptw_spans *whole = ptw_spans_new(), *stream = ptw_spans_new();
+		seen_id = calloc(4 * n + 16, sizeof(bool));
+		retired_count = 0;
+		retired_twice = false;
+		random_stream(whole, seed, n);
+		ptw_spans_set_streaming(stream, touch, NULL);
+		random_stream(stream, seed, n);
+		struct ptw_metrics a, b;
+		ptw_spans_metrics(whole, &a);
+		ptw_spans_metrics(stream, &b);
+		CHECK_EQ(retired_count, ptw_spans_total(whole));
+		CHECK(!retired_twice);
+		CHECK_EQ(a.threads_seen, b.threads_seen);
+		CHECK_EQ(a.unjoined, b.unjoined);
+		CHECK_EQ(a.open_spans, b.open_spans);
+		CHECK_EQ(a.unmatched_spans, b.unmatched_spans);
+		CHECK_EQ(a.open_timeouts, b.open_timeouts);
+		CHECK_EQ(a.spawn_latency.count, b.spawn_latency.count);
+		CHECK_EQ(a.lifetime.p50, b.lifetime.p50);
+		CHECK_EQ(a.join_wait.p99, b.join_wait.p99);
+		ptw_spans_free(whole);
+		ptw_spans_free(stream);
+		free(seen_id);
+		s = NULL;
+	}
+}
+
+/* Frames in streaming mode: only the open ones are held; the totals and
+ * per-function figures are those of the whole engine. */
+static const struct ptw_location fn_a = { .addr = 0x402000, .symbol = "fa" };
+static const struct ptw_location fn_b = { .addr = 0x403000, .symbol = "fb" };
+
+static void frame_workload(struct ptw_spans *e, size_t calls, size_t *held)
+{
+	s = e;
+	now = 0;
+	image();
+	create(MAIN, 1000, P1, 0);
+	start(1000, 0);
+	for (size_t i = 0; i < calls; i++) {
+		pid_t tid = i % 2 ? MAIN : 1000;
+		/* fa calls fb calls fb: three deep, then all return */
+		uint64_t sp = 0x7f0000 + (i % 2) * 0x100000;
+		const struct ptw_location *fns[] = { &fn_a, &fn_b, &fn_b };
+		for (int d = 0; d < 3; d++) {
+			struct ptw_event e2 = ev(PTW_EV_FRAME_ENTRY, tid);
+			e2.routine = fns[d];
+			e2.sp = sp - 0x40 * (uint64_t)d;
+			e2.ret_addr = 0x401000 + (uint64_t)d;
+			now += (uint64_t)(i % 7) * 100;
+			feed(e2);
+		}
+		for (int d = 2; d >= 0; d--) {
+			if (i % 13 == 5 && d == 2)
+				continue; /* a longjmp-like skip: unmatched */
+			struct ptw_event e2 = ev(PTW_EV_FRAME_RETURN, tid);
+			e2.sp = sp - 0x40 * (uint64_t)d + 8;
+			e2.ret_addr = 0x401000 + (uint64_t)d;
+			e2.has_value = true;
+			e2.value = (uint64_t)d;
+			feed(e2);
+		}
+		ptw_spans_collect(e);
+		if (ptw_frames_count(ptw_spans_frames(e)) > *held)
+			*held = ptw_frames_count(ptw_spans_frames(e));
+	}
+	process_exit(0, 0);
+	ptw_spans_finish(e);
+	ptw_spans_retire_all(e);
+}
+
+static void test_streaming_frames(void)
+{
+	struct ptw_spans *whole = ptw_spans_new(), *stream = ptw_spans_new();
+	size_t held_whole = 0, held_stream = 0;
+	frame_workload(whole, 3000, &held_whole);
+	ptw_spans_set_streaming(stream, NULL, NULL);
+	frame_workload(stream, 3000, &held_stream);
+	CHECK_EQ(held_whole, 9000);
+	CHECK(held_stream <= 3);
+	uint64_t a[3], b[3];
+	ptw_frames_totals(ptw_spans_frames(whole), &a[0], &a[1], &a[2]);
+	ptw_frames_totals(ptw_spans_frames(stream), &b[0], &b[1], &b[2]);
+	for (int i = 0; i < 3; i++)
+		CHECK_EQ(a[i], b[i]);
+	CHECK_EQ(a[0], 9000);
+	CHECK(a[2] > 0);
+	struct ptw_function_stats *sa, *sb;
+	size_t na = ptw_frames_stats(ptw_spans_frames(whole), &sa);
+	size_t nb = ptw_frames_stats(ptw_spans_frames(stream), &sb);
+	CHECK_EQ(na, 2);
+	CHECK_EQ(na, nb);
+	for (size_t i = 0; i < na && i < nb; i++) {
+		CHECK(sa[i].function == sb[i].function);
+		CHECK_EQ(sa[i].calls, sb[i].calls);
+		CHECK_EQ(sa[i].completed, sb[i].completed);
+		CHECK_EQ(sa[i].total_ns, sb[i].total_ns);
+		CHECK_EQ(sa[i].self_ns, sb[i].self_ns);
+		CHECK_EQ(sa[i].min_ns, sb[i].min_ns);
+		CHECK_EQ(sa[i].max_ns, sb[i].max_ns);
+		if (sa[i].completed <= PTW_DACC_EXACT)
+			CHECK_EQ(sa[i].p50_ns, sb[i].p50_ns); /* exact up to PTW_DACC_EXACT */
+		else
+			CHECK(sb[i].p50_ns * 64 >= sa[i].p50_ns * 63 &&
+			      sb[i].p50_ns * 63 <= sa[i].p50_ns * 64);
+	}
+	free(sa);
+	free(sb);
+	ptw_spans_free(whole);
+	ptw_spans_free(stream);
+	s = NULL;
+}
+
+static void test_dacc(void)
+{
+	struct ptw_dacc a = { .exact_max = 16 };
+	uint64_t *v = calloc(100000, sizeof(uint64_t));
+	unsigned seed = 1;
+	for (size_t i = 0; i < 100000; i++) {
+		v[i] = (uint64_t)rand_r(&seed) * 37;
+		ptw_dacc_add(&a, v[i]);
+	}
+	struct ptw_distribution exact, approx;
+	ptw_distribution(v, 100000, &exact);
+	ptw_dacc_result(&a, &approx);
+	CHECK_EQ(approx.count, 100000);
+	CHECK_EQ(approx.min, exact.min);
+	CHECK_EQ(approx.max, exact.max);
+	CHECK(approx.p50 > exact.p50 - exact.p50 / 64 && approx.p50 < exact.p50 + exact.p50 / 64);
+	CHECK(approx.p99 > exact.p99 - exact.p99 / 64 && approx.p99 < exact.p99 + exact.p99 / 64);
+	ptw_dacc_free(&a);
+	free(v);
+}
+
 int main(void)
 {
+	test_dacc();
+	test_streaming_frames();
+	test_streaming_random();
+	test_streaming_keeps_few();
+	test_streaming_run(1000, true);
+	test_streaming_run(30000, false);
 	test_lifecycle();
 	test_end_methods();
 	test_tid_reuse();
@@ -526,5 +936,6 @@ int main(void)
 	test_lwp_strategy();
 	test_distribution();
 	ptw_spans_free(s);
+	s = NULL;
 	CHECK_DONE();
 }

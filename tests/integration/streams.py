@@ -1,0 +1,739 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Issue 10's cases (streams, reports, Chrome traces, the log's filters,
+the documentation): --json-lines, ptwatch report, --format=chrome, -e,
+--tid, --routine, -v, --help against the man page, meson install, and
+memory that stays bounded while threads come and go.
+
+Usage: streams.py CASE [ARGS...] (see CASES); exit 0 pass, 1 fail, 77
+skip, 99 framework error, as cases.py."""
+
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from ptw_test import (  # noqa: E402
+    Failed, FrameworkError, Skip, check_untouched, child_pids, comm, env_path, fixture, kill_group,
+    load_truth, main, ptwatch_path, tail, tracer_pids, validate, wait_for)
+from cases import check_lifecycle, read_line, wait_untraced  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LINE_TYPES = ('header', 'span_open', 'span', 'frame', 'open', 'warning', 'metrics')
+
+
+# ---------------------------------------------------------------------------
+# helpers
+
+_lines_validator = None
+
+
+def self_contained(lines, spans):
+    """lines.schema.json with the parts of spans.schema.json it refers to
+    copied in (Debian's jsonschema resolves refs across files poorly)."""
+    prefix = spans['$id'] + '#'
+
+    def rewrite(node, inside_spans):
+        if isinstance(node, dict):
+            ref = node.get('$ref')
+            if ref is not None and (ref.startswith(prefix) or (inside_spans and ref.startswith('#'))):
+                path = ref[len(prefix):] if ref.startswith(prefix) else ref[1:]
+                parts = [p for p in path.split('/') if p]
+                if parts[0] == '$defs':
+                    return dict(node, **{'$ref': '#/$defs/spans_' + parts[1]})
+                target = spans
+                for p in parts:
+                    target = target[p]
+                return rewrite(target, True)
+            return {k: rewrite(v, inside_spans) for k, v in node.items()}
+        if isinstance(node, list):
+            return [rewrite(v, inside_spans) for v in node]
+        return node
+
+    out = rewrite(lines, False)
+    for name, sub in spans['$defs'].items():
+        out['$defs']['spans_' + name] = rewrite(sub, True)
+    return out
+
+
+def lines_validator():
+    global _lines_validator
+    if _lines_validator is None:
+        import jsonschema
+        with open(env_path('PTW_SCHEMA')) as f:
+            spans = json.load(f)
+        with open(os.path.join(os.path.dirname(env_path('PTW_SCHEMA')), 'lines.schema.json')) as f:
+            lines = json.load(f)
+        jsonschema.Draft202012Validator.check_schema(lines)
+        _lines_validator = jsonschema.Draft202012Validator(self_contained(lines, spans))
+    return _lines_validator
+
+
+def parse_lines(chk, data, what, complete=True):
+    """The stream's objects, each checked against lines.schema.json, one
+    object per line, as `jq -c` reads them."""
+    text = data.decode('utf-8')
+    objs = []
+    lines = text.split('\n')
+    if lines and lines[-1] == '':
+        lines.pop()
+    elif complete:
+        chk.fail('%s: the stream ends with a newline' % what)
+    for i, line in enumerate(lines):
+        try:
+            obj = json.loads(line)
+        except ValueError as e:
+            if not complete and i == len(lines) - 1:
+                break  # cut mid-line by a kill
+            raise Failed('%s: line %d is not JSON (%s): %r' % (what, i + 1, e, line[:200]))
+        errors = list(lines_validator().iter_errors(obj))
+        if errors:
+            raise Failed('%s: line %d (%s) does not match lines.schema.json: %s'
+                         % (what, i + 1, obj.get('type'), errors[0].message[:300]))
+        objs.append(obj)
+    if not objs or objs[0]['type'] != 'header':
+        raise Failed('%s: the first line is not the header' % what)
+    if complete:
+        chk.eq('%s: the last line is the metrics' % what, objs[-1]['type'], 'metrics')
+        chk.eq('%s: one metrics line' % what, sum(o['type'] == 'metrics' for o in objs), 1)
+    if shutil.which('jq'):
+        p = subprocess.run(['jq', '-c', '.type'], input=data, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE)
+        if complete:
+            chk.eq('%s: jq -c reads every line (%s)' % (what, p.stderr[:200]), p.returncode, 0)
+            chk.eq('%s: jq -c finds as many objects' % what,
+                   len(p.stdout.decode().split('\n')) - 1, len(objs))
+    return objs
+
+
+def doc_from_lines(objs):
+    """The spans document the stream amounts to (what `report --format=json` makes)."""
+    header, last = objs[0], objs[-1]
+    spans = {}
+    for o in objs:
+        if o['type'] == 'span' and o['span']['id'] not in spans:
+            spans[o['span']['id']] = o['span']
+    frames = [o['frame'] for o in objs if o['type'] == 'frame']
+    return {'schema': 'ptwatch.spans/3', 'tool': header['tool'], 'clock': header['clock'],
+            'target': last['target'], 'session': last['session'],
+            'spans': [spans[k] for k in sorted(spans)] + sorted(frames, key=lambda f: f['id']),
+            'metrics': dict(last['metrics'], active_series=[]),
+            'warnings': last['warnings']}
+
+
+def run_ptwatch(argv, timeout=60, env=None, stdin=subprocess.DEVNULL):
+    e = dict(os.environ)
+    e.pop('PTWATCH_NO_DEBUG_FILES', None)
+    e.update(env or {})
+    return subprocess.run([ptwatch_path()] + argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          timeout=timeout, env=e, stdin=stdin)
+
+
+def summary_of(stderr):
+    """The summary a live run printed at its end (after the event lines)."""
+    text = stderr.decode('utf-8', 'replace')
+    at = text.rfind('\nptwatch: ')
+    return text[at:] if at >= 0 else ''
+
+
+# ---------------------------------------------------------------------------
+# --json-lines on the lifecycle fixture: schema, content, the report
+
+def case_json_lines(session, chk):
+    exe = fixture('lifecycle')
+    run, proc = session.start([exe], opts=['--json-lines', '-o', 'stream.jsonl'], output=None)
+    session.wait(run, proc, 60)
+    path = os.path.join(run.tmpdir, 'stream.jsonl')
+    with open(path, 'rb') as f:
+        data = f.read()
+    objs = parse_lines(chk, data, 'stream')
+    kinds = [o['type'] for o in objs]
+    print('line kinds: %s' % {k: kinds.count(k) for k in LINE_TYPES})
+    opened = [o['span']['id'] for o in objs if o['type'] == 'span_open']
+    ended = [o['span']['id'] for o in objs if o['type'] == 'span']
+    chk.eq('a span_open line per span', sorted(opened), list(range(1, len(opened) + 1)))
+    chk.eq('a span line per span, once', sorted(ended), sorted(opened))
+    for o in objs:
+        if o['type'] == 'span_open':
+            chk.eq('span_open %d: open' % o['span']['id'], o['span']['status'], 'open')
+    # each span line comes after its span_open line
+    first = {}
+    for i, o in enumerate(objs):
+        if o['type'] in ('span_open', 'span'):
+            first.setdefault((o['type'], o['span']['id']), i)
+    for sid in ended:
+        chk.true('span %d: its end after its beginning' % sid,
+                 first[('span', sid)] > first[('span_open', sid)])
+    # the same spans as a document run would give: the fixture's truth
+    load_truth(run)
+    run.doc = doc_from_lines(objs)
+    validate(run.doc, run)
+    check_lifecycle(chk, run)
+    chk.true('event lines on stderr as without --json-lines', 'create' in run.stderr_text())
+    # the report re-renders the live summary, line for line
+    live = summary_of(run.stderr)
+    rep = run_ptwatch(['report', path])
+    chk.eq('report: exit status (%s)' % rep.stderr[:300], rep.returncode, 0)
+    chk.eq('report of the stream = the live summary', rep.stdout.decode(), live)
+    # and makes a document of it, which validates
+    rep = run_ptwatch(['report', '--format=json', path, '-o', os.path.join(run.tmpdir, 'd.json')])
+    chk.eq('report --format=json: exit status', rep.returncode, 0)
+    with open(os.path.join(run.tmpdir, 'd.json')) as f:
+        doc = json.load(f)
+    validate(doc, run)
+    chk.eq('report --format=json: the spans', [s['id'] for s in doc['spans']],
+           [s['id'] for s in run.doc['spans']])
+
+
+def case_report_document(session, chk):
+    """A saved document: report prints the live summary again."""
+    exe = fixture('lifecycle')
+    run = session.run([exe], opts=())
+    check_lifecycle(chk, run)
+    live = summary_of(run.stderr)
+    chk.true('a summary on stderr', live.startswith('\nptwatch: '))
+    rep = run_ptwatch(['report', run.doc_path])
+    chk.eq('report: exit status (%s)' % rep.stderr[:300], rep.returncode, 0)
+    if rep.stdout.decode() != live:
+        print('live:\n%s\nreport:\n%s' % (live, rep.stdout.decode()))
+    chk.eq('report of the document = the live summary', rep.stdout.decode(), live)
+    # the same from standard input
+    with open(run.doc_path, 'rb') as f:
+        rep = run_ptwatch(['report', '-'], stdin=f)
+    chk.eq('report - (stdin) = the live summary', rep.stdout.decode(), live)
+    # filters: --tid and --routine select spans
+    spans = [s for s in run.doc['spans'] if s['kind'] == 'thread']
+    cancel = [s for s in spans if s['start_routine'] and
+              s['start_routine']['symbol'] == 'cancel_worker']
+    rep = run_ptwatch(['report', '--routine=cancel_*', run.doc_path])
+    rows = [ln for ln in rep.stdout.decode().splitlines() if re.match(r'^\s+\d+\s+\d+\s', ln)]
+    chk.eq('--routine=cancel_*: one row', len(rows), 1)
+    chk.true('--routine=cancel_*: the cancel_worker row (%r)' % rows,
+             rows and 'cancel_worker' in rows[0] and str(cancel[0]['tid']) in rows[0])
+    tids = '%d,%d' % (spans[0]['tid'], spans[1]['tid'])
+    rep = run_ptwatch(['report', '--tid=' + tids, run.doc_path])
+    rows = [ln.split()[1] for ln in rep.stdout.decode().splitlines()
+            if re.match(r'^\s+\d+\s+\d+\s', ln)]
+    chk.eq('--tid=%s: those rows' % tids, rows, [str(spans[0]['tid']), str(spans[1]['tid'])])
+    chk.true('--tid: "2 threads"', 'ptwatch: 2 threads' in rep.stdout.decode())
+
+
+def case_report_snapshot(session, chk):
+    """--snapshot -o FILE: report FILE prints what the snapshot printed."""
+    target = session.target('deadlock')
+    pid = target.ready()[0]
+    run = session.attach(pid, opts=('--snapshot',))
+    live = run.stdout.decode()
+    chk.true('the snapshot names a deadlock', 'DEADLOCK' in live)
+    rep = run_ptwatch(['report', run.doc_path])
+    chk.eq('report: exit status', rep.returncode, 0)
+    if rep.stdout.decode() != live:
+        print('live:\n%s\nreport:\n%s' % (live, rep.stdout.decode()))
+    chk.eq('report of the snapshot = what it printed', rep.stdout.decode(), live)
+
+
+def case_report_errors(session, chk):
+    """Bad input: one line naming the file and the cause, exit status 1 (2
+    for usage), never a crash; another schema version is named."""
+    d = session.mkdtemp()
+    exe = fixture('lifecycle')
+    run = session.run([exe], opts=['-q'])
+    with open(run.doc_path, 'rb') as f:
+        good = f.read()
+
+    def write(name, data):
+        p = os.path.join(d, name)
+        with open(p, 'wb') as f:
+            f.write(data)
+        return p
+
+    cases = [
+        ('old schema', write('old.json', good.replace(b'"ptwatch.spans/3"', b'"ptwatch.spans/2"')),
+         'schema ptwatch.spans/2 is not supported'),
+        ('newer schema', write('new.json', good.replace(b'"ptwatch.spans/3"', b'"ptwatch.spans/9"')),
+         'schema ptwatch.spans/9 is not supported'),
+        ('not ptwatch', write('other.json', b'{"traceEvents": []}\n'),
+         'not a ptwatch spans document'),
+        ('empty', write('empty.json', b''), 'unexpected end'),
+        ('garbage', write('garbage', bytes(range(256)) * 4), 'line 1'),
+        ('truncated document', write('cut.json', good[:len(good) // 2]), 'line '),
+        ('missing file', os.path.join(d, 'nonexistent.json'), 'cannot open'),
+        ('a directory', d, 'cannot read'),
+    ]
+    for what, path, words in cases:
+        p = run_ptwatch(['report', path])
+        err = p.stderr.decode('utf-8', 'replace')
+        chk.eq('%s: exit status (%r)' % (what, err), p.returncode, 1)
+        chk.true('%s: one line saying %r (%r)' % (what, words, err),
+                 err.count('\n') == 1 and words in err and err.startswith('ptwatch: '))
+        chk.eq('%s: nothing on stdout' % what, p.stdout, b'')
+    # every prefix of a stream: a clear error or a report of what is there
+    lrun, proc = session.start([exe], opts=['-q', '--json-lines', '-o', 's.jsonl'], output=None)
+    session.wait(lrun, proc, 60)
+    with open(os.path.join(lrun.tmpdir, 's.jsonl'), 'rb') as f:
+        stream = f.read()
+    crashes = []
+    for cut in range(0, len(stream), max(1, len(stream) // 97)):
+        p = run_ptwatch(['report', write('cut.jsonl', stream[:cut])])
+        if p.returncode not in (0, 1) or (p.returncode == 1 and p.stderr.count(b'\n') != 1):
+            crashes.append((cut, p.returncode, p.stderr[:200]))
+    chk.eq('cut streams: exit 0 or 1 with one line', crashes, [])
+    p = run_ptwatch(['report', write('cut.jsonl', stream[:stream.index(b'\n', 2000) + 1])])
+    chk.eq('a stream cut between lines: reported', p.returncode, 0)
+    chk.true('... with a warning that it was cut (%r)' % p.stdout[-300:],
+             b'the stream ends before its last line' in p.stdout)
+    for argv, words in ((['report'], 'report needs one FILE'),
+                        (['report', '--format=json-lines', 'x'], 'report writes'),
+                        (['report', '--format=svg', 'x'], "unknown format 'svg'")):
+        p = run_ptwatch(argv)
+        chk.eq('%s: exit status 2' % argv, p.returncode, 2)
+        chk.true('%s: says %r (%r)' % (argv, words, p.stderr), words.encode() in p.stderr)
+
+
+# ---------------------------------------------------------------------------
+# a closed pipe: ptwatch --json-lines -- app | head -3
+
+def case_json_lines_sigpipe(session, chk, mode='launch'):
+    if mode == 'attach':
+        target = session.target('churner')
+        pid = target.ready()[0]
+        argv = [ptwatch_path(), '--json-lines', '-q', '-p', str(pid)]
+    else:
+        ctl_r, ctl_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        argv = [ptwatch_path(), '--json-lines', '-q', '--', fixture('idle'), '8']
+    d = session.mkdtemp()
+    truth = os.path.join(d, 'truth.jsonl')
+    env = dict(os.environ, PTWATCH_TRUTH=truth)
+    out_r, out_w = os.pipe()
+    kw = {}
+    if mode == 'launch':
+        env.update(PTW_CTL_FD=str(ctl_r), PTW_REPLY_FD=str(rep_w))
+        kw['pass_fds'] = (ctl_r, rep_w)
+    with open(os.path.join(d, 'stderr'), 'wb') as err:
+        proc = subprocess.Popen(argv, stdout=out_w, stderr=err, stdin=subprocess.DEVNULL, env=env,
+                                start_new_session=True, cwd=d, **kw)
+    os.close(out_w)
+    if mode == 'launch':
+        os.close(ctl_r)
+        os.close(rep_w)
+    try:
+        if mode == 'launch':
+            pid = int(read_line(rep_r, 30, 'ready').split()[1])
+        # head -3: three lines, then the pipe closes
+        got = b''
+        deadline = time.monotonic() + 30
+        while got.count(b'\n') < 3 and time.monotonic() < deadline:
+            r, _, _ = select.select([out_r], [], [], 1)
+            if r:
+                chunk = os.read(out_r, 65536)
+                if not chunk:
+                    break
+                got += chunk
+        os.close(out_r)
+        out_r = -1
+        first3 = got.split(b'\n')[:3]
+        chk.eq('three lines read', len(first3), 3)
+        for i, line in enumerate(first3):
+            obj = json.loads(line)
+            chk.true('line %d is a line of the stream (%s)' % (i + 1, obj.get('type')),
+                     obj.get('type') in LINE_TYPES)
+        chk.eq('the first is the header', json.loads(first3[0])['type'], 'header')
+        if mode == 'launch':
+            # the next lines (threads ending) meet the closed pipe
+            os.write(ctl_w, b'q')
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            raise Failed('ptwatch did not exit after its output closed')
+        print('ptwatch exit status %s' % proc.returncode)
+        chk.true('ptwatch exit status: SIGPIPE (141, -13) or 0 (got %s)' % proc.returncode,
+                 proc.returncode in (0, 141, -signal.SIGPIPE))
+        if mode == 'launch':
+            chk.true('the command finished its work untraced ("idle_done" record)',
+                     wait_for(lambda: any('idle_done' in ln for ln in open(truth)), 15))
+        else:
+            chk.true('TracerPid 0 within 2 s', wait_untraced(pid, 2) is not None)
+            target.check_alive('after the pipe closed')
+            check_untouched(chk, pid, 'after the pipe closed')
+            c0 = target.ask('c')
+            time.sleep(0.2)
+            chk.true('it still creates threads (%s, then %s)' % (c0, target.ask('c')),
+                     target.ask('c') != c0)
+    finally:
+        if proc.returncode is None:
+            kill_group(proc)
+            proc.wait()
+        if out_r >= 0:
+            os.close(out_r)
+        if mode == 'launch':
+            os.close(ctl_w)
+            os.close(rep_r)
+
+
+# ---------------------------------------------------------------------------
+# the tracer killed: the restorer writes the rest of the stream
+
+def case_json_lines_kill9(session, chk):
+    target = session.target('churner')
+    pid = target.ready()[0]
+    run, proc = session.start_attach(pid, opts=('-q', '--json-lines', '-o', 'stream.jsonl'),
+                                     output=None)
+    path = os.path.join(run.tmpdir, 'stream.jsonl')
+    try:
+        chk.true('traced', wait_for(lambda: tracer_pids(pid), 20))
+        chk.true('some spans ended',
+                 wait_for(lambda: os.path.exists(path) and
+                          open(path, 'rb').read().count(b'"type":"span"') >= 20, 20))
+        tracer = [k for k in child_pids(proc.pid) if comm(k) == 'ptw-tracer']
+        chk.eq('one tracer', len(tracer), 1)
+        os.kill(tracer[0], signal.SIGKILL)
+        session.wait(run, proc, 20, 'ptwatch did not exit after its tracer was killed')
+    finally:
+        if proc.returncode is None:
+            kill_group(proc)
+            proc.wait()
+    chk.true('TracerPid 0', wait_untraced(pid, 2) is not None)
+    with open(path, 'rb') as f:
+        data = f.read()
+    objs = parse_lines(chk, data, 'stream')
+    last = objs[-1]
+    chk.eq('the last line says the tracer died', last['session']['end_reason'], 'tracer_died')
+    chk.true('a tracer_died warning line',
+             any(o['type'] == 'warning' and o['code'] == 'tracer_died' for o in objs))
+    spans = {}
+    for o in objs:
+        if o['type'] == 'span':
+            spans.setdefault(o['span']['id'], o['span'])
+    opened = {o['span']['id'] for o in objs if o['type'] == 'span_open'}
+    chk.eq('every span begun has its span line', sorted(opened - set(spans)), [])
+    died = [s for s in spans.values() if (s['end'] or {}).get('reason') == 'tracer_died']
+    chk.true('the spans open at the kill: unmatched, tracer_died (%d)' % len(died), len(died) >= 1)
+    print('%d spans, %d open at the kill' % (len(spans), len(died)))
+    rep = run_ptwatch(['report', path])
+    chk.eq('report reads it', rep.returncode, 0)
+    chk.true("report: the record ends where the tracer died",
+             b"ptwatch's tracer died" in rep.stdout)
+
+
+# ---------------------------------------------------------------------------
+# bounded memory: RSS does not grow with the threads that came and went
+
+def descendants(pid):
+    out = []
+    for kid in child_pids(pid):
+        out.append(kid)
+        out.extend(descendants(kid))
+    return out
+
+
+def peak_rss(argv, env, timeout):
+    """Runs ptwatch; the peak RSS (VmHWM, KiB) of each of its processes
+    (front, ptw-tracer, pt-restorer), sampled until they exit."""
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+                            start_new_session=True)
+    peak = {}
+    deadline = time.monotonic() + timeout
+    try:
+        while proc.poll() is None:
+            if time.monotonic() > deadline:
+                raise Failed('%s did not finish within %d s' % (argv, timeout))
+            for p in [proc.pid] + descendants(proc.pid):
+                name = comm(p)
+                if name not in ('ptwatch', 'ptw-tracer', 'pt-restorer'):
+                    continue
+                try:
+                    with open('/proc/%d/status' % p) as f:
+                        for ln in f:
+                            if ln.startswith('VmHWM:'):
+                                peak[name] = max(peak.get(name, 0), int(ln.split()[1]))
+                except OSError:
+                    pass
+            time.sleep(0.02)
+    finally:
+        if proc.returncode is None:
+            kill_group(proc)
+            proc.wait()
+    err = proc.stderr.read().decode('utf-8', 'replace')
+    return proc.returncode, peak, err
+
+
+def case_memory(session, chk, big='20000', small='2000'):
+    """--json-lines -o FILE: the peak RSS of all three processes with `big`
+    short threads is within 10% of the one with `small`."""
+    d = session.mkdtemp()
+    env = dict(os.environ, PTWATCH_TRUTH=os.path.join(d, 'truth.jsonl'))
+    figures = {}
+    for n in (small, big):
+        # --open-timeout=0: the long run would cross the 5 s default (main
+        # and the creators stay open) and name where they wait, which maps
+        # libc's debug information once (about 16 MiB): a cost of the
+        # session's length, not of the threads that came and went
+        argv = [ptwatch_path(), '-q', '--json-lines', '--open-timeout=0', '-o',
+                os.path.join(d, 'stream.jsonl'), '--', fixture('many'), n]
+        rc, peak, err = peak_rss(argv, env, 600)
+        chk.eq('%s threads: exit status (%s)' % (n, tail(err, 5)), rc, 0)
+        chk.true('%s threads: "%s threads" in the summary' % (n, int(n) + 3),
+                 'ptwatch: %d threads' % (int(n) + 3) in err)
+        total = sum(peak.values())
+        figures[n] = (total, peak)
+        print('%s threads: peak RSS %d KiB %s' % (n, total, peak))
+        with open(os.path.join(d, 'stream.jsonl'), 'rb') as f:
+            chk.eq('%s threads: a span line per thread' % n,
+                   f.read().count(b'{"type":"span","'), int(n) + 3)
+    chk.eq('the three processes measured', sorted(figures[big][1]),
+           ['pt-restorer', 'ptw-tracer', 'ptwatch'])
+    chk.true('peak RSS with %s threads (%d KiB) within 10%% of %s threads (%d KiB)'
+             % (big, figures[big][0], small, figures[small][0]),
+             figures[big][0] <= figures[small][0] * 1.10)
+
+
+# ---------------------------------------------------------------------------
+# --format=chrome
+
+def check_chrome(chk, trace, doc, what):
+    events = trace['traceEvents']
+    pid = doc['target']['pid']
+    for e in events:
+        for field in ('ph', 'name', 'pid', 'tid'):
+            if field not in e:
+                raise Failed('%s: an event without %s: %r' % (what, field, e))
+        chk.eq('%s: pid of %s' % (what, e['name']), e['pid'], pid)
+        if e['ph'] != 'M':
+            chk.true('%s: %s has a ts in us' % (what, e['name']),
+                     isinstance(e.get('ts'), (int, float)) and e['ts'] >= 0)
+        if e['ph'] == 'X':
+            chk.true('%s: %s has a dur' % (what, e['name']),
+                     isinstance(e.get('dur'), (int, float)) and e['dur'] >= 0)
+    b = [e for e in events if e['ph'] == 'B']
+    chk.eq('%s: B/E pairs match' % what, len(b), len([e for e in events if e['ph'] == 'E']))
+    names = {e['tid']: e['args']['name'] for e in events
+             if e['ph'] == 'M' and e['name'] == 'thread_name'}
+    threads = [s for s in doc['spans'] if s['kind'] == 'thread']
+    for s in threads:
+        n = names.get(s['tid'])
+        chk.true('%s: track of %d named "name (tid)" (%r)' % (what, s['tid'], n),
+                 n is not None and n.endswith(' (%d)' % s['tid']))
+    slices = {e['args']['span']: e for e in events if e['ph'] == 'X' and
+              e.get('cat', '').startswith('thread')}
+    chk.eq('%s: a slice per thread span' % what, sorted(slices), sorted(s['id'] for s in threads))
+    base = trace['otherData']['base_ns']
+    for s in threads:
+        e = slices.get(s['id'])
+        if not e:
+            continue
+        chk.eq('%s: span %d on its thread\'s track' % (what, s['id']), e['tid'], s['tid'])
+        if s['start_ns'] is not None:
+            chk.true('%s: span %d begins at its start routine\'s entry' % (what, s['id']),
+                     abs(e['ts'] - (s['start_ns'] - base) / 1000.0) < 0.002)
+        if s['lifetime_ns'] is not None:
+            chk.true('%s: span %d lasts its lifetime (%s, %s)' % (what, s['id'], e['dur'],
+                                                                  s['lifetime_ns']),
+                     abs(e['dur'] - s['lifetime_ns'] / 1000.0) < 0.002)
+        chk.eq('%s: span %d args.status' % (what, s['id']), e['args']['status'], s['status'])
+        if s['status'] in ('open', 'unmatched'):
+            chk.true('%s: span %d marked %s' % (what, s['id'], s['status']),
+                     s['status'] in e['cat'])
+        if s['pthread']:
+            chk.eq('%s: span %d args.pthread' % (what, s['id']), e['args'].get('pthread'),
+                   s['pthread'])
+    # flows: every start has its end
+    starts = sorted(e['id'] for e in events if e['ph'] == 's')
+    chk.eq('%s: flows end' % what, starts, sorted(e['id'] for e in events if e['ph'] == 'f'))
+    spawned = [s for s in threads if s['spawn_latency_ns'] is not None]
+    chk.eq('%s: a spawn flow per spawned span' % what,
+           len([e for e in events if e['ph'] == 's' and e['cat'] == 'spawn']), len(spawned))
+    joined = [s for s in threads if s['join'] and s['join']['return_ns'] is not None]
+    chk.eq('%s: a join slice per join' % what,
+           len([e for e in events if e['ph'] == 'X' and e.get('cat') == 'join']), len(joined))
+    # frames nest in their thread's slice
+    frames = [s for s in doc['spans'] if s['kind'] == 'frame']
+    fslices = [e for e in events if e['ph'] == 'X' and e.get('cat', '').startswith('frame')]
+    chk.eq('%s: a slice per frame span' % what, len(fslices), len(frames))
+    by_tid = {}
+    for e in slices.values():
+        by_tid.setdefault(e['tid'], []).append(e)
+    for f in fslices:
+        inside = any(t['ts'] - 0.001 <= f['ts'] and f['ts'] + f['dur'] <= t['ts'] + t['dur'] + 0.001
+                     for t in by_tid.get(f['tid'], []))
+        chk.true('%s: frame %s nested in its thread slice' % (what, f['args']['frame']), inside)
+    return events
+
+
+def case_chrome(session, chk):
+    exe = fixture('lifecycle')
+    run = session.run([exe], opts=['-q'])
+    rep = run_ptwatch(['report', '--format=chrome', run.doc_path, '-o',
+                       os.path.join(run.tmpdir, 'trace.json')])
+    chk.eq('report --format=chrome: exit status (%s)' % rep.stderr, rep.returncode, 0)
+    with open(os.path.join(run.tmpdir, 'trace.json')) as f:
+        check_chrome(chk, json.load(f), run.doc, 'from the document')
+    # live, with frames (--trace)
+    lrun, proc = session.start([fixture('frames'), 'recursion'],
+                               opts=['-q', '--trace', 'fr_*', '--format=chrome', '-o',
+                                     'trace.json'], output=None)
+    session.wait(lrun, proc, 60)
+    chk.eq('live --format=chrome: exit status (%s)' % tail(lrun.stderr_text()), lrun.returncode, 0)
+    with open(os.path.join(lrun.tmpdir, 'trace.json')) as f:
+        trace = json.load(f)
+    # the same run's document, for the reference: convert the trace's source
+    drun, proc = session.start([fixture('frames'), 'recursion'], opts=['-q', '--trace', 'fr_*'])
+    session.wait(drun, proc, 60)
+    with open(drun.doc_path) as f:
+        doc = json.load(f)
+    rep = run_ptwatch(['report', '--format=chrome', drun.doc_path])
+    events = check_chrome(chk, json.loads(rep.stdout), doc, 'with frames')
+    # the same frames in a stream, return values included
+    srun, proc = session.start([fixture('frames'), 'recursion'],
+                               opts=['-q', '--trace', 'fr_*', '--json-lines', '-o', 's.jsonl'],
+                               output=None)
+    session.wait(srun, proc, 60)
+    with open(os.path.join(srun.tmpdir, 's.jsonl'), 'rb') as f:
+        objs = parse_lines(chk, f.read(), 'stream with frames')
+    sframes = sorted((o['frame'] for o in objs if o['type'] == 'frame'), key=lambda f: f['id'])
+    dframes = [s for s in doc['spans'] if s['kind'] == 'frame']
+    # (two runs: the threads interleave differently, ids with them)
+    strip = lambda f: (f['depth'], f['status'], f['reason'] or '', f['value'] or '',
+                       f['function']['symbol'])
+    chk.eq('the stream has the frames of the document', sorted(strip(f) for f in sframes),
+           sorted(strip(f) for f in dframes))
+    rep = run_ptwatch(['report', os.path.join(srun.tmpdir, 's.jsonl')])
+    chk.eq('report of the stream with frames = its live summary', rep.stdout.decode(),
+           summary_of(srun.stderr))
+    chk.true('the summary says the calls are in the stream',
+             '(each call: in the stream)' in rep.stdout.decode())
+    chk.true('frames present', any(e.get('cat', '').startswith('frame') for e in events))
+    chk.true('live trace: slices and thread names',
+             any(e['ph'] == 'X' for e in trace['traceEvents']) and
+             any(e['ph'] == 'M' and e['name'] == 'thread_name' for e in trace['traceEvents']))
+
+
+# ---------------------------------------------------------------------------
+# the event log's filters and -v
+
+LOG_LINE = re.compile(r'^\s*\d+\.\d{6}\s+\d+ (\S+)')
+
+
+def log_words(stderr):
+    words = []
+    for line in stderr.decode('utf-8', 'replace').split('\nptwatch: ')[0].splitlines():
+        m = LOG_LINE.match(line)
+        if m:
+            words.append(m.group(1))
+    return words
+
+
+def case_log_filters(session, chk):
+    exe = fixture('lifecycle')
+    run = session.run([exe], opts=['-e', 'create,end'])
+    words = set(log_words(run.stderr))
+    chk.eq('-e create,end: only those lines', words, {'create', 'end'})
+    chk.true('the summary stays', 'ptwatch: ' in run.stderr_text())
+    spans = {s['id']: s for s in run.doc['spans'] if s['kind'] == 'thread'}
+    run = session.run([exe], opts=['--routine', 'exit_*'])
+    spans = {s['id']: s for s in run.doc['spans'] if s['kind'] == 'thread'}
+    tags = set()
+    for line in run.stderr_text().split('\nptwatch: ')[0].splitlines():
+        m = re.search(r' \[(\d+)\]', line)
+        if m:
+            tags.add(int(m.group(1)))
+    names = {spans[t]['start_routine']['symbol'] for t in tags if spans[t]['start_routine']}
+    chk.eq('--routine exit_*: lines of exit_worker only', names, {'exit_worker'})
+    run = session.run([exe], opts=['-v'])
+    words = log_words(run.stderr)
+    chk.true('-v: raw event lines', 'event' in words)
+    chk.true('-v: ptrace stop lines', 'stops' in words)
+    chk.true('-v: the usual lines too', 'create' in words and 'end' in words)
+    # --tid: attach to the churner and follow one of its creator threads
+    target = session.target('churner')
+    pid = target.ready()[0]
+
+    def tasks():
+        return {int(t) for t in os.listdir('/proc/%d/task' % pid)}
+    steady = tasks()
+    for _ in range(5):
+        time.sleep(0.05)
+        steady &= tasks()
+    creators = sorted(steady - {pid})
+    if not creators:
+        raise FrameworkError('no creator thread found in %d' % pid)
+    run = session.attach(pid, opts=('--tid', str(creators[0]), '--duration', '1'))
+    tids = {int(line.split()[1]) for line in run.stderr_text().split('\nptwatch: ')[0].splitlines()
+            if LOG_LINE.match(line)}
+    chk.eq('--tid CREATOR: lines of that thread only', tids, {creators[0]})
+    check_untouched(chk, pid, 'after the detach')
+    for opts, words in ((['-e', 'nonsense'], "unknown event name in 'nonsense'"),
+                        (['--tid', 'x'], "invalid --tid 'x'"),
+                        (['--json-lines', '--json'], 'give one output format')):
+        p = run_ptwatch(opts + ['--', 'true'])
+        chk.eq('%s: exit status 2' % opts, p.returncode, 2)
+        chk.true('%s: says %r (%r)' % (opts, words, p.stderr), words.encode() in p.stderr)
+
+
+# ---------------------------------------------------------------------------
+# --help and the man page list the same options; meson install
+
+def long_options(text):
+    return set(re.findall(r'(?<![\w-])--([a-z][a-z0-9-]+)', text))
+
+
+def case_help_man(session, chk):
+    help_ = run_ptwatch(['--help']).stdout.decode()
+    with open(os.path.join(ROOT, 'man', 'ptwatch.1')) as f:
+        man = f.read().replace('\\-', '-').replace('\\fB', '').replace('\\fR', '') \
+            .replace('\\fI', '').replace('\\fP', '')
+    # the OPTIONS section's entries; the man page names other programs'
+    # options elsewhere (strace -f ...)
+    opts_section = man[man.index('.SH OPTIONS'):]
+    opts_section = opts_section[:opts_section.index('\n.SH ', 1)]
+    in_help, in_man = long_options(help_), long_options(opts_section)
+    print('--help: %s' % sorted(in_help))
+    chk.eq('options in --help, not in the man page', sorted(in_help - in_man), [])
+    chk.eq('options in the man page, not in --help', sorted(in_man - in_help), [])
+    for fmt in ('json-lines', 'chrome', 'report'):
+        chk.true('the man page documents %s' % fmt, fmt in man)
+
+
+def case_install(session, chk):
+    build = os.path.dirname(ptwatch_path())
+    dest = session.mkdtemp()
+    meson = shutil.which('meson')
+    if not meson:
+        raise Skip('no meson')
+    p = subprocess.run([meson, 'install', '-C', build, '--no-rebuild', '--destdir', dest,
+                        '--quiet'], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    if p.returncode != 0:
+        raise Failed('meson install: %s' % p.stdout.decode()[-2000:])
+    found = set()
+    for root, _, files in os.walk(dest):
+        for f in files:
+            found.add(os.path.relpath(os.path.join(root, f), dest))
+    print('\n'.join(sorted(found)))
+    for want in (r'bin/ptwatch$', r'share/man/man1/ptwatch\.1', r'share/ptwatch/spans\.schema\.json$',
+                 r'share/ptwatch/lines\.schema\.json$'):
+        chk.true('installed: %s' % want, any(re.search(want, f) for f in found))
+
+
+CASES = {
+    'json-lines': case_json_lines,
+    'json-lines-sigpipe': case_json_lines_sigpipe,
+    'json-lines-kill9': case_json_lines_kill9,
+    'report-document': case_report_document,
+    'report-errors': case_report_errors,
+    'report-snapshot': case_report_snapshot,
+    'memory': case_memory,
+    'chrome': case_chrome,
+    'log-filters': case_log_filters,
+    'help-man': case_help_man,
+    'install': case_install,
+}
+
+if __name__ == '__main__':
+    main(CASES)
