@@ -123,6 +123,11 @@ void ptw_json_warnings(struct ptw_json *j, const struct ptw_report *r);
 struct ptw_frame;
 void ptw_json_span(struct ptw_json *j, const struct ptw_span *sp);
 void ptw_json_frame(struct ptw_json *j, const struct ptw_frame *fr);
+struct ptw_wait;
+struct ptw_live_deadlock;
+void ptw_json_wait(struct ptw_json *j, const struct ptw_wait *w);
+/* A deadlock found while tracing (--locks), in the form of "deadlocks". */
+void ptw_json_live_deadlock(struct ptw_json *j, const struct ptw_live_deadlock *d);
 /* known: fallback is the name, known another way ("main"), not a placeholder. */
 void ptw_json_location(struct ptw_json *j, const char *k, const struct ptw_location *loc,
 		       const char *fallback, bool known);
@@ -148,6 +153,9 @@ void ptw_lines_span(struct ptw_lines *l, const char *type, const struct ptw_span
 void ptw_lines_frame(struct ptw_lines *l, const struct ptw_frame *fr);
 /* A span seen open past the open timeout (PTW_EV_SPAN_OPEN). */
 void ptw_lines_open(struct ptw_lines *l, const struct ptw_event *ev);
+/* --locks: a wait span that ended, and a deadlock found while tracing. */
+void ptw_lines_wait(struct ptw_lines *l, const struct ptw_wait *w);
+void ptw_lines_deadlock(struct ptw_lines *l, const struct ptw_live_deadlock *d);
 /* The report's warnings from warnings_done on. */
 void ptw_lines_warnings(struct ptw_lines *l, const struct ptw_report *r);
 /* The last line: target and session as they ended, metrics, every warning. */

@@ -17,6 +17,7 @@
 #include "ptw_breakpoints.h"
 #include "ptw_frames.h"
 #include "ptw_guardian.h"
+#include "ptw_locks.h"
 #include "ptw_load.h"
 #include "ptw_output.h"
 #include "ptw_record.h"
@@ -62,6 +63,7 @@ struct session {
 	struct ptw_lines out;
 	bool header_done;
 	uint64_t total; /* spans seen so far: new ones get a span_open line */
+	size_t deadlocks_lined; /* --locks deadlocks written as lines */
 	const struct ptw_text_filter *filter;
 	uint64_t stops_logged; /* -v: stops said so far */
 };
@@ -435,6 +437,18 @@ static void lines_event(struct session *s, const struct ptw_event *ev)
 	s->total = total;
 	if (ev->kind == PTW_EV_SPAN_OPEN)
 		ptw_lines_open(&s->out, ev);
+	/* --locks: a wait as it ends; a deadlock once every member is in */
+	const struct ptw_wait *w = ptw_spans_last_wait(s->spans);
+	if (ev->kind == PTW_EV_WAIT_END && w && w->has_end)
+		ptw_lines_wait(&s->out, w);
+	const struct ptw_locks *locks = ptw_spans_locks(s->spans);
+	for (size_t n = ptw_locks_deadlock_count(locks); s->deadlocks_lined < n;) {
+		const struct ptw_live_deadlock *d = ptw_locks_deadlock(locks, s->deadlocks_lined);
+		if (d->n < d->expected)
+			break;
+		ptw_lines_deadlock(&s->out, d);
+		s->deadlocks_lined++;
+	}
 }
 
 static void sink(void *ctx, const struct ptw_event *ev)

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "ptw_frames.h"
+#include "ptw_locks.h"
 #include "ptw_output.h"
 #include "ptw_symbols.h"
 
@@ -33,6 +34,14 @@ static void ts(struct chrome *c, const char *k, uint64_t ns)
 	ptw_json_double(&c->j, k, 0); /* the key and a placeholder value ... */
 	c->j.out->len -= 3;	      /* ... "0.0" replaced by the exact one */
 	ptw_buf_printf(c->j.out, "%s%" PRIu64 ".%03" PRIu64, rel < 0 ? "-" : "", a / 1000, a % 1000);
+}
+
+/* "dur" in microseconds, exactly (ns with three decimals). */
+static void dur(struct chrome *c, uint64_t ns)
+{
+	ptw_json_double(&c->j, "dur", 0);
+	c->j.out->len -= 3;
+	ptw_buf_printf(c->j.out, "%" PRIu64 ".%03" PRIu64, ns / 1000, ns % 1000);
 }
 
 static void begin_event(struct chrome *c, const char *ph, const char *name, const char *cat,
@@ -89,9 +98,7 @@ static void thread_span(struct chrome *c, const struct ptw_span *sp)
 							       : "thread";
 	begin_event(c, "X", name, cat, sp->tid);
 	ts(c, "ts", from);
-	ptw_json_double(&c->j, "dur", 0);
-	c->j.out->len -= 3;
-	ptw_buf_printf(c->j.out, "%" PRIu64 ".%03" PRIu64, (to - from) / 1000, (to - from) % 1000);
+	dur(c, to - from);
 	if (sp->status == PTW_STATUS_UNMATCHED)
 		ptw_json_string(&c->j, "cname", "terrible");
 	else if (sp->status == PTW_STATUS_OPEN)
@@ -158,9 +165,7 @@ static void thread_span(struct chrome *c, const struct ptw_span *sp)
 		begin_event(c, "X", what, "join", sp->joiner_tid);
 		ts(c, "ts", sp->join_call_ns);
 		uint64_t d = sp->join_return_ns.v - sp->join_call_ns;
-		ptw_json_double(&c->j, "dur", 0);
-		c->j.out->len -= 3;
-		ptw_buf_printf(c->j.out, "%" PRIu64 ".%03" PRIu64, d / 1000, d % 1000);
+		dur(c, d);
 		ptw_json_begin_object(&c->j, "args");
 		ptw_json_uint(&c->j, "span", sp->id);
 		ptw_json_int(&c->j, "tid", sp->tid);
@@ -219,10 +224,7 @@ static void frame(struct chrome *c, const struct ptw_frame *fr)
 							    : "frame,unmatched";
 	begin_event(c, "X", name.p ? name.p : "?", cat, fr->tid);
 	ts(c, "ts", fr->entry_ns);
-	ptw_json_double(&c->j, "dur", 0);
-	c->j.out->len -= 3;
-	ptw_buf_printf(c->j.out, "%" PRIu64 ".%03" PRIu64, (to - fr->entry_ns) / 1000,
-		       (to - fr->entry_ns) % 1000);
+	dur(c, to - fr->entry_ns);
 	if (fr->status == PTW_FRAME_UNMATCHED)
 		ptw_json_string(&c->j, "cname", "terrible");
 	ptw_json_begin_object(&c->j, "args");
@@ -233,6 +235,42 @@ static void frame(struct chrome *c, const struct ptw_frame *fr)
 	if (fr->has_value)
 		ptw_json_hex(&c->j, "value", fr->value);
 	loc_arg(c, "function", loc, NULL);
+	ptw_json_end_object(&c->j);
+	ptw_json_end_object(&c->j);
+	ptw_buf_free(&name);
+}
+
+/* --locks: a wait span as a slice on the waiting thread's track. */
+static void wait_slice(struct chrome *c, const struct ptw_wait *w)
+{
+	uint64_t to = w->has_end ? w->end_ns : w->has_left ? w->left_ns : c->end;
+	if (to < w->start_ns)
+		to = w->start_ns;
+	struct ptw_buf name = { 0 };
+	ptw_buf_printf(&name, "wait %s ", ptw_wait_kind_name(w->kind));
+	if (w->object_loc && w->object_loc->symbol)
+		ptw_buf_puts(&name, w->object_loc->symbol);
+	else
+		ptw_buf_printf(&name, "%#" PRIx64, w->object);
+	const char *cat = w->deadlock ? "wait,deadlock"
+			  : w->status == PTW_WAIT_COMPLETED ? "wait"
+							    : "wait,unmatched";
+	begin_event(c, "X", name.p, cat, w->tid);
+	ts(c, "ts", w->start_ns);
+	dur(c, to - w->start_ns);
+	if (w->deadlock)
+		ptw_json_string(&c->j, "cname", "terrible");
+	ptw_json_begin_object(&c->j, "args");
+	ptw_json_uint(&c->j, "wait", w->id);
+	ptw_json_hex(&c->j, "object", w->object);
+	if (w->owner)
+		ptw_json_int(&c->j, "owner_tid", w->owner);
+	ptw_json_string(&c->j, "status", ptw_wait_status_name(w->status));
+	if (w->reason)
+		ptw_json_string(&c->j, "reason", w->reason);
+	if (w->deadlock)
+		ptw_json_uint(&c->j, "deadlock", w->deadlock);
+	loc_arg(c, "site", w->site, NULL);
 	ptw_json_end_object(&c->j);
 	ptw_json_end_object(&c->j);
 	ptw_buf_free(&name);
@@ -287,6 +325,9 @@ void ptw_report_chrome(const struct ptw_report *r, struct ptw_buf *out)
 	const struct ptw_frames *f = ptw_spans_frames(r->spans);
 	for (size_t i = 0; i < ptw_frames_count(f); i++)
 		frame(&c, ptw_frames_get(f, i));
+	const struct ptw_locks *locks = ptw_spans_locks(r->spans);
+	for (size_t i = 0; i < ptw_locks_count(locks); i++)
+		wait_slice(&c, ptw_locks_get(locks, i));
 	ptw_json_end_array(j);
 	ptw_json_end_object(j);
 	ptw_buf_putc(out, '\n');

@@ -423,7 +423,7 @@ static void json_object(struct ptw_json *j, const char *k, enum ptw_wait_kind ki
 	ptw_json_end_object(j);
 }
 
-static void json_wait(struct ptw_json *j, const struct ptw_wait *w)
+void ptw_json_wait(struct ptw_json *j, const struct ptw_wait *w)
 {
 	ptw_json_begin_object(j, NULL);
 	ptw_json_uint(j, "id", w->id);
@@ -750,6 +750,29 @@ void ptw_json_warnings(struct ptw_json *j, const struct ptw_report *r)
 	ptw_json_end_array(j);
 }
 
+void ptw_json_live_deadlock(struct ptw_json *j, const struct ptw_live_deadlock *d)
+{
+	ptw_json_begin_object(j, NULL);
+	ptw_json_begin_array(j, "spans");
+	for (size_t k = 0; k < d->n; k++)
+		ptw_json_uint(j, NULL, d->thread_spans[k]);
+	ptw_json_end_array(j);
+	ptw_json_begin_array(j, "tids");
+	for (size_t k = 0; k < d->n; k++)
+		ptw_json_int(j, NULL, d->tids[k]);
+	ptw_json_end_array(j);
+	ptw_json_begin_array(j, "waits");
+	for (size_t k = 0; k < d->n; k++)
+		ptw_json_uint(j, NULL, d->waits[k]);
+	ptw_json_end_array(j);
+	ptw_json_begin_array(j, "objects");
+	for (size_t k = 0; k < d->n; k++)
+		ptw_json_hex(j, NULL, d->objects[k]);
+	ptw_json_end_array(j);
+	ptw_json_uint(j, "ns", d->ns);
+	ptw_json_end_object(j);
+}
+
 void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 {
 	struct ptw_json jw = { .out = out, .pretty = true }, *j = &jw;
@@ -771,7 +794,7 @@ void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 	const struct ptw_locks *locks = ptw_spans_locks(r->spans);
 	size_t nwaits = ptw_locks_count(locks);
 	for (size_t i = 0; i < nwaits; i++)
-		json_wait(j, ptw_locks_get(locks, i));
+		ptw_json_wait(j, ptw_locks_get(locks, i));
 	ptw_json_end_array(j);
 
 	ptw_json_metrics(j, r, true);
@@ -781,28 +804,8 @@ void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 		/* found while tracing (--locks), as --snapshot writes them, with
 		 * the wait spans and objects of the cycle and when it was found */
 		ptw_json_begin_array(j, "deadlocks");
-		for (size_t i = 0; i < nlive; i++) {
-			const struct ptw_live_deadlock *d = ptw_locks_deadlock(locks, i);
-			ptw_json_begin_object(j, NULL);
-			ptw_json_begin_array(j, "spans");
-			for (size_t k = 0; k < d->n; k++)
-				ptw_json_uint(j, NULL, d->thread_spans[k]);
-			ptw_json_end_array(j);
-			ptw_json_begin_array(j, "tids");
-			for (size_t k = 0; k < d->n; k++)
-				ptw_json_int(j, NULL, d->tids[k]);
-			ptw_json_end_array(j);
-			ptw_json_begin_array(j, "waits");
-			for (size_t k = 0; k < d->n; k++)
-				ptw_json_uint(j, NULL, d->waits[k]);
-			ptw_json_end_array(j);
-			ptw_json_begin_array(j, "objects");
-			for (size_t k = 0; k < d->n; k++)
-				ptw_json_hex(j, NULL, d->objects[k]);
-			ptw_json_end_array(j);
-			ptw_json_uint(j, "ns", d->ns);
-			ptw_json_end_object(j);
-		}
+		for (size_t i = 0; i < nlive; i++)
+			ptw_json_live_deadlock(j, ptw_locks_deadlock(locks, i));
 		ptw_json_end_array(j);
 	}
 	if (r->snapshot) {

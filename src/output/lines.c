@@ -81,6 +81,28 @@ void ptw_lines_frame(struct ptw_lines *l, const struct ptw_frame *fr)
 	finish(l, &j);
 }
 
+void ptw_lines_wait(struct ptw_lines *l, const struct ptw_wait *w)
+{
+	struct ptw_buf b = { 0 };
+	struct ptw_json j;
+	begin(&j, &b, "wait");
+	ptw_buf_puts(&b, ",\"wait\":");
+	j.need_comma[1] = false;
+	ptw_json_wait(&j, w);
+	finish(l, &j);
+}
+
+void ptw_lines_deadlock(struct ptw_lines *l, const struct ptw_live_deadlock *d)
+{
+	struct ptw_buf b = { 0 };
+	struct ptw_json j;
+	begin(&j, &b, "deadlock");
+	ptw_buf_puts(&b, ",\"deadlock\":");
+	j.need_comma[1] = false;
+	ptw_json_live_deadlock(&j, d);
+	finish(l, &j);
+}
+
 void ptw_lines_open(struct ptw_lines *l, const struct ptw_event *ev)
 {
 	struct ptw_buf b = { 0 };

@@ -947,7 +947,7 @@ static void waits_summary(struct ptw_buf *out, const struct ptw_report *r)
 		ptw_buf_printf(out, "  thread %d", tw[i].tid);
 		if (tw[i].thread_span)
 			ptw_buf_printf(out, " [%u]", tw[i].thread_span);
-		ptw_buf_printf(out, " waited %" PRIu64 " times, ", tw[i].waits);
+		ptw_buf_printf(out, " waited %" PRIu64 " time%s, ", tw[i].waits, tw[i].waits == 1 ? "" : "s");
 		ptw_text_duration(out, tw[i].total_ns);
 		ptw_buf_puts(out, " in all, at most ");
 		ptw_text_duration(out, tw[i].max_ns);

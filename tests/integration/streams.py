@@ -26,7 +26,7 @@ from ptw_test import (  # noqa: E402
 from cases import check_lifecycle, read_line, wait_untraced  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-LINE_TYPES = ('header', 'span_open', 'span', 'frame', 'open', 'warning', 'metrics')
+LINE_TYPES = ('header', 'span_open', 'span', 'frame', 'open', 'wait', 'deadlock', 'warning', 'metrics')
 
 
 # ---------------------------------------------------------------------------
@@ -721,8 +721,48 @@ def case_install(session, chk):
         chk.true('installed: %s' % want, any(re.search(want, f) for f in found))
 
 
+# ---------------------------------------------------------------------------
+# --json-lines with --locks: a wait line per contended wait that ended, the
+# same waits as the document run's; a deadlock line once its cycle is known
+
+def case_json_lines_locks(session, chk):
+    exe = fixture('locks')
+    run, proc = session.start([exe, 'contend', '5'], opts=['--locks', '--json-lines', '-o',
+                                                            'stream.jsonl'], output=None)
+    session.wait(run, proc, 60)
+    with open(os.path.join(run.tmpdir, 'stream.jsonl'), 'rb') as f:
+        objs = parse_lines(chk, f.read(), 'contend stream')
+    waits = [o['wait'] for o in objs if o['type'] == 'wait']
+    rounds = [r for r in load_truth(run) if r.get('kind') == 'round']
+    mutex = [w for w in waits if w['wait'] == 'mutex']
+    chk.true('1 to %d mutex wait lines (got %d)' % (len(rounds), len(mutex)),
+             1 <= len(mutex) <= len(rounds))
+    chk.true('the others are main\'s joins (%s)' % [w['wait'] for w in waits],
+             all(w['wait'] in ('mutex', 'join') for w in waits))
+    for w in waits:
+        chk.eq('wait %d: completed' % w['id'], w['status'], 'completed')
+    chk.eq('wait lines, once each', len({w['id'] for w in waits}), len(waits))
+    metrics = objs[-1]['metrics']
+    chk.eq('metrics.waits counts them', (metrics.get('waits') or {}).get('count'), len(waits))
+    # the Chrome trace: a slice per wait, on the waiting thread's track
+    trace = os.path.join(run.tmpdir, 'trace.json')
+    p = run_ptwatch(['-q', '--locks', '--format=chrome', '-o', trace, '--', exe, 'contend', '5'])
+    chk.eq('--format=chrome --locks: exit status (%s)' % p.stderr[-300:], p.returncode, 0)
+    with open(trace) as f:
+        events = json.load(f)['traceEvents']
+    slices = [e for e in events if e.get('cat', '').startswith('wait')]
+    chk.true('wait slices in the trace (%d)' % len(slices), slices)
+    tracks = {e['tid'] for e in events if e.get('ph') == 'M' and e.get('name') == 'thread_name'}
+    for e in slices:
+        chk.true('wait slice %s: ph X with dur, on a named track' % e.get('name'),
+                 e.get('ph') == 'X' and isinstance(e.get('dur'), (int, float))
+                 and e.get('tid') in tracks, e)
+
+
+
 CASES = {
     'json-lines': case_json_lines,
+    'json-lines-locks': case_json_lines_locks,
     'json-lines-sigpipe': case_json_lines_sigpipe,
     'json-lines-kill9': case_json_lines_kill9,
     'report-document': case_report_document,
