@@ -51,6 +51,13 @@
 struct ptw_guardian_opts {
 	char **argv;		    /* main's: rewritten to name each process */
 	struct ptw_output_opts out; /* what the restorer writes if the tracer dies */
+	/* The live table (ptw_live.h), else all -1: the front, which is in the
+	 * terminal's foreground group, reads keys from key_tty and writes them
+	 * to key_w (the tracer reads key_r), and passes SIGWINCH on; when the
+	 * tracer closes key_r, it stops reading. If the tracer dies of a
+	 * signal, the front puts the terminal back as it was. The split
+	 * closes what each process does not use (the tracer keeps key_r). */
+	int key_tty, key_w, key_r;
 };
 
 /*

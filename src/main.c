@@ -8,7 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -16,6 +19,7 @@
 #include "ptw_breakpoints.h"
 #include "ptw_frames.h"
 #include "ptw_guardian.h"
+#include "ptw_live.h"
 #include "ptw_output.h"
 #include "ptw_record.h"
 #include "ptw_spans.h"
@@ -36,6 +40,7 @@ struct options {
 	size_t ntrace;
 	int duration_ms;
 	uint64_t open_timeout_ns; /* 0: disabled */
+	int live;		  /* --live 1, --no-live 0, else -1: see want_live() */
 	char **argv;
 };
 
@@ -50,6 +55,11 @@ struct session {
 	struct ptw_buf record;
 	struct ptw_tracer *tracer; /* once launched or attached: the header */
 	size_t header_sig;	   /* what the last header sent said, roughly */
+	/* --live: the table, the terminal it draws on (standard error as it
+	 * was), and where our own standard error goes meanwhile (shown after) */
+	struct ptw_live *live;
+	struct ptw_live_model *model;
+	int tty_fd, held_fd;
 };
 
 static void usage(FILE *f)
@@ -71,6 +81,12 @@ static void usage(FILE *f)
 		"                       COMMAND's standard output then goes to standard error\n"
 		"  -o, --output=FILE    write the spans document to FILE (implies --json)\n"
 		"  -q, --quiet          no event lines on standard error (the summary stays)\n"
+		"  --live               a live table of the threads on the terminal instead of\n"
+		"                       event lines (default with -p when standard error is a\n"
+		"                       terminal; with a COMMAND, its terminal input and\n"
+		"                       output go to /dev/null meanwhile); keys: q quit (let\n"
+		"                       go), tab view, s sort, r reverse, / filter, space pause\n"
+		"  --no-live            event lines, never the live table\n"
 		"  --duration=SECONDS   stop tracing after SECONDS and let COMMAND run on\n"
 		"  --open-timeout=SECONDS\n"
 		"                       report a span still open after SECONDS (default 5,\n"
@@ -120,7 +136,9 @@ static void parse_options(int argc, char **argv, struct options *o)
 		OPT_NO_CACHE,
 		OPT_CREATE_EVENTS,
 		OPT_TRACE,
-		OPT_DEBUG
+		OPT_DEBUG,
+		OPT_LIVE,
+		OPT_NO_LIVE
 	};
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
@@ -135,6 +153,8 @@ static void parse_options(int argc, char **argv, struct options *o)
 		{ "create-events", no_argument, NULL, OPT_CREATE_EVENTS },
 		{ "trace", required_argument, NULL, OPT_TRACE },
 		{ "debug", required_argument, NULL, OPT_DEBUG },
+		{ "live", no_argument, NULL, OPT_LIVE },
+		{ "no-live", no_argument, NULL, OPT_NO_LIVE },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -144,6 +164,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 	o->use_cache = true;
 	o->duration_ms = -1;
 	o->open_timeout_ns = PTW_OPEN_TIMEOUT_DEFAULT_NS;
+	o->live = -1;
 	const char *env = getenv("PTWATCH_NO_DEBUG_FILES");
 	if (env && *env && strcmp(env, "0"))
 		o->use_debug_files = false;
@@ -218,6 +239,10 @@ static void parse_options(int argc, char **argv, struct options *o)
 				die_usage("unknown debug domain in '%s' (attach,tdb,bp,sym,spans,tracer,all)",
 					  optarg);
 			break;
+		case OPT_LIVE:
+		case OPT_NO_LIVE:
+			o->live = c == OPT_LIVE;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -235,6 +260,10 @@ static void parse_options(int argc, char **argv, struct options *o)
 		die_usage("%s", "--trace cannot be used with --snapshot (nothing runs)");
 	if (o->pid && optind < argc)
 		die_usage("%s", "give either -p PID or a command, not both");
+	if (o->live == 1 && o->snapshot)
+		die_usage("%s", "--live cannot be used with --snapshot");
+	if (o->live == 1 && !isatty(STDERR_FILENO))
+		die_usage("%s", "--live needs a terminal on standard error");
 	if (!o->pid && optind >= argc)
 		die_usage("%s", "no command given (usage: ptwatch [OPTIONS] -- COMMAND [ARGS...])");
 	o->argv = argv + optind;
@@ -285,7 +314,12 @@ static void sink(void *ctx, const struct ptw_event *ev)
 		if (s->record.len > 65536)
 			flush_record(s);
 	}
-	if (!s->quiet) {
+	if (s->live) {
+		if (ev->kind == PTW_EV_PROCESS_EXIT || ev->kind == PTW_EV_EXEC ||
+		    ev->kind == PTW_EV_DETACHED)
+			ptw_live_model_refresh(s->model, ev->ns); /* many spans ended */
+		ptw_live_model_note(s->model, sp, ev->ns);
+	} else if (!s->quiet) {
 		const struct ptw_frame *fr = ptw_spans_last_frame(s->spans);
 		if (fr)
 			ptw_text_frame_event(&s->log, s->start_ns, ev, fr);
@@ -301,7 +335,9 @@ static void sink(void *ctx, const struct ptw_event *ev)
 static uint64_t next_timer(void *ctx)
 {
 	struct session *s = ctx;
-	return ptw_timeouts_next(s->timeouts);
+	uint64_t next = ptw_timeouts_next(s->timeouts);
+	uint64_t live = s->live ? ptw_live_next(s->live) : 0;
+	return live && (!next || live < next) ? live : next;
 }
 
 /* Every span that crossed the limit: one event each, saying where its
@@ -323,6 +359,120 @@ static void on_timer(void *ctx, uint64_t now)
 		ev.name = w.name[0] ? w.name : NULL;
 		ev.routine = w.at;
 		sink(s, &ev);
+	}
+	if (s->live && ptw_live_tick(s->live, now) == PTW_LIVE_QUIT)
+		ptw_tracer_stop(s->tracer);
+}
+
+/* ---- the live table (ptw_live.h) ---- */
+
+/*
+ * Whether to show it. By default only with -p, standard error a terminal
+ * of which ptwatch is the foreground job, and nothing else on it (-q,
+ * --debug): a launched command shares the terminal (its output, its
+ * keyboard), so it needs --live, which then gives the command /dev/null
+ * for what was the terminal (live_fds).
+ */
+static bool want_live(const struct options *o)
+{
+	if (o->live >= 0)
+		return o->live;
+	const char *term = getenv("TERM");
+	return o->pid && !o->snapshot && !o->quiet && !ptw_debug_mask && isatty(STDERR_FILENO) &&
+	       tcgetpgrp(STDERR_FILENO) == getpgrp() && term && *term && strcmp(term, "dumb");
+}
+
+static bool same_tty(int fd, const struct stat *tty)
+{
+	struct stat st;
+	return isatty(fd) && fstat(fd, &st) == 0 && st.st_rdev == tty->st_rdev;
+}
+
+/* Launch with --live: the command's standard input, output and error that
+ * are the table's terminal become /dev/null (saved in keep[], put back by
+ * restore_fds once it runs). */
+static void live_fds(int keep[3])
+{
+	struct stat tty;
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	for (int fd = 0; fd < 3; fd++) {
+		keep[fd] = -1;
+		if (null >= 0 && fstat(STDERR_FILENO, &tty) == 0 && same_tty(fd, &tty)) {
+			keep[fd] = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+			dup2(null, fd);
+		}
+	}
+	if (null >= 0)
+		close(null);
+}
+
+static void restore_fds(int keep[3])
+{
+	for (int fd = 0; fd < 3; fd++)
+		if (keep[fd] >= 0) {
+			dup2(keep[fd], fd);
+			close(keep[fd]);
+		}
+}
+
+/* Takes the terminal; our own standard error is held meanwhile. */
+static void live_start(const struct options *o, struct session *s, struct ptw_tracer *t,
+		       int input_fd)
+{
+	char title[160];
+	if (o->pid) {
+		char comm[32] = "", path[48];
+		snprintf(path, sizeof(path), "/proc/%d/comm", o->pid);
+		FILE *f = fopen(path, "re");
+		if (f && fgets(comm, sizeof(comm), f))
+			comm[strcspn(comm, "\n")] = 0;
+		if (f)
+			fclose(f);
+		snprintf(title, sizeof(title), "ptwatch -p %d (%s)", o->pid, comm);
+	} else {
+		snprintf(title, sizeof(title), "ptwatch -- %s", o->argv[0]);
+	}
+	struct ptw_live_opts lo = { .tty_fd = STDERR_FILENO, .input_fd = input_fd,
+				    .title = title, .open_timeout_ns = o->open_timeout_ns };
+	int r = ptw_live_start(&lo, &s->live);
+	if (r < 0) {
+		fprintf(stderr, "ptwatch: no live table (TERM=%s: %s); event lines instead\n",
+			getenv("TERM") ? getenv("TERM") : "", strerror(-r));
+		return;
+	}
+	atexit(ptw_live_emergency_end);
+	s->model = ptw_live_get_model(s->live);
+	ptw_tracer_set_wake_fd(t, ptw_live_wake_fd(s->live));
+	s->tty_fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+	s->held_fd = memfd_create("ptwatch-stderr", MFD_CLOEXEC);
+	if (s->held_fd >= 0)
+		dup2(s->held_fd, STDERR_FILENO);
+	for (size_t i = 0; i < ptw_spans_count(s->spans); i++)
+		ptw_live_model_note(s->model, ptw_spans_get(s->spans, i), ptw_now_ns());
+}
+
+/* Gives the terminal back, then shows what was written to standard error
+ * meanwhile. */
+static void live_end(struct session *s)
+{
+	if (!s->live)
+		return;
+	ptw_live_end(s->live);
+	s->live = NULL;
+	s->model = NULL;
+	if (s->tty_fd >= 0) {
+		dup2(s->tty_fd, STDERR_FILENO);
+		close(s->tty_fd);
+	}
+	if (s->held_fd >= 0) {
+		char buf[4096];
+		ssize_t n;
+		off_t off = 0;
+		while ((n = pread(s->held_fd, buf, sizeof(buf), off)) > 0) {
+			ptw_write_all(STDERR_FILENO, buf, (size_t)n);
+			off += n;
+		}
+		close(s->held_fd);
 	}
 }
 
@@ -364,6 +514,7 @@ static int session(const struct options *o, struct session *s, struct ptw_tracer
 	flush_record(s); /* the restorer learns what is traced */
 	if (!o->snapshot)
 		r = ptw_tracer_run(t, o->duration_ms, &reason, &sig);
+	live_end(s);
 	if (r < 0)
 		fprintf(stderr, "ptwatch: tracing failed: %s\n", strerror(-r));
 	if (reason != PTW_END_TARGET_EXITED)
@@ -408,6 +559,8 @@ static int session(const struct options *o, struct session *s, struct ptw_tracer
 		return code;
 	if (reason == PTW_END_INTERRUPTED)
 		return 128 + sig;
+	if (reason == PTW_END_DETACHED) /* q: it runs on, as the user asked */
+		return 0;
 	return reason == PTW_END_ERROR ? 1 : 0;
 }
 
@@ -446,14 +599,42 @@ int main(int argc, char **argv)
 	struct ptw_guardian_opts go = {
 		.argv = argv,
 		.out = { .json = o.json, .json_fd = out_fd, .snapshot = o.snapshot },
+		.key_tty = -1, .key_w = -1, .key_r = -1,
 	};
-	if (ptw_bp_journal_prepare() == 0 && ptw_guardian_split(&go) == 0)
+	/* --live: the keys come from the terminal through the front (the
+	 * tracer is not in the terminal's foreground group: ptw_guardian.h),
+	 * and so does SIGWINCH. */
+	bool live = want_live(&o);
+	int keys[2];
+	if (live && pipe2(keys, O_CLOEXEC) == 0) {
+		go.key_r = keys[0];
+		go.key_w = keys[1];
+		go.key_tty = open(ttyname(STDERR_FILENO) ? ttyname(STDERR_FILENO) : "/dev/tty",
+				  O_RDONLY | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
+		sigset_t winch;
+		sigemptyset(&winch);
+		sigaddset(&winch, SIGWINCH);
+		sigaddset(&winch, SIGTTIN); /* reading the terminal in the background: EIO */
+		sigprocmask(SIG_BLOCK, &winch, NULL);
+	} else {
+		live = false;
+	}
+	int key_input = go.key_r;
+	if (ptw_bp_journal_prepare() == 0 && ptw_guardian_split(&go) == 0) {
 		ptw_set_mem_fd_hook(ptw_guardian_share_mem);
+	} else if (live) { /* one process: it reads the terminal itself */
+		close(go.key_r);
+		key_input = go.key_tty;
+	}
+	if (live && key_input != go.key_tty && go.key_tty >= 0)
+		close(go.key_tty);
+	if (live)
+		close(go.key_w);
 	install_crash_handlers();
 
 	/* A snapshot has no events to tell as they happen: it is its report. */
 	struct session s = { .spans = ptw_spans_new(), .quiet = o.quiet || o.snapshot,
-			     .start_ns = ptw_now_ns() };
+			     .start_ns = ptw_now_ns(), .tty_fd = -1, .held_fd = -1 };
 	if (ptw_guardian_keeps_record())
 		s.rec = ptw_record_writer_new();
 	if (!o.snapshot) {
@@ -499,13 +680,19 @@ int main(int argc, char **argv)
 			ptw_timeouts_free(s.timeouts);
 			return 1;
 		}
+		if (live)
+			live_start(&o, &s, t, key_input);
 		r = session(&o, &s, t, out_fd);
 		free(o.trace);
 		return r;
 	}
 	/* The document owns stdout: the command's output must not land in it. */
 	int child_stdout = o.json && !o.output ? STDERR_FILENO : -1;
+	int keep[3] = { -1, -1, -1 };
+	if (live)
+		live_fds(keep);
 	r = ptw_tracer_launch(&to, o.argv, child_stdout, &t);
+	restore_fds(keep);
 	if (r < 0 && out_created)
 		unlink(o.output); /* nothing ran: leave no empty document behind */
 	if (r < 0) {
@@ -525,6 +712,8 @@ int main(int argc, char **argv)
 		return r == -EACCES || r == -ENOEXEC || r == -EISDIR || r == -ENOTDIR ? 126 : 127;
 	}
 
+	if (live)
+		live_start(&o, &s, t, key_input);
 	r = session(&o, &s, t, out_fd);
 	free(o.trace);
 	return r;

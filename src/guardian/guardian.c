@@ -5,6 +5,7 @@
 #include "ptw_guardian.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -14,6 +15,8 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <term.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "ptw_attach.h"
@@ -171,7 +174,45 @@ struct front {
 	int restorer;	/* its outcome comes here; -1 once read or gone */
 	int mem_fd;	/* latest from the tracer */
 	int mirror_sig; /* the tracer will die of this on purpose */
+	int key_tty, key_w; /* the live table's keys, -1: none (any more) */
+	bool live;
+	bool tty_saved;
+	struct termios tty; /* as it was before the live table */
 };
+
+/* The live table's keys: from the terminal to the tracer, never blocking
+ * (a key that does not fit in the pipe is dropped). */
+static void pass_keys(struct front *f)
+{
+	char buf[256];
+	ssize_t n = read(f->key_tty, buf, sizeof(buf));
+	if (n > 0 && write(f->key_w, buf, (size_t)n) >= 0)
+		return;
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	close(f->key_tty); /* EOF, EIO (in the background), or the tracer is done */
+	close(f->key_w);
+	f->key_tty = f->key_w = -1;
+}
+
+/* The tracer died with the live table on screen: the terminal as it was
+ * (modes, then the normal screen and cursor through terminfo). */
+static void restore_terminal(struct front *f)
+{
+	if (!f->live)
+		return;
+	if (f->tty_saved)
+		tcsetattr(STDERR_FILENO, TCSANOW, &f->tty);
+	int err;
+	if (setupterm(NULL, STDERR_FILENO, &err) != 0) /* OK */
+		return;
+	const char *caps[] = { "sgr0", "cnorm", "rmcup" };
+	for (size_t i = 0; i < PTW_ARRAY_SIZE(caps); i++) {
+		const char *s = tigetstr(caps[i]);
+		if (s && s != (char *)-1)
+			ptw_write_all(STDERR_FILENO, s, strlen(s));
+	}
+}
 
 static void receive(struct front *f)
 {
@@ -262,6 +303,8 @@ static void __attribute__((noreturn)) tracer_ended(struct front *f, int status)
 		_exit(WEXITSTATUS(status));
 	}
 	int sig = WTERMSIG(status);
+	if (sig != f->mirror_sig)
+		restore_terminal(f);
 	if (sig == f->mirror_sig)
 		ptw_die_of_signal(sig);
 	/* The restorer writes the record and says what it found; then say
@@ -302,17 +345,22 @@ static void forward(struct front *f, const struct signalfd_siginfo *si)
 static void __attribute__((noreturn)) guard(struct front *f)
 {
 	for (;;) {
-		struct pollfd p[2] = { { f->sock, POLLIN, 0 }, { f->sigfd, POLLIN, 0 } };
-		if (poll(p, 2, -1) < 0 && errno != EINTR)
+		struct pollfd p[4] = { { f->sock, POLLIN, 0 }, { f->sigfd, POLLIN, 0 },
+				       { f->key_tty, POLLIN, 0 }, { f->key_w, 0, 0 } };
+		if (poll(p, f->key_tty >= 0 ? 4 : 2, -1) < 0 && errno != EINTR)
 			break;
 		if (p[0].revents & POLLIN)
 			receive(f);
 		if (p[1].revents & POLLIN) {
 			struct signalfd_siginfo si;
 			while (read(f->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-				if (si.ssi_signo != SIGCHLD)
+				if (si.ssi_signo == SIGWINCH)
+					kill(f->tracer, SIGWINCH);
+				else if (si.ssi_signo != SIGCHLD)
 					forward(f, &si);
 		}
+		if (f->key_tty >= 0 && (p[2].revents || p[3].revents))
+			pass_keys(f);
 		int status;
 		pid_t w = waitpid(f->tracer, &status, WNOHANG);
 		if (w == f->tracer)
@@ -357,6 +405,10 @@ int ptw_guardian_split(const struct ptw_guardian_opts *o)
 	if (restorer == 0) {
 		close(ft[0]);
 		close(ft[1]);
+		int keys[] = { o->key_tty, o->key_w, o->key_r };
+		for (size_t i = 0; i < PTW_ARRAY_SIZE(keys); i++)
+			if (keys[i] >= 0)
+				close(keys[i]);
 		close(rt[1]);
 		close(rf[0]);
 		const char *title[] = { "pt-restorer", NULL };
@@ -388,6 +440,10 @@ int ptw_guardian_split(const struct ptw_guardian_opts *o)
 	if (pid == 0) {
 		close(ft[0]);
 		front_sock = ft[1];
+		if (o->key_tty >= 0)
+			close(o->key_tty);
+		if (o->key_w >= 0)
+			close(o->key_w);
 		if (with_restorer) {
 			close(rf[0]);
 			restorer_sock = rt[1];
@@ -419,9 +475,21 @@ int ptw_guardian_split(const struct ptw_guardian_opts *o)
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	struct front f = { .tracer = pid, .sock = ft[0], .mem_fd = -1,
 			   .restorer = with_restorer ? rf[0] : -1,
-			   .restorer_pid = with_restorer ? restorer : 0 };
+			   .restorer_pid = with_restorer ? restorer : 0,
+			   .key_tty = o->key_tty, .key_w = o->key_w, .live = o->key_r >= 0 };
+	if (o->key_r >= 0)
+		close(o->key_r);
+	if (f.key_w >= 0)
+		fcntl(f.key_w, F_SETFL, O_NONBLOCK);
+	if (f.key_tty < 0 && f.key_w >= 0) {
+		close(f.key_w);
+		f.key_w = -1;
+	}
+	f.tty_saved = f.live && tcgetattr(STDERR_FILENO, &f.tty) == 0;
 	sigset_t set;
 	sigemptyset(&set);
+	if (f.live)
+		sigaddset(&set, SIGWINCH);
 	int sigs[] = PTW_SESSION_SIGNALS;
 	for (size_t i = 0; i < PTW_ARRAY_SIZE(sigs); i++)
 		sigaddset(&set, sigs[i]);
