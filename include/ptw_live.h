@@ -109,7 +109,8 @@ struct ptw_live_query {
 #define PTW_LIVE_NAME_NS (2ull * 1000000000u)
 
 /*
- * The rows at time now: *ret_rows (thread view) or *ret_groups (routine
+ * The rows at time now (thread view: the live ones first, then the ended
+ * ones, each sorted by q->sort, ties by span id): *ret_rows (thread view) or *ret_groups (routine
  * view), owned by the model until the next build; returns their count.
  * Forgets the spans that ended more than PTW_LIVE_FADE_NS ago.
  */

@@ -441,6 +441,7 @@ static void live_start(const struct options *o, struct session *s, struct ptw_tr
 		return;
 	}
 	atexit(ptw_live_emergency_end);
+	ptw_buf_reset(&s->log); /* the table shows them (the attach's "found" lines) */
 	s->model = ptw_live_get_model(s->live);
 	ptw_tracer_set_wake_fd(t, ptw_live_wake_fd(s->live));
 	s->tty_fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);

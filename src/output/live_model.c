@@ -300,6 +300,8 @@ static int cmp_rows(const void *pa, const void *pb, void *ctx)
 {
 	const struct ptw_live_row *a = pa, *b = pb;
 	const struct ptw_live_query *q = ctx;
+	if (a->ended != b->ended) /* the live ones first, the fading ones below */
+		return a->ended ? 1 : -1;
 	int c = 0;
 	switch (q->sort) {
 	case PTW_LIVE_SORT_NAME:

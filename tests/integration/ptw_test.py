@@ -1245,7 +1245,11 @@ class Tmux:
         self.env = full_env
         self.cmd('new-session', '-d', '-s', 'ptw', '-x', str(width), '-y', str(height),
                  '-c', self.dir, '/bin/sh')
-        self.expect(r'^[$#](\s|$)', 10, 'the shell prompt')
+        try:
+            self.expect(r'^[$#](\s|$)', 10, 'the shell prompt')
+        except BaseException:
+            self.close()
+            raise
 
     def cmd(self, *args):
         r = subprocess.run([self.tmux, '-S', self.sock, '-f', '/dev/null'] + list(args),
