@@ -121,6 +121,17 @@ int ptw_live_start(const struct ptw_live_opts *o, struct ptw_live **ret)
 	typeahead(-1);
 	set_escdelay(10);
 	curs_set(0);
+	/* Ctrl-S (IXON) would stop our output, and a write to the terminal
+	 * would then block the tracer and the target with it; Ctrl-Z would
+	 * stop the front and leave the table drawing over the shell. Both are
+	 * off while the table shows (endwin puts the modes back). */
+	struct termios tio;
+	if (tcgetattr(l->tty_fd, &tio) == 0) {
+		tio.c_iflag &= ~(tcflag_t)(IXON | IXOFF);
+		tio.c_cc[VSUSP] = _POSIX_VDISABLE;
+		tcsetattr(l->tty_fd, TCSANOW, &tio);
+		def_prog_mode();
+	}
 	if (has_colors() && start_color() == OK) {
 		use_default_colors();
 		init_pair(1, COLOR_RED, -1);

@@ -3040,10 +3040,73 @@ def case_live(session, chk, mode):
     try:
         if mode == 'launch':
             live_launch(chk, term)
+        elif mode == 'ends':
+            live_ends(session, chk, term)
         else:
             live_attach(session, chk, term, mode)
     finally:
         term.close()
+
+
+def processes_named(first, pid):
+    """The pids whose command line starts with `first` and has -p PID."""
+    found = []
+    for entry in os.listdir('/proc'):
+        if not entry.isdigit():
+            continue
+        try:
+            with open('/proc/%s/cmdline' % entry, 'rb') as f:
+                args = f.read().split(b'\0')
+        except OSError:
+            continue
+        if args and args[0].endswith(first.encode()) and str(pid).encode() in args:
+            found.append(int(entry))
+    return found
+
+
+def live_ends(session, chk, term):
+    """The other ways out: the target exits, SIGTERM to ptwatch, SIGKILL
+    of its tracer process (the front puts the terminal back); Ctrl-Z does
+    not stop ptwatch under the table."""
+    for way in ('exit', 'sigterm', 'sigkill'):
+        target = session.target('live')
+        pid = target.ready()[0]
+        term.line('clear; echo BEFORE-MARK-%s' % way)
+        term.expect(r'^BEFORE-MARK-%s' % way, 10, 'the echo')
+        term.line(shell_quote([ptwatch_path(), '-p', str(pid)]) + '; echo AFTER-$?')
+        term.expect(r'ptwatch -p %d \(fixture-live\)' % pid, 20, 'the live table\'s title')
+        if way == 'exit':
+            term.keys('C-z')
+            tid = int(target.ask('c')[1])
+            term.expect(live_row(tid), 20, 'a new thread after Ctrl-Z: ptwatch runs on')
+            target.send('q')
+            status = 'AFTER-0'
+            summary = r'process exited with code 0'
+        elif way == 'sigterm':
+            front = processes_named('ptwatch', pid)
+            chk.eq('one ptwatch front process for %d' % pid, len(front), 1)
+            os.kill(front[0], signal.SIGTERM)
+            status = 'AFTER-0'
+            summary = r'^ptwatch: \d+ threads'
+        else:
+            tracer = processes_named('ptw-tracer', pid)
+            chk.eq('one ptw-tracer process for %d' % pid, len(tracer), 1)
+            os.kill(tracer[0], signal.SIGKILL)
+            status = 'AFTER-%d' % (128 + signal.SIGKILL)
+            summary = r'the tracer process died'
+        text = term.expect(r'^%s' % status, 20, 'ptwatch ended (%s), %s' % (way, status)).string
+        chk.true('%s: the shell\'s lines are back' % way,
+                 re.search(r'^BEFORE-MARK-%s' % way, text, re.M))
+        chk.true('%s: %s' % (way, summary), re.search(summary, text, re.M))
+        chk.true('%s: no table left on the screen' % way,
+                 'tab/v view' not in text and not re.search(r'active \d+\s+created', text))
+        # the terminal's modes are back: a line typed is echoed
+        term.line('echo ECHO-IS-BACK-%s' % way)
+        term.expect(r'echo ECHO-IS-BACK-%s' % way, 10, '%s: the typed line echoed' % way)
+        if way != 'exit':
+            check_untouched(chk, pid, 'after %s' % way)
+            chk.eq('%s: the fixture still answers' % way, target.ask('p'), ['pong'])
+        target.close()
 
 
 def live_attach(session, chk, term, mode):
