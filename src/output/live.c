@@ -17,6 +17,8 @@
 #define _GNU_SOURCE
 #include <curses.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +53,10 @@ struct ptw_live {
 	uint64_t last_draw;
 	size_t last_rows; /* rows shown at the last draw (ages move) */
 	bool has_color;
+	int pipe_r;	     /* what ncurses wrote, for the terminal */
+	struct ptw_buf pend; /* read from it, not yet taken by the terminal */
+	bool waiting_out;    /* the terminal's fd is in epfd for EPOLLOUT */
+	struct termios saved; /* the terminal's modes before the table */
 };
 
 /* A thread's comm from /proc (no stop: a read of the kernel's copy). */
@@ -79,17 +85,91 @@ static void close_fd(int *fd)
 	*fd = -1;
 }
 
+/* ---- the output: ncurses writes into a pipe, we pass it on ---- */
+
+/* Moves what ncurses wrote on to the terminal, as much as it takes now
+ * (wait_ms 0), or until it took everything or wait_ms passed. While some is
+ * left, no new frame is drawn, and the wake fd also says when the terminal
+ * takes more. */
+static void pass_output(struct ptw_live *l, int wait_ms)
+{
+	uint64_t until = ptw_now_ns() + (uint64_t)wait_ms * 1000000u;
+	for (;;) {
+		char buf[65536];
+		ssize_t n;
+		while ((n = read(l->pipe_r, buf, sizeof(buf))) > 0)
+			ptw_buf_add(&l->pend, buf, (size_t)n);
+		size_t done = 0;
+		while (done < l->pend.len) {
+			n = write(l->tty_fd, l->pend.p + done, l->pend.len - done);
+			if (n > 0)
+				done += (size_t)n;
+			else if (n < 0 && errno == EINTR)
+				continue;
+			else
+				break; /* EAGAIN: the terminal takes no more now */
+		}
+		memmove(l->pend.p, l->pend.p + done, l->pend.len - done);
+		l->pend.len -= done;
+		uint64_t now = ptw_now_ns();
+		if (!l->pend.len || now >= until)
+			break;
+		struct pollfd pf = { l->tty_fd, POLLOUT, 0 };
+		poll(&pf, 1, (int)((until - now) / 1000000u) + 1);
+	}
+	bool want = l->pend.len > 0;
+	if (want != l->waiting_out && l->epfd >= 0) {
+		struct epoll_event ev = { .events = EPOLLOUT };
+		ev.data.fd = l->tty_fd;
+		epoll_ctl(l->epfd, want ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, l->tty_fd, &ev);
+		l->waiting_out = want;
+	}
+}
+
+/* The terminal's modes for the table: keys one by one without echo, and
+ * the terminal's signal keys (Ctrl-C, Ctrl-\) as they are. Ctrl-S (IXON)
+ * would stop the output; Ctrl-Z would stop the front and leave the table
+ * drawing over the shell: both off while the table shows. */
+static void table_modes(struct ptw_live *l)
+{
+	struct termios tio = l->saved;
+	tio.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+	tio.c_iflag &= ~(tcflag_t)(IXON | IXOFF | ICRNL);
+	tio.c_cc[VMIN] = 1;
+	tio.c_cc[VTIME] = 0;
+	tio.c_cc[VSUSP] = _POSIX_VDISABLE;
+	tcsetattr(l->tty_fd, TCSANOW, &tio);
+}
+
+static void size_from_tty(struct ptw_live *l)
+{
+	struct winsize ws;
+	if (ioctl(l->tty_fd, TIOCGWINSZ, &ws) == 0 && ws.ws_row && ws.ws_col &&
+	    (ws.ws_row != LINES || ws.ws_col != COLS))
+		resizeterm(ws.ws_row, ws.ws_col);
+}
+
 int ptw_live_start(const struct ptw_live_opts *o, struct ptw_live **ret)
 {
 	struct ptw_live *l = xcalloc(1, sizeof(*l));
-	l->winch_fd = l->epfd = -1;
-	l->tty_fd = dup(o->tty_fd);
+	int p[2] = { -1, -1 };
+	l->winch_fd = l->epfd = l->pipe_r = -1;
 	int infd = o->input_fd;
-	if (l->tty_fd < 0)
+	/* A description of our own, non-blocking (fd 2's is shared with the
+	 * shell and the command) */
+	const char *tty = ttyname(o->tty_fd);
+	l->tty_fd = tty ? open(tty, O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC) : -1;
+	if (l->tty_fd < 0 || tcgetattr(l->tty_fd, &l->saved) < 0 || pipe2(p, O_CLOEXEC) < 0)
 		goto fail;
-	l->out = fdopen(l->tty_fd, "w");
+	l->pipe_r = p[0];
+	fcntl(p[0], F_SETFL, O_NONBLOCK);
+	fcntl(p[1], F_SETPIPE_SZ, 1 << 20); /* a whole frame, whatever the size */
+	l->out = fdopen(p[1], "w");
+	if (!l->out)
+		goto fail;
+	p[1] = -1;
 	l->in = fdopen(infd, "r");
-	if (!l->out || !l->in)
+	if (!l->in)
 		goto fail;
 	infd = -1;
 	sigset_t winch;
@@ -106,32 +186,22 @@ int ptw_live_start(const struct ptw_live_opts *o, struct ptw_live **ret)
 	ev.data.fd = l->winch_fd;
 	epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->winch_fd, &ev);
 
-	use_tioctl(TRUE); /* the size from the terminal, not from $LINES */
+	/* ncurses writes into the pipe, so it cannot set the terminal's modes
+	 * nor read its size: we do (table_modes, size_from_tty). */
 	l->scr = newterm(NULL, l->out, l->in);
 	if (!l->scr) {
 		errno = ENOTTY;
 		goto fail;
 	}
 	set_term(l->scr);
-	cbreak(); /* ISIG stays: Ctrl-C is the terminal's, as without the table */
-	noecho();
+	table_modes(l);
+	size_from_tty(l);
 	nonl();
 	keypad(stdscr, TRUE);
 	nodelay(stdscr, TRUE);
 	typeahead(-1);
 	set_escdelay(10);
 	curs_set(0);
-	/* Ctrl-S (IXON) would stop our output, and a write to the terminal
-	 * would then block the tracer and the target with it; Ctrl-Z would
-	 * stop the front and leave the table drawing over the shell. Both are
-	 * off while the table shows (endwin puts the modes back). */
-	struct termios tio;
-	if (tcgetattr(l->tty_fd, &tio) == 0) {
-		tio.c_iflag &= ~(tcflag_t)(IXON | IXOFF);
-		tio.c_cc[VSUSP] = _POSIX_VDISABLE;
-		tcsetattr(l->tty_fd, TCSANOW, &tio);
-		def_prog_mode();
-	}
 	if (has_colors() && start_color() == OK) {
 		use_default_colors();
 		init_pair(1, COLOR_RED, -1);
@@ -157,31 +227,45 @@ fail:;
 		fclose(l->in);
 	if (l->out)
 		fclose(l->out);
-	else
-		close_fd(&l->tty_fd);
+	close_fd(&p[1]);
+	close_fd(&l->pipe_r);
+	close_fd(&l->tty_fd);
 	close_fd(&l->winch_fd);
 	close_fd(&l->epfd);
 	free(l);
 	return -e;
 }
 
+/* The terminal as it was: the normal screen (ncurses' endwin), then the
+ * modes. The last bytes may wait for the terminal, not for long. */
+static void give_back(struct ptw_live *l)
+{
+	if (!l->scr)
+		return;
+	set_term(l->scr);
+	endwin();
+	fflush(l->out);
+	pass_output(l, 2000);
+	tcsetattr(l->tty_fd, TCSANOW, &l->saved);
+}
+
 void ptw_live_end(struct ptw_live *l)
 {
 	if (!l)
 		return;
-	if (l->scr) {
-		set_term(l->scr);
-		endwin();
-		fflush(l->out);
+	give_back(l);
+	if (l->scr)
 		delscreen(l->scr);
-		l->scr = NULL;
-	}
+	l->scr = NULL;
 	if (active == l)
 		active = NULL;
 	fclose(l->in);
 	fclose(l->out);
+	close_fd(&l->pipe_r);
+	close_fd(&l->tty_fd);
 	close_fd(&l->winch_fd);
 	close_fd(&l->epfd);
+	ptw_buf_free(&l->pend);
 	ptw_live_model_free(l->model);
 	free(l->title);
 	free(l);
@@ -189,11 +273,9 @@ void ptw_live_end(struct ptw_live *l)
 
 void ptw_live_emergency_end(void)
 {
-	if (active && active->scr) {
-		set_term(active->scr);
-		endwin();
-		fflush(active->out);
-	}
+	if (active)
+		give_back(active);
+	active = NULL;
 }
 
 struct ptw_live_model *ptw_live_get_model(struct ptw_live *l)
@@ -208,6 +290,8 @@ int ptw_live_wake_fd(const struct ptw_live *l)
 
 uint64_t ptw_live_next(const struct ptw_live *l)
 {
+	if (l->pend.len)
+		return 0; /* the wake fd says when the terminal takes more */
 	if (l->force)
 		return l->last_draw ? l->last_draw : 1; /* now */
 	if (l->paused)
@@ -428,6 +512,8 @@ static void draw(struct ptw_live *l, uint64_t now)
 		curs_set(0);
 	}
 	refresh();
+	fflush(l->out);
+	pass_output(l, 0);
 	l->last_draw = now;
 	l->last_rows = n;
 	l->force = false;
@@ -440,10 +526,7 @@ static void resize(struct ptw_live *l)
 	struct signalfd_siginfo si;
 	while (read(l->winch_fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
 		;
-	struct winsize ws;
-	if (ioctl(l->tty_fd, TIOCGWINSZ, &ws) == 0 && ws.ws_row && ws.ws_col &&
-	    (ws.ws_row != LINES || ws.ws_col != COLS))
-		resizeterm(ws.ws_row, ws.ws_col);
+	size_from_tty(l);
 	clearok(curscr, TRUE);
 	l->force = true;
 }
@@ -537,7 +620,9 @@ enum ptw_live_action ptw_live_tick(struct ptw_live *l, uint64_t now)
 	struct epoll_event evs[2];
 	int n = epoll_wait(l->epfd, evs, 2, 0);
 	for (int i = 0; i < n; i++) {
-		if (evs[i].data.fd == l->winch_fd)
+		if (evs[i].data.fd == l->tty_fd)
+			pass_output(l, 0);
+		else if (evs[i].data.fd == l->winch_fd)
 			resize(l);
 		else if (evs[i].events & (EPOLLHUP | EPOLLERR)) /* no more keys */
 			epoll_ctl(l->epfd, EPOLL_CTL_DEL, evs[i].data.fd, NULL);
@@ -546,6 +631,8 @@ enum ptw_live_action ptw_live_tick(struct ptw_live *l, uint64_t now)
 	for (int i = 0; i < 64 && (c = wgetch(stdscr)) != ERR; i++)
 		if (key(l, c) == PTW_LIVE_QUIT)
 			return PTW_LIVE_QUIT;
+	if (l->pend.len) /* the terminal has not taken the last frame yet */
+		return PTW_LIVE_NONE;
 	if (l->force) {
 		draw(l, now);
 		return PTW_LIVE_NONE;

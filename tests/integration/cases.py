@@ -3096,7 +3096,7 @@ def live_ends(session, chk, term):
             summary = r'the tracer process died'
         text = term.expect(r'^%s' % status, 20, 'ptwatch ended (%s), %s' % (way, status)).string
         chk.true('%s: the shell\'s lines are back' % way,
-                 re.search(r'^BEFORE-MARK-%s' % way, text, re.M))
+                 re.search(r'^BEFORE-MARK-%s' % way, text, re.M), detail=text)
         chk.true('%s: %s' % (way, summary), re.search(summary, text, re.M))
         chk.true('%s: no table left on the screen' % way,
                  'tab/v view' not in text and not re.search(r'active \d+\s+created', text))
@@ -3138,7 +3138,7 @@ def live_attach(session, chk, term, mode):
         term.keys('C-c')
         text = term.expect(r'^AFTER-0', 20, 'ptwatch ended after Ctrl-C, exit 0').string
         chk.true('the shell\'s lines are back after Ctrl-C',
-                 re.search(r'^BEFORE-MARK', text, re.M))
+                 re.search(r'^BEFORE-MARK', text, re.M), detail=text)
         chk.true('the summary after Ctrl-C', re.search(r'^ptwatch: \d+ threads', text, re.M))
         chk.true('no table left on the screen',
                  'tab/v view' not in text and not re.search(r'active \d+\s+created', text))
@@ -3193,7 +3193,8 @@ def live_attach(session, chk, term, mode):
     # q: let go; the fixture runs on; the screen is back, then the summary
     term.keys('q')
     text = term.expect(r'^AFTER-0', 20, 'ptwatch ended after q, exit 0').string
-    chk.true('the shell\'s lines are back after q', re.search(r'^BEFORE-MARK', text, re.M))
+    chk.true('the shell\'s lines are back after q', re.search(r'^BEFORE-MARK', text, re.M),
+             detail=text)
     chk.true('the summary after q', re.search(r'^ptwatch: \d+ threads', text, re.M))
     check_untouched(chk, pid, 'after q')
     chk.eq('the fixture still answers after q', target.ask('p'), ['pong'])
@@ -3258,7 +3259,7 @@ def live_launch(chk, term):
             term.keys('q')
             text = term.expect(r'^AFTER-0', 20, 'ptwatch ended after q, exit 0').string
             chk.true('the shell\'s lines are back after q',
-                     re.search(r'^BEFORE-MARK', text, re.M))
+                     re.search(r'^BEFORE-MARK', text, re.M), detail=text)
             chk.true('the summary after q', re.search(r'^ptwatch: \d+ threads', text, re.M))
             check_untouched(chk, pid, 'the launched command after q')
             chk.eq('the command runs on after q', ask('p'), ['pong'])
