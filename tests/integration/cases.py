@@ -3036,6 +3036,9 @@ def case_live(session, chk, mode):
     launch: without --live a launched command keeps the terminal (event
       lines); with --live its terminal output goes to /dev/null (it does
       not garble the table), and q lets it run on."""
+    if mode == 'stuck':
+        live_stuck(session, chk)
+        return
     term = Tmux(session, 120, 30)
     try:
         if mode == 'launch':
@@ -3062,6 +3065,44 @@ def processes_named(first, pid):
         if args and args[0].endswith(first.encode()) and str(pid).encode() in args:
             found.append(int(entry))
     return found
+
+
+def live_stuck(session, chk):
+    """A terminal that stops taking output (nobody reads the pty) must not
+    hold the tracer up: ptwatch --live -p on a pty the test does not read,
+    made to redraw the whole table again and again (size changes), while
+    the fixture makes threads, which it can only do if ptwatch serves their
+    breakpoints."""
+    import fcntl
+    import struct
+    import termios
+    target = session.target('live')
+    pid = target.ready()[0]
+    term = Terminal(session, (), opts=('--live',), env={'TERM': 'xterm'}, pid=pid)
+    try:
+        term.expect(r'ptwatch -p %d' % pid, 20, 'the live table')
+        made = []
+        for i in range(40):
+            fcntl.ioctl(term.master, termios.TIOCSWINSZ,
+                        struct.pack('HHHH', 40 + i % 2, 150 + i % 2, 0, 0))
+            made.append(int(target.ask('c', 10)[1]))
+            if i % 2:
+                target.ask('e', 10)
+        unread = struct.unpack('i', fcntl.ioctl(term.master, termios.FIONREAD, b'\0' * 4))[0]
+        print('unread terminal output: %d bytes' % unread)
+        # (the pty holds 4 KiB; 40 redraws of the whole table are far more)
+        chk.true('the terminal was stuck: %d bytes unread (its 4 KiB buffer full)' % unread,
+                 unread >= 4000)
+        chk.eq('ptwatch still runs', term.poll(), None)
+        # the terminal reads again: the table catches up
+        term.expect(r'%d pool-\d' % made[-1], 20, 'the last thread made, %d' % made[-1])
+        os.write(term.master, b'q')
+        term.wait(20, 'ptwatch did not end after q')
+        chk.eq('ptwatch exit status after q', term.run.returncode, 0)
+        check_untouched(chk, pid, 'after q')
+        chk.eq('the fixture still answers', target.ask('p'), ['pong'])
+    finally:
+        term.close()
 
 
 def live_ends(session, chk, term):

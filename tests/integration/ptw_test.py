@@ -295,10 +295,10 @@ class Terminal:
     to the terminal is collected in run.stderr (as the terminal shows it,
     with ^C echoed); the document goes to -o FILE."""
 
-    def __init__(self, session, cmd, opts=(), env=None, pass_fds=()):
+    def __init__(self, session, cmd, opts=(), env=None, pass_fds=(), pid=None):
         import pty
         self.run = run = Run(session.mkdtemp(), [])
-        run.argv = session.argv(run, cmd, opts, 'file')
+        run.argv = session.argv(run, cmd, opts, 'file', pid)
         session.runs.append(run)
         self.master, slave = pty.openpty()
         status_r, status_w = os.pipe()
