@@ -181,11 +181,12 @@ struct front {
 };
 
 /* The live table's keys: from the terminal to the tracer, never blocking
- * (a key that does not fit in the pipe is dropped). */
-static void pass_keys(struct front *f)
+ * (a key that does not fit in the pipe is dropped). done: the tracer
+ * closed its end (the table is gone): leave the terminal's input alone. */
+static void pass_keys(struct front *f, bool done)
 {
 	char buf[256];
-	ssize_t n = read(f->key_tty, buf, sizeof(buf));
+	ssize_t n = done ? 0 : read(f->key_tty, buf, sizeof(buf));
 	if (n > 0 && write(f->key_w, buf, (size_t)n) >= 0)
 		return;
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -360,7 +361,7 @@ static void __attribute__((noreturn)) guard(struct front *f)
 					forward(f, &si);
 		}
 		if (f->key_tty >= 0 && (p[2].revents || p[3].revents))
-			pass_keys(f);
+			pass_keys(f, p[3].revents != 0);
 		int status;
 		pid_t w = waitpid(f->tracer, &status, WNOHANG);
 		if (w == f->tracer)

@@ -3114,9 +3114,16 @@ def live_ends(session, chk, term):
         pid = target.ready()[0]
         term.line('clear; echo BEFORE-MARK-%s' % way)
         term.expect(r'^BEFORE-MARK-%s' % way, 10, 'the echo')
-        term.line(shell_quote([ptwatch_path(), '-p', str(pid)]) + '; echo AFTER-$?')
+        opts = ['--open-timeout=0.3'] if way == 'exit' else []
+        term.line(shell_quote([ptwatch_path(), '-p', str(pid)] + opts) + '; echo AFTER-$?')
         term.expect(r'ptwatch -p %d \(fixture-live\)' % pid, 20, 'the live table\'s title')
         if way == 'exit':
+            # open past --open-timeout: "late", where it waits, highlighted
+            term.expect(live_row(pid) + r'.* late S read', 20, 'the main thread late')
+            line = [ln for ln in term.screen(attributes=True).splitlines()
+                    if re.search(r'\b%d\b.*late S read' % pid, ln)]
+            chk.true('the late row is highlighted (red, bold or reverse): %r' % line,
+                     line and re.search(r'\x1b\[([0-9;]*;)?(31|1|7)[;m]', line[0]))
             term.keys('C-z')
             tid = int(target.ask('c')[1])
             term.expect(live_row(tid), 20, 'a new thread after Ctrl-Z: ptwatch runs on')
@@ -3135,6 +3142,8 @@ def live_ends(session, chk, term):
             os.kill(tracer[0], signal.SIGKILL)
             status = 'AFTER-%d' % (128 + signal.SIGKILL)
             summary = r'the tracer process died'
+            # the restorer's summary, which it writes once the tracer died
+            term.expect(r'^ptwatch: \d+ threads', 20, 'the restorer\'s summary')
         text = term.expect(r'^%s' % status, 20, 'ptwatch ended (%s), %s' % (way, status)).string
         chk.true('%s: the shell\'s lines are back' % way,
                  re.search(r'^BEFORE-MARK-%s' % way, text, re.M), detail=text)
@@ -3249,6 +3258,16 @@ def live_attach(session, chk, term, mode):
 
 
 def live_launch(chk, term):
+    # usage errors: one line (and the --help hint), exit 2
+    for opts, msg in ((['--live', '--', 'true'], '--live needs a terminal on standard error'),
+                      (['--live', '--snapshot', '-p', '1'],
+                       '--live cannot be used with --snapshot')):
+        r = subprocess.run([ptwatch_path()] + opts, stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=20)
+        err = r.stderr.decode()
+        chk.eq('ptwatch %s: exit status' % ' '.join(opts), r.returncode, 2)
+        chk.eq('ptwatch %s: the message' % ' '.join(opts), err.splitlines()[:1],
+               ['ptwatch: ' + msg])
     ctl = os.path.join(term.dir, 'ctl')
     rep = os.path.join(term.dir, 'reply')
     os.mkfifo(ctl)

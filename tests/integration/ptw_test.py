@@ -1259,9 +1259,10 @@ class Tmux:
             raise FrameworkError('tmux %s: %s' % (' '.join(args), r.stderr.decode().strip()))
         return r.stdout.decode('utf-8', 'replace')
 
-    def screen(self):
-        """The lines the terminal shows now."""
-        return self.cmd('capture-pane', '-p', '-t', 'ptw')
+    def screen(self, attributes=False):
+        """The lines the terminal shows now (with attributes: with their
+        SGR escape sequences, capture-pane -e)."""
+        return self.cmd('capture-pane', '-p', '-t', 'ptw', *(['-e'] if attributes else []))
 
     def size(self):
         w, h = self.cmd('display-message', '-p', '-t', 'ptw',
