@@ -55,8 +55,9 @@ struct ptw_guardian_opts {
 	 * terminal's foreground group, reads keys from key_tty and writes them
 	 * to key_w (the tracer reads key_r), and passes SIGWINCH on; when the
 	 * tracer closes key_r, it stops reading. If the tracer dies of a
-	 * signal, the front puts the terminal back as it was. The split
-	 * closes what each process does not use (the tracer keeps key_r). */
+	 * signal, the restorer (else the front) puts the terminal back as it
+	 * was before writing anything. The split closes what each process
+	 * does not use (the tracer keeps key_r). */
 	int key_tty, key_w, key_r;
 };
 

@@ -176,9 +176,11 @@ struct front {
 	int mirror_sig; /* the tracer will die of this on purpose */
 	int key_tty, key_w; /* the live table's keys, -1: none (any more) */
 	bool live;
-	bool tty_saved;
-	struct termios tty; /* as it was before the live table */
 };
+
+/* The terminal's modes before the live table (saved by the split). */
+static bool tty_saved;
+static struct termios saved_tty;
 
 /* The live table's keys: from the terminal to the tracer, never blocking
  * (a key that does not fit in the pipe is dropped). done: the tracer
@@ -196,14 +198,10 @@ static void pass_keys(struct front *f, bool done)
 	f->key_tty = f->key_w = -1;
 }
 
-/* The tracer died with the live table on screen: the terminal as it was
- * (modes, then the normal screen and cursor through terminfo). */
-static void restore_terminal(struct front *f)
+void guardian_restore_terminal(void)
 {
-	if (!f->live)
-		return;
-	if (f->tty_saved)
-		tcsetattr(STDERR_FILENO, TCSANOW, &f->tty);
+	if (tty_saved)
+		tcsetattr(STDERR_FILENO, TCSANOW, &saved_tty);
 	int err;
 	if (setupterm(NULL, STDERR_FILENO, &err) != 0) /* OK */
 		return;
@@ -304,8 +302,6 @@ static void __attribute__((noreturn)) tracer_ended(struct front *f, int status)
 		_exit(WEXITSTATUS(status));
 	}
 	int sig = WTERMSIG(status);
-	if (sig != f->mirror_sig)
-		restore_terminal(f);
 	if (sig == f->mirror_sig)
 		ptw_die_of_signal(sig);
 	/* The restorer writes the record and says what it found; then say
@@ -317,6 +313,8 @@ static void __attribute__((noreturn)) tracer_ended(struct front *f, int status)
 		restored += out.restored;
 		failed = out.failed;
 	}
+	if (f->live && !out.terminal) /* the tracer died with the table on screen */
+		guardian_restore_terminal();
 	pid_t target = ptw_bp_journal_pid();
 	bool alive = target && ptw_proc_alive(target);
 	fprintf(stderr, "ptwatch: the tracer process died (%s); restored %d patched bytes%s; %s",
@@ -393,6 +391,7 @@ static void retitle(char **argv, const char *name)
 int ptw_guardian_split(const struct ptw_guardian_opts *o)
 {
 	int ft[2], rt[2], rf[2];
+	tty_saved = o->key_r >= 0 && tcgetattr(STDERR_FILENO, &saved_tty) == 0;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ft) < 0)
 		return -errno;
 	/* Without a restorer the split still stands (the front restores). */
@@ -486,7 +485,6 @@ int ptw_guardian_split(const struct ptw_guardian_opts *o)
 		close(f.key_w);
 		f.key_w = -1;
 	}
-	f.tty_saved = f.live && tcgetattr(STDERR_FILENO, &f.tty) == 0;
 	sigset_t set;
 	sigemptyset(&set);
 	if (f.live)
