@@ -137,6 +137,9 @@ struct ptw_live_opts {
 			     * the live table owns it from here */
 	const char *title;  /* "ptwatch -p 1234 (server)" */
 	uint64_t open_timeout_ns;
+	/* tty_fd is standard error: what ptwatch writes there meanwhile
+	 * (warnings) is held and written after the table (ptw_live_end) */
+	bool hold_stderr;
 };
 
 struct ptw_live;
@@ -144,12 +147,20 @@ struct ptw_live;
 /* Takes the terminal (alternate screen, no echo, keys one by one). Returns
  * 0, or -errno (no such terminal type, say); *ret is untouched then. */
 int ptw_live_start(const struct ptw_live_opts *o, struct ptw_live **ret);
-/* Gives the terminal back as it was (idempotent, NULL accepted), frees. */
+/* Gives the terminal back as it was (NULL accepted), then what standard
+ * error held (hold_stderr); frees. */
 void ptw_live_end(struct ptw_live *l);
 /* The terminal back if the table still has it, for exit paths (atexit). */
 void ptw_live_emergency_end(void);
 
 struct ptw_live_model *ptw_live_get_model(struct ptw_live *l);
+
+/* A command launched under the table: its standard input, output and error
+ * that are tty_fd's terminal become /dev/null (the originals are kept in
+ * keep[], -1 for the others). Call before the launch, then
+ * ptw_live_restore_fds(keep) once it runs. */
+void ptw_live_command_fds(int tty_fd, int keep[3]);
+void ptw_live_restore_fds(int keep[3]);
 /* An fd that is readable when the live table has something to do now
  * (a key, a resize): the tracer loop's wait watches it. */
 int ptw_live_wake_fd(const struct ptw_live *l);

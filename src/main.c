@@ -8,10 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
-#include <termios.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -55,11 +52,8 @@ struct session {
 	struct ptw_buf record;
 	struct ptw_tracer *tracer; /* once launched or attached: the header */
 	size_t header_sig;	   /* what the last header sent said, roughly */
-	/* --live: the table, the terminal it draws on (standard error as it
-	 * was), and where our own standard error goes meanwhile (shown after) */
-	struct ptw_live *live;
+	struct ptw_live *live; /* --live: the table, and its rows */
 	struct ptw_live_model *model;
-	int tty_fd, held_fd;
 };
 
 static void usage(FILE *f)
@@ -371,7 +365,7 @@ static void on_timer(void *ctx, uint64_t now)
  * of which ptwatch is the foreground job, and nothing else on it (-q,
  * --debug): a launched command shares the terminal (its output, its
  * keyboard), so it needs --live, which then gives the command /dev/null
- * for what was the terminal (live_fds).
+ * for what was the terminal (ptw_live_command_fds).
  */
 static bool want_live(const struct options *o)
 {
@@ -380,39 +374,6 @@ static bool want_live(const struct options *o)
 	const char *term = getenv("TERM");
 	return o->pid && !o->snapshot && !o->quiet && !ptw_debug_mask && isatty(STDERR_FILENO) &&
 	       tcgetpgrp(STDERR_FILENO) == getpgrp() && term && *term && strcmp(term, "dumb");
-}
-
-static bool same_tty(int fd, const struct stat *tty)
-{
-	struct stat st;
-	return isatty(fd) && fstat(fd, &st) == 0 && st.st_rdev == tty->st_rdev;
-}
-
-/* Launch with --live: the command's standard input, output and error that
- * are the table's terminal become /dev/null (saved in keep[], put back by
- * restore_fds once it runs). */
-static void live_fds(int keep[3])
-{
-	struct stat tty;
-	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	for (int fd = 0; fd < 3; fd++) {
-		keep[fd] = -1;
-		if (null >= 0 && fstat(STDERR_FILENO, &tty) == 0 && same_tty(fd, &tty)) {
-			keep[fd] = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-			dup2(null, fd);
-		}
-	}
-	if (null >= 0)
-		close(null);
-}
-
-static void restore_fds(int keep[3])
-{
-	for (int fd = 0; fd < 3; fd++)
-		if (keep[fd] >= 0) {
-			dup2(keep[fd], fd);
-			close(keep[fd]);
-		}
 }
 
 /* Takes the terminal; our own standard error is held meanwhile. */
@@ -432,8 +393,8 @@ static void live_start(const struct options *o, struct session *s, struct ptw_tr
 	} else {
 		snprintf(title, sizeof(title), "ptwatch -- %s", o->argv[0]);
 	}
-	struct ptw_live_opts lo = { .tty_fd = STDERR_FILENO, .input_fd = input_fd,
-				    .title = title, .open_timeout_ns = o->open_timeout_ns };
+	struct ptw_live_opts lo = { .tty_fd = STDERR_FILENO, .input_fd = input_fd, .title = title,
+				    .open_timeout_ns = o->open_timeout_ns, .hold_stderr = true };
 	int r = ptw_live_start(&lo, &s->live);
 	if (r < 0) {
 		fprintf(stderr, "ptwatch: no live table (TERM=%s: %s); event lines instead\n",
@@ -444,37 +405,15 @@ static void live_start(const struct options *o, struct session *s, struct ptw_tr
 	ptw_buf_reset(&s->log); /* the table shows them (the attach's "found" lines) */
 	s->model = ptw_live_get_model(s->live);
 	ptw_tracer_set_wake_fd(t, ptw_live_wake_fd(s->live));
-	s->tty_fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
-	s->held_fd = memfd_create("ptwatch-stderr", MFD_CLOEXEC);
-	if (s->held_fd >= 0)
-		dup2(s->held_fd, STDERR_FILENO);
 	for (size_t i = 0; i < ptw_spans_count(s->spans); i++)
 		ptw_live_model_note(s->model, ptw_spans_get(s->spans, i), ptw_now_ns());
 }
 
-/* Gives the terminal back, then shows what was written to standard error
- * meanwhile. */
 static void live_end(struct session *s)
 {
-	if (!s->live)
-		return;
-	ptw_live_end(s->live);
+	ptw_live_end(s->live); /* standard error is the terminal again */
 	s->live = NULL;
 	s->model = NULL;
-	if (s->tty_fd >= 0) {
-		dup2(s->tty_fd, STDERR_FILENO);
-		close(s->tty_fd);
-	}
-	if (s->held_fd >= 0) {
-		char buf[4096];
-		ssize_t n;
-		off_t off = 0;
-		while ((n = pread(s->held_fd, buf, sizeof(buf), off)) > 0) {
-			ptw_write_all(STDERR_FILENO, buf, (size_t)n);
-			off += n;
-		}
-		close(s->held_fd);
-	}
 }
 
 /* ---- safety net: ptwatch itself crashes ---- */
@@ -635,7 +574,7 @@ int main(int argc, char **argv)
 
 	/* A snapshot has no events to tell as they happen: it is its report. */
 	struct session s = { .spans = ptw_spans_new(), .quiet = o.quiet || o.snapshot,
-			     .start_ns = ptw_now_ns(), .tty_fd = -1, .held_fd = -1 };
+			     .start_ns = ptw_now_ns() };
 	if (ptw_guardian_keeps_record())
 		s.rec = ptw_record_writer_new();
 	if (!o.snapshot) {
@@ -691,9 +630,9 @@ int main(int argc, char **argv)
 	int child_stdout = o.json && !o.output ? STDERR_FILENO : -1;
 	int keep[3] = { -1, -1, -1 };
 	if (live)
-		live_fds(keep);
+		ptw_live_command_fds(STDERR_FILENO, keep);
 	r = ptw_tracer_launch(&to, o.argv, child_stdout, &t);
-	restore_fds(keep);
+	ptw_live_restore_fds(keep);
 	if (r < 0 && out_created)
 		unlink(o.output); /* nothing ran: leave no empty document behind */
 	if (r < 0) {

@@ -25,7 +25,9 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -57,6 +59,7 @@ struct ptw_live {
 	struct ptw_buf pend; /* read from it, not yet taken by the terminal */
 	bool waiting_out;    /* the terminal's fd is in epfd for EPOLLOUT */
 	struct termios saved; /* the terminal's modes before the table */
+	int stderr_fd, held_fd; /* hold_stderr: standard error, and what it held */
 };
 
 /* A thread's comm from /proc (no stop: a read of the kernel's copy). */
@@ -83,6 +86,68 @@ static void close_fd(int *fd)
 	if (*fd >= 0)
 		close(*fd);
 	*fd = -1;
+}
+
+/* ---- descriptors ---- */
+
+static bool same_tty(int fd, const struct stat *tty)
+{
+	struct stat st;
+	return isatty(fd) && fstat(fd, &st) == 0 && st.st_rdev == tty->st_rdev;
+}
+
+void ptw_live_command_fds(int tty_fd, int keep[3])
+{
+	struct stat tty;
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	bool ok = null >= 0 && fstat(tty_fd, &tty) == 0;
+	for (int fd = 0; fd < 3; fd++) {
+		keep[fd] = -1;
+		if (ok && same_tty(fd, &tty)) {
+			keep[fd] = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+			dup2(null, fd);
+		}
+	}
+	if (null >= 0)
+		close(null);
+}
+
+void ptw_live_restore_fds(int keep[3])
+{
+	for (int fd = 0; fd < 3; fd++)
+		if (keep[fd] >= 0) {
+			dup2(keep[fd], fd);
+			close(keep[fd]);
+			keep[fd] = -1;
+		}
+}
+
+/* Standard error into a memory file while the table shows. */
+static void hold_stderr(struct ptw_live *l)
+{
+	l->held_fd = memfd_create("ptwatch-stderr", MFD_CLOEXEC);
+	l->stderr_fd = l->held_fd >= 0 ? fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3) : -1;
+	if (l->stderr_fd >= 0)
+		dup2(l->held_fd, STDERR_FILENO);
+	else
+		close_fd(&l->held_fd);
+}
+
+/* Standard error as it was, and what it held written there. */
+static void release_stderr(struct ptw_live *l)
+{
+	if (l->stderr_fd < 0)
+		return;
+	dup2(l->stderr_fd, STDERR_FILENO);
+	close_fd(&l->stderr_fd);
+	char buf[4096];
+	ssize_t n;
+	off_t off = 0;
+	while ((n = pread(l->held_fd, buf, sizeof(buf), off)) > 0) {
+		ptw_write_all(STDERR_FILENO, buf, (size_t)n);
+		off += n;
+	}
+	close_fd(&l->held_fd);
 }
 
 /* ---- the output: ncurses writes into a pipe, we pass it on ---- */
@@ -153,7 +218,7 @@ int ptw_live_start(const struct ptw_live_opts *o, struct ptw_live **ret)
 {
 	struct ptw_live *l = xcalloc(1, sizeof(*l));
 	int p[2] = { -1, -1 };
-	l->winch_fd = l->epfd = l->pipe_r = -1;
+	l->winch_fd = l->epfd = l->pipe_r = l->stderr_fd = l->held_fd = -1;
 	int infd = o->input_fd;
 	/* A description of our own, non-blocking (fd 2's is shared with the
 	 * shell and the command) */
@@ -216,6 +281,8 @@ int ptw_live_start(const struct ptw_live_opts *o, struct ptw_live **ret)
 	l->q.filter = l->filter;
 	l->q.name_of = comm_of;
 	l->force = true;
+	if (o->hold_stderr)
+		hold_stderr(l);
 	active = l;
 	*ret = l;
 	return 0;
@@ -266,6 +333,7 @@ void ptw_live_end(struct ptw_live *l)
 	close_fd(&l->winch_fd);
 	close_fd(&l->epfd);
 	ptw_buf_free(&l->pend);
+	release_stderr(l);
 	ptw_live_model_free(l->model);
 	free(l->title);
 	free(l);
@@ -273,8 +341,10 @@ void ptw_live_end(struct ptw_live *l)
 
 void ptw_live_emergency_end(void)
 {
-	if (active)
+	if (active) {
 		give_back(active);
+		release_stderr(active);
+	}
 	active = NULL;
 }
 
