@@ -542,34 +542,12 @@ int main(int argc, char **argv)
 		.key_tty = -1, .key_w = -1, .key_r = -1,
 	};
 	/* --live: the keys come from the terminal through the front (the
-	 * tracer is not in the terminal's foreground group: ptw_guardian.h),
-	 * and so does SIGWINCH. */
-	bool live = want_live(&o);
-	int keys[2];
-	if (live && pipe2(keys, O_CLOEXEC) == 0) {
-		go.key_r = keys[0];
-		go.key_w = keys[1];
-		go.key_tty = open(ttyname(STDERR_FILENO) ? ttyname(STDERR_FILENO) : "/dev/tty",
-				  O_RDONLY | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
-		sigset_t winch;
-		sigemptyset(&winch);
-		sigaddset(&winch, SIGWINCH);
-		sigaddset(&winch, SIGTTIN); /* reading the terminal in the background: EIO */
-		sigprocmask(SIG_BLOCK, &winch, NULL);
-	} else {
-		live = false;
-	}
-	int key_input = go.key_r;
-	if (ptw_bp_journal_prepare() == 0 && ptw_guardian_split(&go) == 0) {
+	 * tracer is not in the terminal's foreground group), and SIGWINCH. */
+	bool live = want_live(&o) && ptw_guardian_keys_prepare(&go) == 0;
+	bool split = ptw_bp_journal_prepare() == 0 && ptw_guardian_split(&go) == 0;
+	if (split)
 		ptw_set_mem_fd_hook(ptw_guardian_share_mem);
-	} else if (live) { /* one process: it reads the terminal itself */
-		close(go.key_r);
-		key_input = go.key_tty;
-	}
-	if (live && key_input != go.key_tty && go.key_tty >= 0)
-		close(go.key_tty);
-	if (live)
-		close(go.key_w);
+	int key_input = live ? ptw_guardian_keys_input(&go, split) : -1;
 	install_crash_handlers();
 
 	/* A snapshot has no events to tell as they happen: it is its report. */

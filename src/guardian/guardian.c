@@ -372,6 +372,37 @@ static void __attribute__((noreturn)) guard(struct front *f)
 	_exit(1);
 }
 
+int ptw_guardian_keys_prepare(struct ptw_guardian_opts *o)
+{
+	int keys[2];
+	const char *tty = ttyname(STDERR_FILENO);
+	int fd = tty ? open(tty, O_RDONLY | O_NOCTTY | O_CLOEXEC | O_NONBLOCK) : -1;
+	if (fd < 0 || pipe2(keys, O_CLOEXEC) < 0) {
+		int e = fd < 0 && !tty ? ENOTTY : errno;
+		if (fd >= 0)
+			close(fd);
+		return -e;
+	}
+	o->key_tty = fd;
+	o->key_r = keys[0];
+	o->key_w = keys[1];
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGWINCH); /* read through signalfds */
+	sigaddset(&set, SIGTTIN);  /* reading the terminal in the background: EIO, no stop */
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	return 0;
+}
+
+int ptw_guardian_keys_input(struct ptw_guardian_opts *o, bool split)
+{
+	int fd = split ? o->key_r : o->key_tty;
+	close(split ? o->key_tty : o->key_r);
+	close(o->key_w);
+	o->key_tty = o->key_w = o->key_r = -1;
+	return fd;
+}
+
 /* argv[1..] after a new name, for ps. */
 static void retitle(char **argv, const char *name)
 {
@@ -440,10 +471,6 @@ int ptw_guardian_split(const struct ptw_guardian_opts *o)
 	if (pid == 0) {
 		close(ft[0]);
 		front_sock = ft[1];
-		if (o->key_tty >= 0)
-			close(o->key_tty);
-		if (o->key_w >= 0)
-			close(o->key_w);
 		if (with_restorer) {
 			close(rf[0]);
 			restorer_sock = rt[1];
