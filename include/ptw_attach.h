@@ -230,6 +230,9 @@ int ptw_wait(struct ptw_proc *p, int timeout_ms, struct ptw_stop *ret);
  * Waits for the next stop of one LWP only (other LWPs' statuses stay queued
  * in the kernel). Blocks; use only when that stop is due promptly.
  */
+/* The next session signal (PTW_STOP_TRACER_SIGNAL) queued or arriving
+ * within timeout_ms, tracees aside: 1, 0 if none came, or -errno. */
+int ptw_wait_session_signal(struct ptw_proc *p, int timeout_ms, struct ptw_stop *ret);
 int ptw_wait_tid(struct ptw_proc *p, struct ptw_lwp *l, struct ptw_stop *ret);
 
 /* Resumes a stopped LWP: writes back dirty registers, then PTRACE_CONT with

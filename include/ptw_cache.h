@@ -19,7 +19,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PTW_CACHE_VERSION 1
+/* 2: source lines from the CU that holds the address (version 1 files can
+ * hold wrong ones: every Go frame of a cgo program at gcc_mmap.c:37). */
+#define PTW_CACHE_VERSION 2
 
 struct ptw_cache;
 

@@ -48,6 +48,15 @@ enum ptw_event_kind {
 				* routine = its PC), name; sent once per span */
 };
 
+/* Where a span was when ptwatch saw it open past --open-timeout
+ * (PTW_EV_SPAN_OPEN): kept whatever its status becomes. */
+struct ptw_open_mark {
+	bool set;
+	uint64_t after_ns, for_ns; /* when seen, and open for how long then */
+	char *state, *wchan;	   /* its thread's kernel state then */
+	const struct ptw_location *at; /* its thread's pc, NULL unknown */
+};
+
 /* Which engine a span belongs to (PTW_EV_SPAN_OPEN, ptw_timeouts.h). */
 enum ptw_span_kind {
 	PTW_SPAN_THREAD, /* ptw_spans.h: one per thread lifetime */

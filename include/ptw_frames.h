@@ -84,12 +84,19 @@ struct ptw_frame {
 	uint64_t value;	      /* rax at the return */
 	uint64_t sp, ret;     /* at entry: stack pointer and return address */
 	uint64_t child_ns;    /* time spent in completed direct children */
+	struct ptw_open_mark open; /* seen open past --open-timeout */
 };
 
 struct ptw_frames;
+struct ptw_timeouts;
 
 struct ptw_frames *ptw_frames_new(void);
 void ptw_frames_free(struct ptw_frames *f);
+/* Open frames are watched there (PTW_SPAN_FRAME, by id) until they end. */
+void ptw_frames_set_timeouts(struct ptw_frames *f, struct ptw_timeouts *to);
+/* PTW_EV_SPAN_OPEN of a frame span: it is marked (open) and returned if it
+ * is still open; else NULL. */
+const struct ptw_frame *ptw_frames_mark_open(struct ptw_frames *f, const struct ptw_event *ev);
 
 /*
  * Consumes one event (the frame kinds, and the thread and process ends that

@@ -24,6 +24,11 @@ enum ptw_status {
 	PTW_STATUS_EXITED,
 	PTW_STATUS_CANCELLED,
 	PTW_STATUS_UNMATCHED,
+	/* The LWP left through its own exit syscall and nothing else of its
+	 * end could be seen (no pthread: a raw clone, or libthread_db unusable,
+	 * strategy "lwp"): whether its code returned or called pthread_exit
+	 * is unknown. */
+	PTW_STATUS_LWP_EXITED,
 };
 
 enum ptw_method {
@@ -63,6 +68,7 @@ struct ptw_span {
 	const char *reason; /* static string, NULL if none */
 	struct ptw_opt value;
 	int signal;	    /* killed: the signal */
+	struct ptw_opt exit_code; /* lwp_exited: what its exit syscall was given */
 	pid_t cancel_by;    /* cancel: who called pthread_cancel (0 unknown) */
 	/* join */
 	bool joined;
@@ -155,6 +161,14 @@ struct ptw_frame;
 const struct ptw_frames *ptw_spans_frames(const struct ptw_spans *s);
 /* The frame the last consumed event concerned, or NULL. */
 const struct ptw_frame *ptw_spans_last_frame(const struct ptw_spans *s);
+
+/*
+ * The span's lifetime, for every output: from the start routine's entry to
+ * the end, or from the creation when the entry could not be seen (a raw
+ * clone, strategy "lwp"). False (and *ret untouched) while it is open or
+ * when neither is known.
+ */
+bool ptw_span_lifetime(const struct ptw_span *sp, uint64_t *ret);
 
 /*
  * Deadlocks among the live spans: cycles of "waits for a mutex / rwlock

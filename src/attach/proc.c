@@ -365,6 +365,23 @@ int ptw_wait(struct ptw_proc *p, int timeout_ms, struct ptw_stop *ret)
 	}
 }
 
+int ptw_wait_session_signal(struct ptw_proc *p, int timeout_ms, struct ptw_stop *ret)
+{
+	uint64_t deadline = ptw_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000u;
+	for (;;) {
+		if (p->nsigq || drain_sigfd(p)) {
+			pop_session_signal(p, ret);
+			return 1;
+		}
+		uint64_t now = ptw_now_ns();
+		if (now >= deadline)
+			return 0;
+		struct pollfd pfd = { .fd = p->sigfd, .events = POLLIN };
+		if (poll(&pfd, 1, (int)((deadline - now + 999999) / 1000000)) < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
 int ptw_wait_tid(struct ptw_proc *p, struct ptw_lwp *l, struct ptw_stop *ret)
 {
 	int status;

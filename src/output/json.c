@@ -244,6 +244,23 @@ static void json_tristate(struct ptw_json *j, const char *k, int v)
 		ptw_json_bool(j, k, v);
 }
 
+
+/* open_after_ns and open_where of a span seen open past --open-timeout. */
+static void json_open_mark(struct ptw_json *j, const struct ptw_open_mark *m)
+{
+	if (!m->set) {
+		ptw_json_null(j, "open_after_ns");
+		ptw_json_null(j, "open_where");
+		return;
+	}
+	ptw_json_uint(j, "open_after_ns", m->after_ns);
+	ptw_json_begin_object(j, "open_where");
+	ptw_json_string(j, "state", m->state);
+	ptw_json_string(j, "wchan", m->wchan);
+	json_location(j, "pc", m->at, "??", false);
+	ptw_json_end_object(j);
+}
+
 static void json_span(struct ptw_json *j, const struct ptw_span *sp)
 {
 	ptw_json_begin_object(j, NULL);
@@ -290,6 +307,8 @@ static void json_span(struct ptw_json *j, const struct ptw_span *sp)
 			ptw_json_null(j, "value");
 		if (sp->signal)
 			ptw_json_string(j, "signal", ptw_signame(sp->signal));
+		if (sp->exit_code.set)
+			ptw_json_uint(j, "exit_code", sp->exit_code.v);
 		if (sp->method == PTW_METHOD_CANCEL && sp->cancel_by)
 			ptw_json_int(j, "cancelled_by", sp->cancel_by);
 		ptw_json_end_object(j);
@@ -312,22 +331,17 @@ static void json_span(struct ptw_json *j, const struct ptw_span *sp)
 		ptw_json_uint(j, "spawn_latency_ns", sp->start_ns.v - sp->create_ns.v);
 	else
 		ptw_json_null(j, "spawn_latency_ns");
-	if (sp->start_ns.set && sp->end_ns.set && sp->end_ns.v >= sp->start_ns.v &&
-	    sp->status != PTW_STATUS_OPEN)
-		ptw_json_uint(j, "lifetime_ns", sp->end_ns.v - sp->start_ns.v);
+	uint64_t lifetime;
+	if (ptw_span_lifetime(sp, &lifetime))
+		ptw_json_uint(j, "lifetime_ns", lifetime);
 	else
 		ptw_json_null(j, "lifetime_ns");
 	ptw_json_bool(j, "uncertain", sp->uncertain);
-	json_opt(j, "open_after_ns", sp->open_after_ns);
-	if (sp->open_after_ns.set) {
-		ptw_json_begin_object(j, "open_where");
-		ptw_json_string(j, "state", sp->open_state);
-		ptw_json_string(j, "wchan", sp->open_wchan);
-		json_location(j, "pc", sp->open_at, "??", false);
-		ptw_json_end_object(j);
-	} else {
-		ptw_json_null(j, "open_where");
-	}
+	json_open_mark(j, &(const struct ptw_open_mark){ .set = sp->open_after_ns.set,
+							.after_ns = sp->open_after_ns.v,
+							.state = sp->open_state,
+							.wchan = sp->open_wchan,
+							.at = sp->open_at });
 	if (sp->state) {
 		ptw_json_string(j, "state", sp->state);
 		ptw_json_string(j, "wchan", sp->wchan);
@@ -385,6 +399,7 @@ static void json_frame(struct ptw_json *j, const struct ptw_frame *fr)
 		ptw_json_hex(j, "value", fr->value);
 	else
 		ptw_json_null(j, "value");
+	json_open_mark(j, &fr->open);
 	ptw_json_end_object(j);
 }
 

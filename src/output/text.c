@@ -97,6 +97,9 @@ static void end_text(struct ptw_buf *out, const struct ptw_span *sp)
 	case PTW_STATUS_CANCELLED:
 		ptw_buf_puts(out, " cancelled");
 		break;
+	case PTW_STATUS_LWP_EXITED:
+		ptw_buf_printf(out, " lwp exit %" PRIu64, sp->exit_code.v);
+		break;
 	default:
 		ptw_buf_printf(out, " %s", ptw_method_name(sp->method));
 		if (sp->reason)
@@ -105,11 +108,26 @@ static void end_text(struct ptw_buf *out, const struct ptw_span *sp)
 	}
 	if (sp->value.set && sp->status != PTW_STATUS_CANCELLED)
 		ptw_buf_printf(out, " %#" PRIx64, sp->value.v);
-	if (sp->start_ns.set && sp->end_ns.set && sp->end_ns.v >= sp->start_ns.v) {
+	uint64_t lifetime;
+	if (ptw_span_lifetime(sp, &lifetime)) {
 		ptw_buf_puts(out, " after ");
-		ptw_text_duration(out, sp->end_ns.v - sp->start_ns.v);
+		ptw_text_duration(out, lifetime);
 	}
 	slow_text(out, sp, " (", ")");
+}
+
+/* " open for 250.93 ms, now S read in pipe_read at read+0x4c (read.c:26)" */
+static void open_for(struct ptw_buf *out, const struct ptw_event *ev, bool at_least)
+{
+	ptw_buf_printf(out, " open for %s", at_least ? "at least " : "");
+	ptw_text_duration(out, ev->value);
+	ptw_buf_printf(out, ", now %s", ev->state ? ev->state : "?");
+	if (ev->wchan)
+		ptw_buf_printf(out, " in %s", ev->wchan);
+	if (ev->routine && ev->routine->symbol) {
+		ptw_buf_puts(out, " at ");
+		ptw_text_location(out, ev->routine, NULL);
+	}
 }
 
 void ptw_text_event(struct ptw_buf *out, uint64_t start, const struct ptw_event *ev,
@@ -137,7 +155,7 @@ void ptw_text_event(struct ptw_buf *out, uint64_t start, const struct ptw_event 
 		line_start(out, start, ev->ns, ev->tid, ev->kind == PTW_EV_LWP_CREATE ? "clone" : "create");
 		span_tag(out, sp);
 		ptw_buf_printf(out, " tid %d", ev->other_tid);
-		if (ev->kind == PTW_EV_THREAD_CREATE) {
+		if (ev->kind == PTW_EV_THREAD_CREATE || ev->routine) {
 			ptw_buf_putc(out, ' ');
 			ptw_text_location(out, ev->routine, NULL);
 			if (ev->detached == 1)
@@ -228,16 +246,7 @@ void ptw_text_event(struct ptw_buf *out, uint64_t start, const struct ptw_event 
 					  sp->origin == PTW_ORIGIN_MAIN ? "main" : NULL);
 		}
 		/* Found running at the attach: it began before ptwatch saw it. */
-		bool since_attach = thread && !sp->create_ns.set && !sp->start_ns.set;
-		ptw_buf_printf(out, " open for %s", since_attach ? "at least " : "");
-		ptw_text_duration(out, ev->value);
-		ptw_buf_printf(out, ", now %s", ev->state ? ev->state : "?");
-		if (ev->wchan)
-			ptw_buf_printf(out, " in %s", ev->wchan);
-		if (ev->routine && ev->routine->symbol) {
-			ptw_buf_puts(out, " at ");
-			ptw_text_location(out, ev->routine, NULL);
-		}
+		open_for(out, ev, thread && !sp->create_ns.set && !sp->start_ns.set);
 		break;
 	}
 	case PTW_EV_EXEC:
@@ -262,7 +271,12 @@ void ptw_text_event(struct ptw_buf *out, uint64_t start, const struct ptw_event 
 void ptw_text_frame_event(struct ptw_buf *out, uint64_t start, const struct ptw_event *ev,
 			  const struct ptw_frame *fr)
 {
-	if (ev->kind == PTW_EV_FRAME_ENTRY) {
+	if (ev->kind == PTW_EV_SPAN_OPEN) {
+		line_start(out, start, ev->ns, ev->tid, "open");
+		ptw_buf_printf(out, " {%u} ", fr->id);
+		ptw_text_location(out, fr->function, NULL);
+		open_for(out, ev, false);
+	} else if (ev->kind == PTW_EV_FRAME_ENTRY) {
 		line_start(out, start, ev->ns, ev->tid, "call");
 		ptw_buf_printf(out, " {%u} %*s", fr->id, (int)(fr->depth - 1) * 2, "");
 		ptw_text_location(out, fr->function, NULL);
@@ -304,7 +318,7 @@ static void dist_line(struct ptw_buf *out, const char *name, const struct ptw_di
 }
 
 /* A text table: cells are collected, then printed with measured widths. */
-#define TABLE_COLS 9
+#define TABLE_COLS 10
 struct table {
 	char **cells; /* rows * TABLE_COLS */
 	size_t rows, cap;
@@ -333,18 +347,18 @@ static void table_print(struct ptw_buf *out, struct table *t, unsigned right_ali
 	for (size_t r = 0; r < t->rows; r++) {
 		ptw_buf_puts(out, " ");
 		for (int c = 0; c < TABLE_COLS; c++) {
-			const char *cell = t->cells[r * TABLE_COLS + c];
-			if (!w[c])
-				continue;
+			char *cell = t->cells[r * TABLE_COLS + c];
 			bool right = right_aligned & (1u << c);
 			bool last = c == TABLE_COLS - 1;
-			if (last && !right)
+			if (!w[c])
+				; /* an empty column is not printed */
+			else if (last && !right)
 				ptw_buf_printf(out, " %s", cell);
 			else if (right)
 				ptw_buf_printf(out, " %*s", (int)w[c], cell);
 			else
 				ptw_buf_printf(out, " %-*s", (int)w[c], cell);
-			free(t->cells[r * TABLE_COLS + c]);
+			free(cell);
 		}
 		/* no trailing blanks */
 		while (out->len && out->p[out->len - 1] == ' ')
@@ -370,8 +384,11 @@ static void span_row(struct table *t, const struct ptw_span *sp)
 	c[1] = xasprintf("%d", sp->tid);
 	c[2] = sp->creator_tid ? xasprintf("%d", sp->creator_tid) : xstrdup("-");
 	c[3] = xstrdup(sp->name ? sp->name : "-");
-	/* A raw clone() (strategy "lwp") has no start routine to name: "-". */
-	if (sp->start_routine || sp->origin == PTW_ORIGIN_MAIN)
+	/* A raw clone() not made through glibc's clone() or any thread of
+	 * strategy "lwp" has no start routine to name, nor has a main thread
+	 * whose main() was not found (a stripped static program; Go without
+	 * cgo has none): "-", as the JSON's null. */
+	if (sp->start_routine)
 		ptw_text_location(&b, sp->start_routine, sp->origin == PTW_ORIGIN_MAIN ? "main" : NULL);
 	else
 		ptw_buf_putc(&b, '-');
@@ -386,8 +403,9 @@ static void span_row(struct table *t, const struct ptw_span *sp)
 		       ? duration_str(sp->start_ns.v - sp->create_ns.v)
 		       : xstrdup("-");
 	struct ptw_buf n = { 0 };
-	if (sp->start_ns.set && sp->end_ns.set && sp->end_ns.v >= sp->start_ns.v)
-		ptw_text_duration(&n, sp->end_ns.v - sp->start_ns.v);
+	uint64_t lifetime;
+	if (ptw_span_lifetime(sp, &lifetime))
+		ptw_text_duration(&n, lifetime);
 	else
 		ptw_buf_putc(&n, '-');
 	if (sp->joined && sp->join_return_ns.set) {
@@ -407,7 +425,7 @@ static void span_row(struct table *t, const struct ptw_span *sp)
 
 struct group {
 	char *routine; /* symbol, module+offset, "main" or "-" */
-	uint64_t count, by_status[5];
+	uint64_t count, by_status[PTW_STATUS_LWP_EXITED + 1];
 	uint64_t *spawn, *life;
 	size_t nspawn, nlife;
 };
@@ -422,7 +440,7 @@ static void grouped_rows(struct ptw_buf *out, struct ptw_spans *spans)
 		struct ptw_buf name = { 0 };
 		if (loc && loc->symbol)
 			ptw_buf_puts(&name, loc->symbol);
-		else if (sp->origin == PTW_ORIGIN_MAIN)
+		else if (loc && sp->origin == PTW_ORIGIN_MAIN)
 			ptw_buf_puts(&name, "main");
 		else if (loc)
 			module_offset(&name, loc);
@@ -443,13 +461,20 @@ static void grouped_rows(struct ptw_buf *out, struct ptw_spans *spans)
 		g[k].by_status[sp->status]++;
 		if (sp->origin != PTW_ORIGIN_MAIN && sp->create_ns.set && sp->start_ns.set)
 			g[k].spawn[g[k].nspawn++] = sp->start_ns.v - sp->create_ns.v;
-		if (sp->start_ns.set && sp->end_ns.set && sp->end_ns.v >= sp->start_ns.v)
-			g[k].life[g[k].nlife++] = sp->end_ns.v - sp->start_ns.v;
+		if (ptw_span_lifetime(sp, &g[k].life[g[k].nlife]))
+			g[k].nlife++;
 	}
+	/* The LWP EXITED column only when there are such spans (a column
+	 * whose cells and header are empty is not printed). */
+	bool lwp = false;
+	for (size_t k = 0; k < ng; k++)
+		lwp |= g[k].by_status[PTW_STATUS_LWP_EXITED] != 0;
 	struct table tab = { 0 };
-	char *hdr[TABLE_COLS] = { xstrdup("THREADS"), xstrdup("START ROUTINE"), xstrdup("COMPLETED"),
-				  xstrdup("EXITED"), xstrdup("CANCELLED"), xstrdup("UNMATCHED"),
-				  xstrdup("OPEN"), xstrdup("SPAWN p50"), xstrdup("LIFETIME p50") };
+	char *hdr[TABLE_COLS] = { xstrdup("THREADS"),   xstrdup("START ROUTINE"),
+				  xstrdup("COMPLETED"), xstrdup("EXITED"),
+				  lwp ? xstrdup("LWP EXITED") : NULL, xstrdup("CANCELLED"),
+				  xstrdup("UNMATCHED"), xstrdup("OPEN"),
+				  xstrdup("SPAWN p50"), xstrdup("LIFETIME p50") };
 	table_row(&tab, hdr);
 	for (size_t k = 0; k < ng; k++) {
 		struct ptw_distribution ds, dl;
@@ -460,6 +485,7 @@ static void grouped_rows(struct ptw_buf *out, struct ptw_spans *spans)
 			g[k].routine,
 			xasprintf("%" PRIu64, g[k].by_status[PTW_STATUS_COMPLETED]),
 			xasprintf("%" PRIu64, g[k].by_status[PTW_STATUS_EXITED]),
+			lwp ? xasprintf("%" PRIu64, g[k].by_status[PTW_STATUS_LWP_EXITED]) : NULL,
 			xasprintf("%" PRIu64, g[k].by_status[PTW_STATUS_CANCELLED]),
 			xasprintf("%" PRIu64, g[k].by_status[PTW_STATUS_UNMATCHED]),
 			xasprintf("%" PRIu64, g[k].by_status[PTW_STATUS_OPEN]),
@@ -470,7 +496,7 @@ static void grouped_rows(struct ptw_buf *out, struct ptw_spans *spans)
 		free(g[k].spawn);
 		free(g[k].life);
 	}
-	table_print(out, &tab, 0x7d);
+	table_print(out, &tab, 0xfd);
 	free(g);
 }
 
@@ -564,6 +590,11 @@ static void frame_line(struct ptw_buf *out, const struct ptw_frame *fr)
 		}
 	} else {
 		ptw_buf_puts(out, "  open");
+	}
+	if (fr->open.set) {
+		ptw_buf_puts(out, " (slow: open past ");
+		ptw_text_duration(out, fr->open.for_ns);
+		ptw_buf_putc(out, ')');
 	}
 	ptw_buf_putc(out, '\n');
 }

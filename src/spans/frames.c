@@ -8,6 +8,7 @@
 
 #include "ptw_spans.h"
 #include "ptw_symbols.h"
+#include "ptw_timeouts.h"
 #include "ptw_util.h"
 
 /* ---- shadow stack rules ---- */
@@ -80,7 +81,8 @@ struct fthread {
 struct ptw_frames {
 	struct ptw_frame **frames;
 	size_t n, cap;
-	struct ptw_map threads; /* tid -> struct fthread* */
+	struct ptw_map threads;	       /* tid -> struct fthread* */
+	struct ptw_timeouts *timeouts; /* borrowed, may be NULL */
 };
 
 struct ptw_frames *ptw_frames_new(void)
@@ -100,8 +102,11 @@ void ptw_frames_free(struct ptw_frames *f)
 {
 	if (!f)
 		return;
-	for (size_t i = 0; i < f->n; i++)
+	for (size_t i = 0; i < f->n; i++) {
+		free(f->frames[i]->open.state);
+		free(f->frames[i]->open.wchan);
 		free(f->frames[i]);
+	}
 	free(f->frames);
 	size_t it = 0;
 	void *v;
@@ -138,9 +143,31 @@ static struct fthread *fthread(struct ptw_frames *f, pid_t tid, bool create)
 	return ft;
 }
 
+void ptw_frames_set_timeouts(struct ptw_frames *f, struct ptw_timeouts *to)
+{
+	f->timeouts = to;
+}
+
+const struct ptw_frame *ptw_frames_mark_open(struct ptw_frames *f, const struct ptw_event *ev)
+{
+	if (ev->span_kind != PTW_SPAN_FRAME || !ev->span_id || ev->span_id > f->n)
+		return NULL;
+	struct ptw_frame *fr = f->frames[ev->span_id - 1];
+	ptw_timeouts_unwatch(f->timeouts, PTW_SPAN_FRAME, fr->id);
+	if (fr->status != PTW_FRAME_OPEN || fr->open.set)
+		return NULL;
+	fr->open.set = true;
+	fr->open.after_ns = ev->ns;
+	fr->open.for_ns = ev->has_value ? ev->value : 0;
+	fr->open.state = ev->state ? xstrdup(ev->state) : NULL;
+	fr->open.wchan = ev->wchan ? xstrdup(ev->wchan) : NULL;
+	fr->open.at = ev->routine;
+	return fr;
+}
+
 static void complete(struct ptw_frames *f, struct fthread *ft, struct ptw_frame *fr, uint64_t ns)
 {
-	(void)f;
+	ptw_timeouts_unwatch(f->timeouts, PTW_SPAN_FRAME, fr->id);
 	fr->status = PTW_FRAME_COMPLETED;
 	fr->has_return = true;
 	fr->return_ns = ns;
@@ -149,8 +176,9 @@ static void complete(struct ptw_frames *f, struct fthread *ft, struct ptw_frame 
 		ft->stack[ft->n - 1]->child_ns += ns - fr->entry_ns;
 }
 
-static void unmatched(struct ptw_frame *fr, uint64_t ns, const char *reason)
+static void unmatched(struct ptw_frames *f, struct ptw_frame *fr, uint64_t ns, const char *reason)
 {
+	ptw_timeouts_unwatch(f->timeouts, PTW_SPAN_FRAME, fr->id);
 	fr->status = PTW_FRAME_UNMATCHED;
 	fr->reason = reason;
 	fr->has_left = true;
@@ -172,10 +200,11 @@ static const char *skip_reason(const struct fthread *ft, const struct ptw_span *
 }
 
 /* Pops the k innermost frames, all unmatched with reason. */
-static void pop_unmatched(struct fthread *ft, size_t k, uint64_t ns, const char *reason)
+static void pop_unmatched(struct ptw_frames *f, struct fthread *ft, size_t k, uint64_t ns,
+			  const char *reason)
 {
 	for (size_t i = 0; i < k; i++)
-		unmatched(ft->stack[--ft->n], ns, reason);
+		unmatched(f, ft->stack[--ft->n], ns, reason);
 }
 
 /* How many top frames a thread seen at sp has left (see ptw_shadow_*):
@@ -204,8 +233,8 @@ static struct ptw_frame *on_entry(struct ptw_frames *f, const struct ptw_event *
 	if (k) {
 		const char *why = skip_reason(ft, thread);
 		bool plain = ft->leaving == LEAVE_NONE;
-		pop_unmatched(ft, k - 1, ev->ns, why);
-		pop_unmatched(ft, 1, ev->ns, tail && plain ? "tail_call" : why);
+		pop_unmatched(f, ft, k - 1, ev->ns, why);
+		pop_unmatched(f, ft, 1, ev->ns, tail && plain ? "tail_call" : why);
 		if (ft->leaving == LEAVE_LONGJMP)
 			ft->leaving = LEAVE_NONE; /* landed */
 	}
@@ -223,6 +252,7 @@ static struct ptw_frame *on_entry(struct ptw_frames *f, const struct ptw_event *
 	fr->sp = ev->sp;
 	fr->ret = ev->ret_addr;
 	fr->status = PTW_FRAME_OPEN;
+	ptw_timeouts_watch(f->timeouts, PTW_SPAN_FRAME, fr->id, fr->tid, fr->entry_ns);
 	if (ft->n) {
 		fr->parent = ft->stack[ft->n - 1]->id;
 		fr->depth = ft->stack[ft->n - 1]->depth + 1;
@@ -248,7 +278,7 @@ static struct ptw_frame *on_at(struct ptw_frames *f, const struct ptw_event *ev,
 	size_t k = left_at(ft, false, ev->sp, ret, &returned);
 	struct ptw_frame *fr = NULL;
 	if (k) {
-		pop_unmatched(ft, returned ? k - 1 : k, ev->ns, skip_reason(ft, thread));
+		pop_unmatched(f, ft, returned ? k - 1 : k, ev->ns, skip_reason(ft, thread));
 		if (returned) {
 			fr = ft->stack[--ft->n];
 			complete(f, ft, fr, ev->ns);
@@ -266,7 +296,7 @@ static struct ptw_frame *on_at(struct ptw_frames *f, const struct ptw_event *ev,
 /* Every open frame of ft ends without a return. */
 static void close_thread(struct ptw_frames *f, struct fthread *ft, uint64_t ns, const char *reason)
 {
-	pop_unmatched(ft, ft->n, ns, reason);
+	pop_unmatched(f, ft, ft->n, ns, reason);
 	ptw_map_del(&f->threads, (uint64_t)ft->tid);
 	fthread_free(ft);
 }

@@ -72,6 +72,7 @@ void ptw_spans_free(struct ptw_spans *s)
 void ptw_spans_set_timeouts(struct ptw_spans *s, struct ptw_timeouts *to)
 {
 	s->timeouts = to;
+	ptw_frames_set_timeouts(s->frames, to);
 }
 
 size_t ptw_spans_count(const struct ptw_spans *s)
@@ -233,6 +234,17 @@ static void on_death(struct ptw_spans *s, struct ptw_span *sp, const struct ptw_
 	}
 }
 
+/*
+ * No TD_DEATH can come for this thread: a raw clone, or a thread no pthread
+ * describes (libthread_db unusable, or it did not list the thread at the
+ * attach, so its events could not be enabled). Threads created while traced
+ * always have one; the main thread has one once main() started.
+ */
+static bool lwp_only(const struct ptw_span *sp)
+{
+	return sp->origin == PTW_ORIGIN_CLONE || (!sp->pthread && sp->origin != PTW_ORIGIN_CREATED);
+}
+
 static void on_lwp_exit(struct ptw_spans *s, struct ptw_span *sp, const struct ptw_event *ev)
 {
 	if (!sp->ended) {
@@ -243,10 +255,14 @@ static void on_lwp_exit(struct ptw_spans *s, struct ptw_span *sp, const struct p
 			} else if (sp->exit_called) {
 				set_opt(&sp->value, sp->exit_value);
 				end_span(s, sp, ev->ns, PTW_STATUS_EXITED, PTW_METHOD_PTHREAD_EXIT, NULL);
-			} else if (sp->origin == PTW_ORIGIN_CLONE) {
-				/* A raw clone LWP's own exit is its normal end. */
-				set_opt(&sp->value, (uint64_t)ev->exit_code);
-				end_span(s, sp, ev->ns, PTW_STATUS_EXITED, PTW_METHOD_UNKNOWN, "lwp_exit");
+			} else if (lwp_only(sp)) {
+				/* Its own exit is its normal end, and all of it that
+				 * can be seen: not a pthread_exit, and the syscall's
+				 * argument is not the start routine's value (glibc's
+				 * start_thread always passes 0). */
+				set_opt(&sp->exit_code, (uint64_t)(unsigned)ev->exit_code);
+				end_span(s, sp, ev->ns, PTW_STATUS_LWP_EXITED, PTW_METHOD_UNKNOWN,
+					 "lwp_exit");
 			} else {
 				sp->uncertain = true;
 				end_span(s, sp, ev->ns, PTW_STATUS_UNMATCHED, PTW_METHOD_UNKNOWN,
@@ -504,6 +520,8 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 	case PTW_EV_INTERRUPT:
 		break;
 	case PTW_EV_SPAN_OPEN:
+		if (ev->span_kind == PTW_SPAN_FRAME)
+			s->last_frame = ptw_frames_mark_open(s->frames, ev);
 		if (ev->span_kind != PTW_SPAN_THREAD || !ev->span_id || ev->span_id > s->n)
 			break; /* another engine's span */
 		sp = s->spans[ev->span_id - 1];
@@ -594,6 +612,17 @@ void ptw_distribution(uint64_t *v, size_t n, struct ptw_distribution *d)
 	d->mean = sum / (double)n;
 }
 
+bool ptw_span_lifetime(const struct ptw_span *sp, uint64_t *ret)
+{
+	if (sp->status == PTW_STATUS_OPEN || !sp->end_ns.set)
+		return false;
+	const struct ptw_opt *from = sp->start_ns.set ? &sp->start_ns : &sp->create_ns;
+	if (!from->set || sp->end_ns.v < from->v)
+		return false;
+	*ret = sp->end_ns.v - from->v;
+	return true;
+}
+
 void ptw_spans_metrics(struct ptw_spans *s, struct ptw_metrics *m)
 {
 	memset(m, 0, sizeof(*m));
@@ -606,8 +635,8 @@ void ptw_spans_metrics(struct ptw_spans *s, struct ptw_metrics *m)
 		if (sp->origin != PTW_ORIGIN_MAIN && sp->create_ns.set && sp->start_ns.set &&
 		    sp->start_ns.v >= sp->create_ns.v)
 			spawn[nspawn++] = sp->start_ns.v - sp->create_ns.v;
-		if (sp->start_ns.set && sp->end_ns.set && sp->end_ns.v >= sp->start_ns.v)
-			life[nlife++] = sp->end_ns.v - sp->start_ns.v;
+		if (ptw_span_lifetime(sp, &life[nlife]))
+			nlife++;
 		if (sp->joined && sp->join_return_ns.set)
 			wait[nwait++] = sp->join_return_ns.v - sp->join_call_ns;
 		if (sp->status == PTW_STATUS_OPEN)
@@ -617,7 +646,7 @@ void ptw_spans_metrics(struct ptw_spans *s, struct ptw_metrics *m)
 		if (sp->open_after_ns.set)
 			m->open_timeouts++;
 		bool finished = sp->status == PTW_STATUS_COMPLETED || sp->status == PTW_STATUS_EXITED ||
-				sp->status == PTW_STATUS_CANCELLED;
+				sp->status == PTW_STATUS_CANCELLED || sp->status == PTW_STATUS_LWP_EXITED;
 		if (sp->origin != PTW_ORIGIN_MAIN && sp->detached == 0 && finished &&
 		    !(sp->joined && sp->join_return_ns.set))
 			m->unjoined++;
@@ -638,7 +667,8 @@ void ptw_spans_metrics(struct ptw_spans *s, struct ptw_metrics *m)
 
 const char *ptw_status_name(enum ptw_status st)
 {
-	static const char *const names[] = { "open", "completed", "exited", "cancelled", "unmatched" };
+	static const char *const names[] = { "open",	  "completed", "exited",
+					     "cancelled", "unmatched", "lwp_exited" };
 	return (unsigned)st < PTW_ARRAY_SIZE(names) ? names[st] : "unmatched";
 }
 

@@ -3,7 +3,7 @@
  * The build-id cache; see ptw_cache.h. The file is text, so that a person
  * can read it:
  *
- *   ptwatch-cache 1
+ *   ptwatch-cache 2
  *   build-id 3e4f...
  *   size 14480
  *   variant debug

@@ -920,6 +920,73 @@ int ptw_symbols_module_functions(struct ptw_symbols *s, size_t i, ptw_function_f
 
 /* ---- address -> location ---- */
 
+/* Whether a CU's ranges hold a module-relative address: 1 yes, 0 no, -1 the
+ * CU does not say (no DW_AT_low_pc/high_pc, no DW_AT_ranges). */
+static int cu_holds(Dwarf_Die *cu, Dwarf_Addr a)
+{
+	Dwarf_Addr base, lo, hi;
+	ptrdiff_t off = 0;
+	int r = -1;
+	while ((off = dwarf_ranges(cu, off, &base, &lo, &hi)) > 0) {
+		if (a >= lo && a < hi)
+			return 1;
+		r = 0;
+	}
+	return r;
+}
+
+/*
+ * The line table row for addr, or NULL; func_lo is where the function
+ * holding addr begins (0 if not known).
+ *
+ * Not dwfl_module_getsrc: libdwfl finds the CU through .debug_aranges as if
+ * each arange ran on to the next one, and Go's compiler writes no aranges
+ * for its CUs, so in a cgo program every Go address lands in the C CU
+ * before it (runtime/cgo/gcc_mmap.c, whose last sequence ends in an empty
+ * row, line 37, that libdw then gives for any address beyond it; binutils
+ * addr2line and gdb read the CUs' own ranges and are right). Hence the CU
+ * is checked against its own ranges, and looked for among all CUs when it
+ * does not hold addr; and a row that begins before the function holding
+ * addr is some other code's line: none is better than a wrong one. (An
+ * address below the first arange or above the last, as Go code below the
+ * first C function of a cgo program, gets no line, as before; a module
+ * without aranges is searched.)
+ */
+static Dwarf_Line *source_line(Dwfl_Module *mod, uint64_t addr, uint64_t func_lo)
+{
+	Dwarf_Addr bias = 0;
+	Dwarf_Die *cu = dwfl_module_addrdie(mod, addr, &bias);
+	if (!cu) {
+		/* Outside every arange (libdwfl checked that), or no aranges
+		 * at all (Go without cgo, clang without -gdwarf-aranges). */
+		Dwarf *dw = dwfl_module_getdwarf(mod, &bias);
+		Dwarf_Aranges *ar;
+		size_t n = 0;
+		if (!dw || (dwarf_getaranges(dw, &ar, &n) == 0 && n > 0))
+			return NULL;
+	}
+	if (!cu || cu_holds(cu, addr - bias) == 0) {
+		/* The first search walks every CU (libc's 2,000: 25-45 ms
+		 * here, 1 ms after that), and only addresses in the gaps
+		 * between aranges, or of modules without, come here. */
+		Dwarf_Die *c = NULL;
+		cu = NULL;
+		while ((c = dwfl_module_nextcu(mod, c, &bias)) != NULL)
+			if (cu_holds(c, addr - bias) == 1) {
+				cu = c;
+				break;
+			}
+		if (!cu)
+			return NULL;
+	}
+	Dwarf_Line *line = dwarf_getsrc_die(cu, addr - bias);
+	Dwarf_Addr at;
+	if (!line || dwarf_lineaddr(line, &at) != 0 || at + bias > addr ||
+	    (func_lo && at + bias < func_lo))
+		return NULL;
+	return line;
+}
+
 const struct ptw_location *ptw_symbols_locate(struct ptw_symbols *s, uint64_t addr)
 {
 	struct ptw_location *loc = ptw_map_get(&s->locations, addr);
@@ -962,7 +1029,10 @@ const struct ptw_location *ptw_symbols_locate(struct ptw_symbols *s, uint64_t ad
 		}
 		GElf_Off off = 0;
 		GElf_Sym sym;
+		uint64_t func_lo = 0;
 		const char *name = dwfl_module_addrinfo(mod, addr, &off, &sym, NULL, NULL, NULL);
+		if (name && GELF_ST_TYPE(sym.st_info) == STT_FUNC)
+			func_lo = addr - off;
 		if (name) {
 			/* Display names: no version (".symtab" of a debug file says
 			 * "pthread_cond_wait@@GLIBC_2.3.2") and no "__GI_" (glibc's
@@ -980,11 +1050,11 @@ const struct ptw_location *ptw_symbols_locate(struct ptw_symbols *s, uint64_t ad
 			loc->has_offset = true;
 			loc->offset = addr - bias;
 		}
-		Dwfl_Line *line = dwfl_module_getsrc(mod, addr);
+		Dwarf_Line *line = source_line(mod, addr, func_lo);
 		if (line) {
 			int lineno = 0;
-			const char *file = dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL);
-			if (file) {
+			const char *file = dwarf_linesrc(line, NULL, NULL);
+			if (file && dwarf_lineno(line, &lineno) == 0) {
 				loc->file = intern(s, file);
 				loc->line = lineno;
 			}

@@ -53,6 +53,54 @@ static uint64_t auxv_value(pid_t pid, uint64_t type)
 	return v;
 }
 
+/*
+ * main() of a program without a symbol for it (stripped), from the code at
+ * its entry point: glibc's _start (sysdeps/x86_64/start.S) begins with
+ * `xor %ebp,%ebp` (after an endbr64 on CET builds) and hands main to
+ * __libc_start_main in rdi just before calling it, as one of
+ *     48 8d 3d disp32    lea main(%rip),%rdi          (PIE, relaxed by ld)
+ *     48 8b 3d disp32    mov main@GOTPCREL(%rip),%rdi (PIE, not relaxed)
+ *     48 c7 c7 imm32     mov $main,%rdi               (not PIE)
+ * followed by a call. This works the same at a launch and at an attach,
+ * where __libc_start_main's argument is long gone. 0 when the entry is not
+ * that code (another libc, Go without cgo) or the address is not in the
+ * executable (a GOT slot that ld.so has not relocated yet).
+ */
+static uint64_t main_from_entry(struct ptw_tracer *t, uint64_t entry)
+{
+	uint8_t c[64];
+	size_t i = 0;
+	if (!entry || ptw_mem_read(t->proc, entry, c, sizeof(c)) < 0)
+		return 0;
+	if (c[0] == 0xf3 && c[1] == 0x0f && c[2] == 0x1e && c[3] == 0xfa)
+		i = 4;
+	if (c[i] != 0x31 || c[i + 1] != 0xed)
+		return 0;
+	for (i += 2; i + 7 + 2 <= sizeof(c); i++) {
+		if (c[i] != 0x48)
+			continue;
+		int32_t v;
+		memcpy(&v, c + i + 3, sizeof(v));
+		uint64_t next = entry + i + 7, main_addr;
+		if (c[i + 1] == 0x8d && c[i + 2] == 0x3d)
+			main_addr = next + (uint64_t)(int64_t)v;
+		else if (c[i + 1] == 0x8b && c[i + 2] == 0x3d)
+			main_addr = read_u64(t, next + (uint64_t)(int64_t)v, &main_addr) == 0 ? main_addr : 0;
+		else if (c[i + 1] == 0xc7 && c[i + 2] == 0xc7)
+			main_addr = (uint64_t)(int64_t)v;
+		else
+			continue;
+		const uint8_t *n = c + i + 7;
+		bool call = (n[0] == 0xff && n[1] == 0x15) || n[0] == 0xe8 || (n[0] == 0x67 && n[1] == 0xe8);
+		const char *in = main_addr ? ptw_symbols_module_of(t->img.syms, main_addr) : NULL;
+		const char *exe = ptw_symbols_exe(t->img.syms);
+		if (!call || !in || !exe || strcmp(in, exe))
+			return 0;
+		return main_addr;
+	}
+	return 0;
+}
+
 /* "libc.so" for a dynamic program; the executable itself when static. */
 static const char *libc_module(struct ptw_tracer *t)
 {
@@ -111,6 +159,9 @@ int image_load(struct ptw_tracer *t)
 	 * would hold up the start, and __libc_start_main tells main anyway. */
 	if (ptw_symbols_lookup_loaded(img->syms, PTW_MOD_EXE, "main", &addr) == 0)
 		img->main_addr = addr;
+	else
+		img->main_addr = main_from_entry(t, auxv_value(mem_pid, AT_ENTRY));
+	ptw_dbg(PTW_DBG_TRACER, "main at %#llx", (unsigned long long)img->main_addr);
 	return 0;
 }
 
@@ -416,6 +467,30 @@ void clone_args(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t *ret_flags, ui
 	}
 }
 
+/*
+ * The function and argument of a raw clone() made through glibc's wrapper
+ * (sysdeps/unix/sysv/linux/x86_64/clone.S): it leaves them at the top of
+ * the child's stack, the syscall's rsi, for the child to pop and call.
+ * Only when the creator is in that wrapper (named clone in .dynsym): a
+ * clone syscall made any other way, or clone3 (glibc's pthreads, whose
+ * function is its own start_thread), leaves nothing to read there.
+ */
+static bool raw_clone_fn(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t *ret_fn,
+			 uint64_t *ret_arg)
+{
+	struct user_regs_struct *regs;
+	uint64_t top[2];
+	if (ptw_getregs(t->proc, l, &regs) < 0 || regs->orig_rax != SYS_CLONE || !regs->rsi)
+		return false;
+	const struct ptw_location *at = locate(t, regs->rip);
+	if (!at || !at->symbol || (strcmp(at->symbol, "clone") && strcmp(at->symbol, "__clone")) ||
+	    ptw_mem_read(t->proc, regs->rsi, top, sizeof(top)) < 0 || !top[0])
+		return false;
+	*ret_fn = top[0];
+	*ret_arg = top[1];
+	return true;
+}
+
 void on_clone(struct ptw_tracer *t, struct ptw_lwp *l, pid_t child, uint64_t flags, uint64_t tls,
 	      uint64_t ns)
 {
@@ -437,6 +512,11 @@ void on_clone(struct ptw_tracer *t, struct ptw_lwp *l, pid_t child, uint64_t fla
 	if (!pthread) {
 		struct ptw_event ev = ptw_event_init(PTW_EV_LWP_CREATE, ns, l->tid);
 		ev.other_tid = child;
+		uint64_t fn;
+		if (raw_clone_fn(t, l, &fn, &ev.arg)) {
+			ev.routine = locate(t, fn);
+			ev.has_arg = true;
+		}
 		emit(t, &ev);
 		return;
 	}

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,26 +126,63 @@ static void read_kstates(pid_t pid, struct ptw_map *kstates)
 	close(task_fd);
 }
 
-/* read_kstates() in a thread of its own. */
+/*
+ * The first reading of every thread, shared by a thread of its own, which
+ * starts at once, and the tracer, which joins in once it has seized the
+ * threads and loaded the symbols: with thousands of threads it is the
+ * longest step before they are stopped.
+ */
 struct kreader {
-	pid_t pid;
-	struct ptw_map kstates;
+	int task_fd;
+	pid_t *tids;
+	int n;
+	struct kstate **states; /* [n], filled by whoever takes index i */
+	atomic_int next;
 	pthread_t thread;
 	bool running;
 };
 
+static void kreader_work(struct kreader *kr)
+{
+	for (int i; (i = atomic_fetch_add(&kr->next, 1)) < kr->n;) {
+		struct kstate *k = xcalloc(1, sizeof(*k));
+		read_kstate(kr->task_fd, kr->tids[i], k);
+		kr->states[i] = k;
+	}
+}
+
 static void *kreader_main(void *arg)
 {
-	struct kreader *kr = arg;
-	read_kstates(kr->pid, &kr->kstates);
+	kreader_work(arg);
 	return NULL;
 }
 
-static void kreader_join(struct kreader *kr)
+static void kreader_start(struct kreader *kr, pid_t pid)
 {
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	kr->task_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	kr->n = kr->task_fd < 0 ? 0 : ptw_proc_tids(pid, &kr->tids);
+	if (kr->n < 0)
+		kr->n = 0;
+	kr->states = xcalloc((size_t)kr->n + 1, sizeof(*kr->states));
+	atomic_init(&kr->next, 0);
+	kr->running = pthread_create(&kr->thread, NULL, kreader_main, kr) == 0;
+}
+
+/* Helps with what is left, waits for the other thread, and hands over. */
+static void kreader_finish(struct kreader *kr, struct ptw_map *kstates)
+{
+	kreader_work(kr);
 	if (kr->running)
 		pthread_join(kr->thread, NULL);
 	kr->running = false;
+	for (int i = 0; i < kr->n; i++)
+		ptw_map_put(kstates, (uint64_t)kr->tids[i], kr->states[i]);
+	free(kr->states);
+	free(kr->tids);
+	if (kr->task_fd >= 0)
+		close(kr->task_fd);
 }
 
 /* A thread in a group stop that we seized before its state was read shows
@@ -392,31 +430,29 @@ int ptw_tracer_snapshot(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_t
 	uint64_t start = ptw_now_ns();
 	/* /proc is read while we seize and load symbols: with thousands of
 	 * threads, both take long, and neither needs the other. */
-	struct kreader kr = { .pid = pid };
-	kr.running = pthread_create(&kr.thread, NULL, kreader_main, &kr) == 0;
-	if (!kr.running)
-		read_kstates(pid, &kr.kstates);
+	struct kreader kr = { 0 };
+	struct ptw_map kstates = { 0 };
+	kreader_start(&kr, pid);
 	int r = ptw_seize(pid, &proc, &info);
 	if (r < 0) {
-		kreader_join(&kr);
-		free_kstates(&kr.kstates);
+		kreader_finish(&kr, &kstates);
+		free_kstates(&kstates);
 		return r;
 	}
 	struct ptw_tracer *t = attached_tracer_new(o, proc, &info, start, true);
 	r = ptw_bptab_new(proc, &t->bps);
 	bool have_tdb = r == 0 && image_load(t) == 0 && tdb_open(t) == 0;
 	uint64_t ns_loaded = ptw_now_ns();
-	kreader_join(&kr);
+	kreader_finish(&kr, &kstates);
 	uint64_t ns_read = ptw_now_ns();
 	if (r < 0) {
-		free_kstates(&kr.kstates);
+		free_kstates(&kstates);
 		ptw_tracer_detach(t);
 		ptw_tracer_free(t);
 		return r;
 	}
 	/* threads born since the first reading: still running, still true */
-	read_kstates(pid, &kr.kstates);
-	struct ptw_map kstates = kr.kstates;
+	read_kstates(pid, &kstates);
 	held_group_stops(proc, &kstates);
 
 	/* Where each thread's stack ends; read again if a thread's is not here. */

@@ -253,18 +253,23 @@ static void press(struct ptw_tracer *t, int sig, uint64_t ns, bool delivered,
 }
 
 /* The command is being delivered sig (its signal-delivery stop). */
-static void note_delivery(struct ptw_tracer *t, int sig, uint64_t ns)
+static void note_delivery(struct ptw_tracer *t, struct ptw_lwp *l, int sig, uint64_t ns)
 {
 	if (!t->launched || sig <= 0 || sig >= (int)PTW_ARRAY_SIZE(t->ssig) ||
 	    !is_session_signal(sig))
 		return;
 	struct session_signal *s = &t->ssig[sig];
-	if (s->copy_ns) /* ptwatch's copy waits for this (it is not MATCH_NS old) */
+	if (s->copy_ns) { /* ptwatch's copy waits for this (it is not MATCH_NS old) */
 		press(t, sig, s->copy_ns, true, PTW_INTR_GROUP);
-	else if (s->press_ns && ns - s->press_ns <= MATCH_NS && !s->press_delivered)
+	} else if (s->press_ns && ns - s->press_ns <= MATCH_NS && !s->press_delivered) {
 		s->press_delivered = true; /* the terminal's press, seen first by ptwatch */
-	else
+	} else {
 		s->delivery_ns = ns;
+		/* From the terminal (SI_KERNEL), the front got it too: its copy
+		 * is on its way (settle_session_signals). */
+		siginfo_t si;
+		s->copy_owed = ptw_getsiginfo(t->proc, l, &si) == 0 && si.si_code == SI_KERNEL;
+	}
 }
 
 /* ptwatch got a session signal (st: PTW_STOP_TRACER_SIGNAL). */
@@ -299,6 +304,40 @@ static void expire_copies(struct ptw_tracer *t, uint64_t now)
 			press(t, sig, ns, false, PTW_INTR_GROUP); /* blocked there, for now */
 		else
 			interrupt(t, sig, ns, false, PTW_INTR_PTWATCH_ALONE);
+	}
+}
+
+/*
+ * The command ended of (or after) a session signal that ptwatch's copy has
+ * not come for yet: the front passes the terminal's copy on, and on a busy
+ * machine the command can die of its own first. Wait a moment for the copy
+ * so that the session says what the user did (bounded: a copy that never
+ * comes costs SETTLE_MS once).
+ */
+#define SETTLE_MS 250
+
+static void settle_session_signals(struct ptw_tracer *t)
+{
+	if (!t->launched)
+		return;
+	uint64_t until = ptw_now_ns() + SETTLE_MS * 1000000ull;
+	for (;;) {
+		bool owed = false;
+		for (size_t sig = 1; sig < PTW_ARRAY_SIZE(t->ssig); sig++)
+			owed |= t->ssig[sig].delivery_ns && t->ssig[sig].copy_owed;
+		uint64_t now = ptw_now_ns();
+		struct ptw_stop st;
+		if (!owed || now >= until ||
+		    ptw_wait_session_signal(t->proc, (int)((until - now) / 1000000u), &st) <= 0)
+			return;
+		int sig = st.sig;
+		if (sig > 0 && sig < (int)PTW_ARRAY_SIZE(t->ssig) && t->ssig[sig].delivery_ns) {
+			/* it reached the command, which reacted: traced until then */
+			t->ssig[sig].delivery_ns = 0;
+			t->ssig[sig].copy_owed = false;
+			interrupt(t, sig, st.ns, true,
+				  st.sig_code == SI_KERNEL ? PTW_INTR_TERMINAL : PTW_INTR_GROUP);
+		}
 	}
 }
 
@@ -436,7 +475,7 @@ static void on_signal_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_s
 		emit(t, &ev);
 	}
 	if (is_target_lwp(t, l))
-		note_delivery(t, st->sig, st->ns);
+		note_delivery(t, l, st->sig, st->ns);
 	/* Signals belong to the target: deliver it unchanged. */
 	l->resume_sig = st->sig;
 }
@@ -589,6 +628,7 @@ int ptw_tracer_run(struct ptw_tracer *t, int duration_ms, enum ptw_end_reason *r
 		struct ptw_stop st;
 		int r = ptw_wait(t->proc, timeout, &st);
 		if (r == -ECHILD) {
+			settle_session_signals(t);
 			*ret_reason = PTW_END_TARGET_EXITED;
 			return 0;
 		}
@@ -617,6 +657,7 @@ int ptw_tracer_run(struct ptw_tracer *t, int duration_ms, enum ptw_end_reason *r
 			/* Fork children we still trace keep the loop going. */
 			size_t it = 0;
 			if (!ptw_map_next(&t->proc->lwps, &it, NULL, NULL)) {
+				settle_session_signals(t);
 				*ret_reason = PTW_END_TARGET_EXITED;
 				return 0;
 			}
@@ -801,7 +842,7 @@ int tracer_let_go(struct ptw_tracer *t)
 		}
 	}
 	pid_t *open_tids = xcalloc(n + 1, sizeof(*open_tids));
-	size_t nopen = 0;
+	size_t nopen = 0, nlive = 0;
 	for (size_t i = 0; i < n; i++) {
 		int sig = all[i]->resume_sig;
 		if (sig && all[i]->state == PTW_LWP_STOPPED && is_target_lwp(t, all[i]) &&
@@ -809,6 +850,14 @@ int tracer_let_go(struct ptw_tracer *t)
 			t->fatal_at_detach = sig; /* a second Ctrl-C it does not handle */
 		if (is_target_lwp(t, all[i]) && all[i]->state != PTW_LWP_GONE)
 			open_tids[nopen++] = all[i]->tid;
+		/* Held at its exit event: if it is a process-wide exit, the
+		 * others have SIGKILL pending (every thread's status says) or
+		 * none is left (they were all held there). */
+		if (is_target_lwp(t, all[i]) && all[i]->state == PTW_LWP_STOPPED) {
+			bool exiting = all[i]->last_stop == PTW_STOP_EXIT;
+			t->exiting_at_detach |= exiting;
+			nlive += !exiting;
+		}
 		if (all[i]->state == PTW_LWP_STOPPED) {
 			int r = ptw_detach_lwp(t->proc, all[i]);
 			t->left_traced += r < 0 && r != -ESRCH;
@@ -818,6 +867,7 @@ int tracer_let_go(struct ptw_tracer *t)
 		forget_lwp(t, all[i]);
 	}
 	free(all);
+	t->all_exiting_at_detach = t->exiting_at_detach && !nlive;
 	t->frozen_ns += ptw_now_ns() - t0;
 	/* Name the threads that stay open, now that they run again (a
 	 * snapshot read every name before it stopped them). */
@@ -872,18 +922,26 @@ void ptw_tracer_check_fate(struct ptw_tracer *t, struct ptw_report *r)
 	 * could not let go of); else the main thread's says enough: a group
 	 * stop and shared signals are the process's, and a signal for one
 	 * thread would have stopped it as we stopped them all. */
-	bool every_thread = t->left_traced > 0 || !t->detached;
+	bool every_thread = t->left_traced > 0 || !t->detached || t->exiting_at_detach;
 	struct ptw_census c = { 0 };
 	if (!t->target_gone && !reaped)
 		ptw_proc_census(pid, every_thread, &c);
 	unsigned long long flags = 0;
 	bool doomed = !t->target_gone && t->detached && !reaped &&
-		      (t->fatal_at_detach || c.fatal_signal ||
+		      (t->fatal_at_detach || t->all_exiting_at_detach || c.fatal_signal || !c.alive ||
 		       (ptw_proc_stat_field(pid, 9, &flags) && (flags & PF_EXITING)));
 	for (int ms = 0; doomed && !reaped && ms < 1000; ms++) {
-		if (t->launched)
-			reaped = waitpid(pid, &status, WNOHANG) == pid;
-		else if (ptw_proc_exited(pid, pid) && !ptw_proc_alive(pid))
+		/* Threads that were dying as we let go are still ours to reap
+		 * (a traced thread's death waits for its tracer), and the main
+		 * thread cannot be reaped before them. */
+		int st;
+		pid_t w;
+		while ((w = waitpid(-1, &st, __WALL | WNOHANG)) > 0)
+			if (w == pid && t->launched) {
+				reaped = true;
+				status = st;
+			}
+		if (!t->launched && ptw_proc_exited(pid, pid) && !ptw_proc_alive(pid))
 			break;
 		if (!reaped)
 			usleep(1000);

@@ -151,11 +151,14 @@ struct ptw_tracer {
 	bool detached;
 	bool detach_told; /* PTW_EV_DETACHED emitted */
 	int left_traced;   /* threads we could not detach from */
+	bool exiting_at_detach; /* a thread was held at its exit event, */
+	bool all_exiting_at_detach; /* ... every live one */
 	uint64_t frozen_ns;
 	/* Session signals in launch mode, by number (see ptw_tracer_run). */
 	struct session_signal {
 		uint64_t copy_ns;     /* ptwatch got it; has the command? (waiting) */
 		uint64_t delivery_ns; /* the command got it; ptwatch not yet */
+		bool copy_owed;	      /* ... from the terminal: the front's copy comes */
 		uint64_t press_ns;    /* the last time both did */
 		bool press_delivered; /* and the command's delivery stop was seen */
 	} ssig[32];

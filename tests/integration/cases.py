@@ -29,10 +29,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from ptw_test import (  # noqa: E402
     CANCELED, Failed, FrameworkError, Model, Skip, Terminal, attach_stderr_lines, check_attach_doc,
-    check_exit, check_untouched, child_pids, comm, compare_mappings, exec_mappings, find_span,
-    fixture, kill_group, load_doc, load_truth, main, one_truth, proc_status, ptwatch_path,
-    read_outputs, report_warnings, span_index, tail, task_states, thread_spans, tracer_pids,
-    truth_of, wait_for, warning_codes, Tmux)
+    check_exit, check_location, check_untouched, child_pids, comm, compare_mappings,
+    exec_mappings, find_span, fixture, kill_group, load_doc, load_truth, main, one_truth,
+    proc_status, ptwatch_path, read_outputs, report_warnings, routine_line, span_index, tail,
+    task_states, thread_spans, tracer_pids, truth_of, wait_for, warning_codes, Tmux)
 
 
 # ---------------------------------------------------------------------------
@@ -649,6 +649,33 @@ def case_interrupt(session, chk, signame='SIGINT'):
 # ---------------------------------------------------------------------------
 # 12. rawclone
 
+def check_lwp_exited(chk, span, what, exit_code=0):
+    """A thread whose end ptwatch saw only as its LWP's own exit: status
+    lwp_exited (not exited, which is pthread_exit), no made-up value, a
+    lifetime from its creation."""
+    chk.eq('%s: status' % what, span['status'], 'lwp_exited', span)
+    end = span['end'] or {}
+    chk.eq('%s: end.method' % what, end.get('method'), 'unknown', span)
+    chk.eq('%s: end.reason' % what, end.get('reason'), 'lwp_exit', span)
+    chk.eq('%s: end.value (the start routine\'s value is not known)' % what, end.get('value'),
+           None, span)
+    chk.eq('%s: end.exit_code' % what, end.get('exit_code'), exit_code, span)
+    chk.eq('%s: start_ns (its start cannot be seen)' % what, span['start_ns'], None, span)
+    c, e = span['create_ns'], span['end_ns']
+    if chk.true('%s: create_ns and end_ns known' % what, None not in (c, e), span):
+        chk.eq('%s: lifetime_ns == end_ns - create_ns' % what, span['lifetime_ns'], e - c, span)
+
+
+def check_lifetime_metric(chk, doc):
+    """metrics.lifetime_ns counts every span with a lifetime."""
+    lives = [s['lifetime_ns'] for s in thread_spans(doc) if s['lifetime_ns'] is not None]
+    d = doc['metrics']['lifetime_ns']
+    chk.eq('metrics.lifetime_ns.count (spans with a lifetime_ns)', d['count'], len(lives), d)
+    if lives:
+        chk.eq('metrics.lifetime_ns.max', d['max'], max(lives), d)
+        chk.eq('metrics.lifetime_ns.min', d['min'], min(lives), d)
+
+
 def case_rawclone(session, chk):
     run = session.run([fixture('rawclone')])
     check_exit(chk, run, code=0)
@@ -663,14 +690,22 @@ def case_rawclone(session, chk):
         chk.eq('raw clone: origin', span['origin'], 'clone', span)
         chk.eq('raw clone: pthread', span['pthread'], None, span)
         chk.eq('raw clone: uncertain', span['uncertain'], False, span)
+        check_lwp_exited(chk, span, 'raw clone', rc['exit_code'])
+        # glibc's clone() left its function and argument on the child's stack
+        check_location(chk, span['start_routine'], 'raw clone: start_routine', span,
+                       'clone_child', 'rawclone.c', routine_line('rawclone.c', 'clone_child'),
+                       addr=rc['routine_addr'])
+        chk.eq('raw clone: arg', span['arg'], rc['arg'], span)
         row = [l for l in run.stderr_text().splitlines()
                if re.match(r'\s+%d\s+%d\s' % (span['id'], span['tid']), l)]
-        chk.true('raw clone: a table row with START ROUTINE "-" (%s)' % row,
-                 len(row) == 1 and re.search(r'\s-\s+%s\s' % span['status'], row[0]) is not None)
+        chk.true('raw clone: a table row with START ROUTINE clone_child (%s)' % row,
+                 len(row) == 1 and re.search(r'\sclone_child \(rawclone.c:\d+\)\s+%s\s'
+                                             % span['status'], row[0]) is not None)
     chk.true('raw clone: the text never says pthread_start_routine',
              'pthread_start_routine' not in run.stderr_text(), run.stderr_text()[-3000:])
     m.check_no_extra_spans(allowed=[span] if span else [])
     m.check_metrics(created=False)
+    check_lifetime_metric(chk, run.doc)
 
 
 # ---------------------------------------------------------------------------
@@ -695,6 +730,24 @@ def case_dlopen(session, chk):
 
 
 # ---------------------------------------------------------------------------
+# 13b. noaranges: the source line of code whose CU has no .debug_aranges
+
+def case_noaranges(session, chk):
+    """far_worker's CU has no .debug_aranges entry (as Go's CUs in a cgo
+    program): its line comes from its own CU, never from the CU whose
+    arange lies below it (noaranges_tail.c)."""
+    run = session.run([fixture('noaranges')])
+    check_exit(chk, run, code=0)
+    for t in truth_of(run, 'thread'):
+        t['source'] = 'noaranges_worker.c'
+    m = Model(chk, run, 'noaranges.c')
+    m.check_complete()
+    chk.true('no location names noaranges_tail.c',
+             'noaranges_tail.c' not in json.dumps(run.doc) and
+             'noaranges_tail.c' not in run.stderr_text(), run.stderr_text()[-2000:])
+
+
+# ---------------------------------------------------------------------------
 # 15. static
 
 def case_static(session, chk):
@@ -709,6 +762,46 @@ def case_static(session, chk):
         if w.get('code') == 'no_libc_debuginfo':
             chk.true('static: no_libc_debuginfo does not advise libc6-dbg (%s)' % w['message'],
                      'install libc6-dbg' not in w['message'] and 'static' in w['message'], w)
+
+
+def case_static_stripped(session, chk):
+    """The static fixture without its symbols: libthread_db cannot be used
+    (strategy lwp), so every thread is an LWP seen from its clone to its
+    exit. main() is still found, from the entry point's code."""
+    exe = fixture('static_stripped')
+    run = session.run([exe])
+    check_exit(chk, run, code=0)
+    report_warnings(run)
+    doc = run.doc
+    chk.eq('session.strategy', doc['session'].get('strategy'), 'lwp')
+    # no pthread_t without libthread_db: match the spans by tid alone
+    records = [dict(r, pthread=None) if r.get('kind') == 'thread' else r for r in run.truth]
+    m = Model(chk, run, 'static.c', stripped=True, records=records)
+    m.match()
+    for mrec in m.mains:
+        m.check_main(mrec)
+    main_tid = m.mains[0]['tid'] if m.mains else None
+    for t in m.threads:
+        span = m.span_of.get(t['tid'])
+        if span is None:
+            continue
+        what = 'thread %s (%s)' % (t['tid'], t['routine'])
+        chk.eq('%s: origin' % what, span['origin'], 'clone', span)
+        chk.eq('%s: pthread (no libthread_db)' % what, span['pthread'], None, span)
+        chk.eq('%s: start_routine (cannot be known)' % what, span['start_routine'], None, span)
+        chk.eq('%s: creator_tid' % what, span['creator_tid'], main_tid, span)
+        chk.eq('%s: uncertain' % what, span['uncertain'], False, span)
+        check_lwp_exited(chk, span, what)
+        row = [l for l in run.stderr_text().splitlines()
+               if re.match(r'\s+%d\s+%d\s' % (span['id'], span['tid']), l)]
+        chk.true('%s: a table row with START ROUTINE "-", status lwp_exited (%s)' % (what, row),
+                 len(row) == 1 and re.search(r'\s-\s+lwp_exited\s', row[0]) is not None)
+    chk.true('the text never says pthread_start_routine',
+             'pthread_start_routine' not in run.stderr_text(), run.stderr_text()[-3000:])
+    m.check_no_extra_spans()
+    check_lifetime_metric(chk, doc)
+    chk.eq('metrics.lifetime_ns.count (main and the three workers)',
+           doc['metrics']['lifetime_ns']['count'], 4)
 
 
 # ---------------------------------------------------------------------------
@@ -926,6 +1019,30 @@ def check_stack(chk, span, what, routine, source):
                  isinstance(f, str) and os.path.basename(f) == source, span)
 
 
+def case_completion(session, chk):
+    """completions/ptwatch in a real bash: options from ptwatch --help, values
+    of --debug, a command after "--"."""
+    script = os.path.join(os.environ.get('PTW_FIXTURE_SRC', '.'), '..', '..', 'completions',
+                          'ptwatch')
+    if not os.path.exists(script):
+        raise FrameworkError('no completion script at %s' % script)
+    bindir = os.path.dirname(ptwatch_path())
+
+    def complete(*words):
+        prog = ('PATH=%s:$PATH; source %s; COMP_WORDS=(%s); COMP_CWORD=%d; _ptwatch; '
+                'printf "%%s\\n" "${COMPREPLY[@]}"'
+                % (bindir, script, ' '.join("'%s'" % w for w in words), len(words) - 1))
+        p = subprocess.run(['bash', '-c', prog], capture_output=True, text=True, timeout=20)
+        return [w for w in p.stdout.split('\n') if w]
+
+    chk.eq('--tr completes to --trace=', complete('ptwatch', '--tr'), ['--trace='])
+    got = complete('ptwatch', '--')
+    for opt in ('--pid=', '--snapshot', '--json', '--output=', '--open-timeout=', '--trace='):
+        chk.true('%s among the long options (%s)' % (opt, got), opt in got)
+    chk.eq('--debug values', complete('ptwatch', '--debug', '=', 's'), ['sym', 'spans'])
+    chk.true('a command after --', 'true' in complete('ptwatch', '-q', '--', 'tru'))
+
+
 def case_snapshot_running(session, chk):
     """--snapshot of threads that run on: each stack is the one the thread
     had when it was stopped (copied then, unwound once it ran again), never
@@ -1119,6 +1236,46 @@ def case_attach_idle(session, chk, count='1000'):
     target.send('q')
     if check_target_exit(chk, target, 'released', timeout=30):
         chk.eq('idle_done threads', target.one_truth('idle_done', 'released')['threads'], n)
+
+
+def case_attach_stripped(session, chk):
+    """ptwatch -p on a program without symbols names the main thread's
+    start routine as a launch does: main, at main's address (not null);
+    the workers' are placeholders at their routine's address."""
+    target = session.target('idle_stripped', [2])
+    pid = target.ready()[0]
+    rec = target.one_truth('idle_main')
+    for mode, opts in (('duration', ('--duration=0.3',)), ('snapshot', ('-q', '--snapshot'))):
+        chk.prefix = '[%s] ' % mode
+        run = session.attach(pid, opts=opts, timeout=30)
+        doc = run.doc
+        check_attach_doc(chk, run, pid, mode, mode)
+        span = check_main_span(chk, doc, pid, mode)
+        if span is not None:
+            sr = span['start_routine'] or {}
+            chk.eq('main: start_routine.addr', sr.get('addr'), rec['routine_addr'], span)
+            chk.eq('main: start_routine.placeholder', sr.get('placeholder'), False, span)
+            chk.eq('main: start_routine.module', sr.get('module') and
+                   os.path.realpath(sr['module']), os.path.realpath(fixture('idle_stripped')),
+                   span)
+        for s in thread_spans(doc):
+            if s['origin'] == 'main':
+                continue
+            what = 'span %s (tid %s)' % (s['id'], s['tid'])
+            check_preexisting(chk, s, what, 'pthread_start_routine')
+            sr = s['start_routine'] or {}
+            chk.eq('%s: start_routine.addr' % what, sr.get('addr'), rec['worker_addr'], s)
+            chk.eq('%s: start_routine.placeholder' % what, sr.get('placeholder'), True, s)
+        chk.eq('%s: spans' % mode, len(thread_spans(doc)), 3)
+        if mode == 'duration':
+            rows = [l for l in run.stderr_text().splitlines()
+                    if re.match(r'\s+\d+\s+%d\s' % pid, l)]
+            chk.true('the main thread\'s table row says main (%s)' % rows,
+                     len(rows) == 1 and ' main (' in rows[0])
+        report_warnings(run)
+    chk.prefix = ''
+    target.send('q')
+    check_target_exit(chk, target, 'released')
 
 
 def case_attach_stopped(session, chk):
@@ -3355,10 +3512,14 @@ CASES = {
     'interrupt': case_interrupt,
     'rawclone': case_rawclone,
     'dlopen': case_dlopen,
+    'noaranges': case_noaranges,
     'static': case_static,
+    'static-stripped': case_static_stripped,
+    'attach-stripped': case_attach_stripped,
     'attach-churner': case_attach_churner,
     'snapshot-deadlock': case_snapshot_deadlock,
     'snapshot-running': case_snapshot_running,
+    'completion': case_completion,
     'attach-idle': case_attach_idle,
     'attach-stopped': case_attach_stopped,
     'attach-refusals': case_attach_refusals,

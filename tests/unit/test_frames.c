@@ -6,6 +6,7 @@
 #include "ptw_frames.h"
 #include "ptw_spans.h"
 #include "ptw_symbols.h"
+#include "ptw_timeouts.h"
 
 #define MAIN 100
 #define T1 101
@@ -315,8 +316,61 @@ static void test_nothing_discarded(void)
 	CHECK_EQ(unmatched, 99);
 }
 
+/* --open-timeout: an open frame is watched from its entry; one that crossed
+ * the limit is marked and keeps the mark when it returns; frames that end
+ * in time are watched no more. */
+static void test_open_timeout(void)
+{
+	setup();
+	struct ptw_timeouts *to = ptw_timeouts_new(5000);
+	ptw_spans_set_timeouts(s, to);
+	size_t threads = ptw_timeouts_count(to); /* the thread spans */
+	call(T1, &fa, 0x7000000, 0x401f00);		/* {1}: slow */
+	call(T2, &fb, 0x8000000, 0x401f00);		/* {2}: returns in time */
+	call(T2, &fc, 0x8000000 - 0x40, 0x401150);	/* {3}: called by it, returns first */
+	CHECK_EQ(ptw_timeouts_count(to), threads + 3);
+	ret_to(T2, 0x401150, 0x8000000 - 0x40 + 8);	/* {3} returns */
+	ret_to(T2, 0x401f00, 0x8000000 + 8);		/* {2} returns */
+	CHECK_EQ(ptw_timeouts_count(to), threads + 1);
+	struct ptw_timeout due;
+	bool frame_due = false;
+	while (ptw_timeouts_pop(to, now + 10000, &due)) {
+		if (due.kind != PTW_SPAN_FRAME)
+			continue;
+		CHECK_EQ(due.id, 1);
+		CHECK_EQ(due.tid, T1);
+		frame_due = true;
+		struct ptw_event e = ev(PTW_EV_SPAN_OPEN, T1);
+		e.span_kind = PTW_SPAN_FRAME;
+		e.span_id = due.id;
+		e.has_value = true;
+		e.value = 6000;
+		e.state = "S read";
+		const struct ptw_frame *fr = feed(e);
+		CHECK(fr != NULL && fr->id == 1);
+	}
+	CHECK(frame_due);
+	CHECK(frame(1)->open.set);
+	CHECK_EQ(frame(1)->open.for_ns, 6000);
+	CHECK_STR(frame(1)->open.state, "S read");
+	CHECK(!frame(2)->open.set && !frame(3)->open.set);
+	/* a second report of the same frame is ignored */
+	struct ptw_event again = ev(PTW_EV_SPAN_OPEN, T1);
+	again.span_kind = PTW_SPAN_FRAME;
+	again.span_id = 1;
+	CHECK(feed(again) == NULL);
+	ret_to(T1, 0x401f00, 0x7000000 + 8);
+	CHECK_EQ(frame(1)->status, PTW_FRAME_COMPLETED);
+	CHECK(frame(1)->open.set);
+	CHECK_EQ(frame(1)->open.after_ns > frame(1)->entry_ns, true);
+	ptw_spans_free(s);
+	s = NULL;
+	ptw_timeouts_free(to);
+}
+
 int main(void)
 {
+	test_open_timeout();
 	test_shadow_rules();
 	test_recursion();
 	test_longjmp();

@@ -410,13 +410,86 @@ static void test_nesting_and_clone(void)
 	CHECK_EQ(span(5)->pthread, 0);
 	e = ev(PTW_EV_LWP_EXIT, 104);
 	e.exit_how = PTW_EXIT_SELF;
+	e.exit_code = 7;
 	feed(e);
-	CHECK_EQ(span(5)->status, PTW_STATUS_EXITED);
+	/* not "exited", which means pthread_exit */
+	CHECK_EQ(span(5)->status, PTW_STATUS_LWP_EXITED);
+	CHECK_STR(ptw_status_name(span(5)->status), "lwp_exited");
+	CHECK_EQ(span(5)->method, PTW_METHOD_UNKNOWN);
+	CHECK_STR(span(5)->reason, "lwp_exit");
+	CHECK(!span(5)->value.set);
+	CHECK(span(5)->exit_code.set && span(5)->exit_code.v == 7);
 	CHECK(!span(5)->uncertain);
 	struct ptw_metrics mt;
 	ptw_spans_metrics(s, &mt);
 	CHECK_EQ(mt.max_depth, 4);
 	CHECK_EQ(mt.max_active, 5);
+}
+
+/* Strategy "lwp" (libthread_db unusable): clone events and exits only. */
+static void test_lwp_strategy(void)
+{
+	reset();
+	feed(ev(PTW_EV_IMAGE, MAIN)); /* no main() entry seen, no pthread */
+	struct ptw_event e = ev(PTW_EV_LWP_CREATE, MAIN);
+	e.other_tid = 101;
+	feed(e);
+	uint64_t created = now;
+	lwp_exit(101, PTW_EXIT_SELF);
+	uint64_t ended = now;
+	e = ev(PTW_EV_LWP_CREATE, MAIN);
+	e.other_tid = 102;
+	feed(e);
+	const struct ptw_span *w = span(2);
+	CHECK_EQ(w->status, PTW_STATUS_LWP_EXITED);
+	CHECK(!w->start_ns.set);
+	uint64_t life = 0;
+	/* no start routine entry: the lifetime runs from the clone */
+	CHECK(ptw_span_lifetime(w, &life));
+	CHECK_EQ(life, ended - created);
+	/* open at the end: no lifetime */
+	ptw_spans_finish(s);
+	life = 12345;
+	CHECK(!ptw_span_lifetime(span(3), &life));
+	CHECK_EQ(life, 12345);
+	struct ptw_metrics mt;
+	ptw_spans_metrics(s, &mt);
+	CHECK_EQ(mt.lifetime.count, 1);
+	CHECK_EQ(mt.lifetime.min, ended - created);
+	CHECK_EQ(mt.unjoined, 0);
+
+	/* attach: threads found without a pthread_t end the same way; the
+	 * main thread too (it called pthread_exit, unseen) */
+	reset();
+	e = ev(PTW_EV_PREEXISTING, MAIN);
+	e.other_tid = MAIN;
+	feed(e);
+	e = ev(PTW_EV_PREEXISTING, 101);
+	e.other_tid = MAIN;
+	feed(e);
+	e = ev(PTW_EV_PREEXISTING, 102);
+	e.other_tid = MAIN;
+	e.pthread = P2; /* listed by libthread_db: its death was expected */
+	feed(e);
+	lwp_exit(101, PTW_EXIT_SELF);
+	lwp_exit(102, PTW_EXIT_SELF);
+	lwp_exit(MAIN, PTW_EXIT_SELF);
+	CHECK_EQ(span(2)->status, PTW_STATUS_LWP_EXITED);
+	CHECK(!span(2)->uncertain);
+	CHECK(!ptw_span_lifetime(span(2), &life)); /* neither creation nor start */
+	CHECK_EQ(span(3)->status, PTW_STATUS_UNMATCHED);
+	CHECK_STR(span(3)->reason, "missed_death");
+	CHECK_EQ(span(1)->status, PTW_STATUS_LWP_EXITED);
+
+	/* a thread created while traced always has a pthread: a missed death */
+	reset();
+	image();
+	create(MAIN, 101, P1, 0);
+	start(101, 0);
+	lwp_exit(101, PTW_EXIT_SELF);
+	CHECK_EQ(span(2)->status, PTW_STATUS_UNMATCHED);
+	CHECK(ptw_span_lifetime(span(2), &life));
+	CHECK_EQ(life, span(2)->end_ns.v - span(2)->start_ns.v); /* from the start */
 }
 
 static void test_distribution(void)
@@ -450,6 +523,7 @@ int main(void)
 	test_exec();
 	test_joins_and_detach();
 	test_nesting_and_clone();
+	test_lwp_strategy();
 	test_distribution();
 	ptw_spans_free(s);
 	CHECK_DONE();

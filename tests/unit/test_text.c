@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Locations in the text output: names, module+offset when nothing names
- * the address (as eu-stack and perf), a known name, no module at all. */
+ * the address (as eu-stack and perf), a known name, no module at all; the
+ * summary of threads seen only as LWPs (strategy lwp). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,6 +52,66 @@ static void test_frames_summary(void)
 	ptw_spans_free(s);
 }
 
+/* A process whose threads were only seen as LWPs: the main thread (main()
+ * not found) and n raw clones that exited by themselves, one still open. */
+static struct ptw_spans *lwp_spans(int n)
+{
+	struct ptw_spans *s = ptw_spans_new();
+	uint64_t ns = 1000;
+	struct ptw_event e = ptw_event_init(PTW_EV_IMAGE, ns, 100);
+	ptw_spans_consume(s, &e);
+	for (int i = 0; i < n; i++) {
+		e = ptw_event_init(PTW_EV_LWP_CREATE, ns += 1000, 100);
+		e.other_tid = 101 + i;
+		ptw_spans_consume(s, &e);
+	}
+	for (int i = 0; i + 1 < n; i++) {
+		e = ptw_event_init(PTW_EV_LWP_EXIT, ns += 2000000, 101 + i);
+		e.exit_how = PTW_EXIT_SELF;
+		ptw_spans_consume(s, &e);
+	}
+	ptw_spans_finish(s);
+	return s;
+}
+
+static char *summary(struct ptw_spans *s)
+{
+	struct ptw_report r = { .pid = 100, .mode = "launch", .fate = PTW_FATE_ENDED,
+				.end_reason = "target_exited", .strategy = "lwp", .spans = s };
+	struct ptw_buf b = { 0 };
+	ptw_text_summary(&b, &r);
+	return b.p;
+}
+
+static void test_lwp_summary(void)
+{
+	struct ptw_spans *s = lwp_spans(3);
+	char *text = summary(s);
+	/* one row per span: main's routine unknown, lwp_exited with a lifetime */
+	CHECK(strstr(text, "     1 100       - -    -             open") != NULL);
+	CHECK(strstr(text, "     2 101     100 -    -             lwp_exited -         - 2.00 ms") !=
+	      NULL);
+	CHECK(strstr(text, "pthread_start_routine") == NULL);
+	CHECK(strstr(text, "LWP EXITED") == NULL);
+	CHECK(strstr(text, "lifetime      n=2 ") != NULL);
+	if (!strstr(text, "lwp_exited -         - 2.00 ms"))
+		fprintf(stderr, "%s", text);
+	free(text);
+	ptw_spans_free(s);
+
+	/* grouped (more than 40 spans): an LWP EXITED column */
+	s = lwp_spans(50);
+	text = summary(s);
+	CHECK(strstr(text, " LWP EXITED ") != NULL);
+	/* main (no main() found) and the clones in one group, "-" */
+	CHECK(strstr(text, "      51 -                     0      0         49         0         0    2 -") !=
+	      NULL);
+	if (!strstr(text, "      51 -"))
+		fprintf(stderr, "%s", text);
+	free(text);
+	ptw_spans_free(s);
+}
+
 int main(void)
 {
 	test_frames_summary();
@@ -71,5 +132,6 @@ int main(void)
 	check(&jit, NULL, "0x7f12345678");
 	check(NULL, "main", "main");
 	check(NULL, NULL, "?");
+	test_lwp_summary();
 	CHECK_DONE();
 }
