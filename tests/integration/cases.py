@@ -3430,7 +3430,9 @@ def live_launch(chk, term):
     os.mkfifo(ctl)
     os.mkfifo(rep)
     doc_path = os.path.join(term.dir, 'doc.json')
-    for live in (False, True):
+    # without --live, with --live and q, with --live and the command's end
+    # (it exits; a terminal's Ctrl-C kills it)
+    for live, end in ((False, None), (True, 'q'), (True, 'exit'), (True, 'C-c')):
         # O_RDWR: opening does not wait for the fixture, which opens them
         # through its shell redirections
         ctl_fd = os.open(ctl, os.O_RDWR)
@@ -3473,6 +3475,26 @@ def live_launch(chk, term):
             term.expect(live_row(t1) + r'\s*pool-0\s+pool_worker', 20, 'the row of %d' % t1)
             chk.true('--live: the command\'s output is not on the table',
                      'FIXTURE-SAYS-HELLO' not in term.screen())
+            if end != 'q':
+                # the command ends under the table: screen back, summary, its status
+                if end == 'exit':
+                    os.write(ctl_fd, b'q')
+                else:
+                    term.keys('C-c')
+                if end == 'exit':
+                    text = term.expect(r'^AFTER-0', 20, 'ptwatch ended as the command did, '
+                                       'exit 0').string
+                else:  # sh drops the rest of the line after a job killed by SIGINT
+                    text = term.expect(lambda t: re.search(r'process killed by SIGINT', t) and
+                                       re.search(r'^[$#]\s*\Z', t.rstrip('\n').split('\n')[-1])
+                                       and t, 20, 'the summary and the prompt after Ctrl-C')
+                chk.true('%s: the shell\'s lines are back' % end,
+                         re.search(r'^BEFORE-MARK', text, re.M), detail=text)
+                summary = (r'process exited with code 0' if end == 'exit'
+                           else r'process killed by SIGINT')
+                chk.true('%s: the summary says "%s"' % (end, summary),
+                         re.search(summary, text), detail=text)
+                continue
             term.keys('q')
             text = term.expect(r'^AFTER-0', 20, 'ptwatch ended after q, exit 0').string
             chk.true('the shell\'s lines are back after q',
