@@ -3266,7 +3266,7 @@ def live_ends(session, chk, term):
     """The other ways out: the target exits, SIGTERM to ptwatch, SIGKILL
     of its tracer process (the front puts the terminal back); Ctrl-Z does
     not stop ptwatch under the table."""
-    for way in ('exit', 'sigterm', 'sigkill'):
+    for way in ('exit', 'sigterm', 'sigkill', 'sigkill-front'):
         target = session.target('live')
         pid = target.ready()[0]
         term.line('clear; echo BEFORE-MARK-%s' % way)
@@ -3293,6 +3293,13 @@ def live_ends(session, chk, term):
             os.kill(front[0], signal.SIGTERM)
             status = 'AFTER-0'
             summary = r'^ptwatch: \d+ threads'
+        elif way == 'sigkill-front':
+            # the tracer (PR_SET_PDEATHSIG) lets go and puts the terminal back
+            front = processes_named('ptwatch', pid)
+            chk.eq('one ptwatch front process for %d' % pid, len(front), 1)
+            os.kill(front[0], signal.SIGKILL)
+            status = None
+            summary = r'^ptwatch: \d+ threads'
         else:
             tracer = processes_named('ptw-tracer', pid)
             chk.eq('one ptw-tracer process for %d' % pid, len(tracer), 1)
@@ -3301,7 +3308,14 @@ def live_ends(session, chk, term):
             summary = r'the tracer process died'
             # the restorer's summary, which it writes once the tracer died
             term.expect(r'^ptwatch: \d+ threads', 20, 'the restorer\'s summary')
-        text = term.expect(r'^%s' % status, 20, 'ptwatch ended (%s), %s' % (way, status)).string
+        if way == 'sigkill-front':
+            # The shell has the terminal back at once, and may print its
+            # AFTER line and prompt on the table's screen before the tracer
+            # switches back: only the summary and the echo below are sure.
+            text = term.expect(summary, 20, 'the tracer\'s summary').string
+        else:
+            text = term.expect(r'^%s' % status, 20, 'ptwatch ended (%s), %s'
+                               % (way, status)).string
         chk.true('%s: the shell\'s lines are back' % way,
                  re.search(r'^BEFORE-MARK-%s' % way, text, re.M), detail=text)
         chk.true('%s: %s' % (way, summary), re.search(summary, text, re.M))
