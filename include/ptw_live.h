@@ -46,9 +46,10 @@ enum ptw_live_sort {
 	PTW_LIVE_SORT_SPAWN,
 	PTW_LIVE_SORT_COUNT,
 };
-/* "tid", "name", ...; in the routine view NAME sorts by live count, STATE by
- * ended count, AGE by mean lifetime, SPAWN by mean spawn latency. */
-const char *ptw_live_sort_name(enum ptw_live_sort s);
+/* What sort s orders by in view v: "tid", "name", "routine", "state",
+ * "age", "spawn"; in the routine view "total", "live", "routine", "ended",
+ * "lifetime" (mean), "spawn" (mean). */
+const char *ptw_live_sort_name(enum ptw_live_view v, enum ptw_live_sort s);
 
 /* One row of the thread view. Strings are the model's until the next build. */
 struct ptw_live_row {

@@ -427,7 +427,7 @@ static void draw_header(struct ptw_live *l, uint64_t now, size_t nrows)
 	move(1, 0);
 	snprintf(b, sizeof(b), " view %s (tab)  sort %s%s (s, r)  filter %s%s%s (/)  %zu row%s%s",
 		 l->q.view == PTW_LIVE_THREADS ? "threads" : "routines",
-		 ptw_live_sort_name(l->q.sort), l->q.reverse ? " reversed" : "",
+		 ptw_live_sort_name(l->q.view, l->q.sort), l->q.reverse ? " reversed" : "",
 		 l->filter[0] ? "'" : "", l->filter[0] ? l->filter : "none", l->filter[0] ? "'" : "",
 		 nrows, nrows == 1 ? "" : "s", l->paused ? "  PAUSED (p)" : "");
 	field(b, cols, false);

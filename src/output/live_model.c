@@ -80,10 +80,14 @@ void ptw_live_model_free(struct ptw_live_model *m)
 	free(m);
 }
 
-const char *ptw_live_sort_name(enum ptw_live_sort s)
+const char *ptw_live_sort_name(enum ptw_live_view v, enum ptw_live_sort s)
 {
-	static const char *const names[] = { "tid", "name", "routine", "state", "age", "spawn" };
-	return (unsigned)s < PTW_ARRAY_SIZE(names) ? names[s] : "?";
+	static const char *const threads[] = { "tid", "name", "routine", "state", "age", "spawn" };
+	static const char *const routines[] = { "total", "live",     "routine",
+						"ended", "lifetime", "spawn" };
+	if ((unsigned)s >= PTW_ARRAY_SIZE(threads))
+		return "?";
+	return v == PTW_LIVE_ROUTINES ? routines[s] : threads[s];
 }
 
 void ptw_live_duration(char *buf, size_t size, uint64_t ns)

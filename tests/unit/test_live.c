@@ -193,7 +193,9 @@ static void test_filter_sort(void)
 	CHECK_EQ(rows[0].tid, 200);
 	CHECK_EQ(rows[1].tid, 100);
 	CHECK_EQ(rows[2].tid, 300);
-	CHECK_STR(ptw_live_sort_name(PTW_LIVE_SORT_SPAWN), "spawn");
+	CHECK_STR(ptw_live_sort_name(PTW_LIVE_THREADS, PTW_LIVE_SORT_SPAWN), "spawn");
+	CHECK_STR(ptw_live_sort_name(PTW_LIVE_ROUTINES, PTW_LIVE_SORT_AGE), "lifetime");
+	CHECK_STR(ptw_live_sort_name(PTW_LIVE_ROUTINES, PTW_LIVE_SORT_TID), "total");
 
 	q.sort = PTW_LIVE_SORT_TID;
 	q.filter = "POOL";
