@@ -29,8 +29,10 @@
 
 /* An ended span stays on screen (dim) this long. */
 #define PTW_LIVE_FADE_NS (3ull * 1000000000u)
-/* At most this many frames a second (a key redraws at once). */
+/* At most one frame in this time for what the engine learnt (5 a second),
+ * and in this one for what the user did (a key, a resize). */
 #define PTW_LIVE_FRAME_NS (200ull * 1000000u)
+#define PTW_LIVE_KEY_FRAME_NS (50ull * 1000000u)
 /* The creation rate is over this window. */
 #define PTW_LIVE_RATE_NS (5ull * 1000000000u)
 

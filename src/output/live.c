@@ -362,8 +362,8 @@ uint64_t ptw_live_next(const struct ptw_live *l)
 {
 	if (l->pend.len)
 		return 0; /* the wake fd says when the terminal takes more */
-	if (l->force)
-		return l->last_draw ? l->last_draw : 1; /* now */
+	if (l->force) /* a key, a resize: soon, but not for every key of a burst */
+		return l->last_draw ? l->last_draw + PTW_LIVE_KEY_FRAME_NS : 1;
 	if (l->paused)
 		return 0;
 	uint64_t next = 0;
@@ -704,7 +704,8 @@ enum ptw_live_action ptw_live_tick(struct ptw_live *l, uint64_t now)
 	if (l->pend.len) /* the terminal has not taken the last frame yet */
 		return PTW_LIVE_NONE;
 	if (l->force) {
-		draw(l, now);
+		if (!l->last_draw || now >= l->last_draw + PTW_LIVE_KEY_FRAME_NS)
+			draw(l, now);
 		return PTW_LIVE_NONE;
 	}
 	uint64_t next = ptw_live_next(l);
