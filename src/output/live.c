@@ -192,13 +192,17 @@ static void pass_output(struct ptw_live *l, int wait_ms)
 }
 
 /* The terminal's modes for the table: keys one by one without echo, and
- * the terminal's signal keys (Ctrl-C, Ctrl-\) as they are. Ctrl-S (IXON)
- * would stop the output; Ctrl-Z would stop the front and leave the table
- * drawing over the shell: both off while the table shows. */
+ * the terminal's signal keys (Ctrl-C, Ctrl-\) as they are, but without
+ * flushing the output queue (NOFLSH): a frame cut in the middle of an
+ * escape sequence would swallow what comes next, the normal screen's
+ * sequence at the end included. Ctrl-S (IXON) would stop the output;
+ * Ctrl-Z would stop the front and leave the table drawing over the shell:
+ * both off while the table shows. */
 static void table_modes(struct ptw_live *l)
 {
 	struct termios tio = l->saved;
 	tio.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+	tio.c_lflag |= NOFLSH;
 	tio.c_iflag &= ~(tcflag_t)(IXON | IXOFF | ICRNL);
 	tio.c_cc[VMIN] = 1;
 	tio.c_cc[VTIME] = 0;
