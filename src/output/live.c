@@ -423,9 +423,15 @@ static void draw_header(struct ptw_live *l, uint64_t now, size_t nrows)
 	attron(A_REVERSE);
 	move(0, 0);
 	char b[256];
-	snprintf(b, sizeof(b), " %s   active %llu  created %llu  ended %llu  rate %.1f/s", l->title,
-		 (unsigned long long)c.active, (unsigned long long)c.created,
-		 (unsigned long long)c.ended, c.rate);
+	char late[40] = "";
+	if (l->open_timeout_ns) {
+		char d[24];
+		ptw_live_duration(d, sizeof(d), l->open_timeout_ns);
+		snprintf(late, sizeof(late), "  late after %s", d);
+	}
+	snprintf(b, sizeof(b), " %s   active %llu  created %llu  ended %llu  rate %.1f/s%s",
+		 l->title, (unsigned long long)c.active, (unsigned long long)c.created,
+		 (unsigned long long)c.ended, c.rate, late);
 	field(b, cols, false);
 	attroff(A_REVERSE);
 	move(1, 0);
