@@ -443,33 +443,52 @@ static void draw_header(struct ptw_live *l, uint64_t now, size_t nrows)
 	field(b, cols, false);
 }
 
+/* Column widths of the thread view for cols columns; 0: not shown (a
+ * narrow terminal loses CREATOR and SPAWN first, then NAME and STATE
+ * shrink). */
+struct thread_cols {
+	int tid, name, routine, creator, state, age, spawn;
+};
+
+static struct thread_cols thread_cols(int cols)
+{
+	struct thread_cols c = { 8, 16, 0, 8, 18, 9, 9 };
+	if (cols < 96)
+		c.creator = c.spawn = 0;
+	int fixed = c.tid + c.age + c.creator + c.spawn + 6;
+	int rest = cols - fixed;
+	if (rest < c.name + c.state + 24) { /* the routine keeps at least a third */
+		c.name = rest / 4;
+		c.state = rest / 3;
+	}
+	c.routine = rest - c.name - c.state;
+	if (c.routine < 1)
+		c.routine = 1;
+	return c;
+}
+
+/* A cell and the space after it, unless the column is hidden. */
+static void cell(const char *s, int w, bool right)
+{
+	if (w <= 0)
+		return;
+	field(s, w, right);
+	addch(' ');
+}
+
 static void draw_threads(struct ptw_live *l, const struct ptw_live_row *rows, size_t n, int top,
 			 int height)
 {
-	int cols = COLS;
-	/* TID NAME ROUTINE CREATOR STATE AGE SPAWN */
-	int wt = 8, wn = 16, wc = 8, ws = 18, wa = 9, wsp = 9;
-	int wr = cols - (wt + wn + wc + ws + wa + wsp + 6);
-	if (wr < 12) {
-		ws = 12;
-		wn = 10;
-		wr = cols - (wt + wn + wc + ws + wa + wsp + 6);
-	}
+	struct thread_cols w = thread_cols(COLS);
 	attron(A_BOLD);
 	move(top - 1, 0);
-	field("TID", wt, true);
-	addch(' ');
-	field("NAME", wn, false);
-	addch(' ');
-	field("START ROUTINE", wr, false);
-	addch(' ');
-	field("CREATOR", wc, true);
-	addch(' ');
-	field("STATE", ws, false);
-	addch(' ');
-	field("AGE", wa, true);
-	addch(' ');
-	field("SPAWN", wsp, true);
+	cell("TID", w.tid, true);
+	cell("NAME", w.name, false);
+	cell("START ROUTINE", w.routine, false);
+	cell("CREATOR", w.creator, true);
+	cell("STATE", w.state, false);
+	cell("AGE", w.age, true);
+	cell("SPAWN", w.spawn, true);
 	attroff(A_BOLD);
 	for (int i = 0; i < height && l->scroll + (size_t)i < n; i++) {
 		const struct ptw_live_row *r = &rows[l->scroll + (size_t)i];
@@ -480,26 +499,25 @@ static void draw_threads(struct ptw_live *l, const struct ptw_live_row *rows, si
 			a = A_BOLD | (l->has_color ? COLOR_PAIR(1) : A_STANDOUT);
 		attron(a);
 		move(top + i, 0);
-		num_field((uint64_t)r->tid, wt);
-		addch(' ');
-		field(r->name, wn, false);
-		addch(' ');
-		field(r->routine, wr, false);
-		addch(' ');
-		char b[16] = "-";
+		char b[24];
+		snprintf(b, sizeof(b), "%d", (int)r->tid);
+		cell(b, w.tid, true);
+		cell(r->name, w.name, false);
+		cell(r->routine, w.routine, false);
 		if (r->creator)
 			snprintf(b, sizeof(b), "%d", (int)r->creator);
-		field(b, wc, true);
-		addch(' ');
-		field(r->state, ws, false);
-		addch(' ');
-		char age[24];
-		ptw_live_duration(age, sizeof(age), r->age_ns);
+		else
+			strcpy(b, "-");
+		cell(b, w.creator, true);
+		cell(r->state, w.state, false);
+		ptw_live_duration(b, sizeof(b), r->age_ns);
 		if (!r->age_known) /* running before ptwatch came: at least that */
-			strcat(age, "+");
-		field(age, wa, true);
-		addch(' ');
-		dur_field(r->spawn_ns, r->has_spawn, wsp);
+			strcat(b, "+");
+		cell(b, w.age, true);
+		strcpy(b, "-");
+		if (r->has_spawn)
+			ptw_live_duration(b, sizeof(b), r->spawn_ns);
+		cell(b, w.spawn, true);
 		attroff(a);
 	}
 }
