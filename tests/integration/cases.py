@@ -3238,18 +3238,34 @@ def live_stuck(session, chk):
     term = Terminal(session, (), opts=('--live',), env={'TERM': 'xterm'}, pid=pid)
     try:
         term.expect(r'ptwatch -p %d' % pid, 20, 'the live table')
+
+        def unread():
+            return struct.unpack('i', fcntl.ioctl(term.master, termios.FIONREAD, b'\0' * 4))[0]
         made = []
-        for i in range(40):
+
+        def round_(i):
+            # a new size: the whole table again; a thread made (and, every
+            # other round, one ended): only if ptwatch serves its stops
             fcntl.ioctl(term.master, termios.TIOCSWINSZ,
                         struct.pack('HHHH', 40 + i % 2, 150 + i % 2, 0, 0))
             made.append(int(target.ask('c', 10)[1]))
             if i % 2:
                 target.ask('e', 10)
-        unread = struct.unpack('i', fcntl.ioctl(term.master, termios.FIONREAD, b'\0' * 4))[0]
-        print('unread terminal output: %d bytes' % unread)
-        # (the pty holds 4 KiB; 40 redraws of the whole table are far more)
-        chk.true('the terminal was stuck: %d bytes unread (its 4 KiB buffer full)' % unread,
-                 unread >= 4000)
+        # until the terminal's buffer is full (each redraw is 4 KiB or more,
+        # at most one per 50 ms): bounded
+        i = 0
+        while unread() < 4000 and i < 200:
+            before = unread()
+            round_(i)
+            wait_for(lambda: unread() > before, 0.5, step=0.01)
+            i += 1
+        stuck = unread()
+        print('terminal stuck with %d bytes unread after %d rounds' % (stuck, i))
+        chk.true('the terminal was stuck: %d bytes unread (its 4 KiB buffer full)' % stuck,
+                 stuck >= 4000)
+        # and stays stuck while the fixture goes on making threads
+        for j in range(i, i + 30):
+            round_(j)
         chk.eq('ptwatch still runs', term.poll(), None)
         # the terminal reads again: the table catches up
         term.expect(r'%d pool-\d' % made[-1], 20, 'the last thread made, %d' % made[-1])
