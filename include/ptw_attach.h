@@ -315,6 +315,19 @@ typedef void (*ptw_stop_cb)(void *ctx, struct ptw_stop *st);
 int ptw_stop_all(struct ptw_proc *p, int deadline_ms, ptw_stop_cb on_stop, void *ctx);
 
 /*
+ * Stops a few LWPs for a short look (PTRACE_INTERRUPT for the running
+ * ones), waiting at most deadline_ms. ret_held[i] (n of them) is set for
+ * each LWP now held in the interrupt stop asked for: resume it with
+ * ptw_resume() when done. An LWP that stops for another reason (a
+ * breakpoint trap, a signal, its exit) is not held: that stop is deferred
+ * (ptw_wait() returns it first) and the LWP stays stopped until the
+ * tracer's loop deals with it. Returns how many of the n are stopped and
+ * fit to be looked at (held, or stopped already before the call).
+ */
+int ptw_stop_lwps(struct ptw_proc *p, struct ptw_lwp *const *lwps, size_t n, int deadline_ms,
+		  bool *ret_held);
+
+/*
  * Executes one system call in the target on behalf of a stopped LWP, then
  * restores its registers exactly. The LWP must be in a signal-delivery-stop,
  * a group-stop or a PTRACE_EVENT_STOP (not inside another system call).

@@ -108,6 +108,10 @@ int ptw_insn_tail_jump(const uint8_t *code, size_t len, uint64_t addr, uint64_t 
 /* Addresses of the `ret` instructions found by a linear sweep of a function
  * (code = its bytes at addr). Returns how many were stored (at most max). */
 int ptw_insn_find_rets(const uint8_t *code, size_t len, uint64_t addr, uint64_t *out, int max);
+/* The targets of the direct calls (call rel32) in code, in order, at most max;
+ * with tail_jumps, those of the jumps out of code (tail calls) instead. */
+int ptw_insn_find_calls(const uint8_t *code, size_t len, uint64_t addr, bool tail_jumps, uint64_t *out,
+			int max);
 
 /* Offset of a 64-bit register in struct user_regs_struct for a capstone
  * x86_reg (and its 32-bit alias, *ret_width = 4), or -1. */

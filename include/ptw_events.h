@@ -46,6 +46,14 @@ enum ptw_event_kind {
 	PTW_EV_SPAN_OPEN,      /* span (span_kind, span_id) of tid has been open value ns,
 				* past the open timeout: where tid is now (state, wchan,
 				* routine = its PC), name; sent once per span */
+	/* --locks (ptw_locks.h) */
+	PTW_EV_WAIT_BEGIN,     /* tid entered a contended wait (glibc's slow path): wait_kind,
+				* wait_object, wait_owner (0 unknown), object (its symbol),
+				* site (the call outside libc), stack (a few frames), sp */
+	PTW_EV_WAIT_END,       /* tid left its innermost wait; has_value: the slow path's result */
+	PTW_EV_DEADLOCK,       /* tid is member arg of the value threads of live deadlock
+				* span_id (confirmed with them stopped): its wait (wait_*),
+				* stack, state */
 };
 
 /* Where a span was when ptwatch saw it open past --open-timeout
@@ -62,7 +70,7 @@ enum ptw_span_kind {
 	PTW_SPAN_THREAD, /* ptw_spans.h: one per thread lifetime */
 	PTW_SPAN_FRAME,	 /* a function call inside a thread */
 };
-#define PTW_EV_LAST PTW_EV_SPAN_OPEN
+#define PTW_EV_LAST PTW_EV_DEADLOCK
 
 /* What a blocked thread waits for (snapshot). */
 enum ptw_wait_kind {
@@ -72,6 +80,12 @@ enum ptw_wait_kind {
 	PTW_WAIT_RWLOCK,
 	PTW_WAIT_COND,
 	PTW_WAIT_OTHER,
+	/* --locks: finer kinds of wait spans */
+	PTW_WAIT_RWLOCK_READ,
+	PTW_WAIT_RWLOCK_WRITE,
+	PTW_WAIT_SEM,
+	PTW_WAIT_BARRIER,
+	PTW_WAIT_LOCK, /* a lock inside glibc (stdio, malloc arenas): no owner recorded */
 };
 
 /* What ptwatch did about a session signal (SIGINT, SIGTERM, ...). */
@@ -135,6 +149,8 @@ struct ptw_event {
 	/* FRAME_ENTRY, FRAME_RETURN, CATCH, LONGJMP */
 	uint64_t sp;
 	uint64_t ret_addr;
+	/* WAIT_BEGIN, DEADLOCK: the waited-for object's symbol, NULL none */
+	const struct ptw_location *object;
 };
 
 /* An event with every optional field set to "unknown". */

@@ -95,6 +95,7 @@ struct ptw_report {
 	size_t nstop_kinds;
 	size_t breakpoints;
 	uint64_t open_timeout_ns; /* --open-timeout, 0: disabled */
+	bool locks;		  /* --locks: waits and live deadlocks in any case */
 	/* content */
 	struct ptw_spans *spans;
 	const struct ptw_warning *warnings;
@@ -119,6 +120,12 @@ void ptw_text_event(struct ptw_buf *out, uint64_t session_start_ns, const struct
 struct ptw_frame;
 void ptw_text_frame_event(struct ptw_buf *out, uint64_t session_start_ns,
 			  const struct ptw_event *ev, const struct ptw_frame *fr);
+/* One readable line for a wait event (--locks): its start (object, owner,
+ * call site), its end with its duration; a deadlock with every member's
+ * stack. */
+struct ptw_wait;
+void ptw_text_wait_event(struct ptw_buf *out, uint64_t session_start_ns,
+			 const struct ptw_event *ev, const struct ptw_wait *w);
 /* --snapshot's text: deadlocks, then threads grouped by identical stack. */
 void ptw_text_snapshot(struct ptw_buf *out, const struct ptw_report *r);
 /* The summary table and metrics for the end of the text output. */

@@ -162,6 +162,13 @@ const struct ptw_frames *ptw_spans_frames(const struct ptw_spans *s);
 /* The frame the last consumed event concerned, or NULL. */
 const struct ptw_frame *ptw_spans_last_frame(const struct ptw_spans *s);
 
+/* --locks: the wait spans and live deadlocks (ptw_locks.h), owned by s. */
+struct ptw_locks;
+struct ptw_wait;
+const struct ptw_locks *ptw_spans_locks(const struct ptw_spans *s);
+/* The wait the last consumed event concerned, or NULL. */
+const struct ptw_wait *ptw_spans_last_wait(const struct ptw_spans *s);
+
 /*
  * The span's lifetime, for every output: from the start routine's entry to
  * the end, or from the creation when the entry could not be seen (a raw

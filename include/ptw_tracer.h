@@ -23,6 +23,7 @@ struct ptw_tracer_opts {
 	bool create_events;	   /* TD_CREATE breakpoint instead of the clone event */
 	char *const *trace;	   /* --trace patterns ([MODULE:]GLOB), ntrace of them */
 	size_t ntrace;
+	bool locks;		   /* --locks: wait spans, live deadlocks */
 	ptw_event_sink_fn sink;
 	void *sink_ctx;
 	void (*before_block)(void *ctx); /* about to sleep: flush output */

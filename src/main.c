@@ -35,6 +35,7 @@ struct options {
 	bool create_events;
 	char **trace; /* --trace patterns */
 	size_t ntrace;
+	bool locks; /* --locks */
 	int duration_ms;
 	uint64_t open_timeout_ns; /* 0: disabled */
 	int live;		  /* --live 1, --no-live 0, else -1: see want_live() */
@@ -74,7 +75,8 @@ static void usage(FILE *f)
 		"  --json               write the spans document (JSON) to standard output;\n"
 		"                       COMMAND's standard output then goes to standard error\n"
 		"  -o, --output=FILE    write the spans document to FILE (implies --json)\n"
-		"  -q, --quiet          no event lines on standard error (the summary stays)\n"
+		"  -q, --quiet          no event lines on standard error (the summary stays,\n"
+		"                       and a deadlock found with --locks is still said)\n"
 		"  --live               a live table of the threads on the terminal instead of\n"
 		"                       event lines (default with -p when standard error is a\n"
 		"                       terminal; with a COMMAND, its terminal input and\n"
@@ -99,6 +101,12 @@ static void usage(FILE *f)
 		"                       the modules whose file name matches MODULE (default:\n"
 		"                       all, dlopen'ed ones included); repeatable. Two stops\n"
 		"                       per call (entry, return)\n"
+		"  --locks              wait spans: every contended wait on a mutex, rwlock,\n"
+		"                       condition variable, semaphore or join (object, owner,\n"
+		"                       call site, duration; the most contended objects in the\n"
+		"                       summary), and deadlocks reported the moment they form.\n"
+		"                       Only glibc's slow paths are hooked: two stops per\n"
+		"                       contended wait, none for an uncontended lock\n"
 		"  --debug=DOMAINS      debug log: attach,tdb,bp,sym,spans,tracer or all\n"
 		"  -h, --help           show this help\n"
 		"  -V, --version        show the version\n"
@@ -130,6 +138,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 		OPT_NO_CACHE,
 		OPT_CREATE_EVENTS,
 		OPT_TRACE,
+		OPT_LOCKS,
 		OPT_DEBUG,
 		OPT_LIVE,
 		OPT_NO_LIVE
@@ -146,6 +155,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 		{ "no-cache", no_argument, NULL, OPT_NO_CACHE },
 		{ "create-events", no_argument, NULL, OPT_CREATE_EVENTS },
 		{ "trace", required_argument, NULL, OPT_TRACE },
+		{ "locks", no_argument, NULL, OPT_LOCKS },
 		{ "debug", required_argument, NULL, OPT_DEBUG },
 		{ "live", no_argument, NULL, OPT_LIVE },
 		{ "no-live", no_argument, NULL, OPT_NO_LIVE },
@@ -228,6 +238,9 @@ static void parse_options(int argc, char **argv, struct options *o)
 			o->trace = xreallocarray(o->trace, o->ntrace + 1, sizeof(*o->trace));
 			o->trace[o->ntrace++] = optarg;
 			break;
+		case OPT_LOCKS:
+			o->locks = true;
+			break;
 		case OPT_DEBUG:
 			if (ptw_debug_parse(optarg) < 0)
 				die_usage("unknown debug domain in '%s' (attach,tdb,bp,sym,spans,tracer,all)",
@@ -252,6 +265,8 @@ static void parse_options(int argc, char **argv, struct options *o)
 		die_usage("%s", "--snapshot needs -p PID");
 	if (o->snapshot && o->ntrace)
 		die_usage("%s", "--trace cannot be used with --snapshot (nothing runs)");
+	if (o->snapshot && o->locks)
+		die_usage("%s", "--locks cannot be used with --snapshot (it finds deadlocks already)");
 	if (o->pid && optind < argc)
 		die_usage("%s", "give either -p PID or a command, not both");
 	if (o->live == 1 && o->snapshot)
@@ -308,11 +323,22 @@ static void sink(void *ctx, const struct ptw_event *ev)
 		if (s->record.len > 65536)
 			flush_record(s);
 	}
+	bool wait_ev = ev->kind == PTW_EV_WAIT_BEGIN || ev->kind == PTW_EV_WAIT_END ||
+		       ev->kind == PTW_EV_DEADLOCK;
 	if (s->live) {
 		if (ev->kind == PTW_EV_PROCESS_EXIT || ev->kind == PTW_EV_EXEC ||
 		    ev->kind == PTW_EV_DETACHED)
 			ptw_live_model_refresh(s->model, ev->ns); /* many spans ended */
 		ptw_live_model_note(s->model, sp, ev->ns);
+		if (ev->kind == PTW_EV_DEADLOCK) { /* held, said after the table */
+			ptw_text_wait_event(&s->log, s->start_ns, ev, ptw_spans_last_wait(s->spans));
+			flush_log(s);
+		}
+	} else if (ev->kind == PTW_EV_DEADLOCK || (!s->quiet && wait_ev)) {
+		/* A deadlock is said even with -q: it is what --locks is for. */
+		ptw_text_wait_event(&s->log, s->start_ns, ev, ptw_spans_last_wait(s->spans));
+		if (ev->kind == PTW_EV_DEADLOCK)
+			flush_log(s);
 	} else if (!s->quiet) {
 		const struct ptw_frame *fr = ptw_spans_last_frame(s->spans);
 		if (fr)
@@ -477,6 +503,7 @@ static int session(const struct options *o, struct session *s, struct ptw_tracer
 	}
 	rep.end_reason = ptw_end_reason_name(reason);
 	rep.open_timeout_ns = ptw_timeouts_limit(s->timeouts);
+	rep.locks = o->locks;
 	rep.spans = s->spans;
 
 	struct ptw_output_opts oo = { .json = o->json, .json_fd = out_fd, .snapshot = o->snapshot };
@@ -565,6 +592,7 @@ int main(int argc, char **argv)
 		.create_events = o.create_events,
 		.trace = o.trace,
 		.ntrace = o.ntrace,
+		.locks = o.locks,
 		.sink = sink,
 		.sink_ctx = &s,
 		.before_block = flush_log,

@@ -928,6 +928,62 @@ int ptw_seize(pid_t pid, struct ptw_proc **ret_proc,
 	return 0;
 }
 
+/* ---- stopping a few ---- */
+
+int ptw_stop_lwps(struct ptw_proc *p, struct ptw_lwp *const *lwps, size_t n, int deadline_ms,
+		  bool *ret_held)
+{
+	bool *pending = xcalloc(n + 1, sizeof(*pending));
+	int clean = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct ptw_lwp *l = lwps[i];
+		ret_held[i] = false;
+		if (l->state == PTW_LWP_STOPPED)
+			clean++; /* already ours to look at */
+		else if (l->state == PTW_LWP_RUNNING && !l->exiting && !l->unstoppable &&
+			 (l->interrupt_sent || ptw_interrupt(p, l) == 0))
+			pending[i] = true;
+	}
+	uint64_t deadline = ptw_now_ns() + (uint64_t)deadline_ms * 1000000u;
+	for (;;) {
+		bool left = false, progress = false;
+		for (size_t i = 0; i < n; i++) {
+			if (!pending[i])
+				continue;
+			struct ptw_stop st;
+			int r = reap_one(p, lwps[i]->tid, &st);
+			if (r == 0) {
+				left = true;
+				continue;
+			}
+			pending[i] = false;
+			progress = true;
+			if (r < 0)
+				continue;
+			if (st.kind == PTW_STOP_INTERRUPT) {
+				ret_held[i] = true;
+				clean++;
+			} else {
+				/* Something that means something (a trap, a signal, an
+				 * exit): the tracer's loop gets it, and the LWP stays
+				 * stopped until then. */
+				defer(p, &st);
+			}
+		}
+		if (!left)
+			break;
+		if (progress)
+			continue;
+		if (ptw_now_ns() >= deadline)
+			break; /* their interrupt stops come to ptw_wait() later */
+		struct pollfd pfd = { .fd = p->sigfd, .events = POLLIN };
+		if (poll(&pfd, 1, 1) > 0)
+			drain_sigfd(p);
+	}
+	free(pending);
+	return clean;
+}
+
 /* ---- stop-all ---- */
 
 static bool lwp_needs_stop(const struct ptw_lwp *l)

@@ -493,3 +493,34 @@ int ptw_insn_find_rets(const uint8_t *code, size_t len, uint64_t addr, uint64_t 
 	cs_free(insn, 1);
 	return k;
 }
+
+int ptw_insn_find_calls(const uint8_t *code, size_t len, uint64_t addr, bool tail_jumps, uint64_t *out,
+			int max)
+{
+	csh h;
+	if (capstone(&h) < 0)
+		return 0;
+	int k = 0;
+	const uint8_t *p = code;
+	size_t left = len;
+	uint64_t a = addr;
+	cs_insn *insn = cs_malloc(h);
+	while (left && k < max) {
+		if (!cs_disasm_iter(h, &p, &left, &a, insn)) {
+			p++;
+			left--;
+			a++;
+			continue;
+		}
+		const cs_x86 *x = &insn->detail->x86;
+		unsigned want = tail_jumps ? X86_INS_JMP : X86_INS_CALL;
+		if (insn->id == want && x->op_count == 1 && x->operands[0].type == X86_OP_IMM) {
+			uint64_t target = (uint64_t)x->operands[0].imm;
+			/* a jump out of the function is a tail call */
+			if (!tail_jumps || target < addr || target >= addr + len)
+				out[k++] = target;
+		}
+	}
+	cs_free(insn, 1);
+	return k;
+}

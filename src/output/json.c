@@ -8,6 +8,7 @@
 
 #include "ptw_output.h"
 #include "ptw_frames.h"
+#include "ptw_locks.h"
 #include "ptw_symbols.h"
 
 /* ---- writer ---- */
@@ -403,6 +404,131 @@ static void json_frame(struct ptw_json *j, const struct ptw_frame *fr)
 	ptw_json_end_object(j);
 }
 
+static void json_object(struct ptw_json *j, const char *k, enum ptw_wait_kind kind, uint64_t object,
+			const struct ptw_location *loc)
+{
+	ptw_json_begin_object(j, k);
+	ptw_json_hex(j, "addr", object);
+	ptw_json_string(j, "kind", ptw_wait_object_kind(kind));
+	ptw_json_string(j, "symbol", loc ? loc->symbol : NULL);
+	if (loc && loc->symbol_offset)
+		ptw_json_hex(j, "symbol_offset", loc->symbol_offset);
+	ptw_json_string(j, "module", loc ? loc->module : NULL);
+	ptw_json_end_object(j);
+}
+
+static void json_wait(struct ptw_json *j, const struct ptw_wait *w)
+{
+	ptw_json_begin_object(j, NULL);
+	ptw_json_uint(j, "id", w->id);
+	ptw_json_string(j, "kind", "wait");
+	if (w->thread_span)
+		ptw_json_uint(j, "thread_span", w->thread_span);
+	else
+		ptw_json_null(j, "thread_span");
+	ptw_json_int(j, "tid", w->tid);
+	ptw_json_string(j, "wait", ptw_wait_kind_name(w->kind));
+	json_object(j, "object", w->kind, w->object, w->object_loc);
+	if (w->owner)
+		ptw_json_int(j, "owner_tid", w->owner);
+	else
+		ptw_json_null(j, "owner_tid");
+	if (w->owner_span)
+		ptw_json_uint(j, "owner_span", w->owner_span);
+	else
+		ptw_json_null(j, "owner_span");
+	json_location(j, "site", w->site, "??", false);
+	ptw_json_begin_array(j, "stack");
+	for (size_t i = 0; i < w->nstack; i++)
+		json_location(j, NULL, w->stack[i], "??", false);
+	ptw_json_end_array(j);
+	ptw_json_uint(j, "start_ns", w->start_ns);
+	if (w->has_end) {
+		ptw_json_uint(j, "end_ns", w->end_ns);
+		ptw_json_uint(j, "duration_ns", w->end_ns - w->start_ns);
+	} else {
+		ptw_json_null(j, "end_ns");
+		ptw_json_null(j, "duration_ns");
+	}
+	if (w->has_left)
+		ptw_json_uint(j, "left_ns", w->left_ns);
+	else
+		ptw_json_null(j, "left_ns");
+	ptw_json_string(j, "status", ptw_wait_status_name(w->status));
+	ptw_json_string(j, "reason", w->reason);
+	if (w->deadlock)
+		ptw_json_uint(j, "deadlock", w->deadlock);
+	else
+		ptw_json_null(j, "deadlock");
+	ptw_json_end_object(j);
+}
+
+/* --locks: the waits in all, the most contended objects, each thread's. */
+static void json_wait_metrics(struct ptw_json *j, const struct ptw_locks *l)
+{
+	size_t n = ptw_locks_count(l), completed = 0, unmatched = 0;
+	uint64_t total = 0, max = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct ptw_wait *w = ptw_locks_get(l, i);
+		completed += w->status == PTW_WAIT_COMPLETED;
+		unmatched += w->status == PTW_WAIT_UNMATCHED;
+		if (w->status == PTW_WAIT_COMPLETED) {
+			total += w->end_ns - w->start_ns;
+			if (w->end_ns - w->start_ns > max)
+				max = w->end_ns - w->start_ns;
+		}
+	}
+	ptw_json_begin_object(j, "waits");
+	ptw_json_uint(j, "count", n);
+	ptw_json_uint(j, "completed", completed);
+	ptw_json_uint(j, "unmatched", unmatched);
+	ptw_json_uint(j, "open", n - completed - unmatched);
+	ptw_json_uint(j, "total_ns", total);
+	ptw_json_uint(j, "max_ns", max);
+	ptw_json_uint(j, "deadlocks", ptw_locks_deadlock_count(l));
+	ptw_json_end_object(j);
+	struct ptw_object_stats *st;
+	size_t nst = ptw_locks_object_stats(l, &st);
+	ptw_json_begin_array(j, "contended_objects");
+	for (size_t i = 0; i < nst; i++) {
+		ptw_json_begin_object(j, NULL);
+		json_object(j, "object", st[i].kind, st[i].object, st[i].object_loc);
+		ptw_json_uint(j, "waits", st[i].waits);
+		ptw_json_uint(j, "completed", st[i].completed);
+		ptw_json_uint(j, "total_ns", st[i].total_ns);
+		ptw_json_uint(j, "max_ns", st[i].max_ns);
+		ptw_json_begin_array(j, "tids");
+		for (size_t k = 0; k < st[i].ntids; k++)
+			ptw_json_int(j, NULL, st[i].tids[k]);
+		ptw_json_end_array(j);
+		ptw_json_begin_array(j, "sites");
+		for (size_t k = 0; k < st[i].nsites; k++)
+			json_location(j, NULL, st[i].sites[k], "??", false);
+		ptw_json_end_array(j);
+		ptw_json_end_object(j);
+	}
+	ptw_json_end_array(j);
+	ptw_object_stats_free(st, nst);
+	struct ptw_thread_waits *tw;
+	size_t ntw = ptw_locks_thread_stats(l, &tw);
+	ptw_json_begin_array(j, "thread_waits");
+	for (size_t i = 0; i < ntw; i++) {
+		ptw_json_begin_object(j, NULL);
+		ptw_json_int(j, "tid", tw[i].tid);
+		if (tw[i].thread_span)
+			ptw_json_uint(j, "thread_span", tw[i].thread_span);
+		else
+			ptw_json_null(j, "thread_span");
+		ptw_json_uint(j, "waits", tw[i].waits);
+		ptw_json_uint(j, "completed", tw[i].completed);
+		ptw_json_uint(j, "total_ns", tw[i].total_ns);
+		ptw_json_uint(j, "max_ns", tw[i].max_ns);
+		ptw_json_end_object(j);
+	}
+	ptw_json_end_array(j);
+	free(tw);
+}
+
 static void json_distribution(struct ptw_json *j, const char *k, const struct ptw_distribution *d)
 {
 	ptw_json_begin_object(j, k);
@@ -540,6 +666,11 @@ void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 	size_t nframes = ptw_frames_count(frames);
 	for (size_t i = 0; i < nframes; i++)
 		json_frame(j, ptw_frames_get(frames, i));
+	/* --locks: the wait spans (ids of their own). */
+	const struct ptw_locks *locks = ptw_spans_locks(r->spans);
+	size_t nwaits = ptw_locks_count(locks);
+	for (size_t i = 0; i < nwaits; i++)
+		json_wait(j, ptw_locks_get(locks, i));
 	ptw_json_end_array(j);
 
 	struct ptw_metrics m;
@@ -602,8 +733,39 @@ void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 		ptw_json_end_array(j);
 		free(st);
 	}
+	if (nwaits || r->locks)
+		json_wait_metrics(j, locks);
 	ptw_json_end_object(j);
 
+	size_t nlive = ptw_locks_deadlock_count(locks);
+	if (!r->snapshot && (nlive || nwaits || r->locks)) {
+		/* found while tracing (--locks), as --snapshot writes them, with
+		 * the wait spans and objects of the cycle and when it was found */
+		ptw_json_begin_array(j, "deadlocks");
+		for (size_t i = 0; i < nlive; i++) {
+			const struct ptw_live_deadlock *d = ptw_locks_deadlock(locks, i);
+			ptw_json_begin_object(j, NULL);
+			ptw_json_begin_array(j, "spans");
+			for (size_t k = 0; k < d->n; k++)
+				ptw_json_uint(j, NULL, d->thread_spans[k]);
+			ptw_json_end_array(j);
+			ptw_json_begin_array(j, "tids");
+			for (size_t k = 0; k < d->n; k++)
+				ptw_json_int(j, NULL, d->tids[k]);
+			ptw_json_end_array(j);
+			ptw_json_begin_array(j, "waits");
+			for (size_t k = 0; k < d->n; k++)
+				ptw_json_uint(j, NULL, d->waits[k]);
+			ptw_json_end_array(j);
+			ptw_json_begin_array(j, "objects");
+			for (size_t k = 0; k < d->n; k++)
+				ptw_json_hex(j, NULL, d->objects[k]);
+			ptw_json_end_array(j);
+			ptw_json_uint(j, "ns", d->ns);
+			ptw_json_end_object(j);
+		}
+		ptw_json_end_array(j);
+	}
 	if (r->snapshot) {
 		struct ptw_deadlock *dl;
 		size_t ndl = ptw_spans_deadlocks(r->spans, &dl);

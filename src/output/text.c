@@ -8,6 +8,7 @@
 
 #include "ptw_output.h"
 #include "ptw_frames.h"
+#include "ptw_locks.h"
 #include "ptw_symbols.h"
 
 /* Above this many spans the summary groups them by start routine. */
@@ -290,6 +291,92 @@ void ptw_text_frame_event(struct ptw_buf *out, uint64_t start, const struct ptw_
 		ptw_buf_puts(out, " after ");
 		ptw_text_duration(out, fr->return_ns - fr->entry_ns);
 	} else {
+		return;
+	}
+	ptw_buf_putc(out, '\n');
+}
+
+/* "mutex queue_lock (0x4040a0)", "cond 0x7ffd..." */
+static void object_text(struct ptw_buf *out, enum ptw_wait_kind kind, uint64_t object,
+			const struct ptw_location *loc)
+{
+	ptw_buf_printf(out, "%s ", ptw_wait_object_kind(kind));
+	if (loc && loc->symbol) {
+		ptw_buf_puts(out, loc->symbol);
+		if (loc->symbol_offset)
+			ptw_buf_printf(out, "+%#" PRIx64, loc->symbol_offset);
+		ptw_buf_printf(out, " (%#" PRIx64 ")", object);
+	} else {
+		ptw_buf_printf(out, "%#" PRIx64, object);
+	}
+}
+
+static const char *wait_verb(enum ptw_wait_kind kind)
+{
+	switch (kind) {
+	case PTW_WAIT_RWLOCK_READ:
+		return "to read ";
+	case PTW_WAIT_RWLOCK_WRITE:
+		return "to write ";
+	case PTW_WAIT_JOIN:
+		return "joins ";
+	default:
+		return "";
+	}
+}
+
+void ptw_text_wait_event(struct ptw_buf *out, uint64_t start, const struct ptw_event *ev,
+			 const struct ptw_wait *w)
+{
+	switch (ev->kind) {
+	case PTW_EV_WAIT_BEGIN:
+		if (!w)
+			return;
+		line_start(out, start, ev->ns, ev->tid, "wait");
+		ptw_buf_printf(out, " <%u> %s", w->id, wait_verb(w->kind));
+		object_text(out, w->kind, w->object, w->object_loc);
+		if (w->owner)
+			ptw_buf_printf(out, w->kind == PTW_WAIT_JOIN ? " (thread %d)" : " held by %d",
+				       w->owner);
+		if (w->site) {
+			ptw_buf_puts(out, " at ");
+			ptw_text_location(out, w->site, NULL);
+		}
+		break;
+	case PTW_EV_WAIT_END:
+		if (!w || !w->has_end)
+			return;
+		line_start(out, start, ev->ns, ev->tid, "waited");
+		ptw_buf_printf(out, " <%u> %s", w->id, wait_verb(w->kind));
+		object_text(out, w->kind, w->object, w->object_loc);
+		ptw_buf_puts(out, " for ");
+		ptw_text_duration(out, w->end_ns - w->start_ns);
+		break;
+	case PTW_EV_DEADLOCK:
+		if (ev->has_arg && ev->arg == 0) {
+			line_start(out, start, ev->ns, ev->tid, "DEADLOCK");
+			if (ev->value == 1)
+				ptw_buf_printf(out, " #%u: a thread waits for a lock it holds (the "
+						    "process runs on)\n",
+					       ev->span_id);
+			else
+				ptw_buf_printf(out, " #%u: %" PRIu64 " threads wait for each other "
+						    "(the process runs on)\n",
+					       ev->span_id, ev->value);
+		}
+		ptw_buf_printf(out, "  thread %d %s", ev->tid,
+			       ev->wait_kind == PTW_WAIT_JOIN ? "joins " : "waits for ");
+		if (ev->wait_kind != PTW_WAIT_JOIN)
+			ptw_buf_puts(out, wait_verb(ev->wait_kind));
+		object_text(out, ev->wait_kind, ev->wait_object, ev->object);
+		ptw_buf_printf(out, ev->wait_kind == PTW_WAIT_JOIN ? " (thread %d)" : " held by thread %d",
+			       ev->wait_owner);
+		for (size_t i = 0; i < ev->nstack; i++) {
+			ptw_buf_printf(out, "\n    %s ", i ? "  " : "at");
+			ptw_text_location(out, ev->stack[i], NULL);
+		}
+		break;
+	default:
 		return;
 	}
 	ptw_buf_putc(out, '\n');
@@ -665,6 +752,93 @@ static void frames_summary(struct ptw_buf *out, const struct ptw_report *r)
 	free(st);
 }
 
+/* --locks: the waits, the most contended objects, time waited per thread,
+ * the deadlocks found while tracing. */
+#define OBJECTS_SHOWN 10
+static void waits_summary(struct ptw_buf *out, const struct ptw_report *r)
+{
+	const struct ptw_locks *l = ptw_spans_locks(r->spans);
+	size_t n = ptw_locks_count(l), nd = ptw_locks_deadlock_count(l);
+	if (!n && !r->locks)
+		return;
+	size_t completed = 0;
+	uint64_t total = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct ptw_wait *w = ptw_locks_get(l, i);
+		if (w->status == PTW_WAIT_COMPLETED) {
+			completed++;
+			total += w->end_ns - w->start_ns;
+		}
+	}
+	ptw_buf_printf(out, "  waits: %zu contended, %zu completed, ", n, completed);
+	ptw_text_duration(out, total);
+	ptw_buf_printf(out, " waited in all; %zu deadlock%s\n", nd, nd == 1 ? "" : "s");
+	struct ptw_object_stats *st;
+	size_t nst = ptw_locks_object_stats(l, &st);
+	if (nst) {
+		struct table tab = { 0 };
+		char *hdr[TABLE_COLS] = { xstrdup("OBJECT"), xstrdup("KIND"),  xstrdup("WAITS"),
+					  xstrdup("TOTAL"),  xstrdup("MAX"),   xstrdup("THREADS"),
+					  xstrdup("CALL SITES") };
+		table_row(&tab, hdr);
+		for (size_t i = 0; i < nst && i < OBJECTS_SHOWN; i++) {
+			struct ptw_buf o = { 0 }, th = { 0 }, si = { 0 };
+			if (st[i].object_loc && st[i].object_loc->symbol)
+				ptw_buf_puts(&o, st[i].object_loc->symbol);
+			else
+				ptw_buf_printf(&o, "%#" PRIx64, st[i].object);
+			for (size_t k = 0; k < st[i].ntids; k++)
+				ptw_buf_printf(&th, "%s%d", k ? "," : "", st[i].tids[k]);
+			for (size_t k = 0; k < st[i].nsites && k < 3; k++) {
+				ptw_buf_puts(&si, k ? ", " : "");
+				ptw_text_location(&si, st[i].sites[k], NULL);
+			}
+			if (st[i].nsites > 3)
+				ptw_buf_printf(&si, ", ... (%zu)", st[i].nsites);
+			char *c[TABLE_COLS] = {
+				o.p,
+				xstrdup(ptw_wait_object_kind(st[i].kind)),
+				xasprintf("%" PRIu64, st[i].waits),
+				st[i].completed ? duration_str(st[i].total_ns) : xstrdup("-"),
+				st[i].completed ? duration_str(st[i].max_ns) : xstrdup("-"),
+				th.p ? th.p : xstrdup("-"),
+				si.p ? si.p : xstrdup("-"),
+			};
+			table_row(&tab, c);
+		}
+		table_print(out, &tab, 0x1c);
+		if (nst > OBJECTS_SHOWN)
+			ptw_buf_printf(out, "    ... %zu more objects (all in --json)\n",
+				       nst - OBJECTS_SHOWN);
+	}
+	ptw_object_stats_free(st, nst);
+	struct ptw_thread_waits *tw;
+	size_t ntw = ptw_locks_thread_stats(l, &tw);
+	for (size_t i = 0; i < ntw; i++) {
+		ptw_buf_printf(out, "  thread %d", tw[i].tid);
+		if (tw[i].thread_span)
+			ptw_buf_printf(out, " [%u]", tw[i].thread_span);
+		ptw_buf_printf(out, " waited %" PRIu64 " times, ", tw[i].waits);
+		ptw_text_duration(out, tw[i].total_ns);
+		ptw_buf_puts(out, " in all, at most ");
+		ptw_text_duration(out, tw[i].max_ns);
+		if (tw[i].waits > tw[i].completed)
+			ptw_buf_printf(out, " (%" PRIu64 " not finished)", tw[i].waits - tw[i].completed);
+		ptw_buf_putc(out, '\n');
+	}
+	free(tw);
+	for (size_t i = 0; i < nd; i++) {
+		const struct ptw_live_deadlock *d = ptw_locks_deadlock(l, i);
+		ptw_buf_printf(out, "  DEADLOCK #%u: threads", d->id);
+		for (size_t k = 0; k < d->n; k++)
+			ptw_buf_printf(out, " %d", d->tids[k]);
+		ptw_buf_puts(out, " wait for each other (");
+		for (size_t k = 0; k < d->n; k++)
+			ptw_buf_printf(out, "%s%#" PRIx64, k ? ", " : "", d->objects[k]);
+		ptw_buf_puts(out, ")\n");
+	}
+}
+
 void ptw_text_summary(struct ptw_buf *out, const struct ptw_report *r)
 {
 	struct ptw_metrics m;
@@ -699,6 +873,7 @@ void ptw_text_summary(struct ptw_buf *out, const struct ptw_report *r)
 	}
 	ptw_buf_putc(out, '\n');
 	frames_summary(out, r);
+	waits_summary(out, r);
 	ptw_buf_printf(out, "  ptrace stops %" PRIu64, r->stops_total);
 	if (m.threads_created)
 		ptw_buf_printf(out, " (%.1f per thread created)",

@@ -108,6 +108,7 @@ void ptw_record_event(struct ptw_record_writer *w, struct ptw_buf *out, const st
 	/* Locations first: each is a record of its own. */
 	uint32_t routine = location_id(w, out, ev->routine);
 	uint32_t site = location_id(w, out, ev->site);
+	uint32_t object = location_id(w, out, ev->object);
 	uint32_t *stack = NULL;
 	if (ev->nstack) {
 		stack = xcalloc(ev->nstack, sizeof(*stack));
@@ -145,6 +146,7 @@ void ptw_record_event(struct ptw_record_writer *w, struct ptw_buf *out, const st
 	put_u32(out, ev->span_id);
 	put_u64(out, ev->sp);
 	put_u64(out, ev->ret_addr);
+	put_u32(out, object);
 	end(out, at);
 	free(stack);
 }
@@ -383,6 +385,7 @@ static bool decode_event(struct ptw_record_reader *r, char *payload, size_t len,
 	ev.span_id = get_u32(&c);
 	ev.sp = get_u64(&c);
 	ev.ret_addr = get_u64(&c);
+	ev.object = get_location(r, &c);
 	bool ok = !c.bad;
 	if (ok && h->event)
 		h->event(ctx, &ev);

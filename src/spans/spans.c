@@ -9,6 +9,7 @@
 
 #include "ptw_timeouts.h"
 #include "ptw_frames.h"
+#include "ptw_locks.h"
 #include "ptw_util.h"
 
 #define PTHREAD_CANCELED_VALUE UINT64_MAX /* (void *)-1 */
@@ -28,12 +29,15 @@ struct ptw_spans {
 	bool let_go;		       /* PTW_EV_DETACHED seen */
 	struct ptw_frames *frames; /* --trace: frame spans (frames.c) */
 	const struct ptw_frame *last_frame;
+	struct ptw_locks *locks; /* --locks: wait spans (locks.c) */
+	const struct ptw_wait *last_wait;
 };
 
 struct ptw_spans *ptw_spans_new(void)
 {
 	struct ptw_spans *s = xcalloc(1, sizeof(struct ptw_spans));
 	s->frames = ptw_frames_new();
+	s->locks = ptw_locks_new();
 	return s;
 }
 
@@ -45,6 +49,16 @@ const struct ptw_frames *ptw_spans_frames(const struct ptw_spans *s)
 const struct ptw_frame *ptw_spans_last_frame(const struct ptw_spans *s)
 {
 	return s->last_frame;
+}
+
+const struct ptw_locks *ptw_spans_locks(const struct ptw_spans *s)
+{
+	return s->locks;
+}
+
+const struct ptw_wait *ptw_spans_last_wait(const struct ptw_spans *s)
+{
+	return s->last_wait;
 }
 
 void ptw_spans_free(struct ptw_spans *s)
@@ -66,6 +80,7 @@ void ptw_spans_free(struct ptw_spans *s)
 	ptw_map_free(&s->joins);
 	free(s->series);
 	ptw_frames_free(s->frames);
+	ptw_locks_free(s->locks);
 	free(s);
 }
 
@@ -381,6 +396,7 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 	/* Frames first: a thread's end closes its frames with what its span
 	 * knew just before (pthread_exit called, cancel requested). */
 	s->last_frame = ptw_frames_consume(s->frames, ev, live(s, ev->tid));
+	s->last_wait = ptw_locks_consume(s->locks, ev, live(s, ev->tid), live(s, ev->wait_owner));
 	switch (ev->kind) {
 	case PTW_EV_IMAGE:
 		sp = new_span(s, ev->tid, PTW_ORIGIN_MAIN, ev->ns);
@@ -548,6 +564,13 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 	case PTW_EV_LONGJMP:
 		sp = live(s, ev->tid);
 		break;
+	case PTW_EV_WAIT_BEGIN:
+	case PTW_EV_WAIT_END:
+		sp = live(s, ev->tid);
+		break;
+	case PTW_EV_DEADLOCK:
+		/* A member of a live deadlock: its stack and wait, as a
+		 * snapshot would show them. */
 	case PTW_EV_THREAD_STATE:
 		sp = live(s, ev->tid);
 		if (!sp)
@@ -716,13 +739,18 @@ const char *ptw_event_kind_name(enum ptw_event_kind kind)
 		[PTW_EV_THROW] = "throw",
 		[PTW_EV_CATCH] = "catch",
 		[PTW_EV_LONGJMP] = "longjmp",
+		[PTW_EV_WAIT_BEGIN] = "wait",
+		[PTW_EV_WAIT_END] = "waited",
+		[PTW_EV_DEADLOCK] = "deadlock",
 	};
 	return (unsigned)kind < PTW_ARRAY_SIZE(names) && names[kind] ? names[kind] : "?";
 }
 
 const char *ptw_wait_kind_name(enum ptw_wait_kind kind)
 {
-	static const char *const names[] = { "none", "mutex", "join", "rwlock", "cond", "other" };
+	static const char *const names[] = { "none",	    "mutex",	    "join", "rwlock",
+					     "cond",	    "other",	    "rwlock_read",
+					     "rwlock_write", "sem",	    "barrier", "lock" };
 	return (unsigned)kind < PTW_ARRAY_SIZE(names) ? names[kind] : "other";
 }
 

@@ -273,8 +273,10 @@ struct ptw_tracer *attached_tracer_new(const struct ptw_tracer_opts *o, struct p
 	t->img.task_dirfd = -1;
 	t->owned_argv = attach_cmdline(proc->mem_pid);
 	t->argv = t->owned_argv;
-	if (!snapshot)
+	if (!snapshot) {
 		trace_new(t);
+		locks_new(t);
+	}
 	if (info->zombie_leader)
 		warn(t, "zombie_leader",
 		     "the main thread of %d has exited (pthread_exit) and is a zombie; its other "

@@ -60,6 +60,7 @@ void thread_free(struct thread *th)
 	if (!th)
 		return;
 	free(th->shadow);
+	free(th->lwaits);
 	free(th);
 }
 

@@ -247,12 +247,12 @@ static void hook_joins(struct ptw_tracer *t, struct ptw_lwp *l)
 	if (ptw_bp_read_original(t->bps, lo, code, len) == 0)
 		nrets = ptw_insn_find_rets(code, len, lo, rets, 64);
 	free(code);
-	if (nrets == 0 || insert_bp(t, entry, HOOK_JOIN, l) < 0) {
+	if (nrets == 0 || insert_bp(t, entry, HOOK_JOIN | locks_join_hooks(t, true), l) < 0) {
 		warn(t, "no_join_hooks", "cannot break in the join function; joins are not reported");
 		return;
 	}
 	for (int i = 0; i < nrets; i++)
-		insert_bp(t, rets[i], HOOK_JOIN_RET, l);
+		insert_bp(t, rets[i], HOOK_JOIN_RET | locks_join_hooks(t, false), l);
 }
 
 static void read_glibc_version(struct ptw_tracer *t)
@@ -369,6 +369,7 @@ int tracing_setup(struct ptw_tracer *t, struct ptw_lwp *l)
 	hook_joins(t, l);
 	if (!img->main_addr && img->fresh)
 		hook_symbol(t, l, "__libc_start_main", HOOK_LIBC_START_MAIN);
+	locks_setup(t, l);
 	/* What this start cost to learn, for the next one. */
 	ptw_symbols_save_cache(img->syms);
 	ptw_dbg(PTW_DBG_TRACER, "thread_db ready: glibc %s, result %s, joinid %s",

@@ -40,6 +40,7 @@ const char *ptw_end_reason_name(enum ptw_end_reason r)
 static void forget_lwp(struct ptw_tracer *t, struct ptw_lwp *l)
 {
 	trace_thread_gone(t, l->user);
+	locks_thread_gone(t, l->user);
 	thread_free(l->user);
 	l->user = NULL;
 	ptw_lwp_forget(t->proc, l);
@@ -158,6 +159,7 @@ static void on_exec_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_sto
 	/* The old image's return breakpoints must not be touched any more
 	 * (their addresses now belong to the new one). */
 	trace_image_reset(t);
+	locks_image_reset(t);
 	/* Every other thread of the old image is dead, some without notice. */
 	size_t it = 0;
 	void *v;
@@ -176,6 +178,7 @@ static void on_exec_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_sto
 
 	image_release(t);
 	free(th->shadow);
+	free(th->lwaits);
 	memset(th, 0, sizeof(*th));
 	th->attr_detached = -1;
 	th->announced = true;
@@ -414,6 +417,12 @@ static const struct hook_desc hook_table[HOOK_KINDS] = {
 	[HK_THROW] = { "throw", hook_throw },
 	[HK_CATCH] = { "catch", hook_catch },
 	[HK_LONGJMP] = { "longjmp", hook_longjmp },
+	[HK_LOCK_WAIT] = { "lock_wait", hook_lock_wait },
+	[HK_LOCK_WAIT_PRIVATE] = { "lock_wait_private", hook_lock_wait_private },
+	[HK_FUTEX_WAIT] = { "futex_wait", hook_futex_wait },
+	[HK_WAIT_RETURN] = { "wait_return", hook_wait_return },
+	[HK_WAIT_JOIN] = { "wait_join", hook_wait_join },
+	[HK_WAIT_JOIN_RET] = { "wait_join_ret", hook_wait_join_ret },
 };
 
 /* LWP l is stopped on bp (rip rewound): step it over, then call the
@@ -569,6 +578,7 @@ int ptw_tracer_launch(const struct ptw_tracer_opts *o, char *const argv[], int c
 	th->announced = true;
 	th->is_main = true;
 	trace_new(t);
+	locks_new(t);
 	image_init(t, st.lwp);
 	trace_image(t, st.lwp);
 	ptw_resume(proc, st.lwp);
@@ -1022,6 +1032,7 @@ void ptw_tracer_free(struct ptw_tracer *t)
 		return;
 	image_release(t);
 	trace_free(t);
+	locks_free(t);
 	for (size_t i = 0; i < t->nold_syms; i++)
 		ptw_symbols_free(t->old_syms[i]);
 	free(t->old_syms);

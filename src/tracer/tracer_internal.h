@@ -44,6 +44,13 @@ enum hook_kind {
 	HK_THROW,	     /* _Unwind_RaiseException */
 	HK_CATCH,	     /* __cxa_begin_catch */
 	HK_LONGJMP,	     /* longjmp and its aliases */
+	/* --locks (locks.c) */
+	HK_LOCK_WAIT,	     /* __lll_lock_wait: a mutex is contended */
+	HK_LOCK_WAIT_PRIVATE, /* __lll_lock_wait_private: a lock inside glibc */
+	HK_FUTEX_WAIT,	     /* __futex_abstimed_wait_common: rwlock, condvar, sem, ... */
+	HK_WAIT_RETURN,	     /* where a slow path returns to */
+	HK_WAIT_JOIN,	     /* the join function's entry (with HK_JOIN) */
+	HK_WAIT_JOIN_RET,    /* its rets (with HK_JOIN_RET) */
 	HOOK_KINDS
 };
 
@@ -69,6 +76,12 @@ enum {
 	HOOK_THROW = HOOK(HK_THROW),
 	HOOK_CATCH = HOOK(HK_CATCH),
 	HOOK_LONGJMP = HOOK(HK_LONGJMP),
+	HOOK_LOCK_WAIT = HOOK(HK_LOCK_WAIT),
+	HOOK_LOCK_WAIT_PRIVATE = HOOK(HK_LOCK_WAIT_PRIVATE),
+	HOOK_FUTEX_WAIT = HOOK(HK_FUTEX_WAIT),
+	HOOK_WAIT_RETURN = HOOK(HK_WAIT_RETURN),
+	HOOK_WAIT_JOIN = HOOK(HK_WAIT_JOIN),
+	HOOK_WAIT_JOIN_RET = HOOK(HK_WAIT_JOIN_RET),
 };
 
 struct ptw_tracer;
@@ -106,6 +119,9 @@ struct thread {
 	/* --trace: open frames (entry sp, return address), innermost last */
 	struct ptw_shadow_frame *shadow;
 	size_t nshadow, shadow_cap;
+	/* --locks: the waits it is in (locks.c), innermost last */
+	struct lock_wait *lwaits;
+	size_t nlwaits, lwaits_cap;
 };
 
 /* One program image (reset at exec). */
@@ -172,6 +188,7 @@ struct ptw_tracer {
 	size_t nwarnings;
 	struct ptw_map warned; /* hash(code:detail) -> 1: warn once */
 	struct trace *trace;   /* --trace (trace.c), NULL without */
+	struct locks *locks;   /* --locks (locks.c), NULL without */
 };
 
 /* core.c: used by every file above; calls none of them */
@@ -277,5 +294,19 @@ void trace_thread_gone(struct ptw_tracer *t, struct thread *th);
 /* The session is over: warn about patterns that matched nothing. */
 void trace_finish(struct ptw_tracer *t);
 hook_fn hook_trace_libs, hook_frame_entry, hook_frame_return, hook_throw, hook_catch, hook_longjmp;
+
+/* locks.c: --locks (wait spans, live deadlocks); a no-op without --locks */
+void locks_new(struct ptw_tracer *t);
+void locks_free(struct ptw_tracer *t);
+/* Breakpoints on glibc's slow paths, once libc is ready (tracing_setup). */
+void locks_setup(struct ptw_tracer *t, struct ptw_lwp *l);
+/* The hooks to add to the join function's entry and rets (0 without). */
+unsigned locks_join_hooks(struct ptw_tracer *t, bool entry);
+/* Its address space went away (exec). */
+void locks_image_reset(struct ptw_tracer *t);
+/* The LWP is forgotten: its waits need their return breakpoints no more. */
+void locks_thread_gone(struct ptw_tracer *t, struct thread *th);
+hook_fn hook_lock_wait, hook_lock_wait_private, hook_futex_wait, hook_wait_return, hook_wait_join,
+	hook_wait_join_ret;
 
 #endif

@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Wait spans (--locks): every contended wait of a thread on a mutex, a
+ * rwlock, a condition variable, a semaphore, a join, from the moment it
+ * enters glibc's slow path to the moment it leaves it; and the deadlocks
+ * the tracer confirmed while they formed. Pure code (no ptrace, no clock,
+ * no I/O), fed by the span engine (ptw_spans.h) and unit-tested with
+ * synthetic streams.
+ *
+ * The tracer keeps a wait-for table of its own (who waits for whom, now)
+ * and looks for cycles in it with ptw_wait_cycle(), also here.
+ */
+#ifndef PTW_LOCKS_H
+#define PTW_LOCKS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ptw_events.h"
+
+struct ptw_span;
+struct ptw_location;
+
+/* ---- the wait-for graph (shared with the tracer) ---- */
+
+/* Who thread tid waits for now (the owner of what it waits on, the thread
+ * it joins), 0 for nobody known. */
+typedef pid_t (*ptw_owner_fn)(void *ctx, pid_t tid);
+
+/*
+ * Follows "waits for" from thread `from`: when the links come back to it,
+ * writes the cycle into ret (from first, then whom it waits for, ...) and
+ * returns its length (>= 2); else 0. Every thread waits for at most one
+ * other, so a walk of at most max steps decides. A link into a cycle that
+ * does not contain `from` is no cycle of its: 0.
+ */
+size_t ptw_wait_cycle(pid_t from, ptw_owner_fn owner_of, void *ctx, pid_t *ret, size_t max);
+
+/* ---- wait spans ---- */
+
+enum ptw_wait_status {
+	PTW_WAIT_OPEN,
+	PTW_WAIT_COMPLETED,
+	PTW_WAIT_UNMATCHED,
+};
+
+struct ptw_wait {
+	uint32_t id;	      /* 1, 2, ... in order of start (their own numbering) */
+	uint32_t thread_span; /* the waiting thread's span, 0 unknown */
+	pid_t tid;
+	enum ptw_wait_kind kind;
+	uint64_t object;		       /* the mutex, rwlock, condvar, semaphore, pthread_t */
+	const struct ptw_location *object_loc; /* its symbol, NULL when none names it */
+	pid_t owner;			       /* at the start: holder / joined thread, 0 unknown */
+	uint32_t owner_span;		       /* its thread span, 0 unknown */
+	const struct ptw_location *site;       /* the call that waited (outside libc) */
+	const struct ptw_location **stack;     /* a few frames, innermost first */
+	size_t nstack;
+	uint64_t start_ns;
+	bool has_end;
+	uint64_t end_ns;
+	bool has_left; /* unmatched: when it was found over */
+	uint64_t left_ns;
+	enum ptw_wait_status status;
+	const char *reason; /* unmatched: static string */
+	uint32_t deadlock;  /* the live deadlock it is part of, 0 none */
+	uint64_t sp;	    /* stack pointer at the slow path's entry */
+};
+
+/* A deadlock found while tracing: n threads, each waiting for the next. */
+struct ptw_live_deadlock {
+	uint32_t id;
+	uint64_t ns;
+	size_t n, expected;
+	pid_t *tids;
+	uint32_t *thread_spans; /* 0 unknown */
+	uint32_t *waits;	/* wait span ids, 0 unknown */
+	uint64_t *objects;
+};
+
+struct ptw_locks;
+
+struct ptw_locks *ptw_locks_new(void);
+void ptw_locks_free(struct ptw_locks *l);
+
+/*
+ * Consumes one event (the wait kinds, DEADLOCK, and the thread and process
+ * ends that end waits). thread: the live thread span of ev->tid before the
+ * event, or NULL; owner: that of ev->wait_owner, or NULL. Returns the wait
+ * concerned (for the event log), or NULL.
+ */
+const struct ptw_wait *ptw_locks_consume(struct ptw_locks *l, const struct ptw_event *ev,
+					 const struct ptw_span *thread, const struct ptw_span *owner);
+
+size_t ptw_locks_count(const struct ptw_locks *l);
+const struct ptw_wait *ptw_locks_get(const struct ptw_locks *l, size_t i);
+size_t ptw_locks_deadlock_count(const struct ptw_locks *l);
+const struct ptw_live_deadlock *ptw_locks_deadlock(const struct ptw_locks *l, size_t i);
+
+const char *ptw_wait_status_name(enum ptw_wait_status st);
+/* "mutex", "rwlock", "cond", "thread" (a join), "sem", "barrier", "lock". */
+const char *ptw_wait_object_kind(enum ptw_wait_kind kind);
+
+/* The most contended objects: per object, its waits, their total and
+ * longest time (completed ones), the threads and call sites. */
+struct ptw_object_stats {
+	uint64_t object;
+	const struct ptw_location *object_loc;
+	enum ptw_wait_kind kind; /* of its first wait (rwlock: either side) */
+	uint64_t waits, completed, total_ns, max_ns;
+	pid_t *tids;
+	size_t ntids;
+	const struct ptw_location **sites;
+	size_t nsites;
+};
+/* Most total time first (then most waits); free with ptw_object_stats_free. */
+size_t ptw_locks_object_stats(const struct ptw_locks *l, struct ptw_object_stats **ret);
+void ptw_object_stats_free(struct ptw_object_stats *st, size_t n);
+
+/* Time each thread spent waiting (completed waits). */
+struct ptw_thread_waits {
+	pid_t tid;
+	uint32_t thread_span;
+	uint64_t waits, completed, total_ns, max_ns;
+};
+/* Most total time first; the caller frees *ret. */
+size_t ptw_locks_thread_stats(const struct ptw_locks *l, struct ptw_thread_waits **ret);
+
+#endif

@@ -1,0 +1,425 @@
+/* SPDX-License-Identifier: MIT */
+/* Wait spans and live deadlocks; see ptw_locks.h. Pure: events in, spans out. */
+#define _GNU_SOURCE
+#include "ptw_locks.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptw_spans.h"
+#include "ptw_symbols.h"
+#include "ptw_util.h"
+
+/* ---- the wait-for graph ---- */
+
+size_t ptw_wait_cycle(pid_t from, ptw_owner_fn owner_of, void *ctx, pid_t *ret, size_t max)
+{
+	if (from <= 0 || max < 2)
+		return 0;
+	size_t n = 0;
+	pid_t cur = from;
+	while (n < max) {
+		/* A thread met twice that is not `from`: a cycle elsewhere. */
+		for (size_t i = 1; i < n; i++)
+			if (ret[i] == cur)
+				return 0;
+		ret[n++] = cur;
+		pid_t next = owner_of(ctx, cur);
+		if (next <= 0 || next == cur)
+			return 0;
+		if (next == from)
+			return n;
+		cur = next;
+	}
+	return 0;
+}
+
+/* ---- wait spans ---- */
+
+struct wthread {
+	pid_t tid;
+	struct ptw_wait **open; /* innermost last (a signal handler may wait inside a wait) */
+	size_t n, cap;
+};
+
+struct ptw_locks {
+	struct ptw_wait **waits;
+	size_t n, cap;
+	struct ptw_map threads; /* tid -> struct wthread* */
+	struct ptw_live_deadlock **deadlocks;
+	size_t ndeadlocks;
+	bool let_go;
+};
+
+struct ptw_locks *ptw_locks_new(void)
+{
+	return xcalloc(1, sizeof(struct ptw_locks));
+}
+
+static void deadlock_free(struct ptw_live_deadlock *d)
+{
+	if (!d)
+		return;
+	free(d->tids);
+	free(d->thread_spans);
+	free(d->waits);
+	free(d->objects);
+	free(d);
+}
+
+void ptw_locks_free(struct ptw_locks *l)
+{
+	if (!l)
+		return;
+	for (size_t i = 0; i < l->n; i++) {
+		free(l->waits[i]->stack);
+		free(l->waits[i]);
+	}
+	free(l->waits);
+	size_t it = 0;
+	void *v;
+	while (ptw_map_next(&l->threads, &it, NULL, &v)) {
+		free(((struct wthread *)v)->open);
+		free(v);
+	}
+	ptw_map_free(&l->threads);
+	for (size_t i = 0; i < l->ndeadlocks; i++)
+		deadlock_free(l->deadlocks[i]);
+	free(l->deadlocks);
+	free(l);
+}
+
+size_t ptw_locks_count(const struct ptw_locks *l)
+{
+	return l->n;
+}
+
+const struct ptw_wait *ptw_locks_get(const struct ptw_locks *l, size_t i)
+{
+	return i < l->n ? l->waits[i] : NULL;
+}
+
+size_t ptw_locks_deadlock_count(const struct ptw_locks *l)
+{
+	return l->ndeadlocks;
+}
+
+const struct ptw_live_deadlock *ptw_locks_deadlock(const struct ptw_locks *l, size_t i)
+{
+	return i < l->ndeadlocks ? l->deadlocks[i] : NULL;
+}
+
+const char *ptw_wait_status_name(enum ptw_wait_status st)
+{
+	static const char *const names[] = { "open", "completed", "unmatched" };
+	return (unsigned)st < PTW_ARRAY_SIZE(names) ? names[st] : "unmatched";
+}
+
+const char *ptw_wait_object_kind(enum ptw_wait_kind kind)
+{
+	switch (kind) {
+	case PTW_WAIT_MUTEX:
+		return "mutex";
+	case PTW_WAIT_RWLOCK:
+	case PTW_WAIT_RWLOCK_READ:
+	case PTW_WAIT_RWLOCK_WRITE:
+		return "rwlock";
+	case PTW_WAIT_COND:
+		return "cond";
+	case PTW_WAIT_JOIN:
+		return "thread";
+	case PTW_WAIT_SEM:
+		return "sem";
+	case PTW_WAIT_BARRIER:
+		return "barrier";
+	case PTW_WAIT_LOCK:
+		return "lock";
+	default:
+		return "other";
+	}
+}
+
+static struct wthread *wthread(struct ptw_locks *l, pid_t tid, bool create)
+{
+	struct wthread *wt = ptw_map_get(&l->threads, (uint64_t)tid);
+	if (!wt && create) {
+		wt = xcalloc(1, sizeof(*wt));
+		wt->tid = tid;
+		ptw_map_put(&l->threads, (uint64_t)tid, wt);
+	}
+	return wt;
+}
+
+static void unmatched(struct ptw_wait *w, uint64_t ns, bool has_ns, const char *reason)
+{
+	w->status = PTW_WAIT_UNMATCHED;
+	w->reason = reason;
+	w->has_left = has_ns;
+	w->left_ns = has_ns ? ns : 0;
+}
+
+/* Every open wait of the thread is over without its return. */
+static void close_thread(struct ptw_locks *l, struct wthread *wt, uint64_t ns, bool has_ns,
+			 const char *reason)
+{
+	(void)l;
+	while (wt->n)
+		unmatched(wt->open[--wt->n], ns, has_ns, reason);
+}
+
+static void close_all(struct ptw_locks *l, uint64_t ns, bool has_ns, const char *reason)
+{
+	size_t it = 0;
+	void *v;
+	while (ptw_map_next(&l->threads, &it, NULL, &v))
+		close_thread(l, v, ns, has_ns, reason);
+}
+
+static struct ptw_wait *on_begin(struct ptw_locks *l, const struct ptw_event *ev,
+				 const struct ptw_span *thread, const struct ptw_span *owner)
+{
+	struct wthread *wt = wthread(l, ev->tid, true);
+	/* A wait whose entry was at or below this one's is over: the thread
+	 * left it without returning (a longjmp out of a signal handler). A
+	 * wait entered in a signal handler is below (nested in) the one the
+	 * handler interrupted. */
+	while (wt->n && wt->open[wt->n - 1]->sp <= ev->sp && ev->sp)
+		unmatched(wt->open[--wt->n], ev->ns, true, "longjmp");
+	struct ptw_wait *w = xcalloc(1, sizeof(*w));
+	if (l->n == l->cap) {
+		l->cap = l->cap ? 2 * l->cap : 64;
+		l->waits = xreallocarray(l->waits, l->cap, sizeof(*l->waits));
+	}
+	l->waits[l->n++] = w;
+	w->id = (uint32_t)l->n;
+	w->thread_span = thread ? thread->id : 0;
+	w->tid = ev->tid;
+	w->kind = ev->wait_kind;
+	w->object = ev->wait_object;
+	w->object_loc = ev->object;
+	w->owner = ev->wait_owner;
+	w->owner_span = owner ? owner->id : 0;
+	w->site = ev->site;
+	if (ev->nstack) {
+		w->stack = xcalloc(ev->nstack, sizeof(*w->stack));
+		memcpy(w->stack, ev->stack, ev->nstack * sizeof(*w->stack));
+		w->nstack = ev->nstack;
+	}
+	w->start_ns = ev->ns;
+	w->sp = ev->sp;
+	w->status = PTW_WAIT_OPEN;
+	if (wt->n == wt->cap) {
+		wt->cap = wt->cap ? 2 * wt->cap : 4;
+		wt->open = xreallocarray(wt->open, wt->cap, sizeof(*wt->open));
+	}
+	wt->open[wt->n++] = w;
+	return w;
+}
+
+static struct ptw_wait *on_end(struct ptw_locks *l, const struct ptw_event *ev)
+{
+	struct wthread *wt = wthread(l, ev->tid, false);
+	if (!wt || !wt->n)
+		return NULL;
+	struct ptw_wait *w = wt->open[--wt->n];
+	w->status = PTW_WAIT_COMPLETED;
+	w->has_end = true;
+	w->end_ns = ev->ns >= w->start_ns ? ev->ns : w->start_ns;
+	return w;
+}
+
+static struct ptw_wait *on_deadlock(struct ptw_locks *l, const struct ptw_event *ev,
+				    const struct ptw_span *thread)
+{
+	if (!ev->span_id || !ev->has_value || !ev->value || ev->value > 4096)
+		return NULL;
+	struct ptw_live_deadlock *d = NULL;
+	for (size_t i = 0; i < l->ndeadlocks; i++)
+		if (l->deadlocks[i]->id == ev->span_id)
+			d = l->deadlocks[i];
+	if (!d) {
+		d = xcalloc(1, sizeof(*d));
+		d->id = ev->span_id;
+		d->ns = ev->ns;
+		d->expected = (size_t)ev->value;
+		d->tids = xcalloc(d->expected, sizeof(*d->tids));
+		d->thread_spans = xcalloc(d->expected, sizeof(*d->thread_spans));
+		d->waits = xcalloc(d->expected, sizeof(*d->waits));
+		d->objects = xcalloc(d->expected, sizeof(*d->objects));
+		l->deadlocks = xreallocarray(l->deadlocks, l->ndeadlocks + 1, sizeof(*l->deadlocks));
+		l->deadlocks[l->ndeadlocks++] = d;
+	}
+	if (d->n >= d->expected)
+		return NULL;
+	struct wthread *wt = wthread(l, ev->tid, false);
+	struct ptw_wait *w = wt && wt->n ? wt->open[wt->n - 1] : NULL;
+	d->tids[d->n] = ev->tid;
+	d->thread_spans[d->n] = thread ? thread->id : 0;
+	d->waits[d->n] = w ? w->id : 0;
+	d->objects[d->n] = ev->wait_object;
+	d->n++;
+	if (w)
+		w->deadlock = d->id;
+	return w;
+}
+
+const struct ptw_wait *ptw_locks_consume(struct ptw_locks *l, const struct ptw_event *ev,
+					 const struct ptw_span *thread, const struct ptw_span *owner)
+{
+	struct wthread *wt;
+	switch (ev->kind) {
+	case PTW_EV_WAIT_BEGIN:
+		return on_begin(l, ev, thread, owner);
+	case PTW_EV_WAIT_END:
+		return on_end(l, ev);
+	case PTW_EV_DEADLOCK:
+		return on_deadlock(l, ev, thread);
+	case PTW_EV_THREAD_DEATH:
+	case PTW_EV_LWP_EXIT:
+		/* Left by cancellation or pthread_exit from a handler; a thread
+		 * taken down with the process ends at PROCESS_EXIT. */
+		if (ev->kind == PTW_EV_LWP_EXIT && ev->exit_how != PTW_EXIT_SELF)
+			return NULL;
+		wt = wthread(l, ev->tid, false);
+		if (wt)
+			close_thread(l, wt, ev->ns, true,
+				     thread && thread->cancel_requested ? "cancel" : "thread_exit");
+		return NULL;
+	case PTW_EV_PROCESS_EXIT:
+		close_all(l, ev->ns, true, ev->sig ? "killed" : "process_exit");
+		return NULL;
+	case PTW_EV_EXEC:
+		close_all(l, ev->ns, true, "exec");
+		return NULL;
+	case PTW_EV_DETACHED:
+		l->let_go = true; /* the waits under way go on: they stay open */
+		return NULL;
+	case PTW_EV_TRACER_DIED:
+		if (!l->let_go)
+			close_all(l, ev->ns, false, "tracer_died");
+		return NULL;
+	default:
+		return NULL;
+	}
+}
+
+/* ---- statistics ---- */
+
+static int by_total(const void *x, const void *y)
+{
+	const struct ptw_object_stats *a = x, *b = y;
+	if (a->total_ns != b->total_ns)
+		return a->total_ns < b->total_ns ? 1 : -1;
+	if (a->waits != b->waits)
+		return a->waits < b->waits ? 1 : -1;
+	return (a->object > b->object) - (a->object < b->object);
+}
+
+size_t ptw_locks_object_stats(const struct ptw_locks *l, struct ptw_object_stats **ret)
+{
+	struct ptw_object_stats *st = NULL;
+	size_t n = 0;
+	struct ptw_map index = { 0 }; /* object -> position + 1 */
+	for (size_t i = 0; i < l->n; i++) {
+		const struct ptw_wait *w = l->waits[i];
+		/* a join waits for a thread, not an object others contend for */
+		uint64_t key = w->object ^ ((uint64_t)(w->kind == PTW_WAIT_JOIN) << 63);
+		size_t k = (size_t)(uintptr_t)ptw_map_get(&index, key | 1);
+		struct ptw_object_stats *o;
+		if (!k) {
+			st = xreallocarray(st, n + 1, sizeof(*st));
+			o = &st[n++];
+			memset(o, 0, sizeof(*o));
+			o->object = w->object;
+			o->object_loc = w->object_loc;
+			o->kind = w->kind;
+			ptw_map_put(&index, key | 1, (void *)(uintptr_t)n);
+		} else {
+			o = &st[k - 1];
+		}
+		o->waits++;
+		if (w->status == PTW_WAIT_COMPLETED) {
+			uint64_t d = w->end_ns - w->start_ns;
+			o->completed++;
+			o->total_ns += d;
+			if (d > o->max_ns)
+				o->max_ns = d;
+		}
+		bool seen = false;
+		for (size_t t = 0; t < o->ntids && !seen; t++)
+			seen = o->tids[t] == w->tid;
+		if (!seen) {
+			o->tids = xreallocarray(o->tids, o->ntids + 1, sizeof(*o->tids));
+			o->tids[o->ntids++] = w->tid;
+		}
+		seen = !w->site;
+		for (size_t s = 0; s < o->nsites && !seen; s++)
+			seen = o->sites[s] == w->site ||
+			       (o->sites[s]->addr == w->site->addr);
+		if (!seen) {
+			o->sites = xreallocarray(o->sites, o->nsites + 1, sizeof(*o->sites));
+			o->sites[o->nsites++] = w->site;
+		}
+	}
+	ptw_map_free(&index);
+	if (n)
+		qsort(st, n, sizeof(*st), by_total);
+	*ret = st;
+	return n;
+}
+
+void ptw_object_stats_free(struct ptw_object_stats *st, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(st[i].tids);
+		free(st[i].sites);
+	}
+	free(st);
+}
+
+static int by_thread_total(const void *x, const void *y)
+{
+	const struct ptw_thread_waits *a = x, *b = y;
+	if (a->total_ns != b->total_ns)
+		return a->total_ns < b->total_ns ? 1 : -1;
+	if (a->thread_span != b->thread_span)
+		return a->thread_span < b->thread_span ? -1 : 1;
+	return (a->tid > b->tid) - (a->tid < b->tid);
+}
+
+size_t ptw_locks_thread_stats(const struct ptw_locks *l, struct ptw_thread_waits **ret)
+{
+	struct ptw_thread_waits *st = NULL;
+	size_t n = 0;
+	struct ptw_map index = { 0 }; /* (span, tid) -> position + 1 */
+	for (size_t i = 0; i < l->n; i++) {
+		const struct ptw_wait *w = l->waits[i];
+		uint64_t key = ((uint64_t)w->thread_span << 32) | (uint32_t)w->tid;
+		size_t k = (size_t)(uintptr_t)ptw_map_get(&index, key | (1ull << 63));
+		struct ptw_thread_waits *t;
+		if (!k) {
+			st = xreallocarray(st, n + 1, sizeof(*st));
+			t = &st[n++];
+			memset(t, 0, sizeof(*t));
+			t->tid = w->tid;
+			t->thread_span = w->thread_span;
+			ptw_map_put(&index, key | (1ull << 63), (void *)(uintptr_t)n);
+		} else {
+			t = &st[k - 1];
+		}
+		t->waits++;
+		if (w->status == PTW_WAIT_COMPLETED) {
+			uint64_t d = w->end_ns - w->start_ns;
+			t->completed++;
+			t->total_ns += d;
+			if (d > t->max_ns)
+				t->max_ns = d;
+		}
+	}
+	ptw_map_free(&index);
+	if (n)
+		qsort(st, n, sizeof(*st), by_thread_total);
+	*ret = st;
+	return n;
+}

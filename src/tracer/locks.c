@@ -1,0 +1,769 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * --locks: wait spans and live deadlocks.
+ *
+ * Only glibc's slow paths are hooked, never a lock's fast path, so an
+ * uncontended lock or unlock costs nothing:
+ *   __lll_lock_wait          a mutex is contended (pthread_mutex_lock, and
+ *                            pthread_cond_wait taking its mutex back);
+ *   __lll_lock_wait_private  a lock inside glibc (stdio, malloc arenas);
+ *   __futex_abstimed_wait_common, where both futex wait functions go
+ *                            (rwlocks, condition variables, semaphores,
+ *                            timed mutex locks): its callers, found by
+ *                            unwinding, say which kind of wait it is;
+ *   the join function's entry and rets, hooked anyway for thread spans: a
+ *                            join waits when the joined thread still runs.
+ * With libc's symbol table (libc6-dbg) these are found by name; without it,
+ * from the code of the exported functions that call them (see
+ * find_entries). At an entry the return address is read from [sp] and an
+ * int3 put there while some wait returns there (refcounted, as --trace's
+ * return breakpoints): two stops per contended wait.
+ *
+ * Who a thread waits for is read from the object (mutex __owner, rwlock
+ * __cur_writer, the joined thread's tid). When a wait begins, the chain of
+ * owners is followed with the owners read again now; a chain that comes
+ * back to the waiting thread is a deadlock candidate, reported only once
+ * the other threads of the cycle are stopped and the owners, read once
+ * more, still form it (ptw_stop_lwps; they run on right after).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+
+#include "ptw_locks.h"
+#include "ptw_waits.h"
+#include "tracer_internal.h"
+
+#define SITE_FRAMES 8	   /* unwound at a wait's entry */
+#define DEADLOCK_FRAMES 32 /* a deadlocked thread's stack */
+#define MAX_CYCLE 64
+#define STOP_DEADLINE_MS 500
+#define RWLOCK_FUTEX_WRPHASE_WAIT 3 /* 1 | PTHREAD_RWLOCK_FUTEX_USED: expected value */
+
+struct lock_wait {
+	enum ptw_wait_kind kind;
+	uint64_t object;
+	uint64_t ret; /* its return breakpoint (0: a join, ended at the join's rets) */
+	uint64_t sp;  /* at the entry */
+};
+
+struct range {
+	uint64_t lo, hi;
+	enum ptw_wait_kind kind;
+};
+
+struct locks {
+	bool ready;
+	bool symtab;		/* libc's full symbol table: frame names classify */
+	const char *libc_path;	/* for the call site: the first frame outside it */
+	struct range ranges[32];	/* exported functions that wait, for classifying */
+	size_t nranges;
+	struct ptw_map retbps;	/* return address -> open waits returning there */
+	struct ptw_map checked; /* return address -> 1 (a call precedes it) or 2 */
+	bool have_tid_off;
+	uint32_t tid_off;	/* struct pthread: tid */
+	uint32_t ndeadlocks;
+	struct ptw_map reported; /* a deadlock's hash -> 1 */
+};
+
+void locks_new(struct ptw_tracer *t)
+{
+	if (t->o.locks)
+		t->locks = xcalloc(1, sizeof(struct locks));
+}
+
+void locks_image_reset(struct ptw_tracer *t)
+{
+	struct locks *lk = t->locks;
+	if (!lk)
+		return;
+	ptw_map_free(&lk->retbps);
+	ptw_map_free(&lk->checked);
+	ptw_map_free(&lk->reported);
+	lk->ready = false;
+	lk->symtab = false;
+	lk->nranges = 0;
+	lk->libc_path = NULL;
+}
+
+void locks_free(struct ptw_tracer *t)
+{
+	if (!t->locks)
+		return;
+	locks_image_reset(t);
+	free(t->locks);
+	t->locks = NULL;
+}
+
+/* ---- finding the slow paths ---- */
+
+static const char *libc_mod(struct ptw_tracer *t)
+{
+	return t->img.dynamic ? "libc.so" : PTW_MOD_EXE;
+}
+
+/* Targets of the direct calls in the exported function name (tail_jumps:
+ * of its tail calls instead). */
+static int branches_of(struct ptw_tracer *t, const char *name, bool tail_jumps, uint64_t *out,
+		       int max)
+{
+	uint64_t addr, size = 0;
+	if (ptw_symbols_lookup(t->img.syms, libc_mod(t), name, &addr, &size) < 0 || !size ||
+	    size > 65536)
+		return 0;
+	uint8_t *code = xmalloc(size);
+	int n = 0;
+	if (ptw_bp_read_original(t->bps, addr, code, size) == 0)
+		n = ptw_insn_find_calls(code, size, addr, tail_jumps, out, max);
+	free(code);
+	return n;
+}
+
+static bool among(const uint64_t *v, int n, uint64_t x)
+{
+	for (int i = 0; i < n; i++)
+		if (v[i] == x)
+			return true;
+	return false;
+}
+
+/* __lll_lock_wait: by name, or the call of pthread_mutex_lock that lands
+ * between __lll_lock_wait_private and __lll_lock_wake_private (the three
+ * are lowlevellock.c, one object file, in that order). */
+static uint64_t find_lll_lock_wait(struct ptw_tracer *t, uint64_t lll_private)
+{
+	struct ptw_symbols *syms = t->img.syms;
+	uint64_t addr, wake;
+	if (ptw_symbols_lookup(syms, libc_mod(t), "__lll_lock_wait", &addr, NULL) == 0) {
+		t->locks->symtab = true;
+		return addr;
+	}
+	if (!lll_private)
+		return 0;
+	if (ptw_symbols_lookup(syms, libc_mod(t), "__lll_lock_wake_private", &wake, NULL) < 0 ||
+	    wake <= lll_private)
+		wake = lll_private + 512;
+	uint64_t calls[64];
+	int n = branches_of(t, "pthread_mutex_lock", false, calls, 64);
+	for (int i = 0; i < n; i++)
+		if (calls[i] > lll_private && calls[i] < wake)
+			return calls[i];
+	return 0;
+}
+
+/* __futex_abstimed_wait_common, where __futex_abstimed_wait64 and
+ * __futex_abstimed_wait_cancelable64 both jump: by name; else the call
+ * that both pthread_rwlock_rdlock and pthread_rwlock_wrlock make and
+ * pthread_cond_timedwait does not (the non-cancelable wait), and where it
+ * jumps. */
+static uint64_t find_futex_wait(struct ptw_tracer *t)
+{
+	struct ptw_symbols *syms = t->img.syms;
+	uint64_t addr;
+	if (ptw_symbols_lookup(syms, libc_mod(t), "__futex_abstimed_wait_common", &addr, NULL) == 0)
+		return addr;
+	uint64_t wrapper = 0;
+	if (ptw_symbols_lookup(syms, libc_mod(t), "__futex_abstimed_wait64", &wrapper, NULL) < 0) {
+		uint64_t rd[64], wr[64], cond[64];
+		int nrd = branches_of(t, "pthread_rwlock_rdlock", false, rd, 64);
+		int nwr = branches_of(t, "pthread_rwlock_wrlock", false, wr, 64);
+		int ncond = branches_of(t, "pthread_cond_timedwait", false, cond, 64);
+		for (int i = 0; i < nrd && !wrapper; i++)
+			if (among(wr, nwr, rd[i]) && !among(cond, ncond, rd[i]))
+				wrapper = rd[i];
+	}
+	uint8_t code[32];
+	uint64_t target;
+	if (wrapper && ptw_bp_read_original(t->bps, wrapper, code, sizeof(code)) == 0 &&
+	    ptw_insn_tail_jump(code, sizeof(code), wrapper, &target) == 0)
+		return target;
+	return 0; /* an unknown layout: better no hook than a wrong one */
+}
+
+static void add_range(struct ptw_tracer *t, const char *name, enum ptw_wait_kind kind)
+{
+	struct locks *lk = t->locks;
+	uint64_t addr, size = 0;
+	if (lk->nranges < PTW_ARRAY_SIZE(lk->ranges) &&
+	    ptw_symbols_lookup(t->img.syms, libc_mod(t), name, &addr, &size) == 0 && size)
+		lk->ranges[lk->nranges++] = (struct range){ addr, addr + size, kind };
+}
+
+/* The local functions the exported function name tail-calls (sem_wait
+ * jumps to __new_sem_wait_slow64, which .dynsym does not name): their
+ * extent from the CFI, with the same kind. */
+static void add_tail_ranges(struct ptw_tracer *t, const char *name, enum ptw_wait_kind kind)
+{
+	struct locks *lk = t->locks;
+	uint64_t targets[16], lo, hi;
+	int n = branches_of(t, name, true, targets, 16);
+	for (int i = 0; i < n && lk->nranges < PTW_ARRAY_SIZE(lk->ranges); i++)
+		if (ptw_symbols_function_range(t->img.syms, targets[i], &lo, &hi) == 0 &&
+		    lo == targets[i] && hi - lo < 65536) {
+			bool dup = false;
+			for (size_t k = 0; k < lk->nranges && !dup; k++)
+				dup = lk->ranges[k].lo == lo;
+			if (!dup)
+				lk->ranges[lk->nranges++] = (struct range){ lo, hi, kind };
+		}
+}
+
+static void hook_at(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t addr, unsigned hook,
+		    const char *what)
+{
+	int r = insert_bp(t, addr, hook, l);
+	if (r < 0 && r != -EEXIST)
+		warn(t, "locks_partial", "--locks: cannot break at %s (%#llx): %s; those waits are not seen",
+		     what, (unsigned long long)addr, strerror(-r));
+}
+
+void locks_setup(struct ptw_tracer *t, struct ptw_lwp *l)
+{
+	struct locks *lk = t->locks;
+	if (!lk || lk->ready || !t->img.syms)
+		return;
+	lk->ready = true;
+	struct ptw_symbols *syms = t->img.syms;
+	lk->libc_path = t->img.dynamic ? ptw_symbols_module_path(syms, "libc.so") : NULL;
+	uint64_t lll_private = 0;
+	ptw_symbols_lookup(syms, libc_mod(t), "__lll_lock_wait_private", &lll_private, NULL);
+	uint64_t lll = find_lll_lock_wait(t, lll_private);
+	uint64_t futex = find_futex_wait(t);
+	if (lll)
+		hook_at(t, l, lll, HOOK_LOCK_WAIT, "__lll_lock_wait");
+	else
+		warn(t, "locks_partial", "--locks: __lll_lock_wait not found in libc: mutex waits "
+					 "are not seen");
+	if (lll_private)
+		hook_at(t, l, lll_private, HOOK_LOCK_WAIT_PRIVATE, "__lll_lock_wait_private");
+	if (futex)
+		hook_at(t, l, futex, HOOK_FUTEX_WAIT, "__futex_abstimed_wait_common");
+	else
+		warn(t, "locks_partial", "--locks: glibc's futex wait function not found: rwlock, "
+					 "condition variable and semaphore waits are not seen");
+	static const struct {
+		const char *name;
+		enum ptw_wait_kind kind;
+	} waiters[] = {
+		{ "pthread_mutex_lock", PTW_WAIT_MUTEX },
+		{ "pthread_mutex_timedlock", PTW_WAIT_MUTEX },
+		{ "pthread_mutex_clocklock", PTW_WAIT_MUTEX },
+		{ "pthread_rwlock_rdlock", PTW_WAIT_RWLOCK_READ },
+		{ "pthread_rwlock_timedrdlock", PTW_WAIT_RWLOCK_READ },
+		{ "pthread_rwlock_clockrdlock", PTW_WAIT_RWLOCK_READ },
+		{ "pthread_rwlock_wrlock", PTW_WAIT_RWLOCK_WRITE },
+		{ "pthread_rwlock_timedwrlock", PTW_WAIT_RWLOCK_WRITE },
+		{ "pthread_rwlock_clockwrlock", PTW_WAIT_RWLOCK_WRITE },
+		{ "pthread_cond_wait", PTW_WAIT_COND },
+		{ "pthread_cond_timedwait", PTW_WAIT_COND },
+		{ "pthread_cond_clockwait", PTW_WAIT_COND },
+		{ "sem_wait", PTW_WAIT_SEM },
+		{ "sem_timedwait", PTW_WAIT_SEM },
+		{ "sem_clockwait", PTW_WAIT_SEM },
+		{ "pthread_join", PTW_WAIT_JOIN },
+		{ "pthread_timedjoin_np", PTW_WAIT_JOIN },
+		{ "pthread_clockjoin_np", PTW_WAIT_JOIN },
+		{ "pthread_barrier_wait", PTW_WAIT_BARRIER },
+	};
+	for (size_t i = 0; i < PTW_ARRAY_SIZE(waiters); i++)
+		add_range(t, waiters[i].name, waiters[i].kind);
+	if (!lk->symtab) {
+		add_tail_ranges(t, "sem_wait", PTW_WAIT_SEM);
+		add_tail_ranges(t, "sem_timedwait", PTW_WAIT_SEM);
+		add_tail_ranges(t, "sem_clockwait", PTW_WAIT_SEM);
+	}
+	for (size_t i = 0; i < lk->nranges; i++)
+		ptw_dbg(PTW_DBG_TRACER, "--locks: range [%#llx, %#llx) kind %d",
+			(unsigned long long)lk->ranges[i].lo, (unsigned long long)lk->ranges[i].hi,
+			lk->ranges[i].kind);
+	lk->have_tid_off = t->img.tdb && ptw_tdb_pthread_field(t->img.tdb, "tid", &lk->tid_off) == 0;
+	ptw_dbg(PTW_DBG_TRACER, "--locks: __lll_lock_wait %#llx (%s), private %#llx, futex wait %#llx",
+		(unsigned long long)lll, lk->symtab ? "symbol table" : "found from pthread_mutex_lock",
+		(unsigned long long)lll_private, (unsigned long long)futex);
+}
+
+unsigned locks_join_hooks(struct ptw_tracer *t, bool entry)
+{
+	if (!t->locks)
+		return 0;
+	return entry ? HOOK_WAIT_JOIN : HOOK_WAIT_JOIN_RET;
+}
+
+/* ---- return breakpoints ---- */
+
+static int retbp_get(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t ret)
+{
+	struct locks *lk = t->locks;
+	uintptr_t n = (uintptr_t)ptw_map_get(&lk->retbps, ret);
+	if (n) {
+		ptw_map_put(&lk->retbps, ret, (void *)(n + 1));
+		return 0;
+	}
+	uintptr_t c = (uintptr_t)ptw_map_get(&lk->checked, ret);
+	if (!c) {
+		uint8_t before[8];
+		c = ret > 8 && ptw_bp_read_original(t->bps, ret - 8, before, 8) == 0 &&
+				    ptw_insn_call_length(before, ret) > 0
+			    ? 1
+			    : 2;
+		ptw_map_put(&lk->checked, ret, (void *)c);
+	}
+	if (c != 1)
+		return -EINVAL;
+	int r = insert_bp(t, ret, HOOK_WAIT_RETURN, l);
+	if (r < 0)
+		return r;
+	ptw_map_put(&lk->retbps, ret, (void *)1);
+	return 0;
+}
+
+static void retbp_put(struct ptw_tracer *t, uint64_t ret)
+{
+	struct locks *lk = t->locks;
+	uintptr_t n = ret ? (uintptr_t)ptw_map_get(&lk->retbps, ret) : 0;
+	if (!n)
+		return;
+	if (n > 1) {
+		ptw_map_put(&lk->retbps, ret, (void *)(n - 1));
+		return;
+	}
+	ptw_map_del(&lk->retbps, ret);
+	struct ptw_bp *bp = ptw_bp_find(t->bps, ret);
+	if (bp)
+		ptw_bp_remove_hooks(t->bps, bp, HOOK_WAIT_RETURN);
+}
+
+static void pop_wait(struct ptw_tracer *t, struct thread *th)
+{
+	if (th->nlwaits)
+		retbp_put(t, th->lwaits[--th->nlwaits].ret);
+}
+
+void locks_thread_gone(struct ptw_tracer *t, struct thread *th)
+{
+	if (!t->locks || !th)
+		return;
+	while (th->nlwaits)
+		pop_wait(t, th);
+}
+
+/* ---- who waits for whom ---- */
+
+static bool live_target_tid(struct ptw_tracer *t, int32_t tid)
+{
+	struct ptw_lwp *o = tid > 0 ? ptw_lwp_get(t->proc, tid) : NULL;
+	return o && o->state != PTW_LWP_GONE && is_target_lwp(t, o);
+}
+
+static int32_t read_i32(struct ptw_tracer *t, uint64_t addr)
+{
+	int32_t v = 0;
+	if (ptw_mem_read(t->proc, addr, &v, sizeof(v)) < 0)
+		return 0;
+	return v;
+}
+
+/* The thread that holds the object now (or that a join waits for), 0 none
+ * known. */
+static pid_t owner_now(struct ptw_tracer *t, enum ptw_wait_kind kind, uint64_t object)
+{
+	struct locks *lk = t->locks;
+	int32_t v = 0;
+	switch (kind) {
+	case PTW_WAIT_MUTEX:
+		v = read_i32(t, object + PTW_MUTEX_OWNER);
+		break;
+	case PTW_WAIT_RWLOCK_READ:
+	case PTW_WAIT_RWLOCK_WRITE:
+		v = read_i32(t, object + PTW_RWLOCK_CUR_WRITER);
+		break;
+	case PTW_WAIT_JOIN:
+		if (lk->have_tid_off)
+			v = read_i32(t, object + lk->tid_off);
+		break;
+	default:
+		break;
+	}
+	return live_target_tid(t, v) ? v : 0;
+}
+
+static pid_t waits_for(void *ctx, pid_t tid)
+{
+	struct ptw_tracer *t = ctx;
+	struct ptw_lwp *o = ptw_lwp_get(t->proc, tid);
+	struct thread *th = o ? o->user : NULL;
+	if (!th || !th->nlwaits)
+		return 0;
+	const struct lock_wait *w = &th->lwaits[th->nlwaits - 1];
+	return owner_now(t, w->kind, w->object);
+}
+
+/* ---- frames ---- */
+
+/* The location of the call that returns to ret. */
+static const struct ptw_location *call_at(struct ptw_tracer *t, uint64_t ret)
+{
+	uint8_t before[8];
+	int k = 0;
+	if (ret > 8 && ptw_bp_read_original(t->bps, ret - 8, before, 8) == 0)
+		k = ptw_insn_call_length(before, ret);
+	return locate(t, ret - (uint64_t)(k > 0 ? k : 1));
+}
+
+/* A static program is one module, libc in it: every pc may be libc's. */
+static bool in_libc(struct ptw_tracer *t, uint64_t pc)
+{
+	if (!t->img.dynamic)
+		return true;
+	const char *m = ptw_symbols_module_of(t->img.syms, pc);
+	return t->locks->libc_path && m && !strcmp(m, t->locks->libc_path);
+}
+
+/* What a futex wait is for, from its callers (frames 1..n-1). */
+static enum ptw_wait_kind classify(struct ptw_tracer *t, const uint64_t *pcs, int n)
+{
+	static const struct {
+		const char *needle;
+		enum ptw_wait_kind kind;
+	} rules[] = {
+		{ "cond_wait", PTW_WAIT_COND },	      { "cond_timedwait", PTW_WAIT_COND },
+		{ "cond_clockwait", PTW_WAIT_COND },  { "rdlock", PTW_WAIT_RWLOCK_READ },
+		{ "wrlock", PTW_WAIT_RWLOCK_WRITE },  { "sem_wait", PTW_WAIT_SEM },
+		{ "sem_timedwait", PTW_WAIT_SEM },    { "sem_clockwait", PTW_WAIT_SEM },
+		{ "clocklock", PTW_WAIT_MUTEX },      { "timedlock", PTW_WAIT_MUTEX },
+		{ "mutex_lock", PTW_WAIT_MUTEX },     { "join", PTW_WAIT_JOIN },
+		{ "barrier_wait", PTW_WAIT_BARRIER },
+	};
+	struct locks *lk = t->locks;
+	for (int i = 1; i < n; i++) {
+		uint64_t pc = pcs[i] - 1;
+		for (size_t k = 0; k < lk->nranges; k++)
+			if (pc >= lk->ranges[k].lo && pc < lk->ranges[k].hi)
+				return lk->ranges[k].kind;
+		if (!in_libc(t, pc))
+			continue;
+		const struct ptw_location *loc = locate(t, pc);
+		uint64_t lo, hi;
+		/* Without libc's symbol table a local function is named after
+		 * the exported one before it: a name counts only if it is the
+		 * function's own (pthread_cond_wait@@GLIBC_2.3.2, say). */
+		if (!lk->symtab && (!loc || !loc->symbol ||
+				    ptw_symbols_function_range(t->img.syms, pc, &lo, &hi) < 0 ||
+				    lo != pc - loc->symbol_offset))
+			continue;
+		for (size_t k = 0; loc && loc->symbol && k < PTW_ARRAY_SIZE(rules); k++)
+			if (strstr(loc->symbol, rules[k].needle))
+				return rules[k].kind;
+	}
+	return PTW_WAIT_NONE;
+}
+
+/* A global's name, when the object is one. */
+static const struct ptw_location *object_location(struct ptw_tracer *t, uint64_t object)
+{
+	if (!object || !ptw_symbols_module_of(t->img.syms, object))
+		return NULL;
+	const struct ptw_location *loc = locate(t, object);
+	return loc && loc->symbol ? loc : NULL;
+}
+
+/* ---- waits ---- */
+
+static void begin_wait(struct ptw_tracer *t, struct ptw_lwp *l,
+		       const struct user_regs_struct *regs, enum ptw_wait_kind kind,
+		       uint64_t object, pid_t owner, const uint64_t *pcs, int n, bool join,
+		       uint64_t ns);
+
+/* A deadlock through this thread's new wait? */
+static void check_deadlock(struct ptw_tracer *t, struct ptw_lwp *l,
+			   const struct user_regs_struct *regs, uint64_t ns);
+
+static void wait_entry(struct ptw_tracer *t, struct ptw_lwp *l, const struct user_regs_struct *regs,
+		       enum ptw_wait_kind kind, uint64_t object, uint64_t ns, bool classify_it)
+{
+	uint64_t pcs[SITE_FRAMES];
+	int n = ptw_symbols_unwind(t->img.syms, l->tid, regs, pcs, SITE_FRAMES);
+	if (n < 1) {
+		pcs[0] = regs->rip;
+		n = 1;
+	}
+	if (classify_it) {
+		kind = classify(t, pcs, n);
+		uint64_t futex = object;
+		switch (kind) {
+		case PTW_WAIT_COND:
+			object = ptw_wait_object(PTW_WAIT_COND, futex);
+			break;
+		case PTW_WAIT_RWLOCK_READ:
+		case PTW_WAIT_RWLOCK_WRITE:
+			/* readers sleep on __readers (0) or __wrphase_futex (8),
+			 * writers on __writers_futex (12) or __wrphase_futex; the
+			 * lock is 8-aligned, and a wrphase wait expects 3 */
+			object = (futex & 7) == 4 ? futex - PTW_RWLOCK_WRITERS_FUTEX
+				 : (uint32_t)regs->rsi == RWLOCK_FUTEX_WRPHASE_WAIT
+					 ? futex - PTW_RWLOCK_WRPHASE_FUTEX
+					 : futex;
+			break;
+		case PTW_WAIT_MUTEX: /* a timed lock: on __lock, the mutex's first word */
+		case PTW_WAIT_SEM:   /* on the value, the semaphore's first word */
+		case PTW_WAIT_BARRIER:
+			break;
+		default:
+			ptw_dbg(PTW_DBG_TRACER, "--locks: futex wait of %d not classified: %d frames, "
+				"%#llx %#llx %#llx %#llx", l->tid, n,
+				(unsigned long long)(n > 1 ? pcs[1] : 0), (unsigned long long)(n > 2 ? pcs[2] : 0),
+				(unsigned long long)(n > 3 ? pcs[3] : 0), (unsigned long long)(n > 4 ? pcs[4] : 0));
+			/* a join (seen at the join function) or a wait that is
+			 * none of the above (aio, getaddrinfo_a): no span */
+			return;
+		}
+	}
+	begin_wait(t, l, regs, kind, object, owner_now(t, kind, object), pcs, n, false, ns);
+}
+
+static void begin_wait(struct ptw_tracer *t, struct ptw_lwp *l,
+		       const struct user_regs_struct *regs, enum ptw_wait_kind kind,
+		       uint64_t object, pid_t owner, const uint64_t *pcs, int n, bool join,
+		       uint64_t ns)
+{
+	struct thread *th = thread_of(l);
+	uint64_t sp = regs->rsp, ret = 0;
+	/* Waits entered at or below this stack pointer were left (a longjmp
+	 * out of a signal handler that waited): the span engine does the same. */
+	while (th->nlwaits && th->lwaits[th->nlwaits - 1].sp <= sp)
+		pop_wait(t, th);
+	if (!join) {
+		int r = read_u64(t, sp, &ret);
+		if (r == 0)
+			r = retbp_get(t, l, ret);
+		if (r < 0) {
+			const struct ptw_location *loc = locate(t, regs->rip);
+			warn(t, "locks_no_return",
+			     "--locks: waits in %s returning to %#llx are not reported: %s",
+			     loc && loc->symbol ? loc->symbol : "?", (unsigned long long)ret,
+			     r == -EINVAL ? "no call precedes that address" : strerror(-r));
+			return;
+		}
+	}
+	if (th->nlwaits == th->lwaits_cap) {
+		th->lwaits_cap = th->lwaits_cap ? 2 * th->lwaits_cap : 4;
+		th->lwaits = xreallocarray(th->lwaits, th->lwaits_cap, sizeof(*th->lwaits));
+	}
+	th->lwaits[th->nlwaits++] = (struct lock_wait){ kind, object, ret, sp };
+
+	const struct ptw_location *stack[SITE_FRAMES];
+	const struct ptw_location *site = NULL;
+	for (int i = 0; i < n; i++) {
+		stack[i] = i ? locate(t, pcs[i] - 1) : locate(t, pcs[i]);
+		if (i && !site && t->locks->libc_path && !in_libc(t, pcs[i]))
+			site = call_at(t, pcs[i]);
+	}
+	/* A static program: libc's functions are the program's; the first
+	 * frame out of them is the first neither in an exported primitive
+	 * nor named like an internal one. */
+	for (int i = 1; i < n && !site && !t->img.dynamic; i++) {
+		const struct ptw_location *loc = locate(t, pcs[i] - 1);
+		bool primitive = !loc || !loc->symbol || loc->symbol[0] == '_';
+		for (size_t k = 0; k < t->locks->nranges && !primitive; k++)
+			primitive = pcs[i] - 1 >= t->locks->ranges[k].lo &&
+				    pcs[i] - 1 < t->locks->ranges[k].hi;
+		if (!primitive)
+			site = call_at(t, pcs[i]);
+	}
+	struct ptw_event ev = ptw_event_init(PTW_EV_WAIT_BEGIN, ns, l->tid);
+	ev.wait_kind = kind;
+	ev.wait_object = object;
+	ev.wait_owner = owner;
+	ev.object = object_location(t, object);
+	ev.site = site;
+	ev.stack = stack;
+	ev.nstack = (size_t)n;
+	ev.sp = sp;
+	emit(t, &ev);
+	if (owner)
+		check_deadlock(t, l, regs, ns);
+}
+
+static void end_wait(struct ptw_tracer *t, struct ptw_lwp *l, const struct user_regs_struct *regs,
+		     uint64_t ns)
+{
+	struct thread *th = thread_of(l);
+	pop_wait(t, th);
+	struct ptw_event ev = ptw_event_init(PTW_EV_WAIT_END, ns, l->tid);
+	ev.has_value = true;
+	ev.value = (uint32_t)regs->rax;
+	ev.sp = regs->rsp;
+	emit(t, &ev);
+}
+
+void hook_lock_wait(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
+		    const struct user_regs_struct *regs, uint64_t ns)
+{
+	(void)bp;
+	/* __lll_lock_wait (int *futex, int private): the mutex's __lock */
+	if (t->locks && is_target_lwp(t, l))
+		wait_entry(t, l, regs, PTW_WAIT_MUTEX, regs->rdi, ns, false);
+}
+
+void hook_lock_wait_private(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
+			    const struct user_regs_struct *regs, uint64_t ns)
+{
+	(void)bp;
+	if (t->locks && is_target_lwp(t, l))
+		wait_entry(t, l, regs, PTW_WAIT_LOCK, regs->rdi, ns, false);
+}
+
+void hook_futex_wait(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
+		     const struct user_regs_struct *regs, uint64_t ns)
+{
+	(void)bp;
+	/* (futex_word, expected, clockid, abstime, private, cancel) */
+	if (t->locks && is_target_lwp(t, l))
+		wait_entry(t, l, regs, PTW_WAIT_NONE, regs->rdi, ns, true);
+}
+
+void hook_wait_return(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
+		      const struct user_regs_struct *regs, uint64_t ns)
+{
+	(void)bp;
+	struct thread *th = thread_of(l);
+	if (!t->locks || !th->nlwaits)
+		return; /* another thread's fast path through the same code */
+	const struct lock_wait *w = &th->lwaits[th->nlwaits - 1];
+	if (w->ret != regs->rip || w->sp + 8 != regs->rsp)
+		return;
+	end_wait(t, l, regs, ns);
+}
+
+void hook_wait_join(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
+		    const struct user_regs_struct *regs, uint64_t ns)
+{
+	(void)bp;
+	struct locks *lk = t->locks;
+	/* __pthread_clockjoin_ex (thread, retval, clockid, abstime, block):
+	 * pthread_tryjoin_np does not block; a thread whose tid is 0 has
+	 * ended already: no wait. */
+	if (!lk || !lk->have_tid_off || !(regs->r8 & 0xff) || !regs->rdi)
+		return;
+	int32_t tid = read_i32(t, regs->rdi + lk->tid_off);
+	if (tid <= 0)
+		return;
+	uint64_t pcs[SITE_FRAMES];
+	int n = ptw_symbols_unwind(t->img.syms, l->tid, regs, pcs, SITE_FRAMES);
+	if (n < 1) {
+		pcs[0] = regs->rip;
+		n = 1;
+	}
+	begin_wait(t, l, regs, PTW_WAIT_JOIN, regs->rdi, live_target_tid(t, tid) ? tid : 0, pcs, n,
+		   true, ns);
+}
+
+void hook_wait_join_ret(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
+			const struct user_regs_struct *regs, uint64_t ns)
+{
+	(void)bp;
+	struct thread *th = thread_of(l);
+	if (!t->locks || !th->nlwaits)
+		return;
+	const struct lock_wait *w = &th->lwaits[th->nlwaits - 1];
+	if (w->kind != PTW_WAIT_JOIN || w->ret || w->sp != regs->rsp)
+		return;
+	end_wait(t, l, regs, ns);
+}
+
+/* ---- deadlocks ---- */
+
+static uint64_t cycle_key(const pid_t *tids, const uint64_t *objects, size_t n)
+{
+	/* order-independent: the same cycle found from another member */
+	uint64_t h = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t x = ((uint64_t)(uint32_t)tids[i] * 0x9e3779b97f4a7c15ull) ^ objects[i];
+		x ^= x >> 29;
+		x *= 0xbf58476d1ce4e5b9ull;
+		h += x ^ (x >> 32);
+	}
+	return h | 1;
+}
+
+static void check_deadlock(struct ptw_tracer *t, struct ptw_lwp *l,
+			   const struct user_regs_struct *regs, uint64_t ns)
+{
+	struct locks *lk = t->locks;
+	pid_t cyc[MAX_CYCLE];
+	size_t n;
+	if (waits_for(t, l->tid) == l->tid) {
+		/* a normal mutex locked again by its owner: it waits for itself */
+		cyc[0] = l->tid;
+		n = 1;
+	} else {
+		n = ptw_wait_cycle(l->tid, waits_for, t, cyc, MAX_CYCLE);
+	}
+	if (n < 1)
+		return;
+	struct ptw_lwp *lwps[MAX_CYCLE];
+	uint64_t objects[MAX_CYCLE];
+	enum ptw_wait_kind kinds[MAX_CYCLE];
+	bool held[MAX_CYCLE];
+	for (size_t i = 0; i < n; i++) {
+		lwps[i] = ptw_lwp_get(t->proc, cyc[i]);
+		struct thread *th = lwps[i] ? lwps[i]->user : NULL;
+		if (!th || !th->nlwaits)
+			return;
+		objects[i] = th->lwaits[th->nlwaits - 1].object;
+		kinds[i] = th->lwaits[th->nlwaits - 1].kind;
+	}
+	uint64_t key = cycle_key(cyc, objects, n);
+	if (ptw_map_get(&lk->reported, key))
+		return;
+	/* A candidate. The owners were read while the others ran: stop them,
+	 * read again, and only a cycle that still holds is one. */
+	uint64_t t0 = ptw_now_ns();
+	int stopped = ptw_stop_lwps(t->proc, lwps, n, STOP_DEADLINE_MS, held);
+	ptw_mem_invalidate(t->proc);
+	bool real = stopped == (int)n;
+	for (size_t i = 0; i < n && real; i++)
+		real = owner_now(t, kinds[i], objects[i]) == cyc[(i + 1) % n];
+	ptw_dbg(PTW_DBG_TRACER, "--locks: %zu-thread cycle from %d %s", n, l->tid,
+		real ? "confirmed" : stopped == (int)n ? "gone when checked" : "not checkable now");
+	if (real) {
+		ptw_map_put(&lk->reported, key, (void *)1);
+		uint32_t id = ++lk->ndeadlocks;
+		for (size_t i = 0; i < n; i++) {
+			struct user_regs_struct *r;
+			const struct user_regs_struct *use = regs;
+			if (lwps[i] != l) {
+				if (ptw_getregs(t->proc, lwps[i], &r) < 0)
+					r = NULL;
+				use = r;
+			}
+			uint64_t pcs[DEADLOCK_FRAMES];
+			const struct ptw_location *stack[DEADLOCK_FRAMES];
+			int k = use ? ptw_symbols_unwind(t->img.syms, cyc[i], use, pcs, DEADLOCK_FRAMES)
+				    : 0;
+			for (int j = 0; j < k; j++)
+				stack[j] = j ? locate(t, pcs[j] - 1) : locate(t, pcs[j]);
+			struct ptw_event ev = ptw_event_init(PTW_EV_DEADLOCK, ns, cyc[i]);
+			ev.span_id = id;
+			ev.has_value = true;
+			ev.value = n;
+			ev.has_arg = true;
+			ev.arg = i;
+			ev.wait_kind = kinds[i];
+			ev.wait_object = objects[i];
+			ev.wait_owner = cyc[(i + 1) % n];
+			ev.object = object_location(t, objects[i]);
+			ev.stack = stack;
+			ev.nstack = (size_t)(k > 0 ? k : 0);
+			ev.state = use && (long)use->orig_rax == SYS_futex ? "S futex" : "R";
+			emit(t, &ev);
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		if (held[i])
+			ptw_resume(t->proc, lwps[i]);
+	t->frozen_ns += ptw_now_ns() - t0;
+}
