@@ -10,9 +10,14 @@
 #include "ptw_output.h"
 #include "ptw_util.h"
 
-/* A span the model shows (live, or ended less than PTW_LIVE_FADE_NS ago). */
+/* A span the model shows (live, or ended less than PTW_LIVE_FADE_NS ago).
+ * What it shows is copied at each note (snap), so that the engine may let
+ * go of a span once it ended; the engine's own is kept only while the span
+ * lives (for ptw_live_model_refresh). */
 struct track {
-	const struct ptw_span *sp;
+	const struct ptw_span *sp; /* NULL once ended */
+	struct ptw_span snap;	   /* strings point into the buffers below, or NULL */
+	char snap_name[64], snap_open_state[48];
 	const struct ptw_location *loc; /* the routine text below is for this */
 	bool loc_known;
 	size_t group;	  /* index in groups */
@@ -148,6 +153,33 @@ static uint64_t span_begin(const struct ptw_span *sp)
 	return sp->create_ns.set ? sp->create_ns.v : 0;
 }
 
+static void snapshot(struct track *t, const struct ptw_span *sp)
+{
+	t->snap = *sp;
+	t->snap.name = t->snap.open_state = t->snap.open_wchan = t->snap.state = t->snap.wchan = NULL;
+	t->snap.stack = NULL;
+	t->snap.nstack = 0;
+	if (sp->name) {
+		snprintf(t->snap_name, sizeof(t->snap_name), "%s", sp->name);
+		t->snap.name = t->snap_name;
+	}
+	if (sp->open_state) {
+		snprintf(t->snap_open_state, sizeof(t->snap_open_state), "%s", sp->open_state);
+		t->snap.open_state = t->snap_open_state;
+	}
+	t->sp = span_ended(sp) ? NULL : sp;
+}
+
+/* The copy's strings are the track's buffers: again after the track moved
+ * (the array grew, or a faded one's slot was taken). */
+static void repoint(struct track *t)
+{
+	if (t->snap.name)
+		t->snap.name = t->snap_name;
+	if (t->snap.open_state)
+		t->snap.open_state = t->snap_open_state;
+}
+
 bool ptw_live_model_note(struct ptw_live_model *m, const struct ptw_span *sp, uint64_t now)
 {
 	if (!sp || !sp->id)
@@ -183,6 +215,7 @@ bool ptw_live_model_note(struct ptw_live_model *m, const struct ptw_span *sp, ui
 	} else {
 		t = &m->tracks[(size_t)(uintptr_t)v - 1];
 	}
+	snapshot(t, sp);
 	/* Its routine (it may be learnt after the span began). */
 	if (!t->loc_known || t->loc != sp->start_routine) {
 		size_t g = group_of(m, routine_text(m, sp));
@@ -237,7 +270,8 @@ bool ptw_live_model_note(struct ptw_live_model *m, const struct ptw_span *sp, ui
 void ptw_live_model_refresh(struct ptw_live_model *m, uint64_t now)
 {
 	for (size_t i = 0; i < m->ntracks; i++)
-		ptw_live_model_note(m, m->tracks[i].sp, now);
+		if (m->tracks[i].sp)
+			ptw_live_model_note(m, m->tracks[i].sp, now);
 }
 
 bool ptw_live_model_dirty(const struct ptw_live_model *m)
@@ -252,7 +286,7 @@ uint64_t ptw_live_model_next_fade(const struct ptw_live_model *m)
 
 static void state_text(struct track *t)
 {
-	const struct ptw_span *sp = t->sp;
+	const struct ptw_span *sp = &t->snap;
 	if (t->ended) {
 		const char *s;
 		switch (sp->status) {
@@ -363,10 +397,11 @@ static int cmp_groups(const void *pa, const void *pb, void *ctx)
 
 static void forget(struct ptw_live_model *m, size_t i)
 {
-	ptw_map_del(&m->by_id, m->tracks[i].sp->id);
+	ptw_map_del(&m->by_id, m->tracks[i].snap.id);
 	if (i != m->ntracks - 1) {
 		m->tracks[i] = m->tracks[m->ntracks - 1];
-		ptw_map_put(&m->by_id, m->tracks[i].sp->id, (void *)(uintptr_t)(i + 1));
+		struct track *t = &m->tracks[i];
+		ptw_map_put(&m->by_id, t->snap.id, (void *)(uintptr_t)(i + 1));
 	}
 	m->ntracks--;
 }
@@ -383,7 +418,8 @@ size_t ptw_live_model_build(struct ptw_live_model *m, uint64_t now, const struct
 	size_t n = 0;
 	for (size_t i = 0; i < m->ntracks;) {
 		struct track *t = &m->tracks[i];
-		const struct ptw_span *sp = t->sp;
+		repoint(t);
+		const struct ptw_span *sp = &t->snap;
 		if (t->ended && now >= t->end_ns + PTW_LIVE_FADE_NS) {
 			forget(m, i); /* faded: its group keeps its counts */
 			continue;

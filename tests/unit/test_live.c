@@ -353,6 +353,56 @@ static void test_routine_learnt(void)
 	ptw_live_model_free(m);
 }
 
+/* What the rows show is the model's copy: an ended span may be let go of
+ * by the engine (its memory reused) while it fades; names survive the
+ * track array's growth. */
+static void test_copies(void)
+{
+	struct ptw_live_model *m = ptw_live_model_new();
+	struct ptw_live_query q = { .view = PTW_LIVE_THREADS, .sort = PTW_LIVE_SORT_TID };
+	const struct ptw_live_row *rows;
+	const struct ptw_live_group *groups;
+	struct ptw_span *many = calloc(200, sizeof(*many));
+	char names[200][16];
+	for (uint32_t i = 0; i < 200; i++) {
+		snprintf(names[i], sizeof(names[i]), "t-%u", i);
+		struct ptw_span *sp = &many[i];
+		sp->id = i + 1;
+		sp->tid = (pid_t)(1000 + i);
+		sp->name = names[i];
+		sp->start_routine = &pool;
+		sp->origin = PTW_ORIGIN_CREATED;
+		created(sp, 1, T0, T0 + MS);
+		ptw_live_model_note(m, sp, T0 + MS);
+		if (i % 2) {
+			sp->open_state = (char *)"S futex";
+			end(sp, T0 + 2 * MS, PTW_STATUS_COMPLETED);
+			ptw_live_model_note(m, sp, T0 + 2 * MS);
+		}
+	}
+	/* the engine lets go of the ended ones */
+	for (uint32_t i = 1; i < 200; i += 2) {
+		memset(&many[i], 0xa5, sizeof(many[i]));
+		memset(names[i], 'x', sizeof(names[i]));
+	}
+	size_t n = build(m, T0 + S, &q, &rows, &groups);
+	CHECK_EQ(n, 200);
+	const struct ptw_live_row *r = row_of(rows, n, 1001);
+	CHECK(r && r->ended);
+	CHECK_STR(r ? r->name : NULL, "t-1");
+	CHECK_STR(r ? r->state : NULL, "returned");
+	CHECK_EQ(r ? r->age_ns : 0, MS);
+	r = row_of(rows, n, 1198);
+	CHECK_STR(r ? r->name : NULL, "t-198");
+	/* a refresh (the process exited) only asks the live ones */
+	ptw_live_model_refresh(m, T0 + S);
+	n = build(m, T0 + S + PTW_LIVE_FADE_NS, &q, &rows, &groups);
+	CHECK_EQ(n, 100);
+	CHECK_STR(row_of(rows, n, 1000)->name, "t-0");
+	ptw_live_model_free(m);
+	free(many);
+}
+
 static void test_duration(void)
 {
 	char b[32];
@@ -376,6 +426,7 @@ int main(void)
 	test_rate();
 	test_names();
 	test_routine_learnt();
+	test_copies();
 	test_duration();
 	CHECK_DONE();
 }
