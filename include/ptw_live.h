@@ -9,9 +9,10 @@
  *    a given time, the rows of the thread view (live spans, and ended ones
  *    for PTW_LIVE_FADE_NS, dim) or of the routine view (one row per start
  *    routine: a thread pool), filtered by text and sorted by a column. It
- *    holds span pointers (the engine keeps every span for the session) and
- *    forgets a span once it has faded, keeping only its routine's counts,
- *    so that a frame costs O(live + recently ended), not O(spans ever).
+ *    copies what it shows at each note and keeps the engine's span only
+ *    while it lives (the engine may let go of an ended one); it forgets a
+ *    span once it has faded, keeping only its routine's counts, so that a
+ *    frame costs O(live + recently ended), not O(spans ever).
  *  - the screen (src/output/live.c): ncurses on a terminal fd, keys from an
  *    input fd, never blocking: the session calls ptw_live_tick() from the
  *    tracer loop's timer (ptw_tracer_opts next_timer/on_timer) and when the
@@ -90,8 +91,9 @@ struct ptw_live_model;
 struct ptw_live_model *ptw_live_model_new(void);
 void ptw_live_model_free(struct ptw_live_model *m);
 
-/* Span sp (the engine's; it must stay valid while the model shows it)
- * changed at time now, or is new. Returns true if the model did not know it. */
+/* Span sp (the engine's; it must stay valid until it has been noted as
+ * ended) changed at time now, or is new. Returns true if the model did not
+ * know it. */
 bool ptw_live_model_note(struct ptw_live_model *m, const struct ptw_span *sp, uint64_t now);
 /* Every span it shows may have changed (the process exited or exec'd). */
 void ptw_live_model_refresh(struct ptw_live_model *m, uint64_t now);
