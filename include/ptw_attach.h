@@ -128,6 +128,10 @@ struct ptw_proc {
 	/* Called by ptw_wait() right before it would block (flush output). */
 	void (*before_block)(void *ctx);
 	void *before_block_ctx;
+	/* Also wake ptw_wait() (PTW_STOP_TIMEOUT, woke set) when this fd is
+	 * readable; -1: none. */
+	int wake_fd;
+	bool woke;
 };
 
 /* One reaped stop, or why ptw_wait() returned without one. */

@@ -51,6 +51,14 @@
 struct ptw_guardian_opts {
 	char **argv;		    /* main's: rewritten to name each process */
 	struct ptw_output_opts out; /* what the restorer writes if the tracer dies */
+	/* The live table (ptw_live.h), else all -1: the front, which is in the
+	 * terminal's foreground group, reads keys from key_tty and writes them
+	 * to key_w (the tracer reads key_r), and passes SIGWINCH on; when the
+	 * tracer closes key_r, it stops reading. If the tracer dies of a
+	 * signal, the restorer (else the front) puts the terminal back as it
+	 * was before writing anything. The split closes them in the front and
+	 * the restorer as they need; ptw_guardian_keys_input in the tracer. */
+	int key_tty, key_w, key_r;
 };
 
 /*
@@ -61,6 +69,18 @@ struct ptw_guardian_opts {
  * is still needed of argv.
  */
 int ptw_guardian_split(const struct ptw_guardian_opts *o);
+
+/*
+ * The live table's keys (ptw_live.h), before the split: a pipe, the
+ * terminal of standard error opened for reading, SIGWINCH and SIGTTIN
+ * blocked (a launched command gets its own mask back). Fills o->key_*;
+ * returns 0 or -errno (then no live table).
+ */
+int ptw_guardian_keys_prepare(struct ptw_guardian_opts *o);
+/* After the split (or its failure: split false): the fd the tracer reads
+ * keys from, the pipe's end, or the terminal itself when ptwatch runs as
+ * one process (it is then in the foreground group); closes the rest. */
+int ptw_guardian_keys_input(struct ptw_guardian_opts *o, bool split);
 
 /* Tracer: the target's /proc/PID/mem, to the front and the restorer. */
 void ptw_guardian_share_mem(int fd);

@@ -53,8 +53,10 @@ enum ptw_end_reason {
 	PTW_END_DURATION,
 	PTW_END_ERROR,
 	PTW_END_SNAPSHOT,
+	PTW_END_DETACHED,
 };
 const char *ptw_end_reason_name(enum ptw_end_reason r);
+/* PTW_END_DETACHED: ptw_tracer_stop() was called (the live table's q). */
 
 struct ptw_tracer;
 
@@ -88,6 +90,13 @@ int ptw_tracer_snapshot(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_t
  */
 int ptw_tracer_run(struct ptw_tracer *t, int duration_ms, enum ptw_end_reason *ret_reason,
 		   int *ret_signal);
+
+/* Also wake ptw_tracer_run() when fd is readable (-1: no more): it then
+ * calls the on_timer callback at once. For input that must not wait. */
+void ptw_tracer_set_wake_fd(struct ptw_tracer *t, int fd);
+/* Makes ptw_tracer_run() return (PTW_END_DETACHED) before it waits again;
+ * may be called from its callbacks. */
+void ptw_tracer_stop(struct ptw_tracer *t);
 
 /*
  * Lets go of a live target: stops every thread, restores every patched byte,

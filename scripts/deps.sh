@@ -1,12 +1,14 @@
 #!/bin/sh
 # Installs the Debian packages ptwatch needs that are missing, and nothing
 # else. Usage: scripts/deps.sh [bench]   ("bench" adds the tools bench/ compares)
-# debuginfod (the server) and xz-utils are for the tests: the debuginfod
+# debuginfod (the server), xz-utils and tmux are for the tests (tmux: the live
+# table in a real terminal); the debuginfod
 # case serves a fixture's debug file, minidebuginfo builds .gnu_debugdata.
 set -eu
 
 pkgs="meson ninja-build pkg-config gcc g++ libc6-dev libelf-dev libdw-dev libcapstone-dev
-      libiberty-dev libc6-dbg binutils xz-utils python3 python3-jsonschema debuginfod"
+      libiberty-dev libncurses-dev libc6-dbg binutils xz-utils python3 python3-jsonschema
+      debuginfod tmux"
 if [ "${1:-}" = bench ]; then
 	pkgs="$pkgs strace ltrace gdb elfutils hyperfine"
 fi

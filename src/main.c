@@ -19,6 +19,7 @@
 #include "ptw_guardian.h"
 #include "ptw_locks.h"
 #include "ptw_load.h"
+#include "ptw_live.h"
 #include "ptw_output.h"
 #include "ptw_record.h"
 #include "ptw_spans.h"
@@ -40,6 +41,7 @@ struct options {
 	bool locks; /* --locks */
 	int duration_ms;
 	uint64_t open_timeout_ns; /* 0: disabled */
+	int live;		  /* --live 1, --no-live 0, else -1: see want_live() */
 	char **argv;
 	/* issue 10: output formats, the log's filters (struct ptw_text_filter) */
 	bool lines;	/* --json-lines */
@@ -66,6 +68,8 @@ struct session {
 	size_t deadlocks_lined; /* --locks deadlocks written as lines */
 	const struct ptw_text_filter *filter;
 	uint64_t stops_logged; /* -v: stops said so far */
+	struct ptw_live *live; /* --live: the table, and its rows */
+	struct ptw_live_model *model;
 };
 
 static void usage(FILE *f)
@@ -101,6 +105,12 @@ static void usage(FILE *f)
 		"  --tid=TID[,TID...]   only event lines of these threads (and in report)\n"
 		"  --routine=GLOB       only event lines of spans whose start routine matches\n"
 		"                       the shell glob (and in report)\n"
+		"  --live               a live table of the threads on the terminal instead of\n"
+		"                       event lines (default with -p when standard error is a\n"
+		"                       terminal; with a COMMAND, its terminal input and\n"
+		"                       output go to /dev/null meanwhile); keys: q quit (let\n"
+		"                       go), tab view, s sort, r reverse, / filter, space pause\n"
+		"  --no-live            event lines, never the live table\n"
 		"  --duration=SECONDS   stop tracing after SECONDS and let COMMAND run on\n"
 		"  --open-timeout=SECONDS\n"
 		"                       report a span still open after SECONDS (default 5,\n"
@@ -216,6 +226,8 @@ static void parse_options(int argc, char **argv, struct options *o)
 		OPT_FORMAT = OPT_FORMAT_,
 		OPT_TID = OPT_TID_,
 		OPT_ROUTINE = OPT_ROUTINE_,
+		OPT_LIVE,
+		OPT_NO_LIVE,
 	};
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
@@ -237,6 +249,8 @@ static void parse_options(int argc, char **argv, struct options *o)
 		{ "events", required_argument, NULL, 'e' },
 		{ "tid", required_argument, NULL, OPT_TID },
 		{ "routine", required_argument, NULL, OPT_ROUTINE },
+		{ "live", no_argument, NULL, OPT_LIVE },
+		{ "no-live", no_argument, NULL, OPT_NO_LIVE },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -246,6 +260,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 	o->use_cache = true;
 	o->duration_ms = -1;
 	o->open_timeout_ns = PTW_OPEN_TIMEOUT_DEFAULT_NS;
+	o->live = -1;
 	const char *env = getenv("PTWATCH_NO_DEBUG_FILES");
 	if (env && *env && strcmp(env, "0"))
 		o->use_debug_files = false;
@@ -315,6 +330,10 @@ static void parse_options(int argc, char **argv, struct options *o)
 				die_usage("unknown debug domain in '%s' (attach,tdb,bp,sym,spans,tracer,all)",
 					  optarg);
 			break;
+		case OPT_LIVE:
+		case OPT_NO_LIVE:
+			o->live = c == OPT_LIVE;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -335,6 +354,10 @@ static void parse_options(int argc, char **argv, struct options *o)
 		die_usage("%s", "--locks cannot be used with --snapshot (it finds deadlocks already)");
 	if (o->pid && optind < argc)
 		die_usage("%s", "give either -p PID or a command, not both");
+	if (o->live == 1 && o->snapshot)
+		die_usage("%s", "--live cannot be used with --snapshot");
+	if (o->live == 1 && !isatty(STDERR_FILENO))
+		die_usage("%s", "--live needs a terminal on standard error");
 	if (!o->pid && optind >= argc)
 		die_usage("%s", "no command given (usage: ptwatch [OPTIONS] -- COMMAND [ARGS...])");
 	o->argv = argv + optind;
@@ -464,7 +487,16 @@ static void sink(void *ctx, const struct ptw_event *ev)
 		lines_event(s, ev);
 	bool wait_ev = ev->kind == PTW_EV_WAIT_BEGIN || ev->kind == PTW_EV_WAIT_END ||
 		       ev->kind == PTW_EV_DEADLOCK;
-	if (ev->kind == PTW_EV_DEADLOCK || (!s->quiet && wait_ev)) {
+	if (s->live) {
+		if (ev->kind == PTW_EV_PROCESS_EXIT || ev->kind == PTW_EV_EXEC ||
+		    ev->kind == PTW_EV_DETACHED)
+			ptw_live_model_refresh(s->model, ev->ns); /* many spans ended */
+		ptw_live_model_note(s->model, sp, ev->ns);
+		if (ev->kind == PTW_EV_DEADLOCK) { /* held, said after the table */
+			ptw_text_wait_event(&s->log, s->start_ns, ev, ptw_spans_last_wait(s->spans));
+			flush_log(s);
+		}
+	} else if (ev->kind == PTW_EV_DEADLOCK || (!s->quiet && wait_ev)) {
 		/* A deadlock is said even with -q: it is what --locks is for. */
 		ptw_text_wait_event(&s->log, s->start_ns, ev, ptw_spans_last_wait(s->spans));
 		if (ev->kind == PTW_EV_DEADLOCK)
@@ -507,7 +539,9 @@ static void lines_start(struct session *s)
 static uint64_t next_timer(void *ctx)
 {
 	struct session *s = ctx;
-	return ptw_timeouts_next(s->timeouts);
+	uint64_t next = ptw_timeouts_next(s->timeouts);
+	uint64_t live = s->live ? ptw_live_next(s->live) : 0;
+	return live && (!next || live < next) ? live : next;
 }
 
 /* Every span that crossed the limit: one event each, saying where its
@@ -530,6 +564,66 @@ static void on_timer(void *ctx, uint64_t now)
 		ev.routine = w.at;
 		sink(s, &ev);
 	}
+	if (s->live && ptw_live_tick(s->live, now) == PTW_LIVE_QUIT)
+		ptw_tracer_stop(s->tracer);
+}
+
+/* ---- the live table (ptw_live.h) ---- */
+
+/*
+ * Whether to show it. By default only with -p, standard error a terminal
+ * of which ptwatch is the foreground job, and nothing else on it (-q,
+ * --debug): a launched command shares the terminal (its output, its
+ * keyboard), so it needs --live, which then gives the command /dev/null
+ * for what was the terminal (ptw_live_command_fds).
+ */
+static bool want_live(const struct options *o)
+{
+	if (o->live >= 0)
+		return o->live;
+	const char *term = getenv("TERM");
+	return o->pid && !o->snapshot && !o->quiet && !ptw_debug_mask && isatty(STDERR_FILENO) &&
+	       tcgetpgrp(STDERR_FILENO) == getpgrp() && term && *term && strcmp(term, "dumb");
+}
+
+/* Takes the terminal; our own standard error is held meanwhile. */
+static void live_start(const struct options *o, struct session *s, struct ptw_tracer *t,
+		       int input_fd)
+{
+	char title[160];
+	if (o->pid) {
+		char comm[32] = "", path[48];
+		snprintf(path, sizeof(path), "/proc/%d/comm", o->pid);
+		FILE *f = fopen(path, "re");
+		if (f && fgets(comm, sizeof(comm), f))
+			comm[strcspn(comm, "\n")] = 0;
+		if (f)
+			fclose(f);
+		snprintf(title, sizeof(title), "ptwatch -p %d (%s)", o->pid, comm);
+	} else {
+		snprintf(title, sizeof(title), "ptwatch -- %s", o->argv[0]);
+	}
+	struct ptw_live_opts lo = { .tty_fd = STDERR_FILENO, .input_fd = input_fd, .title = title,
+				    .open_timeout_ns = o->open_timeout_ns, .hold_stderr = true };
+	int r = ptw_live_start(&lo, &s->live);
+	if (r < 0) {
+		fprintf(stderr, "ptwatch: no live table (TERM=%s: %s); event lines instead\n",
+			getenv("TERM") ? getenv("TERM") : "", strerror(-r));
+		return;
+	}
+	atexit(ptw_live_emergency_end);
+	ptw_buf_reset(&s->log); /* the table shows them (the attach's "found" lines) */
+	s->model = ptw_live_get_model(s->live);
+	ptw_tracer_set_wake_fd(t, ptw_live_wake_fd(s->live));
+	for (size_t i = 0; i < ptw_spans_count(s->spans); i++)
+		ptw_live_model_note(s->model, ptw_spans_get(s->spans, i), ptw_now_ns());
+}
+
+static void live_end(struct session *s)
+{
+	ptw_live_end(s->live); /* standard error is the terminal again */
+	s->live = NULL;
+	s->model = NULL;
 }
 
 /* ---- safety net: ptwatch itself crashes ---- */
@@ -571,6 +665,7 @@ static int session(const struct options *o, struct session *s, struct ptw_tracer
 	lines_start(s);
 	if (!o->snapshot)
 		r = ptw_tracer_run(t, o->duration_ms, &reason, &sig);
+	live_end(s);
 	if (r < 0)
 		fprintf(stderr, "ptwatch: tracing failed: %s\n", strerror(-r));
 	if (reason != PTW_END_TARGET_EXITED)
@@ -633,6 +728,8 @@ static int session(const struct options *o, struct session *s, struct ptw_tracer
 		return code;
 	if (reason == PTW_END_INTERRUPTED)
 		return 128 + sig;
+	if (reason == PTW_END_DETACHED) /* q: it runs on, as the user asked */
+		return 0;
 	return reason == PTW_END_ERROR ? 1 : 0;
 }
 
@@ -774,9 +871,15 @@ int main(int argc, char **argv)
 		.argv = argv,
 		.out = { .json = o.json || o.chrome, .json_fd = out_fd, .snapshot = o.snapshot,
 			 .chrome = o.chrome, .lines = o.lines },
+		.key_tty = -1, .key_w = -1, .key_r = -1,
 	};
-	if (ptw_bp_journal_prepare() == 0 && ptw_guardian_split(&go) == 0)
+	/* --live: the keys come from the terminal through the front (the
+	 * tracer is not in the terminal's foreground group), and SIGWINCH. */
+	bool live = want_live(&o) && ptw_guardian_keys_prepare(&go) == 0;
+	bool split = ptw_bp_journal_prepare() == 0 && ptw_guardian_split(&go) == 0;
+	if (split)
 		ptw_set_mem_fd_hook(ptw_guardian_share_mem);
+	int key_input = live ? ptw_guardian_keys_input(&go, split) : -1;
 	install_crash_handlers();
 
 	/* A snapshot has no events to tell as they happen: it is its report. */
@@ -837,13 +940,19 @@ int main(int argc, char **argv)
 			ptw_timeouts_free(s.timeouts);
 			return 1;
 		}
+		if (live)
+			live_start(&o, &s, t, key_input);
 		r = session(&o, &s, t, out_fd);
 		free(o.trace);
 		return r;
 	}
 	/* The document owns stdout: the command's output must not land in it. */
 	int child_stdout = (o.json || o.lines || o.chrome) && !o.output ? STDERR_FILENO : -1;
+	int keep[3] = { -1, -1, -1 };
+	if (live)
+		ptw_live_command_fds(STDERR_FILENO, keep);
 	r = ptw_tracer_launch(&to, o.argv, child_stdout, &t);
+	ptw_live_restore_fds(keep);
 	if (r < 0 && out_created)
 		unlink(o.output); /* nothing ran: leave no empty document behind */
 	if (r < 0) {
@@ -863,6 +972,8 @@ int main(int argc, char **argv)
 		return r == -EACCES || r == -ENOEXEC || r == -EISDIR || r == -ENOTDIR ? 126 : 127;
 	}
 
+	if (live)
+		live_start(&o, &s, t, key_input);
 	r = session(&o, &s, t, out_fd);
 	free(o.trace);
 	return r;

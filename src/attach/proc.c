@@ -87,6 +87,7 @@ static struct ptw_proc *proc_new(pid_t pid)
 	p->mem_pid = pid;
 	p->sigfd = session_sigfd;
 	p->mem_fd = -1;
+	p->wake_fd = -1;
 	reopen_mem(p);
 	return p;
 }
@@ -345,12 +346,20 @@ int ptw_wait(struct ptw_proc *p, int timeout_ms, struct ptw_stop *ret)
 		}
 		if (p->before_block)
 			p->before_block(p->before_block_ctx);
-		struct pollfd pfd = { .fd = p->sigfd, .events = POLLIN };
-		int n = poll(&pfd, 1, wait_ms);
+		struct pollfd pfd[2] = { { .fd = p->sigfd, .events = POLLIN },
+					 { .fd = p->wake_fd, .events = POLLIN } };
+		int n = poll(pfd, p->wake_fd >= 0 ? 2 : 1, wait_ms);
 		if (n < 0 && errno != EINTR)
 			return -errno;
-		if (n > 0 && drain_sigfd(p)) {
+		if (n > 0 && (pfd[0].revents & POLLIN) && drain_sigfd(p)) {
 			pop_session_signal(p, ret);
+			return 0;
+		}
+		if (n > 0 && pfd[1].revents) {
+			memset(ret, 0, sizeof(*ret));
+			ret->kind = PTW_STOP_TIMEOUT;
+			ret->ns = ptw_now_ns();
+			p->woke = true;
 			return 0;
 		}
 	}

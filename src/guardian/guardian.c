@@ -5,6 +5,7 @@
 #include "ptw_guardian.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -14,6 +15,8 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <term.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "ptw_attach.h"
@@ -185,7 +188,44 @@ struct front {
 	int restorer;	/* its outcome comes here; -1 once read or gone */
 	int mem_fd;	/* latest from the tracer */
 	int mirror_sig; /* the tracer will die of this on purpose */
+	int key_tty, key_w; /* the live table's keys, -1: none (any more) */
+	bool live;
 };
+
+/* The terminal's modes before the live table (saved by the split). */
+static bool tty_saved;
+static struct termios saved_tty;
+
+/* The live table's keys: from the terminal to the tracer, never blocking
+ * (a key that does not fit in the pipe is dropped). done: the tracer
+ * closed its end (the table is gone): leave the terminal's input alone. */
+static void pass_keys(struct front *f, bool done)
+{
+	char buf[256];
+	ssize_t n = done ? 0 : read(f->key_tty, buf, sizeof(buf));
+	if (n > 0 && write(f->key_w, buf, (size_t)n) >= 0)
+		return;
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	close(f->key_tty); /* EOF, EIO (in the background), or the tracer is done */
+	close(f->key_w);
+	f->key_tty = f->key_w = -1;
+}
+
+void guardian_restore_terminal(void)
+{
+	if (tty_saved)
+		tcsetattr(STDERR_FILENO, TCSANOW, &saved_tty);
+	int err;
+	if (setupterm(NULL, STDERR_FILENO, &err) != 0) /* OK */
+		return;
+	const char *caps[] = { "sgr0", "cnorm", "rmcup" };
+	for (size_t i = 0; i < PTW_ARRAY_SIZE(caps); i++) {
+		const char *s = tigetstr(caps[i]);
+		if (s && s != (char *)-1)
+			ptw_write_all(STDERR_FILENO, s, strlen(s));
+	}
+}
 
 static void receive(struct front *f)
 {
@@ -287,6 +327,8 @@ static void __attribute__((noreturn)) tracer_ended(struct front *f, int status)
 		restored += out.restored;
 		failed = out.failed;
 	}
+	if (f->live && !out.terminal) /* the tracer died with the table on screen */
+		guardian_restore_terminal();
 	pid_t target = ptw_bp_journal_pid();
 	bool alive = target && ptw_proc_alive(target);
 	fprintf(stderr, "ptwatch: the tracer process died (%s); restored %d patched bytes%s; %s",
@@ -316,17 +358,22 @@ static void forward(struct front *f, const struct signalfd_siginfo *si)
 static void __attribute__((noreturn)) guard(struct front *f)
 {
 	for (;;) {
-		struct pollfd p[2] = { { f->sock, POLLIN, 0 }, { f->sigfd, POLLIN, 0 } };
-		if (poll(p, 2, -1) < 0 && errno != EINTR)
+		struct pollfd p[4] = { { f->sock, POLLIN, 0 }, { f->sigfd, POLLIN, 0 },
+				       { f->key_tty, POLLIN, 0 }, { f->key_w, 0, 0 } };
+		if (poll(p, f->key_tty >= 0 ? 4 : 2, -1) < 0 && errno != EINTR)
 			break;
 		if (p[0].revents & POLLIN)
 			receive(f);
 		if (p[1].revents & POLLIN) {
 			struct signalfd_siginfo si;
 			while (read(f->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-				if (si.ssi_signo != SIGCHLD)
+				if (si.ssi_signo == SIGWINCH)
+					kill(f->tracer, SIGWINCH);
+				else if (si.ssi_signo != SIGCHLD)
 					forward(f, &si);
 		}
+		if (f->key_tty >= 0 && (p[2].revents || p[3].revents))
+			pass_keys(f, p[3].revents != 0);
 		int status;
 		pid_t w = waitpid(f->tracer, &status, WNOHANG);
 		if (w == f->tracer)
@@ -337,6 +384,37 @@ static void __attribute__((noreturn)) guard(struct front *f)
 			f->restorer_pid = 0; /* done (the tracer finished) */
 	}
 	_exit(1);
+}
+
+int ptw_guardian_keys_prepare(struct ptw_guardian_opts *o)
+{
+	int keys[2];
+	const char *tty = ttyname(STDERR_FILENO);
+	int fd = tty ? open(tty, O_RDONLY | O_NOCTTY | O_CLOEXEC | O_NONBLOCK) : -1;
+	if (fd < 0 || pipe2(keys, O_CLOEXEC) < 0) {
+		int e = fd < 0 && !tty ? ENOTTY : errno;
+		if (fd >= 0)
+			close(fd);
+		return -e;
+	}
+	o->key_tty = fd;
+	o->key_r = keys[0];
+	o->key_w = keys[1];
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGWINCH); /* read through signalfds */
+	sigaddset(&set, SIGTTIN);  /* reading the terminal in the background: EIO, no stop */
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	return 0;
+}
+
+int ptw_guardian_keys_input(struct ptw_guardian_opts *o, bool split)
+{
+	int fd = split ? o->key_r : o->key_tty;
+	close(split ? o->key_tty : o->key_r);
+	close(o->key_w);
+	o->key_tty = o->key_w = o->key_r = -1;
+	return fd;
 }
 
 /* argv[1..] after a new name, for ps. */
@@ -358,6 +436,7 @@ static void retitle(char **argv, const char *name)
 int ptw_guardian_split(const struct ptw_guardian_opts *o)
 {
 	int ft[2], rt[2], rf[2];
+	tty_saved = o->key_r >= 0 && tcgetattr(STDERR_FILENO, &saved_tty) == 0;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ft) < 0)
 		return -errno;
 	/* Without a restorer the split still stands (the front restores). */
@@ -371,6 +450,10 @@ int ptw_guardian_split(const struct ptw_guardian_opts *o)
 	if (restorer == 0) {
 		close(ft[0]);
 		close(ft[1]);
+		int keys[] = { o->key_tty, o->key_w, o->key_r };
+		for (size_t i = 0; i < PTW_ARRAY_SIZE(keys); i++)
+			if (keys[i] >= 0)
+				close(keys[i]);
 		close(rt[1]);
 		close(rf[0]);
 		const char *title[] = { "pt-restorer", NULL };
@@ -433,9 +516,20 @@ int ptw_guardian_split(const struct ptw_guardian_opts *o)
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	struct front f = { .tracer = pid, .sock = ft[0], .mem_fd = -1,
 			   .restorer = with_restorer ? rf[0] : -1,
-			   .restorer_pid = with_restorer ? restorer : 0 };
+			   .restorer_pid = with_restorer ? restorer : 0,
+			   .key_tty = o->key_tty, .key_w = o->key_w, .live = o->key_r >= 0 };
+	if (o->key_r >= 0)
+		close(o->key_r);
+	if (f.key_w >= 0)
+		fcntl(f.key_w, F_SETFL, O_NONBLOCK);
+	if (f.key_tty < 0 && f.key_w >= 0) {
+		close(f.key_w);
+		f.key_w = -1;
+	}
 	sigset_t set;
 	sigemptyset(&set);
+	if (f.live)
+		sigaddset(&set, SIGWINCH);
 	int sigs[] = PTW_SESSION_SIGNALS;
 	for (size_t i = 0; i < PTW_ARRAY_SIZE(sigs); i++)
 		sigaddset(&set, sigs[i]);

@@ -319,6 +319,10 @@ void restorer_run(const struct ptw_guardian_opts *o, int from_tracer, int to_fro
 	const char *xol_why = "";
 	if (out.alive)
 		out.xol_left = unmap_pages(pid, &xol_why);
+	if (o->key_r >= 0) { /* the summary must not land on the table's screen */
+		guardian_restore_terminal();
+		out.terminal = 1;
+	}
 	if (r.header && !r.broken)
 		write_record(&r, o, &out, xol_why);
 	while (send(to_front, &out, sizeof(out), MSG_NOSIGNAL) < 0 && errno == EINTR)

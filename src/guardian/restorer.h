@@ -10,7 +10,13 @@ struct restorer_outcome {
 	int restored, failed; /* journaled bytes */
 	int xol_left;	      /* out-of-line pages still mapped */
 	int alive;	      /* the target still ran afterwards */
+	int terminal;	      /* it put the terminal back (live table) */
 };
+
+/* The live table was on when the tracer died: the terminal's modes as they
+ * were before it, then the normal screen and cursor (terminfo). Once, by
+ * the restorer before it writes the summary, else by the front. */
+void guardian_restore_terminal(void);
 
 /*
  * Runs the restorer: record from the tracer on `from_tracer` (packets; one

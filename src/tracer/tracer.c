@@ -30,6 +30,8 @@ const char *ptw_end_reason_name(enum ptw_end_reason r)
 		return "duration";
 	case PTW_END_SNAPSHOT:
 		return "snapshot";
+	case PTW_END_DETACHED:
+		return "detached";
 	default:
 		return "error";
 	}
@@ -597,6 +599,16 @@ static uint64_t session_timers(struct ptw_tracer *t, uint64_t now)
 	return next;
 }
 
+void ptw_tracer_set_wake_fd(struct ptw_tracer *t, int fd)
+{
+	t->proc->wake_fd = fd;
+}
+
+void ptw_tracer_stop(struct ptw_tracer *t)
+{
+	t->stop_requested = true;
+}
+
 int ptw_tracer_run(struct ptw_tracer *t, int duration_ms, enum ptw_end_reason *ret_reason,
 		   int *ret_signal)
 {
@@ -616,6 +628,10 @@ int ptw_tracer_run(struct ptw_tracer *t, int duration_ms, enum ptw_end_reason *r
 		uint64_t timer = session_timers(t, now);
 		if (timer && (!wake || timer < wake))
 			wake = timer;
+		if (t->stop_requested) {
+			*ret_reason = PTW_END_DETACHED;
+			return 0;
+		}
 		int timeout = -1;
 		if (wake)
 			timeout = wake <= now ? 0 : (int)((wake - now + 999999) / 1000000u);
@@ -631,6 +647,11 @@ int ptw_tracer_run(struct ptw_tracer *t, int duration_ms, enum ptw_end_reason *r
 			return r;
 		}
 		if (st.kind == PTW_STOP_TIMEOUT) {
+			if (t->proc->woke) {
+				t->proc->woke = false;
+				if (t->o.on_timer)
+					t->o.on_timer(t->o.timer_ctx, ptw_now_ns());
+			}
 			if (deadline && ptw_now_ns() >= deadline) {
 				*ret_reason = PTW_END_DURATION;
 				return 0;

@@ -179,6 +179,7 @@ struct ptw_tracer {
 		bool press_delivered; /* and the command's delivery stop was seen */
 	} ssig[32];
 	int end_signal; /* a session signal that ends the session: detach */
+	bool stop_requested; /* ptw_tracer_stop(): detach */
 	struct ptw_interrupt *interrupts;
 	size_t ninterrupts;
 	bool after_detach; /* target_gone: it ended once we had let go */

@@ -295,10 +295,10 @@ class Terminal:
     to the terminal is collected in run.stderr (as the terminal shows it,
     with ^C echoed); the document goes to -o FILE."""
 
-    def __init__(self, session, cmd, opts=(), env=None, pass_fds=()):
+    def __init__(self, session, cmd, opts=(), env=None, pass_fds=(), pid=None):
         import pty
         self.run = run = Run(session.mkdtemp(), [])
-        run.argv = session.argv(run, cmd, opts, 'file')
+        run.argv = session.argv(run, cmd, opts, 'file', pid)
         session.runs.append(run)
         self.master, slave = pty.openpty()
         status_r, status_w = os.pipe()
@@ -1223,3 +1223,83 @@ def main(cases, argv=None):
     session.cleanup(keep=code in (FAIL, ERROR))
     sys.stdout.flush()
     sys.exit(code)
+
+
+class Tmux:
+    """A real terminal: a tmux server of the case's own (its socket in a
+    temporary directory) with one window of width x height running a shell
+    (sh, prompt "$ ", or "# " as root). What the terminal shows is read with capture-pane;
+    keys are typed with send-keys. Nothing here sleeps to synchronise:
+    expect() polls the screen until what it waits for shows (bounded)."""
+
+    def __init__(self, session, width=120, height=30, env=None):
+        self.tmux = shutil.which('tmux')
+        if not self.tmux:
+            raise FrameworkError('tmux is missing (scripts/deps.sh installs it)')
+        self.dir = session.mkdtemp()
+        self.sock = os.path.join(self.dir, 'tmux.sock')
+        full_env = dict(os.environ)
+        full_env.update({'PS1': '$ ', 'ENV': '', 'HOME': self.dir})
+        full_env.pop('TMUX', None)
+        full_env.update(env or {})
+        self.env = full_env
+        self.cmd('new-session', '-d', '-s', 'ptw', '-x', str(width), '-y', str(height),
+                 '-c', self.dir, '/bin/sh')
+        try:
+            self.expect(r'^[$#](\s|$)', 10, 'the shell prompt')
+        except BaseException:
+            self.close()
+            raise
+
+    def cmd(self, *args):
+        r = subprocess.run([self.tmux, '-S', self.sock, '-f', '/dev/null'] + list(args),
+                           env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=20)
+        if r.returncode:
+            raise FrameworkError('tmux %s: %s' % (' '.join(args), r.stderr.decode().strip()))
+        return r.stdout.decode('utf-8', 'replace')
+
+    def screen(self, attributes=False):
+        """The lines the terminal shows now (with attributes: with their
+        SGR escape sequences, capture-pane -e)."""
+        return self.cmd('capture-pane', '-p', '-t', 'ptw', *(['-e'] if attributes else []))
+
+    def size(self):
+        w, h = self.cmd('display-message', '-p', '-t', 'ptw',
+                        '#{pane_width} #{pane_height}').split()
+        return int(w), int(h)
+
+    def keys(self, *keys):
+        """send-keys: key names (Tab, C-c, Escape, Enter) or literal text."""
+        self.cmd('send-keys', '-t', 'ptw', *keys)
+
+    def type(self, text):
+        self.cmd('send-keys', '-t', 'ptw', '-l', text)
+
+    def line(self, command):
+        """Types a shell command line and Enter."""
+        self.type(command)
+        self.keys('Enter')
+
+    def resize(self, width, height):
+        self.cmd('resize-window', '-t', 'ptw', '-x', str(width), '-y', str(height))
+
+    def expect(self, cond, timeout=20, what=None):
+        """Waits until the screen shows a match of regex cond (or cond(screen)
+        is true); returns the match (or cond's value)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            text = self.screen()
+            got = re.search(cond, text, re.M) if isinstance(cond, str) else cond(text)
+            if got:
+                return got
+            if time.monotonic() >= deadline:
+                raise Failed('the terminal did not show %s within %d s; it shows:\n%s'
+                             % (what or repr(cond), timeout, text.rstrip()))
+            time.sleep(0.05)
+
+    def close(self):
+        try:
+            self.cmd('kill-server')
+        except (FrameworkError, subprocess.TimeoutExpired):
+            pass

@@ -1,0 +1,432 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The live table's row model (ptw_live.h), fed synthetic spans: rows and
+ * counts, fading, filter, sort, the routine view (thread pools), late
+ * spans, the creation rate, names read while a thread runs.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "ptw_live.h"
+#include "ptw_symbols.h"
+
+#define MS 1000000ull
+#define S 1000000000ull
+#define T0 (100 * S)
+
+static const struct ptw_location pool = { .addr = 0x401000, .symbol = "pool_worker" };
+static const struct ptw_location odd = { .addr = 0x402000, .symbol = "odd_worker" };
+static const struct ptw_location mainfn = { .addr = 0x403000, .symbol = "main" };
+
+static struct ptw_span spans[16];
+
+static struct ptw_span *span(uint32_t id, pid_t tid, const char *name,
+			     const struct ptw_location *routine, enum ptw_origin origin)
+{
+	struct ptw_span *sp = &spans[id];
+	memset(sp, 0, sizeof(*sp));
+	sp->id = id;
+	sp->tid = tid;
+	sp->name = (char *)name;
+	sp->start_routine = routine;
+	sp->origin = origin;
+	sp->detached = -1;
+	return sp;
+}
+
+static void created(struct ptw_span *sp, pid_t creator, uint64_t create, uint64_t start)
+{
+	sp->creator_tid = creator;
+	sp->create_ns = (struct ptw_opt){ true, create };
+	if (start)
+		sp->start_ns = (struct ptw_opt){ true, start };
+}
+
+static void end(struct ptw_span *sp, uint64_t ns, enum ptw_status st)
+{
+	sp->end_ns = (struct ptw_opt){ true, ns };
+	sp->ended = true;
+	sp->status = st;
+}
+
+static size_t build(struct ptw_live_model *m, uint64_t now, struct ptw_live_query *q,
+		    const struct ptw_live_row **rows, const struct ptw_live_group **groups)
+{
+	return ptw_live_model_build(m, now, q, rows, groups);
+}
+
+static const struct ptw_live_row *row_of(const struct ptw_live_row *rows, size_t n, pid_t tid)
+{
+	for (size_t i = 0; i < n; i++)
+		if (rows[i].tid == tid)
+			return &rows[i];
+	return NULL;
+}
+
+/* Rows appear, end (dim), fade after PTW_LIVE_FADE_NS; counts follow. */
+static void test_rows_and_fading(void)
+{
+	struct ptw_live_model *m = ptw_live_model_new();
+	struct ptw_live_query q = { .view = PTW_LIVE_THREADS, .sort = PTW_LIVE_SORT_TID };
+	const struct ptw_live_row *rows;
+	const struct ptw_live_group *groups;
+
+	struct ptw_span *mn = span(1, 100, "app", &mainfn, PTW_ORIGIN_MAIN);
+	mn->start_ns = (struct ptw_opt){ true, T0 };
+	CHECK(ptw_live_model_note(m, mn, T0));
+	CHECK(!ptw_live_model_note(m, mn, T0)); /* known already */
+	struct ptw_span *a = span(2, 102, "pool-0", &pool, PTW_ORIGIN_CREATED);
+	created(a, 100, T0 + 10 * MS, 0);
+	ptw_live_model_note(m, a, T0 + 10 * MS);
+	struct ptw_span *b = span(3, 101, "pool-1", &pool, PTW_ORIGIN_CREATED);
+	created(b, 100, T0 + 20 * MS, T0 + 21 * MS);
+	ptw_live_model_note(m, b, T0 + 21 * MS);
+	CHECK(ptw_live_model_dirty(m));
+
+	size_t n = build(m, T0 + S, &q, &rows, &groups);
+	CHECK(!ptw_live_model_dirty(m));
+	CHECK_EQ(n, 3);
+	CHECK(groups == NULL);
+	CHECK_EQ(rows[0].tid, 100); /* by tid */
+	CHECK_EQ(rows[1].tid, 101);
+	CHECK_EQ(rows[2].tid, 102);
+	CHECK_STR(rows[0].state, "running");
+	CHECK_EQ(rows[0].age_ns, S);
+	CHECK(rows[0].age_known);
+	CHECK(!rows[0].has_spawn);
+	CHECK_STR(rows[1].name, "pool-1");
+	CHECK_STR(rows[1].routine, "pool_worker");
+	CHECK_EQ(rows[1].creator, 100);
+	CHECK(rows[1].has_spawn);
+	CHECK_EQ(rows[1].spawn_ns, 1 * MS);
+	CHECK_EQ(rows[1].age_ns, S - 21 * MS);
+	CHECK_STR(rows[2].state, "starting"); /* created, not in its routine yet */
+	CHECK_EQ(rows[2].age_ns, S - 10 * MS); /* since its creation */
+	struct ptw_live_counts c;
+	ptw_live_model_counts(m, T0 + S, &c);
+	CHECK_EQ(c.active, 3);
+	CHECK_EQ(c.created, 2);
+	CHECK_EQ(c.ended, 0);
+
+	/* b returns: dim, its lifetime as age, then it fades */
+	end(b, T0 + 2 * S, PTW_STATUS_COMPLETED);
+	ptw_live_model_note(m, b, T0 + 2 * S);
+	CHECK(ptw_live_model_dirty(m));
+	n = build(m, T0 + 2 * S + 1, &q, &rows, &groups);
+	CHECK_EQ(n, 3);
+	CHECK_EQ(rows[2].tid, 101); /* ended: below the live ones */
+	CHECK(rows[2].ended);
+	CHECK_STR(rows[2].state, "returned");
+	CHECK_EQ(rows[2].age_ns, 2 * S - 21 * MS);
+	CHECK_EQ(ptw_live_model_next_fade(m), T0 + 2 * S + PTW_LIVE_FADE_NS);
+	ptw_live_model_counts(m, T0 + 2 * S, &c);
+	CHECK_EQ(c.active, 2);
+	CHECK_EQ(c.ended, 1);
+	n = build(m, T0 + 2 * S + PTW_LIVE_FADE_NS - 1, &q, &rows, &groups);
+	CHECK_EQ(n, 3);
+	n = build(m, T0 + 2 * S + PTW_LIVE_FADE_NS, &q, &rows, &groups);
+	CHECK_EQ(n, 2);
+	CHECK(row_of(rows, n, 101) == NULL);
+	CHECK_EQ(ptw_live_model_next_fade(m), 0);
+	/* its group keeps it */
+	q.view = PTW_LIVE_ROUTINES;
+	n = build(m, T0 + 6 * S, &q, &rows, &groups);
+	CHECK(rows == NULL);
+	CHECK_EQ(n, 2);
+	CHECK_STR(groups[1].routine, "pool_worker");
+	CHECK_EQ(groups[1].total, 2);
+	CHECK_EQ(groups[1].live, 1);
+	CHECK_EQ(groups[1].ended, 1);
+	CHECK_EQ(groups[1].lifetime_mean_ns, 2 * S - 21 * MS);
+	CHECK_EQ(groups[1].lifetime_max_ns, 2 * S - 21 * MS);
+	CHECK_EQ(groups[1].spawn_mean_ns, 1 * MS);
+	/* a's start comes later: its spawn latency joins the mean */
+	a->start_ns = (struct ptw_opt){ true, T0 + 13 * MS };
+	ptw_live_model_note(m, a, T0 + 13 * MS);
+	n = build(m, T0 + 6 * S, &q, &rows, &groups);
+	CHECK_EQ(groups[1].spawn_mean_ns, 2 * MS);
+	ptw_live_model_free(m);
+}
+
+/* Filter (tid, name, routine, state; any case), sort by every column,
+ * reversed; the routine view sorted and filtered too. */
+static void test_filter_sort(void)
+{
+	struct ptw_live_model *m = ptw_live_model_new();
+	struct ptw_live_query q = { .view = PTW_LIVE_THREADS, .sort = PTW_LIVE_SORT_TID };
+	const struct ptw_live_row *rows;
+	const struct ptw_live_group *groups;
+	struct ptw_span *a = span(1, 300, "pool-b", &pool, PTW_ORIGIN_CREATED);
+	created(a, 1, T0, T0 + 5 * MS);
+	struct ptw_span *b = span(2, 200, "pool-a", &pool, PTW_ORIGIN_CREATED);
+	created(b, 1, T0 + 1 * S, T0 + 1 * S + 1 * MS);
+	struct ptw_span *c = span(3, 100, "odd-c", &odd, PTW_ORIGIN_CREATED);
+	created(c, 1, T0 + 2 * S, T0 + 2 * S + 3 * MS);
+	ptw_live_model_note(m, a, T0);
+	ptw_live_model_note(m, b, T0 + S);
+	ptw_live_model_note(m, c, T0 + 2 * S);
+	uint64_t now = T0 + 3 * S;
+
+	size_t n = build(m, now, &q, &rows, &groups);
+	CHECK_EQ(n, 3);
+	CHECK_EQ(rows[0].tid, 100);
+	q.reverse = true;
+	n = build(m, now, &q, &rows, &groups);
+	CHECK_EQ(rows[0].tid, 300);
+	q.reverse = false;
+	q.sort = PTW_LIVE_SORT_NAME;
+	n = build(m, now, &q, &rows, &groups);
+	CHECK_STR(rows[0].name, "odd-c");
+	CHECK_STR(rows[1].name, "pool-a");
+	CHECK_STR(rows[2].name, "pool-b");
+	q.sort = PTW_LIVE_SORT_ROUTINE;
+	n = build(m, now, &q, &rows, &groups);
+	CHECK_STR(rows[0].routine, "odd_worker");
+	CHECK_EQ(rows[1].tid, 300); /* same routine: by span id */
+	q.sort = PTW_LIVE_SORT_AGE;
+	n = build(m, now, &q, &rows, &groups);
+	CHECK_EQ(rows[0].tid, 100); /* youngest first */
+	CHECK_EQ(rows[2].tid, 300);
+	q.sort = PTW_LIVE_SORT_SPAWN;
+	n = build(m, now, &q, &rows, &groups);
+	CHECK_EQ(rows[0].tid, 200);
+	CHECK_EQ(rows[1].tid, 100);
+	CHECK_EQ(rows[2].tid, 300);
+	CHECK_STR(ptw_live_sort_name(PTW_LIVE_THREADS, PTW_LIVE_SORT_SPAWN), "spawn");
+	CHECK_STR(ptw_live_sort_name(PTW_LIVE_ROUTINES, PTW_LIVE_SORT_AGE), "lifetime");
+	CHECK_STR(ptw_live_sort_name(PTW_LIVE_ROUTINES, PTW_LIVE_SORT_TID), "total");
+
+	q.sort = PTW_LIVE_SORT_TID;
+	q.filter = "POOL";
+	n = build(m, now, &q, &rows, &groups);
+	CHECK_EQ(n, 2);
+	q.filter = "odd_w";
+	n = build(m, now, &q, &rows, &groups);
+	CHECK_EQ(n, 1);
+	CHECK_EQ(rows[0].tid, 100);
+	q.filter = "20";
+	n = build(m, now, &q, &rows, &groups);
+	CHECK_EQ(n, 1);
+	CHECK_EQ(rows[0].tid, 200);
+	q.filter = "running";
+	n = build(m, now, &q, &rows, &groups);
+	CHECK_EQ(n, 3);
+	q.filter = "nothing like it";
+	n = build(m, now, &q, &rows, &groups);
+	CHECK_EQ(n, 0);
+	q.filter = "";
+	n = build(m, now, &q, &rows, &groups);
+	CHECK_EQ(n, 3);
+
+	q.view = PTW_LIVE_ROUTINES;
+	q.sort = PTW_LIVE_SORT_NAME; /* by live count */
+	q.reverse = true;
+	n = build(m, now, &q, &rows, &groups);
+	CHECK_EQ(n, 2);
+	CHECK_STR(groups[0].routine, "pool_worker");
+	CHECK_EQ(groups[0].live, 2);
+	q.filter = "odd";
+	n = build(m, now, &q, &rows, &groups);
+	CHECK_EQ(n, 1);
+	CHECK_STR(groups[0].routine, "odd_worker");
+	ptw_live_model_free(m);
+}
+
+/* A span open past --open-timeout is late (highlighted), with where its
+ * thread was; an ended one is not. The routine view counts them. */
+static void test_late(void)
+{
+	struct ptw_live_model *m = ptw_live_model_new();
+	struct ptw_live_query q = { .view = PTW_LIVE_THREADS };
+	const struct ptw_live_row *rows;
+	const struct ptw_live_group *groups;
+	struct ptw_span *a = span(1, 300, "slow", &pool, PTW_ORIGIN_CREATED);
+	created(a, 1, T0, T0 + MS);
+	ptw_live_model_note(m, a, T0);
+	a->open_after_ns = (struct ptw_opt){ true, T0 + 5 * S };
+	a->open_state = (char *)"S futex";
+	ptw_live_model_note(m, a, T0 + 5 * S);
+	size_t n = build(m, T0 + 6 * S, &q, &rows, &groups);
+	CHECK_EQ(n, 1);
+	CHECK(rows[0].late);
+	CHECK_STR(rows[0].state, "late S futex");
+	q.view = PTW_LIVE_ROUTINES;
+	build(m, T0 + 6 * S, &q, &rows, &groups);
+	CHECK_EQ(groups[0].late, 1);
+	end(a, T0 + 7 * S, PTW_STATUS_CANCELLED);
+	ptw_live_model_note(m, a, T0 + 7 * S);
+	q.view = PTW_LIVE_THREADS;
+	build(m, T0 + 7 * S, &q, &rows, &groups);
+	CHECK(!rows[0].late);
+	CHECK_STR(rows[0].state, "cancelled");
+	q.view = PTW_LIVE_ROUTINES;
+	build(m, T0 + 7 * S, &q, &rows, &groups);
+	CHECK_EQ(groups[0].late, 0);
+	ptw_live_model_free(m);
+}
+
+/* Creations per second over the last PTW_LIVE_RATE_NS; only created ones
+ * count (not the main thread, not those found at attach). */
+static void test_rate(void)
+{
+	struct ptw_live_model *m = ptw_live_model_new();
+	struct ptw_live_counts c;
+	struct ptw_span *mn = span(1, 100, "app", &mainfn, PTW_ORIGIN_PREEXISTING);
+	ptw_live_model_note(m, mn, T0);
+	for (uint32_t i = 0; i < 10; i++) {
+		struct ptw_span *sp = span(2 + i, (pid_t)(200 + i), "w", &pool, PTW_ORIGIN_CREATED);
+		created(sp, 100, T0 + i * 200 * MS, 0);
+		ptw_live_model_note(m, sp, T0 + i * 200 * MS);
+	}
+	ptw_live_model_counts(m, T0 + 2 * S, &c);
+	CHECK_EQ(c.created, 10);
+	CHECK_EQ(c.active, 11);
+	CHECK(c.rate > 4.9 && c.rate < 5.1); /* 10 in the 2 s since the start */
+	ptw_live_model_counts(m, T0 + 20 * S, &c);
+	CHECK(c.rate == 0); /* nothing lately */
+	ptw_live_model_free(m);
+}
+
+static unsigned names_asked;
+
+static bool fake_name(void *ctx, pid_t tid, char *buf, size_t size)
+{
+	(void)ctx;
+	names_asked++;
+	snprintf(buf, size, "now-%d", (int)tid);
+	return true;
+}
+
+/* A live thread's name comes from name_of (not more often than every
+ * PTW_LIVE_NAME_NS), an ended one's from the engine; the filter sees it. */
+static void test_names(void)
+{
+	struct ptw_live_model *m = ptw_live_model_new();
+	struct ptw_live_query q = { .view = PTW_LIVE_THREADS, .name_of = fake_name };
+	const struct ptw_live_row *rows;
+	const struct ptw_live_group *groups;
+	struct ptw_span *a = span(1, 300, NULL, &pool, PTW_ORIGIN_CREATED);
+	created(a, 1, T0, T0 + MS);
+	ptw_live_model_note(m, a, T0);
+	build(m, T0 + S, &q, &rows, &groups);
+	CHECK_STR(rows[0].name, "now-300");
+	CHECK_EQ(names_asked, 1);
+	build(m, T0 + S + 100 * MS, &q, &rows, &groups);
+	CHECK_EQ(names_asked, 1);
+	q.filter = "now-3";
+	CHECK_EQ(build(m, T0 + S + PTW_LIVE_NAME_NS, &q, &rows, &groups), 1);
+	CHECK_EQ(names_asked, 2);
+	q.filter = NULL;
+	a->name = (char *)"final";
+	end(a, T0 + 5 * S, PTW_STATUS_EXITED);
+	ptw_live_model_note(m, a, T0 + 5 * S);
+	build(m, T0 + 5 * S, &q, &rows, &groups);
+	CHECK_STR(rows[0].name, "final");
+	CHECK_STR(rows[0].state, "pthread_exit");
+	ptw_live_model_free(m);
+}
+
+/* The routine learnt after the span began (attach): its counts move. */
+static void test_routine_learnt(void)
+{
+	struct ptw_live_model *m = ptw_live_model_new();
+	struct ptw_live_query q = { .view = PTW_LIVE_ROUTINES };
+	const struct ptw_live_row *rows;
+	const struct ptw_live_group *groups;
+	struct ptw_span *a = span(1, 300, "x", NULL, PTW_ORIGIN_PREEXISTING);
+	ptw_live_model_note(m, a, T0);
+	size_t n = build(m, T0, &q, &rows, &groups);
+	CHECK_EQ(n, 1);
+	CHECK_STR(groups[0].routine, "?");
+	a->start_routine = &odd;
+	ptw_live_model_note(m, a, T0 + S);
+	n = build(m, T0 + S, &q, &rows, &groups);
+	CHECK_EQ(n, 1); /* the empty "?" group is not shown */
+	CHECK_STR(groups[0].routine, "odd_worker");
+	CHECK_EQ(groups[0].total, 1);
+	/* no start seen: its age is since ptwatch saw it */
+	q.view = PTW_LIVE_THREADS;
+	build(m, T0 + 2 * S, &q, &rows, &groups);
+	CHECK(!rows[0].age_known);
+	CHECK_EQ(rows[0].age_ns, 2 * S);
+	ptw_live_model_free(m);
+}
+
+/* What the rows show is the model's copy: an ended span may be let go of
+ * by the engine (its memory reused) while it fades; names survive the
+ * track array's growth. */
+static void test_copies(void)
+{
+	struct ptw_live_model *m = ptw_live_model_new();
+	struct ptw_live_query q = { .view = PTW_LIVE_THREADS, .sort = PTW_LIVE_SORT_TID };
+	const struct ptw_live_row *rows;
+	const struct ptw_live_group *groups;
+	struct ptw_span *many = calloc(200, sizeof(*many));
+	char names[200][16];
+	for (uint32_t i = 0; i < 200; i++) {
+		snprintf(names[i], sizeof(names[i]), "t-%u", i);
+		struct ptw_span *sp = &many[i];
+		sp->id = i + 1;
+		sp->tid = (pid_t)(1000 + i);
+		sp->name = names[i];
+		sp->start_routine = &pool;
+		sp->origin = PTW_ORIGIN_CREATED;
+		created(sp, 1, T0, T0 + MS);
+		ptw_live_model_note(m, sp, T0 + MS);
+		if (i % 2) {
+			sp->open_state = (char *)"S futex";
+			end(sp, T0 + 2 * MS, PTW_STATUS_COMPLETED);
+			ptw_live_model_note(m, sp, T0 + 2 * MS);
+		}
+	}
+	/* the engine lets go of the ended ones */
+	for (uint32_t i = 1; i < 200; i += 2) {
+		memset(&many[i], 0xa5, sizeof(many[i]));
+		memset(names[i], 'x', sizeof(names[i]));
+	}
+	size_t n = build(m, T0 + S, &q, &rows, &groups);
+	CHECK_EQ(n, 200);
+	const struct ptw_live_row *r = row_of(rows, n, 1001);
+	CHECK(r && r->ended);
+	CHECK_STR(r ? r->name : NULL, "t-1");
+	CHECK_STR(r ? r->state : NULL, "returned");
+	CHECK_EQ(r ? r->age_ns : 0, MS);
+	r = row_of(rows, n, 1198);
+	CHECK_STR(r ? r->name : NULL, "t-198");
+	/* a refresh (the process exited) only asks the live ones */
+	ptw_live_model_refresh(m, T0 + S);
+	n = build(m, T0 + S + PTW_LIVE_FADE_NS, &q, &rows, &groups);
+	CHECK_EQ(n, 100);
+	CHECK_STR(row_of(rows, n, 1000)->name, "t-0");
+	ptw_live_model_free(m);
+	free(many);
+}
+
+static void test_duration(void)
+{
+	char b[32];
+	ptw_live_duration(b, sizeof(b), 442 * 1000);
+	CHECK_STR(b, "442us");
+	ptw_live_duration(b, sizeof(b), 12300 * 1000);
+	CHECK_STR(b, "12.3ms");
+	ptw_live_duration(b, sizeof(b), 12 * S + 340 * MS);
+	CHECK_STR(b, "12.3s");
+	ptw_live_duration(b, sizeof(b), 302 * S);
+	CHECK_STR(b, "5m02s");
+	ptw_live_duration(b, sizeof(b), 3720 * S);
+	CHECK_STR(b, "1h02m");
+}
+
+int main(void)
+{
+	test_rows_and_fading();
+	test_filter_sort();
+	test_late();
+	test_rate();
+	test_names();
+	test_routine_learnt();
+	test_copies();
+	test_duration();
+	CHECK_DONE();
+}
