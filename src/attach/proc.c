@@ -886,10 +886,12 @@ int ptw_seize(pid_t pid, struct ptw_proc **ret_proc,
 				int e = errno;
 				if (e == EPERM && tracer_of(tid) == getpid()) {
 					/* Already ours: born to a thread we seized
-					 * (TRACECLONE) since this pass began. */
+					 * (TRACECLONE) since this pass began. What it
+					 * creates is ours too: no pass more for it (a
+					 * process that creates threads without a pause
+					 * would keep us passing for ever). */
 					lwp_add(p, tid, pid);
 					info.threads++;
-					found_new = true;
 					continue;
 				}
 				if (e == EPERM && ptw_proc_exited(pid, tid)) {
