@@ -129,7 +129,7 @@ static void learn_start_return(struct ptw_tracer *t, struct ptw_lwp *host)
 {
 	size_t it = 0;
 	void *v;
-	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+	while (ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
 		struct thread *th = l->user;
 		uint64_t lo, hi;
@@ -170,7 +170,7 @@ int attach_stop_all(struct ptw_tracer *t, const char *consequence)
 	pid_t pid = t->proc->pid;
 	size_t it = 0;
 	void *v;
-	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+	while (ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
 		struct thread *th = thread_of(l);
 		if (l->tgid == 0)
@@ -192,14 +192,14 @@ void attach_list_threads(struct ptw_tracer *t, int stuck)
 struct ptw_lwp **attach_threads(struct ptw_tracer *t, size_t *ret_n)
 {
 	pid_t pid = t->proc->pid;
-	struct ptw_lwp **out = xcalloc(t->proc->lwps.count + 1, sizeof(*out));
+	struct ptw_lwp **out = xcalloc(t->proc->lwps->count + 1, sizeof(*out));
 	size_t n = 0;
 	struct ptw_lwp *main_lwp = ptw_lwp_get(t->proc, pid);
 	if (main_lwp && main_lwp->tgid == pid && main_lwp->state != PTW_LWP_GONE)
 		out[n++] = main_lwp;
 	size_t it = 0;
 	void *v;
-	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+	while (ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
 		if (l != main_lwp && l->tgid == pid && l->state != PTW_LWP_GONE &&
 		    !thread_of(l)->foreign)
@@ -214,7 +214,7 @@ static void collect_names(struct ptw_tracer *t, struct ptw_map *names)
 {
 	size_t it = 0;
 	void *v;
-	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+	while (ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
 		char *name = read_comm_str(t, l->tid);
 		if (name)
@@ -360,7 +360,7 @@ int ptw_tracer_attach(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tra
 	struct ptw_lwp **all = NULL;
 	size_t n = 0;
 	it = 0;
-	while (ptw_map_next(&proc->lwps, &it, NULL, &v)) {
+	while (ptw_map_next(proc->lwps, &it, NULL, &v)) {
 		all = xreallocarray(all, n + 1, sizeof(*all));
 		all[n++] = v;
 	}

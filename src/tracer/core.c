@@ -127,7 +127,7 @@ struct ptw_lwp *injection_host(struct ptw_tracer *t)
 		return main_lwp;
 	size_t it = 0;
 	void *v;
-	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+	while (ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
 		if (!is_target_lwp(t, l) || l->state != PTW_LWP_STOPPED)
 			continue;

@@ -282,8 +282,8 @@ int tracing_setup(struct ptw_tracer *t, struct ptw_lwp *l)
 	/* report_events is per thread and not inherited: every thread we know. */
 	size_t it = 0, n = 0;
 	void *v;
-	uint64_t *pds = xcalloc(t->proc->lwps.count + 1, sizeof(*pds));
-	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+	uint64_t *pds = xcalloc(t->proc->lwps->count + 1, sizeof(*pds));
+	while (ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *o = v;
 		struct thread *th = thread_of(o);
 		if (o->tgid != t->proc->pid || o->state != PTW_LWP_STOPPED || th->foreign)

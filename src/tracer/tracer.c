@@ -161,7 +161,7 @@ static void on_exec_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_sto
 	void *v;
 	struct ptw_lwp **gone = NULL;
 	size_t ngone = 0;
-	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+	while (ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *o = v;
 		if (o != l && o->tgid == t->proc->pid && !thread_of(o)->foreign) {
 			gone = xreallocarray(gone, ngone + 1, sizeof(*gone));
@@ -595,7 +595,7 @@ int ptw_tracer_run(struct ptw_tracer *t, int duration_ms, enum ptw_end_reason *r
 		if (t->target_gone && ptw_lwp_count_alive(t->proc) == 0 && !t->proc->ndeferred) {
 			/* Fork children we still trace keep the loop going. */
 			size_t it = 0;
-			if (!ptw_map_next(&t->proc->lwps, &it, NULL, NULL)) {
+			if (!ptw_map_next(t->proc->lwps, &it, NULL, NULL)) {
 				*ret_reason = PTW_END_TARGET_EXITED;
 				return 0;
 			}
@@ -642,8 +642,8 @@ static void disable_thread_events(struct ptw_tracer *t)
 	ptw_tdb_disable_events(t->img.tdb);
 	size_t it = 0, n = 0;
 	void *v;
-	uint64_t *pds = xcalloc(t->proc->lwps.count + 1, sizeof(*pds));
-	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+	uint64_t *pds = xcalloc(t->proc->lwps->count + 1, sizeof(*pds));
+	while (ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
 		struct thread *th = l->user;
 		if (th && th->pd && is_target_lwp(t, l) && l->state != PTW_LWP_GONE)
@@ -666,7 +666,7 @@ static bool xol_still_referenced(struct ptw_tracer *t)
 	bool found = false;
 	size_t it = 0;
 	void *v;
-	while (!found && ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+	while (!found && ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
 		struct thread *th = l->user;
 		struct user_regs_struct *regs;
@@ -703,7 +703,7 @@ static void leave_xol_pages(struct ptw_tracer *t)
 	}
 	size_t it = 0;
 	void *v;
-	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+	while (ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
 		struct user_regs_struct *regs;
 		uint64_t rip;
@@ -739,7 +739,7 @@ int tracer_let_go(struct ptw_tracer *t)
 	 * no user code before that) and undo it. (A snapshot patches nothing.) */
 	size_t it = 0;
 	void *v;
-	while (!t->snapshot && ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+	while (!t->snapshot && ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
 		if (l->state != PTW_LWP_STOPPED || l->last_stop != PTW_STOP_INTERRUPT ||
 		    !ptw_signal_queued(t->proc, l, SIGTRAP, SI_KERNEL))
@@ -770,7 +770,7 @@ int tracer_let_go(struct ptw_tracer *t)
 	it = 0;
 	struct ptw_lwp **all = NULL;
 	size_t n = 0, nquiet = 0;
-	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+	while (ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
 		all = xreallocarray(all, n + 1, sizeof(*all));
 		all[n++] = v;
 		if (!all[n - 1]->resume_sig) {
@@ -952,7 +952,7 @@ void ptw_tracer_free(struct ptw_tracer *t)
 	if (t->proc) {
 		size_t it = 0;
 		void *v;
-		while (ptw_map_next(&t->proc->lwps, &it, NULL, &v))
+		while (ptw_map_next(t->proc->lwps, &it, NULL, &v))
 			thread_free(((struct ptw_lwp *)v)->user);
 	}
 	ptw_bptab_free(t->bps);
