@@ -93,6 +93,7 @@ enum ptw_exit_how {
 struct ptw_event {
 	enum ptw_event_kind kind;
 	uint64_t ns; /* CLOCK_MONOTONIC */
+	pid_t pid;   /* the process of tid (set by the tracer; 0 in synthetic streams: the only one) */
 	pid_t tid;
 	pid_t other_tid;
 	uint64_t pthread;

@@ -45,7 +45,8 @@ struct ptw_opt {
 };
 
 struct ptw_span {
-	uint32_t id; /* 1, 2, ... in order of creation */
+	uint32_t id; /* 1, 2, ... in order of creation, unique across processes */
+	pid_t pid;   /* its process (0: the events did not say) */
 	pid_t tid;
 	uint64_t pthread; /* 0 = none / unknown */
 	char *name;

@@ -21,6 +21,7 @@ struct ptw_tracer_opts {
 	bool use_debug_files;	   /* libc's debug file: read struct pthread, fewer stops */
 	bool use_cache;		   /* the build-id cache (ptw_cache_default_dir()) */
 	bool create_events;	   /* TD_CREATE breakpoint instead of the clone event */
+	bool follow_forks;	   /* -f: trace every process the target forks, to any depth */
 	char *const *trace;	   /* --trace patterns ([MODULE:]GLOB), ntrace of them */
 	size_t ntrace;
 	ptw_event_sink_fn sink;

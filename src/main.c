@@ -32,6 +32,7 @@ struct options {
 	bool use_debug_files;
 	bool use_cache;
 	bool create_events;
+	bool follow_forks;
 	char **trace; /* --trace patterns */
 	size_t ntrace;
 	int duration_ms;
@@ -64,6 +65,10 @@ static void usage(FILE *f)
 		"Options:\n"
 		"  -p, --pid=PID        attach to the running process PID; Ctrl-C (or --duration)\n"
 		"                       detaches and leaves it running as before\n"
+		"  -f, --follow-forks   trace every process COMMAND forks (fork, vfork, clone,\n"
+		"                       posix_spawn), to any depth and across exec; one\n"
+		"                       document for the whole tree. Without -f a forked child\n"
+		"                       gets its original bytes back and runs untraced\n"
 		"  --snapshot           with -p: record every thread (state, stack, what it\n"
 		"                       waits for; deadlocks) and detach at once; the report\n"
 		"                       goes to standard output\n"
@@ -124,6 +129,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 	};
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
+		{ "follow-forks", no_argument, NULL, 'f' },
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "snapshot", no_argument, NULL, OPT_SNAPSHOT },
 		{ "output", required_argument, NULL, 'o' },
@@ -150,7 +156,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 
 	int c;
 	/* '+': stop at the first non-option, the command. */
-	while ((c = getopt_long(argc, argv, "+p:o:qhV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+p:o:fqhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'p': {
 			char *end;
@@ -161,6 +167,9 @@ static void parse_options(int argc, char **argv, struct options *o)
 			o->pid = (pid_t)v;
 			break;
 		}
+		case 'f':
+			o->follow_forks = true;
+			break;
 		case OPT_JSON:
 			o->json = true;
 			break;
@@ -464,6 +473,7 @@ int main(int argc, char **argv)
 		.use_debug_files = o.use_debug_files,
 		.use_cache = o.use_cache,
 		.create_events = o.create_events,
+		.follow_forks = o.follow_forks,
 		.trace = o.trace,
 		.ntrace = o.ntrace,
 		.sink = sink,

@@ -249,6 +249,8 @@ static void json_span(struct ptw_json *j, const struct ptw_span *sp)
 	ptw_json_begin_object(j, NULL);
 	ptw_json_uint(j, "id", sp->id);
 	ptw_json_string(j, "kind", "thread");
+	if (sp->pid)
+		ptw_json_int(j, "pid", sp->pid);
 	ptw_json_int(j, "tid", sp->tid);
 	if (sp->pthread)
 		ptw_json_hex(j, "pthread", sp->pthread);
@@ -444,6 +446,89 @@ const char *ptw_interrupt_why_name(enum ptw_interrupt_why w)
 	}
 }
 
+/* The span of the thread that forked p: the latest span of (ppid,
+ * parent_tid) that began before the fork. 0 if none. */
+static uint32_t fork_span(const struct ptw_report *r, const struct ptw_process *p)
+{
+	uint32_t id = 0;
+	size_t n = ptw_spans_count(r->spans);
+	for (size_t i = 0; i < n; i++) {
+		const struct ptw_span *sp = ptw_spans_get(r->spans, i);
+		if (sp->pid == p->ppid && sp->tid == p->parent_tid)
+			id = sp->id;
+	}
+	return id;
+}
+
+static void json_processes(struct ptw_json *j, const struct ptw_report *r)
+{
+	ptw_json_begin_array(j, "processes");
+	size_t nspans = ptw_spans_count(r->spans);
+	for (size_t i = 0; i < r->nprocesses; i++) {
+		const struct ptw_process *p = &r->processes[i];
+		ptw_json_begin_object(j, NULL);
+		ptw_json_int(j, "pid", p->pid);
+		if (i) {
+			ptw_json_int(j, "ppid", p->ppid);
+			ptw_json_int(j, "parent_tid", p->parent_tid);
+			uint32_t fs = fork_span(r, p);
+			if (fs)
+				ptw_json_uint(j, "parent_span", fs);
+			else
+				ptw_json_null(j, "parent_span");
+		} else {
+			ptw_json_null(j, "ppid");
+			ptw_json_null(j, "parent_tid");
+			ptw_json_null(j, "parent_span");
+		}
+		ptw_json_string(j, "exe", p->exe);
+		ptw_json_begin_array(j, "argv");
+		for (char *const *a = p->argv; a && *a; a++)
+			ptw_json_string(j, NULL, *a);
+		ptw_json_end_array(j);
+		ptw_json_uint(j, "start_ns", p->start_ns);
+		if (p->end_ns)
+			ptw_json_uint(j, "end_ns", p->end_ns);
+		else
+			ptw_json_null(j, "end_ns");
+		if (p->exit_kind == PTW_EXIT_CODE) {
+			ptw_json_begin_object(j, "exit");
+			ptw_json_int(j, "code", p->exit_code);
+			ptw_json_end_object(j);
+		} else if (p->exit_kind == PTW_EXIT_SIGNAL) {
+			ptw_json_begin_object(j, "exit");
+			ptw_json_string(j, "signal", ptw_signame(p->exit_signal));
+			ptw_json_bool(j, "core_dumped", p->core_dumped);
+			ptw_json_end_object(j);
+		} else {
+			ptw_json_null(j, "exit");
+		}
+		ptw_json_bool(j, "followed", p->followed);
+		if (p->not_followed_why)
+			ptw_json_string(j, "not_followed_why", p->not_followed_why);
+		ptw_json_bool(j, "detached", p->detached);
+		/* Its share of the metrics. */
+		uint64_t seen = 0, created = 0, unmatched = 0, open = 0;
+		for (size_t k = 0; k < nspans; k++) {
+			const struct ptw_span *sp = ptw_spans_get(r->spans, k);
+			if (sp->pid != p->pid)
+				continue;
+			seen++;
+			created += sp->origin == PTW_ORIGIN_CREATED || sp->origin == PTW_ORIGIN_CLONE;
+			unmatched += sp->status == PTW_STATUS_UNMATCHED;
+			open += sp->status == PTW_STATUS_OPEN;
+		}
+		ptw_json_begin_object(j, "metrics");
+		ptw_json_uint(j, "threads_seen", seen);
+		ptw_json_uint(j, "threads_created", created);
+		ptw_json_uint(j, "open_spans", open);
+		ptw_json_uint(j, "unmatched_spans", unmatched);
+		ptw_json_end_object(j);
+		ptw_json_end_object(j);
+	}
+	ptw_json_end_array(j);
+}
+
 void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 {
 	struct ptw_json jw = { .out = out, .pretty = true }, *j = &jw;
@@ -515,6 +600,9 @@ void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 			ptw_json_uint(j, r->stop_names[i], r->stop_counts[i]);
 	ptw_json_end_object(j);
 	ptw_json_end_object(j);
+
+	if (r->processes)
+		json_processes(j, r);
 
 	ptw_json_begin_array(j, "spans");
 	size_t n = ptw_spans_count(r->spans);

@@ -117,6 +117,7 @@ void ptw_record_event(struct ptw_record_writer *w, struct ptw_buf *out, const st
 	size_t at = begin(out, REC_EVENT);
 	put_u32(out, (uint32_t)ev->kind);
 	put_u64(out, ev->ns);
+	put_u32(out, (uint32_t)ev->pid);
 	put_u32(out, (uint32_t)ev->tid);
 	put_u32(out, (uint32_t)ev->other_tid);
 	put_u64(out, ev->pthread);
@@ -350,6 +351,7 @@ static bool decode_event(struct ptw_record_reader *r, char *payload, size_t len,
 	uint32_t kind = get_u32(&c);
 	ev.kind = (enum ptw_event_kind)kind;
 	ev.ns = get_u64(&c);
+	ev.pid = (pid_t)get_u32(&c);
 	ev.tid = (pid_t)get_u32(&c);
 	ev.other_tid = (pid_t)get_u32(&c);
 	ev.pthread = get_u64(&c);

@@ -26,9 +26,20 @@ struct ptw_spans {
 	size_t nseries, series_cap;
 	struct ptw_timeouts *timeouts; /* borrowed, may be NULL */
 	bool let_go;		       /* PTW_EV_DETACHED seen */
+	bool multi;		       /* events from more than one process (-f) */
+	pid_t first_pid;
+	pid_t pid;		       /* the process of the event being consumed */
 	struct ptw_frames *frames; /* --trace: frame spans (frames.c) */
 	const struct ptw_frame *last_frame;
 };
+
+/* pthread_t values repeat across processes (a fork child has its parent's
+ * layout): the key mixes in the pid (a collision only costs a miss, as the
+ * span's pid is checked). */
+static uint64_t pthread_key(pid_t pid, uint64_t pthread)
+{
+	return pthread ^ ((uint64_t)(uint32_t)pid * 0x9e3779b97f4a7c15ull);
+}
 
 struct ptw_spans *ptw_spans_new(void)
 {
@@ -158,6 +169,7 @@ static struct ptw_span *new_span(struct ptw_spans *s, pid_t tid, enum ptw_origin
 	}
 	s->spans[s->n++] = sp;
 	sp->id = (uint32_t)s->n;
+	sp->pid = s->pid;
 	sp->tid = tid;
 	sp->origin = origin;
 	sp->detached = -1;
@@ -188,7 +200,9 @@ static void set_creator(struct ptw_spans *s, struct ptw_span *sp, pid_t creator_
 
 static struct ptw_span *by_pthread(struct ptw_spans *s, uint64_t pthread)
 {
-	return pthread ? ptw_map_get(&s->by_pthread, pthread) : NULL;
+	struct ptw_span *sp = pthread ? ptw_map_get(&s->by_pthread, pthread_key(s->pid, pthread))
+				      : NULL;
+	return sp && sp->pid == s->pid ? sp : NULL;
 }
 
 /* A start routine entry or end for a tid we never saw created. */
@@ -285,7 +299,7 @@ static void on_process_exit(struct ptw_spans *s, const struct ptw_event *ev)
 	const char *reason = crash ? "crash" : by_signal ? "killed" : "process_exit";
 	for (size_t i = 0; i < s->n; i++) {
 		struct ptw_span *sp = s->spans[i];
-		if (sp->ended)
+		if (sp->ended || sp->pid != ev->pid)
 			continue;
 		uint64_t at = sp->end_ns.set ? sp->end_ns.v : ev->ns;
 		if (sp->returned) {
@@ -301,21 +315,26 @@ static void on_process_exit(struct ptw_spans *s, const struct ptw_event *ev)
 		}
 		unbind_tid(s, sp);
 	}
-	ptw_map_free(&s->joins);
+	if (!s->multi)
+		ptw_map_free(&s->joins);
 }
 
 static void on_exec(struct ptw_spans *s, const struct ptw_event *ev)
 {
 	for (size_t i = 0; i < s->n; i++) {
 		struct ptw_span *sp = s->spans[i];
+		if (sp->pid != ev->pid)
+			continue;
 		if (!sp->ended) {
 			uint64_t at = sp->end_ns.set ? sp->end_ns.v : ev->ns;
 			end_span(s, sp, at, PTW_STATUS_UNMATCHED, PTW_METHOD_EXEC, "exec");
 		}
 		unbind_tid(s, sp);
 	}
-	ptw_map_free(&s->joins);
-	ptw_map_free(&s->by_pthread);
+	if (!s->multi) {
+		ptw_map_free(&s->joins);
+		ptw_map_free(&s->by_pthread);
+	}
 }
 
 static void on_join_return(struct ptw_spans *s, const struct ptw_event *ev)
@@ -365,6 +384,11 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 	/* Frames first: a thread's end closes its frames with what its span
 	 * knew just before (pthread_exit called, cancel requested). */
 	s->last_frame = ptw_frames_consume(s->frames, ev, live(s, ev->tid));
+	s->pid = ev->pid;
+	if (!s->first_pid)
+		s->first_pid = ev->pid;
+	else if (ev->pid && ev->pid != s->first_pid)
+		s->multi = true;
 	switch (ev->kind) {
 	case PTW_EV_IMAGE:
 		sp = new_span(s, ev->tid, PTW_ORIGIN_MAIN, ev->ns);
@@ -383,7 +407,7 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 		if (sp->depth > s->max_depth)
 			s->max_depth = sp->depth;
 		if (sp->pthread)
-			ptw_map_put(&s->by_pthread, sp->pthread, sp);
+			ptw_map_put(&s->by_pthread, pthread_key(sp->pid, sp->pthread), sp);
 		break;
 	case PTW_EV_MAIN_START:
 		sp = live(s, ev->tid);
@@ -392,7 +416,7 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 			sp->start_routine = ev->routine;
 			if (ev->pthread) {
 				sp->pthread = ev->pthread;
-				ptw_map_put(&s->by_pthread, sp->pthread, sp);
+				ptw_map_put(&s->by_pthread, pthread_key(sp->pid, sp->pthread), sp);
 			}
 		}
 		break;
@@ -410,7 +434,7 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 		if (ev->has_arg)
 			set_opt(&sp->arg, ev->arg);
 		if (sp->pthread)
-			ptw_map_put(&s->by_pthread, sp->pthread, sp);
+			ptw_map_put(&s->by_pthread, pthread_key(sp->pid, sp->pthread), sp);
 		s->threads_created++;
 		break;
 	case PTW_EV_THREAD_START:

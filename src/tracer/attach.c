@@ -68,7 +68,7 @@ void attach_on_stop(void *ctx, struct ptw_stop *st)
 }
 
 /* argv of pid from /proc/PID/cmdline (NULL-terminated, malloc'd). */
-static char **attach_cmdline(pid_t pid)
+char **attach_cmdline(pid_t pid)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
@@ -112,7 +112,7 @@ static uint64_t return_site(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t lo
 }
 
 /* main() is running: break where it returns, for its value. */
-static void learn_main_return(struct ptw_tracer *t, struct ptw_lwp *main_lwp)
+void learn_main_return(struct ptw_tracer *t, struct ptw_lwp *main_lwp)
 {
 	uint64_t lo, hi;
 	if (!t->img.main_addr ||
@@ -125,7 +125,7 @@ static void learn_main_return(struct ptw_tracer *t, struct ptw_lwp *main_lwp)
 
 /* Without libc's DWARF, start routine returns are caught where start_thread
  * resumes after the call; the stack of any running pthread shows where. */
-static void learn_start_return(struct ptw_tracer *t, struct ptw_lwp *host)
+void learn_start_return(struct ptw_tracer *t, struct ptw_lwp *host)
 {
 	size_t it = 0;
 	void *v;

@@ -17,6 +17,8 @@
 
 void emit(struct ptw_tracer *t, struct ptw_event *ev)
 {
+	if (!ev->pid)
+		ev->pid = t->proc ? t->proc->pid : t->pid;
 	t->o.sink(t->o.sink_ctx, ev);
 }
 
@@ -30,6 +32,8 @@ void warn(struct ptw_tracer *t, const char *code, const char *fmt, ...)
 	va_end(ap);
 	if (!msg)
 		return;
+	if (t->root)
+		t = t->root; /* the session's warnings */
 	/* The same message once per session. */
 	char *key = xasprintf("%s:%s", code, msg);
 	uint64_t h = ptw_str_hash(key);

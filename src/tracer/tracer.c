@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -33,6 +34,12 @@ const char *ptw_end_reason_name(enum ptw_end_reason r)
 	default:
 		return "error";
 	}
+}
+
+/* An LWP of t's process (the root also takes those no one else does). */
+static bool mine(const struct ptw_tracer *t, const struct ptw_lwp *l)
+{
+	return !t->root || l->tgid == t->pid;
 }
 
 static void forget_lwp(struct ptw_tracer *t, struct ptw_lwp *l)
@@ -98,6 +105,133 @@ static void on_exit_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_sto
 	th->exit_reported = true;
 }
 
+static struct ptw_tracer *root_of(struct ptw_tracer *t)
+{
+	return t->root ? t->root : t;
+}
+
+/* Whether pid's program is set-user-ID or set-group-ID: the kernel runs it
+ * without its privileges under ptrace, and it is not ours to look into. */
+static bool setuid_exec(pid_t pid)
+{
+	char path[64];
+	struct stat sb;
+	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+	return stat(path, &sb) == 0 && (sb.st_mode & (S_ISUID | S_ISGID));
+}
+
+static char **dup_argv(char *const *argv)
+{
+	size_t n = 0;
+	while (argv && argv[n])
+		n++;
+	char **out = xcalloc(n + 1, sizeof(*out));
+	for (size_t i = 0; i < n; i++)
+		out[i] = xstrdup(argv[i]);
+	return out;
+}
+
+static void free_argv(char **argv)
+{
+	for (char **a = argv; a && *a; a++)
+		free(*a);
+	free(argv);
+}
+
+/* -f: the record of a process the traced process t forked (st: its fork
+ * event), listed in the root; its tracing is set up at its first stop
+ * (fork) or its exec (vfork). */
+static struct ptw_tracer *followed_new(struct ptw_tracer *t, const struct ptw_stop *st)
+{
+	struct ptw_tracer *root = root_of(t);
+	struct ptw_tracer *c = xcalloc(1, sizeof(*c));
+	c->o = root->o;
+	c->root = root;
+	c->pid = (pid_t)st->msg;
+	c->ppid = t->proc->pid;
+	c->parent_tid = st->tid;
+	c->launched = t->launched;
+	c->start_ns = st->ns;
+	c->img.task_dirfd = -1;
+	c->owned_argv = dup_argv(t->argv);
+	c->argv = c->owned_argv;
+	c->fork_serial = (uint32_t)root->nfollowed + 1;
+	root->followed = xreallocarray(root->followed, root->nfollowed + 1, sizeof(*root->followed));
+	root->followed[root->nfollowed++] = c;
+	ptw_map_put(&root->by_pid, (uint64_t)c->pid, c);
+	return c;
+}
+
+/* It cannot be followed: say why, and let it go as without -f. */
+static void follow_failed(struct ptw_tracer *c, const char *why)
+{
+	struct ptw_tracer *root = root_of(c);
+	free(c->fail_why);
+	c->fail_why = xstrdup(why);
+	warn(c, "process_not_followed", "process %d (%s) is not traced: %s", c->pid,
+	     c->argv && c->argv[0] ? c->argv[0] : "?", why);
+	ptw_map_del(&root->by_pid, (uint64_t)c->pid);
+	if (c->bps) {
+		ptw_bptab_free(c->bps);
+		c->bps = NULL;
+	}
+	trace_free(c);
+	if (c->img.exe) {
+		free(c->last_exe);
+		c->last_exe = xstrdup(c->img.exe);
+	}
+	image_release(c);
+	if (c->proc) {
+		ptw_proc_free(c->proc);
+		c->proc = NULL;
+	}
+}
+
+/* Its own view of memory, breakpoint table and journal. */
+static int followed_open(struct ptw_tracer *c)
+{
+	struct ptw_tracer *root = root_of(c);
+	int r = ptw_proc_follow(root->proc, c->pid, &c->proc);
+	if (r < 0)
+		return r;
+	r = ptw_bptab_new(c->proc, &c->bps);
+	if (r < 0)
+		return r;
+	trace_new(c);
+	return 0;
+}
+
+/* A forked process's first thread stopped for the first time: trace it as
+ * if attached (its copy of the parent's bytes is already restored). */
+static void follow_setup(struct ptw_tracer *c, struct ptw_lwp *l, uint64_t ns)
+{
+	struct thread *th = thread_of(l);
+	th->follow_setup = false;
+	int r = followed_open(c);
+	if (r < 0) {
+		follow_failed(c, r == -ENOSPC ? "too many processes traced at once"
+					       : strerror(-r));
+		th->foreign = true;
+		th->detach_asap = true;
+		return;
+	}
+	bool have_tdb = image_load(c) == 0 && tdb_open(c) == 0;
+	trace_prepare(c);
+	image_hooks(c, l);
+	trace_image(c, l);
+	if (have_tdb) {
+		ptw_tdb_map_lwp(c->img.tdb, l->tid, &th->pd);
+		if (c->parent_tid == c->ppid) {
+			learn_main_return(c, l);
+			c->img.main_seen = true;
+		}
+		if (!c->img.have_result)
+			learn_start_return(c, l);
+		tracing_setup(c, l);
+	}
+	attach_emit_preexisting(c, l, NULL, ns);
+}
+
 static void on_fork_stop(struct ptw_tracer *t, struct ptw_stop *st)
 {
 	struct ptw_lwp *cl = ptw_lwp_get(t->proc, (pid_t)st->msg);
@@ -106,6 +240,13 @@ static void on_fork_stop(struct ptw_tracer *t, struct ptw_stop *st)
 	struct thread *cth = thread_of(cl);
 	cth->foreign = true;
 	cth->announced = true;
+	struct ptw_tracer *c = t->o.follow_forks ? followed_new(t, st) : NULL;
+	if (c && st->kind == PTW_STOP_VFORK) {
+		/* It runs in our memory until it execs: we step it over our
+		 * int3s; at its exec it becomes a process of its own. */
+		c->vfork_pending = true;
+		c->vfork_parent = t;
+	}
 	if (st->kind == PTW_STOP_VFORK) {
 		/* It shares our memory, int3s included, until it execs or
 		 * exits: keep it traced and step it over them. */
@@ -120,6 +261,21 @@ static void on_fork_stop(struct ptw_tracer *t, struct ptw_stop *st)
 	if (failed)
 		warn(t, "fork_child_unclean", "could not restore %d patched bytes in fork child %d",
 		     failed, cl->tid);
+	if (c && !failed) {
+		/* -f: it is a process of its own, traced from its first stop. */
+		cth->foreign = false;
+		cth->is_main = true;
+		cth->follow_setup = true;
+		if (cl->state == PTW_LWP_STOPPED && cl->last_stop == PTW_STOP_NEW) {
+			follow_setup(c, cl, st->ns);
+			if (!cth->detach_asap)
+				ptw_resume(c->proc, cl);
+		}
+		if (!cth->detach_asap)
+			return;
+	} else if (c) {
+		follow_failed(c, "its copy of the breakpoints could not be removed");
+	}
 	cth->detach_asap = true;
 	if (cl->state == PTW_LWP_STOPPED) {
 		ptw_detach_lwp(t->proc, cl);
@@ -131,6 +287,8 @@ static void on_fork_stop(struct ptw_tracer *t, struct ptw_stop *st)
 static bool on_new_stop(struct ptw_tracer *t, struct ptw_lwp *l)
 {
 	struct thread *th = thread_of(l);
+	if (th->follow_setup && t->pid == l->tgid)
+		follow_setup(t, l, ptw_now_ns());
 	if (th->detach_asap) {
 		ptw_detach_lwp(t->proc, l);
 		forget_lwp(t, l);
@@ -143,6 +301,31 @@ static bool on_new_stop(struct ptw_tracer *t, struct ptw_lwp *l)
 static void on_exec_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_stop *st)
 {
 	struct thread *th = thread_of(l);
+	struct ptw_tracer *c = th->foreign ? ptw_map_get(&root_of(t)->by_pid, (uint64_t)l->tgid) : NULL;
+	if (c && c->vfork_pending && l->tid == c->pid) {
+		/* -f: a vfork child exec'd: a process of its own now, traced as
+		 * a launched one is. */
+		c->vfork_pending = false;
+		c->vfork_parent = NULL;
+		int r = followed_open(c);
+		if (r == 0 && setuid_exec(l->tid))
+			r = -EPERM;
+		if (r == 0) {
+			memset(th, 0, sizeof(*th));
+			th->attr_detached = -1;
+			th->announced = true;
+			th->is_main = true;
+			free_argv(c->owned_argv);
+			c->owned_argv = attach_cmdline(c->pid);
+			c->argv = c->owned_argv;
+			image_init(c, l);
+			trace_image(c, l);
+			return;
+		}
+		follow_failed(c, r == -EPERM	  ? "it exec'd a set-user-ID or set-group-ID program"
+				 : r == -ENOSPC ? "too many processes traced at once"
+						: strerror(-r));
+	}
 	if (th->foreign) {
 		/* A vfork child exec'd: its memory is its own now. */
 		ptw_detach_lwp(t->proc, l);
@@ -152,6 +335,21 @@ static void on_exec_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_sto
 	struct ptw_event ev = ptw_event_init(PTW_EV_EXEC, st->ns, l->tid);
 	ev.other_tid = (pid_t)st->msg;
 	emit(t, &ev);
+	if (t->root) {
+		/* A followed process: its command line is the new program's. */
+		free_argv(t->owned_argv);
+		t->owned_argv = attach_cmdline(t->pid);
+		t->argv = t->owned_argv;
+		if (setuid_exec(l->tid)) {
+			/* Its old image's bytes went with it: only let go. */
+			trace_image_reset(t);
+			image_release(t);
+			ptw_detach_lwp(t->proc, l);
+			forget_lwp(t, l);
+			follow_failed(t, "it exec'd a set-user-ID or set-group-ID program");
+			return;
+		}
+	}
 
 	/* The old image's return breakpoints must not be touched any more
 	 * (their addresses now belong to the new one). */
@@ -439,6 +637,53 @@ static void on_signal_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_s
 	l->resume_sig = st->sig;
 }
 
+/* The tracer of the process l belongs to (root: every stop arrives there). */
+static struct ptw_tracer *owner_of(struct ptw_tracer *root, struct ptw_lwp *l)
+{
+	if (!root->nfollowed || !l->tgid || l->tgid == root->proc->pid)
+		return root;
+	struct ptw_tracer *c = ptw_map_get(&root->by_pid, (uint64_t)l->tgid);
+	if (!c)
+		return root;
+	return c->vfork_pending ? c->vfork_parent : c;
+}
+
+/* A followed process ended (its leader was reaped): what it left goes. */
+static void followed_done(struct ptw_tracer *c, const struct ptw_stop *st)
+{
+	struct ptw_tracer *root = root_of(c);
+	if (!c->target_gone) {
+		/* Never set up (a vfork child that did not exec, say). */
+		struct ptw_event ev = ptw_event_init(PTW_EV_PROCESS_EXIT, st->ns, c->pid);
+		ev.pid = c->pid;
+		if (st->kind == PTW_STOP_KILLED) {
+			ev.sig = c->exit_signal = st->sig;
+			ev.core_dumped = c->core_dumped = st->core_dumped;
+		} else {
+			ev.exit_code = c->exit_code = st->exit_code;
+		}
+		c->target_gone = true;
+		emit(c, &ev);
+	}
+	c->end_ns = st->ns;
+	ptw_map_del(&root->by_pid, (uint64_t)c->pid);
+	trace_image_reset(c);
+	if (c->img.exe) {
+		free(c->last_exe);
+		c->last_exe = xstrdup(c->img.exe);
+	}
+	image_release(c);
+	if (c->bps) {
+		c->bps_retired += ptw_bp_count(c->bps);
+		ptw_bptab_free(c->bps);
+		c->bps = NULL;
+	}
+	if (c->proc) {
+		ptw_proc_free(c->proc);
+		c->proc = NULL;
+	}
+}
+
 static void handle_stop(struct ptw_tracer *t, struct ptw_stop *st)
 {
 	struct ptw_lwp *l = st->lwp;
@@ -513,6 +758,7 @@ int ptw_tracer_launch(const struct ptw_tracer_opts *o, char *const argv[], int c
 	t->o = *o;
 	t->launched = true;
 	t->proc = proc;
+	t->pid = proc->pid;
 	t->argv = argv;
 	t->start_ns = start;
 	t->img.task_dirfd = -1;
@@ -591,8 +837,16 @@ int ptw_tracer_run(struct ptw_tracer *t, int duration_ms, enum ptw_end_reason *r
 			on_session_signal(t, &st);
 			continue;
 		}
-		handle_stop(t, &st);
-		if (t->target_gone && ptw_lwp_count_alive(t->proc) == 0 && !t->proc->ndeferred) {
+		struct ptw_tracer *owner = owner_of(t, st.lwp);
+		struct ptw_tracer *ended = NULL;
+		if ((st.kind == PTW_STOP_EXITED || st.kind == PTW_STOP_KILLED) && t->nfollowed &&
+		    st.tid == st.lwp->tgid && st.tid != t->proc->pid)
+			ended = ptw_map_get(&t->by_pid, (uint64_t)st.tid);
+		handle_stop(owner, &st);
+		if (ended)
+			followed_done(ended, &st);
+		if (t->target_gone && !t->by_pid.count && ptw_lwp_count_alive(t->proc) == 0 &&
+		    !t->proc->ndeferred) {
 			/* Fork children we still trace keep the loop going. */
 			size_t it = 0;
 			if (!ptw_map_next(t->proc->lwps, &it, NULL, NULL)) {
@@ -670,7 +924,7 @@ static bool xol_still_referenced(struct ptw_tracer *t)
 		struct ptw_lwp *l = v;
 		struct thread *th = l->user;
 		struct user_regs_struct *regs;
-		if (!th || !th->used_xol || l->state == PTW_LWP_GONE)
+		if (!th || !th->used_xol || l->state == PTW_LWP_GONE || !mine(t, l))
 			continue;
 		if (l->state != PTW_LWP_STOPPED || ptw_getregs(t->proc, l, &regs) < 0) {
 			found = true;
@@ -707,7 +961,7 @@ static void leave_xol_pages(struct ptw_tracer *t)
 		struct ptw_lwp *l = v;
 		struct user_regs_struct *regs;
 		uint64_t rip;
-		if (l->state != PTW_LWP_STOPPED || ptw_getregs(t->proc, l, &regs) < 0)
+		if (l->state != PTW_LWP_STOPPED || !mine(t, l) || ptw_getregs(t->proc, l, &regs) < 0)
 			continue;
 		if (ptw_bp_xol_origin(t->bps, regs->rip, &rip)) {
 			regs->rip = rip;
@@ -729,6 +983,17 @@ int tracer_let_go(struct ptw_tracer *t)
 {
 	if (t->target_gone || t->detached)
 		return 0;
+	/* -f: every followed process first, each on its own (its threads,
+	 * its bytes); what is left (the root's, vfork children) after. */
+	int stuck_followed = 0;
+	for (size_t i = 0; i < t->nfollowed; i++) {
+		struct ptw_tracer *c = t->followed[i];
+		if (c->proc && !c->target_gone && !c->vfork_pending && !c->detached) {
+			stuck_followed += tracer_let_go(c);
+			ptw_map_del(&t->by_pid, (uint64_t)c->pid);
+			c->end_ns = ptw_now_ns();
+		}
+	}
 	uint64_t t0 = ptw_now_ns();
 	int stuck = ptw_stop_all(t->proc, 3000, on_stop_detaching, t);
 	if (stuck < 0)
@@ -741,7 +1006,7 @@ int tracer_let_go(struct ptw_tracer *t)
 	void *v;
 	while (!t->snapshot && ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
-		if (l->state != PTW_LWP_STOPPED || l->last_stop != PTW_STOP_INTERRUPT ||
+		if (!mine(t, l) || l->state != PTW_LWP_STOPPED || l->last_stop != PTW_STOP_INTERRUPT ||
 		    !ptw_signal_queued(t->proc, l, SIGTRAP, SI_KERNEL))
 			continue;
 		int saved = l->resume_sig;
@@ -771,6 +1036,8 @@ int tracer_let_go(struct ptw_tracer *t)
 	struct ptw_lwp **all = NULL;
 	size_t n = 0, nquiet = 0;
 	while (ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
+		if (!mine(t, v))
+			continue;
 		all = xreallocarray(all, n + 1, sizeof(*all));
 		all[n++] = v;
 		if (!all[n - 1]->resume_sig) {
@@ -809,7 +1076,7 @@ int tracer_let_go(struct ptw_tracer *t)
 		     "detaches them when ptwatch exits",
 		     stuck);
 	t->detached = true;
-	return stuck;
+	return stuck + stuck_followed;
 }
 
 int ptw_tracer_detach(struct ptw_tracer *t)
@@ -923,6 +1190,38 @@ void ptw_tracer_report(struct ptw_tracer *t, struct ptw_report *r)
 	r->stop_counts = t->proc->counts.by_kind;
 	r->nstop_kinds = PTW_STOP_TRACER_SIGNAL + 1;
 	r->breakpoints = ptw_bp_count(t->bps);
+	/* Every process of the session, the root first (-f). */
+	free(t->report_procs);
+	t->report_procs = NULL;
+	r->processes = NULL;
+	r->nprocesses = 0;
+	if (t->o.follow_forks) {
+		t->report_procs = xcalloc(t->nfollowed + 1, sizeof(*t->report_procs));
+		for (size_t i = 0; i <= t->nfollowed; i++) {
+			struct ptw_tracer *c = i ? t->followed[i - 1] : t;
+			struct ptw_process *p = &t->report_procs[i];
+			p->pid = c->pid;
+			p->ppid = i ? c->ppid : 0;
+			p->parent_tid = i ? c->parent_tid : 0;
+			p->exe = c->img.exe ? c->img.exe : c->last_exe;
+			p->argv = c->argv;
+			p->start_ns = c->start_ns;
+			p->end_ns = c->end_ns;
+			p->followed = !c->fail_why;
+			p->not_followed_why = c->fail_why;
+			p->detached = c->detached;
+			if (c->target_gone) {
+				p->exit_kind = c->exit_signal ? PTW_EXIT_SIGNAL : PTW_EXIT_CODE;
+				p->exit_code = c->exit_code;
+				p->exit_signal = c->exit_signal;
+				p->core_dumped = c->core_dumped;
+			}
+			if (i)
+				r->breakpoints += ptw_bp_count(c->bps) + c->bps_retired;
+		}
+		r->processes = t->report_procs;
+		r->nprocesses = t->nfollowed + 1;
+	}
 	r->warnings = t->warnings;
 	r->nwarnings = t->nwarnings;
 }
@@ -941,6 +1240,13 @@ void ptw_tracer_free(struct ptw_tracer *t)
 {
 	if (!t)
 		return;
+	for (size_t i = 0; i < t->nfollowed; i++)
+		ptw_tracer_free(t->followed[i]);
+	free(t->followed);
+	ptw_map_free(&t->by_pid);
+	free(t->fail_why);
+	free(t->report_procs);
+	free(t->last_exe);
 	image_release(t);
 	trace_free(t);
 	for (size_t i = 0; i < t->nold_syms; i++)
@@ -949,11 +1255,13 @@ void ptw_tracer_free(struct ptw_tracer *t)
 	for (char **a = t->owned_argv; a && *a; a++)
 		free(*a);
 	free(t->owned_argv);
-	if (t->proc) {
+	if (t->proc && !t->root) {
 		size_t it = 0;
 		void *v;
-		while (ptw_map_next(t->proc->lwps, &it, NULL, &v))
+		while (ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
 			thread_free(((struct ptw_lwp *)v)->user);
+			((struct ptw_lwp *)v)->user = NULL;
+		}
 	}
 	ptw_bptab_free(t->bps);
 	ptw_proc_free(t->proc);

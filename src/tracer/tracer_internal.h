@@ -103,6 +103,7 @@ struct thread {
 	int attr_detached;  /* from the pthread_create entry hook, -1 unknown */
 	bool in_join;
 	bool used_xol;	    /* ran an out-of-line slot: a signal frame may point there */
+	bool follow_setup;  /* -f: first thread of a forked process, set it up at its first stop */
 	/* --trace: open frames (entry sp, return address), innermost last */
 	struct ptw_shadow_frame *shadow;
 	size_t nshadow, shadow_cap;
@@ -131,8 +132,31 @@ struct image {
 	int task_dirfd; /* /proc/PID/task, for comm */
 };
 
+/*
+ * One traced process. The first (launched or attached) is the root: the
+ * handle the public API gives out, holding what the session shares
+ * (signals, interrupts, warnings, the wait loop). With -f, every process
+ * it forks gets a tracer of its own (its own ptw_proc view, breakpoint
+ * table and journal, image and thread agent, --trace state), listed in
+ * the root's followed; hooks.c and trace.c see one process at a time.
+ */
 struct ptw_tracer {
 	struct ptw_tracer_opts o;
+	struct ptw_tracer *root;     /* NULL for the root */
+	pid_t pid;		     /* the process (also before it has a proc: vfork) */
+	pid_t ppid, parent_tid;	     /* followed: who forked it */
+	uint32_t fork_serial;	     /* followed: its order among the followed */
+	bool vfork_pending;	     /* a vfork child before its exec: its parent steps it */
+	struct ptw_tracer *vfork_parent;
+	uint64_t end_ns;
+	char *fail_why;		     /* could not be followed: why (it was let go) */
+	/* root only */
+	struct ptw_tracer **followed; /* in order of fork */
+	size_t nfollowed;
+	struct ptw_map by_pid;	     /* pid -> live followed tracer */
+	struct ptw_process *report_procs;
+	char *last_exe;		     /* its image's, kept once the image is released */
+	size_t bps_retired;	     /* breakpoints of its table, once freed */
 	bool launched; /* we started it (else: attached to it) */
 	bool snapshot; /* attached only to look */
 	bool exec_while_attaching;
@@ -200,7 +224,13 @@ void read_comm(struct ptw_tracer *t, pid_t tid, uint64_t ns);
  * (PTW_EV_DETACHED): a snapshot tells what it copied first. */
 int tracer_let_go(struct ptw_tracer *t);
 
-/* attach.c, shared with snapshot.c */
+/* attach.c, shared with snapshot.c and tracer.c (-f) */
+/* /proc/PID/cmdline as a NULL-terminated argv (malloc'd), or NULL. */
+char **attach_cmdline(pid_t pid);
+/* main()'s return site from the main thread's stack; start_thread's
+ * return site for start routines (without libc's debug file). */
+void learn_main_return(struct ptw_tracer *t, struct ptw_lwp *main_lwp);
+void learn_start_return(struct ptw_tracer *t, struct ptw_lwp *host);
 /* Stops that arrive while we attach (nothing patched yet). */
 void attach_on_stop(void *ctx, struct ptw_stop *st);
 /* The tracer of a process just seized (ptw_seize): its command line read,
