@@ -3004,6 +3004,125 @@ def case_frames_usage(session, chk):
 
 
 
+
+# ---------------------------------------------------------------------------
+# -f: follow forks (fixture prefork)
+
+def follow_common(chk, run):
+    """Every span has a pid of a listed process, ids are unique, every
+    followed process is listed once."""
+    doc = run.doc
+    procs = doc.get('processes')
+    if not chk.true('a processes array with -f', isinstance(procs, list) and procs, doc.get('processes')):
+        return {}
+    by_pid = {p['pid']: p for p in procs}
+    chk.eq('each process listed once', len(by_pid), len(procs))
+    ids = [s['id'] for s in thread_spans(doc)]
+    chk.eq('span ids unique', len(ids), len(set(ids)))
+    for s in thread_spans(doc):
+        if not chk.true('span %s has the pid of a listed process' % s['id'],
+                        s.get('pid') in by_pid, s):
+            break
+    return by_pid
+
+
+def case_follow(session, chk, mode='workers'):
+    if mode == 'workers':
+        run = session.run([fixture('prefork'), 'workers'], opts=['-q', '-f'])
+        check_exit(chk, run, code=0)
+        by_pid = follow_common(chk, run)
+        children = truth_of(run, 'child')
+        chk.eq('3 workers in the truth', len(children), 3)
+        codes = sorted(c['code'] for c in children)
+        chk.eq('workers exited 10, 11, 12', codes, [10, 11, 12])
+        for c in children:
+            p = by_pid.get(c['pid'])
+            if not chk.true('worker %s listed' % c['pid'], p is not None):
+                continue
+            chk.eq('worker %s ppid' % c['pid'], p['ppid'], run.doc['target']['pid'])
+            chk.eq('worker %s exit' % c['pid'], p['exit'], {'code': c['code']})
+            chk.true('worker %s: the forking thread span' % c['pid'], p['parent_span'] is not None, p)
+        threads = truth_of(run, 'worker_thread')
+        spans = {(s.get('pid'), s['tid']): s for s in thread_spans(run.doc)}
+        chk.eq('9 worker threads in the truth', len(threads), 9)
+        for t in threads:
+            sp = spans.get((t['pid'], t['tid']))
+            if not chk.true('span of worker thread %s/%s' % (t['pid'], t['tid']), sp is not None):
+                continue
+            chk.eq('thread %s status' % t['tid'], sp['status'], 'completed', sp)
+            chk.eq('thread %s value' % t['tid'], sp['end']['value'] if sp.get('end') else None,
+                   hex(t['value']), sp)
+            chk.eq('thread %s routine' % t['tid'], (sp.get('start_routine') or {}).get('symbol'),
+                   'pool_worker', sp)
+    elif mode == 'many':
+        n = int(os.environ.get('PTW_FOLLOW_MANY', '200'))
+        run = session.run([fixture('prefork'), 'many', str(n)], opts=['-q', '-f'], timeout=120)
+        check_exit(chk, run, code=0)
+        by_pid = follow_common(chk, run)
+        chk.eq('%d children and the master listed' % n, len(by_pid), n + 1)
+        created = [s for s in thread_spans(run.doc) if s['origin'] == 'created']
+        chk.eq('2 threads spanned per child', len(created), 2 * n)
+        chk.eq('every created span completed', [s['id'] for s in created if s['status'] != 'completed'], [])
+    elif mode in ('exec', 'vfork'):
+        run = session.run([fixture('prefork'), mode, fixture('lifecycle')], opts=['-q', '-f'])
+        check_exit(chk, run, code=0)
+        by_pid = follow_common(chk, run)
+        child = one_truth(run, 'child')
+        chk.eq('the child exited 3 (lifecycle returns 3)', child.get('code'), 3)
+        p = by_pid.get(child['pid'], {})
+        chk.true('child exe is the lifecycle fixture (%s)' % p.get('exe'),
+                 (p.get('exe') or '').endswith('fixture-lifecycle'))
+        chk.eq('child argv', (p.get('argv') or [None])[0], fixture('lifecycle'))
+        lc = [s for s in thread_spans(run.doc) if s.get('pid') == child['pid'] and s['origin'] == 'created']
+        lc_truth = [r for r in run.truth if r.get('kind') == 'thread']
+        chk.true('the exec\'d fixture\'s threads are spanned (%d spans, %d in its truth)' % (len(lc), len(lc_truth)),
+                 len(lc) >= 1 and len(lc) == len(lc_truth))
+    elif mode == 'killed':
+        run = session.run([fixture('prefork'), 'killed'], opts=['-q', '-f'])
+        check_exit(chk, run, code=0)
+        by_pid = follow_common(chk, run)
+        child = one_truth(run, 'child')
+        chk.eq('the child was killed by SIGKILL', child.get('signal'), signal.SIGKILL)
+        p = by_pid.get(child['pid'], {})
+        chk.eq('its exit in processes', p.get('exit'), {'signal': 'SIGKILL', 'core_dumped': False})
+        spans = [s for s in thread_spans(run.doc) if s.get('pid') == child['pid']]
+        chk.eq('3 spans in the killed child', len(spans), 3)
+        for s in spans:
+            chk.eq('span %s unmatched' % s['id'], s['status'], 'unmatched', s)
+
+
+def case_follow_kill9(session, chk):
+    """kill -9 of the tracer while following a master and its workers: the
+    restorer puts every process's bytes back and every process survives."""
+    ctl_r, ctl_w = os.pipe()
+    rep_r, rep_w = os.pipe()
+    run, proc = session.start([fixture('idle'), '2'], opts=['-q', '-f'],
+                              env={'PTW_CTL_FD': str(ctl_r), 'PTW_REPLY_FD': str(rep_w)},
+                              pass_fds=(ctl_r, rep_w))
+    os.close(ctl_r)
+    os.close(rep_w)
+    try:
+        words = read_line(rep_r, 20, 'ready').split()
+        pid = int(words[1])
+        traced = wait_traced(pid)
+        tracer = set(traced.values())
+        for tid in tracer:
+            os.kill(tid, signal.SIGKILL)
+        chk.true('untraced within 2 s', wait_untraced(pid, 2) is not None)
+        check_untouched(chk, pid, 'after the kill')
+        diffs = text_diffs(pid)
+        if diffs is not None:
+            chk.eq('text bytes that differ after the kill', diffs, [])
+        os.write(ctl_w, b'p')
+        chk.eq('the command answers', read_line(rep_r, 10, 'pong').strip(), 'pong')
+        os.write(ctl_w, b'q')
+        session.wait(run, proc, 20, 'ptwatch did not exit')
+        chk.eq('ptwatch exits as the command', run.returncode, 0)
+    finally:
+        os.close(ctl_w)
+        os.close(rep_r)
+
+
 CASES = {
     'open-timeout': case_open_timeout,
     'attach-open-timeout': case_attach_open_timeout,
@@ -3051,6 +3170,8 @@ CASES = {
     'frames-exec': case_frames_exec,
     'frames-pthread': case_frames_pthread,
     'frames-usage': case_frames_usage,
+    'follow': case_follow,
+    'follow-kill9': case_follow_kill9,
 }
 
 if __name__ == '__main__':
