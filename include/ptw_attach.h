@@ -224,6 +224,10 @@ struct ptw_seize_info {
  * skipped (ret_info says so). The threads keep running.
  */
 int ptw_seize(pid_t pid, struct ptw_proc **ret_proc, struct ptw_seize_info *ret_info);
+/* The same for a process followed from root (ptw_proc_follow): its threads
+ * join root's table. On failure the threads seized are let go again. */
+int ptw_seize_follow(struct ptw_proc *root, pid_t pid, struct ptw_proc **ret_proc,
+		     struct ptw_seize_info *ret_info);
 
 /*
  * Waits for the next stop of any traced LWP, up to timeout_ms (-1 = forever).

@@ -190,6 +190,11 @@ bool ptw_bp_xol_origin(const struct ptw_bptab *t, uint64_t rip, uint64_t *ret_ri
  * number of pages left mapped. */
 int ptw_bp_unmap_xol(struct ptw_bptab *t, struct ptw_lwp *host);
 
+/* A fork child got a copy of parent's out-of-line pages: unmaps them in
+ * child (host: its stopped thread, which runs the munmaps; the `syscall`
+ * instruction is at the same address there). Returns the pages left. */
+int ptw_bp_unmap_inherited_xol(struct ptw_bptab *parent, struct ptw_proc *child,
+			       struct ptw_lwp *host);
 /* Writes back every journaled byte whose mapping is unchanged (detach).
  * Returns the number of bytes that could not be restored. */
 int ptw_bp_restore_all(struct ptw_bptab *t);

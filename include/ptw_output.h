@@ -129,6 +129,9 @@ const char *ptw_interrupt_why_name(enum ptw_interrupt_why w);
 /* Renders the whole document into out. */
 void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out);
 
+/* From now on, event lines carry the process id before the thread id (-f,
+ * once a second process is traced). */
+void ptw_text_show_pids(bool on);
 /* One readable line for an event the span engine consumed (may add nothing). */
 void ptw_text_event(struct ptw_buf *out, uint64_t session_start_ns, const struct ptw_event *ev,
 		    const struct ptw_span *sp);

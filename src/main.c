@@ -45,6 +45,8 @@ struct session {
 	struct ptw_timeouts *timeouts; /* spans open too long (--open-timeout) */
 	struct ptw_buf log;
 	bool quiet;
+	pid_t first_pid;  /* -f: the first process an event named */
+	bool pids_shown; /* a second one appeared: lines carry the pid */
 	uint64_t start_ns;
 	/* The record for the restorer (ptw_guardian.h), when there is one. */
 	struct ptw_record_writer *rec;
@@ -289,6 +291,13 @@ static void sink(void *ctx, const struct ptw_event *ev)
 {
 	struct session *s = ctx;
 	const struct ptw_span *sp = ptw_spans_consume(s->spans, ev);
+	/* -f: once a second process is traced, every line names its process. */
+	if (ev->pid && !s->first_pid)
+		s->first_pid = ev->pid;
+	else if (ev->pid && ev->pid != s->first_pid && !s->pids_shown) {
+		s->pids_shown = true;
+		ptw_text_show_pids(true);
+	}
 	if (s->rec) {
 		ptw_record_event(s->rec, &s->record, ev);
 		if (s->record.len > 65536)

@@ -857,8 +857,59 @@ static pid_t tracer_of(pid_t tid)
 	return tracer > 0 ? (pid_t)tracer : 0;
 }
 
-int ptw_seize(pid_t pid, struct ptw_proc **ret_proc,
-	      struct ptw_seize_info *ret_info)
+static int seize_into(struct ptw_proc *root, pid_t pid, struct ptw_proc **ret_proc,
+		      struct ptw_seize_info *ret_info);
+
+int ptw_seize(pid_t pid, struct ptw_proc **ret_proc, struct ptw_seize_info *ret_info)
+{
+	return seize_into(NULL, pid, ret_proc, ret_info);
+}
+
+int ptw_seize_follow(struct ptw_proc *root, pid_t pid, struct ptw_proc **ret_proc,
+		     struct ptw_seize_info *ret_info)
+{
+	root = ptw_proc_root(root);
+	if (ptw_map_get(&root->procs, (uint64_t)pid))
+		return -EEXIST;
+	return seize_into(root, pid, ret_proc, ret_info);
+}
+
+static void keep_signal(void *ctx, struct ptw_stop *st)
+{
+	(void)ctx;
+	if (st->kind == PTW_STOP_SIGNAL)
+		st->lwp->resume_sig = st->sig; /* theirs: delivered at the detach */
+}
+
+/* A followed process whose seizing failed: let go of the threads seized
+ * (running: stop each, then detach), then of the view. */
+static void unseize(struct ptw_proc *p)
+{
+	if (p->root) {
+		ptw_stop_all(p, 1000, keep_signal, NULL);
+		size_t it = 0;
+		void *v;
+		struct ptw_lwp **mine = NULL;
+		size_t n = 0;
+		while (ptw_map_next(p->lwps, &it, NULL, &v)) {
+			struct ptw_lwp *l = v;
+			if (l->tgid != p->pid)
+				continue;
+			mine = xreallocarray(mine, n + 1, sizeof(*mine));
+			mine[n++] = l;
+		}
+		for (size_t i = 0; i < n; i++) {
+			if (mine[i]->state == PTW_LWP_STOPPED)
+				ptw_detach_lwp(p, mine[i]);
+			ptw_lwp_forget(p, mine[i]);
+		}
+		free(mine);
+	}
+	ptw_proc_free(p);
+}
+
+static int seize_into(struct ptw_proc *root, pid_t pid, struct ptw_proc **ret_proc,
+		      struct ptw_seize_info *ret_info)
 {
 	unsigned options = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK |
 			   PTRACE_O_TRACEEXEC | PTRACE_O_TRACEEXIT | PTRACE_O_TRACESYSGOOD;
@@ -872,16 +923,28 @@ int ptw_seize(pid_t pid, struct ptw_proc **ret_proc,
 		pid_t *tids;
 		int ntids = ptw_proc_tids(pid, &tids);
 		if (ntids < 0) {
-			if (p && p->lwps->count)
+			if (p && info.threads)
 				break; /* it exited under us; the caller will see */
-			ptw_proc_free(p);
+			if (p)
+				unseize(p);
 			return ntids == -ENOENT ? -ESRCH : ntids;
 		}
 		info.passes++;
 		for (int i = 0; i < ntids; i++) {
 			pid_t tid = tids[i];
 			if (!p) {
-				p = proc_new(pid);
+				if (root) {
+					p = xcalloc(1, sizeof(*p));
+					p->pid = pid;
+					p->mem_pid = pid;
+					p->sigfd = root->sigfd;
+					p->mem_fd = -1;
+					p->root = root;
+					p->lwps = root->lwps;
+					ptw_map_put(&root->procs, (uint64_t)pid, p);
+				} else {
+					p = proc_new(pid);
+				}
 				p->options = options;
 			}
 			struct ptw_lwp *l = ptw_lwp_get(p, tid);
@@ -923,8 +986,10 @@ int ptw_seize(pid_t pid, struct ptw_proc **ret_proc,
 	if (!p || !info.threads || first_error) {
 		/* A live thread we could not seize would die of SIGTRAP at the
 		 * first int3 it reached: all or nothing. (The seized ones are
-		 * running; the kernel lets them go when ptwatch exits.) */
-		ptw_proc_free(p);
+		 * running; the kernel lets them go when ptwatch exits, or,
+		 * for a followed process, we do now.) */
+		if (p)
+			unseize(p);
 		return first_error ? -first_error : -ESRCH;
 	}
 	if (info.zombie_leader || !ptw_lwp_get(p, pid))

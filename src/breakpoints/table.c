@@ -627,6 +627,21 @@ int ptw_bp_unmap_xol(struct ptw_bptab *t, struct ptw_lwp *host)
 	return left;
 }
 
+int ptw_bp_unmap_inherited_xol(struct ptw_bptab *parent, struct ptw_proc *child,
+			       struct ptw_lwp *host)
+{
+	int left = 0;
+	for (size_t i = 0; i < parent->npages; i++) {
+		uint64_t args[6] = { parent->pages[i].addr, PAGE, 0, 0, 0, 0 };
+		int64_t ret = -1;
+		if (!ptw_lwp_injectable(host) || find_syscall_insn(parent) < 0 ||
+		    ptw_inject_syscall(child, host, parent->syscall_insn, SYS_munmap, args, &ret) < 0 ||
+		    ret != 0)
+			left++;
+	}
+	return left;
+}
+
 /* ---- restore ---- */
 
 int ptw_bp_restore_all(struct ptw_bptab *t)

@@ -143,18 +143,26 @@ static void free_argv(char **argv)
  * (fork) or its exec (vfork). */
 static struct ptw_tracer *followed_new(struct ptw_tracer *t, const struct ptw_stop *st)
 {
+	struct ptw_tracer *c = followed_add(t, (pid_t)st->msg, t->proc->pid, st->tid, st->ns);
+	c->xol_parent = t;
+	c->owned_argv = dup_argv(t->argv);
+	c->argv = c->owned_argv;
+	return c;
+}
+
+struct ptw_tracer *followed_add(struct ptw_tracer *t, pid_t pid, pid_t ppid, pid_t parent_tid,
+				uint64_t ns)
+{
 	struct ptw_tracer *root = root_of(t);
 	struct ptw_tracer *c = xcalloc(1, sizeof(*c));
 	c->o = root->o;
 	c->root = root;
-	c->pid = (pid_t)st->msg;
-	c->ppid = t->proc->pid;
-	c->parent_tid = st->tid;
-	c->launched = t->launched;
-	c->start_ns = st->ns;
+	c->pid = pid;
+	c->ppid = ppid;
+	c->parent_tid = parent_tid;
+	c->launched = root->launched;
+	c->start_ns = ns;
 	c->img.task_dirfd = -1;
-	c->owned_argv = dup_argv(t->argv);
-	c->argv = c->owned_argv;
 	c->fork_serial = (uint32_t)root->nfollowed + 1;
 	root->followed = xreallocarray(root->followed, root->nfollowed + 1, sizeof(*root->followed));
 	root->followed[root->nfollowed++] = c;
@@ -162,8 +170,7 @@ static struct ptw_tracer *followed_new(struct ptw_tracer *t, const struct ptw_st
 	return c;
 }
 
-/* It cannot be followed: say why, and let it go as without -f. */
-static void follow_failed(struct ptw_tracer *c, const char *why)
+void follow_failed(struct ptw_tracer *c, const char *why)
 {
 	struct ptw_tracer *root = root_of(c);
 	free(c->fail_why);
@@ -214,6 +221,19 @@ static void follow_setup(struct ptw_tracer *c, struct ptw_lwp *l, uint64_t ns)
 		th->foreign = true;
 		th->detach_asap = true;
 		return;
+	}
+	/* Its copy of the parent's out-of-line pages is not ours to keep (the
+	 * parent is still traced: its table is alive; it may have ended since
+	 * the fork, then the pages stay, with a warning). */
+	struct ptw_tracer *parent = c->xol_parent;
+	c->xol_parent = NULL;
+	if (parent && parent->bps && ptw_bp_xol_pages(parent->bps)) {
+		int left = ptw_bp_unmap_inherited_xol(parent->bps, c->proc, l);
+		if (left)
+			warn(c, "xol_page_left",
+			     "%d out-of-line pages (r-x, 4 KiB each) inherited from %d stay mapped "
+			     "in %d",
+			     left, parent->pid, c->pid);
 	}
 	bool have_tdb = image_load(c) == 0 && tdb_open(c) == 0;
 	trace_prepare(c);

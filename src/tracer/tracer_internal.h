@@ -148,6 +148,7 @@ struct ptw_tracer {
 	uint32_t fork_serial;	     /* followed: its order among the followed */
 	bool vfork_pending;	     /* a vfork child before its exec: its parent steps it */
 	struct ptw_tracer *vfork_parent;
+	struct ptw_tracer *xol_parent; /* fork: whose out-of-line pages it inherited */
 	uint64_t end_ns;
 	char *fail_why;		     /* could not be followed: why (it was let go) */
 	/* root only */
@@ -261,6 +262,18 @@ struct preexisting {
 void attach_preexisting_facts(struct ptw_tracer *t, struct ptw_lwp *l, struct preexisting *ret);
 void attach_emit_facts(struct ptw_tracer *t, const struct preexisting *f, const char *name,
 		       uint64_t ns);
+
+/* tracer.c, for attach.c (-p PID -f) */
+/* A followed process (pid, forked by thread parent_tid of ppid at ns),
+ * listed in the root, without a proc yet; argv is the caller's to set. */
+struct ptw_tracer *followed_add(struct ptw_tracer *t, pid_t pid, pid_t ppid, pid_t parent_tid,
+				uint64_t ns);
+/* It cannot be followed: a process_not_followed warning says why, and
+ * whatever it had of ours (proc, breakpoints) is released: the caller has
+ * let go of it, or does so as without -f. */
+void follow_failed(struct ptw_tracer *c, const char *why);
+/* -p PID -f: attach to every descendant of the root that runs now. */
+void attach_descendants(struct ptw_tracer *root);
 
 /* hooks.c */
 /* Symbols of the current image, where its dynamic linker reports

@@ -3092,35 +3092,87 @@ def case_follow(session, chk, mode='workers'):
 
 
 def case_follow_kill9(session, chk):
-    """kill -9 of the tracer while following a master and its workers: the
-    restorer puts every process's bytes back and every process survives."""
+    """ptwatch -f -- a pre-forking server (master and 2 workers, each with
+    threads), and its tracer is SIGKILLed while it follows them all: the
+    restorer puts back every process's bytes, every process survives,
+    untraced, and the server finishes its work."""
     ctl_r, ctl_w = os.pipe()
     rep_r, rep_w = os.pipe()
-    run, proc = session.start([fixture('idle'), '2'], opts=['-q', '-f'],
+    run, proc = session.start([fixture('preforkd'), '2'], opts=['-q', '-f'],
                               env={'PTW_CTL_FD': str(ctl_r), 'PTW_REPLY_FD': str(rep_w)},
                               pass_fds=(ctl_r, rep_w))
     os.close(ctl_r)
     os.close(rep_w)
     try:
-        words = read_line(rep_r, 20, 'ready').split()
-        pid = int(words[1])
-        traced = wait_traced(pid)
-        tracer = set(traced.values())
-        for tid in tracer:
+        pids = [int(w) for w in read_line(rep_r, 20, 'ready').split()[1:]]
+        tracers = set()
+        for pid in pids:
+            tracers |= set(wait_traced(pid).values())
+        chk.eq('one tracer for the master and its workers', len(tracers), 1)
+        for pid in pids:
+            d = text_diffs(pid)
+            chk.true('breakpoints in %d while traced (%s)' % (pid, d), d is None or len(d) > 0)
+        for tid in tracers:
             os.kill(tid, signal.SIGKILL)
-        chk.true('untraced within 2 s', wait_untraced(pid, 2) is not None)
-        check_untouched(chk, pid, 'after the kill')
-        diffs = text_diffs(pid)
-        if diffs is not None:
-            chk.eq('text bytes that differ after the kill', diffs, [])
+        for pid in pids:
+            chk.true('%d untraced within 2 s of the kill' % pid, wait_untraced(pid, 2) is not None)
+            check_untouched(chk, pid, 'after the kill')
+            diffs = text_diffs(pid)
+            if diffs is not None:
+                chk.eq('%d: text bytes that differ from the files after the kill' % pid, diffs, [])
         os.write(ctl_w, b'p')
-        chk.eq('the command answers', read_line(rep_r, 10, 'pong').strip(), 'pong')
+        chk.eq('the master answers after the kill', read_line(rep_r, 10, 'pong').strip(), 'pong')
         os.write(ctl_w, b'q')
+        chk.eq('the server finishes', read_line(rep_r, 20, 'done').strip(), 'done')
         session.wait(run, proc, 20, 'ptwatch did not exit')
         chk.eq('ptwatch exits as the command', run.returncode, 0)
+        codes = sorted(r['code'] for r in load_truth(run) if r.get('kind') == 'worker')
+        chk.eq('the workers exited 20 and 21', codes, [20, 21])
     finally:
         os.close(ctl_w)
         os.close(rep_r)
+
+
+def case_follow_attach(session, chk):
+    """ptwatch -p MASTER -f on a running pre-forking server: the workers
+    that run are attached too (their threads found), a worker forked while
+    traced is followed, and SIGINT lets go of every process: alive,
+    untraced, every executable mapping as it was."""
+    target = session.target('preforkd', [2])
+    pids = target.ready()
+    master = pids[0]
+    before = {pid: exec_mappings(pid) for pid in pids}
+    run, proc = session.start_attach(master, opts=('-q', '-f'))
+    for pid in pids:
+        wait_traced(pid)
+    words = target.ask('f', timeout=20)
+    chk.eq('the master forked a worker while traced', words[0], 'forked')
+    new = int(words[1])
+    wait_traced(new)
+    chk.eq('the master answers while traced', target.ask('p'), ['pong'])
+    proc.send_signal(signal.SIGINT)
+    session.wait(run, proc, 20, 'ptwatch did not detach after SIGINT')
+    chk.eq('ptwatch exit status after SIGINT', run.returncode, 0)
+    load_doc(run)
+    doc = run.doc
+    by_pid = follow_common(chk, run)
+    chk.eq('processes listed', sorted(by_pid), sorted(pids + [new]))
+    for pid in pids + [new]:
+        check_untouched(chk, pid, 'after the detach')
+    for pid in pids:
+        compare_mappings(chk, before[pid], exec_mappings(pid), 'process %d' % pid)
+    # forked from the master while traced: its layout is the master's
+    compare_mappings(chk, before[master], exec_mappings(new), 'new worker %d' % new)
+    for pid in pids[1:]:
+        threads = [s for s in thread_spans(doc) if s.get('pid') == pid]
+        chk.eq('worker %d: 3 spans found at the attach' % pid, len(threads), 3, threads)
+        chk.eq('worker %d: its ppid' % pid, by_pid.get(pid, {}).get('ppid'), master)
+    newspans = [s for s in thread_spans(doc) if s.get('pid') == new]
+    chk.eq('new worker: main and 2 created spans',
+           sorted(s['origin'] for s in newspans), ['created', 'created', 'main'])
+    chk.eq('the master answers after the detach', target.ask('p'), ['pong'])
+    target.send('q')
+    chk.eq('the server finishes after the detach', target.line(20, 'done').strip(), 'done')
 
 
 CASES = {
@@ -3172,6 +3224,7 @@ CASES = {
     'frames-usage': case_frames_usage,
     'follow': case_follow,
     'follow-kill9': case_follow_kill9,
+    'follow-attach': case_follow_attach,
 }
 
 if __name__ == '__main__':
