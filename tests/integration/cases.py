@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ptw_test import (  # noqa: E402
     CANCELED, Failed, FrameworkError, Model, Skip, Terminal, attach_stderr_lines, check_attach_doc,
     check_exit, check_untouched, child_pids, comm, compare_mappings, exec_mappings, find_span,
-    fixture, kill_group, load_doc, load_truth, main, one_truth, proc_status, ptwatch_path,
+    fixture, fixture_source, kill_group, load_doc, load_truth, main, one_truth, proc_status, ptwatch_path,
     read_outputs, report_warnings, span_index, tail, task_states, thread_spans, tracer_pids,
     truth_of, wait_for, warning_codes)
 
@@ -3055,8 +3055,8 @@ def case_follow(session, chk, mode='workers'):
             chk.eq('thread %s routine' % t['tid'], (sp.get('start_routine') or {}).get('symbol'),
                    'pool_worker', sp)
     elif mode == 'many':
-        n = int(os.environ.get('PTW_FOLLOW_MANY', '200'))
-        run = session.run([fixture('prefork'), 'many', str(n)], opts=['-q', '-f'], timeout=120)
+        n = int(os.environ.get('PTW_FOLLOW_MANY', '500'))
+        run = session.run([fixture('prefork'), 'many', str(n)], opts=['-q', '-f'], timeout=170)
         check_exit(chk, run, code=0)
         by_pid = follow_common(chk, run)
         chk.eq('%d children and the master listed' % n, len(by_pid), n + 1)
@@ -3175,6 +3175,28 @@ def case_follow_attach(session, chk):
     chk.eq('the server finishes after the detach', target.line(20, 'done').strip(), 'done')
 
 
+def case_follow_python(session, chk):
+    """A real program: python's multiprocessing pool (workers forked, a
+    thread per task) under -f prints what it prints without ptwatch, and
+    every task's thread is spanned in the worker that ran it."""
+    script = fixture_source('mppool.py')
+    python = '/usr/bin/python3'
+    native = subprocess.run([python, script], stdout=subprocess.PIPE, timeout=60, check=True)
+    run = session.run([python, script], opts=['-q', '-f'], timeout=60)
+    check_exit(chk, run, code=0)
+    with open(os.path.join(run.tmpdir, 'stdout'), 'rb') as f:
+        traced = f.read()
+    chk.eq('output identical to a run without ptwatch', traced.decode(), native.stdout.decode())
+    by_pid = follow_common(chk, run)
+    root = run.doc['target']['pid']
+    workers = [p for p in by_pid.values() if p['ppid'] == root]
+    chk.true('at least 2 forked workers (%d)' % len(workers), len(workers) >= 2)
+    created = [s for s in thread_spans(run.doc)
+               if s.get('pid') != root and s['origin'] == 'created']
+    chk.eq('a span per task thread in the workers', len(created), 20)
+    chk.eq('every task thread completed', [s['id'] for s in created if s['status'] != 'completed'], [])
+
+
 CASES = {
     'open-timeout': case_open_timeout,
     'attach-open-timeout': case_attach_open_timeout,
@@ -3225,6 +3247,7 @@ CASES = {
     'follow': case_follow,
     'follow-kill9': case_follow_kill9,
     'follow-attach': case_follow_attach,
+    'follow-python': case_follow_python,
 }
 
 if __name__ == '__main__':
