@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 
@@ -114,6 +115,37 @@ int ptw_bp_journal_restore(pid_t pid, int mem_fd, int *ret_restored)
 	if (!j)
 		return 0;
 	return journal_restore(j, pid, mem_fd, ret_restored);
+}
+
+int ptw_bp_journal_restore_copy(pid_t parent, pid_t child, int *ret_restored)
+{
+	*ret_restored = 0;
+	struct journal *j = slot_of(parent);
+	if (!j)
+		return 0;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/mem", child);
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	struct ptw_mapping *maps = NULL;
+	int n = ptw_maps_read(child, &maps);
+	uint32_t count = __atomic_load_n(&j->count, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < count && n > 0; i++) {
+		struct journal_entry *e = &j->entries[i];
+		uint8_t now;
+		/* Restored in the parent or not, the child's copy may still
+		 * hold our int3: only where the same file range is mapped. */
+		if (e->state == JOURNAL_FREE ||
+		    !journal_same_mapping(e, ptw_maps_find(maps, n, e->addr)) ||
+		    pread(fd, &now, 1, (off_t)e->addr) != 1 || now != 0xcc)
+			continue;
+		if (pwrite(fd, &e->orig, 1, (off_t)e->addr) == 1)
+			(*ret_restored)++;
+	}
+	free(maps);
+	close(fd);
+	return 0;
 }
 
 pid_t ptw_bp_journal_pid(void)
@@ -627,19 +659,19 @@ int ptw_bp_unmap_xol(struct ptw_bptab *t, struct ptw_lwp *host)
 	return left;
 }
 
-int ptw_bp_unmap_inherited_xol(struct ptw_bptab *parent, struct ptw_proc *child,
-			       struct ptw_lwp *host)
+void ptw_bp_adopt_xol(struct ptw_bptab *child, const struct ptw_bptab *parent)
 {
-	int left = 0;
+	if (!parent->npages)
+		return;
+	child->pages = xreallocarray(child->pages, child->npages + parent->npages,
+				     sizeof(*child->pages));
 	for (size_t i = 0; i < parent->npages; i++) {
-		uint64_t args[6] = { parent->pages[i].addr, PAGE, 0, 0, 0, 0 };
-		int64_t ret = -1;
-		if (!ptw_lwp_injectable(host) || find_syscall_insn(parent) < 0 ||
-		    ptw_inject_syscall(child, host, parent->syscall_insn, SYS_munmap, args, &ret) < 0 ||
-		    ret != 0)
-			left++;
+		child->pages[child->npages++] = parent->pages[i];
+		journal_add_xol(child->journal, parent->pages[i].addr, parent->syscall_insn);
 	}
-	return left;
+	if (!child->syscall_insn)
+		child->syscall_insn = parent->syscall_insn;
+	maps_changed(child);
 }
 
 /* ---- restore ---- */

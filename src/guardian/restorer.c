@@ -82,6 +82,35 @@ int memfds_get(const struct memfds *m, pid_t pid)
 	return -1;
 }
 
+/* The children of every thread of pid, appended to *out. */
+static void children(pid_t pid, pid_t **out, size_t *n)
+{
+	pid_t *tids;
+	int ntids = ptw_proc_tids(pid, &tids);
+	for (int i = 0; i < ntids; i++) {
+		char path[96];
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, tids[i]);
+		FILE *f = fopen(path, "re");
+		int c;
+		while (f && fscanf(f, "%d", &c) == 1) {
+			*out = xreallocarray(*out, *n + 1, sizeof(**out));
+			(*out)[(*n)++] = c;
+		}
+		if (f)
+			fclose(f);
+	}
+	if (ntids > 0)
+		free(tids);
+}
+
+static bool among(pid_t pid, const pid_t *pids, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (pids[i] == pid)
+			return true;
+	return false;
+}
+
 int memfds_restore(const struct memfds *m, int *ret_restored)
 {
 	pid_t pids[JOURNAL_PIDS_MAX];
@@ -94,6 +123,25 @@ int memfds_restore(const struct memfds *m, int *ret_restored)
 			continue;
 		failed += ptw_bp_journal_restore(pids[i], fd, &restored);
 		*ret_restored += restored;
+	}
+	/* A process forked by a traced one that the tracer had not set up
+	 * yet (or let go of) may still hold a copy of its parent's int3s; so
+	 * may its own children, forked before it ran any of ours. */
+	for (size_t i = 0; i < n; i++) {
+		pid_t *queue = NULL;
+		size_t nq = 0;
+		children(pids[i], &queue, &nq);
+		for (size_t k = 0; k < nq && k < 4096; k++) {
+			if (among(queue[k], pids, n))
+				continue;
+			int restored = 0;
+			if (ptw_bp_journal_restore_copy(pids[i], queue[k], &restored) == 0) {
+				*ret_restored += restored;
+				if (restored)
+					children(queue[k], &queue, &nq);
+			}
+		}
+		free(queue);
 	}
 	return failed;
 }

@@ -489,7 +489,10 @@ void attach_descendants(struct ptw_tracer *root)
 			size_t n = 0;
 			children_of(p, &kids, &tids, &n);
 			for (size_t i = 0; i < n; i++) {
-				bool known = false;
+				/* Traced by us already: forked by a process we
+				 * hold since it was seized, its fork event (still
+				 * queued) will tell (its bytes are its parent's). */
+				bool known = ptw_proc_status_field(kids[i], "TracerPid") == getpid();
 				for (size_t k = 0; k < root->nfollowed && !known; k++)
 					known = root->followed[k]->pid == kids[i];
 				if (!known) {

@@ -222,19 +222,13 @@ static void follow_setup(struct ptw_tracer *c, struct ptw_lwp *l, uint64_t ns)
 		th->detach_asap = true;
 		return;
 	}
-	/* Its copy of the parent's out-of-line pages is not ours to keep (the
-	 * parent is still traced: its table is alive; it may have ended since
-	 * the fork, then the pages stay, with a warning). */
+	/* Its copy of the parent's out-of-line pages becomes its own: no
+	 * system call injected to map others, and unmapped at its detach. (A
+	 * parent gone since the fork left no table to tell: they stay.) */
 	struct ptw_tracer *parent = c->xol_parent;
 	c->xol_parent = NULL;
-	if (parent && parent->bps && ptw_bp_xol_pages(parent->bps)) {
-		int left = ptw_bp_unmap_inherited_xol(parent->bps, c->proc, l);
-		if (left)
-			warn(c, "xol_page_left",
-			     "%d out-of-line pages (r-x, 4 KiB each) inherited from %d stay mapped "
-			     "in %d",
-			     left, parent->pid, c->pid);
-	}
+	if (parent && parent->bps)
+		ptw_bp_adopt_xol(c->bps, parent->bps);
 	bool have_tdb = image_load(c) == 0 && tdb_open(c) == 0;
 	trace_prepare(c);
 	image_hooks(c, l);

@@ -3114,6 +3114,12 @@ def case_follow_kill9(session, chk):
             chk.true('breakpoints in %d while traced (%s)' % (pid, d), d is None or len(d) > 0)
         for tid in tracers:
             os.kill(tid, signal.SIGKILL)
+        # The restorer traces each process again for a moment to unmap the
+        # out-of-line pages: check once the front says it is done.
+        def said():
+            read_outputs(run)
+            return 'tracer process died' in run.stderr_text()
+        chk.true('the front reports the tracer died within 10 s', wait_for(said, 10))
         for pid in pids:
             chk.true('%d untraced within 2 s of the kill' % pid, wait_untraced(pid, 2) is not None)
             check_untouched(chk, pid, 'after the kill')
