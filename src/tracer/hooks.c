@@ -140,6 +140,7 @@ void image_release(struct ptw_tracer *t)
 	struct image *img = &t->img;
 	if (img->syms) {
 		/* Spans keep pointing at its locations: retire, do not free. */
+		ptw_symbols_retire(img->syms);
 		t->old_syms = xreallocarray(t->old_syms, t->nold_syms + 1, sizeof(*t->old_syms));
 		t->old_syms[t->nold_syms++] = img->syms;
 	}
