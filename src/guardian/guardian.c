@@ -5,6 +5,7 @@
 #include "ptw_guardian.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -31,10 +32,31 @@
 static int front_sock = -1;	/* to the front (-1 when not split) */
 static int restorer_sock = -1;	/* to the restorer (-1: none, or it is gone) */
 static struct ptw_buf pending;	/* record bytes not sent yet */
-/* Memory fds not sent yet to the restorer, oldest first (one per traced
- * process at most: a process's newer fd replaces its older one). */
+/* Memory fds not sent yet to the restorer, oldest first: our own
+ * duplicates (the tracer closes its fd when the process ends, and that
+ * number may be reused), closed once sent, or dropped when the process
+ * they open is gone. */
 static int *pending_fds;
 static size_t npending_fds;
+
+/* Whether the process a /proc/TID/mem fd opens still exists. */
+static bool mem_fd_alive(int fd)
+{
+	char link[64], path[64];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(link, path, sizeof(path) - 1);
+	int tid;
+	if (n <= 0)
+		return false;
+	path[n] = 0;
+	return sscanf(path, "/proc/%d/mem", &tid) == 1 && (kill(tid, 0) == 0 || errno == EPERM);
+}
+
+static void drop_pending_fd(size_t i)
+{
+	close(pending_fds[i]);
+	memmove(pending_fds + i, pending_fds + i + 1, (--npending_fds - i) * sizeof(*pending_fds));
+}
 
 enum { MSG_MEM_FD = 1, MSG_MIRROR = 2 };
 
@@ -73,7 +95,8 @@ static void restorer_gone(void)
 	close(restorer_sock);
 	restorer_sock = -1;
 	ptw_buf_free(&pending);
-	npending_fds = 0;
+	while (npending_fds)
+		drop_pending_fd(0);
 }
 
 /* Sends what the socket takes; waits up to deadline_ms for room (0: not at
@@ -94,14 +117,17 @@ static void send_pending(int deadline_ms)
 		ssize_t n = sendmsg(restorer_sock, &p.mh, MSG_DONTWAIT | MSG_NOSIGNAL);
 		if (n >= 0) {
 			if (npending_fds)
-				memmove(pending_fds, pending_fds + 1,
-					--npending_fds * sizeof(*pending_fds));
+				drop_pending_fd(0);
 			else
 				sent += (size_t)n;
 			continue;
 		}
 		if (errno == EINTR)
 			continue;
+		if (errno == EBADF && npending_fds) {
+			drop_pending_fd(0); /* not ours to lose the restorer over */
+			continue;
+		}
 		if (errno != EAGAIN) {
 			restorer_gone();
 			return;
@@ -145,12 +171,15 @@ void ptw_guardian_share_mem(int fd)
 	if (fd < 0)
 		return;
 	if (restorer_sock >= 0) {
-		size_t i = 0;
-		while (i < npending_fds && pending_fds[i] != fd)
-			i++;
-		if (i == npending_fds) {
+		for (size_t i = 0; i < npending_fds;)
+			if (!mem_fd_alive(pending_fds[i]))
+				drop_pending_fd(i);
+			else
+				i++;
+		int d = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+		if (d >= 0) {
 			pending_fds = xreallocarray(pending_fds, npending_fds + 1, sizeof(*pending_fds));
-			pending_fds[npending_fds++] = fd;
+			pending_fds[npending_fds++] = d;
 		}
 		send_pending(0);
 	}
