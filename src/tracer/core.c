@@ -32,8 +32,13 @@ void warn(struct ptw_tracer *t, const char *code, const char *fmt, ...)
 	va_end(ap);
 	if (!msg)
 		return;
-	if (t->root)
-		t = t->root; /* the session's warnings */
+	if (t->root) {
+		/* A followed process's: say which (the session's warnings). */
+		char *named = xasprintf("process %d: %s", t->pid, msg);
+		free(msg);
+		msg = named;
+		t = t->root;
+	}
 	/* The same message once per session. */
 	char *key = xasprintf("%s:%s", code, msg);
 	uint64_t h = ptw_str_hash(key);

@@ -175,8 +175,17 @@ void follow_failed(struct ptw_tracer *c, const char *why)
 	struct ptw_tracer *root = root_of(c);
 	free(c->fail_why);
 	c->fail_why = xstrdup(why);
-	warn(c, "process_not_followed", "process %d (%s) is not traced: %s", c->pid,
-	     c->argv && c->argv[0] ? c->argv[0] : "?", why);
+	if (!c->img.exe && !c->last_exe) {
+		char path[64], exe[4096];
+		snprintf(path, sizeof(path), "/proc/%d/exe", c->pid);
+		ssize_t n = readlink(path, exe, sizeof(exe) - 1);
+		if (n > 0) {
+			exe[n] = 0;
+			c->last_exe = xstrdup(exe);
+		}
+	}
+	warn(c, "process_not_followed", "%s is not traced: %s",
+	     c->img.exe ? c->img.exe : c->last_exe ? c->last_exe : "?", why);
 	ptw_map_del(&root->by_pid, (uint64_t)c->pid);
 	if (c->bps) {
 		ptw_bptab_free(c->bps);
@@ -321,6 +330,9 @@ static void on_exec_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_sto
 		 * a launched one is. */
 		c->vfork_pending = false;
 		c->vfork_parent = NULL;
+		free_argv(c->owned_argv);
+		c->owned_argv = attach_cmdline(c->pid);
+		c->argv = c->owned_argv;
 		int r = followed_open(c);
 		if (r == 0 && setuid_exec(l->tid))
 			r = -EPERM;
@@ -329,9 +341,6 @@ static void on_exec_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_sto
 			th->attr_detached = -1;
 			th->announced = true;
 			th->is_main = true;
-			free_argv(c->owned_argv);
-			c->owned_argv = attach_cmdline(c->pid);
-			c->argv = c->owned_argv;
 			image_init(c, l);
 			trace_image(c, l);
 			return;
@@ -358,6 +367,8 @@ static void on_exec_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_sto
 			/* Its old image's bytes went with it: only let go. */
 			trace_image_reset(t);
 			image_release(t);
+			free(t->last_exe);
+			t->last_exe = NULL; /* the new program's, read by follow_failed */
 			ptw_detach_lwp(t->proc, l);
 			forget_lwp(t, l);
 			follow_failed(t, "it exec'd a set-user-ID or set-group-ID program");
@@ -740,8 +751,8 @@ static void handle_stop(struct ptw_tracer *t, struct ptw_stop *st)
 		break;
 	case PTW_STOP_EXEC:
 		on_exec_stop(t, l, st);
-		if (!ptw_lwp_get(t->proc, st->tid))
-			return;
+		if (!t->proc || !ptw_lwp_get(t->proc, st->tid))
+			return; /* let go of (a vfork child, a set-uid exec) */
 		break;
 	case PTW_STOP_NEW:
 		if (!on_new_stop(t, l))

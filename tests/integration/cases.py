@@ -3077,6 +3077,26 @@ def case_follow(session, chk, mode='workers'):
         lc_truth = [r for r in run.truth if r.get('kind') == 'thread']
         chk.true('the exec\'d fixture\'s threads are spanned (%d spans, %d in its truth)' % (len(lc), len(lc_truth)),
                  len(lc) >= 1 and len(lc) == len(lc_truth))
+    elif mode == 'setuid':
+        prog = '/usr/bin/mount'
+        if not os.path.exists(prog) or not os.stat(prog).st_mode & 0o4000:
+            raise Skip('%s is not set-user-ID here' % prog)
+        for how in ('exec', 'vfork'):
+            chk.prefix = '[%s] ' % how
+            run = session.run([fixture('prefork'), how, prog, '--version'], opts=['-q', '-f'])
+            check_exit(chk, run, code=0)
+            by_pid = follow_common(chk, run)
+            child = one_truth(run, 'child')
+            chk.eq('the set-uid program ran and exited 0', child.get('code'), 0)
+            p = by_pid.get(child['pid'], {})
+            chk.eq('it is listed as not followed', p.get('followed'), False, p)
+            chk.true('why: set-user-ID (%s)' % p.get('not_followed_why'),
+                     'set-user-ID' in (p.get('not_followed_why') or ''))
+            chk.eq('its exe', p.get('exe'), prog)
+            msgs = [w['message'] for w in run.doc['warnings'] if w['code'] == 'process_not_followed']
+            chk.true('a process_not_followed warning names it (%s)' % msgs,
+                     any(str(child['pid']) in m and prog in m for m in msgs))
+        chk.prefix = ''
     elif mode == 'killed':
         run = session.run([fixture('prefork'), 'killed'], opts=['-q', '-f'])
         check_exit(chk, run, code=0)
