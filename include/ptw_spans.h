@@ -149,6 +149,9 @@ const struct ptw_span *ptw_spans_get(const struct ptw_spans *s, size_t i);
 const struct ptw_span *ptw_spans_by_tid(const struct ptw_spans *s, pid_t tid);
 
 void ptw_spans_metrics(struct ptw_spans *s, struct ptw_metrics *ret);
+/* The same for the spans of process pid only (-f): its own max_active and
+ * max_depth, no active series (NULL). */
+void ptw_spans_metrics_of(struct ptw_spans *s, pid_t pid, struct ptw_metrics *m);
 
 /* --trace: the frame spans (ptw_frames.h), owned by s. */
 struct ptw_frames;

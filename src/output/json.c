@@ -463,7 +463,6 @@ static uint32_t fork_span(const struct ptw_report *r, const struct ptw_process *
 static void json_processes(struct ptw_json *j, const struct ptw_report *r)
 {
 	ptw_json_begin_array(j, "processes");
-	size_t nspans = ptw_spans_count(r->spans);
 	for (size_t i = 0; i < r->nprocesses; i++) {
 		const struct ptw_process *p = &r->processes[i];
 		ptw_json_begin_object(j, NULL);
@@ -507,22 +506,21 @@ static void json_processes(struct ptw_json *j, const struct ptw_report *r)
 		if (p->not_followed_why)
 			ptw_json_string(j, "not_followed_why", p->not_followed_why);
 		ptw_json_bool(j, "detached", p->detached);
-		/* Its share of the metrics. */
-		uint64_t seen = 0, created = 0, unmatched = 0, open = 0;
-		for (size_t k = 0; k < nspans; k++) {
-			const struct ptw_span *sp = ptw_spans_get(r->spans, k);
-			if (sp->pid != p->pid)
-				continue;
-			seen++;
-			created += sp->origin == PTW_ORIGIN_CREATED || sp->origin == PTW_ORIGIN_CLONE;
-			unmatched += sp->status == PTW_STATUS_UNMATCHED;
-			open += sp->status == PTW_STATUS_OPEN;
-		}
+		/* Its share of the metrics (the document's are the total). */
+		struct ptw_metrics m;
+		ptw_spans_metrics_of(r->spans, p->pid, &m);
 		ptw_json_begin_object(j, "metrics");
-		ptw_json_uint(j, "threads_seen", seen);
-		ptw_json_uint(j, "threads_created", created);
-		ptw_json_uint(j, "open_spans", open);
-		ptw_json_uint(j, "unmatched_spans", unmatched);
+		ptw_json_uint(j, "threads_seen", m.threads_seen);
+		ptw_json_uint(j, "threads_created", m.threads_created);
+		ptw_json_uint(j, "max_active", m.max_active);
+		ptw_json_uint(j, "max_depth", m.max_depth);
+		json_distribution(j, "spawn_latency_ns", &m.spawn_latency);
+		json_distribution(j, "lifetime_ns", &m.lifetime);
+		json_distribution(j, "join_wait_ns", &m.join_wait);
+		ptw_json_uint(j, "unjoined", m.unjoined);
+		ptw_json_uint(j, "open_spans", m.open_spans);
+		ptw_json_uint(j, "unmatched_spans", m.unmatched_spans);
+		ptw_json_uint(j, "open_timeouts", m.open_timeouts);
 		ptw_json_end_object(j);
 		ptw_json_end_object(j);
 	}

@@ -292,6 +292,18 @@ static bool is_crash_signal(int sig)
 	}
 }
 
+/* The pthread_t values of process pid mean nothing any more (its exit or
+ * exec): the other processes' stay. */
+static void forget_pthreads(struct ptw_spans *s, pid_t pid)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		struct ptw_span *sp = s->spans[i];
+		uint64_t key = pthread_key(sp->pid, sp->pthread);
+		if (sp->pid == pid && sp->pthread && ptw_map_get(&s->by_pthread, key) == sp)
+			ptw_map_del(&s->by_pthread, key);
+	}
+}
+
 static void on_process_exit(struct ptw_spans *s, const struct ptw_event *ev)
 {
 	bool by_signal = ev->sig != 0;
@@ -317,6 +329,8 @@ static void on_process_exit(struct ptw_spans *s, const struct ptw_event *ev)
 	}
 	if (!s->multi)
 		ptw_map_free(&s->joins);
+	else
+		forget_pthreads(s, ev->pid);
 }
 
 static void on_exec(struct ptw_spans *s, const struct ptw_event *ev)
@@ -334,6 +348,8 @@ static void on_exec(struct ptw_spans *s, const struct ptw_event *ev)
 	if (!s->multi) {
 		ptw_map_free(&s->joins);
 		ptw_map_free(&s->by_pthread);
+	} else {
+		forget_pthreads(s, ev->pid);
 	}
 }
 
@@ -618,15 +634,41 @@ void ptw_distribution(uint64_t *v, size_t n, struct ptw_distribution *d)
 	d->mean = sum / (double)n;
 }
 
-void ptw_spans_metrics(struct ptw_spans *s, struct ptw_metrics *m)
+static int cmp_edge(const void *a, const void *b)
+{
+	const int64_t *x = a, *y = b;
+	if (x[0] != y[0])
+		return x[0] < y[0] ? -1 : 1;
+	return x[1] < y[1] ? -1 : x[1] > y[1]; /* an end before a start at the same ns */
+}
+
+static void metrics(struct ptw_spans *s, bool one, pid_t pid, struct ptw_metrics *m)
 {
 	memset(m, 0, sizeof(*m));
-	uint64_t *spawn = xcalloc(s->n, sizeof(uint64_t));
-	uint64_t *life = xcalloc(s->n, sizeof(uint64_t));
-	uint64_t *wait = xcalloc(s->n, sizeof(uint64_t));
-	size_t nspawn = 0, nlife = 0, nwait = 0;
+	uint64_t *spawn = xcalloc(s->n + 1, sizeof(uint64_t));
+	uint64_t *life = xcalloc(s->n + 1, sizeof(uint64_t));
+	uint64_t *wait = xcalloc(s->n + 1, sizeof(uint64_t));
+	int64_t(*edges)[2] = one ? xcalloc(2 * s->n + 1, sizeof(*edges)) : NULL;
+	size_t nspawn = 0, nlife = 0, nwait = 0, nedges = 0;
 	for (size_t i = 0; i < s->n; i++) {
 		const struct ptw_span *sp = s->spans[i];
+		if (one) {
+			/* One process's share: its spans, its own peaks. */
+			if (sp->pid != pid)
+				continue;
+			m->threads_seen++;
+			m->threads_created += sp->origin == PTW_ORIGIN_CREATED ||
+					      sp->origin == PTW_ORIGIN_CLONE;
+			if (sp->depth > m->max_depth)
+				m->max_depth = sp->depth;
+			const struct ptw_opt *from = sp->create_ns.set ? &sp->create_ns : &sp->start_ns;
+			edges[nedges][0] = from->set ? (int64_t)from->v : 0;
+			edges[nedges++][1] = 1;
+			if (sp->end_ns.set) {
+				edges[nedges][0] = (int64_t)sp->end_ns.v;
+				edges[nedges++][1] = -1;
+			}
+		}
 		if (sp->origin != PTW_ORIGIN_MAIN && sp->create_ns.set && sp->start_ns.set &&
 		    sp->start_ns.v >= sp->create_ns.v)
 			spawn[nspawn++] = sp->start_ns.v - sp->create_ns.v;
@@ -652,12 +694,33 @@ void ptw_spans_metrics(struct ptw_spans *s, struct ptw_metrics *m)
 	free(spawn);
 	free(life);
 	free(wait);
+	if (one) {
+		qsort(edges, nedges, sizeof(*edges), cmp_edge);
+		int64_t active = 0;
+		for (size_t i = 0; i < nedges; i++) {
+			active += edges[i][1];
+			if (active > (int64_t)m->max_active)
+				m->max_active = (uint64_t)active;
+		}
+		free(edges);
+		return;
+	}
 	m->threads_seen = s->n;
 	m->threads_created = s->threads_created;
 	m->max_active = s->max_active;
 	m->max_depth = s->max_depth;
 	m->active_series = (const uint64_t(*)[2])s->series;
 	m->active_series_len = s->nseries;
+}
+
+void ptw_spans_metrics(struct ptw_spans *s, struct ptw_metrics *m)
+{
+	metrics(s, false, 0, m);
+}
+
+void ptw_spans_metrics_of(struct ptw_spans *s, pid_t pid, struct ptw_metrics *m)
+{
+	metrics(s, true, pid, m);
 }
 
 const char *ptw_status_name(enum ptw_status st)

@@ -3042,6 +3042,10 @@ def case_follow(session, chk, mode='workers'):
             chk.eq('worker %s ppid' % c['pid'], p['ppid'], run.doc['target']['pid'])
             chk.eq('worker %s exit' % c['pid'], p['exit'], {'code': c['code']})
             chk.true('worker %s: the forking thread span' % c['pid'], p['parent_span'] is not None, p)
+            m = p.get('metrics', {})
+            chk.eq('worker %s: threads_seen' % c['pid'], m.get('threads_seen'), 4)
+            chk.eq('worker %s: threads_created' % c['pid'], m.get('threads_created'), 3)
+            chk.eq('worker %s: join waits' % c['pid'], (m.get('join_wait_ns') or {}).get('count'), 3)
         threads = truth_of(run, 'worker_thread')
         spans = {(s.get('pid'), s['tid']): s for s in thread_spans(run.doc)}
         chk.eq('9 worker threads in the truth', len(threads), 9)

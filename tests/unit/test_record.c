@@ -64,6 +64,7 @@ static void encode(struct ptw_buf *b)
 	for (int i = 0; i < 3; i++) {
 		e = ptw_event_init(PTW_EV_THREAD_CREATE, 20 + (uint64_t)i, 100);
 		e.other_tid = 101 + i;
+		e.pid = 100; /* -f: the process travels with each event */
 		e.pthread = 0x7f0000001000ull * (uint64_t)(i + 1);
 		e.routine = &worker; /* sent once, named by number after */
 		e.site = &site;
@@ -71,6 +72,7 @@ static void encode(struct ptw_buf *b)
 		ptw_record_event(w, b, &e);
 		e = ptw_event_init(PTW_EV_THREAD_START, 30 + (uint64_t)i, 101 + i);
 		e.routine = &worker;
+		e.pid = 100;
 		ptw_record_event(w, b, &e);
 	}
 	e = ptw_event_init(PTW_EV_THREAD_RETURN, 40, 101);
@@ -131,6 +133,7 @@ static void check_decoded(struct got *g)
 	CHECK_EQ(g->report->open_timeout_ns, 200000000);
 	const struct ptw_span *slow = ptw_spans_get(g->spans, 2);
 	CHECK_EQ(slow->tid, 102);
+	CHECK_EQ(slow->pid, 100);
 	CHECK_EQ(slow->status, PTW_STATUS_OPEN);
 	CHECK(slow->open_after_ns.set);
 	CHECK_EQ(slow->open_after_ns.v, 45);

@@ -419,6 +419,70 @@ static void test_nesting_and_clone(void)
 	CHECK_EQ(mt.max_active, 5);
 }
 
+/* -f: two processes in one stream (a fork child has its parent's pthread_t
+ * values); one ends while the other runs on. */
+static void test_processes(void)
+{
+	reset();
+	struct ptw_event e = ev(PTW_EV_IMAGE, 1000);
+	e.pid = 1000;
+	feed(e);
+	e = ev(PTW_EV_THREAD_CREATE, 1000);
+	e.pid = 1000;
+	e.other_tid = 1001;
+	e.pthread = P1;
+	e.routine = &worker;
+	feed(e);
+	e = ev(PTW_EV_PREEXISTING, 2000);
+	e.pid = 2000;
+	e.other_tid = 2000;
+	feed(e);
+	e = ev(PTW_EV_THREAD_CREATE, 2000);
+	e.pid = 2000;
+	e.other_tid = 2001;
+	e.pthread = P1;
+	e.routine = &worker;
+	feed(e);
+	CHECK_EQ(ptw_spans_count(s), 4);
+	CHECK_EQ(span(1)->pid, 1000);
+	CHECK_EQ(span(3)->pid, 2000);
+	CHECK_EQ(span(3)->origin, PTW_ORIGIN_MAIN);
+	CHECK_EQ(span(4)->pid, 2000);
+	/* the join in 1000 of P1 is of 1000's thread */
+	e = ev(PTW_EV_JOIN_CALL, 1000);
+	e.pid = 1000;
+	e.pthread = P1;
+	feed(e);
+	CHECK(span(2)->joined);
+	CHECK(!span(4)->joined);
+	/* 2000 exits: its spans end, 1000's do not */
+	e = ev(PTW_EV_PROCESS_EXIT, 2000);
+	e.pid = 2000;
+	e.exit_code = 3;
+	feed(e);
+	CHECK_EQ(span(3)->status, PTW_STATUS_UNMATCHED);
+	CHECK_EQ(span(4)->status, PTW_STATUS_UNMATCHED);
+	CHECK_EQ(span(1)->status, PTW_STATUS_OPEN);
+	CHECK_EQ(span(2)->status, PTW_STATUS_OPEN);
+	/* a join of P1 in 2000's namespace finds nothing now */
+	e = ev(PTW_EV_JOIN_CALL, 2000);
+	e.pid = 2000;
+	e.pthread = P1;
+	feed(e);
+	CHECK(!span(4)->joined);
+	struct ptw_metrics m;
+	ptw_spans_metrics_of(s, 2000, &m);
+	CHECK_EQ(m.threads_seen, 2);
+	CHECK_EQ(m.threads_created, 1);
+	CHECK_EQ(m.unmatched_spans, 2);
+	ptw_spans_metrics_of(s, 1000, &m);
+	CHECK_EQ(m.threads_seen, 2);
+	CHECK_EQ(m.max_active, 2);
+	CHECK_EQ(m.open_spans, 2);
+	ptw_spans_metrics(s, &m);
+	CHECK_EQ(m.threads_seen, 4);
+}
+
 static void test_distribution(void)
 {
 	uint64_t v[10] = { 10, 1, 9, 2, 8, 3, 7, 4, 6, 5 };
@@ -450,6 +514,7 @@ int main(void)
 	test_exec();
 	test_joins_and_detach();
 	test_nesting_and_clone();
+	test_processes();
 	test_distribution();
 	ptw_spans_free(s);
 	CHECK_DONE();
