@@ -245,6 +245,8 @@ static void parse_options(int argc, char **argv, struct options *o)
 		die_usage("%s", "--snapshot needs -p PID");
 	if (o->snapshot && o->ntrace)
 		die_usage("%s", "--trace cannot be used with --snapshot (nothing runs)");
+	if (o->snapshot && o->follow_forks)
+		die_usage("%s", "-f cannot be used with --snapshot (a snapshot shows PID alone)");
 	if (o->pid && optind < argc)
 		die_usage("%s", "give either -p PID or a command, not both");
 	if (!o->pid && optind >= argc)

@@ -3081,6 +3081,13 @@ def case_follow(session, chk, mode='workers'):
         lc_truth = [r for r in run.truth if r.get('kind') == 'thread']
         chk.true('the exec\'d fixture\'s threads are spanned (%d spans, %d in its truth)' % (len(lc), len(lc_truth)),
                  len(lc) >= 1 and len(lc) == len(lc_truth))
+    elif mode == 'usage':
+        p = subprocess.run([ptwatch_path(), '-f', '--snapshot', '-p', str(os.getpid())],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=20)
+        err = p.stderr.decode()
+        chk.eq('-f --snapshot: exit status', p.returncode, 2)
+        chk.true('-f --snapshot: one line that says why (%r)' % err,
+                 '-f cannot be used with --snapshot' in (err.splitlines() or [''])[0])
     elif mode == 'setuid':
         prog = '/usr/bin/mount'
         if not os.path.exists(prog) or not os.stat(prog).st_mode & 0o4000:
