@@ -16,7 +16,8 @@ struct ptw_location;
 
 enum ptw_event_kind {
 	PTW_EV_IMAGE,	       /* a program image begins: tid = pid, name = exe (launch or exec) */
-	PTW_EV_PREEXISTING,    /* attach: thread tid was already running (pthread may be 0) */
+	PTW_EV_PREEXISTING,    /* attach: thread tid was already running (pthread may be 0);
+				* value: when it began if known (-f: a fork child's, the fork) */
 	PTW_EV_MAIN_START,     /* tid entered main(): routine */
 	PTW_EV_THREAD_CREATE,  /* tid created other_tid: pthread, routine, arg, site, detached */
 	PTW_EV_LWP_CREATE,     /* tid made other_tid with a raw clone (no pthread) */

@@ -418,6 +418,8 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 			      ev->ns);
 		sp->pthread = ev->pthread;
 		sp->start_routine = ev->routine;
+		if (ev->has_value) /* when it began, if known (a fork child's: the fork) */
+			set_opt(&sp->start_ns, ev->value);
 		sp->depth = sp->origin == PTW_ORIGIN_MAIN ? 0 : 1;
 		sp->detached = ev->detached;
 		if (sp->depth > s->max_depth)

@@ -244,6 +244,10 @@ void attach_emit_facts(struct ptw_tracer *t, const struct preexisting *f, const 
 	ev.pthread = f->pd;
 	ev.routine = f->routine && img->syms ? ptw_symbols_locate(img->syms, f->routine) : NULL;
 	ev.detached = f->have_joinid && f->joinid == f->pd;
+	if (f->began_ns) {
+		ev.has_value = true;
+		ev.value = f->began_ns;
+	}
 	emit(t, &ev);
 	if (name) {
 		struct ptw_event named = ptw_event_init(PTW_EV_THREAD_NAME, ns, f->tid);

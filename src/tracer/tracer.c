@@ -65,6 +65,7 @@ static void on_gone(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_stop *st
 		if (l->tid == t->proc->pid) {
 			/* The leader is reported last: the process is over. */
 			struct ptw_event ev = ptw_event_init(PTW_EV_PROCESS_EXIT, st->ns, l->tid);
+			t->end_ns = st->ns;
 			if (st->kind == PTW_STOP_KILLED) {
 				ev.sig = st->sig;
 				ev.core_dumped = st->core_dumped;
@@ -252,7 +253,13 @@ static void follow_setup(struct ptw_tracer *c, struct ptw_lwp *l, uint64_t ns)
 			learn_start_return(c, l);
 		tracing_setup(c, l);
 	}
-	attach_emit_preexisting(c, l, NULL, ns);
+	/* Its one thread began at the fork. */
+	struct preexisting f;
+	attach_preexisting_facts(c, l, &f);
+	if (f.have_joinid)
+		f.have_joinid = ptw_mem_read(c->proc, f.joinid_at, &f.joinid, sizeof(f.joinid)) == 0;
+	f.began_ns = c->start_ns;
+	attach_emit_facts(c, &f, NULL, ns);
 }
 
 static void on_fork_stop(struct ptw_tracer *t, struct ptw_stop *st)
@@ -1101,6 +1108,8 @@ int tracer_let_go(struct ptw_tracer *t)
 		     "detaches them when ptwatch exits",
 		     stuck);
 	t->detached = true;
+	if (!t->end_ns)
+		t->end_ns = ptw_now_ns();
 	return stuck + stuck_followed;
 }
 

@@ -258,6 +258,7 @@ struct preexisting {
 	uint64_t pd, routine;
 	bool have_joinid; /* set it false if the read fails */
 	uint64_t joinid_at, joinid;
+	uint64_t began_ns; /* when the thread began, 0 unknown (a fork child's: the fork) */
 };
 void attach_preexisting_facts(struct ptw_tracer *t, struct ptw_lwp *l, struct preexisting *ret);
 void attach_emit_facts(struct ptw_tracer *t, const struct preexisting *f, const char *name,
