@@ -19,6 +19,7 @@ import signal
 import socket
 import stat
 import subprocess
+import tempfile
 import sys
 import threading
 import time
@@ -3234,6 +3235,56 @@ def case_follow_python(session, chk):
     chk.eq('every task thread completed', [s['id'] for s in created if s['status'] != 'completed'], [])
 
 
+def case_follow_make(session, chk):
+    """A real program: `make -j2` of a small tree under -f builds what it
+    builds without ptwatch and prints the same lines; every compiler,
+    assembler and linker process is in the document."""
+    if not shutil.which('make') or not shutil.which('cc'):
+        raise Skip('make or cc is not installed')
+    tree = tempfile.mkdtemp(prefix='ptwmake.', dir=os.environ.get('PTW_TMPDIR'))
+    try:
+        for i in range(1, 5):
+            with open(os.path.join(tree, 'f%d.c' % i), 'w') as f:
+                f.write('int f%d(void) { return %d; }\n' % (i, i))
+        with open(os.path.join(tree, 'main.c'), 'w') as f:
+            f.write('#include <stdio.h>\nint f1(void); int f2(void); int f3(void); int f4(void);\n'
+                    'int main(void) { printf("%d\\n", f1() + f2() + f3() + f4()); return 0; }\n')
+        with open(os.path.join(tree, 'Makefile'), 'w') as f:
+            f.write('app: main.o f1.o f2.o f3.o f4.o\n\t$(CC) -o $@ $^ -pthread\n'
+                    '%.o: %.c\n\t$(CC) -O0 -c -o $@ $<\nclean:\n\trm -f *.o app\n')
+
+        def build(cmd):
+            subprocess.run(['make', '-s', '-C', tree, 'clean'], check=True, timeout=60)
+            r = subprocess.run(cmd, cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               timeout=120)
+            app = subprocess.run([os.path.join(tree, 'app')], stdout=subprocess.PIPE, timeout=20)
+            return r, app.stdout.decode()
+
+        native, native_app = build(['make', '-j2'])
+        doc_path = os.path.join(tree, 'spans.json')
+        traced, traced_app = build([ptwatch_path(), '-f', '-q', '-o', doc_path, '--',
+                                    'make', '-j2'])
+        chk.eq('make exit status under ptwatch', traced.returncode, native.returncode)
+        chk.eq('the same lines printed (in any order: -j2)',
+               sorted(traced.stdout.decode().splitlines()),
+               sorted(native.stdout.decode().splitlines()))
+        chk.eq('the program built runs as without ptwatch', traced_app, native_app)
+        chk.eq('it prints 10', traced_app.strip(), '10')
+        with open(doc_path) as f:
+            doc = json.load(f)
+        from ptw_test import validate
+        validate(doc)
+        exes = [os.path.basename(p['exe'] or '') for p in doc['processes']]
+        chk.true('a compiler proper per source (cc1 x5) in the processes (%s)' % exes,
+                 exes.count('cc1') == 5 or exes.count('cc1plus') == 5 or len(exes) >= 10)
+        chk.true('a linker in the processes (%s)' % exes, any('ld' in e for e in exes))
+        chk.eq('every process followed', [p['pid'] for p in doc['processes'] if not p['followed']], [])
+        chk.eq('every process exited 0',
+               [p['pid'] for p in doc['processes'] if p['exit'] != {'code': 0}], [])
+    finally:
+        shutil.rmtree(tree, ignore_errors=True)
+
+
 CASES = {
     'open-timeout': case_open_timeout,
     'attach-open-timeout': case_attach_open_timeout,
@@ -3285,6 +3336,7 @@ CASES = {
     'follow-kill9': case_follow_kill9,
     'follow-attach': case_follow_attach,
     'follow-python': case_follow_python,
+    'follow-make': case_follow_make,
 }
 
 if __name__ == '__main__':
