@@ -448,6 +448,18 @@ static bool is_session_signal(int sig)
 	return false;
 }
 
+/* The process that stands for the command: the target, or once it has
+ * ended (-f), the oldest followed process still traced. */
+static pid_t session_pid(struct ptw_tracer *t)
+{
+	if (!t->target_gone)
+		return t->proc->pid;
+	for (size_t i = 0; i < t->nfollowed; i++)
+		if (t->followed[i]->proc && !t->followed[i]->target_gone)
+			return t->followed[i]->pid;
+	return t->proc->pid;
+}
+
 /* Records what ptwatch does about sig; a detach ends the session. */
 static void interrupt(struct ptw_tracer *t, int sig, uint64_t ns, bool reached,
 		      enum ptw_interrupt_why why)
@@ -506,7 +518,7 @@ static void on_session_signal(struct ptw_tracer *t, const struct ptw_stop *st)
 	}
 	struct session_signal *s = &t->ssig[sig];
 	bool delivered = s->delivery_ns && st->ns - s->delivery_ns <= MATCH_NS;
-	if (st->sig_code == SI_KERNEL && getpgid(t->proc->pid) == ptw_original_pgrp())
+	if (st->sig_code == SI_KERNEL && getpgid(session_pid(t)) == ptw_original_pgrp())
 		press(t, sig, st->ns, delivered, PTW_INTR_TERMINAL);
 	else if (delivered)
 		press(t, sig, st->ns, true, PTW_INTR_GROUP);
@@ -523,7 +535,7 @@ static void expire_copies(struct ptw_tracer *t, uint64_t now)
 			continue;
 		uint64_t ns = s->copy_ns;
 		s->copy_ns = 0;
-		if (ptw_proc_sig_pending(t->proc->pid, sig))
+		if (ptw_proc_sig_pending(session_pid(t), sig))
 			press(t, sig, ns, false, PTW_INTR_GROUP); /* blocked there, for now */
 		else
 			interrupt(t, sig, ns, false, PTW_INTR_PTWATCH_ALONE);
@@ -664,7 +676,7 @@ static void on_signal_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_s
 		emit(t, &ev);
 	}
 	if (is_target_lwp(t, l))
-		note_delivery(t, st->sig, st->ns);
+		note_delivery(root_of(t), st->sig, st->ns); /* -f: any process's counts */
 	/* Signals belong to the target: deliver it unchanged. */
 	l->resume_sig = st->sig;
 }
