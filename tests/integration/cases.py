@@ -3060,7 +3060,7 @@ def case_follow(session, chk, mode='workers'):
             chk.eq('thread %s routine' % t['tid'], (sp.get('start_routine') or {}).get('symbol'),
                    'pool_worker', sp)
     elif mode == 'many':
-        n = int(os.environ.get('PTW_FOLLOW_MANY', '500'))
+        n = int(os.environ.get('PTW_FOLLOW_MANY', '1000'))
         run = session.run([fixture('prefork'), 'many', str(n)], opts=['-q', '-f'], timeout=170)
         check_exit(chk, run, code=0)
         by_pid = follow_common(chk, run)
@@ -3285,6 +3285,44 @@ def case_follow_make(session, chk):
         shutil.rmtree(tree, ignore_errors=True)
 
 
+def case_follow_attach_busy(session, chk):
+    """ptwatch -p MASTER -f when another tracer (strace) holds a worker:
+    that worker gets a process_not_followed warning naming it and stays
+    strace's, unharmed; the rest is traced, then let go."""
+    if not shutil.which('strace'):
+        raise Skip('strace is not installed')
+    target = session.target('preforkd', [2])
+    pids = target.ready()
+    master, busy, free = pids
+    st = subprocess.Popen(['strace', '-qq', '-o', '/dev/null', '-p', str(busy)],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        if not wait_for(lambda: tracer_pids(busy) and set(tracer_pids(busy).values()) == {st.pid}, 10):
+            raise FrameworkError('strace did not attach to %d: %s' % (busy, tracer_pids(busy)))
+        before = {pid: exec_mappings(pid) for pid in (master, free)}
+        run = session.attach(master, opts=('-q', '-f', '--duration=0.5'))
+        check_attach_doc(chk, run, master, 'duration')
+        by_pid = follow_common(chk, run)
+        p = by_pid.get(busy, {})
+        chk.eq('the busy worker is listed, not followed', p.get('followed'), False, p)
+        chk.true('why: traced by strace (%s)' % p.get('not_followed_why'),
+                 'strace' in (p.get('not_followed_why') or ''))
+        msgs = [w['message'] for w in run.doc['warnings'] if w['code'] == 'process_not_followed']
+        chk.true('a process_not_followed warning names it (%s)' % msgs,
+                 any(str(busy) in m for m in msgs))
+        chk.eq('the busy worker is still strace\'s', set(tracer_pids(busy).values()), {st.pid})
+        chk.eq('the other worker was followed', by_pid.get(free, {}).get('followed'), True)
+        for pid in (master, free):
+            check_untouched(chk, pid, 'after the detach')
+            compare_mappings(chk, before[pid], exec_mappings(pid), 'process %d' % pid)
+    finally:
+        st.terminate()
+        st.wait()
+    chk.eq('the master answers', target.ask('p'), ['pong'])
+    target.send('q')
+    chk.eq('the server finishes', target.line(20, 'done').strip(), 'done')
+
+
 CASES = {
     'open-timeout': case_open_timeout,
     'attach-open-timeout': case_attach_open_timeout,
@@ -3337,6 +3375,7 @@ CASES = {
     'follow-attach': case_follow_attach,
     'follow-python': case_follow_python,
     'follow-make': case_follow_make,
+    'follow-attach-busy': case_follow_attach_busy,
 }
 
 if __name__ == '__main__':
