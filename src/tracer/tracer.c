@@ -317,8 +317,11 @@ static void on_fork_stop(struct ptw_tracer *t, struct ptw_stop *st)
 static bool on_new_stop(struct ptw_tracer *t, struct ptw_lwp *l)
 {
 	struct thread *th = thread_of(l);
-	if (th->follow_setup && t->pid == l->tgid)
+	if (th->follow_setup && t->pid == l->tgid) {
 		follow_setup(t, l, ptw_now_ns());
+		if (!t->proc)
+			t = root_of(t); /* could not be followed: let go as without -f */
+	}
 	if (th->detach_asap) {
 		ptw_detach_lwp(t->proc, l);
 		forget_lwp(t, l);

@@ -3082,6 +3082,23 @@ def case_follow(session, chk, mode='workers'):
         lc_truth = [r for r in run.truth if r.get('kind') == 'thread']
         chk.true('the exec\'d fixture\'s threads are spanned (%d spans, %d in its truth)' % (len(lc), len(lc_truth)),
                  len(lc) >= 1 and len(lc) == len(lc_truth))
+    elif mode == 'wide':
+        # 80 children alive at once: 63 get a journal slot (the target has
+        # one of the 64), the others are warned about and run free.
+        run = session.run([fixture('prefork'), 'wide', '80'], opts=['-q', '-f'], timeout=120)
+        check_exit(chk, run, code=0)
+        by_pid = follow_common(chk, run)
+        done = one_truth(run, 'wide_done')
+        chk.eq('every child exited with its code', done.get('bad'), 0)
+        chk.eq('80 children and the master listed', len(by_pid), 81)
+        followed = [p for p in by_pid.values() if p['followed']]
+        chk.eq('63 children followed, and the master', len(followed), 64)
+        let_go = [p for p in by_pid.values() if not p['followed']]
+        chk.eq('why the others were not',
+               sorted(set(p.get('not_followed_why') for p in let_go)),
+               ['too many processes traced at once'])
+        created = [s for s in thread_spans(run.doc) if s['origin'] == 'created']
+        chk.eq('the thread of each followed child spanned', len(created), 63)
     elif mode == 'usage':
         p = subprocess.run([ptwatch_path(), '-f', '--snapshot', '-p', str(os.getpid())],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=20)
