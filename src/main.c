@@ -303,6 +303,14 @@ static void sink(void *ctx, const struct ptw_event *ev)
 	}
 	if (s->rec) {
 		ptw_record_event(s->rec, &s->record, ev);
+		/* -f: a process began (image, fork), exec'd or ended: the
+		 * restorer keeps what the document would say of it. */
+		struct ptw_process proc;
+		if ((ev->kind == PTW_EV_IMAGE || ev->kind == PTW_EV_EXEC ||
+		     ev->kind == PTW_EV_PROCESS_EXIT ||
+		     (ev->kind == PTW_EV_PREEXISTING && ev->tid == ev->pid)) &&
+		    s->tracer && ptw_tracer_process(s->tracer, ev->pid, &proc))
+			ptw_record_process(&s->record, &proc);
 		if (s->record.len > 65536)
 			flush_record(s);
 	}
@@ -382,6 +390,14 @@ static int session(const struct options *o, struct session *s, struct ptw_tracer
 	enum ptw_end_reason reason = PTW_END_SNAPSHOT;
 	int sig = 0, r = 0;
 	s->tracer = t;
+	if (s->rec && o->follow_forks) {
+		/* The processes that began before the tracer was ours to ask
+		 * (the target, descendants found at -p -f). */
+		struct ptw_report rep = { 0 };
+		ptw_tracer_report(t, &rep);
+		for (size_t i = 0; i < rep.nprocesses; i++)
+			ptw_record_process(&s->record, &rep.processes[i]);
+	}
 	flush_record(s); /* the restorer learns what is traced */
 	if (!o->snapshot)
 		r = ptw_tracer_run(t, o->duration_ms, &reason, &sig);

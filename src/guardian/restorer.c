@@ -360,6 +360,13 @@ static void write_record(struct restorer *r, const struct ptw_guardian_opts *o,
 	}
 	rep.warnings = w;
 	rep.nwarnings = nw;
+	/* -f: the processes as last recorded (each with what was known then). */
+	const struct ptw_process *procs;
+	size_t nprocs = ptw_record_processes(r->reader, &procs);
+	if (nprocs) {
+		rep.processes = procs;
+		rep.nprocesses = nprocs;
+	}
 	struct ptw_output_opts oo = o->out;
 	oo.snapshot = oo.snapshot || rep.snapshot;
 	/* The tracer may have died while writing its own: start over. */

@@ -1208,6 +1208,45 @@ void ptw_tracer_check_fate(struct ptw_tracer *t, struct ptw_report *r)
 	r->traced_by = c.traced_by;
 }
 
+/* What the document says of process c (-f). */
+static void fill_process(struct ptw_tracer *c, struct ptw_process *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->pid = c->pid;
+	p->ppid = c->root ? c->ppid : 0;
+	p->parent_tid = c->root ? c->parent_tid : 0;
+	p->exe = c->img.exe ? c->img.exe : c->last_exe;
+	p->argv = c->argv;
+	p->start_ns = c->start_ns;
+	p->end_ns = c->end_ns;
+	p->followed = !c->fail_why;
+	p->not_followed_why = c->fail_why;
+	p->detached = c->detached;
+	if (c->target_gone) {
+		p->exit_kind = c->exit_signal ? PTW_EXIT_SIGNAL : PTW_EXIT_CODE;
+		p->exit_code = c->exit_code;
+		p->exit_signal = c->exit_signal;
+		p->core_dumped = c->core_dumped;
+	}
+}
+
+bool ptw_tracer_process(struct ptw_tracer *t, pid_t pid, struct ptw_process *ret)
+{
+	if (!t->o.follow_forks)
+		return false;
+	if (t->pid == pid) {
+		fill_process(t, ret);
+		return true;
+	}
+	/* The newest first: a pid reused by the kernel is its latest process. */
+	for (size_t i = t->nfollowed; i-- > 0;)
+		if (t->followed[i]->pid == pid) {
+			fill_process(t->followed[i], ret);
+			return true;
+		}
+	return false;
+}
+
 void ptw_tracer_report(struct ptw_tracer *t, struct ptw_report *r)
 {
 	debuginfod_warning(t); /* a failure at a lookup after the last image load */
@@ -1248,23 +1287,7 @@ void ptw_tracer_report(struct ptw_tracer *t, struct ptw_report *r)
 		t->report_procs = xcalloc(t->nfollowed + 1, sizeof(*t->report_procs));
 		for (size_t i = 0; i <= t->nfollowed; i++) {
 			struct ptw_tracer *c = i ? t->followed[i - 1] : t;
-			struct ptw_process *p = &t->report_procs[i];
-			p->pid = c->pid;
-			p->ppid = i ? c->ppid : 0;
-			p->parent_tid = i ? c->parent_tid : 0;
-			p->exe = c->img.exe ? c->img.exe : c->last_exe;
-			p->argv = c->argv;
-			p->start_ns = c->start_ns;
-			p->end_ns = c->end_ns;
-			p->followed = !c->fail_why;
-			p->not_followed_why = c->fail_why;
-			p->detached = c->detached;
-			if (c->target_gone) {
-				p->exit_kind = c->exit_signal ? PTW_EXIT_SIGNAL : PTW_EXIT_CODE;
-				p->exit_code = c->exit_code;
-				p->exit_signal = c->exit_signal;
-				p->core_dumped = c->core_dumped;
-			}
+			fill_process(c, &t->report_procs[i]);
 			if (i)
 				r->breakpoints += ptw_bp_count(c->bps) + c->bps_retired;
 		}

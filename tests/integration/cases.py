@@ -3183,6 +3183,13 @@ def case_follow_kill9(session, chk):
         chk.eq('ptwatch exits as the command', run.returncode, 0)
         codes = sorted(r['code'] for r in load_truth(run) if r.get('kind') == 'worker')
         chk.eq('the workers exited 20 and 21', codes, [20, 21])
+        # The restorer's document: every process, each span with its pid.
+        load_doc(run)
+        chk.eq('end_reason', run.doc['session']['end_reason'], 'tracer_died')
+        by_pid = follow_common(chk, run)
+        chk.eq('the restorer lists every process', sorted(by_pid), sorted(pids))
+        for pid in pids[1:]:
+            chk.eq('worker %d: its ppid' % pid, by_pid.get(pid, {}).get('ppid'), pids[0])
     finally:
         os.close(ctl_w)
         os.close(rep_r)

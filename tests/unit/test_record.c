@@ -4,6 +4,7 @@
  * split of the bytes; corrupt bytes are refused; tracer_died closes what
  * was open. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -153,6 +154,49 @@ static void check_decoded(struct got *g)
 }
 
 /* Fed in pieces of every size: a record split anywhere comes out whole. */
+/* -f: processes, the latest record of each pid kept, in order of first. */
+static void test_processes(void)
+{
+	struct ptw_buf b = { 0 };
+	char a0[] = "srv", a1[] = "-w", why[] = "too many processes traced at once";
+	char *argv[] = { a0, a1, NULL };
+	struct ptw_process p = { .pid = 100, .exe = "/bin/srv", .argv = argv, .start_ns = 5,
+				 .followed = true };
+	ptw_record_process(&b, &p);
+	struct ptw_process c = { .pid = 101, .ppid = 100, .parent_tid = 100, .exe = "/bin/srv",
+				 .argv = argv, .start_ns = 7, .followed = true };
+	ptw_record_process(&b, &c);
+	c.end_ns = 9;
+	c.exit_kind = PTW_EXIT_SIGNAL;
+	c.exit_signal = SIGKILL;
+	ptw_record_process(&b, &c);
+	struct ptw_process d = { .pid = 102, .ppid = 100, .parent_tid = 100, .argv = argv,
+				 .not_followed_why = why };
+	ptw_record_process(&b, &d);
+	struct got g = { .spans = ptw_spans_new() };
+	struct ptw_record_reader *r = ptw_record_reader_new();
+	for (size_t at = 0; at < b.len; at += 7)
+		CHECK_EQ(ptw_record_feed(r, b.p + at, b.len - at < 7 ? b.len - at : 7, &handlers, &g),
+			 0);
+	const struct ptw_process *ps;
+	CHECK_EQ(ptw_record_processes(r, &ps), 3);
+	CHECK_EQ(ps[0].pid, 100);
+	CHECK_STR(ps[0].argv[1], "-w");
+	CHECK(ps[0].argv[2] == NULL);
+	CHECK_EQ(ps[1].pid, 101);
+	CHECK_EQ(ps[1].ppid, 100);
+	CHECK_EQ(ps[1].exit_kind, PTW_EXIT_SIGNAL);
+	CHECK_EQ(ps[1].exit_signal, SIGKILL);
+	CHECK_EQ(ps[1].end_ns, 9);
+	CHECK_EQ(ps[2].pid, 102);
+	CHECK(!ps[2].followed);
+	CHECK(ps[2].exe == NULL);
+	CHECK_STR(ps[2].not_followed_why, why);
+	ptw_spans_free(g.spans);
+	ptw_record_reader_free(r);
+	ptw_buf_free(&b);
+}
+
 static void test_round_trip(void)
 {
 	struct ptw_buf b = { 0 };
@@ -264,6 +308,7 @@ static void test_corrupt(void)
 int main(void)
 {
 	test_round_trip();
+	test_processes();
 	test_tracer_died();
 	test_tracer_died_after_detach();
 	test_corrupt();
