@@ -142,7 +142,8 @@ void ptw_text_event(struct ptw_buf *out, uint64_t start, const struct ptw_event 
 		ptw_text_location(out, ev->routine, "main");
 		break;
 	case PTW_EV_PREEXISTING:
-		line_start(out, start, ev->ns, ev->tid, "found");
+		/* -f: a fork child's first thread (it says when it began) */
+		line_start(out, start, ev->ns, ev->tid, ev->has_value ? "forked" : "found");
 		span_tag(out, sp);
 		ptw_buf_putc(out, ' ');
 		ptw_text_location(out, ev->routine, ev->tid == ev->other_tid ? "main" : NULL);
