@@ -343,6 +343,8 @@ static void on_timer(void *ctx, uint64_t now)
 		struct ptw_where w;
 		ptw_tracer_where(s->tracer, due.tid, &w);
 		struct ptw_event ev = ptw_event_init(PTW_EV_SPAN_OPEN, now, due.tid);
+		const struct ptw_span *th = ptw_spans_by_tid(s->spans, due.tid);
+		ev.pid = th ? th->pid : 0; /* -f: its process */
 		ev.span_kind = due.kind;
 		ev.span_id = due.id;
 		ev.has_value = true;

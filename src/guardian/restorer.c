@@ -334,6 +334,7 @@ static void write_record(struct restorer *r, const struct ptw_guardian_opts *o,
 {
 	uint64_t now = ptw_now_ns();
 	struct ptw_event ev = ptw_event_init(PTW_EV_TRACER_DIED, now, r->header->pid);
+	ev.pid = r->header->pid;
 	ptw_spans_consume(r->spans, &ev);
 	ptw_spans_finish(r->spans);
 
