@@ -293,7 +293,7 @@ static bool is_crash_signal(int sig)
 }
 
 /* The pthread_t values of process pid mean nothing any more (its exit or
- * exec): the other processes' stay. */
+ * exec), nor do its joins in progress: the other processes' stay. */
 static void forget_pthreads(struct ptw_spans *s, pid_t pid)
 {
 	for (size_t i = 0; i < s->n; i++) {
@@ -302,6 +302,17 @@ static void forget_pthreads(struct ptw_spans *s, pid_t pid)
 		if (sp->pid == pid && sp->pthread && ptw_map_get(&s->by_pthread, key) == sp)
 			ptw_map_del(&s->by_pthread, key);
 	}
+	/* and the joins in progress there */
+	uint64_t *gone = xcalloc(s->joins.count + 1, sizeof(*gone));
+	size_t n = 0, it = 0;
+	uint64_t joiner;
+	void *v;
+	while (ptw_map_next(&s->joins, &it, &joiner, &v))
+		if (((struct ptw_span *)v)->pid == pid)
+			gone[n++] = joiner;
+	for (size_t i = 0; i < n; i++)
+		ptw_map_del(&s->joins, gone[i]);
+	free(gone);
 }
 
 static void on_process_exit(struct ptw_spans *s, const struct ptw_event *ev)
