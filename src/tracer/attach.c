@@ -134,6 +134,7 @@ void learn_start_return(struct ptw_tracer *t, struct ptw_lwp *host)
 		struct thread *th = l->user;
 		uint64_t lo, hi;
 		if (!th || !th->start_routine || l->state != PTW_LWP_STOPPED ||
+		    l->tgid != t->proc->pid ||
 		    ptw_symbols_function_range(t->img.syms, th->start_routine, &lo, &hi) < 0)
 			continue;
 		uint64_t ret = return_site(t, l, lo, hi);
@@ -219,6 +220,8 @@ static void collect_names(struct ptw_tracer *t, struct ptw_map *names)
 	void *v;
 	while (ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
+		if (l->tgid && l->tgid != t->proc->pid)
+			continue; /* -p -f: another process's */
 		char *name = read_comm_str(t, l->tid);
 		if (name)
 			ptw_map_put(names, (uint64_t)l->tid, name);
