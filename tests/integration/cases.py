@@ -3028,8 +3028,9 @@ def follow_common(chk, run):
 
 
 def case_follow(session, chk, mode='workers'):
-    if mode == 'workers':
-        run = session.run([fixture('prefork'), 'workers'], opts=['-q', '-f'])
+    if mode in ('workers', 'workers-no-debug-files'):
+        opts = ['-q', '-f'] + (['--no-debug-files'] if mode != 'workers' else [])
+        run = session.run([fixture('prefork'), 'workers'], opts=opts)
         check_exit(chk, run, code=0)
         by_pid = follow_common(chk, run)
         children = truth_of(run, 'child')
