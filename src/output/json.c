@@ -353,11 +353,15 @@ static void json_span(struct ptw_json *j, const struct ptw_span *sp)
 	ptw_json_end_object(j);
 }
 
-static void json_frame(struct ptw_json *j, const struct ptw_frame *fr)
+static void json_frame(struct ptw_json *j, const struct ptw_frame *fr, struct ptw_spans *spans)
 {
 	ptw_json_begin_object(j, NULL);
 	ptw_json_uint(j, "id", fr->id);
 	ptw_json_string(j, "kind", "frame");
+	/* its thread's process */
+	if (fr->thread_span && fr->thread_span <= ptw_spans_count(spans) &&
+	    ptw_spans_get(spans, fr->thread_span - 1)->pid)
+		ptw_json_int(j, "pid", ptw_spans_get(spans, fr->thread_span - 1)->pid);
 	if (fr->thread_span)
 		ptw_json_uint(j, "thread_span", fr->thread_span);
 	else
@@ -610,7 +614,7 @@ void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 	const struct ptw_frames *frames = ptw_spans_frames(r->spans);
 	size_t nframes = ptw_frames_count(frames);
 	for (size_t i = 0; i < nframes; i++)
-		json_frame(j, ptw_frames_get(frames, i));
+		json_frame(j, ptw_frames_get(frames, i), r->spans);
 	ptw_json_end_array(j);
 
 	struct ptw_metrics m;
