@@ -3348,6 +3348,36 @@ def case_follow_attach_busy(session, chk):
     chk.eq('the server finishes', target.line(20, 'done').strip(), 'done')
 
 
+def case_follow_attach_kill9(session, chk):
+    """ptwatch -p MASTER -f, and its tracer is SIGKILLed: the restorer puts
+    back the bytes of the master and of every worker (each its own journal
+    slot, each through its own memory fd); all run on, untraced."""
+    target = session.target('preforkd', [3])
+    pids = target.ready()
+    run, proc = session.start_attach(pids[0], opts=('-q', '-f'))
+    tracers = set()
+    for pid in pids:
+        tracers |= set(wait_traced(pid).values())
+    # every process set up (breakpoints in), not only seized
+    chk.true('breakpoints in every process while traced',
+             wait_for(lambda: all(text_diffs(pid) for pid in pids), 10))
+    for tid in tracers:
+        os.kill(tid, signal.SIGKILL)
+    session.wait(run, proc, 20, 'ptwatch did not exit after its tracer was killed')
+    for pid in pids:
+        chk.true('%d untraced' % pid, wait_untraced(pid, 2) is not None)
+        check_untouched(chk, pid, 'after the kill')
+        chk.eq('%d: text bytes that differ from the files after the kill' % pid,
+               text_diffs(pid), [])
+    load_doc(run)
+    chk.eq('end_reason', run.doc['session']['end_reason'], 'tracer_died')
+    by_pid = follow_common(chk, run)
+    chk.eq('the restorer lists every process', sorted(by_pid), sorted(pids))
+    chk.eq('the master answers', target.ask('p'), ['pong'])
+    target.send('q')
+    chk.eq('the server finishes', target.line(20, 'done').strip(), 'done')
+
+
 CASES = {
     'open-timeout': case_open_timeout,
     'attach-open-timeout': case_attach_open_timeout,
@@ -3401,6 +3431,7 @@ CASES = {
     'follow-python': case_follow_python,
     'follow-make': case_follow_make,
     'follow-attach-busy': case_follow_attach_busy,
+    'follow-attach-kill9': case_follow_attach_kill9,
 }
 
 if __name__ == '__main__':
