@@ -164,7 +164,6 @@ struct ptw_tracer *followed_add(struct ptw_tracer *t, pid_t pid, pid_t ppid, pid
 	c->launched = root->launched;
 	c->start_ns = ns;
 	c->img.task_dirfd = -1;
-	c->fork_serial = (uint32_t)root->nfollowed + 1;
 	root->followed = xreallocarray(root->followed, root->nfollowed + 1, sizeof(*root->followed));
 	root->followed[root->nfollowed++] = c;
 	ptw_map_put(&root->by_pid, (uint64_t)c->pid, c);
