@@ -150,13 +150,13 @@ struct ptw_tracer {
 	struct ptw_tracer *xol_parent; /* fork: whose out-of-line pages it inherited */
 	uint64_t end_ns;
 	char *fail_why;		     /* could not be followed: why (it was let go) */
+	char *last_exe;		     /* its image's, kept once the image is released */
+	size_t bps_retired;	     /* breakpoints of its table, once freed */
 	/* root only */
 	struct ptw_tracer **followed; /* in order of fork */
 	size_t nfollowed;
 	struct ptw_map by_pid;	     /* pid -> live followed tracer */
-	struct ptw_process *report_procs;
-	char *last_exe;		     /* its image's, kept once the image is released */
-	size_t bps_retired;	     /* breakpoints of its table, once freed */
+	struct ptw_process *report_procs; /* ptw_tracer_report's processes */
 	bool launched; /* we started it (else: attached to it) */
 	bool snapshot; /* attached only to look */
 	bool exec_while_attaching;
