@@ -95,6 +95,8 @@ struct ptw_event {
 	enum ptw_event_kind kind;
 	uint64_t ns; /* CLOCK_MONOTONIC */
 	pid_t pid;   /* the process of tid (set by the tracer; 0 in synthetic streams: the only one) */
+	uint32_t process; /* -f: which process of the session: 0 the target, n the n-th one
+			   * followed (a pid can come back, this cannot; ptw_process.id) */
 	pid_t tid;
 	pid_t other_tid;
 	uint64_t pthread;

@@ -68,6 +68,8 @@ enum ptw_fate {
 
 /* One process of the session (-f: the target and every one it forked). */
 struct ptw_process {
+	uint32_t id;	     /* 0 the target, then 1, 2, ... in order of fork (spans' process) */
+	uint32_t parent_id;  /* the process that forked it (0 for the target: none) */
 	pid_t pid;
 	pid_t ppid, parent_tid; /* who forked it (0 for the target) */
 	const char *exe;

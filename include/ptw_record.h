@@ -33,7 +33,7 @@ void ptw_record_report(struct ptw_record_writer *w, struct ptw_buf *out, const s
 /* Appends the end mark: the tracer finished and wrote its outputs itself. */
 void ptw_record_end(struct ptw_buf *out);
 /* -f: one process of the session, as it is now (sent again when it
- * changes: exec, exit); the reader keeps the latest per pid. */
+ * changes: exec, exit); the reader keeps the latest per id. */
 void ptw_record_process(struct ptw_buf *out, const struct ptw_process *p);
 
 struct ptw_record_handlers {
@@ -48,8 +48,8 @@ struct ptw_record_reader;
 struct ptw_record_reader *ptw_record_reader_new(void);
 /* Locations stay valid until here: free the span engine first. */
 void ptw_record_reader_free(struct ptw_record_reader *r);
-/* The processes recorded so far, in order of their first record (valid
- * until the next call or ptw_record_reader_free). Returns how many. */
+/* The processes recorded so far, by id (valid until the next call or
+ * ptw_record_reader_free). Returns how many. */
 size_t ptw_record_processes(struct ptw_record_reader *r, const struct ptw_process **ret);
 
 /*

@@ -114,9 +114,10 @@ void ptw_tracer_report(struct ptw_tracer *t, struct ptw_report *r);
 
 void ptw_tracer_free(struct ptw_tracer *t);
 
-/* -f: what the document says of process pid now (its strings valid until
- * the tracer changes it); false without -f or for a pid not seen. */
-bool ptw_tracer_process(struct ptw_tracer *t, pid_t pid, struct ptw_process *ret);
+/* -f: what the document says of process id (ptw_event.process) now (its
+ * strings valid until the tracer changes it); false without -f or for an
+ * id not given out. */
+bool ptw_tracer_process(struct ptw_tracer *t, uint32_t id, struct ptw_process *ret);
 
 /* Whether text is a valid --trace pattern ([MODULE:]GLOB, GLOB not empty):
  * 0 or -EINVAL. */

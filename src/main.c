@@ -309,7 +309,7 @@ static void sink(void *ctx, const struct ptw_event *ev)
 		if ((ev->kind == PTW_EV_IMAGE || ev->kind == PTW_EV_EXEC ||
 		     ev->kind == PTW_EV_PROCESS_EXIT ||
 		     (ev->kind == PTW_EV_PREEXISTING && ev->tid == ev->pid)) &&
-		    s->tracer && ptw_tracer_process(s->tracer, ev->pid, &proc))
+		    s->tracer && ptw_tracer_process(s->tracer, ev->process, &proc))
 			ptw_record_process(&s->record, &proc);
 		if (s->record.len > 65536)
 			flush_record(s);

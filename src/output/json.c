@@ -244,13 +244,15 @@ static void json_tristate(struct ptw_json *j, const char *k, int v)
 		ptw_json_bool(j, k, v);
 }
 
-static void json_span(struct ptw_json *j, const struct ptw_span *sp)
+static void json_span(struct ptw_json *j, const struct ptw_span *sp, bool processes)
 {
 	ptw_json_begin_object(j, NULL);
 	ptw_json_uint(j, "id", sp->id);
 	ptw_json_string(j, "kind", "thread");
 	if (sp->pid)
 		ptw_json_int(j, "pid", sp->pid);
+	if (processes) /* -f: its entry in processes (a pid may come back) */
+		ptw_json_uint(j, "process", sp->process);
 	ptw_json_int(j, "tid", sp->tid);
 	if (sp->pthread)
 		ptw_json_hex(j, "pthread", sp->pthread);
@@ -353,15 +355,20 @@ static void json_span(struct ptw_json *j, const struct ptw_span *sp)
 	ptw_json_end_object(j);
 }
 
-static void json_frame(struct ptw_json *j, const struct ptw_frame *fr, struct ptw_spans *spans)
+static void json_frame(struct ptw_json *j, const struct ptw_frame *fr, struct ptw_spans *spans,
+		       bool processes)
 {
 	ptw_json_begin_object(j, NULL);
 	ptw_json_uint(j, "id", fr->id);
 	ptw_json_string(j, "kind", "frame");
 	/* its thread's process */
-	if (fr->thread_span && fr->thread_span <= ptw_spans_count(spans) &&
-	    ptw_spans_get(spans, fr->thread_span - 1)->pid)
-		ptw_json_int(j, "pid", ptw_spans_get(spans, fr->thread_span - 1)->pid);
+	const struct ptw_span *th = fr->thread_span && fr->thread_span <= ptw_spans_count(spans)
+					    ? ptw_spans_get(spans, fr->thread_span - 1)
+					    : NULL;
+	if (th && th->pid)
+		ptw_json_int(j, "pid", th->pid);
+	if (th && processes)
+		ptw_json_uint(j, "process", th->process);
 	if (fr->thread_span)
 		ptw_json_uint(j, "thread_span", fr->thread_span);
 	else
@@ -458,7 +465,10 @@ static uint32_t fork_span(const struct ptw_report *r, const struct ptw_process *
 	size_t n = ptw_spans_count(r->spans);
 	for (size_t i = 0; i < n; i++) {
 		const struct ptw_span *sp = ptw_spans_get(r->spans, i);
-		if (sp->pid == p->ppid && sp->tid == p->parent_tid)
+		uint64_t began = sp->create_ns.set ? sp->create_ns.v
+				 : sp->start_ns.set ? sp->start_ns.v
+						    : 0;
+		if (sp->process == p->parent_id && sp->tid == p->parent_tid && began <= p->start_ns)
 			id = sp->id;
 	}
 	return id;
@@ -470,8 +480,10 @@ static void json_processes(struct ptw_json *j, const struct ptw_report *r)
 	for (size_t i = 0; i < r->nprocesses; i++) {
 		const struct ptw_process *p = &r->processes[i];
 		ptw_json_begin_object(j, NULL);
+		ptw_json_uint(j, "id", p->id);
 		ptw_json_int(j, "pid", p->pid);
-		if (i) {
+		if (p->id) {
+			ptw_json_uint(j, "parent_process", p->parent_id);
 			ptw_json_int(j, "ppid", p->ppid);
 			ptw_json_int(j, "parent_tid", p->parent_tid);
 			uint32_t fs = fork_span(r, p);
@@ -480,6 +492,7 @@ static void json_processes(struct ptw_json *j, const struct ptw_report *r)
 			else
 				ptw_json_null(j, "parent_span");
 		} else {
+			ptw_json_null(j, "parent_process");
 			ptw_json_null(j, "ppid");
 			ptw_json_null(j, "parent_tid");
 			ptw_json_null(j, "parent_span");
@@ -512,7 +525,7 @@ static void json_processes(struct ptw_json *j, const struct ptw_report *r)
 		ptw_json_bool(j, "detached", p->detached);
 		/* Its share of the metrics (the document's are the total). */
 		struct ptw_metrics m;
-		ptw_spans_metrics_of(r->spans, p->pid, &m);
+		ptw_spans_metrics_of(r->spans, p->id, &m);
 		ptw_json_begin_object(j, "metrics");
 		ptw_json_uint(j, "threads_seen", m.threads_seen);
 		ptw_json_uint(j, "threads_created", m.threads_created);
@@ -609,12 +622,12 @@ void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 	ptw_json_begin_array(j, "spans");
 	size_t n = ptw_spans_count(r->spans);
 	for (size_t i = 0; i < n; i++)
-		json_span(j, ptw_spans_get(r->spans, i));
+		json_span(j, ptw_spans_get(r->spans, i), r->processes != NULL);
 	/* --trace: the frame spans follow the thread spans (ids of their own). */
 	const struct ptw_frames *frames = ptw_spans_frames(r->spans);
 	size_t nframes = ptw_frames_count(frames);
 	for (size_t i = 0; i < nframes; i++)
-		json_frame(j, ptw_frames_get(frames, i), r->spans);
+		json_frame(j, ptw_frames_get(frames, i), r->spans, r->processes != NULL);
 	ptw_json_end_array(j);
 
 	struct ptw_metrics m;

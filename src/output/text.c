@@ -507,7 +507,7 @@ static void processes_summary(struct ptw_buf *out, const struct ptw_report *r)
 		size_t threads = 0, created = 0;
 		for (size_t k = 0; k < n; k++) {
 			const struct ptw_span *sp = ptw_spans_get(r->spans, k);
-			if (sp->pid == p->pid) {
+			if (sp->process == p->id) {
 				threads++;
 				created += sp->origin == PTW_ORIGIN_CREATED;
 			}
@@ -521,7 +521,7 @@ static void processes_summary(struct ptw_buf *out, const struct ptw_report *r)
 		const char *exe = p->exe ? strrchr(p->exe, '/') : NULL;
 		exe = exe ? exe + 1 : p->exe ? p->exe : "?";
 		ptw_buf_printf(out, "  process %d %s", p->pid, exe);
-		if (i)
+		if (p->id)
 			ptw_buf_printf(out, ", forked by %d (thread %d)", p->ppid, p->parent_tid);
 		ptw_buf_printf(out, ": %zu threads (%zu created)", threads, created);
 		if (!p->followed)
@@ -544,7 +544,7 @@ static void processes_summary(struct ptw_buf *out, const struct ptw_report *r)
 		table_row(&tab, hdr);
 		for (size_t k = 0; k < n; k++) {
 			const struct ptw_span *sp = ptw_spans_get(r->spans, k);
-			if (sp->pid == p->pid)
+			if (sp->process == p->id)
 				span_row(&tab, sp);
 		}
 		table_print(out, &tab, 0x7 | 0x80);

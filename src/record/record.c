@@ -118,6 +118,7 @@ void ptw_record_event(struct ptw_record_writer *w, struct ptw_buf *out, const st
 	put_u32(out, (uint32_t)ev->kind);
 	put_u64(out, ev->ns);
 	put_u32(out, (uint32_t)ev->pid);
+	put_u32(out, ev->process);
 	put_u32(out, (uint32_t)ev->tid);
 	put_u32(out, (uint32_t)ev->other_tid);
 	put_u64(out, ev->pthread);
@@ -194,6 +195,8 @@ void ptw_record_report(struct ptw_record_writer *w, struct ptw_buf *out, const s
 void ptw_record_process(struct ptw_buf *out, const struct ptw_process *p)
 {
 	size_t at = begin(out, REC_PROCESS);
+	put_u32(out, p->id);
+	put_u32(out, p->parent_id);
 	put_u32(out, (uint32_t)p->pid);
 	put_u32(out, (uint32_t)p->ppid);
 	put_u32(out, (uint32_t)p->parent_tid);
@@ -238,7 +241,7 @@ struct report {
 	struct ptw_warning *warnings;
 };
 
-/* One process (REC_PROCESS), the latest record of its pid. */
+/* One process (REC_PROCESS), the latest record of its id. */
 struct process {
 	struct ptw_process p;
 	char *bytes;
@@ -393,6 +396,7 @@ static bool decode_event(struct ptw_record_reader *r, char *payload, size_t len,
 	ev.kind = (enum ptw_event_kind)kind;
 	ev.ns = get_u64(&c);
 	ev.pid = (pid_t)get_u32(&c);
+	ev.process = get_u32(&c);
 	ev.tid = (pid_t)get_u32(&c);
 	ev.other_tid = (pid_t)get_u32(&c);
 	ev.pthread = get_u64(&c);
@@ -514,6 +518,8 @@ static bool decode_process(struct ptw_record_reader *r, char *payload, size_t le
 	memcpy(np.bytes, payload, len);
 	struct cursor c = { np.bytes, len, false };
 	struct ptw_process *p = &np.p;
+	p->id = get_u32(&c);
+	p->parent_id = get_u32(&c);
 	p->pid = (pid_t)get_u32(&c);
 	p->ppid = (pid_t)get_u32(&c);
 	p->parent_tid = (pid_t)get_u32(&c);
@@ -542,7 +548,7 @@ static bool decode_process(struct ptw_record_reader *r, char *payload, size_t le
 		return false;
 	}
 	size_t i = 0;
-	while (i < r->nprocs && r->procs[i].p.pid != p->pid)
+	while (i < r->nprocs && r->procs[i].p.id != p->id)
 		i++;
 	if (i == r->nprocs) {
 		r->procs = xreallocarray(r->procs, r->nprocs + 1, sizeof(*r->procs));
@@ -555,12 +561,19 @@ static bool decode_process(struct ptw_record_reader *r, char *payload, size_t le
 	return true;
 }
 
+static int cmp_process(const void *a, const void *b)
+{
+	const struct ptw_process *x = a, *y = b;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
 size_t ptw_record_processes(struct ptw_record_reader *r, const struct ptw_process **ret)
 {
 	free(r->plist);
 	r->plist = xcalloc(r->nprocs + 1, sizeof(*r->plist));
 	for (size_t i = 0; i < r->nprocs; i++)
 		r->plist[i] = r->procs[i].p;
+	qsort(r->plist, r->nprocs, sizeof(*r->plist), cmp_process);
 	*ret = r->plist;
 	return r->nprocs;
 }

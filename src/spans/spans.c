@@ -27,18 +27,19 @@ struct ptw_spans {
 	struct ptw_timeouts *timeouts; /* borrowed, may be NULL */
 	bool let_go;		       /* PTW_EV_DETACHED seen */
 	bool multi;		       /* events from more than one process (-f) */
-	pid_t first_pid;
-	pid_t pid;		       /* the process of the event being consumed */
+	pid_t pid;		       /* the process of the event being consumed, */
+	uint32_t process;	       /* and its id in the session (ptw_event.process) */
 	struct ptw_frames *frames; /* --trace: frame spans (frames.c) */
 	const struct ptw_frame *last_frame;
 };
 
 /* pthread_t values repeat across processes (a fork child has its parent's
- * layout): the key mixes in the pid (a collision only costs a miss, as the
- * span's pid is checked). */
-static uint64_t pthread_key(pid_t pid, uint64_t pthread)
+ * layout): the key mixes in the process (a collision only costs a miss, as
+ * the span's process is checked). Processes are told apart by their id in
+ * the session, not their pid, which the kernel hands out again. */
+static uint64_t pthread_key(uint32_t process, uint64_t pthread)
 {
-	return pthread ^ ((uint64_t)(uint32_t)pid * 0x9e3779b97f4a7c15ull);
+	return pthread ^ ((uint64_t)process * 0x9e3779b97f4a7c15ull);
 }
 
 struct ptw_spans *ptw_spans_new(void)
@@ -170,6 +171,7 @@ static struct ptw_span *new_span(struct ptw_spans *s, pid_t tid, enum ptw_origin
 	s->spans[s->n++] = sp;
 	sp->id = (uint32_t)s->n;
 	sp->pid = s->pid;
+	sp->process = s->process;
 	sp->tid = tid;
 	sp->origin = origin;
 	sp->detached = -1;
@@ -200,9 +202,9 @@ static void set_creator(struct ptw_spans *s, struct ptw_span *sp, pid_t creator_
 
 static struct ptw_span *by_pthread(struct ptw_spans *s, uint64_t pthread)
 {
-	struct ptw_span *sp = pthread ? ptw_map_get(&s->by_pthread, pthread_key(s->pid, pthread))
+	struct ptw_span *sp = pthread ? ptw_map_get(&s->by_pthread, pthread_key(s->process, pthread))
 				      : NULL;
-	return sp && sp->pid == s->pid ? sp : NULL;
+	return sp && sp->process == s->process ? sp : NULL;
 }
 
 /* A start routine entry or end for a tid we never saw created. */
@@ -294,12 +296,12 @@ static bool is_crash_signal(int sig)
 
 /* The pthread_t values of process pid mean nothing any more (its exit or
  * exec), nor do its joins in progress: the other processes' stay. */
-static void forget_pthreads(struct ptw_spans *s, pid_t pid)
+static void forget_pthreads(struct ptw_spans *s, uint32_t process)
 {
 	for (size_t i = 0; i < s->n; i++) {
 		struct ptw_span *sp = s->spans[i];
-		uint64_t key = pthread_key(sp->pid, sp->pthread);
-		if (sp->pid == pid && sp->pthread && ptw_map_get(&s->by_pthread, key) == sp)
+		uint64_t key = pthread_key(sp->process, sp->pthread);
+		if (sp->process == process && sp->pthread && ptw_map_get(&s->by_pthread, key) == sp)
 			ptw_map_del(&s->by_pthread, key);
 	}
 	/* and the joins in progress there */
@@ -308,7 +310,7 @@ static void forget_pthreads(struct ptw_spans *s, pid_t pid)
 	uint64_t joiner;
 	void *v;
 	while (ptw_map_next(&s->joins, &it, &joiner, &v))
-		if (((struct ptw_span *)v)->pid == pid)
+		if (((struct ptw_span *)v)->process == process)
 			gone[n++] = joiner;
 	for (size_t i = 0; i < n; i++)
 		ptw_map_del(&s->joins, gone[i]);
@@ -322,7 +324,7 @@ static void on_process_exit(struct ptw_spans *s, const struct ptw_event *ev)
 	const char *reason = crash ? "crash" : by_signal ? "killed" : "process_exit";
 	for (size_t i = 0; i < s->n; i++) {
 		struct ptw_span *sp = s->spans[i];
-		if (sp->ended || sp->pid != ev->pid)
+		if (sp->ended || sp->process != ev->process)
 			continue;
 		uint64_t at = sp->end_ns.set ? sp->end_ns.v : ev->ns;
 		if (sp->returned) {
@@ -341,14 +343,14 @@ static void on_process_exit(struct ptw_spans *s, const struct ptw_event *ev)
 	if (!s->multi)
 		ptw_map_free(&s->joins);
 	else
-		forget_pthreads(s, ev->pid);
+		forget_pthreads(s, ev->process);
 }
 
 static void on_exec(struct ptw_spans *s, const struct ptw_event *ev)
 {
 	for (size_t i = 0; i < s->n; i++) {
 		struct ptw_span *sp = s->spans[i];
-		if (sp->pid != ev->pid)
+		if (sp->process != ev->process)
 			continue;
 		if (!sp->ended) {
 			uint64_t at = sp->end_ns.set ? sp->end_ns.v : ev->ns;
@@ -360,7 +362,7 @@ static void on_exec(struct ptw_spans *s, const struct ptw_event *ev)
 		ptw_map_free(&s->joins);
 		ptw_map_free(&s->by_pthread);
 	} else {
-		forget_pthreads(s, ev->pid);
+		forget_pthreads(s, ev->process);
 	}
 }
 
@@ -412,9 +414,8 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 	 * knew just before (pthread_exit called, cancel requested). */
 	s->last_frame = ptw_frames_consume(s->frames, ev, live(s, ev->tid));
 	s->pid = ev->pid;
-	if (!s->first_pid)
-		s->first_pid = ev->pid;
-	else if (ev->pid && ev->pid != s->first_pid)
+	s->process = ev->process;
+	if (ev->process)
 		s->multi = true;
 	switch (ev->kind) {
 	case PTW_EV_IMAGE:
@@ -436,7 +437,7 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 		if (sp->depth > s->max_depth)
 			s->max_depth = sp->depth;
 		if (sp->pthread)
-			ptw_map_put(&s->by_pthread, pthread_key(sp->pid, sp->pthread), sp);
+			ptw_map_put(&s->by_pthread, pthread_key(sp->process, sp->pthread), sp);
 		break;
 	case PTW_EV_MAIN_START:
 		sp = live(s, ev->tid);
@@ -445,7 +446,7 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 			sp->start_routine = ev->routine;
 			if (ev->pthread) {
 				sp->pthread = ev->pthread;
-				ptw_map_put(&s->by_pthread, pthread_key(sp->pid, sp->pthread), sp);
+				ptw_map_put(&s->by_pthread, pthread_key(sp->process, sp->pthread), sp);
 			}
 		}
 		break;
@@ -463,7 +464,7 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 		if (ev->has_arg)
 			set_opt(&sp->arg, ev->arg);
 		if (sp->pthread)
-			ptw_map_put(&s->by_pthread, pthread_key(sp->pid, sp->pthread), sp);
+			ptw_map_put(&s->by_pthread, pthread_key(sp->process, sp->pthread), sp);
 		s->threads_created++;
 		break;
 	case PTW_EV_THREAD_START:
@@ -655,7 +656,7 @@ static int cmp_edge(const void *a, const void *b)
 	return x[1] < y[1] ? -1 : x[1] > y[1]; /* an end before a start at the same ns */
 }
 
-static void metrics(struct ptw_spans *s, bool one, pid_t pid, struct ptw_metrics *m)
+static void metrics(struct ptw_spans *s, bool one, uint32_t process, struct ptw_metrics *m)
 {
 	memset(m, 0, sizeof(*m));
 	uint64_t *spawn = xcalloc(s->n + 1, sizeof(uint64_t));
@@ -667,7 +668,7 @@ static void metrics(struct ptw_spans *s, bool one, pid_t pid, struct ptw_metrics
 		const struct ptw_span *sp = s->spans[i];
 		if (one) {
 			/* One process's share: its spans, its own peaks. */
-			if (sp->pid != pid)
+			if (sp->process != process)
 				continue;
 			m->threads_seen++;
 			m->threads_created += sp->origin == PTW_ORIGIN_CREATED ||
@@ -731,9 +732,9 @@ void ptw_spans_metrics(struct ptw_spans *s, struct ptw_metrics *m)
 	metrics(s, false, 0, m);
 }
 
-void ptw_spans_metrics_of(struct ptw_spans *s, pid_t pid, struct ptw_metrics *m)
+void ptw_spans_metrics_of(struct ptw_spans *s, uint32_t process, struct ptw_metrics *m)
 {
-	metrics(s, true, pid, m);
+	metrics(s, true, process, m);
 }
 
 const char *ptw_status_name(enum ptw_status st)

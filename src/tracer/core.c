@@ -19,6 +19,7 @@ void emit(struct ptw_tracer *t, struct ptw_event *ev)
 {
 	if (!ev->pid)
 		ev->pid = t->proc ? t->proc->pid : t->pid;
+	ev->process = t->serial;
 	t->o.sink(t->o.sink_ctx, ev);
 }
 

@@ -161,6 +161,18 @@ struct ptw_tracer *followed_add(struct ptw_tracer *t, pid_t pid, pid_t ppid, pid
 	c->pid = pid;
 	c->ppid = ppid;
 	c->parent_tid = parent_tid;
+	c->serial = (uint32_t)root->nfollowed + 1;
+	/* The parent: t itself (a fork event), else the latest process with
+	 * that pid (-p -f: a descendant found by walking /proc). */
+	if (t->pid == ppid) {
+		c->pserial = t->serial;
+	} else {
+		for (size_t i = root->nfollowed; i-- > 0;)
+			if (root->followed[i]->pid == ppid) {
+				c->pserial = root->followed[i]->serial;
+				break;
+			}
+	}
 	c->launched = root->launched;
 	c->start_ns = ns;
 	c->img.task_dirfd = -1;
@@ -1211,6 +1223,8 @@ void ptw_tracer_check_fate(struct ptw_tracer *t, struct ptw_report *r)
 static void fill_process(struct ptw_tracer *c, struct ptw_process *p)
 {
 	memset(p, 0, sizeof(*p));
+	p->id = c->serial;
+	p->parent_id = c->pserial;
 	p->pid = c->pid;
 	p->ppid = c->root ? c->ppid : 0;
 	p->parent_tid = c->root ? c->parent_tid : 0;
@@ -1229,21 +1243,18 @@ static void fill_process(struct ptw_tracer *c, struct ptw_process *p)
 	}
 }
 
-bool ptw_tracer_process(struct ptw_tracer *t, pid_t pid, struct ptw_process *ret)
+bool ptw_tracer_process(struct ptw_tracer *t, uint32_t id, struct ptw_process *ret)
 {
 	if (!t->o.follow_forks)
 		return false;
-	if (t->pid == pid) {
+	if (id == 0) {
 		fill_process(t, ret);
 		return true;
 	}
-	/* The newest first: a pid reused by the kernel is its latest process. */
-	for (size_t i = t->nfollowed; i-- > 0;)
-		if (t->followed[i]->pid == pid) {
-			fill_process(t->followed[i], ret);
-			return true;
-		}
-	return false;
+	if (id > t->nfollowed)
+		return false;
+	fill_process(t->followed[id - 1], ret);
+	return true;
 }
 
 void ptw_tracer_report(struct ptw_tracer *t, struct ptw_report *r)

@@ -145,6 +145,7 @@ struct ptw_tracer {
 	struct ptw_tracer *root;     /* NULL for the root */
 	pid_t pid;		     /* the process (also before it has a proc: vfork) */
 	pid_t ppid, parent_tid;	     /* followed: who forked it */
+	uint32_t serial, pserial;    /* its ptw_process.id (root: 0), and its parent's */
 	bool vfork_pending;	     /* a vfork child before its exec: its parent steps it */
 	struct ptw_tracer *vfork_parent;
 	struct ptw_tracer *xol_parent; /* fork: whose out-of-line pages it inherited */

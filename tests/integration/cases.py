@@ -3010,20 +3010,32 @@ def case_frames_usage(session, chk):
 # -f: follow forks (fixture prefork)
 
 def follow_common(chk, run):
-    """Every span has a pid of a listed process, ids are unique, every
-    followed process is listed once."""
+    """The processes array and the spans agree: process ids are 0, 1, ...
+    in order; every span names the entry of its process (same pid), every
+    parent the entry of its ppid; span ids are unique. Returns {pid: the
+    latest entry with that pid} (a pid may come back within a session)."""
     doc = run.doc
     procs = doc.get('processes')
     if not chk.true('a processes array with -f', isinstance(procs, list) and procs, doc.get('processes')):
         return {}
-    by_pid = {p['pid']: p for p in procs}
-    chk.eq('each process listed once', len(by_pid), len(procs))
+    chk.eq('process ids in order', [p['id'] for p in procs], list(range(len(procs))))
+    by_id = {p['id']: p for p in procs}
+    for p in procs[1:]:
+        parent = by_id.get(p['parent_process'])
+        if not chk.true('process %s: its parent %s is listed, with pid %s'
+                        % (p['id'], p['parent_process'], p['ppid']),
+                        parent is not None and parent['pid'] == p['ppid'], p):
+            break
     ids = [s['id'] for s in thread_spans(doc)]
     chk.eq('span ids unique', len(ids), len(set(ids)))
     for s in thread_spans(doc):
-        if not chk.true('span %s has the pid of a listed process' % s['id'],
-                        s.get('pid') in by_pid, s):
+        entry = by_id.get(s.get('process'))
+        if not chk.true('span %s: its process entry, with its pid' % s['id'],
+                        entry is not None and entry['pid'] == s.get('pid'), s):
             break
+    by_pid = {}
+    for p in procs:
+        by_pid[p['pid']] = p
     return by_pid
 
 
@@ -3064,8 +3076,8 @@ def case_follow(session, chk, mode='workers'):
         n = int(os.environ.get('PTW_FOLLOW_MANY', '1000'))
         run = session.run([fixture('prefork'), 'many', str(n)], opts=['-q', '-f'], timeout=170)
         check_exit(chk, run, code=0)
-        by_pid = follow_common(chk, run)
-        chk.eq('%d children and the master listed' % n, len(by_pid), n + 1)
+        follow_common(chk, run)
+        chk.eq('%d children and the master listed' % n, len(run.doc['processes']), n + 1)
         created = [s for s in thread_spans(run.doc) if s['origin'] == 'created']
         chk.eq('2 threads spanned per child', len(created), 2 * n)
         chk.eq('every created span completed', [s['id'] for s in created if s['status'] != 'completed'], [])
@@ -3091,10 +3103,11 @@ def case_follow(session, chk, mode='workers'):
         by_pid = follow_common(chk, run)
         done = one_truth(run, 'wide_done')
         chk.eq('every child exited with its code', done.get('bad'), 0)
-        chk.eq('80 children and the master listed', len(by_pid), 81)
-        followed = [p for p in by_pid.values() if p['followed']]
+        procs = run.doc['processes']
+        chk.eq('80 children and the master listed', len(procs), 81)
+        followed = [p for p in procs if p['followed']]
         chk.eq('63 children followed, and the master', len(followed), 64)
-        let_go = [p for p in by_pid.values() if not p['followed']]
+        let_go = [p for p in procs if not p['followed']]
         chk.eq('why the others were not',
                sorted(set(p.get('not_followed_why') for p in let_go)),
                ['too many processes traced at once'])
