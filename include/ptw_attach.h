@@ -101,13 +101,23 @@ struct ptw_stop_counts {
 	uint64_t by_kind[PTW_STOP_TRACER_SIGNAL + 1];
 };
 
-/* The traced thread group (and, transiently, fork children until detached). */
+/*
+ * A traced thread group. The first one (launched or attached: the root)
+ * also holds what every traced process shares: the LWP table, the wait
+ * queue, the stop counters and the session signals. Processes followed
+ * from it (ptw_proc_follow) have their own memory access (pid, mem_fd,
+ * cache) and reach the rest through root. ptw_wait() is called on the
+ * root only; every per-LWP call works on any of them.
+ */
 struct ptw_proc {
 	pid_t pid;
 	pid_t mem_pid;	      /* a live thread for /proc/TID/{mem,maps,...} and
 				 process_vm_*: the leader may be a zombie */
 	int mem_fd;	      /* /proc/MEM_PID/mem, O_RDWR: text pokes, fallback reads */
-	struct ptw_map lwps;  /* tid -> struct ptw_lwp* (all processes we trace) */
+	struct ptw_proc *root; /* NULL for the root itself */
+	struct ptw_map *lwps; /* tid -> struct ptw_lwp*, every process we trace (root's) */
+	struct ptw_map lwps_own;
+	struct ptw_map procs; /* root: pid -> followed struct ptw_proc* */
 	int sigfd;	      /* signalfd: SIGCHLD and the signals that end a session */
 	unsigned options;     /* PTRACE_O_* given to PTRACE_SEIZE */
 	struct ptw_stop *deferred; /* statuses reaped out of band, returned first */
@@ -218,6 +228,10 @@ struct ptw_seize_info {
  * skipped (ret_info says so). The threads keep running.
  */
 int ptw_seize(pid_t pid, struct ptw_proc **ret_proc, struct ptw_seize_info *ret_info);
+/* The same for a process followed from root (ptw_proc_follow): its threads
+ * join root's table. On failure the threads seized are let go again. */
+int ptw_seize_follow(struct ptw_proc *root, pid_t pid, struct ptw_proc **ret_proc,
+		     struct ptw_seize_info *ret_info);
 
 /*
  * Waits for the next stop of any traced LWP, up to timeout_ms (-1 = forever).
@@ -306,6 +320,7 @@ int ptw_mem_poke_pid(pid_t pid, int mem_fd, uint64_t addr, const void *buf, size
 
 /*
  * Stops every running LWP of the target (PTRACE_INTERRUPT) and waits until
+ * (root: every LWP of the table; a followed process: its own LWPs)
  * each is stopped or gone, or until deadline_ms passed. Stops that arrive
  * meanwhile and carry meaning (signals, clones, breakpoint traps) are handed
  * to on_stop, which must leave the LWP stopped. Returns the number of LWPs
@@ -344,7 +359,21 @@ int ptw_inject_syscall(struct ptw_proc *p, struct ptw_lwp *l, uint64_t syscall_i
  */
 bool ptw_lwp_injectable(const struct ptw_lwp *l);
 
-/* Releases everything; does not touch the target. */
+/*
+ * A process that a traced one forked (its LWPs are in root's table, tgid =
+ * pid): its own memory access, sharing root's table and wait queue. The
+ * caller decides to follow it; nothing is done to the process. Returns 0
+ * and *ret (freed with ptw_proc_free, before root), or -errno.
+ */
+int ptw_proc_follow(struct ptw_proc *root, pid_t pid, struct ptw_proc **ret);
+/* The root of p (p itself for the root). */
+static inline struct ptw_proc *ptw_proc_root(struct ptw_proc *p)
+{
+	return p->root ? p->root : p;
+}
+
+/* Releases everything; does not touch the target. A followed process
+ * leaves root's table to root (its LWPs are forgotten by the caller). */
 void ptw_proc_free(struct ptw_proc *p);
 
 #endif

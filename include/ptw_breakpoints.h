@@ -194,6 +194,11 @@ bool ptw_bp_xol_origin(const struct ptw_bptab *t, uint64_t rip, uint64_t *ret_ri
  * number of pages left mapped. */
 int ptw_bp_unmap_xol(struct ptw_bptab *t, struct ptw_lwp *host);
 
+/* A fork child got a copy of parent's out-of-line pages (same addresses,
+ * same slots): child's table takes them as its own (journaled, used for
+ * its slots, unmapped at its detach) instead of mapping new ones, which
+ * would cost an injected system call in every child. */
+void ptw_bp_adopt_xol(struct ptw_bptab *child, const struct ptw_bptab *parent);
 /* Writes back every journaled byte whose mapping is unchanged (detach).
  * Returns the number of bytes that could not be restored. */
 int ptw_bp_restore_all(struct ptw_bptab *t);
@@ -214,20 +219,30 @@ size_t ptw_bp_xol_pages(const struct ptw_bptab *t);
 void ptw_bp_emergency_restore(void);
 
 /*
- * The journal in a shared mapping, created before ptwatch splits in two so
- * that the guardian (the other process) sees every entry. Returns 0 or
- * -errno; without it each table keeps a private journal.
+ * The journals in a shared mapping, created before ptwatch splits in two so
+ * that the guardian (the other process) sees every entry: one slot per
+ * traced process (fork children followed with -f have their own), taken by
+ * ptw_bptab_new (-ENOSPC when every slot is held) and given back by
+ * ptw_bptab_free. Returns 0 or -errno; without it each table keeps a
+ * private journal.
  */
 int ptw_bp_journal_prepare(void);
-/* Guardian: writes back every active entry through mem_fd (the tracer is
- * gone). Returns the number that could not be restored. */
-int ptw_bp_journal_restore(int mem_fd, int *ret_restored);
-/* Guardian: the process the journal is about (0 if none yet). */
+/* Guardian: the processes that have journaled bytes (up to max). */
+size_t ptw_bp_journal_pids(pid_t *pids, size_t max);
+/* Guardian: writes back every active entry of pid through mem_fd (the
+ * tracer is gone). Returns the number that could not be restored. */
+int ptw_bp_journal_restore(pid_t pid, int mem_fd, int *ret_restored);
+/* Guardian: a process that parent forked before the tracer had set it up
+ * (or without -f) holds a copy of parent's int3s: puts back, through
+ * /proc/CHILD/mem, each journaled byte of parent that is still an int3 in
+ * child's same mapping. Returns 0 or -errno (cannot open its memory). */
+int ptw_bp_journal_restore_copy(pid_t parent, pid_t child, int *ret_restored);
+/* Guardian: the first process the journals are about (0 if none yet). */
 pid_t ptw_bp_journal_pid(void);
-/* Guardian: the out-of-line pages still mapped in it (up to max in pages)
+/* Guardian: the out-of-line pages still mapped in pid (up to max in pages)
  * and the address of a `syscall` instruction there. Returns how many. */
-size_t ptw_bp_journal_xol(uint64_t *pages, size_t max, uint64_t *ret_syscall_insn);
+size_t ptw_bp_journal_xol(pid_t pid, uint64_t *pages, size_t max, uint64_t *ret_syscall_insn);
 /* Guardian: it unmapped that page. */
-void ptw_bp_journal_xol_unmapped(uint64_t page);
+void ptw_bp_journal_xol_unmapped(pid_t pid, uint64_t page);
 
 #endif

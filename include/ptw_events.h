@@ -16,7 +16,8 @@ struct ptw_location;
 
 enum ptw_event_kind {
 	PTW_EV_IMAGE,	       /* a program image begins: tid = pid, name = exe (launch or exec) */
-	PTW_EV_PREEXISTING,    /* attach: thread tid was already running (pthread may be 0) */
+	PTW_EV_PREEXISTING,    /* attach: thread tid was already running (pthread may be 0);
+				* value: when it began if known (-f: a fork child's, the fork) */
 	PTW_EV_MAIN_START,     /* tid entered main(): routine */
 	PTW_EV_THREAD_CREATE,  /* tid created other_tid: pthread, routine, arg, site, detached */
 	PTW_EV_LWP_CREATE,     /* tid made other_tid with a raw clone (no pthread) */
@@ -116,6 +117,9 @@ enum ptw_exit_how {
 struct ptw_event {
 	enum ptw_event_kind kind;
 	uint64_t ns; /* CLOCK_MONOTONIC */
+	pid_t pid;   /* the process of tid (set by the tracer; 0 in synthetic streams: the only one) */
+	uint32_t process; /* -f: which process of the session: 0 the target, n the n-th one
+			   * followed (a pid can come back, this cannot; ptw_process.id) */
 	pid_t tid;
 	pid_t other_tid;
 	uint64_t pthread;

@@ -69,6 +69,8 @@ enum ptw_frame_status {
 struct ptw_frame {
 	uint32_t id;	      /* 1, 2, ... in order of entry (their own numbering) */
 	uint32_t thread_span; /* the thread span's id, 0 unknown */
+	pid_t pid;	      /* its process (0 unknown) */
+	uint32_t process;     /* -f: its process's id in the report */
 	pid_t tid;
 	const struct ptw_location *function;
 	uint64_t entry_ns;

@@ -25,6 +25,7 @@ struct ptw_json {
 	int depth;
 	bool need_comma[64];
 	bool pretty;
+	bool processes; /* -f: spans say which entry of "processes" is theirs */
 };
 void ptw_json_begin_object(struct ptw_json *j, const char *key);
 void ptw_json_end_object(struct ptw_json *j);
@@ -69,6 +70,23 @@ enum ptw_fate {
 	PTW_FATE_ZOMBIE,   /* ended, waiting for its parent to reap it */
 };
 
+/* One process of the session (-f: the target and every one it forked). */
+struct ptw_process {
+	uint32_t id;	     /* 0 the target, then 1, 2, ... in order of fork (spans' process) */
+	uint32_t parent_id;  /* the process that forked it (0 for the target: none) */
+	pid_t pid;
+	pid_t ppid, parent_tid; /* who forked it (0 for the target) */
+	const char *exe;
+	char *const *argv;
+	uint64_t start_ns, end_ns; /* fork (or the session's start); end 0: not ended */
+	int exit_kind;		   /* PTW_EXIT_NONE / CODE / SIGNAL as in ptw_report */
+	int exit_code, exit_signal;
+	bool core_dumped;
+	bool followed;		       /* false: let go at once, not_followed_why */
+	const char *not_followed_why;
+	bool detached;		       /* ptwatch let go of it while it ran */
+};
+
 struct ptw_report {
 	const char *tool_version;
 	int64_t realtime_offset_ns;
@@ -99,6 +117,9 @@ struct ptw_report {
 	size_t breakpoints;
 	uint64_t open_timeout_ns; /* --open-timeout, 0: disabled */
 	bool locks;		  /* --locks: waits and live deadlocks in any case */
+	/* -f: every process, the target first (NULL without -f) */
+	const struct ptw_process *processes;
+	size_t nprocesses;
 	/* content */
 	struct ptw_spans *spans;
 	const struct ptw_warning *warnings;
@@ -165,6 +186,9 @@ void ptw_lines_end(struct ptw_lines *l, const struct ptw_report *r);
  * of the report, into out. */
 void ptw_report_chrome(const struct ptw_report *r, struct ptw_buf *out);
 
+/* From now on, event lines carry the process id before the thread id (-f,
+ * once a second process is traced). */
+void ptw_text_show_pids(bool on);
 /* One readable line for an event the span engine consumed (may add nothing). */
 void ptw_text_event(struct ptw_buf *out, uint64_t session_start_ns, const struct ptw_event *ev,
 		    const struct ptw_span *sp);

@@ -32,6 +32,9 @@ void ptw_record_event(struct ptw_record_writer *w, struct ptw_buf *out, const st
 void ptw_record_report(struct ptw_record_writer *w, struct ptw_buf *out, const struct ptw_report *r);
 /* Appends the end mark: the tracer finished and wrote its outputs itself. */
 void ptw_record_end(struct ptw_buf *out);
+/* -f: one process of the session, as it is now (sent again when it
+ * changes: exec, exit); the reader keeps the latest per id. */
+void ptw_record_process(struct ptw_buf *out, const struct ptw_process *p);
 
 struct ptw_record_handlers {
 	void (*event)(void *ctx, const struct ptw_event *ev);
@@ -45,6 +48,9 @@ struct ptw_record_reader;
 struct ptw_record_reader *ptw_record_reader_new(void);
 /* Locations stay valid until here: free the span engine first. */
 void ptw_record_reader_free(struct ptw_record_reader *r);
+/* The processes recorded so far, by id (valid until the next call or
+ * ptw_record_reader_free). Returns how many. */
+size_t ptw_record_processes(struct ptw_record_reader *r, const struct ptw_process **ret);
 
 /*
  * Feeds the next bytes of the record (any split); calls the handlers for

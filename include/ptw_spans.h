@@ -52,7 +52,9 @@ struct ptw_opt {
 };
 
 struct ptw_span {
-	uint32_t id; /* 1, 2, ... in order of creation */
+	uint32_t id; /* 1, 2, ... in order of creation, unique across processes */
+	pid_t pid;   /* its process (0: the events did not say) */
+	uint32_t process; /* which process of the session (ptw_process.id; 0 without -f) */
 	pid_t tid;
 	uint64_t pthread; /* 0 = none / unknown */
 	char *name;
@@ -237,6 +239,9 @@ void ptw_groups_free(struct ptw_group *g, size_t n);
 const struct ptw_span *ptw_spans_by_tid(const struct ptw_spans *s, pid_t tid);
 
 void ptw_spans_metrics(struct ptw_spans *s, struct ptw_metrics *ret);
+/* The same for the spans of one process only (-f: ptw_process.id): its own
+ * max_active and max_depth, no active series (NULL). */
+void ptw_spans_metrics_of(struct ptw_spans *s, uint32_t process, struct ptw_metrics *m);
 
 /* --trace: the frame spans (ptw_frames.h), owned by s. */
 struct ptw_frames;

@@ -52,6 +52,10 @@ int ptw_symbols_new(pid_t pid, bool use_debug_files, const char *cache_dir, ptw_
 		    void *read_ctx, struct ptw_symbols **ret);
 /* Saves the caches (as ptw_symbols_save_cache), then frees. */
 void ptw_symbols_free(struct ptw_symbols *s);
+/* The image is gone (exec, process exit): keeps only the locations handed
+ * out (spans point at them) and frees the rest (libdwfl's state, indexes,
+ * caches, after saving them); nothing but ptw_symbols_free may follow. */
+void ptw_symbols_retire(struct ptw_symbols *s);
 /* Writes what was learned since the last save to the cache directory; a
  * directory that cannot be written is a debug message, nothing more. */
 void ptw_symbols_save_cache(struct ptw_symbols *s);

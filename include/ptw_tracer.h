@@ -21,6 +21,7 @@ struct ptw_tracer_opts {
 	bool use_debug_files;	   /* libc's debug file: read struct pthread, fewer stops */
 	bool use_cache;		   /* the build-id cache (ptw_cache_default_dir()) */
 	bool create_events;	   /* TD_CREATE breakpoint instead of the clone event */
+	bool follow_forks;	   /* -f: trace every process the target forks, to any depth */
 	char *const *trace;	   /* --trace patterns ([MODULE:]GLOB), ntrace of them */
 	size_t ntrace;
 	bool locks;		   /* --locks: wait spans, live deadlocks */
@@ -122,6 +123,11 @@ void ptw_tracer_check_fate(struct ptw_tracer *t, struct ptw_report *r);
 void ptw_tracer_report(struct ptw_tracer *t, struct ptw_report *r);
 
 void ptw_tracer_free(struct ptw_tracer *t);
+
+/* -f: what the document says of process id (ptw_event.process) now (its
+ * strings valid until the tracer changes it); false without -f or for an
+ * id not given out. */
+bool ptw_tracer_process(struct ptw_tracer *t, uint32_t id, struct ptw_process *ret);
 
 /* Whether text is a valid --trace pattern ([MODULE:]GLOB, GLOB not empty):
  * 0 or -EINVAL. */

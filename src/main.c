@@ -36,6 +36,7 @@ struct options {
 	bool use_debug_files;
 	bool use_cache;
 	bool create_events;
+	bool follow_forks;
 	char **trace; /* --trace patterns */
 	size_t ntrace;
 	bool locks; /* --locks */
@@ -54,6 +55,8 @@ struct session {
 	struct ptw_timeouts *timeouts; /* spans open too long (--open-timeout) */
 	struct ptw_buf log;
 	bool quiet;
+	pid_t first_pid;  /* -f: the first process an event named */
+	bool pids_shown; /* a second one appeared: lines carry the pid */
 	uint64_t start_ns;
 	/* The record for the restorer (ptw_guardian.h), when there is one. */
 	struct ptw_record_writer *rec;
@@ -85,6 +88,11 @@ static void usage(FILE *f)
 		"Options:\n"
 		"  -p, --pid=PID        attach to the running process PID; Ctrl-C (or --duration)\n"
 		"                       detaches and leaves it running as before\n"
+		"  -f, --follow-forks   trace every process COMMAND forks (fork, vfork, clone,\n"
+		"                       posix_spawn), to any depth and across exec; with -p,\n"
+		"                       PID's descendants that run are attached too. One\n"
+		"                       document for the whole tree. Without -f a forked child\n"
+		"                       gets its original bytes back and runs untraced\n"
 		"  --snapshot           with -p: record every thread (state, stack, what it\n"
 		"                       waits for; deadlocks) and detach at once; the report\n"
 		"                       goes to standard output\n"
@@ -231,6 +239,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 	};
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
+		{ "follow-forks", no_argument, NULL, 'f' },
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "snapshot", no_argument, NULL, OPT_SNAPSHOT },
 		{ "output", required_argument, NULL, 'o' },
@@ -267,7 +276,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 
 	int c;
 	/* '+': stop at the first non-option, the command. */
-	while ((c = getopt_long(argc, argv, "+p:o:qhVve:", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+p:o:fqhVve:", longopts, NULL)) != -1) {
 		if (output_option(c, optarg, o))
 			continue;
 		switch (c) {
@@ -280,6 +289,9 @@ static void parse_options(int argc, char **argv, struct options *o)
 			o->pid = (pid_t)v;
 			break;
 		}
+		case 'f':
+			o->follow_forks = true;
+			break;
 		case OPT_SNAPSHOT:
 			o->snapshot = true;
 			break;
@@ -352,6 +364,8 @@ static void parse_options(int argc, char **argv, struct options *o)
 		die_usage("%s", "--trace cannot be used with --snapshot (nothing runs)");
 	if (o->snapshot && o->locks)
 		die_usage("%s", "--locks cannot be used with --snapshot (it finds deadlocks already)");
+	if (o->snapshot && o->follow_forks)
+		die_usage("%s", "-f cannot be used with --snapshot (a snapshot shows PID alone)");
 	if (o->pid && optind < argc)
 		die_usage("%s", "give either -p PID or a command, not both");
 	if (o->live == 1 && o->snapshot)
@@ -478,8 +492,23 @@ static void sink(void *ctx, const struct ptw_event *ev)
 {
 	struct session *s = ctx;
 	const struct ptw_span *sp = ptw_spans_consume(s->spans, ev);
+	/* -f: once a second process is traced, every line names its process. */
+	if (ev->pid && !s->first_pid)
+		s->first_pid = ev->pid;
+	else if (ev->pid && ev->pid != s->first_pid && !s->pids_shown) {
+		s->pids_shown = true;
+		ptw_text_show_pids(true);
+	}
 	if (s->rec) {
 		ptw_record_event(s->rec, &s->record, ev);
+		/* -f: a process began (image, fork), exec'd or ended: the
+		 * restorer keeps what the document would say of it. */
+		struct ptw_process proc;
+		if ((ev->kind == PTW_EV_IMAGE || ev->kind == PTW_EV_EXEC ||
+		     ev->kind == PTW_EV_PROCESS_EXIT ||
+		     (ev->kind == PTW_EV_PREEXISTING && ev->tid == ev->pid)) &&
+		    s->tracer && ptw_tracer_process(s->tracer, ev->process, &proc))
+			ptw_record_process(&s->record, &proc);
 		if (s->record.len > 65536)
 			flush_record(s);
 	}
@@ -554,6 +583,8 @@ static void on_timer(void *ctx, uint64_t now)
 		struct ptw_where w;
 		ptw_tracer_where(s->tracer, due.tid, &w);
 		struct ptw_event ev = ptw_event_init(PTW_EV_SPAN_OPEN, now, due.tid);
+		const struct ptw_span *th = ptw_spans_by_tid(s->spans, due.tid);
+		ev.pid = th ? th->pid : 0; /* -f: its process */
 		ev.span_kind = due.kind;
 		ev.span_id = due.id;
 		ev.has_value = true;
@@ -661,6 +692,14 @@ static int session(const struct options *o, struct session *s, struct ptw_tracer
 	enum ptw_end_reason reason = PTW_END_SNAPSHOT;
 	int sig = 0, r = 0;
 	s->tracer = t;
+	if (s->rec && o->follow_forks) {
+		/* The processes that began before the tracer was ours to ask
+		 * (the target, descendants found at -p -f). */
+		struct ptw_report rep = { 0 };
+		ptw_tracer_report(t, &rep);
+		for (size_t i = 0; i < rep.nprocesses; i++)
+			ptw_record_process(&s->record, &rep.processes[i]);
+	}
 	flush_record(s); /* the restorer learns what is traced */
 	lines_start(s);
 	if (!o->snapshot)
@@ -904,6 +943,7 @@ int main(int argc, char **argv)
 		.use_debug_files = o.use_debug_files,
 		.use_cache = o.use_cache,
 		.create_events = o.create_events,
+		.follow_forks = o.follow_forks,
 		.trace = o.trace,
 		.ntrace = o.ntrace,
 		.locks = o.locks,

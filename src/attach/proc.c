@@ -88,8 +88,33 @@ static struct ptw_proc *proc_new(pid_t pid)
 	p->sigfd = session_sigfd;
 	p->mem_fd = -1;
 	p->wake_fd = -1;
+	p->lwps = &p->lwps_own;
 	reopen_mem(p);
 	return p;
+}
+
+int ptw_proc_follow(struct ptw_proc *root, pid_t pid, struct ptw_proc **ret)
+{
+	root = ptw_proc_root(root);
+	if (ptw_map_get(&root->procs, (uint64_t)pid))
+		return -EEXIST;
+	struct ptw_proc *p = xcalloc(1, sizeof(*p));
+	p->pid = pid;
+	p->mem_pid = pid;
+	p->sigfd = root->sigfd;
+	p->mem_fd = -1;
+	p->root = root;
+	p->lwps = root->lwps;
+	p->options = root->options;
+	reopen_mem(p);
+	if (p->mem_fd < 0) {
+		int e = errno ? errno : ESRCH;
+		free(p);
+		return -e;
+	}
+	ptw_map_put(&root->procs, (uint64_t)pid, p);
+	*ret = p;
+	return 0;
 }
 
 /* The thread memory goes through died (or is a zombie leader): use another
@@ -98,7 +123,7 @@ static bool repick_mem_pid(struct ptw_proc *p)
 {
 	size_t it = 0;
 	void *v;
-	while (ptw_map_next(&p->lwps, &it, NULL, &v)) {
+	while (ptw_map_next(p->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
 		if (l->tgid == p->pid && l->state != PTW_LWP_GONE && !l->exiting &&
 		    l->tid != p->mem_pid) {
@@ -112,7 +137,7 @@ static bool repick_mem_pid(struct ptw_proc *p)
 
 static struct ptw_lwp *lwp_add(struct ptw_proc *p, pid_t tid, pid_t tgid)
 {
-	struct ptw_lwp *l = ptw_map_get(&p->lwps, (uint64_t)tid);
+	struct ptw_lwp *l = ptw_map_get(p->lwps, (uint64_t)tid);
 	if (l) {
 		if (l->state != PTW_LWP_GONE)
 			return l;
@@ -122,7 +147,7 @@ static struct ptw_lwp *lwp_add(struct ptw_proc *p, pid_t tid, pid_t tgid)
 		l->gen = gen;
 	} else {
 		l = xcalloc(1, sizeof(*l));
-		ptw_map_put(&p->lwps, (uint64_t)tid, l);
+		ptw_map_put(p->lwps, (uint64_t)tid, l);
 	}
 	l->tid = tid;
 	l->tgid = tgid;
@@ -132,12 +157,12 @@ static struct ptw_lwp *lwp_add(struct ptw_proc *p, pid_t tid, pid_t tgid)
 
 struct ptw_lwp *ptw_lwp_get(struct ptw_proc *p, pid_t tid)
 {
-	return ptw_map_get(&p->lwps, (uint64_t)tid);
+	return ptw_map_get(p->lwps, (uint64_t)tid);
 }
 
 void ptw_lwp_forget(struct ptw_proc *p, struct ptw_lwp *l)
 {
-	ptw_map_del(&p->lwps, (uint64_t)l->tid);
+	ptw_map_del(p->lwps, (uint64_t)l->tid);
 	free(l);
 }
 
@@ -145,7 +170,7 @@ size_t ptw_lwp_count_alive(struct ptw_proc *p)
 {
 	size_t n = 0, it = 0;
 	void *v;
-	while (ptw_map_next(&p->lwps, &it, NULL, &v)) {
+	while (ptw_map_next(p->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
 		if (l->state != PTW_LWP_GONE && l->tgid == p->pid)
 			n++;
@@ -157,6 +182,7 @@ size_t ptw_lwp_count_alive(struct ptw_proc *p)
 
 static void record_status(struct ptw_proc *p, pid_t tid, int status, struct ptw_stop *st)
 {
+	p = ptw_proc_root(p);
 	struct ptw_status_class c = ptw_classify_status(status);
 	struct ptw_lwp *l = ptw_lwp_get(p, tid);
 
@@ -216,7 +242,10 @@ static void record_status(struct ptw_proc *p, pid_t tid, int status, struct ptw_
 				lwp_add(p, child, tgid);
 			else if (cl && !cl->tgid)
 				cl->tgid = tgid;
-		} else if (c.kind == PTW_STOP_EXEC && l->tgid == p->pid) {
+		} else if (c.kind == PTW_STOP_EXEC && l->tgid) {
+			struct ptw_proc *xp = l->tgid == p->pid
+						      ? p
+						      : ptw_map_get(&p->procs, (uint64_t)l->tgid);
 			/* After an exec by another thread this entry (the leader's
 			 * tid) is that thread now: nothing of the old leader, who
 			 * may have reported its exit, applies to it. */
@@ -229,7 +258,12 @@ static void record_status(struct ptw_proc *p, pid_t tid, int status, struct ptw_
 			}
 			/* /proc/PID/mem is bound to the address space it was opened
 			 * on: exec made a new one. */
-			reopen_mem(p);
+			if (xp) {
+				if (xp->cache)
+					ptw_mem_invalidate(xp);
+				xp->mem_pid = xp->pid;
+				reopen_mem(xp);
+			}
 		}
 		if (c.kind == PTW_STOP_EXEC && st->msg && (pid_t)st->msg != tid) {
 			/* A non-leader thread exec'd: it now has the leader's tid, and
@@ -254,6 +288,7 @@ static void record_status(struct ptw_proc *p, pid_t tid, int status, struct ptw_
 
 static void defer(struct ptw_proc *p, const struct ptw_stop *st)
 {
+	p = ptw_proc_root(p);
 	if (p->ndeferred == p->deferred_cap) {
 		p->deferred_cap = p->deferred_cap ? p->deferred_cap * 2 : 8;
 		p->deferred = xreallocarray(p->deferred, p->deferred_cap, sizeof(*p->deferred));
@@ -563,7 +598,7 @@ static const uint8_t *cached_page(struct ptw_proc *p, uint64_t page)
 	if (!p->cache)
 		p->cache = xcalloc(1, sizeof(*p->cache));
 	struct ptw_mem_cache *c = p->cache;
-	uint64_t gen = p->counts.total;
+	uint64_t gen = ptw_proc_root(p)->counts.total;
 	for (unsigned i = 0; i < CACHE_PAGES; i++)
 		if (c->page[i].valid && c->page[i].addr == page && c->page[i].gen == gen)
 			return c->page[i].data;
@@ -848,8 +883,59 @@ static pid_t tracer_of(pid_t tid)
 	return tracer > 0 ? (pid_t)tracer : 0;
 }
 
-int ptw_seize(pid_t pid, struct ptw_proc **ret_proc,
-	      struct ptw_seize_info *ret_info)
+static int seize_into(struct ptw_proc *root, pid_t pid, struct ptw_proc **ret_proc,
+		      struct ptw_seize_info *ret_info);
+
+int ptw_seize(pid_t pid, struct ptw_proc **ret_proc, struct ptw_seize_info *ret_info)
+{
+	return seize_into(NULL, pid, ret_proc, ret_info);
+}
+
+int ptw_seize_follow(struct ptw_proc *root, pid_t pid, struct ptw_proc **ret_proc,
+		     struct ptw_seize_info *ret_info)
+{
+	root = ptw_proc_root(root);
+	if (ptw_map_get(&root->procs, (uint64_t)pid))
+		return -EEXIST;
+	return seize_into(root, pid, ret_proc, ret_info);
+}
+
+static void keep_signal(void *ctx, struct ptw_stop *st)
+{
+	(void)ctx;
+	if (st->kind == PTW_STOP_SIGNAL)
+		st->lwp->resume_sig = st->sig; /* theirs: delivered at the detach */
+}
+
+/* A followed process whose seizing failed: let go of the threads seized
+ * (running: stop each, then detach), then of the view. */
+static void unseize(struct ptw_proc *p)
+{
+	if (p->root) {
+		ptw_stop_all(p, 1000, keep_signal, NULL);
+		size_t it = 0;
+		void *v;
+		struct ptw_lwp **mine = NULL;
+		size_t n = 0;
+		while (ptw_map_next(p->lwps, &it, NULL, &v)) {
+			struct ptw_lwp *l = v;
+			if (l->tgid != p->pid)
+				continue;
+			mine = xreallocarray(mine, n + 1, sizeof(*mine));
+			mine[n++] = l;
+		}
+		for (size_t i = 0; i < n; i++) {
+			if (mine[i]->state == PTW_LWP_STOPPED)
+				ptw_detach_lwp(p, mine[i]);
+			ptw_lwp_forget(p, mine[i]);
+		}
+		free(mine);
+	}
+	ptw_proc_free(p);
+}
+
+static int seize_into(struct ptw_proc *root, pid_t pid, struct ptw_proc **ret_proc,
+		      struct ptw_seize_info *ret_info)
 {
 	unsigned options = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK |
 			   PTRACE_O_TRACEEXEC | PTRACE_O_TRACEEXIT | PTRACE_O_TRACESYSGOOD;
@@ -863,16 +949,28 @@ int ptw_seize(pid_t pid, struct ptw_proc **ret_proc,
 		pid_t *tids;
 		int ntids = ptw_proc_tids(pid, &tids);
 		if (ntids < 0) {
-			if (p && p->lwps.count)
+			if (p && info.threads)
 				break; /* it exited under us; the caller will see */
-			ptw_proc_free(p);
+			if (p)
+				unseize(p);
 			return ntids == -ENOENT ? -ESRCH : ntids;
 		}
 		info.passes++;
 		for (int i = 0; i < ntids; i++) {
 			pid_t tid = tids[i];
 			if (!p) {
-				p = proc_new(pid);
+				if (root) {
+					p = xcalloc(1, sizeof(*p));
+					p->pid = pid;
+					p->mem_pid = pid;
+					p->sigfd = root->sigfd;
+					p->mem_fd = -1;
+					p->root = root;
+					p->lwps = root->lwps;
+					ptw_map_put(&root->procs, (uint64_t)pid, p);
+				} else {
+					p = proc_new(pid);
+				}
 				p->options = options;
 			}
 			struct ptw_lwp *l = ptw_lwp_get(p, tid);
@@ -916,8 +1014,10 @@ int ptw_seize(pid_t pid, struct ptw_proc **ret_proc,
 	if (!p || !info.threads || first_error) {
 		/* A live thread we could not seize would die of SIGTRAP at the
 		 * first int3 it reached: all or nothing. (The seized ones are
-		 * running; the kernel lets them go when ptwatch exits.) */
-		ptw_proc_free(p);
+		 * running; the kernel lets them go when ptwatch exits, or,
+		 * for a followed process, we do now.) */
+		if (p)
+			unseize(p);
 		return first_error ? -first_error : -ESRCH;
 	}
 	if (info.zombie_leader || !ptw_lwp_get(p, pid))
@@ -998,9 +1098,9 @@ static void interrupt_running(struct ptw_proc *p, struct ptw_lwp ***list, size_t
 {
 	size_t it = 0;
 	void *v;
-	while (ptw_map_next(&p->lwps, &it, NULL, &v)) {
+	while (ptw_map_next(p->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
-		if (!lwp_needs_stop(l))
+		if (!lwp_needs_stop(l) || (p->root && l->tgid != p->pid))
 			continue;
 		if (!l->interrupt_sent)
 			ptw_interrupt(p, l);
@@ -1022,11 +1122,19 @@ int ptw_stop_all(struct ptw_proc *p, int deadline_ms, ptw_stop_cb on_stop, void 
 	 */
 	struct ptw_lwp **list = NULL;
 	size_t n = 0, cap = 0;
+	struct ptw_proc *root = ptw_proc_root(p);
 	interrupt_running(p, &list, &n, &cap);
-	/* Statuses reaped before this call are still owed to the caller. */
-	for (size_t i = 0; i < p->ndeferred; i++)
-		on_stop(ctx, &p->deferred[i]);
-	p->ndeferred = 0;
+	/* Statuses reaped before this call are still owed to the caller (a
+	 * followed process's only: the others stay queued at the root). */
+	size_t kept = 0;
+	for (size_t i = 0; i < root->ndeferred; i++) {
+		struct ptw_stop *d = &root->deferred[i];
+		if (p->root && d->lwp->tgid != p->pid)
+			root->deferred[kept++] = *d;
+		else
+			on_stop(ctx, d);
+	}
+	root->ndeferred = kept;
 
 	uint64_t deadline = ptw_now_ns() + (uint64_t)deadline_ms * 1000000u;
 	int left = 0;
@@ -1076,9 +1184,9 @@ int ptw_stop_all(struct ptw_proc *p, int deadline_ms, ptw_stop_cb on_stop, void 
 				list[i]->unstoppable = true;
 			break;
 		}
-		struct pollfd pfd = { .fd = p->sigfd, .events = POLLIN };
+		struct pollfd pfd = { .fd = root->sigfd, .events = POLLIN };
 		if (poll(&pfd, 1, 1) > 0)
-			drain_sigfd(p); /* queued for ptw_wait() */
+			drain_sigfd(root); /* queued for ptw_wait() */
 	}
 	free(list);
 	return left;
@@ -1223,11 +1331,16 @@ void ptw_proc_free(struct ptw_proc *p)
 {
 	if (!p)
 		return;
-	size_t it = 0;
-	void *v;
-	while (ptw_map_next(&p->lwps, &it, NULL, &v))
-		free(v);
-	ptw_map_free(&p->lwps);
+	if (p->root) {
+		ptw_map_del(&p->root->procs, (uint64_t)p->pid);
+	} else {
+		size_t it = 0;
+		void *v;
+		while (ptw_map_next(p->lwps, &it, NULL, &v))
+			free(v);
+		ptw_map_free(p->lwps);
+		ptw_map_free(&p->procs);
+	}
 	if (p->mem_fd >= 0)
 		close(p->mem_fd);
 	free(p->deferred);

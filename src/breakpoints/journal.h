@@ -27,8 +27,12 @@ struct journal_entry {
 #define JOURNAL_CAPACITY 65536
 #define JOURNAL_XOL_PAGES 64
 
+/* Traced processes at once, each with a journal (ptw_bp_journal_prepare). */
+#define JOURNAL_SLOTS 64
+
 struct journal {
 	volatile int32_t pid; /* the thread group (any live thread's maps will do) */
+	volatile int32_t in_use; /* a table holds this slot */
 	volatile uint32_t count;
 	/* Out-of-line pages mapped in pid (0: unmapped since), and a `syscall`
 	 * instruction there to unmap them with, for the restorer. */

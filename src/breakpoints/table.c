@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 
@@ -44,7 +45,7 @@ struct ptw_bptab {
 
 static int maps_now(struct ptw_bptab *t, const struct ptw_mapping **ret)
 {
-	if (!t->maps || t->maps_gen != t->proc->counts.total) {
+	if (!t->maps || t->maps_gen != ptw_proc_root(t->proc)->counts.total) {
 		free(t->maps);
 		t->maps = NULL;
 		t->nmaps = ptw_maps_read(t->proc->mem_pid, &t->maps);
@@ -53,7 +54,7 @@ static int maps_now(struct ptw_bptab *t, const struct ptw_mapping **ret)
 			t->nmaps = 0;
 			return r;
 		}
-		t->maps_gen = t->proc->counts.total;
+		t->maps_gen = ptw_proc_root(t->proc)->counts.total;
 	}
 	*ret = t->maps;
 	return t->nmaps;
@@ -65,58 +66,133 @@ static void maps_changed(struct ptw_bptab *t)
 	t->maps = NULL;
 }
 
-/* For ptw_bp_emergency_restore: the one live table. */
-static struct ptw_bptab *volatile live_table;
+/* For ptw_bp_emergency_restore: the live tables (one per traced process). */
+#define MAX_TABLES JOURNAL_SLOTS
+static struct ptw_bptab *volatile live_tables[MAX_TABLES];
 
-/* The shared journal (ptw_bp_journal_prepare), or NULL. */
-static struct journal *shared_journal;
+/*
+ * The shared journals (ptw_bp_journal_prepare), one slot per traced
+ * process, or NULL. A slot is taken by a table (pid set at its first
+ * entry) and given back when the table is freed; the guardian restores
+ * every slot that has a pid.
+ */
+static struct journal *shared_journals;
 
 int ptw_bp_journal_prepare(void)
 {
-	if (!shared_journal)
-		shared_journal = journal_new(0);
-	return shared_journal ? 0 : -ENOMEM;
+	if (!shared_journals) {
+		void *m = mmap(NULL, JOURNAL_SLOTS * sizeof(struct journal), PROT_READ | PROT_WRITE,
+			       MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (m != MAP_FAILED)
+			shared_journals = m;
+	}
+	return shared_journals ? 0 : -ENOMEM;
 }
 
-int ptw_bp_journal_restore(int mem_fd, int *ret_restored)
+size_t ptw_bp_journal_pids(pid_t *pids, size_t max)
+{
+	size_t n = 0;
+	for (size_t i = 0; shared_journals && i < JOURNAL_SLOTS && n < max; i++) {
+		pid_t pid = shared_journals[i].pid;
+		if (pid && shared_journals[i].in_use)
+			pids[n++] = pid;
+	}
+	return n;
+}
+
+static struct journal *slot_of(pid_t pid)
+{
+	for (size_t i = 0; shared_journals && pid && i < JOURNAL_SLOTS; i++)
+		if (shared_journals[i].in_use && shared_journals[i].pid == pid)
+			return &shared_journals[i];
+	return NULL;
+}
+
+int ptw_bp_journal_restore(pid_t pid, int mem_fd, int *ret_restored)
 {
 	*ret_restored = 0;
-	if (!shared_journal || !shared_journal->pid)
+	struct journal *j = slot_of(pid);
+	if (!j)
 		return 0;
-	return journal_restore(shared_journal, shared_journal->pid, mem_fd, ret_restored);
+	return journal_restore(j, pid, mem_fd, ret_restored);
+}
+
+int ptw_bp_journal_restore_copy(pid_t parent, pid_t child, int *ret_restored)
+{
+	*ret_restored = 0;
+	struct journal *j = slot_of(parent);
+	if (!j)
+		return 0;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/mem", child);
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	struct ptw_mapping *maps = NULL;
+	int n = ptw_maps_read(child, &maps);
+	uint32_t count = __atomic_load_n(&j->count, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < count && n > 0; i++) {
+		struct journal_entry *e = &j->entries[i];
+		uint8_t now;
+		/* Restored in the parent or not, the child's copy may still
+		 * hold our int3: only where the same file range is mapped. */
+		if (e->state == JOURNAL_FREE ||
+		    !journal_same_mapping(e, ptw_maps_find(maps, n, e->addr)) ||
+		    pread(fd, &now, 1, (off_t)e->addr) != 1 || now != 0xcc)
+			continue;
+		if (pwrite(fd, &e->orig, 1, (off_t)e->addr) == 1)
+			(*ret_restored)++;
+	}
+	free(maps);
+	close(fd);
+	return 0;
 }
 
 pid_t ptw_bp_journal_pid(void)
 {
-	return shared_journal ? shared_journal->pid : 0;
+	pid_t pid;
+	return ptw_bp_journal_pids(&pid, 1) ? pid : 0;
 }
 
-size_t ptw_bp_journal_xol(uint64_t *pages, size_t max, uint64_t *ret_syscall_insn)
+size_t ptw_bp_journal_xol(pid_t pid, uint64_t *pages, size_t max, uint64_t *ret_syscall_insn)
 {
 	size_t n = 0;
-	if (!shared_journal)
+	struct journal *j = slot_of(pid);
+	if (!j)
 		return 0;
-	uint32_t count = __atomic_load_n(&shared_journal->nxol, __ATOMIC_ACQUIRE);
+	uint32_t count = __atomic_load_n(&j->nxol, __ATOMIC_ACQUIRE);
 	for (uint32_t i = 0; i < count && n < max; i++)
-		if (shared_journal->xol[i])
-			pages[n++] = shared_journal->xol[i];
-	*ret_syscall_insn = shared_journal->syscall_insn;
+		if (j->xol[i])
+			pages[n++] = j->xol[i];
+	*ret_syscall_insn = j->syscall_insn;
 	return n;
 }
 
-void ptw_bp_journal_xol_unmapped(uint64_t page)
+void ptw_bp_journal_xol_unmapped(pid_t pid, uint64_t page)
 {
-	if (shared_journal)
-		journal_drop_xol(shared_journal, page);
+	struct journal *j = slot_of(pid);
+	if (j)
+		journal_drop_xol(j, page);
 }
 
 int ptw_bptab_new(struct ptw_proc *proc, struct ptw_bptab **ret)
 {
 	struct ptw_bptab *t = xcalloc(1, sizeof(*t));
 	t->proc = proc;
-	if (shared_journal) {
-		journal_clear(shared_journal);
-		t->journal = shared_journal;
+	if (shared_journals) {
+		for (size_t i = 0; i < JOURNAL_SLOTS && !t->journal; i++) {
+			struct journal *j = &shared_journals[i];
+			if (j->in_use)
+				continue;
+			journal_clear(j);
+			j->pid = 0;
+			__atomic_store_n(&j->in_use, 1, __ATOMIC_RELEASE);
+			t->journal = j;
+		}
+		if (!t->journal) {
+			free(t);
+			return -ENOSPC; /* every slot holds a live process's bytes */
+		}
 	} else {
 		t->journal = journal_new(proc->pid);
 	}
@@ -124,9 +200,18 @@ int ptw_bptab_new(struct ptw_proc *proc, struct ptw_bptab **ret)
 		free(t);
 		return -ENOMEM;
 	}
-	live_table = t;
+	for (size_t i = 0; i < MAX_TABLES; i++)
+		if (!live_tables[i]) {
+			live_tables[i] = t;
+			break;
+		}
 	*ret = t;
 	return 0;
+}
+
+static bool is_shared(const struct journal *j)
+{
+	return shared_journals && j >= shared_journals && j < shared_journals + JOURNAL_SLOTS;
 }
 
 static void free_bps(struct ptw_bptab *t)
@@ -142,11 +227,18 @@ void ptw_bptab_free(struct ptw_bptab *t)
 {
 	if (!t)
 		return;
-	if (live_table == t)
-		live_table = NULL;
+	for (size_t i = 0; i < MAX_TABLES; i++)
+		if (live_tables[i] == t)
+			live_tables[i] = NULL;
 	free_bps(t);
-	if (t->journal != shared_journal)
+	if (is_shared(t->journal)) {
+		/* Whatever it holds is restored or gone with the process. */
+		journal_clear(t->journal);
+		t->journal->pid = 0;
+		__atomic_store_n(&t->journal->in_use, 0, __ATOMIC_RELEASE);
+	} else {
 		journal_free(t->journal);
+	}
 	free(t->pages);
 	free(t->maps);
 	free(t);
@@ -159,7 +251,7 @@ struct ptw_bp *ptw_bp_find(struct ptw_bptab *t, uint64_t addr)
 
 size_t ptw_bp_count(const struct ptw_bptab *t)
 {
-	return t->inserted;
+	return t ? t->inserted : 0;
 }
 
 size_t ptw_bp_xol_pages(const struct ptw_bptab *t)
@@ -567,6 +659,21 @@ int ptw_bp_unmap_xol(struct ptw_bptab *t, struct ptw_lwp *host)
 	return left;
 }
 
+void ptw_bp_adopt_xol(struct ptw_bptab *child, const struct ptw_bptab *parent)
+{
+	if (!parent->npages)
+		return;
+	child->pages = xreallocarray(child->pages, child->npages + parent->npages,
+				     sizeof(*child->pages));
+	for (size_t i = 0; i < parent->npages; i++) {
+		child->pages[child->npages++] = parent->pages[i];
+		journal_add_xol(child->journal, parent->pages[i].addr, parent->syscall_insn);
+	}
+	if (!child->syscall_insn)
+		child->syscall_insn = parent->syscall_insn;
+	maps_changed(child);
+}
+
 /* ---- restore ---- */
 
 int ptw_bp_restore_all(struct ptw_bptab *t)
@@ -604,7 +711,9 @@ void ptw_bp_forget_all(struct ptw_bptab *t)
 
 void ptw_bp_emergency_restore(void)
 {
-	struct ptw_bptab *t = live_table;
-	if (t && t->proc->mem_fd >= 0)
-		journal_emergency_restore(t->journal, t->proc->mem_fd);
+	for (size_t i = 0; i < MAX_TABLES; i++) {
+		struct ptw_bptab *t = live_tables[i];
+		if (t && t->proc->mem_fd >= 0)
+			journal_emergency_restore(t->journal, t->proc->mem_fd);
+	}
 }

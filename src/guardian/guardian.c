@@ -38,7 +38,31 @@
 static int front_sock = -1;	/* to the front (-1 when not split) */
 static int restorer_sock = -1;	/* to the restorer (-1: none, or it is gone) */
 static struct ptw_buf pending;	/* record bytes not sent yet */
-static int pending_fd = -1;	/* memory fd not sent yet to the restorer */
+/* Memory fds not sent yet to the restorer, oldest first: our own
+ * duplicates (the tracer closes its fd when the process ends, and that
+ * number may be reused), closed once sent, or dropped when the process
+ * they open is gone. */
+static int *pending_fds;
+static size_t npending_fds;
+
+/* Whether the process a /proc/TID/mem fd opens still exists. */
+static bool mem_fd_alive(int fd)
+{
+	char link[64], path[64];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(link, path, sizeof(path) - 1);
+	int tid;
+	if (n <= 0)
+		return false;
+	path[n] = 0;
+	return sscanf(path, "/proc/%d/mem", &tid) == 1 && (kill(tid, 0) == 0 || errno == EPERM);
+}
+
+static void drop_pending_fd(size_t i)
+{
+	close(pending_fds[i]);
+	memmove(pending_fds + i, pending_fds + i + 1, (--npending_fds - i) * sizeof(*pending_fds));
+}
 
 enum { MSG_MEM_FD = 1, MSG_MIRROR = 2 };
 
@@ -77,7 +101,8 @@ static void restorer_gone(void)
 	close(restorer_sock);
 	restorer_sock = -1;
 	ptw_buf_free(&pending);
-	pending_fd = -1;
+	while (npending_fds)
+		drop_pending_fd(0);
 }
 
 /* Sends what the socket takes; waits up to deadline_ms for room (0: not at
@@ -87,24 +112,28 @@ static void send_pending(int deadline_ms)
 {
 	uint64_t until = ptw_now_ns() + (uint64_t)deadline_ms * 1000000u;
 	size_t sent = 0;
-	while (restorer_sock >= 0 && (pending_fd >= 0 || sent < pending.len)) {
+	while (restorer_sock >= 0 && (npending_fds || sent < pending.len)) {
 		struct packet p;
 		char one = 0;
-		if (pending_fd >= 0)
-			packet_init(&p, &one, 1, pending_fd);
+		if (npending_fds)
+			packet_init(&p, &one, 1, pending_fds[0]);
 		else
 			packet_init(&p, pending.p + sent,
 				    pending.len - sent < CHUNK ? pending.len - sent : CHUNK, -1);
 		ssize_t n = sendmsg(restorer_sock, &p.mh, MSG_DONTWAIT | MSG_NOSIGNAL);
 		if (n >= 0) {
-			if (pending_fd >= 0)
-				pending_fd = -1;
+			if (npending_fds)
+				drop_pending_fd(0);
 			else
 				sent += (size_t)n;
 			continue;
 		}
 		if (errno == EINTR)
 			continue;
+		if (errno == EBADF && npending_fds) {
+			drop_pending_fd(0); /* not ours to lose the restorer over */
+			continue;
+		}
 		if (errno != EAGAIN) {
 			restorer_gone();
 			return;
@@ -158,7 +187,16 @@ void ptw_guardian_share_mem(int fd)
 	if (fd < 0)
 		return;
 	if (restorer_sock >= 0) {
-		pending_fd = fd;
+		for (size_t i = 0; i < npending_fds;)
+			if (!mem_fd_alive(pending_fds[i]))
+				drop_pending_fd(i);
+			else
+				i++;
+		int d = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+		if (d >= 0) {
+			pending_fds = xreallocarray(pending_fds, npending_fds + 1, sizeof(*pending_fds));
+			pending_fds[npending_fds++] = d;
+		}
 		send_pending(0);
 	}
 	if (front_sock < 0)
@@ -186,7 +224,7 @@ struct front {
 	pid_t tracer, restorer_pid;
 	int sock, sigfd;
 	int restorer;	/* its outcome comes here; -1 once read or gone */
-	int mem_fd;	/* latest from the tracer */
+	struct memfds mem; /* from the tracer, by process */
 	int mirror_sig; /* the tracer will die of this on purpose */
 	int key_tty, key_w; /* the live table's keys, -1: none (any more) */
 	bool live;
@@ -250,9 +288,7 @@ static void receive(struct front *f)
 		if (m.type == MSG_MEM_FD && c && c->cmsg_type == SCM_RIGHTS) {
 			int fd;
 			memcpy(&fd, CMSG_DATA(c), sizeof(int));
-			if (f->mem_fd >= 0)
-				close(f->mem_fd);
-			f->mem_fd = fd;
+			memfds_put(&f->mem, fd);
 		}
 	}
 }
@@ -308,8 +344,7 @@ static void __attribute__((noreturn)) tracer_ended(struct front *f, int status)
 {
 	receive(f); /* a mirror notice or a last fd may still be queued */
 	int restored = 0, failed = 0;
-	if (f->mem_fd >= 0)
-		failed = ptw_bp_journal_restore(f->mem_fd, &restored);
+	failed = memfds_restore(&f->mem, &restored);
 	if (WIFEXITED(status)) {
 		if (restored)
 			fprintf(stderr, "ptwatch: restored %d bytes the tracer left patched\n", restored);
@@ -514,7 +549,7 @@ int ptw_guardian_split(const struct ptw_guardian_opts *o)
 		close(rt[1]);
 	/* A command launched by the tracer comes to us if the tracer dies. */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
-	struct front f = { .tracer = pid, .sock = ft[0], .mem_fd = -1,
+	struct front f = { .tracer = pid, .sock = ft[0],
 			   .restorer = with_restorer ? rf[0] : -1,
 			   .restorer_pid = with_restorer ? restorer : 0,
 			   .key_tty = o->key_tty, .key_w = o->key_w, .live = o->key_r >= 0 };

@@ -30,8 +30,125 @@
 #define MAX_XOL 64
 #define PACKET_MAX (64u * 1024)
 
+/* The thread group of the process an fd opened as /proc/TID/mem belongs to. */
+static pid_t fd_tgid(int fd)
+{
+	char link[64], path[64];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(link, path, sizeof(path) - 1);
+	if (n <= 0)
+		return 0;
+	path[n] = 0;
+	int tid;
+	if (sscanf(path, "/proc/%d/mem", &tid) != 1)
+		return 0;
+	unsigned long long tgid = 0;
+	/* field 4 of stat is the parent; Tgid is in status */
+	char st[64], line[128];
+	snprintf(st, sizeof(st), "/proc/%d/status", tid);
+	FILE *f = fopen(st, "re");
+	if (!f)
+		return tid;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Tgid: %llu", &tgid) == 1)
+			break;
+	fclose(f);
+	return tgid ? (pid_t)tgid : tid;
+}
+
+void memfds_put(struct memfds *m, int fd)
+{
+	pid_t pid = fd_tgid(fd);
+	size_t keep = 0;
+	for (size_t i = 0; i < m->n; i++) {
+		if (m->pid[i] == pid || !ptw_proc_alive(m->pid[i])) {
+			close(m->fd[i]);
+			continue;
+		}
+		m->pid[keep] = m->pid[i];
+		m->fd[keep++] = m->fd[i];
+	}
+	m->n = keep;
+	m->pid = xreallocarray(m->pid, m->n + 1, sizeof(*m->pid));
+	m->fd = xreallocarray(m->fd, m->n + 1, sizeof(*m->fd));
+	m->pid[m->n] = pid;
+	m->fd[m->n++] = fd;
+}
+
+int memfds_get(const struct memfds *m, pid_t pid)
+{
+	for (size_t i = 0; i < m->n; i++)
+		if (m->pid[i] == pid)
+			return m->fd[i];
+	return -1;
+}
+
+/* The children of every thread of pid, appended to *out. */
+static void children(pid_t pid, pid_t **out, size_t *n)
+{
+	pid_t *tids;
+	int ntids = ptw_proc_tids(pid, &tids);
+	for (int i = 0; i < ntids; i++) {
+		char path[96];
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, tids[i]);
+		FILE *f = fopen(path, "re");
+		int c;
+		while (f && fscanf(f, "%d", &c) == 1) {
+			*out = xreallocarray(*out, *n + 1, sizeof(**out));
+			(*out)[(*n)++] = c;
+		}
+		if (f)
+			fclose(f);
+	}
+	if (ntids > 0)
+		free(tids);
+}
+
+static bool among(pid_t pid, const pid_t *pids, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (pids[i] == pid)
+			return true;
+	return false;
+}
+
+int memfds_restore(const struct memfds *m, int *ret_restored)
+{
+	pid_t pids[JOURNAL_PIDS_MAX];
+	size_t n = ptw_bp_journal_pids(pids, JOURNAL_PIDS_MAX);
+	int failed = 0;
+	*ret_restored = 0;
+	for (size_t i = 0; i < n; i++) {
+		int restored = 0, fd = memfds_get(m, pids[i]);
+		if (fd < 0)
+			continue;
+		failed += ptw_bp_journal_restore(pids[i], fd, &restored);
+		*ret_restored += restored;
+	}
+	/* A process forked by a traced one that the tracer had not set up
+	 * yet (or let go of) may still hold a copy of its parent's int3s; so
+	 * may its own children, forked before it ran any of ours. */
+	for (size_t i = 0; i < n; i++) {
+		pid_t *queue = NULL;
+		size_t nq = 0;
+		children(pids[i], &queue, &nq);
+		for (size_t k = 0; k < nq && k < 4096; k++) {
+			if (among(queue[k], pids, n))
+				continue;
+			int restored = 0;
+			if (ptw_bp_journal_restore_copy(pids[i], queue[k], &restored) == 0) {
+				*ret_restored += restored;
+				if (restored)
+					children(queue[k], &queue, &nq);
+			}
+		}
+		free(queue);
+	}
+	return failed;
+}
+
 struct restorer {
-	int mem_fd;
+	struct memfds mem;
 	struct ptw_record_reader *reader;
 	struct ptw_spans *spans;
 	const struct ptw_report *header; /* the latest, owned by the reader */
@@ -81,9 +198,7 @@ static void keep_record(struct restorer *r, int sock)
 		if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
 			int fd;
 			memcpy(&fd, CMSG_DATA(c), sizeof(int));
-			if (r->mem_fd >= 0)
-				close(r->mem_fd);
-			r->mem_fd = fd;
+			memfds_put(&r->mem, fd);
 			continue; /* its one byte is not record */
 		}
 		if (!r->broken && ptw_record_feed(r->reader, buf, (size_t)n, &handlers, r) < 0)
@@ -118,7 +233,7 @@ static bool pages_referenced(struct ptw_proc *p, const uint64_t *pages, size_t n
 	bool found = false;
 	size_t it = 0;
 	void *v;
-	while (!found && ptw_map_next(&p->lwps, &it, NULL, &v)) {
+	while (!found && ptw_map_next(p->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
 		struct user_regs_struct *regs;
 		if (l->state == PTW_LWP_GONE)
@@ -149,7 +264,7 @@ static struct ptw_lwp *host_of(struct ptw_proc *p)
 		return main_lwp;
 	size_t it = 0;
 	void *v;
-	while (ptw_map_next(&p->lwps, &it, NULL, &v)) {
+	while (ptw_map_next(p->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
 		if (l->tgid == p->pid && !l->group_stopped && ptw_lwp_injectable(l))
 			return l;
@@ -166,7 +281,7 @@ static struct ptw_lwp *host_of(struct ptw_proc *p)
 static int unmap_pages(pid_t pid, const char **why)
 {
 	uint64_t pages[MAX_XOL], insn = 0;
-	size_t n = ptw_bp_journal_xol(pages, MAX_XOL, &insn);
+	size_t n = ptw_bp_journal_xol(pid, pages, MAX_XOL, &insn);
 	if (!n)
 		return 0;
 	*why = "the target could not be traced";
@@ -197,14 +312,14 @@ static int unmap_pages(pid_t pid, const char **why)
 			uint64_t args[6] = { pages[i], PAGE, 0, 0, 0, 0 };
 			int64_t ret = -1;
 			if (ptw_inject_syscall(p, host, insn, SYS_munmap, args, &ret) == 0 && ret == 0) {
-				ptw_bp_journal_xol_unmapped(pages[i]);
+				ptw_bp_journal_xol_unmapped(pid, pages[i]);
 				left--;
 			}
 		}
 	}
 	size_t it = 0;
 	void *v;
-	while (ptw_map_next(&p->lwps, &it, NULL, &v)) {
+	while (ptw_map_next(p->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
 		if (l->state == PTW_LWP_STOPPED)
 			ptw_detach_lwp(p, l);
@@ -238,6 +353,7 @@ static void write_record(struct restorer *r, const struct ptw_guardian_opts *o,
 		ptw_frames_set_closed(ptw_spans_frames_mut(r->spans), tail_frame, &lines);
 	}
 	struct ptw_event ev = ptw_event_init(PTW_EV_TRACER_DIED, now, r->header->pid);
+	ev.pid = r->header->pid;
 	ptw_spans_consume(r->spans, &ev);
 	ptw_spans_finish(r->spans);
 	if (o->out.lines) {
@@ -271,6 +387,13 @@ static void write_record(struct restorer *r, const struct ptw_guardian_opts *o,
 	}
 	rep.warnings = w;
 	rep.nwarnings = nw;
+	/* -f: the processes as last recorded (each with what was known then). */
+	const struct ptw_process *procs;
+	size_t nprocs = ptw_record_processes(r->reader, &procs);
+	if (nprocs) {
+		rep.processes = procs;
+		rep.nprocesses = nprocs;
+	}
 	struct ptw_output_opts oo = o->out;
 	oo.snapshot = oo.snapshot || rep.snapshot;
 	/* The tracer may have died while writing its own: start over. (A
@@ -300,7 +423,7 @@ void restorer_run(const struct ptw_guardian_opts *o, int from_tracer, int to_fro
 		dup2(null, STDIN_FILENO);
 		close(null);
 	}
-	struct restorer r = { .mem_fd = -1, .reader = ptw_record_reader_new(),
+	struct restorer r = { .reader = ptw_record_reader_new(),
 			      .spans = ptw_spans_new() };
 	/* --json-lines: spans retired as the tracer's are, so that memory
 	 * stays bounded here too; only the tail is written, if it comes to it */
@@ -313,12 +436,15 @@ void restorer_run(const struct ptw_guardian_opts *o, int from_tracer, int to_fro
 
 	/* The tracer died. Bytes first: every millisecond counts. */
 	struct restorer_outcome out = { 0 };
-	out.failed = ptw_bp_journal_restore(r.mem_fd, &out.restored);
-	pid_t pid = ptw_bp_journal_pid();
+	out.failed = memfds_restore(&r.mem, &out.restored);
+	pid_t pids[JOURNAL_PIDS_MAX];
+	size_t npids = ptw_bp_journal_pids(pids, JOURNAL_PIDS_MAX);
+	pid_t pid = npids ? pids[0] : 0;
 	out.alive = pid && ptw_proc_alive(pid);
 	const char *xol_why = "";
-	if (out.alive)
-		out.xol_left = unmap_pages(pid, &xol_why);
+	for (size_t i = 0; i < npids; i++)
+		if (ptw_proc_alive(pids[i]))
+			out.xol_left += unmap_pages(pids[i], &xol_why);
 	if (o->key_r >= 0) { /* the summary must not land on the table's screen */
 		guardian_restore_terminal();
 		out.terminal = 1;

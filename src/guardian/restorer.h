@@ -19,6 +19,23 @@ struct restorer_outcome {
 void guardian_restore_terminal(void);
 
 /*
+ * The memory fds the tracer passed (/proc/TID/mem of each traced process),
+ * by process: the latest for a process replaces the one before (exec), and
+ * fds of processes that are gone are closed as new ones come.
+ */
+#define JOURNAL_PIDS_MAX 64
+struct memfds {
+	pid_t *pid;
+	int *fd;
+	size_t n;
+};
+void memfds_put(struct memfds *m, int fd);
+int memfds_get(const struct memfds *m, pid_t pid);
+/* Restores every journaled byte of every process; *ret_restored. Returns
+ * the number that could not be restored. */
+int memfds_restore(const struct memfds *m, int *ret_restored);
+
+/*
  * Runs the restorer: record from the tracer on `from_tracer` (packets; one
  * with SCM_RIGHTS carries a memory fd instead of record bytes), the outcome
  * to the front on `to_front`. Never returns.

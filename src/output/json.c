@@ -272,6 +272,10 @@ void ptw_json_span(struct ptw_json *j, const struct ptw_span *sp)
 	ptw_json_begin_object(j, NULL);
 	ptw_json_uint(j, "id", sp->id);
 	ptw_json_string(j, "kind", "thread");
+	if (sp->pid)
+		ptw_json_int(j, "pid", sp->pid);
+	if (j->processes) /* -f: its entry in processes (a pid may come back) */
+		ptw_json_uint(j, "process", sp->process);
 	ptw_json_int(j, "tid", sp->tid);
 	if (sp->pthread)
 		ptw_json_hex(j, "pthread", sp->pthread);
@@ -377,6 +381,11 @@ void ptw_json_frame(struct ptw_json *j, const struct ptw_frame *fr)
 	ptw_json_begin_object(j, NULL);
 	ptw_json_uint(j, "id", fr->id);
 	ptw_json_string(j, "kind", "frame");
+	/* its thread's process */
+	if (fr->pid)
+		ptw_json_int(j, "pid", fr->pid);
+	if (j->processes)
+		ptw_json_uint(j, "process", fr->process);
 	if (fr->thread_span)
 		ptw_json_uint(j, "thread_span", fr->thread_span);
 	else
@@ -591,6 +600,93 @@ const char *ptw_interrupt_why_name(enum ptw_interrupt_why w)
 	}
 }
 
+/* The span of the thread that forked p: the latest span of (ppid,
+ * parent_tid) that began before the fork. 0 if none. */
+static uint32_t fork_span(const struct ptw_report *r, const struct ptw_process *p)
+{
+	uint32_t id = 0;
+	size_t n = ptw_spans_count(r->spans);
+	for (size_t i = 0; i < n; i++) {
+		const struct ptw_span *sp = ptw_spans_get(r->spans, i);
+		uint64_t began = sp->create_ns.set ? sp->create_ns.v
+				 : sp->start_ns.set ? sp->start_ns.v
+						    : 0;
+		if (sp->process == p->parent_id && sp->tid == p->parent_tid && began <= p->start_ns)
+			id = sp->id;
+	}
+	return id;
+}
+
+static void json_processes(struct ptw_json *j, const struct ptw_report *r)
+{
+	ptw_json_begin_array(j, "processes");
+	for (size_t i = 0; i < r->nprocesses; i++) {
+		const struct ptw_process *p = &r->processes[i];
+		ptw_json_begin_object(j, NULL);
+		ptw_json_uint(j, "id", p->id);
+		ptw_json_int(j, "pid", p->pid);
+		if (p->id) {
+			ptw_json_uint(j, "parent_process", p->parent_id);
+			ptw_json_int(j, "ppid", p->ppid);
+			ptw_json_int(j, "parent_tid", p->parent_tid);
+			uint32_t fs = fork_span(r, p);
+			if (fs)
+				ptw_json_uint(j, "parent_span", fs);
+			else
+				ptw_json_null(j, "parent_span");
+		} else {
+			ptw_json_null(j, "parent_process");
+			ptw_json_null(j, "ppid");
+			ptw_json_null(j, "parent_tid");
+			ptw_json_null(j, "parent_span");
+		}
+		ptw_json_string(j, "exe", p->exe);
+		ptw_json_begin_array(j, "argv");
+		for (char *const *a = p->argv; a && *a; a++)
+			ptw_json_string(j, NULL, *a);
+		ptw_json_end_array(j);
+		ptw_json_uint(j, "start_ns", p->start_ns);
+		if (p->end_ns)
+			ptw_json_uint(j, "end_ns", p->end_ns);
+		else
+			ptw_json_null(j, "end_ns");
+		if (p->exit_kind == PTW_EXIT_CODE) {
+			ptw_json_begin_object(j, "exit");
+			ptw_json_int(j, "code", p->exit_code);
+			ptw_json_end_object(j);
+		} else if (p->exit_kind == PTW_EXIT_SIGNAL) {
+			ptw_json_begin_object(j, "exit");
+			ptw_json_string(j, "signal", ptw_signame(p->exit_signal));
+			ptw_json_bool(j, "core_dumped", p->core_dumped);
+			ptw_json_end_object(j);
+		} else {
+			ptw_json_null(j, "exit");
+		}
+		ptw_json_bool(j, "followed", p->followed);
+		if (p->not_followed_why)
+			ptw_json_string(j, "not_followed_why", p->not_followed_why);
+		ptw_json_bool(j, "detached", p->detached);
+		/* Its share of the metrics (the document's are the total). */
+		struct ptw_metrics m;
+		ptw_spans_metrics_of(r->spans, p->id, &m);
+		ptw_json_begin_object(j, "metrics");
+		ptw_json_uint(j, "threads_seen", m.threads_seen);
+		ptw_json_uint(j, "threads_created", m.threads_created);
+		ptw_json_uint(j, "max_active", m.max_active);
+		ptw_json_uint(j, "max_depth", m.max_depth);
+		json_distribution(j, "spawn_latency_ns", &m.spawn_latency);
+		json_distribution(j, "lifetime_ns", &m.lifetime);
+		json_distribution(j, "join_wait_ns", &m.join_wait);
+		ptw_json_uint(j, "unjoined", m.unjoined);
+		ptw_json_uint(j, "open_spans", m.open_spans);
+		ptw_json_uint(j, "unmatched_spans", m.unmatched_spans);
+		ptw_json_uint(j, "open_timeouts", m.open_timeouts);
+		ptw_json_end_object(j);
+		ptw_json_end_object(j);
+	}
+	ptw_json_end_array(j);
+}
+
 void ptw_json_head(struct ptw_json *j, const struct ptw_report *r, const char *schema)
 {
 	ptw_json_string(j, "schema", schema);
@@ -781,6 +877,10 @@ void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 	ptw_json_target(j, r);
 	ptw_json_session(j, r);
 
+	if (r->processes)
+		json_processes(j, r);
+
+	j->processes = r->processes != NULL;
 	ptw_json_begin_array(j, "spans");
 	size_t n = ptw_spans_count(r->spans);
 	for (size_t i = 0; i < n; i++)

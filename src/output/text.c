@@ -64,11 +64,25 @@ void ptw_text_location(struct ptw_buf *out, const struct ptw_location *loc, cons
 		ptw_buf_printf(out, " (%s:%d)", basename_of(loc->file), loc->line);
 }
 
+/* -f with more than one process: each line names the process too
+ * (ptw_text_show_pids), from the event being written. */
+static bool show_pids;
+static pid_t line_pid;
+
+void ptw_text_show_pids(bool on)
+{
+	show_pids = on;
+}
+
 static void line_start(struct ptw_buf *out, uint64_t start, uint64_t ns, pid_t tid, const char *what)
 {
 	uint64_t rel = ns >= start ? ns - start : 0;
-	ptw_buf_printf(out, "%4" PRIu64 ".%06" PRIu64 " %7d %-8s", rel / 1000000000u,
-		       (rel / 1000u) % 1000000u, tid, what);
+	if (show_pids)
+		ptw_buf_printf(out, "%4" PRIu64 ".%06" PRIu64 " %7d %7d %-8s", rel / 1000000000u,
+			       (rel / 1000u) % 1000000u, line_pid, tid, what);
+	else
+		ptw_buf_printf(out, "%4" PRIu64 ".%06" PRIu64 " %7d %-8s", rel / 1000000000u,
+			       (rel / 1000u) % 1000000u, tid, what);
 }
 
 static void span_tag(struct ptw_buf *out, const struct ptw_span *sp)
@@ -136,6 +150,7 @@ static void open_for(struct ptw_buf *out, const struct ptw_event *ev, bool at_le
 void ptw_text_event(struct ptw_buf *out, uint64_t start, const struct ptw_event *ev,
 		    const struct ptw_span *sp)
 {
+	line_pid = ev->pid;
 	switch (ev->kind) {
 	case PTW_EV_IMAGE:
 		line_start(out, start, ev->ns, ev->tid, "exec");
@@ -148,7 +163,8 @@ void ptw_text_event(struct ptw_buf *out, uint64_t start, const struct ptw_event 
 		ptw_text_location(out, ev->routine, "main");
 		break;
 	case PTW_EV_PREEXISTING:
-		line_start(out, start, ev->ns, ev->tid, "found");
+		/* -f: a fork child's first thread (it says when it began) */
+		line_start(out, start, ev->ns, ev->tid, ev->has_value ? "forked" : "found");
 		span_tag(out, sp);
 		ptw_buf_putc(out, ' ');
 		ptw_text_location(out, ev->routine, ev->tid == ev->other_tid ? "main" : NULL);
@@ -274,6 +290,7 @@ void ptw_text_event(struct ptw_buf *out, uint64_t start, const struct ptw_event 
 void ptw_text_frame_event(struct ptw_buf *out, uint64_t start, const struct ptw_event *ev,
 			  const struct ptw_frame *fr)
 {
+	line_pid = ev->pid;
 	if (ev->kind == PTW_EV_SPAN_OPEN) {
 		line_start(out, start, ev->ns, ev->tid, "open");
 		ptw_buf_printf(out, " {%u} ", fr->id);
@@ -714,6 +731,65 @@ static void grouped_rows(struct ptw_buf *out, struct ptw_spans *spans)
 }
 
 /* How the process ended or what it is now (checked: ptw_tracer_report). */
+static void span_row(struct table *t, const struct ptw_span *sp);
+
+/* -f: the spans grouped by process, each under a line that says what the
+ * process was and how it ended (the table per process only while the
+ * whole fits TABLE_MAX_ROWS; else one line per process, at most 50). */
+static void processes_summary(struct ptw_buf *out, const struct ptw_report *r)
+{
+	size_t n = ptw_spans_count(r->spans);
+	bool tables = n <= TABLE_MAX_ROWS;
+	size_t shown = 0;
+	for (size_t i = 0; i < r->nprocesses; i++) {
+		const struct ptw_process *p = &r->processes[i];
+		size_t threads = 0, created = 0;
+		for (size_t k = 0; k < n; k++) {
+			const struct ptw_span *sp = ptw_spans_get(r->spans, k);
+			if (sp->process == p->id) {
+				threads++;
+				created += sp->origin == PTW_ORIGIN_CREATED;
+			}
+		}
+		if (!tables && shown == 50) {
+			ptw_buf_printf(out, "  ... and %zu more processes (the JSON document lists all)\n",
+				       r->nprocesses - i);
+			break;
+		}
+		shown++;
+		const char *exe = p->exe ? strrchr(p->exe, '/') : NULL;
+		exe = exe ? exe + 1 : p->exe ? p->exe : "?";
+		ptw_buf_printf(out, "  process %d %s", p->pid, exe);
+		if (p->id)
+			ptw_buf_printf(out, ", forked by %d (thread %d)", p->ppid, p->parent_tid);
+		ptw_buf_printf(out, ": %zu threads (%zu created)", threads, created);
+		if (!p->followed)
+			ptw_buf_printf(out, ", not followed: %s",
+				       p->not_followed_why ? p->not_followed_why : "?");
+		if (p->exit_kind == PTW_EXIT_CODE)
+			ptw_buf_printf(out, ", exited with code %d", p->exit_code);
+		else if (p->exit_kind == PTW_EXIT_SIGNAL)
+			ptw_buf_printf(out, ", killed by %s%s", ptw_signame(p->exit_signal),
+				       p->core_dumped ? " (core dumped)" : "");
+		else if (p->detached)
+			ptw_buf_puts(out, ", let go");
+		ptw_buf_putc(out, '\n');
+		if (!tables || !threads)
+			continue;
+		struct table tab = { 0 };
+		char *hdr[TABLE_COLS] = { xstrdup("SPAN"),   xstrdup("TID"),	xstrdup("CREATOR"),
+					  xstrdup("NAME"),   xstrdup("START ROUTINE"), xstrdup("STATUS"),
+					  xstrdup("VALUE"),  xstrdup("SPAWN"),	xstrdup("LIFETIME") };
+		table_row(&tab, hdr);
+		for (size_t k = 0; k < n; k++) {
+			const struct ptw_span *sp = ptw_spans_get(r->spans, k);
+			if (sp->process == p->id)
+				span_row(&tab, sp);
+		}
+		table_print(out, &tab, 0x7 | 0x80);
+	}
+}
+
 static void fate_line(struct ptw_buf *out, const struct ptw_report *r)
 {
 	if (r->end_reason && !strcmp(r->end_reason, "tracer_died")) {
@@ -980,7 +1056,9 @@ void ptw_text_summary(struct ptw_buf *out, const struct ptw_report *r)
 
 	size_t n = ptw_spans_count(r->spans);
 	/* (streaming keeps every span of a session this short: PTW_SPANS_KEEP) */
-	if (ptw_spans_total(r->spans) <= TABLE_MAX_ROWS && n <= TABLE_MAX_ROWS) {
+	if (r->nprocesses > 1) {
+		processes_summary(out, r);
+	} else if (ptw_spans_total(r->spans) <= TABLE_MAX_ROWS && n <= TABLE_MAX_ROWS) {
 		struct table tab = { 0 };
 		char *hdr[TABLE_COLS] = { xstrdup("SPAN"),   xstrdup("TID"),	xstrdup("CREATOR"),
 					  xstrdup("NAME"),   xstrdup("START ROUTINE"), xstrdup("STATUS"),

@@ -9,7 +9,7 @@
 
 #include "ptw_symbols.h"
 
-enum { REC_LOCATION = 1, REC_EVENT = 2, REC_REPORT = 3, REC_END = 4 };
+enum { REC_LOCATION = 1, REC_EVENT = 2, REC_REPORT = 3, REC_END = 4, REC_PROCESS = 5 };
 
 #define HEADER_LEN 5u
 #define NO_STRING UINT32_MAX
@@ -118,6 +118,8 @@ void ptw_record_event(struct ptw_record_writer *w, struct ptw_buf *out, const st
 	size_t at = begin(out, REC_EVENT);
 	put_u32(out, (uint32_t)ev->kind);
 	put_u64(out, ev->ns);
+	put_u32(out, (uint32_t)ev->pid);
+	put_u32(out, ev->process);
 	put_u32(out, (uint32_t)ev->tid);
 	put_u32(out, (uint32_t)ev->other_tid);
 	put_u64(out, ev->pthread);
@@ -192,6 +194,33 @@ void ptw_record_report(struct ptw_record_writer *w, struct ptw_buf *out, const s
 	end(out, at);
 }
 
+void ptw_record_process(struct ptw_buf *out, const struct ptw_process *p)
+{
+	size_t at = begin(out, REC_PROCESS);
+	put_u32(out, p->id);
+	put_u32(out, p->parent_id);
+	put_u32(out, (uint32_t)p->pid);
+	put_u32(out, (uint32_t)p->ppid);
+	put_u32(out, (uint32_t)p->parent_tid);
+	put_str(out, p->exe);
+	uint32_t argc = 0;
+	while (p->argv && p->argv[argc])
+		argc++;
+	put_u32(out, argc);
+	for (uint32_t i = 0; i < argc; i++)
+		put_str(out, p->argv[i]);
+	put_u64(out, p->start_ns);
+	put_u64(out, p->end_ns);
+	put_u32(out, (uint32_t)p->exit_kind);
+	put_u32(out, (uint32_t)p->exit_code);
+	put_u32(out, (uint32_t)p->exit_signal);
+	put_u8(out, p->core_dumped);
+	put_u8(out, p->followed);
+	put_str(out, p->not_followed_why);
+	put_u8(out, p->detached);
+	end(out, at);
+}
+
 void ptw_record_end(struct ptw_buf *out)
 {
 	end(out, begin(out, REC_END));
@@ -214,11 +243,21 @@ struct report {
 	struct ptw_warning *warnings;
 };
 
+/* One process (REC_PROCESS), the latest record of its id. */
+struct process {
+	struct ptw_process p;
+	char *bytes;
+	char **argv;
+};
+
 struct ptw_record_reader {
 	struct ptw_buf pending; /* bytes of an incomplete record */
 	struct location **locs; /* by id - 1 */
 	uint32_t nlocs;
 	struct report report;
+	struct process *procs; /* in order of first record */
+	struct ptw_process *plist; /* what ptw_record_processes() hands out */
+	size_t nprocs;
 	bool broken;
 };
 
@@ -247,6 +286,12 @@ void ptw_record_reader_free(struct ptw_record_reader *r)
 	}
 	free(r->locs);
 	report_release(&r->report);
+	for (size_t i = 0; i < r->nprocs; i++) {
+		free(r->procs[i].bytes);
+		free(r->procs[i].argv);
+	}
+	free(r->procs);
+	free(r->plist);
 	ptw_buf_free(&r->pending);
 	free(r);
 }
@@ -352,6 +397,8 @@ static bool decode_event(struct ptw_record_reader *r, char *payload, size_t len,
 	uint32_t kind = get_u32(&c);
 	ev.kind = (enum ptw_event_kind)kind;
 	ev.ns = get_u64(&c);
+	ev.pid = (pid_t)get_u32(&c);
+	ev.process = get_u32(&c);
 	ev.tid = (pid_t)get_u32(&c);
 	ev.other_tid = (pid_t)get_u32(&c);
 	ev.pthread = get_u64(&c);
@@ -467,6 +514,73 @@ bad:
 	return false;
 }
 
+static bool decode_process(struct ptw_record_reader *r, char *payload, size_t len)
+{
+	struct process np = { 0 };
+	np.bytes = xmalloc(len ? len : 1);
+	memcpy(np.bytes, payload, len);
+	struct cursor c = { np.bytes, len, false };
+	struct ptw_process *p = &np.p;
+	p->id = get_u32(&c);
+	p->parent_id = get_u32(&c);
+	p->pid = (pid_t)get_u32(&c);
+	p->ppid = (pid_t)get_u32(&c);
+	p->parent_tid = (pid_t)get_u32(&c);
+	p->exe = get_str(&c);
+	uint32_t argc = get_u32(&c);
+	if (c.bad || argc > c.left / sizeof(uint32_t)) {
+		free(np.bytes);
+		return false;
+	}
+	np.argv = xcalloc(argc + 1, sizeof(*np.argv));
+	for (uint32_t i = 0; i < argc; i++)
+		np.argv[i] = (char *)get_str(&c);
+	p->argv = np.argv;
+	p->start_ns = get_u64(&c);
+	p->end_ns = get_u64(&c);
+	p->exit_kind = (int)get_u32(&c);
+	p->exit_code = (int)get_u32(&c);
+	p->exit_signal = (int)get_u32(&c);
+	p->core_dumped = get_u8(&c);
+	p->followed = get_u8(&c);
+	p->not_followed_why = get_str(&c);
+	p->detached = get_u8(&c);
+	if (c.bad || p->pid <= 0 || p->exit_kind < 0 || p->exit_kind > PTW_EXIT_SIGNAL) {
+		free(np.bytes);
+		free(np.argv);
+		return false;
+	}
+	size_t i = 0;
+	while (i < r->nprocs && r->procs[i].p.id != p->id)
+		i++;
+	if (i == r->nprocs) {
+		r->procs = xreallocarray(r->procs, r->nprocs + 1, sizeof(*r->procs));
+		r->nprocs++;
+	} else {
+		free(r->procs[i].bytes);
+		free(r->procs[i].argv);
+	}
+	r->procs[i] = np;
+	return true;
+}
+
+static int cmp_process(const void *a, const void *b)
+{
+	const struct ptw_process *x = a, *y = b;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+size_t ptw_record_processes(struct ptw_record_reader *r, const struct ptw_process **ret)
+{
+	free(r->plist);
+	r->plist = xcalloc(r->nprocs + 1, sizeof(*r->plist));
+	for (size_t i = 0; i < r->nprocs; i++)
+		r->plist[i] = r->procs[i].p;
+	qsort(r->plist, r->nprocs, sizeof(*r->plist), cmp_process);
+	*ret = r->plist;
+	return r->nprocs;
+}
+
 int ptw_record_feed(struct ptw_record_reader *r, const void *data, size_t len,
 		    const struct ptw_record_handlers *h, void *ctx)
 {
@@ -495,6 +609,9 @@ int ptw_record_feed(struct ptw_record_reader *r, const void *data, size_t len,
 			break;
 		case REC_REPORT:
 			ok = decode_report(r, payload, n, h, ctx);
+			break;
+		case REC_PROCESS:
+			ok = decode_process(r, payload, n);
 			break;
 		case REC_END:
 			ok = n == 0;

@@ -391,6 +391,8 @@ static struct ptw_frame *on_entry(struct ptw_frames *f, const struct ptw_event *
 	fr->id = ++f->next_id;
 	fr->thread_span = thread ? thread->id : 0;
 	fr->tid = ev->tid;
+	fr->pid = thread ? thread->pid : ev->pid;
+	fr->process = thread ? thread->process : ev->process;
 	fr->function = ev->routine;
 	fr->entry_ns = ev->ns;
 	fr->sp = ev->sp;

@@ -30,6 +30,9 @@ struct ptw_spans {
 	size_t nseries, series_cap;
 	struct ptw_timeouts *timeouts; /* borrowed, may be NULL */
 	bool let_go;		       /* PTW_EV_DETACHED seen */
+	bool multi;		       /* events from more than one process (-f) */
+	pid_t pid;		       /* the process of the event being consumed, */
+	uint32_t process;	       /* and its id in the session (ptw_event.process) */
 	struct ptw_frames *frames; /* --trace: frame spans (frames.c) */
 	const struct ptw_frame *last_frame;
 	struct ptw_locks *locks; /* --locks: wait spans (locks.c) */
@@ -49,6 +52,15 @@ struct ptw_spans {
 	struct ptw_map group_idx; /* hash of the name -> index + 1 */
 	bool counters_set;
 };
+
+/* pthread_t values repeat across processes (a fork child has its parent's
+ * layout): the key mixes in the process (a collision only costs a miss, as
+ * the span's process is checked). Processes are told apart by their id in
+ * the session, not their pid, which the kernel hands out again. */
+static uint64_t pthread_key(uint32_t process, uint64_t pthread)
+{
+	return pthread ^ ((uint64_t)process * 0x9e3779b97f4a7c15ull);
+}
 
 struct ptw_spans *ptw_spans_new(void)
 {
@@ -263,6 +275,8 @@ static struct ptw_span *new_span(struct ptw_spans *s, pid_t tid, enum ptw_origin
 	hold(s, sp);
 	sp->id = ++s->next_id;
 	ptw_map_put(&s->by_id, sp->id, sp);
+	sp->pid = s->pid;
+	sp->process = s->process;
 	sp->tid = tid;
 	sp->origin = origin;
 	sp->detached = -1;
@@ -280,7 +294,8 @@ static struct ptw_span *new_span(struct ptw_spans *s, pid_t tid, enum ptw_origin
 /* pthread is now sp's: the span that had it can no longer be joined. */
 static void put_pthread(struct ptw_spans *s, struct ptw_span *sp)
 {
-	struct ptw_span *old = ptw_map_put(&s->by_pthread, sp->pthread, sp);
+	struct ptw_span *old =
+		ptw_map_put(&s->by_pthread, pthread_key(sp->process, sp->pthread), sp);
 	if (old && old != sp)
 		candidate(s, old);
 }
@@ -301,7 +316,9 @@ static void set_creator(struct ptw_spans *s, struct ptw_span *sp, pid_t creator_
 
 static struct ptw_span *by_pthread(struct ptw_spans *s, uint64_t pthread)
 {
-	return pthread ? ptw_map_get(&s->by_pthread, pthread) : NULL;
+	struct ptw_span *sp = pthread ? ptw_map_get(&s->by_pthread, pthread_key(s->process, pthread))
+				      : NULL;
+	return sp && sp->process == s->process ? sp : NULL;
 }
 
 /* A start routine entry or end for a tid we never saw created. */
@@ -407,15 +424,39 @@ static bool is_crash_signal(int sig)
 	}
 }
 
-/* Nothing can join the spans there are any more. */
-static void gone(struct ptw_spans *s)
+/* Nothing can join process's spans any more (it exited or exec'd; every
+ * process's with all, or without -f). */
+static void gone(struct ptw_spans *s, bool all, uint32_t process)
 {
 	for (size_t i = 0; i < s->n; i++) {
-		if (s->spans[i]) {
+		if (s->spans[i] && (all || !s->multi || s->spans[i]->process == process)) {
 			s->spans[i]->final = true;
 			candidate(s, s->spans[i]);
 		}
 	}
+}
+
+/* The pthread_t values of process pid mean nothing any more (its exit or
+ * exec), nor do its joins in progress: the other processes' stay. */
+static void forget_pthreads(struct ptw_spans *s, uint32_t process)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		struct ptw_span *sp = s->spans[i];
+		uint64_t key = pthread_key(sp->process, sp->pthread);
+		if (sp->process == process && sp->pthread && ptw_map_get(&s->by_pthread, key) == sp)
+			ptw_map_del(&s->by_pthread, key);
+	}
+	/* and the joins in progress there */
+	uint64_t *gone = xcalloc(s->joins.count + 1, sizeof(*gone));
+	size_t n = 0, it = 0;
+	uint64_t joiner;
+	void *v;
+	while (ptw_map_next(&s->joins, &it, &joiner, &v))
+		if (((struct ptw_span *)v)->process == process)
+			gone[n++] = joiner;
+	for (size_t i = 0; i < n; i++)
+		ptw_map_del(&s->joins, gone[i]);
+	free(gone);
 }
 
 static void on_process_exit(struct ptw_spans *s, const struct ptw_event *ev)
@@ -425,7 +466,7 @@ static void on_process_exit(struct ptw_spans *s, const struct ptw_event *ev)
 	const char *reason = crash ? "crash" : by_signal ? "killed" : "process_exit";
 	for (size_t i = 0; i < s->n; i++) {
 		struct ptw_span *sp = s->spans[i];
-		if (sp->ended)
+		if (sp->ended || sp->process != ev->process)
 			continue;
 		uint64_t at = sp->end_ns.set ? sp->end_ns.v : ev->ns;
 		if (sp->returned) {
@@ -441,23 +482,32 @@ static void on_process_exit(struct ptw_spans *s, const struct ptw_event *ev)
 		}
 		unbind_tid(s, sp);
 	}
-	ptw_map_free(&s->joins);
-	gone(s);
+	if (!s->multi)
+		ptw_map_free(&s->joins);
+	else
+		forget_pthreads(s, ev->process);
+	gone(s, false, ev->process);
 }
 
 static void on_exec(struct ptw_spans *s, const struct ptw_event *ev)
 {
 	for (size_t i = 0; i < s->n; i++) {
 		struct ptw_span *sp = s->spans[i];
+		if (sp->process != ev->process)
+			continue;
 		if (!sp->ended) {
 			uint64_t at = sp->end_ns.set ? sp->end_ns.v : ev->ns;
 			end_span(s, sp, at, PTW_STATUS_UNMATCHED, PTW_METHOD_EXEC, "exec");
 		}
 		unbind_tid(s, sp);
 	}
-	ptw_map_free(&s->joins);
-	ptw_map_free(&s->by_pthread);
-	gone(s);
+	if (!s->multi) {
+		ptw_map_free(&s->joins);
+		ptw_map_free(&s->by_pthread);
+	} else {
+		forget_pthreads(s, ev->process);
+	}
+	gone(s, false, ev->process);
 }
 
 static void on_join_return(struct ptw_spans *s, const struct ptw_event *ev)
@@ -498,7 +548,7 @@ static void on_tracer_died(struct ptw_spans *s, uint64_t ns)
 			series_push(s, ns);
 		}
 	}
-	gone(s);
+	gone(s, true, 0);
 }
 
 const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_event *ev)
@@ -509,6 +559,10 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 	/* Frames first: a thread's end closes its frames with what its span
 	 * knew just before (pthread_exit called, cancel requested). */
 	s->last_frame = ptw_frames_consume(s->frames, ev, live(s, ev->tid));
+	s->pid = ev->pid;
+	s->process = ev->process;
+	if (ev->process)
+		s->multi = true;
 	s->last_wait = ptw_locks_consume(s->locks, ev, live(s, ev->tid), live(s, ev->wait_owner));
 	switch (ev->kind) {
 	case PTW_EV_IMAGE:
@@ -523,6 +577,8 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 			      ev->ns);
 		sp->pthread = ev->pthread;
 		sp->start_routine = ev->routine;
+		if (ev->has_value) /* when it began, if known (a fork child's: the fork) */
+			set_opt(&sp->start_ns, ev->value);
 		sp->depth = sp->origin == PTW_ORIGIN_MAIN ? 0 : 1;
 		sp->detached = ev->detached;
 		if (sp->depth > s->max_depth)
@@ -897,7 +953,7 @@ static bool done(struct ptw_spans *s, struct ptw_span *sp)
 		return true;
 	/* joinable (or not known) and not joined: until its pthread_t is
 	 * someone else's, a join may still come */
-	return by_pthread(s, sp->pthread) != sp;
+	return ptw_map_get(&s->by_pthread, pthread_key(sp->process, sp->pthread)) != sp;
 }
 
 static void release(struct ptw_spans *s, struct ptw_span *sp)
@@ -905,8 +961,8 @@ static void release(struct ptw_spans *s, struct ptw_span *sp)
 	ptw_timeouts_unwatch(s->timeouts, PTW_SPAN_THREAD, sp->id);
 	if (live(s, sp->tid) == sp)
 		ptw_map_del(&s->by_tid, (uint64_t)sp->tid);
-	if (sp->pthread && ptw_map_get(&s->by_pthread, sp->pthread) == sp)
-		ptw_map_del(&s->by_pthread, sp->pthread);
+	if (sp->pthread && ptw_map_get(&s->by_pthread, pthread_key(sp->process, sp->pthread)) == sp)
+		ptw_map_del(&s->by_pthread, pthread_key(sp->process, sp->pthread));
 	if (sp->joined && ptw_map_get(&s->joins, (uint64_t)sp->joiner_tid) == sp)
 		ptw_map_del(&s->joins, (uint64_t)sp->joiner_tid);
 	ptw_map_del(&s->by_id, sp->id);
@@ -1147,22 +1203,57 @@ void ptw_dacc_free(struct ptw_dacc *a)
 
 /* ---- metrics ---- */
 
-void ptw_spans_metrics(struct ptw_spans *s, struct ptw_metrics *m)
+static int cmp_edge(const void *a, const void *b)
+{
+	const int64_t *x = a, *y = b;
+	if (x[0] != y[0])
+		return x[0] < y[0] ? -1 : 1;
+	return x[1] < y[1] ? -1 : x[1] > y[1]; /* an end before a start at the same ns */
+}
+
+/*
+ * The metrics of every span (one false: with what the spans freed while
+ * streaming left in the accumulators), or of one process's spans held here
+ * (-f: its share, its own peaks).
+ */
+static void metrics(struct ptw_spans *s, bool one, uint32_t process, struct ptw_metrics *m)
 {
 	memset(m, 0, sizeof(*m));
 	compact(s);
 	struct ptw_dacc spawn = { .exact_max = s->spawn.exact_max },
 			life = { .exact_max = s->life.exact_max },
 			wait = { .exact_max = s->wait.exact_max };
-	ptw_dacc_merge(&spawn, &s->spawn);
-	ptw_dacc_merge(&life, &s->life);
-	ptw_dacc_merge(&wait, &s->wait);
-	m->unjoined = s->unjoined;
-	m->open_spans = s->open_spans;
-	m->unmatched_spans = s->unmatched;
-	m->open_timeouts = s->open_timeouts;
+	if (!one) {
+		ptw_dacc_merge(&spawn, &s->spawn);
+		ptw_dacc_merge(&life, &s->life);
+		ptw_dacc_merge(&wait, &s->wait);
+		m->unjoined = s->unjoined;
+		m->open_spans = s->open_spans;
+		m->unmatched_spans = s->unmatched;
+		m->open_timeouts = s->open_timeouts;
+	}
+	int64_t(*edges)[2] = one ? xcalloc(2 * s->n + 1, sizeof(*edges)) : NULL;
+	size_t nedges = 0;
 	for (size_t i = 0; i < s->n; i++) {
 		const struct ptw_span *sp = s->spans[i];
+		if (!sp)
+			continue;
+		if (one) {
+			if (sp->process != process)
+				continue;
+			m->threads_seen++;
+			m->threads_created += sp->origin == PTW_ORIGIN_CREATED ||
+					      sp->origin == PTW_ORIGIN_CLONE;
+			if (sp->depth > m->max_depth)
+				m->max_depth = sp->depth;
+			const struct ptw_opt *from = sp->create_ns.set ? &sp->create_ns : &sp->start_ns;
+			edges[nedges][0] = from->set ? (int64_t)from->v : 0;
+			edges[nedges++][1] = 1;
+			if (sp->end_ns.set) {
+				edges[nedges][0] = (int64_t)sp->end_ns.v;
+				edges[nedges++][1] = -1;
+			}
+		}
 		uint64_t v;
 		if (spawn_of(sp, &v))
 			ptw_dacc_add(&spawn, v);
@@ -1185,6 +1276,17 @@ void ptw_spans_metrics(struct ptw_spans *s, struct ptw_metrics *m)
 	ptw_dacc_free(&spawn);
 	ptw_dacc_free(&life);
 	ptw_dacc_free(&wait);
+	if (one) {
+		qsort(edges, nedges, sizeof(*edges), cmp_edge);
+		int64_t active = 0;
+		for (size_t i = 0; i < nedges; i++) {
+			active += edges[i][1];
+			if (active > (int64_t)m->max_active)
+				m->max_active = (uint64_t)active;
+		}
+		free(edges);
+		return;
+	}
 	m->threads_seen = s->next_id > s->freed + s->n ? s->next_id : s->freed + s->n;
 	if (s->added)
 		m->threads_seen = s->added; /* read back, maybe filtered: ids have gaps */
@@ -1193,6 +1295,16 @@ void ptw_spans_metrics(struct ptw_spans *s, struct ptw_metrics *m)
 	m->max_depth = s->max_depth;
 	m->active_series = (const uint64_t(*)[2])s->series;
 	m->active_series_len = s->nseries;
+}
+
+void ptw_spans_metrics(struct ptw_spans *s, struct ptw_metrics *m)
+{
+	metrics(s, false, 0, m);
+}
+
+void ptw_spans_metrics_of(struct ptw_spans *s, uint32_t process, struct ptw_metrics *m)
+{
+	metrics(s, true, process, m);
 }
 
 const char *ptw_status_name(enum ptw_status st)

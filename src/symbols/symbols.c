@@ -500,6 +500,23 @@ void ptw_symbols_free(struct ptw_symbols *s)
 	free(s);
 }
 
+void ptw_symbols_retire(struct ptw_symbols *s)
+{
+	if (!s)
+		return;
+	ptw_symbols_save_cache(s);
+	free_indexes(s);
+	ptw_map_free(&s->locations);
+	for (size_t i = 0; i < s->ncaches; i++)
+		ptw_cache_free(s->caches[i].cache);
+	free(s->caches);
+	s->caches = NULL;
+	s->ncaches = 0;
+	if (s->dwfl)
+		dwfl_end(s->dwfl);
+	s->dwfl = NULL;
+}
+
 void ptw_symbols_save_cache(struct ptw_symbols *s)
 {
 	for (size_t i = 0; i < s->ncaches && !s->cache_unwritable; i++) {

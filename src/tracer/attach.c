@@ -68,7 +68,7 @@ void attach_on_stop(void *ctx, struct ptw_stop *st)
 }
 
 /* argv of pid from /proc/PID/cmdline (NULL-terminated, malloc'd). */
-static char **attach_cmdline(pid_t pid)
+char **attach_cmdline(pid_t pid)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
@@ -112,7 +112,7 @@ static uint64_t return_site(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t lo
 }
 
 /* main() is running: break where it returns, for its value. */
-static void learn_main_return(struct ptw_tracer *t, struct ptw_lwp *main_lwp)
+void learn_main_return(struct ptw_tracer *t, struct ptw_lwp *main_lwp)
 {
 	uint64_t lo, hi;
 	if (!t->img.main_addr ||
@@ -125,15 +125,16 @@ static void learn_main_return(struct ptw_tracer *t, struct ptw_lwp *main_lwp)
 
 /* Without libc's DWARF, start routine returns are caught where start_thread
  * resumes after the call; the stack of any running pthread shows where. */
-static void learn_start_return(struct ptw_tracer *t, struct ptw_lwp *host)
+void learn_start_return(struct ptw_tracer *t, struct ptw_lwp *host)
 {
 	size_t it = 0;
 	void *v;
-	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+	while (ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
 		struct thread *th = l->user;
 		uint64_t lo, hi;
 		if (!th || !th->start_routine || l->state != PTW_LWP_STOPPED ||
+		    l->tgid != t->proc->pid ||
 		    ptw_symbols_function_range(t->img.syms, th->start_routine, &lo, &hi) < 0)
 			continue;
 		uint64_t ret = return_site(t, l, lo, hi);
@@ -166,12 +167,15 @@ int attach_stop_all(struct ptw_tracer *t, const char *consequence)
 		warn(t, "threads_not_stopped",
 		     "%d threads did not stop within %d ms (uninterruptible sleep?)%s", stuck,
 		     STOP_DEADLINE_MS, consequence);
-	/* Everyone we hold is a thread of the target now, or a fork child. */
+	/* Everyone we hold is a thread of the target now, or a fork child
+	 * (-p -f: of this process; the others' are theirs). */
 	pid_t pid = t->proc->pid;
 	size_t it = 0;
 	void *v;
-	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+	while (ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
+		if (t->root && l->tgid != pid)
+			continue;
 		struct thread *th = thread_of(l);
 		if (l->tgid == 0)
 			l->tgid = pid;
@@ -192,14 +196,14 @@ void attach_list_threads(struct ptw_tracer *t, int stuck)
 struct ptw_lwp **attach_threads(struct ptw_tracer *t, size_t *ret_n)
 {
 	pid_t pid = t->proc->pid;
-	struct ptw_lwp **out = xcalloc(t->proc->lwps.count + 1, sizeof(*out));
+	struct ptw_lwp **out = xcalloc(t->proc->lwps->count + 1, sizeof(*out));
 	size_t n = 0;
 	struct ptw_lwp *main_lwp = ptw_lwp_get(t->proc, pid);
 	if (main_lwp && main_lwp->tgid == pid && main_lwp->state != PTW_LWP_GONE)
 		out[n++] = main_lwp;
 	size_t it = 0;
 	void *v;
-	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+	while (ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
 		if (l != main_lwp && l->tgid == pid && l->state != PTW_LWP_GONE &&
 		    !thread_of(l)->foreign)
@@ -214,8 +218,10 @@ static void collect_names(struct ptw_tracer *t, struct ptw_map *names)
 {
 	size_t it = 0;
 	void *v;
-	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+	while (ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
+		if (l->tgid && l->tgid != t->proc->pid)
+			continue; /* -p -f: another process's */
 		char *name = read_comm_str(t, l->tid);
 		if (name)
 			ptw_map_put(names, (uint64_t)l->tid, name);
@@ -241,6 +247,10 @@ void attach_emit_facts(struct ptw_tracer *t, const struct preexisting *f, const 
 	ev.pthread = f->pd;
 	ev.routine = f->routine && img->syms ? ptw_symbols_locate(img->syms, f->routine) : NULL;
 	ev.detached = f->have_joinid && f->joinid == f->pd;
+	if (f->began_ns) {
+		ev.has_value = true;
+		ev.value = f->began_ns;
+	}
 	emit(t, &ev);
 	if (name) {
 		struct ptw_event named = ptw_event_init(PTW_EV_THREAD_NAME, ns, f->tid);
@@ -268,6 +278,7 @@ struct ptw_tracer *attached_tracer_new(const struct ptw_tracer_opts *o, struct p
 	struct ptw_tracer *t = xcalloc(1, sizeof(*t));
 	t->o = *o;
 	t->proc = proc;
+	t->pid = proc->pid;
 	t->start_ns = start_ns;
 	t->snapshot = snapshot;
 	t->img.task_dirfd = -1;
@@ -285,20 +296,19 @@ struct ptw_tracer *attached_tracer_new(const struct ptw_tracer_opts *o, struct p
 	return t;
 }
 
-int ptw_tracer_attach(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tracer **ret)
+/*
+ * The part of an attach after the seize (the threads run): symbols and
+ * agent, stop, list, breakpoints, spans, resume. t->proc is seized.
+ * Returns 0 or -errno (nothing of ours left in the process then but
+ * what ptw_tracer_detach / follow_failed undo).
+ */
+static int attach_setup(struct ptw_tracer *t, const struct ptw_seize_info *info, uint64_t start)
 {
-	struct ptw_proc *proc;
-	struct ptw_seize_info info;
-	uint64_t start = ptw_now_ns();
-	int r = ptw_seize(pid, &proc, &info);
+	struct ptw_proc *proc = t->proc;
+	pid_t pid = t->pid;
+	int r = ptw_bptab_new(proc, &t->bps);
 	if (r < 0)
 		return r;
-	struct ptw_tracer *t = attached_tracer_new(o, proc, &info, start, false);
-	proc->before_block = o->before_block;
-	proc->before_block_ctx = o->before_block_ctx;
-	r = ptw_bptab_new(proc, &t->bps);
-	if (r < 0)
-		goto fail;
 
 	/* Everything that can be learnt with the threads running is learnt
 	 * before they are stopped: modules, debug info, the thread agent. */
@@ -309,19 +319,16 @@ int ptw_tracer_attach(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tra
 
 	uint64_t frozen_from = ptw_now_ns();
 	ptw_dbg(PTW_DBG_TRACER, "attach: seized %d threads in %d passes, loaded in %.1f ms",
-		info.threads, info.passes, (double)(frozen_from - start) / 1e6);
+		info->threads, info->passes, (double)(frozen_from - start) / 1e6);
 	int stuck = attach_stop_all(t, "; they are traced from the moment they stop");
 	ptw_dbg(PTW_DBG_TRACER, "attach: all stopped after %.1f ms",
 		(double)(ptw_now_ns() - frozen_from) / 1e6);
 	struct ptw_lwp *host = injection_host(t);
-	if (!host) {
-		r = -ESRCH;
-		goto fail;
-	}
+	if (!host)
+		return -ESRCH;
 	if (t->exec_while_attaching) {
 		/* What we learnt is about the old image: start again. */
-		r = -EAGAIN;
-		goto fail;
+		return -EAGAIN;
 	}
 	image_hooks(t, host);
 	/* --trace: frames already running are not reported (no entry seen;
@@ -362,7 +369,10 @@ int ptw_tracer_attach(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tra
 	struct ptw_lwp **all = NULL;
 	size_t n = 0;
 	it = 0;
-	while (ptw_map_next(&proc->lwps, &it, NULL, &v)) {
+	while (ptw_map_next(proc->lwps, &it, NULL, &v)) {
+		struct ptw_lwp *l = v;
+		if (t->root && l->tgid != pid && !thread_of(l)->detach_asap)
+			continue;
 		all = xreallocarray(all, n + 1, sizeof(*all));
 		all[n++] = v;
 	}
@@ -380,12 +390,132 @@ int ptw_tracer_attach(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tra
 	free(all);
 	t->frozen_ns += ptw_now_ns() - frozen_from;
 	ptw_dbg(PTW_DBG_TRACER, "attached to %d: %d threads, %d passes, frozen %.3f ms", pid,
-		info.threads, info.passes, (double)t->frozen_ns / 1e6);
+		info->threads, info->passes, (double)t->frozen_ns / 1e6);
+	return 0;
+}
+
+int ptw_tracer_attach(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tracer **ret)
+{
+	struct ptw_proc *proc;
+	struct ptw_seize_info info;
+	uint64_t start = ptw_now_ns();
+	int r = ptw_seize(pid, &proc, &info);
+	if (r < 0)
+		return r;
+	struct ptw_tracer *t = attached_tracer_new(o, proc, &info, start, false);
+	proc->before_block = o->before_block;
+	proc->before_block_ctx = o->before_block_ctx;
+	r = attach_setup(t, &info, start);
+	if (r < 0) {
+		ptw_tracer_detach(t);
+		ptw_tracer_free(t);
+		return r;
+	}
+	if (o->follow_forks)
+		attach_descendants(t);
 	*ret = t;
 	return 0;
+}
 
-fail:
-	ptw_tracer_detach(t);
-	ptw_tracer_free(t);
-	return r;
+/* ---- -p PID -f: the descendants that run at the attach ---- */
+
+/* The children of every thread of pid (/proc/PID/task/TID/children), each
+ * with the thread that forked it, appended to *kids / *tids. */
+static void children_of(pid_t pid, pid_t **kids, pid_t **tids, size_t *n)
+{
+	pid_t *task;
+	int ntask = ptw_proc_tids(pid, &task);
+	for (int i = 0; i < ntask; i++) {
+		char path[96];
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, task[i]);
+		FILE *f = fopen(path, "re");
+		if (!f)
+			continue;
+		int c;
+		while (fscanf(f, "%d", &c) == 1) {
+			*kids = xreallocarray(*kids, *n + 1, sizeof(**kids));
+			*tids = xreallocarray(*tids, *n + 1, sizeof(**tids));
+			(*kids)[*n] = c;
+			(*tids)[(*n)++] = task[i];
+		}
+		fclose(f);
+	}
+	if (ntask > 0)
+		free(task);
+}
+
+/* One descendant: seized and set up as the target was, or warned about
+ * and left alone. */
+static void attach_descendant(struct ptw_tracer *root, pid_t pid, pid_t ppid, pid_t parent_tid)
+{
+	uint64_t start = ptw_now_ns();
+	struct ptw_tracer *c = followed_add(root, pid, ppid, parent_tid, start);
+	c->owned_argv = attach_cmdline(pid);
+	c->argv = c->owned_argv;
+	char why[160];
+	if (ptw_check_target(pid, why, sizeof(why)) < 0) {
+		follow_failed(c, why);
+		return;
+	}
+	struct ptw_seize_info info;
+	int r = ptw_seize_follow(root->proc, pid, &c->proc, &info);
+	if (r < 0) {
+		if (r == -EPERM)
+			ptw_explain_eperm(pid, why, sizeof(why));
+		else
+			snprintf(why, sizeof(why), "%s",
+				 r == -EBUSY ? "a thread is traced by another process" : strerror(-r));
+		follow_failed(c, why);
+		return;
+	}
+	trace_new(c);
+	if (info.zombie_leader)
+		warn(c, "zombie_leader",
+		     "the main thread of %d has exited (pthread_exit) and is a zombie; its other "
+		     "threads are traced",
+		     pid);
+	r = attach_setup(c, &info, start);
+	if (r < 0) {
+		tracer_let_go(c);
+		follow_failed(c, strerror(-r));
+	}
+}
+
+void attach_descendants(struct ptw_tracer *root)
+{
+	/* Breadth first from the target, again until a pass finds no one new:
+	 * a process forked meanwhile by one already traced is followed through
+	 * its fork event (and is then known), one forked by one not yet traced
+	 * turns up in the next pass. */
+	for (int pass = 0; pass < 64; pass++) {
+		bool found = false;
+		pid_t *queue = xcalloc(1, sizeof(*queue));
+		size_t nq = 0, head = 0;
+		queue[nq++] = root->pid;
+		while (head < nq) {
+			pid_t p = queue[head++];
+			pid_t *kids = NULL, *tids = NULL;
+			size_t n = 0;
+			children_of(p, &kids, &tids, &n);
+			for (size_t i = 0; i < n; i++) {
+				/* Traced by us already: forked by a process we
+				 * hold since it was seized, its fork event (still
+				 * queued) will tell (its bytes are its parent's). */
+				bool known = ptw_proc_status_field(kids[i], "TracerPid") == getpid();
+				for (size_t k = 0; k < root->nfollowed && !known; k++)
+					known = root->followed[k]->pid == kids[i];
+				if (!known) {
+					attach_descendant(root, kids[i], p, tids[i]);
+					found = true;
+				}
+				queue = xreallocarray(queue, nq + 1, sizeof(*queue));
+				queue[nq++] = kids[i];
+			}
+			free(kids);
+			free(tids);
+		}
+		free(queue);
+		if (!found)
+			break;
+	}
 }

@@ -17,6 +17,9 @@
 
 void emit(struct ptw_tracer *t, struct ptw_event *ev)
 {
+	if (!ev->pid)
+		ev->pid = t->proc ? t->proc->pid : t->pid;
+	ev->process = t->serial;
 	t->o.sink(t->o.sink_ctx, ev);
 }
 
@@ -30,15 +33,24 @@ void warn(struct ptw_tracer *t, const char *code, const char *fmt, ...)
 	va_end(ap);
 	if (!msg)
 		return;
-	/* The same message once per session. */
+	/* The same message once per session, whichever process (-f) it is
+	 * about: 1,000 workers without libc6-dbg make one warning. */
+	struct ptw_tracer *root = t->root ? t->root : t;
 	char *key = xasprintf("%s:%s", code, msg);
 	uint64_t h = ptw_str_hash(key);
 	free(key);
-	if (ptw_map_get(&t->warned, h)) {
+	if (ptw_map_get(&root->warned, h)) {
 		free(msg);
 		return;
 	}
-	ptw_map_put(&t->warned, h, (void *)1);
+	ptw_map_put(&root->warned, h, (void *)1);
+	if (t->root) {
+		/* A followed process's: say which. */
+		char *named = xasprintf("process %d: %s", t->pid, msg);
+		free(msg);
+		msg = named;
+	}
+	t = root;
 	t->warnings = xreallocarray(t->warnings, t->nwarnings + 1, sizeof(*t->warnings));
 	t->warnings[t->nwarnings].code = xstrdup(code);
 	t->warnings[t->nwarnings].message = msg;
@@ -128,7 +140,7 @@ struct ptw_lwp *injection_host(struct ptw_tracer *t)
 		return main_lwp;
 	size_t it = 0;
 	void *v;
-	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+	while (ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
 		if (!is_target_lwp(t, l) || l->state != PTW_LWP_STOPPED)
 			continue;

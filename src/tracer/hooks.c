@@ -191,6 +191,7 @@ void image_release(struct ptw_tracer *t)
 	struct image *img = &t->img;
 	if (img->syms) {
 		/* Spans keep pointing at its locations: retire, do not free. */
+		ptw_symbols_retire(img->syms);
 		t->old_syms = xreallocarray(t->old_syms, t->nold_syms + 1, sizeof(*t->old_syms));
 		t->old_syms[t->nold_syms++] = img->syms;
 	}
@@ -333,8 +334,8 @@ int tracing_setup(struct ptw_tracer *t, struct ptw_lwp *l)
 	/* report_events is per thread and not inherited: every thread we know. */
 	size_t it = 0, n = 0;
 	void *v;
-	uint64_t *pds = xcalloc(t->proc->lwps.count + 1, sizeof(*pds));
-	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+	uint64_t *pds = xcalloc(t->proc->lwps->count + 1, sizeof(*pds));
+	while (ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *o = v;
 		struct thread *th = thread_of(o);
 		if (o->tgid != t->proc->pid || o->state != PTW_LWP_STOPPED || th->foreign)

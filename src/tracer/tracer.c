@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -35,6 +36,12 @@ const char *ptw_end_reason_name(enum ptw_end_reason r)
 	default:
 		return "error";
 	}
+}
+
+/* An LWP of t's process (the root also takes those no one else does). */
+static bool mine(const struct ptw_tracer *t, const struct ptw_lwp *l)
+{
+	return !t->root || l->tgid == t->pid;
 }
 
 static void forget_lwp(struct ptw_tracer *t, struct ptw_lwp *l)
@@ -61,6 +68,7 @@ static void on_gone(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_stop *st
 		if (l->tid == t->proc->pid) {
 			/* The leader is reported last: the process is over. */
 			struct ptw_event ev = ptw_event_init(PTW_EV_PROCESS_EXIT, st->ns, l->tid);
+			t->end_ns = st->ns;
 			if (st->kind == PTW_STOP_KILLED) {
 				ev.sig = st->sig;
 				ev.core_dumped = st->core_dumped;
@@ -101,6 +109,173 @@ static void on_exit_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_sto
 	th->exit_reported = true;
 }
 
+static struct ptw_tracer *root_of(struct ptw_tracer *t)
+{
+	return t->root ? t->root : t;
+}
+
+/* Whether pid's program is set-user-ID or set-group-ID: the kernel runs it
+ * without its privileges under ptrace, and it is not ours to look into. */
+static bool setuid_exec(pid_t pid)
+{
+	char path[64];
+	struct stat sb;
+	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+	return stat(path, &sb) == 0 && (sb.st_mode & (S_ISUID | S_ISGID));
+}
+
+static char **dup_argv(char *const *argv)
+{
+	size_t n = 0;
+	while (argv && argv[n])
+		n++;
+	char **out = xcalloc(n + 1, sizeof(*out));
+	for (size_t i = 0; i < n; i++)
+		out[i] = xstrdup(argv[i]);
+	return out;
+}
+
+static void free_argv(char **argv)
+{
+	for (char **a = argv; a && *a; a++)
+		free(*a);
+	free(argv);
+}
+
+/* -f: the record of a process the traced process t forked (st: its fork
+ * event), listed in the root; its tracing is set up at its first stop
+ * (fork) or its exec (vfork). */
+static struct ptw_tracer *followed_new(struct ptw_tracer *t, const struct ptw_stop *st)
+{
+	struct ptw_tracer *c = followed_add(t, (pid_t)st->msg, t->proc->pid, st->tid, st->ns);
+	c->xol_parent = t;
+	c->owned_argv = dup_argv(t->argv);
+	c->argv = c->owned_argv;
+	return c;
+}
+
+struct ptw_tracer *followed_add(struct ptw_tracer *t, pid_t pid, pid_t ppid, pid_t parent_tid,
+				uint64_t ns)
+{
+	struct ptw_tracer *root = root_of(t);
+	struct ptw_tracer *c = xcalloc(1, sizeof(*c));
+	c->o = root->o;
+	c->root = root;
+	c->pid = pid;
+	c->ppid = ppid;
+	c->parent_tid = parent_tid;
+	c->serial = (uint32_t)root->nfollowed + 1;
+	/* The parent: t itself (a fork event), else the latest process with
+	 * that pid (-p -f: a descendant found by walking /proc). */
+	if (t->pid == ppid) {
+		c->pserial = t->serial;
+	} else {
+		for (size_t i = root->nfollowed; i-- > 0;)
+			if (root->followed[i]->pid == ppid) {
+				c->pserial = root->followed[i]->serial;
+				break;
+			}
+	}
+	c->launched = root->launched;
+	c->start_ns = ns;
+	c->img.task_dirfd = -1;
+	root->followed = xreallocarray(root->followed, root->nfollowed + 1, sizeof(*root->followed));
+	root->followed[root->nfollowed++] = c;
+	ptw_map_put(&root->by_pid, (uint64_t)c->pid, c);
+	return c;
+}
+
+void follow_failed(struct ptw_tracer *c, const char *why)
+{
+	struct ptw_tracer *root = root_of(c);
+	free(c->fail_why);
+	c->fail_why = xstrdup(why);
+	if (!c->img.exe && !c->last_exe) {
+		char path[64], exe[4096];
+		snprintf(path, sizeof(path), "/proc/%d/exe", c->pid);
+		ssize_t n = readlink(path, exe, sizeof(exe) - 1);
+		if (n > 0) {
+			exe[n] = 0;
+			c->last_exe = xstrdup(exe);
+		}
+	}
+	warn(c, "process_not_followed", "%s is not traced: %s",
+	     c->img.exe ? c->img.exe : c->last_exe ? c->last_exe : "?", why);
+	ptw_map_del(&root->by_pid, (uint64_t)c->pid);
+	if (c->bps) {
+		ptw_bptab_free(c->bps);
+		c->bps = NULL;
+	}
+	trace_free(c);
+	if (c->img.exe) {
+		free(c->last_exe);
+		c->last_exe = xstrdup(c->img.exe);
+	}
+	image_release(c);
+	if (c->proc) {
+		ptw_proc_free(c->proc);
+		c->proc = NULL;
+	}
+}
+
+/* Its own view of memory, breakpoint table and journal. */
+static int followed_open(struct ptw_tracer *c)
+{
+	struct ptw_tracer *root = root_of(c);
+	int r = ptw_proc_follow(root->proc, c->pid, &c->proc);
+	if (r < 0)
+		return r;
+	r = ptw_bptab_new(c->proc, &c->bps);
+	if (r < 0)
+		return r;
+	trace_new(c);
+	return 0;
+}
+
+/* A forked process's first thread stopped for the first time: trace it as
+ * if attached (its copy of the parent's bytes is already restored). */
+static void follow_setup(struct ptw_tracer *c, struct ptw_lwp *l, uint64_t ns)
+{
+	struct thread *th = thread_of(l);
+	th->follow_setup = false;
+	int r = followed_open(c);
+	if (r < 0) {
+		follow_failed(c, r == -ENOSPC ? "too many processes traced at once"
+					       : strerror(-r));
+		th->foreign = true;
+		th->detach_asap = true;
+		return;
+	}
+	/* Its copy of the parent's out-of-line pages becomes its own: no
+	 * system call injected to map others, and unmapped at its detach. (A
+	 * parent gone since the fork left no table to tell: they stay.) */
+	struct ptw_tracer *parent = c->xol_parent;
+	c->xol_parent = NULL;
+	if (parent && parent->bps)
+		ptw_bp_adopt_xol(c->bps, parent->bps);
+	bool have_tdb = image_load(c) == 0 && tdb_open(c) == 0;
+	trace_prepare(c);
+	image_hooks(c, l);
+	trace_image(c, l);
+	if (have_tdb) {
+		ptw_tdb_map_lwp(c->img.tdb, l->tid, &th->pd);
+		if (c->parent_tid == c->ppid) {
+			learn_main_return(c, l);
+			c->img.main_seen = true;
+		}
+		if (!c->img.have_result)
+			learn_start_return(c, l);
+		tracing_setup(c, l);
+	}
+	/* Its one thread began at the fork. */
+	struct preexisting f;
+	attach_preexisting_facts(c, l, &f);
+	if (f.have_joinid)
+		f.have_joinid = ptw_mem_read(c->proc, f.joinid_at, &f.joinid, sizeof(f.joinid)) == 0;
+	f.began_ns = c->start_ns;
+	attach_emit_facts(c, &f, NULL, ns);
+}
+
 static void on_fork_stop(struct ptw_tracer *t, struct ptw_stop *st)
 {
 	struct ptw_lwp *cl = ptw_lwp_get(t->proc, (pid_t)st->msg);
@@ -109,6 +284,13 @@ static void on_fork_stop(struct ptw_tracer *t, struct ptw_stop *st)
 	struct thread *cth = thread_of(cl);
 	cth->foreign = true;
 	cth->announced = true;
+	struct ptw_tracer *c = t->o.follow_forks ? followed_new(t, st) : NULL;
+	if (c && st->kind == PTW_STOP_VFORK) {
+		/* It runs in our memory until it execs: we step it over our
+		 * int3s; at its exec it becomes a process of its own. */
+		c->vfork_pending = true;
+		c->vfork_parent = t;
+	}
 	if (st->kind == PTW_STOP_VFORK) {
 		/* It shares our memory, int3s included, until it execs or
 		 * exits: keep it traced and step it over them. */
@@ -123,6 +305,21 @@ static void on_fork_stop(struct ptw_tracer *t, struct ptw_stop *st)
 	if (failed)
 		warn(t, "fork_child_unclean", "could not restore %d patched bytes in fork child %d",
 		     failed, cl->tid);
+	if (c && !failed) {
+		/* -f: it is a process of its own, traced from its first stop. */
+		cth->foreign = false;
+		cth->is_main = true;
+		cth->follow_setup = true;
+		if (cl->state == PTW_LWP_STOPPED && cl->last_stop == PTW_STOP_NEW) {
+			follow_setup(c, cl, st->ns);
+			if (!cth->detach_asap)
+				ptw_resume(c->proc, cl);
+		}
+		if (!cth->detach_asap)
+			return;
+	} else if (c) {
+		follow_failed(c, "its copy of the breakpoints could not be removed");
+	}
 	cth->detach_asap = true;
 	if (cl->state == PTW_LWP_STOPPED) {
 		ptw_detach_lwp(t->proc, cl);
@@ -134,6 +331,11 @@ static void on_fork_stop(struct ptw_tracer *t, struct ptw_stop *st)
 static bool on_new_stop(struct ptw_tracer *t, struct ptw_lwp *l)
 {
 	struct thread *th = thread_of(l);
+	if (th->follow_setup && t->pid == l->tgid) {
+		follow_setup(t, l, ptw_now_ns());
+		if (!t->proc)
+			t = root_of(t); /* could not be followed: let go as without -f */
+	}
 	if (th->detach_asap) {
 		ptw_detach_lwp(t->proc, l);
 		forget_lwp(t, l);
@@ -146,6 +348,31 @@ static bool on_new_stop(struct ptw_tracer *t, struct ptw_lwp *l)
 static void on_exec_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_stop *st)
 {
 	struct thread *th = thread_of(l);
+	struct ptw_tracer *c = th->foreign ? ptw_map_get(&root_of(t)->by_pid, (uint64_t)l->tgid) : NULL;
+	if (c && c->vfork_pending && l->tid == c->pid) {
+		/* -f: a vfork child exec'd: a process of its own now, traced as
+		 * a launched one is. */
+		c->vfork_pending = false;
+		c->vfork_parent = NULL;
+		free_argv(c->owned_argv);
+		c->owned_argv = attach_cmdline(c->pid);
+		c->argv = c->owned_argv;
+		int r = followed_open(c);
+		if (r == 0 && setuid_exec(l->tid))
+			r = -EPERM;
+		if (r == 0) {
+			memset(th, 0, sizeof(*th));
+			th->attr_detached = -1;
+			th->announced = true;
+			th->is_main = true;
+			image_init(c, l);
+			trace_image(c, l);
+			return;
+		}
+		follow_failed(c, r == -EPERM	  ? "it exec'd a set-user-ID or set-group-ID program"
+				 : r == -ENOSPC ? "too many processes traced at once"
+						: strerror(-r));
+	}
 	if (th->foreign) {
 		/* A vfork child exec'd: its memory is its own now. */
 		ptw_detach_lwp(t->proc, l);
@@ -155,6 +382,23 @@ static void on_exec_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_sto
 	struct ptw_event ev = ptw_event_init(PTW_EV_EXEC, st->ns, l->tid);
 	ev.other_tid = (pid_t)st->msg;
 	emit(t, &ev);
+	if (t->root) {
+		/* A followed process: its command line is the new program's. */
+		free_argv(t->owned_argv);
+		t->owned_argv = attach_cmdline(t->pid);
+		t->argv = t->owned_argv;
+		if (setuid_exec(l->tid)) {
+			/* Its old image's bytes went with it: only let go. */
+			trace_image_reset(t);
+			image_release(t);
+			free(t->last_exe);
+			t->last_exe = NULL; /* the new program's, read by follow_failed */
+			ptw_detach_lwp(t->proc, l);
+			forget_lwp(t, l);
+			follow_failed(t, "it exec'd a set-user-ID or set-group-ID program");
+			return;
+		}
+	}
 
 	/* The old image's return breakpoints must not be touched any more
 	 * (their addresses now belong to the new one). */
@@ -165,7 +409,7 @@ static void on_exec_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_sto
 	void *v;
 	struct ptw_lwp **gone = NULL;
 	size_t ngone = 0;
-	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+	while (ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *o = v;
 		if (o != l && o->tgid == t->proc->pid && !thread_of(o)->foreign) {
 			gone = xreallocarray(gone, ngone + 1, sizeof(*gone));
@@ -221,6 +465,18 @@ static bool is_session_signal(int sig)
 		if (sigs[i] == sig)
 			return true;
 	return false;
+}
+
+/* The process that stands for the command: the target, or once it has
+ * ended (-f), the oldest followed process still traced. */
+static pid_t session_pid(struct ptw_tracer *t)
+{
+	if (!t->target_gone)
+		return t->proc->pid;
+	for (size_t i = 0; i < t->nfollowed; i++)
+		if (t->followed[i]->proc && !t->followed[i]->target_gone)
+			return t->followed[i]->pid;
+	return t->proc->pid;
 }
 
 /* Records what ptwatch does about sig; a detach ends the session. */
@@ -286,7 +542,7 @@ static void on_session_signal(struct ptw_tracer *t, const struct ptw_stop *st)
 	}
 	struct session_signal *s = &t->ssig[sig];
 	bool delivered = s->delivery_ns && st->ns - s->delivery_ns <= MATCH_NS;
-	if (st->sig_code == SI_KERNEL && getpgid(t->proc->pid) == ptw_original_pgrp())
+	if (st->sig_code == SI_KERNEL && getpgid(session_pid(t)) == ptw_original_pgrp())
 		press(t, sig, st->ns, delivered, PTW_INTR_TERMINAL);
 	else if (delivered)
 		press(t, sig, st->ns, true, PTW_INTR_GROUP);
@@ -303,7 +559,7 @@ static void expire_copies(struct ptw_tracer *t, uint64_t now)
 			continue;
 		uint64_t ns = s->copy_ns;
 		s->copy_ns = 0;
-		if (ptw_proc_sig_pending(t->proc->pid, sig))
+		if (ptw_proc_sig_pending(session_pid(t), sig))
 			press(t, sig, ns, false, PTW_INTR_GROUP); /* blocked there, for now */
 		else
 			interrupt(t, sig, ns, false, PTW_INTR_PTWATCH_ALONE);
@@ -484,9 +740,56 @@ static void on_signal_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_s
 		emit(t, &ev);
 	}
 	if (is_target_lwp(t, l))
-		note_delivery(t, l, st->sig, st->ns);
+		note_delivery(root_of(t), l, st->sig, st->ns); /* -f: any process's counts */
 	/* Signals belong to the target: deliver it unchanged. */
 	l->resume_sig = st->sig;
+}
+
+/* The tracer of the process l belongs to (root: every stop arrives there). */
+static struct ptw_tracer *owner_of(struct ptw_tracer *root, struct ptw_lwp *l)
+{
+	if (!root->nfollowed || !l->tgid || l->tgid == root->proc->pid)
+		return root;
+	struct ptw_tracer *c = ptw_map_get(&root->by_pid, (uint64_t)l->tgid);
+	if (!c)
+		return root;
+	return c->vfork_pending ? c->vfork_parent : c;
+}
+
+/* A followed process ended (its leader was reaped): what it left goes. */
+static void followed_done(struct ptw_tracer *c, const struct ptw_stop *st)
+{
+	struct ptw_tracer *root = root_of(c);
+	if (!c->target_gone) {
+		/* Never set up (a vfork child that did not exec, say). */
+		struct ptw_event ev = ptw_event_init(PTW_EV_PROCESS_EXIT, st->ns, c->pid);
+		ev.pid = c->pid;
+		if (st->kind == PTW_STOP_KILLED) {
+			ev.sig = c->exit_signal = st->sig;
+			ev.core_dumped = c->core_dumped = st->core_dumped;
+		} else {
+			ev.exit_code = c->exit_code = st->exit_code;
+		}
+		c->target_gone = true;
+		emit(c, &ev);
+	}
+	c->end_ns = st->ns;
+	ptw_map_del(&root->by_pid, (uint64_t)c->pid);
+	trace_image_reset(c);
+	if (c->img.exe) {
+		free(c->last_exe);
+		c->last_exe = xstrdup(c->img.exe);
+	}
+	image_release(c);
+	if (c->bps) {
+		c->bps_retired += ptw_bp_count(c->bps);
+		ptw_bptab_free(c->bps);
+		c->bps = NULL;
+	}
+	if (c->proc) {
+		ptw_proc_free(c->proc);
+		c->proc = NULL;
+	}
 }
 
 static void handle_stop(struct ptw_tracer *t, struct ptw_stop *st)
@@ -531,8 +834,8 @@ static void handle_stop(struct ptw_tracer *t, struct ptw_stop *st)
 		break;
 	case PTW_STOP_EXEC:
 		on_exec_stop(t, l, st);
-		if (!ptw_lwp_get(t->proc, st->tid))
-			return;
+		if (!t->proc || !ptw_lwp_get(t->proc, st->tid))
+			return; /* let go of (a vfork child, a set-uid exec) */
 		break;
 	case PTW_STOP_NEW:
 		if (!on_new_stop(t, l))
@@ -563,6 +866,7 @@ int ptw_tracer_launch(const struct ptw_tracer_opts *o, char *const argv[], int c
 	t->o = *o;
 	t->launched = true;
 	t->proc = proc;
+	t->pid = proc->pid;
 	t->argv = argv;
 	t->start_ns = start;
 	t->img.task_dirfd = -1;
@@ -662,11 +966,19 @@ int ptw_tracer_run(struct ptw_tracer *t, int duration_ms, enum ptw_end_reason *r
 			on_session_signal(t, &st);
 			continue;
 		}
-		handle_stop(t, &st);
-		if (t->target_gone && ptw_lwp_count_alive(t->proc) == 0 && !t->proc->ndeferred) {
+		struct ptw_tracer *owner = owner_of(t, st.lwp);
+		struct ptw_tracer *ended = NULL;
+		if ((st.kind == PTW_STOP_EXITED || st.kind == PTW_STOP_KILLED) && t->nfollowed &&
+		    st.tid == st.lwp->tgid && st.tid != t->proc->pid)
+			ended = ptw_map_get(&t->by_pid, (uint64_t)st.tid);
+		handle_stop(owner, &st);
+		if (ended)
+			followed_done(ended, &st);
+		if (t->target_gone && !t->by_pid.count && ptw_lwp_count_alive(t->proc) == 0 &&
+		    !t->proc->ndeferred) {
 			/* Fork children we still trace keep the loop going. */
 			size_t it = 0;
-			if (!ptw_map_next(&t->proc->lwps, &it, NULL, NULL)) {
+			if (!ptw_map_next(t->proc->lwps, &it, NULL, NULL)) {
 				settle_session_signals(t);
 				*ret_reason = PTW_END_TARGET_EXITED;
 				return 0;
@@ -714,8 +1026,8 @@ static void disable_thread_events(struct ptw_tracer *t)
 	ptw_tdb_disable_events(t->img.tdb);
 	size_t it = 0, n = 0;
 	void *v;
-	uint64_t *pds = xcalloc(t->proc->lwps.count + 1, sizeof(*pds));
-	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+	uint64_t *pds = xcalloc(t->proc->lwps->count + 1, sizeof(*pds));
+	while (ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
 		struct thread *th = l->user;
 		if (th && th->pd && is_target_lwp(t, l) && l->state != PTW_LWP_GONE)
@@ -738,11 +1050,11 @@ static bool xol_still_referenced(struct ptw_tracer *t)
 	bool found = false;
 	size_t it = 0;
 	void *v;
-	while (!found && ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+	while (!found && ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
 		struct thread *th = l->user;
 		struct user_regs_struct *regs;
-		if (!th || !th->used_xol || l->state == PTW_LWP_GONE)
+		if (!th || !th->used_xol || l->state == PTW_LWP_GONE || !mine(t, l))
 			continue;
 		if (l->state != PTW_LWP_STOPPED || ptw_getregs(t->proc, l, &regs) < 0) {
 			found = true;
@@ -775,11 +1087,11 @@ static void leave_xol_pages(struct ptw_tracer *t)
 	}
 	size_t it = 0;
 	void *v;
-	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+	while (ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
 		struct user_regs_struct *regs;
 		uint64_t rip;
-		if (l->state != PTW_LWP_STOPPED || ptw_getregs(t->proc, l, &regs) < 0)
+		if (l->state != PTW_LWP_STOPPED || !mine(t, l) || ptw_getregs(t->proc, l, &regs) < 0)
 			continue;
 		if (ptw_bp_xol_origin(t->bps, regs->rip, &rip)) {
 			regs->rip = rip;
@@ -801,6 +1113,17 @@ int tracer_let_go(struct ptw_tracer *t)
 {
 	if (t->target_gone || t->detached)
 		return 0;
+	/* -f: every followed process first, each on its own (its threads,
+	 * its bytes); what is left (the root's, vfork children) after. */
+	int stuck_followed = 0;
+	for (size_t i = 0; i < t->nfollowed; i++) {
+		struct ptw_tracer *c = t->followed[i];
+		if (c->proc && !c->target_gone && !c->vfork_pending && !c->detached) {
+			stuck_followed += tracer_let_go(c);
+			ptw_map_del(&t->by_pid, (uint64_t)c->pid);
+			c->end_ns = ptw_now_ns();
+		}
+	}
 	uint64_t t0 = ptw_now_ns();
 	int stuck = ptw_stop_all(t->proc, 3000, on_stop_detaching, t);
 	if (stuck < 0)
@@ -811,9 +1134,9 @@ int tracer_let_go(struct ptw_tracer *t)
 	 * no user code before that) and undo it. (A snapshot patches nothing.) */
 	size_t it = 0;
 	void *v;
-	while (!t->snapshot && ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+	while (!t->snapshot && ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
-		if (l->state != PTW_LWP_STOPPED || l->last_stop != PTW_STOP_INTERRUPT ||
+		if (!mine(t, l) || l->state != PTW_LWP_STOPPED || l->last_stop != PTW_STOP_INTERRUPT ||
 		    !ptw_signal_queued(t->proc, l, SIGTRAP, SI_KERNEL))
 			continue;
 		int saved = l->resume_sig;
@@ -842,7 +1165,9 @@ int tracer_let_go(struct ptw_tracer *t)
 	it = 0;
 	struct ptw_lwp **all = NULL;
 	size_t n = 0, nquiet = 0;
-	while (ptw_map_next(&t->proc->lwps, &it, NULL, &v)) {
+	while (ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
+		if (!mine(t, v))
+			continue;
 		all = xreallocarray(all, n + 1, sizeof(*all));
 		all[n++] = v;
 		if (!all[n - 1]->resume_sig) {
@@ -890,7 +1215,9 @@ int tracer_let_go(struct ptw_tracer *t)
 		     "detaches them when ptwatch exits",
 		     stuck);
 	t->detached = true;
-	return stuck;
+	if (!t->end_ns)
+		t->end_ns = ptw_now_ns();
+	return stuck + stuck_followed;
 }
 
 int ptw_tracer_detach(struct ptw_tracer *t)
@@ -981,6 +1308,44 @@ void ptw_tracer_check_fate(struct ptw_tracer *t, struct ptw_report *r)
 	r->traced_by = c.traced_by;
 }
 
+/* What the document says of process c (-f). */
+static void fill_process(struct ptw_tracer *c, struct ptw_process *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->id = c->serial;
+	p->parent_id = c->pserial;
+	p->pid = c->pid;
+	p->ppid = c->root ? c->ppid : 0;
+	p->parent_tid = c->root ? c->parent_tid : 0;
+	p->exe = c->img.exe ? c->img.exe : c->last_exe;
+	p->argv = c->argv;
+	p->start_ns = c->start_ns;
+	p->end_ns = c->end_ns;
+	p->followed = !c->fail_why;
+	p->not_followed_why = c->fail_why;
+	p->detached = c->detached;
+	if (c->target_gone) {
+		p->exit_kind = c->exit_signal ? PTW_EXIT_SIGNAL : PTW_EXIT_CODE;
+		p->exit_code = c->exit_code;
+		p->exit_signal = c->exit_signal;
+		p->core_dumped = c->core_dumped;
+	}
+}
+
+bool ptw_tracer_process(struct ptw_tracer *t, uint32_t id, struct ptw_process *ret)
+{
+	if (!t->o.follow_forks)
+		return false;
+	if (id == 0) {
+		fill_process(t, ret);
+		return true;
+	}
+	if (id > t->nfollowed)
+		return false;
+	fill_process(t->followed[id - 1], ret);
+	return true;
+}
+
 void ptw_tracer_report(struct ptw_tracer *t, struct ptw_report *r)
 {
 	debuginfod_warning(t); /* a failure at a lookup after the last image load */
@@ -1012,6 +1377,22 @@ void ptw_tracer_report(struct ptw_tracer *t, struct ptw_report *r)
 	r->stop_counts = t->proc->counts.by_kind;
 	r->nstop_kinds = PTW_STOP_TRACER_SIGNAL + 1;
 	r->breakpoints = ptw_bp_count(t->bps);
+	/* Every process of the session, the root first (-f). */
+	free(t->report_procs);
+	t->report_procs = NULL;
+	r->processes = NULL;
+	r->nprocesses = 0;
+	if (t->o.follow_forks) {
+		t->report_procs = xcalloc(t->nfollowed + 1, sizeof(*t->report_procs));
+		for (size_t i = 0; i <= t->nfollowed; i++) {
+			struct ptw_tracer *c = i ? t->followed[i - 1] : t;
+			fill_process(c, &t->report_procs[i]);
+			if (i)
+				r->breakpoints += ptw_bp_count(c->bps) + c->bps_retired;
+		}
+		r->processes = t->report_procs;
+		r->nprocesses = t->nfollowed + 1;
+	}
 	r->warnings = t->warnings;
 	r->nwarnings = t->nwarnings;
 }
@@ -1030,6 +1411,13 @@ void ptw_tracer_free(struct ptw_tracer *t)
 {
 	if (!t)
 		return;
+	for (size_t i = 0; i < t->nfollowed; i++)
+		ptw_tracer_free(t->followed[i]);
+	free(t->followed);
+	ptw_map_free(&t->by_pid);
+	free(t->fail_why);
+	free(t->report_procs);
+	free(t->last_exe);
 	image_release(t);
 	trace_free(t);
 	locks_free(t);
@@ -1039,11 +1427,13 @@ void ptw_tracer_free(struct ptw_tracer *t)
 	for (char **a = t->owned_argv; a && *a; a++)
 		free(*a);
 	free(t->owned_argv);
-	if (t->proc) {
+	if (t->proc && !t->root) {
 		size_t it = 0;
 		void *v;
-		while (ptw_map_next(&t->proc->lwps, &it, NULL, &v))
+		while (ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
 			thread_free(((struct ptw_lwp *)v)->user);
+			((struct ptw_lwp *)v)->user = NULL;
+		}
 	}
 	ptw_bptab_free(t->bps);
 	ptw_proc_free(t->proc);

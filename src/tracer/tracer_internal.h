@@ -116,6 +116,7 @@ struct thread {
 	int attr_detached;  /* from the pthread_create entry hook, -1 unknown */
 	bool in_join;
 	bool used_xol;	    /* ran an out-of-line slot: a signal frame may point there */
+	bool follow_setup;  /* -f: first thread of a forked process, set it up at its first stop */
 	/* --trace: open frames (entry sp, return address), innermost last */
 	struct ptw_shadow_frame *shadow;
 	size_t nshadow, shadow_cap;
@@ -147,8 +148,32 @@ struct image {
 	int task_dirfd; /* /proc/PID/task, for comm */
 };
 
+/*
+ * One traced process. The first (launched or attached) is the root: the
+ * handle the public API gives out, holding what the session shares
+ * (signals, interrupts, warnings, the wait loop). With -f, every process
+ * it forks gets a tracer of its own (its own ptw_proc view, breakpoint
+ * table and journal, image and thread agent, --trace state), listed in
+ * the root's followed; hooks.c and trace.c see one process at a time.
+ */
 struct ptw_tracer {
 	struct ptw_tracer_opts o;
+	struct ptw_tracer *root;     /* NULL for the root */
+	pid_t pid;		     /* the process (also before it has a proc: vfork) */
+	pid_t ppid, parent_tid;	     /* followed: who forked it */
+	uint32_t serial, pserial;    /* its ptw_process.id (root: 0), and its parent's */
+	bool vfork_pending;	     /* a vfork child before its exec: its parent steps it */
+	struct ptw_tracer *vfork_parent;
+	struct ptw_tracer *xol_parent; /* fork: whose out-of-line pages it inherited */
+	uint64_t end_ns;
+	char *fail_why;		     /* could not be followed: why (it was let go) */
+	char *last_exe;		     /* its image's, kept once the image is released */
+	size_t bps_retired;	     /* breakpoints of its table, once freed */
+	/* root only */
+	struct ptw_tracer **followed; /* in order of fork */
+	size_t nfollowed;
+	struct ptw_map by_pid;	     /* pid -> live followed tracer */
+	struct ptw_process *report_procs; /* ptw_tracer_report's processes */
 	bool launched; /* we started it (else: attached to it) */
 	bool snapshot; /* attached only to look */
 	bool exec_while_attaching;
@@ -221,7 +246,13 @@ void read_comm(struct ptw_tracer *t, pid_t tid, uint64_t ns);
  * (PTW_EV_DETACHED): a snapshot tells what it copied first. */
 int tracer_let_go(struct ptw_tracer *t);
 
-/* attach.c, shared with snapshot.c */
+/* attach.c, shared with snapshot.c and tracer.c (-f) */
+/* /proc/PID/cmdline as a NULL-terminated argv (malloc'd), or NULL. */
+char **attach_cmdline(pid_t pid);
+/* main()'s return site from the main thread's stack; start_thread's
+ * return site for start routines (without libc's debug file). */
+void learn_main_return(struct ptw_tracer *t, struct ptw_lwp *main_lwp);
+void learn_start_return(struct ptw_tracer *t, struct ptw_lwp *host);
 /* Stops that arrive while we attach (nothing patched yet). */
 void attach_on_stop(void *ctx, struct ptw_stop *st);
 /* The tracer of a process just seized (ptw_seize): its command line read,
@@ -248,10 +279,23 @@ struct preexisting {
 	uint64_t pd, routine;
 	bool have_joinid; /* set it false if the read fails */
 	uint64_t joinid_at, joinid;
+	uint64_t began_ns; /* when the thread began, 0 unknown (a fork child's: the fork) */
 };
 void attach_preexisting_facts(struct ptw_tracer *t, struct ptw_lwp *l, struct preexisting *ret);
 void attach_emit_facts(struct ptw_tracer *t, const struct preexisting *f, const char *name,
 		       uint64_t ns);
+
+/* tracer.c, for attach.c (-p PID -f) */
+/* A followed process (pid, forked by thread parent_tid of ppid at ns),
+ * listed in the root, without a proc yet; argv is the caller's to set. */
+struct ptw_tracer *followed_add(struct ptw_tracer *t, pid_t pid, pid_t ppid, pid_t parent_tid,
+				uint64_t ns);
+/* It cannot be followed: a process_not_followed warning says why, and
+ * whatever it had of ours (proc, breakpoints) is released: the caller has
+ * let go of it, or does so as without -f. */
+void follow_failed(struct ptw_tracer *c, const char *why);
+/* -p PID -f: attach to every descendant of the root that runs now. */
+void attach_descendants(struct ptw_tracer *root);
 
 /* hooks.c */
 /* Symbols of the current image, where its dynamic linker reports

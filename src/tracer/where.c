@@ -16,6 +16,13 @@
 
 int ptw_tracer_where(struct ptw_tracer *t, pid_t tid, struct ptw_where *w)
 {
+	/* -f: the thread's own process, and its symbols. */
+	struct ptw_lwp *l = ptw_lwp_get(t->proc, tid);
+	if (l && l->tgid && l->tgid != t->proc->pid) {
+		struct ptw_tracer *c = ptw_map_get(&t->by_pid, (uint64_t)l->tgid);
+		if (c && c->proc)
+			t = c;
+	}
 	pid_t pid = t->proc->pid;
 	char path[64], buf[512];
 	memset(w, 0, sizeof(*w));

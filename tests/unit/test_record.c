@@ -4,6 +4,7 @@
  * split of the bytes; corrupt bytes are refused; tracer_died closes what
  * was open. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -64,6 +65,8 @@ static void encode(struct ptw_buf *b)
 	for (int i = 0; i < 3; i++) {
 		e = ptw_event_init(PTW_EV_THREAD_CREATE, 20 + (uint64_t)i, 100);
 		e.other_tid = 101 + i;
+		e.pid = 100; /* -f: the process travels with each event */
+		e.process = 3;
 		e.pthread = 0x7f0000001000ull * (uint64_t)(i + 1);
 		e.routine = &worker; /* sent once, named by number after */
 		e.site = &site;
@@ -71,6 +74,8 @@ static void encode(struct ptw_buf *b)
 		ptw_record_event(w, b, &e);
 		e = ptw_event_init(PTW_EV_THREAD_START, 30 + (uint64_t)i, 101 + i);
 		e.routine = &worker;
+		e.pid = 100;
+		e.process = 3;
 		ptw_record_event(w, b, &e);
 	}
 	e = ptw_event_init(PTW_EV_THREAD_RETURN, 40, 101);
@@ -131,6 +136,8 @@ static void check_decoded(struct got *g)
 	CHECK_EQ(g->report->open_timeout_ns, 200000000);
 	const struct ptw_span *slow = ptw_spans_get(g->spans, 2);
 	CHECK_EQ(slow->tid, 102);
+	CHECK_EQ(slow->pid, 100);
+	CHECK_EQ(slow->process, 3);
 	CHECK_EQ(slow->status, PTW_STATUS_OPEN);
 	CHECK(slow->open_after_ns.set);
 	CHECK_EQ(slow->open_after_ns.v, 45);
@@ -150,6 +157,52 @@ static void check_decoded(struct got *g)
 }
 
 /* Fed in pieces of every size: a record split anywhere comes out whole. */
+/* -f: processes, the latest record of each pid kept, in order of first. */
+static void test_processes(void)
+{
+	struct ptw_buf b = { 0 };
+	char a0[] = "srv", a1[] = "-w", why[] = "too many processes traced at once";
+	char *argv[] = { a0, a1, NULL };
+	struct ptw_process p = { .id = 0, .pid = 100, .exe = "/bin/srv", .argv = argv, .start_ns = 5,
+				 .followed = true };
+	ptw_record_process(&b, &p);
+	struct ptw_process c = { .id = 2, .pid = 101, .ppid = 100, .parent_tid = 100, .exe = "/bin/srv",
+				 .argv = argv, .start_ns = 7, .followed = true };
+	ptw_record_process(&b, &c);
+	c.end_ns = 9;
+	c.exit_kind = PTW_EXIT_SIGNAL;
+	c.exit_signal = SIGKILL;
+	ptw_record_process(&b, &c);
+	struct ptw_process d = { .id = 1, .pid = 102, .ppid = 100, .parent_tid = 100, .argv = argv,
+				 .not_followed_why = why };
+	ptw_record_process(&b, &d);
+	struct got g = { .spans = ptw_spans_new() };
+	struct ptw_record_reader *r = ptw_record_reader_new();
+	for (size_t at = 0; at < b.len; at += 7)
+		CHECK_EQ(ptw_record_feed(r, b.p + at, b.len - at < 7 ? b.len - at : 7, &handlers, &g),
+			 0);
+	const struct ptw_process *ps;
+	CHECK_EQ(ptw_record_processes(r, &ps), 3);
+	CHECK_EQ(ps[0].pid, 100);
+	CHECK_STR(ps[0].argv[1], "-w");
+	CHECK(ps[0].argv[2] == NULL);
+	/* by id */
+	CHECK_EQ(ps[2].id, 2);
+	CHECK_EQ(ps[2].pid, 101);
+	CHECK_EQ(ps[2].ppid, 100);
+	CHECK_EQ(ps[2].exit_kind, PTW_EXIT_SIGNAL);
+	CHECK_EQ(ps[2].exit_signal, SIGKILL);
+	CHECK_EQ(ps[2].end_ns, 9);
+	CHECK_EQ(ps[1].id, 1);
+	CHECK_EQ(ps[1].pid, 102);
+	CHECK(!ps[1].followed);
+	CHECK(ps[1].exe == NULL);
+	CHECK_STR(ps[1].not_followed_why, why);
+	ptw_spans_free(g.spans);
+	ptw_record_reader_free(r);
+	ptw_buf_free(&b);
+}
+
 static void test_round_trip(void)
 {
 	struct ptw_buf b = { 0 };
@@ -261,6 +314,7 @@ static void test_corrupt(void)
 int main(void)
 {
 	test_round_trip();
+	test_processes();
 	test_tracer_died();
 	test_tracer_died_after_detach();
 	test_corrupt();

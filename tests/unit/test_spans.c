@@ -493,6 +493,88 @@ static void test_lwp_strategy(void)
 	CHECK_EQ(life, span(2)->end_ns.v - span(2)->start_ns.v); /* from the start */
 }
 
+/* -f: two processes in one stream (a fork child has its parent's pthread_t
+ * values); one ends while the other runs on. */
+static void test_processes(void)
+{
+	reset();
+	struct ptw_event e = ev(PTW_EV_IMAGE, 1000);
+	e.pid = 1000;
+	feed(e);
+	e = ev(PTW_EV_THREAD_CREATE, 1000);
+	e.pid = 1000;
+	e.other_tid = 1001;
+	e.pthread = P1;
+	e.routine = &worker;
+	feed(e);
+	e = ev(PTW_EV_PREEXISTING, 2000);
+	e.pid = 2000;
+	e.process = 1;
+	e.other_tid = 2000;
+	feed(e);
+	e = ev(PTW_EV_THREAD_CREATE, 2000);
+	e.pid = 2000;
+	e.process = 1;
+	e.other_tid = 2001;
+	e.pthread = P1;
+	e.routine = &worker;
+	feed(e);
+	CHECK_EQ(ptw_spans_count(s), 4);
+	CHECK_EQ(span(1)->pid, 1000);
+	CHECK_EQ(span(3)->pid, 2000);
+	CHECK_EQ(span(3)->origin, PTW_ORIGIN_MAIN);
+	CHECK_EQ(span(4)->pid, 2000);
+	CHECK_EQ(span(4)->process, 1);
+	CHECK_EQ(span(1)->process, 0);
+	/* the join in 1000 of P1 is of 1000's thread */
+	e = ev(PTW_EV_JOIN_CALL, 1000);
+	e.pid = 1000;
+	e.pthread = P1;
+	feed(e);
+	CHECK(span(2)->joined);
+	CHECK(!span(4)->joined);
+	/* 2000 exits: its spans end, 1000's do not */
+	e = ev(PTW_EV_PROCESS_EXIT, 2000);
+	e.pid = 2000;
+	e.process = 1;
+	e.exit_code = 3;
+	feed(e);
+	CHECK_EQ(span(3)->status, PTW_STATUS_UNMATCHED);
+	CHECK_EQ(span(4)->status, PTW_STATUS_UNMATCHED);
+	CHECK_EQ(span(1)->status, PTW_STATUS_OPEN);
+	CHECK_EQ(span(2)->status, PTW_STATUS_OPEN);
+	/* a join of P1 in 2000's namespace finds nothing now */
+	e = ev(PTW_EV_JOIN_CALL, 2000);
+	e.pid = 2000;
+	e.process = 1;
+	e.pthread = P1;
+	feed(e);
+	CHECK(!span(4)->joined);
+	struct ptw_metrics m;
+	ptw_spans_metrics_of(s, 1, &m);
+	CHECK_EQ(m.threads_seen, 2);
+	CHECK_EQ(m.threads_created, 1);
+	CHECK_EQ(m.unmatched_spans, 2);
+	ptw_spans_metrics_of(s, 0, &m);
+	CHECK_EQ(m.threads_seen, 2);
+	CHECK_EQ(m.max_active, 2);
+	CHECK_EQ(m.open_spans, 2);
+	ptw_spans_metrics(s, &m);
+	CHECK_EQ(m.threads_seen, 4);
+	/* the kernel hands pid 2000 out again: another process (id 2) */
+	e = ev(PTW_EV_PREEXISTING, 2000);
+	e.pid = 2000;
+	e.process = 2;
+	e.other_tid = 2000;
+	feed(e);
+	CHECK_EQ(span(5)->process, 2);
+	ptw_spans_metrics_of(s, 1, &m);
+	CHECK_EQ(m.threads_seen, 2);
+	ptw_spans_metrics_of(s, 2, &m);
+	CHECK_EQ(m.threads_seen, 1);
+	CHECK_EQ(m.open_spans, 1);
+}
+
 static void test_distribution(void)
 {
 	uint64_t v[10] = { 10, 1, 9, 2, 8, 3, 7, 4, 6, 5 };
@@ -934,6 +1016,7 @@ int main(void)
 	test_joins_and_detach();
 	test_nesting_and_clone();
 	test_lwp_strategy();
+	test_processes();
 	test_distribution();
 	ptw_spans_free(s);
 	s = NULL;
