@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * `ptwatch report`: a saved spans document (ptwatch.spans/3) or a
+ * `ptwatch report`: a saved spans document (ptwatch.spans/4) or a
  * --json-lines stream (ptwatch.lines/1) read back into a report and a span
  * engine, so that the summary, the document and the Chrome trace are
  * rendered by the same code as in a live session.

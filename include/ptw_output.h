@@ -43,7 +43,7 @@ void ptw_json_escape(struct ptw_buf *out, const char *s);
 
 /* ---- the document ---- */
 
-#define PTW_SPANS_SCHEMA "ptwatch.spans/3"
+#define PTW_SPANS_SCHEMA "ptwatch.spans/4"
 #define PTW_LINES_SCHEMA "ptwatch.lines/1"
 
 struct ptw_warning {

@@ -586,7 +586,7 @@ static void filtered_counters(struct ptw_loaded *l, struct store *st)
 	ptw_spans_set_counters(l->report.spans, m.threads_created, (uint64_t)most, m.max_depth);
 }
 
-/* "ptwatch.spans/3" -> is it ours, another version of ours, or not ours? */
+/* "ptwatch.spans/4" -> is it ours, another version of ours, or not ours? */
 static int check_schema(const char *schema, const char *want, char *err, size_t errlen)
 {
 	if (schema && !strcmp(schema, want))

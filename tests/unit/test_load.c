@@ -269,7 +269,7 @@ static void test_document(int nthreads)
 
 	/* another version: one line naming it */
 	char *old = strdup(doc.p);
-	memcpy(strstr(old, "ptwatch.spans/3"), "ptwatch.spans/2", 15);
+	memcpy(strstr(old, "ptwatch.spans/4"), "ptwatch.spans/2", 15);
 	CHECK_EQ(ptw_load(old, strlen(old), true, NULL, &l, err, sizeof(err)), -EINVAL);
 	CHECK(strstr(err, "schema ptwatch.spans/2 is not supported") != NULL);
 	free(old);
