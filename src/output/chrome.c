@@ -23,6 +23,7 @@ struct chrome {
 	struct ptw_json j;
 	uint64_t base, end;
 	pid_t pid;
+	struct ptw_map pid_of; /* -f: tid -> its process's pid */
 	uint64_t flow;
 };
 
@@ -52,7 +53,8 @@ static void begin_event(struct chrome *c, const char *ph, const char *name, cons
 	ptw_json_string(&c->j, "name", name);
 	if (cat)
 		ptw_json_string(&c->j, "cat", cat);
-	ptw_json_int(&c->j, "pid", c->pid);
+	pid_t pid = (pid_t)(uintptr_t)ptw_map_get(&c->pid_of, (uint64_t)tid);
+	ptw_json_int(&c->j, "pid", pid ? pid : c->pid);
 	ptw_json_int(&c->j, "tid", tid);
 }
 
@@ -305,6 +307,30 @@ void ptw_report_chrome(const struct ptw_report *r, struct ptw_buf *out)
 	char *pname = xasprintf("%s (%d)", slash ? slash + 1 : exe, r->pid);
 	metadata(&c, "process_name", r->pid, "name", pname, 0);
 	free(pname);
+	/* -f: a process per pid, its threads on its tracks */
+	for (size_t i = 0; i < n; i++) {
+		const struct ptw_span *sp = ptw_spans_get(r->spans, i);
+		if (sp->pid && sp->pid != r->pid)
+			ptw_map_put(&c.pid_of, (uint64_t)sp->tid, (void *)(uintptr_t)sp->pid);
+	}
+	for (size_t i = 0; i < r->nprocesses; i++) {
+		const struct ptw_process *p = &r->processes[i];
+		if (p->pid == r->pid)
+			continue;
+		const char *pe = p->exe && *p->exe ? p->exe : "?";
+		const char *ps = strrchr(pe, '/');
+		char *pn = xasprintf("%s (%d)", ps ? ps + 1 : pe, p->pid);
+		ptw_json_begin_object(j, NULL);
+		ptw_json_string(j, "ph", "M");
+		ptw_json_string(j, "name", "process_name");
+		ptw_json_int(j, "pid", p->pid);
+		ptw_json_int(j, "tid", p->pid);
+		ptw_json_begin_object(j, "args");
+		ptw_json_string(j, "name", pn);
+		ptw_json_end_object(j);
+		ptw_json_end_object(j);
+		free(pn);
+	}
 	/* one track per thread: named by its first span, ordered by it */
 	struct ptw_map named = { 0 };
 	for (size_t i = 0; i < n; i++) {
@@ -331,4 +357,5 @@ void ptw_report_chrome(const struct ptw_report *r, struct ptw_buf *out)
 	ptw_json_end_array(j);
 	ptw_json_end_object(j);
 	ptw_buf_putc(out, '\n');
+	ptw_map_free(&c.pid_of);
 }

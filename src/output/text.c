@@ -762,7 +762,7 @@ static void processes_summary(struct ptw_buf *out, const struct ptw_report *r)
 		ptw_buf_printf(out, "  process %d %s", p->pid, exe);
 		if (p->id)
 			ptw_buf_printf(out, ", forked by %d (thread %d)", p->ppid, p->parent_tid);
-		ptw_buf_printf(out, ": %zu threads (%zu created)", threads, created);
+		ptw_buf_printf(out, ": %zu thread%s (%zu created)", threads, threads == 1 ? "" : "s", created);
 		if (!p->followed)
 			ptw_buf_printf(out, ", not followed: %s",
 				       p->not_followed_why ? p->not_followed_why : "?");

@@ -760,6 +760,29 @@ def case_json_lines_locks(session, chk):
 
 
 
+def case_chrome_follow(session, chk):
+    """-f --format=chrome: each process its own pid and process_name, its
+    threads' slices under it."""
+    trace = os.path.join(session.tmpdir if hasattr(session, 'tmpdir') else '/tmp',
+                         'ptw-chrome-follow-%d.json' % os.getpid())
+    p = run_ptwatch(['-q', '-f', '--format=chrome', '-o', trace, '--', fixture('forkthreads')])
+    chk.true('exit status: the command\'s (%d; %s)' % (p.returncode, p.stderr[-300:]),
+             p.returncode in (0, 3))
+    with open(trace) as f:
+        events = json.load(f)['traceEvents']
+    os.unlink(trace)
+    names = {e['pid']: e['args']['name'] for e in events
+             if e.get('ph') == 'M' and e.get('name') == 'process_name'}
+    chk.true('two processes or more, each named (%s)' % names, len(names) >= 2)
+    slices = [e for e in events if e.get('ph') == 'X' and e.get('cat', '').startswith('thread')]
+    chk.true('every thread slice under a named process',
+             all(e['pid'] in names for e in slices))
+    child_slices = [e for e in slices if e['name'] == 'child_worker']
+    chk.eq('the fork child\'s 3 workers', len(child_slices), 3)
+    chk.true('the child\'s workers are not in the parent\'s process',
+             all(e['pid'] != min(names) for e in child_slices))
+
+
 CASES = {
     'json-lines': case_json_lines,
     'json-lines-locks': case_json_lines_locks,
@@ -770,6 +793,7 @@ CASES = {
     'report-snapshot': case_report_snapshot,
     'memory': case_memory,
     'chrome': case_chrome,
+    'chrome-follow': case_chrome_follow,
     'log-filters': case_log_filters,
     'help-man': case_help_man,
     'install': case_install,
