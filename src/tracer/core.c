@@ -181,3 +181,52 @@ void read_comm(struct ptw_tracer *t, pid_t tid, uint64_t ns)
 	emit(t, &ev);
 	free(name);
 }
+
+/* ---- return breakpoints ---- */
+
+int retbp_get(struct ptw_tracer *t, struct retbps *rb, struct ptw_lwp *l, uint64_t ret,
+	      unsigned hook)
+{
+	uintptr_t n = (uintptr_t)ptw_map_get(&rb->refs, ret);
+	if (n) {
+		ptw_map_put(&rb->refs, ret, (void *)(n + 1));
+		return 0;
+	}
+	uintptr_t c = (uintptr_t)ptw_map_get(&rb->checked, ret);
+	if (!c) {
+		uint8_t before[8];
+		c = ret > 8 && ptw_bp_read_original(t->bps, ret - 8, before, 8) == 0 &&
+				    ptw_insn_call_length(before, ret) > 0
+			    ? 1
+			    : 2;
+		ptw_map_put(&rb->checked, ret, (void *)c);
+	}
+	if (c != 1)
+		return -EINVAL;
+	int r = insert_bp(t, ret, hook, l);
+	if (r < 0)
+		return r;
+	ptw_map_put(&rb->refs, ret, (void *)1);
+	return 0;
+}
+
+void retbp_put(struct ptw_tracer *t, struct retbps *rb, uint64_t ret, unsigned hook)
+{
+	uintptr_t n = ret ? (uintptr_t)ptw_map_get(&rb->refs, ret) : 0;
+	if (!n)
+		return; /* forgotten (exec, an unloaded library): never touch it */
+	if (n > 1) {
+		ptw_map_put(&rb->refs, ret, (void *)(n - 1));
+		return;
+	}
+	ptw_map_del(&rb->refs, ret);
+	struct ptw_bp *bp = ptw_bp_find(t->bps, ret);
+	if (bp)
+		ptw_bp_remove_hooks(t->bps, bp, hook);
+}
+
+void retbps_free(struct retbps *rb)
+{
+	ptw_map_free(&rb->refs);
+	ptw_map_free(&rb->checked);
+}

@@ -61,8 +61,7 @@ struct locks {
 	const char *libc_path;	/* for the call site: the first frame outside it */
 	struct range ranges[32];	/* exported functions that wait, for classifying */
 	size_t nranges;
-	struct ptw_map retbps;	/* return address -> open waits returning there */
-	struct ptw_map checked; /* return address -> 1 (a call precedes it) or 2 */
+	struct retbps retbps; /* where waits under way return */
 	bool have_tid_off;
 	uint32_t tid_off;	/* struct pthread: tid */
 	uint32_t ndeadlocks;
@@ -80,8 +79,7 @@ void locks_image_reset(struct ptw_tracer *t)
 	struct locks *lk = t->locks;
 	if (!lk)
 		return;
-	ptw_map_free(&lk->retbps);
-	ptw_map_free(&lk->checked);
+	retbps_free(&lk->retbps);
 	ptw_map_free(&lk->reported);
 	lk->ready = false;
 	lk->symtab = false;
@@ -292,54 +290,10 @@ unsigned locks_join_hooks(struct ptw_tracer *t, bool entry)
 	return entry ? HOOK_WAIT_JOIN : HOOK_WAIT_JOIN_RET;
 }
 
-/* ---- return breakpoints ---- */
-
-static int retbp_get(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t ret)
-{
-	struct locks *lk = t->locks;
-	uintptr_t n = (uintptr_t)ptw_map_get(&lk->retbps, ret);
-	if (n) {
-		ptw_map_put(&lk->retbps, ret, (void *)(n + 1));
-		return 0;
-	}
-	uintptr_t c = (uintptr_t)ptw_map_get(&lk->checked, ret);
-	if (!c) {
-		uint8_t before[8];
-		c = ret > 8 && ptw_bp_read_original(t->bps, ret - 8, before, 8) == 0 &&
-				    ptw_insn_call_length(before, ret) > 0
-			    ? 1
-			    : 2;
-		ptw_map_put(&lk->checked, ret, (void *)c);
-	}
-	if (c != 1)
-		return -EINVAL;
-	int r = insert_bp(t, ret, HOOK_WAIT_RETURN, l);
-	if (r < 0)
-		return r;
-	ptw_map_put(&lk->retbps, ret, (void *)1);
-	return 0;
-}
-
-static void retbp_put(struct ptw_tracer *t, uint64_t ret)
-{
-	struct locks *lk = t->locks;
-	uintptr_t n = ret ? (uintptr_t)ptw_map_get(&lk->retbps, ret) : 0;
-	if (!n)
-		return;
-	if (n > 1) {
-		ptw_map_put(&lk->retbps, ret, (void *)(n - 1));
-		return;
-	}
-	ptw_map_del(&lk->retbps, ret);
-	struct ptw_bp *bp = ptw_bp_find(t->bps, ret);
-	if (bp)
-		ptw_bp_remove_hooks(t->bps, bp, HOOK_WAIT_RETURN);
-}
-
 static void pop_wait(struct ptw_tracer *t, struct thread *th)
 {
 	if (th->nlwaits)
-		retbp_put(t, th->lwaits[--th->nlwaits].ret);
+		retbp_put(t, &t->locks->retbps, th->lwaits[--th->nlwaits].ret, HOOK_WAIT_RETURN);
 }
 
 void locks_thread_gone(struct ptw_tracer *t, struct thread *th)
@@ -538,7 +492,7 @@ static void begin_wait(struct ptw_tracer *t, struct ptw_lwp *l,
 	if (!join) {
 		int r = read_u64(t, sp, &ret);
 		if (r == 0)
-			r = retbp_get(t, l, ret);
+			r = retbp_get(t, &t->locks->retbps, l, ret, HOOK_WAIT_RETURN);
 		if (r < 0) {
 			const struct ptw_location *loc = locate(t, regs->rip);
 			warn(t, "locks_no_return",

@@ -42,8 +42,7 @@ struct trace {
 	struct ptw_map scanned;	   /* hash(module path) ^ load address -> 1 */
 	unsigned scanned_gen;	   /* img.modules_gen when last scanned */
 	struct ptw_map entries;	   /* entry address -> 1: has our frame hook */
-	struct ptw_map retbps;	   /* return address -> open frames returning there */
-	struct ptw_map checked;	   /* return address -> 1 (a call precedes it) or 2 (not) */
+	struct retbps retbps;	   /* where open frames return */
 	char **dynsym_only;	   /* basenames of modules only .dynsym could be searched in */
 	size_t ndynsym_only;
 	/* per scan: the module being scanned and the host for insertions */
@@ -134,8 +133,7 @@ void trace_image_reset(struct ptw_tracer *t)
 		return;
 	ptw_map_free(&tr->scanned);
 	ptw_map_free(&tr->entries);
-	ptw_map_free(&tr->retbps);
-	ptw_map_free(&tr->checked);
+	retbps_free(&tr->retbps);
 	tr->scanned_gen = 0;
 }
 
@@ -382,72 +380,26 @@ void hook_trace_libs(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 		/* Return sites in them too: another library may come there. */
 		it = 0;
 		ngone = 0;
-		while (ptw_map_next(&t->trace->retbps, &it, &addr, NULL))
+		while (ptw_map_next(&t->trace->retbps.refs, &it, &addr, NULL))
 			if (!ptw_bp_find(t->bps, addr)) {
 				gone = xreallocarray(gone, ngone + 1, sizeof(*gone));
 				gone[ngone++] = addr;
 			}
 		for (size_t i = 0; i < ngone; i++)
-			ptw_map_del(&t->trace->retbps, gone[i]);
+			ptw_map_del(&t->trace->retbps.refs, gone[i]);
 		free(gone);
-		ptw_map_free(&t->trace->checked);
+		ptw_map_free(&t->trace->retbps.checked);
 		scan(t, l);
 	}
 }
 
 /* ---- return breakpoints ---- */
 
-/* One more open frame returns to ret: its breakpoint is armed. */
-static int retbp_get(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t ret)
-{
-	struct trace *tr = t->trace;
-	uintptr_t n = (uintptr_t)ptw_map_get(&tr->retbps, ret);
-	if (n) {
-		ptw_map_put(&tr->retbps, ret, (void *)(n + 1));
-		return 0;
-	}
-	/* A return address follows a call: anything else read from [sp] is
-	 * no return address (a function entered by a jump), and an int3 put
-	 * there could land in the middle of an instruction, or in data. */
-	uintptr_t c = (uintptr_t)ptw_map_get(&tr->checked, ret);
-	if (!c) {
-		uint8_t before[8];
-		c = ret > 8 && ptw_bp_read_original(t->bps, ret - 8, before, 8) == 0 &&
-				    ptw_insn_call_length(before, ret) > 0
-			    ? 1
-			    : 2;
-		ptw_map_put(&tr->checked, ret, (void *)c);
-	}
-	if (c != 1)
-		return -EINVAL;
-	int r = insert_bp(t, ret, HOOK_FRAME_RETURN, l);
-	if (r < 0)
-		return r;
-	ptw_map_put(&tr->retbps, ret, (void *)1);
-	return 0;
-}
-
-static void retbp_put(struct ptw_tracer *t, uint64_t ret)
-{
-	struct trace *tr = t->trace;
-	uintptr_t n = (uintptr_t)ptw_map_get(&tr->retbps, ret);
-	if (!n)
-		return; /* forgotten (exec, an unloaded library): never touch it */
-	if (n > 1) {
-		ptw_map_put(&tr->retbps, ret, (void *)(n - 1));
-		return;
-	}
-	ptw_map_del(&tr->retbps, ret);
-	struct ptw_bp *bp = ptw_bp_find(t->bps, ret);
-	if (bp)
-		ptw_bp_remove_hooks(t->bps, bp, HOOK_FRAME_RETURN);
-}
-
 /* The k innermost frames of the thread's shadow stack are over. */
 static void drop(struct ptw_tracer *t, struct thread *th, size_t k)
 {
 	for (size_t i = 0; i < k && th->nshadow; i++)
-		retbp_put(t, th->shadow[--th->nshadow].ret);
+		retbp_put(t, &t->trace->retbps, th->shadow[--th->nshadow].ret, HOOK_FRAME_RETURN);
 }
 
 void trace_thread_gone(struct ptw_tracer *t, struct thread *th)
@@ -466,7 +418,7 @@ void hook_frame_entry(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp
 	uint64_t sp = regs->rsp, ret;
 	if (!t->trace || read_u64(t, sp, &ret) < 0)
 		return;
-	int r = retbp_get(t, l, ret);
+	int r = retbp_get(t, &t->trace->retbps, l, ret, HOOK_FRAME_RETURN);
 	if (r < 0) {
 		const struct ptw_location *loc = locate(t, regs->rip);
 		warn(t, "trace_no_return",

@@ -238,6 +238,25 @@ int make_injectable(struct ptw_tracer *t, struct ptw_lwp *l);
 struct ptw_lwp *injection_host(struct ptw_tracer *t);
 /* Inserts a breakpoint; makes host injectable first if an XOL page is needed. */
 int insert_bp(struct ptw_tracer *t, uint64_t addr, unsigned hooks, struct ptw_lwp *host);
+
+/*
+ * Breakpoints at return addresses (--trace frames, --locks waits): armed
+ * while some call under way returns there (counted), idle otherwise. Only
+ * an address that a call instruction precedes, in the original bytes, is
+ * taken: anything else read from [sp] is no return address (a function
+ * entered by a jump), and an int3 there could split an instruction.
+ */
+struct retbps {
+	struct ptw_map refs;	/* return address -> calls under way returning there */
+	struct ptw_map checked; /* return address -> 1 (a call precedes it) or 2 (not) */
+};
+/* One more call returns to ret: 0, -EINVAL (no call precedes it), or the
+ * insertion's error. */
+int retbp_get(struct ptw_tracer *t, struct retbps *rb, struct ptw_lwp *l, uint64_t ret,
+	      unsigned hook);
+/* One fewer: at none, hook leaves the breakpoint (unknown ret: ignored). */
+void retbp_put(struct ptw_tracer *t, struct retbps *rb, uint64_t ret, unsigned hook);
+void retbps_free(struct retbps *rb);
 /* The thread's name (/proc/PID/task/TID/comm), malloc'd, or NULL. */
 char *read_comm_str(struct ptw_tracer *t, pid_t tid);
 /* Emits it as PTW_EV_THREAD_NAME. */
