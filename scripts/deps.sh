@@ -1,16 +1,17 @@
 #!/bin/sh
 # Installs the Debian packages ptwatch needs that are missing, and nothing
 # else. Usage: scripts/deps.sh [bench]   ("bench" adds the tools bench/ compares)
-# debuginfod (the server), xz-utils and tmux are for the tests (tmux: the live
-# table in a real terminal); the debuginfod
-# case serves a fixture's debug file, minidebuginfo builds .gnu_debugdata.
+# debuginfod (the server), xz-utils, tmux and strace are for the tests (tmux:
+# the live table in a real terminal; strace: another tracer holding a process
+# that -f must leave alone); the debuginfod case serves a fixture's debug
+# file, minidebuginfo builds .gnu_debugdata.
 set -eu
 
 pkgs="meson ninja-build pkg-config gcc g++ libc6-dev libelf-dev libdw-dev libcapstone-dev
       libiberty-dev libncurses-dev libc6-dbg binutils xz-utils python3 python3-jsonschema
-      debuginfod tmux"
+      debuginfod tmux strace"
 if [ "${1:-}" = bench ]; then
-	pkgs="$pkgs strace ltrace gdb elfutils hyperfine"
+	pkgs="$pkgs ltrace gdb elfutils valgrind hyperfine"
 fi
 
 missing=""
