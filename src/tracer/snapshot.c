@@ -499,6 +499,10 @@ int ptw_tracer_snapshot(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_t
 	ptw_mem_read_many(t->proc, pieces.v, pieces.n);
 	thaw(frozen, nthreads, &pieces);
 	free(pieces.v);
+	/* The spans exist before we let go: a thread that ends while we do
+	 * (one we could not stop) ends a span it has. */
+	for (size_t i = 0; i < nthreads; i++)
+		attach_emit_facts(t, &frozen[i].facts, frozen[i].k->name, ns);
 	uint64_t ns_copied = ptw_now_ns();
 	t->frozen_ns += ns_copied - frozen_from;
 	tracer_let_go(t);
@@ -506,8 +510,6 @@ int ptw_tracer_snapshot(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_t
 	uint64_t ns_free = ptw_now_ns();
 
 	/* They run again: now the slow part, from the copies. */
-	for (size_t i = 0; i < nthreads; i++)
-		attach_emit_facts(t, &frozen[i].facts, frozen[i].k->name, ns);
 	for (size_t i = 0; i < nthreads; i++) {
 		record(t, &frozen[i], &held, tid_off, have_tid_off, ns);
 		free((void *)frozen[i].stack.bytes);
@@ -521,7 +523,7 @@ int ptw_tracer_snapshot(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_t
 	ptw_dbg(PTW_DBG_TRACER,
 		"snapshot of %d: %d threads; /proc read %.1f ms (seize and symbols %.1f ms "
 		"meanwhile), then frozen %.1f ms: stopped and listed %.1f, registers %.1f, "
-		"memory %.1f, let go %.1f; unwound and named %.1f ms",
+		"memory and spans %.1f, let go %.1f; unwound and named %.1f ms",
 		pid, info.threads, MS(start, ns_read), MS(start, ns_loaded), MS(frozen_from, ns_free),
 		MS(frozen_from, ns_listed), MS(ns_listed, ns_regs), MS(ns_regs, ns_copied),
 		MS(ns_copied, ns_free), MS(ns_free, ptw_now_ns()));
