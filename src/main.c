@@ -886,7 +886,11 @@ int main(int argc, char **argv)
 	if (argc > 1 && !strcmp(argv[1], "report"))
 		return report_main(argc - 1, argv + 1);
 	struct options o;
-	parse_options(argc, copy_argv(argc, argv), &o);
+	/* The options point into it for the whole run (kept reachable: the
+	 * process title is rewritten in argv's own memory). */
+	static char **volatile args;
+	args = copy_argv(argc, argv);
+	parse_options(argc, args, &o);
 
 	int out_fd = -1;
 	bool out_created = false;
