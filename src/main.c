@@ -110,9 +110,10 @@ static void usage(FILE *f)
 		"                       stop detail\n"
 		"  -e, --events=LIST    only these event lines (comma list of the names the log\n"
 		"                       prints: create,start,end,joined,...; see ptwatch(1))\n"
-		"  --tid=TID[,TID...]   only event lines of these threads (and in report)\n"
-		"  --routine=GLOB       only event lines of spans whose start routine matches\n"
-		"                       the shell glob (and in report)\n"
+		"  --tid=TID[,TID...]   only event lines (live table rows) of these threads\n"
+		"                       (and in report)\n"
+		"  --routine=GLOB       only event lines (live table rows) of spans whose start\n"
+		"                       routine matches the shell glob (and in report)\n"
 		"  --live               a live table of the threads on the terminal instead of\n"
 		"                       event lines (default with -p when standard error is a\n"
 		"                       terminal; with a COMMAND, its terminal input and\n"
@@ -520,7 +521,8 @@ static void sink(void *ctx, const struct ptw_event *ev)
 		if (ev->kind == PTW_EV_PROCESS_EXIT || ev->kind == PTW_EV_EXEC ||
 		    ev->kind == PTW_EV_DETACHED)
 			ptw_live_model_refresh(s->model, ev->ns); /* many spans ended */
-		ptw_live_model_note(s->model, sp, ev->ns);
+		if (sp && ptw_text_filter_span(s->filter, sp)) /* --tid, --routine */
+			ptw_live_model_note(s->model, sp, ev->ns);
 		if (ev->kind == PTW_EV_DEADLOCK) { /* held, said after the table */
 			ptw_text_wait_event(&s->log, s->start_ns, ev, ptw_spans_last_wait(s->spans));
 			flush_log(s);
@@ -647,7 +649,8 @@ static void live_start(const struct options *o, struct session *s, struct ptw_tr
 	s->model = ptw_live_get_model(s->live);
 	ptw_tracer_set_wake_fd(t, ptw_live_wake_fd(s->live));
 	for (size_t i = 0; i < ptw_spans_count(s->spans); i++)
-		ptw_live_model_note(s->model, ptw_spans_get(s->spans, i), ptw_now_ns());
+		if (ptw_text_filter_span(s->filter, ptw_spans_get(s->spans, i)))
+			ptw_live_model_note(s->model, ptw_spans_get(s->spans, i), ptw_now_ns());
 }
 
 static void live_end(struct session *s)

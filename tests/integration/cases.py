@@ -3208,6 +3208,8 @@ def case_live(session, chk, mode):
             live_launch(chk, term)
         elif mode == 'ends':
             live_ends(session, chk, term)
+        elif mode == 'filter':
+            live_filter(session, chk, term)
         else:
             live_attach(session, chk, term, mode)
     finally:
@@ -3350,6 +3352,27 @@ def live_ends(session, chk, term):
             check_untouched(chk, pid, 'after %s' % way)
             chk.eq('%s: the fixture still answers' % way, target.ask('p'), ['pong'])
         target.close()
+
+
+def live_filter(session, chk, term):
+    """--routine GLOB (as for the event lines) keeps the table to the spans
+    it matches: odd_worker's thread shows, pool_worker's do not."""
+    target = session.target('live')
+    pid = target.ready()[0]
+    t1 = int(target.ask('c')[1])
+    argv = [ptwatch_path(), '-o', os.path.join(term.dir, 'doc.json'), '-p', str(pid),
+            '--routine', 'odd_*']
+    term.line(shell_quote(argv) + '; echo AFTER-$?')
+    term.expect(r'ptwatch -p %d \(fixture-live\)' % pid, 20, 'the live table\'s title')
+    t3 = int(target.ask('o')[1])
+    term.expect(live_row(t3) + r'\s*odd-\d+\s+odd_worker', 20, 'the row of odd thread %d' % t3)
+    t2 = int(target.ask('c')[1])
+    chk.true('pool_worker threads %d and %d are not shown' % (t1, t2),
+             not re.search(live_row(t1), term.screen(), re.M)
+             and not re.search(live_row(t2), term.screen(), re.M), detail=term.screen())
+    term.keys('q')
+    term.expect(r'^AFTER-0', 20, 'q: ptwatch ended, exit 0')
+    check_untouched(chk, pid, 'after q')
 
 
 def live_attach(session, chk, term, mode):
