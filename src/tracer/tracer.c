@@ -1149,7 +1149,9 @@ int tracer_let_go(struct ptw_tracer *t)
 		}
 	}
 
-	if (t->img.tdb)
+	/* (A snapshot enabled none: it writes nothing, and must not clear a
+	 * debugger's.) */
+	if (t->img.tdb && !t->snapshot)
 		disable_thread_events(t);
 	leave_xol_pages(t);
 	int failed = t->bps ? ptw_bp_restore_all(t->bps) : 0;
