@@ -115,6 +115,17 @@ struct ptw_object_stats {
 	const struct ptw_location **sites;
 	size_t nsites;
 };
+/* Every wait so far, in numbers (streaming frees the ended ones). */
+struct ptw_wait_totals {
+	uint64_t count, completed, unmatched, total_ns, max_ns;
+};
+void ptw_locks_totals(const struct ptw_locks *l, struct ptw_wait_totals *ret);
+/* Streaming (--json-lines): at each collect the ended waits go into the
+ * totals and statistics and are freed; ptw_locks_count/get then give the
+ * waits still under way only. */
+void ptw_locks_set_streaming(struct ptw_locks *l);
+void ptw_locks_collect(struct ptw_locks *l);
+
 /* Most total time first (then most waits); free with ptw_object_stats_free. */
 size_t ptw_locks_object_stats(const struct ptw_locks *l, struct ptw_object_stats **ret);
 void ptw_object_stats_free(struct ptw_object_stats *st, size_t n);

@@ -481,25 +481,15 @@ void ptw_json_wait(struct ptw_json *j, const struct ptw_wait *w)
 /* --locks: the waits in all, the most contended objects, each thread's. */
 static void json_wait_metrics(struct ptw_json *j, const struct ptw_locks *l)
 {
-	size_t n = ptw_locks_count(l), completed = 0, unmatched = 0;
-	uint64_t total = 0, max = 0;
-	for (size_t i = 0; i < n; i++) {
-		const struct ptw_wait *w = ptw_locks_get(l, i);
-		completed += w->status == PTW_WAIT_COMPLETED;
-		unmatched += w->status == PTW_WAIT_UNMATCHED;
-		if (w->status == PTW_WAIT_COMPLETED) {
-			total += w->end_ns - w->start_ns;
-			if (w->end_ns - w->start_ns > max)
-				max = w->end_ns - w->start_ns;
-		}
-	}
+	struct ptw_wait_totals tt;
+	ptw_locks_totals(l, &tt);
 	ptw_json_begin_object(j, "waits");
-	ptw_json_uint(j, "count", n);
-	ptw_json_uint(j, "completed", completed);
-	ptw_json_uint(j, "unmatched", unmatched);
-	ptw_json_uint(j, "open", n - completed - unmatched);
-	ptw_json_uint(j, "total_ns", total);
-	ptw_json_uint(j, "max_ns", max);
+	ptw_json_uint(j, "count", tt.count);
+	ptw_json_uint(j, "completed", tt.completed);
+	ptw_json_uint(j, "unmatched", tt.unmatched);
+	ptw_json_uint(j, "open", tt.count - tt.completed - tt.unmatched);
+	ptw_json_uint(j, "total_ns", tt.total_ns);
+	ptw_json_uint(j, "max_ns", tt.max_ns);
 	ptw_json_uint(j, "deadlocks", ptw_locks_deadlock_count(l));
 	ptw_json_end_object(j);
 	struct ptw_object_stats *st;
@@ -769,7 +759,6 @@ void ptw_json_metrics(struct ptw_json *j, const struct ptw_report *r, bool serie
 	const struct ptw_frames *frames = ptw_spans_frames(r->spans);
 	size_t nframes = ptw_frames_count(frames);
 	const struct ptw_locks *locks = ptw_spans_locks(r->spans);
-	size_t nwaits = ptw_locks_count(locks);
 	struct ptw_metrics m;
 	ptw_spans_metrics(r->spans, &m);
 	ptw_json_begin_object(j, "metrics");
@@ -829,7 +818,9 @@ void ptw_json_metrics(struct ptw_json *j, const struct ptw_report *r, bool serie
 		ptw_json_end_array(j);
 		free(st);
 	}
-	if (nwaits || r->locks)
+	struct ptw_wait_totals tt;
+	ptw_locks_totals(locks, &tt);
+	if (tt.count || r->locks)
 		json_wait_metrics(j, locks);
 	ptw_json_end_object(j);
 }

@@ -963,20 +963,14 @@ static void frames_summary(struct ptw_buf *out, const struct ptw_report *r)
 static void waits_summary(struct ptw_buf *out, const struct ptw_report *r)
 {
 	const struct ptw_locks *l = ptw_spans_locks(r->spans);
-	size_t n = ptw_locks_count(l), nd = ptw_locks_deadlock_count(l);
-	if (!n && !r->locks)
+	size_t nd = ptw_locks_deadlock_count(l);
+	struct ptw_wait_totals tt;
+	ptw_locks_totals(l, &tt);
+	if (!tt.count && !r->locks)
 		return;
-	size_t completed = 0;
-	uint64_t total = 0;
-	for (size_t i = 0; i < n; i++) {
-		const struct ptw_wait *w = ptw_locks_get(l, i);
-		if (w->status == PTW_WAIT_COMPLETED) {
-			completed++;
-			total += w->end_ns - w->start_ns;
-		}
-	}
-	ptw_buf_printf(out, "  waits: %zu contended, %zu completed, ", n, completed);
-	ptw_text_duration(out, total);
+	ptw_buf_printf(out, "  waits: %" PRIu64 " contended, %" PRIu64 " completed, ", tt.count,
+		       tt.completed);
+	ptw_text_duration(out, tt.total_ns);
 	ptw_buf_printf(out, " waited in all; %zu deadlock%s\n", nd, nd == 1 ? "" : "s");
 	struct ptw_object_stats *st;
 	size_t nst = ptw_locks_object_stats(l, &st);

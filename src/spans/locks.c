@@ -46,10 +46,21 @@ struct wthread {
 struct ptw_locks {
 	struct ptw_wait **waits;
 	size_t n, cap;
+	uint32_t next_id;
 	struct ptw_map threads; /* tid -> struct wthread* */
 	struct ptw_live_deadlock **deadlocks;
 	size_t ndeadlocks;
 	bool let_go;
+	/* streaming (--json-lines): ended waits go into these at the next
+	 * collect and are freed; the statistics start from them */
+	bool streaming;
+	struct ptw_wait_totals acc;
+	struct ptw_object_stats *acc_obj;
+	size_t nacc_obj;
+	struct ptw_map acc_obj_idx; /* object key -> index + 1 */
+	struct ptw_thread_waits *acc_thr;
+	size_t nacc_thr;
+	struct ptw_map acc_thr_idx; /* (span, tid) key -> index + 1 */
 };
 
 struct ptw_locks *ptw_locks_new(void)
@@ -87,6 +98,10 @@ void ptw_locks_free(struct ptw_locks *l)
 	for (size_t i = 0; i < l->ndeadlocks; i++)
 		deadlock_free(l->deadlocks[i]);
 	free(l->deadlocks);
+	ptw_object_stats_free(l->acc_obj, l->nacc_obj);
+	ptw_map_free(&l->acc_obj_idx);
+	free(l->acc_thr);
+	ptw_map_free(&l->acc_thr_idx);
 	free(l);
 }
 
@@ -192,7 +207,7 @@ static struct ptw_wait *on_begin(struct ptw_locks *l, const struct ptw_event *ev
 		l->waits = xreallocarray(l->waits, l->cap, sizeof(*l->waits));
 	}
 	l->waits[l->n++] = w;
-	w->id = (uint32_t)l->n;
+	w->id = ++l->next_id;
 	w->thread_span = thread ? thread->id : 0;
 	w->tid = ev->tid;
 	w->kind = ev->wait_kind;
@@ -316,52 +331,145 @@ static int by_total(const void *x, const void *y)
 	return (a->object > b->object) - (a->object < b->object);
 }
 
+/* One wait into the per-object figures (index: object key -> position + 1). */
+static void object_add(struct ptw_object_stats **st, size_t *n, struct ptw_map *index,
+		       const struct ptw_wait *w)
+{
+	/* a join waits for a thread, not an object others contend for */
+	uint64_t key = w->object ^ ((uint64_t)(w->kind == PTW_WAIT_JOIN) << 63);
+	size_t k = (size_t)(uintptr_t)ptw_map_get(index, key | 1);
+	struct ptw_object_stats *o;
+	if (!k) {
+		*st = xreallocarray(*st, *n + 1, sizeof(**st));
+		o = &(*st)[(*n)++];
+		memset(o, 0, sizeof(*o));
+		o->object = w->object;
+		o->object_loc = w->object_loc;
+		o->kind = w->kind;
+		ptw_map_put(index, key | 1, (void *)(uintptr_t)*n);
+	} else {
+		o = &(*st)[k - 1];
+	}
+	o->waits++;
+	if (w->status == PTW_WAIT_COMPLETED) {
+		uint64_t d = w->end_ns - w->start_ns;
+		o->completed++;
+		o->total_ns += d;
+		if (d > o->max_ns)
+			o->max_ns = d;
+	}
+	bool seen = false;
+	for (size_t t = 0; t < o->ntids && !seen; t++)
+		seen = o->tids[t] == w->tid;
+	if (!seen) {
+		o->tids = xreallocarray(o->tids, o->ntids + 1, sizeof(*o->tids));
+		o->tids[o->ntids++] = w->tid;
+	}
+	seen = !w->site;
+	for (size_t i = 0; i < o->nsites && !seen; i++)
+		seen = o->sites[i] == w->site || (o->sites[i]->addr == w->site->addr);
+	if (!seen) {
+		o->sites = xreallocarray(o->sites, o->nsites + 1, sizeof(*o->sites));
+		o->sites[o->nsites++] = w->site;
+	}
+}
+
+/* One wait into the per-thread figures. */
+static void thread_add(struct ptw_thread_waits **st, size_t *n, struct ptw_map *index,
+		       const struct ptw_wait *w)
+{
+	uint64_t key = ((uint64_t)w->thread_span << 32) | (uint32_t)w->tid;
+	size_t k = (size_t)(uintptr_t)ptw_map_get(index, key | (1ull << 63));
+	struct ptw_thread_waits *t;
+	if (!k) {
+		*st = xreallocarray(*st, *n + 1, sizeof(**st));
+		t = &(*st)[(*n)++];
+		memset(t, 0, sizeof(*t));
+		t->tid = w->tid;
+		t->thread_span = w->thread_span;
+		ptw_map_put(index, key | (1ull << 63), (void *)(uintptr_t)*n);
+	} else {
+		t = &(*st)[k - 1];
+	}
+	t->waits++;
+	if (w->status == PTW_WAIT_COMPLETED) {
+		uint64_t d = w->end_ns - w->start_ns;
+		t->completed++;
+		t->total_ns += d;
+		if (d > t->max_ns)
+			t->max_ns = d;
+	}
+}
+
+static void totals_add(struct ptw_wait_totals *tt, const struct ptw_wait *w)
+{
+	tt->count++;
+	tt->completed += w->status == PTW_WAIT_COMPLETED;
+	tt->unmatched += w->status == PTW_WAIT_UNMATCHED;
+	if (w->status == PTW_WAIT_COMPLETED) {
+		uint64_t d = w->end_ns - w->start_ns;
+		tt->total_ns += d;
+		if (d > tt->max_ns)
+			tt->max_ns = d;
+	}
+}
+
+void ptw_locks_set_streaming(struct ptw_locks *l)
+{
+	l->streaming = true;
+}
+
+void ptw_locks_collect(struct ptw_locks *l)
+{
+	if (!l->streaming)
+		return;
+	size_t k = 0;
+	for (size_t i = 0; i < l->n; i++) {
+		struct ptw_wait *w = l->waits[i];
+		if (w->status == PTW_WAIT_OPEN) {
+			l->waits[k++] = w;
+			continue;
+		}
+		totals_add(&l->acc, w);
+		object_add(&l->acc_obj, &l->nacc_obj, &l->acc_obj_idx, w);
+		thread_add(&l->acc_thr, &l->nacc_thr, &l->acc_thr_idx, w);
+		free(w->stack);
+		free(w);
+	}
+	l->n = k;
+}
+
+void ptw_locks_totals(const struct ptw_locks *l, struct ptw_wait_totals *ret)
+{
+	*ret = l->acc;
+	for (size_t i = 0; i < l->n; i++)
+		totals_add(ret, l->waits[i]);
+}
+
 size_t ptw_locks_object_stats(const struct ptw_locks *l, struct ptw_object_stats **ret)
 {
 	struct ptw_object_stats *st = NULL;
 	size_t n = 0;
-	struct ptw_map index = { 0 }; /* object -> position + 1 */
-	for (size_t i = 0; i < l->n; i++) {
-		const struct ptw_wait *w = l->waits[i];
-		/* a join waits for a thread, not an object others contend for */
-		uint64_t key = w->object ^ ((uint64_t)(w->kind == PTW_WAIT_JOIN) << 63);
-		size_t k = (size_t)(uintptr_t)ptw_map_get(&index, key | 1);
-		struct ptw_object_stats *o;
-		if (!k) {
-			st = xreallocarray(st, n + 1, sizeof(*st));
-			o = &st[n++];
-			memset(o, 0, sizeof(*o));
-			o->object = w->object;
-			o->object_loc = w->object_loc;
-			o->kind = w->kind;
-			ptw_map_put(&index, key | 1, (void *)(uintptr_t)n);
-		} else {
-			o = &st[k - 1];
+	struct ptw_map index = { 0 }; /* object key -> position + 1 */
+	/* what the freed waits left, copied (the caller frees its own) */
+	if (l->nacc_obj) {
+		st = xcalloc(l->nacc_obj, sizeof(*st));
+		for (size_t i = 0; i < l->nacc_obj; i++) {
+			st[i] = l->acc_obj[i];
+			st[i].tids = xcalloc(st[i].ntids + 1, sizeof(*st[i].tids));
+			memcpy(st[i].tids, l->acc_obj[i].tids, st[i].ntids * sizeof(*st[i].tids));
+			st[i].sites = xcalloc(st[i].nsites + 1, sizeof(*st[i].sites));
+			memcpy(st[i].sites, l->acc_obj[i].sites, st[i].nsites * sizeof(*st[i].sites));
 		}
-		o->waits++;
-		if (w->status == PTW_WAIT_COMPLETED) {
-			uint64_t d = w->end_ns - w->start_ns;
-			o->completed++;
-			o->total_ns += d;
-			if (d > o->max_ns)
-				o->max_ns = d;
-		}
-		bool seen = false;
-		for (size_t t = 0; t < o->ntids && !seen; t++)
-			seen = o->tids[t] == w->tid;
-		if (!seen) {
-			o->tids = xreallocarray(o->tids, o->ntids + 1, sizeof(*o->tids));
-			o->tids[o->ntids++] = w->tid;
-		}
-		seen = !w->site;
-		for (size_t s = 0; s < o->nsites && !seen; s++)
-			seen = o->sites[s] == w->site ||
-			       (o->sites[s]->addr == w->site->addr);
-		if (!seen) {
-			o->sites = xreallocarray(o->sites, o->nsites + 1, sizeof(*o->sites));
-			o->sites[o->nsites++] = w->site;
-		}
+		n = l->nacc_obj;
+		size_t it = 0;
+		uint64_t key;
+		void *v;
+		while (ptw_map_next((struct ptw_map *)&l->acc_obj_idx, &it, &key, &v))
+			ptw_map_put(&index, key, v);
 	}
+	for (size_t i = 0; i < l->n; i++)
+		object_add(&st, &n, &index, l->waits[i]);
 	ptw_map_free(&index);
 	if (n)
 		qsort(st, n, sizeof(*st), by_total);
@@ -393,30 +501,18 @@ size_t ptw_locks_thread_stats(const struct ptw_locks *l, struct ptw_thread_waits
 	struct ptw_thread_waits *st = NULL;
 	size_t n = 0;
 	struct ptw_map index = { 0 }; /* (span, tid) -> position + 1 */
-	for (size_t i = 0; i < l->n; i++) {
-		const struct ptw_wait *w = l->waits[i];
-		uint64_t key = ((uint64_t)w->thread_span << 32) | (uint32_t)w->tid;
-		size_t k = (size_t)(uintptr_t)ptw_map_get(&index, key | (1ull << 63));
-		struct ptw_thread_waits *t;
-		if (!k) {
-			st = xreallocarray(st, n + 1, sizeof(*st));
-			t = &st[n++];
-			memset(t, 0, sizeof(*t));
-			t->tid = w->tid;
-			t->thread_span = w->thread_span;
-			ptw_map_put(&index, key | (1ull << 63), (void *)(uintptr_t)n);
-		} else {
-			t = &st[k - 1];
-		}
-		t->waits++;
-		if (w->status == PTW_WAIT_COMPLETED) {
-			uint64_t d = w->end_ns - w->start_ns;
-			t->completed++;
-			t->total_ns += d;
-			if (d > t->max_ns)
-				t->max_ns = d;
-		}
+	if (l->nacc_thr) {
+		st = xcalloc(l->nacc_thr, sizeof(*st));
+		memcpy(st, l->acc_thr, l->nacc_thr * sizeof(*st));
+		n = l->nacc_thr;
+		size_t it = 0;
+		uint64_t key;
+		void *v;
+		while (ptw_map_next((struct ptw_map *)&l->acc_thr_idx, &it, &key, &v))
+			ptw_map_put(&index, key, v);
 	}
+	for (size_t i = 0; i < l->n; i++)
+		thread_add(&st, &n, &index, l->waits[i]);
 	ptw_map_free(&index);
 	if (n)
 		qsort(st, n, sizeof(*st), by_thread_total);

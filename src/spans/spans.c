@@ -824,6 +824,7 @@ void ptw_spans_set_streaming(struct ptw_spans *s, ptw_span_retire_fn retire, voi
 {
 	s->streaming = true;
 	ptw_frames_set_streaming(s->frames);
+	ptw_locks_set_streaming(s->locks);
 	s->retire = retire;
 	s->retire_ctx = ctx;
 	s->spawn.exact_max = s->life.exact_max = s->wait.exact_max = PTW_DACC_EXACT;
@@ -988,6 +989,8 @@ void ptw_spans_collect(struct ptw_spans *s)
 	if (!s->streaming)
 		return;
 	ptw_frames_collect(s->frames);
+	ptw_locks_collect(s->locks);
+	s->last_wait = NULL; /* it may have been freed */
 	/* Past the table's size: the kept ones go too. */
 	if (s->next_id > PTW_SPANS_KEEP && s->kept) {
 		for (size_t i = 0; i < s->n; i++)

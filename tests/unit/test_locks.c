@@ -302,12 +302,72 @@ static void test_cycle(void)
 	CHECK_EQ(ptw_wait_cycle(0, owner_of, NULL, c, 8), 0);
 }
 
+/* Streaming (--json-lines): ended waits leave the engine at each collect,
+ * and the totals and statistics are those of an engine that keeps them. */
+static void stats_stream(bool streaming, struct ptw_wait_totals *tt, struct ptw_object_stats **st,
+			 size_t *nst, struct ptw_thread_waits **tw, size_t *ntw, size_t *held)
+{
+	setup();
+	if (streaming)
+		ptw_spans_set_streaming(s, NULL, NULL);
+	for (int round = 0; round < 200; round++) {
+		pid_t tid = round % 2 ? T1 : T2;
+		begin(tid, PTW_WAIT_MUTEX, round % 3 ? MUTEX_A : MUTEX_B, tid == T1 ? T2 : T1,
+		      round % 5 ? &site1 : &site2, 0x7000);
+		now += 1000 * (uint64_t)(round % 7);
+		end(tid);
+	}
+	begin(T3, PTW_WAIT_MUTEX, MUTEX_A, T1, &site1, 0x9000); /* open at the end */
+	ptw_spans_collect(s);
+	*held = ptw_locks_count(L());
+	ptw_locks_totals(L(), tt);
+	*nst = ptw_locks_object_stats(L(), st);
+	*ntw = ptw_locks_thread_stats(L(), tw);
+}
+
+static void test_streaming(void)
+{
+	struct ptw_wait_totals a, b;
+	struct ptw_object_stats *sa, *sb;
+	struct ptw_thread_waits *ta, *tb;
+	size_t nsa, nsb, nta, ntb, ha, hb;
+	stats_stream(false, &a, &sa, &nsa, &ta, &nta, &ha);
+	stats_stream(true, &b, &sb, &nsb, &tb, &ntb, &hb);
+	CHECK_EQ(ha, 201);
+	CHECK_EQ(hb, 1); /* the open one */
+	CHECK_EQ(a.count, 201);
+	CHECK_EQ(b.count, a.count);
+	CHECK_EQ(b.completed, a.completed);
+	CHECK_EQ(b.unmatched, a.unmatched);
+	CHECK_EQ(b.total_ns, a.total_ns);
+	CHECK_EQ(b.max_ns, a.max_ns);
+	CHECK_EQ(nsb, nsa);
+	for (size_t i = 0; i < nsa && i < nsb; i++) {
+		CHECK_EQ(sb[i].object, sa[i].object);
+		CHECK_EQ(sb[i].waits, sa[i].waits);
+		CHECK_EQ(sb[i].total_ns, sa[i].total_ns);
+		CHECK_EQ(sb[i].ntids, sa[i].ntids);
+		CHECK_EQ(sb[i].nsites, sa[i].nsites);
+	}
+	CHECK_EQ(ntb, nta);
+	for (size_t i = 0; i < nta && i < ntb; i++) {
+		CHECK_EQ(tb[i].tid, ta[i].tid);
+		CHECK_EQ(tb[i].waits, ta[i].waits);
+		CHECK_EQ(tb[i].total_ns, ta[i].total_ns);
+	}
+	ptw_object_stats_free(sa, nsa);
+	ptw_object_stats_free(sb, nsb);
+	free(ta);
+	free(tb);
+}
+
 int main(void)
 {
 	test_pairs();
 	test_ends();
 	test_deadlock();
 	test_stats();
+	test_streaming();
 	test_cycle();
 	ptw_spans_free(s);
 	CHECK_DONE();
