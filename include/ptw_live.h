@@ -95,6 +95,11 @@ void ptw_live_model_free(struct ptw_live_model *m);
  * ended) changed at time now, or is new. Returns true if the model did not
  * know it. */
 bool ptw_live_model_note(struct ptw_live_model *m, const struct ptw_span *sp, uint64_t now);
+/* --locks: w's thread waits ("mutex queue_lock", "DEADLOCK queue_lock") or
+ * no more. False if the table has no row for its span. */
+struct ptw_wait;
+bool ptw_live_model_wait(struct ptw_live_model *m, const struct ptw_wait *w, bool waiting,
+			 bool deadlock);
 /* Every span it shows may have changed (the process exited or exec'd). */
 void ptw_live_model_refresh(struct ptw_live_model *m, uint64_t now);
 /* Something changed since the last build (a note, or a span to fade). */

@@ -489,6 +489,16 @@ static void lines_event(struct session *s, const struct ptw_event *ev)
 	}
 }
 
+/* --locks: a row's state says what its thread waits for. */
+static void live_wait(struct session *s, const struct ptw_event *ev)
+{
+	const struct ptw_wait *w = ptw_spans_last_wait(s->spans);
+	if (w && (ev->kind == PTW_EV_WAIT_BEGIN || ev->kind == PTW_EV_WAIT_END ||
+		  ev->kind == PTW_EV_DEADLOCK))
+		ptw_live_model_wait(s->model, w, ev->kind != PTW_EV_WAIT_END,
+				    ev->kind == PTW_EV_DEADLOCK);
+}
+
 static void sink(void *ctx, const struct ptw_event *ev)
 {
 	struct session *s = ctx;
@@ -523,6 +533,7 @@ static void sink(void *ctx, const struct ptw_event *ev)
 			ptw_live_model_refresh(s->model, ev->ns); /* many spans ended */
 		if (sp && ptw_text_filter_span(s->filter, sp)) /* --tid, --routine */
 			ptw_live_model_note(s->model, sp, ev->ns);
+		live_wait(s, ev);
 		if (ev->kind == PTW_EV_DEADLOCK) { /* held, said after the table */
 			ptw_text_wait_event(&s->log, s->start_ns, ev, ptw_spans_last_wait(s->spans));
 			flush_log(s);

@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /* The live table's row model: pure (see ptw_live.h). */
 #define _GNU_SOURCE
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "ptw_live.h"
+#include "ptw_locks.h"
 #include "ptw_output.h"
+#include "ptw_symbols.h"
 #include "ptw_util.h"
 
 /* A span the model shows (live, or ended less than PTW_LIVE_FADE_NS ago).
@@ -30,6 +33,7 @@ struct track {
 	uint64_t name_ns;
 	char tid_text[16];
 	char state[64];
+	char wait[48]; /* --locks: what it waits for now, "" when it does not */
 };
 
 struct group_acc {
@@ -307,6 +311,9 @@ static void state_text(struct track *t)
 			break;
 		}
 		snprintf(t->state, sizeof(t->state), "%s", s);
+	} else if (t->wait[0]) {
+		snprintf(t->state, sizeof(t->state), "%s%s", sp->open_after_ns.set ? "late " : "",
+			 t->wait);
 	} else if (sp->open_after_ns.set) {
 		snprintf(t->state, sizeof(t->state), "late%s%s", sp->open_state ? " " : "",
 			 sp->open_state ? sp->open_state : "");
@@ -520,4 +527,24 @@ void ptw_live_model_counts(const struct ptw_live_model *m, uint64_t now,
 	if (m->first_ns && now - m->first_ns < PTW_LIVE_RATE_NS)
 		window = (double)(now - m->first_ns) / 1e9;
 	ret->rate = window > 0.05 ? (double)n / window : 0;
+}
+
+bool ptw_live_model_wait(struct ptw_live_model *m, const struct ptw_wait *w, bool waiting,
+			 bool deadlock)
+{
+	void *v = w->thread_span ? ptw_map_get(&m->by_id, w->thread_span) : NULL;
+	if (!v)
+		return false;
+	struct track *t = &m->tracks[(size_t)(uintptr_t)v - 1];
+	const char *obj = w->object_loc && w->object_loc->symbol ? w->object_loc->symbol : NULL;
+	/* the state column is narrow: a deadlock names the object alone */
+	const char *what = deadlock ? "DEADLOCK" : ptw_wait_object_kind(w->kind);
+	if (!waiting)
+		t->wait[0] = '\0';
+	else if (obj)
+		snprintf(t->wait, sizeof(t->wait), "%s %s", what, obj);
+	else
+		snprintf(t->wait, sizeof(t->wait), "%s %#" PRIx64, what, w->object);
+	m->dirty = true;
+	return true;
 }

@@ -9,6 +9,7 @@
 
 #include "check.h"
 #include "ptw_live.h"
+#include "ptw_locks.h"
 #include "ptw_symbols.h"
 
 #define MS 1000000ull
@@ -418,8 +419,37 @@ static void test_duration(void)
 	CHECK_STR(b, "1h02m");
 }
 
+/* --locks: a row says what its thread waits for, and no more once done. */
+static void test_waits(void)
+{
+	static const struct ptw_location qlock = { .addr = 0x404040, .symbol = "queue_lock" };
+	struct ptw_live_model *m = ptw_live_model_new();
+	struct ptw_live_query q = { .view = PTW_LIVE_THREADS };
+	const struct ptw_live_row *rows;
+	const struct ptw_live_group *groups;
+	struct ptw_span *a = span(1, 300, "w", &pool, PTW_ORIGIN_CREATED);
+	created(a, 1, T0, T0 + MS);
+	ptw_live_model_note(m, a, T0);
+	struct ptw_wait w = { .id = 1, .thread_span = 1, .tid = 300, .kind = PTW_WAIT_MUTEX,
+			      .object = 0x404040, .object_loc = &qlock };
+	CHECK(ptw_live_model_wait(m, &w, true, false));
+	size_t n = build(m, T0 + S, &q, &rows, &groups);
+	CHECK_EQ(n, 1);
+	CHECK_STR(rows[0].state, "mutex queue_lock");
+	CHECK(ptw_live_model_wait(m, &w, true, true));
+	build(m, T0 + S, &q, &rows, &groups);
+	CHECK_STR(rows[0].state, "DEADLOCK queue_lock");
+	CHECK(ptw_live_model_wait(m, &w, false, false));
+	build(m, T0 + S, &q, &rows, &groups);
+	CHECK_STR(rows[0].state, "running");
+	w.thread_span = 9; /* no such row */
+	CHECK(!ptw_live_model_wait(m, &w, true, false));
+	ptw_live_model_free(m);
+}
+
 int main(void)
 {
+	test_waits();
 	test_rows_and_fading();
 	test_filter_sort();
 	test_late();
