@@ -57,6 +57,7 @@ const char *ptw_live_sort_name(enum ptw_live_view v, enum ptw_live_sort s);
 /* One row of the thread view. Strings are the model's until the next build. */
 struct ptw_live_row {
 	uint32_t span;
+	pid_t pid;	     /* its process (-f: several), 0 unknown */
 	pid_t tid;
 	const char *name;    /* "" unknown */
 	const char *routine; /* start routine, as the text output names it */

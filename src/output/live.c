@@ -447,15 +447,16 @@ static void draw_header(struct ptw_live *l, uint64_t now, size_t nrows)
  * narrow terminal loses CREATOR and SPAWN first, then NAME and STATE
  * shrink). */
 struct thread_cols {
-	int tid, name, routine, creator, state, age, spawn;
+	int pid, tid, name, routine, creator, state, age, spawn;
 };
 
-static struct thread_cols thread_cols(int cols)
+/* pid: the rows are of several processes (-f): a PID column first. */
+static struct thread_cols thread_cols(int cols, bool pid)
 {
-	struct thread_cols c = { 8, 16, 0, 8, 18, 9, 9 };
+	struct thread_cols c = { pid ? 8 : 0, 8, 16, 0, 8, 18, 9, 9 };
 	if (cols < 96)
 		c.creator = c.spawn = 0;
-	int fixed = c.tid + c.age + c.creator + c.spawn + 6;
+	int fixed = c.pid + c.tid + c.age + c.creator + c.spawn + 6 + (pid ? 1 : 0);
 	int rest = cols - fixed;
 	if (rest < c.name + c.state + 24) { /* the routine keeps at least a third */
 		c.name = rest / 4;
@@ -479,9 +480,13 @@ static void cell(const char *s, int w, bool right)
 static void draw_threads(struct ptw_live *l, const struct ptw_live_row *rows, size_t n, int top,
 			 int height)
 {
-	struct thread_cols w = thread_cols(COLS);
+	bool multi = false;
+	for (size_t i = 1; i < n && !multi; i++)
+		multi = rows[i].pid && rows[0].pid && rows[i].pid != rows[0].pid;
+	struct thread_cols w = thread_cols(COLS, multi);
 	attron(A_BOLD);
 	move(top - 1, 0);
+	cell("PID", w.pid, true);
 	cell("TID", w.tid, true);
 	cell("NAME", w.name, false);
 	cell("START ROUTINE", w.routine, false);
@@ -500,6 +505,8 @@ static void draw_threads(struct ptw_live *l, const struct ptw_live_row *rows, si
 		attron(a);
 		move(top + i, 0);
 		char b[24];
+		snprintf(b, sizeof(b), "%d", (int)r->pid);
+		cell(b, w.pid, true);
 		snprintf(b, sizeof(b), "%d", (int)r->tid);
 		cell(b, w.tid, true);
 		cell(r->name, w.name, false);

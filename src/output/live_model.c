@@ -463,6 +463,7 @@ size_t ptw_live_model_build(struct ptw_live_model *m, uint64_t now, const struct
 		memset(r, 0, sizeof(*r));
 		r->span = sp->id;
 		r->tid = sp->tid;
+		r->pid = sp->pid;
 		r->name = name;
 		r->routine = routine;
 		r->creator = sp->creator_tid;

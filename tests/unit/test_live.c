@@ -429,12 +429,14 @@ static void test_waits(void)
 	const struct ptw_live_group *groups;
 	struct ptw_span *a = span(1, 300, "w", &pool, PTW_ORIGIN_CREATED);
 	created(a, 1, T0, T0 + MS);
+	a->pid = 42; /* -f: the table shows it when processes differ */
 	ptw_live_model_note(m, a, T0);
 	struct ptw_wait w = { .id = 1, .thread_span = 1, .tid = 300, .kind = PTW_WAIT_MUTEX,
 			      .object = 0x404040, .object_loc = &qlock };
 	CHECK(ptw_live_model_wait(m, &w, true, false));
 	size_t n = build(m, T0 + S, &q, &rows, &groups);
 	CHECK_EQ(n, 1);
+	CHECK_EQ(rows[0].pid, 42);
 	CHECK_STR(rows[0].state, "mutex queue_lock");
 	CHECK(ptw_live_model_wait(m, &w, true, true));
 	build(m, T0 + S, &q, &rows, &groups);
