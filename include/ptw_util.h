@@ -94,6 +94,11 @@ void ptw_set_process_title(char **argv, const char *const *title);
 /* Name of a signal ("SIGSEGV", "SIGRT3"); never NULL. */
 const char *ptw_signame(int sig);
 
+/* Length of the valid UTF-8 sequence at p (ASCII: 1), looking at no more
+ * than avail bytes, nor past a byte that breaks it (a NUL does); 0 if it is
+ * not one (a stray byte, overlong, a surrogate, past U+10FFFF). */
+size_t ptw_utf8_sequence(const unsigned char *p, size_t avail);
+
 /* Writes all of buf (again after EINTR and short writes); 0 or -errno. */
 int ptw_write_all(int fd, const void *buf, size_t len);
 

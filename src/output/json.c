@@ -13,37 +13,6 @@
 
 /* ---- writer ---- */
 
-/* Length of the valid UTF-8 sequence at s, or 0 if it is not one. */
-static size_t utf8_sequence(const unsigned char *s)
-{
-	unsigned c = s[0];
-	size_t n;
-	uint32_t cp;
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf) {
-		n = 2;
-		cp = c & 0x1f;
-	} else if (c >= 0xe0 && c <= 0xef) {
-		n = 3;
-		cp = c & 0x0f;
-	} else if (c >= 0xf0 && c <= 0xf4) {
-		n = 4;
-		cp = c & 0x07;
-	} else {
-		return 0;
-	}
-	for (size_t i = 1; i < n; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (s[i] & 0x3f);
-	}
-	if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-	    (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-		return 0;
-	return n;
-}
-
 void ptw_json_escape(struct ptw_buf *out, const char *str)
 {
 	const unsigned char *s = (const unsigned char *)str;
@@ -75,7 +44,7 @@ void ptw_json_escape(struct ptw_buf *out, const char *str)
 			ptw_buf_printf(out, "\\u%04x", c);
 			s++;
 		} else {
-			size_t n = utf8_sequence(s);
+			size_t n = ptw_utf8_sequence(s, 4); /* a NUL stops it first */
 			if (n) {
 				ptw_buf_add(out, s, n);
 				s += n;

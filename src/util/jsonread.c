@@ -135,37 +135,6 @@ static void put_utf8(struct ptw_buf *b, uint32_t cp)
 	ptw_buf_add(b, u, n);
 }
 
-/* Length of a valid UTF-8 sequence at p (within end), 0 if none. */
-static size_t utf8_len(const unsigned char *p, const unsigned char *end)
-{
-	unsigned c = p[0];
-	size_t n;
-	uint32_t cp;
-	if (c >= 0xc2 && c <= 0xdf) {
-		n = 2;
-		cp = c & 0x1f;
-	} else if (c >= 0xe0 && c <= 0xef) {
-		n = 3;
-		cp = c & 0x0f;
-	} else if (c >= 0xf0 && c <= 0xf4) {
-		n = 4;
-		cp = c & 0x07;
-	} else {
-		return 0;
-	}
-	if ((size_t)(end - p) < n)
-		return 0;
-	for (size_t i = 1; i < n; i++) {
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (p[i] & 0x3f);
-	}
-	if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-	    (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-		return 0;
-	return n;
-}
-
 /* At the opening quote; returns the decoded string (malloc'ed) or NULL. */
 static char *string(struct parser *ps, size_t *ret_len)
 {
@@ -255,7 +224,7 @@ static char *string(struct parser *ps, size_t *ret_len)
 			ptw_buf_add(&b, run, (size_t)(ps->p - run));
 			continue;
 		}
-		size_t n = utf8_len(ps->p, ps->end);
+		size_t n = ptw_utf8_sequence(ps->p, (size_t)(ps->end - ps->p));
 		if (!n) {
 			fail(ps, "invalid UTF-8 in a string");
 			goto bad;

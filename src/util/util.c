@@ -415,3 +415,38 @@ int ptw_write_all(int fd, const void *buf, size_t len)
 	}
 	return 0;
 }
+
+size_t ptw_utf8_sequence(const unsigned char *p, size_t avail)
+{
+	if (!avail)
+		return 0;
+	unsigned c = p[0];
+	size_t n;
+	uint32_t cp;
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf) {
+		n = 2;
+		cp = c & 0x1f;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		n = 3;
+		cp = c & 0x0f;
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		n = 4;
+		cp = c & 0x07;
+	} else {
+		return 0;
+	}
+	if (avail < n)
+		return 0;
+	for (size_t i = 1; i < n; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0; /* before reading on: safe at a NUL */
+		cp = (cp << 6) | (p[i] & 0x3f);
+	}
+	/* overlong, surrogates, past U+10FFFF */
+	if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+	    (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+		return 0;
+	return n;
+}
