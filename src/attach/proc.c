@@ -93,18 +93,26 @@ static struct ptw_proc *proc_new(pid_t pid)
 	return p;
 }
 
+/* Another process of root's session: root's LWP table and signals. */
+static struct ptw_proc *proc_child(struct ptw_proc *root, pid_t pid)
+{
+	struct ptw_proc *p = xcalloc(1, sizeof(*p));
+	p->pid = pid;
+	p->mem_pid = pid;
+	p->sigfd = root->sigfd;
+	p->wake_fd = -1;
+	p->mem_fd = -1;
+	p->root = root;
+	p->lwps = root->lwps;
+	return p;
+}
+
 int ptw_proc_follow(struct ptw_proc *root, pid_t pid, struct ptw_proc **ret)
 {
 	root = ptw_proc_root(root);
 	if (ptw_map_get(&root->procs, (uint64_t)pid))
 		return -EEXIST;
-	struct ptw_proc *p = xcalloc(1, sizeof(*p));
-	p->pid = pid;
-	p->mem_pid = pid;
-	p->sigfd = root->sigfd;
-	p->mem_fd = -1;
-	p->root = root;
-	p->lwps = root->lwps;
+	struct ptw_proc *p = proc_child(root, pid);
 	p->options = root->options;
 	reopen_mem(p);
 	if (p->mem_fd < 0) {
@@ -960,13 +968,7 @@ static int seize_into(struct ptw_proc *root, pid_t pid, struct ptw_proc **ret_pr
 			pid_t tid = tids[i];
 			if (!p) {
 				if (root) {
-					p = xcalloc(1, sizeof(*p));
-					p->pid = pid;
-					p->mem_pid = pid;
-					p->sigfd = root->sigfd;
-					p->mem_fd = -1;
-					p->root = root;
-					p->lwps = root->lwps;
+					p = proc_child(root, pid);
 					ptw_map_put(&root->procs, (uint64_t)pid, p);
 				} else {
 					p = proc_new(pid);
