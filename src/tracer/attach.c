@@ -353,9 +353,26 @@ static int attach_setup(struct ptw_tracer *t, const struct ptw_seize_info *info,
 	uint64_t ns = ptw_now_ns();
 	size_t nthreads;
 	struct ptw_lwp **threads = attach_threads(t, &nthreads);
-	for (size_t i = 0; i < nthreads; i++)
-		attach_emit_preexisting(t, threads[i], ptw_map_get(&names, (uint64_t)threads[i]->tid),
-					ns);
+	/* Each thread's pd->joinid (detached?) in one batch of reads, not one
+	 * system call per thread. */
+	struct preexisting *facts = xcalloc(nthreads + 1, sizeof(*facts));
+	struct ptw_mem_piece *pieces = xcalloc(nthreads + 1, sizeof(*pieces));
+	size_t npieces = 0;
+	for (size_t i = 0; i < nthreads; i++) {
+		attach_preexisting_facts(t, threads[i], &facts[i]);
+		if (facts[i].have_joinid)
+			pieces[npieces++] = (struct ptw_mem_piece){ .addr = facts[i].joinid_at,
+								    .buf = &facts[i].joinid,
+								    .len = sizeof(facts[i].joinid) };
+	}
+	ptw_mem_read_many(proc, pieces, npieces);
+	for (size_t i = 0, k = 0; i < nthreads; i++) {
+		if (facts[i].have_joinid)
+			facts[i].have_joinid = pieces[k++].ok;
+		attach_emit_facts(t, &facts[i], ptw_map_get(&names, (uint64_t)threads[i]->tid), ns);
+	}
+	free(pieces);
+	free(facts);
 	free(threads);
 	size_t it = 0;
 	void *v;
