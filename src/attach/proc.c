@@ -1261,16 +1261,27 @@ int ptw_inject_syscall(struct ptw_proc *p, struct ptw_lwp *l, uint64_t syscall_i
 		r = ptw_resume_syscall(p, l);
 		if (r < 0)
 			break;
+		/* Any tracee, not l alone: if the process dies meanwhile, its main
+		 * thread (l, often) is not reported before every other thread
+		 * is reaped, and those are ours to reap. Theirs are kept for
+		 * the caller. */
 		int status;
 		pid_t t;
-		do
-			t = waitpid(l->tid, &status, __WALL);
-		while (t < 0 && errno == EINTR);
+		struct ptw_stop st;
+		for (;;) {
+			t = waitpid(-1, &status, __WALL);
+			if (t < 0 && errno == EINTR)
+				continue;
+			if (t <= 0 || t == l->tid)
+				break;
+			struct ptw_stop other;
+			record_status(p, t, status, &other);
+			defer(p, &other);
+		}
 		if (t < 0) {
 			r = -errno;
 			break;
 		}
-		struct ptw_stop st;
 		record_status(p, l->tid, status, &st);
 		if (st.kind == PTW_STOP_SYSCALL) {
 			phase++;
