@@ -790,6 +790,15 @@ static void processes_summary(struct ptw_buf *out, const struct ptw_report *r)
 	}
 }
 
+/* "detached", or "detached (interrupted)": why, when the reason says more. */
+static void detached_text(struct ptw_buf *out, const struct ptw_report *r)
+{
+	if (r->end_reason && strcmp(r->end_reason, "detached"))
+		ptw_buf_printf(out, "detached (%s)", r->end_reason);
+	else
+		ptw_buf_puts(out, "detached");
+}
+
 static void fate_line(struct ptw_buf *out, const struct ptw_report *r)
 {
 	if (r->end_reason && !strcmp(r->end_reason, "tracer_died")) {
@@ -798,8 +807,10 @@ static void fate_line(struct ptw_buf *out, const struct ptw_report *r)
 		return;
 	}
 	if (r->fate == PTW_FATE_ENDED) {
-		if (r->after_detach)
-			ptw_buf_printf(out, "detached (%s), then ", r->end_reason);
+		if (r->after_detach) {
+			detached_text(out, r);
+			ptw_buf_puts(out, ", then ");
+		}
 		if (r->exit_kind == PTW_EXIT_SIGNAL)
 			ptw_buf_printf(out, "process %s by %s%s\n",
 				       r->after_detach ? "was killed" : "killed",
@@ -809,7 +820,8 @@ static void fate_line(struct ptw_buf *out, const struct ptw_report *r)
 			ptw_buf_printf(out, "process exited with code %d\n", r->exit_code);
 		return;
 	}
-	ptw_buf_printf(out, "detached (%s), process %d ", r->end_reason, r->pid);
+	detached_text(out, r);
+	ptw_buf_printf(out, ", process %d ", r->pid);
 	switch (r->fate) {
 	case PTW_FATE_LIVES_ON:
 		ptw_buf_puts(out, "lives on\n");
