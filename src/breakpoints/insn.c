@@ -469,7 +469,18 @@ int ptw_insn_tail_jump(const uint8_t *code, size_t len, uint64_t addr, uint64_t 
 	return r;
 }
 
-int ptw_insn_find_rets(const uint8_t *code, size_t len, uint64_t addr, uint64_t *out, int max)
+/* What a scan of code (at addr, len bytes) keeps. */
+struct pick {
+	unsigned id;	 /* X86_INS_RET, X86_INS_CALL, X86_INS_JMP */
+	bool target;	 /* keep the direct target (else the instruction's address) */
+	bool leaving;	 /* ... only a target outside [lo, hi) */
+	uint64_t lo, hi;
+};
+
+/* Up to max addresses of the instructions pk picks; an undecodable byte
+ * (padding) is skipped. */
+static int find_insns(const uint8_t *code, size_t len, uint64_t addr, const struct pick *pk,
+		      uint64_t *out, int max)
 {
 	csh h;
 	if (capstone(&h) < 0)
@@ -481,46 +492,39 @@ int ptw_insn_find_rets(const uint8_t *code, size_t len, uint64_t addr, uint64_t 
 	cs_insn *insn = cs_malloc(h);
 	while (left && k < max) {
 		if (!cs_disasm_iter(h, &p, &left, &a, insn)) {
-			/* undecodable byte (padding): skip it */
 			p++;
 			left--;
 			a++;
 			continue;
 		}
-		if (insn->id == X86_INS_RET)
+		if (insn->id != pk->id)
+			continue;
+		if (!pk->target) {
 			out[k++] = insn->address;
+			continue;
+		}
+		const cs_x86 *x = &insn->detail->x86;
+		if (x->op_count != 1 || x->operands[0].type != X86_OP_IMM)
+			continue;
+		uint64_t target = (uint64_t)x->operands[0].imm;
+		if (!pk->leaving || target < pk->lo || target >= pk->hi)
+			out[k++] = target;
 	}
 	cs_free(insn, 1);
 	return k;
 }
 
+int ptw_insn_find_rets(const uint8_t *code, size_t len, uint64_t addr, uint64_t *out, int max)
+{
+	const struct pick pk = { .id = X86_INS_RET };
+	return find_insns(code, len, addr, &pk, out, max);
+}
+
 int ptw_insn_find_calls(const uint8_t *code, size_t len, uint64_t addr, bool tail_jumps, uint64_t *out,
 			int max)
 {
-	csh h;
-	if (capstone(&h) < 0)
-		return 0;
-	int k = 0;
-	const uint8_t *p = code;
-	size_t left = len;
-	uint64_t a = addr;
-	cs_insn *insn = cs_malloc(h);
-	while (left && k < max) {
-		if (!cs_disasm_iter(h, &p, &left, &a, insn)) {
-			p++;
-			left--;
-			a++;
-			continue;
-		}
-		const cs_x86 *x = &insn->detail->x86;
-		unsigned want = tail_jumps ? X86_INS_JMP : X86_INS_CALL;
-		if (insn->id == want && x->op_count == 1 && x->operands[0].type == X86_OP_IMM) {
-			uint64_t target = (uint64_t)x->operands[0].imm;
-			/* a jump out of the function is a tail call */
-			if (!tail_jumps || target < addr || target >= addr + len)
-				out[k++] = target;
-		}
-	}
-	cs_free(insn, 1);
-	return k;
+	/* a jump out of the function is a tail call */
+	const struct pick pk = { .id = tail_jumps ? X86_INS_JMP : X86_INS_CALL, .target = true,
+				 .leaving = tail_jumps, .lo = addr, .hi = addr + len };
+	return find_insns(code, len, addr, &pk, out, max);
 }
