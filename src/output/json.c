@@ -172,6 +172,31 @@ void ptw_json_hex(struct ptw_json *j, const char *k, uint64_t v)
 
 /* ---- the document ---- */
 
+/* key: value when set, null when not (0 ids and tids, unknown lines). */
+static void json_uint_or_null(struct ptw_json *j, const char *k, bool set, uint64_t v)
+{
+	if (set)
+		ptw_json_uint(j, k, v);
+	else
+		ptw_json_null(j, k);
+}
+
+static void json_int_or_null(struct ptw_json *j, const char *k, bool set, int64_t v)
+{
+	if (set)
+		ptw_json_int(j, k, v);
+	else
+		ptw_json_null(j, k);
+}
+
+/* end_key and duration_ns of something from start to end, if it ended. */
+static void json_end(struct ptw_json *j, const char *end_key, bool ended, uint64_t start,
+		     uint64_t end)
+{
+	json_uint_or_null(j, end_key, ended, end);
+	json_uint_or_null(j, "duration_ns", ended, end - start);
+}
+
 static void json_opt(struct ptw_json *j, const char *k, struct ptw_opt o)
 {
 	if (o.set)
@@ -203,10 +228,7 @@ void ptw_json_location(struct ptw_json *j, const char *k, const struct ptw_locat
 	else
 		ptw_json_null(j, "offset");
 	ptw_json_string(j, "file", loc->file);
-	if (loc->line)
-		ptw_json_int(j, "line", loc->line);
-	else
-		ptw_json_null(j, "line");
+	json_int_or_null(j, "line", loc->line, loc->line);
 	ptw_json_end_object(j);
 }
 
@@ -259,14 +281,8 @@ void ptw_json_span(struct ptw_json *j, const struct ptw_span *sp)
 		ptw_json_hex(j, "arg", sp->arg.v);
 	else
 		ptw_json_null(j, "arg");
-	if (sp->creator_tid)
-		ptw_json_int(j, "creator_tid", sp->creator_tid);
-	else
-		ptw_json_null(j, "creator_tid");
-	if (sp->creator_span)
-		ptw_json_uint(j, "creator_span", sp->creator_span);
-	else
-		ptw_json_null(j, "creator_span");
+	json_int_or_null(j, "creator_tid", sp->creator_tid, sp->creator_tid);
+	json_uint_or_null(j, "creator_span", sp->creator_span, sp->creator_span);
 	ptw_json_location(j, "create_site", sp->create_site, "??", false);
 	ptw_json_uint(j, "depth", sp->depth);
 	json_tristate(j, "detached", sp->detached);
@@ -297,10 +313,8 @@ void ptw_json_span(struct ptw_json *j, const struct ptw_span *sp)
 		ptw_json_int(j, "joiner_tid", sp->joiner_tid);
 		ptw_json_uint(j, "call_ns", sp->join_call_ns);
 		json_opt(j, "return_ns", sp->join_return_ns);
-		if (sp->join_return_ns.set)
-			ptw_json_uint(j, "wait_ns", sp->join_return_ns.v - sp->join_call_ns);
-		else
-			ptw_json_null(j, "wait_ns");
+		json_uint_or_null(j, "wait_ns", sp->join_return_ns.set,
+				  sp->join_return_ns.v - sp->join_call_ns);
 		ptw_json_end_object(j);
 	} else {
 		ptw_json_null(j, "join");
@@ -335,10 +349,7 @@ void ptw_json_span(struct ptw_json *j, const struct ptw_span *sp)
 			ptw_json_begin_object(j, "waits_for");
 			ptw_json_string(j, "kind", ptw_wait_kind_name(sp->wait_kind));
 			ptw_json_hex(j, "object", sp->wait_object);
-			if (sp->wait_owner)
-				ptw_json_int(j, "owner_tid", sp->wait_owner);
-			else
-				ptw_json_null(j, "owner_tid");
+			json_int_or_null(j, "owner_tid", sp->wait_owner, sp->wait_owner);
 			ptw_json_end_object(j);
 		}
 	}
@@ -355,29 +366,14 @@ void ptw_json_frame(struct ptw_json *j, const struct ptw_frame *fr)
 		ptw_json_int(j, "pid", fr->pid);
 	if (j->processes)
 		ptw_json_uint(j, "process", fr->process);
-	if (fr->thread_span)
-		ptw_json_uint(j, "thread_span", fr->thread_span);
-	else
-		ptw_json_null(j, "thread_span");
+	json_uint_or_null(j, "thread_span", fr->thread_span, fr->thread_span);
 	ptw_json_int(j, "tid", fr->tid);
 	ptw_json_location(j, "function", fr->function, "??", false);
 	ptw_json_uint(j, "entry_ns", fr->entry_ns);
-	if (fr->has_return) {
-		ptw_json_uint(j, "return_ns", fr->return_ns);
-		ptw_json_uint(j, "duration_ns", fr->return_ns - fr->entry_ns);
-	} else {
-		ptw_json_null(j, "return_ns");
-		ptw_json_null(j, "duration_ns");
-	}
-	if (fr->has_left)
-		ptw_json_uint(j, "left_ns", fr->left_ns);
-	else
-		ptw_json_null(j, "left_ns");
+	json_end(j, "return_ns", fr->has_return, fr->entry_ns, fr->return_ns);
+	json_uint_or_null(j, "left_ns", fr->has_left, fr->left_ns);
 	ptw_json_uint(j, "depth", fr->depth);
-	if (fr->parent)
-		ptw_json_uint(j, "parent", fr->parent);
-	else
-		ptw_json_null(j, "parent");
+	json_uint_or_null(j, "parent", fr->parent, fr->parent);
 	ptw_json_string(j, "status", ptw_frame_status_name(fr->status));
 	ptw_json_string(j, "reason", fr->reason);
 	if (fr->has_value)
@@ -406,44 +402,23 @@ void ptw_json_wait(struct ptw_json *j, const struct ptw_wait *w)
 	ptw_json_begin_object(j, NULL);
 	ptw_json_uint(j, "id", w->id);
 	ptw_json_string(j, "kind", "wait");
-	if (w->thread_span)
-		ptw_json_uint(j, "thread_span", w->thread_span);
-	else
-		ptw_json_null(j, "thread_span");
+	json_uint_or_null(j, "thread_span", w->thread_span, w->thread_span);
 	ptw_json_int(j, "tid", w->tid);
 	ptw_json_string(j, "wait", ptw_wait_kind_name(w->kind));
 	json_object(j, "object", w->kind, w->object, w->object_loc);
-	if (w->owner)
-		ptw_json_int(j, "owner_tid", w->owner);
-	else
-		ptw_json_null(j, "owner_tid");
-	if (w->owner_span)
-		ptw_json_uint(j, "owner_span", w->owner_span);
-	else
-		ptw_json_null(j, "owner_span");
+	json_int_or_null(j, "owner_tid", w->owner, w->owner);
+	json_uint_or_null(j, "owner_span", w->owner_span, w->owner_span);
 	ptw_json_location(j, "site", w->site, "??", false);
 	ptw_json_begin_array(j, "stack");
 	for (size_t i = 0; i < w->nstack; i++)
 		ptw_json_location(j, NULL, w->stack[i], "??", false);
 	ptw_json_end_array(j);
 	ptw_json_uint(j, "start_ns", w->start_ns);
-	if (w->has_end) {
-		ptw_json_uint(j, "end_ns", w->end_ns);
-		ptw_json_uint(j, "duration_ns", w->end_ns - w->start_ns);
-	} else {
-		ptw_json_null(j, "end_ns");
-		ptw_json_null(j, "duration_ns");
-	}
-	if (w->has_left)
-		ptw_json_uint(j, "left_ns", w->left_ns);
-	else
-		ptw_json_null(j, "left_ns");
+	json_end(j, "end_ns", w->has_end, w->start_ns, w->end_ns);
+	json_uint_or_null(j, "left_ns", w->has_left, w->left_ns);
 	ptw_json_string(j, "status", ptw_wait_status_name(w->status));
 	ptw_json_string(j, "reason", w->reason);
-	if (w->deadlock)
-		ptw_json_uint(j, "deadlock", w->deadlock);
-	else
-		ptw_json_null(j, "deadlock");
+	json_uint_or_null(j, "deadlock", w->deadlock, w->deadlock);
 	ptw_json_end_object(j);
 }
 
@@ -489,10 +464,7 @@ static void json_wait_metrics(struct ptw_json *j, const struct ptw_locks *l)
 	for (size_t i = 0; i < ntw; i++) {
 		ptw_json_begin_object(j, NULL);
 		ptw_json_int(j, "tid", tw[i].tid);
-		if (tw[i].thread_span)
-			ptw_json_uint(j, "thread_span", tw[i].thread_span);
-		else
-			ptw_json_null(j, "thread_span");
+		json_uint_or_null(j, "thread_span", tw[i].thread_span, tw[i].thread_span);
 		ptw_json_uint(j, "waits", tw[i].waits);
 		ptw_json_uint(j, "completed", tw[i].completed);
 		ptw_json_uint(j, "total_ns", tw[i].total_ns);
@@ -589,10 +561,7 @@ static void json_processes(struct ptw_json *j, const struct ptw_report *r)
 			ptw_json_int(j, "ppid", p->ppid);
 			ptw_json_int(j, "parent_tid", p->parent_tid);
 			uint32_t fs = fork_span(r, p);
-			if (fs)
-				ptw_json_uint(j, "parent_span", fs);
-			else
-				ptw_json_null(j, "parent_span");
+			json_uint_or_null(j, "parent_span", fs, fs);
 		} else {
 			ptw_json_null(j, "parent_process");
 			ptw_json_null(j, "ppid");
@@ -605,10 +574,7 @@ static void json_processes(struct ptw_json *j, const struct ptw_report *r)
 			ptw_json_string(j, NULL, *a);
 		ptw_json_end_array(j);
 		ptw_json_uint(j, "start_ns", p->start_ns);
-		if (p->end_ns)
-			ptw_json_uint(j, "end_ns", p->end_ns);
-		else
-			ptw_json_null(j, "end_ns");
+		json_uint_or_null(j, "end_ns", p->end_ns, p->end_ns);
 		if (p->exit_kind == PTW_EXIT_CODE) {
 			ptw_json_begin_object(j, "exit");
 			ptw_json_int(j, "code", p->exit_code);
