@@ -143,6 +143,10 @@ struct ptw_census {
 			   * nor ignored, fatal by default), or 0 */
 };
 void ptw_proc_census(pid_t pid, bool every_thread, struct ptw_census *ret);
+/* The children of every thread of pid (/proc/PID/task/TID/children),
+ * appended to *kids (and the thread that forked each to *tids, unless tids
+ * is NULL) after the n there already; the new count. */
+size_t ptw_proc_children(pid_t pid, pid_t **kids, pid_t **tids, size_t n);
 /* Does any thread of pid still run? (Its main thread may be a zombie while
  * the others go on.) */
 bool ptw_proc_alive(pid_t pid);

@@ -83,27 +83,6 @@ int memfds_get(const struct memfds *m, pid_t pid)
 	return -1;
 }
 
-/* The children of every thread of pid, appended to *out. */
-static void children(pid_t pid, pid_t **out, size_t *n)
-{
-	pid_t *tids;
-	int ntids = ptw_proc_tids(pid, &tids);
-	for (int i = 0; i < ntids; i++) {
-		char path[96];
-		snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, tids[i]);
-		FILE *f = fopen(path, "re");
-		int c;
-		while (f && fscanf(f, "%d", &c) == 1) {
-			*out = xreallocarray(*out, *n + 1, sizeof(**out));
-			(*out)[(*n)++] = c;
-		}
-		if (f)
-			fclose(f);
-	}
-	if (ntids > 0)
-		free(tids);
-}
-
 static bool among(pid_t pid, const pid_t *pids, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -131,7 +110,7 @@ int memfds_restore(const struct memfds *m, int *ret_restored)
 	for (size_t i = 0; i < n; i++) {
 		pid_t *queue = NULL;
 		size_t nq = 0;
-		children(pids[i], &queue, &nq);
+		nq = ptw_proc_children(pids[i], &queue, NULL, nq);
 		for (size_t k = 0; k < nq && k < 4096; k++) {
 			if (among(queue[k], pids, n))
 				continue;
@@ -139,7 +118,7 @@ int memfds_restore(const struct memfds *m, int *ret_restored)
 			if (ptw_bp_journal_restore_copy(pids[i], queue[k], &restored) == 0) {
 				*ret_restored += restored;
 				if (restored)
-					children(queue[k], &queue, &nq);
+					nq = ptw_proc_children(queue[k], &queue, NULL, nq);
 			}
 		}
 		free(queue);

@@ -531,6 +531,22 @@ const char *ptw_interrupt_why_name(enum ptw_interrupt_why w)
 	}
 }
 
+/* The span metrics, of a process or of all (ptw_spans_metrics*). */
+static void json_metric_fields(struct ptw_json *j, const struct ptw_metrics *m)
+{
+	ptw_json_uint(j, "threads_seen", m->threads_seen);
+	ptw_json_uint(j, "threads_created", m->threads_created);
+	ptw_json_uint(j, "max_active", m->max_active);
+	ptw_json_uint(j, "max_depth", m->max_depth);
+	json_distribution(j, "spawn_latency_ns", &m->spawn_latency);
+	json_distribution(j, "lifetime_ns", &m->lifetime);
+	json_distribution(j, "join_wait_ns", &m->join_wait);
+	ptw_json_uint(j, "unjoined", m->unjoined);
+	ptw_json_uint(j, "open_spans", m->open_spans);
+	ptw_json_uint(j, "unmatched_spans", m->unmatched_spans);
+	ptw_json_uint(j, "open_timeouts", m->open_timeouts);
+}
+
 /* The span of the thread that forked p: the latest span of (ppid,
  * parent_tid) that began before the fork. 0 if none. */
 static uint32_t fork_span(const struct ptw_report *r, const struct ptw_process *p)
@@ -595,17 +611,7 @@ static void json_processes(struct ptw_json *j, const struct ptw_report *r)
 		struct ptw_metrics m;
 		ptw_spans_metrics_of(r->spans, p->id, &m);
 		ptw_json_begin_object(j, "metrics");
-		ptw_json_uint(j, "threads_seen", m.threads_seen);
-		ptw_json_uint(j, "threads_created", m.threads_created);
-		ptw_json_uint(j, "max_active", m.max_active);
-		ptw_json_uint(j, "max_depth", m.max_depth);
-		json_distribution(j, "spawn_latency_ns", &m.spawn_latency);
-		json_distribution(j, "lifetime_ns", &m.lifetime);
-		json_distribution(j, "join_wait_ns", &m.join_wait);
-		ptw_json_uint(j, "unjoined", m.unjoined);
-		ptw_json_uint(j, "open_spans", m.open_spans);
-		ptw_json_uint(j, "unmatched_spans", m.unmatched_spans);
-		ptw_json_uint(j, "open_timeouts", m.open_timeouts);
+		json_metric_fields(j, &m);
 		ptw_json_end_object(j);
 		ptw_json_end_object(j);
 	}
@@ -697,17 +703,7 @@ void ptw_json_metrics(struct ptw_json *j, const struct ptw_report *r, bool serie
 	struct ptw_metrics m;
 	ptw_spans_metrics(r->spans, &m);
 	ptw_json_begin_object(j, "metrics");
-	ptw_json_uint(j, "threads_seen", m.threads_seen);
-	ptw_json_uint(j, "threads_created", m.threads_created);
-	ptw_json_uint(j, "max_active", m.max_active);
-	ptw_json_uint(j, "max_depth", m.max_depth);
-	json_distribution(j, "spawn_latency_ns", &m.spawn_latency);
-	json_distribution(j, "lifetime_ns", &m.lifetime);
-	json_distribution(j, "join_wait_ns", &m.join_wait);
-	ptw_json_uint(j, "unjoined", m.unjoined);
-	ptw_json_uint(j, "open_spans", m.open_spans);
-	ptw_json_uint(j, "unmatched_spans", m.unmatched_spans);
-	ptw_json_uint(j, "open_timeouts", m.open_timeouts);
+	json_metric_fields(j, &m);
 	/* Compact: one [ns, count] pair per line would double the document. */
 	bool pretty = j->pretty;
 	if (series)

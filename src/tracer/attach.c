@@ -436,31 +436,6 @@ int ptw_tracer_attach(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tra
 
 /* ---- -p PID -f: the descendants that run at the attach ---- */
 
-/* The children of every thread of pid (/proc/PID/task/TID/children), each
- * with the thread that forked it, appended to *kids / *tids. */
-static void children_of(pid_t pid, pid_t **kids, pid_t **tids, size_t *n)
-{
-	pid_t *task;
-	int ntask = ptw_proc_tids(pid, &task);
-	for (int i = 0; i < ntask; i++) {
-		char path[96];
-		snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, task[i]);
-		FILE *f = fopen(path, "re");
-		if (!f)
-			continue;
-		int c;
-		while (fscanf(f, "%d", &c) == 1) {
-			*kids = xreallocarray(*kids, *n + 1, sizeof(**kids));
-			*tids = xreallocarray(*tids, *n + 1, sizeof(**tids));
-			(*kids)[*n] = c;
-			(*tids)[(*n)++] = task[i];
-		}
-		fclose(f);
-	}
-	if (ntask > 0)
-		free(task);
-}
-
 /* One descendant: seized and set up as the target was, or warned about
  * and left alone. */
 static void attach_descendant(struct ptw_tracer *root, pid_t pid, pid_t ppid, pid_t parent_tid)
@@ -513,7 +488,7 @@ void attach_descendants(struct ptw_tracer *root)
 			pid_t p = queue[head++];
 			pid_t *kids = NULL, *tids = NULL;
 			size_t n = 0;
-			children_of(p, &kids, &tids, &n);
+			n = ptw_proc_children(p, &kids, &tids, n);
 			for (size_t i = 0; i < n; i++) {
 				/* Traced by us already: forked by a process we
 				 * hold since it was seized, its fork event (still

@@ -204,3 +204,30 @@ bool ptw_proc_alive(pid_t pid)
 	free(tids);
 	return alive;
 }
+
+size_t ptw_proc_children(pid_t pid, pid_t **kids, pid_t **tids, size_t n)
+{
+	pid_t *task;
+	int ntask = ptw_proc_tids(pid, &task);
+	for (int i = 0; i < ntask; i++) {
+		char path[96];
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, task[i]);
+		FILE *f = fopen(path, "re");
+		if (!f)
+			continue;
+		int c;
+		while (fscanf(f, "%d", &c) == 1) {
+			*kids = xreallocarray(*kids, n + 1, sizeof(**kids));
+			(*kids)[n] = c;
+			if (tids) {
+				*tids = xreallocarray(*tids, n + 1, sizeof(**tids));
+				(*tids)[n] = task[i];
+			}
+			n++;
+		}
+		fclose(f);
+	}
+	if (ntask > 0)
+		free(task);
+	return n;
+}
