@@ -36,15 +36,22 @@ struct kstate {
 	char *name;
 };
 
+/* What /proc says of the kernel function a thread sleeps in. */
+static void read_wchan(int task_fd, pid_t tid, struct kstate *k)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "%d/wchan", tid);
+	if (ptw_read_small_file_at(task_fd, path, k->wchan, sizeof(k->wchan)) > 0 &&
+	    !strcmp(k->wchan, "0"))
+		k->wchan[0] = '\0';
+}
+
 /* A thread's wchan and system call as /proc says (a thread we could not
  * stop: it stays where it is). */
 static void read_kernel_wait(int task_fd, pid_t tid, struct kstate *k)
 {
 	char path[64], buf[512];
-	snprintf(path, sizeof(path), "%d/wchan", tid);
-	if (ptw_read_small_file_at(task_fd, path, k->wchan, sizeof(k->wchan)) > 0 &&
-	    !strcmp(k->wchan, "0"))
-		k->wchan[0] = '\0';
+	read_wchan(task_fd, tid, k);
 	/* "202 0xADDR 0x80 ..." blocked in futex, "running", or "-1 sp pc" */
 	snprintf(path, sizeof(path), "%d/syscall", tid);
 	if (ptw_read_small_file_at(task_fd, path, buf, sizeof(buf)) > 0 && buf[0] != 'r') {
@@ -78,12 +85,8 @@ static void read_kstate(int task_fd, pid_t tid, struct kstate *k)
 			k->name = xstrdup(open + 1);
 		}
 	}
-	if (k->state == 'D') {
-		snprintf(path, sizeof(path), "%d/wchan", tid);
-		if (ptw_read_small_file_at(task_fd, path, k->wchan, sizeof(k->wchan)) > 0 &&
-		    !strcmp(k->wchan, "0"))
-			k->wchan[0] = '\0';
-	}
+	if (k->state == 'D')
+		read_wchan(task_fd, tid, k);
 }
 
 /*
