@@ -1830,8 +1830,7 @@ def case_kill9_tracer(session, chk, then='command-exits'):
         before = text_diffs(pid)
         chk.true('breakpoints in while traced (text bytes that differ: %s)' % before,
                  before is None or len(before) > 0)
-        for tid in tracer:
-            os.kill(tid, signal.SIGKILL)
+        kill_tracer(chk, proc.pid, tracer)
         t = wait_untraced(pid, 2)
         chk.true('TracerPid 0 within 2 s of the kill (tracers %s)' % tracer_pids(pid),
                  t is not None)
@@ -1963,6 +1962,22 @@ def ptwatch_processes(front):
         if name:
             found[name] = kid
     return found
+
+
+def kill_tracer(chk, front, tracers=None):
+    """SIGKILLs the tracer of the ptwatch whose front is `front` (or the
+    given tracer pids) and waits until its restorer has ended: the
+    restorer puts the bytes back after the tracer is gone, so TracerPid 0
+    alone does not say they are back."""
+    ours = ptwatch_processes(front)
+    restorer = ours.get('restorer')
+    chk.true('a restorer process', restorer is not None, ours)
+    for tid in tracers if tracers is not None else [ours.get('tracer')]:
+        if tid:
+            os.kill(tid, signal.SIGKILL)
+    if restorer:
+        chk.true('the restorer %d ends within 10 s of the kill' % restorer,
+                 wait_for(lambda: proc_status(restorer).get('State', 'Z')[:1] in 'ZX', 10))
 
 
 def matching(command, pattern):
@@ -3060,8 +3075,7 @@ def case_frames_kill9(session, chk):
         diffs = text_diffs(pid)
         chk.true('entry and return breakpoints in while traced (%s)' % diffs,
                  diffs is None or len(diffs) >= 2)
-        for tid in set(traced.values()):
-            os.kill(tid, signal.SIGKILL)
+        kill_tracer(chk, proc.pid, set(traced.values()))
         chk.true('TracerPid 0 within 2 s of the kill', wait_untraced(pid, 2) is not None)
         diffs = text_diffs(pid)
         if diffs is not None:
@@ -3839,10 +3853,8 @@ def case_locks_deadlock(session, chk, mode='launch'):
                  wait_for(lambda: blocked_on(pid, rec['ab'], rec['mutex_b']) and
                           blocked_on(pid, rec['ba'], rec['mutex_a']), 5))
         if mode == 'kill9':
-            tracer = ptwatch_processes(proc.pid).get('tracer')
-            chk.true('a tracer process', tracer is not None)
-            if tracer:
-                os.kill(tracer, signal.SIGKILL)
+            chk.true('a tracer process', ptwatch_processes(proc.pid).get('tracer') is not None)
+            kill_tracer(chk, proc.pid)
             chk.true('TracerPid 0 within 2 s of the kill', wait_untraced(pid, 2) is not None)
             diffs = text_diffs(pid)
             if diffs is not None:
