@@ -73,6 +73,13 @@ static int group_maps(pid_t tgid, struct ptw_mapping **ret)
 
 int journal_restore(struct journal *j, pid_t pid, int mem_fd, int *ret_restored)
 {
+	if (ret_restored)
+		*ret_restored = 0;
+	uint32_t active = 0;
+	for (uint32_t i = 0; i < j->count && !active; i++)
+		active += j->entries[i].state == JOURNAL_ACTIVE;
+	if (!active) /* (the maps of 10,000 threads take long to read) */
+		return 0;
 	struct ptw_mapping *maps = NULL;
 	int n = group_maps(pid, &maps);
 	int failed = 0, restored = 0;

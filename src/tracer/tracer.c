@@ -1205,7 +1205,8 @@ int tracer_let_go(struct ptw_tracer *t)
 	}
 	free(all);
 	t->all_exiting_at_detach = t->exiting_at_detach && !nlive;
-	t->frozen_ns += ptw_now_ns() - t0;
+	if (n) /* (a snapshot may have stopped none) */
+		t->frozen_ns += ptw_now_ns() - t0;
 	/* Name the threads that stay open, now that they run again (a
 	 * snapshot read every name before it stopped them). */
 	for (size_t i = 0; i < nopen && !t->snapshot; i++)
