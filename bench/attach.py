@@ -71,6 +71,11 @@ for n in sizes:
         t = statistics.median(times[name])
         ratio = f"{t / base:6.1f}x" if base else ""
         print(f"  {name:30} {t:7.3f} s {ratio}")
+    snap = times.get("ptwatch -p --snapshot")
+    for name, _ in cases[2:]:
+        if snap and times[name]:
+            print(f"  {name} / ptwatch -p --snapshot: "
+                  f"{statistics.median(times[name]) / statistics.median(snap):.1f}x")
     for name, path in (("ptwatch -p", attach_json), ("ptwatch --snapshot", snap_json)):
         ms, spans = frozen(path)
         if ms is not None:

@@ -220,6 +220,7 @@ struct ptw_seize_info {
 	int threads;	   /* seized */
 	int passes;	   /* /proc/PID/task readings */
 	bool zombie_leader;
+	bool skipped;	   /* ptw_seize_some left some alone */
 };
 /*
  * PTRACE_SEIZEs every thread of pid, reading /proc/PID/task again until a
@@ -228,6 +229,20 @@ struct ptw_seize_info {
  * skipped (ret_info says so). The threads keep running.
  */
 int ptw_seize(pid_t pid, struct ptw_proc **ret_proc, struct ptw_seize_info *ret_info);
+/*
+ * ptw_seize into p (ptw_proc_open), but the threads for which skip() says
+ * true are left alone: not seized, not in the LWP table (--snapshot reads
+ * the threads asleep in the kernel without stopping them). Not all or
+ * nothing for those: nothing is patched then. Succeeds with no thread
+ * seized if every live one was skipped (ret_info->threads 0, ->skipped).
+ * On failure, what was seized stays in p for its owner to let go.
+ */
+typedef bool (*ptw_seize_skip_fn)(void *ctx, pid_t tid);
+int ptw_seize_some(struct ptw_proc *p, ptw_seize_skip_fn skip, void *ctx,
+		   struct ptw_seize_info *ret_info);
+/* A view of pid that traces nothing yet (memory, maps) for ptw_seize_some;
+ * ptw_proc_free. */
+struct ptw_proc *ptw_proc_open(pid_t pid);
 /* The same for a process followed from root (ptw_proc_follow): its threads
  * join root's table. On failure the threads seized are let go again. */
 int ptw_seize_follow(struct ptw_proc *root, pid_t pid, struct ptw_proc **ret_proc,

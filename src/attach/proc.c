@@ -140,7 +140,21 @@ static bool repick_mem_pid(struct ptw_proc *p)
 			return true;
 		}
 	}
-	return false;
+	/* none of ours (ptw_seize_some left them alone): a live one of its */
+	pid_t *tids;
+	int n = ptw_proc_tids(p->pid, &tids);
+	bool found = false;
+	for (int i = 0; i < n && !found; i++) {
+		char st = ptw_proc_state(p->pid, tids[i]);
+		if (tids[i] != p->mem_pid && st && st != 'Z' && st != 'X') {
+			p->mem_pid = tids[i];
+			reopen_mem(p);
+			found = true;
+		}
+	}
+	if (n >= 0)
+		free(tids);
+	return found;
 }
 
 static struct ptw_lwp *lwp_add(struct ptw_proc *p, pid_t tid, pid_t tgid)
@@ -891,12 +905,28 @@ static pid_t tracer_of(pid_t tid)
 	return tracer > 0 ? (pid_t)tracer : 0;
 }
 
-static int seize_into(struct ptw_proc *root, pid_t pid, struct ptw_proc **ret_proc,
+static int seize_into(struct ptw_proc *root, struct ptw_proc *given, pid_t pid,
+		      ptw_seize_skip_fn skip, void *ctx, struct ptw_proc **ret_proc,
 		      struct ptw_seize_info *ret_info);
 
 int ptw_seize(pid_t pid, struct ptw_proc **ret_proc, struct ptw_seize_info *ret_info)
 {
-	return seize_into(NULL, pid, ret_proc, ret_info);
+	return seize_into(NULL, NULL, pid, NULL, NULL, ret_proc, ret_info);
+}
+
+struct ptw_proc *ptw_proc_open(pid_t pid)
+{
+	struct ptw_proc *p = proc_new(pid);
+	if (ptw_proc_state(pid, pid) == 'Z') /* a zombie main thread has no memory */
+		repick_mem_pid(p);
+	return p;
+}
+
+int ptw_seize_some(struct ptw_proc *p, ptw_seize_skip_fn skip, void *ctx,
+		   struct ptw_seize_info *ret_info)
+{
+	struct ptw_proc *same;
+	return seize_into(NULL, p, p->pid, skip, ctx, &same, ret_info);
 }
 
 int ptw_seize_follow(struct ptw_proc *root, pid_t pid, struct ptw_proc **ret_proc,
@@ -905,7 +935,7 @@ int ptw_seize_follow(struct ptw_proc *root, pid_t pid, struct ptw_proc **ret_pro
 	root = ptw_proc_root(root);
 	if (ptw_map_get(&root->procs, (uint64_t)pid))
 		return -EEXIST;
-	return seize_into(root, pid, ret_proc, ret_info);
+	return seize_into(root, NULL, pid, NULL, NULL, ret_proc, ret_info);
 }
 
 static void keep_signal(void *ctx, struct ptw_stop *st)
@@ -942,13 +972,16 @@ static void unseize(struct ptw_proc *p)
 	ptw_proc_free(p);
 }
 
-static int seize_into(struct ptw_proc *root, pid_t pid, struct ptw_proc **ret_proc,
+static int seize_into(struct ptw_proc *root, struct ptw_proc *given, pid_t pid,
+		      ptw_seize_skip_fn skip, void *ctx, struct ptw_proc **ret_proc,
 		      struct ptw_seize_info *ret_info)
 {
 	unsigned options = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK |
 			   PTRACE_O_TRACEEXEC | PTRACE_O_TRACEEXIT | PTRACE_O_TRACESYSGOOD;
 	struct ptw_seize_info info = { 0 };
-	struct ptw_proc *p = NULL;
+	struct ptw_proc *p = given;
+	if (p)
+		p->options = options;
 	int first_error = 0;
 	bool found_new = true;
 
@@ -959,7 +992,7 @@ static int seize_into(struct ptw_proc *root, pid_t pid, struct ptw_proc **ret_pr
 		if (ntids < 0) {
 			if (p && info.threads)
 				break; /* it exited under us; the caller will see */
-			if (p)
+			if (p && p != given)
 				unseize(p);
 			return ntids == -ENOENT ? -ESRCH : ntids;
 		}
@@ -980,6 +1013,10 @@ static int seize_into(struct ptw_proc *root, pid_t pid, struct ptw_proc **ret_pr
 				continue;
 			if (tid == pid && info.zombie_leader)
 				continue;
+			if (skip && skip(ctx, tid)) {
+				info.skipped = true;
+				continue;
+			}
 			if (ptrace(PTRACE_SEIZE, tid, 0, (long)options) < 0) {
 				if (errno == ESRCH)
 					continue; /* exited meanwhile */
@@ -1013,16 +1050,16 @@ static int seize_into(struct ptw_proc *root, pid_t pid, struct ptw_proc **ret_pr
 		}
 		free(tids);
 	}
-	if (!p || !info.threads || first_error) {
+	if (!p || !(info.threads || info.skipped) || first_error) {
 		/* A live thread we could not seize would die of SIGTRAP at the
 		 * first int3 it reached: all or nothing. (The seized ones are
 		 * running; the kernel lets them go when ptwatch exits, or,
 		 * for a followed process, we do now.) */
-		if (p)
+		if (p && p != given) /* given: its owner lets go of what we seized */
 			unseize(p);
 		return first_error ? -first_error : -ESRCH;
 	}
-	if (info.zombie_leader || !ptw_lwp_get(p, pid))
+	if (info.zombie_leader || !(ptw_lwp_get(p, pid) || (skip && skip(ctx, pid))))
 		repick_mem_pid(p);
 	else
 		reopen_mem(p);

@@ -1139,9 +1139,14 @@ static int by_group_size(const void *x, const void *y)
 void ptw_text_snapshot(struct ptw_buf *out, const struct ptw_report *r)
 {
 	size_t n = ptw_spans_count(r->spans);
-	ptw_buf_printf(out, "\nptwatch: snapshot of %d (%s): %zu threads, stopped for ", r->pid,
+	ptw_buf_printf(out, "\nptwatch: snapshot of %d (%s): %zu threads, ", r->pid,
 		       r->exe ? r->exe : "?", n);
-	ptw_text_duration(out, r->frozen_ns);
+	if (r->frozen_ns) {
+		ptw_buf_puts(out, "stopped for ");
+		ptw_text_duration(out, r->frozen_ns);
+	} else {
+		ptw_buf_puts(out, "none stopped (each was read while it slept)");
+	}
 	ptw_buf_putc(out, '\n');
 
 	struct ptw_deadlock *dl;

@@ -84,6 +84,9 @@ struct ptw_symbols {
 	pid_t unwind_tid;
 	const struct user_regs_struct *unwind_regs;
 	const struct ptw_stack_copy *unwind_stack; /* NULL: read the live stack */
+	bool unwind_sp_pc_only;	 /* the other registers are unknown (UNKNOWN_REG) */
+	bool unwind_used_unknown; /* ... and one was used: the unwind is not true */
+	bool unwind_complete;	 /* the last unwind reached the outermost frame */
 };
 
 static bool path_exists(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -1314,8 +1317,28 @@ static bool unwind_get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_ar
 
 /* A word of the thread being unwound: from its stack copy when it has one
  * and addr lies in it, else from the process. */
+/*
+ * What the registers we do not have hold for libdw: a non-canonical
+ * address, that no mapping can hold. libdw takes a register it cannot
+ * compute for the end of the stack (a return address it cannot read is
+ * "undefined"), so leaving them unset would cut stacks short and call
+ * them whole. Set to this instead, every use shows: as an address read
+ * (a frame's CFA from its frame pointer) or as a pc.
+ */
+#define UNKNOWN_REG 0x5057000000000000ull
+#define UNKNOWN_SPAN (1ull << 40)
+
+static bool unknown_value(const struct ptw_symbols *s, uint64_t v)
+{
+	return s->unwind_sp_pc_only && v - (UNKNOWN_REG - UNKNOWN_SPAN) < 2 * UNKNOWN_SPAN;
+}
+
 static int unwind_read_word(struct ptw_symbols *s, uint64_t addr, uint64_t *ret)
 {
+	if (unknown_value(s, addr)) {
+		s->unwind_used_unknown = true;
+		return -EFAULT;
+	}
 	const struct ptw_stack_copy *c = s->unwind_stack;
 	if (c && addr >= c->addr && addr - c->addr <= c->len && c->len - (addr - c->addr) >= 8) {
 		memcpy(ret, c->bytes + (addr - c->addr), sizeof(*ret));
@@ -1338,6 +1361,14 @@ static bool unwind_set_initial_registers(Dwfl_Thread *thread, void *arg)
 {
 	struct ptw_symbols *s = arg;
 	const struct user_regs_struct *r = s->unwind_regs;
+	if (s->unwind_sp_pc_only) { /* the rest unknown, and seen if used */
+		Dwarf_Word regs[17];
+		for (int i = 0; i < 17; i++)
+			regs[i] = UNKNOWN_REG;
+		regs[7] = r->rsp;
+		regs[16] = r->rip;
+		return dwfl_thread_state_registers(thread, 0, 17, regs);
+	}
 	/* DWARF register numbers 0..16 on x86-64. */
 	Dwarf_Word regs[17] = {
 		r->rax, r->rdx, r->rcx, r->rbx, r->rsi, r->rdi, r->rbp, r->rsp, r->r8,
@@ -1354,6 +1385,7 @@ static const Dwfl_Thread_Callbacks unwind_callbacks = {
 };
 
 struct frames_ctx {
+	struct ptw_symbols *s;
 	uint64_t *pcs;
 	int max, n;
 };
@@ -1364,6 +1396,10 @@ static int frame_cb(Dwfl_Frame *state, void *arg)
 	Dwarf_Addr pc;
 	if (!dwfl_frame_pc(state, &pc, NULL))
 		return DWARF_CB_ABORT;
+	if (unknown_value(c->s, pc)) {
+		c->s->unwind_used_unknown = true;
+		return DWARF_CB_ABORT;
+	}
 	c->pcs[c->n++] = pc;
 	return c->n < c->max ? DWARF_CB_OK : DWARF_CB_ABORT;
 }
@@ -1405,8 +1441,11 @@ static int unwind_from(struct ptw_symbols *s, pid_t tid, const struct user_regs_
 {
 	s->unwind_tid = tid;
 	s->unwind_regs = regs;
-	struct frames_ctx c = { pcs, max, 0 };
-	if (dwfl_getthread_frames(s->dwfl, tid, frame_cb, &c) != 0 && c.n < max)
+	struct frames_ctx c = { s, pcs, max, 0 };
+	/* 0: the outermost frame has no return address */
+	int r = dwfl_getthread_frames(s->dwfl, tid, frame_cb, &c);
+	s->unwind_complete = r == 0 || c.n >= max;
+	if (!s->unwind_complete)
 		ptw_dbg(PTW_DBG_SYM, "unwind %d from %#llx: %s after %d frames", tid,
 			(unsigned long long)regs->rip, dwfl_errmsg(-1), c.n);
 	return c.n;
@@ -1444,6 +1483,7 @@ static int unwind(struct ptw_symbols *s, pid_t tid, const struct user_regs_struc
 	}
 	int n = unwind_from(s, tid, regs, pcs, max);
 	if (n == 0) {
+		s->unwind_complete = false;
 		pcs[0] = regs->rip;
 		n = 1;
 	}
@@ -1463,4 +1503,17 @@ int ptw_symbols_unwind_copy(struct ptw_symbols *s, pid_t tid, const struct user_
 	int n = unwind(s, tid, regs, pcs, max);
 	s->unwind_stack = NULL;
 	return n;
+}
+
+int ptw_symbols_unwind_sp_pc(struct ptw_symbols *s, pid_t tid, uint64_t sp, uint64_t pc,
+			     const struct ptw_stack_copy *stack, uint64_t *pcs, int max)
+{
+	struct user_regs_struct regs = { .rsp = sp, .rip = pc };
+	s->unwind_stack = stack;
+	s->unwind_sp_pc_only = true;
+	s->unwind_used_unknown = false;
+	int n = unwind(s, tid, &regs, pcs, max);
+	s->unwind_sp_pc_only = false;
+	s->unwind_stack = NULL;
+	return n > 0 && s->unwind_complete && !s->unwind_used_unknown ? n : -EAGAIN;
 }

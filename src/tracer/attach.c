@@ -147,11 +147,24 @@ void learn_start_return(struct ptw_tracer *t, struct ptw_lwp *host)
 
 /* ---- enumeration ---- */
 
-/* td_ta_thr_iter callback: pd and start routine onto our LWPs. */
+struct listing {
+	struct ptw_tracer *t;
+	struct ptw_map *unseized;
+};
+
+/* td_ta_thr_iter callback: pd and start routine onto our LWPs, or into
+ * the list of those we did not seize. */
 static void found_thread(void *ctx, const struct ptw_tdb_thread *info)
 {
-	struct ptw_tracer *t = ctx;
+	struct listing *ls = ctx;
+	struct ptw_tracer *t = ls->t;
 	struct ptw_lwp *l = ptw_lwp_get(t->proc, info->lid);
+	if (!l && ls->unseized && info->lid > 0) {
+		struct ptw_tdb_thread *copy = xmalloc(sizeof(*copy));
+		*copy = *info;
+		free(ptw_map_get(ls->unseized, (uint64_t)info->lid));
+		ptw_map_put(ls->unseized, (uint64_t)info->lid, copy);
+	}
 	if (!l || l->tgid != t->proc->pid)
 		return;
 	struct thread *th = thread_of(l);
@@ -185,9 +198,10 @@ int attach_stop_all(struct ptw_tracer *t, const char *consequence)
 	return stuck;
 }
 
-void attach_list_threads(struct ptw_tracer *t, int stuck)
+void attach_list_threads(struct ptw_tracer *t, int stuck, struct ptw_map *unseized)
 {
-	int r = ptw_tdb_iterate(t->img.tdb, stuck == 0, found_thread, t);
+	struct listing ls = { t, unseized };
+	int r = ptw_tdb_iterate(t->img.tdb, stuck == 0, found_thread, &ls);
 	if (r < 0)
 		warn(t, "thread_db_iteration", "libthread_db could not list the threads: %s",
 		     strerror(-r));
@@ -228,14 +242,20 @@ static void collect_names(struct ptw_tracer *t, struct ptw_map *names)
 	}
 }
 
+void attach_facts(struct ptw_tracer *t, pid_t tid, uint64_t pd, uint64_t start_routine,
+		  struct preexisting *ret)
+{
+	struct image *img = &t->img;
+	*ret = (struct preexisting){ .tid = tid, .pd = pd };
+	ret->routine = tid == t->proc->pid ? img->main_addr : start_routine;
+	ret->have_joinid = pd && img->have_joinid;
+	ret->joinid_at = ret->have_joinid ? pd + img->joinid_off : 0;
+}
+
 void attach_preexisting_facts(struct ptw_tracer *t, struct ptw_lwp *l, struct preexisting *ret)
 {
 	struct thread *th = thread_of(l);
-	struct image *img = &t->img;
-	*ret = (struct preexisting){ .tid = l->tid, .pd = th->pd };
-	ret->routine = l->tid == t->proc->pid ? img->main_addr : th->start_routine;
-	ret->have_joinid = th->pd && img->have_joinid;
-	ret->joinid_at = ret->have_joinid ? th->pd + img->joinid_off : 0;
+	attach_facts(t, l->tid, th->pd, th->start_routine, ret);
 }
 
 void attach_emit_facts(struct ptw_tracer *t, const struct preexisting *f, const char *name,
@@ -272,8 +292,7 @@ void attach_emit_preexisting(struct ptw_tracer *t, struct ptw_lwp *l, const char
 }
 
 struct ptw_tracer *attached_tracer_new(const struct ptw_tracer_opts *o, struct ptw_proc *proc,
-				      const struct ptw_seize_info *info, uint64_t start_ns,
-				      bool snapshot)
+				      uint64_t start_ns, bool snapshot)
 {
 	struct ptw_tracer *t = xcalloc(1, sizeof(*t));
 	t->o = *o;
@@ -288,12 +307,16 @@ struct ptw_tracer *attached_tracer_new(const struct ptw_tracer_opts *o, struct p
 		trace_new(t);
 		locks_new(t);
 	}
+	return t;
+}
+
+void attach_seized(struct ptw_tracer *t, const struct ptw_seize_info *info)
+{
 	if (info->zombie_leader)
 		warn(t, "zombie_leader",
 		     "the main thread of %d has exited (pthread_exit) and is a zombie; its other "
 		     "threads are %s",
-		     proc->pid, snapshot ? "shown" : "traced");
-	return t;
+		     t->pid, t->snapshot ? "shown" : "traced");
 }
 
 /*
@@ -335,7 +358,7 @@ static int attach_setup(struct ptw_tracer *t, const struct ptw_seize_info *info,
 	 * see the man page), calls from now on are. */
 	trace_image(t, host);
 	if (have_tdb) {
-		attach_list_threads(t, stuck);
+		attach_list_threads(t, stuck, NULL);
 		ptw_dbg(PTW_DBG_TRACER, "attach: thread_db listed them after %.1f ms",
 			(double)(ptw_now_ns() - frozen_from) / 1e6);
 		struct ptw_lwp *main_lwp = ptw_lwp_get(proc, pid);
@@ -419,7 +442,8 @@ int ptw_tracer_attach(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tra
 	int r = ptw_seize(pid, &proc, &info);
 	if (r < 0)
 		return r;
-	struct ptw_tracer *t = attached_tracer_new(o, proc, &info, start, false);
+	struct ptw_tracer *t = attached_tracer_new(o, proc, start, false);
+	attach_seized(t, &info);
 	proc->before_block = o->before_block;
 	proc->before_block_ctx = o->before_block_ctx;
 	r = attach_setup(t, &info, start);

@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * --snapshot: attach, record every thread (kernel state, backtrace, what it
- * waits for), detach. Nothing is patched. What the kernel says about a
- * thread (state, wchan, syscall) is read before it is stopped: once we
- * interrupt it, it is in "tracing stop" and its syscall is unwound.
+ * --snapshot: record every thread (kernel state, backtrace, what it waits
+ * for) and detach. Nothing is patched, and a thread asleep in the kernel is
+ * not even stopped: /proc gives its system call, stack pointer and pc, its
+ * stack is copied as it sleeps, and schedstat read before and after says it
+ * did not run meanwhile. The others are seized and stopped for as long as
+ * their registers and stacks are copied. What the kernel says about a
+ * thread (state, wchan) is read before it is stopped: once we interrupt
+ * it, it is in "tracing stop" and its syscall is unwound.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -34,6 +38,15 @@ struct kstate {
 	long syscall;	 /* -1: not in a syscall (or running) */
 	uint64_t args[6];
 	char *name;
+	/*
+	 * A thread asleep in the kernel (S, D) is read without being stopped:
+	 * /proc/TID/syscall gives its stack pointer and pc, and schedstat,
+	 * read before that and again once its stack is copied, that it did
+	 * not run in between (its run count and times are the same).
+	 */
+	char sched[64];	 /* schedstat at the first reading; "" if none */
+	uint64_t sp, pc; /* from /proc/TID/syscall; 0: unknown */
+	bool still;	 /* it did not run while read: no stop needed */
 };
 
 /* What /proc says of the kernel function a thread sleeps in. */
@@ -46,35 +59,67 @@ static void read_wchan(int task_fd, pid_t tid, struct kstate *k)
 		k->wchan[0] = '\0';
 }
 
+/* /proc/TID/syscall: "202 0xADDR 0x80 ... SP PC" blocked in futex, "-1 SP
+ * PC" blocked elsewhere (a page fault), or "running". */
+static void read_syscall(int task_fd, pid_t tid, struct kstate *k)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "%d/syscall", tid);
+	if (ptw_read_small_file_at(task_fd, path, buf, sizeof(buf)) <= 0 || buf[0] == 'r')
+		return;
+	char *p = buf, *end;
+	long nr = strtol(p, &end, 10);
+	if (end == p)
+		return;
+	p = end;
+	uint64_t args[6] = { 0 };
+	for (int i = 0; i < 6 && nr >= 0; i++)
+		args[i] = strtoull(p, &p, 16);
+	uint64_t sp = strtoull(p, &p, 16), pc = strtoull(p, &end, 16);
+	if (end == p)
+		return; /* cut short: trust none of it */
+	k->syscall = nr;
+	memcpy(k->args, args, sizeof(args));
+	k->sp = sp;
+	k->pc = pc;
+}
+
 /* A thread's wchan and system call as /proc says (a thread we could not
  * stop: it stays where it is). */
 static void read_kernel_wait(int task_fd, pid_t tid, struct kstate *k)
 {
-	char path[64], buf[512];
 	read_wchan(task_fd, tid, k);
-	/* "202 0xADDR 0x80 ..." blocked in futex, "running", or "-1 sp pc" */
-	snprintf(path, sizeof(path), "%d/syscall", tid);
-	if (ptw_read_small_file_at(task_fd, path, buf, sizeof(buf)) > 0 && buf[0] != 'r') {
-		char *p = buf;
-		k->syscall = strtol(p, &p, 10);
-		for (int i = 0; i < 6 && k->syscall >= 0; i++)
-			k->args[i] = strtoull(p, &p, 16);
-	}
+	read_syscall(task_fd, tid, k);
+}
+
+static struct kstate *kstate_new(void)
+{
+	struct kstate *k = xcalloc(1, sizeof(*k));
+	k->state = '?';
+	k->syscall = -1;
+	return k;
+}
+
+/* schedstat (run time, wait time, times run): the same twice, the thread
+ * did not run in between. */
+static bool read_sched(int task_fd, pid_t tid, char *buf, size_t len)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "%d/schedstat", tid);
+	return ptw_read_small_file_at(task_fd, path, buf, len) > 0;
 }
 
 /*
- * One file per thread, opened relative to /proc/PID/task (with 10,000
- * threads the path walks are much of the cost): its state and name. The
- * system call it sleeps in is read from its registers once stopped; wchan
+ * Files opened relative to /proc/PID/task (with 10,000 threads the path
+ * walks are much of the cost): state and name; for a thread asleep in the
+ * kernel, schedstat then its system call, stack pointer and pc (the others
+ * are stopped, and their system call read from their registers); wchan
  * only for an uninterruptible sleep, where it says what the system call
  * does not.
  */
 static void read_kstate(int task_fd, pid_t tid, struct kstate *k)
 {
 	char path[64], buf[512];
-	k->state = '?';
-	k->syscall = -1;
-	k->wchan[0] = '\0';
 	/* "TID (comm) S ...": the name may hold blanks and parentheses */
 	snprintf(path, sizeof(path), "%d/stat", tid);
 	if (ptw_read_small_file_at(task_fd, path, buf, sizeof(buf)) > 0) {
@@ -87,6 +132,24 @@ static void read_kstate(int task_fd, pid_t tid, struct kstate *k)
 	}
 	if (k->state == 'D')
 		read_wchan(task_fd, tid, k);
+	if ((k->state == 'S' || k->state == 'D') && read_sched(task_fd, tid, k->sched, sizeof(k->sched)))
+		read_syscall(task_fd, tid, k);
+}
+
+/* The second reading of a thread whose stack was copied while it slept:
+ * still, if schedstat says it did not run since the first. */
+static void recheck_kstate(int task_fd, pid_t tid, struct kstate *k)
+{
+	char now[sizeof(k->sched)];
+	k->still = read_sched(task_fd, tid, now, sizeof(now)) && !strcmp(now, k->sched);
+}
+
+/* A thread to stop after all: what was read of its sleep is not kept. */
+static void not_still(struct kstate *k)
+{
+	k->still = false;
+	k->sp = k->pc = 0;
+	k->syscall = -1;
 }
 
 /*
@@ -107,85 +170,77 @@ static void syscall_from_regs(const struct user_regs_struct *r, struct kstate *k
 	memcpy(k->args, args, sizeof(args));
 }
 
-/* The kernel's view of every thread before we seize any: once seized, a
- * group-stopped thread shows as "tracing stop" instead of "stopped". */
-static void read_kstates(pid_t pid, struct ptw_map *kstates)
+/* The kernel's view of the threads seized that the first reading did not
+ * see (born since), before we stop them: once stopped, a group-stopped
+ * thread shows as "tracing stop" instead of "stopped". */
+static void read_kstates(struct ptw_proc *proc, int task_fd, struct ptw_map *kstates)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/task", pid);
-	int task_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (task_fd < 0)
-		return;
-	pid_t *tids;
-	int n = ptw_proc_tids(pid, &tids);
-	for (int i = 0; i < n; i++) {
-		if (ptw_map_get(kstates, (uint64_t)tids[i]))
+	size_t it = 0;
+	void *v;
+	while (ptw_map_next(proc->lwps, &it, NULL, &v)) {
+		struct ptw_lwp *l = v;
+		if ((l->tgid && l->tgid != proc->pid) || ptw_map_get(kstates, (uint64_t)l->tid))
 			continue;
-		struct kstate *k = xcalloc(1, sizeof(*k));
-		read_kstate(task_fd, tids[i], k);
-		ptw_map_put(kstates, (uint64_t)tids[i], k);
+		struct kstate *k = kstate_new();
+		read_kstate(task_fd, l->tid, k);
+		ptw_map_put(kstates, (uint64_t)l->tid, k);
 	}
-	free(tids);
-	close(task_fd);
 }
 
 /*
- * The first reading of every thread, shared by a thread of its own, which
- * starts at once, and the tracer, which joins in once it has seized the
- * threads and loaded the symbols: with thousands of threads it is the
- * longest step before they are stopped.
+ * A reading of many threads' /proc files, shared by a thread of its own,
+ * which starts at once, and the tracer, which joins in once it is done
+ * with what it does meanwhile (the first reading runs while the symbols
+ * load): with thousands of threads, each reading takes long.
  */
-struct kreader {
+struct kpass {
 	int task_fd;
-	pid_t *tids;
+	const pid_t *tids;
+	struct kstate **states; /* [n] */
 	int n;
-	struct kstate **states; /* [n], filled by whoever takes index i */
+	void (*read)(int task_fd, pid_t tid, struct kstate **slot);
 	atomic_int next;
 	pthread_t thread;
 	bool running;
 };
 
-static void kreader_work(struct kreader *kr)
+static void kpass_work(struct kpass *kp)
 {
-	for (int i; (i = atomic_fetch_add(&kr->next, 1)) < kr->n;) {
-		struct kstate *k = xcalloc(1, sizeof(*k));
-		read_kstate(kr->task_fd, kr->tids[i], k);
-		kr->states[i] = k;
-	}
+	for (int i; (i = atomic_fetch_add(&kp->next, 1)) < kp->n;)
+		kp->read(kp->task_fd, kp->tids[i], &kp->states[i]);
 }
 
-static void *kreader_main(void *arg)
+static void *kpass_main(void *arg)
 {
-	kreader_work(arg);
+	kpass_work(arg);
 	return NULL;
 }
 
-static void kreader_start(struct kreader *kr, pid_t pid)
+static void kpass_start(struct kpass *kp)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/task", pid);
-	kr->task_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	kr->n = kr->task_fd < 0 ? 0 : ptw_proc_tids(pid, &kr->tids);
-	if (kr->n < 0)
-		kr->n = 0;
-	kr->states = xcalloc((size_t)kr->n + 1, sizeof(*kr->states));
-	atomic_init(&kr->next, 0);
-	kr->running = pthread_create(&kr->thread, NULL, kreader_main, kr) == 0;
+	atomic_init(&kp->next, 0);
+	kp->running = kp->n > 1 && pthread_create(&kp->thread, NULL, kpass_main, kp) == 0;
 }
 
-/* Helps with what is left, waits for the other thread, and hands over. */
-static void kreader_finish(struct kreader *kr, struct ptw_map *kstates)
+/* Helps with what is left and waits for the other thread. */
+static void kpass_finish(struct kpass *kp)
 {
-	kreader_work(kr);
-	if (kr->running)
-		pthread_join(kr->thread, NULL);
-	kr->running = false;
-	for (int i = 0; i < kr->n; i++)
-		ptw_map_put(kstates, (uint64_t)kr->tids[i], kr->states[i]);
-	free(kr->states);
-	free(kr->tids);
-	if (kr->task_fd >= 0)
-		close(kr->task_fd);
+	kpass_work(kp);
+	if (kp->running)
+		pthread_join(kp->thread, NULL);
+	kp->running = false;
+}
+
+static void first_reading(int task_fd, pid_t tid, struct kstate **slot)
+{
+	struct kstate *k = kstate_new();
+	read_kstate(task_fd, tid, k);
+	*slot = k;
+}
+
+static void second_reading(int task_fd, pid_t tid, struct kstate **slot)
+{
+	recheck_kstate(task_fd, tid, *slot);
 }
 
 /* A thread in a group stop that we seized before its state was read shows
@@ -226,20 +281,24 @@ static void state_text(const struct kstate *k, char *out, size_t len)
 }
 
 /*
- * What is copied from a thread while it is stopped. Everything slow
- * (unwinding, naming the code, classifying the wait) is done from these
- * copies once the threads run again, as perf does with sampled stacks: the
- * target's threads are frozen for the copying only.
+ * What is copied from a thread, while it is stopped or (still) while it
+ * sleeps. Everything slow (unwinding, naming the code, classifying the
+ * wait) is done from these copies once the threads run again, as perf
+ * does with sampled stacks: the target's threads are frozen for the
+ * copying only.
  */
 struct frozen {
-	pid_t tid;
+	pid_t tid; /* 0: gone before we could stop it */
 	struct kstate *k;
 	struct preexisting facts;
-	bool have_regs;
+	bool have_regs; /* all of them; a still thread has only sp and pc */
 	struct user_regs_struct regs;
 	struct ptw_stack_copy stack;
 	bool have_futex;
 	uint8_t futex_window[FUTEX_WINDOW]; /* from futex - FUTEX_BEFORE */
+	int stack_piece, futex_piece, joinid_piece; /* -1: none */
+	uint64_t *pcs;	/* a still thread's frames, unwound before the others stop */
+	int npcs;
 };
 
 /* What the threads were while stopped: the live ones, and who is which pd. */
@@ -254,51 +313,90 @@ struct pieces {
 	size_t n, cap;
 };
 
-static struct ptw_mem_piece *piece(struct pieces *ps, uint64_t addr, void *buf, size_t len)
+static int piece(struct pieces *ps, uint64_t addr, void *buf, size_t len)
 {
 	if (ps->n == ps->cap) {
 		ps->cap = ps->cap ? 2 * ps->cap : 1024;
 		ps->v = xreallocarray(ps->v, ps->cap, sizeof(*ps->v));
 	}
 	ps->v[ps->n] = (struct ptw_mem_piece){ .addr = addr, .buf = buf, .len = len };
-	return &ps->v[ps->n++];
+	return (int)ps->n++;
 }
+
+/* Where the threads' stacks end: the maps, read again once if a stack is
+ * not there (a thread born since). */
+struct stacks {
+	pid_t pid;
+	struct ptw_mapping *maps;
+	int nmaps;
+	bool fresh;
+};
 
 /* How much stack to copy: from the stack pointer to the end of its mapping,
  * no more than STACK_COPY_MAX (older frames beyond are read from the
  * process, where callers' frames stay while their callees run). */
-static size_t stack_extent(pid_t pid, uint64_t sp, struct ptw_mapping **maps, int *nmaps,
-			   bool *maps_fresh)
+static size_t stack_extent(struct stacks *st, uint64_t sp)
 {
-	const struct ptw_mapping *m = ptw_maps_find(*maps, *nmaps, sp);
-	if (!m && !*maps_fresh) {
-		/* a stack mapped since we read the maps (a thread born meanwhile) */
-		free(*maps);
-		*nmaps = ptw_maps_read(pid, maps);
-		if (*nmaps < 0)
-			*nmaps = 0;
-		*maps_fresh = true;
-		m = ptw_maps_find(*maps, *nmaps, sp);
+	const struct ptw_mapping *m = ptw_maps_find(st->maps, st->nmaps, sp);
+	if (!m && !st->fresh) {
+		free(st->maps);
+		st->nmaps = ptw_maps_read(st->pid, &st->maps);
+		if (st->nmaps < 0)
+			st->nmaps = 0;
+		st->fresh = true;
+		m = ptw_maps_find(st->maps, st->nmaps, sp);
 	}
 	size_t len = m ? (size_t)(m->end - sp) : STACK_COPY_MIN;
 	return len > STACK_COPY_MAX ? STACK_COPY_MAX : len;
 }
 
-/* Takes what the thread's record needs while it is stopped: registers now,
- * memory as pieces read together once every thread is listed. */
-static void freeze(struct ptw_tracer *t, int task_fd, struct ptw_lwp *l, struct kstate *k,
-		   struct frozen *f, struct held *h, struct pieces *ps, struct ptw_mapping **maps,
-		   int *nmaps, bool *maps_fresh)
+/* The stack from sp, and the words around the futex it waits on. */
+static void copy_stack(struct frozen *f, uint64_t sp, struct stacks *st, struct pieces *ps)
 {
-	f->tid = l->tid;
-	f->k = k;
-	ptw_map_put(&h->live, (uint64_t)l->tid, (void *)1);
-	struct thread *th = l->user;
-	if (th && th->pd)
-		ptw_map_put(&h->pds, th->pd, (void *)(intptr_t)l->tid);
-	attach_preexisting_facts(t, l, &f->facts);
+	size_t len = stack_extent(st, sp);
+	f->stack = (struct ptw_stack_copy){ .addr = sp, .len = len, .bytes = xmalloc(len) };
+	f->stack_piece = piece(ps, sp, (void *)f->stack.bytes, len);
+	if (f->k->syscall == 202 /* futex */)
+		f->futex_piece = piece(ps, f->k->args[0] - FUTEX_BEFORE, f->futex_window,
+				       sizeof(f->futex_window));
+}
+
+/* Which pieces were read, back onto the threads. */
+static void copied(struct frozen *f, const struct pieces *ps)
+{
+	if (f->joinid_piece >= 0)
+		f->facts.have_joinid = ps->v[f->joinid_piece].ok;
+	if (f->stack_piece >= 0 && !ps->v[f->stack_piece].ok) {
+		free((void *)f->stack.bytes);
+		f->stack = (struct ptw_stack_copy){ 0 };
+	}
+	if (f->futex_piece >= 0)
+		f->have_futex = ps->v[f->futex_piece].ok;
+	f->joinid_piece = f->stack_piece = f->futex_piece = -1;
+}
+
+/* The facts every thread's span needs, and the word that says whether it
+ * is detached (read with the rest). */
+static void hold(struct ptw_tracer *t, struct frozen *f, uint64_t pd, uint64_t start_routine,
+		 struct held *h, struct pieces *ps)
+{
+	ptw_map_put(&h->live, (uint64_t)f->tid, (void *)1);
+	if (pd)
+		ptw_map_put(&h->pds, pd, (void *)(intptr_t)f->tid);
+	attach_facts(t, f->tid, pd, start_routine, &f->facts);
 	if (f->facts.have_joinid)
-		piece(ps, f->facts.joinid_at, &f->facts.joinid, sizeof(f->facts.joinid));
+		f->joinid_piece = piece(ps, f->facts.joinid_at, &f->facts.joinid,
+					sizeof(f->facts.joinid));
+}
+
+/* Takes what a stopped thread's record needs: registers now, memory as
+ * pieces read together once every thread is listed. */
+static void freeze(struct ptw_tracer *t, int task_fd, struct ptw_lwp *l, struct frozen *f,
+		   struct held *h, struct pieces *ps, struct stacks *st)
+{
+	struct kstate *k = f->k;
+	struct thread *th = l->user;
+	hold(t, f, th ? th->pd : 0, th ? th->start_routine : 0, h, ps);
 	struct user_regs_struct *regs;
 	if (l->state == PTW_LWP_STOPPED && ptw_getregs(t->proc, l, &regs) == 0) {
 		syscall_from_regs(regs, k);
@@ -307,31 +405,11 @@ static void freeze(struct ptw_tracer *t, int task_fd, struct ptw_lwp *l, struct 
 	} else {
 		read_kernel_wait(task_fd, l->tid, k);
 	}
-	if (f->have_regs && t->img.syms) {
-		size_t len = stack_extent(t->proc->pid, regs->rsp, maps, nmaps, maps_fresh);
-		f->stack = (struct ptw_stack_copy){ .addr = regs->rsp, .len = len,
-						    .bytes = xmalloc(len) };
-		piece(ps, f->stack.addr, (void *)f->stack.bytes, len);
-	}
-	if (k->syscall == 202 /* futex */)
-		piece(ps, k->args[0] - FUTEX_BEFORE, f->futex_window, sizeof(f->futex_window));
-}
-
-/* Which pieces were read, back onto the threads. */
-static void thaw(struct frozen *frozen, size_t n, const struct pieces *ps)
-{
-	size_t j = 0;
-	for (size_t i = 0; i < n; i++) {
-		struct frozen *f = &frozen[i];
-		if (f->facts.have_joinid)
-			f->facts.have_joinid = ps->v[j++].ok;
-		if (f->stack.bytes && !ps->v[j++].ok) {
-			free((void *)f->stack.bytes);
-			f->stack = (struct ptw_stack_copy){ 0 };
-		}
-		if (f->k->syscall == 202)
-			f->have_futex = ps->v[j++].ok;
-	}
+	if (f->have_regs && t->img.syms)
+		copy_stack(f, regs->rsp, st, ps);
+	else if (k->syscall == 202)
+		f->futex_piece = piece(ps, k->args[0] - FUTEX_BEFORE, f->futex_window,
+				       sizeof(f->futex_window));
 }
 
 /* A word of the copy around the futex, if it holds it. */
@@ -405,10 +483,13 @@ static void record(struct ptw_tracer *t, const struct frozen *f, const struct he
 	st.wchan = k->wchan[0] ? k->wchan : NULL;
 	const struct ptw_location *locs[MAX_FRAMES];
 	const char *names[MAX_FRAMES];
-	if (f->have_regs && img->syms) {
-		uint64_t pcs[MAX_FRAMES];
-		int n = ptw_symbols_unwind_copy(img->syms, f->tid, &f->regs,
-						f->stack.bytes ? &f->stack : NULL, pcs, MAX_FRAMES);
+	if ((f->have_regs || f->pcs) && img->syms) {
+		uint64_t own[MAX_FRAMES];
+		const uint64_t *pcs = f->pcs ? f->pcs : own;
+		int n = f->pcs ? f->npcs
+			       : ptw_symbols_unwind_copy(img->syms, f->tid, &f->regs,
+							 f->stack.bytes ? &f->stack : NULL, own,
+							 MAX_FRAMES);
 		for (int i = 0; i < n; i++) {
 			/* Return addresses point after the call: name the call. */
 			locs[i] = ptw_symbols_locate(img->syms, i ? pcs[i] - 1 : pcs[i]);
@@ -426,109 +507,253 @@ static void record(struct ptw_tracer *t, const struct frozen *f, const struct he
 	emit(t, &st);
 }
 
+/*
+ * The threads asleep in the kernel, read while they sleep on: stack
+ * copied, then schedstat again (did it run?), then unwound from its stack
+ * pointer and pc. Those that ran, or whose unwind needs a register we do
+ * not have, are stopped with the others.
+ */
+static void read_sleepers(struct ptw_tracer *t, struct frozen *fs, size_t n, int task_fd,
+			  struct stacks *st)
+{
+	struct pieces ps = { 0 };
+	pid_t *tids = xcalloc(n + 1, sizeof(*tids));
+	struct kstate **states = xcalloc(n + 1, sizeof(*states));
+	size_t m = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct frozen *f = &fs[i];
+		if (!f->k->sp || !t->img.syms)
+			continue;
+		copy_stack(f, f->k->sp, st, &ps);
+		tids[m] = f->tid;
+		states[m++] = f->k;
+	}
+	ptw_mem_read_many(t->proc, ps.v, ps.n);
+	for (size_t i = 0; i < n; i++)
+		copied(&fs[i], &ps);
+	free(ps.v);
+	/* The second reading on the other thread while this one unwinds
+	 * (from the copies: what a thread that ran meanwhile did is not in
+	 * them, and its unwind is dropped). */
+	struct kpass again = { .task_fd = task_fd, .tids = tids, .states = states, .n = (int)m,
+			       .read = second_reading };
+	kpass_start(&again);
+	uint64_t pcs[MAX_FRAMES];
+	for (size_t i = 0; i < n; i++) {
+		struct frozen *f = &fs[i];
+		if (!f->stack.bytes)
+			continue;
+		int got = ptw_symbols_unwind_sp_pc(t->img.syms, f->tid, f->k->sp, f->k->pc,
+						   &f->stack, pcs, MAX_FRAMES);
+		if (got < 0)
+			continue;
+		f->pcs = xmalloc((size_t)got * sizeof(*pcs));
+		memcpy(f->pcs, pcs, (size_t)got * sizeof(*pcs));
+		f->npcs = got;
+	}
+	kpass_finish(&again);
+	free(tids);
+	free(states);
+	for (size_t i = 0; i < n; i++) {
+		struct frozen *f = &fs[i];
+		if (f->k->still && f->pcs)
+			continue;
+		if (f->k->still) /* its unwind needs registers /proc does not give */
+			ptw_dbg(PTW_DBG_TRACER, "snapshot: %d is stopped: %s", f->tid,
+				f->stack.bytes ? "its unwind needs more than sp and pc"
+					       : "its stack could not be read");
+		else if (f->k->sp)
+			ptw_dbg(PTW_DBG_TRACER, "snapshot: %d is stopped: it ran while read", f->tid);
+		not_still(f->k);
+		free(f->pcs);
+		f->pcs = NULL;
+	}
+	for (size_t i = 0; i < n; i++) /* the stopped ones get new copies */
+		if (!fs[i].k->still) {
+			free((void *)fs[i].stack.bytes);
+			fs[i].stack = (struct ptw_stack_copy){ 0 };
+		}
+}
+
+static bool is_still(void *ctx, pid_t tid)
+{
+	struct kstate *k = ptw_map_get(ctx, (uint64_t)tid);
+	return k && k->still;
+}
+
+static struct frozen *frozen_add(struct frozen **v, size_t *n, size_t *cap, pid_t tid,
+				 struct kstate *k)
+{
+	if (*n == *cap) {
+		*cap = *cap ? 2 * *cap : 64;
+		*v = xreallocarray(*v, *cap, sizeof(**v));
+	}
+	struct frozen *f = &(*v)[(*n)++];
+	*f = (struct frozen){ .tid = tid, .k = k, .stack_piece = -1, .futex_piece = -1,
+			      .joinid_piece = -1 };
+	return f;
+}
+
 int ptw_tracer_snapshot(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tracer **ret)
 {
-	struct ptw_proc *proc;
-	struct ptw_seize_info info;
 	uint64_t start = ptw_now_ns();
-	/* /proc is read while we seize and load symbols: with thousands of
-	 * threads, both take long, and neither needs the other. */
-	struct kreader kr = { 0 };
-	struct ptw_map kstates = { 0 };
-	kreader_start(&kr, pid);
-	int r = ptw_seize(pid, &proc, &info);
-	if (r < 0) {
-		kreader_finish(&kr, &kstates);
-		free_kstates(&kstates);
-		return r;
+	/* /proc is read while we load symbols: with thousands of threads,
+	 * both take long, and neither needs the other. */
+	char task_path[64];
+	snprintf(task_path, sizeof(task_path), "/proc/%d/task", pid);
+	struct kpass first = { .read = first_reading };
+	pid_t *tids = NULL;
+	first.task_fd = open(task_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	first.n = first.task_fd < 0 ? -ENOENT : ptw_proc_tids(pid, &tids);
+	if (first.n <= 0) {
+		if (first.task_fd >= 0)
+			close(first.task_fd);
+		free(tids);
+		return -ESRCH;
 	}
-	struct ptw_tracer *t = attached_tracer_new(o, proc, &info, start, true);
-	r = ptw_bptab_new(proc, &t->bps);
+	first.tids = tids;
+	first.states = xcalloc((size_t)first.n + 1, sizeof(*first.states));
+	kpass_start(&first);
+	struct ptw_proc *proc = ptw_proc_open(pid);
+	struct ptw_tracer *t = attached_tracer_new(o, proc, start, true);
+	int r = ptw_bptab_new(proc, &t->bps);
 	bool have_tdb = r == 0 && image_load(t) == 0 && tdb_open(t) == 0;
 	uint64_t ns_loaded = ptw_now_ns();
-	kreader_finish(&kr, &kstates);
+	kpass_finish(&first);
 	uint64_t ns_read = ptw_now_ns();
+
+	/* Every thread as /proc listed it, the main thread first. */
+	struct ptw_map kstates = { 0 };
+	struct frozen *frozen = NULL;
+	size_t nfrozen = 0, cap = 0;
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < first.n; i++)
+			if ((tids[i] == pid) == (pass == 0)) {
+				ptw_map_put(&kstates, (uint64_t)tids[i], first.states[i]);
+				frozen_add(&frozen, &nfrozen, &cap, tids[i], first.states[i]);
+			}
+	free(first.states);
+	free(tids);
+	struct stacks st = { .pid = pid };
+	st.nmaps = ptw_maps_read(pid, &st.maps);
+	if (st.nmaps < 0)
+		st.nmaps = 0;
+	if (r == 0)
+		read_sleepers(t, frozen, nfrozen, first.task_fd, &st);
+	uint64_t ns_still = ptw_now_ns();
+
+	/* The others are stopped: seized, interrupted, copied, let go. */
+	struct ptw_seize_info info = { 0 };
+	if (r == 0)
+		r = ptw_seize_some(proc, is_still, &kstates, &info);
 	if (r < 0) {
+		for (size_t i = 0; i < nfrozen; i++) {
+			free((void *)frozen[i].stack.bytes);
+			free(frozen[i].pcs);
+		}
+		free(frozen);
+		free(st.maps);
+		close(first.task_fd);
 		free_kstates(&kstates);
 		ptw_tracer_detach(t);
 		ptw_tracer_free(t);
 		return r;
 	}
-	/* threads born since the first reading: still running, still true */
-	read_kstates(pid, &kstates);
+	attach_seized(t, &info);
+	/* threads born since the first reading: seized, running, still true */
+	read_kstates(proc, first.task_fd, &kstates);
 	held_group_stops(proc, &kstates);
 
-	/* Where each thread's stack ends; read again if a thread's is not here. */
-	struct ptw_mapping *maps = NULL;
-	int nmaps = ptw_maps_read(pid, &maps);
-	if (nmaps < 0)
-		nmaps = 0;
-
 	uint64_t frozen_from = ptw_now_ns();
-	int stuck = attach_stop_all(t, ": no stack for them");
+	int stuck = info.threads ? attach_stop_all(t, ": no stack for them") : 0;
 	uint32_t tid_off = 0;
 	bool have_tid_off = false;
+	struct ptw_map unseized = { 0 };
 	if (have_tdb) {
-		attach_list_threads(t, stuck);
+		attach_list_threads(t, stuck, &unseized);
 		have_tid_off = ptw_tdb_pthread_field(t->img.tdb, "tid", &tid_off) == 0;
 	}
-
 	uint64_t ns_listed = ptw_now_ns();
 	uint64_t ns = ptw_now_ns();
-	char task_path[64];
-	snprintf(task_path, sizeof(task_path), "/proc/%d/task", pid);
-	int task_fd = open(task_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	size_t nthreads;
-	struct ptw_lwp **threads = attach_threads(t, &nthreads);
-	struct frozen *frozen = xcalloc(nthreads + 1, sizeof(*frozen));
 	struct held held = { 0 };
 	struct pieces pieces = { 0 };
-	bool maps_fresh = false;
-	for (size_t i = 0; i < nthreads; i++) {
-		struct kstate *k = ptw_map_get(&kstates, (uint64_t)threads[i]->tid);
-		if (!k) { /* not listed in /proc when we read it */
-			k = xcalloc(1, sizeof(*k));
-			k->state = '?';
-			k->syscall = -1;
-			ptw_map_put(&kstates, (uint64_t)threads[i]->tid, k);
+	size_t nlisted = nfrozen;
+	for (size_t i = 0; i < nlisted; i++) {
+		struct frozen *f = &frozen[i];
+		if (f->k->still) {
+			const struct ptw_tdb_thread *th = ptw_map_get(&unseized, (uint64_t)f->tid);
+			hold(t, f, th ? th->pthread : 0, th ? th->startfunc : 0, &held, &pieces);
+			continue;
 		}
-		freeze(t, task_fd, threads[i], k, &frozen[i], &held, &pieces, &maps, &nmaps,
-		       &maps_fresh);
+		struct ptw_lwp *l = ptw_lwp_get(proc, f->tid);
+		if (!l || l->tgid != pid || l->state == PTW_LWP_GONE) {
+			f->tid = 0; /* gone before we could stop it */
+			continue;
+		}
+		freeze(t, first.task_fd, l, f, &held, &pieces, &st);
+	}
+	/* and those born since the first reading */
+	size_t nthreads;
+	struct ptw_lwp **threads = attach_threads(t, &nthreads);
+	for (size_t i = 0; i < nthreads; i++) {
+		pid_t tid = threads[i]->tid;
+		if (ptw_map_get(&held.live, (uint64_t)tid))
+			continue;
+		struct kstate *k = ptw_map_get(&kstates, (uint64_t)tid);
+		if (!k) { /* not listed in /proc when we read it */
+			k = kstate_new();
+			ptw_map_put(&kstates, (uint64_t)tid, k);
+		}
+		struct frozen *f = frozen_add(&frozen, &nfrozen, &cap, tid, k);
+		freeze(t, first.task_fd, threads[i], f, &held, &pieces, &st);
 	}
 	free(threads);
 	uint64_t ns_regs = ptw_now_ns();
-	if (task_fd >= 0)
-		close(task_fd);
+	close(first.task_fd);
 	ptw_mem_read_many(t->proc, pieces.v, pieces.n);
-	thaw(frozen, nthreads, &pieces);
+	for (size_t i = 0; i < nfrozen; i++)
+		copied(&frozen[i], &pieces);
 	free(pieces.v);
 	/* The spans exist before we let go: a thread that ends while we do
 	 * (one we could not stop) ends a span it has. */
-	for (size_t i = 0; i < nthreads; i++)
-		attach_emit_facts(t, &frozen[i].facts, frozen[i].k->name, ns);
+	for (size_t i = 0; i < nfrozen; i++)
+		if (frozen[i].tid)
+			attach_emit_facts(t, &frozen[i].facts, frozen[i].k->name, ns);
 	uint64_t ns_copied = ptw_now_ns();
-	t->frozen_ns += ns_copied - frozen_from;
+	if (info.threads)
+		t->frozen_ns += ns_copied - frozen_from;
 	tracer_let_go(t);
 	ptw_mem_invalidate(t->proc);
 	uint64_t ns_free = ptw_now_ns();
 
 	/* They run again: now the slow part, from the copies. */
-	for (size_t i = 0; i < nthreads; i++) {
-		record(t, &frozen[i], &held, tid_off, have_tid_off, ns);
+	size_t nstill = 0;
+	for (size_t i = 0; i < nfrozen; i++) {
+		if (frozen[i].tid)
+			record(t, &frozen[i], &held, tid_off, have_tid_off, ns);
+		nstill += frozen[i].tid && frozen[i].k->still;
 		free((void *)frozen[i].stack.bytes);
+		free(frozen[i].pcs);
 	}
 	free(frozen);
-	free(maps);
+	free(st.maps);
 	ptw_map_free(&held.live);
 	ptw_map_free(&held.pds);
 	free_kstates(&kstates);
+	size_t it = 0;
+	void *v;
+	while (ptw_map_next(&unseized, &it, NULL, &v))
+		free(v);
+	ptw_map_free(&unseized);
 #define MS(a, b) ((double)((b) - (a)) / 1e6)
 	ptw_dbg(PTW_DBG_TRACER,
-		"snapshot of %d: %d threads; /proc read %.1f ms (seize and symbols %.1f ms "
-		"meanwhile), then frozen %.1f ms: stopped and listed %.1f, registers %.1f, "
+		"snapshot of %d: %zu threads, %zu read asleep without a stop, %d stopped; "
+		"/proc read %.1f ms (symbols %.1f ms meanwhile), sleepers copied and unwound "
+		"%.1f ms, then frozen %.1f ms: seized, stopped and listed %.1f, registers %.1f, "
 		"memory and spans %.1f, let go %.1f; unwound and named %.1f ms",
-		pid, info.threads, MS(start, ns_read), MS(start, ns_loaded), MS(frozen_from, ns_free),
-		MS(frozen_from, ns_listed), MS(ns_listed, ns_regs), MS(ns_regs, ns_copied),
+		pid, nfrozen, nstill, info.threads, MS(start, ns_read), MS(start, ns_loaded),
+		MS(ns_read, ns_still), info.threads ? MS(frozen_from, ns_free) : 0.0,
+		MS(ns_still, ns_listed), MS(ns_listed, ns_regs), MS(ns_regs, ns_copied),
 		MS(ns_copied, ns_free), MS(ns_free, ptw_now_ns()));
 #undef MS
 	*ret = t;

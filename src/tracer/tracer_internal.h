@@ -274,17 +274,20 @@ void learn_main_return(struct ptw_tracer *t, struct ptw_lwp *main_lwp);
 void learn_start_return(struct ptw_tracer *t, struct ptw_lwp *host);
 /* Stops that arrive while we attach (nothing patched yet). */
 void attach_on_stop(void *ctx, struct ptw_stop *st);
-/* The tracer of a process just seized (ptw_seize): its command line read,
- * a zombie main thread warned about. */
+/* The tracer of a process to attach to (proc seized, or to be seized
+ * by ptw_seize_some): its command line read. */
 struct ptw_tracer *attached_tracer_new(const struct ptw_tracer_opts *o, struct ptw_proc *proc,
-				      const struct ptw_seize_info *info, uint64_t start_ns,
-				      bool snapshot);
+				      uint64_t start_ns, bool snapshot);
+/* What the seize found: a zombie main thread is warned about. */
+void attach_seized(struct ptw_tracer *t, const struct ptw_seize_info *info);
 /* Stops every seized thread within a deadline (a warning counts those that
  * did not, saying what that costs: consequence) and takes every LWP held
  * as the target's. Returns how many did not stop. */
 int attach_stop_all(struct ptw_tracer *t, const char *consequence);
-/* libthread_db's list (td_ta_thr_iter): pd and start routine onto our LWPs. */
-void attach_list_threads(struct ptw_tracer *t, int stuck);
+/* libthread_db's list (td_ta_thr_iter): pd and start routine onto our
+ * LWPs; the threads not seized (ptw_seize_some) into unseized, if given
+ * (tid -> malloc'd struct ptw_tdb_thread). */
+void attach_list_threads(struct ptw_tracer *t, int stuck, struct ptw_map *unseized);
 /* The target's live threads, main first (malloc'd; *ret_n of them). */
 struct ptw_lwp **attach_threads(struct ptw_tracer *t, size_t *ret_n);
 /* PTW_EV_PREEXISTING for a thread found running (and its name; NULL: read it). */
@@ -301,6 +304,9 @@ struct preexisting {
 	uint64_t began_ns; /* when the thread began, 0 unknown (a fork child's: the fork) */
 };
 void attach_preexisting_facts(struct ptw_tracer *t, struct ptw_lwp *l, struct preexisting *ret);
+/* The same for a thread we did not seize. */
+void attach_facts(struct ptw_tracer *t, pid_t tid, uint64_t pd, uint64_t start_routine,
+		  struct preexisting *ret);
 void attach_emit_facts(struct ptw_tracer *t, const struct preexisting *f, const char *name,
 		       uint64_t ns);
 

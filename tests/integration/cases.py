@@ -1052,8 +1052,8 @@ def case_completion(session, chk):
 def case_snapshot_running(session, chk):
     """--snapshot of threads that run on: each stack is the one the thread
     had when it was stopped (copied then, unwound once it ran again), never
-    a mix of two call chains; the sleepers' system calls come from their
-    registers."""
+    a mix of two call chains; the sleepers' system calls are the ones
+    they sleep in (read as they sleep, or from their registers)."""
     target = session.target('flipper')
     pid = target.ready()[0]
     flippers = [r['tid'] for r in target.truth() if r.get('kind') == 'flipper']
@@ -1089,6 +1089,73 @@ def case_snapshot_running(session, chk):
                 chk.true('%s: state %r in %s' % (what, spans[0].get('state'), calls),
                          spans[0].get('state') in calls, spans[0])
         chk.eq('run %d: the fixture answers' % attempt, target.ask('p'), ['pong'])
+
+
+def case_snapshot_sleepers(session, chk, mode='quiet'):
+    """--snapshot reads a thread asleep in the kernel without stopping it
+    (its stack pointer and pc from /proc/TID/syscall, its stack copied,
+    schedstat the same before and after) and stops the others. The
+    fixture is built -O2 without frame pointers. quiet: every thread
+    sleeps; none is stopped (frozen_ns 0, the text says so) and every
+    stack is whole. mixed: also a thread whose innermost frame's CFA is
+    its frame pointer (stopped: its unwind needs rbp) and one that spins
+    (stopped: it runs); their stacks are whole too, the sleepers' still
+    read without a stop. Then the fixture is untraced, unharmed, answers
+    and ends as it should."""
+    target = session.target('sleepers', [mode])
+    pid = target.ready()[0]
+    recs = [r for r in target.truth() if r.get('kind') == 'sleeper']
+    run = session.attach(pid, opts=('--snapshot', '--debug=tracer'))
+    frozen = check_attach_doc(chk, run, pid, 'snapshot', 'snapshot')
+    err = run.stderr_text()
+    m = re.search(r'snapshot of %d: (\d+) threads, (\d+) read asleep without a stop, '
+                  r'(\d+) stopped' % pid, err)
+    if not chk.true('the debug log counts the threads read and stopped', m, detail=err[-2000:]):
+        return
+    nthreads, still, stopped = (int(x) for x in m.groups())
+    print('%s: %d threads, %d read asleep without a stop, %d stopped, frozen %s ns'
+          % (mode, nthreads, still, stopped, frozen))
+    chk.eq('threads', nthreads, len(recs) + 1)
+    said_stopped = {int(t): why for t, why in
+                    re.findall(r'snapshot: (\d+) is stopped: ([^\n]*)', err)}
+    index = span_index(run.doc)
+    for r in recs + [{'role': 'main', 'tid': pid, 'chain': ['main', '__libc_start_call_main']}]:
+        what = '%s thread %d' % (r['role'], r['tid'])
+        spans = index.get(r['tid'], [])
+        if not chk.eq('%s: spans' % what, len(spans), 1):
+            continue
+        names = [f.get('symbol') for f in spans[0].get('stack') or []]
+        # the chain, in order, right after the libc frames it sleeps in
+        first = names.index(r['chain'][0]) if r['chain'][0] in names else -1
+        chk.eq('%s: the stack holds %s in order (stack %s)' % (what, r['chain'], names),
+               names[first:first + len(r['chain'])] if first >= 0 else None, r['chain'])
+        if r['role'] != 'main':
+            chk.eq('%s: the stack ends in the clone call (stack %s)' % (what, names),
+                   names[-1:], ['__clone3'])
+        if r['role'] in ('omit', 'cond', 'main'):
+            chk.true('%s: read asleep, not stopped (debug: %r)' % (what, said_stopped.get(r['tid'])),
+                     r['tid'] not in said_stopped)
+        if r['role'] == 'fp':
+            chk.eq('fp thread: stopped, and why', said_stopped.get(r['tid']),
+                   'its unwind needs more than sp and pc')
+    if mode == 'quiet':
+        chk.eq('no thread stopped', (still, stopped), (nthreads, 0))
+        chk.eq('session.frozen_ns', frozen, 0)
+        chk.true('the text says none was stopped',
+                 'threads, none stopped (each was read while it slept)' in run.stdout_text(),
+                 detail=run.stdout_text()[:300])
+    else:
+        chk.eq('stopped: the fp thread and the busy one', stopped, 2)
+        chk.eq('read asleep without a stop: the others', still, nthreads - 2)
+        chk.true('session.frozen_ns > 0 (got %r)' % frozen, frozen > 0)
+    chk.true('untraced after the snapshot (tracers %s)' % tracer_pids(pid),
+             wait_untraced(pid, 2) is not None)
+    check_untouched(chk, pid, 'after the snapshot', allowed='SR')
+    chk.eq('the fixture answers', target.ask('p'), ['pong'])
+    target.send('q')
+    check_target_exit(chk, target, 'released')
+    chk.eq('every thread woke and returned ("sleepers_done")',
+           len([r for r in target.truth() if r.get('kind') == 'sleepers_done']), 1)
 
 
 def case_snapshot_deadlock(session, chk):
@@ -4314,6 +4381,7 @@ CASES = {
     'attach-churner': case_attach_churner,
     'snapshot-deadlock': case_snapshot_deadlock,
     'snapshot-running': case_snapshot_running,
+    'snapshot-sleepers': case_snapshot_sleepers,
     'completion': case_completion,
     'attach-idle': case_attach_idle,
     'attach-stopped': case_attach_stopped,
