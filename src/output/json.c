@@ -131,16 +131,30 @@ void ptw_json_string(struct ptw_json *j, const char *k, const char *v)
 		ptw_buf_puts(j->out, "null");
 }
 
+/* Digits by hand: printf's cost shows with millions of numbers. */
+static void put_uint(struct ptw_buf *out, uint64_t v, unsigned base)
+{
+	char d[24];
+	size_t n = sizeof(d);
+	do {
+		d[--n] = "0123456789abcdef"[v % base];
+		v /= base;
+	} while (v);
+	ptw_buf_add(out, d + n, sizeof(d) - n);
+}
+
 void ptw_json_int(struct ptw_json *j, const char *k, int64_t v)
 {
 	key(j, k);
-	ptw_buf_printf(j->out, "%" PRId64, v);
+	if (v < 0)
+		ptw_buf_putc(j->out, '-');
+	put_uint(j->out, v < 0 ? -(uint64_t)v : (uint64_t)v, 10);
 }
 
 void ptw_json_uint(struct ptw_json *j, const char *k, uint64_t v)
 {
 	key(j, k);
-	ptw_buf_printf(j->out, "%" PRIu64, v);
+	put_uint(j->out, v, 10);
 }
 
 void ptw_json_double(struct ptw_json *j, const char *k, double v)
@@ -167,7 +181,9 @@ void ptw_json_null(struct ptw_json *j, const char *k)
 void ptw_json_hex(struct ptw_json *j, const char *k, uint64_t v)
 {
 	key(j, k);
-	ptw_buf_printf(j->out, "\"0x%" PRIx64 "\"", v);
+	ptw_buf_add(j->out, "\"0x", 3);
+	put_uint(j->out, v, 16);
+	ptw_buf_putc(j->out, '"');
 }
 
 /* ---- the document ---- */
@@ -213,7 +229,24 @@ void ptw_json_location(struct ptw_json *j, const char *k, const struct ptw_locat
 		ptw_json_null(j, k);
 		return;
 	}
-	ptw_json_begin_object(j, k);
+	/* A frame of a stack (no key, "??" if unnamed) written before at this
+	 * depth: the same text again. */
+	struct ptw_map *memo = !k && j->frames && !known && !strcmp(fallback, "??") &&
+					       (uintptr_t)loc >> 56 == 0
+				       ? j->frames
+				       : NULL;
+	uint64_t mk = (uint64_t)(uintptr_t)loc | (uint64_t)j->depth << 56;
+	struct ptw_buf *text = memo ? ptw_map_get(memo, mk) : NULL;
+	if (text) {
+		key(j, NULL);
+		ptw_buf_add(j->out, text->p, text->len);
+		return;
+	}
+	key(j, k);
+	size_t at = j->out->len;
+	ptw_buf_putc(j->out, '{');
+	j->depth++;
+	j->need_comma[j->depth] = false;
 	ptw_json_hex(j, "addr", loc->addr);
 	ptw_json_string(j, "symbol", loc->symbol ? loc->symbol : fallback);
 	ptw_json_bool(j, "placeholder", !loc->symbol && !known);
@@ -230,6 +263,11 @@ void ptw_json_location(struct ptw_json *j, const char *k, const struct ptw_locat
 	ptw_json_string(j, "file", loc->file);
 	json_int_or_null(j, "line", loc->line, loc->line);
 	ptw_json_end_object(j);
+	if (memo) {
+		text = xcalloc(1, sizeof(*text));
+		ptw_buf_add(text, j->out->p + at, j->out->len - at);
+		ptw_map_put(memo, mk, text);
+	}
 }
 
 static void json_tristate(struct ptw_json *j, const char *k, int v)
@@ -793,7 +831,8 @@ void ptw_json_live_deadlock(struct ptw_json *j, const struct ptw_live_deadlock *
 
 void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 {
-	struct ptw_json jw = { .out = out, .pretty = true }, *j = &jw;
+	struct ptw_map frame_texts = { 0 };
+	struct ptw_json jw = { .out = out, .pretty = true, .frames = &frame_texts }, *j = &jw;
 	ptw_json_begin_object(j, NULL);
 	ptw_json_head(j, r, PTW_SPANS_SCHEMA);
 	ptw_json_target(j, r);
@@ -853,4 +892,11 @@ void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 	ptw_json_warnings(j, r);
 	ptw_json_end_object(j);
 	ptw_buf_putc(out, '\n');
+	size_t it = 0;
+	void *v;
+	while (ptw_map_next(&frame_texts, &it, NULL, &v)) {
+		ptw_buf_free(v);
+		free(v);
+	}
+	ptw_map_free(&frame_texts);
 }
