@@ -195,7 +195,7 @@ static void read_kstates(struct ptw_proc *proc, int task_fd, struct ptw_map *kst
  */
 struct kpass {
 	int task_fd;
-	const pid_t *tids;
+	pid_t *tids;
 	struct kstate **states; /* [n] */
 	int n;
 	void (*read)(int task_fd, pid_t tid, struct kstate **slot);
@@ -507,6 +507,51 @@ static void record(struct ptw_tracer *t, const struct frozen *f, const struct he
 	emit(t, &st);
 }
 
+/* schedstat again, on the other thread (kpass_finish: the end), for the
+ * threads pick() says: still if the same. */
+static void recheck_start(struct kpass *kp, struct frozen *fs, size_t n, int task_fd,
+			  bool (*pick)(const struct frozen *))
+{
+	*kp = (struct kpass){ .task_fd = task_fd, .read = second_reading,
+			      .tids = xcalloc(n + 1, sizeof(*kp->tids)),
+			      .states = xcalloc(n + 1, sizeof(*kp->states)) };
+	for (size_t i = 0; i < n; i++)
+		if (pick(&fs[i])) {
+			kp->tids[kp->n] = fs[i].tid;
+			kp->states[kp->n++] = fs[i].k;
+		}
+	kpass_start(kp);
+}
+
+static void recheck_finish(struct kpass *kp)
+{
+	kpass_finish(kp);
+	free(kp->tids);
+	free(kp->states);
+}
+
+/* A thread read asleep that is to be stopped after all: why, and what was
+ * read of it goes. */
+static void to_stop(struct frozen *f, const char *why)
+{
+	ptw_dbg(PTW_DBG_TRACER, "snapshot: %d is stopped: %s", f->tid, why);
+	not_still(f->k);
+	free(f->pcs);
+	f->pcs = NULL;
+	free((void *)f->stack.bytes);
+	f->stack = (struct ptw_stack_copy){ 0 };
+}
+
+static bool copied_asleep(const struct frozen *f)
+{
+	return f->stack.bytes != NULL;
+}
+
+static bool read_still(const struct frozen *f)
+{
+	return f->tid && f->k->still;
+}
+
 /*
  * The threads asleep in the kernel, read while they sleep on: stack
  * copied, then schedstat again (did it run?), then unwound from its stack
@@ -517,17 +562,9 @@ static void read_sleepers(struct ptw_tracer *t, struct frozen *fs, size_t n, int
 			  struct stacks *st)
 {
 	struct pieces ps = { 0 };
-	pid_t *tids = xcalloc(n + 1, sizeof(*tids));
-	struct kstate **states = xcalloc(n + 1, sizeof(*states));
-	size_t m = 0;
-	for (size_t i = 0; i < n; i++) {
-		struct frozen *f = &fs[i];
-		if (!f->k->sp || !t->img.syms)
-			continue;
-		copy_stack(f, f->k->sp, st, &ps);
-		tids[m] = f->tid;
-		states[m++] = f->k;
-	}
+	for (size_t i = 0; i < n; i++)
+		if (fs[i].k->sp && t->img.syms)
+			copy_stack(&fs[i], fs[i].k->sp, st, &ps);
 	ptw_mem_read_many(t->proc, ps.v, ps.n);
 	for (size_t i = 0; i < n; i++)
 		copied(&fs[i], &ps);
@@ -535,9 +572,8 @@ static void read_sleepers(struct ptw_tracer *t, struct frozen *fs, size_t n, int
 	/* The second reading on the other thread while this one unwinds
 	 * (from the copies: what a thread that ran meanwhile did is not in
 	 * them, and its unwind is dropped). */
-	struct kpass again = { .task_fd = task_fd, .tids = tids, .states = states, .n = (int)m,
-			       .read = second_reading };
-	kpass_start(&again);
+	struct kpass again;
+	recheck_start(&again, fs, n, task_fd, copied_asleep);
 	uint64_t pcs[MAX_FRAMES];
 	for (size_t i = 0; i < n; i++) {
 		struct frozen *f = &fs[i];
@@ -551,28 +587,41 @@ static void read_sleepers(struct ptw_tracer *t, struct frozen *fs, size_t n, int
 		memcpy(f->pcs, pcs, (size_t)got * sizeof(*pcs));
 		f->npcs = got;
 	}
-	kpass_finish(&again);
-	free(tids);
-	free(states);
+	recheck_finish(&again);
 	for (size_t i = 0; i < n; i++) {
 		struct frozen *f = &fs[i];
 		if (f->k->still && f->pcs)
-			continue;
-		if (f->k->still) /* its unwind needs registers /proc does not give */
-			ptw_dbg(PTW_DBG_TRACER, "snapshot: %d is stopped: %s", f->tid,
-				f->stack.bytes ? "its unwind needs more than sp and pc"
-					       : "its stack could not be read");
-		else if (f->k->sp)
-			ptw_dbg(PTW_DBG_TRACER, "snapshot: %d is stopped: it ran while read", f->tid);
-		not_still(f->k);
-		free(f->pcs);
-		f->pcs = NULL;
+			continue; /* read asleep */
+		if (!t->img.syms)
+			not_still(f->k); /* nothing to unwind with: stopped */
+		else if (!f->k->sp)
+			to_stop(f, f->k->state == 'S' || f->k->state == 'D'
+					   ? "it woke as it was read"
+					   : "it was not asleep in the kernel");
+		else
+			to_stop(f, !f->stack.bytes ? "its stack could not be read"
+				   : !f->k->still  ? "it ran while read"
+						   : "its unwind needs more than sp and pc");
 	}
-	for (size_t i = 0; i < n; i++) /* the stopped ones get new copies */
-		if (!fs[i].k->still) {
-			free((void *)fs[i].stack.bytes);
-			fs[i].stack = (struct ptw_stack_copy){ 0 };
+}
+
+/*
+ * The threads read asleep, once the others are stopped: asleep still (and
+ * so every thread is seen at one moment: now), or stopped too. Returns
+ * how many are to be stopped.
+ */
+static size_t asleep_still(struct frozen *fs, size_t n, int task_fd)
+{
+	struct kpass again;
+	recheck_start(&again, fs, n, task_fd, read_still);
+	recheck_finish(&again);
+	size_t woke = 0;
+	for (size_t i = 0; i < n; i++)
+		if (fs[i].tid && !fs[i].k->still && fs[i].pcs) {
+			to_stop(&fs[i], "it woke while the others were stopped");
+			woke++;
 		}
+	return woke;
 }
 
 static bool is_still(void *ctx, pid_t tid)
@@ -666,6 +715,14 @@ int ptw_tracer_snapshot(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_t
 
 	uint64_t frozen_from = ptw_now_ns();
 	int stuck = info.threads ? attach_stop_all(t, ": no stack for them") : 0;
+	if (info.threads && asleep_still(frozen, nfrozen, first.task_fd)) {
+		struct ptw_seize_info more = { 0 };
+		if (ptw_seize_some(proc, is_still, &kstates, &more) == 0 && more.threads) {
+			read_kstates(proc, first.task_fd, &kstates);
+			stuck += attach_stop_all(t, ": no stack for them");
+			info.threads += more.threads;
+		}
+	}
 	uint32_t tid_off = 0;
 	bool have_tid_off = false;
 	struct ptw_map unseized = { 0 };

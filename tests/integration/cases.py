@@ -1098,10 +1098,12 @@ def case_snapshot_sleepers(session, chk, mode='quiet'):
     fixture is built -O2 without frame pointers. quiet: every thread
     sleeps; none is stopped (frozen_ns 0, the text says so) and every
     stack is whole. mixed: also a thread whose innermost frame's CFA is
-    its frame pointer (stopped: its unwind needs rbp) and one that spins
-    (stopped: it runs); their stacks are whole too, the sleepers' still
-    read without a stop. Then the fixture is untraced, unharmed, answers
-    and ends as it should."""
+    its frame pointer (stopped: its unwind needs rbp), one that spins
+    (stopped: it runs) and eight that wake every 50 us (some of them run
+    while read, or wake while the others are stopped: stopped then);
+    every stack is whole too, the sleepers' still read without a stop.
+    Then the fixture is untraced, unharmed, answers and ends as it
+    should."""
     target = session.target('sleepers', [mode])
     pid = target.ready()[0]
     recs = [r for r in target.truth() if r.get('kind') == 'sleeper']
@@ -1116,6 +1118,7 @@ def case_snapshot_sleepers(session, chk, mode='quiet'):
     print('%s: %d threads, %d read asleep without a stop, %d stopped, frozen %s ns'
           % (mode, nthreads, still, stopped, frozen))
     chk.eq('threads', nthreads, len(recs) + 1)
+    chk.eq('every thread read asleep or stopped', still + stopped, nthreads)
     said_stopped = {int(t): why for t, why in
                     re.findall(r'snapshot: (\d+) is stopped: ([^\n]*)', err)}
     index = span_index(run.doc)
@@ -1125,7 +1128,7 @@ def case_snapshot_sleepers(session, chk, mode='quiet'):
         if not chk.eq('%s: spans' % what, len(spans), 1):
             continue
         names = [f.get('symbol') for f in spans[0].get('stack') or []]
-        # the chain, in order, right after the libc frames it sleeps in
+        # the chain, in order (where it sleeps: after the libc frames)
         first = names.index(r['chain'][0]) if r['chain'][0] in names else -1
         chk.eq('%s: the stack holds %s in order (stack %s)' % (what, r['chain'], names),
                names[first:first + len(r['chain'])] if first >= 0 else None, r['chain'])
@@ -1145,8 +1148,15 @@ def case_snapshot_sleepers(session, chk, mode='quiet'):
                  'threads, none stopped (each was read while it slept)' in run.stdout_text(),
                  detail=run.stdout_text()[:300])
     else:
-        chk.eq('stopped: the fp thread and the busy one', stopped, 2)
-        chk.eq('read asleep without a stop: the others', still, nthreads - 2)
+        ticks = [r['tid'] for r in recs if r['role'] == 'tick']
+        print('tickers: %s' % {t: said_stopped.get(t, 'read asleep') for t in ticks})
+        chk.true('the busy thread: stopped, not asleep',
+                 said_stopped.get([r['tid'] for r in recs if r['role'] == 'busy'][0]) in
+                 ('it was not asleep in the kernel', 'it woke as it was read'))
+        chk.true('stopped: the fp thread, the busy one and perhaps tickers (%d)' % stopped,
+                 2 <= stopped <= 2 + len(ticks))
+        chk.true('read asleep without a stop: the others (%d)' % still,
+                 still >= nthreads - 2 - len(ticks))
         chk.true('session.frozen_ns > 0 (got %r)' % frozen, frozen > 0)
     chk.true('untraced after the snapshot (tracers %s)' % tracer_pids(pid),
              wait_untraced(pid, 2) is not None)
