@@ -161,12 +161,14 @@ int ptw_symbols_unwind_copy(struct ptw_symbols *s, pid_t tid, const struct user_
 /*
  * The same from the stack pointer and pc alone (what /proc/TID/syscall
  * says of a thread asleep in the kernel), the other registers unknown:
- * never guessed. Returns the number of frames if the unwind reached the
- * outermost frame (or max), the same frames an unwind from every register
- * gives; -EAGAIN if a frame needed a register it does not have (its frame
- * pointer, say) or the unwind failed: stop the thread and read them all.
+ * never guessed. Returns the number of frames found. *whole says whether
+ * the unwind reached the outermost frame (or max): then they are the
+ * frames an unwind from every register gives. If not, a frame needed a
+ * register it does not have (its frame pointer, say) or the unwind failed:
+ * the frames found are true but not all (stop the thread and read its
+ * registers to have them all).
  */
 int ptw_symbols_unwind_sp_pc(struct ptw_symbols *s, pid_t tid, uint64_t sp, uint64_t pc,
-			     const struct ptw_stack_copy *stack, uint64_t *pcs, int max);
+			     const struct ptw_stack_copy *stack, uint64_t *pcs, int max, bool *whole);
 
 #endif

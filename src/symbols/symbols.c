@@ -1506,7 +1506,7 @@ int ptw_symbols_unwind_copy(struct ptw_symbols *s, pid_t tid, const struct user_
 }
 
 int ptw_symbols_unwind_sp_pc(struct ptw_symbols *s, pid_t tid, uint64_t sp, uint64_t pc,
-			     const struct ptw_stack_copy *stack, uint64_t *pcs, int max)
+			     const struct ptw_stack_copy *stack, uint64_t *pcs, int max, bool *whole)
 {
 	struct user_regs_struct regs = { .rsp = sp, .rip = pc };
 	s->unwind_stack = stack;
@@ -1515,5 +1515,6 @@ int ptw_symbols_unwind_sp_pc(struct ptw_symbols *s, pid_t tid, uint64_t sp, uint
 	int n = unwind(s, tid, &regs, pcs, max);
 	s->unwind_sp_pc_only = false;
 	s->unwind_stack = NULL;
-	return n > 0 && s->unwind_complete && !s->unwind_used_unknown ? n : -EAGAIN;
+	*whole = n > 0 && s->unwind_complete && !s->unwind_used_unknown;
+	return n;
 }

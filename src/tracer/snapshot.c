@@ -299,6 +299,8 @@ struct frozen {
 	int stack_piece, futex_piece, joinid_piece; /* -1: none */
 	uint64_t *pcs;	/* a still thread's frames, unwound before the others stop */
 	int npcs;
+	bool pcs_whole;	/* else the innermost frames only: kept for a thread
+			   that must be stopped, if it cannot be */
 };
 
 /* What the threads were while stopped: the live ones, and who is which pd. */
@@ -483,13 +485,15 @@ static void record(struct ptw_tracer *t, const struct frozen *f, const struct he
 	st.wchan = k->wchan[0] ? k->wchan : NULL;
 	const struct ptw_location *locs[MAX_FRAMES];
 	const char *names[MAX_FRAMES];
+	/* from its registers if it was stopped, else as read asleep (all of
+	 * it, or the innermost frames of one that would not stop) */
 	if ((f->have_regs || f->pcs) && img->syms) {
 		uint64_t own[MAX_FRAMES];
-		const uint64_t *pcs = f->pcs ? f->pcs : own;
-		int n = f->pcs ? f->npcs
-			       : ptw_symbols_unwind_copy(img->syms, f->tid, &f->regs,
-							 f->stack.bytes ? &f->stack : NULL, own,
-							 MAX_FRAMES);
+		const uint64_t *pcs = f->have_regs ? own : f->pcs;
+		int n = !f->have_regs ? f->npcs
+				      : ptw_symbols_unwind_copy(img->syms, f->tid, &f->regs,
+								f->stack.bytes ? &f->stack : NULL,
+								own, MAX_FRAMES);
 		for (int i = 0; i < n; i++) {
 			/* Return addresses point after the call: name the call. */
 			locs[i] = ptw_symbols_locate(img->syms, i ? pcs[i] - 1 : pcs[i]);
@@ -531,13 +535,17 @@ static void recheck_finish(struct kpass *kp)
 }
 
 /* A thread read asleep that is to be stopped after all: why, and what was
- * read of it goes. */
-static void to_stop(struct frozen *f, const char *why)
+ * read of it goes (but the innermost frames of one that slept throughout:
+ * true, and all we have if it does not stop). */
+static void to_stop(struct frozen *f, const char *why, bool keep_frames)
 {
 	ptw_dbg(PTW_DBG_TRACER, "snapshot: %d is stopped: %s", f->tid, why);
 	not_still(f->k);
-	free(f->pcs);
-	f->pcs = NULL;
+	if (!keep_frames) {
+		free(f->pcs);
+		f->pcs = NULL;
+	}
+	f->pcs_whole = false;
 	free((void *)f->stack.bytes);
 	f->stack = (struct ptw_stack_copy){ 0 };
 }
@@ -580,28 +588,29 @@ static void read_sleepers(struct ptw_tracer *t, struct frozen *fs, size_t n, int
 		if (!f->stack.bytes)
 			continue;
 		int got = ptw_symbols_unwind_sp_pc(t->img.syms, f->tid, f->k->sp, f->k->pc,
-						   &f->stack, pcs, MAX_FRAMES);
-		if (got < 0)
-			continue;
-		f->pcs = xmalloc((size_t)got * sizeof(*pcs));
+						   &f->stack, pcs, MAX_FRAMES, &f->pcs_whole);
+		f->pcs = xmalloc((size_t)got * sizeof(*pcs) + 1);
 		memcpy(f->pcs, pcs, (size_t)got * sizeof(*pcs));
 		f->npcs = got;
 	}
 	recheck_finish(&again);
 	for (size_t i = 0; i < n; i++) {
 		struct frozen *f = &fs[i];
-		if (f->k->still && f->pcs)
+		if (f->k->still && f->pcs_whole)
 			continue; /* read asleep */
 		if (!t->img.syms)
 			not_still(f->k); /* nothing to unwind with: stopped */
 		else if (!f->k->sp)
-			to_stop(f, f->k->state == 'S' || f->k->state == 'D'
-					   ? "it woke as it was read"
-					   : "it was not asleep in the kernel");
+			to_stop(f,
+				f->k->state == 'S' || f->k->state == 'D' ? "it woke as it was read"
+									 : "it was not asleep in the kernel",
+				false);
+		else if (!f->stack.bytes)
+			to_stop(f, "its stack could not be read", false);
+		else if (!f->k->still)
+			to_stop(f, "it ran while read", false);
 		else
-			to_stop(f, !f->stack.bytes ? "its stack could not be read"
-				   : !f->k->still  ? "it ran while read"
-						   : "its unwind needs more than sp and pc");
+			to_stop(f, "its unwind needs more than sp and pc", true);
 	}
 }
 
@@ -617,8 +626,8 @@ static size_t asleep_still(struct frozen *fs, size_t n, int task_fd)
 	recheck_finish(&again);
 	size_t woke = 0;
 	for (size_t i = 0; i < n; i++)
-		if (fs[i].tid && !fs[i].k->still && fs[i].pcs) {
-			to_stop(&fs[i], "it woke while the others were stopped");
+		if (fs[i].tid && !fs[i].k->still && fs[i].pcs_whole) {
+			to_stop(&fs[i], "it woke while the others were stopped", false);
 			woke++;
 		}
 	return woke;

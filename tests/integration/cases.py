@@ -1606,7 +1606,12 @@ def case_attach_unstoppable(session, chk):
         print('the D thread: %s' % json.dumps(s))
         chk.true('vfork_worker: state starts with D (got %r)' % s.get('state'),
                  str(s.get('state')).startswith('D'), s)
-        chk.eq('vfork_worker: stack', s.get('stack'), [], s)
+        # It cannot be stopped: its stack is what was read while it slept,
+        # the frames its stack pointer and pc unwind, true but not all
+        # (vfork keeps its return address in rdi, which /proc does not give).
+        names = [f.get('symbol') for f in s.get('stack') or []]
+        chk.true('vfork_worker: stack, as read asleep: [vfork] (got %s)' % names,
+                 names in (['__vfork'], ['vfork']), s)
         check_preexisting(chk, s, 'vfork_worker', 'vfork_worker', rec['vfork_pthread'])
     main_span = check_main_span(chk, doc, pid, 'snapshot')
     if main_span is not None:
