@@ -996,6 +996,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "ptwatch: cannot attach to %d: %s\n", o.pid, why);
 			ptw_spans_free(s.spans);
 			ptw_timeouts_free(s.timeouts);
+			ptw_record_writer_free(s.rec);
 			return 1;
 		}
 		if (live)
@@ -1017,6 +1018,7 @@ int main(int argc, char **argv)
 		ptw_spans_free(s.spans);
 		ptw_timeouts_free(s.timeouts);
 		ptw_buf_free(&s.log);
+		ptw_record_writer_free(s.rec);
 		if (r == -ENOENT) {
 			fprintf(stderr, "ptwatch: cannot run '%s': command not found\n", o.argv[0]);
 			return 127;

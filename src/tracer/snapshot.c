@@ -743,8 +743,27 @@ int ptw_tracer_snapshot(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_t
 	uint64_t ns = ptw_now_ns();
 	struct held held = { 0 };
 	struct pieces pieces = { 0 };
-	size_t nlisted = nfrozen;
-	for (size_t i = 0; i < nlisted; i++) {
+	/* Those born since the first reading join the list first: the pieces
+	 * to read point into it. */
+	struct ptw_map listed = { 0 };
+	for (size_t i = 0; i < nfrozen; i++)
+		ptw_map_put(&listed, (uint64_t)frozen[i].tid, (void *)1);
+	size_t nthreads;
+	struct ptw_lwp **threads = attach_threads(t, &nthreads);
+	for (size_t i = 0; i < nthreads; i++) {
+		pid_t tid = threads[i]->tid;
+		if (ptw_map_get(&listed, (uint64_t)tid))
+			continue;
+		struct kstate *k = ptw_map_get(&kstates, (uint64_t)tid);
+		if (!k) { /* not listed in /proc when we read it */
+			k = kstate_new();
+			ptw_map_put(&kstates, (uint64_t)tid, k);
+		}
+		frozen_add(&frozen, &nfrozen, &cap, tid, k);
+	}
+	free(threads);
+	ptw_map_free(&listed);
+	for (size_t i = 0; i < nfrozen; i++) {
 		struct frozen *f = &frozen[i];
 		if (f->k->still) {
 			const struct ptw_tdb_thread *th = ptw_map_get(&unseized, (uint64_t)f->tid);
@@ -758,22 +777,6 @@ int ptw_tracer_snapshot(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_t
 		}
 		freeze(t, first.task_fd, l, f, &held, &pieces, &st);
 	}
-	/* and those born since the first reading */
-	size_t nthreads;
-	struct ptw_lwp **threads = attach_threads(t, &nthreads);
-	for (size_t i = 0; i < nthreads; i++) {
-		pid_t tid = threads[i]->tid;
-		if (ptw_map_get(&held.live, (uint64_t)tid))
-			continue;
-		struct kstate *k = ptw_map_get(&kstates, (uint64_t)tid);
-		if (!k) { /* not listed in /proc when we read it */
-			k = kstate_new();
-			ptw_map_put(&kstates, (uint64_t)tid, k);
-		}
-		struct frozen *f = frozen_add(&frozen, &nfrozen, &cap, tid, k);
-		freeze(t, first.task_fd, threads[i], f, &held, &pieces, &st);
-	}
-	free(threads);
 	uint64_t ns_regs = ptw_now_ns();
 	close(first.task_fd);
 	ptw_mem_read_many(t->proc, pieces.v, pieces.n);
