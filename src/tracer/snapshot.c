@@ -639,191 +639,233 @@ static bool is_still(void *ctx, pid_t tid)
 	return k && k->still;
 }
 
-static struct frozen *frozen_add(struct frozen **v, size_t *n, size_t *cap, pid_t tid,
-				 struct kstate *k)
+/* A snapshot under way: every thread we know of, and what was read. */
+struct snap {
+	struct ptw_tracer *t;
+	pid_t pid;
+	int task_fd;		/* /proc/PID/task */
+	struct ptw_map kstates; /* tid -> struct kstate * (owned) */
+	struct frozen *v;	/* the threads, the main thread first */
+	size_t n, cap;
+	struct stacks stacks;
+	struct ptw_map unseized; /* tid -> libthread_db's struct ptw_tdb_thread */
+	struct held held;
+	struct ptw_seize_info seized;
+	int stuck; /* threads that did not stop */
+	uint64_t frozen_from; /* when the first was stopped */
+};
+
+static struct frozen *frozen_add(struct snap *sn, pid_t tid, struct kstate *k)
 {
-	if (*n == *cap) {
-		*cap = *cap ? 2 * *cap : 64;
-		*v = xreallocarray(*v, *cap, sizeof(**v));
+	if (sn->n == sn->cap) {
+		sn->cap = sn->cap ? 2 * sn->cap : 64;
+		sn->v = xreallocarray(sn->v, sn->cap, sizeof(*sn->v));
 	}
-	struct frozen *f = &(*v)[(*n)++];
+	struct frozen *f = &sn->v[sn->n++];
 	*f = (struct frozen){ .tid = tid, .k = k, .stack_piece = -1, .futex_piece = -1,
 			      .joinid_piece = -1 };
 	return f;
 }
 
-int ptw_tracer_snapshot(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tracer **ret)
+/* The threads of the first reading, in the list, the main thread first. */
+static void list_first_reading(struct snap *sn, const struct kpass *first)
 {
-	uint64_t start = ptw_now_ns();
-	/* /proc is read while we load symbols: with thousands of threads,
-	 * both take long, and neither needs the other. */
-	char task_path[64];
-	snprintf(task_path, sizeof(task_path), "/proc/%d/task", pid);
-	struct kpass first = { .read = first_reading };
-	pid_t *tids = NULL;
-	first.task_fd = open(task_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	first.n = first.task_fd < 0 ? -ENOENT : ptw_proc_tids(pid, &tids);
-	if (first.n <= 0) {
-		if (first.task_fd >= 0)
-			close(first.task_fd);
-		free(tids);
-		return -ESRCH;
-	}
-	first.tids = tids;
-	first.states = xcalloc((size_t)first.n + 1, sizeof(*first.states));
-	kpass_start(&first);
-	struct ptw_proc *proc = ptw_proc_open(pid);
-	struct ptw_tracer *t = attached_tracer_new(o, proc, start, true);
-	int r = ptw_bptab_new(proc, &t->bps);
-	bool have_tdb = r == 0 && image_load(t) == 0 && tdb_open(t) == 0;
-	uint64_t ns_loaded = ptw_now_ns();
-	kpass_finish(&first);
-	uint64_t ns_read = ptw_now_ns();
-
-	/* Every thread as /proc listed it, the main thread first. */
-	struct ptw_map kstates = { 0 };
-	struct frozen *frozen = NULL;
-	size_t nfrozen = 0, cap = 0;
 	for (int pass = 0; pass < 2; pass++)
-		for (int i = 0; i < first.n; i++)
-			if ((tids[i] == pid) == (pass == 0)) {
-				ptw_map_put(&kstates, (uint64_t)tids[i], first.states[i]);
-				frozen_add(&frozen, &nfrozen, &cap, tids[i], first.states[i]);
+		for (int i = 0; i < first->n; i++)
+			if ((first->tids[i] == sn->pid) == (pass == 0)) {
+				ptw_map_put(&sn->kstates, (uint64_t)first->tids[i], first->states[i]);
+				frozen_add(sn, first->tids[i], first->states[i]);
 			}
-	free(first.states);
-	free(tids);
-	struct stacks st = { .pid = pid };
-	st.nmaps = ptw_maps_read(pid, &st.maps);
-	if (st.nmaps < 0)
-		st.nmaps = 0;
-	if (r == 0)
-		read_sleepers(t, frozen, nfrozen, first.task_fd, &st);
-	uint64_t ns_still = ptw_now_ns();
+}
 
-	/* The others are stopped: seized, interrupted, copied, let go. */
-	struct ptw_seize_info info = { 0 };
-	if (r == 0)
-		r = ptw_seize_some(proc, is_still, &kstates, &info);
-	if (r < 0) {
-		for (size_t i = 0; i < nfrozen; i++) {
-			free((void *)frozen[i].stack.bytes);
-			free(frozen[i].pcs);
-		}
-		free(frozen);
-		free(st.maps);
-		close(first.task_fd);
-		free_kstates(&kstates);
-		ptw_tracer_detach(t);
-		ptw_tracer_free(t);
+/*
+ * Seizes and stops the threads not read asleep; then, while they are
+ * stopped, checks that those read asleep still sleep (so that every thread
+ * is seen at one moment) and stops the ones that woke too. Returns 0 or
+ * -errno (the seize failed).
+ */
+static int stop_the_others(struct snap *sn)
+{
+	struct ptw_tracer *t = sn->t;
+	int r = ptw_seize_some(t->proc, is_still, &sn->kstates, &sn->seized);
+	if (r < 0)
 		return r;
-	}
-	attach_seized(t, &info);
+	attach_seized(t, &sn->seized);
 	/* threads born since the first reading: seized, running, still true */
-	read_kstates(proc, first.task_fd, &kstates);
-	held_group_stops(proc, &kstates);
-
-	uint64_t frozen_from = ptw_now_ns();
-	int stuck = info.threads ? attach_stop_all(t, ": no stack for them") : 0;
-	if (info.threads && asleep_still(frozen, nfrozen, first.task_fd)) {
+	read_kstates(t->proc, sn->task_fd, &sn->kstates);
+	held_group_stops(t->proc, &sn->kstates);
+	if (!sn->seized.threads)
+		return 0;
+	sn->frozen_from = ptw_now_ns();
+	sn->stuck = attach_stop_all(t, ": no stack for them");
+	if (asleep_still(sn->v, sn->n, sn->task_fd)) {
 		struct ptw_seize_info more = { 0 };
-		if (ptw_seize_some(proc, is_still, &kstates, &more) == 0 && more.threads) {
-			read_kstates(proc, first.task_fd, &kstates);
-			stuck += attach_stop_all(t, ": no stack for them");
-			info.threads += more.threads;
+		if (ptw_seize_some(t->proc, is_still, &sn->kstates, &more) == 0 && more.threads) {
+			read_kstates(t->proc, sn->task_fd, &sn->kstates);
+			sn->stuck += attach_stop_all(t, ": no stack for them");
+			sn->seized.threads += more.threads;
 		}
 	}
-	uint32_t tid_off = 0;
-	bool have_tid_off = false;
-	struct ptw_map unseized = { 0 };
-	if (have_tdb) {
-		attach_list_threads(t, stuck, &unseized);
-		have_tid_off = ptw_tdb_pthread_field(t->img.tdb, "tid", &tid_off) == 0;
-	}
-	uint64_t ns_listed = ptw_now_ns();
-	uint64_t ns = ptw_now_ns();
-	struct held held = { 0 };
-	struct pieces pieces = { 0 };
-	/* Those born since the first reading join the list first: the pieces
-	 * to read point into it. */
+	return 0;
+}
+
+/*
+ * What every thread's span and record need, read in one batch: the facts
+ * and detach word of all, registers and stacks of the stopped ones. Those
+ * born since the first reading join the list first: the pieces to read
+ * point into it.
+ */
+static void take_copies(struct snap *sn)
+{
+	struct ptw_tracer *t = sn->t;
 	struct ptw_map listed = { 0 };
-	for (size_t i = 0; i < nfrozen; i++)
-		ptw_map_put(&listed, (uint64_t)frozen[i].tid, (void *)1);
+	for (size_t i = 0; i < sn->n; i++)
+		ptw_map_put(&listed, (uint64_t)sn->v[i].tid, (void *)1);
 	size_t nthreads;
 	struct ptw_lwp **threads = attach_threads(t, &nthreads);
 	for (size_t i = 0; i < nthreads; i++) {
 		pid_t tid = threads[i]->tid;
 		if (ptw_map_get(&listed, (uint64_t)tid))
 			continue;
-		struct kstate *k = ptw_map_get(&kstates, (uint64_t)tid);
+		struct kstate *k = ptw_map_get(&sn->kstates, (uint64_t)tid);
 		if (!k) { /* not listed in /proc when we read it */
 			k = kstate_new();
-			ptw_map_put(&kstates, (uint64_t)tid, k);
+			ptw_map_put(&sn->kstates, (uint64_t)tid, k);
 		}
-		frozen_add(&frozen, &nfrozen, &cap, tid, k);
+		frozen_add(sn, tid, k);
 	}
 	free(threads);
 	ptw_map_free(&listed);
-	for (size_t i = 0; i < nfrozen; i++) {
-		struct frozen *f = &frozen[i];
+
+	struct pieces pieces = { 0 };
+	for (size_t i = 0; i < sn->n; i++) {
+		struct frozen *f = &sn->v[i];
 		if (f->k->still) {
-			const struct ptw_tdb_thread *th = ptw_map_get(&unseized, (uint64_t)f->tid);
-			hold(t, f, th ? th->pthread : 0, th ? th->startfunc : 0, &held, &pieces);
+			const struct ptw_tdb_thread *th = ptw_map_get(&sn->unseized, (uint64_t)f->tid);
+			hold(t, f, th ? th->pthread : 0, th ? th->startfunc : 0, &sn->held, &pieces);
 			continue;
 		}
-		struct ptw_lwp *l = ptw_lwp_get(proc, f->tid);
-		if (!l || l->tgid != pid || l->state == PTW_LWP_GONE) {
+		struct ptw_lwp *l = ptw_lwp_get(t->proc, f->tid);
+		if (!l || l->tgid != sn->pid || l->state == PTW_LWP_GONE) {
 			f->tid = 0; /* gone before we could stop it */
 			continue;
 		}
-		freeze(t, first.task_fd, l, f, &held, &pieces, &st);
+		freeze(t, sn->task_fd, l, f, &sn->held, &pieces, &sn->stacks);
 	}
-	uint64_t ns_regs = ptw_now_ns();
-	close(first.task_fd);
 	ptw_mem_read_many(t->proc, pieces.v, pieces.n);
-	for (size_t i = 0; i < nfrozen; i++)
-		copied(&frozen[i], &pieces);
+	for (size_t i = 0; i < sn->n; i++)
+		copied(&sn->v[i], &pieces);
 	free(pieces.v);
+}
+
+static void snap_free(struct snap *sn)
+{
+	for (size_t i = 0; i < sn->n; i++) {
+		free((void *)sn->v[i].stack.bytes);
+		free(sn->v[i].pcs);
+	}
+	free(sn->v);
+	free(sn->stacks.maps);
+	if (sn->task_fd >= 0)
+		close(sn->task_fd);
+	free_kstates(&sn->kstates);
+	ptw_map_free(&sn->held.live);
+	ptw_map_free(&sn->held.pds);
+	size_t it = 0;
+	void *v;
+	while (ptw_map_next(&sn->unseized, &it, NULL, &v))
+		free(v);
+	ptw_map_free(&sn->unseized);
+}
+
+int ptw_tracer_snapshot(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tracer **ret)
+{
+	uint64_t start = ptw_now_ns();
+	struct snap sn = { .pid = pid, .stacks = { .pid = pid } };
+	/* /proc is read while we load symbols: with thousands of threads,
+	 * both take long, and neither needs the other. */
+	char task_path[64];
+	snprintf(task_path, sizeof(task_path), "/proc/%d/task", pid);
+	sn.task_fd = open(task_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct kpass first = { .read = first_reading, .task_fd = sn.task_fd };
+	first.n = sn.task_fd < 0 ? -ENOENT : ptw_proc_tids(pid, &first.tids);
+	if (first.n <= 0) {
+		snap_free(&sn);
+		if (first.n == 0)
+			free(first.tids);
+		return -ESRCH;
+	}
+	first.states = xcalloc((size_t)first.n + 1, sizeof(*first.states));
+	kpass_start(&first);
+	struct ptw_tracer *t = attached_tracer_new(o, ptw_proc_open(pid), start, true);
+	sn.t = t;
+	int r = ptw_bptab_new(t->proc, &t->bps);
+	bool have_tdb = r == 0 && image_load(t) == 0 && tdb_open(t) == 0;
+	uint64_t ns_loaded = ptw_now_ns();
+	kpass_finish(&first);
+	uint64_t ns_read = ptw_now_ns();
+	list_first_reading(&sn, &first);
+	free(first.states);
+	free(first.tids);
+
+	/* The threads asleep are read as they sleep. */
+	sn.stacks.nmaps = ptw_maps_read(pid, &sn.stacks.maps);
+	if (sn.stacks.nmaps < 0)
+		sn.stacks.nmaps = 0;
+	if (r == 0)
+		read_sleepers(t, sn.v, sn.n, sn.task_fd, &sn.stacks);
+	uint64_t ns_still = ptw_now_ns();
+
+	/* The others are stopped, copied and let go. */
+	if (r == 0)
+		r = stop_the_others(&sn);
+	if (r < 0) {
+		snap_free(&sn);
+		ptw_tracer_detach(t);
+		ptw_tracer_free(t);
+		return r;
+	}
+	uint32_t tid_off = 0;
+	bool have_tid_off = false;
+	if (have_tdb) {
+		attach_list_threads(t, sn.stuck, &sn.unseized);
+		have_tid_off = ptw_tdb_pthread_field(t->img.tdb, "tid", &tid_off) == 0;
+	}
+	uint64_t ns_listed = ptw_now_ns();
+	take_copies(&sn);
+	uint64_t ns_copied = ptw_now_ns();
 	/* The spans exist before we let go: a thread that ends while we do
 	 * (one we could not stop) ends a span it has. */
-	for (size_t i = 0; i < nfrozen; i++)
-		if (frozen[i].tid)
-			attach_emit_facts(t, &frozen[i].facts, frozen[i].k->name, ns);
-	uint64_t ns_copied = ptw_now_ns();
-	if (info.threads)
-		t->frozen_ns += ns_copied - frozen_from;
+	uint64_t ns = ns_listed;
+	size_t nthreads = 0, nstill = 0;
+	for (size_t i = 0; i < sn.n; i++)
+		if (sn.v[i].tid) {
+			attach_emit_facts(t, &sn.v[i].facts, sn.v[i].k->name, ns);
+			nthreads++;
+			nstill += sn.v[i].k->still;
+		}
+	uint64_t ns_spans = ptw_now_ns();
+	if (sn.seized.threads)
+		t->frozen_ns += ns_spans - sn.frozen_from;
 	tracer_let_go(t);
 	ptw_mem_invalidate(t->proc);
 	uint64_t ns_free = ptw_now_ns();
 
 	/* They run again: now the slow part, from the copies. */
-	size_t nstill = 0;
-	for (size_t i = 0; i < nfrozen; i++) {
-		if (frozen[i].tid)
-			record(t, &frozen[i], &held, tid_off, have_tid_off, ns);
-		nstill += frozen[i].tid && frozen[i].k->still;
-		free((void *)frozen[i].stack.bytes);
-		free(frozen[i].pcs);
-	}
-	free(frozen);
-	free(st.maps);
-	ptw_map_free(&held.live);
-	ptw_map_free(&held.pds);
-	free_kstates(&kstates);
-	size_t it = 0;
-	void *v;
-	while (ptw_map_next(&unseized, &it, NULL, &v))
-		free(v);
-	ptw_map_free(&unseized);
+	for (size_t i = 0; i < sn.n; i++)
+		if (sn.v[i].tid)
+			record(t, &sn.v[i], &sn.held, tid_off, have_tid_off, ns);
+	snap_free(&sn);
 #define MS(a, b) ((double)((b) - (a)) / 1e6)
 	ptw_dbg(PTW_DBG_TRACER,
 		"snapshot of %d: %zu threads, %zu read asleep without a stop, %d stopped; "
 		"/proc read %.1f ms (symbols %.1f ms meanwhile), sleepers copied and unwound "
-		"%.1f ms, then frozen %.1f ms: seized, stopped and listed %.1f, registers %.1f, "
-		"memory and spans %.1f, let go %.1f; unwound and named %.1f ms",
-		pid, nfrozen, nstill, info.threads, MS(start, ns_read), MS(start, ns_loaded),
-		MS(ns_read, ns_still), info.threads ? MS(frozen_from, ns_free) : 0.0,
-		MS(ns_still, ns_listed), MS(ns_listed, ns_regs), MS(ns_regs, ns_copied),
-		MS(ns_copied, ns_free), MS(ns_free, ptw_now_ns()));
+		"%.1f ms, then frozen %.1f ms: seized, stopped and listed %.1f, copies %.1f, "
+		"spans %.1f, let go %.1f; unwound and named %.1f ms",
+		pid, nthreads, nstill, sn.seized.threads, MS(start, ns_read), MS(start, ns_loaded),
+		MS(ns_read, ns_still), sn.seized.threads ? MS(sn.frozen_from, ns_free) : 0.0,
+		MS(ns_still, ns_listed), MS(ns_listed, ns_copied), MS(ns_copied, ns_spans),
+		MS(ns_spans, ns_free), MS(ns_free, ptw_now_ns()));
 #undef MS
 	*ret = t;
 	return 0;
