@@ -176,10 +176,22 @@ static void found_thread(void *ctx, const struct ptw_tdb_thread *info)
 int attach_stop_all(struct ptw_tracer *t, const char *consequence)
 {
 	int stuck = ptw_stop_all(t->proc, STOP_DEADLINE_MS, attach_on_stop, t);
-	if (stuck > 0)
+	if (stuck > 0) {
+		/* which: the first few */
+		char tids[96] = "";
+		size_t len = 0, it = 0, shown = 0;
+		void *v;
+		while (ptw_map_next(t->proc->lwps, &it, NULL, &v) && len + 16 < sizeof(tids)) {
+			struct ptw_lwp *l = v;
+			if (l->unstoppable && l->state == PTW_LWP_RUNNING)
+				len += (size_t)snprintf(tids + len, sizeof(tids) - len, "%s%d",
+							shown++ ? " " : "", l->tid);
+		}
 		warn(t, "threads_not_stopped",
-		     "%d threads did not stop within %d ms (uninterruptible sleep?)%s", stuck,
-		     STOP_DEADLINE_MS, consequence);
+		     "%d threads did not stop within %d ms (uninterruptible sleep?%s%s%s)%s", stuck,
+		     STOP_DEADLINE_MS, shown ? " tid" : "", shown > 1 ? "s " : shown ? " " : "",
+		     tids, consequence);
+	}
 	/* Everyone we hold is a thread of the target now, or a fork child
 	 * (-p -f: of this process; the others' are theirs). */
 	pid_t pid = t->proc->pid;

@@ -697,12 +697,12 @@ static int stop_the_others(struct snap *sn)
 	if (!sn->seized.threads)
 		return 0;
 	sn->frozen_from = ptw_now_ns();
-	sn->stuck = attach_stop_all(t, ": no stack for them");
+	sn->stuck = attach_stop_all(t, ": their stacks are the innermost frames read while they slept, if any");
 	if (asleep_still(sn->v, sn->n, sn->task_fd)) {
 		struct ptw_seize_info more = { 0 };
 		if (ptw_seize_some(t->proc, is_still, &sn->kstates, &more) == 0 && more.threads) {
 			read_kstates(t->proc, sn->task_fd, &sn->kstates);
-			sn->stuck += attach_stop_all(t, ": no stack for them");
+			sn->stuck += attach_stop_all(t, ": their stacks are the innermost frames read while they slept, if any");
 			sn->seized.threads += more.threads;
 		}
 	}

@@ -1597,6 +1597,9 @@ def case_attach_unstoppable(session, chk):
     check_attach_doc(chk, run, pid, 'snapshot', 'snapshot')
     codes = warning_codes(doc)
     chk.true('warning threads_not_stopped (got %s)' % codes, 'threads_not_stopped' in codes)
+    msgs = [w['message'] for w in doc.get('warnings', []) if w['code'] == 'threads_not_stopped']
+    chk.true('the warning names the thread %d (%s)' % (vfork_tid, msgs),
+             any(re.search(r'\btid %d\b' % vfork_tid, m) for m in msgs))
     report_warnings(run)
     index = span_index(doc)
     chk.eq('spans', len(thread_spans(doc)), 4)
