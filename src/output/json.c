@@ -231,7 +231,7 @@ void ptw_json_location(struct ptw_json *j, const char *k, const struct ptw_locat
 	}
 	/* A frame of a stack (no key, "??" if unnamed) written before at this
 	 * depth: the same text again. */
-	struct ptw_map *memo = !k && j->frames && !known && !strcmp(fallback, "??") &&
+	struct ptw_map *memo = !k && j->frames && j->pretty && !known && !strcmp(fallback, "??") &&
 					       (uintptr_t)loc >> 56 == 0
 				       ? j->frames
 				       : NULL;

@@ -47,6 +47,7 @@ struct kstate {
 	char sched[64];	 /* schedstat at the first reading; "" if none */
 	uint64_t sp, pc; /* from /proc/TID/syscall; 0: unknown */
 	bool still;	 /* it did not run while read: no stop needed */
+	bool reread;	 /* read asleep, then found to have run: read its state again */
 };
 
 /* What /proc says of the kernel function a thread sleeps in. */
@@ -117,9 +118,11 @@ static bool read_sched(int task_fd, pid_t tid, char *buf, size_t len)
  * only for an uninterruptible sleep, where it says what the system call
  * does not.
  */
-static void read_kstate(int task_fd, pid_t tid, struct kstate *k)
+static void read_state(int task_fd, pid_t tid, struct kstate *k)
 {
 	char path[64], buf[512];
+	k->state = '?';
+	k->wchan[0] = '\0';
 	/* "TID (comm) S ...": the name may hold blanks and parentheses */
 	snprintf(path, sizeof(path), "%d/stat", tid);
 	if (ptw_read_small_file_at(task_fd, path, buf, sizeof(buf)) > 0) {
@@ -127,12 +130,20 @@ static void read_kstate(int task_fd, pid_t tid, struct kstate *k)
 		if (open && close && close > open && close[1] == ' ' && close[2]) {
 			k->state = close[2];
 			*close = '\0';
+			free(k->name);
 			k->name = xstrdup(open + 1);
 		}
 	}
 	if (k->state == 'D')
 		read_wchan(task_fd, tid, k);
-	if ((k->state == 'S' || k->state == 'D') && read_sched(task_fd, tid, k->sched, sizeof(k->sched)))
+}
+
+static void read_kstate(int task_fd, pid_t tid, struct kstate *k)
+{
+	read_state(task_fd, tid, k);
+	/* "0 0 0": no scheduler accounting in this kernel, nothing to compare */
+	if ((k->state == 'S' || k->state == 'D') &&
+	    read_sched(task_fd, tid, k->sched, sizeof(k->sched)) && strcmp(k->sched, "0 0 0\n"))
 		read_syscall(task_fd, tid, k);
 }
 
@@ -144,9 +155,11 @@ static void recheck_kstate(int task_fd, pid_t tid, struct kstate *k)
 	k->still = read_sched(task_fd, tid, now, sizeof(now)) && !strcmp(now, k->sched);
 }
 
-/* A thread to stop after all: what was read of its sleep is not kept. */
+/* A thread to stop after all: what was read of its sleep is not kept, and
+ * its state is read again before it is stopped (it ran since). */
 static void not_still(struct kstate *k)
 {
+	k->reread = k->state == 'S' || k->state == 'D';
 	k->still = false;
 	k->sp = k->pc = 0;
 	k->syscall = -1;
@@ -182,8 +195,24 @@ static void read_kstates(struct ptw_proc *proc, int task_fd, struct ptw_map *kst
 		if ((l->tgid && l->tgid != proc->pid) || ptw_map_get(kstates, (uint64_t)l->tid))
 			continue;
 		struct kstate *k = kstate_new();
-		read_kstate(task_fd, l->tid, k);
+		read_state(task_fd, l->tid, k); /* (seized: its call comes from its registers) */
 		ptw_map_put(kstates, (uint64_t)l->tid, k);
+	}
+}
+
+/* The state of the threads that ran since they were read asleep, before
+ * they are stopped. */
+static void read_states_again(struct ptw_map *kstates, int task_fd)
+{
+	size_t it = 0;
+	uint64_t tid;
+	void *v;
+	while (ptw_map_next(kstates, &it, &tid, &v)) {
+		struct kstate *k = v;
+		if (k->reread) {
+			read_state(task_fd, (pid_t)tid, k);
+			k->reread = false;
+		}
 	}
 }
 
@@ -352,12 +381,19 @@ static size_t stack_extent(struct stacks *st, uint64_t sp)
 	return len > STACK_COPY_MAX ? STACK_COPY_MAX : len;
 }
 
-/* The stack from sp, and the words around the futex it waits on. */
+/* The stack from sp. */
 static void copy_stack(struct frozen *f, uint64_t sp, struct stacks *st, struct pieces *ps)
 {
 	size_t len = stack_extent(st, sp);
 	f->stack = (struct ptw_stack_copy){ .addr = sp, .len = len, .bytes = xmalloc(len) };
 	f->stack_piece = piece(ps, sp, (void *)f->stack.bytes, len);
+}
+
+/* The words around the futex it waits on (a mutex's owner, a rwlock's
+ * writer), read with the stopped threads' registers: the owner can change
+ * without waking the waiter. */
+static void copy_futex(struct frozen *f, struct pieces *ps)
+{
 	if (f->k->syscall == 202 /* futex */)
 		f->futex_piece = piece(ps, f->k->args[0] - FUTEX_BEFORE, f->futex_window,
 				       sizeof(f->futex_window));
@@ -389,6 +425,7 @@ static void hold(struct ptw_tracer *t, struct frozen *f, uint64_t pd, uint64_t s
 	if (f->facts.have_joinid)
 		f->joinid_piece = piece(ps, f->facts.joinid_at, &f->facts.joinid,
 					sizeof(f->facts.joinid));
+	copy_futex(f, ps);
 }
 
 /* Takes what a stopped thread's record needs: registers now, memory as
@@ -398,7 +435,6 @@ static void freeze(struct ptw_tracer *t, int task_fd, struct ptw_lwp *l, struct 
 {
 	struct kstate *k = f->k;
 	struct thread *th = l->user;
-	hold(t, f, th ? th->pd : 0, th ? th->start_routine : 0, h, ps);
 	struct user_regs_struct *regs;
 	if (l->state == PTW_LWP_STOPPED && ptw_getregs(t->proc, l, &regs) == 0) {
 		syscall_from_regs(regs, k);
@@ -407,11 +443,9 @@ static void freeze(struct ptw_tracer *t, int task_fd, struct ptw_lwp *l, struct 
 	} else {
 		read_kernel_wait(task_fd, l->tid, k);
 	}
+	hold(t, f, th ? th->pd : 0, th ? th->start_routine : 0, h, ps);
 	if (f->have_regs && t->img.syms)
 		copy_stack(f, regs->rsp, st, ps);
-	else if (k->syscall == 202)
-		f->futex_piece = piece(ps, k->args[0] - FUTEX_BEFORE, f->futex_window,
-				       sizeof(f->futex_window));
 }
 
 /* A word of the copy around the futex, if it holds it. */
@@ -589,7 +623,11 @@ static void read_sleepers(struct ptw_tracer *t, struct frozen *fs, size_t n, int
 			continue;
 		int got = ptw_symbols_unwind_sp_pc(t->img.syms, f->tid, f->k->sp, f->k->pc,
 						   &f->stack, pcs, MAX_FRAMES, &f->pcs_whole);
-		f->pcs = xmalloc((size_t)got * sizeof(*pcs) + 1);
+		if (got <= 0) { /* libdwfl cannot unwind this process at all */
+			f->pcs_whole = false;
+			continue;
+		}
+		f->pcs = xmalloc((size_t)got * sizeof(*pcs));
 		memcpy(f->pcs, pcs, (size_t)got * sizeof(*pcs));
 		f->npcs = got;
 	}
@@ -609,6 +647,8 @@ static void read_sleepers(struct ptw_tracer *t, struct frozen *fs, size_t n, int
 			to_stop(f, "its stack could not be read", false);
 		else if (!f->k->still)
 			to_stop(f, "it ran while read", false);
+		else if (!f->pcs)
+			to_stop(f, "it could not be unwound from its stack pointer and pc", false);
 		else
 			to_stop(f, "its unwind needs more than sp and pc", true);
 	}
@@ -687,6 +727,7 @@ static void list_first_reading(struct snap *sn, const struct kpass *first)
 static int stop_the_others(struct snap *sn)
 {
 	struct ptw_tracer *t = sn->t;
+	read_states_again(&sn->kstates, sn->task_fd);
 	int r = ptw_seize_some(t->proc, is_still, &sn->kstates, &sn->seized);
 	if (r < 0)
 		return r;
@@ -699,9 +740,17 @@ static int stop_the_others(struct snap *sn)
 	sn->frozen_from = ptw_now_ns();
 	sn->stuck = attach_stop_all(t, ": their stacks are the innermost frames read while they slept, if any");
 	if (asleep_still(sn->v, sn->n, sn->task_fd)) {
+		read_states_again(&sn->kstates, sn->task_fd);
 		struct ptw_seize_info more = { 0 };
-		if (ptw_seize_some(t->proc, is_still, &sn->kstates, &more) == 0 && more.threads) {
+		r = ptw_seize_some(t->proc, is_still, &sn->kstates, &more);
+		if (r < 0)
+			warn(t, "threads_not_stopped",
+			     "threads that woke during the snapshot could not be stopped (%s): they "
+			     "are shown as /proc says, without a stack",
+			     strerror(-r));
+		if (more.threads) {
 			read_kstates(t->proc, sn->task_fd, &sn->kstates);
+			held_group_stops(t->proc, &sn->kstates);
 			sn->stuck += attach_stop_all(t, ": their stacks are the innermost frames read while they slept, if any");
 			sn->seized.threads += more.threads;
 		}
@@ -746,11 +795,16 @@ static void take_copies(struct snap *sn)
 			continue;
 		}
 		struct ptw_lwp *l = ptw_lwp_get(t->proc, f->tid);
-		if (!l || l->tgid != sn->pid || l->state == PTW_LWP_GONE) {
+		if (l && l->tgid == sn->pid && l->state != PTW_LWP_GONE) {
+			freeze(t, sn->task_fd, l, f, &sn->held, &pieces, &sn->stacks);
+		} else if (!ptw_proc_exited(sn->pid, f->tid)) {
+			/* alive, but not ours (its seize failed): as /proc says */
+			const struct ptw_tdb_thread *th = ptw_map_get(&sn->unseized, (uint64_t)f->tid);
+			read_kernel_wait(sn->task_fd, f->tid, f->k);
+			hold(t, f, th ? th->pthread : 0, th ? th->startfunc : 0, &sn->held, &pieces);
+		} else {
 			f->tid = 0; /* gone before we could stop it */
-			continue;
 		}
-		freeze(t, sn->task_fd, l, f, &sn->held, &pieces, &sn->stacks);
 	}
 	ptw_mem_read_many(t->proc, pieces.v, pieces.n);
 	for (size_t i = 0; i < sn->n; i++)

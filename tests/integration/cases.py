@@ -1168,6 +1168,30 @@ def case_snapshot_sleepers(session, chk, mode='quiet'):
            len([r for r in target.truth() if r.get('kind') == 'sleepers_done']), 1)
 
 
+def case_snapshot_deleted(session, chk):
+    """--snapshot of a static program whose file was deleted: libdwfl has
+    no module to unwind with. Every thread is listed (stopped, without a
+    stack), ptwatch exits 0, the program runs on unharmed. (It once died of
+    "out of memory" there: a negative frame count became a huge malloc.)"""
+    exe = os.path.join(session.mkdtemp(), 'sleepers-deleted')
+    shutil.copy(fixture('sleepers_static'), exe)
+    target = session.target('sleepers_static', ['quiet'], exe=exe)
+    pid = target.ready()[0]
+    os.unlink(exe)
+    recs = [r for r in target.truth() if r.get('kind') == 'sleeper']
+    run = session.attach(pid, opts=('--snapshot', '--debug=tracer'))
+    check_attach_doc(chk, run, pid, 'snapshot', 'snapshot')
+    chk.eq('every thread listed', sorted(s['tid'] for s in thread_spans(run.doc)),
+           sorted([pid] + [r['tid'] for r in recs]))
+    chk.true('not "read asleep" without a whole unwind',
+             'read asleep without a stop, 0 stopped' not in run.stderr_text(),
+             detail=run.stderr_text()[-1500:])
+    chk.true('untraced after the snapshot', wait_untraced(pid, 2) is not None)
+    chk.eq('the program answers', target.ask('p'), ['pong'])
+    target.send('q')
+    check_target_exit(chk, target, 'released')
+
+
 def case_snapshot_deadlock(session, chk):
     target = session.target('deadlock')
     pid = target.ready()[0]
@@ -4400,6 +4424,7 @@ CASES = {
     'snapshot-deadlock': case_snapshot_deadlock,
     'snapshot-running': case_snapshot_running,
     'snapshot-sleepers': case_snapshot_sleepers,
+    'snapshot-deleted': case_snapshot_deleted,
     'completion': case_completion,
     'attach-idle': case_attach_idle,
     'attach-stopped': case_attach_stopped,

@@ -227,9 +227,10 @@ class Session:
             load_doc(run, run.stdout if output == 'stdout' else None)
         return run
 
-    def target(self, name, args=(), env=None):
-        """Starts attach fixture `name` (see Target)."""
-        target = Target(self, name, args, env)
+    def target(self, name, args=(), env=None, exe=None):
+        """Starts attach fixture `name` (see Target), or the program exe as
+        it (a copy of it, say)."""
+        target = Target(self, name, args, env, exe)
         self.targets.append(target)
         return target
 
@@ -853,11 +854,11 @@ class Target:
     lines) and gives it a truth file in a directory of its own, where its
     stdout and stderr go too. Killed at the end of the case if still alive."""
 
-    def __init__(self, session, name, args=(), env=None):
+    def __init__(self, session, name, args=(), env=None, exe=None):
         self.name = name
         self.dir = session.mkdtemp()
         self.truth_path = os.path.join(self.dir, 'truth.jsonl')
-        self.argv = [fixture(name)] + [str(a) for a in args]
+        self.argv = [exe or fixture(name)] + [str(a) for a in args]
         ctl_r, ctl_w = os.pipe()
         rep_r, rep_w = os.pipe()
         full_env = dict(os.environ)
