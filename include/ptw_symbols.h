@@ -166,9 +166,12 @@ int ptw_symbols_unwind_copy(struct ptw_symbols *s, pid_t tid, const struct user_
  * frames an unwind from every register gives. If not, a frame needed a
  * register it does not have (its frame pointer, say) or the unwind failed:
  * the frames found are true but not all (stop the thread and read its
- * registers to have them all).
+ * registers to have them all). *read_live says whether memory beyond the
+ * copy was read from the process (true only if the thread did not run
+ * before that read).
  */
 int ptw_symbols_unwind_sp_pc(struct ptw_symbols *s, pid_t tid, uint64_t sp, uint64_t pc,
-			     const struct ptw_stack_copy *stack, uint64_t *pcs, int max, bool *whole);
+			     const struct ptw_stack_copy *stack, uint64_t *pcs, int max, bool *whole,
+			     bool *read_live);
 
 #endif

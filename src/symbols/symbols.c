@@ -86,6 +86,7 @@ struct ptw_symbols {
 	const struct ptw_stack_copy *unwind_stack; /* NULL: read the live stack */
 	bool unwind_sp_pc_only;	 /* the other registers are unknown (UNKNOWN_REG) */
 	bool unwind_used_unknown; /* ... and one was used: the unwind is not true */
+	bool unwind_read_live;	 /* memory beyond the stack copy was read */
 	bool unwind_complete;	 /* the last unwind reached the outermost frame */
 };
 
@@ -1344,6 +1345,7 @@ static int unwind_read_word(struct ptw_symbols *s, uint64_t addr, uint64_t *ret)
 		memcpy(ret, c->bytes + (addr - c->addr), sizeof(*ret));
 		return 0;
 	}
+	s->unwind_read_live = true;
 	return s->read(s->read_ctx, addr, ret, sizeof(*ret));
 }
 
@@ -1506,15 +1508,18 @@ int ptw_symbols_unwind_copy(struct ptw_symbols *s, pid_t tid, const struct user_
 }
 
 int ptw_symbols_unwind_sp_pc(struct ptw_symbols *s, pid_t tid, uint64_t sp, uint64_t pc,
-			     const struct ptw_stack_copy *stack, uint64_t *pcs, int max, bool *whole)
+			     const struct ptw_stack_copy *stack, uint64_t *pcs, int max, bool *whole,
+			     bool *read_live)
 {
 	struct user_regs_struct regs = { .rsp = sp, .rip = pc };
 	s->unwind_stack = stack;
 	s->unwind_sp_pc_only = true;
 	s->unwind_used_unknown = false;
+	s->unwind_read_live = false;
 	int n = unwind(s, tid, &regs, pcs, max);
 	s->unwind_sp_pc_only = false;
 	s->unwind_stack = NULL;
 	*whole = n > 0 && s->unwind_complete && !s->unwind_used_unknown;
+	*read_live = s->unwind_read_live;
 	return n;
 }

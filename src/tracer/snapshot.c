@@ -330,6 +330,7 @@ struct frozen {
 	int npcs;
 	bool pcs_whole;	/* else the innermost frames only: kept for a thread
 			   that must be stopped, if it cannot be */
+	bool read_live;	/* its unwind read the process beyond the copy */
 };
 
 /* What the threads were while stopped: the live ones, and who is which pd. */
@@ -622,7 +623,8 @@ static void read_sleepers(struct ptw_tracer *t, struct frozen *fs, size_t n, int
 		if (!f->stack.bytes)
 			continue;
 		int got = ptw_symbols_unwind_sp_pc(t->img.syms, f->tid, f->k->sp, f->k->pc,
-						   &f->stack, pcs, MAX_FRAMES, &f->pcs_whole);
+						   &f->stack, pcs, MAX_FRAMES, &f->pcs_whole,
+						   &f->read_live);
 		if (got <= 0) { /* libdwfl cannot unwind this process at all */
 			f->pcs_whole = false;
 			continue;
@@ -632,6 +634,15 @@ static void read_sleepers(struct ptw_tracer *t, struct frozen *fs, size_t n, int
 		f->npcs = got;
 	}
 	recheck_finish(&again);
+	/* An unwind that read beyond the copy may have read after the second
+	 * reading: one more, after it. (Few: stacks deeper than the copy.) */
+	for (size_t i = 0; i < n; i++)
+		if (fs[i].read_live && fs[i].k->still) {
+			ptw_dbg(PTW_DBG_TRACER,
+				"snapshot: %d: its unwind read beyond the %zu bytes of stack copied",
+				fs[i].tid, fs[i].stack.len);
+			recheck_kstate(task_fd, fs[i].tid, fs[i].k);
+		}
 	for (size_t i = 0; i < n; i++) {
 		struct frozen *f = &fs[i];
 		if (f->k->still && f->pcs_whole)

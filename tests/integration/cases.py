@@ -1096,7 +1096,8 @@ def case_snapshot_sleepers(session, chk, mode='quiet'):
     (its stack pointer and pc from /proc/TID/syscall, its stack copied,
     schedstat the same before and after) and stops the others. The
     fixture is built -O2 without frame pointers. quiet: every thread
-    sleeps; none is stopped (frozen_ns 0, the text says so) and every
+    sleeps (one with a stack deeper than the 32 KiB copied: the rest is
+    read from the process, then schedstat once more); none is stopped (frozen_ns 0, the text says so) and every
     stack is whole. mixed: also a thread whose innermost frame's CFA is
     its frame pointer (stopped: its unwind needs rbp), one that spins
     (stopped: it runs) and eight that wake every 50 us (some of them run
@@ -1135,12 +1136,15 @@ def case_snapshot_sleepers(session, chk, mode='quiet'):
         if r['role'] != 'main':
             chk.eq('%s: the stack ends in the clone call (stack %s)' % (what, names),
                    names[-1:], ['__clone3'])
-        if r['role'] in ('omit', 'cond', 'main'):
+        if r['role'] in ('omit', 'cond', 'deep', 'main'):
             chk.true('%s: read asleep, not stopped (debug: %r)' % (what, said_stopped.get(r['tid'])),
                      r['tid'] not in said_stopped)
         if r['role'] == 'fp':
             chk.eq('fp thread: stopped, and why', said_stopped.get(r['tid']),
                    'its unwind needs more than sp and pc')
+    deep = [r['tid'] for r in recs if r['role'] == 'deep']
+    chk.true('the deep thread\'s unwind read beyond the stack copied (debug log)',
+             deep and re.search(r'snapshot: %d: its unwind read beyond' % deep[0], err))
     if mode == 'quiet':
         chk.eq('no thread stopped', (still, stopped), (nthreads, 0))
         chk.eq('session.frozen_ns', frozen, 0)
