@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "ptw_waits.h"
@@ -331,6 +332,7 @@ struct frozen {
 	bool pcs_whole;	/* else the innermost frames only: kept for a thread
 			   that must be stopped, if it cannot be */
 	bool read_live;	/* its unwind read the process beyond the copy */
+	bool copied_asleep; /* its stack was copied while it slept */
 };
 
 /* What the threads were while stopped: the live ones, and who is which pd. */
@@ -587,7 +589,7 @@ static void to_stop(struct frozen *f, const char *why, bool keep_frames)
 
 static bool copied_asleep(const struct frozen *f)
 {
-	return f->stack.bytes != NULL;
+	return f->copied_asleep;
 }
 
 static bool read_still(const struct frozen *f)
@@ -604,13 +606,38 @@ static bool read_still(const struct frozen *f)
 static void read_sleepers(struct ptw_tracer *t, struct frozen *fs, size_t n, int task_fd,
 			  struct stacks *st)
 {
-	struct pieces ps = { 0 };
+	/* One block for every copy, mapped at once: 10,000 small allocations,
+	 * each touching a new page, cost more than the copying. Only the
+	 * unwinds need the copies. */
+	size_t total = 0;
 	for (size_t i = 0; i < n; i++)
 		if (fs[i].k->sp && t->img.syms)
-			copy_stack(&fs[i], fs[i].k->sp, st, &ps);
+			total += fs[i].stack.len = stack_extent(st, fs[i].k->sp);
+	uint8_t *block = NULL;
+	if (total) {
+		block = mmap(NULL, total, PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+		if (block == MAP_FAILED)
+			block = NULL;
+	}
+	struct pieces ps = { 0 };
+	for (size_t i = 0, at = 0; i < n && block; i++) {
+		struct frozen *f = &fs[i];
+		if (!f->stack.len)
+			continue;
+		size_t len = f->stack.len;
+		f->stack = (struct ptw_stack_copy){ .addr = f->k->sp, .len = len, .bytes = block + at };
+		f->stack_piece = piece(&ps, f->k->sp, block + at, len);
+		at += len;
+	}
 	ptw_mem_read_many(t->proc, ps.v, ps.n);
-	for (size_t i = 0; i < n; i++)
-		copied(&fs[i], &ps);
+	for (size_t i = 0; i < n; i++) {
+		struct frozen *f = &fs[i];
+		if (f->stack_piece >= 0 && !ps.v[f->stack_piece].ok)
+			f->stack = (struct ptw_stack_copy){ 0 };
+		f->stack_piece = -1;
+		f->copied_asleep = f->stack.bytes != NULL;
+	}
 	free(ps.v);
 	/* The second reading on the other thread while this one unwinds
 	 * (from the copies: what a thread that ran meanwhile did is not in
@@ -643,6 +670,13 @@ static void read_sleepers(struct ptw_tracer *t, struct frozen *fs, size_t n, int
 				fs[i].tid, fs[i].stack.len);
 			recheck_kstate(task_fd, fs[i].tid, fs[i].k);
 		}
+	for (size_t i = 0; i < n; i++)
+		fs[i].stack = (struct ptw_stack_copy){ 0 }; /* (in the block) */
+	if (block)
+		munmap(block, total);
+	else
+		for (size_t i = 0; i < n; i++)
+			fs[i].stack.len = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct frozen *f = &fs[i];
 		if (f->k->still && f->pcs_whole)
@@ -654,7 +688,7 @@ static void read_sleepers(struct ptw_tracer *t, struct frozen *fs, size_t n, int
 				f->k->state == 'S' || f->k->state == 'D' ? "it woke as it was read"
 									 : "it was not asleep in the kernel",
 				false);
-		else if (!f->stack.bytes)
+		else if (!f->copied_asleep)
 			to_stop(f, "its stack could not be read", false);
 		else if (!f->k->still)
 			to_stop(f, "it ran while read", false);
