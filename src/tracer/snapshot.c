@@ -674,9 +674,6 @@ static void read_sleepers(struct ptw_tracer *t, struct frozen *fs, size_t n, int
 		fs[i].stack = (struct ptw_stack_copy){ 0 }; /* (in the block) */
 	if (block)
 		munmap(block, total);
-	else
-		for (size_t i = 0; i < n; i++)
-			fs[i].stack.len = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct frozen *f = &fs[i];
 		if (f->k->still && f->pcs_whole)
