@@ -1316,8 +1316,6 @@ static bool unwind_get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_ar
 	return tid == s->unwind_tid;
 }
 
-/* A word of the thread being unwound: from its stack copy when it has one
- * and addr lies in it, else from the process. */
 /*
  * What the registers we do not have hold for libdw: a non-canonical
  * address, that no mapping can hold. libdw takes a register it cannot
@@ -1334,6 +1332,8 @@ static bool unknown_value(const struct ptw_symbols *s, uint64_t v)
 	return s->unwind_sp_pc_only && v - (UNKNOWN_REG - UNKNOWN_SPAN) < 2 * UNKNOWN_SPAN;
 }
 
+/* A word of the thread being unwound: from its stack copy when it has one
+ * and addr lies in it, else from the process. */
 static int unwind_read_word(struct ptw_symbols *s, uint64_t addr, uint64_t *ret)
 {
 	if (unknown_value(s, addr)) {
