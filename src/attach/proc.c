@@ -1132,8 +1132,17 @@ static bool lwp_needs_stop(const struct ptw_lwp *l)
 	return l->state == PTW_LWP_RUNNING && !l->exiting && !l->unstoppable;
 }
 
-/* Interrupts every LWP that needs it and lists it in *list. */
-static void interrupt_running(struct ptw_proc *p, struct ptw_lwp ***list, size_t *n, size_t *cap)
+static void list_tid(pid_t **list, size_t *n, size_t *cap, pid_t tid)
+{
+	if (*n == *cap) {
+		*cap = *cap ? *cap * 2 : 64;
+		*list = xreallocarray(*list, *cap, sizeof(**list));
+	}
+	(*list)[(*n)++] = tid;
+}
+
+/* Interrupts every LWP that needs it and lists its tid in *list. */
+static void interrupt_running(struct ptw_proc *p, pid_t **list, size_t *n, size_t *cap)
 {
 	size_t it = 0;
 	void *v;
@@ -1143,11 +1152,7 @@ static void interrupt_running(struct ptw_proc *p, struct ptw_lwp ***list, size_t
 			continue;
 		if (!l->interrupt_sent)
 			ptw_interrupt(p, l);
-		if (*n == *cap) {
-			*cap = *cap ? *cap * 2 : 64;
-			*list = xreallocarray(*list, *cap, sizeof(**list));
-		}
-		(*list)[(*n)++] = l;
+		list_tid(list, n, cap, l->tid);
 	}
 }
 
@@ -1157,9 +1162,10 @@ int ptw_stop_all(struct ptw_proc *p, int deadline_ms, ptw_stop_cb on_stop, void 
 	 * Wait for each interrupted LWP by its tid: with 10,000 tracees every
 	 * waitpid(-1) walks the kernel's list of them (O(n) per call, O(n^2)
 	 * to stop them all), while waiting for one pid is a direct lookup.
-	 * LWPs that appear meanwhile (clone events) join the list.
+	 * LWPs that appear meanwhile (clone events) join the list. It holds
+	 * tids, looked up again each time: on_stop may forget an LWP (gone).
 	 */
-	struct ptw_lwp **list = NULL;
+	pid_t *list = NULL;
 	size_t n = 0, cap = 0;
 	struct ptw_proc *root = ptw_proc_root(p);
 	interrupt_running(p, &list, &n, &cap);
@@ -1181,29 +1187,27 @@ int ptw_stop_all(struct ptw_proc *p, int deadline_ms, ptw_stop_cb on_stop, void 
 		bool progress = false;
 		size_t keep = 0;
 		for (size_t i = 0; i < n; i++) {
-			struct ptw_lwp *l = list[i];
+			pid_t tid = list[i];
+			struct ptw_lwp *l = ptw_lwp_get(p, tid);
 			struct ptw_stop st;
-			int r = lwp_needs_stop(l) ? reap_one(p, l->tid, &st) : 0;
+			int r = l && lwp_needs_stop(l) ? reap_one(p, tid, &st) : 0;
 			if (r > 0) {
 				progress = true;
-				on_stop(ctx, &st);
+				on_stop(ctx, &st); /* (l may be freed now) */
 				if ((st.kind == PTW_STOP_CLONE || st.kind == PTW_STOP_FORK ||
 				     st.kind == PTW_STOP_VFORK) && st.msg) {
 					struct ptw_lwp *child = ptw_lwp_get(p, (pid_t)st.msg);
 					if (child && lwp_needs_stop(child) && !child->interrupt_sent) {
 						ptw_interrupt(p, child);
-						if (n == cap) {
-							cap *= 2;
-							list = xreallocarray(list, cap, sizeof(*list));
-						}
-						list[n++] = child;
+						list_tid(&list, &n, &cap, child->tid);
 					}
 				}
 			} else if (r < 0 && r != -ECHILD) {
 				lwp_gone_or_err(l, "waitpid");
 			}
-			if (lwp_needs_stop(l))
-				list[keep++] = l;
+			l = ptw_lwp_get(p, tid);
+			if (l && lwp_needs_stop(l))
+				list[keep++] = tid;
 		}
 		n = keep;
 		if (!n) {
@@ -1219,8 +1223,11 @@ int ptw_stop_all(struct ptw_proc *p, int deadline_ms, ptw_stop_cb on_stop, void 
 		uint64_t now = ptw_now_ns();
 		if (now >= deadline) {
 			left = (int)n;
-			for (size_t i = 0; i < n; i++)
-				list[i]->unstoppable = true;
+			for (size_t i = 0; i < n; i++) {
+				struct ptw_lwp *l = ptw_lwp_get(p, list[i]);
+				if (l)
+					l->unstoppable = true;
+			}
 			break;
 		}
 		struct pollfd pfd = { .fd = root->sigfd, .events = POLLIN };
