@@ -1140,11 +1140,13 @@ int tracer_let_go(struct ptw_tracer *t)
 		    !ptw_signal_queued(t->proc, l, SIGTRAP, SI_KERNEL))
 			continue;
 		int saved = l->resume_sig;
+		pid_t tid = l->tid;
 		l->resume_sig = 0;
 		struct ptw_stop st;
 		if (ptw_resume(t->proc, l) == 0 && ptw_wait_tid(t->proc, l, &st) == 0) {
 			on_stop_detaching(t, &st);
-			if (!l->resume_sig)
+			l = ptw_lwp_get(t->proc, tid); /* (forgotten if it is gone) */
+			if (l && !l->resume_sig)
 				l->resume_sig = saved;
 		}
 	}
