@@ -1088,7 +1088,7 @@ def case_snapshot_running(session, chk):
                 # on a busy machine it may not have run yet to go back to
                 # sleep: runnable (R) in restart_syscall, which is true.
                 calls = (('S ' + call, 'S restart_syscall', 'R restart_syscall')
-                         if 'sleep' in call else ('S ' + call,))
+                         if 'sleep' in call else ('S ' + call, 'R ' + call, 'R'))
                 chk.true('%s: state %r in %s' % (what, spans[0].get('state'), calls),
                          spans[0].get('state') in calls, spans[0])
         chk.eq('run %d: the fixture answers' % attempt, target.ask('p'), ['pong'])
