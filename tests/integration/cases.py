@@ -1108,6 +1108,8 @@ def case_snapshot_sleepers(session, chk, mode='quiet'):
     every stack is whole too, the sleepers' still read without a stop.
     Then the fixture is untraced, unharmed, answers and ends as it
     should."""
+    if not os.path.exists('/proc/self/schedstat'):
+        raise Skip('this kernel has no /proc/PID/schedstat: every thread is stopped')
     target = session.target('sleepers', [mode])
     pid = target.ready()[0]
     recs = [r for r in target.truth() if r.get('kind') == 'sleeper']
