@@ -27,9 +27,11 @@ struct ptw_json {
 	bool pretty;
 	bool processes; /* -f: spans say which entry of "processes" is theirs */
 	/* If set: the text of each stack frame written, by location and
-	 * depth (10,000 threads' stacks are the same few frames). */
+	 * depth (10,000 threads' stacks are the same few frames); emptied by
+	 * ptw_json_frames_free. */
 	struct ptw_map *frames;
 };
+void ptw_json_frames_free(struct ptw_map *frames);
 void ptw_json_begin_object(struct ptw_json *j, const char *key);
 void ptw_json_end_object(struct ptw_json *j);
 void ptw_json_begin_array(struct ptw_json *j, const char *key);

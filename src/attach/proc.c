@@ -145,8 +145,7 @@ static bool repick_mem_pid(struct ptw_proc *p)
 	int n = ptw_proc_tids(p->pid, &tids);
 	bool found = false;
 	for (int i = 0; i < n && !found; i++) {
-		char st = ptw_proc_state(p->pid, tids[i]);
-		if (tids[i] != p->mem_pid && st && st != 'Z' && st != 'X') {
+		if (tids[i] != p->mem_pid && !ptw_proc_exited(p->pid, tids[i])) {
 			p->mem_pid = tids[i];
 			reopen_mem(p);
 			found = true;

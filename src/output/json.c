@@ -270,6 +270,17 @@ void ptw_json_location(struct ptw_json *j, const char *k, const struct ptw_locat
 	}
 }
 
+void ptw_json_frames_free(struct ptw_map *frames)
+{
+	size_t it = 0;
+	void *v;
+	while (ptw_map_next(frames, &it, NULL, &v)) {
+		ptw_buf_free(v);
+		free(v);
+	}
+	ptw_map_free(frames);
+}
+
 static void json_tristate(struct ptw_json *j, const char *k, int v)
 {
 	if (v < 0)
@@ -892,11 +903,5 @@ void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 	ptw_json_warnings(j, r);
 	ptw_json_end_object(j);
 	ptw_buf_putc(out, '\n');
-	size_t it = 0;
-	void *v;
-	while (ptw_map_next(&frame_texts, &it, NULL, &v)) {
-		ptw_buf_free(v);
-		free(v);
-	}
-	ptw_map_free(&frame_texts);
+	ptw_json_frames_free(&frame_texts);
 }

@@ -31,8 +31,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ptw_test import (  # noqa: E402
     CANCELED, Failed, FrameworkError, Model, Skip, Terminal, attach_stderr_lines, check_attach_doc,
     check_exit, check_location, check_untouched, child_pids, comm, compare_mappings,
-    exec_mappings, find_span, fixture, fixture_source, kill_group, load_doc, load_truth, main,
-    one_truth, proc_status, ptwatch_path, read_outputs, report_warnings, routine_line, span_index,
+    end_group, exec_mappings, find_span, fixture, fixture_source, kill_group, load_doc, load_truth,
+    main, one_truth, proc_status, ptwatch_path, read_outputs, report_warnings, routine_line, span_index,
     tail, task_states, thread_spans, tracer_pids, truth_of, wait_for, warning_codes, Tmux)
 
 
@@ -374,9 +374,7 @@ def case_groupstop(session, chk):
         os.write(release_w, b'xx')
         session.wait(run, proc, 30, 'ptwatch did not finish after SIGCONT')
     finally:
-        if proc.returncode is None:
-            kill_group(proc)
-            proc.wait()
+        end_group(proc)
         os.close(release_w)
         os.close(ready_r)
     load_truth(run)
@@ -590,9 +588,7 @@ def case_interrupt(session, chk, signame='SIGINT'):
         else:
             print('note: not a subreaper, exit status of the fixture not checked')
     finally:
-        if proc.returncode is None:
-            kill_group(proc)
-            proc.wait()
+        end_group(proc)
         if pid is not None and status is None and reaper:
             if wait_pid(pid, 0.1) is None:
                 try:
@@ -997,9 +993,7 @@ def case_attach_churner(session, chk):
         os.kill(proc.pid, signal.SIGINT)
         session.wait(run, proc, 20, 'ptwatch did not let go after SIGINT')
     finally:
-        if proc.returncode is None:
-            kill_group(proc)
-            proc.wait()
+        end_group(proc)
     load_doc(run)
     check_churner_doc(chk, run, pid, 'SIGINT')
     target.check_alive('after the detach')
@@ -1518,9 +1512,7 @@ def case_attach_refusals(session, chk):
         os.kill(first_proc.pid, signal.SIGINT)
         session.wait(first, first_proc, 20, 'the first ptwatch did not let go after SIGINT')
     finally:
-        if first_proc.returncode is None:
-            kill_group(first_proc)
-            first_proc.wait()
+        end_group(first_proc)
     load_doc(first)
     check_attach_doc(chk, first, pid, 'interrupted', 'the first ptwatch')
     check_untouched(chk, pid, 'after the first ptwatch')
@@ -1601,9 +1593,7 @@ def case_attach_zombie_leader(session, chk):
             os.kill(tracer, signal.SIGKILL)
         session.wait(run, proc, 20, 'ptwatch did not exit after its tracer was killed')
     finally:
-        if proc.returncode is None:
-            kill_group(proc)
-            proc.wait()
+        end_group(proc)
     chk.eq('threads with a tracer after the kill', wait_untraced(pid, 2) is not None, True)
     diffs = text_diffs(pid, tid=worker)
     if diffs is not None:
@@ -1808,9 +1798,7 @@ def case_attach_exec_fork(session, chk):
         chk.eq('the new image says so', again[1:], [2])
         session.wait(run, proc, 30, 'ptwatch did not end at --duration=3')
     finally:
-        if proc.returncode is None:
-            kill_group(proc)
-            proc.wait()
+        end_group(proc)
     load_doc(run)
     check_attach_doc(chk, run, pid, 'duration', 'across the exec')
     report_warnings(run)
@@ -1854,9 +1842,7 @@ def case_attach_pipe_closed(session, chk):
         finally:
             if err_r is not None:
                 os.close(err_r)
-            if proc.returncode is None:
-                kill_group(proc)
-                proc.wait()
+            end_group(proc)
         chk.true('first line read (%r)' % first, first != b'')
         print('%s: ptwatch exit status %s after %.2f s (Popen: -13 is death by SIGPIPE)'
               % (variant, run.returncode, run.elapsed))
@@ -1908,9 +1894,7 @@ def case_kill9_front(session, chk, rounds='3'):
             chk.true('the tracer %d exits after the detach (comm %s)' % (tracer, comm(tracer)),
                      left)
         finally:
-            if proc.returncode is None:
-                kill_group(proc)
-                proc.wait()
+            end_group(proc)
         read_outputs(run)
         if os.path.exists(run.doc_path) and os.path.getsize(run.doc_path):
             load_doc(run)
@@ -1977,9 +1961,7 @@ def case_kill9_tracer(session, chk, then='command-exits'):
         os.write(ctl_w, b'q')
         session.wait(run, proc, 20, 'ptwatch did not exit after the command')
     finally:
-        if proc.returncode is None:
-            kill_group(proc)
-            proc.wait()
+        end_group(proc)
         os.close(ctl_w)
         os.close(rep_r)
     chk.eq('ptwatch exit status: the command\'s', run.returncode, 0)
@@ -2196,9 +2178,7 @@ def case_end(session, chk, fixture_name='exercise', which='all'):
                      wait_for(lambda: proc_status(ours['restorer']).get('State', 'Z')[:1]
                               in 'ZX', 20))
         finally:
-            if proc.returncode is None:
-                kill_group(proc)
-                proc.wait()
+            end_group(proc)
             if master is not None:
                 os.close(master)
         read_outputs(run)
@@ -2865,9 +2845,7 @@ def case_open_timeout(session, chk):
                'done')
         session.wait(run, proc, 20, 'ptwatch did not exit after the command')
     finally:
-        if proc.returncode is None:
-            kill_group(proc)
-            proc.wait()
+        end_group(proc)
         os.close(ctl_w)
         os.close(rep_r)
     load_truth(run)
@@ -2935,9 +2913,7 @@ def case_attach_open_timeout(session, chk, end='sigint'):
             os.kill(proc.pid, signal.SIGINT)
             session.wait(run, proc, 20, 'ptwatch did not let go after SIGINT')
     finally:
-        if proc.returncode is None:
-            kill_group(proc)
-            proc.wait()
+        end_group(proc)
     doc = load_doc(run)
     if end == 'kill9':
         chk.eq('session.end_reason', doc['session']['end_reason'], 'tracer_died')
@@ -3150,9 +3126,7 @@ def case_frames_attach(session, chk):
         os.kill(proc.pid, signal.SIGINT)
         session.wait(run, proc, 20, 'ptwatch did not let go after SIGINT')
     finally:
-        if proc.returncode is None:
-            kill_group(proc)
-            proc.wait()
+        end_group(proc)
     load_doc(run)
     check_frames_sane(chk, run.doc)
     expect_frames(chk, run.doc, [
@@ -3204,9 +3178,7 @@ def case_frames_kill9(session, chk):
         os.write(ctl_w, b'q')
         session.wait(run, proc, 20, 'ptwatch did not exit after the command')
     finally:
-        if proc.returncode is None:
-            kill_group(proc)
-            proc.wait()
+        end_group(proc)
         os.close(ctl_w)
         os.close(rep_r)
     chk.eq('ptwatch exit status: the command\'s', run.returncode, 0)
@@ -3939,9 +3911,7 @@ def case_locks_deadlock(session, chk, mode='launch'):
             os.kill(proc.pid, signal.SIGINT)
             session.wait(run, proc, 20, 'ptwatch did not let go after SIGINT')
         finally:
-            if proc.returncode is None:
-                kill_group(proc)
-                proc.wait()
+            end_group(proc)
         load_doc(run)
         chk.eq('fate', run.doc['target']['fate'], 'lives_on')
         check_deadlock_doc(chk, run.doc, rec, 'open')
@@ -3983,9 +3953,7 @@ def case_locks_deadlock(session, chk, mode='launch'):
         os.kill(pid, signal.SIGKILL)
         session.wait(run, proc, 20, 'ptwatch did not exit after the target was killed')
     finally:
-        if proc.returncode is None:
-            kill_group(proc)
-            proc.wait()
+        end_group(proc)
         if pid:
             try:
                 os.kill(pid, signal.SIGKILL)

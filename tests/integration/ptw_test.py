@@ -415,6 +415,14 @@ def kill_group(proc):
         pass
 
 
+def end_group(proc):
+    """If ptwatch still runs (a check failed, or timed out): kills it and its
+    target, and reaps it."""
+    if proc.returncode is None:
+        kill_group(proc)
+        proc.wait()
+
+
 def tail(text, lines=40):
     parts = text.splitlines()
     if len(parts) > lines:

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* JSON string escaping and the writer's punctuation. */
 #include <stdint.h>
-#include <stdlib.h>
 
 #include "check.h"
 #include "ptw_output.h"
@@ -100,13 +99,7 @@ int main(void)
 	}
 	CHECK_STR(memo_out.p, plain.p);
 	CHECK(frames.count == 8); /* two frames at four depths */
-	size_t it = 0;
-	void *v;
-	while (ptw_map_next(&frames, &it, NULL, &v)) {
-		ptw_buf_free(v);
-		free(v);
-	}
-	ptw_map_free(&frames);
+	ptw_json_frames_free(&frames);
 	ptw_buf_free(&plain);
 	ptw_buf_free(&memo_out);
 	CHECK_DONE();
