@@ -650,35 +650,11 @@ static struct ptw_bp *our_trap(struct ptw_tracer *t, struct ptw_lwp *l, const st
 	return bp;
 }
 
-/* What each hook kind means, and who handles it (hooks.c: threads;
- * trace.c: --trace frames). */
+/* Each hook kind's name and handler, from the one list (tracer_internal.h). */
 static const struct hook_desc hook_table[HOOK_KINDS] = {
-	[HK_DL_DEBUG_STATE] = { "dl_debug_state", hook_dl_debug_state },
-	[HK_TD_CREATE] = { "td_create", hook_td_create },
-	[HK_TD_DEATH] = { "td_death", hook_td_death },
-	[HK_START] = { "start", hook_start },
-	[HK_START_RETURN] = { "start_return", hook_start_return },
-	[HK_MAIN] = { "main", hook_main },
-	[HK_MAIN_RETURN] = { "main_return", hook_main_return },
-	[HK_LIBC_START_MAIN] = { "libc_start_main", hook_libc_start_main },
-	[HK_PTHREAD_CREATE] = { "pthread_create", hook_pthread_create },
-	[HK_PTHREAD_EXIT] = { "pthread_exit", hook_pthread_exit },
-	[HK_PTHREAD_CANCEL] = { "pthread_cancel", hook_pthread_cancel },
-	[HK_PTHREAD_DETACH] = { "pthread_detach", hook_pthread_detach },
-	[HK_JOIN] = { "join", hook_join },
-	[HK_JOIN_RET] = { "join_ret", hook_join_ret },
-	[HK_TRACE_LIBS] = { "trace_libs", hook_trace_libs },
-	[HK_FRAME_ENTRY] = { "frame_entry", hook_frame_entry },
-	[HK_FRAME_RETURN] = { "frame_return", hook_frame_return },
-	[HK_THROW] = { "throw", hook_throw },
-	[HK_CATCH] = { "catch", hook_catch },
-	[HK_LONGJMP] = { "longjmp", hook_longjmp },
-	[HK_LOCK_WAIT] = { "lock_wait", hook_lock_wait },
-	[HK_LOCK_WAIT_PRIVATE] = { "lock_wait_private", hook_lock_wait_private },
-	[HK_FUTEX_WAIT] = { "futex_wait", hook_futex_wait },
-	[HK_WAIT_RETURN] = { "wait_return", hook_wait_return },
-	[HK_WAIT_JOIN] = { "wait_join", hook_wait_join },
-	[HK_WAIT_JOIN_RET] = { "wait_join_ret", hook_wait_join_ret },
+#define PTW_HOOK_DESC(name, fn) [HK_##name] = { #fn, hook_##fn },
+	PTW_HOOK_KINDS(PTW_HOOK_DESC)
+#undef PTW_HOOK_DESC
 };
 
 /* LWP l is stopped on bp (rip rewound): step it over, then call the

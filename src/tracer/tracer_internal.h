@@ -3,6 +3,7 @@
 #ifndef PTW_TRACER_INTERNAL_H
 #define PTW_TRACER_INTERNAL_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -19,69 +20,54 @@
 /*
  * What a breakpoint is for. A breakpoint carries a set of hook kinds (one
  * address may serve several); at a hit the dispatcher (tracer.c) steps the
- * thread over it, then calls each kind's handler from hook_table, in the
- * order of this enum.
+ * thread over it, then calls each kind's handler, in the order of this
+ * list. One list makes the enum (HK_x), the bit masks (HOOK_x), the
+ * handlers' declarations (hook_x) and the dispatch table (tracer.c):
+ * X(NAME, handler, feature file).
  */
+#define PTW_HOOK_KINDS(X)                                                                     \
+	X(DL_DEBUG_STATE, dl_debug_state)   /* hooks.c: ld.so's r_brk, libraries (un)loaded */ \
+	X(TD_CREATE, td_create)		    /* hooks.c: __nptl_create_event */                 \
+	X(TD_DEATH, td_death)		    /* hooks.c: __nptl_death_event */                  \
+	X(START, start)			    /* hooks.c: a thread start routine's entry */      \
+	X(START_RETURN, start_return)	    /* hooks.c: in start_thread, after the routine */  \
+	X(MAIN, main)			    /* hooks.c: main() entry */                        \
+	X(MAIN_RETURN, main_return)	    /* hooks.c: where main() returns to */             \
+	X(LIBC_START_MAIN, libc_start_main) /* hooks.c: finds main in a stripped program */    \
+	X(PTHREAD_CREATE, pthread_create)   /* hooks.c: entry, the attr (detach state) */      \
+	X(PTHREAD_EXIT, pthread_exit)	    /* hooks.c */                                      \
+	X(PTHREAD_CANCEL, pthread_cancel)   /* hooks.c */                                      \
+	X(PTHREAD_DETACH, pthread_detach)   /* hooks.c */                                      \
+	X(JOIN, join)			    /* hooks.c: __pthread_clockjoin_ex entry */        \
+	X(JOIN_RET, join_ret)		    /* hooks.c: its ret instructions */                \
+	X(TRACE_LIBS, trace_libs)	    /* trace.c: at r_brk too, scan new libraries */    \
+	X(FRAME_ENTRY, frame_entry)	    /* trace.c: a traced function's entry */           \
+	X(FRAME_RETURN, frame_return)	    /* trace.c: where open frames return to */         \
+	X(THROW, throw)			    /* trace.c: _Unwind_RaiseException */              \
+	X(CATCH, catch)			    /* trace.c: __cxa_begin_catch */                   \
+	X(LONGJMP, longjmp)		    /* trace.c: longjmp and its aliases */             \
+	X(LOCK_WAIT, lock_wait)		    /* locks.c: __lll_lock_wait, a contended mutex */  \
+	X(LOCK_WAIT_PRIVATE, lock_wait_private) /* locks.c: __lll_lock_wait_private */         \
+	X(FUTEX_WAIT, futex_wait)	    /* locks.c: __futex_abstimed_wait_common */        \
+	X(WAIT_RETURN, wait_return)	    /* locks.c: where a slow path returns to */        \
+	X(WAIT_JOIN, wait_join)		    /* locks.c: the join function's entry */           \
+	X(WAIT_JOIN_RET, wait_join_ret)	    /* locks.c: its rets */
+
 enum hook_kind {
-	HK_DL_DEBUG_STATE,   /* ld.so's r_brk: libraries (un)loaded */
-	HK_TD_CREATE,	     /* __nptl_create_event */
-	HK_TD_DEATH,	     /* __nptl_death_event */
-	HK_START,	     /* a thread start routine's entry */
-	HK_START_RETURN,     /* in start_thread, after the start routine returned */
-	HK_MAIN,	     /* main() entry */
-	HK_MAIN_RETURN,	     /* where main() returns to */
-	HK_LIBC_START_MAIN,  /* finds main when the executable is stripped */
-	HK_PTHREAD_CREATE,   /* entry: the attr (detach state) */
-	HK_PTHREAD_EXIT,
-	HK_PTHREAD_CANCEL,
-	HK_PTHREAD_DETACH,
-	HK_JOIN,	     /* __pthread_clockjoin_ex entry */
-	HK_JOIN_RET,	     /* its ret instructions */
-	/* --trace (trace.c) */
-	HK_TRACE_LIBS,	     /* at r_brk too: scan libraries just loaded */
-	HK_FRAME_ENTRY,	     /* a traced function's entry */
-	HK_FRAME_RETURN,     /* where open frames return to */
-	HK_THROW,	     /* _Unwind_RaiseException */
-	HK_CATCH,	     /* __cxa_begin_catch */
-	HK_LONGJMP,	     /* longjmp and its aliases */
-	/* --locks (locks.c) */
-	HK_LOCK_WAIT,	     /* __lll_lock_wait: a mutex is contended */
-	HK_LOCK_WAIT_PRIVATE, /* __lll_lock_wait_private: a lock inside glibc */
-	HK_FUTEX_WAIT,	     /* __futex_abstimed_wait_common: rwlock, condvar, sem, ... */
-	HK_WAIT_RETURN,	     /* where a slow path returns to */
-	HK_WAIT_JOIN,	     /* the join function's entry (with HK_JOIN) */
-	HK_WAIT_JOIN_RET,    /* its rets (with HK_JOIN_RET) */
+#define PTW_HOOK_ENUM(name, fn) HK_##name,
+	PTW_HOOK_KINDS(PTW_HOOK_ENUM)
+#undef PTW_HOOK_ENUM
 	HOOK_KINDS
 };
+/* A breakpoint's hooks are a bit set (ptw_bp.hooks): every kind needs a bit. */
+_Static_assert(HOOK_KINDS <= sizeof(((struct ptw_bp *)0)->hooks) * CHAR_BIT,
+	       "more hook kinds than bits in ptw_bp.hooks");
 
 #define HOOK(k) (1u << (k))
 enum {
-	HOOK_DL_DEBUG_STATE = HOOK(HK_DL_DEBUG_STATE),
-	HOOK_TD_CREATE = HOOK(HK_TD_CREATE),
-	HOOK_TD_DEATH = HOOK(HK_TD_DEATH),
-	HOOK_START = HOOK(HK_START),
-	HOOK_START_RETURN = HOOK(HK_START_RETURN),
-	HOOK_MAIN = HOOK(HK_MAIN),
-	HOOK_MAIN_RETURN = HOOK(HK_MAIN_RETURN),
-	HOOK_LIBC_START_MAIN = HOOK(HK_LIBC_START_MAIN),
-	HOOK_PTHREAD_CREATE = HOOK(HK_PTHREAD_CREATE),
-	HOOK_PTHREAD_EXIT = HOOK(HK_PTHREAD_EXIT),
-	HOOK_PTHREAD_CANCEL = HOOK(HK_PTHREAD_CANCEL),
-	HOOK_PTHREAD_DETACH = HOOK(HK_PTHREAD_DETACH),
-	HOOK_JOIN = HOOK(HK_JOIN),
-	HOOK_JOIN_RET = HOOK(HK_JOIN_RET),
-	HOOK_TRACE_LIBS = HOOK(HK_TRACE_LIBS),
-	HOOK_FRAME_ENTRY = HOOK(HK_FRAME_ENTRY),
-	HOOK_FRAME_RETURN = HOOK(HK_FRAME_RETURN),
-	HOOK_THROW = HOOK(HK_THROW),
-	HOOK_CATCH = HOOK(HK_CATCH),
-	HOOK_LONGJMP = HOOK(HK_LONGJMP),
-	HOOK_LOCK_WAIT = HOOK(HK_LOCK_WAIT),
-	HOOK_LOCK_WAIT_PRIVATE = HOOK(HK_LOCK_WAIT_PRIVATE),
-	HOOK_FUTEX_WAIT = HOOK(HK_FUTEX_WAIT),
-	HOOK_WAIT_RETURN = HOOK(HK_WAIT_RETURN),
-	HOOK_WAIT_JOIN = HOOK(HK_WAIT_JOIN),
-	HOOK_WAIT_JOIN_RET = HOOK(HK_WAIT_JOIN_RET),
+#define PTW_HOOK_MASK(name, fn) HOOK_##name = HOOK(HK_##name),
+	PTW_HOOK_KINDS(PTW_HOOK_MASK)
+#undef PTW_HOOK_MASK
 };
 
 struct ptw_tracer;
@@ -97,6 +83,11 @@ struct hook_desc {
 	const char *name; /* for --debug */
 	hook_fn *on_hit;
 };
+
+/* Every kind's handler, defined in the file the list names. */
+#define PTW_HOOK_DECL(name, fn) hook_fn hook_##fn;
+PTW_HOOK_KINDS(PTW_HOOK_DECL)
+#undef PTW_HOOK_DECL
 
 /* Per-LWP tracer state, hung on ptw_lwp.user. */
 struct thread {
@@ -344,10 +335,6 @@ int threads_setup(struct ptw_tracer *t, struct ptw_lwp *l);
 void clone_args(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t *ret_flags, uint64_t *ret_tls);
 void on_clone(struct ptw_tracer *t, struct ptw_lwp *parent, pid_t child, uint64_t flags,
 	      uint64_t tls, uint64_t ns);
-/* The handlers of the thread hooks (HK_DL_DEBUG_STATE .. HK_JOIN_RET). */
-hook_fn hook_dl_debug_state, hook_td_create, hook_td_death, hook_start, hook_start_return,
-	hook_main, hook_main_return, hook_libc_start_main, hook_pthread_create, hook_pthread_exit,
-	hook_pthread_cancel, hook_pthread_detach, hook_join, hook_join_ret;
 
 /* trace.c: --trace (frame spans); all of it is a no-op without --trace */
 void trace_new(struct ptw_tracer *t);
@@ -362,7 +349,6 @@ void trace_image_reset(struct ptw_tracer *t);
 void trace_thread_gone(struct ptw_tracer *t, struct thread *th);
 /* The session is over: warn about patterns that matched nothing. */
 void trace_finish(struct ptw_tracer *t);
-hook_fn hook_trace_libs, hook_frame_entry, hook_frame_return, hook_throw, hook_catch, hook_longjmp;
 
 /* locks.c: --locks (wait spans, live deadlocks); a no-op without --locks */
 void locks_new(struct ptw_tracer *t);
@@ -375,7 +361,5 @@ unsigned locks_join_hooks(struct ptw_tracer *t, bool entry);
 void locks_image_reset(struct ptw_tracer *t);
 /* The LWP is forgotten: its waits need their return breakpoints no more. */
 void locks_thread_gone(struct ptw_tracer *t, struct thread *th);
-hook_fn hook_lock_wait, hook_lock_wait_private, hook_futex_wait, hook_wait_return, hook_wait_join,
-	hook_wait_join_ret;
 
 #endif
