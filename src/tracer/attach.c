@@ -306,19 +306,11 @@ void attach_emit_preexisting(struct ptw_tracer *t, struct ptw_lwp *l, const char
 struct ptw_tracer *attached_tracer_new(const struct ptw_tracer_opts *o, struct ptw_proc *proc,
 				      uint64_t start_ns, bool snapshot)
 {
-	struct ptw_tracer *t = xcalloc(1, sizeof(*t));
-	t->o = *o;
+	struct ptw_tracer *t = tracer_new(o, NULL, proc->pid, start_ns, !snapshot);
 	t->proc = proc;
-	t->pid = proc->pid;
-	t->start_ns = start_ns;
 	t->snapshot = snapshot;
-	t->img.task_dirfd = -1;
 	t->owned_argv = attach_cmdline(proc->mem_pid);
 	t->argv = t->owned_argv;
-	if (!snapshot) {
-		trace_new(t);
-		locks_new(t);
-	}
 	return t;
 }
 
@@ -348,7 +340,7 @@ static int attach_setup(struct ptw_tracer *t, const struct ptw_seize_info *info,
 	/* Everything that can be learnt with the threads running is learnt
 	 * before they are stopped: modules, debug info, the thread agent. */
 	bool have_tdb = image_load(t) == 0 && tdb_open(t) == 0;
-	trace_prepare(t);
+	tracer_features_prepare(t);
 	struct ptw_map names = { 0 };
 	collect_names(t, &names);
 
@@ -365,10 +357,9 @@ static int attach_setup(struct ptw_tracer *t, const struct ptw_seize_info *info,
 		/* What we learnt is about the old image: start again. */
 		return -EAGAIN;
 	}
-	image_hooks(t, host);
 	/* --trace: frames already running are not reported (no entry seen;
 	 * see the man page), calls from now on are. */
-	trace_image(t, host);
+	tracer_image_ready(t, host);
 	if (have_tdb) {
 		attach_list_threads(t, stuck, NULL);
 		ptw_dbg(PTW_DBG_TRACER, "attach: thread_db listed them after %.1f ms",
@@ -432,9 +423,7 @@ static int attach_setup(struct ptw_tracer *t, const struct ptw_seize_info *info,
 		struct thread *th = thread_of(all[i]);
 		if (th->detach_asap && all[i]->state == PTW_LWP_STOPPED) {
 			ptw_detach_lwp(proc, all[i]);
-			thread_free(th);
-			all[i]->user = NULL;
-			ptw_lwp_forget(proc, all[i]);
+			tracer_forget_lwp(t, all[i]);
 		} else {
 			ptw_resume(proc, all[i]);
 		}
@@ -496,7 +485,6 @@ static void attach_descendant(struct ptw_tracer *root, pid_t pid, pid_t ppid, pi
 		follow_failed(c, why);
 		return;
 	}
-	trace_new(c);
 	if (info.zombie_leader)
 		warn(c, "zombie_leader",
 		     "the main thread of %d has exited (pthread_exit) and is a zombie; its other "

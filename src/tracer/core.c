@@ -71,9 +71,87 @@ void thread_free(struct thread *th)
 {
 	if (!th)
 		return;
-	free(th->shadow);
-	free(th->lwaits);
+	for (int id = 0; id < FEATURES; id++)
+		if (th->fdata[id])
+			th->fdata[id]->free(th->fdata[id]);
 	free(th);
+}
+
+void tracer_thread_renew(struct ptw_tracer *t, struct thread *th)
+{
+	for (size_t i = 0; i < t->nfeatures; i++)
+		if (t->features[i]->thread_gone)
+			t->features[i]->thread_gone(t, th);
+	for (int id = 0; id < FEATURES; id++)
+		if (th->fdata[id])
+			th->fdata[id]->free(th->fdata[id]);
+	memset(th, 0, sizeof(*th));
+	th->attr_detached = -1;
+}
+
+/* ---- the features' moments ---- */
+
+void tracer_features_prepare(struct ptw_tracer *t)
+{
+	for (size_t i = 0; i < t->nfeatures; i++)
+		if (t->features[i]->prepare)
+			t->features[i]->prepare(t);
+}
+
+void tracer_image_ready(struct ptw_tracer *t, struct ptw_lwp *l)
+{
+	for (size_t i = 0; i < t->nfeatures; i++)
+		if (t->features[i]->image_ready)
+			t->features[i]->image_ready(t, l);
+}
+
+void tracer_libc_ready(struct ptw_tracer *t, struct ptw_lwp *l)
+{
+	for (size_t i = 0; i < t->nfeatures; i++)
+		if (t->features[i]->libc_ready)
+			t->features[i]->libc_ready(t, l);
+}
+
+unsigned tracer_hooks_beside(struct ptw_tracer *t, unsigned hooks)
+{
+	unsigned more = 0;
+	for (size_t i = 0; i < t->nfeatures; i++)
+		if (t->features[i]->hooks_beside)
+			more |= t->features[i]->hooks_beside(t, hooks);
+	return more;
+}
+
+void tracer_image_reset(struct ptw_tracer *t)
+{
+	for (size_t i = 0; i < t->nfeatures; i++)
+		if (t->features[i]->image_reset)
+			t->features[i]->image_reset(t);
+}
+
+void tracer_features_finish(struct ptw_tracer *t)
+{
+	for (size_t i = 0; i < t->nfeatures; i++)
+		if (t->features[i]->finish)
+			t->features[i]->finish(t);
+}
+
+void tracer_features_free(struct ptw_tracer *t)
+{
+	for (size_t i = t->nfeatures; i-- > 0;)
+		if (t->features[i]->free)
+			t->features[i]->free(t);
+	t->nfeatures = 0;
+}
+
+void tracer_forget_lwp(struct ptw_tracer *t, struct ptw_lwp *l)
+{
+	struct thread *th = l->user;
+	for (size_t i = 0; th && i < t->nfeatures; i++)
+		if (t->features[i]->thread_gone)
+			t->features[i]->thread_gone(t, th);
+	thread_free(th);
+	l->user = NULL;
+	ptw_lwp_forget(t->proc, l);
 }
 
 bool is_target_lwp(struct ptw_tracer *t, struct ptw_lwp *l)

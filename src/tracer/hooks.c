@@ -165,7 +165,7 @@ int image_load(struct ptw_tracer *t)
 	return 0;
 }
 
-void image_hooks(struct ptw_tracer *t, struct ptw_lwp *l)
+static void image_hooks(struct ptw_tracer *t, struct ptw_lwp *l)
 {
 	struct image *img = &t->img;
 	int r;
@@ -179,7 +179,7 @@ int image_init(struct ptw_tracer *t, struct ptw_lwp *l)
 {
 	image_load(t);
 	t->img.fresh = true;
-	image_hooks(t, l);
+	tracer_image_ready(t, l);
 	struct ptw_event ev = ptw_event_init(PTW_EV_IMAGE, ptw_now_ns(), t->proc->pid);
 	ev.name = t->img.exe;
 	emit(t, &ev);
@@ -248,12 +248,12 @@ static void hook_joins(struct ptw_tracer *t, struct ptw_lwp *l)
 	if (ptw_bp_read_original(t->bps, lo, code, len) == 0)
 		nrets = ptw_insn_find_rets(code, len, lo, rets, 64);
 	free(code);
-	if (nrets == 0 || insert_bp(t, entry, HOOK_JOIN | locks_join_hooks(t, true), l) < 0) {
+	if (nrets == 0 || insert_bp(t, entry, HOOK_JOIN | tracer_hooks_beside(t, HOOK_JOIN), l) < 0) {
 		warn(t, "no_join_hooks", "cannot break in the join function; joins are not reported");
 		return;
 	}
 	for (int i = 0; i < nrets; i++)
-		insert_bp(t, rets[i], HOOK_JOIN_RET | locks_join_hooks(t, false), l);
+		insert_bp(t, rets[i], HOOK_JOIN_RET | tracer_hooks_beside(t, HOOK_JOIN_RET), l);
 }
 
 static void read_glibc_version(struct ptw_tracer *t)
@@ -370,7 +370,7 @@ int tracing_setup(struct ptw_tracer *t, struct ptw_lwp *l)
 	hook_joins(t, l);
 	if (!img->main_addr && img->fresh)
 		hook_symbol(t, l, "__libc_start_main", HOOK_LIBC_START_MAIN);
-	locks_setup(t, l);
+	tracer_libc_ready(t, l);
 	/* What this start cost to learn, for the next one. */
 	ptw_symbols_save_cache(img->syms);
 	ptw_dbg(PTW_DBG_TRACER, "thread_db ready: glibc %s, result %s, joinid %s",
@@ -789,3 +789,10 @@ void hook_join_ret(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 	ev.value = (uint32_t)regs->rax; /* an errno value, 0 = joined */
 	emit(t, &ev);
 }
+
+/* Thread spans: always on. It finds out when libc is ready (and tells the
+ * others, tracer_libc_ready); its per-thread state is struct thread's. */
+const struct tracer_feature feature_lifecycle = {
+	.name = "lifecycle",
+	.image_ready = image_hooks,
+};

@@ -50,6 +50,39 @@ struct lock_wait {
 	uint64_t sp;  /* at the entry */
 };
 
+/* Its state for a thread: the waits it is in, innermost last. */
+struct locks_thread {
+	struct feature_thread base;
+	struct lock_wait *lwaits;
+	size_t nlwaits, lwaits_cap;
+};
+
+static void locks_thread_free(struct feature_thread *ft)
+{
+	struct locks_thread *lt = (struct locks_thread *)ft;
+	free(lt->lwaits);
+	free(lt);
+}
+
+/* The thread's, made on first use. */
+static struct locks_thread *locks_of(struct ptw_lwp *l)
+{
+	struct thread *th = thread_of(l);
+	if (!th->fdata[FEATURE_LOCKS]) {
+		struct locks_thread *lt = xcalloc(1, sizeof(*lt));
+		lt->base.free = locks_thread_free;
+		th->fdata[FEATURE_LOCKS] = &lt->base;
+	}
+	return (struct locks_thread *)th->fdata[FEATURE_LOCKS];
+}
+
+/* The thread's if it has one (NULL: in no wait). */
+static struct locks_thread *locks_peek(struct ptw_lwp *l)
+{
+	struct thread *th = l->user;
+	return th ? (struct locks_thread *)th->fdata[FEATURE_LOCKS] : NULL;
+}
+
 struct range {
 	uint64_t lo, hi;
 	enum ptw_wait_kind kind;
@@ -68,15 +101,24 @@ struct locks {
 	struct ptw_map reported; /* a deadlock's hash -> 1 */
 };
 
-void locks_new(struct ptw_tracer *t)
+static struct locks *locks_state(struct ptw_tracer *t)
 {
-	if (t->o.locks)
-		t->locks = xcalloc(1, sizeof(struct locks));
+	return t->fstate[FEATURE_LOCKS];
 }
 
-void locks_image_reset(struct ptw_tracer *t)
+static bool locks_wanted(const struct ptw_tracer_opts *o)
 {
-	struct locks *lk = t->locks;
+	return o->locks;
+}
+
+static void locks_attached(struct ptw_tracer *t)
+{
+	t->fstate[FEATURE_LOCKS] = xcalloc(1, sizeof(struct locks));
+}
+
+static void locks_image_reset(struct ptw_tracer *t)
+{
+	struct locks *lk = locks_state(t);
 	if (!lk)
 		return;
 	retbps_free(&lk->retbps);
@@ -87,13 +129,13 @@ void locks_image_reset(struct ptw_tracer *t)
 	lk->libc_path = NULL;
 }
 
-void locks_free(struct ptw_tracer *t)
+static void locks_free(struct ptw_tracer *t)
 {
-	if (!t->locks)
+	if (!locks_state(t))
 		return;
 	locks_image_reset(t);
-	free(t->locks);
-	t->locks = NULL;
+	free(locks_state(t));
+	t->fstate[FEATURE_LOCKS] = NULL;
 }
 
 /* ---- finding the slow paths ---- */
@@ -136,7 +178,7 @@ static uint64_t find_lll_lock_wait(struct ptw_tracer *t, uint64_t lll_private)
 	struct ptw_symbols *syms = t->img.syms;
 	uint64_t addr, wake;
 	if (ptw_symbols_lookup(syms, libc_mod(t), "__lll_lock_wait", &addr, NULL) == 0) {
-		t->locks->symtab = true;
+		locks_state(t)->symtab = true;
 		return addr;
 	}
 	if (!lll_private)
@@ -183,7 +225,7 @@ static uint64_t find_futex_wait(struct ptw_tracer *t)
 
 static void add_range(struct ptw_tracer *t, const char *name, enum ptw_wait_kind kind)
 {
-	struct locks *lk = t->locks;
+	struct locks *lk = locks_state(t);
 	uint64_t addr, size = 0;
 	if (lk->nranges < PTW_ARRAY_SIZE(lk->ranges) &&
 	    ptw_symbols_lookup(t->img.syms, libc_mod(t), name, &addr, &size) == 0 && size)
@@ -195,7 +237,7 @@ static void add_range(struct ptw_tracer *t, const char *name, enum ptw_wait_kind
  * extent from the CFI, with the same kind. */
 static void add_tail_ranges(struct ptw_tracer *t, const char *name, enum ptw_wait_kind kind)
 {
-	struct locks *lk = t->locks;
+	struct locks *lk = locks_state(t);
 	uint64_t targets[16], lo, hi;
 	int n = branches_of(t, name, true, targets, 16);
 	for (int i = 0; i < n && lk->nranges < PTW_ARRAY_SIZE(lk->ranges); i++)
@@ -218,9 +260,9 @@ static void hook_at(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t addr, unsi
 		     what, (unsigned long long)addr, strerror(-r));
 }
 
-void locks_setup(struct ptw_tracer *t, struct ptw_lwp *l)
+static void locks_setup(struct ptw_tracer *t, struct ptw_lwp *l)
 {
-	struct locks *lk = t->locks;
+	struct locks *lk = locks_state(t);
 	if (!lk || lk->ready || !t->img.syms)
 		return;
 	lk->ready = true;
@@ -283,25 +325,30 @@ void locks_setup(struct ptw_tracer *t, struct ptw_lwp *l)
 		(unsigned long long)lll_private, (unsigned long long)futex);
 }
 
-unsigned locks_join_hooks(struct ptw_tracer *t, bool entry)
+/* The joins are waits too: at the join function's entry and rets. */
+static unsigned locks_hooks_beside(struct ptw_tracer *t, unsigned hooks)
 {
-	if (!t->locks)
+	if (!locks_state(t))
 		return 0;
-	return entry ? HOOK_WAIT_JOIN : HOOK_WAIT_JOIN_RET;
+	return (hooks & HOOK_JOIN ? HOOK_WAIT_JOIN : 0) |
+	       (hooks & HOOK_JOIN_RET ? HOOK_WAIT_JOIN_RET : 0);
 }
 
-static void pop_wait(struct ptw_tracer *t, struct thread *th)
+static void pop_wait(struct ptw_tracer *t, struct locks_thread *th)
 {
 	if (th->nlwaits)
-		retbp_put(t, &t->locks->retbps, th->lwaits[--th->nlwaits].ret, HOOK_WAIT_RETURN);
+		retbp_put(t, &locks_state(t)->retbps, th->lwaits[--th->nlwaits].ret, HOOK_WAIT_RETURN);
 }
 
-void locks_thread_gone(struct ptw_tracer *t, struct thread *th)
+static void locks_thread_gone(struct ptw_tracer *t, struct thread *th)
 {
-	if (!t->locks || !th)
+	struct locks_thread *lt = (struct locks_thread *)th->fdata[FEATURE_LOCKS];
+	if (!lt)
 		return;
-	while (th->nlwaits)
-		pop_wait(t, th);
+	while (lt->nlwaits)
+		pop_wait(t, lt);
+	locks_thread_free(&lt->base);
+	th->fdata[FEATURE_LOCKS] = NULL;
 }
 
 /* ---- who waits for whom ---- */
@@ -324,7 +371,7 @@ static int32_t read_i32(struct ptw_tracer *t, uint64_t addr)
  * known. */
 static pid_t owner_now(struct ptw_tracer *t, enum ptw_wait_kind kind, uint64_t object)
 {
-	struct locks *lk = t->locks;
+	struct locks *lk = locks_state(t);
 	int32_t v = 0;
 	switch (kind) {
 	case PTW_WAIT_MUTEX:
@@ -348,7 +395,7 @@ static pid_t waits_for(void *ctx, pid_t tid)
 {
 	struct ptw_tracer *t = ctx;
 	struct ptw_lwp *o = ptw_lwp_get(t->proc, tid);
-	struct thread *th = o ? o->user : NULL;
+	struct locks_thread *th = o ? locks_peek(o) : NULL;
 	if (!th || !th->nlwaits)
 		return 0;
 	const struct lock_wait *w = &th->lwaits[th->nlwaits - 1];
@@ -373,7 +420,7 @@ static bool in_libc(struct ptw_tracer *t, uint64_t pc)
 	if (!t->img.dynamic)
 		return true;
 	const char *m = ptw_symbols_module_of(t->img.syms, pc);
-	return t->locks->libc_path && m && !strcmp(m, t->locks->libc_path);
+	return locks_state(t)->libc_path && m && !strcmp(m, locks_state(t)->libc_path);
 }
 
 /* What a futex wait is for, from its callers (frames 1..n-1). */
@@ -391,7 +438,7 @@ static enum ptw_wait_kind classify(struct ptw_tracer *t, const uint64_t *pcs, in
 		{ "mutex_lock", PTW_WAIT_MUTEX },     { "join", PTW_WAIT_JOIN },
 		{ "barrier_wait", PTW_WAIT_BARRIER },
 	};
-	struct locks *lk = t->locks;
+	struct locks *lk = locks_state(t);
 	for (int i = 1; i < n; i++) {
 		uint64_t pc = pcs[i] - 1;
 		for (size_t k = 0; k < lk->nranges; k++)
@@ -483,7 +530,7 @@ static void begin_wait(struct ptw_tracer *t, struct ptw_lwp *l,
 		       uint64_t object, pid_t owner, const uint64_t *pcs, int n, bool join,
 		       uint64_t ns)
 {
-	struct thread *th = thread_of(l);
+	struct locks_thread *th = locks_of(l);
 	uint64_t sp = regs->rsp, ret = 0;
 	/* Waits entered at or below this stack pointer were left (a longjmp
 	 * out of a signal handler that waited): the span engine does the same. */
@@ -492,7 +539,7 @@ static void begin_wait(struct ptw_tracer *t, struct ptw_lwp *l,
 	if (!join) {
 		int r = read_u64(t, sp, &ret);
 		if (r == 0)
-			r = retbp_get(t, &t->locks->retbps, l, ret, HOOK_WAIT_RETURN);
+			r = retbp_get(t, &locks_state(t)->retbps, l, ret, HOOK_WAIT_RETURN);
 		if (r < 0) {
 			const struct ptw_location *loc = locate(t, regs->rip);
 			warn(t, "locks_no_return",
@@ -512,7 +559,7 @@ static void begin_wait(struct ptw_tracer *t, struct ptw_lwp *l,
 	const struct ptw_location *site = NULL;
 	for (int i = 0; i < n; i++) {
 		stack[i] = i ? locate(t, pcs[i] - 1) : locate(t, pcs[i]);
-		if (i && !site && t->locks->libc_path && !in_libc(t, pcs[i]))
+		if (i && !site && locks_state(t)->libc_path && !in_libc(t, pcs[i]))
 			site = call_at(t, pcs[i]);
 	}
 	/* A static program: libc's functions are the program's; the first
@@ -521,9 +568,9 @@ static void begin_wait(struct ptw_tracer *t, struct ptw_lwp *l,
 	for (int i = 1; i < n && !site && !t->img.dynamic; i++) {
 		const struct ptw_location *loc = locate(t, pcs[i] - 1);
 		bool primitive = !loc || !loc->symbol || loc->symbol[0] == '_';
-		for (size_t k = 0; k < t->locks->nranges && !primitive; k++)
-			primitive = pcs[i] - 1 >= t->locks->ranges[k].lo &&
-				    pcs[i] - 1 < t->locks->ranges[k].hi;
+		for (size_t k = 0; k < locks_state(t)->nranges && !primitive; k++)
+			primitive = pcs[i] - 1 >= locks_state(t)->ranges[k].lo &&
+				    pcs[i] - 1 < locks_state(t)->ranges[k].hi;
 		if (!primitive)
 			site = call_at(t, pcs[i]);
 	}
@@ -544,7 +591,7 @@ static void begin_wait(struct ptw_tracer *t, struct ptw_lwp *l,
 static void end_wait(struct ptw_tracer *t, struct ptw_lwp *l, const struct user_regs_struct *regs,
 		     uint64_t ns)
 {
-	struct thread *th = thread_of(l);
+	struct locks_thread *th = locks_of(l);
 	pop_wait(t, th);
 	struct ptw_event ev = ptw_event_init(PTW_EV_WAIT_END, ns, l->tid);
 	ev.has_value = true;
@@ -558,7 +605,7 @@ void hook_lock_wait(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 {
 	(void)bp;
 	/* __lll_lock_wait (int *futex, int private): the mutex's __lock */
-	if (t->locks && is_target_lwp(t, l))
+	if (locks_state(t) && is_target_lwp(t, l))
 		wait_entry(t, l, regs, PTW_WAIT_MUTEX, regs->rdi, ns, false);
 }
 
@@ -566,7 +613,7 @@ void hook_lock_wait_private(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_
 			    const struct user_regs_struct *regs, uint64_t ns)
 {
 	(void)bp;
-	if (t->locks && is_target_lwp(t, l))
+	if (locks_state(t) && is_target_lwp(t, l))
 		wait_entry(t, l, regs, PTW_WAIT_LOCK, regs->rdi, ns, false);
 }
 
@@ -575,7 +622,7 @@ void hook_futex_wait(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 {
 	(void)bp;
 	/* (futex_word, expected, clockid, abstime, private, cancel) */
-	if (t->locks && is_target_lwp(t, l))
+	if (locks_state(t) && is_target_lwp(t, l))
 		wait_entry(t, l, regs, PTW_WAIT_NONE, regs->rdi, ns, true);
 }
 
@@ -583,8 +630,8 @@ void hook_wait_return(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp
 		      const struct user_regs_struct *regs, uint64_t ns)
 {
 	(void)bp;
-	struct thread *th = thread_of(l);
-	if (!t->locks || !th->nlwaits)
+	struct locks_thread *th = locks_of(l);
+	if (!locks_state(t) || !th->nlwaits)
 		return; /* another thread's fast path through the same code */
 	const struct lock_wait *w = &th->lwaits[th->nlwaits - 1];
 	if (w->ret != regs->rip || w->sp + 8 != regs->rsp)
@@ -596,7 +643,7 @@ void hook_wait_join(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 		    const struct user_regs_struct *regs, uint64_t ns)
 {
 	(void)bp;
-	struct locks *lk = t->locks;
+	struct locks *lk = locks_state(t);
 	/* __pthread_clockjoin_ex (thread, retval, clockid, abstime, block):
 	 * pthread_tryjoin_np does not block; a thread whose tid is 0 has
 	 * ended already: no wait. */
@@ -619,8 +666,8 @@ void hook_wait_join_ret(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *
 			const struct user_regs_struct *regs, uint64_t ns)
 {
 	(void)bp;
-	struct thread *th = thread_of(l);
-	if (!t->locks || !th->nlwaits)
+	struct locks_thread *th = locks_of(l);
+	if (!locks_state(t) || !th->nlwaits)
 		return;
 	const struct lock_wait *w = &th->lwaits[th->nlwaits - 1];
 	if (w->kind != PTW_WAIT_JOIN || w->ret || w->sp != regs->rsp)
@@ -646,7 +693,7 @@ static uint64_t cycle_key(const pid_t *tids, const uint64_t *objects, size_t n)
 static void check_deadlock(struct ptw_tracer *t, struct ptw_lwp *l,
 			   const struct user_regs_struct *regs, uint64_t ns)
 {
-	struct locks *lk = t->locks;
+	struct locks *lk = locks_state(t);
 	pid_t cyc[MAX_CYCLE];
 	size_t n;
 	if (waits_for(t, l->tid) == l->tid) {
@@ -664,7 +711,7 @@ static void check_deadlock(struct ptw_tracer *t, struct ptw_lwp *l,
 	bool held[MAX_CYCLE];
 	for (size_t i = 0; i < n; i++) {
 		lwps[i] = ptw_lwp_get(t->proc, cyc[i]);
-		struct thread *th = lwps[i] ? lwps[i]->user : NULL;
+		struct locks_thread *th = lwps[i] ? locks_peek(lwps[i]) : NULL;
 		if (!th || !th->nlwaits)
 			return;
 		objects[i] = th->lwaits[th->nlwaits - 1].object;
@@ -721,3 +768,14 @@ static void check_deadlock(struct ptw_tracer *t, struct ptw_lwp *l,
 			ptw_resume(t->proc, lwps[i]);
 	t->frozen_ns += ptw_now_ns() - t0;
 }
+
+const struct tracer_feature feature_locks = {
+	.name = "locks",
+	.wanted = locks_wanted,
+	.attached = locks_attached,
+	.libc_ready = locks_setup,
+	.hooks_beside = locks_hooks_beside,
+	.image_reset = locks_image_reset,
+	.thread_gone = locks_thread_gone,
+	.free = locks_free,
+};

@@ -54,6 +54,38 @@ struct trace {
 	struct pattern *current;
 };
 
+/* Its state for a thread: the open frames (entry sp, return address),
+ * innermost last. */
+struct frames_thread {
+	struct feature_thread base;
+	struct ptw_shadow_frame *shadow;
+	size_t nshadow, shadow_cap;
+};
+
+static struct trace *trace_of(struct ptw_tracer *t)
+{
+	return t->fstate[FEATURE_FRAMES];
+}
+
+static void frames_thread_free(struct feature_thread *ft)
+{
+	struct frames_thread *f = (struct frames_thread *)ft;
+	free(f->shadow);
+	free(f);
+}
+
+/* The thread's, made on first use. */
+static struct frames_thread *frames_of(struct ptw_lwp *l)
+{
+	struct thread *th = thread_of(l);
+	if (!th->fdata[FEATURE_FRAMES]) {
+		struct frames_thread *f = xcalloc(1, sizeof(*f));
+		f->base.free = frames_thread_free;
+		th->fdata[FEATURE_FRAMES] = &f->base;
+	}
+	return (struct frames_thread *)th->fdata[FEATURE_FRAMES];
+}
+
 /* Functions an entry breakpoint must not go on: entered without a call
  * (no return address at [sp]), or trampolines with a stack of their own. */
 static const char *const never_traced[] = {
@@ -113,22 +145,25 @@ int ptw_trace_check_pattern(const char *text)
 	return r;
 }
 
-void trace_new(struct ptw_tracer *t)
+static bool trace_wanted(const struct ptw_tracer_opts *o)
 {
-	if (!t->o.ntrace)
-		return;
+	return o->ntrace > 0;
+}
+
+static void trace_attached(struct ptw_tracer *t)
+{
 	struct trace *tr = xcalloc(1, sizeof(*tr));
 	tr->pats = xcalloc(t->o.ntrace, sizeof(*tr->pats));
 	for (size_t i = 0; i < t->o.ntrace; i++)
 		if (parse_pattern(t->o.trace[i], &tr->pats[tr->npats]) == 0)
 			tr->npats++;
-	t->trace = tr;
+	t->fstate[FEATURE_FRAMES] = tr;
 }
 
 /* The address space went away (exec): every breakpoint is forgotten. */
-void trace_image_reset(struct ptw_tracer *t)
+static void trace_image_reset(struct ptw_tracer *t)
 {
-	struct trace *tr = t->trace;
+	struct trace *tr = trace_of(t);
 	if (!tr)
 		return;
 	ptw_map_free(&tr->scanned);
@@ -137,9 +172,9 @@ void trace_image_reset(struct ptw_tracer *t)
 	tr->scanned_gen = 0;
 }
 
-void trace_free(struct ptw_tracer *t)
+static void trace_free(struct ptw_tracer *t)
 {
-	struct trace *tr = t->trace;
+	struct trace *tr = trace_of(t);
 	if (!tr)
 		return;
 	for (size_t i = 0; i < tr->npats; i++) {
@@ -154,7 +189,7 @@ void trace_free(struct ptw_tracer *t)
 	free(tr->dynsym_only);
 	trace_image_reset(t);
 	free(tr);
-	t->trace = NULL;
+	t->fstate[FEATURE_FRAMES] = NULL;
 }
 
 /* ---- finding the functions ---- */
@@ -285,7 +320,7 @@ static void hook_helpers(struct ptw_tracer *t, struct ptw_lwp *l)
 /* Scans the modules not scanned yet for functions the patterns match. */
 static void scan(struct ptw_tracer *t, struct ptw_lwp *l)
 {
-	struct trace *tr = t->trace;
+	struct trace *tr = trace_of(t);
 	struct ptw_symbols *syms = t->img.syms;
 	if (!tr || !syms)
 		return;
@@ -332,9 +367,9 @@ static void ignore_function(void *ctx, uint64_t addr, const char *name)
 	(void)ctx, (void)addr, (void)name;
 }
 
-void trace_prepare(struct ptw_tracer *t)
+static void trace_prepare(struct ptw_tracer *t)
 {
-	if (!t->trace || !t->img.syms)
+	if (!trace_of(t) || !t->img.syms)
 		return;
 	/* Reading the symbol tables (and debug files) is most of a scan:
 	 * libdwfl keeps them, so the scan that follows with the threads
@@ -347,9 +382,9 @@ void trace_prepare(struct ptw_tracer *t)
 		(double)(ptw_now_ns() - t0) / 1e6);
 }
 
-void trace_image(struct ptw_tracer *t, struct ptw_lwp *l)
+static void trace_image(struct ptw_tracer *t, struct ptw_lwp *l)
 {
-	if (!t->trace || !t->img.syms)
+	if (!trace_of(t) || !t->img.syms)
 		return;
 	trace_image_reset(t);
 	/* Libraries come and go: rescan when ld.so says they did. */
@@ -362,33 +397,33 @@ void hook_trace_libs(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 		     const struct user_regs_struct *regs, uint64_t ns)
 {
 	(void)bp, (void)regs, (void)ns;
-	if (t->trace && t->trace->scanned_gen != t->img.modules_gen) {
+	if (trace_of(t) && trace_of(t)->scanned_gen != t->img.modules_gen) {
 		/* A dlclose'd library may come back at the same address. */
-		ptw_map_free(&t->trace->scanned);
+		ptw_map_free(&trace_of(t)->scanned);
 		/* Entry breakpoints of unloaded libraries were forgotten. */
 		size_t it = 0;
 		uint64_t addr;
 		uint64_t *gone = NULL;
 		size_t ngone = 0;
-		while (ptw_map_next(&t->trace->entries, &it, &addr, NULL))
+		while (ptw_map_next(&trace_of(t)->entries, &it, &addr, NULL))
 			if (!ptw_bp_find(t->bps, addr)) {
 				gone = xreallocarray(gone, ngone + 1, sizeof(*gone));
 				gone[ngone++] = addr;
 			}
 		for (size_t i = 0; i < ngone; i++)
-			ptw_map_del(&t->trace->entries, gone[i]);
+			ptw_map_del(&trace_of(t)->entries, gone[i]);
 		/* Return sites in them too: another library may come there. */
 		it = 0;
 		ngone = 0;
-		while (ptw_map_next(&t->trace->retbps.refs, &it, &addr, NULL))
+		while (ptw_map_next(&trace_of(t)->retbps.refs, &it, &addr, NULL))
 			if (!ptw_bp_find(t->bps, addr)) {
 				gone = xreallocarray(gone, ngone + 1, sizeof(*gone));
 				gone[ngone++] = addr;
 			}
 		for (size_t i = 0; i < ngone; i++)
-			ptw_map_del(&t->trace->retbps.refs, gone[i]);
+			ptw_map_del(&trace_of(t)->retbps.refs, gone[i]);
 		free(gone);
-		ptw_map_free(&t->trace->retbps.checked);
+		ptw_map_free(&trace_of(t)->retbps.checked);
 		scan(t, l);
 	}
 }
@@ -396,16 +431,20 @@ void hook_trace_libs(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 /* ---- return breakpoints ---- */
 
 /* The k innermost frames of the thread's shadow stack are over. */
-static void drop(struct ptw_tracer *t, struct thread *th, size_t k)
+static void drop(struct ptw_tracer *t, struct frames_thread *th, size_t k)
 {
 	for (size_t i = 0; i < k && th->nshadow; i++)
-		retbp_put(t, &t->trace->retbps, th->shadow[--th->nshadow].ret, HOOK_FRAME_RETURN);
+		retbp_put(t, &trace_of(t)->retbps, th->shadow[--th->nshadow].ret, HOOK_FRAME_RETURN);
 }
 
-void trace_thread_gone(struct ptw_tracer *t, struct thread *th)
+static void trace_thread_gone(struct ptw_tracer *t, struct thread *th)
 {
-	if (t->trace && th)
-		drop(t, th, th->nshadow);
+	struct frames_thread *f = (struct frames_thread *)th->fdata[FEATURE_FRAMES];
+	if (!f)
+		return;
+	drop(t, f, f->nshadow);
+	frames_thread_free(&f->base);
+	th->fdata[FEATURE_FRAMES] = NULL;
 }
 
 /* ---- the hooks ---- */
@@ -414,11 +453,11 @@ void hook_frame_entry(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp
 		      const struct user_regs_struct *regs, uint64_t ns)
 {
 	(void)bp;
-	struct thread *th = thread_of(l);
+	struct frames_thread *th = frames_of(l);
 	uint64_t sp = regs->rsp, ret;
-	if (!t->trace || read_u64(t, sp, &ret) < 0)
+	if (!trace_of(t) || read_u64(t, sp, &ret) < 0)
 		return;
-	int r = retbp_get(t, &t->trace->retbps, l, ret, HOOK_FRAME_RETURN);
+	int r = retbp_get(t, &trace_of(t)->retbps, l, ret, HOOK_FRAME_RETURN);
 	if (r < 0) {
 		const struct ptw_location *loc = locate(t, regs->rip);
 		warn(t, "trace_no_return",
@@ -446,10 +485,10 @@ void hook_frame_return(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *b
 		       const struct user_regs_struct *regs, uint64_t ns)
 {
 	(void)bp;
-	struct thread *th = thread_of(l);
+	struct frames_thread *th = frames_of(l);
 	bool returned;
 	size_t k = ptw_shadow_left_at(th->shadow, th->nshadow, regs->rsp, regs->rip, &returned);
-	if (!k || !t->trace)
+	if (!k || !trace_of(t))
 		return; /* the return site reached by another way: nothing ends */
 	drop(t, th, k);
 	struct ptw_event ev = ptw_event_init(PTW_EV_FRAME_RETURN, ns, l->tid);
@@ -464,7 +503,7 @@ void hook_throw(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 		const struct user_regs_struct *regs, uint64_t ns)
 {
 	(void)bp, (void)regs;
-	if (!thread_of(l)->nshadow)
+	if (!frames_of(l)->nshadow)
 		return; /* no frame of ours to skip */
 	struct ptw_event ev = ptw_event_init(PTW_EV_THROW, ns, l->tid);
 	emit(t, &ev);
@@ -474,7 +513,7 @@ void hook_catch(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 		const struct user_regs_struct *regs, uint64_t ns)
 {
 	(void)bp;
-	struct thread *th = thread_of(l);
+	struct frames_thread *th = frames_of(l);
 	if (!th->nshadow)
 		return;
 	/* __cxa_begin_catch is called by the catching frame: its stack
@@ -507,7 +546,7 @@ void hook_longjmp(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 		  const struct user_regs_struct *regs, uint64_t ns)
 {
 	(void)bp;
-	struct thread *th = thread_of(l);
+	struct frames_thread *th = frames_of(l);
 	if (!th->nshadow)
 		return;
 	struct ptw_event ev = ptw_event_init(PTW_EV_LONGJMP, ns, l->tid);
@@ -524,9 +563,9 @@ void hook_longjmp(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 
 /* ---- the end ---- */
 
-void trace_finish(struct ptw_tracer *t)
+static void trace_finish(struct ptw_tracer *t)
 {
-	struct trace *tr = t->trace;
+	struct trace *tr = trace_of(t);
 	if (!tr)
 		return;
 	for (size_t i = 0; i < tr->npats; i++) {
@@ -561,3 +600,15 @@ void trace_finish(struct ptw_tracer *t)
 		ptw_buf_free(&b);
 	}
 }
+
+const struct tracer_feature feature_frames = {
+	.name = "frames",
+	.wanted = trace_wanted,
+	.attached = trace_attached,
+	.prepare = trace_prepare,
+	.image_ready = trace_image,
+	.image_reset = trace_image_reset,
+	.thread_gone = trace_thread_gone,
+	.finish = trace_finish,
+	.free = trace_free,
+};

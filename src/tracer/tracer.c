@@ -44,15 +44,6 @@ static bool mine(const struct ptw_tracer *t, const struct ptw_lwp *l)
 	return !t->root || l->tgid == t->pid;
 }
 
-static void forget_lwp(struct ptw_tracer *t, struct ptw_lwp *l)
-{
-	trace_thread_gone(t, l->user);
-	locks_thread_gone(t, l->user);
-	thread_free(l->user);
-	l->user = NULL;
-	ptw_lwp_forget(t->proc, l);
-}
-
 /* ---- stops ---- */
 
 static void on_gone(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_stop *st)
@@ -82,7 +73,7 @@ static void on_gone(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_stop *st
 			emit(t, &ev);
 		}
 	}
-	forget_lwp(t, l);
+	tracer_forget_lwp(t, l);
 }
 
 /* PTRACE_EVENT_EXIT: the registers say whose exit this is. */
@@ -158,10 +149,7 @@ struct ptw_tracer *followed_add(struct ptw_tracer *t, pid_t pid, pid_t ppid, pid
 				uint64_t ns)
 {
 	struct ptw_tracer *root = root_of(t);
-	struct ptw_tracer *c = xcalloc(1, sizeof(*c));
-	c->o = root->o;
-	c->root = root;
-	c->pid = pid;
+	struct ptw_tracer *c = tracer_new(&root->o, root, pid, ns, true);
 	c->ppid = ppid;
 	c->parent_tid = parent_tid;
 	c->serial = (uint32_t)root->nfollowed + 1;
@@ -177,8 +165,6 @@ struct ptw_tracer *followed_add(struct ptw_tracer *t, pid_t pid, pid_t ppid, pid
 			}
 	}
 	c->launched = root->launched;
-	c->start_ns = ns;
-	c->img.task_dirfd = -1;
 	root->followed = xreallocarray(root->followed, root->nfollowed + 1, sizeof(*root->followed));
 	root->followed[root->nfollowed++] = c;
 	ptw_map_put(&root->by_pid, (uint64_t)c->pid, c);
@@ -206,7 +192,7 @@ void follow_failed(struct ptw_tracer *c, const char *why)
 		ptw_bptab_free(c->bps);
 		c->bps = NULL;
 	}
-	trace_free(c);
+	tracer_features_free(c);
 	if (c->img.exe) {
 		free(c->last_exe);
 		c->last_exe = xstrdup(c->img.exe);
@@ -225,11 +211,7 @@ static int followed_open(struct ptw_tracer *c)
 	int r = ptw_proc_follow(root->proc, c->pid, &c->proc);
 	if (r < 0)
 		return r;
-	r = ptw_bptab_new(c->proc, &c->bps);
-	if (r < 0)
-		return r;
-	trace_new(c);
-	return 0;
+	return ptw_bptab_new(c->proc, &c->bps);
 }
 
 /* A forked process's first thread stopped for the first time: trace it as
@@ -254,9 +236,8 @@ static void follow_setup(struct ptw_tracer *c, struct ptw_lwp *l, uint64_t ns)
 	if (parent && parent->bps)
 		ptw_bp_adopt_xol(c->bps, parent->bps);
 	bool have_tdb = image_load(c) == 0 && tdb_open(c) == 0;
-	trace_prepare(c);
-	image_hooks(c, l);
-	trace_image(c, l);
+	tracer_features_prepare(c);
+	tracer_image_ready(c, l);
 	if (have_tdb) {
 		ptw_tdb_map_lwp(c->img.tdb, l->tid, &th->pd);
 		if (c->parent_tid == c->ppid) {
@@ -323,7 +304,7 @@ static void on_fork_stop(struct ptw_tracer *t, struct ptw_stop *st)
 	cth->detach_asap = true;
 	if (cl->state == PTW_LWP_STOPPED) {
 		ptw_detach_lwp(t->proc, cl);
-		forget_lwp(t, cl);
+		tracer_forget_lwp(t, cl);
 	}
 }
 
@@ -338,7 +319,7 @@ static bool on_new_stop(struct ptw_tracer *t, struct ptw_lwp *l)
 	}
 	if (th->detach_asap) {
 		ptw_detach_lwp(t->proc, l);
-		forget_lwp(t, l);
+		tracer_forget_lwp(t, l);
 		return false;
 	}
 	/* Its parent's clone/fork event has not been seen yet: hold it. */
@@ -361,12 +342,10 @@ static void on_exec_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_sto
 		if (r == 0 && setuid_exec(l->tid))
 			r = -EPERM;
 		if (r == 0) {
-			memset(th, 0, sizeof(*th));
-			th->attr_detached = -1;
+			tracer_thread_renew(c, th);
 			th->announced = true;
 			th->is_main = true;
 			image_init(c, l);
-			trace_image(c, l);
 			return;
 		}
 		follow_failed(c, r == -EPERM	  ? "it exec'd a set-user-ID or set-group-ID program"
@@ -376,7 +355,7 @@ static void on_exec_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_sto
 	if (th->foreign) {
 		/* A vfork child exec'd: its memory is its own now. */
 		ptw_detach_lwp(t->proc, l);
-		forget_lwp(t, l);
+		tracer_forget_lwp(t, l);
 		return;
 	}
 	struct ptw_event ev = ptw_event_init(PTW_EV_EXEC, st->ns, l->tid);
@@ -389,12 +368,12 @@ static void on_exec_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_sto
 		t->argv = t->owned_argv;
 		if (setuid_exec(l->tid)) {
 			/* Its old image's bytes went with it: only let go. */
-			trace_image_reset(t);
+			tracer_image_reset(t);
 			image_release(t);
 			free(t->last_exe);
 			t->last_exe = NULL; /* the new program's, read by follow_failed */
 			ptw_detach_lwp(t->proc, l);
-			forget_lwp(t, l);
+			tracer_forget_lwp(t, l);
 			follow_failed(t, "it exec'd a set-user-ID or set-group-ID program");
 			return;
 		}
@@ -402,8 +381,7 @@ static void on_exec_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_sto
 
 	/* The old image's return breakpoints must not be touched any more
 	 * (their addresses now belong to the new one). */
-	trace_image_reset(t);
-	locks_image_reset(t);
+	tracer_image_reset(t);
 	/* Every other thread of the old image is dead, some without notice. */
 	size_t it = 0;
 	void *v;
@@ -417,21 +395,17 @@ static void on_exec_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_sto
 		}
 	}
 	for (size_t i = 0; i < ngone; i++)
-		forget_lwp(t, gone[i]);
+		tracer_forget_lwp(t, gone[i]);
 	free(gone);
 
 	image_release(t);
-	free(th->shadow);
-	free(th->lwaits);
-	memset(th, 0, sizeof(*th));
-	th->attr_detached = -1;
+	tracer_thread_renew(t, th);
 	th->announced = true;
 	th->is_main = true;
 	/* The former thread keeps running as the new image's main thread with
 	 * TRACEEXIT cleared if it had died... it has not: restore options. */
 	ptw_set_options(t->proc, l, t->proc->options);
 	image_init(t, l);
-	trace_image(t, l);
 }
 
 /* ---- session signals ---- */
@@ -751,7 +725,7 @@ static void followed_done(struct ptw_tracer *c, const struct ptw_stop *st)
 	}
 	c->end_ns = st->ns;
 	ptw_map_del(&root->by_pid, (uint64_t)c->pid);
-	trace_image_reset(c);
+	tracer_image_reset(c);
 	if (c->img.exe) {
 		free(c->last_exe);
 		c->last_exe = xstrdup(c->img.exe);
@@ -838,14 +812,10 @@ int ptw_tracer_launch(const struct ptw_tracer_opts *o, char *const argv[], int c
 	int r = ptw_launch(&l, &proc, &st);
 	if (r < 0)
 		return r;
-	struct ptw_tracer *t = xcalloc(1, sizeof(*t));
-	t->o = *o;
+	struct ptw_tracer *t = tracer_new(o, NULL, proc->pid, start, true);
 	t->launched = true;
 	t->proc = proc;
-	t->pid = proc->pid;
 	t->argv = argv;
-	t->start_ns = start;
-	t->img.task_dirfd = -1;
 	proc->before_block = o->before_block;
 	proc->before_block_ctx = o->before_block_ctx;
 	r = ptw_bptab_new(proc, &t->bps);
@@ -857,10 +827,7 @@ int ptw_tracer_launch(const struct ptw_tracer_opts *o, char *const argv[], int c
 	struct thread *th = thread_of(st.lwp);
 	th->announced = true;
 	th->is_main = true;
-	trace_new(t);
-	locks_new(t);
 	image_init(t, st.lwp);
-	trace_image(t, st.lwp);
 	ptw_resume(proc, st.lwp);
 	*ret = t;
 	return 0;
@@ -1179,7 +1146,7 @@ int tracer_let_go(struct ptw_tracer *t)
 		} else if (all[i]->state != PTW_LWP_GONE) {
 			t->left_traced++; /* never stopped: the kernel lets it go as we exit */
 		}
-		forget_lwp(t, all[i]);
+		tracer_forget_lwp(t, all[i]);
 	}
 	free(all);
 	t->all_exiting_at_detach = t->exiting_at_detach && !nlive;
@@ -1331,7 +1298,7 @@ void ptw_tracer_report(struct ptw_tracer *t, struct ptw_report *r)
 {
 	debuginfod_warning(t); /* a failure at a lookup after the last image load */
 	if (t->target_gone || t->detached)
-		trace_finish(t); /* a pattern may still match a library loaded later */
+		tracer_features_finish(t); /* a pattern may still match a library loaded later */
 	r->pid = t->proc->pid;
 	r->exe = t->img.exe;
 	r->argv = t->argv;
@@ -1386,44 +1353,4 @@ bool ptw_tracer_target_exit(struct ptw_tracer *t, int *ret_code, int *ret_signal
 	*ret_signal = t->exit_signal;
 	*ret_core = t->core_dumped;
 	return true;
-}
-
-void ptw_tracer_free(struct ptw_tracer *t)
-{
-	if (!t)
-		return;
-	for (size_t i = 0; i < t->nfollowed; i++)
-		ptw_tracer_free(t->followed[i]);
-	free(t->followed);
-	ptw_map_free(&t->by_pid);
-	free(t->fail_why);
-	free(t->report_procs);
-	free(t->last_exe);
-	image_release(t);
-	trace_free(t);
-	locks_free(t);
-	for (size_t i = 0; i < t->nold_syms; i++)
-		ptw_symbols_free(t->old_syms[i]);
-	free(t->old_syms);
-	for (char **a = t->owned_argv; a && *a; a++)
-		free(*a);
-	free(t->owned_argv);
-	if (t->proc && !t->root) {
-		size_t it = 0;
-		void *v;
-		while (ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
-			thread_free(((struct ptw_lwp *)v)->user);
-			((struct ptw_lwp *)v)->user = NULL;
-		}
-	}
-	ptw_bptab_free(t->bps);
-	ptw_proc_free(t->proc);
-	for (size_t i = 0; i < t->nwarnings; i++) {
-		free(t->warnings[i].code);
-		free(t->warnings[i].message);
-	}
-	free(t->warnings);
-	free(t->interrupts);
-	ptw_map_free(&t->warned);
-	free(t);
 }

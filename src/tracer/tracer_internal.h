@@ -89,6 +89,59 @@ struct hook_desc {
 PTW_HOOK_KINDS(PTW_HOOK_DECL)
 #undef PTW_HOOK_DECL
 
+/*
+ * The tracer's features: what each observes, with its own hooks and its
+ * own state, per process and per thread. Every process tracer (launch,
+ * attach, fork-follow: tracer_new() in process.c, the only place that
+ * names them) gets the features its options turn on, in this order; the
+ * core calls them at the moments of struct tracer_feature.
+ */
+enum feature_id {
+	FEATURE_LIFECYCLE, /* hooks.c: thread spans (always on) */
+	FEATURE_FRAMES,	   /* trace.c: --trace frame spans */
+	FEATURE_LOCKS,	   /* locks.c: --locks wait spans, live deadlocks */
+	FEATURES
+};
+
+/* A feature's state for one thread begins with this: whoever frees the
+ * thread (core.c) calls its free, which only frees memory. */
+struct feature_thread {
+	void (*free)(struct feature_thread *ft);
+};
+
+struct ptw_tracer_opts;
+struct thread;
+struct tracer_feature {
+	const char *name;
+	/* On for these options? (NULL: always.) */
+	bool (*wanted)(const struct ptw_tracer_opts *o);
+	/* Each callback may be NULL. */
+	/* The process tracer was made: its state, into t->fstate[id]. */
+	void (*attached)(struct ptw_tracer *t);
+	/* Symbols are loaded and the threads still run (attach, fork-follow):
+	 * read now what the breakpoints will need. */
+	void (*prepare)(struct ptw_tracer *t);
+	/* An image is loaded (launch, exec, attach, fork-follow): its
+	 * breakpoints; l is a stopped thread that can host an injection. */
+	void (*image_ready)(struct ptw_tracer *t, struct ptw_lwp *l);
+	/* libc and libthread_db are ready (the lifecycle feature finds out
+	 * when): breakpoints in libc. */
+	void (*libc_ready)(struct ptw_tracer *t, struct ptw_lwp *l);
+	/* Hook kinds this feature adds to a breakpoint another feature puts
+	 * with these hooks (the joins: --locks waits there too); 0: none. */
+	unsigned (*hooks_beside)(struct ptw_tracer *t, unsigned hooks);
+	/* Its address space went away (exec): every breakpoint is forgotten. */
+	void (*image_reset)(struct ptw_tracer *t);
+	/* The thread is forgotten: what it holds (return breakpoints) is let
+	 * go and its fdata[id] freed. */
+	void (*thread_gone)(struct ptw_tracer *t, struct thread *th);
+	/* The session is over: warnings about what it could not do. */
+	void (*finish)(struct ptw_tracer *t);
+	/* Frees t->fstate[id]. */
+	void (*free)(struct ptw_tracer *t);
+};
+extern const struct tracer_feature feature_lifecycle, feature_frames, feature_locks;
+
 /* Per-LWP tracer state, hung on ptw_lwp.user. */
 struct thread {
 	bool announced;	    /* its creation was processed (or it is the main thread) */
@@ -108,12 +161,8 @@ struct thread {
 	bool in_join;
 	bool used_xol;	    /* ran an out-of-line slot: a signal frame may point there */
 	bool follow_setup;  /* -f: first thread of a forked process, set it up at its first stop */
-	/* --trace: open frames (entry sp, return address), innermost last */
-	struct ptw_shadow_frame *shadow;
-	size_t nshadow, shadow_cap;
-	/* --locks: the waits it is in (locks.c), innermost last */
-	struct lock_wait *lwaits;
-	size_t nlwaits, lwaits_cap;
+	/* Each feature's own state for this thread (NULL: none yet). */
+	struct feature_thread *fdata[FEATURES];
 };
 
 /* One program image (reset at exec). */
@@ -203,16 +252,34 @@ struct ptw_tracer {
 	struct ptw_warning *warnings;
 	size_t nwarnings;
 	struct ptw_map warned; /* hash(code:detail) -> 1: warn once */
-	struct trace *trace;   /* --trace (trace.c), NULL without */
-	struct locks *locks;   /* --locks (locks.c), NULL without */
+	/* Its features (tracer_new), in the order of enum feature_id, and
+	 * their state by id (NULL: off). */
+	const struct tracer_feature *features[FEATURES];
+	size_t nfeatures;
+	void *fstate[FEATURES];
 };
 
-/* core.c: used by every file above; calls none of them */
+/* core.c: used by every file above; calls none of them (features only
+ * through t->features) */
+/* The features' moments (struct tracer_feature), each in table order. */
+void tracer_features_prepare(struct ptw_tracer *t);
+void tracer_image_ready(struct ptw_tracer *t, struct ptw_lwp *l);
+void tracer_libc_ready(struct ptw_tracer *t, struct ptw_lwp *l);
+unsigned tracer_hooks_beside(struct ptw_tracer *t, unsigned hooks);
+void tracer_image_reset(struct ptw_tracer *t);
+void tracer_features_finish(struct ptw_tracer *t);
+/* Frees their state; t has no features any more. */
+void tracer_features_free(struct ptw_tracer *t);
+/* The LWP is forgotten: its features let go of it, its state is freed. */
+void tracer_forget_lwp(struct ptw_tracer *t, struct ptw_lwp *l);
 void emit(struct ptw_tracer *t, struct ptw_event *ev);
 /* The LWP's tracer state, made on first use. */
 struct thread *thread_of(struct ptw_lwp *l);
-/* Frees it (NULL accepted). */
+/* Frees it (NULL accepted), and each feature's state in it. */
 void thread_free(struct thread *th);
+/* It begins again, as the new image's main thread (exec): its features
+ * let go of what it held, every field as new. */
+void tracer_thread_renew(struct ptw_tracer *t, struct thread *th);
 void warn(struct ptw_tracer *t, const char *code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* A thread of the target (not of a fork/vfork child). */
@@ -255,6 +322,13 @@ void read_comm(struct ptw_tracer *t, pid_t tid, uint64_t ns);
 /* Lets go of a live target as ptw_tracer_detach() does, without saying so
  * (PTW_EV_DETACHED): a snapshot tells what it copied first. */
 int tracer_let_go(struct ptw_tracer *t);
+
+/* process.c: the one constructor of a process tracer (the root: root
+ * NULL), with the features its options turn on (with_features false: none,
+ * for a snapshot, which only looks). The caller sets the rest (proc,
+ * argv, how it came to be traced). ptw_tracer_free() is its destructor. */
+struct ptw_tracer *tracer_new(const struct ptw_tracer_opts *o, struct ptw_tracer *root, pid_t pid,
+			      uint64_t start_ns, bool with_features);
 
 /* attach.c, shared with snapshot.c and tracer.c (-f) */
 /* /proc/PID/cmdline as a NULL-terminated argv (malloc'd), or NULL. */
@@ -319,9 +393,8 @@ void attach_descendants(struct ptw_tracer *root);
 int image_load(struct ptw_tracer *t);
 /* Warns (once) when debuginfod failed: see ptw_symbols_debuginfod_error. */
 void debuginfod_warning(struct ptw_tracer *t);
-/* Breakpoints for the above (main() only when launched). */
-void image_hooks(struct ptw_tracer *t, struct ptw_lwp *l);
-/* Both, for a launched or exec'd image, then PTW_EV_IMAGE. */
+/* Symbols, then every feature's image_ready (breakpoints), for a launched
+ * or exec'd image, then PTW_EV_IMAGE. */
 int image_init(struct ptw_tracer *t, struct ptw_lwp *l);
 void image_release(struct ptw_tracer *t);
 /* libthread_db agent, glibc version, struct pthread layout. */
@@ -335,31 +408,5 @@ int threads_setup(struct ptw_tracer *t, struct ptw_lwp *l);
 void clone_args(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t *ret_flags, uint64_t *ret_tls);
 void on_clone(struct ptw_tracer *t, struct ptw_lwp *parent, pid_t child, uint64_t flags,
 	      uint64_t tls, uint64_t ns);
-
-/* trace.c: --trace (frame spans); all of it is a no-op without --trace */
-void trace_new(struct ptw_tracer *t);
-void trace_free(struct ptw_tracer *t);
-/* Reads the symbol tables a scan needs (attach: while the threads run). */
-void trace_prepare(struct ptw_tracer *t);
-/* Entry breakpoints for the image just loaded (launch, exec, attach). */
-void trace_image(struct ptw_tracer *t, struct ptw_lwp *l);
-/* Its address space went away (exec). */
-void trace_image_reset(struct ptw_tracer *t);
-/* The LWP is forgotten: its frames need their return breakpoints no more. */
-void trace_thread_gone(struct ptw_tracer *t, struct thread *th);
-/* The session is over: warn about patterns that matched nothing. */
-void trace_finish(struct ptw_tracer *t);
-
-/* locks.c: --locks (wait spans, live deadlocks); a no-op without --locks */
-void locks_new(struct ptw_tracer *t);
-void locks_free(struct ptw_tracer *t);
-/* Breakpoints on glibc's slow paths, once libc is ready (tracing_setup). */
-void locks_setup(struct ptw_tracer *t, struct ptw_lwp *l);
-/* The hooks to add to the join function's entry and rets (0 without). */
-unsigned locks_join_hooks(struct ptw_tracer *t, bool entry);
-/* Its address space went away (exec). */
-void locks_image_reset(struct ptw_tracer *t);
-/* The LWP is forgotten: its waits need their return breakpoints no more. */
-void locks_thread_gone(struct ptw_tracer *t, struct thread *th);
 
 #endif
