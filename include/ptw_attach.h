@@ -295,6 +295,18 @@ int ptw_interrupt(struct ptw_proc *p, struct ptw_lwp *l);
 int ptw_detach_lwp(struct ptw_proc *p, struct ptw_lwp *l);
 
 /*
+ * After the detach: what is still ours to reap, never blocking. A launched
+ * command is our child: ptw_reap_launched() reaps it if it has ended
+ * (*ret_status as from waitpid). Threads that were dying as we let go are
+ * ours to reap too (a traced thread's death waits for its tracer), and the
+ * main thread cannot be reaped before them: ptw_reap_dying() reaps every
+ * such one and says whether pid itself was among them (only a child of
+ * ours can be).
+ */
+bool ptw_reap_launched(pid_t pid, int *ret_status);
+bool ptw_reap_dying(pid_t pid, int *ret_status);
+
+/*
  * Memory of the target. Reads work on any readable mapping; writes to
  * read-only mappings (text) go through /proc/PID/mem. Return 0 or -errno
  * (a short access is -EIO).

@@ -597,6 +597,24 @@ int ptw_detach_lwp(struct ptw_proc *p, struct ptw_lwp *l)
 	return r;
 }
 
+bool ptw_reap_launched(pid_t pid, int *ret_status)
+{
+	return waitpid(pid, ret_status, WNOHANG) == pid;
+}
+
+bool ptw_reap_dying(pid_t pid, int *ret_status)
+{
+	bool reaped = false;
+	int st;
+	pid_t w;
+	while ((w = waitpid(-1, &st, __WALL | WNOHANG)) > 0)
+		if (w == pid) {
+			reaped = true;
+			*ret_status = st;
+		}
+	return reaped;
+}
+
 /* ---- memory ---- */
 
 #define CACHE_PAGE 4096u

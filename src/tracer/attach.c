@@ -329,7 +329,7 @@ void attach_seized(struct ptw_tracer *t, const struct ptw_seize_info *info)
  * Returns 0 or -errno (nothing of ours left in the process then but
  * what ptw_tracer_detach / follow_failed undo).
  */
-static int attach_setup(struct ptw_tracer *t, const struct ptw_seize_info *info, uint64_t start)
+int attach_process(struct ptw_tracer *t, const struct ptw_seize_info *info, uint64_t start)
 {
 	struct ptw_proc *proc = t->proc;
 	pid_t pid = t->pid;
@@ -433,105 +433,4 @@ static int attach_setup(struct ptw_tracer *t, const struct ptw_seize_info *info,
 	ptw_dbg(PTW_DBG_TRACER, "attached to %d: %d threads, %d passes, frozen %.3f ms", pid,
 		info->threads, info->passes, (double)t->frozen_ns / 1e6);
 	return 0;
-}
-
-int ptw_tracer_attach(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tracer **ret)
-{
-	struct ptw_proc *proc;
-	struct ptw_seize_info info;
-	uint64_t start = ptw_now_ns();
-	int r = ptw_seize(pid, &proc, &info);
-	if (r < 0)
-		return r;
-	struct ptw_tracer *t = attached_tracer_new(o, proc, start, false);
-	attach_seized(t, &info);
-	proc->before_block = o->before_block;
-	proc->before_block_ctx = o->before_block_ctx;
-	r = attach_setup(t, &info, start);
-	if (r < 0) {
-		ptw_tracer_detach(t);
-		ptw_tracer_free(t);
-		return r;
-	}
-	if (o->follow_forks)
-		attach_descendants(t);
-	*ret = t;
-	return 0;
-}
-
-/* ---- -p PID -f: the descendants that run at the attach ---- */
-
-/* One descendant: seized and set up as the target was, or warned about
- * and left alone. */
-static void attach_descendant(struct ptw_tracer *root, pid_t pid, pid_t ppid, pid_t parent_tid)
-{
-	uint64_t start = ptw_now_ns();
-	struct ptw_tracer *c = followed_add(root, pid, ppid, parent_tid, start);
-	c->owned_argv = attach_cmdline(pid);
-	c->argv = c->owned_argv;
-	char why[160];
-	if (ptw_check_target(pid, why, sizeof(why)) < 0) {
-		follow_failed(c, why);
-		return;
-	}
-	struct ptw_seize_info info;
-	int r = ptw_seize_follow(root->proc, pid, &c->proc, &info);
-	if (r < 0) {
-		if (r == -EPERM)
-			ptw_explain_eperm(pid, why, sizeof(why));
-		else
-			snprintf(why, sizeof(why), "%s",
-				 r == -EBUSY ? "a thread is traced by another process" : strerror(-r));
-		follow_failed(c, why);
-		return;
-	}
-	if (info.zombie_leader)
-		warn(c, "zombie_leader",
-		     "the main thread of %d has exited (pthread_exit) and is a zombie; its other "
-		     "threads are traced",
-		     pid);
-	r = attach_setup(c, &info, start);
-	if (r < 0) {
-		tracer_let_go(c);
-		follow_failed(c, strerror(-r));
-	}
-}
-
-void attach_descendants(struct ptw_tracer *root)
-{
-	/* Breadth first from the target, again until a pass finds no one new:
-	 * a process forked meanwhile by one already traced is followed through
-	 * its fork event (and is then known), one forked by one not yet traced
-	 * turns up in the next pass. */
-	for (int pass = 0; pass < 64; pass++) {
-		bool found = false;
-		pid_t *queue = xcalloc(1, sizeof(*queue));
-		size_t nq = 0, head = 0;
-		queue[nq++] = root->pid;
-		while (head < nq) {
-			pid_t p = queue[head++];
-			pid_t *kids = NULL, *tids = NULL;
-			size_t n = 0;
-			n = ptw_proc_children(p, &kids, &tids, n);
-			for (size_t i = 0; i < n; i++) {
-				/* Traced by us already: forked by a process we
-				 * hold since it was seized, its fork event (still
-				 * queued) will tell (its bytes are its parent's). */
-				bool known = ptw_proc_status_field(kids[i], "TracerPid") == getpid();
-				for (size_t k = 0; k < root->nfollowed && !known; k++)
-					known = root->followed[k]->pid == kids[i];
-				if (!known) {
-					attach_descendant(root, kids[i], p, tids[i]);
-					found = true;
-				}
-				queue = xreallocarray(queue, nq + 1, sizeof(*queue));
-				queue[nq++] = kids[i];
-			}
-			free(kids);
-			free(tids);
-		}
-		free(queue);
-		if (!found)
-			break;
-	}
 }

@@ -308,3 +308,81 @@ void retbps_free(struct retbps *rb)
 	ptw_map_free(&rb->refs);
 	ptw_map_free(&rb->checked);
 }
+
+/* ---- what the dispatcher and letting go share ---- */
+
+
+struct ptw_tracer *tracer_root(struct ptw_tracer *t)
+{
+	return t->root ? t->root : t;
+}
+
+void tracer_lwp_gone(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_stop *st)
+{
+	struct thread *th = thread_of(l);
+	if (is_target_lwp(t, l)) {
+		if (!th->exit_reported) {
+			struct ptw_event ev = ptw_event_init(PTW_EV_LWP_EXIT, st->ns, l->tid);
+			ev.exit_how = PTW_EXIT_SELF;
+			ev.exit_code = st->exit_code;
+			emit(t, &ev);
+		}
+		if (l->tid == t->proc->pid) {
+			/* The leader is reported last: the process is over. */
+			struct ptw_event ev = ptw_event_init(PTW_EV_PROCESS_EXIT, st->ns, l->tid);
+			t->end_ns = st->ns;
+			if (st->kind == PTW_STOP_KILLED) {
+				ev.sig = st->sig;
+				ev.core_dumped = st->core_dumped;
+				t->exit_signal = st->sig;
+				t->core_dumped = st->core_dumped;
+			} else {
+				ev.exit_code = st->exit_code;
+				t->exit_code = st->exit_code;
+			}
+			t->target_gone = true;
+			emit(t, &ev);
+		}
+	}
+	tracer_forget_lwp(t, l);
+}
+
+bool tracer_sig_kills(int sig)
+{
+	switch (sig) {
+	case SIGCHLD:
+	case SIGCONT:
+	case SIGSTOP:
+	case SIGTSTP:
+	case SIGTTIN:
+	case SIGTTOU:
+	case SIGURG:
+	case SIGWINCH:
+		return false;
+	default:
+		/* glibc's internal SIGCANCEL (32) and SIGSETXID (33) have handlers. */
+		return sig < 32 || sig > 33;
+	}
+}
+
+/*
+ * The breakpoint a SIGTRAP stop is for, with rip rewound to it, or NULL.
+ * Ours only if it is an int3 trap (SI_KERNEL) right after one of our
+ * addresses; raise(SIGTRAP) and the program's own int3 are the program's.
+ */
+struct ptw_bp *tracer_our_trap(struct ptw_tracer *t, struct ptw_lwp *l, const struct ptw_stop *st)
+{
+	siginfo_t si;
+	struct user_regs_struct *regs;
+	if (st->sig != SIGTRAP || ptw_getsiginfo(t->proc, l, &si) < 0 || si.si_code != SI_KERNEL ||
+	    ptw_getregs(t->proc, l, &regs) < 0)
+		return NULL;
+	struct ptw_bp *bp = ptw_bp_find(t->bps, regs->rip - 1);
+	if (bp) {
+		regs->rip = bp->addr;
+		ptw_regs_dirty(l);
+	}
+	return bp;
+}
+
+/* Each hook kind's name and handler, from the one list (tracer_internal.h). */

@@ -319,9 +319,16 @@ void retbps_free(struct retbps *rb);
 char *read_comm_str(struct ptw_tracer *t, pid_t tid);
 /* Emits it as PTW_EV_THREAD_NAME. */
 void read_comm(struct ptw_tracer *t, pid_t tid, uint64_t ns);
-/* Lets go of a live target as ptw_tracer_detach() does, without saying so
- * (PTW_EV_DETACHED): a snapshot tells what it copied first. */
-int tracer_let_go(struct ptw_tracer *t);
+/* The session's root tracer (t itself, or the one that followed it). */
+struct ptw_tracer *tracer_root(struct ptw_tracer *t);
+/* The LWP exited or was killed (st): its end and, for the leader, the
+ * process's, emitted; then forgotten. */
+void tracer_lwp_gone(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_stop *st);
+/* Whether sig's default action ends the process. */
+bool tracer_sig_kills(int sig);
+/* The breakpoint a SIGTRAP stop is for, with rip rewound to it, or NULL
+ * (raise(SIGTRAP) and the program's own int3 are the program's). */
+struct ptw_bp *tracer_our_trap(struct ptw_tracer *t, struct ptw_lwp *l, const struct ptw_stop *st);
 
 /* process.c: the one constructor of a process tracer (the root: root
  * NULL), with the features its options turn on (with_features false: none,
@@ -330,7 +337,12 @@ int tracer_let_go(struct ptw_tracer *t);
 struct ptw_tracer *tracer_new(const struct ptw_tracer_opts *o, struct ptw_tracer *root, pid_t pid,
 			      uint64_t start_ns, bool with_features);
 
-/* attach.c, shared with snapshot.c and tracer.c (-f) */
+/* attach.c, shared with snapshot.c, follow.c and tracer.c */
+/* The part of an attach after the seize: symbols and agent, stop, list,
+ * breakpoints, spans, resume (t->proc seized). 0 or -errno (-EAGAIN: it
+ * exec'd meanwhile; nothing of ours left then but what tracer_let_go or
+ * follow_failed undo). */
+int attach_process(struct ptw_tracer *t, const struct ptw_seize_info *info, uint64_t start);
 /* /proc/PID/cmdline as a NULL-terminated argv (malloc'd), or NULL. */
 char **attach_cmdline(pid_t pid);
 /* main()'s return site from the main thread's stack; start_thread's
@@ -375,17 +387,49 @@ void attach_facts(struct ptw_tracer *t, pid_t tid, uint64_t pd, uint64_t start_r
 void attach_emit_facts(struct ptw_tracer *t, const struct preexisting *f, const char *name,
 		       uint64_t ns);
 
-/* tracer.c, for attach.c (-p PID -f) */
+/* follow.c: -f, for the dispatcher (tracer.c) */
 /* A followed process (pid, forked by thread parent_tid of ppid at ns),
  * listed in the root, without a proc yet; argv is the caller's to set. */
 struct ptw_tracer *followed_add(struct ptw_tracer *t, pid_t pid, pid_t ppid, pid_t parent_tid,
 				uint64_t ns);
 /* It cannot be followed: a process_not_followed warning says why, and
- * whatever it had of ours (proc, breakpoints) is released: the caller has
- * let go of it, or does so as without -f. */
+ * whatever it had of ours (proc, breakpoints, features) is released: the
+ * caller has let go of it, or does so as without -f. */
 void follow_failed(struct ptw_tracer *c, const char *why);
+/* A fork, vfork or clone of another process (st): its inherited int3s
+ * removed; with -f a tracer of its own, else let go. */
+void follow_fork_stop(struct ptw_tracer *t, struct ptw_stop *st);
+/* A forked process's first thread stopped for the first time: traced as
+ * if attached. */
+void follow_setup(struct ptw_tracer *c, struct ptw_lwp *l, uint64_t ns);
+/* l of a vfork child exec'd: a followed process of its own (true), or
+ * not followed (false: the caller lets it go). */
+bool follow_vfork_exec(struct ptw_tracer *t, struct ptw_lwp *l);
+/* The followed process t exec'd: false if it was let go (set-uid). */
+bool follow_exec(struct ptw_tracer *t, struct ptw_lwp *l);
+/* The tracer of the process l belongs to (the root gets every stop). */
+struct ptw_tracer *follow_owner(struct ptw_tracer *root, struct ptw_lwp *l);
+/* A followed process ended (its leader was reaped): what it left goes. */
+void follow_done(struct ptw_tracer *c, const struct ptw_stop *st);
 /* -p PID -f: attach to every descendant of the root that runs now. */
-void attach_descendants(struct ptw_tracer *root);
+void follow_attach_descendants(struct ptw_tracer *root);
+
+/* signals.c: session signals, for the wait loop (tracer.c) */
+/* The command is being delivered sig (its signal-delivery stop). */
+void signals_note_delivery(struct ptw_tracer *t, struct ptw_lwp *l, int sig, uint64_t ns);
+/* ptwatch got a session signal (st: PTW_STOP_TRACER_SIGNAL). */
+void signals_on_signal(struct ptw_tracer *t, const struct ptw_stop *st);
+/* The copies that waited long enough for the command's delivery stop. */
+void signals_expire(struct ptw_tracer *t, uint64_t now);
+/* The command ended: wait a moment (bounded) for the copies still owed. */
+void signals_settle(struct ptw_tracer *t);
+/* When the next copy stops waiting; 0: none waits. */
+uint64_t signals_deadline(const struct ptw_tracer *t);
+
+/* detach.c */
+/* Lets go of a live target as ptw_tracer_detach() does, without saying so
+ * (PTW_EV_DETACHED): a snapshot tells what it copied first. */
+int tracer_let_go(struct ptw_tracer *t);
 
 /* hooks.c */
 /* Symbols of the current image, where its dynamic linker reports
