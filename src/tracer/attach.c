@@ -187,7 +187,7 @@ int attach_stop_all(struct ptw_tracer *t, const char *consequence)
 				len += (size_t)snprintf(tids + len, sizeof(tids) - len, "%s%d",
 							shown++ ? " " : "", l->tid);
 		}
-		warn(t, "threads_not_stopped",
+		tracer_warn(t, PTW_W_THREADS_NOT_STOPPED,
 		     "%d threads did not stop within %d ms (uninterruptible sleep?%s%s%s)%s", stuck,
 		     STOP_DEADLINE_MS, shown ? " tid" : "", shown > 1 ? "s " : shown ? " " : "",
 		     tids, consequence);
@@ -215,7 +215,7 @@ void attach_list_threads(struct ptw_tracer *t, int stuck, struct ptw_map *unseiz
 	struct listing ls = { t, unseized };
 	int r = ptw_tdb_iterate(t->img.tdb, stuck == 0, found_thread, &ls);
 	if (r < 0)
-		warn(t, "thread_db_iteration", "libthread_db could not list the threads: %s",
+		tracer_warn(t, PTW_W_THREAD_DB_ITERATION, "libthread_db could not list the threads: %s",
 		     strerror(-r));
 }
 
@@ -317,7 +317,7 @@ struct ptw_tracer *attached_tracer_new(const struct ptw_tracer_opts *o, struct p
 void attach_seized(struct ptw_tracer *t, const struct ptw_seize_info *info)
 {
 	if (info->zombie_leader)
-		warn(t, "zombie_leader",
+		tracer_warn(t, PTW_W_ZOMBIE_LEADER,
 		     "the main thread of %d has exited (pthread_exit) and is a zombie; its other "
 		     "threads are %s",
 		     t->pid, t->snapshot ? "shown" : "traced");

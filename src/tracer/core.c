@@ -23,7 +23,7 @@ void emit(struct ptw_tracer *t, struct ptw_event *ev)
 	t->o.sink(t->o.sink_ctx, ev);
 }
 
-void warn(struct ptw_tracer *t, const char *code, const char *fmt, ...)
+void tracer_warn(struct ptw_tracer *t, enum ptw_warning_code w, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -36,6 +36,7 @@ void warn(struct ptw_tracer *t, const char *code, const char *fmt, ...)
 	/* The same message once per session, whichever process (-f) it is
 	 * about: 1,000 workers without libc6-dbg make one warning. */
 	struct ptw_tracer *root = t->root ? t->root : t;
+	const char *code = ptw_warning_code(w);
 	char *key = xasprintf("%s:%s", code, msg);
 	uint64_t h = ptw_str_hash(key);
 	free(key);

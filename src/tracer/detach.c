@@ -121,7 +121,7 @@ static void leave_xol_pages(struct ptw_tracer *t)
 	if (!t->bps || !ptw_bp_xol_pages(t->bps))
 		return;
 	if (xol_still_referenced(t)) {
-		warn(t, "xol_page_left",
+		tracer_warn(t, PTW_W_XOL_PAGE_LEFT,
 		     "%zu out-of-line pages (r-x, 4 KiB each) stay mapped in %d: a thread may still "
 		     "return into one (a signal frame, or a thread that did not stop)",
 		     ptw_bp_xol_pages(t->bps), t->proc->pid);
@@ -147,7 +147,7 @@ static void leave_xol_pages(struct ptw_tracer *t)
 		host = NULL;
 	int left = ptw_bp_unmap_xol(t->bps, host);
 	if (left)
-		warn(t, "xol_page_left", "%d out-of-line pages (r-x, 4 KiB) stay mapped in %d", left,
+		tracer_warn(t, PTW_W_XOL_PAGE_LEFT, "%d out-of-line pages (r-x, 4 KiB) stay mapped in %d", left,
 		     t->proc->pid);
 }
 
@@ -200,7 +200,7 @@ int tracer_let_go(struct ptw_tracer *t)
 	leave_xol_pages(t);
 	int failed = t->bps ? ptw_bp_restore_all(t->bps) : 0;
 	if (failed)
-		warn(t, "restore_failed", "%d patched bytes could not be restored", failed);
+		tracer_warn(t, PTW_W_RESTORE_FAILED, "%d patched bytes could not be restored", failed);
 
 	/*
 	 * Threads with a signal to deliver go last: one that is fatal (a
@@ -257,7 +257,7 @@ int tracer_let_go(struct ptw_tracer *t)
 		read_comm(t, open_tids[i], t0);
 	free(open_tids);
 	if (stuck)
-		warn(t, "threads_not_stopped",
+		tracer_warn(t, PTW_W_THREADS_NOT_STOPPED,
 		     "%d threads did not stop within 3 s (uninterruptible sleep?); the kernel "
 		     "detaches them when ptwatch exits",
 		     stuck);

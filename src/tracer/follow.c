@@ -106,7 +106,7 @@ void follow_failed(struct ptw_tracer *c, const char *why)
 			c->last_exe = xstrdup(exe);
 		}
 	}
-	warn(c, "process_not_followed", "%s is not traced: %s",
+	tracer_warn(c, PTW_W_PROCESS_NOT_FOLLOWED, "%s is not traced: %s",
 	     c->img.exe ? c->img.exe : c->last_exe ? c->last_exe : "?", why);
 	ptw_map_del(&root->by_pid, (uint64_t)c->pid);
 	if (c->bps) {
@@ -205,7 +205,7 @@ void follow_fork_stop(struct ptw_tracer *t, struct ptw_stop *st)
 	 * back, then let it go. It must not die at its first pthread_create. */
 	int failed = ptw_bp_restore_in(t->bps, cl->tid);
 	if (failed)
-		warn(t, "fork_child_unclean", "could not restore %d patched bytes in fork child %d",
+		tracer_warn(t, PTW_W_FORK_CHILD_UNCLEAN, "could not restore %d patched bytes in fork child %d",
 		     failed, cl->tid);
 	if (c && !failed) {
 		/* -f: it is a process of its own, traced from its first stop. */
@@ -357,7 +357,7 @@ static void attach_descendant(struct ptw_tracer *root, pid_t pid, pid_t ppid, pi
 		return;
 	}
 	if (info.zombie_leader)
-		warn(c, "zombie_leader",
+		tracer_warn(c, PTW_W_ZOMBIE_LEADER,
 		     "the main thread of %d has exited (pthread_exit) and is a zombie; its other "
 		     "threads are traced",
 		     pid);

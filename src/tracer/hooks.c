@@ -114,7 +114,7 @@ void debuginfod_warning(struct ptw_tracer *t)
 {
 	const char *e = ptw_symbols_debuginfod_error();
 	if (e)
-		warn(t, "debuginfod_failed", "%s", e);
+		tracer_warn(t, PTW_W_DEBUGINFOD_FAILED, "%s", e);
 }
 
 int image_load(struct ptw_tracer *t)
@@ -134,7 +134,7 @@ int image_load(struct ptw_tracer *t)
 	int r = ptw_symbols_new(mem_pid, t->o.use_debug_files, cache_dir, memread, t->proc, &img->syms);
 	free(cache_dir);
 	if (r < 0) {
-		warn(t, "no_symbols", "cannot read the modules of %d: %s", pid, strerror(-r));
+		tracer_warn(t, PTW_W_NO_SYMBOLS, "cannot read the modules of %d: %s", pid, strerror(-r));
 		return r;
 	}
 	debuginfod_warning(t);
@@ -150,7 +150,7 @@ int image_load(struct ptw_tracer *t)
 		    ptw_symbols_lookup(img->syms, prefix, "_dl_debug_state", &addr, NULL) == 0)
 			img->dl_debug_state = addr;
 		else
-			warn(t, "no_dl_debug_state",
+			tracer_warn(t, PTW_W_NO_DL_DEBUG_STATE,
 			     "cannot follow library loading in %s: threads are traced once main() runs",
 			     interp);
 		free(prefix);
@@ -170,7 +170,7 @@ static void image_hooks(struct ptw_tracer *t, struct ptw_lwp *l)
 	struct image *img = &t->img;
 	int r;
 	if (img->dl_debug_state && (r = insert_bp(t, img->dl_debug_state, HOOK_DL_DEBUG_STATE, l)) < 0)
-		warn(t, "no_dl_debug_state", "cannot break at _dl_debug_state: %s", strerror(-r));
+		tracer_warn(t, PTW_W_NO_DL_DEBUG_STATE, "cannot break at _dl_debug_state: %s", strerror(-r));
 	if (img->main_addr && img->fresh)
 		insert_bp(t, img->main_addr, HOOK_MAIN, l);
 }
@@ -215,7 +215,7 @@ static void hook_symbol(struct ptw_tracer *t, struct ptw_lwp *l, const char *nam
 		return;
 	int r = insert_bp(t, addr, hook, l);
 	if (r < 0)
-		warn(t, "hook_failed", "cannot break at %s: %s", name, strerror(-r));
+		tracer_warn(t, PTW_W_HOOK_FAILED, "cannot break at %s: %s", name, strerror(-r));
 }
 
 /* Joins: the entry and every ret of the function all joins go through. */
@@ -238,7 +238,7 @@ static void hook_joins(struct ptw_tracer *t, struct ptw_lwp *l)
 	ptw_dbg(PTW_DBG_TRACER, "join function %#llx: range %d [%#llx, %#llx)", (unsigned long long)entry,
 		fr, (unsigned long long)lo, (unsigned long long)hi);
 	if (fr < 0 || lo != entry || hi - lo > 65536) {
-		warn(t, "no_join_hooks", "cannot find the extent of the join function; joins are not reported");
+		tracer_warn(t, PTW_W_NO_JOIN_HOOKS, "cannot find the extent of the join function; joins are not reported");
 		return;
 	}
 	size_t len = hi - lo;
@@ -249,7 +249,7 @@ static void hook_joins(struct ptw_tracer *t, struct ptw_lwp *l)
 		nrets = ptw_insn_find_rets(code, len, lo, rets, 64);
 	free(code);
 	if (nrets == 0 || insert_bp(t, entry, HOOK_JOIN | tracer_hooks_beside(t, HOOK_JOIN), l) < 0) {
-		warn(t, "no_join_hooks", "cannot break in the join function; joins are not reported");
+		tracer_warn(t, PTW_W_NO_JOIN_HOOKS, "cannot break in the join function; joins are not reported");
 		return;
 	}
 	for (int i = 0; i < nrets; i++)
@@ -276,7 +276,7 @@ static void enable_thread(struct ptw_tracer *t, struct ptw_lwp *l)
 	if (!th->pd && ptw_tdb_map_lwp(t->img.tdb, l->tid, &th->pd) < 0)
 		return;
 	if (ptw_tdb_thread_enable(t->img.tdb, th->pd) < 0)
-		warn(t, "no_death_events", "cannot enable thread events for %d: its end is seen only when its LWP exits", l->tid);
+		tracer_warn(t, PTW_W_NO_DEATH_EVENTS, "cannot enable thread events for %d: its end is seen only when its LWP exits", l->tid);
 }
 
 int tdb_open(struct ptw_tracer *t)
@@ -289,7 +289,7 @@ int tdb_open(struct ptw_tracer *t)
 	if (r < 0) {
 		if (err == TD_NOLIBTHREAD || err == TD_VERSION) {
 			img->tdb_failed = true;
-			warn(t, "no_thread_db",
+			tracer_warn(t, PTW_W_NO_THREAD_DB,
 			     "libthread_db cannot be used for this process (%s): thread spans come from "
 			     "clone events and exits only (no pthread_t, start routine or join)",
 			     ptw_tdb_strerror(err));
@@ -324,7 +324,7 @@ int tracing_setup(struct ptw_tracer *t, struct ptw_lwp *l)
 	if (r == 0 && t->o.create_events)
 		r = insert_bp(t, create_bp, HOOK_TD_CREATE, l);
 	if (r < 0) {
-		warn(t, "no_thread_events", "cannot enable libthread_db events: %s", strerror(-r));
+		tracer_warn(t, PTW_W_NO_THREAD_EVENTS, "cannot enable libthread_db events: %s", strerror(-r));
 		ptw_tdb_disable_events(img->tdb);
 		ptw_tdb_free(img->tdb);
 		img->tdb = NULL;
@@ -346,17 +346,17 @@ int tracing_setup(struct ptw_tracer *t, struct ptw_lwp *l)
 			pds[n++] = th->pd;
 	}
 	if (n && ptw_tdb_threads_enable(img->tdb, pds, n) < 0)
-		warn(t, "no_death_events", "cannot enable thread events for some threads: their end is "
+		tracer_warn(t, PTW_W_NO_DEATH_EVENTS, "cannot enable thread events for some threads: their end is "
 					   "seen only when their LWP exits");
 	free(pds);
 	if (!img->have_result && img->dynamic)
-		warn(t, "no_libc_debuginfo",
+		tracer_warn(t, PTW_W_NO_LIBC_DEBUGINFO,
 		     "libc's debug file is not available (install libc6-dbg): start routine returns "
 		     "and thread attributes cost extra stops");
 	else if (!img->have_result)
 		/* libc.a's code is in the program: libc6-dbg describes libc.so.6,
 		 * not this copy, and cannot help. */
-		warn(t, "no_libc_debuginfo",
+		tracer_warn(t, PTW_W_NO_LIBC_DEBUGINFO,
 		     "the static program %s has no DWARF for the libc linked into it (libc6-dbg "
 		     "describes the shared libc.so.6, not this copy; linking dynamically, or a "
 		     "libc.a with debug information, would help): start routine returns and thread "
@@ -421,13 +421,13 @@ static void thread_created(struct ptw_tracer *t, struct ptw_lwp *creator, struct
 	cth->pd = info->pthread;
 	cth->start_routine = info->startfunc;
 	if (ptw_tdb_thread_enable(img->tdb, cth->pd) < 0)
-		warn(t, "no_death_events", "cannot enable thread events for %d: its end is seen only when its LWP exits", cl->tid);
+		tracer_warn(t, PTW_W_NO_DEATH_EVENTS, "cannot enable thread events for %d: its end is seen only when its LWP exits", cl->tid);
 	if (cth->start_routine) {
 		int r = insert_bp(t, cth->start_routine, HOOK_START, creator);
 		cth->awaiting_start = r == 0;
 		if (r < 0) {
 			const struct ptw_location *loc = locate(t, cth->start_routine);
-			warn(t, "start_routine_unhookable",
+			tracer_warn(t, PTW_W_START_ROUTINE_UNHOOKABLE,
 			     "cannot break at start routine %s (%#llx): %s; its start is not reported",
 			     loc && loc->symbol ? loc->symbol : "?", (unsigned long long)cth->start_routine,
 			     strerror(-r));

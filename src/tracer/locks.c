@@ -256,7 +256,7 @@ static void hook_at(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t addr, unsi
 {
 	int r = insert_bp(t, addr, hook, l);
 	if (r < 0 && r != -EEXIST)
-		warn(t, "locks_partial", "--locks: cannot break at %s (%#llx): %s; those waits are not seen",
+		tracer_warn(t, PTW_W_LOCKS_PARTIAL, "--locks: cannot break at %s (%#llx): %s; those waits are not seen",
 		     what, (unsigned long long)addr, strerror(-r));
 }
 
@@ -275,14 +275,14 @@ static void locks_setup(struct ptw_tracer *t, struct ptw_lwp *l)
 	if (lll)
 		hook_at(t, l, lll, HOOK_LOCK_WAIT, "__lll_lock_wait");
 	else
-		warn(t, "locks_partial", "--locks: __lll_lock_wait not found in libc: mutex waits "
+		tracer_warn(t, PTW_W_LOCKS_PARTIAL, "--locks: __lll_lock_wait not found in libc: mutex waits "
 					 "are not seen");
 	if (lll_private)
 		hook_at(t, l, lll_private, HOOK_LOCK_WAIT_PRIVATE, "__lll_lock_wait_private");
 	if (futex)
 		hook_at(t, l, futex, HOOK_FUTEX_WAIT, "__futex_abstimed_wait_common");
 	else
-		warn(t, "locks_partial", "--locks: glibc's futex wait function not found: rwlock, "
+		tracer_warn(t, PTW_W_LOCKS_PARTIAL, "--locks: glibc's futex wait function not found: rwlock, "
 					 "condition variable and semaphore waits are not seen");
 	static const struct {
 		const char *name;
@@ -542,7 +542,7 @@ static void begin_wait(struct ptw_tracer *t, struct ptw_lwp *l,
 			r = retbp_get(t, &locks_state(t)->retbps, l, ret, HOOK_WAIT_RETURN);
 		if (r < 0) {
 			const struct ptw_location *loc = locate(t, regs->rip);
-			warn(t, "locks_no_return",
+			tracer_warn(t, PTW_W_LOCKS_NO_RETURN,
 			     "--locks: waits in %s returning to %#llx are not reported: %s",
 			     loc && loc->symbol ? loc->symbol : "?", (unsigned long long)ret,
 			     r == -EINVAL ? "no call precedes that address" : strerror(-r));

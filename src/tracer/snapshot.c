@@ -786,7 +786,7 @@ static int stop_the_others(struct snap *sn)
 		struct ptw_seize_info more = { 0 };
 		r = ptw_seize_some(t->proc, is_still, &sn->kstates, &more);
 		if (r < 0)
-			warn(t, "threads_not_stopped",
+			tracer_warn(t, PTW_W_THREADS_NOT_STOPPED,
 			     "threads that woke during the snapshot could not be stopped (%s): they "
 			     "are shown as /proc says, without a stack",
 			     strerror(-r));

@@ -220,7 +220,7 @@ static void add_entry(struct trace *tr, uint64_t addr, const char *name)
 		/* Said when asked for by name; a glob that happens to match
 		 * it (--trace '*') is only told in the debug log. */
 		if (tr->literal)
-			warn(t, "trace_refused",
+			tracer_warn(t, PTW_W_TRACE_REFUSED,
 			     "--trace: %s is not traced (entered without a call, it has no return "
 			     "address)",
 			     name);
@@ -460,7 +460,7 @@ void hook_frame_entry(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp
 	int r = retbp_get(t, &trace_of(t)->retbps, l, ret, HOOK_FRAME_RETURN);
 	if (r < 0) {
 		const struct ptw_location *loc = locate(t, regs->rip);
-		warn(t, "trace_no_return",
+		tracer_warn(t, PTW_W_TRACE_NO_RETURN,
 		     "--trace: calls of %s returning to %#llx are not reported: %s",
 		     loc && loc->symbol ? loc->symbol : "?", (unsigned long long)ret,
 		     r == -EINVAL ? "no call precedes that address (entered by a jump?)"
@@ -571,14 +571,14 @@ static void trace_finish(struct ptw_tracer *t)
 	for (size_t i = 0; i < tr->npats; i++) {
 		struct pattern *p = &tr->pats[i];
 		if (p->nfailed)
-			warn(t, "trace_unhookable",
+			tracer_warn(t, PTW_W_TRACE_UNHOOKABLE,
 			     "--trace '%s': %zu of the %zu functions it matched are not traced: %s%s",
 			     p->text, p->nfailed, p->matched, p->failed.p,
 			     p->nfailed > 3 ? ", ..." : "");
 		if (p->matched)
 			continue;
 		if (p->module && !p->module_seen) {
-			warn(t, "trace_no_match", "--trace '%s': no loaded module is called '%s'",
+			tracer_warn(t, PTW_W_TRACE_NO_MATCH, "--trace '%s': no loaded module is called '%s'",
 			     p->text, p->module);
 			continue;
 		}
@@ -590,13 +590,13 @@ static void trace_finish(struct ptw_tracer *t)
 			ptw_buf_puts(&b, tr->dynsym_only[k]);
 		}
 		if (b.len)
-			warn(t, "trace_no_match",
+			tracer_warn(t, PTW_W_TRACE_NO_MATCH,
 			     "--trace '%s' matched no function; only the dynamic symbols of %s could "
 			     "be searched (no symbol table, no debug file): their static functions "
 			     "cannot be found",
 			     p->text, b.p);
 		else
-			warn(t, "trace_no_match", "--trace '%s' matched no function", p->text);
+			tracer_warn(t, PTW_W_TRACE_NO_MATCH, "--trace '%s' matched no function", p->text);
 		ptw_buf_free(&b);
 	}
 }

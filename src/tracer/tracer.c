@@ -162,7 +162,7 @@ static void on_breakpoint(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp
 		if (r != -ESRCH) {
 			/* Resuming on the int3 would trap forever: give the byte
 			 * back (rip is on it: the original instruction runs). */
-			warn(t, "step_over_failed",
+			tracer_warn(t, PTW_W_STEP_OVER_FAILED,
 			     "cannot step thread %d over %#llx (%s): %s; breakpoint removed", l->tid,
 			     (unsigned long long)bp->addr, bp->plan.text, strerror(-r));
 			ptw_bp_disable(t->bps, bp);

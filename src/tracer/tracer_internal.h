@@ -16,6 +16,7 @@
 #include "ptw_symbols.h"
 #include "ptw_thread_db.h"
 #include "ptw_tracer.h"
+#include "ptw_warnings.h"
 
 /*
  * What a breakpoint is for. A breakpoint carries a set of hook kinds (one
@@ -280,7 +281,9 @@ void thread_free(struct thread *th);
 /* It begins again, as the new image's main thread (exec): its features
  * let go of what it held, every field as new. */
 void tracer_thread_renew(struct ptw_tracer *t, struct thread *th);
-void warn(struct ptw_tracer *t, const char *code, const char *fmt, ...)
+/* A warning for the report (once per session for the same code and
+ * message, whichever process it is about). */
+void tracer_warn(struct ptw_tracer *t, enum ptw_warning_code w, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* A thread of the target (not of a fork/vfork child). */
 bool is_target_lwp(struct ptw_tracer *t, struct ptw_lwp *l);

@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Every warning a report can carry: its code (the JSON "code", stable:
+ * consumers switch on it) and what it means. One list: the enum, the
+ * names and the meanings come from it; spec/spans.schema.json and the man
+ * page (OUTPUT, "Warnings") list the same codes, checked by a unit test
+ * (test_warnings). A new code is a schema change.
+ */
+#ifndef PTW_WARNINGS_H
+#define PTW_WARNINGS_H
+
+#define PTW_WARNINGS(X)                                                                            \
+	X(DEBUGINFOD_FAILED, debuginfod_failed,                                                    \
+	  "a debuginfod server failed (not \"not found\"); no server is asked again and code "     \
+	  "without local debug information is shown as module+offset")                              \
+	X(FORK_CHILD_UNCLEAN, fork_child_unclean,                                                  \
+	  "a fork child's copies of ptwatch's breakpoints could not all be removed")              \
+	X(HOOK_FAILED, hook_failed, "a libc function could not get its breakpoint: what it "      \
+				    "tells (exit, cancel, detach, creation) is not seen")            \
+	X(LOCKS_NO_RETURN, locks_no_return,                                                        \
+	  "--locks: waits returning to an address no call precedes are not reported")              \
+	X(LOCKS_PARTIAL, locks_partial,                                                            \
+	  "--locks: a slow path of glibc was not found or not hooked; those waits are not seen")   \
+	X(NO_DEATH_EVENTS, no_death_events,                                                        \
+	  "libthread_db's death event could not be enabled for a thread: its end is seen only "    \
+	  "when its LWP exits")                                                                    \
+	X(NO_DL_DEBUG_STATE, no_dl_debug_state,                                                    \
+	  "library loading cannot be followed: threads are traced once main() runs")               \
+	X(NO_JOIN_HOOKS, no_join_hooks, "the join function could not be hooked: joins are not "  \
+					"reported")                                                \
+	X(NO_LIBC_DEBUGINFO, no_libc_debuginfo,                                                    \
+	  "libc's debug file is missing (libc6-dbg): start routine returns and thread "            \
+	  "attributes cost extra stops")                                                           \
+	X(NO_SYMBOLS, no_symbols, "the modules of a process could not be read")                   \
+	X(NO_THREAD_DB, no_thread_db,                                                              \
+	  "libthread_db cannot be used: thread spans come from clone events and exits only")      \
+	X(NO_THREAD_EVENTS, no_thread_events, "libthread_db's events could not be enabled")       \
+	X(PROCESS_NOT_FOLLOWED, process_not_followed,                                              \
+	  "-f: a process could not be followed and was let go (the message says why)")            \
+	X(RESTORE_FAILED, restore_failed, "some patched bytes could not be restored")             \
+	X(START_ROUTINE_UNHOOKABLE, start_routine_unhookable,                                      \
+	  "a start routine could not get its breakpoint: that thread's start is not reported")     \
+	X(STEP_OVER_FAILED, step_over_failed,                                                      \
+	  "a thread could not be stepped over a breakpoint: the breakpoint was removed")           \
+	X(STREAM_CUT, stream_cut,                                                                  \
+	  "report: the stream ends before its metrics line; only what it recorded is shown")       \
+	X(THREAD_DB_ITERATION, thread_db_iteration, "libthread_db could not list the threads")    \
+	X(THREADS_NOT_STOPPED, threads_not_stopped,                                                \
+	  "threads did not stop in time (uninterruptible sleep?); the message says what that "     \
+	  "costs")                                                                                 \
+	X(TRACE_NO_MATCH, trace_no_match, "--trace: a pattern matched no function or module")     \
+	X(TRACE_NO_RETURN, trace_no_return,                                                        \
+	  "--trace: calls returning to an address no call precedes are not reported")             \
+	X(TRACE_REFUSED, trace_refused,                                                            \
+	  "--trace: a function entered without a call (no return address) is not traced")         \
+	X(TRACE_UNHOOKABLE, trace_unhookable,                                                      \
+	  "--trace: some matched functions could not get a breakpoint")                            \
+	X(TRACER_DIED, tracer_died,                                                                \
+	  "ptwatch's tracer ended before it finished; the restorer wrote what it had seen")        \
+	X(XOL_PAGE_LEFT, xol_page_left,                                                            \
+	  "out-of-line pages stay mapped in the process: a thread may still return into one")      \
+	X(ZOMBIE_LEADER, zombie_leader,                                                            \
+	  "the main thread has exited (pthread_exit) and is a zombie; the others are traced")
+
+enum ptw_warning_code {
+#define PTW_WARNING_ENUM(id, code, meaning) PTW_W_##id,
+	PTW_WARNINGS(PTW_WARNING_ENUM)
+#undef PTW_WARNING_ENUM
+	PTW_WARNING_CODES
+};
+
+/* "no_symbols", ...; NULL for a value out of range. */
+const char *ptw_warning_code(enum ptw_warning_code w);
+/* What it means, one line. */
+const char *ptw_warning_meaning(enum ptw_warning_code w);
+
+#endif
