@@ -17,6 +17,38 @@ enum { REC_LOCATION = 1, REC_EVENT = 2, REC_REPORT = 3, REC_END = 4, REC_PROCESS
 /* A record this long is corrupt, not big (a report with every warning). */
 #define MAX_RECORD (64u << 20)
 
+/*
+ * Each record's fields, in their order on the wire: X(TYPE, member). The
+ * one list drives both the writer and the reader:
+ *   INT    the member's own bytes (1, 4 or 8: bool, int/enum/pid_t, 64 bits)
+ *   STR    a string (length with its NUL, then the bytes; or NO_STRING)
+ *   LOC    a location id (its REC_LOCATION record is written first)
+ *   STACK  ptw_event's stack: nstack, then a location id each
+ *   ARGV   a NULL-terminated argv: a count, then the strings
+ * A report ends with its stop kinds and its warnings (arrays of pairs).
+ */
+#define LOCATION_FIELDS(X)                                                                         \
+	X(INT, addr) X(STR, symbol) X(INT, symbol_offset) X(STR, module) X(INT, has_offset)        \
+	X(INT, offset) X(STR, file) X(INT, line)
+#define EVENT_FIELDS(X)                                                                            \
+	X(INT, kind) X(INT, ns) X(INT, pid) X(INT, process) X(INT, tid) X(INT, other_tid)           \
+	X(INT, pthread) X(INT, has_value) X(INT, value) X(INT, has_arg) X(INT, arg) X(LOC, routine) \
+	X(LOC, site) X(INT, detached) X(INT, unwinding) X(INT, exit_how) X(INT, exit_code)          \
+	X(INT, sig) X(INT, core_dumped) X(STR, name) X(STR, state) X(STR, wchan) X(STACK, stack)    \
+	X(INT, wait_kind) X(INT, wait_object) X(INT, wait_owner) X(INT, span_kind) X(INT, span_id)  \
+	X(INT, sp) X(INT, ret_addr) X(LOC, object)
+#define REPORT_FIELDS(X)                                                                           \
+	X(INT, realtime_offset_ns) X(INT, pid) X(STR, exe) X(ARGV, argv) X(STR, mode) X(STR, glibc) \
+	X(INT, exit_kind) X(INT, exit_code) X(INT, exit_signal) X(INT, core_dumped)                 \
+	X(INT, start_ns) X(INT, frozen_ns) X(STR, strategy) X(INT, snapshot)                        \
+	X(INT, tracer_user_ns) X(INT, tracer_sys_ns) X(INT, stops_total) X(INT, breakpoints)        \
+	X(INT, open_timeout_ns)
+#define PROCESS_FIELDS(X)                                                                          \
+	X(INT, id) X(INT, parent_id) X(INT, pid) X(INT, ppid) X(INT, parent_tid) X(STR, exe)        \
+	X(ARGV, argv) X(INT, start_ns) X(INT, end_ns) X(INT, exit_kind) X(INT, exit_code)           \
+	X(INT, exit_signal) X(INT, core_dumped) X(INT, followed) X(STR, not_followed_why)          \
+	X(INT, detached)
+
 /* ---- writing ---- */
 
 struct ptw_record_writer {
@@ -64,6 +96,43 @@ static void put_str(struct ptw_buf *b, const char *s)
 	ptw_buf_add(b, s, n);
 }
 
+/* An integer member as it is in memory (1, 4 or 8 bytes). */
+static void put_int(struct ptw_buf *b, const void *member, size_t size)
+{
+	ptw_buf_add(b, member, size);
+}
+
+static void put_argv(struct ptw_buf *b, char *const *argv)
+{
+	uint32_t argc = 0;
+	while (argv && argv[argc])
+		argc++;
+	put_u32(b, argc);
+	for (uint32_t i = 0; i < argc; i++)
+		put_str(b, argv[i]);
+}
+
+/* The writer's half of each field type (obj: the struct written; ids: the
+ * location ids found before the record began). */
+#define PUT_INT(m) put_int(out, &obj->m, sizeof(obj->m));
+#define PUT_STR(m) put_str(out, obj->m);
+#define PUT_LOC(m) put_u32(out, ids[k++]);
+#define PUT_STACK(m)                                                                               \
+	put_u32(out, (uint32_t)obj->n##m);                                                         \
+	for (size_t i = 0; i < obj->n##m; i++)                                                     \
+		put_u32(out, ids[k++]);
+#define PUT_ARGV(m) put_argv(out, obj->m);
+#define PUT(type, m) PUT_##type(m)
+/* Before the record: its locations' ids (records of their own, first). */
+#define IDS_INT(m)
+#define IDS_STR(m)
+#define IDS_ARGV(m)
+#define IDS_LOC(m) ids[k++] = location_id(w, out, obj->m);
+#define IDS_STACK(m)                                                                               \
+	for (size_t i = 0; i < obj->n##m; i++)                                                     \
+		ids[k++] = location_id(w, out, obj->m[i]);
+#define IDS(type, m) IDS_##type(m)
+
 /* Starts a record; returns where its length goes. */
 static size_t begin(struct ptw_buf *b, uint8_t type)
 {
@@ -91,101 +160,38 @@ static uint32_t location_id(struct ptw_record_writer *w, struct ptw_buf *out,
 	ptw_map_put(&w->loc_ids, (uint64_t)(uintptr_t)loc, (void *)(uintptr_t)id);
 	size_t at = begin(out, REC_LOCATION);
 	put_u32(out, id);
-	put_u64(out, loc->addr);
-	put_str(out, loc->symbol);
-	put_u64(out, loc->symbol_offset);
-	put_str(out, loc->module);
-	put_u8(out, loc->has_offset);
-	put_u64(out, loc->offset);
-	put_str(out, loc->file);
-	put_u32(out, (uint32_t)loc->line);
+	const struct ptw_location *obj = loc;
+	LOCATION_FIELDS(PUT)
 	end(out, at);
 	return id;
 }
 
 void ptw_record_event(struct ptw_record_writer *w, struct ptw_buf *out, const struct ptw_event *ev)
 {
+	const struct ptw_event *obj = ev;
 	/* Locations first: each is a record of its own. */
-	uint32_t routine = location_id(w, out, ev->routine);
-	uint32_t site = location_id(w, out, ev->site);
-	uint32_t object = location_id(w, out, ev->object);
-	uint32_t *stack = NULL;
-	if (ev->nstack) {
-		stack = xcalloc(ev->nstack, sizeof(*stack));
-		for (size_t i = 0; i < ev->nstack; i++)
-			stack[i] = location_id(w, out, ev->stack[i]);
-	}
+	uint32_t few[8], *ids = ev->nstack + 3 > PTW_ARRAY_SIZE(few) ? xcalloc(ev->nstack + 3, sizeof(*ids)) : few;
+	size_t k = 0;
+	EVENT_FIELDS(IDS)
 	size_t at = begin(out, REC_EVENT);
-	put_u32(out, (uint32_t)ev->kind);
-	put_u64(out, ev->ns);
-	put_u32(out, (uint32_t)ev->pid);
-	put_u32(out, ev->process);
-	put_u32(out, (uint32_t)ev->tid);
-	put_u32(out, (uint32_t)ev->other_tid);
-	put_u64(out, ev->pthread);
-	put_u8(out, ev->has_value);
-	put_u64(out, ev->value);
-	put_u8(out, ev->has_arg);
-	put_u64(out, ev->arg);
-	put_u32(out, routine);
-	put_u32(out, site);
-	put_u32(out, (uint32_t)ev->detached);
-	put_u32(out, (uint32_t)ev->unwinding);
-	put_u32(out, (uint32_t)ev->exit_how);
-	put_u32(out, (uint32_t)ev->exit_code);
-	put_u32(out, (uint32_t)ev->sig);
-	put_u8(out, ev->core_dumped);
-	put_str(out, ev->name);
-	put_str(out, ev->state);
-	put_str(out, ev->wchan);
-	put_u32(out, (uint32_t)ev->nstack);
-	for (size_t i = 0; i < ev->nstack; i++)
-		put_u32(out, stack[i]);
-	put_u32(out, (uint32_t)ev->wait_kind);
-	put_u64(out, ev->wait_object);
-	put_u32(out, (uint32_t)ev->wait_owner);
-	put_u32(out, (uint32_t)ev->span_kind);
-	put_u32(out, ev->span_id);
-	put_u64(out, ev->sp);
-	put_u64(out, ev->ret_addr);
-	put_u32(out, object);
+	k = 0;
+	EVENT_FIELDS(PUT)
 	end(out, at);
-	free(stack);
+	if (ids != few)
+		free(ids);
 }
 
 void ptw_record_report(struct ptw_record_writer *w, struct ptw_buf *out, const struct ptw_report *r)
 {
 	(void)w;
+	const struct ptw_report *obj = r;
 	size_t at = begin(out, REC_REPORT);
-	put_u64(out, (uint64_t)r->realtime_offset_ns);
-	put_u32(out, (uint32_t)r->pid);
-	put_str(out, r->exe);
-	uint32_t argc = 0;
-	while (r->argv && r->argv[argc])
-		argc++;
-	put_u32(out, argc);
-	for (uint32_t i = 0; i < argc; i++)
-		put_str(out, r->argv[i]);
-	put_str(out, r->mode);
-	put_str(out, r->glibc);
-	put_u32(out, (uint32_t)r->exit_kind);
-	put_u32(out, (uint32_t)r->exit_code);
-	put_u32(out, (uint32_t)r->exit_signal);
-	put_u8(out, r->core_dumped);
-	put_u64(out, r->start_ns);
-	put_u64(out, r->frozen_ns);
-	put_str(out, r->strategy);
-	put_u8(out, r->snapshot);
-	put_u64(out, r->tracer_user_ns);
-	put_u64(out, r->tracer_sys_ns);
-	put_u64(out, r->stops_total);
+	REPORT_FIELDS(PUT)
 	put_u32(out, (uint32_t)r->nstop_kinds);
 	for (size_t i = 0; i < r->nstop_kinds; i++) {
 		put_str(out, r->stop_names[i]);
 		put_u64(out, r->stop_counts[i]);
 	}
-	put_u64(out, r->breakpoints);
-	put_u64(out, r->open_timeout_ns);
 	put_u32(out, (uint32_t)r->nwarnings);
 	for (size_t i = 0; i < r->nwarnings; i++) {
 		put_str(out, r->warnings[i].code);
@@ -196,28 +202,9 @@ void ptw_record_report(struct ptw_record_writer *w, struct ptw_buf *out, const s
 
 void ptw_record_process(struct ptw_buf *out, const struct ptw_process *p)
 {
+	const struct ptw_process *obj = p;
 	size_t at = begin(out, REC_PROCESS);
-	put_u32(out, p->id);
-	put_u32(out, p->parent_id);
-	put_u32(out, (uint32_t)p->pid);
-	put_u32(out, (uint32_t)p->ppid);
-	put_u32(out, (uint32_t)p->parent_tid);
-	put_str(out, p->exe);
-	uint32_t argc = 0;
-	while (p->argv && p->argv[argc])
-		argc++;
-	put_u32(out, argc);
-	for (uint32_t i = 0; i < argc; i++)
-		put_str(out, p->argv[i]);
-	put_u64(out, p->start_ns);
-	put_u64(out, p->end_ns);
-	put_u32(out, (uint32_t)p->exit_kind);
-	put_u32(out, (uint32_t)p->exit_code);
-	put_u32(out, (uint32_t)p->exit_signal);
-	put_u8(out, p->core_dumped);
-	put_u8(out, p->followed);
-	put_str(out, p->not_followed_why);
-	put_u8(out, p->detached);
+	PROCESS_FIELDS(PUT)
 	end(out, at);
 }
 
@@ -315,13 +302,6 @@ static void take(struct cursor *c, void *dst, size_t n)
 	c->left -= n;
 }
 
-static uint8_t get_u8(struct cursor *c)
-{
-	uint8_t v;
-	take(c, &v, 1);
-	return v;
-}
-
 static uint32_t get_u32(struct cursor *c)
 {
 	uint32_t v;
@@ -364,6 +344,51 @@ static const struct ptw_location *get_location(struct ptw_record_reader *r, stru
 	return &r->locs[id - 1]->loc;
 }
 
+static void get_int(struct cursor *c, void *member, size_t size)
+{
+	take(c, member, size);
+}
+
+/* A NULL-terminated argv (malloc'd; its strings point into the payload). */
+static char **get_argv(struct cursor *c)
+{
+	uint32_t argc = get_u32(c);
+	if (c->bad || argc > c->left / sizeof(uint32_t)) {
+		c->bad = true;
+		return NULL;
+	}
+	char **argv = xcalloc(argc + 1, sizeof(*argv));
+	for (uint32_t i = 0; i < argc; i++)
+		argv[i] = (char *)get_str(c);
+	return argv;
+}
+
+/* ptw_event's stack (malloc'd): nstack location ids. */
+static const struct ptw_location **get_stack(struct ptw_record_reader *r, struct cursor *c,
+					     size_t *ret_n)
+{
+	uint32_t n = get_u32(c);
+	*ret_n = 0;
+	if (c->bad || n > c->left / sizeof(uint32_t)) {
+		c->bad = true;
+		return NULL;
+	}
+	const struct ptw_location **stack = n ? xcalloc(n, sizeof(*stack)) : NULL;
+	for (uint32_t i = 0; i < n; i++)
+		stack[i] = get_location(r, c);
+	*ret_n = n;
+	return stack;
+}
+
+/* The reader's half of each field type (obj: the struct read into; own:
+ * what holds its allocations; cur: the cursor). */
+#define GET_INT(m) get_int(cur, &obj->m, sizeof(obj->m));
+#define GET_STR(m) obj->m = (char *)get_str(cur);
+#define GET_LOC(m) obj->m = get_location(r, cur);
+#define GET_STACK(m) obj->m = own->m = get_stack(r, cur, &obj->n##m);
+#define GET_ARGV(m) obj->m = own->m = get_argv(cur);
+#define GET(type, m) GET_##type(m)
+
 static bool decode_location(struct ptw_record_reader *r, char *payload, size_t len)
 {
 	struct location *l = xcalloc(1, sizeof(*l));
@@ -371,14 +396,9 @@ static bool decode_location(struct ptw_record_reader *r, char *payload, size_t l
 	memcpy(l->bytes, payload, len);
 	struct cursor c = { l->bytes, len, false };
 	uint32_t id = get_u32(&c);
-	l->loc.addr = get_u64(&c);
-	l->loc.symbol = get_str(&c);
-	l->loc.symbol_offset = get_u64(&c);
-	l->loc.module = get_str(&c);
-	l->loc.has_offset = get_u8(&c);
-	l->loc.offset = get_u64(&c);
-	l->loc.file = get_str(&c);
-	l->loc.line = (int)get_u32(&c);
+	struct ptw_location *obj = &l->loc;
+	struct cursor *cur = &c;
+	LOCATION_FIELDS(GET)
 	if (c.bad || id != r->nlocs + 1) {
 		free(l->bytes);
 		free(l);
@@ -392,47 +412,15 @@ static bool decode_location(struct ptw_record_reader *r, char *payload, size_t l
 static bool decode_event(struct ptw_record_reader *r, char *payload, size_t len,
 			 const struct ptw_record_handlers *h, void *ctx)
 {
-	struct cursor c = { payload, len, false };
-	struct ptw_event ev = ptw_event_init(0, 0, 0);
-	uint32_t kind = get_u32(&c);
-	ev.kind = (enum ptw_event_kind)kind;
-	ev.ns = get_u64(&c);
-	ev.pid = (pid_t)get_u32(&c);
-	ev.process = get_u32(&c);
-	ev.tid = (pid_t)get_u32(&c);
-	ev.other_tid = (pid_t)get_u32(&c);
-	ev.pthread = get_u64(&c);
-	ev.has_value = get_u8(&c);
-	ev.value = get_u64(&c);
-	ev.has_arg = get_u8(&c);
-	ev.arg = get_u64(&c);
-	ev.routine = get_location(r, &c);
-	ev.site = get_location(r, &c);
-	ev.detached = (int)get_u32(&c);
-	ev.unwinding = (int)get_u32(&c);
-	ev.exit_how = (enum ptw_exit_how)get_u32(&c);
-	ev.exit_code = (int)get_u32(&c);
-	ev.sig = (int)get_u32(&c);
-	ev.core_dumped = get_u8(&c);
-	ev.name = get_str(&c);
-	ev.state = get_str(&c);
-	ev.wchan = get_str(&c);
-	uint32_t nstack = get_u32(&c);
-	if (c.bad || nstack > c.left / sizeof(uint32_t) || kind > PTW_EV_LAST)
-		return false;
-	const struct ptw_location **stack = nstack ? xcalloc(nstack, sizeof(*stack)) : NULL;
-	for (uint32_t i = 0; i < nstack; i++)
-		stack[i] = get_location(r, &c);
-	ev.stack = stack;
-	ev.nstack = nstack;
-	ev.wait_kind = (enum ptw_wait_kind)get_u32(&c);
-	ev.wait_object = get_u64(&c);
-	ev.wait_owner = (pid_t)get_u32(&c);
-	ev.span_kind = (enum ptw_span_kind)get_u32(&c);
-	ev.span_id = get_u32(&c);
-	ev.sp = get_u64(&c);
-	ev.ret_addr = get_u64(&c);
-	ev.object = get_location(r, &c);
+	struct cursor c = { payload, len, false }, *cur = &c;
+	struct ptw_event ev = ptw_event_init(0, 0, 0), *obj = &ev;
+	struct {
+		const struct ptw_location **stack;
+	} owned = { NULL }, *own = &owned;
+	EVENT_FIELDS(GET)
+	const struct ptw_location **stack = owned.stack;
+	if ((unsigned)ev.kind > PTW_EV_LAST)
+		c.bad = true;
 	bool ok = !c.bad;
 	if (ok && h->event)
 		h->event(ctx, &ev);
@@ -446,34 +434,12 @@ static bool decode_report(struct ptw_record_reader *r, char *payload, size_t len
 	struct report rep = { 0 };
 	rep.bytes = xmalloc(len ? len : 1);
 	memcpy(rep.bytes, payload, len);
-	struct cursor c = { rep.bytes, len, false };
-	struct ptw_report *p = &rep.r;
-	p->realtime_offset_ns = (int64_t)get_u64(&c);
-	p->pid = (pid_t)get_u32(&c);
-	p->exe = get_str(&c);
-	uint32_t argc = get_u32(&c);
-	if (c.bad || argc > c.left / sizeof(uint32_t))
+	struct cursor c = { rep.bytes, len, false }, *cur = &c;
+	struct ptw_report *p = &rep.r, *obj = p;
+	struct report *own = &rep;
+	REPORT_FIELDS(GET)
+	if (c.bad || (unsigned)p->exit_kind > PTW_EXIT_SIGNAL)
 		goto bad;
-	rep.argv = xcalloc(argc + 1, sizeof(*rep.argv));
-	for (uint32_t i = 0; i < argc; i++)
-		rep.argv[i] = (char *)get_str(&c);
-	p->argv = rep.argv;
-	p->mode = get_str(&c);
-	p->glibc = get_str(&c);
-	uint32_t exit_kind = get_u32(&c);
-	if (exit_kind > PTW_EXIT_SIGNAL)
-		goto bad;
-	p->exit_kind = exit_kind;
-	p->exit_code = (int)get_u32(&c);
-	p->exit_signal = (int)get_u32(&c);
-	p->core_dumped = get_u8(&c);
-	p->start_ns = get_u64(&c);
-	p->frozen_ns = get_u64(&c);
-	p->strategy = get_str(&c);
-	p->snapshot = get_u8(&c);
-	p->tracer_user_ns = get_u64(&c);
-	p->tracer_sys_ns = get_u64(&c);
-	p->stops_total = get_u64(&c);
 	uint32_t nkinds = get_u32(&c);
 	if (c.bad || nkinds > c.left / sizeof(uint32_t))
 		goto bad;
@@ -488,8 +454,6 @@ static bool decode_report(struct ptw_record_reader *r, char *payload, size_t len
 	p->stop_names = rep.stop_names;
 	p->stop_counts = rep.stop_counts;
 	p->nstop_kinds = nkinds;
-	p->breakpoints = get_u64(&c);
-	p->open_timeout_ns = get_u64(&c);
 	uint32_t nwarn = get_u32(&c);
 	if (c.bad || nwarn > c.left / sizeof(uint32_t))
 		goto bad;
@@ -519,32 +483,10 @@ static bool decode_process(struct ptw_record_reader *r, char *payload, size_t le
 	struct process np = { 0 };
 	np.bytes = xmalloc(len ? len : 1);
 	memcpy(np.bytes, payload, len);
-	struct cursor c = { np.bytes, len, false };
-	struct ptw_process *p = &np.p;
-	p->id = get_u32(&c);
-	p->parent_id = get_u32(&c);
-	p->pid = (pid_t)get_u32(&c);
-	p->ppid = (pid_t)get_u32(&c);
-	p->parent_tid = (pid_t)get_u32(&c);
-	p->exe = get_str(&c);
-	uint32_t argc = get_u32(&c);
-	if (c.bad || argc > c.left / sizeof(uint32_t)) {
-		free(np.bytes);
-		return false;
-	}
-	np.argv = xcalloc(argc + 1, sizeof(*np.argv));
-	for (uint32_t i = 0; i < argc; i++)
-		np.argv[i] = (char *)get_str(&c);
-	p->argv = np.argv;
-	p->start_ns = get_u64(&c);
-	p->end_ns = get_u64(&c);
-	p->exit_kind = (int)get_u32(&c);
-	p->exit_code = (int)get_u32(&c);
-	p->exit_signal = (int)get_u32(&c);
-	p->core_dumped = get_u8(&c);
-	p->followed = get_u8(&c);
-	p->not_followed_why = get_str(&c);
-	p->detached = get_u8(&c);
+	struct cursor c = { np.bytes, len, false }, *cur = &c;
+	struct ptw_process *p = &np.p, *obj = p;
+	struct process *own = &np;
+	PROCESS_FIELDS(GET)
 	if (c.bad || p->pid <= 0 || p->exit_kind < 0 || p->exit_kind > PTW_EXIT_SIGNAL) {
 		free(np.bytes);
 		free(np.argv);
