@@ -92,20 +92,25 @@ struct ptw_tracer *followed_add(struct ptw_tracer *t, pid_t pid, pid_t ppid, pid
 	return c;
 }
 
+/* /proc/PID/exe (malloc'd), or NULL once it is gone. */
+static char *read_exe(pid_t pid)
+{
+	char path[64], exe[4096];
+	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+	ssize_t n = readlink(path, exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return NULL;
+	exe[n] = 0;
+	return xstrdup(exe);
+}
+
 void follow_failed(struct ptw_tracer *c, const char *why)
 {
 	struct ptw_tracer *root = tracer_root(c);
 	free(c->fail_why);
 	c->fail_why = xstrdup(why);
-	if (!c->img.exe && !c->last_exe) {
-		char path[64], exe[4096];
-		snprintf(path, sizeof(path), "/proc/%d/exe", c->pid);
-		ssize_t n = readlink(path, exe, sizeof(exe) - 1);
-		if (n > 0) {
-			exe[n] = 0;
-			c->last_exe = xstrdup(exe);
-		}
-	}
+	if (!c->img.exe && !c->last_exe)
+		c->last_exe = read_exe(c->pid);
 	tracer_warn(c, PTW_W_PROCESS_NOT_FOLLOWED, "%s is not traced: %s",
 	     c->img.exe ? c->img.exe : c->last_exe ? c->last_exe : "?", why);
 	ptw_map_del(&root->by_pid, (uint64_t)c->pid);
@@ -241,8 +246,10 @@ bool follow_exec(struct ptw_tracer *t, struct ptw_lwp *l)
 		/* Its old image's bytes went with it: only let go. */
 		tracer_image_reset(t);
 		image_release(t);
+		/* The new program's, read while it is still stopped at its exec
+		 * (once let go it may be gone at once). */
 		free(t->last_exe);
-		t->last_exe = NULL; /* the new program's, read by follow_failed */
+		t->last_exe = read_exe(t->pid);
 		ptw_detach_lwp(t->proc, l);
 		tracer_forget_lwp(t, l);
 		follow_failed(t, "it exec'd a set-user-ID or set-group-ID program");
