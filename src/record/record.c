@@ -31,23 +31,27 @@ enum { REC_LOCATION = 1, REC_EVENT = 2, REC_REPORT = 3, REC_END = 4, REC_PROCESS
 	X(INT, addr) X(STR, symbol) X(INT, symbol_offset) X(STR, module) X(INT, has_offset)        \
 	X(INT, offset) X(STR, file) X(INT, line)
 #define EVENT_FIELDS(X)                                                                            \
-	X(INT, kind) X(INT, ns) X(INT, pid) X(INT, process) X(INT, tid) X(INT, other_tid)           \
-	X(INT, pthread) X(INT, has_value) X(INT, value) X(INT, has_arg) X(INT, arg) X(LOC, routine) \
-	X(LOC, site) X(INT, detached) X(INT, unwinding) X(INT, exit_how) X(INT, exit_code)          \
-	X(INT, sig) X(INT, core_dumped) X(STR, name) X(STR, state) X(STR, wchan) X(STACK, stack)    \
-	X(INT, wait_kind) X(INT, wait_object) X(INT, wait_owner) X(INT, span_kind) X(INT, span_id)  \
-	X(INT, sp) X(INT, ret_addr) X(LOC, object)
+	X(INT, kind)                                                                               \
+	X(INT, ns) X(INT, pid) X(INT, process) X(INT, tid) X(INT, other_tid) X(INT, pthread) X(    \
+		INT, has_value) X(INT, value) X(INT, has_arg) X(INT, arg) X(LOC, routine)          \
+		X(LOC, site) X(INT, detached) X(INT, unwinding) X(INT, exit_how) X(INT, exit_code) \
+			X(INT, sig) X(INT, core_dumped) X(STR, name) X(STR, state) X(STR, wchan)   \
+				X(STACK, stack) X(INT, wait_kind) X(INT, wait_object)              \
+					X(INT, wait_owner) X(INT, span_kind) X(INT, span_id)       \
+						X(INT, sp) X(INT, ret_addr) X(LOC, object)
 #define REPORT_FIELDS(X)                                                                           \
-	X(INT, realtime_offset_ns) X(INT, pid) X(STR, exe) X(ARGV, argv) X(STR, mode) X(STR, glibc) \
-	X(INT, exit_kind) X(INT, exit_code) X(INT, exit_signal) X(INT, core_dumped)                 \
-	X(INT, start_ns) X(INT, frozen_ns) X(STR, strategy) X(INT, snapshot)                        \
-	X(INT, tracer_user_ns) X(INT, tracer_sys_ns) X(INT, stops_total) X(INT, breakpoints)        \
-	X(INT, open_timeout_ns)
+	X(INT, realtime_offset_ns)                                                                 \
+	X(INT, pid) X(STR, exe) X(ARGV, argv) X(STR, mode) X(STR, glibc) X(INT, exit_kind)         \
+		X(INT, exit_code) X(INT, exit_signal) X(INT, core_dumped) X(INT, start_ns)         \
+			X(INT, frozen_ns) X(STR, strategy) X(INT, snapshot) X(INT, tracer_user_ns) \
+				X(INT, tracer_sys_ns) X(INT, stops_total) X(INT, breakpoints)      \
+					X(INT, open_timeout_ns)
 #define PROCESS_FIELDS(X)                                                                          \
-	X(INT, id) X(INT, parent_id) X(INT, pid) X(INT, ppid) X(INT, parent_tid) X(STR, exe)        \
-	X(ARGV, argv) X(INT, start_ns) X(INT, end_ns) X(INT, exit_kind) X(INT, exit_code)           \
-	X(INT, exit_signal) X(INT, core_dumped) X(INT, followed) X(STR, not_followed_why)          \
-	X(INT, detached)
+	X(INT, id)                                                                                 \
+	X(INT, parent_id) X(INT, pid) X(INT, ppid) X(INT, parent_tid) X(STR, exe) X(ARGV, argv)    \
+		X(INT, start_ns) X(INT, end_ns) X(INT, exit_kind) X(INT, exit_code)                \
+			X(INT, exit_signal) X(INT, core_dumped) X(INT, followed)                   \
+				X(STR, not_followed_why) X(INT, detached)
 
 /* ---- writing ---- */
 
@@ -170,7 +174,10 @@ void ptw_record_event(struct ptw_record_writer *w, struct ptw_buf *out, const st
 {
 	const struct ptw_event *obj = ev;
 	/* Locations first: each is a record of its own. */
-	uint32_t few[8], *ids = ev->nstack + 3 > PTW_ARRAY_SIZE(few) ? xcalloc(ev->nstack + 3, sizeof(*ids)) : few;
+	/* 3 locations and the stack's */
+	uint32_t few[8], *ids = few;
+	if (ev->nstack + 3 > PTW_ARRAY_SIZE(few))
+		ids = xcalloc(ev->nstack + 3, sizeof(*ids));
 	size_t k = 0;
 	EVENT_FIELDS(IDS)
 	size_t at = begin(out, REC_EVENT);

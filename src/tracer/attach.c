@@ -20,11 +20,11 @@
 
 /* Stops that arrive while we attach. Nothing is patched yet: no trap is
  * ours, signals are kept for delivery, children are noted. */
-void attach_on_stop(void *ctx, struct ptw_stop *st)
+static void attach_on_stop(void *ctx, struct ptw_stop *st)
 {
 	struct ptw_tracer *t = ctx;
 	struct ptw_lwp *l = st->lwp;
-	struct thread *th = thread_of(l);
+	struct thread *th = tracer_thread_of(l);
 	switch (st->kind) {
 	case PTW_STOP_SIGNAL:
 		l->resume_sig = st->sig;
@@ -32,7 +32,7 @@ void attach_on_stop(void *ctx, struct ptw_stop *st)
 	case PTW_STOP_CLONE: {
 		struct ptw_lwp *cl = ptw_lwp_get(t->proc, (pid_t)st->msg);
 		if (cl)
-			thread_of(cl)->announced = true;
+			tracer_thread_of(cl)->announced = true;
 		break;
 	}
 	case PTW_STOP_FORK:
@@ -42,7 +42,7 @@ void attach_on_stop(void *ctx, struct ptw_stop *st)
 		 * put: keep it and step it over them until it execs or exits. */
 		struct ptw_lwp *cl = ptw_lwp_get(t->proc, (pid_t)st->msg);
 		if (cl) {
-			struct thread *cth = thread_of(cl);
+			struct thread *cth = tracer_thread_of(cl);
 			cth->foreign = true;
 			cth->announced = true;
 			if (st->kind == PTW_STOP_VFORK)
@@ -112,7 +112,7 @@ static uint64_t return_site(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t lo
 }
 
 /* main() is running: break where it returns, for its value. */
-void learn_main_return(struct ptw_tracer *t, struct ptw_lwp *main_lwp)
+void attach_learn_main_return(struct ptw_tracer *t, struct ptw_lwp *main_lwp)
 {
 	uint64_t lo, hi;
 	if (!t->img.main_addr ||
@@ -120,12 +120,12 @@ void learn_main_return(struct ptw_tracer *t, struct ptw_lwp *main_lwp)
 		return;
 	uint64_t ret = return_site(t, main_lwp, lo, hi);
 	if (ret)
-		insert_bp(t, ret, HOOK_MAIN_RETURN, main_lwp);
+		tracer_insert_bp(t, ret, HOOK_MAIN_RETURN, main_lwp);
 }
 
 /* Without libc's DWARF, start routine returns are caught where start_thread
  * resumes after the call; the stack of any running pthread shows where. */
-void learn_start_return(struct ptw_tracer *t, struct ptw_lwp *host)
+void attach_learn_start_return(struct ptw_tracer *t, struct ptw_lwp *host)
 {
 	size_t it = 0;
 	void *v;
@@ -138,7 +138,7 @@ void learn_start_return(struct ptw_tracer *t, struct ptw_lwp *host)
 		    ptw_symbols_function_range(t->img.syms, th->start_routine, &lo, &hi) < 0)
 			continue;
 		uint64_t ret = return_site(t, l, lo, hi);
-		if (ret && insert_bp(t, ret, HOOK_START_RETURN, host) == 0) {
+		if (ret && tracer_insert_bp(t, ret, HOOK_START_RETURN, host) == 0) {
 			t->img.start_return_sites[t->img.nstart_return_sites++] = ret;
 			return;
 		}
@@ -167,7 +167,7 @@ static void found_thread(void *ctx, const struct ptw_tdb_thread *info)
 	}
 	if (!l || l->tgid != t->proc->pid)
 		return;
-	struct thread *th = thread_of(l);
+	struct thread *th = tracer_thread_of(l);
 	th->pd = info->pthread;
 	th->start_routine = info->startfunc;
 	th->started = true; /* long ago: its start is not ours to see */
@@ -188,9 +188,12 @@ int attach_stop_all(struct ptw_tracer *t, const char *consequence)
 							shown++ ? " " : "", l->tid);
 		}
 		tracer_warn(t, PTW_W_THREADS_NOT_STOPPED,
-		     "%d threads did not stop within %d ms (uninterruptible sleep?%s%s%s)%s", stuck,
-		     STOP_DEADLINE_MS, shown ? " tid" : "", shown > 1 ? "s " : shown ? " " : "",
-		     tids, consequence);
+			    "%d threads did not stop within %d ms (uninterruptible sleep?%s%s%s)%s",
+			    stuck, STOP_DEADLINE_MS, shown ? " tid" : "",
+			    shown > 1 ? "s "
+			    : shown   ? " "
+				      : "",
+			    tids, consequence);
 	}
 	/* Everyone we hold is a thread of the target now, or a fork child
 	 * (-p -f: of this process; the others' are theirs). */
@@ -201,7 +204,7 @@ int attach_stop_all(struct ptw_tracer *t, const char *consequence)
 		struct ptw_lwp *l = v;
 		if (t->root && l->tgid != pid)
 			continue;
-		struct thread *th = thread_of(l);
+		struct thread *th = tracer_thread_of(l);
 		if (l->tgid == 0)
 			l->tgid = pid;
 		th->announced = true;
@@ -215,8 +218,8 @@ void attach_list_threads(struct ptw_tracer *t, int stuck, struct ptw_map *unseiz
 	struct listing ls = { t, unseized };
 	int r = ptw_tdb_iterate(t->img.tdb, stuck == 0, found_thread, &ls);
 	if (r < 0)
-		tracer_warn(t, PTW_W_THREAD_DB_ITERATION, "libthread_db could not list the threads: %s",
-		     strerror(-r));
+		tracer_warn(t, PTW_W_THREAD_DB_ITERATION,
+			    "libthread_db could not list the threads: %s", strerror(-r));
 }
 
 struct ptw_lwp **attach_threads(struct ptw_tracer *t, size_t *ret_n)
@@ -232,7 +235,7 @@ struct ptw_lwp **attach_threads(struct ptw_tracer *t, size_t *ret_n)
 	while (ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
 		if (l != main_lwp && l->tgid == pid && l->state != PTW_LWP_GONE &&
-		    !thread_of(l)->foreign)
+		    !tracer_thread_of(l)->foreign)
 			out[n++] = l;
 	}
 	*ret_n = n;
@@ -248,7 +251,7 @@ static void collect_names(struct ptw_tracer *t, struct ptw_map *names)
 		struct ptw_lwp *l = v;
 		if (l->tgid && l->tgid != t->proc->pid)
 			continue; /* -p -f: another process's */
-		char *name = read_comm_str(t, l->tid);
+		char *name = tracer_comm_str(t, l->tid);
 		if (name)
 			ptw_map_put(names, (uint64_t)l->tid, name);
 	}
@@ -266,7 +269,7 @@ void attach_facts(struct ptw_tracer *t, pid_t tid, uint64_t pd, uint64_t start_r
 
 void attach_preexisting_facts(struct ptw_tracer *t, struct ptw_lwp *l, struct preexisting *ret)
 {
-	struct thread *th = thread_of(l);
+	struct thread *th = tracer_thread_of(l);
 	attach_facts(t, l->tid, th->pd, th->start_routine, ret);
 }
 
@@ -283,27 +286,17 @@ void attach_emit_facts(struct ptw_tracer *t, const struct preexisting *f, const 
 		ev.has_value = true;
 		ev.value = f->began_ns;
 	}
-	emit(t, &ev);
+	tracer_emit(t, &ev);
 	if (name) {
 		struct ptw_event named = ptw_event_init(PTW_EV_THREAD_NAME, ns, f->tid);
 		named.name = name;
-		emit(t, &named);
+		tracer_emit(t, &named);
 	} else {
-		read_comm(t, f->tid, ns); /* a thread born while we attached */
+		tracer_read_comm(t, f->tid, ns); /* a thread born while we attached */
 	}
 }
 
-void attach_emit_preexisting(struct ptw_tracer *t, struct ptw_lwp *l, const char *name,
-			     uint64_t ns)
-{
-	struct preexisting f;
-	attach_preexisting_facts(t, l, &f);
-	if (f.have_joinid)
-		f.have_joinid = ptw_mem_read(t->proc, f.joinid_at, &f.joinid, sizeof(f.joinid)) == 0;
-	attach_emit_facts(t, &f, name, ns);
-}
-
-struct ptw_tracer *attached_tracer_new(const struct ptw_tracer_opts *o, struct ptw_proc *proc,
+struct ptw_tracer *attach_tracer_new(const struct ptw_tracer_opts *o, struct ptw_proc *proc,
 				      uint64_t start_ns, bool snapshot)
 {
 	struct ptw_tracer *t = tracer_new(o, NULL, proc->pid, start_ns, !snapshot);
@@ -317,10 +310,11 @@ struct ptw_tracer *attached_tracer_new(const struct ptw_tracer_opts *o, struct p
 void attach_seized(struct ptw_tracer *t, const struct ptw_seize_info *info)
 {
 	if (info->zombie_leader)
-		tracer_warn(t, PTW_W_ZOMBIE_LEADER,
-		     "the main thread of %d has exited (pthread_exit) and is a zombie; its other "
-		     "threads are %s",
-		     t->pid, t->snapshot ? "shown" : "traced");
+		tracer_warn(
+			t, PTW_W_ZOMBIE_LEADER,
+			"the main thread of %d has exited (pthread_exit) and is a zombie; its other "
+			"threads are %s",
+			t->pid, t->snapshot ? "shown" : "traced");
 }
 
 /*
@@ -339,7 +333,7 @@ int attach_process(struct ptw_tracer *t, const struct ptw_seize_info *info, uint
 
 	/* Everything that can be learnt with the threads running is learnt
 	 * before they are stopped: modules, debug info, the thread agent. */
-	bool have_tdb = image_load(t) == 0 && tdb_open(t) == 0;
+	bool have_tdb = image_load(t) == 0 && image_tdb_open(t) == 0;
 	tracer_features_prepare(t);
 	struct ptw_map names = { 0 };
 	collect_names(t, &names);
@@ -350,7 +344,7 @@ int attach_process(struct ptw_tracer *t, const struct ptw_seize_info *info, uint
 	int stuck = attach_stop_all(t, "; they are traced from the moment they stop");
 	ptw_dbg(PTW_DBG_TRACER, "attach: all stopped after %.1f ms",
 		(double)(ptw_now_ns() - frozen_from) / 1e6);
-	struct ptw_lwp *host = injection_host(t);
+	struct ptw_lwp *host = tracer_injection_host(t);
 	if (!host)
 		return -ESRCH;
 	if (t->exec_while_attaching) {
@@ -366,12 +360,12 @@ int attach_process(struct ptw_tracer *t, const struct ptw_seize_info *info, uint
 			(double)(ptw_now_ns() - frozen_from) / 1e6);
 		struct ptw_lwp *main_lwp = ptw_lwp_get(proc, pid);
 		if (main_lwp && main_lwp->state == PTW_LWP_STOPPED) {
-			learn_main_return(t, main_lwp);
+			attach_learn_main_return(t, main_lwp);
 			t->img.main_seen = true;
 		}
 		if (!t->img.have_result)
-			learn_start_return(t, host);
-		tracing_setup(t, host);
+			attach_learn_start_return(t, host);
+		lifecycle_setup(t, host);
 		ptw_dbg(PTW_DBG_TRACER, "attach: tracing set up after %.1f ms",
 			(double)(ptw_now_ns() - frozen_from) / 1e6);
 	}
@@ -387,9 +381,10 @@ int attach_process(struct ptw_tracer *t, const struct ptw_seize_info *info, uint
 	for (size_t i = 0; i < nthreads; i++) {
 		attach_preexisting_facts(t, threads[i], &facts[i]);
 		if (facts[i].have_joinid)
-			pieces[npieces++] = (struct ptw_mem_piece){ .addr = facts[i].joinid_at,
-								    .buf = &facts[i].joinid,
-								    .len = sizeof(facts[i].joinid) };
+			pieces[npieces++] =
+				(struct ptw_mem_piece){ .addr = facts[i].joinid_at,
+							.buf = &facts[i].joinid,
+							.len = sizeof(facts[i].joinid) };
 	}
 	ptw_mem_read_many(proc, pieces, npieces);
 	for (size_t i = 0, k = 0; i < nthreads; i++) {
@@ -414,13 +409,13 @@ int attach_process(struct ptw_tracer *t, const struct ptw_seize_info *info, uint
 	it = 0;
 	while (ptw_map_next(proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
-		if (t->root && l->tgid != pid && !thread_of(l)->detach_asap)
+		if (t->root && l->tgid != pid && !tracer_thread_of(l)->detach_asap)
 			continue;
 		all = xreallocarray(all, n + 1, sizeof(*all));
 		all[n++] = v;
 	}
 	for (size_t i = 0; i < n; i++) {
-		struct thread *th = thread_of(all[i]);
+		struct thread *th = tracer_thread_of(all[i]);
 		if (th->detach_asap && all[i]->state == PTW_LWP_STOPPED) {
 			ptw_detach_lwp(proc, all[i]);
 			tracer_forget_lwp(t, all[i]);

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The tracer's core: what the dispatcher (tracer.c), the hooks (hooks.c,
- * trace.c) and attaching (attach.c) all use. It calls none of them: the
- * files above it call down into it, never back up (no cycle).
+ * The tracer's core: what every other file of the tracer uses (the
+ * dispatcher, the features, attaching, following, letting go). It calls
+ * none of them, and the features only through t->features: the files
+ * above it call down into it, never back up (no cycle).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -15,7 +16,7 @@
 
 #include "tracer_internal.h"
 
-void emit(struct ptw_tracer *t, struct ptw_event *ev)
+void tracer_emit(struct ptw_tracer *t, struct ptw_event *ev)
 {
 	if (!ev->pid)
 		ev->pid = t->proc ? t->proc->pid : t->pid;
@@ -58,7 +59,7 @@ void tracer_warn(struct ptw_tracer *t, enum ptw_warning_code w, const char *fmt,
 	t->nwarnings++;
 }
 
-struct thread *thread_of(struct ptw_lwp *l)
+struct thread *tracer_thread_of(struct ptw_lwp *l)
 {
 	if (!l->user) {
 		struct thread *th = xcalloc(1, sizeof(*th));
@@ -68,7 +69,7 @@ struct thread *thread_of(struct ptw_lwp *l)
 	return l->user;
 }
 
-void thread_free(struct thread *th)
+void tracer_thread_free(struct thread *th)
 {
 	if (!th)
 		return;
@@ -150,22 +151,22 @@ void tracer_forget_lwp(struct ptw_tracer *t, struct ptw_lwp *l)
 	for (size_t i = 0; th && i < t->nfeatures; i++)
 		if (t->features[i]->thread_gone)
 			t->features[i]->thread_gone(t, th);
-	thread_free(th);
+	tracer_thread_free(th);
 	l->user = NULL;
 	ptw_lwp_forget(t->proc, l);
 }
 
-bool is_target_lwp(struct ptw_tracer *t, struct ptw_lwp *l)
+bool tracer_is_target_lwp(struct ptw_tracer *t, struct ptw_lwp *l)
 {
-	return l->tgid == t->proc->pid && !thread_of(l)->foreign;
+	return l->tgid == t->proc->pid && !tracer_thread_of(l)->foreign;
 }
 
-const struct ptw_location *locate(struct ptw_tracer *t, uint64_t addr)
+const struct ptw_location *tracer_locate(struct ptw_tracer *t, uint64_t addr)
 {
 	return addr && t->img.syms ? ptw_symbols_locate(t->img.syms, addr) : NULL;
 }
 
-int read_u64(struct ptw_tracer *t, uint64_t addr, uint64_t *ret)
+int tracer_read_u64(struct ptw_tracer *t, uint64_t addr, uint64_t *ret)
 {
 	return ptw_mem_read(t->proc, addr, ret, sizeof(*ret));
 }
@@ -175,7 +176,7 @@ int read_u64(struct ptw_tracer *t, uint64_t addr, uint64_t *ret)
  * cannot run an injected one: interrupt it and let that call finish first.
  * One extra stop, only when an out-of-line page must be mapped.
  */
-int make_injectable(struct ptw_tracer *t, struct ptw_lwp *l)
+int tracer_make_injectable(struct ptw_tracer *t, struct ptw_lwp *l)
 {
 	if (l->group_stopped)
 		return -EAGAIN; /* it must not run while its process is stopped */
@@ -195,7 +196,8 @@ int make_injectable(struct ptw_tracer *t, struct ptw_lwp *l)
 			l->resume_sig = st.sig;
 			return 0;
 		}
-		if (st.kind == PTW_STOP_EXITED || st.kind == PTW_STOP_KILLED || st.kind == PTW_STOP_EXIT)
+		if (st.kind == PTW_STOP_EXITED || st.kind == PTW_STOP_KILLED ||
+		    st.kind == PTW_STOP_EXIT)
 			return -ESRCH;
 		if (st.kind == PTW_STOP_GROUP)
 			return -EAGAIN; /* stopped now; it stays so until SIGCONT */
@@ -204,24 +206,24 @@ int make_injectable(struct ptw_tracer *t, struct ptw_lwp *l)
 	return r;
 }
 
-int insert_bp(struct ptw_tracer *t, uint64_t addr, unsigned hooks, struct ptw_lwp *host)
+int tracer_insert_bp(struct ptw_tracer *t, uint64_t addr, unsigned hooks, struct ptw_lwp *host)
 {
 	int r = ptw_bp_insert(t->bps, addr, hooks, host, NULL);
-	if (r == -EAGAIN && host && make_injectable(t, host) == 0)
+	if (r == -EAGAIN && host && tracer_make_injectable(t, host) == 0)
 		r = ptw_bp_insert(t->bps, addr, hooks, host, NULL);
 	return r;
 }
 
-struct ptw_lwp *injection_host(struct ptw_tracer *t)
+struct ptw_lwp *tracer_injection_host(struct ptw_tracer *t)
 {
 	struct ptw_lwp *main_lwp = ptw_lwp_get(t->proc, t->proc->pid), *any = NULL;
-	if (main_lwp && is_target_lwp(t, main_lwp) && ptw_lwp_injectable(main_lwp))
+	if (main_lwp && tracer_is_target_lwp(t, main_lwp) && ptw_lwp_injectable(main_lwp))
 		return main_lwp;
 	size_t it = 0;
 	void *v;
 	while (ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
-		if (!is_target_lwp(t, l) || l->state != PTW_LWP_STOPPED)
+		if (!tracer_is_target_lwp(t, l) || l->state != PTW_LWP_STOPPED)
 			continue;
 		if (ptw_lwp_injectable(l))
 			return l;
@@ -232,7 +234,7 @@ struct ptw_lwp *injection_host(struct ptw_tracer *t)
 	return any;
 }
 
-char *read_comm_str(struct ptw_tracer *t, pid_t tid)
+char *tracer_comm_str(struct ptw_tracer *t, pid_t tid)
 {
 	if (t->img.task_dirfd < 0)
 		return NULL;
@@ -250,20 +252,20 @@ char *read_comm_str(struct ptw_tracer *t, pid_t tid)
 	return xstrdup(buf);
 }
 
-void read_comm(struct ptw_tracer *t, pid_t tid, uint64_t ns)
+void tracer_read_comm(struct ptw_tracer *t, pid_t tid, uint64_t ns)
 {
-	char *name = read_comm_str(t, tid);
+	char *name = tracer_comm_str(t, tid);
 	if (!name)
 		return;
 	struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_NAME, ns, tid);
 	ev.name = name;
-	emit(t, &ev);
+	tracer_emit(t, &ev);
 	free(name);
 }
 
 /* ---- return breakpoints ---- */
 
-int retbp_get(struct ptw_tracer *t, struct retbps *rb, struct ptw_lwp *l, uint64_t ret,
+int tracer_retbp_get(struct ptw_tracer *t, struct retbps *rb, struct ptw_lwp *l, uint64_t ret,
 	      unsigned hook)
 {
 	uintptr_t n = (uintptr_t)ptw_map_get(&rb->refs, ret);
@@ -282,14 +284,14 @@ int retbp_get(struct ptw_tracer *t, struct retbps *rb, struct ptw_lwp *l, uint64
 	}
 	if (c != 1)
 		return -EINVAL;
-	int r = insert_bp(t, ret, hook, l);
+	int r = tracer_insert_bp(t, ret, hook, l);
 	if (r < 0)
 		return r;
 	ptw_map_put(&rb->refs, ret, (void *)1);
 	return 0;
 }
 
-void retbp_put(struct ptw_tracer *t, struct retbps *rb, uint64_t ret, unsigned hook)
+void tracer_retbp_put(struct ptw_tracer *t, struct retbps *rb, uint64_t ret, unsigned hook)
 {
 	uintptr_t n = ret ? (uintptr_t)ptw_map_get(&rb->refs, ret) : 0;
 	if (!n)
@@ -304,7 +306,7 @@ void retbp_put(struct ptw_tracer *t, struct retbps *rb, uint64_t ret, unsigned h
 		ptw_bp_remove_hooks(t->bps, bp, hook);
 }
 
-void retbps_free(struct retbps *rb)
+void tracer_retbps_free(struct retbps *rb)
 {
 	ptw_map_free(&rb->refs);
 	ptw_map_free(&rb->checked);
@@ -320,13 +322,13 @@ struct ptw_tracer *tracer_root(struct ptw_tracer *t)
 
 void tracer_lwp_gone(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_stop *st)
 {
-	struct thread *th = thread_of(l);
-	if (is_target_lwp(t, l)) {
+	struct thread *th = tracer_thread_of(l);
+	if (tracer_is_target_lwp(t, l)) {
 		if (!th->exit_reported) {
 			struct ptw_event ev = ptw_event_init(PTW_EV_LWP_EXIT, st->ns, l->tid);
 			ev.exit_how = PTW_EXIT_SELF;
 			ev.exit_code = st->exit_code;
-			emit(t, &ev);
+			tracer_emit(t, &ev);
 		}
 		if (l->tid == t->proc->pid) {
 			/* The leader is reported last: the process is over. */
@@ -342,7 +344,7 @@ void tracer_lwp_gone(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_stop *s
 				t->exit_code = st->exit_code;
 			}
 			t->target_gone = true;
-			emit(t, &ev);
+			tracer_emit(t, &ev);
 		}
 	}
 	tracer_forget_lwp(t, l);

@@ -50,7 +50,7 @@ static void on_stop_detaching(void *ctx, struct ptw_stop *st)
 	case PTW_STOP_VFORK: {
 		struct ptw_lwp *cl = ptw_lwp_get(t->proc, (pid_t)st->msg);
 		if (cl) {
-			thread_of(cl)->foreign = true;
+			tracer_thread_of(cl)->foreign = true;
 			if (st->kind == PTW_STOP_FORK)
 				ptw_bp_restore_in(t->bps, cl->tid);
 		}
@@ -72,7 +72,7 @@ static void disable_thread_events(struct ptw_tracer *t)
 	while (ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
 		struct thread *th = l->user;
-		if (th && th->pd && is_target_lwp(t, l) && l->state != PTW_LWP_GONE)
+		if (th && th->pd && tracer_is_target_lwp(t, l) && l->state != PTW_LWP_GONE)
 			pds[n++] = th->pd;
 	}
 	ptw_tdb_threads_disable(t->img.tdb, pds, n);
@@ -121,10 +121,11 @@ static void leave_xol_pages(struct ptw_tracer *t)
 	if (!t->bps || !ptw_bp_xol_pages(t->bps))
 		return;
 	if (xol_still_referenced(t)) {
-		tracer_warn(t, PTW_W_XOL_PAGE_LEFT,
-		     "%zu out-of-line pages (r-x, 4 KiB each) stay mapped in %d: a thread may still "
-		     "return into one (a signal frame, or a thread that did not stop)",
-		     ptw_bp_xol_pages(t->bps), t->proc->pid);
+		tracer_warn(
+			t, PTW_W_XOL_PAGE_LEFT,
+			"%zu out-of-line pages (r-x, 4 KiB each) stay mapped in %d: a thread may still "
+			"return into one (a signal frame, or a thread that did not stop)",
+			ptw_bp_xol_pages(t->bps), t->proc->pid);
 		return;
 	}
 	size_t it = 0;
@@ -133,7 +134,8 @@ static void leave_xol_pages(struct ptw_tracer *t)
 		struct ptw_lwp *l = v;
 		struct user_regs_struct *regs;
 		uint64_t rip;
-		if (l->state != PTW_LWP_STOPPED || !mine(t, l) || ptw_getregs(t->proc, l, &regs) < 0)
+		if (l->state != PTW_LWP_STOPPED || !mine(t, l) ||
+		    ptw_getregs(t->proc, l, &regs) < 0)
 			continue;
 		if (ptw_bp_xol_origin(t->bps, regs->rip, &rip)) {
 			regs->rip = rip;
@@ -142,13 +144,14 @@ static void leave_xol_pages(struct ptw_tracer *t)
 	}
 	/* The munmap runs in a thread stopped outside any system call, or in
 	 * one we let finish its call first (it stops again at once). */
-	struct ptw_lwp *host = injection_host(t);
-	if (host && !ptw_lwp_injectable(host) && make_injectable(t, host) < 0)
+	struct ptw_lwp *host = tracer_injection_host(t);
+	if (host && !ptw_lwp_injectable(host) && tracer_make_injectable(t, host) < 0)
 		host = NULL;
 	int left = ptw_bp_unmap_xol(t->bps, host);
 	if (left)
-		tracer_warn(t, PTW_W_XOL_PAGE_LEFT, "%d out-of-line pages (r-x, 4 KiB) stay mapped in %d", left,
-		     t->proc->pid);
+		tracer_warn(t, PTW_W_XOL_PAGE_LEFT,
+			    "%d out-of-line pages (r-x, 4 KiB) stay mapped in %d", left,
+			    t->proc->pid);
 }
 
 int tracer_let_go(struct ptw_tracer *t)
@@ -178,7 +181,8 @@ int tracer_let_go(struct ptw_tracer *t)
 	void *v;
 	while (!t->snapshot && ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *l = v;
-		if (!mine(t, l) || l->state != PTW_LWP_STOPPED || l->last_stop != PTW_STOP_INTERRUPT ||
+		if (!mine(t, l) || l->state != PTW_LWP_STOPPED ||
+		    l->last_stop != PTW_STOP_INTERRUPT ||
 		    !ptw_signal_queued(t->proc, l, SIGTRAP, SI_KERNEL))
 			continue;
 		int saved = l->resume_sig;
@@ -200,7 +204,8 @@ int tracer_let_go(struct ptw_tracer *t)
 	leave_xol_pages(t);
 	int failed = t->bps ? ptw_bp_restore_all(t->bps) : 0;
 	if (failed)
-		tracer_warn(t, PTW_W_RESTORE_FAILED, "%d patched bytes could not be restored", failed);
+		tracer_warn(t, PTW_W_RESTORE_FAILED, "%d patched bytes could not be restored",
+			    failed);
 
 	/*
 	 * Threads with a signal to deliver go last: one that is fatal (a
@@ -226,15 +231,15 @@ int tracer_let_go(struct ptw_tracer *t)
 	size_t nopen = 0, nlive = 0;
 	for (size_t i = 0; i < n; i++) {
 		int sig = all[i]->resume_sig;
-		if (sig && all[i]->state == PTW_LWP_STOPPED && is_target_lwp(t, all[i]) &&
+		if (sig && all[i]->state == PTW_LWP_STOPPED && tracer_is_target_lwp(t, all[i]) &&
 		    tracer_sig_kills(sig) && ptw_proc_sig_default(t->proc->pid, sig))
 			t->fatal_at_detach = sig; /* a second Ctrl-C it does not handle */
-		if (is_target_lwp(t, all[i]) && all[i]->state != PTW_LWP_GONE)
+		if (tracer_is_target_lwp(t, all[i]) && all[i]->state != PTW_LWP_GONE)
 			open_tids[nopen++] = all[i]->tid;
 		/* Held at its exit event: if it is a process-wide exit, the
 		 * others have SIGKILL pending (every thread's status says) or
 		 * none is left (they were all held there). */
-		if (is_target_lwp(t, all[i]) && all[i]->state == PTW_LWP_STOPPED) {
+		if (tracer_is_target_lwp(t, all[i]) && all[i]->state == PTW_LWP_STOPPED) {
 			bool exiting = all[i]->last_stop == PTW_STOP_EXIT;
 			t->exiting_at_detach |= exiting;
 			nlive += !exiting;
@@ -254,13 +259,14 @@ int tracer_let_go(struct ptw_tracer *t)
 	/* Name the threads that stay open, now that they run again (a
 	 * snapshot read every name before it stopped them). */
 	for (size_t i = 0; i < nopen && !t->snapshot; i++)
-		read_comm(t, open_tids[i], t0);
+		tracer_read_comm(t, open_tids[i], t0);
 	free(open_tids);
 	if (stuck)
-		tracer_warn(t, PTW_W_THREADS_NOT_STOPPED,
-		     "%d threads did not stop within 3 s (uninterruptible sleep?); the kernel "
-		     "detaches them when ptwatch exits",
-		     stuck);
+		tracer_warn(
+			t, PTW_W_THREADS_NOT_STOPPED,
+			"%d threads did not stop within 3 s (uninterruptible sleep?); the kernel "
+			"detaches them when ptwatch exits",
+			stuck);
 	t->detached = true;
 	if (!t->end_ns)
 		t->end_ns = ptw_now_ns();
@@ -274,7 +280,7 @@ int ptw_tracer_detach(struct ptw_tracer *t)
 	int stuck = tracer_let_go(t);
 	t->detach_told = true;
 	struct ptw_event ev = ptw_event_init(PTW_EV_DETACHED, ptw_now_ns(), t->proc->pid);
-	emit(t, &ev);
+	tracer_emit(t, &ev);
 	return stuck;
 }
 

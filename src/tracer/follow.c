@@ -59,14 +59,14 @@ static void free_argv(char **argv)
  * (fork) or its exec (vfork). */
 static struct ptw_tracer *followed_new(struct ptw_tracer *t, const struct ptw_stop *st)
 {
-	struct ptw_tracer *c = followed_add(t, (pid_t)st->msg, t->proc->pid, st->tid, st->ns);
+	struct ptw_tracer *c = follow_add(t, (pid_t)st->msg, t->proc->pid, st->tid, st->ns);
 	c->xol_parent = t;
 	c->owned_argv = dup_argv(t->argv);
 	c->argv = c->owned_argv;
 	return c;
 }
 
-struct ptw_tracer *followed_add(struct ptw_tracer *t, pid_t pid, pid_t ppid, pid_t parent_tid,
+struct ptw_tracer *follow_add(struct ptw_tracer *t, pid_t pid, pid_t ppid, pid_t parent_tid,
 				uint64_t ns)
 {
 	struct ptw_tracer *root = tracer_root(t);
@@ -86,7 +86,8 @@ struct ptw_tracer *followed_add(struct ptw_tracer *t, pid_t pid, pid_t ppid, pid
 			}
 	}
 	c->launched = root->launched;
-	root->followed = xreallocarray(root->followed, root->nfollowed + 1, sizeof(*root->followed));
+	root->followed =
+		xreallocarray(root->followed, root->nfollowed + 1, sizeof(*root->followed));
 	root->followed[root->nfollowed++] = c;
 	ptw_map_put(&root->by_pid, (uint64_t)c->pid, c);
 	return c;
@@ -112,7 +113,7 @@ void follow_failed(struct ptw_tracer *c, const char *why)
 	if (!c->img.exe && !c->last_exe)
 		c->last_exe = read_exe(c->pid);
 	tracer_warn(c, PTW_W_PROCESS_NOT_FOLLOWED, "%s is not traced: %s",
-	     c->img.exe ? c->img.exe : c->last_exe ? c->last_exe : "?", why);
+		    c->img.exe ? c->img.exe : c->last_exe ? c->last_exe : "?", why);
 	ptw_map_del(&root->by_pid, (uint64_t)c->pid);
 	if (c->bps) {
 		ptw_bptab_free(c->bps);
@@ -144,7 +145,7 @@ static int followed_open(struct ptw_tracer *c)
  * if attached (its copy of the parent's bytes is already restored). */
 void follow_setup(struct ptw_tracer *c, struct ptw_lwp *l, uint64_t ns)
 {
-	struct thread *th = thread_of(l);
+	struct thread *th = tracer_thread_of(l);
 	th->follow_setup = false;
 	int r = followed_open(c);
 	if (r < 0) {
@@ -161,24 +162,25 @@ void follow_setup(struct ptw_tracer *c, struct ptw_lwp *l, uint64_t ns)
 	c->xol_parent = NULL;
 	if (parent && parent->bps)
 		ptw_bp_adopt_xol(c->bps, parent->bps);
-	bool have_tdb = image_load(c) == 0 && tdb_open(c) == 0;
+	bool have_tdb = image_load(c) == 0 && image_tdb_open(c) == 0;
 	tracer_features_prepare(c);
 	tracer_image_ready(c, l);
 	if (have_tdb) {
 		ptw_tdb_map_lwp(c->img.tdb, l->tid, &th->pd);
 		if (c->parent_tid == c->ppid) {
-			learn_main_return(c, l);
+			attach_learn_main_return(c, l);
 			c->img.main_seen = true;
 		}
 		if (!c->img.have_result)
-			learn_start_return(c, l);
-		tracing_setup(c, l);
+			attach_learn_start_return(c, l);
+		lifecycle_setup(c, l);
 	}
 	/* Its one thread began at the fork. */
 	struct preexisting f;
 	attach_preexisting_facts(c, l, &f);
 	if (f.have_joinid)
-		f.have_joinid = ptw_mem_read(c->proc, f.joinid_at, &f.joinid, sizeof(f.joinid)) == 0;
+		f.have_joinid =
+			ptw_mem_read(c->proc, f.joinid_at, &f.joinid, sizeof(f.joinid)) == 0;
 	f.began_ns = c->start_ns;
 	attach_emit_facts(c, &f, NULL, ns);
 }
@@ -188,7 +190,7 @@ void follow_fork_stop(struct ptw_tracer *t, struct ptw_stop *st)
 	struct ptw_lwp *cl = ptw_lwp_get(t->proc, (pid_t)st->msg);
 	if (!cl)
 		return;
-	struct thread *cth = thread_of(cl);
+	struct thread *cth = tracer_thread_of(cl);
 	cth->foreign = true;
 	cth->announced = true;
 	struct ptw_tracer *c = t->o.follow_forks ? followed_new(t, st) : NULL;
@@ -210,8 +212,8 @@ void follow_fork_stop(struct ptw_tracer *t, struct ptw_stop *st)
 	 * back, then let it go. It must not die at its first pthread_create. */
 	int failed = ptw_bp_restore_in(t->bps, cl->tid);
 	if (failed)
-		tracer_warn(t, PTW_W_FORK_CHILD_UNCLEAN, "could not restore %d patched bytes in fork child %d",
-		     failed, cl->tid);
+		tracer_warn(t, PTW_W_FORK_CHILD_UNCLEAN,
+			    "could not restore %d patched bytes in fork child %d", failed, cl->tid);
 	if (c && !failed) {
 		/* -f: it is a process of its own, traced from its first stop. */
 		cth->foreign = false;
@@ -263,8 +265,9 @@ bool follow_exec(struct ptw_tracer *t, struct ptw_lwp *l)
  * is let go as without -f). */
 bool follow_vfork_exec(struct ptw_tracer *t, struct ptw_lwp *l)
 {
-	struct thread *th = thread_of(l);
-	struct ptw_tracer *c = th->foreign ? ptw_map_get(&tracer_root(t)->by_pid, (uint64_t)l->tgid) : NULL;
+	struct thread *th = tracer_thread_of(l);
+	struct ptw_tracer *c =
+		th->foreign ? ptw_map_get(&tracer_root(t)->by_pid, (uint64_t)l->tgid) : NULL;
 	if (c && c->vfork_pending && l->tid == c->pid) {
 		/* -f: a vfork child exec'd: a process of its own now, traced as
 		 * a launched one is. */
@@ -283,7 +286,7 @@ bool follow_vfork_exec(struct ptw_tracer *t, struct ptw_lwp *l)
 			image_init(c, l);
 			return true;
 		}
-		follow_failed(c, r == -EPERM	  ? "it exec'd a set-user-ID or set-group-ID program"
+		follow_failed(c, r == -EPERM	? "it exec'd a set-user-ID or set-group-ID program"
 				 : r == -ENOSPC ? "too many processes traced at once"
 						: strerror(-r));
 	}
@@ -316,7 +319,7 @@ void follow_done(struct ptw_tracer *c, const struct ptw_stop *st)
 			ev.exit_code = c->exit_code = st->exit_code;
 		}
 		c->target_gone = true;
-		emit(c, &ev);
+		tracer_emit(c, &ev);
 	}
 	c->end_ns = st->ns;
 	ptw_map_del(&root->by_pid, (uint64_t)c->pid);
@@ -344,7 +347,7 @@ void follow_done(struct ptw_tracer *c, const struct ptw_stop *st)
 static void attach_descendant(struct ptw_tracer *root, pid_t pid, pid_t ppid, pid_t parent_tid)
 {
 	uint64_t start = ptw_now_ns();
-	struct ptw_tracer *c = followed_add(root, pid, ppid, parent_tid, start);
+	struct ptw_tracer *c = follow_add(root, pid, ppid, parent_tid, start);
 	c->owned_argv = attach_cmdline(pid);
 	c->argv = c->owned_argv;
 	char why[160];
@@ -359,15 +362,17 @@ static void attach_descendant(struct ptw_tracer *root, pid_t pid, pid_t ppid, pi
 			ptw_explain_eperm(pid, why, sizeof(why));
 		else
 			snprintf(why, sizeof(why), "%s",
-				 r == -EBUSY ? "a thread is traced by another process" : strerror(-r));
+				 r == -EBUSY ? "a thread is traced by another process"
+					     : strerror(-r));
 		follow_failed(c, why);
 		return;
 	}
 	if (info.zombie_leader)
-		tracer_warn(c, PTW_W_ZOMBIE_LEADER,
-		     "the main thread of %d has exited (pthread_exit) and is a zombie; its other "
-		     "threads are traced",
-		     pid);
+		tracer_warn(
+			c, PTW_W_ZOMBIE_LEADER,
+			"the main thread of %d has exited (pthread_exit) and is a zombie; its other "
+			"threads are traced",
+			pid);
 	r = attach_process(c, &info, start);
 	if (r < 0) {
 		tracer_let_go(c);
@@ -395,7 +400,8 @@ void follow_attach_descendants(struct ptw_tracer *root)
 				/* Traced by us already: forked by a process we
 				 * hold since it was seized, its fork event (still
 				 * queued) will tell (its bytes are its parent's). */
-				bool known = ptw_proc_status_field(kids[i], "TracerPid") == getpid();
+				bool known =
+					ptw_proc_status_field(kids[i], "TracerPid") == getpid();
 				for (size_t k = 0; k < root->nfollowed && !known; k++)
 					known = root->followed[k]->pid == kids[i];
 				if (!known) {

@@ -67,7 +67,7 @@ static void locks_thread_free(struct feature_thread *ft)
 /* The thread's, made on first use. */
 static struct locks_thread *locks_of(struct ptw_lwp *l)
 {
-	struct thread *th = thread_of(l);
+	struct thread *th = tracer_thread_of(l);
 	if (!th->fdata[FEATURE_LOCKS]) {
 		struct locks_thread *lt = xcalloc(1, sizeof(*lt));
 		lt->base.free = locks_thread_free;
@@ -121,7 +121,7 @@ static void locks_image_reset(struct ptw_tracer *t)
 	struct locks *lk = locks_state(t);
 	if (!lk)
 		return;
-	retbps_free(&lk->retbps);
+	tracer_retbps_free(&lk->retbps);
 	ptw_map_free(&lk->reported);
 	lk->ready = false;
 	lk->symtab = false;
@@ -140,19 +140,14 @@ static void locks_free(struct ptw_tracer *t)
 
 /* ---- finding the slow paths ---- */
 
-static const char *libc_mod(struct ptw_tracer *t)
-{
-	return t->img.dynamic ? "libc.so" : PTW_MOD_EXE;
-}
-
 /* Targets of the direct calls in the exported function name (tail_jumps:
  * of its tail calls instead). */
 static int branches_of(struct ptw_tracer *t, const char *name, bool tail_jumps, uint64_t *out,
 		       int max)
 {
 	uint64_t addr, size = 0;
-	if (ptw_symbols_lookup(t->img.syms, libc_mod(t), name, &addr, &size) < 0 || !size ||
-	    size > 65536)
+	if (ptw_symbols_lookup(t->img.syms, image_libc_module(t), name, &addr, &size) < 0 ||
+	    !size || size > 65536)
 		return 0;
 	uint8_t *code = xmalloc(size);
 	int n = 0;
@@ -177,13 +172,14 @@ static uint64_t find_lll_lock_wait(struct ptw_tracer *t, uint64_t lll_private)
 {
 	struct ptw_symbols *syms = t->img.syms;
 	uint64_t addr, wake;
-	if (ptw_symbols_lookup(syms, libc_mod(t), "__lll_lock_wait", &addr, NULL) == 0) {
+	if (ptw_symbols_lookup(syms, image_libc_module(t), "__lll_lock_wait", &addr, NULL) == 0) {
 		locks_state(t)->symtab = true;
 		return addr;
 	}
 	if (!lll_private)
 		return 0;
-	if (ptw_symbols_lookup(syms, libc_mod(t), "__lll_lock_wake_private", &wake, NULL) < 0 ||
+	if (ptw_symbols_lookup(syms, image_libc_module(t), "__lll_lock_wake_private", &wake, NULL) <
+		    0 ||
 	    wake <= lll_private)
 		wake = lll_private + 512;
 	uint64_t calls[64];
@@ -203,10 +199,12 @@ static uint64_t find_futex_wait(struct ptw_tracer *t)
 {
 	struct ptw_symbols *syms = t->img.syms;
 	uint64_t addr;
-	if (ptw_symbols_lookup(syms, libc_mod(t), "__futex_abstimed_wait_common", &addr, NULL) == 0)
+	if (ptw_symbols_lookup(syms, image_libc_module(t), "__futex_abstimed_wait_common", &addr,
+			       NULL) == 0)
 		return addr;
 	uint64_t wrapper = 0;
-	if (ptw_symbols_lookup(syms, libc_mod(t), "__futex_abstimed_wait64", &wrapper, NULL) < 0) {
+	if (ptw_symbols_lookup(syms, image_libc_module(t), "__futex_abstimed_wait64", &wrapper,
+			       NULL) < 0) {
 		uint64_t rd[64], wr[64], cond[64];
 		int nrd = branches_of(t, "pthread_rwlock_rdlock", false, rd, 64);
 		int nwr = branches_of(t, "pthread_rwlock_wrlock", false, wr, 64);
@@ -228,7 +226,7 @@ static void add_range(struct ptw_tracer *t, const char *name, enum ptw_wait_kind
 	struct locks *lk = locks_state(t);
 	uint64_t addr, size = 0;
 	if (lk->nranges < PTW_ARRAY_SIZE(lk->ranges) &&
-	    ptw_symbols_lookup(t->img.syms, libc_mod(t), name, &addr, &size) == 0 && size)
+	    ptw_symbols_lookup(t->img.syms, image_libc_module(t), name, &addr, &size) == 0 && size)
 		lk->ranges[lk->nranges++] = (struct range){ addr, addr + size, kind };
 }
 
@@ -254,10 +252,11 @@ static void add_tail_ranges(struct ptw_tracer *t, const char *name, enum ptw_wai
 static void hook_at(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t addr, unsigned hook,
 		    const char *what)
 {
-	int r = insert_bp(t, addr, hook, l);
+	int r = tracer_insert_bp(t, addr, hook, l);
 	if (r < 0 && r != -EEXIST)
-		tracer_warn(t, PTW_W_LOCKS_PARTIAL, "--locks: cannot break at %s (%#llx): %s; those waits are not seen",
-		     what, (unsigned long long)addr, strerror(-r));
+		tracer_warn(t, PTW_W_LOCKS_PARTIAL,
+			    "--locks: cannot break at %s (%#llx): %s; those waits are not seen",
+			    what, (unsigned long long)addr, strerror(-r));
 }
 
 static void locks_setup(struct ptw_tracer *t, struct ptw_lwp *l)
@@ -269,21 +268,24 @@ static void locks_setup(struct ptw_tracer *t, struct ptw_lwp *l)
 	struct ptw_symbols *syms = t->img.syms;
 	lk->libc_path = t->img.dynamic ? ptw_symbols_module_path(syms, "libc.so") : NULL;
 	uint64_t lll_private = 0;
-	ptw_symbols_lookup(syms, libc_mod(t), "__lll_lock_wait_private", &lll_private, NULL);
+	ptw_symbols_lookup(syms, image_libc_module(t), "__lll_lock_wait_private", &lll_private,
+			   NULL);
 	uint64_t lll = find_lll_lock_wait(t, lll_private);
 	uint64_t futex = find_futex_wait(t);
 	if (lll)
 		hook_at(t, l, lll, HOOK_LOCK_WAIT, "__lll_lock_wait");
 	else
-		tracer_warn(t, PTW_W_LOCKS_PARTIAL, "--locks: __lll_lock_wait not found in libc: mutex waits "
-					 "are not seen");
+		tracer_warn(t, PTW_W_LOCKS_PARTIAL,
+			    "--locks: __lll_lock_wait not found in libc: mutex waits "
+			    "are not seen");
 	if (lll_private)
 		hook_at(t, l, lll_private, HOOK_LOCK_WAIT_PRIVATE, "__lll_lock_wait_private");
 	if (futex)
 		hook_at(t, l, futex, HOOK_FUTEX_WAIT, "__futex_abstimed_wait_common");
 	else
-		tracer_warn(t, PTW_W_LOCKS_PARTIAL, "--locks: glibc's futex wait function not found: rwlock, "
-					 "condition variable and semaphore waits are not seen");
+		tracer_warn(t, PTW_W_LOCKS_PARTIAL,
+			    "--locks: glibc's futex wait function not found: rwlock, "
+			    "condition variable and semaphore waits are not seen");
 	static const struct {
 		const char *name;
 		enum ptw_wait_kind kind;
@@ -319,9 +321,12 @@ static void locks_setup(struct ptw_tracer *t, struct ptw_lwp *l)
 		ptw_dbg(PTW_DBG_TRACER, "--locks: range [%#llx, %#llx) kind %d",
 			(unsigned long long)lk->ranges[i].lo, (unsigned long long)lk->ranges[i].hi,
 			lk->ranges[i].kind);
-	lk->have_tid_off = t->img.tdb && ptw_tdb_pthread_field(t->img.tdb, "tid", &lk->tid_off) == 0;
-	ptw_dbg(PTW_DBG_TRACER, "--locks: __lll_lock_wait %#llx (%s), private %#llx, futex wait %#llx",
-		(unsigned long long)lll, lk->symtab ? "symbol table" : "found from pthread_mutex_lock",
+	lk->have_tid_off =
+		t->img.tdb && ptw_tdb_pthread_field(t->img.tdb, "tid", &lk->tid_off) == 0;
+	ptw_dbg(PTW_DBG_TRACER,
+		"--locks: __lll_lock_wait %#llx (%s), private %#llx, futex wait %#llx",
+		(unsigned long long)lll,
+		lk->symtab ? "symbol table" : "found from pthread_mutex_lock",
 		(unsigned long long)lll_private, (unsigned long long)futex);
 }
 
@@ -337,7 +342,8 @@ static unsigned locks_hooks_beside(struct ptw_tracer *t, unsigned hooks)
 static void pop_wait(struct ptw_tracer *t, struct locks_thread *th)
 {
 	if (th->nlwaits)
-		retbp_put(t, &locks_state(t)->retbps, th->lwaits[--th->nlwaits].ret, HOOK_WAIT_RETURN);
+		tracer_retbp_put(t, &locks_state(t)->retbps, th->lwaits[--th->nlwaits].ret,
+				 HOOK_WAIT_RETURN);
 }
 
 static void locks_thread_gone(struct ptw_tracer *t, struct thread *th)
@@ -356,7 +362,7 @@ static void locks_thread_gone(struct ptw_tracer *t, struct thread *th)
 static bool live_target_tid(struct ptw_tracer *t, int32_t tid)
 {
 	struct ptw_lwp *o = tid > 0 ? ptw_lwp_get(t->proc, tid) : NULL;
-	return o && o->state != PTW_LWP_GONE && is_target_lwp(t, o);
+	return o && o->state != PTW_LWP_GONE && tracer_is_target_lwp(t, o);
 }
 
 static int32_t read_i32(struct ptw_tracer *t, uint64_t addr)
@@ -411,7 +417,7 @@ static const struct ptw_location *call_at(struct ptw_tracer *t, uint64_t ret)
 	int k = 0;
 	if (ret > 8 && ptw_bp_read_original(t->bps, ret - 8, before, 8) == 0)
 		k = ptw_insn_call_length(before, ret);
-	return locate(t, ret - (uint64_t)(k > 0 ? k : 1));
+	return tracer_locate(t, ret - (uint64_t)(k > 0 ? k : 1));
 }
 
 /* A static program is one module, libc in it: every pc may be libc's. */
@@ -446,7 +452,7 @@ static enum ptw_wait_kind classify(struct ptw_tracer *t, const uint64_t *pcs, in
 				return lk->ranges[k].kind;
 		if (!in_libc(t, pc))
 			continue;
-		const struct ptw_location *loc = locate(t, pc);
+		const struct ptw_location *loc = tracer_locate(t, pc);
 		uint64_t lo, hi;
 		/* Without libc's symbol table a local function is named after
 		 * the exported one before it: a name counts only if it is the
@@ -467,7 +473,7 @@ static const struct ptw_location *object_location(struct ptw_tracer *t, uint64_t
 {
 	if (!object || !ptw_symbols_module_of(t->img.syms, object))
 		return NULL;
-	const struct ptw_location *loc = locate(t, object);
+	const struct ptw_location *loc = tracer_locate(t, object);
 	return loc && loc->symbol ? loc : NULL;
 }
 
@@ -513,10 +519,13 @@ static void wait_entry(struct ptw_tracer *t, struct ptw_lwp *l, const struct use
 		case PTW_WAIT_BARRIER:
 			break;
 		default:
-			ptw_dbg(PTW_DBG_TRACER, "--locks: futex wait of %d not classified: %d frames, "
-				"%#llx %#llx %#llx %#llx", l->tid, n,
-				(unsigned long long)(n > 1 ? pcs[1] : 0), (unsigned long long)(n > 2 ? pcs[2] : 0),
-				(unsigned long long)(n > 3 ? pcs[3] : 0), (unsigned long long)(n > 4 ? pcs[4] : 0));
+			ptw_dbg(PTW_DBG_TRACER,
+				"--locks: futex wait of %d not classified: %d frames, "
+				"%#llx %#llx %#llx %#llx",
+				l->tid, n, (unsigned long long)(n > 1 ? pcs[1] : 0),
+				(unsigned long long)(n > 2 ? pcs[2] : 0),
+				(unsigned long long)(n > 3 ? pcs[3] : 0),
+				(unsigned long long)(n > 4 ? pcs[4] : 0));
 			/* a join (seen at the join function) or a wait that is
 			 * none of the above (aio, getaddrinfo_a): no span */
 			return;
@@ -537,15 +546,15 @@ static void begin_wait(struct ptw_tracer *t, struct ptw_lwp *l,
 	while (th->nlwaits && th->lwaits[th->nlwaits - 1].sp <= sp)
 		pop_wait(t, th);
 	if (!join) {
-		int r = read_u64(t, sp, &ret);
+		int r = tracer_read_u64(t, sp, &ret);
 		if (r == 0)
-			r = retbp_get(t, &locks_state(t)->retbps, l, ret, HOOK_WAIT_RETURN);
+			r = tracer_retbp_get(t, &locks_state(t)->retbps, l, ret, HOOK_WAIT_RETURN);
 		if (r < 0) {
-			const struct ptw_location *loc = locate(t, regs->rip);
+			const struct ptw_location *loc = tracer_locate(t, regs->rip);
 			tracer_warn(t, PTW_W_LOCKS_NO_RETURN,
-			     "--locks: waits in %s returning to %#llx are not reported: %s",
-			     loc && loc->symbol ? loc->symbol : "?", (unsigned long long)ret,
-			     r == -EINVAL ? "no call precedes that address" : strerror(-r));
+				    "--locks: waits in %s returning to %#llx are not reported: %s",
+				    loc && loc->symbol ? loc->symbol : "?", (unsigned long long)ret,
+				    r == -EINVAL ? "no call precedes that address" : strerror(-r));
 			return;
 		}
 	}
@@ -558,7 +567,7 @@ static void begin_wait(struct ptw_tracer *t, struct ptw_lwp *l,
 	const struct ptw_location *stack[SITE_FRAMES];
 	const struct ptw_location *site = NULL;
 	for (int i = 0; i < n; i++) {
-		stack[i] = i ? locate(t, pcs[i] - 1) : locate(t, pcs[i]);
+		stack[i] = i ? tracer_locate(t, pcs[i] - 1) : tracer_locate(t, pcs[i]);
 		if (i && !site && locks_state(t)->libc_path && !in_libc(t, pcs[i]))
 			site = call_at(t, pcs[i]);
 	}
@@ -566,7 +575,7 @@ static void begin_wait(struct ptw_tracer *t, struct ptw_lwp *l,
 	 * frame out of them is the first neither in an exported primitive
 	 * nor named like an internal one. */
 	for (int i = 1; i < n && !site && !t->img.dynamic; i++) {
-		const struct ptw_location *loc = locate(t, pcs[i] - 1);
+		const struct ptw_location *loc = tracer_locate(t, pcs[i] - 1);
 		bool primitive = !loc || !loc->symbol || loc->symbol[0] == '_';
 		for (size_t k = 0; k < locks_state(t)->nranges && !primitive; k++)
 			primitive = pcs[i] - 1 >= locks_state(t)->ranges[k].lo &&
@@ -583,7 +592,7 @@ static void begin_wait(struct ptw_tracer *t, struct ptw_lwp *l,
 	ev.stack = stack;
 	ev.nstack = (size_t)n;
 	ev.sp = sp;
-	emit(t, &ev);
+	tracer_emit(t, &ev);
 	if (owner)
 		check_deadlock(t, l, regs, ns);
 }
@@ -597,7 +606,7 @@ static void end_wait(struct ptw_tracer *t, struct ptw_lwp *l, const struct user_
 	ev.has_value = true;
 	ev.value = (uint32_t)regs->rax;
 	ev.sp = regs->rsp;
-	emit(t, &ev);
+	tracer_emit(t, &ev);
 }
 
 void hook_lock_wait(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
@@ -605,7 +614,7 @@ void hook_lock_wait(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 {
 	(void)bp;
 	/* __lll_lock_wait (int *futex, int private): the mutex's __lock */
-	if (locks_state(t) && is_target_lwp(t, l))
+	if (locks_state(t) && tracer_is_target_lwp(t, l))
 		wait_entry(t, l, regs, PTW_WAIT_MUTEX, regs->rdi, ns, false);
 }
 
@@ -613,7 +622,7 @@ void hook_lock_wait_private(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_
 			    const struct user_regs_struct *regs, uint64_t ns)
 {
 	(void)bp;
-	if (locks_state(t) && is_target_lwp(t, l))
+	if (locks_state(t) && tracer_is_target_lwp(t, l))
 		wait_entry(t, l, regs, PTW_WAIT_LOCK, regs->rdi, ns, false);
 }
 
@@ -622,7 +631,7 @@ void hook_futex_wait(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 {
 	(void)bp;
 	/* (futex_word, expected, clockid, abstime, private, cancel) */
-	if (locks_state(t) && is_target_lwp(t, l))
+	if (locks_state(t) && tracer_is_target_lwp(t, l))
 		wait_entry(t, l, regs, PTW_WAIT_NONE, regs->rdi, ns, true);
 }
 
@@ -743,10 +752,12 @@ static void check_deadlock(struct ptw_tracer *t, struct ptw_lwp *l,
 			}
 			uint64_t pcs[DEADLOCK_FRAMES];
 			const struct ptw_location *stack[DEADLOCK_FRAMES];
-			int k = use ? ptw_symbols_unwind(t->img.syms, cyc[i], use, pcs, DEADLOCK_FRAMES)
+			int k = use ? ptw_symbols_unwind(t->img.syms, cyc[i], use, pcs,
+							 DEADLOCK_FRAMES)
 				    : 0;
 			for (int j = 0; j < k; j++)
-				stack[j] = j ? locate(t, pcs[j] - 1) : locate(t, pcs[j]);
+				stack[j] =
+					j ? tracer_locate(t, pcs[j] - 1) : tracer_locate(t, pcs[j]);
 			struct ptw_event ev = ptw_event_init(PTW_EV_DEADLOCK, ns, cyc[i]);
 			ev.span_id = id;
 			ev.has_value = true;
@@ -760,7 +771,7 @@ static void check_deadlock(struct ptw_tracer *t, struct ptw_lwp *l,
 			ev.stack = stack;
 			ev.nstack = (size_t)(k > 0 ? k : 0);
 			ev.state = use && (long)use->orig_rax == SYS_futex ? "S futex" : "R";
-			emit(t, &ev);
+			tracer_emit(t, &ev);
 		}
 	}
 	for (size_t i = 0; i < n; i++)

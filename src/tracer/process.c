@@ -62,7 +62,7 @@ void ptw_tracer_free(struct ptw_tracer *t)
 		size_t it = 0;
 		void *v;
 		while (ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
-			thread_free(((struct ptw_lwp *)v)->user);
+			tracer_thread_free(((struct ptw_lwp *)v)->user);
 			((struct ptw_lwp *)v)->user = NULL;
 		}
 	}

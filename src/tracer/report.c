@@ -53,8 +53,8 @@ void ptw_tracer_check_fate(struct ptw_tracer *t, struct ptw_report *r)
 		ptw_proc_census(pid, every_thread, &c);
 	unsigned long long flags = 0;
 	bool doomed = !t->target_gone && t->detached && !reaped &&
-		      (t->fatal_at_detach || t->all_exiting_at_detach || c.fatal_signal || !c.alive ||
-		       (ptw_proc_stat_field(pid, 9, &flags) && (flags & PF_EXITING)));
+		      (t->fatal_at_detach || t->all_exiting_at_detach || c.fatal_signal ||
+		       !c.alive || (ptw_proc_stat_field(pid, 9, &flags) && (flags & PF_EXITING)));
 	for (int ms = 0; doomed && !reaped && ms < 1000; ms++) {
 		/* Threads that were dying as we let go are still ours to reap
 		 * (a traced thread's death waits for its tracer), and the main
@@ -134,7 +134,7 @@ bool ptw_tracer_process(struct ptw_tracer *t, uint32_t id, struct ptw_process *r
 
 void ptw_tracer_report(struct ptw_tracer *t, struct ptw_report *r)
 {
-	debuginfod_warning(t); /* a failure at a lookup after the last image load */
+	image_debuginfod_warning(t); /* a failure at a lookup after the last image load */
 	if (t->target_gone || t->detached)
 		tracer_features_finish(t); /* a pattern may still match a library loaded later */
 	r->pid = t->proc->pid;

@@ -80,7 +80,7 @@ static void interrupt(struct ptw_tracer *t, int sig, uint64_t ns, bool reached,
 	ev.sig = sig;
 	ev.action = action;
 	ev.why = why;
-	emit(t, &ev);
+	tracer_emit(t, &ev);
 }
 
 /* Both ptwatch and the command got sig: one press. */

@@ -176,7 +176,8 @@ static void syscall_from_regs(const struct user_regs_struct *r, struct kstate *k
 {
 	long nr = (long)r->orig_rax, ret = (long)r->rax;
 	bool restarting = ret == -512 /* ERESTARTSYS */ || ret == -513 /* ERESTARTNOINTR */ ||
-			  ret == -514 /* ERESTARTNOHAND */ || ret == -516 /* ERESTART_RESTARTBLOCK */;
+			  ret == -514 /* ERESTARTNOHAND */ ||
+			  ret == -516 /* ERESTART_RESTARTBLOCK */;
 	if (nr < 0 || !(restarting || k->state == 'S' || k->state == 'D'))
 		return;
 	k->syscall = nr;
@@ -492,7 +493,8 @@ static void wait_target(const struct frozen *f, const struct held *c, struct ptw
 	case PTW_WAIT_RWLOCK: {
 		/* Writers sleep on __writers_futex, everyone on __wrphase_futex:
 		 * the base whose __cur_writer is a live thread is the lock. */
-		uint64_t bases[2] = { futex - PTW_RWLOCK_WRITERS_FUTEX, futex - PTW_RWLOCK_WRPHASE_FUTEX };
+		uint64_t bases[2] = { futex - PTW_RWLOCK_WRITERS_FUTEX,
+				      futex - PTW_RWLOCK_WRPHASE_FUTEX };
 		ev->wait_object = bases[1];
 		for (int i = 0; i < 2; i++)
 			if (futex_word(f, futex, bases[i] + PTW_RWLOCK_CUR_WRITER, &v) &&
@@ -545,7 +547,7 @@ static void record(struct ptw_tracer *t, const struct frozen *f, const struct he
 			st.wait_kind = PTW_WAIT_OTHER;
 		wait_target(f, c, &st, tid_off, have_tid_off);
 	}
-	emit(t, &st);
+	tracer_emit(t, &st);
 }
 
 /* schedstat again, on the other thread (kpass_finish: the end), for the
@@ -626,7 +628,9 @@ static void read_sleepers(struct ptw_tracer *t, struct frozen *fs, size_t n, int
 		if (!f->stack.len)
 			continue;
 		size_t len = f->stack.len;
-		f->stack = (struct ptw_stack_copy){ .addr = f->k->sp, .len = len, .bytes = block + at };
+		f->stack = (struct ptw_stack_copy){ .addr = f->k->sp,
+						    .len = len,
+						    .bytes = block + at };
 		f->stack_piece = piece(&ps, f->k->sp, block + at, len);
 		at += len;
 	}
@@ -682,8 +686,9 @@ static void read_sleepers(struct ptw_tracer *t, struct frozen *fs, size_t n, int
 			not_still(f->k); /* nothing to unwind with: stopped */
 		else if (!f->k->sp)
 			to_stop(f,
-				f->k->state == 'S' || f->k->state == 'D' ? "it woke as it was read"
-									 : "it was not asleep in the kernel",
+				f->k->state == 'S' || f->k->state == 'D'
+					? "it woke as it was read"
+					: "it was not asleep in the kernel",
 				false);
 		else if (!f->copied_asleep)
 			to_stop(f, "its stack could not be read", false);
@@ -755,7 +760,8 @@ static void list_first_reading(struct snap *sn, const struct kpass *first)
 	for (int pass = 0; pass < 2; pass++)
 		for (int i = 0; i < first->n; i++)
 			if ((first->tids[i] == sn->pid) == (pass == 0)) {
-				ptw_map_put(&sn->kstates, (uint64_t)first->tids[i], first->states[i]);
+				ptw_map_put(&sn->kstates, (uint64_t)first->tids[i],
+					    first->states[i]);
 				frozen_add(sn, first->tids[i], first->states[i]);
 			}
 }
@@ -780,20 +786,23 @@ static int stop_the_others(struct snap *sn)
 	if (!sn->seized.threads)
 		return 0;
 	sn->frozen_from = ptw_now_ns();
-	sn->stuck = attach_stop_all(t, ": their stacks are the innermost frames read while they slept, if any");
+	sn->stuck = attach_stop_all(
+		t, ": their stacks are the innermost frames read while they slept, if any");
 	if (asleep_still(sn->v, sn->n, sn->task_fd)) {
 		read_states_again(&sn->kstates, sn->task_fd);
 		struct ptw_seize_info more = { 0 };
 		r = ptw_seize_some(t->proc, is_still, &sn->kstates, &more);
 		if (r < 0)
-			tracer_warn(t, PTW_W_THREADS_NOT_STOPPED,
-			     "threads that woke during the snapshot could not be stopped (%s): they "
-			     "are shown as /proc says, without a stack",
-			     strerror(-r));
+			tracer_warn(
+				t, PTW_W_THREADS_NOT_STOPPED,
+				"threads that woke during the snapshot could not be stopped (%s): they "
+				"are shown as /proc says, without a stack",
+				strerror(-r));
 		if (more.threads) {
 			read_kstates(t->proc, sn->task_fd, &sn->kstates);
 			held_group_stops(t->proc, &sn->kstates);
-			sn->stuck += attach_stop_all(t, ": their stacks are the innermost frames read while they slept, if any");
+			sn->stuck += attach_stop_all(t, ": their stacks are the innermost frames "
+							"read while they slept, if any");
 			sn->seized.threads += more.threads;
 		}
 	}
@@ -832,8 +841,10 @@ static void take_copies(struct snap *sn)
 	for (size_t i = 0; i < sn->n; i++) {
 		struct frozen *f = &sn->v[i];
 		if (f->k->still) {
-			const struct ptw_tdb_thread *th = ptw_map_get(&sn->unseized, (uint64_t)f->tid);
-			hold(t, f, th ? th->pthread : 0, th ? th->startfunc : 0, &sn->held, &pieces);
+			const struct ptw_tdb_thread *th =
+				ptw_map_get(&sn->unseized, (uint64_t)f->tid);
+			hold(t, f, th ? th->pthread : 0, th ? th->startfunc : 0, &sn->held,
+			     &pieces);
 			continue;
 		}
 		struct ptw_lwp *l = ptw_lwp_get(t->proc, f->tid);
@@ -841,9 +852,11 @@ static void take_copies(struct snap *sn)
 			freeze(t, sn->task_fd, l, f, &sn->held, &pieces, &sn->stacks);
 		} else if (!ptw_proc_exited(sn->pid, f->tid)) {
 			/* alive, but not ours (its seize failed): as /proc says */
-			const struct ptw_tdb_thread *th = ptw_map_get(&sn->unseized, (uint64_t)f->tid);
+			const struct ptw_tdb_thread *th =
+				ptw_map_get(&sn->unseized, (uint64_t)f->tid);
 			read_kernel_wait(sn->task_fd, f->tid, f->k);
-			hold(t, f, th ? th->pthread : 0, th ? th->startfunc : 0, &sn->held, &pieces);
+			hold(t, f, th ? th->pthread : 0, th ? th->startfunc : 0, &sn->held,
+			     &pieces);
 		} else {
 			f->tid = 0; /* gone before we could stop it */
 		}
@@ -893,10 +906,10 @@ int ptw_tracer_snapshot(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_t
 	}
 	first.states = xcalloc((size_t)first.n + 1, sizeof(*first.states));
 	kpass_start(&first);
-	struct ptw_tracer *t = attached_tracer_new(o, ptw_proc_open(pid), start, true);
+	struct ptw_tracer *t = attach_tracer_new(o, ptw_proc_open(pid), start, true);
 	sn.t = t;
 	int r = ptw_bptab_new(t->proc, &t->bps);
-	bool have_tdb = r == 0 && image_load(t) == 0 && tdb_open(t) == 0;
+	bool have_tdb = r == 0 && image_load(t) == 0 && image_tdb_open(t) == 0;
 	uint64_t ns_loaded = ptw_now_ns();
 	kpass_finish(&first);
 	uint64_t ns_read = ptw_now_ns();

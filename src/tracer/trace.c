@@ -77,7 +77,7 @@ static void frames_thread_free(struct feature_thread *ft)
 /* The thread's, made on first use. */
 static struct frames_thread *frames_of(struct ptw_lwp *l)
 {
-	struct thread *th = thread_of(l);
+	struct thread *th = tracer_thread_of(l);
 	if (!th->fdata[FEATURE_FRAMES]) {
 		struct frames_thread *f = xcalloc(1, sizeof(*f));
 		f->base.free = frames_thread_free;
@@ -168,7 +168,7 @@ static void trace_image_reset(struct ptw_tracer *t)
 		return;
 	ptw_map_free(&tr->scanned);
 	ptw_map_free(&tr->entries);
-	retbps_free(&tr->retbps);
+	tracer_retbps_free(&tr->retbps);
 	tr->scanned_gen = 0;
 }
 
@@ -220,14 +220,15 @@ static void add_entry(struct trace *tr, uint64_t addr, const char *name)
 		/* Said when asked for by name; a glob that happens to match
 		 * it (--trace '*') is only told in the debug log. */
 		if (tr->literal)
-			tracer_warn(t, PTW_W_TRACE_REFUSED,
-			     "--trace: %s is not traced (entered without a call, it has no return "
-			     "address)",
-			     name);
+			tracer_warn(
+				t, PTW_W_TRACE_REFUSED,
+				"--trace: %s is not traced (entered without a call, it has no return "
+				"address)",
+				name);
 		ptw_dbg(PTW_DBG_TRACER, "--trace: %s refused", name);
 		return;
 	}
-	int r = insert_bp(t, addr, HOOK_FRAME_ENTRY, tr->host);
+	int r = tracer_insert_bp(t, addr, HOOK_FRAME_ENTRY, tr->host);
 	if (r == -EEXIST)
 		return;
 	if (r < 0) {
@@ -309,10 +310,11 @@ static void hook_helpers(struct ptw_tracer *t, struct ptw_lwp *l)
 	};
 	for (size_t i = 0; i < PTW_ARRAY_SIZE(helpers); i++) {
 		uint64_t addr;
-		if (ptw_symbols_lookup(t->img.syms, PTW_MOD_ANY, helpers[i].name, &addr, NULL) == 0) {
+		if (ptw_symbols_lookup(t->img.syms, PTW_MOD_ANY, helpers[i].name, &addr, NULL) ==
+		    0) {
 			struct ptw_bp *bp = ptw_bp_find(t->bps, addr);
 			if (!bp || !(bp->hooks & helpers[i].hook))
-				insert_bp(t, addr, helpers[i].hook, l);
+				tracer_insert_bp(t, addr, helpers[i].hook, l);
 		}
 	}
 }
@@ -389,7 +391,7 @@ static void trace_image(struct ptw_tracer *t, struct ptw_lwp *l)
 	trace_image_reset(t);
 	/* Libraries come and go: rescan when ld.so says they did. */
 	if (t->img.dl_debug_state)
-		insert_bp(t, t->img.dl_debug_state, HOOK_TRACE_LIBS, l);
+		tracer_insert_bp(t, t->img.dl_debug_state, HOOK_TRACE_LIBS, l);
 	scan(t, l);
 }
 
@@ -434,7 +436,8 @@ void hook_trace_libs(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 static void drop(struct ptw_tracer *t, struct frames_thread *th, size_t k)
 {
 	for (size_t i = 0; i < k && th->nshadow; i++)
-		retbp_put(t, &trace_of(t)->retbps, th->shadow[--th->nshadow].ret, HOOK_FRAME_RETURN);
+		tracer_retbp_put(t, &trace_of(t)->retbps, th->shadow[--th->nshadow].ret,
+				 HOOK_FRAME_RETURN);
 }
 
 static void trace_thread_gone(struct ptw_tracer *t, struct thread *th)
@@ -455,15 +458,15 @@ void hook_frame_entry(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp
 	(void)bp;
 	struct frames_thread *th = frames_of(l);
 	uint64_t sp = regs->rsp, ret;
-	if (!trace_of(t) || read_u64(t, sp, &ret) < 0)
+	if (!trace_of(t) || tracer_read_u64(t, sp, &ret) < 0)
 		return;
-	int r = retbp_get(t, &trace_of(t)->retbps, l, ret, HOOK_FRAME_RETURN);
+	int r = tracer_retbp_get(t, &trace_of(t)->retbps, l, ret, HOOK_FRAME_RETURN);
 	if (r < 0) {
-		const struct ptw_location *loc = locate(t, regs->rip);
+		const struct ptw_location *loc = tracer_locate(t, regs->rip);
 		tracer_warn(t, PTW_W_TRACE_NO_RETURN,
-		     "--trace: calls of %s returning to %#llx are not reported: %s",
-		     loc && loc->symbol ? loc->symbol : "?", (unsigned long long)ret,
-		     r == -EINVAL ? "no call precedes that address (entered by a jump?)"
+			    "--trace: calls of %s returning to %#llx are not reported: %s",
+			    loc && loc->symbol ? loc->symbol : "?", (unsigned long long)ret,
+			    r == -EINVAL ? "no call precedes that address (entered by a jump?)"
 				  : strerror(-r));
 		return;
 	}
@@ -475,10 +478,10 @@ void hook_frame_entry(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp
 	}
 	th->shadow[th->nshadow++] = (struct ptw_shadow_frame){ sp, ret, 0 };
 	struct ptw_event ev = ptw_event_init(PTW_EV_FRAME_ENTRY, ns, l->tid);
-	ev.routine = locate(t, regs->rip);
+	ev.routine = tracer_locate(t, regs->rip);
 	ev.sp = sp;
 	ev.ret_addr = ret;
-	emit(t, &ev);
+	tracer_emit(t, &ev);
 }
 
 void hook_frame_return(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
@@ -496,7 +499,7 @@ void hook_frame_return(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *b
 	ev.ret_addr = regs->rip;
 	ev.has_value = true;
 	ev.value = regs->rax;
-	emit(t, &ev);
+	tracer_emit(t, &ev);
 }
 
 void hook_throw(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
@@ -506,7 +509,7 @@ void hook_throw(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 	if (!frames_of(l)->nshadow)
 		return; /* no frame of ours to skip */
 	struct ptw_event ev = ptw_event_init(PTW_EV_THROW, ns, l->tid);
-	emit(t, &ev);
+	tracer_emit(t, &ev);
 }
 
 void hook_catch(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
@@ -523,7 +526,7 @@ void hook_catch(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 	drop(t, th, ptw_shadow_left_at(th->shadow, th->nshadow, sp, 0, &returned));
 	struct ptw_event ev = ptw_event_init(PTW_EV_CATCH, ns, l->tid);
 	ev.sp = sp;
-	emit(t, &ev);
+	tracer_emit(t, &ev);
 }
 
 /*
@@ -535,8 +538,8 @@ void hook_catch(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 static uint64_t longjmp_target_sp(struct ptw_tracer *t, const struct user_regs_struct *regs)
 {
 	uint64_t guard, mangled;
-	if (!regs->fs_base || read_u64(t, regs->fs_base + 0x30, &guard) < 0 ||
-	    read_u64(t, regs->rdi + 6 * 8, &mangled) < 0)
+	if (!regs->fs_base || tracer_read_u64(t, regs->fs_base + 0x30, &guard) < 0 ||
+	    tracer_read_u64(t, regs->rdi + 6 * 8, &mangled) < 0)
 		return 0;
 	uint64_t sp = ((mangled >> 17) | (mangled << 47)) ^ guard;
 	return sp > regs->rsp && sp - regs->rsp < PTW_SHADOW_WINDOW ? sp : 0;
@@ -558,7 +561,7 @@ void hook_longjmp(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 		bool returned;
 		drop(t, th, ptw_shadow_left_at(th->shadow, th->nshadow, ev.sp, 0, &returned));
 	}
-	emit(t, &ev);
+	tracer_emit(t, &ev);
 }
 
 /* ---- the end ---- */
@@ -571,15 +574,17 @@ static void trace_finish(struct ptw_tracer *t)
 	for (size_t i = 0; i < tr->npats; i++) {
 		struct pattern *p = &tr->pats[i];
 		if (p->nfailed)
-			tracer_warn(t, PTW_W_TRACE_UNHOOKABLE,
-			     "--trace '%s': %zu of the %zu functions it matched are not traced: %s%s",
-			     p->text, p->nfailed, p->matched, p->failed.p,
-			     p->nfailed > 3 ? ", ..." : "");
+			tracer_warn(
+				t, PTW_W_TRACE_UNHOOKABLE,
+				"--trace '%s': %zu of the %zu functions it matched are not traced: %s%s",
+				p->text, p->nfailed, p->matched, p->failed.p,
+				p->nfailed > 3 ? ", ..." : "");
 		if (p->matched)
 			continue;
 		if (p->module && !p->module_seen) {
-			tracer_warn(t, PTW_W_TRACE_NO_MATCH, "--trace '%s': no loaded module is called '%s'",
-			     p->text, p->module);
+			tracer_warn(t, PTW_W_TRACE_NO_MATCH,
+				    "--trace '%s': no loaded module is called '%s'", p->text,
+				    p->module);
 			continue;
 		}
 		struct ptw_buf b = { 0 };
@@ -590,13 +595,15 @@ static void trace_finish(struct ptw_tracer *t)
 			ptw_buf_puts(&b, tr->dynsym_only[k]);
 		}
 		if (b.len)
-			tracer_warn(t, PTW_W_TRACE_NO_MATCH,
-			     "--trace '%s' matched no function; only the dynamic symbols of %s could "
-			     "be searched (no symbol table, no debug file): their static functions "
-			     "cannot be found",
-			     p->text, b.p);
+			tracer_warn(
+				t, PTW_W_TRACE_NO_MATCH,
+				"--trace '%s' matched no function; only the dynamic symbols of %s could "
+				"be searched (no symbol table, no debug file): their static functions "
+				"cannot be found",
+				p->text, b.p);
 		else
-			tracer_warn(t, PTW_W_TRACE_NO_MATCH, "--trace '%s' matched no function", p->text);
+			tracer_warn(t, PTW_W_TRACE_NO_MATCH, "--trace '%s' matched no function",
+				    p->text);
 		ptw_buf_free(&b);
 	}
 }

@@ -2,7 +2,7 @@
 /*
  * The tracer's dispatcher and its public entry points: launch, attach,
  * the wait loop; one stop in, events out, the LWP resumed. What
- * breakpoints mean lives in the features (hooks.c, trace.c, locks.c);
+ * breakpoints mean lives in the features (lifecycle.c, trace.c, locks.c);
  * fork following in follow.c, session signals in signals.c, letting go in
  * detach.c, the report in report.c.
  */
@@ -48,8 +48,8 @@ const char *ptw_end_reason_name(enum ptw_end_reason r)
 /* PTRACE_EVENT_EXIT: the registers say whose exit this is. */
 static void on_exit_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_stop *st)
 {
-	struct thread *th = thread_of(l);
-	if (!is_target_lwp(t, l) || th->exit_reported)
+	struct thread *th = tracer_thread_of(l);
+	if (!tracer_is_target_lwp(t, l) || th->exit_reported)
 		return;
 	struct user_regs_struct *regs;
 	enum ptw_exit_how how = PTW_EXIT_KILLED;
@@ -59,19 +59,19 @@ static void on_exit_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_sto
 		else if (regs->orig_rax == SYS_exit_group)
 			how = PTW_EXIT_GROUP;
 	}
-	read_comm(t, l->tid, st->ns);
+	tracer_read_comm(t, l->tid, st->ns);
 	struct ptw_event ev = ptw_event_init(PTW_EV_LWP_EXIT, st->ns, l->tid);
 	ev.exit_how = how;
 	int status = (int)st->msg;
 	ev.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
 	ev.sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-	emit(t, &ev);
+	tracer_emit(t, &ev);
 	th->exit_reported = true;
 }
 /* The first stop of an LWP: run it only once we know what it is. */
 static bool on_new_stop(struct ptw_tracer *t, struct ptw_lwp *l)
 {
-	struct thread *th = thread_of(l);
+	struct thread *th = tracer_thread_of(l);
 	if (th->follow_setup && t->pid == l->tgid) {
 		follow_setup(t, l, ptw_now_ns());
 		if (!t->proc)
@@ -88,7 +88,7 @@ static bool on_new_stop(struct ptw_tracer *t, struct ptw_lwp *l)
 
 static void on_exec_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_stop *st)
 {
-	struct thread *th = thread_of(l);
+	struct thread *th = tracer_thread_of(l);
 	if (th->foreign && follow_vfork_exec(t, l))
 		return;
 	if (th->foreign) {
@@ -99,7 +99,7 @@ static void on_exec_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_sto
 	}
 	struct ptw_event ev = ptw_event_init(PTW_EV_EXEC, st->ns, l->tid);
 	ev.other_tid = (pid_t)st->msg;
-	emit(t, &ev);
+	tracer_emit(t, &ev);
 	if (t->root && !follow_exec(t, l))
 		return;
 
@@ -113,7 +113,7 @@ static void on_exec_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_sto
 	size_t ngone = 0;
 	while (ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *o = v;
-		if (o != l && o->tgid == t->proc->pid && !thread_of(o)->foreign) {
+		if (o != l && o->tgid == t->proc->pid && !tracer_thread_of(o)->foreign) {
 			gone = xreallocarray(gone, ngone + 1, sizeof(*gone));
 			gone[ngone++] = o;
 		}
@@ -142,7 +142,7 @@ static const struct hook_desc hook_table[HOOK_KINDS] = {
  * handler of each hook kind the breakpoint carries. */
 static void on_breakpoint(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp, uint64_t ns)
 {
-	struct thread *th = thread_of(l);
+	struct thread *th = tracer_thread_of(l);
 	struct user_regs_struct *cur, pre;
 	if (bp->disabled)
 		return; /* a late trap on a byte we put back: rewound, nothing else */
@@ -163,8 +163,9 @@ static void on_breakpoint(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp
 			/* Resuming on the int3 would trap forever: give the byte
 			 * back (rip is on it: the original instruction runs). */
 			tracer_warn(t, PTW_W_STEP_OVER_FAILED,
-			     "cannot step thread %d over %#llx (%s): %s; breakpoint removed", l->tid,
-			     (unsigned long long)bp->addr, bp->plan.text, strerror(-r));
+				    "cannot step thread %d over %#llx (%s): %s; breakpoint removed",
+				    l->tid, (unsigned long long)bp->addr, bp->plan.text,
+				    strerror(-r));
 			ptw_bp_disable(t->bps, bp);
 		}
 		return;
@@ -191,13 +192,14 @@ static void on_signal_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_s
 		on_breakpoint(t, l, bp, st->ns);
 		return;
 	}
-	if (is_target_lwp(t, l) && tracer_sig_kills(st->sig)) {
+	if (tracer_is_target_lwp(t, l) && tracer_sig_kills(st->sig)) {
 		struct ptw_event ev = ptw_event_init(PTW_EV_FATAL_SIGNAL, st->ns, l->tid);
 		ev.sig = st->sig;
-		emit(t, &ev);
+		tracer_emit(t, &ev);
 	}
-	if (is_target_lwp(t, l))
-		signals_note_delivery(tracer_root(t), l, st->sig, st->ns); /* -f: any process's counts */
+	if (tracer_is_target_lwp(t, l))
+		signals_note_delivery(tracer_root(t), l, st->sig,
+				      st->ns); /* -f: any process's counts */
 	/* Signals belong to the target: deliver it unchanged. */
 	l->resume_sig = st->sig;
 }
@@ -205,7 +207,7 @@ static void on_signal_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_s
 static void handle_stop(struct ptw_tracer *t, struct ptw_stop *st)
 {
 	struct ptw_lwp *l = st->lwp;
-	thread_of(l);
+	tracer_thread_of(l);
 	switch (st->kind) {
 	case PTW_STOP_EXITED:
 	case PTW_STOP_KILLED:
@@ -217,24 +219,24 @@ static void handle_stop(struct ptw_tracer *t, struct ptw_stop *st)
 	case PTW_STOP_CLONE: {
 		struct ptw_lwp *cl = ptw_lwp_get(t->proc, (pid_t)st->msg);
 		uint64_t flags, tls;
-		clone_args(t, l, &flags, &tls);
+		lifecycle_clone_args(t, l, &flags, &tls);
 		if (cl && flags && !(flags & CLONE_THREAD)) {
 			/* clone() without CLONE_THREAD: another process, sharing
 			 * our memory (like vfork) or with a copy of it (like fork). */
 			cl->tgid = cl->tid;
 			st->kind = (flags & CLONE_VM) ? PTW_STOP_VFORK : PTW_STOP_FORK;
 			follow_fork_stop(t, st);
-		} else if (thread_of(l)->foreign) {
+		} else if (tracer_thread_of(l)->foreign) {
 			if (cl) {
-				thread_of(cl)->foreign = true;
-				thread_of(cl)->vfork_child = true;
-				thread_of(cl)->announced = true;
+				tracer_thread_of(cl)->foreign = true;
+				tracer_thread_of(cl)->vfork_child = true;
+				tracer_thread_of(cl)->announced = true;
 			}
 		} else {
-			on_clone(t, l, (pid_t)st->msg, flags, tls, st->ns);
+			lifecycle_on_clone(t, l, (pid_t)st->msg, flags, tls, st->ns);
 		}
 		if (cl && cl->state == PTW_LWP_STOPPED && cl->last_stop == PTW_STOP_NEW &&
-		    thread_of(cl)->announced)
+		    tracer_thread_of(cl)->announced)
 			ptw_resume(t->proc, cl);
 		break;
 	}
@@ -284,7 +286,7 @@ int ptw_tracer_launch(const struct ptw_tracer_opts *o, char *const argv[], int c
 		ptw_tracer_free(t);
 		return r;
 	}
-	struct thread *th = thread_of(st.lwp);
+	struct thread *th = tracer_thread_of(st.lwp);
 	th->announced = true;
 	th->is_main = true;
 	image_init(t, st.lwp);
@@ -301,7 +303,7 @@ int ptw_tracer_attach(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tra
 	int r = ptw_seize(pid, &proc, &info);
 	if (r < 0)
 		return r;
-	struct ptw_tracer *t = attached_tracer_new(o, proc, start, false);
+	struct ptw_tracer *t = attach_tracer_new(o, proc, start, false);
 	attach_seized(t, &info);
 	proc->before_block = o->before_block;
 	proc->before_block_ctx = o->before_block_ctx;

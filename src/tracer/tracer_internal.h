@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Shared between the tracer's dispatcher (tracer.c) and its hooks (hooks.c). */
+/* Shared by the files of the tracer (src/tracer); see docs/design.md. */
 #ifndef PTW_TRACER_INTERNAL_H
 #define PTW_TRACER_INTERNAL_H
 
@@ -27,20 +27,20 @@
  * X(NAME, handler, feature file).
  */
 #define PTW_HOOK_KINDS(X)                                                                     \
-	X(DL_DEBUG_STATE, dl_debug_state)   /* hooks.c: ld.so's r_brk, libraries (un)loaded */ \
-	X(TD_CREATE, td_create)		    /* hooks.c: __nptl_create_event */                 \
-	X(TD_DEATH, td_death)		    /* hooks.c: __nptl_death_event */                  \
-	X(START, start)			    /* hooks.c: a thread start routine's entry */      \
-	X(START_RETURN, start_return)	    /* hooks.c: in start_thread, after the routine */  \
-	X(MAIN, main)			    /* hooks.c: main() entry */                        \
-	X(MAIN_RETURN, main_return)	    /* hooks.c: where main() returns to */             \
-	X(LIBC_START_MAIN, libc_start_main) /* hooks.c: finds main in a stripped program */    \
-	X(PTHREAD_CREATE, pthread_create)   /* hooks.c: entry, the attr (detach state) */      \
-	X(PTHREAD_EXIT, pthread_exit)	    /* hooks.c */                                      \
-	X(PTHREAD_CANCEL, pthread_cancel)   /* hooks.c */                                      \
-	X(PTHREAD_DETACH, pthread_detach)   /* hooks.c */                                      \
-	X(JOIN, join)			    /* hooks.c: __pthread_clockjoin_ex entry */        \
-	X(JOIN_RET, join_ret)		    /* hooks.c: its ret instructions */                \
+	X(DL_DEBUG_STATE, dl_debug_state)   /* lifecycle.c: ld.so's r_brk, libraries (un)loaded */ \
+	X(TD_CREATE, td_create)		    /* lifecycle.c: __nptl_create_event */                 \
+	X(TD_DEATH, td_death)		    /* lifecycle.c: __nptl_death_event */                  \
+	X(START, start)			    /* lifecycle.c: a thread start routine's entry */      \
+	X(START_RETURN, start_return)	    /* lifecycle.c: in start_thread, after the routine */  \
+	X(MAIN, main)			    /* lifecycle.c: main() entry */                        \
+	X(MAIN_RETURN, main_return)	    /* lifecycle.c: where main() returns to */             \
+	X(LIBC_START_MAIN, libc_start_main) /* lifecycle.c: finds main in a stripped program */    \
+	X(PTHREAD_CREATE, pthread_create)   /* lifecycle.c: entry, the attr (detach state) */      \
+	X(PTHREAD_EXIT, pthread_exit)	    /* lifecycle.c */                                      \
+	X(PTHREAD_CANCEL, pthread_cancel)   /* lifecycle.c */                                      \
+	X(PTHREAD_DETACH, pthread_detach)   /* lifecycle.c */                                      \
+	X(JOIN, join)			    /* lifecycle.c: __pthread_clockjoin_ex entry */        \
+	X(JOIN_RET, join_ret)		    /* lifecycle.c: its ret instructions */                \
 	X(TRACE_LIBS, trace_libs)	    /* trace.c: at r_brk too, scan new libraries */    \
 	X(FRAME_ENTRY, frame_entry)	    /* trace.c: a traced function's entry */           \
 	X(FRAME_RETURN, frame_return)	    /* trace.c: where open frames return to */         \
@@ -98,7 +98,7 @@ PTW_HOOK_KINDS(PTW_HOOK_DECL)
  * core calls them at the moments of struct tracer_feature.
  */
 enum feature_id {
-	FEATURE_LIFECYCLE, /* hooks.c: thread spans (always on) */
+	FEATURE_LIFECYCLE, /* lifecycle.c: thread spans (always on) */
 	FEATURE_FRAMES,	   /* trace.c: --trace frame spans */
 	FEATURE_LOCKS,	   /* locks.c: --locks wait spans, live deadlocks */
 	FEATURES
@@ -195,7 +195,7 @@ struct image {
  * (signals, interrupts, warnings, the wait loop). With -f, every process
  * it forks gets a tracer of its own (its own ptw_proc view, breakpoint
  * table and journal, image and thread agent, --trace state), listed in
- * the root's followed; hooks.c and trace.c see one process at a time.
+ * the root's followed; the features see one process at a time.
  */
 struct ptw_tracer {
 	struct ptw_tracer_opts o;
@@ -273,11 +273,11 @@ void tracer_features_finish(struct ptw_tracer *t);
 void tracer_features_free(struct ptw_tracer *t);
 /* The LWP is forgotten: its features let go of it, its state is freed. */
 void tracer_forget_lwp(struct ptw_tracer *t, struct ptw_lwp *l);
-void emit(struct ptw_tracer *t, struct ptw_event *ev);
+void tracer_emit(struct ptw_tracer *t, struct ptw_event *ev);
 /* The LWP's tracer state, made on first use. */
-struct thread *thread_of(struct ptw_lwp *l);
+struct thread *tracer_thread_of(struct ptw_lwp *l);
 /* Frees it (NULL accepted), and each feature's state in it. */
-void thread_free(struct thread *th);
+void tracer_thread_free(struct thread *th);
 /* It begins again, as the new image's main thread (exec): its features
  * let go of what it held, every field as new. */
 void tracer_thread_renew(struct ptw_tracer *t, struct thread *th);
@@ -286,19 +286,19 @@ void tracer_thread_renew(struct ptw_tracer *t, struct thread *th);
 void tracer_warn(struct ptw_tracer *t, enum ptw_warning_code w, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* A thread of the target (not of a fork/vfork child). */
-bool is_target_lwp(struct ptw_tracer *t, struct ptw_lwp *l);
+bool tracer_is_target_lwp(struct ptw_tracer *t, struct ptw_lwp *l);
 /* Location of addr in the current image (NULL for 0 or no symbols). */
-const struct ptw_location *locate(struct ptw_tracer *t, uint64_t addr);
-int read_u64(struct ptw_tracer *t, uint64_t addr, uint64_t *ret);
+const struct ptw_location *tracer_locate(struct ptw_tracer *t, uint64_t addr);
+int tracer_read_u64(struct ptw_tracer *t, uint64_t addr, uint64_t *ret);
 /* Lets an LWP stopped in a system call finish it and stop again, so that
  * it can run an injected one. 0, -EAGAIN (group-stopped), -ESRCH. */
-int make_injectable(struct ptw_tracer *t, struct ptw_lwp *l);
+int tracer_make_injectable(struct ptw_tracer *t, struct ptw_lwp *l);
 /* A stopped thread of the target to run an injected system call (mmap,
  * munmap): one that can now (the main thread preferred), else one that
- * make_injectable() may prepare; NULL if none. */
-struct ptw_lwp *injection_host(struct ptw_tracer *t);
+ * tracer_make_injectable() may prepare; NULL if none. */
+struct ptw_lwp *tracer_injection_host(struct ptw_tracer *t);
 /* Inserts a breakpoint; makes host injectable first if an XOL page is needed. */
-int insert_bp(struct ptw_tracer *t, uint64_t addr, unsigned hooks, struct ptw_lwp *host);
+int tracer_insert_bp(struct ptw_tracer *t, uint64_t addr, unsigned hooks, struct ptw_lwp *host);
 
 /*
  * Breakpoints at return addresses (--trace frames, --locks waits): armed
@@ -313,15 +313,15 @@ struct retbps {
 };
 /* One more call returns to ret: 0, -EINVAL (no call precedes it), or the
  * insertion's error. */
-int retbp_get(struct ptw_tracer *t, struct retbps *rb, struct ptw_lwp *l, uint64_t ret,
+int tracer_retbp_get(struct ptw_tracer *t, struct retbps *rb, struct ptw_lwp *l, uint64_t ret,
 	      unsigned hook);
 /* One fewer: at none, hook leaves the breakpoint (unknown ret: ignored). */
-void retbp_put(struct ptw_tracer *t, struct retbps *rb, uint64_t ret, unsigned hook);
-void retbps_free(struct retbps *rb);
+void tracer_retbp_put(struct ptw_tracer *t, struct retbps *rb, uint64_t ret, unsigned hook);
+void tracer_retbps_free(struct retbps *rb);
 /* The thread's name (/proc/PID/task/TID/comm), malloc'd, or NULL. */
-char *read_comm_str(struct ptw_tracer *t, pid_t tid);
+char *tracer_comm_str(struct ptw_tracer *t, pid_t tid);
 /* Emits it as PTW_EV_THREAD_NAME. */
-void read_comm(struct ptw_tracer *t, pid_t tid, uint64_t ns);
+void tracer_read_comm(struct ptw_tracer *t, pid_t tid, uint64_t ns);
 /* The session's root tracer (t itself, or the one that followed it). */
 struct ptw_tracer *tracer_root(struct ptw_tracer *t);
 /* The LWP exited or was killed (st): its end and, for the leader, the
@@ -350,13 +350,11 @@ int attach_process(struct ptw_tracer *t, const struct ptw_seize_info *info, uint
 char **attach_cmdline(pid_t pid);
 /* main()'s return site from the main thread's stack; start_thread's
  * return site for start routines (without libc's debug file). */
-void learn_main_return(struct ptw_tracer *t, struct ptw_lwp *main_lwp);
-void learn_start_return(struct ptw_tracer *t, struct ptw_lwp *host);
-/* Stops that arrive while we attach (nothing patched yet). */
-void attach_on_stop(void *ctx, struct ptw_stop *st);
+void attach_learn_main_return(struct ptw_tracer *t, struct ptw_lwp *main_lwp);
+void attach_learn_start_return(struct ptw_tracer *t, struct ptw_lwp *host);
 /* The tracer of a process to attach to (proc seized, or to be seized
  * by ptw_seize_some): its command line read. */
-struct ptw_tracer *attached_tracer_new(const struct ptw_tracer_opts *o, struct ptw_proc *proc,
+struct ptw_tracer *attach_tracer_new(const struct ptw_tracer_opts *o, struct ptw_proc *proc,
 				      uint64_t start_ns, bool snapshot);
 /* What the seize found: a zombie main thread is warned about. */
 void attach_seized(struct ptw_tracer *t, const struct ptw_seize_info *info);
@@ -370,9 +368,6 @@ int attach_stop_all(struct ptw_tracer *t, const char *consequence);
 void attach_list_threads(struct ptw_tracer *t, int stuck, struct ptw_map *unseized);
 /* The target's live threads, main first (malloc'd; *ret_n of them). */
 struct ptw_lwp **attach_threads(struct ptw_tracer *t, size_t *ret_n);
-/* PTW_EV_PREEXISTING for a thread found running (and its name; NULL: read it). */
-void attach_emit_preexisting(struct ptw_tracer *t, struct ptw_lwp *l, const char *name,
-			     uint64_t ns);
 /* The same in two steps, for a thread that runs again in between: what we
  * know of it, and the word to read at joinid_at (pd->joinid: detached?)
  * into joinid while it is stopped; then the events. */
@@ -393,7 +388,7 @@ void attach_emit_facts(struct ptw_tracer *t, const struct preexisting *f, const 
 /* follow.c: -f, for the dispatcher (tracer.c) */
 /* A followed process (pid, forked by thread parent_tid of ppid at ns),
  * listed in the root, without a proc yet; argv is the caller's to set. */
-struct ptw_tracer *followed_add(struct ptw_tracer *t, pid_t pid, pid_t ppid, pid_t parent_tid,
+struct ptw_tracer *follow_add(struct ptw_tracer *t, pid_t pid, pid_t ppid, pid_t parent_tid,
 				uint64_t ns);
 /* It cannot be followed: a process_not_followed warning says why, and
  * whatever it had of ours (proc, breakpoints, features) is released: the
@@ -434,26 +429,31 @@ uint64_t signals_deadline(const struct ptw_tracer *t);
  * (PTW_EV_DETACHED): a snapshot tells what it copied first. */
 int tracer_let_go(struct ptw_tracer *t);
 
-/* hooks.c */
+/* image.c: the program image, for every file above */
 /* Symbols of the current image, where its dynamic linker reports
  * library changes, main(): no stopped thread needed. */
 int image_load(struct ptw_tracer *t);
-/* Warns (once) when debuginfod failed: see ptw_symbols_debuginfod_error. */
-void debuginfod_warning(struct ptw_tracer *t);
 /* Symbols, then every feature's image_ready (breakpoints), for a launched
  * or exec'd image, then PTW_EV_IMAGE. */
 int image_init(struct ptw_tracer *t, struct ptw_lwp *l);
 void image_release(struct ptw_tracer *t);
 /* libthread_db agent, glibc version, struct pthread layout. */
-int tdb_open(struct ptw_tracer *t);
-/* Event mask and breakpoints, events enabled on every stopped thread;
+int image_tdb_open(struct ptw_tracer *t);
+/* Warns (once) when debuginfod failed: see ptw_symbols_debuginfod_error. */
+void image_debuginfod_warning(struct ptw_tracer *t);
+/* "libc.so" for a dynamic program; the executable itself when static. */
+const char *image_libc_module(struct ptw_tracer *t);
+
+/* lifecycle.c: the thread lifecycle feature, for attach and the dispatcher */
+/* libthread_db's event mask and breakpoints, events enabled on every
+ * stopped thread, the libc hooks, then the other features' libc_ready;
  * host is a stopped LWP that can run an injected mmap. */
-int tracing_setup(struct ptw_tracer *t, struct ptw_lwp *host);
-/* Both, once libc is ready. */
-int threads_setup(struct ptw_tracer *t, struct ptw_lwp *l);
+int lifecycle_setup(struct ptw_tracer *t, struct ptw_lwp *host);
 /* The flags and TLS of the clone the LWP is stopped in (its clone event). */
-void clone_args(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t *ret_flags, uint64_t *ret_tls);
-void on_clone(struct ptw_tracer *t, struct ptw_lwp *parent, pid_t child, uint64_t flags,
-	      uint64_t tls, uint64_t ns);
+void lifecycle_clone_args(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t *ret_flags,
+			  uint64_t *ret_tls);
+/* A new thread (the clone event of parent). */
+void lifecycle_on_clone(struct ptw_tracer *t, struct ptw_lwp *parent, pid_t child, uint64_t flags,
+			uint64_t tls, uint64_t ns);
 
 #endif

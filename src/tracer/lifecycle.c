@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the breakpoints mean: program images, libthread_db setup, thread
- * creation and death, start routines, and the libc entry points EV-004
- * names (pthread_exit, pthread_cancel, pthread_detach, joins).
+ * The thread lifecycle feature: thread spans. libthread_db's events,
+ * thread creation (the clone event) and death, start routines and their
+ * returns, main(), and the libc entry points that end, cancel, detach or
+ * join a thread (pthread_exit, pthread_cancel, pthread_detach, joins).
+ * It finds out when libc is ready and tells the other features then.
  *
  * Stops per thread lifecycle (see README "Cost"):
  *   creator: the clone event (kernel, unavoidable with TRACECLONE)
@@ -23,7 +25,6 @@
 #include <sys/ptrace.h>
 #include <unistd.h>
 
-#include "ptw_cache.h"
 #include "tracer_internal.h"
 
 #define SYS_CLONE 56
@@ -31,179 +32,18 @@
 #define RT_CONSISTENT 0
 #define R_STATE_OFFSET 24 /* struct r_debug: int r_version; map; r_brk; r_state */
 
-static int memread(void *ctx, uint64_t addr, void *buf, size_t len)
-{
-	return ptw_mem_read(ctx, addr, buf, len);
-}
-
-static uint64_t auxv_value(pid_t pid, uint64_t type)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/auxv", pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	uint64_t pair[2], v = 0;
-	while (read(fd, pair, sizeof(pair)) == (ssize_t)sizeof(pair) && pair[0] != AT_NULL)
-		if (pair[0] == type) {
-			v = pair[1];
-			break;
-		}
-	close(fd);
-	return v;
-}
-
-/*
- * main() of a program without a symbol for it (stripped), from the code at
- * its entry point: glibc's _start (sysdeps/x86_64/start.S) begins with
- * `xor %ebp,%ebp` (after an endbr64 on CET builds) and hands main to
- * __libc_start_main in rdi just before calling it, as one of
- *     48 8d 3d disp32    lea main(%rip),%rdi          (PIE, relaxed by ld)
- *     48 8b 3d disp32    mov main@GOTPCREL(%rip),%rdi (PIE, not relaxed)
- *     48 c7 c7 imm32     mov $main,%rdi               (not PIE)
- * followed by a call. This works the same at a launch and at an attach,
- * where __libc_start_main's argument is long gone. 0 when the entry is not
- * that code (another libc, Go without cgo) or the address is not in the
- * executable (a GOT slot that ld.so has not relocated yet).
- */
-static uint64_t main_from_entry(struct ptw_tracer *t, uint64_t entry)
-{
-	uint8_t c[64];
-	size_t i = 0;
-	if (!entry || ptw_mem_read(t->proc, entry, c, sizeof(c)) < 0)
-		return 0;
-	if (c[0] == 0xf3 && c[1] == 0x0f && c[2] == 0x1e && c[3] == 0xfa)
-		i = 4;
-	if (c[i] != 0x31 || c[i + 1] != 0xed)
-		return 0;
-	for (i += 2; i + 7 + 2 <= sizeof(c); i++) {
-		if (c[i] != 0x48)
-			continue;
-		int32_t v;
-		memcpy(&v, c + i + 3, sizeof(v));
-		uint64_t next = entry + i + 7, main_addr;
-		if (c[i + 1] == 0x8d && c[i + 2] == 0x3d)
-			main_addr = next + (uint64_t)(int64_t)v;
-		else if (c[i + 1] == 0x8b && c[i + 2] == 0x3d)
-			main_addr = read_u64(t, next + (uint64_t)(int64_t)v, &main_addr) == 0 ? main_addr : 0;
-		else if (c[i + 1] == 0xc7 && c[i + 2] == 0xc7)
-			main_addr = (uint64_t)(int64_t)v;
-		else
-			continue;
-		const uint8_t *n = c + i + 7;
-		bool call = (n[0] == 0xff && n[1] == 0x15) || n[0] == 0xe8 || (n[0] == 0x67 && n[1] == 0xe8);
-		const char *in = main_addr ? ptw_symbols_module_of(t->img.syms, main_addr) : NULL;
-		const char *exe = ptw_symbols_exe(t->img.syms);
-		if (!call || !in || !exe || strcmp(in, exe))
-			return 0;
-		return main_addr;
-	}
-	return 0;
-}
-
-/* "libc.so" for a dynamic program; the executable itself when static. */
-static const char *libc_module(struct ptw_tracer *t)
-{
-	return t->img.dynamic ? "libc.so" : PTW_MOD_EXE;
-}
-
 /* ---- images ---- */
-
-/* One warning when debuginfod failed (after which it is not asked again). */
-void debuginfod_warning(struct ptw_tracer *t)
-{
-	const char *e = ptw_symbols_debuginfod_error();
-	if (e)
-		tracer_warn(t, PTW_W_DEBUGINFOD_FAILED, "%s", e);
-}
-
-int image_load(struct ptw_tracer *t)
-{
-	struct image *img = &t->img;
-	pid_t pid = t->proc->pid;
-	memset(img, 0, sizeof(*img));
-	img->task_dirfd = -1;
-
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/task", pid);
-	img->task_dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
-	/* /proc/PID/{maps,exe,auxv} of a live thread: the leader may be a zombie. */
-	pid_t mem_pid = t->proc->mem_pid;
-	char *cache_dir = t->o.use_cache ? ptw_cache_default_dir() : NULL;
-	int r = ptw_symbols_new(mem_pid, t->o.use_debug_files, cache_dir, memread, t->proc, &img->syms);
-	free(cache_dir);
-	if (r < 0) {
-		tracer_warn(t, PTW_W_NO_SYMBOLS, "cannot read the modules of %d: %s", pid, strerror(-r));
-		return r;
-	}
-	debuginfod_warning(t);
-	if (ptw_symbols_exe(img->syms))
-		img->exe = xstrdup(ptw_symbols_exe(img->syms));
-	uint64_t base = auxv_value(mem_pid, AT_BASE), addr;
-	img->dynamic = base != 0;
-	const char *interp = base ? ptw_symbols_module_of(img->syms, base) : NULL;
-	if (interp) {
-		const char *b = strrchr(interp, '/');
-		char *prefix = xstrdup(b ? b + 1 : interp);
-		if (ptw_symbols_lookup(img->syms, prefix, "_r_debug", &img->r_debug, NULL) == 0 &&
-		    ptw_symbols_lookup(img->syms, prefix, "_dl_debug_state", &addr, NULL) == 0)
-			img->dl_debug_state = addr;
-		else
-			tracer_warn(t, PTW_W_NO_DL_DEBUG_STATE,
-			     "cannot follow library loading in %s: threads are traced once main() runs",
-			     interp);
-		free(prefix);
-	}
-	/* Not in a separate debug file: searching for one (debuginfod even)
-	 * would hold up the start, and __libc_start_main tells main anyway. */
-	if (ptw_symbols_lookup_loaded(img->syms, PTW_MOD_EXE, "main", &addr) == 0)
-		img->main_addr = addr;
-	else
-		img->main_addr = main_from_entry(t, auxv_value(mem_pid, AT_ENTRY));
-	ptw_dbg(PTW_DBG_TRACER, "main at %#llx", (unsigned long long)img->main_addr);
-	return 0;
-}
 
 static void image_hooks(struct ptw_tracer *t, struct ptw_lwp *l)
 {
 	struct image *img = &t->img;
 	int r;
-	if (img->dl_debug_state && (r = insert_bp(t, img->dl_debug_state, HOOK_DL_DEBUG_STATE, l)) < 0)
-		tracer_warn(t, PTW_W_NO_DL_DEBUG_STATE, "cannot break at _dl_debug_state: %s", strerror(-r));
+	if (img->dl_debug_state &&
+	    (r = tracer_insert_bp(t, img->dl_debug_state, HOOK_DL_DEBUG_STATE, l)) < 0)
+		tracer_warn(t, PTW_W_NO_DL_DEBUG_STATE, "cannot break at _dl_debug_state: %s",
+			    strerror(-r));
 	if (img->main_addr && img->fresh)
-		insert_bp(t, img->main_addr, HOOK_MAIN, l);
-}
-
-int image_init(struct ptw_tracer *t, struct ptw_lwp *l)
-{
-	image_load(t);
-	t->img.fresh = true;
-	tracer_image_ready(t, l);
-	struct ptw_event ev = ptw_event_init(PTW_EV_IMAGE, ptw_now_ns(), t->proc->pid);
-	ev.name = t->img.exe;
-	emit(t, &ev);
-	return 0;
-}
-
-void image_release(struct ptw_tracer *t)
-{
-	struct image *img = &t->img;
-	if (img->syms) {
-		/* Spans keep pointing at its locations: retire, do not free. */
-		ptw_symbols_retire(img->syms);
-		t->old_syms = xreallocarray(t->old_syms, t->nold_syms + 1, sizeof(*t->old_syms));
-		t->old_syms[t->nold_syms++] = img->syms;
-	}
-	ptw_tdb_free(img->tdb);
-	if (t->bps)
-		ptw_bp_forget_all(t->bps);
-	if (img->task_dirfd >= 0)
-		close(img->task_dirfd);
-	free(img->exe);
-	free(img->glibc);
-	memset(img, 0, sizeof(*img));
-	img->task_dirfd = -1;
+		tracer_insert_bp(t, img->main_addr, HOOK_MAIN, l);
 }
 
 /* ---- libthread_db and the libc hooks ---- */
@@ -211,9 +51,9 @@ void image_release(struct ptw_tracer *t)
 static void hook_symbol(struct ptw_tracer *t, struct ptw_lwp *l, const char *name, unsigned hook)
 {
 	uint64_t addr;
-	if (ptw_symbols_lookup(t->img.syms, libc_module(t), name, &addr, NULL) < 0)
+	if (ptw_symbols_lookup(t->img.syms, image_libc_module(t), name, &addr, NULL) < 0)
 		return;
-	int r = insert_bp(t, addr, hook, l);
+	int r = tracer_insert_bp(t, addr, hook, l);
 	if (r < 0)
 		tracer_warn(t, PTW_W_HOOK_FAILED, "cannot break at %s: %s", name, strerror(-r));
 }
@@ -223,11 +63,13 @@ static void hook_joins(struct ptw_tracer *t, struct ptw_lwp *l)
 {
 	struct ptw_symbols *syms = t->img.syms;
 	uint64_t entry, size = 0;
-	if (ptw_symbols_lookup(syms, libc_module(t), "__pthread_clockjoin_ex", &entry, &size) < 0) {
+	if (ptw_symbols_lookup(syms, image_libc_module(t), "__pthread_clockjoin_ex", &entry,
+			       &size) < 0) {
 		/* No .symtab: pthread_join is a tail call into it. */
 		uint64_t join;
 		uint8_t code[32];
-		if (ptw_symbols_lookup(syms, libc_module(t), "pthread_join", &join, NULL) < 0 ||
+		if (ptw_symbols_lookup(syms, image_libc_module(t), "pthread_join", &join, NULL) <
+			    0 ||
 		    ptw_bp_read_original(t->bps, join, code, sizeof(code)) < 0)
 			return;
 		if (ptw_insn_tail_jump(code, sizeof(code), join, &entry) < 0)
@@ -235,10 +77,11 @@ static void hook_joins(struct ptw_tracer *t, struct ptw_lwp *l)
 	}
 	uint64_t lo = 0, hi = 0;
 	int fr = ptw_symbols_function_range(syms, entry, &lo, &hi);
-	ptw_dbg(PTW_DBG_TRACER, "join function %#llx: range %d [%#llx, %#llx)", (unsigned long long)entry,
-		fr, (unsigned long long)lo, (unsigned long long)hi);
+	ptw_dbg(PTW_DBG_TRACER, "join function %#llx: range %d [%#llx, %#llx)",
+		(unsigned long long)entry, fr, (unsigned long long)lo, (unsigned long long)hi);
 	if (fr < 0 || lo != entry || hi - lo > 65536) {
-		tracer_warn(t, PTW_W_NO_JOIN_HOOKS, "cannot find the extent of the join function; joins are not reported");
+		tracer_warn(t, PTW_W_NO_JOIN_HOOKS,
+			    "cannot find the extent of the join function; joins are not reported");
 		return;
 	}
 	size_t len = hi - lo;
@@ -248,83 +91,41 @@ static void hook_joins(struct ptw_tracer *t, struct ptw_lwp *l)
 	if (ptw_bp_read_original(t->bps, lo, code, len) == 0)
 		nrets = ptw_insn_find_rets(code, len, lo, rets, 64);
 	free(code);
-	if (nrets == 0 || insert_bp(t, entry, HOOK_JOIN | tracer_hooks_beside(t, HOOK_JOIN), l) < 0) {
-		tracer_warn(t, PTW_W_NO_JOIN_HOOKS, "cannot break in the join function; joins are not reported");
+	if (nrets == 0 ||
+	    tracer_insert_bp(t, entry, HOOK_JOIN | tracer_hooks_beside(t, HOOK_JOIN), l) < 0) {
+		tracer_warn(t, PTW_W_NO_JOIN_HOOKS,
+			    "cannot break in the join function; joins are not reported");
 		return;
 	}
 	for (int i = 0; i < nrets; i++)
-		insert_bp(t, rets[i], HOOK_JOIN_RET | tracer_hooks_beside(t, HOOK_JOIN_RET), l);
-}
-
-static void read_glibc_version(struct ptw_tracer *t)
-{
-	uint64_t addr;
-	char v[32] = { 0 };
-	/* __nptl_version since glibc 2.34, nptl_version before. */
-	if ((ptw_symbols_lookup(t->img.syms, PTW_MOD_ANY, "__nptl_version", &addr, NULL) < 0 &&
-	     ptw_symbols_lookup(t->img.syms, PTW_MOD_ANY, "nptl_version", &addr, NULL) < 0) ||
-	    ptw_mem_read(t->proc, addr, v, 8) < 0)
-		return;
-	v[strnlen(v, sizeof(v) - 1)] = '\0';
-	if (v[0])
-		t->img.glibc = xstrdup(v);
+		tracer_insert_bp(t, rets[i], HOOK_JOIN_RET | tracer_hooks_beside(t, HOOK_JOIN_RET),
+				 l);
 }
 
 static void enable_thread(struct ptw_tracer *t, struct ptw_lwp *l)
 {
-	struct thread *th = thread_of(l);
+	struct thread *th = tracer_thread_of(l);
 	if (!th->pd && ptw_tdb_map_lwp(t->img.tdb, l->tid, &th->pd) < 0)
 		return;
 	if (ptw_tdb_thread_enable(t->img.tdb, th->pd) < 0)
-		tracer_warn(t, PTW_W_NO_DEATH_EVENTS, "cannot enable thread events for %d: its end is seen only when its LWP exits", l->tid);
+		tracer_warn(t, PTW_W_NO_DEATH_EVENTS,
+			    "cannot enable thread events for %d: its end is seen only when its LWP "
+			    "exits",
+			    l->tid);
 }
 
-int tdb_open(struct ptw_tracer *t)
-{
-	struct image *img = &t->img;
-	if (img->tdb || img->tdb_failed || !img->syms)
-		return img->tdb ? 0 : -ENOENT;
-	td_err_e err;
-	int r = ptw_tdb_new(t->proc, img->syms, &img->tdb, &err);
-	if (r < 0) {
-		if (err == TD_NOLIBTHREAD || err == TD_VERSION) {
-			img->tdb_failed = true;
-			tracer_warn(t, PTW_W_NO_THREAD_DB,
-			     "libthread_db cannot be used for this process (%s): thread spans come from "
-			     "clone events and exits only (no pthread_t, start routine or join)",
-			     ptw_tdb_strerror(err));
-		}
-		return r;
-	}
-	read_glibc_version(t);
-
-	/* struct pthread from libc's DWARF: the return value and the detach
-	 * state are read at TD_CREATE / TD_DEATH instead of costing stops. */
-	static const char *const hints[] = { "nptl/pthread_create.c", "pthread_create.c", NULL };
-	if (t->o.use_debug_files) {
-		img->have_result = ptw_symbols_member_offset(img->syms, libc_module(t), hints, "pthread",
-							     "result", &img->result_off) == 0;
-		img->have_joinid = ptw_symbols_member_offset(img->syms, libc_module(t), hints, "pthread",
-							     "joinid", &img->joinid_off) == 0;
-	}
-	img->attr_layout_known = img->glibc && !strncmp(img->glibc, "2.", 2);
-	uint64_t size = 0;
-	if (ptw_symbols_lookup(img->syms, libc_module(t), "pthread_create", &img->create_lo, &size) == 0)
-		img->create_hi = img->create_lo + (size ? size : 1);
-	return 0;
-}
-
-int tracing_setup(struct ptw_tracer *t, struct ptw_lwp *l)
+int lifecycle_setup(struct ptw_tracer *t, struct ptw_lwp *l)
 {
 	struct image *img = &t->img;
 	uint64_t create_bp, death_bp;
 	int r = ptw_tdb_enable_events(img->tdb, t->o.create_events, &create_bp, &death_bp);
 	if (r == 0)
-		r = insert_bp(t, death_bp, HOOK_TD_DEATH, l);
+		r = tracer_insert_bp(t, death_bp, HOOK_TD_DEATH, l);
 	if (r == 0 && t->o.create_events)
-		r = insert_bp(t, create_bp, HOOK_TD_CREATE, l);
+		r = tracer_insert_bp(t, create_bp, HOOK_TD_CREATE, l);
 	if (r < 0) {
-		tracer_warn(t, PTW_W_NO_THREAD_EVENTS, "cannot enable libthread_db events: %s", strerror(-r));
+		tracer_warn(t, PTW_W_NO_THREAD_EVENTS, "cannot enable libthread_db events: %s",
+			    strerror(-r));
 		ptw_tdb_disable_events(img->tdb);
 		ptw_tdb_free(img->tdb);
 		img->tdb = NULL;
@@ -337,7 +138,7 @@ int tracing_setup(struct ptw_tracer *t, struct ptw_lwp *l)
 	uint64_t *pds = xcalloc(t->proc->lwps->count + 1, sizeof(*pds));
 	while (ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
 		struct ptw_lwp *o = v;
-		struct thread *th = thread_of(o);
+		struct thread *th = tracer_thread_of(o);
 		if (o->tgid != t->proc->pid || o->state != PTW_LWP_STOPPED || th->foreign)
 			continue;
 		if (!th->pd)
@@ -346,22 +147,25 @@ int tracing_setup(struct ptw_tracer *t, struct ptw_lwp *l)
 			pds[n++] = th->pd;
 	}
 	if (n && ptw_tdb_threads_enable(img->tdb, pds, n) < 0)
-		tracer_warn(t, PTW_W_NO_DEATH_EVENTS, "cannot enable thread events for some threads: their end is "
-					   "seen only when their LWP exits");
+		tracer_warn(t, PTW_W_NO_DEATH_EVENTS,
+			    "cannot enable thread events for some threads: their end is seen only "
+			    "when their LWP exits");
 	free(pds);
 	if (!img->have_result && img->dynamic)
-		tracer_warn(t, PTW_W_NO_LIBC_DEBUGINFO,
-		     "libc's debug file is not available (install libc6-dbg): start routine returns "
-		     "and thread attributes cost extra stops");
+		tracer_warn(
+			t, PTW_W_NO_LIBC_DEBUGINFO,
+			"libc's debug file is not available (install libc6-dbg): start routine returns "
+			"and thread attributes cost extra stops");
 	else if (!img->have_result)
 		/* libc.a's code is in the program: libc6-dbg describes libc.so.6,
 		 * not this copy, and cannot help. */
-		tracer_warn(t, PTW_W_NO_LIBC_DEBUGINFO,
-		     "the static program %s has no DWARF for the libc linked into it (libc6-dbg "
-		     "describes the shared libc.so.6, not this copy; linking dynamically, or a "
-		     "libc.a with debug information, would help): start routine returns and thread "
-		     "attributes cost extra stops",
-		     img->exe ? img->exe : "?");
+		tracer_warn(
+			t, PTW_W_NO_LIBC_DEBUGINFO,
+			"the static program %s has no DWARF for the libc linked into it (libc6-dbg "
+			"describes the shared libc.so.6, not this copy; linking dynamically, or a "
+			"libc.a with debug information, would help): start routine returns and thread "
+			"attributes cost extra stops",
+			img->exe ? img->exe : "?");
 	if (!img->have_joinid)
 		hook_symbol(t, l, "pthread_create", HOOK_PTHREAD_CREATE);
 	hook_symbol(t, l, "pthread_exit", HOOK_PTHREAD_EXIT);
@@ -379,12 +183,13 @@ int tracing_setup(struct ptw_tracer *t, struct ptw_lwp *l)
 	return 0;
 }
 
-int threads_setup(struct ptw_tracer *t, struct ptw_lwp *l)
+/* libc is ready: the thread agent, then tracing (once). */
+static int libc_ready(struct ptw_tracer *t, struct ptw_lwp *l)
 {
 	if (t->img.tdb || t->img.tdb_failed)
 		return 0;
-	int r = tdb_open(t);
-	return r < 0 ? r : tracing_setup(t, l);
+	int r = image_tdb_open(t);
+	return r < 0 ? r : lifecycle_setup(t, l);
 }
 
 /* ---- creation ---- */
@@ -408,7 +213,7 @@ static const struct ptw_location *create_site(struct ptw_tracer *t, struct ptw_l
 		int k = 0;
 		if (ptw_bp_read_original(t->bps, ret - 8, before, 8) == 0)
 			k = ptw_insn_call_length(before, ret);
-		return locate(t, ret - (uint64_t)(k ? k : 1));
+		return tracer_locate(t, ret - (uint64_t)(k ? k : 1));
 	}
 	return NULL;
 }
@@ -417,25 +222,29 @@ static void thread_created(struct ptw_tracer *t, struct ptw_lwp *creator, struct
 			   const struct ptw_tdb_thread *info, uint64_t ns)
 {
 	struct image *img = &t->img;
-	struct thread *pth = thread_of(creator), *cth = thread_of(cl);
+	struct thread *pth = tracer_thread_of(creator), *cth = tracer_thread_of(cl);
 	cth->pd = info->pthread;
 	cth->start_routine = info->startfunc;
 	if (ptw_tdb_thread_enable(img->tdb, cth->pd) < 0)
-		tracer_warn(t, PTW_W_NO_DEATH_EVENTS, "cannot enable thread events for %d: its end is seen only when its LWP exits", cl->tid);
+		tracer_warn(t, PTW_W_NO_DEATH_EVENTS,
+			    "cannot enable thread events for %d: its end is seen only when its LWP "
+			    "exits",
+			    cl->tid);
 	if (cth->start_routine) {
-		int r = insert_bp(t, cth->start_routine, HOOK_START, creator);
+		int r = tracer_insert_bp(t, cth->start_routine, HOOK_START, creator);
 		cth->awaiting_start = r == 0;
 		if (r < 0) {
-			const struct ptw_location *loc = locate(t, cth->start_routine);
-			tracer_warn(t, PTW_W_START_ROUTINE_UNHOOKABLE,
-			     "cannot break at start routine %s (%#llx): %s; its start is not reported",
-			     loc && loc->symbol ? loc->symbol : "?", (unsigned long long)cth->start_routine,
-			     strerror(-r));
+			const struct ptw_location *loc = tracer_locate(t, cth->start_routine);
+			tracer_warn(
+				t, PTW_W_START_ROUTINE_UNHOOKABLE,
+				"cannot break at start routine %s (%#llx): %s; its start is not reported",
+				loc && loc->symbol ? loc->symbol : "?",
+				(unsigned long long)cth->start_routine, strerror(-r));
 		}
 	}
 	int detached = -1;
 	uint64_t joinid;
-	if (img->have_joinid && read_u64(t, cth->pd + img->joinid_off, &joinid) == 0)
+	if (img->have_joinid && tracer_read_u64(t, cth->pd + img->joinid_off, &joinid) == 0)
 		detached = joinid == cth->pd;
 	else if (pth->attr_detached >= 0)
 		detached = pth->attr_detached;
@@ -444,13 +253,14 @@ static void thread_created(struct ptw_tracer *t, struct ptw_lwp *creator, struct
 	struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_CREATE, ns, creator->tid);
 	ev.other_tid = cl->tid;
 	ev.pthread = cth->pd;
-	ev.routine = locate(t, cth->start_routine);
+	ev.routine = tracer_locate(t, cth->start_routine);
 	ev.site = create_site(t, creator);
 	ev.detached = detached;
-	emit(t, &ev);
+	tracer_emit(t, &ev);
 }
 
-void clone_args(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t *ret_flags, uint64_t *ret_tls)
+void lifecycle_clone_args(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t *ret_flags,
+			  uint64_t *ret_tls)
 {
 	/* The clone arguments are still in the creator's registers. */
 	struct user_regs_struct *regs;
@@ -484,7 +294,7 @@ static bool raw_clone_fn(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t *ret_
 	uint64_t top[2];
 	if (ptw_getregs(t->proc, l, &regs) < 0 || regs->orig_rax != SYS_CLONE || !regs->rsi)
 		return false;
-	const struct ptw_location *at = locate(t, regs->rip);
+	const struct ptw_location *at = tracer_locate(t, regs->rip);
 	if (!at || !at->symbol || (strcmp(at->symbol, "clone") && strcmp(at->symbol, "__clone")) ||
 	    ptw_mem_read(t->proc, regs->rsi, top, sizeof(top)) < 0 || !top[0])
 		return false;
@@ -493,18 +303,18 @@ static bool raw_clone_fn(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t *ret_
 	return true;
 }
 
-void on_clone(struct ptw_tracer *t, struct ptw_lwp *l, pid_t child, uint64_t flags, uint64_t tls,
-	      uint64_t ns)
+void lifecycle_on_clone(struct ptw_tracer *t, struct ptw_lwp *l, pid_t child, uint64_t flags,
+			uint64_t tls, uint64_t ns)
 {
 	struct image *img = &t->img;
-	struct thread *pth = thread_of(l);
+	struct thread *pth = tracer_thread_of(l);
 	struct ptw_lwp *cl = ptw_lwp_get(t->proc, child);
 	if (!cl)
 		return;
-	struct thread *cth = thread_of(cl);
+	struct thread *cth = tracer_thread_of(cl);
 
 	if (!img->tdb && !img->tdb_failed && !img->dynamic)
-		threads_setup(t, l); /* static and main() not found: now or never */
+		libc_ready(t, l); /* static and main() not found: now or never */
 
 	/* A pthread's TLS is its struct pthread, and pd->tid is the new tid. */
 	struct ptw_tdb_thread info;
@@ -516,10 +326,10 @@ void on_clone(struct ptw_tracer *t, struct ptw_lwp *l, pid_t child, uint64_t fla
 		ev.other_tid = child;
 		uint64_t fn;
 		if (raw_clone_fn(t, l, &fn, &ev.arg)) {
-			ev.routine = locate(t, fn);
+			ev.routine = tracer_locate(t, fn);
 			ev.has_arg = true;
 		}
-		emit(t, &ev);
+		tracer_emit(t, &ev);
 		return;
 	}
 	if (t->o.create_events) {
@@ -553,7 +363,7 @@ static void collect_msg(void *ctx, td_event_e event, uint64_t pd)
 
 static void on_td_create(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t ns)
 {
-	struct thread *th = thread_of(l);
+	struct thread *th = tracer_thread_of(l);
 	struct drained d = { .t = t };
 	/* Advice only (DESIGN.md fact 7): the hit is the truth. */
 	ptw_tdb_drain(t->img.tdb, 8, collect_msg, &d);
@@ -567,10 +377,11 @@ static void on_td_create(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t ns)
 	}
 	/* No clone seen for this creation: reconstruct it from the messages. */
 	for (int i = 0; i < d.n; i++) {
-		if (d.events[i] != TD_CREATE || ptw_tdb_thread_info(t->img.tdb, d.pds[i], &info) < 0)
+		if (d.events[i] != TD_CREATE ||
+		    ptw_tdb_thread_info(t->img.tdb, d.pds[i], &info) < 0)
 			continue;
 		struct ptw_lwp *cl = ptw_lwp_get(t->proc, info.lid);
-		if (cl && !thread_of(cl)->pd)
+		if (cl && !tracer_thread_of(cl)->pd)
 			thread_created(t, l, cl, &info, ns);
 	}
 }
@@ -578,17 +389,18 @@ static void on_td_create(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t ns)
 static void on_td_death(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t ns)
 {
 	struct image *img = &t->img;
-	struct thread *th = thread_of(l);
+	struct thread *th = tracer_thread_of(l);
 	if (!th->pd)
 		ptw_tdb_map_lwp(img->tdb, l->tid, &th->pd);
 	struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_DEATH, ns, l->tid);
 	struct ptw_tdb_thread info;
 	if (th->pd && ptw_tdb_thread_info(img->tdb, th->pd, &info) == 0)
 		ev.unwinding = info.exiting;
-	if (th->pd && img->have_result && read_u64(t, th->pd + img->result_off, &ev.value) == 0)
+	if (th->pd && img->have_result &&
+	    tracer_read_u64(t, th->pd + img->result_off, &ev.value) == 0)
 		ev.has_value = true;
-	read_comm(t, l->tid, ns);
-	emit(t, &ev);
+	tracer_read_comm(t, l->tid, ns);
+	tracer_emit(t, &ev);
 	/* It leaves through its own exit syscall now: its exit stop would buy
 	 * nothing. (One syscall here saves a stop.) */
 	ptw_set_options(t->proc, l, t->proc->options & ~(unsigned)PTRACE_O_TRACEEXIT);
@@ -605,10 +417,10 @@ void hook_dl_debug_state(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp 
 	    ptw_mem_read(t->proc, img->r_debug + R_STATE_OFFSET, &state, sizeof(state)) == 0 &&
 	    state == RT_CONSISTENT) {
 		ptw_symbols_refresh(img->syms);
-		debuginfod_warning(t);
+		image_debuginfod_warning(t);
 		img->modules_gen++;
 		ptw_bp_revalidate(t->bps); /* a dlclose may have unmapped some */
-		threads_setup(t, l);
+		libc_ready(t, l);
 	}
 }
 
@@ -631,20 +443,20 @@ void hook_td_death(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 void hook_start(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 		const struct user_regs_struct *regs, uint64_t ns)
 {
-	struct thread *th = thread_of(l);
+	struct thread *th = tracer_thread_of(l);
 	if (!th->awaiting_start || th->start_routine != bp->addr)
 		return; /* an ordinary call of a function that is also a start routine */
 	th->awaiting_start = false;
 	th->started = true;
 	struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_START, ns, l->tid);
-	ev.routine = locate(t, bp->addr);
+	ev.routine = tracer_locate(t, bp->addr);
 	ev.has_arg = true;
 	ev.arg = regs->rdi;
-	emit(t, &ev);
+	tracer_emit(t, &ev);
 
 	struct image *img = &t->img;
 	uint64_t ret;
-	if (img->have_result || read_u64(t, regs->rsp, &ret) < 0)
+	if (img->have_result || tracer_read_u64(t, regs->rsp, &ret) < 0)
 		return;
 	/* Without libc's DWARF the return value is caught where start_thread
 	 * resumes after the start routine (the same place for every thread). */
@@ -652,7 +464,7 @@ void hook_start(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 		if (img->start_return_sites[i] == ret)
 			return;
 	if (img->nstart_return_sites < (int)PTW_ARRAY_SIZE(img->start_return_sites) &&
-	    insert_bp(t, ret, HOOK_START_RETURN, l) == 0)
+	    tracer_insert_bp(t, ret, HOOK_START_RETURN, l) == 0)
 		img->start_return_sites[img->nstart_return_sites++] = ret;
 }
 
@@ -660,49 +472,49 @@ void hook_start_return(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *b
 		       const struct user_regs_struct *regs, uint64_t ns)
 {
 	(void)bp;
-	struct thread *th = thread_of(l);
+	struct thread *th = tracer_thread_of(l);
 	if (!th->started || th->returned)
 		return;
 	th->returned = true;
 	struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_RETURN, ns, l->tid);
 	ev.has_value = true;
 	ev.value = regs->rax;
-	emit(t, &ev);
+	tracer_emit(t, &ev);
 }
 
 void hook_main(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 	       const struct user_regs_struct *regs, uint64_t ns)
 {
-	struct thread *th = thread_of(l);
+	struct thread *th = tracer_thread_of(l);
 	struct image *img = &t->img;
 	if (!th->is_main || img->main_seen)
 		return;
 	img->main_seen = true;
 	if (!img->tdb)
-		threads_setup(t, l); /* static programs: libc is ready by now */
+		libc_ready(t, l); /* static programs: libc is ready by now */
 	else if (!th->pd)
 		enable_thread(t, l);
 	struct ptw_event ev = ptw_event_init(PTW_EV_MAIN_START, ns, l->tid);
-	ev.routine = locate(t, bp->addr);
+	ev.routine = tracer_locate(t, bp->addr);
 	ev.pthread = th->pd;
-	emit(t, &ev);
+	tracer_emit(t, &ev);
 	uint64_t ret;
-	if (read_u64(t, regs->rsp, &ret) == 0)
-		insert_bp(t, ret, HOOK_MAIN_RETURN, l);
+	if (tracer_read_u64(t, regs->rsp, &ret) == 0)
+		tracer_insert_bp(t, ret, HOOK_MAIN_RETURN, l);
 }
 
 void hook_main_return(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 		      const struct user_regs_struct *regs, uint64_t ns)
 {
 	(void)bp;
-	struct thread *th = thread_of(l);
+	struct thread *th = tracer_thread_of(l);
 	if (!th->is_main || th->returned)
 		return;
 	th->returned = true;
 	struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_RETURN, ns, l->tid);
 	ev.has_value = true;
 	ev.value = (uint32_t)regs->rax; /* main returns int */
-	emit(t, &ev);
+	tracer_emit(t, &ev);
 }
 
 void hook_libc_start_main(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
@@ -713,14 +525,14 @@ void hook_libc_start_main(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp
 	if (img->main_addr || !regs->rdi)
 		return;
 	img->main_addr = regs->rdi;
-	insert_bp(t, regs->rdi, HOOK_MAIN, l);
+	tracer_insert_bp(t, regs->rdi, HOOK_MAIN, l);
 }
 
 void hook_pthread_create(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 			 const struct user_regs_struct *regs, uint64_t ns)
 {
 	(void)bp, (void)ns;
-	struct thread *th = thread_of(l);
+	struct thread *th = tracer_thread_of(l);
 	/* pthread_create(thread, attr, start, arg): the attr's flags (an int
 	 * after sched_param and schedpolicy) say detached or not. */
 	int32_t flags;
@@ -744,8 +556,8 @@ static void libc_call(struct ptw_tracer *t, struct ptw_lwp *l, enum ptw_event_ki
 		ev.pthread = regs->rdi;
 	}
 	if (kind == PTW_EV_JOIN_CALL)
-		thread_of(l)->in_join = true;
-	emit(t, &ev);
+		tracer_thread_of(l)->in_join = true;
+	tracer_emit(t, &ev);
 }
 
 void hook_pthread_exit(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
@@ -780,14 +592,14 @@ void hook_join_ret(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 		   const struct user_regs_struct *regs, uint64_t ns)
 {
 	(void)bp;
-	struct thread *th = thread_of(l);
+	struct thread *th = tracer_thread_of(l);
 	if (!th->in_join)
 		return;
 	th->in_join = false;
 	struct ptw_event ev = ptw_event_init(PTW_EV_JOIN_RETURN, ns, l->tid);
 	ev.has_value = true;
 	ev.value = (uint32_t)regs->rax; /* an errno value, 0 = joined */
-	emit(t, &ev);
+	tracer_emit(t, &ev);
 }
 
 /* Thread spans: always on. It finds out when libc is ready (and tells the
