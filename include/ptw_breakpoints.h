@@ -5,7 +5,7 @@
  * single step: emulated when the instruction allows it, otherwise executed
  * out of line (XOL) in a page of the target followed by a jump back.
  *
- * Safety rules (DESIGN.md "Safety invariants"): the journal entry is written
+ * Safety rules (docs/design.md, "Safety invariants"): the journal entry is written
  * before the byte is poked; bytes are restored through /proc/PID/mem; a
  * breakpoint is never removed while the process runs; no trap flag, no debug
  * registers.

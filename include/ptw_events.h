@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The seam between the tracer (Linux, ptrace, glibc specific) and the span
- * engine (plain data, deterministic): typed thread events after EV-004.
+ * engine (plain data, deterministic): typed thread events (docs/design.md, "The seam" and "Behaviour").
  * Everything the span engine knows arrives as one of these, in the order the
  * tracer observed them; unit tests feed synthetic streams.
  */

@@ -2,7 +2,7 @@
 /*
  * Frame spans: calls of traced functions inside threads (--trace), paired
  * from entry and return events by thread, stack pointer and return address
- * (BH-008). Pure code (no ptrace, no clock, no I/O), fed by the span engine
+ * (docs/design.md, "Behaviour"). Pure code (no ptrace, no clock, no I/O), fed by the span engine
  * (ptw_spans.h) and unit-tested with synthetic streams.
  *
  * The model: a call enters a function with its return address at [sp]; the

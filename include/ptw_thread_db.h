@@ -2,7 +2,7 @@
 /*
  * glibc's libthread_db, driven over the attach layer's memory and register
  * API and the symbol table (the proc_service callbacks live here too).
- * See ../shared/DESIGN.md, "Facts about the mechanism", before changing it.
+ * See docs/design.md, "Facts about the mechanism", before changing it.
  */
 #ifndef PTW_THREAD_DB_H
 #define PTW_THREAD_DB_H
@@ -54,7 +54,7 @@ struct ptw_tdb_thread {
 int ptw_tdb_thread_info(struct ptw_tdb *t, uint64_t pd, struct ptw_tdb_thread *ret);
 /*
  * td_thr_event_enable(pd, 1), confirmed by reading ti_traceme back: on stock
- * Debian it returns TD_NOCAPAB although it worked (DESIGN.md fact 3).
+ * Debian it returns TD_NOCAPAB although it worked (docs/design.md, Facts, 3).
  */
 int ptw_tdb_thread_enable(struct ptw_tdb *t, uint64_t pd);
 /*
@@ -78,7 +78,7 @@ int ptw_tdb_map_lwp(struct ptw_tdb *t, pid_t tid, uint64_t *ret_pd);
  * Pops at most max event messages (td_ta_event_getmsg). The list is pushed
  * to with CAS by running threads while this pops without atomics, and a
  * reused descriptor can make it cyclic: messages are advice, never truth
- * (DESIGN.md fact 7), and the loop is bounded.
+ * (docs/design.md, Facts, 7), and the loop is bounded.
  */
 typedef void (*ptw_tdb_msg_cb)(void *ctx, td_event_e event, uint64_t pd);
 int ptw_tdb_drain(struct ptw_tdb *t, int max, ptw_tdb_msg_cb cb, void *ctx);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Span timeouts (BH-008 "Timeouts"): which spans have been open longer than
+ * Span timeouts (docs/design.md, "Behaviour"): which spans have been open longer than
  * a limit, earliest deadline first. Any span engine plugs in by naming its
  * spans by (kind, id): it watches a span when the span opens and unwatches
  * it when the span ends; the session asks when the next deadline is, waits
@@ -18,7 +18,7 @@
 
 #include "ptw_events.h"
 
-/* The default limit: BH-008 says 5 seconds. */
+/* The default limit: 5 seconds (docs/design.md, "Behaviour"). */
 #define PTW_OPEN_TIMEOUT_DEFAULT_NS (5ull * 1000000000u)
 
 /* A span that crossed the limit. */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Can ptwatch attach to this pid, and if not, why: the refusals name the
- * cause (DESIGN.md, "Safety invariants"). Only /proc is read here.
+ * cause (docs/design.md, "Safety invariants"). Only /proc is read here.
  */
 #define _GNU_SOURCE
 #include <errno.h>

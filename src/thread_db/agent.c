@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The libthread_db thread agent; see ptw_thread_db.h and DESIGN.md. */
+/* The libthread_db thread agent; see ptw_thread_db.h and docs/design.md. */
 #define _GNU_SOURCE
 #include "ptw_thread_db.h"
 
@@ -297,7 +297,7 @@ static int iter_one(const td_thrhandle_t *th, void *arg)
 	/* Not started yet, or exited and not joined: no LWP to follow. */
 	if (ti.ti_tid == 0 || ti.ti_lid == -1 || ti.ti_lid == 0)
 		return 0;
-	/* Never take a non-main handle that claims the main LWP (DESIGN.md fact 8). */
+	/* Never take a non-main handle that claims the main LWP (docs/design.md, Facts, 8). */
 	if (ti.ti_lid == st->pid && ti.ti_startfunc != NULL)
 		return 0;
 	ptw_map_put(&st->seen, pd, (void *)1);

@@ -365,7 +365,7 @@ static void on_td_create(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t ns)
 {
 	struct thread *th = tracer_thread_of(l);
 	struct drained d = { .t = t };
-	/* Advice only (DESIGN.md fact 7): the hit is the truth. */
+	/* Advice only (docs/design.md, Facts, 7): the hit is the truth. */
 	ptw_tdb_drain(t->img.tdb, 8, collect_msg, &d);
 	struct ptw_tdb_thread info;
 	if (th->child) {

@@ -23,7 +23,7 @@
 
 /*
  * In launch mode the command stays in ptwatch's process group and terminal
- * (DESIGN.md: launch leaves them alone), so the terminal's Ctrl-C reaches
+ * (docs/design.md, "Safety invariants": launch leaves them alone), so the terminal's Ctrl-C reaches
  * both, as it does under strace. The command must meet it as it would
  * without ptwatch, and be traced until it has reacted: died of it, exited,
  * or gone on (then so does the trace). Only a signal that did not reach the

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Frame spans (--trace) on synthetic entry/return streams (BH-008 pairing). */
+/* Frame spans (--trace) on synthetic entry/return streams (the pairing rules of docs/design.md, "Behaviour"). */
 #include <stdlib.h>
 
 #include "check.h"

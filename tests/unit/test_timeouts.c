@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Open timeouts (BH-008 "Timeouts"): the ptw_timeouts heap on its own, and
+ * Open timeouts (docs/design.md, "Behaviour"): the ptw_timeouts heap on its own, and
  * the span engine fed synthetic streams with the session's part played by
  * tick(): pop what is due, feed one PTW_EV_SPAN_OPEN each.
  */
