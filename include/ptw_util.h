@@ -150,6 +150,9 @@ size_t ptw_proc_children(pid_t pid, pid_t **kids, pid_t **tids, size_t n);
 /* Does any thread of pid still run? (Its main thread may be a zombie while
  * the others go on.) */
 bool ptw_proc_alive(pid_t pid);
+/* Whether tasks a and b share one address space (kcmp(2) KCMP_VM): 1 or
+ * 0, or -errno when the kernel cannot tell (no kcmp, a task gone). */
+int ptw_proc_same_vm(pid_t a, pid_t b);
 
 /* One line of /proc/PID/maps. */
 struct ptw_mapping {

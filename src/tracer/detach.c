@@ -51,7 +51,8 @@ static void on_stop_detaching(void *ctx, struct ptw_stop *st)
 		struct ptw_lwp *cl = ptw_lwp_get(t->proc, (pid_t)st->msg);
 		if (cl) {
 			tracer_thread_of(cl)->foreign = true;
-			if (st->kind == PTW_STOP_FORK)
+			/* (a child sharing our memory has no copy to restore) */
+			if (st->kind == PTW_STOP_FORK && !lifecycle_shares_memory(t, l, cl->tid))
 				ptw_bp_restore_in(t->bps, cl->tid);
 		}
 		break;

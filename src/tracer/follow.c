@@ -199,6 +199,9 @@ void follow_fork_stop(struct ptw_tracer *t, struct ptw_stop *st)
 		 * int3s; at its exec it becomes a process of its own. */
 		c->vfork_pending = true;
 		c->vfork_parent = t;
+		/* Until then it runs our program (an exec names its own). */
+		const char *exe = t->img.exe ? t->img.exe : t->last_exe;
+		c->last_exe = exe ? xstrdup(exe) : NULL;
 	}
 	if (st->kind == PTW_STOP_VFORK) {
 		/* It shares our memory, int3s included, until it execs or
@@ -273,6 +276,8 @@ bool follow_vfork_exec(struct ptw_tracer *t, struct ptw_lwp *l)
 		 * a launched one is. */
 		c->vfork_pending = false;
 		c->vfork_parent = NULL;
+		free(c->last_exe);
+		c->last_exe = read_exe(c->pid); /* the new program, not ours */
 		free_argv(c->owned_argv);
 		c->owned_argv = attach_cmdline(c->pid);
 		c->argv = c->owned_argv;

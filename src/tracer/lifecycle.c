@@ -279,6 +279,16 @@ void lifecycle_clone_args(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t *ret
 	}
 }
 
+bool lifecycle_shares_memory(struct ptw_tracer *t, struct ptw_lwp *parent, pid_t child)
+{
+	int same = ptw_proc_same_vm(parent->tid, child);
+	if (same >= 0)
+		return same;
+	uint64_t flags, tls;
+	lifecycle_clone_args(t, parent, &flags, &tls);
+	return flags & CLONE_VM;
+}
+
 /*
  * The function and argument of a raw clone() made through glibc's wrapper
  * (sysdeps/unix/sysv/linux/x86_64/clone.S): it leaves them at the top of

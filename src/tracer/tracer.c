@@ -241,6 +241,10 @@ static void handle_stop(struct ptw_tracer *t, struct ptw_stop *st)
 		break;
 	}
 	case PTW_STOP_FORK:
+		if (lifecycle_shares_memory(t, l, (pid_t)st->msg))
+			st->kind = PTW_STOP_VFORK; /* clone(CLONE_VM): our memory, not a copy */
+		follow_fork_stop(t, st);
+		break;
 	case PTW_STOP_VFORK:
 		follow_fork_stop(t, st);
 		break;

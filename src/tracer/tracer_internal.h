@@ -452,6 +452,10 @@ int lifecycle_setup(struct ptw_tracer *t, struct ptw_lwp *host);
 /* The flags and TLS of the clone the LWP is stopped in (its clone event). */
 void lifecycle_clone_args(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t *ret_flags,
 			  uint64_t *ret_tls);
+/* Whether the process child, just forked by parent (its fork event),
+ * shares parent's memory: clone(CLONE_VM) without CLONE_VFORK is reported
+ * as a fork, but its "copy" of our int3s is ours, as a vfork child's. */
+bool lifecycle_shares_memory(struct ptw_tracer *t, struct ptw_lwp *parent, pid_t child);
 /* A new thread (the clone event of parent). */
 void lifecycle_on_clone(struct ptw_tracer *t, struct ptw_lwp *parent, pid_t child, uint64_t flags,
 			uint64_t tls, uint64_t ns);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "ptw_util.h"
@@ -230,4 +231,15 @@ size_t ptw_proc_children(pid_t pid, pid_t **kids, pid_t **tids, size_t n)
 	if (ntask > 0)
 		free(task);
 	return n;
+}
+
+/* include/uapi/linux/kcmp.h */
+#define KCMP_VM 1
+
+int ptw_proc_same_vm(pid_t a, pid_t b)
+{
+	long r = syscall(SYS_kcmp, a, b, KCMP_VM, 0, 0);
+	if (r < 0)
+		return -errno;
+	return r == 0;
 }
