@@ -129,11 +129,11 @@ static uint64_t fnv1a(const char *p, size_t len)
 
 static int read_file(const char *path, char **ret, size_t *ret_len)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = ptw_open_regular(path);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	struct stat st;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > (off_t)MAX_FILE) {
+	if (fstat(fd, &st) < 0 || st.st_size > (off_t)MAX_FILE) {
 		close(fd);
 		return -EINVAL;
 	}

@@ -260,7 +260,7 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
 	char *cached = NULL;
 	if (fd < 0 && urls && !ask && (cached = client_cached_file(hex))) {
 		/* Not asked (see above), but fetched by an earlier session. */
-		fd = open(cached, O_RDONLY | O_CLOEXEC);
+		fd = ptw_open_regular(cached);
 		if (fd >= 0 && !*debuginfo_file_name) {
 			*debuginfo_file_name = cached;
 			cached = NULL;

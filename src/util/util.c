@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -353,6 +354,22 @@ const char *ptw_signame(int sig)
 	}
 	snprintf(buf, sizeof(buf), "SIG%d", sig);
 	return buf;
+}
+
+int ptw_open_regular(const char *path)
+{
+	/* O_NONBLOCK: an open of a FIFO would wait for a writer; O_NOFOLLOW:
+	 * no link to somewhere else. Then only a regular file is kept. */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return -EINVAL;
+	}
+	fcntl(fd, F_SETFL, 0);
+	return fd;
 }
 
 int ptw_read_small_file(const char *path, char *buf, size_t size)
