@@ -60,6 +60,13 @@ void ptw_symbols_retire(struct ptw_symbols *s);
  * directory that cannot be written is a debug message, nothing more. */
 void ptw_symbols_save_cache(struct ptw_symbols *s);
 
+/* The cached answers are wrong (libthread_db, say, cannot work with
+ * them): every cache of the session is emptied (and rewritten at the next
+ * save) and the answers given from it are forgotten, so that the next
+ * lookups read the modules. Returns how many records were dropped (0: no
+ * cache was in use, asking again would change nothing). */
+size_t ptw_symbols_forget_cache(struct ptw_symbols *s);
+
 /* Re-reads /proc/PID/maps (after dlopen/dlclose); drops name caches. */
 int ptw_symbols_refresh(struct ptw_symbols *s);
 

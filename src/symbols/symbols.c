@@ -340,15 +340,8 @@ static void set_symbol(struct ptw_symbols *s, struct ptw_location *loc, const ch
 	free(d);
 }
 
-static void free_indexes(struct ptw_symbols *s)
+static void free_lookups(struct ptw_symbols *s)
 {
-	for (size_t i = 0; i < s->nmods; i++) {
-		ptw_map_free(&s->mods[i].names);
-		free(s->mods[i].entries);
-	}
-	free(s->mods);
-	s->mods = NULL;
-	s->nmods = 0;
 	size_t it = 0;
 	void *v;
 	while (ptw_map_next(&s->lookups, &it, NULL, &v)) {
@@ -359,6 +352,18 @@ static void free_indexes(struct ptw_symbols *s)
 		}
 	}
 	ptw_map_free(&s->lookups);
+}
+
+static void free_indexes(struct ptw_symbols *s)
+{
+	for (size_t i = 0; i < s->nmods; i++) {
+		ptw_map_free(&s->mods[i].names);
+		free(s->mods[i].entries);
+	}
+	free(s->mods);
+	s->mods = NULL;
+	s->nmods = 0;
+	free_lookups(s);
 }
 
 static int collect_module(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr start,
@@ -519,6 +524,24 @@ void ptw_symbols_retire(struct ptw_symbols *s)
 	if (s->dwfl)
 		dwfl_end(s->dwfl);
 	s->dwfl = NULL;
+}
+
+size_t ptw_symbols_forget_cache(struct ptw_symbols *s)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < s->ncaches; i++) {
+		struct ptw_cache *c = s->caches[i].cache;
+		size_t k = ptw_cache_count(c);
+		if (!k)
+			continue;
+		ptw_dbg(PTW_DBG_SYM, "cache %s: %zu records forgotten (a cached answer does not fit the process)",
+			ptw_cache_path(c), k);
+		n += k;
+		ptw_cache_clear(c);
+	}
+	/* What was answered from them is asked again. */
+	free_lookups(s);
+	return n;
 }
 
 void ptw_symbols_save_cache(struct ptw_symbols *s)
