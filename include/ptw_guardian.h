@@ -45,12 +45,14 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "ptw_output.h"
+#include "ptw_session.h"
 #include "ptw_util.h"
 
 struct ptw_guardian_opts {
 	char **argv;		    /* main's: rewritten to name each process */
-	struct ptw_output_opts out; /* what the restorer writes if the tracer dies */
+	/* The tracer's session: the restorer's is the same, resumed, and
+	 * writes its end if the tracer dies. */
+	struct ptw_session_opts session;
 	/* The live table (ptw_live.h), else all -1: the front, which is in the
 	 * terminal's foreground group, reads keys from key_tty and writes them
 	 * to key_w (the tracer reads key_r), and passes SIGWINCH on; when the

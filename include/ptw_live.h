@@ -181,4 +181,10 @@ uint64_t ptw_live_next(const struct ptw_live *l);
  * the user asked for. */
 enum ptw_live_action ptw_live_tick(struct ptw_live *l, uint64_t now);
 
+/* The live table as a session's output (PTW_OUTPUT_LIVE, ptw_output.h):
+ * it takes the terminal at begin, with these options (copied). */
+struct ptw_output;
+struct ptw_output_host;
+struct ptw_output *ptw_output_live_new(const struct ptw_live_opts *lo, struct ptw_output_host *h);
+
 #endif

@@ -23,8 +23,7 @@
 #include "ptw_attach.h"
 #include "ptw_breakpoints.h"
 #include "ptw_record.h"
-#include "ptw_frames.h"
-#include "ptw_spans.h"
+#include "ptw_session.h"
 
 #define PAGE 4096u
 #define MAX_XOL 64
@@ -33,7 +32,7 @@
 struct restorer {
 	struct ptw_memfds mem;
 	struct ptw_record_reader *reader;
-	struct ptw_spans *spans;
+	struct ptw_session *session; /* the tracer's, replayed */
 	const struct ptw_report *header; /* the latest, owned by the reader */
 	bool ended;			 /* the tracer's end mark */
 	bool broken;			 /* the record made no sense: stop keeping it */
@@ -42,7 +41,7 @@ struct restorer {
 static void on_event(void *ctx, const struct ptw_event *ev)
 {
 	struct restorer *r = ctx;
-	ptw_spans_consume(r->spans, ev);
+	ptw_session_replay(r->session, ev);
 }
 
 static void on_report(void *ctx, const struct ptw_report *rep)
@@ -213,45 +212,23 @@ static int unmap_pages(pid_t pid, const char **why)
 
 /* ---- the record, written ---- */
 
-/* --json-lines: the tracer wrote the lines of every span it retired; the
- * same record retires the same spans here (the engine is deterministic),
- * so what is still held is what the stream lacks. */
-static void tail_span(void *ctx, const struct ptw_span *sp)
-{
-	ptw_lines_span(ctx, "span", sp, 0);
-}
-
-static void tail_frame(void *ctx, const struct ptw_frame *fr)
-{
-	ptw_lines_frame(ctx, fr);
-}
-
-static void write_record(struct restorer *r, const struct ptw_guardian_opts *o,
-			 const struct ptw_restorer_outcome *out, const char *xol_why)
+/* The session's end, as the tracer would have written it, with what the
+ * record holds. --json-lines: the tracer wrote the lines of every span it
+ * retired; the same record retires the same spans here (the engine is
+ * deterministic), so what is still held is what the stream lacks. */
+static void write_record(struct restorer *r, const struct ptw_restorer_outcome *out,
+			 const char *xol_why)
 {
 	uint64_t now = ptw_now_ns();
-	struct ptw_lines lines = { .fd = o->out.json_fd, .warnings_done = r->header->nwarnings };
-	if (o->out.lines) {
-		ptw_spans_set_retire(r->spans, tail_span, &lines);
-		ptw_frames_set_closed(ptw_spans_frames_mut(r->spans), tail_frame, &lines);
-	}
+	ptw_session_begin(r->session, r->header);
 	struct ptw_event ev = ptw_event_init(PTW_EV_TRACER_DIED, now, r->header->pid);
 	ev.pid = r->header->pid;
-	ptw_spans_consume(r->spans, &ev);
-	ptw_spans_finish(r->spans);
-	if (o->out.lines) {
-		ptw_spans_retire_all(r->spans);
-		const struct ptw_frames *f = ptw_spans_frames(r->spans);
-		for (size_t i = 0; i < ptw_frames_count(f); i++)
-			if (ptw_frames_get(f, i)->status == PTW_FRAME_OPEN)
-				ptw_lines_frame(&lines, ptw_frames_get(f, i));
-	}
+	ptw_session_replay(r->session, &ev);
 
 	struct ptw_report rep = *r->header;
 	rep.tool_version = PTW_VERSION;
 	rep.end_ns = now;
 	rep.end_reason = "tracer_died";
-	rep.spans = r->spans;
 	struct ptw_warning *w = xcalloc(rep.nwarnings + 2, sizeof(*w));
 	memcpy(w, rep.warnings, rep.nwarnings * sizeof(*w));
 	size_t nw = rep.nwarnings;
@@ -277,15 +254,7 @@ static void write_record(struct restorer *r, const struct ptw_guardian_opts *o,
 		rep.processes = procs;
 		rep.nprocesses = nprocs;
 	}
-	struct ptw_output_opts oo = o->out;
-	oo.snapshot = oo.snapshot || rep.snapshot;
-	/* The tracer may have died while writing its own: start over. (A
-	 * stream goes on where the tracer stopped.) */
-	if (oo.json && oo.json_fd >= 0 && ftruncate(oo.json_fd, 0) == 0)
-		lseek(oo.json_fd, 0, SEEK_SET);
-	if (oo.lines)
-		ptw_lines_end(&lines, &rep);
-	ptw_report_write(&rep, &oo);
+	ptw_session_end(r->session, &rep);
 	for (size_t i = r->header->nwarnings; i < nw; i++) {
 		free(w[i].code);
 		free(w[i].message);
@@ -306,12 +275,14 @@ void ptw_restorer_run(const struct ptw_guardian_opts *o, int from_tracer, int to
 		dup2(null, STDIN_FILENO);
 		close(null);
 	}
-	struct restorer r = { .reader = ptw_record_reader_new(),
-			      .spans = ptw_spans_new() };
-	/* --json-lines: spans retired as the tracer's are, so that memory
-	 * stays bounded here too; only the tail is written, if it comes to it */
-	if (o->out.lines)
-		ptw_spans_set_streaming(r.spans, NULL, NULL);
+	/* The tracer's session again, its outputs resumed: they write only
+	 * the end, if it comes to it (--json-lines: spans retired as the
+	 * tracer's are, so that memory stays bounded here too). */
+	struct ptw_session_opts so = o->session;
+	so.resume = true;
+	so.record = false;
+	so.filter = NULL;
+	struct restorer r = { .reader = ptw_record_reader_new(), .session = ptw_session_new(&so) };
 	keep_record(&r, from_tracer);
 	close(from_tracer);
 	if (r.ended)
@@ -333,7 +304,7 @@ void ptw_restorer_run(const struct ptw_guardian_opts *o, int from_tracer, int to
 		out.terminal = 1;
 	}
 	if (r.header && !r.broken)
-		write_record(&r, o, &out, xol_why);
+		write_record(&r, &out, xol_why);
 	while (send(to_front, &out, sizeof(out), MSG_NOSIGNAL) < 0 && errno == EINTR)
 		;
 	_exit(0);
