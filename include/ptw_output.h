@@ -191,21 +191,24 @@ void ptw_lines_end(struct ptw_lines *l, const struct ptw_report *r);
  * of the report, into out. */
 void ptw_report_chrome(const struct ptw_report *r, struct ptw_buf *out);
 
-/* From now on, event lines carry the process id before the thread id (-f,
- * once a second process is traced). */
-void ptw_text_show_pids(bool on);
+/* How event lines are written; each session's text output has its own. */
+struct ptw_text_style {
+	uint64_t start_ns; /* times are relative to it */
+	bool show_pids;	   /* -f, once a second process is traced: each line
+			    * names its event's process before the thread */
+};
 /* One readable line for an event the span engine consumed (may add nothing). */
-void ptw_text_event(struct ptw_buf *out, uint64_t session_start_ns, const struct ptw_event *ev,
-		    const struct ptw_span *sp);
+void ptw_text_event(struct ptw_buf *out, const struct ptw_text_style *st,
+		    const struct ptw_event *ev, const struct ptw_span *sp);
 /* One readable line for a frame event (--trace): the call, or the return
  * with its duration. */
-void ptw_text_frame_event(struct ptw_buf *out, uint64_t session_start_ns,
+void ptw_text_frame_event(struct ptw_buf *out, const struct ptw_text_style *st,
 			  const struct ptw_event *ev, const struct ptw_frame *fr);
 /* One readable line for a wait event (--locks): its start (object, owner,
  * call site), its end with its duration; a deadlock with every member's
  * stack. */
 struct ptw_wait;
-void ptw_text_wait_event(struct ptw_buf *out, uint64_t session_start_ns,
+void ptw_text_wait_event(struct ptw_buf *out, const struct ptw_text_style *st,
 			 const struct ptw_event *ev, const struct ptw_wait *w);
 /* The event log's filters (-e, --tid, --routine) and -v. */
 struct ptw_text_filter {
@@ -225,7 +228,7 @@ bool ptw_text_filter_span(const struct ptw_text_filter *f, const struct ptw_span
 /* The log's line(s) for an event, as ptw_text_event / ptw_text_frame_event
  * write them, if f lets them through (f may be NULL); with -v a raw line
  * of the event follows. */
-void ptw_text_event_filtered(struct ptw_buf *out, uint64_t session_start_ns,
+void ptw_text_event_filtered(struct ptw_buf *out, const struct ptw_text_style *st,
 			     const struct ptw_event *ev, const struct ptw_span *sp,
 			     const struct ptw_frame *fr, const struct ptw_text_filter *f);
 

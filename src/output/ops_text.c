@@ -14,6 +14,7 @@
 struct text_out {
 	struct ptw_output base;
 	struct ptw_output_conf conf;
+	struct ptw_text_style style; /* this session's event lines */
 	pid_t first_pid;       /* -f: the first process an event named */
 	bool pids_shown;       /* a second one appeared: lines carry the pid */
 	uint64_t stops_logged; /* -v: stops said so far */
@@ -31,7 +32,7 @@ static void track_pid(struct text_out *t, const struct ptw_event *ev)
 		t->first_pid = ev->pid;
 	else if (ev->pid && ev->pid != t->first_pid && !t->pids_shown) {
 		t->pids_shown = true;
-		ptw_text_show_pids(true);
+		t->style.show_pids = true;
 	}
 }
 
@@ -43,7 +44,7 @@ static void text_event(struct ptw_output *o, const struct ptw_event *ev, const s
 	if (t->conf.quiet || h->lines_taken)
 		return;
 	const struct ptw_frame *fr = ptw_spans_last_frame(h->spans);
-	ptw_text_event_filtered(h->log, h->start_ns, ev, sp, fr, h->filter);
+	ptw_text_event_filtered(h->log, &t->style, ev, sp, fr, h->filter);
 	if (h->log->len > 65536)
 		h->flush(h->ctx);
 }
@@ -59,7 +60,7 @@ static void text_wait(struct ptw_output *o, const struct ptw_event *ev, const st
 	 * is what --locks is for. */
 	if (ev->kind != PTW_EV_DEADLOCK && (t->conf.quiet || h->lines_taken))
 		return;
-	ptw_text_wait_event(h->log, h->start_ns, ev, w);
+	ptw_text_wait_event(h->log, &t->style, ev, w);
 	if (ev->kind == PTW_EV_DEADLOCK)
 		h->flush(h->ctx);
 }
@@ -119,6 +120,7 @@ struct ptw_output *ptw_output_text_new(const struct ptw_output_conf *c, struct p
 	struct text_out *t = xcalloc(1, sizeof(*t));
 	t->base = (struct ptw_output){ .ops = &text_ops, .host = h, .wake_fd = -1 };
 	t->conf = *c;
+	t->style.start_ns = h->start_ns;
 	t->base.wants_progress = h->filter && h->filter->verbose && !c->quiet;
 	return &t->base;
 }
