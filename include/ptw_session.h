@@ -72,4 +72,15 @@ void ptw_session_begin(struct ptw_session *s, const struct ptw_report *head);
  * is set to the session's). */
 void ptw_session_end(struct ptw_session *s, struct ptw_report *r);
 
+/* ---- the other command: ptwatch report FILE ---- */
+
+struct ptw_report_cmd {
+	const char *path;		/* a spans document or a stream; "-": standard input */
+	enum ptw_output_format format;	/* TEXT (the summary), JSON or CHROME */
+	const char *output;		/* -o FILE, or NULL: standard output */
+	const struct ptw_text_filter *filter; /* --tid, --routine */
+};
+/* Reads, renders and writes; the exit status (errors said on standard error). */
+int ptw_report_cmd(const struct ptw_report_cmd *c);
+
 #endif

@@ -1,28 +1,23 @@
 /* SPDX-License-Identifier: MIT */
-/* ptwatch: options -> session -> loop -> report. */
+/* ptwatch: the options, then one of: launch or attach and trace
+ * (src/session), a snapshot, or `ptwatch report` (src/session/report.c). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "config.h"
 #include "ptw_attach.h"
 #include "ptw_breakpoints.h"
-#include "ptw_frames.h"
 #include "ptw_guardian.h"
-#include "ptw_locks.h"
-#include "ptw_load.h"
 #include "ptw_live.h"
 #include "ptw_output.h"
 #include "ptw_session.h"
-#include "ptw_spans.h"
 #include "ptw_timeouts.h"
 #include "ptw_tracer.h"
 #include "ptw_util.h"
@@ -435,7 +430,7 @@ static char **copy_argv(int argc, char **argv)
 	return copy;
 }
 
-/* ---- ptwatch report FILE ---- */
+/* ---- ptwatch report FILE: its options ---- */
 
 static int report_main(int argc, char **argv)
 {
@@ -464,75 +459,11 @@ static int report_main(int argc, char **argv)
 		die_usage("%s", "report writes text, json or chrome");
 	if (optind != argc - 1)
 		die_usage("%s", "report needs one FILE (a spans document or a --json-lines stream)");
-	const char *path = argv[optind];
-	int fd = strcmp(path, "-") ? open(path, O_RDONLY | O_CLOEXEC) : STDIN_FILENO;
-	struct ptw_buf text = { 0 };
-	if (fd < 0) {
-		fprintf(stderr, "ptwatch: cannot open %s: %s\n", path, strerror(errno));
-		return 1;
-	}
-	for (;;) {
-		char buf[65536];
-		ssize_t n = read(fd, buf, sizeof(buf));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			fprintf(stderr, "ptwatch: cannot read %s: %s\n", path, strerror(errno));
-			return 1;
-		}
-		if (n == 0)
-			break;
-		ptw_buf_add(&text, buf, (size_t)n);
-	}
-	if (fd != STDIN_FILENO)
-		close(fd);
-	struct ptw_loaded *l;
-	char err[256];
-	bool convert = o.format != PTW_OUTPUT_TEXT;
-	if (ptw_load(text.p ? text.p : "", text.len, !convert, &o.filter, &l, err, sizeof(err)) < 0) {
-		fprintf(stderr, "ptwatch: %s: %s\n", path, err);
-		ptw_buf_free(&text);
-		return 1;
-	}
-	ptw_buf_free(&text);
-	int out_fd = -1;
-	if (o.output) {
-		out_fd = open(o.output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-		if (out_fd < 0) {
-			fprintf(stderr, "ptwatch: cannot open %s: %s\n", o.output, strerror(errno));
-			ptw_loaded_free(l);
-			return 1;
-		}
-	}
-	int r = 0;
-	if (convert) {
-		struct ptw_buf out = { 0 };
-		if (o.format == PTW_OUTPUT_CHROME)
-			ptw_report_chrome(&l->report, &out);
-		else
-			ptw_report_json(&l->report, &out);
-		r = ptw_write_all(out_fd >= 0 ? out_fd : STDOUT_FILENO, out.p, out.len);
-		if (r < 0)
-			fprintf(stderr, "ptwatch: cannot write %s: %s\n", o.output ? o.output : "the output",
-				strerror(-r));
-		ptw_buf_free(&out);
-	} else {
-		/* the summary a live session printed at its end */
-		struct ptw_buf out = { 0 };
-		if (l->report.snapshot)
-			ptw_text_snapshot(&out, &l->report);
-		else
-			ptw_text_summary(&out, &l->report);
-		r = ptw_write_all(out_fd >= 0 ? out_fd : STDOUT_FILENO, out.p, out.len);
-		ptw_buf_free(&out);
-	}
-	if (out_fd >= 0 && close(out_fd) < 0 && !r) {
-		fprintf(stderr, "ptwatch: cannot write %s: %s\n", o.output, strerror(errno));
-		r = -EIO;
-	}
-	ptw_loaded_free(l);
+	struct ptw_report_cmd rc = { .path = argv[optind], .format = o.format, .output = o.output,
+				     .filter = &o.filter };
+	int r = ptw_report_cmd(&rc);
 	free(o.filter.tids);
-	return r < 0 ? 1 : 0;
+	return r;
 }
 
 int main(int argc, char **argv)
