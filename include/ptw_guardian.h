@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * No way of ending ptwatch may harm the target (DESIGN.md, "Safety
- * invariants"). ptwatch runs as three processes:
+ * No way of ending ptwatch may harm the target (docs/design.md, "Safety").
+ * ptwatch runs as three processes:
  *
  *   ptwatch       the front: the pid the shell knows, in the shell's process
  *                 group. Forwards the session signals to the tracer, mirrors
  *                 its exit, and inherits a launched command if it dies.
  *   ptw-tracer    its child, in a process group of its own: every ptrace
  *                 call, symbols, spans, output. Streams the session record
- *                 (ptw_record.h) and its memory fd to the restorer.
+ *                 (ptw_record.h) and its memory fd to the restorer
+ *                 (src/guardian/tracer_side.c).
  *   pt-restorer   its other child, in a session of its own: holds the shared
  *                 journal of patched bytes and keeps a copy of the record.
  *                 When the tracer ends without its end mark, it puts every

@@ -70,7 +70,7 @@ struct ptw_live_row {
 	bool has_spawn;
 	uint64_t spawn_ns;   /* creation to start routine */
 	bool ended;	     /* shown dim until it fades */
-	bool late;	     /* open past --open-timeout (BH-008): highlighted */
+	bool late;	     /* open past --open-timeout: highlighted */
 };
 
 /* One row of the routine view: the threads of one start routine. */
