@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * No way of ending ptwatch may harm the target (DESIGN.md, "Safety
- * invariants"). ptwatch runs as three processes:
+ * No way of ending ptwatch may harm the target (docs/design.md, "Safety").
+ * ptwatch runs as three processes:
  *
  *   ptwatch       the front: the pid the shell knows, in the shell's process
  *                 group. Forwards the session signals to the tracer, mirrors
  *                 its exit, and inherits a launched command if it dies.
  *   ptw-tracer    its child, in a process group of its own: every ptrace
  *                 call, symbols, spans, output. Streams the session record
- *                 (ptw_record.h) and its memory fd to the restorer.
+ *                 (ptw_record.h) and its memory fd to the restorer
+ *                 (src/guardian/tracer_side.c).
  *   pt-restorer   its other child, in a session of its own: holds the shared
  *                 journal of patched bytes and keeps a copy of the record.
  *                 When the tracer ends without its end mark, it puts every
@@ -45,12 +46,14 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "ptw_output.h"
+#include "ptw_session.h"
 #include "ptw_util.h"
 
 struct ptw_guardian_opts {
 	char **argv;		    /* main's: rewritten to name each process */
-	struct ptw_output_opts out; /* what the restorer writes if the tracer dies */
+	/* The tracer's session: the restorer's is the same, resumed, and
+	 * writes its end if the tracer dies. */
+	struct ptw_session_opts session;
 	/* The live table (ptw_live.h), else all -1: the front, which is in the
 	 * terminal's foreground group, reads keys from key_tty and writes them
 	 * to key_w (the tracer reads key_r), and passes SIGWINCH on; when the

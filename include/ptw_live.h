@@ -70,7 +70,7 @@ struct ptw_live_row {
 	bool has_spawn;
 	uint64_t spawn_ns;   /* creation to start routine */
 	bool ended;	     /* shown dim until it fades */
-	bool late;	     /* open past --open-timeout (BH-008): highlighted */
+	bool late;	     /* open past --open-timeout: highlighted */
 };
 
 /* One row of the routine view: the threads of one start routine. */
@@ -180,5 +180,11 @@ uint64_t ptw_live_next(const struct ptw_live *l);
 /* Reads the keys there are (never blocks) and draws if due; returns what
  * the user asked for. */
 enum ptw_live_action ptw_live_tick(struct ptw_live *l, uint64_t now);
+
+/* The live table as a session's output (PTW_OUTPUT_LIVE, ptw_output.h):
+ * it takes the terminal at begin, with these options (copied). */
+struct ptw_output;
+struct ptw_output_host;
+struct ptw_output *ptw_output_live_new(const struct ptw_live_opts *lo, struct ptw_output_host *h);
 
 #endif

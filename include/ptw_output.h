@@ -191,21 +191,24 @@ void ptw_lines_end(struct ptw_lines *l, const struct ptw_report *r);
  * of the report, into out. */
 void ptw_report_chrome(const struct ptw_report *r, struct ptw_buf *out);
 
-/* From now on, event lines carry the process id before the thread id (-f,
- * once a second process is traced). */
-void ptw_text_show_pids(bool on);
+/* How event lines are written; each session's text output has its own. */
+struct ptw_text_style {
+	uint64_t start_ns; /* times are relative to it */
+	bool show_pids;	   /* -f, once a second process is traced: each line
+			    * names its event's process before the thread */
+};
 /* One readable line for an event the span engine consumed (may add nothing). */
-void ptw_text_event(struct ptw_buf *out, uint64_t session_start_ns, const struct ptw_event *ev,
-		    const struct ptw_span *sp);
+void ptw_text_event(struct ptw_buf *out, const struct ptw_text_style *st,
+		    const struct ptw_event *ev, const struct ptw_span *sp);
 /* One readable line for a frame event (--trace): the call, or the return
  * with its duration. */
-void ptw_text_frame_event(struct ptw_buf *out, uint64_t session_start_ns,
+void ptw_text_frame_event(struct ptw_buf *out, const struct ptw_text_style *st,
 			  const struct ptw_event *ev, const struct ptw_frame *fr);
 /* One readable line for a wait event (--locks): its start (object, owner,
  * call site), its end with its duration; a deadlock with every member's
  * stack. */
 struct ptw_wait;
-void ptw_text_wait_event(struct ptw_buf *out, uint64_t session_start_ns,
+void ptw_text_wait_event(struct ptw_buf *out, const struct ptw_text_style *st,
 			 const struct ptw_event *ev, const struct ptw_wait *w);
 /* The event log's filters (-e, --tid, --routine) and -v. */
 struct ptw_text_filter {
@@ -225,7 +228,7 @@ bool ptw_text_filter_span(const struct ptw_text_filter *f, const struct ptw_span
 /* The log's line(s) for an event, as ptw_text_event / ptw_text_frame_event
  * write them, if f lets them through (f may be NULL); with -v a raw line
  * of the event follows. */
-void ptw_text_event_filtered(struct ptw_buf *out, uint64_t session_start_ns,
+void ptw_text_event_filtered(struct ptw_buf *out, const struct ptw_text_style *st,
 			     const struct ptw_event *ev, const struct ptw_span *sp,
 			     const struct ptw_frame *fr, const struct ptw_text_filter *f);
 
@@ -234,20 +237,105 @@ void ptw_text_snapshot(struct ptw_buf *out, const struct ptw_report *r);
 /* The summary table and metrics for the end of the text output. */
 void ptw_text_summary(struct ptw_buf *out, const struct ptw_report *r);
 
-/* Where and how the report goes out. */
-struct ptw_output_opts {
-	bool json;	/* the JSON document ... */
-	int json_fd;	/* ... to this fd, or standard output if -1 */
-	bool snapshot;	/* the text part is --snapshot's report, not the summary */
-	bool chrome;	/* json: the Chrome trace instead of the spans document */
-	bool lines;	/* --json-lines to json_fd (json is false): its last line */
-	bool quiet_summary; /* no text part */
+/* ---- the outputs of a session (docs/design.md, "Outputs") ---- */
+
+/*
+ * A session writes to a few outputs at once, each an instance of one
+ * format behind struct ptw_output_ops: the text (event lines on standard
+ * error and the summary) always, the document, stream or trace if asked
+ * for, and the live table when it has the terminal. The session (src/
+ * session/session.c) hands every event to each of them, in this order:
+ * the document's format first, then the text, then the live table.
+ */
+enum ptw_output_format {
+	PTW_OUTPUT_TEXT,   /* event lines and the summary (or --snapshot's report) */
+	PTW_OUTPUT_JSON,   /* the spans document (spec/spans.schema.json) */
+	PTW_OUTPUT_LINES,  /* the --json-lines stream (spec/lines.schema.json) */
+	PTW_OUTPUT_CHROME, /* the Chrome trace-event JSON */
+	PTW_OUTPUT_LIVE,   /* the live table (ptw_live.h) */
 };
-/* Writes the document (if wanted) and the text part: to standard error,
- * or for a snapshot to standard output unless the document goes there.
- * Returns 0, or -errno if the document could not be written (said on
- * standard error). Closes json_fd. */
-int ptw_report_write(const struct ptw_report *r, const struct ptw_output_opts *o);
+
+/* What the outputs of one session share; the session's. */
+struct ptw_output_host {
+	struct ptw_spans *spans; /* the engine: last wait and frame, locks, totals */
+	uint64_t start_ns;	 /* event lines' times are relative to it */
+	const struct ptw_text_filter *filter; /* -e, --tid, --routine, -v; may be NULL */
+	struct ptw_buf *log;	 /* standard error's lines, written before the tracer blocks */
+	/* Writes the log now (and what the restorer should know first). */
+	void (*flush)(void *ctx);
+	/* A stream line is about to say more than the restorer may know: the
+	 * record goes to it first (if the tracer died now, it writes the rest). */
+	void (*before_line)(void *ctx);
+	void *ctx;
+	bool lines_taken; /* the live table has the terminal: no event lines */
+};
+
+/* How an output is made. */
+struct ptw_output_conf {
+	enum ptw_output_format format;
+	int fd;		/* the document's, stream's or trace's; -1: standard output */
+	bool quiet;	/* text: no event lines (deadlocks are still said) */
+	bool snapshot;	/* text: --snapshot's report instead of the summary */
+	bool stdout_taken; /* text: another output writes to standard output */
+	/* The restorer's, when the tracer died: the stream goes on where the
+	 * tracer stopped (from begin on), the document starts over. */
+	bool resume;
+};
+
+struct ptw_output;
+
+/*
+ * One format's callbacks; any may be NULL. The report given to begin is
+ * what is known once the target runs (launch or attach done); the one
+ * given to end is the session's last. Events come before begin too (the
+ * attach's), and go on after stop (the detach's).
+ */
+struct ptw_output_ops {
+	enum ptw_output_format format;
+	/* The target is known. < 0: the output cannot be had (said on
+	 * standard error); the session drops it. */
+	int (*begin)(struct ptw_output *o, const struct ptw_report *head);
+	/* An event the engine consumed, sp its span (may be NULL): a thread's
+	 * life, a process's, a frame's entry or return (ptw_spans_last_frame). */
+	void (*event)(struct ptw_output *o, const struct ptw_event *ev, const struct ptw_span *sp);
+	/* --locks: PTW_EV_WAIT_BEGIN, PTW_EV_WAIT_END, PTW_EV_DEADLOCK; w is the
+	 * engine's last wait (may be NULL). */
+	void (*wait)(struct ptw_output *o, const struct ptw_event *ev, const struct ptw_span *sp,
+		     const struct ptw_wait *w);
+	/* PTW_EV_SPAN_OPEN: a span open past --open-timeout. */
+	void (*open)(struct ptw_output *o, const struct ptw_event *ev, const struct ptw_span *sp);
+	/* Streaming: a span nothing will change any more, about to be freed;
+	 * a frame span that ended. */
+	void (*span_retired)(struct ptw_output *o, const struct ptw_span *sp);
+	void (*frame_closed)(struct ptw_output *o, const struct ptw_frame *fr);
+	/* The tracer is about to block: what it learnt since (now: its report
+	 * so far). Called only if o->wants_progress. */
+	void (*progress)(struct ptw_output *o, const struct ptw_report *now);
+	/* When tick is due (0: never), and the tick: true if the user asked
+	 * to stop tracing. */
+	uint64_t (*next_tick)(struct ptw_output *o);
+	bool (*tick)(struct ptw_output *o, uint64_t now);
+	/* Tracing is over (the live table gives the terminal back). */
+	void (*stop)(struct ptw_output *o);
+	/* The session's end: the report as it ended. */
+	void (*end)(struct ptw_output *o, const struct ptw_report *r);
+	void (*free)(struct ptw_output *o);
+};
+
+/* Every instance starts with this. */
+struct ptw_output {
+	const struct ptw_output_ops *ops;
+	struct ptw_output_host *host;
+	bool streams;	     /* it wants spans retired as they end (bounded memory) */
+	bool wants_progress; /* call progress before the tracer blocks */
+	int wake_fd;	     /* after begin: readable when tick is wanted now, or -1 */
+};
+
+/* The instances (ptw_output_live_new: src/output/ops_live.c, with the
+ * live table's options in ptw_live.h). */
+struct ptw_output *ptw_output_text_new(const struct ptw_output_conf *c, struct ptw_output_host *h);
+struct ptw_output *ptw_output_doc_new(const struct ptw_output_conf *c, struct ptw_output_host *h);
+struct ptw_output *ptw_output_lines_new(const struct ptw_output_conf *c, struct ptw_output_host *h);
 
 /*
  * "worker (demo.c:12)"; where no symbol names the address, "module+0xOFFSET"

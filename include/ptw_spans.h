@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "ptw_dist.h"
 #include "ptw_events.h"
 
 enum ptw_origin { PTW_ORIGIN_MAIN, PTW_ORIGIN_CREATED, PTW_ORIGIN_PREEXISTING, PTW_ORIGIN_CLONE };
@@ -119,12 +120,6 @@ struct ptw_deadlock {
 	size_t n;
 };
 
-struct ptw_distribution {
-	uint64_t count;
-	uint64_t min, p50, p90, p99, max;
-	double mean;
-};
-
 struct ptw_metrics {
 	uint64_t threads_seen, threads_created, max_active, max_depth;
 	struct ptw_distribution spawn_latency, lifetime, join_wait;
@@ -133,26 +128,6 @@ struct ptw_metrics {
 	const uint64_t (*active_series)[2]; /* [ns, active], owned by the engine */
 	size_t active_series_len;
 };
-
-/*
- * A distribution accumulated value by value in bounded memory: exact (the
- * values kept) up to `exact_max` values, then a log-linear histogram of
- * 64 sub-buckets per power of two (percentiles within 1/64 of the value;
- * count, min, max and mean stay exact). exact_max 0 means never switch.
- */
-struct ptw_dacc {
-	size_t exact_max;
-	uint64_t *v;
-	size_t n, cap;
-	uint64_t *hist; /* PTW_DACC_BUCKETS, once switched */
-	uint64_t count, min, max;
-	double sum;
-};
-#define PTW_DACC_EXACT 4096
-void ptw_dacc_add(struct ptw_dacc *a, uint64_t v);
-void ptw_dacc_merge(struct ptw_dacc *into, const struct ptw_dacc *from);
-void ptw_dacc_result(const struct ptw_dacc *a, struct ptw_distribution *ret);
-void ptw_dacc_free(struct ptw_dacc *a);
 
 /* Spans grouped by start routine (the summary of a long session). */
 struct ptw_group {
@@ -278,8 +253,5 @@ void ptw_deadlocks_free(struct ptw_deadlock *d, size_t n);
 const char *ptw_status_name(enum ptw_status st);
 const char *ptw_method_name(enum ptw_method m);
 const char *ptw_origin_name(enum ptw_origin o);
-
-/* Nearest-rank distribution of n values (sorted in place). */
-void ptw_distribution(uint64_t *values, size_t n, struct ptw_distribution *ret);
 
 #endif

@@ -1,28 +1,23 @@
 /* SPDX-License-Identifier: MIT */
-/* ptwatch: options -> session -> loop -> report. */
+/* ptwatch: the options, then one of: launch or attach and trace
+ * (src/session), a snapshot, or `ptwatch report` (src/session/report.c). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "config.h"
 #include "ptw_attach.h"
 #include "ptw_breakpoints.h"
-#include "ptw_frames.h"
 #include "ptw_guardian.h"
-#include "ptw_locks.h"
-#include "ptw_load.h"
 #include "ptw_live.h"
 #include "ptw_output.h"
-#include "ptw_record.h"
-#include "ptw_spans.h"
+#include "ptw_session.h"
 #include "ptw_timeouts.h"
 #include "ptw_tracer.h"
 #include "ptw_util.h"
@@ -30,7 +25,6 @@
 struct options {
 	pid_t pid; /* -p: attach; 0: launch argv */
 	bool snapshot;
-	bool json;
 	const char *output;
 	bool quiet;
 	bool use_debug_files;
@@ -44,35 +38,12 @@ struct options {
 	uint64_t open_timeout_ns; /* 0: disabled */
 	int live;		  /* --live 1, --no-live 0, else -1: see want_live() */
 	char **argv;
-	/* issue 10: output formats, the log's filters (struct ptw_text_filter) */
-	bool lines;	/* --json-lines */
-	bool chrome;	/* --format=chrome */
-	struct ptw_text_filter filter;
-};
-
-struct session {
-	struct ptw_spans *spans;
-	struct ptw_timeouts *timeouts; /* spans open too long (--open-timeout) */
-	struct ptw_buf log;
-	bool quiet;
-	pid_t first_pid;  /* -f: the first process an event named */
-	bool pids_shown; /* a second one appeared: lines carry the pid */
-	uint64_t start_ns;
-	/* The record for the restorer (ptw_guardian.h), when there is one. */
-	struct ptw_record_writer *rec;
-	struct ptw_buf record;
-	struct ptw_tracer *tracer; /* once launched or attached: the header */
-	size_t header_sig;	   /* what the last header sent said, roughly */
-	/* --json-lines: the stream; lines wait in `pending` for the header */
-	bool lines;
-	struct ptw_lines out;
-	bool header_done;
-	uint64_t total; /* spans seen so far: new ones get a span_open line */
-	size_t deadlocks_lined; /* --locks deadlocks written as lines */
-	const struct ptw_text_filter *filter;
-	uint64_t stops_logged; /* -v: stops said so far */
-	struct ptw_live *live; /* --live: the table, and its rows */
-	struct ptw_live_model *model;
+	/* The document, stream or trace besides the text (TEXT: none); two
+	 * given (--json and --json-lines) are an error unless --format comes
+	 * after them. */
+	enum ptw_output_format format;
+	bool formats_clash;
+	struct ptw_text_filter filter; /* the event lines' filters */
 };
 
 static void usage(FILE *f)
@@ -168,8 +139,8 @@ static void die_usage(const char *fmt, const char *arg)
 	exit(2);
 }
 
-/* The options of issue 10 (formats and the log's filters), shared with
- * `ptwatch report`: true if c was one. */
+/* The options of the outputs (formats and the event lines' filters),
+ * shared with `ptwatch report`: true if c was one. */
 static bool output_option(int c, const char *arg, struct options *o)
 {
 	switch (c) {
@@ -183,17 +154,26 @@ static bool output_option(int c, const char *arg, struct options *o)
 		o->filter.verbose = true;
 		return true;
 	case OPT_JSON_:
-		o->json = true;
+	case OPT_LINES_: {
+		enum ptw_output_format f = c == OPT_JSON_ ? PTW_OUTPUT_JSON : PTW_OUTPUT_LINES;
+		if (o->format != PTW_OUTPUT_TEXT && o->format != f)
+			o->formats_clash = true;
+		else
+			o->format = f;
 		return true;
-	case OPT_LINES_:
-		o->lines = true;
-		return true;
+	}
 	case OPT_FORMAT_:
-		o->json = !strcmp(arg, "json");
-		o->lines = !strcmp(arg, "json-lines");
-		o->chrome = !strcmp(arg, "chrome");
-		if (!o->json && !o->lines && !o->chrome && strcmp(arg, "text"))
+		if (!strcmp(arg, "json"))
+			o->format = PTW_OUTPUT_JSON;
+		else if (!strcmp(arg, "json-lines"))
+			o->format = PTW_OUTPUT_LINES;
+		else if (!strcmp(arg, "chrome"))
+			o->format = PTW_OUTPUT_CHROME;
+		else if (!strcmp(arg, "text"))
+			o->format = PTW_OUTPUT_TEXT;
+		else
 			die_usage("unknown format '%s' (text, json, json-lines, chrome)", arg);
+		o->formats_clash = false;
 		return true;
 	case 'e':
 		if (ptw_text_filter_events(&o->filter, arg) < 0)
@@ -212,11 +192,11 @@ static bool output_option(int c, const char *arg, struct options *o)
 
 static void output_options_check(struct options *o)
 {
-	if (o->lines + o->chrome + o->json > 1)
+	if (o->formats_clash)
 		die_usage("%s", "give one output format (--json, --json-lines or --format)");
 	/* -o FILE alone: the document, as before */
-	if (o->output && !o->lines && !o->chrome)
-		o->json = true;
+	if (o->output && o->format == PTW_OUTPUT_TEXT)
+		o->format = PTW_OUTPUT_JSON;
 }
 
 static void parse_options(int argc, char **argv, struct options *o)
@@ -379,240 +359,6 @@ static void parse_options(int argc, char **argv, struct options *o)
 	o->argv = argv + optind;
 }
 
-/* ---- the event sink: spans, then the log line ---- */
-
-/* The report's header goes to the restorer again when it changed (a new
- * warning, libthread_db found, the end seen). */
-static void record_header(struct session *s)
-{
-	struct ptw_report rep = { 0 };
-	rep.realtime_offset_ns = ptw_realtime_offset_ns();
-	ptw_tracer_report(s->tracer, &rep);
-	rep.open_timeout_ns = ptw_timeouts_limit(s->timeouts);
-	size_t sig = 1 + rep.nwarnings * 16 + (rep.glibc != NULL) * 2 + (size_t)rep.exit_kind * 4 +
-		     (rep.strategy && rep.strategy[0] == 'd');
-	if (sig == s->header_sig)
-		return;
-	s->header_sig = sig;
-	ptw_record_report(s->rec, &s->record, &rep);
-}
-
-static void flush_record(struct session *s)
-{
-	if (!s->rec)
-		return;
-	if (s->tracer)
-		record_header(s);
-	ptw_guardian_record(&s->record);
-}
-
-/* --json-lines: what the tracer learnt since (warnings), and with -v the
- * ptrace stops so far. */
-static void report_progress(struct session *s)
-{
-	if (!s->tracer || (!s->lines && !s->filter->verbose))
-		return;
-	struct ptw_report rep = { 0 };
-	ptw_tracer_report(s->tracer, &rep);
-	if (s->lines && s->header_done)
-		ptw_lines_warnings(&s->out, &rep);
-	if (s->filter->verbose && !s->quiet && rep.stops_total != s->stops_logged) {
-		uint64_t now = ptw_now_ns();
-		uint64_t rel = now - s->start_ns;
-		ptw_buf_printf(&s->log, "%4" PRIu64 ".%06" PRIu64 " %7d %-8s %" PRIu64 " ptrace stops (+%" PRIu64 "), %zu breakpoints:",
-			       rel / 1000000000u, (rel / 1000u) % 1000000u, rep.pid, "stops",
-			       rep.stops_total, rep.stops_total - s->stops_logged, rep.breakpoints);
-		for (size_t i = 0; i < rep.nstop_kinds; i++)
-			if (rep.stop_counts[i])
-				ptw_buf_printf(&s->log, " %s %" PRIu64, rep.stop_names[i], rep.stop_counts[i]);
-		ptw_buf_putc(&s->log, '\n');
-		s->stops_logged = rep.stops_total;
-	}
-}
-
-static void flush_log(void *ctx)
-{
-	struct session *s = ctx;
-	flush_record(s);
-	report_progress(s);
-	/* EPIPE: SIGPIPE (blocked) ends the session */
-	ptw_write_all(STDERR_FILENO, s->log.p, s->log.len);
-	ptw_buf_reset(&s->log);
-}
-
-/* --json-lines: the restorer gets the record before a line says more
- * than it knows (if the tracer died now, it writes the rest). */
-static void record_before_line(struct session *s)
-{
-	if (s->rec && s->record.len)
-		ptw_guardian_record(&s->record);
-}
-
-static void on_retire(void *ctx, const struct ptw_span *sp)
-{
-	struct session *s = ctx;
-	record_before_line(s);
-	ptw_lines_span(&s->out, "span", sp, 0);
-}
-
-static void on_frame_closed(void *ctx, const struct ptw_frame *fr)
-{
-	struct session *s = ctx;
-	record_before_line(s);
-	ptw_lines_frame(&s->out, fr);
-}
-
-/* The stream's new lines for the event just consumed. */
-static void lines_event(struct session *s, const struct ptw_event *ev)
-{
-	uint64_t total = ptw_spans_total(s->spans);
-	if (total != s->total || ev->kind == PTW_EV_SPAN_OPEN)
-		record_before_line(s);
-	for (uint64_t id = s->total + 1; id <= total; id++) {
-		const struct ptw_span *sp = ptw_spans_by_id(s->spans, (uint32_t)id);
-		if (sp)
-			ptw_lines_span(&s->out, "span_open", sp, ptw_spans_active(s->spans));
-	}
-	s->total = total;
-	if (ev->kind == PTW_EV_SPAN_OPEN)
-		ptw_lines_open(&s->out, ev);
-	/* --locks: a wait as it ends; a deadlock once every member is in */
-	const struct ptw_wait *w = ptw_spans_last_wait(s->spans);
-	if (ev->kind == PTW_EV_WAIT_END && w && w->has_end)
-		ptw_lines_wait(&s->out, w);
-	const struct ptw_locks *locks = ptw_spans_locks(s->spans);
-	for (size_t n = ptw_locks_deadlock_count(locks); s->deadlocks_lined < n;) {
-		const struct ptw_live_deadlock *d = ptw_locks_deadlock(locks, s->deadlocks_lined);
-		if (d->n < d->expected)
-			break;
-		ptw_lines_deadlock(&s->out, d);
-		s->deadlocks_lined++;
-	}
-}
-
-/* --locks: a row's state says what its thread waits for. */
-static void live_wait(struct session *s, const struct ptw_event *ev)
-{
-	const struct ptw_wait *w = ptw_spans_last_wait(s->spans);
-	if (w && (ev->kind == PTW_EV_WAIT_BEGIN || ev->kind == PTW_EV_WAIT_END ||
-		  ev->kind == PTW_EV_DEADLOCK))
-		ptw_live_model_wait(s->model, w, ev->kind != PTW_EV_WAIT_END,
-				    ev->kind == PTW_EV_DEADLOCK);
-}
-
-static void sink(void *ctx, const struct ptw_event *ev)
-{
-	struct session *s = ctx;
-	const struct ptw_span *sp = ptw_spans_consume(s->spans, ev);
-	/* -f: once a second process is traced, every line names its process. */
-	if (ev->pid && !s->first_pid)
-		s->first_pid = ev->pid;
-	else if (ev->pid && ev->pid != s->first_pid && !s->pids_shown) {
-		s->pids_shown = true;
-		ptw_text_show_pids(true);
-	}
-	if (s->rec) {
-		ptw_record_event(s->rec, &s->record, ev);
-		/* -f: a process began (image, fork), exec'd or ended: the
-		 * restorer keeps what the document would say of it. */
-		struct ptw_process proc;
-		if ((ev->kind == PTW_EV_IMAGE || ev->kind == PTW_EV_EXEC ||
-		     ev->kind == PTW_EV_PROCESS_EXIT ||
-		     (ev->kind == PTW_EV_PREEXISTING && ev->tid == ev->pid)) &&
-		    s->tracer && ptw_tracer_process(s->tracer, ev->process, &proc))
-			ptw_record_process(&s->record, &proc);
-		if (s->record.len > 65536)
-			flush_record(s);
-	}
-	if (s->lines)
-		lines_event(s, ev);
-	bool wait_ev = ev->kind == PTW_EV_WAIT_BEGIN || ev->kind == PTW_EV_WAIT_END ||
-		       ev->kind == PTW_EV_DEADLOCK;
-	if (s->live) {
-		if (ev->kind == PTW_EV_PROCESS_EXIT || ev->kind == PTW_EV_EXEC ||
-		    ev->kind == PTW_EV_DETACHED)
-			ptw_live_model_refresh(s->model, ev->ns); /* many spans ended */
-		if (sp && ptw_text_filter_span(s->filter, sp)) /* --tid, --routine */
-			ptw_live_model_note(s->model, sp, ev->ns);
-		live_wait(s, ev);
-		if (ev->kind == PTW_EV_DEADLOCK) { /* held, said after the table */
-			ptw_text_wait_event(&s->log, s->start_ns, ev, ptw_spans_last_wait(s->spans));
-			flush_log(s);
-		}
-	} else if (ev->kind == PTW_EV_DEADLOCK || (!s->quiet && wait_ev)) {
-		/* A deadlock is said even with -q: it is what --locks is for. */
-		ptw_text_wait_event(&s->log, s->start_ns, ev, ptw_spans_last_wait(s->spans));
-		if (ev->kind == PTW_EV_DEADLOCK)
-			flush_log(s);
-	} else if (!s->quiet) {
-		const struct ptw_frame *fr = ptw_spans_last_frame(s->spans);
-		ptw_text_event_filtered(&s->log, s->start_ns, ev, sp, fr, s->filter);
-		if (s->log.len > 65536)
-			flush_log(s);
-	}
-	/* the span the log line used may go now (streaming) */
-	ptw_spans_collect(s->spans);
-}
-
-/* --json-lines: the first line, once the target is known; the lines held
- * back until then follow. */
-static void lines_start(struct session *s)
-{
-	if (!s->lines || s->header_done)
-		return;
-	struct ptw_report rep = { 0 };
-	rep.tool_version = PTW_VERSION;
-	rep.realtime_offset_ns = ptw_realtime_offset_ns();
-	ptw_tracer_report(s->tracer, &rep);
-	rep.open_timeout_ns = ptw_timeouts_limit(s->timeouts);
-	struct ptw_buf *held = s->out.hold;
-	s->out.hold = NULL;
-	ptw_lines_header(&s->out, &rep);
-	if (held && held->len && !s->out.broken &&
-	    ptw_write_all(s->out.fd >= 0 ? s->out.fd : STDOUT_FILENO, held->p, held->len) < 0)
-		s->out.broken = true;
-	ptw_buf_free(held);
-	free(held);
-	s->header_done = true;
-	ptw_lines_warnings(&s->out, &rep);
-}
-
-/* ---- open timeouts ---- */
-
-static uint64_t next_timer(void *ctx)
-{
-	struct session *s = ctx;
-	uint64_t next = ptw_timeouts_next(s->timeouts);
-	uint64_t live = s->live ? ptw_live_next(s->live) : 0;
-	return live && (!next || live < next) ? live : next;
-}
-
-/* Every span that crossed the limit: one event each, saying where its
- * thread is now (read from /proc; the thread is not stopped). */
-static void on_timer(void *ctx, uint64_t now)
-{
-	struct session *s = ctx;
-	struct ptw_timeout due;
-	while (ptw_timeouts_pop(s->timeouts, now, &due)) {
-		struct ptw_where w;
-		ptw_tracer_where(s->tracer, due.tid, &w);
-		struct ptw_event ev = ptw_event_init(PTW_EV_SPAN_OPEN, now, due.tid);
-		const struct ptw_span *th = ptw_spans_by_tid(s->spans, due.tid);
-		ev.pid = th ? th->pid : 0; /* -f: its process */
-		ev.span_kind = due.kind;
-		ev.span_id = due.id;
-		ev.has_value = true;
-		ev.value = now - due.start_ns;
-		ev.state = w.state;
-		ev.wchan = w.wchan[0] ? w.wchan : NULL;
-		ev.name = w.name[0] ? w.name : NULL;
-		ev.routine = w.at;
-		sink(s, &ev);
-	}
-	if (s->live && ptw_live_tick(s->live, now) == PTW_LIVE_QUIT)
-		ptw_tracer_stop(s->tracer);
-}
-
 /* ---- the live table (ptw_live.h) ---- */
 
 /*
@@ -631,9 +377,9 @@ static bool want_live(const struct options *o)
 	       tcgetpgrp(STDERR_FILENO) == getpgrp() && term && *term && strcmp(term, "dumb");
 }
 
-/* Takes the terminal; our own standard error is held meanwhile. */
-static void live_start(const struct options *o, struct session *s, struct ptw_tracer *t,
-		       int input_fd)
+/* The live table takes the terminal once the target is known; our own
+ * standard error is held meanwhile. */
+static void live_add(const struct options *o, struct ptw_session *s, int input_fd)
 {
 	char title[160];
 	if (o->pid) {
@@ -650,26 +396,7 @@ static void live_start(const struct options *o, struct session *s, struct ptw_tr
 	}
 	struct ptw_live_opts lo = { .tty_fd = STDERR_FILENO, .input_fd = input_fd, .title = title,
 				    .open_timeout_ns = o->open_timeout_ns, .hold_stderr = true };
-	int r = ptw_live_start(&lo, &s->live);
-	if (r < 0) {
-		fprintf(stderr, "ptwatch: no live table (TERM=%s: %s); event lines instead\n",
-			getenv("TERM") ? getenv("TERM") : "", strerror(-r));
-		return;
-	}
-	atexit(ptw_live_emergency_end);
-	ptw_buf_reset(&s->log); /* the table shows them (the attach's "found" lines) */
-	s->model = ptw_live_get_model(s->live);
-	ptw_tracer_set_wake_fd(t, ptw_live_wake_fd(s->live));
-	for (size_t i = 0; i < ptw_spans_count(s->spans); i++)
-		if (ptw_text_filter_span(s->filter, ptw_spans_get(s->spans, i)))
-			ptw_live_model_note(s->model, ptw_spans_get(s->spans, i), ptw_now_ns());
-}
-
-static void live_end(struct session *s)
-{
-	ptw_live_end(s->live); /* standard error is the terminal again */
-	s->live = NULL;
-	s->model = NULL;
+	ptw_session_add_live(s, &lo);
 }
 
 /* ---- safety net: ptwatch itself crashes ---- */
@@ -694,99 +421,6 @@ static void install_crash_handlers(void)
 		sigaction(sigs[i], &sa, NULL);
 }
 
-static void __attribute__((noreturn)) die_of_signal(int sig)
-{
-	/* The guardian is told, so that it dies of it too. */
-	ptw_guardian_mirror_signal(sig);
-	ptw_die_of_signal(sig);
-}
-
-/* Trace until the end, let go, report; the exit status. */
-static int session(const struct options *o, struct session *s, struct ptw_tracer *t, int out_fd)
-{
-	enum ptw_end_reason reason = PTW_END_SNAPSHOT;
-	int sig = 0, r = 0;
-	s->tracer = t;
-	if (s->rec && o->follow_forks) {
-		/* The processes that began before the tracer was ours to ask
-		 * (the target, descendants found at -p -f). */
-		struct ptw_report rep = { 0 };
-		ptw_tracer_report(t, &rep);
-		for (size_t i = 0; i < rep.nprocesses; i++)
-			ptw_record_process(&s->record, &rep.processes[i]);
-	}
-	flush_record(s); /* the restorer learns what is traced */
-	lines_start(s);
-	if (!o->snapshot)
-		r = ptw_tracer_run(t, o->duration_ms, &reason, &sig);
-	live_end(s);
-	if (r < 0)
-		fprintf(stderr, "ptwatch: tracing failed: %s\n", strerror(-r));
-	if (reason != PTW_END_TARGET_EXITED)
-		ptw_tracer_detach(t);
-	flush_log(s);
-	ptw_spans_finish(s->spans);
-	if (s->lines) {
-		lines_start(s); /* (a snapshot, or an end before the session began) */
-		ptw_spans_retire_all(s->spans);
-		/* a snapshot keeps its spans for its report (one moment: bounded) */
-		for (size_t i = 0; o->snapshot && i < ptw_spans_count(s->spans); i++)
-			ptw_lines_span(&s->out, "span", ptw_spans_get(s->spans, i), 0);
-		const struct ptw_frames *f = ptw_spans_frames(s->spans);
-		for (size_t i = 0; i < ptw_frames_count(f); i++)
-			if (ptw_frames_get(f, i)->status == PTW_FRAME_OPEN)
-				ptw_lines_frame(&s->out, ptw_frames_get(f, i));
-	}
-
-	struct ptw_report rep = { 0 };
-	rep.tool_version = PTW_VERSION;
-	rep.realtime_offset_ns = ptw_realtime_offset_ns();
-	ptw_tracer_check_fate(t, &rep);
-	ptw_tracer_report(t, &rep);
-	rep.end_ns = ptw_now_ns();
-	struct rusage ru;
-	if (getrusage(RUSAGE_SELF, &ru) == 0) {
-		rep.tracer_user_ns = (uint64_t)ru.ru_utime.tv_sec * 1000000000u +
-				     (uint64_t)ru.ru_utime.tv_usec * 1000u;
-		rep.tracer_sys_ns = (uint64_t)ru.ru_stime.tv_sec * 1000000000u +
-				    (uint64_t)ru.ru_stime.tv_usec * 1000u;
-	}
-	rep.end_reason = ptw_end_reason_name(reason);
-	rep.open_timeout_ns = ptw_timeouts_limit(s->timeouts);
-	rep.locks = o->locks;
-	rep.spans = s->spans;
-
-	struct ptw_output_opts oo = { .json = o->json || o->chrome, .json_fd = out_fd,
-				      .snapshot = o->snapshot, .chrome = o->chrome };
-	if (s->lines) {
-		ptw_lines_end(&s->out, &rep);
-		if (out_fd >= 0)
-			close(out_fd);
-	}
-	ptw_report_write(&rep, &oo);
-
-	int code = 0, tsig = 0;
-	bool core = false;
-	bool ended = ptw_tracer_target_exit(t, &code, &tsig, &core);
-	ptw_tracer_free(t);
-	ptw_spans_free(s->spans);
-	ptw_timeouts_free(s->timeouts);
-	ptw_buf_free(&s->log);
-	ptw_record_writer_free(s->rec);
-	ptw_buf_free(&s->record);
-	if (o->pid) /* an observer: it let go, or saw the end */
-		return reason == PTW_END_ERROR ? 1 : 0;
-	if (ended && tsig)
-		die_of_signal(tsig);
-	if (ended)
-		return code;
-	if (reason == PTW_END_INTERRUPTED)
-		return 128 + sig;
-	if (reason == PTW_END_DETACHED) /* q: it runs on, as the user asked */
-		return 0;
-	return reason == PTW_END_ERROR ? 1 : 0;
-}
-
 /* argv's strings are about to be written over (process names). */
 static char **copy_argv(int argc, char **argv)
 {
@@ -796,7 +430,7 @@ static char **copy_argv(int argc, char **argv)
 	return copy;
 }
 
-/* ---- ptwatch report FILE ---- */
+/* ---- ptwatch report FILE: its options ---- */
 
 static int report_main(int argc, char **argv)
 {
@@ -821,79 +455,15 @@ static int report_main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (o.lines)
+	if (o.format == PTW_OUTPUT_LINES)
 		die_usage("%s", "report writes text, json or chrome");
 	if (optind != argc - 1)
 		die_usage("%s", "report needs one FILE (a spans document or a --json-lines stream)");
-	const char *path = argv[optind];
-	int fd = strcmp(path, "-") ? open(path, O_RDONLY | O_CLOEXEC) : STDIN_FILENO;
-	struct ptw_buf text = { 0 };
-	if (fd < 0) {
-		fprintf(stderr, "ptwatch: cannot open %s: %s\n", path, strerror(errno));
-		return 1;
-	}
-	for (;;) {
-		char buf[65536];
-		ssize_t n = read(fd, buf, sizeof(buf));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			fprintf(stderr, "ptwatch: cannot read %s: %s\n", path, strerror(errno));
-			return 1;
-		}
-		if (n == 0)
-			break;
-		ptw_buf_add(&text, buf, (size_t)n);
-	}
-	if (fd != STDIN_FILENO)
-		close(fd);
-	struct ptw_loaded *l;
-	char err[256];
-	bool convert = o.json || o.chrome;
-	if (ptw_load(text.p ? text.p : "", text.len, !convert, &o.filter, &l, err, sizeof(err)) < 0) {
-		fprintf(stderr, "ptwatch: %s: %s\n", path, err);
-		ptw_buf_free(&text);
-		return 1;
-	}
-	ptw_buf_free(&text);
-	int out_fd = -1;
-	if (o.output) {
-		out_fd = open(o.output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-		if (out_fd < 0) {
-			fprintf(stderr, "ptwatch: cannot open %s: %s\n", o.output, strerror(errno));
-			ptw_loaded_free(l);
-			return 1;
-		}
-	}
-	int r = 0;
-	if (convert) {
-		struct ptw_buf out = { 0 };
-		if (o.chrome)
-			ptw_report_chrome(&l->report, &out);
-		else
-			ptw_report_json(&l->report, &out);
-		r = ptw_write_all(out_fd >= 0 ? out_fd : STDOUT_FILENO, out.p, out.len);
-		if (r < 0)
-			fprintf(stderr, "ptwatch: cannot write %s: %s\n", o.output ? o.output : "the output",
-				strerror(-r));
-		ptw_buf_free(&out);
-	} else {
-		/* the summary a live session printed at its end */
-		struct ptw_buf out = { 0 };
-		if (l->report.snapshot)
-			ptw_text_snapshot(&out, &l->report);
-		else
-			ptw_text_summary(&out, &l->report);
-		r = ptw_write_all(out_fd >= 0 ? out_fd : STDOUT_FILENO, out.p, out.len);
-		ptw_buf_free(&out);
-	}
-	if (out_fd >= 0 && close(out_fd) < 0 && !r) {
-		fprintf(stderr, "ptwatch: cannot write %s: %s\n", o.output, strerror(errno));
-		r = -EIO;
-	}
-	ptw_loaded_free(l);
+	struct ptw_report_cmd rc = { .path = argv[optind], .format = o.format, .output = o.output,
+				     .filter = &o.filter };
+	int r = ptw_report_cmd(&rc);
 	free(o.filter.tids);
-	return r < 0 ? 1 : 0;
+	return r;
 }
 
 int main(int argc, char **argv)
@@ -925,10 +495,20 @@ int main(int argc, char **argv)
 	/* Three processes from here: this one guards, its children trace and
 	 * restore (see ptw_guardian.h). If that cannot be had, one process
 	 * still works. */
+	struct ptw_session_opts so = {
+		.format = o.format,
+		.fd = out_fd,
+		.quiet = o.quiet,
+		.snapshot = o.snapshot,
+		.locks = o.locks,
+		.follow_forks = o.follow_forks,
+		.attach = o.pid != 0,
+		.filter = &o.filter,
+		.open_timeout_ns = o.open_timeout_ns,
+	};
 	struct ptw_guardian_opts go = {
 		.argv = argv,
-		.out = { .json = o.json || o.chrome, .json_fd = out_fd, .snapshot = o.snapshot,
-			 .chrome = o.chrome, .lines = o.lines },
+		.session = so,
 		.key_tty = -1, .key_w = -1, .key_r = -1,
 	};
 	/* --live: the keys come from the terminal through the front (the
@@ -940,24 +520,8 @@ int main(int argc, char **argv)
 	int key_input = live ? ptw_guardian_keys_input(&go, split) : -1;
 	install_crash_handlers();
 
-	/* A snapshot has no events to tell as they happen: it is its report. */
-	struct session s = { .spans = ptw_spans_new(), .quiet = o.quiet || o.snapshot,
-			     .start_ns = ptw_now_ns() };
-	if (ptw_guardian_keeps_record())
-		s.rec = ptw_record_writer_new();
-	s.filter = &o.filter;
-	if (o.lines) {
-		/* ended spans go out as lines and are freed: bounded memory */
-		s.lines = true;
-		s.out = (struct ptw_lines){ .fd = out_fd, .hold = xcalloc(1, sizeof(struct ptw_buf)) };
-		if (!o.snapshot)
-			ptw_spans_set_streaming(s.spans, on_retire, &s);
-		ptw_frames_set_closed(ptw_spans_frames_mut(s.spans), on_frame_closed, &s);
-	}
-	if (!o.snapshot) {
-		s.timeouts = ptw_timeouts_new(o.open_timeout_ns);
-		ptw_spans_set_timeouts(s.spans, s.timeouts);
-	}
+	so.record = ptw_guardian_keeps_record();
+	struct ptw_session *s = ptw_session_new(&so);
 	struct ptw_tracer_opts to = {
 		.use_debug_files = o.use_debug_files,
 		.use_cache = o.use_cache,
@@ -966,14 +530,8 @@ int main(int argc, char **argv)
 		.trace = o.trace,
 		.ntrace = o.ntrace,
 		.locks = o.locks,
-		.sink = sink,
-		.sink_ctx = &s,
-		.before_block = flush_log,
-		.before_block_ctx = &s,
-		.next_timer = next_timer,
-		.on_timer = on_timer,
-		.timer_ctx = &s,
 	};
+	ptw_session_tracer_opts(s, &to);
 	struct ptw_tracer *t;
 	if (o.pid) {
 		char why[256] = "";
@@ -995,19 +553,17 @@ int main(int argc, char **argv)
 			if (out_created)
 				unlink(o.output);
 			fprintf(stderr, "ptwatch: cannot attach to %d: %s\n", o.pid, why);
-			ptw_spans_free(s.spans);
-			ptw_timeouts_free(s.timeouts);
-			ptw_record_writer_free(s.rec);
+			ptw_session_free(s);
 			return 1;
 		}
 		if (live)
-			live_start(&o, &s, t, key_input);
-		r = session(&o, &s, t, out_fd);
+			live_add(&o, s, key_input);
+		r = ptw_session_run(s, t, o.duration_ms);
 		free(o.trace);
 		return r;
 	}
 	/* The document owns stdout: the command's output must not land in it. */
-	int child_stdout = (o.json || o.lines || o.chrome) && !o.output ? STDERR_FILENO : -1;
+	int child_stdout = o.format != PTW_OUTPUT_TEXT && !o.output ? STDERR_FILENO : -1;
 	int keep[3] = { -1, -1, -1 };
 	if (live)
 		ptw_live_command_fds(STDERR_FILENO, keep);
@@ -1016,10 +572,7 @@ int main(int argc, char **argv)
 	if (r < 0 && out_created)
 		unlink(o.output); /* nothing ran: leave no empty document behind */
 	if (r < 0) {
-		ptw_spans_free(s.spans);
-		ptw_timeouts_free(s.timeouts);
-		ptw_buf_free(&s.log);
-		ptw_record_writer_free(s.rec);
+		ptw_session_free(s);
 		if (r == -ENOENT) {
 			fprintf(stderr, "ptwatch: cannot run '%s': command not found\n", o.argv[0]);
 			return 127;
@@ -1034,8 +587,8 @@ int main(int argc, char **argv)
 	}
 
 	if (live)
-		live_start(&o, &s, t, key_input);
-	r = session(&o, &s, t, out_fd);
+		live_add(&o, s, key_input);
+	r = ptw_session_run(s, t, o.duration_ms);
 	free(o.trace);
 	return r;
 }

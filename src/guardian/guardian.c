@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The three-way split, the front, and the tracer's side of both sockets;
- * see ptw_guardian.h. */
+/* The three-way split and the front; see ptw_guardian.h (the tracer's
+ * side is tracer_side.c, the restorer restorer.c). */
 #define _GNU_SOURCE
 #include "ptw_guardian.h"
 
@@ -15,208 +15,11 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <term.h>
-#include <termios.h>
 #include <unistd.h>
 
 #include "ptw_attach.h"
 #include "ptw_breakpoints.h"
-#include "ptw_record.h"
-#include "restorer.h"
-
-/* Largest record packet: well under a unix socket's send buffer. */
-#define CHUNK (32u * 1024)
-/* The record queue for the restorer: past this, the tracer waits for it
- * (at most PENDING_WAIT_MS each time). */
-#define PENDING_MAX (1u << 20)
-#define PENDING_WAIT_MS 50
-/* How long the tracer's exit may wait for the restorer to take the rest. */
-#define END_DEADLINE_MS 2000
-
-/* ---- the tracer's side ---- */
-
-static int front_sock = -1;	/* to the front (-1 when not split) */
-static int restorer_sock = -1;	/* to the restorer (-1: none, or it is gone) */
-static struct ptw_buf pending;	/* record bytes not sent yet */
-/* Memory fds not sent yet to the restorer, oldest first: our own
- * duplicates (the tracer closes its fd when the process ends, and that
- * number may be reused), closed once sent, or dropped when the process
- * they open is gone. */
-static int *pending_fds;
-static size_t npending_fds;
-
-/* Whether the process a /proc/TID/mem fd opens still exists. */
-static bool mem_fd_alive(int fd)
-{
-	char link[64], path[64];
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	ssize_t n = readlink(link, path, sizeof(path) - 1);
-	int tid;
-	if (n <= 0)
-		return false;
-	path[n] = 0;
-	return sscanf(path, "/proc/%d/mem", &tid) == 1 && (kill(tid, 0) == 0 || errno == EPERM);
-}
-
-static void drop_pending_fd(size_t i)
-{
-	close(pending_fds[i]);
-	memmove(pending_fds + i, pending_fds + i + 1, (--npending_fds - i) * sizeof(*pending_fds));
-}
-
-enum { MSG_MEM_FD = 1, MSG_MIRROR = 2 };
-
-struct msg {
-	int type;
-	int value;
-};
-
-/* One packet, with room for one passed descriptor. */
-struct packet {
-	struct iovec iov;
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct msghdr mh;
-};
-
-static void packet_init(struct packet *p, void *data, size_t len, int fd)
-{
-	p->iov = (struct iovec){ data, len };
-	p->mh = (struct msghdr){ .msg_iov = &p->iov, .msg_iovlen = 1 };
-	if (fd < 0)
-		return;
-	p->mh.msg_control = p->u.buf;
-	p->mh.msg_controllen = sizeof(p->u.buf);
-	struct cmsghdr *c = CMSG_FIRSTHDR(&p->mh);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &fd, sizeof(int));
-}
-
-static void restorer_gone(void)
-{
-	close(restorer_sock);
-	restorer_sock = -1;
-	ptw_buf_free(&pending);
-	while (npending_fds)
-		drop_pending_fd(0);
-}
-
-/* Sends what the socket takes; waits up to deadline_ms for room (0: not at
- * all). The restorer must never hold the tracer up: a stopped or slow one
- * only makes the queue grow. */
-static void send_pending(int deadline_ms)
-{
-	uint64_t until = ptw_now_ns() + (uint64_t)deadline_ms * 1000000u;
-	size_t sent = 0;
-	while (restorer_sock >= 0 && (npending_fds || sent < pending.len)) {
-		struct packet p;
-		char one = 0;
-		if (npending_fds)
-			packet_init(&p, &one, 1, pending_fds[0]);
-		else
-			packet_init(&p, pending.p + sent,
-				    pending.len - sent < CHUNK ? pending.len - sent : CHUNK, -1);
-		ssize_t n = sendmsg(restorer_sock, &p.mh, MSG_DONTWAIT | MSG_NOSIGNAL);
-		if (n >= 0) {
-			if (npending_fds)
-				drop_pending_fd(0);
-			else
-				sent += (size_t)n;
-			continue;
-		}
-		if (errno == EINTR)
-			continue;
-		if (errno == EBADF && npending_fds) {
-			drop_pending_fd(0); /* not ours to lose the restorer over */
-			continue;
-		}
-		if (errno != EAGAIN) {
-			restorer_gone();
-			return;
-		}
-		uint64_t now = ptw_now_ns();
-		if (now >= until)
-			break;
-		struct pollfd pf = { restorer_sock, POLLOUT, 0 };
-		poll(&pf, 1, (int)((until - now) / 1000000u) + 1);
-	}
-	if (sent) {
-		memmove(pending.p, pending.p + sent, pending.len - sent);
-		pending.len -= sent;
-	}
-}
-
-bool ptw_guardian_keeps_record(void)
-{
-	return restorer_sock >= 0;
-}
-
-void ptw_guardian_record(struct ptw_buf *b)
-{
-	if (restorer_sock >= 0 && b->len)
-		ptw_buf_add(&pending, b->p, b->len);
-	ptw_buf_reset(b);
-	send_pending(0);
-	/* A restorer far behind (it shares the CPUs with the tracer and the
-	 * target) would make the queue grow with the session: past
-	 * PENDING_MAX, wait for it a little (bounded memory beats a tracer
-	 * that never waits; a stopped restorer costs PENDING_WAIT_MS per
-	 * record flush, no more). */
-	if (pending.len > PENDING_MAX)
-		send_pending(PENDING_WAIT_MS);
-	if (!pending.len && pending.cap > PENDING_MAX) {
-		ptw_buf_free(&pending); /* give the memory back after a burst */
-	}
-}
-
-/* Whatever way the tracer leaves but dying, it finished: say so. */
-static void tracer_finished(void)
-{
-	if (restorer_sock < 0)
-		return;
-	ptw_record_end(&pending);
-	send_pending(END_DEADLINE_MS);
-}
-
-void ptw_guardian_share_mem(int fd)
-{
-	if (fd < 0)
-		return;
-	if (restorer_sock >= 0) {
-		for (size_t i = 0; i < npending_fds;)
-			if (!mem_fd_alive(pending_fds[i]))
-				drop_pending_fd(i);
-			else
-				i++;
-		int d = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-		if (d >= 0) {
-			pending_fds = xreallocarray(pending_fds, npending_fds + 1, sizeof(*pending_fds));
-			pending_fds[npending_fds++] = d;
-		}
-		send_pending(0);
-	}
-	if (front_sock < 0)
-		return;
-	struct msg m = { MSG_MEM_FD, 0 };
-	struct packet p;
-	packet_init(&p, &m, sizeof(m), fd);
-	while (sendmsg(front_sock, &p.mh, MSG_NOSIGNAL) < 0 && errno == EINTR)
-		;
-}
-
-void ptw_guardian_mirror_signal(int sig)
-{
-	tracer_finished();
-	if (front_sock < 0)
-		return;
-	struct msg m = { MSG_MIRROR, sig };
-	while (send(front_sock, &m, sizeof(m), MSG_NOSIGNAL) < 0 && errno == EINTR)
-		;
-}
+#include "guardian_int.h"
 
 /* ---- the front ---- */
 
@@ -224,15 +27,11 @@ struct front {
 	pid_t tracer, restorer_pid;
 	int sock, sigfd;
 	int restorer;	/* its outcome comes here; -1 once read or gone */
-	struct memfds mem; /* from the tracer, by process */
+	struct ptw_memfds mem; /* from the tracer, by process */
 	int mirror_sig; /* the tracer will die of this on purpose */
 	int key_tty, key_w; /* the live table's keys, -1: none (any more) */
 	bool live;
 };
-
-/* The terminal's modes before the live table (saved by the split). */
-static bool tty_saved;
-static struct termios saved_tty;
 
 /* The live table's keys: from the terminal to the tracer, never blocking
  * (a key that does not fit in the pipe is dropped). done: the tracer
@@ -250,27 +49,12 @@ static void pass_keys(struct front *f, bool done)
 	f->key_tty = f->key_w = -1;
 }
 
-void guardian_restore_terminal(void)
-{
-	if (tty_saved)
-		tcsetattr(STDERR_FILENO, TCSANOW, &saved_tty);
-	int err;
-	if (setupterm(NULL, STDERR_FILENO, &err) != 0) /* OK */
-		return;
-	const char *caps[] = { "sgr0", "cnorm", "rmcup" };
-	for (size_t i = 0; i < PTW_ARRAY_SIZE(caps); i++) {
-		const char *s = tigetstr(caps[i]);
-		if (s && s != (char *)-1)
-			ptw_write_all(STDERR_FILENO, s, strlen(s));
-	}
-}
-
 static void receive(struct front *f)
 {
 	for (;;) {
-		struct msg m;
-		struct packet p;
-		packet_init(&p, &m, sizeof(m), -1);
+		struct ptw_guardian_msg m;
+		struct ptw_packet p;
+		ptw_packet_init(&p, &m, sizeof(m), -1);
 		union {
 			char buf[CMSG_SPACE(sizeof(int))];
 			struct cmsghdr align;
@@ -288,7 +72,7 @@ static void receive(struct front *f)
 		if (m.type == MSG_MEM_FD && c && c->cmsg_type == SCM_RIGHTS) {
 			int fd;
 			memcpy(&fd, CMSG_DATA(c), sizeof(int));
-			memfds_put(&f->mem, fd);
+			ptw_memfds_put(&f->mem, fd);
 		}
 	}
 }
@@ -328,7 +112,7 @@ static void wait_command(struct front *f, pid_t target)
 
 /* The restorer's outcome, once it has written the record (bounded: a
  * stopped restorer must not hold the front forever). */
-static bool restorer_outcome(struct front *f, struct restorer_outcome *ret)
+static bool restorer_outcome(struct front *f, struct ptw_restorer_outcome *ret)
 {
 	if (f->restorer < 0)
 		return false;
@@ -344,7 +128,7 @@ static void __attribute__((noreturn)) tracer_ended(struct front *f, int status)
 {
 	receive(f); /* a mirror notice or a last fd may still be queued */
 	int restored = 0, failed = 0;
-	failed = memfds_restore(&f->mem, &restored);
+	failed = ptw_memfds_restore(&f->mem, &restored);
 	if (WIFEXITED(status)) {
 		if (restored)
 			fprintf(stderr, "ptwatch: restored %d bytes the tracer left patched\n", restored);
@@ -357,13 +141,13 @@ static void __attribute__((noreturn)) tracer_ended(struct front *f, int status)
 	 * what became of the target, not what we hope. (The kernel lets it go
 	 * before anyone can restore: a thread stopped on an int3 then, or one
 	 * reaching an int3 before we are done, dies of SIGTRAP.) */
-	struct restorer_outcome out = { 0 };
+	struct ptw_restorer_outcome out = { 0 };
 	if (restorer_outcome(f, &out)) {
 		restored += out.restored;
 		failed = out.failed;
 	}
 	if (f->live && !out.terminal) /* the tracer died with the table on screen */
-		guardian_restore_terminal();
+		ptw_term_restore();
 	pid_t target = ptw_bp_journal_pid();
 	bool alive = target && ptw_proc_alive(target);
 	fprintf(stderr, "ptwatch: the tracer process died (%s); restored %d patched bytes%s; %s",
@@ -471,7 +255,8 @@ static void retitle(char **argv, const char *name)
 int ptw_guardian_split(const struct ptw_guardian_opts *o)
 {
 	int ft[2], rt[2], rf[2];
-	tty_saved = o->key_r >= 0 && tcgetattr(STDERR_FILENO, &saved_tty) == 0;
+	if (o->key_r >= 0)
+		ptw_term_save();
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ft) < 0)
 		return -errno;
 	/* Without a restorer the split still stands (the front restores). */
@@ -493,7 +278,7 @@ int ptw_guardian_split(const struct ptw_guardian_opts *o)
 		close(rf[0]);
 		const char *title[] = { "pt-restorer", NULL };
 		ptw_set_process_title(o->argv, title);
-		restorer_run(o, rt[0], rf[1]);
+		ptw_restorer_run(o, rt[0], rf[1]);
 	}
 	if (with_restorer) {
 		close(rt[0]);
@@ -519,12 +304,9 @@ int ptw_guardian_split(const struct ptw_guardian_opts *o)
 	}
 	if (pid == 0) {
 		close(ft[0]);
-		front_sock = ft[1];
-		if (with_restorer) {
+		if (with_restorer)
 			close(rf[0]);
-			restorer_sock = rt[1];
-			atexit(tracer_finished);
-		}
+		ptw_guardian_tracer_init(ft[1], with_restorer ? rt[1] : -1);
 		/* Front gone (even SIGKILL): detach cleanly, as on Ctrl-C. */
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		if (getppid() != parent)

@@ -6,7 +6,7 @@
  * and writes what it had seen. See ptw_guardian.h.
  */
 #define _GNU_SOURCE
-#include "restorer.h"
+#include "guardian_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,113 +23,16 @@
 #include "ptw_attach.h"
 #include "ptw_breakpoints.h"
 #include "ptw_record.h"
-#include "ptw_frames.h"
-#include "ptw_spans.h"
+#include "ptw_session.h"
 
 #define PAGE 4096u
 #define MAX_XOL 64
 #define PACKET_MAX (64u * 1024)
 
-/* The thread group of the process an fd opened as /proc/TID/mem belongs to. */
-static pid_t fd_tgid(int fd)
-{
-	char link[64], path[64];
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	ssize_t n = readlink(link, path, sizeof(path) - 1);
-	if (n <= 0)
-		return 0;
-	path[n] = 0;
-	int tid;
-	if (sscanf(path, "/proc/%d/mem", &tid) != 1)
-		return 0;
-	unsigned long long tgid = 0;
-	/* field 4 of stat is the parent; Tgid is in status */
-	char st[64], line[128];
-	snprintf(st, sizeof(st), "/proc/%d/status", tid);
-	FILE *f = fopen(st, "re");
-	if (!f)
-		return tid;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "Tgid: %llu", &tgid) == 1)
-			break;
-	fclose(f);
-	return tgid ? (pid_t)tgid : tid;
-}
-
-void memfds_put(struct memfds *m, int fd)
-{
-	pid_t pid = fd_tgid(fd);
-	size_t keep = 0;
-	for (size_t i = 0; i < m->n; i++) {
-		if (m->pid[i] == pid || !ptw_proc_alive(m->pid[i])) {
-			close(m->fd[i]);
-			continue;
-		}
-		m->pid[keep] = m->pid[i];
-		m->fd[keep++] = m->fd[i];
-	}
-	m->n = keep;
-	m->pid = xreallocarray(m->pid, m->n + 1, sizeof(*m->pid));
-	m->fd = xreallocarray(m->fd, m->n + 1, sizeof(*m->fd));
-	m->pid[m->n] = pid;
-	m->fd[m->n++] = fd;
-}
-
-int memfds_get(const struct memfds *m, pid_t pid)
-{
-	for (size_t i = 0; i < m->n; i++)
-		if (m->pid[i] == pid)
-			return m->fd[i];
-	return -1;
-}
-
-static bool among(pid_t pid, const pid_t *pids, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (pids[i] == pid)
-			return true;
-	return false;
-}
-
-int memfds_restore(const struct memfds *m, int *ret_restored)
-{
-	pid_t pids[JOURNAL_PIDS_MAX];
-	size_t n = ptw_bp_journal_pids(pids, JOURNAL_PIDS_MAX);
-	int failed = 0;
-	*ret_restored = 0;
-	for (size_t i = 0; i < n; i++) {
-		int restored = 0, fd = memfds_get(m, pids[i]);
-		if (fd < 0)
-			continue;
-		failed += ptw_bp_journal_restore(pids[i], fd, &restored);
-		*ret_restored += restored;
-	}
-	/* A process forked by a traced one that the tracer had not set up
-	 * yet (or let go of) may still hold a copy of its parent's int3s; so
-	 * may its own children, forked before it ran any of ours. */
-	for (size_t i = 0; i < n; i++) {
-		pid_t *queue = NULL;
-		size_t nq = 0;
-		nq = ptw_proc_children(pids[i], &queue, NULL, nq);
-		for (size_t k = 0; k < nq && k < 4096; k++) {
-			if (among(queue[k], pids, n))
-				continue;
-			int restored = 0;
-			if (ptw_bp_journal_restore_copy(pids[i], queue[k], &restored) == 0) {
-				*ret_restored += restored;
-				if (restored)
-					nq = ptw_proc_children(queue[k], &queue, NULL, nq);
-			}
-		}
-		free(queue);
-	}
-	return failed;
-}
-
 struct restorer {
-	struct memfds mem;
+	struct ptw_memfds mem;
 	struct ptw_record_reader *reader;
-	struct ptw_spans *spans;
+	struct ptw_session *session; /* the tracer's, replayed */
 	const struct ptw_report *header; /* the latest, owned by the reader */
 	bool ended;			 /* the tracer's end mark */
 	bool broken;			 /* the record made no sense: stop keeping it */
@@ -138,7 +41,7 @@ struct restorer {
 static void on_event(void *ctx, const struct ptw_event *ev)
 {
 	struct restorer *r = ctx;
-	ptw_spans_consume(r->spans, ev);
+	ptw_session_replay(r->session, ev);
 }
 
 static void on_report(void *ctx, const struct ptw_report *rep)
@@ -177,7 +80,7 @@ static void keep_record(struct restorer *r, int sock)
 		if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
 			int fd;
 			memcpy(&fd, CMSG_DATA(c), sizeof(int));
-			memfds_put(&r->mem, fd);
+			ptw_memfds_put(&r->mem, fd);
 			continue; /* its one byte is not record */
 		}
 		if (!r->broken && ptw_record_feed(r->reader, buf, (size_t)n, &handlers, r) < 0)
@@ -309,45 +212,23 @@ static int unmap_pages(pid_t pid, const char **why)
 
 /* ---- the record, written ---- */
 
-/* --json-lines: the tracer wrote the lines of every span it retired; the
- * same record retires the same spans here (the engine is deterministic),
- * so what is still held is what the stream lacks. */
-static void tail_span(void *ctx, const struct ptw_span *sp)
-{
-	ptw_lines_span(ctx, "span", sp, 0);
-}
-
-static void tail_frame(void *ctx, const struct ptw_frame *fr)
-{
-	ptw_lines_frame(ctx, fr);
-}
-
-static void write_record(struct restorer *r, const struct ptw_guardian_opts *o,
-			 const struct restorer_outcome *out, const char *xol_why)
+/* The session's end, as the tracer would have written it, with what the
+ * record holds. --json-lines: the tracer wrote the lines of every span it
+ * retired; the same record retires the same spans here (the engine is
+ * deterministic), so what is still held is what the stream lacks. */
+static void write_record(struct restorer *r, const struct ptw_restorer_outcome *out,
+			 const char *xol_why)
 {
 	uint64_t now = ptw_now_ns();
-	struct ptw_lines lines = { .fd = o->out.json_fd, .warnings_done = r->header->nwarnings };
-	if (o->out.lines) {
-		ptw_spans_set_retire(r->spans, tail_span, &lines);
-		ptw_frames_set_closed(ptw_spans_frames_mut(r->spans), tail_frame, &lines);
-	}
+	ptw_session_begin(r->session, r->header);
 	struct ptw_event ev = ptw_event_init(PTW_EV_TRACER_DIED, now, r->header->pid);
 	ev.pid = r->header->pid;
-	ptw_spans_consume(r->spans, &ev);
-	ptw_spans_finish(r->spans);
-	if (o->out.lines) {
-		ptw_spans_retire_all(r->spans);
-		const struct ptw_frames *f = ptw_spans_frames(r->spans);
-		for (size_t i = 0; i < ptw_frames_count(f); i++)
-			if (ptw_frames_get(f, i)->status == PTW_FRAME_OPEN)
-				ptw_lines_frame(&lines, ptw_frames_get(f, i));
-	}
+	ptw_session_replay(r->session, &ev);
 
 	struct ptw_report rep = *r->header;
 	rep.tool_version = PTW_VERSION;
 	rep.end_ns = now;
 	rep.end_reason = "tracer_died";
-	rep.spans = r->spans;
 	struct ptw_warning *w = xcalloc(rep.nwarnings + 2, sizeof(*w));
 	memcpy(w, rep.warnings, rep.nwarnings * sizeof(*w));
 	size_t nw = rep.nwarnings;
@@ -373,15 +254,7 @@ static void write_record(struct restorer *r, const struct ptw_guardian_opts *o,
 		rep.processes = procs;
 		rep.nprocesses = nprocs;
 	}
-	struct ptw_output_opts oo = o->out;
-	oo.snapshot = oo.snapshot || rep.snapshot;
-	/* The tracer may have died while writing its own: start over. (A
-	 * stream goes on where the tracer stopped.) */
-	if (oo.json && oo.json_fd >= 0 && ftruncate(oo.json_fd, 0) == 0)
-		lseek(oo.json_fd, 0, SEEK_SET);
-	if (oo.lines)
-		ptw_lines_end(&lines, &rep);
-	ptw_report_write(&rep, &oo);
+	ptw_session_end(r->session, &rep);
 	for (size_t i = r->header->nwarnings; i < nw; i++) {
 		free(w[i].code);
 		free(w[i].message);
@@ -389,7 +262,7 @@ static void write_record(struct restorer *r, const struct ptw_guardian_opts *o,
 	free(w);
 }
 
-void restorer_run(const struct ptw_guardian_opts *o, int from_tracer, int to_front)
+void ptw_restorer_run(const struct ptw_guardian_opts *o, int from_tracer, int to_front)
 {
 	/* Only SIGKILL ends it early: it is the last line of defence. */
 	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT, SIGTSTP, SIGTTOU,
@@ -402,20 +275,22 @@ void restorer_run(const struct ptw_guardian_opts *o, int from_tracer, int to_fro
 		dup2(null, STDIN_FILENO);
 		close(null);
 	}
-	struct restorer r = { .reader = ptw_record_reader_new(),
-			      .spans = ptw_spans_new() };
-	/* --json-lines: spans retired as the tracer's are, so that memory
-	 * stays bounded here too; only the tail is written, if it comes to it */
-	if (o->out.lines)
-		ptw_spans_set_streaming(r.spans, NULL, NULL);
+	/* The tracer's session again, its outputs resumed: they write only
+	 * the end, if it comes to it (--json-lines: spans retired as the
+	 * tracer's are, so that memory stays bounded here too). */
+	struct ptw_session_opts so = o->session;
+	so.resume = true;
+	so.record = false;
+	so.filter = NULL;
+	struct restorer r = { .reader = ptw_record_reader_new(), .session = ptw_session_new(&so) };
 	keep_record(&r, from_tracer);
 	close(from_tracer);
 	if (r.ended)
 		_exit(0);
 
 	/* The tracer died. Bytes first: every millisecond counts. */
-	struct restorer_outcome out = { 0 };
-	out.failed = memfds_restore(&r.mem, &out.restored);
+	struct ptw_restorer_outcome out = { 0 };
+	out.failed = ptw_memfds_restore(&r.mem, &out.restored);
 	pid_t pids[JOURNAL_PIDS_MAX];
 	size_t npids = ptw_bp_journal_pids(pids, JOURNAL_PIDS_MAX);
 	pid_t pid = npids ? pids[0] : 0;
@@ -425,11 +300,11 @@ void restorer_run(const struct ptw_guardian_opts *o, int from_tracer, int to_fro
 		if (ptw_proc_alive(pids[i]))
 			out.xol_left += unmap_pages(pids[i], &xol_why);
 	if (o->key_r >= 0) { /* the summary must not land on the table's screen */
-		guardian_restore_terminal();
+		ptw_term_restore();
 		out.terminal = 1;
 	}
 	if (r.header && !r.broken)
-		write_record(&r, o, &out, xol_why);
+		write_record(&r, &out, xol_why);
 	while (send(to_front, &out, sizeof(out), MSG_NOSIGNAL) < 0 && errno == EINTR)
 		;
 	_exit(0);

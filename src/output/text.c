@@ -64,25 +64,18 @@ void ptw_text_location(struct ptw_buf *out, const struct ptw_location *loc, cons
 		ptw_buf_printf(out, " (%s:%d)", basename_of(loc->file), loc->line);
 }
 
-/* -f with more than one process: each line names the process too
- * (ptw_text_show_pids), from the event being written. */
-static bool show_pids;
-static pid_t line_pid;
-
-void ptw_text_show_pids(bool on)
+/* "   0.061788   12180 create  ", with the process first under -f once
+ * there are several (st->show_pids): the event's own. */
+static void line_start(struct ptw_buf *out, const struct ptw_text_style *st,
+		       const struct ptw_event *ev, const char *what)
 {
-	show_pids = on;
-}
-
-static void line_start(struct ptw_buf *out, uint64_t start, uint64_t ns, pid_t tid, const char *what)
-{
-	uint64_t rel = ns >= start ? ns - start : 0;
-	if (show_pids)
+	uint64_t rel = ev->ns >= st->start_ns ? ev->ns - st->start_ns : 0;
+	if (st->show_pids)
 		ptw_buf_printf(out, "%4" PRIu64 ".%06" PRIu64 " %7d %7d %-8s", rel / 1000000000u,
-			       (rel / 1000u) % 1000000u, line_pid, tid, what);
+			       (rel / 1000u) % 1000000u, ev->pid, ev->tid, what);
 	else
 		ptw_buf_printf(out, "%4" PRIu64 ".%06" PRIu64 " %7d %-8s", rel / 1000000000u,
-			       (rel / 1000u) % 1000000u, tid, what);
+			       (rel / 1000u) % 1000000u, ev->tid, what);
 }
 
 static void span_tag(struct ptw_buf *out, const struct ptw_span *sp)
@@ -147,31 +140,30 @@ static void open_for(struct ptw_buf *out, const struct ptw_event *ev, bool at_le
 	}
 }
 
-void ptw_text_event(struct ptw_buf *out, uint64_t start, const struct ptw_event *ev,
+void ptw_text_event(struct ptw_buf *out, const struct ptw_text_style *st, const struct ptw_event *ev,
 		    const struct ptw_span *sp)
 {
-	line_pid = ev->pid;
 	switch (ev->kind) {
 	case PTW_EV_IMAGE:
-		line_start(out, start, ev->ns, ev->tid, "exec");
+		line_start(out, st, ev, "exec");
 		ptw_buf_printf(out, " %s", ev->name ? ev->name : "?");
 		span_tag(out, sp);
 		break;
 	case PTW_EV_MAIN_START:
-		line_start(out, start, ev->ns, ev->tid, "main");
+		line_start(out, st, ev, "main");
 		ptw_buf_putc(out, ' ');
 		ptw_text_location(out, ev->routine, "main");
 		break;
 	case PTW_EV_PREEXISTING:
 		/* -f: a fork child's first thread (it says when it began) */
-		line_start(out, start, ev->ns, ev->tid, ev->has_value ? "forked" : "found");
+		line_start(out, st, ev, ev->has_value ? "forked" : "found");
 		span_tag(out, sp);
 		ptw_buf_putc(out, ' ');
 		ptw_text_location(out, ev->routine, ev->tid == ev->other_tid ? "main" : NULL);
 		break;
 	case PTW_EV_THREAD_CREATE:
 	case PTW_EV_LWP_CREATE:
-		line_start(out, start, ev->ns, ev->tid, ev->kind == PTW_EV_LWP_CREATE ? "clone" : "create");
+		line_start(out, st, ev, ev->kind == PTW_EV_LWP_CREATE ? "clone" : "create");
 		span_tag(out, sp);
 		ptw_buf_printf(out, " tid %d", ev->other_tid);
 		if (ev->kind == PTW_EV_THREAD_CREATE || ev->routine) {
@@ -184,7 +176,7 @@ void ptw_text_event(struct ptw_buf *out, uint64_t start, const struct ptw_event 
 	case PTW_EV_THREAD_START:
 		if (!sp || !sp->start_ns.set || sp->start_ns.v != ev->ns)
 			return;
-		line_start(out, start, ev->ns, ev->tid, "start");
+		line_start(out, st, ev, "start");
 		span_tag(out, sp);
 		ptw_buf_putc(out, ' ');
 		ptw_text_location(out, sp->start_routine, NULL);
@@ -198,18 +190,18 @@ void ptw_text_event(struct ptw_buf *out, uint64_t start, const struct ptw_event 
 	case PTW_EV_LWP_EXIT:
 		if (!sp || !sp->ended || !sp->end_ns.set || sp->end_ns.v != ev->ns)
 			return;
-		line_start(out, start, ev->ns, ev->tid, "end");
+		line_start(out, st, ev, "end");
 		span_tag(out, sp);
 		end_text(out, sp);
 		break;
 	case PTW_EV_CANCEL_REQUEST:
-		line_start(out, start, ev->ns, ev->tid, "cancel");
+		line_start(out, st, ev, "cancel");
 		span_tag(out, sp);
 		if (sp)
 			ptw_buf_printf(out, " tid %d", sp->tid);
 		break;
 	case PTW_EV_DETACH_CALL:
-		line_start(out, start, ev->ns, ev->tid, "detach");
+		line_start(out, st, ev, "detach");
 		span_tag(out, sp);
 		if (sp)
 			ptw_buf_printf(out, " tid %d", sp->tid);
@@ -217,17 +209,17 @@ void ptw_text_event(struct ptw_buf *out, uint64_t start, const struct ptw_event 
 	case PTW_EV_JOIN_RETURN:
 		if (!sp || !sp->joined || !sp->join_return_ns.set || sp->join_return_ns.v != ev->ns)
 			return;
-		line_start(out, start, ev->ns, ev->tid, "joined");
+		line_start(out, st, ev, "joined");
 		span_tag(out, sp);
 		ptw_buf_printf(out, " tid %d after waiting ", sp->tid);
 		ptw_text_duration(out, sp->join_return_ns.v - sp->join_call_ns);
 		break;
 	case PTW_EV_FATAL_SIGNAL:
-		line_start(out, start, ev->ns, ev->tid, "signal");
+		line_start(out, st, ev, "signal");
 		ptw_buf_printf(out, " %s", ptw_signame(ev->sig));
 		break;
 	case PTW_EV_INTERRUPT:
-		line_start(out, start, ev->ns, ev->tid, "interrupt");
+		line_start(out, st, ev, "interrupt");
 		ptw_buf_printf(out, " %s", ptw_signame(ev->sig));
 		switch (ev->why) {
 		case PTW_INTR_TERMINAL:
@@ -249,7 +241,7 @@ void ptw_text_event(struct ptw_buf *out, uint64_t start, const struct ptw_event 
 		}
 		break;
 	case PTW_EV_SPAN_OPEN: {
-		line_start(out, start, ev->ns, ev->tid, "open");
+		line_start(out, st, ev, "open");
 		bool thread = sp && ev->span_kind == PTW_SPAN_THREAD;
 		/* Another engine's span (a frame): named by kind and id. */
 		if (!thread)
@@ -269,12 +261,12 @@ void ptw_text_event(struct ptw_buf *out, uint64_t start, const struct ptw_event 
 		break;
 	}
 	case PTW_EV_EXEC:
-		line_start(out, start, ev->ns, ev->tid, "execve");
+		line_start(out, st, ev, "execve");
 		if (ev->other_tid != ev->tid)
 			ptw_buf_printf(out, " (by tid %d)", ev->other_tid);
 		break;
 	case PTW_EV_PROCESS_EXIT:
-		line_start(out, start, ev->ns, ev->tid, "exit");
+		line_start(out, st, ev, "exit");
 		if (ev->sig)
 			ptw_buf_printf(out, " killed by %s%s", ptw_signame(ev->sig),
 				       ev->core_dumped ? " (core dumped)" : "");
@@ -287,21 +279,20 @@ void ptw_text_event(struct ptw_buf *out, uint64_t start, const struct ptw_event 
 	ptw_buf_putc(out, '\n');
 }
 
-void ptw_text_frame_event(struct ptw_buf *out, uint64_t start, const struct ptw_event *ev,
+void ptw_text_frame_event(struct ptw_buf *out, const struct ptw_text_style *st, const struct ptw_event *ev,
 			  const struct ptw_frame *fr)
 {
-	line_pid = ev->pid;
 	if (ev->kind == PTW_EV_SPAN_OPEN) {
-		line_start(out, start, ev->ns, ev->tid, "open");
+		line_start(out, st, ev, "open");
 		ptw_buf_printf(out, " {%u} ", fr->id);
 		ptw_text_location(out, fr->function, NULL);
 		open_for(out, ev, false);
 	} else if (ev->kind == PTW_EV_FRAME_ENTRY) {
-		line_start(out, start, ev->ns, ev->tid, "call");
+		line_start(out, st, ev, "call");
 		ptw_buf_printf(out, " {%u} %*s", fr->id, (int)(fr->depth - 1) * 2, "");
 		ptw_text_location(out, fr->function, NULL);
 	} else if (ev->kind == PTW_EV_FRAME_RETURN && fr->has_return) {
-		line_start(out, start, ev->ns, ev->tid, "ret");
+		line_start(out, st, ev, "ret");
 		ptw_buf_printf(out, " {%u} %*s", fr->id, (int)(fr->depth - 1) * 2, "");
 		const struct ptw_location *loc = fr->function;
 		ptw_buf_puts(out, loc && loc->symbol ? loc->symbol : "?");
@@ -344,14 +335,14 @@ static const char *wait_verb(enum ptw_wait_kind kind)
 	}
 }
 
-void ptw_text_wait_event(struct ptw_buf *out, uint64_t start, const struct ptw_event *ev,
+void ptw_text_wait_event(struct ptw_buf *out, const struct ptw_text_style *st, const struct ptw_event *ev,
 			 const struct ptw_wait *w)
 {
 	switch (ev->kind) {
 	case PTW_EV_WAIT_BEGIN:
 		if (!w)
 			return;
-		line_start(out, start, ev->ns, ev->tid, "wait");
+		line_start(out, st, ev, "wait");
 		ptw_buf_printf(out, " <%u> %s", w->id, wait_verb(w->kind));
 		object_text(out, w->kind, w->object, w->object_loc);
 		if (w->owner)
@@ -365,7 +356,7 @@ void ptw_text_wait_event(struct ptw_buf *out, uint64_t start, const struct ptw_e
 	case PTW_EV_WAIT_END:
 		if (!w || !w->has_end)
 			return;
-		line_start(out, start, ev->ns, ev->tid, "waited");
+		line_start(out, st, ev, "waited");
 		ptw_buf_printf(out, " <%u> %s", w->id, wait_verb(w->kind));
 		object_text(out, w->kind, w->object, w->object_loc);
 		ptw_buf_puts(out, " for ");
@@ -373,7 +364,7 @@ void ptw_text_wait_event(struct ptw_buf *out, uint64_t start, const struct ptw_e
 		break;
 	case PTW_EV_DEADLOCK:
 		if (ev->has_arg && ev->arg == 0) {
-			line_start(out, start, ev->ns, ev->tid, "DEADLOCK");
+			line_start(out, st, ev, "DEADLOCK");
 			if (ev->value == 1)
 				ptw_buf_printf(out, " #%u: a thread waits for a lock it holds (the "
 						    "process runs on)\n",
@@ -497,10 +488,10 @@ static bool word_wanted(const struct ptw_text_filter *f, const char *line, size_
 	return false;
 }
 
-static void raw_event(struct ptw_buf *out, uint64_t start, const struct ptw_event *ev,
+static void raw_event(struct ptw_buf *out, const struct ptw_text_style *st, const struct ptw_event *ev,
 		      const struct ptw_span *sp)
 {
-	line_start(out, start, ev->ns, ev->tid, "event");
+	line_start(out, st, ev, "event");
 	ptw_buf_printf(out, " %s", ptw_event_kind_name(ev->kind));
 	span_tag(out, sp);
 	if (ev->other_tid)
@@ -534,15 +525,15 @@ static void raw_event(struct ptw_buf *out, uint64_t start, const struct ptw_even
 	ptw_buf_putc(out, '\n');
 }
 
-void ptw_text_event_filtered(struct ptw_buf *out, uint64_t start, const struct ptw_event *ev,
+void ptw_text_event_filtered(struct ptw_buf *out, const struct ptw_text_style *st, const struct ptw_event *ev,
 			     const struct ptw_span *sp, const struct ptw_frame *fr,
 			     const struct ptw_text_filter *f)
 {
 	if (!f) {
 		if (fr)
-			ptw_text_frame_event(out, start, ev, fr);
+			ptw_text_frame_event(out, st, ev, fr);
 		else
-			ptw_text_event(out, start, ev, sp);
+			ptw_text_event(out, st, ev, sp);
 		return;
 	}
 	if (f->ntids && !tid_wanted(f, ev->tid) && !(sp && tid_wanted(f, sp->tid)))
@@ -551,14 +542,14 @@ void ptw_text_event_filtered(struct ptw_buf *out, uint64_t start, const struct p
 		return;
 	size_t at = out->len;
 	if (fr)
-		ptw_text_frame_event(out, start, ev, fr);
+		ptw_text_frame_event(out, st, ev, fr);
 	else
-		ptw_text_event(out, start, ev, sp);
+		ptw_text_event(out, st, ev, sp);
 	if (!word_wanted(f, out->p ? out->p + at : "", out->len - at))
 		out->len = at;
 	if (f->verbose) {
 		size_t raw = out->len;
-		raw_event(out, start, ev, sp);
+		raw_event(out, st, ev, sp);
 		if (!word_wanted(f, out->p + raw, out->len - raw))
 			out->len = raw;
 	}

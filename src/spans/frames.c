@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ptw_dist.h"
 #include "ptw_spans.h"
 #include "ptw_symbols.h"
 #include "ptw_timeouts.h"

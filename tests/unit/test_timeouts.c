@@ -365,7 +365,7 @@ static void test_text(void)
 		e.wchan = "anon_pipe_read";
 		e.name = due.tid == 101 ? "holder" : NULL;
 		e.routine = &worker;
-		ptw_text_event(&b, t0, &e, feed(e));
+		ptw_text_event(&b, &(struct ptw_text_style){ .start_ns = t0 }, &e, feed(e));
 	}
 	CHECK(b.p && strstr(b.p, "open     [1] main open for 300.00 ms, now S read in "
 				 "anon_pipe_read at worker\n"));
@@ -377,7 +377,7 @@ static void test_text(void)
 	e.unwinding = 0;
 	e.has_value = true;
 	e.value = 0x5107;
-	ptw_text_event(&b, t0, &e, feed(e));
+	ptw_text_event(&b, &(struct ptw_text_style){ .start_ns = t0 }, &e, feed(e));
 	CHECK(b.p && strstr(b.p, " end      [2] returned 0x5107 after 500.00 ms (slow: open past "
 				 "300.00 ms)\n"));
 	ptw_buf_reset(&b);
@@ -387,7 +387,7 @@ static void test_text(void)
 	e.has_value = true;
 	e.value = 250 * MS;
 	e.state = "R";
-	ptw_text_event(&b, t0, &e, feed(e));
+	ptw_text_event(&b, &(struct ptw_text_style){ .start_ns = t0 }, &e, feed(e));
 	CHECK(b.p && strstr(b.p, " open     frame span 12 open for 250.00 ms, now R\n"));
 	/* found running at the attach: it began before ptwatch saw it */
 	reset(200 * MS);
@@ -401,7 +401,7 @@ static void test_text(void)
 	e.has_value = true;
 	e.value = 200 * MS;
 	e.state = "S futex";
-	ptw_text_event(&b, now, &e, feed(e));
+	ptw_text_event(&b, &(struct ptw_text_style){ .start_ns = now }, &e, feed(e));
 	CHECK(b.p && strstr(b.p, "[1] worker open for at least 200.00 ms, now S futex\n"));
 	ptw_buf_free(&b);
 }

@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Inside the guardian (see ptw_guardian.h): what the front (guardian.c),
+ * the tracer's side (tracer_side.c) and the restorer (restorer.c) share.
+ * None of them calls another but the split, which starts the restorer
+ * and sets up the tracer's side.
+ */
+#ifndef PTW_GUARDIAN_INT_H
+#define PTW_GUARDIAN_INT_H
+
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include "ptw_guardian.h"
+
+/* ---- the messages from the tracer to the front (tracer_side.c, guardian.c) ---- */
+
+enum { MSG_MEM_FD = 1, MSG_MIRROR = 2 };
+
+struct ptw_guardian_msg {
+	int type;
+	int value;
+};
+
+/* One packet, with room for one passed descriptor. */
+struct ptw_packet {
+	struct iovec iov;
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct msghdr mh;
+};
+
+static inline void ptw_packet_init(struct ptw_packet *p, void *data, size_t len, int fd)
+{
+	p->iov = (struct iovec){ data, len };
+	p->mh = (struct msghdr){ .msg_iov = &p->iov, .msg_iovlen = 1 };
+	if (fd < 0)
+		return;
+	p->mh.msg_control = p->u.buf;
+	p->mh.msg_controllen = sizeof(p->u.buf);
+	struct cmsghdr *c = CMSG_FIRSTHDR(&p->mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+}
+
+
+/* Tracer, just split off (guardian.c): the sockets to the front and to the
+ * restorer (-1: none). With a restorer, the tracer's exit (atexit) sends
+ * the record's end mark. */
+void ptw_guardian_tracer_init(int to_front, int to_restorer);
+
+/* ---- the terminal (terminal.c) ---- */
+
+/* Before the split, when the live table will take the terminal: its modes
+ * as they are (standard error's). */
+void ptw_term_save(void);
+/* The live table was on when the tracer died: the terminal's modes as they
+ * were before it, then the normal screen and cursor (terminfo). Once, by
+ * the restorer before it writes the summary, else by the front. */
+void ptw_term_restore(void);
+
+/* ---- the memory fds (memfds.c) ---- */
+
+/*
+ * The memory fds the tracer passed (/proc/TID/mem of each traced process),
+ * by process: the latest for a process replaces the one before (exec), and
+ * fds of processes that are gone are closed as new ones come.
+ */
+#define JOURNAL_PIDS_MAX 64
+struct ptw_memfds {
+	pid_t *pid;
+	int *fd;
+	size_t n;
+};
+void ptw_memfds_put(struct ptw_memfds *m, int fd);
+int ptw_memfds_get(const struct ptw_memfds *m, pid_t pid);
+/* Restores every journaled byte of every process; *ret_restored. Returns
+ * the number that could not be restored. */
+int ptw_memfds_restore(const struct ptw_memfds *m, int *ret_restored);
+
+/* ---- the restorer (restorer.c) ---- */
+
+/* What the restorer tells the front when the tracer died. */
+struct ptw_restorer_outcome {
+	int restored, failed; /* journaled bytes */
+	int xol_left;	      /* out-of-line pages still mapped */
+	int alive;	      /* the target still ran afterwards */
+	int terminal;	      /* it put the terminal back (live table) */
+};
+
+/*
+ * Runs the restorer: record from the tracer on `from_tracer` (packets; one
+ * with SCM_RIGHTS carries a memory fd instead of record bytes), the outcome
+ * to the front on `to_front`. Never returns.
+ */
+void ptw_restorer_run(const struct ptw_guardian_opts *o, int from_tracer, int to_front)
+	__attribute__((noreturn));
+
+#endif

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The outputs written once, at the end: the spans document
+ * (PTW_OUTPUT_JSON) and the Chrome trace (PTW_OUTPUT_CHROME), to their fd
+ * or standard output. See ptw_output.h.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ptw_output.h"
+
+struct doc_out {
+	struct ptw_output base;
+	struct ptw_output_conf conf;
+};
+
+static void doc_end(struct ptw_output *o, const struct ptw_report *r)
+{
+	struct doc_out *d = (struct doc_out *)o;
+	int fd = d->conf.fd;
+	/* The tracer may have died while writing its own: start over. */
+	if (d->conf.resume && fd >= 0 && ftruncate(fd, 0) == 0)
+		lseek(fd, 0, SEEK_SET);
+	struct ptw_buf out = { 0 };
+	if (d->conf.format == PTW_OUTPUT_CHROME)
+		ptw_report_chrome(r, &out);
+	else
+		ptw_report_json(r, &out);
+	int ret = ptw_write_all(fd >= 0 ? fd : STDOUT_FILENO, out.p, out.len);
+	if (ret < 0)
+		fprintf(stderr, "ptwatch: cannot write the spans document: %s\n", strerror(-ret));
+	if (fd >= 0)
+		close(fd);
+	d->conf.fd = -1;
+	ptw_buf_free(&out);
+}
+
+static void doc_free(struct ptw_output *o)
+{
+	free(o);
+}
+
+static const struct ptw_output_ops json_ops = {
+	.format = PTW_OUTPUT_JSON,
+	.end = doc_end,
+	.free = doc_free,
+};
+
+static const struct ptw_output_ops chrome_ops = {
+	.format = PTW_OUTPUT_CHROME,
+	.end = doc_end,
+	.free = doc_free,
+};
+
+struct ptw_output *ptw_output_doc_new(const struct ptw_output_conf *c, struct ptw_output_host *h)
+{
+	struct doc_out *d = xcalloc(1, sizeof(*d));
+	d->base = (struct ptw_output){ .ops = c->format == PTW_OUTPUT_CHROME ? &chrome_ops : &json_ops,
+				       .host = h, .wake_fd = -1 };
+	d->conf = *c;
+	return &d->base;
+}

@@ -1,0 +1,412 @@
+/* SPDX-License-Identifier: MIT */
+/* A tracing session: events to the engine and the outputs, then the end;
+ * see ptw_session.h. */
+#define _GNU_SOURCE
+#include "ptw_session.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "ptw_attach.h"
+#include "ptw_frames.h"
+#include "ptw_guardian.h"
+#include "ptw_live.h"
+#include "ptw_record.h"
+#include "ptw_spans.h"
+#include "ptw_timeouts.h"
+#include "ptw_tracer.h"
+#include "ptw_util.h"
+
+/* The outputs at most: the format's, the text, the live table. */
+#define OUTPUTS_MAX 3
+
+struct ptw_session {
+	struct ptw_session_opts opts;
+	struct ptw_spans *spans;
+	struct ptw_timeouts *timeouts; /* spans open too long (--open-timeout) */
+	struct ptw_buf log;
+	struct ptw_output_host host;
+	/* Every event goes to each, in this order (ptw_output.h). */
+	struct ptw_output *outs[OUTPUTS_MAX];
+	size_t nouts;
+	bool progress; /* an output wants progress before the tracer blocks */
+	/* The record for the restorer (ptw_guardian.h), when there is one. */
+	struct ptw_record_writer *rec;
+	struct ptw_buf record;
+	struct ptw_tracer *tracer; /* once launched or attached: the header */
+	size_t header_sig;	   /* what the last header sent said, roughly */
+	struct ptw_output *live;   /* --live, until it begins */
+};
+
+/* ---- the record for the restorer ---- */
+
+/* The report's header goes to the restorer again when it changed (a new
+ * warning, libthread_db found, the end seen). */
+static void record_header(struct ptw_session *s)
+{
+	struct ptw_report rep = { 0 };
+	rep.realtime_offset_ns = ptw_realtime_offset_ns();
+	ptw_tracer_report(s->tracer, &rep);
+	rep.open_timeout_ns = ptw_timeouts_limit(s->timeouts);
+	size_t sig = 1 + rep.nwarnings * 16 + (rep.glibc != NULL) * 2 + (size_t)rep.exit_kind * 4 +
+		     (rep.strategy && rep.strategy[0] == 'd');
+	if (sig == s->header_sig)
+		return;
+	s->header_sig = sig;
+	ptw_record_report(s->rec, &s->record, &rep);
+}
+
+static void flush_record(struct ptw_session *s)
+{
+	if (!s->rec)
+		return;
+	if (s->tracer)
+		record_header(s);
+	ptw_guardian_record(&s->record);
+}
+
+/* A stream line: the restorer gets the record before a line says more
+ * than it knows (if the tracer died now, it writes the rest). */
+static void record_before_line(void *ctx)
+{
+	struct ptw_session *s = ctx;
+	if (s->rec && s->record.len)
+		ptw_guardian_record(&s->record);
+}
+
+/* ---- the outputs ---- */
+
+/* What the tracer learnt since (warnings for the stream, -v's stops). */
+static void report_progress(struct ptw_session *s)
+{
+	if (!s->tracer || !s->progress)
+		return;
+	struct ptw_report rep = { 0 };
+	ptw_tracer_report(s->tracer, &rep);
+	for (size_t i = 0; i < s->nouts; i++)
+		if (s->outs[i]->wants_progress)
+			s->outs[i]->ops->progress(s->outs[i], &rep);
+}
+
+/* Before the tracer blocks, and when an output needs it now. */
+static void flush_log(void *ctx)
+{
+	struct ptw_session *s = ctx;
+	flush_record(s);
+	report_progress(s);
+	/* EPIPE: SIGPIPE (blocked) ends the session */
+	ptw_write_all(STDERR_FILENO, s->log.p, s->log.len);
+	ptw_buf_reset(&s->log);
+}
+
+static void add_output(struct ptw_session *s, struct ptw_output *o)
+{
+	s->outs[s->nouts++] = o;
+	s->progress |= o->wants_progress;
+}
+
+static void drop_output(struct ptw_session *s, struct ptw_output *o)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < s->nouts; i++)
+		if (s->outs[i] != o)
+			s->outs[k++] = s->outs[i];
+	s->nouts = k;
+	s->progress = false;
+	for (size_t i = 0; i < s->nouts; i++)
+		s->progress |= s->outs[i]->wants_progress;
+	o->ops->free(o);
+}
+
+static void on_retire(void *ctx, const struct ptw_span *sp)
+{
+	struct ptw_session *s = ctx;
+	for (size_t i = 0; i < s->nouts; i++)
+		if (s->outs[i]->ops->span_retired)
+			s->outs[i]->ops->span_retired(s->outs[i], sp);
+}
+
+static void on_frame_closed(void *ctx, const struct ptw_frame *fr)
+{
+	struct ptw_session *s = ctx;
+	for (size_t i = 0; i < s->nouts; i++)
+		if (s->outs[i]->ops->frame_closed)
+			s->outs[i]->ops->frame_closed(s->outs[i], fr);
+}
+
+/* The tracer's sink: the engine, the record, then every output. One call
+ * per event: no allocation here. */
+static void sink(void *ctx, const struct ptw_event *ev)
+{
+	struct ptw_session *s = ctx;
+	const struct ptw_span *sp = ptw_spans_consume(s->spans, ev);
+	if (s->rec) {
+		ptw_record_event(s->rec, &s->record, ev);
+		/* -f: a process began (image, fork), exec'd or ended: the
+		 * restorer keeps what the document would say of it. */
+		struct ptw_process proc;
+		if ((ev->kind == PTW_EV_IMAGE || ev->kind == PTW_EV_EXEC ||
+		     ev->kind == PTW_EV_PROCESS_EXIT ||
+		     (ev->kind == PTW_EV_PREEXISTING && ev->tid == ev->pid)) &&
+		    s->tracer && ptw_tracer_process(s->tracer, ev->process, &proc))
+			ptw_record_process(&s->record, &proc);
+		if (s->record.len > 65536)
+			flush_record(s);
+	}
+	switch (ev->kind) {
+	case PTW_EV_WAIT_BEGIN:
+	case PTW_EV_WAIT_END:
+	case PTW_EV_DEADLOCK: {
+		const struct ptw_wait *w = ptw_spans_last_wait(s->spans);
+		for (size_t i = 0; i < s->nouts; i++)
+			if (s->outs[i]->ops->wait)
+				s->outs[i]->ops->wait(s->outs[i], ev, sp, w);
+		break;
+	}
+	case PTW_EV_SPAN_OPEN:
+		for (size_t i = 0; i < s->nouts; i++)
+			if (s->outs[i]->ops->open)
+				s->outs[i]->ops->open(s->outs[i], ev, sp);
+		break;
+	default:
+		for (size_t i = 0; i < s->nouts; i++)
+			if (s->outs[i]->ops->event)
+				s->outs[i]->ops->event(s->outs[i], ev, sp);
+		break;
+	}
+	/* the span the log line used may go now (streaming) */
+	ptw_spans_collect(s->spans);
+}
+
+/* ---- open timeouts, and the outputs' ticks ---- */
+
+static uint64_t next_timer(void *ctx)
+{
+	struct ptw_session *s = ctx;
+	uint64_t next = ptw_timeouts_next(s->timeouts);
+	for (size_t i = 0; i < s->nouts; i++) {
+		uint64_t t = s->outs[i]->ops->next_tick ? s->outs[i]->ops->next_tick(s->outs[i]) : 0;
+		if (t && (!next || t < next))
+			next = t;
+	}
+	return next;
+}
+
+/* Every span that crossed the limit: one event each, saying where its
+ * thread is now (read from /proc; the thread is not stopped). */
+static void on_timer(void *ctx, uint64_t now)
+{
+	struct ptw_session *s = ctx;
+	struct ptw_timeout due;
+	while (ptw_timeouts_pop(s->timeouts, now, &due)) {
+		struct ptw_where w;
+		ptw_tracer_where(s->tracer, due.tid, &w);
+		struct ptw_event ev = ptw_event_init(PTW_EV_SPAN_OPEN, now, due.tid);
+		const struct ptw_span *th = ptw_spans_by_tid(s->spans, due.tid);
+		ev.pid = th ? th->pid : 0; /* -f: its process */
+		ev.span_kind = due.kind;
+		ev.span_id = due.id;
+		ev.has_value = true;
+		ev.value = now - due.start_ns;
+		ev.state = w.state;
+		ev.wchan = w.wchan[0] ? w.wchan : NULL;
+		ev.name = w.name[0] ? w.name : NULL;
+		ev.routine = w.at;
+		sink(s, &ev);
+	}
+	for (size_t i = 0; i < s->nouts; i++)
+		if (s->outs[i]->ops->tick && s->outs[i]->ops->tick(s->outs[i], now))
+			ptw_tracer_stop(s->tracer);
+}
+
+/* ---- the session ---- */
+
+struct ptw_session *ptw_session_new(const struct ptw_session_opts *o)
+{
+	struct ptw_session *s = xcalloc(1, sizeof(*s));
+	s->opts = *o;
+	s->spans = ptw_spans_new();
+	s->host = (struct ptw_output_host){ .spans = s->spans, .start_ns = ptw_now_ns(),
+					    .filter = o->filter, .log = &s->log, .flush = flush_log,
+					    .before_line = record_before_line, .ctx = s };
+	if (o->record)
+		s->rec = ptw_record_writer_new();
+	struct ptw_output_conf c = { .format = o->format, .fd = o->fd, .snapshot = o->snapshot,
+				     .resume = o->resume };
+	if (o->format == PTW_OUTPUT_LINES)
+		add_output(s, ptw_output_lines_new(&c, &s->host));
+	else if (o->format == PTW_OUTPUT_JSON || o->format == PTW_OUTPUT_CHROME)
+		add_output(s, ptw_output_doc_new(&c, &s->host));
+	/* A snapshot has no events to tell as they happen: it is its report. */
+	struct ptw_output_conf tc = { .format = PTW_OUTPUT_TEXT, .fd = -1,
+				      .quiet = o->quiet || o->snapshot, .snapshot = o->snapshot,
+				      .stdout_taken = o->format != PTW_OUTPUT_TEXT && o->fd < 0,
+				      .resume = o->resume };
+	add_output(s, ptw_output_text_new(&tc, &s->host));
+	/* Spans retired as they end: the tracer's while it is not a
+	 * snapshot; the restorer's always, as the tracer's are, so that its
+	 * memory stays bounded too. */
+	bool streams = s->outs[0]->streams;
+	if (streams && (!o->snapshot || o->resume))
+		ptw_spans_set_streaming(s->spans, on_retire, s);
+	if (streams)
+		ptw_frames_set_closed(ptw_spans_frames_mut(s->spans), on_frame_closed, s);
+	if (!o->snapshot && !o->resume) {
+		s->timeouts = ptw_timeouts_new(o->open_timeout_ns);
+		ptw_spans_set_timeouts(s->spans, s->timeouts);
+	}
+	return s;
+}
+
+void ptw_session_free(struct ptw_session *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->nouts; i++)
+		s->outs[i]->ops->free(s->outs[i]);
+	if (s->live)
+		s->live->ops->free(s->live);
+	ptw_spans_free(s->spans);
+	ptw_timeouts_free(s->timeouts);
+	ptw_buf_free(&s->log);
+	ptw_record_writer_free(s->rec);
+	ptw_buf_free(&s->record);
+	free(s);
+}
+
+void ptw_session_tracer_opts(struct ptw_session *s, struct ptw_tracer_opts *to)
+{
+	to->sink = sink;
+	to->sink_ctx = s;
+	to->before_block = flush_log;
+	to->before_block_ctx = s;
+	to->next_timer = next_timer;
+	to->on_timer = on_timer;
+	to->timer_ctx = s;
+}
+
+void ptw_session_add_live(struct ptw_session *s, const struct ptw_live_opts *lo)
+{
+	s->live = ptw_output_live_new(lo, &s->host);
+}
+
+void ptw_session_replay(struct ptw_session *s, const struct ptw_event *ev)
+{
+	ptw_spans_consume(s->spans, ev);
+}
+
+void ptw_session_begin(struct ptw_session *s, const struct ptw_report *head)
+{
+	for (size_t i = 0; i < s->nouts;) {
+		struct ptw_output *o = s->outs[i];
+		if (o->ops->begin && o->ops->begin(o, head) < 0)
+			drop_output(s, o);
+		else
+			i++;
+	}
+}
+
+void ptw_session_end(struct ptw_session *s, struct ptw_report *r)
+{
+	ptw_spans_finish(s->spans);
+	r->spans = s->spans;
+	for (size_t i = 0; i < s->nouts; i++)
+		if (s->outs[i]->ops->end)
+			s->outs[i]->ops->end(s->outs[i], r);
+}
+
+/* The report once the target is known: what the outputs begin with. */
+static void session_start(struct ptw_session *s)
+{
+	/* The live table first (it takes the terminal), then the rest. */
+	struct ptw_output *live = s->live;
+	s->live = NULL;
+	if (live && live->ops->begin(live, NULL) < 0) {
+		live->ops->free(live);
+		live = NULL;
+	}
+	if (live)
+		ptw_tracer_set_wake_fd(s->tracer, live->wake_fd);
+	if (s->rec && s->opts.follow_forks) {
+		/* The processes that began before the tracer was ours to ask
+		 * (the target, descendants found at -p -f). */
+		struct ptw_report rep = { 0 };
+		ptw_tracer_report(s->tracer, &rep);
+		for (size_t i = 0; i < rep.nprocesses; i++)
+			ptw_record_process(&s->record, &rep.processes[i]);
+	}
+	flush_record(s); /* the restorer learns what is traced */
+	struct ptw_report head = { 0 };
+	head.tool_version = PTW_VERSION;
+	head.realtime_offset_ns = ptw_realtime_offset_ns();
+	ptw_tracer_report(s->tracer, &head);
+	head.open_timeout_ns = ptw_timeouts_limit(s->timeouts);
+	ptw_session_begin(s, &head);
+	if (live) /* last: events go to it from now on */
+		add_output(s, live);
+}
+
+static void __attribute__((noreturn)) die_of_signal(int sig)
+{
+	/* The guardian is told, so that it dies of it too. */
+	ptw_guardian_mirror_signal(sig);
+	ptw_die_of_signal(sig);
+}
+
+int ptw_session_run(struct ptw_session *s, struct ptw_tracer *t, int duration_ms)
+{
+	enum ptw_end_reason reason = PTW_END_SNAPSHOT;
+	int sig = 0, r = 0;
+	s->tracer = t;
+	session_start(s);
+	if (!s->opts.snapshot)
+		r = ptw_tracer_run(t, duration_ms, &reason, &sig);
+	for (size_t i = 0; i < s->nouts; i++)
+		if (s->outs[i]->ops->stop)
+			s->outs[i]->ops->stop(s->outs[i]);
+	if (r < 0)
+		fprintf(stderr, "ptwatch: tracing failed: %s\n", strerror(-r));
+	if (reason != PTW_END_TARGET_EXITED)
+		ptw_tracer_detach(t);
+	flush_log(s);
+
+	struct ptw_report rep = { 0 };
+	rep.tool_version = PTW_VERSION;
+	rep.realtime_offset_ns = ptw_realtime_offset_ns();
+	ptw_tracer_check_fate(t, &rep);
+	ptw_tracer_report(t, &rep);
+	rep.end_ns = ptw_now_ns();
+	struct rusage ru;
+	if (getrusage(RUSAGE_SELF, &ru) == 0) {
+		rep.tracer_user_ns = (uint64_t)ru.ru_utime.tv_sec * 1000000000u +
+				     (uint64_t)ru.ru_utime.tv_usec * 1000u;
+		rep.tracer_sys_ns = (uint64_t)ru.ru_stime.tv_sec * 1000000000u +
+				    (uint64_t)ru.ru_stime.tv_usec * 1000u;
+	}
+	rep.end_reason = ptw_end_reason_name(reason);
+	rep.open_timeout_ns = ptw_timeouts_limit(s->timeouts);
+	rep.locks = s->opts.locks;
+	ptw_session_end(s, &rep);
+
+	int code = 0, tsig = 0;
+	bool core = false;
+	bool ended = ptw_tracer_target_exit(t, &code, &tsig, &core);
+	bool observer = s->opts.attach;
+	ptw_tracer_free(t);
+	ptw_session_free(s);
+	if (observer) /* an observer: it let go, or saw the end */
+		return reason == PTW_END_ERROR ? 1 : 0;
+	if (ended && tsig)
+		die_of_signal(tsig);
+	if (ended)
+		return code;
+	if (reason == PTW_END_INTERRUPTED)
+		return 128 + sig;
+	if (reason == PTW_END_DETACHED) /* q: it runs on, as the user asked */
+		return 0;
+	return reason == PTW_END_ERROR ? 1 : 0;
+}
