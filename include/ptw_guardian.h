@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * No way of ending ptwatch may harm the target (docs/design.md, "Safety").
+ * No way of ending ptwatch may harm the target (docs/design.md, "Safety invariants").
  * ptwatch runs as three processes:
  *
  *   ptwatch       the front: the pid the shell knows, in the shell's process
