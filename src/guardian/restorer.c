@@ -24,6 +24,7 @@
 #include "ptw_breakpoints.h"
 #include "ptw_record.h"
 #include "ptw_session.h"
+#include "ptw_warnings.h"
 
 #define PAGE 4096u
 #define MAX_XOL 64
@@ -232,7 +233,7 @@ static void write_record(struct restorer *r, const struct ptw_restorer_outcome *
 	struct ptw_warning *w = xcalloc(rep.nwarnings + 2, sizeof(*w));
 	memcpy(w, rep.warnings, rep.nwarnings * sizeof(*w));
 	size_t nw = rep.nwarnings;
-	w[nw].code = xstrdup("tracer_died");
+	w[nw].code = xstrdup(ptw_warning_code(PTW_W_TRACER_DIED));
 	w[nw++].message = xasprintf(
 		"ptwatch's tracer process ended before it finished; this record holds what it saw "
 		"until then (spans still open while traced are unmatched, reason tracer_died); %d "
@@ -241,7 +242,7 @@ static void write_record(struct restorer *r, const struct ptw_restorer_outcome *
 		out->restored, out->failed ? " (some could not be)" : "", rep.pid,
 		out->alive ? "still runs, untraced" : "is gone");
 	if (out->xol_left) {
-		w[nw].code = xstrdup("xol_page_left");
+		w[nw].code = xstrdup(ptw_warning_code(PTW_W_XOL_PAGE_LEFT));
 		w[nw++].message = xasprintf("%d out-of-line pages (r-x, 4 KiB each) stay mapped in "
 					    "%d: %s", out->xol_left, rep.pid, xol_why);
 	}

@@ -15,6 +15,7 @@
 #include "ptw_jsonread.h"
 #include "ptw_spans.h"
 #include "ptw_symbols.h"
+#include "ptw_warnings.h"
 
 /* Everything the report and the spans point to. */
 struct store {
@@ -551,7 +552,7 @@ static int load_stream(struct ptw_loaded *l, struct store *st, const char *text,
 	if (l->truncated && !ret && !l->report.end_reason) {
 		l->report.end_reason = "cut";
 		st->warnings = xreallocarray(st->warnings, st->nwarnings + 1, sizeof(*st->warnings));
-		st->warnings[st->nwarnings].code = xstrdup("stream_cut");
+		st->warnings[st->nwarnings].code = xstrdup(ptw_warning_code(PTW_W_STREAM_CUT));
 		st->warnings[st->nwarnings].message =
 			xstrdup("the stream ends before its last line (the run was cut short): "
 				"spans without an end are shown open");
