@@ -476,6 +476,16 @@ int main(int argc, char **argv)
 	static char **volatile args;
 	args = copy_argv(argc, argv);
 	parse_options(argc, args, &o);
+	if (o.pid > 0) {
+		/* A thread id is a way to name its process: say so, and take
+		 * the process (its main thread stays main). */
+		long tgid = ptw_proc_status_field(o.pid, "Tgid");
+		if (tgid > 0 && tgid != o.pid) {
+			fprintf(stderr, "ptwatch: %d is a thread of process %ld: attaching to %ld\n",
+				o.pid, tgid, tgid);
+			o.pid = (pid_t)tgid;
+		}
+	}
 
 	int out_fd = -1;
 	bool out_created = false;
