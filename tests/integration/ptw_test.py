@@ -1188,7 +1188,23 @@ def warning_codes(doc):
 
 
 # ---------------------------------------------------------------------------
-# entry point
+# the registry of cases and the entry point
+
+# name -> function(session, chk, *args): filled by @case in the family
+# modules (tests/integration/cases/*.py), which run.py imports.
+CASES = {}
+
+
+def case(name):
+    """Registers the decorated function as case `name` (run.py NAME ARGS...)."""
+    def register(fn):
+        if name in CASES:
+            raise FrameworkError('case %s registered twice (%s and %s)'
+                                 % (name, CASES[name].__module__, fn.__module__))
+        CASES[name] = fn
+        return fn
+    return register
+
 
 def main(cases, argv=None):
     """Runs the case named by argv[1]; exits 0/1/77/99."""

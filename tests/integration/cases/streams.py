@@ -1,12 +1,7 @@
-#!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Issue 10's cases (streams, reports, Chrome traces, the log's filters,
-the documentation): --json-lines, ptwatch report, --format=chrome, -e,
---tid, --routine, -v, --help against the man page, meson install, and
-memory that stays bounded while threads come and go.
-
-Usage: streams.py CASE [ARGS...] (see CASES); exit 0 pass, 1 fail, 77
-skip, 99 framework error, as cases.py."""
+"""Issue 10's cases (streams, reports, Chrome traces, the log's filters):
+--json-lines, ptwatch report, --format=chrome, -e, --tid, --routine, -v,
+and memory that stays bounded while threads come and go."""
 
 import json
 import os
@@ -15,17 +10,14 @@ import select
 import shutil
 import signal
 import subprocess
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ptw_test import (
+    Failed, FrameworkError, case, check_untouched, child_pids, comm, env_path, fixture, kill_group,
+    load_truth, ptwatch_path, tail, tracer_pids, validate, wait_for)
+from helpers import read_line, run_ptwatch, wait_untraced
+from cases.launch import check_lifecycle
 
-from ptw_test import (  # noqa: E402
-    Failed, FrameworkError, Skip, check_untouched, child_pids, comm, env_path, fixture, kill_group,
-    load_truth, main, ptwatch_path, tail, tracer_pids, validate, wait_for)
-from cases import check_lifecycle, read_line, wait_untraced  # noqa: E402
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LINE_TYPES = ('header', 'span_open', 'span', 'frame', 'open', 'wait', 'deadlock', 'warning', 'metrics')
 
 
@@ -128,14 +120,6 @@ def doc_from_lines(objs):
             'warnings': last['warnings']}
 
 
-def run_ptwatch(argv, timeout=60, env=None, stdin=subprocess.DEVNULL):
-    e = dict(os.environ)
-    e.pop('PTWATCH_NO_DEBUG_FILES', None)
-    e.update(env or {})
-    return subprocess.run([ptwatch_path()] + argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          timeout=timeout, env=e, stdin=stdin)
-
-
 def summary_of(stderr):
     """The summary a live run printed at its end (after the event lines)."""
     text = stderr.decode('utf-8', 'replace')
@@ -146,6 +130,7 @@ def summary_of(stderr):
 # ---------------------------------------------------------------------------
 # --json-lines on the lifecycle fixture: schema, content, the report
 
+@case('json-lines')
 def case_json_lines(session, chk):
     exe = fixture('lifecycle')
     run, proc = session.start([exe], opts=['--json-lines', '-o', 'stream.jsonl'], output=None)
@@ -192,6 +177,7 @@ def case_json_lines(session, chk):
            [s['id'] for s in run.doc['spans']])
 
 
+@case('report-document')
 def case_report_document(session, chk):
     """A saved document: report prints the live summary again."""
     exe = fixture('lifecycle')
@@ -225,6 +211,7 @@ def case_report_document(session, chk):
     chk.true('--tid: "2 threads"', 'ptwatch: 2 threads' in rep.stdout.decode())
 
 
+@case('report-snapshot')
 def case_report_snapshot(session, chk):
     """--snapshot -o FILE: report FILE prints what the snapshot printed."""
     target = session.target('deadlock')
@@ -239,6 +226,7 @@ def case_report_snapshot(session, chk):
     chk.eq('report of the snapshot = what it printed', rep.stdout.decode(), live)
 
 
+@case('report-errors')
 def case_report_errors(session, chk):
     """Bad input: one line naming the file and the cause, exit status 1 (2
     for usage), never a crash; another schema version is named."""
@@ -300,6 +288,7 @@ def case_report_errors(session, chk):
 # ---------------------------------------------------------------------------
 # a closed pipe: ptwatch --json-lines -- app | head -3
 
+@case('json-lines-sigpipe')
 def case_json_lines_sigpipe(session, chk, mode='launch'):
     if mode == 'attach':
         target = session.target('churner')
@@ -381,6 +370,7 @@ def case_json_lines_sigpipe(session, chk, mode='launch'):
 # ---------------------------------------------------------------------------
 # the tracer killed: the restorer writes the rest of the stream
 
+@case('json-lines-kill9')
 def case_json_lines_kill9(session, chk):
     target = session.target('churner')
     pid = target.ready()[0]
@@ -465,6 +455,7 @@ def peak_rss(argv, env, timeout):
     return proc.returncode, peak, err
 
 
+@case('memory')
 def case_memory(session, chk, big='20000', small='2000'):
     """--json-lines -o FILE: the peak RSS of all three processes with `big`
     short threads is within 10% of the one with `small`."""
@@ -567,6 +558,7 @@ def check_chrome(chk, trace, doc, what):
     return events
 
 
+@case('chrome')
 def case_chrome(session, chk):
     exe = fixture('lifecycle')
     run = session.run([exe], opts=['-q'])
@@ -630,6 +622,7 @@ def log_words(stderr):
     return words
 
 
+@case('log-filters')
 def case_log_filters(session, chk):
     exe = fixture('lifecycle')
     run = session.run([exe], opts=['-e', 'create,end'])
@@ -678,53 +671,10 @@ def case_log_filters(session, chk):
 
 
 # ---------------------------------------------------------------------------
-# --help and the man page list the same options; meson install
-
-def long_options(text):
-    return set(re.findall(r'(?<![\w-])--([a-z][a-z0-9-]+)', text))
-
-
-def case_help_man(session, chk):
-    help_ = run_ptwatch(['--help']).stdout.decode()
-    with open(os.path.join(ROOT, 'man', 'ptwatch.1')) as f:
-        man = f.read().replace('\\-', '-').replace('\\fB', '').replace('\\fR', '') \
-            .replace('\\fI', '').replace('\\fP', '')
-    # the OPTIONS section's entries; the man page names other programs'
-    # options elsewhere (strace -f ...)
-    opts_section = man[man.index('.SH OPTIONS'):]
-    opts_section = opts_section[:opts_section.index('\n.SH ', 1)]
-    in_help, in_man = long_options(help_), long_options(opts_section)
-    print('--help: %s' % sorted(in_help))
-    chk.eq('options in --help, not in the man page', sorted(in_help - in_man), [])
-    chk.eq('options in the man page, not in --help', sorted(in_man - in_help), [])
-    for fmt in ('json-lines', 'chrome', 'report'):
-        chk.true('the man page documents %s' % fmt, fmt in man)
-
-
-def case_install(session, chk):
-    build = os.path.dirname(ptwatch_path())
-    dest = session.mkdtemp()
-    meson = shutil.which('meson')
-    if not meson:
-        raise Skip('no meson')
-    p = subprocess.run([meson, 'install', '-C', build, '--no-rebuild', '--destdir', dest,
-                        '--quiet'], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    if p.returncode != 0:
-        raise Failed('meson install: %s' % p.stdout.decode()[-2000:])
-    found = set()
-    for root, _, files in os.walk(dest):
-        for f in files:
-            found.add(os.path.relpath(os.path.join(root, f), dest))
-    print('\n'.join(sorted(found)))
-    for want in (r'bin/ptwatch$', r'share/man/man1/ptwatch\.1', r'share/ptwatch/spans\.schema\.json$',
-                 r'share/ptwatch/lines\.schema\.json$'):
-        chk.true('installed: %s' % want, any(re.search(want, f) for f in found))
-
-
-# ---------------------------------------------------------------------------
 # --json-lines with --locks: a wait line per contended wait that ended, the
 # same waits as the document run's; a deadlock line once its cycle is known
 
+@case('json-lines-locks')
 def case_json_lines_locks(session, chk):
     exe = fixture('locks')
     run, proc = session.start([exe, 'contend', '5'], opts=['--locks', '--json-lines', '-o',
@@ -759,7 +709,7 @@ def case_json_lines_locks(session, chk):
                  and e.get('tid') in tracks, e)
 
 
-
+@case('chrome-follow')
 def case_chrome_follow(session, chk):
     """-f --format=chrome: each process its own pid and process_name, its
     threads' slices under it."""
@@ -781,23 +731,3 @@ def case_chrome_follow(session, chk):
     chk.eq('the fork child\'s 3 workers', len(child_slices), 3)
     chk.true('the child\'s workers are not in the parent\'s process',
              all(e['pid'] != min(names) for e in child_slices))
-
-
-CASES = {
-    'json-lines': case_json_lines,
-    'json-lines-locks': case_json_lines_locks,
-    'json-lines-sigpipe': case_json_lines_sigpipe,
-    'json-lines-kill9': case_json_lines_kill9,
-    'report-document': case_report_document,
-    'report-errors': case_report_errors,
-    'report-snapshot': case_report_snapshot,
-    'memory': case_memory,
-    'chrome': case_chrome,
-    'chrome-follow': case_chrome_follow,
-    'log-filters': case_log_filters,
-    'help-man': case_help_man,
-    'install': case_install,
-}
-
-if __name__ == '__main__':
-    main(CASES)
