@@ -66,17 +66,18 @@ def wait_pid(pid, timeout):
 def text_diffs(pid, limit=20, tid=None):
     """Compares every file-backed executable mapping of pid with its file:
     a breakpoint left behind shows up as a differing byte (0xcc). Returns
-    a list of (module, address, file byte, memory byte), or None when the
-    memory cannot be read. tid: read through that thread (a zombie leader
-    has no maps)."""
+    a list of (module, address, file byte, memory byte), or a string that
+    says why the memory cannot be read (check_text_restored and
+    check_text_patched fail then). tid: read through that thread (a
+    zombie leader has no maps)."""
     diffs = []
     base = '/proc/%d' % pid if tid is None else '/proc/%d/task/%d' % (pid, tid)
     try:
         with open(base + '/maps') as f:
             maps = f.read().splitlines()
         mem = open(base + '/mem', 'rb', buffering=0)
-    except OSError:
-        return None
+    except OSError as e:
+        return 'cannot open %s/maps or mem: %s' % (base, e.strerror)
     with mem:
         for line in maps:
             parts = line.split(None, 5)
@@ -93,7 +94,7 @@ def text_diffs(pid, limit=20, tid=None):
                 got = mem.read(len(want))
             except OSError as e:
                 if e.errno in (errno.EPERM, errno.EACCES, errno.EIO):
-                    return None
+                    return 'cannot read %s of %s/mem: %s' % (parts[0], base, e.strerror)
                 raise
             if got == want:
                 continue
@@ -103,6 +104,32 @@ def text_diffs(pid, limit=20, tid=None):
                                   hex(got[i])))
                     if len(diffs) >= limit:
                         return diffs
+    return diffs
+
+
+def check_text_restored(chk, pid, what, tid=None):
+    """Every byte of pid's text is its files' again (no int3 left). Memory
+    that cannot be read fails the check, with the reason."""
+    diffs = text_diffs(pid, tid=tid)
+    if isinstance(diffs, str):
+        return chk.fail('%s: the text of %d cannot be compared with its files: %s'
+                        % (what, pid, diffs))
+    return chk.eq('%s: text bytes of %d that differ from the files' % (what, pid), diffs, [])
+
+
+def check_text_patched(chk, pid, what, at_least=1, tid=None, timeout=0):
+    """ptwatch's breakpoints are in pid's text (at least `at_least` bytes
+    differ from the files), within timeout seconds. Memory that cannot be
+    read fails the check, with the reason."""
+    def patched():
+        d = text_diffs(pid, tid=tid)
+        return d if isinstance(d, str) or len(d) >= at_least else None
+    diffs = wait_for(patched, timeout) or text_diffs(pid, tid=tid)
+    if isinstance(diffs, str):
+        return chk.fail('%s: the text of %d cannot be compared with its files: %s'
+                        % (what, pid, diffs))
+    return chk.true('%s: breakpoints in the text of %d: at least %d bytes differ from the '
+                    'files (%s)' % (what, pid, at_least, diffs), len(diffs) >= at_least)
     return diffs
 
 

@@ -1220,8 +1220,12 @@ def main(cases, argv=None):
         cases[name](session, chk, *argv[2:])
         code = PASS if chk.ok() else FAIL
     except Skip as e:
+        # failures win over a skip: a check that failed before the case
+        # found it could not go on is still a failure
         print('SKIP: %s' % e)
-        code = SKIP
+        code = FAIL if chk.failures else SKIP
+        if chk.failures:
+            print('(%d check(s) failed before the skip: the case fails)' % len(chk.failures))
     except Failed as e:
         chk.failures.append(str(e))
         print('FAIL: %s' % e)

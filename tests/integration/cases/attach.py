@@ -22,7 +22,7 @@ from ptw_test import (
 )
 from helpers import (
     check_main_span, check_open, check_preexisting, check_stack, check_target_exit,
-    ptwatch_processes, settled_states, start_attached, text_diffs, wait_progress, wait_traced,
+    ptwatch_processes, settled_states, start_attached, check_text_patched, check_text_restored, wait_progress, wait_traced,
     wait_untraced
 )
 
@@ -399,18 +399,14 @@ def case_attach_zombie_leader(session, chk):
         workers = {rec['command_tid'], rec['cond_tid']}
         chk.true('the workers traced (tracers %s)' % tracer_pids(pid),
                  wait_for(lambda: set(tracer_pids(pid)) >= workers, 20))
-        patched = wait_for(lambda: text_diffs(pid, tid=worker), 20)
-        chk.true('breakpoints in while traced (text bytes that differ: %s)' % patched,
-                 patched is None or len(patched) > 0)
+        check_text_patched(chk, pid, 'while traced', tid=worker, timeout=20)
         for tracer in set(tracer_pids(pid).values()):
             os.kill(tracer, signal.SIGKILL)
         session.wait(run, proc, 20, 'ptwatch did not exit after its tracer was killed')
     finally:
         end_group(proc)
     chk.eq('threads with a tracer after the kill', wait_untraced(pid, 2) is not None, True)
-    diffs = text_diffs(pid, tid=worker)
-    if diffs is not None:
-        chk.eq('text bytes that differ from the files after the kill', diffs, [])
+    check_text_restored(chk, pid, 'after the kill', tid=worker)
     lines = attach_stderr_lines(run)
     chk.true('one line says the bytes were restored and the target lives (stderr %r)' % lines,
              any(re.search(r'restored [1-9][0-9]* patched bytes; the target was still running',

@@ -19,7 +19,7 @@ from ptw_test import (
 )
 from helpers import (
     become_subreaper, check_target_exit, kill_tracer, ptwatch_processes, read_line, start_attached,
-    text_diffs, wait_pid, wait_progress, wait_traced, wait_untraced
+    check_text_patched, check_text_restored, wait_pid, wait_progress, wait_traced, wait_untraced
 )
 
 
@@ -63,11 +63,7 @@ def case_interrupt(session, chk, signame='SIGINT'):
         states = task_states(pid)
         chk.true('the fixture still runs after ptwatch exited (threads %s)' % states,
                  states and all(st in 'SR' for st in states.values()))
-        diffs = text_diffs(pid)
-        if diffs is None:
-            print('note: cannot read /proc/%d/mem, text not compared' % pid)
-        else:
-            chk.eq('text bytes that differ from the files after the detach', diffs, [])
+        check_text_restored(chk, pid, 'after the detach')
         os.write(block_w, b'xx')   # release the blocked threads
         # The fixture writes "finished" as its last record.
         deadline = time.monotonic() + 15
@@ -214,9 +210,7 @@ def case_kill9_tracer(session, chk, then='command-exits'):
         tracer = set(traced.values())
         chk.eq('one tracer, the child of the ptwatch we started', sorted(tracer),
                [ptwatch_processes(proc.pid).get('tracer')])
-        before = text_diffs(pid)
-        chk.true('breakpoints in while traced (text bytes that differ: %s)' % before,
-                 before is None or len(before) > 0)
+        check_text_patched(chk, pid, 'while traced')
         kill_tracer(chk, proc.pid, tracer)
         t = wait_untraced(pid, 2)
         chk.true('TracerPid 0 within 2 s of the kill (tracers %s)' % tracer_pids(pid),
@@ -224,9 +218,7 @@ def case_kill9_tracer(session, chk, then='command-exits'):
         chk.true('the command is now the child of ptwatch (children %s)' % child_pids(proc.pid),
                  wait_for(lambda: child_pids(proc.pid) == [pid], 5))
         check_untouched(chk, pid, 'after the kill')
-        diffs = text_diffs(pid)
-        if diffs is not None:
-            chk.eq('text bytes that differ from the files after the kill', diffs, [])
+        check_text_restored(chk, pid, 'after the kill')
         os.write(ctl_w, b'p')
         chk.eq('the command answers after the kill', read_line(rep_r, 10, 'pong').strip(),
                'pong')
@@ -424,8 +416,7 @@ def case_end(session, chk, fixture_name='exercise', which='all'):
         run, proc, ours, master = start_ptwatch_for_end(session, target, way)
         try:
             wait_traced(target)
-            patched = text_diffs(pid)
-            chk.true('int3 bytes in while traced (%s)' % patched, patched)
+            check_text_patched(chk, pid, 'while traced')
             if fixture_name == 'churner':
                 wait_progress(chk, target, 'while traced', more=50)
             end_ptwatch(chk, way, proc, ours, master)

@@ -8,11 +8,13 @@ import subprocess
 import tempfile
 
 from ptw_test import (
-    case, check_attach_doc, check_exit, check_untouched, compare_mappings, exec_mappings, fixture,
-    fixture_source, FrameworkError, load_doc, load_truth, one_truth, ptwatch_path,
-    read_outputs, Skip, thread_spans, tracer_pids, truth_of, wait_for
+    case, check_attach_doc, check_exit, check_untouched, compare_mappings, end_group,
+    exec_mappings, fixture, fixture_source, FrameworkError, load_doc, load_truth, one_truth,
+    ptwatch_path, read_outputs, Skip, thread_spans, tracer_pids, truth_of, wait_for
 )
-from helpers import read_line, text_diffs, wait_traced, wait_untraced
+from helpers import (
+    check_text_patched, check_text_restored, read_line, wait_traced, wait_untraced
+)
 
 
 # ---------------------------------------------------------------------------
@@ -184,8 +186,7 @@ def case_follow_kill9(session, chk):
             tracers |= set(wait_traced(pid).values())
         chk.eq('one tracer for the master and its workers', len(tracers), 1)
         for pid in pids:
-            d = text_diffs(pid)
-            chk.true('breakpoints in %d while traced (%s)' % (pid, d), d is None or len(d) > 0)
+            check_text_patched(chk, pid, 'while traced')
         for tid in tracers:
             os.kill(tid, signal.SIGKILL)
         # The restorer traces each process again for a moment to unmap the
@@ -197,9 +198,7 @@ def case_follow_kill9(session, chk):
         for pid in pids:
             chk.true('%d untraced within 2 s of the kill' % pid, wait_untraced(pid, 2) is not None)
             check_untouched(chk, pid, 'after the kill')
-            diffs = text_diffs(pid)
-            if diffs is not None:
-                chk.eq('%d: text bytes that differ from the files after the kill' % pid, diffs, [])
+            check_text_restored(chk, pid, 'after the kill')
         os.write(ctl_w, b'p')
         chk.eq('the master answers after the kill', read_line(rep_r, 10, 'pong').strip(), 'pong')
         os.write(ctl_w, b'q')
@@ -216,6 +215,7 @@ def case_follow_kill9(session, chk):
         for pid in pids[1:]:
             chk.eq('worker %d: its ppid' % pid, by_pid.get(pid, {}).get('ppid'), pids[0])
     finally:
+        end_group(proc)
         os.close(ctl_w)
         os.close(rep_r)
 
@@ -231,15 +231,18 @@ def case_follow_attach(session, chk):
     master = pids[0]
     before = {pid: exec_mappings(pid) for pid in pids}
     run, proc = session.start_attach(master, opts=('-q', '-f'))
-    for pid in pids:
-        wait_traced(pid)
-    words = target.ask('f', timeout=20)
-    chk.eq('the master forked a worker while traced', words[0], 'forked')
-    new = int(words[1])
-    wait_traced(new)
-    chk.eq('the master answers while traced', target.ask('p'), ['pong'])
-    proc.send_signal(signal.SIGINT)
-    session.wait(run, proc, 20, 'ptwatch did not detach after SIGINT')
+    try:
+        for pid in pids:
+            wait_traced(pid)
+        words = target.ask('f', timeout=20)
+        chk.eq('the master forked a worker while traced', words[0], 'forked')
+        new = int(words[1])
+        wait_traced(new)
+        chk.eq('the master answers while traced', target.ask('p'), ['pong'])
+        proc.send_signal(signal.SIGINT)
+        session.wait(run, proc, 20, 'ptwatch did not detach after SIGINT')
+    finally:
+        end_group(proc)
     chk.eq('ptwatch exit status after SIGINT', run.returncode, 0)
     load_doc(run)
     doc = run.doc
@@ -390,20 +393,22 @@ def case_follow_attach_kill9(session, chk):
     target = session.target('preforkd', [3])
     pids = target.ready()
     run, proc = session.start_attach(pids[0], opts=('-q', '-f'))
-    tracers = set()
-    for pid in pids:
-        tracers |= set(wait_traced(pid).values())
-    # every process set up (breakpoints in), not only seized
-    chk.true('breakpoints in every process while traced',
-             wait_for(lambda: all(text_diffs(pid) for pid in pids), 10))
-    for tid in tracers:
-        os.kill(tid, signal.SIGKILL)
-    session.wait(run, proc, 20, 'ptwatch did not exit after its tracer was killed')
+    try:
+        tracers = set()
+        for pid in pids:
+            tracers |= set(wait_traced(pid).values())
+        # every process set up (breakpoints in), not only seized
+        for pid in pids:
+            check_text_patched(chk, pid, 'while traced', timeout=10)
+        for tid in tracers:
+            os.kill(tid, signal.SIGKILL)
+        session.wait(run, proc, 20, 'ptwatch did not exit after its tracer was killed')
+    finally:
+        end_group(proc)
     for pid in pids:
         chk.true('%d untraced' % pid, wait_untraced(pid, 2) is not None)
         check_untouched(chk, pid, 'after the kill')
-        chk.eq('%d: text bytes that differ from the files after the kill' % pid,
-               text_diffs(pid), [])
+        check_text_restored(chk, pid, 'after the kill')
     load_doc(run)
     chk.eq('end_reason', run.doc['session']['end_reason'], 'tracer_died')
     by_pid = follow_common(chk, run)

@@ -9,7 +9,7 @@ from ptw_test import (
     ptwatch_path, read_outputs, thread_spans, truth_of, wait_for
 )
 from helpers import (
-    check_same_as_untraced, kill_tracer, ptwatch_processes, start_attached, text_diffs,
+    check_same_as_untraced, kill_tracer, ptwatch_processes, start_attached, check_text_restored,
     wait_untraced
 )
 
@@ -258,9 +258,7 @@ def case_locks_deadlock(session, chk, mode='launch'):
         chk.true('both threads still sleep on their mutexes after the detach',
                  wait_for(lambda: blocked_on(pid, rec['ab'], rec['mutex_b']) and
                           blocked_on(pid, rec['ba'], rec['mutex_a']), 5))
-        diffs = text_diffs(pid)
-        if diffs is not None:
-            chk.eq('text bytes that differ from the files after the detach', diffs, [])
+        check_text_restored(chk, pid, 'after the detach')
         lines = [x for x in run.stderr_text().splitlines() if 'DEADLOCK #' in x and 'threads wait' in x]
         chk.eq('said once (%r)' % lines, len(lines), 1)
         target.kill()
@@ -283,9 +281,7 @@ def case_locks_deadlock(session, chk, mode='launch'):
             chk.true('a tracer process', ptwatch_processes(proc.pid).get('tracer') is not None)
             kill_tracer(chk, proc.pid)
             chk.true('TracerPid 0 within 2 s of the kill', wait_untraced(pid, 2) is not None)
-            diffs = text_diffs(pid)
-            if diffs is not None:
-                chk.eq('text bytes that differ from the files after the kill', diffs, [])
+            check_text_restored(chk, pid, 'after the kill')
             chk.true('both threads still sleep on their mutexes after the kill',
                      wait_for(lambda: blocked_on(pid, rec['ab'], rec['mutex_b']) and
                               blocked_on(pid, rec['ba'], rec['mutex_a']), 5))

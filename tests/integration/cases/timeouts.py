@@ -8,8 +8,8 @@ import re
 import signal
 
 from ptw_test import (
-    attach_stderr_lines, case, check_attach_doc, check_untouched, end_group, Failed, fixture,
-    load_doc, load_truth, read_outputs, Skip, tail, thread_spans, truth_of, wait_for
+    attach_stderr_lines, case, check_attach_doc, check_untouched, child_pids, comm, end_group,
+    Failed, fixture, load_doc, load_truth, read_outputs, tail, thread_spans, truth_of, wait_for
 )
 from helpers import (
     check_open, check_target_exit, ptwatch_processes, read_line, start_attached, wait_untraced
@@ -167,7 +167,9 @@ def case_attach_open_timeout(session, chk, end='sigint'):
         if end == 'kill9':
             tracer = ptwatch_processes(proc.pid).get('tracer')
             if not tracer:
-                raise Skip('no tracer process (ptwatch runs in one process here)')
+                # ptwatch always runs a tracer process (ptw_guardian.h)
+                raise Failed('ptwatch %d: no ptw-tracer among its children %s'
+                             % (proc.pid, [(k, comm(k)) for k in child_pids(proc.pid)]))
             os.kill(tracer, signal.SIGKILL)
             session.wait(run, proc, 20, 'ptwatch did not exit after its tracer was killed')
         else:
