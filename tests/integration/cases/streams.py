@@ -14,9 +14,10 @@ import time
 
 from ptw_test import (
     Failed, FrameworkError, case, check_untouched, child_pids, comm, env_path, fixture, kill_group,
-    load_truth, ptwatch_path, tail, tracer_pids, validate, wait_for)
+    load_truth, one_truth, ptwatch_path, tail, tracer_pids, validate, wait_for)
 from helpers import read_line, run_ptwatch, wait_untraced
 from cases.launch import check_lifecycle
+from cases.locks import check_contended_waits, contend_rounds
 
 LINE_TYPES = ('header', 'span_open', 'span', 'frame', 'open', 'wait', 'deadlock', 'warning', 'metrics')
 
@@ -676,6 +677,10 @@ def case_log_filters(session, chk):
 
 @case('json-lines-locks')
 def case_json_lines_locks(session, chk):
+    """locks contend 5: a wait line per contended wait, exactly the
+    fixture's 5 rounds (waiter, owner) and main's joins of the players; the
+    Chrome trace of another run: a slice per wait, the same 5 on the
+    waiters' tracks."""
     exe = fixture('locks')
     run, proc = session.start([exe, 'contend', '5'], opts=['--locks', '--json-lines', '-o',
                                                             'stream.jsonl'], output=None)
@@ -683,30 +688,45 @@ def case_json_lines_locks(session, chk):
     with open(os.path.join(run.tmpdir, 'stream.jsonl'), 'rb') as f:
         objs = parse_lines(chk, f.read(), 'contend stream')
     waits = [o['wait'] for o in objs if o['type'] == 'wait']
-    rounds = [r for r in load_truth(run) if r.get('kind') == 'round']
-    mutex = [w for w in waits if w['wait'] == 'mutex']
-    chk.true('1 to %d mutex wait lines (got %d)' % (len(rounds), len(mutex)),
-             1 <= len(mutex) <= len(rounds))
+    load_truth(run)
+    rec = one_truth(run, 'contend')
+    check_contended_waits(chk, waits, rec, contend_rounds(chk, run, 5), 'stream')
+    main_tid = objs[-1]['target']['pid']
+    joins = [w for w in waits if w['wait'] == 'join']
     chk.true('the others are main\'s joins (%s)' % [w['wait'] for w in waits],
              all(w['wait'] in ('mutex', 'join') for w in waits))
+    chk.true('main\'s joins: by main, each of a player, at most once (%s)'
+             % [(w['tid'], w['owner_tid']) for w in joins],
+             all(w['tid'] == main_tid for w in joins) and
+             len({w['owner_tid'] for w in joins}) == len(joins) and
+             {w['owner_tid'] for w in joins} <= {rec['a'], rec['b']})
     for w in waits:
         chk.eq('wait %d: completed' % w['id'], w['status'], 'completed')
     chk.eq('wait lines, once each', len({w['id'] for w in waits}), len(waits))
     metrics = objs[-1]['metrics']
     chk.eq('metrics.waits counts them', (metrics.get('waits') or {}).get('count'), len(waits))
     # the Chrome trace: a slice per wait, on the waiting thread's track
-    trace = os.path.join(run.tmpdir, 'trace.json')
-    p = run_ptwatch(['-q', '--locks', '--format=chrome', '-o', trace, '--', exe, 'contend', '5'])
-    chk.eq('--format=chrome --locks: exit status (%s)' % p.stderr[-300:], p.returncode, 0)
-    with open(trace) as f:
+    crun = session.run([exe, 'contend', '5'], opts=['-q', '--locks', '--format=chrome', '-o',
+                                                    'trace.json'], output=None, load=False)
+    chk.eq('--format=chrome --locks: exit status (%s)' % tail(crun.stderr_text(), 5),
+           crun.returncode, 0)
+    load_truth(crun)
+    crec = one_truth(crun, 'contend')
+    with open(os.path.join(crun.tmpdir, 'trace.json')) as f:
         events = json.load(f)['traceEvents']
     slices = [e for e in events if e.get('cat', '').startswith('wait')]
-    chk.true('wait slices in the trace (%d)' % len(slices), slices)
     tracks = {e['tid'] for e in events if e.get('ph') == 'M' and e.get('name') == 'thread_name'}
     for e in slices:
         chk.true('wait slice %s: ph X with dur, on a named track' % e.get('name'),
                  e.get('ph') == 'X' and isinstance(e.get('dur'), (int, float))
                  and e.get('tid') in tracks, e)
+    mutex = sorted((e for e in slices if e['args'].get('object') == crec['mutex']),
+                   key=lambda e: e['ts'])
+    chk.eq('trace: the slices of the waits on lock_m, in order, as (track, owner): one per '
+           'round', [(e['tid'], e['args'].get('owner_tid')) for e in mutex],
+           [(r['waiter'], r['owner']) for r in contend_rounds(chk, crun, 5)])
+    chk.eq('trace: the other slices are main\'s joins',
+           [e['name'] for e in slices if e not in mutex and e['name'].split()[1] != 'join'], [])
 
 
 @case('chrome-follow')
