@@ -27,7 +27,16 @@ from helpers import (
 )
 
 
-def check_churner_doc(chk, run, pid, what):
+def check_churner_doc(chk, run, pid, what, counts):
+    """counts: the fixture's counter (threads made, joined and checked)
+    read (before the attach, once attached, at the end of the traced
+    work, after the detach). Each creator_worker has one short_worker at a
+    time: every short_worker counted after `attached` and up to `worked`
+    was created while traced (but the first of each creator, which may
+    have run at the attach) and ended before ptwatch let go; every
+    complete span (created and ended while traced) is counted by
+    `detached` (but the last of each creator, not yet joined)."""
+    before, attached, worked, detached = counts
     doc = run.doc
     frozen = check_attach_doc(chk, run, pid, 'interrupted', what)
     chk.true('%s: session.frozen_ns > 0 (got %r)' % (what, frozen),
@@ -37,7 +46,6 @@ def check_churner_doc(chk, run, pid, what):
     spans = thread_spans(doc)
     pre = [s for s in spans if s['origin'] == 'preexisting']
     created = [s for s in spans if s['origin'] == 'created']
-    chk.true('%s: at least one preexisting span (got %d)' % (what, len(pre)), len(pre) >= 1)
     creators = [s for s in pre if (s['start_routine'] or {}).get('symbol') == 'creator_worker']
     chk.eq('%s: preexisting creator_worker spans' % what, len(creators), 2)
     creator_tids = {s['tid'] for s in creators}
@@ -46,6 +54,9 @@ def check_churner_doc(chk, run, pid, what):
         check_preexisting(chk, s, w, 'creator_worker')
         chk.eq('%s: detached' % w, s['detached'], False, s)
         check_open(chk, s, w)
+    others = [s for s in pre if s not in creators]
+    chk.true('%s: preexisting short_worker spans: at most one per creator (got %d)'
+             % (what, len(others)), len(others) <= 2)
     for s in pre:
         if s not in creators:
             # a short_worker that ran at the attach
@@ -69,9 +80,11 @@ def check_churner_doc(chk, run, pid, what):
                 continue
             chk.true('%s: create_ns <= start_ns <= end_ns' % w,
                      s['create_ns'] <= s['start_ns'] <= s['end_ns'], s)
+            # its argument n (odd from creator 1, even from creator 0) and
+            # its value n + 1, by pthread_exit when n is odd
             arg = s.get('arg')
             value = (s['end'] or {}).get('value')
-            if arg is not None:
+            if chk.true('%s: arg known (got %r)' % (w, arg), isinstance(arg, str), s):
                 n = int(arg, 16)
                 chk.eq('%s: end.value (arg + 1)' % w, value, hex(n + 1), s)
                 chk.eq('%s: status (odd arg: pthread_exit)' % w, s['status'],
@@ -80,8 +93,17 @@ def check_churner_doc(chk, run, pid, what):
         else:
             chk.true('%s: status completed, exited or open (got %s)' % (w, s['status']),
                      s['status'] == 'open', s)
-    chk.true('%s: at least one created span complete with start and end (got %d of %d)'
-             % (what, len(complete), len(created)), len(complete) >= 1)
+    opened = [s for s in created if s['status'] == 'open']
+    chk.true('%s: created spans open at the detach: at most one per creator (got %d)'
+             % (what, len(opened)), len(opened) <= 2)
+    print('%s: counter %d before the attach, %d attached, %d at SIGINT, %d after the detach; '
+          '%d complete created spans' % (what, before, attached, worked, detached, len(complete)))
+    chk.true('%s: complete created spans (%d) at least the threads counted while traced, less '
+             'the first of each creator (%d - %d - 2)' % (what, len(complete), worked, attached),
+             len(complete) >= worked - attached - 2)
+    chk.true('%s: complete created spans (%d) at most the threads counted from before the '
+             'attach to after the detach, and the last of each creator (%d - %d + 2)'
+             % (what, len(complete), detached, before), len(complete) <= detached - before + 2)
     report_warnings(run)
 
 
@@ -90,16 +112,23 @@ def case_attach_churner(session, chk):
     target = session.target('churner')
     pid = target.ready()[0]
     before = exec_mappings(pid)
+    c_before = target.count()
     run, proc = start_attached(session, target)
     try:
+        wait_traced(target)
+        c_attached = target.count()
         # ptwatch follows the churn for a while: 1,000 more threads
-        wait_progress(chk, target, 'while traced', more=1000, timeout=20)
+        c_worked = wait_for(lambda: (lambda c: c if c >= c_attached + 1000 else None)(
+            target.count()), 20, step=0.02) or target.count()
+        chk.true('while traced: the counter went from %d to %d (expected +1000)'
+                 % (c_attached, c_worked), c_worked >= c_attached + 1000)
         os.kill(proc.pid, signal.SIGINT)
         session.wait(run, proc, 20, 'ptwatch did not let go after SIGINT')
     finally:
         end_group(proc)
+    c_detached = target.count()
     load_doc(run)
-    check_churner_doc(chk, run, pid, 'SIGINT')
+    check_churner_doc(chk, run, pid, 'SIGINT', (c_before, c_attached, c_worked, c_detached))
     target.check_alive('after the detach')
     compare_mappings(chk, before, exec_mappings(pid), 'after the detach')
     check_untouched(chk, pid, 'after the detach')

@@ -7,8 +7,8 @@ import re
 import shutil
 
 from ptw_test import (
-    case, check_attach_doc, check_untouched, fixture, report_warnings, Skip,
-    span_index, thread_spans, tracer_pids
+    case, check_attach_doc, check_untouched, fixture, FrameworkError, proc_status,
+    report_warnings, Skip, span_index, task_states, thread_spans, tracer_pids, wait_for
 )
 from helpers import (
     check_main_span, check_open, check_preexisting, check_stack, check_target_exit, settled_states,
@@ -62,6 +62,24 @@ def case_snapshot_running(session, chk):
         chk.eq('run %d: the fixture answers' % attempt, target.ask('p'), ['pong'])
 
 
+def ctxt_switches(pid, tid):
+    """(voluntary, involuntary) context switches of thread tid so far."""
+    st = proc_status(pid, tid)
+    if 'voluntary_ctxt_switches' not in st:
+        raise FrameworkError('no context switch counts in /proc/%d/task/%d/status' % (pid, tid))
+    return int(st['voluntary_ctxt_switches']), int(st['nonvoluntary_ctxt_switches'])
+
+
+def in_syscall(pid, tid, nr):
+    """Thread tid sleeps (S) in system call nr."""
+    try:
+        with open('/proc/%d/task/%d/syscall' % (pid, tid)) as f:
+            words = f.read().split()
+    except OSError:
+        return False
+    return bool(words) and words[0] == str(nr) and task_states(pid).get(tid) == 'S'
+
+
 @case('snapshot-sleepers')
 def case_snapshot_sleepers(session, chk, mode='quiet'):
     """--snapshot reads a thread asleep in the kernel without stopping it
@@ -82,8 +100,29 @@ def case_snapshot_sleepers(session, chk, mode='quiet'):
     target = session.target('sleepers', [mode])
     pid = target.ready()[0]
     recs = [r for r in target.truth() if r.get('kind') == 'sleeper']
+    # Independently of what ptwatch says: a thread stopped (ptrace stop,
+    # even for a moment) has switched out voluntarily once more; one read
+    # asleep without a stop has not run at all. The main thread first
+    # goes back to sleep in read() of the control pipe after its reply.
+    if not wait_for(lambda: in_syscall(pid, pid, 0), 10):
+        raise FrameworkError('the main thread of %d did not sleep in read()' % pid)
+    role_of = {r['tid']: r['role'] for r in recs}
+    role_of[pid] = 'main'
+    switches = {tid: ctxt_switches(pid, tid) for tid in role_of}
     run = session.attach(pid, opts=('--snapshot', '--debug=tracer'))
     frozen = check_attach_doc(chk, run, pid, 'snapshot', 'snapshot')
+    chk.true('untraced after the snapshot (tracers %s)' % tracer_pids(pid),
+             wait_untraced(pid, 2) is not None)
+    after = {tid: ctxt_switches(pid, tid) for tid in role_of}
+    for tid, role in sorted(role_of.items()):
+        what = '%s thread %d: context switches (voluntary, involuntary)' % (role, tid)
+        if role in ('omit', 'cond', 'deep', 'main'):
+            # asleep all along: read without a stop
+            chk.eq('%s unchanged: read asleep, not stopped' % what, after[tid], switches[tid])
+        elif role in ('fp', 'busy'):
+            # had to be stopped: its unwind needs rbp, or it runs
+            chk.true('%s %s, then %s: stopped, so one voluntary switch more at least'
+                     % (what, switches[tid], after[tid]), after[tid][0] > switches[tid][0])
     err = run.stderr_text()
     m = re.search(r'snapshot of %d: (\d+) threads, (\d+) read asleep without a stop, '
                   r'(\d+) stopped' % pid, err)
@@ -136,8 +175,6 @@ def case_snapshot_sleepers(session, chk, mode='quiet'):
         chk.true('read asleep without a stop: the others (%d)' % still,
                  still >= nthreads - 2 - len(ticks))
         chk.true('session.frozen_ns > 0 (got %r)' % frozen, frozen > 0)
-    chk.true('untraced after the snapshot (tracers %s)' % tracer_pids(pid),
-             wait_untraced(pid, 2) is not None)
     check_untouched(chk, pid, 'after the snapshot', allowed='SR')
     chk.eq('the fixture answers', target.ask('p'), ['pong'])
     target.send('q')
