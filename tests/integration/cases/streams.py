@@ -14,7 +14,7 @@ import time
 
 from ptw_test import (
     Failed, FrameworkError, case, check_untouched, child_pids, comm, env_path, fixture, kill_group,
-    load_truth, one_truth, ptwatch_path, tail, tracer_pids, validate, wait_for)
+    load_truth, one_truth, ptwatch_path, tail, tracer_pids, truth_of, validate, wait_for)
 from helpers import read_line, run_ptwatch, wait_untraced
 from cases.launch import check_lifecycle
 from cases.locks import check_contended_waits, contend_rounds
@@ -603,9 +603,41 @@ def case_chrome(session, chk):
     chk.true('the summary says the calls are in the stream',
              '(each call: in the stream)' in rep.stdout.decode())
     chk.true('frames present', any(e.get('cat', '').startswith('frame') for e in events))
-    chk.true('live trace: slices and thread names',
-             any(e['ph'] == 'X' for e in trace['traceEvents']) and
-             any(e['ph'] == 'M' and e['name'] == 'thread_name' for e in trace['traceEvents']))
+    check_chrome_recursion(chk, trace, load_truth(lrun), 'live trace')
+
+
+def check_chrome_recursion(chk, trace, truth, what):
+    """The Chrome trace of frames recursion under --trace 'fr_*', against
+    the fixture's truth: one process, a named track and a thread slice per
+    thread that recursed (main and the rec_workers), and on each track its
+    calls of fr_rec, completed, fr_rec(n) returning n + ... + 1."""
+    events = trace['traceEvents']
+    calls = {r['tid']: r for r in truth if r.get('kind') == 'calls'}
+    rec = [r for r in truth if r.get('kind') == 'recursion']
+    pid = rec[0]['pid'] if rec else None
+    if len(rec) != 1 or rec[0]['main'] != pid or sorted(calls) != sorted(
+            set(calls) | {pid}) or len(calls) != rec[0]['threads'] + 1:
+        raise FrameworkError('frames recursion truth: %s' % truth)
+    procs = [e for e in events if e['ph'] == 'M' and e['name'] == 'process_name']
+    chk.eq('%s: one process, the fixture\'s' % what, [e['pid'] for e in procs], [pid])
+    tracks = sorted(e['tid'] for e in events if e['ph'] == 'M' and e['name'] == 'thread_name')
+    chk.eq('%s: a named track per thread' % what, tracks, sorted(calls))
+    threads = sorted((e['name'], e['tid']) for e in events
+                     if e['ph'] == 'X' and e.get('cat', '').startswith('thread'))
+    chk.eq('%s: a thread slice per thread: main and the rec_workers' % what, threads,
+           sorted([('main', pid)] + [('rec_worker', t) for t in calls if t != pid]))
+    for tid, c in sorted(calls.items()):
+        frames = [e for e in events if e['ph'] == 'X' and e.get('cat', '').startswith('frame')
+                  and e['tid'] == tid]
+        n = c['max_depth']
+        chk.eq('%s: thread %d: its calls of fr_rec (name, status, value), as many as it made'
+               % (what, tid),
+               sorted((e['name'], e['args'].get('status'), int(e['args'].get('value'), 16))
+                      for e in frames),
+               sorted(('fr_rec', 'completed', k * (k + 1) // 2)
+                      for k in list(range(1, n + 1)) * (c['calls'] // n)))
+    chk.true('%s: every event in the fixture\'s process' % what,
+             all(e['pid'] == pid for e in events))
 
 
 # ---------------------------------------------------------------------------
@@ -731,23 +763,44 @@ def case_json_lines_locks(session, chk):
 
 @case('chrome-follow')
 def case_chrome_follow(session, chk):
-    """-f --format=chrome: each process its own pid and process_name, its
-    threads' slices under it."""
-    trace = os.path.join(session.tmpdir if hasattr(session, 'tmpdir') else '/tmp',
-                         'ptw-chrome-follow-%d.json' % os.getpid())
-    p = run_ptwatch(['-q', '-f', '--format=chrome', '-o', trace, '--', fixture('forkthreads')])
-    chk.true('exit status: the command\'s (%d; %s)' % (p.returncode, p.stderr[-300:]),
-             p.returncode in (0, 3))
-    with open(trace) as f:
+    """-f --format=chrome on forkthreads: each process its own pid and
+    process_name, its threads' slices under it, against the fixture's
+    truth: the fork child's pid and its three child_worker tids, the
+    parent's threads, a process per /bin/true child and one for system()'s
+    shell."""
+    run = session.run([fixture('forkthreads')], opts=['-q', '-f', '--format=chrome', '-o',
+                                                      'trace.json'], output=None, load=False)
+    load_truth(run)
+    chk.eq('exit status: the command\'s (%s)' % tail(run.stderr_text(), 5), run.returncode, 0)
+    with open(os.path.join(run.tmpdir, 'trace.json')) as f:
         events = json.load(f)['traceEvents']
-    os.unlink(trace)
+    main = one_truth(run, 'main')
+    children = {c['how']: c for c in truth_of(run, 'child')}
+    fork_pid = children['fork']['pid']
     names = {e['pid']: e['args']['name'] for e in events
              if e.get('ph') == 'M' and e.get('name') == 'process_name'}
-    chk.true('two processes or more, each named (%s)' % names, len(names) >= 2)
+    chk.eq('a process_name per process: the command, its fork child, posix_spawn\'s and '
+           'vfork\'s /bin/true and system()\'s shell (%s)' % names, len(names), 5)
+    chk.eq('the command\'s process name', names.get(main['pid']),
+           'fixture-forkthreads (%d)' % main['pid'])
+    chk.eq('the fork child\'s process name', names.get(fork_pid),
+           'fixture-forkthreads (%d)' % fork_pid)
+    for how in ('posix_spawn', 'vfork'):
+        pid = children[how]['pid']
+        chk.eq('%s child\'s process name' % how, names.get(pid), 'true (%d)' % pid)
     slices = [e for e in events if e.get('ph') == 'X' and e.get('cat', '').startswith('thread')]
     chk.true('every thread slice under a named process',
              all(e['pid'] in names for e in slices))
-    child_slices = [e for e in slices if e['name'] == 'child_worker']
-    chk.eq('the fork child\'s 3 workers', len(child_slices), 3)
-    chk.true('the child\'s workers are not in the parent\'s process',
-             all(e['pid'] != min(names) for e in child_slices))
+    # the fork child: its main and the three child_worker threads
+    child_tids = sorted(t['tid'] for t in truth_of(run, 'child_thread')
+                        if t['pid'] == fork_pid)
+    chk.eq('truth: the fork child\'s 3 threads', len(child_tids), 3)
+    chk.eq('the fork child\'s slices: (name, tid)',
+           sorted((e['name'], e['tid']) for e in slices if e['pid'] == fork_pid),
+           sorted([('main', fork_pid)] + [('child_worker', t) for t in child_tids]))
+    chk.eq('the command\'s slices: (name, tid)',
+           sorted((e['name'], e['tid']) for e in slices if e['pid'] == main['pid']),
+           sorted([('main', main['tid'])] + [(t['routine'], t['tid'])
+                                             for t in truth_of(run, 'thread')]))
+    chk.eq('child_worker slices only in the fork child',
+           sorted(e['tid'] for e in slices if e['name'] == 'child_worker'), child_tids)
