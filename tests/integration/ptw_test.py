@@ -1327,6 +1327,19 @@ class Tmux:
                              % (what or repr(cond), timeout, text.rstrip()))
             time.sleep(0.05)
 
+    def changes(self, screen, seconds, step=0.05):
+        """Watches the screen for `seconds` (an observation, not a wait for
+        an order): the first screen that differs from `screen`, or None if
+        it stayed the same all along."""
+        deadline = time.monotonic() + seconds
+        while True:
+            text = self.screen()
+            if text != screen:
+                return text
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(step)
+
     def close(self):
         try:
             self.cmd('kill-server')

@@ -217,9 +217,13 @@ def live_filter(session, chk, term):
     t3 = int(target.ask('o')[1])
     term.expect(live_row(t3) + r'\s*odd-\d+\s+odd_worker', 20, 'the row of odd thread %d' % t3)
     t2 = int(target.ask('c')[1])
-    chk.true('pool_worker threads %d and %d are not shown' % (t1, t2),
-             not re.search(live_row(t1), term.screen(), re.M)
-             and not re.search(live_row(t2), term.screen(), re.M), detail=term.screen())
+    # a later thread's row drawn: the table has caught up with t2's creation
+    t5 = int(target.ask('o')[1])
+    text = term.expect(live_row(t5) + r'\s*odd-\d+\s+odd_worker', 20,
+                       'the row of odd thread %d, made after pool thread %d' % (t5, t2)).string
+    chk.true('pool_worker threads %d and %d are not shown (odd %d and %d are)' % (t1, t2, t3, t5),
+             not re.search(live_row(t1), text, re.M) and not re.search(live_row(t2), text, re.M)
+             and re.search(live_row(t3), text, re.M), detail=text)
     term.keys('q')
     term.expect(r'^AFTER-0', 20, 'q: ptwatch ended, exit 0')
     check_untouched(chk, pid, 'after q')
@@ -292,12 +296,32 @@ def live_attach(session, chk, term, mode):
     rows = [int(m.group(1)) for m in re.finditer(r'^\s*(\d+)\s+\S', text, re.M)]
     chk.true('reversed name order: pool-1 (%d) above odd-2 (%d): %s' % (t2, t3, rows),
              t2 in rows and t3 in rows and rows.index(t2) < rows.index(t3))
-    # pause: a new thread does not show until unpaused
+    # pause: a new thread does not show until unpaused. Nothing is drawn
+    # while paused, so no later event can show that the table caught up:
+    # an unpaused table draws a change within 200 ms of its last frame
+    # and redraws every second (AGE), so the screen is watched for 1.5 s
+    # once the thread was made (the tracer saw its creation before it
+    # ran): it must not change at all.
     term.keys('p')
-    term.expect(r'PAUSED', 10, 'paused')
+    frozen = term.expect(r'PAUSED', 10, 'paused').string
+    for _ in range(20):   # the paused frame, whole (a slow terminal takes it in parts)
+        more = term.changes(frozen, 0.2)
+        if more is None:
+            break
+        frozen = more
     t4 = int(target.ask('c')[1])
-    chk.true('paused: the new thread %d is not shown' % t4,
-             not re.search(live_row(t4), term.screen(), re.M))
+    changed = term.changes(frozen, 1.5)
+    chk.true('paused: the screen stays as it was, the new thread %d not shown%s'
+             % (t4, '' if changed is None else ' (it changed to:\n%s)' % changed),
+             changed is None)
+    if os.environ.get('PTW_TEST_PAUSE_KEYS'):
+        # Not enabled (see the report of issue 21, item 7): a key that
+        # redraws (scroll, ^L) while paused draws the live model, not the
+        # paused one, so the new thread shows.
+        term.keys('k')
+        text = term.expect(r'PAUSED', 10, 'paused, after a key').string
+        chk.true('paused, after a key that redraws: the new thread %d is not shown' % t4,
+                 not re.search(live_row(t4), text, re.M), detail=text)
     term.keys('p')
     term.expect(live_row(t4), 20, 'the new thread %d once unpaused' % t4)
     # resize: the table follows the window
