@@ -6,6 +6,7 @@ processes, and "the same with and without"."""
 
 import ctypes
 import errno
+import json
 import os
 import select
 import signal
@@ -13,8 +14,8 @@ import subprocess
 import time
 
 from ptw_test import (
-    child_pids, comm, Failed, kill_group, proc_status, ptwatch_path, read_outputs, task_states,
-    thread_spans, tracer_pids, wait_for
+    child_pids, comm, Failed, FrameworkError, kill_group, proc_status, ptwatch_path, read_outputs,
+    task_states, thread_spans, tracer_pids, wait_for
 )
 
 
@@ -292,11 +293,32 @@ def kill_tracer(chk, front, tracers=None):
                  wait_for(lambda: proc_status(restorer).get('State', 'Z')[:1] in 'ZX', 10))
 
 
+# Truth fields that name a thread, a process or an address: they differ
+# from run to run, what the fixture computed does not.
+IDENTITY_FIELDS = {'tid', 'pid', 'pthread', 'creator', 'joiner', 'routine_addr', 'waiter', 'owner',
+                   'a', 'b', 'ab', 'ba', 'main', 'mutex', 'mutex_a', 'mutex_b', 'rwlock', 'cond',
+                   'sem', 'addr', 'tids'}
+
+
+def truth_computed(truth):
+    """The truth records without their identities (IDENTITY_FIELDS), as a
+    sorted list: what the fixture computed and saw, comparable between runs."""
+    return sorted(json.dumps({k: v for k, v in r.items() if k not in IDENTITY_FIELDS},
+                             sort_keys=True) for r in truth)
+
+
 def check_same_as_untraced(chk, session, cmd, traced, env=None):
-    """The target's output and exit status do not depend on --trace."""
+    """The target's output, exit status and what it computed (its truth
+    records but their tids and addresses) do not depend on --trace (or
+    --locks): compared with a run without it. A fixture that prints nothing
+    and records nothing would compare nothing: that is an error."""
     plain = session.run(cmd, opts=['-q'], env=env)
     chk.eq('exit status with and without --trace', traced.returncode, plain.returncode)
     chk.eq('output with and without --trace', traced.stdout_text(), plain.stdout_text())
+    if not traced.truth and not plain.truth and not traced.stdout_text().strip():
+        raise FrameworkError('%s: no output and no truth records to compare' % ' '.join(cmd))
+    chk.eq('what the fixture computed (its truth records without tids and addresses) with and '
+           'without --trace', truth_computed(traced.truth), truth_computed(plain.truth))
 
 
 def run_ptwatch(argv, timeout=60, env=None, stdin=subprocess.DEVNULL):
