@@ -649,7 +649,17 @@ def case_attach_exec_fork(session, chk):
           % (len(thread_spans(run.doc)), len(execs),
              [(s['id'], s['status'], (s['start_routine'] or {}).get('symbol')) for s in mains],
              run.doc['target']['exe']))
-    chk.true('across the exec: spans ended by exec (got %d)' % len(execs), len(execs) >= 1)
+    # the three threads of image 1 at the exec: main (joining exec_worker),
+    # fork_worker and exec_worker, which execs (the fork children are not
+    # followed without -f)
+    rec = target.one_truth('exec')
+    chk.eq('across the exec: spans ended by exec: the three threads of image 1 (%s)'
+           % [(s['tid'], (s['start_routine'] or {}).get('symbol')) for s in execs], len(execs), 3)
+    chk.eq('across the exec: main and exec_worker among them',
+           sorted({pid, rec['tid']} & {s['tid'] for s in execs}), sorted({pid, rec['tid']}))
+    chk.eq('across the exec: the routines ended by it',
+           sorted((s['start_routine'] or {}).get('symbol') or '' for s in execs),
+           ['exec_worker', 'fork_worker', 'main'])
     check_untouched(chk, pid, 'after the exec')
     before = exec_mappings(pid)
     for i in range(2):

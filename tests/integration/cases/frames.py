@@ -305,17 +305,28 @@ def case_frames_pthread(session, chk, variant='default'):
     m.check_complete()
     check_frames_sane(chk, run.doc)
     frames = frame_spans(run.doc)
-    count = {}
-    for f in frames:
-        count[frame_symbol(f)] = count.get(frame_symbol(f), 0) + 1
-    for fn in ('pthread_create', 'pthread_join', 'level_b', 'level_c', '__nptl_death_event'):
-        chk.true('%s is traced (%r)' % (fn, count), count.get(fn, 0) >= 1)
-    exits = [f for f in frames if frame_symbol(f) == 'pthread_exit']
-    chk.true('pthread_exit: unmatched thread_exit (%r)' % exits,
-             len(exits) == 1 and exits[0]['reason'] == 'thread_exit')
-    levels = [f for f in frames if frame_symbol(f) in ('level_b', 'level_c')]
-    chk.true('level_b and level_c return (%r)' % levels,
-             len(levels) == 2 and all(f['status'] == 'completed' for f in levels))
+    threads = truth_of(run, 'thread')
+    joins = truth_of(run, 'join')
+
+    def calls(fn):
+        return sorted((f['tid'], f['status'], f['reason']) for f in frames
+                      if frame_symbol(f) == fn)
+    # one call per thread made, by its creator; one join per join, by the
+    # joiner; one death event per thread that ended, in it; each start
+    # routine once, in its thread (level_a ends in pthread_exit)
+    chk.eq('pthread_create: a call per thread made, by its creator (tid, status, reason)',
+           calls('pthread_create'), sorted((t['creator'], 'completed', None) for t in threads))
+    chk.eq('pthread_join: a call per join, by the joiner', calls('pthread_join'),
+           sorted((j['joiner'], 'completed', None) for j in joins))
+    chk.eq('__nptl_death_event: a call per thread that ended, in it',
+           calls('__nptl_death_event'), sorted((t['tid'], 'completed', None) for t in threads))
+    for t in threads:
+        chk.eq('%s: one call, in its thread' % t['routine'], calls(t['routine']),
+               [(t['tid'], 'completed', None) if t['end'] == 'return'
+                else (t['tid'], 'unmatched', 'thread_exit')])
+    chk.eq('pthread_exit: a call per thread that called it, unmatched thread_exit',
+           calls('pthread_exit'), sorted((t['tid'], 'unmatched', 'thread_exit')
+                                         for t in threads if t['end'] == 'pthread_exit'))
     check_same_as_untraced(chk, session, [exe], run)
 
 

@@ -164,6 +164,9 @@ def case_attach_open_timeout(session, chk, end='sigint'):
     try:
         line, span_id = wait_open_line(run, proc, holder)
         check_open_line(chk, line, 'open line of the holder', limit)
+        # main, blocked joining the holder since before the attach, crosses
+        # the limit at the same time
+        main_line, main_id = wait_open_line(run, proc, pid)
         if end == 'kill9':
             tracer = ptwatch_processes(proc.pid).get('tracer')
             if not tracer:
@@ -200,8 +203,18 @@ def case_attach_open_timeout(session, chk, end='sigint'):
     after = h.get('open_after_ns')
     chk.true('holder: open_after_ns set (got %r)' % after, isinstance(after, int), h)
     check_open_where(chk, h, 'holder')
-    chk.true('metrics.open_timeouts >= 1 (got %r)' % doc['metrics'].get('open_timeouts'),
-             (doc['metrics'].get('open_timeouts') or 0) >= 1)
+    m = spans.get(pid)
+    if chk.true('a span for main', m, sorted(spans)):
+        chk.eq('main\'s open line names its span', main_id, m['id'])
+        chk.true('main: open_after_ns set (got %r)' % m.get('open_after_ns'),
+                 isinstance(m.get('open_after_ns'), int), m)
+    chk.eq('one open line each for the holder and main',
+           (len(open_lines(run, holder)), len(open_lines(run, pid))), (1, 1))
+    chk.eq('no open line for another thread',
+           [l for l in run.stderr_text().splitlines()
+            if re.match(r'^\s*\d+\.\d+\s+\d+ open\s', l) and not
+            re.match(r'^\s*\d+\.\d+\s+(%d|%d) open\s' % (holder, pid), l)], [])
+    chk.eq('metrics.open_timeouts (the holder and main)', doc['metrics'].get('open_timeouts'), 2)
     target.check_alive('after ptwatch ended')
     wait_untraced(pid, 5)
     check_untouched(chk, pid, 'after ptwatch ended')
