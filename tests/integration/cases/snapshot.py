@@ -26,7 +26,21 @@ def case_snapshot_running(session, chk):
     pid = target.ready()[0]
     flippers = [r['tid'] for r in target.truth() if r.get('kind') == 'flipper']
     sleepers = {r['tid']: r['syscall'] for r in target.truth() if r.get('kind') == 'sleeper'}
-    for attempt in range(5):
+    full = set()    # the chains (a, b) seen whole, flip_x3 <- flip_x2 <- flip_x1 <- flipper
+    attempt = 0
+    # at least 5 snapshots, and until each chain was seen whole (a thread
+    # stopped in flipper's loop or in flip_x1 has a shorter one, rarely)
+    while attempt < 5 or (full != {'a', 'b'} and attempt < 20):
+        # Each sleeper asleep (S) first, in its system call: it is read as
+        # it sleeps, so its state is exactly that. A nap that an earlier
+        # snapshot interrupted goes on in restart_syscall.
+        asleep = wait_for(lambda: (lambda got: got if all(got.values()) else None)(
+            {tid: sleeping_in(pid, tid) for tid in sleepers}), 10) or {}
+        for tid, call in sleepers.items():
+            allowed = (call, 'restart_syscall') if 'sleep' in call else (call,)
+            if asleep.get(tid) not in allowed:
+                raise FrameworkError('sleeper %d is not asleep in %s: %s (%s)'
+                                     % (tid, call, asleep.get(tid), task_states(pid)))
         run = session.attach(pid, opts=('--snapshot',))
         check_attach_doc(chk, run, pid, 'snapshot', 'snapshot')
         index = span_index(run.doc)
@@ -47,19 +61,33 @@ def case_snapshot_running(session, chk):
                 i = names.index(chain[-1])
                 chk.eq('%s: the chain is called from flipper' % what,
                        names[i + 1] if i + 1 < len(names) else None, 'flipper')
+                if len(chain) == 3:
+                    full.add(chain[0][5])
         for tid, call in sleepers.items():
             what = 'run %d: sleeper %d' % (attempt, tid)
             spans = index.get(tid, [])
             if chk.eq('%s: spans' % what, len(spans), 1):
-                # A sleep that an earlier snapshot interrupted goes on in
-                # restart_syscall (the kernel's way to resume nanosleep);
-                # on a busy machine it may not have run yet to go back to
-                # sleep: runnable (R) in restart_syscall, which is true.
-                calls = (('S ' + call, 'S restart_syscall', 'R restart_syscall')
-                         if 'sleep' in call else ('S ' + call, 'R ' + call, 'R'))
-                chk.true('%s: state %r in %s' % (what, spans[0].get('state'), calls),
-                         spans[0].get('state') in calls, spans[0])
+                chk.eq('%s: state (read as it slept)' % what, spans[0].get('state'),
+                       'S ' + asleep[tid], spans[0])
         chk.eq('run %d: the fixture answers' % attempt, target.ask('p'), ['pong'])
+        attempt += 1
+    chk.eq('both call chains seen whole in %d snapshots' % attempt, sorted(full), ['a', 'b'])
+
+
+# x86-64 system call numbers of the sleepers' calls (/proc/TID/syscall)
+SYSCALL_NAMES = {0: 'read', 35: 'nanosleep', 219: 'restart_syscall', 230: 'clock_nanosleep'}
+
+
+def sleeping_in(pid, tid):
+    """The name of the system call thread tid sleeps in (state S), or None."""
+    try:
+        with open('/proc/%d/task/%d/syscall' % (pid, tid)) as f:
+            words = f.read().split()
+    except OSError:
+        return None
+    if not words or not words[0].isdigit() or task_states(pid).get(tid) != 'S':
+        return None
+    return SYSCALL_NAMES.get(int(words[0]), words[0])
 
 
 def ctxt_switches(pid, tid):
@@ -68,16 +96,6 @@ def ctxt_switches(pid, tid):
     if 'voluntary_ctxt_switches' not in st:
         raise FrameworkError('no context switch counts in /proc/%d/task/%d/status' % (pid, tid))
     return int(st['voluntary_ctxt_switches']), int(st['nonvoluntary_ctxt_switches'])
-
-
-def in_syscall(pid, tid, nr):
-    """Thread tid sleeps (S) in system call nr."""
-    try:
-        with open('/proc/%d/task/%d/syscall' % (pid, tid)) as f:
-            words = f.read().split()
-    except OSError:
-        return False
-    return bool(words) and words[0] == str(nr) and task_states(pid).get(tid) == 'S'
 
 
 @case('snapshot-sleepers')
@@ -104,7 +122,7 @@ def case_snapshot_sleepers(session, chk, mode='quiet'):
     # even for a moment) has switched out voluntarily once more; one read
     # asleep without a stop has not run at all. The main thread first
     # goes back to sleep in read() of the control pipe after its reply.
-    if not wait_for(lambda: in_syscall(pid, pid, 0), 10):
+    if not wait_for(lambda: sleeping_in(pid, pid) == 'read', 10):
         raise FrameworkError('the main thread of %d did not sleep in read()' % pid)
     role_of = {r['tid']: r['role'] for r in recs}
     role_of[pid] = 'main'
