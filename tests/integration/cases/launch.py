@@ -58,7 +58,7 @@ def check_lifecycle(chk, run, stripped=False, symbols_only=False):
         jw = run.doc['metrics']['join_wait_ns']
         chk.true('metrics.join_wait_ns.max >= long_worker wait (%s)' % jw.get('max'),
                  jw.get('max') is not None and jw['max'] >= j['wait_ns'])
-        chk.eq('metrics.join_wait_ns.count (joined threads)', jw['count'], len(m.joins))
+        chk.eq('metrics.join_wait_ns.count (joined threads)', jw['count'], len(m.join_records))
 
 
 def check_stripped_text(chk, run):
@@ -282,7 +282,7 @@ def check_storm(chk, run):
     uncertain = [s['id'] for s in thread_spans(run.doc) if s['uncertain']]
     chk.eq('uncertain spans', uncertain, [])
     complete = sum(1 for t in leaves
-                   if (m.span_of.get(t['tid']) or {}).get('status') == 'completed')
+                   if (m.span_for.get(id(t)) or {}).get('status') == 'completed')
     print('run %s: %d/1200 leaf spans completed, %d spans, %.2f s, stops %s'
           % (run.tmpdir, complete, len(thread_spans(run.doc)), run.elapsed,
              run.doc['session'].get('stops', {}).get('total')))
