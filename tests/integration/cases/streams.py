@@ -121,6 +121,13 @@ def doc_from_lines(objs):
             'warnings': last['warnings']}
 
 
+def check_summary_threads(chk, summary, threads, what):
+    """A summary, not an empty string: its first line counts the threads
+    the fixture's truth has."""
+    chk.true('%s: "ptwatch: %d threads" first (%r)' % (what, threads, summary[:100]),
+             summary.startswith('\nptwatch: %d threads ' % threads))
+
+
 def summary_of(stderr):
     """The summary a live run printed at its end (after the event lines)."""
     text = stderr.decode('utf-8', 'replace')
@@ -165,6 +172,9 @@ def case_json_lines(session, chk):
     chk.true('event lines on stderr as without --json-lines', 'create' in run.stderr_text())
     # the report re-renders the live summary, line for line
     live = summary_of(run.stderr)
+    check_summary_threads(chk, live, len([r for r in run.truth
+                                          if r.get('kind') in ('thread', 'main')]),
+                          'the live summary')
     rep = run_ptwatch(['report', path])
     chk.eq('report: exit status (%s)' % rep.stderr[:300], rep.returncode, 0)
     chk.eq('report of the stream = the live summary', rep.stdout.decode(), live)
@@ -595,6 +605,9 @@ def case_chrome(session, chk):
     chk.eq('the stream has the frames of the document', sorted(strip(f) for f in sframes),
            sorted(strip(f) for f in dframes))
     rep = run_ptwatch(['report', os.path.join(srun.tmpdir, 's.jsonl')])
+    check_summary_threads(chk, summary_of(srun.stderr),
+                          len([r for r in load_truth(srun) if r.get('kind') == 'calls']),
+                          'the live summary with frames')
     chk.eq('report of the stream with frames = its live summary', rep.stdout.decode(),
            summary_of(srun.stderr))
     chk.true('the summary says the calls are in the stream',
