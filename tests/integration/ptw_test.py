@@ -494,6 +494,11 @@ class Check:
 
     def fail(self, what, span=None, detail=None):
         lines = ['FAIL: %s%s' % (self.prefix, what)]
+        if span is not None and not isinstance(span, dict):
+            # something else given where the span goes (a text, a list):
+            # shown as the detail
+            more = span if isinstance(span, str) else json.dumps(span, default=str)
+            detail, span = '%s\n%s' % (detail, more) if detail else more, None
         if detail:
             lines.append('      ' + detail)
         if span is not None and id(span) not in self.shown_spans:
