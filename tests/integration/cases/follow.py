@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -9,11 +10,17 @@ import tempfile
 
 from ptw_test import (
     case, check_attach_doc, check_exit, check_untouched, compare_mappings, end_group,
-    exec_mappings, fixture, fixture_source, FrameworkError, load_doc, load_truth, one_truth,
-    ptwatch_path, read_outputs, Skip, thread_spans, tracer_pids, truth_of, wait_for
+    exec_mappings, Failed, fixture, fixture_source, FrameworkError, load_doc, load_truth,
+    one_truth, ptwatch_path, read_outputs, report_warnings, Skip, thread_spans, tracer_pids,
+    truth_of, wait_for
 )
 from helpers import (
     check_text_patched, check_text_restored, read_line, wait_traced, wait_untraced
+)
+from cases.frames import check_frames_sane, check_recursion_frames, frame_spans
+from cases.locks import (
+    check_contended_waits, check_deadlock_doc, check_waits_sane, contend_rounds, obj_symbol,
+    site_symbol, wait_for_text, wait_spans
 )
 
 
@@ -416,3 +423,142 @@ def case_follow_attach_kill9(session, chk):
     chk.eq('the master answers', target.ask('p'), ['pong'])
     target.send('q')
     chk.eq('the server finishes', target.line(20, 'done').strip(), 'done')
+
+
+# ---------------------------------------------------------------------------
+# -f with --locks and --trace: a forked and exec'd child gets the same set-up
+# as the process ptwatch launched (these fail until src/ follows suit)
+
+@case('follow-locks')
+def case_follow_locks(session, chk):
+    """-f --locks, the locks fixture fork+exec'd by prefork: the child's
+    contended waits are exactly the fixture's rounds (waiter, owner), and a
+    deadlock that forms in another such child is said in the event log at
+    once and is in the document's deadlocks, as in a launched process."""
+    prefork, locks = fixture('prefork'), fixture('locks')
+    chk.prefix = '[contend] '
+    run = session.run([prefork, 'exec', locks, 'contend', '20'], opts=['-q', '-f', '--locks'])
+    check_exit(chk, run, code=0)
+    by_pid = follow_common(chk, run)
+    child = one_truth(run, 'child')
+    chk.eq('the child exited 0', child.get('code'), 0)
+    chk.eq('the child is followed', by_pid.get(child['pid'], {}).get('followed'), True)
+    check_waits_sane(chk, run.doc)
+    rec = one_truth(run, 'contend')
+    pid_of = {s['tid']: s.get('pid') for s in thread_spans(run.doc)}
+    chk.eq('the players are threads of the child', [pid_of.get(rec['a']), pid_of.get(rec['b'])],
+           [child['pid'], child['pid']])
+    mutex = check_contended_waits(chk, wait_spans(run.doc), rec, contend_rounds(chk, run, 20),
+                                  'the child\'s lock_m')
+    for w in mutex:
+        chk.eq('wait %d: object symbol' % w['id'], obj_symbol(w), 'lock_m', w)
+        chk.eq('wait %d: call site' % w['id'], site_symbol(w), 'player', w)
+        chk.eq('wait %d: status' % w['id'], w['status'], 'completed', w)
+    report_warnings(run)
+
+    chk.prefix = '[deadlock] '
+    run, proc = session.start([prefork, 'exec', locks, 'deadlock'], opts=['-q', '-f', '--locks'])
+    dl_pid = None
+    try:
+        # the fixture writes its record once both threads sleep in the
+        # deadlock: ptwatch said it when the second wait began
+        if not wait_for(lambda: any(r.get('kind') == 'deadlock' for r in load_truth(run))
+                        or proc.poll() is not None, 20):
+            raise Failed('the deadlock did not form in the child within 20 s')
+        rec = one_truth(run, 'deadlock')
+        dl_pid = rec['pid']
+        chk.true('DEADLOCK said in the event log (with -q) for the child\'s threads',
+                 wait_for_text(run, proc, 'DEADLOCK #1', 10), run.stderr_text()[-2000:])
+        chk.eq('ptwatch still runs', proc.poll(), None)
+        os.kill(dl_pid, signal.SIGKILL)
+        session.wait(run, proc, 20, 'ptwatch did not exit after the child was killed')
+    finally:
+        end_group(proc)
+        if dl_pid:
+            try:
+                os.kill(dl_pid, signal.SIGKILL)
+            except OSError:
+                pass
+    load_doc(run)
+    load_truth(run)
+    chk.eq('ptwatch exits as prefork (0)', run.returncode, 0)
+    child = one_truth(run, 'child')
+    chk.eq('prefork\'s child is the deadlocked process, killed', (child['pid'], child.get('signal')),
+           (dl_pid, signal.SIGKILL))
+    check_deadlock_doc(chk, run.doc, rec, 'unmatched')
+    check_waits_sane(chk, run.doc)
+    lines = [x for x in run.stderr_text().splitlines() if 'DEADLOCK #' in x and 'threads wait' in x]
+    chk.eq('said once in the event log (%r)' % lines, len(lines), 1)
+    chk.prefix = ''
+
+
+@case('follow-trace')
+def case_follow_trace(session, chk):
+    """-f --trace, the frames fixture fork+exec'd by prefork (recursion):
+    the child's frame spans are exactly its truth (each thread's calls of
+    fr_rec, depths and values), every one in the child's process."""
+    run = session.run([fixture('prefork'), 'exec', fixture('frames'), 'recursion'],
+                      opts=['-q', '-f', '--trace', 'fr_*'])
+    check_exit(chk, run, code=0)
+    by_pid = follow_common(chk, run)
+    child = one_truth(run, 'child')
+    rec = one_truth(run, 'recursion')
+    chk.eq('the child exited 0', child.get('code'), 0)
+    chk.eq('the recursing process is prefork\'s child', rec['pid'], child['pid'])
+    chk.eq('the child is followed', by_pid.get(child['pid'], {}).get('followed'), True)
+    check_frames_sane(chk, run.doc)
+    frames = frame_spans(run.doc)
+    chk.eq('the frames are the child\'s (their pids)', sorted({f.get('pid') for f in frames}),
+           [child['pid']])
+    check_recursion_frames(chk, frames, truth_of(run, 'calls'))
+    # man page (--trace): "A pattern that matched no function by the end of
+    # the session is a warning". fr_* matched in the child: no warning.
+    # (Today ptwatch warns, from the launched process alone: this check
+    # fails while the frame spans above are exact.)
+    msgs = [w['message'] for w in run.doc['warnings'] if w['code'] == 'trace_no_match']
+    chk.eq('no trace_no_match warning: fr_* matched in the child', msgs, [])
+
+
+# an event line with the process column: "   0.123456    PID     TID what ..."
+PID_LINE = re.compile(r'^\s*\d+\.\d{6}\s+(\d+)\s+(\d+)\s+(\S+)')
+
+
+@case('follow-wait-pid')
+def case_follow_wait_pid(session, chk):
+    """-f --locks, locks forkwait 10: the event lines name the process once
+    there are two; each round the fork child makes and joins a thread just
+    before the waiter's "wait" line and before its "waited" line. Every
+    line's pid column is its thread's process, the wait lines' too (not
+    the process of the line before)."""
+    rounds = 10
+    run = session.run([fixture('locks'), 'forkwait', str(rounds)], opts=['-f', '--locks'])
+    check_exit(chk, run, code=0)
+    fw = one_truth(run, 'forkwait')
+    chk.eq('the poked child exited 0', (fw['exited'], fw['code']), (True, 0))
+    child = fw['child']
+    follow_common(chk, run)
+    pid_of = {s['tid']: s.get('pid') for s in thread_spans(run.doc)}
+    chk.eq('the rounds\' waiters are threads of the parent',
+           sorted({pid_of.get(r['waiter']) for r in contend_rounds(chk, run, rounds)}),
+           [run.doc['target']['pid']])
+    lines = []
+    for text in run.stderr_text().split('\nptwatch: ')[0].splitlines():
+        m = PID_LINE.match(text)
+        if m:
+            lines.append((int(m.group(1)), int(m.group(2)), m.group(3), text))
+    waits = [i for i, ln in enumerate(lines) if ln[2] in ('wait', 'waited')]
+    # the construction: the child's lines right before the rounds' wait and
+    # waited lines (main's one join wait may come between once)
+    after_child = [i for i in waits if i and pid_of.get(lines[i - 1][1]) == child
+                   and pid_of.get(lines[i][1]) != child]
+    chk.true('wait and waited lines right after a line of the child: %d (at least %d)'
+             % (len(after_child), 2 * rounds - 1), len(after_child) >= 2 * rounds - 1)
+    for i in waits:
+        pid, tid, what, text = lines[i]
+        chk.true('%s line of thread %d: its pid column %d is its process %s\n      %s\n'
+                     '      after %s' % (what, tid, pid, pid_of.get(tid), text,
+                                         lines[i - 1][3] if i else None),
+                     pid == pid_of.get(tid))
+    others = [ln[3] for ln in lines if ln[2] not in ('wait', 'waited') and
+              pid_of.get(ln[1]) is not None and ln[0] != pid_of[ln[1]]]
+    chk.eq('other event lines whose pid column is not their thread\'s process', others, [])

@@ -26,6 +26,28 @@ def frame_symbol(fr):
     return (fr.get('function') or {}).get('symbol')
 
 
+def check_recursion_frames(chk, frames, calls):
+    """frames recursion: each of its 4 threads' calls of fr_rec (truth
+    "calls" records) are its frames, every one completed, at each depth
+    as many times, fr_rec(n) returning n + ... + 1 (the value tells the
+    depth); no other frame."""
+    chk.eq('threads that recursed', len(calls), 4)
+    for c in calls:
+        mine = [f for f in frames if f['tid'] == c['tid']]
+        what = 'tid %d' % c['tid']
+        chk.eq('%s: calls of fr_rec' % what, len(mine), c['calls'])
+        chk.true('%s: every call completed' % what,
+                 all(f['status'] == 'completed' and frame_symbol(f) == 'fr_rec' for f in mine))
+        chk.eq('%s: depths' % what, sorted(f['depth'] for f in mine),
+               sorted(list(range(1, c['max_depth'] + 1)) * (c['calls'] // c['max_depth'])))
+        # fr_rec(n) returns n + ... + 1: the value tells the depth
+        for f in mine:
+            n = c['max_depth'] - f['depth'] + 1
+            chk.eq('%s: frame %d value' % (what, f['id']), f['value'], hex(n * (n + 1) // 2), f)
+    chk.eq('frames of other threads', [f['id'] for f in frames
+                                       if f['tid'] not in {c['tid'] for c in calls}], [])
+
+
 def check_frames_sane(chk, doc):
     """What holds for every frame span: its parent is a frame of the same
     thread one level up that encloses it; its thread span has its tid;
@@ -89,20 +111,7 @@ def case_frames(session, chk, mode='recursion'):
     chk.eq('metrics.frames.count', (m.get('frames') or {}).get('count'), len(frames))
     if mode == 'recursion':
         check_exit(chk, run, code=0)
-        calls = truth_of(run, 'calls')
-        chk.eq('threads that recursed', len(calls), 4)
-        for c in calls:
-            mine = [f for f in frames if f['tid'] == c['tid']]
-            what = 'tid %d' % c['tid']
-            chk.eq('%s: calls of fr_rec' % what, len(mine), c['calls'])
-            chk.true('%s: every call completed' % what,
-                     all(f['status'] == 'completed' and frame_symbol(f) == 'fr_rec' for f in mine))
-            chk.eq('%s: depths' % what, sorted(f['depth'] for f in mine),
-                   sorted(list(range(1, c['max_depth'] + 1)) * (c['calls'] // c['max_depth'])))
-            # fr_rec(n) returns n + ... + 1: the value tells the depth
-            for f in mine:
-                n = c['max_depth'] - f['depth'] + 1
-                chk.eq('%s: frame %d value' % (what, f['id']), f['value'], hex(n * (n + 1) // 2), f)
+        check_recursion_frames(chk, frames, truth_of(run, 'calls'))
         fn = [x for x in m.get('functions', []) if x['function']['symbol'] == 'fr_rec']
         chk.true('metrics.functions: fr_rec with every call', len(fn) == 1 and
                  fn[0]['calls'] == 40 and fn[0]['completed'] == 40 and
