@@ -494,6 +494,11 @@ class Check:
 
     def fail(self, what, span=None, detail=None):
         lines = ['FAIL: %s%s' % (self.prefix, what)]
+        if span is not None and not isinstance(span, dict):
+            # something else given where the span goes (a text, a list):
+            # shown as the detail
+            more = span if isinstance(span, str) else json.dumps(span, default=str)
+            detail, span = '%s\n%s' % (detail, more) if detail else more, None
         if detail:
             lines.append('      ' + detail)
         if span is not None and id(span) not in self.shown_spans:
@@ -602,9 +607,14 @@ def check_order(chk, span, what):
                 None not in (c, s, e), span):
         chk.true('%s: create_ns <= start_ns <= end_ns (%s, %s, %s)' % (what, c, s, e),
                  c <= s <= e, span)
-        if span['spawn_latency_ns'] is not None:
+        if span['origin'] == 'created':
+            # a created thread whose creation and start were seen has one
             chk.eq('%s: spawn_latency_ns == start_ns - create_ns' % what,
                    span['spawn_latency_ns'], s - c, span)
+        else:
+            # main: nothing spawned it
+            chk.eq('%s: spawn_latency_ns (%s)' % (what, span['origin']),
+                   span['spawn_latency_ns'], None, span)
         chk.eq('%s: lifetime_ns == end_ns - start_ns' % what, span['lifetime_ns'], e - s, span)
 
 
@@ -649,12 +659,25 @@ class Model:
         self.threads = [r for r in records if r.get('kind') == 'thread']
         self.mains = [r for r in records if r.get('kind') == 'main']
         self.main_spans = main_spans or {}
-        self.joins = {}
-        for j in (r for r in records if r.get('kind') == 'join'):
-            if j['tid'] in self.joins:
-                raise FrameworkError('two join records for tid %s' % j['tid'])
-            self.joins[j['tid']] = j
-        self.span_of = {}    # tid -> span (unique tids within these fixtures)
+        # A tid can come back within a run (pid_max wraps while other
+        # tests make threads): a thread that ended before being joined
+        # gives its tid up. A thread record goes with the first join
+        # record left of its tid by its creator, else of its tid (a tid is
+        # reused only once its thread ended, and the fixtures join in
+        # creation order).
+        self.join_records = [r for r in records if r.get('kind') == 'join']
+        self.join_of = {}    # id(thread record) -> its join record
+        left = {}
+        for j in self.join_records:
+            left.setdefault(j['tid'], []).append(j)
+        for t in self.threads:
+            js = left.get(t['tid'], [])
+            mine = [j for j in js if j['joiner'] == t['creator']] or js
+            if mine:
+                self.join_of[id(t)] = mine[0]
+                js.remove(mine[0])
+        self.span_for = {}   # id(record) -> span
+        self.span_of = {}    # tid -> span (of the latest record with that tid)
         self.depth_of = {}
 
     def match(self):
@@ -668,24 +691,32 @@ class Model:
                                  index)
             if span:
                 self.span_of[m['tid']] = span
+                self.span_for[id(m)] = span
             self.depth_of[m['tid']] = 0
+        by_tid = {}
         for t in self.threads:
-            if t['tid'] in self.span_of:
-                raise FrameworkError('truth: tid %s appears twice' % t['tid'])
+            if t['tid'] in self.depth_of and t['tid'] not in by_tid:
+                raise FrameworkError('truth: tid %s is main\'s and a thread\'s' % t['tid'])
+            if any(r['pthread'] == t['pthread'] for r in by_tid.get(t['tid'], [])):
+                raise FrameworkError('truth: tid %s came back with the same pthread_t: %s'
+                                     % (t['tid'], by_tid[t['tid']] + [t]))
+            by_tid.setdefault(t['tid'], []).append(t)
             span = find_span(chk, doc, t['tid'], t['pthread'],
                              'thread %s (%s)' % (t['tid'], t['routine']), index=index)
             if span:
                 self.span_of[t['tid']] = span
-        by_tid = {t['tid']: t for t in self.threads}
+                self.span_for[id(t)] = span
 
         def depth(tid, seen=()):
             if tid in self.depth_of:
                 return self.depth_of[tid]
             if tid in seen or tid not in by_tid:
                 raise FrameworkError('truth: creator chain of %s is broken' % tid)
-            d = depth(by_tid[tid]['creator'], seen + (tid,)) + 1
-            self.depth_of[tid] = d
-            return d
+            ds = {depth(r['creator'], seen + (tid,)) + 1 for r in by_tid[tid]}
+            if len(ds) != 1:
+                raise FrameworkError('truth: tid %s came back at another depth' % tid)
+            self.depth_of[tid] = ds.pop()
+            return self.depth_of[tid]
         for t in self.threads:
             depth(t['tid'])
 
@@ -718,7 +749,7 @@ class Model:
     def check_thread(self, t, expect_end=True):
         """Compares the span of thread record t with it."""
         chk = self.chk
-        span = self.span_of.get(t['tid'])
+        span = self.span_for.get(id(t))
         if span is None:
             return
         what = 'thread %s (%s)' % (t['tid'], t['routine'])
@@ -772,7 +803,7 @@ class Model:
 
     def check_join(self, t, span, what):
         chk = self.chk
-        j = self.joins.get(t['tid'])
+        j = self.join_of.get(id(t))
         if j is None:
             chk.eq('%s: join (never joined)' % what, span['join'], None, span)
             return
@@ -798,14 +829,14 @@ class Model:
 
     def check_no_extra_spans(self, allowed=()):
         """Every thread span in the document belongs to a truth record."""
-        known = {id(s) for s in self.span_of.values()} | {id(s) for s in allowed}
+        known = {id(s) for s in self.span_for.values()} | {id(s) for s in allowed}
         for s in thread_spans(self.doc):
             if id(s) not in known:
                 self.chk.fail('unexpected span %s: no truth record has it' % span_label(s), s)
 
     def unjoined_expected(self):
         return sum(1 for t in self.threads
-                   if t['detached'] is False and t['tid'] not in self.joins)
+                   if t['detached'] is False and id(t) not in self.join_of)
 
     def check_complete(self, expect_main_pthread=False):
         """The whole comparison of a run that went to its end: every record
@@ -1188,7 +1219,23 @@ def warning_codes(doc):
 
 
 # ---------------------------------------------------------------------------
-# entry point
+# the registry of cases and the entry point
+
+# name -> function(session, chk, *args): filled by @case in the family
+# modules (tests/integration/cases/*.py), which run.py imports.
+CASES = {}
+
+
+def case(name):
+    """Registers the decorated function as case `name` (run.py NAME ARGS...)."""
+    def register(fn):
+        if name in CASES:
+            raise FrameworkError('case %s registered twice (%s and %s)'
+                                 % (name, CASES[name].__module__, fn.__module__))
+        CASES[name] = fn
+        return fn
+    return register
+
 
 def main(cases, argv=None):
     """Runs the case named by argv[1]; exits 0/1/77/99."""
@@ -1204,8 +1251,12 @@ def main(cases, argv=None):
         cases[name](session, chk, *argv[2:])
         code = PASS if chk.ok() else FAIL
     except Skip as e:
+        # failures win over a skip: a check that failed before the case
+        # found it could not go on is still a failure
         print('SKIP: %s' % e)
-        code = SKIP
+        code = FAIL if chk.failures else SKIP
+        if chk.failures:
+            print('(%d check(s) failed before the skip: the case fails)' % len(chk.failures))
     except Failed as e:
         chk.failures.append(str(e))
         print('FAIL: %s' % e)
@@ -1306,6 +1357,19 @@ class Tmux:
                 raise Failed('the terminal did not show %s within %d s; it shows:\n%s'
                              % (what or repr(cond), timeout, text.rstrip()))
             time.sleep(0.05)
+
+    def changes(self, screen, seconds, step=0.05):
+        """Watches the screen for `seconds` (an observation, not a wait for
+        an order): the first screen that differs from `screen`, or None if
+        it stayed the same all along."""
+        deadline = time.monotonic() + seconds
+        while True:
+            text = self.screen()
+            if text != screen:
+                return text
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(step)
 
     def close(self):
         try:

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The strict JSON reader: valid and invalid texts, exact integers, and a
  * little fuzzing (every truncation, byte flips, garbage): never a crash,
- * never a leak (run it under the asan setup). */
+ * never a leak (make check-asan runs it under ASan and LeakSanitizer;
+ * meson test --setup=valgrind under memcheck). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -2,7 +2,8 @@
 /* ptwatch report: a document and a stream read back render the same
  * document, summary and Chrome trace as the session that wrote them; bad
  * input (every prefix, byte flips, garbage, another schema) is a one-line
- * error, never a crash (run it under the asan setup). */
+ * error, never a crash (make check-asan runs it under ASan; meson test
+ * --setup=valgrind under memcheck). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,12 +1,7 @@
-#!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Issue 10's cases (streams, reports, Chrome traces, the log's filters,
-the documentation): --json-lines, ptwatch report, --format=chrome, -e,
---tid, --routine, -v, --help against the man page, meson install, and
-memory that stays bounded while threads come and go.
-
-Usage: streams.py CASE [ARGS...] (see CASES); exit 0 pass, 1 fail, 77
-skip, 99 framework error, as cases.py."""
+"""Issue 10's cases (streams, reports, Chrome traces, the log's filters):
+--json-lines, ptwatch report, --format=chrome, -e, --tid, --routine, -v,
+and memory that stays bounded while threads come and go."""
 
 import json
 import os
@@ -15,17 +10,15 @@ import select
 import shutil
 import signal
 import subprocess
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ptw_test import (
+    Failed, FrameworkError, case, check_untouched, child_pids, comm, env_path, fixture, kill_group,
+    load_truth, one_truth, ptwatch_path, tail, tracer_pids, truth_of, validate, wait_for)
+from helpers import read_line, run_ptwatch, wait_progress, wait_untraced
+from cases.launch import check_lifecycle
+from cases.locks import check_contended_waits, contend_rounds
 
-from ptw_test import (  # noqa: E402
-    Failed, FrameworkError, Skip, check_untouched, child_pids, comm, env_path, fixture, kill_group,
-    load_truth, main, ptwatch_path, tail, tracer_pids, validate, wait_for)
-from cases import check_lifecycle, read_line, wait_untraced  # noqa: E402
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LINE_TYPES = ('header', 'span_open', 'span', 'frame', 'open', 'wait', 'deadlock', 'warning', 'metrics')
 
 
@@ -128,12 +121,11 @@ def doc_from_lines(objs):
             'warnings': last['warnings']}
 
 
-def run_ptwatch(argv, timeout=60, env=None, stdin=subprocess.DEVNULL):
-    e = dict(os.environ)
-    e.pop('PTWATCH_NO_DEBUG_FILES', None)
-    e.update(env or {})
-    return subprocess.run([ptwatch_path()] + argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          timeout=timeout, env=e, stdin=stdin)
+def check_summary_threads(chk, summary, threads, what):
+    """A summary, not an empty string: its first line counts the threads
+    the fixture's truth has."""
+    chk.true('%s: "ptwatch: %d threads" first (%r)' % (what, threads, summary[:100]),
+             summary.startswith('\nptwatch: %d threads ' % threads))
 
 
 def summary_of(stderr):
@@ -146,6 +138,7 @@ def summary_of(stderr):
 # ---------------------------------------------------------------------------
 # --json-lines on the lifecycle fixture: schema, content, the report
 
+@case('json-lines')
 def case_json_lines(session, chk):
     exe = fixture('lifecycle')
     run, proc = session.start([exe], opts=['--json-lines', '-o', 'stream.jsonl'], output=None)
@@ -179,6 +172,9 @@ def case_json_lines(session, chk):
     chk.true('event lines on stderr as without --json-lines', 'create' in run.stderr_text())
     # the report re-renders the live summary, line for line
     live = summary_of(run.stderr)
+    check_summary_threads(chk, live, len([r for r in run.truth
+                                          if r.get('kind') in ('thread', 'main')]),
+                          'the live summary')
     rep = run_ptwatch(['report', path])
     chk.eq('report: exit status (%s)' % rep.stderr[:300], rep.returncode, 0)
     chk.eq('report of the stream = the live summary', rep.stdout.decode(), live)
@@ -192,6 +188,7 @@ def case_json_lines(session, chk):
            [s['id'] for s in run.doc['spans']])
 
 
+@case('report-document')
 def case_report_document(session, chk):
     """A saved document: report prints the live summary again."""
     exe = fixture('lifecycle')
@@ -225,6 +222,7 @@ def case_report_document(session, chk):
     chk.true('--tid: "2 threads"', 'ptwatch: 2 threads' in rep.stdout.decode())
 
 
+@case('report-snapshot')
 def case_report_snapshot(session, chk):
     """--snapshot -o FILE: report FILE prints what the snapshot printed."""
     target = session.target('deadlock')
@@ -239,6 +237,7 @@ def case_report_snapshot(session, chk):
     chk.eq('report of the snapshot = what it printed', rep.stdout.decode(), live)
 
 
+@case('report-errors')
 def case_report_errors(session, chk):
     """Bad input: one line naming the file and the cause, exit status 1 (2
     for usage), never a crash; another schema version is named."""
@@ -300,6 +299,7 @@ def case_report_errors(session, chk):
 # ---------------------------------------------------------------------------
 # a closed pipe: ptwatch --json-lines -- app | head -3
 
+@case('json-lines-sigpipe')
 def case_json_lines_sigpipe(session, chk, mode='launch'):
     if mode == 'attach':
         target = session.target('churner')
@@ -363,10 +363,7 @@ def case_json_lines_sigpipe(session, chk, mode='launch'):
             chk.true('TracerPid 0 within 2 s', wait_untraced(pid, 2) is not None)
             target.check_alive('after the pipe closed')
             check_untouched(chk, pid, 'after the pipe closed')
-            c0 = target.ask('c')
-            time.sleep(0.2)
-            chk.true('it still creates threads (%s, then %s)' % (c0, target.ask('c')),
-                     target.ask('c') != c0)
+            wait_progress(chk, target, 'after the pipe closed', more=50)
     finally:
         if proc.returncode is None:
             kill_group(proc)
@@ -381,6 +378,7 @@ def case_json_lines_sigpipe(session, chk, mode='launch'):
 # ---------------------------------------------------------------------------
 # the tracer killed: the restorer writes the rest of the stream
 
+@case('json-lines-kill9')
 def case_json_lines_kill9(session, chk):
     target = session.target('churner')
     pid = target.ready()[0]
@@ -465,6 +463,7 @@ def peak_rss(argv, env, timeout):
     return proc.returncode, peak, err
 
 
+@case('memory')
 def case_memory(session, chk, big='20000', small='2000'):
     """--json-lines -o FILE: the peak RSS of all three processes with `big`
     short threads is within 10% of the one with `small`."""
@@ -567,6 +566,7 @@ def check_chrome(chk, trace, doc, what):
     return events
 
 
+@case('chrome')
 def case_chrome(session, chk):
     exe = fixture('lifecycle')
     run = session.run([exe], opts=['-q'])
@@ -605,14 +605,49 @@ def case_chrome(session, chk):
     chk.eq('the stream has the frames of the document', sorted(strip(f) for f in sframes),
            sorted(strip(f) for f in dframes))
     rep = run_ptwatch(['report', os.path.join(srun.tmpdir, 's.jsonl')])
+    check_summary_threads(chk, summary_of(srun.stderr),
+                          len([r for r in load_truth(srun) if r.get('kind') == 'calls']),
+                          'the live summary with frames')
     chk.eq('report of the stream with frames = its live summary', rep.stdout.decode(),
            summary_of(srun.stderr))
     chk.true('the summary says the calls are in the stream',
              '(each call: in the stream)' in rep.stdout.decode())
     chk.true('frames present', any(e.get('cat', '').startswith('frame') for e in events))
-    chk.true('live trace: slices and thread names',
-             any(e['ph'] == 'X' for e in trace['traceEvents']) and
-             any(e['ph'] == 'M' and e['name'] == 'thread_name' for e in trace['traceEvents']))
+    check_chrome_recursion(chk, trace, load_truth(lrun), 'live trace')
+
+
+def check_chrome_recursion(chk, trace, truth, what):
+    """The Chrome trace of frames recursion under --trace 'fr_*', against
+    the fixture's truth: one process, a named track and a thread slice per
+    thread that recursed (main and the rec_workers), and on each track its
+    calls of fr_rec, completed, fr_rec(n) returning n + ... + 1."""
+    events = trace['traceEvents']
+    calls = {r['tid']: r for r in truth if r.get('kind') == 'calls'}
+    rec = [r for r in truth if r.get('kind') == 'recursion']
+    pid = rec[0]['pid'] if rec else None
+    if len(rec) != 1 or rec[0]['main'] != pid or sorted(calls) != sorted(
+            set(calls) | {pid}) or len(calls) != rec[0]['threads'] + 1:
+        raise FrameworkError('frames recursion truth: %s' % truth)
+    procs = [e for e in events if e['ph'] == 'M' and e['name'] == 'process_name']
+    chk.eq('%s: one process, the fixture\'s' % what, [e['pid'] for e in procs], [pid])
+    tracks = sorted(e['tid'] for e in events if e['ph'] == 'M' and e['name'] == 'thread_name')
+    chk.eq('%s: a named track per thread' % what, tracks, sorted(calls))
+    threads = sorted((e['name'], e['tid']) for e in events
+                     if e['ph'] == 'X' and e.get('cat', '').startswith('thread'))
+    chk.eq('%s: a thread slice per thread: main and the rec_workers' % what, threads,
+           sorted([('main', pid)] + [('rec_worker', t) for t in calls if t != pid]))
+    for tid, c in sorted(calls.items()):
+        frames = [e for e in events if e['ph'] == 'X' and e.get('cat', '').startswith('frame')
+                  and e['tid'] == tid]
+        n = c['max_depth']
+        chk.eq('%s: thread %d: its calls of fr_rec (name, status, value), as many as it made'
+               % (what, tid),
+               sorted((e['name'], e['args'].get('status'), int(e['args'].get('value'), 16))
+                      for e in frames),
+               sorted(('fr_rec', 'completed', k * (k + 1) // 2)
+                      for k in list(range(1, n + 1)) * (c['calls'] // n)))
+    chk.true('%s: every event in the fixture\'s process' % what,
+             all(e['pid'] == pid for e in events))
 
 
 # ---------------------------------------------------------------------------
@@ -630,6 +665,7 @@ def log_words(stderr):
     return words
 
 
+@case('log-filters')
 def case_log_filters(session, chk):
     exe = fixture('lifecycle')
     run = session.run([exe], opts=['-e', 'create,end'])
@@ -653,17 +689,7 @@ def case_log_filters(session, chk):
     chk.true('-v: the usual lines too', 'create' in words and 'end' in words)
     # --tid: attach to the churner and follow one of its creator threads
     target = session.target('churner')
-    pid = target.ready()[0]
-
-    def tasks():
-        return {int(t) for t in os.listdir('/proc/%d/task' % pid)}
-    steady = tasks()
-    for _ in range(5):
-        time.sleep(0.05)
-        steady &= tasks()
-    creators = sorted(steady - {pid})
-    if not creators:
-        raise FrameworkError('no creator thread found in %d' % pid)
+    pid, *creators = target.ready()   # "ready PID C0 C1": the creators' tids
     run = session.attach(pid, opts=('--tid', str(creators[0]), '--duration', '1'))
     tids = {int(line.split()[1]) for line in run.stderr_text().split('\nptwatch: ')[0].splitlines()
             if LOG_LINE.match(line)}
@@ -678,54 +704,15 @@ def case_log_filters(session, chk):
 
 
 # ---------------------------------------------------------------------------
-# --help and the man page list the same options; meson install
-
-def long_options(text):
-    return set(re.findall(r'(?<![\w-])--([a-z][a-z0-9-]+)', text))
-
-
-def case_help_man(session, chk):
-    help_ = run_ptwatch(['--help']).stdout.decode()
-    with open(os.path.join(ROOT, 'man', 'ptwatch.1')) as f:
-        man = f.read().replace('\\-', '-').replace('\\fB', '').replace('\\fR', '') \
-            .replace('\\fI', '').replace('\\fP', '')
-    # the OPTIONS section's entries; the man page names other programs'
-    # options elsewhere (strace -f ...)
-    opts_section = man[man.index('.SH OPTIONS'):]
-    opts_section = opts_section[:opts_section.index('\n.SH ', 1)]
-    in_help, in_man = long_options(help_), long_options(opts_section)
-    print('--help: %s' % sorted(in_help))
-    chk.eq('options in --help, not in the man page', sorted(in_help - in_man), [])
-    chk.eq('options in the man page, not in --help', sorted(in_man - in_help), [])
-    for fmt in ('json-lines', 'chrome', 'report'):
-        chk.true('the man page documents %s' % fmt, fmt in man)
-
-
-def case_install(session, chk):
-    build = os.path.dirname(ptwatch_path())
-    dest = session.mkdtemp()
-    meson = shutil.which('meson')
-    if not meson:
-        raise Skip('no meson')
-    p = subprocess.run([meson, 'install', '-C', build, '--no-rebuild', '--destdir', dest,
-                        '--quiet'], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    if p.returncode != 0:
-        raise Failed('meson install: %s' % p.stdout.decode()[-2000:])
-    found = set()
-    for root, _, files in os.walk(dest):
-        for f in files:
-            found.add(os.path.relpath(os.path.join(root, f), dest))
-    print('\n'.join(sorted(found)))
-    for want in (r'bin/ptwatch$', r'share/man/man1/ptwatch\.1', r'share/ptwatch/spans\.schema\.json$',
-                 r'share/ptwatch/lines\.schema\.json$'):
-        chk.true('installed: %s' % want, any(re.search(want, f) for f in found))
-
-
-# ---------------------------------------------------------------------------
 # --json-lines with --locks: a wait line per contended wait that ended, the
 # same waits as the document run's; a deadlock line once its cycle is known
 
+@case('json-lines-locks')
 def case_json_lines_locks(session, chk):
+    """locks contend 5: a wait line per contended wait, exactly the
+    fixture's 5 rounds (waiter, owner) and main's joins of the players; the
+    Chrome trace of another run: a slice per wait, the same 5 on the
+    waiters' tracks."""
     exe = fixture('locks')
     run, proc = session.start([exe, 'contend', '5'], opts=['--locks', '--json-lines', '-o',
                                                             'stream.jsonl'], output=None)
@@ -733,71 +720,87 @@ def case_json_lines_locks(session, chk):
     with open(os.path.join(run.tmpdir, 'stream.jsonl'), 'rb') as f:
         objs = parse_lines(chk, f.read(), 'contend stream')
     waits = [o['wait'] for o in objs if o['type'] == 'wait']
-    rounds = [r for r in load_truth(run) if r.get('kind') == 'round']
-    mutex = [w for w in waits if w['wait'] == 'mutex']
-    chk.true('1 to %d mutex wait lines (got %d)' % (len(rounds), len(mutex)),
-             1 <= len(mutex) <= len(rounds))
+    load_truth(run)
+    rec = one_truth(run, 'contend')
+    check_contended_waits(chk, waits, rec, contend_rounds(chk, run, 5), 'stream')
+    main_tid = objs[-1]['target']['pid']
+    joins = [w for w in waits if w['wait'] == 'join']
     chk.true('the others are main\'s joins (%s)' % [w['wait'] for w in waits],
              all(w['wait'] in ('mutex', 'join') for w in waits))
+    chk.true('main\'s joins: by main, each of a player, at most once (%s)'
+             % [(w['tid'], w['owner_tid']) for w in joins],
+             all(w['tid'] == main_tid for w in joins) and
+             len({w['owner_tid'] for w in joins}) == len(joins) and
+             {w['owner_tid'] for w in joins} <= {rec['a'], rec['b']})
     for w in waits:
         chk.eq('wait %d: completed' % w['id'], w['status'], 'completed')
     chk.eq('wait lines, once each', len({w['id'] for w in waits}), len(waits))
     metrics = objs[-1]['metrics']
     chk.eq('metrics.waits counts them', (metrics.get('waits') or {}).get('count'), len(waits))
     # the Chrome trace: a slice per wait, on the waiting thread's track
-    trace = os.path.join(run.tmpdir, 'trace.json')
-    p = run_ptwatch(['-q', '--locks', '--format=chrome', '-o', trace, '--', exe, 'contend', '5'])
-    chk.eq('--format=chrome --locks: exit status (%s)' % p.stderr[-300:], p.returncode, 0)
-    with open(trace) as f:
+    crun = session.run([exe, 'contend', '5'], opts=['-q', '--locks', '--format=chrome', '-o',
+                                                    'trace.json'], output=None, load=False)
+    chk.eq('--format=chrome --locks: exit status (%s)' % tail(crun.stderr_text(), 5),
+           crun.returncode, 0)
+    load_truth(crun)
+    crec = one_truth(crun, 'contend')
+    with open(os.path.join(crun.tmpdir, 'trace.json')) as f:
         events = json.load(f)['traceEvents']
     slices = [e for e in events if e.get('cat', '').startswith('wait')]
-    chk.true('wait slices in the trace (%d)' % len(slices), slices)
     tracks = {e['tid'] for e in events if e.get('ph') == 'M' and e.get('name') == 'thread_name'}
     for e in slices:
         chk.true('wait slice %s: ph X with dur, on a named track' % e.get('name'),
                  e.get('ph') == 'X' and isinstance(e.get('dur'), (int, float))
                  and e.get('tid') in tracks, e)
+    mutex = sorted((e for e in slices if e['args'].get('object') == crec['mutex']),
+                   key=lambda e: e['ts'])
+    chk.eq('trace: the slices of the waits on lock_m, in order, as (track, owner): one per '
+           'round', [(e['tid'], e['args'].get('owner_tid')) for e in mutex],
+           [(r['waiter'], r['owner']) for r in contend_rounds(chk, crun, 5)])
+    chk.eq('trace: the other slices are main\'s joins',
+           [e['name'] for e in slices if e not in mutex and e['name'].split()[1] != 'join'], [])
 
 
-
+@case('chrome-follow')
 def case_chrome_follow(session, chk):
-    """-f --format=chrome: each process its own pid and process_name, its
-    threads' slices under it."""
-    trace = os.path.join(session.tmpdir if hasattr(session, 'tmpdir') else '/tmp',
-                         'ptw-chrome-follow-%d.json' % os.getpid())
-    p = run_ptwatch(['-q', '-f', '--format=chrome', '-o', trace, '--', fixture('forkthreads')])
-    chk.true('exit status: the command\'s (%d; %s)' % (p.returncode, p.stderr[-300:]),
-             p.returncode in (0, 3))
-    with open(trace) as f:
+    """-f --format=chrome on forkthreads: each process its own pid and
+    process_name, its threads' slices under it, against the fixture's
+    truth: the fork child's pid and its three child_worker tids, the
+    parent's threads, a process per /bin/true child and one for system()'s
+    shell."""
+    run = session.run([fixture('forkthreads')], opts=['-q', '-f', '--format=chrome', '-o',
+                                                      'trace.json'], output=None, load=False)
+    load_truth(run)
+    chk.eq('exit status: the command\'s (%s)' % tail(run.stderr_text(), 5), run.returncode, 0)
+    with open(os.path.join(run.tmpdir, 'trace.json')) as f:
         events = json.load(f)['traceEvents']
-    os.unlink(trace)
+    main = one_truth(run, 'main')
+    children = {c['how']: c for c in truth_of(run, 'child')}
+    fork_pid = children['fork']['pid']
     names = {e['pid']: e['args']['name'] for e in events
              if e.get('ph') == 'M' and e.get('name') == 'process_name'}
-    chk.true('two processes or more, each named (%s)' % names, len(names) >= 2)
+    chk.eq('a process_name per process: the command, its fork child, posix_spawn\'s and '
+           'vfork\'s /bin/true and system()\'s shell (%s)' % names, len(names), 5)
+    chk.eq('the command\'s process name', names.get(main['pid']),
+           'fixture-forkthreads (%d)' % main['pid'])
+    chk.eq('the fork child\'s process name', names.get(fork_pid),
+           'fixture-forkthreads (%d)' % fork_pid)
+    for how in ('posix_spawn', 'vfork'):
+        pid = children[how]['pid']
+        chk.eq('%s child\'s process name' % how, names.get(pid), 'true (%d)' % pid)
     slices = [e for e in events if e.get('ph') == 'X' and e.get('cat', '').startswith('thread')]
     chk.true('every thread slice under a named process',
              all(e['pid'] in names for e in slices))
-    child_slices = [e for e in slices if e['name'] == 'child_worker']
-    chk.eq('the fork child\'s 3 workers', len(child_slices), 3)
-    chk.true('the child\'s workers are not in the parent\'s process',
-             all(e['pid'] != min(names) for e in child_slices))
-
-
-CASES = {
-    'json-lines': case_json_lines,
-    'json-lines-locks': case_json_lines_locks,
-    'json-lines-sigpipe': case_json_lines_sigpipe,
-    'json-lines-kill9': case_json_lines_kill9,
-    'report-document': case_report_document,
-    'report-errors': case_report_errors,
-    'report-snapshot': case_report_snapshot,
-    'memory': case_memory,
-    'chrome': case_chrome,
-    'chrome-follow': case_chrome_follow,
-    'log-filters': case_log_filters,
-    'help-man': case_help_man,
-    'install': case_install,
-}
-
-if __name__ == '__main__':
-    main(CASES)
+    # the fork child: its main and the three child_worker threads
+    child_tids = sorted(t['tid'] for t in truth_of(run, 'child_thread')
+                        if t['pid'] == fork_pid)
+    chk.eq('truth: the fork child\'s 3 threads', len(child_tids), 3)
+    chk.eq('the fork child\'s slices: (name, tid)',
+           sorted((e['name'], e['tid']) for e in slices if e['pid'] == fork_pid),
+           sorted([('main', fork_pid)] + [('child_worker', t) for t in child_tids]))
+    chk.eq('the command\'s slices: (name, tid)',
+           sorted((e['name'], e['tid']) for e in slices if e['pid'] == main['pid']),
+           sorted([('main', main['tid'])] + [(t['routine'], t['tid'])
+                                             for t in truth_of(run, 'thread')]))
+    chk.eq('child_worker slices only in the fork child',
+           sorted(e['tid'] for e in slices if e['name'] == 'child_worker'), child_tids)

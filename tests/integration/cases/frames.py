@@ -1,0 +1,354 @@
+"""--trace: frame spans (fixture-frames, fixture-frames-cxx)."""
+
+import os
+import signal
+import subprocess
+
+from ptw_test import (
+    case, check_exit, check_untouched, compare_mappings, end_group, exec_mappings, fixture,
+    load_doc, load_truth, Model, one_truth, ptwatch_path, thread_spans, truth_of
+)
+from helpers import (
+    check_same_as_untraced, check_target_exit, kill_tracer, read_line, start_attached, check_text_patched, check_text_restored,
+    wait_traced, wait_untraced
+)
+from cases.launch import check_lifecycle
+
+
+# ---------------------------------------------------------------------------
+# 18. --trace: frame spans (fixture-frames, fixture-frames-cxx)
+
+def frame_spans(doc):
+    return [s for s in doc['spans'] if s['kind'] == 'frame']
+
+
+def frame_symbol(fr):
+    return (fr.get('function') or {}).get('symbol')
+
+
+def check_recursion_frames(chk, frames, calls):
+    """frames recursion: each of its 4 threads' calls of fr_rec (truth
+    "calls" records) are its frames, every one completed, at each depth
+    as many times, fr_rec(n) returning n + ... + 1 (the value tells the
+    depth); no other frame."""
+    chk.eq('threads that recursed', len(calls), 4)
+    for c in calls:
+        mine = [f for f in frames if f['tid'] == c['tid']]
+        what = 'tid %d' % c['tid']
+        chk.eq('%s: calls of fr_rec' % what, len(mine), c['calls'])
+        chk.true('%s: every call completed' % what,
+                 all(f['status'] == 'completed' and frame_symbol(f) == 'fr_rec' for f in mine))
+        chk.eq('%s: depths' % what, sorted(f['depth'] for f in mine),
+               sorted(list(range(1, c['max_depth'] + 1)) * (c['calls'] // c['max_depth'])))
+        # fr_rec(n) returns n + ... + 1: the value tells the depth
+        for f in mine:
+            n = c['max_depth'] - f['depth'] + 1
+            chk.eq('%s: frame %d value' % (what, f['id']), f['value'], hex(n * (n + 1) // 2), f)
+    chk.eq('frames of other threads', [f['id'] for f in frames
+                                       if f['tid'] not in {c['tid'] for c in calls}], [])
+
+
+def check_frames_sane(chk, doc):
+    """What holds for every frame span: its parent is a frame of the same
+    thread one level up that encloses it; its thread span has its tid;
+    completed ones have a return at or after their entry, unmatched ones a
+    reason; ids are 1..n."""
+    frames = frame_spans(doc)
+    by_id = {f['id']: f for f in frames}
+    chk.eq('frame ids are 1..n', sorted(by_id), list(range(1, len(frames) + 1)))
+    threads = {s['id']: s for s in thread_spans(doc)}
+    for fr in frames:
+        what = 'frame %d (%s, tid %d)' % (fr['id'], frame_symbol(fr), fr['tid'])
+        ts = threads.get(fr['thread_span'])
+        chk.true('%s: its thread span has its tid' % what, ts is not None and ts['tid'] == fr['tid'],
+                 fr)
+        if fr['parent'] is None:
+            chk.eq('%s: depth without a parent' % what, fr['depth'], 1, fr)
+        else:
+            p = by_id.get(fr['parent'])
+            chk.true('%s: parent of the same thread, one level up, entered before' % what,
+                     p is not None and p['tid'] == fr['tid'] and p['depth'] + 1 == fr['depth'] and
+                     p['entry_ns'] <= fr['entry_ns'], fr)
+            if p is not None and p['return_ns'] is not None and fr['return_ns'] is not None:
+                chk.true('%s: returns before its parent' % what,
+                         fr['return_ns'] <= p['return_ns'], fr)
+        if fr['status'] == 'completed':
+            chk.true('%s: return at or after entry' % what,
+                     fr['return_ns'] is not None and fr['return_ns'] >= fr['entry_ns'] and
+                     fr['duration_ns'] == fr['return_ns'] - fr['entry_ns'] and
+                     fr['reason'] is None, fr)
+        else:
+            chk.true('%s: no return, a reason' % what,
+                     fr['return_ns'] is None and fr['reason'], fr)
+
+
+def expect_frames(chk, doc, expected):
+    """expected: [(symbol, depth, parent symbol or None, status, reason)] in
+    entry order, for one thread."""
+    got = []
+    by_id = {f['id']: f for f in frame_spans(doc)}
+    for fr in sorted(frame_spans(doc), key=lambda f: f['id']):
+        parent = by_id.get(fr['parent'])
+        got.append((frame_symbol(fr), fr['depth'], frame_symbol(parent) if parent else None,
+                    fr['status'], fr['reason']))
+    chk.eq('frames (symbol, depth, parent, status, reason)', got, expected)
+
+
+@case('frames')
+def case_frames(session, chk, mode='recursion'):
+    exe = fixture('frames')
+    cmd = [exe, mode]
+    opts = ['--trace', 'fr_*']
+    env = None
+    if mode == 'lib':
+        cmd.append(fixture('framemod'))
+        opts = ['--trace', 'libptwframelib.so*:fr_lib_*', '--trace', 'fr_mod_*',
+                '--trace', 'zz_matches_nothing_*', '--trace', 'libnothere.so:fr_*']
+    run = session.run(cmd, opts=opts)
+    check_frames_sane(chk, run.doc)
+    frames = frame_spans(run.doc)
+    m = run.doc['metrics']
+    chk.eq('metrics.frames.count', (m.get('frames') or {}).get('count'), len(frames))
+    if mode == 'recursion':
+        check_exit(chk, run, code=0)
+        check_recursion_frames(chk, frames, truth_of(run, 'calls'))
+        fn = [x for x in m.get('functions', []) if x['function']['symbol'] == 'fr_rec']
+        chk.true('metrics.functions: fr_rec with every call', len(fn) == 1 and
+                 fn[0]['calls'] == 40 and fn[0]['completed'] == 40 and
+                 fn[0]['self_ns'] <= fn[0]['total_ns'], fn)
+    elif mode == 'longjmp':
+        check_exit(chk, run, code=0)
+        expect_frames(chk, run.doc, [
+            ('fr_top', 1, None, 'completed', None),
+            ('fr_mid', 2, 'fr_top', 'unmatched', 'longjmp'),
+            ('fr_inner', 3, 'fr_mid', 'unmatched', 'longjmp'),
+            ('fr_leaf', 2, 'fr_top', 'completed', None)])
+    elif mode == 'tail':
+        check_exit(chk, run, code=0)
+        expect_frames(chk, run.doc, [
+            ('fr_tail_a', 1, None, 'unmatched', 'tail_call'),
+            ('fr_tail_b', 1, None, 'completed', None)])
+    elif mode == 'lib':
+        check_exit(chk, run, code=0)
+        expect_frames(chk, run.doc, [
+            ('fr_lib_fn', 1, None, 'completed', None),
+            ('fr_mod_fn', 1, None, 'completed', None),
+            ('fr_mod_fn', 1, None, 'completed', None)])
+        mods = [os.path.basename((f['function'] or {}).get('module') or '') for f in frames]
+        chk.eq('modules', mods, ['libptwframelib.so', 'libptwframemod.so', 'libptwframemod.so'])
+        msgs = [w['message'] for w in run.doc['warnings'] if w['code'] == 'trace_no_match']
+        chk.true('a warning names the pattern that matched nothing (%r)' % msgs,
+                 any("'zz_matches_nothing_*'" in x for x in msgs))
+        chk.true('a warning names the module that is not there (%r)' % msgs,
+                 any('libnothere.so' in x for x in msgs))
+        chk.true('no warning for the patterns that matched (%r)' % msgs,
+                 not any('fr_mod_' in x or 'fr_lib_' in x for x in msgs))
+    elif mode == 'ends':
+        check_exit(chk, run, code=3)
+        ends = {r['fn']: r for r in truth_of(run, 'end')}
+        chk.eq('truth: three ends', sorted(ends), ['fr_cancelled', 'fr_doexit', 'fr_exiter'])
+        for fr in frames:
+            t = ends.get(frame_symbol(fr))
+            chk.true('frame %s is expected' % frame_symbol(fr), t is not None, fr)
+            if t:
+                chk.eq('%s: tid' % t['fn'], fr['tid'], t['tid'], fr)
+                chk.eq('%s: status' % t['fn'], fr['status'], 'unmatched', fr)
+                chk.eq('%s: reason' % t['fn'], fr['reason'], t['reason'], fr)
+        chk.eq('three frames', len(frames), 3)
+    check_same_as_untraced(chk, session, cmd, run)
+    text = run.stderr_text()
+    if frames:
+        chk.true('the summary lists the frames and the functions',
+                 'frames: %d calls' % len(frames) in text and 'FUNCTION' in text, text[-3000:])
+
+
+@case('frames-cxx')
+def case_frames_cxx(session, chk):
+    """A C++ exception thrown through traced frames, caught above them."""
+    exe = fixture('frames_cxx')
+    run = session.run([exe], opts=['--trace', 'frx::*'])
+    check_exit(chk, run, code=0)
+    check_frames_sane(chk, run.doc)
+    chk.eq('the result', one_truth(run, 'cxx_frames')['result'], 43)
+    expect_frames(chk, run.doc, [
+        ('frx::catcher(int)', 1, None, 'completed', None),
+        ('frx::a(int)', 2, 'frx::catcher(int)', 'unmatched', 'exception'),
+        ('frx::b(int)', 3, 'frx::a(int)', 'unmatched', 'exception'),
+        ('frx::c(int)', 4, 'frx::b(int)', 'unmatched', 'exception'),
+        ('frx::after(int)', 2, 'frx::catcher(int)', 'completed', None)])
+    for fr in frame_spans(run.doc):
+        chk.true('linkage name of %s' % frame_symbol(fr),
+                 (fr['function'].get('linkage_name') or '').startswith('_ZN3frx'), fr)
+    check_same_as_untraced(chk, session, [exe], run)
+
+
+@case('frames-attach')
+def case_frames_attach(session, chk):
+    """--trace with -p: frames open at the attach (fr_serve) are not
+    reported; fr_outer -> fr_block entered while traced are, and are
+    unmatched 'detach' when ptwatch lets go with them open; the target then
+    returns through their return sites (no int3 left) and goes on."""
+    target = session.target('frames', ['attach'])
+    pid = target.ready()[0]
+    before = exec_mappings(pid)
+    run, proc = start_attached(session, target, opts=['--trace', 'fr_*'])
+    try:
+        chk.eq('a first call while traced', target.ask('a'), ['in'])
+        chk.eq('its return', target.ask('x'), ['out', '6'])
+        # the second call stays open: ptwatch lets go meanwhile
+        chk.eq('a second call while traced', target.ask('a'), ['in'])
+        os.kill(proc.pid, signal.SIGINT)
+        session.wait(run, proc, 20, 'ptwatch did not let go after SIGINT')
+    finally:
+        end_group(proc)
+    load_doc(run)
+    check_frames_sane(chk, run.doc)
+    expect_frames(chk, run.doc, [
+        ('fr_outer', 1, None, 'completed', None),
+        ('fr_block', 2, 'fr_outer', 'completed', None),
+        ('fr_outer', 1, None, 'unmatched', 'detach'),
+        ('fr_block', 2, 'fr_outer', 'unmatched', 'detach')])
+    chk.true('fr_serve, running at the attach, is not reported',
+             not any(frame_symbol(f) == 'fr_serve' for f in frame_spans(run.doc)))
+    target.check_alive('after the detach')
+    compare_mappings(chk, before, exec_mappings(pid), 'after the detach')
+    check_untouched(chk, pid, 'after the detach')
+    check_text_restored(chk, pid, 'after the detach')
+    target.send('x')
+    chk.eq('the open call returns after the detach', target.line(20, 'out'), 'out 12')
+    target.send('q')
+    check_target_exit(chk, target, 'after the detach')
+
+
+@case('frames-kill9')
+def case_frames_kill9(session, chk):
+    """ptwatch --trace -- COMMAND with frames open (their return sites
+    patched) and its tracer process SIGKILLed: every byte is put back, the
+    command returns through them and exits 0."""
+    ctl_r, ctl_w = os.pipe()
+    rep_r, rep_w = os.pipe()
+    run, proc = session.start([fixture('frames'), 'attach'], opts=['-q', '--trace', 'fr_*'],
+                              env={'PTW_CTL_FD': str(ctl_r), 'PTW_REPLY_FD': str(rep_w)},
+                              pass_fds=(ctl_r, rep_w))
+    os.close(ctl_r)
+    os.close(rep_w)
+    try:
+        pid = int(read_line(rep_r, 20, 'ready').split()[1])
+        traced = wait_traced(pid)
+        os.write(ctl_w, b'a')
+        chk.eq('in the traced call', read_line(rep_r, 20, 'in').strip(), 'in')
+        check_text_patched(chk, pid, 'entry and return breakpoints, while traced', at_least=2)
+        kill_tracer(chk, proc.pid, set(traced.values()))
+        chk.true('TracerPid 0 within 2 s of the kill', wait_untraced(pid, 2) is not None)
+        check_text_restored(chk, pid, 'after the kill')
+        os.write(ctl_w, b'x')
+        chk.eq('the open calls return after the kill', read_line(rep_r, 10, 'out').strip(),
+               'out 6')
+        os.write(ctl_w, b'q')
+        session.wait(run, proc, 20, 'ptwatch did not exit after the command')
+    finally:
+        end_group(proc)
+        os.close(ctl_w)
+        os.close(rep_r)
+    chk.eq('ptwatch exit status: the command\'s', run.returncode, 0)
+    chk.eq('the command finished ("attach_done" record)',
+           len([r for r in load_truth(run) if r.get('kind') == 'attach_done']), 1)
+    # The restorer wrote the document from the record: the open calls are
+    # there, unmatched tracer_died.
+    load_doc(run)
+    chk.eq('end_reason', run.doc['session']['end_reason'], 'tracer_died')
+    expect_frames(chk, run.doc, [
+        ('fr_serve', 1, None, 'unmatched', 'tracer_died'),
+        ('fr_outer', 2, 'fr_serve', 'unmatched', 'tracer_died'),
+        ('fr_block', 3, 'fr_outer', 'unmatched', 'tracer_died')])
+
+
+@case('frames-stripped')
+def case_frames_stripped(session, chk):
+    """--trace on a stripped program: its static functions cannot be found;
+    the warning names the pattern and the module only .dynsym could be
+    searched in; thread spans as without --trace."""
+    exe = fixture('stripped')
+    run = session.run([exe], opts=['--trace', 'worker*'])
+    check_lifecycle(chk, run, stripped=True)
+    msgs = [w['message'] for w in run.doc['warnings'] if w['code'] == 'trace_no_match']
+    chk.true('the warning names the pattern and the stripped module (%r)' % msgs,
+             any("'worker*'" in x and os.path.basename(exe) in x and 'dynamic symbols' in x
+                 for x in msgs))
+    chk.eq('no frame spans', frame_spans(run.doc), [])
+    check_same_as_untraced(chk, session, [exe], run)
+
+
+@case('frames-exec')
+def case_frames_exec(session, chk):
+    """--trace through an execve by a thread: the calls under way in the old
+    image are unmatched 'exec'; the new image is traced again."""
+    exe = fixture('execthread')
+    run = session.run([exe], opts=['--trace', 'exec*', '--trace', '*_worker'])
+    check_exit(chk, run, code=0)
+    check_frames_sane(chk, run.doc)
+    frames = frame_spans(run.doc)
+    execs = [f for f in frames if (frame_symbol(f) or '').startswith('exec')]
+    chk.true('the exec call is unmatched exec (%r)' % [(frame_symbol(f), f['reason'])
+                                                       for f in execs],
+             execs and all(f['status'] == 'unmatched' and f['reason'] == 'exec' for f in execs))
+    after = [f for f in frames if frame_symbol(f) == 'after_exec_worker']
+    chk.true('the new image is traced: after_exec_worker completed (%r)' % after,
+             len(after) == 1 and after[0]['status'] == 'completed')
+    check_same_as_untraced(chk, session, [exe], run)
+
+
+@case('frames-pthread')
+def case_frames_pthread(session, chk, variant='default'):
+    """--trace on the very functions ptwatch hooks for thread spans
+    (pthread_create, pthread_exit, pthread_join, __nptl_death_event,
+    _dl_debug_state, the start routines): the thread spans are exactly as
+    without --trace, and their calls are frames too. no-debug-files: the
+    start routines' return site carries ptwatch's own hook as well."""
+    exe = fixture('nested')
+    extra = ['--no-debug-files'] if variant == 'no-debug-files' else []
+    run = session.run([exe], opts=['-q', '--trace', 'pthread_*', '--trace', '__nptl_*',
+                                   '--trace', '_dl_debug_state', '--trace', 'level_*'] + extra)
+    check_exit(chk, run, code=0)
+    m = Model(chk, run, 'nested.c')
+    m.check_complete()
+    check_frames_sane(chk, run.doc)
+    frames = frame_spans(run.doc)
+    threads = truth_of(run, 'thread')
+    joins = truth_of(run, 'join')
+
+    def calls(fn):
+        return sorted((f['tid'], f['status'], f['reason']) for f in frames
+                      if frame_symbol(f) == fn)
+    # one call per thread made, by its creator; one join per join, by the
+    # joiner; one death event per thread that ended, in it; each start
+    # routine once, in its thread (level_a ends in pthread_exit)
+    chk.eq('pthread_create: a call per thread made, by its creator (tid, status, reason)',
+           calls('pthread_create'), sorted((t['creator'], 'completed', None) for t in threads))
+    chk.eq('pthread_join: a call per join, by the joiner', calls('pthread_join'),
+           sorted((j['joiner'], 'completed', None) for j in joins))
+    chk.eq('__nptl_death_event: a call per thread that ended, in it',
+           calls('__nptl_death_event'), sorted((t['tid'], 'completed', None) for t in threads))
+    for t in threads:
+        chk.eq('%s: one call, in its thread' % t['routine'], calls(t['routine']),
+               [(t['tid'], 'completed', None) if t['end'] == 'return'
+                else (t['tid'], 'unmatched', 'thread_exit')])
+    chk.eq('pthread_exit: a call per thread that called it, unmatched thread_exit',
+           calls('pthread_exit'), sorted((t['tid'], 'unmatched', 'thread_exit')
+                                         for t in threads if t['end'] == 'pthread_exit'))
+    check_same_as_untraced(chk, session, [exe], run)
+
+
+@case('frames-usage')
+def case_frames_usage(session, chk):
+    """Bad --trace input: one clear line, exit status 2, nothing run."""
+    for opts, words in ((['--trace', ''], "invalid --trace pattern ''"),
+                        (['--trace', 'libfoo.so:'], "invalid --trace pattern 'libfoo.so:'"),
+                        (['--trace', 'x', '--snapshot', '-p', str(os.getpid())],
+                         '--trace cannot be used with --snapshot')):
+        argv = [ptwatch_path()] + opts + ([] if '-p' in opts else ['--', 'true'])
+        p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=20)
+        err = p.stderr.decode()
+        chk.eq('%s: exit status' % opts, p.returncode, 2)
+        chk.true('%s: says %r (%r)' % (opts, words, err),
+                 err.splitlines()[:1] and words in err.splitlines()[0])

@@ -1,0 +1,600 @@
+"""Launch mode (ptwatch -- COMMAND): the thread lifecycle and what the
+command does to it (nested creation, main's exit, a crash, fork and exec,
+a thread storm, signals, stdout, exec failures and exit codes, raw clones,
+dlopen, odd debug info, static programs)."""
+
+import json
+import os
+import re
+import signal
+import stat
+import subprocess
+import time
+
+from ptw_test import (
+    CANCELED, case, check_exit, check_location, end_group, Failed, find_span, fixture,
+    FrameworkError, load_doc, load_truth, Model, one_truth, report_warnings, routine_line,
+    span_index, task_states, thread_spans, truth_of
+)
+from helpers import read_line
+from cases.locks import check_waits_sane
+
+
+# ---------------------------------------------------------------------------
+# 1. lifecycle (default, --no-debug-files, --create-events) and 14. stripped
+
+def check_lifecycle(chk, run, stripped=False, symbols_only=False):
+    check_exit(chk, run, code=3)
+    report_warnings(run)
+    m = Model(chk, run, 'lifecycle.c', stripped=stripped, symbols_only=symbols_only)
+    m.check_complete(expect_main_pthread=True)
+    chk.eq('metrics.unjoined (unjoined_worker only)', run.doc['metrics']['unjoined'], 1)
+    chk.eq('metrics.max_depth', run.doc['metrics']['max_depth'], 2)
+
+    routines = {t['routine']: t for t in m.threads}
+    expected = {'ret_worker', 'exit_worker', 'cancel_worker', 'dattr_worker', 'dlater_worker',
+                'long_worker', 'named_worker', 'grandchild_worker', 'byname_worker',
+                'unjoined_worker'}
+    if set(routines) != expected:
+        raise FrameworkError('lifecycle truth has routines %s' % sorted(routines))
+    if routines['cancel_worker']['value'] != CANCELED:
+        raise FrameworkError('cancel_worker truth value %s' % routines['cancel_worker']['value'])
+    names = {t['routine']: t['name'] for t in m.threads}
+    if names['named_worker'] != 'lc-self' or names['byname_worker'] != 'lc-bymain':
+        raise FrameworkError('fixture names: %s' % names)
+
+    # The long join: main was blocked in pthread_join before the thread
+    # started its 30 ms of work.
+    t = routines['long_worker']
+    span = m.span_of.get(t['tid'])
+    if span is not None and span['join'] and span['join']['return_ns'] is not None:
+        j = span['join']
+        chk.true('long_worker: join.call_ns < end_ns <= join.return_ns (%s, %s, %s)'
+                 % (j['call_ns'], span['end_ns'], j['return_ns']),
+                 span['end_ns'] is not None and j['call_ns'] < span['end_ns'] <= j['return_ns'],
+                 span)
+        chk.true('long_worker: join.wait_ns >= 30 ms of work (%s)' % j['wait_ns'],
+                 j['wait_ns'] is not None and j['wait_ns'] >= 30000000, span)
+        jw = run.doc['metrics']['join_wait_ns']
+        chk.true('metrics.join_wait_ns.max >= long_worker wait (%s)' % jw.get('max'),
+                 jw.get('max') is not None and jw['max'] >= j['wait_ns'])
+        chk.eq('metrics.join_wait_ns.count (joined threads)', jw['count'], len(m.join_records))
+
+
+def check_stripped_text(chk, run):
+    """Nothing names the start routines: the JSON leaves file:line out, the
+    text shows module+offset."""
+    # not the debug log (--debug), which names libthread_db's symbols
+    text = '\n'.join(l for l in run.stderr_text().splitlines() if not l.startswith('ptwatch['))
+    for s in thread_spans(run.doc):
+        sr = s['start_routine'] or {}
+        if s['origin'] == 'created':
+            chk.eq('stripped: %s start_routine.file' % s['tid'], sr.get('file'), None, s)
+            # the text names it as eu-stack and perf do: module+offset
+            want = '%s+%s' % (os.path.basename(sr.get('module') or '?'), sr.get('offset'))
+            chk.true('stripped: %s shown as %s' % (s['tid'], want),
+                     re.search(r'\b%d\b.*%s' % (s['tid'], re.escape(want)), text) is not None,
+                     detail=text[-3000:])
+    chk.true('stripped: the text never says pthread_start_routine',
+             'pthread_start_routine' not in text, detail=text[-3000:])
+
+
+@case('lifecycle')
+def case_lifecycle(session, chk, variant='default'):
+    exe = fixture('lifecycle')
+    if variant == 'default':
+        # without -q: the event lines go to stderr, the document to the file
+        run = session.run([exe], opts=())
+        check_lifecycle(chk, run)
+        chk.true('event lines on stderr without -q', 'create' in run.stderr_text())
+        # libc6-dbg (scripts/deps.sh installs it): struct pthread from it
+        chk.eq('session.strategy', run.doc['session'].get('strategy'), 'debuginfo')
+    elif variant == 'no-debug-files':
+        for how, opts, env in (('--no-debug-files', ['-q', '--no-debug-files'], None),
+                               ('PTWATCH_NO_DEBUG_FILES=1', ['-q'],
+                                {'PTWATCH_NO_DEBUG_FILES': '1'})):
+            chk.prefix = '[%s] ' % how
+            run = session.run([exe], opts=opts, env=env)
+            strategy = run.doc['session'].get('strategy')
+            print('%s: strategy %s' % (how, strategy))
+            # without libc's debug file: libthread_db still, the return
+            # value and detach state from breakpoints ("breakpoints"; with
+            # it "debuginfo", without libthread_db "lwp": src/tracer)
+            chk.eq('%s: session.strategy' % how, strategy, 'breakpoints')
+            check_lifecycle(chk, run)
+    elif variant == 'create-events':
+        run = session.run([exe], opts=['-q', '--create-events'])
+        check_lifecycle(chk, run)
+    elif variant == 'locks':
+        # --locks leaves the thread spans as they are (transparency)
+        run = session.run([exe], opts=['-q', '--locks'])
+        check_lifecycle(chk, run)
+        check_waits_sane(chk, run.doc)
+    elif variant == 'stripped':
+        run = session.run([fixture('stripped')], opts=['-q'])
+        check_lifecycle(chk, run, stripped=True)
+        check_stripped_text(chk, run)
+    else:
+        raise FrameworkError('unknown lifecycle variant %s' % variant)
+
+
+# ---------------------------------------------------------------------------
+# 2. nested
+
+@case('nested')
+def case_nested(session, chk):
+    run = session.run([fixture('nested')])
+    check_exit(chk, run, code=0)
+    m = Model(chk, run, 'nested.c')
+    m.check_complete()
+    chk.eq('metrics.max_depth', run.doc['metrics']['max_depth'], 3)
+    depths = {t['routine']: m.depth_of[t['tid']] for t in m.threads}
+    if depths != {'level_a': 1, 'level_b': 2, 'level_c': 3}:
+        raise FrameworkError('nested truth depths %s' % depths)
+
+
+# ---------------------------------------------------------------------------
+# 3. mainexit
+
+@case('mainexit')
+def case_mainexit(session, chk):
+    run = session.run([fixture('mainexit')])
+    check_exit(chk, run, code=0)
+    m = Model(chk, run, 'mainexit.c')
+    m.check_complete()
+    main_rec = one_truth(run, 'main')
+    main_span = m.span_of.get(main_rec['tid'])
+    if main_span is None:
+        return
+    for t in m.threads:
+        span = m.span_of.get(t['tid'])
+        if span and span['end_ns'] is not None and main_span['end_ns'] is not None:
+            chk.true('%s ended after main (main end_ns %s, thread end_ns %s)'
+                     % (t['routine'], main_span['end_ns'], span['end_ns']),
+                     main_span['end_ns'] < span['end_ns'], span)
+
+
+# ---------------------------------------------------------------------------
+# 4. crash
+
+@case('crash')
+def case_crash(session, chk):
+    run = session.run([fixture('crash')])
+    check_exit(chk, run, signame='SIGSEGV')
+    chk.eq('target.exit', run.doc['target']['exit'], {'signal': 'SIGSEGV', 'core_dumped': False})
+    leftovers = [f for f in os.listdir(run.tmpdir) if f.startswith('core')]
+    chk.eq('core files left (RLIMIT_CORE 0)', leftovers, [])
+    m = Model(chk, run, 'crash.c')
+    m.match()
+    for t in m.threads:
+        m.check_thread(t, expect_end=False)
+    for rec in m.mains + m.threads:
+        span = m.span_of.get(rec['tid'])
+        if span is None:
+            continue
+        what = '%s %s' % (rec.get('routine', 'main'), rec['tid'])
+        end = span['end'] or {}
+        chk.eq('%s: status' % what, span['status'], 'unmatched', span)
+        chk.eq('%s: end.reason' % what, end.get('reason'), 'crash', span)
+        if rec['end'] == 'crash':
+            chk.eq('%s (the crashing thread): end.method' % what, end.get('method'), 'killed', span)
+            chk.eq('%s (the crashing thread): end.signal' % what, end.get('signal'), 'SIGSEGV',
+                   span)
+        else:
+            chk.eq('%s: end.method' % what, end.get('method'), 'process_exit', span)
+        chk.true('%s: end_ns known' % what, span['end_ns'] is not None, span)
+    m.check_no_extra_spans()
+    m.check_metrics(unjoined=False, unmatched=3)
+
+
+# ---------------------------------------------------------------------------
+# 5. forkthreads
+
+@case('forkthreads')
+def case_forkthreads(session, chk):
+    run = session.run([fixture('forkthreads')])
+    check_exit(chk, run, code=0)
+    children = {c['how']: c for c in truth_of(run, 'child')}
+    if set(children) != {'fork', 'posix_spawn', 'vfork', 'system'}:
+        raise FrameworkError('forkthreads truth: children %s' % sorted(children))
+    fork = children['fork']
+    chk.true('fork child exited 7 (status %s)' % json.dumps(fork),
+             fork['exited'] and fork['code'] == 7)
+    chk.eq('fork child threads recorded', len(truth_of(run, 'child_thread')), 3)
+    for how in ('posix_spawn', 'vfork', 'system'):
+        c = children[how]
+        chk.true('%s of /bin/true exited 0 (status %s)' % (how, json.dumps(c)),
+                 c['exited'] and c['code'] == 0)
+    m = Model(chk, run, 'forkthreads.c')
+    m.check_complete()
+    foreign = {c['tid'] for c in truth_of(run, 'child_thread')} | {fork['pid']}
+    for s in thread_spans(run.doc):
+        chk.true('span %s has the tid of the fork child or its threads' % s['id'],
+                 s['tid'] not in foreign, s)
+
+
+# ---------------------------------------------------------------------------
+# 6. execthread
+
+@case('execthread')
+def case_execthread(session, chk):
+    run = session.run([fixture('execthread')])
+    check_exit(chk, run, code=0)
+    image1 = [r for r in run.truth if r.get('image') == 1]
+    # the only join happens in image 2
+    image2 = [r for r in run.truth if r.get('image') == 2 or r.get('kind') == 'join']
+    main1 = [r for r in image1 if r['kind'] == 'main']
+    main2 = [r for r in image2 if r['kind'] == 'main']
+    if len(main1) != 1 or len(main2) != 1:
+        raise FrameworkError('execthread truth: main records %s' % run.truth)
+    pid = main1[0]['pid']
+    mains = sorted((s for s in thread_spans(run.doc) if s['tid'] == pid and s['origin'] == 'main'),
+                   key=lambda s: s['id'])
+    if not chk.eq('main spans with tid %s (one per image)' % pid, len(mains), 2):
+        for s in thread_spans(run.doc):
+            print('  span: %s' % json.dumps(s))
+        return
+    old_main, new_main = mains
+    chk.true('the new image main span comes after the old one ends (%s <= %s)'
+             % (old_main['end_ns'], new_main['start_ns']),
+             old_main['end_ns'] is not None and new_main['start_ns'] is not None
+             and old_main['end_ns'] <= new_main['start_ns'], new_main)
+
+    # Image 1: every span ends "unmatched" with method "exec".
+    m1 = Model(chk, run, 'execthread.c', records=image1, main_spans={pid: old_main})
+    m1.match()
+    m1.check_main(main1[0])
+    for t in m1.threads:
+        m1.check_thread(t, expect_end=False)
+    for rec in main1 + m1.threads:
+        span = m1.span_of.get(rec['tid'])
+        if span is None:
+            continue
+        what = 'image 1 %s %s' % (rec.get('routine', 'main'), rec['tid'])
+        end = span['end'] or {}
+        chk.eq('%s: status' % what, span['status'], 'unmatched', span)
+        chk.eq('%s: end.method' % what, end.get('method'), 'exec', span)
+        chk.eq('%s: end.reason' % what, end.get('reason'), 'exec', span)
+        chk.true('%s: end_ns known' % what, span['end_ns'] is not None, span)
+
+    # Image 2: a new main span, and its thread traced in full.
+    m2 = Model(chk, run, 'execthread.c', records=image2, main_spans={pid: new_main})
+    m2.match()
+    m2.check_all()
+    chk.eq('image 2 thread records', [t['routine'] for t in m2.threads], ['after_exec_worker'])
+    m1.check_no_extra_spans(allowed=list(m2.span_of.values()))
+    chk.eq('metrics.unmatched_spans', run.doc['metrics']['unmatched_spans'], 3)
+    chk.eq('metrics.threads_created', run.doc['metrics']['threads_created'], 3)
+
+
+# ---------------------------------------------------------------------------
+# 7. storm
+
+def check_storm(chk, run):
+    check_exit(chk, run, code=0)
+    leaves = [t for t in truth_of(run, 'thread') if t['routine'] == 'leaf_worker']
+    if len(leaves) != 1200:
+        raise FrameworkError('storm truth has %d leaves' % len(leaves))
+    m = Model(chk, run, 'storm.c')
+    m.check_complete()
+    chk.eq('metrics.threads_created', run.doc['metrics']['threads_created'], 1204)
+    chk.eq('metrics.max_depth', run.doc['metrics']['max_depth'], 2)
+    uncertain = [s['id'] for s in thread_spans(run.doc) if s['uncertain']]
+    chk.eq('uncertain spans', uncertain, [])
+    complete = sum(1 for t in leaves
+                   if (m.span_for.get(id(t)) or {}).get('status') == 'completed')
+    print('run %s: %d/1200 leaf spans completed, %d spans, %.2f s, stops %s'
+          % (run.tmpdir, complete, len(thread_spans(run.doc)), run.elapsed,
+             run.doc['session'].get('stops', {}).get('total')))
+
+
+@case('storm')
+def case_storm(session, chk, variant='default'):
+    exe = fixture('storm')
+    if variant == 'default':
+        for i in range(3):
+            chk.prefix = '[run %d] ' % (i + 1)
+            check_storm(chk, session.run([exe], timeout=35))
+    elif variant == 'no-debug-files':
+        check_storm(chk, session.run([exe], opts=['-q', '--no-debug-files'], timeout=35))
+    else:
+        raise FrameworkError('unknown storm variant %s' % variant)
+
+
+# ---------------------------------------------------------------------------
+# 8. signals
+
+@case('signals')
+def case_signals(session, chk):
+    run = session.run([fixture('signals')])
+    check_exit(chk, run, code=0)
+    sig = one_truth(run, 'signals')
+    trapper = one_truth(run, 'trapper')['tid']
+    for what, count, tid, want in (('SIGUSR1 (pthread_kill)', 'usr1_count', 'usr1_tid',
+                                    sig['receiver']),
+                                   ('SIGRTMIN+2 (pthread_kill)', 'rt_count', 'rt_tid',
+                                    sig['receiver']),
+                                   ('SIGTRAP (raise)', 'trap_raise_count', 'trap_raise_tid',
+                                    trapper),
+                                   ('SIGTRAP (int3)', 'trap_int3_count', 'trap_int3_tid',
+                                    trapper)):
+        chk.eq('%s deliveries to the program' % what, sig[count], 1)
+        chk.eq('%s delivered to thread' % what, sig[tid], want)
+    chk.eq('other SIGTRAP deliveries', sig['trap_other_count'], 0)
+    m = Model(chk, run, 'signals.c')
+    m.check_complete()
+
+
+@case('groupstop')
+def case_groupstop(session, chk):
+    release_r, release_w = os.pipe()
+    ready_r, ready_w = os.pipe()
+    run, proc = session.start([fixture('signals'), '--stop'], opts=['-q'],
+                              env={'PTW_RELEASE_FD': str(release_r),
+                                   'PTW_READY_FD': str(ready_w)},
+                              pass_fds=(release_r, ready_w))
+    os.close(release_r)
+    os.close(ready_w)
+    try:
+        line = read_line(ready_r, 20, 'ready')
+        pid = int(line.split()[1])
+        os.kill(pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 10
+        while True:
+            states = task_states(pid)
+            if states and all(st in 'tT' for st in states.values()):
+                break
+            if time.monotonic() > deadline:
+                raise Failed('after SIGSTOP, the threads of %d did not all stop within 10 s: %s'
+                             % (pid, states))
+            time.sleep(0.01)  # polling /proc in the harness
+        print('stopped: %s' % states)
+        os.kill(pid, signal.SIGCONT)
+        os.write(release_w, b'xx')
+        session.wait(run, proc, 30, 'ptwatch did not finish after SIGCONT')
+    finally:
+        end_group(proc)
+        os.close(release_w)
+        os.close(ready_r)
+    load_truth(run)
+    load_doc(run)
+    check_exit(chk, run, code=0)
+    chk.eq('SIGCONT deliveries to the handler', one_truth(run, 'stop')['cont_count'], 1)
+    m = Model(chk, run, 'signals.c')
+    m.check_complete()
+
+
+# ---------------------------------------------------------------------------
+# 9. stdout
+
+@case('stdout')
+def case_stdout(session, chk):
+    run = session.run([fixture('stdout')], opts=['-q'], output='stdout')
+    check_exit(chk, run, code=0)   # load_doc parsed the whole of stdout as one document
+    lines = one_truth(run, 'lines')
+    seen = {}
+    for text in run.stderr_text().splitlines():
+        parts = text.split()
+        if len(parts) == 3 and parts[1] == 'line' and parts[2].isdigit():
+            seen.setdefault(parts[0], []).append(int(parts[2]))
+    chk.eq("fixture's main lines on stderr, in order", seen.get('main'),
+           list(range(lines['main'])))
+    for i in range(2):
+        chk.eq("fixture's thread%d lines on stderr, in order" % i, seen.get('thread%d' % i),
+               list(range(lines['thread'])))
+    chk.true('no fixture line on stdout', b' line ' not in run.stdout)
+    m = Model(chk, run, 'stdout.c')
+    m.check_complete()
+
+
+# ---------------------------------------------------------------------------
+# 10. exec failures and exit codes
+
+def one_line_message(chk, run, what):
+    text = run.stderr_text().strip()
+    chk.true('%s: one line on stderr (got %r)' % (what, text), text and '\n' not in text)
+
+
+@case('execfail')
+def case_execfail(session, chk):
+    run = session.run(['/nonexistent/ptw-no-such-command'], load=False)
+    chk.eq('missing command: exit status', run.returncode, 127)
+    one_line_message(chk, run, 'missing command')
+    # Not specified: whether -o FILE gets a document when nothing ran. If
+    # it holds one, it must be valid.
+    if os.path.exists(run.doc_path):
+        if os.path.getsize(run.doc_path):
+            load_doc(run)
+            print('note: exec failure with -o: document written, end_reason %s'
+                  % run.doc['session']['end_reason'])
+        else:
+            print('note: exec failure with -o: ptwatch left an empty %s' % run.doc_path)
+
+    d = session.mkdtemp()
+    path = os.path.join(d, 'not-executable')
+    with open(path, 'w') as f:
+        f.write('#!/bin/sh\nexit 0\n')
+    os.chmod(path, stat.S_IRUSR | stat.S_IWUSR | stat.S_IRGRP | stat.S_IROTH)
+    if os.getuid() == 0 and os.access(path, os.X_OK):
+        raise FrameworkError('%s is executable for root' % path)
+    run = session.run([path], load=False)
+    chk.eq('non-executable command: exit status', run.returncode, 126)
+    one_line_message(chk, run, 'non-executable command')
+
+    for argv in ([], ['--']):
+        r = subprocess.run([os.environ['PTWATCH']] + argv, stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=20)
+        chk.eq('ptwatch %s (no command): exit status' % ' '.join(argv), r.returncode, 2)
+        chk.true('ptwatch %s (no command): a message on stderr' % ' '.join(argv),
+                 r.stderr.strip() != b'')
+
+
+@case('exitcode')
+def case_exitcode(session, chk):
+    run = session.run([fixture('exitcode'), '42'])
+    check_exit(chk, run, code=42)
+    m = Model(chk, run, 'exitcode.c')
+    m.check_complete()
+
+
+# ---------------------------------------------------------------------------
+# 12. rawclone
+
+def check_lwp_exited(chk, span, what, exit_code=0):
+    """A thread whose end ptwatch saw only as its LWP's own exit: status
+    lwp_exited (not exited, which is pthread_exit), no made-up value, a
+    lifetime from its creation."""
+    chk.eq('%s: status' % what, span['status'], 'lwp_exited', span)
+    end = span['end'] or {}
+    chk.eq('%s: end.method' % what, end.get('method'), 'unknown', span)
+    chk.eq('%s: end.reason' % what, end.get('reason'), 'lwp_exit', span)
+    chk.eq('%s: end.value (the start routine\'s value is not known)' % what, end.get('value'),
+           None, span)
+    chk.eq('%s: end.exit_code' % what, end.get('exit_code'), exit_code, span)
+    chk.eq('%s: start_ns (its start cannot be seen)' % what, span['start_ns'], None, span)
+    c, e = span['create_ns'], span['end_ns']
+    if chk.true('%s: create_ns and end_ns known' % what, None not in (c, e), span):
+        chk.eq('%s: lifetime_ns == end_ns - create_ns' % what, span['lifetime_ns'], e - c, span)
+
+
+def check_lifetime_metric(chk, doc):
+    """metrics.lifetime_ns counts every span with a lifetime."""
+    lives = [s['lifetime_ns'] for s in thread_spans(doc) if s['lifetime_ns'] is not None]
+    d = doc['metrics']['lifetime_ns']
+    chk.eq('metrics.lifetime_ns.count (spans with a lifetime_ns)', d['count'], len(lives), d)
+    if lives:
+        chk.eq('metrics.lifetime_ns.max', d['max'], max(lives), d)
+        chk.eq('metrics.lifetime_ns.min', d['min'], min(lives), d)
+
+
+@case('rawclone')
+def case_rawclone(session, chk):
+    run = session.run([fixture('rawclone')])
+    check_exit(chk, run, code=0)
+    rc = one_truth(run, 'rawclone')
+    m = Model(chk, run, 'rawclone.c')
+    m.match()
+    m.check_all()
+    span = find_span(chk, run.doc, rc['tid'], None, 'raw clone LWP %s' % rc['tid'],
+                     index=span_index(run.doc))
+    if span is not None:
+        print('raw clone span: %s' % json.dumps(span))
+        chk.eq('raw clone: origin', span['origin'], 'clone', span)
+        chk.eq('raw clone: pthread', span['pthread'], None, span)
+        chk.eq('raw clone: uncertain', span['uncertain'], False, span)
+        check_lwp_exited(chk, span, 'raw clone', rc['exit_code'])
+        # glibc's clone() left its function and argument on the child's stack
+        check_location(chk, span['start_routine'], 'raw clone: start_routine', span,
+                       'clone_child', 'rawclone.c', routine_line('rawclone.c', 'clone_child'),
+                       addr=rc['routine_addr'])
+        chk.eq('raw clone: arg', span['arg'], rc['arg'], span)
+        row = [l for l in run.stderr_text().splitlines()
+               if re.match(r'\s+%d\s+%d\s' % (span['id'], span['tid']), l)]
+        chk.true('raw clone: a table row with START ROUTINE clone_child (%s)' % row,
+                 len(row) == 1 and re.search(r'\sclone_child \(rawclone.c:\d+\)\s+%s\s'
+                                             % span['status'], row[0]) is not None)
+    chk.true('raw clone: the text never says pthread_start_routine',
+             'pthread_start_routine' not in run.stderr_text(), run.stderr_text()[-3000:])
+    m.check_no_extra_spans(allowed=[span] if span else [])
+    m.check_metrics(created=False)
+    check_lifetime_metric(chk, run.doc)
+
+
+# ---------------------------------------------------------------------------
+# 13. dlopen
+
+@case('dlopen')
+def case_dlopen(session, chk):
+    lib = fixture('dlmod')
+    run = session.run([fixture('dlopen'), lib])
+    check_exit(chk, run, code=0)
+    for t in truth_of(run, 'thread'):
+        if t['routine'] == 'dl_worker':
+            t['source'] = 'dlmod.c'
+            t['module'] = lib
+    chk.eq('dl_worker records', sum(1 for t in truth_of(run, 'thread')
+                                    if t['routine'] == 'dl_worker'), 2)
+    addrs = [r['routine_addr'] for r in truth_of(run, 'library')]
+    chk.eq('library loads', len(addrs), 2)
+    if len(set(addrs)) != 1:
+        print('note: the library came back at another address: %s' % addrs)
+    m = Model(chk, run, 'dlopen.c')
+    m.check_complete()
+
+
+# ---------------------------------------------------------------------------
+# 13b. noaranges: the source line of code whose CU has no .debug_aranges
+
+@case('noaranges')
+def case_noaranges(session, chk):
+    """far_worker's CU has no .debug_aranges entry (as Go's CUs in a cgo
+    program): its line comes from its own CU, never from the CU whose
+    arange lies below it (noaranges_tail.c)."""
+    run = session.run([fixture('noaranges')])
+    check_exit(chk, run, code=0)
+    for t in truth_of(run, 'thread'):
+        t['source'] = 'noaranges_worker.c'
+    m = Model(chk, run, 'noaranges.c')
+    m.check_complete()
+    chk.true('no location names noaranges_tail.c',
+             'noaranges_tail.c' not in json.dumps(run.doc) and
+             'noaranges_tail.c' not in run.stderr_text(), run.stderr_text()[-2000:])
+
+
+# ---------------------------------------------------------------------------
+# 15. static
+
+@case('static')
+def case_static(session, chk):
+    exe = fixture('static')
+    run = session.run([exe])
+    check_exit(chk, run, code=0)
+    report_warnings(run)
+    m = Model(chk, run, 'static.c')
+    m.check_complete()
+    # libc6-dbg cannot help a static program: the warning must not say so.
+    for w in run.doc.get('warnings', []):
+        if w.get('code') == 'no_libc_debuginfo':
+            chk.true('static: no_libc_debuginfo does not advise libc6-dbg (%s)' % w['message'],
+                     'install libc6-dbg' not in w['message'] and 'static' in w['message'], w)
+
+
+@case('static-stripped')
+def case_static_stripped(session, chk):
+    """The static fixture without its symbols: libthread_db cannot be used
+    (strategy lwp), so every thread is an LWP seen from its clone to its
+    exit. main() is still found, from the entry point's code."""
+    exe = fixture('static_stripped')
+    run = session.run([exe])
+    check_exit(chk, run, code=0)
+    report_warnings(run)
+    doc = run.doc
+    chk.eq('session.strategy', doc['session'].get('strategy'), 'lwp')
+    # no pthread_t without libthread_db: match the spans by tid alone
+    records = [dict(r, pthread=None) if r.get('kind') == 'thread' else r for r in run.truth]
+    m = Model(chk, run, 'static.c', stripped=True, records=records)
+    m.match()
+    for mrec in m.mains:
+        m.check_main(mrec)
+    main_tid = m.mains[0]['tid'] if m.mains else None
+    for t in m.threads:
+        span = m.span_of.get(t['tid'])
+        if span is None:
+            continue
+        what = 'thread %s (%s)' % (t['tid'], t['routine'])
+        chk.eq('%s: origin' % what, span['origin'], 'clone', span)
+        chk.eq('%s: pthread (no libthread_db)' % what, span['pthread'], None, span)
+        chk.eq('%s: start_routine (cannot be known)' % what, span['start_routine'], None, span)
+        chk.eq('%s: creator_tid' % what, span['creator_tid'], main_tid, span)
+        chk.eq('%s: uncertain' % what, span['uncertain'], False, span)
+        check_lwp_exited(chk, span, what)
+        row = [l for l in run.stderr_text().splitlines()
+               if re.match(r'\s+%d\s+%d\s' % (span['id'], span['tid']), l)]
+        chk.true('%s: a table row with START ROUTINE "-", status lwp_exited (%s)' % (what, row),
+                 len(row) == 1 and re.search(r'\s-\s+lwp_exited\s', row[0]) is not None)
+    chk.true('the text never says pthread_start_routine',
+             'pthread_start_routine' not in run.stderr_text(), run.stderr_text()[-3000:])
+    m.check_no_extra_spans()
+    check_lifetime_metric(chk, doc)
+    chk.eq('metrics.lifetime_ns.count (main and the three workers)',
+           doc['metrics']['lifetime_ns']['count'], 4)

@@ -1,0 +1,333 @@
+"""--locks: wait spans and live deadlocks (fixture 'locks')."""
+
+import os
+import signal
+import subprocess
+
+from ptw_test import (
+    case, check_exit, check_untouched, end_group, fixture, FrameworkError, load_doc, load_truth, one_truth,
+    ptwatch_path, read_outputs, thread_spans, truth_of, wait_for
+)
+from helpers import (
+    check_same_as_untraced, kill_tracer, ptwatch_processes, start_attached, check_text_restored,
+    wait_untraced
+)
+
+
+# ---------------------------------------------------------------------------
+# --locks: wait spans and live deadlocks (fixture 'locks')
+
+def wait_spans(doc, wait=None):
+    return [x for x in doc['spans'] if x['kind'] == 'wait' and (wait is None or x['wait'] == wait)]
+
+
+def obj_symbol(w):
+    return (w.get('object') or {}).get('symbol')
+
+
+def site_symbol(w):
+    return (w.get('site') or {}).get('symbol')
+
+
+def check_waits_sane(chk, doc):
+    """What holds for every wait span: ids 1..n; its thread span and its
+    owner's have their tids; a completed one ends at or after its start."""
+    waits = wait_spans(doc)
+    chk.eq('wait ids are 1..n', sorted(w['id'] for w in waits), list(range(1, len(waits) + 1)))
+    threads = {x['id']: x for x in thread_spans(doc)}
+    for w in waits:
+        what = 'wait %d (%s, tid %d)' % (w['id'], w['wait'], w['tid'])
+        ts = threads.get(w['thread_span'])
+        chk.true('%s: its thread span has its tid' % what, ts is not None and ts['tid'] == w['tid'],
+                 w)
+        if w['owner_span'] is not None:
+            os_ = threads.get(w['owner_span'])
+            chk.true('%s: its owner span has the owner tid' % what,
+                     os_ is not None and os_['tid'] == w['owner_tid'], w)
+        if w['status'] == 'completed':
+            chk.true('%s: end at or after start' % what,
+                     w['end_ns'] >= w['start_ns'] and w['duration_ns'] == w['end_ns'] - w['start_ns'],
+                     w)
+        else:
+            chk.true('%s: no end; a reason unless open' % what,
+                     w['end_ns'] is None and (w['status'] == 'open' or w['reason']), w)
+
+
+def contend_rounds(chk, run, n):
+    """The fixture's "round" records (locks contend N), in round order:
+    one contended wait each, by its waiter for its owner."""
+    rounds = sorted(truth_of(run, 'round'), key=lambda r: r['round'])
+    if [r['round'] for r in rounds] != list(range(n)):
+        raise FrameworkError('locks contend %d: round records %s' % (n, rounds))
+    return rounds
+
+
+def check_contended_waits(chk, waits, rec, rounds, what='lock_m'):
+    """The waits on the contend fixture's mutex (rec: its "contend"
+    record) are the rounds', one each, in order: (waiter, owner) exactly.
+    Returns them, in order."""
+    mutex = sorted((w for w in waits if w['wait'] == 'mutex' and
+                    w['object']['addr'] == rec['mutex']), key=lambda w: w['start_ns'])
+    chk.eq('%s: the contended waits, in order, as (waiter, owner): one per round of the '
+           'fixture' % what, [(w['tid'], w['owner_tid']) for w in mutex],
+           [(r['waiter'], r['owner']) for r in rounds])
+    return mutex
+
+
+def locks_opts(variant):
+    return ['-q', '--locks'] + (['--no-debug-files'] if variant == 'no-debug-files' else [])
+
+
+@case('locks-contend')
+def case_locks_contend(session, chk, variant='default'):
+    """Two threads take turns holding lock_m, the other one waiting each
+    round (20 rounds, each one a contended wait: the holder lets go only
+    once the waiter sleeps on lock_m's futex): exactly the fixture's 20
+    waits, in order, each by that round's waiter for its owner (the other
+    player); the object named lock_m, the call site in player; the
+    summary's most contended object is lock_m. The fixture's results are
+    the same without --locks."""
+    cmd = [fixture('locks'), 'contend', '20']
+    run = session.run(cmd, opts=locks_opts(variant))
+    check_exit(chk, run, code=0)
+    check_waits_sane(chk, run.doc)
+    rec = one_truth(run, 'contend')
+    a, b = rec['a'], rec['b']
+    rounds = contend_rounds(chk, run, 20)
+    mutex = check_contended_waits(chk, wait_spans(run.doc, 'mutex'), rec, rounds)
+    for w in mutex:
+        what = 'wait %d' % w['id']
+        chk.eq('%s: object symbol' % what, obj_symbol(w), 'lock_m', w)
+        chk.eq('%s: object kind' % what, w['object']['kind'], 'mutex', w)
+        chk.eq('%s: call site' % what, site_symbol(w), 'player', w)
+        chk.eq('%s: status' % what, w['status'], 'completed', w)
+    m = run.doc['metrics']
+    objs = [o for o in m.get('contended_objects', []) if o['object']['addr'] == rec['mutex']]
+    chk.true('metrics.contended_objects: lock_m with its waits and both players (%r)' % objs,
+             len(objs) == 1 and objs[0]['waits'] == len(mutex) and
+             set(objs[0]['tids']) == {a, b} and objs[0]['total_ns'] >= objs[0]['max_ns'] > 0)
+    tw = {x['tid']: x for x in m.get('thread_waits', [])}
+    chk.true('metrics.thread_waits: both players (%r)' % tw, a in tw and b in tw)
+    chk.eq('metrics.waits.count', m['waits']['count'], len(wait_spans(run.doc)))
+    chk.eq('no deadlock', run.doc.get('deadlocks'), [])
+    text = run.stderr_text()
+    chk.true('the summary lists lock_m among the contended objects',
+             'waits: ' in text and 'lock_m' in text, text[-2000:])
+    check_same_as_untraced(chk, session, cmd, run)
+
+
+@case('locks-kinds')
+def case_locks_kinds(session, chk, variant='default'):
+    """A join, a reader and a writer on a write-held rwlock, a condition
+    variable, a semaphore: each wait is seen with its kind, object (named
+    when global), owner (joined thread, rwlock writer) and call site."""
+    exe = fixture('locks')
+    opts = locks_opts(variant)
+    run = session.run([exe, 'join'], opts=opts)
+    check_exit(chk, run, code=0)
+    check_waits_sane(chk, run.doc)
+    rec = one_truth(run, 'joined')
+    joins = wait_spans(run.doc, 'join')
+    chk.eq('join: one wait (%r)' % joins, len(joins), 1)
+    if joins:
+        w = joins[0]
+        chk.eq('join: by main', w['tid'], rec['joiner'], w)
+        chk.eq('join: for the thread', w['owner_tid'], rec['tid'], w)
+        chk.eq('join: object is its pthread_t', w['object']['addr'], rec['pthread'], w)
+        chk.eq('join: object kind', w['object']['kind'], 'thread', w)
+        chk.eq('join: call site', site_symbol(w), 'join_mode', w)
+        chk.eq('join: completed', w['status'], 'completed', w)
+    check_same_as_untraced(chk, session, [exe, 'join'], run)
+
+    run = session.run([exe, 'rwlock'], opts=opts)
+    check_exit(chk, run, code=0)
+    check_waits_sane(chk, run.doc)
+    for rec in truth_of(run, 'rw'):
+        ws = [w for w in wait_spans(run.doc, rec['wait']) if w['tid'] == rec['waiter']]
+        chk.eq('%s: one wait by %d (%r)' % (rec['wait'], rec['waiter'], ws), len(ws), 1)
+        for w in ws:
+            chk.eq('%s: object' % rec['wait'], w['object']['addr'], rec['rwlock'], w)
+            chk.eq('%s: object symbol' % rec['wait'], obj_symbol(w), 'rw_lock', w)
+            chk.eq('%s: object kind' % rec['wait'], w['object']['kind'], 'rwlock', w)
+            chk.eq('%s: owner (the writer)' % rec['wait'], w['owner_tid'], rec['owner'], w)
+            chk.eq('%s: call site' % rec['wait'], site_symbol(w),
+                   'rw_reader' if rec['wait'] == 'rwlock_read' else 'rw_writer', w)
+    chk.eq('rwlock: two rounds in the truth', len(truth_of(run, 'rw')), 2)
+    check_same_as_untraced(chk, session, [exe, 'rwlock'], run)
+
+    for mode, kind, field, sym in (('cond', 'cond', 'cond', 'cond_v'), ('sem', 'sem', 'sem', 'sem_s')):
+        run = session.run([exe, mode], opts=opts)
+        check_exit(chk, run, code=0)
+        check_waits_sane(chk, run.doc)
+        rec = one_truth(run, mode)
+        ws = [w for w in wait_spans(run.doc, kind) if w['object']['addr'] == rec[field]]
+        chk.eq('%s: one wait on %s (%r)' % (mode, sym, ws), len(ws), 1)
+        for w in ws:
+            chk.eq('%s: by the waiter' % mode, w['tid'], rec['waiter'], w)
+            chk.eq('%s: object symbol' % mode, obj_symbol(w), sym, w)
+            chk.eq('%s: no owner' % mode, w['owner_tid'], None, w)
+            chk.eq('%s: call site' % mode, site_symbol(w), mode + '_waiter', w)
+            chk.eq('%s: completed' % mode, w['status'], 'completed', w)
+        check_same_as_untraced(chk, session, [exe, mode], run)
+
+
+@case('locks-nocontend')
+def case_locks_nocontend(session, chk):
+    """--locks on a program that takes its locks, rwlocks and semaphores
+    20,000 times each and never waits: no wait span, and as many stops as
+    without --locks (the fast paths cost nothing)."""
+    cmd = [fixture('locks'), 'nocontend']
+    run = session.run(cmd, opts=['-q', '--locks'])
+    check_exit(chk, run, code=0)
+    chk.eq('no wait spans', wait_spans(run.doc), [])
+    plain = session.run(cmd, opts=['-q'])
+    chk.eq('ptrace stops with and without --locks', run.doc['session']['stops']['total'],
+           plain.doc['session']['stops']['total'])
+    chk.eq('output with and without --locks', run.stdout_text(), plain.stdout_text())
+    chk.eq('exit status with and without --locks', run.returncode, plain.returncode)
+
+
+def wait_for_text(run, proc, needle, timeout=20):
+    def seen():
+        read_outputs(run)
+        return needle in run.stderr_text() or proc.poll() is not None
+    return wait_for(seen, timeout) and needle in run.stderr_text()
+
+
+def blocked_on(pid, tid, addr):
+    """Thread tid sleeps in futex on addr."""
+    try:
+        with open('/proc/%d/task/%d/syscall' % (pid, tid)) as f:
+            words = f.read().split()
+    except OSError:
+        return False
+    return len(words) > 1 and words[0] == '202' and int(words[1], 16) == int(addr, 16)
+
+
+def check_deadlock_doc(chk, doc, rec, status):
+    """One deadlock, ab and ba with mutex_b and mutex_a, their waits in it;
+    their thread spans show their stacks and what they wait for."""
+    dls = doc.get('deadlocks') or []
+    chk.eq('one deadlock in the document (%r)' % dls, len(dls), 1)
+    if not dls:
+        return
+    d = dls[0]
+    chk.eq('deadlock tids', sorted(d['tids']), sorted([rec['ab'], rec['ba']]))
+    chk.eq('deadlock objects', sorted(d['objects']), sorted([rec['mutex_a'], rec['mutex_b']]))
+    threads = {x['id']: x for x in thread_spans(doc)}
+    chk.eq('deadlock spans are the threads\' spans', sorted(threads[i]['tid'] for i in d['spans']
+                                                           if i in threads),
+           sorted(d['tids']))
+    waits = {w['id']: w for w in wait_spans(doc)}
+    want = {rec['ab']: (rec['mutex_b'], 'mutex_b', rec['ba'], 'ab_worker'),
+            rec['ba']: (rec['mutex_a'], 'mutex_a', rec['ab'], 'ba_worker')}
+    for wid in d['waits']:
+        w = waits.get(wid)
+        if not chk.true('deadlock wait %s is a wait span' % wid, w is not None):
+            continue
+        obj, sym, owner, routine = want.get(w['tid'], (None, None, None, None))
+        chk.eq('wait %d: object' % wid, w['object']['addr'], obj, w)
+        chk.eq('wait %d: object symbol' % wid, obj_symbol(w), sym, w)
+        chk.eq('wait %d: owner' % wid, w['owner_tid'], owner, w)
+        chk.eq('wait %d: part of deadlock 1' % wid, w['deadlock'], 1, w)
+        chk.eq('wait %d: status' % wid, w['status'], status, w)
+        ts = [x for x in thread_spans(doc) if x['tid'] == w['tid']]
+        stack = [f['symbol'] for f in (ts[0].get('stack') or [])] if ts else []
+        chk.true('thread %d: its stack goes through %s (%r)' % (w['tid'], routine, stack),
+                 routine in stack)
+        wf = ts[0].get('waits_for') if ts else None
+        chk.true('thread %d: waits_for %s held by %d (%r)' % (w['tid'], sym, owner, wf),
+                 wf is not None and wf['object'] == obj and wf['owner_tid'] == owner)
+
+
+@case('locks-deadlock')
+def case_locks_deadlock(session, chk, mode='launch'):
+    """An AB/BA deadlock forms while traced: said at once in the event log
+    (once, with both threads, their mutexes and stacks) while the process
+    runs on; the test then ends it. launch: killed by the test (the
+    document has it); attach: -p, then Ctrl-C (SIGINT) detaches and both
+    threads still sleep on their mutexes, untraced, no byte left changed;
+    kill9: the tracer process is killed after the report, the restorer's
+    document has the deadlock, every byte is put back and the threads
+    still wait."""
+    exe = fixture('locks')
+    if mode == 'attach':
+        target = session.target('locks', ['deadlock'])
+        pid = target.ready()[0]
+        run, proc = start_attached(session, target, opts=['--locks'])
+        try:
+            target.send('d')
+            chk.eq('the deadlock formed', target.line(20, 'deadlocked'), 'deadlocked')
+            chk.true('DEADLOCK said in the event log',
+                     wait_for_text(run, proc, 'DEADLOCK #1', 20), run.stderr_text()[-2000:])
+            chk.eq('ptwatch still runs', proc.poll(), None)
+            rec = target.one_truth('deadlock')
+            os.kill(proc.pid, signal.SIGINT)
+            session.wait(run, proc, 20, 'ptwatch did not let go after SIGINT')
+        finally:
+            end_group(proc)
+        load_doc(run)
+        chk.eq('fate', run.doc['target']['fate'], 'lives_on')
+        check_deadlock_doc(chk, run.doc, rec, 'open')
+        check_untouched(chk, pid, 'after the detach', allowed='S')
+        chk.true('both threads still sleep on their mutexes after the detach',
+                 wait_for(lambda: blocked_on(pid, rec['ab'], rec['mutex_b']) and
+                          blocked_on(pid, rec['ba'], rec['mutex_a']), 5))
+        check_text_restored(chk, pid, 'after the detach')
+        lines = [x for x in run.stderr_text().splitlines() if 'DEADLOCK #' in x and 'threads wait' in x]
+        chk.eq('said once (%r)' % lines, len(lines), 1)
+        target.kill()
+        return
+
+    run, proc = session.start([exe, 'deadlock'], opts=['-q', '--locks'])
+    pid = None
+    try:
+        chk.true('DEADLOCK said in the event log (with -q)',
+                 wait_for_text(run, proc, 'DEADLOCK #1', 20), run.stderr_text()[-2000:])
+        chk.true('the truth record', wait_for(lambda: any(r.get('kind') == 'deadlock'
+                                                          for r in load_truth(run)), 10))
+        rec = one_truth(run, 'deadlock')
+        pid = rec['pid']
+        chk.eq('ptwatch still runs', proc.poll(), None)
+        chk.true('the process runs on, its threads asleep on their mutexes',
+                 wait_for(lambda: blocked_on(pid, rec['ab'], rec['mutex_b']) and
+                          blocked_on(pid, rec['ba'], rec['mutex_a']), 5))
+        if mode == 'kill9':
+            chk.true('a tracer process', ptwatch_processes(proc.pid).get('tracer') is not None)
+            kill_tracer(chk, proc.pid)
+            chk.true('TracerPid 0 within 2 s of the kill', wait_untraced(pid, 2) is not None)
+            check_text_restored(chk, pid, 'after the kill')
+            chk.true('both threads still sleep on their mutexes after the kill',
+                     wait_for(lambda: blocked_on(pid, rec['ab'], rec['mutex_b']) and
+                              blocked_on(pid, rec['ba'], rec['mutex_a']), 5))
+        os.kill(pid, signal.SIGKILL)
+        session.wait(run, proc, 20, 'ptwatch did not exit after the target was killed')
+    finally:
+        end_group(proc)
+        if pid:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    load_doc(run)
+    if mode == 'kill9':
+        chk.eq('end_reason', run.doc['session']['end_reason'], 'tracer_died')
+        check_deadlock_doc(chk, run.doc, rec, 'unmatched')
+    else:
+        chk.eq('ptwatch dies of the command\'s signal', run.returncode, -signal.SIGKILL)
+        check_deadlock_doc(chk, run.doc, rec, 'unmatched')
+        lines = [x for x in run.stderr_text().splitlines() if 'DEADLOCK #' in x and 'threads wait' in x]
+        chk.eq('said once in the event log (%r)' % lines, len(lines), 1)
+        chk.true('the summary names the deadlock', 'DEADLOCK #1: threads' in run.stderr_text())
+    check_waits_sane(chk, run.doc)
+
+
+@case('locks-usage')
+def case_locks_usage(session, chk):
+    """--locks with --snapshot: one clear line, exit status 2."""
+    argv = [ptwatch_path(), '--locks', '--snapshot', '-p', str(os.getpid())]
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=20)
+    err = p.stderr.decode()
+    chk.eq('exit status', p.returncode, 2)
+    chk.true('says why (%r)' % err, err.splitlines()[:1] and
+             '--locks cannot be used with --snapshot' in err.splitlines()[0])
