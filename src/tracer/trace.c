@@ -566,34 +566,69 @@ void hook_longjmp(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 
 /* ---- the end ---- */
 
-static void trace_finish(struct ptw_tracer *t)
+/* What the functions one process matched could not be traced. */
+static void warn_unhookable(struct ptw_tracer *t, const struct trace *tr)
 {
-	struct trace *tr = trace_of(t);
-	if (!tr)
-		return;
 	for (size_t i = 0; i < tr->npats; i++) {
-		struct pattern *p = &tr->pats[i];
+		const struct pattern *p = &tr->pats[i];
 		if (p->nfailed)
 			tracer_warn(
 				t, PTW_W_TRACE_UNHOOKABLE,
 				"--trace '%s': %zu of the %zu functions it matched are not traced: %s%s",
 				p->text, p->nfailed, p->matched, p->failed.p,
 				p->nfailed > 3 ? ", ..." : "");
-		if (p->matched)
+	}
+}
+
+/* The session is over (called for the root): a pattern is warned about
+ * when it matched nothing in any process of the session (-f: the root, a
+ * shell say, may have none of what its children have). */
+static void trace_finish(struct ptw_tracer *t)
+{
+	struct trace *tr = trace_of(t);
+	if (!tr || t->root)
+		return;
+	/* Every process that traced, the root first (all have the same patterns). */
+	size_t n = 0;
+	const struct trace **all = xcalloc(t->nfollowed + 1, sizeof(*all));
+	struct ptw_tracer **who = xcalloc(t->nfollowed + 1, sizeof(*who));
+	for (size_t k = 0; k <= t->nfollowed; k++) {
+		struct ptw_tracer *c = k ? t->followed[k - 1] : t;
+		if (trace_of(c) && trace_of(c)->npats == tr->npats) {
+			who[n] = c;
+			all[n++] = trace_of(c);
+		}
+	}
+	for (size_t k = 0; k < n; k++)
+		warn_unhookable(who[k], all[k]);
+	for (size_t i = 0; i < tr->npats; i++) {
+		const struct pattern *p = &tr->pats[i];
+		bool matched = false, module_seen = false;
+		for (size_t k = 0; k < n; k++) {
+			matched |= all[k]->pats[i].matched > 0;
+			module_seen |= all[k]->pats[i].module_seen;
+		}
+		if (matched)
 			continue;
-		if (p->module && !p->module_seen) {
+		if (p->module && !module_seen) {
 			tracer_warn(t, PTW_W_TRACE_NO_MATCH,
 				    "--trace '%s': no loaded module is called '%s'", p->text,
 				    p->module);
 			continue;
 		}
 		struct ptw_buf b = { 0 };
-		for (size_t k = 0; k < tr->ndynsym_only; k++) {
-			if (p->module && fnmatch(p->module, tr->dynsym_only[k], 0) != 0)
-				continue;
-			ptw_buf_puts(&b, b.len ? ", " : "");
-			ptw_buf_puts(&b, tr->dynsym_only[k]);
-		}
+		struct ptw_map named = { 0 };
+		for (size_t k = 0; k < n; k++)
+			for (size_t d = 0; d < all[k]->ndynsym_only; d++) {
+				const char *m = all[k]->dynsym_only[d];
+				if ((p->module && fnmatch(p->module, m, 0) != 0) ||
+				    ptw_map_get(&named, ptw_str_hash(m)))
+					continue;
+				ptw_map_put(&named, ptw_str_hash(m), (void *)1);
+				ptw_buf_puts(&b, b.len ? ", " : "");
+				ptw_buf_puts(&b, m);
+			}
+		ptw_map_free(&named);
 		if (b.len)
 			tracer_warn(
 				t, PTW_W_TRACE_NO_MATCH,
@@ -606,6 +641,8 @@ static void trace_finish(struct ptw_tracer *t)
 				    p->text);
 		ptw_buf_free(&b);
 	}
+	free(all);
+	free(who);
 }
 
 const struct tracer_feature feature_frames = {
