@@ -1,0 +1,169 @@
+"""Input ptwatch does not control, and odd targets (issue 18): a FIFO and a
+valid-but-wrong entry in the symbol cache, -p with a thread id, a process
+made with clone(CLONE_VM) without CLONE_VFORK."""
+
+import glob
+import os
+import re
+
+from ptw_test import (
+    case, check_attach_doc, check_exit, fixture, Model, one_truth, report_warnings, thread_spans,
+    warning_codes
+)
+from helpers import check_target_exit
+from cases.launch import check_lifecycle
+
+
+def cache_files(home):
+    return sorted(glob.glob(os.path.join(home, 'ptwatch', '*')))
+
+
+@case('cache-fifo')
+def case_cache_fifo(session, chk):
+    """Every file of the symbol cache replaced by a FIFO: ptwatch reads
+    none of them (an open() of a FIFO would wait for a writer, with the
+    target stopped) and traces as without a cache."""
+    home = session.mkdtemp()
+    env = {'XDG_CACHE_HOME': home}
+    run = session.run([fixture('lifecycle')], opts=['-q'], env=env)
+    check_lifecycle(chk, run)
+    files = cache_files(home)
+    chk.true('the first run wrote the cache (%s)' % files, len(files) >= 2)
+    for f in files:
+        os.unlink(f)
+        os.mkfifo(f)
+    chk.prefix = '[FIFOs] '
+    run = session.run([fixture('lifecycle')], opts=['-q', '--debug=sym'], env=env, timeout=30)
+    check_lifecycle(chk, run)
+    chk.eq('strategy', run.doc['session'].get('strategy'), 'debuginfo')
+    # not one of them was taken for a cache file
+    loaded = re.findall(r'cache (\S+) for \S+: loaded', run.stderr_text())
+    chk.eq('cache files loaded from FIFOs', loaded, [])
+
+
+def fnv1a(data):
+    h = 0xcbf29ce484222325
+    for c in data:
+        h = ((h ^ c) * 0x100000001b3) & 0xffffffffffffffff
+    return h
+
+
+def shift_cached_symbols(path, names, by):
+    """A cache file whose answers for names are shifted by `by` bytes, its
+    checksum recomputed: valid, and wrong."""
+    with open(path, 'rb') as f:
+        lines = f.read().split(b'\n')
+    head, body = lines[:5], lines[5:]
+    shifted = 0
+    for i, line in enumerate(body):
+        fields = line.split(b'\t')
+        if len(fields) >= 3 and fields[0] in names and fields[1] == b'1':
+            fields[2] = b'%x' % (int(fields[2], 16) + by)
+            body[i] = b'\t'.join(fields)
+            shifted += 1
+    data = b'\n'.join(body)
+    words = head[4].split(b' ')
+    if not head[4].startswith(b'records') or words[-2] != b'checksum':
+        raise ValueError('unexpected cache header %r' % head[4])
+    words[-1] = b'%016x' % fnv1a(data)
+    head[4] = b' '.join(words)
+    with open(path, 'wb') as f:
+        f.write(b'\n'.join(head) + b'\n' + data)
+    return shifted
+
+
+@case('cache-wrong')
+def case_cache_wrong(session, chk):
+    """libc's cached address of __nptl_version (what libthread_db checks
+    first) shifted, the checksum recomputed: libthread_db fails with the
+    cached answers; ptwatch forgets the cache (--debug=sym says so), asks
+    the modules again and traces with libthread_db as usual, and the cache
+    it writes is right for the next run."""
+    home = session.mkdtemp()
+    env = {'XDG_CACHE_HOME': home}
+    run = session.run([fixture('lifecycle')], opts=['-q'], env=env)
+    check_lifecycle(chk, run)
+    names = [b'sym:__nptl_version']
+    shifted = 0
+    for f in cache_files(home):
+        shifted += shift_cached_symbols(f, names, 0x10)
+    chk.true('a cached __nptl_version was shifted (%d)' % shifted, shifted >= 1)
+
+    chk.prefix = '[wrong cache] '
+    run = session.run([fixture('lifecycle')], opts=['-q', '--debug=sym'], env=env)
+    check_lifecycle(chk, run)
+    chk.eq('strategy', run.doc['session'].get('strategy'), 'debuginfo')
+    chk.true('no no_thread_db warning (%s)' % warning_codes(run.doc),
+             'no_thread_db' not in warning_codes(run.doc))
+    chk.true('--debug=sym says the cache was forgotten',
+             re.search(r'records forgotten', run.stderr_text()) is not None)
+
+    chk.prefix = '[next run] '
+    run = session.run([fixture('lifecycle')], opts=['-q', '--debug=sym'], env=env)
+    check_lifecycle(chk, run)
+    chk.eq('strategy', run.doc['session'].get('strategy'), 'debuginfo')
+    chk.true('the cache is loaded, and not forgotten again',
+             'loaded' in run.stderr_text() and 'records forgotten' not in run.stderr_text())
+
+
+@case('attach-tid')
+def case_attach_tid(session, chk):
+    """-p with the id of a thread that is not the main one: ptwatch says
+    whose thread it is and attaches to its process: target.pid is the
+    process, its main thread is main."""
+    target = session.target('idle', [3])
+    pid = target.ready()[0]
+    tids = sorted(int(t) for t in os.listdir('/proc/%d/task' % pid))
+    worker = [t for t in tids if t != pid][-1]
+    for mode, opts in (('snapshot', ('-q', '--snapshot')), ('duration', ('-q', '--duration=0.2'))):
+        chk.prefix = '[%s] ' % mode
+        run = session.attach(worker, opts=opts, timeout=30)
+        check_attach_doc(chk, run, pid, mode, mode)
+        chk.eq('target.pid', run.doc['target']['pid'], pid)
+        spans = {s['tid']: s for s in thread_spans(run.doc)}
+        chk.eq('threads', sorted(spans), tids)
+        chk.eq('the main thread is main', spans.get(pid, {}).get('origin'), 'main')
+        chk.eq('the thread named is preexisting', spans.get(worker, {}).get('origin'),
+               'preexisting')
+        said = '%d is a thread of process %d' % (worker, pid)
+        chk.true('stderr says "%s"' % said, said in run.stderr_text())
+        report_warnings(run)
+    chk.prefix = ''
+    target.send('q')
+    check_target_exit(chk, target, 'released')
+
+
+@case('clonevm')
+def case_clonevm(session, chk, follow=False):
+    """A process made with clone(CLONE_VM | SIGCHLD), no CLONE_VFORK: the
+    kernel reports a fork, but the child shares the parent's memory, int3s
+    included. Its "copy" of them must not be restored (that would remove
+    the parent's): every later thread of the parent is complete and
+    joined. With -f the child is a process of the session (exit 7), named
+    by the program it runs, with no thread span of its own (it is not a
+    pthread) and certainly not a second main."""
+    opts = ['-q', '-f'] if follow else ['-q']
+    run = session.run([fixture('clonevm')], opts=opts)
+    check_exit(chk, run, code=0)
+    m = Model(chk, run, 'clonevm.c')
+    m.check_complete()
+    child = one_truth(run, 'clonevm')
+    mains = [s for s in thread_spans(run.doc) if s.get('origin') == 'main']
+    chk.eq('one main span, the process\'s', [s['tid'] for s in mains], [run.doc['target']['pid']])
+    chk.eq('no span of the child %d' % child['pid'],
+           [s['tid'] for s in thread_spans(run.doc) if s.get('pid') == child['pid'] or
+            s['tid'] == child['pid']], [])
+    if follow:
+        procs = {p['pid']: p for p in run.doc.get('processes', [])}
+        p = procs.get(child['pid'])
+        chk.true('the child %d is a process of the session (%s)' % (child['pid'], sorted(procs)),
+                 p is not None)
+        if p:
+            chk.eq('its exit', p.get('exit'), {'code': child['exit']})
+            chk.eq('its exe', p.get('exe'), fixture('clonevm'))
+    report_warnings(run)
+
+
+@case('clonevm-follow')
+def case_clonevm_follow(session, chk):
+    case_clonevm(session, chk, follow=True)
