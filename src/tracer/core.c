@@ -139,6 +139,19 @@ void tracer_features_finish(struct ptw_tracer *t)
 
 void tracer_features_free(struct ptw_tracer *t)
 {
+	/* Its threads' state goes with it: another process's tracer (-f: the
+	 * root's, which takes over the LWPs let go) must never see it. */
+	size_t it = 0;
+	void *v;
+	while (t->proc && ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
+		struct ptw_lwp *l = v;
+		struct thread *th = l->user;
+		for (int id = 0; th && l->tgid == t->pid && id < FEATURES; id++)
+			if (th->fdata[id]) {
+				th->fdata[id]->free(th->fdata[id]);
+				th->fdata[id] = NULL;
+			}
+	}
 	for (size_t i = t->nfeatures; i-- > 0;)
 		if (t->features[i]->free)
 			t->features[i]->free(t);

@@ -269,7 +269,8 @@ void tracer_libc_ready(struct ptw_tracer *t, struct ptw_lwp *l);
 unsigned tracer_hooks_beside(struct ptw_tracer *t, unsigned hooks);
 void tracer_image_reset(struct ptw_tracer *t);
 void tracer_features_finish(struct ptw_tracer *t);
-/* Frees their state; t has no features any more. */
+/* Frees their state, and their state for t's threads (none of it is let
+ * go of: t's breakpoints are gone or going); t has no features any more. */
 void tracer_features_free(struct ptw_tracer *t);
 /* The LWP is forgotten: its features let go of it, its state is freed. */
 void tracer_forget_lwp(struct ptw_tracer *t, struct ptw_lwp *l);
