@@ -45,10 +45,12 @@ static void attach_on_stop(void *ctx, struct ptw_stop *st)
 			struct thread *cth = tracer_thread_of(cl);
 			cth->foreign = true;
 			cth->announced = true;
-			if (st->kind == PTW_STOP_VFORK)
-				cth->vfork_child = true;
-			else
+			if (st->kind == PTW_STOP_VFORK || lifecycle_shares_memory(t, l, cl->tid)) {
+				cth->vfork_child = true; /* (clone(CLONE_VM): it is ours too) */
+				cth->vm_parent = t->pid;
+			} else {
 				cth->detach_asap = true;
+			}
 		}
 		break;
 	}
@@ -59,7 +61,7 @@ static void attach_on_stop(void *ctx, struct ptw_stop *st)
 	case PTW_STOP_KILLED:
 		if (l->tid == t->proc->pid)
 			t->target_gone = true;
-		free(th);
+		tracer_thread_free(th);
 		l->user = NULL;
 		break;
 	default:

@@ -155,6 +155,76 @@ static void leave_xol_pages(struct ptw_tracer *t)
 			    t->proc->pid);
 }
 
+/* Stops l (running or not) with nothing of ours pending: a trap on our
+ * int3 is undone (rip rewound), another signal kept for its detach.
+ * 0, or -ESRCH when it is gone (then forgotten). */
+static int stop_clean(struct ptw_tracer *t, struct ptw_lwp *l)
+{
+	pid_t tid = l->tid;
+	int r = l->state == PTW_LWP_STOPPED ? 0 : ptw_interrupt(t->proc, l);
+	bool stopped = l->state == PTW_LWP_STOPPED;
+	for (int rounds = 0; r == 0 && rounds < 64; rounds++) {
+		if (stopped && !(l->last_stop == PTW_STOP_INTERRUPT &&
+				 ptw_signal_queued(t->proc, l, SIGTRAP, SI_KERNEL)))
+			return 0;
+		if (stopped)
+			r = ptw_resume(t->proc, l); /* let the queued trap be reported */
+		struct ptw_stop st;
+		if (r == 0)
+			r = ptw_wait_tid(t->proc, l, &st);
+		if (r < 0)
+			break;
+		if (st.kind == PTW_STOP_EXITED || st.kind == PTW_STOP_KILLED) {
+			tracer_lwp_gone(t, l, &st);
+			return -ESRCH;
+		}
+		if (st.kind == PTW_STOP_SIGNAL)
+			l->resume_sig = tracer_our_trap(t, l, &st) ? 0 : st.sig;
+		stopped = true;
+		l = ptw_lwp_get(t->proc, tid);
+		if (!l)
+			return -ESRCH;
+	}
+	return r < 0 ? r : -EAGAIN;
+}
+
+void tracer_release_vm_children(struct ptw_tracer *t)
+{
+	if (!t->proc || !t->bps)
+		return;
+	size_t it = 0, n = 0;
+	void *v;
+	pid_t *tids = xcalloc(t->proc->lwps->count + 1, sizeof(*tids));
+	while (ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
+		struct ptw_lwp *l = v;
+		struct thread *th = l->user;
+		if (th && th->vm_parent == t->pid && l->tgid != t->pid && l->state != PTW_LWP_GONE)
+			tids[n++] = l->tid;
+	}
+	struct ptw_tracer *root = tracer_root(t);
+	for (size_t i = 0; i < n; i++) {
+		struct ptw_lwp *l = ptw_lwp_get(t->proc, tids[i]);
+		if (!l || stop_clean(t, l) < 0)
+			continue;
+		int failed = ptw_bp_restore_in(t->bps, l->tid);
+		if (failed)
+			tracer_warn(t, PTW_W_RESTORE_FAILED,
+				    "%d patched bytes could not be restored in %d, which shares the "
+				    "memory of %d",
+				    failed, l->tid, t->pid);
+		/* -f: its record ends here, untraced from now on. */
+		struct ptw_tracer *c = ptw_map_get(&root->by_pid, (uint64_t)l->tgid);
+		if (c && c->vfork_pending) {
+			c->detached = true;
+			c->end_ns = ptw_now_ns();
+			ptw_map_del(&root->by_pid, (uint64_t)c->pid);
+		}
+		ptw_detach_lwp(t->proc, l);
+		tracer_forget_lwp(t, l);
+	}
+	free(tids);
+}
+
 int tracer_let_go(struct ptw_tracer *t)
 {
 	if (t->target_gone || t->detached)

@@ -207,6 +207,7 @@ void follow_fork_stop(struct ptw_tracer *t, struct ptw_stop *st)
 		/* It shares our memory, int3s included, until it execs or
 		 * exits: keep it traced and step it over them. */
 		cth->vfork_child = true;
+		cth->vm_parent = t->pid;
 		if (cl->state == PTW_LWP_STOPPED)
 			ptw_resume(t->proc, cl);
 		return;
@@ -306,7 +307,11 @@ struct ptw_tracer *follow_owner(struct ptw_tracer *root, struct ptw_lwp *l)
 	struct ptw_tracer *c = ptw_map_get(&root->by_pid, (uint64_t)l->tgid);
 	if (!c)
 		return root;
-	return c->vfork_pending ? c->vfork_parent : c;
+	if (!c->vfork_pending)
+		return c; /* (set up at its first stop: no proc before) */
+	/* The memory it runs in is its parent's, while that is traced. */
+	c = c->vfork_parent;
+	return c && c->proc ? c : root;
 }
 
 /* A followed process ended (its leader was reaped): what it left goes. */

@@ -103,6 +103,9 @@ static void on_exec_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_sto
 	if (t->root && !follow_exec(t, l))
 		return;
 
+	/* A process still in the old memory (clone(CLONE_VM)) keeps its int3s:
+	 * give them back through it, now, while the journal knows them. */
+	tracer_release_vm_children(t);
 	/* The old image's return breakpoints must not be touched any more
 	 * (their addresses now belong to the new one). */
 	tracer_image_reset(t);
@@ -212,6 +215,8 @@ static void handle_stop(struct ptw_tracer *t, struct ptw_stop *st)
 	case PTW_STOP_EXITED:
 	case PTW_STOP_KILLED:
 		tracer_lwp_gone(t, l, st);
+		if (t->target_gone)
+			tracer_release_vm_children(t); /* its memory lives on in them */
 		return;
 	case PTW_STOP_EXIT:
 		on_exit_stop(t, l, st);

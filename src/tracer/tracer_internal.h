@@ -162,6 +162,11 @@ struct thread {
 	bool in_join;
 	bool used_xol;	    /* ran an out-of-line slot: a signal frame may point there */
 	bool follow_setup;  /* -f: first thread of a forked process, set it up at its first stop */
+	/* A process sharing the memory of process vm_parent (vfork, or
+	 * clone(CLONE_VM) whose parent runs on): stepped over our int3s while
+	 * it does, let go (its bytes restored) before that memory stops being
+	 * ours to restore (tracer_release_vm_children). 0: none. */
+	pid_t vm_parent;
 	/* Each feature's own state for this thread (NULL: none yet). */
 	struct feature_thread *fdata[FEATURES];
 };
@@ -426,6 +431,11 @@ void signals_settle(struct ptw_tracer *t);
 uint64_t signals_deadline(const struct ptw_tracer *t);
 
 /* detach.c */
+/* t's memory is about to stop being ours (t exec'd, or its last thread
+ * ended): every process still sharing it (vm_parent) is stopped, a trap
+ * of ours undone, the original bytes written back through it, and let go,
+ * so that it never meets an int3 untraced. */
+void tracer_release_vm_children(struct ptw_tracer *t);
 /* Lets go of a live target as ptw_tracer_detach() does, without saying so
  * (PTW_EV_DETACHED): a snapshot tells what it copied first. */
 int tracer_let_go(struct ptw_tracer *t);

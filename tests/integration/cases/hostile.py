@@ -7,7 +7,8 @@ import os
 import re
 
 from ptw_test import (
-    case, check_attach_doc, check_exit, fixture, Model, one_truth, report_warnings, thread_spans,
+    case, check_attach_doc, check_exit, fixture, load_truth, Model, one_truth, report_warnings,
+    thread_spans, wait_for,
     warning_codes
 )
 from helpers import check_target_exit
@@ -167,3 +168,47 @@ def case_clonevm(session, chk, follow=False):
 @case('clonevm-follow')
 def case_clonevm_follow(session, chk):
     case_clonevm(session, chk, follow=True)
+
+
+def clonevm_child_done(run, timeout=10):
+    """The clone child's "clonevm-child" record (it calls a libc entry
+    ptwatch hooks once its parent's memory is no longer traced: an int3
+    left there would have killed it), waited for: it may outlive ptwatch."""
+    def found():
+        return [r for r in load_truth(run) if r.get('kind') == 'clonevm-child']
+    return wait_for(found, timeout)
+
+
+@case('clonevm-exec')
+def case_clonevm_exec(session, chk, follow=False):
+    """The parent execs while its clone(CLONE_VM) child still runs in the
+    old memory, int3s included: before the journal forgets them they are
+    written back through the child, which is let go; it calls a hooked
+    libc entry afterwards and exits 7 (not SIGTRAP), as the new image,
+    traced on, records."""
+    for follow in (False, True):
+        chk.prefix = '[-f] ' if follow else ''
+        opts = ['-q', '-f'] if follow else ['-q']
+        run = session.run([fixture('clonevm'), 'exec'], opts=opts)
+        check_exit(chk, run, code=0)
+        chk.true('the child called the hooked entry and recorded it', clonevm_child_done(run))
+        rec = one_truth(run, 'clonevm')
+        chk.eq('the child\'s end, as its reaper saw it', (rec['exit'], rec['signal']), (7, 0))
+        report_warnings(run)
+
+
+@case('clonevm-orphan')
+def case_clonevm_orphan(session, chk):
+    """The parent exits while its clone(CLONE_VM) child runs on in the same
+    memory: the child is let go then, the bytes written back through it
+    (it waits until it is untraced before it calls a hooked libc entry).
+    The parent is the target, or a process the target forked (-f: the
+    child's stops must not go to the tracer of its ended parent)."""
+    for mode, opts in (('orphan', ['-q']), ('orphan', ['-q', '-f']),
+                       ('fork-orphan', ['-q', '-f']), ('fork-orphan', ['-q'])):
+        chk.prefix = '[%s %s] ' % (mode, ' '.join(opts))
+        run = session.run([fixture('clonevm'), mode], opts=opts)
+        check_exit(chk, run, code=0)
+        chk.true('the child called the hooked entry and recorded it', clonevm_child_done(run))
+        chk.eq('warnings', warning_codes(run.doc), [])
+        report_warnings(run)
