@@ -31,6 +31,7 @@ struct ptw_cache_value {
 	bool found;
 	uint64_t a, b;
 	const char *text;
+	bool loaded; /* (ptw_cache_get) read from the file, not put in this session */
 };
 
 /* What ptw_cache_open found on disk. */

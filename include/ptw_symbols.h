@@ -60,11 +60,12 @@ void ptw_symbols_retire(struct ptw_symbols *s);
  * directory that cannot be written is a debug message, nothing more. */
 void ptw_symbols_save_cache(struct ptw_symbols *s);
 
-/* The cached answers are wrong (libthread_db, say, cannot work with
- * them): every cache of the session is emptied (and rewritten at the next
- * save) and the answers given from it are forgotten, so that the next
- * lookups read the modules. Returns how many records were dropped (0: no
- * cache was in use, asking again would change nothing). */
+/* The answers read from cache files may be wrong (libthread_db, say,
+ * cannot work with them): if any lookup was answered from one, every
+ * cache of the session is emptied (and rewritten at the next save) and
+ * the lookups are forgotten, so that the next ones read the modules.
+ * Returns how many answers had come from files (0: none, nothing was
+ * done; asking again would change nothing). */
 size_t ptw_symbols_forget_cache(struct ptw_symbols *s);
 
 /* Re-reads /proc/PID/maps (after dlopen/dlclose); drops name caches. */

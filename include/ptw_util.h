@@ -102,12 +102,12 @@ size_t ptw_utf8_sequence(const unsigned char *p, size_t avail);
 /* Writes all of buf (again after EINTR and short writes); 0 or -errno. */
 int ptw_write_all(int fd, const void *buf, size_t len);
 
-/* Reads a small /proc file into buf (NUL-terminated, trailing newline kept); -errno on failure. */
 /* Opens path for reading if it is a regular file, never waiting (a FIFO
  * or device planted where a file is expected is refused, -EINVAL) and not
  * through a symbolic link (-ELOOP): for files ptwatch does not control.
  * The descriptor, or -errno. */
 int ptw_open_regular(const char *path);
+/* Reads a small /proc file into buf (NUL-terminated, trailing newline kept); -errno on failure. */
 int ptw_read_small_file(const char *path, char *buf, size_t size);
 /* The same, path relative to the directory dir_fd (or AT_FDCWD). */
 int ptw_read_small_file_at(int dir_fd, const char *path, char *buf, size_t size);

@@ -351,9 +351,13 @@ static const struct ptw_location *get_location(struct ptw_record_reader *r, stru
 	return &r->locs[id - 1]->loc;
 }
 
+/* An integer member's bytes; a one-byte member is a bool: 0 or 1, whatever
+ * the byte (a corrupt record must not make a bool hold 2). */
 static void get_int(struct cursor *c, void *member, size_t size)
 {
 	take(c, member, size);
+	if (size == 1)
+		*(uint8_t *)member = *(uint8_t *)member != 0;
 }
 
 /* A NULL-terminated argv (malloc'd; its strings point into the payload). */

@@ -36,6 +36,7 @@ struct record {
 	bool found;
 	uint64_t a, b;
 	char *text;
+	bool loaded; /* read from the file, not learnt in this session */
 	size_t next; /* index + 1 of the next record with the same hash, 0 = none */
 };
 
@@ -104,6 +105,7 @@ static bool put(struct ptw_cache *c, const char *key, bool found, uint64_t a, ui
 	r->a = a;
 	r->b = b;
 	r->text = text ? xstrdup(text) : NULL;
+	r->loaded = false;
 	return true;
 }
 
@@ -220,6 +222,9 @@ static bool parse(struct ptw_cache *c, char *buf, size_t len)
 		if (errno || *e1 || *e2 || !f[2][0] || !f[3][0])
 			goto bad;
 		put(c, f[0], f[1][0] == '1', a, b, f[4]);
+		struct record *r = find(c, f[0]);
+		if (r)
+			r->loaded = true;
 		got++;
 		p = nl + 1;
 	}
@@ -289,6 +294,7 @@ int ptw_cache_get(const struct ptw_cache *c, const char *key, struct ptw_cache_v
 	ret->a = r->a;
 	ret->b = r->b;
 	ret->text = r->text;
+	ret->loaded = r->loaded;
 	return 0;
 }
 

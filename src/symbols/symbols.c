@@ -72,6 +72,7 @@ struct ptw_symbols {
 	struct module_index *mods;
 	size_t nmods;
 	struct ptw_map lookups;	  /* hash(module \0 name) -> struct lookup_result* */
+	size_t answers_from_disk; /* lookups answered by records read from a cache file */
 	struct ptw_map locations; /* addr -> struct ptw_location* (current module list) */
 	struct ptw_location **all_locations; /* every one handed out: spans keep them */
 	size_t nall, all_cap;
@@ -528,20 +529,23 @@ void ptw_symbols_retire(struct ptw_symbols *s)
 
 size_t ptw_symbols_forget_cache(struct ptw_symbols *s)
 {
-	size_t n = 0;
+	size_t used = s->answers_from_disk;
+	if (!used)
+		return 0; /* nothing came from a file: the modules said it all */
+	s->answers_from_disk = 0;
 	for (size_t i = 0; i < s->ncaches; i++) {
 		struct ptw_cache *c = s->caches[i].cache;
 		size_t k = ptw_cache_count(c);
 		if (!k)
 			continue;
-		ptw_dbg(PTW_DBG_SYM, "cache %s: %zu records forgotten (a cached answer does not fit the process)",
+		ptw_dbg(PTW_DBG_SYM, "cache %s: %zu records forgotten (a cached answer does not fit "
+				     "the process)",
 			ptw_cache_path(c), k);
-		n += k;
 		ptw_cache_clear(c);
 	}
 	/* What was answered from them is asked again. */
 	free_lookups(s);
-	return n;
+	return used;
 }
 
 void ptw_symbols_save_cache(struct ptw_symbols *s)
@@ -658,15 +662,20 @@ static struct ptw_cache *module_cache(struct ptw_symbols *s, struct module_index
 	return mi->cache = c;
 }
 
-static int cache_get(struct ptw_cache *c, const char *kind, const char *what,
-		     struct ptw_cache_value *ret)
+/* A cached answer; one read from the file is counted (it may be wrong:
+ * ptw_symbols_forget_cache). */
+static int cache_get(struct ptw_symbols *s, struct ptw_cache *c, const char *kind,
+		     const char *what, struct ptw_cache_value *ret)
 {
 	if (!c)
 		return -ENOENT;
 	char key[600];
 	if ((size_t)snprintf(key, sizeof(key), "%s:%s", kind, what) >= sizeof(key))
 		return -ENOENT;
-	return ptw_cache_get(c, key, ret);
+	int r = ptw_cache_get(c, key, ret);
+	if (r == 0 && ret->loaded)
+		s->answers_from_disk++;
+	return r;
 }
 
 static void cache_put(struct ptw_cache *c, const char *kind, const char *what, bool found,
@@ -677,7 +686,7 @@ static void cache_put(struct ptw_cache *c, const char *kind, const char *what, b
 	char key[600];
 	if ((size_t)snprintf(key, sizeof(key), "%s:%s", kind, what) >= sizeof(key))
 		return;
-	ptw_cache_put(c, key, &(struct ptw_cache_value){ found, a, b, text });
+	ptw_cache_put(c, key, &(struct ptw_cache_value){ found, a, b, text, false });
 }
 
 /* ---- name lookup ---- */
@@ -770,7 +779,7 @@ int ptw_symbols_lookup(struct ptw_symbols *s, const char *module, const char *na
 				continue;
 			struct ptw_cache *c = module_cache(s, mi);
 			struct ptw_cache_value v;
-			if (cache_get(c, "sym", name, &v) == 0) {
+			if (cache_get(s, c, "sym", name, &v) == 0) {
 				res->found = v.found;
 				res->addr = mi->bias + v.a;
 				res->size = v.b;
@@ -836,7 +845,7 @@ int ptw_symbols_lookup_loaded(struct ptw_symbols *s, const char *module, const c
 		struct ptw_cache_value v;
 		uint64_t addr = 0, size = 0;
 		bool found;
-		if (cache_get(c, "sym", name, &v) == 0 || cache_get(c, "esym", name, &v) == 0) {
+		if (cache_get(s, c, "sym", name, &v) == 0 || cache_get(s, c, "esym", name, &v) == 0) {
 			found = v.found;
 			addr = found ? mi->bias + v.a : 0;
 		} else {
@@ -1057,14 +1066,14 @@ const struct ptw_location *ptw_symbols_locate(struct ptw_symbols *s, uint64_t ad
 		struct ptw_cache_value v, src;
 		if (c)
 			snprintf(key, sizeof(key), "%" PRIx64, addr - mi->bias);
-		if (c && cache_get(c, "loc", key, &v) == 0) {
+		if (c && cache_get(s, c, "loc", key, &v) == 0) {
 			if (v.found && v.text) {
 				set_symbol(s, loc, v.text);
 				loc->symbol_offset = v.a;
 			}
 			loc->has_offset = true;
 			loc->offset = addr - mi->bias;
-			if (cache_get(c, "src", key, &src) == 0 && src.text) {
+			if (cache_get(s, c, "src", key, &src) == 0 && src.text) {
 				loc->file = intern(s, src.text);
 				loc->line = (int)src.a;
 			}
@@ -1177,7 +1186,7 @@ int ptw_symbols_function_range(struct ptw_symbols *s, uint64_t addr, uint64_t *r
 	struct ptw_cache_value v;
 	if (c) {
 		snprintf(key, sizeof(key), "%" PRIx64, addr - mi->bias);
-		if (cache_get(c, "range", key, &v) == 0) {
+		if (cache_get(s, c, "range", key, &v) == 0) {
 			if (!v.found)
 				return -ENOENT;
 			*ret_lo = mi->bias + v.a;
@@ -1306,7 +1315,7 @@ int ptw_symbols_member_offset(struct ptw_symbols *s, const char *module, const c
 		struct ptw_cache_value v;
 		uint64_t off = 0;
 		int r;
-		if (cache_get(c, "member", what, &v) == 0) {
+		if (cache_get(s, c, "member", what, &v) == 0) {
 			r = v.found ? 0 : -ENOENT;
 			off = v.a;
 			ptw_dbg(PTW_DBG_SYM, "struct %s: %s %#llx (cached)", what,
@@ -1443,7 +1452,7 @@ static bool has_cfi(struct ptw_symbols *s, uint64_t pc)
 	struct ptw_cache_value v;
 	if (c) {
 		snprintf(key, sizeof(key), "%" PRIx64, pc - mi->bias);
-		if (cache_get(c, "cfi", key, &v) == 0)
+		if (cache_get(s, c, "cfi", key, &v) == 0)
 			return v.found;
 	}
 	bool found = false;

@@ -401,4 +401,3 @@ struct ptw_bp *tracer_our_trap(struct ptw_tracer *t, struct ptw_lwp *l, const st
 	return bp;
 }
 
-/* Each hook kind's name and handler, from the one list (tracer_internal.h). */

@@ -160,10 +160,11 @@ int image_init(struct ptw_tracer *t, struct ptw_lwp *l)
 {
 	image_load(t);
 	t->img.fresh = true;
-	tracer_image_ready(t, l);
+	/* The image begins now, not once --trace has scanned it. */
 	struct ptw_event ev = ptw_event_init(PTW_EV_IMAGE, ptw_now_ns(), t->proc->pid);
 	ev.name = t->img.exe;
 	tracer_emit(t, &ev);
+	tracer_image_ready(t, l);
 	return 0;
 }
 
@@ -208,9 +209,10 @@ int image_tdb_open(struct ptw_tracer *t)
 		return img->tdb ? 0 : -ENOENT;
 	td_err_e err;
 	int r = ptw_tdb_new(t->proc, img->syms, &img->tdb, &err);
-	if (r < 0 && ptw_symbols_forget_cache(img->syms) > 0) {
+	if (r < 0 && err != TD_NOLIBTHREAD && ptw_symbols_forget_cache(img->syms) > 0) {
 		/* The symbol cache may be what is wrong (a valid entry with wrong
-		 * answers): once more without it. */
+		 * answers: libthread_db finds the symbols it needs, and they do
+		 * not fit): once more without it. (No nptl at all is no reason.) */
 		ptw_dbg(PTW_DBG_TRACER, "libthread_db failed (%s) with cached symbols: again without",
 			ptw_tdb_strerror(err));
 		r = ptw_tdb_new(t->proc, img->syms, &img->tdb, &err);

@@ -639,8 +639,8 @@ void hook_wait_return(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp
 		      const struct user_regs_struct *regs, uint64_t ns)
 {
 	(void)bp;
-	struct locks_thread *th = locks_of(l);
-	if (!locks_state(t) || !th->nlwaits)
+	struct locks_thread *th = locks_peek(l);
+	if (!locks_state(t) || !th || !th->nlwaits)
 		return; /* another thread's fast path through the same code */
 	const struct lock_wait *w = &th->lwaits[th->nlwaits - 1];
 	if (w->ret != regs->rip || w->sp + 8 != regs->rsp)
@@ -675,8 +675,8 @@ void hook_wait_join_ret(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *
 			const struct user_regs_struct *regs, uint64_t ns)
 {
 	(void)bp;
-	struct locks_thread *th = locks_of(l);
-	if (!locks_state(t) || !th->nlwaits)
+	struct locks_thread *th = locks_peek(l);
+	if (!locks_state(t) || !th || !th->nlwaits)
 		return;
 	const struct lock_wait *w = &th->lwaits[th->nlwaits - 1];
 	if (w->kind != PTW_WAIT_JOIN || w->ret || w->sp != regs->rsp)

@@ -86,6 +86,13 @@ static struct frames_thread *frames_of(struct ptw_lwp *l)
 	return (struct frames_thread *)th->fdata[FEATURE_FRAMES];
 }
 
+/* The thread's if it has one (NULL: no frame of ours open). */
+static struct frames_thread *frames_peek(struct ptw_lwp *l)
+{
+	struct thread *th = l->user;
+	return th ? (struct frames_thread *)th->fdata[FEATURE_FRAMES] : NULL;
+}
+
 /* Functions an entry breakpoint must not go on: entered without a call
  * (no return address at [sp]), or trampolines with a stack of their own. */
 static const char *const never_traced[] = {
@@ -488,9 +495,10 @@ void hook_frame_return(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *b
 		       const struct user_regs_struct *regs, uint64_t ns)
 {
 	(void)bp;
-	struct frames_thread *th = frames_of(l);
+	struct frames_thread *th = frames_peek(l);
 	bool returned;
-	size_t k = ptw_shadow_left_at(th->shadow, th->nshadow, regs->rsp, regs->rip, &returned);
+	size_t k = th ? ptw_shadow_left_at(th->shadow, th->nshadow, regs->rsp, regs->rip, &returned)
+		      : 0;
 	if (!k || !trace_of(t))
 		return; /* the return site reached by another way: nothing ends */
 	drop(t, th, k);
@@ -506,7 +514,8 @@ void hook_throw(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 		const struct user_regs_struct *regs, uint64_t ns)
 {
 	(void)bp, (void)regs;
-	if (!frames_of(l)->nshadow)
+	struct frames_thread *th = frames_peek(l);
+	if (!th || !th->nshadow)
 		return; /* no frame of ours to skip */
 	struct ptw_event ev = ptw_event_init(PTW_EV_THROW, ns, l->tid);
 	tracer_emit(t, &ev);
@@ -516,8 +525,8 @@ void hook_catch(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 		const struct user_regs_struct *regs, uint64_t ns)
 {
 	(void)bp;
-	struct frames_thread *th = frames_of(l);
-	if (!th->nshadow)
+	struct frames_thread *th = frames_peek(l);
+	if (!th || !th->nshadow)
 		return;
 	/* __cxa_begin_catch is called by the catching frame: its stack
 	 * pointer is the one above our return address. */
@@ -549,8 +558,8 @@ void hook_longjmp(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 		  const struct user_regs_struct *regs, uint64_t ns)
 {
 	(void)bp;
-	struct frames_thread *th = frames_of(l);
-	if (!th->nshadow)
+	struct frames_thread *th = frames_peek(l);
+	if (!th || !th->nshadow)
 		return;
 	struct ptw_event ev = ptw_event_init(PTW_EV_LONGJMP, ns, l->tid);
 	ev.sp = longjmp_target_sp(t, regs);

@@ -24,7 +24,7 @@
  * thread over it, then calls each kind's handler, in the order of this
  * list. One list makes the enum (HK_x), the bit masks (HOOK_x), the
  * handlers' declarations (hook_x) and the dispatch table (tracer.c):
- * X(NAME, handler, feature file).
+ * X(NAME, handler), each with the file of its handler in a comment.
  */
 #define PTW_HOOK_KINDS(X)                                                                     \
 	X(DL_DEBUG_STATE, dl_debug_state)   /* lifecycle.c: ld.so's r_brk, libraries (un)loaded */ \
@@ -199,7 +199,7 @@ struct image {
  * handle the public API gives out, holding what the session shares
  * (signals, interrupts, warnings, the wait loop). With -f, every process
  * it forks gets a tracer of its own (its own ptw_proc view, breakpoint
- * table and journal, image and thread agent, --trace state), listed in
+ * table and journal, image and thread agent, features), listed in
  * the root's followed; the features see one process at a time.
  */
 struct ptw_tracer {
@@ -464,8 +464,9 @@ int lifecycle_setup(struct ptw_tracer *t, struct ptw_lwp *host);
 void lifecycle_clone_args(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t *ret_flags,
 			  uint64_t *ret_tls);
 /* Whether the process child, just forked by parent (its fork event),
- * shares parent's memory: clone(CLONE_VM) without CLONE_VFORK is reported
- * as a fork, but its "copy" of our int3s is ours, as a vfork child's. */
+ * shares parent's memory: clone(CLONE_VM | SIGCHLD) without CLONE_VFORK is
+ * reported as a fork, but its "copy" of our int3s is ours, as a vfork
+ * child's. */
 bool lifecycle_shares_memory(struct ptw_tracer *t, struct ptw_lwp *parent, pid_t child);
 /* A new thread (the clone event of parent). */
 void lifecycle_on_clone(struct ptw_tracer *t, struct ptw_lwp *parent, pid_t child, uint64_t flags,

@@ -157,6 +157,17 @@ int main(void)
 	CHECK(has(c, "sym:nothere", false, 0, 0, NULL));
 	CHECK(has(c, "loc:1139", true, 4, 12, "main"));
 	CHECK(has(c, "line:1139", true, 12, 0, "/src/a b/main.c"));
+	/* Which answers came from the file (they may be wrong; what is put
+	 * in this session was learnt from the modules). */
+	struct ptw_cache_value v;
+	CHECK(ptw_cache_get(c, "sym:main", &v) == 0 && v.loaded);
+	put(c, "sym:new", true, 1, 2, NULL);
+	CHECK(ptw_cache_get(c, "sym:new", &v) == 0 && !v.loaded);
+	put(c, "loc:1139", true, 5, 12, "main"); /* changed: learnt now */
+	CHECK(ptw_cache_get(c, "loc:1139", &v) == 0 && !v.loaded);
+	put(c, "loc:1139", true, 4, 12, "main");
+	ptw_cache_free(c);
+	c = open_cache(dir, id, &st);
 	/* Nothing changed: no write (the file keeps its inode). */
 	struct stat s1, s2;
 	CHECK_EQ(stat(ptw_cache_path(c), &s1), 0);
