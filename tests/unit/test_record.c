@@ -284,6 +284,38 @@ static void test_tracer_died_after_detach(void)
 	ptw_buf_free(&b);
 }
 
+/* Every field of an event crosses, the interrupt's action and why too
+ * (the restorer's session said what ptwatch did about a Ctrl-C). */
+static struct ptw_event last_event;
+static void keep_event(void *ctx, const struct ptw_event *ev)
+{
+	(void)ctx;
+	last_event = *ev;
+}
+
+static void test_interrupt_fields(void)
+{
+	struct ptw_buf b = { 0 };
+	struct ptw_record_writer *w = ptw_record_writer_new();
+	struct ptw_event e = ptw_event_init(PTW_EV_INTERRUPT, 77, 100);
+	e.sig = 2;
+	e.action = PTW_INTR_DETACHED;
+	e.why = PTW_INTR_AGAIN;
+	e.core_dumped = true;
+	ptw_record_event(w, &b, &e);
+	ptw_record_writer_free(w);
+	struct ptw_record_handlers h = { .event = keep_event };
+	struct ptw_record_reader *r = ptw_record_reader_new();
+	CHECK_EQ(ptw_record_feed(r, b.p, b.len, &h, NULL), 0);
+	CHECK_EQ(last_event.kind, PTW_EV_INTERRUPT);
+	CHECK_EQ(last_event.sig, 2);
+	CHECK_EQ(last_event.action, PTW_INTR_DETACHED);
+	CHECK_EQ(last_event.why, PTW_INTR_AGAIN);
+	CHECK_EQ(last_event.core_dumped, true);
+	ptw_record_reader_free(r);
+	ptw_buf_free(&b);
+}
+
 /* Bytes that make no sense are refused, and nothing after them is read. */
 static void test_corrupt(void)
 {
@@ -318,5 +350,6 @@ int main(void)
 	test_tracer_died();
 	test_tracer_died_after_detach();
 	test_corrupt();
+	test_interrupt_fields();
 	CHECK_DONE();
 }
