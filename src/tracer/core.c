@@ -79,6 +79,23 @@ void tracer_thread_free(struct thread *th)
 	free(th);
 }
 
+struct feature_thread *tracer_feature_thread(struct ptw_lwp *l, enum feature_id id, size_t size,
+					    void (*free_fn)(struct feature_thread *ft))
+{
+	struct thread *th = tracer_thread_of(l);
+	if (!th->fdata[id]) {
+		th->fdata[id] = xcalloc(1, size);
+		th->fdata[id]->free = free_fn;
+	}
+	return th->fdata[id];
+}
+
+struct feature_thread *tracer_feature_peek(struct ptw_lwp *l, enum feature_id id)
+{
+	struct thread *th = l->user;
+	return th ? th->fdata[id] : NULL;
+}
+
 void tracer_thread_renew(struct ptw_tracer *t, struct thread *th)
 {
 	for (size_t i = 0; i < t->nfeatures; i++)

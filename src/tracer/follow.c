@@ -105,6 +105,26 @@ static char *read_exe(pid_t pid)
 	return xstrdup(exe);
 }
 
+/* What c held of its process (image, breakpoint table, memory view) goes;
+ * its record (exe, counts) stays for the report. */
+static void release_process(struct ptw_tracer *c)
+{
+	if (c->img.exe) {
+		free(c->last_exe);
+		c->last_exe = xstrdup(c->img.exe);
+	}
+	image_release(c);
+	if (c->bps) {
+		c->bps_retired += ptw_bp_count(c->bps);
+		ptw_bptab_free(c->bps);
+		c->bps = NULL;
+	}
+	if (c->proc) {
+		ptw_proc_free(c->proc);
+		c->proc = NULL;
+	}
+}
+
 void follow_failed(struct ptw_tracer *c, const char *why)
 {
 	struct ptw_tracer *root = tracer_root(c);
@@ -115,20 +135,8 @@ void follow_failed(struct ptw_tracer *c, const char *why)
 	tracer_warn(c, PTW_W_PROCESS_NOT_FOLLOWED, "%s is not traced: %s",
 		    c->img.exe ? c->img.exe : c->last_exe ? c->last_exe : "?", why);
 	ptw_map_del(&root->by_pid, (uint64_t)c->pid);
-	if (c->bps) {
-		ptw_bptab_free(c->bps);
-		c->bps = NULL;
-	}
 	tracer_features_free(c);
-	if (c->img.exe) {
-		free(c->last_exe);
-		c->last_exe = xstrdup(c->img.exe);
-	}
-	image_release(c);
-	if (c->proc) {
-		ptw_proc_free(c->proc);
-		c->proc = NULL;
-	}
+	release_process(c);
 }
 
 /* Its own view of memory, breakpoint table and journal. */
@@ -334,20 +342,7 @@ void follow_done(struct ptw_tracer *c, const struct ptw_stop *st)
 	c->end_ns = st->ns;
 	ptw_map_del(&root->by_pid, (uint64_t)c->pid);
 	tracer_image_reset(c);
-	if (c->img.exe) {
-		free(c->last_exe);
-		c->last_exe = xstrdup(c->img.exe);
-	}
-	image_release(c);
-	if (c->bps) {
-		c->bps_retired += ptw_bp_count(c->bps);
-		ptw_bptab_free(c->bps);
-		c->bps = NULL;
-	}
-	if (c->proc) {
-		ptw_proc_free(c->proc);
-		c->proc = NULL;
-	}
+	release_process(c);
 }
 
 /* ---- -p PID -f: the descendants that run at the attach ---- */

@@ -67,20 +67,15 @@ static void locks_thread_free(struct feature_thread *ft)
 /* The thread's, made on first use. */
 static struct locks_thread *locks_of(struct ptw_lwp *l)
 {
-	struct thread *th = tracer_thread_of(l);
-	if (!th->fdata[FEATURE_LOCKS]) {
-		struct locks_thread *lt = xcalloc(1, sizeof(*lt));
-		lt->base.free = locks_thread_free;
-		th->fdata[FEATURE_LOCKS] = &lt->base;
-	}
-	return (struct locks_thread *)th->fdata[FEATURE_LOCKS];
+	return (struct locks_thread *)tracer_feature_thread(l, FEATURE_LOCKS,
+							    sizeof(struct locks_thread),
+							    locks_thread_free);
 }
 
 /* The thread's if it has one (NULL: in no wait). */
 static struct locks_thread *locks_peek(struct ptw_lwp *l)
 {
-	struct thread *th = l->user;
-	return th ? (struct locks_thread *)th->fdata[FEATURE_LOCKS] : NULL;
+	return (struct locks_thread *)tracer_feature_peek(l, FEATURE_LOCKS);
 }
 
 struct range {

@@ -77,20 +77,15 @@ static void frames_thread_free(struct feature_thread *ft)
 /* The thread's, made on first use. */
 static struct frames_thread *frames_of(struct ptw_lwp *l)
 {
-	struct thread *th = tracer_thread_of(l);
-	if (!th->fdata[FEATURE_FRAMES]) {
-		struct frames_thread *f = xcalloc(1, sizeof(*f));
-		f->base.free = frames_thread_free;
-		th->fdata[FEATURE_FRAMES] = &f->base;
-	}
-	return (struct frames_thread *)th->fdata[FEATURE_FRAMES];
+	return (struct frames_thread *)tracer_feature_thread(l, FEATURE_FRAMES,
+							     sizeof(struct frames_thread),
+							     frames_thread_free);
 }
 
 /* The thread's if it has one (NULL: no frame of ours open). */
 static struct frames_thread *frames_peek(struct ptw_lwp *l)
 {
-	struct thread *th = l->user;
-	return th ? (struct frames_thread *)th->fdata[FEATURE_FRAMES] : NULL;
+	return (struct frames_thread *)tracer_feature_peek(l, FEATURE_FRAMES);
 }
 
 /* Functions an entry breakpoint must not go on: entered without a call

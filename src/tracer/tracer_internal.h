@@ -284,6 +284,11 @@ void tracer_emit(struct ptw_tracer *t, struct ptw_event *ev);
 struct thread *tracer_thread_of(struct ptw_lwp *l);
 /* Frees it (NULL accepted), and each feature's state in it. */
 void tracer_thread_free(struct thread *th);
+/* Feature id's state for the thread: made on first use (size bytes,
+ * zeroed, its free set to free_fn), or NULL if it has none (peek). */
+struct feature_thread *tracer_feature_thread(struct ptw_lwp *l, enum feature_id id, size_t size,
+					    void (*free_fn)(struct feature_thread *ft));
+struct feature_thread *tracer_feature_peek(struct ptw_lwp *l, enum feature_id id);
 /* It begins again, as the new image's main thread (exec): its features
  * let go of what it held, every field as new. */
 void tracer_thread_renew(struct ptw_tracer *t, struct thread *th);
