@@ -107,6 +107,8 @@ int main(int argc, char **argv)
 			quiet = true;
 		else if (!strcmp(argv[i], "-t") && i + 1 < argc)
 			seconds = atof(argv[++i]);
+		else if (!strcmp(argv[i], "--debug"))
+			ptw_debug_parse("tracer");
 		else if (!strcmp(argv[i], "--per-probe"))
 			o.no_multi = true;
 		else if (!strcmp(argv[i], "--flush-ms") && i + 1 < argc)
