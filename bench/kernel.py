@@ -123,6 +123,9 @@ def main():
     cases = [("native", run_native),
              ("kernel backend (uprobe_multi)", lambda: run_kernel([])),
              ("kernel backend (per-probe uprobes)", lambda: run_kernel(["--per-probe"])),
+             # The probes' cost alone: the loader reads nothing until the end.
+             ("kernel, records read at the end", lambda: run_kernel(
+                 ["--flush-ms", "600000", "--wake", str(1 << 30), "--ring", str(32 << 20)])),
              ("ptwatch (ptrace)", lambda: run_cmd([ptwatch, "-q", "-o", "/dev/null", "--",
                                                    churn, str(N)]))]
     if shutil.which("strace"):

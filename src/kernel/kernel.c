@@ -80,6 +80,8 @@ struct ptw_kernel {
 	struct ring_buffer *rb;
 	int epfd, pidfd;
 	struct ptwk_conv conv;
+	struct ptw_map sites; /* return address -> its call's location (text does not change) */
+	uint64_t last_consume_ns;
 	bool detached;
 	char exe[4096];
 	char *notes[MAX_NOTES];
@@ -185,11 +187,18 @@ static const struct ptw_location *locate(void *ctx, uint64_t addr)
 static const struct ptw_location *call_site(void *ctx, uint64_t ret)
 {
 	struct ptw_kernel *k = ctx;
+	const struct ptw_location *site = ptw_map_get(&k->sites, ret);
+	if (site)
+		return site;
 	uint8_t before[8];
 	int len = 0;
+	ptw_mem_invalidate(k->proc);
 	if (ret > 8 && ptw_mem_read(k->proc, ret - 8, before, sizeof(before)) == 0)
 		len = ptw_insn_call_length(before, ret);
-	return locate(k, ret - (uint64_t)(len ? len : 1));
+	site = locate(k, ret - (uint64_t)(len ? len : 1));
+	if (site)
+		ptw_map_put(&k->sites, ret, (void *)(uintptr_t)site);
+	return site;
 }
 
 /* glibc calls main from __libc_start_call_main (2.34+), before that from
@@ -228,6 +237,7 @@ static const char *on_exec(void *ctx)
 		k->syms = NULL;
 	}
 	ptw_mem_invalidate(k->proc);
+	ptw_map_free(&k->sites);
 	load_symbols(k);
 	note(k, "the process exec'd: the probes stay on the libc of the image it was attached "
 		"in");
@@ -248,9 +258,6 @@ static int on_record(void *ctx, void *data, size_t size)
 		return 0;
 	memcpy(&r, data, sizeof(r)); /* the ring's alignment is 8: copy anyway */
 	k->stats.records++;
-	/* Within the handling of one record the memory snapshot is as good
-	 * as any read; across records it is stale. */
-	ptw_mem_invalidate(k->proc);
 	ptwk_conv_record(&k->conv, &r);
 	return 0;
 }
@@ -260,6 +267,7 @@ int ptw_kernel_consume(struct ptw_kernel *k)
 	if (!k->rb)
 		return 0;
 	uint64_t before = k->stats.records;
+	k->last_consume_ns = ptw_now_ns();
 	int r = ring_buffer__consume(k->rb);
 	if (r < 0)
 		return r;
@@ -289,13 +297,21 @@ int ptw_kernel_run(struct ptw_kernel *k, int timeout_ms)
 			if (left < (uint64_t)wait)
 				wait = (int)left;
 		}
+		uint64_t due = k->last_consume_ns + (uint64_t)k->o.flush_ms * 1000000;
+		uint64_t now = ptw_now_ns();
+		if (due > now && (due - now) / 1000000 < (uint64_t)wait)
+			wait = (int)((due - now) / 1000000) + 1;
 		struct epoll_event evs[2];
-		int n = epoll_wait(k->epfd, evs, 2, wait);
+		int n = epoll_wait(k->epfd, evs, 2, due > now ? wait : 0);
 		if (n < 0 && errno == EINTR)
 			return -EINTR;
-		int r = ptw_kernel_consume(k);
-		if (r < 0)
-			return r;
+		/* Read when the kernel woke us (a batch is full, the end) or the
+		 * flush period is over: not at every timeout of the caller's. */
+		if (n > 0 || ptw_now_ns() >= due) {
+			int r = ptw_kernel_consume(k);
+			if (r < 0)
+				return r;
+		}
 		bool gone = false;
 		for (int i = 0; i < n; i++)
 			gone |= evs[i].data.u32 == 1;
@@ -769,6 +785,7 @@ void ptw_kernel_free(struct ptw_kernel *k)
 	if (k->pidfd >= 0)
 		close(k->pidfd);
 	ptwk_conv_free(&k->conv);
+	ptw_map_free(&k->sites);
 	ptw_tdb_free(k->tdb);
 	ptw_symbols_free(k->syms);
 	for (size_t i = 0; i < k->nold_syms; i++)

@@ -5,7 +5,8 @@
  * go when the process ends, after -t SECONDS, or at SIGINT/SIGTERM. Used by
  * the kill -9 test (tests/kernel/kill9.sh) and bench/kernel.py.
  *
- *   ptw-kernel-demo [-q] [-t SECONDS] [--per-probe] [--flush-ms MS] PID
+ *   ptw-kernel-demo [-q] [-t SECONDS] [--per-probe] [--flush-ms MS] [--ring BYTES]
+ *                   [--wake BYTES] [--debug] PID
  *
  * Exit: 0 done, 1 cannot attach, 77 the kernel path cannot run here.
  */
@@ -113,12 +114,16 @@ int main(int argc, char **argv)
 			o.no_multi = true;
 		else if (!strcmp(argv[i], "--flush-ms") && i + 1 < argc)
 			o.flush_ms = (unsigned)atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--ring") && i + 1 < argc)
+			o.ring_bytes = (size_t)atol(argv[++i]);
+		else if (!strcmp(argv[i], "--wake") && i + 1 < argc)
+			o.wake_bytes = (size_t)atol(argv[++i]);
 		else
 			break;
 	}
 	if (i != argc - 1) {
 		fprintf(stderr, "usage: ptw-kernel-demo [-q] [-t SECONDS] [--per-probe] "
-				"[--flush-ms MS] PID\n");
+				"[--flush-ms MS] [--ring BYTES] [--wake BYTES] [--debug] PID\n");
 		return 2;
 	}
 	pid_t pid = atoi(argv[i]);
