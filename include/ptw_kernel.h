@@ -86,7 +86,9 @@ int ptw_kernel_consume(struct ptw_kernel *k);
  */
 int ptw_kernel_run(struct ptw_kernel *k, int timeout_ms);
 
-/* The process ended (PTW_EV_PROCESS_EXIT was emitted): how, like wait(2). */
+/* The process ended (PTW_EV_PROCESS_EXIT was emitted): how, like wait(2).
+ * False also when its end did not fit in the ring buffer (the event was
+ * emitted then, when the process was seen gone, without a status). */
 bool ptw_kernel_target_exit(const struct ptw_kernel *k, int *ret_code, int *ret_signal,
 			    bool *ret_core);
 

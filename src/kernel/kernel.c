@@ -82,6 +82,7 @@ struct ptw_kernel {
 	struct ptwk_conv conv;
 	struct ptw_map sites; /* return address -> its call's location (text does not change) */
 	uint64_t last_consume_ns;
+	bool end_lost;
 	bool detached;
 	char exe[4096];
 	char *notes[MAX_NOTES];
@@ -326,6 +327,7 @@ int ptw_kernel_run(struct ptw_kernel *k, int timeout_ms)
 					ptw_event_init(PTW_EV_PROCESS_EXIT, ptw_now_ns(), k->pid);
 				ev.pid = k->pid;
 				k->conv.ended = true;
+				k->end_lost = true; /* how it ended is unknown */
 				sink(k, &ev);
 			}
 		}
@@ -336,7 +338,7 @@ int ptw_kernel_run(struct ptw_kernel *k, int timeout_ms)
 bool ptw_kernel_target_exit(const struct ptw_kernel *k, int *ret_code, int *ret_signal,
 			    bool *ret_core)
 {
-	if (!k->conv.ended)
+	if (!k->conv.ended || k->end_lost)
 		return false;
 	if (ret_code)
 		*ret_code = k->conv.exit_code;
