@@ -126,7 +126,9 @@ int ptw_entry(struct pt_regs *ctx)
 		 * the return address on top of the stack; the attribute's
 		 * flags (an int after sched_param and schedpolicy) hold the
 		 * detach state (glibc 2.x). */
-		struct pending_create p = { .routine = ctx->dx, .arg = ctx->cx, .attr_detached = 0 };
+		struct pending_create p = { .routine = ctx->dx,
+					    .arg = ctx->cx,
+					    .attr_detached = 0 };
 		p.site_known = read_user_u64(ctx->sp, &p.site);
 		if (ctx->si) {
 			__s32 flags;
@@ -151,7 +153,8 @@ int ptw_entry(struct pt_regs *ctx)
 			r.f |= PTWK_F_RESULT_KNOWN;
 		__u32 ch;
 		if (have_cancelhandling &&
-		    bpf_probe_read_user(&ch, sizeof(ch), (const void *)(pd + off_cancelhandling)) == 0) {
+		    bpf_probe_read_user(&ch, sizeof(ch), (const void *)(pd + off_cancelhandling)) ==
+			    0) {
 			r.f |= PTWK_F_UNWIND_KNOWN;
 			r.b = (ch & exiting_mask) != 0;
 		}

@@ -50,8 +50,8 @@ enum {
 /* The registers of the probed user thread, as the kernel saved them
  * (arch/x86/include/asm/ptrace.h): the program's context, a fixed ABI. */
 struct pt_regs {
-	unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8, ax, cx, dx, si, di, orig_ax,
-		ip, cs, flags, sp, ss;
+	unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8, ax, cx, dx, si, di, orig_ax, ip,
+		cs, flags, sp, ss;
 };
 
 struct bpf_raw_tracepoint_args {
@@ -67,9 +67,9 @@ struct thread_struct {
 } __attribute__((preserve_access_index));
 
 struct signal_struct {
-	atomic_t live;		/* threads not yet in do_exit */
-	unsigned int flags;	/* SIGNAL_GROUP_EXIT, ... */
-	int group_exit_code;	/* exit_group's status, or the fatal signal */
+	atomic_t live;			     /* threads not yet in do_exit */
+	unsigned int flags;		     /* SIGNAL_GROUP_EXIT, ... */
+	int group_exit_code;		     /* exit_group's status, or the fatal signal */
 	struct task_struct *group_exec_task; /* 5.16+: exec is killing the others */
 } __attribute__((preserve_access_index));
 

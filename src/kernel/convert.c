@@ -9,7 +9,7 @@
 struct ptwk_thread {
 	uint64_t pthread; /* 0 unknown */
 	uint64_t routine, arg;
-	bool created;	  /* its creation was seen (else: found at the attach) */
+	bool created; /* its creation was seen (else: found at the attach) */
 	bool started, dead, in_join;
 };
 

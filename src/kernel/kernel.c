@@ -42,7 +42,7 @@
 /* Linux 6.6's uprobe_multi link (include/uapi/linux/bpf.h), which the
  * headers and libbpf of Debian 12 predate: the attach type, the flag and
  * the layout of BPF_LINK_CREATE's attributes for it. */
-#define PTWK_BPF_TRACE_UPROBE_MULTI 48
+#define PTWK_BPF_TRACE_UPROBE_MULTI    48
 #define PTWK_BPF_F_UPROBE_MULTI_RETURN 1u
 struct ptwk_link_create_uprobe_multi {
 	uint32_t prog_fd;
@@ -60,8 +60,8 @@ struct ptwk_link_create_uprobe_multi {
 };
 
 #define DEFAULT_FLUSH_MS 50
-#define DEFAULT_RING (8u << 20)
-#define MAX_NOTES 16
+#define DEFAULT_RING	 (8u << 20)
+#define MAX_NOTES	 16
 
 struct ptw_kernel {
 	struct ptw_kernel_opts o;
@@ -103,7 +103,8 @@ static void note(struct ptw_kernel *k, const char *fmt, ...)
 	k->notes[k->nnotes++] = b.p ? b.p : xstrdup("");
 }
 
-static void why_set(char *why, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void why_set(char *why, size_t size, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 static void why_set(char *why, size_t size, const char *fmt, ...)
 {
 	if (!why || !size)
@@ -208,7 +209,8 @@ static bool main_returns_to(void *ctx, uint64_t ret)
 {
 	const struct ptw_location *l = locate(ctx, ret);
 	return l && l->symbol &&
-	       (!strcmp(l->symbol, "__libc_start_call_main") || !strcmp(l->symbol, "__libc_start_main"));
+	       (!strcmp(l->symbol, "__libc_start_call_main") ||
+		!strcmp(l->symbol, "__libc_start_main"));
 }
 
 static int memread(void *ctx, uint64_t addr, void *buf, size_t len)
@@ -407,7 +409,8 @@ static int attach_multi(struct ptw_kernel *k)
 		}
 		if (!n)
 			continue;
-		struct bpf_program *prog = ret ? k->skel->progs.ptw_return : k->skel->progs.ptw_entry;
+		struct bpf_program *prog =
+			ret ? k->skel->progs.ptw_return : k->skel->progs.ptw_entry;
 		struct ptwk_link_create_uprobe_multi a = {
 			.prog_fd = (uint32_t)bpf_program__fd(prog),
 			.attach_type = PTWK_BPF_TRACE_UPROBE_MULTI,
@@ -433,8 +436,8 @@ static int attach_each(struct ptw_kernel *k)
 	for (size_t i = 0; i < k->probes.n; i++) {
 		const struct ptwk_probe *p = &k->probes.p[i];
 		LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = p->ret, .bpf_cookie = p->kind);
-		struct bpf_program *prog = p->ret ? k->skel->progs.ptw_return
-						  : k->skel->progs.ptw_entry;
+		struct bpf_program *prog =
+			p->ret ? k->skel->progs.ptw_return : k->skel->progs.ptw_entry;
 		struct bpf_link *l = bpf_program__attach_uprobe_opts(prog, k->pid, k->probes.path,
 								     (size_t)p->offset, &opts);
 		if (!l)
@@ -680,8 +683,12 @@ int ptw_kernel_attach(const struct ptw_kernel_opts *o, pid_t pid, struct ptw_ker
 	k->multi_fds[0] = k->multi_fds[1] = -1;
 	k->epfd = k->pidfd = -1;
 	k->proc = ptw_proc_open(pid);
-	struct ptwk_conv_ops ops = { .sink = sink, .locate = locate, .call_site = call_site,
-				     .exec = on_exec, .main_returns_to = main_returns_to, .ctx = k };
+	struct ptwk_conv_ops ops = { .sink = sink,
+				     .locate = locate,
+				     .call_site = call_site,
+				     .exec = on_exec,
+				     .main_returns_to = main_returns_to,
+				     .ctx = k };
 	ptwk_conv_init(&k->conv, pid, &ops);
 
 	if ((r = load_symbols(k)) < 0) {
@@ -691,8 +698,10 @@ int ptw_kernel_attach(const struct ptw_kernel_opts *o, pid_t pid, struct ptw_ker
 	td_err_e err;
 	if (ptw_tdb_new(k->proc, k->syms, &k->tdb, &err) < 0) {
 		k->tdb = NULL;
-		note(k, "libthread_db cannot be used for this process (%s): threads running at the "
-			"attach have no pthread_t or start routine", ptw_tdb_strerror(err));
+		note(k,
+		     "libthread_db cannot be used for this process (%s): threads running at the "
+		     "attach have no pthread_t or start routine",
+		     ptw_tdb_strerror(err));
 	}
 	if ((r = ptwk_find_probes(k->syms, k->tdb, pid, o->use_debug_files, &k->probes, why,
 				  why_size)) < 0)
@@ -751,7 +760,8 @@ int ptw_kernel_detach(struct ptw_kernel *k)
 	ptw_kernel_consume(k);
 	ptwk_conv_detached(&k->conv, ptw_now_ns());
 	if (k->stats.lost)
-		note(k, "%llu records lost: the ring buffer (%zu bytes) was full; events are missing",
+		note(k,
+		     "%llu records lost: the ring buffer (%zu bytes) was full; events are missing",
 		     (unsigned long long)k->stats.lost, k->o.ring_bytes);
 	return 0;
 }

@@ -19,7 +19,7 @@ struct wanted {
 	enum ptwk_kind kind;
 	const char *names[3]; /* tried in order */
 	bool required;
-	bool also_return; /* a return probe too (cookie kind + 1) */
+	bool also_return;    /* a return probe too (cookie kind + 1) */
 	const char *without; /* what is lost without it */
 };
 
@@ -30,33 +30,44 @@ struct wanted {
  * pthread_detach's (a test, rare enough).
  */
 static const struct wanted WANTED[] = {
-	{ PTWK_CREATE_CALL, { "pthread_create", "__pthread_create_2_1" }, true, false, NULL },
-	{ PTWK_START, { "start_thread" }, false, false,
-	  "start_thread not found (libc's debug file, libc6-dbg): thread starts are not reported" },
-	{ PTWK_DEATH, { "__call_tls_dtors" }, false, false,
-	  "__call_tls_dtors not found: how threads end is seen only when they exit" },
-	{ PTWK_EXIT_CALL, { "__pthread_exit", "pthread_exit" }, false, false,
-	  "pthread_exit not found: pthread_exit calls are not reported" },
-	{ PTWK_CANCEL, { "__pthread_cancel", "pthread_cancel" }, false, false,
-	  "pthread_cancel not found: cancellations are not attributed" },
-	{ PTWK_DETACH, { "__pthread_detach", "pthread_detach" }, false, false,
-	  "pthread_detach not found: detach calls are not reported" },
+	{ .kind = PTWK_CREATE_CALL,
+	  .names = { "pthread_create", "__pthread_create_2_1" },
+	  .required = true },
+	{ .kind = PTWK_START,
+	  .names = { "start_thread" },
+	  .without = "start_thread not found (libc's debug file, libc6-dbg): thread starts are "
+		     "not reported" },
+	{ .kind = PTWK_DEATH,
+	  .names = { "__call_tls_dtors" },
+	  .without = "__call_tls_dtors not found: how threads end is seen only when they exit" },
+	{ .kind = PTWK_EXIT_CALL,
+	  .names = { "__pthread_exit", "pthread_exit" },
+	  .without = "pthread_exit not found: pthread_exit calls are not reported" },
+	{ .kind = PTWK_CANCEL,
+	  .names = { "__pthread_cancel", "pthread_cancel" },
+	  .without = "pthread_cancel not found: cancellations are not attributed" },
+	{ .kind = PTWK_DETACH,
+	  .names = { "__pthread_detach", "pthread_detach" },
+	  .without = "pthread_detach not found: detach calls are not reported" },
 	/* All joins go through __pthread_clockjoin_ex; without .symtab,
 	 * pthread_join alone (its tail call returns through the same
 	 * return probe). */
-	{ PTWK_JOIN, { "__pthread_clockjoin_ex", "pthread_join" }, false, true,
-	  "no join function found: joins are not reported" },
+	{ .kind = PTWK_JOIN,
+	  .names = { "__pthread_clockjoin_ex", "pthread_join" },
+	  .also_return = true,
+	  .without = "no join function found: joins are not reported" },
 	/* main() returns into exit(); its caller tells a return from a call. */
-	{ PTWK_EXIT_FN, { "exit" }, false, false,
-	  "exit not found: main's return is not reported" },
+	{ .kind = PTWK_EXIT_FN,
+	  .names = { "exit" },
+	  .without = "exit not found: main's return is not reported" },
 };
 
 /* The file that maps addr, as the kernel should open it: the path in
  * /proc/PID/maps when it is that very file here (same device and inode),
  * else /proc/PID/map_files/START-END (a deleted or replaced file, another
  * mount namespace). file_off: addr's offset in it. */
-static int file_of(pid_t pid, const struct ptw_mapping *maps, int nmaps, uint64_t addr,
-		   char *path, size_t size, char *module, size_t msize, uint64_t *file_off)
+static int file_of(pid_t pid, const struct ptw_mapping *maps, int nmaps, uint64_t addr, char *path,
+		   size_t size, char *module, size_t msize, uint64_t *file_off)
 {
 	const struct ptw_mapping *m = ptw_maps_find(maps, nmaps, addr);
 	if (!m || !m->path[0] || m->path[0] != '/' || !strchr(m->perms, 'x'))
@@ -106,8 +117,8 @@ static void layout_from(struct ptw_symbols *syms, struct ptw_tdb *tdb, const cha
 	}
 }
 
-int ptwk_find_probes(struct ptw_symbols *syms, struct ptw_tdb *tdb, pid_t pid,
-		     bool use_debug_files, struct ptwk_probes *ret, char *why, size_t why_size)
+int ptwk_find_probes(struct ptw_symbols *syms, struct ptw_tdb *tdb, pid_t pid, bool use_debug_files,
+		     struct ptwk_probes *ret, char *why, size_t why_size)
 {
 	struct ptwk_probes *p = ret;
 	memset(p, 0, sizeof(*p));
@@ -130,8 +141,8 @@ int ptwk_find_probes(struct ptw_symbols *syms, struct ptw_tdb *tdb, pid_t pid,
 		char path[sizeof(p->path)], mod[sizeof(p->module)];
 		uint64_t off = 0;
 		mod[0] = '\0';
-		int fr = found ? file_of(pid, maps, nmaps, addr, path, sizeof(path), mod, sizeof(mod),
-					 &off)
+		int fr = found ? file_of(pid, maps, nmaps, addr, path, sizeof(path), mod,
+					 sizeof(mod), &off)
 			       : -ENOENT;
 		if (fr == 0 && p->path[0] && strcmp(path, p->path))
 			fr = -EXDEV; /* one file for every probe: one link */
@@ -141,9 +152,10 @@ int ptwk_find_probes(struct ptw_symbols *syms, struct ptw_tdb *tdb, pid_t pid,
 					snprintf(why, why_size, "cannot probe %s in %s: %s",
 						 w->names[0], mod[0] ? mod : "libc", strerror(-fr));
 				else
-					snprintf(why, why_size,
-						 "no %s in process %d: it does not use glibc's threads",
-						 w->names[0], pid);
+					snprintf(
+						why, why_size,
+						"no %s in process %d: it does not use glibc's threads",
+						w->names[0], pid);
 				r = -ENOENT;
 				goto out;
 			}

@@ -20,7 +20,7 @@ struct ptw_symbols;
 struct ptw_tdb;
 
 struct ptwk_probe {
-	enum ptwk_kind kind; /* the attach cookie */
+	enum ptwk_kind kind;  /* the attach cookie */
 	const char *function; /* the symbol it was found as (static storage) */
 	uint64_t addr;	      /* in the process */
 	uint64_t offset;      /* in the file */
@@ -51,7 +51,7 @@ struct ptwk_probes {
  * Returns 0, or -ENOENT with a one-line reason in why when the process
  * cannot be watched at all (no glibc, no pthread_create).
  */
-int ptwk_find_probes(struct ptw_symbols *syms, struct ptw_tdb *tdb, pid_t pid,
-		     bool use_debug_files, struct ptwk_probes *ret, char *why, size_t why_size);
+int ptwk_find_probes(struct ptw_symbols *syms, struct ptw_tdb *tdb, pid_t pid, bool use_debug_files,
+		     struct ptwk_probes *ret, char *why, size_t why_size);
 
 #endif

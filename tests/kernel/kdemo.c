@@ -164,8 +164,8 @@ int main(int argc, char **argv)
 	ptw_kernel_stats(k, &st);
 	fprintf(stderr,
 		"ptw-kernel-demo: mode %s, %u probes, %" PRIu64 " records, %" PRIu64
-		" events, %" PRIu64 " lost, %" PRIu64 " wakeups, %" PRIu64
-		" preexisting, %" PRIu64 " created; attach %.1f ms (programs %.1f ms), detach %.1f ms\n",
+		" events, %" PRIu64 " lost, %" PRIu64 " wakeups, %" PRIu64 " preexisting, %" PRIu64
+		" created; attach %.1f ms (programs %.1f ms), detach %.1f ms\n",
 		st.mode, st.probes, st.records, st.events, st.lost, st.wakeups, st.preexisting,
 		counts[PTW_EV_THREAD_CREATE], st.attach_ns / 1e6, st.probes_ns / 1e6,
 		st.detach_ns / 1e6);
@@ -176,8 +176,8 @@ int main(int argc, char **argv)
 	int code, sig;
 	bool core;
 	if (ptw_kernel_target_exit(k, &code, &sig, &core))
-		fprintf(stderr, "ptw-kernel-demo: process %d exited: code %d signal %d\n", pid, code,
-			sig);
+		fprintf(stderr, "ptw-kernel-demo: process %d exited: code %d signal %d\n", pid,
+			code, sig);
 	ptw_kernel_free(k);
 	return 0;
 }

@@ -15,7 +15,7 @@
 #include "ptw_spans.h"
 #include "ptw_symbols.h"
 
-#define PID 100
+#define PID   100
 #define PD(n) (0x7f0000001000ull * (n))
 
 static struct ptw_location locs[8];
@@ -113,8 +113,11 @@ static void test_lifecycles(void)
 {
 	struct ptw_spans *s = ptw_spans_new();
 	struct ptwk_conv c;
-	struct ptwk_conv_ops ops = { .sink = sink, .locate = locate, .call_site = call_site,
-				     .main_returns_to = main_returns_to, .ctx = s };
+	struct ptwk_conv_ops ops = { .sink = sink,
+				     .locate = locate,
+				     .call_site = call_site,
+				     .main_returns_to = main_returns_to,
+				     .ctx = s };
 	ptwk_conv_init(&c, PID, &ops);
 	ptwk_conv_preexisting(&c, PID, PD(1), 0x1000, 0, "prog", clock_ns);
 	ptwk_conv_preexisting(&c, 101, PD(2), 0x2000, 0, "old", clock_ns);
@@ -223,8 +226,11 @@ static void test_last_thread_exit(void)
 {
 	struct ptw_spans *s = ptw_spans_new();
 	struct ptwk_conv c;
-	struct ptwk_conv_ops ops = { .sink = sink, .locate = locate, .call_site = call_site,
-				     .main_returns_to = main_returns_to, .ctx = s };
+	struct ptwk_conv_ops ops = { .sink = sink,
+				     .locate = locate,
+				     .call_site = call_site,
+				     .main_returns_to = main_returns_to,
+				     .ctx = s };
 	ptwk_conv_init(&c, PID, &ops);
 	ptwk_conv_preexisting(&c, PID, PD(1), 0x1000, 0, "prog", clock_ns);
 	create(&c, PID, 102, PD(3), 0);
@@ -252,8 +258,11 @@ static void test_killed(void)
 {
 	struct ptw_spans *s = ptw_spans_new();
 	struct ptwk_conv c;
-	struct ptwk_conv_ops ops = { .sink = sink, .locate = locate, .call_site = call_site,
-				     .main_returns_to = main_returns_to, .ctx = s };
+	struct ptwk_conv_ops ops = { .sink = sink,
+				     .locate = locate,
+				     .call_site = call_site,
+				     .main_returns_to = main_returns_to,
+				     .ctx = s };
 	ptwk_conv_init(&c, PID, &ops);
 	ptwk_conv_preexisting(&c, PID, PD(1), 0x1000, 0, "prog", clock_ns);
 	lwp_exit(&c, PID, 11 | 0x80, PTWK_F_GROUP_EXIT | PTWK_F_GROUP_DEAD, 11 | 0x80, "prog");

@@ -108,8 +108,8 @@ static void check_thread(struct ptw_spans *s, const struct ptw_jv *t, pid_t main
 	bool pre = !strcmp(routine, "pre_worker");
 	EXPECT(sp->origin == (pre ? PTW_ORIGIN_PREEXISTING : PTW_ORIGIN_CREATED), "%s origin %d",
 	       routine, (int)sp->origin);
-	EXPECT(sp->pthread == pthread, "%s pthread %#" PRIx64 " != %#" PRIx64, routine,
-	       sp->pthread, pthread);
+	EXPECT(sp->pthread == pthread, "%s pthread %#" PRIx64 " != %#" PRIx64, routine, sp->pthread,
+	       pthread);
 	EXPECT(!strcmp(sym(sp->start_routine), routine), "%s routine %s", routine,
 	       sym(sp->start_routine));
 	EXPECT(!sp->uncertain, "%s uncertain", routine);
@@ -129,8 +129,8 @@ static void check_thread(struct ptw_spans *s, const struct ptw_jv *t, pid_t main
 			       : !strcmp(end, "pthread_exit") ? PTW_STATUS_EXITED
 							      : PTW_STATUS_CANCELLED;
 	EXPECT(sp->status == want, "%s status %d != %d", routine, (int)sp->status, (int)want);
-	EXPECT(sp->value.set && sp->value.v == value, "%s value %#" PRIx64 " != %#" PRIx64,
-	       routine, sp->value.v, value);
+	EXPECT(sp->value.set && sp->value.v == value, "%s value %#" PRIx64 " != %#" PRIx64, routine,
+	       sp->value.v, value);
 	EXPECT(sp->detached == (detached ? 1 : 0) ||
 		       (!detached && !strcmp(routine, "unjoined_worker") && sp->detached == -1),
 	       "%s detached %d", routine, sp->detached);
@@ -204,8 +204,11 @@ int main(int argc, char **argv)
 	}
 
 	struct ptw_spans *spans = ptw_spans_new();
-	struct ptw_kernel_opts o = { .use_debug_files = true, .use_cache = false, .sink = sink,
-				     .sink_ctx = spans, .no_multi = per_probe };
+	struct ptw_kernel_opts o = { .use_debug_files = true,
+				     .use_cache = false,
+				     .sink = sink,
+				     .sink_ctx = spans,
+				     .no_multi = per_probe };
 	struct ptw_kernel *k;
 	int r = ptw_kernel_attach(&o, pid, &k, why, sizeof(why));
 	if (r < 0) {
@@ -224,7 +227,8 @@ int main(int argc, char **argv)
 	struct ptw_kernel_stats st;
 	ptw_kernel_stats(k, &st);
 	printf("mode %s, %u probes, %" PRIu64 " records, %" PRIu64 " events, %" PRIu64
-	       " lost, %" PRIu64 " preexisting; attach %.1f ms (programs %.1f ms), detach %.1f ms\n",
+	       " lost, %" PRIu64
+	       " preexisting; attach %.1f ms (programs %.1f ms), detach %.1f ms\n",
 	       st.mode, st.probes, st.records, st.events, st.lost, st.preexisting,
 	       st.attach_ns / 1e6, st.probes_ns / 1e6, st.detach_ns / 1e6);
 	const char *const *notes;
@@ -263,7 +267,8 @@ int main(int argc, char **argv)
 			const struct ptw_span *sp = span_of(spans, (pid_t)tid);
 			njoins++;
 			EXPECT(sp && sp->joined && sp->joiner_tid == (pid_t)joiner &&
-				       sp->join_return_ns.set && sp->join_return_ns.v >= sp->join_call_ns,
+				       sp->join_return_ns.set &&
+				       sp->join_return_ns.v >= sp->join_call_ns,
 			       "join of %" PRId64 " by %" PRId64, tid, joiner);
 		} else if (kind && !strcmp(kind, "main")) {
 			const struct ptw_span *sp = span_of(spans, pid);
