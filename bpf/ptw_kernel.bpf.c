@@ -270,6 +270,21 @@ int ptw_exit(struct bpf_raw_tracepoint_args *ctx)
 		r.f |= PTWK_F_GROUP_DEAD;
 		bpf_map_delete_elem(&watched, &tgid);
 	}
+	/* Which system call brought it here (the user registers' orig_ax):
+	 * its own exit, its own exit_group, or neither (a signal, another
+	 * thread's exit_group or exec took it down). */
+	long regs = bpf_task_pt_regs(bpf_get_current_task_btf());
+	__u64 nr;
+	if (regs &&
+	    bpf_probe_read_kernel(
+		    &nr, sizeof(nr),
+		    (const void *)(regs + __builtin_offsetof(struct pt_regs, orig_ax))) == 0) {
+		r.f |= PTWK_F_HOW_KNOWN;
+		if (nr == 60) /* __NR_exit */
+			r.f |= PTWK_F_EXIT_CALL;
+		else if (nr == 231) /* __NR_exit_group */
+			r.f |= PTWK_F_EXIT_GROUP_CALL;
+	}
 	bpf_get_current_comm(r.comm, sizeof(r.comm));
 	bpf_map_delete_elem(&pending, &tid);
 	send(&r, last);

@@ -50,6 +50,9 @@ enum ptwk_kind {
 #define PTWK_F_RESULT_KNOWN 0x20 /* DEATH: a is pd->result */
 #define PTWK_F_UNWIND_KNOWN 0x40 /* DEATH: b means something */
 #define PTWK_F_SITE_KNOWN 0x80	 /* CREATE: e is valid */
+#define PTWK_F_EXIT_CALL 0x100	 /* EXIT: in its own exit system call */
+#define PTWK_F_EXIT_GROUP_CALL 0x200 /* EXIT: in its own exit_group system call */
+#define PTWK_F_HOW_KNOWN 0x400	 /* EXIT: the two flags above were read */
 
 #define PTWK_COMM_LEN 16
 

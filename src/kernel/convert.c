@@ -168,7 +168,17 @@ static void on_lwp_exit(struct ptwk_conv *c, const struct ptwk_record *r)
 		name(c, tid, comm, r->ns);
 	struct ptw_event ev = ptw_event_init(PTW_EV_LWP_EXIT, r->ns, tid);
 	unsigned status = (unsigned)r->a;
-	ev.exit_how = (r->f & PTWK_F_GROUP_EXIT) ? PTW_EXIT_KILLED : PTW_EXIT_SELF;
+	/* As the tracer tells it from orig_rax: its own exit, its own
+	 * exit_group, or taken down (a signal, another thread's exit_group,
+	 * exec). Without the registers, the process's group exit says. */
+	if (!(r->f & PTWK_F_HOW_KNOWN))
+		ev.exit_how = (r->f & PTWK_F_GROUP_EXIT) ? PTW_EXIT_KILLED : PTW_EXIT_SELF;
+	else if (r->f & PTWK_F_EXIT_GROUP_CALL)
+		ev.exit_how = PTW_EXIT_GROUP;
+	else if (r->f & PTWK_F_EXIT_CALL)
+		ev.exit_how = PTW_EXIT_SELF;
+	else
+		ev.exit_how = PTW_EXIT_KILLED;
 	ev.exit_code = (int)((status >> 8) & 0xff);
 	ev.sig = (int)(status & 0x7f);
 	emit(c, &ev);

@@ -46,8 +46,13 @@ static bool main_returns_to(void *ctx, uint64_t ret)
 	return ret == 0x5000;
 }
 
+/* How each tid's LWP left (PTW_EV_LWP_EXIT), by tid. */
+static int how_of[1024];
+
 static void sink(void *ctx, const struct ptw_event *ev)
 {
+	if (ev->kind == PTW_EV_LWP_EXIT && ev->tid >= 0 && ev->tid < 1024)
+		how_of[ev->tid] = (int)ev->exit_how;
 	ptw_spans_consume(ctx, ev);
 }
 
@@ -183,11 +188,17 @@ static void test_lifecycles(void)
 	ex.b = 0x5000;
 	ptwk_conv_record(&c, &ex);
 	/* exit_group(3): everyone goes down. */
-	lwp_exit(&c, 101, 3 << 8, PTWK_F_GROUP_EXIT, 3 << 8, "old");
+	lwp_exit(&c, 101, 3 << 8, PTWK_F_GROUP_EXIT | PTWK_F_HOW_KNOWN, 3 << 8, "old");
 	lwp_exit(&c, 108, 3 << 8, PTWK_F_GROUP_EXIT, 3 << 8, "w8");
-	lwp_exit(&c, PID, 3 << 8, PTWK_F_GROUP_EXIT | PTWK_F_GROUP_DEAD, 3 << 8, "prog");
+	lwp_exit(&c, PID, 3 << 8,
+		 PTWK_F_GROUP_EXIT | PTWK_F_GROUP_DEAD | PTWK_F_HOW_KNOWN | PTWK_F_EXIT_GROUP_CALL,
+		 3 << 8, "prog");
 	CHECK(c.ended);
 	CHECK_EQ(c.exit_code, 3);
+	CHECK_EQ(how_of[PID], PTW_EXIT_GROUP);
+	CHECK_EQ(how_of[101], PTW_EXIT_KILLED);
+	CHECK_EQ(how_of[108], PTW_EXIT_KILLED); /* registers unread: the group exit says */
+	CHECK_EQ(how_of[102], PTW_EXIT_SELF);
 	ptw_spans_finish(s);
 
 	CHECK_EQ(ptw_spans_count(s), 9);

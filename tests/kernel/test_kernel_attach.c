@@ -47,10 +47,15 @@ static uint64_t nevents[PTW_EV_LAST + 1];
 		}                                                                                  \
 	} while (0)
 
+/* How each thread's LWP left, by tid (PTW_EV_LWP_EXIT). */
+static struct ptw_map exit_how;
+
 static void sink(void *ctx, const struct ptw_event *ev)
 {
 	if (ev->kind <= PTW_EV_LAST)
 		nevents[ev->kind]++;
+	if (ev->kind == PTW_EV_LWP_EXIT)
+		ptw_map_put(&exit_how, (uint64_t)ev->tid, (void *)(uintptr_t)(ev->exit_how + 1));
 	ptw_spans_consume(ctx, ev);
 }
 
@@ -125,6 +130,8 @@ static void check_thread(struct ptw_spans *s, const struct ptw_jv *t, pid_t main
 	}
 	EXPECT(sp->end_ns.set && (!sp->start_ns.set || sp->start_ns.v <= sp->end_ns.v),
 	       "%s end time", routine);
+	uintptr_t how = (uintptr_t)ptw_map_get(&exit_how, (uint64_t)tid);
+	EXPECT(how == PTW_EXIT_SELF + 1, "%s left the kernel with how %d", routine, (int)how - 1);
 	enum ptw_status want = !strcmp(end, "return")	      ? PTW_STATUS_COMPLETED
 			       : !strcmp(end, "pthread_exit") ? PTW_STATUS_EXITED
 							      : PTW_STATUS_CANCELLED;
@@ -282,6 +289,8 @@ int main(int argc, char **argv)
 			EXPECT(sp && sp->status == PTW_STATUS_COMPLETED && sp->value.set &&
 				       sp->value.v == value,
 			       "main's return");
+			uintptr_t how = (uintptr_t)ptw_map_get(&exit_how, (uint64_t)pid);
+			EXPECT(how == PTW_EXIT_GROUP + 1, "main left with how %d", (int)how - 1);
 			if (sp)
 				printf("main: span %u status %d method %d reason %s value %s%#" PRIx64
 				       "\n",
@@ -307,6 +316,7 @@ int main(int argc, char **argv)
 
 	ptw_kernel_free(k);
 	ptw_spans_free(spans);
+	ptw_map_free(&exit_how);
 	/* The kernel frees programs after an RCU grace period. */
 	int left = count_our_programs();
 	for (int i = 0; i < 50 && left > 0; i++) {
