@@ -8,8 +8,10 @@ process (uprobe_multi links for its pid survive the exec: the same libc),
 then it is released and timed from the release to its exit. Native runs
 are held and released the same way. strace -f and ptwatch (ptrace, today's
 backend: -q -o /dev/null) launch it themselves. All interleaved, RUNS
-times; medians; extra cost per lifecycle = (tool - native) / N. Also the
-loader's own CPU time per lifecycle, and its records and lost count.
+times; medians; extra cost per lifecycle = (tool - native) / N, with the
+range over the runs, and strace's extra cost over each tool's (the goal:
+>= 20x). Also the loader's own CPU time per lifecycle, its records, wakeups
+and lost count, attach and detach times.
 
     python3 bench/kernel.py build            # N=4000 RUNS=5
 """
@@ -145,18 +147,24 @@ def main():
                 infos[name].append(info)
     native = statistics.median(times["native"])
     per = {name: (statistics.median(t) - native) / N * 1e6 for name, t in times.items() if t}
-    kcost = per.get("kernel backend (uprobe_multi)")
+    strace = per.get("strace -f")
     print(f"{N} thread lifecycles (create + join) in a row, median of {RUNS} runs, interleaved; "
           f"load average {os.getloadavg()[0]:.1f}")
-    print(f"  {'tool':36} {'wall':>9} {'extra/thread':>13} {'vs kernel':>10} {'failed':>7}")
+    print(f"  {'tool':36} {'wall':>8} {'extra/thread':>13} {'(min..max)':>16} {'strace/it':>10} "
+          f"{'failed':>6}")
     for name, _ in cases:
         if not times[name]:
-            print(f"  {name:36} {'-':>9} {'-':>13} {'':>10} {failed[name]:>7}")
+            print(f"  {name:36} {'-':>8} {'-':>13} {'':>16} {'':>10} {failed[name]:>6}")
             continue
         wall = statistics.median(times[name])
-        cost = f"{per[name]:.1f} us" if name != "native" else f"{native / N * 1e6:.1f} us*"
-        ratio = f"{per[name] / kcost:.1f}x" if name != "native" and kcost and kcost > 0 else ""
-        print(f"  {name:36} {wall:8.3f}s {cost:>13} {ratio:>10} {failed[name]:>7}")
+        lo = (min(times[name]) - native) / N * 1e6
+        hi = (max(times[name]) - native) / N * 1e6
+        if name == "native":
+            cost, spread, ratio = f"{native / N * 1e6:.1f} us*", "", ""
+        else:
+            cost, spread = f"{per[name]:.1f} us", f"({lo:.1f}..{hi:.1f})"
+            ratio = f"{strace / per[name]:.1f}x" if strace and per[name] > 0 else ""
+        print(f"  {name:36} {wall:7.3f}s {cost:>13} {spread:>16} {ratio:>10} {failed[name]:>6}")
     print("  * native: the whole lifecycle")
     for name in infos:
         if not infos[name] or "records" not in infos[name][0]:
