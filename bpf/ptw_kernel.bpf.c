@@ -140,13 +140,16 @@ int ptw_entry(struct pt_regs *ctx)
 		bpf_map_update_elem(&pending, &tid, &p, BPF_ANY);
 		return 0;
 	}
-	if (kind == PTWK_EXIT_FN && tid != tgid)
+	if ((kind == PTWK_EXIT_FN || kind == PTWK_MAIN) && tid != tgid)
 		return 0; /* only the main thread's exit() can be main's return */
 	struct ptwk_record r = {};
 	begin(&r, kind, id);
 	if (kind == PTWK_EXIT_FN) {
 		r.a = ctx->di;
 		read_user_u64(ctx->sp, &r.b);
+	} else if (kind == PTWK_MAIN) {
+		r.a = ctx->di; /* main */
+		r.b = current_pd();
 	} else if (kind == PTWK_DEATH) {
 		__u64 pd = current_pd(), v;
 		if (have_result && read_user_u64(pd + off_result, &r.a))

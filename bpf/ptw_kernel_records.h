@@ -37,6 +37,8 @@ enum ptwk_kind {
 	/* one more uprobe at an entry */
 	PTWK_EXIT_FN, /* exit() in the main thread: a = its status, b = the return
 		       * address (in __libc_start_call_main: main returned a) */
+	PTWK_MAIN,    /* __libc_start_call_main (else __libc_start_main) in the main
+		       * thread: a = main, b = its pthread (fs base) */
 	PTWK_KIND_N,
 };
 

@@ -67,6 +67,20 @@ int ptw_kernel_attach(const struct ptw_kernel_opts *o, pid_t pid, struct ptw_ker
 		      char *why, size_t why_size);
 
 /*
+ * Starts argv (looked up in PATH) held: forked, and blocked on a pipe
+ * before its exec (never stopped) until the probes are in, then let go.
+ * Events as a launch under the tracer: PTW_EV_IMAGE at the exec, then
+ * PTW_EV_MAIN_START, ... The probes are on the loader's own libc (the
+ * command is its fork until it execs): a command that maps another libc
+ * (static, another glibc) is not seen (ptw_kernel_notes says so).
+ * child_stdout: an fd for its stdout, or -1. *ret_pid: its pid; it is the
+ * caller's child (reap it). Returns 0, -errno of a failed exec (-ENOENT,
+ * -EACCES: nothing ran), or what ptw_kernel_attach returns.
+ */
+int ptw_kernel_launch(const struct ptw_kernel_opts *o, char *const argv[], int child_stdout,
+		      struct ptw_kernel **ret, pid_t *ret_pid, char *why, size_t why_size);
+
+/*
  * A descriptor that becomes readable when records wait (a batch is full)
  * or the process ended; for a loop that waits on other descriptors too.
  * Wakeups are batched: call ptw_kernel_consume() at least every flush_ms

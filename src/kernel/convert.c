@@ -11,6 +11,7 @@ struct ptwk_thread {
 	uint64_t routine, arg;
 	bool created; /* its creation was seen (else: found at the attach) */
 	bool started, dead, in_join;
+	bool main_seen; /* the main thread: main() was entered */
 };
 
 void ptwk_conv_init(struct ptwk_conv *c, pid_t pid, const struct ptwk_conv_ops *ops)
@@ -206,9 +207,15 @@ static void on_lwp_exit(struct ptwk_conv *c, const struct ptwk_record *r)
 
 static void on_image_exec(struct ptwk_conv *c, const struct ptwk_record *r)
 {
-	struct ptw_event ev = ptw_event_init(PTW_EV_EXEC, r->ns, c->pid);
-	ev.other_tid = (pid_t)r->a;
-	emit(c, &ev);
+	if (c->launched) {
+		/* A launch: the command's exec is where it begins (the fork
+		 * before it was ptwatch's, held). */
+		c->launched = false;
+	} else {
+		struct ptw_event ev = ptw_event_init(PTW_EV_EXEC, r->ns, c->pid);
+		ev.other_tid = (pid_t)r->a;
+		emit(c, &ev);
+	}
 	/* Every other thread is gone (exec killed them; their exits came
 	 * before), and the new image starts with one thread: its span. */
 	size_t it = 0;
@@ -251,6 +258,20 @@ static void on_join_return(struct ptwk_conv *c, const struct ptwk_record *r)
 	struct ptw_event ev = ptw_event_init(PTW_EV_JOIN_RETURN, r->ns, (pid_t)r->tid);
 	ev.has_value = true;
 	ev.value = (uint32_t)r->a; /* an errno value, 0 = joined */
+	emit(c, &ev);
+}
+
+/* libc is about to call main(). */
+static void on_main(struct ptwk_conv *c, const struct ptwk_record *r)
+{
+	struct ptwk_thread *th = thread_of(c, (pid_t)r->tid);
+	if ((pid_t)r->tid != c->pid || !th || th->main_seen)
+		return;
+	th->main_seen = true;
+	th->pthread = r->b;
+	struct ptw_event ev = ptw_event_init(PTW_EV_MAIN_START, r->ns, c->pid);
+	ev.routine = locate(c, r->a);
+	ev.pthread = r->b;
 	emit(c, &ev);
 }
 
@@ -303,6 +324,9 @@ void ptwk_conv_record(struct ptwk_conv *c, const struct ptwk_record *r)
 		break;
 	case PTWK_EXIT_FN:
 		on_exit_fn(c, r);
+		break;
+	case PTWK_MAIN:
+		on_main(c, r);
 		break;
 	case PTWK_FORK: /* -f, later: the child is not followed yet */
 	case PTWK_CREATE_CALL:

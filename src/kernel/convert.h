@@ -35,6 +35,7 @@ struct ptwk_conv_ops {
 
 struct ptwk_conv {
 	pid_t pid;
+	bool launched; /* held before its exec: that exec is its start, not an event */
 	struct ptwk_conv_ops ops;
 	struct ptw_map threads; /* tid -> struct ptwk_thread */
 	uint64_t events;

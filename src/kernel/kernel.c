@@ -22,6 +22,8 @@
 #include <sys/epoll.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "convert.h"
@@ -82,6 +84,8 @@ struct ptw_kernel {
 	struct ptwk_conv conv;
 	struct ptw_map sites; /* return address -> its call's location (text does not change) */
 	uint64_t last_consume_ns;
+	bool launched;	 /* ptw_kernel_launch: held before its exec */
+	int libc_checks; /* after an exec: reads of its maps left to find its libc */
 	bool end_lost;
 	bool detached;
 	char exe[4096];
@@ -242,8 +246,12 @@ static const char *on_exec(void *ctx)
 	ptw_mem_invalidate(k->proc);
 	ptw_map_free(&k->sites);
 	load_symbols(k);
-	note(k, "the process exec'd: the probes stay on the libc of the image it was attached "
-		"in");
+	k->libc_checks = 100; /* its libc is mapped by its ld.so, a moment later */
+	if (k->launched)
+		k->launched = false;
+	else
+		note(k, "the process exec'd: the probes stay on the libc of the image it was "
+			"attached in");
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/exe", k->pid);
 	ssize_t n = readlink(path, k->exe, sizeof(k->exe) - 1);
@@ -265,10 +273,40 @@ static int on_record(void *ctx, void *data, size_t size)
 	return 0;
 }
 
+/*
+ * The probes are on one file: after an exec (a launch's, or the target's)
+ * they fire only if the new image maps that same libc. Said once its
+ * ld.so has mapped one (or given up after 100 reads: a static program).
+ */
+static void check_libc(struct ptw_kernel *k)
+{
+	struct stat st;
+	struct ptw_mapping *maps = NULL;
+	int n = ptw_maps_read(k->pid, &maps);
+	k->libc_checks--;
+	const struct ptw_mapping *libc = NULL;
+	for (int i = 0; i < n && !libc; i++)
+		if (strstr(maps[i].path, "/libc.so") || strstr(maps[i].path, "/libc-"))
+			libc = &maps[i];
+	if (libc && stat(k->probes.path, &st) == 0 &&
+	    (st.st_ino != libc->inode || major(st.st_dev) != libc->dev_major ||
+	     minor(st.st_dev) != libc->dev_minor))
+		note(k, "%s maps %s, not the %s the probes are on: its threads are not seen",
+		     k->exe, libc->path, k->probes.module);
+	else if (!libc && k->libc_checks == 0)
+		note(k, "%s maps no libc.so (static, or not glibc): its threads are not seen",
+		     k->exe);
+	if (libc || n < 0)
+		k->libc_checks = 0;
+	free(maps);
+}
+
 int ptw_kernel_consume(struct ptw_kernel *k)
 {
 	if (!k->rb)
 		return 0;
+	if (k->libc_checks > 0 && !k->conv.ended)
+		check_libc(k);
 	uint64_t before = k->stats.records;
 	k->last_consume_ns = ptw_now_ns();
 	int r = ring_buffer__consume(k->rb);
@@ -657,8 +695,8 @@ static int open_fds(struct ptw_kernel *k)
 	return 0;
 }
 
-int ptw_kernel_attach(const struct ptw_kernel_opts *o, pid_t pid, struct ptw_kernel **ret,
-		      char *why, size_t why_size)
+static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, struct ptw_kernel **ret,
+		 char *why, size_t why_size)
 {
 	uint64_t t0 = ptw_now_ns();
 	char path[64];
@@ -680,6 +718,7 @@ int ptw_kernel_attach(const struct ptw_kernel_opts *o, pid_t pid, struct ptw_ker
 	if (!k->o.wake_bytes)
 		k->o.wake_bytes = k->o.ring_bytes / 4;
 	k->pid = pid;
+	k->launched = launched;
 	k->multi_fds[0] = k->multi_fds[1] = -1;
 	k->epfd = k->pidfd = -1;
 	k->proc = ptw_proc_open(pid);
@@ -690,6 +729,7 @@ int ptw_kernel_attach(const struct ptw_kernel_opts *o, pid_t pid, struct ptw_ker
 				     .main_returns_to = main_returns_to,
 				     .ctx = k };
 	ptwk_conv_init(&k->conv, pid, &ops);
+	k->conv.launched = launched;
 
 	if ((r = load_symbols(k)) < 0) {
 		why_set(why, why_size, "cannot read the modules of %d: %s", pid, strerror(-r));
@@ -714,7 +754,8 @@ int ptw_kernel_attach(const struct ptw_kernel_opts *o, pid_t pid, struct ptw_ker
 		why_set(why, why_size, "epoll: %s", strerror(-r));
 		goto fail;
 	}
-	list_threads(k);
+	if (!launched)
+		list_threads(k);
 	ptw_symbols_save_cache(k->syms);
 	k->stats.attach_ns = ptw_now_ns() - t0;
 	*ret = k;
@@ -722,6 +763,89 @@ int ptw_kernel_attach(const struct ptw_kernel_opts *o, pid_t pid, struct ptw_ker
 fail:
 	ptw_kernel_free(k);
 	return r;
+}
+
+int ptw_kernel_attach(const struct ptw_kernel_opts *o, pid_t pid, struct ptw_kernel **ret,
+		      char *why, size_t why_size)
+{
+	return start(o, pid, false, ret, why, why_size);
+}
+
+/*
+ * The child of ptw_kernel_launch until its exec: waits for the byte that
+ * says the probes are in (end of file: the loader died, so it does not
+ * run unseen), then execs; a failed exec's errno goes back on err.
+ */
+static void __attribute__((noreturn))
+held_child(char *const argv[], int child_stdout, int go, int err)
+{
+	char c;
+	ssize_t n;
+	do
+		n = read(go, &c, 1);
+	while (n < 0 && errno == EINTR);
+	if (n != 1)
+		_exit(127);
+	if (child_stdout >= 0 && dup2(child_stdout, STDOUT_FILENO) < 0)
+		_exit(127);
+	execvp(argv[0], argv);
+	int e = errno;
+	(void)!write(err, &e, sizeof(e));
+	_exit(e == ENOENT ? 127 : 126);
+}
+
+int ptw_kernel_launch(const struct ptw_kernel_opts *o, char *const argv[], int child_stdout,
+		      struct ptw_kernel **ret, pid_t *ret_pid, char *why, size_t why_size)
+{
+	int go[2], err[2];
+	if (pipe2(go, O_CLOEXEC) < 0)
+		return -errno;
+	if (pipe2(err, O_CLOEXEC) < 0) {
+		int e = errno;
+		close(go[0]);
+		close(go[1]);
+		return -e;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		int e = errno;
+		close(go[0]);
+		close(go[1]);
+		close(err[0]);
+		close(err[1]);
+		why_set(why, why_size, "fork: %s", strerror(e));
+		return -e;
+	}
+	if (pid == 0) {
+		close(go[1]);
+		close(err[0]);
+		held_child(argv, child_stdout, go[0], err[1]);
+	}
+	close(go[0]);
+	close(err[1]);
+	struct ptw_kernel *k;
+	int r = start(o, pid, true, &k, why, why_size);
+	if (r < 0) {
+		close(go[1]); /* it exits without running the command */
+		close(err[0]);
+		waitpid(pid, NULL, 0);
+		return r;
+	}
+	/* The probes are in: let it exec. */
+	int e = 0;
+	ssize_t n = write(go[1], "g", 1) == 1 ? read(err[0], &e, sizeof(e)) : -1;
+	close(go[1]);
+	close(err[0]);
+	if (n != 0) {
+		e = n > 0 ? e : EIO;
+		why_set(why, why_size, "cannot run %s: %s", argv[0], strerror(e));
+		ptw_kernel_free(k);
+		waitpid(pid, NULL, 0);
+		return -e;
+	}
+	*ret = k;
+	*ret_pid = pid;
+	return 0;
 }
 
 static void read_counters(struct ptw_kernel *k)

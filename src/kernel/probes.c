@@ -56,6 +56,12 @@ static const struct wanted WANTED[] = {
 	  .names = { "__pthread_clockjoin_ex", "pthread_join" },
 	  .also_return = true,
 	  .without = "no join function found: joins are not reported" },
+	/* Where libc calls main (after the constructors): a launch's
+	 * PTW_EV_MAIN_START. Its first instruction is single-stepped: once
+	 * per process. */
+	{ .kind = PTWK_MAIN,
+	  .names = { "__libc_start_call_main", "__libc_start_main" },
+	  .without = "__libc_start_main not found: main's start is not reported" },
 	/* main() returns into exit(); its caller tells a return from a call. */
 	{ .kind = PTWK_EXIT_FN,
 	  .names = { "exit" },

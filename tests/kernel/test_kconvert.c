@@ -285,10 +285,52 @@ static void test_killed(void)
 	ptw_spans_free(s);
 }
 
+/* A launch: the held fork's exec is the start (an image, no exec event),
+ * then main() and its return. */
+static void test_launch(void)
+{
+	struct ptw_spans *s = ptw_spans_new();
+	struct ptwk_conv c;
+	struct ptwk_conv_ops ops = { .sink = sink,
+				     .locate = locate,
+				     .call_site = call_site,
+				     .main_returns_to = main_returns_to,
+				     .ctx = s };
+	ptwk_conv_init(&c, PID, &ops);
+	c.launched = true;
+	simple(&c, PTWK_EXEC, PID, PID);
+	struct ptwk_record m = rec(PTWK_MAIN, PID);
+	m.a = 0x1000;
+	m.b = PD(1);
+	ptwk_conv_record(&c, &m);
+	ptwk_conv_record(&c, &m); /* once */
+	create(&c, PID, 102, PD(3), 0);
+	simple(&c, PTWK_START, 102, PD(3));
+	death(&c, 102, PD(3), 0x2a, false);
+	lwp_exit(&c, 102, 0, 0, 0, "w");
+	struct ptwk_record ex = rec(PTWK_EXIT_FN, PID);
+	ex.a = 0;
+	ex.b = 0x5000;
+	ptwk_conv_record(&c, &ex);
+	lwp_exit(&c, PID, 0, PTWK_F_GROUP_EXIT | PTWK_F_GROUP_DEAD, 0, "prog");
+	ptw_spans_finish(s);
+	CHECK_EQ(ptw_spans_count(s), 2);
+	const struct ptw_span *sp = span_of(s, PID);
+	CHECK(sp && sp->origin == PTW_ORIGIN_MAIN && sp->start_ns.set && sp->pthread == PD(1));
+	CHECK(sp && sp->start_routine && !strcmp(sp->start_routine->symbol, "main"));
+	CHECK(sp && sp->status == PTW_STATUS_COMPLETED && sp->value.set && sp->value.v == 0);
+	sp = span_of(s, 102);
+	CHECK(sp && sp->creator_span == 1 && sp->depth == 1);
+	CHECK(!c.launched);
+	ptwk_conv_free(&c);
+	ptw_spans_free(s);
+}
+
 int main(void)
 {
 	test_lifecycles();
 	test_last_thread_exit();
 	test_killed();
+	test_launch();
 	CHECK_DONE();
 }

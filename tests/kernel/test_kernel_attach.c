@@ -10,9 +10,11 @@
  * cancellation, names, the exit code. Then that nothing is left behind:
  * no BPF link of ours, the target's libc text equal to the file.
  *
- * Usage: test_kernel_attach [--per-probe] FIXTURE (--per-probe: ordinary
- * uprobes, the fallback, instead of uprobe_multi). Exit 0 pass, 1 fail,
- * 77 skip.
+ * Usage: test_kernel_attach [--per-probe | --launch] FIXTURE
+ *   --per-probe  ordinary uprobes (the fallback) instead of uprobe_multi
+ *   --launch     FIXTURE is tests/fixtures/lifecycle.c itself, started by
+ *                ptw_kernel_launch (held before its exec, no attach)
+ * Exit 0 pass, 1 fail, 77 skip.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -168,11 +170,12 @@ static int count_our_programs(void)
 int main(int argc, char **argv)
 {
 	bool per_probe = argc == 3 && !strcmp(argv[1], "--per-probe");
-	if (argc != 2 + per_probe) {
-		fprintf(stderr, "usage: test_kernel_attach [--per-probe] FIXTURE\n");
+	bool launch = argc == 3 && !strcmp(argv[1], "--launch");
+	if (argc != 2 + (per_probe || launch)) {
+		fprintf(stderr, "usage: test_kernel_attach [--per-probe | --launch] FIXTURE\n");
 		return 99;
 	}
-	const char *fixture = argv[1 + per_probe];
+	const char *fixture = argv[argc - 1];
 	char why[512];
 	if (ptw_kernel_available(why, sizeof(why)) < 0) {
 		printf("SKIP: the kernel backend cannot run here: %s\n", why);
@@ -184,16 +187,35 @@ int main(int argc, char **argv)
 	if (tfd < 0)
 		return 99;
 	close(tfd);
-	int ctl[2], rep[2];
+	struct ptw_spans *spans = ptw_spans_new();
+	struct ptw_kernel_opts o = { .use_debug_files = true,
+				     .use_cache = false,
+				     .sink = sink,
+				     .sink_ctx = spans,
+				     .no_multi = per_probe };
+	struct ptw_kernel *k;
+	int r, ctl[2] = { -1, -1 }, rep[2];
+	pid_t pid, child;
+	if (launch) {
+		setenv("PTWATCH_TRUTH", truth, 1);
+		char *const cmd[] = { (char *)fixture, NULL };
+		r = ptw_kernel_launch(&o, cmd, -1, &k, &child, why, sizeof(why));
+		if (r < 0) {
+			printf("FAIL: cannot launch %s: %s\n", fixture, why);
+			return 1;
+		}
+		pid = child;
+		goto run;
+	}
 	if (pipe2(ctl, O_CLOEXEC) || pipe2(rep, O_CLOEXEC))
 		return 99;
-	pid_t child = fork();
+	child = fork();
 	if (child == 0) {
 		/* The ends the fixture uses, without close-on-exec. */
-		int c = dup(ctl[0]), r = dup(rep[1]);
+		int c = dup(ctl[0]), rr = dup(rep[1]);
 		char cs[16], rs[16];
 		snprintf(cs, sizeof(cs), "%d", c);
-		snprintf(rs, sizeof(rs), "%d", r);
+		snprintf(rs, sizeof(rs), "%d", rr);
 		setenv("PTW_CTL_FD", cs, 1);
 		setenv("PTW_REPLY_FD", rs, 1);
 		setenv("PTWATCH_TRUTH", truth, 1);
@@ -204,20 +226,12 @@ int main(int argc, char **argv)
 	close(rep[1]);
 	char line[128] = { 0 };
 	ssize_t n = read(rep[0], line, sizeof(line) - 1);
-	int pid = 0;
+	pid = 0;
 	if (n <= 0 || sscanf(line, "ready %d", &pid) != 1 || pid != child) {
 		fprintf(stderr, "fixture did not say ready: %s\n", line);
 		return 99;
 	}
-
-	struct ptw_spans *spans = ptw_spans_new();
-	struct ptw_kernel_opts o = { .use_debug_files = true,
-				     .use_cache = false,
-				     .sink = sink,
-				     .sink_ctx = spans,
-				     .no_multi = per_probe };
-	struct ptw_kernel *k;
-	int r = ptw_kernel_attach(&o, pid, &k, why, sizeof(why));
+	r = ptw_kernel_attach(&o, pid, &k, why, sizeof(why));
 	if (r < 0) {
 		printf("FAIL: cannot attach to %d: %s\n", pid, why);
 		kill(pid, SIGKILL);
@@ -225,6 +239,7 @@ int main(int argc, char **argv)
 	}
 	if (write(ctl[1], "g", 1) != 1)
 		return 99;
+run:
 	r = ptw_kernel_run(k, 40000);
 	EXPECT(r == 1, "the run ended with %d, not the process's end", r);
 	int status = 0;
@@ -284,7 +299,8 @@ int main(int argc, char **argv)
 			uint64_t value = 0;
 			ptw_jv_hex(ptw_jv_get(v, "value"), &value);
 			EXPECT(sp && sp->origin == PTW_ORIGIN_MAIN && sp->pthread == pthread &&
-				       !strcmp(sym(sp->start_routine), "main"),
+				       !strcmp(sym(sp->start_routine), "main") &&
+				       (!launch || sp->start_ns.set),
 			       "main span");
 			EXPECT(sp && sp->status == PTW_STATUS_COMPLETED && sp->value.set &&
 				       sp->value.v == value,
@@ -301,14 +317,20 @@ int main(int argc, char **argv)
 		ptw_jv_free(v);
 	}
 	free(text);
-	EXPECT(nthreads == 11, "%zu thread records", nthreads);
-	EXPECT(njoins == 8, "%zu join records", njoins);
+	/* kfixture.c adds a thread running at the attach to lifecycle.c's. */
+	EXPECT(nthreads == (launch ? 10 : 11), "%zu thread records", nthreads);
+	EXPECT(njoins == (launch ? 7 : 8), "%zu join records", njoins);
 	EXPECT(ptw_spans_count(spans) == nthreads + 1, "%zu spans for %zu threads + main",
 	       ptw_spans_count(spans), nthreads);
-	EXPECT(nevents[PTW_EV_THREAD_CREATE] == nthreads - 1, "%" PRIu64 " creations",
+	EXPECT(nevents[PTW_EV_THREAD_CREATE] == nthreads - !launch, "%" PRIu64 " creations",
 	       nevents[PTW_EV_THREAD_CREATE]);
-	EXPECT(nevents[PTW_EV_PREEXISTING] == 2, "%" PRIu64 " preexisting",
+	EXPECT(nevents[PTW_EV_PREEXISTING] == (launch ? 0 : 2), "%" PRIu64 " preexisting",
 	       nevents[PTW_EV_PREEXISTING]);
+	if (launch)
+		EXPECT(nevents[PTW_EV_IMAGE] == 1 && nevents[PTW_EV_MAIN_START] == 1 &&
+			       nevents[PTW_EV_EXEC] == 0,
+		       "image %" PRIu64 " main %" PRIu64 " exec %" PRIu64, nevents[PTW_EV_IMAGE],
+		       nevents[PTW_EV_MAIN_START], nevents[PTW_EV_EXEC]);
 	/* About 70 ms with uprobe_multi, 110 ms per probe without (the
 	 * kernel's RCU waits): generous bounds for a loaded machine. */
 	EXPECT(st.detach_ns < (per_probe ? 3000 : 500) * 1000000ull, "detach took %.1f ms",
