@@ -166,7 +166,9 @@ int ptw_entry(struct pt_regs *ctx)
 	} else {
 		r.a = ctx->di; /* start_thread's pd, pthread_exit's value, the pthread_t */
 	}
-	send(&r, false);
+	/* main() is about to run: every library it needs is mapped, and user
+	 * space had better name them now, while the process lives. */
+	send(&r, kind == PTWK_MAIN);
 	return 0;
 }
 

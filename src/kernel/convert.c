@@ -269,6 +269,8 @@ static void on_main(struct ptwk_conv *c, const struct ptwk_record *r)
 		return;
 	th->main_seen = true;
 	th->pthread = r->b;
+	if (c->ops.image_ready)
+		c->ops.image_ready(c->ops.ctx);
 	struct ptw_event ev = ptw_event_init(PTW_EV_MAIN_START, r->ns, c->pid);
 	ev.routine = locate(c, r->a);
 	ev.pthread = r->b;

@@ -30,6 +30,8 @@ struct ptwk_conv_ops {
 	/* Whether exit() called from ret is main() returning (its caller is
 	 * libc's __libc_start_call_main), not an exit() call. */
 	bool (*main_returns_to)(void *ctx, uint64_t ret);
+	/* main() is about to run: the program's libraries are mapped. */
+	void (*image_ready)(void *ctx);
 	void *ctx;
 };
 

@@ -12,6 +12,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <dirent.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -231,6 +232,45 @@ static int load_symbols(struct ptw_kernel *k)
 	return r;
 }
 
+static void check_libc(struct ptw_kernel *k);
+
+/* A new image's libraries are mapped: its symbols, now that the process
+ * lives (a short one may be gone by the next read of the ring). */
+static void image_ready(void *ctx)
+{
+	struct ptw_kernel *k = ctx;
+	if (k->syms)
+		ptw_symbols_refresh(k->syms);
+	if (k->libc_checks > 0)
+		check_libc(k);
+}
+
+/* Whether the ELF file at path has no program interpreter: a static
+ * program, which maps no libc.so for the probes. */
+static bool elf_static(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	Elf64_Ehdr eh;
+	bool interp = true;
+	if (pread(fd, &eh, sizeof(eh), 0) == (ssize_t)sizeof(eh) &&
+	    !memcmp(eh.e_ident, ELFMAG, SELFMAG) && eh.e_ident[EI_CLASS] == ELFCLASS64 &&
+	    eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum < 256) {
+		interp = false;
+		for (unsigned i = 0; i < eh.e_phnum && !interp; i++) {
+			Elf64_Phdr ph;
+			if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + i * sizeof(ph))) !=
+			    (ssize_t)sizeof(ph))
+				interp = true; /* unreadable: do not claim it is static */
+			else if (ph.p_type == PT_INTERP)
+				interp = true;
+		}
+	}
+	close(fd);
+	return !interp;
+}
+
 /* exec: a new image. Its symbols are loaded when first needed (now its
  * libc may not even be mapped yet); the old ones stay for the events that
  * point into them. */
@@ -246,16 +286,23 @@ static const char *on_exec(void *ctx)
 	ptw_mem_invalidate(k->proc);
 	ptw_map_free(&k->sites);
 	load_symbols(k);
-	k->libc_checks = 100; /* its libc is mapped by its ld.so, a moment later */
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/exe", k->pid);
+	ssize_t n = readlink(path, k->exe, sizeof(k->exe) - 1);
+	k->exe[n > 0 ? n : 0] = '\0';
 	if (k->launched)
 		k->launched = false;
 	else
 		note(k, "the process exec'd: the probes stay on the libc of the image it was "
 			"attached in");
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/exe", k->pid);
-	ssize_t n = readlink(path, k->exe, sizeof(k->exe) - 1);
-	k->exe[n > 0 ? n : 0] = '\0';
+	k->libc_checks = 100; /* its libc is mapped by its ld.so, a moment later */
+	if (elf_static(path)) {
+		k->libc_checks = 0;
+		note(k,
+		     "%s is a static program: the probes on %s do not see its threads (only their "
+		     "creation and exit)",
+		     n > 0 ? k->exe : "the new image", k->probes.module);
+	}
 	return n > 0 ? k->exe : NULL;
 }
 
@@ -727,6 +774,7 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 				     .call_site = call_site,
 				     .exec = on_exec,
 				     .main_returns_to = main_returns_to,
+				     .image_ready = image_ready,
 				     .ctx = k };
 	ptwk_conv_init(&k->conv, pid, &ops);
 	k->conv.launched = launched;

@@ -6,7 +6,9 @@
  * the kill -9 test (tests/kernel/kill9.sh) and bench/kernel.py.
  *
  *   ptw-kernel-demo [-q] [-t SECONDS] [--per-probe] [--flush-ms MS] [--ring BYTES]
- *                   [--wake BYTES] [--debug] PID
+ *                   [--wake BYTES] [--debug] PID | -- COMMAND [ARGS...]
+ *
+ * With -- COMMAND: launched held (ptw_kernel_launch), reaped at the end.
  *
  * Exit: 0 done, 1 cannot attach, 77 the kernel path cannot run here.
  */
@@ -17,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ptw_events.h"
@@ -104,6 +107,10 @@ int main(int argc, char **argv)
 	double seconds = -1;
 	int i;
 	for (i = 1; i < argc && argv[i][0] == '-'; i++) {
+		if (!strcmp(argv[i], "--")) {
+			i++;
+			break;
+		}
 		if (!strcmp(argv[i], "-q"))
 			quiet = true;
 		else if (!strcmp(argv[i], "-t") && i + 1 < argc)
@@ -121,12 +128,14 @@ int main(int argc, char **argv)
 		else
 			break;
 	}
-	if (i != argc - 1) {
+	bool launch = i > 1 && !strcmp(argv[i - 1], "--");
+	if (launch ? i >= argc : i != argc - 1) {
 		fprintf(stderr, "usage: ptw-kernel-demo [-q] [-t SECONDS] [--per-probe] "
-				"[--flush-ms MS] [--ring BYTES] [--wake BYTES] [--debug] PID\n");
+				"[--flush-ms MS] [--ring BYTES] [--wake BYTES] [--debug] PID | -- "
+				"COMMAND [ARGS...]\n");
 		return 2;
 	}
-	pid_t pid = atoi(argv[i]);
+	pid_t pid = launch ? 0 : atoi(argv[i]);
 	char why[512];
 	if (ptw_kernel_available(why, sizeof(why)) < 0) {
 		printf("SKIP: %s\n", why);
@@ -138,12 +147,14 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOFBF, 1 << 16);
 	t0 = ptw_now_ns();
 	struct ptw_kernel *k;
-	int r = ptw_kernel_attach(&o, pid, &k, why, sizeof(why));
+	int r = launch ? ptw_kernel_launch(&o, argv + i, -1, &k, &pid, why, sizeof(why))
+		       : ptw_kernel_attach(&o, pid, &k, why, sizeof(why));
 	if (r < 0) {
-		fprintf(stderr, "ptw-kernel-demo: cannot attach to %d: %s\n", pid, why);
-		return r == -ENOSYS ? 77 : 1;
+		fprintf(stderr, "ptw-kernel-demo: cannot %s %s: %s\n",
+			launch ? "launch" : "attach to", argv[i], why);
+		return r == -ENOSYS ? 77 : launch && r == -ENOENT ? 127 : 1;
 	}
-	fprintf(stderr, "ptw-kernel-demo: attached to %d\n", pid);
+	fprintf(stderr, "ptw-kernel-demo: %s %d\n", launch ? "launched" : "attached to", pid);
 	uint64_t deadline = seconds >= 0 ? t0 + (uint64_t)(seconds * 1e9) : 0;
 	while (!stop) {
 		int wait = 200;
@@ -179,5 +190,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ptw-kernel-demo: process %d exited: code %d signal %d\n", pid,
 			code, sig);
 	ptw_kernel_free(k);
+	int status;
+	if (launch && waitpid(pid, &status, 0) == pid)
+		return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 	return 0;
 }
