@@ -12,7 +12,7 @@ if [ $? -eq 77 ]; then
 	echo "SKIP: $(cat "$out/avail")"
 	exit 77
 fi
-"$storm" 3000 1 >"$out/storm.out" 2>&1 &
+"$storm" 20000 1 >"$out/storm.out" 2>&1 &
 spid=$!
 i=0
 while ! grep -q 'libc\.so' "/proc/$spid/maps" 2>/dev/null && [ $i -lt 200 ]; do
@@ -24,7 +24,7 @@ wait "$spid"
 status=$?
 cat "$out/demo.err"
 lost=$(sed -n 's/.* \([0-9][0-9]*\) lost,.*/\1/p' "$out/demo.err")
-if [ "$status" -eq 0 ] && grep -q '^kstorm: 3000$' "$out/storm.out" && [ "${lost:-0}" -gt 0 ] &&
+if [ "$status" -eq 0 ] && grep -q '^kstorm: 20000$' "$out/storm.out" && [ "${lost:-0}" -gt 0 ] &&
    grep -q "note: $lost records lost: the ring buffer (4096 bytes) was full" "$out/demo.err"; then
 	echo "1 passed, 0 failed"
 	exit 0
