@@ -10,13 +10,15 @@ are held and released the same way. strace -f and ptwatch (ptrace, today's
 backend: -q -o /dev/null) launch it themselves. All interleaved, RUNS
 times; medians; extra cost per lifecycle = (tool - native) / N, with the
 range over the runs, and strace's extra cost over each tool's (the goal:
->= 20x). Also the loader's own CPU time per lifecycle, its records, wakeups
+>= 20x); and the CPU time added per lifecycle (target and tool together),
+which the noise of a shared machine disturbs less than wall time. Also the loader's own CPU time per lifecycle, its records, wakeups
 and lost count, attach and detach times.
 
     python3 bench/kernel.py build            # N=4000 RUNS=5
 """
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -134,15 +136,19 @@ def main():
         cases.append(("strace -f", lambda: run_cmd(["strace", "-f", "-qq", "-o", "/dev/null",
                                                      churn, str(N)])))
     times = {name: [] for name, _ in cases}
+    cpus = {name: [] for name, _ in cases}
     infos = {name: [] for name, _ in cases}
     failed = {name: 0 for name, _ in cases}
     for _ in range(RUNS):
         for name, fn in cases:
+            r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             dt, info = fn()
+            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
             if dt is None:
                 failed[name] += 1
             else:
                 times[name].append(dt)
+                cpus[name].append(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
             if info:
                 infos[name].append(info)
     native = statistics.median(times["native"])
@@ -150,8 +156,9 @@ def main():
     strace = per.get("strace -f")
     print(f"{N} thread lifecycles (create + join) in a row, median of {RUNS} runs, interleaved; "
           f"load average {os.getloadavg()[0]:.1f}")
+    ncpu = statistics.median(cpus["native"])
     print(f"  {'tool':36} {'wall':>8} {'extra/thread':>13} {'(min..max)':>16} {'strace/it':>10} "
-          f"{'failed':>6}")
+          f"{'CPU/thread':>11} {'failed':>6}")
     for name, _ in cases:
         if not times[name]:
             print(f"  {name:36} {'-':>8} {'-':>13} {'':>16} {'':>10} {failed[name]:>6}")
@@ -164,8 +171,12 @@ def main():
         else:
             cost, spread = f"{per[name]:.1f} us", f"({lo:.1f}..{hi:.1f})"
             ratio = f"{strace / per[name]:.1f}x" if strace and per[name] > 0 else ""
-        print(f"  {name:36} {wall:7.3f}s {cost:>13} {spread:>16} {ratio:>10} {failed[name]:>6}")
-    print("  * native: the whole lifecycle")
+        cpu = (statistics.median(cpus[name]) - (0 if name == "native" else ncpu)) / N * 1e6
+        print(f"  {name:36} {wall:7.3f}s {cost:>13} {spread:>16} {ratio:>10} {cpu:8.1f} us "
+              f"{failed[name]:>6}")
+    print("  * native: the whole lifecycle. CPU/thread: user + system time of every process "
+          "the run reaped\n    (target and tool; the kernel's uprobe and BPF work is charged "
+          "to the target), minus native's")
     for name in infos:
         if not infos[name] or "records" not in infos[name][0]:
             continue
