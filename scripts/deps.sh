@@ -4,12 +4,14 @@
 # debuginfod (the server), xz-utils, tmux and strace are for the tests (tmux:
 # the live table in a real terminal; strace: another tracer holding a process
 # that -f must leave alone); the debuginfod case serves a fixture's debug
-# file, minidebuginfo builds .gnu_debugdata.
+# file, minidebuginfo builds .gnu_debugdata. libbpf-dev, clang and bpftool
+# build the kernel-assisted backend (src/kernel, bpf/); without them
+# ptwatch builds all the same and that backend says it is unavailable.
 set -eu
 
 pkgs="meson ninja-build pkg-config gcc g++ libc6-dev libelf-dev libdw-dev libcapstone-dev
       libiberty-dev libncurses-dev libc6-dbg binutils xz-utils python3 python3-jsonschema
-      debuginfod tmux strace"
+      debuginfod tmux strace libbpf-dev clang bpftool"
 if [ "${1:-}" = bench ]; then
 	pkgs="$pkgs ltrace gdb elfutils valgrind hyperfine"
 fi

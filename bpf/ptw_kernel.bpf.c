@@ -1,0 +1,312 @@
+/* SPDX-License-Identifier: MIT OR GPL-2.0 */
+/*
+ * The kernel half of ptwatch's kernel-assisted backend (src/kernel): no
+ * thread of the target ever stops. Uprobes on a few glibc functions and
+ * three scheduler tracepoints turn what a thread does into records
+ * (ptw_kernel_records.h) in a ring buffer, for the processes in the
+ * "watched" map only. User space turns them into ptw_events.
+ *
+ * Wakeups are batched: a record wakes the reader only when the ring holds
+ * wake_bytes or more, or when a process ends; the reader also drains on a
+ * timer. A record that does not fit is counted (PTWK_STAT_LOST), never
+ * dropped silently.
+ */
+#include "ptw_kernel_types.h"
+
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+
+#include "ptw_kernel_records.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+/* Set by user space before loading: struct pthread's layout (from libc's
+ * DWARF or libthread_db; have_* say which are known) and the wakeup
+ * threshold. */
+const volatile __u64 off_result = 0, off_joinid = 0, off_start_routine = 0, off_arg = 0,
+		     off_cancelhandling = 0;
+const volatile __u32 have_result = 0, have_joinid = 0, have_start_routine = 0, have_arg = 0,
+		     have_cancelhandling = 0;
+/* glibc's EXITING_BITMASK in cancelhandling: set when the thread began to
+ * unwind (pthread_exit, cancellation), and only later on the way out of a
+ * start routine that returned. */
+const volatile __u32 exiting_mask = 0x10;
+const volatile __u64 wake_bytes = 256 * 1024;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 * 1024 * 1024); /* user space may change it */
+} rb SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32); /* tgid */
+	__type(value, struct ptwk_watch);
+} watched SEC(".maps");
+
+/* pthread_create calls in progress, by the creating tid: what the clone
+ * that follows does not say. */
+struct pending_create {
+	__u64 routine, arg, site;
+	__u32 attr_detached; /* 0, 1; 2 unknown */
+	__u32 site_known;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct pending_create);
+} pending SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, PTWK_STAT_N);
+	__type(key, __u32);
+	__type(value, __u64);
+} stats SEC(".maps");
+
+static __always_inline void count(__u32 which)
+{
+	__u64 *v = bpf_map_lookup_elem(&stats, &which);
+	if (v)
+		*v += 1;
+}
+
+static __always_inline int send(struct ptwk_record *r, bool wake)
+{
+	__u64 flags = BPF_RB_NO_WAKEUP;
+	if (wake || bpf_ringbuf_query(&rb, BPF_RB_AVAIL_DATA) + sizeof(*r) >= wake_bytes)
+		flags = BPF_RB_FORCE_WAKEUP;
+	if (bpf_ringbuf_output(&rb, r, sizeof(*r), flags) < 0) {
+		count(PTWK_STAT_LOST);
+		return -1;
+	}
+	count(PTWK_STAT_SENT);
+	if (flags == BPF_RB_FORCE_WAKEUP)
+		count(PTWK_STAT_WAKEUPS);
+	return 0;
+}
+
+static __always_inline bool read_user_u64(__u64 addr, __u64 *ret)
+{
+	if (bpf_probe_read_user(ret, sizeof(*ret), (const void *)addr) == 0)
+		return true;
+	count(PTWK_STAT_READ_FAIL);
+	return false;
+}
+
+static __always_inline void begin(struct ptwk_record *r, __u32 kind, __u64 id)
+{
+	r->kind = kind;
+	r->tid = (__u32)id;
+	r->tgid = id >> 32;
+	r->ns = bpf_ktime_get_ns();
+}
+
+/* The current thread's struct pthread: its fs base. */
+static __always_inline __u64 current_pd(void)
+{
+	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+	return BPF_CORE_READ(t, thread.fsbase);
+}
+
+/* Every entry probe (the cookie says which). */
+SEC("uprobe")
+int ptw_entry(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	if (!bpf_map_lookup_elem(&watched, &tgid))
+		return 0;
+	__u32 kind = (__u32)bpf_get_attach_cookie(ctx);
+	if (kind == PTWK_CREATE_CALL) {
+		/* pthread_create(thread, attr, start, arg): the call site is
+		 * the return address on top of the stack; the attribute's
+		 * flags (an int after sched_param and schedpolicy) hold the
+		 * detach state (glibc 2.x). */
+		struct pending_create p = { .routine = ctx->dx,
+					    .arg = ctx->cx,
+					    .attr_detached = 0 };
+		p.site_known = read_user_u64(ctx->sp, &p.site);
+		if (ctx->si) {
+			__s32 flags;
+			if (bpf_probe_read_user(&flags, sizeof(flags), (const void *)(ctx->si + 8)))
+				p.attr_detached = 2;
+			else
+				p.attr_detached = flags & 1;
+		}
+		bpf_map_update_elem(&pending, &tid, &p, BPF_ANY);
+		return 0;
+	}
+	if ((kind == PTWK_EXIT_FN || kind == PTWK_MAIN) && tid != tgid)
+		return 0; /* only the main thread's exit() can be main's return */
+	struct ptwk_record r = {};
+	begin(&r, kind, id);
+	if (kind == PTWK_EXIT_FN) {
+		r.a = ctx->di;
+		read_user_u64(ctx->sp, &r.b);
+	} else if (kind == PTWK_MAIN) {
+		r.a = ctx->di; /* main */
+		r.b = current_pd();
+	} else if (kind == PTWK_DEATH) {
+		__u64 pd = current_pd(), v;
+		if (have_result && read_user_u64(pd + off_result, &r.a))
+			r.f |= PTWK_F_RESULT_KNOWN;
+		__u32 ch;
+		if (have_cancelhandling &&
+		    bpf_probe_read_user(&ch, sizeof(ch), (const void *)(pd + off_cancelhandling)) ==
+			    0) {
+			r.f |= PTWK_F_UNWIND_KNOWN;
+			r.b = (ch & exiting_mask) != 0;
+		}
+		r.c = pd;
+		(void)v;
+	} else {
+		r.a = ctx->di; /* start_thread's pd, pthread_exit's value, the pthread_t */
+	}
+	/* main() is about to run: every library it needs is mapped, and user
+	 * space had better name them now, while the process lives. */
+	send(&r, kind == PTWK_MAIN);
+	return 0;
+}
+
+/* Every return probe. */
+SEC("uretprobe")
+int ptw_return(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32;
+	if (!bpf_map_lookup_elem(&watched, &tgid))
+		return 0;
+	struct ptwk_record r = {};
+	begin(&r, (__u32)bpf_get_attach_cookie(ctx), id);
+	r.a = ctx->ax;
+	send(&r, false);
+	return 0;
+}
+
+/* A task was made: a thread of a watched process (its creation), or a
+ * process it forked. Runs in the parent before the child can run, so the
+ * creation is in the ring before anything the new thread does. */
+SEC("raw_tp/sched_process_fork")
+int ptw_fork(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct task_struct *parent = (struct task_struct *)ctx->args[0];
+	struct task_struct *child = (struct task_struct *)ctx->args[1];
+	__u32 ptgid = BPF_CORE_READ(parent, tgid);
+	struct ptwk_watch *w = bpf_map_lookup_elem(&watched, &ptgid);
+	if (!w)
+		return 0;
+	__u32 ptid = BPF_CORE_READ(parent, pid);
+	__u32 ctgid = BPF_CORE_READ(child, tgid);
+	struct ptwk_record r = {};
+	begin(&r, PTWK_CREATE, ((__u64)ptgid << 32) | ptid);
+	r.a = BPF_CORE_READ(child, pid);
+	if (ctgid != ptgid) {
+		r.kind = PTWK_FORK;
+		if (w->follow_forks) {
+			struct ptwk_watch cw = *w;
+			bpf_map_update_elem(&watched, &ctgid, &cw, BPF_ANY);
+		}
+		send(&r, false);
+		return 0;
+	}
+	__u64 pd = BPF_CORE_READ(child, thread.fsbase);
+	r.b = pd;
+	struct pending_create *p = bpf_map_lookup_elem(&pending, &ptid);
+	if (p) {
+		__u64 routine = p->routine;
+		/* The clone of that pthread_create call (and not a raw clone
+		 * made after a failed one) if the new struct pthread says so. */
+		if (!have_start_routine || !pd ||
+		    (read_user_u64(pd + off_start_routine, &routine) && routine == p->routine)) {
+			r.f |= PTWK_F_PTHREAD;
+			r.c = p->routine;
+			r.d = p->arg;
+			r.e = p->site;
+			if (p->site_known)
+				r.f |= PTWK_F_SITE_KNOWN;
+			if (p->attr_detached < 2) {
+				r.f |= PTWK_F_JOINID_KNOWN;
+				if (p->attr_detached)
+					r.f |= PTWK_F_DETACHED;
+			}
+		}
+		bpf_map_delete_elem(&pending, &ptid);
+	}
+	if ((r.f & PTWK_F_PTHREAD) && have_joinid && pd) {
+		__u64 joinid;
+		if (read_user_u64(pd + off_joinid, &joinid)) {
+			r.f |= PTWK_F_JOINID_KNOWN;
+			r.f &= ~PTWK_F_DETACHED;
+			if (joinid == pd)
+				r.f |= PTWK_F_DETACHED;
+		}
+	}
+	send(&r, false);
+	return 0;
+}
+
+SEC("raw_tp/sched_process_exit")
+int ptw_exit(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct task_struct *t = (struct task_struct *)ctx->args[0];
+	__u32 tgid = BPF_CORE_READ(t, tgid);
+	if (!bpf_map_lookup_elem(&watched, &tgid))
+		return 0;
+	__u32 tid = BPF_CORE_READ(t, pid);
+	struct ptwk_record r = {};
+	begin(&r, PTWK_EXIT, ((__u64)tgid << 32) | tid);
+	r.a = (__u32)BPF_CORE_READ(t, exit_code);
+	struct signal_struct *sig = BPF_CORE_READ(t, signal);
+	__u32 flags = BPF_CORE_READ(sig, flags);
+	struct task_struct *exec_task = NULL;
+	if (bpf_core_field_exists(sig->group_exec_task))
+		exec_task = BPF_CORE_READ(sig, group_exec_task);
+	if ((flags & SIGNAL_GROUP_EXIT) || exec_task) {
+		r.f |= PTWK_F_GROUP_EXIT;
+		r.b = (__u32)BPF_CORE_READ(sig, group_exit_code);
+	}
+	/* live was decremented before this tracepoint: 0 for the last one. */
+	bool last = BPF_CORE_READ(sig, live.counter) == 0;
+	if (last) {
+		r.f |= PTWK_F_GROUP_DEAD;
+		bpf_map_delete_elem(&watched, &tgid);
+	}
+	/* Which system call brought it here (the user registers' orig_ax):
+	 * its own exit, its own exit_group, or neither (a signal, another
+	 * thread's exit_group or exec took it down). */
+	long regs = bpf_task_pt_regs(bpf_get_current_task_btf());
+	__u64 nr;
+	if (regs &&
+	    bpf_probe_read_kernel(
+		    &nr, sizeof(nr),
+		    (const void *)(regs + __builtin_offsetof(struct pt_regs, orig_ax))) == 0) {
+		r.f |= PTWK_F_HOW_KNOWN;
+		if (nr == 60) /* __NR_exit */
+			r.f |= PTWK_F_EXIT_CALL;
+		else if (nr == 231) /* __NR_exit_group */
+			r.f |= PTWK_F_EXIT_GROUP_CALL;
+	}
+	bpf_get_current_comm(r.comm, sizeof(r.comm));
+	bpf_map_delete_elem(&pending, &tid);
+	send(&r, last);
+	return 0;
+}
+
+SEC("raw_tp/sched_process_exec")
+int ptw_exec(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct task_struct *t = (struct task_struct *)ctx->args[0];
+	__u32 tgid = BPF_CORE_READ(t, tgid);
+	if (!bpf_map_lookup_elem(&watched, &tgid))
+		return 0;
+	struct ptwk_record r = {};
+	begin(&r, PTWK_EXEC, ((__u64)tgid << 32) | (__u32)BPF_CORE_READ(t, pid));
+	r.a = (__u32)ctx->args[1]; /* old_pid */
+	bpf_get_current_comm(r.comm, sizeof(r.comm));
+	send(&r, true);
+	return 0;
+}

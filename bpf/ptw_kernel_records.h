@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the BPF programs (bpf/ptw_kernel.bpf.c) send to user space
+ * (src/kernel): one fixed-size record per observation through the ring
+ * buffer, and the numbers user space gives them before they are loaded.
+ * Shared by both sides: plain fixed-width types only.
+ */
+#ifndef PTW_KERNEL_RECORDS_H
+#define PTW_KERNEL_RECORDS_H
+
+#ifndef __bpf__
+#include <linux/types.h>
+#endif
+
+/* Which probe fired. For the uprobes this is also the attach cookie. */
+enum ptwk_kind {
+	PTWK_NONE,
+	/* uprobes at a function's entry, in libc */
+	PTWK_CREATE_CALL, /* pthread_create entry: kept in BPF, never sent */
+	PTWK_START,	  /* start_thread entry: a = its struct pthread (rdi) */
+	PTWK_DEATH,	  /* __call_tls_dtors, where start_thread goes after the start
+			   * routine returned or unwound: a = pd->result, b = 1 unwinding */
+	PTWK_EXIT_CALL,	  /* pthread_exit: a = its value */
+	PTWK_CANCEL,	  /* pthread_cancel: a = the pthread_t */
+	PTWK_DETACH,	  /* pthread_detach: a = the pthread_t */
+	PTWK_JOIN,	  /* __pthread_clockjoin_ex: a = the pthread_t */
+	/* uretprobes */
+	PTWK_JOIN_RET, /* __pthread_clockjoin_ex returned: a = its value (errno) */
+	/* tracepoints */
+	PTWK_CREATE,  /* sched_process_fork, a thread: tid made a = child tid; b = its
+		       * pthread (fs base); c = start routine, d = argument, e = call
+		       * site (the return address of pthread_create), f: PTWK_F_* */
+	PTWK_FORK,    /* sched_process_fork, a process: a = the child's pid */
+	PTWK_EXIT,    /* sched_process_exit: a = exit_code (wait status), b = group
+		       * exit code, f: PTWK_F_*; comm */
+	PTWK_EXEC,    /* sched_process_exec: a = the former tid */
+	/* one more uprobe at an entry */
+	PTWK_EXIT_FN, /* exit() in the main thread: a = its status, b = the return
+		       * address (in __libc_start_call_main: main returned a) */
+	PTWK_MAIN,    /* __libc_start_call_main (else __libc_start_main) in the main
+		       * thread: a = main, b = its pthread (fs base) */
+	PTWK_KIND_N,
+};
+
+/* Record flags (f). */
+#define PTWK_F_PTHREAD 0x1	 /* CREATE: made by pthread_create (c, d, e are valid) */
+#define PTWK_F_DETACHED 0x2	 /* CREATE: detached from the start (pd->joinid == pd) */
+#define PTWK_F_JOINID_KNOWN 0x4	 /* CREATE: the flag above means something */
+#define PTWK_F_GROUP_EXIT 0x8	 /* EXIT: the whole process is going down (exit_group,
+				  * a fatal signal, exec) */
+#define PTWK_F_GROUP_DEAD 0x10	 /* EXIT: the last thread of the process */
+#define PTWK_F_RESULT_KNOWN 0x20 /* DEATH: a is pd->result */
+#define PTWK_F_UNWIND_KNOWN 0x40 /* DEATH: b means something */
+#define PTWK_F_SITE_KNOWN 0x80	 /* CREATE: e is valid */
+#define PTWK_F_EXIT_CALL 0x100	 /* EXIT: in its own exit system call */
+#define PTWK_F_EXIT_GROUP_CALL 0x200 /* EXIT: in its own exit_group system call */
+#define PTWK_F_HOW_KNOWN 0x400	 /* EXIT: the two flags above were read */
+
+#define PTWK_COMM_LEN 16
+
+struct ptwk_record {
+	__u32 kind; /* enum ptwk_kind */
+	__u32 tid;  /* the thread it happened in */
+	__u32 tgid;
+	__u32 f;
+	__u64 ns; /* bpf_ktime_get_ns: CLOCK_MONOTONIC */
+	__u64 a, b, c, d, e;
+	char comm[PTWK_COMM_LEN];
+};
+
+/* Counters (the "stats" array map, one slot each). */
+enum ptwk_stat {
+	PTWK_STAT_LOST,	     /* a record did not fit in the ring buffer */
+	PTWK_STAT_SENT,	     /* records submitted */
+	PTWK_STAT_WAKEUPS,   /* submissions that woke the reader */
+	PTWK_STAT_READ_FAIL, /* a read of the target's memory failed */
+	PTWK_STAT_N,
+};
+
+/* Per watched process (the "watched" hash map, key: tgid). */
+struct ptwk_watch {
+	__u32 follow_forks; /* also watch the processes it forks */
+	__u32 pad;
+};
+
+#endif

@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The few kernel types the BPF programs read, written by hand instead of a
+ * vmlinux.h generated from one kernel: only the members used, each struct
+ * marked preserve_access_index so that libbpf relocates every access (CO-RE)
+ * against the running kernel's BTF (/sys/kernel/btf/vmlinux). Member names
+ * must be the kernel's; order, padding and the members left out do not
+ * matter. Plus the BPF UAPI constants used, so that nothing here needs the
+ * build machine's kernel headers.
+ */
+#ifndef PTW_KERNEL_TYPES_H
+#define PTW_KERNEL_TYPES_H
+
+typedef unsigned char __u8;
+typedef unsigned short __u16;
+typedef unsigned int __u32;
+typedef unsigned long long __u64;
+typedef signed char __s8;
+typedef short __s16;
+typedef int __s32;
+typedef long long __s64;
+typedef __u16 __be16;
+typedef __u32 __be32;
+typedef __u32 __wsum;
+typedef int pid_t;
+typedef _Bool bool;
+#define true 1
+#define false 0
+
+/* include/uapi/linux/bpf.h */
+enum {
+	BPF_MAP_TYPE_HASH = 1,
+	BPF_MAP_TYPE_ARRAY = 2,
+	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
+	BPF_MAP_TYPE_LRU_HASH = 9,
+	BPF_MAP_TYPE_RINGBUF = 27,
+};
+enum {
+	BPF_ANY = 0,
+	BPF_NOEXIST = 1,
+};
+enum {
+	BPF_RB_NO_WAKEUP = 1,
+	BPF_RB_FORCE_WAKEUP = 2,
+};
+enum {
+	BPF_RB_AVAIL_DATA = 0,
+};
+
+/* The registers of the probed user thread, as the kernel saved them
+ * (arch/x86/include/asm/ptrace.h): the program's context, a fixed ABI. */
+struct pt_regs {
+	unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8, ax, cx, dx, si, di, orig_ax, ip,
+		cs, flags, sp, ss;
+};
+
+struct bpf_raw_tracepoint_args {
+	__u64 args[0];
+};
+
+typedef struct {
+	int counter;
+} atomic_t;
+
+struct thread_struct {
+	unsigned long fsbase; /* x86-64: the thread's TLS, glibc's struct pthread */
+} __attribute__((preserve_access_index));
+
+struct signal_struct {
+	atomic_t live;			     /* threads not yet in do_exit */
+	unsigned int flags;		     /* SIGNAL_GROUP_EXIT, ... */
+	int group_exit_code;		     /* exit_group's status, or the fatal signal */
+	struct task_struct *group_exec_task; /* 5.16+: exec is killing the others */
+} __attribute__((preserve_access_index));
+
+struct task_struct {
+	pid_t pid;
+	pid_t tgid;
+	int exit_code;
+	struct signal_struct *signal;
+	struct thread_struct thread;
+} __attribute__((preserve_access_index));
+
+/* include/linux/sched/signal.h */
+#define SIGNAL_GROUP_EXIT 0x00000004
+
+#endif

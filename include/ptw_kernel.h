@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The kernel-assisted backend (issue 19): the same typed thread events as
+ * the tracer (ptw_events.h), observed by uprobes on glibc and scheduler
+ * tracepoints running BPF programs (bpf/ptw_kernel.bpf.c) instead of
+ * ptrace stops. No thread of the target is ever stopped, no byte of it is
+ * written: the kernel owns the breakpoints and removes them when the
+ * descriptors close, however ptwatch ends.
+ *
+ * It sits beside ptw_tracer.h's API: attach (-> new + attach), run with a
+ * timeout, or wait on ptw_kernel_fd() with other descriptors and call
+ * ptw_kernel_consume(); detach; free. Events go to the sink in the order
+ * the kernel recorded them (creation before anything the new thread does).
+ *
+ * Errors are negative errno values; nothing here prints.
+ */
+#ifndef PTW_KERNEL_H
+#define PTW_KERNEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ptw_events.h"
+
+struct ptw_kernel;
+
+struct ptw_kernel_opts {
+	bool use_debug_files; /* libc's debug file: start_thread, struct pthread's layout */
+	bool use_cache;	      /* the symbol cache (ptw_cache_default_dir()) */
+	void (*sink)(void *ctx, const struct ptw_event *ev);
+	void *sink_ctx;
+	/* How long a record may wait in the ring buffer before it is read
+	 * (ptw_kernel_run's drain period; 0: 50 ms). Wakeups are batched: the
+	 * kernel wakes the reader only when wake_bytes are pending (0: a
+	 * quarter of the ring) or the process ended. */
+	unsigned flush_ms;
+	size_t wake_bytes;
+	size_t ring_bytes; /* a power of two, >= 4096 (0: 8 MiB) */
+	/* Force ordinary per-probe uprobes (one perf event per probe) instead
+	 * of one uprobe_multi link per program (tests; the fallback). */
+	bool no_multi;
+};
+
+/*
+ * Whether the kernel path can run here. 0 if it can; else -errno and a
+ * one-line reason in why: built without libbpf/clang/bpftool (-ENOSYS),
+ * no BTF for CO-RE or no uprobes in this kernel (-ENOTSUP), not allowed
+ * to load a BPF program (-EPERM: needs CAP_BPF and CAP_PERFMON, and
+ * CAP_SYS_ADMIN for ordinary uprobes). Loads and unloads a trivial
+ * program; cheap (about a millisecond).
+ */
+int ptw_kernel_available(char *why, size_t size);
+
+/*
+ * Attaches to the running process pid without stopping it: finds the
+ * probe points in its libc (ptw_symbols.h), loads the programs, watches
+ * pid, attaches the probes for pid only, then lists the threads already
+ * running (libthread_db over process_vm_readv, no stop) and emits
+ * PTW_EV_PREEXISTING for each (the main thread's span is "main"). On
+ * failure *why (may be NULL) gets a one-line reason. Returns 0, -ESRCH,
+ * -EPERM, -ENOENT (a probe point cannot be found: no glibc, or no
+ * symbols for it), -ENOSYS (built without BPF) or -errno.
+ */
+int ptw_kernel_attach(const struct ptw_kernel_opts *o, pid_t pid, struct ptw_kernel **ret,
+		      char *why, size_t why_size);
+
+/*
+ * Starts argv (looked up in PATH) held: forked, and blocked on a pipe
+ * before its exec (never stopped) until the probes are in, then let go.
+ * Events as a launch under the tracer: PTW_EV_IMAGE at the exec, then
+ * PTW_EV_MAIN_START, ... The probes are on the loader's own libc (the
+ * command is its fork until it execs): a command that maps another libc
+ * (static, another glibc) is not seen (ptw_kernel_notes says so).
+ * child_stdout: an fd for its stdout, or -1. *ret_pid: its pid; it is the
+ * caller's child (reap it). Returns 0, -errno of a failed exec (-ENOENT,
+ * -EACCES: nothing ran), or what ptw_kernel_attach returns.
+ */
+int ptw_kernel_launch(const struct ptw_kernel_opts *o, char *const argv[], int child_stdout,
+		      struct ptw_kernel **ret, pid_t *ret_pid, char *why, size_t why_size);
+
+/*
+ * A descriptor that becomes readable when records wait (a batch is full)
+ * or the process ended; for a loop that waits on other descriptors too.
+ * Wakeups are batched: call ptw_kernel_consume() at least every flush_ms
+ * (ptw_kernel_flush_ms) even if it did not become readable.
+ */
+int ptw_kernel_fd(const struct ptw_kernel *k);
+unsigned ptw_kernel_flush_ms(const struct ptw_kernel *k);
+
+/* Reads every record waiting and emits its events, never blocking.
+ * Returns the number of records read, or -errno. */
+int ptw_kernel_consume(struct ptw_kernel *k);
+
+/*
+ * Waits and emits until the process ended (returns 1), timeout_ms passed
+ * (0; -1: no limit), or a signal interrupted the wait (-EINTR). Records
+ * are drained at least every flush_ms.
+ */
+int ptw_kernel_run(struct ptw_kernel *k, int timeout_ms);
+
+/* The process ended (PTW_EV_PROCESS_EXIT was emitted): how, like wait(2).
+ * False also when its end did not fit in the ring buffer (the event was
+ * emitted then, when the process was seen gone, without a status). */
+bool ptw_kernel_target_exit(const struct ptw_kernel *k, int *ret_code, int *ret_signal,
+			    bool *ret_core);
+
+/*
+ * Lets go: drains what is pending, closes the links (the kernel removes
+ * the probes; the target was never touched), emits PTW_EV_DETACHED
+ * unless the process had ended. Idempotent. Returns 0 or -errno.
+ */
+int ptw_kernel_detach(struct ptw_kernel *k);
+
+struct ptw_kernel_stats {
+	const char *mode;	/* "uprobe_multi" or "uprobe" (one perf event per probe) */
+	unsigned probes;	/* uprobes attached (entry and return) */
+	uint64_t records;	/* records read */
+	uint64_t events;	/* events emitted */
+	uint64_t lost;		/* records the full ring buffer refused (events lost) */
+	uint64_t wakeups;	/* reader wakeups the kernel made */
+	uint64_t read_failures; /* reads of the target's memory that failed in BPF */
+	uint64_t preexisting;	/* threads found running at the attach */
+	uint64_t attach_ns;	/* ptw_kernel_attach, from the call to its return */
+	uint64_t probes_ns;	/* of which loading and attaching the programs */
+	uint64_t detach_ns;	/* closing the links (0 until detached) */
+};
+void ptw_kernel_stats(struct ptw_kernel *k, struct ptw_kernel_stats *ret);
+
+/*
+ * What the backend could not do for this process and what that costs
+ * (the caller turns them into warnings): "libc has no debug information:
+ * start routine return values are unknown", "N records lost: the ring
+ * buffer was full". Strings owned by k, valid until ptw_kernel_free;
+ * returns how many.
+ */
+size_t ptw_kernel_notes(struct ptw_kernel *k, const char *const **ret);
+
+/* Detaches if needed, then frees. The locations events pointed at
+ * (routine, site) are freed too: consume them before. NULL is fine. */
+void ptw_kernel_free(struct ptw_kernel *k);
+
+#endif

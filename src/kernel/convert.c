@@ -1,0 +1,347 @@
+/* SPDX-License-Identifier: MIT */
+/* Records to events; see convert.h. Pure. */
+#include "convert.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* What is known of one thread of the process, by tid. */
+struct ptwk_thread {
+	uint64_t pthread; /* 0 unknown */
+	uint64_t routine, arg;
+	bool created; /* its creation was seen (else: found at the attach) */
+	bool started, dead, in_join;
+	bool main_seen; /* the main thread: main() was entered */
+};
+
+void ptwk_conv_init(struct ptwk_conv *c, pid_t pid, const struct ptwk_conv_ops *ops)
+{
+	memset(c, 0, sizeof(*c));
+	c->pid = pid;
+	c->ops = *ops;
+}
+
+void ptwk_conv_free(struct ptwk_conv *c)
+{
+	size_t it = 0;
+	void *v;
+	while (ptw_map_next(&c->threads, &it, NULL, &v))
+		free(v);
+	ptw_map_free(&c->threads);
+}
+
+static void emit(struct ptwk_conv *c, struct ptw_event *ev)
+{
+	ev->pid = c->pid;
+	c->events++;
+	c->ops.sink(c->ops.ctx, ev);
+}
+
+static const struct ptw_location *locate(struct ptwk_conv *c, uint64_t addr)
+{
+	return addr && c->ops.locate ? c->ops.locate(c->ops.ctx, addr) : NULL;
+}
+
+static struct ptwk_thread *thread_of(const struct ptwk_conv *c, pid_t tid)
+{
+	return tid > 0 ? ptw_map_get(&c->threads, (uint64_t)tid) : NULL;
+}
+
+static struct ptwk_thread *thread_new(struct ptwk_conv *c, pid_t tid)
+{
+	struct ptwk_thread *th = xcalloc(1, sizeof(*th));
+	free(ptw_map_put(&c->threads, (uint64_t)tid, th));
+	return th;
+}
+
+static void thread_forget(struct ptwk_conv *c, pid_t tid)
+{
+	free(ptw_map_del(&c->threads, (uint64_t)tid));
+}
+
+bool ptwk_conv_knows(const struct ptwk_conv *c, pid_t tid)
+{
+	return thread_of(c, tid) != NULL;
+}
+
+static void name(struct ptwk_conv *c, pid_t tid, const char *text, uint64_t ns)
+{
+	if (!text || !*text)
+		return;
+	struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_NAME, ns, tid);
+	ev.name = text;
+	emit(c, &ev);
+}
+
+void ptwk_conv_preexisting(struct ptwk_conv *c, pid_t tid, uint64_t pthread, uint64_t routine,
+			   int detached, const char *text, uint64_t ns)
+{
+	struct ptwk_thread *th = thread_new(c, tid);
+	th->pthread = pthread;
+	th->routine = routine;
+	th->started = true; /* whatever it runs, it began before us */
+	struct ptw_event ev = ptw_event_init(PTW_EV_PREEXISTING, ns, tid);
+	ev.other_tid = c->pid;
+	ev.pthread = pthread;
+	ev.routine = locate(c, routine);
+	ev.detached = detached;
+	emit(c, &ev);
+	name(c, tid, text, ns);
+}
+
+static void on_create(struct ptwk_conv *c, const struct ptwk_record *r)
+{
+	pid_t child = (pid_t)r->a;
+	struct ptwk_thread *old = thread_of(c, child);
+	if (old && !old->created && !old->dead) {
+		/* Listed at the attach while its clone was on its way into the
+		 * ring: it is the same thread, already a preexisting span. */
+		old->created = true;
+		return;
+	}
+	struct ptwk_thread *th = thread_new(c, child);
+	th->created = true;
+	th->pthread = r->b;
+	if (!(r->f & PTWK_F_PTHREAD)) {
+		struct ptw_event ev = ptw_event_init(PTW_EV_LWP_CREATE, r->ns, (pid_t)r->tid);
+		ev.other_tid = child;
+		th->pthread = 0;
+		th->started = true; /* no start routine to wait for */
+		emit(c, &ev);
+		return;
+	}
+	th->routine = r->c;
+	th->arg = r->d;
+	struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_CREATE, r->ns, (pid_t)r->tid);
+	ev.other_tid = child;
+	ev.pthread = r->b;
+	ev.routine = locate(c, r->c);
+	ev.has_arg = true;
+	ev.arg = r->d;
+	if ((r->f & PTWK_F_SITE_KNOWN) && r->e && c->ops.call_site)
+		ev.site = c->ops.call_site(c->ops.ctx, r->e);
+	if (r->f & PTWK_F_JOINID_KNOWN)
+		ev.detached = (r->f & PTWK_F_DETACHED) != 0;
+	emit(c, &ev);
+}
+
+static void on_start(struct ptwk_conv *c, const struct ptwk_record *r)
+{
+	struct ptwk_thread *th = thread_of(c, (pid_t)r->tid);
+	/* start_thread is entered once per thread, by the thread its
+	 * argument describes: anything else is not a start we can pair. */
+	if (!th || th->started || (th->pthread && r->a && th->pthread != r->a))
+		return;
+	th->started = true;
+	struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_START, r->ns, (pid_t)r->tid);
+	ev.routine = locate(c, th->routine);
+	ev.has_arg = th->created;
+	ev.arg = th->arg;
+	emit(c, &ev);
+}
+
+static void on_death(struct ptwk_conv *c, const struct ptwk_record *r)
+{
+	struct ptwk_thread *th = thread_of(c, (pid_t)r->tid);
+	/* __call_tls_dtors also runs in exit(): only start_thread's call,
+	 * in a thread that has a start routine, is a thread's end. */
+	if (!th || th->dead || (pid_t)r->tid == c->pid || !th->pthread ||
+	    (th->pthread && r->c && th->pthread != r->c))
+		return;
+	th->dead = true;
+	struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_DEATH, r->ns, (pid_t)r->tid);
+	if (r->f & PTWK_F_RESULT_KNOWN) {
+		ev.has_value = true;
+		ev.value = r->a;
+	}
+	if (r->f & PTWK_F_UNWIND_KNOWN)
+		ev.unwinding = r->b != 0;
+	emit(c, &ev);
+}
+
+static void on_lwp_exit(struct ptwk_conv *c, const struct ptwk_record *r)
+{
+	pid_t tid = (pid_t)r->tid;
+	char comm[PTWK_COMM_LEN + 1];
+	memcpy(comm, r->comm, PTWK_COMM_LEN);
+	comm[PTWK_COMM_LEN] = '\0';
+	if (thread_of(c, tid))
+		name(c, tid, comm, r->ns);
+	struct ptw_event ev = ptw_event_init(PTW_EV_LWP_EXIT, r->ns, tid);
+	unsigned status = (unsigned)r->a;
+	/* As the tracer tells it from orig_rax: its own exit, its own
+	 * exit_group, or taken down (a signal, another thread's exit_group,
+	 * exec). Without the registers, the process's group exit says. */
+	if (!(r->f & PTWK_F_HOW_KNOWN))
+		ev.exit_how = (r->f & PTWK_F_GROUP_EXIT) ? PTW_EXIT_KILLED : PTW_EXIT_SELF;
+	else if (r->f & PTWK_F_EXIT_GROUP_CALL)
+		ev.exit_how = PTW_EXIT_GROUP;
+	else if (r->f & PTWK_F_EXIT_CALL)
+		ev.exit_how = PTW_EXIT_SELF;
+	else
+		ev.exit_how = PTW_EXIT_KILLED;
+	ev.exit_code = (int)((status >> 8) & 0xff);
+	ev.sig = (int)(status & 0x7f);
+	emit(c, &ev);
+	thread_forget(c, tid);
+	if (!(r->f & PTWK_F_GROUP_DEAD) || c->ended)
+		return;
+	/* The last thread: the process is over. Its status is exit_group's
+	 * (or the fatal signal) when the group went down together, else the
+	 * last thread's own exit. */
+	unsigned st = (r->f & PTWK_F_GROUP_EXIT) ? (unsigned)r->b : status;
+	struct ptw_event pe = ptw_event_init(PTW_EV_PROCESS_EXIT, r->ns, c->pid);
+	if (st & 0x7f) {
+		pe.sig = (int)(st & 0x7f);
+		pe.core_dumped = (st & 0x80) != 0;
+	} else {
+		pe.exit_code = (int)((st >> 8) & 0xff);
+	}
+	c->ended = true;
+	c->exit_code = pe.exit_code;
+	c->exit_signal = pe.sig;
+	c->core_dumped = pe.core_dumped;
+	c->end_ns = r->ns;
+	emit(c, &pe);
+}
+
+static void on_image_exec(struct ptwk_conv *c, const struct ptwk_record *r)
+{
+	if (c->launched) {
+		/* A launch: the command's exec is where it begins (the fork
+		 * before it was ptwatch's, held). */
+		c->launched = false;
+	} else {
+		struct ptw_event ev = ptw_event_init(PTW_EV_EXEC, r->ns, c->pid);
+		ev.other_tid = (pid_t)r->a;
+		emit(c, &ev);
+	}
+	/* Every other thread is gone (exec killed them; their exits came
+	 * before), and the new image starts with one thread: its span. */
+	size_t it = 0;
+	void *v;
+	while (ptw_map_next(&c->threads, &it, NULL, &v))
+		free(v);
+	ptw_map_free(&c->threads);
+	struct ptwk_thread *th = thread_new(c, c->pid);
+	th->started = true;
+	struct ptw_event img = ptw_event_init(PTW_EV_IMAGE, r->ns, c->pid);
+	img.name = c->ops.exec ? c->ops.exec(c->ops.ctx) : NULL;
+	emit(c, &img);
+}
+
+/* pthread_exit, pthread_cancel, pthread_detach, a join: the first
+ * argument is the event's. */
+static void on_call(struct ptwk_conv *c, const struct ptwk_record *r, enum ptw_event_kind kind)
+{
+	struct ptw_event ev = ptw_event_init(kind, r->ns, (pid_t)r->tid);
+	if (kind == PTW_EV_EXIT_CALL) {
+		ev.has_value = true;
+		ev.value = r->a;
+	} else {
+		ev.pthread = r->a;
+	}
+	if (kind == PTW_EV_JOIN_CALL) {
+		struct ptwk_thread *th = thread_of(c, (pid_t)r->tid);
+		if (th)
+			th->in_join = true;
+	}
+	emit(c, &ev);
+}
+
+static void on_join_return(struct ptwk_conv *c, const struct ptwk_record *r)
+{
+	struct ptwk_thread *th = thread_of(c, (pid_t)r->tid);
+	if (!th || !th->in_join)
+		return;
+	th->in_join = false;
+	struct ptw_event ev = ptw_event_init(PTW_EV_JOIN_RETURN, r->ns, (pid_t)r->tid);
+	ev.has_value = true;
+	ev.value = (uint32_t)r->a; /* an errno value, 0 = joined */
+	emit(c, &ev);
+}
+
+/* libc is about to call main(). */
+static void on_main(struct ptwk_conv *c, const struct ptwk_record *r)
+{
+	struct ptwk_thread *th = thread_of(c, (pid_t)r->tid);
+	if ((pid_t)r->tid != c->pid || !th || th->main_seen)
+		return;
+	th->main_seen = true;
+	th->pthread = r->b;
+	if (c->ops.image_ready)
+		c->ops.image_ready(c->ops.ctx);
+	struct ptw_event ev = ptw_event_init(PTW_EV_MAIN_START, r->ns, c->pid);
+	ev.routine = locate(c, r->a);
+	ev.pthread = r->b;
+	emit(c, &ev);
+}
+
+/* main() returned into libc, which calls exit() with its value. */
+static void on_exit_fn(struct ptwk_conv *c, const struct ptwk_record *r)
+{
+	if ((pid_t)r->tid != c->pid || !c->ops.main_returns_to ||
+	    !c->ops.main_returns_to(c->ops.ctx, r->b))
+		return;
+	struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_RETURN, r->ns, c->pid);
+	ev.has_value = true;
+	ev.value = (uint32_t)r->a; /* main returns int */
+	emit(c, &ev);
+}
+
+void ptwk_conv_record(struct ptwk_conv *c, const struct ptwk_record *r)
+{
+	if (c->ended)
+		return;
+	switch ((enum ptwk_kind)r->kind) {
+	case PTWK_CREATE:
+		on_create(c, r);
+		break;
+	case PTWK_START:
+		on_start(c, r);
+		break;
+	case PTWK_DEATH:
+		on_death(c, r);
+		break;
+	case PTWK_EXIT_CALL:
+		on_call(c, r, PTW_EV_EXIT_CALL);
+		break;
+	case PTWK_CANCEL:
+		on_call(c, r, PTW_EV_CANCEL_REQUEST);
+		break;
+	case PTWK_DETACH:
+		on_call(c, r, PTW_EV_DETACH_CALL);
+		break;
+	case PTWK_JOIN:
+		on_call(c, r, PTW_EV_JOIN_CALL);
+		break;
+	case PTWK_JOIN_RET:
+		on_join_return(c, r);
+		break;
+	case PTWK_EXIT:
+		on_lwp_exit(c, r);
+		break;
+	case PTWK_EXEC:
+		on_image_exec(c, r);
+		break;
+	case PTWK_EXIT_FN:
+		on_exit_fn(c, r);
+		break;
+	case PTWK_MAIN:
+		on_main(c, r);
+		break;
+	case PTWK_FORK: /* -f, later: the child is not followed yet */
+	case PTWK_CREATE_CALL:
+	case PTWK_NONE:
+	case PTWK_KIND_N:
+		break;
+	}
+}
+
+void ptwk_conv_detached(struct ptwk_conv *c, uint64_t ns)
+{
+	if (c->ended)
+		return;
+	struct ptw_event ev = ptw_event_init(PTW_EV_DETACHED, ns, c->pid);
+	emit(c, &ev);
+}

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Records of the BPF programs (bpf/ptw_kernel_records.h) to ptw_events:
+ * pure (no BPF, no /proc, no clock), so that unit tests feed it synthetic
+ * records. It pairs by tid and pthread_t, never by arrival alone: a
+ * thread's creation (the clone, recorded in its parent before the child
+ * can run) carries what pthread_create was given, and the new thread's
+ * own records are matched to it by tid, its struct pthread checked.
+ */
+#ifndef PTW_KERNEL_CONVERT_H
+#define PTW_KERNEL_CONVERT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ptw_events.h"
+#include "ptw_kernel_records.h"
+#include "ptw_util.h"
+
+struct ptwk_conv_ops {
+	void (*sink)(void *ctx, const struct ptw_event *ev);
+	/* The location of a code address (NULL unknown); of a call whose
+	 * return address is ret (the call instruction before it). */
+	const struct ptw_location *(*locate)(void *ctx, uint64_t addr);
+	const struct ptw_location *(*call_site)(void *ctx, uint64_t ret);
+	/* The process exec'd (PTW_EV_EXEC was emitted): the new image's
+	 * name for PTW_EV_IMAGE (NULL unknown), valid until the next call. */
+	const char *(*exec)(void *ctx);
+	/* Whether exit() called from ret is main() returning (its caller is
+	 * libc's __libc_start_call_main), not an exit() call. */
+	bool (*main_returns_to)(void *ctx, uint64_t ret);
+	/* main() is about to run: the program's libraries are mapped. */
+	void (*image_ready)(void *ctx);
+	void *ctx;
+};
+
+struct ptwk_conv {
+	pid_t pid;
+	bool launched; /* held before its exec: that exec is its start, not an event */
+	struct ptwk_conv_ops ops;
+	struct ptw_map threads; /* tid -> struct ptwk_thread */
+	uint64_t events;
+	bool ended; /* PROCESS_EXIT emitted */
+	int exit_code, exit_signal;
+	bool core_dumped;
+	uint64_t end_ns;
+};
+
+void ptwk_conv_init(struct ptwk_conv *c, pid_t pid, const struct ptwk_conv_ops *ops);
+void ptwk_conv_free(struct ptwk_conv *c);
+
+/* A thread found running at the attach (pthread 0 and routine 0 when
+ * unknown; detached -1 unknown; name NULL unknown). The main thread is
+ * the one whose tid is the pid: its routine is main(). */
+void ptwk_conv_preexisting(struct ptwk_conv *c, pid_t tid, uint64_t pthread, uint64_t routine,
+			   int detached, const char *name, uint64_t ns);
+/* Whether a thread is known (preexisting or created since). */
+bool ptwk_conv_knows(const struct ptwk_conv *c, pid_t tid);
+
+/* One record, in ring-buffer order. */
+void ptwk_conv_record(struct ptwk_conv *c, const struct ptwk_record *r);
+
+/* Let go (PTW_EV_DETACHED), unless the process ended. */
+void ptwk_conv_detached(struct ptwk_conv *c, uint64_t ns);
+
+#endif

@@ -1,0 +1,983 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The kernel-assisted backend (ptw_kernel.h): loads bpf/ptw_kernel.bpf.c
+ * through its generated skeleton, attaches it to one process, reads the
+ * ring buffer and hands the records to convert.c. Nothing here stops or
+ * writes to the target: its memory is only read (process_vm_readv), for
+ * the threads running at the attach and for call sites.
+ */
+#define _GNU_SOURCE
+#include "ptw_kernel.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <dirent.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "convert.h"
+#include "probes.h"
+#include "ptw_attach.h"
+#include "ptw_breakpoints.h"
+#include "ptw_cache.h"
+#include "ptw_symbols.h"
+#include "ptw_thread_db.h"
+#include "ptw_util.h"
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wcast-align"
+#pragma GCC diagnostic ignored "-Wmissing-prototypes"
+#include "ptw_kernel.skel.h"
+#pragma GCC diagnostic pop
+
+/* Linux 6.6's uprobe_multi link (include/uapi/linux/bpf.h), which the
+ * headers and libbpf of Debian 12 predate: the attach type, the flag and
+ * the layout of BPF_LINK_CREATE's attributes for it. */
+#define PTWK_BPF_TRACE_UPROBE_MULTI    48
+#define PTWK_BPF_F_UPROBE_MULTI_RETURN 1u
+struct ptwk_link_create_uprobe_multi {
+	uint32_t prog_fd;
+	uint32_t target_fd;
+	uint32_t attach_type;
+	uint32_t flags;
+	uint64_t path;
+	uint64_t offsets;
+	uint64_t ref_ctr_offsets;
+	uint64_t cookies;
+	uint32_t cnt;
+	uint32_t multi_flags;
+	uint32_t pid;
+	uint32_t pad;
+};
+
+#define DEFAULT_FLUSH_MS 50
+#define DEFAULT_RING	 (8u << 20)
+#define MAX_NOTES	 16
+
+struct ptw_kernel {
+	struct ptw_kernel_opts o;
+	pid_t pid;
+	struct ptw_proc *proc; /* memory only: never traced */
+	struct ptw_symbols *syms;
+	struct ptw_symbols **old_syms; /* images before an exec: events point into them */
+	size_t nold_syms;
+	struct ptw_tdb *tdb;
+	struct ptwk_probes probes;
+	struct ptw_kernel_bpf *skel;
+	bool multi;
+	int multi_fds[2];
+	struct bpf_link **links; /* tracepoints, and per-probe uprobes */
+	size_t nlinks;
+	struct ring_buffer *rb;
+	int epfd, pidfd;
+	struct ptwk_conv conv;
+	struct ptw_map sites; /* return address -> its call's location (text does not change) */
+	uint64_t last_consume_ns;
+	bool launched;	 /* ptw_kernel_launch: held before its exec */
+	int libc_checks; /* after an exec: reads of its maps left to find its libc */
+	bool end_lost;
+	bool detached;
+	char exe[4096];
+	char *notes[MAX_NOTES];
+	size_t nnotes;
+	struct ptw_kernel_stats stats;
+};
+
+static void note(struct ptw_kernel *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(struct ptw_kernel *k, const char *fmt, ...)
+{
+	if (k->nnotes == MAX_NOTES)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	struct ptw_buf b = { 0 };
+	ptw_buf_vprintf(&b, fmt, ap);
+	va_end(ap);
+	k->notes[k->nnotes++] = b.p ? b.p : xstrdup("");
+}
+
+static void why_set(char *why, size_t size, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void why_set(char *why, size_t size, const char *fmt, ...)
+{
+	if (!why || !size)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, size, fmt, ap);
+	va_end(ap);
+}
+
+/* libbpf talks on stderr unless told otherwise: into the debug log. */
+static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	if (level == LIBBPF_DEBUG)
+		return 0;
+	char line[512];
+	vsnprintf(line, sizeof(line), fmt, ap);
+	line[strcspn(line, "\n")] = '\0';
+	ptw_dbg(PTW_DBG_TRACER, "libbpf: %s", line);
+	return 0;
+}
+
+static void quiet_libbpf(void)
+{
+	libbpf_set_print(libbpf_log);
+}
+
+/* ---- is it possible here ---- */
+
+int ptw_kernel_available(char *why, size_t size)
+{
+	quiet_libbpf();
+	if (access("/sys/kernel/btf/vmlinux", R_OK) < 0) {
+		why_set(why, size,
+			"this kernel has no BTF (/sys/kernel/btf/vmlinux, CONFIG_DEBUG_INFO_BTF): "
+			"the BPF programs cannot be relocated to it");
+		return -ENOTSUP;
+	}
+	if (access("/sys/bus/event_source/devices/uprobe/type", R_OK) < 0) {
+		why_set(why, size, "this kernel has no uprobes (CONFIG_UPROBE_EVENTS)");
+		return -ENOTSUP;
+	}
+	/* r0 = 0; exit: a kprobe-type program needs what a uprobe program does. */
+	struct bpf_insn insns[] = {
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0 },
+		{ .code = BPF_JMP | BPF_EXIT },
+	};
+	int fd = bpf_prog_load(BPF_PROG_TYPE_KPROBE, "ptw_probe", "GPL", insns,
+			       PTW_ARRAY_SIZE(insns), NULL);
+	if (fd < 0) {
+		int err = errno;
+		if (err == EPERM || err == EACCES)
+			why_set(why, size,
+				"not allowed to load BPF programs (%s): needs root, or CAP_BPF and "
+				"CAP_PERFMON (and CAP_SYS_ADMIN where uprobe_multi is missing)",
+				strerror(err));
+		else
+			why_set(why, size, "cannot load a BPF program: %s", strerror(err));
+		return -(err == EACCES ? EPERM : err);
+	}
+	close(fd);
+	return 0;
+}
+
+/* ---- callbacks for the converter ---- */
+
+static void sink(void *ctx, const struct ptw_event *ev)
+{
+	struct ptw_kernel *k = ctx;
+	k->stats.events++;
+	k->o.sink(k->o.sink_ctx, ev);
+}
+
+static const struct ptw_location *locate(void *ctx, uint64_t addr)
+{
+	struct ptw_kernel *k = ctx;
+	return k->syms ? ptw_symbols_locate(k->syms, addr) : NULL;
+}
+
+/* The call instruction before a return address, as the tracer names a
+ * create site (the process may have gone: then the byte before it). */
+static const struct ptw_location *call_site(void *ctx, uint64_t ret)
+{
+	struct ptw_kernel *k = ctx;
+	const struct ptw_location *site = ptw_map_get(&k->sites, ret);
+	if (site)
+		return site;
+	uint8_t before[8];
+	int len = 0;
+	ptw_mem_invalidate(k->proc);
+	if (ret > 8 && ptw_mem_read(k->proc, ret - 8, before, sizeof(before)) == 0)
+		len = ptw_insn_call_length(before, ret);
+	site = locate(k, ret - (uint64_t)(len ? len : 1));
+	if (site)
+		ptw_map_put(&k->sites, ret, (void *)(uintptr_t)site);
+	return site;
+}
+
+/* glibc calls main from __libc_start_call_main (2.34+), before that from
+ * __libc_start_main, and hands its value to exit() there. */
+static bool main_returns_to(void *ctx, uint64_t ret)
+{
+	const struct ptw_location *l = locate(ctx, ret);
+	return l && l->symbol &&
+	       (!strcmp(l->symbol, "__libc_start_call_main") ||
+		!strcmp(l->symbol, "__libc_start_main"));
+}
+
+static int memread(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	return ptw_mem_read(ctx, addr, buf, len);
+}
+
+static int load_symbols(struct ptw_kernel *k)
+{
+	char *cache_dir = k->o.use_cache ? ptw_cache_default_dir() : NULL;
+	int r = ptw_symbols_new(k->proc->mem_pid, k->o.use_debug_files, cache_dir, memread, k->proc,
+				&k->syms);
+	free(cache_dir);
+	return r;
+}
+
+static void check_libc(struct ptw_kernel *k);
+
+/* A new image's libraries are mapped: its symbols, now that the process
+ * lives (a short one may be gone by the next read of the ring). */
+static void image_ready(void *ctx)
+{
+	struct ptw_kernel *k = ctx;
+	if (k->syms)
+		ptw_symbols_refresh(k->syms);
+	if (k->libc_checks > 0)
+		check_libc(k);
+}
+
+/* Whether the ELF file at path has no program interpreter: a static
+ * program, which maps no libc.so for the probes. */
+static bool elf_static(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	Elf64_Ehdr eh;
+	bool interp = true;
+	if (pread(fd, &eh, sizeof(eh), 0) == (ssize_t)sizeof(eh) &&
+	    !memcmp(eh.e_ident, ELFMAG, SELFMAG) && eh.e_ident[EI_CLASS] == ELFCLASS64 &&
+	    eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum < 256) {
+		interp = false;
+		for (unsigned i = 0; i < eh.e_phnum && !interp; i++) {
+			Elf64_Phdr ph;
+			if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + i * sizeof(ph))) !=
+			    (ssize_t)sizeof(ph))
+				interp = true; /* unreadable: do not claim it is static */
+			else if (ph.p_type == PT_INTERP)
+				interp = true;
+		}
+	}
+	close(fd);
+	return !interp;
+}
+
+/* exec: a new image. Its symbols are loaded when first needed (now its
+ * libc may not even be mapped yet); the old ones stay for the events that
+ * point into them. */
+static const char *on_exec(void *ctx)
+{
+	struct ptw_kernel *k = ctx;
+	if (k->syms) {
+		ptw_symbols_retire(k->syms);
+		k->old_syms = xreallocarray(k->old_syms, k->nold_syms + 1, sizeof(*k->old_syms));
+		k->old_syms[k->nold_syms++] = k->syms;
+		k->syms = NULL;
+	}
+	ptw_mem_invalidate(k->proc);
+	ptw_map_free(&k->sites);
+	load_symbols(k);
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/exe", k->pid);
+	ssize_t n = readlink(path, k->exe, sizeof(k->exe) - 1);
+	k->exe[n > 0 ? n : 0] = '\0';
+	if (k->launched)
+		k->launched = false;
+	else
+		note(k, "the process exec'd: the probes stay on the libc of the image it was "
+			"attached in");
+	k->libc_checks = 100; /* its libc is mapped by its ld.so, a moment later */
+	if (elf_static(path)) {
+		k->libc_checks = 0;
+		note(k,
+		     "%s is a static program: the probes on %s do not see its threads (only their "
+		     "creation and exit)",
+		     n > 0 ? k->exe : "the new image", k->probes.module);
+	}
+	return n > 0 ? k->exe : NULL;
+}
+
+/* ---- the ring buffer ---- */
+
+static int on_record(void *ctx, void *data, size_t size)
+{
+	struct ptw_kernel *k = ctx;
+	struct ptwk_record r;
+	if (size < sizeof(r))
+		return 0;
+	memcpy(&r, data, sizeof(r)); /* the ring's alignment is 8: copy anyway */
+	k->stats.records++;
+	ptwk_conv_record(&k->conv, &r);
+	return 0;
+}
+
+/*
+ * The probes are on one file: after an exec (a launch's, or the target's)
+ * they fire only if the new image maps that same libc. Said once its
+ * ld.so has mapped one (or given up after 100 reads: a static program).
+ */
+static void check_libc(struct ptw_kernel *k)
+{
+	struct stat st;
+	struct ptw_mapping *maps = NULL;
+	int n = ptw_maps_read(k->pid, &maps);
+	k->libc_checks--;
+	const struct ptw_mapping *libc = NULL;
+	for (int i = 0; i < n && !libc; i++)
+		if (strstr(maps[i].path, "/libc.so") || strstr(maps[i].path, "/libc-"))
+			libc = &maps[i];
+	if (libc && stat(k->probes.path, &st) == 0 &&
+	    (st.st_ino != libc->inode || major(st.st_dev) != libc->dev_major ||
+	     minor(st.st_dev) != libc->dev_minor))
+		note(k, "%s maps %s, not the %s the probes are on: its threads are not seen",
+		     k->exe, libc->path, k->probes.module);
+	else if (!libc && k->libc_checks == 0)
+		note(k, "%s maps no libc.so (static, or not glibc): its threads are not seen",
+		     k->exe);
+	if (libc || n < 0)
+		k->libc_checks = 0;
+	free(maps);
+}
+
+int ptw_kernel_consume(struct ptw_kernel *k)
+{
+	if (!k->rb)
+		return 0;
+	if (k->libc_checks > 0 && !k->conv.ended)
+		check_libc(k);
+	uint64_t before = k->stats.records;
+	k->last_consume_ns = ptw_now_ns();
+	int r = ring_buffer__consume(k->rb);
+	if (r < 0)
+		return r;
+	return (int)(k->stats.records - before);
+}
+
+int ptw_kernel_fd(const struct ptw_kernel *k)
+{
+	return k->epfd;
+}
+
+unsigned ptw_kernel_flush_ms(const struct ptw_kernel *k)
+{
+	return k->o.flush_ms;
+}
+
+int ptw_kernel_run(struct ptw_kernel *k, int timeout_ms)
+{
+	uint64_t deadline = timeout_ms >= 0 ? ptw_now_ns() + (uint64_t)timeout_ms * 1000000 : 0;
+	while (!k->conv.ended) {
+		int wait = (int)k->o.flush_ms;
+		if (timeout_ms >= 0) {
+			uint64_t now = ptw_now_ns();
+			if (now >= deadline)
+				return 0;
+			uint64_t left = (deadline - now + 999999) / 1000000;
+			if (left < (uint64_t)wait)
+				wait = (int)left;
+		}
+		uint64_t due = k->last_consume_ns + (uint64_t)k->o.flush_ms * 1000000;
+		uint64_t now = ptw_now_ns();
+		if (due > now && (due - now) / 1000000 < (uint64_t)wait)
+			wait = (int)((due - now) / 1000000) + 1;
+		struct epoll_event evs[2];
+		int n = epoll_wait(k->epfd, evs, 2, due > now ? wait : 0);
+		if (n < 0 && errno == EINTR)
+			return -EINTR;
+		/* Read when the kernel woke us (a batch is full, the end) or the
+		 * flush period is over: not at every timeout of the caller's. */
+		if (n > 0 || ptw_now_ns() >= due) {
+			int r = ptw_kernel_consume(k);
+			if (r < 0)
+				return r;
+		}
+		bool gone = false;
+		for (int i = 0; i < n; i++)
+			gone |= evs[i].data.u32 == 1;
+		if (gone && !k->conv.ended) {
+			/* The process is gone; its last records are in by now
+			 * (written before its last thread left the kernel). */
+			ptw_kernel_consume(k);
+			if (!k->conv.ended) {
+				/* Its end did not fit in the ring: say so, and end. */
+				note(k, "the end of process %d was not recorded (lost)", k->pid);
+				struct ptw_event ev =
+					ptw_event_init(PTW_EV_PROCESS_EXIT, ptw_now_ns(), k->pid);
+				ev.pid = k->pid;
+				k->conv.ended = true;
+				k->end_lost = true; /* how it ended is unknown */
+				sink(k, &ev);
+			}
+		}
+	}
+	return 1;
+}
+
+bool ptw_kernel_target_exit(const struct ptw_kernel *k, int *ret_code, int *ret_signal,
+			    bool *ret_core)
+{
+	if (!k->conv.ended || k->end_lost)
+		return false;
+	if (ret_code)
+		*ret_code = k->conv.exit_code;
+	if (ret_signal)
+		*ret_signal = k->conv.exit_signal;
+	if (ret_core)
+		*ret_core = k->conv.core_dumped;
+	return true;
+}
+
+/* ---- loading and attaching ---- */
+
+static int open_skeleton(struct ptw_kernel *k, bool multi)
+{
+	struct ptw_kernel_bpf *s = ptw_kernel_bpf__open();
+	if (!s)
+		return -errno ? -errno : -ENOMEM;
+	const struct ptwk_layout *l = &k->probes.layout;
+	s->rodata->off_result = l->result;
+	s->rodata->have_result = l->have_result;
+	s->rodata->off_joinid = l->joinid;
+	s->rodata->have_joinid = l->have_joinid;
+	s->rodata->off_start_routine = l->start_routine;
+	s->rodata->have_start_routine = l->have_start_routine;
+	s->rodata->off_arg = l->arg;
+	s->rodata->have_arg = l->have_arg;
+	s->rodata->off_cancelhandling = l->cancelhandling;
+	s->rodata->have_cancelhandling = l->have_cancelhandling;
+	s->rodata->wake_bytes = k->o.wake_bytes;
+	int r = bpf_map__set_max_entries(s->maps.rb, (uint32_t)k->o.ring_bytes);
+	if (r == 0 && multi) {
+		r = bpf_program__set_expected_attach_type(
+			s->progs.ptw_entry, (enum bpf_attach_type)PTWK_BPF_TRACE_UPROBE_MULTI);
+		if (r == 0)
+			r = bpf_program__set_expected_attach_type(
+				s->progs.ptw_return,
+				(enum bpf_attach_type)PTWK_BPF_TRACE_UPROBE_MULTI);
+	}
+	if (r == 0)
+		r = ptw_kernel_bpf__load(s);
+	if (r < 0) {
+		ptw_kernel_bpf__destroy(s);
+		return r;
+	}
+	k->skel = s;
+	return 0;
+}
+
+static void keep_link(struct ptw_kernel *k, struct bpf_link *l)
+{
+	k->links = xreallocarray(k->links, k->nlinks + 1, sizeof(*k->links));
+	k->links[k->nlinks++] = l;
+}
+
+/* One link per program with every offset (entry, or return). */
+static int attach_multi(struct ptw_kernel *k)
+{
+	for (int ret = 0; ret <= 1; ret++) {
+		uint64_t offsets[PTWK_MAX_PROBES], cookies[PTWK_MAX_PROBES];
+		uint32_t n = 0;
+		for (size_t i = 0; i < k->probes.n; i++) {
+			if (k->probes.p[i].ret != (ret == 1))
+				continue;
+			offsets[n] = k->probes.p[i].offset;
+			cookies[n++] = k->probes.p[i].kind;
+		}
+		if (!n)
+			continue;
+		struct bpf_program *prog =
+			ret ? k->skel->progs.ptw_return : k->skel->progs.ptw_entry;
+		struct ptwk_link_create_uprobe_multi a = {
+			.prog_fd = (uint32_t)bpf_program__fd(prog),
+			.attach_type = PTWK_BPF_TRACE_UPROBE_MULTI,
+			.path = (uint64_t)(uintptr_t)k->probes.path,
+			.offsets = (uint64_t)(uintptr_t)offsets,
+			.cookies = (uint64_t)(uintptr_t)cookies,
+			.cnt = n,
+			.multi_flags = ret ? PTWK_BPF_F_UPROBE_MULTI_RETURN : 0,
+			.pid = (uint32_t)k->pid,
+		};
+		int fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &a, sizeof(a));
+		if (fd < 0)
+			return -errno;
+		k->multi_fds[ret] = fd;
+		k->stats.probes += n;
+	}
+	return 0;
+}
+
+/* The fallback: a perf event per probe, for this pid. */
+static int attach_each(struct ptw_kernel *k)
+{
+	for (size_t i = 0; i < k->probes.n; i++) {
+		const struct ptwk_probe *p = &k->probes.p[i];
+		LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = p->ret, .bpf_cookie = p->kind);
+		struct bpf_program *prog =
+			p->ret ? k->skel->progs.ptw_return : k->skel->progs.ptw_entry;
+		struct bpf_link *l = bpf_program__attach_uprobe_opts(prog, k->pid, k->probes.path,
+								     (size_t)p->offset, &opts);
+		if (!l)
+			return -errno;
+		keep_link(k, l);
+		k->stats.probes++;
+	}
+	return 0;
+}
+
+static int attach_tracepoints(struct ptw_kernel *k)
+{
+	struct bpf_program *progs[] = { k->skel->progs.ptw_fork, k->skel->progs.ptw_exit,
+					k->skel->progs.ptw_exec };
+	for (size_t i = 0; i < PTW_ARRAY_SIZE(progs); i++) {
+		struct bpf_link *l = bpf_program__attach(progs[i]);
+		if (!l)
+			return -errno;
+		keep_link(k, l);
+	}
+	return 0;
+}
+
+/*
+ * Closing a uprobe link waits for the kernel to be sure no thread still
+ * runs its program (RCU grace periods): 25-40 ms for each uprobe_multi
+ * link here, about 110 ms for each ordinary uprobe (perf event). Closing
+ * them from several threads at once took as long: the kernel serializes
+ * the unregistrations.
+ */
+static void close_links(struct ptw_kernel *k)
+{
+	for (int i = 0; i < 2; i++)
+		if (k->multi_fds[i] >= 0) {
+			close(k->multi_fds[i]);
+			k->multi_fds[i] = -1;
+		}
+	for (size_t i = 0; i < k->nlinks; i++)
+		bpf_link__destroy(k->links[i]);
+	free(k->links);
+	k->links = NULL;
+	k->nlinks = 0;
+}
+
+static int load_and_attach(struct ptw_kernel *k, char *why, size_t why_size)
+{
+	uint64_t t0 = ptw_now_ns();
+	int r = -ENOTSUP;
+	k->multi = false;
+	if (!k->o.no_multi && open_skeleton(k, true) == 0) {
+		k->multi = true;
+		r = 0;
+	}
+	if (!k->multi && (r = open_skeleton(k, false)) < 0) {
+		why_set(why, why_size, "cannot load the BPF programs: %s", strerror(-r));
+		return r;
+	}
+	uint32_t key = (uint32_t)k->pid;
+	struct ptwk_watch w = { 0 };
+	if (bpf_map__update_elem(k->skel->maps.watched, &key, sizeof(key), &w, sizeof(w), BPF_ANY) <
+	    0) {
+		r = -errno;
+		why_set(why, why_size, "cannot watch %d: %s", k->pid, strerror(-r));
+		return r;
+	}
+	/* Creations and exits first, then the probes that need them. */
+	if ((r = attach_tracepoints(k)) < 0) {
+		why_set(why, why_size, "cannot attach to the scheduler tracepoints: %s",
+			strerror(-r));
+		return r;
+	}
+	if (k->multi && (r = attach_multi(k)) < 0) {
+		/* Older kernel, or CAP_BPF without what uprobe_multi needs:
+		 * load again for ordinary uprobes. */
+		ptw_dbg(PTW_DBG_TRACER, "uprobe_multi: %s; one uprobe per probe instead",
+			strerror(-r));
+		close_links(k);
+		ptw_kernel_bpf__destroy(k->skel);
+		k->skel = NULL;
+		k->multi = false;
+		k->stats.probes = 0;
+		if ((r = open_skeleton(k, false)) < 0) {
+			why_set(why, why_size, "cannot load the BPF programs: %s", strerror(-r));
+			return r;
+		}
+		if (bpf_map__update_elem(k->skel->maps.watched, &key, sizeof(key), &w, sizeof(w),
+					 BPF_ANY) < 0 ||
+		    (r = attach_tracepoints(k)) < 0) {
+			r = r < 0 ? r : -errno;
+			why_set(why, why_size, "cannot attach the BPF programs: %s", strerror(-r));
+			return r;
+		}
+	}
+	if (!k->multi && (r = attach_each(k)) < 0) {
+		why_set(why, why_size, "cannot attach uprobes to %s in %d: %s", k->probes.module,
+			k->pid, strerror(-r));
+		return r;
+	}
+	k->stats.mode = k->multi ? "uprobe_multi" : "uprobe";
+	if (!k->multi)
+		note(k, "ordinary per-process uprobes (no uprobe_multi): they stop firing for the "
+			"other threads once the main thread has exited");
+	k->rb = ring_buffer__new(bpf_map__fd(k->skel->maps.rb), on_record, k, NULL);
+	if (!k->rb) {
+		r = -errno;
+		why_set(why, why_size, "cannot read the ring buffer: %s", strerror(-r));
+		return r;
+	}
+	k->stats.probes_ns = ptw_now_ns() - t0;
+	return 0;
+}
+
+/* ---- the threads already running ---- */
+
+struct listed {
+	pid_t tid;
+	uint64_t pthread, routine;
+};
+
+struct listing {
+	struct listed *v;
+	size_t n, cap;
+};
+
+static void listed_add(struct listing *l, pid_t tid, uint64_t pthread, uint64_t routine)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (l->v[i].tid == tid)
+			return;
+	if (l->n == l->cap) {
+		l->cap = l->cap ? l->cap * 2 : 64;
+		l->v = xreallocarray(l->v, l->cap, sizeof(*l->v));
+	}
+	l->v[l->n++] = (struct listed){ tid, pthread, routine };
+}
+
+static void on_thread(void *ctx, const struct ptw_tdb_thread *th)
+{
+	if (th->lid > 0)
+		listed_add(ctx, th->lid, th->pthread, th->startfunc);
+}
+
+static char *comm_of(pid_t pid, pid_t tid)
+{
+	char path[64], buf[64];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", pid, tid);
+	if (ptw_read_small_file(path, buf, sizeof(buf)) < 0)
+		return NULL;
+	buf[strcspn(buf, "\n")] = '\0';
+	return xstrdup(buf);
+}
+
+/*
+ * libthread_db's list of threads, walked in memory while they run (one
+ * snapshot of the pages it reads: the walk cannot loop), then whatever
+ * else /proc lists (raw clones, threads libthread_db cannot see). A thread
+ * created from now on has its creation in the ring (the probes are in);
+ * one in both is the same thread (convert.c keeps the first).
+ */
+static void list_threads(struct ptw_kernel *k)
+{
+	struct listing l = { 0 };
+	uint64_t ns = ptw_now_ns();
+	if (k->tdb) {
+		ptw_mem_invalidate(k->proc);
+		ptw_tdb_iterate(k->tdb, false, on_thread, &l);
+	}
+	pid_t *tids = NULL;
+	int n = ptw_proc_tids(k->pid, &tids);
+	for (int i = 0; i < n; i++)
+		listed_add(&l, tids[i], 0, 0);
+	free(tids);
+	/* The main thread first: its span is the root of the others. */
+	for (size_t i = 0; i < l.n; i++)
+		if (l.v[i].tid == k->pid && i) {
+			struct listed t = l.v[0];
+			l.v[0] = l.v[i];
+			l.v[i] = t;
+		}
+	for (size_t i = 0; i < l.n; i++) {
+		struct listed *t = &l.v[i];
+		if (ptw_proc_exited(k->pid, t->tid))
+			continue; /* gone meanwhile: nothing more will come of it */
+		int detached = -1;
+		uint64_t joinid;
+		if (t->pthread && k->probes.layout.have_joinid &&
+		    ptw_mem_read(k->proc, t->pthread + k->probes.layout.joinid, &joinid,
+				 sizeof(joinid)) == 0)
+			detached = joinid == t->pthread;
+		uint64_t routine = t->tid == k->pid ? k->probes.main_addr : t->routine;
+		char *name = comm_of(k->pid, t->tid);
+		ptwk_conv_preexisting(&k->conv, t->tid, t->pthread, routine, detached, name, ns);
+		free(name);
+		k->stats.preexisting++;
+	}
+	free(l.v);
+}
+
+/* ---- the public entry points ---- */
+
+static int open_fds(struct ptw_kernel *k)
+{
+	k->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (k->epfd < 0)
+		return -errno;
+	struct epoll_event ev = { .events = EPOLLIN, .data.u32 = 0 };
+	if (epoll_ctl(k->epfd, EPOLL_CTL_ADD, ring_buffer__epoll_fd(k->rb), &ev) < 0)
+		return -errno;
+	/* Readable once every thread of the process is gone: the end, even
+	 * if its record did not fit in the ring. */
+	k->pidfd = (int)syscall(SYS_pidfd_open, k->pid, 0);
+	if (k->pidfd >= 0) {
+		ev.data.u32 = 1;
+		if (epoll_ctl(k->epfd, EPOLL_CTL_ADD, k->pidfd, &ev) < 0)
+			return -errno;
+	}
+	return 0;
+}
+
+static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, struct ptw_kernel **ret,
+		 char *why, size_t why_size)
+{
+	uint64_t t0 = ptw_now_ns();
+	char path[64];
+	quiet_libbpf();
+	snprintf(path, sizeof(path), "/proc/%d", pid);
+	if (pid <= 0 || access(path, F_OK) < 0) {
+		why_set(why, why_size, "no such process %d", pid);
+		return -ESRCH;
+	}
+	int r = ptw_kernel_available(why, why_size);
+	if (r < 0)
+		return r;
+	struct ptw_kernel *k = xcalloc(1, sizeof(*k));
+	k->o = *o;
+	if (!k->o.flush_ms)
+		k->o.flush_ms = DEFAULT_FLUSH_MS;
+	if (!k->o.ring_bytes)
+		k->o.ring_bytes = DEFAULT_RING;
+	if (!k->o.wake_bytes)
+		k->o.wake_bytes = k->o.ring_bytes / 4;
+	k->pid = pid;
+	k->launched = launched;
+	k->multi_fds[0] = k->multi_fds[1] = -1;
+	k->epfd = k->pidfd = -1;
+	k->proc = ptw_proc_open(pid);
+	struct ptwk_conv_ops ops = { .sink = sink,
+				     .locate = locate,
+				     .call_site = call_site,
+				     .exec = on_exec,
+				     .main_returns_to = main_returns_to,
+				     .image_ready = image_ready,
+				     .ctx = k };
+	ptwk_conv_init(&k->conv, pid, &ops);
+	k->conv.launched = launched;
+
+	if ((r = load_symbols(k)) < 0) {
+		why_set(why, why_size, "cannot read the modules of %d: %s", pid, strerror(-r));
+		goto fail;
+	}
+	td_err_e err;
+	if (ptw_tdb_new(k->proc, k->syms, &k->tdb, &err) < 0) {
+		k->tdb = NULL;
+		note(k,
+		     "libthread_db cannot be used for this process (%s): threads running at the "
+		     "attach have no pthread_t or start routine",
+		     ptw_tdb_strerror(err));
+	}
+	if ((r = ptwk_find_probes(k->syms, k->tdb, pid, o->use_debug_files, &k->probes, why,
+				  why_size)) < 0)
+		goto fail;
+	for (size_t i = 0; i < k->probes.nmissing; i++)
+		note(k, "%s", k->probes.missing[i]);
+	if ((r = load_and_attach(k, why, why_size)) < 0)
+		goto fail;
+	if ((r = open_fds(k)) < 0) {
+		why_set(why, why_size, "epoll: %s", strerror(-r));
+		goto fail;
+	}
+	if (!launched)
+		list_threads(k);
+	ptw_symbols_save_cache(k->syms);
+	k->stats.attach_ns = ptw_now_ns() - t0;
+	*ret = k;
+	return 0;
+fail:
+	ptw_kernel_free(k);
+	return r;
+}
+
+int ptw_kernel_attach(const struct ptw_kernel_opts *o, pid_t pid, struct ptw_kernel **ret,
+		      char *why, size_t why_size)
+{
+	return start(o, pid, false, ret, why, why_size);
+}
+
+/*
+ * The child of ptw_kernel_launch until its exec: waits for the byte that
+ * says the probes are in (end of file: the loader died, so it does not
+ * run unseen), then execs; a failed exec's errno goes back on err.
+ */
+static void __attribute__((noreturn))
+held_child(char *const argv[], int child_stdout, int go, int err)
+{
+	char c;
+	ssize_t n;
+	do
+		n = read(go, &c, 1);
+	while (n < 0 && errno == EINTR);
+	if (n != 1)
+		_exit(127);
+	if (child_stdout >= 0 && dup2(child_stdout, STDOUT_FILENO) < 0)
+		_exit(127);
+	execvp(argv[0], argv);
+	int e = errno;
+	(void)!write(err, &e, sizeof(e));
+	_exit(e == ENOENT ? 127 : 126);
+}
+
+int ptw_kernel_launch(const struct ptw_kernel_opts *o, char *const argv[], int child_stdout,
+		      struct ptw_kernel **ret, pid_t *ret_pid, char *why, size_t why_size)
+{
+	int go[2], err[2];
+	if (pipe2(go, O_CLOEXEC) < 0)
+		return -errno;
+	if (pipe2(err, O_CLOEXEC) < 0) {
+		int e = errno;
+		close(go[0]);
+		close(go[1]);
+		return -e;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		int e = errno;
+		close(go[0]);
+		close(go[1]);
+		close(err[0]);
+		close(err[1]);
+		why_set(why, why_size, "fork: %s", strerror(e));
+		return -e;
+	}
+	if (pid == 0) {
+		close(go[1]);
+		close(err[0]);
+		held_child(argv, child_stdout, go[0], err[1]);
+	}
+	close(go[0]);
+	close(err[1]);
+	struct ptw_kernel *k;
+	int r = start(o, pid, true, &k, why, why_size);
+	if (r < 0) {
+		close(go[1]); /* it exits without running the command */
+		close(err[0]);
+		waitpid(pid, NULL, 0);
+		return r;
+	}
+	/* The probes are in: let it exec. */
+	int e = 0;
+	ssize_t n = write(go[1], "g", 1) == 1 ? read(err[0], &e, sizeof(e)) : -1;
+	close(go[1]);
+	close(err[0]);
+	if (n != 0) {
+		e = n > 0 ? e : EIO;
+		why_set(why, why_size, "cannot run %s: %s", argv[0], strerror(e));
+		ptw_kernel_free(k);
+		waitpid(pid, NULL, 0);
+		return -e;
+	}
+	*ret = k;
+	*ret_pid = pid;
+	return 0;
+}
+
+static void read_counters(struct ptw_kernel *k)
+{
+	if (!k->skel)
+		return;
+	int ncpu = libbpf_num_possible_cpus();
+	if (ncpu <= 0)
+		return;
+	uint64_t *v = xcalloc((size_t)ncpu, sizeof(*v));
+	uint64_t sum[PTWK_STAT_N] = { 0 };
+	for (uint32_t key = 0; key < PTWK_STAT_N; key++) {
+		if (bpf_map__lookup_elem(k->skel->maps.stats, &key, sizeof(key), v,
+					 (size_t)ncpu * sizeof(*v), 0) < 0)
+			continue;
+		for (int c = 0; c < ncpu; c++)
+			sum[key] += v[c];
+	}
+	free(v);
+	k->stats.lost = sum[PTWK_STAT_LOST];
+	k->stats.wakeups = sum[PTWK_STAT_WAKEUPS];
+	k->stats.read_failures = sum[PTWK_STAT_READ_FAIL];
+}
+
+int ptw_kernel_detach(struct ptw_kernel *k)
+{
+	if (k->detached)
+		return 0;
+	k->detached = true;
+	ptw_kernel_consume(k);
+	read_counters(k);
+	uint64_t t0 = ptw_now_ns();
+	close_links(k);
+	k->stats.detach_ns = ptw_now_ns() - t0;
+	/* What was written before the links closed. */
+	ptw_kernel_consume(k);
+	ptwk_conv_detached(&k->conv, ptw_now_ns());
+	if (k->stats.lost)
+		note(k,
+		     "%llu records lost: the ring buffer (%zu bytes) was full; events are missing",
+		     (unsigned long long)k->stats.lost, k->o.ring_bytes);
+	return 0;
+}
+
+void ptw_kernel_stats(struct ptw_kernel *k, struct ptw_kernel_stats *ret)
+{
+	if (!k->detached)
+		read_counters(k);
+	*ret = k->stats;
+	if (!ret->mode)
+		ret->mode = "none";
+}
+
+size_t ptw_kernel_notes(struct ptw_kernel *k, const char *const **ret)
+{
+	*ret = (const char *const *)k->notes;
+	return k->nnotes;
+}
+
+void ptw_kernel_free(struct ptw_kernel *k)
+{
+	if (!k)
+		return;
+	if (k->skel && !k->detached) {
+		close_links(k);
+		k->detached = true;
+	}
+	close_links(k);
+	ring_buffer__free(k->rb);
+	ptw_kernel_bpf__destroy(k->skel);
+	if (k->epfd >= 0)
+		close(k->epfd);
+	if (k->pidfd >= 0)
+		close(k->pidfd);
+	ptwk_conv_free(&k->conv);
+	ptw_map_free(&k->sites);
+	ptw_tdb_free(k->tdb);
+	ptw_symbols_free(k->syms);
+	for (size_t i = 0; i < k->nold_syms; i++)
+		ptw_symbols_free(k->old_syms[i]);
+	free(k->old_syms);
+	if (k->proc)
+		ptw_proc_free(k->proc);
+	for (size_t i = 0; i < k->nnotes; i++)
+		free(k->notes[i]);
+	free(k);
+}

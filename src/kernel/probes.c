@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: MIT */
+/* Probe points and struct pthread's layout; see probes.h. */
+#define _GNU_SOURCE
+#include "probes.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "ptw_symbols.h"
+#include "ptw_thread_db.h"
+#include "ptw_util.h"
+
+struct wanted {
+	enum ptwk_kind kind;
+	const char *names[3]; /* tried in order */
+	bool required;
+	bool also_return;    /* a return probe too (cookie kind + 1) */
+	const char *without; /* what is lost without it */
+};
+
+/*
+ * The uprobes: each one's first instruction decides its cost (the kernel
+ * emulates push and call, and must single-step most others: about 10 us
+ * instead of 1): on Debian 12's glibc 2.36 all are a push but
+ * pthread_detach's (a test, rare enough).
+ */
+static const struct wanted WANTED[] = {
+	{ .kind = PTWK_CREATE_CALL,
+	  .names = { "pthread_create", "__pthread_create_2_1" },
+	  .required = true },
+	{ .kind = PTWK_START,
+	  .names = { "start_thread" },
+	  .without = "start_thread not found (libc's debug file, libc6-dbg): thread starts are "
+		     "not reported" },
+	{ .kind = PTWK_DEATH,
+	  .names = { "__call_tls_dtors" },
+	  .without = "__call_tls_dtors not found: how threads end is seen only when they exit" },
+	{ .kind = PTWK_EXIT_CALL,
+	  .names = { "__pthread_exit", "pthread_exit" },
+	  .without = "pthread_exit not found: pthread_exit calls are not reported" },
+	{ .kind = PTWK_CANCEL,
+	  .names = { "__pthread_cancel", "pthread_cancel" },
+	  .without = "pthread_cancel not found: cancellations are not attributed" },
+	{ .kind = PTWK_DETACH,
+	  .names = { "__pthread_detach", "pthread_detach" },
+	  .without = "pthread_detach not found: detach calls are not reported" },
+	/* All joins go through __pthread_clockjoin_ex; without .symtab,
+	 * pthread_join alone (its tail call returns through the same
+	 * return probe). */
+	{ .kind = PTWK_JOIN,
+	  .names = { "__pthread_clockjoin_ex", "pthread_join" },
+	  .also_return = true,
+	  .without = "no join function found: joins are not reported" },
+	/* Where libc calls main (after the constructors): a launch's
+	 * PTW_EV_MAIN_START. Its first instruction is single-stepped: once
+	 * per process. */
+	{ .kind = PTWK_MAIN,
+	  .names = { "__libc_start_call_main", "__libc_start_main" },
+	  .without = "__libc_start_main not found: main's start is not reported" },
+	/* main() returns into exit(); its caller tells a return from a call. */
+	{ .kind = PTWK_EXIT_FN,
+	  .names = { "exit" },
+	  .without = "exit not found: main's return is not reported" },
+};
+
+/* The file that maps addr, as the kernel should open it: the path in
+ * /proc/PID/maps when it is that very file here (same device and inode),
+ * else /proc/PID/map_files/START-END (a deleted or replaced file, another
+ * mount namespace). file_off: addr's offset in it. */
+static int file_of(pid_t pid, const struct ptw_mapping *maps, int nmaps, uint64_t addr, char *path,
+		   size_t size, char *module, size_t msize, uint64_t *file_off)
+{
+	const struct ptw_mapping *m = ptw_maps_find(maps, nmaps, addr);
+	if (!m || !m->path[0] || m->path[0] != '/' || !strchr(m->perms, 'x'))
+		return -ENOENT;
+	*file_off = addr - m->start + m->offset;
+	snprintf(module, msize, "%s", m->path);
+	struct stat st;
+	if (stat(m->path, &st) == 0 && st.st_ino == m->inode && major(st.st_dev) == m->dev_major &&
+	    minor(st.st_dev) == m->dev_minor) {
+		snprintf(path, size, "%s", m->path);
+		return 0;
+	}
+	snprintf(path, size, "/proc/%d/map_files/%llx-%llx", pid, (unsigned long long)m->start,
+		 (unsigned long long)m->end);
+	return access(path, R_OK) == 0 ? 0 : -errno;
+}
+
+static void layout_from(struct ptw_symbols *syms, struct ptw_tdb *tdb, const char *module,
+			bool use_debug_files, struct ptwk_layout *l)
+{
+	static const char *const hints[] = { "nptl/pthread_create.c", "pthread_create.c", NULL };
+	struct {
+		const char *member;
+		bool *have;
+		uint64_t *off;
+		bool tdb_knows; /* libthread_db describes it (no debug file needed) */
+	} fields[] = {
+		{ "result", &l->have_result, &l->result, false },
+		{ "joinid", &l->have_joinid, &l->joinid, false },
+		{ "start_routine", &l->have_start_routine, &l->start_routine, true },
+		{ "arg", &l->have_arg, &l->arg, false },
+		{ "cancelhandling", &l->have_cancelhandling, &l->cancelhandling, true },
+	};
+	for (size_t i = 0; i < PTW_ARRAY_SIZE(fields); i++) {
+		if (use_debug_files &&
+		    ptw_symbols_member_offset(syms, module, hints, "pthread", fields[i].member,
+					      fields[i].off) == 0) {
+			*fields[i].have = true;
+			continue;
+		}
+		uint32_t off;
+		if (fields[i].tdb_knows && tdb &&
+		    ptw_tdb_pthread_field(tdb, fields[i].member, &off) == 0) {
+			*fields[i].off = off;
+			*fields[i].have = true;
+		}
+	}
+}
+
+int ptwk_find_probes(struct ptw_symbols *syms, struct ptw_tdb *tdb, pid_t pid, bool use_debug_files,
+		     struct ptwk_probes *ret, char *why, size_t why_size)
+{
+	struct ptwk_probes *p = ret;
+	memset(p, 0, sizeof(*p));
+	/* libc.so, or the executable itself when libc is linked into it. */
+	const char *module = ptw_symbols_module_path(syms, "libc.so") ? "libc.so" : PTW_MOD_EXE;
+	struct ptw_mapping *maps = NULL;
+	int nmaps = ptw_maps_read(pid, &maps);
+	if (nmaps < 0) {
+		snprintf(why, why_size, "cannot read /proc/%d/maps: %s", pid, strerror(-nmaps));
+		return nmaps;
+	}
+	int r = 0;
+	for (size_t i = 0; i < PTW_ARRAY_SIZE(WANTED); i++) {
+		const struct wanted *w = &WANTED[i];
+		uint64_t addr = 0;
+		const char *found = NULL;
+		for (size_t k = 0; k < 3 && w->names[k] && !found; k++)
+			if (ptw_symbols_lookup(syms, module, w->names[k], &addr, NULL) == 0)
+				found = w->names[k];
+		char path[sizeof(p->path)], mod[sizeof(p->module)];
+		uint64_t off = 0;
+		mod[0] = '\0';
+		int fr = found ? file_of(pid, maps, nmaps, addr, path, sizeof(path), mod,
+					 sizeof(mod), &off)
+			       : -ENOENT;
+		if (fr == 0 && p->path[0] && strcmp(path, p->path))
+			fr = -EXDEV; /* one file for every probe: one link */
+		if (fr < 0) {
+			if (w->required) {
+				if (found)
+					snprintf(why, why_size, "cannot probe %s in %s: %s",
+						 w->names[0], mod[0] ? mod : "libc", strerror(-fr));
+				else
+					snprintf(
+						why, why_size,
+						"no %s in process %d: it does not use glibc's threads",
+						w->names[0], pid);
+				r = -ENOENT;
+				goto out;
+			}
+			if (w->without && p->nmissing < PTW_ARRAY_SIZE(p->missing))
+				snprintf(p->missing[p->nmissing++], sizeof(p->missing[0]), "%s",
+					 w->without);
+			continue;
+		}
+		if (!p->path[0]) {
+			snprintf(p->path, sizeof(p->path), "%s", path);
+			snprintf(p->module, sizeof(p->module), "%s", mod);
+		}
+		p->p[p->n++] = (struct ptwk_probe){ w->kind, found, addr, off, false };
+		if (w->also_return)
+			p->p[p->n++] = (struct ptwk_probe){ w->kind + 1, found, addr, off, true };
+	}
+	layout_from(syms, tdb, module, use_debug_files, &p->layout);
+	if (!p->layout.have_result && p->nmissing < PTW_ARRAY_SIZE(p->missing))
+		snprintf(p->missing[p->nmissing++], sizeof(p->missing[0]),
+			 "struct pthread's layout is unknown (libc6-dbg): start routine return "
+			 "values are not reported");
+	uint64_t main_addr;
+	if (ptw_symbols_lookup_loaded(syms, PTW_MOD_EXE, "main", &main_addr) == 0)
+		p->main_addr = main_addr;
+out:
+	free(maps);
+	return r;
+}

@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ptw-kernel-demo: the kernel backend (ptw_kernel.h) on a running process,
+ * alone: attach, print every event (or, with -q, only count them), and let
+ * go when the process ends, after -t SECONDS, or at SIGINT/SIGTERM. Used by
+ * the kill -9 test (tests/kernel/kill9.sh) and bench/kernel.py.
+ *
+ *   ptw-kernel-demo [-q] [-t SECONDS] [--per-probe] [--flush-ms MS] [--ring BYTES]
+ *                   [--wake BYTES] [--debug] PID | -- COMMAND [ARGS...]
+ *
+ * With -- COMMAND: launched held (ptw_kernel_launch), reaped at the end.
+ *
+ * Exit: 0 done, 1 cannot attach, 77 the kernel path cannot run here.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ptw_events.h"
+#include "ptw_kernel.h"
+#include "ptw_symbols.h"
+#include "ptw_util.h"
+
+static volatile sig_atomic_t stop;
+static bool quiet;
+static uint64_t counts[PTW_EV_LAST + 1];
+static uint64_t t0;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+static const char *where(const struct ptw_location *l, char *buf, size_t size)
+{
+	if (!l)
+		return "?";
+	if (l->symbol)
+		snprintf(buf, size, "%s", l->symbol);
+	else
+		snprintf(buf, size, "%#" PRIx64, l->addr);
+	return buf;
+}
+
+static void sink(void *ctx, const struct ptw_event *ev)
+{
+	(void)ctx;
+	if (ev->kind <= PTW_EV_LAST)
+		counts[ev->kind]++;
+	if (quiet)
+		return;
+	char r[256], s[256];
+	printf("%12.6f %7d %-14s", (double)(ev->ns - t0) / 1e9, ev->tid,
+	       ptw_event_kind_name(ev->kind));
+	switch (ev->kind) {
+	case PTW_EV_THREAD_CREATE:
+		printf(" tid %d pthread %#" PRIx64 " %s(%#" PRIx64 ") from %s detached %d",
+		       ev->other_tid, ev->pthread, where(ev->routine, r, sizeof(r)), ev->arg,
+		       where(ev->site, s, sizeof(s)), ev->detached);
+		break;
+	case PTW_EV_PREEXISTING:
+		printf(" pthread %#" PRIx64 " %s detached %d", ev->pthread,
+		       where(ev->routine, r, sizeof(r)), ev->detached);
+		break;
+	case PTW_EV_THREAD_START:
+		printf(" %s(%#" PRIx64 ")", where(ev->routine, r, sizeof(r)), ev->arg);
+		break;
+	case PTW_EV_THREAD_DEATH:
+		printf(" value %s%#" PRIx64 " unwinding %d", ev->has_value ? "" : "?", ev->value,
+		       ev->unwinding);
+		break;
+	case PTW_EV_EXIT_CALL:
+	case PTW_EV_JOIN_RETURN:
+		printf(" value %#" PRIx64, ev->value);
+		break;
+	case PTW_EV_CANCEL_REQUEST:
+	case PTW_EV_DETACH_CALL:
+	case PTW_EV_JOIN_CALL:
+		printf(" pthread %#" PRIx64, ev->pthread);
+		break;
+	case PTW_EV_THREAD_NAME:
+	case PTW_EV_IMAGE:
+		printf(" %s", ev->name ? ev->name : "?");
+		break;
+	case PTW_EV_LWP_EXIT:
+		printf(" how %d code %d sig %d", (int)ev->exit_how, ev->exit_code, ev->sig);
+		break;
+	case PTW_EV_PROCESS_EXIT:
+		printf(" code %d sig %d", ev->exit_code, ev->sig);
+		break;
+	default:
+		break;
+	}
+	putchar('\n');
+}
+
+int main(int argc, char **argv)
+{
+	struct ptw_kernel_opts o = { .use_debug_files = true, .use_cache = true, .sink = sink };
+	double seconds = -1;
+	int i;
+	for (i = 1; i < argc && argv[i][0] == '-'; i++) {
+		if (!strcmp(argv[i], "--")) {
+			i++;
+			break;
+		}
+		if (!strcmp(argv[i], "-q"))
+			quiet = true;
+		else if (!strcmp(argv[i], "-t") && i + 1 < argc)
+			seconds = atof(argv[++i]);
+		else if (!strcmp(argv[i], "--debug"))
+			ptw_debug_parse("tracer");
+		else if (!strcmp(argv[i], "--per-probe"))
+			o.no_multi = true;
+		else if (!strcmp(argv[i], "--flush-ms") && i + 1 < argc)
+			o.flush_ms = (unsigned)atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--ring") && i + 1 < argc)
+			o.ring_bytes = (size_t)atol(argv[++i]);
+		else if (!strcmp(argv[i], "--wake") && i + 1 < argc)
+			o.wake_bytes = (size_t)atol(argv[++i]);
+		else
+			break;
+	}
+	bool launch = i > 1 && !strcmp(argv[i - 1], "--");
+	if (launch ? i >= argc : i != argc - 1) {
+		fprintf(stderr, "usage: ptw-kernel-demo [-q] [-t SECONDS] [--per-probe] "
+				"[--flush-ms MS] [--ring BYTES] [--wake BYTES] [--debug] PID | -- "
+				"COMMAND [ARGS...]\n");
+		return 2;
+	}
+	pid_t pid = launch ? 0 : atoi(argv[i]);
+	char why[512];
+	if (ptw_kernel_available(why, sizeof(why)) < 0) {
+		printf("SKIP: %s\n", why);
+		return 77;
+	}
+	struct sigaction sa = { .sa_handler = on_signal };
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	setvbuf(stdout, NULL, _IOFBF, 1 << 16);
+	t0 = ptw_now_ns();
+	struct ptw_kernel *k;
+	int r = launch ? ptw_kernel_launch(&o, argv + i, -1, &k, &pid, why, sizeof(why))
+		       : ptw_kernel_attach(&o, pid, &k, why, sizeof(why));
+	if (r < 0) {
+		fprintf(stderr, "ptw-kernel-demo: cannot %s %s: %s\n",
+			launch ? "launch" : "attach to", argv[i], why);
+		return r == -ENOSYS ? 77 : launch && r == -ENOENT ? 127 : 1;
+	}
+	fprintf(stderr, "ptw-kernel-demo: %s %d\n", launch ? "launched" : "attached to", pid);
+	uint64_t deadline = seconds >= 0 ? t0 + (uint64_t)(seconds * 1e9) : 0;
+	while (!stop) {
+		int wait = 200;
+		if (deadline) {
+			uint64_t now = ptw_now_ns();
+			if (now >= deadline)
+				break;
+			if ((deadline - now) / 1000000 < (uint64_t)wait)
+				wait = (int)((deadline - now) / 1000000) + 1;
+		}
+		r = ptw_kernel_run(k, wait);
+		if (r == 1 || (r < 0 && r != -EINTR))
+			break;
+	}
+	ptw_kernel_detach(k);
+	fflush(stdout);
+	struct ptw_kernel_stats st;
+	ptw_kernel_stats(k, &st);
+	fprintf(stderr,
+		"ptw-kernel-demo: mode %s, %u probes, %" PRIu64 " records, %" PRIu64
+		" events, %" PRIu64 " lost, %" PRIu64 " wakeups, %" PRIu64 " preexisting, %" PRIu64
+		" created; attach %.1f ms (programs %.1f ms), detach %.1f ms\n",
+		st.mode, st.probes, st.records, st.events, st.lost, st.wakeups, st.preexisting,
+		counts[PTW_EV_THREAD_CREATE], st.attach_ns / 1e6, st.probes_ns / 1e6,
+		st.detach_ns / 1e6);
+	const char *const *notes;
+	size_t n = ptw_kernel_notes(k, &notes);
+	for (size_t j = 0; j < n; j++)
+		fprintf(stderr, "ptw-kernel-demo: note: %s\n", notes[j]);
+	int code, sig;
+	bool core;
+	if (ptw_kernel_target_exit(k, &code, &sig, &core))
+		fprintf(stderr, "ptw-kernel-demo: process %d exited: code %d signal %d\n", pid,
+			code, sig);
+	ptw_kernel_free(k);
+	int status;
+	if (launch && waitpid(pid, &status, 0) == pid)
+		return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	return 0;
+}

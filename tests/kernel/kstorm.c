@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A thread storm for tests/kernel/kill9.sh: P creator threads each create
+ * and join N threads that return their index, plus one detached thread in
+ * every 16; every value is checked. Prints "kstorm: TOTAL" once all were
+ * made and checked; any failure aborts (the test then sees a signal).
+ * Usage: kstorm N [P]
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static long n;
+
+static void *leaf(void *arg)
+{
+	return arg;
+}
+
+static void *creator(void *arg)
+{
+	pthread_attr_t detached;
+	if (pthread_attr_init(&detached) ||
+	    pthread_attr_setdetachstate(&detached, PTHREAD_CREATE_DETACHED))
+		abort();
+	for (long i = 0; i < n; i++) {
+		pthread_t t;
+		void *ret;
+		if (pthread_create(&t, NULL, leaf, (void *)(uintptr_t)(i + 1)) ||
+		    pthread_join(t, &ret) || ret != (void *)(uintptr_t)(i + 1))
+			abort();
+		if (i % 16 == 0 && pthread_create(&t, &detached, leaf, NULL))
+			abort();
+	}
+	return arg;
+}
+
+int main(int argc, char **argv)
+{
+	n = argc > 1 ? atol(argv[1]) : 1000;
+	long p = argc > 2 ? atol(argv[2]) : 2;
+	alarm(300);
+	pthread_t *t = calloc((size_t)p, sizeof(*t));
+	if (!t)
+		abort();
+	for (long i = 0; i < p; i++)
+		if (pthread_create(&t[i], NULL, creator, t))
+			abort();
+	for (long i = 0; i < p; i++) {
+		void *ret;
+		if (pthread_join(t[i], &ret) || ret != t)
+			abort();
+	}
+	printf("kstorm: %ld\n", n * p);
+	return 0;
+}

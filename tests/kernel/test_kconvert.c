@@ -1,0 +1,336 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The kernel backend's record conversion (src/kernel/convert.c) on
+ * synthetic records, through the span engine: a created thread's whole
+ * life, pthread_exit, cancellation, detach, joins, a raw clone, exit()'s
+ * own __call_tls_dtors in the main thread, a thread listed at the attach
+ * whose clone arrives afterwards, records of threads never seen, and the
+ * process's end by exit_group and by the last thread's exit.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "convert.h"
+#include "ptw_spans.h"
+#include "ptw_symbols.h"
+
+#define PID   100
+#define PD(n) (0x7f0000001000ull * (n))
+
+static struct ptw_location locs[8];
+static size_t nlocs;
+
+static const struct ptw_location *locate(void *ctx, uint64_t addr)
+{
+	(void)ctx;
+	for (size_t i = 0; i < nlocs; i++)
+		if (locs[i].addr == addr)
+			return &locs[i];
+	if (nlocs == PTW_ARRAY_SIZE(locs))
+		return NULL;
+	locs[nlocs].addr = addr;
+	locs[nlocs].symbol = addr == 0x1000 ? "main" : addr == 0x2000 ? "worker" : "site";
+	return &locs[nlocs++];
+}
+
+static const struct ptw_location *call_site(void *ctx, uint64_t ret)
+{
+	return locate(ctx, ret - 5);
+}
+
+/* In this synthetic world main returns to 0x5000. */
+static bool main_returns_to(void *ctx, uint64_t ret)
+{
+	(void)ctx;
+	return ret == 0x5000;
+}
+
+/* How each tid's LWP left (PTW_EV_LWP_EXIT), by tid. */
+static int how_of[1024];
+
+static void sink(void *ctx, const struct ptw_event *ev)
+{
+	if (ev->kind == PTW_EV_LWP_EXIT && ev->tid >= 0 && ev->tid < 1024)
+		how_of[ev->tid] = (int)ev->exit_how;
+	ptw_spans_consume(ctx, ev);
+}
+
+static uint64_t clock_ns = 1000;
+
+static struct ptwk_record rec(enum ptwk_kind kind, pid_t tid)
+{
+	struct ptwk_record r = { .kind = kind, .tid = (uint32_t)tid, .tgid = PID };
+	r.ns = clock_ns += 1000;
+	return r;
+}
+
+static void create(struct ptwk_conv *c, pid_t creator, pid_t child, uint64_t pd, uint32_t f)
+{
+	struct ptwk_record r = rec(PTWK_CREATE, creator);
+	r.a = (uint64_t)child;
+	r.b = pd;
+	r.c = 0x2000;
+	r.d = 0xa0 + (uint64_t)child;
+	r.e = 0x3005;
+	r.f = PTWK_F_PTHREAD | PTWK_F_SITE_KNOWN | PTWK_F_JOINID_KNOWN | f;
+	ptwk_conv_record(c, &r);
+}
+
+static void simple(struct ptwk_conv *c, enum ptwk_kind kind, pid_t tid, uint64_t a)
+{
+	struct ptwk_record r = rec(kind, tid);
+	r.a = a;
+	ptwk_conv_record(c, &r);
+}
+
+static void death(struct ptwk_conv *c, pid_t tid, uint64_t pd, uint64_t result, bool unwinding)
+{
+	struct ptwk_record r = rec(PTWK_DEATH, tid);
+	r.a = result;
+	r.b = unwinding;
+	r.c = pd;
+	r.f = PTWK_F_RESULT_KNOWN | PTWK_F_UNWIND_KNOWN;
+	ptwk_conv_record(c, &r);
+}
+
+static void lwp_exit(struct ptwk_conv *c, pid_t tid, unsigned status, uint32_t f, unsigned group,
+		     const char *comm)
+{
+	struct ptwk_record r = rec(PTWK_EXIT, tid);
+	r.a = status;
+	r.b = group;
+	r.f = f;
+	memcpy(r.comm, comm, strnlen(comm, sizeof(r.comm)));
+	ptwk_conv_record(c, &r);
+}
+
+static const struct ptw_span *span_of(struct ptw_spans *s, pid_t tid)
+{
+	const struct ptw_span *found = NULL;
+	for (size_t i = 0; i < ptw_spans_count(s); i++)
+		if (ptw_spans_get(s, i)->tid == tid)
+			found = ptw_spans_get(s, i);
+	return found;
+}
+
+static void test_lifecycles(void)
+{
+	struct ptw_spans *s = ptw_spans_new();
+	struct ptwk_conv c;
+	struct ptwk_conv_ops ops = { .sink = sink,
+				     .locate = locate,
+				     .call_site = call_site,
+				     .main_returns_to = main_returns_to,
+				     .ctx = s };
+	ptwk_conv_init(&c, PID, &ops);
+	ptwk_conv_preexisting(&c, PID, PD(1), 0x1000, 0, "prog", clock_ns);
+	ptwk_conv_preexisting(&c, 101, PD(2), 0x2000, 0, "old", clock_ns);
+	CHECK(ptwk_conv_knows(&c, PID));
+
+	/* 102: created, started, returned 0x2a, joined. */
+	create(&c, PID, 102, PD(3), 0);
+	simple(&c, PTWK_START, 102, PD(3));
+	death(&c, 102, PD(3), 0x2a, false);
+	simple(&c, PTWK_JOIN, PID, PD(3));
+	lwp_exit(&c, 102, 0, 0, 0, "worker-2");
+	simple(&c, PTWK_JOIN_RET, PID, 0);
+	/* 103: pthread_exit(0x33). */
+	create(&c, PID, 103, PD(4), 0);
+	simple(&c, PTWK_START, 103, PD(4));
+	simple(&c, PTWK_EXIT_CALL, 103, 0x33);
+	death(&c, 103, PD(4), 0x33, true);
+	lwp_exit(&c, 103, 0, 0, 0, "w3");
+	/* 104: cancelled by main. */
+	create(&c, PID, 104, PD(5), 0);
+	simple(&c, PTWK_START, 104, PD(5));
+	simple(&c, PTWK_CANCEL, PID, PD(5));
+	death(&c, 104, PD(5), (uint64_t)-1, true);
+	lwp_exit(&c, 104, 0, 0, 0, "w4");
+	/* 105: detached at creation. */
+	create(&c, PID, 105, PD(6), PTWK_F_DETACHED);
+	simple(&c, PTWK_START, 105, PD(6));
+	death(&c, 105, PD(6), 0x44, false);
+	lwp_exit(&c, 105, 0, 0, 0, "w5");
+	/* 106: detached later; a start with another pd is not its start. */
+	create(&c, PID, 106, PD(7), 0);
+	simple(&c, PTWK_START, 106, PD(8));
+	simple(&c, PTWK_START, 106, PD(7));
+	simple(&c, PTWK_DETACH, PID, PD(7));
+	death(&c, 106, PD(7), 0x55, false);
+	lwp_exit(&c, 106, 0, 0, 0, "w6");
+	/* 107: a raw clone, exiting with 9. */
+	struct ptwk_record raw = rec(PTWK_CREATE, PID);
+	raw.a = 107;
+	ptwk_conv_record(&c, &raw);
+	lwp_exit(&c, 107, 9 << 8, 0, 0, "raw");
+	/* 108: listed at the attach, its clone arriving after: one span. */
+	ptwk_conv_preexisting(&c, 108, PD(9), 0x2000, 0, NULL, clock_ns);
+	create(&c, PID, 108, PD(9), 0);
+	/* Records of threads never seen make nothing up. */
+	simple(&c, PTWK_START, 999, PD(10));
+	death(&c, 999, PD(10), 1, false);
+	lwp_exit(&c, 999, 0, 0, 0, "ghost");
+	/* exit() in main runs __call_tls_dtors too: not the main thread's end;
+	 * an exit() called elsewhere is no return of main's, nor one in
+	 * another thread; main returning 3 is. */
+	death(&c, PID, PD(1), 0, false);
+	struct ptwk_record ex = rec(PTWK_EXIT_FN, PID);
+	ex.a = 5;
+	ex.b = 0x4000;
+	ptwk_conv_record(&c, &ex);
+	ex = rec(PTWK_EXIT_FN, 101);
+	ex.a = 6;
+	ex.b = 0x5000;
+	ptwk_conv_record(&c, &ex);
+	ex = rec(PTWK_EXIT_FN, PID);
+	ex.a = 0xffffffff00000003ull;
+	ex.b = 0x5000;
+	ptwk_conv_record(&c, &ex);
+	/* exit_group(3): everyone goes down. */
+	lwp_exit(&c, 101, 3 << 8, PTWK_F_GROUP_EXIT | PTWK_F_HOW_KNOWN, 3 << 8, "old");
+	lwp_exit(&c, 108, 3 << 8, PTWK_F_GROUP_EXIT, 3 << 8, "w8");
+	lwp_exit(&c, PID, 3 << 8,
+		 PTWK_F_GROUP_EXIT | PTWK_F_GROUP_DEAD | PTWK_F_HOW_KNOWN | PTWK_F_EXIT_GROUP_CALL,
+		 3 << 8, "prog");
+	CHECK(c.ended);
+	CHECK_EQ(c.exit_code, 3);
+	CHECK_EQ(how_of[PID], PTW_EXIT_GROUP);
+	CHECK_EQ(how_of[101], PTW_EXIT_KILLED);
+	CHECK_EQ(how_of[108], PTW_EXIT_KILLED); /* registers unread: the group exit says */
+	CHECK_EQ(how_of[102], PTW_EXIT_SELF);
+	ptw_spans_finish(s);
+
+	CHECK_EQ(ptw_spans_count(s), 9);
+	const struct ptw_span *m = span_of(s, PID);
+	CHECK(m && m->origin == PTW_ORIGIN_MAIN && m->pthread == PD(1));
+	CHECK(m && m->status == PTW_STATUS_COMPLETED && m->value.set && m->value.v == 3);
+	const struct ptw_span *sp = span_of(s, 102);
+	CHECK(sp && sp->status == PTW_STATUS_COMPLETED && sp->value.set && sp->value.v == 0x2a);
+	CHECK(sp && sp->joined && sp->joiner_tid == PID && sp->join_return_ns.set);
+	CHECK(sp && sp->start_routine && !strcmp(sp->start_routine->symbol, "worker"));
+	CHECK(sp && sp->create_site && sp->create_site->addr == 0x3000);
+	CHECK(sp && sp->arg.set && sp->arg.v == 0xa0 + 102);
+	CHECK(sp && sp->name && !strcmp(sp->name, "worker-2"));
+	CHECK(sp && !sp->uncertain && sp->creator_tid == PID && sp->detached == 0);
+	sp = span_of(s, 103);
+	CHECK(sp && sp->status == PTW_STATUS_EXITED && sp->value.v == 0x33);
+	sp = span_of(s, 104);
+	CHECK(sp && sp->status == PTW_STATUS_CANCELLED && sp->cancel_by == PID && !sp->uncertain);
+	sp = span_of(s, 105);
+	CHECK(sp && sp->status == PTW_STATUS_COMPLETED && sp->detached == 1);
+	sp = span_of(s, 106);
+	CHECK(sp && sp->status == PTW_STATUS_COMPLETED && sp->detached == 1 && sp->value.v == 0x55);
+	CHECK(sp && sp->start_ns.set);
+	sp = span_of(s, 107);
+	CHECK(sp && sp->origin == PTW_ORIGIN_CLONE && sp->status == PTW_STATUS_LWP_EXITED);
+	sp = span_of(s, 108);
+	CHECK(sp && sp->origin == PTW_ORIGIN_PREEXISTING && sp->method == PTW_METHOD_PROCESS_EXIT);
+	CHECK(span_of(s, 999) == NULL);
+	ptwk_conv_free(&c);
+	ptw_spans_free(s);
+}
+
+/* main called pthread_exit; the last worker's own exit ends the process
+ * with its status (0). */
+static void test_last_thread_exit(void)
+{
+	struct ptw_spans *s = ptw_spans_new();
+	struct ptwk_conv c;
+	struct ptwk_conv_ops ops = { .sink = sink,
+				     .locate = locate,
+				     .call_site = call_site,
+				     .main_returns_to = main_returns_to,
+				     .ctx = s };
+	ptwk_conv_init(&c, PID, &ops);
+	ptwk_conv_preexisting(&c, PID, PD(1), 0x1000, 0, "prog", clock_ns);
+	create(&c, PID, 102, PD(3), 0);
+	simple(&c, PTWK_EXIT_CALL, PID, 0);
+	lwp_exit(&c, PID, 0, 0, 0, "prog");
+	simple(&c, PTWK_START, 102, PD(3));
+	death(&c, 102, PD(3), 7, false);
+	lwp_exit(&c, 102, 0, PTWK_F_GROUP_DEAD, 0, "w");
+	CHECK(c.ended && c.exit_code == 0 && c.exit_signal == 0);
+	ptw_spans_finish(s);
+	const struct ptw_span *m = span_of(s, PID);
+	CHECK(m && m->status == PTW_STATUS_EXITED);
+	const struct ptw_span *sp = span_of(s, 102);
+	CHECK(sp && sp->status == PTW_STATUS_COMPLETED && sp->value.v == 7);
+	/* Nothing after the end. */
+	uint64_t before = c.events;
+	simple(&c, PTWK_START, 102, PD(3));
+	CHECK_EQ(c.events, before);
+	ptwk_conv_free(&c);
+	ptw_spans_free(s);
+}
+
+/* A fatal signal (SIGSEGV with a core) takes the group down. */
+static void test_killed(void)
+{
+	struct ptw_spans *s = ptw_spans_new();
+	struct ptwk_conv c;
+	struct ptwk_conv_ops ops = { .sink = sink,
+				     .locate = locate,
+				     .call_site = call_site,
+				     .main_returns_to = main_returns_to,
+				     .ctx = s };
+	ptwk_conv_init(&c, PID, &ops);
+	ptwk_conv_preexisting(&c, PID, PD(1), 0x1000, 0, "prog", clock_ns);
+	lwp_exit(&c, PID, 11 | 0x80, PTWK_F_GROUP_EXIT | PTWK_F_GROUP_DEAD, 11 | 0x80, "prog");
+	CHECK(c.ended && c.exit_signal == 11 && c.core_dumped);
+	ptw_spans_finish(s);
+	const struct ptw_span *m = span_of(s, PID);
+	CHECK(m && m->status == PTW_STATUS_UNMATCHED && m->signal == 11);
+	ptwk_conv_free(&c);
+	ptw_spans_free(s);
+}
+
+/* A launch: the held fork's exec is the start (an image, no exec event),
+ * then main() and its return. */
+static void test_launch(void)
+{
+	struct ptw_spans *s = ptw_spans_new();
+	struct ptwk_conv c;
+	struct ptwk_conv_ops ops = { .sink = sink,
+				     .locate = locate,
+				     .call_site = call_site,
+				     .main_returns_to = main_returns_to,
+				     .ctx = s };
+	ptwk_conv_init(&c, PID, &ops);
+	c.launched = true;
+	simple(&c, PTWK_EXEC, PID, PID);
+	struct ptwk_record m = rec(PTWK_MAIN, PID);
+	m.a = 0x1000;
+	m.b = PD(1);
+	ptwk_conv_record(&c, &m);
+	ptwk_conv_record(&c, &m); /* once */
+	create(&c, PID, 102, PD(3), 0);
+	simple(&c, PTWK_START, 102, PD(3));
+	death(&c, 102, PD(3), 0x2a, false);
+	lwp_exit(&c, 102, 0, 0, 0, "w");
+	struct ptwk_record ex = rec(PTWK_EXIT_FN, PID);
+	ex.a = 0;
+	ex.b = 0x5000;
+	ptwk_conv_record(&c, &ex);
+	lwp_exit(&c, PID, 0, PTWK_F_GROUP_EXIT | PTWK_F_GROUP_DEAD, 0, "prog");
+	ptw_spans_finish(s);
+	CHECK_EQ(ptw_spans_count(s), 2);
+	const struct ptw_span *sp = span_of(s, PID);
+	CHECK(sp && sp->origin == PTW_ORIGIN_MAIN && sp->start_ns.set && sp->pthread == PD(1));
+	CHECK(sp && sp->start_routine && !strcmp(sp->start_routine->symbol, "main"));
+	CHECK(sp && sp->status == PTW_STATUS_COMPLETED && sp->value.set && sp->value.v == 0);
+	sp = span_of(s, 102);
+	CHECK(sp && sp->creator_span == 1 && sp->depth == 1);
+	CHECK(!c.launched);
+	ptwk_conv_free(&c);
+	ptw_spans_free(s);
+}
+
+int main(void)
+{
+	test_lifecycles();
+	test_last_thread_exit();
+	test_killed();
+	test_launch();
+	CHECK_DONE();
+}

@@ -1,0 +1,351 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The kernel backend attached to a running process, compared with what the
+ * process says it did: starts tests/kernel/kfixture.c (the lifecycle
+ * scenario behind an attach handshake, one thread already running), waits
+ * for "ready", attaches (ptw_kernel_attach), lets it go on, feeds every
+ * event into the span engine and checks the spans against the fixture's
+ * ground truth: the threads, their pthread_t, start routines and create
+ * sites, how each ended and with what value, detach state, joins,
+ * cancellation, names, the exit code. Then that nothing is left behind:
+ * no BPF link of ours, the target's libc text equal to the file.
+ *
+ * Usage: test_kernel_attach [--per-probe | --launch] FIXTURE
+ *   --per-probe  ordinary uprobes (the fallback) instead of uprobe_multi
+ *   --launch     FIXTURE is tests/fixtures/lifecycle.c itself, started by
+ *                ptw_kernel_launch (held before its exec, no attach)
+ * Exit 0 pass, 1 fail, 77 skip.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ptw_events.h"
+#include "ptw_jsonread.h"
+#include "ptw_kernel.h"
+#include "ptw_spans.h"
+#include "ptw_symbols.h"
+#include "ptw_util.h"
+
+static int passed, failed;
+static uint64_t nevents[PTW_EV_LAST + 1];
+
+#define EXPECT(cond, ...)                                                                          \
+	do {                                                                                       \
+		if (cond) {                                                                        \
+			passed++;                                                                  \
+		} else {                                                                           \
+			failed++;                                                                  \
+			printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                     \
+			printf(__VA_ARGS__);                                                       \
+			putchar('\n');                                                             \
+		}                                                                                  \
+	} while (0)
+
+/* How each thread's LWP left, by tid (PTW_EV_LWP_EXIT). */
+static struct ptw_map exit_how;
+
+static void sink(void *ctx, const struct ptw_event *ev)
+{
+	if (ev->kind <= PTW_EV_LAST)
+		nevents[ev->kind]++;
+	if (ev->kind == PTW_EV_LWP_EXIT)
+		ptw_map_put(&exit_how, (uint64_t)ev->tid, (void *)(uintptr_t)(ev->exit_how + 1));
+	ptw_spans_consume(ctx, ev);
+}
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return NULL;
+	struct ptw_buf b = { 0 };
+	char buf[4096];
+	size_t n;
+	while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+		ptw_buf_add(&b, buf, n);
+	fclose(f);
+	return b.p ? b.p : xstrdup("");
+}
+
+static const struct ptw_span *span_of(struct ptw_spans *s, pid_t tid)
+{
+	for (size_t i = 0; i < ptw_spans_count(s); i++)
+		if (ptw_spans_get(s, i)->tid == tid)
+			return ptw_spans_get(s, i);
+	return NULL;
+}
+
+static const char *sym(const struct ptw_location *l)
+{
+	return l && l->symbol ? l->symbol : "(none)";
+}
+
+static void check_thread(struct ptw_spans *s, const struct ptw_jv *t, pid_t main_tid)
+{
+	int64_t tid = 0, creator = 0;
+	uint64_t pthread = 0, value = 0;
+	ptw_jv_i64(ptw_jv_get(t, "tid"), &tid);
+	ptw_jv_i64(ptw_jv_get(t, "creator"), &creator);
+	ptw_jv_hex(ptw_jv_get(t, "pthread"), &pthread);
+	ptw_jv_hex(ptw_jv_get(t, "value"), &value);
+	const char *routine = ptw_jv_str(ptw_jv_get(t, "routine"));
+	const char *end = ptw_jv_str(ptw_jv_get(t, "end"));
+	const char *name = ptw_jv_str(ptw_jv_get(t, "name"));
+	const struct ptw_jv *det = ptw_jv_get(t, "detached");
+	bool detached = det && det->type == PTW_J_BOOL && det->b;
+	const struct ptw_span *sp = span_of(s, (pid_t)tid);
+	printf("thread %-18s tid %" PRId64 " end %-12s value %#" PRIx64 ": ", routine, tid, end,
+	       value);
+	if (!sp) {
+		printf("no span\n");
+		failed++;
+		return;
+	}
+	printf("span %u status %d value %s%#" PRIx64 " detached %d joined %d by %d name %s\n",
+	       sp->id, (int)sp->status, sp->value.set ? "" : "?", sp->value.v, sp->detached,
+	       sp->joined, sp->joiner_tid, sp->name ? sp->name : "-");
+	bool pre = !strcmp(routine, "pre_worker");
+	EXPECT(sp->origin == (pre ? PTW_ORIGIN_PREEXISTING : PTW_ORIGIN_CREATED), "%s origin %d",
+	       routine, (int)sp->origin);
+	EXPECT(sp->pthread == pthread, "%s pthread %#" PRIx64 " != %#" PRIx64, routine, sp->pthread,
+	       pthread);
+	EXPECT(!strcmp(sym(sp->start_routine), routine), "%s routine %s", routine,
+	       sym(sp->start_routine));
+	EXPECT(!sp->uncertain, "%s uncertain", routine);
+	if (!pre) {
+		EXPECT(sp->creator_tid == (pid_t)creator, "%s creator %d != %" PRId64, routine,
+		       sp->creator_tid, creator);
+		const char *create_fn = ptw_jv_str(ptw_jv_get(t, "create_fn"));
+		EXPECT(!strcmp(sym(sp->create_site), create_fn), "%s create site %s != %s", routine,
+		       sym(sp->create_site), create_fn);
+		EXPECT(sp->create_ns.set && sp->start_ns.set && sp->create_ns.v <= sp->start_ns.v,
+		       "%s create %d start %d", routine, sp->create_ns.set, sp->start_ns.set);
+		EXPECT(sp->arg.set, "%s argument unknown", routine);
+	}
+	EXPECT(sp->end_ns.set && (!sp->start_ns.set || sp->start_ns.v <= sp->end_ns.v),
+	       "%s end time", routine);
+	uintptr_t how = (uintptr_t)ptw_map_get(&exit_how, (uint64_t)tid);
+	EXPECT(how == PTW_EXIT_SELF + 1, "%s left the kernel with how %d", routine, (int)how - 1);
+	enum ptw_status want = !strcmp(end, "return")	      ? PTW_STATUS_COMPLETED
+			       : !strcmp(end, "pthread_exit") ? PTW_STATUS_EXITED
+							      : PTW_STATUS_CANCELLED;
+	EXPECT(sp->status == want, "%s status %d != %d", routine, (int)sp->status, (int)want);
+	EXPECT(sp->value.set && sp->value.v == value, "%s value %#" PRIx64 " != %#" PRIx64, routine,
+	       sp->value.v, value);
+	EXPECT(sp->detached == (detached ? 1 : 0) ||
+		       (!detached && !strcmp(routine, "unjoined_worker") && sp->detached == -1),
+	       "%s detached %d", routine, sp->detached);
+	if (want == PTW_STATUS_CANCELLED)
+		EXPECT(sp->cancel_by == main_tid, "cancelled by %d", sp->cancel_by);
+	if (name && *name)
+		EXPECT(sp->name && !strcmp(sp->name, name), "%s name %s != %s", routine,
+		       sp->name ? sp->name : "-", name);
+}
+
+/* Ours are named ptw_*: none may be left once freed (other sessions may
+ * have theirs). */
+static int count_our_programs(void)
+{
+	FILE *p = popen("bpftool prog show 2>/dev/null", "r");
+	if (!p)
+		return -1;
+	char line[512];
+	int n = 0;
+	while (fgets(line, sizeof(line), p))
+		if (strstr(line, " name ptw_entry ") || strstr(line, " name ptw_return ") ||
+		    strstr(line, " name ptw_fork ") || strstr(line, " name ptw_exit "))
+			n++;
+	pclose(p);
+	return n;
+}
+
+int main(int argc, char **argv)
+{
+	bool per_probe = argc == 3 && !strcmp(argv[1], "--per-probe");
+	bool launch = argc == 3 && !strcmp(argv[1], "--launch");
+	if (argc != 2 + (per_probe || launch)) {
+		fprintf(stderr, "usage: test_kernel_attach [--per-probe | --launch] FIXTURE\n");
+		return 99;
+	}
+	const char *fixture = argv[argc - 1];
+	char why[512];
+	if (ptw_kernel_available(why, sizeof(why)) < 0) {
+		printf("SKIP: the kernel backend cannot run here: %s\n", why);
+		return 77;
+	}
+	alarm(50);
+	char truth[] = "/tmp/ptw-ktruth-XXXXXX";
+	int tfd = mkstemp(truth);
+	if (tfd < 0)
+		return 99;
+	close(tfd);
+	struct ptw_spans *spans = ptw_spans_new();
+	struct ptw_kernel_opts o = { .use_debug_files = true,
+				     .use_cache = false,
+				     .sink = sink,
+				     .sink_ctx = spans,
+				     .no_multi = per_probe };
+	struct ptw_kernel *k;
+	int r, ctl[2] = { -1, -1 }, rep[2];
+	pid_t pid, child;
+	if (launch) {
+		setenv("PTWATCH_TRUTH", truth, 1);
+		char *const cmd[] = { (char *)fixture, NULL };
+		r = ptw_kernel_launch(&o, cmd, -1, &k, &child, why, sizeof(why));
+		if (r < 0) {
+			printf("FAIL: cannot launch %s: %s\n", fixture, why);
+			return 1;
+		}
+		pid = child;
+		goto run;
+	}
+	if (pipe2(ctl, O_CLOEXEC) || pipe2(rep, O_CLOEXEC))
+		return 99;
+	child = fork();
+	if (child == 0) {
+		/* The ends the fixture uses, without close-on-exec. */
+		int c = dup(ctl[0]), rr = dup(rep[1]);
+		char cs[16], rs[16];
+		snprintf(cs, sizeof(cs), "%d", c);
+		snprintf(rs, sizeof(rs), "%d", rr);
+		setenv("PTW_CTL_FD", cs, 1);
+		setenv("PTW_REPLY_FD", rs, 1);
+		setenv("PTWATCH_TRUTH", truth, 1);
+		execl(fixture, fixture, (char *)NULL);
+		_exit(127);
+	}
+	close(ctl[0]);
+	close(rep[1]);
+	char line[128] = { 0 };
+	ssize_t n = read(rep[0], line, sizeof(line) - 1);
+	pid = 0;
+	if (n <= 0 || sscanf(line, "ready %d", &pid) != 1 || pid != child) {
+		fprintf(stderr, "fixture did not say ready: %s\n", line);
+		return 99;
+	}
+	r = ptw_kernel_attach(&o, pid, &k, why, sizeof(why));
+	if (r < 0) {
+		printf("FAIL: cannot attach to %d: %s\n", pid, why);
+		kill(pid, SIGKILL);
+		return 1;
+	}
+	if (write(ctl[1], "g", 1) != 1)
+		return 99;
+run:
+	r = ptw_kernel_run(k, 40000);
+	EXPECT(r == 1, "the run ended with %d, not the process's end", r);
+	int status = 0;
+	waitpid(child, &status, 0);
+	ptw_kernel_detach(k);
+	ptw_spans_finish(spans);
+	struct ptw_kernel_stats st;
+	ptw_kernel_stats(k, &st);
+	printf("mode %s, %u probes, %" PRIu64 " records, %" PRIu64 " events, %" PRIu64
+	       " lost, %" PRIu64
+	       " preexisting; attach %.1f ms (programs %.1f ms), detach %.1f ms\n",
+	       st.mode, st.probes, st.records, st.events, st.lost, st.preexisting,
+	       st.attach_ns / 1e6, st.probes_ns / 1e6, st.detach_ns / 1e6);
+	const char *const *notes;
+	size_t nn = ptw_kernel_notes(k, &notes);
+	for (size_t i = 0; i < nn; i++)
+		printf("note: %s\n", notes[i]);
+	EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 3, "fixture status %#x", status);
+	int code = -1, sig = -1;
+	bool core;
+	EXPECT(ptw_kernel_target_exit(k, &code, &sig, &core) && code == 3 && sig == 0,
+	       "exit code %d signal %d", code, sig);
+	EXPECT(st.lost == 0, "%" PRIu64 " lost", st.lost);
+	EXPECT(!strcmp(st.mode, per_probe ? "uprobe" : "uprobe_multi"), "mode %s", st.mode);
+
+	/* The ground truth. */
+	char *text = slurp(truth);
+	unlink(truth);
+	if (!text)
+		return 99;
+	size_t nthreads = 0, njoins = 0;
+	pid_t main_tid = pid;
+	for (char *save = NULL, *l = strtok_r(text, "\n", &save); l;
+	     l = strtok_r(NULL, "\n", &save)) {
+		struct ptw_jv *v;
+		char err[128];
+		if (ptw_json_parse(l, strlen(l), &v, err, sizeof(err)) < 0)
+			return 99;
+		const char *kind = ptw_jv_str(ptw_jv_get(v, "kind"));
+		if (kind && !strcmp(kind, "thread")) {
+			nthreads++;
+			check_thread(spans, v, main_tid);
+		} else if (kind && !strcmp(kind, "join")) {
+			int64_t joiner = 0, tid = 0;
+			ptw_jv_i64(ptw_jv_get(v, "joiner"), &joiner);
+			ptw_jv_i64(ptw_jv_get(v, "tid"), &tid);
+			const struct ptw_span *sp = span_of(spans, (pid_t)tid);
+			njoins++;
+			EXPECT(sp && sp->joined && sp->joiner_tid == (pid_t)joiner &&
+				       sp->join_return_ns.set &&
+				       sp->join_return_ns.v >= sp->join_call_ns,
+			       "join of %" PRId64 " by %" PRId64, tid, joiner);
+		} else if (kind && !strcmp(kind, "main")) {
+			const struct ptw_span *sp = span_of(spans, pid);
+			uint64_t pthread = 0;
+			ptw_jv_hex(ptw_jv_get(v, "pthread"), &pthread);
+			uint64_t value = 0;
+			ptw_jv_hex(ptw_jv_get(v, "value"), &value);
+			EXPECT(sp && sp->origin == PTW_ORIGIN_MAIN && sp->pthread == pthread &&
+				       !strcmp(sym(sp->start_routine), "main") &&
+				       (!launch || sp->start_ns.set),
+			       "main span");
+			EXPECT(sp && sp->status == PTW_STATUS_COMPLETED && sp->value.set &&
+				       sp->value.v == value,
+			       "main's return");
+			uintptr_t how = (uintptr_t)ptw_map_get(&exit_how, (uint64_t)pid);
+			EXPECT(how == PTW_EXIT_GROUP + 1, "main left with how %d", (int)how - 1);
+			if (sp)
+				printf("main: span %u status %d method %d reason %s value %s%#" PRIx64
+				       "\n",
+				       sp->id, (int)sp->status, (int)sp->method,
+				       sp->reason ? sp->reason : "-", sp->value.set ? "" : "?",
+				       sp->value.v);
+		}
+		ptw_jv_free(v);
+	}
+	free(text);
+	/* kfixture.c adds a thread running at the attach to lifecycle.c's. */
+	EXPECT(nthreads == (launch ? 10 : 11), "%zu thread records", nthreads);
+	EXPECT(njoins == (launch ? 7 : 8), "%zu join records", njoins);
+	EXPECT(ptw_spans_count(spans) == nthreads + 1, "%zu spans for %zu threads + main",
+	       ptw_spans_count(spans), nthreads);
+	EXPECT(nevents[PTW_EV_THREAD_CREATE] == nthreads - !launch, "%" PRIu64 " creations",
+	       nevents[PTW_EV_THREAD_CREATE]);
+	EXPECT(nevents[PTW_EV_PREEXISTING] == (launch ? 0 : 2), "%" PRIu64 " preexisting",
+	       nevents[PTW_EV_PREEXISTING]);
+	if (launch)
+		EXPECT(nevents[PTW_EV_IMAGE] == 1 && nevents[PTW_EV_MAIN_START] == 1 &&
+			       nevents[PTW_EV_EXEC] == 0,
+		       "image %" PRIu64 " main %" PRIu64 " exec %" PRIu64, nevents[PTW_EV_IMAGE],
+		       nevents[PTW_EV_MAIN_START], nevents[PTW_EV_EXEC]);
+	/* About 70 ms with uprobe_multi, 110 ms per probe without (the
+	 * kernel's RCU waits): generous bounds for a loaded machine. */
+	EXPECT(st.detach_ns < (per_probe ? 3000 : 500) * 1000000ull, "detach took %.1f ms",
+	       st.detach_ns / 1e6);
+
+	ptw_kernel_free(k);
+	ptw_spans_free(spans);
+	ptw_map_free(&exit_how);
+	/* The kernel frees programs after an RCU grace period. */
+	int left = count_our_programs();
+	for (int i = 0; i < 50 && left > 0; i++) {
+		usleep(100 * 1000);
+		left = count_our_programs();
+	}
+	EXPECT(left == 0, "%d BPF programs of ours still loaded", left);
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
