@@ -11,7 +11,7 @@ set -eu
 build=${1:-build}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-objs=$(find "$build/libptwcore.a.p" "$build/libptwtracer.a.p" "$build/ptwatch.p" \
+objs=$(find "$build/libptwcore.a.p" "$build/libptwtracer.a.p" "$build/libptwkernel.a.p" "$build/libptwkconv.a.p" "$build/ptwatch.p" \
 	-name '*.o' 2>/dev/null | sort)
 [ -n "$objs" ] || { echo "mutual-calls: no object files under $build (build first)" >&2; exit 2; }
 # name: src_dir_file.c.o -> src/dir/file.c (meson's naming)
