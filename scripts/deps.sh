@@ -8,7 +8,7 @@
 set -eu
 
 pkgs="meson ninja-build pkg-config gcc g++ libc6-dev libelf-dev libdw-dev libcapstone-dev
-      libiberty-dev libncurses-dev libc6-dbg binutils xz-utils python3 python3-jsonschema
+      libiberty-dev libncurses-dev libjson-c-dev libc6-dbg binutils xz-utils python3 python3-jsonschema
       debuginfod tmux strace"
 if [ "${1:-}" = bench ]; then
 	pkgs="$pkgs ltrace gdb elfutils valgrind hyperfine"

@@ -10,7 +10,6 @@
 
 #include "check.h"
 #include "ptw_frames.h"
-#include "ptw_jsonread.h"
 #include "ptw_load.h"
 #include "ptw_output.h"
 #include "ptw_spans.h"
