@@ -489,9 +489,12 @@ static bool add_span(struct ld *ld, struct ptw_span *sp)
 			span_free(sp);
 			return false;
 		}
-		add_edges(ld, sp);
 	}
-	if (!ld->streaming) {
+	/* (a cut stream too counts the most alive at once from its spans) */
+	if (ld->filtered || ld->l->stream)
+		add_edges(ld, sp);
+	/* a document's spans, and all of a stream's to be held: sorted once */
+	if (!ld->streaming || !ld->l->stream) {
 		if (ld->npending == ld->cappending) {
 			ld->cappending = ld->cappending ? 2 * ld->cappending : 64;
 			ld->pending = xreallocarray(ld->pending, ld->cappending, sizeof(*ld->pending));
@@ -515,18 +518,20 @@ static void add_pending(struct ld *ld)
 {
 	if (ld->npending)
 		qsort(ld->pending, ld->npending, sizeof(*ld->pending), by_span_id);
+	uint32_t prev = 0;
 	for (size_t i = 0; i < ld->npending; i++) {
-		if (i && ld->pending[i]->id == ld->pending[i - 1]->id && !ld->failed) {
+		uint32_t id = ld->pending[i]->id;
+		if (id == prev && !ld->failed) {
 			size_t line = ld->lineno;
 			ld->lineno = 0;
-			bad(ld, "span %u is there twice", ld->pending[i]->id);
+			bad(ld, "span %u is there twice", id);
 			ld->lineno = line;
 		}
-		if (ld->failed) {
+		prev = id;
+		if (ld->failed)
 			span_free(ld->pending[i]);
-			continue;
-		}
-		ptw_spans_add_final(ld->l->report.spans, ld->pending[i]);
+		else
+			ptw_spans_add_final(ld->l->report.spans, ld->pending[i]);
 	}
 	ld->npending = 0;
 }
@@ -895,8 +900,9 @@ static void session_of(struct ld *ld, json_object *se)
 	json_object *stops = get(se, "stops");
 	if (is(stops, json_type_object)) {
 		size_t n = (size_t)json_object_object_length(stops);
-		if (n > PTW_LOAD_MAX_STOP_KINDS + 1) {
-			bad(ld, "%zu kinds of ptrace stops (report reads at most %d)", n,
+		size_t kinds = n - (get(stops, "total") != NULL);
+		if (kinds > PTW_LOAD_MAX_STOP_KINDS) {
+			bad(ld, "%zu kinds of ptrace stops (report reads at most %d)", kinds,
 			    PTW_LOAD_MAX_STOP_KINDS);
 			return;
 		}
@@ -1044,7 +1050,8 @@ static void load_document(struct ld *ld, json_object *doc)
 	/* --locks: the waits' figures, even with none (as the session wrote) */
 	r->locks = is(get(metrics, "waits"), json_type_object);
 	json_object *dl = get(doc, "deadlocks");
-	r->snapshot = is(dl, json_type_array) && !r->locks;
+	r->snapshot = (r->end_reason && !strcmp(r->end_reason, "snapshot")) ||
+		      (is(dl, json_type_array) && !r->locks);
 	size_t n = arr_len(spans);
 	for (size_t i = 0; i < n && !ld->failed; i++) {
 		json_object *v = json_object_array_get_idx(spans, i);
@@ -1128,6 +1135,8 @@ static void stream_metrics(struct ld *ld, json_object *v)
 	json_object *m = get(v, "metrics");
 	counters_of(ld, m);
 	ld->l->report.locks = is(get(m, "waits"), json_type_object);
+	const char *why = ld->l->report.end_reason;
+	ld->l->report.snapshot = why && !strcmp(why, "snapshot");
 	stated_waits(ld, m);
 }
 
@@ -1522,7 +1531,7 @@ static int by_edge(const void *x, const void *y)
 
 /* The counters of the spans shown: created ones, most alive at once,
  * deepest. */
-static void filtered_counters(struct ptw_loaded *l, struct store *st)
+static void filtered_counters(struct ptw_loaded *l, struct store *st, uint64_t at_least)
 {
 	if (st->nedges)
 		qsort(st->edges, st->nedges, sizeof(*st->edges), by_edge);
@@ -1534,7 +1543,8 @@ static void filtered_counters(struct ptw_loaded *l, struct store *st)
 	}
 	struct ptw_metrics m;
 	ptw_spans_metrics(l->report.spans, &m); /* what add_final counted */
-	ptw_spans_set_counters(l->report.spans, m.threads_created, (uint64_t)most, m.max_depth);
+	ptw_spans_set_counters(l->report.spans, m.threads_created,
+			       (uint64_t)most > at_least ? (uint64_t)most : at_least, m.max_depth);
 }
 
 static int load(struct src *s, bool streaming, const struct ptw_text_filter *filter,
@@ -1570,12 +1580,10 @@ static int load(struct src *s, bool streaming, const struct ptw_text_filter *fil
 	ptw_map_free(&ld->child_ns);
 	int r = ld->failed ? (ld->read_errno ? -ld->read_errno : -EINVAL) : 0;
 	if (!r && ld->filtered) {
-		filtered_counters(l, st);
+		filtered_counters(l, st, 0);
 	} else if (!r && l->truncated) {
-		/* what the spans say, and the most a span_open line said were live */
-		struct ptw_metrics m;
-		ptw_spans_metrics(l->report.spans, &m);
-		ptw_spans_set_counters(l->report.spans, m.threads_created, ld->max_active, m.max_depth);
+		/* what the spans say, or the most a span_open line said were live */
+		filtered_counters(l, st, ld->max_active);
 	}
 	free(ld);
 	if (r < 0) {

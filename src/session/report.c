@@ -15,8 +15,8 @@
 #include "ptw_session.h"
 #include "ptw_util.h"
 
-/* The exit status of a report whose output was lost (a full disk, a
- * closed pipe): ptwatch(1), EXIT STATUS. */
+/* The exit status of a report whose output was lost (a full disk, an I/O
+ * error; a closed pipe is SIGPIPE's): ptwatch(1), EXIT STATUS. */
 #define PTW_EXIT_OUTPUT_LOST 3
 
 int ptw_report_cmd(const struct ptw_report_cmd *c)

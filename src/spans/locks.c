@@ -461,10 +461,14 @@ size_t ptw_locks_object_stats(const struct ptw_locks *l, struct ptw_object_stats
 		st = xcalloc(l->nacc_obj, sizeof(*st));
 		for (size_t i = 0; i < l->nacc_obj; i++) {
 			st[i] = l->acc_obj[i];
+			/* (none yet: NULL, which memcpy may not be given) */
 			st[i].tids = xcalloc(st[i].ntids + 1, sizeof(*st[i].tids));
-			memcpy(st[i].tids, l->acc_obj[i].tids, st[i].ntids * sizeof(*st[i].tids));
+			if (st[i].ntids)
+				memcpy(st[i].tids, l->acc_obj[i].tids, st[i].ntids * sizeof(*st[i].tids));
 			st[i].sites = xcalloc(st[i].nsites + 1, sizeof(*st[i].sites));
-			memcpy(st[i].sites, l->acc_obj[i].sites, st[i].nsites * sizeof(*st[i].sites));
+			if (st[i].nsites)
+				memcpy(st[i].sites, l->acc_obj[i].sites,
+				       st[i].nsites * sizeof(*st[i].sites));
 		}
 		n = l->nacc_obj;
 		size_t it = 0;
