@@ -6,7 +6,7 @@
 BUILD ?= build
 MESON_OPTS ?= -Dwerror=true
 
-.PHONY: all deps build demo check check-asan bench clean
+.PHONY: all deps build demo check check-asan fuzz bench clean
 
 all: build
 
@@ -22,6 +22,8 @@ build: deps $(BUILD)/build.ninja
 demo: build
 	$(BUILD)/ptwatch -- $(BUILD)/examples/demo
 
+# (with the short seeded run of the report reader's fuzz target, 'fuzz-load',
+# where clang links libFuzzer: tests/fuzz)
 check: build
 	meson test -C $(BUILD) --print-errorlogs
 
@@ -30,12 +32,27 @@ check: build
 # (a use-after-free in letting go was found this way).
 ASAN_CASES = kill9-front kill9-tracer end-churner attach-churner attach-pipe-closed \
 	attach-zombie-leader snapshot-sleepers snapshot-sleepers-mixed snapshot-deleted \
-	snapshot-deadlock snapshot-running
+	snapshot-deadlock snapshot-running report-errors report-document report-snapshot \
+	report-rule-lifecycle report-rule-trace report-rule-locks report-rule-follow \
+	report-rule-open-timeout report-rule-snapshot report-rule-tracer-killed report-hostile \
+	report-lost-output
 check-asan: deps
 	@[ -f build-asan/build.ninja ] || meson setup build-asan $(MESON_OPTS) -Db_sanitize=address,undefined -Db_lundef=false
 	ninja -C build-asan
 	meson test -C build-asan --suite unit --print-errorlogs
 	meson test -C build-asan --print-errorlogs $(ASAN_CASES)
+
+# The report reader's fuzz target for as long as you like (FUZZ_TIME seconds,
+# default an hour): new inputs in build/fuzz-long/new, crashes and leaks as
+# build/fuzz-long/crash-*, leak-*, timeout-*, oom-*.
+FUZZ_TIME ?= 3600
+fuzz: build
+	@[ -x $(BUILD)/tests/fuzz/fuzz_load ] || { echo "ptwatch: no fuzz target (clang with libFuzzer: scripts/deps.sh)" >&2; exit 1; }
+	mkdir -p $(BUILD)/fuzz-long/new
+	ASAN_OPTIONS=detect_leaks=1 $(BUILD)/tests/fuzz/fuzz_load -max_total_time=$(FUZZ_TIME) \
+		-timeout=10 -rss_limit_mb=2048 \
+		-print_final_stats=1 -artifact_prefix=$(BUILD)/fuzz-long/ \
+		$(BUILD)/fuzz-long/new tests/fuzz/corpus
 
 bench: deps
 	@scripts/deps.sh bench

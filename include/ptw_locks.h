@@ -139,4 +139,18 @@ struct ptw_thread_waits {
 /* Most total time first; the caller frees *ret. */
 size_t ptw_locks_thread_stats(const struct ptw_locks *l, struct ptw_thread_waits **ret);
 
+/*
+ * `ptwatch report`: a wait read back, final (the engine takes w and
+ * w->stack; its locations stay the caller's), and a deadlock found while
+ * tracing (taken). A stream has lines for the completed waits only: the
+ * figures its last line states are set with ptw_locks_set_stated, and
+ * from then on totals, objects and threads are those (copied), and the
+ * waits added are listed, not counted again.
+ */
+void ptw_locks_add_final(struct ptw_locks *l, struct ptw_wait *w);
+void ptw_locks_add_deadlock(struct ptw_locks *l, struct ptw_live_deadlock *d);
+void ptw_locks_set_stated(struct ptw_locks *l, const struct ptw_wait_totals *tt,
+			  const struct ptw_object_stats *obj, size_t nobj,
+			  const struct ptw_thread_waits *thr, size_t nthr);
+
 #endif

@@ -146,6 +146,9 @@ void ptw_json_target(struct ptw_json *j, const struct ptw_report *r);
 void ptw_json_session(struct ptw_json *j, const struct ptw_report *r);
 void ptw_json_metrics(struct ptw_json *j, const struct ptw_report *r, bool active_series);
 void ptw_json_warnings(struct ptw_json *j, const struct ptw_report *r);
+/* -f: "processes", every process of the session (the stream's last line
+ * has it too, for `ptwatch report`). */
+void ptw_json_processes(struct ptw_json *j, const struct ptw_report *r);
 struct ptw_frame;
 void ptw_json_span(struct ptw_json *j, const struct ptw_span *sp);
 void ptw_json_frame(struct ptw_json *j, const struct ptw_frame *fr);

@@ -231,6 +231,8 @@ const struct ptw_frame *ptw_spans_last_frame(const struct ptw_spans *s);
 struct ptw_locks;
 struct ptw_wait;
 const struct ptw_locks *ptw_spans_locks(const struct ptw_spans *s);
+/* The wait engine itself (`ptwatch report` adds the waits it reads). */
+struct ptw_locks *ptw_spans_locks_mut(struct ptw_spans *s);
 /* The wait the last consumed event concerned, or NULL. */
 const struct ptw_wait *ptw_spans_last_wait(const struct ptw_spans *s);
 

@@ -4,14 +4,16 @@
 # debuginfod (the server), xz-utils, tmux and strace are for the tests (tmux:
 # the live table in a real terminal; strace: another tracer holding a process
 # that -f must leave alone); the debuginfod case serves a fixture's debug
-# file, minidebuginfo builds .gnu_debugdata. libbpf-dev, clang and bpftool
-# build the kernel-assisted backend (src/kernel, bpf/); without them
-# ptwatch builds all the same and that backend says it is unavailable.
+# file, minidebuginfo builds .gnu_debugdata. libjson-c-dev: ptwatch report's
+# reader. libbpf-dev, clang and bpftool build the kernel-assisted backend
+# (src/kernel, bpf/); without them ptwatch builds all the same and that
+# backend says it is unavailable. clang and its libFuzzer runtime
+# (libclang-rt-14-dev) build the fuzz target of ptwatch report's reader.
 set -eu
 
 pkgs="meson ninja-build pkg-config gcc g++ libc6-dev libelf-dev libdw-dev libcapstone-dev
-      libiberty-dev libncurses-dev libc6-dbg binutils xz-utils python3 python3-jsonschema
-      debuginfod tmux strace libbpf-dev clang bpftool"
+      libiberty-dev libncurses-dev libjson-c-dev libc6-dbg binutils xz-utils python3
+      python3-jsonschema debuginfod tmux strace libbpf-dev clang bpftool libclang-rt-14-dev"
 if [ "${1:-}" = bench ]; then
 	pkgs="$pkgs ltrace gdb elfutils valgrind hyperfine"
 fi

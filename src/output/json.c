@@ -613,7 +613,7 @@ static uint32_t fork_span(const struct ptw_report *r, const struct ptw_process *
 	return id;
 }
 
-static void json_processes(struct ptw_json *j, const struct ptw_report *r)
+void ptw_json_processes(struct ptw_json *j, const struct ptw_report *r)
 {
 	ptw_json_begin_array(j, "processes");
 	for (size_t i = 0; i < r->nprocesses; i++) {
@@ -850,7 +850,7 @@ void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 	ptw_json_session(j, r);
 
 	if (r->processes)
-		json_processes(j, r);
+		ptw_json_processes(j, r);
 
 	j->processes = r->processes != NULL;
 	ptw_json_begin_array(j, "spans");

@@ -140,6 +140,8 @@ void ptw_lines_end(struct ptw_lines *l, const struct ptw_report *r)
 	begin(&j, &b, "metrics");
 	ptw_json_target(&j, r);
 	ptw_json_session(&j, r);
+	if (r->processes) /* -f: each process, how it ended (report's sections) */
+		ptw_json_processes(&j, r);
 	ptw_json_metrics(&j, r, false);
 	ptw_json_warnings(&j, r);
 	finish(l, &j);

@@ -797,6 +797,10 @@ static void fate_line(struct ptw_buf *out, const struct ptw_report *r)
 			       r->pid);
 		return;
 	}
+	if (r->end_reason && !strcmp(r->end_reason, "cut")) { /* `ptwatch report` of a cut stream */
+		ptw_buf_printf(out, "the stream was cut: how process %d ended is not in it\n", r->pid);
+		return;
+	}
 	if (r->fate == PTW_FATE_ENDED) {
 		if (r->after_detach) {
 			detached_text(out, r);
@@ -1079,11 +1083,16 @@ void ptw_text_summary(struct ptw_buf *out, const struct ptw_report *r)
 	ptw_buf_putc(out, '\n');
 	frames_summary(out, r);
 	waits_summary(out, r);
+	if (r->end_reason && !strcmp(r->end_reason, "cut")) { /* they are in its last line */
+		ptw_buf_puts(out, "  ptrace stops, breakpoints, strategy: not in the stream (cut)\n");
+		goto warnings;
+	}
 	ptw_buf_printf(out, "  ptrace stops %" PRIu64, r->stops_total);
 	if (m.threads_created)
 		ptw_buf_printf(out, " (%.1f per thread created)",
 			       (double)r->stops_total / (double)m.threads_created);
 	ptw_buf_printf(out, ", %zu breakpoints, strategy %s\n", r->breakpoints, r->strategy);
+warnings:
 	for (size_t i = 0; i < r->nwarnings; i++)
 		ptw_buf_printf(out, "  warning: %s\n", r->warnings[i].message);
 }

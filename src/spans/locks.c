@@ -61,6 +61,9 @@ struct ptw_locks {
 	struct ptw_thread_waits *acc_thr;
 	size_t nacc_thr;
 	struct ptw_map acc_thr_idx; /* (span, tid) key -> index + 1 */
+	/* `ptwatch report` of a stream: the figures are the ones its last line
+	 * states (ptw_locks_set_stated); the waits held are listed only */
+	bool stated;
 };
 
 struct ptw_locks *ptw_locks_new(void)
@@ -430,9 +433,11 @@ void ptw_locks_collect(struct ptw_locks *l)
 			l->waits[k++] = w;
 			continue;
 		}
-		totals_add(&l->acc, w);
-		object_add(&l->acc_obj, &l->nacc_obj, &l->acc_obj_idx, w);
-		thread_add(&l->acc_thr, &l->nacc_thr, &l->acc_thr_idx, w);
+		if (!l->stated) {
+			totals_add(&l->acc, w);
+			object_add(&l->acc_obj, &l->nacc_obj, &l->acc_obj_idx, w);
+			thread_add(&l->acc_thr, &l->nacc_thr, &l->acc_thr_idx, w);
+		}
 		free(w->stack);
 		free(w);
 	}
@@ -442,7 +447,7 @@ void ptw_locks_collect(struct ptw_locks *l)
 void ptw_locks_totals(const struct ptw_locks *l, struct ptw_wait_totals *ret)
 {
 	*ret = l->acc;
-	for (size_t i = 0; i < l->n; i++)
+	for (size_t i = 0; i < l->n && !l->stated; i++)
 		totals_add(ret, l->waits[i]);
 }
 
@@ -456,10 +461,14 @@ size_t ptw_locks_object_stats(const struct ptw_locks *l, struct ptw_object_stats
 		st = xcalloc(l->nacc_obj, sizeof(*st));
 		for (size_t i = 0; i < l->nacc_obj; i++) {
 			st[i] = l->acc_obj[i];
+			/* (none yet: NULL, which memcpy may not be given) */
 			st[i].tids = xcalloc(st[i].ntids + 1, sizeof(*st[i].tids));
-			memcpy(st[i].tids, l->acc_obj[i].tids, st[i].ntids * sizeof(*st[i].tids));
+			if (st[i].ntids)
+				memcpy(st[i].tids, l->acc_obj[i].tids, st[i].ntids * sizeof(*st[i].tids));
 			st[i].sites = xcalloc(st[i].nsites + 1, sizeof(*st[i].sites));
-			memcpy(st[i].sites, l->acc_obj[i].sites, st[i].nsites * sizeof(*st[i].sites));
+			if (st[i].nsites)
+				memcpy(st[i].sites, l->acc_obj[i].sites,
+				       st[i].nsites * sizeof(*st[i].sites));
 		}
 		n = l->nacc_obj;
 		size_t it = 0;
@@ -468,7 +477,7 @@ size_t ptw_locks_object_stats(const struct ptw_locks *l, struct ptw_object_stats
 		while (ptw_map_next((struct ptw_map *)&l->acc_obj_idx, &it, &key, &v))
 			ptw_map_put(&index, key, v);
 	}
-	for (size_t i = 0; i < l->n; i++)
+	for (size_t i = 0; i < l->n && !l->stated; i++)
 		object_add(&st, &n, &index, l->waits[i]);
 	ptw_map_free(&index);
 	if (n)
@@ -511,11 +520,57 @@ size_t ptw_locks_thread_stats(const struct ptw_locks *l, struct ptw_thread_waits
 		while (ptw_map_next((struct ptw_map *)&l->acc_thr_idx, &it, &key, &v))
 			ptw_map_put(&index, key, v);
 	}
-	for (size_t i = 0; i < l->n; i++)
+	for (size_t i = 0; i < l->n && !l->stated; i++)
 		thread_add(&st, &n, &index, l->waits[i]);
 	ptw_map_free(&index);
 	if (n)
 		qsort(st, n, sizeof(*st), by_thread_total);
 	*ret = st;
 	return n;
+}
+
+/* ---- `ptwatch report`: waits read back ---- */
+
+void ptw_locks_add_final(struct ptw_locks *l, struct ptw_wait *w)
+{
+	if (l->n == l->cap) {
+		l->cap = l->cap ? 2 * l->cap : 64;
+		l->waits = xreallocarray(l->waits, l->cap, sizeof(*l->waits));
+	}
+	l->waits[l->n++] = w;
+	if (w->id > l->next_id)
+		l->next_id = w->id;
+}
+
+void ptw_locks_add_deadlock(struct ptw_locks *l, struct ptw_live_deadlock *d)
+{
+	l->deadlocks = xreallocarray(l->deadlocks, l->ndeadlocks + 1, sizeof(*l->deadlocks));
+	l->deadlocks[l->ndeadlocks++] = d;
+}
+
+void ptw_locks_set_stated(struct ptw_locks *l, const struct ptw_wait_totals *tt,
+			  const struct ptw_object_stats *obj, size_t nobj,
+			  const struct ptw_thread_waits *thr, size_t nthr)
+{
+	ptw_object_stats_free(l->acc_obj, l->nacc_obj);
+	free(l->acc_thr);
+	ptw_map_free(&l->acc_obj_idx);
+	ptw_map_free(&l->acc_thr_idx);
+	l->acc = *tt;
+	l->acc_obj = xcalloc(nobj + 1, sizeof(*l->acc_obj));
+	for (size_t i = 0; i < nobj; i++) {
+		l->acc_obj[i] = obj[i];
+		l->acc_obj[i].tids = xcalloc(obj[i].ntids + 1, sizeof(*obj[i].tids));
+		if (obj[i].ntids)
+			memcpy(l->acc_obj[i].tids, obj[i].tids, obj[i].ntids * sizeof(*obj[i].tids));
+		l->acc_obj[i].sites = xcalloc(obj[i].nsites + 1, sizeof(*obj[i].sites));
+		if (obj[i].nsites)
+			memcpy(l->acc_obj[i].sites, obj[i].sites, obj[i].nsites * sizeof(*obj[i].sites));
+	}
+	l->nacc_obj = nobj;
+	l->acc_thr = xcalloc(nthr + 1, sizeof(*l->acc_thr));
+	if (nthr)
+		memcpy(l->acc_thr, thr, nthr * sizeof(*thr));
+	l->nacc_thr = nthr;
+	l->stated = true;
 }

@@ -90,6 +90,11 @@ const struct ptw_locks *ptw_spans_locks(const struct ptw_spans *s)
 	return s->locks;
 }
 
+struct ptw_locks *ptw_spans_locks_mut(struct ptw_spans *s)
+{
+	return s->locks;
+}
+
 const struct ptw_wait *ptw_spans_last_wait(const struct ptw_spans *s)
 {
 	return s->last_wait;

@@ -5,12 +5,15 @@
  * error, never a crash (make check-asan runs it under ASan; meson test
  * --setup=valgrind under memcheck). */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "ptw_frames.h"
-#include "ptw_jsonread.h"
 #include "ptw_load.h"
 #include "ptw_output.h"
 #include "ptw_spans.h"
@@ -203,6 +206,7 @@ static char *stream_text(int nthreads, size_t *len, struct ptw_buf *summary)
 	char *text = malloc((size_t)n + 1);
 	rewind(f);
 	CHECK_EQ(fread(text, 1, (size_t)n, f), (size_t)n);
+	text[n] = 0;
 	fclose(f);
 	*len = (size_t)n;
 	return text;
@@ -337,6 +341,14 @@ static void test_stream(int nthreads)
 			CHECK(l->truncated);
 			ptw_buf_reset(&sum);
 			ptw_text_summary(&sum, &l->report);
+			/* issue 18, 4: a cut stream says so and claims nothing it did
+			 * not record (before: "process exited with code 0", "at most
+			 * 0 at once" with threads, "strategy (null)") */
+			CHECK(strstr(sum.p, "the stream was cut") != NULL);
+			CHECK(strstr(sum.p, "process exited") == NULL && strstr(sum.p, "(null)") == NULL);
+			CHECK(strstr(sum.p, "strategy debuginfo") == NULL);
+			CHECK(strstr(sum.p, "threads (") == NULL || strstr(sum.p, " 0 threads (") ||
+			      strstr(sum.p, "at most 0 at once") == NULL);
 			ptw_loaded_free(l);
 		} else {
 			CHECK(err[0] && !strchr(err, '\n'));
@@ -347,6 +359,311 @@ static void test_stream(int nthreads)
 	free(text);
 }
 
+/* ---- issue 18 ---- */
+
+static int load_str(const char *text, bool streaming, const struct ptw_text_filter *f,
+		    struct ptw_loaded **l, char *err, size_t n)
+{
+	*l = NULL;
+	return ptw_load(text, strlen(text), streaming, f, l, err, n);
+}
+
+/* A refusal: one line, saying `words`. */
+static void refused(const char *text, const char *words)
+{
+	struct ptw_loaded *l;
+	char err[640];
+	int r = load_str(text, true, NULL, &l, err, sizeof(err));
+	CHECK_EQ(r, -EINVAL);
+	if (r == 0) {
+		fprintf(stderr, "accepted, should say \"%s\": %.200s\n", words, text);
+		ptw_loaded_free(l);
+		return;
+	}
+	if (!strstr(err, words) || strchr(err, '\n'))
+		fprintf(stderr, "refusal \"%s\" does not say \"%s\"\n", err, words);
+	CHECK(strstr(err, words) != NULL && !strchr(err, '\n'));
+}
+
+static void accepted(const char *text)
+{
+	struct ptw_loaded *l;
+	char err[640];
+	int r = load_str(text, true, NULL, &l, err, sizeof(err));
+	if (r < 0)
+		fprintf(stderr, "refused: %s\n", err);
+	CHECK_EQ(r, 0);
+	if (!r) {
+		struct ptw_buf out = { 0 };
+		ptw_text_summary(&out, &l->report);
+		ptw_report_json(&l->report, &out);
+		ptw_buf_free(&out);
+		ptw_loaded_free(l);
+	}
+}
+
+/* A document around one span (its members after "id"). */
+static char *doc_with(const char *span_members, const char *extra)
+{
+	return xasprintf("{\"schema\": \"ptwatch.spans/4\", \"target\": {\"pid\": 100, \"exe\": "
+			 "\"/bin/app\", \"argv\": [], \"mode\": \"launch\"}, \"session\": {\"start_ns\": 1,"
+			 " \"strategy\": \"debuginfo\"}, \"spans\": [{\"id\": 1, \"kind\": \"thread\", "
+			 "\"tid\": 100, \"origin\": \"main\", \"status\": \"completed\"%s%s}%s], "
+			 "\"metrics\": {}, \"warnings\": []}\n",
+			 span_members[0] ? ", " : "", span_members, extra);
+}
+
+/* Item 1: `cat a.jsonl b.jsonl`: refused in one line (before: a heap
+ * overflow in header_of, "double free or corruption"). */
+static void test_two_sessions(void)
+{
+	size_t len;
+	struct ptw_buf live = { 0 };
+	char *one = stream_text(12, &len, &live);
+	char *two = xasprintf("%s%s", one, one);
+	refused(two, "a second session begins here");
+	/* two metrics lines, without a header between them */
+	char *last = strstr(one, "{\"type\":\"metrics\"");
+	CHECK(last != NULL);
+	if (last) {
+		char *twice = xasprintf("%s%s", one, last);
+		refused(twice, "after the metrics line");
+		free(twice);
+	}
+	free(two);
+	free(one);
+	ptw_buf_free(&live);
+}
+
+/* Item 3: every bound of ptw_load.h, just under it (read) and just over
+ * (refused in one line that names it). Before: a depth of 500000000 made
+ * the summary 4.9 GB, /dev/zero grew without end. */
+static void test_bounds(void)
+{
+	char *d;
+	/* a frame's depth */
+	char frame[256];
+	snprintf(frame, sizeof(frame),
+		 ", {\"id\": 1, \"kind\": \"frame\", \"thread_span\": 1, \"tid\": 100, \"entry_ns\": 5,"
+		 " \"depth\": %u, \"status\": \"open\"}", PTW_LOAD_MAX_FRAME_DEPTH);
+	accepted(d = doc_with("", frame));
+	free(d);
+	refused(d = doc_with("", ", {\"id\": 1, \"kind\": \"frame\", \"tid\": 100, \"depth\": 500000000}"),
+		"\"depth\" is 500000000, more than a session can reach (at most 1048576)");
+	free(d);
+	/* pids and tids */
+	snprintf(frame, sizeof(frame), "\"creator_tid\": %d", PTW_LOAD_MAX_PID);
+	accepted(d = doc_with(frame, ""));
+	free(d);
+	snprintf(frame, sizeof(frame), "\"creator_tid\": %d", PTW_LOAD_MAX_PID + 1);
+	refused(d = doc_with(frame, ""), "\"creator_tid\" is 4194305");
+	free(d);
+	refused(d = doc_with("\"pid\": -5", ""), "\"pid\" is -5");
+	free(d);
+	/* ids: 32 bits, never 0 */
+	refused(d = doc_with("", ", {\"id\": 4294967296, \"kind\": \"thread\"}"), "\"id\" is 4294967296");
+	free(d);
+	refused(d = doc_with("", ", {\"id\": 0, \"kind\": \"thread\"}"), "a span without an id");
+	free(d);
+	refused(d = doc_with("", ", {\"id\": 1, \"kind\": \"thread\"}"), "span 1 is there twice");
+	free(d);
+	/* integers beyond 64 bits (json-c saturates them) */
+	refused(d = doc_with("\"create_ns\": 18446744073709551616", ""), "\"create_ns\" is 18446744073709551615");
+	free(d);
+	refused(d = doc_with("\"create_ns\": -1", ""), "\"create_ns\" is -1");
+	free(d);
+	/* strings: a 200 MB name would pad every row of the table to it */
+	struct ptw_buf name = { 0 };
+	ptw_buf_puts(&name, "\"name\": \"");
+	for (size_t i = 0; i < PTW_LOAD_MAX_STRING; i++)
+		ptw_buf_putc(&name, 'n');
+	ptw_buf_puts(&name, "\"");
+	accepted(d = doc_with(name.p, ""));
+	free(d);
+	name.p[name.len - 1] = 'n';
+	ptw_buf_puts(&name, "\"");
+	refused(d = doc_with(name.p, ""), "\"name\" is a string of 65537 bytes (report reads at most 65536)");
+	free(d);
+	ptw_buf_free(&name);
+	/* nesting */
+	struct ptw_buf deep = { 0 };
+	ptw_buf_puts(&deep, "\"x\": ");
+	/* (the document, its spans and the span are 3) */
+	for (int i = 0; i < PTW_LOAD_MAX_NESTING - 3; i++)
+		ptw_buf_putc(&deep, '[');
+	for (int i = 0; i < PTW_LOAD_MAX_NESTING - 3; i++)
+		ptw_buf_putc(&deep, ']');
+	accepted(d = doc_with(deep.p, ""));
+	free(d);
+	ptw_buf_reset(&deep);
+	ptw_buf_puts(&deep, "\"x\": ");
+	for (int i = 0; i < PTW_LOAD_MAX_NESTING - 2; i++)
+		ptw_buf_putc(&deep, '[');
+	refused(d = doc_with(deep.p, ""), "nested deeper than report reads");
+	free(d);
+	ptw_buf_free(&deep);
+	/* a stack, a deadlock, the kinds of stops */
+	struct ptw_buf b = { 0 };
+	ptw_buf_puts(&b, "\"state\": \"S\", \"stack\": [");
+	for (int i = 0; i <= PTW_LOAD_MAX_STACK; i++)
+		ptw_buf_printf(&b, "%s{\"addr\": \"0x1\"}", i ? "," : "");
+	ptw_buf_puts(&b, "]");
+	refused(d = doc_with(b.p, ""), "a stack of 1025 frames (report reads at most 1024)");
+	free(d);
+	ptw_buf_reset(&b);
+	ptw_buf_puts(&b, "{\"schema\": \"ptwatch.spans/4\", \"spans\": [], \"metrics\": {\"waits\": {}}, "
+			 "\"deadlocks\": [{\"tids\": [");
+	for (int i = 0; i <= PTW_LOAD_MAX_DEADLOCK; i++)
+		ptw_buf_printf(&b, "%s%d", i ? "," : "", i + 1);
+	ptw_buf_puts(&b, "]}]}");
+	refused(b.p, "a deadlock of 4097 threads (report reads at most 4096)");
+	ptw_buf_reset(&b);
+	ptw_buf_puts(&b, "{\"schema\": \"ptwatch.spans/4\", \"spans\": [], \"metrics\": {}, "
+			 "\"session\": {\"stops\": {\"total\": 1");
+	for (int i = 0; i <= PTW_LOAD_MAX_STOP_KINDS; i++)
+		ptw_buf_printf(&b, ", \"k%d\": 1", i);
+	ptw_buf_puts(&b, "}}}");
+	refused(b.p, "65 kinds of ptrace stops");
+	/* a stream's line */
+	ptw_buf_reset(&b);
+	ptw_buf_puts(&b, "{\"type\":\"header\",\"schema\":\"ptwatch.lines/1\",\"target\":{\"pid\":5},"
+			 "\"session\":{\"start_ns\":1}}\n{\"type\":\"warning\",\"message\":\"");
+	for (size_t i = 0; i < PTW_LOAD_MAX_LINE; i++)
+		ptw_buf_putc(&b, 'w');
+	ptw_buf_puts(&b, "\"}\n");
+	refused(b.p, "line 2: longer than 16 MiB");
+	ptw_buf_free(&b);
+
+	/* /dev/zero: refused at its first byte, not read on (before: gigabytes) */
+	struct ptw_loaded *l;
+	char err[640];
+	int fd = open("/dev/zero", O_RDONLY);
+	CHECK(fd >= 0);
+	CHECK_EQ(ptw_load_fd(fd, true, NULL, &l, err, sizeof(err)), -EINVAL);
+	CHECK(strstr(err, "line 1, column 1:") == err);
+	close(fd);
+	/* the size of a document: a pipe of 257 MiB of blanks before it is
+	 * refused with the bound in the message, without holding the file */
+	int p[2];
+	CHECK_EQ(pipe(p), 0);
+	pid_t child = fork();
+	if (child == 0) {
+		close(p[0]);
+		static char blanks[1 << 16];
+		memset(blanks, ' ', sizeof(blanks));
+		for (size_t sent = 0; sent <= PTW_LOAD_MAX_BYTES; sent += sizeof(blanks))
+			if (ptw_write_all(p[1], blanks, sizeof(blanks)) < 0)
+				_exit(0);
+		_exit(0);
+	}
+	close(p[1]);
+	CHECK_EQ(ptw_load_fd(p[0], false, NULL, &l, err, sizeof(err)), -EINVAL);
+	CHECK(strstr(err, "more than 256 MiB") != NULL);
+	close(p[0]);
+	waitpid(child, NULL, 0);
+}
+
+/* Item 9: --tid or --routine matching nothing (before: qsort(NULL),
+ * flagged by UBSan in make check-asan), and a refusal frees all. */
+static void test_filter_nothing(void)
+{
+	struct ptw_spans *s = ptw_spans_new();
+	struct ptw_report r;
+	session(s, 12);
+	header(&r, s);
+	struct ptw_buf doc = { 0 };
+	ptw_report_json(&r, &doc);
+	pid_t none[] = { 4000000 };
+	struct ptw_text_filter f = { .tids = none, .ntids = 1 };
+	struct ptw_loaded *l;
+	char err[640];
+	CHECK_EQ(ptw_load(doc.p, doc.len, true, &f, &l, err, sizeof(err)), 0);
+	if (l) {
+		CHECK_EQ(ptw_spans_count(l->report.spans), 0);
+		struct ptw_buf out = { 0 };
+		ptw_text_summary(&out, &l->report);
+		CHECK(strstr(out.p, "ptwatch: 0 threads (0 created), at most 0 at once") != NULL);
+		ptw_buf_free(&out);
+		ptw_loaded_free(l);
+	}
+	f = (struct ptw_text_filter){ .routine = "no_such_routine*" };
+	CHECK_EQ(ptw_load(doc.p, doc.len, false, &f, &l, err, sizeof(err)), 0);
+	if (l)
+		ptw_loaded_free(l);
+	/* filtered, then refused half-way: nothing leaks (ASan, valgrind) */
+	char *bad = strdup(doc.p);
+	char *at = strstr(bad, "\"depth\": ");
+	CHECK(at != NULL);
+	if (at)
+		memcpy(at, "\"depth\": -", 10);
+	CHECK_EQ(ptw_load(bad, strlen(bad), false, &f, &l, err, sizeof(err)), -EINVAL);
+	free(bad);
+	ptw_buf_free(&doc);
+	ptw_spans_free(s);
+}
+
+/* Item 10: a stream's syntax error says "line" once. */
+static void test_error_lines(void)
+{
+	size_t len;
+	struct ptw_buf live = { 0 };
+	char *text = stream_text(3, &len, &live);
+	char *nl = strchr(text, '\n');
+	CHECK(nl != NULL);
+	if (nl) {
+		nl[1] = '#';
+		struct ptw_loaded *l;
+		char err[640];
+		CHECK_EQ(ptw_load(text, len, true, NULL, &l, err, sizeof(err)), -EINVAL);
+		CHECK(strstr(err, "line 2, column 1: ") == err);
+		CHECK(strstr(err + 1, "line") == NULL);
+	}
+	/* a document's too: where, in the whole file */
+	refused("{\"schema\": \"ptwatch.spans/4\",\n \"spans\": [1,]}", "line 2, column 14: ");
+	refused("{\"schema\": \"ptwatch.spans/4\", \"spans\": [], \"metrics\": {}} {}",
+		"line 1, column 59: more after the document");
+	free(text);
+	ptw_buf_free(&live);
+}
+
+static double seconds(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* Item 11: spans in descending order of id take no longer than in
+ * ascending order (before: an insertion into the engine's sorted array
+ * per span, 4x as long at 100k spans). */
+static void test_sort_once(void)
+{
+	enum { N = 60000 };
+	double took[2];
+	for (int desc = 0; desc < 2; desc++) {
+		struct ptw_buf b = { 0 };
+		ptw_buf_puts(&b, "{\"schema\": \"ptwatch.spans/4\", \"spans\": [");
+		for (int i = 0; i < N; i++)
+			ptw_buf_printf(&b, "%s{\"id\": %d, \"kind\": \"thread\", \"tid\": %d, \"status\": \"completed\"}",
+				       i ? "," : "", desc ? N - i : i + 1, 1000 + i);
+		ptw_buf_puts(&b, "], \"metrics\": {}}");
+		struct ptw_loaded *l;
+		char err[640];
+		double t0 = seconds();
+		CHECK_EQ(ptw_load(b.p, b.len, false, NULL, &l, err, sizeof(err)), 0);
+		took[desc] = seconds() - t0;
+		if (l) {
+			CHECK_EQ(ptw_spans_count(l->report.spans), N);
+			CHECK_EQ(ptw_spans_get(l->report.spans, 0)->id, 1);
+			CHECK_EQ(ptw_spans_get(l->report.spans, N - 1)->id, N);
+			ptw_loaded_free(l);
+		}
+		ptw_buf_free(&b);
+	}
+	printf("%d spans: ascending %.3f s, descending %.3f s\n", N, took[0], took[1]);
+	CHECK(took[1] < 3 * took[0] + 0.2);
+}
+
 int main(void)
 {
 	test_document(12);
@@ -354,5 +671,10 @@ int main(void)
 	test_stream(12);
 	test_stream(300);
 	CHECK_EQ(ptw_load("", 0, true, NULL, &(struct ptw_loaded *){ NULL }, NULL, 0), -EINVAL);
+	test_two_sessions();
+	test_bounds();
+	test_filter_nothing();
+	test_error_lines();
+	test_sort_once();
 	return check_failures ? 1 : 0;
 }
