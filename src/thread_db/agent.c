@@ -279,6 +279,8 @@ int ptw_tdb_drain(struct ptw_tdb *t, int max, ptw_tdb_msg_cb cb, void *ctx)
 
 struct iter_state {
 	struct ptw_map seen; /* th_unique -> (void *)1 */
+	struct ptw_map pass; /* the same, in this pass: a handle met twice is a cycle */
+	bool cycle;	     /* this pass was stopped at one */
 	size_t new_in_pass;
 	ptw_tdb_iter_cb cb;
 	void *ctx;
@@ -289,6 +291,15 @@ static int iter_one(const td_thrhandle_t *th, void *arg)
 {
 	struct iter_state *st = arg;
 	uint64_t pd = (uint64_t)(uintptr_t)th->th_unique;
+	if (pd && ptw_map_get(&st->pass, pd)) {
+		/* The list changed under us (threads that run: a descriptor
+		 * reused) and loops: stop this pass (td_ta_thr_iter would walk
+		 * it for ever) and take another. */
+		st->cycle = true;
+		return 1;
+	}
+	if (pd)
+		ptw_map_put(&st->pass, pd, (void *)1);
 	if (!pd || ptw_map_get(&st->seen, pd))
 		return 0;
 	td_thrinfo_t ti;
@@ -318,15 +329,18 @@ int ptw_tdb_iterate(struct ptw_tdb *t, bool all_stopped, ptw_tdb_iter_cb cb, voi
 	for (int quiet = 0, passes = 0; (passes == 0 || quiet < quiet_needed) && passes < 64;
 	     passes++) {
 		st.new_in_pass = 0;
+		st.cycle = false;
+		ptw_map_free(&st.pass);
 		td_err_e e = td_ta_thr_iter(t->ta, iter_one, &st, TD_THR_ANY_STATE,
 					    TD_THR_LOWEST_PRIORITY, TD_SIGNO_MASK,
 					    TD_THR_ANY_USER_FLAGS);
-		if (e != TD_OK) {
+		if (e != TD_OK && !st.cycle) {
 			r = td_to_errno(e);
 			break;
 		}
-		quiet = st.new_in_pass ? 0 : quiet + 1;
+		quiet = st.new_in_pass || st.cycle ? 0 : quiet + 1;
 	}
 	ptw_map_free(&st.seen);
+	ptw_map_free(&st.pass);
 	return r;
 }

@@ -28,11 +28,37 @@
 #include <unistd.h>
 
 #include "ptw_events.h"
-#include "ptw_jsonread.h"
+#include <json-c/json.h>
 #include "ptw_kernel.h"
 #include "ptw_spans.h"
 #include "ptw_symbols.h"
 #include "ptw_util.h"
+
+/* The truth file's JSON lines, through json-c (as ptwatch report reads). */
+static const struct json_object *jget(const struct json_object *o, const char *key)
+{
+	struct json_object *r;
+	return o && json_object_object_get_ex(o, key, &r) ? r : NULL;
+}
+
+static void ji64(const struct json_object *v, int64_t *ret)
+{
+	if (v && json_object_is_type(v, json_type_int))
+		*ret = json_object_get_int64(v);
+}
+
+static void jhex(const struct json_object *v, uint64_t *ret)
+{
+	if (v && json_object_is_type(v, json_type_string))
+		*ret = strtoull(json_object_get_string((struct json_object *)v), NULL, 16);
+}
+
+static const char *jstr(const struct json_object *v)
+{
+	return v && json_object_is_type(v, json_type_string)
+		       ? json_object_get_string((struct json_object *)v)
+		       : "";
+}
 
 static int passed, failed;
 static uint64_t nevents[PTW_EV_LAST + 1];
@@ -88,19 +114,20 @@ static const char *sym(const struct ptw_location *l)
 	return l && l->symbol ? l->symbol : "(none)";
 }
 
-static void check_thread(struct ptw_spans *s, const struct ptw_jv *t, pid_t main_tid)
+static void check_thread(struct ptw_spans *s, const struct json_object *t, pid_t main_tid)
 {
 	int64_t tid = 0, creator = 0;
 	uint64_t pthread = 0, value = 0;
-	ptw_jv_i64(ptw_jv_get(t, "tid"), &tid);
-	ptw_jv_i64(ptw_jv_get(t, "creator"), &creator);
-	ptw_jv_hex(ptw_jv_get(t, "pthread"), &pthread);
-	ptw_jv_hex(ptw_jv_get(t, "value"), &value);
-	const char *routine = ptw_jv_str(ptw_jv_get(t, "routine"));
-	const char *end = ptw_jv_str(ptw_jv_get(t, "end"));
-	const char *name = ptw_jv_str(ptw_jv_get(t, "name"));
-	const struct ptw_jv *det = ptw_jv_get(t, "detached");
-	bool detached = det && det->type == PTW_J_BOOL && det->b;
+	ji64(jget(t, "tid"), &tid);
+	ji64(jget(t, "creator"), &creator);
+	jhex(jget(t, "pthread"), &pthread);
+	jhex(jget(t, "value"), &value);
+	const char *routine = jstr(jget(t, "routine"));
+	const char *end = jstr(jget(t, "end"));
+	const char *name = jstr(jget(t, "name"));
+	const struct json_object *det = jget(t, "detached");
+	bool detached = det && json_object_is_type(det, json_type_boolean) &&
+			json_object_get_boolean(det);
 	const struct ptw_span *sp = span_of(s, (pid_t)tid);
 	printf("thread %-18s tid %" PRId64 " end %-12s value %#" PRIx64 ": ", routine, tid, end,
 	       value);
@@ -123,7 +150,7 @@ static void check_thread(struct ptw_spans *s, const struct ptw_jv *t, pid_t main
 	if (!pre) {
 		EXPECT(sp->creator_tid == (pid_t)creator, "%s creator %d != %" PRId64, routine,
 		       sp->creator_tid, creator);
-		const char *create_fn = ptw_jv_str(ptw_jv_get(t, "create_fn"));
+		const char *create_fn = jstr(jget(t, "create_fn"));
 		EXPECT(!strcmp(sym(sp->create_site), create_fn), "%s create site %s != %s", routine,
 		       sym(sp->create_site), create_fn);
 		EXPECT(sp->create_ns.set && sp->start_ns.set && sp->create_ns.v <= sp->start_ns.v,
@@ -274,18 +301,17 @@ run:
 	pid_t main_tid = pid;
 	for (char *save = NULL, *l = strtok_r(text, "\n", &save); l;
 	     l = strtok_r(NULL, "\n", &save)) {
-		struct ptw_jv *v;
-		char err[128];
-		if (ptw_json_parse(l, strlen(l), &v, err, sizeof(err)) < 0)
+		struct json_object *v = json_tokener_parse(l);
+		if (!v)
 			return 99;
-		const char *kind = ptw_jv_str(ptw_jv_get(v, "kind"));
+		const char *kind = jstr(jget(v, "kind"));
 		if (kind && !strcmp(kind, "thread")) {
 			nthreads++;
 			check_thread(spans, v, main_tid);
 		} else if (kind && !strcmp(kind, "join")) {
 			int64_t joiner = 0, tid = 0;
-			ptw_jv_i64(ptw_jv_get(v, "joiner"), &joiner);
-			ptw_jv_i64(ptw_jv_get(v, "tid"), &tid);
+			ji64(jget(v, "joiner"), &joiner);
+			ji64(jget(v, "tid"), &tid);
 			const struct ptw_span *sp = span_of(spans, (pid_t)tid);
 			njoins++;
 			EXPECT(sp && sp->joined && sp->joiner_tid == (pid_t)joiner &&
@@ -295,9 +321,9 @@ run:
 		} else if (kind && !strcmp(kind, "main")) {
 			const struct ptw_span *sp = span_of(spans, pid);
 			uint64_t pthread = 0;
-			ptw_jv_hex(ptw_jv_get(v, "pthread"), &pthread);
+			jhex(jget(v, "pthread"), &pthread);
 			uint64_t value = 0;
-			ptw_jv_hex(ptw_jv_get(v, "value"), &value);
+			jhex(jget(v, "value"), &value);
 			EXPECT(sp && sp->origin == PTW_ORIGIN_MAIN && sp->pthread == pthread &&
 				       !strcmp(sym(sp->start_routine), "main") &&
 				       (!launch || sp->start_ns.set),
@@ -314,7 +340,7 @@ run:
 				       sp->reason ? sp->reason : "-", sp->value.set ? "" : "?",
 				       sp->value.v);
 		}
-		ptw_jv_free(v);
+		json_object_put(v);
 	}
 	free(text);
 	/* kfixture.c adds a thread running at the attach to lifecycle.c's. */
