@@ -19,7 +19,7 @@ while ! grep -q 'libc\.so' "/proc/$spid/maps" 2>/dev/null && [ $i -lt 200 ]; do
 	sleep 0.01; i=$((i + 1))
 done
 # 4096 bytes, no wakeup before 1 MiB is pending (never), read every second.
-"$demo" -q --ring 4096 --wake 1048576 --flush-ms 1000 "$spid" >/dev/null 2>"$out/demo.err"
+timeout -s KILL 40 "$demo" -q --ring 4096 --wake 1048576 --flush-ms 1000 "$spid" >/dev/null 2>"$out/demo.err"
 wait "$spid"
 status=$?
 cat "$out/demo.err"
