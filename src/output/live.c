@@ -71,11 +71,19 @@ static bool comm_of(void *ctx, pid_t tid, char *buf, size_t size)
 	FILE *f = fopen(path, "re");
 	if (!f)
 		return false;
-	bool ok = fgets(buf, (int)size, f) != NULL;
+	char raw[64];
+	size_t n = fread(raw, 1, sizeof(raw) - 1, f);
 	fclose(f);
-	if (ok)
-		buf[strcspn(buf, "\n")] = 0;
-	return ok;
+	if (!n)
+		return false;
+	raw[n] = 0;
+	if (raw[n - 1] == '\n') /* the file's; a newline in the name stays */
+		raw[n - 1] = 0;
+	struct ptw_buf b = { 0 };
+	ptw_buf_put_escaped(&b, raw);
+	snprintf(buf, size, "%s", b.p ? b.p : "");
+	ptw_buf_free(&b);
+	return true;
 }
 
 /* The one table that has the terminal, for ptw_live_emergency_end. */
@@ -277,7 +285,7 @@ int ptw_live_start(const struct ptw_live_opts *o, struct ptw_live **ret)
 		init_pair(2, COLOR_YELLOW, -1);
 		l->has_color = true;
 	}
-	l->title = xstrdup(o->title ? o->title : "ptwatch");
+	l->title = ptw_escape_str(o->title ? o->title : "ptwatch"); /* names the target's */
 	l->open_timeout_ns = o->open_timeout_ns;
 	l->model = ptw_live_model_new();
 	l->q.view = PTW_LIVE_THREADS;

@@ -29,7 +29,7 @@ struct track {
 	bool spawn_seen;  /* its spawn latency is in its group's */
 	bool created;	  /* counted in created */
 	uint64_t seen_ns; /* first noted */
-	char name[16];	  /* from name_of, at name_ns */
+	char name[64];	  /* from name_of, at name_ns (escaped: up to 4 bytes a byte) */
 	uint64_t name_ns;
 	char tid_text[16];
 	char state[64];
@@ -157,6 +157,16 @@ static uint64_t span_begin(const struct ptw_span *sp)
 	return sp->create_ns.set ? sp->create_ns.v : 0;
 }
 
+/* What the target controls goes to the screen escaped (ptw_util.h):
+ * nothing in a name can move the cursor, retitle or clear the terminal. */
+static void copy_escaped(char *dst, size_t size, const char *src)
+{
+	struct ptw_buf b = { 0 };
+	ptw_buf_put_escaped(&b, src);
+	snprintf(dst, size, "%s", b.p ? b.p : "");
+	ptw_buf_free(&b);
+}
+
 static void snapshot(struct track *t, const struct ptw_span *sp)
 {
 	t->snap = *sp;
@@ -164,11 +174,11 @@ static void snapshot(struct track *t, const struct ptw_span *sp)
 	t->snap.stack = NULL;
 	t->snap.nstack = 0;
 	if (sp->name) {
-		snprintf(t->snap_name, sizeof(t->snap_name), "%s", sp->name);
+		copy_escaped(t->snap_name, sizeof(t->snap_name), sp->name);
 		t->snap.name = t->snap_name;
 	}
 	if (sp->open_state) {
-		snprintf(t->snap_open_state, sizeof(t->snap_open_state), "%s", sp->open_state);
+		copy_escaped(t->snap_open_state, sizeof(t->snap_open_state), sp->open_state);
 		t->snap.open_state = t->snap_open_state;
 	}
 	t->sp = span_ended(sp) ? NULL : sp;
@@ -540,12 +550,17 @@ bool ptw_live_model_wait(struct ptw_live_model *m, const struct ptw_wait *w, boo
 	const char *obj = w->object_loc && w->object_loc->symbol ? w->object_loc->symbol : NULL;
 	/* the state column is narrow: a deadlock names the object alone */
 	const char *what = deadlock ? "DEADLOCK" : ptw_wait_object_kind(w->kind);
+	struct ptw_buf b = { 0 };
+	ptw_buf_printf(&b, "%s ", what);
+	if (obj)
+		ptw_buf_put_escaped(&b, obj);
+	else
+		ptw_buf_printf(&b, "%#" PRIx64, w->object);
 	if (!waiting)
 		t->wait[0] = '\0';
-	else if (obj)
-		snprintf(t->wait, sizeof(t->wait), "%s %s", what, obj);
 	else
-		snprintf(t->wait, sizeof(t->wait), "%s %#" PRIx64, what, w->object);
+		snprintf(t->wait, sizeof(t->wait), "%s", b.p);
+	ptw_buf_free(&b);
 	m->dirty = true;
 	return true;
 }

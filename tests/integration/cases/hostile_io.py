@@ -1,0 +1,225 @@
+"""Hostile input and lost output (issue 18): the user's terminal kept safe
+from what the target names (thread names, paths, argv), outputs that
+cannot be written said and given an exit status of their own, a tracer
+that does not answer made to let go by the front (or by the restorer when
+the front is gone), and the options' limits named."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+
+from ptw_test import case, Failed, fixture, ptwatch_path
+from helpers import run_ptwatch
+
+
+# ---------------------------------------------------------------------------
+# usage errors name what is wrong (issue 18, item 10)
+
+@case('usage-limits')
+def case_usage_limits(session, chk):
+    """--duration and --open-timeout over a year say that the limit is a
+    year; -e, --tid and --debug with a bad word in a list name that word."""
+    year = '31536000'
+    for opts, want in (
+            (['--duration=1e9'], "ptwatch: invalid duration '1e9': more than a year "
+                                 "(at most %s seconds)" % year),
+            (['--duration=31536001'], "more than a year (at most %s seconds)" % year),
+            (['--open-timeout=1e300'], "ptwatch: invalid open timeout '1e300': more than a "
+                                       "year (at most %s seconds)" % year),
+            (['--open-timeout=inf'], "more than a year"),
+            (['--duration=x'], "ptwatch: invalid duration 'x' (seconds, > 0)"),
+            (['-e', 'create,bogus'], "ptwatch: unknown event name in 'create,bogus': 'bogus' "
+                                     "is none of exec, main,"),
+            (['-e', ','], "ptwatch: unknown event name in ',': an empty name"),
+            (['--tid', '12,x3'], "ptwatch: invalid --tid '12,x3': 'x3' is not a thread id"),
+            (['--debug=sym,nope'], "ptwatch: unknown debug domain in 'sym,nope': 'nope' is "
+                                   "none of attach,"),
+            # what the user typed comes back escaped
+            (['-e', 'end,\x1b[2J'], "'end,\\x1b[2J': '\\x1b[2J' is none of")):
+        p = run_ptwatch(opts + ['--', 'true'])
+        err = p.stderr.decode('utf-8', 'replace')
+        first = err.splitlines()[0] if err else ''
+        chk.eq('%s: exit status' % opts, p.returncode, 2)
+        chk.true('%s: the first line says %r' % (opts, want), want in first, detail=err)
+        chk.true('%s: no control character on stderr' % opts,
+                 not re.search(r'[\x00-\x09\x0b-\x1f\x7f]', err), detail=repr(err))
+    # a year itself is fine (the command ends first)
+    for opts in (['--duration=31536000'], ['--open-timeout=31536000']):
+        p = run_ptwatch(['-q'] + opts + ['--', 'true'])
+        chk.eq('%s: accepted (exit status of true)' % opts, p.returncode, 0)
+
+
+# ---------------------------------------------------------------------------
+# what the target names reaches the terminal escaped (issue 18, item 7)
+
+# ptwatch's escaping of text (ptw_buf_put_escaped, ptw_util.h), for the
+# expected text: printable ASCII and valid UTF-8 as they are, a backslash
+# doubled, \n \t \r, other control bytes, DEL, C1 controls, bidi controls
+# and bytes that are not UTF-8 as \xHH.
+BIDI = set(range(0x202a, 0x202f)) | set(range(0x2066, 0x206a)) | {0x200e, 0x200f}
+
+
+def escape_text(raw):
+    out = []
+    i = 0
+    while i < len(raw):
+        c = raw[i]
+        if 0x20 <= c < 0x7f and c != 0x5c:
+            out.append(chr(c))
+            i += 1
+            continue
+        if c < 0x80:
+            out.append({0x5c: '\\\\', 0x0a: '\\n', 0x09: '\\t', 0x0d: '\\r'}.get(c, '\\x%02x' % c))
+            i += 1
+            continue
+        n = 2 if 0xc2 <= c <= 0xdf else 3 if 0xe0 <= c <= 0xef else 4 if 0xf0 <= c <= 0xf4 else 0
+        try:
+            ch = raw[i:i + n].decode('utf-8') if n else None
+        except UnicodeDecodeError:
+            ch = None
+        if ch is None or len(ch) != 1:
+            out.append('\\x%02x' % c)
+            i += 1
+        elif 0x80 <= ord(ch) < 0xa0 or ord(ch) in BIDI:
+            out.extend('\\x%02x' % b for b in raw[i:i + n])
+            i += n
+        else:
+            out.append(ch)
+            i += n
+    return ''.join(out)
+
+
+def json_text(raw):
+    """What the JSON document holds for raw bytes: the string whole, valid
+    UTF-8 as it is, each byte that is not as the code point of its value."""
+    s = raw.decode('utf-8', 'surrogateescape')
+    return ''.join(chr(ord(ch) - 0xdc00) if 0xdc80 <= ord(ch) <= 0xdcff else ch for ch in s)
+
+
+UNSAFE = re.compile(rb'[\x00-\x09\x0b-\x1f\x7f]|\xc2[\x80-\x9f]|\xe2\x80[\x8e\x8f\xaa-\xae]|'
+                    rb'\xe2\x81[\xa6-\xa9]')
+
+
+def terminal_unsafe(data):
+    """What in data a terminal would act on (a list of reprs; [] if none)."""
+    bad = [m.group(0) for m in UNSAFE.finditer(data)]
+    try:
+        data.decode('utf-8')
+    except UnicodeDecodeError as e:
+        bad.append(data[e.start:e.start + 4])
+    return [repr(b) for b in bad[:10]]
+
+
+def hostile_copy(session):
+    """The fixture under a file name that is an attack too."""
+    d = session.mkdtemp()
+    path = os.path.join(d, 'hos\x1b[2Jtile\n\x07exe')
+    with open(fixture('hostile'), 'rb') as src, open(path, 'wb') as dst:
+        dst.write(src.read())
+    os.chmod(path, 0o755)
+    return path
+
+
+def hostile_names(run):
+    """{index: (tid, raw bytes)} from the fixture's truth."""
+    return {r['index']: (r['tid'], bytes.fromhex(r['hex']))
+            for r in run.truth if r.get('kind') == 'hostile_name'}
+
+
+NEWLINE_NAME = 4   # the fixture's "nl\nname"
+
+
+@case('hostile-names')
+def case_hostile_names(session, chk, which='all'):
+    """ptwatch -- FIXTURE (its file name an escape sequence) whose threads
+    are named to retitle and clear the terminal: the event lines and the
+    summary on stderr, and `ptwatch report` of the document, hold no byte a
+    terminal acts on and show each name escaped; the document keeps every
+    name, the exe and argv whole.
+    which=newline: the name with a newline, whole in the document and the
+    text (ptwatch reads /proc/TID/comm, whose last newline is the file's)."""
+    exe = hostile_copy(session)
+    arg = '\x1b]2;argv\x07\nx'
+    run = session.run([exe, 'launch', arg], opts=(), timeout=40)
+    names = hostile_names(run)
+    chk.eq('the fixture named its threads', sorted(names), list(range(5)))
+    spans = {s['tid']: s for s in run.doc['spans'] if s['kind'] == 'thread'}
+    err = run.stderr_text()
+    picked = [NEWLINE_NAME] if which == 'newline' else [i for i in names if i != NEWLINE_NAME]
+    if which != 'newline':
+        chk.eq('exit status', run.returncode, 0)
+        chk.eq('stderr: nothing a terminal acts on', terminal_unsafe(run.stderr), [])
+        chk.eq('target.exe whole in the document', run.doc['target']['exe'], exe)
+        chk.eq('target.argv whole in the document', run.doc['target']['argv'][1:],
+               ['launch', arg])
+        chk.true('the exec line names the exe escaped (%r)' % escape_text(exe.encode()),
+                 (' exec     ' + escape_text(exe.encode())) in err, detail=err[:600])
+    for i in picked:
+        tid, raw = names[i]
+        span = spans.get(tid)
+        if not chk.true('name %d (%r): a span for tid %d' % (i, raw, tid), span is not None):
+            continue
+        chk.eq('name %d: the document keeps it whole' % i, span['name'], json_text(raw), span)
+        chk.true('name %d: the summary shows it escaped (%s)' % (i, escape_text(raw)),
+                 re.search(r'^\s+\d+\s+%d\s+\d+\s+%s\s' % (tid, re.escape(escape_text(raw))),
+                           err, re.M), detail=err)
+    # ptwatch report: the summary again, escaped the same way (a name that
+    # is not UTF-8 came back from the document as its code points)
+    rep = run_ptwatch(['report', run.doc_path])
+    chk.eq('report: exit status', rep.returncode, 0)
+    chk.eq('report: nothing a terminal acts on', terminal_unsafe(rep.stdout), [])
+    out = rep.stdout.decode('utf-8', 'replace')
+    for i in picked:
+        tid, raw = names[i]
+        want = escape_text(json_text(raw).encode('utf-8'))
+        chk.true('report: name %d shown escaped (%s)' % (i, want),
+                 re.search(r'^\s+\d+\s+%d\s+\d+\s+%s\s' % (tid, re.escape(want)), out, re.M),
+                 detail=out)
+
+
+@case('hostile-terminal')
+def case_hostile_terminal(session, chk, mode='lines'):
+    """A real terminal (tmux) keeps its title and its lines when ptwatch
+    shows the hostile names: lines: the summary of ptwatch -q -- FIXTURE;
+    live: the live table of ptwatch -p on the fixture with its named
+    threads waiting."""
+    from ptw_test import Tmux, check_untouched
+    term = Tmux(session, 160, 40)
+    try:
+        title = term.cmd('display-message', '-p', '-t', 'ptw', '#{pane_title}').strip()
+        term.line('echo BEFORE-MARK')
+        term.expect(r'^BEFORE-MARK', 10, 'the echo')
+        if mode == 'live':
+            target = session.target('hostile')
+            pid = target.ready()[0]
+            tids = [int(t) for t in target.ask('n')[1:]]
+            term.line("'%s' -p %d; echo AFTER-$?" % (ptwatch_path(), pid))
+            term.expect(r'ptwatch -p %d' % pid, 20, 'the live table')
+            # (the NAME column shows the first 16 characters)
+            term.expect(r'^\s*%d %s ' % (tids[0], re.escape(r'\x1b]0;pwn\x07\x')), 20,
+                        'the first name, escaped')
+            term.expect(r'^\s*%d %s ' % (tids[2], re.escape(r'back\\sl\x7f\x08')), 20,
+                        'the third name, escaped')
+            term.keys('q')
+            term.expect(r'^AFTER-0', 20, 'ptwatch ended after q, exit 0')
+            target.send('e')
+            chk.eq('the fixture ended its threads', target.line(), 'ended')
+            check_untouched(chk, pid, 'after q')
+            chk.eq('threads named', len(tids), 5)
+        else:
+            term.line("'%s' -q -- '%s' launch; echo AFTER-$?" % (ptwatch_path(),
+                                                                fixture('hostile')))
+            term.expect(r'^AFTER-0', 20, 'ptwatch ended, exit 0')
+            screen = term.screen()
+            chk.true('the summary shows the first name escaped',
+                     r'\x1b]0;pwn\x07\x1b[2J' in screen, detail=screen)
+        screen = term.screen()
+        chk.true('the lines before ptwatch are still on the screen (not cleared)',
+                 re.search(r'^BEFORE-MARK', screen, re.M), detail=screen)
+        now = term.cmd('display-message', '-p', '-t', 'ptw', '#{pane_title}').strip()
+        chk.eq('the terminal\'s title', now, title)
+    finally:
+        term.close()
