@@ -126,7 +126,8 @@ static void usage(FILE *f)
 		"has reacted; a second Ctrl-C within 2 s, or SIGTERM/SIGHUP sent to ptwatch\n"
 		"alone, detaches and leaves COMMAND running (exit status 128+signal).\n"
 		"ptwatch exits with COMMAND's exit status, or dies of its signal; with -p,\n"
-		"it exits 0 once it has let go of PID.\n"
+		"it exits 0 once it has let go of PID. An output it could not write (a full\n"
+		"disk; not a closed pipe) is said in one line, and the exit status is 3.\n"
 		"See ptwatch(1).\n");
 }
 
@@ -590,6 +591,7 @@ int main(int argc, char **argv)
 	struct ptw_session_opts so = {
 		.format = o.format,
 		.fd = out_fd,
+		.path = o.output,
 		.quiet = o.quiet,
 		.snapshot = o.snapshot,
 		.locks = o.locks,

@@ -31,7 +31,28 @@ struct front {
 	int mirror_sig; /* the tracer will die of this on purpose */
 	int key_tty, key_w; /* the live table's keys, -1: none (any more) */
 	bool live;
+	/* An output the restorer could not write: said with the command's
+	 * status, and ptwatch's is PTW_EXIT_LOST_OUTPUT. */
+	int lost_err;
+	char lost[240];
 };
+
+/* Exits with status, or PTW_EXIT_LOST_OUTPUT after one line if an output
+ * was lost (how the command ended in it: ended, status as waitpid's). */
+static void __attribute__((noreturn)) front_exit(struct front *f, int status, bool ended,
+						 int wstatus)
+{
+	if (!f->lost_err)
+		_exit(status);
+	fprintf(stderr, "ptwatch: lost output %s: %s", f->lost, strerror(f->lost_err));
+	if (ended && WIFSIGNALED(wstatus))
+		fprintf(stderr, " (command killed by %s)\n", ptw_signame(WTERMSIG(wstatus)));
+	else if (ended)
+		fprintf(stderr, " (command exited with %d)\n", WEXITSTATUS(wstatus));
+	else
+		fputc('\n', stderr);
+	_exit(PTW_EXIT_LOST_OUTPUT);
+}
 
 /* The live table's keys: from the terminal to the tracer, never blocking
  * (a key that does not fit in the pipe is dropped). done: the tracer
@@ -89,9 +110,9 @@ static void wait_command(struct front *f, pid_t target)
 		int status;
 		pid_t w = waitpid(target, &status, WNOHANG);
 		if (w == target) {
-			if (WIFSIGNALED(status))
+			if (WIFSIGNALED(status) && !f->lost_err)
 				ptw_die_of_signal(WTERMSIG(status));
-			_exit(WEXITSTATUS(status));
+			front_exit(f, WEXITSTATUS(status), true, status);
 		}
 		if (w < 0 && errno != EINTR)
 			return;
@@ -106,7 +127,7 @@ static void wait_command(struct front *f, pid_t target)
 			/* A terminal's signal reached the command too (our group,
 			 * its group): it reacts, and we exit as it does. */
 			if (si.ssi_signo != SIGCHLD && si.ssi_code != SI_KERNEL)
-				_exit(128 + (int)si.ssi_signo);
+				front_exit(f, 128 + (int)si.ssi_signo, false, 0);
 	}
 }
 
@@ -145,6 +166,8 @@ static void __attribute__((noreturn)) tracer_ended(struct front *f, int status)
 	if (restorer_outcome(f, &out)) {
 		restored += out.restored;
 		failed = out.failed;
+		f->lost_err = out.lost_err;
+		snprintf(f->lost, sizeof(f->lost), "%s", out.lost);
 	}
 	if (f->live && !out.terminal) /* the tracer died with the table on screen */
 		ptw_term_restore();
@@ -160,7 +183,7 @@ static void __attribute__((noreturn)) tracer_ended(struct front *f, int status)
 	fputc('\n', stderr);
 	if (target)
 		wait_command(f, target);
-	_exit(128 + sig);
+	front_exit(f, 128 + sig, false, 0);
 }
 
 /* To the tracer, with how it came (a terminal's key, a kill, its sender):

@@ -91,6 +91,8 @@ struct ptw_restorer_outcome {
 	int xol_left;	      /* out-of-line pages still mapped */
 	int alive;	      /* the target still ran afterwards */
 	int terminal;	      /* it put the terminal back (live table) */
+	int lost_err;	      /* an output it could not write (errno), 0: none */
+	char lost[240];	      /* which (ptw_session_lost), escaped */
 };
 
 /*

@@ -306,6 +306,12 @@ void ptw_restorer_run(const struct ptw_guardian_opts *o, int from_tracer, int to
 	}
 	if (r.header && !r.broken)
 		write_record(&r, &out, xol_why);
+	const char *lost;
+	if (ptw_session_lost(r.session, &lost, &out.lost_err)) { /* the front says it */
+		char *what = ptw_escape_str(lost);
+		snprintf(out.lost, sizeof(out.lost), "%s", what);
+		free(what);
+	}
 	while (send(to_front, &out, sizeof(out), MSG_NOSIGNAL) < 0 && errno == EINTR)
 		;
 	_exit(0);

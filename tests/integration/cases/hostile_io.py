@@ -223,3 +223,112 @@ def case_hostile_terminal(session, chk, mode='lines'):
         chk.eq('the terminal\'s title', now, title)
     finally:
         term.close()
+
+
+# ---------------------------------------------------------------------------
+# an output that cannot be written is said, with a status of its own
+# (issue 18, item 8)
+
+LOST = 3   # PTW_EXIT_LOST_OUTPUT (ptw_session.h; man page, EXIT STATUS)
+ENOSPC = os.strerror(28)
+
+
+def run_to(argv, stdout=None, stderr=subprocess.PIPE, timeout=60, env=None):
+    """ptwatch ARGV with its stdout (and stderr) where the case says."""
+    e = dict(os.environ)
+    e.update(env or {})
+    return subprocess.run([ptwatch_path()] + argv, stdout=stdout or subprocess.PIPE,
+                          stderr=stderr, stdin=subprocess.DEVNULL, timeout=timeout, env=e)
+
+
+def lost_lines(err):
+    return [ln for ln in err.decode('utf-8', 'replace').splitlines()
+            if ln.startswith('ptwatch: lost output')]
+
+
+@case('lost-output')
+def case_lost_output(session, chk, mode='launch'):
+    """launch: --json-lines -o /dev/full, --json-lines > /dev/full, -o
+    /dev/full (the document, the Chrome trace), 2> /dev/full: ptwatch
+    exits 3 and says in one line which output it lost and how the command
+    ended (exited, killed by a signal); a closed pipe is not a loss.
+    attach: -p with the stream, and --snapshot > /dev/full: exit 3, the
+    process let go of. restorer: the tracer killed, the restorer cannot
+    write the end either: exit 3 from the front, with the line."""
+    from ptw_test import check_untouched
+    from ptw_test import read_outputs, wait_for
+    from helpers import kill_tracer, wait_traced, wait_untraced
+    full = open('/dev/full', 'wb')
+    try:
+        if mode == 'launch':
+            for argv, out, where, status in (
+                    (['--json-lines', '-o', '/dev/full'], None, '/dev/full', 0),
+                    (['--json-lines'], full, 'standard output', 0),
+                    (['-o', '/dev/full'], None, '/dev/full', 0),
+                    (['--format=chrome', '-o', '/dev/full'], None, '/dev/full', 0),
+                    (['--json'], full, 'standard output', 7),
+                    (['-o', '/dev/full'], None, '/dev/full', 'SIGSEGV')):
+                cmd = (['sh', '-c', 'exit 7'] if status == 7 else
+                       ['sh', '-c', 'kill -SEGV $$'] if status == 'SIGSEGV' else
+                       [fixture('hostile'), 'launch'])
+                p = run_to(['-q'] + argv + ['--'] + cmd, stdout=out)
+                what = '%s%s' % (' '.join(argv), ' > /dev/full' if out else '')
+                chk.eq('%s: exit status' % what, p.returncode, LOST)
+                ended = ('command killed by SIGSEGV' if status == 'SIGSEGV'
+                         else 'command exited with %d' % status)
+                chk.eq('%s: one line says what was lost' % what, lost_lines(p.stderr),
+                       ['ptwatch: lost output %s: %s (%s)' % (where, ENOSPC, ended)])
+                chk.true('%s: and nothing else about it' % what,
+                         b'cannot write' not in p.stderr, detail=p.stderr.decode()[-500:])
+            # standard error itself: nothing can be said, the status says it
+            p = run_to(['-q', '--', fixture('hostile'), 'launch'], stderr=full)
+            chk.eq('2> /dev/full: exit status', p.returncode, LOST)
+            # a closed pipe is the reader's choice (SIGPIPE, man page SIGNALS)
+            r, w = os.pipe()
+            os.close(r)
+            p = run_to(['-q', '--json', '--', 'true'], stdout=w)
+            os.close(w)
+            chk.true('--json | (closed): not a lost output (exit %s)' % p.returncode,
+                     p.returncode != LOST and not lost_lines(p.stderr),
+                     detail=p.stderr.decode()[-500:])
+        elif mode == 'attach':
+            target = session.target('idle', ['4'])
+            pid = target.ready()[0]
+            p = run_to(['-q', '--json-lines', '-o', '/dev/full', '--duration=0.3', '-p',
+                        str(pid)])
+            chk.eq('-p --json-lines -o /dev/full: exit status', p.returncode, LOST)
+            chk.eq('-p: the line', lost_lines(p.stderr),
+                   ['ptwatch: lost output /dev/full: %s' % ENOSPC])
+            check_untouched(chk, pid, 'after -p')
+            p = run_to(['--snapshot', '-p', str(pid)], stdout=full)
+            chk.eq('--snapshot > /dev/full: exit status', p.returncode, LOST)
+            chk.eq('--snapshot: the line', lost_lines(p.stderr),
+                   ['ptwatch: lost output standard output: %s' % ENOSPC])
+            check_untouched(chk, pid, 'after --snapshot')
+            target.send('q')
+            chk.eq('the fixture ends as it should', target.wait_exit(20), 0)
+        else:   # restorer
+            target = session.target('idle', ['4'])
+            pid = target.ready()[0]
+            run, proc = session.start_attach(pid, opts=('--json-lines', '-o', '/dev/full'),
+                                             output=None)
+            try:
+                wait_traced(target)
+                chk.true('attached: its "found" lines',
+                         wait_for(lambda: read_outputs(run) or ' found ' in run.stderr_text(),
+                                  20))
+                kill_tracer(chk, proc.pid)
+                session.wait(run, proc, 20, 'ptwatch did not exit after its tracer was killed')
+            finally:
+                if proc.returncode is None:
+                    proc.kill()
+                    proc.wait()
+            chk.eq('tracer killed, stream lost: exit status', run.returncode, LOST)
+            chk.eq('the line', lost_lines(run.stderr),
+                   ['ptwatch: lost output /dev/full: %s' % ENOSPC])
+            chk.true('untraced', wait_untraced(pid, 2) is not None)
+            check_untouched(chk, pid, 'after the kill')
+            target.send('q')
+            chk.eq('the fixture ends as it should', target.wait_exit(20), 0)
+    finally:
+        full.close()
