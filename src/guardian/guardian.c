@@ -14,6 +14,7 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,6 +36,16 @@ struct front {
 	 * status, and ptwatch's is PTW_EXIT_LOST_OUTPUT. */
 	int lost_err;
 	char lost[240];
+	/* Session signals forwarded and not answered yet
+	 * (ptw_guardian_signal_answered): since when (0: none), the last one
+	 * and whether it came from the terminal, how many, and when the
+	 * tracer last got anywhere (its progress then). */
+	uint64_t unanswered_ns, again_ns, progress_ns;
+	int unanswered_sig, unanswered_count;
+	bool unanswered_kernel;
+	struct ptw_progress progress;
+	uint64_t continued_ns; /* it was stopped: SIGCONT sent then */
+	bool forced;	       /* killed for it: the signal was ptwatch's */
 };
 
 /* Exits with status, or PTW_EXIT_LOST_OUTPUT after one line if an output
@@ -87,6 +98,11 @@ static void receive(struct front *f)
 			return;
 		if (m.type == MSG_MIRROR) {
 			f->mirror_sig = m.value;
+			continue;
+		}
+		if (m.type == MSG_ANSWERED) {
+			f->unanswered_ns = f->again_ns = f->continued_ns = 0;
+			f->unanswered_count = 0;
 			continue;
 		}
 		struct cmsghdr *c = CMSG_FIRSTHDR(&p.mh);
@@ -181,6 +197,11 @@ static void __attribute__((noreturn)) tracer_ended(struct front *f, int status)
 	if (out.xol_left)
 		fprintf(stderr, "; %d out-of-line pages stay mapped in it", out.xol_left);
 	fputc('\n', stderr);
+	/* Killed because it did not answer a signal sent to ptwatch alone:
+	 * the command runs on, as ptwatch's detach would have left it (a
+	 * terminal's signal reached the command too: it reacts). */
+	if (target && f->forced && !f->unanswered_kernel)
+		front_exit(f, 128 + f->unanswered_sig, false, 0);
 	if (target)
 		wait_command(f, target);
 	front_exit(f, 128 + sig, false, 0);
@@ -195,6 +216,72 @@ static void forward(struct front *f, const struct signalfd_siginfo *si)
 	v.sival_ptr = (void *)(uintptr_t)ptw_forwarded_signal_value(si->ssi_code, sender);
 	if (sigqueue(f->tracer, (int)si->ssi_signo, v) < 0)
 		kill(f->tracer, (int)si->ssi_signo);
+	/* the grace period: until the tracer answers (or ends) */
+	uint64_t now = ptw_now_ns();
+	if (!f->unanswered_ns) {
+		f->unanswered_ns = f->progress_ns = now;
+		ptw_stuck_progress(f->tracer, &f->progress);
+	} else if (!f->again_ns) {
+		f->again_ns = now; /* insisting: sooner */
+	}
+	f->unanswered_sig = (int)si->ssi_signo;
+	f->unanswered_kernel = si->ssi_code == SI_KERNEL;
+	f->unanswered_count++;
+}
+
+/* When the grace period of an unanswered signal ends (0: none runs). */
+static uint64_t stuck_deadline(const struct front *f)
+{
+	if (!f->unanswered_ns)
+		return 0;
+	if (f->continued_ns)
+		return f->continued_ns + PTW_STUCK_CONT_MS * 1000000ull;
+	uint64_t d = f->progress_ns + PTW_STUCK_GRACE_MS * 1000000ull;
+	if (f->again_ns && f->again_ns + PTW_STUCK_AGAIN_MS * 1000000ull < d)
+		d = f->again_ns + PTW_STUCK_AGAIN_MS * 1000000ull;
+	return d;
+}
+
+/*
+ * A session signal the tracer has not answered: if it gets nowhere (its
+ * CPU time, reads and writes do not move) for the grace period, or for
+ * a second after the user insisted, say where it is stuck and make it let
+ * go: continue it if it was stopped (it then answers and detaches
+ * cleanly), else kill it (the kernel lets go of every tracee; the
+ * restorer puts the bytes back and writes the record; the front says
+ * what became of the target once the tracer is reaped).
+ */
+static void check_stuck(struct front *f, uint64_t now)
+{
+	uint64_t deadline = stuck_deadline(f);
+	if (!deadline)
+		return;
+	struct ptw_progress p;
+	if (!f->continued_ns && !f->again_ns && ptw_stuck_progress(f->tracer, &p) &&
+	    (p.cpu != f->progress.cpu || p.io != f->progress.io)) {
+		f->progress = p; /* it works: not stuck */
+		f->progress_ns = now;
+		return;
+	}
+	if (now < deadline)
+		return;
+	char where[160];
+	ptw_stuck_describe(f->tracer, where, sizeof(where));
+	double waited = (double)(now - f->unanswered_ns) / 1e9;
+	if (!f->continued_ns && strncmp(where, "stopped (", 9) == 0) {
+		fprintf(stderr, "ptwatch: ptw-tracer %d has not answered %s for %.1f s: it is %s; "
+				"continuing it\n",
+			f->tracer, ptw_signame(f->unanswered_sig), waited, where);
+		f->continued_ns = now;
+		kill(f->tracer, SIGCONT);
+		return;
+	}
+	fprintf(stderr, "ptwatch: ptw-tracer %d has not answered %s for %.1f s: it is %s; killing "
+			"it (the kernel lets go of the target, the restorer puts its bytes back)\n",
+		f->tracer, ptw_signame(f->unanswered_sig), waited, where);
+	f->forced = true;
+	f->unanswered_ns = 0;
+	kill(f->tracer, SIGKILL);
 }
 
 static void __attribute__((noreturn)) guard(struct front *f)
@@ -202,7 +289,14 @@ static void __attribute__((noreturn)) guard(struct front *f)
 	for (;;) {
 		struct pollfd p[4] = { { f->sock, POLLIN, 0 }, { f->sigfd, POLLIN, 0 },
 				       { f->key_tty, POLLIN, 0 }, { f->key_w, 0, 0 } };
-		if (poll(p, f->key_tty >= 0 ? 4 : 2, -1) < 0 && errno != EINTR)
+		/* while a signal waits for an answer: a look at the tracer a second */
+		int timeout = -1;
+		uint64_t deadline = stuck_deadline(f), now = ptw_now_ns();
+		if (deadline) {
+			uint64_t next = now + 1000000000ull < deadline ? now + 1000000000ull : deadline;
+			timeout = next > now ? (int)((next - now + 999999) / 1000000) : 0;
+		}
+		if (poll(p, f->key_tty >= 0 ? 4 : 2, timeout) < 0 && errno != EINTR)
 			break;
 		if (p[0].revents & POLLIN)
 			receive(f);
@@ -216,6 +310,7 @@ static void __attribute__((noreturn)) guard(struct front *f)
 		}
 		if (f->key_tty >= 0 && (p[2].revents || p[3].revents))
 			pass_keys(f, p[3].revents != 0);
+		check_stuck(f, ptw_now_ns());
 		int status;
 		pid_t w = waitpid(f->tracer, &status, WNOHANG);
 		if (w == f->tracer)
@@ -350,8 +445,19 @@ int ptw_guardian_split(const struct ptw_guardian_opts *o)
 		return 0;
 	}
 	close(ft[1]);
-	if (with_restorer)
+	if (with_restorer) {
 		close(rt[1]);
+		/* The restorer makes a stuck tracer let go if we are gone. */
+		int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+		struct ptw_packet pk;
+		int tracer_pid = pid;
+		ptw_packet_init(&pk, &tracer_pid, sizeof(tracer_pid), pidfd);
+		if (pidfd >= 0) {
+			while (sendmsg(rf[0], &pk.mh, MSG_NOSIGNAL) < 0 && errno == EINTR)
+				;
+			close(pidfd);
+		}
+	}
 	/* A command launched by the tracer comes to us if the tracer dies. */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	struct front f = { .tracer = pid, .sock = ft[0],

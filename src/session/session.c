@@ -182,6 +182,8 @@ static void sink(void *ctx, const struct ptw_event *ev)
 		if (s->record.len > 65536)
 			flush_record(s);
 	}
+	if (ev->kind == PTW_EV_INTERRUPT) /* the tracer is not stuck: it took one in */
+		ptw_guardian_signal_answered();
 	switch (ev->kind) {
 	case PTW_EV_WAIT_BEGIN:
 	case PTW_EV_WAIT_END:
@@ -367,6 +369,11 @@ static void session_start(struct ptw_session *s)
 			ptw_record_process(&s->record, &rep.processes[i]);
 	}
 	flush_record(s); /* the restorer learns what is traced */
+	/* all of it: an output that blocks from here on (a pipe nobody
+	 * reads) may get the tracer killed, and the restorer then writes
+	 * the end from the record */
+	if (s->rec)
+		ptw_guardian_record_wait(1000);
 	struct ptw_report head = { 0 };
 	head.tool_version = PTW_VERSION;
 	head.realtime_offset_ns = ptw_realtime_offset_ns();

@@ -332,3 +332,158 @@ def case_lost_output(session, chk, mode='launch'):
             chk.eq('the fixture ends as it should', target.wait_exit(20), 0)
     finally:
         full.close()
+
+
+# ---------------------------------------------------------------------------
+# a tracer that does not answer is made to let go (issue 18, item 2)
+
+def tracer_of(front):
+    from helpers import ptwatch_processes
+    return ptwatch_processes(front).get('tracer')
+
+
+def wchan(pid):
+    try:
+        with open('/proc/%d/wchan' % pid) as f:
+            return f.read().strip()
+    except OSError:
+        return ''
+
+
+class Debugger:
+    """The test as a debugger of a process: PTRACE_SEIZE, then
+    PTRACE_INTERRUPT: it stays stopped (state t) until let go; SIGCONT
+    does not move it, SIGKILL does."""
+    PTRACE_SEIZE, PTRACE_INTERRUPT, PTRACE_DETACH = 0x4206, 0x4207, 17
+
+    def __init__(self, pid):
+        import ctypes
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p,
+                                     ctypes.c_void_p]
+        self.pid = pid
+        if self.libc.ptrace(self.PTRACE_SEIZE, pid, None, None) != 0:
+            raise Failed('cannot PTRACE_SEIZE %d: %s' % (pid, os.strerror(ctypes.get_errno())))
+        self.libc.ptrace(self.PTRACE_INTERRUPT, pid, None, None)
+        os.waitpid(pid, 0x40000000)  # __WALL: its interrupt stop
+
+    def reap(self):
+        """The debuggee's end (it was killed), as its debugger sees it."""
+        try:
+            os.waitpid(self.pid, 0x40000000)
+        except ChildProcessError:
+            pass
+
+
+@case('stuck-tracer')
+def case_stuck_tracer(session, chk, mode='pipe'):
+    """ptwatch --json-lines -p PID with its standard output a pipe the test
+    does not read: at the attach, the spans of the fixture's 1000 idle
+    threads fill it and the tracer blocks in write() (a real way to get
+    stuck: a pager stopped with Ctrl-Z, a consumer that hangs).
+    pipe: SIGTERM to ptwatch: 5 s later the front says what is stuck and
+      kills the tracer; the restorer puts the bytes back and writes the
+      stream's end (read once the test drains the pipe); ptwatch exits
+      with 128 + SIGTERM; the target runs, untraced, as it was.
+    front-killed: SIGKILL to ptwatch's front (timeout -s KILL): the
+      restorer, left alone, does the same.
+    stopped: the tracer stopped (SIGSTOP, the pipe read): the front
+      continues it, and it lets go cleanly (exit 0).
+    debugger: the tracer stopped by a debugger (the test: ptrace): SIGCONT
+      cannot move it; the front kills it."""
+    from ptw_test import check_untouched, compare_mappings, exec_mappings, wait_for
+    from helpers import wait_traced, wait_untraced
+    from cases.streams import parse_lines
+    target = session.target('idle', ['1000'])
+    pid = target.ready(60)[0]
+    before = exec_mappings(pid)
+    d = session.mkdtemp()
+    out_r, out_w = os.pipe()
+    argv = [ptwatch_path(), '-q', '--json-lines', '-p', str(pid)]
+    with open(os.path.join(d, 'stderr'), 'wb') as err:
+        proc = subprocess.Popen(argv, stdout=out_w, stderr=err, stdin=subprocess.DEVNULL,
+                                start_new_session=True, cwd=d)
+    os.close(out_w)
+    data = b''
+    debugger = None
+    tracer = None
+    try:
+        wait_traced(target, 60)
+        tracer = wait_for(lambda: tracer_of(proc.pid), 10)
+        chk.true('a tracer process', tracer)
+        if mode == 'stopped':
+            # stopped (wherever it is: the pipe is read meanwhile)
+            import select
+            os.kill(tracer, signal.SIGSTOP)
+            while not wait_for(lambda: (open('/proc/%d/stat' % tracer).read()
+                                        .rsplit(')', 1)[1].split()[0] == 'T'), 0.05):
+                if select.select([out_r], [], [], 0.1)[0]:
+                    data += os.read(out_r, 1 << 20)
+        else:
+            chk.true('the tracer blocks writing to the full pipe (wchan %r)' % wchan(tracer),
+                     wait_for(lambda: 'pipe_write' in wchan(tracer), 60))
+        if mode == 'debugger':
+            debugger = Debugger(tracer)
+        t0 = time.monotonic()
+        os.kill(proc.pid, signal.SIGKILL if mode == 'front-killed' else signal.SIGTERM)
+        errpath = os.path.join(d, 'stderr')
+
+        def said(what):
+            with open(errpath, 'rb') as f:
+                return what in f.read()
+        if mode == 'stopped':
+            chk.true('the front says the tracer is stopped and continues it',
+                     wait_for(lambda: said(b'it is stopped (by SIGSTOP or SIGTSTP); '
+                                           b'continuing it'), 20))
+        else:
+            who = (b'the front is gone and ptw-tracer %d has not ended for'
+                   if mode == 'front-killed' else b'ptw-tracer %d has not answered SIGTERM for'
+                   ) % tracer
+            where = (b'it is stopped by its debugger (process %d); killing it' % os.getpid()
+                     if mode == 'debugger' else b'it is stuck in write() (')
+            chk.true('stderr says what is stuck: %r ... %r' % (who, where),
+                     wait_for(lambda: said(who) and said(where), 20))
+            waited = time.monotonic() - t0
+            print('said after %.1f s' % waited)
+            chk.true('not before the grace period (5 s): %.1f s' % waited, waited >= 4.9)
+            if debugger:
+                debugger.reap()
+        # the rest of the stream: the restorer's end (or the tracer's own)
+        import select
+        deadline = time.monotonic() + 40
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Failed('the stream did not end within 40 s of the signal')
+            if not select.select([out_r], [], [], left)[0]:
+                continue
+            chunk = os.read(out_r, 1 << 20)
+            if not chunk:
+                break
+            data += chunk
+        proc.wait(timeout=30)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            proc.wait()
+        if tracer and os.path.exists('/proc/%d' % tracer):
+            os.kill(tracer, signal.SIGKILL)   # (a case that failed)
+        os.close(out_r)
+    with open(os.path.join(d, 'stderr'), 'rb') as f:
+        err = f.read().decode('utf-8', 'replace')
+    print(err[-1500:])
+    want = {'front-killed': -signal.SIGKILL, 'stopped': 0}.get(mode, 128 + signal.SIGTERM)
+    chk.eq('ptwatch exit status', proc.returncode, want)
+    objs = parse_lines(chk, data, 'the stream')
+    last = objs[-1] if objs else {}
+    chk.eq('the stream ends with its metrics line', last.get('type'), 'metrics')
+    chk.eq('session.end_reason', (last.get('session') or {}).get('end_reason'),
+           'interrupted' if mode == 'stopped' else 'tracer_died')
+    chk.eq('every one of the 1001 threads has its span line',
+           len({o['span']['id'] for o in objs if o['type'] == 'span'}), 1001)
+    chk.true('untraced', wait_untraced(pid, 5) is not None)
+    check_untouched(chk, pid, 'after the tracer let go')
+    compare_mappings(chk, before, exec_mappings(pid), 'after the tracer let go')
+    target.send('q')
+    chk.eq('the fixture ends as it should (its threads pass where the int3s were)',
+           target.wait_exit(30), 0)
