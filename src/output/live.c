@@ -50,6 +50,10 @@ struct ptw_live {
 	char filter[FILTER_MAX + 1];
 	bool editing; /* typing the filter */
 	bool paused;
+	/* paused: what was shown at the pause, and when (a key that redraws
+	 * shows it again, sorted, filtered, scrolled: nothing new) */
+	struct ptw_live_model *frozen;
+	uint64_t paused_ns;
 	bool force;   /* draw at the next tick, whatever the rate */
 	size_t scroll;
 	uint64_t last_draw;
@@ -347,6 +351,7 @@ void ptw_live_end(struct ptw_live *l)
 	ptw_buf_free(&l->pend);
 	release_stderr(l);
 	ptw_live_model_free(l->model);
+	ptw_live_model_free(l->frozen);
 	free(l->title);
 	free(l);
 }
@@ -426,7 +431,7 @@ static void dur_field(uint64_t ns, bool known, int w)
 static void draw_header(struct ptw_live *l, uint64_t now, size_t nrows)
 {
 	struct ptw_live_counts c;
-	ptw_live_model_counts(l->model, now, &c);
+	ptw_live_model_counts(l->frozen ? l->frozen : l->model, now, &c);
 	int cols = COLS;
 	attron(A_REVERSE);
 	move(0, 0);
@@ -593,14 +598,23 @@ static void draw(struct ptw_live *l, uint64_t now)
 {
 	const struct ptw_live_row *rows;
 	const struct ptw_live_group *groups;
-	size_t n = ptw_live_model_build(l->model, now, &l->q, &rows, &groups);
+	/* paused: the table as it was at the pause, at that time */
+	struct ptw_live_query q = l->q;
+	struct ptw_live_model *model = l->model;
+	uint64_t shown_ns = now;
+	if (l->frozen) {
+		model = l->frozen;
+		shown_ns = l->paused_ns;
+		q.name_of = NULL;
+	}
+	size_t n = ptw_live_model_build(model, shown_ns, &q, &rows, &groups);
 	erase();
 	int top = 3, height = LINES - top - 1;
 	if (height < 0)
 		height = 0;
 	if (l->scroll && l->scroll + (size_t)height > n)
 		l->scroll = n > (size_t)height ? n - (size_t)height : 0;
-	draw_header(l, now, n);
+	draw_header(l, shown_ns, n);
 	if (l->q.view == PTW_LIVE_THREADS)
 		draw_threads(l, rows, n, top, height);
 	else
@@ -692,6 +706,9 @@ static enum ptw_live_action key(struct ptw_live *l, int c)
 	case ' ':
 	case 'p':
 		l->paused = !l->paused;
+		ptw_live_model_free(l->frozen);
+		l->frozen = l->paused ? ptw_live_model_freeze(l->model) : NULL;
+		l->paused_ns = ptw_now_ns();
 		break;
 	case KEY_DOWN:
 	case 'j':

@@ -89,6 +89,41 @@ void ptw_live_model_free(struct ptw_live_model *m)
 	free(m);
 }
 
+static void map_copy(struct ptw_map *to, const struct ptw_map *from)
+{
+	size_t it = 0;
+	uint64_t k;
+	void *v;
+	while (ptw_map_next(from, &it, &k, &v))
+		ptw_map_put(to, k, v);
+}
+
+struct ptw_live_model *ptw_live_model_freeze(const struct ptw_live_model *m)
+{
+	struct ptw_live_model *f = xcalloc(1, sizeof(*f));
+	f->tracks_cap = m->ntracks ? m->ntracks : 1;
+	f->tracks = xcalloc(f->tracks_cap, sizeof(*f->tracks));
+	memcpy(f->tracks, m->tracks, m->ntracks * sizeof(*m->tracks));
+	f->ntracks = m->ntracks;
+	for (size_t i = 0; i < f->ntracks; i++)
+		f->tracks[i].sp = NULL; /* the copy is not refreshed from the engine */
+	f->groups = xcalloc(m->ngroups ? m->ngroups : 1, sizeof(*f->groups));
+	for (size_t g = 0; g < m->ngroups; g++) {
+		f->groups[g] = m->groups[g];
+		f->groups[g].routine = xstrdup(m->groups[g].routine);
+	}
+	f->ngroups = m->ngroups;
+	map_copy(&f->by_id, &m->by_id);
+	map_copy(&f->group_by_name, &m->group_by_name);
+	f->created = m->created;
+	f->ended = m->ended;
+	f->active = m->active;
+	f->first_ns = m->first_ns;
+	memcpy(f->rate, m->rate, sizeof(f->rate));
+	f->dirty = true;
+	return f;
+}
+
 const char *ptw_live_sort_name(enum ptw_live_view v, enum ptw_live_sort s)
 {
 	static const char *const threads[] = { "tid", "name", "routine", "state", "age", "spawn" };
@@ -453,15 +488,14 @@ size_t ptw_live_model_build(struct ptw_live_model *m, uint64_t now, const struct
 		snprintf(t->tid_text, sizeof(t->tid_text), "%d", (int)sp->tid);
 		const char *routine = m->groups[t->group].routine;
 		const char *name = sp->name ? sp->name : "";
-		if (!t->ended && q->name_of) {
-			if (!t->name_ns || now - t->name_ns >= PTW_LIVE_NAME_NS) {
-				t->name_ns = now;
-				if (!q->name_of(q->name_ctx, sp->tid, t->name, sizeof(t->name)))
-					t->name[0] = 0;
-			}
-			if (t->name[0])
-				name = t->name;
+		if (!t->ended && q->name_of &&
+		    (!t->name_ns || now - t->name_ns >= PTW_LIVE_NAME_NS)) {
+			t->name_ns = now;
+			if (!q->name_of(q->name_ctx, sp->tid, t->name, sizeof(t->name)))
+				t->name[0] = 0;
 		}
+		if (!t->ended && t->name[0]) /* (a frozen copy: the name it had) */
+			name = t->name;
 		if (filter && !matches(t->tid_text, filter) && !matches(name, filter) &&
 		    !matches(routine, filter) && !matches(t->state, filter))
 			continue;
