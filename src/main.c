@@ -646,7 +646,10 @@ int main(int argc, char **argv)
 		if (r < 0) {
 			if (out_created)
 				unlink(o.output);
-			fprintf(stderr, "ptwatch: cannot attach to %d: %s\n", o.pid, why);
+			/* (why may name another process: its comm is anyone's) */
+			char *w = ptw_escape_str(why);
+			fprintf(stderr, "ptwatch: cannot attach to %d: %s\n", o.pid, w);
+			free(w);
 			ptw_session_free(s);
 			return 1;
 		}

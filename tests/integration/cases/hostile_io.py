@@ -180,6 +180,32 @@ def case_hostile_names(session, chk, which='all'):
                  detail=out)
 
 
+@case('hostile-tracer-name')
+def case_hostile_tracer_name(session, chk):
+    """ptwatch -p on a process another one traces: the refusal names that
+    tracer with its name, which anyone chooses: escaped."""
+    import ctypes
+    target = session.target('hostile')
+    pid = target.ready()[0]
+    libc = ctypes.CDLL(None, use_errno=True)
+    with open('/proc/self/comm', 'rb') as f:
+        mine = f.read().rstrip(b'\n')
+    evil = b'\x1b]0;pwn\x07\x1b[2J'
+    debugger = Debugger(pid)   # the test traces the fixture
+    try:
+        libc.prctl(15, ctypes.c_char_p(evil), 0, 0, 0)   # PR_SET_NAME
+        p = run_ptwatch(['-q', '-p', str(pid)])
+    finally:
+        libc.prctl(15, ctypes.c_char_p(mine), 0, 0, 0)
+        libc.ptrace(Debugger.PTRACE_DETACH, pid, None, None)
+    chk.eq('exit status', p.returncode, 1)
+    chk.eq('stderr: nothing a terminal acts on', terminal_unsafe(p.stderr), [])
+    chk.true('the refusal names the tracer, escaped',
+             ('already traced by PID %d (\\x1b]0;pwn\\x07\\x1b[2J)' % os.getpid()).encode()
+             in p.stderr, detail=p.stderr.decode('utf-8', 'replace'))
+    chk.eq('the fixture answers', target.ask('p'), ['pong'])
+
+
 @case('hostile-terminal')
 def case_hostile_terminal(session, chk, mode='lines'):
     """A real terminal (tmux) keeps its title and its lines when ptwatch
