@@ -25,7 +25,9 @@
  * a shell's job control, a closed terminal (SIGHUP). The front's death
  * (PR_SET_PDEATHSIG) or any session signal it forwards makes the tracer
  * detach cleanly: every byte restored, every page unmapped, the document
- * written. (A launched command is in ptwatch's process group, as without
+ * written. A tracer that does not answer is made to let go (see
+ * ptw_guardian_signal_answered): no ending of ptwatch leaves the target
+ * stopped. (A launched command is in ptwatch's process group, as without
  * ptwatch: a signal to the group is its too.)
  *
  * What can still harm the target: a SIGKILL of the tracer itself (by its pid
@@ -92,10 +94,24 @@ void ptw_guardian_share_mem(int fd);
  * die of it too instead of treating it as a tracer crash. */
 void ptw_guardian_mirror_signal(int sig);
 
+/* Tracer: it has taken a session signal in (traced on, or lets go): the
+ * front stops counting the grace period of the signals it forwarded. A
+ * tracer that answers none within PTW_STUCK_GRACE_MS while doing nothing
+ * (stuck in a write to a pipe nobody reads, stopped) is said to be stuck,
+ * continued if stopped, else killed: the kernel lets go of the target and
+ * the restorer puts its bytes back and writes the record. The restorer
+ * does the same when the front is gone (SIGKILL) and the tracer does not
+ * end. */
+void ptw_guardian_signal_answered(void);
+
 /* Tracer: does a restorer keep the record? (If not, do not encode it.) */
 bool ptw_guardian_keeps_record(void);
 /* Tracer: queues the record bytes in b (b is emptied) for the restorer and
  * sends what the socket takes now; never blocks. */
 void ptw_guardian_record(struct ptw_buf *b);
+/* Tracer: waits up to deadline_ms for the restorer to take what is queued
+ * (once the target is known: before an output may block the tracer, the
+ * restorer must have the record's header to write the end for it). */
+void ptw_guardian_record_wait(int deadline_ms);
 
 #endif

@@ -91,6 +91,10 @@ struct ptw_live_model;
 
 struct ptw_live_model *ptw_live_model_new(void);
 void ptw_live_model_free(struct ptw_live_model *m);
+/* A copy of what m shows now, for a paused screen: it can be built again
+ * (another view, sort or filter) but is noted nothing, and holds none of
+ * the engine's spans. */
+struct ptw_live_model *ptw_live_model_freeze(const struct ptw_live_model *m);
 
 /* Span sp (the engine's; it must stay valid until it has been noted as
  * ended) changed at time now, or is new. Returns true if the model did not

@@ -169,6 +169,7 @@ void ptw_json_location(struct ptw_json *j, const char *k, const struct ptw_locat
 struct ptw_lines {
 	int fd;
 	bool broken;	       /* a write failed: nothing more is written */
+	int err;	       /* the errno of that write (EPIPE: the reader closed) */
 	size_t warnings_done;  /* warnings written as lines so far */
 	uint64_t lines;	       /* lines written */
 	struct ptw_buf *hold;  /* non-NULL: lines wait here (no header yet) */
@@ -269,6 +270,12 @@ struct ptw_output_host {
 	/* A stream line is about to say more than the restorer may know: the
 	 * record goes to it first (if the tracer died now, it writes the rest). */
 	void (*before_line)(void *ctx);
+	/* An output could not be written (what: its file, or "standard
+	 * output", "standard error"; err: the errno). The session says it
+	 * once at its end, and its exit status is then PTW_EXIT_LOST_OUTPUT
+	 * (ptw_session.h); EPIPE is not a loss (the reader closed: SIGPIPE,
+	 * a session signal, ends the session). */
+	void (*lost)(void *ctx, const char *what, int err);
 	void *ctx;
 	bool lines_taken; /* the live table has the terminal: no event lines */
 };
@@ -277,6 +284,7 @@ struct ptw_output_host {
 struct ptw_output_conf {
 	enum ptw_output_format format;
 	int fd;		/* the document's, stream's or trace's; -1: standard output */
+	const char *path; /* fd's file as the user named it (messages), or NULL */
 	bool quiet;	/* text: no event lines (deadlocks are still said) */
 	bool snapshot;	/* text: --snapshot's report instead of the summary */
 	bool stdout_taken; /* text: another output writes to standard output */

@@ -25,11 +25,18 @@ struct ptw_live_opts;
 struct ptw_tracer;
 struct ptw_tracer_opts;
 
+/* ptwatch's exit status when an output could not be written (a full
+ * disk, an I/O error): said on standard error with the command's own
+ * status; man page, EXIT STATUS. */
+#define PTW_EXIT_LOST_OUTPUT 3
+
 struct ptw_session_opts {
 	/* The document, stream or trace besides the text (PTW_OUTPUT_TEXT:
-	 * none), to fd (-1: standard output; the session closes it). */
+	 * none), to fd (-1: standard output; the session closes it), the
+	 * file path names (for messages; NULL: standard output). */
 	enum ptw_output_format format;
 	int fd;
+	const char *path;
 	bool quiet;    /* no event lines (-q) */
 	bool snapshot; /* --snapshot: no event lines, its report, no timers */
 	bool locks;    /* --locks */
@@ -71,6 +78,10 @@ void ptw_session_begin(struct ptw_session *s, const struct ptw_report *head);
 /* The end: the engine finishes, then each output's end with r (r->spans
  * is set to the session's). */
 void ptw_session_end(struct ptw_session *s, struct ptw_report *r);
+/* The first output the session could not write (a full disk, an I/O
+ * error; not a closed pipe), by name ("spans.jsonl", "standard output")
+ * and errno: true, or false if none was lost. */
+bool ptw_session_lost(const struct ptw_session *s, const char **what, int *err);
 
 /* ---- the other command: ptwatch report FILE ---- */
 

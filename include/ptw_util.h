@@ -99,9 +99,27 @@ const char *ptw_signame(int sig);
  * not one (a stray byte, overlong, a surrogate, past U+10FFFF). */
 size_t ptw_utf8_sequence(const unsigned char *p, size_t avail);
 
+/*
+ * Text for a terminal or a log from a string someone else controls (a
+ * thread's name, a path, argv, a symbol): printable ASCII and valid UTF-8
+ * as they are; a backslash doubled; \n, \t, \r; any other control byte
+ * (C0, DEL), a C1 control (U+0080..U+009F: both of its bytes) and a byte
+ * that is not part of valid UTF-8 as \xHH, as strace writes them. The
+ * result holds no byte a terminal acts on, and a name reads back whole.
+ */
+void ptw_buf_put_escaped(struct ptw_buf *b, const char *s);
+void ptw_buf_put_escaped_n(struct ptw_buf *b, const char *s, size_t n);
+/* The same, as a new string (NULL stays NULL). */
+char *ptw_escape_str(const char *s);
+/* Would ptw_buf_put_escaped change s? */
+bool ptw_needs_escape(const char *s);
+
 /* Writes all of buf (again after EINTR and short writes); 0 or -errno. */
 int ptw_write_all(int fd, const void *buf, size_t len);
 
+/* Drops the one newline that ends a /proc file's line (a comm may hold
+ * others of its own: it is anyone's to set). */
+void ptw_chomp(char *s);
 /* Opens path for reading if it is a regular file, never waiting (a FIFO
  * or device planted where a file is expected is refused, -EINVAL) and not
  * through a symbolic link (-ELOOP): for files ptwatch does not control.

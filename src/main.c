@@ -92,11 +92,13 @@ static void usage(FILE *f)
 		"                       output go to /dev/null meanwhile); keys: q quit (let\n"
 		"                       go), tab view, s sort, r reverse, / filter, space pause\n"
 		"  --no-live            event lines, never the live table\n"
-		"  --duration=SECONDS   stop tracing after SECONDS and let COMMAND run on\n"
+		"  --duration=SECONDS   stop tracing after SECONDS (at most a year) and let\n"
+		"                       COMMAND run on\n"
 		"  --open-timeout=SECONDS\n"
 		"                       report a span still open after SECONDS (default 5,\n"
-		"                       fractions allowed, 0: never) with where its thread\n"
-		"                       is; if it ends later, it is marked slow\n"
+		"                       fractions allowed, at most a year, 0: never) with\n"
+		"                       where its thread is; if it ends later, it is marked\n"
+		"                       slow\n"
 		"  --no-debug-files     ignore separate debug files such as libc6-dbg's,\n"
 		"                       and do not ask debuginfod ($DEBUGINFOD_URLS)\n"
 		"                       (also: PTWATCH_NO_DEBUG_FILES=1)\n"
@@ -124,7 +126,8 @@ static void usage(FILE *f)
 		"has reacted; a second Ctrl-C within 2 s, or SIGTERM/SIGHUP sent to ptwatch\n"
 		"alone, detaches and leaves COMMAND running (exit status 128+signal).\n"
 		"ptwatch exits with COMMAND's exit status, or dies of its signal; with -p,\n"
-		"it exits 0 once it has let go of PID.\n"
+		"it exits 0 once it has let go of PID. An output it could not write (a full\n"
+		"disk; not a closed pipe) is said in one line, and the exit status is 3.\n"
 		"See ptwatch(1).\n");
 }
 
@@ -137,6 +140,89 @@ static void die_usage(const char *fmt, const char *arg)
 	fprintf(stderr, fmt, arg);
 	fprintf(stderr, "\nTry 'ptwatch --help'.\n");
 	exit(2);
+}
+
+/* The first word of a comma list that ok() refuses, for the message (a
+ * list that is all commas: ""); NULL if every word is fine. Static copy. */
+static const char *bad_word(const char *list, int (*ok)(const char *word))
+{
+	static char word[64];
+	const char *p = list;
+	do {
+		size_t n = strcspn(p, ",");
+		snprintf(word, sizeof(word), "%.*s", (int)(n < sizeof(word) ? n : sizeof(word) - 1), p);
+		if (n >= sizeof(word) || ok(word) < 0)
+			return word;
+		p += n;
+	} while (*p++);
+	return NULL;
+}
+
+static int event_word_ok(const char *w)
+{
+	struct ptw_text_filter f = { 0 };
+	return ptw_text_filter_events(&f, w);
+}
+
+static int tid_word_ok(const char *w)
+{
+	struct ptw_text_filter f = { 0 };
+	int r = ptw_text_filter_tids(&f, w);
+	free(f.tids);
+	return r;
+}
+
+static int debug_word_ok(const char *w)
+{
+	unsigned keep = ptw_debug_mask;
+	int r = ptw_debug_parse(w);
+	ptw_debug_mask = keep;
+	return r;
+}
+
+/* -e LIST, --tid LIST, --debug LIST: "<what> 'LIST': 'WORD' <why>",
+ * the word that is wrong named; exits 2. */
+static void __attribute__((noreturn)) die_list(const char *what, const char *list,
+					       int (*ok)(const char *), const char *why)
+{
+	const char *bad = bad_word(list, ok);
+	char *arg = ptw_escape_str(list);
+	if (!bad || !*bad) {
+		fprintf(stderr, "ptwatch: %s '%s': an empty name\n", what, arg);
+	} else {
+		char *b = ptw_escape_str(bad);
+		fprintf(stderr, "ptwatch: %s '%s': '%s' %s\n", what, arg, b, why);
+		free(b);
+	}
+	free(arg);
+	fprintf(stderr, "Try 'ptwatch --help'.\n");
+	exit(2);
+}
+
+/* SECONDS of --duration and --open-timeout: a decimal number, > 0 (or
+ * >= 0: zero_ok), at most a year; else exits 2 saying which. */
+#define SECONDS_MAX (86400.0 * 365)
+static double seconds_arg(const char *what, const char *arg, bool zero_ok)
+{
+	char *end;
+	errno = 0;
+	double s = strtod(arg, &end);
+	char *a = ptw_escape_str(arg);
+	if (*end || end == arg || s != s || s < 0 || (!zero_ok && !(s > 0)) ||
+	    (errno && errno != ERANGE)) {
+		fprintf(stderr, "ptwatch: invalid %s '%s' (seconds, %s)\n", what, a,
+			zero_ok ? ">= 0; 0 disables" : "> 0");
+		fprintf(stderr, "Try 'ptwatch --help'.\n");
+		exit(2);
+	}
+	if (s > SECONDS_MAX) {
+		fprintf(stderr, "ptwatch: invalid %s '%s': more than a year (at most %.0f seconds)\n",
+			what, a, SECONDS_MAX);
+		fprintf(stderr, "Try 'ptwatch --help'.\n");
+		exit(2);
+	}
+	free(a);
+	return s;
 }
 
 /* The options of the outputs (formats and the event lines' filters),
@@ -177,11 +263,15 @@ static bool output_option(int c, const char *arg, struct options *o)
 		return true;
 	case 'e':
 		if (ptw_text_filter_events(&o->filter, arg) < 0)
-			die_usage("unknown event name in '%s' (see ptwatch(1), EVENT LOG)", arg);
+			die_list("unknown event name in", arg, event_word_ok,
+				 "is none of exec, main, found, create, clone, start, end, cancel, detach, "
+				 "joined, signal, interrupt, open, execve, exit, call, ret, event, "
+				 "stops (see ptwatch(1))");
 		return true;
 	case OPT_TID_:
 		if (ptw_text_filter_tids(&o->filter, arg) < 0)
-			die_usage("invalid --tid '%s' (thread ids, comma separated)", arg);
+			die_list("invalid --tid", arg, tid_word_ok,
+				 "is not a thread id (thread ids, comma separated)");
 		return true;
 	case OPT_ROUTINE_:
 		o->filter.routine = arg;
@@ -278,22 +368,14 @@ static void parse_options(int argc, char **argv, struct options *o)
 			o->snapshot = true;
 			break;
 		case OPT_DURATION: {
-			char *end;
-			double s = strtod(optarg, &end);
-			if (*end || end == optarg || !(s > 0) || s > 86400.0 * 365)
-				die_usage("invalid duration '%s' (seconds, > 0)", optarg);
+			double s = seconds_arg("duration", optarg, false);
 			o->duration_ms = (int)(s * 1000.0 + 0.5);
 			if (o->duration_ms == 0)
 				o->duration_ms = 1;
 			break;
 		}
 		case OPT_OPEN_TIMEOUT: {
-			char *end;
-			errno = 0;
-			double s = strtod(optarg, &end);
-			if (errno || *end || end == optarg || !(s >= 0) || s > 86400.0 * 365)
-				die_usage("invalid open timeout '%s' (seconds, >= 0; 0 disables)",
-					  optarg);
+			double s = seconds_arg("open timeout", optarg, true);
 			o->open_timeout_ns = (uint64_t)(s * 1e9 + 0.5);
 			if (s > 0 && o->open_timeout_ns == 0)
 				o->open_timeout_ns = 1;
@@ -321,8 +403,8 @@ static void parse_options(int argc, char **argv, struct options *o)
 			break;
 		case OPT_DEBUG:
 			if (ptw_debug_parse(optarg) < 0)
-				die_usage("unknown debug domain in '%s' (attach,tdb,bp,sym,spans,tracer,all)",
-					  optarg);
+				die_list("unknown debug domain in", optarg, debug_word_ok,
+					 "is none of attach, tdb, bp, sym, spans, tracer, all");
 			break;
 		case OPT_LIVE:
 		case OPT_NO_LIVE:
@@ -385,11 +467,12 @@ static void live_add(const struct options *o, struct ptw_session *s, int input_f
 	if (o->pid) {
 		char comm[32] = "", path[48];
 		snprintf(path, sizeof(path), "/proc/%d/comm", o->pid);
-		FILE *f = fopen(path, "re");
-		if (f && fgets(comm, sizeof(comm), f))
-			comm[strcspn(comm, "\n")] = 0;
-		if (f)
-			fclose(f);
+		int n = ptw_read_small_file(path, comm, sizeof(comm));
+		if (n > 0 && comm[n - 1] == '\n') /* the file's: the name may hold one */
+			comm[n - 1] = 0;
+		else if (n <= 0)
+			comm[0] = 0;
+		/* (the live table escapes its title) */
 		snprintf(title, sizeof(title), "ptwatch -p %d (%s)", o->pid, comm);
 	} else {
 		snprintf(title, sizeof(title), "ptwatch -- %s", o->argv[0]);
@@ -508,6 +591,7 @@ int main(int argc, char **argv)
 	struct ptw_session_opts so = {
 		.format = o.format,
 		.fd = out_fd,
+		.path = o.output,
 		.quiet = o.quiet,
 		.snapshot = o.snapshot,
 		.locks = o.locks,
@@ -562,7 +646,10 @@ int main(int argc, char **argv)
 		if (r < 0) {
 			if (out_created)
 				unlink(o.output);
-			fprintf(stderr, "ptwatch: cannot attach to %d: %s\n", o.pid, why);
+			/* (why may name another process: its comm is anyone's) */
+			char *w = ptw_escape_str(why);
+			fprintf(stderr, "ptwatch: cannot attach to %d: %s\n", o.pid, w);
+			free(w);
 			ptw_session_free(s);
 			return 1;
 		}

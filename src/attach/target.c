@@ -20,7 +20,7 @@ static void comm_of(pid_t pid, char *buf, size_t len)
 	snprintf(path, sizeof(path), "/proc/%d/comm", pid);
 	if (ptw_read_small_file(path, buf, len) < 0)
 		snprintf(buf, len, "?");
-	buf[strcspn(buf, "\n")] = '\0';
+	ptw_chomp(buf);
 }
 
 int ptw_check_target(pid_t pid, char *why, size_t len)

@@ -14,6 +14,7 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,7 +32,38 @@ struct front {
 	int mirror_sig; /* the tracer will die of this on purpose */
 	int key_tty, key_w; /* the live table's keys, -1: none (any more) */
 	bool live;
+	/* An output the restorer could not write: said with the command's
+	 * status, and ptwatch's is PTW_EXIT_LOST_OUTPUT. */
+	int lost_err;
+	char lost[240];
+	/* Session signals forwarded and not answered yet
+	 * (ptw_guardian_signal_answered): since when (0: none), the last one
+	 * and whether it came from the terminal, how many, and when the
+	 * tracer last got anywhere (its progress then). */
+	uint64_t unanswered_ns, again_ns, progress_ns;
+	int unanswered_sig, unanswered_count;
+	bool unanswered_kernel;
+	struct ptw_progress progress;
+	uint64_t continued_ns; /* it was stopped: SIGCONT sent then */
+	bool forced;	       /* killed for it: the signal was ptwatch's */
 };
+
+/* Exits with status, or PTW_EXIT_LOST_OUTPUT after one line if an output
+ * was lost (how the command ended in it: ended, status as waitpid's). */
+static void __attribute__((noreturn)) front_exit(struct front *f, int status, bool ended,
+						 int wstatus)
+{
+	if (!f->lost_err)
+		_exit(status);
+	fprintf(stderr, "ptwatch: lost output %s: %s", f->lost, strerror(f->lost_err));
+	if (ended && WIFSIGNALED(wstatus))
+		fprintf(stderr, " (command killed by %s)\n", ptw_signame(WTERMSIG(wstatus)));
+	else if (ended)
+		fprintf(stderr, " (command exited with %d)\n", WEXITSTATUS(wstatus));
+	else
+		fputc('\n', stderr);
+	_exit(PTW_EXIT_LOST_OUTPUT);
+}
 
 /* The live table's keys: from the terminal to the tracer, never blocking
  * (a key that does not fit in the pipe is dropped). done: the tracer
@@ -68,6 +100,11 @@ static void receive(struct front *f)
 			f->mirror_sig = m.value;
 			continue;
 		}
+		if (m.type == MSG_ANSWERED) {
+			f->unanswered_ns = f->again_ns = f->continued_ns = 0;
+			f->unanswered_count = 0;
+			continue;
+		}
 		struct cmsghdr *c = CMSG_FIRSTHDR(&p.mh);
 		if (m.type == MSG_MEM_FD && c && c->cmsg_type == SCM_RIGHTS) {
 			int fd;
@@ -89,9 +126,9 @@ static void wait_command(struct front *f, pid_t target)
 		int status;
 		pid_t w = waitpid(target, &status, WNOHANG);
 		if (w == target) {
-			if (WIFSIGNALED(status))
+			if (WIFSIGNALED(status) && !f->lost_err)
 				ptw_die_of_signal(WTERMSIG(status));
-			_exit(WEXITSTATUS(status));
+			front_exit(f, WEXITSTATUS(status), true, status);
 		}
 		if (w < 0 && errno != EINTR)
 			return;
@@ -106,7 +143,7 @@ static void wait_command(struct front *f, pid_t target)
 			/* A terminal's signal reached the command too (our group,
 			 * its group): it reacts, and we exit as it does. */
 			if (si.ssi_signo != SIGCHLD && si.ssi_code != SI_KERNEL)
-				_exit(128 + (int)si.ssi_signo);
+				front_exit(f, 128 + (int)si.ssi_signo, false, 0);
 	}
 }
 
@@ -145,6 +182,8 @@ static void __attribute__((noreturn)) tracer_ended(struct front *f, int status)
 	if (restorer_outcome(f, &out)) {
 		restored += out.restored;
 		failed = out.failed;
+		f->lost_err = out.lost_err;
+		snprintf(f->lost, sizeof(f->lost), "%s", out.lost);
 	}
 	if (f->live && !out.terminal) /* the tracer died with the table on screen */
 		ptw_term_restore();
@@ -158,9 +197,14 @@ static void __attribute__((noreturn)) tracer_ended(struct front *f, int status)
 	if (out.xol_left)
 		fprintf(stderr, "; %d out-of-line pages stay mapped in it", out.xol_left);
 	fputc('\n', stderr);
+	/* Killed because it did not answer a signal sent to ptwatch alone:
+	 * the command runs on, as ptwatch's detach would have left it (a
+	 * terminal's signal reached the command too: it reacts). */
+	if (target && f->forced && !f->unanswered_kernel)
+		front_exit(f, 128 + f->unanswered_sig, false, 0);
 	if (target)
 		wait_command(f, target);
-	_exit(128 + sig);
+	front_exit(f, 128 + sig, false, 0);
 }
 
 /* To the tracer, with how it came (a terminal's key, a kill, its sender):
@@ -172,6 +216,72 @@ static void forward(struct front *f, const struct signalfd_siginfo *si)
 	v.sival_ptr = (void *)(uintptr_t)ptw_forwarded_signal_value(si->ssi_code, sender);
 	if (sigqueue(f->tracer, (int)si->ssi_signo, v) < 0)
 		kill(f->tracer, (int)si->ssi_signo);
+	/* the grace period: until the tracer answers (or ends) */
+	uint64_t now = ptw_now_ns();
+	if (!f->unanswered_ns) {
+		f->unanswered_ns = f->progress_ns = now;
+		ptw_stuck_progress(f->tracer, &f->progress);
+	} else if (!f->again_ns) {
+		f->again_ns = now; /* insisting: sooner */
+	}
+	f->unanswered_sig = (int)si->ssi_signo;
+	f->unanswered_kernel = si->ssi_code == SI_KERNEL;
+	f->unanswered_count++;
+}
+
+/* When the grace period of an unanswered signal ends (0: none runs). */
+static uint64_t stuck_deadline(const struct front *f)
+{
+	if (!f->unanswered_ns)
+		return 0;
+	if (f->continued_ns)
+		return f->continued_ns + PTW_STUCK_CONT_MS * 1000000ull;
+	uint64_t d = f->progress_ns + PTW_STUCK_GRACE_MS * 1000000ull;
+	if (f->again_ns && f->again_ns + PTW_STUCK_AGAIN_MS * 1000000ull < d)
+		d = f->again_ns + PTW_STUCK_AGAIN_MS * 1000000ull;
+	return d;
+}
+
+/*
+ * A session signal the tracer has not answered: if it gets nowhere (its
+ * CPU time, reads and writes do not move) for the grace period, or for
+ * a second after the user insisted, say where it is stuck and make it let
+ * go: continue it if it was stopped (it then answers and detaches
+ * cleanly), else kill it (the kernel lets go of every tracee; the
+ * restorer puts the bytes back and writes the record; the front says
+ * what became of the target once the tracer is reaped).
+ */
+static void check_stuck(struct front *f, uint64_t now)
+{
+	uint64_t deadline = stuck_deadline(f);
+	if (!deadline)
+		return;
+	struct ptw_progress p;
+	if (!f->continued_ns && !f->again_ns && ptw_stuck_progress(f->tracer, &p) &&
+	    (p.cpu != f->progress.cpu || p.io != f->progress.io)) {
+		f->progress = p; /* it works: not stuck */
+		f->progress_ns = now;
+		return;
+	}
+	if (now < deadline)
+		return;
+	char where[160];
+	ptw_stuck_describe(f->tracer, where, sizeof(where));
+	double waited = (double)(now - f->unanswered_ns) / 1e9;
+	if (!f->continued_ns && strncmp(where, "stopped (", 9) == 0) {
+		fprintf(stderr, "ptwatch: ptw-tracer %d has not answered %s for %.1f s: it is %s; "
+				"continuing it\n",
+			f->tracer, ptw_signame(f->unanswered_sig), waited, where);
+		f->continued_ns = now;
+		kill(f->tracer, SIGCONT);
+		return;
+	}
+	fprintf(stderr, "ptwatch: ptw-tracer %d has not answered %s for %.1f s: it is %s; killing "
+			"it (the kernel lets go of the target, the restorer puts its bytes back)\n",
+		f->tracer, ptw_signame(f->unanswered_sig), waited, where);
+	f->forced = true;
+	f->unanswered_ns = 0;
+	kill(f->tracer, SIGKILL);
 }
 
 static void __attribute__((noreturn)) guard(struct front *f)
@@ -179,7 +289,14 @@ static void __attribute__((noreturn)) guard(struct front *f)
 	for (;;) {
 		struct pollfd p[4] = { { f->sock, POLLIN, 0 }, { f->sigfd, POLLIN, 0 },
 				       { f->key_tty, POLLIN, 0 }, { f->key_w, 0, 0 } };
-		if (poll(p, f->key_tty >= 0 ? 4 : 2, -1) < 0 && errno != EINTR)
+		/* while a signal waits for an answer: a look at the tracer a second */
+		int timeout = -1;
+		uint64_t deadline = stuck_deadline(f), now = ptw_now_ns();
+		if (deadline) {
+			uint64_t next = now + 1000000000ull < deadline ? now + 1000000000ull : deadline;
+			timeout = next > now ? (int)((next - now + 999999) / 1000000) : 0;
+		}
+		if (poll(p, f->key_tty >= 0 ? 4 : 2, timeout) < 0 && errno != EINTR)
 			break;
 		if (p[0].revents & POLLIN)
 			receive(f);
@@ -193,6 +310,7 @@ static void __attribute__((noreturn)) guard(struct front *f)
 		}
 		if (f->key_tty >= 0 && (p[2].revents || p[3].revents))
 			pass_keys(f, p[3].revents != 0);
+		check_stuck(f, ptw_now_ns());
 		int status;
 		pid_t w = waitpid(f->tracer, &status, WNOHANG);
 		if (w == f->tracer)
@@ -327,8 +445,19 @@ int ptw_guardian_split(const struct ptw_guardian_opts *o)
 		return 0;
 	}
 	close(ft[1]);
-	if (with_restorer)
+	if (with_restorer) {
 		close(rt[1]);
+		/* The restorer makes a stuck tracer let go if we are gone. */
+		int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+		struct ptw_packet pk;
+		int tracer_pid = pid;
+		ptw_packet_init(&pk, &tracer_pid, sizeof(tracer_pid), pidfd);
+		if (pidfd >= 0) {
+			while (sendmsg(rf[0], &pk.mh, MSG_NOSIGNAL) < 0 && errno == EINTR)
+				;
+			close(pidfd);
+		}
+	}
 	/* A command launched by the tracer comes to us if the tracer dies. */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	struct front f = { .tracer = pid, .sock = ft[0],

@@ -16,7 +16,7 @@
 
 /* ---- the messages from the tracer to the front (tracer_side.c, guardian.c) ---- */
 
-enum { MSG_MEM_FD = 1, MSG_MIRROR = 2 };
+enum { MSG_MEM_FD = 1, MSG_MIRROR = 2, MSG_ANSWERED = 3 };
 
 struct ptw_guardian_msg {
 	int type;
@@ -83,6 +83,31 @@ int ptw_memfds_get(const struct ptw_memfds *m, pid_t pid);
  * the number that could not be restored. */
 int ptw_memfds_restore(const struct ptw_memfds *m, int *ret_restored);
 
+/* ---- a tracer that does not answer (stuck.c) ---- */
+
+/*
+ * When a session signal is not answered (the front's, ptw_guardian_split)
+ * or the front is gone (the restorer's), the tracer must end: how long
+ * it may take without doing anything before it is made to let go, and
+ * after a second signal. A tracer that works (CPU time, reads and writes
+ * move: a large document written, symbols loaded) is not stuck.
+ */
+#define PTW_STUCK_GRACE_MS 5000
+#define PTW_STUCK_AGAIN_MS 1000
+/* After a SIGCONT to a stopped tracer: how long it has to answer. */
+#define PTW_STUCK_CONT_MS 2000
+
+/* What a process has done so far: CPU time, bytes and calls of I/O. */
+struct ptw_progress {
+	uint64_t cpu, io;
+};
+/* Reads it; false if the process is gone. */
+bool ptw_stuck_progress(pid_t pid, struct ptw_progress *ret);
+/* Where it is, for a message: "stuck in write() (pipe_write)", "stopped
+ * (by SIGSTOP or SIGTSTP)", "stopped by its debugger (process 42)",
+ * "in uninterruptible sleep in read() (nfs_wait_bit_killable)". */
+void ptw_stuck_describe(pid_t pid, char *buf, size_t size);
+
 /* ---- the restorer (restorer.c) ---- */
 
 /* What the restorer tells the front when the tracer died. */
@@ -91,6 +116,8 @@ struct ptw_restorer_outcome {
 	int xol_left;	      /* out-of-line pages still mapped */
 	int alive;	      /* the target still ran afterwards */
 	int terminal;	      /* it put the terminal back (live table) */
+	int lost_err;	      /* an output it could not write (errno), 0: none */
+	char lost[240];	      /* which (ptw_session_lost), escaped */
 };
 
 /*

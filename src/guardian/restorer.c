@@ -59,12 +59,105 @@ static void on_end(void *ctx)
 
 static const struct ptw_record_handlers handlers = { on_event, on_report, on_end };
 
+/* ---- the front gone, the tracer stuck ---- */
+
+/*
+ * The front is ptwatch's way of ending a session. If it is gone (SIGKILL:
+ * `timeout -s KILL`) the tracer got SIGTERM (PR_SET_PDEATHSIG) and lets
+ * go; if it does not end and gets nowhere for PTW_STUCK_GRACE_MS, no one
+ * else is left to make it: say where it is stuck, continue it if it was
+ * stopped, else kill it (then the bytes go back as for any tracer death).
+ */
+struct watch {
+	int front;	    /* the socket to the front, -1 once it is gone */
+	int tracer_fd;	    /* a pidfd of the tracer (the front sends it), or -1 */
+	pid_t tracer;
+	uint64_t gone_ns;   /* the front went then (0: it is there) */
+	uint64_t progress_ns, continued_ns;
+	struct ptw_progress progress;
+	bool killed;
+};
+
+/* The front's packet: the tracer's pidfd; or its end. */
+static void front_packet(struct watch *w)
+{
+	union {
+		char b[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	int pid = 0;
+	struct iovec iov = { &pid, sizeof(pid) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
+			     .msg_controllen = sizeof(u.b) };
+	ssize_t n = recvmsg(w->front, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) { /* the front is gone */
+		w->front = -1;
+		w->gone_ns = w->progress_ns = ptw_now_ns();
+		if (w->tracer)
+			ptw_stuck_progress(w->tracer, &w->progress);
+		return;
+	}
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+	if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+		if (w->tracer_fd >= 0)
+			close(w->tracer_fd);
+		memcpy(&w->tracer_fd, CMSG_DATA(c), sizeof(int));
+		w->tracer = pid;
+	}
+}
+
+static void watch_tracer(struct watch *w, uint64_t now)
+{
+	if (!w->gone_ns || !w->tracer || w->killed)
+		return;
+	struct ptw_progress p;
+	if (!ptw_stuck_progress(w->tracer, &p))
+		return; /* gone: the end of its socket comes */
+	if (!w->continued_ns && (p.cpu != w->progress.cpu || p.io != w->progress.io)) {
+		w->progress = p;
+		w->progress_ns = now;
+		return;
+	}
+	uint64_t deadline = w->continued_ns ? w->continued_ns + PTW_STUCK_CONT_MS * 1000000ull
+					    : w->progress_ns + PTW_STUCK_GRACE_MS * 1000000ull;
+	if (now < deadline)
+		return;
+	char where[160];
+	ptw_stuck_describe(w->tracer, where, sizeof(where));
+	bool stopped = strncmp(where, "stopped (", 9) == 0 && !w->continued_ns;
+	fprintf(stderr, "ptwatch: the front is gone and ptw-tracer %d has not ended for %.1f s: it "
+			"is %s; %s\n",
+		w->tracer, (double)(now - w->gone_ns) / 1e9, where,
+		stopped ? "continuing it"
+			: "killing it (the kernel lets go of the target, its bytes go back)");
+	int sig = stopped ? SIGCONT : SIGKILL;
+	if (w->tracer_fd >= 0) /* that process, even if its pid were reused */
+		syscall(SYS_pidfd_send_signal, w->tracer_fd, sig, NULL, 0);
+	else
+		kill(w->tracer, sig);
+	if (stopped)
+		w->continued_ns = now;
+	else
+		w->killed = true;
+}
+
 /* Reads packets until the tracer's end of the socket is closed (it exited,
- * however it did). */
-static void keep_record(struct restorer *r, int sock)
+ * however it did); meanwhile, watches that the front is there. */
+static void keep_record(struct restorer *r, int sock, struct watch *w)
 {
 	char *buf = xmalloc(PACKET_MAX);
 	for (;;) {
+		struct pollfd pf[2] = { { sock, POLLIN, 0 }, { w->front, POLLIN, 0 } };
+		int timeout = w->gone_ns && !w->killed ? 1000 : -1;
+		if (poll(pf, w->front >= 0 ? 2 : 1, timeout) < 0 && errno != EINTR)
+			break;
+		if (w->front >= 0 && pf[1].revents)
+			front_packet(w);
+		watch_tracer(w, ptw_now_ns());
+		if (!(pf[0].revents & (POLLIN | POLLHUP | POLLERR)))
+			continue;
 		union {
 			char b[CMSG_SPACE(sizeof(int))];
 			struct cmsghdr align;
@@ -72,8 +165,8 @@ static void keep_record(struct restorer *r, int sock)
 		struct iovec iov = { buf, PACKET_MAX };
 		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
 				     .msg_controllen = sizeof(u.b) };
-		ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
-		if (n < 0 && errno == EINTR)
+		ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
 			continue;
 		if (n <= 0)
 			break;
@@ -284,7 +377,8 @@ void ptw_restorer_run(const struct ptw_guardian_opts *o, int from_tracer, int to
 	so.record = false;
 	so.filter = NULL;
 	struct restorer r = { .reader = ptw_record_reader_new(), .session = ptw_session_new(&so) };
-	keep_record(&r, from_tracer);
+	struct watch w = { .front = to_front, .tracer_fd = -1 };
+	keep_record(&r, from_tracer, &w);
 	close(from_tracer);
 	if (r.ended)
 		_exit(0);
@@ -306,6 +400,21 @@ void ptw_restorer_run(const struct ptw_guardian_opts *o, int from_tracer, int to
 	}
 	if (r.header && !r.broken)
 		write_record(&r, &out, xol_why);
+	const char *lost;
+	if (ptw_session_lost(r.session, &lost, &out.lost_err)) { /* the front says it */
+		char *what = ptw_escape_str(lost);
+		snprintf(out.lost, sizeof(out.lost), "%s", what);
+		free(what);
+	}
+	if (w.front < 0) { /* no front to say it: the restorer does */
+		fprintf(stderr, "ptwatch: the tracer process ended before it finished; restored %d "
+				"patched bytes%s; %s\n",
+			out.restored, out.failed ? " (some could not be)" : "",
+			!pid	    ? "nothing was patched"
+			: out.alive ? "the target was still running, untraced"
+				    : "the target did not survive");
+		_exit(0);
+	}
 	while (send(to_front, &out, sizeof(out), MSG_NOSIGNAL) < 0 && errno == EINTR)
 		;
 	_exit(0);

@@ -135,6 +135,11 @@ void ptw_guardian_record(struct ptw_buf *b)
 	}
 }
 
+void ptw_guardian_record_wait(int deadline_ms)
+{
+	send_pending(deadline_ms);
+}
+
 /* Whatever way the tracer leaves but dying, it finished: say so. */
 static void tracer_finished(void)
 {
@@ -177,6 +182,16 @@ void ptw_guardian_mirror_signal(int sig)
 		return;
 	struct ptw_guardian_msg m = { MSG_MIRROR, sig };
 	while (send(front_sock, &m, sizeof(m), MSG_NOSIGNAL) < 0 && errno == EINTR)
+		;
+}
+
+void ptw_guardian_signal_answered(void)
+{
+	if (front_sock < 0)
+		return;
+	struct ptw_guardian_msg m = { MSG_ANSWERED, 0 };
+	/* never waits: a front that does not read it has gone */
+	while (send(front_sock, &m, sizeof(m), MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno == EINTR)
 		;
 }
 

@@ -25,8 +25,11 @@ static void finish(struct ptw_lines *l, struct ptw_json *j)
 		ptw_buf_free(j->out);
 		return;
 	}
-	if (!l->broken && ptw_write_all(l->fd >= 0 ? l->fd : STDOUT_FILENO, j->out->p, j->out->len) < 0)
+	int r = l->broken ? 0 : ptw_write_all(l->fd >= 0 ? l->fd : STDOUT_FILENO, j->out->p, j->out->len);
+	if (r < 0) {
 		l->broken = true;
+		l->err = -r;
+	}
 	if (!l->broken)
 		l->lines++;
 	ptw_buf_free(j->out);

@@ -50,6 +50,10 @@ struct ptw_live {
 	char filter[FILTER_MAX + 1];
 	bool editing; /* typing the filter */
 	bool paused;
+	/* paused: what was shown at the pause, and when (a key that redraws
+	 * shows it again, sorted, filtered, scrolled: nothing new) */
+	struct ptw_live_model *frozen;
+	uint64_t paused_ns;
 	bool force;   /* draw at the next tick, whatever the rate */
 	size_t scroll;
 	uint64_t last_draw;
@@ -71,11 +75,19 @@ static bool comm_of(void *ctx, pid_t tid, char *buf, size_t size)
 	FILE *f = fopen(path, "re");
 	if (!f)
 		return false;
-	bool ok = fgets(buf, (int)size, f) != NULL;
+	char raw[64];
+	size_t n = fread(raw, 1, sizeof(raw) - 1, f);
 	fclose(f);
-	if (ok)
-		buf[strcspn(buf, "\n")] = 0;
-	return ok;
+	if (!n)
+		return false;
+	raw[n] = 0;
+	if (raw[n - 1] == '\n') /* the file's; a newline in the name stays */
+		raw[n - 1] = 0;
+	struct ptw_buf b = { 0 };
+	ptw_buf_put_escaped(&b, raw);
+	snprintf(buf, size, "%s", b.p ? b.p : "");
+	ptw_buf_free(&b);
+	return true;
 }
 
 /* The one table that has the terminal, for ptw_live_emergency_end. */
@@ -277,7 +289,7 @@ int ptw_live_start(const struct ptw_live_opts *o, struct ptw_live **ret)
 		init_pair(2, COLOR_YELLOW, -1);
 		l->has_color = true;
 	}
-	l->title = xstrdup(o->title ? o->title : "ptwatch");
+	l->title = ptw_escape_str(o->title ? o->title : "ptwatch"); /* names the target's */
 	l->open_timeout_ns = o->open_timeout_ns;
 	l->model = ptw_live_model_new();
 	l->q.view = PTW_LIVE_THREADS;
@@ -339,6 +351,7 @@ void ptw_live_end(struct ptw_live *l)
 	ptw_buf_free(&l->pend);
 	release_stderr(l);
 	ptw_live_model_free(l->model);
+	ptw_live_model_free(l->frozen);
 	free(l->title);
 	free(l);
 }
@@ -418,7 +431,7 @@ static void dur_field(uint64_t ns, bool known, int w)
 static void draw_header(struct ptw_live *l, uint64_t now, size_t nrows)
 {
 	struct ptw_live_counts c;
-	ptw_live_model_counts(l->model, now, &c);
+	ptw_live_model_counts(l->frozen ? l->frozen : l->model, now, &c);
 	int cols = COLS;
 	attron(A_REVERSE);
 	move(0, 0);
@@ -585,14 +598,23 @@ static void draw(struct ptw_live *l, uint64_t now)
 {
 	const struct ptw_live_row *rows;
 	const struct ptw_live_group *groups;
-	size_t n = ptw_live_model_build(l->model, now, &l->q, &rows, &groups);
+	/* paused: the table as it was at the pause, at that time */
+	struct ptw_live_query q = l->q;
+	struct ptw_live_model *model = l->model;
+	uint64_t shown_ns = now;
+	if (l->frozen) {
+		model = l->frozen;
+		shown_ns = l->paused_ns;
+		q.name_of = NULL;
+	}
+	size_t n = ptw_live_model_build(model, shown_ns, &q, &rows, &groups);
 	erase();
 	int top = 3, height = LINES - top - 1;
 	if (height < 0)
 		height = 0;
 	if (l->scroll && l->scroll + (size_t)height > n)
 		l->scroll = n > (size_t)height ? n - (size_t)height : 0;
-	draw_header(l, now, n);
+	draw_header(l, shown_ns, n);
 	if (l->q.view == PTW_LIVE_THREADS)
 		draw_threads(l, rows, n, top, height);
 	else
@@ -684,6 +706,9 @@ static enum ptw_live_action key(struct ptw_live *l, int c)
 	case ' ':
 	case 'p':
 		l->paused = !l->paused;
+		ptw_live_model_free(l->frozen);
+		l->frozen = l->paused ? ptw_live_model_freeze(l->model) : NULL;
+		l->paused_ns = ptw_now_ns();
 		break;
 	case KEY_DOWN:
 	case 'j':

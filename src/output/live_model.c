@@ -29,7 +29,7 @@ struct track {
 	bool spawn_seen;  /* its spawn latency is in its group's */
 	bool created;	  /* counted in created */
 	uint64_t seen_ns; /* first noted */
-	char name[16];	  /* from name_of, at name_ns */
+	char name[64];	  /* from name_of, at name_ns (escaped: up to 4 bytes a byte) */
 	uint64_t name_ns;
 	char tid_text[16];
 	char state[64];
@@ -87,6 +87,41 @@ void ptw_live_model_free(struct ptw_live_model *m)
 	ptw_map_free(&m->group_by_name);
 	ptw_buf_free(&m->text);
 	free(m);
+}
+
+static void map_copy(struct ptw_map *to, const struct ptw_map *from)
+{
+	size_t it = 0;
+	uint64_t k;
+	void *v;
+	while (ptw_map_next(from, &it, &k, &v))
+		ptw_map_put(to, k, v);
+}
+
+struct ptw_live_model *ptw_live_model_freeze(const struct ptw_live_model *m)
+{
+	struct ptw_live_model *f = xcalloc(1, sizeof(*f));
+	f->tracks_cap = m->ntracks ? m->ntracks : 1;
+	f->tracks = xcalloc(f->tracks_cap, sizeof(*f->tracks));
+	memcpy(f->tracks, m->tracks, m->ntracks * sizeof(*m->tracks));
+	f->ntracks = m->ntracks;
+	for (size_t i = 0; i < f->ntracks; i++)
+		f->tracks[i].sp = NULL; /* the copy is not refreshed from the engine */
+	f->groups = xcalloc(m->ngroups ? m->ngroups : 1, sizeof(*f->groups));
+	for (size_t g = 0; g < m->ngroups; g++) {
+		f->groups[g] = m->groups[g];
+		f->groups[g].routine = xstrdup(m->groups[g].routine);
+	}
+	f->ngroups = m->ngroups;
+	map_copy(&f->by_id, &m->by_id);
+	map_copy(&f->group_by_name, &m->group_by_name);
+	f->created = m->created;
+	f->ended = m->ended;
+	f->active = m->active;
+	f->first_ns = m->first_ns;
+	memcpy(f->rate, m->rate, sizeof(f->rate));
+	f->dirty = true;
+	return f;
 }
 
 const char *ptw_live_sort_name(enum ptw_live_view v, enum ptw_live_sort s)
@@ -157,6 +192,16 @@ static uint64_t span_begin(const struct ptw_span *sp)
 	return sp->create_ns.set ? sp->create_ns.v : 0;
 }
 
+/* What the target controls goes to the screen escaped (ptw_util.h):
+ * nothing in a name can move the cursor, retitle or clear the terminal. */
+static void copy_escaped(char *dst, size_t size, const char *src)
+{
+	struct ptw_buf b = { 0 };
+	ptw_buf_put_escaped(&b, src);
+	snprintf(dst, size, "%s", b.p ? b.p : "");
+	ptw_buf_free(&b);
+}
+
 static void snapshot(struct track *t, const struct ptw_span *sp)
 {
 	t->snap = *sp;
@@ -164,11 +209,11 @@ static void snapshot(struct track *t, const struct ptw_span *sp)
 	t->snap.stack = NULL;
 	t->snap.nstack = 0;
 	if (sp->name) {
-		snprintf(t->snap_name, sizeof(t->snap_name), "%s", sp->name);
+		copy_escaped(t->snap_name, sizeof(t->snap_name), sp->name);
 		t->snap.name = t->snap_name;
 	}
 	if (sp->open_state) {
-		snprintf(t->snap_open_state, sizeof(t->snap_open_state), "%s", sp->open_state);
+		copy_escaped(t->snap_open_state, sizeof(t->snap_open_state), sp->open_state);
 		t->snap.open_state = t->snap_open_state;
 	}
 	t->sp = span_ended(sp) ? NULL : sp;
@@ -443,15 +488,14 @@ size_t ptw_live_model_build(struct ptw_live_model *m, uint64_t now, const struct
 		snprintf(t->tid_text, sizeof(t->tid_text), "%d", (int)sp->tid);
 		const char *routine = m->groups[t->group].routine;
 		const char *name = sp->name ? sp->name : "";
-		if (!t->ended && q->name_of) {
-			if (!t->name_ns || now - t->name_ns >= PTW_LIVE_NAME_NS) {
-				t->name_ns = now;
-				if (!q->name_of(q->name_ctx, sp->tid, t->name, sizeof(t->name)))
-					t->name[0] = 0;
-			}
-			if (t->name[0])
-				name = t->name;
+		if (!t->ended && q->name_of &&
+		    (!t->name_ns || now - t->name_ns >= PTW_LIVE_NAME_NS)) {
+			t->name_ns = now;
+			if (!q->name_of(q->name_ctx, sp->tid, t->name, sizeof(t->name)))
+				t->name[0] = 0;
 		}
+		if (!t->ended && t->name[0]) /* (a frozen copy: the name it had) */
+			name = t->name;
 		if (filter && !matches(t->tid_text, filter) && !matches(name, filter) &&
 		    !matches(routine, filter) && !matches(t->state, filter))
 			continue;
@@ -540,12 +584,17 @@ bool ptw_live_model_wait(struct ptw_live_model *m, const struct ptw_wait *w, boo
 	const char *obj = w->object_loc && w->object_loc->symbol ? w->object_loc->symbol : NULL;
 	/* the state column is narrow: a deadlock names the object alone */
 	const char *what = deadlock ? "DEADLOCK" : ptw_wait_object_kind(w->kind);
+	struct ptw_buf b = { 0 };
+	ptw_buf_printf(&b, "%s ", what);
+	if (obj)
+		ptw_buf_put_escaped(&b, obj);
+	else
+		ptw_buf_printf(&b, "%#" PRIx64, w->object);
 	if (!waiting)
 		t->wait[0] = '\0';
-	else if (obj)
-		snprintf(t->wait, sizeof(t->wait), "%s %s", what, obj);
 	else
-		snprintf(t->wait, sizeof(t->wait), "%s %#" PRIx64, what, w->object);
+		snprintf(t->wait, sizeof(t->wait), "%s", b.p);
+	ptw_buf_free(&b);
 	m->dirty = true;
 	return true;
 }

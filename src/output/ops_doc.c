@@ -5,6 +5,7 @@
  * or standard output. See ptw_output.h.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,12 +31,13 @@ static void doc_end(struct ptw_output *o, const struct ptw_report *r)
 	else
 		ptw_report_json(r, &out);
 	int ret = ptw_write_all(fd >= 0 ? fd : STDOUT_FILENO, out.p, out.len);
-	if (ret < 0)
-		fprintf(stderr, "ptwatch: cannot write the spans document: %s\n", strerror(-ret));
-	if (fd >= 0)
-		close(fd);
+	/* (a file system may say only now that the data did not fit) */
+	if (fd >= 0 && close(fd) < 0 && ret == 0 && errno != EINTR)
+		ret = -errno;
 	d->conf.fd = -1;
 	ptw_buf_free(&out);
+	if (ret < 0 && o->host->lost)
+		o->host->lost(o->host->ctx, d->conf.path ? d->conf.path : "standard output", -ret);
 }
 
 static void doc_free(struct ptw_output *o)

@@ -6,7 +6,9 @@
  * lines as they come, and the metrics last. See ptw_output.h.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "ptw_frames.h"
@@ -41,9 +43,19 @@ static int lines_begin(struct ptw_output *o, const struct ptw_report *head)
 		l->out.warnings_done = head->nwarnings;
 	} else {
 		ptw_lines_header(&l->out, head);
-		if (held && held->len && !l->out.broken &&
-		    ptw_write_all(l->out.fd >= 0 ? l->out.fd : STDOUT_FILENO, held->p, held->len) < 0)
-			l->out.broken = true;
+		/* one write per line, as the rest of the stream: a pipe takes
+		 * each whole or not at all (a killed tracer cuts none) */
+		for (size_t at = 0; held && at < held->len && !l->out.broken;) {
+			const char *nl = memchr(held->p + at, '\n', held->len - at);
+			size_t len = nl ? (size_t)(nl - (held->p + at)) + 1 : held->len - at;
+			int r = ptw_write_all(l->out.fd >= 0 ? l->out.fd : STDOUT_FILENO, held->p + at,
+					      len);
+			if (r < 0) {
+				l->out.broken = true;
+				l->out.err = -r;
+			}
+			at += len;
+		}
 		ptw_lines_warnings(&l->out, head);
 	}
 	if (held) {
@@ -139,9 +151,15 @@ static void lines_end(struct ptw_output *o, const struct ptw_report *r)
 		if (ptw_frames_get(f, i)->status == PTW_FRAME_OPEN)
 			ptw_lines_frame(&l->out, ptw_frames_get(f, i));
 	ptw_lines_end(&l->out, r);
-	if (l->out.fd >= 0)
-		close(l->out.fd);
+	/* (a file system may say only now that the data did not fit) */
+	if (l->out.fd >= 0 && close(l->out.fd) < 0 && !l->out.broken && errno != EINTR) {
+		l->out.broken = true;
+		l->out.err = errno;
+	}
 	l->out.fd = -1;
+	if (l->out.broken && o->host->lost)
+		o->host->lost(o->host->ctx, l->conf.path ? l->conf.path : "standard output",
+			      l->out.err);
 }
 
 static void lines_free(struct ptw_output *o)

@@ -95,9 +95,11 @@ static void text_end(struct ptw_output *o, const struct ptw_report *r)
 		ptw_text_snapshot(&out, r);
 	else
 		ptw_text_summary(&out, r);
-	ptw_write_all(snapshot && !t->conf.stdout_taken ? STDOUT_FILENO : STDERR_FILENO, out.p,
-		      out.len);
+	bool to_stdout = snapshot && !t->conf.stdout_taken;
+	int ret = ptw_write_all(to_stdout ? STDOUT_FILENO : STDERR_FILENO, out.p, out.len);
 	ptw_buf_free(&out);
+	if (ret < 0 && o->host->lost)
+		o->host->lost(o->host->ctx, to_stdout ? "standard output" : "standard error", -ret);
 }
 
 static void text_free(struct ptw_output *o)

@@ -34,34 +34,41 @@ static const char *basename_of(const char *path)
 	return b ? b + 1 : path;
 }
 
-/* "libfoo.so.1+0x1a2b", or "0x7f..." outside any module. */
+/* "libfoo.so.1+0x1a2b", or "0x7f..." outside any module. Every string
+ * the target controls (names, paths, symbols) goes out escaped
+ * (ptw_buf_put_escaped): nothing in it can act on the user's terminal. */
 static void module_offset(struct ptw_buf *out, const struct ptw_location *loc)
 {
-	if (loc->module && loc->has_offset)
-		ptw_buf_printf(out, "%s+%#" PRIx64, basename_of(loc->module), loc->offset);
-	else
+	if (loc->module && loc->has_offset) {
+		ptw_buf_put_escaped(out, basename_of(loc->module));
+		ptw_buf_printf(out, "+%#" PRIx64, loc->offset);
+	} else
 		ptw_buf_printf(out, "%#" PRIx64, loc->addr);
 }
 
 void ptw_text_location(struct ptw_buf *out, const struct ptw_location *loc, const char *known_name)
 {
 	if (!loc) {
-		ptw_buf_puts(out, known_name ? known_name : "?");
+		ptw_buf_put_escaped(out, known_name ? known_name : "?");
 		return;
 	}
 	if (loc->symbol) {
-		ptw_buf_puts(out, loc->symbol);
+		ptw_buf_put_escaped(out, loc->symbol);
 		if (loc->symbol_offset)
 			ptw_buf_printf(out, "+%#" PRIx64, loc->symbol_offset);
 	} else if (known_name) {
-		ptw_buf_printf(out, "%s (", known_name);
+		ptw_buf_put_escaped(out, known_name);
+		ptw_buf_puts(out, " (");
 		module_offset(out, loc);
 		ptw_buf_putc(out, ')');
 	} else {
 		module_offset(out, loc);
 	}
-	if (loc->file)
-		ptw_buf_printf(out, " (%s:%d)", basename_of(loc->file), loc->line);
+	if (loc->file) {
+		ptw_buf_puts(out, " (");
+		ptw_buf_put_escaped(out, basename_of(loc->file));
+		ptw_buf_printf(out, ":%d)", loc->line);
+	}
 }
 
 /* "   0.061788   12180 create  ", with the process first under -f once
@@ -112,8 +119,11 @@ static void end_text(struct ptw_buf *out, const struct ptw_span *sp)
 		break;
 	default:
 		ptw_buf_printf(out, " %s", ptw_method_name(sp->method));
-		if (sp->reason)
-			ptw_buf_printf(out, " (%s)", sp->reason);
+		if (sp->reason) {
+			ptw_buf_puts(out, " (");
+			ptw_buf_put_escaped(out, sp->reason);
+			ptw_buf_putc(out, ')');
+		}
 		break;
 	}
 	if (sp->value.set && sp->status != PTW_STATUS_CANCELLED)
@@ -131,9 +141,12 @@ static void open_for(struct ptw_buf *out, const struct ptw_event *ev, bool at_le
 {
 	ptw_buf_printf(out, " open for %s", at_least ? "at least " : "");
 	ptw_text_duration(out, ev->value);
-	ptw_buf_printf(out, ", now %s", ev->state ? ev->state : "?");
-	if (ev->wchan)
-		ptw_buf_printf(out, " in %s", ev->wchan);
+	ptw_buf_puts(out, ", now ");
+	ptw_buf_put_escaped(out, ev->state ? ev->state : "?");
+	if (ev->wchan) {
+		ptw_buf_puts(out, " in ");
+		ptw_buf_put_escaped(out, ev->wchan);
+	}
 	if (ev->routine && ev->routine->symbol) {
 		ptw_buf_puts(out, " at ");
 		ptw_text_location(out, ev->routine, NULL);
@@ -146,7 +159,8 @@ void ptw_text_event(struct ptw_buf *out, const struct ptw_text_style *st, const 
 	switch (ev->kind) {
 	case PTW_EV_IMAGE:
 		line_start(out, st, ev, "exec");
-		ptw_buf_printf(out, " %s", ev->name ? ev->name : "?");
+		ptw_buf_putc(out, ' ');
+		ptw_buf_put_escaped(out, ev->name ? ev->name : "?");
 		span_tag(out, sp);
 		break;
 	case PTW_EV_MAIN_START:
@@ -249,8 +263,10 @@ void ptw_text_event(struct ptw_buf *out, const struct ptw_text_style *st, const 
 				       ev->span_kind == PTW_SPAN_FRAME ? "frame" : "?", ev->span_id);
 		else
 			span_tag(out, sp);
-		if (thread && sp->name)
-			ptw_buf_printf(out, " %s", sp->name);
+		if (thread && sp->name) {
+			ptw_buf_putc(out, ' ');
+			ptw_buf_put_escaped(out, sp->name);
+		}
 		if (thread && (sp->start_routine || sp->origin == PTW_ORIGIN_MAIN)) {
 			ptw_buf_putc(out, ' ');
 			ptw_text_location(out, sp->start_routine,
@@ -295,7 +311,7 @@ void ptw_text_frame_event(struct ptw_buf *out, const struct ptw_text_style *st, 
 		line_start(out, st, ev, "ret");
 		ptw_buf_printf(out, " {%u} %*s", fr->id, (int)(fr->depth - 1) * 2, "");
 		const struct ptw_location *loc = fr->function;
-		ptw_buf_puts(out, loc && loc->symbol ? loc->symbol : "?");
+		ptw_buf_put_escaped(out, loc && loc->symbol ? loc->symbol : "?");
 		if (fr->has_value)
 			ptw_buf_printf(out, " = %#" PRIx64, fr->value);
 		ptw_buf_puts(out, " after ");
@@ -312,7 +328,7 @@ static void object_text(struct ptw_buf *out, enum ptw_wait_kind kind, uint64_t o
 {
 	ptw_buf_printf(out, "%s ", ptw_wait_object_kind(kind));
 	if (loc && loc->symbol) {
-		ptw_buf_puts(out, loc->symbol);
+		ptw_buf_put_escaped(out, loc->symbol);
 		if (loc->symbol_offset)
 			ptw_buf_printf(out, "+%#" PRIx64, loc->symbol_offset);
 		ptw_buf_printf(out, " (%#" PRIx64 ")", object);
@@ -520,8 +536,10 @@ static void raw_event(struct ptw_buf *out, const struct ptw_text_style *st, cons
 		ptw_buf_printf(out, " sig=%s", ptw_signame(ev->sig));
 	if (ev->sp || ev->ret_addr)
 		ptw_buf_printf(out, " sp=%#" PRIx64 " ret=%#" PRIx64, ev->sp, ev->ret_addr);
-	if (ev->name)
-		ptw_buf_printf(out, " name=%s", ev->name);
+	if (ev->name) {
+		ptw_buf_puts(out, " name=");
+		ptw_buf_put_escaped(out, ev->name);
+	}
 	ptw_buf_putc(out, '\n');
 }
 
@@ -643,7 +661,7 @@ static void span_row(struct table *t, const struct ptw_span *sp)
 	c[0] = xasprintf("%u", sp->id);
 	c[1] = xasprintf("%d", sp->tid);
 	c[2] = sp->creator_tid ? xasprintf("%d", sp->creator_tid) : xstrdup("-");
-	c[3] = xstrdup(sp->name ? sp->name : "-");
+	c[3] = sp->name ? ptw_escape_str(sp->name) : xstrdup("-");
 	/* A raw clone() not made through glibc's clone() or any thread of
 	 * strategy "lwp" has no start routine to name, nor has a main thread
 	 * whose main() was not found (a stripped static program; Go without
@@ -674,8 +692,10 @@ static void span_row(struct table *t, const struct ptw_span *sp)
 	}
 	if (sp->detached == 1)
 		ptw_buf_puts(&n, ", detached");
-	if (sp->reason && sp->status == PTW_STATUS_UNMATCHED)
-		ptw_buf_printf(&n, ", %s", sp->reason);
+	if (sp->reason && sp->status == PTW_STATUS_UNMATCHED) {
+		ptw_buf_puts(&n, ", ");
+		ptw_buf_put_escaped(&n, sp->reason);
+	}
 	if (sp->uncertain)
 		ptw_buf_puts(&n, ", uncertain");
 	slow_text(&n, sp, ", ", "");
@@ -705,7 +725,7 @@ static void grouped_rows(struct ptw_buf *out, struct ptw_spans *spans)
 		ptw_dacc_result(&g[k].life, &dl);
 		char *c[TABLE_COLS] = {
 			xasprintf("%" PRIu64, g[k].count),
-			xstrdup(g[k].routine),
+			ptw_escape_str(g[k].routine),
 			xasprintf("%" PRIu64, g[k].by_status[PTW_STATUS_COMPLETED]),
 			xasprintf("%" PRIu64, g[k].by_status[PTW_STATUS_EXITED]),
 			lwp ? xasprintf("%" PRIu64, g[k].by_status[PTW_STATUS_LWP_EXITED]) : NULL,
@@ -750,13 +770,15 @@ static void processes_summary(struct ptw_buf *out, const struct ptw_report *r)
 		shown++;
 		const char *exe = p->exe ? strrchr(p->exe, '/') : NULL;
 		exe = exe ? exe + 1 : p->exe ? p->exe : "?";
-		ptw_buf_printf(out, "  process %d %s", p->pid, exe);
+		ptw_buf_printf(out, "  process %d ", p->pid);
+		ptw_buf_put_escaped(out, exe);
 		if (p->id)
 			ptw_buf_printf(out, ", forked by %d (thread %d)", p->ppid, p->parent_tid);
 		ptw_buf_printf(out, ": %zu thread%s (%zu created)", threads, threads == 1 ? "" : "s", created);
-		if (!p->followed)
-			ptw_buf_printf(out, ", not followed: %s",
-				       p->not_followed_why ? p->not_followed_why : "?");
+		if (!p->followed) {
+			ptw_buf_puts(out, ", not followed: ");
+			ptw_buf_put_escaped(out, p->not_followed_why ? p->not_followed_why : "?");
+		}
 		if (p->exit_kind == PTW_EXIT_CODE)
 			ptw_buf_printf(out, ", exited with code %d", p->exit_code);
 		else if (p->exit_kind == PTW_EXIT_SIGNAL)
@@ -784,10 +806,13 @@ static void processes_summary(struct ptw_buf *out, const struct ptw_report *r)
 /* "detached", or "detached (interrupted)": why, when the reason says more. */
 static void detached_text(struct ptw_buf *out, const struct ptw_report *r)
 {
-	if (r->end_reason && strcmp(r->end_reason, "detached"))
-		ptw_buf_printf(out, "detached (%s)", r->end_reason);
-	else
+	if (r->end_reason && strcmp(r->end_reason, "detached")) {
+		ptw_buf_puts(out, "detached (");
+		ptw_buf_put_escaped(out, r->end_reason); /* a report's: from a file */
+		ptw_buf_putc(out, ')');
+	} else {
 		ptw_buf_puts(out, "detached");
+	}
 }
 
 static void fate_line(struct ptw_buf *out, const struct ptw_report *r)
@@ -879,7 +904,9 @@ static void frame_line(struct ptw_buf *out, const struct ptw_frame *fr)
 		ptw_buf_puts(out, "  ");
 		ptw_text_duration(out, fr->return_ns - fr->entry_ns);
 	} else if (fr->status == PTW_FRAME_UNMATCHED) {
-		ptw_buf_printf(out, "  unmatched (%s)", fr->reason ? fr->reason : "?");
+		ptw_buf_puts(out, "  unmatched (");
+		ptw_buf_put_escaped(out, fr->reason ? fr->reason : "?");
+		ptw_buf_putc(out, ')');
 		if (fr->has_left && fr->left_ns >= fr->entry_ns) {
 			ptw_buf_puts(out, " after ");
 			ptw_text_duration(out, fr->left_ns - fr->entry_ns);
@@ -990,7 +1017,7 @@ static void waits_summary(struct ptw_buf *out, const struct ptw_report *r)
 		for (size_t i = 0; i < nst && i < OBJECTS_SHOWN; i++) {
 			struct ptw_buf o = { 0 }, th = { 0 }, si = { 0 };
 			if (st[i].object_loc && st[i].object_loc->symbol)
-				ptw_buf_puts(&o, st[i].object_loc->symbol);
+				ptw_buf_put_escaped(&o, st[i].object_loc->symbol);
 			else
 				ptw_buf_printf(&o, "%#" PRIx64, st[i].object);
 			for (size_t k = 0; k < st[i].ntids; k++)
@@ -1091,10 +1118,15 @@ void ptw_text_summary(struct ptw_buf *out, const struct ptw_report *r)
 	if (m.threads_created)
 		ptw_buf_printf(out, " (%.1f per thread created)",
 			       (double)r->stops_total / (double)m.threads_created);
-	ptw_buf_printf(out, ", %zu breakpoints, strategy %s\n", r->breakpoints, r->strategy);
+	ptw_buf_printf(out, ", %zu breakpoints, strategy ", r->breakpoints);
+	ptw_buf_put_escaped(out, r->strategy ? r->strategy : "?");
+	ptw_buf_putc(out, '\n');
 warnings:
-	for (size_t i = 0; i < r->nwarnings; i++)
-		ptw_buf_printf(out, "  warning: %s\n", r->warnings[i].message);
+	for (size_t i = 0; i < r->nwarnings; i++) {
+		ptw_buf_puts(out, "  warning: ");
+		ptw_buf_put_escaped(out, r->warnings[i].message);
+		ptw_buf_putc(out, '\n');
+	}
 }
 
 /* ---- snapshot ---- */
@@ -1102,8 +1134,11 @@ warnings:
 static void thread_label(struct ptw_buf *out, const struct ptw_span *sp)
 {
 	ptw_buf_printf(out, "thread %d", sp->tid);
-	if (sp->name)
-		ptw_buf_printf(out, " (%s)", sp->name);
+	if (sp->name) {
+		ptw_buf_puts(out, " (");
+		ptw_buf_put_escaped(out, sp->name);
+		ptw_buf_putc(out, ')');
+	}
 }
 
 static void wait_text(struct ptw_buf *out, const struct ptw_span *sp)
@@ -1139,8 +1174,9 @@ static int by_group_size(const void *x, const void *y)
 void ptw_text_snapshot(struct ptw_buf *out, const struct ptw_report *r)
 {
 	size_t n = ptw_spans_count(r->spans);
-	ptw_buf_printf(out, "\nptwatch: snapshot of %d (%s): %zu threads, ", r->pid,
-		       r->exe ? r->exe : "?", n);
+	ptw_buf_printf(out, "\nptwatch: snapshot of %d (", r->pid);
+	ptw_buf_put_escaped(out, r->exe ? r->exe : "?");
+	ptw_buf_printf(out, "): %zu threads, ", n);
 	if (r->frozen_ns) {
 		ptw_buf_puts(out, "stopped for ");
 		ptw_text_duration(out, r->frozen_ns);
@@ -1196,12 +1232,17 @@ void ptw_text_snapshot(struct ptw_buf *out, const struct ptw_report *r)
 				    strstr(loc->symbol, "libc_start"))
 					continue;
 				ptw_buf_puts(out, shown++ ? " <- " : " in ");
-				ptw_buf_puts(out, loc->symbol);
+				ptw_buf_put_escaped(out, loc->symbol);
 			}
-			if (first->state)
-				ptw_buf_printf(out, " (%s)", first->state);
+			if (first->state) {
+				ptw_buf_puts(out, " (");
+				ptw_buf_put_escaped(out, first->state);
+				ptw_buf_putc(out, ')');
+			}
 		} else if (first->state) {
-			ptw_buf_printf(out, " (%s, no stack)", first->state);
+			ptw_buf_puts(out, " (");
+			ptw_buf_put_escaped(out, first->state);
+			ptw_buf_puts(out, ", no stack)");
 		}
 		ptw_buf_puts(out, ":\n    tids");
 		size_t listed = 0;
@@ -1233,6 +1274,9 @@ void ptw_text_snapshot(struct ptw_buf *out, const struct ptw_report *r)
 	}
 	free(groups);
 	free(group_of);
-	for (size_t i = 0; i < r->nwarnings; i++)
-		ptw_buf_printf(out, "  warning: %s\n", r->warnings[i].message);
+	for (size_t i = 0; i < r->nwarnings; i++) {
+		ptw_buf_puts(out, "  warning: ");
+		ptw_buf_put_escaped(out, r->warnings[i].message);
+		ptw_buf_putc(out, '\n');
+	}
 }

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "ptw_session.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +41,29 @@ struct ptw_session {
 	struct ptw_tracer *tracer; /* once launched or attached: the header */
 	size_t header_sig;	   /* what the last header sent said, roughly */
 	struct ptw_output *live;   /* --live, until it begins */
+	char *lost;		   /* the first output that could not be written */
+	int lost_err;
 };
+
+/* ---- lost outputs ---- */
+
+static void on_lost(void *ctx, const char *what, int err)
+{
+	struct ptw_session *s = ctx;
+	if (err == EPIPE || s->lost) /* a reader that closed: SIGPIPE's, not a loss */
+		return;
+	s->lost = xstrdup(what);
+	s->lost_err = err;
+}
+
+bool ptw_session_lost(const struct ptw_session *s, const char **what, int *err)
+{
+	if (!s->lost)
+		return false;
+	*what = s->lost;
+	*err = s->lost_err;
+	return true;
+}
 
 /* ---- the record for the restorer ---- */
 
@@ -99,7 +122,9 @@ static void flush_log(void *ctx)
 	flush_record(s);
 	report_progress(s);
 	/* EPIPE: SIGPIPE (blocked) ends the session */
-	ptw_write_all(STDERR_FILENO, s->log.p, s->log.len);
+	int r = ptw_write_all(STDERR_FILENO, s->log.p, s->log.len);
+	if (r < 0)
+		on_lost(s, "standard error", -r);
 	ptw_buf_reset(&s->log);
 }
 
@@ -157,6 +182,8 @@ static void sink(void *ctx, const struct ptw_event *ev)
 		if (s->record.len > 65536)
 			flush_record(s);
 	}
+	if (ev->kind == PTW_EV_INTERRUPT) /* the tracer is not stuck: it took one in */
+		ptw_guardian_signal_answered();
 	switch (ev->kind) {
 	case PTW_EV_WAIT_BEGIN:
 	case PTW_EV_WAIT_END:
@@ -232,11 +259,12 @@ struct ptw_session *ptw_session_new(const struct ptw_session_opts *o)
 	s->spans = ptw_spans_new();
 	s->host = (struct ptw_output_host){ .spans = s->spans, .start_ns = ptw_now_ns(),
 					    .filter = o->filter, .log = &s->log, .flush = flush_log,
-					    .before_line = record_before_line, .ctx = s };
+					    .before_line = record_before_line, .lost = on_lost,
+					    .ctx = s };
 	if (o->record)
 		s->rec = ptw_record_writer_new();
-	struct ptw_output_conf c = { .format = o->format, .fd = o->fd, .snapshot = o->snapshot,
-				     .resume = o->resume };
+	struct ptw_output_conf c = { .format = o->format, .fd = o->fd, .path = o->path,
+				     .snapshot = o->snapshot, .resume = o->resume };
 	if (o->format == PTW_OUTPUT_LINES)
 		add_output(s, ptw_output_lines_new(&c, &s->host));
 	else if (o->format == PTW_OUTPUT_JSON || o->format == PTW_OUTPUT_CHROME)
@@ -275,6 +303,7 @@ void ptw_session_free(struct ptw_session *s)
 	ptw_buf_free(&s->log);
 	ptw_record_writer_free(s->rec);
 	ptw_buf_free(&s->record);
+	free(s->lost);
 	free(s);
 }
 
@@ -340,6 +369,11 @@ static void session_start(struct ptw_session *s)
 			ptw_record_process(&s->record, &rep.processes[i]);
 	}
 	flush_record(s); /* the restorer learns what is traced */
+	/* all of it: an output that blocks from here on (a pipe nobody
+	 * reads) may get the tracer killed, and the restorer then writes
+	 * the end from the record */
+	if (s->rec)
+		ptw_guardian_record_wait(1000);
 	struct ptw_report head = { 0 };
 	head.tool_version = PTW_VERSION;
 	head.realtime_offset_ns = ptw_realtime_offset_ns();
@@ -396,6 +430,26 @@ int ptw_session_run(struct ptw_session *s, struct ptw_tracer *t, int duration_ms
 	bool core = false;
 	bool ended = ptw_tracer_target_exit(t, &code, &tsig, &core);
 	bool observer = s->opts.attach;
+	const char *lost;
+	int lost_err;
+	if (ptw_session_lost(s, &lost, &lost_err)) {
+		/* One line, and a status of its own: the command's is in it. */
+		char *what = ptw_escape_str(lost);
+		fprintf(stderr, "ptwatch: lost output %s: %s", what, strerror(lost_err));
+		if (observer)
+			fputc('\n', stderr);
+		else if (ended && tsig)
+			fprintf(stderr, " (command killed by %s%s)\n", ptw_signame(tsig),
+				core ? ", core dumped" : "");
+		else if (ended)
+			fprintf(stderr, " (command exited with %d)\n", code);
+		else
+			fprintf(stderr, " (command runs on, untraced)\n");
+		free(what);
+		ptw_tracer_free(t);
+		ptw_session_free(s);
+		return PTW_EXIT_LOST_OUTPUT;
+	}
 	ptw_tracer_free(t);
 	ptw_session_free(s);
 	if (observer) /* an observer: it let go, or saw the end */

@@ -278,7 +278,7 @@ char *tracer_comm_str(struct ptw_tracer *t, pid_t tid)
 	if (n <= 0)
 		return NULL;
 	buf[n] = '\0';
-	buf[strcspn(buf, "\n")] = '\0';
+	ptw_chomp(buf); /* the file's newline; the name's own stay */
 	return xstrdup(buf);
 }
 

@@ -48,7 +48,7 @@ int ptw_tracer_where(struct ptw_tracer *t, pid_t tid, struct ptw_where *w)
 	}
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", pid, tid);
 	if (ptw_read_small_file(path, w->name, sizeof(w->name)) > 0)
-		w->name[strcspn(w->name, "\n")] = '\0';
+		ptw_chomp(w->name);
 	const char *sys = nr >= 0 ? ptw_syscall_name(nr) : NULL;
 	if (sys)
 		snprintf(w->state, sizeof(w->state), "%c %s", state, sys);

@@ -356,6 +356,13 @@ const char *ptw_signame(int sig)
 	return buf;
 }
 
+void ptw_chomp(char *s)
+{
+	size_t n = strlen(s);
+	if (n && s[n - 1] == '\n')
+		s[n - 1] = '\0';
+}
+
 int ptw_open_regular(const char *path)
 {
 	/* O_NONBLOCK: an open of a FIFO would wait for a writer; O_NOFOLLOW:
@@ -466,4 +473,91 @@ size_t ptw_utf8_sequence(const unsigned char *p, size_t avail)
 	    (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
 		return 0;
 	return n;
+}
+
+/* ---- escaping for text output ---- */
+
+/* The characters that reorder what a terminal shows after them (bidi
+ * embeddings, overrides and isolates, the marks): U+200E, U+200F,
+ * U+202A..U+202E, U+2066..U+2069, at a valid 3-byte sequence p. */
+static bool bidi_control(const unsigned char *p)
+{
+	unsigned cp = ((p[0] & 0x0fu) << 12) | ((p[1] & 0x3fu) << 6) | (p[2] & 0x3fu);
+	return cp == 0x200e || cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) ||
+	       (cp >= 0x2066 && cp <= 0x2069);
+}
+
+/* The length of what passes as it is at p (< n bytes), 0 if p[0] must be
+ * escaped. */
+static size_t plain_run(const unsigned char *p, size_t n)
+{
+	size_t i = 0;
+	while (i < n) {
+		unsigned c = p[i];
+		if (c >= 0x20 && c < 0x7f && c != '\\') {
+			i++;
+			continue;
+		}
+		if (c < 0x80)
+			break;
+		size_t k = ptw_utf8_sequence(p + i, n - i);
+		/* C1 controls (U+0080..U+009F, C2 80..C2 9F): CSI is one */
+		if (!k || (c == 0xc2 && p[i + 1] < 0xa0) || (k == 3 && bidi_control(p + i)))
+			break;
+		i += k;
+	}
+	return i;
+}
+
+void ptw_buf_put_escaped_n(struct ptw_buf *b, const char *str, size_t n)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	while (n) {
+		size_t k = plain_run(s, n);
+		if (k) {
+			ptw_buf_add(b, s, k);
+			s += k;
+			n -= k;
+			continue;
+		}
+		unsigned c = *s;
+		size_t len = ptw_utf8_sequence(s, n);
+		if (len < 2)
+			len = 1; /* a byte of its own; else all of a C1 or bidi control */
+		for (size_t i = 0; i < len; i++) {
+			c = s[i];
+			if (c == '\\')
+				ptw_buf_puts(b, "\\\\");
+			else if (c == '\n')
+				ptw_buf_puts(b, "\\n");
+			else if (c == '\t')
+				ptw_buf_puts(b, "\\t");
+			else if (c == '\r')
+				ptw_buf_puts(b, "\\r");
+			else
+				ptw_buf_printf(b, "\\x%02x", c);
+		}
+		s += len;
+		n -= len;
+	}
+}
+
+void ptw_buf_put_escaped(struct ptw_buf *b, const char *s)
+{
+	ptw_buf_put_escaped_n(b, s, strlen(s));
+}
+
+char *ptw_escape_str(const char *s)
+{
+	if (!s)
+		return NULL;
+	struct ptw_buf b = { 0 };
+	ptw_buf_put_escaped(&b, s);
+	return b.p ? b.p : xstrdup("");
+}
+
+bool ptw_needs_escape(const char *s)
+{
+	size_t n = strlen(s);
+	return plain_run((const unsigned char *)s, n) != n;
 }

@@ -449,8 +449,74 @@ static void test_waits(void)
 	ptw_live_model_free(m);
 }
 
+/* name_of for test_freeze: the thread's name now. */
+static const char *name_now = "renamed";
+static bool name_of_now(void *ctx, pid_t tid, char *buf, size_t size)
+{
+	(void)ctx;
+	(void)tid;
+	snprintf(buf, size, "%s", name_now);
+	return true;
+}
+
+/* Paused (ptw_live_model_freeze): the copy shows what the model showed,
+ * in any view, sort and filter, and nothing noted since (issue 18). */
+static void test_freeze(void)
+{
+	struct ptw_live_model *m = ptw_live_model_new();
+	struct ptw_live_query q = { .view = PTW_LIVE_THREADS, .sort = PTW_LIVE_SORT_TID,
+				    .name_of = name_of_now };
+	const struct ptw_live_row *rows;
+	const struct ptw_live_group *groups;
+	struct ptw_span *mn = span(1, 100, "app", &mainfn, PTW_ORIGIN_MAIN);
+	ptw_live_model_note(m, mn, T0);
+	struct ptw_span *a = span(2, 101, "pool-0", &pool, PTW_ORIGIN_CREATED);
+	created(a, 100, T0 + MS, T0 + 2 * MS);
+	ptw_live_model_note(m, a, T0 + 2 * MS);
+	CHECK_EQ(build(m, T0 + 3 * MS, &q, &rows, &groups), 2);
+	struct ptw_live_model *f = ptw_live_model_freeze(m);
+	/* after the pause: a new thread, a's end, a new name */
+	struct ptw_span *b = span(3, 102, "odd-1", &odd, PTW_ORIGIN_CREATED);
+	created(b, 100, T0 + 4 * MS, T0 + 5 * MS);
+	ptw_live_model_note(m, b, T0 + 5 * MS);
+	end(a, T0 + 6 * MS, PTW_STATUS_COMPLETED);
+	ptw_live_model_note(m, a, T0 + 6 * MS);
+	name_now = "later";
+	struct ptw_live_query fq = q;
+	fq.name_of = NULL;
+	size_t n = build(f, T0 + 3 * MS, &fq, &rows, &groups);
+	CHECK_EQ(n, 2);
+	CHECK(row_of(rows, n, 102) == NULL);
+	const struct ptw_live_row *r = row_of(rows, n, 101);
+	CHECK(r && !r->ended && !strcmp(r->state, "running"));
+	CHECK(r && !strcmp(r->name, "renamed")); /* the name it had, not asked again */
+	fq.reverse = true; /* another sort: the same rows */
+	n = build(f, T0 + 3 * MS, &fq, &rows, &groups);
+	CHECK_EQ(n, 2);
+	CHECK(n == 2 && rows[0].tid == 101 && rows[1].tid == 100);
+	fq.filter = "odd";
+	CHECK_EQ(build(f, T0 + 3 * MS, &fq, &rows, &groups), 0);
+	fq.filter = NULL;
+	fq.view = PTW_LIVE_ROUTINES;
+	n = build(f, T0 + 3 * MS, &fq, &rows, &groups);
+	CHECK_EQ(n, 2); /* main and pool_worker, not odd_worker */
+	for (size_t i = 0; i < n; i++)
+		CHECK(strcmp(groups[i].routine, "odd_worker"));
+	struct ptw_live_counts c;
+	ptw_live_model_counts(f, T0 + 3 * MS, &c);
+	CHECK_EQ(c.active, 2);
+	CHECK_EQ(c.created, 1);
+	CHECK_EQ(c.ended, 0);
+	/* the model itself goes on */
+	n = build(m, T0 + 7 * MS, &q, &rows, &groups);
+	CHECK_EQ(n, 3);
+	ptw_live_model_free(f);
+	ptw_live_model_free(m);
+}
+
 int main(void)
 {
+	test_freeze();
 	test_waits();
 	test_rows_and_fading();
 	test_filter_sort();
