@@ -49,7 +49,9 @@ void ptw_json_escape(struct ptw_buf *out, const char *s);
 /* ---- the document ---- */
 
 #define PTW_SPANS_SCHEMA "ptwatch.spans/4"
-#define PTW_LINES_SCHEMA "ptwatch.lines/1"
+#define PTW_LINES_SCHEMA "ptwatch.lines/2"
+/* The stream before the metrics line had processes (-f): still read. */
+#define PTW_LINES_SCHEMA_1 "ptwatch.lines/1"
 
 struct ptw_warning {
 	char *code;

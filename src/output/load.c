@@ -1363,6 +1363,8 @@ static bool check_schema(struct ld *ld, const char *schema, const char *want)
 {
 	if (schema && !strcmp(schema, want))
 		return true;
+	if (schema && !strcmp(want, PTW_LINES_SCHEMA) && !strcmp(schema, PTW_LINES_SCHEMA_1))
+		return true; /* the same lines, without processes in metrics */
 	if (schema && (!strncmp(schema, "ptwatch.spans/", 14) || !strncmp(schema, "ptwatch.lines/", 14)))
 		return bad(ld, "schema %s is not supported (this ptwatch reads %s and %s)", schema,
 			   PTW_SPANS_SCHEMA, PTW_LINES_SCHEMA);
