@@ -613,14 +613,18 @@ static void table_row(struct table *t, char *const cells[TABLE_COLS])
 	t->rows++;
 }
 
+#define TABLE_MAX_PAD 120 /* columns are padded to at most this many bytes */
+
 static void table_print(struct ptw_buf *out, struct table *t, unsigned right_aligned)
 {
 	size_t w[TABLE_COLS] = { 0 };
 	for (size_t r = 0; r < t->rows; r++)
 		for (int c = 0; c < TABLE_COLS; c++) {
 			size_t len = strlen(t->cells[r * TABLE_COLS + c]);
+			/* A longer cell is printed whole, but pads no other row:
+			 * one name of 200 MB must not make every row as long. */
 			if (len > w[c])
-				w[c] = len;
+				w[c] = len < TABLE_MAX_PAD ? len : TABLE_MAX_PAD;
 		}
 	for (size_t r = 0; r < t->rows; r++) {
 		ptw_buf_puts(out, " ");

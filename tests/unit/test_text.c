@@ -2,6 +2,7 @@
 /* Locations in the text output: names, module+offset when nothing names
  * the address (as eu-stack and perf), a known name, no module at all; the
  * summary of threads seen only as LWPs (strategy lwp). */
+#define _GNU_SOURCE /* memmem */
 #include <stdlib.h>
 #include <string.h>
 
@@ -112,9 +113,50 @@ static void test_lwp_summary(void)
 	ptw_spans_free(s);
 }
 
+/* A name of 100 KB is printed whole in its row, and pads no other row
+ * (a hostile binary's symbol, or a document that claims one). */
+static void test_long_name_pads_nothing(void)
+{
+	size_t n = 100000;
+	char *longname = xmalloc(n + 1);
+	memset(longname, 'x', n);
+	longname[n] = '\0';
+	struct ptw_location big = { .addr = 0x401000, .symbol = longname };
+	struct ptw_location small = { .addr = 0x402000, .symbol = "w" };
+	struct ptw_spans *s = ptw_spans_new();
+	struct ptw_event e = ptw_event_init(PTW_EV_IMAGE, 1000, 100);
+	ptw_spans_consume(s, &e);
+	for (int i = 0; i < 2; i++) {
+		e = ptw_event_init(PTW_EV_THREAD_CREATE, 2000 + 10 * (uint64_t)i, 100);
+		e.other_tid = 101 + i;
+		e.pthread = 0x7f0000001000ull * (uint64_t)(i + 1);
+		e.routine = i ? &small : &big;
+		ptw_spans_consume(s, &e);
+	}
+	e = ptw_event_init(PTW_EV_PROCESS_EXIT, 20000, 100);
+	ptw_spans_consume(s, &e);
+	ptw_spans_finish(s);
+	struct ptw_report r = { .spans = s, .strategy = "debuginfo", .fate = PTW_FATE_ENDED };
+	struct ptw_buf b = { 0 };
+	ptw_text_summary(&b, &r);
+	CHECK(strstr(b.p, longname) != NULL); /* whole */
+	size_t longest_other = 0;
+	for (char *line = b.p, *nl; line && *line; line = nl ? nl + 1 : NULL) {
+		nl = strchr(line, '\n');
+		size_t len = nl ? (size_t)(nl - line) : strlen(line);
+		if (!memmem(line, len, "xxxxxxxxxx", 10) && len > longest_other)
+			longest_other = len;
+	}
+	CHECK(longest_other < 400);
+	ptw_buf_free(&b);
+	ptw_spans_free(s);
+	free(longname);
+}
+
 int main(void)
 {
 	test_frames_summary();
+	test_long_name_pads_nothing();
 	struct ptw_location named = { .addr = 0x401136, .symbol = "fixture::Worker::run(void*)",
 				      .linkage_name = "_ZN7fixture6Worker3runEPv",
 				      .module = "/usr/bin/app", .has_offset = true, .offset = 0x1136,
