@@ -183,6 +183,27 @@ int ptw_signals_init(void);
 /* The signal mask ptwatch was started with. */
 const sigset_t *ptw_signals_original_mask(void);
 
+/*
+ * A command forked and held before its exec (no ptrace): the launch of
+ * either backend. ptw_held_spawn forks; the child waits on a pipe. With
+ * need_go, a child whose pipe closes without the byte (ptwatch died, or
+ * ptw_held_go(h, false)) exits 127 without running the command; else it
+ * runs it. When let go, it execs argv (looked up in PATH) with child_stdout
+ * (-1: keep) as stdout and the process group and signal mask ptwatch was
+ * started with. ptw_held_exec_result then blocks until it exec'd (0) or
+ * failed to (-errno: it has exited 127 or 126).
+ */
+struct ptw_held {
+	pid_t pid;
+	int go_fd;  /* write one byte to let it exec */
+	int err_fd; /* a failed exec's errno, or end of file at its exec */
+};
+int ptw_held_spawn(char *const argv[], int child_stdout, bool need_go, struct ptw_held *ret);
+/* Lets it go (run: the byte) and closes the pipe; idempotent. 0, or -EIO
+ * when the byte could not be written (the child is gone). */
+int ptw_held_go(struct ptw_held *h, bool run);
+int ptw_held_exec_result(struct ptw_held *h);
+
 struct ptw_launch {
 	char *const *argv;   /* argv[0] is looked up in PATH like execvp */
 	int child_stdout;    /* fd to dup onto the child's stdout, or -1 to keep it */

@@ -819,80 +819,36 @@ int ptw_kernel_attach(const struct ptw_kernel_opts *o, pid_t pid, struct ptw_ker
 	return start(o, pid, false, ret, why, why_size);
 }
 
-/*
- * The child of ptw_kernel_launch until its exec: waits for the byte that
- * says the probes are in (end of file: the loader died, so it does not
- * run unseen), then execs; a failed exec's errno goes back on err.
- */
-static void __attribute__((noreturn))
-held_child(char *const argv[], int child_stdout, int go, int err)
-{
-	char c;
-	ssize_t n;
-	do
-		n = read(go, &c, 1);
-	while (n < 0 && errno == EINTR);
-	if (n != 1)
-		_exit(127);
-	if (child_stdout >= 0 && dup2(child_stdout, STDOUT_FILENO) < 0)
-		_exit(127);
-	execvp(argv[0], argv);
-	int e = errno;
-	(void)!write(err, &e, sizeof(e));
-	_exit(e == ENOENT ? 127 : 126);
-}
-
 int ptw_kernel_launch(const struct ptw_kernel_opts *o, char *const argv[], int child_stdout,
 		      struct ptw_kernel **ret, pid_t *ret_pid, char *why, size_t why_size)
 {
-	int go[2], err[2];
-	if (pipe2(go, O_CLOEXEC) < 0)
-		return -errno;
-	if (pipe2(err, O_CLOEXEC) < 0) {
-		int e = errno;
-		close(go[0]);
-		close(go[1]);
-		return -e;
-	}
-	pid_t pid = fork();
-	if (pid < 0) {
-		int e = errno;
-		close(go[0]);
-		close(go[1]);
-		close(err[0]);
-		close(err[1]);
-		why_set(why, why_size, "fork: %s", strerror(e));
-		return -e;
-	}
-	if (pid == 0) {
-		close(go[1]);
-		close(err[0]);
-		held_child(argv, child_stdout, go[0], err[1]);
-	}
-	close(go[0]);
-	close(err[1]);
-	struct ptw_kernel *k;
-	int r = start(o, pid, true, &k, why, why_size);
+	struct ptw_held h;
+	int r = ptw_held_spawn(argv, child_stdout, true, &h);
 	if (r < 0) {
-		close(go[1]); /* it exits without running the command */
-		close(err[0]);
-		waitpid(pid, NULL, 0);
+		why_set(why, why_size, "fork: %s", strerror(-r));
+		return r;
+	}
+	struct ptw_kernel *k;
+	r = start(o, h.pid, true, &k, why, why_size);
+	if (r < 0) {
+		ptw_held_go(&h, false); /* it exits without running the command */
+		ptw_held_exec_result(&h);
+		waitpid(h.pid, NULL, 0);
 		return r;
 	}
 	/* The probes are in: let it exec. */
-	int e = 0;
-	ssize_t n = write(go[1], "g", 1) == 1 ? read(err[0], &e, sizeof(e)) : -1;
-	close(go[1]);
-	close(err[0]);
-	if (n != 0) {
-		e = n > 0 ? e : EIO;
-		why_set(why, why_size, "cannot run %s: %s", argv[0], strerror(e));
+	r = ptw_held_go(&h, true);
+	int e = ptw_held_exec_result(&h);
+	if (r == 0)
+		r = e;
+	if (r < 0) {
+		why_set(why, why_size, "cannot run %s: %s", argv[0], strerror(-r));
 		ptw_kernel_free(k);
-		waitpid(pid, NULL, 0);
-		return -e;
+		waitpid(h.pid, NULL, 0);
+		return r;
 	}
 	*ret = k;
-	*ret_pid = pid;
+	*ret_pid = h.pid;
 	return 0;
 }
 
