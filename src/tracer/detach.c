@@ -155,37 +155,43 @@ static void leave_xol_pages(struct ptw_tracer *t)
 			    t->proc->pid);
 }
 
+/* l is held at an interrupt stop: a trap on our int3 can be queued behind
+ * it (it hit the int3 as we interrupted it): let it be reported (the
+ * thread runs no user code before that) and undo it. l may be gone after
+ * (then forgotten). */
+static void undo_queued_trap(struct ptw_tracer *t, struct ptw_lwp *l)
+{
+	if (l->state != PTW_LWP_STOPPED || l->last_stop != PTW_STOP_INTERRUPT ||
+	    !ptw_signal_queued(t->proc, l, SIGTRAP, SI_KERNEL))
+		return;
+	int saved = l->resume_sig;
+	pid_t tid = l->tid;
+	l->resume_sig = 0;
+	struct ptw_stop st;
+	if (ptw_resume(t->proc, l) == 0 && ptw_wait_tid(t->proc, l, &st) == 0) {
+		on_stop_detaching(t, &st);
+		l = ptw_lwp_get(t->proc, tid); /* (forgotten if it is gone) */
+		if (l && !l->resume_sig)
+			l->resume_sig = saved;
+	}
+}
+
 /* Stops l (running or not) with nothing of ours pending: a trap on our
  * int3 is undone (rip rewound), another signal kept for its detach.
  * 0, or -ESRCH when it is gone (then forgotten). */
 static int stop_clean(struct ptw_tracer *t, struct ptw_lwp *l)
 {
 	pid_t tid = l->tid;
-	int r = l->state == PTW_LWP_STOPPED ? 0 : ptw_interrupt(t->proc, l);
-	bool stopped = l->state == PTW_LWP_STOPPED;
-	for (int rounds = 0; r == 0 && rounds < 64; rounds++) {
-		if (stopped && !(l->last_stop == PTW_STOP_INTERRUPT &&
-				 ptw_signal_queued(t->proc, l, SIGTRAP, SI_KERNEL)))
-			return 0;
-		if (stopped)
-			r = ptw_resume(t->proc, l); /* let the queued trap be reported */
-		struct ptw_stop st;
-		if (r == 0)
-			r = ptw_wait_tid(t->proc, l, &st);
-		if (r < 0)
-			break;
-		if (st.kind == PTW_STOP_EXITED || st.kind == PTW_STOP_KILLED) {
-			tracer_lwp_gone(t, l, &st);
-			return -ESRCH;
-		}
-		if (st.kind == PTW_STOP_SIGNAL)
-			l->resume_sig = tracer_our_trap(t, l, &st) ? 0 : st.sig;
-		stopped = true;
-		l = ptw_lwp_get(t->proc, tid);
-		if (!l)
-			return -ESRCH;
-	}
-	return r < 0 ? r : -EAGAIN;
+	int r = 0;
+	struct ptw_stop st;
+	if (l->state != PTW_LWP_STOPPED && (r = ptw_interrupt(t->proc, l)) == 0 &&
+	    (r = ptw_wait_tid(t->proc, l, &st)) == 0)
+		on_stop_detaching(t, &st); /* its next stop, whatever it is */
+	if (r < 0)
+		return r;
+	if ((l = ptw_lwp_get(t->proc, tid)))
+		undo_queued_trap(t, l);
+	return ptw_lwp_get(t->proc, tid) ? 0 : -ESRCH;
 }
 
 void tracer_release_vm_children(struct ptw_tracer *t)
@@ -245,28 +251,13 @@ int tracer_let_go(struct ptw_tracer *t)
 	if (stuck < 0)
 		stuck = 0;
 
-	/* A trap on our int3 can be pending behind the interrupt stop (it hit
-	 * the int3 as we interrupted it): let it be reported (the thread runs
-	 * no user code before that) and undo it. (A snapshot patches nothing.) */
+	/* A trap of ours queued behind an interrupt stop is undone. (A
+	 * snapshot patches nothing.) */
 	size_t it = 0;
 	void *v;
-	while (!t->snapshot && ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
-		struct ptw_lwp *l = v;
-		if (!mine(t, l) || l->state != PTW_LWP_STOPPED ||
-		    l->last_stop != PTW_STOP_INTERRUPT ||
-		    !ptw_signal_queued(t->proc, l, SIGTRAP, SI_KERNEL))
-			continue;
-		int saved = l->resume_sig;
-		pid_t tid = l->tid;
-		l->resume_sig = 0;
-		struct ptw_stop st;
-		if (ptw_resume(t->proc, l) == 0 && ptw_wait_tid(t->proc, l, &st) == 0) {
-			on_stop_detaching(t, &st);
-			l = ptw_lwp_get(t->proc, tid); /* (forgotten if it is gone) */
-			if (l && !l->resume_sig)
-				l->resume_sig = saved;
-		}
-	}
+	while (!t->snapshot && ptw_map_next(t->proc->lwps, &it, NULL, &v))
+		if (mine(t, v))
+			undo_queued_trap(t, v);
 
 	/* (A snapshot enabled none: it writes nothing, and must not clear a
 	 * debugger's.) */
