@@ -213,11 +213,13 @@ static void handle_stop(struct ptw_tracer *t, struct ptw_stop *st)
 	tracer_thread_of(l);
 	switch (st->kind) {
 	case PTW_STOP_EXITED:
-	case PTW_STOP_KILLED:
+	case PTW_STOP_KILLED: {
+		bool leader = l->tid == t->pid; /* the process is over (l is freed below) */
 		tracer_lwp_gone(t, l, st);
-		if (t->target_gone)
+		if (leader && t->target_gone)
 			tracer_release_vm_children(t); /* its memory lives on in them */
 		return;
+	}
 	case PTW_STOP_EXIT:
 		on_exit_stop(t, l, st);
 		break;
