@@ -216,7 +216,10 @@ class Session:
         """ptwatch OPTS [-o FILE | --json] -- CMD, or -p PID (attach mode)
         instead of the command when pid is given."""
         argv = [ptwatch_path()] + list(opts)
-        if backend():
+        if backend() and '--snapshot' not in opts:
+            # (a snapshot is ptrace's whatever the backend: ptwatch refuses
+            # --backend=kernel with it, and the twin runs the case's other
+            # modes on the kernel path)
             argv[1:1] = ['--backend=' + backend()]
         if output == 'file':
             argv += ['-o', run.doc_path]
