@@ -22,7 +22,6 @@ there). Exit 0 pass, 1 fail, 77 skip.
 """
 
 import argparse
-import ctypes
 import json
 import os
 import shutil
@@ -32,7 +31,9 @@ import sys
 import tempfile
 import time
 
-PR_SET_CHILD_SUBREAPER = 36
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'integration'))
+from helpers import become_subreaper, text_diffs, wait_pid  # noqa: E402
+from ptw_test import comm, wait_for  # noqa: E402
 
 
 def children_map():
@@ -59,14 +60,6 @@ def descendants(pid, kids=None, skip=()):
         out.append(k)
         out += descendants(k, kids, skip)
     return out
-
-
-def comm(pid):
-    try:
-        with open('/proc/%d/comm' % pid) as f:
-            return f.read().strip()
-    except OSError:
-        return None
 
 
 def bpf_ids(pids):
@@ -104,66 +97,6 @@ def bpf_left(progs, links):
     live_p = {p['id'] for p in bpftool('prog', 'show')}
     live_l = {l['id'] for l in bpftool('link', 'show')}
     return sorted(progs & live_p), sorted(links & live_l)
-
-
-def text_diffs(pid, limit=8):
-    """(module, address, file byte, memory byte) of the bytes of pid's
-    file-backed executable mappings that differ from their files; a
-    string when they cannot be read."""
-    diffs = []
-    try:
-        with open('/proc/%d/maps' % pid) as f:
-            maps = f.read().splitlines()
-        mem = open('/proc/%d/mem' % pid, 'rb', buffering=0)
-    except OSError as e:
-        return 'cannot read /proc/%d: %s' % (pid, e.strerror)
-    with mem:
-        for line in maps:
-            parts = line.split(None, 5)
-            if len(parts) < 6 or 'x' not in parts[1] or not parts[5].startswith('/'):
-                continue
-            path = parts[5].strip()
-            start, end = (int(x, 16) for x in parts[0].split('-'))
-            try:
-                with open(path, 'rb') as f:
-                    f.seek(int(parts[2], 16))
-                    want = f.read(end - start)
-                mem.seek(start)
-                got = mem.read(len(want))
-            except OSError as e:
-                return 'cannot read %s of %d: %s' % (parts[0], pid, e.strerror)
-            if got != want:
-                for i in range(min(len(got), len(want))):
-                    if got[i] != want[i]:
-                        diffs.append('%s %#x: %#04x -> %#04x' % (os.path.basename(path),
-                                                                 start + i, want[i], got[i]))
-                        if len(diffs) >= limit:
-                            return diffs
-    return diffs
-
-
-def wait_for(cond, timeout, step=0.01):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v or time.monotonic() >= deadline:
-            return v
-        time.sleep(step)  # polling /proc in the harness
-
-
-def wait_pid(pid, timeout):
-    """The wait status of our child (or adopted orphan) pid, None after timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            got, status = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            return 'not our child'
-        if got == pid:
-            return status
-        if time.monotonic() >= deadline:
-            return None
-        time.sleep(0.01)
 
 
 def one_round(args, mode, n, tmp):
@@ -289,8 +222,7 @@ def main():
         if b'--backend' not in h.stdout:
             print('SKIP: ptwatch has no --backend option yet')
             return 77
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+    if not become_subreaper():
         print('ERROR: cannot become a subreaper: the launched targets would be lost')
         return 99
     tmp = tempfile.mkdtemp(prefix='ptw-killall.')
