@@ -100,17 +100,20 @@ def bpf_left(progs, links):
 
 
 def one_round(args, mode, n, tmp):
-    """One kill of everything; returns (ok, words)."""
+    """One kill of everything; returns (ok, words). The storm holds at its
+    end (kstorm ... hold) until its standard input closes: its memory is
+    compared with its files while it is alive, however fast it was."""
     total = args.size * 2
     storm_out = os.path.join(tmp, 'storm.%s.%d' % (mode, n))
     err_path = os.path.join(tmp, 'ptwatch.%s.%d' % (mode, n))
     opts = [args.ptwatch] + (['--backend=' + args.backend] if args.backend != 'default' else [])
     opts += ['-o', os.devnull]
-    storm_cmd = [args.storm, str(args.size), '2']
+    storm_cmd = [args.storm, str(args.size), '2', 'hold']
+    hold_r, hold_w = os.pipe()
     with open(storm_out, 'wb') as out, open(err_path, 'wb') as err:
         if mode == 'attach':
             storm = subprocess.Popen(storm_cmd, stdout=out, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
+                                     stdin=hold_r)
             target = storm.pid
             if not wait_for(lambda: 'libc.so' in open('/proc/%d/maps' % target).read(), 10):
                 return False, ['kstorm never mapped libc']
@@ -119,7 +122,7 @@ def one_round(args, mode, n, tmp):
                                      start_new_session=True)
         else:
             front = subprocess.Popen(opts + ['--'] + storm_cmd, stdout=out, stderr=err,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+                                     stdin=hold_r, start_new_session=True)
 
             def find():
                 for p in descendants(front.pid):
@@ -129,8 +132,15 @@ def one_round(args, mode, n, tmp):
             target = wait_for(find, 20)
             if not target:
                 front.kill()
+                os.close(hold_r)
+                os.close(hold_w)
                 return False, ['kstorm never started under ptwatch']
+    os.close(hold_r)
     words = []
+
+    def said():
+        with open(storm_out, 'rb') as f:
+            return f.read().decode('utf-8', 'replace').strip()
 
     def events_flow():
         with open(err_path, 'rb') as f:
@@ -139,6 +149,7 @@ def one_round(args, mode, n, tmp):
         with open(err_path, 'rb') as f:
             text = f.read().decode('utf-8', 'replace')
         os.kill(target, signal.SIGKILL)
+        os.close(hold_w)
         wait_pid(target, 10)
         return False, ['no event line within 30 s, ptwatch exit %s: %s'
                        % (front.poll(), text[-500:])]
@@ -148,8 +159,7 @@ def one_round(args, mode, n, tmp):
     ours = [front.pid] + descendants(front.pid, kids, skip)
     names = sorted('%s:%d' % (comm(p), p) for p in ours)
     progs, links = bpf_ids(ours)
-    with open(storm_out, 'rb') as f:
-        mid = b'kstorm:' not in f.read() and os.path.exists('/proc/%d' % target)
+    mid = not said() and os.path.exists('/proc/%d' % target)
     for p in ours:  # all at once: nobody acts on another's death first
         try:
             os.kill(p, signal.SIGKILL)
@@ -165,26 +175,25 @@ def one_round(args, mode, n, tmp):
     if args.backend == 'kernel' and not (progs and links):
         ok = False
         words.append('FAIL: ptwatch held no BPF program or link at the kill')
-    # The kernel restores the probed bytes as the links go; the ptrace
-    # path's restorer died too: what it left stays.
-    diffs = wait_for(lambda: (lambda d: d if d == [] else None)(text_diffs(target)), 3) \
-        or text_diffs(target) if os.path.exists('/proc/%d' % target) else 'target gone'
-    words.append('text after: %s' % ('same as the files' if diffs == [] else diffs))
-    ok = ok and diffs == []
     left = wait_for(lambda: (lambda l: l if l == ([], []) else None)(bpf_left(progs, links)), 10,
-                    0.1) or bpf_left(progs, links)
+                    0.05) or bpf_left(progs, links)
     words.append('bpf left: %d programs, %d links (%.2f s)'
                  % (len(left[0]), len(left[1]), time.monotonic() - t0))
     ok = ok and left == ([], [])
-    status = wait_pid(target, 300)
-    if mode == 'attach':
-        storm.returncode = status
-    with open(storm_out, 'rb') as f:
-        said = f.read().decode('utf-8', 'replace').strip()
+    # The kernel restores the probed bytes as the links go (checked once
+    # they are gone); the ptrace path's restorer died too: what it left
+    # stays (and kills the target).
+    diffs = wait_for(lambda: (lambda d: d if d == [] else None)(text_diffs(target)), 3) \
+        or text_diffs(target)
+    words.append('text: %s' % ('same as the files' if diffs == [] else diffs))
+    ok = ok and diffs == []
+    wait_for(lambda: said() or not os.path.exists('/proc/%d' % target), 300, 0.05)
+    os.close(hold_w)
+    status = wait_pid(target, 30)
     if status is None:
         os.kill(target, signal.SIGKILL)
         wait_pid(target, 10)
-        words.append('target still running after 300 s')
+        words.append('target still running 300 s after the kill')
         return False, words
     if isinstance(status, str):
         words.append('target status: %s' % status)
@@ -193,8 +202,8 @@ def one_round(args, mode, n, tmp):
         words.append('target died of signal %d (%s)' % (os.WTERMSIG(status),
                                                          signal.Signals(os.WTERMSIG(status)).name))
         return False, words
-    words.append('target exit %d, said %r' % (os.WEXITSTATUS(status), said))
-    ok = ok and os.WEXITSTATUS(status) == 0 and said == 'kstorm: %d' % total
+    words.append('target exit %d, said %r' % (os.WEXITSTATUS(status), said()))
+    ok = ok and os.WEXITSTATUS(status) == 0 and said() == 'kstorm: %d' % total
     return ok, words
 
 
