@@ -86,6 +86,7 @@ struct ptw_kernel {
 	struct ptwk_conv conv;
 	struct ptw_map sites; /* return address -> its call's location (text does not change) */
 	uint64_t last_consume_ns;
+	unsigned consumed; /* records read by this ptw_kernel_consume (CONSUME_BUDGET) */
 	bool launched;	 /* ptw_kernel_launch: held before its exec */
 	int libc_checks; /* after an exec: reads of its maps left to find its libc */
 	bool end_lost;
@@ -309,6 +310,13 @@ static const char *on_exec(void *ctx)
 
 /* ---- the ring buffer ---- */
 
+/* Records one ptw_kernel_consume reads at most. ring_buffer__consume
+ * reads until the ring is empty, and a busy target fills it faster than a
+ * slow sink (event lines on a terminal) empties it: the caller's loop
+ * (signals, timers, the detach) would never get control back. The rest
+ * waits for the next call. */
+#define CONSUME_BUDGET 16384
+
 static int on_record(void *ctx, void *data, size_t size)
 {
 	struct ptw_kernel *k = ctx;
@@ -318,7 +326,8 @@ static int on_record(void *ctx, void *data, size_t size)
 	memcpy(&r, data, sizeof(r)); /* the ring's alignment is 8: copy anyway */
 	k->stats.records++;
 	ptwk_conv_record(&k->conv, &r);
-	return 0;
+	/* (libbpf has moved past this record when it stops) */
+	return ++k->consumed >= CONSUME_BUDGET ? -EAGAIN : 0;
 }
 
 /*
@@ -357,8 +366,9 @@ int ptw_kernel_consume(struct ptw_kernel *k)
 		check_libc(k);
 	uint64_t before = k->stats.records;
 	k->last_consume_ns = ptw_now_ns();
+	k->consumed = 0;
 	int r = ring_buffer__consume(k->rb);
-	if (r < 0)
+	if (r < 0 && r != -EAGAIN) /* -EAGAIN: the budget, more may wait */
 		return r;
 	return (int)(k->stats.records - before);
 }
@@ -409,7 +419,8 @@ int ptw_kernel_run(struct ptw_kernel *k, int timeout_ms)
 		if (gone && !k->conv.ended) {
 			/* The process is gone; its last records are in by now
 			 * (written before its last thread left the kernel). */
-			ptw_kernel_consume(k);
+			while (ptw_kernel_consume(k) >= CONSUME_BUDGET && !k->conv.ended)
+				;
 			if (!k->conv.ended) {
 				/* Its end did not fit in the ring: say so, and end. */
 				note_as(k, PTW_W_KERNEL_EVENTS_LOST,
@@ -569,6 +580,22 @@ static void close_links(struct ptw_kernel *k)
 	free(k->links);
 	k->links = NULL;
 	k->nlinks = 0;
+}
+
+/* Nothing more is recorded from here on: every program looks its tgid up
+ * in "watched" first. Emptied before the links close, since each
+ * uprobe_multi link takes 60-90 ms to go and the tracepoints meanwhile
+ * went on recording clones and exits without the uprobes' half (threads
+ * without routines, deaths missed: kill9-front@kernel, attach-churner@kernel). */
+static void stop_watching(struct ptw_kernel *k)
+{
+	if (!k->skel)
+		return;
+	const struct bpf_map *m = k->skel->maps.watched;
+	uint32_t key;
+	while (bpf_map__get_next_key(m, NULL, &key, sizeof(key)) == 0)
+		if (bpf_map__delete_elem(m, &key, sizeof(key), 0) < 0)
+			break;
 }
 
 static int load_and_attach(struct ptw_kernel *k, char *why, size_t why_size)
@@ -888,7 +915,10 @@ int ptw_kernel_detach(struct ptw_kernel *k)
 	if (k->detached)
 		return 0;
 	k->detached = true;
-	ptw_kernel_consume(k);
+	/* Nothing is recorded from here on: what was is read to the end. */
+	stop_watching(k);
+	while (ptw_kernel_consume(k) >= CONSUME_BUDGET)
+		;
 	read_counters(k);
 	uint64_t t0 = ptw_now_ns();
 	close_links(k);
