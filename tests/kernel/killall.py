@@ -202,9 +202,13 @@ def storm_round(args, mode, storm_out, err_path, opts, storm_cmd, total, control
     if not wait_for(lambda: text_diffs(control.pid) == [], 30, 0.1):
         words.append('another session\'s uprobes in every libc for 30 s (control process: %s)'
                      % text_diffs(control.pid))
-    diffs = wait_for(lambda: (lambda d: d if d == [] else None)(text_diffs(target)), 3) \
+    # (a link's id goes before its uprobes do: the kernel unregisters them
+    # in the link's deferred release)
+    t1 = time.monotonic()
+    diffs = wait_for(lambda: (lambda d: d if d == [] else None)(text_diffs(target)), 10) \
         or text_diffs(target)
-    words.append('text: %s' % ('same as the files' if diffs == [] else diffs))
+    words.append('text: %s' % ('same as the files (%.2f s after the links)'
+                               % (time.monotonic() - t1) if diffs == [] else diffs))
     ok = ok and diffs == []
     wait_for(lambda: said() or not os.path.exists('/proc/%d' % target), 300, 0.05)
     os.close(hold_w)
