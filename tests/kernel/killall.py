@@ -205,8 +205,8 @@ def storm_round(args, mode, storm_out, err_path, opts, storm_cmd, total, control
     # (a link's id goes before its uprobes do: the kernel unregisters them
     # in the link's deferred release)
     t1 = time.monotonic()
-    diffs = wait_for(lambda: (lambda d: d if d == [] else None)(text_diffs(target)), 10) \
-        or text_diffs(target)
+    wait_for(lambda: text_diffs(target) == [], 10)
+    diffs = text_diffs(target)
     words.append('text: %s' % ('same as the files (%.2f s after the links)'
                                % (time.monotonic() - t1) if diffs == [] else diffs))
     ok = ok and diffs == []
