@@ -893,6 +893,12 @@ int ptw_kernel_detach(struct ptw_kernel *k)
 	uint64_t t0 = ptw_now_ns();
 	close_links(k);
 	k->stats.detach_ns = ptw_now_ns() - t0;
+	ptw_dbg(PTW_DBG_TRACER,
+		"kernel path: attach %.1f ms (programs loaded and attached %.1f ms), probes "
+		"removed in %.1f ms; %llu records, %llu wakeups, %llu lost",
+		(double)k->stats.attach_ns / 1e6, (double)k->stats.probes_ns / 1e6,
+		(double)k->stats.detach_ns / 1e6, (unsigned long long)k->stats.records,
+		(unsigned long long)k->stats.wakeups, (unsigned long long)k->stats.lost);
 	/* What was written before the links closed. */
 	ptw_kernel_consume(k);
 	ptwk_conv_detached(&k->conv, ptw_now_ns());
