@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "convert.h"
+#include "kframes.h"
 #include "probes.h"
 #include "ptw_attach.h"
 #include "ptw_breakpoints.h"
@@ -41,26 +42,6 @@
 #pragma GCC diagnostic ignored "-Wmissing-prototypes"
 #include "ptw_kernel.skel.h"
 #pragma GCC diagnostic pop
-
-/* Linux 6.6's uprobe_multi link (include/uapi/linux/bpf.h), which the
- * headers and libbpf of Debian 12 predate: the attach type, the flag and
- * the layout of BPF_LINK_CREATE's attributes for it. */
-#define PTWK_BPF_TRACE_UPROBE_MULTI    48
-#define PTWK_BPF_F_UPROBE_MULTI_RETURN 1u
-struct ptwk_link_create_uprobe_multi {
-	uint32_t prog_fd;
-	uint32_t target_fd;
-	uint32_t attach_type;
-	uint32_t flags;
-	uint64_t path;
-	uint64_t offsets;
-	uint64_t ref_ctr_offsets;
-	uint64_t cookies;
-	uint32_t cnt;
-	uint32_t multi_flags;
-	uint32_t pid;
-	uint32_t pad;
-};
 
 #define DEFAULT_FLUSH_MS 50
 #define DEFAULT_RING	 (8u << 20)
@@ -83,6 +64,7 @@ struct ptw_kernel {
 	struct ring_buffer *rb;
 	int epfd, pidfd;
 	struct ptwk_conv conv;
+	struct ptwk_frames *frames; /* --trace (kframes.c), NULL without */
 	struct ptw_map sites; /* return address -> its call's location (text does not change) */
 	uint64_t last_consume_ns;
 	bool launched;	 /* ptw_kernel_launch: held before its exec */
@@ -218,6 +200,13 @@ static bool main_returns_to(void *ctx, uint64_t ret)
 		!strcmp(l->symbol, "__libc_start_main"));
 }
 
+static const struct ptw_location *frame_function(void *ctx, uint64_t index)
+{
+	return ptwk_frames_function(((struct ptw_kernel *)ctx)->frames, index);
+}
+
+static void scan_frames(struct ptw_kernel *k);
+
 static int memread(void *ctx, uint64_t addr, void *buf, size_t len)
 {
 	return ptw_mem_read(ctx, addr, buf, len);
@@ -243,6 +232,7 @@ static void image_ready(void *ctx)
 		ptw_symbols_refresh(k->syms);
 	if (k->libc_checks > 0)
 		check_libc(k);
+	scan_frames(k);
 }
 
 /* Whether the ELF file at path has no program interpreter: a static
@@ -464,6 +454,15 @@ static int open_skeleton(struct ptw_kernel *k, bool multi)
 				s->progs.ptw_return,
 				(enum bpf_attach_type)PTWK_BPF_TRACE_UPROBE_MULTI);
 	}
+	/* --trace's (kframes.c) */
+	struct bpf_program *frame_progs[] = { s->progs.ptw_frame_entry, s->progs.ptw_frame_return,
+					      s->progs.ptw_frame_helper };
+	for (size_t i = 0; i < PTW_ARRAY_SIZE(frame_progs) && r == 0; i++)
+		if (!k->o.ntrace)
+			r = bpf_program__set_autoload(frame_progs[i], false);
+		else if (multi)
+			r = bpf_program__set_expected_attach_type(
+				frame_progs[i], (enum bpf_attach_type)PTWK_BPF_TRACE_UPROBE_MULTI);
 	if (r == 0)
 		r = ptw_kernel_bpf__load(s);
 	if (r < 0) {
@@ -555,6 +554,7 @@ static int attach_tracepoints(struct ptw_kernel *k)
  */
 static void close_links(struct ptw_kernel *k)
 {
+	ptwk_frames_close(k->frames);
 	for (int i = 0; i < 2; i++)
 		if (k->multi_fds[i] >= 0) {
 			close(k->multi_fds[i]);
@@ -633,6 +633,35 @@ static int load_and_attach(struct ptw_kernel *k, char *why, size_t why_size)
 	}
 	k->stats.probes_ns = ptw_now_ns() - t0;
 	return 0;
+}
+
+/* ---- --trace ---- */
+
+static void note_line(void *ctx, const char *line)
+{
+	note(ctx, "%s", line);
+}
+
+/*
+ * The traced functions of the modules not scanned yet get their probes
+ * (kframes.c): at the attach; for a launch when main is about to run (its
+ * libraries are mapped then, but it runs on meanwhile: calls made before
+ * the probes are in are not seen).
+ */
+static void scan_frames(struct ptw_kernel *k)
+{
+	if (!k->frames || !k->syms || !k->skel || k->detached)
+		return;
+	struct ptwk_frames_progs pr = { .entry = k->skel->progs.ptw_frame_entry,
+					.ret = k->skel->progs.ptw_frame_return,
+					.helper = k->skel->progs.ptw_frame_helper,
+					.multi = k->multi };
+	char why[256] = "";
+	unsigned before = ptwk_frames_probes(k->frames);
+	int r = ptwk_frames_scan(k->frames, k->syms, k->pid, &pr, why, sizeof(why));
+	if (r < 0)
+		note(k, "--trace: %s", why);
+	k->stats.probes += ptwk_frames_probes(k->frames) - before;
 }
 
 /* ---- the threads already running ---- */
@@ -775,6 +804,7 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 				     .exec = on_exec,
 				     .main_returns_to = main_returns_to,
 				     .image_ready = image_ready,
+				     .frame_function = frame_function,
 				     .ctx = k };
 	ptwk_conv_init(&k->conv, pid, &ops);
 	k->conv.launched = launched;
@@ -798,6 +828,9 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 		note(k, "%s", k->probes.missing[i]);
 	if ((r = load_and_attach(k, why, why_size)) < 0)
 		goto fail;
+	k->frames = ptwk_frames_new(o->trace, o->ntrace);
+	if (!launched)
+		scan_frames(k);
 	if ((r = open_fds(k)) < 0) {
 		why_set(why, why_size, "epoll: %s", strerror(-r));
 		goto fail;
@@ -887,6 +920,7 @@ int ptw_kernel_detach(struct ptw_kernel *k)
 	/* What was written before the links closed. */
 	ptw_kernel_consume(k);
 	ptwk_conv_detached(&k->conv, ptw_now_ns());
+	ptwk_frames_notes(k->frames, note_line, k);
 	if (k->stats.lost)
 		note(k,
 		     "%llu records lost: the ring buffer (%zu bytes) was full; events are missing",
@@ -925,6 +959,7 @@ void ptw_kernel_free(struct ptw_kernel *k)
 	if (k->pidfd >= 0)
 		close(k->pidfd);
 	ptwk_conv_free(&k->conv);
+	ptwk_frames_free(k->frames);
 	ptw_map_free(&k->sites);
 	ptw_tdb_free(k->tdb);
 	ptw_symbols_free(k->syms);

@@ -12,8 +12,14 @@
 #include "ptw_util.h"
 
 static const char *const never_traced[] = {
-	"_start", "__restore_rt", "_dl_start", "_dl_start_user", "_dl_runtime_resolve*",
-	"_dl_runtime_profile*", "__tls_get_addr_slow", NULL,
+	"_start",
+	"__restore_rt",
+	"_dl_start",
+	"_dl_start_user",
+	"_dl_runtime_resolve*",
+	"_dl_runtime_profile*",
+	"__tls_get_addr_slow",
+	NULL,
 };
 
 static char *dup_n(const char *s, size_t n)

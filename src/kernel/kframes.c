@@ -1,0 +1,454 @@
+/* SPDX-License-Identifier: MIT */
+/* --trace on the kernel path; see kframes.h. */
+#define _GNU_SOURCE
+#include "kframes.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "probes.h"
+#include "ptw_kernel_records.h"
+#include "ptw_patterns.h"
+#include "ptw_symbols.h"
+#include "ptw_util.h"
+
+struct pattern {
+	struct ptw_pattern p;
+	size_t matched;
+	bool module_seen;
+	size_t nfailed;
+	struct ptw_buf failed; /* the first few, and why */
+};
+
+/* The probes of one file in one direction, before they are attached. */
+struct group {
+	char path[4096], module[4096];
+	uint64_t *offsets, *cookies;
+	const char **names; /* for messages */
+	size_t n, cap;
+};
+
+struct ptwk_frames {
+	struct pattern *pats;
+	size_t npats;
+	const struct ptw_location **fns; /* cookie -> function */
+	size_t nfns;
+	struct ptw_map scanned; /* hash(module path) ^ load address -> 1 */
+	struct ptw_map entries; /* entry address -> 1 */
+	struct ptw_map helpers; /* helper address -> 1 */
+	char **dynsym_only;	/* modules only .dynsym could be searched in */
+	size_t ndynsym_only;
+	int *fds; /* uprobe_multi links */
+	size_t nfds;
+	struct bpf_link **links; /* ordinary uprobes */
+	size_t nlinks;
+	unsigned probes;
+	char **refused; /* asked for by name but never traced */
+	size_t nrefused;
+	/* per scan */
+	struct group group;
+	struct ptw_symbols *syms;
+	const bool *applies;
+	pid_t pid;
+	struct ptw_mapping *maps;
+	int nmaps;
+};
+
+struct ptwk_frames *ptwk_frames_new(char *const *trace, size_t ntrace)
+{
+	if (!ntrace)
+		return NULL;
+	struct ptwk_frames *f = xcalloc(1, sizeof(*f));
+	f->pats = xcalloc(ntrace, sizeof(*f->pats));
+	for (size_t i = 0; i < ntrace; i++)
+		if (ptw_pattern_parse(trace[i], &f->pats[f->npats].p) == 0)
+			f->npats++;
+		else
+			ptw_pattern_free(&f->pats[f->npats].p);
+	return f;
+}
+
+static void group_add(struct group *g, uint64_t off, uint64_t cookie, const char *name)
+{
+	if (g->n == g->cap) {
+		g->cap = g->cap ? g->cap * 2 : 64;
+		g->offsets = xreallocarray(g->offsets, g->cap, sizeof(*g->offsets));
+		g->cookies = xreallocarray(g->cookies, g->cap, sizeof(*g->cookies));
+		g->names = xreallocarray(g->names, g->cap, sizeof(*g->names));
+	}
+	g->offsets[g->n] = off;
+	g->cookies[g->n] = cookie;
+	g->names[g->n++] = name;
+}
+
+static void group_free(struct group *g)
+{
+	free(g->offsets);
+	free(g->cookies);
+	free(g->names);
+	memset(g, 0, sizeof(*g));
+}
+
+static void keep_fd(struct ptwk_frames *f, int fd)
+{
+	f->fds = xreallocarray(f->fds, f->nfds + 1, sizeof(*f->fds));
+	f->fds[f->nfds++] = fd;
+}
+
+static int link_multi(struct ptwk_frames *f, struct bpf_program *prog, const struct group *g,
+		      size_t from, size_t n, bool ret)
+{
+	struct ptwk_link_create_uprobe_multi a = {
+		.prog_fd = (uint32_t)bpf_program__fd(prog),
+		.attach_type = PTWK_BPF_TRACE_UPROBE_MULTI,
+		.path = (uint64_t)(uintptr_t)g->path,
+		.offsets = (uint64_t)(uintptr_t)(g->offsets + from),
+		.cookies = (uint64_t)(uintptr_t)(g->cookies + from),
+		.cnt = (uint32_t)n,
+		.multi_flags = ret ? PTWK_BPF_F_UPROBE_MULTI_RETURN : 0,
+		.pid = (uint32_t)f->pid,
+	};
+	int fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &a, sizeof(a));
+	if (fd < 0)
+		return -errno;
+	keep_fd(f, fd);
+	f->probes += (unsigned)n;
+	return 0;
+}
+
+static int link_one(struct ptwk_frames *f, struct bpf_program *prog, const struct group *g,
+		    size_t i, bool ret)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = ret, .bpf_cookie = g->cookies[i]);
+	struct bpf_link *l = bpf_program__attach_uprobe_opts(prog, f->pid, g->path,
+							     (size_t)g->offsets[i], &opts);
+	if (!l)
+		return -errno;
+	f->links = xreallocarray(f->links, f->nlinks + 1, sizeof(*f->links));
+	f->links[f->nlinks++] = l;
+	f->probes++;
+	return 0;
+}
+
+/* One function failed: said per pattern (the first few), as the tracer
+ * does. */
+static void failed_function(struct ptwk_frames *f, const char *name, int err)
+{
+	struct ptw_pattern_name n;
+	ptw_pattern_name_init(&n, name);
+	for (size_t i = 0; i < f->npats; i++) {
+		struct pattern *p = &f->pats[i];
+		if (!ptw_pattern_matches(&p->p, &n))
+			continue;
+		if (p->nfailed++ < 3) {
+			ptw_buf_puts(&p->failed, p->failed.len ? ", " : "");
+			ptw_buf_printf(&p->failed, "%s (%s)", name, strerror(-err));
+		}
+	}
+	ptw_pattern_name_done(&n);
+}
+
+/* Entry and return probes for a group: one link each way; if the kernel
+ * refuses the link (one instruction it cannot probe refuses them all),
+ * each function on its own, so that only that one is lost. */
+static int attach_group(struct ptwk_frames *f, const struct group *g,
+			const struct ptwk_frames_progs *pr)
+{
+	if (!g->n)
+		return 0;
+	int r = -ENOTSUP;
+	if (pr->multi) {
+		int fd0 = (int)f->nfds;
+		r = link_multi(f, pr->entry, g, 0, g->n, false);
+		if (r == 0 && (r = link_multi(f, pr->ret, g, 0, g->n, true)) < 0) {
+			close(f->fds[fd0]);
+			f->nfds = (size_t)fd0;
+			f->probes -= (unsigned)g->n;
+		}
+		if (r == 0)
+			return (int)g->n * 2;
+		ptw_dbg(PTW_DBG_TRACER, "--trace: uprobe_multi on %s: %s; one by one", g->module,
+			strerror(-r));
+	}
+	int n = 0;
+	for (size_t i = 0; i < g->n; i++) {
+		size_t fd0 = f->nfds, l0 = f->nlinks;
+		r = pr->multi ? link_multi(f, pr->entry, g, i, 1, false)
+			      : link_one(f, pr->entry, g, i, false);
+		if (r == 0)
+			r = pr->multi ? link_multi(f, pr->ret, g, i, 1, true)
+				      : link_one(f, pr->ret, g, i, true);
+		if (r == 0) {
+			n += 2;
+			continue;
+		}
+		/* Both or neither: an entry without its return would leave every
+		 * call of it open. */
+		for (size_t k = fd0; k < f->nfds; k++, f->probes--)
+			close(f->fds[k]);
+		for (size_t k = l0; k < f->nlinks; k++, f->probes--)
+			bpf_link__destroy(f->links[k]);
+		f->nfds = fd0;
+		f->nlinks = l0;
+		failed_function(f, g->names[i], r);
+	}
+	return n;
+}
+
+static void on_function(void *ctx, uint64_t addr, const char *name)
+{
+	struct ptwk_frames *f = ctx;
+	struct ptw_pattern_name n;
+	ptw_pattern_name_init(&n, name);
+	bool hit = false, literal = false;
+	for (size_t i = 0; i < f->npats; i++) {
+		struct pattern *p = &f->pats[i];
+		if (!f->applies[i] || !ptw_pattern_matches(&p->p, &n))
+			continue;
+		p->matched++;
+		hit = true;
+		literal |= ptw_pattern_literal(&p->p);
+	}
+	const char *shown = ptw_pattern_name_shown(&n);
+	if (!hit || ptw_map_get(&f->entries, addr))
+		goto out;
+	if (ptw_pattern_never_traced(name)) {
+		if (literal) {
+			f->refused = xreallocarray(f->refused, f->nrefused + 1, sizeof(char *));
+			f->refused[f->nrefused++] = xstrdup(shown);
+		}
+		goto out;
+	}
+	char path[sizeof(f->group.path)], mod[sizeof(f->group.module)];
+	uint64_t off;
+	int r = ptwk_file_of(f->pid, f->maps, f->nmaps, addr, path, sizeof(path), mod, sizeof(mod),
+			     &off);
+	if (r < 0) {
+		failed_function(f, name, r);
+		goto out;
+	}
+	ptw_map_put(&f->entries, addr, (void *)1);
+	if (!f->group.path[0]) {
+		snprintf(f->group.path, sizeof(f->group.path), "%s", path);
+		snprintf(f->group.module, sizeof(f->group.module), "%s", mod);
+	} else if (strcmp(path, f->group.path)) {
+		failed_function(f, name, -EXDEV); /* a module in two files: not seen here */
+		goto out;
+	}
+	f->fns = xreallocarray(f->fns, f->nfns + 1, sizeof(*f->fns));
+	f->fns[f->nfns] = ptw_symbols_locate(f->syms, addr);
+	/* the group's names live until it is attached: the location's do */
+	group_add(&f->group, off, f->nfns, f->fns[f->nfns]->symbol ? f->fns[f->nfns]->symbol : "?");
+	f->nfns++;
+out:
+	ptw_pattern_name_done(&n);
+}
+
+static void note_dynsym_only(struct ptwk_frames *f, const char *base)
+{
+	for (size_t i = 0; i < f->ndynsym_only; i++)
+		if (!strcmp(f->dynsym_only[i], base))
+			return;
+	f->dynsym_only = xreallocarray(f->dynsym_only, f->ndynsym_only + 1, sizeof(char *));
+	f->dynsym_only[f->ndynsym_only++] = xstrdup(base);
+}
+
+/* The helpers that tell how frames are left without a return, where
+ * they are (the tracer's list: trace.c's hook_helpers). */
+static int attach_helpers(struct ptwk_frames *f, const struct ptwk_frames_progs *pr)
+{
+	static const struct {
+		const char *name;
+		enum ptwk_kind kind;
+	} helpers[] = {
+		{ "_Unwind_RaiseException", PTWK_THROW },
+		{ "__cxa_begin_catch", PTWK_CATCH },
+		{ "longjmp", PTWK_LONGJMP },
+		{ "_longjmp", PTWK_LONGJMP },
+		{ "siglongjmp", PTWK_LONGJMP },
+		{ "__longjmp_chk", PTWK_LONGJMP },
+	};
+	int n = 0;
+	for (size_t i = 0; i < PTW_ARRAY_SIZE(helpers); i++) {
+		uint64_t addr, off;
+		if (ptw_symbols_lookup(f->syms, PTW_MOD_ANY, helpers[i].name, &addr, NULL) < 0 ||
+		    ptw_map_get(&f->helpers, addr))
+			continue;
+		struct group g = { 0 };
+		if (ptwk_file_of(f->pid, f->maps, f->nmaps, addr, g.path, sizeof(g.path), g.module,
+				 sizeof(g.module), &off) < 0)
+			continue;
+		ptw_map_put(&f->helpers, addr, (void *)1);
+		group_add(&g, off, helpers[i].kind, helpers[i].name);
+		int r = pr->multi ? link_multi(f, pr->helper, &g, 0, 1, false)
+				  : link_one(f, pr->helper, &g, 0, false);
+		if (r < 0)
+			ptw_dbg(PTW_DBG_TRACER, "--trace: no probe on %s: %s", helpers[i].name,
+				strerror(-r));
+		else
+			n++;
+		group_free(&g);
+	}
+	return n;
+}
+
+int ptwk_frames_scan(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
+		     const struct ptwk_frames_progs *pr, char *why, size_t why_size)
+{
+	f->nmaps = ptw_maps_read(pid, &f->maps);
+	if (f->nmaps < 0) {
+		snprintf(why, why_size, "cannot read /proc/%d/maps: %s", pid, strerror(-f->nmaps));
+		return f->nmaps;
+	}
+	f->syms = syms;
+	f->pid = pid;
+	bool *applies = xcalloc(f->npats + 1, sizeof(bool));
+	f->applies = applies;
+	int total = 0;
+	size_t n = ptw_symbols_module_count(syms);
+	for (size_t i = 0; i < n; i++) {
+		const char *path;
+		uint64_t start;
+		bool is_exe;
+		if (ptw_symbols_module_info(syms, i, &path, &start, &is_exe) < 0)
+			continue;
+		uint64_t key = (ptw_str_hash(path ? path : "?") ^ (start * 31)) | 1;
+		if (ptw_map_get(&f->scanned, key))
+			continue;
+		ptw_map_put(&f->scanned, key, (void *)1);
+		bool any = false;
+		for (size_t k = 0; k < f->npats; k++) {
+			applies[k] = ptw_pattern_module_applies(&f->pats[k].p, path);
+			f->pats[k].module_seen |= applies[k];
+			any |= applies[k];
+		}
+		if (!any)
+			continue;
+		group_free(&f->group);
+		int r = ptw_symbols_module_functions(syms, i, on_function, f);
+		if (r == 0 && path && path[0] != '[')
+			note_dynsym_only(f, ptw_pattern_base_name(path));
+		total += attach_group(f, &f->group, pr);
+		group_free(&f->group);
+	}
+	free(applies);
+	f->applies = NULL;
+	total += attach_helpers(f, pr);
+	free(f->maps);
+	f->maps = NULL;
+	return total;
+}
+
+const struct ptw_location *ptwk_frames_function(const struct ptwk_frames *f, uint64_t index)
+{
+	return f && index < f->nfns ? f->fns[index] : NULL;
+}
+
+unsigned ptwk_frames_probes(const struct ptwk_frames *f)
+{
+	return f ? f->probes : 0;
+}
+
+void ptwk_frames_notes(const struct ptwk_frames *f, void (*fn)(void *ctx, const char *line),
+		       void *ctx)
+{
+	if (!f)
+		return;
+	struct ptw_buf b = { 0 };
+	for (size_t i = 0; i < f->nrefused; i++) {
+		ptw_buf_reset(&b);
+		ptw_buf_printf(
+			&b,
+			"--trace: %s is not traced (entered without a call, it has no return "
+			"address)",
+			f->refused[i]);
+		fn(ctx, b.p);
+	}
+	for (size_t i = 0; i < f->npats; i++) {
+		const struct pattern *p = &f->pats[i];
+		ptw_buf_reset(&b);
+		if (p->nfailed) {
+			ptw_buf_printf(&b,
+				       "--trace '%s': %zu of the %zu functions it matched are not "
+				       "traced: %s%s",
+				       p->p.text, p->nfailed, p->matched, p->failed.p,
+				       p->nfailed > 3 ? ", ..." : "");
+			fn(ctx, b.p);
+			ptw_buf_reset(&b);
+		}
+		if (p->matched)
+			continue;
+		if (p->p.module && !p->module_seen) {
+			ptw_buf_printf(&b, "--trace '%s': no loaded module is called '%s'",
+				       p->p.text, p->p.module);
+		} else {
+			struct ptw_buf m = { 0 };
+			for (size_t d = 0; d < f->ndynsym_only; d++) {
+				const char *mod = f->dynsym_only[d];
+				if (p->p.module && fnmatch(p->p.module, mod, 0) != 0)
+					continue;
+				ptw_buf_puts(&m, m.len ? ", " : "");
+				ptw_buf_puts(&m, mod);
+			}
+			if (m.len)
+				ptw_buf_printf(
+					&b,
+					"--trace '%s' matched no function; only the dynamic "
+					"symbols of %s could be searched (no symbol table, no "
+					"debug file): their static functions cannot be found",
+					p->p.text, m.p);
+			else
+				ptw_buf_printf(&b, "--trace '%s' matched no function", p->p.text);
+			ptw_buf_free(&m);
+		}
+		fn(ctx, b.p);
+	}
+	ptw_buf_free(&b);
+}
+
+void ptwk_frames_close(struct ptwk_frames *f)
+{
+	if (!f)
+		return;
+	for (size_t i = 0; i < f->nfds; i++)
+		close(f->fds[i]);
+	free(f->fds);
+	f->fds = NULL;
+	f->nfds = 0;
+	for (size_t i = 0; i < f->nlinks; i++)
+		bpf_link__destroy(f->links[i]);
+	free(f->links);
+	f->links = NULL;
+	f->nlinks = 0;
+}
+
+void ptwk_frames_free(struct ptwk_frames *f)
+{
+	if (!f)
+		return;
+	ptwk_frames_close(f);
+	for (size_t i = 0; i < f->npats; i++) {
+		ptw_pattern_free(&f->pats[i].p);
+		ptw_buf_free(&f->pats[i].failed);
+	}
+	free(f->pats);
+	free(f->fns);
+	ptw_map_free(&f->scanned);
+	ptw_map_free(&f->entries);
+	ptw_map_free(&f->helpers);
+	for (size_t i = 0; i < f->ndynsym_only; i++)
+		free(f->dynsym_only[i]);
+	free(f->dynsym_only);
+	for (size_t i = 0; i < f->nrefused; i++)
+		free(f->refused[i]);
+	free(f->refused);
+	group_free(&f->group);
+	free(f);
+}

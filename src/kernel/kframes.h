@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * --trace on the kernel path: the functions the patterns match (the
+ * tracer's matching, ptw_patterns.h), found with the symbols layer in the
+ * executable and its libraries as file offsets, and an entry uprobe and a
+ * uretprobe on each (bpf/ptw_frames.bpf.h), attached for one process:
+ * one uprobe_multi link per module file and direction, the cookie the
+ * function's index here; ordinary uprobes as the fallback. Plus uprobes on
+ * the helpers that leave frames without a return (longjmp & co,
+ * _Unwind_RaiseException, __cxa_begin_catch), as the tracer hooks them.
+ */
+#ifndef PTW_KERNEL_KFRAMES_H
+#define PTW_KERNEL_KFRAMES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct ptw_symbols;
+struct ptw_location;
+struct bpf_program;
+struct ptwk_frames;
+
+struct ptwk_frames_progs {
+	struct bpf_program *entry, *ret, *helper;
+	bool multi; /* uprobe_multi links (else a perf event per probe) */
+};
+
+/* NULL when there is no pattern (nothing to do). Invalid patterns are
+ * left out (the caller checked them). */
+struct ptwk_frames *ptwk_frames_new(char *const *trace, size_t ntrace);
+
+/*
+ * Scans the modules of syms not scanned yet (after an attach; again after
+ * a dlopen) and attaches the probes for pid. Returns the number of probes
+ * attached now, or -errno when none could be (*why says why).
+ */
+int ptwk_frames_scan(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
+		     const struct ptwk_frames_progs *progs, char *why, size_t why_size);
+
+/* The traced function of a cookie (NULL: not ours). */
+const struct ptw_location *ptwk_frames_function(const struct ptwk_frames *f, uint64_t index);
+
+/* Probes attached (entry, return and helpers). */
+unsigned ptwk_frames_probes(const struct ptwk_frames *f);
+
+/* The patterns that matched nothing, the functions that could not be
+ * probed: one line each (the tracer's warnings), fn(ctx, line). */
+void ptwk_frames_notes(const struct ptwk_frames *f, void (*fn)(void *ctx, const char *line),
+		       void *ctx);
+
+/* Closes the links (the kernel removes the probes). */
+void ptwk_frames_close(struct ptwk_frames *f);
+void ptwk_frames_free(struct ptwk_frames *f);
+
+#endif
