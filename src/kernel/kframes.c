@@ -52,6 +52,7 @@ struct ptwk_frames {
 	unsigned probes;
 	char **refused; /* asked for by name but never traced */
 	size_t nrefused;
+	char *unwinder; /* why no uretprobe may go in this process, NULL: they may */
 	/* per scan */
 	struct group group;
 	struct ptw_symbols *syms;
@@ -299,9 +300,35 @@ static int attach_helpers(struct ptwk_frames *f, const struct ptwk_frames_progs 
 	return n;
 }
 
+/*
+ * A uretprobe puts the kernel's trampoline in the return slot, and an
+ * unwinder stepping through that frame finds no unwind information for
+ * the trampoline: a C++ exception (or a Rust panic) thrown through a
+ * traced call terminates the program (checked: std::terminate, SIGABRT).
+ * A process that can throw gets no return probe, hence no frames, rather
+ * than a risk of its life. NULL: it cannot throw (no runtime for it is
+ * loaded).
+ */
+static char *unwinder_in(struct ptw_symbols *syms)
+{
+	static const char *const throwers[] = { "__cxa_throw", "__rust_start_panic" };
+	for (size_t i = 0; i < PTW_ARRAY_SIZE(throwers); i++) {
+		uint64_t addr;
+		if (ptw_symbols_lookup_loaded(syms, PTW_MOD_ANY, throwers[i], &addr) < 0)
+			continue;
+		const char *m = ptw_symbols_module_of(syms, addr);
+		struct ptw_buf b = { 0 };
+		ptw_buf_printf(&b, "%s in %s", throwers[i], ptw_pattern_base_name(m));
+		return b.p;
+	}
+	return NULL;
+}
+
 int ptwk_frames_scan(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
 		     const struct ptwk_frames_progs *pr, char *why, size_t why_size)
 {
+	if (f->unwinder || (f->unwinder = unwinder_in(syms)))
+		return 0;
 	f->nmaps = ptw_maps_read(pid, &f->maps);
 	if (f->nmaps < 0) {
 		snprintf(why, why_size, "cannot read /proc/%d/maps: %s", pid, strerror(-f->nmaps));
@@ -362,6 +389,17 @@ void ptwk_frames_notes(const struct ptwk_frames *f, void (*fn)(void *ctx, const 
 	if (!f)
 		return;
 	struct ptw_buf b = { 0 };
+	if (f->unwinder) {
+		ptw_buf_printf(&b,
+			       "--trace is not done on the kernel path for this process: it can throw "
+			       "exceptions (%s), and one thrown through a call whose return a "
+			       "uretprobe watches terminates the program (its unwinder cannot step "
+			       "through the kernel's return trampoline); the ptrace backend traces it",
+			       f->unwinder);
+		fn(ctx, b.p);
+		ptw_buf_free(&b);
+		return;
+	}
 	for (size_t i = 0; i < f->nrefused; i++) {
 		ptw_buf_reset(&b);
 		ptw_buf_printf(
@@ -449,6 +487,7 @@ void ptwk_frames_free(struct ptwk_frames *f)
 	for (size_t i = 0; i < f->nrefused; i++)
 		free(f->refused[i]);
 	free(f->refused);
+	free(f->unwinder);
 	group_free(&f->group);
 	free(f);
 }

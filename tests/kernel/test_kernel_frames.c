@@ -311,14 +311,19 @@ int main(int argc, char **argv)
 		EXPECT(ne == 3 && ptw_frames_count(f) == 3, "%zu ends, %zu frames", ne,
 		       ptw_frames_count(f));
 	} else if (!strcmp(mode, "cxx")) {
+		/* The ptrace path gives catcher{a{b{c}}} after (the exception's
+		 * frames unmatched "exception"); here a uretprobe would make the
+		 * throw terminate the program: refused, said, the program's
+		 * result unchanged. */
 		const struct json_object *res = truth_kind(t, nt, "cxx_frames", 0);
 		EXPECT(res && jint(res, "result") == 43, "result %" PRId64,
 		       res ? jint(res, "result") : -1);
-		check_tree(f, "frx::catcher(int) 1 - completed - =0x2c;"
-			      "frx::a(int) 2 frx::catcher(int) unmatched exception;"
-			      "frx::b(int) 3 frx::a(int) unmatched exception;"
-			      "frx::c(int) 4 frx::b(int) unmatched exception;"
-			      "frx::after(int) 2 frx::catcher(int) completed - =0x2c");
+		EXPECT(ptw_frames_count(f) == 0 && st.probes < 20, "%zu frames, %u probes",
+		       ptw_frames_count(f), st.probes);
+		bool said = false;
+		for (size_t i = 0; i < nn; i++)
+			said |= strstr(notes[i], "can throw exceptions (__cxa_throw in libstdc++") != 0;
+		EXPECT(said, "no note says why --trace was not done");
 	} else if (!strcmp(mode, "sigtrap")) {
 		const struct json_object *s = truth_kind(t, nt, "sigtrap", 0);
 		EXPECT(s && jtrue(s, "trap_blocked") && jtrue(s, "all_blocked"),
