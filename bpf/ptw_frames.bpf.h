@@ -4,7 +4,8 @@
  * entry uprobe and a uretprobe on every traced function (cookie: its
  * index in user space's table), and uprobes on the helpers that leave
  * frames without a return (longjmp & co, _Unwind_RaiseException,
- * __cxa_begin_catch; cookie: the record kind). Included by
+ * __cxa_begin_catch; cookie: the record kind), and on ld.so's
+ * _dl_debug_state (new libraries to scan: the reader is woken at once). Included by
  * ptw_kernel.bpf.c: the maps and helpers are its own.
  */
 
@@ -91,6 +92,6 @@ int ptw_frame_helper(struct pt_regs *ctx)
 		if (fs && read_user_u64(fs + 0x30, &r.c) && read_user_u64(ctx->di + 6 * 8, &r.d))
 			r.f |= PTWK_F_READ;
 	}
-	send(&r, false);
+	send(&r, kind == PTWK_DL_STATE);
 	return 0;
 }

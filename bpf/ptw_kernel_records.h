@@ -51,6 +51,7 @@ enum ptwk_kind {
 	PTWK_CATCH,	   /* __cxa_begin_catch entry: b = sp */
 	PTWK_LONGJMP,	   /* longjmp & co: b = sp, c = the pointer guard (fs:0x30), d = the
 			    * jmp_buf's mangled sp (PTWK_F_READ: both read) */
+	PTWK_DL_STATE,	   /* _dl_debug_state: ld.so's modules changed (dlopen, dlclose) */
 	PTWK_KIND_N,
 };
 

@@ -338,6 +338,7 @@ void ptwk_conv_record(struct ptwk_conv *c, const struct ptwk_record *r)
 	case PTWK_THROW:
 	case PTWK_CATCH:
 	case PTWK_LONGJMP:
+	case PTWK_DL_STATE:
 		ptwk_frames_record(c, r);
 		break;
 	case PTWK_FORK: /* -f, later: the child is not followed yet */

@@ -35,6 +35,8 @@ struct ptwk_conv_ops {
 	/* --trace: the function of an entry probe's cookie (NULL: unknown,
 	 * then its entry address is located). */
 	const struct ptw_location *(*frame_function)(void *ctx, uint64_t index);
+	/* ld.so's list of modules changed (dlopen, dlclose): new ones to scan. */
+	void (*modules_changed)(void *ctx);
 	void *ctx;
 };
 

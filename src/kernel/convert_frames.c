@@ -136,6 +136,11 @@ void ptwk_frames_record(struct ptwk_conv *c, const struct ptwk_record *r)
 		on_return(c, r);
 		return;
 	}
+	if (r->kind == PTWK_DL_STATE) {
+		if (c->ops.modules_changed)
+			c->ops.modules_changed(c->ops.ctx);
+		return;
+	}
 	/* The helpers say something only while a frame of ours is open. */
 	struct fthread *ft = fthread_of(c, (pid_t)r->tid, false);
 	if (!ft || !ft->n)

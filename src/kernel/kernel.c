@@ -207,6 +207,17 @@ static const struct ptw_location *frame_function(void *ctx, uint64_t index)
 
 static void scan_frames(struct ptw_kernel *k);
 
+/* dlopen, dlclose: the new libraries' traced functions get their probes
+ * now; the process ran on meanwhile (kframes.h). */
+static void modules_changed(void *ctx)
+{
+	struct ptw_kernel *k = ctx;
+	if (!k->frames || !k->syms)
+		return;
+	ptw_symbols_refresh(k->syms);
+	scan_frames(k);
+}
+
 static int memread(void *ctx, uint64_t addr, void *buf, size_t len)
 {
 	return ptw_mem_read(ctx, addr, buf, len);
@@ -805,6 +816,7 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 				     .main_returns_to = main_returns_to,
 				     .image_ready = image_ready,
 				     .frame_function = frame_function,
+				     .modules_changed = modules_changed,
 				     .ctx = k };
 	ptwk_conv_init(&k->conv, pid, &ops);
 	k->conv.launched = launched;

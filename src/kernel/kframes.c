@@ -40,7 +40,8 @@ struct ptwk_frames {
 	size_t npats;
 	const struct ptw_location **fns; /* cookie -> function */
 	size_t nfns;
-	struct ptw_map scanned; /* hash(module path) ^ load address -> 1 */
+	struct ptw_map scanned; /* hash(module path) -> 1: its file has its probes, wherever
+				 * (and however often) it is mapped again */
 	struct ptw_map entries; /* entry address -> 1 */
 	struct ptw_map helpers; /* helper address -> 1 */
 	char **dynsym_only;	/* modules only .dynsym could be searched in */
@@ -53,6 +54,7 @@ struct ptwk_frames {
 	char **refused; /* asked for by name but never traced */
 	size_t nrefused;
 	char *unwinder; /* why no uretprobe may go in this process, NULL: they may */
+	unsigned scans; /* more than one: libraries came later (dlopen) */
 	/* per scan */
 	struct group group;
 	struct ptw_symbols *syms;
@@ -275,11 +277,14 @@ static int attach_helpers(struct ptwk_frames *f, const struct ptwk_frames_progs 
 		{ "_longjmp", PTWK_LONGJMP },
 		{ "siglongjmp", PTWK_LONGJMP },
 		{ "__longjmp_chk", PTWK_LONGJMP },
+		{ "_dl_debug_state", PTWK_DL_STATE },
 	};
 	int n = 0;
 	for (size_t i = 0; i < PTW_ARRAY_SIZE(helpers); i++) {
 		uint64_t addr, off;
-		if (ptw_symbols_lookup(f->syms, PTW_MOD_ANY, helpers[i].name, &addr, NULL) < 0 ||
+		/* ld.so's own (libc has one too, for static dlopen) */
+		const char *in = helpers[i].kind == PTWK_DL_STATE ? "ld-linux" : PTW_MOD_ANY;
+		if (ptw_symbols_lookup(f->syms, in, helpers[i].name, &addr, NULL) < 0 ||
 		    ptw_map_get(&f->helpers, addr))
 			continue;
 		struct group g = { 0 };
@@ -329,6 +334,7 @@ int ptwk_frames_scan(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
 {
 	if (f->unwinder || (f->unwinder = unwinder_in(syms)))
 		return 0;
+	f->scans++;
 	f->nmaps = ptw_maps_read(pid, &f->maps);
 	if (f->nmaps < 0) {
 		snprintf(why, why_size, "cannot read /proc/%d/maps: %s", pid, strerror(-f->nmaps));
@@ -346,7 +352,7 @@ int ptwk_frames_scan(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
 		bool is_exe;
 		if (ptw_symbols_module_info(syms, i, &path, &start, &is_exe) < 0)
 			continue;
-		uint64_t key = (ptw_str_hash(path ? path : "?") ^ (start * 31)) | 1;
+		uint64_t key = ptw_str_hash(path ? path : "?") | 1;
 		if (ptw_map_get(&f->scanned, key))
 			continue;
 		ptw_map_put(&f->scanned, key, (void *)1);
@@ -390,16 +396,22 @@ void ptwk_frames_notes(const struct ptwk_frames *f, void (*fn)(void *ctx, const 
 		return;
 	struct ptw_buf b = { 0 };
 	if (f->unwinder) {
-		ptw_buf_printf(&b,
-			       "--trace is not done on the kernel path for this process: it can throw "
-			       "exceptions (%s), and one thrown through a call whose return a "
-			       "uretprobe watches terminates the program (its unwinder cannot step "
-			       "through the kernel's return trampoline); the ptrace backend traces it",
-			       f->unwinder);
+		ptw_buf_printf(
+			&b,
+			"--trace is not done on the kernel path for this process: it can throw "
+			"exceptions (%s), and one thrown through a call whose return a "
+			"uretprobe watches terminates the program (its unwinder cannot step "
+			"through the kernel's return trampoline); the ptrace backend traces it",
+			f->unwinder);
 		fn(ctx, b.p);
 		ptw_buf_free(&b);
 		return;
 	}
+	if (f->scans > 1)
+		fn(ctx, "--trace: the functions of libraries loaded after the attach (dlopen) get "
+			"their probes once ptwatch has read that ld.so loaded them, while the "
+			"program runs on: their first calls may not be seen, and a library already "
+			"unloaded by then is not seen at all");
 	for (size_t i = 0; i < f->nrefused; i++) {
 		ptw_buf_reset(&b);
 		ptw_buf_printf(

@@ -7,7 +7,14 @@
  * one uprobe_multi link per module file and direction, the cookie the
  * function's index here; ordinary uprobes as the fallback. Plus uprobes on
  * the helpers that leave frames without a return (longjmp & co,
- * _Unwind_RaiseException, __cxa_begin_catch), as the tracer hooks them.
+ * _Unwind_RaiseException, __cxa_begin_catch), as the tracer hooks them,
+ * and on ld.so's _dl_debug_state: libraries loaded later are scanned when
+ * the reader sees it fire (the program runs on meanwhile: their first
+ * calls may be missed). A file's probes stay for the session: the kernel
+ * puts them in every later mapping of it (a library dlopen'ed again).
+ *
+ * Not in a process that can throw exceptions (C++, Rust): see
+ * unwinder_in() in kframes.c.
  */
 #ifndef PTW_KERNEL_KFRAMES_H
 #define PTW_KERNEL_KFRAMES_H
