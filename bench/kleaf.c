@@ -65,5 +65,11 @@ int main(int argc, char **argv)
 	clock_gettime(CLOCK_MONOTONIC, &b);
 	long long ns = (b.tv_sec - a.tv_sec) * 1000000000ll + (b.tv_nsec - a.tv_nsec);
 	printf("%ld calls in %lld ns, sum %ld\n", per_thread * nt, ns, total);
+	/* "hold" (argv[4]): stay until stdin ends, for a look at its text */
+	if (argc > 4 && !strcmp(argv[4], "hold")) {
+		fflush(stdout);
+		while (read(0, &c, 1) > 0)
+			;
+	}
 	return 0;
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Cost per traced call, kernel backend vs ptrace backend vs native.
 
-bench/kleaf N [push|lea] calls leaf_push (first instruction push %rbx:
+tests/kernel/kleaf (bench/kleaf.c) N [push|lea] calls leaf_push (first instruction push %rbx:
 the kernel's uprobes emulate it) or leaf_lea (first instruction lea: the
 kernel single-steps it out of line) N times from 2 threads, after a go
 byte on stdin, and times the calls alone (CLOCK_MONOTONIC around them, no
@@ -35,7 +35,7 @@ build = sys.argv[1] if len(sys.argv) > 1 else "build"
 N = int(os.environ.get("N", "200000"))
 NP = int(os.environ.get("NP", str(max(N // 50, 2))))  # ptrace is ~100x slower
 RUNS = int(os.environ.get("RUNS", "5"))
-kleaf = os.path.join(build, "bench", "kleaf")
+kleaf = os.path.join(build, "tests", "kernel", "kleaf")
 demo = os.path.join(build, "tests", "kernel", "ptw-kernel-demo")
 ptwatch = os.path.join(build, "ptwatch")
 tmp = tempfile.mkdtemp(prefix="ptwktrace.")
