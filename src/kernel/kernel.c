@@ -15,6 +15,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -675,6 +676,57 @@ static void scan_frames(struct ptw_kernel *k)
 	k->stats.probes += ptwk_frames_probes(k->frames) - before;
 }
 
+/* What execvp will run for name: with a '/', name itself; else the first
+ * executable regular file of that name in PATH (its default when unset). */
+static bool command_path(const char *name, char *ret, size_t size)
+{
+	if (strchr(name, '/')) {
+		snprintf(ret, size, "%s", name);
+		return true;
+	}
+	const char *path = getenv("PATH");
+	if (!path)
+		path = "/bin:/usr/bin";
+	for (const char *p = path;; p++) {
+		const char *end = strchrnul(p, ':');
+		struct stat st;
+		snprintf(ret, size, "%.*s%s%s", (int)(end - p), p, end == p ? "" : "/", name);
+		if (stat(ret, &st) == 0 && S_ISREG(st.st_mode) && access(ret, X_OK) == 0)
+			return true;
+		if (!*end)
+			return false;
+		p = end;
+	}
+}
+
+/*
+ * A launch: the command's executable gets its probes from its file before
+ * it is let go (scan_frames at main's start would come after main has run
+ * on a while), and so do libc and ld.so (ptwatch's own: the same files);
+ * its other libraries are scanned when ld.so has mapped them (its
+ * _dl_debug_state) or at main's start, whichever the reader sees first:
+ * their first calls may be missed.
+ */
+static void launch_frames(struct ptw_kernel *k, const char *name)
+{
+	char path[PATH_MAX], why[512] = "";
+	if (!k->frames || !command_path(name, path, sizeof(path)))
+		return;
+	struct ptwk_frames_progs pr = { .entry = k->skel->progs.ptw_frame_entry,
+					.ret = k->skel->progs.ptw_frame_return,
+					.helper = k->skel->progs.ptw_frame_helper,
+					.multi = k->multi };
+	unsigned before = ptwk_frames_probes(k->frames);
+	int r = ptwk_frames_scan_file(k->frames, path, k->pid, k->o.use_debug_files, &pr, why,
+				      sizeof(why));
+	if (r < 0)
+		note(k, "--trace: %s; its functions get their probes when main starts", why);
+	/* libc and ld.so: the files the command will map too, mapped now */
+	if (ptwk_frames_scan_core(k->frames, k->syms, k->pid, &pr, why, sizeof(why)) < 0)
+		note(k, "--trace: %s", why);
+	k->stats.probes += ptwk_frames_probes(k->frames) - before;
+}
+
 /* ---- the threads already running ---- */
 
 struct listed {
@@ -875,6 +927,8 @@ int ptw_kernel_launch(const struct ptw_kernel_opts *o, char *const argv[], int c
 	}
 	struct ptw_kernel *k;
 	r = start(o, h.pid, true, &k, why, why_size);
+	if (r == 0)
+		launch_frames(k, argv[0]);
 	if (r < 0) {
 		ptw_held_go(&h, false); /* it exits without running the command */
 		ptw_held_exec_result(&h);

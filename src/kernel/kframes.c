@@ -6,7 +6,10 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
+#include <gelf.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +46,7 @@ struct ptwk_frames {
 	struct ptw_map scanned; /* hash(module path) -> 1: its file has its probes, wherever
 				 * (and however often) it is mapped again */
 	struct ptw_map entries; /* entry address -> 1 */
-	struct ptw_map helpers; /* helper address -> 1 */
+	struct ptw_map helpers; /* hash(file) ^ offset -> 1: a helper probed */
 	char **dynsym_only;	/* modules only .dynsym could be searched in */
 	size_t ndynsym_only;
 	int *fds; /* uprobe_multi links */
@@ -53,8 +56,9 @@ struct ptwk_frames {
 	unsigned probes;
 	char **refused; /* asked for by name but never traced */
 	size_t nrefused;
-	char *unwinder; /* why no uretprobe may go in this process, NULL: they may */
-	unsigned scans; /* more than one: libraries came later (dlopen) */
+	char *unwinder;		       /* why no uretprobe may go in this process, NULL: they may */
+	unsigned scans;		       /* more than one: libraries came later (dlopen) */
+	struct ptw_symbols *file_syms; /* a launch's executable, read from its file */
 	/* per scan */
 	struct group group;
 	struct ptw_symbols *syms;
@@ -231,8 +235,16 @@ static void on_function(void *ctx, uint64_t addr, const char *name)
 	}
 	char path[sizeof(f->group.path)], mod[sizeof(f->group.module)];
 	uint64_t off;
-	int r = ptwk_file_of(f->pid, f->maps, f->nmaps, addr, path, sizeof(path), mod, sizeof(mod),
-			     &off);
+	int r;
+	if (f->syms == f->file_syms) {
+		/* the file itself, not mapped yet */
+		r = ptw_symbols_file_offset(f->syms, addr, &off);
+		snprintf(path, sizeof(path), "%s", ptw_symbols_exe(f->syms));
+		snprintf(mod, sizeof(mod), "%s", path);
+	} else {
+		r = ptwk_file_of(f->pid, f->maps, f->nmaps, addr, path, sizeof(path), mod,
+				 sizeof(mod), &off);
+	}
 	if (r < 0) {
 		failed_function(f, name, r);
 		goto out;
@@ -284,14 +296,17 @@ static int attach_helpers(struct ptwk_frames *f, const struct ptwk_frames_progs 
 		uint64_t addr, off;
 		/* ld.so's own (libc has one too, for static dlopen) */
 		const char *in = helpers[i].kind == PTWK_DL_STATE ? "ld-linux" : PTW_MOD_ANY;
-		if (ptw_symbols_lookup(f->syms, in, helpers[i].name, &addr, NULL) < 0 ||
-		    ptw_map_get(&f->helpers, addr))
-			continue;
 		struct group g = { 0 };
-		if (ptwk_file_of(f->pid, f->maps, f->nmaps, addr, g.path, sizeof(g.path), g.module,
+		if (ptw_symbols_lookup(f->syms, in, helpers[i].name, &addr, NULL) < 0 ||
+		    ptwk_file_of(f->pid, f->maps, f->nmaps, addr, g.path, sizeof(g.path), g.module,
 				 sizeof(g.module), &off) < 0)
 			continue;
-		ptw_map_put(&f->helpers, addr, (void *)1);
+		/* the same file at another address (a launch's exec, a dlopen
+		 * again) has its probe already */
+		uint64_t key = (ptw_str_hash(g.path) ^ (off * 31)) | 1;
+		if (ptw_map_get(&f->helpers, key))
+			continue;
+		ptw_map_put(&f->helpers, key, (void *)1);
 		group_add(&g, off, helpers[i].kind, helpers[i].name);
 		int r = pr->multi ? link_multi(f, pr->helper, &g, 0, 1, false)
 				  : link_one(f, pr->helper, &g, 0, false);
@@ -329,12 +344,17 @@ static char *unwinder_in(struct ptw_symbols *syms)
 	return NULL;
 }
 
-int ptwk_frames_scan(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
-		     const struct ptwk_frames_progs *pr, char *why, size_t why_size)
+/* libc and ld.so, which every dynamic program maps: a launch's are
+ * ptwatch's own (the command is its fork until it execs). */
+static bool core_module(const char *path)
 {
-	if (f->unwinder || (f->unwinder = unwinder_in(syms)))
-		return 0;
-	f->scans++;
+	const char *b = ptw_pattern_base_name(path);
+	return !strncmp(b, "libc.so", 7) || !strncmp(b, "ld-linux", 8);
+}
+
+static int scan(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
+		const struct ptwk_frames_progs *pr, bool core_only, char *why, size_t why_size)
+{
 	f->nmaps = ptw_maps_read(pid, &f->maps);
 	if (f->nmaps < 0) {
 		snprintf(why, why_size, "cannot read /proc/%d/maps: %s", pid, strerror(-f->nmaps));
@@ -350,7 +370,8 @@ int ptwk_frames_scan(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
 		const char *path;
 		uint64_t start;
 		bool is_exe;
-		if (ptw_symbols_module_info(syms, i, &path, &start, &is_exe) < 0)
+		if (ptw_symbols_module_info(syms, i, &path, &start, &is_exe) < 0 ||
+		    (core_only && !core_module(path)))
 			continue;
 		uint64_t key = ptw_str_hash(path ? path : "?") | 1;
 		if (ptw_map_get(&f->scanned, key))
@@ -377,6 +398,111 @@ int ptwk_frames_scan(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
 	free(f->maps);
 	f->maps = NULL;
 	return total;
+}
+
+/* What unwinder_in() looks for, in a file not loaded yet: a thrower in its
+ * symbol tables (defined or needed), or a C++ or unwinding runtime among
+ * the libraries it needs. */
+static char *unwinder_in_file(const char *path)
+{
+	static const char *const throwers[] = { "__cxa_throw", "__rust_start_panic",
+						"_Unwind_RaiseException" };
+	static const char *const runtimes[] = { "libstdc++", "libgcc_s" };
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	elf_version(EV_CURRENT);
+	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
+	char *why = NULL;
+	for (Elf_Scn *scn = NULL; elf && !why && (scn = elf_nextscn(elf, scn));) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+		if (!gelf_getshdr(scn, &sh) || !(d = elf_getdata(scn, NULL)) || !sh.sh_entsize)
+			continue;
+		size_t n = sh.sh_size / sh.sh_entsize;
+		struct ptw_buf b = { 0 };
+		for (size_t i = 0; i < n && !b.len; i++) {
+			const char *name = NULL;
+			if (sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM) {
+				GElf_Sym sym;
+				if (gelf_getsym(d, (int)i, &sym))
+					name = elf_strptr(elf, sh.sh_link, sym.st_name);
+				for (size_t k = 0; name && k < PTW_ARRAY_SIZE(throwers); k++)
+					if (!strcmp(name, throwers[k]))
+						ptw_buf_printf(&b, "%s in %s", name,
+							       ptw_pattern_base_name(path));
+			} else if (sh.sh_type == SHT_DYNAMIC) {
+				GElf_Dyn dyn;
+				if (gelf_getdyn(d, (int)i, &dyn) && dyn.d_tag == DT_NEEDED)
+					name = elf_strptr(elf, sh.sh_link, dyn.d_un.d_val);
+				for (size_t k = 0; name && k < PTW_ARRAY_SIZE(runtimes); k++)
+					if (strstr(name, runtimes[k]))
+						ptw_buf_printf(&b, "%s needs %s",
+							       ptw_pattern_base_name(path), name);
+			}
+		}
+		why = b.p;
+	}
+	if (elf)
+		elf_end(elf);
+	close(fd);
+	return why;
+}
+
+int ptwk_frames_scan_file(struct ptwk_frames *f, const char *path, pid_t pid, bool use_debug_files,
+			  const struct ptwk_frames_progs *pr, char *why, size_t why_size)
+{
+	char real[PATH_MAX];
+	if (!realpath(path, real)) {
+		snprintf(why, why_size, "%s: %s", path, strerror(errno));
+		return -errno;
+	}
+	if (f->unwinder || (f->unwinder = unwinder_in_file(real)))
+		return 0;
+	int r = ptw_symbols_new_file(real, use_debug_files, NULL, &f->file_syms);
+	if (r < 0) {
+		snprintf(why, why_size, "cannot read the symbols of %s: %s", real, strerror(-r));
+		return r;
+	}
+	f->syms = f->file_syms;
+	f->pid = pid;
+	bool *applies = xcalloc(f->npats + 1, sizeof(bool));
+	f->applies = applies;
+	bool any = false;
+	for (size_t k = 0; k < f->npats; k++) {
+		applies[k] = ptw_pattern_module_applies(&f->pats[k].p, real);
+		f->pats[k].module_seen |= applies[k];
+		any |= applies[k];
+	}
+	int total = 0;
+	ptw_map_put(&f->scanned, ptw_str_hash(real) | 1, (void *)1);
+	if (any) {
+		group_free(&f->group);
+		r = ptw_symbols_module_functions(f->syms, 0, on_function, f);
+		if (r == 0)
+			note_dynsym_only(f, ptw_pattern_base_name(real));
+		total = attach_group(f, &f->group, pr);
+		group_free(&f->group);
+	}
+	free(applies);
+	f->applies = NULL;
+	f->syms = NULL;
+	return total;
+}
+
+int ptwk_frames_scan(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
+		     const struct ptwk_frames_progs *pr, char *why, size_t why_size)
+{
+	if (f->unwinder || (f->unwinder = unwinder_in(syms)))
+		return 0;
+	f->scans++;
+	return scan(f, syms, pid, pr, false, why, why_size);
+}
+
+int ptwk_frames_scan_core(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
+			  const struct ptwk_frames_progs *pr, char *why, size_t why_size)
+{
+	return f->unwinder ? 0 : scan(f, syms, pid, pr, true, why, why_size);
 }
 
 const struct ptw_location *ptwk_frames_function(const struct ptwk_frames *f, uint64_t index)
@@ -408,10 +534,11 @@ void ptwk_frames_notes(const struct ptwk_frames *f, void (*fn)(void *ctx, const 
 		return;
 	}
 	if (f->scans > 1)
-		fn(ctx, "--trace: the functions of libraries loaded after the attach (dlopen) get "
-			"their probes once ptwatch has read that ld.so loaded them, while the "
-			"program runs on: their first calls may not be seen, and a library already "
-			"unloaded by then is not seen at all");
+		fn(ctx,
+		   "--trace: libraries mapped after the probes went in (dlopen; a launch's "
+		   "own, but libc and ld.so) get theirs once ptwatch has read that ld.so mapped "
+		   "them, while the program runs on: their first calls may not be seen, and a "
+		   "library already unloaded by then is not seen at all");
 	for (size_t i = 0; i < f->nrefused; i++) {
 		ptw_buf_reset(&b);
 		ptw_buf_printf(
@@ -501,5 +628,6 @@ void ptwk_frames_free(struct ptwk_frames *f)
 	free(f->refused);
 	free(f->unwinder);
 	group_free(&f->group);
+	ptw_symbols_free(f->file_syms);
 	free(f);
 }

@@ -46,6 +46,20 @@ struct ptwk_frames *ptwk_frames_new(char *const *trace, size_t ntrace);
 int ptwk_frames_scan(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
 		     const struct ptwk_frames_progs *progs, char *why, size_t why_size);
 
+/* The same for libc and ld.so only (a launch: the command, ptwatch's fork
+ * until it execs, maps ptwatch's; the probes are on the files). */
+int ptwk_frames_scan_core(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
+			  const struct ptwk_frames_progs *progs, char *why, size_t why_size);
+
+/*
+ * A launch: the executable at path (as exec will find it) is read from its
+ * file before it runs, and its traced functions get their probes for pid
+ * now (they are in when it execs; its libraries are scanned once it runs,
+ * by ptwk_frames_scan). Returns as ptwk_frames_scan.
+ */
+int ptwk_frames_scan_file(struct ptwk_frames *f, const char *path, pid_t pid, bool use_debug_files,
+			  const struct ptwk_frames_progs *progs, char *why, size_t why_size);
+
 /* The traced function of a cookie (NULL: not ours). */
 const struct ptw_location *ptwk_frames_function(const struct ptwk_frames *f, uint64_t index);
 
