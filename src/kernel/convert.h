@@ -46,6 +46,7 @@ struct ptwk_conv {
 	struct ptwk_conv_ops ops;
 	struct ptw_map threads; /* tid -> struct ptwk_thread */
 	struct ptw_map frames;	/* tid -> its shadow stack (convert_frames.c) */
+	uint64_t frames_too_deep; /* calls left without a return probe (kernel's depth limit) */
 	uint64_t events;
 	bool ended; /* PROCESS_EXIT emitted */
 	int exit_code, exit_signal;

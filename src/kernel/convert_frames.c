@@ -20,10 +20,28 @@
 #include "convert.h"
 #include "ptw_frames.h"
 
+/* The kernel keeps at most this many return instances pending per thread
+ * (MAX_URETPROBE_DEPTH): a call entered deeper gets no return probe. */
+#define KERNEL_URETPROBE_DEPTH 64
+
 struct fthread {
-	struct ptw_shadow_frame *st; /* innermost last */
+	struct ptw_shadow_frame *st; /* innermost last; id 1: no return probe */
 	size_t n, cap;
+	size_t watched; /* of those, with a return probe */
 };
+
+/* The k innermost frames are over; those that had no return probe and
+ * did not return are counted (a note says so). */
+static void drop(struct ptwk_conv *c, struct fthread *ft, size_t k, bool last_returned)
+{
+	for (size_t i = 0; i < k && ft->n; i++) {
+		const struct ptw_shadow_frame *fr = &ft->st[--ft->n];
+		if (!fr->id)
+			ft->watched--;
+		else if (!(last_returned && i == k - 1))
+			c->frames_too_deep++;
+	}
+}
 
 static struct fthread *fthread_of(struct ptwk_conv *c, pid_t tid, bool make)
 {
@@ -81,12 +99,14 @@ static void on_entry(struct ptwk_conv *c, const struct ptwk_record *r)
 	if (trampoline(r) && ft->n && ft->st[ft->n - 1].sp == sp)
 		ret = ft->st[ft->n - 1].ret;
 	bool tail;
-	ft->n -= ptw_shadow_left_at_entry(ft->st, ft->n, sp, ret, &tail);
+	drop(c, ft, ptw_shadow_left_at_entry(ft->st, ft->n, sp, ret, &tail), false);
 	if (ft->n == ft->cap) {
 		ft->cap = ft->cap ? ft->cap * 2 : 16;
 		ft->st = xreallocarray(ft->st, ft->cap, sizeof(*ft->st));
 	}
-	ft->st[ft->n++] = (struct ptw_shadow_frame){ sp, ret, 0 };
+	bool unwatched = ft->watched >= KERNEL_URETPROBE_DEPTH;
+	ft->watched += !unwatched;
+	ft->st[ft->n++] = (struct ptw_shadow_frame){ sp, ret, unwatched };
 	struct ptw_event ev = ptw_event_init(PTW_EV_FRAME_ENTRY, r->ns, (pid_t)r->tid);
 	ev.routine = c->ops.frame_function ? c->ops.frame_function(c->ops.ctx, r->a) : NULL;
 	if (!ev.routine && c->ops.locate)
@@ -106,7 +126,7 @@ static void on_return(struct ptwk_conv *c, const struct ptwk_record *r)
 	size_t k = ptw_shadow_left_at(ft->st, ft->n, sp, ip, &returned);
 	if (!k)
 		return; /* a second return instance of a tail call: already over */
-	ft->n -= k;
+	drop(c, ft, k, returned);
 	struct ptw_event ev = ptw_event_init(PTW_EV_FRAME_RETURN, r->ns, (pid_t)r->tid);
 	ev.sp = sp;
 	ev.ret_addr = ip;
@@ -155,13 +175,13 @@ void ptwk_frames_record(struct ptwk_conv *c, const struct ptwk_record *r)
 		 * the one above our return address. */
 		ev.kind = PTW_EV_CATCH;
 		ev.sp = r->b + 8;
-		ft->n -= ptw_shadow_left_at(ft->st, ft->n, ev.sp, 0, &returned);
+		drop(c, ft, ptw_shadow_left_at(ft->st, ft->n, ev.sp, 0, &returned), false);
 		break;
 	case PTWK_LONGJMP:
 		ev.kind = PTW_EV_LONGJMP;
 		ev.sp = longjmp_target(r);
 		if (ev.sp)
-			ft->n -= ptw_shadow_left_at(ft->st, ft->n, ev.sp, 0, &returned);
+			drop(c, ft, ptw_shadow_left_at(ft->st, ft->n, ev.sp, 0, &returned), false);
 		break;
 	default:
 		return;

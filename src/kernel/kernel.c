@@ -987,6 +987,11 @@ int ptw_kernel_detach(struct ptw_kernel *k)
 	ptw_kernel_consume(k);
 	ptwk_conv_detached(&k->conv, ptw_now_ns());
 	ptwk_frames_notes(k->frames, note_line, k);
+	if (k->conv.frames_too_deep)
+		note(k,
+		     "--trace: %llu calls nested under 64 others with their returns pending had no "
+		     "return probe (the kernel's limit) and are reported unmatched",
+		     (unsigned long long)k->conv.frames_too_deep);
 	if (k->stats.lost)
 		note(k,
 		     "%llu records lost: the ring buffer (%zu bytes) was full; events are missing",

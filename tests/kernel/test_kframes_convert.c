@@ -7,7 +7,8 @@
  * holds the kernel's trampoline (and the second return instance the
  * kernel reports for it), a longjmp whose jmp_buf sp is mangled, an
  * exception thrown and caught, helpers with no frame open, a thread's end,
- * an entry whose return address could not be read.
+ * an entry whose return address could not be read, calls deeper than the
+ * kernel's limit of pending returns.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -237,6 +238,31 @@ static void test_unread_and_end(void)
 	finish(&c, "f1 1 - unmatched thread_exit");
 }
 
+/* 70 nested calls: the kernel watches the returns of the 64 outer ones
+ * only (its depth limit); the 6 inner ones are left unmatched at the 64th
+ * one's return, and counted. */
+static void test_too_deep(void)
+{
+	struct ptwk_conv c;
+	start(&c);
+	for (uint64_t i = 0; i < 70; i++)
+		entry(&c, PID, 1, 0x7000 - i * 0x10, 0x2010);
+	for (uint64_t i = 64; i-- > 0;)
+		ret_(&c, PID, 1, 0x7008 - i * 0x10, 0x2010, i);
+	CHECK_EQ(c.frames_too_deep, 6);
+	const struct ptw_frames *f = ptw_spans_frames(spans);
+	size_t completed = 0, left = 0;
+	for (size_t i = 0; i < ptw_frames_count(f); i++) {
+		completed += ptw_frames_get(f, i)->status == PTW_FRAME_COMPLETED;
+		left += ptw_frames_get(f, i)->status == PTW_FRAME_UNMATCHED &&
+			ptw_frames_get(f, i)->depth > 64;
+	}
+	CHECK_EQ(completed, 64);
+	CHECK_EQ(left, 6);
+	ptwk_conv_free(&c);
+	ptw_spans_free(spans);
+}
+
 int main(void)
 {
 	test_nesting();
@@ -244,5 +270,6 @@ int main(void)
 	test_longjmp();
 	test_exception();
 	test_unread_and_end();
+	test_too_deep();
 	CHECK_DONE();
 }
