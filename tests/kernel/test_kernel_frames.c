@@ -47,9 +47,58 @@ static int passed, failed;
 		}                                                                                  \
 	} while (0)
 
+static uint64_t entries;
+
 static void sink(void *ctx, const struct ptw_event *ev)
 {
+	entries += ev->kind == PTW_EV_FRAME_ENTRY;
 	ptw_spans_consume(ctx, ev);
+}
+
+/* One line from the fixture (attach.h's reply), without its newline. */
+static bool reply_line(int fd, char *buf, size_t size)
+{
+	size_t n = 0;
+	while (n + 1 < size && read(fd, &buf[n], 1) == 1)
+		if (buf[n++] == '\n') {
+			buf[n - 1] = '\0';
+			return true;
+		}
+	buf[n] = '\0';
+	return false;
+}
+
+/*
+ * frames.c's attach mode with the kernel's probes let go while three calls
+ * are under way (fr_serve -> fr_outer -> fr_block, their return slots holding the
+ * kernel's trampoline): the first call returns while attached, the second
+ * after the links are closed, through the trampoline, to the right place
+ * ("out 12"), and the program goes on. frames.py's frames-attach asks the
+ * same of the ptrace path.
+ */
+static void attach_mode(struct ptw_kernel *k, int ctl, int rep)
+{
+	char line[128];
+	EXPECT(reply_line(rep, line, sizeof(line)) && !strncmp(line, "ready", 5), "%s", line);
+	EXPECT(write(ctl, "a", 1) == 1 && reply_line(rep, line, sizeof(line)) &&
+		       !strcmp(line, "in"),
+	       "first call: %s", line);
+	EXPECT(write(ctl, "x", 1) == 1 && reply_line(rep, line, sizeof(line)) &&
+		       !strcmp(line, "out 6"),
+	       "first return: %s", line);
+	EXPECT(write(ctl, "a", 1) == 1 && reply_line(rep, line, sizeof(line)) &&
+		       !strcmp(line, "in"),
+	       "second call: %s", line);
+	/* until the second call's entries are read (fr_serve, entered after
+	 * the attach here, then fr_outer, fr_block twice) */
+	for (int i = 0; i < 400 && entries < 5; i++)
+		ptw_kernel_run(k, 10);
+	EXPECT(entries == 5, "%" PRIu64 " entries", entries);
+	ptw_kernel_detach(k);
+	EXPECT(write(ctl, "x", 1) == 1 && reply_line(rep, line, sizeof(line)) &&
+		       !strcmp(line, "out 12"),
+	       "the return after the detach: %s", line);
+	EXPECT(write(ctl, "q", 1) == 1, "q");
 }
 
 static const char *sym(const struct ptw_location *l)
@@ -267,9 +316,14 @@ int main(int argc, char **argv)
 	}
 	if (write(ctl[1], "g", 1) != 1)
 		return 99;
+	if (!strcmp(mode, "attach")) {
+		attach_mode(k, ctl[1], rep[0]);
+		goto over;
+	}
 run:
 	r = ptw_kernel_run(k, 40000);
 	EXPECT(r == 1, "the run ended with %d, not the process's end", r);
+over:;
 	int status = 0;
 	waitpid(child, &status, 0);
 	ptw_kernel_detach(k);
@@ -369,6 +423,17 @@ run:
 		for (size_t i = 0; i < nn; i++)
 			said |= strstr(notes[i], "can throw exceptions (__cxa_throw in ") != 0;
 		EXPECT(said, "no note says why --trace was not done");
+	} else if (!strcmp(mode, "attach")) {
+		/* fr_serve is entered after the attach here (the fixture waits
+		 * for 'g' first): the ptrace path's tree when it launched the
+		 * same program (frames.py's frames-kill9, there tracer_died) */
+		check_tree(
+			f,
+			"fr_serve 1 - unmatched detach;fr_outer 2 fr_serve completed - =0x6;"
+			"fr_block 3 fr_outer completed - =0x5;fr_outer 2 fr_serve unmatched detach;"
+			"fr_block 3 fr_outer unmatched detach");
+		const struct json_object *d = truth_kind(t, nt, "attach_done", 0);
+		EXPECT(d && jint(d, "sum") == 12, "the program's sum after the detach");
 	} else if (!strcmp(mode, "sigtrap")) {
 		const struct json_object *s = truth_kind(t, nt, "sigtrap", 0);
 		EXPECT(s && jtrue(s, "trap_blocked") && jtrue(s, "all_blocked"),
