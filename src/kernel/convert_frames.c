@@ -148,6 +148,10 @@ static uint64_t longjmp_target(const struct ptwk_record *r)
 
 void ptwk_frames_record(struct ptwk_conv *c, const struct ptwk_record *r)
 {
+	/* A launch before its exec: ptwatch's own fork running its execvp
+	 * (libc's probes are in already), not the command. */
+	if (c->launched)
+		return;
 	if (r->kind == PTWK_FRAME_ENTRY) {
 		on_entry(c, r);
 		return;

@@ -263,6 +263,24 @@ static void test_too_deep(void)
 	ptw_spans_free(spans);
 }
 
+/* A launch: the held fork's own calls (execvp, traced in libc) before the
+ * command's exec are not the command's. */
+static void test_launch_before_exec(void)
+{
+	struct ptwk_conv c;
+	spans = ptw_spans_new();
+	struct ptwk_conv_ops ops = { .sink = sink, .frame_function = frame_function, .ctx = spans };
+	ptwk_conv_init(&c, PID, &ops);
+	c.launched = true;
+	entry(&c, PID, 0, 0x7000, 0xa1);
+	struct ptwk_record e = rec(PTWK_EXEC, PID);
+	e.a = PID;
+	ptwk_conv_record(&c, &e);
+	entry(&c, PID, 1, 0x8000, 0xb1);
+	ret_(&c, PID, 1, 0x8008, 0xb1, 3);
+	finish(&c, "f1 1 - completed - =3");
+}
+
 int main(void)
 {
 	test_nesting();
@@ -271,5 +289,6 @@ int main(void)
 	test_exception();
 	test_unread_and_end();
 	test_too_deep();
+	test_launch_before_exec();
 	CHECK_DONE();
 }
