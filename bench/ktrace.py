@@ -41,9 +41,16 @@ ptwatch = os.path.join(build, "ptwatch")
 tmp = tempfile.mkdtemp(prefix="ptwktrace.")
 
 
+CPU = {}  # case name -> CPU ns of each run (the target's user + system time)
+current = None  # the case being run
+
+
 def calls_ns(out, n):
-    m = re.search(rb"(\d+) calls in (\d+) ns", out)
-    return int(m.group(2)) if m and int(m.group(1)) == n else None
+    m = re.search(rb"(\d+) calls in (\d+) ns, cpu (\d+) ns", out)
+    if not m or int(m.group(1)) != n:
+        return None
+    CPU.setdefault(current, []).append(int(m.group(3)))
+    return int(m.group(2))
 
 
 def native(which, n=N, threads=2):
@@ -105,6 +112,7 @@ cases = [("native (push)", lambda: native("push")),
 times = {name: [] for name, _ in cases}
 for r in range(RUNS):
     for name, fn in cases:
+        current = name
         ns, info = fn()
         if ns:
             times[name].append(ns)
@@ -114,7 +122,7 @@ med = {k: statistics.median(v) for k, v in times.items() if v}
 print(f"calls of a leaf function from 2 threads, the calls alone timed, median of {RUNS} runs, "
       f"interleaved; load average {os.getloadavg()[0]:.1f}")
 print(f"  {'case':32} {'calls':>8} {'time':>11} {'per call':>10} {'extra/call':>11} "
-      f"{'(min..max)':>16}")
+      f"{'(min..max)':>16} {'CPU extra/call':>15}")
 base = {"kernel --trace leaf_push": ("native (push)", N),
         "kernel, records read at the end": ("native (push)", N),
         "kernel leaf_push, 1 thread": ("native (push), 1 thread", N), "kernel --trace leaf_lea":
@@ -124,10 +132,15 @@ for name, _ in cases:
         print(f"  {name:32} failed")
         continue
     n = NP if "ptrace" in name else N
-    extra, spread = "", ""
+    extra, spread, cpu = "", "", ""
     if name in base and base[name][0] in med:
         nat = med[base[name][0]]
         extra = f"{(med[name] - nat) / n / 1e3:.2f} us"
         spread = f"({(min(times[name]) - nat) / n / 1e3:.2f}..{(max(times[name]) - nat) / n / 1e3:.2f})"
+        if CPU.get(name) and CPU.get(base[name][0]):
+            c = statistics.median(CPU[name]) - statistics.median(CPU[base[name][0]])
+            cpu = f"{c / n / 1e3:.2f} us"
     print(f"  {name:32} {n:8d} {med[name] / 1e6:9.1f}ms {med[name] / n:8.0f}ns {extra:>11} "
-          f"{spread:>16}")
+          f"{spread:>16} {cpu:>15}")
+print("  CPU extra/call: the target's user + system time (the kernel's uprobe and BPF work is "
+      "charged to it),\n  minus native's; the ptrace case's tracer time is not in it")
