@@ -13,7 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "probes.h"
@@ -21,6 +24,7 @@
 #include "ptw_patterns.h"
 #include "ptw_symbols.h"
 #include "ptw_util.h"
+#include "ptw_warnings.h"
 
 struct pattern {
 	struct ptw_pattern p;
@@ -56,9 +60,13 @@ struct ptwk_frames {
 	unsigned probes;
 	char **refused; /* asked for by name but never traced */
 	size_t nrefused;
-	char *unwinder;		       /* why no uretprobe may go in this process, NULL: they may */
-	unsigned scans;		       /* more than one: libraries came later (dlopen) */
-	struct ptw_symbols *file_syms; /* a launch's executable, read from its file */
+	char *unwinder; /* why no uretprobe may go in this process, NULL: they may */
+	bool started;	/* probes are in and the program runs: a module
+			 * scanned from now on came late */
+	unsigned late;	/* modules a pattern applies to, scanned late */
+	struct ptw_symbols **file_syms; /* a launch's files, read before they are mapped */
+	size_t nfile_syms;
+	bool offline; /* the scan in progress is of a file's symbols */
 	/* per scan */
 	struct group group;
 	struct ptw_symbols *syms;
@@ -236,7 +244,7 @@ static void on_function(void *ctx, uint64_t addr, const char *name)
 	char path[sizeof(f->group.path)], mod[sizeof(f->group.module)];
 	uint64_t off;
 	int r;
-	if (f->syms == f->file_syms) {
+	if (f->offline) {
 		/* the file itself, not mapped yet */
 		r = ptw_symbols_file_offset(f->syms, addr, &off);
 		snprintf(path, sizeof(path), "%s", ptw_symbols_exe(f->syms));
@@ -385,6 +393,7 @@ static int scan(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
 		}
 		if (!any)
 			continue;
+		f->late += core_only ? 0 : f->started;
 		group_free(&f->group);
 		int r = ptw_symbols_module_functions(syms, i, on_function, f);
 		if (r == 0 && path && path[0] != '[')
@@ -449,45 +458,166 @@ static char *unwinder_in_file(const char *path)
 	return why;
 }
 
-int ptwk_frames_scan_file(struct ptwk_frames *f, const char *path, pid_t pid, bool use_debug_files,
-			  const struct ptwk_frames_progs *pr, char *why, size_t why_size)
+/* One file's traced functions, from the file (it is not mapped yet). */
+static int scan_file(struct ptwk_frames *f, const char *real, bool use_debug_files,
+		     const struct ptwk_frames_progs *pr, char *why, size_t why_size)
 {
-	char real[PATH_MAX];
-	if (!realpath(path, real)) {
-		snprintf(why, why_size, "%s: %s", path, strerror(errno));
-		return -errno;
-	}
-	if (f->unwinder || (f->unwinder = unwinder_in_file(real)))
+	uint64_t key = ptw_str_hash(real) | 1;
+	if (ptw_map_get(&f->scanned, key))
 		return 0;
-	int r = ptw_symbols_new_file(real, use_debug_files, NULL, &f->file_syms);
-	if (r < 0) {
-		snprintf(why, why_size, "cannot read the symbols of %s: %s", real, strerror(-r));
-		return r;
-	}
-	f->syms = f->file_syms;
-	f->pid = pid;
+	ptw_map_put(&f->scanned, key, (void *)1);
 	bool *applies = xcalloc(f->npats + 1, sizeof(bool));
-	f->applies = applies;
 	bool any = false;
 	for (size_t k = 0; k < f->npats; k++) {
 		applies[k] = ptw_pattern_module_applies(&f->pats[k].p, real);
 		f->pats[k].module_seen |= applies[k];
 		any |= applies[k];
 	}
+	struct ptw_symbols *syms;
+	int r = any ? ptw_symbols_new_file(real, use_debug_files, NULL, &syms) : 0;
+	if (r < 0) {
+		snprintf(why, why_size, "cannot read the symbols of %s: %s", real, strerror(-r));
+		free(applies);
+		return r;
+	}
 	int total = 0;
-	ptw_map_put(&f->scanned, ptw_str_hash(real) | 1, (void *)1);
 	if (any) {
+		f->file_syms =
+			xreallocarray(f->file_syms, f->nfile_syms + 1, sizeof(*f->file_syms));
+		f->file_syms[f->nfile_syms++] = syms;
+		f->syms = syms;
+		f->offline = true;
+		f->applies = applies;
 		group_free(&f->group);
-		r = ptw_symbols_module_functions(f->syms, 0, on_function, f);
+		r = ptw_symbols_module_functions(syms, 0, on_function, f);
 		if (r == 0)
 			note_dynsym_only(f, ptw_pattern_base_name(real));
 		total = attach_group(f, &f->group, pr);
 		group_free(&f->group);
+		f->offline = false;
+		f->syms = NULL;
+		f->applies = NULL;
 	}
 	free(applies);
-	f->applies = NULL;
-	f->syms = NULL;
 	return total;
+}
+
+int ptwk_frames_scan_files(struct ptwk_frames *f, const char *const *paths, size_t n, pid_t pid,
+			   bool use_debug_files, const struct ptwk_frames_progs *pr, char *why,
+			   size_t why_size)
+{
+	char(*real)[PATH_MAX] = xcalloc(n + 1, sizeof(*real));
+	int total = 0, r = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!realpath(paths[i], real[i]))
+			real[i][0] = '\0';
+	/* Every file first: none gets a uretprobe if any can throw. */
+	for (size_t i = 0; i < n && !f->unwinder; i++)
+		if (real[i][0])
+			f->unwinder = unwinder_in_file(real[i]);
+	f->pid = pid;
+	f->started = true; /* the process scans that follow are after the exec */
+	for (size_t i = 0; i < n && !f->unwinder; i++) {
+		if (!real[i][0]) {
+			snprintf(why, why_size, "%s: %s", paths[i], strerror(ENOENT));
+			r = -ENOENT;
+			continue;
+		}
+		int k = scan_file(f, real[i], use_debug_files, pr, why, why_size);
+		if (k < 0)
+			r = k;
+		else
+			total += k;
+	}
+	free(real);
+	return r < 0 && !total ? r : total;
+}
+
+/* The program interpreter (PT_INTERP) of the ELF file at path, resolved
+ * (false: none, or unreadable). */
+static bool interpreter_of(const char *path, char *ret, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	elf_version(EV_CURRENT);
+	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
+	size_t n;
+	bool found = false;
+	char interp[PATH_MAX];
+	for (size_t i = 0; elf && elf_getphdrnum(elf, &n) == 0 && i < n && !found; i++) {
+		GElf_Phdr ph;
+		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_INTERP || !ph.p_filesz ||
+		    ph.p_filesz >= sizeof(interp))
+			continue;
+		ssize_t got = pread(fd, interp, ph.p_filesz, (off_t)ph.p_offset);
+		if (got != (ssize_t)ph.p_filesz)
+			break;
+		interp[ph.p_filesz] = '\0';
+		found = realpath(interp, ret) && strlen(ret) < size;
+	}
+	if (elf)
+		elf_end(elf);
+	close(fd);
+	return found;
+}
+
+size_t ptwk_frames_launch_libraries(const char *path, char ***ret)
+{
+	char interp[PATH_MAX], ours[PATH_MAX];
+	*ret = NULL;
+	if (!interpreter_of(path, interp, sizeof(interp)) ||
+	    !interpreter_of("/proc/self/exe", ours, sizeof(ours)) || strcmp(interp, ours))
+		return 0;
+	int out[2];
+	if (pipe2(out, O_CLOEXEC) < 0)
+		return 0;
+	pid_t pid = fork();
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		dup2(out[1], 1);
+		if (null >= 0)
+			dup2(null, 2);
+		execl(interp, interp, "--list", path, (char *)NULL);
+		_exit(127);
+	}
+	close(out[1]);
+	struct ptw_buf b = { 0 };
+	/* A few milliseconds; bounded anyway (a hostile file, a hung mount). */
+	uint64_t deadline = ptw_now_ns() + 5000000000ull;
+	char buf[4096];
+	while (pid > 0 && b.len < (1u << 20)) {
+		struct pollfd pfd = { .fd = out[0], .events = POLLIN };
+		uint64_t now = ptw_now_ns();
+		if (now >= deadline || poll(&pfd, 1, (int)((deadline - now) / 1000000) + 1) <= 0)
+			break;
+		ssize_t got = read(out[0], buf, sizeof(buf));
+		if (got <= 0)
+			break;
+		ptw_buf_add(&b, buf, (size_t)got);
+	}
+	close(out[0]);
+	if (pid > 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	/* "\tlibfoo.so.1 => /path/libfoo.so.1 (0x...)", "\t/lib64/ld-linux... (0x...)";
+	 * not "linux-vdso.so.1 (0x...)" nor "=> not found" */
+	size_t n = 0;
+	char **v = NULL;
+	for (char *save = NULL, *l = b.p ? strtok_r(b.p, "\n", &save) : NULL; l;
+	     l = strtok_r(NULL, "\n", &save)) {
+		char *arrow = strstr(l, "=> "), *p = arrow ? arrow + 3 : l + strspn(l, " \t");
+		char *end = strstr(p, " (0x");
+		if (*p != '/' || !end)
+			continue;
+		*end = '\0';
+		v = xreallocarray(v, n + 1, sizeof(*v));
+		v[n++] = xstrdup(p);
+	}
+	ptw_buf_free(&b);
+	*ret = v;
+	return n;
 }
 
 int ptwk_frames_scan(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
@@ -495,8 +625,11 @@ int ptwk_frames_scan(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
 {
 	if (f->unwinder || (f->unwinder = unwinder_in(syms)))
 		return 0;
-	f->scans++;
-	return scan(f, syms, pid, pr, false, why, why_size);
+	int r = scan(f, syms, pid, pr, false, why, why_size);
+	/* after an attach's first scan, or any of a launch's (its files were
+	 * scanned before it ran) */
+	f->started = true;
+	return r;
 }
 
 int ptwk_frames_scan_core(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
@@ -515,8 +648,8 @@ unsigned ptwk_frames_probes(const struct ptwk_frames *f)
 	return f ? f->probes : 0;
 }
 
-void ptwk_frames_notes(const struct ptwk_frames *f, void (*fn)(void *ctx, const char *line),
-		       void *ctx)
+void ptwk_frames_notes(const struct ptwk_frames *f,
+		       void (*fn)(void *ctx, int code, const char *line), void *ctx)
 {
 	if (!f)
 		return;
@@ -529,16 +662,16 @@ void ptwk_frames_notes(const struct ptwk_frames *f, void (*fn)(void *ctx, const 
 			"uretprobe watches terminates the program (its unwinder cannot step "
 			"through the kernel's return trampoline); the ptrace backend traces it",
 			f->unwinder);
-		fn(ctx, b.p);
+		fn(ctx, PTW_W_KERNEL_LIMIT, b.p);
 		ptw_buf_free(&b);
 		return;
 	}
-	if (f->scans > 1)
-		fn(ctx,
-		   "--trace: libraries mapped after the probes went in (dlopen; a launch's "
-		   "own, but libc and ld.so) get theirs once ptwatch has read that ld.so mapped "
-		   "them, while the program runs on: their first calls may not be seen, and a "
-		   "library already unloaded by then is not seen at all");
+	if (f->late)
+		fn(ctx, PTW_W_KERNEL_LIMIT,
+		   "--trace: libraries loaded after the probes went in (dlopen) get theirs once "
+		   "ptwatch has read that ld.so mapped them, while the program runs on: their "
+		   "first calls may not be seen, and a library already unloaded by then is not "
+		   "seen at all");
 	for (size_t i = 0; i < f->nrefused; i++) {
 		ptw_buf_reset(&b);
 		ptw_buf_printf(
@@ -546,7 +679,7 @@ void ptwk_frames_notes(const struct ptwk_frames *f, void (*fn)(void *ctx, const 
 			"--trace: %s is not traced (entered without a call, it has no return "
 			"address)",
 			f->refused[i]);
-		fn(ctx, b.p);
+		fn(ctx, PTW_W_TRACE_REFUSED, b.p);
 	}
 	for (size_t i = 0; i < f->npats; i++) {
 		const struct pattern *p = &f->pats[i];
@@ -557,7 +690,7 @@ void ptwk_frames_notes(const struct ptwk_frames *f, void (*fn)(void *ctx, const 
 				       "traced: %s%s",
 				       p->p.text, p->nfailed, p->matched, p->failed.p,
 				       p->nfailed > 3 ? ", ..." : "");
-			fn(ctx, b.p);
+			fn(ctx, PTW_W_TRACE_UNHOOKABLE, b.p);
 			ptw_buf_reset(&b);
 		}
 		if (p->matched)
@@ -585,7 +718,7 @@ void ptwk_frames_notes(const struct ptwk_frames *f, void (*fn)(void *ctx, const 
 				ptw_buf_printf(&b, "--trace '%s' matched no function", p->p.text);
 			ptw_buf_free(&m);
 		}
-		fn(ctx, b.p);
+		fn(ctx, PTW_W_TRACE_NO_MATCH, b.p);
 	}
 	ptw_buf_free(&b);
 }
@@ -628,6 +761,8 @@ void ptwk_frames_free(struct ptwk_frames *f)
 	free(f->refused);
 	free(f->unwinder);
 	group_free(&f->group);
-	ptw_symbols_free(f->file_syms);
+	for (size_t i = 0; i < f->nfile_syms; i++)
+		ptw_symbols_free(f->file_syms[i]);
+	free(f->file_syms);
 	free(f);
 }

@@ -52,13 +52,25 @@ int ptwk_frames_scan_core(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t
 			  const struct ptwk_frames_progs *progs, char *why, size_t why_size);
 
 /*
- * A launch: the executable at path (as exec will find it) is read from its
- * file before it runs, and its traced functions get their probes for pid
- * now (they are in when it execs; its libraries are scanned once it runs,
- * by ptwk_frames_scan). Returns as ptwk_frames_scan.
+ * A launch: the files at paths (the executable as exec will find it, the
+ * libraries ld.so will map for it) are read before it runs, and their
+ * traced functions get their probes for pid now (they are in when it
+ * execs). If any of them can throw, none does (see unwinder_in()).
+ * Returns the number of probes attached, or -errno when none could be
+ * and a file could not be read (*why says which).
  */
-int ptwk_frames_scan_file(struct ptwk_frames *f, const char *path, pid_t pid, bool use_debug_files,
-			  const struct ptwk_frames_progs *progs, char *why, size_t why_size);
+int ptwk_frames_scan_files(struct ptwk_frames *f, const char *const *paths, size_t n, pid_t pid,
+			   bool use_debug_files, const struct ptwk_frames_progs *progs, char *why,
+			   size_t why_size);
+
+/*
+ * The libraries ld.so will map for the executable at path, as ldd finds
+ * them: ld.so --list, run only when path's program interpreter is
+ * ptwatch's own (another one is anyone's code), with ptwatch's
+ * environment (the command's). Returns how many (*ret: paths, free each
+ * and the array); 0 when there are none or they cannot be known.
+ */
+size_t ptwk_frames_launch_libraries(const char *path, char ***ret);
 
 /* The traced function of a cookie (NULL: not ours). */
 const struct ptw_location *ptwk_frames_function(const struct ptwk_frames *f, uint64_t index);
@@ -67,9 +79,11 @@ const struct ptw_location *ptwk_frames_function(const struct ptwk_frames *f, uin
 unsigned ptwk_frames_probes(const struct ptwk_frames *f);
 
 /* The patterns that matched nothing, the functions that could not be
- * probed: one line each (the tracer's warnings), fn(ctx, line). */
-void ptwk_frames_notes(const struct ptwk_frames *f, void (*fn)(void *ctx, const char *line),
-		       void *ctx);
+ * probed, what this path cannot do here: one line each, with its warning
+ * code (the tracer's where the tracer says the same; enum
+ * ptw_warning_code), fn(ctx, code, line). */
+void ptwk_frames_notes(const struct ptwk_frames *f,
+		       void (*fn)(void *ctx, int code, const char *line), void *ctx);
 
 /* Closes the links (the kernel removes the probes). */
 void ptwk_frames_close(struct ptwk_frames *f);
