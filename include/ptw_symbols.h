@@ -50,6 +50,19 @@ typedef int (*ptw_memread_fn)(void *ctx, uint64_t addr, void *buf, size_t len);
  */
 int ptw_symbols_new(pid_t pid, bool use_debug_files, const char *cache_dir, ptw_memread_fn read,
 		    void *read_ctx, struct ptw_symbols **ret);
+/*
+ * The symbols of one ELF file that no process maps yet (a command about to
+ * be exec'd): one module, the executable, at the addresses libdwfl gives
+ * it; no memory, nothing to refresh, no unwinding. Lookups, function
+ * lists and locations work as for a process. Returns 0, -ENOEXEC (not an
+ * ELF file it can read) or -errno.
+ */
+int ptw_symbols_new_file(const char *path, bool use_debug_files, const char *cache_dir,
+			 struct ptw_symbols **ret);
+/* Where the code at addr is in its module's file (the PT_LOAD that holds
+ * it): what a uprobe is given. Returns 0 or -ENOENT. */
+int ptw_symbols_file_offset(struct ptw_symbols *s, uint64_t addr, uint64_t *ret_off);
+
 /* Saves the caches (as ptw_symbols_save_cache), then frees. */
 void ptw_symbols_free(struct ptw_symbols *s);
 /* The image is gone (exec, process exit): keeps only the locations handed

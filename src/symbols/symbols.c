@@ -60,6 +60,7 @@ struct lookup_result {
 
 struct ptw_symbols {
 	pid_t pid;
+	bool offline; /* ptw_symbols_new_file: one file, no process */
 	bool use_debug_files;
 	char *cache_dir; /* NULL: no cache */
 	bool cache_unwritable;
@@ -431,6 +432,8 @@ static void prefetch_debuginfo(struct module_index *mi)
 
 static int report_modules(struct ptw_symbols *s)
 {
+	if (s->offline)
+		return 0; /* its one file does not change */
 	free_indexes(s);
 	dwfl_report_begin(s->dwfl);
 	int r = dwfl_linux_proc_report(s->dwfl, s->pid);
@@ -1554,4 +1557,61 @@ int ptw_symbols_unwind_sp_pc(struct ptw_symbols *s, pid_t tid, uint64_t sp, uint
 	*whole = n > 0 && s->unwind_complete && !s->unwind_used_unknown;
 	*read_live = s->unwind_read_live;
 	return n;
+}
+
+/* ---- one file, before any process maps it ---- */
+
+static int no_memory(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	(void)ctx, (void)addr, (void)buf, (void)len;
+	return -EIO;
+}
+
+int ptw_symbols_new_file(const char *path, bool use_debug_files, const char *cache_dir,
+			 struct ptw_symbols **ret)
+{
+	struct ptw_symbols *s = xcalloc(1, sizeof(*s));
+	s->offline = true;
+	s->use_debug_files = use_debug_files;
+	s->cache_dir = cache_dir ? xstrdup(cache_dir) : NULL;
+	s->read = no_memory;
+	s->callbacks.find_elf = dwfl_build_id_find_elf;
+	s->callbacks.find_debuginfo = use_debug_files ? find_debuginfo : no_debuginfo;
+	s->callbacks.section_address = dwfl_offline_section_address;
+	s->callbacks.debuginfo_path = &s->debuginfo_path;
+	s->exe_path = xstrdup(path);
+	s->dwfl = dwfl_begin(&s->callbacks);
+	if (!s->dwfl) {
+		ptw_symbols_free(s);
+		return -ENOMEM;
+	}
+	dwfl_report_begin(s->dwfl);
+	Dwfl_Module *m = dwfl_report_offline(s->dwfl, path, path, -1);
+	if (dwfl_report_end(s->dwfl, NULL, NULL) != 0 || !m) {
+		ptw_symbols_free(s);
+		return -ENOEXEC;
+	}
+	dwfl_getmodules(s->dwfl, collect_module, s, 0);
+	*ret = s;
+	return 0;
+}
+
+int ptw_symbols_file_offset(struct ptw_symbols *s, uint64_t addr, uint64_t *ret_off)
+{
+	Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, addr);
+	GElf_Addr bias;
+	Elf *elf = mod ? dwfl_module_getelf(mod, &bias) : NULL;
+	size_t n;
+	if (!elf || elf_getphdrnum(elf, &n) < 0)
+		return -ENOENT;
+	uint64_t vaddr = addr - bias;
+	for (size_t i = 0; i < n; i++) {
+		GElf_Phdr ph;
+		if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD && vaddr >= ph.p_vaddr &&
+		    vaddr - ph.p_vaddr < ph.p_filesz) {
+			*ret_off = vaddr - ph.p_vaddr + ph.p_offset;
+			return 0;
+		}
+	}
+	return -ENOENT;
 }
