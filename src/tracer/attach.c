@@ -369,8 +369,11 @@ int attach_process(struct ptw_tracer *t, const struct ptw_seize_info *info, uint
 	}
 	/* What each thread is in the middle of (--trace: the calls under way),
 	 * while it is stopped anyway. */
+	uint64_t under_way_from = ptw_now_ns();
 	for (size_t i = 0; i < nthreads; i++)
 		tracer_features_under_way(t, threads[i]);
+	ptw_dbg(PTW_DBG_TRACER, "attach: what %zu threads were doing read in %.1f ms", nthreads,
+		(double)(ptw_now_ns() - under_way_from) / 1e6);
 	free(pieces);
 	free(facts);
 	free(threads);
