@@ -61,8 +61,8 @@
 	X(TRACE_NO_RETURN, trace_no_return,                                                        \
 	  "--trace: calls returning to an address no call precedes are not reported")             \
 	X(TRACE_PARTIAL_STACK, trace_partial_stack,                                                \
-	  "--trace: at the attach a thread's stack could not be unwound to its start: calls under " \
-	  "way in its outer frames are not reported")                                             \
+	  "--trace: some calls under way at the attach are not reported (a stack not unwound to " \
+	  "its start, a return site that cannot hold a breakpoint)")                              \
 	X(TRACE_REFUSED, trace_refused,                                                            \
 	  "--trace: a function entered without a call (no return address) is not traced")         \
 	X(TRACE_UNHOOKABLE, trace_unhookable,                                                      \

@@ -52,6 +52,7 @@ struct trace {
 	bool *pat_applies;
 	bool literal; /* the pattern being applied has no wildcard */
 	struct pattern *current;
+	bool partial_said; /* trace_partial_stack: said once, for the first thread */
 };
 
 /* Its state for a thread: the open frames (entry sp, return address),
@@ -598,11 +599,11 @@ static void trace_under_way(struct ptw_tracer *t, struct ptw_lwp *l)
 	if (!tr || !syms || !tr->entries.count || l->state != PTW_LWP_STOPPED ||
 	    ptw_getregs(t->proc, l, &regs) < 0)
 		return;
-	uint64_t *pcs = xcalloc(2 * UNDER_WAY_MAX_FRAMES, sizeof(*pcs)), *sps = pcs + UNDER_WAY_MAX_FRAMES;
-	bool whole;
+	uint64_t *pcs = xcalloc(2 * UNDER_WAY_MAX_FRAMES, sizeof(*pcs));
+	uint64_t *sps = pcs + UNDER_WAY_MAX_FRAMES;
+	bool whole, missed = false;
 	int n = ptw_symbols_unwind_sps(syms, l->tid, regs, pcs, sps, UNDER_WAY_MAX_FRAMES, &whole);
 	uint64_t ns = (t->root ? t->root : t)->start_ns;
-	size_t found = 0;
 	for (int i = n - 2; i >= 0; i--) {
 		/* a return address: the call is the instruction before it */
 		uint64_t pc = i ? pcs[i] - 1 : pcs[i], lo, hi, ret = pcs[i + 1], at;
@@ -611,7 +612,7 @@ static void trace_under_way(struct ptw_tracer *t, struct ptw_lwp *l)
 			continue;
 		/* At its first instruction, the call has not begun: its entry
 		 * breakpoint is there and reports it. */
-		if (pcs[i] == lo)
+		if (!i && pcs[0] == lo)
 			continue;
 		uint64_t sp = sps[i + 1] - 8;
 		/* The unwind is the target's memory read through its CFI:
@@ -620,6 +621,7 @@ static void trace_under_way(struct ptw_tracer *t, struct ptw_lwp *l)
 		    tracer_retbp_get(t, &tr->retbps, l, ret, HOOK_FRAME_RETURN) < 0) {
 			ptw_dbg(PTW_DBG_TRACER, "--trace: %d: a call under way at %#llx is not reported",
 				l->tid, (unsigned long long)lo);
+			missed = true;
 			continue;
 		}
 		struct frames_thread *th = frames_of(l);
@@ -632,13 +634,18 @@ static void trace_under_way(struct ptw_tracer *t, struct ptw_lwp *l)
 		ev.ret_addr = ret;
 		ev.before_attach = true;
 		tracer_emit(t, &ev);
-		found++;
 	}
-	if (!whole || n == UNDER_WAY_MAX_FRAMES)
+	if ((missed || !whole || n == UNDER_WAY_MAX_FRAMES) && !tr->partial_said) {
+		tr->partial_said = true; /* (once: the first thread names the problem) */
 		tracer_warn(t, PTW_W_TRACE_PARTIAL_STACK,
-			    "--trace: the stack of thread %d could not be read to its start at the "
-			    "attach: calls under way in its outer frames are not reported",
+			    missed ? "--trace: a call under way at the attach in thread %d (the first "
+				     "such) is not reported: its stack slot or its return site could "
+				     "not be trusted"
+				   : "--trace: the stack of thread %d (the first such) could not be "
+				     "read to its start at the attach: calls under way in its outer "
+				     "frames are not reported",
 			    l->tid);
+	}
 	free(pcs);
 }
 

@@ -234,17 +234,40 @@ def case_frames_attach(session, chk):
 
 
 @case('frames-under-way')
-def case_frames_under_way(session, chk):
+def case_frames_under_way(session, chk, mode='returns'):
     """--trace with -p while a thread is six calls deep in fr_deep and
     blocked at the bottom: the six calls are frames whose entry was before
     the attach (entry_ns null), nested as on its stack, each completed
     after the attach with its return value, exactly as the fixture says
     (truth "deep"); no other frame, no warning; the thread and the process
-    go on to their end."""
+    go on to their end.
+    kill9: ptwatch's tracer SIGKILLed with the six return sites patched:
+    every byte is put back, the recursion returns through them untraced,
+    and the restorer's document has the six frames, unmatched
+    tracer_died."""
     target = session.target('frames', ['deep'])
-    target.ready()
+    pid = target.ready()[0]
     deep_tid = int(target.line(20, 'deep').split()[1])
     run, proc = start_attached(session, target, opts=['--trace', 'fr_*'])
+    if mode == 'kill9':
+        try:
+            check_text_patched(chk, pid, 'entry and return breakpoints, while traced',
+                               at_least=2)
+            kill_tracer(chk, proc.pid)
+            check_text_restored(chk, pid, 'after the kill')
+            chk.eq('the recursion returns after the kill', target.ask('x'), ['out', '21'])
+            session.wait(run, proc, 20, 'ptwatch did not exit after its tracer was killed')
+        finally:
+            end_group(proc)
+        target.send('q')
+        check_target_exit(chk, target, 'after the kill')
+        load_doc(run)
+        chk.eq('end_reason', run.doc['session']['end_reason'], 'tracer_died')
+        expect_frames(chk, run.doc, [('fr_deep', d, 'fr_deep' if d > 1 else None, 'unmatched',
+                                      'tracer_died') for d in range(1, 7)])
+        chk.eq('entries before the attach',
+               [f['entry'] for f in frame_spans(run.doc)], ['before_attach'] * 6)
+        return
     try:
         chk.eq('the recursion returns once let go on', target.ask('x'), ['out', '21'])
         target.send('q')
