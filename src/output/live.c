@@ -452,10 +452,10 @@ static void draw_header(struct ptw_live *l, uint64_t now, size_t nrows)
 	move(1, 0);
 	static const char *const views[] = { "threads", "routines", "functions" };
 	snprintf(b, sizeof(b), " view %s (tab)  sort %s%s (s, r)  filter %s%s%s (/)  %zu row%s%s",
-		 views[l->q.view],
-		 ptw_live_sort_name(l->q.view, l->q.sort), l->q.reverse ? " reversed" : "",
-		 l->filter[0] ? "'" : "", l->filter[0] ? l->filter : "none", l->filter[0] ? "'" : "",
-		 nrows, nrows == 1 ? "" : "s", l->paused ? "  PAUSED (p)" : "");
+		 views[l->q.view], ptw_live_sort_name(l->q.view, l->q.sort),
+		 l->q.reverse ? " reversed" : "", l->filter[0] ? "'" : "",
+		 l->filter[0] ? l->filter : "none", l->filter[0] ? "'" : "", nrows,
+		 nrows == 1 ? "" : "s", l->paused ? "  PAUSED (p)" : "");
 	field(b, cols, false);
 }
 
@@ -605,8 +605,8 @@ static void draw_groups(struct ptw_live *l, const struct ptw_live_group *g, size
 }
 
 /* --trace: one row per traced function. */
-static void draw_functions(struct ptw_live *l, const struct ptw_live_function *f, size_t n,
-			   int top, int height)
+static void draw_functions(struct ptw_live *l, const struct ptw_live_function *f, size_t n, int top,
+			   int height)
 {
 	int wc = 8, wi = 9, wr = 9, wd = 9;
 	int wf = COLS - (wc + wi + wr + 3 * wd + 6);
@@ -739,9 +739,9 @@ static enum ptw_live_action key(struct ptw_live *l, int c)
 	case '\t':
 	case 'v':
 		/* threads, routines, (--trace) functions, threads... */
-		l->q.view = l->q.view == PTW_LIVE_THREADS		   ? PTW_LIVE_ROUTINES
+		l->q.view = l->q.view == PTW_LIVE_THREADS		 ? PTW_LIVE_ROUTINES
 			    : l->q.view == PTW_LIVE_ROUTINES && l->trace ? PTW_LIVE_FUNCTIONS
-									   : PTW_LIVE_THREADS;
+									 : PTW_LIVE_THREADS;
 		l->scroll = 0;
 		break;
 	case 's':

@@ -60,7 +60,7 @@ struct open_calls {
 	struct {
 		uint32_t frame;
 		size_t fn;
-	} *c;
+	} * c;
 	size_t n, cap;
 };
 
@@ -206,18 +206,41 @@ void ptw_live_duration(char *buf, size_t size, uint64_t ns)
 			 (unsigned long long)(ns / 60000000000ull % 60));
 }
 
+/* The entry called name among those idx indexes (hash of the name ->
+ * index + 1; a collision probes on): true and *ret its index, or false and
+ * *key where a new one goes. name_at: the name of entry i. */
+static bool find_named(const struct ptw_live_model *m, const struct ptw_map *idx,
+		       const char *(*name_at)(const struct ptw_live_model *m, size_t i),
+		       const char *name, size_t *ret, uint64_t *key)
+{
+	*key = ptw_str_hash(name);
+	for (;;) {
+		void *v = ptw_map_get(idx, *key);
+		if (!v)
+			return false;
+		*ret = (size_t)(uintptr_t)v - 1;
+		if (!strcmp(name_at(m, *ret), name))
+			return true;
+		*key = *key + 1 == UINT64_MAX ? 1 : *key + 1;
+	}
+}
+
+static const char *group_name(const struct ptw_live_model *m, size_t i)
+{
+	return m->groups[i].routine;
+}
+
+static const char *fn_name(const struct ptw_live_model *m, size_t i)
+{
+	return m->fns[i].function;
+}
+
 static size_t group_of(struct ptw_live_model *m, const char *routine)
 {
-	uint64_t key = ptw_str_hash(routine);
-	for (;;) {
-		void *v = ptw_map_get(&m->group_by_name, key);
-		if (!v)
-			break;
-		size_t g = (size_t)(uintptr_t)v - 1;
-		if (!strcmp(m->groups[g].routine, routine))
-			return g;
-		key = key + 1 == UINT64_MAX ? 1 : key + 1; /* a collision: probe on */
-	}
+	size_t g;
+	uint64_t key;
+	if (find_named(m, &m->group_by_name, group_name, routine, &g, &key))
+		return g;
 	m->groups = xreallocarray(m->groups, m->ngroups + 1, sizeof(*m->groups));
 	memset(&m->groups[m->ngroups], 0, sizeof(*m->groups));
 	m->groups[m->ngroups].routine = xstrdup(routine);
@@ -228,16 +251,10 @@ static size_t group_of(struct ptw_live_model *m, const char *routine)
 /* --trace: the function's figures, by its text ("fr_deep (frames.c:12)"). */
 static size_t fn_of(struct ptw_live_model *m, const char *function)
 {
-	uint64_t key = ptw_str_hash(function);
-	for (;;) {
-		void *v = ptw_map_get(&m->fn_by_name, key);
-		if (!v)
-			break;
-		size_t i = (size_t)(uintptr_t)v - 1;
-		if (!strcmp(m->fns[i].function, function))
-			return i;
-		key = key + 1 == UINT64_MAX ? 1 : key + 1; /* a collision: probe on */
-	}
+	size_t i;
+	uint64_t key;
+	if (find_named(m, &m->fn_by_name, fn_name, function, &i, &key))
+		return i;
 	m->fns = xreallocarray(m->fns, m->nfns + 1, sizeof(*m->fns));
 	memset(&m->fns[m->nfns], 0, sizeof(*m->fns));
 	m->fns[m->nfns].function = xstrdup(function);
@@ -311,7 +328,8 @@ static void show_call(struct ptw_live_model *m, uint32_t span, const struct open
 {
 	void *v = ptw_map_get(&m->by_id, span);
 	if (v)
-		m->tracks[(size_t)(uintptr_t)v - 1].call = oc && oc->n ? oc->c[oc->n - 1].fn + 1 : 0;
+		m->tracks[(size_t)(uintptr_t)v - 1].call =
+			oc && oc->n ? oc->c[oc->n - 1].fn + 1 : 0;
 }
 
 bool ptw_live_model_note(struct ptw_live_model *m, const struct ptw_span *sp, uint64_t now)

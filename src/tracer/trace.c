@@ -619,8 +619,9 @@ static void trace_under_way(struct ptw_tracer *t, struct ptw_lwp *l)
 		 * believed only where the slot holds the return address. */
 		if (!sps[i + 1] || tracer_read_u64(t, sp, &at) < 0 || at != ret ||
 		    tracer_retbp_get(t, &tr->retbps, l, ret, HOOK_FRAME_RETURN) < 0) {
-			ptw_dbg(PTW_DBG_TRACER, "--trace: %d: a call under way at %#llx is not reported",
-				l->tid, (unsigned long long)lo);
+			ptw_dbg(PTW_DBG_TRACER,
+				"--trace: %d: a call under way at %#llx is not reported", l->tid,
+				(unsigned long long)lo);
 			missed = true;
 			continue;
 		}
@@ -637,14 +638,15 @@ static void trace_under_way(struct ptw_tracer *t, struct ptw_lwp *l)
 	}
 	if ((missed || !whole || n == UNDER_WAY_MAX_FRAMES) && !tr->partial_said) {
 		tr->partial_said = true; /* (once: the first thread names the problem) */
-		tracer_warn(t, PTW_W_TRACE_PARTIAL_STACK,
-			    missed ? "--trace: a call under way at the attach in thread %d (the first "
-				     "such) is not reported: its stack slot or its return site could "
-				     "not be trusted"
-				   : "--trace: the stack of thread %d (the first such) could not be "
-				     "read to its start at the attach: calls under way in its outer "
-				     "frames are not reported",
-			    l->tid);
+		tracer_warn(
+			t, PTW_W_TRACE_PARTIAL_STACK,
+			missed ? "--trace: a call under way at the attach in thread %d (the first "
+				 "such) is not reported: its stack slot or its return site could "
+				 "not be trusted"
+			       : "--trace: the stack of thread %d (the first such) could not be "
+				 "read to its start at the attach: calls under way in its outer "
+				 "frames are not reported",
+			l->tid);
 	}
 	free(pcs);
 }
