@@ -54,13 +54,15 @@ struct fn_acc {
 	struct ptw_dacc durations;
 };
 
-/* A thread's open traced calls, innermost last: frame id and function
- * (index in fns). */
+/* An open traced call: its frame id and function (index in fns). */
+struct open_call {
+	uint32_t frame;
+	size_t fn;
+};
+
+/* A thread's open traced calls, innermost last. */
 struct open_calls {
-	struct {
-		uint32_t frame;
-		size_t fn;
-	} * c;
+	struct open_call *c;
 	size_t n, cap;
 };
 
