@@ -164,6 +164,15 @@ int ptw_symbols_member_offset(struct ptw_symbols *s, const char *module, const c
 int ptw_symbols_unwind(struct ptw_symbols *s, pid_t tid, const struct user_regs_struct *regs,
 		       uint64_t *pcs, int max);
 
+/*
+ * The same, with each frame's stack pointer: sps[0] is regs->rsp, sps[i]
+ * the caller's stack pointer once frame i-1 returned (its CFA: frame i-1's
+ * return address pcs[i] is at sps[i] - 8); 0 when unknown. *whole: the
+ * unwind reached the outermost frame (or max).
+ */
+int ptw_symbols_unwind_sps(struct ptw_symbols *s, pid_t tid, const struct user_regs_struct *regs,
+			   uint64_t *pcs, uint64_t *sps, int max, bool *whole);
+
 /* A copy of a thread's stack, taken while it was stopped: addr is the lowest
  * address copied (its stack pointer), len bytes from there. */
 struct ptw_stack_copy {

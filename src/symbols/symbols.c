@@ -1424,6 +1424,7 @@ static const Dwfl_Thread_Callbacks unwind_callbacks = {
 struct frames_ctx {
 	struct ptw_symbols *s;
 	uint64_t *pcs;
+	uint64_t *sps; /* NULL: not asked for */
 	int max, n;
 };
 
@@ -1436,6 +1437,11 @@ static int frame_cb(Dwfl_Frame *state, void *arg)
 	if (unknown_value(c->s, pc)) {
 		c->s->unwind_used_unknown = true;
 		return DWARF_CB_ABORT;
+	}
+	if (c->sps) {
+		/* DWARF register 7: rsp (for an unwound frame, its CFA) */
+		Dwarf_Word sp;
+		c->sps[c->n] = dwfl_frame_reg(state, 7, &sp) == 0 ? sp : 0;
 	}
 	c->pcs[c->n++] = pc;
 	return c->n < c->max ? DWARF_CB_OK : DWARF_CB_ABORT;
@@ -1474,11 +1480,11 @@ static bool has_cfi(struct ptw_symbols *s, uint64_t pc)
 }
 
 static int unwind_from(struct ptw_symbols *s, pid_t tid, const struct user_regs_struct *regs,
-		       uint64_t *pcs, int max)
+		       uint64_t *pcs, uint64_t *sps, int max)
 {
 	s->unwind_tid = tid;
 	s->unwind_regs = regs;
-	struct frames_ctx c = { s, pcs, max, 0 };
+	struct frames_ctx c = { s, pcs, sps, max, 0 };
 	/* 0: the outermost frame has no return address */
 	int r = dwfl_getthread_frames(s->dwfl, tid, frame_cb, &c);
 	s->unwind_complete = r == 0 || c.n >= max;
@@ -1489,7 +1495,7 @@ static int unwind_from(struct ptw_symbols *s, pid_t tid, const struct user_regs_
 }
 
 static int unwind(struct ptw_symbols *s, pid_t tid, const struct user_regs_struct *regs,
-		  uint64_t *pcs, int max)
+		  uint64_t *pcs, uint64_t *sps, int max)
 {
 	if (max <= 0)
 		return -EINVAL;
@@ -1514,14 +1520,18 @@ static int unwind(struct ptw_symbols *s, pid_t tid, const struct user_regs_struc
 		caller.rip = ret;
 		caller.rsp = regs->rsp + 8;
 		pcs[0] = regs->rip;
-		int m = unwind_from(s, tid, &caller, pcs + 1, max - 1);
+		if (sps)
+			sps[0] = regs->rsp;
+		int m = unwind_from(s, tid, &caller, pcs + 1, sps ? sps + 1 : NULL, max - 1);
 		if (m > 0)
 			return m + 1;
 	}
-	int n = unwind_from(s, tid, regs, pcs, max);
+	int n = unwind_from(s, tid, regs, pcs, sps, max);
 	if (n == 0) {
 		s->unwind_complete = false;
 		pcs[0] = regs->rip;
+		if (sps)
+			sps[0] = regs->rsp;
 		n = 1;
 	}
 	return n;
@@ -1530,14 +1540,22 @@ static int unwind(struct ptw_symbols *s, pid_t tid, const struct user_regs_struc
 int ptw_symbols_unwind(struct ptw_symbols *s, pid_t tid, const struct user_regs_struct *regs,
 		       uint64_t *pcs, int max)
 {
-	return unwind(s, tid, regs, pcs, max);
+	return unwind(s, tid, regs, pcs, NULL, max);
+}
+
+int ptw_symbols_unwind_sps(struct ptw_symbols *s, pid_t tid, const struct user_regs_struct *regs,
+			   uint64_t *pcs, uint64_t *sps, int max, bool *whole)
+{
+	int n = unwind(s, tid, regs, pcs, sps, max);
+	*whole = n > 0 && s->unwind_complete;
+	return n;
 }
 
 int ptw_symbols_unwind_copy(struct ptw_symbols *s, pid_t tid, const struct user_regs_struct *regs,
 			    const struct ptw_stack_copy *stack, uint64_t *pcs, int max)
 {
 	s->unwind_stack = stack;
-	int n = unwind(s, tid, regs, pcs, max);
+	int n = unwind(s, tid, regs, pcs, NULL, max);
 	s->unwind_stack = NULL;
 	return n;
 }
@@ -1551,7 +1569,7 @@ int ptw_symbols_unwind_sp_pc(struct ptw_symbols *s, pid_t tid, uint64_t sp, uint
 	s->unwind_sp_pc_only = true;
 	s->unwind_used_unknown = false;
 	s->unwind_read_live = false;
-	int n = unwind(s, tid, &regs, pcs, max);
+	int n = unwind(s, tid, &regs, pcs, NULL, max);
 	s->unwind_sp_pc_only = false;
 	s->unwind_stack = NULL;
 	*whole = n > 0 && s->unwind_complete && !s->unwind_used_unknown;

@@ -50,6 +50,7 @@ struct trace {
 	bool *pat_applies;
 	bool literal; /* the pattern being applied has no wildcard */
 	struct pattern *current;
+	bool partial_said; /* trace_partial_stack: said once, for the first thread */
 };
 
 /* Its state for a thread: the open frames (entry sp, return address),
@@ -353,6 +354,16 @@ static void drop(struct ptw_tracer *t, struct frames_thread *th, size_t k)
 				 HOOK_FRAME_RETURN);
 }
 
+/* A frame is open at sp, returning to ret (its return breakpoint is in). */
+static void push(struct frames_thread *th, uint64_t sp, uint64_t ret)
+{
+	if (th->nshadow == th->shadow_cap) {
+		th->shadow_cap = th->shadow_cap ? th->shadow_cap * 2 : 16;
+		th->shadow = xreallocarray(th->shadow, th->shadow_cap, sizeof(*th->shadow));
+	}
+	th->shadow[th->nshadow++] = (struct ptw_shadow_frame){ sp, ret, 0 };
+}
+
 static void trace_thread_gone(struct ptw_tracer *t, struct thread *th)
 {
 	struct frames_thread *f = (struct frames_thread *)th->fdata[FEATURE_FRAMES];
@@ -385,11 +396,7 @@ void hook_frame_entry(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp
 	}
 	bool tail;
 	drop(t, th, ptw_shadow_left_at_entry(th->shadow, th->nshadow, sp, ret, &tail));
-	if (th->nshadow == th->shadow_cap) {
-		th->shadow_cap = th->shadow_cap ? th->shadow_cap * 2 : 16;
-		th->shadow = xreallocarray(th->shadow, th->shadow_cap, sizeof(*th->shadow));
-	}
-	th->shadow[th->nshadow++] = (struct ptw_shadow_frame){ sp, ret, 0 };
+	push(th, sp, ret);
 	struct ptw_event ev = ptw_event_init(PTW_EV_FRAME_ENTRY, ns, l->tid);
 	ev.routine = tracer_locate(t, regs->rip);
 	ev.sp = sp;
@@ -479,6 +486,82 @@ void hook_longjmp(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 	tracer_emit(t, &ev);
 }
 
+/* ---- calls under way at an attach ---- */
+
+/* Frames of a thread's stack looked at for calls under way: beyond, the
+ * outer ones are not reported (said). */
+#define UNDER_WAY_MAX_FRAMES 256
+
+/*
+ * Thread l, stopped by the attach, was running before: every traced
+ * function on its stack is a call under way. Each becomes a frame span
+ * whose entry was not seen (emitted outermost first, at the session's
+ * start), its return watched as for the calls seen: a return breakpoint
+ * at its return address, its (entry sp, return address) on the shadow
+ * stack. The unwind gives frame i's function (pcs[i]: the pc, then
+ * return addresses) and where its caller's stack pointer is (sps[i + 1]:
+ * the slot of its return address is 8 below).
+ */
+static void trace_under_way(struct ptw_tracer *t, struct ptw_lwp *l)
+{
+	struct trace *tr = trace_of(t);
+	struct ptw_symbols *syms = t->img.syms;
+	struct user_regs_struct *regs;
+	if (!tr || !syms || !tr->entries.count || l->state != PTW_LWP_STOPPED ||
+	    ptw_getregs(t->proc, l, &regs) < 0)
+		return;
+	uint64_t *pcs = xcalloc(2 * UNDER_WAY_MAX_FRAMES, sizeof(*pcs));
+	uint64_t *sps = pcs + UNDER_WAY_MAX_FRAMES;
+	bool whole, missed = false;
+	int n = ptw_symbols_unwind_sps(syms, l->tid, regs, pcs, sps, UNDER_WAY_MAX_FRAMES, &whole);
+	uint64_t ns = (t->root ? t->root : t)->start_ns;
+	for (int i = n - 2; i >= 0; i--) {
+		/* a return address: the call is the instruction before it */
+		uint64_t pc = i ? pcs[i] - 1 : pcs[i], lo, hi, ret = pcs[i + 1], at;
+		if (ptw_symbols_function_range(syms, pc, &lo, &hi) < 0 ||
+		    !ptw_map_get(&tr->entries, lo))
+			continue;
+		/* At its first instruction, the call has not begun: its entry
+		 * breakpoint is there and reports it. */
+		if (!i && pcs[0] == lo)
+			continue;
+		uint64_t sp = sps[i + 1] - 8;
+		/* The unwind is the target's memory read through its CFI:
+		 * believed only where the slot holds the return address. */
+		if (!sps[i + 1] || tracer_read_u64(t, sp, &at) < 0 || at != ret ||
+		    tracer_retbp_get(t, &tr->retbps, l, ret, HOOK_FRAME_RETURN) < 0) {
+			ptw_dbg(PTW_DBG_TRACER,
+				"--trace: %d: a call under way at %#llx is not reported", l->tid,
+				(unsigned long long)lo);
+			missed = true;
+			continue;
+		}
+		struct frames_thread *th = frames_of(l);
+		bool tail;
+		drop(t, th, ptw_shadow_left_at_entry(th->shadow, th->nshadow, sp, ret, &tail));
+		push(th, sp, ret);
+		struct ptw_event ev = ptw_event_init(PTW_EV_FRAME_ENTRY, ns, l->tid);
+		ev.routine = tracer_locate(t, lo);
+		ev.sp = sp;
+		ev.ret_addr = ret;
+		ev.before_attach = true;
+		tracer_emit(t, &ev);
+	}
+	if ((missed || !whole || n == UNDER_WAY_MAX_FRAMES) && !tr->partial_said) {
+		tr->partial_said = true; /* (once: the first thread names the problem) */
+		tracer_warn(
+			t, PTW_W_TRACE_PARTIAL_STACK,
+			missed ? "--trace: a call under way at the attach in thread %d (the first "
+				 "such) is not reported: its stack slot or its return site could "
+				 "not be trusted"
+			       : "--trace: the stack of thread %d (the first such) could not be "
+				 "read to its start at the attach: calls under way in its outer "
+				 "frames are not reported",
+			l->tid);
+	}
+	free(pcs);
+}
+
 /* ---- the end ---- */
 
 /* What the functions one process matched could not be traced. */
@@ -566,6 +649,7 @@ const struct tracer_feature feature_frames = {
 	.attached = trace_attached,
 	.prepare = trace_prepare,
 	.image_ready = trace_image,
+	.under_way = trace_under_way,
 	.image_reset = trace_image_reset,
 	.thread_gone = trace_thread_gone,
 	.finish = trace_finish,
