@@ -153,6 +153,9 @@ struct ptw_event {
 	/* FRAME_ENTRY, FRAME_RETURN, CATCH, LONGJMP */
 	uint64_t sp;
 	uint64_t ret_addr;
+	/* FRAME_ENTRY: a call already under way when ptwatch attached (found
+	 * on the thread's stack): its entry was not seen, ns is the attach's */
+	bool before_attach;
 	/* WAIT_BEGIN, DEADLOCK: the waited-for object's symbol, NULL none */
 	const struct ptw_location *object;
 };
