@@ -204,16 +204,31 @@ int ptw_fork(struct bpf_raw_tracepoint_args *ctx)
 	struct ptwk_record r = {};
 	begin(&r, PTWK_CREATE, ((__u64)ptgid << 32) | ptid);
 	r.a = BPF_CORE_READ(child, pid);
+	__u64 pd = BPF_CORE_READ(child, thread.fsbase);
 	if (ctgid != ptgid) {
 		r.kind = PTWK_FORK;
 		if (w->follow_forks) {
+			/* -f: watched before it can run (this runs in the
+			 * parent, before the child is first woken), so that
+			 * nothing it does, a thread it makes at once, is missed. */
 			struct ptwk_watch cw = *w;
 			bpf_map_update_elem(&watched, &ctgid, &cw, BPF_ANY);
+			/* Its one thread is a copy of the forking one: the same
+			 * struct pthread, at the same address. */
+			r.b = pd;
+			__u64 joinid;
+			if (have_joinid && pd && read_user_u64(pd + off_joinid, &joinid)) {
+				r.f |= PTWK_F_JOINID_KNOWN;
+				if (joinid == pd)
+					r.f |= PTWK_F_DETACHED;
+			}
+			if (BPF_CORE_READ(child, mm) == BPF_CORE_READ(parent, mm))
+				r.f |= PTWK_F_SHARED_VM;
+			bpf_get_current_comm(r.comm, sizeof(r.comm));
 		}
 		send(&r, false);
 		return 0;
 	}
-	__u64 pd = BPF_CORE_READ(child, thread.fsbase);
 	r.b = pd;
 	struct pending_create *p = bpf_map_lookup_elem(&pending, &ptid);
 	if (p) {

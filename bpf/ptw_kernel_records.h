@@ -30,7 +30,9 @@ enum ptwk_kind {
 	PTWK_CREATE,  /* sched_process_fork, a thread: tid made a = child tid; b = its
 		       * pthread (fs base); c = start routine, d = argument, e = call
 		       * site (the return address of pthread_create), f: PTWK_F_* */
-	PTWK_FORK,    /* sched_process_fork, a process: a = the child's pid */
+	PTWK_FORK,    /* sched_process_fork, a process: a = the child's pid; b = its
+		       * thread's pthread (fs base: the forking thread's), f:
+		       * PTWK_F_JOINID_KNOWN, PTWK_F_DETACHED, PTWK_F_SHARED_VM; comm */
 	PTWK_EXIT,    /* sched_process_exit: a = exit_code (wait status), b = group
 		       * exit code, f: PTWK_F_*; comm */
 	PTWK_EXEC,    /* sched_process_exec: a = the former tid */
@@ -55,6 +57,8 @@ enum ptwk_kind {
 #define PTWK_F_EXIT_CALL 0x100	 /* EXIT: in its own exit system call */
 #define PTWK_F_EXIT_GROUP_CALL 0x200 /* EXIT: in its own exit_group system call */
 #define PTWK_F_HOW_KNOWN 0x400	 /* EXIT: the two flags above were read */
+#define PTWK_F_SHARED_VM 0x800	 /* FORK: the child runs in its parent's memory (vfork,
+				  * posix_spawn, clone(CLONE_VM)) until it execs */
 
 #define PTWK_COMM_LEN 16
 

@@ -32,6 +32,7 @@
 #include "ptw_attach.h"
 #include "ptw_breakpoints.h"
 #include "ptw_cache.h"
+#include "ptw_output.h"
 #include "ptw_symbols.h"
 #include "ptw_thread_db.h"
 #include "ptw_util.h"
@@ -93,11 +94,37 @@ struct ptw_kernel {
 	char *notes[MAX_NOTES];
 	size_t nnotes;
 	struct ptw_kernel_stats stats;
+	/* -f (follow forks, "---- -f" below): every process the target forks
+	 * is a struct ptw_kernel of its own (root set) that shares the root's
+	 * programs, links and ring: its own memory view, symbols, converter
+	 * and record for the report. The root lists them all. */
+	struct ptw_kernel *root;	/* NULL: this is the root */
+	uint32_t id, parent_id;		/* ptw_process.id: 0 the root, then in order of fork */
+	pid_t ppid, parent_tid;
+	bool syms_borrowed;		/* syms is its parent's (a fork child before its exec) */
+	bool syms_lent;			/* a child borrows syms: keep it whole at an exec */
+	char **argv;
+	uint64_t start_ns;
+	struct ptw_kernel **followed;	/* root: followed[i] has id i + 1 */
+	size_t nfollowed;
+	struct ptw_map by_pid;		/* root: pid -> its latest followed process */
+	struct ptw_process *report_procs;
 };
+
+/* -f, defined at the end ("---- -f"). */
+static struct ptw_kernel *follow_process_of(struct ptw_kernel *k, uint32_t tgid);
+static void follow_fork(struct ptw_kernel *k, struct ptw_kernel *parent,
+			const struct ptwk_record *r);
+static void follow_exec(struct ptw_kernel *p);
+static void follow_check_gone(struct ptw_kernel *k);
+static void follow_consume(struct ptw_kernel *k);
+static bool follow_ended(struct ptw_kernel *k);
 
 static void note(struct ptw_kernel *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void note(struct ptw_kernel *k, const char *fmt, ...)
 {
+	if (k->root)
+		k = k->root; /* -f: the caller reads the root's */
 	if (k->nnotes == MAX_NOTES)
 		return;
 	va_list ap;
@@ -179,7 +206,7 @@ int ptw_kernel_available(char *why, size_t size)
 static void sink(void *ctx, const struct ptw_event *ev)
 {
 	struct ptw_kernel *k = ctx;
-	k->stats.events++;
+	(k->root ? k->root : k)->stats.events++;
 	k->o.sink(k->o.sink_ctx, ev);
 }
 
@@ -239,7 +266,7 @@ static void check_libc(struct ptw_kernel *k);
 static void image_ready(void *ctx)
 {
 	struct ptw_kernel *k = ctx;
-	if (k->syms)
+	if (k->syms && !k->syms_borrowed)
 		ptw_symbols_refresh(k->syms);
 	if (k->libc_checks > 0)
 		check_libc(k);
@@ -277,8 +304,14 @@ static bool elf_static(const char *path)
 static const char *on_exec(void *ctx)
 {
 	struct ptw_kernel *k = ctx;
+	const struct ptwk_probes *probes = k->root ? &k->root->probes : &k->probes;
+	if (k->syms_borrowed) {
+		k->syms = NULL; /* -f: its parent's, which still runs that image */
+		k->syms_borrowed = false;
+	}
 	if (k->syms) {
-		ptw_symbols_retire(k->syms);
+		if (!k->syms_lent) /* its fork children still look up in it */
+			ptw_symbols_retire(k->syms);
 		k->old_syms = xreallocarray(k->old_syms, k->nold_syms + 1, sizeof(*k->old_syms));
 		k->old_syms[k->nold_syms++] = k->syms;
 		k->syms = NULL;
@@ -290,9 +323,10 @@ static const char *on_exec(void *ctx)
 	snprintf(path, sizeof(path), "/proc/%d/exe", k->pid);
 	ssize_t n = readlink(path, k->exe, sizeof(k->exe) - 1);
 	k->exe[n > 0 ? n : 0] = '\0';
+	follow_exec(k);
 	if (k->launched)
 		k->launched = false;
-	else
+	else if (!k->root)
 		note(k, "the process exec'd: the probes stay on the libc of the image it was "
 			"attached in");
 	k->libc_checks = 100; /* its libc is mapped by its ld.so, a moment later */
@@ -301,7 +335,7 @@ static const char *on_exec(void *ctx)
 		note(k,
 		     "%s is a static program: the probes on %s do not see its threads (only their "
 		     "creation and exit)",
-		     n > 0 ? k->exe : "the new image", k->probes.module);
+		     n > 0 ? k->exe : "the new image", probes->module);
 	}
 	return n > 0 ? k->exe : NULL;
 }
@@ -316,7 +350,12 @@ static int on_record(void *ctx, void *data, size_t size)
 		return 0;
 	memcpy(&r, data, sizeof(r)); /* the ring's alignment is 8: copy anyway */
 	k->stats.records++;
-	ptwk_conv_record(&k->conv, &r);
+	struct ptw_kernel *p = follow_process_of(k, r.tgid);
+	if (!p)
+		return 0;
+	if (r.kind == PTWK_FORK && k->o.follow_forks)
+		follow_fork(k, p, &r);
+	ptwk_conv_record(&p->conv, &r);
 	return 0;
 }
 
@@ -327,6 +366,7 @@ static int on_record(void *ctx, void *data, size_t size)
  */
 static void check_libc(struct ptw_kernel *k)
 {
+	const struct ptwk_probes *probes = k->root ? &k->root->probes : &k->probes;
 	struct stat st;
 	struct ptw_mapping *maps = NULL;
 	int n = ptw_maps_read(k->pid, &maps);
@@ -335,11 +375,11 @@ static void check_libc(struct ptw_kernel *k)
 	for (int i = 0; i < n && !libc; i++)
 		if (strstr(maps[i].path, "/libc.so") || strstr(maps[i].path, "/libc-"))
 			libc = &maps[i];
-	if (libc && stat(k->probes.path, &st) == 0 &&
+	if (libc && stat(probes->path, &st) == 0 &&
 	    (st.st_ino != libc->inode || major(st.st_dev) != libc->dev_major ||
 	     minor(st.st_dev) != libc->dev_minor))
 		note(k, "%s maps %s, not the %s the probes are on: its threads are not seen",
-		     k->exe, libc->path, k->probes.module);
+		     k->exe, libc->path, probes->module);
 	else if (!libc && k->libc_checks == 0)
 		note(k, "%s maps no libc.so (static, or not glibc): its threads are not seen",
 		     k->exe);
@@ -356,9 +396,11 @@ int ptw_kernel_consume(struct ptw_kernel *k)
 		check_libc(k);
 	uint64_t before = k->stats.records;
 	k->last_consume_ns = ptw_now_ns();
+	follow_check_gone(k);
 	int r = ring_buffer__consume(k->rb);
 	if (r < 0)
 		return r;
+	follow_consume(k);
 	return (int)(k->stats.records - before);
 }
 
@@ -375,7 +417,7 @@ unsigned ptw_kernel_flush_ms(const struct ptw_kernel *k)
 int ptw_kernel_run(struct ptw_kernel *k, int timeout_ms)
 {
 	uint64_t deadline = timeout_ms >= 0 ? ptw_now_ns() + (uint64_t)timeout_ms * 1000000 : 0;
-	while (!k->conv.ended) {
+	while (!k->conv.ended || !follow_ended(k)) {
 		int wait = (int)k->o.flush_ms;
 		if (timeout_ms >= 0) {
 			uint64_t now = ptw_now_ns();
@@ -417,6 +459,13 @@ int ptw_kernel_run(struct ptw_kernel *k, int timeout_ms)
 				k->end_lost = true; /* how it ended is unknown */
 				sink(k, &ev);
 			}
+		}
+		if (gone && k->pidfd >= 0) {
+			/* -f: followed processes may live on; the pidfd of one
+			 * gone stays readable. */
+			epoll_ctl(k->epfd, EPOLL_CTL_DEL, k->pidfd, NULL);
+			close(k->pidfd);
+			k->pidfd = -1;
 		}
 	}
 	return 1;
@@ -480,6 +529,27 @@ static void keep_link(struct ptw_kernel *k, struct bpf_link *l)
 	k->links[k->nlinks++] = l;
 }
 
+/*
+ * -f: which processes the uprobes are in. Without -f, the target's only:
+ * a uprobe (per-pid uprobe_multi, or a perf uprobe with a pid) filters by
+ * the process's memory (mm), so nothing else on the machine hits them.
+ * With -f they must also fire in every process the target forks, from the
+ * child's first instruction on, and a child's mm is not its parent's:
+ * a link per child, attached from here once its fork record is read,
+ * comes too late (the child runs meanwhile: a thread it makes at once is
+ * missed). So with -f the probes are on libc's file for every process
+ * (pid 0 / -1), and the BPF programs keep only the watched tgids, which
+ * the fork tracepoint extends before the child first runs: race-free, to
+ * any depth, and through an exec into a program that maps the same libc.
+ * The price: every process on the machine that maps this libc hits the
+ * probes too (a trap and a map lookup per pthread_create, thread start
+ * and end, join, and exit(): measured in the report of the -f work).
+ */
+static pid_t probe_pid(const struct ptw_kernel *k)
+{
+	return k->o.follow_forks ? -1 : k->pid;
+}
+
 /* One link per program with every offset (entry, or return). */
 static int attach_multi(struct ptw_kernel *k)
 {
@@ -504,7 +574,7 @@ static int attach_multi(struct ptw_kernel *k)
 			.cookies = (uint64_t)(uintptr_t)cookies,
 			.cnt = n,
 			.multi_flags = ret ? PTWK_BPF_F_UPROBE_MULTI_RETURN : 0,
-			.pid = (uint32_t)k->pid,
+			.pid = probe_pid(k) < 0 ? 0 : (uint32_t)k->pid, /* 0: every process */
 		};
 		int fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &a, sizeof(a));
 		if (fd < 0)
@@ -523,7 +593,7 @@ static int attach_each(struct ptw_kernel *k)
 		LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = p->ret, .bpf_cookie = p->kind);
 		struct bpf_program *prog =
 			p->ret ? k->skel->progs.ptw_return : k->skel->progs.ptw_entry;
-		struct bpf_link *l = bpf_program__attach_uprobe_opts(prog, k->pid, k->probes.path,
+		struct bpf_link *l = bpf_program__attach_uprobe_opts(prog, probe_pid(k), k->probes.path,
 								     (size_t)p->offset, &opts);
 		if (!l)
 			return -errno;
@@ -581,7 +651,7 @@ static int load_and_attach(struct ptw_kernel *k, char *why, size_t why_size)
 		return r;
 	}
 	uint32_t key = (uint32_t)k->pid;
-	struct ptwk_watch w = { 0 };
+	struct ptwk_watch w = { .follow_forks = k->o.follow_forks };
 	if (bpf_map__update_elem(k->skel->maps.watched, &key, sizeof(key), &w, sizeof(w), BPF_ANY) <
 	    0) {
 		r = -errno;
@@ -796,6 +866,10 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 		goto fail;
 	for (size_t i = 0; i < k->probes.nmissing; i++)
 		note(k, "%s", k->probes.missing[i]);
+	k->conv.main_addr = k->probes.main_addr;
+	k->start_ns = t0;
+	if (!launched)
+		follow_exec(k); /* its exe and command line, for the report */
 	if ((r = load_and_attach(k, why, why_size)) < 0)
 		goto fail;
 	if ((r = open_fds(k)) < 0) {
@@ -886,7 +960,11 @@ int ptw_kernel_detach(struct ptw_kernel *k)
 	k->stats.detach_ns = ptw_now_ns() - t0;
 	/* What was written before the links closed. */
 	ptw_kernel_consume(k);
-	ptwk_conv_detached(&k->conv, ptw_now_ns());
+	/* One DETACHED for the session, through a process that still runs. */
+	struct ptw_kernel *live = k;
+	for (size_t i = 0; i < k->nfollowed && live->conv.ended; i++)
+		live = k->followed[i];
+	ptwk_conv_detached(&live->conv, ptw_now_ns());
 	if (k->stats.lost)
 		note(k,
 		     "%llu records lost: the ring buffer (%zu bytes) was full; events are missing",
@@ -924,10 +1002,19 @@ void ptw_kernel_free(struct ptw_kernel *k)
 		close(k->epfd);
 	if (k->pidfd >= 0)
 		close(k->pidfd);
+	for (size_t i = 0; i < k->nfollowed; i++)
+		ptw_kernel_free(k->followed[i]);
+	free(k->followed);
+	ptw_map_free(&k->by_pid);
+	free(k->report_procs);
+	for (char **a = k->argv; a && *a; a++)
+		free(*a);
+	free(k->argv);
 	ptwk_conv_free(&k->conv);
 	ptw_map_free(&k->sites);
 	ptw_tdb_free(k->tdb);
-	ptw_symbols_free(k->syms);
+	if (!k->syms_borrowed)
+		ptw_symbols_free(k->syms);
 	for (size_t i = 0; i < k->nold_syms; i++)
 		ptw_symbols_free(k->old_syms[i]);
 	free(k->old_syms);
@@ -936,4 +1023,219 @@ void ptw_kernel_free(struct ptw_kernel *k)
 	for (size_t i = 0; i < k->nnotes; i++)
 		free(k->notes[i]);
 	free(k);
+}
+
+/* ---- -f: the processes the target forks ---- */
+
+/* The process a record is about: the latest followed one with that pid,
+ * else the root (NULL: none of ours). */
+static struct ptw_kernel *follow_process_of(struct ptw_kernel *k, uint32_t tgid)
+{
+	struct ptw_kernel *p = k->nfollowed ? ptw_map_get(&k->by_pid, tgid) : NULL;
+	if (p)
+		return p;
+	return tgid == (uint32_t)k->pid ? k : NULL;
+}
+
+/* /proc/PID/cmdline as an argv (NULL: gone or unreadable). */
+static char **read_cmdline(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	struct ptw_buf b = { 0 };
+	char buf[4096];
+	ssize_t n;
+	/* Bounded: the target writes it (an argv of 1 MiB is kept whole). */
+	while (b.len < (1u << 20) && (n = read(fd, buf, sizeof(buf))) > 0)
+		ptw_buf_add(&b, buf, (size_t)n);
+	close(fd);
+	if (!b.len) {
+		free(b.p);
+		return NULL;
+	}
+	size_t count = 0;
+	for (size_t i = 0; i < b.len; i++)
+		count += b.p[i] == '\0' || i + 1 == b.len;
+	char **argv = xcalloc(count + 1, sizeof(*argv));
+	size_t a = 0;
+	for (size_t i = 0; i < b.len && a < count;) {
+		size_t len = strnlen(b.p + i, b.len - i);
+		argv[a] = xcalloc(len + 1, 1);
+		memcpy(argv[a++], b.p + i, len);
+		i += len + 1;
+	}
+	free(b.p);
+	return argv;
+}
+
+static char **dup_argv(char *const *argv)
+{
+	size_t n = 0;
+	while (argv && argv[n])
+		n++;
+	char **out = xcalloc(n + 1, sizeof(*out));
+	for (size_t i = 0; i < n; i++)
+		out[i] = xstrdup(argv[i]);
+	return out;
+}
+
+/* p's image is new (an exec, or the attach): its exe and command line,
+ * read now (the exec record woke us: it most likely still runs). */
+static void follow_exec(struct ptw_kernel *p)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/exe", p->pid);
+	ssize_t n = readlink(path, p->exe, sizeof(p->exe) - 1);
+	p->exe[n > 0 ? n : 0] = '\0';
+	char **argv = read_cmdline(p->pid);
+	if (!argv)
+		return; /* gone: the one it had (a fork child's: its parent's) */
+	for (char **a = p->argv; a && *a; a++)
+		free(*a);
+	free(p->argv);
+	p->argv = argv;
+}
+
+/*
+ * A watched process forked (r: its PTWK_FORK record, in ring order, before
+ * anything the child did): the child is followed from here. Its memory is
+ * a copy of its parent's at this moment, so it looks code up in its
+ * parent's symbols (borrowed, kept whole) until it execs: it may be gone
+ * by now, and loading them again for each fork would cost far more. A
+ * fork child's one thread is a span at once (as the tracer's: found, begun
+ * at the fork); a vfork or posix_spawn child, which runs in its parent's
+ * memory, begins at its exec, as a launched command does.
+ */
+static void follow_fork(struct ptw_kernel *k, struct ptw_kernel *parent,
+			const struct ptwk_record *r)
+{
+	struct ptw_kernel *c = xcalloc(1, sizeof(*c));
+	c->o = k->o;
+	c->root = k;
+	c->pid = (pid_t)r->a;
+	c->id = (uint32_t)k->nfollowed + 1;
+	c->parent_id = parent->id;
+	c->ppid = (pid_t)r->tgid;
+	c->parent_tid = (pid_t)r->tid;
+	c->start_ns = r->ns;
+	c->multi_fds[0] = c->multi_fds[1] = -1;
+	c->epfd = c->pidfd = -1;
+	c->proc = ptw_proc_open(c->pid);
+	memcpy(c->exe, parent->exe, sizeof(c->exe));
+	c->argv = dup_argv(parent->argv);
+	if (parent->syms) {
+		c->syms = parent->syms;
+		c->syms_borrowed = true;
+		parent->syms_lent = true;
+	}
+	struct ptwk_conv_ops ops = parent->conv.ops;
+	ops.ctx = c;
+	ptwk_conv_init(&c->conv, c->pid, &ops);
+	c->conv.process = c->id;
+	c->conv.main_addr = parent->conv.main_addr;
+	k->followed = xreallocarray(k->followed, k->nfollowed + 1, sizeof(*k->followed));
+	k->followed[k->nfollowed++] = c;
+	ptw_map_put(&k->by_pid, (uint64_t)c->pid, c);
+	if (r->f & PTWK_F_SHARED_VM) {
+		c->launched = true;
+		c->conv.launched = true;
+		return;
+	}
+	char comm[PTWK_COMM_LEN + 1];
+	memcpy(comm, r->comm, PTWK_COMM_LEN);
+	comm[PTWK_COMM_LEN] = '\0';
+	int detached = (r->f & PTWK_F_JOINID_KNOWN) ? (r->f & PTWK_F_DETACHED) != 0 : -1;
+	ptwk_conv_forked(&c->conv, r->b, detached, comm, r->ns);
+}
+
+/* Whether every followed process has ended. */
+static bool follow_ended(struct ptw_kernel *k)
+{
+	for (size_t i = 0; i < k->nfollowed; i++)
+		if (!k->followed[i]->conv.ended)
+			return false;
+	return true;
+}
+
+/* Before a read of the ring, once the root has ended: which followed
+ * processes are gone (their end, if recorded, is in the ring by now: the
+ * exit tracepoint runs before a task is a zombie). */
+static void follow_check_gone(struct ptw_kernel *k)
+{
+	if (!k->conv.ended)
+		return;
+	for (size_t i = 0; i < k->nfollowed; i++) {
+		struct ptw_kernel *c = k->followed[i];
+		if (!c->conv.ended && !c->end_lost && ptw_proc_exited(c->pid, c->pid))
+			c->end_lost = true; /* unless its record is read now */
+	}
+}
+
+/* After a read of the ring: the libc checks of exec'd children, and the
+ * ends that were not recorded. */
+static void follow_consume(struct ptw_kernel *k)
+{
+	for (size_t i = 0; i < k->nfollowed; i++) {
+		struct ptw_kernel *c = k->followed[i];
+		if (c->libc_checks > 0 && !c->conv.ended)
+			check_libc(c);
+		if (!c->end_lost || c->conv.ended) {
+			c->end_lost = false;
+			continue;
+		}
+		note(k, "the end of process %d was not recorded (lost)", c->pid);
+		struct ptw_event ev = ptw_event_init(PTW_EV_PROCESS_EXIT, ptw_now_ns(), c->pid);
+		ev.pid = c->pid;
+		ev.process = c->id;
+		c->conv.ended = true;
+		c->conv.end_ns = ev.ns;
+		sink(c, &ev);
+	}
+}
+
+static void fill_process(const struct ptw_kernel *c, struct ptw_process *p)
+{
+	const struct ptw_kernel *root = c->root ? c->root : c;
+	memset(p, 0, sizeof(*p));
+	p->id = c->id;
+	p->parent_id = c->parent_id;
+	p->pid = c->pid;
+	p->ppid = c->ppid;
+	p->parent_tid = c->parent_tid;
+	p->exe = c->exe[0] ? c->exe : NULL;
+	p->argv = c->argv;
+	p->start_ns = c->start_ns;
+	p->end_ns = c->conv.ended ? c->conv.end_ns : 0;
+	p->followed = true;
+	p->detached = root->detached && !c->conv.ended;
+	if (c->conv.ended && !c->end_lost) {
+		p->exit_kind = c->conv.exit_signal ? PTW_EXIT_SIGNAL : PTW_EXIT_CODE;
+		p->exit_code = c->conv.exit_code;
+		p->exit_signal = c->conv.exit_signal;
+		p->core_dumped = c->conv.core_dumped;
+	}
+}
+
+bool ptw_kernel_process(struct ptw_kernel *k, uint32_t id, struct ptw_process *ret)
+{
+	if (!k->o.follow_forks || id > k->nfollowed)
+		return false;
+	fill_process(id ? k->followed[id - 1] : k, ret);
+	return true;
+}
+
+size_t ptw_kernel_processes(struct ptw_kernel *k, const struct ptw_process **ret)
+{
+	*ret = NULL;
+	if (!k->o.follow_forks)
+		return 0;
+	free(k->report_procs);
+	k->report_procs = xcalloc(k->nfollowed + 1, sizeof(*k->report_procs));
+	for (size_t i = 0; i <= k->nfollowed; i++)
+		fill_process(i ? k->followed[i - 1] : k, &k->report_procs[i]);
+	*ret = k->report_procs;
+	return k->nfollowed + 1;
 }
