@@ -150,6 +150,7 @@ int ptw_entry(struct pt_regs *ctx)
 	} else if (kind == PTWK_MAIN) {
 		r.a = ctx->di; /* main */
 		r.b = current_pd();
+		r.c = ctx->ip; /* where libc calls main from: main returns into it */
 	} else if (kind == PTWK_DEATH) {
 		__u64 pd = current_pd(), v;
 		if (have_result && read_user_u64(pd + off_result, &r.a))

@@ -40,7 +40,8 @@ enum ptwk_kind {
 	PTWK_EXIT_FN, /* exit() in the main thread: a = its status, b = the return
 		       * address (in __libc_start_call_main: main returned a) */
 	PTWK_MAIN,    /* __libc_start_call_main (else __libc_start_main) in the main
-		       * thread: a = main, b = its pthread (fs base) */
+		       * thread: a = main, b = its pthread (fs base), c = that
+		       * function's address in the process */
 	PTWK_KIND_N,
 };
 

@@ -243,7 +243,8 @@ static void on_image_exec(struct ptwk_conv *c, const struct ptwk_record *r)
 	while (ptw_map_next(&c->threads, &it, NULL, &v))
 		free(v);
 	ptw_map_free(&c->threads);
-	c->main_addr = 0; /* the new image's is in its MAIN record */
+	c->main_addr = 0; /* the new image's are in its MAIN record */
+	c->main_caller = 0;
 	struct ptwk_thread *th = thread_new(c, c->pid);
 	th->started = true;
 	struct ptw_event img = ptw_event_init(PTW_EV_IMAGE, r->ns, c->pid);
@@ -291,6 +292,7 @@ static void on_main(struct ptwk_conv *c, const struct ptwk_record *r)
 	th->main_seen = true;
 	th->pthread = r->b;
 	c->main_addr = r->a;
+	c->main_caller = r->c;
 	if (c->ops.image_ready)
 		c->ops.image_ready(c->ops.ctx);
 	struct ptw_event ev = ptw_event_init(PTW_EV_MAIN_START, r->ns, c->pid);
@@ -302,9 +304,14 @@ static void on_main(struct ptwk_conv *c, const struct ptwk_record *r)
 /* main() returned into libc, which calls exit() with its value. */
 static void on_exit_fn(struct ptwk_conv *c, const struct ptwk_record *r)
 {
-	if ((pid_t)r->tid != c->pid || !c->ops.main_returns_to ||
-	    !c->ops.main_returns_to(c->ops.ctx, r->b))
+	if ((pid_t)r->tid != c->pid)
 		return;
+	if (c->main_caller && c->main_caller_size) {
+		if (r->b - c->main_caller >= c->main_caller_size)
+			return;
+	} else if (!c->ops.main_returns_to || !c->ops.main_returns_to(c->ops.ctx, r->b)) {
+		return;
+	}
 	struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_RETURN, r->ns, c->pid);
 	ev.has_value = true;
 	ev.value = (uint32_t)r->a; /* main returns int */

@@ -49,6 +49,13 @@ struct ptwk_conv {
 	 * main() (for a fork child's one thread; 0 unknown). */
 	uint32_t process;
 	uint64_t main_addr;
+	/* The function that calls main() (the MAIN record's c, 0 unknown)
+	 * and its size (set by the caller, 0 unknown): exit() called from
+	 * inside it is main's return, told without a symbol lookup (a
+	 * process that exec'd has new symbols, whose first lookup in libc
+	 * reads its DWARF: long enough for short processes to be gone before
+	 * their exec is read). Else ops.main_returns_to. */
+	uint64_t main_caller, main_caller_size;
 };
 
 void ptwk_conv_init(struct ptwk_conv *c, pid_t pid, const struct ptwk_conv_ops *ops);

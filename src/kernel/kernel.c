@@ -109,6 +109,30 @@ struct ptw_kernel {
 	size_t nfollowed;
 	struct ptw_map by_pid;		/* root: pid -> its latest followed process */
 	struct ptw_process *report_procs;
+	/* Records read from the ring, then converted (root only): see
+	 * drain(). cur: the one being converted (its image, for on_exec). */
+	struct drained *queue;
+	size_t nqueue, capqueue, cur;
+	bool converting;
+	struct ptw_proc **old_procs; /* before an exec: libthread_db, old symbols read them */
+	size_t nold_procs;
+};
+
+/*
+ * A record taken from the ring, and for an exec what was read of the new
+ * image at once, before any record was converted: converting (naming
+ * code: symbol tables, DWARF) can take long, and a short process is gone
+ * by then, its /proc with it. The tracer reads them at the exec stop; the
+ * kernel path reads them as soon as the exec record arrives (it wakes the
+ * reader).
+ */
+struct drained {
+	struct ptwk_record r;
+	struct ptw_proc *proc;	  /* EXEC: the new image's memory view */
+	struct ptw_symbols *syms; /* EXEC: its modules (the exe and ld.so so far) */
+	char *exe;		  /* EXEC: /proc/PID/exe */
+	char **argv;		  /* EXEC: its command line */
+	bool refreshed;		  /* MAIN: its modules were read again at once */
 };
 
 /* -f, defined at the end ("---- -f"). */
@@ -266,7 +290,9 @@ static void check_libc(struct ptw_kernel *k);
 static void image_ready(void *ctx)
 {
 	struct ptw_kernel *k = ctx;
-	if (k->syms && !k->syms_borrowed)
+	struct ptw_kernel *root = k->root ? k->root : k;
+	bool done = root->converting && root->queue[root->cur].refreshed;
+	if (k->syms && !k->syms_borrowed && !done)
 		ptw_symbols_refresh(k->syms);
 	if (k->libc_checks > 0)
 		check_libc(k);
@@ -316,21 +342,46 @@ static const char *on_exec(void *ctx)
 		k->old_syms[k->nold_syms++] = k->syms;
 		k->syms = NULL;
 	}
-	ptw_mem_invalidate(k->proc);
 	ptw_map_free(&k->sites);
-	load_symbols(k);
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/exe", k->pid);
-	ssize_t n = readlink(path, k->exe, sizeof(k->exe) - 1);
-	k->exe[n > 0 ? n : 0] = '\0';
-	follow_exec(k);
+	struct ptw_kernel *root = k->root ? k->root : k;
+	struct drained *d = root->converting ? &root->queue[root->cur] : NULL;
+	ssize_t n;
+	if (d && d->r.kind == PTWK_EXEC) {
+		/* What drain() read while the new image ran (nothing if it was
+		 * gone already). */
+		if (d->proc) {
+			k->old_procs = xreallocarray(k->old_procs, k->nold_procs + 1,
+						     sizeof(*k->old_procs));
+			k->old_procs[k->nold_procs++] = k->proc;
+			k->proc = d->proc;
+		}
+		k->syms = d->syms;
+		d->proc = NULL;
+		d->syms = NULL;
+		n = d->exe ? (ssize_t)strlen(d->exe) : 0;
+		snprintf(k->exe, sizeof(k->exe), "%s", d->exe ? d->exe : "");
+		/* (Gone already: its command line is unknown, not its parent's.) */
+		for (char **a = k->argv; a && *a; a++)
+			free(*a);
+		free(k->argv);
+		k->argv = d->argv;
+		d->argv = NULL;
+	} else {
+		ptw_mem_invalidate(k->proc);
+		load_symbols(k);
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/%d/exe", k->pid);
+		n = readlink(path, k->exe, sizeof(k->exe) - 1);
+		k->exe[n > 0 ? n : 0] = '\0';
+		follow_exec(k);
+	}
 	if (k->launched)
 		k->launched = false;
 	else if (!k->root)
 		note(k, "the process exec'd: the probes stay on the libc of the image it was "
 			"attached in");
 	k->libc_checks = 100; /* its libc is mapped by its ld.so, a moment later */
-	if (elf_static(path)) {
+	if (n > 0 && elf_static(k->exe)) {
 		k->libc_checks = 0;
 		note(k,
 		     "%s is a static program: the probes on %s do not see its threads (only their "
@@ -342,21 +393,119 @@ static const char *on_exec(void *ctx)
 
 /* ---- the ring buffer ---- */
 
+static char **read_cmdline(pid_t pid);
+
+/* An exec record: the new image's modules, exe and command line, now. */
+static void drain_exec(struct ptw_kernel *k, struct drained *d)
+{
+	pid_t pid = (pid_t)d->r.tgid;
+	d->proc = ptw_proc_open(pid);
+	char *cache_dir = k->o.use_cache ? ptw_cache_default_dir() : NULL;
+	if (ptw_symbols_new(pid, k->o.use_debug_files, cache_dir, memread, d->proc, &d->syms) < 0)
+		d->syms = NULL;
+	free(cache_dir);
+	char path[64], exe[4096];
+	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+	ssize_t n = readlink(path, exe, sizeof(exe) - 1);
+	if (n > 0) {
+		exe[n] = '\0';
+		d->exe = xstrdup(exe);
+	}
+	d->argv = read_cmdline(pid);
+	if (!d->syms) {
+		/* Gone already: nothing of it to name. */
+		ptw_proc_free(d->proc);
+		d->proc = NULL;
+	}
+}
+
+/* main() is about to run, every library mapped: the process's modules
+ * again, now (those drain_exec read, if its exec is still queued). */
+static void drain_main(struct ptw_kernel *k, struct drained *d)
+{
+	if (d->r.tid != d->r.tgid)
+		return;
+	struct ptw_symbols *syms = NULL;
+	bool queued = false;
+	/* (Those before cur, and cur itself, are converted already.) */
+	size_t from = k->converting ? k->cur + 1 : 0;
+	for (size_t i = k->nqueue - 1; i-- > from && !queued;)
+		if (k->queue[i].r.kind == PTWK_EXEC && k->queue[i].r.tgid == d->r.tgid) {
+			syms = k->queue[i].syms;
+			queued = true;
+		}
+	if (!queued) {
+		struct ptw_kernel *p = follow_process_of(k, d->r.tgid);
+		if (p && !p->syms_borrowed)
+			syms = p->syms;
+	}
+	if (syms && ptw_symbols_refresh(syms) == 0)
+		d->refreshed = true;
+}
+
 static int on_record(void *ctx, void *data, size_t size)
 {
 	struct ptw_kernel *k = ctx;
-	struct ptwk_record r;
-	if (size < sizeof(r))
+	if (size < sizeof(struct ptwk_record))
 		return 0;
-	memcpy(&r, data, sizeof(r)); /* the ring's alignment is 8: copy anyway */
+	if (k->nqueue == k->capqueue) {
+		k->capqueue = k->capqueue ? k->capqueue * 2 : 256;
+		k->queue = xreallocarray(k->queue, k->capqueue, sizeof(*k->queue));
+	}
+	struct drained *d = &k->queue[k->nqueue++];
+	memset(d, 0, sizeof(*d));
+	memcpy(&d->r, data, sizeof(d->r)); /* the ring's alignment is 8: copy anyway */
 	k->stats.records++;
-	struct ptw_kernel *p = follow_process_of(k, r.tgid);
-	if (!p)
-		return 0;
-	if (r.kind == PTWK_FORK && k->o.follow_forks)
-		follow_fork(k, p, &r);
-	ptwk_conv_record(&p->conv, &r);
+	if (d->r.kind == PTWK_EXEC)
+		drain_exec(k, d);
+	else if (d->r.kind == PTWK_MAIN)
+		drain_main(k, d);
 	return 0;
+}
+
+/* Every record waiting in the ring, into the queue (exec'd images read). */
+static int drain(struct ptw_kernel *k)
+{
+	return ring_buffer__consume(k->rb);
+}
+
+static void drained_free(struct drained *d)
+{
+	if (d->proc)
+		ptw_proc_free(d->proc);
+	if (d->syms)
+		ptw_symbols_free(d->syms);
+	free(d->exe);
+	for (char **a = d->argv; a && *a; a++)
+		free(*a);
+	free(d->argv);
+}
+
+/* Converts the queue, draining the ring again between records once 0.2 ms
+ * have passed: an exec that comes meanwhile is read while its image still
+ * runs (unless one record took long: the first lookups in an image without
+ * the symbol cache read libc's DWARF, 70-90 ms here). */
+static void convert_queue(struct ptw_kernel *k)
+{
+	uint64_t last = ptw_now_ns();
+	k->converting = true;
+	for (k->cur = 0; k->cur < k->nqueue; k->cur++) {
+		struct drained *d = &k->queue[k->cur];
+		struct ptw_kernel *p = follow_process_of(k, d->r.tgid);
+		if (p) {
+			if (d->r.kind == PTWK_FORK && k->o.follow_forks)
+				follow_fork(k, p, &d->r);
+			ptwk_conv_record(&p->conv, &d->r);
+		}
+		drained_free(&k->queue[k->cur]);
+		if (ptw_now_ns() - last > 200000) {
+			drain(k);
+			last = ptw_now_ns();
+		}
+	}
+	k->converting = false;
+	k->nqueue = 0;
+	k->cur = 0;
 }
 
 /*
@@ -397,7 +546,8 @@ int ptw_kernel_consume(struct ptw_kernel *k)
 	uint64_t before = k->stats.records;
 	k->last_consume_ns = ptw_now_ns();
 	follow_check_gone(k);
-	int r = ring_buffer__consume(k->rb);
+	int r = drain(k);
+	convert_queue(k);
 	if (r < 0)
 		return r;
 	follow_consume(k);
@@ -867,6 +1017,11 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 	for (size_t i = 0; i < k->probes.nmissing; i++)
 		note(k, "%s", k->probes.missing[i]);
 	k->conv.main_addr = k->probes.main_addr;
+	for (size_t i = 0; i < k->probes.n; i++)
+		if (k->probes.p[i].kind == PTWK_MAIN && !k->probes.p[i].ret &&
+		    ptw_symbols_lookup(k->syms, NULL, k->probes.p[i].function, &(uint64_t){ 0 },
+				       &k->conv.main_caller_size) < 0)
+			k->conv.main_caller_size = 0;
 	k->start_ns = t0;
 	if (!launched)
 		follow_exec(k); /* its exe and command line, for the report */
@@ -1005,6 +1160,9 @@ void ptw_kernel_free(struct ptw_kernel *k)
 	for (size_t i = 0; i < k->nfollowed; i++)
 		ptw_kernel_free(k->followed[i]);
 	free(k->followed);
+	for (size_t i = 0; i < k->nqueue; i++)
+		drained_free(&k->queue[i]);
+	free(k->queue);
 	ptw_map_free(&k->by_pid);
 	free(k->report_procs);
 	for (char **a = k->argv; a && *a; a++)
@@ -1020,6 +1178,9 @@ void ptw_kernel_free(struct ptw_kernel *k)
 	free(k->old_syms);
 	if (k->proc)
 		ptw_proc_free(k->proc);
+	for (size_t i = 0; i < k->nold_procs; i++)
+		ptw_proc_free(k->old_procs[i]);
+	free(k->old_procs);
 	for (size_t i = 0; i < k->nnotes; i++)
 		free(k->notes[i]);
 	free(k);
@@ -1136,6 +1297,8 @@ static void follow_fork(struct ptw_kernel *k, struct ptw_kernel *parent,
 	ptwk_conv_init(&c->conv, c->pid, &ops);
 	c->conv.process = c->id;
 	c->conv.main_addr = parent->conv.main_addr;
+	c->conv.main_caller = parent->conv.main_caller;
+	c->conv.main_caller_size = parent->conv.main_caller_size;
 	k->followed = xreallocarray(k->followed, k->nfollowed + 1, sizeof(*k->followed));
 	k->followed[k->nfollowed++] = c;
 	ptw_map_put(&k->by_pid, (uint64_t)c->pid, c);
