@@ -15,12 +15,14 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -109,30 +111,38 @@ struct ptw_kernel {
 	size_t nfollowed;
 	struct ptw_map by_pid;		/* root: pid -> its latest followed process */
 	struct ptw_process *report_procs;
-	/* Records read from the ring, then converted (root only): see
-	 * drain(). cur: the one being converted (its image, for on_exec). */
-	struct drained *queue;
-	size_t nqueue, capqueue, cur;
+	/* Records read from the ring by the drain thread (root only, see
+	 * drainer()) into inq, taken into queue and converted here. cur: the
+	 * one being converted (its image, for on_exec and image_ready). */
+	struct drained *inq, *queue;
+	size_t ninq, capinq, nqueue, capqueue, cur;
 	bool converting;
+	pthread_t drainer;
+	bool drainer_on, drainer_stop;
+	pthread_mutex_t qlock; /* inq, drain_req, drain_done, drainer_stop, stats.records */
+	pthread_cond_t qcond;  /* drain_done moved */
+	uint64_t drain_req, drain_done;
+	int wake_fd;	       /* eventfd: drain now, or stop */
+	int notify_fd;	       /* eventfd: the kernel woke the drainer, records are queued */
+	int drain_epfd;
 	struct ptw_proc **old_procs; /* before an exec: libthread_db, old symbols read them */
 	size_t nold_procs;
 };
 
 /*
- * A record taken from the ring, and for an exec what was read of the new
- * image at once, before any record was converted: converting (naming
- * code: symbol tables, DWARF) can take long, and a short process is gone
- * by then, its /proc with it. The tracer reads them at the exec stop; the
- * kernel path reads them as soon as the exec record arrives (it wakes the
- * reader).
+ * A record taken from the ring, and for an exec (and main() about to run)
+ * what was read of the image at once, by the drain thread: converting
+ * (naming code: symbol tables, DWARF) can take long, tens of ms for a new
+ * image, and a short process is gone by then, its /proc with it. The
+ * tracer reads them at the exec stop; the kernel path as soon as the
+ * record arrives (both wake the reader).
  */
 struct drained {
 	struct ptwk_record r;
-	struct ptw_proc *proc;	  /* EXEC: the new image's memory view */
-	struct ptw_symbols *syms; /* EXEC: its modules (the exe and ld.so so far) */
+	struct ptw_proc *proc;	  /* EXEC, MAIN: a memory view of the image */
+	struct ptw_symbols *syms; /* its modules (at an exec: the exe and ld.so so far) */
 	char *exe;		  /* EXEC: /proc/PID/exe */
 	char **argv;		  /* EXEC: its command line */
-	bool refreshed;		  /* MAIN: its modules were read again at once */
 };
 
 /* -f, defined at the end ("---- -f"). */
@@ -291,9 +301,29 @@ static void image_ready(void *ctx)
 {
 	struct ptw_kernel *k = ctx;
 	struct ptw_kernel *root = k->root ? k->root : k;
-	bool done = root->converting && root->queue[root->cur].refreshed;
-	if (k->syms && !k->syms_borrowed && !done)
+	struct drained *d = root->converting ? &root->queue[root->cur] : NULL;
+	if (d && d->r.kind == PTWK_MAIN && d->syms) {
+		/* Its modules as the drain thread read them, all mapped. The
+		 * ones before stay whole: events point into them. */
+		if (k->syms && !k->syms_borrowed) {
+			k->old_syms =
+				xreallocarray(k->old_syms, k->nold_syms + 1, sizeof(*k->old_syms));
+			k->old_syms[k->nold_syms++] = k->syms;
+		}
+		k->old_procs =
+			xreallocarray(k->old_procs, k->nold_procs + 1, sizeof(*k->old_procs));
+		k->old_procs[k->nold_procs++] = k->proc;
+		k->proc = d->proc;
+		k->syms = d->syms;
+		k->syms_borrowed = false;
+		d->proc = NULL;
+		d->syms = NULL;
+	} else if (!d && k->syms && !k->syms_borrowed) {
+		/* (A MAIN record drained without its modules: the process was
+		 * gone. Reading them again now would only lose those read at
+		 * its exec.) */
 		ptw_symbols_refresh(k->syms);
+	}
 	if (k->libc_checks > 0)
 		check_libc(k);
 }
@@ -395,15 +425,26 @@ static const char *on_exec(void *ctx)
 
 static char **read_cmdline(pid_t pid);
 
-/* An exec record: the new image's modules, exe and command line, now. */
-static void drain_exec(struct ptw_kernel *k, struct drained *d)
+/* An exec record, or main() about to run: the image's modules (and at an
+ * exec its exe and command line), now. In the drain thread: nothing here
+ * touches what the converting thread uses. */
+static void drain_capture(const struct ptw_kernel *k, struct drained *d)
 {
 	pid_t pid = (pid_t)d->r.tgid;
+	if (d->r.kind == PTWK_MAIN && d->r.tid != d->r.tgid)
+		return;
 	d->proc = ptw_proc_open(pid);
 	char *cache_dir = k->o.use_cache ? ptw_cache_default_dir() : NULL;
 	if (ptw_symbols_new(pid, k->o.use_debug_files, cache_dir, memread, d->proc, &d->syms) < 0)
 		d->syms = NULL;
 	free(cache_dir);
+	if (!d->syms) {
+		/* Gone already: nothing of it to name. */
+		ptw_proc_free(d->proc);
+		d->proc = NULL;
+	}
+	if (d->r.kind != PTWK_EXEC)
+		return;
 	char path[64], exe[4096];
 	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
 	ssize_t n = readlink(path, exe, sizeof(exe) - 1);
@@ -412,61 +453,136 @@ static void drain_exec(struct ptw_kernel *k, struct drained *d)
 		d->exe = xstrdup(exe);
 	}
 	d->argv = read_cmdline(pid);
-	if (!d->syms) {
-		/* Gone already: nothing of it to name. */
-		ptw_proc_free(d->proc);
-		d->proc = NULL;
-	}
-}
-
-/* main() is about to run, every library mapped: the process's modules
- * again, now (those drain_exec read, if its exec is still queued). */
-static void drain_main(struct ptw_kernel *k, struct drained *d)
-{
-	if (d->r.tid != d->r.tgid)
-		return;
-	struct ptw_symbols *syms = NULL;
-	bool queued = false;
-	/* (Those before cur, and cur itself, are converted already.) */
-	size_t from = k->converting ? k->cur + 1 : 0;
-	for (size_t i = k->nqueue - 1; i-- > from && !queued;)
-		if (k->queue[i].r.kind == PTWK_EXEC && k->queue[i].r.tgid == d->r.tgid) {
-			syms = k->queue[i].syms;
-			queued = true;
-		}
-	if (!queued) {
-		struct ptw_kernel *p = follow_process_of(k, d->r.tgid);
-		if (p && !p->syms_borrowed)
-			syms = p->syms;
-	}
-	if (syms && ptw_symbols_refresh(syms) == 0)
-		d->refreshed = true;
 }
 
 static int on_record(void *ctx, void *data, size_t size)
 {
 	struct ptw_kernel *k = ctx;
-	if (size < sizeof(struct ptwk_record))
+	struct drained d = { 0 };
+	if (size < sizeof(d.r))
 		return 0;
-	if (k->nqueue == k->capqueue) {
-		k->capqueue = k->capqueue ? k->capqueue * 2 : 256;
-		k->queue = xreallocarray(k->queue, k->capqueue, sizeof(*k->queue));
+	memcpy(&d.r, data, sizeof(d.r)); /* the ring's alignment is 8: copy anyway */
+	if (d.r.kind == PTWK_EXEC || d.r.kind == PTWK_MAIN)
+		drain_capture(k, &d);
+	pthread_mutex_lock(&k->qlock);
+	if (k->ninq == k->capinq) {
+		k->capinq = k->capinq ? k->capinq * 2 : 256;
+		k->inq = xreallocarray(k->inq, k->capinq, sizeof(*k->inq));
 	}
-	struct drained *d = &k->queue[k->nqueue++];
-	memset(d, 0, sizeof(*d));
-	memcpy(&d->r, data, sizeof(d->r)); /* the ring's alignment is 8: copy anyway */
+	k->inq[k->ninq++] = d;
 	k->stats.records++;
-	if (d->r.kind == PTWK_EXEC)
-		drain_exec(k, d);
-	else if (d->r.kind == PTWK_MAIN)
-		drain_main(k, d);
+	pthread_mutex_unlock(&k->qlock);
 	return 0;
 }
 
-/* Every record waiting in the ring, into the queue (exec'd images read). */
+/*
+ * The drain thread: reads the ring whenever the kernel wakes it (a batch
+ * is full; an exec, main() about to run, a process's end), or the
+ * converting thread asks (drain_sync), into inq, reading each new image
+ * at once; tells the converting thread through notify_fd. It blocks every
+ * signal: the caller's signals are the caller's.
+ */
+static void *drainer(void *arg)
+{
+	struct ptw_kernel *k = arg;
+	for (;;) {
+		struct epoll_event evs[2];
+		int n = epoll_wait(k->drain_epfd, evs, 2, -1);
+		bool woken = false;
+		for (int i = 0; i < n; i++) {
+			uint64_t v;
+			if (evs[i].data.u32 == 0)
+				woken = true;
+			else if (read(k->wake_fd, &v, sizeof(v)) < 0)
+				(void)v;
+		}
+		pthread_mutex_lock(&k->qlock);
+		uint64_t req = k->drain_req;
+		bool stop = k->drainer_stop;
+		pthread_mutex_unlock(&k->qlock);
+		if (stop)
+			break;
+		int got = ring_buffer__consume(k->rb);
+		pthread_mutex_lock(&k->qlock);
+		k->drain_done = req;
+		pthread_cond_broadcast(&k->qcond);
+		pthread_mutex_unlock(&k->qlock);
+		if (woken && got > 0)
+			eventfd_write(k->notify_fd, 1);
+	}
+	pthread_mutex_lock(&k->qlock);
+	k->drain_done = UINT64_MAX;
+	pthread_cond_broadcast(&k->qcond);
+	pthread_mutex_unlock(&k->qlock);
+	return NULL;
+}
+
+static int drainer_start(struct ptw_kernel *k)
+{
+	k->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	k->notify_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	k->drain_epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (k->wake_fd < 0 || k->notify_fd < 0 || k->drain_epfd < 0)
+		return -errno;
+	struct epoll_event ev = { .events = EPOLLIN, .data.u32 = 0 };
+	if (epoll_ctl(k->drain_epfd, EPOLL_CTL_ADD, ring_buffer__epoll_fd(k->rb), &ev) < 0)
+		return -errno;
+	ev.data.u32 = 1;
+	if (epoll_ctl(k->drain_epfd, EPOLL_CTL_ADD, k->wake_fd, &ev) < 0)
+		return -errno;
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int r = pthread_create(&k->drainer, NULL, drainer, k);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r)
+		return -r;
+	k->drainer_on = true;
+	return 0;
+}
+
+static void drainer_stop(struct ptw_kernel *k)
+{
+	if (!k->drainer_on)
+		return;
+	pthread_mutex_lock(&k->qlock);
+	k->drainer_stop = true;
+	pthread_mutex_unlock(&k->qlock);
+	eventfd_write(k->wake_fd, 1);
+	pthread_join(k->drainer, NULL);
+	k->drainer_on = false;
+}
+
+/* Every record in the ring now into inq, then inq taken into queue. */
 static int drain(struct ptw_kernel *k)
 {
-	return ring_buffer__consume(k->rb);
+	int r = 0;
+	if (!k->drainer_on) {
+		r = ring_buffer__consume(k->rb); /* (stopped: this thread reads) */
+	} else {
+		pthread_mutex_lock(&k->qlock);
+		uint64_t req = ++k->drain_req;
+		pthread_mutex_unlock(&k->qlock);
+		eventfd_write(k->wake_fd, 1);
+		pthread_mutex_lock(&k->qlock);
+		while (k->drain_done < req)
+			pthread_cond_wait(&k->qcond, &k->qlock);
+		pthread_mutex_unlock(&k->qlock);
+	}
+	uint64_t v;
+	if (k->notify_fd >= 0 && read(k->notify_fd, &v, sizeof(v)) < 0)
+		(void)v; /* (nothing to clear) */
+	pthread_mutex_lock(&k->qlock);
+	struct drained *q = k->queue;
+	size_t cap = k->capqueue;
+	k->queue = k->inq;
+	k->nqueue = k->ninq;
+	k->capqueue = k->capinq;
+	k->inq = q;
+	k->ninq = 0;
+	k->capinq = cap;
+	pthread_mutex_unlock(&k->qlock);
+	return r;
 }
 
 static void drained_free(struct drained *d)
@@ -481,13 +597,9 @@ static void drained_free(struct drained *d)
 	free(d->argv);
 }
 
-/* Converts the queue, draining the ring again between records once 0.2 ms
- * have passed: an exec that comes meanwhile is read while its image still
- * runs (unless one record took long: the first lookups in an image without
- * the symbol cache read libc's DWARF, 70-90 ms here). */
+/* Converts what drain() took. */
 static void convert_queue(struct ptw_kernel *k)
 {
-	uint64_t last = ptw_now_ns();
 	k->converting = true;
 	for (k->cur = 0; k->cur < k->nqueue; k->cur++) {
 		struct drained *d = &k->queue[k->cur];
@@ -498,10 +610,6 @@ static void convert_queue(struct ptw_kernel *k)
 			ptwk_conv_record(&p->conv, &d->r);
 		}
 		drained_free(&k->queue[k->cur]);
-		if (ptw_now_ns() - last > 200000) {
-			drain(k);
-			last = ptw_now_ns();
-		}
 	}
 	k->converting = false;
 	k->nqueue = 0;
@@ -543,15 +651,15 @@ int ptw_kernel_consume(struct ptw_kernel *k)
 		return 0;
 	if (k->libc_checks > 0 && !k->conv.ended)
 		check_libc(k);
-	uint64_t before = k->stats.records;
 	k->last_consume_ns = ptw_now_ns();
 	follow_check_gone(k);
 	int r = drain(k);
+	size_t n = k->nqueue;
 	convert_queue(k);
 	if (r < 0)
 		return r;
 	follow_consume(k);
-	return (int)(k->stats.records - before);
+	return (int)n;
 }
 
 int ptw_kernel_fd(const struct ptw_kernel *k)
@@ -948,8 +1056,12 @@ static int open_fds(struct ptw_kernel *k)
 	k->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (k->epfd < 0)
 		return -errno;
+	int r = drainer_start(k);
+	if (r < 0)
+		return r;
+	/* The drain thread says when the kernel woke it with records. */
 	struct epoll_event ev = { .events = EPOLLIN, .data.u32 = 0 };
-	if (epoll_ctl(k->epfd, EPOLL_CTL_ADD, ring_buffer__epoll_fd(k->rb), &ev) < 0)
+	if (epoll_ctl(k->epfd, EPOLL_CTL_ADD, k->notify_fd, &ev) < 0)
 		return -errno;
 	/* Readable once every thread of the process is gone: the end, even
 	 * if its record did not fit in the ring. */
@@ -988,6 +1100,9 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 	k->launched = launched;
 	k->multi_fds[0] = k->multi_fds[1] = -1;
 	k->epfd = k->pidfd = -1;
+	k->wake_fd = k->notify_fd = k->drain_epfd = -1;
+	pthread_mutex_init(&k->qlock, NULL);
+	pthread_cond_init(&k->qcond, NULL);
 	k->proc = ptw_proc_open(pid);
 	struct ptwk_conv_ops ops = { .sink = sink,
 				     .locate = locate,
@@ -1115,6 +1230,7 @@ int ptw_kernel_detach(struct ptw_kernel *k)
 	k->stats.detach_ns = ptw_now_ns() - t0;
 	/* What was written before the links closed. */
 	ptw_kernel_consume(k);
+	drainer_stop(k);
 	/* One DETACHED for the session, through a process that still runs. */
 	struct ptw_kernel *live = k;
 	for (size_t i = 0; i < k->nfollowed && live->conv.ended; i++)
@@ -1150,6 +1266,7 @@ void ptw_kernel_free(struct ptw_kernel *k)
 		close_links(k);
 		k->detached = true;
 	}
+	drainer_stop(k);
 	close_links(k);
 	ring_buffer__free(k->rb);
 	ptw_kernel_bpf__destroy(k->skel);
@@ -1163,6 +1280,17 @@ void ptw_kernel_free(struct ptw_kernel *k)
 	for (size_t i = 0; i < k->nqueue; i++)
 		drained_free(&k->queue[i]);
 	free(k->queue);
+	for (size_t i = 0; i < k->ninq; i++)
+		drained_free(&k->inq[i]);
+	free(k->inq);
+	if (!k->root) {
+		int fds[] = { k->wake_fd, k->notify_fd, k->drain_epfd };
+		for (size_t i = 0; i < PTW_ARRAY_SIZE(fds); i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+		pthread_mutex_destroy(&k->qlock);
+		pthread_cond_destroy(&k->qcond);
+	}
 	ptw_map_free(&k->by_pid);
 	free(k->report_procs);
 	for (char **a = k->argv; a && *a; a++)
@@ -1284,6 +1412,7 @@ static void follow_fork(struct ptw_kernel *k, struct ptw_kernel *parent,
 	c->start_ns = r->ns;
 	c->multi_fds[0] = c->multi_fds[1] = -1;
 	c->epfd = c->pidfd = -1;
+	c->wake_fd = c->notify_fd = c->drain_epfd = -1;
 	c->proc = ptw_proc_open(c->pid);
 	memcpy(c->exe, parent->exe, sizeof(c->exe));
 	c->argv = dup_argv(parent->argv);
