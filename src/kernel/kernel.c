@@ -125,6 +125,7 @@ struct ptw_kernel {
 	int wake_fd;	       /* eventfd: drain now, or stop */
 	int notify_fd;	       /* eventfd: the kernel woke the drainer, records are queued */
 	int drain_epfd;
+	unsigned images_unread; /* exec'd images gone before drain_capture read them */
 	struct ptw_proc **old_procs; /* before an exec: libthread_db, old symbols read them */
 	size_t nold_procs;
 };
@@ -379,6 +380,8 @@ static const char *on_exec(void *ctx)
 	if (d && d->r.kind == PTWK_EXEC) {
 		/* What drain() read while the new image ran (nothing if it was
 		 * gone already). */
+		if (!d->syms)
+			root->images_unread++;
 		if (d->proc) {
 			k->old_procs = xreallocarray(k->old_procs, k->nold_procs + 1,
 						     sizeof(*k->old_procs));
@@ -1236,6 +1239,11 @@ int ptw_kernel_detach(struct ptw_kernel *k)
 	for (size_t i = 0; i < k->nfollowed && live->conv.ended; i++)
 		live = k->followed[i];
 	ptwk_conv_detached(&live->conv, ptw_now_ns());
+	if (k->images_unread)
+		note(k,
+		     "%u exec'd images ended before their modules could be read (they lived less "
+		     "than the reader's wakeup): their code addresses are not named",
+		     k->images_unread);
 	if (k->stats.lost)
 		note(k,
 		     "%llu records lost: the ring buffer (%zu bytes) was full; events are missing",

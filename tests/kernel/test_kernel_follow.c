@@ -46,6 +46,11 @@
 #include "ptw_util.h"
 
 static int passed, failed;
+/* The backend said some exec'd images ended before it could read their
+ * modules (a process that lives less than the reader's wakeup, on a busy
+ * machine): their code is unnamed (never misnamed); counted, not failed. */
+static bool unread_images;
+static int unnamed;
 
 #define EXPECT(cond, ...)                                                                          \
 	do {                                                                                       \
@@ -135,8 +140,11 @@ static void check_thread(struct ptw_spans *s, pid_t pid, pid_t tid, const char *
 	}
 	used[sp->id] = true;
 	EXPECT(sp->origin == PTW_ORIGIN_CREATED, "%d %s origin %d", tid, routine, (int)sp->origin);
-	EXPECT(!strcmp(sym(sp->start_routine), routine), "%d routine %s != %s", tid,
-	       sym(sp->start_routine), routine);
+	if (unread_images && !sp->start_routine)
+		unnamed++;
+	else
+		EXPECT(!strcmp(sym(sp->start_routine), routine), "%d routine %s != %s", tid,
+		       sym(sp->start_routine), routine);
 	if (creator > 0)
 		EXPECT(sp->creator_tid == creator, "%d creator %d != %d", tid, sp->creator_tid,
 		       creator);
@@ -274,8 +282,10 @@ int main(int argc, char **argv)
 	       st.detach_ns / 1e6);
 	const char *const *notes;
 	size_t nn = ptw_kernel_notes(k, &notes);
-	for (size_t i = 0; i < nn; i++)
+	for (size_t i = 0; i < nn; i++) {
 		printf("note: %s\n", notes[i]);
+		unread_images |= strstr(notes[i], "ended before their modules could be read") != NULL;
+	}
 	EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == want_status, "command status %#x",
 	       status);
 	EXPECT(st.lost == 0, "%" PRIu64 " lost", st.lost);
@@ -378,7 +388,8 @@ int main(int argc, char **argv)
 			pid_t mpid = (pid_t)jint(v, "pid");
 			const struct ptw_span *sp = span_of(spans, mpid, mpid);
 			EXPECT(sp && sp->origin == PTW_ORIGIN_MAIN &&
-				       !strcmp(sym(sp->start_routine), "main") &&
+				       (!strcmp(sym(sp->start_routine), "main") ||
+					(unread_images && !sp->start_routine)) &&
 				       sp->pthread == jhex(v, "pthread"),
 			       "main span of %d", mpid);
 			if (sp && !strcmp(jstr(v, "end"), "return"))
@@ -422,6 +433,8 @@ int main(int argc, char **argv)
 	free(used);
 	ptw_kernel_free(k);
 	ptw_spans_free(spans);
+	if (unnamed)
+		printf("%d routines unnamed: their image ended before it was read\n", unnamed);
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
 }
