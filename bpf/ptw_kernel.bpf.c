@@ -213,6 +213,7 @@ int ptw_fork(struct bpf_raw_tracepoint_args *ctx)
 			 * parent, before the child is first woken), so that
 			 * nothing it does, a thread it makes at once, is missed. */
 			struct ptwk_watch cw = *w;
+			cw.root = 0;
 			bpf_map_update_elem(&watched, &ctgid, &cw, BPF_ANY);
 			/* Its one thread is a copy of the forking one: the same
 			 * struct pthread, at the same address. */
@@ -287,6 +288,11 @@ int ptw_exit(struct bpf_raw_tracepoint_args *ctx)
 	}
 	/* live was decremented before this tracepoint: 0 for the last one. */
 	bool last = BPF_CORE_READ(sig, live.counter) == 0;
+	/* Only the target's end wakes the reader at once: a followed child's
+	 * is read with the next batch (a wakeup per fork+exit cost more than
+	 * the rest of following it). */
+	struct ptwk_watch *w = bpf_map_lookup_elem(&watched, &tgid);
+	bool wake = last && w && w->root;
 	if (last) {
 		r.f |= PTWK_F_GROUP_DEAD;
 		bpf_map_delete_elem(&watched, &tgid);
@@ -308,7 +314,7 @@ int ptw_exit(struct bpf_raw_tracepoint_args *ctx)
 	}
 	bpf_get_current_comm(r.comm, sizeof(r.comm));
 	bpf_map_delete_elem(&pending, &tid);
-	send(&r, last);
+	send(&r, wake);
 	return 0;
 }
 

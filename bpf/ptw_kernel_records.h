@@ -85,7 +85,7 @@ enum ptwk_stat {
 /* Per watched process (the "watched" hash map, key: tgid). */
 struct ptwk_watch {
 	__u32 follow_forks; /* also watch the processes it forks */
-	__u32 pad;
+	__u32 root;	    /* the target itself (not a followed child): its end wakes the reader */
 };
 
 #endif

@@ -912,7 +912,7 @@ static int load_and_attach(struct ptw_kernel *k, char *why, size_t why_size)
 		return r;
 	}
 	uint32_t key = (uint32_t)k->pid;
-	struct ptwk_watch w = { .follow_forks = k->o.follow_forks };
+	struct ptwk_watch w = { .follow_forks = k->o.follow_forks, .root = 1 };
 	if (bpf_map__update_elem(k->skel->maps.watched, &key, sizeof(key), &w, sizeof(w), BPF_ANY) <
 	    0) {
 		r = -errno;
