@@ -154,6 +154,7 @@ static void follow_exec(struct ptw_kernel *p);
 static void follow_check_gone(struct ptw_kernel *k);
 static void follow_consume(struct ptw_kernel *k);
 static bool follow_ended(struct ptw_kernel *k);
+static void follow_descendants(struct ptw_kernel *k);
 
 static void note(struct ptw_kernel *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void note(struct ptw_kernel *k, const char *fmt, ...)
@@ -640,7 +641,7 @@ static void check_libc(struct ptw_kernel *k)
 	     minor(st.st_dev) != libc->dev_minor))
 		note(k, "%s maps %s, not the %s the probes are on: its threads are not seen",
 		     k->exe, libc->path, probes->module);
-	else if (!libc && k->libc_checks == 0)
+	else if (!libc && n >= 0 && k->libc_checks == 0) /* (n < 0: gone, not static) */
 		note(k, "%s maps no libc.so (static, or not glibc): its threads are not seen",
 		     k->exe);
 	if (libc || n < 0)
@@ -1047,7 +1048,7 @@ static void list_threads(struct ptw_kernel *k)
 		char *name = comm_of(k->pid, t->tid);
 		ptwk_conv_preexisting(&k->conv, t->tid, t->pthread, routine, detached, name, ns);
 		free(name);
-		k->stats.preexisting++;
+		(k->root ? k->root : k)->stats.preexisting++;
 	}
 	free(l.v);
 }
@@ -1151,6 +1152,8 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 	}
 	if (!launched)
 		list_threads(k);
+	if (!launched && k->o.follow_forks)
+		follow_descendants(k);
 	ptw_symbols_save_cache(k->syms);
 	k->stats.attach_ns = ptw_now_ns() - t0;
 	*ret = k;
@@ -1406,22 +1409,39 @@ static void follow_exec(struct ptw_kernel *p)
  * at the fork); a vfork or posix_spawn child, which runs in its parent's
  * memory, begins at its exec, as a launched command does.
  */
-static void follow_fork(struct ptw_kernel *k, struct ptw_kernel *parent,
-			const struct ptwk_record *r)
+/* A followed process of k's (its record for the report, its converter),
+ * forked by parent's thread parent_tid. */
+static struct ptw_kernel *follow_new(struct ptw_kernel *k, struct ptw_kernel *parent, pid_t pid,
+				     pid_t parent_tid, uint64_t ns)
 {
 	struct ptw_kernel *c = xcalloc(1, sizeof(*c));
 	c->o = k->o;
 	c->root = k;
-	c->pid = (pid_t)r->a;
+	c->pid = pid;
 	c->id = (uint32_t)k->nfollowed + 1;
 	c->parent_id = parent->id;
-	c->ppid = (pid_t)r->tgid;
-	c->parent_tid = (pid_t)r->tid;
-	c->start_ns = r->ns;
+	c->ppid = parent->pid;
+	c->parent_tid = parent_tid;
+	c->start_ns = ns;
 	c->multi_fds[0] = c->multi_fds[1] = -1;
 	c->epfd = c->pidfd = -1;
 	c->wake_fd = c->notify_fd = c->drain_epfd = -1;
 	c->proc = ptw_proc_open(c->pid);
+	struct ptwk_conv_ops ops = k->conv.ops;
+	ops.ctx = c;
+	ptwk_conv_init(&c->conv, c->pid, &ops);
+	c->conv.process = c->id;
+	c->conv.main_caller_size = k->conv.main_caller_size;
+	k->followed = xreallocarray(k->followed, k->nfollowed + 1, sizeof(*k->followed));
+	k->followed[k->nfollowed++] = c;
+	ptw_map_put(&k->by_pid, (uint64_t)c->pid, c);
+	return c;
+}
+
+static void follow_fork(struct ptw_kernel *k, struct ptw_kernel *parent,
+			const struct ptwk_record *r)
+{
+	struct ptw_kernel *c = follow_new(k, parent, (pid_t)r->a, (pid_t)r->tid, r->ns);
 	memcpy(c->exe, parent->exe, sizeof(c->exe));
 	c->argv = dup_argv(parent->argv);
 	if (parent->syms) {
@@ -1429,16 +1449,8 @@ static void follow_fork(struct ptw_kernel *k, struct ptw_kernel *parent,
 		c->syms_borrowed = true;
 		parent->syms_lent = true;
 	}
-	struct ptwk_conv_ops ops = parent->conv.ops;
-	ops.ctx = c;
-	ptwk_conv_init(&c->conv, c->pid, &ops);
-	c->conv.process = c->id;
 	c->conv.main_addr = parent->conv.main_addr;
 	c->conv.main_caller = parent->conv.main_caller;
-	c->conv.main_caller_size = parent->conv.main_caller_size;
-	k->followed = xreallocarray(k->followed, k->nfollowed + 1, sizeof(*k->followed));
-	k->followed[k->nfollowed++] = c;
-	ptw_map_put(&k->by_pid, (uint64_t)c->pid, c);
 	if (r->f & PTWK_F_SHARED_VM) {
 		c->launched = true;
 		c->conv.launched = true;
@@ -1538,4 +1550,60 @@ size_t ptw_kernel_processes(struct ptw_kernel *k, const struct ptw_process **ret
 		fill_process(i ? k->followed[i - 1] : k, &k->report_procs[i]);
 	*ret = k->report_procs;
 	return k->nfollowed + 1;
+}
+
+/* -p -f: a process the target had forked (or one of theirs) running at the
+ * attach: watched, then its threads listed as the target's were (its own
+ * symbols and libthread_db). Its records before it is watched are lost:
+ * it ran unwatched until now. */
+static void follow_attached(struct ptw_kernel *k, struct ptw_kernel *parent, pid_t pid,
+			    pid_t parent_tid)
+{
+	struct ptw_kernel *c = follow_new(k, parent, pid, parent_tid, ptw_now_ns());
+	follow_exec(c);
+	if (load_symbols(c) < 0) {
+		note(k, "process %d (forked before the attach) has gone or cannot be read", pid);
+		return;
+	}
+	td_err_e err;
+	if (ptw_tdb_new(c->proc, c->syms, &c->tdb, &err) < 0)
+		c->tdb = NULL;
+	c->probes.layout = k->probes.layout;
+	if (ptw_symbols_lookup(c->syms, PTW_MOD_EXE, "main", &c->probes.main_addr, NULL) < 0)
+		c->probes.main_addr = 0;
+	c->conv.main_addr = c->probes.main_addr;
+	uint32_t key = (uint32_t)pid;
+	struct ptwk_watch w = { .follow_forks = 1, .root = 0 };
+	if (bpf_map__update_elem(k->skel->maps.watched, &key, sizeof(key), &w, sizeof(w),
+				 BPF_ANY) < 0)
+		note(k, "process %d (forked before the attach) cannot be watched: %s", pid,
+		     strerror(errno));
+	list_threads(c);
+	c->libc_checks = 1; /* the probes are on the target's libc: does it map that one */
+}
+
+static void follow_descendants(struct ptw_kernel *k)
+{
+	/* Breadth first from the target. One forked meanwhile by a process
+	 * already watched is in the ring (its fork record); by one not yet
+	 * watched, found by the walk. */
+	pid_t *queue = xcalloc(1, sizeof(*queue));
+	size_t nq = 0, head = 0;
+	queue[nq++] = k->pid;
+	while (head < nq && nq < 65536) {
+		pid_t p = queue[head++];
+		pid_t *kids = NULL, *tids = NULL;
+		size_t n = ptw_proc_children(p, &kids, &tids, 0);
+		struct ptw_kernel *parent = follow_process_of(k, (uint32_t)p);
+		for (size_t i = 0; i < n && parent; i++) {
+			if (ptw_map_get(&k->by_pid, (uint64_t)kids[i]))
+				continue;
+			follow_attached(k, parent, kids[i], tids[i]);
+			queue = xreallocarray(queue, nq + 1, sizeof(*queue));
+			queue[nq++] = kids[i];
+		}
+		free(kids);
+		free(tids);
+	}
+	free(queue);
 }

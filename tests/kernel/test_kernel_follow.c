@@ -16,7 +16,7 @@
  *   - per scenario: exec'd images (exe, argv), a SIGKILLed child's spans
  *     unmatched, the number of processes.
  *
- * Usage: test_kernel_follow SCENARIO PREFORK LIFECYCLE FORKTHREADS
+ * Usage: test_kernel_follow SCENARIO PREFORK LIFECYCLE FORKTHREADS [PREFORKD]
  *   workers      prefork workers: 3 forked workers with 3 threads each
  *   exec, vfork  prefork exec|vfork LIFECYCLE: the child becomes lifecycle
  *   many         prefork many 200: 200 children in a row, 2 threads each
@@ -24,10 +24,14 @@
  *   forkthreads  fork (3 threads in the child), posix_spawn, vfork, system()
  *   sh           sh -c 'PREFORK workers; PREFORK exec LIFECYCLE; FORKTHREADS'
  *   make         make -j2 of a Makefile whose recipes run the fixtures
+ *   attach       PREFORKD 2 running (a master, 2 workers with 2 threads each)
+ *                attached to with -f: the workers and their threads found,
+ *                a worker forked while attached followed
  * Exit 0 pass, 1 fail, 77 skip.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -183,8 +187,9 @@ static bool ends_with(const char *s, const char *tail)
 
 int main(int argc, char **argv)
 {
-	if (argc != 5) {
-		fprintf(stderr, "usage: test_kernel_follow SCENARIO PREFORK LIFECYCLE FORKTHREADS\n");
+	if (argc != 5 && argc != 6) {
+		fprintf(stderr, "usage: test_kernel_follow SCENARIO PREFORK LIFECYCLE FORKTHREADS "
+				"[PREFORKD]\n");
 		return 99;
 	}
 	/* Absolute: make runs its recipes in another directory. */
@@ -250,6 +255,8 @@ int main(int argc, char **argv)
 		fclose(f);
 		cmd[0] = "/usr/bin/make", cmd[1] = "-s", cmd[2] = "-j2", cmd[3] = "-C",
 		cmd[4] = dir;
+	} else if (!strcmp(scenario, "attach") && argc == 6) {
+		want_procs = 4;
 	} else {
 		fprintf(stderr, "unknown scenario %s\n", scenario);
 		return 99;
@@ -262,11 +269,55 @@ int main(int argc, char **argv)
 				     .sink_ctx = spans,
 				     .follow_forks = true };
 	struct ptw_kernel *k;
-	pid_t pid;
-	int r = ptw_kernel_launch(&o, (char *const *)cmd, -1, &k, &pid, why, sizeof(why));
-	if (r < 0) {
-		printf("FAIL: cannot launch %s: %s\n", cmd[0], why);
-		return 1;
+	pid_t pid, workers[3] = { 0 };
+	int r;
+	if (cmd[0]) {
+		r = ptw_kernel_launch(&o, (char *const *)cmd, -1, &k, &pid, why, sizeof(why));
+		if (r < 0) {
+			printf("FAIL: cannot launch %s: %s\n", cmd[0], why);
+			return 1;
+		}
+	} else {
+		/* attach: preforkd 2, then 'f' (one more worker) and 'q'. */
+		int ctl[2], rep[2];
+		if (pipe2(ctl, O_CLOEXEC) || pipe2(rep, O_CLOEXEC))
+			return 99;
+		pid = fork();
+		if (pid == 0) {
+			char cs[16], rs[16];
+			snprintf(cs, sizeof(cs), "%d", dup(ctl[0]));
+			snprintf(rs, sizeof(rs), "%d", dup(rep[1]));
+			setenv("PTW_CTL_FD", cs, 1);
+			setenv("PTW_REPLY_FD", rs, 1);
+			execl(argv[5], argv[5], "2", (char *)NULL);
+			_exit(127);
+		}
+		close(ctl[0]);
+		close(rep[1]);
+		FILE *replies = fdopen(rep[0], "r");
+		char line[256];
+		int master = 0;
+		if (!replies || !fgets(line, sizeof(line), replies) ||
+		    sscanf(line, "ready %d %d %d", &master, &workers[0], &workers[1]) != 3 ||
+		    master != pid) {
+			fprintf(stderr, "preforkd did not say ready\n");
+			return 99;
+		}
+		r = ptw_kernel_attach(&o, pid, &k, why, sizeof(why));
+		if (r < 0) {
+			printf("FAIL: cannot attach to %d: %s\n", pid, why);
+			kill(pid, SIGKILL);
+			return 1;
+		}
+		if (write(ctl[1], "f", 1) != 1 || !fgets(line, sizeof(line), replies) ||
+		    sscanf(line, "forked %d", &workers[2]) != 1)
+			return 99;
+		if (write(ctl[1], "q", 1) != 1)
+			return 99;
+		while (fgets(line, sizeof(line), replies) && strncmp(line, "done", 4))
+			;
+		fclose(replies);
+		close(ctl[1]);
 	}
 	r = ptw_kernel_run(k, 100000);
 	EXPECT(r == 1, "the run ended with %d, not every process's end", r);
@@ -402,11 +453,42 @@ int main(int argc, char **argv)
 		json_object_put(v);
 	}
 	free(text);
-	printf("%zu spans (%zu created, %zu main), %zu thread records, %zu child records, %zu "
+	for (int w = 0; w < 3 && workers[w]; w++) {
+		/* The two found at the attach, or made while attached: each
+		 * worker_thread, returned NULL; and its main span. */
+		size_t nthr = 0, nmains = 0;
+		for (size_t i = 0; i < nspans; i++) {
+			const struct ptw_span *sp = ptw_spans_get(spans, i);
+			if (sp->pid != workers[w])
+				continue;
+			if (sp->origin == PTW_ORIGIN_MAIN) {
+				nmains++;
+				continue;
+			}
+			nthr++;
+			EXPECT(sp->origin == (w < 2 ? PTW_ORIGIN_PREEXISTING : PTW_ORIGIN_CREATED),
+			       "worker %d thread %d origin %d", workers[w], sp->tid, (int)sp->origin);
+			EXPECT(!strcmp(sym(sp->start_routine), "worker_thread"),
+			       "worker %d thread %d routine %s", workers[w], sp->tid,
+			       sym(sp->start_routine));
+			EXPECT(sp->status == PTW_STATUS_COMPLETED && sp->value.set && !sp->value.v,
+			       "worker %d thread %d status %d", workers[w], sp->tid,
+			       (int)sp->status);
+			used[sp->id] = true;
+		}
+		EXPECT(nthr == 2 && nmains == 1, "worker %d: %zu threads, %zu main spans", workers[w],
+		       nthr, nmains);
+		const struct ptw_process *p = process_of(procs, np, workers[w]);
+		EXPECT(p && p->ppid == pid && p->exit_kind == PTW_EXIT_CODE &&
+			       p->exit_code == 20 + w,
+		       "worker %d: listed, its ppid, exit %d", workers[w], 20 + w);
+	}	printf("%zu spans (%zu created, %zu main), %zu thread records, %zu child records, %zu "
 	       "main records\n",
 	       nspans, created, mains, nthreads, nchild, nmain);
+	/* (attach: the forked worker's 2 threads write no record) */
+	nthreads += workers[2] ? 2 : 0;
 	EXPECT(created == nthreads, "%zu created spans for %zu thread records", created, nthreads);
-	EXPECT(nmain > 0, "no main record");
+	EXPECT(nmain > 0 || workers[0], "no main record");
 	for (size_t i = 0; i < nspans; i++) {
 		const struct ptw_span *sp = ptw_spans_get(spans, i);
 		if (sp->origin == PTW_ORIGIN_CREATED)
@@ -424,6 +506,7 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(scenario, "many"))
 		EXPECT(created == 400, "%zu created spans, not 400", created);
+
 	if (!strcmp(scenario, "make")) {
 		char rm[4200];
 		snprintf(rm, sizeof(rm), "rm -rf '%s'", dir);
