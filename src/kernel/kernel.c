@@ -100,16 +100,16 @@ struct ptw_kernel {
 	 * is a struct ptw_kernel of its own (root set) that shares the root's
 	 * programs, links and ring: its own memory view, symbols, converter
 	 * and record for the report. The root lists them all. */
-	struct ptw_kernel *root;	/* NULL: this is the root */
-	uint32_t id, parent_id;		/* ptw_process.id: 0 the root, then in order of fork */
+	struct ptw_kernel *root; /* NULL: this is the root */
+	uint32_t id, parent_id;	 /* ptw_process.id: 0 the root, then in order of fork */
 	pid_t ppid, parent_tid;
-	bool syms_borrowed;		/* syms is its parent's (a fork child before its exec) */
-	bool syms_lent;			/* a child borrows syms: keep it whole at an exec */
+	bool syms_borrowed; /* syms is its parent's (a fork child before its exec) */
+	bool syms_lent;	    /* a child borrows syms: keep it whole at an exec */
 	char **argv;
 	uint64_t start_ns;
-	struct ptw_kernel **followed;	/* root: followed[i] has id i + 1 */
+	struct ptw_kernel **followed; /* root: followed[i] has id i + 1 */
 	size_t nfollowed;
-	struct ptw_map by_pid;		/* root: pid -> its latest followed process */
+	struct ptw_map by_pid; /* root: pid -> its latest followed process */
 	struct ptw_process *report_procs;
 	/* Records read from the ring by the drain thread (root only, see
 	 * drainer()) into inq, taken into queue and converted here. cur: the
@@ -122,10 +122,10 @@ struct ptw_kernel {
 	pthread_mutex_t qlock; /* inq, drain_req, drain_done, drainer_stop, stats.records */
 	pthread_cond_t qcond;  /* drain_done moved */
 	uint64_t drain_req, drain_done;
-	int wake_fd;	       /* eventfd: drain now, or stop */
-	int notify_fd;	       /* eventfd: the kernel woke the drainer, records are queued */
+	int wake_fd;   /* eventfd: drain now, or stop */
+	int notify_fd; /* eventfd: the kernel woke the drainer, records are queued */
 	int drain_epfd;
-	unsigned images_unread; /* exec'd images gone before drain_capture read them */
+	unsigned images_unread;	     /* exec'd images gone before drain_capture read them */
 	struct ptw_proc **old_procs; /* before an exec: libthread_db, old symbols read them */
 	size_t nold_procs;
 };
@@ -855,8 +855,8 @@ static int attach_each(struct ptw_kernel *k)
 		LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = p->ret, .bpf_cookie = p->kind);
 		struct bpf_program *prog =
 			p->ret ? k->skel->progs.ptw_return : k->skel->progs.ptw_entry;
-		struct bpf_link *l = bpf_program__attach_uprobe_opts(prog, probe_pid(k), k->probes.path,
-								     (size_t)p->offset, &opts);
+		struct bpf_link *l = bpf_program__attach_uprobe_opts(
+			prog, probe_pid(k), k->probes.path, (size_t)p->offset, &opts);
 		if (!l)
 			return -errno;
 		keep_link(k, l);
@@ -1574,8 +1574,8 @@ static void follow_attached(struct ptw_kernel *k, struct ptw_kernel *parent, pid
 	c->conv.main_addr = c->probes.main_addr;
 	uint32_t key = (uint32_t)pid;
 	struct ptwk_watch w = { .follow_forks = 1, .root = 0 };
-	if (bpf_map__update_elem(k->skel->maps.watched, &key, sizeof(key), &w, sizeof(w),
-				 BPF_ANY) < 0)
+	if (bpf_map__update_elem(k->skel->maps.watched, &key, sizeof(key), &w, sizeof(w), BPF_ANY) <
+	    0)
 		note(k, "process %d (forked before the attach) cannot be watched: %s", pid,
 		     strerror(errno));
 	list_threads(c);

@@ -371,8 +371,8 @@ static void test_forked(void)
 	ex.b = 0x5000;
 	ptwk_conv_record(&child, &ex);
 	CHECK_EQ(child.events, before + 1);
-	lwp_exit(&child, 200, 9 << 8, PTWK_F_GROUP_EXIT | PTWK_F_GROUP_DEAD | PTWK_F_HOW_KNOWN |
-				       PTWK_F_EXIT_GROUP_CALL,
+	lwp_exit(&child, 200, 9 << 8,
+		 PTWK_F_GROUP_EXIT | PTWK_F_GROUP_DEAD | PTWK_F_HOW_KNOWN | PTWK_F_EXIT_GROUP_CALL,
 		 9 << 8, "prog");
 	CHECK(child.ended && child.exit_code == 9);
 	ptwk_conv_init(&vchild, 300, &ops);

@@ -335,7 +335,8 @@ int main(int argc, char **argv)
 	size_t nn = ptw_kernel_notes(k, &notes);
 	for (size_t i = 0; i < nn; i++) {
 		printf("note: %s\n", notes[i]);
-		unread_images |= strstr(notes[i], "ended before their modules could be read") != NULL;
+		unread_images |=
+			strstr(notes[i], "ended before their modules could be read") != NULL;
 	}
 	EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == want_status, "command status %#x",
 	       status);
@@ -423,8 +424,8 @@ int main(int argc, char **argv)
 			else
 				EXPECT(p->exit_kind == PTW_EXIT_SIGNAL &&
 					       p->exit_signal == jint(v, "signal"),
-				       "child %d exit %d signal %d != %" PRId64, cpid,
-				       p->exit_kind, p->exit_signal, jint(v, "signal"));
+				       "child %d exit %d signal %d != %" PRId64, cpid, p->exit_kind,
+				       p->exit_signal, jint(v, "signal"));
 			if (!jtrue(v, "exited"))
 				killed = cpid;
 			if (!strcmp(scenario, "exec") || !strcmp(scenario, "vfork")) {
@@ -467,7 +468,8 @@ int main(int argc, char **argv)
 			}
 			nthr++;
 			EXPECT(sp->origin == (w < 2 ? PTW_ORIGIN_PREEXISTING : PTW_ORIGIN_CREATED),
-			       "worker %d thread %d origin %d", workers[w], sp->tid, (int)sp->origin);
+			       "worker %d thread %d origin %d", workers[w], sp->tid,
+			       (int)sp->origin);
 			EXPECT(!strcmp(sym(sp->start_routine), "worker_thread"),
 			       "worker %d thread %d routine %s", workers[w], sp->tid,
 			       sym(sp->start_routine));
@@ -476,13 +478,14 @@ int main(int argc, char **argv)
 			       (int)sp->status);
 			used[sp->id] = true;
 		}
-		EXPECT(nthr == 2 && nmains == 1, "worker %d: %zu threads, %zu main spans", workers[w],
-		       nthr, nmains);
+		EXPECT(nthr == 2 && nmains == 1, "worker %d: %zu threads, %zu main spans",
+		       workers[w], nthr, nmains);
 		const struct ptw_process *p = process_of(procs, np, workers[w]);
 		EXPECT(p && p->ppid == pid && p->exit_kind == PTW_EXIT_CODE &&
 			       p->exit_code == 20 + w,
 		       "worker %d: listed, its ppid, exit %d", workers[w], 20 + w);
-	}	printf("%zu spans (%zu created, %zu main), %zu thread records, %zu child records, %zu "
+	}
+	printf("%zu spans (%zu created, %zu main), %zu thread records, %zu child records, %zu "
 	       "main records\n",
 	       nspans, created, mains, nthreads, nchild, nmain);
 	/* (attach: the forked worker's 2 threads write no record) */
@@ -495,8 +498,8 @@ int main(int argc, char **argv)
 			EXPECT(used[sp->id], "created span %u (%d/%d) has no truth record", sp->id,
 			       sp->pid, sp->tid);
 		if (killed && sp->pid == killed)
-			EXPECT(sp->status == PTW_STATUS_UNMATCHED, "span %u of the killed child: %d",
-			       sp->id, (int)sp->status);
+			EXPECT(sp->status == PTW_STATUS_UNMATCHED,
+			       "span %u of the killed child: %d", sp->id, (int)sp->status);
 	}
 	if (!strcmp(scenario, "killed")) {
 		size_t n = 0;
