@@ -954,7 +954,7 @@ static int load_and_attach(struct ptw_kernel *k, char *why, size_t why_size)
 		return r;
 	}
 	k->stats.mode = k->multi ? "uprobe_multi" : "uprobe";
-	if (!k->multi)
+	if (!k->multi && probe_pid(k) > 0) /* (inode-wide ones keep firing) */
 		note(k, "ordinary per-process uprobes (no uprobe_multi): they stop firing for the "
 			"other threads once the main thread has exited");
 	k->rb = ring_buffer__new(bpf_map__fd(k->skel->maps.rb), on_record, k, NULL);
