@@ -286,6 +286,17 @@ static int memread(void *ctx, uint64_t addr, void *buf, size_t len)
 	return ptw_mem_read(ctx, addr, buf, len);
 }
 
+/* -f: a memory view no longer read from (an image gone: exec, exit) keeps
+ * no descriptor: a session follows thousands of processes. Its reads, if
+ * any, go through process_vm_readv (and fail). */
+static void close_mem(struct ptw_proc *p)
+{
+	if (p && p->mem_fd >= 0) {
+		close(p->mem_fd);
+		p->mem_fd = -1;
+	}
+}
+
 static int load_symbols(struct ptw_kernel *k)
 {
 	char *cache_dir = k->o.use_cache ? ptw_cache_default_dir() : NULL;
@@ -315,6 +326,7 @@ static void image_ready(void *ctx)
 		k->old_procs =
 			xreallocarray(k->old_procs, k->nold_procs + 1, sizeof(*k->old_procs));
 		k->old_procs[k->nold_procs++] = k->proc;
+		close_mem(k->proc);
 		k->proc = d->proc;
 		k->syms = d->syms;
 		k->syms_borrowed = false;
@@ -387,6 +399,7 @@ static const char *on_exec(void *ctx)
 			k->old_procs = xreallocarray(k->old_procs, k->nold_procs + 1,
 						     sizeof(*k->old_procs));
 			k->old_procs[k->nold_procs++] = k->proc;
+			close_mem(k->proc);
 			k->proc = d->proc;
 		}
 		k->syms = d->syms;
@@ -1494,6 +1507,8 @@ static void follow_consume(struct ptw_kernel *k)
 		struct ptw_kernel *c = k->followed[i];
 		if (c->libc_checks > 0 && !c->conv.ended)
 			check_libc(c);
+		if (c->conv.ended)
+			close_mem(c->proc);
 		if (!c->end_lost || c->conv.ended) {
 			c->end_lost = false;
 			continue;
