@@ -16,7 +16,7 @@
  *   - per scenario: exec'd images (exe, argv), a SIGKILLed child's spans
  *     unmatched, the number of processes.
  *
- * Usage: test_kernel_follow SCENARIO PREFORK LIFECYCLE FORKTHREADS [PREFORKD]
+ * Usage: test_kernel_follow SCENARIO PREFORK LIFECYCLE FORKTHREADS [PREFORKD [VFORKER]]
  *   workers      prefork workers: 3 forked workers with 3 threads each
  *   exec, vfork  prefork exec|vfork LIFECYCLE: the child becomes lifecycle
  *   many         prefork many 200: 200 children in a row, 2 threads each
@@ -27,6 +27,10 @@
  *   attach       PREFORKD 2 running (a master, 2 workers with 2 threads each)
  *                attached to with -f: the workers and their threads found,
  *                a worker forked while attached followed
+ *   vforker      VFORKER attached to with -f while its vfork child waits
+ *                before its exec (the parent thread in D): the child found,
+ *                followed through its exec of /bin/true; every thread of
+ *                the parent, found at the attach, ends as it says
  * Exit 0 pass, 1 fail, 77 skip.
  */
 #define _GNU_SOURCE
@@ -187,7 +191,7 @@ static bool ends_with(const char *s, const char *tail)
 
 int main(int argc, char **argv)
 {
-	if (argc != 5 && argc != 6) {
+	if (argc < 5 || argc > 7) {
 		fprintf(stderr, "usage: test_kernel_follow SCENARIO PREFORK LIFECYCLE FORKTHREADS "
 				"[PREFORKD]\n");
 		return 99;
@@ -255,8 +259,10 @@ int main(int argc, char **argv)
 		fclose(f);
 		cmd[0] = "/usr/bin/make", cmd[1] = "-s", cmd[2] = "-j2", cmd[3] = "-C",
 		cmd[4] = dir;
-	} else if (!strcmp(scenario, "attach") && argc == 6) {
+	} else if (!strcmp(scenario, "attach") && argc >= 6) {
 		want_procs = 4;
+	} else if (!strcmp(scenario, "vforker") && argc == 7) {
+		want_procs = 2;
 	} else {
 		fprintf(stderr, "unknown scenario %s\n", scenario);
 		return 99;
@@ -289,7 +295,10 @@ int main(int argc, char **argv)
 			snprintf(rs, sizeof(rs), "%d", dup(rep[1]));
 			setenv("PTW_CTL_FD", cs, 1);
 			setenv("PTW_REPLY_FD", rs, 1);
-			execl(argv[5], argv[5], "2", (char *)NULL);
+			if (!strcmp(scenario, "vforker"))
+				execl(argv[6], argv[6], (char *)NULL);
+			else
+				execl(argv[5], argv[5], "2", (char *)NULL);
 			_exit(127);
 		}
 		close(ctl[0]);
@@ -297,6 +306,26 @@ int main(int argc, char **argv)
 		FILE *replies = fdopen(rep[0], "r");
 		char line[256];
 		int master = 0;
+		int vfork_tid = 0;
+		if (!strcmp(scenario, "vforker")) {
+			/* "ready PID TID": its vfork child waits for a byte. */
+			if (!replies || !fgets(line, sizeof(line), replies) ||
+			    sscanf(line, "ready %d %d", &master, &vfork_tid) != 2 || master != pid)
+				return 99;
+			r = ptw_kernel_attach(&o, pid, &k, why, sizeof(why));
+			if (r < 0) {
+				printf("FAIL: cannot attach to %d: %s\n", pid, why);
+				kill(pid, SIGKILL);
+				return 1;
+			}
+			if (write(ctl[1], "x", 1) != 1)
+				return 99;
+			while (fgets(line, sizeof(line), replies) && strncmp(line, "done", 4))
+				;
+			fclose(replies);
+			close(ctl[1]);
+			goto run;
+		}
 		if (!replies || !fgets(line, sizeof(line), replies) ||
 		    sscanf(line, "ready %d %d %d", &master, &workers[0], &workers[1]) != 3 ||
 		    master != pid) {
@@ -319,6 +348,7 @@ int main(int argc, char **argv)
 		fclose(replies);
 		close(ctl[1]);
 	}
+run:
 	r = ptw_kernel_run(k, 100000);
 	EXPECT(r == 1, "the run ended with %d, not every process's end", r);
 	int status = 0;
@@ -435,6 +465,35 @@ int main(int argc, char **argv)
 				       "child argv[0] %s",
 				       p->argv && p->argv[0] ? p->argv[0] : "?");
 			}
+		} else if (!strcmp(kind, "vforker")) {
+			/* Threads found at the attach: their routines and ends. */
+			const struct json_object *ct = jget(v, "cond_tids");
+			struct {
+				pid_t tid;
+				const char *routine;
+				uint64_t value;
+			} found[3] = { { (pid_t)jint(v, "vfork_tid"), "vfork_worker", 0xf0 },
+				       { (pid_t)json_object_get_int(json_object_array_get_idx(ct, 0)),
+					 "cond_worker", 0xc0d },
+				       { (pid_t)json_object_get_int(json_object_array_get_idx(ct, 1)),
+					 "cond_worker", 0xc0d } };
+			for (int t = 0; t < 3; t++) {
+				const struct ptw_span *sp = span_of(spans, pid, found[t].tid);
+				EXPECT(sp && sp->origin == PTW_ORIGIN_PREEXISTING &&
+					       !strcmp(sym(sp->start_routine), found[t].routine) &&
+					       sp->status == PTW_STATUS_COMPLETED && sp->value.set &&
+					       sp->value.v == found[t].value,
+				       "%s %d: found at the attach, ended with %#" PRIx64,
+				       found[t].routine, found[t].tid, found[t].value);
+				if (sp)
+					used[sp->id] = true;
+			}
+			const struct ptw_process *vc = np == 2 ? &procs[1] : NULL;
+			EXPECT(vc && vc->ppid == pid && vc->parent_tid == found[0].tid &&
+				       vc->exit_kind == PTW_EXIT_CODE && vc->exit_code == 0,
+			       "the vfork child: listed, forked by vfork_worker, exited 0");
+			EXPECT(vc && (!vc->exe || ends_with(vc->exe, "/true")),
+			       "the vfork child's exe %s", vc && vc->exe ? vc->exe : "?");
 		} else if (!strcmp(kind, "main")) {
 			nmain++;
 			pid_t mpid = (pid_t)jint(v, "pid");
@@ -491,7 +550,7 @@ int main(int argc, char **argv)
 	/* (attach: the forked worker's 2 threads write no record) */
 	nthreads += workers[2] ? 2 : 0;
 	EXPECT(created == nthreads, "%zu created spans for %zu thread records", created, nthreads);
-	EXPECT(nmain > 0 || workers[0], "no main record");
+	EXPECT(nmain > 0 || workers[0] || !strcmp(scenario, "vforker"), "no main record");
 	for (size_t i = 0; i < nspans; i++) {
 		const struct ptw_span *sp = ptw_spans_get(spans, i);
 		if (sp->origin == PTW_ORIGIN_CREATED)
