@@ -581,5 +581,8 @@ run:
 	if (unnamed)
 		printf("%d routines unnamed: their image ended before it was read\n", unnamed);
 	printf("%d passed, %d failed\n", passed, failed);
+	free((char *)prefork);
+	free((char *)lifecycle);
+	free((char *)forkthreads);
 	return failed ? 1 : 0;
 }
