@@ -32,6 +32,8 @@ const volatile __u32 have_result = 0, have_joinid = 0, have_start_routine = 0, h
  * start routine that returned. */
 const volatile __u32 exiting_mask = 0x10;
 const volatile __u64 wake_bytes = 256 * 1024;
+/* -f with a link per child (measuring only): a fork wakes the reader. */
+const volatile __u32 wake_on_fork = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -228,7 +230,7 @@ int ptw_fork(struct bpf_raw_tracepoint_args *ctx)
 				r.f |= PTWK_F_SHARED_VM;
 			bpf_get_current_comm(r.comm, sizeof(r.comm));
 		}
-		send(&r, false);
+		send(&r, wake_on_fork != 0);
 		return 0;
 	}
 	r.b = pd;

@@ -50,6 +50,11 @@ struct ptw_kernel_opts {
 	 * the machine mapping that libc pays a trap per probed call. The run
 	 * ends when the target and every followed process have ended. */
 	bool follow_forks;
+	/* -f with per-process probes: a uprobe_multi link per child, attached
+	 * by the drain thread as soon as the fork record wakes it. Racy (what
+	 * a child does before its link is in is missed): for measuring that
+	 * (bench/kfollow.py), not for use. */
+	bool follow_per_child;
 };
 
 /*

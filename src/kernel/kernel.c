@@ -143,6 +143,7 @@ struct drained {
 	struct ptw_proc *proc;	  /* EXEC, MAIN: a memory view of the image */
 	struct ptw_symbols *syms; /* its modules (at an exec: the exe and ld.so so far) */
 	char *exe;		  /* EXEC: /proc/PID/exe */
+	int link_fds[2];	  /* FORK, follow_per_child: the child's links */
 	char **argv;		  /* EXEC: its command line */
 };
 
@@ -441,6 +442,7 @@ static const char *on_exec(void *ctx)
 /* ---- the ring buffer ---- */
 
 static char **read_cmdline(pid_t pid);
+static int attach_multi_to(struct ptw_kernel *k, uint32_t pid, int fds[2]);
 
 /* An exec record, or main() about to run: the image's modules (and at an
  * exec its exe and command line), now. In the drain thread: nothing here
@@ -475,10 +477,14 @@ static void drain_capture(const struct ptw_kernel *k, struct drained *d)
 static int on_record(void *ctx, void *data, size_t size)
 {
 	struct ptw_kernel *k = ctx;
-	struct drained d = { 0 };
+	struct drained d = { .link_fds = { -1, -1 } };
 	if (size < sizeof(d.r))
 		return 0;
 	memcpy(&d.r, data, sizeof(d.r)); /* the ring's alignment is 8: copy anyway */
+	int lr;
+	if (d.r.kind == PTWK_FORK && k->o.follow_forks && k->o.follow_per_child && k->multi &&
+	    (lr = attach_multi_to(k, (uint32_t)d.r.a, d.link_fds)) < 0)
+		ptw_dbg(PTW_DBG_TRACER, "no link for child %u: %s", (unsigned)d.r.a, strerror(-lr));
 	if (d.r.kind == PTWK_EXEC || d.r.kind == PTWK_MAIN)
 		drain_capture(k, &d);
 	pthread_mutex_lock(&k->qlock);
@@ -609,6 +615,9 @@ static void drained_free(struct drained *d)
 	if (d->syms)
 		ptw_symbols_free(d->syms);
 	free(d->exe);
+	for (int i = 0; i < 2; i++)
+		if (d->link_fds[i] >= 0)
+			close(d->link_fds[i]);
 	for (char **a = d->argv; a && *a; a++)
 		free(*a);
 	free(d->argv);
@@ -622,8 +631,13 @@ static void convert_queue(struct ptw_kernel *k)
 		struct drained *d = &k->queue[k->cur];
 		struct ptw_kernel *p = follow_process_of(k, d->r.tgid);
 		if (p) {
-			if (d->r.kind == PTWK_FORK && k->o.follow_forks)
+			if (d->r.kind == PTWK_FORK && k->o.follow_forks) {
 				follow_fork(k, p, &d->r);
+				/* (follow_per_child: its links, closed at its free) */
+				memcpy(k->followed[k->nfollowed - 1]->multi_fds, d->link_fds,
+				       sizeof(d->link_fds));
+				d->link_fds[0] = d->link_fds[1] = -1;
+			}
 			ptwk_conv_record(&p->conv, &d->r);
 		}
 		drained_free(&k->queue[k->cur]);
@@ -779,6 +793,7 @@ static int open_skeleton(struct ptw_kernel *k, bool multi)
 	s->rodata->off_cancelhandling = l->cancelhandling;
 	s->rodata->have_cancelhandling = l->have_cancelhandling;
 	s->rodata->wake_bytes = k->o.wake_bytes;
+	s->rodata->wake_on_fork = k->o.follow_forks && k->o.follow_per_child;
 	int r = bpf_map__set_max_entries(s->maps.rb, (uint32_t)k->o.ring_bytes);
 	if (r == 0 && multi) {
 		r = bpf_program__set_expected_attach_type(
@@ -822,11 +837,11 @@ static void keep_link(struct ptw_kernel *k, struct bpf_link *l)
  */
 static pid_t probe_pid(const struct ptw_kernel *k)
 {
-	return k->o.follow_forks ? -1 : k->pid;
+	return k->o.follow_forks && !k->o.follow_per_child ? -1 : k->pid;
 }
 
 /* One link per program with every offset (entry, or return). */
-static int attach_multi(struct ptw_kernel *k)
+static int attach_multi_to(struct ptw_kernel *k, uint32_t pid, int fds[2])
 {
 	for (int ret = 0; ret <= 1; ret++) {
 		uint64_t offsets[PTWK_MAX_PROBES], cookies[PTWK_MAX_PROBES];
@@ -849,15 +864,22 @@ static int attach_multi(struct ptw_kernel *k)
 			.cookies = (uint64_t)(uintptr_t)cookies,
 			.cnt = n,
 			.multi_flags = ret ? PTWK_BPF_F_UPROBE_MULTI_RETURN : 0,
-			.pid = probe_pid(k) < 0 ? 0 : (uint32_t)k->pid, /* 0: every process */
+			.pid = pid, /* 0: every process */
 		};
 		int fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &a, sizeof(a));
 		if (fd < 0)
 			return -errno;
-		k->multi_fds[ret] = fd;
-		k->stats.probes += n;
+		fds[ret] = fd;
 	}
 	return 0;
+}
+
+static int attach_multi(struct ptw_kernel *k)
+{
+	int r = attach_multi_to(k, probe_pid(k) < 0 ? 0 : (uint32_t)k->pid, k->multi_fds);
+	if (r == 0)
+		k->stats.probes += (unsigned)k->probes.n;
+	return r;
 }
 
 /* The fallback: a perf event per probe, for this pid. */
