@@ -327,10 +327,19 @@ int ptw_exec(struct bpf_raw_tracepoint_args *ctx)
 	__u32 tgid = BPF_CORE_READ(t, tgid);
 	if (!bpf_map_lookup_elem(&watched, &tgid))
 		return 0;
-	struct ptwk_record r = {};
-	begin(&r, PTWK_EXEC, ((__u64)tgid << 32) | (__u32)BPF_CORE_READ(t, pid));
-	r.a = (__u32)ctx->args[1]; /* old_pid */
-	bpf_get_current_comm(r.comm, sizeof(r.comm));
-	send(&r, true);
+	struct ptwk_exec_record x = {};
+	begin(&x.r, PTWK_EXEC, ((__u64)tgid << 32) | (__u32)BPF_CORE_READ(t, pid));
+	x.r.a = (__u32)ctx->args[1]; /* old_pid */
+	bpf_get_current_comm(x.r.comm, sizeof(x.r.comm));
+	struct linux_binprm *bprm = (struct linux_binprm *)ctx->args[2];
+	const char *filename = BPF_CORE_READ(bprm, filename);
+	if (filename)
+		bpf_probe_read_kernel_str(x.path, sizeof(x.path), filename);
+	if (bpf_ringbuf_output(&rb, &x, sizeof(x), BPF_RB_FORCE_WAKEUP) < 0) {
+		count(PTWK_STAT_LOST);
+		return 0;
+	}
+	count(PTWK_STAT_SENT);
+	count(PTWK_STAT_WAKEUPS);
 	return 0;
 }

@@ -73,6 +73,15 @@ struct ptwk_record {
 	char comm[PTWK_COMM_LEN];
 };
 
+/* PTWK_EXEC is sent as this longer record (readers of a struct ptwk_record
+ * see its head): the path the program was exec'd by, for a process that
+ * ends before user space can read /proc/PID/exe. */
+#define PTWK_PATH_LEN 256
+struct ptwk_exec_record {
+	struct ptwk_record r;
+	char path[PTWK_PATH_LEN]; /* as given to execve (may be relative), cut to fit */
+};
+
 /* Counters (the "stats" array map, one slot each). */
 enum ptwk_stat {
 	PTWK_STAT_LOST,	     /* a record did not fit in the ring buffer */

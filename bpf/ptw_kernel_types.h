@@ -84,6 +84,10 @@ struct task_struct {
 	struct thread_struct thread;
 } __attribute__((preserve_access_index));
 
+struct linux_binprm {
+	const char *filename; /* the path given to execve */
+} __attribute__((preserve_access_index));
+
 /* include/linux/sched/signal.h */
 #define SIGNAL_GROUP_EXIT 0x00000004
 

@@ -487,6 +487,15 @@ static int on_record(void *ctx, void *data, size_t size)
 		ptw_dbg(PTW_DBG_TRACER, "no link for child %u: %s", (unsigned)d.r.a, strerror(-lr));
 	if (d.r.kind == PTWK_EXEC || d.r.kind == PTWK_MAIN)
 		drain_capture(k, &d);
+	if (d.r.kind == PTWK_EXEC && !d.exe && size >= sizeof(struct ptwk_exec_record)) {
+		/* Gone already: the path it was exec'd by (not resolved). */
+		const char *path = (const char *)data + offsetof(struct ptwk_exec_record, path);
+		size_t n = strnlen(path, PTWK_PATH_LEN);
+		if (n && n < PTWK_PATH_LEN) {
+			d.exe = xcalloc(n + 1, 1);
+			memcpy(d.exe, path, n);
+		}
+	}
 	pthread_mutex_lock(&k->qlock);
 	if (k->ninq == k->capinq) {
 		k->capinq = k->capinq ? k->capinq * 2 : 256;
