@@ -5,8 +5,8 @@
  * go when the process ends, after -t SECONDS, or at SIGINT/SIGTERM. Used by
  * the kill -9 test (tests/kernel/kill9.sh) and bench/kernel.py.
  *
- *   ptw-kernel-demo [-q] [-f [--per-child]] [-t SECONDS] [--per-probe] [--flush-ms MS] [--ring BYTES]
- *                   [--wake BYTES] [--debug] PID | -- COMMAND [ARGS...]
+ *   ptw-kernel-demo [-q] [-f [--per-child]] [-t SECONDS] [--per-probe] [--flush-ms MS]
+ *                   [--ring BYTES] [--wake BYTES] [--debug] PID | -- COMMAND [ARGS...]
  *
  * With -- COMMAND: launched held (ptw_kernel_launch), reaped at the end.
  * -f: follow forks; each line then says pid/process id, and the processes

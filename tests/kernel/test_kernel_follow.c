@@ -472,17 +472,19 @@ run:
 				pid_t tid;
 				const char *routine;
 				uint64_t value;
-			} found[3] = { { (pid_t)jint(v, "vfork_tid"), "vfork_worker", 0xf0 },
-				       { (pid_t)json_object_get_int(json_object_array_get_idx(ct, 0)),
-					 "cond_worker", 0xc0d },
-				       { (pid_t)json_object_get_int(json_object_array_get_idx(ct, 1)),
-					 "cond_worker", 0xc0d } };
+			} found[3] = {
+				{ (pid_t)jint(v, "vfork_tid"), "vfork_worker", 0xf0 },
+				{ (pid_t)json_object_get_int(json_object_array_get_idx(ct, 0)),
+				  "cond_worker", 0xc0d },
+				{ (pid_t)json_object_get_int(json_object_array_get_idx(ct, 1)),
+				  "cond_worker", 0xc0d }
+			};
 			for (int t = 0; t < 3; t++) {
 				const struct ptw_span *sp = span_of(spans, pid, found[t].tid);
 				EXPECT(sp && sp->origin == PTW_ORIGIN_PREEXISTING &&
 					       !strcmp(sym(sp->start_routine), found[t].routine) &&
-					       sp->status == PTW_STATUS_COMPLETED && sp->value.set &&
-					       sp->value.v == found[t].value,
+					       sp->status == PTW_STATUS_COMPLETED &&
+					       sp->value.set && sp->value.v == found[t].value,
 				       "%s %d: found at the attach, ended with %#" PRIx64,
 				       found[t].routine, found[t].tid, found[t].value);
 				if (sp)
