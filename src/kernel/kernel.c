@@ -25,6 +25,7 @@
 #include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -128,8 +129,6 @@ struct ptw_kernel {
 	int notify_fd; /* eventfd: the kernel woke the drainer, records are queued */
 	int drain_epfd;
 	unsigned images_unread;	     /* exec'd images gone before drain_capture read them */
-	struct ptw_proc **old_procs; /* before an exec: libthread_db, old symbols read them */
-	size_t nold_procs;
 };
 
 /*
@@ -142,7 +141,6 @@ struct ptw_kernel {
  */
 struct drained {
 	struct ptwk_record r;
-	struct ptw_proc *proc;	  /* EXEC, MAIN: a memory view of the image */
 	struct ptw_symbols *syms; /* its modules (at an exec: the exe and ld.so so far) */
 	char *exe;		  /* EXEC: /proc/PID/exe */
 	int link_fds[2];	  /* FORK, follow_per_child: the child's links */
@@ -158,6 +156,7 @@ static void follow_check_gone(struct ptw_kernel *k);
 static void follow_consume(struct ptw_kernel *k);
 static bool follow_ended(struct ptw_kernel *k);
 static void follow_descendants(struct ptw_kernel *k);
+static void follow_release(struct ptw_kernel *c);
 
 /* What the backend could not do, as the report's warnings (the code
  * says what kind of thing; note() is the generic one). */
@@ -309,22 +308,23 @@ static int memread(void *ctx, uint64_t addr, void *buf, size_t len)
 	return ptw_mem_read(ctx, addr, buf, len);
 }
 
-/* -f: a memory view no longer read from (an image gone: exec, exit) keeps
- * no descriptor: a session follows thousands of processes. Its reads, if
- * any, go through process_vm_readv (and fail). */
-static void close_mem(struct ptw_proc *p)
+/* A process's memory by pid alone (process_vm_readv): for the symbols the
+ * drain thread reads, which must not open a memory view (ptw_proc_open
+ * hands its descriptor to the caller's hook, not made for threads). */
+static int pid_memread(void *ctx, uint64_t addr, void *buf, size_t len)
 {
-	if (p && p->mem_fd >= 0) {
-		close(p->mem_fd);
-		p->mem_fd = -1;
-	}
+	struct iovec local = { buf, len }, remote = { (void *)(uintptr_t)addr, len };
+	ssize_t n = process_vm_readv((pid_t)(intptr_t)ctx, &local, 1, &remote, 1, 0);
+	return n == (ssize_t)len ? 0 : n < 0 ? -errno : -EIO;
 }
 
 static int load_symbols(struct ptw_kernel *k)
 {
 	char *cache_dir = k->o.use_cache ? ptw_cache_default_dir() : NULL;
-	int r = ptw_symbols_new(k->proc->mem_pid, k->o.use_debug_files, cache_dir, memread, k->proc,
-				&k->syms);
+	int r = k->root ? ptw_symbols_new(k->pid, k->o.use_debug_files, cache_dir, pid_memread,
+					  (void *)(intptr_t)k->pid, &k->syms)
+			: ptw_symbols_new(k->proc->mem_pid, k->o.use_debug_files, cache_dir,
+					  memread, k->proc, &k->syms);
 	free(cache_dir);
 	return r;
 }
@@ -347,14 +347,8 @@ static void image_ready(void *ctx)
 				xreallocarray(k->old_syms, k->nold_syms + 1, sizeof(*k->old_syms));
 			k->old_syms[k->nold_syms++] = k->syms;
 		}
-		k->old_procs =
-			xreallocarray(k->old_procs, k->nold_procs + 1, sizeof(*k->old_procs));
-		k->old_procs[k->nold_procs++] = k->proc;
-		close_mem(k->proc);
-		k->proc = d->proc;
 		k->syms = d->syms;
 		k->syms_borrowed = false;
-		d->proc = NULL;
 		d->syms = NULL;
 	} else if (!d && k->syms && !k->syms_borrowed) {
 		/* (A MAIN record drained without its modules: the process was
@@ -396,15 +390,9 @@ static const char *on_exec(void *ctx)
 		 * gone already). */
 		if (!d->syms)
 			root->images_unread++;
-		if (d->proc) {
-			k->old_procs = xreallocarray(k->old_procs, k->nold_procs + 1,
-						     sizeof(*k->old_procs));
-			k->old_procs[k->nold_procs++] = k->proc;
-			close_mem(k->proc);
-			k->proc = d->proc;
-		}
+		if (k->proc)
+			ptw_mem_invalidate(k->proc); /* (read by pid: the new image) */
 		k->syms = d->syms;
-		d->proc = NULL;
 		d->syms = NULL;
 		n = d->exe ? (ssize_t)strlen(d->exe) : 0;
 		snprintf(k->exe, sizeof(k->exe), "%s", d->exe ? d->exe : "");
@@ -453,16 +441,11 @@ static void drain_capture(const struct ptw_kernel *k, struct drained *d)
 	pid_t pid = (pid_t)d->r.tgid;
 	if (d->r.kind == PTWK_MAIN && d->r.tid != d->r.tgid)
 		return;
-	d->proc = ptw_proc_open(pid);
 	char *cache_dir = k->o.use_cache ? ptw_cache_default_dir() : NULL;
-	if (ptw_symbols_new(pid, k->o.use_debug_files, cache_dir, memread, d->proc, &d->syms) < 0)
-		d->syms = NULL;
+	if (ptw_symbols_new(pid, k->o.use_debug_files, cache_dir, pid_memread,
+			    (void *)(intptr_t)pid, &d->syms) < 0)
+		d->syms = NULL; /* gone already: nothing of it to name */
 	free(cache_dir);
-	if (!d->syms) {
-		/* Gone already: nothing of it to name. */
-		ptw_proc_free(d->proc);
-		d->proc = NULL;
-	}
 	if (d->r.kind != PTWK_EXEC)
 		return;
 	char path[64], exe[4096];
@@ -620,8 +603,6 @@ static int drain(struct ptw_kernel *k)
 
 static void drained_free(struct drained *d)
 {
-	if (d->proc)
-		ptw_proc_free(d->proc);
 	if (d->syms)
 		ptw_symbols_free(d->syms);
 	free(d->exe);
@@ -1187,7 +1168,10 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 		note_as(k, k->probes.missing_code[i], "%s", k->probes.missing[i]);
 	k->conv.main_addr = k->probes.main_addr;
 	for (size_t i = 0; i < k->probes.n; i++)
+		/* (Only __libc_start_call_main calls main: __libc_start_main,
+		 * the fallback, does not contain main's return address.) */
 		if (k->probes.p[i].kind == PTWK_MAIN && !k->probes.p[i].ret &&
+		    !strcmp(k->probes.p[i].function, "__libc_start_call_main") &&
 		    ptw_symbols_lookup(k->syms, NULL, k->probes.p[i].function, &(uint64_t){ 0 },
 				       &k->conv.main_caller_size) < 0)
 			k->conv.main_caller_size = 0;
@@ -1418,9 +1402,6 @@ void ptw_kernel_free(struct ptw_kernel *k)
 	free(k->old_syms);
 	if (k->proc)
 		ptw_proc_free(k->proc);
-	for (size_t i = 0; i < k->nold_procs; i++)
-		ptw_proc_free(k->old_procs[i]);
-	free(k->old_procs);
 	for (size_t i = 0; i < k->nnotes; i++)
 		free(k->notes[i]);
 	free(k->glibc);
@@ -1528,7 +1509,14 @@ static struct ptw_kernel *follow_new(struct ptw_kernel *k, struct ptw_kernel *pa
 	c->multi_fds[0] = c->multi_fds[1] = -1;
 	c->epfd = c->pidfd = -1;
 	c->wake_fd = c->notify_fd = c->drain_epfd = -1;
-	c->proc = ptw_proc_open(c->pid);
+	/* A memory view of root's (read by pid, no descriptor of its own to
+	 * hand to the caller's hook), released at its end; the one that had
+	 * this pid before goes now. */
+	struct ptw_kernel *old = ptw_map_get(&k->by_pid, (uint64_t)pid);
+	if (old)
+		follow_release(old);
+	if (!k->proc || ptw_proc_follow(k->proc, pid, &c->proc) < 0)
+		c->proc = ptw_proc_open(c->pid);
 	struct ptwk_conv_ops ops = k->conv.ops;
 	ops.ctx = c;
 	ptwk_conv_init(&c->conv, c->pid, &ops);
@@ -1565,6 +1553,17 @@ static void follow_fork(struct ptw_kernel *k, struct ptw_kernel *parent,
 	ptwk_conv_forked(&c->conv, r->b, detached, comm, r->ns);
 }
 
+/* A followed process ended: its memory view and libthread_db go (its
+ * symbols read memory by pid, or its parent's view). */
+static void follow_release(struct ptw_kernel *c)
+{
+	ptw_tdb_free(c->tdb);
+	c->tdb = NULL;
+	if (c->proc)
+		ptw_proc_free(c->proc);
+	c->proc = NULL;
+}
+
 /* Whether every followed process has ended. */
 static bool follow_ended(struct ptw_kernel *k)
 {
@@ -1597,12 +1596,13 @@ static void follow_consume(struct ptw_kernel *k)
 		if (c->libc_checks > 0 && !c->conv.ended)
 			check_libc(c);
 		if (c->conv.ended)
-			close_mem(c->proc);
+			follow_release(c);
 		if (!c->end_lost || c->conv.ended) {
 			c->end_lost = false;
 			continue;
 		}
-		note(k, "the end of process %d was not recorded (lost)", c->pid);
+		note_as(k, PTW_W_KERNEL_EVENTS_LOST,
+			"the end of process %d was not recorded (lost)", c->pid);
 		struct ptw_event ev = ptw_event_init(PTW_EV_PROCESS_EXIT, ptw_now_ns(), c->pid);
 		ev.pid = c->pid;
 		ev.process = c->id;
@@ -1666,7 +1666,8 @@ static void follow_attached(struct ptw_kernel *k, struct ptw_kernel *parent, pid
 	struct ptw_kernel *c = follow_new(k, parent, pid, parent_tid, ptw_now_ns());
 	follow_exec(c);
 	if (load_symbols(c) < 0) {
-		note(k, "process %d (forked before the attach) has gone or cannot be read", pid);
+		note_as(k, PTW_W_KERNEL_NOT_SEEN,
+			"process %d (forked before the attach) has gone or cannot be read", pid);
 		return;
 	}
 	td_err_e err;
@@ -1680,8 +1681,9 @@ static void follow_attached(struct ptw_kernel *k, struct ptw_kernel *parent, pid
 	struct ptwk_watch w = { .follow_forks = 1, .root = 0 };
 	if (bpf_map__update_elem(k->skel->maps.watched, &key, sizeof(key), &w, sizeof(w), BPF_ANY) <
 	    0)
-		note(k, "process %d (forked before the attach) cannot be watched: %s", pid,
-		     strerror(errno));
+		note_as(k, PTW_W_KERNEL_NOT_SEEN,
+			"process %d (forked before the attach) cannot be watched: %s", pid,
+			strerror(errno));
 	list_threads(c);
 	c->libc_checks = 1; /* the probes are on the target's libc: does it map that one */
 }
