@@ -48,6 +48,20 @@ struct ptw_kernel_opts {
 	 * are said in ptw_kernel_notes. */
 	char *const *trace;
 	size_t ntrace;
+	/* -f: also watch every process the target forks (fork, vfork, clone
+	 * without CLONE_THREAD, posix_spawn), to any depth, through exec.
+	 * Their events carry their pid and process id (ptw_event.process,
+	 * ptw_kernel_process). The probes are then on libc's file for every
+	 * process, filtered in BPF by the watched tgids (see kernel.c,
+	 * probe_pid: a per-child link would come too late): every process on
+	 * the machine mapping that libc pays a trap per probed call. The run
+	 * ends when the target and every followed process have ended. */
+	bool follow_forks;
+	/* -f with per-process probes: a uprobe_multi link per child, attached
+	 * by the drain thread as soon as the fork record wakes it. Racy (what
+	 * a child does before its link is in is missed): for measuring that
+	 * (bench/kfollow.py), not for use. */
+	bool follow_per_child;
 };
 
 /*
@@ -134,6 +148,17 @@ struct ptw_kernel_stats {
 	uint64_t detach_ns;	/* closing the links (0 until detached) */
 };
 void ptw_kernel_stats(struct ptw_kernel *k, struct ptw_kernel_stats *ret);
+
+/*
+ * -f: what the document says of process id (ptw_event.process) now: 0 the
+ * target, then 1, 2, ... in order of fork (strings valid until the next
+ * call or ptw_kernel_free); false without -f or for an id not given out.
+ * ptw_kernel_processes: all of them, the target first, for
+ * ptw_report.processes (valid until the next call); 0 without -f.
+ */
+struct ptw_process;
+bool ptw_kernel_process(struct ptw_kernel *k, uint32_t id, struct ptw_process *ret);
+size_t ptw_kernel_processes(struct ptw_kernel *k, const struct ptw_process **ret);
 
 /*
  * What the backend could not do for this process and what that costs

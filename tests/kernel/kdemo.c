@@ -5,10 +5,13 @@
  * go when the process ends, after -t SECONDS, or at SIGINT/SIGTERM. Used by
  * the kill -9 test (tests/kernel/kill9.sh) and bench/kernel.py.
  *
- *   ptw-kernel-demo [-q] [-t SECONDS] [--per-probe] [--flush-ms MS] [--ring BYTES]
- *                   [--wake BYTES] [--trace PATTERN]... [--debug] PID | -- COMMAND [ARGS...]
+ *   ptw-kernel-demo [-q] [-f [--per-child]] [-t SECONDS] [--per-probe] [--flush-ms MS]
+ *                   [--ring BYTES] [--wake BYTES] [--trace PATTERN]... [--debug]
+ *                   PID | -- COMMAND [ARGS...]
  *
  * With -- COMMAND: launched held (ptw_kernel_launch), reaped at the end.
+ * -f: follow forks; each line then says pid/process id, and the processes
+ * are listed at the end.
  *
  * Exit: 0 done, 1 cannot attach, 77 the kernel path cannot run here.
  */
@@ -24,11 +27,12 @@
 
 #include "ptw_events.h"
 #include "ptw_kernel.h"
+#include "ptw_output.h"
 #include "ptw_symbols.h"
 #include "ptw_util.h"
 
 static volatile sig_atomic_t stop;
-static bool quiet;
+static bool quiet, follow;
 static uint64_t counts[PTW_EV_LAST + 1];
 static uint64_t t0;
 
@@ -57,8 +61,10 @@ static void sink(void *ctx, const struct ptw_event *ev)
 	if (quiet)
 		return;
 	char r[256], s[256];
-	printf("%12.6f %7d %-14s", (double)(ev->ns - t0) / 1e9, ev->tid,
-	       ptw_event_kind_name(ev->kind));
+	printf("%12.6f", (double)(ev->ns - t0) / 1e9);
+	if (follow)
+		printf(" %7d/%-3u", ev->pid, ev->process);
+	printf(" %7d %-14s", ev->tid, ptw_event_kind_name(ev->kind));
 	switch (ev->kind) {
 	case PTW_EV_THREAD_CREATE:
 		printf(" tid %d pthread %#" PRIx64 " %s(%#" PRIx64 ") from %s detached %d",
@@ -115,6 +121,10 @@ int main(int argc, char **argv)
 		}
 		if (!strcmp(argv[i], "-q"))
 			quiet = true;
+		else if (!strcmp(argv[i], "-f"))
+			follow = o.follow_forks = true;
+		else if (!strcmp(argv[i], "--per-child")) /* -f: a link per child (racy) */
+			o.follow_per_child = true;
 		else if (!strcmp(argv[i], "-t") && i + 1 < argc)
 			seconds = atof(argv[++i]);
 		else if (!strcmp(argv[i], "--debug"))
@@ -188,6 +198,15 @@ int main(int argc, char **argv)
 	size_t n = ptw_kernel_notes(k, &notes);
 	for (size_t j = 0; j < n; j++)
 		fprintf(stderr, "ptw-kernel-demo: note: %s\n", notes[j]);
+	const struct ptw_process *procs;
+	size_t np = ptw_kernel_processes(k, &procs);
+	for (size_t j = 0; j < np; j++)
+		fprintf(stderr,
+			"ptw-kernel-demo: process %u (parent %u) pid %d ppid %d by %d: %s exit %d "
+			"code %d signal %d\n",
+			procs[j].id, procs[j].parent_id, procs[j].pid, procs[j].ppid,
+			procs[j].parent_tid, procs[j].exe ? procs[j].exe : "?", procs[j].exit_kind,
+			procs[j].exit_code, procs[j].exit_signal);
 	int code, sig;
 	bool core;
 	if (ptw_kernel_target_exit(k, &code, &sig, &core))
