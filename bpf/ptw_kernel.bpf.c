@@ -112,6 +112,8 @@ static __always_inline __u64 current_pd(void)
 	return BPF_CORE_READ(t, thread.fsbase);
 }
 
+#include "ptw_locks.bpf.h"
+
 /* Every entry probe (the cookie says which). */
 SEC("uprobe")
 int ptw_entry(struct pt_regs *ctx)
@@ -121,6 +123,8 @@ int ptw_entry(struct pt_regs *ctx)
 	if (!bpf_map_lookup_elem(&watched, &tgid))
 		return 0;
 	__u32 kind = (__u32)bpf_get_attach_cookie(ctx);
+	if (kind >= PTWK_LOCK_FIRST)
+		return ptw_lock_entry(ctx, kind, id);
 	if (kind == PTWK_CREATE_CALL) {
 		/* pthread_create(thread, attr, start, arg): the call site is
 		 * the return address on top of the stack; the attribute's
@@ -169,6 +173,8 @@ int ptw_entry(struct pt_regs *ctx)
 	/* main() is about to run: every library it needs is mapped, and user
 	 * space had better name them now, while the process lives. */
 	send(&r, kind == PTWK_MAIN);
+	if (kind == PTWK_JOIN)
+		ptw_lock_join(ctx, id); /* --locks: after the join's own record */
 	return 0;
 }
 
@@ -183,6 +189,7 @@ int ptw_return(struct pt_regs *ctx)
 	struct ptwk_record r = {};
 	begin(&r, (__u32)bpf_get_attach_cookie(ctx), id);
 	r.a = ctx->ax;
+	r.b = ctx->sp; /* --locks: where a slow path returned */
 	send(&r, false);
 	return 0;
 }

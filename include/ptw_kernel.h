@@ -41,6 +41,10 @@ struct ptw_kernel_opts {
 	/* Force ordinary per-probe uprobes (one perf event per probe) instead
 	 * of one uprobe_multi link per program (tests; the fallback). */
 	bool no_multi;
+	/* --locks: wait spans (PTW_EV_WAIT_BEGIN, PTW_EV_WAIT_END) at glibc's
+	 * slow paths and live deadlocks (PTW_EV_DEADLOCK, proof
+	 * PTW_PROOF_REREAD: confirmed without stopping anyone). */
+	bool locks;
 };
 
 /*

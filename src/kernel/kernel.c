@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "convert.h"
+#include "locks.h"
 #include "probes.h"
 #include "ptw_attach.h"
 #include "ptw_breakpoints.h"
@@ -83,6 +84,8 @@ struct ptw_kernel {
 	struct ring_buffer *rb;
 	int epfd, pidfd;
 	struct ptwk_conv conv;
+	struct ptwk_locks *locks; /* --locks, NULL when off */
+	struct ptwk_locks_config locks_config;
 	struct ptw_map sites; /* return address -> its call's location (text does not change) */
 	uint64_t last_consume_ns;
 	bool launched;	 /* ptw_kernel_launch: held before its exec */
@@ -316,7 +319,10 @@ static int on_record(void *ctx, void *data, size_t size)
 		return 0;
 	memcpy(&r, data, sizeof(r)); /* the ring's alignment is 8: copy anyway */
 	k->stats.records++;
-	ptwk_conv_record(&k->conv, &r);
+	if (r.kind < PTWK_LOCK_FIRST)
+		ptwk_conv_record(&k->conv, &r);
+	if (k->locks)
+		ptwk_locks_record(k->locks, data, size);
 	return 0;
 }
 
@@ -348,6 +354,13 @@ static void check_libc(struct ptw_kernel *k)
 	free(maps);
 }
 
+/* --locks: what came while a deadlock was checked. */
+static void drain(void *ctx)
+{
+	struct ptw_kernel *k = ctx;
+	ring_buffer__consume(k->rb);
+}
+
 int ptw_kernel_consume(struct ptw_kernel *k)
 {
 	if (!k->rb)
@@ -359,6 +372,8 @@ int ptw_kernel_consume(struct ptw_kernel *k)
 	int r = ring_buffer__consume(k->rb);
 	if (r < 0)
 		return r;
+	if (k->locks)
+		ptwk_locks_after_batch(k->locks, drain, k);
 	return (int)(k->stats.records - before);
 }
 
@@ -455,6 +470,10 @@ static int open_skeleton(struct ptw_kernel *k, bool multi)
 	s->rodata->off_cancelhandling = l->cancelhandling;
 	s->rodata->have_cancelhandling = l->have_cancelhandling;
 	s->rodata->wake_bytes = k->o.wake_bytes;
+	s->rodata->locks_on = k->locks_config.on;
+	s->rodata->join_always_blocks = k->locks_config.join_always_blocks;
+	s->rodata->have_tid = k->locks_config.have_tid;
+	s->rodata->off_tid = k->locks_config.off_tid;
 	int r = bpf_map__set_max_entries(s->maps.rb, (uint32_t)k->o.ring_bytes);
 	if (r == 0 && multi) {
 		r = bpf_program__set_expected_attach_type(
@@ -794,6 +813,16 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 	if ((r = ptwk_find_probes(k->syms, k->tdb, pid, o->use_debug_files, &k->probes, why,
 				  why_size)) < 0)
 		goto fail;
+	if (o->locks) {
+		struct ptwk_locks_env env = { .pid = pid,
+					      .proc = k->proc,
+					      .syms = &k->syms,
+					      .conv = &k->conv,
+					      .sink = sink,
+					      .call_site = call_site,
+					      .ctx = k };
+		k->locks = ptwk_locks_new(&env, k->tdb, &k->probes, &k->locks_config);
+	}
 	for (size_t i = 0; i < k->probes.nmissing; i++)
 		note(k, "%s", k->probes.missing[i]);
 	if ((r = load_and_attach(k, why, why_size)) < 0)
@@ -925,6 +954,7 @@ void ptw_kernel_free(struct ptw_kernel *k)
 	if (k->pidfd >= 0)
 		close(k->pidfd);
 	ptwk_conv_free(&k->conv);
+	ptwk_locks_free(k->locks);
 	ptw_map_free(&k->sites);
 	ptw_tdb_free(k->tdb);
 	ptw_symbols_free(k->syms);

@@ -6,7 +6,7 @@
  * the kill -9 test (tests/kernel/kill9.sh) and bench/kernel.py.
  *
  *   ptw-kernel-demo [-q] [-t SECONDS] [--per-probe] [--flush-ms MS] [--ring BYTES]
- *                   [--wake BYTES] [--debug] PID | -- COMMAND [ARGS...]
+ *                   [--wake BYTES] [--locks] [--debug] PID | -- COMMAND [ARGS...]
  *
  * With -- COMMAND: launched held (ptw_kernel_launch), reaped at the end.
  *
@@ -95,6 +95,20 @@ static void sink(void *ctx, const struct ptw_event *ev)
 	case PTW_EV_PROCESS_EXIT:
 		printf(" code %d sig %d", ev->exit_code, ev->sig);
 		break;
+	case PTW_EV_WAIT_BEGIN:
+	case PTW_EV_DEADLOCK:
+		printf(" %s %#" PRIx64 " (%s) owner %d site %s", ptw_wait_kind_name(ev->wait_kind),
+		       ev->wait_object, where(ev->object, r, sizeof(r)), ev->wait_owner,
+		       where(ev->site, s, sizeof(s)));
+		if (ev->kind == PTW_EV_DEADLOCK)
+			printf(" #%u member %" PRIu64 " of %" PRIu64 " proof %d", ev->span_id,
+			       ev->arg, ev->value, (int)ev->proof);
+		for (size_t i = 0; i < ev->nstack; i++)
+			printf("%s%s", i ? " < " : " stack ", where(ev->stack[i], r, sizeof(r)));
+		break;
+	case PTW_EV_WAIT_END:
+		printf(" value %" PRIu64, ev->value);
+		break;
 	default:
 		break;
 	}
@@ -117,6 +131,8 @@ int main(int argc, char **argv)
 			seconds = atof(argv[++i]);
 		else if (!strcmp(argv[i], "--debug"))
 			ptw_debug_parse("tracer");
+		else if (!strcmp(argv[i], "--locks"))
+			o.locks = true;
 		else if (!strcmp(argv[i], "--per-probe"))
 			o.no_multi = true;
 		else if (!strcmp(argv[i], "--flush-ms") && i + 1 < argc)
