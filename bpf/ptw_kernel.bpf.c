@@ -74,10 +74,19 @@ static __always_inline void count(__u32 which)
 		*v += 1;
 }
 
+/* This record takes the ring past wake_bytes: wake the reader once, not at
+ * every record while it is past (a reader slow to be scheduled would be
+ * woken tens of thousands of times, each a cost to the thread that writes). */
+static __always_inline bool crosses_wake(__u64 size)
+{
+	__u64 avail = bpf_ringbuf_query(&rb, BPF_RB_AVAIL_DATA);
+	return avail < wake_bytes && avail + size + 8 >= wake_bytes; /* 8: its header */
+}
+
 static __always_inline int send(struct ptwk_record *r, bool wake)
 {
 	__u64 flags = BPF_RB_NO_WAKEUP;
-	if (wake || bpf_ringbuf_query(&rb, BPF_RB_AVAIL_DATA) + sizeof(*r) >= wake_bytes)
+	if (wake || crosses_wake(sizeof(*r)))
 		flags = BPF_RB_FORCE_WAKEUP;
 	if (bpf_ringbuf_output(&rb, r, sizeof(*r), flags) < 0) {
 		count(PTWK_STAT_LOST);

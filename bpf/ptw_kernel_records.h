@@ -89,7 +89,7 @@ enum ptwk_lock_kind {
  * it always blocks; __pthread_clockjoin_ex says so in its 5th argument. */
 #define PTWK_LOCK_JOIN_ALWAYS 0x100
 
-#define PTWK_LOCK_STACK 4096 /* bytes of stack copied from sp, at most */
+#define PTWK_LOCK_STACK 1024 /* bytes of stack copied from sp, at most */
 #define PTWK_LOCK_WORDS 8    /* 32-bit words read at the futex (the owner fields) */
 #define PTWK_LF_WORDS	0x1  /* words[] were read */
 

@@ -24,7 +24,9 @@ const volatile __u32 have_tid = 0;
 static __always_inline void lock_submit(struct ptwk_lock_record *r)
 {
 	__u64 flags = BPF_RB_NO_WAKEUP;
-	if (bpf_ringbuf_query(&rb, BPF_RB_AVAIL_DATA) + sizeof(*r) >= wake_bytes)
+	/* reserved: the ring's data counts it already */
+	__u64 avail = bpf_ringbuf_query(&rb, BPF_RB_AVAIL_DATA);
+	if (avail >= wake_bytes && avail < wake_bytes + sizeof(*r) + 8)
 		flags = BPF_RB_FORCE_WAKEUP;
 	bpf_ringbuf_submit(r, flags);
 	count(PTWK_STAT_SENT);

@@ -37,7 +37,7 @@ struct ptw_kernel_opts {
 	 * quarter of the ring) or the process ended. */
 	unsigned flush_ms;
 	size_t wake_bytes;
-	size_t ring_bytes; /* a power of two, >= 4096 (0: 8 MiB) */
+	size_t ring_bytes; /* a power of two, >= 4096 (0: 8 MiB; 64 MiB with locks) */
 	/* Force ordinary per-probe uprobes (one perf event per probe) instead
 	 * of one uprobe_multi link per program (tests; the fallback). */
 	bool no_multi;

@@ -65,6 +65,8 @@ struct ptwk_link_create_uprobe_multi {
 
 #define DEFAULT_FLUSH_MS 50
 #define DEFAULT_RING	 (8u << 20)
+/* --locks' records carry 1 KB of stack: room for as many */
+#define DEFAULT_RING_LOCKS (64u << 20)
 #define MAX_NOTES	 16
 
 struct ptw_kernel {
@@ -780,7 +782,7 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 	if (!k->o.flush_ms)
 		k->o.flush_ms = DEFAULT_FLUSH_MS;
 	if (!k->o.ring_bytes)
-		k->o.ring_bytes = DEFAULT_RING;
+		k->o.ring_bytes = o->locks ? DEFAULT_RING_LOCKS : DEFAULT_RING;
 	if (!k->o.wake_bytes)
 		k->o.wake_bytes = k->o.ring_bytes / 4;
 	k->pid = pid;

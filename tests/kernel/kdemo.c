@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -196,6 +197,16 @@ int main(int argc, char **argv)
 		st.mode, st.probes, st.records, st.events, st.lost, st.wakeups, st.preexisting,
 		counts[PTW_EV_THREAD_CREATE], st.attach_ns / 1e6, st.probes_ns / 1e6,
 		st.detach_ns / 1e6);
+	if (o.locks) {
+		struct rusage ru;
+		getrusage(RUSAGE_SELF, &ru);
+		fprintf(stderr,
+			"ptw-kernel-demo: --locks: %" PRIu64 " waits, %" PRIu64
+			" deadlocks; the loader's own CPU %.3f s user %.3f s system\n",
+			counts[PTW_EV_WAIT_BEGIN], counts[PTW_EV_DEADLOCK],
+			(double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6,
+			(double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6);
+	}
 	const char *const *notes;
 	size_t n = ptw_kernel_notes(k, &notes);
 	for (size_t j = 0; j < n; j++)
