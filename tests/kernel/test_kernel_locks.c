@@ -18,7 +18,9 @@
  *              process never traced; then killed: the waits unmatched.
  * No BPF link or program of ours is left afterwards.
  *
- * Usage: test_kernel_locks [--per-probe] FIXTURE MODE [ARG]
+ * Usage: test_kernel_locks [--per-probe | --no-debug-files] FIXTURE MODE [ARG]
+ *   --no-debug-files  without libc's debug file: the slow paths found from
+ *                     the code of the exported functions (ptw_libc_waits.h)
  * Exit 0 pass, 1 fail, 77 skip.
  */
 #define _GNU_SOURCE
@@ -318,9 +320,11 @@ static bool read_line(int fd, const char *want, char *line, size_t size)
 int main(int argc, char **argv)
 {
 	bool per_probe = argc > 1 && !strcmp(argv[1], "--per-probe");
-	int a = 1 + per_probe;
+	bool no_debug = argc > 1 && !strcmp(argv[1], "--no-debug-files");
+	int a = 1 + per_probe + no_debug;
 	if (argc < a + 2) {
-		fprintf(stderr, "usage: test_kernel_locks [--per-probe] FIXTURE MODE [ARG]\n");
+		fprintf(stderr, "usage: test_kernel_locks [--per-probe | --no-debug-files] FIXTURE "
+				"MODE [ARG]\n");
 		return 99;
 	}
 	const char *fixture = argv[a], *mode = argv[a + 1];
@@ -338,7 +342,7 @@ int main(int argc, char **argv)
 		return 99;
 	close(tfd);
 	struct ptw_spans *spans = ptw_spans_new();
-	struct ptw_kernel_opts o = { .use_debug_files = true,
+	struct ptw_kernel_opts o = { .use_debug_files = !no_debug,
 				     .use_cache = false,
 				     .sink = sink,
 				     .sink_ctx = spans,
