@@ -16,6 +16,11 @@
  *              mutexes and waits, confirmed without a stop (proof
  *              owners_reread) while both still sleep on their mutexes, the
  *              process never traced; then killed: the waits unmatched.
+ *   formed     FIXTURE is tests/fixtures/deadlock.c: nine threads already
+ *              blocked (a deadlock among them) when the backend attaches.
+ *              Waits begun before the attach are not seen (as on the ptrace
+ *              path): no wait and no deadlock invented, the process
+ *              answers and its threads still sleep where they did.
  * No BPF link or program of ours is left afterwards.
  *
  * Usage: test_kernel_locks [--per-probe | --no-debug-files] FIXTURE MODE [ARG]
@@ -244,6 +249,16 @@ static bool blocked_on(pid_t pid, pid_t tid, uint64_t addr)
 	return sscanf(buf, "202 %llx", &a) == 1 && a == addr;
 }
 
+/* /proc/PID/task/TID/syscall: asleep in system call nr. */
+static bool in_syscall(pid_t pid, pid_t tid, int nr)
+{
+	char path[64], buf[256];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", pid, tid);
+	int n = -1;
+	return ptw_read_small_file(path, buf, sizeof(buf)) >= 0 && sscanf(buf, "%d ", &n) == 1 &&
+	       n == nr;
+}
+
 static int tracer_pid(pid_t pid)
 {
 	char path[64], buf[4096];
@@ -330,6 +345,7 @@ int main(int argc, char **argv)
 	const char *fixture = argv[a], *mode = argv[a + 1];
 	int rounds = argc > a + 2 ? atoi(argv[a + 2]) : 0;
 	bool deadlock = !strcmp(mode, "deadlock");
+	bool formed = !strcmp(mode, "formed");
 	char why[512];
 	if (ptw_kernel_available(why, sizeof(why)) < 0) {
 		printf("SKIP: the kernel backend cannot run here: %s\n", why);
@@ -360,7 +376,10 @@ int main(int argc, char **argv)
 		setenv("PTW_CTL_FD", cs, 1);
 		setenv("PTW_REPLY_FD", rs, 1);
 		setenv("PTWATCH_TRUTH", tpath, 1);
-		execv(fixture, argv + a);
+		if (formed)
+			execl(fixture, fixture, (char *)NULL);
+		else
+			execv(fixture, argv + a);
 		_exit(127);
 	}
 	close(ctl[0]);
@@ -379,9 +398,29 @@ int main(int argc, char **argv)
 		kill(pid, SIGKILL);
 		return 1;
 	}
-	if (write(ctl[1], "g", 1) != 1)
-		return 99;
 	int status = 0;
+	if (formed) {
+		read_truth(tpath);
+		ptw_kernel_run(k, 300);
+		bool pong =
+			write(ctl[1], "p", 1) == 1 && read_line(rep[0], "pong", line, sizeof(line));
+		ptw_kernel_run(k, 300);
+		EXPECT(pong, "the process did not answer: %s", line);
+		EXPECT(tracer_pid(pid) == 0, "the process is traced");
+		/* each still in the call it blocked in (futex, or read) */
+		const struct json_object *b;
+		for (size_t i = 0; (b = truth_of("blocked", i)); i++)
+			EXPECT(in_syscall(pid, (pid_t)jint(b, "tid"),
+					  strcmp(jstr(b, "waits"), "read") ? 202 : 0),
+			       "%s %d no longer sleeps where it did", jstr(b, "role"),
+			       (int)jint(b, "tid"));
+		EXPECT(ptw_locks_count(ptw_spans_locks(spans)) == 0 && ndeadlock_events == 0,
+		       "%zu waits, %zu deadlock events invented",
+		       ptw_locks_count(ptw_spans_locks(spans)), ndeadlock_events);
+		kill(pid, SIGKILL);
+	} else if (write(ctl[1], "g", 1) != 1) {
+		return 99;
+	}
 	if (deadlock) {
 		/* its own handshake: the deadlock forms after 'd' */
 		if (!read_line(rep[0], "ready", line, sizeof(line)) || write(ctl[1], "d", 1) != 1 ||
@@ -419,7 +458,7 @@ int main(int argc, char **argv)
 		printf("note: %s\n", notes[i]);
 	EXPECT(st.lost == 0, "%" PRIu64 " lost", st.lost);
 	EXPECT(!strcmp(st.mode, per_probe ? "uprobe" : "uprobe_multi"), "mode %s", st.mode);
-	if (!deadlock) {
+	if (!deadlock && !formed) {
 		EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0, "fixture status %#x", status);
 		read_truth(tpath);
 	}
@@ -427,6 +466,8 @@ int main(int argc, char **argv)
 	print_waits(spans);
 	if (deadlock)
 		check_deadlock(spans, pid, PTW_WAIT_UNMATCHED);
+	else if (formed)
+		EXPECT(ptw_locks_count(ptw_spans_locks(spans)) == 0, "waits");
 	else if (!strcmp(mode, "contend"))
 		check_contend(spans, rounds);
 	else if (!strcmp(mode, "nocontend"))
