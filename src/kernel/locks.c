@@ -47,11 +47,13 @@ static void find(struct ptwk_locks *l)
 	struct ptw_symbols *s = syms_of(l);
 	if (l->found || !s)
 		return;
-	l->found = true;
 	l->libc_path = ptw_symbols_module_path(s, "libc.so");
 	ptw_mem_invalidate(l->env.proc);
 	ptw_libc_waits_find(s, l->libc_path ? "libc.so" : PTW_MOD_EXE, read_code, l->env.proc,
 			    &l->lw);
+	/* Right after an exec the new libc may not be mapped yet (a lock
+	 * taken by a constructor): look again at the next wait. */
+	l->found = l->lw.lll_lock_wait || l->lw.futex_wait || l->lw.nranges;
 }
 
 /* ---- the ops of the converter ---- */

@@ -26,6 +26,8 @@
  * Usage: test_kernel_locks [--per-probe | --no-debug-files] FIXTURE MODE [ARG]
  *   --no-debug-files  without libc's debug file: the slow paths found from
  *                     the code of the exported functions (ptw_libc_waits.h)
+ *   --launch          deadlock only: FIXTURE is tests/fixtures/locks.c itself,
+ *                     started by ptw_kernel_launch (held before its exec)
  * Exit 0 pass, 1 fail, 77 skip.
  */
 #define _GNU_SOURCE
@@ -104,8 +106,11 @@ static const char *jstr(const struct json_object *o, const char *key)
 		       : "";
 }
 
+/* (Again: what the file holds now.) */
 static void read_truth(const char *path)
 {
+	while (ntruth)
+		json_object_put(truth[--ntruth]);
 	FILE *f = fopen(path, "re");
 	char line[4096];
 	while (f && fgets(line, sizeof(line), f) && ntruth < PTW_ARRAY_SIZE(truth)) {
@@ -336,7 +341,8 @@ int main(int argc, char **argv)
 {
 	bool per_probe = argc > 1 && !strcmp(argv[1], "--per-probe");
 	bool no_debug = argc > 1 && !strcmp(argv[1], "--no-debug-files");
-	int a = 1 + per_probe + no_debug;
+	bool launch = argc > 1 && !strcmp(argv[1], "--launch");
+	int a = 1 + per_probe + no_debug + launch;
 	if (argc < a + 2) {
 		fprintf(stderr, "usage: test_kernel_locks [--per-probe | --no-debug-files] FIXTURE "
 				"MODE [ARG]\n");
@@ -365,9 +371,24 @@ int main(int argc, char **argv)
 				     .no_multi = per_probe,
 				     .locks = true };
 	int ctl[2], rep[2];
+	char line[128] = "";
+	pid_t pid = 0, child;
+	struct ptw_kernel *k;
+	int r, status = 0;
+	if (launch) {
+		setenv("PTWATCH_TRUTH", tpath, 1);
+		r = ptw_kernel_launch(&o, argv + a, -1, &k, &child, why, sizeof(why));
+		if (r < 0) {
+			printf("FAIL: cannot launch %s: %s\n", fixture, why);
+			return 1;
+		}
+		pid = child;
+		ctl[1] = rep[0] = -1;
+		goto launched;
+	}
 	if (pipe2(ctl, O_CLOEXEC) || pipe2(rep, O_CLOEXEC))
 		return 99;
-	pid_t child = fork();
+	child = fork();
 	if (child == 0) {
 		int c = dup(ctl[0]), rr = dup(rep[1]);
 		char cs[16], rs[16];
@@ -384,21 +405,17 @@ int main(int argc, char **argv)
 	}
 	close(ctl[0]);
 	close(rep[1]);
-	char line[128];
-	pid_t pid = 0;
 	if (!read_line(rep[0], "ready ", line, sizeof(line)) ||
 	    sscanf(line, "ready %d", &pid) != 1 || pid != child) {
 		fprintf(stderr, "fixture did not say ready: %s\n", line);
 		return 99;
 	}
-	struct ptw_kernel *k;
-	int r = ptw_kernel_attach(&o, pid, &k, why, sizeof(why));
+	r = ptw_kernel_attach(&o, pid, &k, why, sizeof(why));
 	if (r < 0) {
 		printf("FAIL: cannot attach to %d: %s\n", pid, why);
 		kill(pid, SIGKILL);
 		return 1;
 	}
-	int status = 0;
 	if (formed) {
 		read_truth(tpath);
 		ptw_kernel_run(k, 300);
@@ -421,10 +438,12 @@ int main(int argc, char **argv)
 	} else if (write(ctl[1], "g", 1) != 1) {
 		return 99;
 	}
+launched:
 	if (deadlock) {
-		/* its own handshake: the deadlock forms after 'd' */
-		if (!read_line(rep[0], "ready", line, sizeof(line)) || write(ctl[1], "d", 1) != 1 ||
-		    !read_line(rep[0], "deadlocked", line, sizeof(line))) {
+		/* attached: its own handshake, the deadlock forms after 'd' */
+		if (!launch && (!read_line(rep[0], "ready", line, sizeof(line)) ||
+				write(ctl[1], "d", 1) != 1 ||
+				!read_line(rep[0], "deadlocked", line, sizeof(line)))) {
 			fprintf(stderr, "fixture did not deadlock: %s\n", line);
 			kill(pid, SIGKILL);
 			return 99;
@@ -432,7 +451,9 @@ int main(int argc, char **argv)
 		/* said while the process runs on, within a few batches */
 		for (int i = 0; i < 100 && !ndeadlock_events; i++)
 			ptw_kernel_run(k, 50);
-		read_truth(tpath);
+		/* launched: it writes its record once both sleep */
+		for (int i = 0; i < 100 && (read_truth(tpath), !truth_of("deadlock", 0)); i++)
+			ptw_kernel_run(k, 50);
 		const struct json_object *rec = truth_of("deadlock", 0);
 		EXPECT(ndeadlock_events > 0, "no deadlock said within 5 s");
 		EXPECT(tracer_pid(pid) == 0, "the process is traced (TracerPid %d)",
