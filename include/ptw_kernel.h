@@ -129,6 +129,9 @@ struct ptw_kernel_stats {
 	uint64_t attach_ns;	/* ptw_kernel_attach, from the call to its return */
 	uint64_t probes_ns;	/* of which loading and attaching the programs */
 	uint64_t detach_ns;	/* closing the links (0 until detached) */
+	/* --locks: wait spans begun, futex waits of none of the kinds
+	 * reported (no span, as on the ptrace path), live deadlocks */
+	uint64_t waits, waits_unclassified, deadlocks;
 };
 void ptw_kernel_stats(struct ptw_kernel *k, struct ptw_kernel_stats *ret);
 

@@ -930,6 +930,11 @@ void ptw_kernel_stats(struct ptw_kernel *k, struct ptw_kernel_stats *ret)
 	if (!k->detached)
 		read_counters(k);
 	*ret = k->stats;
+	if (k->locks) {
+		uint32_t dl;
+		ptwk_locks_counts(k->locks, &ret->waits, &ret->waits_unclassified, &dl);
+		ret->deadlocks = dl;
+	}
 	if (!ret->mode)
 		ret->mode = "none";
 }
