@@ -45,10 +45,11 @@ def run(name, cmd):
     if os.path.exists(doc):
         os.unlink(doc)
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600)
-    m = re.search(rb"contended (-?\d+), elapsed ([0-9.]+) s", p.stdout)
+    m = re.search(rb"contended (-?\d+), (?:elapsed ([0-9.]+) s|work (\d+) ns)", p.stdout)
     if p.returncode != 0 or not m:
         return None
-    info = {"contended": int(m.group(1)), "elapsed": float(m.group(2)), "waits": None}
+    el = float(m.group(2)) if m.group(2) else int(m.group(3)) / 1e9
+    info = {"contended": int(m.group(1)), "elapsed": el, "waits": None}
     if name.startswith("ptrace"):
         d = json.load(open(doc))
         info["waits"] = len([s for s in d["spans"] if s["kind"] == "wait"])

@@ -182,6 +182,12 @@ pid_t ptw_original_pgrp(void);
 int ptw_signals_init(void);
 /* The signal mask ptwatch was started with. */
 const sigset_t *ptw_signals_original_mask(void);
+/* The signalfd of ptw_signals_init, for a loop that waits on it with
+ * other descriptors (the kernel-assisted path); and one session signal
+ * read from it (false: none waits; SIGCHLD is skipped). */
+int ptw_signals_fd(void);
+struct ptw_session_signal;
+bool ptw_signals_read(int fd, struct ptw_session_signal *ret);
 
 /*
  * A command forked and held before its exec (no ptrace): the launch of

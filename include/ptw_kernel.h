@@ -143,6 +143,26 @@ void ptw_kernel_stats(struct ptw_kernel *k, struct ptw_kernel_stats *ret);
  * returns how many.
  */
 size_t ptw_kernel_notes(struct ptw_kernel *k, const char *const **ret);
+/* The same notes as the report's warnings (a code of ptw_warnings.h each;
+ * owned by k). */
+struct ptw_warning;
+size_t ptw_kernel_warnings(struct ptw_kernel *k, const struct ptw_warning **ret);
+
+/* What the report says of the process (strings owned by k, valid until
+ * ptw_kernel_free): its executable ("" unknown), nptl's version (NULL:
+ * unknown), how thread starts and results are read ("debuginfo": libc's
+ * DWARF gives struct pthread's layout; "breakpoints": libthread_db's
+ * descriptors do; "lwp": no libthread_db, clones and exits only). */
+struct ptw_kernel_desc {
+	const char *exe;
+	const char *glibc;
+	const char *strategy;
+};
+void ptw_kernel_describe(struct ptw_kernel *k, struct ptw_kernel_desc *ret);
+
+/* The location of a code address in the process now (NULL unknown;
+ * valid until ptw_kernel_free). */
+const struct ptw_location *ptw_kernel_locate(struct ptw_kernel *k, uint64_t addr);
 
 /* Detaches if needed, then frees. The locations events pointed at
  * (routine, site) are freed too: consume them before. NULL is fine. */

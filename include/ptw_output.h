@@ -48,10 +48,13 @@ void ptw_json_escape(struct ptw_buf *out, const char *s);
 
 /* ---- the document ---- */
 
-#define PTW_SPANS_SCHEMA "ptwatch.spans/4"
-#define PTW_LINES_SCHEMA "ptwatch.lines/2"
-/* The stream before the metrics line had processes (-f): still read. */
+#define PTW_SPANS_SCHEMA "ptwatch.spans/5"
+#define PTW_LINES_SCHEMA "ptwatch.lines/3"
+/* Older versions still read: the stream before the metrics line had
+ * processes (-f), and before session.backend; the document before it. */
 #define PTW_LINES_SCHEMA_1 "ptwatch.lines/1"
+#define PTW_LINES_SCHEMA_2 "ptwatch.lines/2"
+#define PTW_SPANS_SCHEMA_4 "ptwatch.spans/4"
 
 struct ptw_warning {
 	char *code;
@@ -115,6 +118,9 @@ struct ptw_report {
 	const struct ptw_interrupt *interrupts;
 	size_t ninterrupts;
 	const char *strategy; /* "debuginfo" | "breakpoints" | "lwp" */
+	const char *backend;	 /* "ptrace" | "kernel" (NULL: unknown, an older document) */
+	const char *backend_why; /* why that one (--backend, or auto's reason) */
+	size_t probes;		 /* the kernel path's uprobes (0 with ptrace) */
 	bool snapshot;	      /* spans carry state, stack, waits_for */
 	uint64_t tracer_user_ns, tracer_sys_ns; /* ptwatch's own CPU time */
 	uint64_t stops_total;

@@ -21,8 +21,8 @@
 #include "ptw_events.h"
 #include "ptw_output.h"
 
+struct ptw_backend;
 struct ptw_live_opts;
-struct ptw_tracer;
 struct ptw_tracer_opts;
 
 /* ptwatch's exit status when an output could not be written (a full
@@ -56,18 +56,18 @@ struct ptw_session *ptw_session_new(const struct ptw_session_opts *o);
 /* Frees what ptw_session_run did not (a launch or attach that failed). */
 void ptw_session_free(struct ptw_session *s);
 
-/* The tracer's callbacks into the session (sink, before_block, timers). */
+/* The backend's callbacks into the session (sink, before_block, timers). */
 void ptw_session_tracer_opts(struct ptw_session *s, struct ptw_tracer_opts *to);
 /* --live: the live table takes the terminal once the target is known
  * (if it cannot, event lines instead). Before ptw_session_run. */
 void ptw_session_add_live(struct ptw_session *s, const struct ptw_live_opts *lo);
 
 /*
- * Traces with t until the end (duration_ms: --duration, -1 none), lets go,
- * writes every output's end; frees t and s. Returns ptwatch's exit
+ * Observes with b until the end (duration_ms: --duration, -1 none), lets
+ * go, writes every output's end; frees b and s. Returns ptwatch's exit
  * status, or dies of the target's signal.
  */
-int ptw_session_run(struct ptw_session *s, struct ptw_tracer *t, int duration_ms);
+int ptw_session_run(struct ptw_session *s, struct ptw_backend *b, int duration_ms);
 
 /* ---- the restorer's ---- */
 

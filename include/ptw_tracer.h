@@ -110,6 +110,9 @@ int ptw_tracer_detach(struct ptw_tracer *t);
  * state, wchan, system call and the PC it made it from. Returns 0, or
  * -ESRCH when the thread is gone (*ret then says "?"). */
 int ptw_tracer_where(struct ptw_tracer *t, pid_t tid, struct ptw_where *ret);
+/* The same for thread tid of process pid, from /proc alone (ret->at is
+ * left NULL: the caller's symbols name pc). */
+int ptw_where_read(pid_t pid, pid_t tid, struct ptw_where *ret);
 
 /*
  * What became of the target, checked now, into r->fate (and its exit, when

@@ -146,6 +146,12 @@ long ptw_proc_status_field(pid_t tid, const char *name);
 /* The tids in /proc/PID/task, malloc'd in *ret (NULL on failure); their
  * number, or -errno. */
 int ptw_proc_tids(pid_t pid, pid_t **ret);
+/* argv of pid from /proc/PID/cmdline (NULL-terminated, malloc'd; NULL:
+ * unreadable). */
+char **ptw_proc_cmdline(pid_t pid);
+/* Whether the 64-bit ELF file at path has no program interpreter (a
+ * static program); false when it cannot be read or is not one. */
+bool ptw_elf_is_static(const char *path);
 /* Is signal sig pending in process pid (for it, or for one of its
  * threads: blocked, or not yet delivered)? */
 bool ptw_proc_sig_pending(pid_t pid, int sig);

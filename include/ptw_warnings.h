@@ -17,6 +17,15 @@
 	  "a fork child's copies of ptwatch's breakpoints could not all be removed")              \
 	X(HOOK_FAILED, hook_failed, "a libc function could not get its breakpoint: what it "      \
 				    "tells (exit, cancel, detach, creation) is not seen")            \
+	X(KERNEL_EVENTS_LOST, kernel_events_lost,                                                  \
+	  "kernel path: the ring buffer was full and records were lost (the message says how "    \
+	  "many): events are missing")                                                             \
+	X(KERNEL_LIMIT, kernel_limit,                                                              \
+	  "kernel path: something the ptrace path reports cannot be observed this way (the "       \
+	  "message says what)")                                                                    \
+	X(KERNEL_NOT_SEEN, kernel_not_seen,                                                        \
+	  "kernel path: an image its probes do not cover (a static program, another libc, an "    \
+	  "exec after the attach): its threads are not seen")                                     \
 	X(LOCKS_NO_RETURN, locks_no_return,                                                        \
 	  "--locks: waits returning to an address no call precedes are not reported")              \
 	X(LOCKS_PARTIAL, locks_partial,                                                            \

@@ -13,6 +13,7 @@
 
 #include "config.h"
 #include "ptw_attach.h"
+#include "ptw_backend.h"
 #include "ptw_breakpoints.h"
 #include "ptw_guardian.h"
 #include "ptw_live.h"
@@ -25,6 +26,8 @@
 struct options {
 	pid_t pid; /* -p: attach; 0: launch argv */
 	bool snapshot;
+	enum ptw_backend_kind backend; /* --backend (default $PTWATCH_BACKEND, else auto) */
+	bool backend_given;	       /* by the option, not the environment */
 	const char *output;
 	bool quiet;
 	bool use_debug_files;
@@ -118,6 +121,12 @@ static void usage(FILE *f)
 		"                       summary), and deadlocks reported the moment they form.\n"
 		"                       Only glibc's slow paths are hooked: two stops per\n"
 		"                       contended wait, none for an uncontended lock\n"
+		"  --backend=BACKEND    how to observe: ptrace (stops threads at breakpoints),\n"
+		"                       kernel (uprobes and BPF: no thread ever stops; needs\n"
+		"                       root, or CAP_BPF and CAP_PERFMON), or auto (default:\n"
+		"                       kernel where it can run, else ptrace; also\n"
+		"                       PTWATCH_BACKEND). The summary and the document say\n"
+		"                       which ran, and why\n"
 		"  --debug=DOMAINS      debug log: attach,tdb,bp,sym,spans,tracer or all\n"
 		"  -h, --help           show this help\n"
 		"  -V, --version        show the version\n"
@@ -308,6 +317,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 		OPT_ROUTINE = OPT_ROUTINE_,
 		OPT_LIVE,
 		OPT_NO_LIVE,
+		OPT_BACKEND,
 	};
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
@@ -332,6 +342,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 		{ "routine", required_argument, NULL, OPT_ROUTINE },
 		{ "live", no_argument, NULL, OPT_LIVE },
 		{ "no-live", no_argument, NULL, OPT_NO_LIVE },
+		{ "backend", required_argument, NULL, OPT_BACKEND },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -345,6 +356,9 @@ static void parse_options(int argc, char **argv, struct options *o)
 	const char *env = getenv("PTWATCH_NO_DEBUG_FILES");
 	if (env && *env && strcmp(env, "0"))
 		o->use_debug_files = false;
+	env = getenv("PTWATCH_BACKEND");
+	if (env && *env && ptw_backend_kind_parse(env, &o->backend) < 0)
+		die_usage("PTWATCH_BACKEND='%s' is none of auto, ptrace, kernel", env);
 
 	int c;
 	/* '+': stop at the first non-option, the command. */
@@ -410,6 +424,11 @@ static void parse_options(int argc, char **argv, struct options *o)
 		case OPT_NO_LIVE:
 			o->live = c == OPT_LIVE;
 			break;
+		case OPT_BACKEND:
+			if (ptw_backend_kind_parse(optarg, &o->backend) < 0)
+				die_usage("--backend=%s is none of auto, ptrace, kernel", optarg);
+			o->backend_given = true;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -434,6 +453,11 @@ static void parse_options(int argc, char **argv, struct options *o)
 		die_usage("%s", "give either -p PID or a command, not both");
 	if (o->live == 1 && o->snapshot)
 		die_usage("%s", "--live cannot be used with --snapshot");
+	if (o->snapshot && o->backend == PTW_BACKEND_KERNEL && o->backend_given)
+		die_usage("%s", "--snapshot reads every thread's registers and stack with ptrace: "
+				"--backend=kernel cannot be used with it");
+	if (o->snapshot)
+		o->backend = PTW_BACKEND_AUTO; /* ptrace's, whatever PTWATCH_BACKEND says */
 	if (o->live == 1 && !isatty(STDERR_FILENO))
 		die_usage("%s", "--live needs a terminal on standard error");
 	if (!o->pid && optind >= argc)
@@ -626,13 +650,23 @@ int main(int argc, char **argv)
 		.locks = o.locks,
 	};
 	ptw_session_tracer_opts(s, &to);
-	struct ptw_tracer *t;
+	struct ptw_backend *b;
+	char why[256] = "";
 	if (o.pid) {
-		char why[256] = "";
 		r = ptw_check_target(o.pid, why, sizeof(why));
 		if (r == 0)
-			r = o.snapshot ? ptw_tracer_snapshot(&to, o.pid, &t)
-				       : ptw_tracer_attach(&to, o.pid, &t);
+			r = ptw_backend_attach(o.backend, &to, o.pid, o.snapshot, &b, why,
+					       sizeof(why));
+		if (r < 0 && o.backend == PTW_BACKEND_KERNEL) {
+			if (out_created)
+				unlink(o.output);
+			char *w = ptw_escape_str(why);
+			fprintf(stderr, "ptwatch: --backend=kernel cannot attach to %d: %s\n", o.pid,
+				w);
+			free(w);
+			ptw_session_free(s);
+			return 1;
+		}
 		if (r == -EPERM)
 			ptw_explain_eperm(o.pid, why, sizeof(why));
 		else if (r == -EAGAIN)
@@ -655,7 +689,7 @@ int main(int argc, char **argv)
 		}
 		if (live)
 			live_add(&o, s, key_input);
-		r = ptw_session_run(s, t, o.duration_ms);
+		r = ptw_session_run(s, b, o.duration_ms);
 		free(o.trace);
 		return r;
 	}
@@ -664,10 +698,17 @@ int main(int argc, char **argv)
 	int keep[3] = { -1, -1, -1 };
 	if (live)
 		ptw_live_command_fds(STDERR_FILENO, keep);
-	r = ptw_tracer_launch(&to, o.argv, child_stdout, &t);
+	r = ptw_backend_launch(o.backend, &to, o.argv, child_stdout, &b, why, sizeof(why));
 	ptw_live_restore_fds(keep);
 	if (r < 0 && out_created)
 		unlink(o.output); /* nothing ran: leave no empty document behind */
+	if (r < 0 && o.backend == PTW_BACKEND_KERNEL && why[0]) { /* (not the exec's) */
+		ptw_session_free(s);
+		char *w = ptw_escape_str(why);
+		fprintf(stderr, "ptwatch: --backend=kernel cannot run '%s': %s\n", o.argv[0], w);
+		free(w);
+		return 1;
+	}
 	if (r < 0) {
 		ptw_session_free(s);
 		if (r == -ENOENT) {
@@ -685,7 +726,7 @@ int main(int argc, char **argv)
 
 	if (live)
 		live_add(&o, s, key_input);
-	r = ptw_session_run(s, t, o.duration_ms);
+	r = ptw_session_run(s, b, o.duration_ms);
 	free(o.trace);
 	return r;
 }

@@ -322,14 +322,17 @@ static void defer(struct ptw_proc *p, const struct ptw_stop *st)
  * p->sigq: wherever it is read (stop-all while attaching, say), ptw_wait()
  * reports it. Returns the number queued.
  */
-static size_t drain_sigfd(struct ptw_proc *p)
+int ptw_signals_fd(void)
+{
+	return session_sigfd;
+}
+
+bool ptw_signals_read(int fd, struct ptw_session_signal *q)
 {
 	struct signalfd_siginfo si;
-	size_t n = 0;
-	while (read(p->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-		if (si.ssi_signo == SIGCHLD || p->nsigq == PTW_ARRAY_SIZE(p->sigq))
+	while (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		if (si.ssi_signo == SIGCHLD)
 			continue;
-		struct ptw_session_signal *q = &p->sigq[p->nsigq++];
 		q->sig = (int)si.ssi_signo;
 		q->code = si.ssi_code;
 		q->pid = si.ssi_code == SI_USER || si.ssi_code == SI_TKILL ? (pid_t)si.ssi_pid : 0;
@@ -339,6 +342,19 @@ static size_t drain_sigfd(struct ptw_proc *p)
 			q->pid = (pid_t)(si.ssi_ptr >> 32);
 		}
 		q->ns = ptw_now_ns();
+		return true;
+	}
+	return false;
+}
+
+static size_t drain_sigfd(struct ptw_proc *p)
+{
+	struct ptw_session_signal q;
+	size_t n = 0;
+	while (ptw_signals_read(p->sigfd, &q)) {
+		if (p->nsigq == PTW_ARRAY_SIZE(p->sigq))
+			continue;
+		p->sigq[p->nsigq++] = q;
 		n++;
 	}
 	return n;

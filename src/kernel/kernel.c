@@ -33,6 +33,7 @@
 #include "ptw_attach.h"
 #include "ptw_breakpoints.h"
 #include "ptw_cache.h"
+#include "ptw_output.h"
 #include "ptw_symbols.h"
 #include "ptw_thread_db.h"
 #include "ptw_util.h"
@@ -95,22 +96,44 @@ struct ptw_kernel {
 	bool end_lost;
 	bool detached;
 	char exe[4096];
+	char *glibc; /* nptl's version, once read */
 	char *notes[MAX_NOTES];
+	struct ptw_warning warnings[MAX_NOTES]; /* the same, as the report's */
 	size_t nnotes;
 	struct ptw_kernel_stats stats;
 };
 
-static void note(struct ptw_kernel *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void note(struct ptw_kernel *k, const char *fmt, ...)
+/* What the backend could not do, as the report's warnings (the code
+ * says what kind of thing; note() is the generic one). */
+static void note_va(struct ptw_kernel *k, enum ptw_warning_code code, const char *fmt, va_list ap)
 {
 	if (k->nnotes == MAX_NOTES)
 		return;
-	va_list ap;
-	va_start(ap, fmt);
 	struct ptw_buf b = { 0 };
 	ptw_buf_vprintf(&b, fmt, ap);
+	k->notes[k->nnotes] = b.p ? b.p : xstrdup("");
+	k->warnings[k->nnotes].code = (char *)ptw_warning_code(code);
+	k->warnings[k->nnotes].message = k->notes[k->nnotes];
+	k->nnotes++;
+}
+
+static void note_as(struct ptw_kernel *k, enum ptw_warning_code code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void note_as(struct ptw_kernel *k, enum ptw_warning_code code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	note_va(k, code, fmt, ap);
 	va_end(ap);
-	k->notes[k->nnotes++] = b.p ? b.p : xstrdup("");
+}
+
+static void note(struct ptw_kernel *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(struct ptw_kernel *k, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	note_va(k, PTW_W_KERNEL_LIMIT, fmt, ap);
+	va_end(ap);
 }
 
 static void why_set(char *why, size_t size, const char *fmt, ...)
@@ -238,6 +261,7 @@ static int load_symbols(struct ptw_kernel *k)
 }
 
 static void check_libc(struct ptw_kernel *k);
+static void read_glibc(struct ptw_kernel *k);
 
 /* A new image's libraries are mapped: its symbols, now that the process
  * lives (a short one may be gone by the next read of the ring). */
@@ -248,32 +272,7 @@ static void image_ready(void *ctx)
 		ptw_symbols_refresh(k->syms);
 	if (k->libc_checks > 0)
 		check_libc(k);
-}
-
-/* Whether the ELF file at path has no program interpreter: a static
- * program, which maps no libc.so for the probes. */
-static bool elf_static(const char *path)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	Elf64_Ehdr eh;
-	bool interp = true;
-	if (pread(fd, &eh, sizeof(eh), 0) == (ssize_t)sizeof(eh) &&
-	    !memcmp(eh.e_ident, ELFMAG, SELFMAG) && eh.e_ident[EI_CLASS] == ELFCLASS64 &&
-	    eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum < 256) {
-		interp = false;
-		for (unsigned i = 0; i < eh.e_phnum && !interp; i++) {
-			Elf64_Phdr ph;
-			if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + i * sizeof(ph))) !=
-			    (ssize_t)sizeof(ph))
-				interp = true; /* unreadable: do not claim it is static */
-			else if (ph.p_type == PT_INTERP)
-				interp = true;
-		}
-	}
-	close(fd);
-	return !interp;
+	read_glibc(k);
 }
 
 /* exec: a new image. Its symbols are loaded when first needed (now its
@@ -290,6 +289,8 @@ static const char *on_exec(void *ctx)
 	}
 	ptw_mem_invalidate(k->proc);
 	ptw_map_free(&k->sites);
+	free(k->glibc); /* the new image's is read once its libc is mapped */
+	k->glibc = NULL;
 	load_symbols(k);
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/exe", k->pid);
@@ -298,12 +299,12 @@ static const char *on_exec(void *ctx)
 	if (k->launched)
 		k->launched = false;
 	else
-		note(k, "the process exec'd: the probes stay on the libc of the image it was "
+		note_as(k, PTW_W_KERNEL_NOT_SEEN, "the process exec'd: the probes stay on the libc of the image it was "
 			"attached in");
 	k->libc_checks = 100; /* its libc is mapped by its ld.so, a moment later */
-	if (elf_static(path)) {
+	if (ptw_elf_is_static(path)) {
 		k->libc_checks = 0;
-		note(k,
+		note_as(k, PTW_W_KERNEL_NOT_SEEN,
 		     "%s is a static program: the probes on %s do not see its threads (only their "
 		     "creation and exit)",
 		     n > 0 ? k->exe : "the new image", k->probes.module);
@@ -346,10 +347,10 @@ static void check_libc(struct ptw_kernel *k)
 	if (libc && stat(k->probes.path, &st) == 0 &&
 	    (st.st_ino != libc->inode || major(st.st_dev) != libc->dev_major ||
 	     minor(st.st_dev) != libc->dev_minor))
-		note(k, "%s maps %s, not the %s the probes are on: its threads are not seen",
+		note_as(k, PTW_W_KERNEL_NOT_SEEN, "%s maps %s, not the %s the probes are on: its threads are not seen",
 		     k->exe, libc->path, k->probes.module);
 	else if (!libc && k->libc_checks == 0)
-		note(k, "%s maps no libc.so (static, or not glibc): its threads are not seen",
+		note_as(k, PTW_W_KERNEL_NOT_SEEN, "%s maps no libc.so (static, or not glibc): its threads are not seen",
 		     k->exe);
 	if (libc || n < 0)
 		k->libc_checks = 0;
@@ -392,16 +393,18 @@ unsigned ptw_kernel_flush_ms(const struct ptw_kernel *k)
 int ptw_kernel_run(struct ptw_kernel *k, int timeout_ms)
 {
 	uint64_t deadline = timeout_ms >= 0 ? ptw_now_ns() + (uint64_t)timeout_ms * 1000000 : 0;
+	bool first = true; /* timeout 0: one pass that does not wait */
 	while (!k->conv.ended) {
 		int wait = (int)k->o.flush_ms;
 		if (timeout_ms >= 0) {
 			uint64_t now = ptw_now_ns();
-			if (now >= deadline)
+			if (now >= deadline && !first)
 				return 0;
-			uint64_t left = (deadline - now + 999999) / 1000000;
+			uint64_t left = now >= deadline ? 0 : (deadline - now + 999999) / 1000000;
 			if (left < (uint64_t)wait)
 				wait = (int)left;
 		}
+		first = false;
 		uint64_t due = k->last_consume_ns + (uint64_t)k->o.flush_ms * 1000000;
 		uint64_t now = ptw_now_ns();
 		if (due > now && (due - now) / 1000000 < (uint64_t)wait)
@@ -426,7 +429,8 @@ int ptw_kernel_run(struct ptw_kernel *k, int timeout_ms)
 			ptw_kernel_consume(k);
 			if (!k->conv.ended) {
 				/* Its end did not fit in the ring: say so, and end. */
-				note(k, "the end of process %d was not recorded (lost)", k->pid);
+				note_as(k, PTW_W_KERNEL_EVENTS_LOST,
+					"the end of process %d was not recorded (lost)", k->pid);
 				struct ptw_event ev =
 					ptw_event_init(PTW_EV_PROCESS_EXIT, ptw_now_ns(), k->pid);
 				ev.pid = k->pid;
@@ -807,7 +811,7 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 	td_err_e err;
 	if (ptw_tdb_new(k->proc, k->syms, &k->tdb, &err) < 0) {
 		k->tdb = NULL;
-		note(k,
+		note_as(k, PTW_W_NO_THREAD_DB,
 		     "libthread_db cannot be used for this process (%s): threads running at the "
 		     "attach have no pthread_t or start routine",
 		     ptw_tdb_strerror(err));
@@ -826,15 +830,17 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 		k->locks = ptwk_locks_new(&env, k->tdb, &k->probes, &k->locks_config);
 	}
 	for (size_t i = 0; i < k->probes.nmissing; i++)
-		note(k, "%s", k->probes.missing[i]);
+		note_as(k, k->probes.missing_code[i], "%s", k->probes.missing[i]);
 	if ((r = load_and_attach(k, why, why_size)) < 0)
 		goto fail;
 	if ((r = open_fds(k)) < 0) {
 		why_set(why, why_size, "epoll: %s", strerror(-r));
 		goto fail;
 	}
-	if (!launched)
+	if (!launched) {
 		list_threads(k);
+		read_glibc(k);
+	}
 	ptw_symbols_save_cache(k->syms);
 	k->stats.attach_ns = ptw_now_ns() - t0;
 	*ret = k;
@@ -873,7 +879,10 @@ int ptw_kernel_launch(const struct ptw_kernel_opts *o, char *const argv[], int c
 	if (r == 0)
 		r = e;
 	if (r < 0) {
-		why_set(why, why_size, "cannot run %s: %s", argv[0], strerror(-r));
+		/* The command's own failure (not found, not executable): why
+		 * stays empty, the caller says it as for any launch. */
+		if (why && why_size)
+			why[0] = '\0';
 		ptw_kernel_free(k);
 		waitpid(h.pid, NULL, 0);
 		return r;
@@ -915,11 +924,17 @@ int ptw_kernel_detach(struct ptw_kernel *k)
 	uint64_t t0 = ptw_now_ns();
 	close_links(k);
 	k->stats.detach_ns = ptw_now_ns() - t0;
+	ptw_dbg(PTW_DBG_TRACER,
+		"kernel path: attach %.1f ms (programs loaded and attached %.1f ms), probes "
+		"removed in %.1f ms; %llu records, %llu wakeups, %llu lost",
+		(double)k->stats.attach_ns / 1e6, (double)k->stats.probes_ns / 1e6,
+		(double)k->stats.detach_ns / 1e6, (unsigned long long)k->stats.records,
+		(unsigned long long)k->stats.wakeups, (unsigned long long)k->stats.lost);
 	/* What was written before the links closed. */
 	ptw_kernel_consume(k);
 	ptwk_conv_detached(&k->conv, ptw_now_ns());
 	if (k->stats.lost)
-		note(k,
+		note_as(k, PTW_W_KERNEL_EVENTS_LOST,
 		     "%llu records lost: the ring buffer (%zu bytes) was full; events are missing",
 		     (unsigned long long)k->stats.lost, k->o.ring_bytes);
 	return 0;
@@ -943,6 +958,46 @@ size_t ptw_kernel_notes(struct ptw_kernel *k, const char *const **ret)
 {
 	*ret = (const char *const *)k->notes;
 	return k->nnotes;
+}
+
+size_t ptw_kernel_warnings(struct ptw_kernel *k, const struct ptw_warning **ret)
+{
+	*ret = k->warnings;
+	return k->nnotes;
+}
+
+/* nptl's version string in the process (__nptl_version since glibc 2.34,
+ * nptl_version before), read once. */
+static void read_glibc(struct ptw_kernel *k)
+{
+	uint64_t addr;
+	char v[32] = { 0 };
+	if (k->glibc || !k->syms ||
+	    (ptw_symbols_lookup(k->syms, PTW_MOD_ANY, "__nptl_version", &addr, NULL) < 0 &&
+	     ptw_symbols_lookup(k->syms, PTW_MOD_ANY, "nptl_version", &addr, NULL) < 0) ||
+	    ptw_mem_read(k->proc, addr, v, 8) < 0)
+		return;
+	v[strnlen(v, sizeof(v) - 1)] = '\0';
+	if (v[0])
+		k->glibc = xstrdup(v);
+}
+
+void ptw_kernel_describe(struct ptw_kernel *k, struct ptw_kernel_desc *ret)
+{
+	if (!k->exe[0] && !k->conv.ended) {
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/%d/exe", k->pid);
+		ssize_t n = readlink(path, k->exe, sizeof(k->exe) - 1);
+		k->exe[n > 0 ? n : 0] = '\0';
+	}
+	ret->exe = k->exe;
+	ret->glibc = k->glibc;
+	ret->strategy = !k->tdb ? "lwp" : k->probes.layout.have_result ? "debuginfo" : "breakpoints";
+}
+
+const struct ptw_location *ptw_kernel_locate(struct ptw_kernel *k, uint64_t addr)
+{
+	return locate(k, addr);
 }
 
 void ptw_kernel_free(struct ptw_kernel *k)
@@ -972,5 +1027,6 @@ void ptw_kernel_free(struct ptw_kernel *k)
 		ptw_proc_free(k->proc);
 	for (size_t i = 0; i < k->nnotes; i++)
 		free(k->notes[i]);
+	free(k->glibc);
 	free(k);
 }

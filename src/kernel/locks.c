@@ -22,6 +22,7 @@
 #include "ptw_symbols.h"
 #include "ptw_thread_db.h"
 #include "ptw_util.h"
+#include "ptw_warnings.h"
 
 struct ptwk_locks {
 	struct ptwk_locks_env env;
@@ -187,8 +188,10 @@ static bool asleep_on(void *ctx, pid_t tid, uint64_t futex)
 
 static void missing(struct ptwk_probes *p, const char *text)
 {
-	if (p->nmissing < PTW_ARRAY_SIZE(p->missing))
+	if (p->nmissing < PTW_ARRAY_SIZE(p->missing)) {
+		p->missing_code[p->nmissing] = PTW_W_LOCKS_PARTIAL; /* as the tracer says it */
 		snprintf(p->missing[p->nmissing++], sizeof(p->missing[0]), "%s", text);
+	}
 }
 
 /* An entry probe at addr, and a return probe, in the file of the others. */

@@ -166,6 +166,7 @@ int ptwk_find_probes(struct ptw_symbols *syms, struct ptw_tdb *tdb, pid_t pid, b
 				goto out;
 			}
 			if (w->without && p->nmissing < PTW_ARRAY_SIZE(p->missing))
+				p->missing_code[p->nmissing] = PTW_W_HOOK_FAILED,
 				snprintf(p->missing[p->nmissing++], sizeof(p->missing[0]), "%s",
 					 w->without);
 			continue;
@@ -180,7 +181,7 @@ int ptwk_find_probes(struct ptw_symbols *syms, struct ptw_tdb *tdb, pid_t pid, b
 	}
 	layout_from(syms, tdb, module, use_debug_files, &p->layout);
 	if (!p->layout.have_result && p->nmissing < PTW_ARRAY_SIZE(p->missing))
-		snprintf(p->missing[p->nmissing++], sizeof(p->missing[0]),
+		p->missing_code[p->nmissing] = PTW_W_NO_LIBC_DEBUGINFO, snprintf(p->missing[p->nmissing++], sizeof(p->missing[0]),
 			 "struct pthread's layout is unknown (libc6-dbg): start routine return "
 			 "values are not reported");
 	uint64_t main_addr;

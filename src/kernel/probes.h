@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include "ptw_kernel_records.h"
+#include "ptw_warnings.h"
 
 struct ptw_symbols;
 struct ptw_tdb;
@@ -43,6 +44,7 @@ struct ptwk_probes {
 	uint64_t main_addr; /* main() in the executable, 0 unknown */
 	/* What could not be found: one line each, for ptw_kernel_notes. */
 	char missing[8][160];
+	enum ptw_warning_code missing_code[8];
 	size_t nmissing;
 };
 

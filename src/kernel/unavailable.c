@@ -90,3 +90,23 @@ void ptw_kernel_free(struct ptw_kernel *k)
 {
 	(void)k;
 }
+
+size_t ptw_kernel_warnings(struct ptw_kernel *k, const struct ptw_warning **ret)
+{
+	(void)k;
+	*ret = NULL;
+	return 0;
+}
+
+void ptw_kernel_describe(struct ptw_kernel *k, struct ptw_kernel_desc *ret)
+{
+	(void)k;
+	*ret = (struct ptw_kernel_desc){ .exe = "", .strategy = "lwp" };
+}
+
+const struct ptw_location *ptw_kernel_locate(struct ptw_kernel *k, uint64_t addr)
+{
+	(void)k;
+	(void)addr;
+	return NULL;
+}

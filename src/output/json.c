@@ -729,6 +729,9 @@ void ptw_json_session(struct ptw_json *j, const struct ptw_report *r)
 	ptw_json_end_array(j);
 	ptw_json_uint(j, "frozen_ns", r->frozen_ns);
 	ptw_json_string(j, "strategy", r->strategy);
+	ptw_json_string(j, "backend", r->backend);
+	ptw_json_string(j, "backend_why", r->backend_why);
+	ptw_json_uint(j, "probes", r->probes);
 	ptw_json_begin_object(j, "tracer_cpu_ns");
 	ptw_json_uint(j, "user", r->tracer_user_ns);
 	ptw_json_uint(j, "sys", r->tracer_sys_ns);

@@ -55,6 +55,8 @@ void ptw_lines_header(struct ptw_lines *l, const struct ptw_report *r)
 	ptw_json_begin_object(&j, "session");
 	ptw_json_uint(&j, "start_ns", r->start_ns);
 	ptw_json_uint(&j, "open_timeout_ns", r->open_timeout_ns);
+	ptw_json_string(&j, "backend", r->backend);
+	ptw_json_string(&j, "backend_why", r->backend_why);
 	ptw_json_end_object(&j);
 	finish(l, &j);
 }

@@ -892,6 +892,11 @@ static void session_of(struct ld *ld, json_object *se)
 	r->frozen_ns = num(ld, se, "frozen_ns");
 	if (str(ld, se, "strategy"))
 		r->strategy = keep(st, str(ld, se, "strategy"));
+	/* (since spans/5: absent before, every session was ptrace's) */
+	r->backend = keep(st, get(se, "backend") ? str(ld, se, "backend") : "ptrace");
+	if (str(ld, se, "backend_why"))
+		r->backend_why = keep(st, str(ld, se, "backend_why"));
+	r->probes = (size_t)num(ld, se, "probes");
 	json_object *cpu = get(se, "tracer_cpu_ns");
 	r->tracer_user_ns = num(ld, cpu, "user");
 	r->tracer_sys_ns = num(ld, cpu, "sys");
@@ -1358,13 +1363,16 @@ static void one_line(struct ld *ld, json_tokener *tok, const char *p, size_t n, 
 	json_object_put(v);
 }
 
-/* "ptwatch.spans/4" -> is it ours, another version of ours, or not ours? */
+/* "ptwatch.spans/5" -> is it ours, another version of ours, or not ours? */
 static bool check_schema(struct ld *ld, const char *schema, const char *want)
 {
 	if (schema && !strcmp(schema, want))
 		return true;
-	if (schema && !strcmp(want, PTW_LINES_SCHEMA) && !strcmp(schema, PTW_LINES_SCHEMA_1))
-		return true; /* the same lines, without processes in metrics */
+	if (schema && !strcmp(want, PTW_LINES_SCHEMA) &&
+	    (!strcmp(schema, PTW_LINES_SCHEMA_1) || !strcmp(schema, PTW_LINES_SCHEMA_2)))
+		return true; /* the same lines, without processes in metrics (1), backend (2) */
+	if (schema && !strcmp(want, PTW_SPANS_SCHEMA) && !strcmp(schema, PTW_SPANS_SCHEMA_4))
+		return true; /* the same document, without the backend */
 	if (schema && (!strncmp(schema, "ptwatch.spans/", 14) || !strncmp(schema, "ptwatch.lines/", 14)))
 		return bad(ld, "schema %s is not supported (this ptwatch reads %s and %s)", schema,
 			   PTW_SPANS_SCHEMA, PTW_LINES_SCHEMA);

@@ -1118,6 +1118,18 @@ void ptw_text_summary(struct ptw_buf *out, const struct ptw_report *r)
 		ptw_buf_puts(out, "  ptrace stops, breakpoints, strategy: not in the stream (cut)\n");
 		goto warnings;
 	}
+	if (r->backend && !strcmp(r->backend, "kernel")) {
+		/* Nothing stopped: what observed instead, and why it could. */
+		ptw_buf_printf(out, "  kernel path: %zu uprobes, no ptrace stop, strategy ", r->probes);
+		ptw_buf_put_escaped(out, r->strategy ? r->strategy : "?");
+		if (r->backend_why) {
+			ptw_buf_puts(out, " (");
+			ptw_buf_put_escaped(out, r->backend_why);
+			ptw_buf_putc(out, ')');
+		}
+		ptw_buf_putc(out, '\n');
+		goto warnings;
+	}
 	ptw_buf_printf(out, "  ptrace stops %" PRIu64, r->stops_total);
 	if (m.threads_created)
 		ptw_buf_printf(out, " (%.1f per thread created)",

@@ -46,7 +46,8 @@ enum { REC_LOCATION = 1, REC_EVENT = 2, REC_REPORT = 3, REC_END = 4, REC_PROCESS
 		X(INT, exit_code) X(INT, exit_signal) X(INT, core_dumped) X(INT, start_ns)         \
 			X(INT, frozen_ns) X(STR, strategy) X(INT, snapshot) X(INT, tracer_user_ns) \
 				X(INT, tracer_sys_ns) X(INT, stops_total) X(INT, breakpoints)      \
-					X(INT, open_timeout_ns)
+					X(INT, open_timeout_ns) X(STR, backend) X(STR, backend_why) \
+						X(INT, probes)
 #define PROCESS_FIELDS(X)                                                                          \
 	X(INT, id)                                                                                 \
 	X(INT, parent_id) X(INT, pid) X(INT, ppid) X(INT, parent_tid) X(STR, exe) X(ARGV, argv)    \

@@ -13,6 +13,7 @@
 
 #include "config.h"
 #include "ptw_attach.h"
+#include "ptw_backend.h"
 #include "ptw_frames.h"
 #include "ptw_guardian.h"
 #include "ptw_live.h"
@@ -38,7 +39,7 @@ struct ptw_session {
 	/* The record for the restorer (ptw_guardian.h), when there is one. */
 	struct ptw_record_writer *rec;
 	struct ptw_buf record;
-	struct ptw_tracer *tracer; /* once launched or attached: the header */
+	struct ptw_backend *backend; /* once launched or attached: the header */
 	size_t header_sig;	   /* what the last header sent said, roughly */
 	struct ptw_output *live;   /* --live, until it begins */
 	char *lost;		   /* the first output that could not be written */
@@ -67,13 +68,21 @@ bool ptw_session_lost(const struct ptw_session *s, const char **what, int *err)
 
 /* ---- the record for the restorer ---- */
 
+/* The backend's part of the report, and which backend it is. */
+static void backend_report(struct ptw_session *s, struct ptw_report *r)
+{
+	s->backend->ops->report(s->backend, r);
+	r->backend = s->backend->name;
+	r->backend_why = s->backend->why[0] ? s->backend->why : NULL;
+}
+
 /* The report's header goes to the restorer again when it changed (a new
  * warning, libthread_db found, the end seen). */
 static void record_header(struct ptw_session *s)
 {
 	struct ptw_report rep = { 0 };
 	rep.realtime_offset_ns = ptw_realtime_offset_ns();
-	ptw_tracer_report(s->tracer, &rep);
+	backend_report(s, &rep);
 	rep.open_timeout_ns = ptw_timeouts_limit(s->timeouts);
 	size_t sig = 1 + rep.nwarnings * 16 + (rep.glibc != NULL) * 2 + (size_t)rep.exit_kind * 4 +
 		     (rep.strategy && rep.strategy[0] == 'd');
@@ -87,7 +96,7 @@ static void flush_record(struct ptw_session *s)
 {
 	if (!s->rec)
 		return;
-	if (s->tracer)
+	if (s->backend)
 		record_header(s);
 	ptw_guardian_record(&s->record);
 }
@@ -106,10 +115,10 @@ static void record_before_line(void *ctx)
 /* What the tracer learnt since (warnings for the stream, -v's stops). */
 static void report_progress(struct ptw_session *s)
 {
-	if (!s->tracer || !s->progress)
+	if (!s->backend || !s->progress)
 		return;
 	struct ptw_report rep = { 0 };
-	ptw_tracer_report(s->tracer, &rep);
+	backend_report(s, &rep);
 	for (size_t i = 0; i < s->nouts; i++)
 		if (s->outs[i]->wants_progress)
 			s->outs[i]->ops->progress(s->outs[i], &rep);
@@ -177,7 +186,7 @@ static void sink(void *ctx, const struct ptw_event *ev)
 		if ((ev->kind == PTW_EV_IMAGE || ev->kind == PTW_EV_EXEC ||
 		     ev->kind == PTW_EV_PROCESS_EXIT ||
 		     (ev->kind == PTW_EV_PREEXISTING && ev->tid == ev->pid)) &&
-		    s->tracer && ptw_tracer_process(s->tracer, ev->process, &proc))
+		    s->backend && s->backend->ops->process(s->backend, ev->process, &proc))
 			ptw_record_process(&s->record, &proc);
 		if (s->record.len > 65536)
 			flush_record(s);
@@ -231,7 +240,7 @@ static void on_timer(void *ctx, uint64_t now)
 	struct ptw_timeout due;
 	while (ptw_timeouts_pop(s->timeouts, now, &due)) {
 		struct ptw_where w;
-		ptw_tracer_where(s->tracer, due.tid, &w);
+		s->backend->ops->where(s->backend, due.tid, &w);
 		struct ptw_event ev = ptw_event_init(PTW_EV_SPAN_OPEN, now, due.tid);
 		const struct ptw_span *th = ptw_spans_by_tid(s->spans, due.tid);
 		ev.pid = th ? th->pid : 0; /* -f: its process */
@@ -247,7 +256,7 @@ static void on_timer(void *ctx, uint64_t now)
 	}
 	for (size_t i = 0; i < s->nouts; i++)
 		if (s->outs[i]->ops->tick && s->outs[i]->ops->tick(s->outs[i], now))
-			ptw_tracer_stop(s->tracer);
+			s->backend->ops->stop(s->backend);
 }
 
 /* ---- the session ---- */
@@ -359,12 +368,12 @@ static void session_start(struct ptw_session *s)
 		live = NULL;
 	}
 	if (live)
-		ptw_tracer_set_wake_fd(s->tracer, live->wake_fd);
+		s->backend->ops->set_wake_fd(s->backend, live->wake_fd);
 	if (s->rec && s->opts.follow_forks) {
 		/* The processes that began before the tracer was ours to ask
 		 * (the target, descendants found at -p -f). */
 		struct ptw_report rep = { 0 };
-		ptw_tracer_report(s->tracer, &rep);
+		backend_report(s, &rep);
 		for (size_t i = 0; i < rep.nprocesses; i++)
 			ptw_record_process(&s->record, &rep.processes[i]);
 	}
@@ -377,7 +386,7 @@ static void session_start(struct ptw_session *s)
 	struct ptw_report head = { 0 };
 	head.tool_version = PTW_VERSION;
 	head.realtime_offset_ns = ptw_realtime_offset_ns();
-	ptw_tracer_report(s->tracer, &head);
+	backend_report(s, &head);
 	head.open_timeout_ns = ptw_timeouts_limit(s->timeouts);
 	ptw_session_begin(s, &head);
 	if (live) /* last: events go to it from now on */
@@ -391,28 +400,28 @@ static void __attribute__((noreturn)) die_of_signal(int sig)
 	ptw_die_of_signal(sig);
 }
 
-int ptw_session_run(struct ptw_session *s, struct ptw_tracer *t, int duration_ms)
+int ptw_session_run(struct ptw_session *s, struct ptw_backend *b, int duration_ms)
 {
 	enum ptw_end_reason reason = PTW_END_SNAPSHOT;
 	int sig = 0, r = 0;
-	s->tracer = t;
+	s->backend = b;
 	session_start(s);
 	if (!s->opts.snapshot)
-		r = ptw_tracer_run(t, duration_ms, &reason, &sig);
+		r = b->ops->run(b, duration_ms, &reason, &sig);
 	for (size_t i = 0; i < s->nouts; i++)
 		if (s->outs[i]->ops->stop)
 			s->outs[i]->ops->stop(s->outs[i]);
 	if (r < 0)
 		fprintf(stderr, "ptwatch: tracing failed: %s\n", strerror(-r));
 	if (reason != PTW_END_TARGET_EXITED)
-		ptw_tracer_detach(t);
+		b->ops->detach(b);
 	flush_log(s);
 
 	struct ptw_report rep = { 0 };
 	rep.tool_version = PTW_VERSION;
 	rep.realtime_offset_ns = ptw_realtime_offset_ns();
-	ptw_tracer_check_fate(t, &rep);
-	ptw_tracer_report(t, &rep);
+	b->ops->check_fate(b, &rep);
+	backend_report(s, &rep);
 	rep.end_ns = ptw_now_ns();
 	struct rusage ru;
 	if (getrusage(RUSAGE_SELF, &ru) == 0) {
@@ -428,7 +437,7 @@ int ptw_session_run(struct ptw_session *s, struct ptw_tracer *t, int duration_ms
 
 	int code = 0, tsig = 0;
 	bool core = false;
-	bool ended = ptw_tracer_target_exit(t, &code, &tsig, &core);
+	bool ended = b->ops->target_exit(b, &code, &tsig, &core);
 	bool observer = s->opts.attach;
 	const char *lost;
 	int lost_err;
@@ -446,11 +455,11 @@ int ptw_session_run(struct ptw_session *s, struct ptw_tracer *t, int duration_ms
 		else
 			fprintf(stderr, " (command runs on, untraced)\n");
 		free(what);
-		ptw_tracer_free(t);
+		b->ops->free(b);
 		ptw_session_free(s);
 		return PTW_EXIT_LOST_OUTPUT;
 	}
-	ptw_tracer_free(t);
+	b->ops->free(b);
 	ptw_session_free(s);
 	if (observer) /* an observer: it let go, or saw the end */
 		return reason == PTW_END_ERROR ? 1 : 0;

@@ -69,31 +69,6 @@ static void attach_on_stop(void *ctx, struct ptw_stop *st)
 	}
 }
 
-/* argv of pid from /proc/PID/cmdline (NULL-terminated, malloc'd). */
-char **attach_cmdline(pid_t pid)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return NULL;
-	struct ptw_buf b = { 0 };
-	char chunk[4096];
-	ssize_t n;
-	while ((n = read(fd, chunk, sizeof(chunk))) > 0)
-		ptw_buf_add(&b, chunk, (size_t)n);
-	close(fd);
-	size_t count = 0;
-	for (size_t i = 0; i < b.len; i++)
-		count += b.p[i] == '\0';
-	char **argv = xcalloc(count + 1, sizeof(*argv));
-	size_t k = 0;
-	for (size_t i = 0; i < b.len && k < count; i += strlen(b.p + i) + 1)
-		argv[k++] = xstrdup(b.p + i);
-	ptw_buf_free(&b);
-	return argv;
-}
-
 /* ---- learning return sites from stacks ---- */
 
 /*
@@ -304,7 +279,7 @@ struct ptw_tracer *attach_tracer_new(const struct ptw_tracer_opts *o, struct ptw
 	struct ptw_tracer *t = tracer_new(o, NULL, proc->pid, start_ns, !snapshot);
 	t->proc = proc;
 	t->snapshot = snapshot;
-	t->owned_argv = attach_cmdline(proc->mem_pid);
+	t->owned_argv = ptw_proc_cmdline(proc->mem_pid);
 	t->argv = t->owned_argv;
 	return t;
 }

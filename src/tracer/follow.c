@@ -254,7 +254,7 @@ void follow_fork_stop(struct ptw_tracer *t, struct ptw_stop *st)
 bool follow_exec(struct ptw_tracer *t, struct ptw_lwp *l)
 {
 	free_argv(t->owned_argv);
-	t->owned_argv = attach_cmdline(t->pid);
+	t->owned_argv = ptw_proc_cmdline(t->pid);
 	t->argv = t->owned_argv;
 	if (setuid_exec(l->tid)) {
 		/* Its old image's bytes went with it: only let go. */
@@ -288,7 +288,7 @@ bool follow_vfork_exec(struct ptw_tracer *t, struct ptw_lwp *l)
 		free(c->last_exe);
 		c->last_exe = read_exe(c->pid); /* the new program, not ours */
 		free_argv(c->owned_argv);
-		c->owned_argv = attach_cmdline(c->pid);
+		c->owned_argv = ptw_proc_cmdline(c->pid);
 		c->argv = c->owned_argv;
 		int r = followed_open(c);
 		if (r == 0 && setuid_exec(l->tid))
@@ -353,7 +353,7 @@ static void attach_descendant(struct ptw_tracer *root, pid_t pid, pid_t ppid, pi
 {
 	uint64_t start = ptw_now_ns();
 	struct ptw_tracer *c = follow_add(root, pid, ppid, parent_tid, start);
-	c->owned_argv = attach_cmdline(pid);
+	c->owned_argv = ptw_proc_cmdline(pid);
 	c->argv = c->owned_argv;
 	char why[160];
 	if (ptw_check_target(pid, why, sizeof(why)) < 0) {

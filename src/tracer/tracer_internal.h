@@ -357,8 +357,6 @@ struct ptw_tracer *tracer_new(const struct ptw_tracer_opts *o, struct ptw_tracer
  * exec'd meanwhile; nothing of ours left then but what tracer_let_go or
  * follow_failed undo). */
 int attach_process(struct ptw_tracer *t, const struct ptw_seize_info *info, uint64_t start);
-/* /proc/PID/cmdline as a NULL-terminated argv (malloc'd), or NULL. */
-char **attach_cmdline(pid_t pid);
 /* main()'s return site from the main thread's stack; start_thread's
  * return site for start routines (without libc's debug file). */
 void attach_learn_main_return(struct ptw_tracer *t, struct ptw_lwp *main_lwp);

@@ -23,7 +23,14 @@ int ptw_tracer_where(struct ptw_tracer *t, pid_t tid, struct ptw_where *w)
 		if (c && c->proc)
 			t = c;
 	}
-	pid_t pid = t->proc->pid;
+	int r = ptw_where_read(t->proc->pid, tid, w);
+	if (r == 0 && w->pc && t->img.syms)
+		w->at = ptw_symbols_locate(t->img.syms, w->pc);
+	return r;
+}
+
+int ptw_where_read(pid_t pid, pid_t tid, struct ptw_where *w)
+{
 	char path[64], buf[512];
 	memset(w, 0, sizeof(*w));
 	char state = ptw_proc_state(pid, tid);
@@ -56,7 +63,5 @@ int ptw_tracer_where(struct ptw_tracer *t, pid_t tid, struct ptw_where *w)
 		snprintf(w->state, sizeof(w->state), "%c syscall %ld", state, nr);
 	else
 		snprintf(w->state, sizeof(w->state), "%c", state);
-	if (w->pc && t->img.syms)
-		w->at = ptw_symbols_locate(t->img.syms, w->pc);
 	return 0;
 }

@@ -2,6 +2,7 @@
 /* What /proc says about a process and its threads. */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -242,4 +243,55 @@ int ptw_proc_same_vm(pid_t a, pid_t b)
 	if (r < 0)
 		return -errno;
 	return r == 0;
+}
+
+/* argv of pid from /proc/PID/cmdline (NULL-terminated, malloc'd). */
+char **ptw_proc_cmdline(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	struct ptw_buf b = { 0 };
+	char chunk[4096];
+	ssize_t n;
+	while ((n = read(fd, chunk, sizeof(chunk))) > 0)
+		ptw_buf_add(&b, chunk, (size_t)n);
+	close(fd);
+	size_t count = 0;
+	for (size_t i = 0; i < b.len; i++)
+		count += b.p[i] == '\0';
+	char **argv = xcalloc(count + 1, sizeof(*argv));
+	size_t k = 0;
+	for (size_t i = 0; i < b.len && k < count; i += strlen(b.p + i) + 1)
+		argv[k++] = xstrdup(b.p + i);
+	ptw_buf_free(&b);
+	return argv;
+}
+
+/* Whether the ELF file at path has no program interpreter: a static
+ * program, which maps no libc.so for the probes. */
+bool ptw_elf_is_static(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	Elf64_Ehdr eh;
+	bool interp = true;
+	if (pread(fd, &eh, sizeof(eh), 0) == (ssize_t)sizeof(eh) &&
+	    !memcmp(eh.e_ident, ELFMAG, SELFMAG) && eh.e_ident[EI_CLASS] == ELFCLASS64 &&
+	    eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum < 256) {
+		interp = false;
+		for (unsigned i = 0; i < eh.e_phnum && !interp; i++) {
+			Elf64_Phdr ph;
+			if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + i * sizeof(ph))) !=
+			    (ssize_t)sizeof(ph))
+				interp = true; /* unreadable: do not claim it is static */
+			else if (ph.p_type == PT_INTERP)
+				interp = true;
+		}
+	}
+	close(fd);
+	return !interp;
 }

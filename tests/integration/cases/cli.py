@@ -1,6 +1,7 @@
 """The command line and its documentation: bash completion, --help
 against the man page, meson install."""
 
+import json
 import os
 import re
 import shutil
@@ -35,6 +36,7 @@ def case_completion(session, chk):
     for opt in ('--pid=', '--snapshot', '--json', '--output=', '--open-timeout=', '--trace='):
         chk.true('%s among the long options (%s)' % (opt, got), opt in got)
     chk.eq('--debug values', complete('ptwatch', '--debug', '=', 's'), ['sym', 'spans'])
+    chk.eq('--backend values', complete('ptwatch', '--backend', '=', 'k'), ['kernel'])
     chk.true('a command after --', 'true' in complete('ptwatch', '-q', '--', 'tru'))
 
 
@@ -82,3 +84,66 @@ def case_install(session, chk):
     for want in (r'bin/ptwatch$', r'share/man/man1/ptwatch\.1', r'share/ptwatch/spans\.schema\.json$',
                  r'share/ptwatch/lines\.schema\.json$'):
         chk.true('installed: %s' % want, any(re.search(want, f) for f in found))
+
+
+# ---------------------------------------------------------------------------
+# --backend: which one runs, and why (the document, the summary)
+
+@case('backend-choice')
+def case_backend_choice(session, chk):
+    """--backend and PTWATCH_BACKEND: the document's session.backend and
+    backend_why, the summary's line, and the refusals (a bad name, the
+    kernel path with --snapshot or an option it does not do)."""
+    def doc_of(argv, env=None):
+        p = run_ptwatch(argv, env=env)
+        try:
+            return p, json.loads(p.stdout.decode())
+        except ValueError:
+            return p, None
+
+    p = run_ptwatch(['--backend=bogus', '--', 'true'])
+    chk.eq('--backend=bogus: exit status', p.returncode, 2)
+    chk.true('--backend=bogus: says the names (%r)' % p.stderr,
+             b'none of auto, ptrace, kernel' in p.stderr)
+    p = run_ptwatch(['--', 'true'], env={'PTWATCH_BACKEND': 'nope'})
+    chk.eq('PTWATCH_BACKEND=nope: exit status', p.returncode, 2)
+    p = run_ptwatch(['--backend=kernel', '--snapshot', '-p', str(os.getpid())])
+    chk.eq('--backend=kernel --snapshot: exit status', p.returncode, 2)
+
+    p, d = doc_of(['--json', '-q', '--backend=ptrace', '--', 'true'], env={'PTWATCH_BACKEND': 'kernel'})
+    chk.eq('--backend=ptrace over PTWATCH_BACKEND=kernel: backend', d and d['session']['backend'], 'ptrace')
+    chk.eq('--backend=ptrace: why', d and d['session']['backend_why'], '--backend=ptrace')
+    chk.eq('--backend=ptrace: no probes', d and d['session']['probes'], 0)
+    chk.eq('schema', d and d['schema'], 'ptwatch.spans/5')
+
+    p, d = doc_of(['--json', '-q', '--backend=kernel', '--', 'true'])
+    if p.returncode != 0:
+        # the kernel path cannot run here: one line that says why, exit 1
+        err = p.stderr.decode()
+        chk.eq('--backend=kernel where it cannot run: exit status', p.returncode, 1)
+        chk.true('one line, the reason (%r)' % err,
+                 err.count('\n') == 1 and '--backend=kernel cannot run' in err)
+        p, d = doc_of(['--json', '-q', '--', 'true'], env={'PTWATCH_BACKEND': 'auto'})
+        chk.eq('auto where the kernel path cannot run: ptrace', d and d['session']['backend'], 'ptrace')
+        chk.true('auto says why (%r)' % (d and d['session']['backend_why']),
+                 d and d['session']['backend_why'].startswith('auto: the kernel path cannot run here'))
+        raise Skip('the kernel path cannot run here: %s' % err.strip())
+    chk.eq('--backend=kernel: backend', d['session']['backend'], 'kernel')
+    chk.eq('--backend=kernel: why', d['session']['backend_why'], '--backend=kernel')
+    chk.true('--backend=kernel: probes (%d)' % d['session']['probes'], d['session']['probes'] > 0)
+    chk.eq('--backend=kernel: no ptrace stop', d['session']['stops']['total'], 0)
+    chk.eq('--backend=kernel: nothing frozen', d['session']['frozen_ns'], 0)
+    chk.eq('--backend=kernel: exit', d['target']['exit'], {'code': 0})
+    p, d = doc_of(['--json', '-q', '--', 'true'], env={'PTWATCH_BACKEND': 'auto'})
+    chk.eq('auto as root: kernel', d and d['session']['backend'], 'kernel')
+    chk.true('auto says why', d and d['session']['backend_why'].startswith('auto: '))
+    p, d = doc_of(['--json', '-q', '--', 'false'], env={'PTWATCH_BACKEND': 'kernel'})
+    chk.eq('PTWATCH_BACKEND=kernel: backend', d and d['session']['backend'], 'kernel')
+    chk.eq('PTWATCH_BACKEND=kernel: false exits 1', p.returncode, 1)
+    p = run_ptwatch(['-q', '--backend=kernel', '--', 'true'])
+    err = p.stderr.decode()
+    chk.true('the summary says the kernel path (%r)' % err,
+             'kernel path: ' in err and 'no ptrace stop' in err and '(--backend=kernel)' in err)
+    p = run_ptwatch(['--backend=kernel', '--', 'no-such-command-ptw'])
+    chk.eq('--backend=kernel, a missing command: 127', p.returncode, 127)
+    chk.true('command not found (%r)' % p.stderr, b'command not found' in p.stderr)

@@ -1,0 +1,431 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The kernel-assisted path (ptw_kernel.h) behind the session's backend
+ * operations (ptw_backend.h): the loop that waits on the ring buffer, the
+ * session signals, the live table's keys and the session's timers, and
+ * what the report says. Built with or without BPF (the library's stub then
+ * says why it cannot run).
+ *
+ * Session signals (docs/design.md, "Backends"): nothing of the command is
+ * traced, so the tracer's way of telling whether the command got
+ * ptwatch's signal too (its delivery stop) is not there. A terminal's
+ * signal (si_code SI_KERNEL) reaches the whole foreground group: the
+ * command got it if it is still in ptwatch's group, and is observed until
+ * it reacts, as under ptrace; the same again within
+ * PTW_INTERRUPT_AGAIN_MS lets go. Any other copy waits MATCH_NS: the
+ * command got it too if it ended of it or holds it pending (blocked);
+ * else it was for ptwatch alone, which lets go. With -p any session
+ * signal lets go.
+ */
+#define _GNU_SOURCE
+#include "ptw_backend.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ptw_attach.h"
+#include "ptw_kernel.h"
+#include "ptw_util.h"
+
+#define MATCH_NS (500ull * 1000000u)
+#define AGAIN_NS ((uint64_t)PTW_INTERRUPT_AGAIN_MS * 1000000u)
+
+struct kernel_backend {
+	struct ptw_backend b; /* first: the session holds &b */
+	struct ptw_tracer_opts o;
+	struct ptw_kernel *k;
+	pid_t pid;
+	bool launched;
+	char *const *argv;
+	char **owned_argv; /* -p: read from /proc */
+	uint64_t start_ns;
+	int wake_fd;
+	bool stop_requested;
+	bool detached;
+	/* the launched command, reaped: its wait status */
+	bool reaped;
+	int status;
+	/* session signals */
+	struct ptw_interrupt *interrupts;
+	size_t ninterrupts;
+	int end_signal;
+	uint64_t press_ns[NSIG]; /* the last press that reached the command */
+	int copy_sig;		 /* a copy waiting MATCH_NS to be told apart */
+	uint64_t copy_ns;
+};
+
+static struct kernel_backend *kb_of(struct ptw_backend *b)
+{
+	return (struct kernel_backend *)(void *)b;
+}
+
+static void emit(struct kernel_backend *kb, const struct ptw_event *ev)
+{
+	kb->o.sink(kb->o.sink_ctx, ev);
+}
+
+/* ---- session signals ---- */
+
+static void interrupt(struct kernel_backend *kb, int sig, uint64_t ns, bool reached,
+		      enum ptw_interrupt_why why)
+{
+	enum ptw_interrupt_action action =
+		reached && why != PTW_INTR_AGAIN ? PTW_INTR_TRACED_ON : PTW_INTR_DETACHED;
+	kb->interrupts =
+		xreallocarray(kb->interrupts, kb->ninterrupts + 1, sizeof(*kb->interrupts));
+	kb->interrupts[kb->ninterrupts++] = (struct ptw_interrupt){
+		.sig = sig, .ns = ns, .reached_target = reached, .action = action, .why = why
+	};
+	if (action == PTW_INTR_DETACHED && !kb->end_signal)
+		kb->end_signal = sig;
+	struct ptw_event ev = ptw_event_init(PTW_EV_INTERRUPT, ns, kb->pid);
+	ev.pid = kb->pid;
+	ev.sig = sig;
+	ev.action = action;
+	ev.why = why;
+	emit(kb, &ev);
+}
+
+/* Both ptwatch and the command got sig. */
+static void press(struct kernel_backend *kb, int sig, uint64_t ns, enum ptw_interrupt_why why)
+{
+	bool again = kb->press_ns[sig] && ns - kb->press_ns[sig] <= AGAIN_NS;
+	kb->press_ns[sig] = ns;
+	interrupt(kb, sig, ns, true, again ? PTW_INTR_AGAIN : why);
+}
+
+static void on_signal(struct kernel_backend *kb, const struct ptw_session_signal *s)
+{
+	if (!kb->launched || s->sig <= 0 || s->sig >= NSIG) {
+		interrupt(kb, s->sig, s->ns, false,
+			  kb->launched ? PTW_INTR_PTWATCH_ALONE : PTW_INTR_ATTACHED);
+		return;
+	}
+	if (s->code == SI_KERNEL && getpgid(kb->pid) == ptw_original_pgrp())
+		press(kb, s->sig, s->ns, PTW_INTR_TERMINAL);
+	else if (!kb->copy_sig) {
+		kb->copy_sig = s->sig;
+		kb->copy_ns = s->ns;
+	}
+}
+
+/* The copy waiting to be told apart, once MATCH_NS passed or the command
+ * ended (ended: of which signal, 0 none). */
+static void settle_copy(struct kernel_backend *kb, uint64_t now, bool ended, int ended_sig)
+{
+	if (!kb->copy_sig || (!ended && now - kb->copy_ns < MATCH_NS))
+		return;
+	int sig = kb->copy_sig;
+	kb->copy_sig = 0;
+	if ((ended && ended_sig == sig) || (!ended && ptw_proc_sig_pending(kb->pid, sig)))
+		press(kb, sig, kb->copy_ns, PTW_INTR_GROUP);
+	else
+		interrupt(kb, sig, kb->copy_ns, false, PTW_INTR_PTWATCH_ALONE);
+}
+
+/* ---- the loop ---- */
+
+/* The process ended: of which signal (0: none, or not recorded). */
+static int end_signal_of(struct kernel_backend *kb)
+{
+	int code = 0, sig = 0;
+	bool core = false;
+	return ptw_kernel_target_exit(kb->k, &code, &sig, &core) ? sig : 0;
+}
+
+static void reap(struct kernel_backend *kb)
+{
+	if (!kb->launched || kb->reaped)
+		return;
+	int st;
+	pid_t r;
+	do
+		r = waitpid(kb->pid, &st, 0);
+	while (r < 0 && errno == EINTR);
+	if (r == kb->pid) {
+		kb->reaped = true;
+		kb->status = st;
+	}
+}
+
+static int run(struct ptw_backend *b, int duration_ms, enum ptw_end_reason *ret_reason,
+	       int *ret_signal)
+{
+	struct kernel_backend *kb = kb_of(b);
+	uint64_t deadline = duration_ms >= 0 ? ptw_now_ns() + (uint64_t)duration_ms * 1000000u : 0;
+	unsigned flush_ms = ptw_kernel_flush_ms(kb->k);
+	*ret_signal = 0;
+	for (;;) {
+		/* what is waiting, and whether the process ended */
+		int r = ptw_kernel_run(kb->k, 0);
+		if (r < 0 && r != -EINTR) {
+			*ret_reason = PTW_END_ERROR;
+			return r;
+		}
+		uint64_t now = ptw_now_ns();
+		bool gone = r == 1;
+		settle_copy(kb, now, gone, gone ? end_signal_of(kb) : 0);
+		if (kb->end_signal) {
+			*ret_reason = PTW_END_INTERRUPTED;
+			*ret_signal = kb->end_signal;
+			return 0;
+		}
+		if (gone) {
+			reap(kb);
+			*ret_reason = PTW_END_TARGET_EXITED;
+			return 0;
+		}
+		if (kb->stop_requested) {
+			*ret_reason = PTW_END_DETACHED;
+			return 0;
+		}
+		if (deadline && now >= deadline) {
+			*ret_reason = PTW_END_DURATION;
+			return 0;
+		}
+		uint64_t wake = now + (uint64_t)flush_ms * 1000000u;
+		if (deadline && deadline < wake)
+			wake = deadline;
+		if (kb->copy_sig && kb->copy_ns + MATCH_NS < wake)
+			wake = kb->copy_ns + MATCH_NS;
+		uint64_t timer = kb->o.next_timer ? kb->o.next_timer(kb->o.timer_ctx) : 0;
+		if (timer && timer <= now) {
+			kb->o.on_timer(kb->o.timer_ctx, now);
+			continue;
+		}
+		if (timer && timer < wake)
+			wake = timer;
+		if (kb->o.before_block)
+			kb->o.before_block(kb->o.before_block_ctx);
+		struct pollfd pfd[3] = {
+			{ .fd = ptw_kernel_fd(kb->k), .events = POLLIN },
+			{ .fd = ptw_signals_fd(), .events = POLLIN },
+			{ .fd = kb->wake_fd, .events = POLLIN },
+		};
+		int timeout = wake <= now ? 0 : (int)((wake - now + 999999) / 1000000u);
+		int n = poll(pfd, kb->wake_fd >= 0 ? 3 : 2, timeout);
+		if (n < 0 && errno != EINTR) {
+			*ret_reason = PTW_END_ERROR;
+			return -errno;
+		}
+		struct ptw_session_signal s;
+		while (n > 0 && (pfd[1].revents & POLLIN) && ptw_signals_read(ptw_signals_fd(), &s))
+			on_signal(kb, &s);
+		if (n > 0 && kb->wake_fd >= 0 && (pfd[2].revents & POLLIN) && kb->o.on_timer)
+			kb->o.on_timer(kb->o.timer_ctx, ptw_now_ns());
+	}
+}
+
+static void set_wake_fd(struct ptw_backend *b, int fd)
+{
+	kb_of(b)->wake_fd = fd;
+}
+
+static void stop(struct ptw_backend *b)
+{
+	kb_of(b)->stop_requested = true;
+}
+
+static int detach(struct ptw_backend *b)
+{
+	struct kernel_backend *kb = kb_of(b);
+	kb->detached = true;
+	return ptw_kernel_detach(kb->k);
+}
+
+static int where(struct ptw_backend *b, pid_t tid, struct ptw_where *ret)
+{
+	struct kernel_backend *kb = kb_of(b);
+	int r = ptw_where_read(kb->pid, tid, ret);
+	if (r == 0 && ret->pc)
+		ret->at = ptw_kernel_locate(kb->k, ret->pc);
+	return r;
+}
+
+/* How the command ended: its wait status when ptwatch launched it (and
+ * reaped it), else what the kernel recorded of its last thread. */
+static bool target_exit(struct ptw_backend *b, int *code, int *sig, bool *core)
+{
+	struct kernel_backend *kb = kb_of(b);
+	if (kb->reaped) {
+		*code = WIFEXITED(kb->status) ? WEXITSTATUS(kb->status) : 0;
+		*sig = WIFSIGNALED(kb->status) ? WTERMSIG(kb->status) : 0;
+		*core = WIFSIGNALED(kb->status) && WCOREDUMP(kb->status);
+		return true;
+	}
+	return ptw_kernel_target_exit(kb->k, code, sig, core);
+}
+
+static void check_fate(struct ptw_backend *b, struct ptw_report *r)
+{
+	struct kernel_backend *kb = kb_of(b);
+	int code, sig;
+	bool core;
+	if (!target_exit(b, &code, &sig, &core) && kb->launched) {
+		/* let go while it ran: ended since? (it is our child) */
+		int st;
+		if (waitpid(kb->pid, &st, WNOHANG) == kb->pid) {
+			kb->reaped = true;
+			kb->status = st;
+			r->fate = PTW_FATE_ENDED;
+			r->after_detach = true;
+			return;
+		}
+	}
+	if (kb->reaped || ptw_kernel_target_exit(kb->k, &code, &sig, &core)) {
+		r->fate = PTW_FATE_ENDED;
+		return;
+	}
+	struct ptw_census c = { 0 };
+	ptw_proc_census(kb->pid, false, &c);
+	if (!c.alive) {
+		r->fate = ptw_proc_state(kb->pid, kb->pid) == 'Z' ? PTW_FATE_ZOMBIE : PTW_FATE_GONE;
+		return;
+	}
+	r->fate = c.traced_by ? PTW_FATE_TRACED : c.stopped ? PTW_FATE_STOPPED : PTW_FATE_LIVES_ON;
+	r->traced_by = c.traced_by;
+}
+
+static void report(struct ptw_backend *b, struct ptw_report *r)
+{
+	struct kernel_backend *kb = kb_of(b);
+	struct ptw_kernel_desc d;
+	ptw_kernel_describe(kb->k, &d);
+	r->pid = kb->pid;
+	r->exe = d.exe;
+	r->argv = kb->argv;
+	r->mode = kb->launched ? "launch" : "attach";
+	r->glibc = d.glibc;
+	int code, sig;
+	bool core;
+	if (target_exit(b, &code, &sig, &core)) {
+		r->exit_kind = sig ? PTW_EXIT_SIGNAL : PTW_EXIT_CODE;
+		r->exit_code = code;
+		r->exit_signal = sig;
+		r->core_dumped = core;
+	} else {
+		r->exit_kind = PTW_EXIT_NONE;
+	}
+	r->start_ns = kb->start_ns;
+	r->frozen_ns = 0; /* never: that is the point */
+	r->interrupts = kb->interrupts;
+	r->ninterrupts = kb->ninterrupts;
+	r->strategy = d.strategy;
+	r->stops_total = 0;
+	r->nstop_kinds = 0;
+	r->breakpoints = 0;
+	struct ptw_kernel_stats st;
+	ptw_kernel_stats(kb->k, &st);
+	r->probes = st.probes;
+	r->nwarnings = ptw_kernel_warnings(kb->k, &r->warnings);
+}
+
+static bool process(struct ptw_backend *b, uint32_t id, struct ptw_process *ret)
+{
+	(void)b;
+	(void)id;
+	(void)ret;
+	return false; /* -f is not on the kernel path yet */
+}
+
+static void backend_free(struct ptw_backend *b)
+{
+	if (!b)
+		return;
+	struct kernel_backend *kb = kb_of(b);
+	ptw_kernel_free(kb->k);
+	free(kb->interrupts);
+	for (char **a = kb->owned_argv; a && *a; a++)
+		free(*a);
+	free(kb->owned_argv);
+	free(kb);
+}
+
+static const struct ptw_backend_ops kernel_ops = {
+	.run = run,
+	.set_wake_fd = set_wake_fd,
+	.stop = stop,
+	.detach = detach,
+	.where = where,
+	.check_fate = check_fate,
+	.report = report,
+	.process = process,
+	.target_exit = target_exit,
+	.free = backend_free,
+};
+
+/* What the kernel path does not do yet: said before anything starts. */
+static int unsupported(const struct ptw_tracer_opts *o, char *why, size_t size)
+{
+	const char *what = o->follow_forks ? "-f"
+			   : o->ntrace	   ? "--trace"
+			   : o->locks	   ? "--locks"
+			   : o->create_events ? "--create-events"
+					      : NULL;
+	if (!what)
+		return 0;
+	snprintf(why, size, "the kernel path does not do %s yet", what);
+	return -EOPNOTSUPP;
+}
+
+static struct kernel_backend *backend_new(const struct ptw_tracer_opts *o,
+					  struct ptw_kernel_opts *ko)
+{
+	struct kernel_backend *kb = xcalloc(1, sizeof(*kb));
+	kb->b.ops = &kernel_ops;
+	kb->b.name = "kernel";
+	kb->o = *o;
+	kb->wake_fd = -1;
+	kb->start_ns = ptw_now_ns();
+	*ko = (struct ptw_kernel_opts){ .use_debug_files = o->use_debug_files,
+					.use_cache = o->use_cache,
+					.sink = o->sink,
+					.sink_ctx = o->sink_ctx };
+	return kb;
+}
+
+int ptw_kernel_backend_launch(const struct ptw_tracer_opts *o, char *const argv[],
+			      int child_stdout, struct ptw_backend **ret, char *why,
+			      size_t why_size)
+{
+	int r = unsupported(o, why, why_size);
+	if (r < 0)
+		return r;
+	struct ptw_kernel_opts ko;
+	struct kernel_backend *kb = backend_new(o, &ko);
+	kb->launched = true;
+	kb->argv = argv;
+	r = ptw_kernel_launch(&ko, argv, child_stdout, &kb->k, &kb->pid, why, why_size);
+	if (r < 0) {
+		backend_free(&kb->b);
+		return r;
+	}
+	*ret = &kb->b;
+	return 0;
+}
+
+int ptw_kernel_backend_attach(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_backend **ret,
+			      char *why, size_t why_size)
+{
+	int r = unsupported(o, why, why_size);
+	if (r < 0)
+		return r;
+	struct ptw_kernel_opts ko;
+	struct kernel_backend *kb = backend_new(o, &ko);
+	kb->pid = pid;
+	kb->owned_argv = ptw_proc_cmdline(pid);
+	kb->argv = kb->owned_argv;
+	r = ptw_kernel_attach(&ko, pid, &kb->k, why, why_size);
+	if (r < 0) {
+		backend_free(&kb->b);
+		return r;
+	}
+	*ret = &kb->b;
+	return 0;
+}

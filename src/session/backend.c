@@ -1,0 +1,169 @@
+/* SPDX-License-Identifier: MIT */
+/* Which backend observes the target (ptw_backend.h): asked for by name, or
+ * auto's choice, with the reason the document gives. */
+#define _GNU_SOURCE
+#include "ptw_backend.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ptw_kernel.h"
+#include "ptw_util.h"
+
+static const char *const kind_names[] = { "auto", "ptrace", "kernel" };
+
+const char *ptw_backend_kind_name(enum ptw_backend_kind k)
+{
+	return (unsigned)k < PTW_ARRAY_SIZE(kind_names) ? kind_names[k] : "?";
+}
+
+int ptw_backend_kind_parse(const char *s, enum ptw_backend_kind *ret)
+{
+	for (size_t i = 0; i < PTW_ARRAY_SIZE(kind_names); i++)
+		if (!strcmp(s, kind_names[i])) {
+			*ret = (enum ptw_backend_kind)i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+/* The file argv0 runs, as execvp would find it ("" if none). */
+static void resolve(const char *argv0, char *path, size_t size)
+{
+	path[0] = '\0';
+	if (strchr(argv0, '/')) {
+		snprintf(path, size, "%s", argv0);
+		return;
+	}
+	const char *p = getenv("PATH");
+	if (!p)
+		p = "/usr/local/bin:/bin:/usr/bin";
+	while (*p) {
+		size_t n = strcspn(p, ":");
+		snprintf(path, size, "%.*s%s%s", (int)n, p, n ? "/" : "", argv0);
+		if (access(path, X_OK) == 0)
+			return;
+		p += n + (p[n] == ':');
+	}
+	path[0] = '\0';
+}
+
+/*
+ * Whether auto may take the kernel path for this session; if not, why
+ * (one line, into why). argv0: a launch's command (NULL for -p).
+ */
+static bool kernel_fits(const struct ptw_tracer_opts *o, const char *argv0, char *why,
+			size_t size)
+{
+	char reason[200];
+	if (ptw_kernel_available(reason, sizeof(reason)) < 0) {
+		snprintf(why, size, "auto: the kernel path cannot run here: %s", reason);
+		return false;
+	}
+	const char *opt = o->follow_forks ? "-f"
+			  : o->ntrace	  ? "--trace"
+			  : o->locks	  ? "--locks"
+			  : o->create_events ? "--create-events"
+					     : NULL;
+	if (opt) {
+		snprintf(why, size, "auto: the kernel path does not do %s yet", opt);
+		return false;
+	}
+	char path[PATH_MAX];
+	if (argv0) {
+		resolve(argv0, path, sizeof(path));
+		if (path[0] && ptw_elf_is_static(path)) {
+			snprintf(why, size,
+				 "auto: %s is a static program (the kernel path probes a shared libc)",
+				 path);
+			return false;
+		}
+	}
+	return true;
+}
+
+static int ptrace_launch(const struct ptw_tracer_opts *o, char *const argv[], int child_stdout,
+			 struct ptw_backend **ret)
+{
+	struct ptw_tracer *t;
+	int r = ptw_tracer_launch(o, argv, child_stdout, &t);
+	if (r == 0)
+		*ret = ptw_tracer_backend(t);
+	return r;
+}
+
+int ptw_backend_launch(enum ptw_backend_kind want, const struct ptw_tracer_opts *o,
+		       char *const argv[], int child_stdout, struct ptw_backend **ret, char *why,
+		       size_t why_size)
+{
+	char reason[256] = "";
+	if (want == PTW_BACKEND_KERNEL) {
+		int r = ptw_kernel_backend_launch(o, argv, child_stdout, ret, why, why_size);
+		if (r == 0)
+			snprintf((*ret)->why, sizeof((*ret)->why), "--backend=kernel");
+		return r;
+	}
+	if (want == PTW_BACKEND_AUTO && kernel_fits(o, argv[0], reason, sizeof(reason))) {
+		char kwhy[200] = "";
+		if (ptw_kernel_backend_launch(o, argv, child_stdout, ret, kwhy, sizeof(kwhy)) == 0) {
+			snprintf((*ret)->why, sizeof((*ret)->why),
+				 "auto: ptwatch may load BPF programs and this kernel has uprobes");
+			return 0;
+		}
+		/* Nothing ran (the command is held until the probes are in). */
+		snprintf(reason, sizeof(reason), "auto: the kernel path failed: %s", kwhy);
+	}
+	if (want == PTW_BACKEND_PTRACE)
+		snprintf(reason, sizeof(reason), "--backend=ptrace");
+	int r = ptrace_launch(o, argv, child_stdout, ret);
+	if (r == 0)
+		snprintf((*ret)->why, sizeof((*ret)->why), "%s", reason);
+	if (why_size)
+		why[0] = '\0';
+	return r;
+}
+
+int ptw_backend_attach(enum ptw_backend_kind want, const struct ptw_tracer_opts *o, pid_t pid,
+		       bool snapshot, struct ptw_backend **ret, char *why, size_t why_size)
+{
+	char reason[256] = "";
+	if (snapshot && want == PTW_BACKEND_KERNEL) {
+		snprintf(why, why_size,
+			 "--snapshot reads every thread's registers and stack: ptrace only");
+		return -EOPNOTSUPP;
+	}
+	if (want == PTW_BACKEND_KERNEL) {
+		int r = ptw_kernel_backend_attach(o, pid, ret, why, why_size);
+		if (r == 0)
+			snprintf((*ret)->why, sizeof((*ret)->why), "--backend=kernel");
+		return r;
+	}
+	if (snapshot)
+		snprintf(reason, sizeof(reason), "--snapshot reads with ptrace");
+	else if (want == PTW_BACKEND_AUTO && kernel_fits(o, NULL, reason, sizeof(reason))) {
+		char kwhy[200] = "";
+		int r = ptw_kernel_backend_attach(o, pid, ret, kwhy, sizeof(kwhy));
+		if (r == 0) {
+			snprintf((*ret)->why, sizeof((*ret)->why),
+				 "auto: ptwatch may load BPF programs and this kernel has uprobes");
+			return 0;
+		}
+		if (r == -ESRCH) { /* no such process: ptrace would say the same */
+			snprintf(why, why_size, "%s", kwhy);
+			return r;
+		}
+		snprintf(reason, sizeof(reason), "auto: the kernel path failed: %s", kwhy);
+	} else if (want == PTW_BACKEND_PTRACE)
+		snprintf(reason, sizeof(reason), "--backend=ptrace");
+	struct ptw_tracer *t;
+	int r = snapshot ? ptw_tracer_snapshot(o, pid, &t) : ptw_tracer_attach(o, pid, &t);
+	if (r < 0)
+		return r;
+	*ret = ptw_tracer_backend(t);
+	snprintf((*ret)->why, sizeof((*ret)->why), "%s", reason);
+	return 0;
+}
