@@ -113,6 +113,21 @@ static const struct ptw_location *frame_loc(struct ptwk_lockconv *c, const uint6
 	return c->ops.locate(c->ops.ctx, i ? pcs[i] - 1 : pcs[i]);
 }
 
+/* The wait's frames that have a location, innermost first, at most max:
+ * a frame nothing names (its module unknown: the process was gone before
+ * its libraries were read) is left out, as the tracer leaves no hole. */
+static int frames(struct ptwk_lockconv *c, const struct lwait *w, const struct ptw_location **ret,
+		  int max)
+{
+	int n = 0;
+	for (int i = 0; i < w->npcs && n < max; i++) {
+		const struct ptw_location *l = frame_loc(c, w->pcs, i);
+		if (l)
+			ret[n++] = l;
+	}
+	return n;
+}
+
 /* ---- deadlocks ---- */
 
 static uint64_t cycle_key(const pid_t *tids, const uint32_t *seqs, size_t n)
@@ -244,8 +259,7 @@ void ptwk_lockconv_confirm(struct ptwk_lockconv *c, uint64_t ns)
 		for (size_t m = 0; m < k->n; m++) {
 			struct lwait *w = innermost_span(c, k->tids[m]);
 			const struct ptw_location *stack[PTWK_DEADLOCK_FRAMES];
-			for (int j = 0; j < w->npcs; j++)
-				stack[j] = frame_loc(c, w->pcs, j);
+			int nstack = frames(c, w, stack, PTWK_DEADLOCK_FRAMES);
 			struct ptw_event ev = ptw_event_init(PTW_EV_DEADLOCK, ns, k->tids[m]);
 			ev.span_id = id;
 			ev.has_value = true;
@@ -257,7 +271,7 @@ void ptwk_lockconv_confirm(struct ptwk_lockconv *c, uint64_t ns)
 			ev.wait_owner = k->tids[(m + 1) % k->n];
 			ev.object = c->ops.object ? c->ops.object(c->ops.ctx, w->object) : NULL;
 			ev.stack = stack;
-			ev.nstack = (size_t)w->npcs;
+			ev.nstack = (size_t)nstack;
 			ev.state = "S futex";
 			ev.proof = PTW_PROOF_REREAD;
 			emit(c, &ev);
@@ -351,10 +365,8 @@ static void on_entry(struct ptwk_lockconv *c, const struct ptwk_lock_record *r)
 	}
 	w->span = true;
 	owner_at_entry(c, w, r);
-	int n = w->npcs < PTWK_SITE_FRAMES ? w->npcs : PTWK_SITE_FRAMES;
 	const struct ptw_location *stack[PTWK_SITE_FRAMES];
-	for (int i = 0; i < n; i++)
-		stack[i] = frame_loc(c, w->pcs, i);
+	int n = frames(c, w, stack, PTWK_SITE_FRAMES);
 	struct ptw_event ev = ptw_event_init(PTW_EV_WAIT_BEGIN, r->h.ns, tid);
 	ev.wait_kind = w->kind;
 	ev.wait_object = w->object;
