@@ -76,10 +76,19 @@ static __always_inline void count(__u32 which)
 		*v += 1;
 }
 
+/* This record takes the ring past wake_bytes: wake the reader once, not at
+ * every record while it is past (a reader slow to be scheduled would be
+ * woken tens of thousands of times, each a cost to the thread that writes). */
+static __always_inline bool crosses_wake(__u64 size)
+{
+	__u64 avail = bpf_ringbuf_query(&rb, BPF_RB_AVAIL_DATA);
+	return avail < wake_bytes && avail + size + 8 >= wake_bytes; /* 8: its header */
+}
+
 static __always_inline int send(struct ptwk_record *r, bool wake)
 {
 	__u64 flags = BPF_RB_NO_WAKEUP;
-	if (wake || bpf_ringbuf_query(&rb, BPF_RB_AVAIL_DATA) + sizeof(*r) >= wake_bytes)
+	if (wake || crosses_wake(sizeof(*r)))
 		flags = BPF_RB_FORCE_WAKEUP;
 	if (bpf_ringbuf_output(&rb, r, sizeof(*r), flags) < 0) {
 		count(PTWK_STAT_LOST);
@@ -114,6 +123,8 @@ static __always_inline __u64 current_pd(void)
 	return BPF_CORE_READ(t, thread.fsbase);
 }
 
+#include "ptw_locks.bpf.h"
+
 /* Every entry probe (the cookie says which). */
 SEC("uprobe")
 int ptw_entry(struct pt_regs *ctx)
@@ -123,6 +134,8 @@ int ptw_entry(struct pt_regs *ctx)
 	if (!bpf_map_lookup_elem(&watched, &tgid))
 		return 0;
 	__u32 kind = (__u32)bpf_get_attach_cookie(ctx);
+	if (kind >= PTWK_LOCK_FIRST)
+		return ptw_lock_entry(ctx, kind, id);
 	if (kind == PTWK_CREATE_CALL) {
 		/* pthread_create(thread, attr, start, arg): the call site is
 		 * the return address on top of the stack; the attribute's
@@ -172,6 +185,8 @@ int ptw_entry(struct pt_regs *ctx)
 	/* main() is about to run: every library it needs is mapped, and user
 	 * space had better name them now, while the process lives. */
 	send(&r, kind == PTWK_MAIN);
+	if (kind == PTWK_JOIN)
+		ptw_lock_join(ctx, id); /* --locks: after the join's own record */
 	return 0;
 }
 
@@ -186,6 +201,7 @@ int ptw_return(struct pt_regs *ctx)
 	struct ptwk_record r = {};
 	begin(&r, (__u32)bpf_get_attach_cookie(ctx), id);
 	r.a = ctx->ax;
+	r.b = ctx->sp; /* --locks: where a slow path returned */
 	send(&r, false);
 	return 0;
 }

@@ -96,6 +96,41 @@ struct ptwk_exec_record {
 	char path[PTWK_PATH_LEN]; /* as given to execve (may be relative), cut to fit */
 };
 
+/*
+ * --locks (bpf/ptw_locks.bpf.h, src/kernel/locks.c): glibc's slow paths
+ * (ptw_libc_waits.h), kinds of their own above the lifecycle's. An entry
+ * is a struct ptwk_lock_record (the registers and a copy of the stack, for
+ * unwinding in user space); a return a struct ptwk_record.
+ */
+enum ptwk_lock_kind {
+	PTWK_LOCK_FIRST = 64,
+	PTWK_LOCK_WAIT = PTWK_LOCK_FIRST, /* __lll_lock_wait entry: a = the futex (the mutex) */
+	PTWK_LOCK_WAIT_PRIVATE,		  /* __lll_lock_wait_private entry: a = the futex */
+	PTWK_FUTEX_WAIT,		  /* __futex_abstimed_wait_common entry: a = the futex,
+					   * b = the value it expects */
+	PTWK_LOCK_JOIN,			  /* the join function's entry, a join that blocks on a
+					   * thread that has not ended: a = its pthread_t */
+	PTWK_LOCK_RET,			  /* one of the first three returned: a = rax, b = sp */
+	PTWK_LOCK_KIND_END,
+};
+/* A probe cookie: the join found as pthread_join (no libc symbol table):
+ * it always blocks; __pthread_clockjoin_ex says so in its 5th argument. */
+#define PTWK_LOCK_JOIN_ALWAYS 0x100
+
+#define PTWK_LOCK_STACK 1024 /* bytes of stack copied from sp, at most */
+#define PTWK_LOCK_WORDS 8    /* 32-bit words read at the futex (the owner fields) */
+#define PTWK_LF_WORDS	0x1  /* words[] were read */
+
+struct ptwk_lock_record {
+	struct ptwk_record h;
+	/* DWARF's x86-64 order: rax rdx rcx rbx rsi rdi rbp rsp r8-r15 rip */
+	__u64 regs[17];
+	__u32 words[PTWK_LOCK_WORDS]; /* at the futex; a join: the thread's tid */
+	__u32 lflags;		      /* PTWK_LF_* */
+	__u32 stack_len;	      /* bytes of stack[] copied from regs[7] */
+	__u8 stack[PTWK_LOCK_STACK];
+};
+
 /* Counters (the "stats" array map, one slot each). */
 enum ptwk_stat {
 	PTWK_STAT_LOST,	     /* a record did not fit in the ring buffer */

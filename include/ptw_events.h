@@ -53,7 +53,7 @@ enum ptw_event_kind {
 				* site (the call outside libc), stack (a few frames), sp */
 	PTW_EV_WAIT_END,       /* tid left its innermost wait; has_value: the slow path's result */
 	PTW_EV_DEADLOCK,       /* tid is member arg of the value threads of live deadlock
-				* span_id (confirmed with them stopped): its wait (wait_*),
+				* span_id (confirmed as proof says): its wait (wait_*),
 				* stack, state */
 };
 
@@ -87,6 +87,15 @@ enum ptw_wait_kind {
 	PTW_WAIT_SEM,
 	PTW_WAIT_BARRIER,
 	PTW_WAIT_LOCK, /* a lock inside glibc (stdio, malloc arenas): no owner recorded */
+};
+
+/* How a live deadlock (PTW_EV_DEADLOCK) was confirmed once its cycle was
+ * found: the cycle held at that moment either way. */
+enum ptw_deadlock_proof {
+	PTW_PROOF_STOPPED, /* ptrace: the members stopped, the owners read again */
+	PTW_PROOF_REREAD,  /* kernel backend, no stop: every member still in its wait
+			    * (its slow path not left, asleep in futex on its object)
+			    * while the owners, read again, still formed the cycle */
 };
 
 /* What ptwatch did about a session signal (SIGINT, SIGTERM, ...). */
@@ -158,6 +167,8 @@ struct ptw_event {
 	bool before_attach;
 	/* WAIT_BEGIN, DEADLOCK: the waited-for object's symbol, NULL none */
 	const struct ptw_location *object;
+	/* DEADLOCK: how it was confirmed (0: with the threads stopped) */
+	enum ptw_deadlock_proof proof;
 };
 
 /* An event with every optional field set to "unknown". */

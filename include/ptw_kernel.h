@@ -37,7 +37,7 @@ struct ptw_kernel_opts {
 	 * quarter of the ring) or the process ended. */
 	unsigned flush_ms;
 	size_t wake_bytes;
-	size_t ring_bytes; /* a power of two, >= 4096 (0: 8 MiB) */
+	size_t ring_bytes; /* a power of two, >= 4096 (0: 8 MiB; 64 MiB with locks) */
 	/* Force ordinary per-probe uprobes (one perf event per probe) instead
 	 * of one uprobe_multi link per program (tests; the fallback). */
 	bool no_multi;
@@ -62,6 +62,10 @@ struct ptw_kernel_opts {
 	 * a child does before its link is in is missed): for measuring that
 	 * (bench/kfollow.py), not for use. */
 	bool follow_per_child;
+	/* --locks: wait spans (PTW_EV_WAIT_BEGIN, PTW_EV_WAIT_END) at glibc's
+	 * slow paths and live deadlocks (PTW_EV_DEADLOCK, proof
+	 * PTW_PROOF_REREAD: confirmed without stopping anyone). */
+	bool locks;
 };
 
 /*
@@ -146,6 +150,9 @@ struct ptw_kernel_stats {
 	uint64_t attach_ns;	/* ptw_kernel_attach, from the call to its return */
 	uint64_t probes_ns;	/* of which loading and attaching the programs */
 	uint64_t detach_ns;	/* closing the links (0 until detached) */
+	/* --locks: wait spans begun, futex waits of none of the kinds
+	 * reported (no span, as on the ptrace path), live deadlocks */
+	uint64_t waits, waits_unclassified, deadlocks;
 };
 void ptw_kernel_stats(struct ptw_kernel *k, struct ptw_kernel_stats *ret);
 

@@ -364,7 +364,6 @@ static const struct ptw_backend_ops kernel_ops = {
 static int unsupported(const struct ptw_tracer_opts *o, char *why, size_t size)
 {
 	const char *what = o->follow_forks ? "-f"
-			   : o->locks	   ? "--locks"
 			   : o->create_events ? "--create-events"
 					      : NULL;
 	if (!what)
@@ -387,7 +386,8 @@ static struct kernel_backend *backend_new(const struct ptw_tracer_opts *o,
 					.sink = o->sink,
 					.sink_ctx = o->sink_ctx,
 					.trace = o->trace,
-					.ntrace = o->ntrace };
+					.ntrace = o->ntrace,
+					.locks = o->locks };
 	return kb;
 }
 

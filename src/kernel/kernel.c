@@ -33,6 +33,7 @@
 
 #include "convert.h"
 #include "kframes.h"
+#include "locks.h"
 #include "probes.h"
 #include "ptw_attach.h"
 #include "ptw_breakpoints.h"
@@ -50,6 +51,8 @@
 
 #define DEFAULT_FLUSH_MS 50
 #define DEFAULT_RING	 (8u << 20)
+/* --locks' records carry 1 KB of stack: room for as many */
+#define DEFAULT_RING_LOCKS (64u << 20)
 #define MAX_NOTES	 16
 
 struct ptw_kernel {
@@ -71,6 +74,8 @@ struct ptw_kernel {
 	struct ptwk_conv conv;
 	struct ptwk_frames *frames; /* --trace (kframes.c), NULL without */
 	bool frames_noted;	    /* its notes are in (frames_notes) */
+	struct ptwk_locks *locks; /* --locks, NULL when off */
+	struct ptwk_locks_config locks_config;
 	struct ptw_map sites; /* return address -> its call's location (text does not change) */
 	uint64_t last_consume_ns;
 	bool launched;	 /* ptw_kernel_launch: held before its exec */
@@ -125,6 +130,8 @@ struct ptw_kernel {
  */
 struct drained {
 	struct ptwk_record r;
+	void *lock_record; /* --locks: the whole record (a struct ptwk_lock_record) */
+	size_t lock_size;
 	struct ptw_symbols *syms; /* its modules (at an exec: the exe and ld.so so far) */
 	char *exe;		  /* EXEC: /proc/PID/exe */
 	int link_fds[2];	  /* FORK, follow_per_child: the child's links */
@@ -474,6 +481,11 @@ static int on_record(void *ctx, void *data, size_t size)
 		ptw_dbg(PTW_DBG_TRACER, "no link for child %u: %s", (unsigned)d.r.a, strerror(-lr));
 	if (d.r.kind == PTWK_EXEC || d.r.kind == PTWK_MAIN)
 		drain_capture(k, &d);
+	if (k->locks && d.r.kind >= PTWK_LOCK_FIRST) {
+		d.lock_record = xmalloc(size);
+		memcpy(d.lock_record, data, size);
+		d.lock_size = size;
+	}
 	if (d.r.kind == PTWK_EXEC && !d.exe && size >= sizeof(struct ptwk_exec_record)) {
 		/* Gone already: the path it was exec'd by (not resolved). */
 		const char *path = (const char *)data + offsetof(struct ptwk_exec_record, path);
@@ -615,6 +627,7 @@ static void drained_free(struct drained *d)
 	for (char **a = d->argv; a && *a; a++)
 		free(*a);
 	free(d->argv);
+	free(d->lock_record);
 }
 
 /* Converts what drain() took. */
@@ -632,8 +645,12 @@ static void convert_queue(struct ptw_kernel *k)
 				       sizeof(d->link_fds));
 				d->link_fds[0] = d->link_fds[1] = -1;
 			}
-			ptwk_conv_record(&p->conv, &d->r);
+			if (d->r.kind < PTWK_LOCK_FIRST)
+				ptwk_conv_record(&p->conv, &d->r);
 		}
+		/* (-f: the target's waits only; locks.c reads its memory) */
+		if (d->lock_record && k->locks && d->r.tgid == (uint32_t)k->pid)
+			ptwk_locks_record(k->locks, d->lock_record, d->lock_size);
 		drained_free(&k->queue[k->cur]);
 	}
 	k->converting = false;
@@ -672,6 +689,14 @@ static void check_libc(struct ptw_kernel *k)
 	free(maps);
 }
 
+/* --locks: what came while a deadlock was checked, read and converted. */
+static void drain_more(void *ctx)
+{
+	struct ptw_kernel *k = ctx;
+	drain(k);
+	convert_queue(k);
+}
+
 int ptw_kernel_consume(struct ptw_kernel *k)
 {
 	if (!k->rb)
@@ -685,6 +710,8 @@ int ptw_kernel_consume(struct ptw_kernel *k)
 	convert_queue(k);
 	if (r < 0)
 		return r;
+	if (k->locks)
+		ptwk_locks_after_batch(k->locks, drain_more, k);
 	follow_consume(k);
 	return (int)n;
 }
@@ -793,6 +820,10 @@ static int open_skeleton(struct ptw_kernel *k, bool multi)
 	s->rodata->have_cancelhandling = l->have_cancelhandling;
 	s->rodata->wake_bytes = k->o.wake_bytes;
 	s->rodata->wake_on_fork = k->o.follow_forks && k->o.follow_per_child;
+	s->rodata->locks_on = k->locks_config.on;
+	s->rodata->join_always_blocks = k->locks_config.join_always_blocks;
+	s->rodata->have_tid = k->locks_config.have_tid;
+	s->rodata->off_tid = k->locks_config.off_tid;
 	int r = bpf_map__set_max_entries(s->maps.rb, (uint32_t)k->o.ring_bytes);
 	if (r == 0 && multi) {
 		r = bpf_program__set_expected_attach_type(
@@ -1249,7 +1280,7 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 	if (!k->o.flush_ms)
 		k->o.flush_ms = DEFAULT_FLUSH_MS;
 	if (!k->o.ring_bytes)
-		k->o.ring_bytes = DEFAULT_RING;
+		k->o.ring_bytes = o->locks ? DEFAULT_RING_LOCKS : DEFAULT_RING;
 	if (!k->o.wake_bytes)
 		k->o.wake_bytes = k->o.ring_bytes / 4;
 	k->pid = pid;
@@ -1287,6 +1318,16 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 	if ((r = ptwk_find_probes(k->syms, k->tdb, pid, o->use_debug_files, &k->probes, why,
 				  why_size)) < 0)
 		goto fail;
+	if (o->locks) {
+		struct ptwk_locks_env env = { .pid = pid,
+					      .proc = k->proc,
+					      .syms = &k->syms,
+					      .conv = &k->conv,
+					      .sink = sink,
+					      .call_site = call_site,
+					      .ctx = k };
+		k->locks = ptwk_locks_new(&env, k->tdb, &k->probes, &k->locks_config);
+	}
 	for (size_t i = 0; i < k->probes.nmissing; i++)
 		note_as(k, k->probes.missing_code[i], "%s", k->probes.missing[i]);
 	k->conv.main_addr = k->probes.main_addr;
@@ -1433,6 +1474,11 @@ void ptw_kernel_stats(struct ptw_kernel *k, struct ptw_kernel_stats *ret)
 	if (!k->detached)
 		read_counters(k);
 	*ret = k->stats;
+	if (k->locks) {
+		uint32_t dl;
+		ptwk_locks_counts(k->locks, &ret->waits, &ret->waits_unclassified, &dl);
+		ret->deadlocks = dl;
+	}
 	if (!ret->mode)
 		ret->mode = "none";
 }
@@ -1525,6 +1571,7 @@ void ptw_kernel_free(struct ptw_kernel *k)
 	free(k->argv);
 	ptwk_conv_free(&k->conv);
 	ptwk_frames_free(k->frames);
+	ptwk_locks_free(k->locks);
 	ptw_map_free(&k->sites);
 	ptw_tdb_free(k->tdb);
 	if (!k->syms_borrowed)

@@ -6,7 +6,7 @@
  * the kill -9 test (tests/kernel/kill9.sh) and bench/kernel.py.
  *
  *   ptw-kernel-demo [-q] [-f [--per-child]] [-t SECONDS] [--per-probe] [--flush-ms MS]
- *                   [--ring BYTES] [--wake BYTES] [--trace PATTERN]... [--debug]
+ *                   [--ring BYTES] [--wake BYTES] [--trace PATTERN]... [--locks] [--debug]
  *                   PID | -- COMMAND [ARGS...]
  *
  * With -- COMMAND: launched held (ptw_kernel_launch), reaped at the end.
@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -101,6 +102,20 @@ static void sink(void *ctx, const struct ptw_event *ev)
 	case PTW_EV_PROCESS_EXIT:
 		printf(" code %d sig %d", ev->exit_code, ev->sig);
 		break;
+	case PTW_EV_WAIT_BEGIN:
+	case PTW_EV_DEADLOCK:
+		printf(" %s %#" PRIx64 " (%s) owner %d site %s", ptw_wait_kind_name(ev->wait_kind),
+		       ev->wait_object, where(ev->object, r, sizeof(r)), ev->wait_owner,
+		       where(ev->site, s, sizeof(s)));
+		if (ev->kind == PTW_EV_DEADLOCK)
+			printf(" #%u member %" PRIu64 " of %" PRIu64 " proof %d", ev->span_id,
+			       ev->arg, ev->value, (int)ev->proof);
+		for (size_t i = 0; i < ev->nstack; i++)
+			printf("%s%s", i ? " < " : " stack ", where(ev->stack[i], r, sizeof(r)));
+		break;
+	case PTW_EV_WAIT_END:
+		printf(" value %" PRIu64, ev->value);
+		break;
 	default:
 		break;
 	}
@@ -129,6 +144,8 @@ int main(int argc, char **argv)
 			seconds = atof(argv[++i]);
 		else if (!strcmp(argv[i], "--debug"))
 			ptw_debug_parse("tracer");
+		else if (!strcmp(argv[i], "--locks"))
+			o.locks = true;
 		else if (!strcmp(argv[i], "--per-probe"))
 			o.no_multi = true;
 		else if (!strcmp(argv[i], "--flush-ms") && i + 1 < argc)
@@ -194,6 +211,16 @@ int main(int argc, char **argv)
 		st.mode, st.probes, st.records, st.events, st.lost, st.wakeups, st.preexisting,
 		counts[PTW_EV_THREAD_CREATE], st.attach_ns / 1e6, st.probes_ns / 1e6,
 		st.detach_ns / 1e6);
+	if (o.locks) {
+		struct rusage ru;
+		getrusage(RUSAGE_SELF, &ru);
+		fprintf(stderr,
+			"ptw-kernel-demo: --locks: %" PRIu64 " waits, %" PRIu64
+			" deadlocks; the loader's own CPU %.3f s user %.3f s system\n",
+			counts[PTW_EV_WAIT_BEGIN], counts[PTW_EV_DEADLOCK],
+			(double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6,
+			(double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6);
+	}
 	const char *const *notes;
 	size_t n = ptw_kernel_notes(k, &notes);
 	for (size_t j = 0; j < n; j++)
