@@ -12,6 +12,18 @@
  * observed at that very slot and address, else without one (unmatched, with
  * the reason that fits: exception, longjmp, tail call, ...). Nothing is
  * discarded.
+ *
+ * Code entered without a call: a signal handler (PTW_EV_FRAME_ENTRY with
+ * sig) leaves no frame (the kernel pushed its signal frame below the
+ * interrupted one) and nests inside the frame it interrupted; it returns
+ * through the sigreturn trampoline like any return. A thread that switches
+ * contexts (PTW_EV_CONTEXT_SWITCH) has one shadow stack per context: the
+ * one it leaves is parked, keyed by the stack pointer it will resume at,
+ * and taken up again when a switch lands there; a context never seen
+ * before starts empty, its frames nesting under the frame that switched to
+ * it. Frames of a context still parked when the thread or the process
+ * ends, or of one left by setcontext (not saved), are unmatched with
+ * reason "context_abandoned".
  */
 #ifndef PTW_FRAMES_H
 #define PTW_FRAMES_H
@@ -85,6 +97,7 @@ struct ptw_frame {
 	bool has_value;
 	uint64_t value;	      /* rax at the return */
 	uint64_t sp, ret;     /* at entry: stack pointer and return address */
+	int sig;	      /* a signal handler the kernel entered for this signal, 0 a call */
 	uint64_t child_ns;    /* time spent in completed direct children */
 	struct ptw_open_mark open; /* seen open past --open-timeout */
 };
