@@ -52,6 +52,14 @@ struct ptw_shadow_frame {
  * signal handler on sigaltstack): neither says anything about the other. */
 #define PTW_SHADOW_WINDOW (64ull << 20)
 
+/* A context switch (setcontext) landing at sp, with the frames of the
+ * context it runs at fsp: is it a jump within that context (like a
+ * longjmp), not to another one? */
+static inline bool ptw_shadow_same_stack(uint64_t fsp, uint64_t sp)
+{
+	return (fsp >= sp ? fsp - sp : sp - fsp) < PTW_SHADOW_WINDOW;
+}
+
 /*
  * The thread enters a function at stack pointer sp: how many frames at the
  * top of stack (st[0..n), innermost last) it has left. *ret_tail_call: the

@@ -475,8 +475,7 @@ static struct ptw_frame *on_at(struct ptw_frames *f, const struct ptw_event *ev,
 static bool on_this_stack(const struct fthread *ft, uint64_t sp)
 {
 	for (size_t i = 0; i < ft->n; i++)
-		if (ft->stack[i]->sp == sp || above(ft->stack[i]->sp, sp) ||
-		    (sp < ft->stack[i]->sp && ft->stack[i]->sp - sp < PTW_SHADOW_WINDOW))
+		if (ptw_shadow_same_stack(ft->stack[i]->sp, sp))
 			return true;
 	return false;
 }

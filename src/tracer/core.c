@@ -321,6 +321,11 @@ int tracer_retbp_get(struct ptw_tracer *t, struct retbps *rb, struct ptw_lwp *l,
 	return 0;
 }
 
+void tracer_retbp_allow(struct retbps *rb, uint64_t ret)
+{
+	ptw_map_put(&rb->checked, ret, (void *)1);
+}
+
 void tracer_retbp_put(struct ptw_tracer *t, struct retbps *rb, uint64_t ret, unsigned hook)
 {
 	uintptr_t n = ret ? (uintptr_t)ptw_map_get(&rb->refs, ret) : 0;

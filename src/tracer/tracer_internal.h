@@ -47,6 +47,7 @@
 	X(THROW, throw)			    /* trace.c: _Unwind_RaiseException */              \
 	X(CATCH, catch)			    /* trace.c: __cxa_begin_catch */                   \
 	X(LONGJMP, longjmp)		    /* trace.c: longjmp and its aliases */             \
+	X(CONTEXT, context)		    /* trace.c: swapcontext, setcontext */             \
 	X(LOCK_WAIT, lock_wait)		    /* locks.c: __lll_lock_wait, a contended mutex */  \
 	X(LOCK_WAIT_PRIVATE, lock_wait_private) /* locks.c: __lll_lock_wait_private */         \
 	X(FUTEX_WAIT, futex_wait)	    /* locks.c: __futex_abstimed_wait_common */        \
@@ -326,6 +327,9 @@ struct retbps {
  * insertion's error. */
 int tracer_retbp_get(struct ptw_tracer *t, struct retbps *rb, struct ptw_lwp *l, uint64_t ret,
 	      unsigned hook);
+/* ret is a return site although no call precedes it (a sigreturn
+ * trampoline, a function's start): tracer_retbp_get takes it. */
+void tracer_retbp_allow(struct retbps *rb, uint64_t ret);
 /* One fewer: at none, hook leaves the breakpoint (unknown ret: ignored). */
 void tracer_retbp_put(struct ptw_tracer *t, struct retbps *rb, uint64_t ret, unsigned hook);
 void tracer_retbps_free(struct retbps *rb);
