@@ -38,8 +38,8 @@ static bool above(uint64_t fsp, uint64_t sp)
 		size_t k_ = 0;                                                                    \
 		while (k_ < (n) && above(sp_of(k_), (sp))) {                                      \
 			k_++;                                                                     \
-			/* a return leaves one frame: none outside it (a signal handler's  \
-			 * on sigaltstack may lie below the frames it interrupted) */      \
+			/* a return leaves one frame: none outside it (a signal handler's         \
+			 * on sigaltstack may lie below the frames it interrupted) */             \
 			if ((ret) && sp_of(k_ - 1) + 8 == (sp) && ret_of(k_ - 1) == (ret))        \
 				break;                                                            \
 		}                                                                                 \

@@ -669,9 +669,11 @@ void hook_context(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 		drop(t, th, ptw_shadow_left_at(th->shadow, th->nshadow, to, 0, &returned));
 	} else {
 		if (swap) {
-			th->parked = xreallocarray(th->parked, th->nparked + 1, sizeof(*th->parked));
-			th->parked[th->nparked++] = (struct shadow_ctx){ resume, th->shadow, th->nshadow,
-									 th->shadow_cap };
+			th->parked =
+				xreallocarray(th->parked, th->nparked + 1, sizeof(*th->parked));
+			th->parked[th->nparked++] =
+				(struct shadow_ctx){ resume, th->shadow, th->nshadow,
+						     th->shadow_cap };
 			th->shadow = NULL;
 			th->nshadow = th->shadow_cap = 0;
 		} else {

@@ -11,9 +11,9 @@
 #include "ptw_spans.h"
 #include "ptw_symbols.h"
 
-#define MAIN 100
+#define MAIN	   100
 #define RESTORE_RT 0x7f00000f050ull /* the sigreturn trampoline */
-#define START_CTX 0x7f0000249c0ull  /* glibc's __start_context */
+#define START_CTX  0x7f0000249c0ull /* glibc's __start_context */
 
 static const struct ptw_location fmain = { .addr = 0x401000, .symbol = "main_fn" };
 static const struct ptw_location foo = { .addr = 0x401100, .symbol = "foo" };
@@ -90,8 +90,8 @@ static void expect(uint32_t id, const struct ptw_location *fn, unsigned depth, u
 {
 	const struct ptw_frame *fr = frame(id);
 	if (getenv("DBG") && fr)
-		fprintf(stderr, "frame %u %s depth %u parent %u status %d reason %s sig %d\n", fr->id,
-			fr->function->symbol, fr->depth, fr->parent, fr->status,
+		fprintf(stderr, "frame %u %s depth %u parent %u status %d reason %s sig %d\n",
+			fr->id, fr->function->symbol, fr->depth, fr->parent, fr->status,
 			fr->reason ? fr->reason : "-", fr->sig);
 	CHECK(fr != NULL);
 	if (!fr)
@@ -220,17 +220,17 @@ static void test_ping_pong(void)
 {
 	setup();
 	call(&fmain, 0x7000, 0x400f00);
-	switch_to(0x10ff8, 0x6f08);   /* main -> A (new) */
+	switch_to(0x10ff8, 0x6f08);	/* main -> A (new) */
 	call(&foo, 0x10ff8, START_CTX); /* A: foo */
-	call(&bar, 0x10f00, 0x401110);  /* A: foo{bar} */
-	switch_to(0x20ff8, 0x10e08);    /* A -> B (new) */
+	call(&bar, 0x10f00, 0x401110);	/* A: foo{bar} */
+	switch_to(0x20ff8, 0x10e08);	/* A -> B (new) */
 	call(&baz, 0x20ff8, START_CTX); /* B: baz */
-	switch_to(0x10e08, 0x20f08);    /* B -> A */
-	ret_to(0x401110, 0x10f08);      /* A: bar returns */
-	call(&bar, 0x10f00, 0x401120);  /* A: again */
-	switch_to(0x20f08, 0x10e08);    /* A -> B */
-	ret_to(START_CTX, 0x21000);     /* B: baz returns to uc_link */
-	switch_to(0x10e08, 0);	      /* setcontext(uc_link = A) */
+	switch_to(0x10e08, 0x20f08);	/* B -> A */
+	ret_to(0x401110, 0x10f08);	/* A: bar returns */
+	call(&bar, 0x10f00, 0x401120);	/* A: again */
+	switch_to(0x20f08, 0x10e08);	/* A -> B */
+	ret_to(START_CTX, 0x21000);	/* B: baz returns to uc_link */
+	switch_to(0x10e08, 0);		/* setcontext(uc_link = A) */
 	ret_to(0x401120, 0x10f08);
 	ret_to(START_CTX, 0x11000); /* A: foo returns */
 	switch_to(0x6f08, 0);	    /* back to main */
