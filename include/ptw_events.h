@@ -47,6 +47,10 @@ enum ptw_event_kind {
 	PTW_EV_CONTEXT_SWITCH, /* tid switches to another context (swapcontext, setcontext): sp =
 				* the stack pointer it lands at; arg (has_arg) = the one the context
 				* it leaves resumes at (swapcontext), none: that context is not saved */
+	PTW_EV_SIGNAL_DELIVER, /* the kernel is about to run tid's handler of sig (one is
+				* installed); sp: tid's stack pointer then (what it interrupts) */
+	PTW_EV_SIGRETURN,      /* tid returned from a signal handler (reached the sigreturn
+				* trampoline): sp there */
 	PTW_EV_SPAN_OPEN,      /* span (span_kind, span_id) of tid has been open value ns,
 				* past the open timeout: where tid is now (state, wchan,
 				* routine = its PC), name; sent once per span */

@@ -16,7 +16,11 @@
  * Code entered without a call: a signal handler (PTW_EV_FRAME_ENTRY with
  * sig) leaves no frame (the kernel pushed its signal frame below the
  * interrupted one) and nests inside the frame it interrupted; it returns
- * through the sigreturn trampoline like any return. A thread that switches
+ * through the sigreturn trampoline like any return. A handler that is not
+ * traced is known from PTW_EV_SIGNAL_DELIVER (until PTW_EV_SIGRETURN, or the
+ * thread seen above what it interrupted: a siglongjmp out): a traced
+ * function it calls nests under the interrupted frame and carries the
+ * signal. A thread that switches
  * contexts (PTW_EV_CONTEXT_SWITCH) has one shadow stack per context: the
  * one it leaves is parked, keyed by the stack pointer it will resume at,
  * and taken up again when a switch lands there; a context never seen
@@ -105,7 +109,9 @@ struct ptw_frame {
 	bool has_value;
 	uint64_t value;	      /* rax at the return */
 	uint64_t sp, ret;     /* at entry: stack pointer and return address */
-	int sig;	      /* a signal handler the kernel entered for this signal, 0 a call */
+	int sig;	      /* where this signal's handling begins among traced frames: the
+			       * handler the kernel entered, or (handler not traced) a traced
+			       * function it called; 0 none */
 	uint64_t child_ns;    /* time spent in completed direct children */
 	struct ptw_open_mark open; /* seen open past --open-timeout */
 };

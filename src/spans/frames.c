@@ -85,8 +85,17 @@ struct fctx {
 	unsigned base_depth;
 };
 
+/* A signal being handled (SIGNAL_DELIVER until SIGRETURN). */
+struct fsig {
+	int sig;
+	uint64_t sp; /* what it interrupted */
+	size_t n;    /* the frames open then */
+};
+
 struct fthread {
 	pid_t tid;
+	struct fsig *sigs; /* innermost last */
+	size_t nsigs;
 	struct ptw_frame **stack; /* innermost last: the context it runs */
 	size_t n, cap;
 	uint32_t base_parent; /* a context started by a switch: the frame that switched */
@@ -231,6 +240,7 @@ static void fthread_free(struct fthread *ft)
 		for (size_t i = 0; i < ft->nparked; i++)
 			free(ft->parked[i].stack);
 		free(ft->parked);
+		free(ft->sigs);
 		free(ft->stack);
 		free(ft);
 	}
@@ -426,6 +436,9 @@ static struct ptw_frame *on_entry(struct ptw_frames *f, const struct ptw_event *
 	fr->sp = ev->sp;
 	fr->ret = ev->ret_addr;
 	fr->sig = ev->sig;
+	/* the first traced frame of a handler that is not traced */
+	if (!fr->sig && ft->nsigs && ft->sigs[ft->nsigs - 1].n == ft->n)
+		fr->sig = ft->sigs[ft->nsigs - 1].sig;
 	fr->status = PTW_FRAME_OPEN;
 	ptw_timeouts_watch(f->timeouts, PTW_SPAN_FRAME, fr->id, fr->tid, fr->entry_ns);
 	if (ft->n) {
@@ -443,6 +456,15 @@ static struct ptw_frame *on_entry(struct ptw_frames *f, const struct ptw_event *
 	return fr;
 }
 
+/* The thread is at sp, above what the innermost signals interrupted: their
+ * handling is over (a siglongjmp out of the handler). */
+static void signals_left_at(struct fthread *ft, uint64_t sp)
+{
+	while (ft->nsigs && ft->sigs[ft->nsigs - 1].sp <= sp &&
+	       sp - ft->sigs[ft->nsigs - 1].sp < PTW_SHADOW_WINDOW)
+		ft->nsigs--;
+}
+
 /* The thread is at sp (after a return to ret, or in a catch: ret 0). */
 static struct ptw_frame *on_at(struct ptw_frames *f, const struct ptw_event *ev,
 			       const struct ptw_span *thread, uint64_t ret)
@@ -450,6 +472,8 @@ static struct ptw_frame *on_at(struct ptw_frames *f, const struct ptw_event *ev,
 	struct fthread *ft = fthread(f, ev->tid, false);
 	if (!ft)
 		return NULL;
+	if (ev->kind != PTW_EV_FRAME_RETURN)
+		signals_left_at(ft, ev->sp); /* a return stays inside the handler */
 	bool returned;
 	size_t k = left_at(ft, false, ev->sp, ret, &returned);
 	struct ptw_frame *fr = NULL;
@@ -607,6 +631,16 @@ const struct ptw_frame *ptw_frames_consume(struct ptw_frames *f, const struct pt
 		break;
 	case PTW_EV_CONTEXT_SWITCH:
 		return on_switch(f, ev, thread);
+	case PTW_EV_SIGNAL_DELIVER:
+		ft = fthread(f, ev->tid, true);
+		ft->sigs = xreallocarray(ft->sigs, ft->nsigs + 1, sizeof(*ft->sigs));
+		ft->sigs[ft->nsigs++] = (struct fsig){ ev->sig, ev->sp, ft->n };
+		break;
+	case PTW_EV_SIGRETURN:
+		ft = fthread(f, ev->tid, false);
+		if (ft && ft->nsigs)
+			ft->nsigs--;
+		break;
 	case PTW_EV_EXIT_CALL:
 		ft = fthread(f, ev->tid, false);
 		if (ft)

@@ -242,6 +242,65 @@ static void test_ping_pong(void)
 	expect(5, &bar, 3, 2, PTW_FRAME_COMPLETED, NULL, 0);
 }
 
+static void deliver(int sig, uint64_t sp)
+{
+	struct ptw_event e = ev(PTW_EV_SIGNAL_DELIVER);
+	e.sig = sig;
+	e.sp = sp;
+	feed(e);
+}
+
+static void returned_from_handler(uint64_t sp)
+{
+	struct ptw_event e = ev(PTW_EV_SIGRETURN);
+	e.sp = sp;
+	feed(e);
+}
+
+/* A handler that is not traced: what it calls nests under the interrupted
+ * frame and carries the signal (both of its calls, not their callees);
+ * after its sigreturn, calls are plain again. A traced handler after a
+ * delivery is marked once. A siglongjmp out of an untraced handler ends
+ * its handling too. */
+static void test_untraced_handler(void)
+{
+	setup();
+	call(&fmain, 0x7000, 0x400f00);
+	deliver(SIGUSR1, 0x6f80);
+	call(&bar, 0x6a00, 0x401510); /* called by the untraced handler */
+	call(&baz, 0x6900, 0x401210); /* bar's callee */
+	ret_to(0x401210, 0x6908);
+	ret_to(0x401510, 0x6a08);
+	call(&bar, 0x6a00, 0x401520);
+	ret_to(0x401520, 0x6a08);
+	returned_from_handler(0x6a40);
+	call(&foo, 0x6f00, 0x401010);
+	ret_to(0x401010, 0x6f08);
+	deliver(SIGUSR2, 0x6f80);
+	call_sig(&handler, 0x6a38, RESTORE_RT, SIGUSR2);
+	call(&bar, 0x6a00, 0x401410);
+	ret_to(0x401410, 0x6a08);
+	ret_to(RESTORE_RT, 0x6a40);
+	returned_from_handler(0x6a40);
+	expect(2, &bar, 2, 1, PTW_FRAME_COMPLETED, NULL, SIGUSR1);
+	expect(3, &baz, 3, 2, PTW_FRAME_COMPLETED, NULL, 0);
+	expect(4, &bar, 2, 1, PTW_FRAME_COMPLETED, NULL, SIGUSR1);
+	expect(5, &foo, 2, 1, PTW_FRAME_COMPLETED, NULL, 0);
+	expect(6, &handler, 2, 1, PTW_FRAME_COMPLETED, NULL, SIGUSR2);
+	expect(7, &bar, 3, 6, PTW_FRAME_COMPLETED, NULL, 0);
+
+	setup();
+	call(&fmain, 0x7000, 0x400f00);
+	deliver(SIGUSR1, 0x6f80);
+	call(&bar, 0x6a00, 0x401510);
+	struct ptw_event e = ev(PTW_EV_LONGJMP);
+	e.sp = 0x6fc0;
+	feed(e);
+	call(&foo, 0x6f00, 0x401010);
+	expect(2, &bar, 2, 1, PTW_FRAME_UNMATCHED, "longjmp", SIGUSR1);
+	expect(3, &foo, 2, 1, PTW_FRAME_OPEN, NULL, 0);
+}
+
 /* A context switched away from and never resumed: its frames are
  * unmatched with a reason of their own when the process ends; the one
  * running then ends as usual. setcontext from a context with open frames
@@ -300,6 +359,7 @@ int main(void)
 	test_handler_leaves_nothing();
 	test_nested_signals();
 	test_handler_siglongjmp();
+	test_untraced_handler();
 	test_context_runs_and_returns();
 	test_ping_pong();
 	test_abandoned();
