@@ -131,6 +131,13 @@ void tracer_libc_ready(struct ptw_tracer *t, struct ptw_lwp *l)
 			t->features[i]->libc_ready(t, l);
 }
 
+void tracer_signal_delivery(struct ptw_tracer *t, struct ptw_lwp *l, int sig, uint64_t ns)
+{
+	for (size_t i = 0; i < t->nfeatures; i++)
+		if (t->features[i]->signal_delivery)
+			t->features[i]->signal_delivery(t, l, sig, ns);
+}
+
 unsigned tracer_hooks_beside(struct ptw_tracer *t, unsigned hooks)
 {
 	unsigned more = 0;

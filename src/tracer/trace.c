@@ -17,7 +17,11 @@
  * sigreturn trampoline of a signal handler (FRAME_ENTRY with the signal,
  * which the kernel passes in rdi), or the start of a function (glibc's
  * __start_context, where a makecontext'd function returns); both are
- * return sites like others. Contexts (swapcontext, setcontext) switch the
+ * return sites like others. A handler that is not traced is seen from its
+ * signal-delivery stop (SIGNAL_DELIVER, when the process catches the
+ * signal) to the trampoline (HOOK_SIGRETURN on glibc's __restore_rt, or
+ * on one a traced handler returned to): what it calls carries the signal.
+ * Contexts (swapcontext, setcontext) switch the
  * thread's shadow stack: one per context, parked by the stack pointer it
  * resumes at (ptw_frames.h).
  *
@@ -55,6 +59,7 @@ struct trace {
 	struct retbps retbps;	   /* where open frames return */
 	uint64_t swapcontext;	   /* its address (HOOK_CONTEXT: which one was hit) */
 	struct ptw_map sigreturns; /* sigreturn trampolines met (return address -> 1) */
+	bool sigreturn_hooked;	   /* one has HOOK_SIGRETURN: a handler's end is seen */
 	char **dynsym_only;	   /* basenames of modules only .dynsym could be searched in */
 	size_t ndynsym_only;
 	/* per scan: the module being scanned and the host for insertions */
@@ -195,6 +200,7 @@ static void trace_image_reset(struct ptw_tracer *t)
 	ptw_map_free(&tr->scanned);
 	ptw_map_free(&tr->entries);
 	ptw_map_free(&tr->sigreturns);
+	tr->sigreturn_hooked = false;
 	tracer_retbps_free(&tr->retbps);
 	tr->scanned_gen = 0;
 }
@@ -321,6 +327,29 @@ static void note_dynsym_only(struct trace *tr, const char *base)
 	tr->dynsym_only[tr->ndynsym_only++] = xstrdup(base);
 }
 
+/* x86-64 `mov $15 (rt_sigreturn), %rax; syscall`: the sigreturn trampoline
+ * a signal handler returns to (glibc's __restore_rt, musl's too), found by
+ * its code so that a libc without symbols is no different. */
+static const uint8_t sigreturn_code[] = { 0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05 };
+
+static bool is_sigreturn(struct ptw_tracer *t, uint64_t addr)
+{
+	uint8_t code[sizeof(sigreturn_code)];
+	return addr && ptw_bp_read_original(t->bps, addr, code, sizeof(code)) == 0 &&
+	       !memcmp(code, sigreturn_code, sizeof(code));
+}
+
+/* A sigreturn trampoline: known as one, and hooked (the end of every
+ * handler that returns through it, traced or not). */
+static void hook_sigreturn_at(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t addr)
+{
+	struct trace *tr = trace_of(t);
+	ptw_map_put(&tr->sigreturns, addr, (void *)1);
+	struct ptw_bp *bp = ptw_bp_find(t->bps, addr);
+	if ((bp && (bp->hooks & HOOK_SIGRETURN)) || tracer_insert_bp(t, addr, HOOK_SIGRETURN, l) == 0)
+		tr->sigreturn_hooked = true;
+}
+
 /* The helpers that tell how frames are left without a return. */
 static void hook_helpers(struct ptw_tracer *t, struct ptw_lwp *l)
 {
@@ -341,6 +370,12 @@ static void hook_helpers(struct ptw_tracer *t, struct ptw_lwp *l)
 	if (tr && ptw_symbols_lookup(t->img.syms, PTW_MOD_ANY, "swapcontext", &tr->swapcontext,
 				     NULL) != 0)
 		tr->swapcontext = 0;
+	/* glibc's trampoline, if its name is known (else learnt from the first
+	 * traced handler): handlers that are not traced end there */
+	uint64_t rt;
+	if (tr && ptw_symbols_lookup(t->img.syms, PTW_MOD_ANY, "__restore_rt", &rt, NULL) == 0 &&
+	    is_sigreturn(t, rt))
+		hook_sigreturn_at(t, l, rt);
 	for (size_t i = 0; i < PTW_ARRAY_SIZE(helpers); i++) {
 		uint64_t addr;
 		if (ptw_symbols_lookup(t->img.syms, PTW_MOD_ANY, helpers[i].name, &addr, NULL) ==
@@ -489,24 +524,18 @@ static void trace_thread_gone(struct ptw_tracer *t, struct thread *th)
 
 /* ---- the hooks ---- */
 
-/* x86-64 `mov $15 (rt_sigreturn), %rax; syscall`: the sigreturn trampoline
- * a signal handler returns to (glibc's __restore_rt, musl's too), found by
- * its code so that a libc without symbols is no different. */
-static const uint8_t sigreturn_code[] = { 0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05 };
-
 /*
  * A function entered with a return address no call precedes: is that
  * address still where it returns to? The sigreturn trampoline (a signal
- * handler: *sig its signal) or the start of a named function (glibc's
- * __start_context, a makecontext'd function's return). Anything else
- * (entered by a jump, [sp] not a return address) is not.
+ * handler; hooked from then on for every handler's end) or the start of a
+ * named function (glibc's __start_context, a makecontext'd function's
+ * return). Anything else (entered by a jump, [sp] not a return address)
+ * is not.
  */
-static bool return_site_without_call(struct ptw_tracer *t, uint64_t ret)
+static bool return_site_without_call(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t ret)
 {
-	uint8_t code[sizeof(sigreturn_code)];
-	if (ptw_bp_read_original(t->bps, ret, code, sizeof(code)) == 0 &&
-	    !memcmp(code, sigreturn_code, sizeof(code))) {
-		ptw_map_put(&trace_of(t)->sigreturns, ret, (void *)1);
+	if (is_sigreturn(t, ret)) {
+		hook_sigreturn_at(t, l, ret);
 		return true;
 	}
 	const struct ptw_location *loc = tracer_locate(t, ret);
@@ -523,7 +552,7 @@ void hook_frame_entry(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp
 	if (!trace_of(t) || tracer_read_u64(t, sp, &ret) < 0)
 		return;
 	int r = tracer_retbp_get(t, &trace_of(t)->retbps, l, ret, HOOK_FRAME_RETURN);
-	if (r == -EINVAL && return_site_without_call(t, ret)) {
+	if (r == -EINVAL && return_site_without_call(t, l, ret)) {
 		tracer_retbp_allow(&trace_of(t)->retbps, ret);
 		r = tracer_retbp_get(t, &trace_of(t)->retbps, l, ret, HOOK_FRAME_RETURN);
 	}
@@ -696,6 +725,50 @@ void hook_context(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 	tracer_emit(t, &ev);
 }
 
+/* Has the process a handler for sig (SigCgt of /proc/PID/status)? */
+static bool caught(struct ptw_tracer *t, int sig)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)t->proc->pid);
+	FILE *f = fopen(path, "re");
+	unsigned long long mask = 0;
+	bool found = false;
+	while (f && !found && fgets(line, sizeof(line), f))
+		found = sscanf(line, "SigCgt: %llx", &mask) == 1;
+	if (f)
+		fclose(f);
+	return found && (mask >> (sig - 1)) & 1;
+}
+
+/*
+ * A signal-delivery stop: if the process has a handler for sig, the kernel
+ * runs it when the thread resumes, on top of what it interrupted (rsp now).
+ * Said only when a trampoline is hooked: the handler's end must be seen.
+ */
+static void trace_signal_delivery(struct ptw_tracer *t, struct ptw_lwp *l, int sig, uint64_t ns)
+{
+	struct trace *tr = trace_of(t);
+	struct user_regs_struct *regs;
+	if (!tr || !tr->sigreturn_hooked || sig < 1 || sig > 64 || !caught(t, sig) ||
+	    ptw_getregs(t->proc, l, &regs) < 0)
+		return;
+	struct ptw_event ev = ptw_event_init(PTW_EV_SIGNAL_DELIVER, ns, l->tid);
+	ev.sig = sig;
+	ev.sp = regs->rsp;
+	tracer_emit(t, &ev);
+}
+
+void hook_sigreturn(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
+		    const struct user_regs_struct *regs, uint64_t ns)
+{
+	(void)bp;
+	if (!trace_of(t))
+		return;
+	struct ptw_event ev = ptw_event_init(PTW_EV_SIGRETURN, ns, l->tid);
+	ev.sp = regs->rsp;
+	tracer_emit(t, &ev);
+}
+
 /* ---- the end ---- */
 
 /* What the functions one process matched could not be traced. */
@@ -785,6 +858,7 @@ const struct tracer_feature feature_frames = {
 	.image_ready = trace_image,
 	.image_reset = trace_image_reset,
 	.thread_gone = trace_thread_gone,
+	.signal_delivery = trace_signal_delivery,
 	.finish = trace_finish,
 	.free = trace_free,
 };

@@ -48,6 +48,7 @@
 	X(CATCH, catch)			    /* trace.c: __cxa_begin_catch */                   \
 	X(LONGJMP, longjmp)		    /* trace.c: longjmp and its aliases */             \
 	X(CONTEXT, context)		    /* trace.c: swapcontext, setcontext */             \
+	X(SIGRETURN, sigreturn)		    /* trace.c: the sigreturn trampoline */            \
 	X(LOCK_WAIT, lock_wait)		    /* locks.c: __lll_lock_wait, a contended mutex */  \
 	X(LOCK_WAIT_PRIVATE, lock_wait_private) /* locks.c: __lll_lock_wait_private */         \
 	X(FUTEX_WAIT, futex_wait)	    /* locks.c: __futex_abstimed_wait_common */        \
@@ -137,6 +138,9 @@ struct tracer_feature {
 	/* The thread is forgotten: what it holds (return breakpoints) is let
 	 * go and its fdata[id] freed. */
 	void (*thread_gone)(struct ptw_tracer *t, struct thread *th);
+	/* A signal is about to be delivered to l (a signal-delivery stop of
+	 * the target, not one of our traps). */
+	void (*signal_delivery)(struct ptw_tracer *t, struct ptw_lwp *l, int sig, uint64_t ns);
 	/* The session is over: warnings about what it could not do. */
 	void (*finish)(struct ptw_tracer *t);
 	/* Frees t->fstate[id]. */
@@ -272,6 +276,7 @@ struct ptw_tracer {
 void tracer_features_prepare(struct ptw_tracer *t);
 void tracer_image_ready(struct ptw_tracer *t, struct ptw_lwp *l);
 void tracer_libc_ready(struct ptw_tracer *t, struct ptw_lwp *l);
+void tracer_signal_delivery(struct ptw_tracer *t, struct ptw_lwp *l, int sig, uint64_t ns);
 unsigned tracer_hooks_beside(struct ptw_tracer *t, unsigned hooks);
 void tracer_image_reset(struct ptw_tracer *t);
 void tracer_features_finish(struct ptw_tracer *t);
