@@ -308,7 +308,7 @@ void ptw_text_frame_event(struct ptw_buf *out, const struct ptw_text_style *st, 
 		ptw_buf_printf(out, " {%u} %*s", fr->id, (int)(fr->depth - 1) * 2, "");
 		ptw_text_location(out, fr->function, NULL);
 		if (fr->sig)
-			ptw_buf_printf(out, " (%s handler)", ptw_signame(fr->sig));
+			ptw_buf_printf(out, " (signal %s)", ptw_signame(fr->sig));
 	} else if (ev->kind == PTW_EV_FRAME_RETURN && fr->has_return) {
 		line_start(out, st, ev, "ret");
 		ptw_buf_printf(out, " {%u} %*s", fr->id, (int)(fr->depth - 1) * 2, "");
@@ -907,7 +907,7 @@ static void frame_line(struct ptw_buf *out, const struct ptw_frame *fr)
 	ptw_buf_printf(out, "    %*s{%u} ", (int)(fr->depth - 1) * 2, "", fr->id);
 	ptw_text_location(out, fr->function, NULL);
 	if (fr->sig)
-		ptw_buf_printf(out, " (%s handler)", ptw_signame(fr->sig));
+		ptw_buf_printf(out, " (signal %s)", ptw_signame(fr->sig));
 	if (fr->status == PTW_FRAME_COMPLETED) {
 		ptw_buf_puts(out, "  ");
 		ptw_text_duration(out, fr->return_ns - fr->entry_ns);
