@@ -4,7 +4,10 @@ ptwatch -p (attach, list every thread with its start routine, detach),
 ptwatch -p --snapshot (every thread's stack and wait), gdb -p -batch
 -ex 'info threads', eu-stack -p. Median wall time of RUNS, ratio to
 ptwatch, and ptwatch's own figure of how long the threads stayed stopped
-(session.frozen_ns). Usage: bench/attach.py BUILD_DIR [N ...]
+(session.frozen_ns). ptwatch -p --trace idle too: every thread is in a
+call of idle() at the attach, found by unwinding it while stopped (its
+frozen time and stops against plain -p's). Usage: bench/attach.py
+BUILD_DIR [N ...]
 """
 import json
 import os
@@ -38,15 +41,28 @@ def frozen(path):
         return None, 0
 
 
+def stops(path):
+    """The session's ptrace stops by kind, and its frame spans."""
+    try:
+        with open(path) as f:
+            d = json.load(f)
+        return d["session"]["stops"], sum(1 for s in d["spans"] if s["kind"] == "frame")
+    except (OSError, ValueError, KeyError):
+        return None, 0
+
+
 for n in sizes:
     target = subprocess.Popen([idle, str(n)], stdout=subprocess.PIPE, text=True)
     target.stdout.readline()  # "ready N": every thread exists
     pid = str(target.pid)
     attach_json = os.path.join(tmp, "attach.json")
     snap_json = os.path.join(tmp, "snapshot.json")
+    trace_json = os.path.join(tmp, "trace.json")
     cases = [
-        ("ptwatch -p (list, detach)", [ptwatch, "-q", "-p", pid, "--duration=0.001",
+        ("ptwatch -p (list, detach)", [ptwatch, "-q", "--backend=ptrace", "-p", pid, "--duration=0.001",
                                         "-o", attach_json]),
+        ("ptwatch -p --trace idle", [ptwatch, "-q", "--backend=ptrace", "-p", pid, "--duration=0.001",
+                                      "--trace", "idle", "-o", trace_json]),
         ("ptwatch -p --snapshot", [ptwatch, "-p", pid, "--snapshot", "-o", snap_json]),
     ]
     if shutil.which("gdb"):
@@ -55,11 +71,14 @@ for n in sizes:
     if shutil.which("eu-stack"):
         cases.append(("eu-stack -p", ["eu-stack", "-p", pid]))
     times = {name: [] for name, _ in cases}
+    frozen_ms = {attach_json: [], trace_json: []}
     for _ in range(RUNS):
         for name, cmd in cases:
             t = timed(cmd)
             if t is not None:
                 times[name].append(t)
+            if t is not None and cmd[-1] in frozen_ms:
+                frozen_ms[cmd[-1]].append(frozen(cmd[-1])[0])
     target.kill()
     target.wait()
     base = statistics.median(times[cases[0][0]]) if times[cases[0][0]] else None
@@ -72,12 +91,19 @@ for n in sizes:
         ratio = f"{t / base:6.1f}x" if base else ""
         print(f"  {name:30} {t:7.3f} s {ratio}")
     snap = times.get("ptwatch -p --snapshot")
-    for name, _ in cases[2:]:
+    for name, _ in cases[3:]:
         if snap and times[name]:
             print(f"  {name} / ptwatch -p --snapshot: "
                   f"{statistics.median(times[name]) / statistics.median(snap):.1f}x")
-    for name, path in (("ptwatch -p", attach_json), ("ptwatch --snapshot", snap_json)):
+    for name, path in (("ptwatch -p", attach_json), ("ptwatch -p --trace idle", trace_json),
+                       ("ptwatch --snapshot", snap_json)):
         ms, spans = frozen(path)
         if ms is not None:
             print(f"  {name}: threads stopped for {ms:.1f} ms (last run), {spans} spans")
+    for name, path in (("ptwatch -p", attach_json), ("ptwatch -p --trace idle", trace_json)):
+        st, nframes = stops(path)
+        if st is not None:
+            print(f"  {name}: stops {json.dumps(st)}, {nframes} frame spans (last run); "
+                  f"threads stopped for {statistics.median(frozen_ms[path]):.1f} ms (median), "
+                  f"{min(frozen_ms[path]):.1f} to {max(frozen_ms[path]):.1f}")
 shutil.rmtree(tmp, ignore_errors=True)

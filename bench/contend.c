@@ -4,10 +4,12 @@
  * the cost of ptwatch --locks with a known contention rate. Each lock is a
  * trylock first: the failures (printed, "contended N") are the lock calls
  * that had to wait, the contended ones glibc's slow path sees. With 1
- * thread nothing ever contends. */
+ * thread nothing ever contends. Last on the line: the time the work took
+ * by its own clock (", work NS ns", bench/kernel.py). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
 static long iters, cs, out;
@@ -44,6 +46,8 @@ int main(int argc, char **argv)
 	out = argc > 4 ? atol(argv[4]) : 2000;
 	pthread_t *t = calloc((size_t)n, sizeof(*t));
 	long contended = 0;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (int i = 0; i < n; i++)
 		pthread_create(&t[i], NULL, worker, NULL);
 	for (int i = 0; i < n; i++) {
@@ -51,8 +55,10 @@ int main(int argc, char **argv)
 		pthread_join(t[i], &v);
 		contended += (long)v;
 	}
-	printf("%d threads x %ld locks, counter %ld, contended %ld\n", n, iters, shared_counter,
-	       contended);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	printf("%d threads x %ld locks, counter %ld, contended %ld, work %lld ns\n", n, iters,
+	       shared_counter, contended,
+	       (t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec));
 	free(t);
 	return shared_counter == n * iters ? 0 : 1;
 }

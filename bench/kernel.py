@@ -1,193 +1,242 @@
 #!/usr/bin/python3
-"""Cost per thread lifecycle with the kernel-assisted backend (issue 19).
+"""The cost of watching, per backend (issue 19), in one run.
 
-bench/churn N (create + join of an empty thread, N times in a row) is
-started held: forked, blocked on a pipe before its exec. The kernel
-backend (tests/kernel/ptw-kernel-demo -q, src/kernel) attaches to the held
-process (uprobe_multi links for its pid survive the exec: the same libc),
-then it is released and timed from the release to its exit. Native runs
-are held and released the same way. strace -f and ptwatch (ptrace, today's
-backend: -q -o /dev/null) launch it themselves. All interleaved, RUNS
-times; medians; extra cost per lifecycle = (tool - native) / N, with the
-range over the runs, and strace's extra cost over each tool's (the goal:
->= 20x); and the CPU time added per lifecycle (target and tool together),
-which the noise of a shared machine disturbs less than wall time. Also the loader's own CPU time per lifecycle, its records, wakeups
-and lost count, attach and detach times.
+Three workloads, each timed by the target's own clock (its "work NS ns":
+from before its first thread to after its last join, so that a tool's
+start-up, attach and detach are not counted):
+  lifecycle  bench/churn N: create + join of an empty thread, N times
+             (N=8000); cost per thread lifecycle added
+  call       bench/calls push C: C calls (C=20000, 2 threads) of call_push,
+             whose first instruction is push (the kernel emulates it, no
+             single step); cost per traced call. CALL_FN=lea: call_lea,
+             single-stepped by the kernel
+  wait       bench/contend 4 ITERS: 4 workers on one mutex (trylock first:
+             the program counts its contended calls); cost per contended
+             wait = (tool - native) / the contended calls under the tool;
+             and the contended-call count under --locks against native
+under these tools, interleaved RUNS times (RUNS=5), medians:
+  native
+  ptwatch --backend=ptrace    (--trace call_push / --locks for call / wait)
+  ptwatch --backend=kernel    (the same options)
+  kernel library              tests/kernel/ptw-kernel-demo -q -- CMD
+                              (lifecycle: the backend without the CLI)
+  strace -f                   (lifecycle, wait: it sees the futex calls;
+                              not call: it cannot see a function call)
+  bpftrace                    where installed: the same uprobes (lifecycle:
+                              pthread_create, start_thread, pthread_join
+                              entry and return; call: call_push entry and
+                              return; wait: __lll_lock_wait entry and
+                              return), counting in maps: nothing sent to
+                              user space per event, a lower bound. Its
+                              uprobes are inode-wide (a breakpoint in every
+                              process that maps the file, the pid filtered
+                              in BPF, even with -p): the target runs with
+                              a private copy of libc (LD_LIBRARY_PATH) that
+                              nothing else maps, so that no other process
+                              on the machine (a test suite's ptrace
+                              session: "cannot break at ...: File
+                              exists") meets them
+What is not there yet (ptwatch without --backend, a backend that refuses
+--trace or --locks) is skipped with ptwatch's own message.
 
-    python3 bench/kernel.py build            # N=4000 RUNS=5
+    python3 bench/kernel.py [BUILD_DIR]    (N=8000 CALLS=20000 ITERS=20000 RUNS=5)
+    WORKLOADS=lifecycle,call,wait          (a subset)
 """
 import os
 import re
-import resource
 import shutil
 import statistics
 import subprocess
 import sys
-import time
+import tempfile
 
 build = sys.argv[1] if len(sys.argv) > 1 else "build"
-N = int(os.environ.get("N", "4000"))
+N = int(os.environ.get("N", "8000"))
+CALLS = int(os.environ.get("CALLS", "20000"))
+CALL_FN = os.environ.get("CALL_FN", "push")
+ITERS = int(os.environ.get("ITERS", "20000"))
 RUNS = int(os.environ.get("RUNS", "5"))
-churn = os.path.join(build, "bench", "churn")
-demo = os.path.join(build, "tests", "kernel", "ptw-kernel-demo")
+WORKLOADS = os.environ.get("WORKLOADS", "lifecycle,call,wait").split(",")
 ptwatch = os.path.join(build, "ptwatch")
+demo = os.path.join(build, "tests", "kernel", "ptw-kernel-demo")
+churn = os.path.abspath(os.path.join(build, "bench", "churn"))
+calls = os.path.abspath(os.path.join(build, "bench", "calls"))
+contend = os.path.abspath(os.path.join(build, "bench", "contend"))
+bpftrace = shutil.which("bpftrace")
+WORK = re.compile(rb"work (\d+) ns")
 
 
-class Held:
-    """The command forked and blocked before its exec (not with subprocess:
-    Popen waits for the exec), released by release()."""
-
-    def __init__(self, args):
-        r, self.w = os.pipe()
-        out_r, out_w = os.pipe()
-        self.pid = os.fork()
-        if self.pid == 0:
-            try:
-                os.close(self.w)
-                os.close(out_r)
-                os.dup2(out_w, 1)
-                null = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(null, 2)
-                os.read(r, 1)
-                os.execv(args[0], args)
-            finally:
-                os._exit(127)
-        os.close(r)
-        os.close(out_w)
-        self.out_r = out_r
-
-    def release(self):
-        os.write(self.w, b"g")
-        os.close(self.w)
-
-    def wait(self):
-        out = b""
-        while True:
-            chunk = os.read(self.out_r, 65536)
-            if not chunk:
-                break
-            out += chunk
-        os.close(self.out_r)
-        _, status = os.waitpid(self.pid, 0)
-        return status == 0 and f"churn: {N}".encode() in out
-
-    def kill(self):
-        os.kill(self.pid, 9)
+def libc_of(exe):
+    out = subprocess.run(["ldd", exe], stdout=subprocess.PIPE).stdout.decode()
+    m = re.search(r"libc\.so\.6 => (\S+)", out)
+    return os.path.realpath(m.group(1)) if m else None
 
 
-def done(p, out):
-    return p.returncode == 0 and f"churn: {N}".encode() in out
+def ptwatch_help():
+    return subprocess.run([ptwatch, "--help"], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT).stdout.decode()
 
 
-def run_native():
-    h = Held([churn, str(N)])
-    t0 = time.monotonic()
-    h.release()
-    ok = h.wait()
-    dt = time.monotonic() - t0
-    return (dt, None) if ok else (None, None)
+def refusal(argv):
+    """None if ptwatch runs argv (a tiny run), else its message."""
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    if p.returncode == 0:
+        return None
+    lines = [l for l in p.stderr.decode("utf-8", "replace").splitlines() if l.strip()]
+    return "exit %d: %s" % (p.returncode, lines[-1] if lines else "(nothing said)")
 
 
-def run_kernel(extra):
-    h = Held([churn, str(N)])
-    d = subprocess.Popen([demo, "-q"] + extra + [str(h.pid)], stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE)
-    line = d.stderr.readline()
-    if b"attached" not in line:
-        h.kill()
-        d.kill()
-        sys.exit(f"kernel backend: {line.decode().strip()}")
-    t0 = time.monotonic()
-    h.release()
-    ok = h.wait()
-    dt = time.monotonic() - t0
-    err = d.stderr.read().decode()
-    _, _, ru = os.wait4(d.pid, 0)
-    d.returncode = 0
-    info = {"cpu": ru.ru_utime + ru.ru_stime}
-    m = re.search(r"(\d+) records, (\d+) events, (\d+) lost, (\d+) wakeups, "
-                  r"\d+ preexisting, (\d+) created; attach ([\d.]+) ms \(programs ([\d.]+) ms\), detach ([\d.]+) ms",
-                  err)
-    if m:
-        info.update(records=int(m.group(1)), lost=int(m.group(3)), wakeups=int(m.group(4)),
-                    created=int(m.group(5)), attach=float(m.group(6)),
-                    detach=float(m.group(8)))
-    ok = ok and info.get("created") == N and info.get("lost") == 0
-    return (dt, info) if ok else (None, info)
+def private_libc():
+    """A directory with a copy of churn's libc (for bpftrace's probes)."""
+    d = tempfile.mkdtemp(prefix="ptw-bench-libc.")
+    shutil.copy2(libc_of(churn), os.path.join(d, "libc.so.6"))
+    return d
 
 
-def run_cmd(cmd):
-    t0 = time.monotonic()
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=600)
-    dt = time.monotonic() - t0
-    return (dt, None) if done(p, p.stdout) else (None, None)
+LIBC_DIR = private_libc() if bpftrace else None
+
+
+def workloads():
+    """{name: (cmd, units, check regex, ptwatch options, bpftrace program)}."""
+    libc = os.path.join(LIBC_DIR, "libc.so.6") if LIBC_DIR else None
+    fn = "call_" + CALL_FN
+    w = {
+        "lifecycle": ([churn, str(N)], N, rb"churn: %d," % N, [],
+                      "".join("%s:%s:%s /pid == cpid/ { @%s%d = count(); } "
+                              % (kind, libc, f, kind[1], i)
+                              for i, (kind, f) in enumerate([
+                                  ("uprobe", "pthread_create"), ("uretprobe", "pthread_create"),
+                                  ("uprobe", "start_thread"), ("uprobe", "pthread_join"),
+                                  ("uretprobe", "pthread_join")]))),
+        "call": ([calls, CALL_FN, str(CALLS)], CALLS, rb"calls: %d," % CALLS, ["--trace", fn],
+                 "uprobe:%s:%s { @c = count(); } uretprobe:%s:%s { @r = count(); }"
+                 % (calls, fn, calls, fn)),
+        "wait": ([contend, "4", str(ITERS)], None, rb"counter %d," % (4 * ITERS), ["--locks"],
+                 "uprobe:%s:__lll_lock_wait /pid == cpid/ { @w = count(); } "
+                 "uretprobe:%s:__lll_lock_wait /pid == cpid/ { @r = count(); }" % (libc, libc)),
+    }
+    return {k: v for k, v in w.items() if k in WORKLOADS}
+
+
+def tools(name, cmd, opts, bt, has_backend):
+    """[(tool, argv)] for one workload, and [(tool, why skipped)]."""
+    t, skipped = [("native", cmd)], []
+    for backend in ("ptrace", "kernel"):
+        label = "ptwatch --backend=%s" % backend
+        if not has_backend:
+            if backend == "ptrace":
+                t.append(("ptwatch (ptrace; no --backend yet)",
+                          [ptwatch, "-q", "-o", os.devnull] + opts + ["--"] + cmd))
+            else:
+                skipped.append((label, "ptwatch has no --backend option yet"))
+            continue
+        argv = [ptwatch, "--backend=" + backend, "-q", "-o", os.devnull] + opts + ["--"]
+        tiny = {"lifecycle": [churn, "10"], "call": [calls, CALL_FN, "10"],
+                "wait": [contend, "2", "100"]}[name]
+        why = refusal(argv + tiny)
+        if why:
+            skipped.append((label + " " + " ".join(opts), why))
+        else:
+            t.append((label, argv + cmd))
+    if name == "lifecycle":
+        t.append(("kernel library (ptw-kernel-demo)", [demo, "-q", "--"] + cmd))
+    if name != "call" and shutil.which("strace"):
+        t.append(("strace -f", ["strace", "-f", "-qq", "-o", os.devnull] + cmd))
+    elif name == "call":
+        skipped.append(("strace -f", "it does not see function calls"))
+    if bpftrace:
+        # the child alone runs with the private libc (see above)
+        child = ["/usr/bin/env", "LD_LIBRARY_PATH=" + LIBC_DIR] + cmd
+        t.append(("bpftrace (uprobes, counts in maps)",
+                  [bpftrace, "-q", "-c", " ".join(child), "-e", bt]))
+    else:
+        skipped.append(("bpftrace", "not installed (apt-get install bpftrace)"))
+    return t, skipped
+
+
+def run(argv, check):
+    """(work ns, stdout) or (None, why)."""
+    try:
+        p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=900)
+    except subprocess.TimeoutExpired:
+        return None, "timed out"
+    m = WORK.search(p.stdout)
+    if not m or not re.search(check, p.stdout):
+        return None, "exit %d: %s" % (p.returncode, (p.stdout + p.stderr)[-300:])
+    return int(m.group(1)), p.stdout
 
 
 def main():
-    cases = [("native", run_native),
-             ("kernel backend (uprobe_multi)", lambda: run_kernel([])),
-             ("kernel backend (per-probe uprobes)", lambda: run_kernel(["--per-probe"])),
-             # The probes' cost alone: the loader reads nothing until the end.
-             ("kernel, records read at the end", lambda: run_kernel(
-                 ["--flush-ms", "600000", "--wake", str(1 << 30), "--ring", str(32 << 20)])),
-             ("ptwatch (ptrace)", lambda: run_cmd([ptwatch, "-q", "-o", "/dev/null", "--",
-                                                   churn, str(N)]))]
-    if shutil.which("strace"):
-        cases.append(("strace -f", lambda: run_cmd(["strace", "-f", "-qq", "-o", "/dev/null",
-                                                     churn, str(N)])))
-    times = {name: [] for name, _ in cases}
-    cpus = {name: [] for name, _ in cases}
-    infos = {name: [] for name, _ in cases}
-    failed = {name: 0 for name, _ in cases}
-    for _ in range(RUNS):
-        for name, fn in cases:
-            r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-            dt, info = fn()
-            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-            if dt is None:
-                failed[name] += 1
+    help_ = ptwatch_help()
+    has_backend = "--backend" in help_
+    print("bench/kernel.py: %s; RUNS=%d, interleaved; load average %.1f"
+          % (os.uname().release, RUNS, os.getloadavg()[0]))
+    for name, (cmd, units, check, opts, bt) in workloads().items():
+        ts, skipped = tools(name, cmd, opts, bt, has_backend)
+        works = {t: [] for t, _ in ts}
+        contended = {t: [] for t, _ in ts}
+        failed = {t: [] for t, _ in ts}
+        for _ in range(RUNS):
+            for t, argv in ts:
+                ns, out = run(argv, check)
+                if ns is None:
+                    failed[t].append(out)
+                    continue
+                works[t].append(ns)
+                m = re.search(rb"contended (\d+)", out)
+                if m:
+                    contended[t].append(int(m.group(1)))
+        if not works["native"]:
+            print("\n%s: native failed: %s" % (name, failed["native"][:1]))
+            continue
+        native = statistics.median(works["native"])
+        unit = {"lifecycle": "thread lifecycle", "call": "traced call (call_%s)" % CALL_FN,
+                "wait": "contended wait"}[name]
+        print("\n%s: %s; the target's own work time, median of %d" % (name, " ".join(
+            os.path.basename(c) if i == 0 else c for i, c in enumerate(cmd)), RUNS))
+        head = "  %-38s %10s %16s %20s" % ("tool", "work", "added per unit", "(min..max)")
+        if name == "wait":
+            head += " %18s" % "contended calls"
+        print(head + "  failed")
+        for t, _ in ts:
+            if not works[t]:
+                print("  %-38s %10s  failed %d: %s" % (t, "-", len(failed[t]),
+                                                       failed[t][0][:200] if failed[t] else ""))
+                continue
+            w = statistics.median(works[t])
+            n = units
+            if name == "wait":
+                n = statistics.median(contended[t]) if contended[t] else None
+            if t == "native":
+                per = "%.2f us/unit*" % (w / n / 1e3) if n else "-"
+                spread = ""
+            elif n:
+                per = "%.2f us" % ((w - native) / n / 1e3)
+                spread = "(%.2f..%.2f)" % ((min(works[t]) - native) / n / 1e3,
+                                           (max(works[t]) - native) / n / 1e3)
             else:
-                times[name].append(dt)
-                cpus[name].append(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
-            if info:
-                infos[name].append(info)
-    native = statistics.median(times["native"])
-    per = {name: (statistics.median(t) - native) / N * 1e6 for name, t in times.items() if t}
-    strace = per.get("strace -f")
-    print(f"{N} thread lifecycles (create + join) in a row, median of {RUNS} runs, interleaved; "
-          f"load average {os.getloadavg()[0]:.1f}")
-    ncpu = statistics.median(cpus["native"])
-    print(f"  {'tool':36} {'wall':>8} {'extra/thread':>13} {'(min..max)':>16} {'strace/it':>10} "
-          f"{'CPU/thread':>11} {'failed':>6}")
-    for name, _ in cases:
-        if not times[name]:
-            print(f"  {name:36} {'-':>8} {'-':>13} {'':>16} {'':>10} {failed[name]:>6}")
-            continue
-        wall = statistics.median(times[name])
-        lo = (min(times[name]) - native) / N * 1e6
-        hi = (max(times[name]) - native) / N * 1e6
-        if name == "native":
-            cost, spread, ratio = f"{native / N * 1e6:.1f} us*", "", ""
-        else:
-            cost, spread = f"{per[name]:.1f} us", f"({lo:.1f}..{hi:.1f})"
-            ratio = f"{strace / per[name]:.1f}x" if strace and per[name] > 0 else ""
-        cpu = (statistics.median(cpus[name]) - (0 if name == "native" else ncpu)) / N * 1e6
-        print(f"  {name:36} {wall:7.3f}s {cost:>13} {spread:>16} {ratio:>10} {cpu:8.1f} us "
-              f"{failed[name]:>6}")
-    print("  * native: the whole lifecycle. CPU/thread: user + system time of every process "
-          "the run reaped\n    (target and tool; the kernel's uprobe and BPF work is charged "
-          "to the target), minus native's")
-    for name in infos:
-        if not infos[name] or "records" not in infos[name][0]:
-            continue
-        cpu = statistics.median(i["cpu"] for i in infos[name]) / N * 1e6
-        att = statistics.median(i["attach"] for i in infos[name])
-        det = statistics.median(i["detach"] for i in infos[name])
-        rec = statistics.median(i["records"] for i in infos[name]) / N
-        wak = statistics.median(i["wakeups"] for i in infos[name])
-        lost = max(i["lost"] for i in infos[name])
-        print(f"  {name}: loader CPU {cpu:.1f} us/thread, {rec:.1f} records/thread, "
-              f"{wak:.0f} wakeups, {lost} lost; attach {att:.1f} ms, detach {det:.1f} ms")
+                per, spread = "-", ""
+            line = "  %-38s %9.3fs %16s %20s" % (t, w / 1e9, per, spread)
+            if name == "wait":
+                c = statistics.median(contended[t]) if contended[t] else None
+                nc = statistics.median(contended["native"]) if contended["native"] else None
+                line += " %10s%8s" % (int(c) if c is not None else "-",
+                                       " (%.2fx)" % (c / nc) if c and nc else "")
+            print(line + "  %d" % len(failed[t]))
+        for t, why in skipped:
+            print("  %-38s skipped: %s" % (t, why))
+        print("  * native: the whole unit (a lifecycle, a call, the run per contended call)")
+        strace = [t for t in ts if t[0] == "strace -f" and works["strace -f"]]
+        kern = [t for t, _ in ts if t.startswith("ptwatch --backend=kernel") and works[t]]
+        if name == "lifecycle" and strace and kern:
+            s = statistics.median(works["strace -f"]) - native
+            k = statistics.median(works[kern[0]]) - native
+            print("  strace -f / --backend=kernel, added per lifecycle: %.1fx" % (s / k)
+                  if k > 0 else "  --backend=kernel added nothing measurable")
 
 
-main()
+try:
+    main()
+finally:
+    if LIBC_DIR:
+        shutil.rmtree(LIBC_DIR, ignore_errors=True)

@@ -187,6 +187,8 @@ int ptw_return(struct pt_regs *ctx)
 	return 0;
 }
 
+#include "ptw_frames.bpf.h"
+
 /* A task was made: a thread of a watched process (its creation), or a
  * process it forked. Runs in the parent before the child can run, so the
  * creation is in the ring before anything the new thread does. */

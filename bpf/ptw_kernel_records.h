@@ -39,6 +39,19 @@ enum ptwk_kind {
 		       * address (in __libc_start_call_main: main returned a) */
 	PTWK_MAIN,    /* __libc_start_call_main (else __libc_start_main) in the main
 		       * thread: a = main, b = its pthread (fs base) */
+	/* --trace (bpf/ptw_frames.bpf.h): a traced function's entry and
+	 * return (the attach cookie is the function's index, not a kind),
+	 * and the helpers that leave frames without a return (cookie: kind) */
+	PTWK_FRAME_ENTRY,  /* a = function index, b = sp, c = [sp] (the return address,
+			    * PTWK_F_READ), d = ip, e = the process's uprobe area (a page
+			    * with the uretprobe trampoline; 0 none yet) */
+	PTWK_FRAME_RETURN, /* a = function index, b = sp after the return, c = where it
+			    * returned to, d = rax */
+	PTWK_THROW,	   /* _Unwind_RaiseException entry */
+	PTWK_CATCH,	   /* __cxa_begin_catch entry: b = sp */
+	PTWK_LONGJMP,	   /* longjmp & co: b = sp, c = the pointer guard (fs:0x30), d = the
+			    * jmp_buf's mangled sp (PTWK_F_READ: both read) */
+	PTWK_DL_STATE,	   /* _dl_debug_state: ld.so's modules changed (dlopen, dlclose) */
 	PTWK_KIND_N,
 };
 
@@ -55,6 +68,7 @@ enum ptwk_kind {
 #define PTWK_F_EXIT_CALL 0x100	 /* EXIT: in its own exit system call */
 #define PTWK_F_EXIT_GROUP_CALL 0x200 /* EXIT: in its own exit_group system call */
 #define PTWK_F_HOW_KNOWN 0x400	 /* EXIT: the two flags above were read */
+#define PTWK_F_READ 0x800	 /* FRAME_ENTRY, LONGJMP: the user memory was read */
 
 #define PTWK_COMM_LEN 16
 

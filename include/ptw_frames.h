@@ -97,7 +97,8 @@ struct ptw_frame {
 	uint32_t process;     /* -f: its process's id in the report */
 	pid_t tid;
 	const struct ptw_location *function;
-	uint64_t entry_ns;
+	uint64_t entry_ns;    /* entry_unknown: the attach's time */
+	bool entry_unknown;   /* under way when ptwatch attached: no duration */
 	bool has_return;
 	uint64_t return_ns;
 	bool has_left;	      /* unmatched: when the frame was found gone */
@@ -166,7 +167,8 @@ struct ptw_function_stats {
 	const struct ptw_location *function;
 	uint64_t calls;	    /* every frame */
 	uint64_t completed; /* with an observed return */
-	uint64_t total_ns, self_ns; /* completed ones: inclusive, minus completed children */
+	uint64_t timed;	    /* those whose entry was seen too: the times below are theirs */
+	uint64_t total_ns, self_ns; /* inclusive, minus completed children */
 	uint64_t min_ns, p50_ns, p99_ns, max_ns;
 };
 

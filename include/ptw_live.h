@@ -37,7 +37,9 @@
 /* The creation rate is over this window. */
 #define PTW_LIVE_RATE_NS (5ull * 1000000000u)
 
-enum ptw_live_view { PTW_LIVE_THREADS, PTW_LIVE_ROUTINES };
+/* The views, in the order the tab key goes through them (the function
+ * view only with --trace). */
+enum ptw_live_view { PTW_LIVE_THREADS, PTW_LIVE_ROUTINES, PTW_LIVE_FUNCTIONS };
 
 /* The sort columns, in the order the 's' key cycles through them. */
 enum ptw_live_sort {
@@ -51,7 +53,8 @@ enum ptw_live_sort {
 };
 /* What sort s orders by in view v: "tid", "name", "routine", "state",
  * "age", "spawn"; in the routine view "total", "live", "routine", "ended",
- * "lifetime" (mean), "spawn" (mean). */
+ * "lifetime" (mean), "spawn" (mean); in the function view "calls",
+ * "in flight", "function", "p50", "p99", "slowest". */
 const char *ptw_live_sort_name(enum ptw_live_view v, enum ptw_live_sort s);
 
 /* One row of the thread view. Strings are the model's until the next build. */
@@ -71,6 +74,7 @@ struct ptw_live_row {
 	uint64_t spawn_ns;   /* creation to start routine */
 	bool ended;	     /* shown dim until it fades */
 	bool late;	     /* open past --open-timeout: highlighted */
+	const char *call;    /* --trace: its innermost open traced call, NULL none */
 };
 
 /* One row of the routine view: the threads of one start routine. */
@@ -80,6 +84,17 @@ struct ptw_live_group {
 	uint64_t late;		     /* live ones open past --open-timeout */
 	uint64_t lifetime_mean_ns, lifetime_max_ns; /* of the ended ones (0: none) */
 	uint64_t spawn_mean_ns;			    /* of those with one (0: none) */
+};
+
+/* One row of the function view (--trace): the calls of one traced function. */
+struct ptw_live_function {
+	const char *function; /* as the text output names it */
+	uint64_t calls;	      /* seen to begin (or under way at the attach) */
+	uint64_t in_flight;   /* open now */
+	uint64_t returned;
+	bool has_times;	      /* some returned call has a duration (entry seen): */
+	uint64_t p50_ns, p99_ns, slowest_ns;
+	pid_t slowest_tid;
 };
 
 struct ptw_live_counts {
@@ -105,6 +120,11 @@ bool ptw_live_model_note(struct ptw_live_model *m, const struct ptw_span *sp, ui
 struct ptw_wait;
 bool ptw_live_model_wait(struct ptw_live_model *m, const struct ptw_wait *w, bool waiting,
 			 bool deadlock);
+/* --trace: frame fr began (open: a call entered, or found under way at
+ * the attach) or got its final status (completed, unmatched). Each frame
+ * is told once open and once closed, in that order. */
+struct ptw_frame;
+void ptw_live_model_frame(struct ptw_live_model *m, const struct ptw_frame *fr);
 /* Every span it shows may have changed (the process exited or exec'd). */
 void ptw_live_model_refresh(struct ptw_live_model *m, uint64_t now);
 /* Something changed since the last build (a note, or a span to fade). */
@@ -132,6 +152,11 @@ struct ptw_live_query {
 size_t ptw_live_model_build(struct ptw_live_model *m, uint64_t now, const struct ptw_live_query *q,
 			    const struct ptw_live_row **ret_rows,
 			    const struct ptw_live_group **ret_groups);
+/* The function view's rows (q->view PTW_LIVE_FUNCTIONS: filtered by
+ * function, sorted by q->sort, ties by name), owned by the model until the
+ * next build; returns their count. */
+size_t ptw_live_model_functions(struct ptw_live_model *m, const struct ptw_live_query *q,
+				const struct ptw_live_function **ret);
 /* The counts at time now (after a build). */
 void ptw_live_model_counts(const struct ptw_live_model *m, uint64_t now,
 			   struct ptw_live_counts *ret);
@@ -152,6 +177,7 @@ struct ptw_live_opts {
 			     * the live table owns it from here */
 	const char *title;  /* "ptwatch -p 1234 (server)" */
 	uint64_t open_timeout_ns;
+	bool trace; /* --trace: the function view, and the CALL column */
 	/* tty_fd is standard error: what ptwatch writes there meanwhile
 	 * (warnings) is held and written after the table (ptw_live_end) */
 	bool hold_stderr;

@@ -323,8 +323,9 @@ struct ptw_output_ops {
 		     const struct ptw_wait *w);
 	/* PTW_EV_SPAN_OPEN: a span open past --open-timeout. */
 	void (*open)(struct ptw_output *o, const struct ptw_event *ev, const struct ptw_span *sp);
-	/* Streaming: a span nothing will change any more, about to be freed;
-	 * a frame span that ended. */
+	/* Streaming: a span nothing will change any more, about to be freed.
+	 * frame_closed: a frame span got its final status (always, streaming
+	 * or not; streaming frees it after). */
 	void (*span_retired)(struct ptw_output *o, const struct ptw_span *sp);
 	void (*frame_closed)(struct ptw_output *o, const struct ptw_frame *fr);
 	/* The tracer is about to block: what it learnt since (now: its report

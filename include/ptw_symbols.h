@@ -50,6 +50,19 @@ typedef int (*ptw_memread_fn)(void *ctx, uint64_t addr, void *buf, size_t len);
  */
 int ptw_symbols_new(pid_t pid, bool use_debug_files, const char *cache_dir, ptw_memread_fn read,
 		    void *read_ctx, struct ptw_symbols **ret);
+/*
+ * The symbols of one ELF file that no process maps yet (a command about to
+ * be exec'd): one module, the executable, at the addresses libdwfl gives
+ * it; no memory, nothing to refresh, no unwinding. Lookups, function
+ * lists and locations work as for a process. Returns 0, -ENOEXEC (not an
+ * ELF file it can read) or -errno.
+ */
+int ptw_symbols_new_file(const char *path, bool use_debug_files, const char *cache_dir,
+			 struct ptw_symbols **ret);
+/* Where the code at addr is in its module's file (the PT_LOAD that holds
+ * it): what a uprobe is given. Returns 0 or -ENOENT. */
+int ptw_symbols_file_offset(struct ptw_symbols *s, uint64_t addr, uint64_t *ret_off);
+
 /* Saves the caches (as ptw_symbols_save_cache), then frees. */
 void ptw_symbols_free(struct ptw_symbols *s);
 /* The image is gone (exec, process exit): keeps only the locations handed
@@ -150,6 +163,15 @@ int ptw_symbols_member_offset(struct ptw_symbols *s, const char *module, const c
  */
 int ptw_symbols_unwind(struct ptw_symbols *s, pid_t tid, const struct user_regs_struct *regs,
 		       uint64_t *pcs, int max);
+
+/*
+ * The same, with each frame's stack pointer: sps[0] is regs->rsp, sps[i]
+ * the caller's stack pointer once frame i-1 returned (its CFA: frame i-1's
+ * return address pcs[i] is at sps[i] - 8); 0 when unknown. *whole: the
+ * unwind reached the outermost frame (or max).
+ */
+int ptw_symbols_unwind_sps(struct ptw_symbols *s, pid_t tid, const struct user_regs_struct *regs,
+			   uint64_t *pcs, uint64_t *sps, int max, bool *whole);
 
 /* A copy of a thread's stack, taken while it was stopped: addr is the lowest
  * address copied (its stack pointer), len bytes from there. */

@@ -60,6 +60,9 @@
 	X(TRACE_NO_MATCH, trace_no_match, "--trace: a pattern matched no function or module")     \
 	X(TRACE_NO_RETURN, trace_no_return,                                                        \
 	  "--trace: calls returning to an address no call precedes are not reported")             \
+	X(TRACE_PARTIAL_STACK, trace_partial_stack,                                                \
+	  "--trace: some calls under way at the attach are not reported (a stack not unwound to " \
+	  "its start, a return site that cannot hold a breakpoint)")                              \
 	X(TRACE_REFUSED, trace_refused,                                                            \
 	  "--trace: a function entered without a call (no return address) is not traced")         \
 	X(TRACE_UNHOOKABLE, trace_unhookable,                                                      \

@@ -502,7 +502,8 @@ static void live_add(const struct options *o, struct ptw_session *s, int input_f
 		snprintf(title, sizeof(title), "ptwatch -- %s", o->argv[0]);
 	}
 	struct ptw_live_opts lo = { .tty_fd = STDERR_FILENO, .input_fd = input_fd, .title = title,
-				    .open_timeout_ns = o->open_timeout_ns, .hold_stderr = true };
+				    .open_timeout_ns = o->open_timeout_ns, .hold_stderr = true,
+				    .trace = o->ntrace > 0 };
 	ptw_session_add_live(s, &lo);
 }
 

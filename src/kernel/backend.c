@@ -364,7 +364,6 @@ static const struct ptw_backend_ops kernel_ops = {
 static int unsupported(const struct ptw_tracer_opts *o, char *why, size_t size)
 {
 	const char *what = o->follow_forks ? "-f"
-			   : o->ntrace	   ? "--trace"
 			   : o->locks	   ? "--locks"
 			   : o->create_events ? "--create-events"
 					      : NULL;
@@ -386,7 +385,9 @@ static struct kernel_backend *backend_new(const struct ptw_tracer_opts *o,
 	*ko = (struct ptw_kernel_opts){ .use_debug_files = o->use_debug_files,
 					.use_cache = o->use_cache,
 					.sink = o->sink,
-					.sink_ctx = o->sink_ctx };
+					.sink_ctx = o->sink_ctx,
+					.trace = o->trace,
+					.ntrace = o->ntrace };
 	return kb;
 }
 

@@ -28,6 +28,7 @@ void ptwk_conv_free(struct ptwk_conv *c)
 	while (ptw_map_next(&c->threads, &it, NULL, &v))
 		free(v);
 	ptw_map_free(&c->threads);
+	ptwk_frames_forget(c, 0);
 }
 
 static void emit(struct ptwk_conv *c, struct ptw_event *ev)
@@ -319,9 +320,11 @@ void ptwk_conv_record(struct ptwk_conv *c, const struct ptwk_record *r)
 		on_join_return(c, r);
 		break;
 	case PTWK_EXIT:
+		ptwk_frames_forget(c, (pid_t)r->tid);
 		on_lwp_exit(c, r);
 		break;
 	case PTWK_EXEC:
+		ptwk_frames_forget(c, 0);
 		on_image_exec(c, r);
 		break;
 	case PTWK_EXIT_FN:
@@ -329,6 +332,14 @@ void ptwk_conv_record(struct ptwk_conv *c, const struct ptwk_record *r)
 		break;
 	case PTWK_MAIN:
 		on_main(c, r);
+		break;
+	case PTWK_FRAME_ENTRY:
+	case PTWK_FRAME_RETURN:
+	case PTWK_THROW:
+	case PTWK_CATCH:
+	case PTWK_LONGJMP:
+	case PTWK_DL_STATE:
+		ptwk_frames_record(c, r);
 		break;
 	case PTWK_FORK: /* -f, later: the child is not followed yet */
 	case PTWK_CREATE_CALL:

@@ -32,6 +32,11 @@ struct ptwk_conv_ops {
 	bool (*main_returns_to)(void *ctx, uint64_t ret);
 	/* main() is about to run: the program's libraries are mapped. */
 	void (*image_ready)(void *ctx);
+	/* --trace: the function of an entry probe's cookie (NULL: unknown,
+	 * then its entry address is located). */
+	const struct ptw_location *(*frame_function)(void *ctx, uint64_t index);
+	/* ld.so's list of modules changed (dlopen, dlclose): new ones to scan. */
+	void (*modules_changed)(void *ctx);
 	void *ctx;
 };
 
@@ -40,6 +45,8 @@ struct ptwk_conv {
 	bool launched; /* held before its exec: that exec is its start, not an event */
 	struct ptwk_conv_ops ops;
 	struct ptw_map threads; /* tid -> struct ptwk_thread */
+	struct ptw_map frames;	/* tid -> its shadow stack (convert_frames.c) */
+	uint64_t frames_too_deep; /* calls left without a return probe (kernel's depth limit) */
 	uint64_t events;
 	bool ended; /* PROCESS_EXIT emitted */
 	int exit_code, exit_signal;
@@ -60,6 +67,13 @@ bool ptwk_conv_knows(const struct ptwk_conv *c, pid_t tid);
 
 /* One record, in ring-buffer order. */
 void ptwk_conv_record(struct ptwk_conv *c, const struct ptwk_record *r);
+
+/* convert_frames.c: a --trace record (PTWK_FRAME_ENTRY ... PTWK_LONGJMP)
+ * to FRAME_ENTRY, FRAME_RETURN, THROW, CATCH, LONGJMP as the tracer emits
+ * them (src/tracer/trace.c); a thread's shadow stack forgotten (tid 0:
+ * every thread's). */
+void ptwk_frames_record(struct ptwk_conv *c, const struct ptwk_record *r);
+void ptwk_frames_forget(struct ptwk_conv *c, pid_t tid);
 
 /* Let go (PTW_EV_DETACHED), unless the process ended. */
 void ptwk_conv_detached(struct ptwk_conv *c, uint64_t ns);

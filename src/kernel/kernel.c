@@ -15,6 +15,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -28,6 +29,7 @@
 #include <unistd.h>
 
 #include "convert.h"
+#include "kframes.h"
 #include "probes.h"
 #include "ptw_attach.h"
 #include "ptw_breakpoints.h"
@@ -42,26 +44,6 @@
 #pragma GCC diagnostic ignored "-Wmissing-prototypes"
 #include "ptw_kernel.skel.h"
 #pragma GCC diagnostic pop
-
-/* Linux 6.6's uprobe_multi link (include/uapi/linux/bpf.h), which the
- * headers and libbpf of Debian 12 predate: the attach type, the flag and
- * the layout of BPF_LINK_CREATE's attributes for it. */
-#define PTWK_BPF_TRACE_UPROBE_MULTI    48
-#define PTWK_BPF_F_UPROBE_MULTI_RETURN 1u
-struct ptwk_link_create_uprobe_multi {
-	uint32_t prog_fd;
-	uint32_t target_fd;
-	uint32_t attach_type;
-	uint32_t flags;
-	uint64_t path;
-	uint64_t offsets;
-	uint64_t ref_ctr_offsets;
-	uint64_t cookies;
-	uint32_t cnt;
-	uint32_t multi_flags;
-	uint32_t pid;
-	uint32_t pad;
-};
 
 #define DEFAULT_FLUSH_MS 50
 #define DEFAULT_RING	 (8u << 20)
@@ -84,6 +66,8 @@ struct ptw_kernel {
 	struct ring_buffer *rb;
 	int epfd, pidfd;
 	struct ptwk_conv conv;
+	struct ptwk_frames *frames; /* --trace (kframes.c), NULL without */
+	bool frames_noted;	    /* its notes are in (frames_notes) */
 	struct ptw_map sites; /* return address -> its call's location (text does not change) */
 	uint64_t last_consume_ns;
 	bool launched;	 /* ptw_kernel_launch: held before its exec */
@@ -241,6 +225,24 @@ static bool main_returns_to(void *ctx, uint64_t ret)
 		!strcmp(l->symbol, "__libc_start_main"));
 }
 
+static const struct ptw_location *frame_function(void *ctx, uint64_t index)
+{
+	return ptwk_frames_function(((struct ptw_kernel *)ctx)->frames, index);
+}
+
+static void scan_frames(struct ptw_kernel *k);
+
+/* dlopen, dlclose: the new libraries' traced functions get their probes
+ * now; the process ran on meanwhile (kframes.h). */
+static void modules_changed(void *ctx)
+{
+	struct ptw_kernel *k = ctx;
+	if (!k->frames || !k->syms)
+		return;
+	ptw_symbols_refresh(k->syms);
+	scan_frames(k);
+}
+
 static int memread(void *ctx, uint64_t addr, void *buf, size_t len)
 {
 	return ptw_mem_read(ctx, addr, buf, len);
@@ -268,6 +270,7 @@ static void image_ready(void *ctx)
 	if (k->libc_checks > 0)
 		check_libc(k);
 	read_glibc(k);
+	scan_frames(k);
 }
 
 /* exec: a new image. Its symbols are loaded when first needed (now its
@@ -468,6 +471,15 @@ static int open_skeleton(struct ptw_kernel *k, bool multi)
 				s->progs.ptw_return,
 				(enum bpf_attach_type)PTWK_BPF_TRACE_UPROBE_MULTI);
 	}
+	/* --trace's (kframes.c) */
+	struct bpf_program *frame_progs[] = { s->progs.ptw_frame_entry, s->progs.ptw_frame_return,
+					      s->progs.ptw_frame_helper };
+	for (size_t i = 0; i < PTW_ARRAY_SIZE(frame_progs) && r == 0; i++)
+		if (!k->o.ntrace)
+			r = bpf_program__set_autoload(frame_progs[i], false);
+		else if (multi)
+			r = bpf_program__set_expected_attach_type(
+				frame_progs[i], (enum bpf_attach_type)PTWK_BPF_TRACE_UPROBE_MULTI);
 	if (r == 0)
 		r = ptw_kernel_bpf__load(s);
 	if (r < 0) {
@@ -559,6 +571,7 @@ static int attach_tracepoints(struct ptw_kernel *k)
  */
 static void close_links(struct ptw_kernel *k)
 {
+	ptwk_frames_close(k->frames);
 	for (int i = 0; i < 2; i++)
 		if (k->multi_fds[i] >= 0) {
 			close(k->multi_fds[i]);
@@ -637,6 +650,114 @@ static int load_and_attach(struct ptw_kernel *k, char *why, size_t why_size)
 	}
 	k->stats.probes_ns = ptw_now_ns() - t0;
 	return 0;
+}
+
+/* ---- --trace ---- */
+
+static void note_line(void *ctx, int code, const char *line)
+{
+	note_as(ctx, (enum ptw_warning_code)code, "%s", line);
+}
+
+/* What --trace could not do, once the session is over (the process ended,
+ * or ptwatch let go): a library loaded late may still match a pattern
+ * until then. Once. */
+static void frames_notes(struct ptw_kernel *k)
+{
+	if (!k->frames || k->frames_noted || !(k->detached || k->conv.ended))
+		return;
+	k->frames_noted = true;
+	ptwk_frames_notes(k->frames, note_line, k);
+	if (k->conv.frames_too_deep)
+		note(k,
+		     "--trace: %llu calls nested under 64 others with their returns pending had no "
+		     "return probe (the kernel's limit) and are reported unmatched",
+		     (unsigned long long)k->conv.frames_too_deep);
+}
+
+/*
+ * The traced functions of the modules not scanned yet get their probes
+ * (kframes.c): at the attach; for a launch when main is about to run (its
+ * libraries are mapped then, but it runs on meanwhile: calls made before
+ * the probes are in are not seen).
+ */
+static void scan_frames(struct ptw_kernel *k)
+{
+	if (!k->frames || !k->syms || !k->skel || k->detached)
+		return;
+	struct ptwk_frames_progs pr = { .entry = k->skel->progs.ptw_frame_entry,
+					.ret = k->skel->progs.ptw_frame_return,
+					.helper = k->skel->progs.ptw_frame_helper,
+					.multi = k->multi };
+	char why[256] = "";
+	unsigned before = ptwk_frames_probes(k->frames);
+	int r = ptwk_frames_scan(k->frames, k->syms, k->pid, &pr, why, sizeof(why));
+	if (r < 0)
+		note(k, "--trace: %s", why);
+	k->stats.probes += ptwk_frames_probes(k->frames) - before;
+}
+
+/* What execvp will run for name: with a '/', name itself; else the first
+ * executable regular file of that name in PATH (its default when unset). */
+static bool command_path(const char *name, char *ret, size_t size)
+{
+	if (strchr(name, '/')) {
+		snprintf(ret, size, "%s", name);
+		return true;
+	}
+	const char *path = getenv("PATH");
+	if (!path)
+		path = "/bin:/usr/bin";
+	for (const char *p = path;; p++) {
+		const char *end = strchrnul(p, ':');
+		struct stat st;
+		snprintf(ret, size, "%.*s%s%s", (int)(end - p), p, end == p ? "" : "/", name);
+		if (stat(ret, &st) == 0 && S_ISREG(st.st_mode) && access(ret, X_OK) == 0)
+			return true;
+		if (!*end)
+			return false;
+		p = end;
+	}
+}
+
+/*
+ * A launch: the command's executable and the libraries ld.so will map for
+ * it (ld.so --list) get their probes from their files before it is let go
+ * (scan_frames at main's start would come after main has run on a while);
+ * libc and ld.so from ptwatch's own (the same files) if that list could
+ * not be had; the helpers' probes too. Libraries loaded later (dlopen)
+ * are scanned when the reader sees ld.so's _dl_debug_state: their first
+ * calls may be missed.
+ */
+static void launch_frames(struct ptw_kernel *k, const char *name)
+{
+	char path[PATH_MAX], why[512] = "";
+	if (!k->frames || !command_path(name, path, sizeof(path)))
+		return;
+	struct ptwk_frames_progs pr = { .entry = k->skel->progs.ptw_frame_entry,
+					.ret = k->skel->progs.ptw_frame_return,
+					.helper = k->skel->progs.ptw_frame_helper,
+					.multi = k->multi };
+	unsigned before = ptwk_frames_probes(k->frames);
+	/* the executable, and the libraries ld.so will map for it */
+	char **libs;
+	size_t nlibs = ptwk_frames_launch_libraries(path, &libs);
+	const char **files = xcalloc(nlibs + 1, sizeof(*files));
+	files[0] = path;
+	for (size_t i = 0; i < nlibs; i++)
+		files[i + 1] = libs[i];
+	int r = ptwk_frames_scan_files(k->frames, files, nlibs + 1, k->pid, k->o.use_debug_files,
+				       &pr, why, sizeof(why));
+	if (r < 0)
+		note(k, "--trace: %s; its functions get their probes when main starts", why);
+	for (size_t i = 0; i < nlibs; i++)
+		free(libs[i]);
+	free(libs);
+	free(files);
+	/* libc and ld.so: the files the command will map too, mapped now */
+	if (ptwk_frames_scan_core(k->frames, k->syms, k->pid, &pr, why, sizeof(why)) < 0)
+		note(k, "--trace: %s", why);
+	k->stats.probes += ptwk_frames_probes(k->frames) - before;
 }
 
 /* ---- the threads already running ---- */
@@ -779,6 +900,8 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 				     .exec = on_exec,
 				     .main_returns_to = main_returns_to,
 				     .image_ready = image_ready,
+				     .frame_function = frame_function,
+				     .modules_changed = modules_changed,
 				     .ctx = k };
 	ptwk_conv_init(&k->conv, pid, &ops);
 	k->conv.launched = launched;
@@ -802,6 +925,9 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 		note_as(k, k->probes.missing_code[i], "%s", k->probes.missing[i]);
 	if ((r = load_and_attach(k, why, why_size)) < 0)
 		goto fail;
+	k->frames = ptwk_frames_new(o->trace, o->ntrace);
+	if (!launched)
+		scan_frames(k);
 	if ((r = open_fds(k)) < 0) {
 		why_set(why, why_size, "epoll: %s", strerror(-r));
 		goto fail;
@@ -836,6 +962,8 @@ int ptw_kernel_launch(const struct ptw_kernel_opts *o, char *const argv[], int c
 	}
 	struct ptw_kernel *k;
 	r = start(o, h.pid, true, &k, why, why_size);
+	if (r == 0)
+		launch_frames(k, argv[0]);
 	if (r < 0) {
 		ptw_held_go(&h, false); /* it exits without running the command */
 		ptw_held_exec_result(&h);
@@ -893,9 +1021,16 @@ int ptw_kernel_detach(struct ptw_kernel *k)
 	uint64_t t0 = ptw_now_ns();
 	close_links(k);
 	k->stats.detach_ns = ptw_now_ns() - t0;
+	ptw_dbg(PTW_DBG_TRACER,
+		"kernel path: attach %.1f ms (programs loaded and attached %.1f ms), probes "
+		"removed in %.1f ms; %llu records, %llu wakeups, %llu lost",
+		(double)k->stats.attach_ns / 1e6, (double)k->stats.probes_ns / 1e6,
+		(double)k->stats.detach_ns / 1e6, (unsigned long long)k->stats.records,
+		(unsigned long long)k->stats.wakeups, (unsigned long long)k->stats.lost);
 	/* What was written before the links closed. */
 	ptw_kernel_consume(k);
 	ptwk_conv_detached(&k->conv, ptw_now_ns());
+	frames_notes(k);
 	if (k->stats.lost)
 		note_as(k, PTW_W_KERNEL_EVENTS_LOST,
 		     "%llu records lost: the ring buffer (%zu bytes) was full; events are missing",
@@ -914,12 +1049,14 @@ void ptw_kernel_stats(struct ptw_kernel *k, struct ptw_kernel_stats *ret)
 
 size_t ptw_kernel_notes(struct ptw_kernel *k, const char *const **ret)
 {
+	frames_notes(k);
 	*ret = (const char *const *)k->notes;
 	return k->nnotes;
 }
 
 size_t ptw_kernel_warnings(struct ptw_kernel *k, const struct ptw_warning **ret)
 {
+	frames_notes(k);
 	*ret = k->warnings;
 	return k->nnotes;
 }
@@ -974,6 +1111,7 @@ void ptw_kernel_free(struct ptw_kernel *k)
 	if (k->pidfd >= 0)
 		close(k->pidfd);
 	ptwk_conv_free(&k->conv);
+	ptwk_frames_free(k->frames);
 	ptw_map_free(&k->sites);
 	ptw_tdb_free(k->tdb);
 	ptw_symbols_free(k->syms);

@@ -68,12 +68,8 @@ static const struct wanted WANTED[] = {
 	  .without = "exit not found: main's return is not reported" },
 };
 
-/* The file that maps addr, as the kernel should open it: the path in
- * /proc/PID/maps when it is that very file here (same device and inode),
- * else /proc/PID/map_files/START-END (a deleted or replaced file, another
- * mount namespace). file_off: addr's offset in it. */
-static int file_of(pid_t pid, const struct ptw_mapping *maps, int nmaps, uint64_t addr, char *path,
-		   size_t size, char *module, size_t msize, uint64_t *file_off)
+int ptwk_file_of(pid_t pid, const struct ptw_mapping *maps, int nmaps, uint64_t addr, char *path,
+		 size_t size, char *module, size_t msize, uint64_t *file_off)
 {
 	const struct ptw_mapping *m = ptw_maps_find(maps, nmaps, addr);
 	if (!m || !m->path[0] || m->path[0] != '/' || !strchr(m->perms, 'x'))
@@ -147,8 +143,8 @@ int ptwk_find_probes(struct ptw_symbols *syms, struct ptw_tdb *tdb, pid_t pid, b
 		char path[sizeof(p->path)], mod[sizeof(p->module)];
 		uint64_t off = 0;
 		mod[0] = '\0';
-		int fr = found ? file_of(pid, maps, nmaps, addr, path, sizeof(path), mod,
-					 sizeof(mod), &off)
+		int fr = found ? ptwk_file_of(pid, maps, nmaps, addr, path, sizeof(path), mod,
+					      sizeof(mod), &off)
 			       : -ENOENT;
 		if (fr == 0 && p->path[0] && strcmp(path, p->path))
 			fr = -EXDEV; /* one file for every probe: one link */

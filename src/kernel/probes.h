@@ -56,4 +56,34 @@ struct ptwk_probes {
 int ptwk_find_probes(struct ptw_symbols *syms, struct ptw_tdb *tdb, pid_t pid, bool use_debug_files,
 		     struct ptwk_probes *ret, char *why, size_t why_size);
 
+/* Linux 6.6's uprobe_multi link (include/uapi/linux/bpf.h), which the
+ * headers and libbpf of Debian 12 predate: the attach type, the flag and
+ * the layout of BPF_LINK_CREATE's attributes for it. */
+#define PTWK_BPF_TRACE_UPROBE_MULTI    48
+#define PTWK_BPF_F_UPROBE_MULTI_RETURN 1u
+struct ptwk_link_create_uprobe_multi {
+	uint32_t prog_fd;
+	uint32_t target_fd;
+	uint32_t attach_type;
+	uint32_t flags;
+	uint64_t path;
+	uint64_t offsets;
+	uint64_t ref_ctr_offsets;
+	uint64_t cookies;
+	uint32_t cnt;
+	uint32_t multi_flags;
+	uint32_t pid;
+	uint32_t pad;
+};
+
+struct ptw_mapping;
+
+/* The file that maps addr, as the kernel should open it: the path in
+ * /proc/PID/maps when it is that very file here (same device and inode),
+ * else /proc/PID/map_files/START-END (a deleted or replaced file, another
+ * mount namespace); module: the path as mapped. file_off: addr's offset in
+ * it. Returns 0, or -ENOENT (not a file's executable mapping) or -errno. */
+int ptwk_file_of(pid_t pid, const struct ptw_mapping *maps, int nmaps, uint64_t addr, char *path,
+		 size_t size, char *module, size_t msize, uint64_t *file_off);
+
 #endif

@@ -232,6 +232,8 @@ static void frame(struct chrome *c, const struct ptw_frame *fr)
 	ptw_json_begin_object(&c->j, "args");
 	ptw_json_uint(&c->j, "frame", fr->id);
 	ptw_json_string(&c->j, "status", ptw_frame_status_name(fr->status));
+	if (fr->entry_unknown) /* it begins at the attach: its start is not its entry */
+		ptw_json_string(&c->j, "entry", "before_attach");
 	if (fr->reason)
 		ptw_json_string(&c->j, "reason", fr->reason);
 	if (fr->sig)

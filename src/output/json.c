@@ -418,8 +418,12 @@ void ptw_json_frame(struct ptw_json *j, const struct ptw_frame *fr)
 	json_uint_or_null(j, "thread_span", fr->thread_span, fr->thread_span);
 	ptw_json_int(j, "tid", fr->tid);
 	ptw_json_location(j, "function", fr->function, "??", false);
-	ptw_json_uint(j, "entry_ns", fr->entry_ns);
-	json_end(j, "return_ns", fr->has_return, fr->entry_ns, fr->return_ns);
+	/* A call under way at the attach: when it began is not known. */
+	json_uint_or_null(j, "entry_ns", !fr->entry_unknown, fr->entry_ns);
+	ptw_json_string(j, "entry", fr->entry_unknown ? "before_attach" : "seen");
+	json_uint_or_null(j, "return_ns", fr->has_return, fr->return_ns);
+	json_uint_or_null(j, "duration_ns", fr->has_return && !fr->entry_unknown,
+			  fr->return_ns - fr->entry_ns);
 	json_uint_or_null(j, "left_ns", fr->has_left, fr->left_ns);
 	ptw_json_uint(j, "depth", fr->depth);
 	json_uint_or_null(j, "parent", fr->parent, fr->parent);
@@ -792,7 +796,7 @@ void ptw_json_metrics(struct ptw_json *j, const struct ptw_report *r, bool serie
 			ptw_json_uint(j, "completed", st[i].completed);
 			ptw_json_uint(j, "total_ns", st[i].total_ns);
 			ptw_json_uint(j, "self_ns", st[i].self_ns);
-			if (st[i].completed) {
+			if (st[i].timed) {
 				ptw_json_uint(j, "min_ns", st[i].min_ns);
 				ptw_json_uint(j, "p50_ns", st[i].p50_ns);
 				ptw_json_uint(j, "p99_ns", st[i].p99_ns);

@@ -45,6 +45,7 @@ struct ptw_live {
 	int epfd;
 	char *title;
 	uint64_t open_timeout_ns;
+	bool trace; /* --trace: the function view, the CALL column */
 	struct ptw_live_model *model;
 	struct ptw_live_query q;
 	char filter[FILTER_MAX + 1];
@@ -291,6 +292,7 @@ int ptw_live_start(const struct ptw_live_opts *o, struct ptw_live **ret)
 	}
 	l->title = ptw_escape_str(o->title ? o->title : "ptwatch"); /* names the target's */
 	l->open_timeout_ns = o->open_timeout_ns;
+	l->trace = o->trace;
 	l->model = ptw_live_model_new();
 	l->q.view = PTW_LIVE_THREADS;
 	l->q.sort = PTW_LIVE_SORT_TID;
@@ -448,11 +450,12 @@ static void draw_header(struct ptw_live *l, uint64_t now, size_t nrows)
 	field(b, cols, false);
 	attroff(A_REVERSE);
 	move(1, 0);
+	static const char *const views[] = { "threads", "routines", "functions" };
 	snprintf(b, sizeof(b), " view %s (tab)  sort %s%s (s, r)  filter %s%s%s (/)  %zu row%s%s",
-		 l->q.view == PTW_LIVE_THREADS ? "threads" : "routines",
-		 ptw_live_sort_name(l->q.view, l->q.sort), l->q.reverse ? " reversed" : "",
-		 l->filter[0] ? "'" : "", l->filter[0] ? l->filter : "none", l->filter[0] ? "'" : "",
-		 nrows, nrows == 1 ? "" : "s", l->paused ? "  PAUSED (p)" : "");
+		 views[l->q.view], ptw_live_sort_name(l->q.view, l->q.sort),
+		 l->q.reverse ? " reversed" : "", l->filter[0] ? "'" : "",
+		 l->filter[0] ? l->filter : "none", l->filter[0] ? "'" : "", nrows,
+		 nrows == 1 ? "" : "s", l->paused ? "  PAUSED (p)" : "");
 	field(b, cols, false);
 }
 
@@ -460,13 +463,14 @@ static void draw_header(struct ptw_live *l, uint64_t now, size_t nrows)
  * narrow terminal loses CREATOR and SPAWN first, then NAME and STATE
  * shrink). */
 struct thread_cols {
-	int pid, tid, name, routine, creator, state, age, spawn;
+	int pid, tid, name, routine, creator, state, age, spawn, call;
 };
 
-/* pid: the rows are of several processes (-f): a PID column first. */
-static struct thread_cols thread_cols(int cols, bool pid)
+/* pid: the rows are of several processes (-f): a PID column first. call:
+ * --trace, a CALL column takes half of the routine's. */
+static struct thread_cols thread_cols(int cols, bool pid, bool call)
 {
-	struct thread_cols c = { pid ? 8 : 0, 8, 16, 0, 8, 18, 9, 9 };
+	struct thread_cols c = { pid ? 8 : 0, 8, 16, 0, 8, 18, 9, 9, 0 };
 	if (cols < 96)
 		c.creator = c.spawn = 0;
 	int fixed = c.pid + c.tid + c.age + c.creator + c.spawn + 6 + (pid ? 1 : 0);
@@ -476,6 +480,10 @@ static struct thread_cols thread_cols(int cols, bool pid)
 		c.state = rest / 3;
 	}
 	c.routine = rest - c.name - c.state;
+	if (call && c.routine >= 8) {
+		c.call = c.routine / 2;
+		c.routine -= c.call + 1;
+	}
 	if (c.routine < 1)
 		c.routine = 1;
 	return c;
@@ -496,13 +504,14 @@ static void draw_threads(struct ptw_live *l, const struct ptw_live_row *rows, si
 	bool multi = false;
 	for (size_t i = 1; i < n && !multi; i++)
 		multi = rows[i].pid && rows[0].pid && rows[i].pid != rows[0].pid;
-	struct thread_cols w = thread_cols(COLS, multi);
+	struct thread_cols w = thread_cols(COLS, multi, l->trace);
 	attron(A_BOLD);
 	move(top - 1, 0);
 	cell("PID", w.pid, true);
 	cell("TID", w.tid, true);
 	cell("NAME", w.name, false);
 	cell("START ROUTINE", w.routine, false);
+	cell("CALL", w.call, false);
 	cell("CREATOR", w.creator, true);
 	cell("STATE", w.state, false);
 	cell("AGE", w.age, true);
@@ -524,6 +533,7 @@ static void draw_threads(struct ptw_live *l, const struct ptw_live_row *rows, si
 		cell(b, w.tid, true);
 		cell(r->name, w.name, false);
 		cell(r->routine, w.routine, false);
+		cell(r->call ? r->call : "-", w.call, false);
 		if (r->creator)
 			snprintf(b, sizeof(b), "%d", (int)r->creator);
 		else
@@ -594,6 +604,45 @@ static void draw_groups(struct ptw_live *l, const struct ptw_live_group *g, size
 	}
 }
 
+/* --trace: one row per traced function. */
+static void draw_functions(struct ptw_live *l, const struct ptw_live_function *f, size_t n, int top,
+			   int height)
+{
+	int wc = 8, wi = 9, wr = 9, wd = 9;
+	int wf = COLS - (wc + wi + wr + 3 * wd + 6);
+	if (wf < 10)
+		wf = 10;
+	attron(A_BOLD);
+	move(top - 1, 0);
+	cell("FUNCTION", wf, false);
+	cell("CALLS", wc, true);
+	cell("IN FLIGHT", wi, true);
+	cell("RETURNED", wr, true);
+	cell("P50", wd, true);
+	cell("P99", wd, true);
+	field("SLOWEST", wd, true);
+	attroff(A_BOLD);
+	for (int i = 0; i < height && l->scroll + (size_t)i < n; i++) {
+		const struct ptw_live_function *r = &f[l->scroll + (size_t)i];
+		attr_t a = r->in_flight ? A_NORMAL : A_DIM;
+		attron(a);
+		move(top + i, 0);
+		cell(r->function, wf, false);
+		num_field(r->calls, wc);
+		addch(' ');
+		num_field(r->in_flight, wi);
+		addch(' ');
+		num_field(r->returned, wr);
+		addch(' ');
+		dur_field(r->p50_ns, r->has_times, wd);
+		addch(' ');
+		dur_field(r->p99_ns, r->has_times, wd);
+		addch(' ');
+		dur_field(r->slowest_ns, r->has_times, wd);
+		attroff(a);
+	}
+}
+
 static void draw(struct ptw_live *l, uint64_t now)
 {
 	const struct ptw_live_row *rows;
@@ -608,6 +657,9 @@ static void draw(struct ptw_live *l, uint64_t now)
 		q.name_of = NULL;
 	}
 	size_t n = ptw_live_model_build(model, shown_ns, &q, &rows, &groups);
+	const struct ptw_live_function *fns = NULL;
+	if (q.view == PTW_LIVE_FUNCTIONS)
+		n = ptw_live_model_functions(model, &q, &fns);
 	erase();
 	int top = 3, height = LINES - top - 1;
 	if (height < 0)
@@ -617,8 +669,10 @@ static void draw(struct ptw_live *l, uint64_t now)
 	draw_header(l, shown_ns, n);
 	if (l->q.view == PTW_LIVE_THREADS)
 		draw_threads(l, rows, n, top, height);
-	else
+	else if (l->q.view == PTW_LIVE_ROUTINES)
 		draw_groups(l, groups, n, top, height);
+	else
+		draw_functions(l, fns, n, top, height);
 	move(LINES - 1, 0);
 	if (l->editing) {
 		char b[FILTER_MAX + 32];
@@ -684,7 +738,10 @@ static enum ptw_live_action key(struct ptw_live *l, int c)
 		return PTW_LIVE_QUIT;
 	case '\t':
 	case 'v':
-		l->q.view = l->q.view == PTW_LIVE_THREADS ? PTW_LIVE_ROUTINES : PTW_LIVE_THREADS;
+		/* threads, routines, (--trace) functions, threads... */
+		l->q.view = l->q.view == PTW_LIVE_THREADS		 ? PTW_LIVE_ROUTINES
+			    : l->q.view == PTW_LIVE_ROUTINES && l->trace ? PTW_LIVE_FUNCTIONS
+									 : PTW_LIVE_THREADS;
 		l->scroll = 0;
 		break;
 	case 's':

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "ptw_dist.h"
+#include "ptw_frames.h"
 #include "ptw_live.h"
 #include "ptw_locks.h"
 #include "ptw_output.h"
@@ -34,6 +36,7 @@ struct track {
 	char tid_text[16];
 	char state[64];
 	char wait[48]; /* --locks: what it waits for now, "" when it does not */
+	size_t call;   /* --trace: its innermost open call's function, index + 1; 0 none */
 };
 
 struct group_acc {
@@ -41,6 +44,26 @@ struct group_acc {
 	uint64_t total, ended, late;
 	uint64_t life_sum, life_max, life_n;
 	uint64_t spawn_sum, spawn_n;
+};
+
+/* --trace: the calls of one traced function. */
+struct fn_acc {
+	char *function;
+	uint64_t calls, in_flight, returned, slowest;
+	pid_t slowest_tid;
+	struct ptw_dacc durations;
+};
+
+/* An open traced call: its frame id and function (index in fns). */
+struct open_call {
+	uint32_t frame;
+	size_t fn;
+};
+
+/* A thread's open traced calls, innermost last. */
+struct open_calls {
+	struct open_call *c;
+	size_t n, cap;
 };
 
 #define RATE_BUCKETS 8 /* one per second; the window is PTW_LIVE_RATE_NS */
@@ -59,10 +82,16 @@ struct ptw_live_model {
 	} rate[RATE_BUCKETS];
 	bool dirty;
 	uint64_t next_fade;
+	/* --trace */
+	struct fn_acc *fns;
+	size_t nfns;
+	struct ptw_map fn_by_name;   /* hash of function text -> index + 1 */
+	struct ptw_map open_by_span; /* thread span id -> struct open_calls * */
 	/* the last build */
 	struct ptw_live_row *rows;
 	struct ptw_live_group *grows;
-	size_t rows_cap, grows_cap;
+	struct ptw_live_function *frows;
+	size_t rows_cap, grows_cap, frows_cap;
 	struct ptw_buf text; /* scratch */
 };
 
@@ -80,9 +109,23 @@ void ptw_live_model_free(struct ptw_live_model *m)
 	for (size_t i = 0; i < m->ngroups; i++)
 		free(m->groups[i].routine);
 	free(m->groups);
+	for (size_t i = 0; i < m->nfns; i++) {
+		free(m->fns[i].function);
+		ptw_dacc_free(&m->fns[i].durations);
+	}
+	free(m->fns);
+	ptw_map_free(&m->fn_by_name);
+	size_t it = 0;
+	void *v;
+	while (ptw_map_next(&m->open_by_span, &it, NULL, &v)) {
+		free(((struct open_calls *)v)->c);
+		free(v);
+	}
+	ptw_map_free(&m->open_by_span);
 	free(m->tracks);
 	free(m->rows);
 	free(m->grows);
+	free(m->frows);
 	ptw_map_free(&m->by_id);
 	ptw_map_free(&m->group_by_name);
 	ptw_buf_free(&m->text);
@@ -113,6 +156,17 @@ struct ptw_live_model *ptw_live_model_freeze(const struct ptw_live_model *m)
 		f->groups[g].routine = xstrdup(m->groups[g].routine);
 	}
 	f->ngroups = m->ngroups;
+	/* the functions' figures (not the open calls: nothing is noted to it) */
+	f->fns = xcalloc(m->nfns ? m->nfns : 1, sizeof(*f->fns));
+	for (size_t i = 0; i < m->nfns; i++) {
+		f->fns[i] = m->fns[i];
+		f->fns[i].function = xstrdup(m->fns[i].function);
+		memset(&f->fns[i].durations, 0, sizeof(f->fns[i].durations));
+		f->fns[i].durations.exact_max = m->fns[i].durations.exact_max;
+		ptw_dacc_merge(&f->fns[i].durations, &m->fns[i].durations);
+	}
+	f->nfns = m->nfns;
+	map_copy(&f->fn_by_name, &m->fn_by_name);
 	map_copy(&f->by_id, &m->by_id);
 	map_copy(&f->group_by_name, &m->group_by_name);
 	f->created = m->created;
@@ -129,9 +183,13 @@ const char *ptw_live_sort_name(enum ptw_live_view v, enum ptw_live_sort s)
 	static const char *const threads[] = { "tid", "name", "routine", "state", "age", "spawn" };
 	static const char *const routines[] = { "total", "live",     "routine",
 						"ended", "lifetime", "spawn" };
+	static const char *const functions[] = { "calls", "in flight", "function",
+						 "p50",	  "p99",       "slowest" };
 	if ((unsigned)s >= PTW_ARRAY_SIZE(threads))
 		return "?";
-	return v == PTW_LIVE_ROUTINES ? routines[s] : threads[s];
+	return v == PTW_LIVE_FUNCTIONS	? functions[s]
+	       : v == PTW_LIVE_ROUTINES ? routines[s]
+					: threads[s];
 }
 
 void ptw_live_duration(char *buf, size_t size, uint64_t ns)
@@ -150,23 +208,61 @@ void ptw_live_duration(char *buf, size_t size, uint64_t ns)
 			 (unsigned long long)(ns / 60000000000ull % 60));
 }
 
+/* The entry called name among those idx indexes (hash of the name ->
+ * index + 1; a collision probes on): true and *ret its index, or false and
+ * *key where a new one goes. name_at: the name of entry i. */
+static bool find_named(const struct ptw_live_model *m, const struct ptw_map *idx,
+		       const char *(*name_at)(const struct ptw_live_model *m, size_t i),
+		       const char *name, size_t *ret, uint64_t *key)
+{
+	*key = ptw_str_hash(name);
+	for (;;) {
+		void *v = ptw_map_get(idx, *key);
+		if (!v)
+			return false;
+		*ret = (size_t)(uintptr_t)v - 1;
+		if (!strcmp(name_at(m, *ret), name))
+			return true;
+		*key = *key + 1 == UINT64_MAX ? 1 : *key + 1;
+	}
+}
+
+static const char *group_name(const struct ptw_live_model *m, size_t i)
+{
+	return m->groups[i].routine;
+}
+
+static const char *fn_name(const struct ptw_live_model *m, size_t i)
+{
+	return m->fns[i].function;
+}
+
 static size_t group_of(struct ptw_live_model *m, const char *routine)
 {
-	uint64_t key = ptw_str_hash(routine);
-	for (;;) {
-		void *v = ptw_map_get(&m->group_by_name, key);
-		if (!v)
-			break;
-		size_t g = (size_t)(uintptr_t)v - 1;
-		if (!strcmp(m->groups[g].routine, routine))
-			return g;
-		key = key + 1 == UINT64_MAX ? 1 : key + 1; /* a collision: probe on */
-	}
+	size_t g;
+	uint64_t key;
+	if (find_named(m, &m->group_by_name, group_name, routine, &g, &key))
+		return g;
 	m->groups = xreallocarray(m->groups, m->ngroups + 1, sizeof(*m->groups));
 	memset(&m->groups[m->ngroups], 0, sizeof(*m->groups));
 	m->groups[m->ngroups].routine = xstrdup(routine);
 	ptw_map_put(&m->group_by_name, key, (void *)(uintptr_t)(m->ngroups + 1));
 	return m->ngroups++;
+}
+
+/* --trace: the function's figures, by its text ("fr_deep (frames.c:12)"). */
+static size_t fn_of(struct ptw_live_model *m, const char *function)
+{
+	size_t i;
+	uint64_t key;
+	if (find_named(m, &m->fn_by_name, fn_name, function, &i, &key))
+		return i;
+	m->fns = xreallocarray(m->fns, m->nfns + 1, sizeof(*m->fns));
+	memset(&m->fns[m->nfns], 0, sizeof(*m->fns));
+	m->fns[m->nfns].function = xstrdup(function);
+	m->fns[m->nfns].durations.exact_max = PTW_DACC_EXACT;
+	ptw_map_put(&m->fn_by_name, key, (void *)(uintptr_t)(m->nfns + 1));
+	return m->nfns++;
 }
 
 /* The routine as the text output names it ("worker (demo.c:12)"). */
@@ -229,6 +325,15 @@ static void repoint(struct track *t)
 		t->snap.open_state = t->snap_open_state;
 }
 
+/* The thread's row shows its innermost open call (if the model has its row). */
+static void show_call(struct ptw_live_model *m, uint32_t span, const struct open_calls *oc)
+{
+	void *v = ptw_map_get(&m->by_id, span);
+	if (v)
+		m->tracks[(size_t)(uintptr_t)v - 1].call =
+			oc && oc->n ? oc->c[oc->n - 1].fn + 1 : 0;
+}
+
 bool ptw_live_model_note(struct ptw_live_model *m, const struct ptw_span *sp, uint64_t now)
 {
 	if (!sp || !sp->id)
@@ -249,6 +354,7 @@ bool ptw_live_model_note(struct ptw_live_model *m, const struct ptw_span *sp, ui
 		t->sp = sp;
 		t->seen_ns = now;
 		ptw_map_put(&m->by_id, sp->id, (void *)(uintptr_t)(++m->ntracks));
+		show_call(m, sp->id, ptw_map_get(&m->open_by_span, sp->id));
 		m->active++;
 		if (sp->origin == PTW_ORIGIN_CREATED || sp->origin == PTW_ORIGIN_CLONE) {
 			t->created = true;
@@ -314,6 +420,63 @@ bool ptw_live_model_note(struct ptw_live_model *m, const struct ptw_span *sp, ui
 		}
 	}
 	return fresh;
+}
+
+void ptw_live_model_frame(struct ptw_live_model *m, const struct ptw_frame *fr)
+{
+	if (!fr || !fr->id)
+		return;
+	/* (a frame of no thread span: keyed apart from every span id) */
+	uint64_t key = fr->thread_span ? fr->thread_span : (1ull << 32) | (uint32_t)fr->tid;
+	struct open_calls *oc = ptw_map_get(&m->open_by_span, key);
+	m->dirty = true;
+	if (fr->status == PTW_FRAME_OPEN) {
+		ptw_buf_reset(&m->text);
+		ptw_text_location(&m->text, fr->function, NULL);
+		size_t fn = fn_of(m, m->text.p ? m->text.p : "?");
+		m->fns[fn].calls++;
+		m->fns[fn].in_flight++;
+		if (!oc) {
+			oc = xcalloc(1, sizeof(*oc));
+			ptw_map_put(&m->open_by_span, key, oc);
+		}
+		if (oc->n == oc->cap) {
+			oc->cap = oc->cap ? 2 * oc->cap : 8;
+			oc->c = xreallocarray(oc->c, oc->cap, sizeof(*oc->c));
+		}
+		oc->c[oc->n].frame = fr->id;
+		oc->c[oc->n++].fn = fn;
+		show_call(m, fr->thread_span, oc);
+		return;
+	}
+	/* Closed: it is on its thread's stack if it was seen open (usually
+	 * on top: frames close innermost first). */
+	size_t i = oc ? oc->n : 0;
+	while (i > 0 && oc->c[i - 1].frame != fr->id)
+		i--;
+	if (!i)
+		return; /* not seen open (before the table began): not counted */
+	struct fn_acc *a = &m->fns[oc->c[i - 1].fn];
+	memmove(&oc->c[i - 1], &oc->c[i], (oc->n - i) * sizeof(*oc->c));
+	oc->n--;
+	a->in_flight--;
+	if (fr->status == PTW_FRAME_COMPLETED) {
+		a->returned++;
+		if (!fr->entry_unknown && fr->return_ns >= fr->entry_ns) {
+			uint64_t d = fr->return_ns - fr->entry_ns;
+			ptw_dacc_add(&a->durations, d);
+			if (d >= a->slowest) {
+				a->slowest = d;
+				a->slowest_tid = fr->tid;
+			}
+		}
+	}
+	show_call(m, fr->thread_span, oc);
+	if (!oc->n) {
+		ptw_map_del(&m->open_by_span, key);
+		free(oc->c);
+		free(oc);
+	}
 }
 
 void ptw_live_model_refresh(struct ptw_live_model *m, uint64_t now)
@@ -497,7 +660,8 @@ size_t ptw_live_model_build(struct ptw_live_model *m, uint64_t now, const struct
 		if (!t->ended && t->name[0]) /* (a frozen copy: the name it had) */
 			name = t->name;
 		if (filter && !matches(t->tid_text, filter) && !matches(name, filter) &&
-		    !matches(routine, filter) && !matches(t->state, filter))
+		    !matches(routine, filter) && !matches(t->state, filter) &&
+		    !(t->call && matches(m->fns[t->call - 1].function, filter)))
 			continue;
 		if (n == m->rows_cap) {
 			m->rows_cap = m->rows_cap ? 2 * m->rows_cap : 64;
@@ -524,6 +688,7 @@ size_t ptw_live_model_build(struct ptw_live_model *m, uint64_t now, const struct
 		}
 		r->ended = t->ended;
 		r->late = late;
+		r->call = t->call && !t->ended ? m->fns[t->call - 1].function : NULL;
 	}
 	if (q->view == PTW_LIVE_THREADS) {
 		qsort_r(m->rows, n, sizeof(*m->rows), cmp_rows, (void *)q);
@@ -553,6 +718,68 @@ size_t ptw_live_model_build(struct ptw_live_model *m, uint64_t now, const struct
 	qsort_r(m->grows, n, sizeof(*m->grows), cmp_groups, (void *)q);
 	*ret_rows = NULL;
 	*ret_groups = m->grows;
+	return n;
+}
+
+static int cmp_functions(const void *pa, const void *pb, void *ctx)
+{
+	const struct ptw_live_function *a = pa, *b = pb;
+	const struct ptw_live_query *q = ctx;
+	int c = 0;
+	switch (q->sort) {
+	case PTW_LIVE_SORT_TID:
+		c = cmp_u64(a->calls, b->calls);
+		break;
+	case PTW_LIVE_SORT_NAME:
+		c = cmp_u64(a->in_flight, b->in_flight);
+		break;
+	case PTW_LIVE_SORT_STATE:
+		c = cmp_u64(a->p50_ns, b->p50_ns);
+		break;
+	case PTW_LIVE_SORT_AGE:
+		c = cmp_u64(a->p99_ns, b->p99_ns);
+		break;
+	case PTW_LIVE_SORT_SPAWN:
+		c = cmp_u64(a->slowest_ns, b->slowest_ns);
+		break;
+	default:
+		break;
+	}
+	if (q->reverse)
+		c = -c;
+	return c ? c : strcmp(a->function, b->function);
+}
+
+size_t ptw_live_model_functions(struct ptw_live_model *m, const struct ptw_live_query *q,
+				const struct ptw_live_function **ret)
+{
+	const char *filter = q->filter && q->filter[0] ? q->filter : NULL;
+	if (m->frows_cap < m->nfns) {
+		m->frows_cap = m->nfns;
+		m->frows = xreallocarray(m->frows, m->frows_cap, sizeof(*m->frows));
+	}
+	size_t n = 0;
+	for (size_t i = 0; i < m->nfns; i++) {
+		const struct fn_acc *a = &m->fns[i];
+		if (filter && !matches(a->function, filter))
+			continue;
+		struct ptw_live_function *r = &m->frows[n++];
+		struct ptw_distribution d;
+		ptw_dacc_result(&a->durations, &d);
+		*r = (struct ptw_live_function){
+			.function = a->function,
+			.calls = a->calls,
+			.in_flight = a->in_flight,
+			.returned = a->returned,
+			.has_times = d.count > 0,
+			.p50_ns = d.p50,
+			.p99_ns = d.p99,
+			.slowest_ns = a->slowest,
+			.slowest_tid = a->slowest_tid,
+		};
+	}
+	qsort_r(m->frows, n, sizeof(*m->frows), cmp_functions, (void *)q);
+	*ret = m->frows;
 	return n;
 }
 

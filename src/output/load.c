@@ -566,7 +566,10 @@ static bool frame_of(struct ld *ld, json_object *v, struct ptw_frame *fr)
 	fr->process = (uint32_t)u64m(ld, v, "process", PTW_LOAD_MAX_PROCESSES);
 	fr->tid = pid_of(ld, v, "tid");
 	fr->function = location(ld, get(v, "function"));
-	fr->entry_ns = num(ld, v, "entry_ns");
+	/* Under way at the attach (since spans/5): no entry time; it begins
+	 * with the session, as it did in the session that wrote it. */
+	fr->entry_unknown = str_is(ld, v, "entry", "before_attach");
+	fr->entry_ns = fr->entry_unknown ? ld->l->report.start_ns : num(ld, v, "entry_ns");
 	struct ptw_opt o = opt(ld, v, "return_ns");
 	fr->has_return = o.set && o.v >= fr->entry_ns;
 	fr->return_ns = fr->has_return ? o.v : 0;
@@ -592,7 +595,7 @@ static bool frame_of(struct ld *ld, json_object *v, struct ptw_frame *fr)
 /* Its time goes to its parent's children. */
 static void child_time(struct ld *ld, const struct ptw_frame *fr)
 {
-	if (!fr->parent || fr->status != PTW_FRAME_COMPLETED)
+	if (!fr->parent || fr->status != PTW_FRAME_COMPLETED || fr->entry_unknown)
 		return;
 	uint64_t sum = (uint64_t)(uintptr_t)ptw_map_get(&ld->child_ns, fr->parent);
 	sum += fr->return_ns - fr->entry_ns;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ptw_frames.h"
 #include "ptw_live.h"
 #include "ptw_output.h"
 
@@ -46,6 +47,16 @@ static int live_begin(struct ptw_output *o, const struct ptw_report *head)
 	for (size_t i = 0; i < ptw_spans_count(h->spans); i++)
 		if (ptw_text_filter_span(h->filter, ptw_spans_get(h->spans, i)))
 			ptw_live_model_note(l->model, ptw_spans_get(h->spans, i), ptw_now_ns());
+	/* --trace: the calls so far (-p: those under way at the attach) */
+	const struct ptw_frames *f = ptw_spans_frames(h->spans);
+	for (size_t i = 0; i < ptw_frames_count(f); i++) {
+		const struct ptw_frame *fr = ptw_frames_get(f, i);
+		struct ptw_frame open = *fr;
+		open.status = PTW_FRAME_OPEN;
+		ptw_live_model_frame(l->model, &open);
+		if (fr->status != PTW_FRAME_OPEN)
+			ptw_live_model_frame(l->model, fr);
+	}
 	return 0;
 }
 
@@ -59,6 +70,16 @@ static void live_event(struct ptw_output *o, const struct ptw_event *ev, const s
 		ptw_live_model_refresh(l->model, ev->ns); /* many spans ended */
 	if (sp && ptw_text_filter_span(o->host->filter, sp)) /* --tid, --routine */
 		ptw_live_model_note(l->model, sp, ev->ns);
+	if (ev->kind == PTW_EV_FRAME_ENTRY) /* (its end comes as frame_closed) */
+		ptw_live_model_frame(l->model, ptw_spans_last_frame(o->host->spans));
+}
+
+/* --trace: a call returned or was left (every one, streaming or not). */
+static void live_frame_closed(struct ptw_output *o, const struct ptw_frame *fr)
+{
+	struct live_out *l = live_of(o);
+	if (l->live)
+		ptw_live_model_frame(l->model, fr);
 }
 
 /* --locks: a row's state says what its thread waits for. */
@@ -111,6 +132,7 @@ static const struct ptw_output_ops live_ops = {
 	.event = live_event,
 	.wait = live_wait,
 	.open = live_event,
+	.frame_closed = live_frame_closed,
 	.next_tick = live_next_tick,
 	.tick = live_tick,
 	.stop = live_stop,

@@ -309,6 +309,8 @@ void ptw_text_frame_event(struct ptw_buf *out, const struct ptw_text_style *st, 
 		ptw_text_location(out, fr->function, NULL);
 		if (fr->sig)
 			ptw_buf_printf(out, " (signal %s)", ptw_signame(fr->sig));
+		if (fr->entry_unknown)
+			ptw_buf_puts(out, " (under way at the attach)");
 	} else if (ev->kind == PTW_EV_FRAME_RETURN && fr->has_return) {
 		line_start(out, st, ev, "ret");
 		ptw_buf_printf(out, " {%u} %*s", fr->id, (int)(fr->depth - 1) * 2, "");
@@ -316,8 +318,12 @@ void ptw_text_frame_event(struct ptw_buf *out, const struct ptw_text_style *st, 
 		ptw_buf_put_escaped(out, loc && loc->symbol ? loc->symbol : "?");
 		if (fr->has_value)
 			ptw_buf_printf(out, " = %#" PRIx64, fr->value);
-		ptw_buf_puts(out, " after ");
-		ptw_text_duration(out, fr->return_ns - fr->entry_ns);
+		if (fr->entry_unknown) {
+			ptw_buf_puts(out, " (entered before the attach)");
+		} else {
+			ptw_buf_puts(out, " after ");
+			ptw_text_duration(out, fr->return_ns - fr->entry_ns);
+		}
 	} else {
 		return;
 	}
@@ -908,14 +914,18 @@ static void frame_line(struct ptw_buf *out, const struct ptw_frame *fr)
 	ptw_text_location(out, fr->function, NULL);
 	if (fr->sig)
 		ptw_buf_printf(out, " (signal %s)", ptw_signame(fr->sig));
+	if (fr->entry_unknown)
+		ptw_buf_puts(out, "  (entered before the attach)");
 	if (fr->status == PTW_FRAME_COMPLETED) {
-		ptw_buf_puts(out, "  ");
-		ptw_text_duration(out, fr->return_ns - fr->entry_ns);
+		if (!fr->entry_unknown) {
+			ptw_buf_puts(out, "  ");
+			ptw_text_duration(out, fr->return_ns - fr->entry_ns);
+		}
 	} else if (fr->status == PTW_FRAME_UNMATCHED) {
 		ptw_buf_puts(out, "  unmatched (");
 		ptw_buf_put_escaped(out, fr->reason ? fr->reason : "?");
 		ptw_buf_putc(out, ')');
-		if (fr->has_left && fr->left_ns >= fr->entry_ns) {
+		if (fr->has_left && fr->left_ns >= fr->entry_ns && !fr->entry_unknown) {
 			ptw_buf_puts(out, " after ");
 			ptw_text_duration(out, fr->left_ns - fr->entry_ns);
 		}
@@ -981,7 +991,7 @@ static void frames_summary(struct ptw_buf *out, const struct ptw_report *r)
 	for (size_t i = 0; i < nst; i++) {
 		struct ptw_buf b = { 0 };
 		ptw_text_location(&b, st[i].function, NULL);
-		bool any = st[i].completed > 0;
+		bool any = st[i].timed > 0;
 		char *c[TABLE_COLS] = {
 			b.p,
 			xasprintf("%" PRIu64, st[i].calls),

@@ -64,8 +64,17 @@ static bool kernel_fits(const struct ptw_tracer_opts *o, const char *argv0, char
 		snprintf(why, size, "auto: the kernel path cannot run here: %s", reason);
 		return false;
 	}
+	if (o->ntrace) {
+		/* It does, but less: C++ and Rust processes get no frames (a
+		 * uretprobe's trampoline breaks the unwinder), the first calls
+		 * into a dlopen'ed library may be missed, 64 pending returns
+		 * at most. Asked for by name, it runs. */
+		snprintf(why, size,
+			 "auto: --trace is complete on the ptrace path only (C++ exceptions, "
+			 "dlopen'ed libraries, recursion deeper than 64)");
+		return false;
+	}
 	const char *opt = o->follow_forks ? "-f"
-			  : o->ntrace	  ? "--trace"
 			  : o->locks	  ? "--locks"
 			  : o->create_events ? "--create-events"
 					     : NULL;

@@ -290,8 +290,8 @@ struct ptw_session *ptw_session_new(const struct ptw_session_opts *o)
 	bool streams = s->outs[0]->streams;
 	if (streams && (!o->snapshot || o->resume))
 		ptw_spans_set_streaming(s->spans, on_retire, s);
-	if (streams)
-		ptw_frames_set_closed(ptw_spans_frames_mut(s->spans), on_frame_closed, s);
+	/* Frames that end: the stream writes them, the live table counts them. */
+	ptw_frames_set_closed(ptw_spans_frames_mut(s->spans), on_frame_closed, s);
 	if (!o->snapshot && !o->resume) {
 		s->timeouts = ptw_timeouts_new(o->open_timeout_ns);
 		ptw_spans_set_timeouts(s->spans, s->timeouts);

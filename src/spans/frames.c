@@ -128,7 +128,7 @@ struct ptw_frames {
 struct acc_fn {
 	uint64_t key;
 	const struct ptw_location *function;
-	uint64_t calls, completed, total, self;
+	uint64_t calls, completed, timed, total, self;
 	struct ptw_dacc durations;
 };
 
@@ -168,6 +168,9 @@ static void account_frame(struct ptw_frames *f, const struct ptw_frame *fr)
 	uint64_t d = fr->return_ns - fr->entry_ns;
 	f->acc_completed++;
 	a->completed++;
+	if (fr->entry_unknown)
+		return; /* no duration */
+	a->timed++;
 	a->total += d;
 	a->self += d > fr->child_ns ? d - fr->child_ns : 0;
 	ptw_dacc_add(&a->durations, d);
@@ -350,7 +353,7 @@ static void complete(struct ptw_frames *f, struct fthread *ft, struct ptw_frame 
 	fr->has_return = true;
 	fr->return_ns = ns;
 	/* Its time counts as its parent's children's (self time). */
-	if (ft->n && ns >= fr->entry_ns)
+	if (ft->n && ns >= fr->entry_ns && !fr->entry_unknown)
 		ft->stack[ft->n - 1]->child_ns += ns - fr->entry_ns;
 	closed(f, fr);
 }
@@ -433,6 +436,7 @@ static struct ptw_frame *on_entry(struct ptw_frames *f, const struct ptw_event *
 	fr->process = thread ? thread->process : ev->process;
 	fr->function = ev->routine;
 	fr->entry_ns = ev->ns;
+	fr->entry_unknown = ev->before_attach;
 	fr->sp = ev->sp;
 	fr->ret = ev->ret_addr;
 	fr->sig = ev->sig;
@@ -727,6 +731,9 @@ size_t ptw_frames_stats(const struct ptw_frames *f, struct ptw_function_stats **
 			continue;
 		uint64_t d = fr->return_ns - fr->entry_ns;
 		g->completed++;
+		if (fr->entry_unknown)
+			continue; /* no duration */
+		g->timed++;
 		g->total += d;
 		g->self += d > fr->child_ns ? d - fr->child_ns : 0;
 		ptw_dacc_add(&g->durations, d);
@@ -739,6 +746,7 @@ size_t ptw_frames_stats(const struct ptw_frames *f, struct ptw_function_stats **
 			.function = groups[i].function,
 			.calls = groups[i].calls,
 			.completed = groups[i].completed,
+			.timed = groups[i].timed,
 			.total_ns = groups[i].total,
 			.self_ns = groups[i].self,
 			.min_ns = d.min,

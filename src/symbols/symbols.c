@@ -60,6 +60,7 @@ struct lookup_result {
 
 struct ptw_symbols {
 	pid_t pid;
+	bool offline; /* ptw_symbols_new_file: one file, no process */
 	bool use_debug_files;
 	char *cache_dir; /* NULL: no cache */
 	bool cache_unwritable;
@@ -431,6 +432,8 @@ static void prefetch_debuginfo(struct module_index *mi)
 
 static int report_modules(struct ptw_symbols *s)
 {
+	if (s->offline)
+		return 0; /* its one file does not change */
 	free_indexes(s);
 	dwfl_report_begin(s->dwfl);
 	int r = dwfl_linux_proc_report(s->dwfl, s->pid);
@@ -1421,6 +1424,7 @@ static const Dwfl_Thread_Callbacks unwind_callbacks = {
 struct frames_ctx {
 	struct ptw_symbols *s;
 	uint64_t *pcs;
+	uint64_t *sps; /* NULL: not asked for */
 	int max, n;
 };
 
@@ -1433,6 +1437,11 @@ static int frame_cb(Dwfl_Frame *state, void *arg)
 	if (unknown_value(c->s, pc)) {
 		c->s->unwind_used_unknown = true;
 		return DWARF_CB_ABORT;
+	}
+	if (c->sps) {
+		/* DWARF register 7: rsp (for an unwound frame, its CFA) */
+		Dwarf_Word sp;
+		c->sps[c->n] = dwfl_frame_reg(state, 7, &sp) == 0 ? sp : 0;
 	}
 	c->pcs[c->n++] = pc;
 	return c->n < c->max ? DWARF_CB_OK : DWARF_CB_ABORT;
@@ -1471,11 +1480,11 @@ static bool has_cfi(struct ptw_symbols *s, uint64_t pc)
 }
 
 static int unwind_from(struct ptw_symbols *s, pid_t tid, const struct user_regs_struct *regs,
-		       uint64_t *pcs, int max)
+		       uint64_t *pcs, uint64_t *sps, int max)
 {
 	s->unwind_tid = tid;
 	s->unwind_regs = regs;
-	struct frames_ctx c = { s, pcs, max, 0 };
+	struct frames_ctx c = { s, pcs, sps, max, 0 };
 	/* 0: the outermost frame has no return address */
 	int r = dwfl_getthread_frames(s->dwfl, tid, frame_cb, &c);
 	s->unwind_complete = r == 0 || c.n >= max;
@@ -1486,7 +1495,7 @@ static int unwind_from(struct ptw_symbols *s, pid_t tid, const struct user_regs_
 }
 
 static int unwind(struct ptw_symbols *s, pid_t tid, const struct user_regs_struct *regs,
-		  uint64_t *pcs, int max)
+		  uint64_t *pcs, uint64_t *sps, int max)
 {
 	if (max <= 0)
 		return -EINVAL;
@@ -1511,14 +1520,18 @@ static int unwind(struct ptw_symbols *s, pid_t tid, const struct user_regs_struc
 		caller.rip = ret;
 		caller.rsp = regs->rsp + 8;
 		pcs[0] = regs->rip;
-		int m = unwind_from(s, tid, &caller, pcs + 1, max - 1);
+		if (sps)
+			sps[0] = regs->rsp;
+		int m = unwind_from(s, tid, &caller, pcs + 1, sps ? sps + 1 : NULL, max - 1);
 		if (m > 0)
 			return m + 1;
 	}
-	int n = unwind_from(s, tid, regs, pcs, max);
+	int n = unwind_from(s, tid, regs, pcs, sps, max);
 	if (n == 0) {
 		s->unwind_complete = false;
 		pcs[0] = regs->rip;
+		if (sps)
+			sps[0] = regs->rsp;
 		n = 1;
 	}
 	return n;
@@ -1527,14 +1540,22 @@ static int unwind(struct ptw_symbols *s, pid_t tid, const struct user_regs_struc
 int ptw_symbols_unwind(struct ptw_symbols *s, pid_t tid, const struct user_regs_struct *regs,
 		       uint64_t *pcs, int max)
 {
-	return unwind(s, tid, regs, pcs, max);
+	return unwind(s, tid, regs, pcs, NULL, max);
+}
+
+int ptw_symbols_unwind_sps(struct ptw_symbols *s, pid_t tid, const struct user_regs_struct *regs,
+			   uint64_t *pcs, uint64_t *sps, int max, bool *whole)
+{
+	int n = unwind(s, tid, regs, pcs, sps, max);
+	*whole = n > 0 && s->unwind_complete;
+	return n;
 }
 
 int ptw_symbols_unwind_copy(struct ptw_symbols *s, pid_t tid, const struct user_regs_struct *regs,
 			    const struct ptw_stack_copy *stack, uint64_t *pcs, int max)
 {
 	s->unwind_stack = stack;
-	int n = unwind(s, tid, regs, pcs, max);
+	int n = unwind(s, tid, regs, pcs, NULL, max);
 	s->unwind_stack = NULL;
 	return n;
 }
@@ -1548,10 +1569,67 @@ int ptw_symbols_unwind_sp_pc(struct ptw_symbols *s, pid_t tid, uint64_t sp, uint
 	s->unwind_sp_pc_only = true;
 	s->unwind_used_unknown = false;
 	s->unwind_read_live = false;
-	int n = unwind(s, tid, &regs, pcs, max);
+	int n = unwind(s, tid, &regs, pcs, NULL, max);
 	s->unwind_sp_pc_only = false;
 	s->unwind_stack = NULL;
 	*whole = n > 0 && s->unwind_complete && !s->unwind_used_unknown;
 	*read_live = s->unwind_read_live;
 	return n;
+}
+
+/* ---- one file, before any process maps it ---- */
+
+static int no_memory(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	(void)ctx, (void)addr, (void)buf, (void)len;
+	return -EIO;
+}
+
+int ptw_symbols_new_file(const char *path, bool use_debug_files, const char *cache_dir,
+			 struct ptw_symbols **ret)
+{
+	struct ptw_symbols *s = xcalloc(1, sizeof(*s));
+	s->offline = true;
+	s->use_debug_files = use_debug_files;
+	s->cache_dir = cache_dir ? xstrdup(cache_dir) : NULL;
+	s->read = no_memory;
+	s->callbacks.find_elf = dwfl_build_id_find_elf;
+	s->callbacks.find_debuginfo = use_debug_files ? find_debuginfo : no_debuginfo;
+	s->callbacks.section_address = dwfl_offline_section_address;
+	s->callbacks.debuginfo_path = &s->debuginfo_path;
+	s->exe_path = xstrdup(path);
+	s->dwfl = dwfl_begin(&s->callbacks);
+	if (!s->dwfl) {
+		ptw_symbols_free(s);
+		return -ENOMEM;
+	}
+	dwfl_report_begin(s->dwfl);
+	Dwfl_Module *m = dwfl_report_offline(s->dwfl, path, path, -1);
+	if (dwfl_report_end(s->dwfl, NULL, NULL) != 0 || !m) {
+		ptw_symbols_free(s);
+		return -ENOEXEC;
+	}
+	dwfl_getmodules(s->dwfl, collect_module, s, 0);
+	*ret = s;
+	return 0;
+}
+
+int ptw_symbols_file_offset(struct ptw_symbols *s, uint64_t addr, uint64_t *ret_off)
+{
+	Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, addr);
+	GElf_Addr bias;
+	Elf *elf = mod ? dwfl_module_getelf(mod, &bias) : NULL;
+	size_t n;
+	if (!elf || elf_getphdrnum(elf, &n) < 0)
+		return -ENOENT;
+	uint64_t vaddr = addr - bias;
+	for (size_t i = 0; i < n; i++) {
+		GElf_Phdr ph;
+		if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD && vaddr >= ph.p_vaddr &&
+		    vaddr - ph.p_vaddr < ph.p_filesz) {
+			*ret_off = vaddr - ph.p_vaddr + ph.p_offset;
+			return 0;
+		}
+	}
+	return -ENOENT;
 }

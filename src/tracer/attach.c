@@ -328,8 +328,6 @@ int attach_process(struct ptw_tracer *t, const struct ptw_seize_info *info, uint
 		/* What we learnt is about the old image: start again. */
 		return -EAGAIN;
 	}
-	/* --trace: frames already running are not reported (no entry seen;
-	 * see the man page), calls from now on are. */
 	tracer_image_ready(t, host);
 	if (have_tdb) {
 		attach_list_threads(t, stuck, NULL);
@@ -369,6 +367,13 @@ int attach_process(struct ptw_tracer *t, const struct ptw_seize_info *info, uint
 			facts[i].have_joinid = pieces[k++].ok;
 		attach_emit_facts(t, &facts[i], ptw_map_get(&names, (uint64_t)threads[i]->tid), ns);
 	}
+	/* What each thread is in the middle of (--trace: the calls under way),
+	 * while it is stopped anyway. */
+	uint64_t under_way_from = ptw_now_ns();
+	for (size_t i = 0; i < nthreads; i++)
+		tracer_features_under_way(t, threads[i]);
+	ptw_dbg(PTW_DBG_TRACER, "attach: what %zu threads were doing read in %.1f ms", nthreads,
+		(double)(ptw_now_ns() - under_way_from) / 1e6);
 	free(pieces);
 	free(facts);
 	free(threads);

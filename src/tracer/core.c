@@ -117,6 +117,13 @@ void tracer_features_prepare(struct ptw_tracer *t)
 			t->features[i]->prepare(t);
 }
 
+void tracer_features_under_way(struct ptw_tracer *t, struct ptw_lwp *l)
+{
+	for (size_t i = 0; i < t->nfeatures; i++)
+		if (t->features[i]->under_way)
+			t->features[i]->under_way(t, l);
+}
+
 void tracer_image_ready(struct ptw_tracer *t, struct ptw_lwp *l)
 {
 	for (size_t i = 0; i < t->nfeatures; i++)

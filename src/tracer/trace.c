@@ -36,14 +36,12 @@
 #include <string.h>
 #include <ucontext.h>
 
-#include "ptw_demangle.h"
 #include "ptw_frames.h"
+#include "ptw_patterns.h"
 #include "tracer_internal.h"
 
 struct pattern {
-	char *text;   /* as given */
-	char *module; /* glob on the module's file name, NULL: any */
-	char *name;   /* glob on the function's name */
+	struct ptw_pattern p; /* text, module glob, name glob */
 	size_t matched;
 	bool module_seen; /* some module matched the module glob */
 	size_t nfailed;	  /* matched, but no breakpoint could go there */
@@ -69,6 +67,7 @@ struct trace {
 	bool *pat_applies;
 	bool literal; /* the pattern being applied has no wildcard */
 	struct pattern *current;
+	bool partial_said; /* trace_partial_stack: said once, for the first thread */
 };
 
 /* A context the thread left (swapcontext) and may come back to. */
@@ -117,62 +116,11 @@ static struct frames_thread *frames_peek(struct ptw_lwp *l)
 	return (struct frames_thread *)tracer_feature_peek(l, FEATURE_FRAMES);
 }
 
-/* Functions an entry breakpoint must not go on: entered without a call
- * (no return address at [sp]), or trampolines with a stack of their own. */
-static const char *const never_traced[] = {
-	"_start", "__restore_rt", "_dl_start", "_dl_start_user", "_dl_runtime_resolve*",
-	"_dl_runtime_profile*", "__tls_get_addr_slow", NULL,
-};
-
-static char *dup_n(const char *s, size_t n)
-{
-	char *d = xmalloc(n + 1);
-	memcpy(d, s, n);
-	d[n] = '\0';
-	return d;
-}
-
-static const char *base_name(const char *path)
-{
-	const char *b = path ? strrchr(path, '/') : NULL;
-	return b ? b + 1 : path ? path : "?";
-}
-
-/* "MODULE:PATTERN" splits at the first ':' that is not part of a "::". */
-static int parse_pattern(const char *text, struct pattern *p)
-{
-	memset(p, 0, sizeof(*p));
-	if (!text || !*text)
-		return -EINVAL;
-	p->text = xstrdup(text);
-	const char *c = text;
-	while ((c = strchr(c, ':'))) {
-		if (c[1] == ':') {
-			c += 2;
-			continue;
-		}
-		if (c == text || (c > text && c[-1] == ':')) {
-			c++;
-			continue;
-		}
-		break;
-	}
-	if (c) {
-		p->module = dup_n(text, (size_t)(c - text));
-		p->name = xstrdup(c + 1);
-	} else {
-		p->name = xstrdup(text);
-	}
-	return *p->name ? 0 : -EINVAL;
-}
-
 int ptw_trace_check_pattern(const char *text)
 {
-	struct pattern p;
-	int r = parse_pattern(text, &p);
-	free(p.text);
-	free(p.module);
-	free(p.name);
+	struct ptw_pattern p;
+	int r = ptw_pattern_parse(text, &p);
+	ptw_pattern_free(&p);
 	return r;
 }
 
@@ -186,8 +134,10 @@ static void trace_attached(struct ptw_tracer *t)
 	struct trace *tr = xcalloc(1, sizeof(*tr));
 	tr->pats = xcalloc(t->o.ntrace, sizeof(*tr->pats));
 	for (size_t i = 0; i < t->o.ntrace; i++)
-		if (parse_pattern(t->o.trace[i], &tr->pats[tr->npats]) == 0)
+		if (ptw_pattern_parse(t->o.trace[i], &tr->pats[tr->npats].p) == 0)
 			tr->npats++;
+		else
+			ptw_pattern_free(&tr->pats[tr->npats].p);
 	t->fstate[FEATURE_FRAMES] = tr;
 }
 
@@ -211,9 +161,7 @@ static void trace_free(struct ptw_tracer *t)
 	if (!tr)
 		return;
 	for (size_t i = 0; i < tr->npats; i++) {
-		free(tr->pats[i].text);
-		free(tr->pats[i].module);
-		free(tr->pats[i].name);
+		ptw_pattern_free(&tr->pats[i].p);
 		ptw_buf_free(&tr->pats[i].failed);
 	}
 	free(tr->pats);
@@ -227,29 +175,12 @@ static void trace_free(struct ptw_tracer *t)
 
 /* ---- finding the functions ---- */
 
-static bool denied(const char *name)
-{
-	for (const char *const *d = never_traced; *d; d++)
-		if (fnmatch(*d, name, 0) == 0)
-			return true;
-	return false;
-}
-
-/* "ns::f(int)" -> "ns::f" (NULL when there is no parameter list). */
-static char *without_params(const char *demangled)
-{
-	const char *p = strchr(demangled, '(');
-	if (!p || p == demangled || !strncmp(demangled, "operator", 8))
-		return NULL;
-	return dup_n(demangled, (size_t)(p - demangled));
-}
-
 static void add_entry(struct trace *tr, uint64_t addr, const char *name)
 {
 	struct ptw_tracer *t = tr->t;
 	if (ptw_map_get(&tr->entries, addr))
 		return;
-	if (denied(name)) {
+	if (ptw_pattern_never_traced(name)) {
 		/* Said when asked for by name; a glob that happens to match
 		 * it (--trace '*') is only told in the debug log. */
 		if (tr->literal)
@@ -285,37 +216,18 @@ static void add_entry(struct trace *tr, uint64_t addr, const char *name)
 static void on_function(void *ctx, uint64_t addr, const char *name)
 {
 	struct trace *tr = ctx;
-	char *dem = NULL, *bare = NULL;
-	bool demangled_tried = false;
+	struct ptw_pattern_name n;
+	ptw_pattern_name_init(&n, name);
 	for (size_t i = 0; i < tr->npats; i++) {
 		struct pattern *p = &tr->pats[i];
-		if (!tr->pat_applies[i])
-			continue;
-		bool hit = fnmatch(p->name, name, 0) == 0;
-		if (!hit && name[0] == '_' && name[1] == 'Z') {
-			if (!demangled_tried) {
-				demangled_tried = true;
-				dem = ptw_demangle(name);
-				bare = dem ? without_params(dem) : NULL;
-			}
-			hit = (dem && fnmatch(p->name, dem, 0) == 0) ||
-			      (bare && fnmatch(p->name, bare, 0) == 0);
-		}
-		if (!hit)
+		if (!tr->pat_applies[i] || !ptw_pattern_matches(&p->p, &n))
 			continue;
 		p->matched++;
-		tr->literal = !strpbrk(p->name, "*?[");
+		tr->literal = ptw_pattern_literal(&p->p);
 		tr->current = p;
-		add_entry(tr, addr, dem ? dem : name);
+		add_entry(tr, addr, ptw_pattern_name_shown(&n));
 	}
-	free(dem);
-	free(bare);
-}
-
-static bool module_applies(const struct pattern *p, const char *path)
-{
-	return !p->module || fnmatch(p->module, base_name(path), 0) == 0 ||
-	       (path && fnmatch(p->module, path, 0) == 0);
+	ptw_pattern_name_done(&n);
 }
 
 static void note_dynsym_only(struct trace *tr, const char *base)
@@ -412,13 +324,13 @@ static void scan(struct ptw_tracer *t, struct ptw_lwp *l)
 		ptw_map_put(&tr->scanned, key, (void *)1);
 		bool any = false;
 		for (size_t k = 0; k < tr->npats; k++) {
-			applies[k] = module_applies(&tr->pats[k], path);
+			applies[k] = ptw_pattern_module_applies(&tr->pats[k].p, path);
 			tr->pats[k].module_seen |= applies[k];
 			any |= applies[k];
 		}
 		if (!any)
 			continue;
-		tr->module_base = base_name(path);
+		tr->module_base = ptw_pattern_base_name(path);
 		uint64_t t0 = ptw_now_ns();
 		int r = ptw_symbols_module_functions(syms, i, on_function, tr);
 		ptw_dbg(PTW_DBG_TRACER, "--trace: scanned %s (%s) in %.1f ms", tr->module_base,
@@ -508,6 +420,16 @@ static void drop(struct ptw_tracer *t, struct frames_thread *th, size_t k)
 				 HOOK_FRAME_RETURN);
 }
 
+/* A frame is open at sp, returning to ret (its return breakpoint is in). */
+static void push(struct frames_thread *th, uint64_t sp, uint64_t ret)
+{
+	if (th->nshadow == th->shadow_cap) {
+		th->shadow_cap = th->shadow_cap ? th->shadow_cap * 2 : 16;
+		th->shadow = xreallocarray(th->shadow, th->shadow_cap, sizeof(*th->shadow));
+	}
+	th->shadow[th->nshadow++] = (struct ptw_shadow_frame){ sp, ret, 0 };
+}
+
 static void trace_thread_gone(struct ptw_tracer *t, struct thread *th)
 {
 	struct frames_thread *f = (struct frames_thread *)th->fdata[FEATURE_FRAMES];
@@ -572,11 +494,7 @@ void hook_frame_entry(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp
 	bool tail;
 	if (!sig) /* a handler leaves no frame */
 		drop(t, th, ptw_shadow_left_at_entry(th->shadow, th->nshadow, sp, ret, &tail));
-	if (th->nshadow == th->shadow_cap) {
-		th->shadow_cap = th->shadow_cap ? th->shadow_cap * 2 : 16;
-		th->shadow = xreallocarray(th->shadow, th->shadow_cap, sizeof(*th->shadow));
-	}
-	th->shadow[th->nshadow++] = (struct ptw_shadow_frame){ sp, ret, 0 };
+	push(th, sp, ret);
 	struct ptw_event ev = ptw_event_init(PTW_EV_FRAME_ENTRY, ns, l->tid);
 	ev.routine = tracer_locate(t, regs->rip);
 	ev.sp = sp;
@@ -769,6 +687,82 @@ void hook_sigreturn(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 	tracer_emit(t, &ev);
 }
 
+/* ---- calls under way at an attach ---- */
+
+/* Frames of a thread's stack looked at for calls under way: beyond, the
+ * outer ones are not reported (said). */
+#define UNDER_WAY_MAX_FRAMES 256
+
+/*
+ * Thread l, stopped by the attach, was running before: every traced
+ * function on its stack is a call under way. Each becomes a frame span
+ * whose entry was not seen (emitted outermost first, at the session's
+ * start), its return watched as for the calls seen: a return breakpoint
+ * at its return address, its (entry sp, return address) on the shadow
+ * stack. The unwind gives frame i's function (pcs[i]: the pc, then
+ * return addresses) and where its caller's stack pointer is (sps[i + 1]:
+ * the slot of its return address is 8 below).
+ */
+static void trace_under_way(struct ptw_tracer *t, struct ptw_lwp *l)
+{
+	struct trace *tr = trace_of(t);
+	struct ptw_symbols *syms = t->img.syms;
+	struct user_regs_struct *regs;
+	if (!tr || !syms || !tr->entries.count || l->state != PTW_LWP_STOPPED ||
+	    ptw_getregs(t->proc, l, &regs) < 0)
+		return;
+	uint64_t *pcs = xcalloc(2 * UNDER_WAY_MAX_FRAMES, sizeof(*pcs));
+	uint64_t *sps = pcs + UNDER_WAY_MAX_FRAMES;
+	bool whole, missed = false;
+	int n = ptw_symbols_unwind_sps(syms, l->tid, regs, pcs, sps, UNDER_WAY_MAX_FRAMES, &whole);
+	uint64_t ns = (t->root ? t->root : t)->start_ns;
+	for (int i = n - 2; i >= 0; i--) {
+		/* a return address: the call is the instruction before it */
+		uint64_t pc = i ? pcs[i] - 1 : pcs[i], lo, hi, ret = pcs[i + 1], at;
+		if (ptw_symbols_function_range(syms, pc, &lo, &hi) < 0 ||
+		    !ptw_map_get(&tr->entries, lo))
+			continue;
+		/* At its first instruction, the call has not begun: its entry
+		 * breakpoint is there and reports it. */
+		if (!i && pcs[0] == lo)
+			continue;
+		uint64_t sp = sps[i + 1] - 8;
+		/* The unwind is the target's memory read through its CFI:
+		 * believed only where the slot holds the return address. */
+		if (!sps[i + 1] || tracer_read_u64(t, sp, &at) < 0 || at != ret ||
+		    tracer_retbp_get(t, &tr->retbps, l, ret, HOOK_FRAME_RETURN) < 0) {
+			ptw_dbg(PTW_DBG_TRACER,
+				"--trace: %d: a call under way at %#llx is not reported", l->tid,
+				(unsigned long long)lo);
+			missed = true;
+			continue;
+		}
+		struct frames_thread *th = frames_of(l);
+		bool tail;
+		drop(t, th, ptw_shadow_left_at_entry(th->shadow, th->nshadow, sp, ret, &tail));
+		push(th, sp, ret);
+		struct ptw_event ev = ptw_event_init(PTW_EV_FRAME_ENTRY, ns, l->tid);
+		ev.routine = tracer_locate(t, lo);
+		ev.sp = sp;
+		ev.ret_addr = ret;
+		ev.before_attach = true;
+		tracer_emit(t, &ev);
+	}
+	if ((missed || !whole || n == UNDER_WAY_MAX_FRAMES) && !tr->partial_said) {
+		tr->partial_said = true; /* (once: the first thread names the problem) */
+		tracer_warn(
+			t, PTW_W_TRACE_PARTIAL_STACK,
+			missed ? "--trace: a call under way at the attach in thread %d (the first "
+				 "such) is not reported: its stack slot or its return site could "
+				 "not be trusted"
+			       : "--trace: the stack of thread %d (the first such) could not be "
+				 "read to its start at the attach: calls under way in its outer "
+				 "frames are not reported",
+			l->tid);
+	}
+	free(pcs);
+}
+
 /* ---- the end ---- */
 
 /* What the functions one process matched could not be traced. */
@@ -780,7 +774,7 @@ static void warn_unhookable(struct ptw_tracer *t, const struct trace *tr)
 			tracer_warn(
 				t, PTW_W_TRACE_UNHOOKABLE,
 				"--trace '%s': %zu of the %zu functions it matched are not traced: %s%s",
-				p->text, p->nfailed, p->matched, p->failed.p,
+				p->p.text, p->nfailed, p->matched, p->failed.p,
 				p->nfailed > 3 ? ", ..." : "");
 	}
 }
@@ -815,10 +809,10 @@ static void trace_finish(struct ptw_tracer *t)
 		}
 		if (matched)
 			continue;
-		if (p->module && !module_seen) {
+		if (p->p.module && !module_seen) {
 			tracer_warn(t, PTW_W_TRACE_NO_MATCH,
-				    "--trace '%s': no loaded module is called '%s'", p->text,
-				    p->module);
+				    "--trace '%s': no loaded module is called '%s'", p->p.text,
+				    p->p.module);
 			continue;
 		}
 		struct ptw_buf b = { 0 };
@@ -826,7 +820,7 @@ static void trace_finish(struct ptw_tracer *t)
 		for (size_t k = 0; k < n; k++)
 			for (size_t d = 0; d < all[k]->ndynsym_only; d++) {
 				const char *m = all[k]->dynsym_only[d];
-				if ((p->module && fnmatch(p->module, m, 0) != 0) ||
+				if ((p->p.module && fnmatch(p->p.module, m, 0) != 0) ||
 				    ptw_map_get(&named, ptw_str_hash(m)))
 					continue;
 				ptw_map_put(&named, ptw_str_hash(m), (void *)1);
@@ -840,10 +834,10 @@ static void trace_finish(struct ptw_tracer *t)
 				"--trace '%s' matched no function; only the dynamic symbols of %s could "
 				"be searched (no symbol table, no debug file): their static functions "
 				"cannot be found",
-				p->text, b.p);
+				p->p.text, b.p);
 		else
 			tracer_warn(t, PTW_W_TRACE_NO_MATCH, "--trace '%s' matched no function",
-				    p->text);
+				    p->p.text);
 		ptw_buf_free(&b);
 	}
 	free(all);
@@ -856,6 +850,7 @@ const struct tracer_feature feature_frames = {
 	.attached = trace_attached,
 	.prepare = trace_prepare,
 	.image_ready = trace_image,
+	.under_way = trace_under_way,
 	.image_reset = trace_image_reset,
 	.thread_gone = trace_thread_gone,
 	.signal_delivery = trace_signal_delivery,

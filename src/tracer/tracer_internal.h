@@ -130,6 +130,9 @@ struct tracer_feature {
 	/* libc and libthread_db are ready (the lifecycle feature finds out
 	 * when): breakpoints in libc. */
 	void (*libc_ready)(struct ptw_tracer *t, struct ptw_lwp *l);
+	/* Attach: thread l, stopped by the attach (no stop of its own), was
+	 * running before and its span is made: what it is in the middle of. */
+	void (*under_way)(struct ptw_tracer *t, struct ptw_lwp *l);
 	/* Hook kinds this feature adds to a breakpoint another feature puts
 	 * with these hooks (the joins: --locks waits there too); 0: none. */
 	unsigned (*hooks_beside)(struct ptw_tracer *t, unsigned hooks);
@@ -275,6 +278,7 @@ struct ptw_tracer {
 /* The features' moments (struct tracer_feature), each in table order. */
 void tracer_features_prepare(struct ptw_tracer *t);
 void tracer_image_ready(struct ptw_tracer *t, struct ptw_lwp *l);
+void tracer_features_under_way(struct ptw_tracer *t, struct ptw_lwp *l);
 void tracer_libc_ready(struct ptw_tracer *t, struct ptw_lwp *l);
 void tracer_signal_delivery(struct ptw_tracer *t, struct ptw_lwp *l, int sig, uint64_t ns);
 unsigned tracer_hooks_beside(struct ptw_tracer *t, unsigned hooks);

@@ -14,7 +14,7 @@ import subprocess
 import time
 
 from ptw_test import (
-    child_pids, comm, Failed, FrameworkError, kill_group, proc_status, ptwatch_path, read_outputs,
+    backend, child_pids, comm, Failed, FrameworkError, kill_group, proc_status, ptwatch_path, read_outputs,
     task_states, thread_spans, tracer_pids, wait_for
 )
 
@@ -153,6 +153,16 @@ def wait_traced(target, timeout=20):
         raise Failed('%s: not every thread traced within %d s: tracers %s, threads %s'
                      % (target, timeout, tracer_pids(pid), task_states(pid)))
     return traced
+
+
+def wait_watched(target, timeout=20):
+    """Waits until ptwatch watches every thread of the target: on the
+    ptrace path every thread has a tracer (wait_traced); the kernel path
+    stops and traces nothing, and its "found" lines (start_attached) said
+    it attached. Returns {tid: TracerPid}, {} on the kernel path."""
+    if backend() == 'kernel':
+        return {}
+    return wait_traced(target, timeout)
 
 
 def start_attached(session, target, opts=()):

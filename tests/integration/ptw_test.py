@@ -18,6 +18,9 @@ Configuration comes from the environment (set by meson.build):
   PTW_FIXTURE_SRC  tests/fixtures in the source tree (to find routine lines)
   PTW_SCHEMA       spans.schema.json
   PTW_TMPDIR       where the runs' directories go (kept when a case fails)
+  PTW_BACKEND      kernel: run ptwatch with --backend=kernel (the CASE@kernel
+                   twins, tests/kernel/meson.build); unset: its default
+  PTW_KERNEL_DEMO  tests/kernel's ptw-kernel-demo (can the kernel path run?)
 
 Exit codes: 0 pass, 1 failure, 77 skip, 99 framework error.
 """
@@ -66,6 +69,47 @@ def ptwatch_path():
     if not os.access(path, os.X_OK):
         raise FrameworkError('ptwatch binary %s is not executable' % path)
     return path
+
+
+def backend():
+    """The backend the case runs ptwatch with: 'kernel' for the CASE@kernel
+    twins of the backend-neutral cases (tests/kernel/meson.build sets
+    $PTW_BACKEND), None for ptwatch's default. A case that asserts what
+    only one backend does (ptrace stops, restored bytes, the strategy)
+    asks it."""
+    return os.environ.get('PTW_BACKEND') or None
+
+
+def check_backend_runs():
+    """Raises Skip, with ptwatch's own one-line reason, when the backend
+    of $PTW_BACKEND cannot run here (the kernel path: no privileges, no
+    BPF, built without libbpf): asked of the library through
+    ptw-kernel-demo ($PTW_KERNEL_DEMO), then of ptwatch, which must then
+    refuse --backend=kernel with that line and a non-zero exit."""
+    name = backend()
+    if name is None:
+        return
+    if name != 'kernel':
+        raise FrameworkError('$PTW_BACKEND=%s: only kernel is known' % name)
+    demo = env_path('PTW_KERNEL_DEMO')
+    probe = subprocess.run([demo, '0'], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=30)
+    help_ = subprocess.run([ptwatch_path(), '--help'], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=30)
+    if b'--backend' not in help_.stdout:
+        raise Skip('ptwatch has no --backend option yet')
+    if probe.returncode != 77:
+        return
+    why = probe.stdout.decode('utf-8', 'replace').strip()
+    p = subprocess.run([ptwatch_path(), '--backend=kernel', '-q', '--', 'true'],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=30)
+    lines = [l for l in p.stderr.decode('utf-8', 'replace').splitlines() if l.strip()]
+    if p.returncode == 0 or len(lines) != 1:
+        raise Failed('the kernel path cannot run here (%s), yet ptwatch --backend=kernel '
+                     'exited %d saying %r (expected a failure and one line)'
+                     % (why, p.returncode, lines))
+    raise Skip('the kernel path cannot run here: %s' % lines[0])
 
 
 def fixture(name):
@@ -172,6 +216,11 @@ class Session:
         """ptwatch OPTS [-o FILE | --json] -- CMD, or -p PID (attach mode)
         instead of the command when pid is given."""
         argv = [ptwatch_path()] + list(opts)
+        if backend() and '--snapshot' not in opts:
+            # (a snapshot is ptrace's whatever the backend: ptwatch refuses
+            # --backend=kernel with it, and the twin runs the case's other
+            # modes on the kernel path)
+            argv[1:1] = ['--backend=' + backend()]
         if output == 'file':
             argv += ['-o', run.doc_path]
         elif output == 'stdout':
@@ -1248,6 +1297,7 @@ def main(cases, argv=None):
     chk = Check(name)
     code = ERROR
     try:
+        check_backend_runs()
         cases[name](session, chk, *argv[2:])
         code = PASS if chk.ok() else FAIL
     except Skip as e:

@@ -6,7 +6,7 @@
  * the kill -9 test (tests/kernel/kill9.sh) and bench/kernel.py.
  *
  *   ptw-kernel-demo [-q] [-t SECONDS] [--per-probe] [--flush-ms MS] [--ring BYTES]
- *                   [--wake BYTES] [--debug] PID | -- COMMAND [ARGS...]
+ *                   [--wake BYTES] [--trace PATTERN]... [--debug] PID | -- COMMAND [ARGS...]
  *
  * With -- COMMAND: launched held (ptw_kernel_launch), reaped at the end.
  *
@@ -105,6 +105,8 @@ int main(int argc, char **argv)
 {
 	struct ptw_kernel_opts o = { .use_debug_files = true, .use_cache = true, .sink = sink };
 	double seconds = -1;
+	char *trace[16];
+	o.trace = trace;
 	int i;
 	for (i = 1; i < argc && argv[i][0] == '-'; i++) {
 		if (!strcmp(argv[i], "--")) {
@@ -125,6 +127,8 @@ int main(int argc, char **argv)
 			o.ring_bytes = (size_t)atol(argv[++i]);
 		else if (!strcmp(argv[i], "--wake") && i + 1 < argc)
 			o.wake_bytes = (size_t)atol(argv[++i]);
+		else if (!strcmp(argv[i], "--trace") && i + 1 < argc)
+			trace[o.ntrace < 16 ? o.ntrace++ : 15] = argv[++i];
 		else
 			break;
 	}

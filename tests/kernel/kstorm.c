@@ -4,12 +4,15 @@
  * and join N threads that return their index, plus one detached thread in
  * every 16; every value is checked. Prints "kstorm: TOTAL" once all were
  * made and checked; any failure aborts (the test then sees a signal).
- * Usage: kstorm N [P]
+ * With "hold", it then reads its standard input to its end before it
+ * exits (tests/kernel/killall.py reads its memory meanwhile).
+ * Usage: kstorm N [P [hold]]
  */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 static long n;
@@ -54,5 +57,11 @@ int main(int argc, char **argv)
 			abort();
 	}
 	printf("kstorm: %ld\n", n * p);
+	if (argc > 3 && !strcmp(argv[3], "hold")) {
+		char buf[64];
+		fflush(stdout);
+		while (read(0, buf, sizeof(buf)) > 0)
+			;
+	}
 	return 0;
 }

@@ -177,21 +177,43 @@ static void check_thread(struct ptw_spans *s, const struct json_object *t, pid_t
 		       sp->name ? sp->name : "-", name);
 }
 
-/* Ours are named ptw_*: none may be left once freed (other sessions may
- * have theirs). */
-static int count_our_programs(void)
+/* The BPF programs this process holds, by id (its descriptors' fdinfo):
+ * other sessions (tests run in parallel) load ptw_* programs too, so ours
+ * are told by id, not by name. */
+static size_t our_program_ids(unsigned *ids, size_t max)
 {
-	FILE *p = popen("bpftool prog show 2>/dev/null", "r");
-	if (!p)
-		return -1;
-	char line[512];
-	int n = 0;
-	while (fgets(line, sizeof(line), p))
-		if (strstr(line, " name ptw_entry ") || strstr(line, " name ptw_return ") ||
-		    strstr(line, " name ptw_fork ") || strstr(line, " name ptw_exit "))
-			n++;
-	pclose(p);
+	size_t n = 0;
+	for (int fd = 0; fd < 1024 && n < max; fd++) {
+		char path[64], line[128];
+		snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+		FILE *f = fopen(path, "re");
+		if (!f)
+			continue;
+		unsigned id;
+		while (fgets(line, sizeof(line), f))
+			if (sscanf(line, "prog_id: %u", &id) == 1 && n < max)
+				ids[n++] = id;
+		fclose(f);
+	}
 	return n;
+}
+
+/* How many of these programs still exist (-1: bpftool cannot say). */
+static int programs_left(const unsigned *ids, size_t n)
+{
+	int left = 0;
+	for (size_t i = 0; i < n; i++) {
+		char cmd[160];
+		snprintf(cmd, sizeof(cmd),
+			 "PATH=$PATH:/usr/sbin:/sbin bpftool prog show id %u >/dev/null 2>&1",
+			 ids[i]);
+		int st = system(cmd);
+		/* 0: it exists; 255: no such program; 127: no bpftool */
+		if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) == 127)
+			return -1;
+		left += WEXITSTATUS(st) == 0;
+	}
+	return left;
 }
 
 int main(int argc, char **argv)
@@ -362,16 +384,19 @@ run:
 	EXPECT(st.detach_ns < (per_probe ? 3000 : 500) * 1000000ull, "detach took %.1f ms",
 	       st.detach_ns / 1e6);
 
+	unsigned ids[64];
+	size_t nids = our_program_ids(ids, 64);
+	EXPECT(nids > 0, "no BPF program held before the free");
 	ptw_kernel_free(k);
 	ptw_spans_free(spans);
 	ptw_map_free(&exit_how);
 	/* The kernel frees programs after an RCU grace period. */
-	int left = count_our_programs();
+	int left = programs_left(ids, nids);
 	for (int i = 0; i < 50 && left > 0; i++) {
 		usleep(100 * 1000);
-		left = count_our_programs();
+		left = programs_left(ids, nids);
 	}
-	EXPECT(left == 0, "%d BPF programs of ours still loaded", left);
+	EXPECT(left == 0, "%d of the %zu BPF programs we held still loaded", left, nids);
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
 }

@@ -151,6 +151,48 @@ static void test_recursion(void)
 	free(st);
 }
 
+/* -p: a(2) -> b under way at the attach (entries not seen), then a call of
+ * c from b seen: all three nest, the two under way return with no
+ * duration and are out of the times; c's time is not b's child time
+ * either way, since b has none. */
+static void test_before_attach(void)
+{
+	setup();
+	uint64_t at = now;
+	struct ptw_event e = ev(PTW_EV_FRAME_ENTRY, T1);
+	e.routine = &fa;
+	e.sp = 0x7000000;
+	e.ret_addr = 0x401f00;
+	e.before_attach = true;
+	e.ns = at;
+	const struct ptw_frame *a = feed(e);
+	e.routine = &fb;
+	e.sp = 0x7000000 - 0x40;
+	e.ret_addr = 0x401050;
+	const struct ptw_frame *b = feed(e);
+	CHECK(a && b && a->entry_unknown && b->entry_unknown);
+	CHECK(a && a->entry_ns == at && a->depth == 1);
+	CHECK(b && b->parent == 1 && b->depth == 2);
+	const struct ptw_frame *c = call(T1, &fc, 0x7000000 - 0x80, 0x401150);
+	CHECK(c && !c->entry_unknown && c->parent == 2 && c->depth == 3);
+	CHECK(ret_to(T1, 0x401150, 0x7000000 - 0x80 + 8) == c);
+	CHECK(ret_to(T1, 0x401050, 0x7000000 - 0x40 + 8) == b);
+	CHECK(ret_to(T1, 0x401f00, 0x7000000 + 8) == a);
+	CHECK(a && b && a->status == PTW_FRAME_COMPLETED && b->status == PTW_FRAME_COMPLETED);
+	CHECK_EQ(a ? a->child_ns : 1, 0);
+	struct ptw_function_stats *st;
+	size_t n = ptw_frames_stats(ptw_spans_frames(s), &st);
+	CHECK_EQ(n, 3);
+	for (size_t i = 0; i < n; i++) {
+		bool is_c = st[i].function == &fc;
+		CHECK_EQ(st[i].calls, 1);
+		CHECK_EQ(st[i].completed, 1);
+		CHECK_EQ(st[i].timed, is_c ? 1 : 0);
+		CHECK_EQ(st[i].total_ns, is_c ? 1000 : 0);
+	}
+	free(st);
+}
+
 /* longjmp out of b and c, back into a, which returns. */
 static void test_longjmp(void)
 {
@@ -373,6 +415,7 @@ int main(void)
 	test_open_timeout();
 	test_shadow_rules();
 	test_recursion();
+	test_before_attach();
 	test_longjmp();
 	test_exception();
 	test_tail_call();

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "ptw_frames.h"
 #include "ptw_live.h"
 #include "ptw_locks.h"
 #include "ptw_symbols.h"
@@ -514,8 +515,126 @@ static void test_freeze(void)
 	ptw_live_model_free(m);
 }
 
+/* --trace: the function view (calls, in flight, percentiles of the
+ * returned ones with a known duration, the slowest) and each row's
+ * innermost open call, fed frames as the engine gives them. */
+static const struct ptw_location fa = { .addr = 0x404000, .symbol = "fa" };
+static const struct ptw_location fb = { .addr = 0x405000, .symbol = "fb" };
+
+static struct ptw_frame frames[16];
+
+static const struct ptw_frame *frame_open(uint32_t id, uint32_t span, pid_t tid,
+					  const struct ptw_location *fn, uint64_t entry,
+					  bool before_attach)
+{
+	struct ptw_frame *fr = &frames[id];
+	memset(fr, 0, sizeof(*fr));
+	fr->id = id;
+	fr->thread_span = span;
+	fr->tid = tid;
+	fr->function = fn;
+	fr->entry_ns = entry;
+	fr->entry_unknown = before_attach;
+	fr->status = PTW_FRAME_OPEN;
+	return fr;
+}
+
+static const struct ptw_frame *frame_returned(uint32_t id, uint64_t ns)
+{
+	frames[id].status = PTW_FRAME_COMPLETED;
+	frames[id].has_return = true;
+	frames[id].return_ns = ns;
+	return &frames[id];
+}
+
+static const struct ptw_live_function *function_row(const struct ptw_live_function *f, size_t n,
+						    const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(f[i].function, name))
+			return &f[i];
+	return NULL;
+}
+
+static void test_functions(void)
+{
+	struct ptw_live_model *m = ptw_live_model_new();
+	struct ptw_live_query q = { .view = PTW_LIVE_THREADS, .sort = PTW_LIVE_SORT_TID };
+	const struct ptw_live_row *rows;
+	const struct ptw_live_group *groups;
+	const struct ptw_live_function *fns;
+	struct ptw_span *mn = span(1, 100, "app", &mainfn, PTW_ORIGIN_MAIN);
+	ptw_live_model_note(m, mn, T0);
+	struct ptw_span *a = span(2, 101, "pool-0", &pool, PTW_ORIGIN_PREEXISTING);
+	ptw_live_model_note(m, a, T0);
+	/* 101: fa under way at the attach, then fb called from it, 100 times
+	 * (1 ms to 100 ms); main: fb open */
+	ptw_live_model_frame(m, frame_open(1, 2, 101, &fa, T0, true));
+	ptw_live_model_frame(m, frame_open(2, 1, 100, &fb, T0 + MS, false));
+	size_t n = build(m, T0 + 2 * MS, &q, &rows, &groups);
+	const struct ptw_live_row *r = row_of(rows, n, 101);
+	CHECK(r && r->call && !strcmp(r->call, "fa"));
+	r = row_of(rows, n, 100);
+	CHECK(r && r->call && !strcmp(r->call, "fb"));
+	for (uint32_t k = 0; k < 100; k++) {
+		uint64_t at = T0 + 10 * S + k * S;
+		ptw_live_model_frame(m, frame_open(3, 2, 101, &fb, at, false));
+		if (k == 50) {
+			n = build(m, at, &q, &rows, &groups);
+			r = row_of(rows, n, 101);
+			CHECK(r && r->call && !strcmp(r->call, "fb")); /* the innermost */
+		}
+		ptw_live_model_frame(m, frame_returned(3, at + (k + 1) * MS));
+	}
+	n = build(m, T0 + 200 * S, &q, &rows, &groups);
+	r = row_of(rows, n, 101);
+	CHECK(r && r->call && !strcmp(r->call, "fa")); /* back in fa */
+	q.view = PTW_LIVE_FUNCTIONS;
+	build(m, T0 + 200 * S, &q, &rows, &groups);
+	n = ptw_live_model_functions(m, &q, &fns);
+	CHECK_EQ(n, 2);
+	const struct ptw_live_function *f = function_row(fns, n, "fb");
+	CHECK(f && f->calls == 101 && f->in_flight == 1 && f->returned == 100 && f->has_times);
+	CHECK(f && f->p50_ns == 50 * MS && f->p99_ns == 99 * MS && f->slowest_ns == 100 * MS &&
+	      f->slowest_tid == 101);
+	f = function_row(fns, n, "fa");
+	CHECK(f && f->calls == 1 && f->in_flight == 1 && f->returned == 0 && !f->has_times);
+	/* sorted by calls (ties by name), reversed, filtered */
+	CHECK(n == 2 && !strcmp(fns[0].function, "fa"));
+	q.reverse = true;
+	n = ptw_live_model_functions(m, &q, &fns);
+	CHECK(n == 2 && !strcmp(fns[0].function, "fb"));
+	q.filter = "fa";
+	CHECK_EQ(ptw_live_model_functions(m, &q, &fns), 1);
+	q.filter = NULL;
+	q.reverse = false;
+	/* fa returns: no duration (entered before the attach), not in flight;
+	 * a close never seen open is not counted */
+	ptw_live_model_frame(m, frame_returned(1, T0 + 300 * S));
+	frame_open(9, 2, 101, &fa, T0, false);
+	ptw_live_model_frame(m, frame_returned(9, T0 + 301 * S));
+	struct ptw_live_model *fz = ptw_live_model_freeze(m);
+	n = ptw_live_model_functions(m, &q, &fns);
+	f = function_row(fns, n, "fa");
+	CHECK(f && f->calls == 1 && f->in_flight == 0 && f->returned == 1 && !f->has_times);
+	q.view = PTW_LIVE_THREADS;
+	n = build(m, T0 + 302 * S, &q, &rows, &groups);
+	r = row_of(rows, n, 101);
+	CHECK(r && r->call == NULL);
+	/* a paused copy keeps the figures */
+	q.view = PTW_LIVE_FUNCTIONS;
+	n = ptw_live_model_functions(fz, &q, &fns);
+	f = function_row(fns, n, "fb");
+	CHECK(n == 2 && f && f->calls == 101 && f->p99_ns == 99 * MS);
+	ptw_live_model_free(fz);
+	/* the sort names of the view */
+	CHECK(!strcmp(ptw_live_sort_name(PTW_LIVE_FUNCTIONS, PTW_LIVE_SORT_NAME), "in flight"));
+	ptw_live_model_free(m);
+}
+
 int main(void)
 {
+	test_functions();
 	test_freeze();
 	test_waits();
 	test_rows_and_fading();

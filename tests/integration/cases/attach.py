@@ -15,7 +15,7 @@ import threading
 import time
 
 from ptw_test import (
-    attach_stderr_lines, case, check_attach_doc, check_untouched, comm, compare_mappings,
+    attach_stderr_lines, backend, case, check_attach_doc, check_untouched, comm, compare_mappings,
     end_group, exec_mappings, fixture, FrameworkError, load_doc, ptwatch_path,
     report_warnings, Skip, span_index, task_states, thread_spans, tracer_pids, wait_for,
     warning_codes
@@ -23,7 +23,7 @@ from ptw_test import (
 from helpers import (
     check_main_span, check_open, check_preexisting, check_stack, check_target_exit,
     ptwatch_processes, settled_states, start_attached, check_text_patched, check_text_restored, wait_progress, wait_traced,
-    wait_untraced
+    wait_untraced, wait_watched
 )
 
 
@@ -39,8 +39,11 @@ def check_churner_doc(chk, run, pid, what, counts):
     before, attached, worked, detached = counts
     doc = run.doc
     frozen = check_attach_doc(chk, run, pid, 'interrupted', what)
-    chk.true('%s: session.frozen_ns > 0 (got %r)' % (what, frozen),
-             isinstance(frozen, int) and frozen > 0)
+    if backend() == 'kernel':
+        chk.eq('%s: session.frozen_ns (the kernel path stops nobody)' % what, frozen, 0)
+    else:
+        chk.true('%s: session.frozen_ns > 0 (got %r)' % (what, frozen),
+                 isinstance(frozen, int) and frozen > 0)
     print('%s: frozen_ns %s, %d spans, %.2f s' % (what, frozen, len(doc['spans']), run.elapsed))
     check_main_span(chk, doc, pid, what)
     spans = thread_spans(doc)
@@ -115,7 +118,7 @@ def case_attach_churner(session, chk):
     c_before = target.count()
     run, proc = start_attached(session, target)
     try:
-        wait_traced(target)
+        wait_watched(target)
         c_attached = target.count()
         # ptwatch follows the churn for a while: 1,000 more threads
         c_worked = wait_for(lambda: (lambda c: c if c >= c_attached + 1000 else None)(
@@ -263,21 +266,28 @@ def case_attach_stopped(session, chk):
     chk.eq('idle_done cont_count', target.one_truth('idle_done', 'released')['cont_count'], 1)
 
 
+def refusal_prefix():
+    """How a refused attach begins: the kernel path names itself."""
+    return ('ptwatch: --backend=kernel cannot attach to ' if backend() == 'kernel'
+            else 'ptwatch: cannot attach to ')
+
+
 def check_refusal(chk, run, what, pid=None, reason=None):
-    """Exit 1 and one line: "ptwatch: cannot attach to PID: <reason>"."""
+    """Exit 1 and one line: "ptwatch: cannot attach to PID: <reason>"
+    ("ptwatch: --backend=kernel cannot attach to PID: <reason>")."""
     chk.eq('%s: exit status' % what, run.returncode, 1)
     lines = attach_stderr_lines(run)
     print('%s: %r' % (what, run.stderr_text().strip()))
     if not chk.eq('%s: lines on stderr' % what, len(lines), 1):
         return ''
-    prefix = 'ptwatch: cannot attach to %s: ' % (pid if pid is not None else '')
+    prefix = refusal_prefix() + '%s: ' % (pid if pid is not None else '')
     line = lines[0]
     if pid is not None:
         chk.true('%s: message starts with %r (got %r)' % (what, prefix, line),
                  line.startswith(prefix))
     else:
-        chk.true('%s: message starts with "ptwatch: cannot attach to " (got %r)' % (what, line),
-                 line.startswith('ptwatch: cannot attach to '))
+        chk.true('%s: message starts with %r (got %r)' % (what, refusal_prefix(), line),
+                 line.startswith(refusal_prefix()))
     if reason is not None:
         chk.true('%s: the reason matches %r (got %r)' % (what, reason, line),
                  re.search(reason, line) is not None)
@@ -309,14 +319,14 @@ def case_attach_refusals(session, chk):
         print('-p %s: exit %s: %r' % (arg, r.returncode, r.stderr.decode().strip()))
         chk.true('-p %s: a message on stderr' % arg, r.stderr.strip() != b'')
 
-    # ptwatch itself
+    # ptwatch itself ($PTWATCH_BACKEND chooses the backend)
     r = subprocess.run(['/bin/sh', '-c', 'exec "$0" -p $$', ptw], stdin=subprocess.DEVNULL,
                        capture_output=True, timeout=20)
     text = r.stderr.decode('utf-8', 'replace').strip()
     print('ptwatch -p itself: exit %s: %r' % (r.returncode, text))
     chk.eq('ptwatch -p itself: exit status', r.returncode, 1)
-    chk.true('ptwatch -p itself: one line "ptwatch: cannot attach to PID: ..." (got %r)' % text,
-             re.match(r'^ptwatch: cannot attach to \d+: \S.*$', text) is not None)
+    chk.true('ptwatch -p itself: one line "%sPID: ..." (got %r)' % (refusal_prefix(), text),
+             re.match(r'^%s\d+: \S.*$' % re.escape(refusal_prefix()), text) is not None)
 
     # a kernel thread
     kthreadd = comm(2)
@@ -338,21 +348,26 @@ def case_attach_refusals(session, chk):
     target = session.target('idle', [2])
     pid = target.ready()[0]
 
-    # already traced: a first ptwatch holds it
+    # already traced: a first ptwatch holds it (the ptrace path; on the
+    # kernel path nothing holds it: a second session may watch it too)
     first, first_proc = start_attached(session, target)
     try:
-        traced = wait_traced(target)
-        tracer = traced[pid]
-        line = check_refusal(chk, session.attach(pid, load=False), 'already traced', pid,
-                             r'already traced by PID %d \(%s\)' % (tracer, re.escape(
-                                 comm(tracer) or '?')))
-        print('the first ptwatch: guardian %d, tracer %d (%s)'
-              % (first_proc.pid, tracer, comm(tracer)))
-        chk.eq('the tracer is the child of the ptwatch we started',
-               ptwatch_processes(first_proc.pid).get('tracer'), tracer)
-        chk.eq('the tracer comm', comm(tracer), 'ptw-tracer')
-        chk.true('already traced: still held by the first ptwatch (%s)' % line,
-                 tracer_pids(pid).get(pid) == tracer)
+        if backend() == 'kernel':
+            second = session.attach(pid, opts=('-q', '--duration=0.3'))
+            check_attach_doc(chk, second, pid, 'duration', 'a second ptwatch at once')
+        else:
+            traced = wait_traced(target)
+            tracer = traced[pid]
+            line = check_refusal(chk, session.attach(pid, load=False), 'already traced', pid,
+                                 r'already traced by PID %d \(%s\)' % (tracer, re.escape(
+                                     comm(tracer) or '?')))
+            print('the first ptwatch: guardian %d, tracer %d (%s)'
+                  % (first_proc.pid, tracer, comm(tracer)))
+            chk.eq('the tracer is the child of the ptwatch we started',
+                   ptwatch_processes(first_proc.pid).get('tracer'), tracer)
+            chk.eq('the tracer comm', comm(tracer), 'ptw-tracer')
+            chk.true('already traced: still held by the first ptwatch (%s)' % line,
+                     tracer_pids(pid).get(pid) == tracer)
         os.kill(first_proc.pid, signal.SIGINT)
         session.wait(first, first_proc, 20, 'the first ptwatch did not let go after SIGINT')
     finally:
@@ -376,7 +391,8 @@ def case_attach_refusals(session, chk):
         else:
             # no -o: nobody cannot write in our temporary directory
             run = session.attach(pid, output=None, load=False, prefix=prefix)
-            check_refusal(chk, run, 'as nobody', pid, r'uid|CAP_SYS_PTRACE')
+            check_refusal(chk, run, 'as nobody', pid,
+                          r'CAP_BPF' if backend() == 'kernel' else r'uid|CAP_SYS_PTRACE')
     check_untouched(chk, pid, 'after the refusals')
     chk.eq('after the refusals: the fixture answers', target.ask('p'), ['pong'])
     target.send('q')

@@ -19,7 +19,8 @@ from ptw_test import (
 )
 from helpers import (
     become_subreaper, check_target_exit, kill_tracer, ptwatch_processes, read_line, start_attached,
-    check_text_patched, check_text_restored, wait_pid, wait_progress, wait_traced, wait_untraced
+    check_text_patched, check_text_restored, wait_pid, wait_progress, wait_traced, wait_untraced,
+    wait_watched
 )
 
 
@@ -155,8 +156,8 @@ def case_kill9_front(session, chk, rounds='3'):
         chk.prefix = '[round %d] ' % (i + 1)
         run, proc = start_attached(session, target)
         try:
-            traced = wait_traced(target)
-            tracer = traced[pid]
+            traced = wait_watched(target)
+            tracer = traced.get(pid) or ptwatch_processes(proc.pid).get('tracer')
             chk.eq('the tracer is the child of the ptwatch we started',
                    ptwatch_processes(proc.pid).get('tracer'), tracer)
             # in full swing: breakpoints in, threads created under ptwatch
@@ -415,8 +416,9 @@ def case_end(session, chk, fixture_name='exercise', which='all'):
         before = exec_mappings(pid)
         run, proc, ours, master = start_ptwatch_for_end(session, target, way)
         try:
-            wait_traced(target)
-            check_text_patched(chk, pid, 'while traced')
+            wait_watched(target)
+            # (uprobes are int3 bytes in the target's copy of the page too)
+            check_text_patched(chk, pid, 'while traced', timeout=5)
             if fixture_name == 'churner':
                 wait_progress(chk, target, 'while traced', more=50)
             end_ptwatch(chk, way, proc, ours, master)

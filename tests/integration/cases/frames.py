@@ -66,15 +66,25 @@ def check_frames_sane(chk, doc, contexts=False):
             chk.eq('%s: depth without a parent' % what, fr['depth'], 1, fr)
         else:
             p = by_id.get(fr['parent'])
+            # (a call under way at the attach has no entry time: it is
+            # entered before any other)
             chk.true('%s: parent of the same thread, one level up, entered before' % what,
                      p is not None and p['tid'] == fr['tid'] and p['depth'] + 1 == fr['depth'] and
-                     p['entry_ns'] <= fr['entry_ns'], fr)
+                     (p['entry_ns'] is None or (fr['entry_ns'] is not None and
+                                                p['entry_ns'] <= fr['entry_ns'])), fr)
             # (a context a frame started may outlive it: contexts=True)
             if (not contexts and p is not None and p['return_ns'] is not None and
                     fr['return_ns'] is not None):
                 chk.true('%s: returns before its parent' % what,
                          fr['return_ns'] <= p['return_ns'], fr)
-        if fr['status'] == 'completed':
+        chk.eq('%s: entry seen or before the attach, with a time only if seen' % what,
+               (fr['entry'], fr['entry_ns'] is None),
+               ('before_attach', True) if fr['entry'] == 'before_attach' else ('seen', False), fr)
+        if fr['status'] == 'completed' and fr['entry_ns'] is None:
+            chk.true('%s: a return, no duration' % what,
+                     fr['return_ns'] is not None and fr['duration_ns'] is None and
+                     fr['reason'] is None, fr)
+        elif fr['status'] == 'completed':
             chk.true('%s: return at or after entry' % what,
                      fr['return_ns'] is not None and fr['return_ns'] >= fr['entry_ns'] and
                      fr['duration_ns'] == fr['return_ns'] - fr['entry_ns'] and
@@ -186,10 +196,11 @@ def case_frames_cxx(session, chk):
 
 @case('frames-attach')
 def case_frames_attach(session, chk):
-    """--trace with -p: frames open at the attach (fr_serve) are not
-    reported; fr_outer -> fr_block entered while traced are, and are
-    unmatched 'detach' when ptwatch lets go with them open; the target then
-    returns through their return sites (no int3 left) and goes on."""
+    """--trace with -p: the call open at the attach (fr_serve) is a frame
+    whose entry was before the attach; fr_outer -> fr_block entered while
+    traced are its children, and all are unmatched 'detach' when ptwatch
+    lets go with them open; the target then returns through their return
+    sites (no int3 left) and goes on."""
     target = session.target('frames', ['attach'])
     pid = target.ready()[0]
     before = exec_mappings(pid)
@@ -206,12 +217,14 @@ def case_frames_attach(session, chk):
     load_doc(run)
     check_frames_sane(chk, run.doc)
     expect_frames(chk, run.doc, [
-        ('fr_outer', 1, None, 'completed', None),
-        ('fr_block', 2, 'fr_outer', 'completed', None),
-        ('fr_outer', 1, None, 'unmatched', 'detach'),
-        ('fr_block', 2, 'fr_outer', 'unmatched', 'detach')])
-    chk.true('fr_serve, running at the attach, is not reported',
-             not any(frame_symbol(f) == 'fr_serve' for f in frame_spans(run.doc)))
+        ('fr_serve', 1, None, 'unmatched', 'detach'),
+        ('fr_outer', 2, 'fr_serve', 'completed', None),
+        ('fr_block', 3, 'fr_outer', 'completed', None),
+        ('fr_outer', 2, 'fr_serve', 'unmatched', 'detach'),
+        ('fr_block', 3, 'fr_outer', 'unmatched', 'detach')])
+    chk.eq('entries: fr_serve\'s before the attach, the others seen',
+           [f['entry'] for f in sorted(frame_spans(run.doc), key=lambda f: f['id'])],
+           ['before_attach'] + ['seen'] * 4)
     target.check_alive('after the detach')
     compare_mappings(chk, before, exec_mappings(pid), 'after the detach')
     check_untouched(chk, pid, 'after the detach')
@@ -220,6 +233,72 @@ def case_frames_attach(session, chk):
     chk.eq('the open call returns after the detach', target.line(20, 'out'), 'out 12')
     target.send('q')
     check_target_exit(chk, target, 'after the detach')
+
+
+@case('frames-under-way')
+def case_frames_under_way(session, chk, mode='returns'):
+    """--trace with -p while a thread is six calls deep in fr_deep and
+    blocked at the bottom: the six calls are frames whose entry was before
+    the attach (entry_ns null), nested as on its stack, each completed
+    after the attach with its return value, exactly as the fixture says
+    (truth "deep"); no other frame, no warning; the thread and the process
+    go on to their end.
+    kill9: ptwatch's tracer SIGKILLed with the six return sites patched:
+    every byte is put back, the recursion returns through them untraced,
+    and the restorer's document has the six frames, unmatched
+    tracer_died."""
+    target = session.target('frames', ['deep'])
+    pid = target.ready()[0]
+    deep_tid = int(target.line(20, 'deep').split()[1])
+    run, proc = start_attached(session, target, opts=['--trace', 'fr_*'])
+    if mode == 'kill9':
+        try:
+            check_text_patched(chk, pid, 'entry and return breakpoints, while traced',
+                               at_least=2)
+            kill_tracer(chk, proc.pid)
+            check_text_restored(chk, pid, 'after the kill')
+            chk.eq('the recursion returns after the kill', target.ask('x'), ['out', '21'])
+            session.wait(run, proc, 20, 'ptwatch did not exit after its tracer was killed')
+        finally:
+            end_group(proc)
+        target.send('q')
+        check_target_exit(chk, target, 'after the kill')
+        load_doc(run)
+        chk.eq('end_reason', run.doc['session']['end_reason'], 'tracer_died')
+        expect_frames(chk, run.doc, [('fr_deep', d, 'fr_deep' if d > 1 else None, 'unmatched',
+                                      'tracer_died') for d in range(1, 7)])
+        chk.eq('entries before the attach',
+               [f['entry'] for f in frame_spans(run.doc)], ['before_attach'] * 6)
+        return
+    try:
+        chk.eq('the recursion returns once let go on', target.ask('x'), ['out', '21'])
+        target.send('q')
+        session.wait(run, proc, 20, 'ptwatch did not end with the command')
+    finally:
+        end_group(proc)
+    truth = target.one_truth('deep', 'the recursion blocked at its bottom')
+    chk.eq('the thread that recursed', truth['tid'], deep_tid)
+    load_doc(run)
+    check_frames_sane(chk, run.doc)
+    frames = sorted(frame_spans(run.doc), key=lambda f: f['id'])
+    n = truth['depth']
+    # fr_deep(k) returns k + ... + 1; the outermost call is fr_deep(n)
+    chk.eq('frames (tid, symbol, depth, parent, entry, entry_ns, status, value)',
+           [(f['tid'], frame_symbol(f), f['depth'], f['parent'], f['entry'], f['entry_ns'],
+             f['status'], f['value']) for f in frames],
+           [(truth['tid'], truth['fn'], d, d - 1 if d > 1 else None, 'before_attach', None,
+             'completed', hex((n - d + 1) * (n - d + 2) // 2)) for d in range(1, n + 1)])
+    start = run.doc['session']['start_ns']
+    chk.true('returned after the attach, innermost first',
+             all(f['return_ns'] is not None and f['return_ns'] > start for f in frames) and
+             [f['return_ns'] for f in frames] == sorted((f['return_ns'] for f in frames),
+                                                         reverse=True), frames)
+    chk.eq('warnings', run.doc['warnings'], [])
+    stats = run.doc['metrics']['functions']
+    chk.eq('fr_deep\'s figures: 6 calls returned, none with a known duration',
+           [(s['function']['symbol'], s['calls'], s['completed'], 'p50_ns' in s) for s in stats],
+           [('fr_deep', n, n, False)])
+    check_target_exit(chk, target, 'after the recursion returned')
 
 
 @case('frames-kill9')

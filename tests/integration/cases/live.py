@@ -48,7 +48,10 @@ def case_live(session, chk, mode):
       restores the screen (the shell's lines are back) and detaches.
     launch: without --live a launched command keeps the terminal (event
       lines); with --live its terminal output goes to /dev/null (it does
-      not garble the table), and q lets it run on."""
+      not garble the table), and q lets it run on.
+    frames: -p --trace on a recursion six deep at the attach: the thread's
+      row shows its innermost call, the function view its calls, in
+      flight, then returned (fixture frames, mode deep)."""
     if mode == 'stuck':
         live_stuck(session, chk)
         return
@@ -60,6 +63,8 @@ def case_live(session, chk, mode):
             live_ends(session, chk, term)
         elif mode == 'filter':
             live_filter(session, chk, term)
+        elif mode == 'frames':
+            live_frames(session, chk, term)
         else:
             live_attach(session, chk, term, mode)
     finally:
@@ -227,6 +232,41 @@ def live_filter(session, chk, term):
     term.keys('q')
     term.expect(r'^AFTER-0', 20, 'q: ptwatch ended, exit 0')
     check_untouched(chk, pid, 'after q')
+
+
+def live_frames(session, chk, term):
+    """--trace under the table: the fixture's thread is as deep in fr_deep
+    as its truth says when ptwatch attaches; its row's CALL is fr_deep,
+    the function view has its calls all in flight, then all returned with
+    no duration (their entries were before the attach)."""
+    target = session.target('frames', ['deep'])
+    pid = target.ready()[0]
+    tid = int(target.line(20, 'deep').split()[1])
+    depth = target.one_truth('deep')['depth']
+    argv = [ptwatch_path(), '-o', os.path.join(term.dir, 'doc.json'), '-p', str(pid),
+            '--trace', 'fr_*']
+    term.line(shell_quote(argv) + '; echo AFTER-$?')
+    term.expect(r'ptwatch -p %d \(fixture-frames\)' % pid, 20, 'the live table\'s title')
+    term.expect(r'START ROUTINE\s.*\sCALL\s', 20, 'the CALL column (--trace)')
+    term.expect(live_row(tid) + r'.*\sfr_deep \(frames\.c:\d+\)', 20,
+                'the row of %d: in fr_deep' % tid)
+    term.keys('Tab')
+    term.expect(r'view routines', 10, 'the routine view')
+    term.keys('Tab')
+    term.expect(r'view functions', 10, 'the function view (--trace)')
+    term.expect(r'FUNCTION\s+CALLS\s+IN FLIGHT\s+RETURNED\s+P50\s+P99\s+SLOWEST', 10,
+                'the function view\'s columns')
+    term.expect(r'^fr_deep \(frames\.c:\d+\)\s+%d\s+%d\s+0\s+-\s+-\s+-\s*$' % (depth, depth),
+                20, 'fr_deep: %d calls, all in flight' % depth)
+    chk.eq('the recursion returns', target.ask('x'), ['out', str(depth * (depth + 1) // 2)])
+    term.expect(r'^fr_deep \(frames\.c:\d+\)\s+%d\s+0\s+%d\s+-\s+-\s+-\s*$' % (depth, depth),
+                20, 'fr_deep: %d calls, all returned, no duration known' % depth)
+    term.keys('Tab')
+    term.expect(r'view threads', 10, 'the thread view again')
+    term.keys('q')
+    term.expect(r'^AFTER-0', 20, 'ptwatch let go after q, exit 0')
+    target.send('q')
+    chk.eq('the fixture ends', target.wait_exit(20), 0)
 
 
 def live_attach(session, chk, term, mode):

@@ -1,0 +1,768 @@
+/* SPDX-License-Identifier: MIT */
+/* --trace on the kernel path; see kframes.h. */
+#define _GNU_SOURCE
+#include "kframes.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <gelf.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "probes.h"
+#include "ptw_kernel_records.h"
+#include "ptw_patterns.h"
+#include "ptw_symbols.h"
+#include "ptw_util.h"
+#include "ptw_warnings.h"
+
+struct pattern {
+	struct ptw_pattern p;
+	size_t matched;
+	bool module_seen;
+	size_t nfailed;
+	struct ptw_buf failed; /* the first few, and why */
+};
+
+/* The probes of one file in one direction, before they are attached. */
+struct group {
+	char path[4096], module[4096];
+	uint64_t *offsets, *cookies;
+	const char **names; /* for messages */
+	size_t n, cap;
+};
+
+struct ptwk_frames {
+	struct pattern *pats;
+	size_t npats;
+	const struct ptw_location **fns; /* cookie -> function */
+	size_t nfns;
+	struct ptw_map scanned; /* hash(module path) -> 1: its file has its probes, wherever
+				 * (and however often) it is mapped again */
+	struct ptw_map entries; /* entry address -> 1 */
+	struct ptw_map helpers; /* hash(file) ^ offset -> 1: a helper probed */
+	char **dynsym_only;	/* modules only .dynsym could be searched in */
+	size_t ndynsym_only;
+	int *fds; /* uprobe_multi links */
+	size_t nfds;
+	struct bpf_link **links; /* ordinary uprobes */
+	size_t nlinks;
+	unsigned probes;
+	char **refused; /* asked for by name but never traced */
+	size_t nrefused;
+	char *unwinder; /* why no uretprobe may go in this process, NULL: they may */
+	bool started;	/* probes are in and the program runs: a module
+			 * scanned from now on came late */
+	unsigned late;	/* modules a pattern applies to, scanned late */
+	struct ptw_symbols **file_syms; /* a launch's files, read before they are mapped */
+	size_t nfile_syms;
+	bool offline; /* the scan in progress is of a file's symbols */
+	/* per scan */
+	struct group group;
+	struct ptw_symbols *syms;
+	const bool *applies;
+	pid_t pid;
+	struct ptw_mapping *maps;
+	int nmaps;
+};
+
+struct ptwk_frames *ptwk_frames_new(char *const *trace, size_t ntrace)
+{
+	if (!ntrace)
+		return NULL;
+	struct ptwk_frames *f = xcalloc(1, sizeof(*f));
+	f->pats = xcalloc(ntrace, sizeof(*f->pats));
+	for (size_t i = 0; i < ntrace; i++)
+		if (ptw_pattern_parse(trace[i], &f->pats[f->npats].p) == 0)
+			f->npats++;
+		else
+			ptw_pattern_free(&f->pats[f->npats].p);
+	return f;
+}
+
+static void group_add(struct group *g, uint64_t off, uint64_t cookie, const char *name)
+{
+	if (g->n == g->cap) {
+		g->cap = g->cap ? g->cap * 2 : 64;
+		g->offsets = xreallocarray(g->offsets, g->cap, sizeof(*g->offsets));
+		g->cookies = xreallocarray(g->cookies, g->cap, sizeof(*g->cookies));
+		g->names = xreallocarray(g->names, g->cap, sizeof(*g->names));
+	}
+	g->offsets[g->n] = off;
+	g->cookies[g->n] = cookie;
+	g->names[g->n++] = name;
+}
+
+static void group_free(struct group *g)
+{
+	free(g->offsets);
+	free(g->cookies);
+	free(g->names);
+	memset(g, 0, sizeof(*g));
+}
+
+static void keep_fd(struct ptwk_frames *f, int fd)
+{
+	f->fds = xreallocarray(f->fds, f->nfds + 1, sizeof(*f->fds));
+	f->fds[f->nfds++] = fd;
+}
+
+static int link_multi(struct ptwk_frames *f, struct bpf_program *prog, const struct group *g,
+		      size_t from, size_t n, bool ret)
+{
+	struct ptwk_link_create_uprobe_multi a = {
+		.prog_fd = (uint32_t)bpf_program__fd(prog),
+		.attach_type = PTWK_BPF_TRACE_UPROBE_MULTI,
+		.path = (uint64_t)(uintptr_t)g->path,
+		.offsets = (uint64_t)(uintptr_t)(g->offsets + from),
+		.cookies = (uint64_t)(uintptr_t)(g->cookies + from),
+		.cnt = (uint32_t)n,
+		.multi_flags = ret ? PTWK_BPF_F_UPROBE_MULTI_RETURN : 0,
+		.pid = (uint32_t)f->pid,
+	};
+	int fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &a, sizeof(a));
+	if (fd < 0)
+		return -errno;
+	keep_fd(f, fd);
+	f->probes += (unsigned)n;
+	return 0;
+}
+
+static int link_one(struct ptwk_frames *f, struct bpf_program *prog, const struct group *g,
+		    size_t i, bool ret)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = ret, .bpf_cookie = g->cookies[i]);
+	struct bpf_link *l = bpf_program__attach_uprobe_opts(prog, f->pid, g->path,
+							     (size_t)g->offsets[i], &opts);
+	if (!l)
+		return -errno;
+	f->links = xreallocarray(f->links, f->nlinks + 1, sizeof(*f->links));
+	f->links[f->nlinks++] = l;
+	f->probes++;
+	return 0;
+}
+
+/* One function failed: said per pattern (the first few), as the tracer
+ * does. */
+static void failed_function(struct ptwk_frames *f, const char *name, int err)
+{
+	struct ptw_pattern_name n;
+	ptw_pattern_name_init(&n, name);
+	for (size_t i = 0; i < f->npats; i++) {
+		struct pattern *p = &f->pats[i];
+		if (!ptw_pattern_matches(&p->p, &n))
+			continue;
+		if (p->nfailed++ < 3) {
+			ptw_buf_puts(&p->failed, p->failed.len ? ", " : "");
+			ptw_buf_printf(&p->failed, "%s (%s)", name, strerror(-err));
+		}
+	}
+	ptw_pattern_name_done(&n);
+}
+
+/* Entry and return probes for a group: one link each way; if the kernel
+ * refuses the link (one instruction it cannot probe refuses them all),
+ * each function on its own, so that only that one is lost. */
+static int attach_group(struct ptwk_frames *f, const struct group *g,
+			const struct ptwk_frames_progs *pr)
+{
+	if (!g->n)
+		return 0;
+	int r = -ENOTSUP;
+	if (pr->multi) {
+		int fd0 = (int)f->nfds;
+		r = link_multi(f, pr->entry, g, 0, g->n, false);
+		if (r == 0 && (r = link_multi(f, pr->ret, g, 0, g->n, true)) < 0) {
+			close(f->fds[fd0]);
+			f->nfds = (size_t)fd0;
+			f->probes -= (unsigned)g->n;
+		}
+		if (r == 0)
+			return (int)g->n * 2;
+		ptw_dbg(PTW_DBG_TRACER, "--trace: uprobe_multi on %s: %s; one by one", g->module,
+			strerror(-r));
+	}
+	int n = 0;
+	for (size_t i = 0; i < g->n; i++) {
+		size_t fd0 = f->nfds, l0 = f->nlinks;
+		r = pr->multi ? link_multi(f, pr->entry, g, i, 1, false)
+			      : link_one(f, pr->entry, g, i, false);
+		if (r == 0)
+			r = pr->multi ? link_multi(f, pr->ret, g, i, 1, true)
+				      : link_one(f, pr->ret, g, i, true);
+		if (r == 0) {
+			n += 2;
+			continue;
+		}
+		/* Both or neither: an entry without its return would leave every
+		 * call of it open. */
+		for (size_t k = fd0; k < f->nfds; k++, f->probes--)
+			close(f->fds[k]);
+		for (size_t k = l0; k < f->nlinks; k++, f->probes--)
+			bpf_link__destroy(f->links[k]);
+		f->nfds = fd0;
+		f->nlinks = l0;
+		failed_function(f, g->names[i], r);
+	}
+	return n;
+}
+
+static void on_function(void *ctx, uint64_t addr, const char *name)
+{
+	struct ptwk_frames *f = ctx;
+	struct ptw_pattern_name n;
+	ptw_pattern_name_init(&n, name);
+	bool hit = false, literal = false;
+	for (size_t i = 0; i < f->npats; i++) {
+		struct pattern *p = &f->pats[i];
+		if (!f->applies[i] || !ptw_pattern_matches(&p->p, &n))
+			continue;
+		p->matched++;
+		hit = true;
+		literal |= ptw_pattern_literal(&p->p);
+	}
+	const char *shown = ptw_pattern_name_shown(&n);
+	if (!hit || ptw_map_get(&f->entries, addr))
+		goto out;
+	if (ptw_pattern_never_traced(name)) {
+		if (literal) {
+			f->refused = xreallocarray(f->refused, f->nrefused + 1, sizeof(char *));
+			f->refused[f->nrefused++] = xstrdup(shown);
+		}
+		goto out;
+	}
+	char path[sizeof(f->group.path)], mod[sizeof(f->group.module)];
+	uint64_t off;
+	int r;
+	if (f->offline) {
+		/* the file itself, not mapped yet */
+		r = ptw_symbols_file_offset(f->syms, addr, &off);
+		snprintf(path, sizeof(path), "%s", ptw_symbols_exe(f->syms));
+		snprintf(mod, sizeof(mod), "%s", path);
+	} else {
+		r = ptwk_file_of(f->pid, f->maps, f->nmaps, addr, path, sizeof(path), mod,
+				 sizeof(mod), &off);
+	}
+	if (r < 0) {
+		failed_function(f, name, r);
+		goto out;
+	}
+	ptw_map_put(&f->entries, addr, (void *)1);
+	if (!f->group.path[0]) {
+		snprintf(f->group.path, sizeof(f->group.path), "%s", path);
+		snprintf(f->group.module, sizeof(f->group.module), "%s", mod);
+	} else if (strcmp(path, f->group.path)) {
+		failed_function(f, name, -EXDEV); /* a module in two files: not seen here */
+		goto out;
+	}
+	f->fns = xreallocarray(f->fns, f->nfns + 1, sizeof(*f->fns));
+	f->fns[f->nfns] = ptw_symbols_locate(f->syms, addr);
+	/* the group's names live until it is attached: the location's do */
+	group_add(&f->group, off, f->nfns, f->fns[f->nfns]->symbol ? f->fns[f->nfns]->symbol : "?");
+	f->nfns++;
+out:
+	ptw_pattern_name_done(&n);
+}
+
+static void note_dynsym_only(struct ptwk_frames *f, const char *base)
+{
+	for (size_t i = 0; i < f->ndynsym_only; i++)
+		if (!strcmp(f->dynsym_only[i], base))
+			return;
+	f->dynsym_only = xreallocarray(f->dynsym_only, f->ndynsym_only + 1, sizeof(char *));
+	f->dynsym_only[f->ndynsym_only++] = xstrdup(base);
+}
+
+/* The helpers that tell how frames are left without a return, where
+ * they are (the tracer's list: trace.c's hook_helpers). */
+static int attach_helpers(struct ptwk_frames *f, const struct ptwk_frames_progs *pr)
+{
+	static const struct {
+		const char *name;
+		enum ptwk_kind kind;
+	} helpers[] = {
+		{ "_Unwind_RaiseException", PTWK_THROW },
+		{ "__cxa_begin_catch", PTWK_CATCH },
+		{ "longjmp", PTWK_LONGJMP },
+		{ "_longjmp", PTWK_LONGJMP },
+		{ "siglongjmp", PTWK_LONGJMP },
+		{ "__longjmp_chk", PTWK_LONGJMP },
+		{ "_dl_debug_state", PTWK_DL_STATE },
+	};
+	int n = 0;
+	for (size_t i = 0; i < PTW_ARRAY_SIZE(helpers); i++) {
+		uint64_t addr, off;
+		/* ld.so's own (libc has one too, for static dlopen) */
+		const char *in = helpers[i].kind == PTWK_DL_STATE ? "ld-linux" : PTW_MOD_ANY;
+		struct group g = { 0 };
+		if (ptw_symbols_lookup(f->syms, in, helpers[i].name, &addr, NULL) < 0 ||
+		    ptwk_file_of(f->pid, f->maps, f->nmaps, addr, g.path, sizeof(g.path), g.module,
+				 sizeof(g.module), &off) < 0)
+			continue;
+		/* the same file at another address (a launch's exec, a dlopen
+		 * again) has its probe already */
+		uint64_t key = (ptw_str_hash(g.path) ^ (off * 31)) | 1;
+		if (ptw_map_get(&f->helpers, key))
+			continue;
+		ptw_map_put(&f->helpers, key, (void *)1);
+		group_add(&g, off, helpers[i].kind, helpers[i].name);
+		int r = pr->multi ? link_multi(f, pr->helper, &g, 0, 1, false)
+				  : link_one(f, pr->helper, &g, 0, false);
+		if (r < 0)
+			ptw_dbg(PTW_DBG_TRACER, "--trace: no probe on %s: %s", helpers[i].name,
+				strerror(-r));
+		else
+			n++;
+		group_free(&g);
+	}
+	return n;
+}
+
+/*
+ * A uretprobe puts the kernel's trampoline in the return slot, and an
+ * unwinder stepping through that frame finds no unwind information for
+ * the trampoline: a C++ exception (or a Rust panic) thrown through a
+ * traced call terminates the program (checked: std::terminate, SIGABRT).
+ * A process that can throw gets no return probe, hence no frames, rather
+ * than a risk of its life. NULL: it cannot throw (no runtime for it is
+ * loaded).
+ */
+static char *unwinder_in(struct ptw_symbols *syms)
+{
+	static const char *const throwers[] = { "__cxa_throw", "__rust_start_panic" };
+	for (size_t i = 0; i < PTW_ARRAY_SIZE(throwers); i++) {
+		uint64_t addr;
+		if (ptw_symbols_lookup_loaded(syms, PTW_MOD_ANY, throwers[i], &addr) < 0)
+			continue;
+		const char *m = ptw_symbols_module_of(syms, addr);
+		struct ptw_buf b = { 0 };
+		ptw_buf_printf(&b, "%s in %s", throwers[i], ptw_pattern_base_name(m));
+		return b.p;
+	}
+	return NULL;
+}
+
+/* libc and ld.so, which every dynamic program maps: a launch's are
+ * ptwatch's own (the command is its fork until it execs). */
+static bool core_module(const char *path)
+{
+	const char *b = ptw_pattern_base_name(path);
+	return !strncmp(b, "libc.so", 7) || !strncmp(b, "ld-linux", 8);
+}
+
+static int scan(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
+		const struct ptwk_frames_progs *pr, bool core_only, char *why, size_t why_size)
+{
+	f->nmaps = ptw_maps_read(pid, &f->maps);
+	if (f->nmaps < 0) {
+		snprintf(why, why_size, "cannot read /proc/%d/maps: %s", pid, strerror(-f->nmaps));
+		return f->nmaps;
+	}
+	f->syms = syms;
+	f->pid = pid;
+	bool *applies = xcalloc(f->npats + 1, sizeof(bool));
+	f->applies = applies;
+	int total = 0;
+	size_t n = ptw_symbols_module_count(syms);
+	for (size_t i = 0; i < n; i++) {
+		const char *path;
+		uint64_t start;
+		bool is_exe;
+		if (ptw_symbols_module_info(syms, i, &path, &start, &is_exe) < 0 ||
+		    (core_only && !core_module(path)))
+			continue;
+		uint64_t key = ptw_str_hash(path ? path : "?") | 1;
+		if (ptw_map_get(&f->scanned, key))
+			continue;
+		ptw_map_put(&f->scanned, key, (void *)1);
+		bool any = false;
+		for (size_t k = 0; k < f->npats; k++) {
+			applies[k] = ptw_pattern_module_applies(&f->pats[k].p, path);
+			f->pats[k].module_seen |= applies[k];
+			any |= applies[k];
+		}
+		if (!any)
+			continue;
+		f->late += core_only ? 0 : f->started;
+		group_free(&f->group);
+		int r = ptw_symbols_module_functions(syms, i, on_function, f);
+		if (r == 0 && path && path[0] != '[')
+			note_dynsym_only(f, ptw_pattern_base_name(path));
+		total += attach_group(f, &f->group, pr);
+		group_free(&f->group);
+	}
+	free(applies);
+	f->applies = NULL;
+	total += attach_helpers(f, pr);
+	free(f->maps);
+	f->maps = NULL;
+	return total;
+}
+
+/* What unwinder_in() looks for, in a file not loaded yet: a thrower in its
+ * symbol tables (defined or needed), or a C++ or unwinding runtime among
+ * the libraries it needs. */
+static char *unwinder_in_file(const char *path)
+{
+	static const char *const throwers[] = { "__cxa_throw", "__rust_start_panic",
+						"_Unwind_RaiseException" };
+	static const char *const runtimes[] = { "libstdc++", "libgcc_s" };
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	elf_version(EV_CURRENT);
+	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
+	char *why = NULL;
+	for (Elf_Scn *scn = NULL; elf && !why && (scn = elf_nextscn(elf, scn));) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+		if (!gelf_getshdr(scn, &sh) || !(d = elf_getdata(scn, NULL)) || !sh.sh_entsize)
+			continue;
+		size_t n = sh.sh_size / sh.sh_entsize;
+		struct ptw_buf b = { 0 };
+		for (size_t i = 0; i < n && !b.len; i++) {
+			const char *name = NULL;
+			if (sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM) {
+				GElf_Sym sym;
+				if (gelf_getsym(d, (int)i, &sym))
+					name = elf_strptr(elf, sh.sh_link, sym.st_name);
+				for (size_t k = 0; name && k < PTW_ARRAY_SIZE(throwers); k++)
+					if (!strcmp(name, throwers[k]))
+						ptw_buf_printf(&b, "%s in %s", name,
+							       ptw_pattern_base_name(path));
+			} else if (sh.sh_type == SHT_DYNAMIC) {
+				GElf_Dyn dyn;
+				if (gelf_getdyn(d, (int)i, &dyn) && dyn.d_tag == DT_NEEDED)
+					name = elf_strptr(elf, sh.sh_link, dyn.d_un.d_val);
+				for (size_t k = 0; name && k < PTW_ARRAY_SIZE(runtimes); k++)
+					if (strstr(name, runtimes[k]))
+						ptw_buf_printf(&b, "%s needs %s",
+							       ptw_pattern_base_name(path), name);
+			}
+		}
+		why = b.p;
+	}
+	if (elf)
+		elf_end(elf);
+	close(fd);
+	return why;
+}
+
+/* One file's traced functions, from the file (it is not mapped yet). */
+static int scan_file(struct ptwk_frames *f, const char *real, bool use_debug_files,
+		     const struct ptwk_frames_progs *pr, char *why, size_t why_size)
+{
+	uint64_t key = ptw_str_hash(real) | 1;
+	if (ptw_map_get(&f->scanned, key))
+		return 0;
+	ptw_map_put(&f->scanned, key, (void *)1);
+	bool *applies = xcalloc(f->npats + 1, sizeof(bool));
+	bool any = false;
+	for (size_t k = 0; k < f->npats; k++) {
+		applies[k] = ptw_pattern_module_applies(&f->pats[k].p, real);
+		f->pats[k].module_seen |= applies[k];
+		any |= applies[k];
+	}
+	struct ptw_symbols *syms;
+	int r = any ? ptw_symbols_new_file(real, use_debug_files, NULL, &syms) : 0;
+	if (r < 0) {
+		snprintf(why, why_size, "cannot read the symbols of %s: %s", real, strerror(-r));
+		free(applies);
+		return r;
+	}
+	int total = 0;
+	if (any) {
+		f->file_syms =
+			xreallocarray(f->file_syms, f->nfile_syms + 1, sizeof(*f->file_syms));
+		f->file_syms[f->nfile_syms++] = syms;
+		f->syms = syms;
+		f->offline = true;
+		f->applies = applies;
+		group_free(&f->group);
+		r = ptw_symbols_module_functions(syms, 0, on_function, f);
+		if (r == 0)
+			note_dynsym_only(f, ptw_pattern_base_name(real));
+		total = attach_group(f, &f->group, pr);
+		group_free(&f->group);
+		f->offline = false;
+		f->syms = NULL;
+		f->applies = NULL;
+	}
+	free(applies);
+	return total;
+}
+
+int ptwk_frames_scan_files(struct ptwk_frames *f, const char *const *paths, size_t n, pid_t pid,
+			   bool use_debug_files, const struct ptwk_frames_progs *pr, char *why,
+			   size_t why_size)
+{
+	char(*real)[PATH_MAX] = xcalloc(n + 1, sizeof(*real));
+	int total = 0, r = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!realpath(paths[i], real[i]))
+			real[i][0] = '\0';
+	/* Every file first: none gets a uretprobe if any can throw. */
+	for (size_t i = 0; i < n && !f->unwinder; i++)
+		if (real[i][0])
+			f->unwinder = unwinder_in_file(real[i]);
+	f->pid = pid;
+	f->started = true; /* the process scans that follow are after the exec */
+	for (size_t i = 0; i < n && !f->unwinder; i++) {
+		if (!real[i][0]) {
+			snprintf(why, why_size, "%s: %s", paths[i], strerror(ENOENT));
+			r = -ENOENT;
+			continue;
+		}
+		int k = scan_file(f, real[i], use_debug_files, pr, why, why_size);
+		if (k < 0)
+			r = k;
+		else
+			total += k;
+	}
+	free(real);
+	return r < 0 && !total ? r : total;
+}
+
+/* The program interpreter (PT_INTERP) of the ELF file at path, resolved
+ * (false: none, or unreadable). */
+static bool interpreter_of(const char *path, char *ret, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	elf_version(EV_CURRENT);
+	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
+	size_t n;
+	bool found = false;
+	char interp[PATH_MAX];
+	for (size_t i = 0; elf && elf_getphdrnum(elf, &n) == 0 && i < n && !found; i++) {
+		GElf_Phdr ph;
+		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_INTERP || !ph.p_filesz ||
+		    ph.p_filesz >= sizeof(interp))
+			continue;
+		ssize_t got = pread(fd, interp, ph.p_filesz, (off_t)ph.p_offset);
+		if (got != (ssize_t)ph.p_filesz)
+			break;
+		interp[ph.p_filesz] = '\0';
+		found = realpath(interp, ret) && strlen(ret) < size;
+	}
+	if (elf)
+		elf_end(elf);
+	close(fd);
+	return found;
+}
+
+size_t ptwk_frames_launch_libraries(const char *path, char ***ret)
+{
+	char interp[PATH_MAX], ours[PATH_MAX];
+	*ret = NULL;
+	if (!interpreter_of(path, interp, sizeof(interp)) ||
+	    !interpreter_of("/proc/self/exe", ours, sizeof(ours)) || strcmp(interp, ours))
+		return 0;
+	int out[2];
+	if (pipe2(out, O_CLOEXEC) < 0)
+		return 0;
+	pid_t pid = fork();
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		dup2(out[1], 1);
+		if (null >= 0)
+			dup2(null, 2);
+		execl(interp, interp, "--list", path, (char *)NULL);
+		_exit(127);
+	}
+	close(out[1]);
+	struct ptw_buf b = { 0 };
+	/* A few milliseconds; bounded anyway (a hostile file, a hung mount). */
+	uint64_t deadline = ptw_now_ns() + 5000000000ull;
+	char buf[4096];
+	while (pid > 0 && b.len < (1u << 20)) {
+		struct pollfd pfd = { .fd = out[0], .events = POLLIN };
+		uint64_t now = ptw_now_ns();
+		if (now >= deadline || poll(&pfd, 1, (int)((deadline - now) / 1000000) + 1) <= 0)
+			break;
+		ssize_t got = read(out[0], buf, sizeof(buf));
+		if (got <= 0)
+			break;
+		ptw_buf_add(&b, buf, (size_t)got);
+	}
+	close(out[0]);
+	if (pid > 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	/* "\tlibfoo.so.1 => /path/libfoo.so.1 (0x...)", "\t/lib64/ld-linux... (0x...)";
+	 * not "linux-vdso.so.1 (0x...)" nor "=> not found" */
+	size_t n = 0;
+	char **v = NULL;
+	for (char *save = NULL, *l = b.p ? strtok_r(b.p, "\n", &save) : NULL; l;
+	     l = strtok_r(NULL, "\n", &save)) {
+		char *arrow = strstr(l, "=> "), *p = arrow ? arrow + 3 : l + strspn(l, " \t");
+		char *end = strstr(p, " (0x");
+		if (*p != '/' || !end)
+			continue;
+		*end = '\0';
+		v = xreallocarray(v, n + 1, sizeof(*v));
+		v[n++] = xstrdup(p);
+	}
+	ptw_buf_free(&b);
+	*ret = v;
+	return n;
+}
+
+int ptwk_frames_scan(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
+		     const struct ptwk_frames_progs *pr, char *why, size_t why_size)
+{
+	if (f->unwinder || (f->unwinder = unwinder_in(syms)))
+		return 0;
+	int r = scan(f, syms, pid, pr, false, why, why_size);
+	/* after an attach's first scan, or any of a launch's (its files were
+	 * scanned before it ran) */
+	f->started = true;
+	return r;
+}
+
+int ptwk_frames_scan_core(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
+			  const struct ptwk_frames_progs *pr, char *why, size_t why_size)
+{
+	return f->unwinder ? 0 : scan(f, syms, pid, pr, true, why, why_size);
+}
+
+const struct ptw_location *ptwk_frames_function(const struct ptwk_frames *f, uint64_t index)
+{
+	return f && index < f->nfns ? f->fns[index] : NULL;
+}
+
+unsigned ptwk_frames_probes(const struct ptwk_frames *f)
+{
+	return f ? f->probes : 0;
+}
+
+void ptwk_frames_notes(const struct ptwk_frames *f,
+		       void (*fn)(void *ctx, int code, const char *line), void *ctx)
+{
+	if (!f)
+		return;
+	struct ptw_buf b = { 0 };
+	if (f->unwinder) {
+		ptw_buf_printf(
+			&b,
+			"--trace is not done on the kernel path for this process: it can throw "
+			"exceptions (%s), and one thrown through a call whose return a "
+			"uretprobe watches terminates the program (its unwinder cannot step "
+			"through the kernel's return trampoline); the ptrace backend traces it",
+			f->unwinder);
+		fn(ctx, PTW_W_KERNEL_LIMIT, b.p);
+		ptw_buf_free(&b);
+		return;
+	}
+	if (f->late)
+		fn(ctx, PTW_W_KERNEL_LIMIT,
+		   "--trace: libraries loaded after the probes went in (dlopen) get theirs once "
+		   "ptwatch has read that ld.so mapped them, while the program runs on: their "
+		   "first calls may not be seen, and a library already unloaded by then is not "
+		   "seen at all");
+	for (size_t i = 0; i < f->nrefused; i++) {
+		ptw_buf_reset(&b);
+		ptw_buf_printf(
+			&b,
+			"--trace: %s is not traced (entered without a call, it has no return "
+			"address)",
+			f->refused[i]);
+		fn(ctx, PTW_W_TRACE_REFUSED, b.p);
+	}
+	for (size_t i = 0; i < f->npats; i++) {
+		const struct pattern *p = &f->pats[i];
+		ptw_buf_reset(&b);
+		if (p->nfailed) {
+			ptw_buf_printf(&b,
+				       "--trace '%s': %zu of the %zu functions it matched are not "
+				       "traced: %s%s",
+				       p->p.text, p->nfailed, p->matched, p->failed.p,
+				       p->nfailed > 3 ? ", ..." : "");
+			fn(ctx, PTW_W_TRACE_UNHOOKABLE, b.p);
+			ptw_buf_reset(&b);
+		}
+		if (p->matched)
+			continue;
+		if (p->p.module && !p->module_seen) {
+			ptw_buf_printf(&b, "--trace '%s': no loaded module is called '%s'",
+				       p->p.text, p->p.module);
+		} else {
+			struct ptw_buf m = { 0 };
+			for (size_t d = 0; d < f->ndynsym_only; d++) {
+				const char *mod = f->dynsym_only[d];
+				if (p->p.module && fnmatch(p->p.module, mod, 0) != 0)
+					continue;
+				ptw_buf_puts(&m, m.len ? ", " : "");
+				ptw_buf_puts(&m, mod);
+			}
+			if (m.len)
+				ptw_buf_printf(
+					&b,
+					"--trace '%s' matched no function; only the dynamic "
+					"symbols of %s could be searched (no symbol table, no "
+					"debug file): their static functions cannot be found",
+					p->p.text, m.p);
+			else
+				ptw_buf_printf(&b, "--trace '%s' matched no function", p->p.text);
+			ptw_buf_free(&m);
+		}
+		fn(ctx, PTW_W_TRACE_NO_MATCH, b.p);
+	}
+	ptw_buf_free(&b);
+}
+
+void ptwk_frames_close(struct ptwk_frames *f)
+{
+	if (!f)
+		return;
+	for (size_t i = 0; i < f->nfds; i++)
+		close(f->fds[i]);
+	free(f->fds);
+	f->fds = NULL;
+	f->nfds = 0;
+	for (size_t i = 0; i < f->nlinks; i++)
+		bpf_link__destroy(f->links[i]);
+	free(f->links);
+	f->links = NULL;
+	f->nlinks = 0;
+}
+
+void ptwk_frames_free(struct ptwk_frames *f)
+{
+	if (!f)
+		return;
+	ptwk_frames_close(f);
+	for (size_t i = 0; i < f->npats; i++) {
+		ptw_pattern_free(&f->pats[i].p);
+		ptw_buf_free(&f->pats[i].failed);
+	}
+	free(f->pats);
+	free(f->fns);
+	ptw_map_free(&f->scanned);
+	ptw_map_free(&f->entries);
+	ptw_map_free(&f->helpers);
+	for (size_t i = 0; i < f->ndynsym_only; i++)
+		free(f->dynsym_only[i]);
+	free(f->dynsym_only);
+	for (size_t i = 0; i < f->nrefused; i++)
+		free(f->refused[i]);
+	free(f->refused);
+	free(f->unwinder);
+	group_free(&f->group);
+	for (size_t i = 0; i < f->nfile_syms; i++)
+		ptw_symbols_free(f->file_syms[i]);
+	free(f->file_syms);
+	free(f);
+}

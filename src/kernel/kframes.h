@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * --trace on the kernel path: the functions the patterns match (the
+ * tracer's matching, ptw_patterns.h), found with the symbols layer in the
+ * executable and its libraries as file offsets, and an entry uprobe and a
+ * uretprobe on each (bpf/ptw_frames.bpf.h), attached for one process:
+ * one uprobe_multi link per module file and direction, the cookie the
+ * function's index here; ordinary uprobes as the fallback. Plus uprobes on
+ * the helpers that leave frames without a return (longjmp & co,
+ * _Unwind_RaiseException, __cxa_begin_catch), as the tracer hooks them,
+ * and on ld.so's _dl_debug_state: libraries loaded later are scanned when
+ * the reader sees it fire (the program runs on meanwhile: their first
+ * calls may be missed). A file's probes stay for the session: the kernel
+ * puts them in every later mapping of it (a library dlopen'ed again).
+ *
+ * Not in a process that can throw exceptions (C++, Rust): see
+ * unwinder_in() in kframes.c.
+ */
+#ifndef PTW_KERNEL_KFRAMES_H
+#define PTW_KERNEL_KFRAMES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct ptw_symbols;
+struct ptw_location;
+struct bpf_program;
+struct ptwk_frames;
+
+struct ptwk_frames_progs {
+	struct bpf_program *entry, *ret, *helper;
+	bool multi; /* uprobe_multi links (else a perf event per probe) */
+};
+
+/* NULL when there is no pattern (nothing to do). Invalid patterns are
+ * left out (the caller checked them). */
+struct ptwk_frames *ptwk_frames_new(char *const *trace, size_t ntrace);
+
+/*
+ * Scans the modules of syms not scanned yet (after an attach; again after
+ * a dlopen) and attaches the probes for pid. Returns the number of probes
+ * attached now, or -errno when none could be (*why says why).
+ */
+int ptwk_frames_scan(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
+		     const struct ptwk_frames_progs *progs, char *why, size_t why_size);
+
+/* The same for libc and ld.so only (a launch: the command, ptwatch's fork
+ * until it execs, maps ptwatch's; the probes are on the files). */
+int ptwk_frames_scan_core(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
+			  const struct ptwk_frames_progs *progs, char *why, size_t why_size);
+
+/*
+ * A launch: the files at paths (the executable as exec will find it, the
+ * libraries ld.so will map for it) are read before it runs, and their
+ * traced functions get their probes for pid now (they are in when it
+ * execs). If any of them can throw, none does (see unwinder_in()).
+ * Returns the number of probes attached, or -errno when none could be
+ * and a file could not be read (*why says which).
+ */
+int ptwk_frames_scan_files(struct ptwk_frames *f, const char *const *paths, size_t n, pid_t pid,
+			   bool use_debug_files, const struct ptwk_frames_progs *progs, char *why,
+			   size_t why_size);
+
+/*
+ * The libraries ld.so will map for the executable at path, as ldd finds
+ * them: ld.so --list, run only when path's program interpreter is
+ * ptwatch's own (another one is anyone's code), with ptwatch's
+ * environment (the command's). Returns how many (*ret: paths, free each
+ * and the array); 0 when there are none or they cannot be known.
+ */
+size_t ptwk_frames_launch_libraries(const char *path, char ***ret);
+
+/* The traced function of a cookie (NULL: not ours). */
+const struct ptw_location *ptwk_frames_function(const struct ptwk_frames *f, uint64_t index);
+
+/* Probes attached (entry, return and helpers). */
+unsigned ptwk_frames_probes(const struct ptwk_frames *f);
+
+/* The patterns that matched nothing, the functions that could not be
+ * probed, what this path cannot do here: one line each, with its warning
+ * code (the tracer's where the tracer says the same; enum
+ * ptw_warning_code), fn(ctx, code, line). */
+void ptwk_frames_notes(const struct ptwk_frames *f,
+		       void (*fn)(void *ctx, int code, const char *line), void *ctx);
+
+/* Closes the links (the kernel removes the probes). */
+void ptwk_frames_close(struct ptwk_frames *f);
+void ptwk_frames_free(struct ptwk_frames *f);
+
+#endif

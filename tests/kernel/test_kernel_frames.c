@@ -1,0 +1,465 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * --trace on the kernel backend, against the frames fixtures' truth (the
+ * same trees tests/integration/cases/frames.py asks of the ptrace path):
+ * starts FIXTURE MODE behind its attach handshake (kframes_fixture.c,
+ * kframes_cxx.cpp), attaches with ptw_kernel_attach and the patterns,
+ * lets it run, feeds every event into the span engine and compares the
+ * frame spans exactly: function, depth, parent, status, unmatched reason,
+ * return value; then the mode's own truth records.
+ *
+ * Usage: test_kernel_frames [--per-probe | --launch] FIXTURE MODE PATTERN...
+ *   --launch: FIXTURE is the plain fixture (tests/fixtures/frames.c,
+ *   frames_cxx.cpp), started by ptw_kernel_launch (held before its exec:
+ *   the executable's functions get their probes from its file)
+ *   MODE: recursion, longjmp, tail, lib, ends (frames.c), cxx
+ *   (frames_cxx.cpp), sigtrap (kframes_fixture.c's own)
+ * Exit 0 pass, 1 fail, 77 skip (the kernel path cannot run here).
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ptw_frames.h"
+#include "ptw_kernel.h"
+#include "ptw_spans.h"
+#include "ptw_symbols.h"
+#include "ptw_util.h"
+
+static int passed, failed;
+
+#define EXPECT(cond, ...)                                                                          \
+	do {                                                                                       \
+		if (cond) {                                                                        \
+			passed++;                                                                  \
+		} else {                                                                           \
+			failed++;                                                                  \
+			printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                     \
+			printf(__VA_ARGS__);                                                       \
+			putchar('\n');                                                             \
+		}                                                                                  \
+	} while (0)
+
+static uint64_t entries;
+
+static void sink(void *ctx, const struct ptw_event *ev)
+{
+	entries += ev->kind == PTW_EV_FRAME_ENTRY;
+	ptw_spans_consume(ctx, ev);
+}
+
+/* One line from the fixture (attach.h's reply), without its newline. */
+static bool reply_line(int fd, char *buf, size_t size)
+{
+	size_t n = 0;
+	while (n + 1 < size && read(fd, &buf[n], 1) == 1)
+		if (buf[n++] == '\n') {
+			buf[n - 1] = '\0';
+			return true;
+		}
+	buf[n] = '\0';
+	return false;
+}
+
+/*
+ * frames.c's attach mode with the kernel's probes let go while three calls
+ * are under way (fr_serve -> fr_outer -> fr_block, their return slots holding the
+ * kernel's trampoline): the first call returns while attached, the second
+ * after the links are closed, through the trampoline, to the right place
+ * ("out 12"), and the program goes on. frames.py's frames-attach asks the
+ * same of the ptrace path.
+ */
+static void attach_mode(struct ptw_kernel *k, int ctl, int rep)
+{
+	char line[128];
+	EXPECT(reply_line(rep, line, sizeof(line)) && !strncmp(line, "ready", 5), "%s", line);
+	EXPECT(write(ctl, "a", 1) == 1 && reply_line(rep, line, sizeof(line)) &&
+		       !strcmp(line, "in"),
+	       "first call: %s", line);
+	EXPECT(write(ctl, "x", 1) == 1 && reply_line(rep, line, sizeof(line)) &&
+		       !strcmp(line, "out 6"),
+	       "first return: %s", line);
+	EXPECT(write(ctl, "a", 1) == 1 && reply_line(rep, line, sizeof(line)) &&
+		       !strcmp(line, "in"),
+	       "second call: %s", line);
+	/* until the second call's entries are read (fr_serve, entered after
+	 * the attach here, then fr_outer, fr_block twice) */
+	for (int i = 0; i < 400 && entries < 5; i++)
+		ptw_kernel_run(k, 10);
+	EXPECT(entries == 5, "%" PRIu64 " entries", entries);
+	ptw_kernel_detach(k);
+	EXPECT(write(ctl, "x", 1) == 1 && reply_line(rep, line, sizeof(line)) &&
+		       !strcmp(line, "out 12"),
+	       "the return after the detach: %s", line);
+	EXPECT(write(ctl, "q", 1) == 1, "q");
+}
+
+static const char *sym(const struct ptw_location *l)
+{
+	return l && l->symbol ? l->symbol : "?";
+}
+
+static const struct ptw_frame *frame_by_id(const struct ptw_frames *f, uint32_t id)
+{
+	for (size_t i = 0; i < ptw_frames_count(f); i++)
+		if (ptw_frames_get(f, i)->id == id)
+			return ptw_frames_get(f, i);
+	return NULL;
+}
+
+/* The frames as frames.py's expect_frames sees them, in entry order:
+ * "symbol depth parent status reason value;..." (value only when
+ * completed). */
+static char *tree(const struct ptw_frames *f, pid_t tid)
+{
+	struct ptw_buf b = { 0 };
+	for (uint32_t id = 1;; id++) {
+		const struct ptw_frame *fr = frame_by_id(f, id);
+		if (!fr)
+			break;
+		if (tid && fr->tid != tid)
+			continue;
+		const struct ptw_frame *p = fr->parent ? frame_by_id(f, fr->parent) : NULL;
+		ptw_buf_printf(&b, "%s%s %u %s %s %s", b.len ? ";" : "", sym(fr->function),
+			       fr->depth, p ? sym(p->function) : "-",
+			       ptw_frame_status_name(fr->status), fr->reason ? fr->reason : "-");
+		if (fr->status == PTW_FRAME_COMPLETED)
+			ptw_buf_printf(&b, " =%#" PRIx64, fr->value);
+	}
+	return b.p ? b.p : xstrdup("");
+}
+
+static const struct json_object *jget(const struct json_object *o, const char *key)
+{
+	struct json_object *r;
+	return o && json_object_object_get_ex(o, key, &r) ? r : NULL;
+}
+
+static int64_t jint(const struct json_object *o, const char *key)
+{
+	const struct json_object *v = jget(o, key);
+	return v && json_object_is_type(v, json_type_int) ? json_object_get_int64(v) : -1;
+}
+
+static const char *jstr(const struct json_object *o, const char *key)
+{
+	const struct json_object *v = jget(o, key);
+	return v && json_object_is_type(v, json_type_string)
+		       ? json_object_get_string((struct json_object *)v)
+		       : "";
+}
+
+static bool jtrue(const struct json_object *o, const char *key)
+{
+	const struct json_object *v = jget(o, key);
+	return v && json_object_is_type(v, json_type_boolean) &&
+	       json_object_get_boolean((struct json_object *)v);
+}
+
+/* The truth file's records, parsed (caller puts each). */
+static size_t read_truth(const char *path, struct json_object ***ret)
+{
+	FILE *f = fopen(path, "re");
+	struct json_object **v = NULL;
+	size_t n = 0;
+	char line[4096];
+	while (f && fgets(line, sizeof(line), f)) {
+		struct json_object *o = json_tokener_parse(line);
+		if (!o)
+			continue;
+		v = xreallocarray(v, n + 1, sizeof(*v));
+		v[n++] = o;
+	}
+	if (f)
+		fclose(f);
+	*ret = v;
+	return n;
+}
+
+static const struct json_object *truth_kind(struct json_object **t, size_t n, const char *kind,
+					    size_t which)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(jstr(t[i], "kind"), kind) && which-- == 0)
+			return t[i];
+	return NULL;
+}
+
+static void check_tree(const struct ptw_frames *f, const char *want)
+{
+	char *got = tree(f, 0);
+	printf("frames: %s\n", got);
+	EXPECT(!strcmp(got, want), "\n  got  %s\n  want %s", got, want);
+	free(got);
+}
+
+/* frames.py's check_recursion_frames: each thread's fr_rec calls are its
+ * frames, all completed, depths 1..max_depth as many times, fr_rec(n)
+ * returning n + ... + 1. */
+static void check_recursion(const struct ptw_frames *f, struct json_object **t, size_t nt)
+{
+	size_t ncalls = 0, total = 0;
+	for (const struct json_object *c; (c = truth_kind(t, nt, "calls", ncalls)); ncalls++) {
+		pid_t tid = (pid_t)jint(c, "tid");
+		int64_t calls = jint(c, "calls"), depth = jint(c, "max_depth");
+		int64_t mine = 0, per_depth[64] = { 0 };
+		for (size_t i = 0; i < ptw_frames_count(f); i++) {
+			const struct ptw_frame *fr = ptw_frames_get(f, i);
+			if (fr->tid != tid)
+				continue;
+			mine++;
+			EXPECT(fr->status == PTW_FRAME_COMPLETED &&
+				       !strcmp(sym(fr->function), "fr_rec"),
+			       "tid %d frame %u %s status %d", tid, fr->id, sym(fr->function),
+			       (int)fr->status);
+			if (fr->depth < 64)
+				per_depth[fr->depth]++;
+			uint64_t n = (uint64_t)(depth - fr->depth + 1);
+			EXPECT(fr->has_value && fr->value == n * (n + 1) / 2,
+			       "tid %d frame %u depth %u value %#" PRIx64, tid, fr->id, fr->depth,
+			       fr->value);
+		}
+		total += (size_t)mine;
+		EXPECT(mine == calls, "tid %d: %" PRId64 " frames, %" PRId64 " calls", tid, mine,
+		       calls);
+		for (int64_t d = 1; d <= depth && d < 64; d++)
+			EXPECT(per_depth[d] == calls / depth,
+			       "tid %d: %" PRId64 " frames at depth %" PRId64, tid, per_depth[d],
+			       d);
+	}
+	EXPECT(ncalls == 4, "%zu threads recursed", ncalls);
+	EXPECT(total == ptw_frames_count(f), "%zu frames of other threads",
+	       ptw_frames_count(f) - total);
+}
+
+int main(int argc, char **argv)
+{
+	int a = 1;
+	bool per_probe = argc > 1 && !strcmp(argv[1], "--per-probe");
+	bool launch = argc > 1 && !strcmp(argv[1], "--launch");
+	a += per_probe || launch;
+	if (argc < a + 3) {
+		fprintf(stderr,
+			"usage: test_kernel_frames [--per-probe] FIXTURE MODE PATTERN...\n");
+		return 99;
+	}
+	const char *fixture = argv[a], *mode = argv[a + 1];
+	char why[512];
+	if (ptw_kernel_available(why, sizeof(why)) < 0) {
+		printf("SKIP: the kernel backend cannot run here: %s\n", why);
+		return 77;
+	}
+	alarm(50);
+	char truth[] = "/tmp/ptw-kftruth-XXXXXX";
+	int tfd = mkstemp(truth);
+	if (tfd < 0)
+		return 99;
+	close(tfd);
+	struct ptw_spans *spans = ptw_spans_new();
+	struct ptw_kernel_opts o = { .use_debug_files = true,
+				     .sink = sink,
+				     .sink_ctx = spans,
+				     .no_multi = per_probe,
+				     .trace = argv + a + 2,
+				     .ntrace = (size_t)(argc - a - 2) };
+	struct ptw_kernel *k;
+	int r, ctl[2] = { -1, -1 }, rep[2];
+	pid_t child, pid;
+	if (launch) {
+		setenv("PTWATCH_TRUTH", truth, 1);
+		char *const cmd[] = { (char *)fixture, (char *)mode, NULL };
+		r = ptw_kernel_launch(
+			&o, !strcmp(mode, "cxx") ? (char *const[]){ (char *)fixture, NULL } : cmd,
+			-1, &k, &child, why, sizeof(why));
+		if (r < 0) {
+			printf("FAIL: cannot launch %s: %s\n", fixture, why);
+			return 1;
+		}
+		pid = child;
+		goto run;
+	}
+	if (pipe2(ctl, O_CLOEXEC) || pipe2(rep, O_CLOEXEC))
+		return 99;
+	child = fork();
+	if (child == 0) {
+		int c = dup(ctl[0]), rr = dup(rep[1]);
+		char cs[16], rs[16];
+		snprintf(cs, sizeof(cs), "%d", c);
+		snprintf(rs, sizeof(rs), "%d", rr);
+		setenv("PTW_CTL_FD", cs, 1);
+		setenv("PTW_REPLY_FD", rs, 1);
+		setenv("PTWATCH_TRUTH", truth, 1);
+		execl(fixture, fixture, mode, (char *)NULL);
+		_exit(127);
+	}
+	close(ctl[0]);
+	close(rep[1]);
+	char line[128] = { 0 };
+	ssize_t n = read(rep[0], line, sizeof(line) - 1);
+	pid = 0;
+	if (n <= 0 || sscanf(line, "ready %d", &pid) != 1 || pid != child) {
+		fprintf(stderr, "fixture did not say ready: %s\n", line);
+		return 99;
+	}
+	r = ptw_kernel_attach(&o, pid, &k, why, sizeof(why));
+	if (r < 0) {
+		printf("FAIL: cannot attach to %d: %s\n", pid, why);
+		kill(pid, SIGKILL);
+		return 1;
+	}
+	if (write(ctl[1], "g", 1) != 1)
+		return 99;
+	if (!strcmp(mode, "attach")) {
+		attach_mode(k, ctl[1], rep[0]);
+		goto over;
+	}
+run:
+	r = ptw_kernel_run(k, 40000);
+	EXPECT(r == 1, "the run ended with %d, not the process's end", r);
+over:;
+	int status = 0;
+	waitpid(child, &status, 0);
+	ptw_kernel_detach(k);
+	ptw_spans_finish(spans);
+	struct ptw_kernel_stats st;
+	ptw_kernel_stats(k, &st);
+	printf("mode %s, %u probes, %" PRIu64 " records, %" PRIu64 " events, %" PRIu64 " lost\n",
+	       st.mode, st.probes, st.records, st.events, st.lost);
+	const char *const *notes;
+	size_t nn = ptw_kernel_notes(k, &notes);
+	for (size_t i = 0; i < nn; i++)
+		printf("note: %s\n", notes[i]);
+	EXPECT(st.lost == 0, "%" PRIu64 " lost", st.lost);
+	EXPECT(!strcmp(st.mode, per_probe ? "uprobe" : "uprobe_multi"), "mode %s", st.mode);
+	int want_code = !strcmp(mode, "ends") ? 3 : 0;
+	EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == want_code, "fixture status %#x", status);
+
+	struct json_object **t;
+	size_t nt = read_truth(truth, &t);
+	unlink(truth);
+	const struct ptw_frames *f = ptw_spans_frames(spans);
+	if (!strcmp(mode, "recursion")) {
+		check_recursion(f, t, nt);
+	} else if (!strcmp(mode, "longjmp")) {
+		check_tree(
+			f,
+			"fr_top 1 - completed - =0x2a;fr_mid 2 fr_top unmatched longjmp;"
+			"fr_inner 3 fr_mid unmatched longjmp;fr_leaf 2 fr_top completed - =0x2a");
+	} else if (!strcmp(mode, "tail")) {
+		check_tree(f, "fr_tail_a 1 - unmatched tail_call;fr_tail_b 1 - completed - =0x2a");
+	} else if (!strcmp(mode, "lib")) {
+		/* The ptrace path: fr_lib_fn, then fr_mod_fn in each of the two
+		 * dlopen rounds, all completed. Here a dlopen'ed library's
+		 * functions get their probes when the reader has seen ld.so's
+		 * change (woken at once), while the program runs on: the calls
+		 * right after the dlopen may come before (then the library may
+		 * be gone again, and fr_mod_* matched nothing). What is seen
+		 * must be right. */
+		char *got = tree(f, 0);
+		printf("frames: %s\n", got);
+		const char *lib = "fr_lib_fn 1 - completed - =0x65";
+		EXPECT(!strncmp(got, lib, strlen(lib)), "got %s", got);
+		size_t mods = 0;
+		for (size_t i = 0; i < ptw_frames_count(f); i++) {
+			const struct ptw_frame *fr = ptw_frames_get(f, i);
+			if (strcmp(sym(fr->function), "fr_mod_fn"))
+				continue;
+			mods++;
+			EXPECT(fr->status == PTW_FRAME_COMPLETED && fr->depth == 1 &&
+				       (fr->value == 1000 || fr->value == 1001) &&
+				       fr->function->module &&
+				       strstr(fr->function->module, "libptwframemod.so"),
+			       "fr_mod_fn frame %u", fr->id);
+		}
+		free(got);
+		printf("dlopen'ed fr_mod_fn calls seen: %zu of 2\n", mods);
+		EXPECT(ptw_frames_count(f) == 1 + mods, "%zu frames", ptw_frames_count(f));
+		bool nothing = false, nomod = false, lib_said = false, mod_said = false;
+		for (size_t i = 0; i < nn; i++) {
+			nothing |=
+				strstr(notes[i], "'zz_matches_nothing_*' matched no function") != 0;
+			nomod |=
+				strstr(notes[i], "no loaded module is called 'libnothere.so'") != 0;
+			lib_said |= strstr(notes[i], "fr_lib_") != 0;
+			mod_said |= strstr(notes[i], "fr_mod_") != 0;
+		}
+		EXPECT(nothing && nomod && !lib_said && (!mods || !mod_said),
+		       "notes: nothing matched %d, no module %d, fr_lib_ %d, fr_mod_ %d", nothing,
+		       nomod, lib_said, mod_said);
+	} else if (!strcmp(mode, "ends")) {
+		/* one frame per truth "end" record, in its thread, unmatched with
+		 * its reason */
+		size_t ne = 0;
+		for (const struct json_object *e; (e = truth_kind(t, nt, "end", ne)); ne++) {
+			char want[128];
+			snprintf(want, sizeof(want), "%s 1 - unmatched %s", jstr(e, "fn"),
+				 jstr(e, "reason"));
+			char *got = tree(f, (pid_t)jint(e, "tid"));
+			printf("tid %" PRId64 ": %s\n", jint(e, "tid"), got);
+			EXPECT(!strcmp(got, want), "tid %" PRId64 ": got %s, want %s",
+			       jint(e, "tid"), got, want);
+			free(got);
+		}
+		EXPECT(ne == 3 && ptw_frames_count(f) == 3, "%zu ends, %zu frames", ne,
+		       ptw_frames_count(f));
+	} else if (!strcmp(mode, "cxx")) {
+		/* The ptrace path gives catcher{a{b{c}}} after (the exception's
+		 * frames unmatched "exception"); here a uretprobe would make the
+		 * throw terminate the program: refused, said, the program's
+		 * result unchanged. */
+		const struct json_object *res = truth_kind(t, nt, "cxx_frames", 0);
+		EXPECT(res && jint(res, "result") == 43, "result %" PRId64,
+		       res ? jint(res, "result") : -1);
+		EXPECT(ptw_frames_count(f) == 0 && st.probes < 20, "%zu frames, %u probes",
+		       ptw_frames_count(f), st.probes);
+		bool said = false;
+		for (size_t i = 0; i < nn; i++)
+			said |= strstr(notes[i], "can throw exceptions (__cxa_throw in ") != 0;
+		EXPECT(said, "no note says why --trace was not done");
+	} else if (!strcmp(mode, "attach")) {
+		/* fr_serve is entered after the attach here (the fixture waits
+		 * for 'g' first): the ptrace path's tree when it launched the
+		 * same program (frames.py's frames-kill9, there tracer_died) */
+		check_tree(
+			f,
+			"fr_serve 1 - unmatched detach;fr_outer 2 fr_serve completed - =0x6;"
+			"fr_block 3 fr_outer completed - =0x5;fr_outer 2 fr_serve unmatched detach;"
+			"fr_block 3 fr_outer unmatched detach");
+		const struct json_object *d = truth_kind(t, nt, "attach_done", 0);
+		EXPECT(d && jint(d, "sum") == 12, "the program's sum after the detach");
+	} else if (!strcmp(mode, "sigtrap")) {
+		const struct json_object *s = truth_kind(t, nt, "sigtrap", 0);
+		EXPECT(s && jtrue(s, "trap_blocked") && jtrue(s, "all_blocked"),
+		       "the mask changed: SIGTRAP blocked %d, all blocked %d",
+		       s && jtrue(s, "trap_blocked"), s && jtrue(s, "all_blocked"));
+		EXPECT(s && jtrue(s, "handler_kept"), "the SIGTRAP handler changed");
+		int64_t calls = s ? jint(s, "calls") : -1, done = 0;
+		for (size_t i = 0; i < ptw_frames_count(f); i++) {
+			const struct ptw_frame *fr = ptw_frames_get(f, i);
+			done += fr->status == PTW_FRAME_COMPLETED &&
+				fr->tid == (pid_t)jint(s, "tid") &&
+				!strcmp(sym(fr->function), "fr_masked") &&
+				fr->value == (uint64_t)(done * 3 + 1);
+		}
+		EXPECT(done == calls && (size_t)calls == ptw_frames_count(f),
+		       "%" PRId64 " completed calls in order of %" PRId64 ", %zu frames", done,
+		       calls, ptw_frames_count(f));
+	} else {
+		printf("unknown mode %s\n", mode);
+		failed++;
+	}
+	for (size_t i = 0; i < nt; i++)
+		json_object_put(t[i]);
+	free(t);
+	ptw_kernel_free(k);
+	ptw_spans_free(spans);
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}

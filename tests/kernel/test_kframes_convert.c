@@ -1,0 +1,294 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The kernel backend's --trace records (src/kernel/convert_frames.c) on
+ * synthetic records, through the span engine: the frame trees must be the
+ * ones the tracer's events make (tests/unit/test_frames.c's rules):
+ * nesting and return values, recursion, a tail call whose return slot
+ * holds the kernel's trampoline (and the second return instance the
+ * kernel reports for it), a longjmp whose jmp_buf sp is mangled, an
+ * exception thrown and caught, helpers with no frame open, a thread's end,
+ * an entry whose return address could not be read, calls deeper than the
+ * kernel's limit of pending returns.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "convert.h"
+#include "ptw_frames.h"
+#include "ptw_spans.h"
+#include "ptw_symbols.h"
+#include "ptw_util.h"
+
+#define PID   100
+#define TRAMP 0x7fffffffe000ull /* the uprobe area */
+#define GUARD 0x5a5a1234abcd0000ull
+
+static struct ptw_location fns[4] = {
+	{ .addr = 0x1000, .symbol = "f0" },
+	{ .addr = 0x2000, .symbol = "f1" },
+	{ .addr = 0x3000, .symbol = "f2" },
+	{ .addr = 0x4000, .symbol = "f3" },
+};
+
+static const struct ptw_location *frame_function(void *ctx, uint64_t index)
+{
+	(void)ctx;
+	return index < 4 ? &fns[index] : NULL;
+}
+
+static void sink(void *ctx, const struct ptw_event *ev)
+{
+	ptw_spans_consume(ctx, ev);
+}
+
+static uint64_t clock_ns = 1000;
+
+static struct ptwk_record rec(enum ptwk_kind kind, pid_t tid)
+{
+	struct ptwk_record r = { .kind = kind, .tid = (uint32_t)tid, .tgid = PID };
+	r.ns = clock_ns += 1000;
+	return r;
+}
+
+/* fn entered at sp with ret at [sp] (the kernel's area known or not) */
+static void entry(struct ptwk_conv *c, pid_t tid, uint64_t fn, uint64_t sp, uint64_t ret)
+{
+	struct ptwk_record r = rec(PTWK_FRAME_ENTRY, tid);
+	r.a = fn;
+	r.b = sp;
+	r.c = ret;
+	r.d = fns[fn].addr;
+	r.e = TRAMP;
+	r.f = PTWK_F_READ;
+	ptwk_conv_record(c, &r);
+}
+
+/* fn returned to ret, sp after the return (its slot + 8), rax value */
+static void ret_(struct ptwk_conv *c, pid_t tid, uint64_t fn, uint64_t sp, uint64_t ret,
+		 uint64_t value)
+{
+	struct ptwk_record r = rec(PTWK_FRAME_RETURN, tid);
+	r.a = fn;
+	r.b = sp;
+	r.c = ret;
+	r.d = value;
+	ptwk_conv_record(c, &r);
+}
+
+static void helper(struct ptwk_conv *c, enum ptwk_kind kind, pid_t tid, uint64_t sp,
+		   uint64_t target)
+{
+	struct ptwk_record r = rec(kind, tid);
+	r.b = sp;
+	if (kind == PTWK_LONGJMP) {
+		/* glibc's PTR_MANGLE: xor the guard, rotate left 17 */
+		uint64_t x = target ^ GUARD;
+		r.c = GUARD;
+		r.d = (x << 17) | (x >> 47);
+		r.f = PTWK_F_READ;
+	}
+	ptwk_conv_record(c, &r);
+}
+
+static const struct ptw_frame *frame_by_id(const struct ptw_frames *f, uint32_t id)
+{
+	for (size_t i = 0; i < ptw_frames_count(f); i++)
+		if (ptw_frames_get(f, i)->id == id)
+			return ptw_frames_get(f, i);
+	return NULL;
+}
+
+/* "symbol depth parent status reason [=value];..." in entry order */
+static char *tree(const struct ptw_spans *s)
+{
+	const struct ptw_frames *f = ptw_spans_frames(s);
+	struct ptw_buf b = { 0 };
+	for (uint32_t id = 1;; id++) {
+		const struct ptw_frame *fr = frame_by_id(f, id);
+		if (!fr)
+			break;
+		const struct ptw_frame *p = fr->parent ? frame_by_id(f, fr->parent) : NULL;
+		ptw_buf_printf(&b, "%s%s %u %s %s %s", b.len ? ";" : "",
+			       fr->function ? fr->function->symbol : "?", fr->depth,
+			       p ? p->function->symbol : "-", ptw_frame_status_name(fr->status),
+			       fr->reason ? fr->reason : "-");
+		if (fr->status == PTW_FRAME_COMPLETED)
+			ptw_buf_printf(&b, " =%llx", (unsigned long long)fr->value);
+	}
+	return b.p ? b.p : xstrdup("");
+}
+
+static struct ptw_spans *spans;
+
+static void start(struct ptwk_conv *c)
+{
+	spans = ptw_spans_new();
+	struct ptwk_conv_ops ops = { .sink = sink, .frame_function = frame_function, .ctx = spans };
+	ptwk_conv_init(c, PID, &ops);
+	ptwk_conv_preexisting(c, PID, 0, 0, 0, NULL, clock_ns);
+	ptwk_conv_preexisting(c, 101, 0, 0, 0, NULL, clock_ns);
+}
+
+static void finish(struct ptwk_conv *c, const char *want)
+{
+	ptwk_conv_detached(c, clock_ns += 1000);
+	ptw_spans_finish(spans);
+	char *got = tree(spans);
+	CHECK_STR(got, want);
+	free(got);
+	ptwk_conv_free(c);
+	ptw_spans_free(spans);
+}
+
+/* Nesting, values, recursion in two threads at once. */
+static void test_nesting(void)
+{
+	struct ptwk_conv c;
+	start(&c);
+	entry(&c, PID, 0, 0x7000, 0xa1);
+	entry(&c, 101, 1, 0x9000, 0xb1);
+	entry(&c, PID, 1, 0x6ff0, 0x1010);
+	entry(&c, PID, 1, 0x6fe0, 0x2010); /* recursion */
+	entry(&c, 101, 1, 0x8ff0, 0x2010);
+	ret_(&c, PID, 1, 0x6fe8, 0x2010, 1);
+	ret_(&c, 101, 1, 0x8ff8, 0x2010, 7);
+	ret_(&c, PID, 1, 0x6ff8, 0x1010, 2);
+	ret_(&c, PID, 0, 0x7008, 0xa1, 3);
+	ret_(&c, 101, 1, 0x9008, 0xb1, 8);
+	entry(&c, PID, 2, 0x7000, 0xa2); /* the same slot again: a new call */
+	finish(&c, "f0 1 - completed - =3;f1 1 - completed - =8;f1 2 f0 completed - =2;"
+		   "f1 3 f1 completed - =1;f1 2 f1 completed - =7;f2 1 - unmatched detach");
+}
+
+/* f0 tail-calls f1: f1's slot is f0's, and holds the kernel's trampoline
+ * (f0's return is hijacked); the kernel then reports both return
+ * instances at f1's return. The tracer's stream: f0 tail_call, f1
+ * completed. */
+static void test_tail_call(void)
+{
+	struct ptwk_conv c;
+	start(&c);
+	entry(&c, PID, 0, 0x7000, 0xa1);
+	entry(&c, PID, 1, 0x7000, TRAMP);
+	ret_(&c, PID, 1, 0x7008, 0xa1, 0x2a);
+	ret_(&c, PID, 0, 0x7008, 0xa1, 0x2a);
+	entry(&c, PID, 2, 0x7000, 0xa3);
+	ret_(&c, PID, 2, 0x7008, 0xa3, 5);
+	finish(&c, "f0 1 - unmatched tail_call;f1 1 - completed - =2a;f2 1 - completed - =5");
+}
+
+/* f0 -> f1 -> f2, f2 longjmps to f0's level (the kernel never returns
+ * f1 and f2), then f0 calls f3 and returns. */
+static void test_longjmp(void)
+{
+	struct ptwk_conv c;
+	start(&c);
+	entry(&c, PID, 0, 0x7000, 0xa1);
+	entry(&c, PID, 1, 0x6f00, 0x1010);
+	entry(&c, PID, 2, 0x6e00, 0x2010);
+	helper(&c, PTWK_LONGJMP, PID, 0x6d00, 0x6f80); /* lands in f0's frame */
+	entry(&c, PID, 3, 0x6f00, 0x1020);
+	ret_(&c, PID, 3, 0x6f08, 0x1020, 4);
+	ret_(&c, PID, 0, 0x7008, 0xa1, 0x2a);
+	/* a longjmp whose jmp_buf makes no sense: the next event tells */
+	entry(&c, PID, 1, 0x7000, 0xa2);
+	entry(&c, PID, 2, 0x6e00, 0x2010);
+	helper(&c, PTWK_LONGJMP, PID, 0x6d00, 0x10);
+	entry(&c, PID, 3, 0x7000, 0xa3);
+	finish(&c, "f0 1 - completed - =2a;f1 2 f0 unmatched longjmp;f2 3 f1 unmatched longjmp;"
+		   "f3 2 f0 completed - =4;f1 1 - unmatched longjmp;f2 2 f1 unmatched longjmp;"
+		   "f3 1 - unmatched detach");
+}
+
+/* f0 catches what f2 throws through f1 (__cxa_begin_catch called by f0,
+ * at 0x6f08: its sp is 0x6f10); f0 then calls f3. */
+static void test_exception(void)
+{
+	struct ptwk_conv c;
+	start(&c);
+	helper(&c, PTWK_THROW, PID, 0x7100, 0); /* no frame open: nothing */
+	entry(&c, PID, 0, 0x7000, 0xa1);
+	entry(&c, PID, 1, 0x6f00, 0x1010);
+	entry(&c, PID, 2, 0x6e00, 0x2010);
+	helper(&c, PTWK_THROW, PID, 0x6d00, 0);
+	helper(&c, PTWK_CATCH, PID, 0x6f08, 0);
+	entry(&c, PID, 3, 0x6f00, 0x1030);
+	ret_(&c, PID, 3, 0x6f08, 0x1030, 9);
+	ret_(&c, PID, 0, 0x7008, 0xa1, 0x2c);
+	finish(&c, "f0 1 - completed - =2c;f1 2 f0 unmatched exception;"
+		   "f2 3 f1 unmatched exception;f3 2 f0 completed - =9");
+}
+
+/* An entry whose return address could not be read is no frame (the tracer
+ * reports none); a thread's end closes its frames and its shadow stack. */
+static void test_unread_and_end(void)
+{
+	struct ptwk_conv c;
+	start(&c);
+	struct ptwk_record r = rec(PTWK_FRAME_ENTRY, PID);
+	r.a = 0;
+	r.b = 0x7000;
+	ptwk_conv_record(&c, &r);
+	entry(&c, 101, 1, 0x9000, 0xb1);
+	struct ptwk_record e = rec(PTWK_EXIT, 101);
+	e.f = PTWK_F_HOW_KNOWN | PTWK_F_EXIT_CALL;
+	ptwk_conv_record(&c, &e);
+	ret_(&c, 101, 1, 0x9008, 0xb1, 1); /* a late record of a gone thread */
+	finish(&c, "f1 1 - unmatched thread_exit");
+}
+
+/* 70 nested calls: the kernel watches the returns of the 64 outer ones
+ * only (its depth limit); the 6 inner ones are left unmatched at the 64th
+ * one's return, and counted. */
+static void test_too_deep(void)
+{
+	struct ptwk_conv c;
+	start(&c);
+	for (uint64_t i = 0; i < 70; i++)
+		entry(&c, PID, 1, 0x7000 - i * 0x10, 0x2010);
+	for (uint64_t i = 64; i-- > 0;)
+		ret_(&c, PID, 1, 0x7008 - i * 0x10, 0x2010, i);
+	CHECK_EQ(c.frames_too_deep, 6);
+	const struct ptw_frames *f = ptw_spans_frames(spans);
+	size_t completed = 0, left = 0;
+	for (size_t i = 0; i < ptw_frames_count(f); i++) {
+		completed += ptw_frames_get(f, i)->status == PTW_FRAME_COMPLETED;
+		left += ptw_frames_get(f, i)->status == PTW_FRAME_UNMATCHED &&
+			ptw_frames_get(f, i)->depth > 64;
+	}
+	CHECK_EQ(completed, 64);
+	CHECK_EQ(left, 6);
+	ptwk_conv_free(&c);
+	ptw_spans_free(spans);
+}
+
+/* A launch: the held fork's own calls (execvp, traced in libc) before the
+ * command's exec are not the command's. */
+static void test_launch_before_exec(void)
+{
+	struct ptwk_conv c;
+	spans = ptw_spans_new();
+	struct ptwk_conv_ops ops = { .sink = sink, .frame_function = frame_function, .ctx = spans };
+	ptwk_conv_init(&c, PID, &ops);
+	c.launched = true;
+	entry(&c, PID, 0, 0x7000, 0xa1);
+	struct ptwk_record e = rec(PTWK_EXEC, PID);
+	e.a = PID;
+	ptwk_conv_record(&c, &e);
+	entry(&c, PID, 1, 0x8000, 0xb1);
+	ret_(&c, PID, 1, 0x8008, 0xb1, 3);
+	finish(&c, "f1 1 - completed - =3");
+}
+
+int main(void)
+{
+	test_nesting();
+	test_tail_call();
+	test_longjmp();
+	test_exception();
+	test_unread_and_end();
+	test_too_deep();
+	test_launch_before_exec();
+	CHECK_DONE();
+}
