@@ -44,6 +44,13 @@ enum ptw_event_kind {
 	PTW_EV_THROW,	       /* tid raised a C++ exception (_Unwind_RaiseException) */
 	PTW_EV_CATCH,	       /* tid caught one in the frame whose stack pointer is sp */
 	PTW_EV_LONGJMP,	       /* tid called longjmp (or siglongjmp, ...); sp: where it lands (0 unknown) */
+	PTW_EV_CONTEXT_SWITCH, /* tid switches to another context (swapcontext, setcontext): sp =
+				* the stack pointer it lands at; arg (has_arg) = the one the context
+				* it leaves resumes at (swapcontext), none: that context is not saved */
+	PTW_EV_SIGNAL_DELIVER, /* the kernel is about to run tid's handler of sig (one is
+				* installed); sp: tid's stack pointer then (what it interrupts) */
+	PTW_EV_SIGRETURN,      /* tid returned from a signal handler (reached the sigreturn
+				* trampoline): sp there */
 	PTW_EV_SPAN_OPEN,      /* span (span_kind, span_id) of tid has been open value ns,
 				* past the open timeout: where tid is now (state, wchan,
 				* routine = its PC), name; sent once per span */
@@ -159,7 +166,9 @@ struct ptw_event {
 	/* SPAN_OPEN */
 	enum ptw_span_kind span_kind;
 	uint32_t span_id;
-	/* FRAME_ENTRY, FRAME_RETURN, CATCH, LONGJMP */
+	/* FRAME_ENTRY, FRAME_RETURN, CATCH, LONGJMP, CONTEXT_SWITCH; FRAME_ENTRY's
+	 * sig: the function was entered by the kernel as the handler of that
+	 * signal (its return address is the sigreturn trampoline), 0 a call */
 	uint64_t sp;
 	uint64_t ret_addr;
 	/* FRAME_ENTRY: a call already under way when ptwatch attached (found
