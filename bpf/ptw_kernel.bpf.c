@@ -32,6 +32,8 @@ const volatile __u32 have_result = 0, have_joinid = 0, have_start_routine = 0, h
  * start routine that returned. */
 const volatile __u32 exiting_mask = 0x10;
 const volatile __u64 wake_bytes = 256 * 1024;
+/* -f with a link per child (measuring only): a fork wakes the reader. */
+const volatile __u32 wake_on_fork = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -74,10 +76,19 @@ static __always_inline void count(__u32 which)
 		*v += 1;
 }
 
+/* This record takes the ring past wake_bytes: wake the reader once, not at
+ * every record while it is past (a reader slow to be scheduled would be
+ * woken tens of thousands of times, each a cost to the thread that writes). */
+static __always_inline bool crosses_wake(__u64 size)
+{
+	__u64 avail = bpf_ringbuf_query(&rb, BPF_RB_AVAIL_DATA);
+	return avail < wake_bytes && avail + size + 8 >= wake_bytes; /* 8: its header */
+}
+
 static __always_inline int send(struct ptwk_record *r, bool wake)
 {
 	__u64 flags = BPF_RB_NO_WAKEUP;
-	if (wake || bpf_ringbuf_query(&rb, BPF_RB_AVAIL_DATA) + sizeof(*r) >= wake_bytes)
+	if (wake || crosses_wake(sizeof(*r)))
 		flags = BPF_RB_FORCE_WAKEUP;
 	if (bpf_ringbuf_output(&rb, r, sizeof(*r), flags) < 0) {
 		count(PTWK_STAT_LOST);
@@ -112,6 +123,8 @@ static __always_inline __u64 current_pd(void)
 	return BPF_CORE_READ(t, thread.fsbase);
 }
 
+#include "ptw_locks.bpf.h"
+
 /* Every entry probe (the cookie says which). */
 SEC("uprobe")
 int ptw_entry(struct pt_regs *ctx)
@@ -121,6 +134,8 @@ int ptw_entry(struct pt_regs *ctx)
 	if (!bpf_map_lookup_elem(&watched, &tgid))
 		return 0;
 	__u32 kind = (__u32)bpf_get_attach_cookie(ctx);
+	if (kind >= PTWK_LOCK_FIRST)
+		return ptw_lock_entry(ctx, kind, id);
 	if (kind == PTWK_CREATE_CALL) {
 		/* pthread_create(thread, attr, start, arg): the call site is
 		 * the return address on top of the stack; the attribute's
@@ -150,6 +165,7 @@ int ptw_entry(struct pt_regs *ctx)
 	} else if (kind == PTWK_MAIN) {
 		r.a = ctx->di; /* main */
 		r.b = current_pd();
+		r.c = ctx->ip; /* where libc calls main from: main returns into it */
 	} else if (kind == PTWK_DEATH) {
 		__u64 pd = current_pd(), v;
 		if (have_result && read_user_u64(pd + off_result, &r.a))
@@ -169,6 +185,8 @@ int ptw_entry(struct pt_regs *ctx)
 	/* main() is about to run: every library it needs is mapped, and user
 	 * space had better name them now, while the process lives. */
 	send(&r, kind == PTWK_MAIN);
+	if (kind == PTWK_JOIN)
+		ptw_lock_join(ctx, id); /* --locks: after the join's own record */
 	return 0;
 }
 
@@ -183,6 +201,7 @@ int ptw_return(struct pt_regs *ctx)
 	struct ptwk_record r = {};
 	begin(&r, (__u32)bpf_get_attach_cookie(ctx), id);
 	r.a = ctx->ax;
+	r.b = ctx->sp; /* --locks: where a slow path returned */
 	send(&r, false);
 	return 0;
 }
@@ -206,16 +225,32 @@ int ptw_fork(struct bpf_raw_tracepoint_args *ctx)
 	struct ptwk_record r = {};
 	begin(&r, PTWK_CREATE, ((__u64)ptgid << 32) | ptid);
 	r.a = BPF_CORE_READ(child, pid);
+	__u64 pd = BPF_CORE_READ(child, thread.fsbase);
 	if (ctgid != ptgid) {
 		r.kind = PTWK_FORK;
 		if (w->follow_forks) {
+			/* -f: watched before it can run (this runs in the
+			 * parent, before the child is first woken), so that
+			 * nothing it does, a thread it makes at once, is missed. */
 			struct ptwk_watch cw = *w;
+			cw.root = 0;
 			bpf_map_update_elem(&watched, &ctgid, &cw, BPF_ANY);
+			/* Its one thread is a copy of the forking one: the same
+			 * struct pthread, at the same address. */
+			r.b = pd;
+			__u64 joinid;
+			if (have_joinid && pd && read_user_u64(pd + off_joinid, &joinid)) {
+				r.f |= PTWK_F_JOINID_KNOWN;
+				if (joinid == pd)
+					r.f |= PTWK_F_DETACHED;
+			}
+			if (BPF_CORE_READ(child, mm) == BPF_CORE_READ(parent, mm))
+				r.f |= PTWK_F_SHARED_VM;
+			bpf_get_current_comm(r.comm, sizeof(r.comm));
 		}
-		send(&r, false);
+		send(&r, wake_on_fork != 0);
 		return 0;
 	}
-	__u64 pd = BPF_CORE_READ(child, thread.fsbase);
 	r.b = pd;
 	struct pending_create *p = bpf_map_lookup_elem(&pending, &ptid);
 	if (p) {
@@ -273,6 +308,11 @@ int ptw_exit(struct bpf_raw_tracepoint_args *ctx)
 	}
 	/* live was decremented before this tracepoint: 0 for the last one. */
 	bool last = BPF_CORE_READ(sig, live.counter) == 0;
+	/* Only the target's end wakes the reader at once: a followed child's
+	 * is read with the next batch (a wakeup per fork+exit cost more than
+	 * the rest of following it). */
+	struct ptwk_watch *w = bpf_map_lookup_elem(&watched, &tgid);
+	bool wake = last && w && w->root;
 	if (last) {
 		r.f |= PTWK_F_GROUP_DEAD;
 		bpf_map_delete_elem(&watched, &tgid);
@@ -294,7 +334,7 @@ int ptw_exit(struct bpf_raw_tracepoint_args *ctx)
 	}
 	bpf_get_current_comm(r.comm, sizeof(r.comm));
 	bpf_map_delete_elem(&pending, &tid);
-	send(&r, last);
+	send(&r, wake);
 	return 0;
 }
 
@@ -305,10 +345,19 @@ int ptw_exec(struct bpf_raw_tracepoint_args *ctx)
 	__u32 tgid = BPF_CORE_READ(t, tgid);
 	if (!bpf_map_lookup_elem(&watched, &tgid))
 		return 0;
-	struct ptwk_record r = {};
-	begin(&r, PTWK_EXEC, ((__u64)tgid << 32) | (__u32)BPF_CORE_READ(t, pid));
-	r.a = (__u32)ctx->args[1]; /* old_pid */
-	bpf_get_current_comm(r.comm, sizeof(r.comm));
-	send(&r, true);
+	struct ptwk_exec_record x = {};
+	begin(&x.r, PTWK_EXEC, ((__u64)tgid << 32) | (__u32)BPF_CORE_READ(t, pid));
+	x.r.a = (__u32)ctx->args[1]; /* old_pid */
+	bpf_get_current_comm(x.r.comm, sizeof(x.r.comm));
+	struct linux_binprm *bprm = (struct linux_binprm *)ctx->args[2];
+	const char *filename = BPF_CORE_READ(bprm, filename);
+	if (filename)
+		bpf_probe_read_kernel_str(x.path, sizeof(x.path), filename);
+	if (bpf_ringbuf_output(&rb, &x, sizeof(x), BPF_RB_FORCE_WAKEUP) < 0) {
+		count(PTWK_STAT_LOST);
+		return 0;
+	}
+	count(PTWK_STAT_SENT);
+	count(PTWK_STAT_WAKEUPS);
 	return 0;
 }

@@ -30,7 +30,9 @@ enum ptwk_kind {
 	PTWK_CREATE,  /* sched_process_fork, a thread: tid made a = child tid; b = its
 		       * pthread (fs base); c = start routine, d = argument, e = call
 		       * site (the return address of pthread_create), f: PTWK_F_* */
-	PTWK_FORK,    /* sched_process_fork, a process: a = the child's pid */
+	PTWK_FORK,    /* sched_process_fork, a process: a = the child's pid; b = its
+		       * thread's pthread (fs base: the forking thread's), f:
+		       * PTWK_F_JOINID_KNOWN, PTWK_F_DETACHED, PTWK_F_SHARED_VM; comm */
 	PTWK_EXIT,    /* sched_process_exit: a = exit_code (wait status), b = group
 		       * exit code, f: PTWK_F_*; comm */
 	PTWK_EXEC,    /* sched_process_exec: a = the former tid */
@@ -38,7 +40,8 @@ enum ptwk_kind {
 	PTWK_EXIT_FN, /* exit() in the main thread: a = its status, b = the return
 		       * address (in __libc_start_call_main: main returned a) */
 	PTWK_MAIN,    /* __libc_start_call_main (else __libc_start_main) in the main
-		       * thread: a = main, b = its pthread (fs base) */
+		       * thread: a = main, b = its pthread (fs base), c = that
+		       * function's address in the process */
 	/* --trace (bpf/ptw_frames.bpf.h): a traced function's entry and
 	 * return (the attach cookie is the function's index, not a kind),
 	 * and the helpers that leave frames without a return (cookie: kind) */
@@ -69,6 +72,8 @@ enum ptwk_kind {
 #define PTWK_F_EXIT_GROUP_CALL 0x200 /* EXIT: in its own exit_group system call */
 #define PTWK_F_HOW_KNOWN 0x400	 /* EXIT: the two flags above were read */
 #define PTWK_F_READ 0x800	 /* FRAME_ENTRY, LONGJMP: the user memory was read */
+#define PTWK_F_SHARED_VM 0x1000	 /* FORK: the child runs in its parent's memory (vfork,
+				  * posix_spawn, clone(CLONE_VM)) until it execs */
 
 #define PTWK_COMM_LEN 16
 
@@ -80,6 +85,50 @@ struct ptwk_record {
 	__u64 ns; /* bpf_ktime_get_ns: CLOCK_MONOTONIC */
 	__u64 a, b, c, d, e;
 	char comm[PTWK_COMM_LEN];
+};
+
+/* PTWK_EXEC is sent as this longer record (readers of a struct ptwk_record
+ * see its head): the path the program was exec'd by, for a process that
+ * ends before user space can read /proc/PID/exe. */
+#define PTWK_PATH_LEN 256
+struct ptwk_exec_record {
+	struct ptwk_record r;
+	char path[PTWK_PATH_LEN]; /* as given to execve (may be relative), cut to fit */
+};
+
+/*
+ * --locks (bpf/ptw_locks.bpf.h, src/kernel/locks.c): glibc's slow paths
+ * (ptw_libc_waits.h), kinds of their own above the lifecycle's. An entry
+ * is a struct ptwk_lock_record (the registers and a copy of the stack, for
+ * unwinding in user space); a return a struct ptwk_record.
+ */
+enum ptwk_lock_kind {
+	PTWK_LOCK_FIRST = 64,
+	PTWK_LOCK_WAIT = PTWK_LOCK_FIRST, /* __lll_lock_wait entry: a = the futex (the mutex) */
+	PTWK_LOCK_WAIT_PRIVATE,		  /* __lll_lock_wait_private entry: a = the futex */
+	PTWK_FUTEX_WAIT,		  /* __futex_abstimed_wait_common entry: a = the futex,
+					   * b = the value it expects */
+	PTWK_LOCK_JOIN,			  /* the join function's entry, a join that blocks on a
+					   * thread that has not ended: a = its pthread_t */
+	PTWK_LOCK_RET,			  /* one of the first three returned: a = rax, b = sp */
+	PTWK_LOCK_KIND_END,
+};
+/* A probe cookie: the join found as pthread_join (no libc symbol table):
+ * it always blocks; __pthread_clockjoin_ex says so in its 5th argument. */
+#define PTWK_LOCK_JOIN_ALWAYS 0x100
+
+#define PTWK_LOCK_STACK 1024 /* bytes of stack copied from sp, at most */
+#define PTWK_LOCK_WORDS 8    /* 32-bit words read at the futex (the owner fields) */
+#define PTWK_LF_WORDS	0x1  /* words[] were read */
+
+struct ptwk_lock_record {
+	struct ptwk_record h;
+	/* DWARF's x86-64 order: rax rdx rcx rbx rsi rdi rbp rsp r8-r15 rip */
+	__u64 regs[17];
+	__u32 words[PTWK_LOCK_WORDS]; /* at the futex; a join: the thread's tid */
+	__u32 lflags;		      /* PTWK_LF_* */
+	__u32 stack_len;	      /* bytes of stack[] copied from regs[7] */
+	__u8 stack[PTWK_LOCK_STACK];
 };
 
 /* Counters (the "stats" array map, one slot each). */
@@ -94,7 +143,7 @@ enum ptwk_stat {
 /* Per watched process (the "watched" hash map, key: tgid). */
 struct ptwk_watch {
 	__u32 follow_forks; /* also watch the processes it forks */
-	__u32 pad;
+	__u32 root;	    /* the target itself (not a followed child): its end wakes the reader */
 };
 
 #endif

@@ -73,12 +73,19 @@ struct signal_struct {
 	struct task_struct *group_exec_task; /* 5.16+: exec is killing the others */
 } __attribute__((preserve_access_index));
 
+struct mm_struct;
+
 struct task_struct {
+	struct mm_struct *mm; /* -f: shared with the parent: vfork, clone(CLONE_VM) */
 	pid_t pid;
 	pid_t tgid;
 	int exit_code;
 	struct signal_struct *signal;
 	struct thread_struct thread;
+} __attribute__((preserve_access_index));
+
+struct linux_binprm {
+	const char *filename; /* the path given to execve */
 } __attribute__((preserve_access_index));
 
 /* include/linux/sched/signal.h */

@@ -44,6 +44,13 @@ enum ptw_event_kind {
 	PTW_EV_THROW,	       /* tid raised a C++ exception (_Unwind_RaiseException) */
 	PTW_EV_CATCH,	       /* tid caught one in the frame whose stack pointer is sp */
 	PTW_EV_LONGJMP,	       /* tid called longjmp (or siglongjmp, ...); sp: where it lands (0 unknown) */
+	PTW_EV_CONTEXT_SWITCH, /* tid switches to another context (swapcontext, setcontext): sp =
+				* the stack pointer it lands at; arg (has_arg) = the one the context
+				* it leaves resumes at (swapcontext), none: that context is not saved */
+	PTW_EV_SIGNAL_DELIVER, /* the kernel is about to run tid's handler of sig (one is
+				* installed); sp: tid's stack pointer then (what it interrupts) */
+	PTW_EV_SIGRETURN,      /* tid returned from a signal handler (reached the sigreturn
+				* trampoline): sp there */
 	PTW_EV_SPAN_OPEN,      /* span (span_kind, span_id) of tid has been open value ns,
 				* past the open timeout: where tid is now (state, wchan,
 				* routine = its PC), name; sent once per span */
@@ -53,7 +60,7 @@ enum ptw_event_kind {
 				* site (the call outside libc), stack (a few frames), sp */
 	PTW_EV_WAIT_END,       /* tid left its innermost wait; has_value: the slow path's result */
 	PTW_EV_DEADLOCK,       /* tid is member arg of the value threads of live deadlock
-				* span_id (confirmed with them stopped): its wait (wait_*),
+				* span_id (confirmed as proof says): its wait (wait_*),
 				* stack, state */
 };
 
@@ -87,6 +94,15 @@ enum ptw_wait_kind {
 	PTW_WAIT_SEM,
 	PTW_WAIT_BARRIER,
 	PTW_WAIT_LOCK, /* a lock inside glibc (stdio, malloc arenas): no owner recorded */
+};
+
+/* How a live deadlock (PTW_EV_DEADLOCK) was confirmed once its cycle was
+ * found: the cycle held at that moment either way. */
+enum ptw_deadlock_proof {
+	PTW_PROOF_STOPPED, /* ptrace: the members stopped, the owners read again */
+	PTW_PROOF_REREAD,  /* kernel backend, no stop: every member still in its wait
+			    * (its slow path not left, asleep in futex on its object)
+			    * while the owners, read again, still formed the cycle */
 };
 
 /* What ptwatch did about a session signal (SIGINT, SIGTERM, ...). */
@@ -150,7 +166,9 @@ struct ptw_event {
 	/* SPAN_OPEN */
 	enum ptw_span_kind span_kind;
 	uint32_t span_id;
-	/* FRAME_ENTRY, FRAME_RETURN, CATCH, LONGJMP */
+	/* FRAME_ENTRY, FRAME_RETURN, CATCH, LONGJMP, CONTEXT_SWITCH; FRAME_ENTRY's
+	 * sig: the function was entered by the kernel as the handler of that
+	 * signal (its return address is the sigreturn trampoline), 0 a call */
 	uint64_t sp;
 	uint64_t ret_addr;
 	/* FRAME_ENTRY: a call already under way when ptwatch attached (found
@@ -158,6 +176,8 @@ struct ptw_event {
 	bool before_attach;
 	/* WAIT_BEGIN, DEADLOCK: the waited-for object's symbol, NULL none */
 	const struct ptw_location *object;
+	/* DEADLOCK: how it was confirmed (0: with the threads stopped) */
+	enum ptw_deadlock_proof proof;
 };
 
 /* An event with every optional field set to "unknown". */

@@ -12,6 +12,22 @@
  * observed at that very slot and address, else without one (unmatched, with
  * the reason that fits: exception, longjmp, tail call, ...). Nothing is
  * discarded.
+ *
+ * Code entered without a call: a signal handler (PTW_EV_FRAME_ENTRY with
+ * sig) leaves no frame (the kernel pushed its signal frame below the
+ * interrupted one) and nests inside the frame it interrupted; it returns
+ * through the sigreturn trampoline like any return. A handler that is not
+ * traced is known from PTW_EV_SIGNAL_DELIVER (until PTW_EV_SIGRETURN, or the
+ * thread seen above what it interrupted: a siglongjmp out): a traced
+ * function it calls nests under the interrupted frame and carries the
+ * signal. A thread that switches
+ * contexts (PTW_EV_CONTEXT_SWITCH) has one shadow stack per context: the
+ * one it leaves is parked, keyed by the stack pointer it will resume at,
+ * and taken up again when a switch lands there; a context never seen
+ * before starts empty, its frames nesting under the frame that switched to
+ * it. Frames of a context still parked when the thread or the process
+ * ends, or of one left by setcontext (not saved), are unmatched with
+ * reason "context_abandoned".
  */
 #ifndef PTW_FRAMES_H
 #define PTW_FRAMES_H
@@ -39,6 +55,14 @@ struct ptw_shadow_frame {
 /* Two stack pointers further apart than this are on different stacks (a
  * signal handler on sigaltstack): neither says anything about the other. */
 #define PTW_SHADOW_WINDOW (64ull << 20)
+
+/* A context switch (setcontext) landing at sp, with the frames of the
+ * context it runs at fsp: is it a jump within that context (like a
+ * longjmp), not to another one? */
+static inline bool ptw_shadow_same_stack(uint64_t fsp, uint64_t sp)
+{
+	return (fsp >= sp ? fsp - sp : sp - fsp) < PTW_SHADOW_WINDOW;
+}
 
 /*
  * The thread enters a function at stack pointer sp: how many frames at the
@@ -86,6 +110,9 @@ struct ptw_frame {
 	bool has_value;
 	uint64_t value;	      /* rax at the return */
 	uint64_t sp, ret;     /* at entry: stack pointer and return address */
+	int sig;	      /* where this signal's handling begins among traced frames: the
+			       * handler the kernel entered, or (handler not traced) a traced
+			       * function it called; 0 none */
 	uint64_t child_ns;    /* time spent in completed direct children */
 	struct ptw_open_mark open; /* seen open past --open-timeout */
 };

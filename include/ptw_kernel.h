@@ -37,7 +37,7 @@ struct ptw_kernel_opts {
 	 * quarter of the ring) or the process ended. */
 	unsigned flush_ms;
 	size_t wake_bytes;
-	size_t ring_bytes; /* a power of two, >= 4096 (0: 8 MiB) */
+	size_t ring_bytes; /* a power of two, >= 4096 (0: 8 MiB; 64 MiB with locks) */
 	/* Force ordinary per-probe uprobes (one perf event per probe) instead
 	 * of one uprobe_multi link per program (tests; the fallback). */
 	bool no_multi;
@@ -48,6 +48,24 @@ struct ptw_kernel_opts {
 	 * are said in ptw_kernel_notes. */
 	char *const *trace;
 	size_t ntrace;
+	/* -f: also watch every process the target forks (fork, vfork, clone
+	 * without CLONE_THREAD, posix_spawn), to any depth, through exec.
+	 * Their events carry their pid and process id (ptw_event.process,
+	 * ptw_kernel_process). The probes are then on libc's file for every
+	 * process, filtered in BPF by the watched tgids (see kernel.c,
+	 * probe_pid: a per-child link would come too late): every process on
+	 * the machine mapping that libc pays a trap per probed call. The run
+	 * ends when the target and every followed process have ended. */
+	bool follow_forks;
+	/* -f with per-process probes: a uprobe_multi link per child, attached
+	 * by the drain thread as soon as the fork record wakes it. Racy (what
+	 * a child does before its link is in is missed): for measuring that
+	 * (bench/kfollow.py), not for use. */
+	bool follow_per_child;
+	/* --locks: wait spans (PTW_EV_WAIT_BEGIN, PTW_EV_WAIT_END) at glibc's
+	 * slow paths and live deadlocks (PTW_EV_DEADLOCK, proof
+	 * PTW_PROOF_REREAD: confirmed without stopping anyone). */
+	bool locks;
 };
 
 /*
@@ -132,8 +150,22 @@ struct ptw_kernel_stats {
 	uint64_t attach_ns;	/* ptw_kernel_attach, from the call to its return */
 	uint64_t probes_ns;	/* of which loading and attaching the programs */
 	uint64_t detach_ns;	/* closing the links (0 until detached) */
+	/* --locks: wait spans begun, futex waits of none of the kinds
+	 * reported (no span, as on the ptrace path), live deadlocks */
+	uint64_t waits, waits_unclassified, deadlocks;
 };
 void ptw_kernel_stats(struct ptw_kernel *k, struct ptw_kernel_stats *ret);
+
+/*
+ * -f: what the document says of process id (ptw_event.process) now: 0 the
+ * target, then 1, 2, ... in order of fork (strings valid until the next
+ * call or ptw_kernel_free); false without -f or for an id not given out.
+ * ptw_kernel_processes: all of them, the target first, for
+ * ptw_report.processes (valid until the next call); 0 without -f.
+ */
+struct ptw_process;
+bool ptw_kernel_process(struct ptw_kernel *k, uint32_t id, struct ptw_process *ret);
+size_t ptw_kernel_processes(struct ptw_kernel *k, const struct ptw_process **ret);
 
 /*
  * What the backend could not do for this process and what that costs

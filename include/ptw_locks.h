@@ -78,6 +78,7 @@ struct ptw_live_deadlock {
 	uint32_t *thread_spans; /* 0 unknown */
 	uint32_t *waits;	/* wait span ids, 0 unknown */
 	uint64_t *objects;
+	enum ptw_deadlock_proof proof; /* how it was confirmed */
 };
 
 struct ptw_locks;
@@ -100,6 +101,12 @@ size_t ptw_locks_deadlock_count(const struct ptw_locks *l);
 const struct ptw_live_deadlock *ptw_locks_deadlock(const struct ptw_locks *l, size_t i);
 
 const char *ptw_wait_status_name(enum ptw_wait_status st);
+/* How a live deadlock was confirmed, for the outputs: "threads_stopped"
+ * (ptrace) or "owners_reread" (the kernel backend: no thread stopped);
+ * and in words ("with the threads stopped", "without a stop: owners read
+ * again, threads still waiting"). */
+const char *ptw_deadlock_proof_name(enum ptw_deadlock_proof p);
+const char *ptw_deadlock_proof_text(enum ptw_deadlock_proof p);
 /* "mutex", "rwlock", "cond", "thread" (a join), "sem", "barrier", "lock". */
 const char *ptw_wait_object_kind(enum ptw_wait_kind kind);
 

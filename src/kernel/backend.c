@@ -324,14 +324,16 @@ static void report(struct ptw_backend *b, struct ptw_report *r)
 	ptw_kernel_stats(kb->k, &st);
 	r->probes = st.probes;
 	r->nwarnings = ptw_kernel_warnings(kb->k, &r->warnings);
+	r->processes = NULL;
+	r->nprocesses = 0;
+	if (kb->o.follow_forks)
+		r->nprocesses = ptw_kernel_processes(kb->k, &r->processes);
 }
 
 static bool process(struct ptw_backend *b, uint32_t id, struct ptw_process *ret)
 {
-	(void)b;
-	(void)id;
-	(void)ret;
-	return false; /* -f is not on the kernel path yet */
+	struct kernel_backend *kb = kb_of(b);
+	return kb->o.follow_forks && ptw_kernel_process(kb->k, id, ret);
 }
 
 static void backend_free(struct ptw_backend *b)
@@ -360,16 +362,13 @@ static const struct ptw_backend_ops kernel_ops = {
 	.free = backend_free,
 };
 
-/* What the kernel path does not do yet: said before anything starts. */
+/* What the kernel path does not do: said before anything starts. */
 static int unsupported(const struct ptw_tracer_opts *o, char *why, size_t size)
 {
-	const char *what = o->follow_forks ? "-f"
-			   : o->locks	   ? "--locks"
-			   : o->create_events ? "--create-events"
-					      : NULL;
-	if (!what)
+	if (!o->create_events)
 		return 0;
-	snprintf(why, size, "the kernel path does not do %s yet", what);
+	snprintf(why, size, "--create-events cross-checks ptrace's creation events with "
+			    "libthread_db's breakpoint: ptrace only");
 	return -EOPNOTSUPP;
 }
 
@@ -387,7 +386,9 @@ static struct kernel_backend *backend_new(const struct ptw_tracer_opts *o,
 					.sink = o->sink,
 					.sink_ctx = o->sink_ctx,
 					.trace = o->trace,
-					.ntrace = o->ntrace };
+					.ntrace = o->ntrace,
+					.locks = o->locks,
+					.follow_forks = o->follow_forks };
 	return kb;
 }
 

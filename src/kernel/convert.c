@@ -34,6 +34,7 @@ void ptwk_conv_free(struct ptwk_conv *c)
 static void emit(struct ptwk_conv *c, struct ptw_event *ev)
 {
 	ev->pid = c->pid;
+	ev->process = c->process;
 	c->events++;
 	c->ops.sink(c->ops.ctx, ev);
 }
@@ -88,6 +89,25 @@ void ptwk_conv_preexisting(struct ptwk_conv *c, pid_t tid, uint64_t pthread, uin
 	ev.detached = detached;
 	emit(c, &ev);
 	name(c, tid, text, ns);
+}
+
+void ptwk_conv_forked(struct ptwk_conv *c, uint64_t pthread, int detached, const char *text,
+		      uint64_t began_ns)
+{
+	struct ptwk_thread *th = thread_new(c, c->pid);
+	th->pthread = pthread;
+	th->routine = c->main_addr;
+	th->started = true;
+	th->main_seen = true; /* main() runs on in the copy: no second MAIN_START */
+	struct ptw_event ev = ptw_event_init(PTW_EV_PREEXISTING, began_ns, c->pid);
+	ev.other_tid = c->pid;
+	ev.pthread = pthread;
+	ev.routine = locate(c, c->main_addr);
+	ev.detached = detached;
+	ev.has_value = true;
+	ev.value = began_ns;
+	emit(c, &ev);
+	name(c, c->pid, text, began_ns);
 }
 
 static void on_create(struct ptwk_conv *c, const struct ptwk_record *r)
@@ -224,6 +244,8 @@ static void on_image_exec(struct ptwk_conv *c, const struct ptwk_record *r)
 	while (ptw_map_next(&c->threads, &it, NULL, &v))
 		free(v);
 	ptw_map_free(&c->threads);
+	c->main_addr = 0; /* the new image's are in its MAIN record */
+	c->main_caller = 0;
 	struct ptwk_thread *th = thread_new(c, c->pid);
 	th->started = true;
 	struct ptw_event img = ptw_event_init(PTW_EV_IMAGE, r->ns, c->pid);
@@ -270,6 +292,8 @@ static void on_main(struct ptwk_conv *c, const struct ptwk_record *r)
 		return;
 	th->main_seen = true;
 	th->pthread = r->b;
+	c->main_addr = r->a;
+	c->main_caller = r->c;
 	if (c->ops.image_ready)
 		c->ops.image_ready(c->ops.ctx);
 	struct ptw_event ev = ptw_event_init(PTW_EV_MAIN_START, r->ns, c->pid);
@@ -281,9 +305,14 @@ static void on_main(struct ptwk_conv *c, const struct ptwk_record *r)
 /* main() returned into libc, which calls exit() with its value. */
 static void on_exit_fn(struct ptwk_conv *c, const struct ptwk_record *r)
 {
-	if ((pid_t)r->tid != c->pid || !c->ops.main_returns_to ||
-	    !c->ops.main_returns_to(c->ops.ctx, r->b))
+	if ((pid_t)r->tid != c->pid)
 		return;
+	if (c->main_caller && c->main_caller_size) {
+		if (r->b - c->main_caller >= c->main_caller_size)
+			return;
+	} else if (!c->ops.main_returns_to || !c->ops.main_returns_to(c->ops.ctx, r->b)) {
+		return;
+	}
 	struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_RETURN, r->ns, c->pid);
 	ev.has_value = true;
 	ev.value = (uint32_t)r->a; /* main returns int */
@@ -341,7 +370,7 @@ void ptwk_conv_record(struct ptwk_conv *c, const struct ptwk_record *r)
 	case PTWK_DL_STATE:
 		ptwk_frames_record(c, r);
 		break;
-	case PTWK_FORK: /* -f, later: the child is not followed yet */
+	case PTWK_FORK: /* -f: kernel.c makes the child a process of its own */
 	case PTWK_CREATE_CALL:
 	case PTWK_NONE:
 	case PTWK_KIND_N:

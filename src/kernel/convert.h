@@ -52,6 +52,17 @@ struct ptwk_conv {
 	int exit_code, exit_signal;
 	bool core_dumped;
 	uint64_t end_ns;
+	/* -f: the process's id in the session (ptw_event.process), and its
+	 * main() (for a fork child's one thread; 0 unknown). */
+	uint32_t process;
+	uint64_t main_addr;
+	/* The function that calls main() (the MAIN record's c, 0 unknown)
+	 * and its size (set by the caller, 0 unknown): exit() called from
+	 * inside it is main's return, told without a symbol lookup (a
+	 * process that exec'd has new symbols, whose first lookup in libc
+	 * reads its DWARF: long enough for short processes to be gone before
+	 * their exec is read). Else ops.main_returns_to. */
+	uint64_t main_caller, main_caller_size;
 };
 
 void ptwk_conv_init(struct ptwk_conv *c, pid_t pid, const struct ptwk_conv_ops *ops);
@@ -62,6 +73,12 @@ void ptwk_conv_free(struct ptwk_conv *c);
  * the one whose tid is the pid: its routine is main(). */
 void ptwk_conv_preexisting(struct ptwk_conv *c, pid_t tid, uint64_t pthread, uint64_t routine,
 			   int detached, const char *name, uint64_t ns);
+/* -f: c is a process forked by a watched one; its one thread (tid = pid)
+ * is a copy of the forking thread (pthread: its struct pthread, detached
+ * -1 unknown, name its comm), begun at the fork (began_ns): a span as if
+ * found at an attach, its routine main(). */
+void ptwk_conv_forked(struct ptwk_conv *c, uint64_t pthread, int detached, const char *name,
+		      uint64_t began_ns);
 /* Whether a thread is known (preexisting or created since). */
 bool ptwk_conv_knows(const struct ptwk_conv *c, pid_t tid);
 

@@ -16,20 +16,24 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "convert.h"
 #include "kframes.h"
+#include "locks.h"
 #include "probes.h"
 #include "ptw_attach.h"
 #include "ptw_breakpoints.h"
@@ -47,6 +51,8 @@
 
 #define DEFAULT_FLUSH_MS 50
 #define DEFAULT_RING	 (8u << 20)
+/* --locks' records carry 1 KB of stack: room for as many */
+#define DEFAULT_RING_LOCKS (64u << 20)
 #define MAX_NOTES	 16
 
 struct ptw_kernel {
@@ -68,9 +74,10 @@ struct ptw_kernel {
 	struct ptwk_conv conv;
 	struct ptwk_frames *frames; /* --trace (kframes.c), NULL without */
 	bool frames_noted;	    /* its notes are in (frames_notes) */
+	struct ptwk_locks *locks; /* --locks, NULL when off */
+	struct ptwk_locks_config locks_config;
 	struct ptw_map sites; /* return address -> its call's location (text does not change) */
 	uint64_t last_consume_ns;
-	unsigned consumed; /* records read by this ptw_kernel_consume (CONSUME_BUDGET) */
 	bool launched;	 /* ptw_kernel_launch: held before its exec */
 	int libc_checks; /* after an exec: reads of its maps left to find its libc */
 	bool end_lost;
@@ -81,12 +88,73 @@ struct ptw_kernel {
 	struct ptw_warning warnings[MAX_NOTES]; /* the same, as the report's */
 	size_t nnotes;
 	struct ptw_kernel_stats stats;
+	/* -f (follow forks, "---- -f" below): every process the target forks
+	 * is a struct ptw_kernel of its own (root set) that shares the root's
+	 * programs, links and ring: its own memory view, symbols, converter
+	 * and record for the report. The root lists them all. */
+	struct ptw_kernel *root; /* NULL: this is the root */
+	uint32_t id, parent_id;	 /* ptw_process.id: 0 the root, then in order of fork */
+	pid_t ppid, parent_tid;
+	bool syms_borrowed; /* syms is its parent's (a fork child before its exec) */
+	bool syms_lent;	    /* a child borrows syms: keep it whole at an exec */
+	char **argv;
+	uint64_t start_ns;
+	struct ptw_kernel **followed; /* root: followed[i] has id i + 1 */
+	size_t nfollowed;
+	struct ptw_map by_pid; /* root: pid -> its latest followed process */
+	struct ptw_process *report_procs;
+	/* Records read from the ring by the drain thread (root only, see
+	 * drainer()) into inq, taken into queue and converted here. cur: the
+	 * one being converted (its image, for on_exec and image_ready). */
+	struct drained *inq, *queue;
+	size_t ninq, capinq, nqueue, capqueue, cur;
+	bool converting;
+	pthread_t drainer;
+	bool drainer_on, drainer_stop;
+	pthread_mutex_t qlock; /* inq, drain_req, drain_done, drainer_stop, stats.records */
+	pthread_cond_t qcond;  /* drain_done moved */
+	uint64_t drain_req, drain_done;
+	int wake_fd;   /* eventfd: drain now, or stop */
+	int notify_fd; /* eventfd: the kernel woke the drainer, records are queued */
+	int drain_epfd;
+	unsigned images_unread;	     /* exec'd images gone before drain_capture read them */
 };
+
+/*
+ * A record taken from the ring, and for an exec (and main() about to run)
+ * what was read of the image at once, by the drain thread: converting
+ * (naming code: symbol tables, DWARF) can take long, tens of ms for a new
+ * image, and a short process is gone by then, its /proc with it. The
+ * tracer reads them at the exec stop; the kernel path as soon as the
+ * record arrives (both wake the reader).
+ */
+struct drained {
+	struct ptwk_record r;
+	void *lock_record; /* --locks: the whole record (a struct ptwk_lock_record) */
+	size_t lock_size;
+	struct ptw_symbols *syms; /* its modules (at an exec: the exe and ld.so so far) */
+	char *exe;		  /* EXEC: /proc/PID/exe */
+	int link_fds[2];	  /* FORK, follow_per_child: the child's links */
+	char **argv;		  /* EXEC: its command line */
+};
+
+/* -f, defined at the end ("---- -f"). */
+static struct ptw_kernel *follow_process_of(struct ptw_kernel *k, uint32_t tgid);
+static void follow_fork(struct ptw_kernel *k, struct ptw_kernel *parent,
+			const struct ptwk_record *r);
+static void follow_exec(struct ptw_kernel *p);
+static void follow_check_gone(struct ptw_kernel *k);
+static void follow_consume(struct ptw_kernel *k);
+static bool follow_ended(struct ptw_kernel *k);
+static void follow_descendants(struct ptw_kernel *k);
+static void follow_release(struct ptw_kernel *c);
 
 /* What the backend could not do, as the report's warnings (the code
  * says what kind of thing; note() is the generic one). */
 static void note_va(struct ptw_kernel *k, enum ptw_warning_code code, const char *fmt, va_list ap)
 {
+	if (k->root)
+		k = k->root; /* -f: the caller reads the root's */
 	if (k->nnotes == MAX_NOTES)
 		return;
 	struct ptw_buf b = { 0 };
@@ -187,7 +255,7 @@ int ptw_kernel_available(char *why, size_t size)
 static void sink(void *ctx, const struct ptw_event *ev)
 {
 	struct ptw_kernel *k = ctx;
-	k->stats.events++;
+	(k->root ? k->root : k)->stats.events++;
 	k->o.sink(k->o.sink_ctx, ev);
 }
 
@@ -249,11 +317,23 @@ static int memread(void *ctx, uint64_t addr, void *buf, size_t len)
 	return ptw_mem_read(ctx, addr, buf, len);
 }
 
+/* A process's memory by pid alone (process_vm_readv): for the symbols the
+ * drain thread reads, which must not open a memory view (ptw_proc_open
+ * hands its descriptor to the caller's hook, not made for threads). */
+static int pid_memread(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	struct iovec local = { buf, len }, remote = { (void *)(uintptr_t)addr, len };
+	ssize_t n = process_vm_readv((pid_t)(intptr_t)ctx, &local, 1, &remote, 1, 0);
+	return n == (ssize_t)len ? 0 : n < 0 ? -errno : -EIO;
+}
+
 static int load_symbols(struct ptw_kernel *k)
 {
 	char *cache_dir = k->o.use_cache ? ptw_cache_default_dir() : NULL;
-	int r = ptw_symbols_new(k->proc->mem_pid, k->o.use_debug_files, cache_dir, memread, k->proc,
-				&k->syms);
+	int r = k->root ? ptw_symbols_new(k->pid, k->o.use_debug_files, cache_dir, pid_memread,
+					  (void *)(intptr_t)k->pid, &k->syms)
+			: ptw_symbols_new(k->proc->mem_pid, k->o.use_debug_files, cache_dir,
+					  memread, k->proc, &k->syms);
 	free(cache_dir);
 	return r;
 }
@@ -266,8 +346,25 @@ static void read_glibc(struct ptw_kernel *k);
 static void image_ready(void *ctx)
 {
 	struct ptw_kernel *k = ctx;
-	if (k->syms)
+	struct ptw_kernel *root = k->root ? k->root : k;
+	struct drained *d = root->converting ? &root->queue[root->cur] : NULL;
+	if (d && d->r.kind == PTWK_MAIN && d->syms) {
+		/* Its modules as the drain thread read them, all mapped. The
+		 * ones before stay whole: events point into them. */
+		if (k->syms && !k->syms_borrowed) {
+			k->old_syms =
+				xreallocarray(k->old_syms, k->nold_syms + 1, sizeof(*k->old_syms));
+			k->old_syms[k->nold_syms++] = k->syms;
+		}
+		k->syms = d->syms;
+		k->syms_borrowed = false;
+		d->syms = NULL;
+	} else if (!d && k->syms && !k->syms_borrowed) {
+		/* (A MAIN record drained without its modules: the process was
+		 * gone. Reading them again now would only lose those read at
+		 * its exec.) */
 		ptw_symbols_refresh(k->syms);
+	}
 	if (k->libc_checks > 0)
 		check_libc(k);
 	read_glibc(k);
@@ -280,57 +377,285 @@ static void image_ready(void *ctx)
 static const char *on_exec(void *ctx)
 {
 	struct ptw_kernel *k = ctx;
+	const struct ptwk_probes *probes = k->root ? &k->root->probes : &k->probes;
+	if (k->syms_borrowed) {
+		k->syms = NULL; /* -f: its parent's, which still runs that image */
+		k->syms_borrowed = false;
+	}
 	if (k->syms) {
-		ptw_symbols_retire(k->syms);
+		if (!k->syms_lent) /* its fork children still look up in it */
+			ptw_symbols_retire(k->syms);
 		k->old_syms = xreallocarray(k->old_syms, k->nold_syms + 1, sizeof(*k->old_syms));
 		k->old_syms[k->nold_syms++] = k->syms;
 		k->syms = NULL;
 	}
-	ptw_mem_invalidate(k->proc);
 	ptw_map_free(&k->sites);
+	struct ptw_kernel *root = k->root ? k->root : k;
+	struct drained *d = root->converting ? &root->queue[root->cur] : NULL;
+	ssize_t n;
 	free(k->glibc); /* the new image's is read once its libc is mapped */
 	k->glibc = NULL;
-	load_symbols(k);
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/exe", k->pid);
-	ssize_t n = readlink(path, k->exe, sizeof(k->exe) - 1);
-	k->exe[n > 0 ? n : 0] = '\0';
+	if (d && d->r.kind == PTWK_EXEC) {
+		/* What drain() read while the new image ran (nothing if it was
+		 * gone already). */
+		if (!d->syms)
+			root->images_unread++;
+		if (k->proc)
+			ptw_mem_invalidate(k->proc); /* (read by pid: the new image) */
+		k->syms = d->syms;
+		d->syms = NULL;
+		n = d->exe ? (ssize_t)strlen(d->exe) : 0;
+		snprintf(k->exe, sizeof(k->exe), "%s", d->exe ? d->exe : "");
+		/* (Gone already: its command line is unknown, not its parent's.) */
+		for (char **a = k->argv; a && *a; a++)
+			free(*a);
+		free(k->argv);
+		k->argv = d->argv;
+		d->argv = NULL;
+	} else {
+		ptw_mem_invalidate(k->proc);
+		load_symbols(k);
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/%d/exe", k->pid);
+		n = readlink(path, k->exe, sizeof(k->exe) - 1);
+		k->exe[n > 0 ? n : 0] = '\0';
+		follow_exec(k);
+	}
 	if (k->launched)
 		k->launched = false;
-	else
-		note_as(k, PTW_W_KERNEL_NOT_SEEN, "the process exec'd: the probes stay on the libc of the image it was "
+	else if (!k->root)
+		note_as(k, PTW_W_KERNEL_NOT_SEEN,
+			"the process exec'd: the probes stay on the libc of the image it was "
 			"attached in");
 	k->libc_checks = 100; /* its libc is mapped by its ld.so, a moment later */
-	if (ptw_elf_is_static(path)) {
+	if (n > 0 && ptw_elf_is_static(k->exe)) {
 		k->libc_checks = 0;
 		note_as(k, PTW_W_KERNEL_NOT_SEEN,
 		     "%s is a static program: the probes on %s do not see its threads (only their "
 		     "creation and exit)",
-		     n > 0 ? k->exe : "the new image", k->probes.module);
+		     n > 0 ? k->exe : "the new image", probes->module);
 	}
 	return n > 0 ? k->exe : NULL;
 }
 
 /* ---- the ring buffer ---- */
 
-/* Records one ptw_kernel_consume reads at most. ring_buffer__consume
- * reads until the ring is empty, and a busy target fills it faster than a
- * slow sink (event lines on a terminal) empties it: the caller's loop
- * (signals, timers, the detach) would never get control back. The rest
- * waits for the next call. */
-#define CONSUME_BUDGET 16384
+static char **read_cmdline(pid_t pid);
+static int attach_multi_to(struct ptw_kernel *k, uint32_t pid, int fds[2]);
+
+/* An exec record, or main() about to run: the image's modules (and at an
+ * exec its exe and command line), now. In the drain thread: nothing here
+ * touches what the converting thread uses. */
+static void drain_capture(const struct ptw_kernel *k, struct drained *d)
+{
+	pid_t pid = (pid_t)d->r.tgid;
+	if (d->r.kind == PTWK_MAIN && d->r.tid != d->r.tgid)
+		return;
+	char *cache_dir = k->o.use_cache ? ptw_cache_default_dir() : NULL;
+	if (ptw_symbols_new(pid, k->o.use_debug_files, cache_dir, pid_memread,
+			    (void *)(intptr_t)pid, &d->syms) < 0)
+		d->syms = NULL; /* gone already: nothing of it to name */
+	free(cache_dir);
+	if (d->r.kind != PTWK_EXEC)
+		return;
+	char path[64], exe[4096];
+	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+	ssize_t n = readlink(path, exe, sizeof(exe) - 1);
+	if (n > 0) {
+		exe[n] = '\0';
+		d->exe = xstrdup(exe);
+	}
+	d->argv = read_cmdline(pid);
+}
 
 static int on_record(void *ctx, void *data, size_t size)
 {
 	struct ptw_kernel *k = ctx;
-	struct ptwk_record r;
-	if (size < sizeof(r))
+	struct drained d = { .link_fds = { -1, -1 } };
+	if (size < sizeof(d.r))
 		return 0;
-	memcpy(&r, data, sizeof(r)); /* the ring's alignment is 8: copy anyway */
+	memcpy(&d.r, data, sizeof(d.r)); /* the ring's alignment is 8: copy anyway */
+	int lr;
+	if (d.r.kind == PTWK_FORK && k->o.follow_forks && k->o.follow_per_child && k->multi &&
+	    (lr = attach_multi_to(k, (uint32_t)d.r.a, d.link_fds)) < 0)
+		ptw_dbg(PTW_DBG_TRACER, "no link for child %u: %s", (unsigned)d.r.a, strerror(-lr));
+	if (d.r.kind == PTWK_EXEC || d.r.kind == PTWK_MAIN)
+		drain_capture(k, &d);
+	if (k->locks && d.r.kind >= PTWK_LOCK_FIRST) {
+		d.lock_record = xmalloc(size);
+		memcpy(d.lock_record, data, size);
+		d.lock_size = size;
+	}
+	if (d.r.kind == PTWK_EXEC && !d.exe && size >= sizeof(struct ptwk_exec_record)) {
+		/* Gone already: the path it was exec'd by (not resolved). */
+		const char *path = (const char *)data + offsetof(struct ptwk_exec_record, path);
+		size_t n = strnlen(path, PTWK_PATH_LEN);
+		if (n && n < PTWK_PATH_LEN) {
+			d.exe = xcalloc(n + 1, 1);
+			memcpy(d.exe, path, n);
+		}
+	}
+	pthread_mutex_lock(&k->qlock);
+	if (k->ninq == k->capinq) {
+		k->capinq = k->capinq ? k->capinq * 2 : 256;
+		k->inq = xreallocarray(k->inq, k->capinq, sizeof(*k->inq));
+	}
+	k->inq[k->ninq++] = d;
 	k->stats.records++;
-	ptwk_conv_record(&k->conv, &r);
-	/* (libbpf has moved past this record when it stops) */
-	return ++k->consumed >= CONSUME_BUDGET ? -EAGAIN : 0;
+	pthread_mutex_unlock(&k->qlock);
+	return 0;
+}
+
+/*
+ * The drain thread: reads the ring whenever the kernel wakes it (a batch
+ * is full; an exec, main() about to run, a process's end), or the
+ * converting thread asks (drain_sync), into inq, reading each new image
+ * at once; tells the converting thread through notify_fd. It blocks every
+ * signal: the caller's signals are the caller's.
+ */
+static void *drainer(void *arg)
+{
+	struct ptw_kernel *k = arg;
+	for (;;) {
+		struct epoll_event evs[2];
+		int n = epoll_wait(k->drain_epfd, evs, 2, -1);
+		bool woken = false;
+		for (int i = 0; i < n; i++) {
+			uint64_t v;
+			if (evs[i].data.u32 == 0)
+				woken = true;
+			else if (read(k->wake_fd, &v, sizeof(v)) < 0)
+				(void)v;
+		}
+		pthread_mutex_lock(&k->qlock);
+		uint64_t req = k->drain_req;
+		bool stop = k->drainer_stop;
+		pthread_mutex_unlock(&k->qlock);
+		if (stop)
+			break;
+		int got = ring_buffer__consume(k->rb);
+		pthread_mutex_lock(&k->qlock);
+		k->drain_done = req;
+		pthread_cond_broadcast(&k->qcond);
+		pthread_mutex_unlock(&k->qlock);
+		if (woken && got > 0)
+			eventfd_write(k->notify_fd, 1);
+	}
+	pthread_mutex_lock(&k->qlock);
+	k->drain_done = UINT64_MAX;
+	pthread_cond_broadcast(&k->qcond);
+	pthread_mutex_unlock(&k->qlock);
+	return NULL;
+}
+
+static int drainer_start(struct ptw_kernel *k)
+{
+	k->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	k->notify_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	k->drain_epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (k->wake_fd < 0 || k->notify_fd < 0 || k->drain_epfd < 0)
+		return -errno;
+	struct epoll_event ev = { .events = EPOLLIN, .data.u32 = 0 };
+	if (epoll_ctl(k->drain_epfd, EPOLL_CTL_ADD, ring_buffer__epoll_fd(k->rb), &ev) < 0)
+		return -errno;
+	ev.data.u32 = 1;
+	if (epoll_ctl(k->drain_epfd, EPOLL_CTL_ADD, k->wake_fd, &ev) < 0)
+		return -errno;
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int r = pthread_create(&k->drainer, NULL, drainer, k);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r)
+		return -r;
+	k->drainer_on = true;
+	return 0;
+}
+
+static void drainer_stop(struct ptw_kernel *k)
+{
+	if (!k->drainer_on)
+		return;
+	pthread_mutex_lock(&k->qlock);
+	k->drainer_stop = true;
+	pthread_mutex_unlock(&k->qlock);
+	eventfd_write(k->wake_fd, 1);
+	pthread_join(k->drainer, NULL);
+	k->drainer_on = false;
+}
+
+/* Every record in the ring now into inq, then inq taken into queue. */
+static int drain(struct ptw_kernel *k)
+{
+	int r = 0;
+	if (!k->drainer_on) {
+		r = ring_buffer__consume(k->rb); /* (stopped: this thread reads) */
+	} else {
+		pthread_mutex_lock(&k->qlock);
+		uint64_t req = ++k->drain_req;
+		pthread_mutex_unlock(&k->qlock);
+		eventfd_write(k->wake_fd, 1);
+		pthread_mutex_lock(&k->qlock);
+		while (k->drain_done < req)
+			pthread_cond_wait(&k->qcond, &k->qlock);
+		pthread_mutex_unlock(&k->qlock);
+	}
+	uint64_t v;
+	if (k->notify_fd >= 0 && read(k->notify_fd, &v, sizeof(v)) < 0)
+		(void)v; /* (nothing to clear) */
+	pthread_mutex_lock(&k->qlock);
+	struct drained *q = k->queue;
+	size_t cap = k->capqueue;
+	k->queue = k->inq;
+	k->nqueue = k->ninq;
+	k->capqueue = k->capinq;
+	k->inq = q;
+	k->ninq = 0;
+	k->capinq = cap;
+	pthread_mutex_unlock(&k->qlock);
+	return r;
+}
+
+static void drained_free(struct drained *d)
+{
+	if (d->syms)
+		ptw_symbols_free(d->syms);
+	free(d->exe);
+	for (int i = 0; i < 2; i++)
+		if (d->link_fds[i] >= 0)
+			close(d->link_fds[i]);
+	for (char **a = d->argv; a && *a; a++)
+		free(*a);
+	free(d->argv);
+	free(d->lock_record);
+}
+
+/* Converts what drain() took. */
+static void convert_queue(struct ptw_kernel *k)
+{
+	k->converting = true;
+	for (k->cur = 0; k->cur < k->nqueue; k->cur++) {
+		struct drained *d = &k->queue[k->cur];
+		struct ptw_kernel *p = follow_process_of(k, d->r.tgid);
+		if (p) {
+			if (d->r.kind == PTWK_FORK && k->o.follow_forks) {
+				follow_fork(k, p, &d->r);
+				/* (follow_per_child: its links, closed at its free) */
+				memcpy(k->followed[k->nfollowed - 1]->multi_fds, d->link_fds,
+				       sizeof(d->link_fds));
+				d->link_fds[0] = d->link_fds[1] = -1;
+			}
+			if (d->r.kind < PTWK_LOCK_FIRST)
+				ptwk_conv_record(&p->conv, &d->r);
+		}
+		/* (-f: the target's waits only; locks.c reads its memory) */
+		if (d->lock_record && k->locks && d->r.tgid == (uint32_t)k->pid)
+			ptwk_locks_record(k->locks, d->lock_record, d->lock_size);
+		drained_free(&k->queue[k->cur]);
+	}
+	k->converting = false;
+	k->nqueue = 0;
+	k->cur = 0;
 }
 
 /*
@@ -340,6 +665,7 @@ static int on_record(void *ctx, void *data, size_t size)
  */
 static void check_libc(struct ptw_kernel *k)
 {
+	const struct ptwk_probes *probes = k->root ? &k->root->probes : &k->probes;
 	struct stat st;
 	struct ptw_mapping *maps = NULL;
 	int n = ptw_maps_read(k->pid, &maps);
@@ -348,17 +674,27 @@ static void check_libc(struct ptw_kernel *k)
 	for (int i = 0; i < n && !libc; i++)
 		if (strstr(maps[i].path, "/libc.so") || strstr(maps[i].path, "/libc-"))
 			libc = &maps[i];
-	if (libc && stat(k->probes.path, &st) == 0 &&
+	if (libc && stat(probes->path, &st) == 0 &&
 	    (st.st_ino != libc->inode || major(st.st_dev) != libc->dev_major ||
 	     minor(st.st_dev) != libc->dev_minor))
-		note_as(k, PTW_W_KERNEL_NOT_SEEN, "%s maps %s, not the %s the probes are on: its threads are not seen",
-		     k->exe, libc->path, k->probes.module);
-	else if (!libc && k->libc_checks == 0)
-		note_as(k, PTW_W_KERNEL_NOT_SEEN, "%s maps no libc.so (static, or not glibc): its threads are not seen",
+		note_as(k, PTW_W_KERNEL_NOT_SEEN,
+			"%s maps %s, not the %s the probes are on: its threads are not seen", k->exe,
+			libc->path, probes->module);
+	else if (!libc && n >= 0 && k->libc_checks == 0) /* (n < 0: gone, not static) */
+		note_as(k, PTW_W_KERNEL_NOT_SEEN,
+			"%s maps no libc.so (static, or not glibc): its threads are not seen",
 		     k->exe);
 	if (libc || n < 0)
 		k->libc_checks = 0;
 	free(maps);
+}
+
+/* --locks: what came while a deadlock was checked, read and converted. */
+static void drain_more(void *ctx)
+{
+	struct ptw_kernel *k = ctx;
+	drain(k);
+	convert_queue(k);
 }
 
 int ptw_kernel_consume(struct ptw_kernel *k)
@@ -367,13 +703,17 @@ int ptw_kernel_consume(struct ptw_kernel *k)
 		return 0;
 	if (k->libc_checks > 0 && !k->conv.ended)
 		check_libc(k);
-	uint64_t before = k->stats.records;
 	k->last_consume_ns = ptw_now_ns();
-	k->consumed = 0;
-	int r = ring_buffer__consume(k->rb);
-	if (r < 0 && r != -EAGAIN) /* -EAGAIN: the budget, more may wait */
+	follow_check_gone(k);
+	int r = drain(k);
+	size_t n = k->nqueue;
+	convert_queue(k);
+	if (r < 0)
 		return r;
-	return (int)(k->stats.records - before);
+	if (k->locks)
+		ptwk_locks_after_batch(k->locks, drain_more, k);
+	follow_consume(k);
+	return (int)n;
 }
 
 int ptw_kernel_fd(const struct ptw_kernel *k)
@@ -390,7 +730,7 @@ int ptw_kernel_run(struct ptw_kernel *k, int timeout_ms)
 {
 	uint64_t deadline = timeout_ms >= 0 ? ptw_now_ns() + (uint64_t)timeout_ms * 1000000 : 0;
 	bool first = true; /* timeout 0: one pass that does not wait */
-	while (!k->conv.ended) {
+	while (!k->conv.ended || !follow_ended(k)) {
 		int wait = (int)k->o.flush_ms;
 		if (timeout_ms >= 0) {
 			uint64_t now = ptw_now_ns();
@@ -422,8 +762,7 @@ int ptw_kernel_run(struct ptw_kernel *k, int timeout_ms)
 		if (gone && !k->conv.ended) {
 			/* The process is gone; its last records are in by now
 			 * (written before its last thread left the kernel). */
-			while (ptw_kernel_consume(k) >= CONSUME_BUDGET && !k->conv.ended)
-				;
+			ptw_kernel_consume(k);
 			if (!k->conv.ended) {
 				/* Its end did not fit in the ring: say so, and end. */
 				note_as(k, PTW_W_KERNEL_EVENTS_LOST,
@@ -435,6 +774,13 @@ int ptw_kernel_run(struct ptw_kernel *k, int timeout_ms)
 				k->end_lost = true; /* how it ended is unknown */
 				sink(k, &ev);
 			}
+		}
+		if (gone && k->pidfd >= 0) {
+			/* -f: followed processes may live on; the pidfd of one
+			 * gone stays readable. */
+			epoll_ctl(k->epfd, EPOLL_CTL_DEL, k->pidfd, NULL);
+			close(k->pidfd);
+			k->pidfd = -1;
 		}
 	}
 	return 1;
@@ -473,6 +819,11 @@ static int open_skeleton(struct ptw_kernel *k, bool multi)
 	s->rodata->off_cancelhandling = l->cancelhandling;
 	s->rodata->have_cancelhandling = l->have_cancelhandling;
 	s->rodata->wake_bytes = k->o.wake_bytes;
+	s->rodata->wake_on_fork = k->o.follow_forks && k->o.follow_per_child;
+	s->rodata->locks_on = k->locks_config.on;
+	s->rodata->join_always_blocks = k->locks_config.join_always_blocks;
+	s->rodata->have_tid = k->locks_config.have_tid;
+	s->rodata->off_tid = k->locks_config.off_tid;
 	int r = bpf_map__set_max_entries(s->maps.rb, (uint32_t)k->o.ring_bytes);
 	if (r == 0 && multi) {
 		r = bpf_program__set_expected_attach_type(
@@ -507,8 +858,29 @@ static void keep_link(struct ptw_kernel *k, struct bpf_link *l)
 	k->links[k->nlinks++] = l;
 }
 
+/*
+ * -f: which processes the uprobes are in. Without -f, the target's only:
+ * a uprobe (per-pid uprobe_multi, or a perf uprobe with a pid) filters by
+ * the process's memory (mm), so nothing else on the machine hits them.
+ * With -f they must also fire in every process the target forks, from the
+ * child's first instruction on, and a child's mm is not its parent's:
+ * a link per child, attached from here once its fork record is read,
+ * comes too late (the child runs meanwhile: a thread it makes at once is
+ * missed). So with -f the probes are on libc's file for every process
+ * (pid 0 / -1), and the BPF programs keep only the watched tgids, which
+ * the fork tracepoint extends before the child first runs: race-free, to
+ * any depth, and through an exec into a program that maps the same libc.
+ * The price: every process on the machine that maps this libc hits the
+ * probes too (a trap and a map lookup per pthread_create, thread start
+ * and end, join, and exit(): measured in the report of the -f work).
+ */
+static pid_t probe_pid(const struct ptw_kernel *k)
+{
+	return k->o.follow_forks && !k->o.follow_per_child ? -1 : k->pid;
+}
+
 /* One link per program with every offset (entry, or return). */
-static int attach_multi(struct ptw_kernel *k)
+static int attach_multi_to(struct ptw_kernel *k, uint32_t pid, int fds[2])
 {
 	for (int ret = 0; ret <= 1; ret++) {
 		uint64_t offsets[PTWK_MAX_PROBES], cookies[PTWK_MAX_PROBES];
@@ -531,15 +903,22 @@ static int attach_multi(struct ptw_kernel *k)
 			.cookies = (uint64_t)(uintptr_t)cookies,
 			.cnt = n,
 			.multi_flags = ret ? PTWK_BPF_F_UPROBE_MULTI_RETURN : 0,
-			.pid = (uint32_t)k->pid,
+			.pid = pid, /* 0: every process */
 		};
 		int fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &a, sizeof(a));
 		if (fd < 0)
 			return -errno;
-		k->multi_fds[ret] = fd;
-		k->stats.probes += n;
+		fds[ret] = fd;
 	}
 	return 0;
+}
+
+static int attach_multi(struct ptw_kernel *k)
+{
+	int r = attach_multi_to(k, probe_pid(k) < 0 ? 0 : (uint32_t)k->pid, k->multi_fds);
+	if (r == 0)
+		k->stats.probes += (unsigned)k->probes.n;
+	return r;
 }
 
 /* The fallback: a perf event per probe, for this pid. */
@@ -550,8 +929,8 @@ static int attach_each(struct ptw_kernel *k)
 		LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = p->ret, .bpf_cookie = p->kind);
 		struct bpf_program *prog =
 			p->ret ? k->skel->progs.ptw_return : k->skel->progs.ptw_entry;
-		struct bpf_link *l = bpf_program__attach_uprobe_opts(prog, k->pid, k->probes.path,
-								     (size_t)p->offset, &opts);
+		struct bpf_link *l = bpf_program__attach_uprobe_opts(
+			prog, probe_pid(k), k->probes.path, (size_t)p->offset, &opts);
 		if (!l)
 			return -errno;
 		keep_link(k, l);
@@ -595,22 +974,6 @@ static void close_links(struct ptw_kernel *k)
 	k->nlinks = 0;
 }
 
-/* Nothing more is recorded from here on: every program looks its tgid up
- * in "watched" first. Emptied before the links close, since each
- * uprobe_multi link takes 60-90 ms to go and the tracepoints meanwhile
- * went on recording clones and exits without the uprobes' half (threads
- * without routines, deaths missed: kill9-front@kernel, attach-churner@kernel). */
-static void stop_watching(struct ptw_kernel *k)
-{
-	if (!k->skel)
-		return;
-	const struct bpf_map *m = k->skel->maps.watched;
-	uint32_t key;
-	while (bpf_map__get_next_key(m, NULL, &key, sizeof(key)) == 0)
-		if (bpf_map__delete_elem(m, &key, sizeof(key), 0) < 0)
-			break;
-}
-
 static int load_and_attach(struct ptw_kernel *k, char *why, size_t why_size)
 {
 	uint64_t t0 = ptw_now_ns();
@@ -625,7 +988,7 @@ static int load_and_attach(struct ptw_kernel *k, char *why, size_t why_size)
 		return r;
 	}
 	uint32_t key = (uint32_t)k->pid;
-	struct ptwk_watch w = { 0 };
+	struct ptwk_watch w = { .follow_forks = k->o.follow_forks, .root = 1 };
 	if (bpf_map__update_elem(k->skel->maps.watched, &key, sizeof(key), &w, sizeof(w), BPF_ANY) <
 	    0) {
 		r = -errno;
@@ -666,7 +1029,7 @@ static int load_and_attach(struct ptw_kernel *k, char *why, size_t why_size)
 		return r;
 	}
 	k->stats.mode = k->multi ? "uprobe_multi" : "uprobe";
-	if (!k->multi)
+	if (!k->multi && probe_pid(k) > 0) /* (inode-wide ones keep firing) */
 		note(k, "ordinary per-process uprobes (no uprobe_multi): they stop firing for the "
 			"other threads once the main thread has exited");
 	k->rb = ring_buffer__new(bpf_map__fd(k->skel->maps.rb), on_record, k, NULL);
@@ -868,7 +1231,7 @@ static void list_threads(struct ptw_kernel *k)
 		char *name = comm_of(k->pid, t->tid);
 		ptwk_conv_preexisting(&k->conv, t->tid, t->pthread, routine, detached, name, ns);
 		free(name);
-		k->stats.preexisting++;
+		(k->root ? k->root : k)->stats.preexisting++;
 	}
 	free(l.v);
 }
@@ -880,8 +1243,12 @@ static int open_fds(struct ptw_kernel *k)
 	k->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (k->epfd < 0)
 		return -errno;
+	int r = drainer_start(k);
+	if (r < 0)
+		return r;
+	/* The drain thread says when the kernel woke it with records. */
 	struct epoll_event ev = { .events = EPOLLIN, .data.u32 = 0 };
-	if (epoll_ctl(k->epfd, EPOLL_CTL_ADD, ring_buffer__epoll_fd(k->rb), &ev) < 0)
+	if (epoll_ctl(k->epfd, EPOLL_CTL_ADD, k->notify_fd, &ev) < 0)
 		return -errno;
 	/* Readable once every thread of the process is gone: the end, even
 	 * if its record did not fit in the ring. */
@@ -913,13 +1280,16 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 	if (!k->o.flush_ms)
 		k->o.flush_ms = DEFAULT_FLUSH_MS;
 	if (!k->o.ring_bytes)
-		k->o.ring_bytes = DEFAULT_RING;
+		k->o.ring_bytes = o->locks ? DEFAULT_RING_LOCKS : DEFAULT_RING;
 	if (!k->o.wake_bytes)
 		k->o.wake_bytes = k->o.ring_bytes / 4;
 	k->pid = pid;
 	k->launched = launched;
 	k->multi_fds[0] = k->multi_fds[1] = -1;
 	k->epfd = k->pidfd = -1;
+	k->wake_fd = k->notify_fd = k->drain_epfd = -1;
+	pthread_mutex_init(&k->qlock, NULL);
+	pthread_cond_init(&k->qcond, NULL);
 	k->proc = ptw_proc_open(pid);
 	struct ptwk_conv_ops ops = { .sink = sink,
 				     .locate = locate,
@@ -948,8 +1318,30 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 	if ((r = ptwk_find_probes(k->syms, k->tdb, pid, o->use_debug_files, &k->probes, why,
 				  why_size)) < 0)
 		goto fail;
+	if (o->locks) {
+		struct ptwk_locks_env env = { .pid = pid,
+					      .proc = k->proc,
+					      .syms = &k->syms,
+					      .conv = &k->conv,
+					      .sink = sink,
+					      .call_site = call_site,
+					      .ctx = k };
+		k->locks = ptwk_locks_new(&env, k->tdb, &k->probes, &k->locks_config);
+	}
 	for (size_t i = 0; i < k->probes.nmissing; i++)
 		note_as(k, k->probes.missing_code[i], "%s", k->probes.missing[i]);
+	k->conv.main_addr = k->probes.main_addr;
+	for (size_t i = 0; i < k->probes.n; i++)
+		/* (Only __libc_start_call_main calls main: __libc_start_main,
+		 * the fallback, does not contain main's return address.) */
+		if (k->probes.p[i].kind == PTWK_MAIN && !k->probes.p[i].ret &&
+		    !strcmp(k->probes.p[i].function, "__libc_start_call_main") &&
+		    ptw_symbols_lookup(k->syms, NULL, k->probes.p[i].function, &(uint64_t){ 0 },
+				       &k->conv.main_caller_size) < 0)
+			k->conv.main_caller_size = 0;
+	k->start_ns = t0;
+	if (!launched)
+		follow_exec(k); /* its exe and command line, for the report */
 	if ((r = load_and_attach(k, why, why_size)) < 0)
 		goto fail;
 	k->frames = ptwk_frames_new(o->trace, o->ntrace);
@@ -963,6 +1355,8 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 		list_threads(k);
 		read_glibc(k);
 	}
+	if (!launched && k->o.follow_forks)
+		follow_descendants(k);
 	ptw_symbols_save_cache(k->syms);
 	k->stats.attach_ns = ptw_now_ns() - t0;
 	*ret = k;
@@ -1038,15 +1432,29 @@ static void read_counters(struct ptw_kernel *k)
 	k->stats.read_failures = sum[PTWK_STAT_READ_FAIL];
 }
 
+/* Nothing more is recorded from here on: every program looks its tgid up
+ * in "watched" first. Emptied before the links close, since each
+ * uprobe_multi link takes 60-90 ms to go and the tracepoints meanwhile
+ * went on recording clones and exits without the uprobes' half (threads
+ * without routines, deaths missed: kill9-front@kernel, attach-churner@kernel). */
+static void stop_watching(struct ptw_kernel *k)
+{
+	if (!k->skel)
+		return;
+	const struct bpf_map *m = k->skel->maps.watched;
+	uint32_t key;
+	while (bpf_map__get_next_key(m, NULL, &key, sizeof(key)) == 0)
+		if (bpf_map__delete_elem(m, &key, sizeof(key), 0) < 0)
+			break;
+}
+
 int ptw_kernel_detach(struct ptw_kernel *k)
 {
 	if (k->detached)
 		return 0;
 	k->detached = true;
-	/* Nothing is recorded from here on: what was is read to the end. */
 	stop_watching(k);
-	while (ptw_kernel_consume(k) >= CONSUME_BUDGET)
-		;
+	ptw_kernel_consume(k);
 	read_counters(k);
 	uint64_t t0 = ptw_now_ns();
 	close_links(k);
@@ -1059,8 +1467,18 @@ int ptw_kernel_detach(struct ptw_kernel *k)
 		(unsigned long long)k->stats.wakeups, (unsigned long long)k->stats.lost);
 	/* What was written before the links closed. */
 	ptw_kernel_consume(k);
-	ptwk_conv_detached(&k->conv, ptw_now_ns());
+	drainer_stop(k);
+	/* One DETACHED for the session, through a process that still runs. */
+	struct ptw_kernel *live = k;
+	for (size_t i = 0; i < k->nfollowed && live->conv.ended; i++)
+		live = k->followed[i];
+	ptwk_conv_detached(&live->conv, ptw_now_ns());
 	frames_notes(k);
+	if (k->images_unread)
+		note(k,
+		     "%u exec'd images ended before their modules could be read (they lived less "
+		     "than the reader's wakeup): their code addresses are not named",
+		     k->images_unread);
 	if (k->stats.lost)
 		note_as(k, PTW_W_KERNEL_EVENTS_LOST,
 		     "%llu records lost: the ring buffer (%zu bytes) was full; events are missing",
@@ -1073,6 +1491,11 @@ void ptw_kernel_stats(struct ptw_kernel *k, struct ptw_kernel_stats *ret)
 	if (!k->detached)
 		read_counters(k);
 	*ret = k->stats;
+	if (k->locks) {
+		uint32_t dl;
+		ptwk_locks_counts(k->locks, &ret->waits, &ret->waits_unclassified, &dl);
+		ret->deadlocks = dl;
+	}
 	if (!ret->mode)
 		ret->mode = "none";
 }
@@ -1133,6 +1556,7 @@ void ptw_kernel_free(struct ptw_kernel *k)
 		close_links(k);
 		k->detached = true;
 	}
+	drainer_stop(k);
 	close_links(k);
 	ring_buffer__free(k->rb);
 	ptw_kernel_bpf__destroy(k->skel);
@@ -1140,11 +1564,35 @@ void ptw_kernel_free(struct ptw_kernel *k)
 		close(k->epfd);
 	if (k->pidfd >= 0)
 		close(k->pidfd);
+	for (size_t i = 0; i < k->nfollowed; i++)
+		ptw_kernel_free(k->followed[i]);
+	free(k->followed);
+	for (size_t i = 0; i < k->nqueue; i++)
+		drained_free(&k->queue[i]);
+	free(k->queue);
+	for (size_t i = 0; i < k->ninq; i++)
+		drained_free(&k->inq[i]);
+	free(k->inq);
+	if (!k->root) {
+		int fds[] = { k->wake_fd, k->notify_fd, k->drain_epfd };
+		for (size_t i = 0; i < PTW_ARRAY_SIZE(fds); i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+		pthread_mutex_destroy(&k->qlock);
+		pthread_cond_destroy(&k->qcond);
+	}
+	ptw_map_free(&k->by_pid);
+	free(k->report_procs);
+	for (char **a = k->argv; a && *a; a++)
+		free(*a);
+	free(k->argv);
 	ptwk_conv_free(&k->conv);
 	ptwk_frames_free(k->frames);
+	ptwk_locks_free(k->locks);
 	ptw_map_free(&k->sites);
 	ptw_tdb_free(k->tdb);
-	ptw_symbols_free(k->syms);
+	if (!k->syms_borrowed)
+		ptw_symbols_free(k->syms);
 	for (size_t i = 0; i < k->nold_syms; i++)
 		ptw_symbols_free(k->old_syms[i]);
 	free(k->old_syms);
@@ -1154,4 +1602,310 @@ void ptw_kernel_free(struct ptw_kernel *k)
 		free(k->notes[i]);
 	free(k->glibc);
 	free(k);
+}
+
+/* ---- -f: the processes the target forks ---- */
+
+/* The process a record is about: the latest followed one with that pid,
+ * else the root (NULL: none of ours). */
+static struct ptw_kernel *follow_process_of(struct ptw_kernel *k, uint32_t tgid)
+{
+	struct ptw_kernel *p = k->nfollowed ? ptw_map_get(&k->by_pid, tgid) : NULL;
+	if (p)
+		return p;
+	return tgid == (uint32_t)k->pid ? k : NULL;
+}
+
+/* /proc/PID/cmdline as an argv (NULL: gone or unreadable). */
+static char **read_cmdline(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	struct ptw_buf b = { 0 };
+	char buf[4096];
+	ssize_t n;
+	/* Bounded: the target writes it (an argv of 1 MiB is kept whole). */
+	while (b.len < (1u << 20) && (n = read(fd, buf, sizeof(buf))) > 0)
+		ptw_buf_add(&b, buf, (size_t)n);
+	close(fd);
+	if (!b.len) {
+		free(b.p);
+		return NULL;
+	}
+	size_t count = 0;
+	for (size_t i = 0; i < b.len; i++)
+		count += b.p[i] == '\0' || i + 1 == b.len;
+	char **argv = xcalloc(count + 1, sizeof(*argv));
+	size_t a = 0;
+	for (size_t i = 0; i < b.len && a < count;) {
+		size_t len = strnlen(b.p + i, b.len - i);
+		argv[a] = xcalloc(len + 1, 1);
+		memcpy(argv[a++], b.p + i, len);
+		i += len + 1;
+	}
+	free(b.p);
+	return argv;
+}
+
+static char **dup_argv(char *const *argv)
+{
+	size_t n = 0;
+	while (argv && argv[n])
+		n++;
+	char **out = xcalloc(n + 1, sizeof(*out));
+	for (size_t i = 0; i < n; i++)
+		out[i] = xstrdup(argv[i]);
+	return out;
+}
+
+/* p's image is new (an exec, or the attach): its exe and command line,
+ * read now (the exec record woke us: it most likely still runs). */
+static void follow_exec(struct ptw_kernel *p)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/exe", p->pid);
+	ssize_t n = readlink(path, p->exe, sizeof(p->exe) - 1);
+	p->exe[n > 0 ? n : 0] = '\0';
+	char **argv = read_cmdline(p->pid);
+	if (!argv)
+		return; /* gone: the one it had (a fork child's: its parent's) */
+	for (char **a = p->argv; a && *a; a++)
+		free(*a);
+	free(p->argv);
+	p->argv = argv;
+}
+
+/*
+ * A watched process forked (r: its PTWK_FORK record, in ring order, before
+ * anything the child did): the child is followed from here. Its memory is
+ * a copy of its parent's at this moment, so it looks code up in its
+ * parent's symbols (borrowed, kept whole) until it execs: it may be gone
+ * by now, and loading them again for each fork would cost far more. A
+ * fork child's one thread is a span at once (as the tracer's: found, begun
+ * at the fork); a vfork or posix_spawn child, which runs in its parent's
+ * memory, begins at its exec, as a launched command does.
+ */
+/* A followed process of k's (its record for the report, its converter),
+ * forked by parent's thread parent_tid. */
+static struct ptw_kernel *follow_new(struct ptw_kernel *k, struct ptw_kernel *parent, pid_t pid,
+				     pid_t parent_tid, uint64_t ns)
+{
+	struct ptw_kernel *c = xcalloc(1, sizeof(*c));
+	c->o = k->o;
+	c->root = k;
+	c->pid = pid;
+	c->id = (uint32_t)k->nfollowed + 1;
+	c->parent_id = parent->id;
+	c->ppid = parent->pid;
+	c->parent_tid = parent_tid;
+	c->start_ns = ns;
+	c->multi_fds[0] = c->multi_fds[1] = -1;
+	c->epfd = c->pidfd = -1;
+	c->wake_fd = c->notify_fd = c->drain_epfd = -1;
+	/* A memory view of root's (read by pid, no descriptor of its own to
+	 * hand to the caller's hook), released at its end; the one that had
+	 * this pid before goes now. */
+	struct ptw_kernel *old = ptw_map_get(&k->by_pid, (uint64_t)pid);
+	if (old)
+		follow_release(old);
+	if (!k->proc || ptw_proc_follow(k->proc, pid, &c->proc) < 0)
+		c->proc = ptw_proc_open(c->pid);
+	struct ptwk_conv_ops ops = k->conv.ops;
+	ops.ctx = c;
+	ptwk_conv_init(&c->conv, c->pid, &ops);
+	c->conv.process = c->id;
+	c->conv.main_caller_size = k->conv.main_caller_size;
+	k->followed = xreallocarray(k->followed, k->nfollowed + 1, sizeof(*k->followed));
+	k->followed[k->nfollowed++] = c;
+	ptw_map_put(&k->by_pid, (uint64_t)c->pid, c);
+	return c;
+}
+
+static void follow_fork(struct ptw_kernel *k, struct ptw_kernel *parent,
+			const struct ptwk_record *r)
+{
+	struct ptw_kernel *c = follow_new(k, parent, (pid_t)r->a, (pid_t)r->tid, r->ns);
+	memcpy(c->exe, parent->exe, sizeof(c->exe));
+	c->argv = dup_argv(parent->argv);
+	if (parent->syms) {
+		c->syms = parent->syms;
+		c->syms_borrowed = true;
+		parent->syms_lent = true;
+	}
+	c->conv.main_addr = parent->conv.main_addr;
+	c->conv.main_caller = parent->conv.main_caller;
+	if (r->f & PTWK_F_SHARED_VM) {
+		c->launched = true;
+		c->conv.launched = true;
+		return;
+	}
+	char comm[PTWK_COMM_LEN + 1];
+	memcpy(comm, r->comm, PTWK_COMM_LEN);
+	comm[PTWK_COMM_LEN] = '\0';
+	int detached = (r->f & PTWK_F_JOINID_KNOWN) ? (r->f & PTWK_F_DETACHED) != 0 : -1;
+	ptwk_conv_forked(&c->conv, r->b, detached, comm, r->ns);
+}
+
+/* A followed process ended: its memory view and libthread_db go (its
+ * symbols read memory by pid, or its parent's view). */
+static void follow_release(struct ptw_kernel *c)
+{
+	ptw_tdb_free(c->tdb);
+	c->tdb = NULL;
+	if (c->proc)
+		ptw_proc_free(c->proc);
+	c->proc = NULL;
+}
+
+/* Whether every followed process has ended. */
+static bool follow_ended(struct ptw_kernel *k)
+{
+	for (size_t i = 0; i < k->nfollowed; i++)
+		if (!k->followed[i]->conv.ended)
+			return false;
+	return true;
+}
+
+/* Before a read of the ring, once the root has ended: which followed
+ * processes are gone (their end, if recorded, is in the ring by now: the
+ * exit tracepoint runs before a task is a zombie). */
+static void follow_check_gone(struct ptw_kernel *k)
+{
+	if (!k->conv.ended)
+		return;
+	for (size_t i = 0; i < k->nfollowed; i++) {
+		struct ptw_kernel *c = k->followed[i];
+		if (!c->conv.ended && !c->end_lost && ptw_proc_exited(c->pid, c->pid))
+			c->end_lost = true; /* unless its record is read now */
+	}
+}
+
+/* After a read of the ring: the libc checks of exec'd children, and the
+ * ends that were not recorded. */
+static void follow_consume(struct ptw_kernel *k)
+{
+	for (size_t i = 0; i < k->nfollowed; i++) {
+		struct ptw_kernel *c = k->followed[i];
+		if (c->libc_checks > 0 && !c->conv.ended)
+			check_libc(c);
+		if (c->conv.ended)
+			follow_release(c);
+		if (!c->end_lost || c->conv.ended) {
+			c->end_lost = false;
+			continue;
+		}
+		note_as(k, PTW_W_KERNEL_EVENTS_LOST,
+			"the end of process %d was not recorded (lost)", c->pid);
+		struct ptw_event ev = ptw_event_init(PTW_EV_PROCESS_EXIT, ptw_now_ns(), c->pid);
+		ev.pid = c->pid;
+		ev.process = c->id;
+		c->conv.ended = true;
+		c->conv.end_ns = ev.ns;
+		sink(c, &ev);
+	}
+}
+
+static void fill_process(const struct ptw_kernel *c, struct ptw_process *p)
+{
+	const struct ptw_kernel *root = c->root ? c->root : c;
+	memset(p, 0, sizeof(*p));
+	p->id = c->id;
+	p->parent_id = c->parent_id;
+	p->pid = c->pid;
+	p->ppid = c->ppid;
+	p->parent_tid = c->parent_tid;
+	p->exe = c->exe[0] ? c->exe : NULL;
+	p->argv = c->argv;
+	p->start_ns = c->start_ns;
+	p->end_ns = c->conv.ended ? c->conv.end_ns : 0;
+	p->followed = true;
+	p->detached = root->detached && !c->conv.ended;
+	if (c->conv.ended && !c->end_lost) {
+		p->exit_kind = c->conv.exit_signal ? PTW_EXIT_SIGNAL : PTW_EXIT_CODE;
+		p->exit_code = c->conv.exit_code;
+		p->exit_signal = c->conv.exit_signal;
+		p->core_dumped = c->conv.core_dumped;
+	}
+}
+
+bool ptw_kernel_process(struct ptw_kernel *k, uint32_t id, struct ptw_process *ret)
+{
+	if (!k->o.follow_forks || id > k->nfollowed)
+		return false;
+	fill_process(id ? k->followed[id - 1] : k, ret);
+	return true;
+}
+
+size_t ptw_kernel_processes(struct ptw_kernel *k, const struct ptw_process **ret)
+{
+	*ret = NULL;
+	if (!k->o.follow_forks)
+		return 0;
+	free(k->report_procs);
+	k->report_procs = xcalloc(k->nfollowed + 1, sizeof(*k->report_procs));
+	for (size_t i = 0; i <= k->nfollowed; i++)
+		fill_process(i ? k->followed[i - 1] : k, &k->report_procs[i]);
+	*ret = k->report_procs;
+	return k->nfollowed + 1;
+}
+
+/* -p -f: a process the target had forked (or one of theirs) running at the
+ * attach: watched, then its threads listed as the target's were (its own
+ * symbols and libthread_db). Its records before it is watched are lost:
+ * it ran unwatched until now. */
+static void follow_attached(struct ptw_kernel *k, struct ptw_kernel *parent, pid_t pid,
+			    pid_t parent_tid)
+{
+	struct ptw_kernel *c = follow_new(k, parent, pid, parent_tid, ptw_now_ns());
+	follow_exec(c);
+	if (load_symbols(c) < 0) {
+		note_as(k, PTW_W_KERNEL_NOT_SEEN,
+			"process %d (forked before the attach) has gone or cannot be read", pid);
+		return;
+	}
+	td_err_e err;
+	if (ptw_tdb_new(c->proc, c->syms, &c->tdb, &err) < 0)
+		c->tdb = NULL;
+	c->probes.layout = k->probes.layout;
+	if (ptw_symbols_lookup(c->syms, PTW_MOD_EXE, "main", &c->probes.main_addr, NULL) < 0)
+		c->probes.main_addr = 0;
+	c->conv.main_addr = c->probes.main_addr;
+	uint32_t key = (uint32_t)pid;
+	struct ptwk_watch w = { .follow_forks = 1, .root = 0 };
+	if (bpf_map__update_elem(k->skel->maps.watched, &key, sizeof(key), &w, sizeof(w), BPF_ANY) <
+	    0)
+		note_as(k, PTW_W_KERNEL_NOT_SEEN,
+			"process %d (forked before the attach) cannot be watched: %s", pid,
+			strerror(errno));
+	list_threads(c);
+	c->libc_checks = 1; /* the probes are on the target's libc: does it map that one */
+}
+
+static void follow_descendants(struct ptw_kernel *k)
+{
+	/* Breadth first from the target. One forked meanwhile by a process
+	 * already watched is in the ring (its fork record); by one not yet
+	 * watched, found by the walk. */
+	pid_t *queue = xcalloc(1, sizeof(*queue));
+	size_t nq = 0, head = 0;
+	queue[nq++] = k->pid;
+	while (head < nq && nq < 65536) {
+		pid_t p = queue[head++];
+		pid_t *kids = NULL, *tids = NULL;
+		size_t n = ptw_proc_children(p, &kids, &tids, 0);
+		struct ptw_kernel *parent = follow_process_of(k, (uint32_t)p);
+		for (size_t i = 0; i < n && parent; i++) {
+			if (ptw_map_get(&k->by_pid, (uint64_t)kids[i]))
+				continue;
+			follow_attached(k, parent, kids[i], tids[i]);
+			queue = xreallocarray(queue, nq + 1, sizeof(*queue));
+			queue[nq++] = kids[i];
+		}
+		free(kids);
+		free(tids);
+	}
+	free(queue);
 }

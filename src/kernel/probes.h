@@ -33,7 +33,7 @@ struct ptwk_layout {
 	uint64_t result, joinid, start_routine, arg, cancelhandling;
 };
 
-#define PTWK_MAX_PROBES 12
+#define PTWK_MAX_PROBES 20 /* the lifecycle's 10, --locks' 6 */
 
 struct ptwk_probes {
 	char path[4096];   /* the file for the kernel (libc, or a static executable) */
@@ -43,8 +43,8 @@ struct ptwk_probes {
 	struct ptwk_layout layout;
 	uint64_t main_addr; /* main() in the executable, 0 unknown */
 	/* What could not be found: one line each, for ptw_kernel_notes. */
-	char missing[4][160];
-	enum ptw_warning_code missing_code[4];
+	char missing[8][160];
+	enum ptw_warning_code missing_code[8];
 	size_t nmissing;
 };
 

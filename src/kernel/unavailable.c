@@ -91,6 +91,21 @@ void ptw_kernel_free(struct ptw_kernel *k)
 	(void)k;
 }
 
+bool ptw_kernel_process(struct ptw_kernel *k, uint32_t id, struct ptw_process *ret)
+{
+	(void)k;
+	(void)id;
+	(void)ret;
+	return false;
+}
+
+size_t ptw_kernel_processes(struct ptw_kernel *k, const struct ptw_process **ret)
+{
+	(void)k;
+	*ret = NULL;
+	return 0;
+}
+
 size_t ptw_kernel_warnings(struct ptw_kernel *k, const struct ptw_warning **ret)
 {
 	(void)k;

@@ -236,6 +236,8 @@ static void frame(struct chrome *c, const struct ptw_frame *fr)
 		ptw_json_string(&c->j, "entry", "before_attach");
 	if (fr->reason)
 		ptw_json_string(&c->j, "reason", fr->reason);
+	if (fr->sig)
+		ptw_json_string(&c->j, "signal", ptw_signame(fr->sig));
 	if (fr->has_value)
 		ptw_json_hex(&c->j, "value", fr->value);
 	loc_arg(c, "function", loc, NULL);

@@ -429,6 +429,8 @@ void ptw_json_frame(struct ptw_json *j, const struct ptw_frame *fr)
 	json_uint_or_null(j, "parent", fr->parent, fr->parent);
 	ptw_json_string(j, "status", ptw_frame_status_name(fr->status));
 	ptw_json_string(j, "reason", fr->reason);
+	/* a signal handler the kernel entered (since ptwatch.spans/5) */
+	ptw_json_string(j, "signal", fr->sig ? ptw_signame(fr->sig) : NULL);
 	if (fr->has_value)
 		ptw_json_hex(j, "value", fr->value);
 	else

@@ -583,6 +583,7 @@ static bool frame_of(struct ld *ld, json_object *v, struct ptw_frame *fr)
 	if (fr->status == PTW_FRAME_COMPLETED && !fr->has_return)
 		fr->status = PTW_FRAME_UNMATCHED; /* a return it does not have */
 	fr->reason = keep(ld->st, str(ld, v, "reason"));
+	fr->sig = signum(str(ld, v, "signal")); /* absent before ptwatch.spans/5 */
 	o = hexopt(v, "value");
 	fr->has_value = o.set;
 	fr->value = o.v;

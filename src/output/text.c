@@ -307,6 +307,8 @@ void ptw_text_frame_event(struct ptw_buf *out, const struct ptw_text_style *st, 
 		line_start(out, st, ev, "call");
 		ptw_buf_printf(out, " {%u} %*s", fr->id, (int)(fr->depth - 1) * 2, "");
 		ptw_text_location(out, fr->function, NULL);
+		if (fr->sig)
+			ptw_buf_printf(out, " (signal %s)", ptw_signame(fr->sig));
 		if (fr->entry_unknown)
 			ptw_buf_puts(out, " (under way at the attach)");
 	} else if (ev->kind == PTW_EV_FRAME_RETURN && fr->has_return) {
@@ -910,6 +912,8 @@ static void frame_line(struct ptw_buf *out, const struct ptw_frame *fr)
 {
 	ptw_buf_printf(out, "    %*s{%u} ", (int)(fr->depth - 1) * 2, "", fr->id);
 	ptw_text_location(out, fr->function, NULL);
+	if (fr->sig)
+		ptw_buf_printf(out, " (signal %s)", ptw_signame(fr->sig));
 	if (fr->entry_unknown)
 		ptw_buf_puts(out, "  (entered before the attach)");
 	if (fr->status == PTW_FRAME_COMPLETED) {

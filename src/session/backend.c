@@ -74,12 +74,16 @@ static bool kernel_fits(const struct ptw_tracer_opts *o, const char *argv0, char
 			 "dlopen'ed libraries, recursion deeper than 64)");
 		return false;
 	}
-	const char *opt = o->follow_forks ? "-f"
-			  : o->locks	  ? "--locks"
-			  : o->create_events ? "--create-events"
-					     : NULL;
-	if (opt) {
-		snprintf(why, size, "auto: the kernel path does not do %s yet", opt);
+	if (o->follow_forks) {
+		/* A child's probes must be in before it runs: with -f they are
+		 * on libc's file, a trap in every process on the machine. */
+		snprintf(why, size,
+			 "auto: -f on the kernel path probes libc in every process of the "
+			 "machine; ptrace traces the tree alone");
+		return false;
+	}
+	if (o->create_events) {
+		snprintf(why, size, "auto: --create-events is a ptrace cross-check");
 		return false;
 	}
 	char path[PATH_MAX];

@@ -36,8 +36,13 @@ static bool above(uint64_t fsp, uint64_t sp)
 #define LEFT_AT(n, sp_of, ret_of, sp, ret, returned)                                              \
 	do {                                                                                      \
 		size_t k_ = 0;                                                                    \
-		while (k_ < (n) && above(sp_of(k_), (sp)))                                        \
+		while (k_ < (n) && above(sp_of(k_), (sp))) {                                      \
 			k_++;                                                                     \
+			/* a return leaves one frame: none outside it (a signal handler's         \
+			 * on sigaltstack may lie below the frames it interrupted) */             \
+			if ((ret) && sp_of(k_ - 1) + 8 == (sp) && ret_of(k_ - 1) == (ret))        \
+				break;                                                            \
+		}                                                                                 \
 		*(returned) = k_ && (ret) && sp_of(k_ - 1) + 8 == (sp) && ret_of(k_ - 1) == (ret); \
 		left_ = k_;                                                                       \
 	} while (0)
@@ -71,10 +76,32 @@ enum leaving {
 	LEAVE_LONGJMP,	 /* longjmp called, not landed yet */
 };
 
+/* A context's frames while the thread runs another one (swapcontext). */
+struct fctx {
+	uint64_t resume_sp; /* where the thread is when it comes back to it */
+	struct ptw_frame **stack;
+	size_t n, cap;
+	uint32_t base_parent; /* what its outermost frames nest under (0 none) */
+	unsigned base_depth;
+};
+
+/* A signal being handled (SIGNAL_DELIVER until SIGRETURN). */
+struct fsig {
+	int sig;
+	uint64_t sp; /* what it interrupted */
+	size_t n;    /* the frames open then */
+};
+
 struct fthread {
 	pid_t tid;
-	struct ptw_frame **stack; /* innermost last */
+	struct fsig *sigs; /* innermost last */
+	size_t nsigs;
+	struct ptw_frame **stack; /* innermost last: the context it runs */
 	size_t n, cap;
+	uint32_t base_parent; /* a context started by a switch: the frame that switched */
+	unsigned base_depth;
+	struct fctx *parked; /* the contexts it left and may come back to */
+	size_t nparked;
 	enum leaving leaving;
 	bool exiting; /* pthread_exit called */
 };
@@ -213,6 +240,10 @@ struct ptw_frames *ptw_frames_new(void)
 static void fthread_free(struct fthread *ft)
 {
 	if (ft) {
+		for (size_t i = 0; i < ft->nparked; i++)
+			free(ft->parked[i].stack);
+		free(ft->parked);
+		free(ft->sigs);
 		free(ft->stack);
 		free(ft);
 	}
@@ -300,6 +331,10 @@ const struct ptw_frame *ptw_frames_mark_open(struct ptw_frames *f, const struct 
 	for (size_t i = ft ? ft->n : 0; i-- > 0 && !fr;)
 		if (ft->stack[i]->id == ev->span_id)
 			fr = ft->stack[i];
+	for (size_t c = 0; ft && c < ft->nparked && !fr; c++)
+		for (size_t i = 0; i < ft->parked[c].n && !fr; i++)
+			if (ft->parked[c].stack[i]->id == ev->span_id)
+				fr = ft->parked[c].stack[i];
 	if (!fr || fr->open.set)
 		return NULL;
 	fr->open.set = true;
@@ -376,8 +411,10 @@ static struct ptw_frame *on_entry(struct ptw_frames *f, const struct ptw_event *
 				  const struct ptw_span *thread)
 {
 	struct fthread *ft = fthread(f, ev->tid, true);
-	bool tail;
-	size_t k = left_at(ft, true, ev->sp, ev->ret_addr, &tail);
+	bool tail = false;
+	/* A signal handler left nothing: the kernel entered it below (or
+	 * beside, on sigaltstack) the frame it interrupted. */
+	size_t k = ev->sig ? 0 : left_at(ft, true, ev->sp, ev->ret_addr, &tail);
 	if (k) {
 		const char *why = skip_reason(ft, thread);
 		bool plain = ft->leaving == LEAVE_NONE;
@@ -402,13 +439,18 @@ static struct ptw_frame *on_entry(struct ptw_frames *f, const struct ptw_event *
 	fr->entry_unknown = ev->before_attach;
 	fr->sp = ev->sp;
 	fr->ret = ev->ret_addr;
+	fr->sig = ev->sig;
+	/* the first traced frame of a handler that is not traced */
+	if (!fr->sig && ft->nsigs && ft->sigs[ft->nsigs - 1].n == ft->n)
+		fr->sig = ft->sigs[ft->nsigs - 1].sig;
 	fr->status = PTW_FRAME_OPEN;
 	ptw_timeouts_watch(f->timeouts, PTW_SPAN_FRAME, fr->id, fr->tid, fr->entry_ns);
 	if (ft->n) {
 		fr->parent = ft->stack[ft->n - 1]->id;
 		fr->depth = ft->stack[ft->n - 1]->depth + 1;
 	} else {
-		fr->depth = 1;
+		fr->parent = ft->base_parent;
+		fr->depth = ft->base_depth + 1;
 	}
 	if (ft->n == ft->cap) {
 		ft->cap = ft->cap ? ft->cap * 2 : 16;
@@ -418,6 +460,15 @@ static struct ptw_frame *on_entry(struct ptw_frames *f, const struct ptw_event *
 	return fr;
 }
 
+/* The thread is at sp, above what the innermost signals interrupted: their
+ * handling is over (a siglongjmp out of the handler). */
+static void signals_left_at(struct fthread *ft, uint64_t sp)
+{
+	while (ft->nsigs && ft->sigs[ft->nsigs - 1].sp <= sp &&
+	       sp - ft->sigs[ft->nsigs - 1].sp < PTW_SHADOW_WINDOW)
+		ft->nsigs--;
+}
+
 /* The thread is at sp (after a return to ret, or in a catch: ret 0). */
 static struct ptw_frame *on_at(struct ptw_frames *f, const struct ptw_event *ev,
 			       const struct ptw_span *thread, uint64_t ret)
@@ -425,6 +476,8 @@ static struct ptw_frame *on_at(struct ptw_frames *f, const struct ptw_event *ev,
 	struct fthread *ft = fthread(f, ev->tid, false);
 	if (!ft)
 		return NULL;
+	if (ev->kind != PTW_EV_FRAME_RETURN)
+		signals_left_at(ft, ev->sp); /* a return stays inside the handler */
 	bool returned;
 	size_t k = left_at(ft, false, ev->sp, ret, &returned);
 	struct ptw_frame *fr = NULL;
@@ -444,10 +497,85 @@ static struct ptw_frame *on_at(struct ptw_frames *f, const struct ptw_event *ev,
 	return fr;
 }
 
+/* Does a stack pointer the thread lands at lie on the stack of the context
+ * it runs, at or above one of its frames (setcontext back to a getcontext,
+ * like a longjmp)? */
+static bool on_this_stack(const struct fthread *ft, uint64_t sp)
+{
+	for (size_t i = 0; i < ft->n; i++)
+		if (ptw_shadow_same_stack(ft->stack[i]->sp, sp))
+			return true;
+	return false;
+}
+
+static struct ptw_frame *on_switch(struct ptw_frames *f, const struct ptw_event *ev,
+				   const struct ptw_span *thread)
+{
+	struct fthread *ft = fthread(f, ev->tid, true);
+	bool saved = ev->has_arg && ev->arg;
+	size_t back = SIZE_MAX; /* the parked context it comes back to */
+	for (size_t c = 0; c < ft->nparked && back == SIZE_MAX; c++)
+		if (ft->parked[c].resume_sp == ev->sp)
+			back = c;
+	if (!saved && back == SIZE_MAX && ev->sp && on_this_stack(ft, ev->sp)) {
+		/* setcontext within the context it runs: frames below the
+		 * landing point are left as by a longjmp */
+		struct ptw_event at = *ev;
+		enum leaving was = ft->leaving;
+		ft->leaving = LEAVE_LONGJMP;
+		on_at(f, &at, thread, 0);
+		ft->leaving = was == LEAVE_LONGJMP ? LEAVE_NONE : was;
+		return NULL;
+	}
+	/* what a new context's frames nest under: the frame that switched */
+	uint32_t parent = ft->n ? ft->stack[ft->n - 1]->id : ft->base_parent;
+	unsigned depth = ft->n ? ft->stack[ft->n - 1]->depth : ft->base_depth;
+	if (saved) {
+		/* parked even empty: coming back to it must not look like a
+		 * new context started from the one that switched back */
+		ft->parked = xreallocarray(ft->parked, ft->nparked + 1, sizeof(*ft->parked));
+		ft->parked[ft->nparked++] = (struct fctx){
+			.resume_sp = ev->arg,
+			.stack = ft->stack,
+			.n = ft->n,
+			.cap = ft->cap,
+			.base_parent = ft->base_parent,
+			.base_depth = ft->base_depth,
+		};
+		ft->stack = NULL;
+		ft->n = ft->cap = 0;
+	} else {
+		/* not saved: nothing comes back to its frames */
+		pop_unmatched(f, ft, ft->n, ev->ns, "context_abandoned");
+	}
+	if (back != SIZE_MAX) {
+		struct fctx c = ft->parked[back];
+		ft->parked[back] = ft->parked[ft->nparked - 1];
+		ft->nparked--;
+		free(ft->stack);
+		ft->stack = c.stack;
+		ft->n = c.n;
+		ft->cap = c.cap;
+		ft->base_parent = c.base_parent;
+		ft->base_depth = c.base_depth;
+	} else {
+		ft->base_parent = parent;
+		ft->base_depth = depth;
+	}
+	ft->leaving = LEAVE_NONE;
+	return NULL;
+}
+
 /* Every open frame of ft ends without a return. */
 static void close_thread(struct ptw_frames *f, struct fthread *ft, uint64_t ns, const char *reason)
 {
 	pop_unmatched(f, ft, ft->n, ns, reason);
+	/* Contexts it never came back to; letting go says nothing of them. */
+	bool ended = strcmp(reason, "detach") && strcmp(reason, "tracer_died");
+	for (size_t c = 0; c < ft->nparked; c++)
+		for (size_t i = ft->parked[c].n; i-- > 0;)
+			unmatched(f, ft->parked[c].stack[i], ns,
+				  ended ? "context_abandoned" : reason);
 	ptw_map_del(&f->threads, (uint64_t)ft->tid);
 	fthread_free(ft);
 }
@@ -504,6 +632,18 @@ const struct ptw_frame *ptw_frames_consume(struct ptw_frames *f, const struct pt
 			ft->leaving = LEAVE_LONGJMP;
 		if (ft && ev->sp)
 			on_at(f, ev, thread, 0); /* where it lands is known */
+		break;
+	case PTW_EV_CONTEXT_SWITCH:
+		return on_switch(f, ev, thread);
+	case PTW_EV_SIGNAL_DELIVER:
+		ft = fthread(f, ev->tid, true);
+		ft->sigs = xreallocarray(ft->sigs, ft->nsigs + 1, sizeof(*ft->sigs));
+		ft->sigs[ft->nsigs++] = (struct fsig){ ev->sig, ev->sp, ft->n };
+		break;
+	case PTW_EV_SIGRETURN:
+		ft = fthread(f, ev->tid, false);
+		if (ft && ft->nsigs)
+			ft->nsigs--;
 		break;
 	case PTW_EV_EXIT_CALL:
 		ft = fthread(f, ev->tid, false);

@@ -134,6 +134,17 @@ const char *ptw_wait_status_name(enum ptw_wait_status st)
 	return (unsigned)st < PTW_ARRAY_SIZE(names) ? names[st] : "unmatched";
 }
 
+const char *ptw_deadlock_proof_name(enum ptw_deadlock_proof p)
+{
+	return p == PTW_PROOF_REREAD ? "owners_reread" : "threads_stopped";
+}
+
+const char *ptw_deadlock_proof_text(enum ptw_deadlock_proof p)
+{
+	return p == PTW_PROOF_REREAD ? "without a stop: owners read again, threads still waiting"
+				     : "with the threads stopped";
+}
+
 const char *ptw_wait_object_kind(enum ptw_wait_kind kind)
 {
 	switch (kind) {
@@ -261,6 +272,7 @@ static struct ptw_wait *on_deadlock(struct ptw_locks *l, const struct ptw_event 
 		d->id = ev->span_id;
 		d->ns = ev->ns;
 		d->expected = (size_t)ev->value;
+		d->proof = ev->proof;
 		d->tids = xcalloc(d->expected, sizeof(*d->tids));
 		d->thread_spans = xcalloc(d->expected, sizeof(*d->thread_spans));
 		d->waits = xcalloc(d->expected, sizeof(*d->waits));

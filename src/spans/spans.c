@@ -739,6 +739,9 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 	case PTW_EV_THROW:
 	case PTW_EV_CATCH:
 	case PTW_EV_LONGJMP:
+	case PTW_EV_CONTEXT_SWITCH:
+	case PTW_EV_SIGNAL_DELIVER:
+	case PTW_EV_SIGRETURN:
 		sp = live(s, ev->tid);
 		break;
 	case PTW_EV_WAIT_BEGIN:
@@ -1225,6 +1228,9 @@ const char *ptw_event_kind_name(enum ptw_event_kind kind)
 		[PTW_EV_THROW] = "throw",
 		[PTW_EV_CATCH] = "catch",
 		[PTW_EV_LONGJMP] = "longjmp",
+		[PTW_EV_CONTEXT_SWITCH] = "context_switch",
+		[PTW_EV_SIGNAL_DELIVER] = "signal_deliver",
+		[PTW_EV_SIGRETURN] = "sigreturn",
 		[PTW_EV_WAIT_BEGIN] = "wait",
 		[PTW_EV_WAIT_END] = "waited",
 		[PTW_EV_DEADLOCK] = "deadlock",

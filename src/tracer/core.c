@@ -138,6 +138,13 @@ void tracer_libc_ready(struct ptw_tracer *t, struct ptw_lwp *l)
 			t->features[i]->libc_ready(t, l);
 }
 
+void tracer_signal_delivery(struct ptw_tracer *t, struct ptw_lwp *l, int sig, uint64_t ns)
+{
+	for (size_t i = 0; i < t->nfeatures; i++)
+		if (t->features[i]->signal_delivery)
+			t->features[i]->signal_delivery(t, l, sig, ns);
+}
+
 unsigned tracer_hooks_beside(struct ptw_tracer *t, unsigned hooks)
 {
 	unsigned more = 0;
@@ -326,6 +333,11 @@ int tracer_retbp_get(struct ptw_tracer *t, struct retbps *rb, struct ptw_lwp *l,
 		return r;
 	ptw_map_put(&rb->refs, ret, (void *)1);
 	return 0;
+}
+
+void tracer_retbp_allow(struct retbps *rb, uint64_t ret)
+{
+	ptw_map_put(&rb->checked, ret, (void *)1);
 }
 
 void tracer_retbp_put(struct ptw_tracer *t, struct retbps *rb, uint64_t ret, unsigned hook)

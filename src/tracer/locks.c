@@ -2,22 +2,11 @@
 /*
  * --locks: wait spans and live deadlocks.
  *
- * Only glibc's slow paths are hooked, never a lock's fast path, so an
- * uncontended lock or unlock costs nothing:
- *   __lll_lock_wait          a mutex is contended (pthread_mutex_lock, and
- *                            pthread_cond_wait taking its mutex back);
- *   __lll_lock_wait_private  a lock inside glibc (stdio, malloc arenas);
- *   __futex_abstimed_wait_common, where both futex wait functions go
- *                            (rwlocks, condition variables, semaphores,
- *                            timed mutex locks): its callers, found by
- *                            unwinding, say which kind of wait it is;
- *   the join function's entry and rets, hooked anyway for thread spans: a
- *                            join waits when the joined thread still runs.
- * With libc's symbol table (libc6-dbg) these are found by name; without it,
- * from the code of the exported functions that call them (see
- * find_entries). At an entry the return address is read from [sp] and an
- * int3 put there while some wait returns there (refcounted, as --trace's
- * return breakpoints): two stops per contended wait.
+ * Only glibc's slow paths are hooked (ptw_libc_waits.h: which, and how
+ * they are found), never a lock's fast path, so an uncontended lock or
+ * unlock costs nothing. At an entry the return address is read from [sp]
+ * and an int3 put there while some wait returns there (refcounted, as
+ * --trace's return breakpoints): two stops per contended wait.
  *
  * Who a thread waits for is read from the object (mutex __owner, rwlock
  * __cur_writer, the joined thread's tid). When a wait begins, the chain of
@@ -33,6 +22,7 @@
 #include <string.h>
 #include <sys/syscall.h>
 
+#include "ptw_libc_waits.h"
 #include "ptw_locks.h"
 #include "ptw_waits.h"
 #include "tracer_internal.h"
@@ -41,7 +31,6 @@
 #define DEADLOCK_FRAMES 32 /* a deadlocked thread's stack */
 #define MAX_CYCLE 64
 #define STOP_DEADLINE_MS 500
-#define RWLOCK_FUTEX_WRPHASE_WAIT 3 /* 1 | PTHREAD_RWLOCK_FUTEX_USED: expected value */
 
 struct lock_wait {
 	enum ptw_wait_kind kind;
@@ -78,17 +67,10 @@ static struct locks_thread *locks_peek(struct ptw_lwp *l)
 	return (struct locks_thread *)tracer_feature_peek(l, FEATURE_LOCKS);
 }
 
-struct range {
-	uint64_t lo, hi;
-	enum ptw_wait_kind kind;
-};
-
 struct locks {
 	bool ready;
-	bool symtab;		/* libc's full symbol table: frame names classify */
 	const char *libc_path;	/* for the call site: the first frame outside it */
-	struct range ranges[32];	/* exported functions that wait, for classifying */
-	size_t nranges;
+	struct ptw_libc_waits lw; /* where glibc waits */
 	struct retbps retbps; /* where waits under way return */
 	bool have_tid_off;
 	uint32_t tid_off;	/* struct pthread: tid */
@@ -119,8 +101,7 @@ static void locks_image_reset(struct ptw_tracer *t)
 	tracer_retbps_free(&lk->retbps);
 	ptw_map_free(&lk->reported);
 	lk->ready = false;
-	lk->symtab = false;
-	lk->nranges = 0;
+	memset(&lk->lw, 0, sizeof(lk->lw));
 	lk->libc_path = NULL;
 }
 
@@ -135,115 +116,6 @@ static void locks_free(struct ptw_tracer *t)
 
 /* ---- finding the slow paths ---- */
 
-/* Targets of the direct calls in the exported function name (tail_jumps:
- * of its tail calls instead). */
-static int branches_of(struct ptw_tracer *t, const char *name, bool tail_jumps, uint64_t *out,
-		       int max)
-{
-	uint64_t addr, size = 0;
-	if (ptw_symbols_lookup(t->img.syms, image_libc_module(t), name, &addr, &size) < 0 ||
-	    !size || size > 65536)
-		return 0;
-	uint8_t *code = xmalloc(size);
-	int n = 0;
-	if (ptw_bp_read_original(t->bps, addr, code, size) == 0)
-		n = ptw_insn_find_calls(code, size, addr, tail_jumps, out, max);
-	free(code);
-	return n;
-}
-
-static bool among(const uint64_t *v, int n, uint64_t x)
-{
-	for (int i = 0; i < n; i++)
-		if (v[i] == x)
-			return true;
-	return false;
-}
-
-/* __lll_lock_wait: by name, or the call of pthread_mutex_lock that lands
- * between __lll_lock_wait_private and __lll_lock_wake_private (the three
- * are lowlevellock.c, one object file, in that order). */
-static uint64_t find_lll_lock_wait(struct ptw_tracer *t, uint64_t lll_private)
-{
-	struct ptw_symbols *syms = t->img.syms;
-	uint64_t addr, wake;
-	if (ptw_symbols_lookup(syms, image_libc_module(t), "__lll_lock_wait", &addr, NULL) == 0) {
-		locks_state(t)->symtab = true;
-		return addr;
-	}
-	if (!lll_private)
-		return 0;
-	if (ptw_symbols_lookup(syms, image_libc_module(t), "__lll_lock_wake_private", &wake, NULL) <
-		    0 ||
-	    wake <= lll_private)
-		wake = lll_private + 512;
-	uint64_t calls[64];
-	int n = branches_of(t, "pthread_mutex_lock", false, calls, 64);
-	for (int i = 0; i < n; i++)
-		if (calls[i] > lll_private && calls[i] < wake)
-			return calls[i];
-	return 0;
-}
-
-/* __futex_abstimed_wait_common, where __futex_abstimed_wait64 and
- * __futex_abstimed_wait_cancelable64 both jump: by name; else the call
- * that both pthread_rwlock_rdlock and pthread_rwlock_wrlock make and
- * pthread_cond_timedwait does not (the non-cancelable wait), and where it
- * jumps. */
-static uint64_t find_futex_wait(struct ptw_tracer *t)
-{
-	struct ptw_symbols *syms = t->img.syms;
-	uint64_t addr;
-	if (ptw_symbols_lookup(syms, image_libc_module(t), "__futex_abstimed_wait_common", &addr,
-			       NULL) == 0)
-		return addr;
-	uint64_t wrapper = 0;
-	if (ptw_symbols_lookup(syms, image_libc_module(t), "__futex_abstimed_wait64", &wrapper,
-			       NULL) < 0) {
-		uint64_t rd[64], wr[64], cond[64];
-		int nrd = branches_of(t, "pthread_rwlock_rdlock", false, rd, 64);
-		int nwr = branches_of(t, "pthread_rwlock_wrlock", false, wr, 64);
-		int ncond = branches_of(t, "pthread_cond_timedwait", false, cond, 64);
-		for (int i = 0; i < nrd && !wrapper; i++)
-			if (among(wr, nwr, rd[i]) && !among(cond, ncond, rd[i]))
-				wrapper = rd[i];
-	}
-	uint8_t code[32];
-	uint64_t target;
-	if (wrapper && ptw_bp_read_original(t->bps, wrapper, code, sizeof(code)) == 0 &&
-	    ptw_insn_tail_jump(code, sizeof(code), wrapper, &target) == 0)
-		return target;
-	return 0; /* an unknown layout: better no hook than a wrong one */
-}
-
-static void add_range(struct ptw_tracer *t, const char *name, enum ptw_wait_kind kind)
-{
-	struct locks *lk = locks_state(t);
-	uint64_t addr, size = 0;
-	if (lk->nranges < PTW_ARRAY_SIZE(lk->ranges) &&
-	    ptw_symbols_lookup(t->img.syms, image_libc_module(t), name, &addr, &size) == 0 && size)
-		lk->ranges[lk->nranges++] = (struct range){ addr, addr + size, kind };
-}
-
-/* The local functions the exported function name tail-calls (sem_wait
- * jumps to __new_sem_wait_slow64, which .dynsym does not name): their
- * extent from the CFI, with the same kind. */
-static void add_tail_ranges(struct ptw_tracer *t, const char *name, enum ptw_wait_kind kind)
-{
-	struct locks *lk = locks_state(t);
-	uint64_t targets[16], lo, hi;
-	int n = branches_of(t, name, true, targets, 16);
-	for (int i = 0; i < n && lk->nranges < PTW_ARRAY_SIZE(lk->ranges); i++)
-		if (ptw_symbols_function_range(t->img.syms, targets[i], &lo, &hi) == 0 &&
-		    lo == targets[i] && hi - lo < 65536) {
-			bool dup = false;
-			for (size_t k = 0; k < lk->nranges && !dup; k++)
-				dup = lk->ranges[k].lo == lo;
-			if (!dup)
-				lk->ranges[lk->nranges++] = (struct range){ lo, hi, kind };
-		}
-}
-
 static void hook_at(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t addr, unsigned hook,
 		    const char *what)
 {
@@ -254,6 +126,13 @@ static void hook_at(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t addr, unsi
 			    what, (unsigned long long)addr, strerror(-r));
 }
 
+/* The tracer's breakpoints are not the code: read it as the file has it. */
+static int read_code(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	struct ptw_tracer *t = ctx;
+	return ptw_bp_read_original(t->bps, addr, buf, len);
+}
+
 static void locks_setup(struct ptw_tracer *t, struct ptw_lwp *l)
 {
 	struct locks *lk = locks_state(t);
@@ -262,67 +141,34 @@ static void locks_setup(struct ptw_tracer *t, struct ptw_lwp *l)
 	lk->ready = true;
 	struct ptw_symbols *syms = t->img.syms;
 	lk->libc_path = t->img.dynamic ? ptw_symbols_module_path(syms, "libc.so") : NULL;
-	uint64_t lll_private = 0;
-	ptw_symbols_lookup(syms, image_libc_module(t), "__lll_lock_wait_private", &lll_private,
-			   NULL);
-	uint64_t lll = find_lll_lock_wait(t, lll_private);
-	uint64_t futex = find_futex_wait(t);
-	if (lll)
-		hook_at(t, l, lll, HOOK_LOCK_WAIT, "__lll_lock_wait");
+	struct ptw_libc_waits *lw = &lk->lw;
+	ptw_libc_waits_find(syms, image_libc_module(t), read_code, t, lw);
+	if (lw->lll_lock_wait)
+		hook_at(t, l, lw->lll_lock_wait, HOOK_LOCK_WAIT, "__lll_lock_wait");
 	else
 		tracer_warn(t, PTW_W_LOCKS_PARTIAL,
 			    "--locks: __lll_lock_wait not found in libc: mutex waits "
 			    "are not seen");
-	if (lll_private)
-		hook_at(t, l, lll_private, HOOK_LOCK_WAIT_PRIVATE, "__lll_lock_wait_private");
-	if (futex)
-		hook_at(t, l, futex, HOOK_FUTEX_WAIT, "__futex_abstimed_wait_common");
+	if (lw->lll_lock_wait_private)
+		hook_at(t, l, lw->lll_lock_wait_private, HOOK_LOCK_WAIT_PRIVATE,
+			"__lll_lock_wait_private");
+	if (lw->futex_wait)
+		hook_at(t, l, lw->futex_wait, HOOK_FUTEX_WAIT, "__futex_abstimed_wait_common");
 	else
 		tracer_warn(t, PTW_W_LOCKS_PARTIAL,
 			    "--locks: glibc's futex wait function not found: rwlock, "
 			    "condition variable and semaphore waits are not seen");
-	static const struct {
-		const char *name;
-		enum ptw_wait_kind kind;
-	} waiters[] = {
-		{ "pthread_mutex_lock", PTW_WAIT_MUTEX },
-		{ "pthread_mutex_timedlock", PTW_WAIT_MUTEX },
-		{ "pthread_mutex_clocklock", PTW_WAIT_MUTEX },
-		{ "pthread_rwlock_rdlock", PTW_WAIT_RWLOCK_READ },
-		{ "pthread_rwlock_timedrdlock", PTW_WAIT_RWLOCK_READ },
-		{ "pthread_rwlock_clockrdlock", PTW_WAIT_RWLOCK_READ },
-		{ "pthread_rwlock_wrlock", PTW_WAIT_RWLOCK_WRITE },
-		{ "pthread_rwlock_timedwrlock", PTW_WAIT_RWLOCK_WRITE },
-		{ "pthread_rwlock_clockwrlock", PTW_WAIT_RWLOCK_WRITE },
-		{ "pthread_cond_wait", PTW_WAIT_COND },
-		{ "pthread_cond_timedwait", PTW_WAIT_COND },
-		{ "pthread_cond_clockwait", PTW_WAIT_COND },
-		{ "sem_wait", PTW_WAIT_SEM },
-		{ "sem_timedwait", PTW_WAIT_SEM },
-		{ "sem_clockwait", PTW_WAIT_SEM },
-		{ "pthread_join", PTW_WAIT_JOIN },
-		{ "pthread_timedjoin_np", PTW_WAIT_JOIN },
-		{ "pthread_clockjoin_np", PTW_WAIT_JOIN },
-		{ "pthread_barrier_wait", PTW_WAIT_BARRIER },
-	};
-	for (size_t i = 0; i < PTW_ARRAY_SIZE(waiters); i++)
-		add_range(t, waiters[i].name, waiters[i].kind);
-	if (!lk->symtab) {
-		add_tail_ranges(t, "sem_wait", PTW_WAIT_SEM);
-		add_tail_ranges(t, "sem_timedwait", PTW_WAIT_SEM);
-		add_tail_ranges(t, "sem_clockwait", PTW_WAIT_SEM);
-	}
-	for (size_t i = 0; i < lk->nranges; i++)
+	for (size_t i = 0; i < lw->nranges; i++)
 		ptw_dbg(PTW_DBG_TRACER, "--locks: range [%#llx, %#llx) kind %d",
-			(unsigned long long)lk->ranges[i].lo, (unsigned long long)lk->ranges[i].hi,
-			lk->ranges[i].kind);
+			(unsigned long long)lw->ranges[i].lo, (unsigned long long)lw->ranges[i].hi,
+			lw->ranges[i].kind);
 	lk->have_tid_off =
 		t->img.tdb && ptw_tdb_pthread_field(t->img.tdb, "tid", &lk->tid_off) == 0;
 	ptw_dbg(PTW_DBG_TRACER,
 		"--locks: __lll_lock_wait %#llx (%s), private %#llx, futex wait %#llx",
-		(unsigned long long)lll,
-		lk->symtab ? "symbol table" : "found from pthread_mutex_lock",
-		(unsigned long long)lll_private, (unsigned long long)futex);
+		(unsigned long long)lw->lll_lock_wait,
+		lw->symtab ? "symbol table" : "found from pthread_mutex_lock",
+		(unsigned long long)lw->lll_lock_wait_private, (unsigned long long)lw->futex_wait);
 }
 
 /* The joins are waits too: at the join function's entry and rets. */
@@ -424,45 +270,6 @@ static bool in_libc(struct ptw_tracer *t, uint64_t pc)
 	return locks_state(t)->libc_path && m && !strcmp(m, locks_state(t)->libc_path);
 }
 
-/* What a futex wait is for, from its callers (frames 1..n-1). */
-static enum ptw_wait_kind classify(struct ptw_tracer *t, const uint64_t *pcs, int n)
-{
-	static const struct {
-		const char *needle;
-		enum ptw_wait_kind kind;
-	} rules[] = {
-		{ "cond_wait", PTW_WAIT_COND },	      { "cond_timedwait", PTW_WAIT_COND },
-		{ "cond_clockwait", PTW_WAIT_COND },  { "rdlock", PTW_WAIT_RWLOCK_READ },
-		{ "wrlock", PTW_WAIT_RWLOCK_WRITE },  { "sem_wait", PTW_WAIT_SEM },
-		{ "sem_timedwait", PTW_WAIT_SEM },    { "sem_clockwait", PTW_WAIT_SEM },
-		{ "clocklock", PTW_WAIT_MUTEX },      { "timedlock", PTW_WAIT_MUTEX },
-		{ "mutex_lock", PTW_WAIT_MUTEX },     { "join", PTW_WAIT_JOIN },
-		{ "barrier_wait", PTW_WAIT_BARRIER },
-	};
-	struct locks *lk = locks_state(t);
-	for (int i = 1; i < n; i++) {
-		uint64_t pc = pcs[i] - 1;
-		for (size_t k = 0; k < lk->nranges; k++)
-			if (pc >= lk->ranges[k].lo && pc < lk->ranges[k].hi)
-				return lk->ranges[k].kind;
-		if (!in_libc(t, pc))
-			continue;
-		const struct ptw_location *loc = tracer_locate(t, pc);
-		uint64_t lo, hi;
-		/* Without libc's symbol table a local function is named after
-		 * the exported one before it: a name counts only if it is the
-		 * function's own (pthread_cond_wait@@GLIBC_2.3.2, say). */
-		if (!lk->symtab && (!loc || !loc->symbol ||
-				    ptw_symbols_function_range(t->img.syms, pc, &lo, &hi) < 0 ||
-				    lo != pc - loc->symbol_offset))
-			continue;
-		for (size_t k = 0; loc && loc->symbol && k < PTW_ARRAY_SIZE(rules); k++)
-			if (strstr(loc->symbol, rules[k].needle))
-				return rules[k].kind;
-	}
-	return PTW_WAIT_NONE;
-}
-
 /* A global's name, when the object is one. */
 static const struct ptw_location *object_location(struct ptw_tracer *t, uint64_t object)
 {
@@ -493,21 +300,14 @@ static void wait_entry(struct ptw_tracer *t, struct ptw_lwp *l, const struct use
 		n = 1;
 	}
 	if (classify_it) {
-		kind = classify(t, pcs, n);
-		uint64_t futex = object;
+		kind = ptw_libc_waits_classify(&locks_state(t)->lw, t->img.syms,
+					       t->img.dynamic ? locks_state(t)->libc_path : NULL,
+					       pcs, n);
 		switch (kind) {
 		case PTW_WAIT_COND:
-			object = ptw_wait_object(PTW_WAIT_COND, futex);
-			break;
 		case PTW_WAIT_RWLOCK_READ:
 		case PTW_WAIT_RWLOCK_WRITE:
-			/* readers sleep on __readers (0) or __wrphase_futex (8),
-			 * writers on __writers_futex (12) or __wrphase_futex; the
-			 * lock is 8-aligned, and a wrphase wait expects 3 */
-			object = (futex & 7) == 4 ? futex - PTW_RWLOCK_WRITERS_FUTEX
-				 : (uint32_t)regs->rsi == RWLOCK_FUTEX_WRPHASE_WAIT
-					 ? futex - PTW_RWLOCK_WRPHASE_FUTEX
-					 : futex;
+			object = ptw_libc_waits_object(kind, object, (uint32_t)regs->rsi);
 			break;
 		case PTW_WAIT_MUTEX: /* a timed lock: on __lock, the mutex's first word */
 		case PTW_WAIT_SEM:   /* on the value, the semaphore's first word */
@@ -572,9 +372,7 @@ static void begin_wait(struct ptw_tracer *t, struct ptw_lwp *l,
 	for (int i = 1; i < n && !site && !t->img.dynamic; i++) {
 		const struct ptw_location *loc = tracer_locate(t, pcs[i] - 1);
 		bool primitive = !loc || !loc->symbol || loc->symbol[0] == '_';
-		for (size_t k = 0; k < locks_state(t)->nranges && !primitive; k++)
-			primitive = pcs[i] - 1 >= locks_state(t)->ranges[k].lo &&
-				    pcs[i] - 1 < locks_state(t)->ranges[k].hi;
+		primitive = primitive || ptw_libc_waits_in_range(&locks_state(t)->lw, pcs[i] - 1);
 		if (!primitive)
 			site = call_at(t, pcs[i]);
 	}

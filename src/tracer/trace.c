@@ -13,6 +13,18 @@
  * the events emitted here (FRAME_ENTRY, FRAME_RETURN, THROW, CATCH,
  * LONGJMP), with the same rules.
  *
+ * Code entered without a call has a return address no call precedes: the
+ * sigreturn trampoline of a signal handler (FRAME_ENTRY with the signal,
+ * which the kernel passes in rdi), or the start of a function (glibc's
+ * __start_context, where a makecontext'd function returns); both are
+ * return sites like others. A handler that is not traced is seen from its
+ * signal-delivery stop (SIGNAL_DELIVER, when the process catches the
+ * signal) to the trampoline (HOOK_SIGRETURN on glibc's __restore_rt, or
+ * on one a traced handler returned to): what it calls carries the signal.
+ * Contexts (swapcontext, setcontext) switch the
+ * thread's shadow stack: one per context, parked by the stack pointer it
+ * resumes at (ptw_frames.h).
+ *
  * Nothing here runs, and no symbol is read, when --trace is not given.
  */
 #define _GNU_SOURCE
@@ -20,7 +32,9 @@
 #include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
+#include <ucontext.h>
 
 #include "ptw_frames.h"
 #include "ptw_patterns.h"
@@ -41,6 +55,9 @@ struct trace {
 	unsigned scanned_gen;	   /* img.modules_gen when last scanned */
 	struct ptw_map entries;	   /* entry address -> 1: has our frame hook */
 	struct retbps retbps;	   /* where open frames return */
+	uint64_t swapcontext;	   /* its address (HOOK_CONTEXT: which one was hit) */
+	struct ptw_map sigreturns; /* sigreturn trampolines met (return address -> 1) */
+	bool sigreturn_hooked;	   /* one has HOOK_SIGRETURN: a handler's end is seen */
 	char **dynsym_only;	   /* basenames of modules only .dynsym could be searched in */
 	size_t ndynsym_only;
 	/* per scan: the module being scanned and the host for insertions */
@@ -53,12 +70,21 @@ struct trace {
 	bool partial_said; /* trace_partial_stack: said once, for the first thread */
 };
 
+/* A context the thread left (swapcontext) and may come back to. */
+struct shadow_ctx {
+	uint64_t resume_sp;
+	struct ptw_shadow_frame *shadow;
+	size_t nshadow, shadow_cap;
+};
+
 /* Its state for a thread: the open frames (entry sp, return address),
- * innermost last. */
+ * innermost last, of the context it runs, and the contexts it left. */
 struct frames_thread {
 	struct feature_thread base;
 	struct ptw_shadow_frame *shadow;
 	size_t nshadow, shadow_cap;
+	struct shadow_ctx *parked;
+	size_t nparked;
 };
 
 static struct trace *trace_of(struct ptw_tracer *t)
@@ -69,6 +95,9 @@ static struct trace *trace_of(struct ptw_tracer *t)
 static void frames_thread_free(struct feature_thread *ft)
 {
 	struct frames_thread *f = (struct frames_thread *)ft;
+	for (size_t i = 0; i < f->nparked; i++)
+		free(f->parked[i].shadow);
+	free(f->parked);
 	free(f->shadow);
 	free(f);
 }
@@ -120,6 +149,8 @@ static void trace_image_reset(struct ptw_tracer *t)
 		return;
 	ptw_map_free(&tr->scanned);
 	ptw_map_free(&tr->entries);
+	ptw_map_free(&tr->sigreturns);
+	tr->sigreturn_hooked = false;
 	tracer_retbps_free(&tr->retbps);
 	tr->scanned_gen = 0;
 }
@@ -208,6 +239,29 @@ static void note_dynsym_only(struct trace *tr, const char *base)
 	tr->dynsym_only[tr->ndynsym_only++] = xstrdup(base);
 }
 
+/* x86-64 `mov $15 (rt_sigreturn), %rax; syscall`: the sigreturn trampoline
+ * a signal handler returns to (glibc's __restore_rt, musl's too), found by
+ * its code so that a libc without symbols is no different. */
+static const uint8_t sigreturn_code[] = { 0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05 };
+
+static bool is_sigreturn(struct ptw_tracer *t, uint64_t addr)
+{
+	uint8_t code[sizeof(sigreturn_code)];
+	return addr && ptw_bp_read_original(t->bps, addr, code, sizeof(code)) == 0 &&
+	       !memcmp(code, sigreturn_code, sizeof(code));
+}
+
+/* A sigreturn trampoline: known as one, and hooked (the end of every
+ * handler that returns through it, traced or not). */
+static void hook_sigreturn_at(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t addr)
+{
+	struct trace *tr = trace_of(t);
+	ptw_map_put(&tr->sigreturns, addr, (void *)1);
+	struct ptw_bp *bp = ptw_bp_find(t->bps, addr);
+	if ((bp && (bp->hooks & HOOK_SIGRETURN)) || tracer_insert_bp(t, addr, HOOK_SIGRETURN, l) == 0)
+		tr->sigreturn_hooked = true;
+}
+
 /* The helpers that tell how frames are left without a return. */
 static void hook_helpers(struct ptw_tracer *t, struct ptw_lwp *l)
 {
@@ -221,7 +275,19 @@ static void hook_helpers(struct ptw_tracer *t, struct ptw_lwp *l)
 		{ "_longjmp", HOOK_LONGJMP },
 		{ "siglongjmp", HOOK_LONGJMP },
 		{ "__longjmp_chk", HOOK_LONGJMP },
+		{ "swapcontext", HOOK_CONTEXT },
+		{ "setcontext", HOOK_CONTEXT },
 	};
+	struct trace *tr = trace_of(t);
+	if (tr && ptw_symbols_lookup(t->img.syms, PTW_MOD_ANY, "swapcontext", &tr->swapcontext,
+				     NULL) != 0)
+		tr->swapcontext = 0;
+	/* glibc's trampoline, if its name is known (else learnt from the first
+	 * traced handler): handlers that are not traced end there */
+	uint64_t rt;
+	if (tr && ptw_symbols_lookup(t->img.syms, PTW_MOD_ANY, "__restore_rt", &rt, NULL) == 0 &&
+	    is_sigreturn(t, rt))
+		hook_sigreturn_at(t, l, rt);
 	for (size_t i = 0; i < PTW_ARRAY_SIZE(helpers); i++) {
 		uint64_t addr;
 		if (ptw_symbols_lookup(t->img.syms, PTW_MOD_ANY, helpers[i].name, &addr, NULL) ==
@@ -370,11 +436,33 @@ static void trace_thread_gone(struct ptw_tracer *t, struct thread *th)
 	if (!f)
 		return;
 	drop(t, f, f->nshadow);
+	for (size_t i = 0; i < f->nparked; i++)
+		for (size_t k = f->parked[i].nshadow; k-- > 0;)
+			tracer_retbp_put(t, &trace_of(t)->retbps, f->parked[i].shadow[k].ret,
+					 HOOK_FRAME_RETURN);
 	frames_thread_free(&f->base);
 	th->fdata[FEATURE_FRAMES] = NULL;
 }
 
 /* ---- the hooks ---- */
+
+/*
+ * A function entered with a return address no call precedes: is that
+ * address still where it returns to? The sigreturn trampoline (a signal
+ * handler; hooked from then on for every handler's end) or the start of a
+ * named function (glibc's __start_context, a makecontext'd function's
+ * return). Anything else (entered by a jump, [sp] not a return address)
+ * is not.
+ */
+static bool return_site_without_call(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t ret)
+{
+	if (is_sigreturn(t, ret)) {
+		hook_sigreturn_at(t, l, ret);
+		return true;
+	}
+	const struct ptw_location *loc = tracer_locate(t, ret);
+	return loc && loc->symbol && loc->symbol_offset == 0;
+}
 
 void hook_frame_entry(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 		      const struct user_regs_struct *regs, uint64_t ns)
@@ -382,9 +470,18 @@ void hook_frame_entry(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp
 	(void)bp;
 	struct frames_thread *th = frames_of(l);
 	uint64_t sp = regs->rsp, ret;
+	int sig = 0;
 	if (!trace_of(t) || tracer_read_u64(t, sp, &ret) < 0)
 		return;
 	int r = tracer_retbp_get(t, &trace_of(t)->retbps, l, ret, HOOK_FRAME_RETURN);
+	if (r == -EINVAL && return_site_without_call(t, l, ret)) {
+		tracer_retbp_allow(&trace_of(t)->retbps, ret);
+		r = tracer_retbp_get(t, &trace_of(t)->retbps, l, ret, HOOK_FRAME_RETURN);
+	}
+	/* a signal handler: the kernel enters it with its signal in rdi (one
+	 * map lookup, no memory read, for an ordinary call) */
+	if (r == 0 && ptw_map_get(&trace_of(t)->sigreturns, ret))
+		sig = regs->rdi >= 1 && regs->rdi <= 64 ? (int)regs->rdi : 0;
 	if (r < 0) {
 		const struct ptw_location *loc = tracer_locate(t, regs->rip);
 		tracer_warn(t, PTW_W_TRACE_NO_RETURN,
@@ -395,12 +492,14 @@ void hook_frame_entry(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp
 		return;
 	}
 	bool tail;
-	drop(t, th, ptw_shadow_left_at_entry(th->shadow, th->nshadow, sp, ret, &tail));
+	if (!sig) /* a handler leaves no frame */
+		drop(t, th, ptw_shadow_left_at_entry(th->shadow, th->nshadow, sp, ret, &tail));
 	push(th, sp, ret);
 	struct ptw_event ev = ptw_event_init(PTW_EV_FRAME_ENTRY, ns, l->tid);
 	ev.routine = tracer_locate(t, regs->rip);
 	ev.sp = sp;
 	ev.ret_addr = ret;
+	ev.sig = sig;
 	tracer_emit(t, &ev);
 }
 
@@ -483,6 +582,108 @@ void hook_longjmp(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 		bool returned;
 		drop(t, th, ptw_shadow_left_at(th->shadow, th->nshadow, ev.sp, 0, &returned));
 	}
+	tracer_emit(t, &ev);
+}
+
+/*
+ * swapcontext(oucp, ucp) or setcontext(ucp): the thread goes to the stack
+ * pointer saved in ucp (uc_mcontext's RSP, kept unmangled); swapcontext
+ * saves in oucp the one it resumes at (its entry rsp + 8, above the return
+ * address). The shadow stacks follow as the engine's do (ptw_frames.h).
+ */
+void hook_context(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
+		  const struct user_regs_struct *regs, uint64_t ns)
+{
+	struct trace *tr = trace_of(t);
+	if (!tr)
+		return;
+	bool swap = tr->swapcontext && bp->addr == tr->swapcontext;
+	uint64_t ucp = swap ? regs->rsi : regs->rdi, to;
+	if (tracer_read_u64(t, ucp + offsetof(ucontext_t, uc_mcontext.gregs[REG_RSP]), &to) < 0 ||
+	    !to)
+		return; /* it will fail (EFAULT) or crash: the next events tell */
+	uint64_t resume = swap ? regs->rsp + 8 : 0;
+	struct frames_thread *th = frames_of(l);
+	size_t back = SIZE_MAX;
+	for (size_t i = 0; i < th->nparked && back == SIZE_MAX; i++)
+		if (th->parked[i].resume_sp == to)
+			back = i;
+	bool within = false;
+	for (size_t i = 0; !swap && back == SIZE_MAX && i < th->nshadow && !within; i++)
+		within = ptw_shadow_same_stack(th->shadow[i].sp, to);
+	if (within) {
+		bool returned;
+		drop(t, th, ptw_shadow_left_at(th->shadow, th->nshadow, to, 0, &returned));
+	} else {
+		if (swap) {
+			th->parked =
+				xreallocarray(th->parked, th->nparked + 1, sizeof(*th->parked));
+			th->parked[th->nparked++] =
+				(struct shadow_ctx){ resume, th->shadow, th->nshadow,
+						     th->shadow_cap };
+			th->shadow = NULL;
+			th->nshadow = th->shadow_cap = 0;
+		} else {
+			drop(t, th, th->nshadow);
+		}
+		if (back != SIZE_MAX) {
+			struct shadow_ctx c = th->parked[back];
+			th->parked[back] = th->parked[th->nparked - 1];
+			th->nparked--;
+			free(th->shadow);
+			th->shadow = c.shadow;
+			th->nshadow = c.nshadow;
+			th->shadow_cap = c.shadow_cap;
+		}
+	}
+	struct ptw_event ev = ptw_event_init(PTW_EV_CONTEXT_SWITCH, ns, l->tid);
+	ev.sp = to;
+	ev.has_arg = swap;
+	ev.arg = resume;
+	tracer_emit(t, &ev);
+}
+
+/* Has the process a handler for sig (SigCgt of /proc/PID/status)? */
+static bool caught(struct ptw_tracer *t, int sig)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)t->proc->pid);
+	FILE *f = fopen(path, "re");
+	unsigned long long mask = 0;
+	bool found = false;
+	while (f && !found && fgets(line, sizeof(line), f))
+		found = sscanf(line, "SigCgt: %llx", &mask) == 1;
+	if (f)
+		fclose(f);
+	return found && (mask >> (sig - 1)) & 1;
+}
+
+/*
+ * A signal-delivery stop: if the process has a handler for sig, the kernel
+ * runs it when the thread resumes, on top of what it interrupted (rsp now).
+ * Said only when a trampoline is hooked: the handler's end must be seen.
+ */
+static void trace_signal_delivery(struct ptw_tracer *t, struct ptw_lwp *l, int sig, uint64_t ns)
+{
+	struct trace *tr = trace_of(t);
+	struct user_regs_struct *regs;
+	if (!tr || !tr->sigreturn_hooked || sig < 1 || sig > 64 || !caught(t, sig) ||
+	    ptw_getregs(t->proc, l, &regs) < 0)
+		return;
+	struct ptw_event ev = ptw_event_init(PTW_EV_SIGNAL_DELIVER, ns, l->tid);
+	ev.sig = sig;
+	ev.sp = regs->rsp;
+	tracer_emit(t, &ev);
+}
+
+void hook_sigreturn(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
+		    const struct user_regs_struct *regs, uint64_t ns)
+{
+	(void)bp;
+	if (!trace_of(t))
+		return;
+	struct ptw_event ev = ptw_event_init(PTW_EV_SIGRETURN, ns, l->tid);
+	ev.sp = regs->rsp;
 	tracer_emit(t, &ev);
 }
 
@@ -652,6 +853,7 @@ const struct tracer_feature feature_frames = {
 	.under_way = trace_under_way,
 	.image_reset = trace_image_reset,
 	.thread_gone = trace_thread_gone,
+	.signal_delivery = trace_signal_delivery,
 	.finish = trace_finish,
 	.free = trace_free,
 };

@@ -200,9 +200,11 @@ static void on_signal_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_s
 		ev.sig = st->sig;
 		tracer_emit(t, &ev);
 	}
-	if (tracer_is_target_lwp(t, l))
+	if (tracer_is_target_lwp(t, l)) {
 		signals_note_delivery(tracer_root(t), l, st->sig,
 				      st->ns); /* -f: any process's counts */
+		tracer_signal_delivery(t, l, st->sig, st->ns);
+	}
 	/* Signals belong to the target: deliver it unchanged. */
 	l->resume_sig = st->sig;
 }

@@ -47,6 +47,8 @@
 	X(THROW, throw)			    /* trace.c: _Unwind_RaiseException */              \
 	X(CATCH, catch)			    /* trace.c: __cxa_begin_catch */                   \
 	X(LONGJMP, longjmp)		    /* trace.c: longjmp and its aliases */             \
+	X(CONTEXT, context)		    /* trace.c: swapcontext, setcontext */             \
+	X(SIGRETURN, sigreturn)		    /* trace.c: the sigreturn trampoline */            \
 	X(LOCK_WAIT, lock_wait)		    /* locks.c: __lll_lock_wait, a contended mutex */  \
 	X(LOCK_WAIT_PRIVATE, lock_wait_private) /* locks.c: __lll_lock_wait_private */         \
 	X(FUTEX_WAIT, futex_wait)	    /* locks.c: __futex_abstimed_wait_common */        \
@@ -139,6 +141,9 @@ struct tracer_feature {
 	/* The thread is forgotten: what it holds (return breakpoints) is let
 	 * go and its fdata[id] freed. */
 	void (*thread_gone)(struct ptw_tracer *t, struct thread *th);
+	/* A signal is about to be delivered to l (a signal-delivery stop of
+	 * the target, not one of our traps). */
+	void (*signal_delivery)(struct ptw_tracer *t, struct ptw_lwp *l, int sig, uint64_t ns);
 	/* The session is over: warnings about what it could not do. */
 	void (*finish)(struct ptw_tracer *t);
 	/* Frees t->fstate[id]. */
@@ -275,6 +280,7 @@ void tracer_features_prepare(struct ptw_tracer *t);
 void tracer_image_ready(struct ptw_tracer *t, struct ptw_lwp *l);
 void tracer_features_under_way(struct ptw_tracer *t, struct ptw_lwp *l);
 void tracer_libc_ready(struct ptw_tracer *t, struct ptw_lwp *l);
+void tracer_signal_delivery(struct ptw_tracer *t, struct ptw_lwp *l, int sig, uint64_t ns);
 unsigned tracer_hooks_beside(struct ptw_tracer *t, unsigned hooks);
 void tracer_image_reset(struct ptw_tracer *t);
 void tracer_features_finish(struct ptw_tracer *t);
@@ -330,6 +336,9 @@ struct retbps {
  * insertion's error. */
 int tracer_retbp_get(struct ptw_tracer *t, struct retbps *rb, struct ptw_lwp *l, uint64_t ret,
 	      unsigned hook);
+/* ret is a return site although no call precedes it (a sigreturn
+ * trampoline, a function's start): tracer_retbp_get takes it. */
+void tracer_retbp_allow(struct retbps *rb, uint64_t ret);
 /* One fewer: at none, hook leaves the breakpoint (unknown ret: ignored). */
 void tracer_retbp_put(struct ptw_tracer *t, struct retbps *rb, uint64_t ret, unsigned hook);
 void tracer_retbps_free(struct retbps *rb);

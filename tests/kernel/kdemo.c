@@ -5,10 +5,13 @@
  * go when the process ends, after -t SECONDS, or at SIGINT/SIGTERM. Used by
  * the kill -9 test (tests/kernel/kill9.sh) and bench/kernel.py.
  *
- *   ptw-kernel-demo [-q] [-t SECONDS] [--per-probe] [--flush-ms MS] [--ring BYTES]
- *                   [--wake BYTES] [--trace PATTERN]... [--debug] PID | -- COMMAND [ARGS...]
+ *   ptw-kernel-demo [-q] [-f [--per-child]] [-t SECONDS] [--per-probe] [--flush-ms MS]
+ *                   [--ring BYTES] [--wake BYTES] [--trace PATTERN]... [--locks] [--debug]
+ *                   PID | -- COMMAND [ARGS...]
  *
  * With -- COMMAND: launched held (ptw_kernel_launch), reaped at the end.
+ * -f: follow forks; each line then says pid/process id, and the processes
+ * are listed at the end.
  *
  * Exit: 0 done, 1 cannot attach, 77 the kernel path cannot run here.
  */
@@ -19,16 +22,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "ptw_events.h"
 #include "ptw_kernel.h"
+#include "ptw_output.h"
 #include "ptw_symbols.h"
 #include "ptw_util.h"
 
 static volatile sig_atomic_t stop;
-static bool quiet;
+static bool quiet, follow;
 static uint64_t counts[PTW_EV_LAST + 1];
 static uint64_t t0;
 
@@ -57,8 +62,10 @@ static void sink(void *ctx, const struct ptw_event *ev)
 	if (quiet)
 		return;
 	char r[256], s[256];
-	printf("%12.6f %7d %-14s", (double)(ev->ns - t0) / 1e9, ev->tid,
-	       ptw_event_kind_name(ev->kind));
+	printf("%12.6f", (double)(ev->ns - t0) / 1e9);
+	if (follow)
+		printf(" %7d/%-3u", ev->pid, ev->process);
+	printf(" %7d %-14s", ev->tid, ptw_event_kind_name(ev->kind));
 	switch (ev->kind) {
 	case PTW_EV_THREAD_CREATE:
 		printf(" tid %d pthread %#" PRIx64 " %s(%#" PRIx64 ") from %s detached %d",
@@ -95,6 +102,20 @@ static void sink(void *ctx, const struct ptw_event *ev)
 	case PTW_EV_PROCESS_EXIT:
 		printf(" code %d sig %d", ev->exit_code, ev->sig);
 		break;
+	case PTW_EV_WAIT_BEGIN:
+	case PTW_EV_DEADLOCK:
+		printf(" %s %#" PRIx64 " (%s) owner %d site %s", ptw_wait_kind_name(ev->wait_kind),
+		       ev->wait_object, where(ev->object, r, sizeof(r)), ev->wait_owner,
+		       where(ev->site, s, sizeof(s)));
+		if (ev->kind == PTW_EV_DEADLOCK)
+			printf(" #%u member %" PRIu64 " of %" PRIu64 " proof %d", ev->span_id,
+			       ev->arg, ev->value, (int)ev->proof);
+		for (size_t i = 0; i < ev->nstack; i++)
+			printf("%s%s", i ? " < " : " stack ", where(ev->stack[i], r, sizeof(r)));
+		break;
+	case PTW_EV_WAIT_END:
+		printf(" value %" PRIu64, ev->value);
+		break;
 	default:
 		break;
 	}
@@ -115,10 +136,16 @@ int main(int argc, char **argv)
 		}
 		if (!strcmp(argv[i], "-q"))
 			quiet = true;
+		else if (!strcmp(argv[i], "-f"))
+			follow = o.follow_forks = true;
+		else if (!strcmp(argv[i], "--per-child")) /* -f: a link per child (racy) */
+			o.follow_per_child = true;
 		else if (!strcmp(argv[i], "-t") && i + 1 < argc)
 			seconds = atof(argv[++i]);
 		else if (!strcmp(argv[i], "--debug"))
 			ptw_debug_parse("tracer");
+		else if (!strcmp(argv[i], "--locks"))
+			o.locks = true;
 		else if (!strcmp(argv[i], "--per-probe"))
 			o.no_multi = true;
 		else if (!strcmp(argv[i], "--flush-ms") && i + 1 < argc)
@@ -184,10 +211,29 @@ int main(int argc, char **argv)
 		st.mode, st.probes, st.records, st.events, st.lost, st.wakeups, st.preexisting,
 		counts[PTW_EV_THREAD_CREATE], st.attach_ns / 1e6, st.probes_ns / 1e6,
 		st.detach_ns / 1e6);
+	if (o.locks) {
+		struct rusage ru;
+		getrusage(RUSAGE_SELF, &ru);
+		fprintf(stderr,
+			"ptw-kernel-demo: --locks: %" PRIu64 " waits, %" PRIu64
+			" deadlocks; the loader's own CPU %.3f s user %.3f s system\n",
+			counts[PTW_EV_WAIT_BEGIN], counts[PTW_EV_DEADLOCK],
+			(double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6,
+			(double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6);
+	}
 	const char *const *notes;
 	size_t n = ptw_kernel_notes(k, &notes);
 	for (size_t j = 0; j < n; j++)
 		fprintf(stderr, "ptw-kernel-demo: note: %s\n", notes[j]);
+	const struct ptw_process *procs;
+	size_t np = ptw_kernel_processes(k, &procs);
+	for (size_t j = 0; j < np; j++)
+		fprintf(stderr,
+			"ptw-kernel-demo: process %u (parent %u) pid %d ppid %d by %d: %s exit %d "
+			"code %d signal %d\n",
+			procs[j].id, procs[j].parent_id, procs[j].pid, procs[j].ppid,
+			procs[j].parent_tid, procs[j].exe ? procs[j].exe : "?", procs[j].exit_kind,
+			procs[j].exit_code, procs[j].exit_signal);
 	int code, sig;
 	bool core;
 	if (ptw_kernel_target_exit(k, &code, &sig, &core))

@@ -5,7 +5,10 @@
  * life, pthread_exit, cancellation, detach, joins, a raw clone, exit()'s
  * own __call_tls_dtors in the main thread, a thread listed at the attach
  * whose clone arrives afterwards, records of threads never seen, and the
- * process's end by exit_group and by the last thread's exit.
+ * process's end by exit_group and by the last thread's exit; -f: a fork
+ * child's converter (its one thread begun at the fork, its events in its
+ * process), a vfork child that begins at its exec, main's return told by
+ * its caller's address.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -326,11 +329,85 @@ static void test_launch(void)
 	ptw_spans_free(s);
 }
 
+/* -f: the target (process 0) forks 200 (process 1) from its main thread,
+ * which makes a thread and returns from main; then vforks 300 (process 2),
+ * which execs. One span engine, three converters. */
+static void test_forked(void)
+{
+	struct ptw_spans *s = ptw_spans_new();
+	struct ptwk_conv_ops ops = { .sink = sink,
+				     .locate = locate,
+				     .call_site = call_site,
+				     .main_returns_to = main_returns_to,
+				     .ctx = s };
+	struct ptwk_conv root, child, vchild;
+	ptwk_conv_init(&root, PID, &ops);
+	ptwk_conv_preexisting(&root, PID, PD(1), 0x1000, 0, "prog", clock_ns);
+	ptwk_conv_init(&child, 200, &ops);
+	child.process = 1;
+	child.main_addr = 0x1000;
+	child.main_caller = 0x4f00; /* main returns to 0x5000, inside it */
+	child.main_caller_size = 0x200;
+	uint64_t fork_ns = clock_ns += 1000;
+	ptwk_conv_forked(&child, PD(1), 0, "prog", fork_ns);
+	struct ptwk_record r = rec(PTWK_CREATE, 200);
+	r.tgid = 200;
+	r.a = 201;
+	r.b = PD(4);
+	r.c = 0x2000;
+	r.d = 0xa1;
+	r.e = 0x3005;
+	r.f = PTWK_F_PTHREAD | PTWK_F_SITE_KNOWN | PTWK_F_JOINID_KNOWN;
+	ptwk_conv_record(&child, &r);
+	simple(&child, PTWK_START, 201, PD(4));
+	death(&child, 201, PD(4), 0x33, false);
+	lwp_exit(&child, 201, 0, 0, 0, "w");
+	struct ptwk_record ex = rec(PTWK_EXIT_FN, 200);
+	ex.a = 9;
+	ex.b = 0x7000; /* not from main's caller: an exit() call, not a return */
+	uint64_t before = child.events;
+	ptwk_conv_record(&child, &ex);
+	CHECK_EQ(child.events, before);
+	ex.b = 0x5000;
+	ptwk_conv_record(&child, &ex);
+	CHECK_EQ(child.events, before + 1);
+	lwp_exit(&child, 200, 9 << 8,
+		 PTWK_F_GROUP_EXIT | PTWK_F_GROUP_DEAD | PTWK_F_HOW_KNOWN | PTWK_F_EXIT_GROUP_CALL,
+		 9 << 8, "prog");
+	CHECK(child.ended && child.exit_code == 9);
+	ptwk_conv_init(&vchild, 300, &ops);
+	vchild.process = 2;
+	vchild.launched = true; /* it runs in our memory until its exec */
+	simple(&vchild, PTWK_EXEC, 300, 300);
+	lwp_exit(&vchild, 300, 0, PTWK_F_GROUP_EXIT | PTWK_F_GROUP_DEAD, 0, "true");
+	lwp_exit(&root, PID, 0, PTWK_F_GROUP_EXIT | PTWK_F_GROUP_DEAD, 0, "prog");
+	ptw_spans_finish(s);
+	CHECK_EQ(ptw_spans_count(s), 4);
+	const struct ptw_span *sp = span_of(s, 200);
+	CHECK(sp && sp->origin == PTW_ORIGIN_MAIN && sp->pid == 200 && sp->process == 1);
+	CHECK(sp && sp->start_ns.set && sp->start_ns.v == fork_ns && sp->pthread == PD(1));
+	CHECK(sp && sp->start_routine && !strcmp(sp->start_routine->symbol, "main"));
+	CHECK(sp && sp->status == PTW_STATUS_COMPLETED && sp->value.set && sp->value.v == 9);
+	sp = span_of(s, 201);
+	CHECK(sp && sp->origin == PTW_ORIGIN_CREATED && sp->pid == 200 && sp->process == 1);
+	CHECK(sp && sp->creator_tid == 200 && sp->status == PTW_STATUS_COMPLETED &&
+	      sp->value.v == 0x33);
+	sp = span_of(s, 300);
+	CHECK(sp && sp->origin == PTW_ORIGIN_MAIN && sp->pid == 300 && sp->process == 2);
+	sp = span_of(s, PID);
+	CHECK(sp && sp->process == 0 && sp->pid == PID);
+	ptwk_conv_free(&root);
+	ptwk_conv_free(&child);
+	ptwk_conv_free(&vchild);
+	ptw_spans_free(s);
+}
+
 int main(void)
 {
 	test_lifecycles();
 	test_last_thread_exit();
 	test_killed();
 	test_launch();
+	test_forked();
 	CHECK_DONE();
 }

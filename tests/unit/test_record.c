@@ -316,6 +316,26 @@ static void test_interrupt_fields(void)
 	ptw_buf_free(&b);
 }
 
+/* A live deadlock's proof crosses: the restorer's document says how it
+ * was confirmed (the kernel backend's without a stop). */
+static void test_deadlock_proof(void)
+{
+	struct ptw_buf b = { 0 };
+	struct ptw_record_writer *w = ptw_record_writer_new();
+	struct ptw_event e = ptw_event_init(PTW_EV_DEADLOCK, 77, 100);
+	e.span_id = 1;
+	e.proof = PTW_PROOF_REREAD;
+	ptw_record_event(w, &b, &e);
+	ptw_record_writer_free(w);
+	struct ptw_record_handlers h = { .event = keep_event };
+	struct ptw_record_reader *r = ptw_record_reader_new();
+	CHECK_EQ(ptw_record_feed(r, b.p, b.len, &h, NULL), 0);
+	CHECK_EQ(last_event.kind, PTW_EV_DEADLOCK);
+	CHECK_EQ(last_event.proof, PTW_PROOF_REREAD);
+	ptw_record_reader_free(r);
+	ptw_buf_free(&b);
+}
+
 /* Bytes that make no sense are refused, and nothing after them is read. */
 static void test_corrupt(void)
 {
@@ -351,5 +371,6 @@ int main(void)
 	test_tracer_died_after_detach();
 	test_corrupt();
 	test_interrupt_fields();
+	test_deadlock_proof();
 	CHECK_DONE();
 }

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Where glibc's threads wait (--locks), for both backends: the tracer
+ * breaks there (src/tracer/locks.c), the kernel backend puts uprobes there
+ * (src/kernel/locks.c). Only the slow paths, never a lock's fast path, so
+ * an uncontended lock or unlock costs nothing:
+ *   __lll_lock_wait          a mutex is contended (pthread_mutex_lock, and
+ *                            pthread_cond_wait taking its mutex back);
+ *   __lll_lock_wait_private  a lock inside glibc (stdio, malloc arenas);
+ *   __futex_abstimed_wait_common, where both futex wait functions go
+ *                            (rwlocks, condition variables, semaphores,
+ *                            timed mutex locks): its callers, found by
+ *                            unwinding, say which kind of wait it is
+ *                            (ptw_libc_waits_classify);
+ *   the join function (the lifecycle's): a join waits when the joined
+ *                            thread still runs.
+ * With libc's symbol table (libc6-dbg) these are found by name; without
+ * it, from the code of the exported functions that call them.
+ */
+#ifndef PTW_LIBC_WAITS_H
+#define PTW_LIBC_WAITS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ptw_events.h"
+#include "ptw_symbols.h"
+
+/* __futex_abstimed_wait_common (futex_word, expected, clockid, abstime,
+ * private, cancel): a rwlock's wrphase wait expects 1 | FUTEX_USED. */
+#define PTW_RWLOCK_FUTEX_WRPHASE_WAIT 3
+
+struct ptw_wait_range {
+	uint64_t lo, hi;
+	enum ptw_wait_kind kind;
+};
+
+struct ptw_libc_waits {
+	bool symtab; /* libc's full symbol table: frame names classify */
+	uint64_t lll_lock_wait, lll_lock_wait_private, futex_wait; /* 0: not found */
+	/* the exported functions that wait (and, without the symbol table,
+	 * the local ones sem_wait and co. tail-call), for classifying */
+	struct ptw_wait_range ranges[32];
+	size_t nranges;
+};
+
+/*
+ * Finds them in the libc module of syms (libc_module: "libc.so", or
+ * PTW_MOD_EXE for a static program). read_code reads the process's code as
+ * the file has it (the tracer: without its int3 bytes). Never fails: what
+ * is not found is 0 (the caller says what that costs).
+ */
+void ptw_libc_waits_find(struct ptw_symbols *syms, const char *libc_module,
+			 ptw_memread_fn read_code, void *ctx, struct ptw_libc_waits *ret);
+
+/*
+ * What a futex wait is for, from the frames of the thread at
+ * __futex_abstimed_wait_common's entry (pcs[0] there, then return
+ * addresses). libc_path: libc's module path (NULL: a static program, every
+ * pc may be libc's). PTW_WAIT_NONE: none of the kinds --locks reports (a
+ * join, seen at the join function; aio, getaddrinfo_a).
+ */
+enum ptw_wait_kind ptw_libc_waits_classify(const struct ptw_libc_waits *w, struct ptw_symbols *syms,
+					   const char *libc_path, const uint64_t *pcs, int n);
+
+/* The object a classified futex wait is about, from the futex word and the
+ * value the wait expects (rwlocks: which of its futexes). */
+uint64_t ptw_libc_waits_object(enum ptw_wait_kind kind, uint64_t futex, uint32_t expected);
+
+/* Whether pc lies in one of the exported waiting functions. */
+bool ptw_libc_waits_in_range(const struct ptw_libc_waits *w, uint64_t pc);
+
+#endif

@@ -1,0 +1,318 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * --locks on the kernel backend; see locks.h. The target is only read:
+ * its stack as the BPF program copied it (unwound here, after the thread
+ * ran on), its memory now (process_vm_readv) and /proc/TID/syscall for a
+ * deadlock's confirmation.
+ */
+#define _GNU_SOURCE
+#include "locks.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/user.h>
+
+#include "lockconv.h"
+#include "ptw_attach.h"
+#include "ptw_libc_waits.h"
+#include "ptw_symbols.h"
+#include "ptw_thread_db.h"
+#include "ptw_util.h"
+#include "ptw_warnings.h"
+
+struct ptwk_locks {
+	struct ptwk_locks_env env;
+	struct ptwk_lockconv conv;
+	struct ptw_libc_waits lw;
+	const char *libc_path; /* NULL: a static program (libc in it) */
+	bool found;	       /* lw is the current image's */
+};
+
+static struct ptw_symbols *syms_of(struct ptwk_locks *l)
+{
+	return *l->env.syms;
+}
+
+static int read_code(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	return ptw_mem_read(ctx, addr, buf, len);
+}
+
+/* The slow paths of the current image's libc (after an exec, again). */
+static void find(struct ptwk_locks *l)
+{
+	struct ptw_symbols *s = syms_of(l);
+	if (l->found || !s)
+		return;
+	l->libc_path = ptw_symbols_module_path(s, "libc.so");
+	ptw_mem_invalidate(l->env.proc);
+	ptw_libc_waits_find(s, l->libc_path ? "libc.so" : PTW_MOD_EXE, read_code, l->env.proc,
+			    &l->lw);
+	/* Right after an exec the new libc may not be mapped yet (a lock
+	 * taken by a constructor): look again at the next wait. */
+	l->found = l->lw.lll_lock_wait || l->lw.futex_wait || l->lw.nranges;
+}
+
+/* ---- the ops of the converter ---- */
+
+static void sink(void *ctx, const struct ptw_event *ev)
+{
+	struct ptwk_locks *l = ctx;
+	l->env.sink(l->env.ctx, ev);
+}
+
+static int unwind(void *ctx, const struct ptwk_lock_record *r, uint64_t *pcs, int max)
+{
+	struct ptwk_locks *l = ctx;
+	if (!syms_of(l))
+		return 0;
+	const __u64 *g = r->regs; /* DWARF's order */
+	struct user_regs_struct regs = {
+		.rax = g[0],
+		.rdx = g[1],
+		.rcx = g[2],
+		.rbx = g[3],
+		.rsi = g[4],
+		.rdi = g[5],
+		.rbp = g[6],
+		.rsp = g[7],
+		.r8 = g[8],
+		.r9 = g[9],
+		.r10 = g[10],
+		.r11 = g[11],
+		.r12 = g[12],
+		.r13 = g[13],
+		.r14 = g[14],
+		.r15 = g[15],
+		.rip = g[16],
+	};
+	/* What the copy does not hold (older frames of a deep stack) is read
+	 * from the process now: still true while the thread waits. */
+	struct ptw_stack_copy copy = { g[7], r->stack_len, r->stack };
+	ptw_mem_invalidate(l->env.proc);
+	return ptw_symbols_unwind_copy(syms_of(l), (pid_t)r->h.tid, &regs, &copy, pcs, max);
+}
+
+static enum ptw_wait_kind classify(void *ctx, const uint64_t *pcs, int n, uint64_t futex,
+				   uint32_t expected, uint64_t *ret_object)
+{
+	struct ptwk_locks *l = ctx;
+	find(l);
+	if (!syms_of(l))
+		return PTW_WAIT_NONE;
+	enum ptw_wait_kind kind = ptw_libc_waits_classify(&l->lw, syms_of(l), l->libc_path, pcs, n);
+	*ret_object = ptw_libc_waits_object(kind, futex, expected);
+	return kind;
+}
+
+static const struct ptw_location *locate(void *ctx, uint64_t pc)
+{
+	struct ptwk_locks *l = ctx;
+	return pc && syms_of(l) ? ptw_symbols_locate(syms_of(l), pc) : NULL;
+}
+
+static bool in_libc(struct ptwk_locks *l, uint64_t pc)
+{
+	const char *m = ptw_symbols_module_of(syms_of(l), pc);
+	return m && l->libc_path && !strcmp(m, l->libc_path);
+}
+
+/* As the tracer names a wait's call site: the call of the first frame out
+ * of libc; in a static program the first frame neither in an exported
+ * primitive nor named like an internal one. */
+static const struct ptw_location *site(void *ctx, const uint64_t *pcs, int n)
+{
+	struct ptwk_locks *l = ctx;
+	find(l);
+	if (!syms_of(l) || !l->env.call_site)
+		return NULL;
+	for (int i = 1; i < n; i++) {
+		if (l->libc_path) {
+			if (!in_libc(l, pcs[i]))
+				return l->env.call_site(l->env.ctx, pcs[i]);
+			continue;
+		}
+		const struct ptw_location *loc = locate(l, pcs[i] - 1);
+		bool primitive = !loc || !loc->symbol || loc->symbol[0] == '_' ||
+				 ptw_libc_waits_in_range(&l->lw, pcs[i] - 1);
+		if (!primitive)
+			return l->env.call_site(l->env.ctx, pcs[i]);
+	}
+	return NULL;
+}
+
+static const struct ptw_location *object(void *ctx, uint64_t addr)
+{
+	struct ptwk_locks *l = ctx;
+	if (!addr || !syms_of(l) || !ptw_symbols_module_of(syms_of(l), addr))
+		return NULL;
+	const struct ptw_location *loc = locate(l, addr);
+	return loc && loc->symbol ? loc : NULL;
+}
+
+static bool live(void *ctx, pid_t tid)
+{
+	struct ptwk_locks *l = ctx;
+	return ptwk_conv_knows(l->env.conv, tid);
+}
+
+static int read_i32(void *ctx, uint64_t addr, int32_t *ret)
+{
+	struct ptwk_locks *l = ctx;
+	ptw_mem_invalidate(l->env.proc); /* now, not a page read before */
+	return ptw_mem_read(l->env.proc, addr, ret, sizeof(*ret));
+}
+
+/* /proc/PID/task/TID/syscall: "202 0xFUTEX ..." while it sleeps in futex
+ * on that word ("running" or another call otherwise). */
+static bool asleep_on(void *ctx, pid_t tid, uint64_t futex)
+{
+	struct ptwk_locks *l = ctx;
+	char path[64], buf[256];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", l->env.pid, tid);
+	if (ptw_read_small_file(path, buf, sizeof(buf)) < 0)
+		return false;
+	char *end;
+	long nr = strtol(buf, &end, 10);
+	if (end == buf || nr != SYS_futex || *end != ' ')
+		return false;
+	unsigned long long arg = strtoull(end + 1, &end, 16);
+	return arg == futex;
+}
+
+/* ---- set-up ---- */
+
+static void missing(struct ptwk_probes *p, const char *text)
+{
+	if (p->nmissing < PTW_ARRAY_SIZE(p->missing)) {
+		p->missing_code[p->nmissing] = PTW_W_LOCKS_PARTIAL; /* as the tracer says it */
+		snprintf(p->missing[p->nmissing++], sizeof(p->missing[0]), "%s", text);
+	}
+}
+
+/* An entry probe at addr, and a return probe, in the file of the others. */
+static void add_probe(struct ptwk_probes *p, const struct ptw_mapping *maps, int nmaps,
+		      uint64_t addr, enum ptwk_lock_kind kind, const char *name)
+{
+	const struct ptw_mapping *m = ptw_maps_find(maps, nmaps, addr);
+	if (!m || strcmp(m->path, p->module) || p->n + 2 > PTW_ARRAY_SIZE(p->p)) {
+		char text[160];
+		snprintf(text, sizeof(text),
+			 "--locks: %.40s is not in the file of the other probes: those waits "
+			 "are not seen",
+			 name);
+		missing(p, text);
+		return;
+	}
+	uint64_t off = addr - m->start + m->offset;
+	p->p[p->n++] = (struct ptwk_probe){ (enum ptwk_kind)kind, name, addr, off, false };
+	p->p[p->n++] = (struct ptwk_probe){ (enum ptwk_kind)PTWK_LOCK_RET, name, addr, off, true };
+}
+
+struct ptwk_locks *ptwk_locks_new(const struct ptwk_locks_env *env, struct ptw_tdb *tdb,
+				  struct ptwk_probes *p, struct ptwk_locks_config *ret_config)
+{
+	struct ptwk_locks *l = xcalloc(1, sizeof(*l));
+	l->env = *env;
+	struct ptwk_lockconv_ops ops = { .sink = sink,
+					 .unwind = unwind,
+					 .classify = classify,
+					 .locate = locate,
+					 .site = site,
+					 .object = object,
+					 .live = live,
+					 .read_i32 = read_i32,
+					 .asleep_on = asleep_on,
+					 .ctx = l };
+	ptwk_lockconv_init(&l->conv, env->pid, &ops);
+	find(l);
+	memset(ret_config, 0, sizeof(*ret_config));
+	ret_config->on = true;
+	uint32_t off;
+	if (tdb && ptw_tdb_pthread_field(tdb, "tid", &off) == 0) {
+		ret_config->have_tid = true;
+		ret_config->off_tid = off;
+	}
+	bool join = false;
+	for (size_t i = 0; i < p->n; i++)
+		if (p->p[i].kind == PTWK_JOIN) {
+			join = true;
+			ret_config->join_always_blocks = !strcmp(p->p[i].function, "pthread_join");
+		}
+	if (!join || !ret_config->have_tid)
+		missing(p, "--locks: the join function or struct pthread's tid is unknown: join "
+			   "waits are not seen");
+	struct ptw_mapping *maps = NULL;
+	int nmaps = ptw_maps_read(env->pid, &maps);
+	if (l->lw.lll_lock_wait)
+		add_probe(p, maps, nmaps, l->lw.lll_lock_wait, PTWK_LOCK_WAIT, "__lll_lock_wait");
+	else
+		missing(p, "--locks: __lll_lock_wait not found in libc: mutex waits are not seen");
+	if (l->lw.lll_lock_wait_private)
+		add_probe(p, maps, nmaps, l->lw.lll_lock_wait_private, PTWK_LOCK_WAIT_PRIVATE,
+			  "__lll_lock_wait_private");
+	if (l->lw.futex_wait)
+		add_probe(p, maps, nmaps, l->lw.futex_wait, PTWK_FUTEX_WAIT,
+			  "__futex_abstimed_wait_common");
+	else
+		missing(p, "--locks: glibc's futex wait function not found: rwlock, condition "
+			   "variable and semaphore waits are not seen");
+	free(maps);
+	return l;
+}
+
+void ptwk_locks_free(struct ptwk_locks *l)
+{
+	if (!l)
+		return;
+	ptwk_lockconv_free(&l->conv);
+	free(l);
+}
+
+void ptwk_locks_record(struct ptwk_locks *l, const void *data, size_t size)
+{
+	struct ptwk_record h;
+	if (size < sizeof(h))
+		return;
+	memcpy(&h, data, sizeof(h));
+	if (h.kind < PTWK_LOCK_FIRST) {
+		if (h.kind == PTWK_EXEC)
+			l->found = false; /* another image: found again when needed */
+		ptwk_lockconv_record(&l->conv, &h, sizeof(h));
+		return;
+	}
+	if (h.kind >= PTWK_LOCK_KIND_END)
+		return;
+	if (h.kind == PTWK_LOCK_RET) {
+		ptwk_lockconv_record(&l->conv, &h, sizeof(h));
+		return;
+	}
+	/* The ring's alignment is 8; an entry record is taken whole. */
+	if (size < sizeof(struct ptwk_lock_record))
+		return;
+	struct ptwk_lock_record *r = xmalloc(sizeof(*r));
+	memcpy(r, data, sizeof(*r));
+	ptwk_lockconv_record(&l->conv, &r->h, sizeof(*r));
+	free(r);
+}
+
+void ptwk_locks_after_batch(struct ptwk_locks *l, void (*drain)(void *ctx), void *ctx)
+{
+	if (!ptwk_lockconv_pending(&l->conv))
+		return;
+	ptwk_lockconv_check(&l->conv);
+	drain(ctx);
+	ptwk_lockconv_confirm(&l->conv, ptw_now_ns());
+}
+
+void ptwk_locks_counts(const struct ptwk_locks *l, uint64_t *waits, uint64_t *unclassified,
+		       uint32_t *deadlocks)
+{
+	*waits = l->conv.waits;
+	*unclassified = l->conv.unclassified;
+	*deadlocks = l->conv.ndeadlocks;
+}

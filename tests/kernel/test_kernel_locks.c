@@ -1,0 +1,509 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The kernel backend's --locks on the locks fixture, compared with the
+ * truth the fixture reports (as tests/integration/cases/locks.py does for
+ * the ptrace path): starts tests/kernel/kfixture_locks.c MODE, attaches
+ * (ptw_kernel_attach, opts.locks) once it says "ready", lets it run, feeds
+ * every event into the span engine and checks the wait spans:
+ *   contend N  exactly N waits on lock_m, in order, each (waiter, owner)
+ *              the round's; lock_m named, call site player, completed;
+ *   join       one join wait, by main, for the thread, on its pthread_t;
+ *   rwlock     a reader's and a writer's wait, each on rw_lock, owner the
+ *              writer (main), sites rw_reader / rw_writer;
+ *   cond, sem  one wait on cond_v / sem_s by the waiter, no owner;
+ *   nocontend  no wait at all;
+ *   deadlock   an AB/BA deadlock: one live deadlock, its two threads, their
+ *              mutexes and waits, confirmed without a stop (proof
+ *              owners_reread) while both still sleep on their mutexes, the
+ *              process never traced; then killed: the waits unmatched.
+ *   formed     FIXTURE is tests/fixtures/deadlock.c: nine threads already
+ *              blocked (a deadlock among them) when the backend attaches.
+ *              Waits begun before the attach are not seen (as on the ptrace
+ *              path): no wait and no deadlock invented, the process
+ *              answers and its threads still sleep where they did.
+ * No BPF link or program of ours is left afterwards.
+ *
+ * Usage: test_kernel_locks [--per-probe | --no-debug-files] FIXTURE MODE [ARG]
+ *   --no-debug-files  without libc's debug file: the slow paths found from
+ *                     the code of the exported functions (ptw_libc_waits.h)
+ *   --launch          deadlock only: FIXTURE is tests/fixtures/locks.c itself,
+ *                     started by ptw_kernel_launch (held before its exec)
+ * Exit 0 pass, 1 fail, 77 skip.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ptw_events.h"
+#include "ptw_kernel.h"
+#include "ptw_locks.h"
+#include "ptw_spans.h"
+#include "ptw_symbols.h"
+#include "ptw_util.h"
+
+static int passed, failed;
+
+#define EXPECT(cond, ...)                                                                          \
+	do {                                                                                       \
+		if (cond) {                                                                        \
+			passed++;                                                                  \
+		} else {                                                                           \
+			failed++;                                                                  \
+			printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                     \
+			printf(__VA_ARGS__);                                                       \
+			putchar('\n');                                                             \
+		}                                                                                  \
+	} while (0)
+
+static size_t ndeadlock_events;
+
+static void sink(void *ctx, const struct ptw_event *ev)
+{
+	if (ev->kind == PTW_EV_DEADLOCK)
+		ndeadlock_events++;
+	ptw_spans_consume(ctx, ev);
+}
+
+/* ---- the truth ---- */
+
+static struct json_object *truth[256];
+static size_t ntruth;
+
+static const struct json_object *jget(const struct json_object *o, const char *key)
+{
+	struct json_object *r;
+	return o && json_object_object_get_ex(o, key, &r) ? r : NULL;
+}
+
+static int64_t jint(const struct json_object *o, const char *key)
+{
+	const struct json_object *v = jget(o, key);
+	return v && json_object_is_type(v, json_type_int) ? json_object_get_int64(v) : -1;
+}
+
+static uint64_t jhex(const struct json_object *o, const char *key)
+{
+	const struct json_object *v = jget(o, key);
+	return v && json_object_is_type(v, json_type_string)
+		       ? strtoull(json_object_get_string((struct json_object *)v), NULL, 16)
+		       : 0;
+}
+
+static const char *jstr(const struct json_object *o, const char *key)
+{
+	const struct json_object *v = jget(o, key);
+	return v && json_object_is_type(v, json_type_string)
+		       ? json_object_get_string((struct json_object *)v)
+		       : "";
+}
+
+/* (Again: what the file holds now.) */
+static void read_truth(const char *path)
+{
+	while (ntruth)
+		json_object_put(truth[--ntruth]);
+	FILE *f = fopen(path, "re");
+	char line[4096];
+	while (f && fgets(line, sizeof(line), f) && ntruth < PTW_ARRAY_SIZE(truth)) {
+		struct json_object *v = json_tokener_parse(line);
+		if (v)
+			truth[ntruth++] = v;
+	}
+	if (f)
+		fclose(f);
+}
+
+/* The n-th truth record of this kind (NULL none). */
+static const struct json_object *truth_of(const char *kind, size_t n)
+{
+	for (size_t i = 0; i < ntruth; i++)
+		if (!strcmp(jstr(truth[i], "kind"), kind) && n-- == 0)
+			return truth[i];
+	return NULL;
+}
+
+/* ---- the waits ---- */
+
+static const char *sym(const struct ptw_location *l)
+{
+	return l && l->symbol ? l->symbol : "(none)";
+}
+
+static size_t waits_of(const struct ptw_spans *s, enum ptw_wait_kind kind, uint64_t object,
+		       pid_t tid, const struct ptw_wait **ret, size_t max)
+{
+	const struct ptw_locks *l = ptw_spans_locks(s);
+	size_t n = 0;
+	for (size_t i = 0; i < ptw_locks_count(l); i++) {
+		const struct ptw_wait *w = ptw_locks_get(l, i);
+		if (w->kind == kind && (!object || w->object == object) &&
+		    (!tid || w->tid == tid)) {
+			if (n < max)
+				ret[n] = w;
+			n++;
+		}
+	}
+	return n;
+}
+
+static void print_waits(const struct ptw_spans *s)
+{
+	const struct ptw_locks *l = ptw_spans_locks(s);
+	for (size_t i = 0; i < ptw_locks_count(l); i++) {
+		const struct ptw_wait *w = ptw_locks_get(l, i);
+		printf("wait %u: tid %d %s %#" PRIx64 " (%s) owner %d site %s status %s\n", w->id,
+		       w->tid, ptw_wait_kind_name(w->kind), w->object, sym(w->object_loc), w->owner,
+		       sym(w->site), ptw_wait_status_name(w->status));
+	}
+}
+
+static void check_one(const struct ptw_wait *w, pid_t tid, pid_t owner, uint64_t object,
+		      const char *symbol, const char *site, enum ptw_wait_status status)
+{
+	EXPECT(w->tid == tid, "wait %u: tid %d != %d", w->id, w->tid, tid);
+	EXPECT(w->owner == owner, "wait %u: owner %d != %d", w->id, w->owner, owner);
+	EXPECT(w->object == object, "wait %u: object %#" PRIx64 " != %#" PRIx64, w->id, w->object,
+	       object);
+	if (symbol)
+		EXPECT(!strcmp(sym(w->object_loc), symbol), "wait %u: object symbol %s != %s",
+		       w->id, sym(w->object_loc), symbol);
+	EXPECT(!strcmp(sym(w->site), site), "wait %u: site %s != %s", w->id, sym(w->site), site);
+	EXPECT(w->status == status, "wait %u: status %s != %s", w->id,
+	       ptw_wait_status_name(w->status), ptw_wait_status_name(status));
+	if (status == PTW_WAIT_COMPLETED)
+		EXPECT(w->has_end && w->end_ns >= w->start_ns, "wait %u: end", w->id);
+}
+
+static void check_contend(const struct ptw_spans *s, int rounds)
+{
+	const struct json_object *rec = truth_of("contend", 0);
+	uint64_t mutex = jhex(rec, "mutex");
+	const struct ptw_wait *w[256];
+	size_t n = waits_of(s, PTW_WAIT_MUTEX, mutex, 0, w, 256);
+	EXPECT(n == (size_t)rounds, "%zu waits on lock_m for %d rounds", n, rounds);
+	/* in the order they began (ids are in order of start) */
+	for (int r = 0; r < rounds && (size_t)r < n; r++) {
+		const struct json_object *rd = NULL;
+		for (size_t k = 0; (rd = truth_of("round", k)); k++)
+			if (jint(rd, "round") == r)
+				break;
+		if (!rd) {
+			EXPECT(rd, "round %d in the truth", r);
+			continue;
+		}
+		check_one(w[r], (pid_t)jint(rd, "waiter"), (pid_t)jint(rd, "owner"), mutex,
+			  "lock_m", "player", PTW_WAIT_COMPLETED);
+	}
+	EXPECT(ptw_locks_deadlock_count(ptw_spans_locks(s)) == 0, "a deadlock");
+}
+
+static void check_kinds(const struct ptw_spans *s, const char *mode, pid_t main_tid)
+{
+	const struct ptw_wait *w[16];
+	if (!strcmp(mode, "join")) {
+		const struct json_object *rec = truth_of("joined", 0);
+		size_t n = waits_of(s, PTW_WAIT_JOIN, 0, 0, w, 16);
+		EXPECT(n == 1, "%zu join waits", n);
+		if (n == 1)
+			check_one(w[0], (pid_t)jint(rec, "joiner"), (pid_t)jint(rec, "tid"),
+				  jhex(rec, "pthread"), NULL, "join_mode", PTW_WAIT_COMPLETED);
+	} else if (!strcmp(mode, "rwlock")) {
+		size_t k = 0;
+		for (const struct json_object *rec; (rec = truth_of("rw", k)); k++) {
+			bool rd = !strcmp(jstr(rec, "wait"), "rwlock_read");
+			size_t n = waits_of(s, rd ? PTW_WAIT_RWLOCK_READ : PTW_WAIT_RWLOCK_WRITE, 0,
+					    (pid_t)jint(rec, "waiter"), w, 16);
+			EXPECT(n == 1, "%zu %s waits", n, jstr(rec, "wait"));
+			if (n == 1)
+				check_one(w[0], (pid_t)jint(rec, "waiter"),
+					  (pid_t)jint(rec, "owner"), jhex(rec, "rwlock"), "rw_lock",
+					  rd ? "rw_reader" : "rw_writer", PTW_WAIT_COMPLETED);
+		}
+		EXPECT(k == 2, "%zu rw records", k);
+	} else {
+		bool cond = !strcmp(mode, "cond");
+		const struct json_object *rec = truth_of(mode, 0);
+		uint64_t object = jhex(rec, cond ? "cond" : "sem");
+		size_t n = waits_of(s, cond ? PTW_WAIT_COND : PTW_WAIT_SEM, object, 0, w, 16);
+		EXPECT(n == 1, "%zu waits on the %s", n, mode);
+		if (n == 1)
+			check_one(w[0], (pid_t)jint(rec, "waiter"), 0, object,
+				  cond ? "cond_v" : "sem_s", cond ? "cond_waiter" : "sem_waiter",
+				  PTW_WAIT_COMPLETED);
+	}
+	(void)main_tid;
+}
+
+/* /proc/PID/task/TID/syscall: asleep in futex on addr. */
+static bool blocked_on(pid_t pid, pid_t tid, uint64_t addr)
+{
+	char path[64], buf[256];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", pid, tid);
+	if (ptw_read_small_file(path, buf, sizeof(buf)) < 0)
+		return false;
+	unsigned long long a = 0;
+	return sscanf(buf, "202 %llx", &a) == 1 && a == addr;
+}
+
+/* /proc/PID/task/TID/syscall: asleep in system call nr. */
+static bool in_syscall(pid_t pid, pid_t tid, int nr)
+{
+	char path[64], buf[256];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", pid, tid);
+	int n = -1;
+	return ptw_read_small_file(path, buf, sizeof(buf)) >= 0 && sscanf(buf, "%d ", &n) == 1 &&
+	       n == nr;
+}
+
+static int tracer_pid(pid_t pid)
+{
+	char path[64], buf[4096];
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	if (ptw_read_small_file(path, buf, sizeof(buf)) < 0)
+		return -1;
+	const char *t = strstr(buf, "TracerPid:");
+	return t ? atoi(t + 10) : -1;
+}
+
+static void check_deadlock(const struct ptw_spans *s, pid_t pid, enum ptw_wait_status status)
+{
+	const struct json_object *rec = truth_of("deadlock", 0);
+	pid_t ab = (pid_t)jint(rec, "ab"), ba = (pid_t)jint(rec, "ba");
+	uint64_t ma = jhex(rec, "mutex_a"), mb = jhex(rec, "mutex_b");
+	const struct ptw_locks *l = ptw_spans_locks(s);
+	EXPECT(ptw_locks_deadlock_count(l) == 1, "%zu deadlocks", ptw_locks_deadlock_count(l));
+	EXPECT(ndeadlock_events == 2, "%zu DEADLOCK events", ndeadlock_events);
+	const struct ptw_live_deadlock *d = ptw_locks_deadlock(l, 0);
+	if (!d)
+		return;
+	printf("deadlock #%u: %zu threads, confirmed %s\n", d->id, d->n,
+	       ptw_deadlock_proof_text(d->proof));
+	EXPECT(d->n == 2 && d->expected == 2, "%zu members", d->n);
+	EXPECT(d->proof == PTW_PROOF_REREAD, "proof %s", ptw_deadlock_proof_name(d->proof));
+	bool tids = d->n == 2 && ((d->tids[0] == ab && d->tids[1] == ba) ||
+				  (d->tids[0] == ba && d->tids[1] == ab));
+	EXPECT(tids, "members %d %d, truth %d %d", d->tids[0], d->n > 1 ? d->tids[1] : 0, ab, ba);
+	for (size_t i = 0; i < d->n; i++) {
+		EXPECT(d->objects[i] == (d->tids[i] == ab ? mb : ma), "member %d object %#" PRIx64,
+		       d->tids[i], d->objects[i]);
+		const struct ptw_wait *w = NULL;
+		for (size_t k = 0; k < ptw_locks_count(l); k++)
+			if (ptw_locks_get(l, k)->id == d->waits[i])
+				w = ptw_locks_get(l, k);
+		EXPECT(w, "member %d: its wait span", d->tids[i]);
+		if (!w)
+			continue;
+		bool is_ab = w->tid == ab;
+		check_one(w, is_ab ? ab : ba, is_ab ? ba : ab, is_ab ? mb : ma,
+			  is_ab ? "mutex_b" : "mutex_a", is_ab ? "ab_worker" : "ba_worker", status);
+		EXPECT(w->deadlock == d->id, "wait %u: deadlock %u", w->id, w->deadlock);
+	}
+	(void)pid;
+}
+
+/* BPF objects (programs, links, maps) this process holds descriptors of:
+ * none once freed (the kernel then removes the probes). Other sessions may
+ * have programs of theirs loaded. */
+static int count_our_programs(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	if (!d)
+		return -1;
+	int n = 0;
+	for (struct dirent *e; (e = readdir(d));) {
+		char path[300], target[256];
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+		ssize_t len = readlink(path, target, sizeof(target) - 1);
+		target[len > 0 ? len : 0] = '\0';
+		n += !strncmp(target, "anon_inode:bpf", 14);
+	}
+	closedir(d);
+	return n;
+}
+
+static bool read_line(int fd, const char *want, char *line, size_t size)
+{
+	ssize_t n = read(fd, line, size - 1);
+	line[n > 0 ? n : 0] = '\0';
+	return n > 0 && !strncmp(line, want, strlen(want));
+}
+
+int main(int argc, char **argv)
+{
+	bool per_probe = argc > 1 && !strcmp(argv[1], "--per-probe");
+	bool no_debug = argc > 1 && !strcmp(argv[1], "--no-debug-files");
+	bool launch = argc > 1 && !strcmp(argv[1], "--launch");
+	int a = 1 + per_probe + no_debug + launch;
+	if (argc < a + 2) {
+		fprintf(stderr, "usage: test_kernel_locks [--per-probe | --no-debug-files] FIXTURE "
+				"MODE [ARG]\n");
+		return 99;
+	}
+	const char *fixture = argv[a], *mode = argv[a + 1];
+	int rounds = argc > a + 2 ? atoi(argv[a + 2]) : 0;
+	bool deadlock = !strcmp(mode, "deadlock");
+	bool formed = !strcmp(mode, "formed");
+	char why[512];
+	if (ptw_kernel_available(why, sizeof(why)) < 0) {
+		printf("SKIP: the kernel backend cannot run here: %s\n", why);
+		return 77;
+	}
+	alarm(50);
+	char tpath[] = "/tmp/ptw-klocks-XXXXXX";
+	int tfd = mkstemp(tpath);
+	if (tfd < 0)
+		return 99;
+	close(tfd);
+	struct ptw_spans *spans = ptw_spans_new();
+	struct ptw_kernel_opts o = { .use_debug_files = !no_debug,
+				     .use_cache = false,
+				     .sink = sink,
+				     .sink_ctx = spans,
+				     .no_multi = per_probe,
+				     .locks = true };
+	int ctl[2], rep[2];
+	char line[128] = "";
+	pid_t pid = 0, child;
+	struct ptw_kernel *k;
+	int r, status = 0;
+	if (launch) {
+		setenv("PTWATCH_TRUTH", tpath, 1);
+		r = ptw_kernel_launch(&o, argv + a, -1, &k, &child, why, sizeof(why));
+		if (r < 0) {
+			printf("FAIL: cannot launch %s: %s\n", fixture, why);
+			return 1;
+		}
+		pid = child;
+		ctl[1] = rep[0] = -1;
+		goto launched;
+	}
+	if (pipe2(ctl, O_CLOEXEC) || pipe2(rep, O_CLOEXEC))
+		return 99;
+	child = fork();
+	if (child == 0) {
+		int c = dup(ctl[0]), rr = dup(rep[1]);
+		char cs[16], rs[16];
+		snprintf(cs, sizeof(cs), "%d", c);
+		snprintf(rs, sizeof(rs), "%d", rr);
+		setenv("PTW_CTL_FD", cs, 1);
+		setenv("PTW_REPLY_FD", rs, 1);
+		setenv("PTWATCH_TRUTH", tpath, 1);
+		if (formed)
+			execl(fixture, fixture, (char *)NULL);
+		else
+			execv(fixture, argv + a);
+		_exit(127);
+	}
+	close(ctl[0]);
+	close(rep[1]);
+	if (!read_line(rep[0], "ready ", line, sizeof(line)) ||
+	    sscanf(line, "ready %d", &pid) != 1 || pid != child) {
+		fprintf(stderr, "fixture did not say ready: %s\n", line);
+		return 99;
+	}
+	r = ptw_kernel_attach(&o, pid, &k, why, sizeof(why));
+	if (r < 0) {
+		printf("FAIL: cannot attach to %d: %s\n", pid, why);
+		kill(pid, SIGKILL);
+		return 1;
+	}
+	if (formed) {
+		read_truth(tpath);
+		ptw_kernel_run(k, 300);
+		bool pong =
+			write(ctl[1], "p", 1) == 1 && read_line(rep[0], "pong", line, sizeof(line));
+		ptw_kernel_run(k, 300);
+		EXPECT(pong, "the process did not answer: %s", line);
+		EXPECT(tracer_pid(pid) == 0, "the process is traced");
+		/* each still in the call it blocked in (futex, or read) */
+		const struct json_object *b;
+		for (size_t i = 0; (b = truth_of("blocked", i)); i++)
+			EXPECT(in_syscall(pid, (pid_t)jint(b, "tid"),
+					  strcmp(jstr(b, "waits"), "read") ? 202 : 0),
+			       "%s %d no longer sleeps where it did", jstr(b, "role"),
+			       (int)jint(b, "tid"));
+		EXPECT(ptw_locks_count(ptw_spans_locks(spans)) == 0 && ndeadlock_events == 0,
+		       "%zu waits, %zu deadlock events invented",
+		       ptw_locks_count(ptw_spans_locks(spans)), ndeadlock_events);
+		kill(pid, SIGKILL);
+	} else if (write(ctl[1], "g", 1) != 1) {
+		return 99;
+	}
+launched:
+	if (deadlock) {
+		/* attached: its own handshake, the deadlock forms after 'd' */
+		if (!launch && (!read_line(rep[0], "ready", line, sizeof(line)) ||
+				write(ctl[1], "d", 1) != 1 ||
+				!read_line(rep[0], "deadlocked", line, sizeof(line)))) {
+			fprintf(stderr, "fixture did not deadlock: %s\n", line);
+			kill(pid, SIGKILL);
+			return 99;
+		}
+		/* said while the process runs on, within a few batches */
+		for (int i = 0; i < 100 && !ndeadlock_events; i++)
+			ptw_kernel_run(k, 50);
+		/* launched: it writes its record once both sleep */
+		for (int i = 0; i < 100 && (read_truth(tpath), !truth_of("deadlock", 0)); i++)
+			ptw_kernel_run(k, 50);
+		const struct json_object *rec = truth_of("deadlock", 0);
+		EXPECT(ndeadlock_events > 0, "no deadlock said within 5 s");
+		EXPECT(tracer_pid(pid) == 0, "the process is traced (TracerPid %d)",
+		       tracer_pid(pid));
+		EXPECT(blocked_on(pid, (pid_t)jint(rec, "ab"), jhex(rec, "mutex_b")) &&
+			       blocked_on(pid, (pid_t)jint(rec, "ba"), jhex(rec, "mutex_a")),
+		       "both threads still sleep on their mutexes");
+		check_deadlock(spans, pid, PTW_WAIT_OPEN);
+		kill(pid, SIGKILL);
+	}
+	r = ptw_kernel_run(k, 40000);
+	EXPECT(r == 1, "the run ended with %d, not the process's end", r);
+	waitpid(child, &status, 0);
+	ptw_kernel_detach(k);
+	ptw_spans_finish(spans);
+	struct ptw_kernel_stats st;
+	ptw_kernel_stats(k, &st);
+	printf("mode %s, %u probes, %" PRIu64 " records, %" PRIu64 " events, %" PRIu64 " lost\n",
+	       st.mode, st.probes, st.records, st.events, st.lost);
+	const char *const *notes;
+	size_t nn = ptw_kernel_notes(k, &notes);
+	for (size_t i = 0; i < nn; i++)
+		printf("note: %s\n", notes[i]);
+	EXPECT(st.lost == 0, "%" PRIu64 " lost", st.lost);
+	EXPECT(!strcmp(st.mode, per_probe ? "uprobe" : "uprobe_multi"), "mode %s", st.mode);
+	if (!deadlock && !formed) {
+		EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0, "fixture status %#x", status);
+		read_truth(tpath);
+	}
+	unlink(tpath);
+	print_waits(spans);
+	if (deadlock)
+		check_deadlock(spans, pid, PTW_WAIT_UNMATCHED);
+	else if (formed)
+		EXPECT(ptw_locks_count(ptw_spans_locks(spans)) == 0, "waits");
+	else if (!strcmp(mode, "contend"))
+		check_contend(spans, rounds);
+	else if (!strcmp(mode, "nocontend"))
+		EXPECT(ptw_locks_count(ptw_spans_locks(spans)) == 0, "%zu waits",
+		       ptw_locks_count(ptw_spans_locks(spans)));
+	else
+		check_kinds(spans, mode, pid);
+	int held = count_our_programs();
+	ptw_kernel_free(k);
+	ptw_spans_free(spans);
+	for (size_t i = 0; i < ntruth; i++)
+		json_object_put(truth[i]);
+	int left = count_our_programs();
+	printf("BPF descriptors held: %d before the free, %d after\n", held, left);
+	EXPECT(held > 0 && left == 0, "%d BPF descriptors still held (%d before)", left, held);
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
