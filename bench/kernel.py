@@ -44,6 +44,7 @@ What is not there yet (ptwatch without --backend, a backend that refuses
 """
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -155,15 +156,21 @@ def tools(name, cmd, opts, bt, has_backend):
 
 
 def run(argv, check):
-    """(work ns, stdout) or (None, why)."""
+    """(work ns, stdout, CPU s) or (None, why, None). CPU: user + system
+    time of every process the run reaped (target and tool; the kernel's
+    uprobe and BPF work is charged to the target), less disturbed by a
+    busy machine than the work's wall time."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=900)
     except subprocess.TimeoutExpired:
-        return None, "timed out"
+        return None, "timed out", None
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime
     m = WORK.search(p.stdout)
     if not m or not re.search(check, p.stdout):
-        return None, "exit %d: %s" % (p.returncode, (p.stdout + p.stderr)[-300:])
-    return int(m.group(1)), p.stdout
+        return None, "exit %d: %s" % (p.returncode, (p.stdout + p.stderr)[-300:]), None
+    return int(m.group(1)), p.stdout, cpu
 
 
 def main():
@@ -174,15 +181,17 @@ def main():
     for name, (cmd, units, check, opts, bt) in workloads().items():
         ts, skipped = tools(name, cmd, opts, bt, has_backend)
         works = {t: [] for t, _ in ts}
+        cpus = {t: [] for t, _ in ts}
         contended = {t: [] for t, _ in ts}
         failed = {t: [] for t, _ in ts}
         for _ in range(RUNS):
             for t, argv in ts:
-                ns, out = run(argv, check)
+                ns, out, cpu = run(argv, check)
                 if ns is None:
                     failed[t].append(out)
                     continue
                 works[t].append(ns)
+                cpus[t].append(cpu)
                 m = re.search(rb"contended (\d+)", out)
                 if m:
                     contended[t].append(int(m.group(1)))
@@ -192,9 +201,11 @@ def main():
         native = statistics.median(works["native"])
         unit = {"lifecycle": "thread lifecycle", "call": "traced call (call_%s)" % CALL_FN,
                 "wait": "contended wait"}[name]
-        print("\n%s: %s; the target's own work time, median of %d" % (name, " ".join(
-            os.path.basename(c) if i == 0 else c for i, c in enumerate(cmd)), RUNS))
-        head = "  %-38s %10s %16s %20s" % ("tool", "work", "added per unit", "(min..max)")
+        print("\n%s: %s; per %s; the target's own work time, median of %d" % (name, " ".join(
+            os.path.basename(c) if i == 0 else c for i, c in enumerate(cmd)), unit, RUNS))
+        ncpu = statistics.median(cpus["native"])
+        head = "  %-38s %10s %16s %20s %13s" % ("tool", "work", "added per unit", "(min..max)",
+                                                "CPU per unit")
         if name == "wait":
             head += " %18s" % "contended calls"
         print(head + "  failed")
@@ -216,7 +227,9 @@ def main():
                                            (max(works[t]) - native) / n / 1e3)
             else:
                 per, spread = "-", ""
-            line = "  %-38s %9.3fs %16s %20s" % (t, w / 1e9, per, spread)
+            c = statistics.median(cpus[t]) - (0 if t == "native" else ncpu)
+            cpu = "%.2f us" % (c / n * 1e6) if n else "-"
+            line = "  %-38s %9.3fs %16s %20s %13s" % (t, w / 1e9, per, spread, cpu)
             if name == "wait":
                 c = statistics.median(contended[t]) if contended[t] else None
                 nc = statistics.median(contended["native"]) if contended["native"] else None
@@ -225,7 +238,9 @@ def main():
             print(line + "  %d" % len(failed[t]))
         for t, why in skipped:
             print("  %-38s skipped: %s" % (t, why))
-        print("  * native: the whole unit (a lifecycle, a call, the run per contended call)")
+        print("  * native: the whole unit (a lifecycle, a call, the run per contended call);"
+              " CPU per unit: target and tool\n    (their start and end"
+              " included), less native's")
         strace = [t for t in ts if t[0] == "strace -f" and works["strace -f"]]
         kern = [t for t, _ in ts if t.startswith("ptwatch --backend=kernel") and works[t]]
         if name == "lifecycle" and strace and kern:

@@ -1432,11 +1432,28 @@ static void read_counters(struct ptw_kernel *k)
 	k->stats.read_failures = sum[PTWK_STAT_READ_FAIL];
 }
 
+/* Nothing more is recorded from here on: every program looks its tgid up
+ * in "watched" first. Emptied before the links close, since each
+ * uprobe_multi link takes 60-90 ms to go and the tracepoints meanwhile
+ * went on recording clones and exits without the uprobes' half (threads
+ * without routines, deaths missed: kill9-front@kernel, attach-churner@kernel). */
+static void stop_watching(struct ptw_kernel *k)
+{
+	if (!k->skel)
+		return;
+	const struct bpf_map *m = k->skel->maps.watched;
+	uint32_t key;
+	while (bpf_map__get_next_key(m, NULL, &key, sizeof(key)) == 0)
+		if (bpf_map__delete_elem(m, &key, sizeof(key), 0) < 0)
+			break;
+}
+
 int ptw_kernel_detach(struct ptw_kernel *k)
 {
 	if (k->detached)
 		return 0;
 	k->detached = true;
+	stop_watching(k);
 	ptw_kernel_consume(k);
 	read_counters(k);
 	uint64_t t0 = ptw_now_ns();
