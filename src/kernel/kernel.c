@@ -649,8 +649,9 @@ static void convert_queue(struct ptw_kernel *k)
 				ptwk_conv_record(&p->conv, &d->r);
 		}
 		/* (-f: the target's waits only; locks.c reads its memory) */
-		if (d->lock_record && k->locks && d->r.tgid == (uint32_t)k->pid)
-			ptwk_locks_record(k->locks, d->lock_record, d->lock_size);
+		if (k->locks && d->r.tgid == (uint32_t)k->pid) /* (a join's return too) */
+			ptwk_locks_record(k->locks, d->lock_record ? d->lock_record : (void *)&d->r,
+					  d->lock_record ? d->lock_size : sizeof(d->r));
 		drained_free(&k->queue[k->cur]);
 	}
 	k->converting = false;
