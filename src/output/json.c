@@ -846,6 +846,7 @@ void ptw_json_live_deadlock(struct ptw_json *j, const struct ptw_live_deadlock *
 		ptw_json_hex(j, NULL, d->objects[k]);
 	ptw_json_end_array(j);
 	ptw_json_uint(j, "ns", d->ns);
+	ptw_json_string(j, "confirmed_by", ptw_deadlock_proof_name(d->proof));
 	ptw_json_end_object(j);
 }
 

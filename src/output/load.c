@@ -742,6 +742,9 @@ static void deadlock_of(struct ld *ld, json_object *v, uint32_t id)
 	struct ptw_live_deadlock *d = xcalloc(1, sizeof(*d));
 	d->id = id;
 	d->ns = num(ld, v, "ns");
+	/* (since spans/5; absent: the tracer's, the only one before) */
+	const char *proof = str(ld, v, "confirmed_by");
+	d->proof = proof && !strcmp(proof, "owners_reread") ? PTW_PROOF_REREAD : PTW_PROOF_STOPPED;
 	d->n = d->expected = n;
 	d->tids = xcalloc(n + 1, sizeof(*d->tids));
 	d->thread_spans = xcalloc(n + 1, sizeof(*d->thread_spans));

@@ -391,12 +391,17 @@ void ptw_text_wait_event(struct ptw_buf *out, const struct ptw_text_style *st, c
 			line_start(out, st, ev, "DEADLOCK");
 			if (ev->value == 1)
 				ptw_buf_printf(out, " #%u: a thread waits for a lock it holds (the "
-						    "process runs on)\n",
+						    "process runs on",
 					       ev->span_id);
 			else
 				ptw_buf_printf(out, " #%u: %" PRIu64 " threads wait for each other "
-						    "(the process runs on)\n",
+						    "(the process runs on",
 					       ev->span_id, ev->value);
+			/* (the tracer's way is the one the summary always had) */
+			if (ev->proof != PTW_PROOF_STOPPED)
+				ptw_buf_printf(out, "; confirmed %s",
+					       ptw_deadlock_proof_text(ev->proof));
+			ptw_buf_puts(out, ")\n");
 		}
 		ptw_buf_printf(out, "  thread %d %s", ev->tid,
 			       ev->wait_kind == PTW_WAIT_JOIN ? "joins " : "waits for ");
@@ -1086,7 +1091,10 @@ static void waits_summary(struct ptw_buf *out, const struct ptw_report *r)
 		ptw_buf_puts(out, " wait for each other (");
 		for (size_t k = 0; k < d->n; k++)
 			ptw_buf_printf(out, "%s%#" PRIx64, k ? ", " : "", d->objects[k]);
-		ptw_buf_puts(out, ")\n");
+		ptw_buf_puts(out, ")");
+		if (d->proof != PTW_PROOF_STOPPED)
+			ptw_buf_printf(out, ", confirmed %s", ptw_deadlock_proof_text(d->proof));
+		ptw_buf_putc(out, '\n');
 	}
 }
 
