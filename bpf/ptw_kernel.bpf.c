@@ -181,6 +181,13 @@ int ptw_entry(struct pt_regs *ctx)
 		(void)v;
 	} else {
 		r.a = ctx->di; /* start_thread's pd, pthread_exit's value, the pthread_t */
+		/* start_thread: what it will run, for a thread whose
+		 * pthread_create came before the probes (an attach) */
+		if (kind == PTWK_START && have_start_routine &&
+		    read_user_u64(r.a + off_start_routine, &r.c))
+			r.f |= PTWK_F_ROUTINE_KNOWN;
+		if (kind == PTWK_START && have_arg && read_user_u64(r.a + off_arg, &r.d))
+			r.f |= PTWK_F_ARG_KNOWN;
 	}
 	/* main() is about to run: every library it needs is mapped, and user
 	 * space had better name them now, while the process lives. */

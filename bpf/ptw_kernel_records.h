@@ -74,6 +74,8 @@ enum ptwk_kind {
 #define PTWK_F_READ 0x800	 /* FRAME_ENTRY, LONGJMP: the user memory was read */
 #define PTWK_F_SHARED_VM 0x1000	 /* FORK: the child runs in its parent's memory (vfork,
 				  * posix_spawn, clone(CLONE_VM)) until it execs */
+#define PTWK_F_ROUTINE_KNOWN 0x2000 /* START: c = pd->start_routine */
+#define PTWK_F_ARG_KNOWN 0x4000	    /* START: d = pd->arg */
 
 #define PTWK_COMM_LEN 16
 

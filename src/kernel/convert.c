@@ -12,6 +12,7 @@ struct ptwk_thread {
 	bool created; /* its creation was seen (else: found at the attach) */
 	bool started, dead, in_join;
 	bool main_seen; /* the main thread: main() was entered */
+	bool raw;	/* made by a clone without pthread_create's record */
 };
 
 void ptwk_conv_init(struct ptwk_conv *c, pid_t pid, const struct ptwk_conv_ops *ops)
@@ -127,7 +128,9 @@ static void on_create(struct ptwk_conv *c, const struct ptwk_record *r)
 		struct ptw_event ev = ptw_event_init(PTW_EV_LWP_CREATE, r->ns, (pid_t)r->tid);
 		ev.other_tid = child;
 		th->pthread = 0;
-		th->started = true; /* no start routine to wait for */
+		/* A raw clone, or pthread_create entered before the probes were in
+		 * (a thread created while ptwatch attached): start_thread tells. */
+		th->raw = true;
 		emit(c, &ev);
 		return;
 	}
@@ -153,10 +156,23 @@ static void on_start(struct ptwk_conv *c, const struct ptwk_record *r)
 	 * argument describes: anything else is not a start we can pair. */
 	if (!th || th->started || (th->pthread && r->a && th->pthread != r->a))
 		return;
+	bool has_arg = th->created;
+	if (th->raw) {
+		/* start_thread entered: a pthread after all, its creation not seen
+		 * by the probes. Its routine and argument from its struct pthread
+		 * (BPF read them there), or it stays a clone's span. */
+		if (!r->a || !(r->f & PTWK_F_ROUTINE_KNOWN))
+			return;
+		th->raw = false;
+		th->pthread = r->a;
+		th->routine = r->c;
+		th->arg = r->d;
+		has_arg = (r->f & PTWK_F_ARG_KNOWN) != 0;
+	}
 	th->started = true;
 	struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_START, r->ns, (pid_t)r->tid);
 	ev.routine = locate(c, th->routine);
-	ev.has_arg = th->created;
+	ev.has_arg = has_arg;
 	ev.arg = th->arg;
 	emit(c, &ev);
 }

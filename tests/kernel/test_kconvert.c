@@ -167,6 +167,21 @@ static void test_lifecycles(void)
 	raw.a = 107;
 	ptwk_conv_record(&c, &raw);
 	lwp_exit(&c, 107, 9 << 8, 0, 0, "raw");
+	/* 109: its pthread_create came before the probes (a thread made while
+	 * ptwatch attached): a clone's record, then start_thread with what its
+	 * struct pthread says; a raw clone's start without them stays a clone. */
+	struct ptwk_record late = rec(PTWK_CREATE, PID);
+	late.a = 109;
+	ptwk_conv_record(&c, &late);
+	struct ptwk_record st = rec(PTWK_START, 109);
+	st.a = PD(11);
+	st.c = 0x2000;
+	st.d = 0xab;
+	st.f = PTWK_F_ROUTINE_KNOWN | PTWK_F_ARG_KNOWN;
+	ptwk_conv_record(&c, &st);
+	death(&c, 109, PD(11), 0x77, false);
+	lwp_exit(&c, 109, 0, 0, 0, "late");
+	simple(&c, PTWK_START, 107, PD(12)); /* (107 exited: nothing) */
 	/* 108: listed at the attach, its clone arriving after: one span. */
 	ptwk_conv_preexisting(&c, 108, PD(9), 0x2000, 0, NULL, clock_ns);
 	create(&c, PID, 108, PD(9), 0);
@@ -204,7 +219,7 @@ static void test_lifecycles(void)
 	CHECK_EQ(how_of[102], PTW_EXIT_SELF);
 	ptw_spans_finish(s);
 
-	CHECK_EQ(ptw_spans_count(s), 9);
+	CHECK_EQ(ptw_spans_count(s), 10);
 	const struct ptw_span *m = span_of(s, PID);
 	CHECK(m && m->origin == PTW_ORIGIN_MAIN && m->pthread == PD(1));
 	CHECK(m && m->status == PTW_STATUS_COMPLETED && m->value.set && m->value.v == 3);
@@ -227,6 +242,10 @@ static void test_lifecycles(void)
 	CHECK(sp && sp->start_ns.set);
 	sp = span_of(s, 107);
 	CHECK(sp && sp->origin == PTW_ORIGIN_CLONE && sp->status == PTW_STATUS_LWP_EXITED);
+	sp = span_of(s, 109);
+	CHECK(sp && sp->origin == PTW_ORIGIN_CLONE && sp->status == PTW_STATUS_COMPLETED);
+	CHECK(sp && sp->start_routine && !strcmp(sp->start_routine->symbol, "worker"));
+	CHECK(sp && sp->arg.set && sp->arg.v == 0xab && sp->value.set && sp->value.v == 0x77);
 	sp = span_of(s, 108);
 	CHECK(sp && sp->origin == PTW_ORIGIN_PREEXISTING && sp->method == PTW_METHOD_PROCESS_EXIT);
 	CHECK(span_of(s, 999) == NULL);
