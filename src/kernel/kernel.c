@@ -1617,37 +1617,14 @@ static struct ptw_kernel *follow_process_of(struct ptw_kernel *k, uint32_t tgid)
 	return tgid == (uint32_t)k->pid ? k : NULL;
 }
 
-/* /proc/PID/cmdline as an argv (NULL: gone or unreadable). */
+/* /proc/PID/cmdline as an argv (NULL: gone, unreadable or empty). */
 static char **read_cmdline(pid_t pid)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return NULL;
-	struct ptw_buf b = { 0 };
-	char buf[4096];
-	ssize_t n;
-	/* Bounded: the target writes it (an argv of 1 MiB is kept whole). */
-	while (b.len < (1u << 20) && (n = read(fd, buf, sizeof(buf))) > 0)
-		ptw_buf_add(&b, buf, (size_t)n);
-	close(fd);
-	if (!b.len) {
-		free(b.p);
+	char **argv = ptw_proc_cmdline(pid);
+	if (argv && !argv[0]) {
+		free(argv);
 		return NULL;
 	}
-	size_t count = 0;
-	for (size_t i = 0; i < b.len; i++)
-		count += b.p[i] == '\0' || i + 1 == b.len;
-	char **argv = xcalloc(count + 1, sizeof(*argv));
-	size_t a = 0;
-	for (size_t i = 0; i < b.len && a < count;) {
-		size_t len = strnlen(b.p + i, b.len - i);
-		argv[a] = xcalloc(len + 1, 1);
-		memcpy(argv[a++], b.p + i, len);
-		i += len + 1;
-	}
-	free(b.p);
 	return argv;
 }
 
