@@ -407,9 +407,7 @@ static const char *on_exec(void *ctx)
 		n = d->exe ? (ssize_t)strlen(d->exe) : 0;
 		snprintf(k->exe, sizeof(k->exe), "%s", d->exe ? d->exe : "");
 		/* (Gone already: its command line is unknown, not its parent's.) */
-		for (char **a = k->argv; a && *a; a++)
-			free(*a);
-		free(k->argv);
+		ptw_argv_free(k->argv);
 		k->argv = d->argv;
 		d->argv = NULL;
 	} else {
@@ -624,9 +622,7 @@ static void drained_free(struct drained *d)
 	for (int i = 0; i < 2; i++)
 		if (d->link_fds[i] >= 0)
 			close(d->link_fds[i]);
-	for (char **a = d->argv; a && *a; a++)
-		free(*a);
-	free(d->argv);
+	ptw_argv_free(d->argv);
 	free(d->lock_record);
 }
 
@@ -1584,9 +1580,7 @@ void ptw_kernel_free(struct ptw_kernel *k)
 	}
 	ptw_map_free(&k->by_pid);
 	free(k->report_procs);
-	for (char **a = k->argv; a && *a; a++)
-		free(*a);
-	free(k->argv);
+	ptw_argv_free(k->argv);
 	ptwk_conv_free(&k->conv);
 	ptwk_frames_free(k->frames);
 	ptwk_locks_free(k->locks);
@@ -1628,17 +1622,6 @@ static char **read_cmdline(pid_t pid)
 	return argv;
 }
 
-static char **dup_argv(char *const *argv)
-{
-	size_t n = 0;
-	while (argv && argv[n])
-		n++;
-	char **out = xcalloc(n + 1, sizeof(*out));
-	for (size_t i = 0; i < n; i++)
-		out[i] = xstrdup(argv[i]);
-	return out;
-}
-
 /* p's image is new (an exec, or the attach): its exe and command line,
  * read now (the exec record woke us: it most likely still runs). */
 static void follow_exec(struct ptw_kernel *p)
@@ -1650,9 +1633,7 @@ static void follow_exec(struct ptw_kernel *p)
 	char **argv = read_cmdline(p->pid);
 	if (!argv)
 		return; /* gone: the one it had (a fork child's: its parent's) */
-	for (char **a = p->argv; a && *a; a++)
-		free(*a);
-	free(p->argv);
+	ptw_argv_free(p->argv);
 	p->argv = argv;
 }
 
@@ -1707,7 +1688,7 @@ static void follow_fork(struct ptw_kernel *k, struct ptw_kernel *parent,
 {
 	struct ptw_kernel *c = follow_new(k, parent, (pid_t)r->a, (pid_t)r->tid, r->ns);
 	memcpy(c->exe, parent->exe, sizeof(c->exe));
-	c->argv = dup_argv(parent->argv);
+	c->argv = ptw_argv_dup(parent->argv);
 	if (parent->syms) {
 		c->syms = parent->syms;
 		c->syms_borrowed = true;
