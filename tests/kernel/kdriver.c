@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ptw_util.h"
@@ -81,6 +82,17 @@ struct ptw_kernel *kdrv_attach(const struct ptw_kernel_opts *o, pid_t pid)
 		exit(1);
 	}
 	return k;
+}
+
+int kdrv_end(struct ptw_kernel *k, struct ptw_spans *spans, pid_t child,
+	     struct ptw_kernel_stats *st)
+{
+	int status = 0;
+	waitpid(child, &status, 0);
+	ptw_kernel_detach(k);
+	ptw_spans_finish(spans);
+	ptw_kernel_stats(k, st);
+	return status;
 }
 
 size_t kdrv_notes(struct ptw_kernel *k, const char *const **notes)

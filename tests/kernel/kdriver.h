@@ -16,6 +16,7 @@
 #include <sys/types.h>
 
 #include "ptw_kernel.h"
+#include "ptw_spans.h"
 
 extern int kdrv_passed, kdrv_failed;
 
@@ -51,6 +52,11 @@ void kdrv_wait_ready(int rep, pid_t child, char *line, size_t size);
 
 /* ptw_kernel_attach to pid; exits 1 (FAIL, pid killed) if it cannot. */
 struct ptw_kernel *kdrv_attach(const struct ptw_kernel_opts *o, pid_t pid);
+
+/* The run over: child reaped, the backend detached, the spans finished;
+ * *st: the backend's figures. child's wait status. */
+int kdrv_end(struct ptw_kernel *k, struct ptw_spans *spans, pid_t child,
+	     struct ptw_kernel_stats *st);
 
 /* The backend's notes, each printed ("note: ..."); their count. */
 size_t kdrv_notes(struct ptw_kernel *k, const char *const **notes);

@@ -228,12 +228,8 @@ int main(int argc, char **argv)
 run:
 	r = ptw_kernel_run(k, 40000);
 	EXPECT(r == 1, "the run ended with %d, not the process's end", r);
-	int status = 0;
-	waitpid(child, &status, 0);
-	ptw_kernel_detach(k);
-	ptw_spans_finish(spans);
 	struct ptw_kernel_stats st;
-	ptw_kernel_stats(k, &st);
+	int status = kdrv_end(k, spans, child, &st);
 	printf("mode %s, %u probes, %" PRIu64 " records, %" PRIu64 " events, %" PRIu64
 	       " lost, %" PRIu64
 	       " preexisting; attach %.1f ms (programs %.1f ms), detach %.1f ms\n",

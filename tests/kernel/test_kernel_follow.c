@@ -263,12 +263,8 @@ int main(int argc, char **argv)
 run:
 	r = ptw_kernel_run(k, 100000);
 	EXPECT(r == 1, "the run ended with %d, not every process's end", r);
-	int status = 0;
-	waitpid(pid, &status, 0);
-	ptw_kernel_detach(k);
-	ptw_spans_finish(spans);
 	struct ptw_kernel_stats st;
-	ptw_kernel_stats(k, &st);
+	int status = kdrv_end(k, spans, pid, &st);
 	printf("mode %s, %u probes, %" PRIu64 " records, %" PRIu64 " events, %" PRIu64
 	       " lost; attach %.1f ms, detach %.1f ms\n",
 	       st.mode, st.probes, st.records, st.events, st.lost, st.attach_ns / 1e6,
