@@ -20,6 +20,10 @@ void *xcalloc(size_t n, size_t size);
 void *xreallocarray(void *p, size_t n, size_t size);
 char *xstrdup(const char *s);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A copy of a NULL-terminated argv (NULL: an empty one), each string
+ * malloc'd; freed by ptw_argv_free (which takes NULL too). */
+char **ptw_argv_dup(char *const *argv);
+void ptw_argv_free(char **argv);
 
 /* CLOCK_MONOTONIC in nanoseconds; every timestamp ptwatch reports uses it. */
 uint64_t ptw_now_ns(void);

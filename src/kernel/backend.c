@@ -343,9 +343,7 @@ static void backend_free(struct ptw_backend *b)
 	struct kernel_backend *kb = kb_of(b);
 	ptw_kernel_free(kb->k);
 	free(kb->interrupts);
-	for (char **a = kb->owned_argv; a && *a; a++)
-		free(*a);
-	free(kb->owned_argv);
+	ptw_argv_free(kb->owned_argv);
 	free(kb);
 }
 

@@ -407,9 +407,7 @@ static const char *on_exec(void *ctx)
 		n = d->exe ? (ssize_t)strlen(d->exe) : 0;
 		snprintf(k->exe, sizeof(k->exe), "%s", d->exe ? d->exe : "");
 		/* (Gone already: its command line is unknown, not its parent's.) */
-		for (char **a = k->argv; a && *a; a++)
-			free(*a);
-		free(k->argv);
+		ptw_argv_free(k->argv);
 		k->argv = d->argv;
 		d->argv = NULL;
 	} else {
@@ -624,9 +622,7 @@ static void drained_free(struct drained *d)
 	for (int i = 0; i < 2; i++)
 		if (d->link_fds[i] >= 0)
 			close(d->link_fds[i]);
-	for (char **a = d->argv; a && *a; a++)
-		free(*a);
-	free(d->argv);
+	ptw_argv_free(d->argv);
 	free(d->lock_record);
 }
 
@@ -1584,9 +1580,7 @@ void ptw_kernel_free(struct ptw_kernel *k)
 	}
 	ptw_map_free(&k->by_pid);
 	free(k->report_procs);
-	for (char **a = k->argv; a && *a; a++)
-		free(*a);
-	free(k->argv);
+	ptw_argv_free(k->argv);
 	ptwk_conv_free(&k->conv);
 	ptwk_frames_free(k->frames);
 	ptwk_locks_free(k->locks);
@@ -1617,49 +1611,15 @@ static struct ptw_kernel *follow_process_of(struct ptw_kernel *k, uint32_t tgid)
 	return tgid == (uint32_t)k->pid ? k : NULL;
 }
 
-/* /proc/PID/cmdline as an argv (NULL: gone or unreadable). */
+/* /proc/PID/cmdline as an argv (NULL: gone, unreadable or empty). */
 static char **read_cmdline(pid_t pid)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return NULL;
-	struct ptw_buf b = { 0 };
-	char buf[4096];
-	ssize_t n;
-	/* Bounded: the target writes it (an argv of 1 MiB is kept whole). */
-	while (b.len < (1u << 20) && (n = read(fd, buf, sizeof(buf))) > 0)
-		ptw_buf_add(&b, buf, (size_t)n);
-	close(fd);
-	if (!b.len) {
-		free(b.p);
+	char **argv = ptw_proc_cmdline(pid);
+	if (argv && !argv[0]) {
+		free(argv);
 		return NULL;
 	}
-	size_t count = 0;
-	for (size_t i = 0; i < b.len; i++)
-		count += b.p[i] == '\0' || i + 1 == b.len;
-	char **argv = xcalloc(count + 1, sizeof(*argv));
-	size_t a = 0;
-	for (size_t i = 0; i < b.len && a < count;) {
-		size_t len = strnlen(b.p + i, b.len - i);
-		argv[a] = xcalloc(len + 1, 1);
-		memcpy(argv[a++], b.p + i, len);
-		i += len + 1;
-	}
-	free(b.p);
 	return argv;
-}
-
-static char **dup_argv(char *const *argv)
-{
-	size_t n = 0;
-	while (argv && argv[n])
-		n++;
-	char **out = xcalloc(n + 1, sizeof(*out));
-	for (size_t i = 0; i < n; i++)
-		out[i] = xstrdup(argv[i]);
-	return out;
 }
 
 /* p's image is new (an exec, or the attach): its exe and command line,
@@ -1673,9 +1633,7 @@ static void follow_exec(struct ptw_kernel *p)
 	char **argv = read_cmdline(p->pid);
 	if (!argv)
 		return; /* gone: the one it had (a fork child's: its parent's) */
-	for (char **a = p->argv; a && *a; a++)
-		free(*a);
-	free(p->argv);
+	ptw_argv_free(p->argv);
 	p->argv = argv;
 }
 
@@ -1730,7 +1688,7 @@ static void follow_fork(struct ptw_kernel *k, struct ptw_kernel *parent,
 {
 	struct ptw_kernel *c = follow_new(k, parent, (pid_t)r->a, (pid_t)r->tid, r->ns);
 	memcpy(c->exe, parent->exe, sizeof(c->exe));
-	c->argv = dup_argv(parent->argv);
+	c->argv = ptw_argv_dup(parent->argv);
 	if (parent->syms) {
 		c->syms = parent->syms;
 		c->syms_borrowed = true;

@@ -36,24 +36,6 @@ static bool setuid_exec(pid_t pid)
 	return stat(path, &sb) == 0 && (sb.st_mode & (S_ISUID | S_ISGID));
 }
 
-static char **dup_argv(char *const *argv)
-{
-	size_t n = 0;
-	while (argv && argv[n])
-		n++;
-	char **out = xcalloc(n + 1, sizeof(*out));
-	for (size_t i = 0; i < n; i++)
-		out[i] = xstrdup(argv[i]);
-	return out;
-}
-
-static void free_argv(char **argv)
-{
-	for (char **a = argv; a && *a; a++)
-		free(*a);
-	free(argv);
-}
-
 /* -f: the record of a process the traced process t forked (st: its fork
  * event), listed in the root; its tracing is set up at its first stop
  * (fork) or its exec (vfork). */
@@ -61,7 +43,7 @@ static struct ptw_tracer *followed_new(struct ptw_tracer *t, const struct ptw_st
 {
 	struct ptw_tracer *c = follow_add(t, (pid_t)st->msg, t->proc->pid, st->tid, st->ns);
 	c->xol_parent = t;
-	c->owned_argv = dup_argv(t->argv);
+	c->owned_argv = ptw_argv_dup(t->argv);
 	c->argv = c->owned_argv;
 	return c;
 }
@@ -253,7 +235,7 @@ void follow_fork_stop(struct ptw_tracer *t, struct ptw_stop *st)
  * set-group-ID: then it has been let go. */
 bool follow_exec(struct ptw_tracer *t, struct ptw_lwp *l)
 {
-	free_argv(t->owned_argv);
+	ptw_argv_free(t->owned_argv);
 	t->owned_argv = ptw_proc_cmdline(t->pid);
 	t->argv = t->owned_argv;
 	if (setuid_exec(l->tid)) {
@@ -287,7 +269,7 @@ bool follow_vfork_exec(struct ptw_tracer *t, struct ptw_lwp *l)
 		c->vfork_parent = NULL;
 		free(c->last_exe);
 		c->last_exe = read_exe(c->pid); /* the new program, not ours */
-		free_argv(c->owned_argv);
+		ptw_argv_free(c->owned_argv);
 		c->owned_argv = ptw_proc_cmdline(c->pid);
 		c->argv = c->owned_argv;
 		int r = followed_open(c);

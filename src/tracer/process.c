@@ -54,9 +54,7 @@ void ptw_tracer_free(struct ptw_tracer *t)
 	for (size_t i = 0; i < t->nold_syms; i++)
 		ptw_symbols_free(t->old_syms[i]);
 	free(t->old_syms);
-	for (char **a = t->owned_argv; a && *a; a++)
-		free(*a);
-	free(t->owned_argv);
+	ptw_argv_free(t->owned_argv);
 	if (t->proc && !t->root) {
 		/* The root's LWP table holds every process's threads (-f). */
 		size_t it = 0;

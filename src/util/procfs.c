@@ -256,12 +256,14 @@ char **ptw_proc_cmdline(pid_t pid)
 	struct ptw_buf b = { 0 };
 	char chunk[4096];
 	ssize_t n;
-	while ((n = read(fd, chunk, sizeof(chunk))) > 0)
+	/* Bounded: the target writes it (an argv of 1 MiB is kept whole). */
+	while (b.len < (1u << 20) && (n = read(fd, chunk, sizeof(chunk))) > 0)
 		ptw_buf_add(&b, chunk, (size_t)n);
 	close(fd);
+	/* (A last string without its '\0', rewritten by the target, counts.) */
 	size_t count = 0;
 	for (size_t i = 0; i < b.len; i++)
-		count += b.p[i] == '\0';
+		count += b.p[i] == '\0' || i + 1 == b.len;
 	char **argv = xcalloc(count + 1, sizeof(*argv));
 	size_t k = 0;
 	for (size_t i = 0; i < b.len && k < count; i += strlen(b.p + i) + 1)

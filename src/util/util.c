@@ -54,6 +54,24 @@ char *xstrdup(const char *s)
 	return p;
 }
 
+char **ptw_argv_dup(char *const *argv)
+{
+	size_t n = 0;
+	while (argv && argv[n])
+		n++;
+	char **out = xcalloc(n + 1, sizeof(*out));
+	for (size_t i = 0; i < n; i++)
+		out[i] = xstrdup(argv[i]);
+	return out;
+}
+
+void ptw_argv_free(char **argv)
+{
+	for (char **a = argv; a && *a; a++)
+		free(*a);
+	free(argv);
+}
+
 char *xasprintf(const char *fmt, ...)
 {
 	va_list ap;

@@ -34,12 +34,7 @@
 #include "ptw_symbols.h"
 #include "ptw_util.h"
 
-/* The truth file's JSON lines, through json-c (as ptwatch report reads). */
-static const struct json_object *jget(const struct json_object *o, const char *key)
-{
-	struct json_object *r;
-	return o && json_object_object_get_ex(o, key, &r) ? r : NULL;
-}
+#include "kdriver.h"
 
 static void ji64(const struct json_object *v, int64_t *ret)
 {
@@ -60,20 +55,7 @@ static const char *jstr(const struct json_object *v)
 		       : "";
 }
 
-static int passed, failed;
 static uint64_t nevents[PTW_EV_LAST + 1];
-
-#define EXPECT(cond, ...)                                                                          \
-	do {                                                                                       \
-		if (cond) {                                                                        \
-			passed++;                                                                  \
-		} else {                                                                           \
-			failed++;                                                                  \
-			printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                     \
-			printf(__VA_ARGS__);                                                       \
-			putchar('\n');                                                             \
-		}                                                                                  \
-	} while (0)
 
 /* How each thread's LWP left, by tid (PTW_EV_LWP_EXIT). */
 static struct ptw_map exit_how;
@@ -85,20 +67,6 @@ static void sink(void *ctx, const struct ptw_event *ev)
 	if (ev->kind == PTW_EV_LWP_EXIT)
 		ptw_map_put(&exit_how, (uint64_t)ev->tid, (void *)(uintptr_t)(ev->exit_how + 1));
 	ptw_spans_consume(ctx, ev);
-}
-
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return NULL;
-	struct ptw_buf b = { 0 };
-	char buf[4096];
-	size_t n;
-	while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
-		ptw_buf_add(&b, buf, n);
-	fclose(f);
-	return b.p ? b.p : xstrdup("");
 }
 
 static const struct ptw_span *span_of(struct ptw_spans *s, pid_t tid)
@@ -118,14 +86,14 @@ static void check_thread(struct ptw_spans *s, const struct json_object *t, pid_t
 {
 	int64_t tid = 0, creator = 0;
 	uint64_t pthread = 0, value = 0;
-	ji64(jget(t, "tid"), &tid);
-	ji64(jget(t, "creator"), &creator);
-	jhex(jget(t, "pthread"), &pthread);
-	jhex(jget(t, "value"), &value);
-	const char *routine = jstr(jget(t, "routine"));
-	const char *end = jstr(jget(t, "end"));
-	const char *name = jstr(jget(t, "name"));
-	const struct json_object *det = jget(t, "detached");
+	ji64(kdrv_jget(t, "tid"), &tid);
+	ji64(kdrv_jget(t, "creator"), &creator);
+	jhex(kdrv_jget(t, "pthread"), &pthread);
+	jhex(kdrv_jget(t, "value"), &value);
+	const char *routine = jstr(kdrv_jget(t, "routine"));
+	const char *end = jstr(kdrv_jget(t, "end"));
+	const char *name = jstr(kdrv_jget(t, "name"));
+	const struct json_object *det = kdrv_jget(t, "detached");
 	bool detached = det && json_object_is_type(det, json_type_boolean) &&
 			json_object_get_boolean(det);
 	const struct ptw_span *sp = span_of(s, (pid_t)tid);
@@ -133,7 +101,7 @@ static void check_thread(struct ptw_spans *s, const struct json_object *t, pid_t
 	       value);
 	if (!sp) {
 		printf("no span\n");
-		failed++;
+		kdrv_failed++;
 		return;
 	}
 	printf("span %u status %d value %s%#" PRIx64 " detached %d joined %d by %d name %s\n",
@@ -150,7 +118,7 @@ static void check_thread(struct ptw_spans *s, const struct json_object *t, pid_t
 	if (!pre) {
 		EXPECT(sp->creator_tid == (pid_t)creator, "%s creator %d != %" PRId64, routine,
 		       sp->creator_tid, creator);
-		const char *create_fn = jstr(jget(t, "create_fn"));
+		const char *create_fn = jstr(kdrv_jget(t, "create_fn"));
 		EXPECT(!strcmp(sym(sp->create_site), create_fn), "%s create site %s != %s", routine,
 		       sym(sp->create_site), create_fn);
 		EXPECT(sp->create_ns.set && sp->start_ns.set && sp->create_ns.v <= sp->start_ns.v,
@@ -226,16 +194,10 @@ int main(int argc, char **argv)
 	}
 	const char *fixture = argv[argc - 1];
 	char why[512];
-	if (ptw_kernel_available(why, sizeof(why)) < 0) {
-		printf("SKIP: the kernel backend cannot run here: %s\n", why);
-		return 77;
-	}
+	kdrv_require_kernel();
 	alarm(50);
 	char truth[] = "/tmp/ptw-ktruth-XXXXXX";
-	int tfd = mkstemp(truth);
-	if (tfd < 0)
-		return 99;
-	close(tfd);
+	kdrv_truth_file(truth);
 	struct ptw_spans *spans = ptw_spans_new();
 	struct ptw_kernel_opts o = { .use_debug_files = true,
 				     .use_cache = false,
@@ -243,7 +205,7 @@ int main(int argc, char **argv)
 				     .sink_ctx = spans,
 				     .no_multi = per_probe };
 	struct ptw_kernel *k;
-	int r, ctl[2] = { -1, -1 }, rep[2];
+	int r, ctl = -1, rep;
 	pid_t pid, child;
 	if (launch) {
 		setenv("PTWATCH_TRUTH", truth, 1);
@@ -256,56 +218,25 @@ int main(int argc, char **argv)
 		pid = child;
 		goto run;
 	}
-	if (pipe2(ctl, O_CLOEXEC) || pipe2(rep, O_CLOEXEC))
-		return 99;
-	child = fork();
-	if (child == 0) {
-		/* The ends the fixture uses, without close-on-exec. */
-		int c = dup(ctl[0]), rr = dup(rep[1]);
-		char cs[16], rs[16];
-		snprintf(cs, sizeof(cs), "%d", c);
-		snprintf(rs, sizeof(rs), "%d", rr);
-		setenv("PTW_CTL_FD", cs, 1);
-		setenv("PTW_REPLY_FD", rs, 1);
-		setenv("PTWATCH_TRUTH", truth, 1);
-		execl(fixture, fixture, (char *)NULL);
-		_exit(127);
-	}
-	close(ctl[0]);
-	close(rep[1]);
+	child = kdrv_spawn_fixture((char *const[]){ (char *)fixture, NULL }, truth, &ctl, &rep);
 	char line[128] = { 0 };
-	ssize_t n = read(rep[0], line, sizeof(line) - 1);
-	pid = 0;
-	if (n <= 0 || sscanf(line, "ready %d", &pid) != 1 || pid != child) {
-		fprintf(stderr, "fixture did not say ready: %s\n", line);
-		return 99;
-	}
-	r = ptw_kernel_attach(&o, pid, &k, why, sizeof(why));
-	if (r < 0) {
-		printf("FAIL: cannot attach to %d: %s\n", pid, why);
-		kill(pid, SIGKILL);
-		return 1;
-	}
-	if (write(ctl[1], "g", 1) != 1)
+	kdrv_wait_ready(rep, child, line, sizeof(line));
+	pid = child;
+	k = kdrv_attach(&o, pid);
+	if (write(ctl, "g", 1) != 1)
 		return 99;
 run:
 	r = ptw_kernel_run(k, 40000);
 	EXPECT(r == 1, "the run ended with %d, not the process's end", r);
-	int status = 0;
-	waitpid(child, &status, 0);
-	ptw_kernel_detach(k);
-	ptw_spans_finish(spans);
 	struct ptw_kernel_stats st;
-	ptw_kernel_stats(k, &st);
+	int status = kdrv_end(k, spans, child, &st);
 	printf("mode %s, %u probes, %" PRIu64 " records, %" PRIu64 " events, %" PRIu64
 	       " lost, %" PRIu64
 	       " preexisting; attach %.1f ms (programs %.1f ms), detach %.1f ms\n",
 	       st.mode, st.probes, st.records, st.events, st.lost, st.preexisting,
 	       st.attach_ns / 1e6, st.probes_ns / 1e6, st.detach_ns / 1e6);
 	const char *const *notes;
-	size_t nn = ptw_kernel_notes(k, &notes);
-	for (size_t i = 0; i < nn; i++)
-		printf("note: %s\n", notes[i]);
+	kdrv_notes(k, &notes);
 	EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 3, "fixture status %#x", status);
 	int code = -1, sig = -1;
 	bool core;
@@ -315,7 +246,7 @@ run:
 	EXPECT(!strcmp(st.mode, per_probe ? "uprobe" : "uprobe_multi"), "mode %s", st.mode);
 
 	/* The ground truth. */
-	char *text = slurp(truth);
+	char *text = kdrv_slurp(truth);
 	unlink(truth);
 	if (!text)
 		return 99;
@@ -326,14 +257,14 @@ run:
 		struct json_object *v = json_tokener_parse(l);
 		if (!v)
 			return 99;
-		const char *kind = jstr(jget(v, "kind"));
+		const char *kind = jstr(kdrv_jget(v, "kind"));
 		if (kind && !strcmp(kind, "thread")) {
 			nthreads++;
 			check_thread(spans, v, main_tid);
 		} else if (kind && !strcmp(kind, "join")) {
 			int64_t joiner = 0, tid = 0;
-			ji64(jget(v, "joiner"), &joiner);
-			ji64(jget(v, "tid"), &tid);
+			ji64(kdrv_jget(v, "joiner"), &joiner);
+			ji64(kdrv_jget(v, "tid"), &tid);
 			const struct ptw_span *sp = span_of(spans, (pid_t)tid);
 			njoins++;
 			EXPECT(sp && sp->joined && sp->joiner_tid == (pid_t)joiner &&
@@ -343,9 +274,9 @@ run:
 		} else if (kind && !strcmp(kind, "main")) {
 			const struct ptw_span *sp = span_of(spans, pid);
 			uint64_t pthread = 0;
-			jhex(jget(v, "pthread"), &pthread);
+			jhex(kdrv_jget(v, "pthread"), &pthread);
 			uint64_t value = 0;
-			jhex(jget(v, "value"), &value);
+			jhex(kdrv_jget(v, "value"), &value);
 			EXPECT(sp && sp->origin == PTW_ORIGIN_MAIN && sp->pthread == pthread &&
 				       !strcmp(sym(sp->start_routine), "main") &&
 				       (!launch || sp->start_ns.set),
@@ -397,6 +328,5 @@ run:
 		left = programs_left(ids, nids);
 	}
 	EXPECT(left == 0, "%d of the %zu BPF programs we held still loaded", left, nids);
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return kdrv_result();
 }

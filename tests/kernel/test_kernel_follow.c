@@ -53,58 +53,13 @@
 #include "ptw_symbols.h"
 #include "ptw_util.h"
 
-static int passed, failed;
+#include "kdriver.h"
+
 /* The backend said some exec'd images ended before it could read their
  * modules (a process that lives less than the reader's wakeup, on a busy
  * machine): their code is unnamed (never misnamed); counted, not failed. */
 static bool unread_images;
 static int unnamed;
-
-#define EXPECT(cond, ...)                                                                          \
-	do {                                                                                       \
-		if (cond) {                                                                        \
-			passed++;                                                                  \
-		} else {                                                                           \
-			failed++;                                                                  \
-			printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                     \
-			printf(__VA_ARGS__);                                                       \
-			putchar('\n');                                                             \
-		}                                                                                  \
-	} while (0)
-
-static const struct json_object *jget(const struct json_object *o, const char *key)
-{
-	struct json_object *r;
-	return o && json_object_object_get_ex(o, key, &r) ? r : NULL;
-}
-
-static int64_t jint(const struct json_object *o, const char *key)
-{
-	const struct json_object *v = jget(o, key);
-	return v && json_object_is_type(v, json_type_int) ? json_object_get_int64(v) : -1;
-}
-
-static uint64_t jhex(const struct json_object *o, const char *key)
-{
-	const struct json_object *v = jget(o, key);
-	return v && json_object_is_type(v, json_type_string)
-		       ? strtoull(json_object_get_string((struct json_object *)v), NULL, 16)
-		       : 0;
-}
-
-static const char *jstr(const struct json_object *o, const char *key)
-{
-	const struct json_object *v = jget(o, key);
-	return v && json_object_is_type(v, json_type_string)
-		       ? json_object_get_string((struct json_object *)v)
-		       : "";
-}
-
-static bool jtrue(const struct json_object *o, const char *key)
-{
-	const struct json_object *v = jget(o, key);
-	return v && json_object_is_type(v, json_type_boolean) && json_object_get_boolean(v);
-}
 
 static const char *sym(const struct ptw_location *l)
 {
@@ -169,20 +124,6 @@ static void check_thread(struct ptw_spans *s, pid_t pid, pid_t tid, const char *
 	EXPECT(sp->create_ns.set && sp->start_ns.set, "%d %s create/start times", tid, routine);
 }
 
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return NULL;
-	struct ptw_buf b = { 0 };
-	char buf[4096];
-	size_t n;
-	while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
-		ptw_buf_add(&b, buf, n);
-	fclose(f);
-	return b.p ? b.p : xstrdup("");
-}
-
 static bool ends_with(const char *s, const char *tail)
 {
 	size_t a = s ? strlen(s) : 0, b = strlen(tail);
@@ -202,16 +143,10 @@ int main(int argc, char **argv)
 	if (!prefork || !lifecycle || !forkthreads)
 		return 99;
 	char why[512];
-	if (ptw_kernel_available(why, sizeof(why)) < 0) {
-		printf("SKIP: the kernel backend cannot run here: %s\n", why);
-		return 77;
-	}
+	kdrv_require_kernel();
 	alarm(110);
 	char truth[] = "/tmp/ptw-kftruth-XXXXXX";
-	int tfd = mkstemp(truth);
-	if (tfd < 0)
-		return 99;
-	close(tfd);
+	kdrv_truth_file(truth);
 	setenv("PTWATCH_TRUTH", truth, 1);
 	char script[8192], dir[] = "/tmp/ptw-kfmake-XXXXXX";
 	const char *cmd[8] = { 0 };
@@ -285,25 +220,12 @@ int main(int argc, char **argv)
 		}
 	} else {
 		/* attach: preforkd 2, then 'f' (one more worker) and 'q'. */
-		int ctl[2], rep[2];
-		if (pipe2(ctl, O_CLOEXEC) || pipe2(rep, O_CLOEXEC))
-			return 99;
-		pid = fork();
-		if (pid == 0) {
-			char cs[16], rs[16];
-			snprintf(cs, sizeof(cs), "%d", dup(ctl[0]));
-			snprintf(rs, sizeof(rs), "%d", dup(rep[1]));
-			setenv("PTW_CTL_FD", cs, 1);
-			setenv("PTW_REPLY_FD", rs, 1);
-			if (!strcmp(scenario, "vforker"))
-				execl(argv[6], argv[6], (char *)NULL);
-			else
-				execl(argv[5], argv[5], "2", (char *)NULL);
-			_exit(127);
-		}
-		close(ctl[0]);
-		close(rep[1]);
-		FILE *replies = fdopen(rep[0], "r");
+		int ctl, rep;
+		pid = kdrv_spawn_fixture(!strcmp(scenario, "vforker")
+						 ? (char *const[]){ argv[6], NULL }
+						 : (char *const[]){ argv[5], (char *)"2", NULL },
+					 truth, &ctl, &rep);
+		FILE *replies = fdopen(rep, "r");
 		char line[256];
 		int master = 0;
 		int vfork_tid = 0;
@@ -312,18 +234,13 @@ int main(int argc, char **argv)
 			if (!replies || !fgets(line, sizeof(line), replies) ||
 			    sscanf(line, "ready %d %d", &master, &vfork_tid) != 2 || master != pid)
 				return 99;
-			r = ptw_kernel_attach(&o, pid, &k, why, sizeof(why));
-			if (r < 0) {
-				printf("FAIL: cannot attach to %d: %s\n", pid, why);
-				kill(pid, SIGKILL);
-				return 1;
-			}
-			if (write(ctl[1], "x", 1) != 1)
+			k = kdrv_attach(&o, pid);
+			if (write(ctl, "x", 1) != 1)
 				return 99;
 			while (fgets(line, sizeof(line), replies) && strncmp(line, "done", 4))
 				;
 			fclose(replies);
-			close(ctl[1]);
+			close(ctl);
 			goto run;
 		}
 		if (!replies || !fgets(line, sizeof(line), replies) ||
@@ -332,42 +249,31 @@ int main(int argc, char **argv)
 			fprintf(stderr, "preforkd did not say ready\n");
 			return 99;
 		}
-		r = ptw_kernel_attach(&o, pid, &k, why, sizeof(why));
-		if (r < 0) {
-			printf("FAIL: cannot attach to %d: %s\n", pid, why);
-			kill(pid, SIGKILL);
-			return 1;
-		}
-		if (write(ctl[1], "f", 1) != 1 || !fgets(line, sizeof(line), replies) ||
+		k = kdrv_attach(&o, pid);
+		if (write(ctl, "f", 1) != 1 || !fgets(line, sizeof(line), replies) ||
 		    sscanf(line, "forked %d", &workers[2]) != 1)
 			return 99;
-		if (write(ctl[1], "q", 1) != 1)
+		if (write(ctl, "q", 1) != 1)
 			return 99;
 		while (fgets(line, sizeof(line), replies) && strncmp(line, "done", 4))
 			;
 		fclose(replies);
-		close(ctl[1]);
+		close(ctl);
 	}
 run:
 	r = ptw_kernel_run(k, 100000);
 	EXPECT(r == 1, "the run ended with %d, not every process's end", r);
-	int status = 0;
-	waitpid(pid, &status, 0);
-	ptw_kernel_detach(k);
-	ptw_spans_finish(spans);
 	struct ptw_kernel_stats st;
-	ptw_kernel_stats(k, &st);
+	int status = kdrv_end(k, spans, pid, &st);
 	printf("mode %s, %u probes, %" PRIu64 " records, %" PRIu64 " events, %" PRIu64
 	       " lost; attach %.1f ms, detach %.1f ms\n",
 	       st.mode, st.probes, st.records, st.events, st.lost, st.attach_ns / 1e6,
 	       st.detach_ns / 1e6);
 	const char *const *notes;
-	size_t nn = ptw_kernel_notes(k, &notes);
-	for (size_t i = 0; i < nn; i++) {
-		printf("note: %s\n", notes[i]);
+	size_t nn = kdrv_notes(k, &notes);
+	for (size_t i = 0; i < nn; i++)
 		unread_images |=
 			strstr(notes[i], "ended before their modules could be read") != NULL;
-	}
 	EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == want_status, "command status %#x",
 	       status);
 	EXPECT(st.lost == 0, "%" PRIu64 " lost", st.lost);
@@ -412,7 +318,7 @@ run:
 	bool *used = xcalloc(maxid + 1, sizeof(*used));
 
 	/* The ground truth. */
-	char *text = slurp(truth);
+	char *text = kdrv_slurp(truth);
 	unlink(truth);
 	if (!text)
 		return 99;
@@ -423,40 +329,41 @@ run:
 		struct json_object *v = json_tokener_parse(l);
 		if (!v)
 			return 99;
-		const char *kind = jstr(v, "kind");
+		const char *kind = kdrv_jstr(v, "kind");
 		if (!strcmp(kind, "worker_thread")) {
 			nthreads++;
 			char end[] = "return";
-			check_thread(spans, (pid_t)jint(v, "pid"), (pid_t)jint(v, "tid"),
+			check_thread(spans, (pid_t)kdrv_jint(v, "pid"), (pid_t)kdrv_jint(v, "tid"),
 				     "pool_worker", !strcmp(scenario, "killed") ? "killed" : end,
-				     (uint64_t)jint(v, "value"), 0, used);
+				     (uint64_t)kdrv_jint(v, "value"), 0, used);
 		} else if (!strcmp(kind, "child_thread")) {
 			nthreads++;
-			check_thread(spans, (pid_t)jint(v, "pid"), (pid_t)jint(v, "tid"),
-				     "child_worker", "return", 3, (pid_t)jint(v, "creator"), used);
+			check_thread(spans, (pid_t)kdrv_jint(v, "pid"), (pid_t)kdrv_jint(v, "tid"),
+				     "child_worker", "return", 3, (pid_t)kdrv_jint(v, "creator"),
+				     used);
 		} else if (!strcmp(kind, "thread")) {
 			nthreads++;
-			check_thread(spans, 0, (pid_t)jint(v, "tid"), jstr(v, "routine"),
-				     jstr(v, "end"), jhex(v, "value"), (pid_t)jint(v, "creator"),
-				     used);
-		} else if (!strcmp(kind, "child") && jint(v, "pid") > 0) {
+			check_thread(spans, 0, (pid_t)kdrv_jint(v, "tid"), kdrv_jstr(v, "routine"),
+				     kdrv_jstr(v, "end"), kdrv_jhex(v, "value"),
+				     (pid_t)kdrv_jint(v, "creator"), used);
+		} else if (!strcmp(kind, "child") && kdrv_jint(v, "pid") > 0) {
 			nchild++;
-			pid_t cpid = (pid_t)jint(v, "pid");
+			pid_t cpid = (pid_t)kdrv_jint(v, "pid");
 			const struct ptw_process *p = process_of(procs, np, cpid);
 			EXPECT(p, "child %d listed", cpid);
 			if (!p)
 				goto next;
-			if (jtrue(v, "exited"))
+			if (kdrv_jtrue(v, "exited"))
 				EXPECT(p->exit_kind == PTW_EXIT_CODE &&
-					       p->exit_code == jint(v, "code"),
+					       p->exit_code == kdrv_jint(v, "code"),
 				       "child %d exit %d code %d != %" PRId64, cpid, p->exit_kind,
-				       p->exit_code, jint(v, "code"));
+				       p->exit_code, kdrv_jint(v, "code"));
 			else
 				EXPECT(p->exit_kind == PTW_EXIT_SIGNAL &&
-					       p->exit_signal == jint(v, "signal"),
+					       p->exit_signal == kdrv_jint(v, "signal"),
 				       "child %d exit %d signal %d != %" PRId64, cpid, p->exit_kind,
-				       p->exit_signal, jint(v, "signal"));
-			if (!jtrue(v, "exited"))
+				       p->exit_signal, kdrv_jint(v, "signal"));
+			if (!kdrv_jtrue(v, "exited"))
 				killed = cpid;
 			if (!strcmp(scenario, "exec") || !strcmp(scenario, "vfork")) {
 				EXPECT(ends_with(p->exe, "/fixture-lifecycle"), "child exe %s",
@@ -467,13 +374,13 @@ run:
 			}
 		} else if (!strcmp(kind, "vforker")) {
 			/* Threads found at the attach: their routines and ends. */
-			const struct json_object *ct = jget(v, "cond_tids");
+			const struct json_object *ct = kdrv_jget(v, "cond_tids");
 			struct {
 				pid_t tid;
 				const char *routine;
 				uint64_t value;
 			} found[3] = {
-				{ (pid_t)jint(v, "vfork_tid"), "vfork_worker", 0xf0 },
+				{ (pid_t)kdrv_jint(v, "vfork_tid"), "vfork_worker", 0xf0 },
 				{ (pid_t)json_object_get_int(json_object_array_get_idx(ct, 0)),
 				  "cond_worker", 0xc0d },
 				{ (pid_t)json_object_get_int(json_object_array_get_idx(ct, 1)),
@@ -498,16 +405,16 @@ run:
 			       "the vfork child's exe %s", vc && vc->exe ? vc->exe : "?");
 		} else if (!strcmp(kind, "main")) {
 			nmain++;
-			pid_t mpid = (pid_t)jint(v, "pid");
+			pid_t mpid = (pid_t)kdrv_jint(v, "pid");
 			const struct ptw_span *sp = span_of(spans, mpid, mpid);
 			EXPECT(sp && sp->origin == PTW_ORIGIN_MAIN &&
 				       (!strcmp(sym(sp->start_routine), "main") ||
 					(unread_images && !sp->start_routine)) &&
-				       sp->pthread == jhex(v, "pthread"),
+				       sp->pthread == kdrv_jhex(v, "pthread"),
 			       "main span of %d", mpid);
-			if (sp && !strcmp(jstr(v, "end"), "return"))
+			if (sp && !strcmp(kdrv_jstr(v, "end"), "return"))
 				EXPECT(sp->status == PTW_STATUS_COMPLETED && sp->value.set &&
-					       sp->value.v == jhex(v, "value"),
+					       sp->value.v == kdrv_jhex(v, "value"),
 				       "main of %d: status %d value %s%#" PRIx64, mpid,
 				       (int)sp->status, sp->value.set ? "" : "?", sp->value.v);
 		}
@@ -582,9 +489,9 @@ run:
 	ptw_spans_free(spans);
 	if (unnamed)
 		printf("%d routines unnamed: their image ended before it was read\n", unnamed);
-	printf("%d passed, %d failed\n", passed, failed);
+	int rc = kdrv_result();
 	free((char *)prefork);
 	free((char *)lifecycle);
 	free((char *)forkthreads);
-	return failed ? 1 : 0;
+	return rc;
 }

@@ -33,19 +33,7 @@
 #include "ptw_symbols.h"
 #include "ptw_util.h"
 
-static int passed, failed;
-
-#define EXPECT(cond, ...)                                                                          \
-	do {                                                                                       \
-		if (cond) {                                                                        \
-			passed++;                                                                  \
-		} else {                                                                           \
-			failed++;                                                                  \
-			printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                     \
-			printf(__VA_ARGS__);                                                       \
-			putchar('\n');                                                             \
-		}                                                                                  \
-	} while (0)
+#include "kdriver.h"
 
 static uint64_t entries;
 
@@ -136,33 +124,6 @@ static char *tree(const struct ptw_frames *f, pid_t tid)
 	return b.p ? b.p : xstrdup("");
 }
 
-static const struct json_object *jget(const struct json_object *o, const char *key)
-{
-	struct json_object *r;
-	return o && json_object_object_get_ex(o, key, &r) ? r : NULL;
-}
-
-static int64_t jint(const struct json_object *o, const char *key)
-{
-	const struct json_object *v = jget(o, key);
-	return v && json_object_is_type(v, json_type_int) ? json_object_get_int64(v) : -1;
-}
-
-static const char *jstr(const struct json_object *o, const char *key)
-{
-	const struct json_object *v = jget(o, key);
-	return v && json_object_is_type(v, json_type_string)
-		       ? json_object_get_string((struct json_object *)v)
-		       : "";
-}
-
-static bool jtrue(const struct json_object *o, const char *key)
-{
-	const struct json_object *v = jget(o, key);
-	return v && json_object_is_type(v, json_type_boolean) &&
-	       json_object_get_boolean((struct json_object *)v);
-}
-
 /* The truth file's records, parsed (caller puts each). */
 static size_t read_truth(const char *path, struct json_object ***ret)
 {
@@ -187,7 +148,7 @@ static const struct json_object *truth_kind(struct json_object **t, size_t n, co
 					    size_t which)
 {
 	for (size_t i = 0; i < n; i++)
-		if (!strcmp(jstr(t[i], "kind"), kind) && which-- == 0)
+		if (!strcmp(kdrv_jstr(t[i], "kind"), kind) && which-- == 0)
 			return t[i];
 	return NULL;
 }
@@ -207,8 +168,8 @@ static void check_recursion(const struct ptw_frames *f, struct json_object **t, 
 {
 	size_t ncalls = 0, total = 0;
 	for (const struct json_object *c; (c = truth_kind(t, nt, "calls", ncalls)); ncalls++) {
-		pid_t tid = (pid_t)jint(c, "tid");
-		int64_t calls = jint(c, "calls"), depth = jint(c, "max_depth");
+		pid_t tid = (pid_t)kdrv_jint(c, "tid");
+		int64_t calls = kdrv_jint(c, "calls"), depth = kdrv_jint(c, "max_depth");
 		int64_t mine = 0, per_depth[64] = { 0 };
 		for (size_t i = 0; i < ptw_frames_count(f); i++) {
 			const struct ptw_frame *fr = ptw_frames_get(f, i);
@@ -252,16 +213,10 @@ int main(int argc, char **argv)
 	}
 	const char *fixture = argv[a], *mode = argv[a + 1];
 	char why[512];
-	if (ptw_kernel_available(why, sizeof(why)) < 0) {
-		printf("SKIP: the kernel backend cannot run here: %s\n", why);
-		return 77;
-	}
+	kdrv_require_kernel();
 	alarm(50);
 	char truth[] = "/tmp/ptw-kftruth-XXXXXX";
-	int tfd = mkstemp(truth);
-	if (tfd < 0)
-		return 99;
-	close(tfd);
+	kdrv_truth_file(truth);
 	struct ptw_spans *spans = ptw_spans_new();
 	struct ptw_kernel_opts o = { .use_debug_files = true,
 				     .sink = sink,
@@ -270,7 +225,7 @@ int main(int argc, char **argv)
 				     .trace = argv + a + 2,
 				     .ntrace = (size_t)(argc - a - 2) };
 	struct ptw_kernel *k;
-	int r, ctl[2] = { -1, -1 }, rep[2];
+	int r, ctl = -1, rep = -1;
 	pid_t child, pid;
 	if (launch) {
 		setenv("PTWATCH_TRUTH", truth, 1);
@@ -285,57 +240,28 @@ int main(int argc, char **argv)
 		pid = child;
 		goto run;
 	}
-	if (pipe2(ctl, O_CLOEXEC) || pipe2(rep, O_CLOEXEC))
-		return 99;
-	child = fork();
-	if (child == 0) {
-		int c = dup(ctl[0]), rr = dup(rep[1]);
-		char cs[16], rs[16];
-		snprintf(cs, sizeof(cs), "%d", c);
-		snprintf(rs, sizeof(rs), "%d", rr);
-		setenv("PTW_CTL_FD", cs, 1);
-		setenv("PTW_REPLY_FD", rs, 1);
-		setenv("PTWATCH_TRUTH", truth, 1);
-		execl(fixture, fixture, mode, (char *)NULL);
-		_exit(127);
-	}
-	close(ctl[0]);
-	close(rep[1]);
+	child = kdrv_spawn_fixture((char *const[]){ (char *)fixture, (char *)mode, NULL }, truth,
+				   &ctl, &rep);
 	char line[128] = { 0 };
-	ssize_t n = read(rep[0], line, sizeof(line) - 1);
-	pid = 0;
-	if (n <= 0 || sscanf(line, "ready %d", &pid) != 1 || pid != child) {
-		fprintf(stderr, "fixture did not say ready: %s\n", line);
-		return 99;
-	}
-	r = ptw_kernel_attach(&o, pid, &k, why, sizeof(why));
-	if (r < 0) {
-		printf("FAIL: cannot attach to %d: %s\n", pid, why);
-		kill(pid, SIGKILL);
-		return 1;
-	}
-	if (write(ctl[1], "g", 1) != 1)
+	kdrv_wait_ready(rep, child, line, sizeof(line));
+	pid = child;
+	k = kdrv_attach(&o, pid);
+	if (write(ctl, "g", 1) != 1)
 		return 99;
 	if (!strcmp(mode, "attach")) {
-		attach_mode(k, ctl[1], rep[0]);
+		attach_mode(k, ctl, rep);
 		goto over;
 	}
 run:
 	r = ptw_kernel_run(k, 40000);
 	EXPECT(r == 1, "the run ended with %d, not the process's end", r);
 over:;
-	int status = 0;
-	waitpid(child, &status, 0);
-	ptw_kernel_detach(k);
-	ptw_spans_finish(spans);
 	struct ptw_kernel_stats st;
-	ptw_kernel_stats(k, &st);
+	int status = kdrv_end(k, spans, child, &st);
 	printf("mode %s, %u probes, %" PRIu64 " records, %" PRIu64 " events, %" PRIu64 " lost\n",
 	       st.mode, st.probes, st.records, st.events, st.lost);
 	const char *const *notes;
-	size_t nn = ptw_kernel_notes(k, &notes);
-	for (size_t i = 0; i < nn; i++)
-		printf("note: %s\n", notes[i]);
+	size_t nn = kdrv_notes(k, &notes);
 	EXPECT(st.lost == 0, "%" PRIu64 " lost", st.lost);
 	EXPECT(!strcmp(st.mode, per_probe ? "uprobe" : "uprobe_multi"), "mode %s", st.mode);
 	int want_code = !strcmp(mode, "ends") ? 3 : 0;
@@ -399,12 +325,12 @@ over:;
 		size_t ne = 0;
 		for (const struct json_object *e; (e = truth_kind(t, nt, "end", ne)); ne++) {
 			char want[128];
-			snprintf(want, sizeof(want), "%s 1 - unmatched %s", jstr(e, "fn"),
-				 jstr(e, "reason"));
-			char *got = tree(f, (pid_t)jint(e, "tid"));
-			printf("tid %" PRId64 ": %s\n", jint(e, "tid"), got);
+			snprintf(want, sizeof(want), "%s 1 - unmatched %s", kdrv_jstr(e, "fn"),
+				 kdrv_jstr(e, "reason"));
+			char *got = tree(f, (pid_t)kdrv_jint(e, "tid"));
+			printf("tid %" PRId64 ": %s\n", kdrv_jint(e, "tid"), got);
 			EXPECT(!strcmp(got, want), "tid %" PRId64 ": got %s, want %s",
-			       jint(e, "tid"), got, want);
+			       kdrv_jint(e, "tid"), got, want);
 			free(got);
 		}
 		EXPECT(ne == 3 && ptw_frames_count(f) == 3, "%zu ends, %zu frames", ne,
@@ -415,8 +341,8 @@ over:;
 		 * throw terminate the program: refused, said, the program's
 		 * result unchanged. */
 		const struct json_object *res = truth_kind(t, nt, "cxx_frames", 0);
-		EXPECT(res && jint(res, "result") == 43, "result %" PRId64,
-		       res ? jint(res, "result") : -1);
+		EXPECT(res && kdrv_jint(res, "result") == 43, "result %" PRId64,
+		       res ? kdrv_jint(res, "result") : -1);
 		EXPECT(ptw_frames_count(f) == 0 && st.probes < 20, "%zu frames, %u probes",
 		       ptw_frames_count(f), st.probes);
 		bool said = false;
@@ -433,18 +359,18 @@ over:;
 			"fr_block 3 fr_outer completed - =0x5;fr_outer 2 fr_serve unmatched detach;"
 			"fr_block 3 fr_outer unmatched detach");
 		const struct json_object *d = truth_kind(t, nt, "attach_done", 0);
-		EXPECT(d && jint(d, "sum") == 12, "the program's sum after the detach");
+		EXPECT(d && kdrv_jint(d, "sum") == 12, "the program's sum after the detach");
 	} else if (!strcmp(mode, "sigtrap")) {
 		const struct json_object *s = truth_kind(t, nt, "sigtrap", 0);
-		EXPECT(s && jtrue(s, "trap_blocked") && jtrue(s, "all_blocked"),
+		EXPECT(s && kdrv_jtrue(s, "trap_blocked") && kdrv_jtrue(s, "all_blocked"),
 		       "the mask changed: SIGTRAP blocked %d, all blocked %d",
-		       s && jtrue(s, "trap_blocked"), s && jtrue(s, "all_blocked"));
-		EXPECT(s && jtrue(s, "handler_kept"), "the SIGTRAP handler changed");
-		int64_t calls = s ? jint(s, "calls") : -1, done = 0;
+		       s && kdrv_jtrue(s, "trap_blocked"), s && kdrv_jtrue(s, "all_blocked"));
+		EXPECT(s && kdrv_jtrue(s, "handler_kept"), "the SIGTRAP handler changed");
+		int64_t calls = s ? kdrv_jint(s, "calls") : -1, done = 0;
 		for (size_t i = 0; i < ptw_frames_count(f); i++) {
 			const struct ptw_frame *fr = ptw_frames_get(f, i);
 			done += fr->status == PTW_FRAME_COMPLETED &&
-				fr->tid == (pid_t)jint(s, "tid") &&
+				fr->tid == (pid_t)kdrv_jint(s, "tid") &&
 				!strcmp(sym(fr->function), "fr_masked") &&
 				fr->value == (uint64_t)(done * 3 + 1);
 		}
@@ -453,13 +379,12 @@ over:;
 		       calls, ptw_frames_count(f));
 	} else {
 		printf("unknown mode %s\n", mode);
-		failed++;
+		kdrv_failed++;
 	}
 	for (size_t i = 0; i < nt; i++)
 		json_object_put(t[i]);
 	free(t);
 	ptw_kernel_free(k);
 	ptw_spans_free(spans);
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return kdrv_result();
 }

@@ -50,19 +50,7 @@
 #include "ptw_symbols.h"
 #include "ptw_util.h"
 
-static int passed, failed;
-
-#define EXPECT(cond, ...)                                                                          \
-	do {                                                                                       \
-		if (cond) {                                                                        \
-			passed++;                                                                  \
-		} else {                                                                           \
-			failed++;                                                                  \
-			printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                     \
-			printf(__VA_ARGS__);                                                       \
-			putchar('\n');                                                             \
-		}                                                                                  \
-	} while (0)
+#include "kdriver.h"
 
 static size_t ndeadlock_events;
 
@@ -77,34 +65,6 @@ static void sink(void *ctx, const struct ptw_event *ev)
 
 static struct json_object *truth[256];
 static size_t ntruth;
-
-static const struct json_object *jget(const struct json_object *o, const char *key)
-{
-	struct json_object *r;
-	return o && json_object_object_get_ex(o, key, &r) ? r : NULL;
-}
-
-static int64_t jint(const struct json_object *o, const char *key)
-{
-	const struct json_object *v = jget(o, key);
-	return v && json_object_is_type(v, json_type_int) ? json_object_get_int64(v) : -1;
-}
-
-static uint64_t jhex(const struct json_object *o, const char *key)
-{
-	const struct json_object *v = jget(o, key);
-	return v && json_object_is_type(v, json_type_string)
-		       ? strtoull(json_object_get_string((struct json_object *)v), NULL, 16)
-		       : 0;
-}
-
-static const char *jstr(const struct json_object *o, const char *key)
-{
-	const struct json_object *v = jget(o, key);
-	return v && json_object_is_type(v, json_type_string)
-		       ? json_object_get_string((struct json_object *)v)
-		       : "";
-}
 
 /* (Again: what the file holds now.) */
 static void read_truth(const char *path)
@@ -126,7 +86,7 @@ static void read_truth(const char *path)
 static const struct json_object *truth_of(const char *kind, size_t n)
 {
 	for (size_t i = 0; i < ntruth; i++)
-		if (!strcmp(jstr(truth[i], "kind"), kind) && n-- == 0)
+		if (!strcmp(kdrv_jstr(truth[i], "kind"), kind) && n-- == 0)
 			return truth[i];
 	return NULL;
 }
@@ -186,7 +146,7 @@ static void check_one(const struct ptw_wait *w, pid_t tid, pid_t owner, uint64_t
 static void check_contend(const struct ptw_spans *s, int rounds)
 {
 	const struct json_object *rec = truth_of("contend", 0);
-	uint64_t mutex = jhex(rec, "mutex");
+	uint64_t mutex = kdrv_jhex(rec, "mutex");
 	const struct ptw_wait *w[256];
 	size_t n = waits_of(s, PTW_WAIT_MUTEX, mutex, 0, w, 256);
 	EXPECT(n == (size_t)rounds, "%zu waits on lock_m for %d rounds", n, rounds);
@@ -194,14 +154,14 @@ static void check_contend(const struct ptw_spans *s, int rounds)
 	for (int r = 0; r < rounds && (size_t)r < n; r++) {
 		const struct json_object *rd = NULL;
 		for (size_t k = 0; (rd = truth_of("round", k)); k++)
-			if (jint(rd, "round") == r)
+			if (kdrv_jint(rd, "round") == r)
 				break;
 		if (!rd) {
 			EXPECT(rd, "round %d in the truth", r);
 			continue;
 		}
-		check_one(w[r], (pid_t)jint(rd, "waiter"), (pid_t)jint(rd, "owner"), mutex,
-			  "lock_m", "player", PTW_WAIT_COMPLETED);
+		check_one(w[r], (pid_t)kdrv_jint(rd, "waiter"), (pid_t)kdrv_jint(rd, "owner"),
+			  mutex, "lock_m", "player", PTW_WAIT_COMPLETED);
 	}
 	EXPECT(ptw_locks_deadlock_count(ptw_spans_locks(s)) == 0, "a deadlock");
 }
@@ -214,29 +174,31 @@ static void check_kinds(const struct ptw_spans *s, const char *mode, pid_t main_
 		size_t n = waits_of(s, PTW_WAIT_JOIN, 0, 0, w, 16);
 		EXPECT(n == 1, "%zu join waits", n);
 		if (n == 1)
-			check_one(w[0], (pid_t)jint(rec, "joiner"), (pid_t)jint(rec, "tid"),
-				  jhex(rec, "pthread"), NULL, "join_mode", PTW_WAIT_COMPLETED);
+			check_one(w[0], (pid_t)kdrv_jint(rec, "joiner"),
+				  (pid_t)kdrv_jint(rec, "tid"), kdrv_jhex(rec, "pthread"), NULL,
+				  "join_mode", PTW_WAIT_COMPLETED);
 	} else if (!strcmp(mode, "rwlock")) {
 		size_t k = 0;
 		for (const struct json_object *rec; (rec = truth_of("rw", k)); k++) {
-			bool rd = !strcmp(jstr(rec, "wait"), "rwlock_read");
+			bool rd = !strcmp(kdrv_jstr(rec, "wait"), "rwlock_read");
 			size_t n = waits_of(s, rd ? PTW_WAIT_RWLOCK_READ : PTW_WAIT_RWLOCK_WRITE, 0,
-					    (pid_t)jint(rec, "waiter"), w, 16);
-			EXPECT(n == 1, "%zu %s waits", n, jstr(rec, "wait"));
+					    (pid_t)kdrv_jint(rec, "waiter"), w, 16);
+			EXPECT(n == 1, "%zu %s waits", n, kdrv_jstr(rec, "wait"));
 			if (n == 1)
-				check_one(w[0], (pid_t)jint(rec, "waiter"),
-					  (pid_t)jint(rec, "owner"), jhex(rec, "rwlock"), "rw_lock",
-					  rd ? "rw_reader" : "rw_writer", PTW_WAIT_COMPLETED);
+				check_one(w[0], (pid_t)kdrv_jint(rec, "waiter"),
+					  (pid_t)kdrv_jint(rec, "owner"), kdrv_jhex(rec, "rwlock"),
+					  "rw_lock", rd ? "rw_reader" : "rw_writer",
+					  PTW_WAIT_COMPLETED);
 		}
 		EXPECT(k == 2, "%zu rw records", k);
 	} else {
 		bool cond = !strcmp(mode, "cond");
 		const struct json_object *rec = truth_of(mode, 0);
-		uint64_t object = jhex(rec, cond ? "cond" : "sem");
+		uint64_t object = kdrv_jhex(rec, cond ? "cond" : "sem");
 		size_t n = waits_of(s, cond ? PTW_WAIT_COND : PTW_WAIT_SEM, object, 0, w, 16);
 		EXPECT(n == 1, "%zu waits on the %s", n, mode);
 		if (n == 1)
-			check_one(w[0], (pid_t)jint(rec, "waiter"), 0, object,
+			check_one(w[0], (pid_t)kdrv_jint(rec, "waiter"), 0, object,
 				  cond ? "cond_v" : "sem_s", cond ? "cond_waiter" : "sem_waiter",
 				  PTW_WAIT_COMPLETED);
 	}
@@ -277,8 +239,8 @@ static int tracer_pid(pid_t pid)
 static void check_deadlock(const struct ptw_spans *s, pid_t pid, enum ptw_wait_status status)
 {
 	const struct json_object *rec = truth_of("deadlock", 0);
-	pid_t ab = (pid_t)jint(rec, "ab"), ba = (pid_t)jint(rec, "ba");
-	uint64_t ma = jhex(rec, "mutex_a"), mb = jhex(rec, "mutex_b");
+	pid_t ab = (pid_t)kdrv_jint(rec, "ab"), ba = (pid_t)kdrv_jint(rec, "ba");
+	uint64_t ma = kdrv_jhex(rec, "mutex_a"), mb = kdrv_jhex(rec, "mutex_b");
 	const struct ptw_locks *l = ptw_spans_locks(s);
 	EXPECT(ptw_locks_deadlock_count(l) == 1, "%zu deadlocks", ptw_locks_deadlock_count(l));
 	EXPECT(ndeadlock_events == 2, "%zu DEADLOCK events", ndeadlock_events);
@@ -353,16 +315,10 @@ int main(int argc, char **argv)
 	bool deadlock = !strcmp(mode, "deadlock");
 	bool formed = !strcmp(mode, "formed");
 	char why[512];
-	if (ptw_kernel_available(why, sizeof(why)) < 0) {
-		printf("SKIP: the kernel backend cannot run here: %s\n", why);
-		return 77;
-	}
+	kdrv_require_kernel();
 	alarm(50);
 	char tpath[] = "/tmp/ptw-klocks-XXXXXX";
-	int tfd = mkstemp(tpath);
-	if (tfd < 0)
-		return 99;
-	close(tfd);
+	kdrv_truth_file(tpath);
 	struct ptw_spans *spans = ptw_spans_new();
 	struct ptw_kernel_opts o = { .use_debug_files = !no_debug,
 				     .use_cache = false,
@@ -370,7 +326,7 @@ int main(int argc, char **argv)
 				     .sink_ctx = spans,
 				     .no_multi = per_probe,
 				     .locks = true };
-	int ctl[2], rep[2];
+	int ctl = -1, rep = -1;
 	char line[128] = "";
 	pid_t pid = 0, child;
 	struct ptw_kernel *k;
@@ -383,67 +339,40 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		pid = child;
-		ctl[1] = rep[0] = -1;
 		goto launched;
 	}
-	if (pipe2(ctl, O_CLOEXEC) || pipe2(rep, O_CLOEXEC))
-		return 99;
-	child = fork();
-	if (child == 0) {
-		int c = dup(ctl[0]), rr = dup(rep[1]);
-		char cs[16], rs[16];
-		snprintf(cs, sizeof(cs), "%d", c);
-		snprintf(rs, sizeof(rs), "%d", rr);
-		setenv("PTW_CTL_FD", cs, 1);
-		setenv("PTW_REPLY_FD", rs, 1);
-		setenv("PTWATCH_TRUTH", tpath, 1);
-		if (formed)
-			execl(fixture, fixture, (char *)NULL);
-		else
-			execv(fixture, argv + a);
-		_exit(127);
-	}
-	close(ctl[0]);
-	close(rep[1]);
-	if (!read_line(rep[0], "ready ", line, sizeof(line)) ||
-	    sscanf(line, "ready %d", &pid) != 1 || pid != child) {
-		fprintf(stderr, "fixture did not say ready: %s\n", line);
-		return 99;
-	}
-	r = ptw_kernel_attach(&o, pid, &k, why, sizeof(why));
-	if (r < 0) {
-		printf("FAIL: cannot attach to %d: %s\n", pid, why);
-		kill(pid, SIGKILL);
-		return 1;
-	}
+	child = kdrv_spawn_fixture(formed ? (char *const[]){ (char *)fixture, NULL } : argv + a,
+				   tpath, &ctl, &rep);
+	kdrv_wait_ready(rep, child, line, sizeof(line));
+	pid = child;
+	k = kdrv_attach(&o, pid);
 	if (formed) {
 		read_truth(tpath);
 		ptw_kernel_run(k, 300);
-		bool pong =
-			write(ctl[1], "p", 1) == 1 && read_line(rep[0], "pong", line, sizeof(line));
+		bool pong = write(ctl, "p", 1) == 1 && read_line(rep, "pong", line, sizeof(line));
 		ptw_kernel_run(k, 300);
 		EXPECT(pong, "the process did not answer: %s", line);
 		EXPECT(tracer_pid(pid) == 0, "the process is traced");
 		/* each still in the call it blocked in (futex, or read) */
 		const struct json_object *b;
 		for (size_t i = 0; (b = truth_of("blocked", i)); i++)
-			EXPECT(in_syscall(pid, (pid_t)jint(b, "tid"),
-					  strcmp(jstr(b, "waits"), "read") ? 202 : 0),
-			       "%s %d no longer sleeps where it did", jstr(b, "role"),
-			       (int)jint(b, "tid"));
+			EXPECT(in_syscall(pid, (pid_t)kdrv_jint(b, "tid"),
+					  strcmp(kdrv_jstr(b, "waits"), "read") ? 202 : 0),
+			       "%s %d no longer sleeps where it did", kdrv_jstr(b, "role"),
+			       (int)kdrv_jint(b, "tid"));
 		EXPECT(ptw_locks_count(ptw_spans_locks(spans)) == 0 && ndeadlock_events == 0,
 		       "%zu waits, %zu deadlock events invented",
 		       ptw_locks_count(ptw_spans_locks(spans)), ndeadlock_events);
 		kill(pid, SIGKILL);
-	} else if (write(ctl[1], "g", 1) != 1) {
+	} else if (write(ctl, "g", 1) != 1) {
 		return 99;
 	}
 launched:
 	if (deadlock) {
 		/* attached: its own handshake, the deadlock forms after 'd' */
-		if (!launch && (!read_line(rep[0], "ready", line, sizeof(line)) ||
-				write(ctl[1], "d", 1) != 1 ||
-				!read_line(rep[0], "deadlocked", line, sizeof(line)))) {
+		if (!launch &&
+		    (!read_line(rep, "ready", line, sizeof(line)) || write(ctl, "d", 1) != 1 ||
+		     !read_line(rep, "deadlocked", line, sizeof(line)))) {
 			fprintf(stderr, "fixture did not deadlock: %s\n", line);
 			kill(pid, SIGKILL);
 			return 99;
@@ -458,25 +387,21 @@ launched:
 		EXPECT(ndeadlock_events > 0, "no deadlock said within 5 s");
 		EXPECT(tracer_pid(pid) == 0, "the process is traced (TracerPid %d)",
 		       tracer_pid(pid));
-		EXPECT(blocked_on(pid, (pid_t)jint(rec, "ab"), jhex(rec, "mutex_b")) &&
-			       blocked_on(pid, (pid_t)jint(rec, "ba"), jhex(rec, "mutex_a")),
+		EXPECT(blocked_on(pid, (pid_t)kdrv_jint(rec, "ab"), kdrv_jhex(rec, "mutex_b")) &&
+			       blocked_on(pid, (pid_t)kdrv_jint(rec, "ba"),
+					  kdrv_jhex(rec, "mutex_a")),
 		       "both threads still sleep on their mutexes");
 		check_deadlock(spans, pid, PTW_WAIT_OPEN);
 		kill(pid, SIGKILL);
 	}
 	r = ptw_kernel_run(k, 40000);
 	EXPECT(r == 1, "the run ended with %d, not the process's end", r);
-	waitpid(child, &status, 0);
-	ptw_kernel_detach(k);
-	ptw_spans_finish(spans);
 	struct ptw_kernel_stats st;
-	ptw_kernel_stats(k, &st);
+	status = kdrv_end(k, spans, child, &st);
 	printf("mode %s, %u probes, %" PRIu64 " records, %" PRIu64 " events, %" PRIu64 " lost\n",
 	       st.mode, st.probes, st.records, st.events, st.lost);
 	const char *const *notes;
-	size_t nn = ptw_kernel_notes(k, &notes);
-	for (size_t i = 0; i < nn; i++)
-		printf("note: %s\n", notes[i]);
+	kdrv_notes(k, &notes);
 	EXPECT(st.lost == 0, "%" PRIu64 " lost", st.lost);
 	EXPECT(!strcmp(st.mode, per_probe ? "uprobe" : "uprobe_multi"), "mode %s", st.mode);
 	if (!deadlock && !formed) {
@@ -504,6 +429,5 @@ launched:
 	int left = count_our_programs();
 	printf("BPF descriptors held: %d before the free, %d after\n", held, left);
 	EXPECT(held > 0 && left == 0, "%d BPF descriptors still held (%d before)", left, held);
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return kdrv_result();
 }

@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: MIT */
+/* What the kernel backend's driver tests do alike (kdriver.h). */
+#define _GNU_SOURCE
+#include "kdriver.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ptw_util.h"
+
+int kdrv_passed, kdrv_failed;
+
+int kdrv_result(void)
+{
+	printf("%d passed, %d failed\n", kdrv_passed, kdrv_failed);
+	return kdrv_failed ? 1 : 0;
+}
+
+void kdrv_require_kernel(void)
+{
+	char why[512];
+	if (ptw_kernel_available(why, sizeof(why)) < 0) {
+		printf("SKIP: the kernel backend cannot run here: %s\n", why);
+		exit(77);
+	}
+}
+
+void kdrv_truth_file(char *tmpl)
+{
+	int tfd = mkstemp(tmpl);
+	if (tfd < 0)
+		exit(99);
+	close(tfd);
+}
+
+pid_t kdrv_spawn_fixture(char *const argv[], const char *truth, int *ctl, int *rep)
+{
+	int c[2], r[2];
+	if (pipe2(c, O_CLOEXEC) || pipe2(r, O_CLOEXEC))
+		exit(99);
+	pid_t child = fork();
+	if (child == 0) {
+		/* The ends the fixture uses, without close-on-exec. */
+		char cs[16], rs[16];
+		snprintf(cs, sizeof(cs), "%d", dup(c[0]));
+		snprintf(rs, sizeof(rs), "%d", dup(r[1]));
+		setenv("PTW_CTL_FD", cs, 1);
+		setenv("PTW_REPLY_FD", rs, 1);
+		setenv("PTWATCH_TRUTH", truth, 1);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(c[0]);
+	close(r[1]);
+	*ctl = c[1];
+	*rep = r[0];
+	return child;
+}
+
+void kdrv_wait_ready(int rep, pid_t child, char *line, size_t size)
+{
+	ssize_t n = read(rep, line, size - 1);
+	line[n > 0 ? n : 0] = '\0';
+	pid_t pid = 0;
+	if (n <= 0 || sscanf(line, "ready %d", &pid) != 1 || pid != child) {
+		fprintf(stderr, "fixture did not say ready: %s\n", line);
+		exit(99);
+	}
+}
+
+struct ptw_kernel *kdrv_attach(const struct ptw_kernel_opts *o, pid_t pid)
+{
+	char why[512];
+	struct ptw_kernel *k;
+	if (ptw_kernel_attach(o, pid, &k, why, sizeof(why)) < 0) {
+		printf("FAIL: cannot attach to %d: %s\n", pid, why);
+		kill(pid, SIGKILL);
+		exit(1);
+	}
+	return k;
+}
+
+int kdrv_end(struct ptw_kernel *k, struct ptw_spans *spans, pid_t child,
+	     struct ptw_kernel_stats *st)
+{
+	int status = 0;
+	waitpid(child, &status, 0);
+	ptw_kernel_detach(k);
+	ptw_spans_finish(spans);
+	ptw_kernel_stats(k, st);
+	return status;
+}
+
+size_t kdrv_notes(struct ptw_kernel *k, const char *const **notes)
+{
+	size_t nn = ptw_kernel_notes(k, notes);
+	for (size_t i = 0; i < nn; i++)
+		printf("note: %s\n", (*notes)[i]);
+	return nn;
+}
+
+char *kdrv_slurp(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return NULL;
+	struct ptw_buf b = { 0 };
+	char buf[4096];
+	size_t n;
+	while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+		ptw_buf_add(&b, buf, n);
+	fclose(f);
+	return b.p ? b.p : xstrdup("");
+}
+
+const struct json_object *kdrv_jget(const struct json_object *o, const char *key)
+{
+	struct json_object *r;
+	return o && json_object_object_get_ex(o, key, &r) ? r : NULL;
+}
+
+int64_t kdrv_jint(const struct json_object *o, const char *key)
+{
+	const struct json_object *v = kdrv_jget(o, key);
+	return v && json_object_is_type(v, json_type_int) ? json_object_get_int64(v) : -1;
+}
+
+uint64_t kdrv_jhex(const struct json_object *o, const char *key)
+{
+	const struct json_object *v = kdrv_jget(o, key);
+	return v && json_object_is_type(v, json_type_string)
+		       ? strtoull(json_object_get_string((struct json_object *)v), NULL, 16)
+		       : 0;
+}
+
+const char *kdrv_jstr(const struct json_object *o, const char *key)
+{
+	const struct json_object *v = kdrv_jget(o, key);
+	return v && json_object_is_type(v, json_type_string)
+		       ? json_object_get_string((struct json_object *)v)
+		       : "";
+}
+
+bool kdrv_jtrue(const struct json_object *o, const char *key)
+{
+	const struct json_object *v = kdrv_jget(o, key);
+	return v && json_object_is_type(v, json_type_boolean) &&
+	       json_object_get_boolean((struct json_object *)v);
+}
