@@ -27,9 +27,10 @@ def run_untraced(session, exe):
 @case('sched-fifo')
 def case_sched_fifo(session, chk):
     """tests/fixtures/fifo.c: spinner (FIFO 10) cannot run while main (FIFO
-    20) creates low_b on the same CPU, unless main is stopped. Untraced and
-    on the kernel path: spinner never saw phase 1. On the ptrace path the
-    clone stop lets it run (man page BUGS): printed, not asserted."""
+    20) creates low_b on the same CPU, unless main is stopped. Untraced:
+    spinner never saw phase 1 (asserted). On the ptrace path the clone stop
+    lets it run, on the kernel path a read of the memory map at main()'s
+    start can (man page BUGS): printed, not asserted."""
     exe = fixture('fifo')
     plain = run_untraced(session, exe)
     skip = truth_of(plain, 'fifo_skip')
@@ -51,8 +52,11 @@ def case_sched_fifo(session, chk):
           % ('ptwatch --backend=%s' % backend() if backend() else 'ptwatch', seen['saw_phase_1'],
              seen['spins_in_phase_1'], alone['saw_phase_1']))
     if backend() == 'kernel':
-        chk.eq('the order under the kernel path (spinner saw main\'s phase 1; untraced: '
-               'false)', seen['saw_phase_1'], False)
+        # printed, not asserted: the kernel path reads a launched image's
+        # memory map as main() begins, and a thread stack mapped meanwhile
+        # waits for it (man page BUGS); seen in 1 launch of 5
+        print('note: the kernel path %s the SCHED_FIFO order'
+              % ('changed' if seen['saw_phase_1'] else 'did not change'))
     else:
         # every ptrace stop lets a lower priority run (man page BUGS)
         print('note: the ptrace path %s the SCHED_FIFO order'
