@@ -202,8 +202,13 @@ static void on_lwp_exit(struct ptwk_conv *c, const struct ptwk_record *r)
 	char comm[PTWK_COMM_LEN + 1];
 	memcpy(comm, r->comm, PTWK_COMM_LEN);
 	comm[PTWK_COMM_LEN] = '\0';
-	if (thread_of(c, tid))
+	struct ptwk_thread *th = thread_of(c, tid);
+	if (th)
 		name(c, tid, comm, r->ns);
+	if (th && th->raw && !th->started) {
+		th->raw = false; /* (counted once) */
+		c->raw_clones++;
+	}
 	struct ptw_event ev = ptw_event_init(PTW_EV_LWP_EXIT, r->ns, tid);
 	unsigned status = (unsigned)r->a;
 	/* As the tracer tells it from orig_rax: its own exit, its own

@@ -48,6 +48,10 @@ struct ptwk_conv {
 	struct ptw_map frames;	/* tid -> its shadow stack (convert_frames.c) */
 	uint64_t frames_too_deep; /* calls left without a return probe (kernel's depth limit) */
 	uint64_t events;
+	/* Threads made by a clone without pthread_create that never entered
+	 * start_thread (a raw clone): their routine and argument are unknown
+	 * on the kernel path (the caller says so). */
+	uint64_t raw_clones;
 	bool ended; /* PROCESS_EXIT emitted */
 	int exit_code, exit_signal;
 	bool core_dumped;

@@ -74,6 +74,7 @@ struct ptw_kernel {
 	struct ptwk_conv conv;
 	struct ptwk_frames *frames; /* --trace (kframes.c), NULL without */
 	bool frames_noted;	    /* its notes are in (frames_notes) */
+	bool raw_clones_noted;	    /* the raw clones' note is in */
 	struct ptwk_locks *locks; /* --locks, NULL when off */
 	struct ptwk_locks_config locks_config;
 	struct ptw_map sites; /* return address -> its call's location (text does not change) */
@@ -1051,6 +1052,13 @@ static void note_line(void *ctx, int code, const char *line)
  * until then. Once. */
 static void frames_notes(struct ptw_kernel *k)
 {
+	if (k->conv.raw_clones && !k->raw_clones_noted && (k->detached || k->conv.ended)) {
+		k->raw_clones_noted = true;
+		note(k,
+		     "%llu threads made by a raw clone (no pthread_create): their start routine "
+		     "and argument are not seen on the kernel path",
+		     (unsigned long long)k->conv.raw_clones);
+	}
 	if (!k->frames || k->frames_noted || !(k->detached || k->conv.ended))
 		return;
 	k->frames_noted = true;

@@ -242,6 +242,7 @@ static void test_lifecycles(void)
 	CHECK(sp && sp->start_ns.set);
 	sp = span_of(s, 107);
 	CHECK(sp && sp->origin == PTW_ORIGIN_CLONE && sp->status == PTW_STATUS_LWP_EXITED);
+	CHECK_EQ(c.raw_clones, 1); /* 107 (109 was a pthread after all) */
 	sp = span_of(s, 109);
 	CHECK(sp && sp->origin == PTW_ORIGIN_CLONE && sp->status == PTW_STATUS_COMPLETED);
 	CHECK(sp && sp->start_routine && !strcmp(sp->start_routine->symbol, "worker"));
