@@ -27,6 +27,10 @@ const char *ptw_tdb_strerror(td_err_e err);
  */
 int ptw_tdb_new(struct ptw_proc *proc, struct ptw_symbols *syms, struct ptw_tdb **ret,
 		td_err_e *ret_err);
+/* nptl's version string in process proc ("2.36"), read from
+ * __nptl_version (glibc 2.34+) or nptl_version before: a malloc'd string,
+ * or NULL when neither can be found or read. No agent needed. */
+char *ptw_nptl_version(struct ptw_proc *proc, struct ptw_symbols *syms);
 /* Deletes the agent; does not touch the target (see ptw_tdb_disable_events). */
 void ptw_tdb_free(struct ptw_tdb *t);
 /* The symbol table lookups go through; changes after exec/dlopen. */

@@ -156,12 +156,18 @@ char **ptw_proc_cmdline(pid_t pid);
 /* Whether the 64-bit ELF file at path has no program interpreter (a
  * static program); false when it cannot be read or is not one. */
 bool ptw_elf_is_static(const char *path);
+/* What execvp will run for name: with a '/', name itself; else the first
+ * executable regular file of that name in PATH (its default when unset).
+ * False when there is none. */
+bool ptw_command_path(const char *name, char *ret, size_t size);
 /* Is signal sig pending in process pid (for it, or for one of its
  * threads: blocked, or not yet delivered)? */
 bool ptw_proc_sig_pending(pid_t pid, int sig);
 /* Is sig at its default action in process pid (neither caught nor ignored)?
  * False if unreadable. */
 bool ptw_proc_sig_default(pid_t pid, int sig);
+/* Whether process pid has a handler for sig (SigCgt). */
+bool ptw_proc_sig_caught(pid_t pid, int sig);
 /* What the threads of a process are, from one reading of each one's
  * /proc/PID/task/TID/status (the expensive part of a census of 10,000
  * threads is opening the files: read each once) or, unless every_thread,

@@ -265,21 +265,18 @@ static bool target_exit(struct ptw_backend *b, int *code, int *sig, bool *core)
 static void check_fate(struct ptw_backend *b, struct ptw_report *r)
 {
 	struct kernel_backend *kb = kb_of(b);
-	int code, sig;
+	int code, sig, st;
 	bool core;
-	if (!target_exit(b, &code, &sig, &core) && kb->launched) {
-		/* let go while it ran: ended since? (it is our child) */
-		int st;
-		if (waitpid(kb->pid, &st, WNOHANG) == kb->pid) {
-			kb->reaped = true;
-			kb->status = st;
-			r->fate = PTW_FATE_ENDED;
-			r->after_detach = true;
-			return;
-		}
-	}
-	if (kb->reaped || ptw_kernel_target_exit(kb->k, &code, &sig, &core)) {
+	if (target_exit(b, &code, &sig, &core)) {
 		r->fate = PTW_FATE_ENDED;
+		return;
+	}
+	if (kb->launched && waitpid(kb->pid, &st, WNOHANG) == kb->pid) {
+		/* let go while it ran, ended since (it is our child) */
+		kb->reaped = true;
+		kb->status = st;
+		r->fate = PTW_FATE_ENDED;
+		r->after_detach = true;
 		return;
 	}
 	struct ptw_census c = { 0 };
@@ -390,18 +387,25 @@ static struct kernel_backend *backend_new(const struct ptw_tracer_opts *o,
 	return kb;
 }
 
-int ptw_kernel_backend_launch(const struct ptw_tracer_opts *o, char *const argv[],
-			      int child_stdout, struct ptw_backend **ret, char *why,
-			      size_t why_size)
+/* Launches argv (pid 0) or attaches to pid. */
+static int start(const struct ptw_tracer_opts *o, char *const argv[], int child_stdout, pid_t pid,
+		 struct ptw_backend **ret, char *why, size_t why_size)
 {
 	int r = unsupported(o, why, why_size);
 	if (r < 0)
 		return r;
 	struct ptw_kernel_opts ko;
 	struct kernel_backend *kb = backend_new(o, &ko);
-	kb->launched = true;
-	kb->argv = argv;
-	r = ptw_kernel_launch(&ko, argv, child_stdout, &kb->k, &kb->pid, why, why_size);
+	if (pid) {
+		kb->pid = pid;
+		kb->owned_argv = ptw_proc_cmdline(pid);
+		kb->argv = kb->owned_argv;
+		r = ptw_kernel_attach(&ko, pid, &kb->k, why, why_size);
+	} else {
+		kb->launched = true;
+		kb->argv = argv;
+		r = ptw_kernel_launch(&ko, argv, child_stdout, &kb->k, &kb->pid, why, why_size);
+	}
 	if (r < 0) {
 		backend_free(&kb->b);
 		return r;
@@ -410,22 +414,15 @@ int ptw_kernel_backend_launch(const struct ptw_tracer_opts *o, char *const argv[
 	return 0;
 }
 
+int ptw_kernel_backend_launch(const struct ptw_tracer_opts *o, char *const argv[],
+			      int child_stdout, struct ptw_backend **ret, char *why,
+			      size_t why_size)
+{
+	return start(o, argv, child_stdout, 0, ret, why, why_size);
+}
+
 int ptw_kernel_backend_attach(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_backend **ret,
 			      char *why, size_t why_size)
 {
-	int r = unsupported(o, why, why_size);
-	if (r < 0)
-		return r;
-	struct ptw_kernel_opts ko;
-	struct kernel_backend *kb = backend_new(o, &ko);
-	kb->pid = pid;
-	kb->owned_argv = ptw_proc_cmdline(pid);
-	kb->argv = kb->owned_argv;
-	r = ptw_kernel_attach(&ko, pid, &kb->k, why, why_size);
-	if (r < 0) {
-		backend_free(&kb->b);
-		return r;
-	}
-	*ret = &kb->b;
-	return 0;
+	return start(o, NULL, -1, pid, ret, why, why_size);
 }

@@ -1092,29 +1092,6 @@ static void scan_frames(struct ptw_kernel *k)
 	k->stats.probes += ptwk_frames_probes(k->frames) - before;
 }
 
-/* What execvp will run for name: with a '/', name itself; else the first
- * executable regular file of that name in PATH (its default when unset). */
-static bool command_path(const char *name, char *ret, size_t size)
-{
-	if (strchr(name, '/')) {
-		snprintf(ret, size, "%s", name);
-		return true;
-	}
-	const char *path = getenv("PATH");
-	if (!path)
-		path = "/bin:/usr/bin";
-	for (const char *p = path;; p++) {
-		const char *end = strchrnul(p, ':');
-		struct stat st;
-		snprintf(ret, size, "%.*s%s%s", (int)(end - p), p, end == p ? "" : "/", name);
-		if (stat(ret, &st) == 0 && S_ISREG(st.st_mode) && access(ret, X_OK) == 0)
-			return true;
-		if (!*end)
-			return false;
-		p = end;
-	}
-}
-
 /*
  * A launch: the command's executable and the libraries ld.so will map for
  * it (ld.so --list) get their probes from their files before it is let go
@@ -1127,7 +1104,7 @@ static bool command_path(const char *name, char *ret, size_t size)
 static void launch_frames(struct ptw_kernel *k, const char *name)
 {
 	char path[PATH_MAX], why[512] = "";
-	if (!k->frames || !command_path(name, path, sizeof(path)))
+	if (!k->frames || !ptw_command_path(name, path, sizeof(path)))
 		return;
 	struct ptwk_frames_progs pr = { .entry = k->skel->progs.ptw_frame_entry,
 					.ret = k->skel->progs.ptw_frame_return,
@@ -1519,20 +1496,11 @@ size_t ptw_kernel_warnings(struct ptw_kernel *k, const struct ptw_warning **ret)
 	return k->nnotes;
 }
 
-/* nptl's version string in the process (__nptl_version since glibc 2.34,
- * nptl_version before), read once. */
+/* nptl's version in the process, read once an image's libc is mapped. */
 static void read_glibc(struct ptw_kernel *k)
 {
-	uint64_t addr;
-	char v[32] = { 0 };
-	if (k->glibc || !k->syms ||
-	    (ptw_symbols_lookup(k->syms, PTW_MOD_ANY, "__nptl_version", &addr, NULL) < 0 &&
-	     ptw_symbols_lookup(k->syms, PTW_MOD_ANY, "nptl_version", &addr, NULL) < 0) ||
-	    ptw_mem_read(k->proc, addr, v, 8) < 0)
-		return;
-	v[strnlen(v, sizeof(v) - 1)] = '\0';
-	if (v[0])
-		k->glibc = xstrdup(v);
+	if (!k->glibc)
+		k->glibc = ptw_nptl_version(k->proc, k->syms);
 }
 
 void ptw_kernel_describe(struct ptw_kernel *k, struct ptw_kernel_desc *ret)

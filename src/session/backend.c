@@ -7,9 +7,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "ptw_kernel.h"
 #include "ptw_util.h"
@@ -29,27 +27,6 @@ int ptw_backend_kind_parse(const char *s, enum ptw_backend_kind *ret)
 			return 0;
 		}
 	return -EINVAL;
-}
-
-/* The file argv0 runs, as execvp would find it ("" if none). */
-static void resolve(const char *argv0, char *path, size_t size)
-{
-	path[0] = '\0';
-	if (strchr(argv0, '/')) {
-		snprintf(path, size, "%s", argv0);
-		return;
-	}
-	const char *p = getenv("PATH");
-	if (!p)
-		p = "/usr/local/bin:/bin:/usr/bin";
-	while (*p) {
-		size_t n = strcspn(p, ":");
-		snprintf(path, size, "%.*s%s%s", (int)n, p, n ? "/" : "", argv0);
-		if (access(path, X_OK) == 0)
-			return;
-		p += n + (p[n] == ':');
-	}
-	path[0] = '\0';
 }
 
 /*
@@ -88,10 +65,9 @@ static bool kernel_fits(const struct ptw_tracer_opts *o, const char *argv0, char
 	}
 	char path[PATH_MAX];
 	if (argv0) {
-		resolve(argv0, path, sizeof(path));
-		if (path[0] && ptw_elf_is_static(path)) {
+		if (ptw_command_path(argv0, path, sizeof(path)) && ptw_elf_is_static(path)) {
 			snprintf(why, size,
-				 "auto: %s is a static program (the kernel path probes a shared libc)",
+				 "auto: %.180s is a static program (the kernel path probes a shared libc)",
 				 path);
 			return false;
 		}

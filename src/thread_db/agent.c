@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ptw_attach.h"
+#include "ptw_symbols.h"
 #include "ptw_util.h"
 #include "tdb_internal.h"
 
@@ -343,4 +344,17 @@ int ptw_tdb_iterate(struct ptw_tdb *t, bool all_stopped, ptw_tdb_iter_cb cb, voi
 	ptw_map_free(&st.seen);
 	ptw_map_free(&st.pass);
 	return r;
+}
+
+char *ptw_nptl_version(struct ptw_proc *proc, struct ptw_symbols *syms)
+{
+	uint64_t addr;
+	char v[32] = { 0 };
+	if (!syms ||
+	    (ptw_symbols_lookup(syms, PTW_MOD_ANY, "__nptl_version", &addr, NULL) < 0 &&
+	     ptw_symbols_lookup(syms, PTW_MOD_ANY, "nptl_version", &addr, NULL) < 0) ||
+	    ptw_mem_read(proc, addr, v, 8) < 0)
+		return NULL;
+	v[strnlen(v, sizeof(v) - 1)] = '\0';
+	return v[0] ? xstrdup(v) : NULL;
 }

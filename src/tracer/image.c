@@ -188,20 +188,6 @@ void image_release(struct ptw_tracer *t)
 	img->task_dirfd = -1;
 }
 
-static void read_glibc_version(struct ptw_tracer *t)
-{
-	uint64_t addr;
-	char v[32] = { 0 };
-	/* __nptl_version since glibc 2.34, nptl_version before. */
-	if ((ptw_symbols_lookup(t->img.syms, PTW_MOD_ANY, "__nptl_version", &addr, NULL) < 0 &&
-	     ptw_symbols_lookup(t->img.syms, PTW_MOD_ANY, "nptl_version", &addr, NULL) < 0) ||
-	    ptw_mem_read(t->proc, addr, v, 8) < 0)
-		return;
-	v[strnlen(v, sizeof(v) - 1)] = '\0';
-	if (v[0])
-		t->img.glibc = xstrdup(v);
-}
-
 int image_tdb_open(struct ptw_tracer *t)
 {
 	struct image *img = &t->img;
@@ -228,7 +214,7 @@ int image_tdb_open(struct ptw_tracer *t)
 		}
 		return r;
 	}
-	read_glibc_version(t);
+	t->img.glibc = ptw_nptl_version(t->proc, t->img.syms);
 
 	/* struct pthread from libc's DWARF: the return value and the detach
 	 * state are read at TD_CREATE / TD_DEATH instead of costing stops. */

@@ -643,21 +643,6 @@ void hook_context(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 	tracer_emit(t, &ev);
 }
 
-/* Has the process a handler for sig (SigCgt of /proc/PID/status)? */
-static bool caught(struct ptw_tracer *t, int sig)
-{
-	char path[64], line[256];
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)t->proc->pid);
-	FILE *f = fopen(path, "re");
-	unsigned long long mask = 0;
-	bool found = false;
-	while (f && !found && fgets(line, sizeof(line), f))
-		found = sscanf(line, "SigCgt: %llx", &mask) == 1;
-	if (f)
-		fclose(f);
-	return found && (mask >> (sig - 1)) & 1;
-}
-
 /*
  * A signal-delivery stop: if the process has a handler for sig, the kernel
  * runs it when the thread resumes, on top of what it interrupted (rsp now).
@@ -667,7 +652,7 @@ static void trace_signal_delivery(struct ptw_tracer *t, struct ptw_lwp *l, int s
 {
 	struct trace *tr = trace_of(t);
 	struct user_regs_struct *regs;
-	if (!tr || !tr->sigreturn_hooked || sig < 1 || sig > 64 || !caught(t, sig) ||
+	if (!tr || !tr->sigreturn_hooked || sig < 1 || sig > 64 || !ptw_proc_sig_caught(t->proc->pid, sig) ||
 	    ptw_getregs(t->proc, l, &regs) < 0)
 		return;
 	struct ptw_event ev = ptw_event_init(PTW_EV_SIGNAL_DELIVER, ns, l->tid);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -103,6 +104,15 @@ bool ptw_proc_sig_default(pid_t pid, int sig)
 		return false;
 	unsigned long long bit = 1ull << (sig - 1);
 	return !((status_mask(buf, "SigCgt") | status_mask(buf, "SigIgn")) & bit);
+}
+
+bool ptw_proc_sig_caught(pid_t pid, int sig)
+{
+	char path[64], buf[4096];
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	if (sig <= 0 || sig > 64 || ptw_read_small_file(path, buf, sizeof(buf)) < 0)
+		return false;
+	return (status_mask(buf, "SigCgt") >> (sig - 1)) & 1;
 }
 
 /* The state letter after "\nState:\t" in a status file; 0 if absent. */
@@ -296,4 +306,27 @@ bool ptw_elf_is_static(const char *path)
 	}
 	close(fd);
 	return !interp;
+}
+
+/* What execvp will run for name: with a '/', name itself; else the first
+ * executable regular file of that name in PATH (its default when unset). */
+bool ptw_command_path(const char *name, char *ret, size_t size)
+{
+	if (strchr(name, '/')) {
+		snprintf(ret, size, "%s", name);
+		return true;
+	}
+	const char *path = getenv("PATH");
+	if (!path)
+		path = "/bin:/usr/bin";
+	for (const char *p = path;; p++) {
+		const char *end = strchrnul(p, ':');
+		struct stat st;
+		snprintf(ret, size, "%.*s%s%s", (int)(end - p), p, end == p ? "" : "/", name);
+		if (stat(ret, &st) == 0 && S_ISREG(st.st_mode) && access(ret, X_OK) == 0)
+			return true;
+		if (!*end)
+			return false;
+		p = end;
+	}
 }
