@@ -31,6 +31,10 @@ const volatile __u32 have_result = 0, have_joinid = 0, have_start_routine = 0, h
  * unwind (pthread_exit, cancellation), and only later on the way out of a
  * start routine that returned. */
 const volatile __u32 exiting_mask = 0x10;
+/* And CANCELED_BITMASK: set by pthread_cancel (2.34 on, with CANCELING):
+ * an unwinding thread without it is leaving through pthread_exit, whether
+ * or not its call was seen (it may have come before the probes were in). */
+const volatile __u32 canceled_mask = 0x08;
 const volatile __u64 wake_bytes = 256 * 1024;
 /* -f with a link per child (measuring only): a fork wakes the reader. */
 const volatile __u32 wake_on_fork = 0;
@@ -176,6 +180,8 @@ int ptw_entry(struct pt_regs *ctx)
 			    0) {
 			r.f |= PTWK_F_UNWIND_KNOWN;
 			r.b = (ch & exiting_mask) != 0;
+			if (ch & canceled_mask)
+				r.f |= PTWK_F_CANCELED;
 		}
 		r.c = pd;
 		(void)v;

@@ -76,6 +76,8 @@ enum ptwk_kind {
 				  * posix_spawn, clone(CLONE_VM)) until it execs */
 #define PTWK_F_ROUTINE_KNOWN 0x2000 /* START: c = pd->start_routine */
 #define PTWK_F_ARG_KNOWN 0x4000	    /* START: d = pd->arg */
+#define PTWK_F_CANCELED 0x8000	    /* DEATH (with PTWK_F_UNWIND_KNOWN): a cancellation acted
+				     * on it (else its unwinding was pthread_exit's) */
 
 #define PTWK_COMM_LEN 16
 
