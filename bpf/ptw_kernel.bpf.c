@@ -351,6 +351,43 @@ int ptw_exit(struct bpf_raw_tracepoint_args *ctx)
 	return 0;
 }
 
+/*
+ * A thread takes a signal with no handler that kills by default: if the
+ * process dies of it, this thread is the one it killed (a crash's faulting
+ * thread), the others went down with it. As the tracer has it from its
+ * signal-delivery stop. Not SIGKILL: the kernel gives it to every thread
+ * of a process going down.
+ */
+SEC("raw_tp/signal_deliver")
+int ptw_signal(struct bpf_raw_tracepoint_args *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32;
+	if (!bpf_map_lookup_elem(&watched, &tgid))
+		return 0;
+	int sig = (int)ctx->args[0];
+	struct k_sigaction *ka = (struct k_sigaction *)ctx->args[2];
+	if (!ka || BPF_CORE_READ(ka, sa.sa_handler))
+		return 0;
+	switch (sig) {
+	case 9:	 /* SIGKILL */
+	case 17: /* SIGCHLD */
+	case 18: /* SIGCONT */
+	case 19: /* SIGSTOP */
+	case 20: /* SIGTSTP */
+	case 21: /* SIGTTIN */
+	case 22: /* SIGTTOU */
+	case 23: /* SIGURG */
+	case 28: /* SIGWINCH */
+		return 0;
+	}
+	struct ptwk_record r = {};
+	begin(&r, PTWK_FATAL_SIGNAL, id);
+	r.a = (__u32)sig;
+	send(&r, false);
+	return 0;
+}
+
 SEC("raw_tp/sched_process_exec")
 int ptw_exec(struct bpf_raw_tracepoint_args *ctx)
 {

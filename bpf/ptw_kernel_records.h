@@ -55,6 +55,8 @@ enum ptwk_kind {
 	PTWK_LONGJMP,	   /* longjmp & co: b = sp, c = the pointer guard (fs:0x30), d = the
 			    * jmp_buf's mangled sp (PTWK_F_READ: both read) */
 	PTWK_DL_STATE,	   /* _dl_debug_state: ld.so's modules changed (dlopen, dlclose) */
+	PTWK_FATAL_SIGNAL, /* signal_deliver: the thread took a = a signal that kills by
+			    * default, with no handler (the crashing thread) */
 	PTWK_KIND_N,
 };
 

@@ -399,6 +399,14 @@ void ptwk_conv_record(struct ptwk_conv *c, const struct ptwk_record *r)
 	case PTWK_DL_STATE:
 		ptwk_frames_record(c, r);
 		break;
+	case PTWK_FATAL_SIGNAL:
+		if (thread_of(c, (pid_t)r->tid)) {
+			struct ptw_event ev =
+				ptw_event_init(PTW_EV_FATAL_SIGNAL, r->ns, (pid_t)r->tid);
+			ev.sig = (int)r->a;
+			emit(c, &ev);
+		}
+		break;
 	case PTWK_FORK: /* -f: kernel.c makes the child a process of its own */
 	case PTWK_CREATE_CALL:
 	case PTWK_NONE:

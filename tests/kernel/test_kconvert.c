@@ -304,7 +304,8 @@ static void test_last_thread_exit(void)
 	ptw_spans_free(s);
 }
 
-/* A fatal signal (SIGSEGV with a core) takes the group down. */
+/* A fatal signal (SIGSEGV with a core) takes the group down; the thread
+ * that took it (101: its signal_deliver record) is the one it killed. */
 static void test_killed(void)
 {
 	struct ptw_spans *s = ptw_spans_new();
@@ -316,11 +317,19 @@ static void test_killed(void)
 				     .ctx = s };
 	ptwk_conv_init(&c, PID, &ops);
 	ptwk_conv_preexisting(&c, PID, PD(1), 0x1000, 0, "prog", clock_ns);
+	ptwk_conv_preexisting(&c, 101, PD(2), 0x2000, 0, "w1", clock_ns);
+	simple(&c, PTWK_FATAL_SIGNAL, 101, 11);
+	simple(&c, PTWK_FATAL_SIGNAL, 999, 11); /* (never seen: nothing) */
+	lwp_exit(&c, 101, 11 | 0x80, PTWK_F_GROUP_EXIT, 11 | 0x80, "w1");
 	lwp_exit(&c, PID, 11 | 0x80, PTWK_F_GROUP_EXIT | PTWK_F_GROUP_DEAD, 11 | 0x80, "prog");
 	CHECK(c.ended && c.exit_signal == 11 && c.core_dumped);
 	ptw_spans_finish(s);
 	const struct ptw_span *m = span_of(s, PID);
 	CHECK(m && m->status == PTW_STATUS_UNMATCHED && m->signal == 11);
+	CHECK(m && m->method == PTW_METHOD_PROCESS_EXIT);
+	const struct ptw_span *w = span_of(s, 101);
+	CHECK(w && w->status == PTW_STATUS_UNMATCHED && w->method == PTW_METHOD_KILLED);
+	CHECK(w && w->signal == 11);
 	ptwk_conv_free(&c);
 	ptw_spans_free(s);
 }
