@@ -1368,9 +1368,10 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 		goto fail;
 	}
 	if (!launched) {
+		k->stats.probes += ptwk_underway_take(k->underway);
 		list_threads(k);
 		read_glibc(k);
-		k->stats.probes += ptwk_underway_take(k->underway, &k->conv, k->start_ns);
+		ptwk_underway_emit(k->underway, &k->conv, k->start_ns);
 	}
 	if (!launched && k->o.follow_forks)
 		follow_descendants(k);

@@ -30,13 +30,18 @@
  * process; the rest are said). */
 #define UNDERWAY_MAX_TASKS 65536
 
+struct found;
+
 struct ptwk_underway {
 	struct ptwk_underway_env env;
 	struct ptw_map before; /* tid -> switches + 1 at the begin (0 there: on a CPU) */
-	int *fds;	       /* uprobe_multi links of the return sites */
+	uint64_t begin_ns;
+	int *fds; /* uprobe_multi links of the return sites */
 	size_t nfds;
 	struct bpf_link **links; /* or ordinary uprobes */
 	size_t nlinks;
+	struct found *found; /* taken, to emit (ptwk_underway_emit) */
+	size_t nfound;
 };
 
 /* The return sites of one file. */
@@ -128,6 +133,7 @@ struct ptwk_underway *ptwk_underway_begin(const struct ptwk_underway_env *env)
 		free(u);
 		return NULL;
 	}
+	u->begin_ns = ptw_now_ns();
 	for (int i = 0; i < n; i++)
 		ptw_map_put(&u->before, t[i].tid,
 			    (void *)(uintptr_t)(t[i].on_cpu ? 0 : t[i].switches + 1));
@@ -304,7 +310,7 @@ static int attach_all(struct ptwk_underway *u, const struct found *fs, size_t nf
 	return r < 0 ? r : total;
 }
 
-unsigned ptwk_underway_take(struct ptwk_underway *u, struct ptwk_conv *conv, uint64_t ns)
+unsigned ptwk_underway_take(struct ptwk_underway *u)
 {
 	if (!u)
 		return 0;
@@ -324,6 +330,11 @@ unsigned ptwk_underway_take(struct ptwk_underway *u, struct ptwk_conv *conv, uin
 	pid_t first_ran = 0, first_partial = 0, first_missed = 0;
 	ptw_mem_invalidate(u->env.proc);
 	for (int i = 0; i < n && nmaps > 0; i++) {
+		ptw_dbg(PTW_DBG_TRACER,
+			"--trace: under way: thread %u: switches %llu (at the begin: %llu), %s",
+			t[i].tid, (unsigned long long)t[i].switches,
+			(unsigned long long)(uintptr_t)ptw_map_get(&u->before, t[i].tid) - 1,
+			t[i].on_cpu ? "on a CPU" : "off");
 		if (!stayed(u, &t[i]) || !t[i].regs_ok) {
 			first_ran = ran++ ? first_ran : (pid_t)t[i].tid;
 			continue;
@@ -362,6 +373,8 @@ unsigned ptwk_underway_take(struct ptwk_underway *u, struct ptwk_conv *conv, uin
 	}
 	struct ptwk_uw_task *after;
 	int nafter = nfs ? read_tasks(u, &after) : 0;
+	ptw_dbg(PTW_DBG_TRACER, "--trace: under way: %zu threads with calls, looked at for %.1f ms",
+		nfs, (double)(ptw_now_ns() - u->begin_ns) / 1e6);
 	for (size_t k = 0; k < nfs; k++) {
 		bool still = false;
 		for (int i = 0; i < nafter && !still; i++)
@@ -373,6 +386,7 @@ unsigned ptwk_underway_take(struct ptwk_underway *u, struct ptwk_conv *conv, uin
 				bpf_map__delete_elem(u->env.sites, &key, sizeof(key), 0);
 			}
 			first_ran = ran++ ? first_ran : fs[k].tid;
+			found_free(&fs[k]);
 			continue;
 		}
 		/* outermost first */
@@ -381,20 +395,23 @@ unsigned ptwk_underway_take(struct ptwk_underway *u, struct ptwk_conv *conv, uin
 			fs[k].v[i] = fs[k].v[j];
 			fs[k].v[j] = x;
 		}
-		ptwk_frames_under_way(conv, fs[k].tid, fs[k].v, fs[k].n, ns);
+		/* kept at the front (slots before k are kept or freed) */
+		struct found keep = fs[k];
+		memset(&fs[k], 0, sizeof(fs[k]));
+		fs[u->nfound++] = keep;
 	}
 	if (nafter > 0)
 		free(after);
-	for (size_t k = 0; k < nfs; k++)
+	for (size_t k = u->nfound; k < nfs; k++)
 		found_free(&fs[k]);
-	free(fs);
+	u->found = fs;
 	free(t);
 	if (ran)
 		note(u, PTW_W_KERNEL_LIMIT,
-		     "--trace: %zu threads ran while ptwatch attached (the first: %d): the kernel "
-		     "path reads a thread's registers without stopping it, only while it is off a "
-		     "CPU, so the calls under way in them at the attach are not reported",
-		     ran, first_ran);
+		     "--trace: %zu thread%s ran while ptwatch attached (the first: %d): the "
+		     "kernel path reads a thread's registers without stopping it, only while it "
+		     "is off a CPU, so the calls under way in %s at the attach are not reported",
+		     ran, ran == 1 ? "" : "s", first_ran, ran == 1 ? "it" : "them");
 	if (missed)
 		note(u, PTW_W_TRACE_PARTIAL_STACK,
 		     "--trace: a call under way at the attach in thread %d (the first such) is not "
@@ -408,6 +425,19 @@ unsigned ptwk_underway_take(struct ptwk_underway *u, struct ptwk_conv *conv, uin
 	if (!probes)
 		ptwk_underway_close(u);
 	return (unsigned)probes;
+}
+
+void ptwk_underway_emit(struct ptwk_underway *u, struct ptwk_conv *conv, uint64_t ns)
+{
+	if (!u)
+		return;
+	for (size_t k = 0; k < u->nfound; k++) {
+		ptwk_frames_under_way(conv, u->found[k].tid, u->found[k].v, u->found[k].n, ns);
+		found_free(&u->found[k]);
+	}
+	free(u->found);
+	u->found = NULL;
+	u->nfound = 0;
 }
 
 void ptwk_underway_poll(struct ptwk_underway *u)
@@ -450,6 +480,9 @@ void ptwk_underway_free(struct ptwk_underway *u)
 	if (!u)
 		return;
 	ptwk_underway_close(u);
+	for (size_t k = 0; k < u->nfound; k++)
+		found_free(&u->found[k]);
+	free(u->found);
 	ptw_map_free(&u->before);
 	free(u);
 }

@@ -48,11 +48,16 @@ struct ptwk_underway_env {
  * NULL when there is nothing to do or it cannot be done (said). */
 struct ptwk_underway *ptwk_underway_begin(const struct ptwk_underway_env *env);
 
-/* After the entry probes are in and the threads are listed (conv knows
- * them), before any record is converted: the calls under way, their
- * return sites watched, their frame entries emitted (ns: the attach).
- * Returns the number of return-site probes attached. */
-unsigned ptwk_underway_take(struct ptwk_underway *u, struct ptwk_conv *conv, uint64_t ns);
+/* After the entry probes are in: the calls under way found and their
+ * return sites watched, for the threads that did not run meanwhile (the
+ * others said). Before the threads are listed: once the session says it
+ * attached, the program may go on. Returns the return-site probes
+ * attached. */
+unsigned ptwk_underway_take(struct ptwk_underway *u);
+
+/* Once the threads are listed (conv knows them), before any record is
+ * converted: the frame entries of what take found (ns: the attach). */
+void ptwk_underway_emit(struct ptwk_underway *u, struct ptwk_conv *conv, uint64_t ns);
 
 /* Now and then: once every watched frame has returned or its thread is
  * gone, the return sites' probes are removed. */
