@@ -314,6 +314,7 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 {
 	if (!u)
 		return 0;
+	uint64_t t0 = ptw_now_ns();
 	struct ptwk_uw_task *t;
 	int n = read_tasks(u, &t);
 	if (n < 0) {
@@ -323,6 +324,8 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 		     strerror(-n));
 		return 0;
 	}
+	ptw_dbg(PTW_DBG_TRACER, "--trace: under way: %d threads read in %.2f ms", n,
+		(double)(ptw_now_ns() - t0) / 1e6);
 	struct ptw_mapping *maps = NULL;
 	int nmaps = ptw_maps_read(u->env.pid, &maps);
 	struct found *fs = xcalloc((size_t)n + 1, sizeof(*fs));
@@ -373,8 +376,6 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 	}
 	struct ptwk_uw_task *after;
 	int nafter = nfs ? read_tasks(u, &after) : 0;
-	ptw_dbg(PTW_DBG_TRACER, "--trace: under way: %zu threads with calls, looked at for %.1f ms",
-		nfs, (double)(ptw_now_ns() - u->begin_ns) / 1e6);
 	for (size_t k = 0; k < nfs; k++) {
 		bool still = false;
 		for (int i = 0; i < nafter && !still; i++)
@@ -424,6 +425,11 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 		     first_partial);
 	if (!probes)
 		ptwk_underway_close(u);
+	ptw_dbg(PTW_DBG_TRACER,
+		"--trace: under way: %zu threads with calls, %d return-site probes, %zu threads "
+		"ran; %.1f ms since the begin, %.1f ms here",
+		u->nfound, probes, ran, (double)(ptw_now_ns() - u->begin_ns) / 1e6,
+		(double)(ptw_now_ns() - t0) / 1e6);
 	return (unsigned)probes;
 }
 
