@@ -29,6 +29,9 @@
 /* Threads read by the iterator at most (a bound on a hostile or huge
  * process; the rest are said). */
 #define UNDERWAY_MAX_TASKS 65536
+/* How often the sites' map is looked at for frames over (their probes
+ * removed once none is left). */
+#define UNDERWAY_POLL_NS 200000000ull
 
 struct found;
 
@@ -36,6 +39,7 @@ struct ptwk_underway {
 	struct ptwk_underway_env env;
 	struct ptw_map before; /* tid -> switches + 1 at the begin (0 there: on a CPU) */
 	uint64_t begin_ns;
+	uint64_t polled_ns; /* the sites' map last looked at */
 	int *fds; /* uprobe_multi links of the return sites */
 	size_t nfds;
 	struct bpf_link **links; /* or ordinary uprobes */
@@ -328,6 +332,11 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 		(double)(ptw_now_ns() - t0) / 1e6);
 	struct ptw_mapping *maps = NULL;
 	int nmaps = ptw_maps_read(u->env.pid, &maps);
+	if (nmaps <= 0)
+		note(u, PTW_W_KERNEL_LIMIT,
+		     "--trace: the calls under way at the attach are not reported: cannot read "
+		     "/proc/%d/maps (%s)",
+		     u->env.pid, strerror(nmaps < 0 ? -nmaps : ENOENT));
 	struct found *fs = xcalloc((size_t)n + 1, sizeof(*fs));
 	size_t nfs = 0, ran = 0, partial = 0, missed = 0;
 	pid_t first_ran = 0, first_partial = 0, first_missed = 0;
@@ -450,6 +459,11 @@ void ptwk_underway_poll(struct ptwk_underway *u)
 {
 	if (!u || (!u->nfds && !u->nlinks))
 		return;
+	/* (a syscall per site and a /proc look per thread: not at every batch) */
+	uint64_t now = ptw_now_ns();
+	if (now - u->polled_ns < UNDERWAY_POLL_NS)
+		return;
+	u->polled_ns = now;
 	/* What is left: frames not returned; a thread gone takes its own. */
 	struct ptwk_uw_key key, next;
 	bool left = false, first = true;
