@@ -101,6 +101,16 @@ void ptwk_conv_record(struct ptwk_conv *c, const struct ptwk_record *r);
  * every thread's). */
 void ptwk_frames_record(struct ptwk_conv *c, const struct ptwk_record *r);
 void ptwk_frames_forget(struct ptwk_conv *c, pid_t tid);
+/* A call under way at the attach (underway.c): sp the slot of its return
+ * address ret, entry its function's address, index its --trace index. */
+struct ptwk_under_way {
+	uint64_t sp, ret, entry, index;
+};
+/* Thread tid's calls under way at the attach (v: outermost first): frame
+ * entries before_attach, below every frame its records pushed (ns: the
+ * attach). */
+void ptwk_frames_under_way(struct ptwk_conv *c, pid_t tid, const struct ptwk_under_way *v, size_t n,
+			   uint64_t ns);
 
 /* Let go (PTW_EV_DETACHED), unless the process ended. */
 void ptwk_conv_detached(struct ptwk_conv *c, uint64_t ns);

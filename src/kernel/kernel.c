@@ -33,6 +33,7 @@
 
 #include "convert.h"
 #include "kframes.h"
+#include "underway.h"
 #include "locks.h"
 #include "probes.h"
 #include "ptw_attach.h"
@@ -74,6 +75,7 @@ struct ptw_kernel {
 	struct ptwk_conv conv;
 	struct ptwk_frames *frames; /* --trace (kframes.c), NULL without */
 	bool frames_noted;	    /* its notes are in (frames_notes) */
+	struct ptwk_underway *underway; /* --trace -p: calls under way at the attach (underway.c) */
 	bool raw_clones_noted;	    /* the raw clones' note is in */
 	bool window_clones_noted;
 	bool zombie_leader; /* attached with its main thread exited */
@@ -708,6 +710,7 @@ int ptw_kernel_consume(struct ptw_kernel *k)
 	int r = drain(k);
 	size_t n = k->nqueue;
 	convert_queue(k);
+	ptwk_underway_poll(k->underway);
 	if (r < 0)
 		return r;
 	if (k->locks)
@@ -836,6 +839,15 @@ static int open_skeleton(struct ptw_kernel *k, bool multi)
 	/* --trace's (kframes.c) */
 	struct bpf_program *frame_progs[] = { s->progs.ptw_frame_entry, s->progs.ptw_frame_return,
 					      s->progs.ptw_frame_helper };
+	/* calls under way at an attach (underway.c) */
+	if (r == 0 && (!k->o.ntrace || k->launched))
+		r = bpf_program__set_autoload(s->progs.ptw_underway_regs, false);
+	if (r == 0 && (!k->o.ntrace || k->launched))
+		r = bpf_program__set_autoload(s->progs.ptw_underway_return, false);
+	else if (r == 0 && multi)
+		r = bpf_program__set_expected_attach_type(
+			s->progs.ptw_underway_return,
+			(enum bpf_attach_type)PTWK_BPF_TRACE_UPROBE_MULTI);
 	for (size_t i = 0; i < PTW_ARRAY_SIZE(frame_progs) && r == 0; i++)
 		if (!k->o.ntrace)
 			r = bpf_program__set_autoload(frame_progs[i], false);
@@ -990,6 +1002,7 @@ static int attach_tracepoints(struct ptw_kernel *k)
 static void close_links(struct ptw_kernel *k)
 {
 	ptwk_frames_close(k->frames);
+	ptwk_underway_close(k->underway);
 	for (int i = 0; i < 2; i++)
 		if (k->multi_fds[i] >= 0) {
 			close(k->multi_fds[i]);
@@ -1255,6 +1268,25 @@ static void list_threads(struct ptw_kernel *k)
 	free(l.v);
 }
 
+/* --trace -p: the calls under way at the attach (underway.c): the
+ * threads read before the entry probes go in. */
+static void underway_begin(struct ptw_kernel *k)
+{
+	if (!k->frames || !k->skel)
+		return;
+	struct ptwk_underway_env env = { .pid = k->pid,
+					 .proc = k->proc,
+					 .syms = k->syms,
+					 .frames = k->frames,
+					 .iter = k->skel->progs.ptw_underway_regs,
+					 .ret = k->skel->progs.ptw_underway_return,
+					 .sites = k->skel->maps.underway_sites,
+					 .multi = k->multi,
+					 .note = note_line,
+					 .ctx = k };
+	k->underway = ptwk_underway_begin(&env);
+}
+
 /* ---- the public entry points ---- */
 
 static int open_fds(struct ptw_kernel *k)
@@ -1375,14 +1407,18 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 		k->conv.probes_in_ns = ptw_now_ns();
 	k->frames = ptwk_frames_new(o->trace, o->ntrace);
 	if (!launched)
+		underway_begin(k);
+	if (!launched)
 		scan_frames(k);
 	if ((r = open_fds(k)) < 0) {
 		why_set(why, why_size, "epoll: %s", strerror(-r));
 		goto fail;
 	}
 	if (!launched) {
+		k->stats.probes += ptwk_underway_take(k->underway);
 		list_threads(k);
 		read_glibc(k);
+		ptwk_underway_emit(k->underway, &k->conv, k->start_ns);
 	}
 	if (!launched && k->o.follow_forks)
 		follow_descendants(k);
@@ -1606,6 +1642,7 @@ void ptw_kernel_free(struct ptw_kernel *k)
 	ptw_argv_free(k->argv);
 	ptwk_conv_free(&k->conv);
 	ptwk_frames_free(k->frames);
+	ptwk_underway_free(k->underway);
 	ptwk_locks_free(k->locks);
 	ptw_map_free(&k->sites);
 	ptw_tdb_free(k->tdb);
