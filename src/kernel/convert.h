@@ -37,6 +37,9 @@ struct ptwk_conv_ops {
 	const struct ptw_location *(*frame_function)(void *ctx, uint64_t index);
 	/* ld.so's list of modules changed (dlopen, dlclose): new ones to scan. */
 	void (*modules_changed)(void *ctx);
+	/* --trace: whether a return address is a sigreturn trampoline (a
+	 * signal handler's; NULL: none is). */
+	bool (*is_sigreturn)(void *ctx, uint64_t addr);
 	void *ctx;
 };
 
@@ -47,6 +50,7 @@ struct ptwk_conv {
 	struct ptw_map threads; /* tid -> struct ptwk_thread */
 	struct ptw_map frames;	/* tid -> its shadow stack (convert_frames.c) */
 	uint64_t frames_too_deep; /* calls left without a return probe (kernel's depth limit) */
+	bool sigreturn_probed;	  /* --trace: glibc's sigreturn trampoline has its probe */
 	uint64_t events;
 	/* Threads made by a clone without pthread_create that never entered
 	 * start_thread (a raw clone): their routine and argument are unknown

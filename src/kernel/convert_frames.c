@@ -14,8 +14,11 @@
  * frame's whose slot it is. The kernel drops the return instances a
  * longjmp or an exception skipped, so no return ever comes for those.
  */
+#define _GNU_SOURCE /* REG_RSP */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ucontext.h>
 
 #include "convert.h"
 #include "ptw_frames.h"
@@ -24,10 +27,22 @@
  * (MAX_URETPROBE_DEPTH): a call entered deeper gets no return probe. */
 #define KERNEL_URETPROBE_DEPTH 64
 
+/* A context the thread left by swapcontext and may come back to: its
+ * shadow stack, parked by the stack pointer it resumes at (trace.c's
+ * shadow_ctx). */
+struct fctx {
+	uint64_t resume_sp;
+	struct ptw_shadow_frame *st;
+	size_t n, cap;
+};
+
 struct fthread {
 	struct ptw_shadow_frame *st; /* innermost last; id 1: no return probe */
 	size_t n, cap;
-	size_t watched; /* of those, with a return probe */
+	size_t watched; /* of those (and the parked ones), with a return probe */
+	struct fctx *parked;
+	size_t nparked;
+	bool mixed_said; /* kernel_limit: contexts interleaved returns (said once) */
 };
 
 /* The k innermost frames are over; those that had no return probe and
@@ -56,6 +71,9 @@ static struct fthread *fthread_of(struct ptwk_conv *c, pid_t tid, bool make)
 static void fthread_free(struct fthread *ft)
 {
 	if (ft) {
+		for (size_t i = 0; i < ft->nparked; i++)
+			free(ft->parked[i].st);
+		free(ft->parked);
 		free(ft->st);
 		free(ft);
 	}
@@ -88,6 +106,16 @@ static bool trampoline(const struct ptwk_record *r)
 	return r->e && r->c >= r->e && r->c - r->e < 4096;
 }
 
+/* A signal handler's entry: the return address is the sigreturn
+ * trampoline, and the kernel passed the signal as the first argument. */
+static int handler_signal(struct ptwk_conv *c, const struct ptwk_record *r, uint64_t ret)
+{
+	int sig = (int)((r->f >> PTWK_F_SIG_SHIFT) & 0xff);
+	return sig >= 1 && sig <= 64 && c->ops.is_sigreturn && c->ops.is_sigreturn(c->ops.ctx, ret)
+		       ? sig
+		       : 0;
+}
+
 static void on_entry(struct ptwk_conv *c, const struct ptwk_record *r)
 {
 	if (!(r->f & PTWK_F_READ))
@@ -98,8 +126,10 @@ static void on_entry(struct ptwk_conv *c, const struct ptwk_record *r)
 	 * kernel put its trampoline there. */
 	if (trampoline(r) && ft->n && ft->st[ft->n - 1].sp == sp)
 		ret = ft->st[ft->n - 1].ret;
+	int sig = handler_signal(c, r, ret);
 	bool tail;
-	drop(c, ft, ptw_shadow_left_at_entry(ft->st, ft->n, sp, ret, &tail), false);
+	if (!sig) /* a handler leaves no frame: the kernel entered it below */
+		drop(c, ft, ptw_shadow_left_at_entry(ft->st, ft->n, sp, ret, &tail), false);
 	if (ft->n == ft->cap) {
 		ft->cap = ft->cap ? ft->cap * 2 : 16;
 		ft->st = xreallocarray(ft->st, ft->cap, sizeof(*ft->st));
@@ -113,6 +143,7 @@ static void on_entry(struct ptwk_conv *c, const struct ptwk_record *r)
 		ev.routine = c->ops.locate(c->ops.ctx, r->d);
 	ev.sp = sp;
 	ev.ret_addr = ret;
+	ev.sig = sig;
 	emit(c, &ev);
 }
 
@@ -146,6 +177,79 @@ static uint64_t longjmp_target(const struct ptwk_record *r)
 	return sp > r->b && sp - r->b < PTW_SHADOW_WINDOW ? sp : 0;
 }
 
+/* The ucontext_t offset the BPF program reads. */
+_Static_assert(offsetof(ucontext_t, uc_mcontext.gregs[REG_RSP]) == PTWK_UC_RSP,
+	       "ucontext_t's saved RSP");
+
+/*
+ * swapcontext(oucp, ucp) or setcontext(ucp): the thread goes to ucp's
+ * saved stack pointer; swapcontext saves in oucp the one it resumes at
+ * (its entry sp + 8). The shadow stacks follow as the tracer's do
+ * (trace.c's hook_context, ptw_frames.h): one per context, parked by
+ * that resume sp; setcontext within the running context is a jump.
+ */
+static void on_context(struct ptwk_conv *c, const struct ptwk_record *r)
+{
+	uint64_t to = r->d;
+	if (!(r->f & PTWK_F_READ) || !to)
+		return; /* it will fail (EFAULT) or crash: the next events tell */
+	bool swap = r->kind == PTWK_CONTEXT_SWAP;
+	uint64_t resume = swap ? r->b + 8 : 0;
+	struct fthread *ft = fthread_of(c, (pid_t)r->tid, true);
+	size_t back = SIZE_MAX;
+	for (size_t i = 0; i < ft->nparked && back == SIZE_MAX; i++)
+		if (ft->parked[i].resume_sp == to)
+			back = i;
+	bool within = false;
+	for (size_t i = 0; !swap && back == SIZE_MAX && i < ft->n && !within; i++)
+		within = ptw_shadow_same_stack(ft->st[i].sp, to);
+	bool returned;
+	if (within) {
+		drop(c, ft, ptw_shadow_left_at(ft->st, ft->n, to, 0, &returned), false);
+	} else {
+		if (swap) {
+			ft->parked = xreallocarray(ft->parked, ft->nparked + 1, sizeof(*ft->parked));
+			ft->parked[ft->nparked++] = (struct fctx){ resume, ft->st, ft->n, ft->cap };
+			ft->st = NULL;
+			ft->n = ft->cap = 0;
+		} else {
+			drop(c, ft, ft->n, false);
+		}
+		if (back != SIZE_MAX) {
+			struct fctx b = ft->parked[back];
+			ft->parked[back] = ft->parked[ft->nparked - 1];
+			ft->nparked--;
+			free(ft->st);
+			ft->st = b.st;
+			ft->n = b.n;
+			ft->cap = b.cap;
+		}
+	}
+	struct ptw_event ev = ptw_event_init(PTW_EV_CONTEXT_SWITCH, r->ns, (pid_t)r->tid);
+	ev.sp = to;
+	ev.has_arg = swap;
+	ev.arg = resume;
+	emit(c, &ev);
+}
+
+/* A caught signal's delivery and a handler's sigreturn, as the tracer
+ * emits them (trace.c): a delivery only when the sigreturn probe is in
+ * (a delivery without its sigreturn would mark every later call). */
+static void on_signal(struct ptwk_conv *c, const struct ptwk_record *r)
+{
+	struct ptw_event ev;
+	if (r->kind == PTWK_SIGNAL) {
+		if (!c->sigreturn_probed || !(r->f & PTWK_F_READ) || r->a < 1 || r->a > 64)
+			return;
+		ev = ptw_event_init(PTW_EV_SIGNAL_DELIVER, r->ns, (pid_t)r->tid);
+		ev.sig = (int)r->a;
+	} else {
+		ev = ptw_event_init(PTW_EV_SIGRETURN, r->ns, (pid_t)r->tid);
+	}
+	ev.sp = r->b;
+	emit(c, &ev);
+}
+
 void ptwk_frames_record(struct ptwk_conv *c, const struct ptwk_record *r)
 {
 	/* A launch before its exec: ptwatch's own fork running its execvp
@@ -163,6 +267,14 @@ void ptwk_frames_record(struct ptwk_conv *c, const struct ptwk_record *r)
 	if (r->kind == PTWK_DL_STATE) {
 		if (c->ops.modules_changed)
 			c->ops.modules_changed(c->ops.ctx);
+		return;
+	}
+	if (r->kind == PTWK_CONTEXT_SWAP || r->kind == PTWK_CONTEXT_SET) {
+		on_context(c, r);
+		return;
+	}
+	if (r->kind == PTWK_SIGNAL || r->kind == PTWK_SIGRETURN) {
+		on_signal(c, r);
 		return;
 	}
 	/* The helpers say something only while a frame of ours is open. */

@@ -67,6 +67,7 @@ struct ptwk_frames {
 	struct ptw_symbols **file_syms; /* a launch's files, read before they are mapped */
 	size_t nfile_syms;
 	bool offline; /* the scan in progress is of a file's symbols */
+	bool sigreturn; /* glibc's sigreturn trampoline has its probe */
 	/* per scan */
 	struct group group;
 	struct ptw_symbols *syms;
@@ -298,6 +299,10 @@ static int attach_helpers(struct ptwk_frames *f, const struct ptwk_frames_progs 
 		{ "siglongjmp", PTWK_LONGJMP },
 		{ "__longjmp_chk", PTWK_LONGJMP },
 		{ "_dl_debug_state", PTWK_DL_STATE },
+		/* code entered without a call (convert_frames.c) */
+		{ "swapcontext", PTWK_CONTEXT_SWAP },
+		{ "setcontext", PTWK_CONTEXT_SET },
+		{ "__restore_rt", PTWK_SIGRETURN },
 	};
 	int n = 0;
 	for (size_t i = 0; i < PTW_ARRAY_SIZE(helpers); i++) {
@@ -323,6 +328,7 @@ static int attach_helpers(struct ptwk_frames *f, const struct ptwk_frames_progs 
 				strerror(-r));
 		else
 			n++;
+		f->sigreturn |= r == 0 && helpers[i].kind == PTWK_SIGRETURN;
 		group_free(&g);
 	}
 	return n;
@@ -641,6 +647,11 @@ int ptwk_frames_scan_core(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t
 const struct ptw_location *ptwk_frames_function(const struct ptwk_frames *f, uint64_t index)
 {
 	return f && index < f->nfns ? f->fns[index] : NULL;
+}
+
+bool ptwk_frames_sigreturn_probed(const struct ptwk_frames *f)
+{
+	return f && f->sigreturn;
 }
 
 unsigned ptwk_frames_probes(const struct ptwk_frames *f)
