@@ -51,6 +51,11 @@ struct ptwk_conv {
 	struct ptw_map frames;	/* tid -> its shadow stack (convert_frames.c) */
 	uint64_t frames_too_deep; /* calls left without a return probe (kernel's depth limit) */
 	bool sigreturn_probed;	  /* --trace: glibc's sigreturn trampoline has its probe */
+	/* --trace, contexts (the kernel keeps one list of pending returns per
+	 * thread, whatever the stack: convert_frames.c): swapcontexts that
+	 * left traced calls with return probes open, and returns the kernel
+	 * sent to another call's return address than the returning frame's */
+	uint64_t frames_ctx_open, frames_misrouted;
 	uint64_t events;
 	/* Threads made by a clone without pthread_create that never entered
 	 * start_thread (a raw clone): their routine and argument are unknown

@@ -153,6 +153,14 @@ static void on_return(struct ptwk_conv *c, const struct ptwk_record *r)
 	uint64_t sp = r->b, ip = r->c;
 	if (!ft || !ft->n)
 		return;
+	/* The frame whose return slot this was, and where the kernel sent
+	 * the thread: another call's return address when its list of
+	 * pending returns was mixed up by contexts (see on_context). */
+	for (size_t i = ft->n; i-- > 0;)
+		if (ft->st[i].sp == sp - 8) {
+			c->frames_misrouted += ft->st[i].ret != ip;
+			break;
+		}
 	bool returned;
 	size_t k = ptw_shadow_left_at(ft->st, ft->n, sp, ip, &returned);
 	if (!k)
@@ -187,6 +195,21 @@ _Static_assert(offsetof(ucontext_t, uc_mcontext.gregs[REG_RSP]) == PTWK_UC_RSP,
  * (its entry sp + 8). The shadow stacks follow as the tracer's do
  * (trace.c's hook_context, ptw_frames.h): one per context, parked by
  * that resume sp; setcontext within the running context is a jump.
+ *
+ * What the kernel does meanwhile (kernel/events/uprobes.c, x86-64): one
+ * list of pending return instances per thread, newest first, each with
+ * the sp of its return slot. At every traced entry it drops the newest
+ * ones whose slot is at or below the new sp (taken for frames a longjmp
+ * left); at a return through its trampoline it takes the newest one, and
+ * if the next is below the sp returned to, drops it unreported and takes
+ * the next: the thread goes to the return address of the one it keeps.
+ * Stacks of contexts are anywhere: a context left with traced calls open
+ * (their slots hold the trampoline) has them dropped when the context run
+ * next enters a traced function above them, or taken by that context's
+ * returns; when such a call returns at last, the kernel sends the thread
+ * to another call's return address (or SIGILL when none is pending). A
+ * context that runs its traced calls to their end before switching back
+ * (a call-like context), or is never resumed, is safe.
  */
 static void on_context(struct ptwk_conv *c, const struct ptwk_record *r)
 {
@@ -208,6 +231,10 @@ static void on_context(struct ptwk_conv *c, const struct ptwk_record *r)
 		drop(c, ft, ptw_shadow_left_at(ft->st, ft->n, to, 0, &returned), false);
 	} else {
 		if (swap) {
+			bool probed = false;
+			for (size_t i = 0; i < ft->n && !probed; i++)
+				probed = !ft->st[i].id;
+			c->frames_ctx_open += probed;
 			ft->parked = xreallocarray(ft->parked, ft->nparked + 1, sizeof(*ft->parked));
 			ft->parked[ft->nparked++] = (struct fctx){ resume, ft->st, ft->n, ft->cap };
 			ft->st = NULL;

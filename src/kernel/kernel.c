@@ -1098,6 +1098,21 @@ static void frames_notes(struct ptw_kernel *k)
 		     "--trace: %llu calls nested under 64 others with their returns pending had no "
 		     "return probe (the kernel's limit) and are reported unmatched",
 		     (unsigned long long)k->conv.frames_too_deep);
+	if (k->conv.frames_misrouted)
+		note(k,
+		     "--trace: %llu returns of traced calls went to another call's return address: "
+		     "the kernel keeps one list of pending returns per thread whatever the stack, "
+		     "and context switches (swapcontext) with traced calls open mixed it up; the "
+		     "program did not run as it does untraced (use --backend=ptrace)",
+		     (unsigned long long)k->conv.frames_misrouted);
+	else if (k->conv.frames_ctx_open)
+		note(k,
+		     "--trace: %llu context switches (swapcontext) left traced calls open: their "
+		     "returns rely on the kernel's one list of pending returns per thread, which a "
+		     "context whose stack lies above them, or that switches back with its own traced "
+		     "calls open, mixes up (returns lost, or sent to another call's caller: see "
+		     "BUGS)",
+		     (unsigned long long)k->conv.frames_ctx_open);
 }
 
 /*
