@@ -56,6 +56,9 @@ struct ptwk_conv {
 	 * left traced calls with return probes open, and returns the kernel
 	 * sent to another call's return address than the returning frame's */
 	uint64_t frames_ctx_open, frames_misrouted;
+	/* --trace: pending returns the kernel dropped under a signal handler
+	 * running above them (sigaltstack): convert_frames.c */
+	uint64_t frames_sigaltstack;
 	uint64_t events;
 	/* Threads made by a clone without pthread_create that never entered
 	 * start_thread (a raw clone): their routine and argument are unknown

@@ -37,12 +37,17 @@ struct fctx {
 };
 
 struct fthread {
-	struct ptw_shadow_frame *st; /* innermost last; id 1: no return probe */
+	struct ptw_shadow_frame *st; /* innermost last; id 1: no return probe (the depth
+				      * limit), 2: its return dropped by the kernel */
 	size_t n, cap;
 	size_t watched; /* of those (and the parked ones), with a return probe */
 	struct fctx *parked;
 	size_t nparked;
-	bool mixed_said; /* kernel_limit: contexts interleaved returns (said once) */
+	/* the stack pointers caught signals interrupted, innermost last (the
+	 * deliveries told by the signal_deliver tracepoint, until their
+	 * sigreturn): a handler's traced calls above them (sigaltstack) */
+	uint64_t sig_sp[8];
+	size_t nsig;
 };
 
 /* The k innermost frames are over; those that had no return probe and
@@ -53,7 +58,7 @@ static void drop(struct ptwk_conv *c, struct fthread *ft, size_t k, bool last_re
 		const struct ptw_shadow_frame *fr = &ft->st[--ft->n];
 		if (!fr->id)
 			ft->watched--;
-		else if (!(last_returned && i == k - 1))
+		else if (fr->id == 1 && !(last_returned && i == k - 1))
 			c->frames_too_deep++;
 	}
 }
@@ -106,6 +111,25 @@ static bool trampoline(const struct ptwk_record *r)
 	return r->e && r->c >= r->e && r->c - r->e < 4096;
 }
 
+/*
+ * A traced call in a signal handler, at sp: the kernel drops the pending
+ * returns whose slot is at or below sp, newest first, taking them for
+ * frames a longjmp left. A handler on an alternate stack above the frames
+ * it interrupted (sigaltstack; the kernel's "TODO: sigaltstack()") makes
+ * it drop theirs although they live: when they return, the kernel finds
+ * another call's return, or none and kills the thread's process with
+ * SIGILL (checked on 6.18). Counted for a note; they get no return.
+ */
+static void handler_above(struct ptwk_conv *c, struct fthread *ft, uint64_t sp)
+{
+	for (size_t i = ft->n; i-- > 0 && ft->st[i].sp <= sp;)
+		if (!ft->st[i].id) {
+			ft->st[i].id = 2; /* (not the depth limit's) */
+			ft->watched--;
+			c->frames_sigaltstack++;
+		}
+}
+
 /* A signal handler's entry: the return address is the sigreturn
  * trampoline, and the kernel passed the signal as the first argument. */
 static int handler_signal(struct ptwk_conv *c, const struct ptwk_record *r, uint64_t ret)
@@ -127,6 +151,8 @@ static void on_entry(struct ptwk_conv *c, const struct ptwk_record *r)
 	if (trampoline(r) && ft->n && ft->st[ft->n - 1].sp == sp)
 		ret = ft->st[ft->n - 1].ret;
 	int sig = handler_signal(c, r, ret);
+	if (sig || ft->nsig)
+		handler_above(c, ft, sp);
 	bool tail;
 	if (!sig) /* a handler leaves no frame: the kernel entered it below */
 		drop(c, ft, ptw_shadow_left_at_entry(ft->st, ft->n, sp, ret, &tail), false);
@@ -264,6 +290,12 @@ static void on_context(struct ptwk_conv *c, const struct ptwk_record *r)
  * (a delivery without its sigreturn would mark every later call). */
 static void on_signal(struct ptwk_conv *c, const struct ptwk_record *r)
 {
+	struct fthread *ft = fthread_of(c, (pid_t)r->tid, r->kind == PTWK_SIGNAL);
+	if (ft && r->kind == PTWK_SIGNAL && (r->f & PTWK_F_READ) &&
+	    ft->nsig < PTW_ARRAY_SIZE(ft->sig_sp))
+		ft->sig_sp[ft->nsig++] = r->b;
+	else if (ft && r->kind == PTWK_SIGRETURN && ft->nsig)
+		ft->nsig--;
 	struct ptw_event ev;
 	if (r->kind == PTWK_SIGNAL) {
 		if (!c->sigreturn_probed || !(r->f & PTWK_F_READ) || r->a < 1 || r->a > 64)
@@ -325,6 +357,10 @@ void ptwk_frames_record(struct ptwk_conv *c, const struct ptwk_record *r)
 		ev.sp = longjmp_target(r);
 		if (ev.sp)
 			drop(c, ft, ptw_shadow_left_at(ft->st, ft->n, ev.sp, 0, &returned), false);
+		/* out of the handlers whose interrupted code it lands above */
+		while (ev.sp && ft->nsig && ft->sig_sp[ft->nsig - 1] <= ev.sp &&
+		       ev.sp - ft->sig_sp[ft->nsig - 1] < PTW_SHADOW_WINDOW)
+			ft->nsig--;
 		break;
 	default:
 		return;

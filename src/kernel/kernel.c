@@ -1105,7 +1105,14 @@ static void frames_notes(struct ptw_kernel *k)
 		     "and context switches (swapcontext) with traced calls open mixed it up; the "
 		     "program did not run as it does untraced (use --backend=ptrace)",
 		     (unsigned long long)k->conv.frames_misrouted);
-	else if (k->conv.frames_ctx_open)
+	if (k->conv.frames_sigaltstack)
+		note(k,
+		     "--trace: a signal handler ran on an alternate stack (sigaltstack) above %llu "
+		     "traced calls it interrupted: the kernel dropped their pending returns, taking "
+		     "them for calls a longjmp left; when they return it kills the program with "
+		     "SIGILL or sends it to another call's return address (use --backend=ptrace)",
+		     (unsigned long long)k->conv.frames_sigaltstack);
+	if (!k->conv.frames_misrouted && k->conv.frames_ctx_open)
 		note(k,
 		     "--trace: %llu context switches (swapcontext) left traced calls open: their "
 		     "returns rely on the kernel's one list of pending returns per thread, which a "

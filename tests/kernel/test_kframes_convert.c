@@ -380,6 +380,7 @@ static void test_signal_handlers(void)
 	CHECK_EQ(sig_of(4), 12);
 	CHECK_EQ(sig_of(5), 12);
 	CHECK_EQ(sig_of(6), 0);
+	CHECK_EQ(c.frames_sigaltstack, 0); /* handlers below what they interrupted */
 	finish(&c, "f0 1 - completed - =1;f1 2 f0 completed - =0;f2 3 f1 completed - =4;"
 		   "f2 2 f0 completed - =5;f3 2 f0 completed - =6;f3 2 f0 completed - =7");
 }
@@ -437,7 +438,32 @@ static void test_handler_by_entry(void)
 	ret_(&c, PID, 1, 0x6f08, 0x1010, 2);
 	ret_(&c, PID, 0, 0x7008, 0xa1, 1);
 	CHECK_EQ(sig_of(3), 10);
+	/* the kernel took f1's pending return for a frame left (a note) */
+	CHECK_EQ(c.frames_sigaltstack, 1);
 	finish(&c, "f0 1 - completed - =1;f1 2 f0 completed - =2;f2 3 f1 completed - =0");
+}
+
+/* A handler that is not traced runs on an alternate stack above the two
+ * calls it interrupted and calls f2 there: the kernel drops their pending
+ * returns (counted); once it returned, a call above a frame is no
+ * handler's. */
+static void test_sigaltstack_above(void)
+{
+	struct ptwk_conv c;
+	start(&c);
+	entry(&c, 101, 0, 0x7000, 0xa1);
+	entry(&c, 101, 1, 0x6f00, 0x1010);
+	delivered(&c, 101, 10, 0x6e00);
+	entry(&c, 101, 2, 0x20000, 0x9010);
+	ret_(&c, 101, 2, 0x20008, 0x9010, 3);
+	CHECK_EQ(c.frames_sigaltstack, 2);
+	sigreturn(&c, 101, 0x20008);
+	ret_(&c, 101, 1, 0x6f08, 0x1010, 1); /* (the kernel would not report it) */
+	entry(&c, 101, 3, 0x6f00, 0x1020);
+	entry(&c, 101, 2, 0x6f80, 0x1030);
+	CHECK_EQ(c.frames_sigaltstack, 2);
+	ptwk_conv_free(&c);
+	ptw_spans_free(spans);
 }
 
 /* Thread 101: f0 -> f1 swaps to a new context (another stack) running f2
@@ -504,6 +530,7 @@ int main(void)
 	test_signal_handlers();
 	test_signal_jump_and_nesting();
 	test_handler_by_entry();
+	test_sigaltstack_above();
 	test_contexts();
 	test_context_misrouted();
 	CHECK_DONE();
