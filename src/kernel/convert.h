@@ -59,6 +59,9 @@ struct ptwk_conv {
 	/* --trace: pending returns the kernel dropped under a signal handler
 	 * running above them (sigaltstack): convert_frames.c */
 	uint64_t frames_sigaltstack;
+	/* ... and of traced calls open in a context left by swapcontext, under
+	 * a traced call of another context whose stack lies above them */
+	uint64_t frames_ctx_dropped;
 	uint64_t events;
 	/* Threads made by a clone without pthread_create that never entered
 	 * start_thread (a raw clone): their routine and argument are unknown

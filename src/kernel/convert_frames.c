@@ -130,6 +130,22 @@ static void handler_above(struct ptwk_conv *c, struct fthread *ft, uint64_t sp)
 		}
 }
 
+/* The same for contexts: a traced call at sp, in one context, above the
+ * return slots of traced calls open in a context it left (its stack lies
+ * above theirs: a thread's stack below one malloc mapped). The kernel
+ * drops their pending returns (checked on 6.18: SIGILL when the call
+ * that switched returned). Counted for a note; they get no return. */
+static void context_above(struct ptwk_conv *c, struct fthread *ft, uint64_t sp)
+{
+	for (size_t k = 0; k < ft->nparked; k++)
+		for (size_t i = ft->parked[k].n; i-- > 0 && ft->parked[k].st[i].sp <= sp;)
+			if (!ft->parked[k].st[i].id) {
+				ft->parked[k].st[i].id = 2;
+				ft->watched--;
+				c->frames_ctx_dropped++;
+			}
+}
+
 /* A signal handler's entry: the return address is the sigreturn
  * trampoline, and the kernel passed the signal as the first argument. */
 static int handler_signal(struct ptwk_conv *c, const struct ptwk_record *r, uint64_t ret)
@@ -153,6 +169,8 @@ static void on_entry(struct ptwk_conv *c, const struct ptwk_record *r)
 	int sig = handler_signal(c, r, ret);
 	if (sig || ft->nsig)
 		handler_above(c, ft, sp);
+	if (ft->nparked)
+		context_above(c, ft, sp);
 	bool tail;
 	if (!sig) /* a handler leaves no frame: the kernel entered it below */
 		drop(c, ft, ptw_shadow_left_at_entry(ft->st, ft->n, sp, ret, &tail), false);

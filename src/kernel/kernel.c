@@ -1112,7 +1112,15 @@ static void frames_notes(struct ptw_kernel *k)
 		     "them for calls a longjmp left; when they return it kills the program with "
 		     "SIGILL or sends it to another call's return address (use --backend=ptrace)",
 		     (unsigned long long)k->conv.frames_sigaltstack);
-	if (!k->conv.frames_misrouted && k->conv.frames_ctx_open)
+	if (k->conv.frames_ctx_dropped)
+		note(k,
+		     "--trace: a context ran traced calls on a stack above %llu traced calls open in "
+		     "a context that switched to it (swapcontext): the kernel dropped their "
+		     "pending returns, taking them for calls a longjmp left; if they return, it "
+		     "kills the program with SIGILL or sends it to another call's return address "
+		     "(use --backend=ptrace)",
+		     (unsigned long long)k->conv.frames_ctx_dropped);
+	if (!k->conv.frames_misrouted && !k->conv.frames_ctx_dropped && k->conv.frames_ctx_open)
 		note(k,
 		     "--trace: %llu context switches (swapcontext) left traced calls open: their "
 		     "returns rely on the kernel's one list of pending returns per thread, which a "

@@ -468,7 +468,8 @@ static void test_sigaltstack_above(void)
 
 /* Thread 101: f0 -> f1 swaps to a new context (another stack) running f2
  * -> f3; f2 swaps back with f2 open (counted: its return relies on the
- * kernel's one list); f1 and f0 return; the thread ends with that context
+ * kernel's one list, which drops it at f1's next call, above it); f1 and
+ * f0 return; the thread ends with that context
  * never resumed: f2 context_abandoned. A setcontext within the running
  * context is a jump (f1 left). */
 static void test_contexts(void)
@@ -482,6 +483,7 @@ static void test_contexts(void)
 	entry(&c, 101, 3, 0x0ffe00, 0x2010);
 	ret_(&c, 101, 3, 0x0ffe08, 0x2010, 3);
 	CHECK_EQ(c.frames_ctx_open, 1);
+	CHECK_EQ(c.frames_ctx_dropped, 0); /* its stack below f0's and f1's */
 	context(&c, PTWK_CONTEXT_SWAP, 101, 0x0ffd00, 0x7fee08);
 	CHECK_EQ(c.frames_ctx_open, 2);
 	ret_(&c, 101, 1, 0x7fef08, 0x1010, 1);
@@ -491,6 +493,8 @@ static void test_contexts(void)
 	ret_(&c, 101, 3, 0x7fef08, 0x1030, 4);
 	ret_(&c, 101, 0, 0x7ff008, 0xa1, 0);
 	CHECK_EQ(c.frames_misrouted, 0);
+	/* f1's second call was above f2's slot: the kernel dropped f2's return */
+	CHECK_EQ(c.frames_ctx_dropped, 1);
 	struct ptwk_record e = rec(PTWK_EXIT, 101);
 	e.f = PTWK_F_HOW_KNOWN | PTWK_F_EXIT_CALL;
 	ptwk_conv_record(&c, &e);
