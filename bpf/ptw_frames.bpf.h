@@ -111,7 +111,7 @@ int ptw_frame_helper(struct pt_regs *ctx)
 		/* where the context switched to runs: ucp's saved stack pointer
 		 * (kept unmangled by glibc) */
 		__u64 si = ctx->si, di = ctx->di; /* (the verifier wants each read at a
-						    * fixed offset of ctx) */
+						   * fixed offset of ctx) */
 		barrier_var(si);
 		barrier_var(di);
 		r.c = kind == PTWK_CONTEXT_SWAP ? si : di;
@@ -144,9 +144,9 @@ int ptw_frame_signal(struct bpf_raw_tracepoint_args *ctx)
 	begin(&r, PTWK_SIGNAL, id);
 	r.a = (__u32)ctx->args[0];
 	long regs = bpf_task_pt_regs(bpf_get_current_task_btf());
-	if (regs && bpf_probe_read_kernel(&r.b, sizeof(r.b),
-					  (const void *)(regs + __builtin_offsetof(struct pt_regs,
-										   sp))) == 0)
+	if (regs && bpf_probe_read_kernel(
+			    &r.b, sizeof(r.b),
+			    (const void *)(regs + __builtin_offsetof(struct pt_regs, sp))) == 0)
 		r.f |= PTWK_F_READ;
 	send(&r, false);
 	return 0;

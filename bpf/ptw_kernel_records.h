@@ -56,12 +56,12 @@ enum ptwk_kind {
 			    * jmp_buf's mangled sp (PTWK_F_READ: both read) */
 	PTWK_DL_STATE,	   /* _dl_debug_state: ld.so's modules changed (dlopen, dlclose) */
 	/* --trace, code entered without a call (issue 20) */
-	PTWK_SIGNAL,	    /* signal_deliver tracepoint, a caught signal: a = the signal,
-			     * b = the interrupted sp (PTWK_F_READ: read) */
-	PTWK_SIGRETURN,	    /* glibc's __restore_rt entry: b = sp */
-	PTWK_CONTEXT_SWAP,  /* swapcontext entry: b = sp, c = ucp, d = ucp's saved RSP
-			     * (PTWK_F_READ: read) */
-	PTWK_CONTEXT_SET,   /* setcontext entry: the same, ucp its first argument */
+	PTWK_SIGNAL,	   /* signal_deliver tracepoint, a caught signal: a = the signal,
+			    * b = the interrupted sp (PTWK_F_READ: read) */
+	PTWK_SIGRETURN,	   /* glibc's __restore_rt entry: b = sp */
+	PTWK_CONTEXT_SWAP, /* swapcontext entry: b = sp, c = ucp, d = ucp's saved RSP
+			    * (PTWK_F_READ: read) */
+	PTWK_CONTEXT_SET,  /* setcontext entry: the same, ucp its first argument */
 	PTWK_KIND_N,
 };
 

@@ -279,7 +279,8 @@ static void on_context(struct ptwk_conv *c, const struct ptwk_record *r)
 			for (size_t i = 0; i < ft->n && !probed; i++)
 				probed = !ft->st[i].id;
 			c->frames_ctx_open += probed;
-			ft->parked = xreallocarray(ft->parked, ft->nparked + 1, sizeof(*ft->parked));
+			ft->parked =
+				xreallocarray(ft->parked, ft->nparked + 1, sizeof(*ft->parked));
 			ft->parked[ft->nparked++] = (struct fctx){ resume, ft->st, ft->n, ft->cap };
 			ft->st = NULL;
 			ft->n = ft->cap = 0;

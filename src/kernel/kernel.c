@@ -316,7 +316,8 @@ static bool is_sigreturn(void *ctx, uint64_t addr)
 		return known == 1;
 	uint8_t got[sizeof(code)];
 	bool yes = ptw_mem_read(k->proc, addr, got, sizeof(got)) == 0 &&
-		   (got[0] == code[0] || got[0] == 0xcc) && !memcmp(got + 1, code + 1, sizeof(code) - 1);
+		   (got[0] == code[0] || got[0] == 0xcc) &&
+		   !memcmp(got + 1, code + 1, sizeof(code) - 1);
 	ptw_map_put(&k->sigrets, addr, (void *)(uintptr_t)(yes ? 1 : 2));
 	return yes;
 }
