@@ -47,6 +47,7 @@ struct fthread {
 	 * deliveries told by the signal_deliver tracepoint, until their
 	 * sigreturn): a handler's traced calls above them (sigaltstack) */
 	uint64_t sig_sp[8];
+	size_t sig_n[8]; /* the frames open then */
 	size_t nsig;
 };
 
@@ -172,7 +173,12 @@ static void on_entry(struct ptwk_conv *c, const struct ptwk_record *r)
 	if (ft->nparked)
 		context_above(c, ft, sp);
 	bool tail;
-	if (!sig) /* a handler leaves no frame: the kernel entered it below */
+	/* a handler leaves no frame (the kernel entered it below what it
+	 * interrupted, or on a sigaltstack), nor does the first traced call
+	 * of one that is not traced (the engine's rule, when it is told of
+	 * the delivery) */
+	bool handling = c->sigreturn_probed && ft->nsig && ft->sig_n[ft->nsig - 1] == ft->n;
+	if (!sig && !handling)
 		drop(c, ft, ptw_shadow_left_at_entry(ft->st, ft->n, sp, ret, &tail), false);
 	if (ft->n == ft->cap) {
 		ft->cap = ft->cap ? ft->cap * 2 : 16;
@@ -311,9 +317,10 @@ static void on_signal(struct ptwk_conv *c, const struct ptwk_record *r)
 {
 	struct fthread *ft = fthread_of(c, (pid_t)r->tid, r->kind == PTWK_SIGNAL);
 	if (ft && r->kind == PTWK_SIGNAL && (r->f & PTWK_F_READ) &&
-	    ft->nsig < PTW_ARRAY_SIZE(ft->sig_sp))
-		ft->sig_sp[ft->nsig++] = r->b;
-	else if (ft && r->kind == PTWK_SIGRETURN && ft->nsig)
+	    ft->nsig < PTW_ARRAY_SIZE(ft->sig_sp)) {
+		ft->sig_sp[ft->nsig] = r->b;
+		ft->sig_n[ft->nsig++] = ft->n;
+	} else if (ft && r->kind == PTWK_SIGRETURN && ft->nsig)
 		ft->nsig--;
 	struct ptw_event ev;
 	if (r->kind == PTWK_SIGNAL) {

@@ -13,6 +13,9 @@ docs/design.md): what ptwatch says, and what became of the program.
       what it does untraced (printed).
   context (the same fixture): a call-like context below its caller: no
       such note, and the program's output is its untraced output.
+  ctxup, altstack under --backend=ptrace: the program's untraced output
+      and the exact trees (the handler's call nested under the calls it
+      interrupted, with its signal; none of them left).
 
     kframes_stacks.py PTWATCH FIXTURE_STACKS FIXTURE_FRAMES_SIG
     (exit 0 pass, 1 fail, 77 skip)
@@ -67,6 +70,23 @@ def main():
             fate = [l for l in err.splitlines() if "process " in l and "threads" in l]
             print("%s: untraced %r; kernel path %r, %s" % (mode, out.splitlines()[-1],
                   kout.splitlines()[-1] if kout.strip() else "", fate[-1] if fate else "?"))
+        want = {"ctxup": [("ks_switcher", 1, "completed", None), ("ks_on_context", 2, "completed", None),
+                          ("ks_leaf", 3, "completed", None)],
+                "altstack": [("ks_outer", 1, "completed", None), ("ks_inner", 2, "completed", None),
+                             ("ks_leaf", 3, "completed", "SIGUSR1")]}
+        for mode in ("ctxup", "altstack"):
+            rc, out = untraced([stacks, mode])
+            doc = os.path.join(tmp, "ptrace.json")
+            p = subprocess.run([ptwatch, "--backend=ptrace", "-q", "--trace", "ks_*", "-o", doc, "--",
+                                stacks, mode], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               timeout=120)
+            check("%s under ptrace: the untraced output" % mode, p.stdout.decode() == out,
+                  (p.stdout, out))
+            with open(doc) as f:
+                frames = [x for x in json.load(f)["spans"] if x["kind"] == "frame"]
+            got = [((x.get("function") or {}).get("symbol"), x["depth"], x["status"], x.get("signal"))
+                   for x in sorted(frames, key=lambda x: x["id"])]
+            check("%s under ptrace: the frame tree" % mode, got == want[mode], got)
         rc, out = untraced([frames_sig, "pingpong"])
         kout, err, notes = kernel_run([frames_sig, "pingpong"], "sg_*", tmp)
         check("pingpong: a kernel_limit note says returns went to another call's return address",
