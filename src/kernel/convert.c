@@ -397,6 +397,10 @@ void ptwk_conv_record(struct ptwk_conv *c, const struct ptwk_record *r)
 	case PTWK_CATCH:
 	case PTWK_LONGJMP:
 	case PTWK_DL_STATE:
+	case PTWK_SIGNAL:
+	case PTWK_SIGRETURN:
+	case PTWK_CONTEXT_SWAP:
+	case PTWK_CONTEXT_SET:
 		ptwk_frames_record(c, r);
 		break;
 	case PTWK_FATAL_SIGNAL:

@@ -37,6 +37,9 @@ struct ptwk_conv_ops {
 	const struct ptw_location *(*frame_function)(void *ctx, uint64_t index);
 	/* ld.so's list of modules changed (dlopen, dlclose): new ones to scan. */
 	void (*modules_changed)(void *ctx);
+	/* --trace: whether a return address is a sigreturn trampoline (a
+	 * signal handler's; NULL: none is). */
+	bool (*is_sigreturn)(void *ctx, uint64_t addr);
 	void *ctx;
 };
 
@@ -47,6 +50,18 @@ struct ptwk_conv {
 	struct ptw_map threads; /* tid -> struct ptwk_thread */
 	struct ptw_map frames;	/* tid -> its shadow stack (convert_frames.c) */
 	uint64_t frames_too_deep; /* calls left without a return probe (kernel's depth limit) */
+	bool sigreturn_probed;	  /* --trace: glibc's sigreturn trampoline has its probe */
+	/* --trace, contexts (the kernel keeps one list of pending returns per
+	 * thread, whatever the stack: convert_frames.c): swapcontexts that
+	 * left traced calls with return probes open, and returns the kernel
+	 * sent to another call's return address than the returning frame's */
+	uint64_t frames_ctx_open, frames_misrouted;
+	/* --trace: pending returns the kernel dropped under a signal handler
+	 * running above them (sigaltstack): convert_frames.c */
+	uint64_t frames_sigaltstack;
+	/* ... and of traced calls open in a context left by swapcontext, under
+	 * a traced call of another context whose stack lies above them */
+	uint64_t frames_ctx_dropped;
 	uint64_t events;
 	/* Threads made by a clone without pthread_create that never entered
 	 * start_thread (a raw clone): their routine and argument are unknown

@@ -82,6 +82,7 @@ struct ptw_kernel {
 	struct ptwk_locks *locks; /* --locks, NULL when off */
 	struct ptwk_locks_config locks_config;
 	struct ptw_map sites; /* return address -> its call's location (text does not change) */
+	struct ptw_map sigrets; /* --trace: return address -> 1 sigreturn trampoline, 2 not */
 	uint64_t last_consume_ns;
 	bool launched;	 /* ptw_kernel_launch: held before its exec */
 	int libc_checks; /* after an exec: reads of its maps left to find its libc */
@@ -306,6 +307,25 @@ static const struct ptw_location *frame_function(void *ctx, uint64_t index)
 
 static void scan_frames(struct ptw_kernel *k);
 
+/* x86-64 `mov $15 (rt_sigreturn), %rax; syscall`: the sigreturn
+ * trampoline a signal handler returns to (glibc's __restore_rt), known by
+ * its code as the tracer knows it (trace.c); its first byte may be the
+ * int3 of ptwatch's own uprobe there. Read once per return address. */
+static bool is_sigreturn(void *ctx, uint64_t addr)
+{
+	static const uint8_t code[] = { 0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05 };
+	struct ptw_kernel *k = ctx;
+	uintptr_t known = (uintptr_t)ptw_map_get(&k->sigrets, addr);
+	if (known || !addr || !k->proc)
+		return known == 1;
+	uint8_t got[sizeof(code)];
+	bool yes = ptw_mem_read(k->proc, addr, got, sizeof(got)) == 0 &&
+		   (got[0] == code[0] || got[0] == 0xcc) &&
+		   !memcmp(got + 1, code + 1, sizeof(code) - 1);
+	ptw_map_put(&k->sigrets, addr, (void *)(uintptr_t)(yes ? 1 : 2));
+	return yes;
+}
+
 /* dlopen, dlclose: the new libraries' traced functions get their probes
  * now; the process ran on meanwhile (kframes.h). */
 static void modules_changed(void *ctx)
@@ -395,6 +415,7 @@ static const char *on_exec(void *ctx)
 		k->syms = NULL;
 	}
 	ptw_map_free(&k->sites);
+	ptw_map_free(&k->sigrets);
 	struct ptw_kernel *root = k->root ? k->root : k;
 	struct drained *d = root->converting ? &root->queue[root->cur] : NULL;
 	ssize_t n;
@@ -848,6 +869,8 @@ static int open_skeleton(struct ptw_kernel *k, bool multi)
 		r = bpf_program__set_expected_attach_type(
 			s->progs.ptw_underway_return,
 			(enum bpf_attach_type)PTWK_BPF_TRACE_UPROBE_MULTI);
+	if (r == 0 && !k->o.ntrace) /* (a tracepoint: no attach type to set) */
+		r = bpf_program__set_autoload(s->progs.ptw_frame_signal, false);
 	for (size_t i = 0; i < PTW_ARRAY_SIZE(frame_progs) && r == 0; i++)
 		if (!k->o.ntrace)
 			r = bpf_program__set_autoload(frame_progs[i], false);
@@ -989,6 +1012,14 @@ static int attach_tracepoints(struct ptw_kernel *k)
 			return -errno;
 		keep_link(k, l);
 	}
+	/* --trace: caught signals' deliveries (a signal handler that is not
+	 * traced: what it calls carries its signal) */
+	if (k->o.ntrace) {
+		struct bpf_link *l = bpf_program__attach(k->skel->progs.ptw_frame_signal);
+		if (!l)
+			return -errno;
+		keep_link(k, l);
+	}
 	return 0;
 }
 
@@ -1118,6 +1149,36 @@ static void frames_notes(struct ptw_kernel *k)
 		     "--trace: %llu calls nested under 64 others with their returns pending had no "
 		     "return probe (the kernel's limit) and are reported unmatched",
 		     (unsigned long long)k->conv.frames_too_deep);
+	if (k->conv.frames_misrouted)
+		note(k,
+		     "--trace: %llu returns of traced calls went to another call's return address: "
+		     "the kernel keeps one list of pending returns per thread whatever the stack, "
+		     "and context switches (swapcontext) with traced calls open mixed it up; the "
+		     "program did not run as it does untraced (use --backend=ptrace)",
+		     (unsigned long long)k->conv.frames_misrouted);
+	if (k->conv.frames_sigaltstack)
+		note(k,
+		     "--trace: a signal handler ran on an alternate stack (sigaltstack) above %llu "
+		     "traced calls it interrupted: the kernel dropped their pending returns, taking "
+		     "them for calls a longjmp left; when they return it kills the program with "
+		     "SIGILL or sends it to another call's return address (use --backend=ptrace)",
+		     (unsigned long long)k->conv.frames_sigaltstack);
+	if (k->conv.frames_ctx_dropped)
+		note(k,
+		     "--trace: a context ran traced calls on a stack above %llu traced calls open in "
+		     "a context that switched to it (swapcontext): the kernel dropped their "
+		     "pending returns, taking them for calls a longjmp left; if they return, it "
+		     "kills the program with SIGILL or sends it to another call's return address "
+		     "(use --backend=ptrace)",
+		     (unsigned long long)k->conv.frames_ctx_dropped);
+	if (!k->conv.frames_misrouted && !k->conv.frames_ctx_dropped && k->conv.frames_ctx_open)
+		note(k,
+		     "--trace: %llu context switches (swapcontext) left traced calls open: their "
+		     "returns rely on the kernel's one list of pending returns per thread, which a "
+		     "context whose stack lies above them, or that switches back with its own traced "
+		     "calls open, mixes up (returns lost, or sent to another call's caller: see "
+		     "BUGS)",
+		     (unsigned long long)k->conv.frames_ctx_open);
 }
 
 /*
@@ -1140,6 +1201,7 @@ static void scan_frames(struct ptw_kernel *k)
 	if (r < 0)
 		note(k, "--trace: %s", why);
 	k->stats.probes += ptwk_frames_probes(k->frames) - before;
+	k->conv.sigreturn_probed = ptwk_frames_sigreturn_probed(k->frames);
 }
 
 /*
@@ -1180,6 +1242,7 @@ static void launch_frames(struct ptw_kernel *k, const char *name)
 	if (ptwk_frames_scan_core(k->frames, k->syms, k->pid, &pr, why, sizeof(why)) < 0)
 		note(k, "--trace: %s", why);
 	k->stats.probes += ptwk_frames_probes(k->frames) - before;
+	k->conv.sigreturn_probed = ptwk_frames_sigreturn_probed(k->frames);
 }
 
 /* ---- the threads already running ---- */
@@ -1350,6 +1413,7 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 				     .image_ready = image_ready,
 				     .frame_function = frame_function,
 				     .modules_changed = modules_changed,
+				     .is_sigreturn = is_sigreturn,
 				     .ctx = k };
 	ptwk_conv_init(&k->conv, pid, &ops);
 	k->conv.launched = launched;
@@ -1645,6 +1709,7 @@ void ptw_kernel_free(struct ptw_kernel *k)
 	ptwk_underway_free(k->underway);
 	ptwk_locks_free(k->locks);
 	ptw_map_free(&k->sites);
+	ptw_map_free(&k->sigrets);
 	ptw_tdb_free(k->tdb);
 	if (!k->syms_borrowed)
 		ptw_symbols_free(k->syms);
