@@ -55,6 +55,13 @@ enum ptwk_kind {
 	PTWK_LONGJMP,	   /* longjmp & co: b = sp, c = the pointer guard (fs:0x30), d = the
 			    * jmp_buf's mangled sp (PTWK_F_READ: both read) */
 	PTWK_DL_STATE,	   /* _dl_debug_state: ld.so's modules changed (dlopen, dlclose) */
+	/* the syscalls/sys_exit_clone3 (sys_exit_clone) tracepoint in a new
+	 * thread, its first moment in user space (bpf/ptw_start.bpf.h): the
+	 * START of a pthread when start_thread cannot be probed (no debug
+	 * file). As PTWK_START: a = its struct pthread (fs base, whose tid is
+	 * the thread's), c = pd->start_routine (PTWK_F_ROUTINE_KNOWN), d =
+	 * pd->arg (PTWK_F_ARG_KNOWN) */
+	PTWK_THREAD_BEGIN,
 	PTWK_KIND_N,
 };
 

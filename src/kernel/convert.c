@@ -349,6 +349,7 @@ void ptwk_conv_record(struct ptwk_conv *c, const struct ptwk_record *r)
 		on_create(c, r);
 		break;
 	case PTWK_START:
+	case PTWK_THREAD_BEGIN: /* the clone's return in the thread: the same */
 		on_start(c, r);
 		break;
 	case PTWK_DEATH:

@@ -75,6 +75,9 @@ struct ptw_kernel {
 	struct ptwk_frames *frames; /* --trace (kframes.c), NULL without */
 	bool frames_noted;	    /* its notes are in (frames_notes) */
 	bool raw_clones_noted;	    /* the raw clones' note is in */
+	/* Threads start at their clone's return (bpf/ptw_start.bpf.h), not
+	 * at start_thread (no debug file, or opts.start_at_clone). */
+	bool start_at_clone;
 	struct ptwk_locks *locks; /* --locks, NULL when off */
 	struct ptwk_locks_config locks_config;
 	struct ptw_map sites; /* return address -> its call's location (text does not change) */
@@ -800,6 +803,23 @@ bool ptw_kernel_target_exit(const struct ptw_kernel *k, int *ret_code, int *ret_
 
 /* ---- loading and attaching ---- */
 
+/* Where threads start: start_thread's uprobe, else (no debug file) the
+ * clone's return in the new thread, which needs struct pthread's tid to
+ * tell a pthread from a raw clone. opts.start_at_clone: the clone's
+ * return even with start_thread (measuring); its uprobe is then left out. */
+static void start_where(struct ptw_kernel *k)
+{
+	k->start_at_clone = (k->probes.missing_start || k->o.start_at_clone) &&
+			    k->probes.layout.have_tid;
+	if (!k->start_at_clone || k->probes.missing_start)
+		return;
+	size_t n = 0;
+	for (size_t i = 0; i < k->probes.n; i++)
+		if (k->probes.p[i].kind != PTWK_START)
+			k->probes.p[n++] = k->probes.p[i];
+	k->probes.n = n;
+}
+
 static int open_skeleton(struct ptw_kernel *k, bool multi)
 {
 	struct ptw_kernel_bpf *s = ptw_kernel_bpf__open();
@@ -816,6 +836,8 @@ static int open_skeleton(struct ptw_kernel *k, bool multi)
 	s->rodata->have_arg = l->have_arg;
 	s->rodata->off_cancelhandling = l->cancelhandling;
 	s->rodata->have_cancelhandling = l->have_cancelhandling;
+	s->rodata->off_pd_tid = l->tid;
+	s->rodata->have_pd_tid = l->have_tid;
 	s->rodata->wake_bytes = k->o.wake_bytes;
 	s->rodata->wake_on_fork = k->o.follow_forks && k->o.follow_per_child;
 	s->rodata->locks_on = k->locks_config.on;
@@ -840,6 +862,11 @@ static int open_skeleton(struct ptw_kernel *k, bool multi)
 		else if (multi)
 			r = bpf_program__set_expected_attach_type(
 				frame_progs[i], (enum bpf_attach_type)PTWK_BPF_TRACE_UPROBE_MULTI);
+	/* (machine-wide tracepoints: loaded only when they start threads) */
+	if (r == 0 && !k->start_at_clone)
+		r = bpf_program__set_autoload(s->progs.ptw_clone3_exit, false);
+	if (r == 0 && !k->start_at_clone)
+		r = bpf_program__set_autoload(s->progs.ptw_clone_exit, false);
 	if (r == 0)
 		r = ptw_kernel_bpf__load(s);
 	if (r < 0) {
@@ -937,6 +964,29 @@ static int attach_each(struct ptw_kernel *k)
 	return 0;
 }
 
+/* Thread starts at the clone's return (bpf/ptw_start.bpf.h): glibc 2.34+
+ * makes threads with clone3, older ones (and clone3's ENOSYS fallback)
+ * with clone. Without them no start is seen: said, not fatal. */
+static void attach_clone_exits(struct ptw_kernel *k)
+{
+	struct bpf_program *progs[] = { k->skel->progs.ptw_clone3_exit,
+					k->skel->progs.ptw_clone_exit };
+	for (size_t i = 0; i < PTW_ARRAY_SIZE(progs); i++) {
+		struct bpf_link *l = bpf_program__attach(progs[i]);
+		if (!l) {
+			int e = errno;
+			k->start_at_clone = false;
+			if (k->probes.missing_start)
+				note_as(k, PTW_W_HOOK_FAILED,
+					"%s (and the syscalls/sys_exit_clone tracepoints: %s)",
+					k->probes.missing[k->probes.missing_start - 1],
+					strerror(e));
+			return;
+		}
+		keep_link(k, l);
+	}
+}
+
 static int attach_tracepoints(struct ptw_kernel *k)
 {
 	struct bpf_program *progs[] = { k->skel->progs.ptw_fork, k->skel->progs.ptw_exit,
@@ -947,6 +997,8 @@ static int attach_tracepoints(struct ptw_kernel *k)
 			return -errno;
 		keep_link(k, l);
 	}
+	if (k->start_at_clone)
+		attach_clone_exits(k);
 	return 0;
 }
 
@@ -1310,8 +1362,10 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 					      .ctx = k };
 		k->locks = ptwk_locks_new(&env, k->tdb, &k->probes, &k->locks_config);
 	}
+	start_where(k);
 	for (size_t i = 0; i < k->probes.nmissing; i++)
-		note_as(k, k->probes.missing_code[i], "%s", k->probes.missing[i]);
+		if (!k->start_at_clone || i + 1 != k->probes.missing_start)
+			note_as(k, k->probes.missing_code[i], "%s", k->probes.missing[i]);
 	k->conv.main_addr = k->probes.main_addr;
 	for (size_t i = 0; i < k->probes.n; i++)
 		/* (Only __libc_start_call_main calls main: __libc_start_main,
