@@ -35,6 +35,7 @@
 #include "kframes.h"
 #include "locks.h"
 #include "probes.h"
+#include "main_caller.h"
 #include "ptw_attach.h"
 #include "ptw_breakpoints.h"
 #include "ptw_cache.h"
@@ -801,6 +802,31 @@ bool ptw_kernel_target_exit(const struct ptw_kernel *k, int *ret_code, int *ret_
 	return true;
 }
 
+/* No libc symbol table (no debug file): main is called from a static
+ * function, found as the one __libc_start_main calls that calls exit
+ * (main_caller.h); else main's return is not told from an exit() call. */
+static void main_caller_derive(struct ptw_kernel *k)
+{
+	uint64_t start_main = 0, exit_fn = 0, lo, hi;
+	for (size_t i = 0; i < k->probes.n; i++) {
+		const struct ptwk_probe *p = &k->probes.p[i];
+		if (p->kind == PTWK_MAIN && !strcmp(p->function, "__libc_start_main"))
+			start_main = p->addr;
+		else if (p->kind == PTWK_EXIT_FN)
+			exit_fn = p->addr;
+	}
+	if (k->conv.main_caller_size || !start_main || !exit_fn || !k->proc)
+		return;
+	if (ptwk_main_caller(k->syms, k->proc, start_main, exit_fn, &lo, &hi) < 0) {
+		ptw_dbg(PTW_DBG_TRACER, "main's caller in libc not found: main's return unknown");
+		return;
+	}
+	k->conv.main_caller_delta = (int64_t)(lo - start_main);
+	k->conv.main_caller_size = hi - lo;
+	ptw_dbg(PTW_DBG_TRACER, "main's caller: __libc_start_main%+lld, %llu bytes",
+		(long long)k->conv.main_caller_delta, (unsigned long long)(hi - lo));
+}
+
 /* ---- loading and attaching ---- */
 
 /* Where threads start: start_thread's uprobe, else (no debug file) the
@@ -1375,6 +1401,7 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 		    ptw_symbols_lookup(k->syms, NULL, k->probes.p[i].function, &(uint64_t){ 0 },
 				       &k->conv.main_caller_size) < 0)
 			k->conv.main_caller_size = 0;
+	main_caller_derive(k);
 	k->start_ns = t0;
 	if (!launched)
 		follow_exec(k); /* its exe and command line, for the report */
@@ -1567,7 +1594,12 @@ void ptw_kernel_describe(struct ptw_kernel *k, struct ptw_kernel_desc *ret)
 	}
 	ret->exe = k->exe;
 	ret->glibc = k->glibc;
-	ret->strategy = !k->tdb ? "lwp" : k->probes.layout.have_result ? "debuginfo" : "breakpoints";
+	/* "descriptors": no debug file, struct pthread's result derived from
+	 * libthread_db's descriptors of its neighbours (layout.h) */
+	ret->strategy = !k->tdb				   ? "lwp"
+			: (k->probes.layout.derived & 2) ? "descriptors"
+			: k->probes.layout.have_result	   ? "debuginfo"
+							   : "breakpoints";
 }
 
 const struct ptw_location *ptw_kernel_locate(struct ptw_kernel *k, uint64_t addr)
@@ -1707,6 +1739,7 @@ static struct ptw_kernel *follow_new(struct ptw_kernel *k, struct ptw_kernel *pa
 	ptwk_conv_init(&c->conv, c->pid, &ops);
 	c->conv.process = c->id;
 	c->conv.main_caller_size = k->conv.main_caller_size;
+	c->conv.main_caller_delta = k->conv.main_caller_delta;
 	k->followed = xreallocarray(k->followed, k->nfollowed + 1, sizeof(*k->followed));
 	k->followed[k->nfollowed++] = c;
 	ptw_map_put(&k->by_pid, (uint64_t)c->pid, c);

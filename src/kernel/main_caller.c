@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+/* libc's caller of main() without its name; see main_caller.h. */
+#include "main_caller.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "ptw_attach.h"
+#include "ptw_breakpoints.h"
+#include "ptw_symbols.h"
+
+#define MAX_CODE  4096 /* bytes of one function read, at most */
+#define MAX_CALLS 64
+
+/* The direct call targets of the function at addr (its CFI range). */
+static int calls_of(struct ptw_symbols *syms, struct ptw_proc *proc, uint64_t addr, uint64_t *out,
+		    uint64_t *ret_hi)
+{
+	uint64_t lo, hi;
+	if (ptw_symbols_function_range(syms, addr, &lo, &hi) < 0 || lo != addr || hi <= lo)
+		return -ENOENT;
+	size_t len = hi - lo > MAX_CODE ? MAX_CODE : (size_t)(hi - lo);
+	uint8_t *code = malloc(len);
+	if (!code)
+		return -ENOMEM;
+	int n = ptw_mem_read(proc, lo, code, len) == 0
+			? ptw_insn_find_calls(code, len, lo, false, out, MAX_CALLS)
+			: -EIO;
+	free(code);
+	*ret_hi = hi;
+	return n;
+}
+
+int ptwk_main_caller(struct ptw_symbols *syms, struct ptw_proc *proc, uint64_t start_main,
+		     uint64_t exit_fn, uint64_t *ret_lo, uint64_t *ret_hi)
+{
+	uint64_t callees[MAX_CALLS], hi;
+	int n = calls_of(syms, proc, start_main, callees, &hi);
+	int found = 0;
+	for (int i = 0; i < n; i++) {
+		bool seen = false;
+		for (int j = 0; j < i; j++)
+			seen |= callees[j] == callees[i];
+		uint64_t calls[MAX_CALLS], fhi;
+		int m = seen ? 0 : calls_of(syms, proc, callees[i], calls, &fhi);
+		for (int k = 0; k < m; k++)
+			if (calls[k] == exit_fn) {
+				if (found++ == 0) {
+					*ret_lo = callees[i];
+					*ret_hi = fhi;
+				}
+				break;
+			}
+	}
+	return found == 1 ? 0 : -ENOENT;
+}
