@@ -835,8 +835,8 @@ static void main_caller_derive(struct ptw_kernel *k)
  * return even with start_thread (measuring); its uprobe is then left out. */
 static void start_where(struct ptw_kernel *k)
 {
-	k->start_at_clone = (k->probes.missing_start || k->o.start_at_clone) &&
-			    k->probes.layout.have_tid;
+	k->start_at_clone =
+		(k->probes.missing_start || k->o.start_at_clone) && k->probes.layout.have_tid;
 	if (!k->start_at_clone || k->probes.missing_start)
 		return;
 	size_t n = 0;
@@ -1596,10 +1596,10 @@ void ptw_kernel_describe(struct ptw_kernel *k, struct ptw_kernel_desc *ret)
 	ret->glibc = k->glibc;
 	/* "descriptors": no debug file, struct pthread's result derived from
 	 * libthread_db's descriptors of its neighbours (layout.h) */
-	ret->strategy = !k->tdb				   ? "lwp"
+	ret->strategy = !k->tdb				 ? "lwp"
 			: (k->probes.layout.derived & 2) ? "descriptors"
-			: k->probes.layout.have_result	   ? "debuginfo"
-							   : "breakpoints";
+			: k->probes.layout.have_result	 ? "debuginfo"
+							 : "breakpoints";
 }
 
 const struct ptw_location *ptw_kernel_locate(struct ptw_kernel *k, uint64_t addr)

@@ -32,8 +32,7 @@ static const char *derive_arg(const struct ptwk_tdb_descs *d, uint64_t *ret)
 	return inside(d, *ret) ? NULL : "arg would lie past struct pthread's end";
 }
 
-static const char *derive_result(const struct ptwk_tdb_descs *d, uint64_t *result,
-				 uint64_t *joinid)
+static const char *derive_result(const struct ptwk_tdb_descs *d, uint64_t *result, uint64_t *joinid)
 {
 	if (!scalar(&d->sched_priority, 32) || !scalar(&d->schedpolicy, 32) ||
 	    !scalar(&d->start_routine, 64))

@@ -88,6 +88,11 @@ int ptwk_file_of(pid_t pid, const struct ptw_mapping *maps, int nmaps, uint64_t 
 	return access(path, R_OK) == 0 ? 0 : -errno;
 }
 
+static const char *known_how(unsigned derived, bool have)
+{
+	return derived ? "derived" : have ? "known" : "unknown";
+}
+
 /* No debug file: arg, result and joinid from libthread_db's descriptors
  * of their neighbours (layout.h), or refused with a reason. */
 static void layout_derive(struct ptw_tdb *tdb, struct ptwk_layout *l)
@@ -108,10 +113,9 @@ static void layout_derive(struct ptw_tdb *tdb, struct ptwk_layout *l)
 	ptwk_layout_derive(&d, l, &l->derived, l->underived, sizeof(l->underived));
 	ptw_dbg(PTW_DBG_TRACER,
 		"struct pthread without the debug file: arg %s, result %s, joinid %s%s%s",
-		(l->derived & 1) ? "derived" : l->have_arg ? "known" : "unknown",
-		(l->derived & 2) ? "derived" : l->have_result ? "known" : "unknown",
-		(l->derived & 4) ? "derived" : l->have_joinid ? "known" : "unknown",
-		l->underived[0] ? ": " : "", l->underived);
+		known_how(l->derived & 1, l->have_arg), known_how(l->derived & 2, l->have_result),
+		known_how(l->derived & 4, l->have_joinid), l->underived[0] ? ": " : "",
+		l->underived);
 }
 
 static void layout_from(struct ptw_symbols *syms, struct ptw_tdb *tdb, const char *module,
