@@ -79,6 +79,10 @@ struct ptw_kernel {
 	/* Threads start at their clone's return (bpf/ptw_start.bpf.h), not
 	 * at start_thread (no debug file, or opts.start_at_clone). */
 	bool start_at_clone;
+	bool start_derived; /* start_thread found without its name (main_caller.h) */
+	/* main's caller found without its name in this process (main_caller.h;
+	 * an attach has no MAIN record to place it from), else 0, 0 */
+	uint64_t main_caller_lo, main_caller_hi;
 	struct ptwk_locks *locks; /* --locks, NULL when off */
 	struct ptwk_locks_config locks_config;
 	struct ptw_map sites; /* return address -> its call's location (text does not change) */
@@ -293,6 +297,9 @@ static const struct ptw_location *call_site(void *ctx, uint64_t ret)
  * __libc_start_main, and hands its value to exit() there. */
 static bool main_returns_to(void *ctx, uint64_t ret)
 {
+	const struct ptw_kernel *k = ctx;
+	if (ret - k->main_caller_lo < k->main_caller_hi - k->main_caller_lo)
+		return true; /* no symbol table: its range, found (main_caller.h) */
 	const struct ptw_location *l = locate(ctx, ret);
 	return l && l->symbol &&
 	       (!strcmp(l->symbol, "__libc_start_call_main") ||
@@ -821,6 +828,8 @@ static void main_caller_derive(struct ptw_kernel *k)
 		ptw_dbg(PTW_DBG_TRACER, "main's caller in libc not found: main's return unknown");
 		return;
 	}
+	k->main_caller_lo = lo;
+	k->main_caller_hi = hi;
 	k->conv.main_caller_delta = (int64_t)(lo - start_main);
 	k->conv.main_caller_size = hi - lo;
 	ptw_dbg(PTW_DBG_TRACER, "main's caller: __libc_start_main%+lld, %llu bytes",
@@ -829,12 +838,42 @@ static void main_caller_derive(struct ptw_kernel *k)
 
 /* ---- loading and attaching ---- */
 
-/* Where threads start: start_thread's uprobe, else (no debug file) the
- * clone's return in the new thread, which needs struct pthread's tid to
- * tell a pthread from a raw clone. opts.start_at_clone: the clone's
+/* No libc symbol table: start_thread found by what pthread_create does
+ * with it (main_caller.h), probed as if by name. */
+static void start_thread_derive(struct ptw_kernel *k)
+{
+	const struct ptwk_probe *create = NULL, *death = NULL;
+	for (size_t i = 0; i < k->probes.n; i++)
+		if (k->probes.p[i].kind == PTWK_CREATE_CALL)
+			create = &k->probes.p[i];
+		else if (k->probes.p[i].kind == PTWK_DEATH)
+			death = &k->probes.p[i];
+	uint64_t addr;
+	if (!create || !death || !k->proc || k->probes.n >= PTWK_MAX_PROBES ||
+	    ptwk_start_thread(k->syms, k->proc, create->addr, death->addr, &addr) < 0) {
+		ptw_dbg(PTW_DBG_TRACER, "start_thread not found without its name");
+		return;
+	}
+	/* (the same file and text segment as pthread_create) */
+	k->probes.p[k->probes.n++] = (struct ptwk_probe){
+		PTWK_START, "start_thread", addr, create->offset + (addr - create->addr), false
+	};
+	k->start_derived = true;
+	ptw_dbg(PTW_DBG_TRACER, "start_thread found at pthread_create%+lld",
+		(long long)(addr - create->addr));
+}
+
+/* Where threads start: start_thread's uprobe (by name, else derived),
+ * else the clone's return in the new thread, which needs struct pthread's
+ * tid to tell a pthread from a raw clone (and costs a detach 100-150 ms
+ * longer: measured with ptw-kernel-demo). opts.start_at_clone: the clone's
  * return even with start_thread (measuring); its uprobe is then left out. */
 static void start_where(struct ptw_kernel *k)
 {
+	if (k->probes.missing_start && !k->o.start_at_clone)
+		start_thread_derive(k);
+	if (k->start_derived)
+		return;
 	k->start_at_clone =
 		(k->probes.missing_start || k->o.start_at_clone) && k->probes.layout.have_tid;
 	if (!k->start_at_clone || k->probes.missing_start)
@@ -1390,7 +1429,7 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 	}
 	start_where(k);
 	for (size_t i = 0; i < k->probes.nmissing; i++)
-		if (!k->start_at_clone || i + 1 != k->probes.missing_start)
+		if ((!k->start_at_clone && !k->start_derived) || i + 1 != k->probes.missing_start)
 			note_as(k, k->probes.missing_code[i], "%s", k->probes.missing[i]);
 	k->conv.main_addr = k->probes.main_addr;
 	for (size_t i = 0; i < k->probes.n; i++)

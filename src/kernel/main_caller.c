@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* libc's caller of main() without its name; see main_caller.h. */
+/* libc's caller of main() and start_thread without their names; see main_caller.h. */
 #include "main_caller.h"
 
 #include <errno.h>
@@ -13,9 +13,10 @@
 #define MAX_CODE  4096 /* bytes of one function read, at most */
 #define MAX_CALLS 64
 
-/* The direct call targets of the function at addr (its CFI range). */
-static int calls_of(struct ptw_symbols *syms, struct ptw_proc *proc, uint64_t addr, uint64_t *out,
-		    uint64_t *ret_hi)
+/* The direct call targets (leas: the rip-relative addresses) of the
+ * function at addr (its CFI range). */
+static int insns_of(struct ptw_symbols *syms, struct ptw_proc *proc, uint64_t addr, bool leas,
+		    uint64_t *out, uint64_t *ret_hi)
 {
 	uint64_t lo, hi;
 	if (ptw_symbols_function_range(syms, addr, &lo, &hi) < 0 || lo != addr || hi <= lo)
@@ -25,11 +26,28 @@ static int calls_of(struct ptw_symbols *syms, struct ptw_proc *proc, uint64_t ad
 	if (!code)
 		return -ENOMEM;
 	int n = ptw_mem_read(proc, lo, code, len) == 0
-			? ptw_insn_find_calls(code, len, lo, false, out, MAX_CALLS)
+			? (leas ? ptw_insn_find_rip_leas(code, len, lo, out, MAX_CALLS)
+				: ptw_insn_find_calls(code, len, lo, false, out, MAX_CALLS))
 			: -EIO;
 	free(code);
 	*ret_hi = hi;
 	return n;
+}
+
+static int calls_of(struct ptw_symbols *syms, struct ptw_proc *proc, uint64_t addr, uint64_t *out,
+		    uint64_t *ret_hi)
+{
+	return insns_of(syms, proc, addr, false, out, ret_hi);
+}
+
+static bool calls_fn(struct ptw_symbols *syms, struct ptw_proc *proc, uint64_t fn, uint64_t callee)
+{
+	uint64_t targets[MAX_CALLS], hi;
+	int n = calls_of(syms, proc, fn, targets, &hi);
+	for (int i = 0; i < n; i++)
+		if (targets[i] == callee)
+			return true;
+	return false;
 }
 
 int ptwk_main_caller(struct ptw_symbols *syms, struct ptw_proc *proc, uint64_t start_main,
@@ -52,6 +70,34 @@ int ptwk_main_caller(struct ptw_symbols *syms, struct ptw_proc *proc, uint64_t s
 				}
 				break;
 			}
+	}
+	return found == 1 ? 0 : -ENOENT;
+}
+
+int ptwk_start_thread(struct ptw_symbols *syms, struct ptw_proc *proc, uint64_t create,
+		      uint64_t tls_dtors, uint64_t *ret_addr)
+{
+	/* pthread_create and what it calls (create_thread, not inlined) */
+	uint64_t fns[1 + MAX_CALLS], hi;
+	fns[0] = create;
+	int nf = calls_of(syms, proc, create, fns + 1, &hi);
+	int found = 0;
+	uint64_t tried[4 * MAX_CALLS];
+	int ntried = 0;
+	for (int f = 0; f < 1 + (nf > 0 ? nf : 0); f++) {
+		uint64_t leas[MAX_CALLS];
+		int nl = insns_of(syms, proc, fns[f], true, leas, &hi);
+		for (int i = 0; i < nl; i++) {
+			bool seen = false;
+			for (int j = 0; j < ntried; j++)
+				seen |= tried[j] == leas[i];
+			if (seen || ntried == (int)(sizeof(tried) / sizeof(tried[0])))
+				continue;
+			tried[ntried++] = leas[i];
+			/* (calls_of wants an FDE beginning there: data is no candidate) */
+			if (calls_fn(syms, proc, leas[i], tls_dtors) && found++ == 0)
+				*ret_addr = leas[i];
+		}
 	}
 	return found == 1 ? 0 : -ENOENT;
 }

@@ -1,9 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Which libc function calls main() when libc's symbol table is missing (no
- * debug file): glibc 2.34+ calls main from __libc_start_call_main, a static
- * function, and hands main's value to exit() from there. Without its name
- * the kernel path could not tell main's return from an exit() call.
+ * glibc's static functions the kernel path needs, found without libc's
+ * symbol table (no debug file) by what their exported neighbours do with
+ * them, decoded from the process's code (never run), bounded by the CFI:
+ * - main's caller: glibc 2.34+ calls main from __libc_start_call_main and
+ *   hands main's value to exit() from there; without it main's return is
+ *   not told from an exit() call;
+ * - start_thread, where every pthread begins: pthread_create (or a
+ *   function it calls, create_thread) hands its address to clone, and it
+ *   is the one such function that calls __call_tls_dtors (the DEATH probe:
+ *   after the start routine returned).
  */
 #ifndef PTW_KERNEL_MAIN_CALLER_H
 #define PTW_KERNEL_MAIN_CALLER_H
@@ -21,5 +27,14 @@ struct ptw_proc;
  */
 int ptwk_main_caller(struct ptw_symbols *syms, struct ptw_proc *proc, uint64_t start_main,
 		     uint64_t exit_fn, uint64_t *ret_lo, uint64_t *ret_hi);
+
+/*
+ * *ret_addr: the one function whose address a `lea disp(%rip)` in
+ * pthread_create (at create) or in a function it calls directly computes
+ * and that calls __call_tls_dtors (at tls_dtors) directly. Returns 0, or
+ * -ENOENT when there is not exactly one.
+ */
+int ptwk_start_thread(struct ptw_symbols *syms, struct ptw_proc *proc, uint64_t create,
+		      uint64_t tls_dtors, uint64_t *ret_addr);
 
 #endif
