@@ -1431,6 +1431,9 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 	for (size_t i = 0; i < k->probes.nmissing; i++)
 		if ((!k->start_at_clone && !k->start_derived) || i + 1 != k->probes.missing_start)
 			note_as(k, k->probes.missing_code[i], "%s", k->probes.missing[i]);
+	if (!k->probes.main_addr) /* a stripped program: from its entry code */
+		k->probes.main_addr = ptw_symbols_main_from_entry(
+			k->syms, pid_memread, (void *)(intptr_t)pid, ptw_proc_auxv(pid, AT_ENTRY));
 	k->conv.main_addr = k->probes.main_addr;
 	for (size_t i = 0; i < k->probes.n; i++)
 		/* (Only __libc_start_call_main calls main: __libc_start_main,
@@ -1932,7 +1935,8 @@ static void follow_attached(struct ptw_kernel *k, struct ptw_kernel *parent, pid
 		c->tdb = NULL;
 	c->probes.layout = k->probes.layout;
 	if (ptw_symbols_lookup(c->syms, PTW_MOD_EXE, "main", &c->probes.main_addr, NULL) < 0)
-		c->probes.main_addr = 0;
+		c->probes.main_addr = ptw_symbols_main_from_entry(
+			c->syms, pid_memread, (void *)(intptr_t)pid, ptw_proc_auxv(pid, AT_ENTRY));
 	c->conv.main_addr = c->probes.main_addr;
 	uint32_t key = (uint32_t)pid;
 	struct ptwk_watch w = { .follow_forks = 1, .root = 0 };
