@@ -809,6 +809,16 @@ bool ptw_kernel_target_exit(const struct ptw_kernel *k, int *ret_code, int *ret_
 	return true;
 }
 
+/* libc's text from its file (main_caller.h), placed by the first probe. */
+static int code_open(const struct ptw_kernel *k, struct ptwk_code *ret)
+{
+	if (!k->probes.n || (ret->fd = open(k->probes.path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	ret->addr = k->probes.p[0].addr;
+	ret->offset = k->probes.p[0].offset;
+	return 0;
+}
+
 /* No libc symbol table (no debug file): main is called from a static
  * function, found as the one __libc_start_main calls that calls exit
  * (main_caller.h); else main's return is not told from an exit() call. */
@@ -822,9 +832,12 @@ static void main_caller_derive(struct ptw_kernel *k)
 		else if (p->kind == PTWK_EXIT_FN)
 			exit_fn = p->addr;
 	}
-	if (k->conv.main_caller_size || !start_main || !exit_fn || !k->proc)
+	struct ptwk_code code;
+	if (k->conv.main_caller_size || !start_main || !exit_fn || code_open(k, &code) < 0)
 		return;
-	if (ptwk_main_caller(k->syms, k->proc, start_main, exit_fn, &lo, &hi) < 0) {
+	int r = ptwk_main_caller(k->syms, &code, start_main, exit_fn, &lo, &hi);
+	close(code.fd);
+	if (r < 0) {
 		ptw_dbg(PTW_DBG_TRACER, "main's caller in libc not found: main's return unknown");
 		return;
 	}
@@ -849,8 +862,13 @@ static void start_thread_derive(struct ptw_kernel *k)
 		else if (k->probes.p[i].kind == PTWK_DEATH)
 			death = &k->probes.p[i];
 	uint64_t addr;
-	if (!create || !death || !k->proc || k->probes.n >= PTWK_MAX_PROBES ||
-	    ptwk_start_thread(k->syms, k->proc, create->addr, death->addr, &addr) < 0) {
+	struct ptwk_code code;
+	int r = -ENOENT;
+	if (create && death && k->probes.n < PTWK_MAX_PROBES && code_open(k, &code) == 0) {
+		r = ptwk_start_thread(k->syms, &code, create->addr, death->addr, &addr);
+		close(code.fd);
+	}
+	if (r < 0) {
 		ptw_dbg(PTW_DBG_TRACER, "start_thread not found without its name");
 		return;
 	}

@@ -5,8 +5,8 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <unistd.h>
 
-#include "ptw_attach.h"
 #include "ptw_breakpoints.h"
 #include "ptw_symbols.h"
 
@@ -15,53 +15,55 @@
 
 /* The direct call targets (leas: the rip-relative addresses) of the
  * function at addr (its CFI range). */
-static int insns_of(struct ptw_symbols *syms, struct ptw_proc *proc, uint64_t addr, bool leas,
-		    uint64_t *out, uint64_t *ret_hi)
+static int insns_of(struct ptw_symbols *syms, const struct ptwk_code *code, uint64_t addr,
+		    bool leas, uint64_t *out, uint64_t *ret_hi)
 {
 	uint64_t lo, hi;
 	if (ptw_symbols_function_range(syms, addr, &lo, &hi) < 0 || lo != addr || hi <= lo)
 		return -ENOENT;
 	size_t len = hi - lo > MAX_CODE ? MAX_CODE : (size_t)(hi - lo);
-	uint8_t *code = malloc(len);
-	if (!code)
+	uint8_t *bytes = malloc(len);
+	if (!bytes)
 		return -ENOMEM;
-	int n = ptw_mem_read(proc, lo, code, len) == 0
-			? (leas ? ptw_insn_find_rip_leas(code, len, lo, out, MAX_CALLS)
-				: ptw_insn_find_calls(code, len, lo, false, out, MAX_CALLS))
+	off_t at = (off_t)(code->offset + (lo - code->addr));
+	int n = lo >= code->addr - code->offset && pread(code->fd, bytes, len, at) == (ssize_t)len
+			? (leas ? ptw_insn_find_rip_leas(bytes, len, lo, out, MAX_CALLS)
+				: ptw_insn_find_calls(bytes, len, lo, false, out, MAX_CALLS))
 			: -EIO;
-	free(code);
+	free(bytes);
 	*ret_hi = hi;
 	return n;
 }
 
-static int calls_of(struct ptw_symbols *syms, struct ptw_proc *proc, uint64_t addr, uint64_t *out,
-		    uint64_t *ret_hi)
+static int calls_of(struct ptw_symbols *syms, const struct ptwk_code *code, uint64_t addr,
+		    uint64_t *out, uint64_t *ret_hi)
 {
-	return insns_of(syms, proc, addr, false, out, ret_hi);
+	return insns_of(syms, code, addr, false, out, ret_hi);
 }
 
-static bool calls_fn(struct ptw_symbols *syms, struct ptw_proc *proc, uint64_t fn, uint64_t callee)
+static bool calls_fn(struct ptw_symbols *syms, const struct ptwk_code *code, uint64_t fn,
+		     uint64_t callee)
 {
 	uint64_t targets[MAX_CALLS], hi;
-	int n = calls_of(syms, proc, fn, targets, &hi);
+	int n = calls_of(syms, code, fn, targets, &hi);
 	for (int i = 0; i < n; i++)
 		if (targets[i] == callee)
 			return true;
 	return false;
 }
 
-int ptwk_main_caller(struct ptw_symbols *syms, struct ptw_proc *proc, uint64_t start_main,
+int ptwk_main_caller(struct ptw_symbols *syms, const struct ptwk_code *code, uint64_t start_main,
 		     uint64_t exit_fn, uint64_t *ret_lo, uint64_t *ret_hi)
 {
 	uint64_t callees[MAX_CALLS], hi;
-	int n = calls_of(syms, proc, start_main, callees, &hi);
+	int n = calls_of(syms, code, start_main, callees, &hi);
 	int found = 0;
 	for (int i = 0; i < n; i++) {
 		bool seen = false;
 		for (int j = 0; j < i; j++)
 			seen |= callees[j] == callees[i];
 		uint64_t calls[MAX_CALLS], fhi;
-		int m = seen ? 0 : calls_of(syms, proc, callees[i], calls, &fhi);
+		int m = seen ? 0 : calls_of(syms, code, callees[i], calls, &fhi);
 		for (int k = 0; k < m; k++)
 			if (calls[k] == exit_fn) {
 				if (found++ == 0) {
@@ -74,19 +76,19 @@ int ptwk_main_caller(struct ptw_symbols *syms, struct ptw_proc *proc, uint64_t s
 	return found == 1 ? 0 : -ENOENT;
 }
 
-int ptwk_start_thread(struct ptw_symbols *syms, struct ptw_proc *proc, uint64_t create,
+int ptwk_start_thread(struct ptw_symbols *syms, const struct ptwk_code *code, uint64_t create,
 		      uint64_t tls_dtors, uint64_t *ret_addr)
 {
 	/* pthread_create and what it calls (create_thread, not inlined) */
 	uint64_t fns[1 + MAX_CALLS], hi;
 	fns[0] = create;
-	int nf = calls_of(syms, proc, create, fns + 1, &hi);
+	int nf = calls_of(syms, code, create, fns + 1, &hi);
 	int found = 0;
 	uint64_t tried[4 * MAX_CALLS];
 	int ntried = 0;
 	for (int f = 0; f < 1 + (nf > 0 ? nf : 0); f++) {
 		uint64_t leas[MAX_CALLS];
-		int nl = insns_of(syms, proc, fns[f], true, leas, &hi);
+		int nl = insns_of(syms, code, fns[f], true, leas, &hi);
 		for (int i = 0; i < nl; i++) {
 			bool seen = false;
 			for (int j = 0; j < ntried; j++)
@@ -95,7 +97,7 @@ int ptwk_start_thread(struct ptw_symbols *syms, struct ptw_proc *proc, uint64_t 
 				continue;
 			tried[ntried++] = leas[i];
 			/* (calls_of wants an FDE beginning there: data is no candidate) */
-			if (calls_fn(syms, proc, leas[i], tls_dtors) && found++ == 0)
+			if (calls_fn(syms, code, leas[i], tls_dtors) && found++ == 0)
 				*ret_addr = leas[i];
 		}
 	}

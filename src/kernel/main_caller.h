@@ -2,7 +2,8 @@
 /*
  * glibc's static functions the kernel path needs, found without libc's
  * symbol table (no debug file) by what their exported neighbours do with
- * them, decoded from the process's code (never run), bounded by the CFI:
+ * them, decoded from libc's file (not the process's copy, where uprobes of
+ * this or another session put int3s), bounded by the CFI:
  * - main's caller: glibc 2.34+ calls main from __libc_start_call_main and
  *   hands main's value to exit() from there; without it main's return is
  *   not told from an exit() call;
@@ -17,15 +18,21 @@
 #include <stdint.h>
 
 struct ptw_symbols;
-struct ptw_proc;
+
+/* libc's text in its file: an address in the process (a probe's), its
+ * offset in the file fd, and the same segment around it. */
+struct ptwk_code {
+	int fd;
+	uint64_t addr, offset;
+};
 
 /*
  * [*ret_lo, *ret_hi): the one function (its CFI range) that
  * __libc_start_main (at start_main) calls directly and that itself calls
- * exit (at exit_fn) directly. Code read from proc, decoded, never run.
+ * exit (at exit_fn) directly.
  * Returns 0, or -ENOENT when there is not exactly one such function.
  */
-int ptwk_main_caller(struct ptw_symbols *syms, struct ptw_proc *proc, uint64_t start_main,
+int ptwk_main_caller(struct ptw_symbols *syms, const struct ptwk_code *code, uint64_t start_main,
 		     uint64_t exit_fn, uint64_t *ret_lo, uint64_t *ret_hi);
 
 /*
@@ -34,7 +41,7 @@ int ptwk_main_caller(struct ptw_symbols *syms, struct ptw_proc *proc, uint64_t s
  * and that calls __call_tls_dtors (at tls_dtors) directly. Returns 0, or
  * -ENOENT when there is not exactly one.
  */
-int ptwk_start_thread(struct ptw_symbols *syms, struct ptw_proc *proc, uint64_t create,
+int ptwk_start_thread(struct ptw_symbols *syms, const struct ptwk_code *code, uint64_t create,
 		      uint64_t tls_dtors, uint64_t *ret_addr);
 
 #endif
