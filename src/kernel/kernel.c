@@ -407,6 +407,7 @@ static const char *on_exec(void *ctx)
 	ssize_t n;
 	free(k->glibc); /* the new image's is read once its libc is mapped */
 	k->glibc = NULL;
+	k->main_caller_lo = k->main_caller_hi = 0; /* (the old image's libc) */
 	if (d && d->r.kind == PTWK_EXEC) {
 		/* What drain() read while the new image ran (nothing if it was
 		 * gone already). */
@@ -1819,6 +1820,8 @@ static void follow_fork(struct ptw_kernel *k, struct ptw_kernel *parent,
 	}
 	c->conv.main_addr = parent->conv.main_addr;
 	c->conv.main_caller = parent->conv.main_caller;
+	c->main_caller_lo = parent->main_caller_lo; /* (its memory is a copy) */
+	c->main_caller_hi = parent->main_caller_hi;
 	if (r->f & PTWK_F_SHARED_VM) {
 		c->launched = true;
 		c->conv.launched = true;
