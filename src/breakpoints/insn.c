@@ -509,7 +509,8 @@ static int find_insns(const uint8_t *code, size_t len, uint64_t addr, const stru
 			if (x->op_count == 2 && x->operands[1].type == X86_OP_MEM &&
 			    x->operands[1].mem.base == X86_REG_RIP &&
 			    x->operands[1].mem.index == X86_REG_INVALID)
-				out[k++] = insn->address + insn->size + (uint64_t)x->operands[1].mem.disp;
+				out[k++] = insn->address + insn->size +
+					   (uint64_t)x->operands[1].mem.disp;
 			continue;
 		}
 		if (x->op_count != 1 || x->operands[0].type != X86_OP_IMM)

@@ -874,9 +874,9 @@ static void start_thread_derive(struct ptw_kernel *k)
 		return;
 	}
 	/* (the same file and text segment as pthread_create) */
-	k->probes.p[k->probes.n++] = (struct ptwk_probe){
-		PTWK_START, "start_thread", addr, create->offset + (addr - create->addr), false
-	};
+	k->probes.p[k->probes.n++] =
+		(struct ptwk_probe){ PTWK_START, "start_thread", addr,
+				     create->offset + (addr - create->addr), false };
 	k->start_derived = true;
 	ptw_dbg(PTW_DBG_TRACER, "start_thread found at pthread_create%+lld",
 		(long long)(addr - create->addr));

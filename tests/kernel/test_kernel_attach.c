@@ -205,8 +205,9 @@ int main(int argc, char **argv)
 		else
 			break;
 	if (argc < 2 || a != argc - 1 || (per_probe && launch)) {
-		fprintf(stderr, "usage: test_kernel_attach [--per-probe | --launch] [--no-debug-files] "
-				"[--start-at-clone] FIXTURE\n");
+		fprintf(stderr,
+			"usage: test_kernel_attach [--per-probe | --launch] [--no-debug-files] "
+			"[--start-at-clone] FIXTURE\n");
 		return 99;
 	}
 	const char *fixture = argv[argc - 1];
