@@ -55,6 +55,8 @@ enum ptwk_kind {
 	PTWK_LONGJMP,	   /* longjmp & co: b = sp, c = the pointer guard (fs:0x30), d = the
 			    * jmp_buf's mangled sp (PTWK_F_READ: both read) */
 	PTWK_DL_STATE,	   /* _dl_debug_state: ld.so's modules changed (dlopen, dlclose) */
+	PTWK_FATAL_SIGNAL, /* signal_deliver: the thread took a = a signal that kills by
+			    * default, with no handler (the crashing thread) */
 	/* the syscalls/sys_exit_clone3 (sys_exit_clone) tracepoint in a new
 	 * thread, its first moment in user space (bpf/ptw_start.bpf.h): the
 	 * START of a pthread when start_thread cannot be probed (no debug
@@ -83,6 +85,8 @@ enum ptwk_kind {
 				  * posix_spawn, clone(CLONE_VM)) until it execs */
 #define PTWK_F_ROUTINE_KNOWN 0x2000 /* START: c = pd->start_routine */
 #define PTWK_F_ARG_KNOWN 0x4000	    /* START: d = pd->arg */
+#define PTWK_F_CANCELED 0x8000	    /* DEATH (with PTWK_F_UNWIND_KNOWN): a cancellation acted
+				     * on it (else its unwinding was pthread_exit's) */
 
 #define PTWK_COMM_LEN 16
 

@@ -52,6 +52,12 @@ struct ptwk_conv {
 	 * start_thread (a raw clone): their routine and argument are unknown
 	 * on the kernel path (the caller says so). */
 	uint64_t raw_clones;
+	/* An attach: when the last probe was in (CLOCK_MONOTONIC, as the
+	 * records), and the threads made before it, seen as clones: their
+	 * pthread_create came before its probe (counted apart, not as raw
+	 * clones). */
+	uint64_t probes_in_ns;
+	uint64_t window_clones;
 	bool ended; /* PROCESS_EXIT emitted */
 	int exit_code, exit_signal;
 	bool core_dumped;

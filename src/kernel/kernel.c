@@ -76,6 +76,8 @@ struct ptw_kernel {
 	struct ptwk_frames *frames; /* --trace (kframes.c), NULL without */
 	bool frames_noted;	    /* its notes are in (frames_notes) */
 	bool raw_clones_noted;	    /* the raw clones' note is in */
+	bool window_clones_noted;
+	bool zombie_leader; /* attached with its main thread exited */
 	/* Threads start at their clone's return (bpf/ptw_start.bpf.h), not
 	 * at start_thread (no debug file, or opts.start_at_clone). */
 	bool start_at_clone;
@@ -985,21 +987,49 @@ static void keep_link(struct ptw_kernel *k, struct bpf_link *l)
  */
 static pid_t probe_pid(const struct ptw_kernel *k)
 {
-	return k->o.follow_forks && !k->o.follow_per_child ? -1 : k->pid;
+	/* A uprobe_multi link for a pid filters by its leader's memory: once
+	 * the leader has exited (pthread_exit from main, a zombie now) it
+	 * has none, and nothing would fire. Then the file's too. */
+	return (k->o.follow_forks && !k->o.follow_per_child) || k->zombie_leader ? -1 : k->pid;
 }
 
-/* One link per program with every offset (entry, or return). */
+/*
+ * The order the kernel puts the probes in (a link registers its offsets one
+ * by one, each a walk over the processes that map libc: milliseconds, in
+ * which the target runs on). What ends a thread goes in before what starts
+ * one, and a creation last: a thread whose creation was seen has its start
+ * and end seen. Before the first, a thread is a clone without a routine;
+ * DEATH itself says whether its unwinding was pthread_exit's.
+ */
+static int probe_rank(enum ptwk_kind kind)
+{
+	switch (kind) {
+	case PTWK_DEATH:
+		return 0;
+	case PTWK_START:
+		return 1;
+	case PTWK_CREATE_CALL:
+		return 3;
+	default:
+		return 2;
+	}
+}
+
+/* One link per program with every offset (return, then entry: a join whose
+ * call is seen has its return seen). */
 static int attach_multi_to(struct ptw_kernel *k, uint32_t pid, int fds[2])
 {
-	for (int ret = 0; ret <= 1; ret++) {
+	for (int ret = 1; ret >= 0; ret--) {
 		uint64_t offsets[PTWK_MAX_PROBES], cookies[PTWK_MAX_PROBES];
 		uint32_t n = 0;
-		for (size_t i = 0; i < k->probes.n; i++) {
-			if (k->probes.p[i].ret != (ret == 1))
-				continue;
-			offsets[n] = k->probes.p[i].offset;
-			cookies[n++] = k->probes.p[i].kind;
-		}
+		for (int rank = 0; rank <= 3; rank++)
+			for (size_t i = 0; i < k->probes.n; i++) {
+				if (k->probes.p[i].ret != (ret == 1) ||
+				    probe_rank(k->probes.p[i].kind) != rank)
+					continue;
+				offsets[n] = k->probes.p[i].offset;
+				cookies[n++] = k->probes.p[i].kind;
+			}
 		if (!n)
 			continue;
 		struct bpf_program *prog =
@@ -1074,7 +1104,7 @@ static void attach_clone_exits(struct ptw_kernel *k)
 static int attach_tracepoints(struct ptw_kernel *k)
 {
 	struct bpf_program *progs[] = { k->skel->progs.ptw_fork, k->skel->progs.ptw_exit,
-					k->skel->progs.ptw_exec };
+					k->skel->progs.ptw_exec, k->skel->progs.ptw_signal };
 	for (size_t i = 0; i < PTW_ARRAY_SIZE(progs); i++) {
 		struct bpf_link *l = bpf_program__attach(progs[i]);
 		if (!l)
@@ -1194,6 +1224,13 @@ static void frames_notes(struct ptw_kernel *k)
 		     "%llu threads made by a raw clone (no pthread_create): their start routine "
 		     "and argument are not seen on the kernel path",
 		     (unsigned long long)k->conv.raw_clones);
+	}
+	if (k->conv.window_clones && !k->window_clones_noted && (k->detached || k->conv.ended)) {
+		k->window_clones_noted = true;
+		note_as(k, PTW_W_KERNEL_NOT_SEEN,
+			"%llu threads were made and ended while the probes went in: clones without "
+			"a start routine or argument",
+			(unsigned long long)k->conv.window_clones);
 	}
 	if (!k->frames || k->frames_noted || !(k->detached || k->conv.ended))
 		return;
@@ -1433,9 +1470,17 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 		     "attach have no pthread_t or start routine",
 		     ptw_tdb_strerror(err));
 	}
-	if ((r = ptwk_find_probes(k->syms, k->tdb, pid, o->use_debug_files, &k->probes, why,
-				  why_size)) < 0)
+	if ((r = ptwk_find_probes(k->syms, k->tdb, k->proc->mem_pid, o->use_debug_files,
+				  &k->probes, why, why_size)) < 0)
 		goto fail;
+	if (!launched && ptw_proc_state(pid, pid) == 'Z') {
+		k->zombie_leader = true;
+		note_as(k, PTW_W_ZOMBIE_LEADER,
+			"the main thread of %d has exited (pthread_exit) and is a zombie; its other "
+			"threads are traced, with probes on libc's file for every process (a "
+			"uprobe for one process needs its main thread's memory)",
+			pid);
+	}
 	if (o->locks) {
 		struct ptwk_locks_env env = { .pid = pid,
 					      .proc = k->proc,
@@ -1468,6 +1513,8 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 		follow_exec(k); /* its exe and command line, for the report */
 	if ((r = load_and_attach(k, why, why_size)) < 0)
 		goto fail;
+	if (!launched)
+		k->conv.probes_in_ns = ptw_now_ns();
 	k->frames = ptwk_frames_new(o->trace, o->ntrace);
 	if (!launched)
 		scan_frames(k);
