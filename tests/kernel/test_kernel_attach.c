@@ -330,9 +330,11 @@ run:
 		       "image %" PRIu64 " main %" PRIu64 " exec %" PRIu64, nevents[PTW_EV_IMAGE],
 		       nevents[PTW_EV_MAIN_START], nevents[PTW_EV_EXEC]);
 	/* About 70 ms with uprobe_multi, 110 ms per probe without (the
-	 * kernel's RCU waits): generous bounds for a loaded machine. */
-	EXPECT(st.detach_ns < (per_probe ? 3000 : 500) * 1000000ull, "detach took %.1f ms",
-	       st.detach_ns / 1e6);
+	 * kernel's RCU waits): generous bounds for a loaded machine. The
+	 * clone tracepoints (--start-at-clone) add 100-150 ms at a load of 4,
+	 * 200-500 ms at a load of 20. */
+	EXPECT(st.detach_ns < (per_probe ? 3000 : at_clone ? 1500 : 500) * 1000000ull,
+	       "detach took %.1f ms", st.detach_ns / 1e6);
 
 	unsigned ids[64];
 	size_t nids = our_program_ids(ids, 64);
