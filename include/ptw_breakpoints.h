@@ -113,6 +113,11 @@ int ptw_insn_find_rets(const uint8_t *code, size_t len, uint64_t addr, uint64_t 
 int ptw_insn_find_calls(const uint8_t *code, size_t len, uint64_t addr, bool tail_jumps, uint64_t *out,
 			int max);
 
+/* The addresses that `lea disp(%rip), reg` instructions in code compute
+ * (a function's address handed on, as pthread_create hands start_thread
+ * to clone), in order, at most max. */
+int ptw_insn_find_rip_leas(const uint8_t *code, size_t len, uint64_t addr, uint64_t *out, int max);
+
 /* Offset of a 64-bit register in struct user_regs_struct for a capstone
  * x86_reg (and its 32-bit alias, *ret_width = 4), or -1. */
 int ptw_insn_reg_slot(int cs_reg, int *ret_width);

@@ -66,6 +66,10 @@ struct ptw_kernel_opts {
 	 * slow paths and live deadlocks (PTW_EV_DEADLOCK, proof
 	 * PTW_PROOF_REREAD: confirmed without stopping anyone). */
 	bool locks;
+	/* Start threads at their clone's return (the sys_exit_clone3 and
+	 * sys_exit_clone tracepoints) even where start_thread can be probed
+	 * (measuring; without libc's debug file that is the only way). */
+	bool start_at_clone;
 };
 
 /*

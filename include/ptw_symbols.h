@@ -139,6 +139,14 @@ typedef void (*ptw_function_fn)(void *ctx, uint64_t addr, const char *linkage_na
  */
 int ptw_symbols_module_functions(struct ptw_symbols *s, size_t i, ptw_function_fn fn, void *ctx);
 
+/* One value of /proc/PID/auxv (AT_ENTRY, AT_BASE ...), 0 when missing. */
+uint64_t ptw_proc_auxv(pid_t pid, uint64_t type);
+/* main() of a program without a symbol for it (stripped), from glibc's
+ * _start at entry (AT_ENTRY), read with readmem(ctx): 0 when that is not
+ * glibc's _start or main is not in the executable (src/symbols/main_entry.c). */
+uint64_t ptw_symbols_main_from_entry(struct ptw_symbols *s, ptw_memread_fn readmem, void *ctx,
+				     uint64_t entry);
+
 /* Interned location for addr (never NULL), valid until ptw_symbols_free.
  * Cached; an address no module covers refreshes the module list once. */
 const struct ptw_location *ptw_symbols_locate(struct ptw_symbols *s, uint64_t addr);

@@ -75,6 +75,10 @@ int ptw_tdb_threads_disable(struct ptw_tdb *t, const uint64_t *pds, size_t n);
  * libthread_db's own descriptor of it. Returns 0 or -ENOENT. */
 int ptw_tdb_pthread_field(struct ptw_tdb *t, const char *field, uint32_t *ret_offset);
 
+/* size bytes at one of libc's symbols for libthread_db ("_thread_db_..."):
+ * a descriptor ({ bits, count, offset }) or a size. Returns 0 or -ENOENT. */
+int ptw_tdb_read_symbol(struct ptw_tdb *t, const char *name, void *buf, size_t size);
+
 /* td_ta_map_lwp2thr: tid must be ptrace-stopped (its fs_base is read). */
 int ptw_tdb_map_lwp(struct ptw_tdb *t, pid_t tid, uint64_t *ret_pd);
 

@@ -475,6 +475,7 @@ struct pick {
 	bool target;	 /* keep the direct target (else the instruction's address) */
 	bool leaving;	 /* ... only a target outside [lo, hi) */
 	uint64_t lo, hi;
+	bool rip_lea; /* X86_INS_LEA of a rip-relative address: keep that address */
 };
 
 /* Up to max addresses of the instructions pk picks; an undecodable byte
@@ -504,6 +505,14 @@ static int find_insns(const uint8_t *code, size_t len, uint64_t addr, const stru
 			continue;
 		}
 		const cs_x86 *x = &insn->detail->x86;
+		if (pk->rip_lea) {
+			if (x->op_count == 2 && x->operands[1].type == X86_OP_MEM &&
+			    x->operands[1].mem.base == X86_REG_RIP &&
+			    x->operands[1].mem.index == X86_REG_INVALID)
+				out[k++] = insn->address + insn->size +
+					   (uint64_t)x->operands[1].mem.disp;
+			continue;
+		}
 		if (x->op_count != 1 || x->operands[0].type != X86_OP_IMM)
 			continue;
 		uint64_t target = (uint64_t)x->operands[0].imm;
@@ -517,6 +526,12 @@ static int find_insns(const uint8_t *code, size_t len, uint64_t addr, const stru
 int ptw_insn_find_rets(const uint8_t *code, size_t len, uint64_t addr, uint64_t *out, int max)
 {
 	const struct pick pk = { .id = X86_INS_RET };
+	return find_insns(code, len, addr, &pk, out, max);
+}
+
+int ptw_insn_find_rip_leas(const uint8_t *code, size_t len, uint64_t addr, uint64_t *out, int max)
+{
+	const struct pick pk = { .id = X86_INS_LEA, .target = true, .rip_lea = true };
 	return find_insns(code, len, addr, &pk, out, max);
 }
 

@@ -337,7 +337,7 @@ static void on_exit_fn(struct ptwk_conv *c, const struct ptwk_record *r)
 	if ((pid_t)r->tid != c->pid)
 		return;
 	if (c->main_caller && c->main_caller_size) {
-		if (r->b - c->main_caller >= c->main_caller_size)
+		if (r->b - (c->main_caller + (uint64_t)c->main_caller_delta) >= c->main_caller_size)
 			return;
 	} else if (!c->ops.main_returns_to || !c->ops.main_returns_to(c->ops.ctx, r->b)) {
 		return;
@@ -357,6 +357,7 @@ void ptwk_conv_record(struct ptwk_conv *c, const struct ptwk_record *r)
 		on_create(c, r);
 		break;
 	case PTWK_START:
+	case PTWK_THREAD_BEGIN: /* the clone's return in the thread: the same */
 		on_start(c, r);
 		break;
 	case PTWK_DEATH:

@@ -88,6 +88,10 @@ struct ptwk_conv {
 	 * reads its DWARF: long enough for short processes to be gone before
 	 * their exec is read). Else ops.main_returns_to. */
 	uint64_t main_caller, main_caller_size;
+	/* Added to main_caller: the MAIN probe is on __libc_start_main and
+	 * main's caller is another function (no symbol table: main_caller.h),
+	 * this far from it in the same library (0: the probed one). */
+	int64_t main_caller_delta;
 };
 
 void ptwk_conv_init(struct ptwk_conv *c, pid_t pid, const struct ptwk_conv_ops *ops);

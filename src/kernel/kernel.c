@@ -36,6 +36,7 @@
 #include "underway.h"
 #include "locks.h"
 #include "probes.h"
+#include "main_caller.h"
 #include "ptw_attach.h"
 #include "ptw_breakpoints.h"
 #include "ptw_cache.h"
@@ -79,6 +80,13 @@ struct ptw_kernel {
 	bool raw_clones_noted;	    /* the raw clones' note is in */
 	bool window_clones_noted;
 	bool zombie_leader; /* attached with its main thread exited */
+	/* Threads start at their clone's return (bpf/ptw_start.bpf.h), not
+	 * at start_thread (no debug file, or opts.start_at_clone). */
+	bool start_at_clone;
+	bool start_derived; /* start_thread found without its name (main_caller.h) */
+	/* main's caller found without its name in this process (main_caller.h;
+	 * an attach has no MAIN record to place it from), else 0, 0 */
+	uint64_t main_caller_lo, main_caller_hi;
 	struct ptwk_locks *locks; /* --locks, NULL when off */
 	struct ptwk_locks_config locks_config;
 	struct ptw_map sites; /* return address -> its call's location (text does not change) */
@@ -294,6 +302,9 @@ static const struct ptw_location *call_site(void *ctx, uint64_t ret)
  * __libc_start_main, and hands its value to exit() there. */
 static bool main_returns_to(void *ctx, uint64_t ret)
 {
+	const struct ptw_kernel *k = ctx;
+	if (ret - k->main_caller_lo < k->main_caller_hi - k->main_caller_lo)
+		return true; /* no symbol table: its range, found (main_caller.h) */
 	const struct ptw_location *l = locate(ctx, ret);
 	return l && l->symbol &&
 	       (!strcmp(l->symbol, "__libc_start_call_main") ||
@@ -421,6 +432,7 @@ static const char *on_exec(void *ctx)
 	ssize_t n;
 	free(k->glibc); /* the new image's is read once its libc is mapped */
 	k->glibc = NULL;
+	k->main_caller_lo = k->main_caller_hi = 0; /* (the old image's libc) */
 	if (d && d->r.kind == PTWK_EXEC) {
 		/* What drain() read while the new image ran (nothing if it was
 		 * gone already). */
@@ -824,7 +836,99 @@ bool ptw_kernel_target_exit(const struct ptw_kernel *k, int *ret_code, int *ret_
 	return true;
 }
 
+/* libc's text from its file (main_caller.h), placed by the first probe. */
+static int code_open(const struct ptw_kernel *k, struct ptwk_code *ret)
+{
+	if (!k->probes.n || (ret->fd = open(k->probes.path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	ret->addr = k->probes.p[0].addr;
+	ret->offset = k->probes.p[0].offset;
+	return 0;
+}
+
+/* No libc symbol table (no debug file): main is called from a static
+ * function, found as the one __libc_start_main calls that calls exit
+ * (main_caller.h); else main's return is not told from an exit() call. */
+static void main_caller_derive(struct ptw_kernel *k)
+{
+	uint64_t start_main = 0, exit_fn = 0, lo, hi;
+	for (size_t i = 0; i < k->probes.n; i++) {
+		const struct ptwk_probe *p = &k->probes.p[i];
+		if (p->kind == PTWK_MAIN && !strcmp(p->function, "__libc_start_main"))
+			start_main = p->addr;
+		else if (p->kind == PTWK_EXIT_FN)
+			exit_fn = p->addr;
+	}
+	struct ptwk_code code;
+	if (k->conv.main_caller_size || !start_main || !exit_fn || code_open(k, &code) < 0)
+		return;
+	int r = ptwk_main_caller(k->syms, &code, start_main, exit_fn, &lo, &hi);
+	close(code.fd);
+	if (r < 0) {
+		ptw_dbg(PTW_DBG_TRACER, "main's caller in libc not found: main's return unknown");
+		return;
+	}
+	k->main_caller_lo = lo;
+	k->main_caller_hi = hi;
+	k->conv.main_caller_delta = (int64_t)(lo - start_main);
+	k->conv.main_caller_size = hi - lo;
+	ptw_dbg(PTW_DBG_TRACER, "main's caller: __libc_start_main%+lld, %llu bytes",
+		(long long)k->conv.main_caller_delta, (unsigned long long)(hi - lo));
+}
+
 /* ---- loading and attaching ---- */
+
+/* No libc symbol table: start_thread found by what pthread_create does
+ * with it (main_caller.h), probed as if by name. */
+static void start_thread_derive(struct ptw_kernel *k)
+{
+	const struct ptwk_probe *create = NULL, *death = NULL;
+	for (size_t i = 0; i < k->probes.n; i++)
+		if (k->probes.p[i].kind == PTWK_CREATE_CALL)
+			create = &k->probes.p[i];
+		else if (k->probes.p[i].kind == PTWK_DEATH)
+			death = &k->probes.p[i];
+	uint64_t addr;
+	struct ptwk_code code;
+	int r = -ENOENT;
+	if (create && death && k->probes.n < PTWK_MAX_PROBES && code_open(k, &code) == 0) {
+		r = ptwk_start_thread(k->syms, &code, create->addr, death->addr, &addr);
+		close(code.fd);
+	}
+	if (r < 0) {
+		ptw_dbg(PTW_DBG_TRACER, "start_thread not found without its name");
+		return;
+	}
+	/* (the same file and text segment as pthread_create) */
+	k->probes.p[k->probes.n++] =
+		(struct ptwk_probe){ PTWK_START, "start_thread", addr,
+				     create->offset + (addr - create->addr), false };
+	k->start_derived = true;
+	ptw_dbg(PTW_DBG_TRACER, "start_thread found at pthread_create%+lld",
+		(long long)(addr - create->addr));
+}
+
+/* Where threads start: start_thread's uprobe (by name, else derived),
+ * else the clone's return in the new thread, which needs struct pthread's
+ * tid to tell a pthread from a raw clone (and costs a detach 100-150 ms
+ * longer: measured with ptw-kernel-demo). opts.start_at_clone: the clone's
+ * return even with start_thread (measuring); its uprobe is then left out. */
+static void start_where(struct ptw_kernel *k)
+{
+	if (k->probes.missing_start && !k->o.start_at_clone)
+		start_thread_derive(k);
+	if (k->start_derived)
+		return;
+	k->start_at_clone =
+		(k->probes.missing_start || k->o.start_at_clone) && k->probes.layout.have_tid;
+	if (!k->start_at_clone || k->probes.missing_start)
+		return;
+	size_t n = 0;
+	for (size_t i = 0; i < k->probes.n; i++)
+		if (k->probes.p[i].kind != PTWK_START)
+			k->probes.p[n++] = k->probes.p[i];
+	k->probes.n = n;
+}
 
 static int open_skeleton(struct ptw_kernel *k, bool multi)
 {
@@ -842,6 +946,8 @@ static int open_skeleton(struct ptw_kernel *k, bool multi)
 	s->rodata->have_arg = l->have_arg;
 	s->rodata->off_cancelhandling = l->cancelhandling;
 	s->rodata->have_cancelhandling = l->have_cancelhandling;
+	s->rodata->off_pd_tid = l->tid;
+	s->rodata->have_pd_tid = l->have_tid;
 	s->rodata->wake_bytes = k->o.wake_bytes;
 	s->rodata->wake_on_fork = k->o.follow_forks && k->o.follow_per_child;
 	s->rodata->locks_on = k->locks_config.on;
@@ -877,6 +983,11 @@ static int open_skeleton(struct ptw_kernel *k, bool multi)
 		else if (multi)
 			r = bpf_program__set_expected_attach_type(
 				frame_progs[i], (enum bpf_attach_type)PTWK_BPF_TRACE_UPROBE_MULTI);
+	/* (machine-wide tracepoints: loaded only when they start threads) */
+	if (r == 0 && !k->start_at_clone)
+		r = bpf_program__set_autoload(s->progs.ptw_clone3_exit, false);
+	if (r == 0 && !k->start_at_clone)
+		r = bpf_program__set_autoload(s->progs.ptw_clone_exit, false);
 	if (r == 0)
 		r = ptw_kernel_bpf__load(s);
 	if (r < 0) {
@@ -1002,6 +1113,29 @@ static int attach_each(struct ptw_kernel *k)
 	return 0;
 }
 
+/* Thread starts at the clone's return (bpf/ptw_start.bpf.h): glibc 2.34+
+ * makes threads with clone3, older ones (and clone3's ENOSYS fallback)
+ * with clone. Without them no start is seen: said, not fatal. */
+static void attach_clone_exits(struct ptw_kernel *k)
+{
+	struct bpf_program *progs[] = { k->skel->progs.ptw_clone3_exit,
+					k->skel->progs.ptw_clone_exit };
+	for (size_t i = 0; i < PTW_ARRAY_SIZE(progs); i++) {
+		struct bpf_link *l = bpf_program__attach(progs[i]);
+		if (!l) {
+			int e = errno;
+			k->start_at_clone = false;
+			if (k->probes.missing_start)
+				note_as(k, PTW_W_HOOK_FAILED,
+					"%s (and the syscalls/sys_exit_clone tracepoints: %s)",
+					k->probes.missing[k->probes.missing_start - 1],
+					strerror(e));
+			return;
+		}
+		keep_link(k, l);
+	}
+}
+
 static int attach_tracepoints(struct ptw_kernel *k)
 {
 	struct bpf_program *progs[] = { k->skel->progs.ptw_fork, k->skel->progs.ptw_exit,
@@ -1020,6 +1154,8 @@ static int attach_tracepoints(struct ptw_kernel *k)
 			return -errno;
 		keep_link(k, l);
 	}
+	if (k->start_at_clone)
+		attach_clone_exits(k);
 	return 0;
 }
 
@@ -1451,8 +1587,13 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 					      .ctx = k };
 		k->locks = ptwk_locks_new(&env, k->tdb, &k->probes, &k->locks_config);
 	}
+	start_where(k);
 	for (size_t i = 0; i < k->probes.nmissing; i++)
-		note_as(k, k->probes.missing_code[i], "%s", k->probes.missing[i]);
+		if ((!k->start_at_clone && !k->start_derived) || i + 1 != k->probes.missing_start)
+			note_as(k, k->probes.missing_code[i], "%s", k->probes.missing[i]);
+	if (!k->probes.main_addr) /* a stripped program: from its entry code */
+		k->probes.main_addr = ptw_symbols_main_from_entry(
+			k->syms, pid_memread, (void *)(intptr_t)pid, ptw_proc_auxv(pid, AT_ENTRY));
 	k->conv.main_addr = k->probes.main_addr;
 	for (size_t i = 0; i < k->probes.n; i++)
 		/* (Only __libc_start_call_main calls main: __libc_start_main,
@@ -1462,6 +1603,7 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 		    ptw_symbols_lookup(k->syms, NULL, k->probes.p[i].function, &(uint64_t){ 0 },
 				       &k->conv.main_caller_size) < 0)
 			k->conv.main_caller_size = 0;
+	main_caller_derive(k);
 	k->start_ns = t0;
 	if (!launched)
 		follow_exec(k); /* its exe and command line, for the report */
@@ -1660,7 +1802,12 @@ void ptw_kernel_describe(struct ptw_kernel *k, struct ptw_kernel_desc *ret)
 	}
 	ret->exe = k->exe;
 	ret->glibc = k->glibc;
-	ret->strategy = !k->tdb ? "lwp" : k->probes.layout.have_result ? "debuginfo" : "breakpoints";
+	/* "descriptors": no debug file, struct pthread's result derived from
+	 * libthread_db's descriptors of its neighbours (layout.h) */
+	ret->strategy = !k->tdb				 ? "lwp"
+			: (k->probes.layout.derived & 2) ? "descriptors"
+			: k->probes.layout.have_result	 ? "debuginfo"
+							 : "breakpoints";
 }
 
 const struct ptw_location *ptw_kernel_locate(struct ptw_kernel *k, uint64_t addr)
@@ -1802,6 +1949,7 @@ static struct ptw_kernel *follow_new(struct ptw_kernel *k, struct ptw_kernel *pa
 	ptwk_conv_init(&c->conv, c->pid, &ops);
 	c->conv.process = c->id;
 	c->conv.main_caller_size = k->conv.main_caller_size;
+	c->conv.main_caller_delta = k->conv.main_caller_delta;
 	k->followed = xreallocarray(k->followed, k->nfollowed + 1, sizeof(*k->followed));
 	k->followed[k->nfollowed++] = c;
 	ptw_map_put(&k->by_pid, (uint64_t)c->pid, c);
@@ -1821,6 +1969,8 @@ static void follow_fork(struct ptw_kernel *k, struct ptw_kernel *parent,
 	}
 	c->conv.main_addr = parent->conv.main_addr;
 	c->conv.main_caller = parent->conv.main_caller;
+	c->main_caller_lo = parent->main_caller_lo; /* (its memory is a copy) */
+	c->main_caller_hi = parent->main_caller_hi;
 	if (r->f & PTWK_F_SHARED_VM) {
 		c->launched = true;
 		c->conv.launched = true;
@@ -1955,7 +2105,8 @@ static void follow_attached(struct ptw_kernel *k, struct ptw_kernel *parent, pid
 		c->tdb = NULL;
 	c->probes.layout = k->probes.layout;
 	if (ptw_symbols_lookup(c->syms, PTW_MOD_EXE, "main", &c->probes.main_addr, NULL) < 0)
-		c->probes.main_addr = 0;
+		c->probes.main_addr = ptw_symbols_main_from_entry(
+			c->syms, pid_memread, (void *)(intptr_t)pid, ptw_proc_auxv(pid, AT_ENTRY));
 	c->conv.main_addr = c->probes.main_addr;
 	uint32_t key = (uint32_t)pid;
 	struct ptwk_watch w = { .follow_forks = 1, .root = 0 };

@@ -2,6 +2,7 @@
 /* Probe points and struct pthread's layout; see probes.h. */
 #define _GNU_SOURCE
 #include "probes.h"
+#include "layout.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -87,6 +88,36 @@ int ptwk_file_of(pid_t pid, const struct ptw_mapping *maps, int nmaps, uint64_t 
 	return access(path, R_OK) == 0 ? 0 : -errno;
 }
 
+static const char *known_how(unsigned derived, bool have)
+{
+	return derived ? "derived" : have ? "known" : "unknown";
+}
+
+/* No debug file: arg, result and joinid from libthread_db's descriptors
+ * of their neighbours (layout.h), or refused with a reason. */
+static void layout_derive(struct ptw_tdb *tdb, struct ptwk_layout *l)
+{
+	struct ptwk_tdb_descs d = { 0 };
+	struct ptwk_tdb_desc *descs[] = { &d.report_events, &d.sched_priority, &d.schedpolicy,
+					  &d.start_routine, &d.eventbuf };
+	for (size_t i = 0; i < PTW_ARRAY_SIZE(descs); i++) {
+		char name[96];
+		uint32_t v[3];
+		snprintf(name, sizeof(name), "_thread_db_pthread_%s", ptwk_tdb_desc_names[i]);
+		if (ptw_tdb_read_symbol(tdb, name, v, sizeof(v)) == 0)
+			*descs[i] = (struct ptwk_tdb_desc){ true, v[0], v[1], v[2] };
+	}
+	uint32_t size;
+	if (ptw_tdb_read_symbol(tdb, "_thread_db_sizeof_pthread", &size, sizeof(size)) == 0)
+		d.sizeof_pthread = size;
+	ptwk_layout_derive(&d, l, &l->derived, l->underived, sizeof(l->underived));
+	ptw_dbg(PTW_DBG_TRACER,
+		"struct pthread without the debug file: arg %s, result %s, joinid %s%s%s",
+		known_how(l->derived & 1, l->have_arg), known_how(l->derived & 2, l->have_result),
+		known_how(l->derived & 4, l->have_joinid), l->underived[0] ? ": " : "",
+		l->underived);
+}
+
 static void layout_from(struct ptw_symbols *syms, struct ptw_tdb *tdb, const char *module,
 			bool use_debug_files, struct ptwk_layout *l)
 {
@@ -102,6 +133,7 @@ static void layout_from(struct ptw_symbols *syms, struct ptw_tdb *tdb, const cha
 		{ "start_routine", &l->have_start_routine, &l->start_routine, true },
 		{ "arg", &l->have_arg, &l->arg, false },
 		{ "cancelhandling", &l->have_cancelhandling, &l->cancelhandling, true },
+		{ "tid", &l->have_tid, &l->tid, true },
 	};
 	for (size_t i = 0; i < PTW_ARRAY_SIZE(fields); i++) {
 		if (use_debug_files &&
@@ -117,6 +149,8 @@ static void layout_from(struct ptw_symbols *syms, struct ptw_tdb *tdb, const cha
 			*fields[i].have = true;
 		}
 	}
+	if (tdb && (!l->have_arg || !l->have_result || !l->have_joinid))
+		layout_derive(tdb, l);
 }
 
 int ptwk_find_probes(struct ptw_symbols *syms, struct ptw_tdb *tdb, pid_t pid, bool use_debug_files,
@@ -161,10 +195,13 @@ int ptwk_find_probes(struct ptw_symbols *syms, struct ptw_tdb *tdb, pid_t pid, b
 				r = -ENOENT;
 				goto out;
 			}
-			if (w->without && p->nmissing < PTW_ARRAY_SIZE(p->missing))
+			if (w->without && p->nmissing < PTW_ARRAY_SIZE(p->missing)) {
+				if (w->kind == PTWK_START)
+					p->missing_start = p->nmissing + 1;
 				p->missing_code[p->nmissing] = PTW_W_HOOK_FAILED,
 				snprintf(p->missing[p->nmissing++], sizeof(p->missing[0]), "%s",
 					 w->without);
+			}
 			continue;
 		}
 		if (!p->path[0]) {
@@ -176,10 +213,14 @@ int ptwk_find_probes(struct ptw_symbols *syms, struct ptw_tdb *tdb, pid_t pid, b
 			p->p[p->n++] = (struct ptwk_probe){ w->kind + 1, found, addr, off, true };
 	}
 	layout_from(syms, tdb, module, use_debug_files, &p->layout);
-	if (!p->layout.have_result && p->nmissing < PTW_ARRAY_SIZE(p->missing))
-		p->missing_code[p->nmissing] = PTW_W_NO_LIBC_DEBUGINFO, snprintf(p->missing[p->nmissing++], sizeof(p->missing[0]),
-			 "struct pthread's layout is unknown (libc6-dbg): start routine return "
-			 "values are not reported");
+	if (!p->layout.have_result && p->nmissing < PTW_ARRAY_SIZE(p->missing)) {
+		/* (the reason libthread_db's descriptors did not do: layout.h) */
+		p->missing_code[p->nmissing] = PTW_W_NO_LIBC_DEBUGINFO;
+		snprintf(p->missing[p->nmissing++], sizeof(p->missing[0]),
+			 "struct pthread's layout is unknown (libc6-dbg%s%s): start routine return "
+			 "values are not reported",
+			 p->layout.underived[0] ? "; " : "", p->layout.underived);
+	}
 	uint64_t main_addr;
 	if (ptw_symbols_lookup_loaded(syms, PTW_MOD_EXE, "main", &main_addr) == 0)
 		p->main_addr = main_addr;

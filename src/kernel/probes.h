@@ -31,6 +31,14 @@ struct ptwk_probe {
 struct ptwk_layout {
 	bool have_result, have_joinid, have_start_routine, have_arg, have_cancelhandling;
 	uint64_t result, joinid, start_routine, arg, cancelhandling;
+	/* pd->tid (libthread_db's descriptor): a new thread's check of its
+	 * fs base at the clone's return (bpf: ptw_clone_exit) */
+	bool have_tid;
+	uint64_t tid;
+	/* Without the debug file: which of arg (1), result (2), joinid (4)
+	 * came from their neighbours (layout.h), and why the rest did not. */
+	unsigned derived;
+	char underived[96];
 };
 
 #define PTWK_MAX_PROBES 20 /* the lifecycle's 10, --locks' 6 */
@@ -43,9 +51,12 @@ struct ptwk_probes {
 	struct ptwk_layout layout;
 	uint64_t main_addr; /* main() in the executable, 0 unknown */
 	/* What could not be found: one line each, for ptw_kernel_notes. */
-	char missing[8][160];
+	char missing[8][256];
 	enum ptw_warning_code missing_code[8];
 	size_t nmissing;
+	/* 1 + start_thread's line in missing[] (0: it was found): the
+	 * caller may start threads at their clone's return instead */
+	size_t missing_start;
 };
 
 /*

@@ -217,6 +217,15 @@ int ptw_tdb_pthread_field(struct ptw_tdb *t, const char *field, uint32_t *ret_of
 	return field_offset(t, name, ret_offset, &bits);
 }
 
+int ptw_tdb_read_symbol(struct ptw_tdb *t, const char *name, void *buf, size_t size)
+{
+	psaddr_t addr;
+	if (ps_pglobal_lookup(&t->ph, NULL, name, &addr) != PS_OK ||
+	    ps_pdread(&t->ph, addr, buf, size) != PS_OK)
+		return -ENOENT;
+	return 0;
+}
+
 static int threads_set(struct ptw_tdb *t, const uint64_t *pds, size_t n, uint8_t value)
 {
 	uint32_t off, bits;

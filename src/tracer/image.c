@@ -23,73 +23,7 @@ static int memread(void *ctx, uint64_t addr, void *buf, size_t len)
 	return ptw_mem_read(ctx, addr, buf, len);
 }
 
-static uint64_t auxv_value(pid_t pid, uint64_t type)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/auxv", pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	uint64_t pair[2], v = 0;
-	while (read(fd, pair, sizeof(pair)) == (ssize_t)sizeof(pair) && pair[0] != AT_NULL)
-		if (pair[0] == type) {
-			v = pair[1];
-			break;
-		}
-	close(fd);
-	return v;
-}
 
-/*
- * main() of a program without a symbol for it (stripped), from the code at
- * its entry point: glibc's _start (sysdeps/x86_64/start.S) begins with
- * `xor %ebp,%ebp` (after an endbr64 on CET builds) and hands main to
- * __libc_start_main in rdi just before calling it, as one of
- *     48 8d 3d disp32    lea main(%rip),%rdi          (PIE, relaxed by ld)
- *     48 8b 3d disp32    mov main@GOTPCREL(%rip),%rdi (PIE, not relaxed)
- *     48 c7 c7 imm32     mov $main,%rdi               (not PIE)
- * followed by a call. This works the same at a launch and at an attach,
- * where __libc_start_main's argument is long gone. 0 when the entry is not
- * that code (another libc, Go without cgo) or the address is not in the
- * executable (a GOT slot that ld.so has not relocated yet).
- */
-static uint64_t main_from_entry(struct ptw_tracer *t, uint64_t entry)
-{
-	uint8_t c[64];
-	size_t i = 0;
-	if (!entry || ptw_mem_read(t->proc, entry, c, sizeof(c)) < 0)
-		return 0;
-	if (c[0] == 0xf3 && c[1] == 0x0f && c[2] == 0x1e && c[3] == 0xfa)
-		i = 4;
-	if (c[i] != 0x31 || c[i + 1] != 0xed)
-		return 0;
-	for (i += 2; i + 7 + 2 <= sizeof(c); i++) {
-		if (c[i] != 0x48)
-			continue;
-		int32_t v;
-		memcpy(&v, c + i + 3, sizeof(v));
-		uint64_t next = entry + i + 7, main_addr;
-		if (c[i + 1] == 0x8d && c[i + 2] == 0x3d)
-			main_addr = next + (uint64_t)(int64_t)v;
-		else if (c[i + 1] == 0x8b && c[i + 2] == 0x3d)
-			main_addr = tracer_read_u64(t, next + (uint64_t)(int64_t)v, &main_addr) == 0
-					    ? main_addr
-					    : 0;
-		else if (c[i + 1] == 0xc7 && c[i + 2] == 0xc7)
-			main_addr = (uint64_t)(int64_t)v;
-		else
-			continue;
-		const uint8_t *n = c + i + 7;
-		bool call = (n[0] == 0xff && n[1] == 0x15) || n[0] == 0xe8 ||
-			    (n[0] == 0x67 && n[1] == 0xe8);
-		const char *in = main_addr ? ptw_symbols_module_of(t->img.syms, main_addr) : NULL;
-		const char *exe = ptw_symbols_exe(t->img.syms);
-		if (!call || !in || !exe || strcmp(in, exe))
-			return 0;
-		return main_addr;
-	}
-	return 0;
-}
 
 /* "libc.so" for a dynamic program; the executable itself when static. */
 const char *image_libc_module(struct ptw_tracer *t)
@@ -130,7 +64,7 @@ int image_load(struct ptw_tracer *t)
 	image_debuginfod_warning(t);
 	if (ptw_symbols_exe(img->syms))
 		img->exe = xstrdup(ptw_symbols_exe(img->syms));
-	uint64_t base = auxv_value(mem_pid, AT_BASE), addr;
+	uint64_t base = ptw_proc_auxv(mem_pid, AT_BASE), addr;
 	img->dynamic = base != 0;
 	const char *interp = base ? ptw_symbols_module_of(img->syms, base) : NULL;
 	if (interp) {
@@ -151,7 +85,8 @@ int image_load(struct ptw_tracer *t)
 	if (ptw_symbols_lookup_loaded(img->syms, PTW_MOD_EXE, "main", &addr) == 0)
 		img->main_addr = addr;
 	else
-		img->main_addr = main_from_entry(t, auxv_value(mem_pid, AT_ENTRY));
+		img->main_addr = ptw_symbols_main_from_entry(img->syms, memread, t->proc,
+							     ptw_proc_auxv(mem_pid, AT_ENTRY));
 	ptw_dbg(PTW_DBG_TRACER, "main at %#llx", (unsigned long long)img->main_addr);
 	return 0;
 }

@@ -148,6 +148,10 @@ int main(int argc, char **argv)
 			o.locks = true;
 		else if (!strcmp(argv[i], "--per-probe"))
 			o.no_multi = true;
+		else if (!strcmp(argv[i], "--start-at-clone")) /* not at start_thread */
+			o.start_at_clone = true;
+		else if (!strcmp(argv[i], "--no-debug-files"))
+			o.use_debug_files = false;
 		else if (!strcmp(argv[i], "--flush-ms") && i + 1 < argc)
 			o.flush_ms = (unsigned)atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--ring") && i + 1 < argc)

@@ -8,13 +8,15 @@
  * process's end by exit_group and by the last thread's exit; -f: a fork
  * child's converter (its one thread begun at the fork, its events in its
  * process), a vfork child that begins at its exec, main's return told by
- * its caller's address.
+ * its caller's address; a thread started at its clone's return (no debug
+ * file), struct pthread's undescribed members from their neighbours.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 #include "convert.h"
+#include "layout.h"
 #include "ptw_spans.h"
 #include "ptw_symbols.h"
 
@@ -448,6 +450,185 @@ static void test_forked(void)
 	ptw_spans_free(s);
 }
 
+/* No debug file: a thread starts at its clone's return (PTWK_THREAD_BEGIN,
+ * the sys_exit_clone3 tracepoint in the new thread), paired with its
+ * creation by tid and pthread_t; start_thread as well (both probes on)
+ * makes one start; a begin with another pd, or of a thread never created,
+ * is nothing; a thread whose pthread_create the probes missed (a clone's
+ * record) is a pthread once its begin says what its struct pthread holds. */
+static void test_thread_begin(void)
+{
+	struct ptw_spans *s = ptw_spans_new();
+	struct ptwk_conv c;
+	struct ptwk_conv_ops ops = { .sink = sink,
+				     .locate = locate,
+				     .call_site = call_site,
+				     .main_returns_to = main_returns_to,
+				     .ctx = s };
+	ptwk_conv_init(&c, PID, &ops);
+	ptwk_conv_preexisting(&c, PID, PD(1), 0x1000, 0, "prog", clock_ns);
+	create(&c, PID, 120, PD(20), 0);
+	struct ptwk_record b = rec(PTWK_THREAD_BEGIN, 120);
+	b.a = PD(21); /* not its struct pthread: not its start */
+	b.c = 0x2000;
+	b.d = 0xa0 + 120;
+	b.f = PTWK_F_ROUTINE_KNOWN | PTWK_F_ARG_KNOWN;
+	uint64_t before = c.events;
+	ptwk_conv_record(&c, &b);
+	CHECK_EQ(c.events, before);
+	b.a = PD(20);
+	b.ns = clock_ns += 1000;
+	uint64_t start_ns = b.ns;
+	ptwk_conv_record(&c, &b);
+	CHECK_EQ(c.events, before + 1);
+	simple(&c, PTWK_START, 120, PD(20)); /* start_thread too: no second start */
+	CHECK_EQ(c.events, before + 1);
+	death(&c, 120, PD(20), 0x2a, false);
+	lwp_exit(&c, 120, 0, 0, 0, "w120");
+	/* 121: its pthread_create before the probes: a clone, then its begin */
+	struct ptwk_record late = rec(PTWK_CREATE, PID);
+	late.a = 121;
+	ptwk_conv_record(&c, &late);
+	b = rec(PTWK_THREAD_BEGIN, 121);
+	b.a = PD(22);
+	b.c = 0x2000;
+	b.d = 0xcd;
+	b.f = PTWK_F_ROUTINE_KNOWN | PTWK_F_ARG_KNOWN;
+	ptwk_conv_record(&c, &b);
+	death(&c, 121, PD(22), 0x66, false);
+	lwp_exit(&c, 121, 0, 0, 0, "w121");
+	/* never created: nothing */
+	b = rec(PTWK_THREAD_BEGIN, 998);
+	b.a = PD(23);
+	b.f = PTWK_F_ROUTINE_KNOWN;
+	before = c.events;
+	ptwk_conv_record(&c, &b);
+	CHECK_EQ(c.events, before);
+	lwp_exit(&c, PID, 0,
+		 PTWK_F_GROUP_EXIT | PTWK_F_GROUP_DEAD | PTWK_F_HOW_KNOWN | PTWK_F_EXIT_GROUP_CALL,
+		 0, "prog");
+	ptw_spans_finish(s);
+	const struct ptw_span *sp = span_of(s, 120);
+	CHECK(sp && sp->start_ns.set && sp->start_ns.v == start_ns);
+	CHECK(sp && sp->start_routine && !strcmp(sp->start_routine->symbol, "worker"));
+	CHECK(sp && sp->arg.set && sp->arg.v == 0xa0 + 120);
+	CHECK(sp && sp->status == PTW_STATUS_COMPLETED && sp->value.set && sp->value.v == 0x2a);
+	sp = span_of(s, 121);
+	CHECK(sp && sp->start_ns.set && sp->status == PTW_STATUS_COMPLETED);
+	CHECK(sp && sp->start_routine && !strcmp(sp->start_routine->symbol, "worker"));
+	CHECK(sp && sp->arg.set && sp->arg.v == 0xcd && sp->value.v == 0x66);
+	CHECK_EQ(c.raw_clones, 0);
+	CHECK(span_of(s, 998) == NULL);
+	ptwk_conv_free(&c);
+	ptw_spans_free(s);
+}
+
+/* Debian 12's glibc 2.36 (libc6-dbg's DWARF: joinid 1568, result 1576,
+ * arg 1600), as libthread_db's descriptors describe its neighbours. */
+static const struct ptwk_tdb_descs GLIBC_236 = {
+	.report_events = { true, 8, 1, 1553 },
+	.sched_priority = { true, 32, 1, 1584 },
+	.schedpolicy = { true, 32, 1, 1588 },
+	.start_routine = { true, 64, 1, 1592 },
+	.eventbuf = { true, 192, 1, 1608 },
+	.sizeof_pthread = 2368,
+};
+
+static void test_layout_derive(void)
+{
+	struct ptwk_layout l = { 0 };
+	unsigned derived;
+	char why[96];
+	CHECK_EQ(ptwk_layout_derive(&GLIBC_236, &l, &derived, why, sizeof(why)), 0);
+	CHECK(l.have_arg && l.arg == 1600 && l.have_result && l.result == 1576);
+	CHECK(l.have_joinid && l.joinid == 1568 && derived == 7 && !why[0]);
+	/* what the debug file gave stays as it is */
+	struct ptwk_layout k = {
+		.have_result = true, .result = 1576, .have_arg = true, .arg = 1600
+	};
+	CHECK_EQ(ptwk_layout_derive(&GLIBC_236, &k, &derived, why, sizeof(why)), 0);
+	CHECK(derived == 4 && k.joinid == 1568);
+	/* refusals: a neighbour not where glibc puts it leaves the member unknown */
+	struct ptwk_tdb_descs d = GLIBC_236;
+	d.eventbuf.offset = 1616; /* something more between start_routine and eventbuf */
+	l = (struct ptwk_layout){ 0 };
+	CHECK_EQ(ptwk_layout_derive(&d, &l, &derived, why, sizeof(why)), 1);
+	CHECK(!l.have_arg && l.have_result && derived == 6 && why[0]);
+	d = GLIBC_236;
+	d.schedpolicy.offset = 1592; /* a gap after schedparam */
+	d.start_routine.offset = 1596;
+	l = (struct ptwk_layout){ 0 };
+	CHECK_EQ(ptwk_layout_derive(&d, &l, &derived, why, sizeof(why)), 3);
+	CHECK(!l.have_arg && !l.have_result && !l.have_joinid && derived == 0);
+	d = GLIBC_236;
+	d.sched_priority.offset = 1580; /* not 8-aligned: padding could hide */
+	d.schedpolicy.offset = 1584;
+	d.start_routine.offset = 1588;
+	d.eventbuf.offset = 1604;
+	l = (struct ptwk_layout){ 0 };
+	CHECK_EQ(ptwk_layout_derive(&d, &l, &derived, why, sizeof(why)), 3);
+	CHECK(!l.have_result && !l.have_arg); /* start_routine misaligned too */
+	d = GLIBC_236;
+	d.report_events.offset = 1570; /* where joinid would be */
+	l = (struct ptwk_layout){ 0 };
+	CHECK_EQ(ptwk_layout_derive(&d, &l, &derived, why, sizeof(why)), 2);
+	CHECK(!l.have_result && !l.have_joinid && l.have_arg);
+	d = GLIBC_236;
+	d.sched_priority.bits = 64; /* another type */
+	l = (struct ptwk_layout){ 0 };
+	CHECK_EQ(ptwk_layout_derive(&d, &l, &derived, why, sizeof(why)), 2);
+	d = GLIBC_236;
+	d.eventbuf.known = false;
+	d.report_events.known = false;
+	l = (struct ptwk_layout){ 0 };
+	CHECK_EQ(ptwk_layout_derive(&d, &l, &derived, why, sizeof(why)), 3);
+	d = GLIBC_236;
+	d.sizeof_pthread = 1600; /* arg past the end */
+	l = (struct ptwk_layout){ 0 };
+	CHECK_EQ(ptwk_layout_derive(&d, &l, &derived, why, sizeof(why)), 1);
+	CHECK(!l.have_arg && l.have_result);
+}
+
+/* No libc symbol table: the MAIN probe is on __libc_start_main and main's
+ * caller lies main_caller_delta from it; exit() from inside that function
+ * is main's return, from anywhere else an exit() call. */
+static void test_main_caller_delta(void)
+{
+	struct ptw_spans *s = ptw_spans_new();
+	struct ptwk_conv c;
+	struct ptwk_conv_ops ops = { .sink = sink, .locate = locate, .ctx = s };
+	ptwk_conv_init(&c, PID, &ops);
+	c.launched = true;
+	simple(&c, PTWK_EXEC, PID, PID);
+	c.main_caller_delta = -176;
+	c.main_caller_size = 176;
+	struct ptwk_record m = rec(PTWK_MAIN, PID);
+	m.a = 0x1000;
+	m.b = PD(1);
+	m.c = 0x27280; /* __libc_start_main */
+	ptwk_conv_record(&c, &m);
+	struct ptwk_record ex = rec(PTWK_EXIT_FN, PID);
+	ex.a = 4;
+	ex.b = 0x27280 + 0x10; /* in __libc_start_main itself: not main's caller */
+	uint64_t before = c.events;
+	ptwk_conv_record(&c, &ex);
+	CHECK_EQ(c.events, before);
+	ex.b = 0x271d0 - 1;
+	ptwk_conv_record(&c, &ex);
+	CHECK_EQ(c.events, before);
+	ex.b = 0x27251; /* after __libc_start_call_main's call of exit */
+	ptwk_conv_record(&c, &ex);
+	CHECK_EQ(c.events, before + 1);
+	lwp_exit(&c, PID, 4 << 8,
+		 PTWK_F_GROUP_EXIT | PTWK_F_GROUP_DEAD | PTWK_F_HOW_KNOWN | PTWK_F_EXIT_GROUP_CALL,
+		 4 << 8, "prog");
+	ptw_spans_finish(s);
+	const struct ptw_span *sp = span_of(s, PID);
+	CHECK(sp && sp->status == PTW_STATUS_COMPLETED && sp->value.set && sp->value.v == 4);
+	ptwk_conv_free(&c);
+	ptw_spans_free(s);
+}
+
 int main(void)
 {
 	test_lifecycles();
@@ -455,5 +636,8 @@ int main(void)
 	test_killed();
 	test_launch();
 	test_forked();
+	test_thread_begin();
+	test_layout_derive();
+	test_main_caller_delta();
 	CHECK_DONE();
 }
