@@ -214,6 +214,7 @@ int ptw_return(struct pt_regs *ctx)
 }
 
 #include "ptw_frames.bpf.h"
+#include "ptw_modules.bpf.h"
 
 /* A task was made: a thread of a watched process (its creation), or a
  * process it forked. Runs in the parent before the child can run, so the

@@ -55,6 +55,11 @@ enum ptwk_kind {
 	PTWK_LONGJMP,	   /* longjmp & co: b = sp, c = the pointer guard (fs:0x30), d = the
 			    * jmp_buf's mangled sp (PTWK_F_READ: both read) */
 	PTWK_DL_STATE,	   /* _dl_debug_state: ld.so's modules changed (dlopen, dlclose) */
+	/* ld.so's list of modules, walked in the target at _dl_debug_state
+	 * once consistent (bpf/ptw_modules.bpf.h, src/kernel/modules.c) */
+	PTWK_MODULE,	  /* a struct ptwk_module_record: one link_map entry */
+	PTWK_MODULES_END, /* the walk's end: a = entries sent, b = r_debug's address, e = the
+			   * walk, f: PTWK_F_MODULES_WHOLE */
 	PTWK_KIND_N,
 };
 
@@ -77,6 +82,8 @@ enum ptwk_kind {
 #define PTWK_F_ROUTINE_KNOWN 0x2000 /* START: c = pd->start_routine */
 #define PTWK_F_ARG_KNOWN 0x4000	    /* START: d = pd->arg */
 
+#define PTWK_F_MODULES_WHOLE 0x8000 /* MODULES_END: every entry read and sent, to the list's end */
+
 #define PTWK_COMM_LEN 16
 
 struct ptwk_record {
@@ -96,6 +103,17 @@ struct ptwk_record {
 struct ptwk_exec_record {
 	struct ptwk_record r;
 	char path[PTWK_PATH_LEN]; /* as given to execve (may be relative), cut to fit */
+};
+
+/* PTWK_MODULE: one entry of ld.so's link_map list, in order (the
+ * program first). r.a = l_addr (the load bias), b = l_ld (its dynamic
+ * section), c = its index in the walk, d = the entry's address, e = the
+ * walk (the time it began: every record of one walk has it); f:
+ * PTWK_F_READ when path was read whole (NUL-terminated in PTWK_PATH_LEN). */
+#define PTWK_MAX_MODULES 512
+struct ptwk_module_record {
+	struct ptwk_record r;
+	char path[PTWK_PATH_LEN]; /* l_name: "" for the program, as ld.so opened it */
 };
 
 /*

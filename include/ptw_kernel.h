@@ -66,6 +66,11 @@ struct ptw_kernel_opts {
 	 * slow paths and live deadlocks (PTW_EV_DEADLOCK, proof
 	 * PTW_PROOF_REREAD: confirmed without stopping anyone). */
 	bool locks;
+	/* Name a launched or exec'd image's code from /proc/PID/maps read
+	 * while it runs, as before ld.so's list was walked in the target
+	 * (measuring the difference; not for use: that read takes the
+	 * target's memory-map lock). */
+	bool modules_from_proc;
 };
 
 /*

@@ -391,6 +391,8 @@ void ptwk_conv_record(struct ptwk_conv *c, const struct ptwk_record *r)
 	case PTWK_DL_STATE:
 		ptwk_frames_record(c, r);
 		break;
+	case PTWK_MODULE: /* kernel.c: the process's modules (modules.c) */
+	case PTWK_MODULES_END:
 	case PTWK_FORK: /* -f: kernel.c makes the child a process of its own */
 	case PTWK_CREATE_CALL:
 	case PTWK_NONE:
