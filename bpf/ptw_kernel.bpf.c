@@ -367,5 +367,6 @@ int ptw_exec(struct bpf_raw_tracepoint_args *ctx)
 	}
 	count(PTWK_STAT_SENT);
 	count(PTWK_STAT_WAKEUPS);
+	exec_args(((__u64)tgid << 32) | (__u32)BPF_CORE_READ(t, pid)); /* ptw_modules.bpf.h */
 	return 0;
 }

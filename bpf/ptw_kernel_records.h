@@ -60,6 +60,7 @@ enum ptwk_kind {
 	PTWK_MODULE,	  /* a struct ptwk_module_record: one link_map entry */
 	PTWK_MODULES_END, /* the walk's end: a = entries sent, b = r_debug's address, e = the
 			   * walk, f: PTWK_F_MODULES_WHOLE */
+	PTWK_EXEC_ARGS,	  /* after PTWK_EXEC: a struct ptwk_args_record, its command line */
 	PTWK_KIND_N,
 };
 
@@ -114,6 +115,16 @@ struct ptwk_exec_record {
 struct ptwk_module_record {
 	struct ptwk_record r;
 	char path[PTWK_PATH_LEN]; /* l_name: "" for the program, as ld.so opened it */
+};
+
+/* PTWK_EXEC_ARGS: the new image's command line as the kernel put it on
+ * its stack (what /proc/PID/cmdline reads, which takes the process's
+ * memory-map lock): r.a = bytes in args, r.b = its whole length; f:
+ * PTWK_F_READ when they were read. */
+#define PTWK_ARGS_LEN 1024
+struct ptwk_args_record {
+	struct ptwk_record r;
+	char args[PTWK_ARGS_LEN]; /* NUL-separated */
 };
 
 /*

@@ -92,3 +92,38 @@ int ptw_modules(struct pt_regs *ctx)
 	send(&end, false);
 	return 0;
 }
+
+/* An exec's command line, read in the exec'ing task (its new stack,
+ * written by the kernel a moment ago): sent after its PTWK_EXEC. */
+struct mm_struct___args {
+	unsigned long arg_start, arg_end;
+} __attribute__((preserve_access_index));
+
+struct task_struct___args {
+	struct mm_struct___args *mm;
+} __attribute__((preserve_access_index));
+
+static __always_inline void exec_args(__u64 id)
+{
+	struct ptwk_args_record *x = bpf_ringbuf_reserve(&rb, sizeof(*x), 0);
+	if (!x) {
+		count(PTWK_STAT_LOST);
+		return;
+	}
+	__builtin_memset(&x->r, 0, sizeof(x->r));
+	begin(&x->r, PTWK_EXEC_ARGS, id);
+	struct task_struct___args *t = (struct task_struct___args *)bpf_get_current_task();
+	__u64 start = BPF_CORE_READ(t, mm, arg_start), end = BPF_CORE_READ(t, mm, arg_end);
+	__u64 len = end > start ? end - start : 0;
+	x->r.b = len;
+	if (len > PTWK_ARGS_LEN)
+		len = PTWK_ARGS_LEN;
+	if (len && bpf_probe_read_user(x->args, len, (const void *)start) == 0) {
+		x->r.a = len;
+		x->r.f |= PTWK_F_READ;
+	} else if (len) {
+		count(PTWK_STAT_READ_FAIL);
+	}
+	bpf_ringbuf_submit(x, BPF_RB_NO_WAKEUP);
+	count(PTWK_STAT_SENT);
+}

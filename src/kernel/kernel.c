@@ -131,7 +131,6 @@ struct ptw_kernel {
 	bool mods_listed;	/* its symbols come from a list (this image) */
 	uint64_t exec_ns;	/* its exec converted (check_libc's wait for a list) */
 	struct ptw_map drain_listed; /* drain thread only: tgid -> a whole list since its exec */
-	char **launch_argv;	     /* under qlock: the launch's, for its exec */
 };
 
 /*
@@ -151,6 +150,7 @@ struct drained {
 	int link_fds[2];	  /* FORK, follow_per_child: the child's links */
 	char **argv;		  /* EXEC: its command line */
 	struct ptwk_module_record *module; /* MODULE: the whole record */
+	struct ptwk_args_record *args;	   /* EXEC_ARGS: the whole record */
 };
 
 /* -f, defined at the end ("---- -f"). */
@@ -487,7 +487,7 @@ static void drain_capture(struct ptw_kernel *k, struct drained *d)
 	}
 	if (d->r.kind != PTWK_EXEC)
 		return;
-	/* (/proc/PID/exe does not take the memory-map lock; cmdline does.) */
+	/* (/proc/PID/exe does not take the memory-map lock; cmdline would.) */
 	char path[64], exe[4096];
 	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
 	ssize_t n = readlink(path, exe, sizeof(exe) - 1);
@@ -495,12 +495,7 @@ static void drain_capture(struct ptw_kernel *k, struct drained *d)
 		exe[n] = '\0';
 		d->exe = xstrdup(exe);
 	}
-	pthread_mutex_lock(&k->qlock);
-	char **argv = pid == k->pid ? k->launch_argv : NULL; /* a launch's: known */
-	if (argv)
-		k->launch_argv = NULL;
-	pthread_mutex_unlock(&k->qlock);
-	d->argv = argv ? argv : read_cmdline(pid);
+	/* (its command line: the PTWK_EXEC_ARGS record that follows) */
 }
 
 static int on_record(void *ctx, void *data, size_t size)
@@ -521,6 +516,10 @@ static int on_record(void *ctx, void *data, size_t size)
 	if (d.r.kind == PTWK_MODULE && size >= sizeof(*d.module)) {
 		d.module = xmalloc(sizeof(*d.module));
 		memcpy(d.module, data, sizeof(*d.module));
+	}
+	if (d.r.kind == PTWK_EXEC_ARGS && size >= sizeof(*d.args)) {
+		d.args = xmalloc(sizeof(*d.args));
+		memcpy(d.args, data, sizeof(*d.args));
 	}
 	if (d.r.kind == PTWK_EXEC || d.r.kind == PTWK_MAIN)
 		drain_capture(k, &d);
@@ -670,9 +669,11 @@ static void drained_free(struct drained *d)
 	ptw_argv_free(d->argv);
 	free(d->lock_record);
 	free(d->module);
+	free(d->args);
 }
 
 static void modules_record(struct ptw_kernel *k, const struct drained *d);
+static void exec_args_record(struct ptw_kernel *k, const struct drained *d);
 static void modules_find(struct ptw_kernel *k);
 static int modules_attach(struct ptw_kernel *k);
 
@@ -693,6 +694,8 @@ static void convert_queue(struct ptw_kernel *k)
 			}
 			if (d->r.kind == PTWK_MODULE || d->r.kind == PTWK_MODULES_END)
 				modules_record(p, d);
+			else if (d->r.kind == PTWK_EXEC_ARGS)
+				exec_args_record(p, d);
 			else if (d->r.kind < PTWK_LOCK_FIRST)
 				ptwk_conv_record(&p->conv, &d->r);
 		}
@@ -1439,12 +1442,8 @@ int ptw_kernel_launch(const struct ptw_kernel_opts *o, char *const argv[], int c
 	}
 	struct ptw_kernel *k;
 	r = start(o, h.pid, true, &k, why, why_size);
-	if (r == 0) {
+	if (r == 0)
 		launch_frames(k, argv[0]);
-		pthread_mutex_lock(&k->qlock);
-		k->launch_argv = ptw_argv_dup(argv); /* its command line at its exec */
-		pthread_mutex_unlock(&k->qlock);
-	}
 	if (r < 0) {
 		ptw_held_go(&h, false); /* it exits without running the command */
 		ptw_held_exec_result(&h);
@@ -1635,7 +1634,6 @@ void ptw_kernel_free(struct ptw_kernel *k)
 	ptw_map_free(&k->by_pid);
 	free(k->report_procs);
 	ptw_argv_free(k->argv);
-	ptw_argv_free(k->launch_argv);
 	ptwk_modlist_free(&k->modlist);
 	ptw_map_free(&k->drain_listed);
 	ptwk_conv_free(&k->conv);
@@ -1807,6 +1805,20 @@ static void modules_record(struct ptw_kernel *k, const struct drained *d)
 		modules_apply(k);
 	else if (r == PTWK_MODLIST_BAD)
 		ptw_dbg(PTW_DBG_TRACER, "process %d: a walk of ld.so's list thrown away", k->pid);
+}
+
+/* An exec's command line as the kernel wrote it (bpf/ptw_modules.bpf.h);
+ * /proc/PID/cmdline only if it was cut or not read (that read takes the
+ * memory-map lock). */
+static void exec_args_record(struct ptw_kernel *k, const struct drained *d)
+{
+	char **argv = d->args ? ptwk_args_parse(d->args) : NULL;
+	if (!argv)
+		argv = read_cmdline(k->pid);
+	if (argv) {
+		ptw_argv_free(k->argv);
+		k->argv = argv;
+	}
 }
 
 /* ---- -f: the processes the target forks ---- */

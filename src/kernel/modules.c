@@ -97,3 +97,21 @@ void ptwk_modlist_free(struct ptwk_modlist *l)
 	free(l->v);
 	memset(l, 0, sizeof(*l));
 }
+
+char **ptwk_args_parse(const struct ptwk_args_record *x)
+{
+	if (!(x->r.f & PTWK_F_READ) || !x->r.a || x->r.a > PTWK_ARGS_LEN || x->r.b != x->r.a)
+		return NULL;
+	size_t len = (size_t)x->r.a, n = 0;
+	for (size_t i = 0; i < len; i++)
+		n += x->args[i] == '\0' || i == len - 1;
+	char **argv = xcalloc(n + 1, sizeof(*argv));
+	size_t k = 0;
+	for (size_t i = 0; i < len && k < n;) {
+		size_t l = strnlen(x->args + i, len - i);
+		argv[k] = xcalloc(l + 1, 1);
+		memcpy(argv[k++], x->args + i, l);
+		i += l + 1;
+	}
+	return argv;
+}

@@ -46,4 +46,10 @@ struct ptwk_modlist {
 int ptwk_modlist_feed(struct ptwk_modlist *l, const void *rec, size_t size);
 void ptwk_modlist_free(struct ptwk_modlist *l);
 
+struct ptwk_args_record;
+/* An exec's command line (PTWK_EXEC_ARGS) as an argv (ptw_argv_free);
+ * NULL when it was not read, was cut (longer than the record holds) or
+ * is empty. */
+char **ptwk_args_parse(const struct ptwk_args_record *x);
+
 #endif

@@ -9,7 +9,8 @@
  * the walk may send. Then the symbols layer's check of a list
  * (ptw_symbols_new_listed): this very program at its real bias taken, a
  * wrong bias, a misplaced dynamic section, a FIFO (not opened to block), a
- * device, a missing file left out.
+ * device, a missing file left out. And an exec's command line from its
+ * record (ptwk_args_parse).
  */
 #define _GNU_SOURCE
 #include <elf.h>
@@ -275,8 +276,60 @@ static void test_symbols(void)
 	CHECK_EQ(listed(NULL, 0), 0);
 }
 
+static struct ptwk_args_record args(const char *bytes, size_t len, uint64_t whole, bool read)
+{
+	struct ptwk_args_record x;
+	memset(&x, 0, sizeof(x));
+	x.r.kind = PTWK_EXEC_ARGS;
+	memcpy(x.args, bytes, len);
+	x.r.a = read ? len : 0;
+	x.r.b = whole;
+	x.r.f = read ? PTWK_F_READ : 0;
+	return x;
+}
+
+static void test_args(void)
+{
+	struct ptwk_args_record x = args("sh\0-c\0\0echo hi\0", 15, 15, true);
+	char **argv = ptwk_args_parse(&x);
+	CHECK(argv != NULL);
+	if (argv) {
+		CHECK_STR(argv[0], "sh");
+		CHECK_STR(argv[1], "-c");
+		CHECK_STR(argv[2], "");
+		CHECK_STR(argv[3], "echo hi");
+		CHECK(argv[4] == NULL);
+		ptw_argv_free(argv);
+	}
+	/* a program that rewrote its arguments: no NUL at the end */
+	x = args("abc\0de", 6, 6, true);
+	argv = ptwk_args_parse(&x);
+	CHECK(argv && argv[0] && argv[1] && !argv[2]);
+	if (argv) {
+		CHECK_STR(argv[1], "de");
+		ptw_argv_free(argv);
+	}
+	/* cut (longer than a record), unread, empty, a length past the record */
+	x = args("abc\0", 4, 5000, true);
+	CHECK(ptwk_args_parse(&x) == NULL);
+	x = args("abc\0", 4, 4, false);
+	CHECK(ptwk_args_parse(&x) == NULL);
+	x = args("", 0, 0, true);
+	CHECK(ptwk_args_parse(&x) == NULL);
+	x = args("abc\0", 4, 4, true);
+	x.r.a = x.r.b = PTWK_ARGS_LEN + 1;
+	CHECK(ptwk_args_parse(&x) == NULL);
+	/* exactly full, without a NUL: every byte used, none read past */
+	memset(x.args, 'x', sizeof(x.args));
+	x.r.a = x.r.b = PTWK_ARGS_LEN;
+	argv = ptwk_args_parse(&x);
+	CHECK(argv && argv[0] && strlen(argv[0]) == PTWK_ARGS_LEN && !argv[1]);
+	ptw_argv_free(argv);
+}
+
 int main(void)
 {
+	test_args();
 	test_whole();
 	test_thrown();
 	test_symbols();
