@@ -89,7 +89,10 @@ int ptw_modules(struct pt_regs *ctx)
 	end.a = i;
 	if (whole)
 		end.f |= PTWK_F_MODULES_WHOLE;
-	send(&end, false);
+	/* The reader is woken (rare: a start, a dlopen): --trace probes the
+	 * new libraries once it has the list. Not needed to name code: the
+	 * files stay on disk. */
+	send(&end, true);
 	return 0;
 }
 
