@@ -31,6 +31,53 @@ struct ptw_link_map {
 	__u64 l_addr, l_name, l_ld, l_next, l_prev;
 };
 
+/* One entry of the walk (a bpf_loop step: verified once, not per entry). */
+struct ptw_walk {
+	__u64 id, walk, lm;
+	__u32 sent;
+	bool whole;
+};
+
+static long ptw_walk_step(__u32 i, void *arg)
+{
+	struct ptw_walk *w = arg;
+	(void)i;
+	if (!w->lm) {
+		w->whole = true;
+		return 1;
+	}
+	if (w->sent >= PTWK_MAX_MODULES)
+		return 1; /* a list this long loops, or is forged */
+	struct ptw_link_map l;
+	if (bpf_probe_read_user(&l, sizeof(l), (const void *)w->lm)) {
+		count(PTWK_STAT_READ_FAIL);
+		return 1;
+	}
+	struct ptwk_module_record *m = bpf_ringbuf_reserve(&rb, sizeof(*m), 0);
+	if (!m) {
+		count(PTWK_STAT_LOST);
+		return 1;
+	}
+	__builtin_memset(&m->r, 0, sizeof(m->r));
+	begin(&m->r, PTWK_MODULE, w->id);
+	m->r.ns = w->walk;
+	m->r.a = l.l_addr;
+	m->r.b = l.l_ld;
+	m->r.c = w->sent;
+	m->r.d = w->lm;
+	m->r.e = w->walk;
+	long n = bpf_probe_read_user_str(m->path, sizeof(m->path), (const void *)l.l_name);
+	if (n > 0 && n < PTWK_PATH_LEN)
+		m->r.f |= PTWK_F_READ;
+	else
+		m->path[0] = '\0';
+	bpf_ringbuf_submit(m, BPF_RB_NO_WAKEUP);
+	count(PTWK_STAT_SENT);
+	w->sent++;
+	w->lm = l.l_next;
+	return 0;
+}
+
 SEC("uprobe")
 int ptw_modules(struct pt_regs *ctx)
 {
@@ -50,44 +97,10 @@ int ptw_modules(struct pt_regs *ctx)
 	}
 	if (rd.r_state != 0)
 		return 0; /* being changed: the consistent list comes next */
-	__u64 lm = rd.r_map;
-	__u32 i;
-	bool whole = false;
-#pragma clang loop unroll(disable)
-	for (i = 0; i < PTWK_MAX_MODULES; i++) {
-		if (!lm) {
-			whole = true;
-			break;
-		}
-		struct ptw_link_map l;
-		if (bpf_probe_read_user(&l, sizeof(l), (const void *)lm)) {
-			count(PTWK_STAT_READ_FAIL);
-			break;
-		}
-		struct ptwk_module_record *m = bpf_ringbuf_reserve(&rb, sizeof(*m), 0);
-		if (!m) {
-			count(PTWK_STAT_LOST);
-			break;
-		}
-		__builtin_memset(&m->r, 0, sizeof(m->r));
-		begin(&m->r, PTWK_MODULE, id);
-		m->r.ns = end.ns;
-		m->r.a = l.l_addr;
-		m->r.b = l.l_ld;
-		m->r.c = i;
-		m->r.d = lm;
-		m->r.e = end.e;
-		long n = bpf_probe_read_user_str(m->path, sizeof(m->path), (const void *)l.l_name);
-		if (n > 0 && n < PTWK_PATH_LEN)
-			m->r.f |= PTWK_F_READ;
-		else
-			m->path[0] = '\0';
-		bpf_ringbuf_submit(m, BPF_RB_NO_WAKEUP);
-		count(PTWK_STAT_SENT);
-		lm = l.l_next;
-	}
-	end.a = i;
-	if (whole)
+	struct ptw_walk w = { .id = id, .walk = end.e, .lm = rd.r_map };
+	bpf_loop(PTWK_MAX_MODULES + 1, ptw_walk_step, &w, 0);
+	end.a = w.sent;
+	if (w.whole)
 		end.f |= PTWK_F_MODULES_WHOLE;
 	/* The reader is woken (rare: a start, a dlopen): --trace probes the
 	 * new libraries once it has the list. Not needed to name code: the

@@ -123,7 +123,8 @@ struct ptw_kernel {
 	/* ld.so's module lists, walked in the target ("---- modules"):
 	 * root: the probe; each process: its list being gathered. */
 	bool mods_on;
-	int mods_fd;
+	int mods_fd;		    /* its uprobe_multi link, else: */
+	struct bpf_link *mods_link; /* its ordinary uprobe */
 	char mods_ld[4096];
 	uint64_t mods_off;
 	int64_t rdebug_from_probe;
@@ -676,6 +677,7 @@ static void modules_record(struct ptw_kernel *k, const struct drained *d);
 static void exec_args_record(struct ptw_kernel *k, const struct drained *d);
 static void modules_find(struct ptw_kernel *k);
 static int modules_attach(struct ptw_kernel *k);
+static void modules_close(struct ptw_kernel *k);
 
 /* Converts what drain() took. */
 static void convert_queue(struct ptw_kernel *k)
@@ -1025,10 +1027,6 @@ static int attach_tracepoints(struct ptw_kernel *k)
 static void close_links(struct ptw_kernel *k)
 {
 	ptwk_frames_close(k->frames);
-	if (!k->root && k->mods_fd >= 0) {
-		close(k->mods_fd);
-		k->mods_fd = -1;
-	}
 	for (int i = 0; i < 2; i++)
 		if (k->multi_fds[i] >= 0) {
 			close(k->multi_fds[i]);
@@ -1608,6 +1606,7 @@ void ptw_kernel_free(struct ptw_kernel *k)
 	}
 	drainer_stop(k);
 	close_links(k);
+	modules_close(k);
 	ring_buffer__free(k->rb);
 	ptw_kernel_bpf__destroy(k->skel);
 	if (k->epfd >= 0)
@@ -1714,8 +1713,23 @@ static int modules_attach(struct ptw_kernel *k)
 						&opts);
 	if (!l)
 		return -errno;
-	keep_link(k, l);
+	k->mods_link = l;
 	return 0;
+}
+
+/* ld.so's probe goes last, at the free, not in the detach: closing a
+ * link waits for the kernel (25-90 ms each, more on a busy machine), and
+ * it is inert once the target is no longer watched (its program looks
+ * the tgid up first); a trap per dlopen and dlclose until then. */
+static void modules_close(struct ptw_kernel *k)
+{
+	if (k->root)
+		return;
+	if (k->mods_fd >= 0)
+		close(k->mods_fd);
+	k->mods_fd = -1;
+	bpf_link__destroy(k->mods_link);
+	k->mods_link = NULL;
 }
 
 /* The new image's libc is the one probed? (check_libc from the list.) */
