@@ -1771,9 +1771,15 @@ static void modules_apply(struct ptw_kernel *k)
 		if (!path[0])
 			continue;
 		if (path[0] != '/') {
-			/* dlopen("dir/lib.so"): relative to its working directory */
+			/* dlopen("dir/lib.so"): relative to its working directory
+			 * (a link that does not take the memory-map lock) */
 			struct ptw_buf b = { 0 };
 			ptw_buf_printf(&b, "/proc/%d/cwd/%s", k->pid, path);
+			char *real = realpath(b.p, NULL);
+			if (real) {
+				free(b.p);
+				b.p = real;
+			}
 			path = paths[i] = b.p;
 		}
 		specs[n++] = (struct ptw_module_spec){ .path = path,
