@@ -83,7 +83,7 @@ enum ptwk_kind {
 #define PTWK_F_ROUTINE_KNOWN 0x2000 /* START: c = pd->start_routine */
 #define PTWK_F_ARG_KNOWN 0x4000	    /* START: d = pd->arg */
 
-#define PTWK_F_MODULES_WHOLE 0x8000 /* MODULES_END: every entry read and sent, to the list's end */
+#define PTWK_F_MODULES_WHOLE 0x8000 /* MODULES_END: the list read whole, to its end */
 
 #define PTWK_COMM_LEN 16
 

@@ -129,8 +129,8 @@ struct ptw_kernel {
 	uint64_t mods_off;
 	int64_t rdebug_from_probe;
 	struct ptwk_modlist modlist;
-	bool mods_listed;	/* its symbols come from a list (this image) */
-	uint64_t exec_ns;	/* its exec converted (check_libc's wait for a list) */
+	bool mods_listed;	     /* its symbols come from a list (this image) */
+	uint64_t exec_ns;	     /* its exec converted (check_libc's wait for a list) */
 	struct ptw_map drain_listed; /* drain thread only: tgid -> a whole list since its exec */
 };
 
@@ -293,8 +293,9 @@ static const struct ptw_location *call_site(void *ctx, uint64_t ret)
 	int len = 0;
 	/* From the module's file: reading the process takes its memory-map
 	 * lock, which a thread being made waits for. */
-	int got = ret > 8 && k->syms ? ptw_symbols_read_file(k->syms, ret - 8, before, sizeof(before))
-				     : -ENOENT;
+	int got = ret > 8 && k->syms
+			  ? ptw_symbols_read_file(k->syms, ret - 8, before, sizeof(before))
+			  : -ENOENT;
 	if (got < 0 && ret > 8) {
 		ptw_mem_invalidate(k->proc);
 		got = ptw_mem_read(k->proc, ret - 8, before, sizeof(before));
@@ -903,10 +904,10 @@ static int open_skeleton(struct ptw_kernel *k, bool multi)
 				frame_progs[i], (enum bpf_attach_type)PTWK_BPF_TRACE_UPROBE_MULTI);
 	if (r == 0)
 		r = !k->mods_on ? bpf_program__set_autoload(s->progs.ptw_modules, false)
-		    : multi    ? bpf_program__set_expected_attach_type(
-				      s->progs.ptw_modules,
-				      (enum bpf_attach_type)PTWK_BPF_TRACE_UPROBE_MULTI)
-			       : 0;
+		    : multi	? bpf_program__set_expected_attach_type(
+					  s->progs.ptw_modules,
+					  (enum bpf_attach_type)PTWK_BPF_TRACE_UPROBE_MULTI)
+			    : 0;
 	if (r == 0)
 		r = ptw_kernel_bpf__load(s);
 	if (r < 0) {
@@ -1676,7 +1677,8 @@ static void modules_find(struct ptw_kernel *k)
 	char module[4096];
 	if (ptw_symbols_lookup(k->syms, "ld-linux", "_dl_debug_state", &state, NULL) < 0 ||
 	    ptw_symbols_lookup(k->syms, "ld-linux", "_r_debug", &rdebug, NULL) < 0) {
-		ptw_dbg(PTW_DBG_TRACER, "no _dl_debug_state or _r_debug in ld.so: modules from /proc");
+		ptw_dbg(PTW_DBG_TRACER,
+			"no _dl_debug_state or _r_debug in ld.so: modules from /proc");
 		return;
 	}
 	if ((nmaps = ptw_maps_read(k->pid, &maps)) < 0)
@@ -1708,9 +1710,8 @@ static int modules_attach(struct ptw_kernel *k)
 		return k->mods_fd < 0 ? -errno : 0;
 	}
 	LIBBPF_OPTS(bpf_uprobe_opts, opts);
-	struct bpf_link *l =
-		bpf_program__attach_uprobe_opts(prog, probe_pid(k), k->mods_ld, (size_t)k->mods_off,
-						&opts);
+	struct bpf_link *l = bpf_program__attach_uprobe_opts(prog, probe_pid(k), k->mods_ld,
+							     (size_t)k->mods_off, &opts);
 	if (!l)
 		return -errno;
 	k->mods_link = l;
@@ -1733,8 +1734,7 @@ static void modules_close(struct ptw_kernel *k)
 }
 
 /* The new image's libc is the one probed? (check_libc from the list.) */
-static void modules_check_libc(struct ptw_kernel *k, const struct ptw_module_spec *specs,
-			       size_t n)
+static void modules_check_libc(struct ptw_kernel *k, const struct ptw_module_spec *specs, size_t n)
 {
 	const struct ptwk_probes *probes = k->root ? &k->root->probes : &k->probes;
 	struct stat a, b;
@@ -1748,11 +1748,12 @@ static void modules_check_libc(struct ptw_kernel *k, const struct ptw_module_spe
 	if (libc && stat(libc, &a) == 0 && stat(probes->path, &b) == 0 &&
 	    (a.st_dev != b.st_dev || a.st_ino != b.st_ino))
 		note_as(k, PTW_W_KERNEL_NOT_SEEN,
-			"%s maps %s, not the %s the probes are on: its threads are not seen", k->exe,
-			libc, probes->module);
+			"%s maps %s, not the %s the probes are on: its threads are not seen",
+			k->exe, libc, probes->module);
 	else if (!libc)
 		note_as(k, PTW_W_KERNEL_NOT_SEEN,
-			"%s maps no libc.so (static, or not glibc): its threads are not seen", k->exe);
+			"%s maps no libc.so (static, or not glibc): its threads are not seen",
+			k->exe);
 }
 
 /* A whole list: the process's symbols from it, in place when they are
@@ -1782,10 +1783,9 @@ static void modules_apply(struct ptw_kernel *k)
 			}
 			path = paths[i] = b.p;
 		}
-		specs[n++] = (struct ptw_module_spec){ .path = path,
-						       .bias = m->bias,
-						       .dynamic = m->dynamic,
-						       .is_exe = m->is_exe };
+		specs[n++] = (struct ptw_module_spec){
+			.path = path, .bias = m->bias, .dynamic = m->dynamic, .is_exe = m->is_exe
+		};
 	}
 	int r;
 	if (k->syms && !k->syms_borrowed) {

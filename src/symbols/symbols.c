@@ -1681,7 +1681,8 @@ static bool listed_check(const struct ptw_module_spec *m, struct listed_module *
 	struct stat st;
 	int fd = m->path ? open_regular(m->path, &st) : -EINVAL;
 	if (fd < 0) {
-		ptw_dbg(PTW_DBG_SYM, "listed module %s: %s", m->path ? m->path : "?", strerror(-fd));
+		ptw_dbg(PTW_DBG_SYM, "listed module %s: %s", m->path ? m->path : "?",
+			strerror(-fd));
 		return false;
 	}
 	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);

@@ -31,8 +31,8 @@
 
 #define PID 100
 
-static struct ptwk_module_record rec(uint64_t walk, uint64_t index, const char *path,
-				     uint64_t bias, uint64_t dyn)
+static struct ptwk_module_record rec(uint64_t walk, uint64_t index, const char *path, uint64_t bias,
+				     uint64_t dyn)
 {
 	struct ptwk_module_record m;
 	memset(&m, 0, sizeof(m));
@@ -77,7 +77,8 @@ static int feed_e(struct ptwk_modlist *l, struct ptwk_record r)
 /* exe, vdso, libc, ld.so: the list of a launched program. */
 static int walk4(struct ptwk_modlist *l, uint64_t walk)
 {
-	CHECK_EQ(feed_m(l, rec(walk, 0, "", 0x555500000000ull, 0x555500003de0ull)), PTWK_MODLIST_MORE);
+	CHECK_EQ(feed_m(l, rec(walk, 0, "", 0x555500000000ull, 0x555500003de0ull)),
+		 PTWK_MODLIST_MORE);
 	CHECK_EQ(feed_m(l, rec(walk, 1, "linux-vdso.so.1", 0x7ffd0000000ull, 0x7ffd00003a0ull)),
 		 PTWK_MODLIST_MORE);
 	CHECK_EQ(feed_m(l, rec(walk, 2, "/lib/x86_64-linux-gnu/libc.so.6", 0x7f0000000000ull,
@@ -230,7 +231,8 @@ static void test_symbols(void)
 	struct ptw_symbols *s = NULL;
 	CHECK_EQ(ptw_symbols_new_listed(getpid(), &m, 1, false, NULL, own_read, NULL, &s), 0);
 	if (s) {
-		const struct ptw_location *l = ptw_symbols_locate(s, (uint64_t)(uintptr_t)test_symbols);
+		const struct ptw_location *l =
+			ptw_symbols_locate(s, (uint64_t)(uintptr_t)test_symbols);
 		CHECK_STR(l->symbol, "test_symbols");
 		CHECK_STR(ptw_symbols_exe(s), path);
 		/* the file's bytes, not the process's (the same here) */
@@ -239,7 +241,8 @@ static void test_symbols(void)
 		CHECK(!memcmp(file, (const void *)(uintptr_t)test_symbols, 16));
 		CHECK_EQ(ptw_symbols_read_file(s, 0x1000, file, 16), -ENOENT);
 		/* a dlopen: the list replaced in place */
-		struct ptw_module_spec none = { .path = "/nonexistent/lib.so", .bias = 0x7f0000000000ull };
+		struct ptw_module_spec none = { .path = "/nonexistent/lib.so",
+						.bias = 0x7f0000000000ull };
 		struct ptw_module_spec two[2] = { m, none };
 		CHECK_EQ(ptw_symbols_set_listed(s, two, 2), 1);
 		ptw_symbols_free(s);
