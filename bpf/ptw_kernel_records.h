@@ -55,6 +55,8 @@ enum ptwk_kind {
 	PTWK_LONGJMP,	   /* longjmp & co: b = sp, c = the pointer guard (fs:0x30), d = the
 			    * jmp_buf's mangled sp (PTWK_F_READ: both read) */
 	PTWK_DL_STATE,	   /* _dl_debug_state: ld.so's modules changed (dlopen, dlclose) */
+	PTWK_FATAL_SIGNAL, /* signal_deliver: the thread took a = a signal that kills by
+			    * default, with no handler (the crashing thread) */
 	/* ld.so's list of modules, walked in the target at _dl_debug_state
 	 * once consistent (bpf/ptw_modules.bpf.h, src/kernel/modules.c) */
 	PTWK_MODULE,	  /* a struct ptwk_module_record: one link_map entry */
@@ -82,8 +84,10 @@ enum ptwk_kind {
 				  * posix_spawn, clone(CLONE_VM)) until it execs */
 #define PTWK_F_ROUTINE_KNOWN 0x2000 /* START: c = pd->start_routine */
 #define PTWK_F_ARG_KNOWN 0x4000	    /* START: d = pd->arg */
+#define PTWK_F_CANCELED 0x8000	    /* DEATH (with PTWK_F_UNWIND_KNOWN): a cancellation acted
+				     * on it (else its unwinding was pthread_exit's) */
 
-#define PTWK_F_MODULES_WHOLE 0x8000 /* MODULES_END: the list read whole, to its end */
+#define PTWK_F_MODULES_WHOLE 0x10000 /* MODULES_END: the list read whole, to its end */
 
 #define PTWK_COMM_LEN 16
 

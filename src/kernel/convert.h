@@ -52,6 +52,12 @@ struct ptwk_conv {
 	 * start_thread (a raw clone): their routine and argument are unknown
 	 * on the kernel path (the caller says so). */
 	uint64_t raw_clones;
+	/* An attach: when the last probe was in (CLOCK_MONOTONIC, as the
+	 * records), and the threads made before it, seen as clones: their
+	 * pthread_create came before its probe (counted apart, not as raw
+	 * clones). */
+	uint64_t probes_in_ns;
+	uint64_t window_clones;
 	bool ended; /* PROCESS_EXIT emitted */
 	int exit_code, exit_signal;
 	bool core_dumped;
@@ -95,6 +101,16 @@ void ptwk_conv_record(struct ptwk_conv *c, const struct ptwk_record *r);
  * every thread's). */
 void ptwk_frames_record(struct ptwk_conv *c, const struct ptwk_record *r);
 void ptwk_frames_forget(struct ptwk_conv *c, pid_t tid);
+/* A call under way at the attach (underway.c): sp the slot of its return
+ * address ret, entry its function's address, index its --trace index. */
+struct ptwk_under_way {
+	uint64_t sp, ret, entry, index;
+};
+/* Thread tid's calls under way at the attach (v: outermost first): frame
+ * entries before_attach, below every frame its records pushed (ns: the
+ * attach). */
+void ptwk_frames_under_way(struct ptwk_conv *c, pid_t tid, const struct ptwk_under_way *v, size_t n,
+			   uint64_t ns);
 
 /* Let go (PTW_EV_DETACHED), unless the process ended. */
 void ptwk_conv_detached(struct ptwk_conv *c, uint64_t ns);

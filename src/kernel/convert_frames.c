@@ -24,8 +24,13 @@
  * (MAX_URETPROBE_DEPTH): a call entered deeper gets no return probe. */
 #define KERNEL_URETPROBE_DEPTH 64
 
+/* A shadow frame's id: how its return is seen. */
+#define FRAME_URETPROBE 0 /* a uretprobe instance of its own */
+#define FRAME_UNWATCHED 1 /* none (the kernel's depth limit) */
+#define FRAME_UNDER_WAY 2 /* under way at the attach: a uprobe at its return site */
+
 struct fthread {
-	struct ptw_shadow_frame *st; /* innermost last; id 1: no return probe */
+	struct ptw_shadow_frame *st; /* innermost last; id: FRAME_* */
 	size_t n, cap;
 	size_t watched; /* of those, with a return probe */
 };
@@ -36,9 +41,9 @@ static void drop(struct ptwk_conv *c, struct fthread *ft, size_t k, bool last_re
 {
 	for (size_t i = 0; i < k && ft->n; i++) {
 		const struct ptw_shadow_frame *fr = &ft->st[--ft->n];
-		if (!fr->id)
+		if (fr->id == FRAME_URETPROBE)
 			ft->watched--;
-		else if (!(last_returned && i == k - 1))
+		else if (fr->id == FRAME_UNWATCHED && !(last_returned && i == k - 1))
 			c->frames_too_deep++;
 	}
 }
@@ -191,4 +196,38 @@ void ptwk_frames_record(struct ptwk_conv *c, const struct ptwk_record *r)
 		return;
 	}
 	emit(c, &ev);
+}
+
+/*
+ * Calls under way at the attach (underway.c): they go BELOW whatever the
+ * thread's records pushed already, outermost first, each a FRAME_ENTRY
+ * whose entry was not seen. Their returns come as any return does
+ * (PTWK_FRAME_RETURN, from a uprobe at the return site), and none has a
+ * uretprobe instance: the kernel's depth limit is not theirs.
+ */
+void ptwk_frames_under_way(struct ptwk_conv *c, pid_t tid, const struct ptwk_under_way *v, size_t n,
+			   uint64_t ns)
+{
+	if (!n)
+		return;
+	struct fthread *ft = fthread_of(c, tid, true);
+	if (ft->n + n > ft->cap) {
+		ft->cap = ft->n + n + 16;
+		ft->st = xreallocarray(ft->st, ft->cap, sizeof(*ft->st));
+	}
+	memmove(ft->st + n, ft->st, ft->n * sizeof(*ft->st));
+	for (size_t i = 0; i < n; i++)
+		ft->st[i] = (struct ptw_shadow_frame){ v[i].sp, v[i].ret, FRAME_UNDER_WAY };
+	ft->n += n;
+	for (size_t i = 0; i < n; i++) {
+		struct ptw_event ev = ptw_event_init(PTW_EV_FRAME_ENTRY, ns, tid);
+		ev.routine = c->ops.frame_function ? c->ops.frame_function(c->ops.ctx, v[i].index)
+						   : NULL;
+		if (!ev.routine && c->ops.locate)
+			ev.routine = c->ops.locate(c->ops.ctx, v[i].entry);
+		ev.sp = v[i].sp;
+		ev.ret_addr = v[i].ret;
+		ev.before_attach = true;
+		emit(c, &ev);
+	}
 }

@@ -33,6 +33,7 @@
 
 #include "convert.h"
 #include "kframes.h"
+#include "underway.h"
 #include "locks.h"
 #include "modules.h"
 #include "probes.h"
@@ -75,7 +76,10 @@ struct ptw_kernel {
 	struct ptwk_conv conv;
 	struct ptwk_frames *frames; /* --trace (kframes.c), NULL without */
 	bool frames_noted;	    /* its notes are in (frames_notes) */
+	struct ptwk_underway *underway; /* --trace -p: calls under way at the attach (underway.c) */
 	bool raw_clones_noted;	    /* the raw clones' note is in */
+	bool window_clones_noted;
+	bool zombie_leader; /* attached with its main thread exited */
 	struct ptwk_locks *locks; /* --locks, NULL when off */
 	struct ptwk_locks_config locks_config;
 	struct ptw_map sites; /* return address -> its call's location (text does not change) */
@@ -767,6 +771,7 @@ int ptw_kernel_consume(struct ptw_kernel *k)
 	int r = drain(k);
 	size_t n = k->nqueue;
 	convert_queue(k);
+	ptwk_underway_poll(k->underway);
 	if (r < 0)
 		return r;
 	if (k->locks)
@@ -896,6 +901,15 @@ static int open_skeleton(struct ptw_kernel *k, bool multi)
 	/* --trace's (kframes.c) */
 	struct bpf_program *frame_progs[] = { s->progs.ptw_frame_entry, s->progs.ptw_frame_return,
 					      s->progs.ptw_frame_helper };
+	/* calls under way at an attach (underway.c) */
+	if (r == 0 && (!k->o.ntrace || k->launched))
+		r = bpf_program__set_autoload(s->progs.ptw_underway_regs, false);
+	if (r == 0 && (!k->o.ntrace || k->launched))
+		r = bpf_program__set_autoload(s->progs.ptw_underway_return, false);
+	else if (r == 0 && multi)
+		r = bpf_program__set_expected_attach_type(
+			s->progs.ptw_underway_return,
+			(enum bpf_attach_type)PTWK_BPF_TRACE_UPROBE_MULTI);
 	for (size_t i = 0; i < PTW_ARRAY_SIZE(frame_progs) && r == 0; i++)
 		if (!k->o.ntrace)
 			r = bpf_program__set_autoload(frame_progs[i], false);
@@ -942,21 +956,49 @@ static void keep_link(struct ptw_kernel *k, struct bpf_link *l)
  */
 static pid_t probe_pid(const struct ptw_kernel *k)
 {
-	return k->o.follow_forks && !k->o.follow_per_child ? -1 : k->pid;
+	/* A uprobe_multi link for a pid filters by its leader's memory: once
+	 * the leader has exited (pthread_exit from main, a zombie now) it
+	 * has none, and nothing would fire. Then the file's too. */
+	return (k->o.follow_forks && !k->o.follow_per_child) || k->zombie_leader ? -1 : k->pid;
 }
 
-/* One link per program with every offset (entry, or return). */
+/*
+ * The order the kernel puts the probes in (a link registers its offsets one
+ * by one, each a walk over the processes that map libc: milliseconds, in
+ * which the target runs on). What ends a thread goes in before what starts
+ * one, and a creation last: a thread whose creation was seen has its start
+ * and end seen. Before the first, a thread is a clone without a routine;
+ * DEATH itself says whether its unwinding was pthread_exit's.
+ */
+static int probe_rank(enum ptwk_kind kind)
+{
+	switch (kind) {
+	case PTWK_DEATH:
+		return 0;
+	case PTWK_START:
+		return 1;
+	case PTWK_CREATE_CALL:
+		return 3;
+	default:
+		return 2;
+	}
+}
+
+/* One link per program with every offset (return, then entry: a join whose
+ * call is seen has its return seen). */
 static int attach_multi_to(struct ptw_kernel *k, uint32_t pid, int fds[2])
 {
-	for (int ret = 0; ret <= 1; ret++) {
+	for (int ret = 1; ret >= 0; ret--) {
 		uint64_t offsets[PTWK_MAX_PROBES], cookies[PTWK_MAX_PROBES];
 		uint32_t n = 0;
-		for (size_t i = 0; i < k->probes.n; i++) {
-			if (k->probes.p[i].ret != (ret == 1))
-				continue;
-			offsets[n] = k->probes.p[i].offset;
-			cookies[n++] = k->probes.p[i].kind;
-		}
+		for (int rank = 0; rank <= 3; rank++)
+			for (size_t i = 0; i < k->probes.n; i++) {
+				if (k->probes.p[i].ret != (ret == 1) ||
+				    probe_rank(k->probes.p[i].kind) != rank)
+					continue;
+				offsets[n] = k->probes.p[i].offset;
+				cookies[n++] = k->probes.p[i].kind;
+			}
 		if (!n)
 			continue;
 		struct bpf_program *prog =
@@ -1008,7 +1050,7 @@ static int attach_each(struct ptw_kernel *k)
 static int attach_tracepoints(struct ptw_kernel *k)
 {
 	struct bpf_program *progs[] = { k->skel->progs.ptw_fork, k->skel->progs.ptw_exit,
-					k->skel->progs.ptw_exec };
+					k->skel->progs.ptw_exec, k->skel->progs.ptw_signal };
 	for (size_t i = 0; i < PTW_ARRAY_SIZE(progs); i++) {
 		struct bpf_link *l = bpf_program__attach(progs[i]);
 		if (!l)
@@ -1028,6 +1070,7 @@ static int attach_tracepoints(struct ptw_kernel *k)
 static void close_links(struct ptw_kernel *k)
 {
 	ptwk_frames_close(k->frames);
+	ptwk_underway_close(k->underway);
 	for (int i = 0; i < 2; i++)
 		if (k->multi_fds[i] >= 0) {
 			close(k->multi_fds[i]);
@@ -1132,6 +1175,13 @@ static void frames_notes(struct ptw_kernel *k)
 		     "%llu threads made by a raw clone (no pthread_create): their start routine "
 		     "and argument are not seen on the kernel path",
 		     (unsigned long long)k->conv.raw_clones);
+	}
+	if (k->conv.window_clones && !k->window_clones_noted && (k->detached || k->conv.ended)) {
+		k->window_clones_noted = true;
+		note_as(k, PTW_W_KERNEL_NOT_SEEN,
+			"%llu threads were made and ended while the probes went in: clones without "
+			"a start routine or argument",
+			(unsigned long long)k->conv.window_clones);
 	}
 	if (!k->frames || k->frames_noted || !(k->detached || k->conv.ended))
 		return;
@@ -1292,6 +1342,25 @@ static void list_threads(struct ptw_kernel *k)
 	free(l.v);
 }
 
+/* --trace -p: the calls under way at the attach (underway.c): the
+ * threads read before the entry probes go in. */
+static void underway_begin(struct ptw_kernel *k)
+{
+	if (!k->frames || !k->skel)
+		return;
+	struct ptwk_underway_env env = { .pid = k->pid,
+					 .proc = k->proc,
+					 .syms = k->syms,
+					 .frames = k->frames,
+					 .iter = k->skel->progs.ptw_underway_regs,
+					 .ret = k->skel->progs.ptw_underway_return,
+					 .sites = k->skel->maps.underway_sites,
+					 .multi = k->multi,
+					 .note = note_line,
+					 .ctx = k };
+	k->underway = ptwk_underway_begin(&env);
+}
+
 /* ---- the public entry points ---- */
 
 static int open_fds(struct ptw_kernel *k)
@@ -1371,9 +1440,17 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 		     "attach have no pthread_t or start routine",
 		     ptw_tdb_strerror(err));
 	}
-	if ((r = ptwk_find_probes(k->syms, k->tdb, pid, o->use_debug_files, &k->probes, why,
-				  why_size)) < 0)
+	if ((r = ptwk_find_probes(k->syms, k->tdb, k->proc->mem_pid, o->use_debug_files,
+				  &k->probes, why, why_size)) < 0)
 		goto fail;
+	if (!launched && ptw_proc_state(pid, pid) == 'Z') {
+		k->zombie_leader = true;
+		note_as(k, PTW_W_ZOMBIE_LEADER,
+			"the main thread of %d has exited (pthread_exit) and is a zombie; its other "
+			"threads are traced, with probes on libc's file for every process (a "
+			"uprobe for one process needs its main thread's memory)",
+			pid);
+	}
 	if (o->locks) {
 		struct ptwk_locks_env env = { .pid = pid,
 					      .proc = k->proc,
@@ -1402,7 +1479,11 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 		follow_exec(k); /* its exe and command line, for the report */
 	if ((r = load_and_attach(k, why, why_size)) < 0)
 		goto fail;
+	if (!launched)
+		k->conv.probes_in_ns = ptw_now_ns();
 	k->frames = ptwk_frames_new(o->trace, o->ntrace);
+	if (!launched)
+		underway_begin(k);
 	if (!launched)
 		scan_frames(k);
 	if ((r = open_fds(k)) < 0) {
@@ -1410,8 +1491,10 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 		goto fail;
 	}
 	if (!launched) {
+		k->stats.probes += ptwk_underway_take(k->underway);
 		list_threads(k);
 		read_glibc(k);
+		ptwk_underway_emit(k->underway, &k->conv, k->start_ns);
 	}
 	if (!launched && k->o.follow_forks)
 		follow_descendants(k);
@@ -1638,6 +1721,7 @@ void ptw_kernel_free(struct ptw_kernel *k)
 	ptw_map_free(&k->drain_listed);
 	ptwk_conv_free(&k->conv);
 	ptwk_frames_free(k->frames);
+	ptwk_underway_free(k->underway);
 	ptwk_locks_free(k->locks);
 	ptw_map_free(&k->sites);
 	ptw_tdb_free(k->tdb);

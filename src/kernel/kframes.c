@@ -50,6 +50,8 @@ struct ptwk_frames {
 	struct ptw_map scanned; /* hash(module path) -> 1: its file has its probes, wherever
 				 * (and however often) it is mapped again */
 	struct ptw_map entries; /* entry address -> 1 */
+	struct ptw_map traced;	/* entry address -> cookie + 1: its probes are in */
+	uint64_t *fn_addrs;	/* cookie -> entry address */
 	struct ptw_map helpers; /* hash(file) ^ offset -> 1: a helper probed */
 	char **dynsym_only;	/* modules only .dynsym could be searched in */
 	size_t ndynsym_only;
@@ -152,6 +154,13 @@ static int link_one(struct ptwk_frames *f, struct bpf_program *prog, const struc
 	return 0;
 }
 
+/* Function cookie has its probes (ptwk_frames_traced). */
+static void traced_add(struct ptwk_frames *f, uint64_t cookie)
+{
+	if (cookie < f->nfns && f->fn_addrs[cookie])
+		ptw_map_put(&f->traced, f->fn_addrs[cookie], (void *)(uintptr_t)(cookie + 1));
+}
+
 /* One function failed: said per pattern (the first few), as the tracer
  * does. */
 static void failed_function(struct ptwk_frames *f, const char *name, int err)
@@ -187,8 +196,11 @@ static int attach_group(struct ptwk_frames *f, const struct group *g,
 			f->nfds = (size_t)fd0;
 			f->probes -= (unsigned)g->n;
 		}
-		if (r == 0)
+		if (r == 0) {
+			for (size_t i = 0; i < g->n; i++)
+				traced_add(f, g->cookies[i]);
 			return (int)g->n * 2;
+		}
 		ptw_dbg(PTW_DBG_TRACER, "--trace: uprobe_multi on %s: %s; one by one", g->module,
 			strerror(-r));
 	}
@@ -201,6 +213,7 @@ static int attach_group(struct ptwk_frames *f, const struct group *g,
 			r = pr->multi ? link_multi(f, pr->ret, g, i, 1, true)
 				      : link_one(f, pr->ret, g, i, true);
 		if (r == 0) {
+			traced_add(f, g->cookies[i]);
 			n += 2;
 			continue;
 		}
@@ -267,6 +280,8 @@ static void on_function(void *ctx, uint64_t addr, const char *name)
 	}
 	f->fns = xreallocarray(f->fns, f->nfns + 1, sizeof(*f->fns));
 	f->fns[f->nfns] = ptw_symbols_locate(f->syms, addr);
+	f->fn_addrs = xreallocarray(f->fn_addrs, f->nfns + 1, sizeof(*f->fn_addrs));
+	f->fn_addrs[f->nfns] = f->offline ? 0 : addr; /* (a file's: not the process's) */
 	/* the group's names live until it is attached: the location's do */
 	group_add(&f->group, off, f->nfns, f->fns[f->nfns]->symbol ? f->fns[f->nfns]->symbol : "?");
 	f->nfns++;
@@ -643,6 +658,14 @@ const struct ptw_location *ptwk_frames_function(const struct ptwk_frames *f, uin
 	return f && index < f->nfns ? f->fns[index] : NULL;
 }
 
+bool ptwk_frames_traced(const struct ptwk_frames *f, uint64_t entry, uint64_t *ret_index)
+{
+	uintptr_t v = f ? (uintptr_t)ptw_map_get(&f->traced, entry) : 0;
+	if (v)
+		*ret_index = v - 1;
+	return v != 0;
+}
+
 unsigned ptwk_frames_probes(const struct ptwk_frames *f)
 {
 	return f ? f->probes : 0;
@@ -752,6 +775,8 @@ void ptwk_frames_free(struct ptwk_frames *f)
 	free(f->fns);
 	ptw_map_free(&f->scanned);
 	ptw_map_free(&f->entries);
+	ptw_map_free(&f->traced);
+	free(f->fn_addrs);
 	ptw_map_free(&f->helpers);
 	for (size_t i = 0; i < f->ndynsym_only; i++)
 		free(f->dynsym_only[i]);

@@ -603,6 +603,8 @@ static const char *end_reason(const struct fthread *ft, const struct ptw_event *
 		return "process_exit";
 	if (ft->exiting || (thread && thread->exit_called))
 		return "thread_exit";
+	if (ev->kind == PTW_EV_THREAD_DEATH && ev->unwinding == 1 && ev->cancelled == 0)
+		return "thread_exit"; /* its pthread_exit call came before the probes */
 	if (ev->kind == PTW_EV_THREAD_DEATH && ev->unwinding == 1)
 		return "cancel"; /* unwound without pthread_exit */
 	if (thread && thread->cancel_requested && !thread->returned)

@@ -8,7 +8,8 @@
  * kernel reports for it), a longjmp whose jmp_buf sp is mangled, an
  * exception thrown and caught, helpers with no frame open, a thread's end,
  * an entry whose return address could not be read, calls deeper than the
- * kernel's limit of pending returns.
+ * kernel's limit of pending returns, calls under way at the attach
+ * (ptwk_frames_under_way) and how they end.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -281,8 +282,88 @@ static void test_launch_before_exec(void)
 	finish(&c, "f1 1 - completed - =3");
 }
 
+/* Thread tid's calls under way at the attach (underway.c's result):
+ * n calls of fn, the outermost at sp0 returning to ret0, each inner one
+ * 0x20 lower returning to ret (a recursion: one return site). */
+static void under_way(struct ptwk_conv *c, pid_t tid, uint64_t fn, size_t n, uint64_t sp0,
+		      uint64_t ret0, uint64_t ret)
+{
+	struct ptwk_under_way v[8];
+	for (size_t i = 0; i < n; i++)
+		v[i] = (struct ptwk_under_way){ sp0 - i * 0x20, i ? ret : ret0, fns[fn].addr, fn };
+	ptwk_frames_under_way(c, tid, v, n, 500);
+}
+
+/* Six calls of f1 under way, blocked at the bottom (frames-under-way's
+ * fixture): a call seen after the attach nests under the innermost; the
+ * six return to one site, told apart by their sp, innermost first, each
+ * with its value; none counts against the kernel's uretprobe depth (64
+ * calls seen above them all have their return probe). A return that
+ * matches no frame (a site's probe firing for another call) is nothing. */
+static void test_under_way(void)
+{
+	struct ptwk_conv c;
+	start(&c);
+	under_way(&c, PID, 1, 6, 0x7000, 0xa1, 0x2010);
+	entry(&c, 101, 2, 0x9000, 0xb1); /* another thread meanwhile */
+	entry(&c, PID, 2, 0x6f00, 0x1050);
+	ret_(&c, PID, 2, 0x6f08, 0x1050, 9);
+	ret_(&c, PID, 1, 0x6e08, 0x7777, 0x66); /* below them all: no frame ended */
+	for (uint64_t i = 6; i-- > 0;)
+		ret_(&c, PID, 1, 0x7008 - i * 0x20, i ? 0x2010 : 0xa1, 6 - i);
+	ret_(&c, 101, 2, 0x9008, 0xb1, 1);
+	finish(&c, "f1 1 - completed - =6;f1 2 f1 completed - =5;f1 3 f1 completed - =4;"
+		   "f1 4 f1 completed - =3;f1 5 f1 completed - =2;f1 6 f1 completed - =1;"
+		   "f2 1 - completed - =1;f2 7 f1 completed - =9");
+	const struct ptw_frames *f;
+	start(&c);
+	under_way(&c, PID, 1, 6, 0x8000, 0xa1, 0x2010);
+	for (uint64_t i = 0; i < 64; i++)
+		entry(&c, PID, 2, 0x7000 - i * 0x10, 0x3010);
+	for (uint64_t i = 64; i-- > 0;)
+		ret_(&c, PID, 2, 0x7008 - i * 0x10, 0x3010, i);
+	for (uint64_t i = 6; i-- > 0;)
+		ret_(&c, PID, 1, 0x8008 - i * 0x20, i ? 0x2010 : 0xa1, i);
+	CHECK_EQ(c.frames_too_deep, 0);
+	f = ptw_spans_frames(spans);
+	size_t completed = 0, before = 0;
+	for (size_t i = 0; i < ptw_frames_count(f); i++) {
+		completed += ptw_frames_get(f, i)->status == PTW_FRAME_COMPLETED;
+		before += ptw_frames_get(f, i)->entry_unknown;
+	}
+	CHECK_EQ(completed, 70);
+	CHECK_EQ(before, 6);
+	ptwk_conv_free(&c);
+	ptw_spans_free(spans);
+}
+
+/* Calls under way left without their return: a longjmp from a call seen
+ * after the attach lands in the second under-way frame (the three inner
+ * ones are over); the outer two then return; in thread 101 the thread
+ * ends with two under way, and a late return of theirs is nothing. */
+static void test_under_way_left(void)
+{
+	struct ptwk_conv c;
+	start(&c);
+	under_way(&c, PID, 1, 4, 0x7000, 0xa1, 0x2010);
+	under_way(&c, 101, 3, 2, 0x9000, 0xb1, 0x4010);
+	entry(&c, PID, 2, 0x6f00, 0x1050);
+	helper(&c, PTWK_LONGJMP, PID, 0x6e00, 0x6fd0); /* in the 2nd's frame (0x6fe0..0x7000) */
+	ret_(&c, PID, 1, 0x6fe8, 0x2010, 2);
+	ret_(&c, PID, 1, 0x7008, 0xa1, 1);
+	struct ptwk_record e = rec(PTWK_EXIT, 101);
+	e.f = PTWK_F_HOW_KNOWN | PTWK_F_EXIT_CALL;
+	ptwk_conv_record(&c, &e);
+	ret_(&c, 101, 3, 0x8fe8, 0x4010, 1);
+	finish(&c, "f1 1 - completed - =1;f1 2 f1 completed - =2;f1 3 f1 unmatched longjmp;"
+		   "f1 4 f1 unmatched longjmp;f3 1 - unmatched thread_exit;"
+		   "f3 2 f3 unmatched thread_exit;f2 5 f1 unmatched longjmp");
+}
+
 int main(void)
 {
+	test_under_way();
+	test_under_way_left();
 	test_nesting();
 	test_tail_call();
 	test_longjmp();
