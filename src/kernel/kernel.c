@@ -1463,7 +1463,10 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 	}
 	for (size_t i = 0; i < k->probes.nmissing; i++)
 		note_as(k, k->probes.missing_code[i], "%s", k->probes.missing[i]);
-	if (!o->modules_from_proc)
+	/* (An attach reads /proc as it begins, and again for a library loaded
+	 * since: it keeps the probe count, the load and the exit of before.
+	 * With -f its descendants' execs need the list.) */
+	if (!o->modules_from_proc && (launched || o->follow_forks))
 		modules_find(k);
 	k->conv.main_addr = k->probes.main_addr;
 	for (size_t i = 0; i < k->probes.n; i++)
