@@ -222,6 +222,7 @@ int ptw_return(struct pt_regs *ctx)
 #include "ptw_frames.bpf.h"
 #include "ptw_underway.bpf.h"
 #include "ptw_start.bpf.h"
+#include "ptw_modules.bpf.h"
 
 /* A task was made: a thread of a watched process (its creation), or a
  * process it forked. Runs in the parent before the child can run, so the
@@ -411,5 +412,6 @@ int ptw_exec(struct bpf_raw_tracepoint_args *ctx)
 	}
 	count(PTWK_STAT_SENT);
 	count(PTWK_STAT_WAKEUPS);
+	exec_args(((__u64)tgid << 32) | (__u32)BPF_CORE_READ(t, pid)); /* ptw_modules.bpf.h */
 	return 0;
 }

@@ -71,6 +71,12 @@ enum ptwk_kind {
 	 * the thread's), c = pd->start_routine (PTWK_F_ROUTINE_KNOWN), d =
 	 * pd->arg (PTWK_F_ARG_KNOWN) */
 	PTWK_THREAD_BEGIN,
+	/* ld.so's list of modules, walked in the target at _dl_debug_state
+	 * once consistent (bpf/ptw_modules.bpf.h, src/kernel/modules.c) */
+	PTWK_MODULE,	  /* a struct ptwk_module_record: one link_map entry */
+	PTWK_MODULES_END, /* the walk's end: a = entries sent, b = r_debug's address, e = the
+			   * walk, f: PTWK_F_MODULES_WHOLE */
+	PTWK_EXEC_ARGS,	  /* after PTWK_EXEC: a struct ptwk_args_record, its command line */
 	PTWK_KIND_N,
 };
 
@@ -102,6 +108,8 @@ enum ptwk_kind {
  * glibc x86-64; checked against <ucontext.h> in convert_frames.c). */
 #define PTWK_UC_RSP 160
 
+#define PTWK_F_MODULES_WHOLE 0x10000 /* MODULES_END: the list read whole, to its end */
+
 #define PTWK_COMM_LEN 16
 
 struct ptwk_record {
@@ -121,6 +129,27 @@ struct ptwk_record {
 struct ptwk_exec_record {
 	struct ptwk_record r;
 	char path[PTWK_PATH_LEN]; /* as given to execve (may be relative), cut to fit */
+};
+
+/* PTWK_MODULE: one entry of ld.so's link_map list, in order (the
+ * program first). r.a = l_addr (the load bias), b = l_ld (its dynamic
+ * section), c = its index in the walk, d = the entry's address, e = the
+ * walk (the time it began: every record of one walk has it); f:
+ * PTWK_F_READ when path was read whole (NUL-terminated in PTWK_PATH_LEN). */
+#define PTWK_MAX_MODULES 512
+struct ptwk_module_record {
+	struct ptwk_record r;
+	char path[PTWK_PATH_LEN]; /* l_name: "" for the program, as ld.so opened it */
+};
+
+/* PTWK_EXEC_ARGS: the new image's command line as the kernel put it on
+ * its stack (what /proc/PID/cmdline reads, which takes the process's
+ * memory-map lock): r.a = bytes in args, r.b = its whole length; f:
+ * PTWK_F_READ when they were read. */
+#define PTWK_ARGS_LEN 1024
+struct ptwk_args_record {
+	struct ptwk_record r;
+	char args[PTWK_ARGS_LEN]; /* NUL-separated */
 };
 
 /*

@@ -70,6 +70,11 @@ struct ptw_kernel_opts {
 	 * sys_exit_clone tracepoints) even where start_thread can be probed
 	 * (measuring; without libc's debug file that is the only way). */
 	bool start_at_clone;
+	/* Name a launched or exec'd image's code from /proc/PID/maps read
+	 * while it runs, as before ld.so's list was walked in the target
+	 * (measuring the difference; not for use: that read takes the
+	 * target's memory-map lock). */
+	bool modules_from_proc;
 };
 
 /*

@@ -59,6 +59,37 @@ int ptw_symbols_new(pid_t pid, bool use_debug_files, const char *cache_dir, ptw_
  */
 int ptw_symbols_new_file(const char *path, bool use_debug_files, const char *cache_dir,
 			 struct ptw_symbols **ret);
+/*
+ * A module as a process's dynamic linker lists it (its link_map entry):
+ * the file, its load bias (l_addr) and its dynamic section's address
+ * (l_ld; 0 unknown). is_exe: the program itself.
+ */
+struct ptw_module_spec {
+	const char *path;
+	uint64_t bias, dynamic;
+	bool is_exe;
+};
+/*
+ * The symbols of pid from such a list instead of /proc/PID/maps (which
+ * takes the process's memory-map lock while it runs): each file opened
+ * without blocking, checked against its entry (a regular ELF file, its
+ * dynamic section where the entry says, an aligned bias), an entry that
+ * does not fit left out (debug message); [vdso] is not listed. Lookups,
+ * locations and unwinding as ptw_symbols_new; refreshes report the list
+ * again, never /proc. Returns 0 or -errno.
+ */
+int ptw_symbols_new_listed(pid_t pid, const struct ptw_module_spec *mods, size_t n,
+			   bool use_debug_files, const char *cache_dir, ptw_memread_fn read,
+			   void *read_ctx, struct ptw_symbols **ret);
+/* The module list replaced by mods (dlopen, dlclose; s may have come
+ * from /proc): locations handed out stay valid. Returns how many modules
+ * were taken, or -errno. */
+int ptw_symbols_set_listed(struct ptw_symbols *s, const struct ptw_module_spec *mods, size_t n);
+/* len bytes at addr as the module's file has them (text: what a uprobe's
+ * breakpoint hides in memory), without reading the process. Returns 0 or
+ * -ENOENT (no module's file holds them). */
+int ptw_symbols_read_file(struct ptw_symbols *s, uint64_t addr, void *buf, size_t len);
+
 /* Where the code at addr is in its module's file (the PT_LOAD that holds
  * it): what a uprobe is given. Returns 0 or -ENOENT. */
 int ptw_symbols_file_offset(struct ptw_symbols *s, uint64_t addr, uint64_t *ret_off);

@@ -412,6 +412,9 @@ void ptwk_conv_record(struct ptwk_conv *c, const struct ptwk_record *r)
 			emit(c, &ev);
 		}
 		break;
+	case PTWK_MODULE: /* kernel.c: the process's modules (modules.c) */
+	case PTWK_MODULES_END:
+	case PTWK_EXEC_ARGS:
 	case PTWK_FORK: /* -f: kernel.c makes the child a process of its own */
 	case PTWK_CREATE_CALL:
 	case PTWK_NONE:

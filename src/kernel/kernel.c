@@ -35,6 +35,7 @@
 #include "kframes.h"
 #include "underway.h"
 #include "locks.h"
+#include "modules.h"
 #include "probes.h"
 #include "main_caller.h"
 #include "ptw_attach.h"
@@ -132,6 +133,18 @@ struct ptw_kernel {
 	int notify_fd; /* eventfd: the kernel woke the drainer, records are queued */
 	int drain_epfd;
 	unsigned images_unread;	     /* exec'd images gone before drain_capture read them */
+	/* ld.so's module lists, walked in the target ("---- modules"):
+	 * root: the probe; each process: its list being gathered. */
+	bool mods_on;
+	int mods_fd;		    /* its uprobe_multi link, else: */
+	struct bpf_link *mods_link; /* its ordinary uprobe */
+	char mods_ld[4096];
+	uint64_t mods_off;
+	int64_t rdebug_from_probe;
+	struct ptwk_modlist modlist;
+	bool mods_listed;	     /* its symbols come from a list (this image) */
+	uint64_t exec_ns;	     /* its exec converted (check_libc's wait for a list) */
+	struct ptw_map drain_listed; /* drain thread only: tgid -> a whole list since its exec */
 };
 
 /*
@@ -150,6 +163,8 @@ struct drained {
 	char *exe;		  /* EXEC: /proc/PID/exe */
 	int link_fds[2];	  /* FORK, follow_per_child: the child's links */
 	char **argv;		  /* EXEC: its command line */
+	struct ptwk_module_record *module; /* MODULE: the whole record */
+	struct ptwk_args_record *args;	   /* EXEC_ARGS: the whole record */
 };
 
 /* -f, defined at the end ("---- -f"). */
@@ -289,8 +304,16 @@ static const struct ptw_location *call_site(void *ctx, uint64_t ret)
 		return site;
 	uint8_t before[8];
 	int len = 0;
-	ptw_mem_invalidate(k->proc);
-	if (ret > 8 && ptw_mem_read(k->proc, ret - 8, before, sizeof(before)) == 0)
+	/* From the module's file: reading the process takes its memory-map
+	 * lock, which a thread being made waits for. */
+	int got = ret > 8 && k->syms
+			  ? ptw_symbols_read_file(k->syms, ret - 8, before, sizeof(before))
+			  : -ENOENT;
+	if (got < 0 && ret > 8) {
+		ptw_mem_invalidate(k->proc);
+		got = ptw_mem_read(k->proc, ret - 8, before, sizeof(before));
+	}
+	if (got == 0)
 		len = ptw_insn_call_length(before, ret);
 	site = locate(k, ret - (uint64_t)(len ? len : 1));
 	if (site)
@@ -344,7 +367,8 @@ static void modules_changed(void *ctx)
 	struct ptw_kernel *k = ctx;
 	if (!k->frames || !k->syms)
 		return;
-	ptw_symbols_refresh(k->syms);
+	if (!(k->root ? k->root : k)->mods_on) /* (else ld.so's list, walked in it, says) */
+		ptw_symbols_refresh(k->syms);
 	scan_frames(k);
 }
 
@@ -436,7 +460,7 @@ static const char *on_exec(void *ctx)
 	if (d && d->r.kind == PTWK_EXEC) {
 		/* What drain() read while the new image ran (nothing if it was
 		 * gone already). */
-		if (!d->syms)
+		if (!d->syms && !root->mods_on) /* (with lists: none read at an exec) */
 			root->images_unread++;
 		if (k->proc)
 			ptw_mem_invalidate(k->proc); /* (read by pid: the new image) */
@@ -464,6 +488,8 @@ static const char *on_exec(void *ctx)
 			"the process exec'd: the probes stay on the libc of the image it was "
 			"attached in");
 	k->libc_checks = 100; /* its libc is mapped by its ld.so, a moment later */
+	k->mods_listed = false;
+	k->exec_ns = ptw_now_ns();
 	if (n > 0 && ptw_elf_is_static(k->exe)) {
 		k->libc_checks = 0;
 		note_as(k, PTW_W_KERNEL_NOT_SEEN,
@@ -482,18 +508,25 @@ static int attach_multi_to(struct ptw_kernel *k, uint32_t pid, int fds[2]);
 /* An exec record, or main() about to run: the image's modules (and at an
  * exec its exe and command line), now. In the drain thread: nothing here
  * touches what the converting thread uses. */
-static void drain_capture(const struct ptw_kernel *k, struct drained *d)
+static void drain_capture(struct ptw_kernel *k, struct drained *d)
 {
 	pid_t pid = (pid_t)d->r.tgid;
 	if (d->r.kind == PTWK_MAIN && d->r.tid != d->r.tgid)
 		return;
-	char *cache_dir = k->o.use_cache ? ptw_cache_default_dir() : NULL;
-	if (ptw_symbols_new(pid, k->o.use_debug_files, cache_dir, pid_memread,
-			    (void *)(intptr_t)pid, &d->syms) < 0)
-		d->syms = NULL; /* gone already: nothing of it to name */
-	free(cache_dir);
+	/* With ld.so's list walked in the target ("---- modules") its
+	 * memory map is not read while it runs: at its exec nothing is
+	 * mapped but the program and ld.so, and at main() the list came. */
+	bool listed = d->r.kind == PTWK_MAIN && ptw_map_get(&k->drain_listed, (uint64_t)pid);
+	if (!listed && !(d->r.kind == PTWK_EXEC && k->mods_on)) {
+		char *cache_dir = k->o.use_cache ? ptw_cache_default_dir() : NULL;
+		if (ptw_symbols_new(pid, k->o.use_debug_files, cache_dir, pid_memread,
+				    (void *)(intptr_t)pid, &d->syms) < 0)
+			d->syms = NULL; /* gone already: nothing of it to name */
+		free(cache_dir);
+	}
 	if (d->r.kind != PTWK_EXEC)
 		return;
+	/* (/proc/PID/exe does not take the memory-map lock; cmdline would.) */
 	char path[64], exe[4096];
 	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
 	ssize_t n = readlink(path, exe, sizeof(exe) - 1);
@@ -501,7 +534,7 @@ static void drain_capture(const struct ptw_kernel *k, struct drained *d)
 		exe[n] = '\0';
 		d->exe = xstrdup(exe);
 	}
-	d->argv = read_cmdline(pid);
+	/* (its command line: the PTWK_EXEC_ARGS record that follows) */
 }
 
 static int on_record(void *ctx, void *data, size_t size)
@@ -515,6 +548,18 @@ static int on_record(void *ctx, void *data, size_t size)
 	if (d.r.kind == PTWK_FORK && k->o.follow_forks && k->o.follow_per_child && k->multi &&
 	    (lr = attach_multi_to(k, (uint32_t)d.r.a, d.link_fds)) < 0)
 		ptw_dbg(PTW_DBG_TRACER, "no link for child %u: %s", (unsigned)d.r.a, strerror(-lr));
+	if (d.r.kind == PTWK_EXEC)
+		ptw_map_del(&k->drain_listed, d.r.tgid); /* a new image: its list to come */
+	if (d.r.kind == PTWK_MODULES_END && (d.r.f & PTWK_F_MODULES_WHOLE))
+		ptw_map_put(&k->drain_listed, d.r.tgid, (void *)1);
+	if (d.r.kind == PTWK_MODULE && size >= sizeof(*d.module)) {
+		d.module = xmalloc(sizeof(*d.module));
+		memcpy(d.module, data, sizeof(*d.module));
+	}
+	if (d.r.kind == PTWK_EXEC_ARGS && size >= sizeof(*d.args)) {
+		d.args = xmalloc(sizeof(*d.args));
+		memcpy(d.args, data, sizeof(*d.args));
+	}
 	if (d.r.kind == PTWK_EXEC || d.r.kind == PTWK_MAIN)
 		drain_capture(k, &d);
 	if (k->locks && d.r.kind >= PTWK_LOCK_FIRST) {
@@ -662,7 +707,15 @@ static void drained_free(struct drained *d)
 			close(d->link_fds[i]);
 	ptw_argv_free(d->argv);
 	free(d->lock_record);
+	free(d->module);
+	free(d->args);
 }
+
+static void modules_record(struct ptw_kernel *k, const struct drained *d);
+static void exec_args_record(struct ptw_kernel *k, const struct drained *d);
+static void modules_find(struct ptw_kernel *k);
+static int modules_attach(struct ptw_kernel *k);
+static void modules_close(struct ptw_kernel *k);
 
 /* Converts what drain() took. */
 static void convert_queue(struct ptw_kernel *k)
@@ -679,7 +732,11 @@ static void convert_queue(struct ptw_kernel *k)
 				       sizeof(d->link_fds));
 				d->link_fds[0] = d->link_fds[1] = -1;
 			}
-			if (d->r.kind < PTWK_LOCK_FIRST)
+			if (d->r.kind == PTWK_MODULE || d->r.kind == PTWK_MODULES_END)
+				modules_record(p, d);
+			else if (d->r.kind == PTWK_EXEC_ARGS)
+				exec_args_record(p, d);
+			else if (d->r.kind < PTWK_LOCK_FIRST)
 				ptwk_conv_record(&p->conv, &d->r);
 		}
 		/* (-f: the target's waits only; locks.c reads its memory) */
@@ -701,6 +758,10 @@ static void convert_queue(struct ptw_kernel *k)
 static void check_libc(struct ptw_kernel *k)
 {
 	const struct ptwk_probes *probes = k->root ? &k->root->probes : &k->probes;
+	/* ld.so's list says (modules_apply): /proc/PID/maps only if none
+	 * came within a second (another ld.so than the probed one). */
+	if ((k->root ? k->root : k)->mods_on && ptw_now_ns() - k->exec_ns < 1000000000ull)
+		return;
 	struct stat st;
 	struct ptw_mapping *maps = NULL;
 	int n = ptw_maps_read(k->pid, &maps);
@@ -949,6 +1010,7 @@ static int open_skeleton(struct ptw_kernel *k, bool multi)
 	s->rodata->off_pd_tid = l->tid;
 	s->rodata->have_pd_tid = l->have_tid;
 	s->rodata->wake_bytes = k->o.wake_bytes;
+	s->rodata->rdebug_from_probe = k->rdebug_from_probe;
 	s->rodata->wake_on_fork = k->o.follow_forks && k->o.follow_per_child;
 	s->rodata->locks_on = k->locks_config.on;
 	s->rodata->join_always_blocks = k->locks_config.join_always_blocks;
@@ -988,6 +1050,12 @@ static int open_skeleton(struct ptw_kernel *k, bool multi)
 		r = bpf_program__set_autoload(s->progs.ptw_clone3_exit, false);
 	if (r == 0 && !k->start_at_clone)
 		r = bpf_program__set_autoload(s->progs.ptw_clone_exit, false);
+	if (r == 0)
+		r = !k->mods_on ? bpf_program__set_autoload(s->progs.ptw_modules, false)
+		    : multi	? bpf_program__set_expected_attach_type(
+					  s->progs.ptw_modules,
+					  (enum bpf_attach_type)PTWK_BPF_TRACE_UPROBE_MULTI)
+			    : 0;
 	if (r == 0)
 		r = ptw_kernel_bpf__load(s);
 	if (r < 0) {
@@ -1235,6 +1303,12 @@ static int load_and_attach(struct ptw_kernel *k, char *why, size_t why_size)
 		why_set(why, why_size, "cannot attach uprobes to %s in %d: %s", k->probes.module,
 			k->pid, strerror(-r));
 		return r;
+	}
+	if (k->mods_on && (r = modules_attach(k)) < 0) {
+		/* (then /proc, as before) */
+		ptw_dbg(PTW_DBG_TRACER, "no probe on %s's _dl_debug_state: %s", k->mods_ld,
+			strerror(-r));
+		k->mods_on = false;
 	}
 	k->stats.mode = k->multi ? "uprobe_multi" : "uprobe";
 	if (!k->multi && probe_pid(k) > 0) /* (inode-wide ones keep firing) */
@@ -1535,7 +1609,7 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 		k->o.wake_bytes = k->o.ring_bytes / 4;
 	k->pid = pid;
 	k->launched = launched;
-	k->multi_fds[0] = k->multi_fds[1] = -1;
+	k->multi_fds[0] = k->multi_fds[1] = k->mods_fd = -1;
 	k->epfd = k->pidfd = -1;
 	k->wake_fd = k->notify_fd = k->drain_epfd = -1;
 	pthread_mutex_init(&k->qlock, NULL);
@@ -1594,6 +1668,11 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 	if (!k->probes.main_addr) /* a stripped program: from its entry code */
 		k->probes.main_addr = ptw_symbols_main_from_entry(
 			k->syms, pid_memread, (void *)(intptr_t)pid, ptw_proc_auxv(pid, AT_ENTRY));
+	/* (An attach reads /proc as it begins, and again for a library loaded
+	 * since: it keeps the probe count, the load and the exit of before.
+	 * With -f its descendants' execs need the list.) */
+	if (!o->modules_from_proc && (launched || o->follow_forks))
+		modules_find(k);
 	k->conv.main_addr = k->probes.main_addr;
 	for (size_t i = 0; i < k->probes.n; i++)
 		/* (Only __libc_start_call_main calls main: __libc_start_main,
@@ -1825,6 +1904,7 @@ void ptw_kernel_free(struct ptw_kernel *k)
 	}
 	drainer_stop(k);
 	close_links(k);
+	modules_close(k);
 	ring_buffer__free(k->rb);
 	ptw_kernel_bpf__destroy(k->skel);
 	if (k->epfd >= 0)
@@ -1851,6 +1931,8 @@ void ptw_kernel_free(struct ptw_kernel *k)
 	ptw_map_free(&k->by_pid);
 	free(k->report_procs);
 	ptw_argv_free(k->argv);
+	ptwk_modlist_free(&k->modlist);
+	ptw_map_free(&k->drain_listed);
 	ptwk_conv_free(&k->conv);
 	ptwk_frames_free(k->frames);
 	ptwk_underway_free(k->underway);
@@ -1869,6 +1951,193 @@ void ptw_kernel_free(struct ptw_kernel *k)
 		free(k->notes[i]);
 	free(k->glibc);
 	free(k);
+}
+
+/* ---- modules: ld.so's list, walked in the target ----
+ *
+ * Naming a launched (or exec'd, or dlopen-extended) image's code needs its
+ * modules while it runs. /proc/PID/maps (and process_vm_readv, cmdline)
+ * take the target's memory-map lock: a thread stack mapped meanwhile
+ * waits, and a SCHED_FIFO program loses its order. So a uprobe on ld.so's
+ * _dl_debug_state walks r_debug's link_map in the target's own context
+ * (bpf/ptw_modules.bpf.h) at every consistent state (after the program's
+ * libraries are loaded, before constructors and main; each dlopen and
+ * dlclose), and the list is applied in ring order: the records before it
+ * are named with the modules before it. An attach still reads /proc once.
+ */
+
+/* ld.so in the process now (an attach's, or a launch's before its exec:
+ * ptwatch's own, the one a dynamic command maps): where to probe. */
+static void modules_find(struct ptw_kernel *k)
+{
+	uint64_t state, rdebug, off;
+	struct ptw_mapping *maps = NULL;
+	int nmaps;
+	char module[4096];
+	if (ptw_symbols_lookup(k->syms, "ld-linux", "_dl_debug_state", &state, NULL) < 0 ||
+	    ptw_symbols_lookup(k->syms, "ld-linux", "_r_debug", &rdebug, NULL) < 0) {
+		ptw_dbg(PTW_DBG_TRACER,
+			"no _dl_debug_state or _r_debug in ld.so: modules from /proc");
+		return;
+	}
+	if ((nmaps = ptw_maps_read(k->pid, &maps)) < 0)
+		return;
+	if (ptwk_file_of(k->pid, maps, nmaps, state, k->mods_ld, sizeof(k->mods_ld), module,
+			 sizeof(module), &off) == 0) {
+		k->mods_off = off;
+		k->rdebug_from_probe = (int64_t)(rdebug - state);
+		k->mods_on = true;
+	}
+	free(maps);
+}
+
+static int modules_attach(struct ptw_kernel *k)
+{
+	struct bpf_program *prog = k->skel->progs.ptw_modules;
+	if (k->multi) {
+		uint64_t offsets[1] = { k->mods_off }, cookies[1] = { 0 };
+		struct ptwk_link_create_uprobe_multi a = {
+			.prog_fd = (uint32_t)bpf_program__fd(prog),
+			.attach_type = PTWK_BPF_TRACE_UPROBE_MULTI,
+			.path = (uint64_t)(uintptr_t)k->mods_ld,
+			.offsets = (uint64_t)(uintptr_t)offsets,
+			.cookies = (uint64_t)(uintptr_t)cookies,
+			.cnt = 1,
+			.pid = probe_pid(k) < 0 ? 0 : (uint32_t)k->pid,
+		};
+		k->mods_fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &a, sizeof(a));
+		return k->mods_fd < 0 ? -errno : 0;
+	}
+	LIBBPF_OPTS(bpf_uprobe_opts, opts);
+	struct bpf_link *l = bpf_program__attach_uprobe_opts(prog, probe_pid(k), k->mods_ld,
+							     (size_t)k->mods_off, &opts);
+	if (!l)
+		return -errno;
+	k->mods_link = l;
+	return 0;
+}
+
+/* ld.so's probe goes last, at the free, not in the detach: closing a
+ * link waits for the kernel (25-90 ms each, more on a busy machine), and
+ * it is inert once the target is no longer watched (its program looks
+ * the tgid up first); a trap per dlopen and dlclose until then. */
+static void modules_close(struct ptw_kernel *k)
+{
+	if (k->root)
+		return;
+	if (k->mods_fd >= 0)
+		close(k->mods_fd);
+	k->mods_fd = -1;
+	bpf_link__destroy(k->mods_link);
+	k->mods_link = NULL;
+}
+
+/* The new image's libc is the one probed? (check_libc from the list.) */
+static void modules_check_libc(struct ptw_kernel *k, const struct ptw_module_spec *specs, size_t n)
+{
+	const struct ptwk_probes *probes = k->root ? &k->root->probes : &k->probes;
+	struct stat a, b;
+	const char *libc = NULL;
+	for (size_t i = 0; i < n && !libc; i++)
+		if (strstr(specs[i].path, "/libc.so") || strstr(specs[i].path, "/libc-"))
+			libc = specs[i].path;
+	if (k->libc_checks <= 0)
+		return;
+	k->libc_checks = 0;
+	if (libc && stat(libc, &a) == 0 && stat(probes->path, &b) == 0 &&
+	    (a.st_dev != b.st_dev || a.st_ino != b.st_ino))
+		note_as(k, PTW_W_KERNEL_NOT_SEEN,
+			"%s maps %s, not the %s the probes are on: its threads are not seen",
+			k->exe, libc, probes->module);
+	else if (!libc)
+		note_as(k, PTW_W_KERNEL_NOT_SEEN,
+			"%s maps no libc.so (static, or not glibc): its threads are not seen",
+			k->exe);
+}
+
+/* A whole list: the process's symbols from it, in place when they are
+ * this image's already (dlopen, dlclose; an attach's from /proc). */
+static void modules_apply(struct ptw_kernel *k)
+{
+	const struct ptwk_modlist *l = &k->modlist;
+	struct ptw_module_spec *specs = xcalloc(l->n + 1, sizeof(*specs));
+	char **paths = xcalloc(l->n + 1, sizeof(*paths));
+	size_t n = 0;
+	for (size_t i = 0; i < l->n; i++) {
+		const struct ptwk_module *m = &l->v[i];
+		const char *path = m->path;
+		if (m->is_exe && !path[0])
+			path = k->exe; /* ld.so names the program "" */
+		if (!path[0])
+			continue;
+		if (path[0] != '/') {
+			/* dlopen("dir/lib.so"): relative to its working directory
+			 * (a link that does not take the memory-map lock) */
+			struct ptw_buf b = { 0 };
+			ptw_buf_printf(&b, "/proc/%d/cwd/%s", k->pid, path);
+			char *real = realpath(b.p, NULL);
+			if (real) {
+				free(b.p);
+				b.p = real;
+			}
+			path = paths[i] = b.p;
+		}
+		specs[n++] = (struct ptw_module_spec){
+			.path = path, .bias = m->bias, .dynamic = m->dynamic, .is_exe = m->is_exe
+		};
+	}
+	int r;
+	if (k->syms && !k->syms_borrowed) {
+		r = ptw_symbols_set_listed(k->syms, specs, n);
+	} else {
+		char *cache_dir = k->o.use_cache ? ptw_cache_default_dir() : NULL;
+		struct ptw_symbols *s = NULL;
+		r = k->root ? ptw_symbols_new_listed(k->pid, specs, n, k->o.use_debug_files,
+						     cache_dir, pid_memread,
+						     (void *)(intptr_t)k->pid, &s)
+			    : ptw_symbols_new_listed(k->pid, specs, n, k->o.use_debug_files,
+						     cache_dir, memread, k->proc, &s);
+		free(cache_dir);
+		if (r == 0) {
+			k->syms = s;
+			k->syms_borrowed = false;
+			r = (int)ptw_symbols_module_count(s);
+		}
+	}
+	ptw_dbg(PTW_DBG_TRACER, "process %d: %zu modules listed by ld.so, %d taken", k->pid, n, r);
+	if (r >= 0) {
+		k->mods_listed = true;
+		modules_check_libc(k, specs, n);
+		scan_frames(k);
+	}
+	for (size_t i = 0; i < l->n; i++)
+		free(paths[i]);
+	free(paths);
+	free(specs);
+}
+
+static void modules_record(struct ptw_kernel *k, const struct drained *d)
+{
+	int r = d->module ? ptwk_modlist_feed(&k->modlist, d->module, sizeof(*d->module))
+			  : ptwk_modlist_feed(&k->modlist, &d->r, sizeof(d->r));
+	if (r == PTWK_MODLIST_DONE)
+		modules_apply(k);
+	else if (r == PTWK_MODLIST_BAD)
+		ptw_dbg(PTW_DBG_TRACER, "process %d: a walk of ld.so's list thrown away", k->pid);
+}
+
+/* An exec's command line as the kernel wrote it (bpf/ptw_modules.bpf.h);
+ * /proc/PID/cmdline only if it was cut or not read (that read takes the
+ * memory-map lock). */
+static void exec_args_record(struct ptw_kernel *k, const struct drained *d)
+{
+	char **argv = d->args ? ptwk_args_parse(d->args) : NULL;
+	if (!argv)
+		argv = read_cmdline(k->pid);
+	if (argv) {
+		ptw_argv_free(k->argv);
+		k->argv = argv;
+	}
 }
 
 /* ---- -f: the processes the target forks ---- */

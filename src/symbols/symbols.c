@@ -50,6 +50,14 @@ struct module_index {
 	uint64_t bias;
 };
 
+/* A module of a list (ptw_symbols_new_listed), checked. */
+struct listed_module {
+	char *path;
+	uint64_t start, end;
+	dev_t dev;
+	ino_t ino;
+};
+
 /* A cached answer (hit or miss) of ptw_symbols_lookup, chained by hash. */
 struct lookup_result {
 	char *key; /* module \001 name */
@@ -81,6 +89,11 @@ struct ptw_symbols {
 	size_t nstrings, strings_cap;
 	ptw_memread_fn read;
 	void *read_ctx;
+	/* ptw_symbols_new_listed: the modules as the dynamic linker lists
+	 * them, reported instead of /proc/PID/maps ("---- listed modules") */
+	struct listed_module *listed;
+	size_t nlisted;
+	bool use_list;
 	/* unwinding */
 	bool attached;
 	pid_t unwind_tid;
@@ -93,6 +106,7 @@ struct ptw_symbols {
 };
 
 static bool path_exists(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int report_listed(struct ptw_symbols *s);
 
 /* ---- debuginfod ---- */
 
@@ -436,7 +450,7 @@ static int report_modules(struct ptw_symbols *s)
 		return 0; /* its one file does not change */
 	free_indexes(s);
 	dwfl_report_begin(s->dwfl);
-	int r = dwfl_linux_proc_report(s->dwfl, s->pid);
+	int r = s->use_list ? report_listed(s) : dwfl_linux_proc_report(s->dwfl, s->pid);
 	if (dwfl_report_end(s->dwfl, NULL, NULL) != 0 && r == 0)
 		r = EIO;
 	if (r != 0)
@@ -510,6 +524,9 @@ void ptw_symbols_free(struct ptw_symbols *s)
 	if (s->dwfl)
 		dwfl_end(s->dwfl);
 	free(s->exe_path);
+	for (size_t i = 0; i < s->nlisted; i++)
+		free(s->listed[i].path);
+	free(s->listed);
 	free(s);
 }
 
@@ -1630,6 +1647,202 @@ int ptw_symbols_file_offset(struct ptw_symbols *s, uint64_t addr, uint64_t *ret_
 			*ret_off = vaddr - ph.p_vaddr + ph.p_offset;
 			return 0;
 		}
+	}
+	return -ENOENT;
+}
+
+/* ---- listed modules ----
+ *
+ * The modules of a process as its dynamic linker lists them (the kernel
+ * path reads the link_map in the target's own context: no read of
+ * /proc/PID/maps, which takes the target's memory-map lock while it
+ * runs). The list is what the target says: every file is opened without
+ * blocking, must be a regular ELF file, and must fit the entry (its
+ * dynamic section where the entry says, an aligned bias, a range in user
+ * space); an entry that does not is left out. */
+
+/* A FIFO or a device a hostile list names must not block or be read. */
+static int open_regular(const char *path, struct stat *st)
+{
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
+		close(fd);
+		return -EINVAL;
+	}
+	return fd;
+}
+
+#define USER_SPACE_END (1ull << 57) /* above any x86-64 user address (5-level paging) */
+
+static bool listed_check(const struct ptw_module_spec *m, struct listed_module *ret)
+{
+	struct stat st;
+	int fd = m->path ? open_regular(m->path, &st) : -EINVAL;
+	if (fd < 0) {
+		ptw_dbg(PTW_DBG_SYM, "listed module %s: %s", m->path ? m->path : "?",
+			strerror(-fd));
+		return false;
+	}
+	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	GElf_Ehdr eh;
+	size_t n;
+	uint64_t lo = UINT64_MAX, hi = 0, dyn = 0;
+	bool have_dyn = false, ok = elf && elf_kind(elf) == ELF_K_ELF && gelf_getehdr(elf, &eh) &&
+				    (eh.e_type == ET_DYN || eh.e_type == ET_EXEC) &&
+				    elf_getphdrnum(elf, &n) == 0;
+	for (size_t i = 0; ok && i < n; i++) {
+		GElf_Phdr ph;
+		if (!gelf_getphdr(elf, (int)i, &ph))
+			continue;
+		if (ph.p_type == PT_LOAD) {
+			if (ph.p_vaddr + ph.p_memsz < ph.p_vaddr)
+				ok = false;
+			lo = ph.p_vaddr < lo ? ph.p_vaddr : lo;
+			hi = ph.p_vaddr + ph.p_memsz > hi ? ph.p_vaddr + ph.p_memsz : hi;
+		} else if (ph.p_type == PT_DYNAMIC) {
+			dyn = ph.p_vaddr;
+			have_dyn = true;
+		}
+	}
+	const char *why = ok ? NULL : "not an ELF file it can read";
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	uint64_t start = m->bias + (lo & ~(page - 1)), end = m->bias + hi;
+	if (!why && lo >= hi)
+		why = "nothing loaded";
+	else if (!why && eh.e_type == ET_EXEC && m->bias)
+		why = "a bias for a file that is not relocatable";
+	else if (!why && (m->bias & (page - 1)))
+		why = "a bias not page-aligned";
+	else if (!why && (start < m->bias || end < start || end > USER_SPACE_END))
+		why = "a range outside user space";
+	else if (!why && m->dynamic && (!have_dyn || m->bias + dyn != m->dynamic))
+		why = "its dynamic section is not where the entry says (another file, or not "
+		      "this one's bias)";
+	if (elf)
+		elf_end(elf);
+	close(fd);
+	if (why) {
+		ptw_dbg(PTW_DBG_SYM, "listed module %s left out: %s", m->path, why);
+		return false;
+	}
+	ret->path = xstrdup(m->path);
+	ret->start = start;
+	ret->end = (end + page - 1) & ~(page - 1);
+	ret->dev = st.st_dev;
+	ret->ino = st.st_ino;
+	return true;
+}
+
+/* libdwfl's find_elf for a listed module: the file checked, if it is
+ * still that file. */
+static int listed_find_elf(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr base,
+			   char **file_name, Elf **elfp)
+{
+	(void)mod, (void)name, (void)base;
+	const struct listed_module *lm = *userdata;
+	struct stat st;
+	int fd = lm ? open_regular(lm->path, &st) : -EINVAL;
+	if (fd < 0)
+		return -1;
+	if (st.st_dev != lm->dev || st.st_ino != lm->ino) {
+		close(fd);
+		return -1; /* replaced since it was checked */
+	}
+	*file_name = strdup(lm->path);
+	*elfp = NULL;
+	return fd;
+}
+
+static int report_listed(struct ptw_symbols *s)
+{
+	for (size_t i = 0; i < s->nlisted; i++) {
+		struct listed_module *lm = &s->listed[i];
+		Dwfl_Module *m = dwfl_report_module(s->dwfl, lm->path, lm->start, lm->end);
+		if (!m) {
+			ptw_dbg(PTW_DBG_SYM, "listed module %s: %s", lm->path, dwfl_errmsg(-1));
+			continue;
+		}
+		void **ud;
+		dwfl_module_info(m, &ud, NULL, NULL, NULL, NULL, NULL, NULL);
+		*ud = lm;
+	}
+	return 0;
+}
+
+int ptw_symbols_set_listed(struct ptw_symbols *s, const struct ptw_module_spec *mods, size_t n)
+{
+	if (s->offline)
+		return -EINVAL;
+	struct listed_module *old = s->listed;
+	size_t nold = s->nlisted;
+	s->listed = xcalloc(n ? n : 1, sizeof(*s->listed));
+	s->nlisted = 0;
+	for (size_t i = 0; i < n; i++)
+		if (listed_check(&mods[i], &s->listed[s->nlisted])) {
+			if (mods[i].is_exe) {
+				free(s->exe_path);
+				s->exe_path = xstrdup(mods[i].path);
+			}
+			s->nlisted++;
+		}
+	s->use_list = true;
+	s->callbacks.find_elf = listed_find_elf;
+	int r = ptw_symbols_refresh(s);
+	for (size_t i = 0; i < nold; i++)
+		free(old[i].path);
+	free(old);
+	return r < 0 ? r : (int)s->nlisted;
+}
+
+int ptw_symbols_new_listed(pid_t pid, const struct ptw_module_spec *mods, size_t n,
+			   bool use_debug_files, const char *cache_dir, ptw_memread_fn read,
+			   void *read_ctx, struct ptw_symbols **ret)
+{
+	struct ptw_symbols *s = xcalloc(1, sizeof(*s));
+	s->pid = pid;
+	s->use_debug_files = use_debug_files;
+	s->cache_dir = cache_dir ? xstrdup(cache_dir) : NULL;
+	s->read = read;
+	s->read_ctx = read_ctx;
+	s->callbacks.find_elf = listed_find_elf;
+	s->callbacks.find_debuginfo = use_debug_files ? find_debuginfo : no_debuginfo;
+	s->callbacks.debuginfo_path = &s->debuginfo_path;
+	s->dwfl = dwfl_begin(&s->callbacks);
+	if (!s->dwfl) {
+		ptw_symbols_free(s);
+		return -ENOMEM;
+	}
+	int r = ptw_symbols_set_listed(s, mods, n);
+	if (r < 0) {
+		ptw_symbols_free(s);
+		return r;
+	}
+	*ret = s;
+	return 0;
+}
+
+int ptw_symbols_read_file(struct ptw_symbols *s, uint64_t addr, void *buf, size_t len)
+{
+	Dwfl_Module *mod = s->dwfl ? dwfl_addrmodule(s->dwfl, addr) : NULL;
+	GElf_Addr bias;
+	Elf *elf = mod ? dwfl_module_getelf(mod, &bias) : NULL;
+	size_t n, size;
+	const char *raw = elf ? elf_rawfile(elf, &size) : NULL;
+	if (!raw || elf_getphdrnum(elf, &n) < 0)
+		return -ENOENT;
+	uint64_t vaddr = addr - bias;
+	for (size_t i = 0; i < n; i++) {
+		GElf_Phdr ph;
+		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD || vaddr < ph.p_vaddr ||
+		    vaddr - ph.p_vaddr > ph.p_filesz || ph.p_filesz - (vaddr - ph.p_vaddr) < len)
+			continue;
+		uint64_t off = vaddr - ph.p_vaddr + ph.p_offset;
+		if (off > size || size - off < len)
+			return -ENOENT;
+		memcpy(buf, raw + off, len);
+		return 0;
 	}
 	return -ENOENT;
 }

@@ -362,7 +362,9 @@ char *ptw_nptl_version(struct ptw_proc *proc, struct ptw_symbols *syms)
 	if (!syms ||
 	    (ptw_symbols_lookup(syms, PTW_MOD_ANY, "__nptl_version", &addr, NULL) < 0 &&
 	     ptw_symbols_lookup(syms, PTW_MOD_ANY, "nptl_version", &addr, NULL) < 0) ||
-	    ptw_mem_read(proc, addr, v, 8) < 0)
+	    /* (the file's bytes first: reading the process takes its
+	     * memory-map lock, which a thread being made waits for) */
+	    (ptw_symbols_read_file(syms, addr, v, 8) < 0 && ptw_mem_read(proc, addr, v, 8) < 0))
 		return NULL;
 	v[strnlen(v, sizeof(v) - 1)] = '\0';
 	return v[0] ? xstrdup(v) : NULL;
