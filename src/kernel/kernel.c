@@ -31,9 +31,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "closer.h"
 #include "convert.h"
 #include "kframes.h"
 #include "locks.h"
+#include "minbtf.h"
 #include "probes.h"
 #include "ptw_attach.h"
 #include "ptw_breakpoints.h"
@@ -802,9 +804,23 @@ bool ptw_kernel_target_exit(const struct ptw_kernel *k, int *ret_code, int *ret_
 
 static int open_skeleton(struct ptw_kernel *k, bool multi)
 {
-	struct ptw_kernel_bpf *s = ptw_kernel_bpf__open();
-	if (!s)
-		return -errno ? -errno : -ENOMEM;
+	/* CO-RE against the BTF made at build time for this very kernel
+	 * (minbtf.h), else the kernel's own (parsed whole by libbpf). */
+	char btf_path[64];
+	const char *why_not = "not tried";
+	int btf_fd = k->o.no_min_btf ? -1 : ptwk_min_btf_open(btf_path, sizeof(btf_path), &why_not);
+	LIBBPF_OPTS(bpf_object_open_opts, oo, .btf_custom_path = btf_fd >= 0 ? btf_path : NULL);
+	k->stats.btf =
+		btf_fd >= 0 ? "minimal (made at build time for this kernel)" : "the kernel's";
+	ptw_dbg(PTW_DBG_TRACER, "CO-RE: %s BTF%s%s", k->stats.btf,
+		btf_fd >= 0 ? "" : "; minimal: ", btf_fd >= 0 ? "" : why_not);
+	struct ptw_kernel_bpf *s = ptw_kernel_bpf__open_opts(&oo);
+	if (!s) {
+		int e = -errno ? -errno : -ENOMEM;
+		if (btf_fd >= 0)
+			close(btf_fd);
+		return e;
+	}
 	const struct ptwk_layout *l = &k->probes.layout;
 	s->rodata->off_result = l->result;
 	s->rodata->have_result = l->have_result;
@@ -842,6 +858,8 @@ static int open_skeleton(struct ptw_kernel *k, bool multi)
 				frame_progs[i], (enum bpf_attach_type)PTWK_BPF_TRACE_UPROBE_MULTI);
 	if (r == 0)
 		r = ptw_kernel_bpf__load(s);
+	if (btf_fd >= 0)
+		close(btf_fd);
 	if (r < 0) {
 		ptw_kernel_bpf__destroy(s);
 		return r;
@@ -951,22 +969,29 @@ static int attach_tracepoints(struct ptw_kernel *k)
 }
 
 /*
- * Closing a uprobe link waits for the kernel to be sure no thread still
- * runs its program (RCU grace periods): 25-40 ms for each uprobe_multi
- * link here, about 110 ms for each ordinary uprobe (perf event). Closing
- * them from several threads at once took as long: the kernel serializes
- * the unregistrations.
+ * Closing a uprobe link waits for grace periods (closer.h): 25-50 ms for
+ * each uprobe_multi link here, about 110 ms for each ordinary uprobe
+ * (perf event). Closed together, from several threads, they wait for the
+ * same ones: the detach costs about one link's close, however many.
  */
 static void close_links(struct ptw_kernel *k)
 {
-	ptwk_frames_close(k->frames);
-	for (int i = 0; i < 2; i++)
-		if (k->multi_fds[i] >= 0) {
-			close(k->multi_fds[i]);
-			k->multi_fds[i] = -1;
-		}
+	/* --trace's links with the others, all at once */
+	int *fds = NULL;
+	struct bpf_link **links = NULL;
+	size_t nfds = 0, nlinks = 0;
+	ptwk_frames_take_links(k->frames, &fds, &nfds, &links, &nlinks);
+	fds = xreallocarray(fds, nfds + 2, sizeof(*fds));
+	fds[nfds++] = k->multi_fds[0];
+	fds[nfds++] = k->multi_fds[1];
+	k->multi_fds[0] = k->multi_fds[1] = -1;
+	links = xreallocarray(links, nlinks + k->nlinks + 1, sizeof(*links));
 	for (size_t i = 0; i < k->nlinks; i++)
-		bpf_link__destroy(k->links[i]);
+		links[nlinks++] = k->links[i];
+	ptwk_close_together(fds, nfds, links, nlinks);
+	free(fds);
+	free(links);
+	ptwk_frames_close(k->frames);
 	free(k->links);
 	k->links = NULL;
 	k->nlinks = 0;

@@ -10,8 +10,11 @@
  * cancellation, names, the exit code. Then that nothing is left behind:
  * no BPF link of ours, the target's libc text equal to the file.
  *
- * Usage: test_kernel_attach [--per-probe | --launch] FIXTURE
+ * Usage: test_kernel_attach [--per-probe | --launch | --kernel-btf] FIXTURE
  *   --per-probe  ordinary uprobes (the fallback) instead of uprobe_multi
+ *   --kernel-btf CO-RE against the kernel's whole BTF (no_min_btf), not
+ *                the minimal one made at build time (used otherwise where
+ *                it was made for this kernel: checked)
  *   --launch     FIXTURE is tests/fixtures/lifecycle.c itself, started by
  *                ptw_kernel_launch (held before its exec, no attach)
  * Exit 0 pass, 1 fail, 77 skip.
@@ -27,6 +30,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "minbtf.h"
 #include "ptw_events.h"
 #include <json-c/json.h>
 #include "ptw_kernel.h"
@@ -188,8 +192,10 @@ int main(int argc, char **argv)
 {
 	bool per_probe = argc == 3 && !strcmp(argv[1], "--per-probe");
 	bool launch = argc == 3 && !strcmp(argv[1], "--launch");
-	if (argc != 2 + (per_probe || launch)) {
-		fprintf(stderr, "usage: test_kernel_attach [--per-probe | --launch] FIXTURE\n");
+	bool kernel_btf = argc == 3 && !strcmp(argv[1], "--kernel-btf");
+	if (argc != 2 + (per_probe || launch || kernel_btf)) {
+		fprintf(stderr, "usage: test_kernel_attach [--per-probe | --launch | --kernel-btf] "
+				"FIXTURE\n");
 		return 99;
 	}
 	const char *fixture = argv[argc - 1];
@@ -203,7 +209,8 @@ int main(int argc, char **argv)
 				     .use_cache = false,
 				     .sink = sink,
 				     .sink_ctx = spans,
-				     .no_multi = per_probe };
+				     .no_multi = per_probe,
+				     .no_min_btf = kernel_btf };
 	struct ptw_kernel *k;
 	int r, ctl = -1, rep;
 	pid_t pid, child;
@@ -244,6 +251,15 @@ run:
 	       "exit code %d signal %d", code, sig);
 	EXPECT(st.lost == 0, "%" PRIu64 " lost", st.lost);
 	EXPECT(!strcmp(st.mode, per_probe ? "uprobe" : "uprobe_multi"), "mode %s", st.mode);
+	char btf_path[64];
+	const char *why_not;
+	int btf_fd = ptwk_min_btf_open(btf_path, sizeof(btf_path), &why_not);
+	if (btf_fd >= 0)
+		close(btf_fd);
+	printf("CO-RE: %s BTF%s%s\n", st.btf, btf_fd < 0 ? "; minimal: " : "",
+	       btf_fd < 0 ? why_not : "");
+	EXPECT(!strncmp(st.btf, btf_fd >= 0 && !kernel_btf ? "minimal" : "the kernel's", 7),
+	       "CO-RE used %s BTF", st.btf);
 
 	/* The ground truth. */
 	char *text = kdrv_slurp(truth);
