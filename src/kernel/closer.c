@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 struct closing {
@@ -63,4 +64,54 @@ void ptwk_close_together(int *fds, size_t nfds, struct bpf_link **links, size_t 
 	closer_work(&c);
 	for (size_t i = 0; i < nth; i++)
 		pthread_join(th[i], NULL);
+}
+
+struct ptwk_closing {
+	pthread_t th;
+	int *fds;
+	size_t nfds;
+	struct bpf_link **links;
+	size_t nlinks;
+};
+
+static void *close_later(void *arg)
+{
+	struct ptwk_closing *c = arg;
+	ptwk_close_together(c->fds, c->nfds, c->links, c->nlinks);
+	return NULL;
+}
+
+struct ptwk_closing *ptwk_close_start(int *fds, size_t nfds, struct bpf_link **links, size_t nlinks)
+{
+	size_t n = 0;
+	for (size_t i = 0; fds && i < nfds; i++)
+		n += fds[i] >= 0;
+	for (size_t i = 0; links && i < nlinks; i++)
+		n += links[i] != NULL;
+	struct ptwk_closing *c = n ? malloc(sizeof(*c)) : NULL;
+	if (c) {
+		*c = (struct ptwk_closing){ 0, fds, nfds, links, nlinks };
+		sigset_t all, old;
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		int r = pthread_create(&c->th, NULL, close_later, c);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		if (r == 0)
+			return c;
+		free(c);
+	}
+	ptwk_close_together(fds, nfds, links, nlinks);
+	free(fds);
+	free(links);
+	return NULL;
+}
+
+void ptwk_close_wait(struct ptwk_closing *c)
+{
+	if (!c)
+		return;
+	pthread_join(c->th, NULL);
+	free(c->fds);
+	free(c->links);
+	free(c);
 }

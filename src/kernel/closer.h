@@ -22,4 +22,15 @@ struct bpf_link;
 #define PTWK_CLOSER_THREADS 128
 void ptwk_close_together(int *fds, size_t nfds, struct bpf_link **links, size_t nlinks);
 
+/* The same in a thread of its own, the caller going on meanwhile (a
+ * target that has ended: its report is written while the kernel waits).
+ * Takes fds and links (malloc'ed, or NULL) over. Returns what
+ * ptwk_close_wait needs, or NULL if they are closed already (no thread
+ * could be made). */
+struct ptwk_closing;
+struct ptwk_closing *ptwk_close_start(int *fds, size_t nfds, struct bpf_link **links,
+				      size_t nlinks);
+/* Returns once they are all closed; frees c. NULL: nothing to wait for. */
+void ptwk_close_wait(struct ptwk_closing *c);
+
 #endif

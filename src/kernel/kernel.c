@@ -69,6 +69,7 @@ struct ptw_kernel {
 	struct ptw_kernel_bpf *skel;
 	bool multi;
 	int multi_fds[2];
+	struct ptwk_closing *closing; /* the links closing in the background */
 	struct bpf_link **links; /* tracepoints, and per-probe uprobes */
 	size_t nlinks;
 	struct ring_buffer *rb;
@@ -726,6 +727,8 @@ unsigned ptw_kernel_flush_ms(const struct ptw_kernel *k)
 	return k->o.flush_ms;
 }
 
+static void close_links_start(struct ptw_kernel *k);
+
 int ptw_kernel_run(struct ptw_kernel *k, int timeout_ms)
 {
 	uint64_t deadline = timeout_ms >= 0 ? ptw_now_ns() + (uint64_t)timeout_ms * 1000000 : 0;
@@ -783,6 +786,11 @@ int ptw_kernel_run(struct ptw_kernel *k, int timeout_ms)
 			k->pidfd = -1;
 		}
 	}
+	/* Everything watched has ended: nothing more can come. The links
+	 * close (some 40 ms of the kernel's grace periods) while the caller
+	 * writes its report. */
+	if (k->skel && !k->detached && !k->closing)
+		close_links_start(k);
 	return 1;
 }
 
@@ -974,7 +982,7 @@ static int attach_tracepoints(struct ptw_kernel *k)
  * (perf event). Closed together, from several threads, they wait for the
  * same ones: the detach costs about one link's close, however many.
  */
-static void close_links(struct ptw_kernel *k)
+static void close_links_start(struct ptw_kernel *k)
 {
 	/* --trace's links with the others, all at once */
 	int *fds = NULL;
@@ -988,13 +996,24 @@ static void close_links(struct ptw_kernel *k)
 	links = xreallocarray(links, nlinks + k->nlinks + 1, sizeof(*links));
 	for (size_t i = 0; i < k->nlinks; i++)
 		links[nlinks++] = k->links[i];
-	ptwk_close_together(fds, nfds, links, nlinks);
-	free(fds);
-	free(links);
-	ptwk_frames_close(k->frames);
 	free(k->links);
 	k->links = NULL;
 	k->nlinks = 0;
+	if (!k->closing)
+		k->closing = ptwk_close_start(fds, nfds, links, nlinks);
+	else { /* (the second of two: closed here) */
+		ptwk_close_together(fds, nfds, links, nlinks);
+		free(fds);
+		free(links);
+	}
+}
+
+static void close_links(struct ptw_kernel *k)
+{
+	close_links_start(k);
+	ptwk_close_wait(k->closing);
+	k->closing = NULL;
+	ptwk_frames_close(k->frames);
 }
 
 static int load_and_attach(struct ptw_kernel *k, char *why, size_t why_size)
