@@ -6,7 +6,10 @@ for one or more builds side by side (an A/B of a change), interleaved.
             /bin/true` (and of --backend=ptrace, and of /bin/true alone)
   attach    ptwatch's own figures (--debug=tracer) attaching to bench/idle
   detach    with -p and --duration: "attach A ms (programs loaded and
-            attached P ms), probes removed in D ms"
+            attached P ms), probes removed in D ms"; and the same with
+            --trace TRACE (default 'libc.so*:pthread_*': some of those
+            functions refuse a uprobe_multi link, so each function gets
+            links of its own, some 280)
 
     python3 bench/kstart.py [BUILD_DIR...]     (RUNS=15; default: build)
 
@@ -21,6 +24,7 @@ import time
 
 builds = sys.argv[1:] or ["build"]
 RUNS = int(os.environ.get("RUNS", "15"))
+TRACE = os.environ.get("TRACE", "libc.so*:pthread_*")
 TIMES = re.compile(r"attach ([\d.]+) ms \(programs loaded and attached ([\d.]+) ms\), "
                    r"probes removed in ([\d.]+) ms")
 
@@ -31,9 +35,9 @@ def timed(argv):
     return (time.monotonic() - t0) * 1e3 if p.returncode == 0 else None
 
 
-def attach_detach(ptwatch, pid):
+def attach_detach(ptwatch, pid, opts=()):
     p = subprocess.run([ptwatch, "--backend=kernel", "-q", "-o", os.devnull, "--debug=tracer",
-                        "-p", str(pid), "--duration", "0.1"],
+                        "-p", str(pid), "--duration", "0.1"] + list(opts),
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=60)
     m = TIMES.search(p.stderr.decode("utf-8", "replace"))
     return tuple(float(x) for x in m.groups()) if m else None
@@ -54,6 +58,7 @@ def main():
     idle.stdout.readline()  # "ready N"
     starts = {}
     att = {b: [] for b in builds}
+    att_trace = {b: [] for b in builds}
     try:
         for _ in range(RUNS):
             starts.setdefault("/bin/true", []).append(timed(["/bin/true"]))
@@ -66,6 +71,8 @@ def main():
                         timed([pt, "--backend=" + backend, "-q", "-o", os.devnull, "--",
                                "/bin/true"]))
                 att[b].append(attach_detach(pt, idle.pid))
+                if TRACE:
+                    att_trace[b].append(attach_detach(pt, idle.pid, ["--trace", TRACE]))
     finally:
         idle.kill()
         idle.wait()
@@ -80,6 +87,12 @@ def main():
         show("%s attach" % b, [a[0] for a in runs])
         show("%s   programs loaded and attached" % b, [a[1] for a in runs])
         show("%s probes removed (detach)" % b, [a[2] for a in runs])
+    if TRACE:
+        print("the same with --trace '%s'" % TRACE)
+        for b in builds:
+            runs = [a for a in att_trace[b] if a]
+            show("%s attach" % b, [a[0] for a in runs])
+            show("%s probes removed (detach)" % b, [a[2] for a in runs])
 
 
 main()
