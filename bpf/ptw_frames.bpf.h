@@ -5,7 +5,9 @@
  * index in user space's table), and uprobes on the helpers that leave
  * frames without a return (longjmp & co, _Unwind_RaiseException,
  * __cxa_begin_catch; cookie: the record kind), and on ld.so's
- * _dl_debug_state (new libraries to scan: the reader is woken at once). Included by
+ * _dl_debug_state (new libraries to scan: the reader is woken at once);
+ * code entered without a call: swapcontext and setcontext, glibc's
+ * sigreturn trampoline and the signal_deliver tracepoint. Included by
  * ptw_kernel.bpf.c: the maps and helpers are its own.
  */
 
@@ -26,6 +28,15 @@ struct mm_struct___kf {
 
 struct task_struct___kf {
 	struct mm_struct___kf *mm;
+} __attribute__((preserve_access_index));
+
+/* A signal's action (include/linux/signal_types.h), for signal_deliver. */
+struct sigaction___kf {
+	void *sa_handler;
+} __attribute__((preserve_access_index));
+
+struct k_sigaction___kf {
+	struct sigaction___kf sa;
 } __attribute__((preserve_access_index));
 
 static __always_inline __u64 uprobe_area(void)
@@ -52,6 +63,10 @@ int ptw_frame_entry(struct pt_regs *ctx)
 		r.f |= PTWK_F_READ;
 	r.d = ctx->ip;
 	r.e = uprobe_area();
+	/* a signal handler's signal, if that is what it is (user space
+	 * knows when [sp] is the sigreturn trampoline) */
+	if (ctx->di >= 1 && ctx->di <= 64)
+		r.f |= (__u32)ctx->di << PTWK_F_SIG_SHIFT;
 	send(&r, false);
 	return 0;
 }
@@ -92,6 +107,47 @@ int ptw_frame_helper(struct pt_regs *ctx)
 		if (fs && read_user_u64(fs + 0x30, &r.c) && read_user_u64(ctx->di + 6 * 8, &r.d))
 			r.f |= PTWK_F_READ;
 	}
+	if (kind == PTWK_CONTEXT_SWAP || kind == PTWK_CONTEXT_SET) {
+		/* where the context switched to runs: ucp's saved stack pointer
+		 * (kept unmangled by glibc) */
+		__u64 si = ctx->si, di = ctx->di; /* (the verifier wants each read at a
+						   * fixed offset of ctx) */
+		barrier_var(si);
+		barrier_var(di);
+		r.c = kind == PTWK_CONTEXT_SWAP ? si : di;
+		if (read_user_u64(r.c + PTWK_UC_RSP, &r.d))
+			r.f |= PTWK_F_READ;
+	}
 	send(&r, kind == PTWK_DL_STATE);
+	return 0;
+}
+
+/*
+ * A caught signal is about to be delivered to a thread of a watched
+ * process (its handler runs next, on top of what it interrupted):
+ * signal_deliver fires in get_signal() for every action, so SIG_DFL and
+ * SIG_IGN are left out here. The user registers are those of the
+ * interrupted code. Only loaded with --trace.
+ */
+SEC("raw_tp/signal_deliver")
+int ptw_frame_signal(struct bpf_raw_tracepoint_args *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32;
+	if (!bpf_map_lookup_elem(&watched, &tgid))
+		return 0;
+	struct k_sigaction___kf *ka = (struct k_sigaction___kf *)ctx->args[2];
+	__u64 handler = (__u64)BPF_CORE_READ(ka, sa.sa_handler);
+	if (handler <= 1) /* SIG_DFL, SIG_IGN */
+		return 0;
+	struct ptwk_record r = {};
+	begin(&r, PTWK_SIGNAL, id);
+	r.a = (__u32)ctx->args[0];
+	long regs = bpf_task_pt_regs(bpf_get_current_task_btf());
+	if (regs && bpf_probe_read_kernel(
+			    &r.b, sizeof(r.b),
+			    (const void *)(regs + __builtin_offsetof(struct pt_regs, sp))) == 0)
+		r.f |= PTWK_F_READ;
+	send(&r, false);
 	return 0;
 }

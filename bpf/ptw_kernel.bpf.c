@@ -31,6 +31,10 @@ const volatile __u32 have_result = 0, have_joinid = 0, have_start_routine = 0, h
  * unwind (pthread_exit, cancellation), and only later on the way out of a
  * start routine that returned. */
 const volatile __u32 exiting_mask = 0x10;
+/* And CANCELED_BITMASK: set by pthread_cancel (2.34 on, with CANCELING):
+ * an unwinding thread without it is leaving through pthread_exit, whether
+ * or not its call was seen (it may have come before the probes were in). */
+const volatile __u32 canceled_mask = 0x08;
 const volatile __u64 wake_bytes = 256 * 1024;
 /* -f with a link per child (measuring only): a fork wakes the reader. */
 const volatile __u32 wake_on_fork = 0;
@@ -176,6 +180,8 @@ int ptw_entry(struct pt_regs *ctx)
 			    0) {
 			r.f |= PTWK_F_UNWIND_KNOWN;
 			r.b = (ch & exiting_mask) != 0;
+			if (ch & canceled_mask)
+				r.f |= PTWK_F_CANCELED;
 		}
 		r.c = pd;
 		(void)v;
@@ -214,6 +220,7 @@ int ptw_return(struct pt_regs *ctx)
 }
 
 #include "ptw_frames.bpf.h"
+#include "ptw_underway.bpf.h"
 
 /* A task was made: a thread of a watched process (its creation), or a
  * process it forked. Runs in the parent before the child can run, so the
@@ -342,6 +349,43 @@ int ptw_exit(struct bpf_raw_tracepoint_args *ctx)
 	bpf_get_current_comm(r.comm, sizeof(r.comm));
 	bpf_map_delete_elem(&pending, &tid);
 	send(&r, wake);
+	return 0;
+}
+
+/*
+ * A thread takes a signal with no handler that kills by default: if the
+ * process dies of it, this thread is the one it killed (a crash's faulting
+ * thread), the others went down with it. As the tracer has it from its
+ * signal-delivery stop. Not SIGKILL: the kernel gives it to every thread
+ * of a process going down.
+ */
+SEC("raw_tp/signal_deliver")
+int ptw_signal(struct bpf_raw_tracepoint_args *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32;
+	if (!bpf_map_lookup_elem(&watched, &tgid))
+		return 0;
+	int sig = (int)ctx->args[0];
+	struct k_sigaction *ka = (struct k_sigaction *)ctx->args[2];
+	if (!ka || BPF_CORE_READ(ka, sa.sa_handler))
+		return 0;
+	switch (sig) {
+	case 9:	 /* SIGKILL */
+	case 17: /* SIGCHLD */
+	case 18: /* SIGCONT */
+	case 19: /* SIGSTOP */
+	case 20: /* SIGTSTP */
+	case 21: /* SIGTTIN */
+	case 22: /* SIGTTOU */
+	case 23: /* SIGURG */
+	case 28: /* SIGWINCH */
+		return 0;
+	}
+	struct ptwk_record r = {};
+	begin(&r, PTWK_FATAL_SIGNAL, id);
+	r.a = (__u32)sig;
+	send(&r, false);
 	return 0;
 }
 

@@ -55,6 +55,15 @@ enum ptwk_kind {
 	PTWK_LONGJMP,	   /* longjmp & co: b = sp, c = the pointer guard (fs:0x30), d = the
 			    * jmp_buf's mangled sp (PTWK_F_READ: both read) */
 	PTWK_DL_STATE,	   /* _dl_debug_state: ld.so's modules changed (dlopen, dlclose) */
+	PTWK_FATAL_SIGNAL, /* signal_deliver: the thread took a = a signal that kills by
+			    * default, with no handler (the crashing thread) */
+	/* --trace, code entered without a call (issue 20) */
+	PTWK_SIGNAL,	   /* signal_deliver tracepoint, a caught signal: a = the signal,
+			    * b = the interrupted sp (PTWK_F_READ: read) */
+	PTWK_SIGRETURN,	   /* glibc's __restore_rt entry: b = sp */
+	PTWK_CONTEXT_SWAP, /* swapcontext entry: b = sp, c = ucp, d = ucp's saved RSP
+			    * (PTWK_F_READ: read) */
+	PTWK_CONTEXT_SET,  /* setcontext entry: the same, ucp its first argument */
 	PTWK_KIND_N,
 };
 
@@ -76,6 +85,15 @@ enum ptwk_kind {
 				  * posix_spawn, clone(CLONE_VM)) until it execs */
 #define PTWK_F_ROUTINE_KNOWN 0x2000 /* START: c = pd->start_routine */
 #define PTWK_F_ARG_KNOWN 0x4000	    /* START: d = pd->arg */
+#define PTWK_F_CANCELED 0x8000	    /* DEATH (with PTWK_F_UNWIND_KNOWN): a cancellation acted
+				     * on it (else its unwinding was pthread_exit's) */
+/* FRAME_ENTRY: bits 24-31 are its first argument (rdi) when it is 1..64,
+ * else 0: a signal handler's signal, when [sp] is the sigreturn trampoline */
+#define PTWK_F_SIG_SHIFT 24
+
+/* Where ucontext_t keeps the stack pointer (uc_mcontext.gregs[REG_RSP],
+ * glibc x86-64; checked against <ucontext.h> in convert_frames.c). */
+#define PTWK_UC_RSP 160
 
 #define PTWK_COMM_LEN 16
 

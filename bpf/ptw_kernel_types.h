@@ -84,6 +84,15 @@ struct task_struct {
 	struct thread_struct thread;
 } __attribute__((preserve_access_index));
 
+/* signal_deliver's action: the handler the signal met */
+struct sigaction {
+	void *sa_handler; /* SIG_DFL is 0 */
+} __attribute__((preserve_access_index));
+
+struct k_sigaction {
+	struct sigaction sa;
+} __attribute__((preserve_access_index));
+
 struct linux_binprm {
 	const char *filename; /* the path given to execve */
 } __attribute__((preserve_access_index));

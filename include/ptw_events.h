@@ -147,6 +147,8 @@ struct ptw_event {
 	const struct ptw_location *site;    /* create site, NULL when unknown */
 	int detached;			    /* -1 unknown, 0 joinable, 1 detached */
 	int unwinding;			    /* DEATH: -1 unknown, 0 returned, 1 unwound */
+	int cancelled; /* DEATH, unwound: -1 unknown, 0 by pthread_exit (seen or not), 1 a
+			* cancellation acted */
 	enum ptw_exit_how exit_how;
 	int exit_code;
 	int sig;
@@ -189,6 +191,7 @@ static inline struct ptw_event ptw_event_init(enum ptw_event_kind kind, uint64_t
 	e.tid = tid;
 	e.detached = -1;
 	e.unwinding = -1;
+	e.cancelled = -1;
 	return e;
 }
 

@@ -20,9 +20,9 @@
  * traced is known from PTW_EV_SIGNAL_DELIVER (until PTW_EV_SIGRETURN, or the
  * thread seen above what it interrupted: a siglongjmp out): a traced
  * function it calls nests under the interrupted frame and carries the
- * signal. A thread that switches
- * contexts (PTW_EV_CONTEXT_SWITCH) has one shadow stack per context: the
- * one it leaves is parked, keyed by the stack pointer it will resume at,
+ * signal, and leaves nothing (on a sigaltstack above that frame). A
+ * thread that switches contexts (PTW_EV_CONTEXT_SWITCH) has one shadow
+ * stack per context: the one it leaves is parked, keyed by the stack pointer it will resume at,
  * and taken up again when a switch lands there; a context never seen
  * before starts empty, its frames nesting under the frame that switched to
  * it. Frames of a context still parked when the thread or the process

@@ -13,6 +13,7 @@ struct ptwk_thread {
 	bool started, dead, in_join;
 	bool main_seen; /* the main thread: main() was entered */
 	bool raw;	/* made by a clone without pthread_create's record */
+	uint64_t created_ns;
 };
 
 void ptwk_conv_init(struct ptwk_conv *c, pid_t pid, const struct ptwk_conv_ops *ops)
@@ -123,6 +124,7 @@ static void on_create(struct ptwk_conv *c, const struct ptwk_record *r)
 	}
 	struct ptwk_thread *th = thread_new(c, child);
 	th->created = true;
+	th->created_ns = r->ns;
 	th->pthread = r->b;
 	if (!(r->f & PTWK_F_PTHREAD)) {
 		struct ptw_event ev = ptw_event_init(PTW_EV_LWP_CREATE, r->ns, (pid_t)r->tid);
@@ -191,8 +193,11 @@ static void on_death(struct ptwk_conv *c, const struct ptwk_record *r)
 		ev.has_value = true;
 		ev.value = r->a;
 	}
-	if (r->f & PTWK_F_UNWIND_KNOWN)
+	if (r->f & PTWK_F_UNWIND_KNOWN) {
 		ev.unwinding = r->b != 0;
+		if (ev.unwinding)
+			ev.cancelled = (r->f & PTWK_F_CANCELED) != 0;
+	}
 	emit(c, &ev);
 }
 
@@ -207,7 +212,10 @@ static void on_lwp_exit(struct ptwk_conv *c, const struct ptwk_record *r)
 		name(c, tid, comm, r->ns);
 	if (th && th->raw && !th->started) {
 		th->raw = false; /* (counted once) */
-		c->raw_clones++;
+		if (th->created_ns < c->probes_in_ns)
+			c->window_clones++;
+		else
+			c->raw_clones++;
 	}
 	struct ptw_event ev = ptw_event_init(PTW_EV_LWP_EXIT, r->ns, tid);
 	unsigned status = (unsigned)r->a;
@@ -389,7 +397,19 @@ void ptwk_conv_record(struct ptwk_conv *c, const struct ptwk_record *r)
 	case PTWK_CATCH:
 	case PTWK_LONGJMP:
 	case PTWK_DL_STATE:
+	case PTWK_SIGNAL:
+	case PTWK_SIGRETURN:
+	case PTWK_CONTEXT_SWAP:
+	case PTWK_CONTEXT_SET:
 		ptwk_frames_record(c, r);
+		break;
+	case PTWK_FATAL_SIGNAL:
+		if (thread_of(c, (pid_t)r->tid)) {
+			struct ptw_event ev =
+				ptw_event_init(PTW_EV_FATAL_SIGNAL, r->ns, (pid_t)r->tid);
+			ev.sig = (int)r->a;
+			emit(c, &ev);
+		}
 		break;
 	case PTWK_FORK: /* -f: kernel.c makes the child a process of its own */
 	case PTWK_CREATE_CALL:

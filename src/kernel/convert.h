@@ -37,6 +37,9 @@ struct ptwk_conv_ops {
 	const struct ptw_location *(*frame_function)(void *ctx, uint64_t index);
 	/* ld.so's list of modules changed (dlopen, dlclose): new ones to scan. */
 	void (*modules_changed)(void *ctx);
+	/* --trace: whether a return address is a sigreturn trampoline (a
+	 * signal handler's; NULL: none is). */
+	bool (*is_sigreturn)(void *ctx, uint64_t addr);
 	void *ctx;
 };
 
@@ -47,11 +50,29 @@ struct ptwk_conv {
 	struct ptw_map threads; /* tid -> struct ptwk_thread */
 	struct ptw_map frames;	/* tid -> its shadow stack (convert_frames.c) */
 	uint64_t frames_too_deep; /* calls left without a return probe (kernel's depth limit) */
+	bool sigreturn_probed;	  /* --trace: glibc's sigreturn trampoline has its probe */
+	/* --trace, contexts (the kernel keeps one list of pending returns per
+	 * thread, whatever the stack: convert_frames.c): swapcontexts that
+	 * left traced calls with return probes open, and returns the kernel
+	 * sent to another call's return address than the returning frame's */
+	uint64_t frames_ctx_open, frames_misrouted;
+	/* --trace: pending returns the kernel dropped under a signal handler
+	 * running above them (sigaltstack): convert_frames.c */
+	uint64_t frames_sigaltstack;
+	/* ... and of traced calls open in a context left by swapcontext, under
+	 * a traced call of another context whose stack lies above them */
+	uint64_t frames_ctx_dropped;
 	uint64_t events;
 	/* Threads made by a clone without pthread_create that never entered
 	 * start_thread (a raw clone): their routine and argument are unknown
 	 * on the kernel path (the caller says so). */
 	uint64_t raw_clones;
+	/* An attach: when the last probe was in (CLOCK_MONOTONIC, as the
+	 * records), and the threads made before it, seen as clones: their
+	 * pthread_create came before its probe (counted apart, not as raw
+	 * clones). */
+	uint64_t probes_in_ns;
+	uint64_t window_clones;
 	bool ended; /* PROCESS_EXIT emitted */
 	int exit_code, exit_signal;
 	bool core_dumped;
@@ -95,6 +116,16 @@ void ptwk_conv_record(struct ptwk_conv *c, const struct ptwk_record *r);
  * every thread's). */
 void ptwk_frames_record(struct ptwk_conv *c, const struct ptwk_record *r);
 void ptwk_frames_forget(struct ptwk_conv *c, pid_t tid);
+/* A call under way at the attach (underway.c): sp the slot of its return
+ * address ret, entry its function's address, index its --trace index. */
+struct ptwk_under_way {
+	uint64_t sp, ret, entry, index;
+};
+/* Thread tid's calls under way at the attach (v: outermost first): frame
+ * entries before_attach, below every frame its records pushed (ns: the
+ * attach). */
+void ptwk_frames_under_way(struct ptwk_conv *c, pid_t tid, const struct ptwk_under_way *v, size_t n,
+			   uint64_t ns);
 
 /* Let go (PTW_EV_DETACHED), unless the process ended. */
 void ptwk_conv_detached(struct ptwk_conv *c, uint64_t ns);

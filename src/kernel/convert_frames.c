@@ -14,8 +14,11 @@
  * frame's whose slot it is. The kernel drops the return instances a
  * longjmp or an exception skipped, so no return ever comes for those.
  */
+#define _GNU_SOURCE /* REG_RSP */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ucontext.h>
 
 #include "convert.h"
 #include "ptw_frames.h"
@@ -24,10 +27,33 @@
  * (MAX_URETPROBE_DEPTH): a call entered deeper gets no return probe. */
 #define KERNEL_URETPROBE_DEPTH 64
 
-struct fthread {
-	struct ptw_shadow_frame *st; /* innermost last; id 1: no return probe */
+/* A shadow frame's id: how its return is seen. */
+#define FRAME_URETPROBE 0 /* a uretprobe instance of its own */
+#define FRAME_UNWATCHED 1 /* none (the kernel's depth limit) */
+#define FRAME_UNDER_WAY 2 /* under way at the attach: a uprobe at its return site */
+#define FRAME_DROPPED 3   /* its instance dropped by the kernel (another stack) */
+
+/* A context the thread left by swapcontext and may come back to: its
+ * shadow stack, parked by the stack pointer it resumes at (trace.c's
+ * shadow_ctx). */
+struct fctx {
+	uint64_t resume_sp;
+	struct ptw_shadow_frame *st;
 	size_t n, cap;
-	size_t watched; /* of those, with a return probe */
+};
+
+struct fthread {
+	struct ptw_shadow_frame *st; /* innermost last; id: FRAME_* */
+	size_t n, cap;
+	size_t watched; /* of those (and the parked ones), with a return probe */
+	struct fctx *parked;
+	size_t nparked;
+	/* the stack pointers caught signals interrupted, innermost last (the
+	 * deliveries told by the signal_deliver tracepoint, until their
+	 * sigreturn): a handler's traced calls above them (sigaltstack) */
+	uint64_t sig_sp[8];
+	size_t sig_n[8]; /* the frames open then */
+	size_t nsig;
 };
 
 /* The k innermost frames are over; those that had no return probe and
@@ -36,9 +62,9 @@ static void drop(struct ptwk_conv *c, struct fthread *ft, size_t k, bool last_re
 {
 	for (size_t i = 0; i < k && ft->n; i++) {
 		const struct ptw_shadow_frame *fr = &ft->st[--ft->n];
-		if (!fr->id)
+		if (fr->id == FRAME_URETPROBE)
 			ft->watched--;
-		else if (!(last_returned && i == k - 1))
+		else if (fr->id == FRAME_UNWATCHED && !(last_returned && i == k - 1))
 			c->frames_too_deep++;
 	}
 }
@@ -56,6 +82,9 @@ static struct fthread *fthread_of(struct ptwk_conv *c, pid_t tid, bool make)
 static void fthread_free(struct fthread *ft)
 {
 	if (ft) {
+		for (size_t i = 0; i < ft->nparked; i++)
+			free(ft->parked[i].st);
+		free(ft->parked);
 		free(ft->st);
 		free(ft);
 	}
@@ -88,6 +117,51 @@ static bool trampoline(const struct ptwk_record *r)
 	return r->e && r->c >= r->e && r->c - r->e < 4096;
 }
 
+/*
+ * A traced call in a signal handler, at sp: the kernel drops the pending
+ * returns whose slot is at or below sp, newest first, taking them for
+ * frames a longjmp left. A handler on an alternate stack above the frames
+ * it interrupted (sigaltstack; the kernel's "TODO: sigaltstack()") makes
+ * it drop theirs although they live: when they return, the kernel finds
+ * another call's return, or none and kills the thread's process with
+ * SIGILL (checked on 6.18). Counted for a note; they get no return.
+ */
+static void handler_above(struct ptwk_conv *c, struct fthread *ft, uint64_t sp)
+{
+	for (size_t i = ft->n; i-- > 0 && ft->st[i].sp <= sp;)
+		if (ft->st[i].id == FRAME_URETPROBE) {
+			ft->st[i].id = FRAME_DROPPED; /* (not the depth limit's) */
+			ft->watched--;
+			c->frames_sigaltstack++;
+		}
+}
+
+/* The same for contexts: a traced call at sp, in one context, above the
+ * return slots of traced calls open in a context it left (its stack lies
+ * above theirs: a thread's stack below one malloc mapped). The kernel
+ * drops their pending returns (checked on 6.18: SIGILL when the call
+ * that switched returned). Counted for a note; they get no return. */
+static void context_above(struct ptwk_conv *c, struct fthread *ft, uint64_t sp)
+{
+	for (size_t k = 0; k < ft->nparked; k++)
+		for (size_t i = ft->parked[k].n; i-- > 0 && ft->parked[k].st[i].sp <= sp;)
+			if (ft->parked[k].st[i].id == FRAME_URETPROBE) {
+				ft->parked[k].st[i].id = FRAME_DROPPED;
+				ft->watched--;
+				c->frames_ctx_dropped++;
+			}
+}
+
+/* A signal handler's entry: the return address is the sigreturn
+ * trampoline, and the kernel passed the signal as the first argument. */
+static int handler_signal(struct ptwk_conv *c, const struct ptwk_record *r, uint64_t ret)
+{
+	int sig = (int)((r->f >> PTWK_F_SIG_SHIFT) & 0xff);
+	return sig >= 1 && sig <= 64 && c->ops.is_sigreturn && c->ops.is_sigreturn(c->ops.ctx, ret)
+		       ? sig
+		       : 0;
+}
+
 static void on_entry(struct ptwk_conv *c, const struct ptwk_record *r)
 {
 	if (!(r->f & PTWK_F_READ))
@@ -98,21 +172,33 @@ static void on_entry(struct ptwk_conv *c, const struct ptwk_record *r)
 	 * kernel put its trampoline there. */
 	if (trampoline(r) && ft->n && ft->st[ft->n - 1].sp == sp)
 		ret = ft->st[ft->n - 1].ret;
+	int sig = handler_signal(c, r, ret);
+	if (sig || ft->nsig)
+		handler_above(c, ft, sp);
+	if (ft->nparked)
+		context_above(c, ft, sp);
 	bool tail;
-	drop(c, ft, ptw_shadow_left_at_entry(ft->st, ft->n, sp, ret, &tail), false);
+	/* a handler leaves no frame (the kernel entered it below what it
+	 * interrupted, or on a sigaltstack), nor does the first traced call
+	 * of one that is not traced (the engine's rule, when it is told of
+	 * the delivery) */
+	bool handling = c->sigreturn_probed && ft->nsig && ft->sig_n[ft->nsig - 1] == ft->n;
+	if (!sig && !handling)
+		drop(c, ft, ptw_shadow_left_at_entry(ft->st, ft->n, sp, ret, &tail), false);
 	if (ft->n == ft->cap) {
 		ft->cap = ft->cap ? ft->cap * 2 : 16;
 		ft->st = xreallocarray(ft->st, ft->cap, sizeof(*ft->st));
 	}
 	bool unwatched = ft->watched >= KERNEL_URETPROBE_DEPTH;
 	ft->watched += !unwatched;
-	ft->st[ft->n++] = (struct ptw_shadow_frame){ sp, ret, unwatched };
+	ft->st[ft->n++] = (struct ptw_shadow_frame){ sp, ret, unwatched ? FRAME_UNWATCHED : FRAME_URETPROBE };
 	struct ptw_event ev = ptw_event_init(PTW_EV_FRAME_ENTRY, r->ns, (pid_t)r->tid);
 	ev.routine = c->ops.frame_function ? c->ops.frame_function(c->ops.ctx, r->a) : NULL;
 	if (!ev.routine && c->ops.locate)
 		ev.routine = c->ops.locate(c->ops.ctx, r->d);
 	ev.sp = sp;
 	ev.ret_addr = ret;
+	ev.sig = sig;
 	emit(c, &ev);
 }
 
@@ -122,6 +208,14 @@ static void on_return(struct ptwk_conv *c, const struct ptwk_record *r)
 	uint64_t sp = r->b, ip = r->c;
 	if (!ft || !ft->n)
 		return;
+	/* The frame whose return slot this was, and where the kernel sent
+	 * the thread: another call's return address when its list of
+	 * pending returns was mixed up by contexts (see on_context). */
+	for (size_t i = ft->n; i-- > 0;)
+		if (ft->st[i].sp == sp - 8) {
+			c->frames_misrouted += ft->st[i].ret != ip;
+			break;
+		}
 	bool returned;
 	size_t k = ptw_shadow_left_at(ft->st, ft->n, sp, ip, &returned);
 	if (!k)
@@ -146,6 +240,106 @@ static uint64_t longjmp_target(const struct ptwk_record *r)
 	return sp > r->b && sp - r->b < PTW_SHADOW_WINDOW ? sp : 0;
 }
 
+/* The ucontext_t offset the BPF program reads. */
+_Static_assert(offsetof(ucontext_t, uc_mcontext.gregs[REG_RSP]) == PTWK_UC_RSP,
+	       "ucontext_t's saved RSP");
+
+/*
+ * swapcontext(oucp, ucp) or setcontext(ucp): the thread goes to ucp's
+ * saved stack pointer; swapcontext saves in oucp the one it resumes at
+ * (its entry sp + 8). The shadow stacks follow as the tracer's do
+ * (trace.c's hook_context, ptw_frames.h): one per context, parked by
+ * that resume sp; setcontext within the running context is a jump.
+ *
+ * What the kernel does meanwhile (kernel/events/uprobes.c, x86-64): one
+ * list of pending return instances per thread, newest first, each with
+ * the sp of its return slot. At every traced entry it drops the newest
+ * ones whose slot is at or below the new sp (taken for frames a longjmp
+ * left); at a return through its trampoline it takes the newest one, and
+ * if the next is below the sp returned to, drops it unreported and takes
+ * the next: the thread goes to the return address of the one it keeps.
+ * Stacks of contexts are anywhere: a context left with traced calls open
+ * (their slots hold the trampoline) has them dropped when the context run
+ * next enters a traced function above them, or taken by that context's
+ * returns; when such a call returns at last, the kernel sends the thread
+ * to another call's return address (or SIGILL when none is pending). A
+ * context that runs its traced calls to their end before switching back
+ * (a call-like context), or is never resumed, is safe.
+ */
+static void on_context(struct ptwk_conv *c, const struct ptwk_record *r)
+{
+	uint64_t to = r->d;
+	if (!(r->f & PTWK_F_READ) || !to)
+		return; /* it will fail (EFAULT) or crash: the next events tell */
+	bool swap = r->kind == PTWK_CONTEXT_SWAP;
+	uint64_t resume = swap ? r->b + 8 : 0;
+	struct fthread *ft = fthread_of(c, (pid_t)r->tid, true);
+	size_t back = SIZE_MAX;
+	for (size_t i = 0; i < ft->nparked && back == SIZE_MAX; i++)
+		if (ft->parked[i].resume_sp == to)
+			back = i;
+	bool within = false;
+	for (size_t i = 0; !swap && back == SIZE_MAX && i < ft->n && !within; i++)
+		within = ptw_shadow_same_stack(ft->st[i].sp, to);
+	bool returned;
+	if (within) {
+		drop(c, ft, ptw_shadow_left_at(ft->st, ft->n, to, 0, &returned), false);
+	} else {
+		if (swap) {
+			bool probed = false;
+			for (size_t i = 0; i < ft->n && !probed; i++)
+				probed = ft->st[i].id == FRAME_URETPROBE;
+			c->frames_ctx_open += probed;
+			ft->parked =
+				xreallocarray(ft->parked, ft->nparked + 1, sizeof(*ft->parked));
+			ft->parked[ft->nparked++] = (struct fctx){ resume, ft->st, ft->n, ft->cap };
+			ft->st = NULL;
+			ft->n = ft->cap = 0;
+		} else {
+			drop(c, ft, ft->n, false);
+		}
+		if (back != SIZE_MAX) {
+			struct fctx b = ft->parked[back];
+			ft->parked[back] = ft->parked[ft->nparked - 1];
+			ft->nparked--;
+			free(ft->st);
+			ft->st = b.st;
+			ft->n = b.n;
+			ft->cap = b.cap;
+		}
+	}
+	struct ptw_event ev = ptw_event_init(PTW_EV_CONTEXT_SWITCH, r->ns, (pid_t)r->tid);
+	ev.sp = to;
+	ev.has_arg = swap;
+	ev.arg = resume;
+	emit(c, &ev);
+}
+
+/* A caught signal's delivery and a handler's sigreturn, as the tracer
+ * emits them (trace.c): a delivery only when the sigreturn probe is in
+ * (a delivery without its sigreturn would mark every later call). */
+static void on_signal(struct ptwk_conv *c, const struct ptwk_record *r)
+{
+	struct fthread *ft = fthread_of(c, (pid_t)r->tid, r->kind == PTWK_SIGNAL);
+	if (ft && r->kind == PTWK_SIGNAL && (r->f & PTWK_F_READ) &&
+	    ft->nsig < PTW_ARRAY_SIZE(ft->sig_sp)) {
+		ft->sig_sp[ft->nsig] = r->b;
+		ft->sig_n[ft->nsig++] = ft->n;
+	} else if (ft && r->kind == PTWK_SIGRETURN && ft->nsig)
+		ft->nsig--;
+	struct ptw_event ev;
+	if (r->kind == PTWK_SIGNAL) {
+		if (!c->sigreturn_probed || !(r->f & PTWK_F_READ) || r->a < 1 || r->a > 64)
+			return;
+		ev = ptw_event_init(PTW_EV_SIGNAL_DELIVER, r->ns, (pid_t)r->tid);
+		ev.sig = (int)r->a;
+	} else {
+		ev = ptw_event_init(PTW_EV_SIGRETURN, r->ns, (pid_t)r->tid);
+	}
+	ev.sp = r->b;
+	emit(c, &ev);
+}
+
 void ptwk_frames_record(struct ptwk_conv *c, const struct ptwk_record *r)
 {
 	/* A launch before its exec: ptwatch's own fork running its execvp
@@ -163,6 +357,14 @@ void ptwk_frames_record(struct ptwk_conv *c, const struct ptwk_record *r)
 	if (r->kind == PTWK_DL_STATE) {
 		if (c->ops.modules_changed)
 			c->ops.modules_changed(c->ops.ctx);
+		return;
+	}
+	if (r->kind == PTWK_CONTEXT_SWAP || r->kind == PTWK_CONTEXT_SET) {
+		on_context(c, r);
+		return;
+	}
+	if (r->kind == PTWK_SIGNAL || r->kind == PTWK_SIGRETURN) {
+		on_signal(c, r);
 		return;
 	}
 	/* The helpers say something only while a frame of ours is open. */
@@ -186,9 +388,47 @@ void ptwk_frames_record(struct ptwk_conv *c, const struct ptwk_record *r)
 		ev.sp = longjmp_target(r);
 		if (ev.sp)
 			drop(c, ft, ptw_shadow_left_at(ft->st, ft->n, ev.sp, 0, &returned), false);
+		/* out of the handlers whose interrupted code it lands above */
+		while (ev.sp && ft->nsig && ft->sig_sp[ft->nsig - 1] <= ev.sp &&
+		       ev.sp - ft->sig_sp[ft->nsig - 1] < PTW_SHADOW_WINDOW)
+			ft->nsig--;
 		break;
 	default:
 		return;
 	}
 	emit(c, &ev);
+}
+
+/*
+ * Calls under way at the attach (underway.c): they go BELOW whatever the
+ * thread's records pushed already, outermost first, each a FRAME_ENTRY
+ * whose entry was not seen. Their returns come as any return does
+ * (PTWK_FRAME_RETURN, from a uprobe at the return site), and none has a
+ * uretprobe instance: the kernel's depth limit is not theirs.
+ */
+void ptwk_frames_under_way(struct ptwk_conv *c, pid_t tid, const struct ptwk_under_way *v, size_t n,
+			   uint64_t ns)
+{
+	if (!n)
+		return;
+	struct fthread *ft = fthread_of(c, tid, true);
+	if (ft->n + n > ft->cap) {
+		ft->cap = ft->n + n + 16;
+		ft->st = xreallocarray(ft->st, ft->cap, sizeof(*ft->st));
+	}
+	memmove(ft->st + n, ft->st, ft->n * sizeof(*ft->st));
+	for (size_t i = 0; i < n; i++)
+		ft->st[i] = (struct ptw_shadow_frame){ v[i].sp, v[i].ret, FRAME_UNDER_WAY };
+	ft->n += n;
+	for (size_t i = 0; i < n; i++) {
+		struct ptw_event ev = ptw_event_init(PTW_EV_FRAME_ENTRY, ns, tid);
+		ev.routine = c->ops.frame_function ? c->ops.frame_function(c->ops.ctx, v[i].index)
+						   : NULL;
+		if (!ev.routine && c->ops.locate)
+			ev.routine = c->ops.locate(c->ops.ctx, v[i].entry);
+		ev.sp = v[i].sp;
+		ev.ret_addr = v[i].ret;
+		ev.before_attach = true;
+		emit(c, &ev);
+	}
 }

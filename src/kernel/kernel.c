@@ -34,6 +34,7 @@
 #include "closer.h"
 #include "convert.h"
 #include "kframes.h"
+#include "underway.h"
 #include "locks.h"
 #include "minbtf.h"
 #include "probes.h"
@@ -77,10 +78,14 @@ struct ptw_kernel {
 	struct ptwk_conv conv;
 	struct ptwk_frames *frames; /* --trace (kframes.c), NULL without */
 	bool frames_noted;	    /* its notes are in (frames_notes) */
+	struct ptwk_underway *underway; /* --trace -p: calls under way at the attach (underway.c) */
 	bool raw_clones_noted;	    /* the raw clones' note is in */
+	bool window_clones_noted;
+	bool zombie_leader; /* attached with its main thread exited */
 	struct ptwk_locks *locks; /* --locks, NULL when off */
 	struct ptwk_locks_config locks_config;
 	struct ptw_map sites; /* return address -> its call's location (text does not change) */
+	struct ptw_map sigrets; /* --trace: return address -> 1 sigreturn trampoline, 2 not */
 	uint64_t last_consume_ns;
 	bool launched;	 /* ptw_kernel_launch: held before its exec */
 	int libc_checks; /* after an exec: reads of its maps left to find its libc */
@@ -305,6 +310,25 @@ static const struct ptw_location *frame_function(void *ctx, uint64_t index)
 
 static void scan_frames(struct ptw_kernel *k);
 
+/* x86-64 `mov $15 (rt_sigreturn), %rax; syscall`: the sigreturn
+ * trampoline a signal handler returns to (glibc's __restore_rt), known by
+ * its code as the tracer knows it (trace.c); its first byte may be the
+ * int3 of ptwatch's own uprobe there. Read once per return address. */
+static bool is_sigreturn(void *ctx, uint64_t addr)
+{
+	static const uint8_t code[] = { 0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05 };
+	struct ptw_kernel *k = ctx;
+	uintptr_t known = (uintptr_t)ptw_map_get(&k->sigrets, addr);
+	if (known || !addr || !k->proc)
+		return known == 1;
+	uint8_t got[sizeof(code)];
+	bool yes = ptw_mem_read(k->proc, addr, got, sizeof(got)) == 0 &&
+		   (got[0] == code[0] || got[0] == 0xcc) &&
+		   !memcmp(got + 1, code + 1, sizeof(code) - 1);
+	ptw_map_put(&k->sigrets, addr, (void *)(uintptr_t)(yes ? 1 : 2));
+	return yes;
+}
+
 /* dlopen, dlclose: the new libraries' traced functions get their probes
  * now; the process ran on meanwhile (kframes.h). */
 static void modules_changed(void *ctx)
@@ -394,6 +418,7 @@ static const char *on_exec(void *ctx)
 		k->syms = NULL;
 	}
 	ptw_map_free(&k->sites);
+	ptw_map_free(&k->sigrets);
 	struct ptw_kernel *root = k->root ? k->root : k;
 	struct drained *d = root->converting ? &root->queue[root->cur] : NULL;
 	ssize_t n;
@@ -709,6 +734,7 @@ int ptw_kernel_consume(struct ptw_kernel *k)
 	int r = drain(k);
 	size_t n = k->nqueue;
 	convert_queue(k);
+	ptwk_underway_poll(k->underway);
 	if (r < 0)
 		return r;
 	if (k->locks)
@@ -858,6 +884,17 @@ static int open_skeleton(struct ptw_kernel *k, bool multi)
 	/* --trace's (kframes.c) */
 	struct bpf_program *frame_progs[] = { s->progs.ptw_frame_entry, s->progs.ptw_frame_return,
 					      s->progs.ptw_frame_helper };
+	/* calls under way at an attach (underway.c) */
+	if (r == 0 && (!k->o.ntrace || k->launched))
+		r = bpf_program__set_autoload(s->progs.ptw_underway_regs, false);
+	if (r == 0 && (!k->o.ntrace || k->launched))
+		r = bpf_program__set_autoload(s->progs.ptw_underway_return, false);
+	else if (r == 0 && multi)
+		r = bpf_program__set_expected_attach_type(
+			s->progs.ptw_underway_return,
+			(enum bpf_attach_type)PTWK_BPF_TRACE_UPROBE_MULTI);
+	if (r == 0 && !k->o.ntrace) /* (a tracepoint: no attach type to set) */
+		r = bpf_program__set_autoload(s->progs.ptw_frame_signal, false);
 	for (size_t i = 0; i < PTW_ARRAY_SIZE(frame_progs) && r == 0; i++)
 		if (!k->o.ntrace)
 			r = bpf_program__set_autoload(frame_progs[i], false);
@@ -900,21 +937,49 @@ static void keep_link(struct ptw_kernel *k, struct bpf_link *l)
  */
 static pid_t probe_pid(const struct ptw_kernel *k)
 {
-	return k->o.follow_forks && !k->o.follow_per_child ? -1 : k->pid;
+	/* A uprobe_multi link for a pid filters by its leader's memory: once
+	 * the leader has exited (pthread_exit from main, a zombie now) it
+	 * has none, and nothing would fire. Then the file's too. */
+	return (k->o.follow_forks && !k->o.follow_per_child) || k->zombie_leader ? -1 : k->pid;
 }
 
-/* One link per program with every offset (entry, or return). */
+/*
+ * The order the kernel puts the probes in (a link registers its offsets one
+ * by one, each a walk over the processes that map libc: milliseconds, in
+ * which the target runs on). What ends a thread goes in before what starts
+ * one, and a creation last: a thread whose creation was seen has its start
+ * and end seen. Before the first, a thread is a clone without a routine;
+ * DEATH itself says whether its unwinding was pthread_exit's.
+ */
+static int probe_rank(enum ptwk_kind kind)
+{
+	switch (kind) {
+	case PTWK_DEATH:
+		return 0;
+	case PTWK_START:
+		return 1;
+	case PTWK_CREATE_CALL:
+		return 3;
+	default:
+		return 2;
+	}
+}
+
+/* One link per program with every offset (return, then entry: a join whose
+ * call is seen has its return seen). */
 static int attach_multi_to(struct ptw_kernel *k, uint32_t pid, int fds[2])
 {
-	for (int ret = 0; ret <= 1; ret++) {
+	for (int ret = 1; ret >= 0; ret--) {
 		uint64_t offsets[PTWK_MAX_PROBES], cookies[PTWK_MAX_PROBES];
 		uint32_t n = 0;
-		for (size_t i = 0; i < k->probes.n; i++) {
-			if (k->probes.p[i].ret != (ret == 1))
-				continue;
-			offsets[n] = k->probes.p[i].offset;
-			cookies[n++] = k->probes.p[i].kind;
-		}
+		for (int rank = 0; rank <= 3; rank++)
+			for (size_t i = 0; i < k->probes.n; i++) {
+				if (k->probes.p[i].ret != (ret == 1) ||
+				    probe_rank(k->probes.p[i].kind) != rank)
+					continue;
+				offsets[n] = k->probes.p[i].offset;
+				cookies[n++] = k->probes.p[i].kind;
+			}
 		if (!n)
 			continue;
 		struct bpf_program *prog =
@@ -966,9 +1031,17 @@ static int attach_each(struct ptw_kernel *k)
 static int attach_tracepoints(struct ptw_kernel *k)
 {
 	struct bpf_program *progs[] = { k->skel->progs.ptw_fork, k->skel->progs.ptw_exit,
-					k->skel->progs.ptw_exec };
+					k->skel->progs.ptw_exec, k->skel->progs.ptw_signal };
 	for (size_t i = 0; i < PTW_ARRAY_SIZE(progs); i++) {
 		struct bpf_link *l = bpf_program__attach(progs[i]);
+		if (!l)
+			return -errno;
+		keep_link(k, l);
+	}
+	/* --trace: caught signals' deliveries (a signal handler that is not
+	 * traced: what it calls carries its signal) */
+	if (k->o.ntrace) {
+		struct bpf_link *l = bpf_program__attach(k->skel->progs.ptw_frame_signal);
 		if (!l)
 			return -errno;
 		keep_link(k, l);
@@ -984,6 +1057,8 @@ static int attach_tracepoints(struct ptw_kernel *k)
  */
 static void close_links_start(struct ptw_kernel *k)
 {
+	/* (calls under way: their return sites' links, closed first) */
+	ptwk_underway_close(k->underway);
 	/* --trace's links with the others, all at once */
 	int *fds = NULL;
 	struct bpf_link **links = NULL;
@@ -1103,6 +1178,13 @@ static void frames_notes(struct ptw_kernel *k)
 		     "and argument are not seen on the kernel path",
 		     (unsigned long long)k->conv.raw_clones);
 	}
+	if (k->conv.window_clones && !k->window_clones_noted && (k->detached || k->conv.ended)) {
+		k->window_clones_noted = true;
+		note_as(k, PTW_W_KERNEL_NOT_SEEN,
+			"%llu threads were made and ended while the probes went in: clones without "
+			"a start routine or argument",
+			(unsigned long long)k->conv.window_clones);
+	}
 	if (!k->frames || k->frames_noted || !(k->detached || k->conv.ended))
 		return;
 	k->frames_noted = true;
@@ -1112,6 +1194,36 @@ static void frames_notes(struct ptw_kernel *k)
 		     "--trace: %llu calls nested under 64 others with their returns pending had no "
 		     "return probe (the kernel's limit) and are reported unmatched",
 		     (unsigned long long)k->conv.frames_too_deep);
+	if (k->conv.frames_misrouted)
+		note(k,
+		     "--trace: %llu returns of traced calls went to another call's return address: "
+		     "the kernel keeps one list of pending returns per thread whatever the stack, "
+		     "and context switches (swapcontext) with traced calls open mixed it up; the "
+		     "program did not run as it does untraced (use --backend=ptrace)",
+		     (unsigned long long)k->conv.frames_misrouted);
+	if (k->conv.frames_sigaltstack)
+		note(k,
+		     "--trace: a signal handler ran on an alternate stack (sigaltstack) above %llu "
+		     "traced calls it interrupted: the kernel dropped their pending returns, taking "
+		     "them for calls a longjmp left; when they return it kills the program with "
+		     "SIGILL or sends it to another call's return address (use --backend=ptrace)",
+		     (unsigned long long)k->conv.frames_sigaltstack);
+	if (k->conv.frames_ctx_dropped)
+		note(k,
+		     "--trace: a context ran traced calls on a stack above %llu traced calls open in "
+		     "a context that switched to it (swapcontext): the kernel dropped their "
+		     "pending returns, taking them for calls a longjmp left; if they return, it "
+		     "kills the program with SIGILL or sends it to another call's return address "
+		     "(use --backend=ptrace)",
+		     (unsigned long long)k->conv.frames_ctx_dropped);
+	if (!k->conv.frames_misrouted && !k->conv.frames_ctx_dropped && k->conv.frames_ctx_open)
+		note(k,
+		     "--trace: %llu context switches (swapcontext) left traced calls open: their "
+		     "returns rely on the kernel's one list of pending returns per thread, which a "
+		     "context whose stack lies above them, or that switches back with its own traced "
+		     "calls open, mixes up (returns lost, or sent to another call's caller: see "
+		     "BUGS)",
+		     (unsigned long long)k->conv.frames_ctx_open);
 }
 
 /*
@@ -1134,6 +1246,7 @@ static void scan_frames(struct ptw_kernel *k)
 	if (r < 0)
 		note(k, "--trace: %s", why);
 	k->stats.probes += ptwk_frames_probes(k->frames) - before;
+	k->conv.sigreturn_probed = ptwk_frames_sigreturn_probed(k->frames);
 }
 
 /*
@@ -1174,6 +1287,7 @@ static void launch_frames(struct ptw_kernel *k, const char *name)
 	if (ptwk_frames_scan_core(k->frames, k->syms, k->pid, &pr, why, sizeof(why)) < 0)
 		note(k, "--trace: %s", why);
 	k->stats.probes += ptwk_frames_probes(k->frames) - before;
+	k->conv.sigreturn_probed = ptwk_frames_sigreturn_probed(k->frames);
 }
 
 /* ---- the threads already running ---- */
@@ -1262,6 +1376,25 @@ static void list_threads(struct ptw_kernel *k)
 	free(l.v);
 }
 
+/* --trace -p: the calls under way at the attach (underway.c): the
+ * threads read before the entry probes go in. */
+static void underway_begin(struct ptw_kernel *k)
+{
+	if (!k->frames || !k->skel)
+		return;
+	struct ptwk_underway_env env = { .pid = k->pid,
+					 .proc = k->proc,
+					 .syms = k->syms,
+					 .frames = k->frames,
+					 .iter = k->skel->progs.ptw_underway_regs,
+					 .ret = k->skel->progs.ptw_underway_return,
+					 .sites = k->skel->maps.underway_sites,
+					 .multi = k->multi,
+					 .note = note_line,
+					 .ctx = k };
+	k->underway = ptwk_underway_begin(&env);
+}
+
 /* ---- the public entry points ---- */
 
 static int open_fds(struct ptw_kernel *k)
@@ -1325,6 +1458,7 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 				     .image_ready = image_ready,
 				     .frame_function = frame_function,
 				     .modules_changed = modules_changed,
+				     .is_sigreturn = is_sigreturn,
 				     .ctx = k };
 	ptwk_conv_init(&k->conv, pid, &ops);
 	k->conv.launched = launched;
@@ -1341,9 +1475,17 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 		     "attach have no pthread_t or start routine",
 		     ptw_tdb_strerror(err));
 	}
-	if ((r = ptwk_find_probes(k->syms, k->tdb, pid, o->use_debug_files, &k->probes, why,
-				  why_size)) < 0)
+	if ((r = ptwk_find_probes(k->syms, k->tdb, k->proc->mem_pid, o->use_debug_files,
+				  &k->probes, why, why_size)) < 0)
 		goto fail;
+	if (!launched && ptw_proc_state(pid, pid) == 'Z') {
+		k->zombie_leader = true;
+		note_as(k, PTW_W_ZOMBIE_LEADER,
+			"the main thread of %d has exited (pthread_exit) and is a zombie; its other "
+			"threads are traced, with probes on libc's file for every process (a "
+			"uprobe for one process needs its main thread's memory)",
+			pid);
+	}
 	if (o->locks) {
 		struct ptwk_locks_env env = { .pid = pid,
 					      .proc = k->proc,
@@ -1370,7 +1512,11 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 		follow_exec(k); /* its exe and command line, for the report */
 	if ((r = load_and_attach(k, why, why_size)) < 0)
 		goto fail;
+	if (!launched)
+		k->conv.probes_in_ns = ptw_now_ns();
 	k->frames = ptwk_frames_new(o->trace, o->ntrace);
+	if (!launched)
+		underway_begin(k);
 	if (!launched)
 		scan_frames(k);
 	if ((r = open_fds(k)) < 0) {
@@ -1378,8 +1524,10 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 		goto fail;
 	}
 	if (!launched) {
+		k->stats.probes += ptwk_underway_take(k->underway);
 		list_threads(k);
 		read_glibc(k);
+		ptwk_underway_emit(k->underway, &k->conv, k->start_ns);
 	}
 	if (!launched && k->o.follow_forks)
 		follow_descendants(k);
@@ -1603,8 +1751,10 @@ void ptw_kernel_free(struct ptw_kernel *k)
 	ptw_argv_free(k->argv);
 	ptwk_conv_free(&k->conv);
 	ptwk_frames_free(k->frames);
+	ptwk_underway_free(k->underway);
 	ptwk_locks_free(k->locks);
 	ptw_map_free(&k->sites);
+	ptw_map_free(&k->sigrets);
 	ptw_tdb_free(k->tdb);
 	if (!k->syms_borrowed)
 		ptw_symbols_free(k->syms);

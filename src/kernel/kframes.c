@@ -50,6 +50,8 @@ struct ptwk_frames {
 	struct ptw_map scanned; /* hash(module path) -> 1: its file has its probes, wherever
 				 * (and however often) it is mapped again */
 	struct ptw_map entries; /* entry address -> 1 */
+	struct ptw_map traced;	/* entry address -> cookie + 1: its probes are in */
+	uint64_t *fn_addrs;	/* cookie -> entry address */
 	struct ptw_map helpers; /* hash(file) ^ offset -> 1: a helper probed */
 	char **dynsym_only;	/* modules only .dynsym could be searched in */
 	size_t ndynsym_only;
@@ -61,12 +63,14 @@ struct ptwk_frames {
 	char **refused; /* asked for by name but never traced */
 	size_t nrefused;
 	char *unwinder; /* why no uretprobe may go in this process, NULL: they may */
+	char *switcher; /* the same: it switches stacks (switcher_in_file) */
 	bool started;	/* probes are in and the program runs: a module
 			 * scanned from now on came late */
 	unsigned late;	/* modules a pattern applies to, scanned late */
 	struct ptw_symbols **file_syms; /* a launch's files, read before they are mapped */
 	size_t nfile_syms;
 	bool offline; /* the scan in progress is of a file's symbols */
+	bool sigreturn; /* glibc's sigreturn trampoline has its probe */
 	/* per scan */
 	struct group group;
 	struct ptw_symbols *syms;
@@ -152,6 +156,13 @@ static int link_one(struct ptwk_frames *f, struct bpf_program *prog, const struc
 	return 0;
 }
 
+/* Function cookie has its probes (ptwk_frames_traced). */
+static void traced_add(struct ptwk_frames *f, uint64_t cookie)
+{
+	if (cookie < f->nfns && f->fn_addrs[cookie])
+		ptw_map_put(&f->traced, f->fn_addrs[cookie], (void *)(uintptr_t)(cookie + 1));
+}
+
 /* One function failed: said per pattern (the first few), as the tracer
  * does. */
 static void failed_function(struct ptwk_frames *f, const char *name, int err)
@@ -187,8 +198,11 @@ static int attach_group(struct ptwk_frames *f, const struct group *g,
 			f->nfds = (size_t)fd0;
 			f->probes -= (unsigned)g->n;
 		}
-		if (r == 0)
+		if (r == 0) {
+			for (size_t i = 0; i < g->n; i++)
+				traced_add(f, g->cookies[i]);
 			return (int)g->n * 2;
+		}
 		ptw_dbg(PTW_DBG_TRACER, "--trace: uprobe_multi on %s: %s; one by one", g->module,
 			strerror(-r));
 	}
@@ -201,6 +215,7 @@ static int attach_group(struct ptwk_frames *f, const struct group *g,
 			r = pr->multi ? link_multi(f, pr->ret, g, i, 1, true)
 				      : link_one(f, pr->ret, g, i, true);
 		if (r == 0) {
+			traced_add(f, g->cookies[i]);
 			n += 2;
 			continue;
 		}
@@ -267,6 +282,8 @@ static void on_function(void *ctx, uint64_t addr, const char *name)
 	}
 	f->fns = xreallocarray(f->fns, f->nfns + 1, sizeof(*f->fns));
 	f->fns[f->nfns] = ptw_symbols_locate(f->syms, addr);
+	f->fn_addrs = xreallocarray(f->fn_addrs, f->nfns + 1, sizeof(*f->fn_addrs));
+	f->fn_addrs[f->nfns] = f->offline ? 0 : addr; /* (a file's: not the process's) */
 	/* the group's names live until it is attached: the location's do */
 	group_add(&f->group, off, f->nfns, f->fns[f->nfns]->symbol ? f->fns[f->nfns]->symbol : "?");
 	f->nfns++;
@@ -298,6 +315,10 @@ static int attach_helpers(struct ptwk_frames *f, const struct ptwk_frames_progs 
 		{ "siglongjmp", PTWK_LONGJMP },
 		{ "__longjmp_chk", PTWK_LONGJMP },
 		{ "_dl_debug_state", PTWK_DL_STATE },
+		/* code entered without a call (convert_frames.c) */
+		{ "swapcontext", PTWK_CONTEXT_SWAP },
+		{ "setcontext", PTWK_CONTEXT_SET },
+		{ "__restore_rt", PTWK_SIGRETURN },
 	};
 	int n = 0;
 	for (size_t i = 0; i < PTW_ARRAY_SIZE(helpers); i++) {
@@ -323,6 +344,7 @@ static int attach_helpers(struct ptwk_frames *f, const struct ptwk_frames_progs 
 				strerror(-r));
 		else
 			n++;
+		f->sigreturn |= r == 0 && helpers[i].kind == PTWK_SIGRETURN;
 		group_free(&g);
 	}
 	return n;
@@ -358,6 +380,65 @@ static bool core_module(const char *path)
 {
 	const char *b = ptw_pattern_base_name(path);
 	return !strncmp(b, "libc.so", 7) || !strncmp(b, "ld-linux", 8);
+}
+
+/*
+ * The kernel keeps one list of pending uretprobe returns per thread,
+ * whatever the stack, and drops those whose slot lies below a new traced
+ * call's sp. Code that switches stacks under open traced calls (contexts,
+ * a signal handler on an alternate stack above the interrupted calls)
+ * then gets a return sent to another call's address, or SIGILL (checked
+ * on 6.18: docs/design.md). A program that imports a stack switch is not
+ * given return probes: "swapcontext needed by prog", NULL when none.
+ */
+static char *switcher_in_file(const char *path)
+{
+	static const char *const switchers[] = { "swapcontext", "setcontext", "sigaltstack" };
+	if (!path || path[0] != '/' || core_module(path))
+		return NULL; /* (libc defines them, and does not switch under its callers) */
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	elf_version(EV_CURRENT);
+	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
+	struct ptw_buf b = { 0 };
+	for (Elf_Scn *scn = NULL; elf && !b.len && (scn = elf_nextscn(elf, scn));) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM ||
+		    !(d = elf_getdata(scn, NULL)) || !sh.sh_entsize)
+			continue;
+		size_t n = sh.sh_size / sh.sh_entsize;
+		for (size_t i = 0; i < n && !b.len; i++) {
+			GElf_Sym sym;
+			const char *name = gelf_getsym(d, (int)i, &sym) && sym.st_shndx == SHN_UNDEF
+						   ? elf_strptr(elf, sh.sh_link, sym.st_name)
+						   : NULL;
+			for (size_t k = 0; name && k < PTW_ARRAY_SIZE(switchers); k++)
+				if (!strcmp(name, switchers[k]))
+					ptw_buf_printf(&b, "%s needed by %s", name,
+						       ptw_pattern_base_name(path));
+		}
+	}
+	if (elf)
+		elf_end(elf);
+	close(fd);
+	return b.p;
+}
+
+/* The same over the process's modules. */
+static char *switcher_in(struct ptw_symbols *syms)
+{
+	char *why = NULL;
+	size_t n = ptw_symbols_module_count(syms);
+	for (size_t i = 0; i < n && !why; i++) {
+		const char *path;
+		uint64_t start;
+		bool is_exe;
+		if (ptw_symbols_module_info(syms, i, &path, &start, &is_exe) == 0)
+			why = switcher_in_file(path);
+	}
+	return why;
 }
 
 static int scan(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
@@ -512,12 +593,12 @@ int ptwk_frames_scan_files(struct ptwk_frames *f, const char *const *paths, size
 		if (!realpath(paths[i], real[i]))
 			real[i][0] = '\0';
 	/* Every file first: none gets a uretprobe if any can throw. */
-	for (size_t i = 0; i < n && !f->unwinder; i++)
-		if (real[i][0])
-			f->unwinder = unwinder_in_file(real[i]);
+	for (size_t i = 0; i < n && !f->unwinder && !f->switcher; i++)
+		if (real[i][0] && !(f->unwinder = unwinder_in_file(real[i])))
+			f->switcher = switcher_in_file(real[i]);
 	f->pid = pid;
 	f->started = true; /* the process scans that follow are after the exec */
-	for (size_t i = 0; i < n && !f->unwinder; i++) {
+	for (size_t i = 0; i < n && !f->unwinder && !f->switcher; i++) {
 		if (!real[i][0]) {
 			snprintf(why, why_size, "%s: %s", paths[i], strerror(ENOENT));
 			r = -ENOENT;
@@ -623,7 +704,8 @@ size_t ptwk_frames_launch_libraries(const char *path, char ***ret)
 int ptwk_frames_scan(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
 		     const struct ptwk_frames_progs *pr, char *why, size_t why_size)
 {
-	if (f->unwinder || (f->unwinder = unwinder_in(syms)))
+	if (f->unwinder || (f->unwinder = unwinder_in(syms)) || f->switcher ||
+	    (f->switcher = switcher_in(syms)))
 		return 0;
 	int r = scan(f, syms, pid, pr, false, why, why_size);
 	/* after an attach's first scan, or any of a launch's (its files were
@@ -635,12 +717,25 @@ int ptwk_frames_scan(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
 int ptwk_frames_scan_core(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
 			  const struct ptwk_frames_progs *pr, char *why, size_t why_size)
 {
-	return f->unwinder ? 0 : scan(f, syms, pid, pr, true, why, why_size);
+	return f->unwinder || f->switcher ? 0 : scan(f, syms, pid, pr, true, why, why_size);
 }
 
 const struct ptw_location *ptwk_frames_function(const struct ptwk_frames *f, uint64_t index)
 {
 	return f && index < f->nfns ? f->fns[index] : NULL;
+}
+
+bool ptwk_frames_traced(const struct ptwk_frames *f, uint64_t entry, uint64_t *ret_index)
+{
+	uintptr_t v = f ? (uintptr_t)ptw_map_get(&f->traced, entry) : 0;
+	if (v)
+		*ret_index = v - 1;
+	return v != 0;
+}
+
+bool ptwk_frames_sigreturn_probed(const struct ptwk_frames *f)
+{
+	return f && f->sigreturn;
 }
 
 unsigned ptwk_frames_probes(const struct ptwk_frames *f)
@@ -662,6 +757,18 @@ void ptwk_frames_notes(const struct ptwk_frames *f,
 			"uretprobe watches terminates the program (its unwinder cannot step "
 			"through the kernel's return trampoline); the ptrace backend traces it",
 			f->unwinder);
+		fn(ctx, PTW_W_KERNEL_LIMIT, b.p);
+		ptw_buf_free(&b);
+		return;
+	}
+	if (f->switcher) {
+		ptw_buf_printf(
+			&b,
+			"--trace is not done on the kernel path for this process: it can switch "
+			"stacks (%s), and the kernel can then send a traced call's return to "
+			"another call's address or kill the program (SIGILL); the ptrace backend "
+			"traces it",
+			f->switcher);
 		fn(ctx, PTW_W_KERNEL_LIMIT, b.p);
 		ptw_buf_free(&b);
 		return;
@@ -752,6 +859,8 @@ void ptwk_frames_free(struct ptwk_frames *f)
 	free(f->fns);
 	ptw_map_free(&f->scanned);
 	ptw_map_free(&f->entries);
+	ptw_map_free(&f->traced);
+	free(f->fn_addrs);
 	ptw_map_free(&f->helpers);
 	for (size_t i = 0; i < f->ndynsym_only; i++)
 		free(f->dynsym_only[i]);
@@ -760,6 +869,7 @@ void ptwk_frames_free(struct ptwk_frames *f)
 		free(f->refused[i]);
 	free(f->refused);
 	free(f->unwinder);
+	free(f->switcher);
 	group_free(&f->group);
 	for (size_t i = 0; i < f->nfile_syms; i++)
 		ptw_symbols_free(f->file_syms[i]);

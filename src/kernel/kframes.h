@@ -75,7 +75,14 @@ size_t ptwk_frames_launch_libraries(const char *path, char ***ret);
 /* The traced function of a cookie (NULL: not ours). */
 const struct ptw_location *ptwk_frames_function(const struct ptwk_frames *f, uint64_t index);
 
+/* Whether glibc's sigreturn trampoline (__restore_rt) has its probe: the
+ * end of every signal handler is seen. */
+bool ptwk_frames_sigreturn_probed(const struct ptwk_frames *f);
+
 /* Probes attached (entry, return and helpers). */
+/* Whether the function at entry (an address in the attached process) has
+ * its entry and return probes; *ret_index: its index (the cookie). */
+bool ptwk_frames_traced(const struct ptwk_frames *f, uint64_t entry, uint64_t *ret_index);
 unsigned ptwk_frames_probes(const struct ptwk_frames *f);
 
 /* The patterns that matched nothing, the functions that could not be

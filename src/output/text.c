@@ -539,6 +539,8 @@ static void raw_event(struct ptw_buf *out, const struct ptw_text_style *st, cons
 		ptw_buf_printf(out, " detached=%d", ev->detached);
 	if (ev->unwinding >= 0)
 		ptw_buf_printf(out, " unwinding=%d", ev->unwinding);
+	if (ev->cancelled >= 0)
+		ptw_buf_printf(out, " cancelled=%d", ev->cancelled);
 	if (ev->kind == PTW_EV_LWP_EXIT)
 		ptw_buf_printf(out, " how=%s code=%d",
 			       ev->exit_how == PTW_EXIT_SELF	? "self"

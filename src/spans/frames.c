@@ -413,8 +413,11 @@ static struct ptw_frame *on_entry(struct ptw_frames *f, const struct ptw_event *
 	struct fthread *ft = fthread(f, ev->tid, true);
 	bool tail = false;
 	/* A signal handler left nothing: the kernel entered it below (or
-	 * beside, on sigaltstack) the frame it interrupted. */
-	size_t k = ev->sig ? 0 : left_at(ft, true, ev->sp, ev->ret_addr, &tail);
+	 * beside, on sigaltstack) the frame it interrupted; nor did the first
+	 * traced call of a handler that is not traced (above what it
+	 * interrupted, on a sigaltstack there). */
+	bool handling = ft->nsigs && ft->sigs[ft->nsigs - 1].n == ft->n;
+	size_t k = ev->sig || handling ? 0 : left_at(ft, true, ev->sp, ev->ret_addr, &tail);
 	if (k) {
 		const char *why = skip_reason(ft, thread);
 		bool plain = ft->leaving == LEAVE_NONE;
@@ -603,6 +606,8 @@ static const char *end_reason(const struct fthread *ft, const struct ptw_event *
 		return "process_exit";
 	if (ft->exiting || (thread && thread->exit_called))
 		return "thread_exit";
+	if (ev->kind == PTW_EV_THREAD_DEATH && ev->unwinding == 1 && ev->cancelled == 0)
+		return "thread_exit"; /* its pthread_exit call came before the probes */
 	if (ev->kind == PTW_EV_THREAD_DEATH && ev->unwinding == 1)
 		return "cancel"; /* unwound without pthread_exit */
 	if (thread && thread->cancel_requested && !thread->returned)

@@ -353,12 +353,17 @@ static void on_death(struct ptw_spans *s, struct ptw_span *sp, const struct ptw_
 		if (sp->exit_called) {
 			set_opt(&sp->value, sp->exit_value);
 			end_span(s, sp, ev->ns, PTW_STATUS_EXITED, PTW_METHOD_PTHREAD_EXIT, NULL);
+		} else if (ev->cancelled == 0) {
+			/* Its pthread_exit call was not seen (it came before the
+			 * probes were in), but the thread says no cancellation
+			 * acted: the value is the one it passed. */
+			end_span(s, sp, ev->ns, PTW_STATUS_EXITED, PTW_METHOD_PTHREAD_EXIT, NULL);
 		} else {
 			/* Unwound without pthread_exit: cancellation is glibc's only
 			 * other way there. */
 			if (!sp->value.set)
 				set_opt(&sp->value, PTHREAD_CANCELED_VALUE);
-			if (!sp->cancel_requested)
+			if (!sp->cancel_requested && ev->cancelled != 1)
 				sp->uncertain = true;
 			end_span(s, sp, ev->ns, PTW_STATUS_CANCELLED, PTW_METHOD_CANCEL, NULL);
 		}

@@ -85,6 +85,13 @@ struct frames_thread {
 	size_t nshadow, shadow_cap;
 	struct shadow_ctx *parked;
 	size_t nparked;
+	/* caught signals being handled (SIGNAL_DELIVER until SIGRETURN),
+	 * innermost last: the sp they interrupted, the frames open then */
+	struct {
+		uint64_t sp;
+		size_t n;
+	} sigs[8];
+	size_t nsigs;
 };
 
 static struct trace *trace_of(struct ptw_tracer *t)
@@ -492,7 +499,10 @@ void hook_frame_entry(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp
 		return;
 	}
 	bool tail;
-	if (!sig) /* a handler leaves no frame */
+	/* a handler leaves no frame, nor does the first traced call of one
+	 * that is not traced (the engine's rule: ptw_frames.h) */
+	bool handling = th->nsigs && th->sigs[th->nsigs - 1].n == th->nshadow;
+	if (!sig && !handling)
 		drop(t, th, ptw_shadow_left_at_entry(th->shadow, th->nshadow, sp, ret, &tail));
 	push(th, sp, ret);
 	struct ptw_event ev = ptw_event_init(PTW_EV_FRAME_ENTRY, ns, l->tid);
@@ -581,6 +591,10 @@ void hook_longjmp(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 		 * by the jump) is no return. */
 		bool returned;
 		drop(t, th, ptw_shadow_left_at(th->shadow, th->nshadow, ev.sp, 0, &returned));
+		/* out of the handlers whose interrupted code it lands above */
+		while (th->nsigs && th->sigs[th->nsigs - 1].sp <= ev.sp &&
+		       ev.sp - th->sigs[th->nsigs - 1].sp < PTW_SHADOW_WINDOW)
+			th->nsigs--;
 	}
 	tracer_emit(t, &ev);
 }
@@ -655,6 +669,11 @@ static void trace_signal_delivery(struct ptw_tracer *t, struct ptw_lwp *l, int s
 	if (!tr || !tr->sigreturn_hooked || sig < 1 || sig > 64 || !ptw_proc_sig_caught(t->proc->pid, sig) ||
 	    ptw_getregs(t->proc, l, &regs) < 0)
 		return;
+	struct frames_thread *th = frames_of(l);
+	if (th->nsigs < PTW_ARRAY_SIZE(th->sigs)) {
+		th->sigs[th->nsigs].sp = regs->rsp;
+		th->sigs[th->nsigs++].n = th->nshadow;
+	}
 	struct ptw_event ev = ptw_event_init(PTW_EV_SIGNAL_DELIVER, ns, l->tid);
 	ev.sig = sig;
 	ev.sp = regs->rsp;
@@ -667,6 +686,9 @@ void hook_sigreturn(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 	(void)bp;
 	if (!trace_of(t))
 		return;
+	struct frames_thread *th = frames_peek(l);
+	if (th && th->nsigs)
+		th->nsigs--;
 	struct ptw_event ev = ptw_event_init(PTW_EV_SIGRETURN, ns, l->tid);
 	ev.sp = regs->rsp;
 	tracer_emit(t, &ev);

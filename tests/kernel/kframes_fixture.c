@@ -3,7 +3,8 @@
  * tests/fixtures/frames.c (its modes and truth records, unchanged) behind
  * an attach handshake (attach.h): says "ready PID", waits for 'g' (the
  * test has attached with its --trace patterns), then runs the mode given
- * as argv[1]. Plus one mode of its own:
+ * as argv[1]; deep runs at once (its recursion is under way at the attach,
+ * its "ready" is frames.c's). Plus one mode of its own:
  *   sigtrap  a thread that blocks every signal and has a SIGTRAP handler
  *            calls a traced function SIGTRAP_CALLS times, then reports
  *            whether its mask and its SIGTRAP disposition are still what
@@ -69,6 +70,9 @@ static int mode_sigtrap(void)
 
 int main(int argc, char **argv)
 {
+	/* deep: the recursion is under way before the attach (no 'g') */
+	if (argc > 1 && !strcmp(argv[1], "deep"))
+		return frames_main(argc, argv);
 	reply("ready %d", (int)getpid());
 	if (next_command() != 'g')
 		die("unexpected command", 0);

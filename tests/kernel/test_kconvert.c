@@ -94,6 +94,9 @@ static void death(struct ptwk_conv *c, pid_t tid, uint64_t pd, uint64_t result, 
 	r.b = unwinding;
 	r.c = pd;
 	r.f = PTWK_F_RESULT_KNOWN | PTWK_F_UNWIND_KNOWN;
+	/* (as glibc has it: PTHREAD_CANCELED's unwinding is a cancellation's) */
+	if (unwinding && result == (uint64_t)-1)
+		r.f |= PTWK_F_CANCELED;
 	ptwk_conv_record(c, &r);
 }
 
@@ -182,6 +185,15 @@ static void test_lifecycles(void)
 	death(&c, 109, PD(11), 0x77, false);
 	lwp_exit(&c, 109, 0, 0, 0, "late");
 	simple(&c, PTWK_START, 107, PD(12)); /* (107 exited: nothing) */
+	/* 110 and 111, listed at the attach: their pthread_exit and
+	 * pthread_cancel calls came before the probes; the death says which
+	 * (cancelhandling's CANCELED bit), a pthread_exit(-1) included. */
+	ptwk_conv_preexisting(&c, 110, PD(13), 0x2000, 0, NULL, clock_ns);
+	death(&c, 110, PD(13), 0x66, true);
+	lwp_exit(&c, 110, 0, 0, 0, "w10");
+	ptwk_conv_preexisting(&c, 111, PD(14), 0x2000, 0, NULL, clock_ns);
+	death(&c, 111, PD(14), (uint64_t)-1, true);
+	lwp_exit(&c, 111, 0, 0, 0, "w11");
 	/* 108: listed at the attach, its clone arriving after: one span. */
 	ptwk_conv_preexisting(&c, 108, PD(9), 0x2000, 0, NULL, clock_ns);
 	create(&c, PID, 108, PD(9), 0);
@@ -219,7 +231,7 @@ static void test_lifecycles(void)
 	CHECK_EQ(how_of[102], PTW_EXIT_SELF);
 	ptw_spans_finish(s);
 
-	CHECK_EQ(ptw_spans_count(s), 10);
+	CHECK_EQ(ptw_spans_count(s), 12);
 	const struct ptw_span *m = span_of(s, PID);
 	CHECK(m && m->origin == PTW_ORIGIN_MAIN && m->pthread == PD(1));
 	CHECK(m && m->status == PTW_STATUS_COMPLETED && m->value.set && m->value.v == 3);
@@ -247,6 +259,11 @@ static void test_lifecycles(void)
 	CHECK(sp && sp->origin == PTW_ORIGIN_CLONE && sp->status == PTW_STATUS_COMPLETED);
 	CHECK(sp && sp->start_routine && !strcmp(sp->start_routine->symbol, "worker"));
 	CHECK(sp && sp->arg.set && sp->arg.v == 0xab && sp->value.set && sp->value.v == 0x77);
+	sp = span_of(s, 110);
+	CHECK(sp && sp->status == PTW_STATUS_EXITED && sp->method == PTW_METHOD_PTHREAD_EXIT);
+	CHECK(sp && sp->value.set && sp->value.v == 0x66 && !sp->uncertain);
+	sp = span_of(s, 111);
+	CHECK(sp && sp->status == PTW_STATUS_CANCELLED && !sp->uncertain);
 	sp = span_of(s, 108);
 	CHECK(sp && sp->origin == PTW_ORIGIN_PREEXISTING && sp->method == PTW_METHOD_PROCESS_EXIT);
 	CHECK(span_of(s, 999) == NULL);
@@ -287,7 +304,8 @@ static void test_last_thread_exit(void)
 	ptw_spans_free(s);
 }
 
-/* A fatal signal (SIGSEGV with a core) takes the group down. */
+/* A fatal signal (SIGSEGV with a core) takes the group down; the thread
+ * that took it (101: its signal_deliver record) is the one it killed. */
 static void test_killed(void)
 {
 	struct ptw_spans *s = ptw_spans_new();
@@ -299,11 +317,19 @@ static void test_killed(void)
 				     .ctx = s };
 	ptwk_conv_init(&c, PID, &ops);
 	ptwk_conv_preexisting(&c, PID, PD(1), 0x1000, 0, "prog", clock_ns);
+	ptwk_conv_preexisting(&c, 101, PD(2), 0x2000, 0, "w1", clock_ns);
+	simple(&c, PTWK_FATAL_SIGNAL, 101, 11);
+	simple(&c, PTWK_FATAL_SIGNAL, 999, 11); /* (never seen: nothing) */
+	lwp_exit(&c, 101, 11 | 0x80, PTWK_F_GROUP_EXIT, 11 | 0x80, "w1");
 	lwp_exit(&c, PID, 11 | 0x80, PTWK_F_GROUP_EXIT | PTWK_F_GROUP_DEAD, 11 | 0x80, "prog");
 	CHECK(c.ended && c.exit_signal == 11 && c.core_dumped);
 	ptw_spans_finish(s);
 	const struct ptw_span *m = span_of(s, PID);
 	CHECK(m && m->status == PTW_STATUS_UNMATCHED && m->signal == 11);
+	CHECK(m && m->method == PTW_METHOD_PROCESS_EXIT);
+	const struct ptw_span *w = span_of(s, 101);
+	CHECK(w && w->status == PTW_STATUS_UNMATCHED && w->method == PTW_METHOD_KILLED);
+	CHECK(w && w->signal == 11);
 	ptwk_conv_free(&c);
 	ptw_spans_free(s);
 }

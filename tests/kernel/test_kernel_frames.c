@@ -12,7 +12,7 @@
  *   --launch: FIXTURE is the plain fixture (tests/fixtures/frames.c,
  *   frames_cxx.cpp), started by ptw_kernel_launch (held before its exec:
  *   the executable's functions get their probes from its file)
- *   MODE: recursion, longjmp, tail, lib, ends (frames.c), cxx
+ *   MODE: recursion, longjmp, tail, lib, ends, deep (frames.c), cxx
  *   (frames_cxx.cpp), sigtrap (kframes_fixture.c's own)
  * Exit 0 pass, 1 fail, 77 skip (the kernel path cannot run here).
  */
@@ -86,6 +86,44 @@ static void attach_mode(struct ptw_kernel *k, int ctl, int rep)
 	EXPECT(write(ctl, "x", 1) == 1 && reply_line(rep, line, sizeof(line)) &&
 		       !strcmp(line, "out 12"),
 	       "the return after the detach: %s", line);
+	EXPECT(write(ctl, "q", 1) == 1, "q");
+}
+
+/* frames.c's deep mode: "deep TID" once its thread is six calls deep in
+ * fr_deep (perhaps in the ready line's read already); then until that
+ * thread is asleep in read() (/proc's syscall: number 0), so that the
+ * attach finds it off a CPU. */
+static void deep_before(const char *ready, int rep, pid_t pid)
+{
+	char line[128];
+	const char *d = strstr(ready, "deep ");
+	if (!d) {
+		EXPECT(reply_line(rep, line, sizeof(line)) && !strncmp(line, "deep ", 5), "%s",
+		       line);
+		d = line;
+	}
+	pid_t tid = (pid_t)atoi(d + 5);
+	char path[64], buf[64] = { 0 };
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", pid, tid);
+	for (int i = 0; i < 2000; i++) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+		if (fd >= 0)
+			close(fd);
+		if (n > 1 && buf[0] == '0' && buf[1] == ' ')
+			return;
+		usleep(5000);
+	}
+	EXPECT(false, "thread %d never asleep in read(): %s", tid, buf);
+}
+
+/* The recursion returns once let go on ("out 21"); then the program ends. */
+static void deep_mode(int ctl, int rep)
+{
+	char line[128];
+	EXPECT(write(ctl, "x", 1) == 1 && reply_line(rep, line, sizeof(line)) &&
+		       !strcmp(line, "out 21"),
+	       "the recursion's return: %s", line);
 	EXPECT(write(ctl, "q", 1) == 1, "q");
 }
 
@@ -245,6 +283,12 @@ int main(int argc, char **argv)
 	char line[128] = { 0 };
 	kdrv_wait_ready(rep, child, line, sizeof(line));
 	pid = child;
+	if (!strcmp(mode, "deep")) {
+		deep_before(line, rep, pid);
+		k = kdrv_attach(&o, pid);
+		deep_mode(ctl, rep);
+		goto over;
+	}
 	k = kdrv_attach(&o, pid);
 	if (write(ctl, "g", 1) != 1)
 		return 99;
@@ -349,6 +393,20 @@ over:;
 		for (size_t i = 0; i < nn; i++)
 			said |= strstr(notes[i], "can throw exceptions (__cxa_throw in ") != 0;
 		EXPECT(said, "no note says why --trace was not done");
+	} else if (!strcmp(mode, "deep")) {
+		/* frames.py's frames-under-way: six calls under way at the
+		 * attach, each completed after it with its value */
+		check_tree(f,
+			   "fr_deep 1 - completed - =0x15;fr_deep 2 fr_deep completed - =0xf;"
+			   "fr_deep 3 fr_deep completed - =0xa;fr_deep 4 fr_deep completed - =0x6;"
+			   "fr_deep 5 fr_deep completed - =0x3;fr_deep 6 fr_deep completed - =0x1");
+		size_t before = 0;
+		for (size_t i = 0; i < ptw_frames_count(f); i++)
+			before += ptw_frames_get(f, i)->entry_unknown;
+		EXPECT(before == 6, "%zu frames entered before the attach", before);
+		/* (per probe: the note that ordinary uprobes stop at main's end) */
+		EXPECT(nn == (per_probe ? 1u : 0u), "%zu notes, the last: %s", nn,
+		       nn ? notes[nn - 1] : "");
 	} else if (!strcmp(mode, "attach")) {
 		/* fr_serve is entered after the attach here (the fixture waits
 		 * for 'g' first): the ptrace path's tree when it launched the

@@ -8,7 +8,11 @@
  * kernel reports for it), a longjmp whose jmp_buf sp is mangled, an
  * exception thrown and caught, helpers with no frame open, a thread's end,
  * an entry whose return address could not be read, calls deeper than the
- * kernel's limit of pending returns.
+ * kernel's limit of pending returns, calls under way at the attach
+ * (ptwk_frames_under_way) and how they end; code entered without a call
+ * (issue 20): signal handlers, traced or not, returning or siglongjmp'ing
+ * out, nested; contexts (swapcontext, setcontext) with a shadow stack
+ * each, one never resumed, and a return the kernel sent elsewhere.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +27,7 @@
 #define PID   100
 #define TRAMP 0x7fffffffe000ull /* the uprobe area */
 #define GUARD 0x5a5a1234abcd0000ull
+#define SIGRET 0x5000ull /* glibc's __restore_rt */
 
 static struct ptw_location fns[4] = {
 	{ .addr = 0x1000, .symbol = "f0" },
@@ -121,11 +126,73 @@ static char *tree(const struct ptw_spans *s)
 
 static struct ptw_spans *spans;
 
+static bool is_sigreturn(void *ctx, uint64_t addr)
+{
+	(void)ctx;
+	return addr == SIGRET;
+}
+
+/* fn entered by the kernel as the handler of sig: [sp] is the trampoline */
+static void handler_entry(struct ptwk_conv *c, pid_t tid, uint64_t fn, uint64_t sp, int sig)
+{
+	struct ptwk_record r = rec(PTWK_FRAME_ENTRY, tid);
+	r.a = fn;
+	r.b = sp;
+	r.c = SIGRET;
+	r.d = fns[fn].addr;
+	r.e = TRAMP;
+	r.f = PTWK_F_READ | (uint32_t)sig << PTWK_F_SIG_SHIFT;
+	ptwk_conv_record(c, &r);
+}
+
+/* sig delivered to a thread interrupted at sp; a handler's sigreturn */
+static void delivered(struct ptwk_conv *c, pid_t tid, int sig, uint64_t sp)
+{
+	struct ptwk_record r = rec(PTWK_SIGNAL, tid);
+	r.a = (uint64_t)sig;
+	r.b = sp;
+	r.f = PTWK_F_READ;
+	ptwk_conv_record(c, &r);
+}
+
+static void sigreturn(struct ptwk_conv *c, pid_t tid, uint64_t sp)
+{
+	struct ptwk_record r = rec(PTWK_SIGRETURN, tid);
+	r.b = sp;
+	ptwk_conv_record(c, &r);
+}
+
+/* swapcontext (entered at sp: resumes at sp + 8) or setcontext to a
+ * context whose saved sp is to */
+static void context(struct ptwk_conv *c, enum ptwk_kind kind, pid_t tid, uint64_t sp, uint64_t to)
+{
+	struct ptwk_record r = rec(kind, tid);
+	r.b = sp;
+	r.c = 0x600000; /* ucp */
+	r.d = to;
+	r.f = PTWK_F_READ;
+	ptwk_conv_record(c, &r);
+}
+
+/* the signal of the n-th frame (1, 2, ... in entry order) */
+static int sig_of(uint32_t id)
+{
+	const struct ptw_frames *f = ptw_spans_frames(spans);
+	for (size_t i = 0; i < ptw_frames_count(f); i++)
+		if (ptw_frames_get(f, i)->id == id)
+			return ptw_frames_get(f, i)->sig;
+	return -1;
+}
+
 static void start(struct ptwk_conv *c)
 {
 	spans = ptw_spans_new();
-	struct ptwk_conv_ops ops = { .sink = sink, .frame_function = frame_function, .ctx = spans };
+	struct ptwk_conv_ops ops = { .sink = sink,
+				     .frame_function = frame_function,
+				     .is_sigreturn = is_sigreturn,
+				     .ctx = spans };
 	ptwk_conv_init(c, PID, &ops);
+	c->sigreturn_probed = true;
 	ptwk_conv_preexisting(c, PID, 0, 0, 0, NULL, clock_ns);
 	ptwk_conv_preexisting(c, 101, 0, 0, 0, NULL, clock_ns);
 }
@@ -281,8 +348,265 @@ static void test_launch_before_exec(void)
 	finish(&c, "f1 1 - completed - =3");
 }
 
+/* Thread tid's calls under way at the attach (underway.c's result):
+ * n calls of fn, the outermost at sp0 returning to ret0, each inner one
+ * 0x20 lower returning to ret (a recursion: one return site). */
+static void under_way(struct ptwk_conv *c, pid_t tid, uint64_t fn, size_t n, uint64_t sp0,
+		      uint64_t ret0, uint64_t ret)
+{
+	struct ptwk_under_way v[8];
+	for (size_t i = 0; i < n; i++)
+		v[i] = (struct ptwk_under_way){ sp0 - i * 0x20, i ? ret : ret0, fns[fn].addr, fn };
+	ptwk_frames_under_way(c, tid, v, n, 500);
+}
+
+/* Six calls of f1 under way, blocked at the bottom (frames-under-way's
+ * fixture): a call seen after the attach nests under the innermost; the
+ * six return to one site, told apart by their sp, innermost first, each
+ * with its value; none counts against the kernel's uretprobe depth (64
+ * calls seen above them all have their return probe). A return that
+ * matches no frame (a site's probe firing for another call) is nothing. */
+static void test_under_way(void)
+{
+	struct ptwk_conv c;
+	start(&c);
+	under_way(&c, PID, 1, 6, 0x7000, 0xa1, 0x2010);
+	entry(&c, 101, 2, 0x9000, 0xb1); /* another thread meanwhile */
+	entry(&c, PID, 2, 0x6f00, 0x1050);
+	ret_(&c, PID, 2, 0x6f08, 0x1050, 9);
+	ret_(&c, PID, 1, 0x6e08, 0x7777, 0x66); /* below them all: no frame ended */
+	for (uint64_t i = 6; i-- > 0;)
+		ret_(&c, PID, 1, 0x7008 - i * 0x20, i ? 0x2010 : 0xa1, 6 - i);
+	ret_(&c, 101, 2, 0x9008, 0xb1, 1);
+	finish(&c, "f1 1 - completed - =6;f1 2 f1 completed - =5;f1 3 f1 completed - =4;"
+		   "f1 4 f1 completed - =3;f1 5 f1 completed - =2;f1 6 f1 completed - =1;"
+		   "f2 1 - completed - =1;f2 7 f1 completed - =9");
+	const struct ptw_frames *f;
+	start(&c);
+	under_way(&c, PID, 1, 6, 0x8000, 0xa1, 0x2010);
+	for (uint64_t i = 0; i < 64; i++)
+		entry(&c, PID, 2, 0x7000 - i * 0x10, 0x3010);
+	for (uint64_t i = 64; i-- > 0;)
+		ret_(&c, PID, 2, 0x7008 - i * 0x10, 0x3010, i);
+	for (uint64_t i = 6; i-- > 0;)
+		ret_(&c, PID, 1, 0x8008 - i * 0x20, i ? 0x2010 : 0xa1, i);
+	CHECK_EQ(c.frames_too_deep, 0);
+	f = ptw_spans_frames(spans);
+	size_t completed = 0, before = 0;
+	for (size_t i = 0; i < ptw_frames_count(f); i++) {
+		completed += ptw_frames_get(f, i)->status == PTW_FRAME_COMPLETED;
+		before += ptw_frames_get(f, i)->entry_unknown;
+	}
+	CHECK_EQ(completed, 70);
+	CHECK_EQ(before, 6);
+	ptwk_conv_free(&c);
+	ptw_spans_free(spans);
+}
+
+/* Calls under way left without their return: a longjmp from a call seen
+ * after the attach lands in the second under-way frame (the three inner
+ * ones are over); the outer two then return; in thread 101 the thread
+ * ends with two under way, and a late return of theirs is nothing. */
+static void test_under_way_left(void)
+{
+	struct ptwk_conv c;
+	start(&c);
+	under_way(&c, PID, 1, 4, 0x7000, 0xa1, 0x2010);
+	under_way(&c, 101, 3, 2, 0x9000, 0xb1, 0x4010);
+	entry(&c, PID, 2, 0x6f00, 0x1050);
+	helper(&c, PTWK_LONGJMP, PID, 0x6e00, 0x6fd0); /* in the 2nd's frame (0x6fe0..0x7000) */
+	ret_(&c, PID, 1, 0x6fe8, 0x2010, 2);
+	ret_(&c, PID, 1, 0x7008, 0xa1, 1);
+	struct ptwk_record e = rec(PTWK_EXIT, 101);
+	e.f = PTWK_F_HOW_KNOWN | PTWK_F_EXIT_CALL;
+	ptwk_conv_record(&c, &e);
+	ret_(&c, 101, 3, 0x8fe8, 0x4010, 1);
+	finish(&c, "f1 1 - completed - =1;f1 2 f1 completed - =2;f1 3 f1 unmatched longjmp;"
+		   "f1 4 f1 unmatched longjmp;f3 1 - unmatched thread_exit;"
+		   "f3 2 f3 unmatched thread_exit;f2 5 f1 unmatched longjmp");
+}
+
+/* A traced handler (SIGUSR1) interrupting f0 calls f2; then a handler
+ * that is not traced (SIGUSR2) calls f2 and f3: they nest under f0 and
+ * carry its signal (the first traced frame of its handling, as the tracer
+ * has it). A first argument that looks like a signal means nothing for
+ * an ordinary call. */
+static void test_signal_handlers(void)
+{
+	struct ptwk_conv c;
+	start(&c);
+	entry(&c, PID, 0, 0x7000, 0xa1);
+	delivered(&c, PID, 10, 0x6f00);
+	handler_entry(&c, PID, 1, 0x6a00, 10);
+	entry(&c, PID, 2, 0x6900, 0x1010);
+	ret_(&c, PID, 2, 0x6908, 0x1010, 4);
+	ret_(&c, PID, 1, 0x6a08, SIGRET, 0);
+	sigreturn(&c, PID, 0x6a08);
+	delivered(&c, PID, 12, 0x6f00);
+	entry(&c, PID, 2, 0x6a00, 0x9010); /* called by the untraced handler */
+	ret_(&c, PID, 2, 0x6a08, 0x9010, 5);
+	entry(&c, PID, 3, 0x6a00, 0x9020);
+	ret_(&c, PID, 3, 0x6a08, 0x9020, 6);
+	sigreturn(&c, PID, 0x6a08);
+	struct ptwk_record r = rec(PTWK_FRAME_ENTRY, PID); /* f3(10), a plain call */
+	r.a = 3, r.b = 0x6f00, r.c = 0x1030, r.e = TRAMP;
+	r.f = PTWK_F_READ | 10u << PTWK_F_SIG_SHIFT;
+	ptwk_conv_record(&c, &r);
+	ret_(&c, PID, 3, 0x6f08, 0x1030, 7);
+	ret_(&c, PID, 0, 0x7008, 0xa1, 1);
+	CHECK_EQ(sig_of(2), 10);
+	CHECK_EQ(sig_of(3), 0);
+	CHECK_EQ(sig_of(4), 12);
+	CHECK_EQ(sig_of(5), 12);
+	CHECK_EQ(sig_of(6), 0);
+	CHECK_EQ(c.frames_sigaltstack, 0); /* handlers below what they interrupted */
+	finish(&c, "f0 1 - completed - =1;f1 2 f0 completed - =0;f2 3 f1 completed - =4;"
+		   "f2 2 f0 completed - =5;f3 2 f0 completed - =6;f3 2 f0 completed - =7");
+}
+
+/* A handler siglongjmps out through the frame it interrupted (f1) back
+ * into f0; nested handlers nest. Without the sigreturn probe a delivery
+ * is not told (nothing would end it). */
+static void test_signal_jump_and_nesting(void)
+{
+	struct ptwk_conv c;
+	start(&c);
+	entry(&c, PID, 0, 0x7000, 0xa1);
+	entry(&c, PID, 1, 0x6f00, 0x1010);
+	delivered(&c, PID, 10, 0x6e00);
+	handler_entry(&c, PID, 2, 0x6a00, 10);
+	helper(&c, PTWK_LONGJMP, PID, 0x6900, 0x6f80);
+	entry(&c, PID, 3, 0x6f00, 0x1020);
+	delivered(&c, PID, 10, 0x6e00);
+	handler_entry(&c, PID, 1, 0x6a00, 10);
+	delivered(&c, PID, 12, 0x6900);
+	handler_entry(&c, PID, 2, 0x6500, 12);
+	ret_(&c, PID, 2, 0x6508, SIGRET, 0);
+	sigreturn(&c, PID, 0x6508);
+	ret_(&c, PID, 1, 0x6a08, SIGRET, 0);
+	sigreturn(&c, PID, 0x6a08);
+	ret_(&c, PID, 3, 0x6f08, 0x1020, 3);
+	c.sigreturn_probed = false;
+	delivered(&c, PID, 12, 0x6f00);
+	entry(&c, PID, 3, 0x6a00, 0x9020);
+	ret_(&c, PID, 3, 0x6a08, 0x9020, 6);
+	ret_(&c, PID, 0, 0x7008, 0xa1, 1);
+	CHECK_EQ(sig_of(3), 10);
+	CHECK_EQ(sig_of(5), 10);
+	CHECK_EQ(sig_of(6), 12);
+	CHECK_EQ(sig_of(7), 0);
+	finish(&c, "f0 1 - completed - =1;f1 2 f0 unmatched longjmp;f2 3 f1 unmatched longjmp;"
+		   "f3 2 f0 completed - =3;f1 3 f3 completed - =0;f2 4 f1 completed - =0;"
+		   "f3 2 f0 completed - =6");
+}
+
+/* A traced handler is known by its entry alone (no delivery told: the
+ * sigreturn probe is missing): it carries its signal, and entered above
+ * an open frame (an alternate stack there) it leaves none. */
+static void test_handler_by_entry(void)
+{
+	struct ptwk_conv c;
+	start(&c);
+	c.sigreturn_probed = false;
+	entry(&c, PID, 0, 0x7000, 0xa1);
+	entry(&c, PID, 1, 0x6f00, 0x1010);
+	delivered(&c, PID, 10, 0x6e00);
+	handler_entry(&c, PID, 2, 0x6f80, 10);
+	ret_(&c, PID, 2, 0x6f88, SIGRET, 0);
+	sigreturn(&c, PID, 0x6f88);
+	ret_(&c, PID, 1, 0x6f08, 0x1010, 2);
+	ret_(&c, PID, 0, 0x7008, 0xa1, 1);
+	CHECK_EQ(sig_of(3), 10);
+	/* the kernel took f1's pending return for a frame left (a note) */
+	CHECK_EQ(c.frames_sigaltstack, 1);
+	finish(&c, "f0 1 - completed - =1;f1 2 f0 completed - =2;f2 3 f1 completed - =0");
+}
+
+/* A handler that is not traced runs on an alternate stack above the two
+ * calls it interrupted and calls f2 there: the kernel drops their pending
+ * returns (counted); once it returned, a call above a frame is no
+ * handler's. */
+static void test_sigaltstack_above(void)
+{
+	struct ptwk_conv c;
+	start(&c);
+	entry(&c, 101, 0, 0x7000, 0xa1);
+	entry(&c, 101, 1, 0x6f00, 0x1010);
+	delivered(&c, 101, 10, 0x6e00);
+	entry(&c, 101, 2, 0x20000, 0x9010);
+	ret_(&c, 101, 2, 0x20008, 0x9010, 3);
+	CHECK_EQ(c.frames_sigaltstack, 2);
+	sigreturn(&c, 101, 0x20008);
+	ret_(&c, 101, 1, 0x6f08, 0x1010, 1); /* (the kernel would not report it) */
+	entry(&c, 101, 3, 0x6f00, 0x1020);
+	entry(&c, 101, 2, 0x6f80, 0x1030);
+	CHECK_EQ(c.frames_sigaltstack, 2);
+	CHECK_EQ(sig_of(3), 10);
+	/* f2 nested under f1, which it did not leave (the engine's rule) */
+	finish(&c, "f0 1 - unmatched detach;f1 2 f0 completed - =1;f2 3 f1 completed - =3;"
+		   "f3 2 f0 unmatched longjmp;f2 2 f0 unmatched detach");
+}
+
+/* Thread 101: f0 -> f1 swaps to a new context (another stack) running f2
+ * -> f3; f2 swaps back with f2 open (counted: its return relies on the
+ * kernel's one list, which drops it at f1's next call, above it); f1 and
+ * f0 return; the thread ends with that context
+ * never resumed: f2 context_abandoned. A setcontext within the running
+ * context is a jump (f1 left). */
+static void test_contexts(void)
+{
+	struct ptwk_conv c;
+	start(&c);
+	entry(&c, 101, 0, 0x7ff000, 0xa1);
+	entry(&c, 101, 1, 0x7fef00, 0x1010);
+	context(&c, PTWK_CONTEXT_SWAP, 101, 0x7fee00, 0x100000);
+	entry(&c, 101, 2, 0x0fff00, 0x5100); /* (__start_context) */
+	entry(&c, 101, 3, 0x0ffe00, 0x2010);
+	ret_(&c, 101, 3, 0x0ffe08, 0x2010, 3);
+	CHECK_EQ(c.frames_ctx_open, 1);
+	CHECK_EQ(c.frames_ctx_dropped, 0); /* its stack below f0's and f1's */
+	context(&c, PTWK_CONTEXT_SWAP, 101, 0x0ffd00, 0x7fee08);
+	CHECK_EQ(c.frames_ctx_open, 2);
+	ret_(&c, 101, 1, 0x7fef08, 0x1010, 1);
+	entry(&c, 101, 1, 0x7fef00, 0x1020);
+	context(&c, PTWK_CONTEXT_SET, 101, 0x7fee00, 0x7fef80); /* back into f0's frame */
+	entry(&c, 101, 3, 0x7fef00, 0x1030);
+	ret_(&c, 101, 3, 0x7fef08, 0x1030, 4);
+	ret_(&c, 101, 0, 0x7ff008, 0xa1, 0);
+	CHECK_EQ(c.frames_misrouted, 0);
+	/* f1's second call was above f2's slot: the kernel dropped f2's return */
+	CHECK_EQ(c.frames_ctx_dropped, 1);
+	struct ptwk_record e = rec(PTWK_EXIT, 101);
+	e.f = PTWK_F_HOW_KNOWN | PTWK_F_EXIT_CALL;
+	ptwk_conv_record(&c, &e);
+	finish(&c, "f0 1 - completed - =0;f1 2 f0 completed - =1;"
+		   "f2 3 f1 unmatched context_abandoned;f3 4 f2 completed - =3;"
+		   "f1 2 f0 unmatched longjmp;f3 2 f0 completed - =4");
+}
+
+/* Two contexts with traced calls open across the switches: the kernel
+ * took the other context's pending return for f1's and sent the thread to
+ * its return address: counted (a note says the program was changed). */
+static void test_context_misrouted(void)
+{
+	struct ptwk_conv c;
+	start(&c);
+	entry(&c, PID, 0, 0x7ff000, 0xa1);
+	context(&c, PTWK_CONTEXT_SWAP, PID, 0x7fef00, 0x100000);
+	entry(&c, PID, 1, 0x0fff00, 0x1010);
+	context(&c, PTWK_CONTEXT_SWAP, PID, 0x0ffe00, 0x200000);
+	entry(&c, PID, 2, 0x1fff00, 0x2010);
+	context(&c, PTWK_CONTEXT_SWAP, PID, 0x1ffe00, 0x0ffe08);
+	ret_(&c, PID, 1, 0x0fff08, 0x2010, 0); /* f2's return address */
+	CHECK_EQ(c.frames_misrouted, 1);
+	ptwk_conv_free(&c);
+	ptw_spans_free(spans);
+}
+
 int main(void)
 {
+	test_under_way();
+	test_under_way_left();
 	test_nesting();
 	test_tail_call();
 	test_longjmp();
@@ -290,5 +614,11 @@ int main(void)
 	test_unread_and_end();
 	test_too_deep();
 	test_launch_before_exec();
+	test_signal_handlers();
+	test_signal_jump_and_nesting();
+	test_handler_by_entry();
+	test_sigaltstack_above();
+	test_contexts();
+	test_context_misrouted();
 	CHECK_DONE();
 }

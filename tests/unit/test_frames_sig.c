@@ -301,6 +301,25 @@ static void test_untraced_handler(void)
 	expect(3, &foo, 2, 1, PTW_FRAME_OPEN, NULL, 0);
 }
 
+/* A handler that is not traced runs on an alternate stack above the
+ * frame it interrupted (a thread's stack below its sigaltstack): the
+ * traced call it makes nests under that frame, which is not left. */
+static void test_untraced_handler_above(void)
+{
+	setup();
+	call(&fmain, 0x7000, 0x400f00);
+	call(&foo, 0x6f00, 0x401010);
+	deliver(SIGUSR1, 0x6e80);
+	call(&bar, 0x6f80, 0x401510);
+	ret_to(0x401510, 0x6f88);
+	returned_from_handler(0x6fc0);
+	ret_to(0x401010, 0x6f08);
+	ret_to(0x400f00, 0x7008);
+	expect(1, &fmain, 1, 0, PTW_FRAME_COMPLETED, NULL, 0);
+	expect(2, &foo, 2, 1, PTW_FRAME_COMPLETED, NULL, 0);
+	expect(3, &bar, 3, 2, PTW_FRAME_COMPLETED, NULL, SIGUSR1);
+}
+
 /* A context switched away from and never resumed: its frames are
  * unmatched with a reason of their own when the process ends; the one
  * running then ends as usual. setcontext from a context with open frames
@@ -360,6 +379,7 @@ int main(void)
 	test_nested_signals();
 	test_handler_siglongjmp();
 	test_untraced_handler();
+	test_untraced_handler_above();
 	test_context_runs_and_returns();
 	test_ping_pong();
 	test_abandoned();

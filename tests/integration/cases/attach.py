@@ -16,7 +16,7 @@ import time
 
 from ptw_test import (
     attach_stderr_lines, backend, case, check_attach_doc, check_untouched, comm, compare_mappings,
-    end_group, exec_mappings, fixture, FrameworkError, load_doc, ptwatch_path,
+    end_group, kill_group, exec_mappings, fixture, FrameworkError, load_doc, ptwatch_path,
     report_warnings, Skip, span_index, task_states, thread_spans, tracer_pids, wait_for,
     warning_codes
 )
@@ -438,6 +438,24 @@ def case_attach_zombie_leader(session, chk):
                {rec['command_tid']: 'S', rec['cond_tid']: 'S'})
         served += 1
         chk.eq('after %s: the workers go on' % mode, target.ask('p'), ['pong', str(served)])
+    if backend() == 'kernel':
+        # Nothing to restore: ptwatch killed while attached (its probes on
+        # libc's file, since the leader has no memory), the workers go on
+        # and no probe of its stays behind.
+        chk.prefix = '[kill9] '
+        run, proc = start_attached(session, target)
+        try:
+            kill_group(proc)
+            proc.wait(timeout=20)
+        finally:
+            end_group(proc)
+        check_untouched(chk, pid, 'after the kill', allowed='SRZ')
+        served += 1
+        chk.eq('after the kill: the workers go on', target.ask('p'), ['pong', str(served)])
+        chk.prefix = ''
+        target.send('q')
+        check_target_exit(chk, target, 'released')
+        return
     # The tracer dies while attached: the front restores the bytes through
     # a live thread's view (the leader's maps are empty).
     chk.prefix = '[kill9] '

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Calls under way at an attach on the kernel path (bpf/ptw_underway.bpf.h,
+ * src/kernel/underway.c): what the task iterator says of each thread, and
+ * the key of a return site watched for one frame. Shared by both sides:
+ * plain fixed-width types only.
+ */
+#ifndef PTW_UNDERWAY_H
+#define PTW_UNDERWAY_H
+
+#ifndef __bpf__
+#include <linux/types.h>
+#endif
+
+/* One thread of the process, as the task iterator read it. */
+struct ptwk_uw_task {
+	__u32 tid;
+	__u32 on_cpu;	/* running on a CPU now: regs are not its registers */
+	__u64 switches; /* nvcsw + nivcsw: a thread that ran since has more */
+	__u32 regs_ok;	/* regs were read */
+	__u32 pad;
+	/* its user registers as the kernel saved them at its last entry
+	 * (a system call, an interrupt), DWARF's x86-64 order: rax rdx rcx rbx
+	 * rsi rdi rbp rsp r8-r15 rip */
+	__u64 regs[17];
+};
+
+/* A frame under way whose return is watched: that thread at that return
+ * site with this stack pointer (the caller's, after the return). */
+struct ptwk_uw_key {
+	__u32 tid;
+	__u32 pad;
+	__u64 sp;
+};
+
+#endif

@@ -1,0 +1,508 @@
+/* SPDX-License-Identifier: MIT */
+/* --trace on the kernel path: calls under way at an attach; see underway.h. */
+#define _GNU_SOURCE
+#include "underway.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/user.h>
+#include <unistd.h>
+
+#include "convert.h"
+#include "kframes.h"
+#include "probes.h"
+#include "ptw_attach.h"
+#include "ptw_symbols.h"
+#include "ptw_underway.h"
+#include "ptw_util.h"
+#include "ptw_warnings.h"
+
+/* Frames of a thread's stack looked at (the tracer's limit): beyond, the
+ * outer ones are not reported (said). */
+#define UNDERWAY_MAX_FRAMES 256
+/* Threads read by the iterator at most (a bound on a hostile or huge
+ * process; the rest are said). */
+#define UNDERWAY_MAX_TASKS 65536
+/* How often the sites' map is looked at for frames over (their probes
+ * removed once none is left). */
+#define UNDERWAY_POLL_NS 200000000ull
+
+struct found;
+
+struct ptwk_underway {
+	struct ptwk_underway_env env;
+	struct ptw_map before; /* tid -> switches + 1 at the begin (0 there: on a CPU) */
+	uint64_t begin_ns;
+	uint64_t polled_ns; /* the sites' map last looked at */
+	int *fds; /* uprobe_multi links of the return sites */
+	size_t nfds;
+	struct bpf_link **links; /* or ordinary uprobes */
+	size_t nlinks;
+	struct found *found; /* taken, to emit (ptwk_underway_emit) */
+	size_t nfound;
+};
+
+/* The return sites of one file. */
+struct site_group {
+	char path[4096];
+	uint64_t *offsets;
+	size_t n;
+};
+
+static void note(struct ptwk_underway *u, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void note(struct ptwk_underway *u, int code, const char *fmt, ...)
+{
+	struct ptw_buf b = { 0 };
+	va_list ap;
+	va_start(ap, fmt);
+	ptw_buf_vprintf(&b, fmt, ap);
+	va_end(ap);
+	if (u->env.note)
+		u->env.note(u->env.ctx, code, b.p);
+	ptw_buf_free(&b);
+}
+
+/* Every thread of the process as the task iterator reads it now. Returns
+ * how many, or -errno. */
+static int read_tasks(struct ptwk_underway *u, struct ptwk_uw_task **ret)
+{
+	*ret = NULL;
+	union bpf_iter_link_info info;
+	memset(&info, 0, sizeof(info));
+	info.task.pid = (uint32_t)u->env.pid;
+	LIBBPF_OPTS(bpf_iter_attach_opts, o, .link_info = &info, .link_info_len = sizeof(info));
+	struct bpf_link *l = bpf_program__attach_iter(u->env.iter, &o);
+	if (!l)
+		return -errno;
+	int fd = bpf_iter_create(bpf_link__fd(l));
+	if (fd < 0) {
+		int r = -errno;
+		bpf_link__destroy(l);
+		return r;
+	}
+	struct ptwk_uw_task *v = NULL;
+	size_t n = 0, cap = 0;
+	int r = 0;
+	for (;;) {
+		if (n == cap) {
+			if (cap >= UNDERWAY_MAX_TASKS) {
+				r = -E2BIG;
+				break;
+			}
+			cap = cap ? cap * 2 : 64;
+			v = xreallocarray(v, cap, sizeof(*v));
+		}
+		/* the iterator writes whole records */
+		ssize_t got = read(fd, v + n, (cap - n) * sizeof(*v));
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			r = -errno;
+			break;
+		}
+		if (got == 0)
+			break;
+		n += (size_t)got / sizeof(*v);
+	}
+	close(fd);
+	bpf_link__destroy(l);
+	if (r < 0 && r != -E2BIG) {
+		free(v);
+		return r;
+	}
+	*ret = v;
+	return (int)n;
+}
+
+struct ptwk_underway *ptwk_underway_begin(const struct ptwk_underway_env *env)
+{
+	if (!env->iter || !env->ret || !env->sites || !env->frames)
+		return NULL;
+	struct ptwk_underway *u = xcalloc(1, sizeof(*u));
+	u->env = *env;
+	struct ptwk_uw_task *t;
+	int n = read_tasks(u, &t);
+	if (n < 0) {
+		note(u, PTW_W_KERNEL_LIMIT,
+		     "--trace: the calls under way at the attach are not reported: the threads' "
+		     "registers cannot be read without a stop (task iterator: %s)",
+		     strerror(-n));
+		free(u);
+		return NULL;
+	}
+	u->begin_ns = ptw_now_ns();
+	for (int i = 0; i < n; i++)
+		ptw_map_put(&u->before, t[i].tid,
+			    (void *)(uintptr_t)(t[i].on_cpu ? 0 : t[i].switches + 1));
+	free(t);
+	return u;
+}
+
+/* Thread t did not run since the begin (nor runs now). */
+static bool stayed(const struct ptwk_underway *u, const struct ptwk_uw_task *t)
+{
+	uintptr_t b = (uintptr_t)ptw_map_get(&u->before, t->tid);
+	return b && !t->on_cpu && b - 1 == t->switches;
+}
+
+static void keep_fd(struct ptwk_underway *u, int fd)
+{
+	u->fds = xreallocarray(u->fds, u->nfds + 1, sizeof(*u->fds));
+	u->fds[u->nfds++] = fd;
+}
+
+/* One file's return sites: a uprobe_multi link for the process, else
+ * one uprobe each. Returns the probes attached, or -errno. */
+static int attach_sites(struct ptwk_underway *u, const struct site_group *g)
+{
+	if (u->env.multi) {
+		struct ptwk_link_create_uprobe_multi a = {
+			.prog_fd = (uint32_t)bpf_program__fd(u->env.ret),
+			.attach_type = PTWK_BPF_TRACE_UPROBE_MULTI,
+			.path = (uint64_t)(uintptr_t)g->path,
+			.offsets = (uint64_t)(uintptr_t)g->offsets,
+			.cnt = (uint32_t)g->n,
+			.pid = (uint32_t)u->env.pid,
+		};
+		int fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &a, sizeof(a));
+		if (fd < 0)
+			return -errno;
+		keep_fd(u, fd);
+		return (int)g->n;
+	}
+	for (size_t i = 0; i < g->n; i++) {
+		LIBBPF_OPTS(bpf_uprobe_opts, o);
+		struct bpf_link *l = bpf_program__attach_uprobe_opts(
+			u->env.ret, u->env.pid, g->path, (size_t)g->offsets[i], &o);
+		if (!l)
+			return -errno;
+		u->links = xreallocarray(u->links, u->nlinks + 1, sizeof(*u->links));
+		u->links[u->nlinks++] = l;
+	}
+	return (int)g->n;
+}
+
+/* What one thread's unwind found. */
+struct found {
+	pid_t tid;
+	struct ptwk_under_way *v; /* innermost first while found */
+	uint64_t *site_off;	  /* v[i]'s return site in its file */
+	char (*site_path)[4096];
+	size_t n;
+	bool partial; /* not all of its stack could be looked at */
+	bool missed;  /* a traced call on it could not be watched */
+};
+
+/* The calls of traced functions on thread t's stack (t did not run since
+ * the begin: its saved registers are its registers). */
+static void unwind_thread(struct ptwk_underway *u, const struct ptwk_uw_task *t,
+			  const struct ptw_mapping *maps, int nmaps, struct found *f)
+{
+	const __u64 *r = t->regs;
+	struct user_regs_struct regs = {
+		.rax = r[0],
+		.rdx = r[1],
+		.rcx = r[2],
+		.rbx = r[3],
+		.rsi = r[4],
+		.rdi = r[5],
+		.rbp = r[6],
+		.rsp = r[7],
+		.r8 = r[8],
+		.r9 = r[9],
+		.r10 = r[10],
+		.r11 = r[11],
+		.r12 = r[12],
+		.r13 = r[13],
+		.r14 = r[14],
+		.r15 = r[15],
+		.rip = r[16],
+	};
+	uint64_t *pcs = xcalloc(2 * UNDERWAY_MAX_FRAMES, sizeof(*pcs));
+	uint64_t *sps = pcs + UNDERWAY_MAX_FRAMES;
+	bool whole;
+	int n = ptw_symbols_unwind_sps(u->env.syms, (pid_t)t->tid, &regs, pcs, sps,
+				       UNDERWAY_MAX_FRAMES, &whole);
+	f->partial = n <= 0 || !whole || n == UNDERWAY_MAX_FRAMES;
+	for (int i = 0; i < n - 1; i++) {
+		/* a return address: the call is the instruction before it */
+		uint64_t pc = i ? pcs[i] - 1 : pcs[i], lo, hi, ret = pcs[i + 1], at, index, off;
+		if (ptw_symbols_function_range(u->env.syms, pc, &lo, &hi) < 0 ||
+		    !ptwk_frames_traced(u->env.frames, lo, &index))
+			continue;
+		/* At its first instruction, the call has not begun: its entry
+		 * probe reports it when the thread goes on. */
+		if (!i && pcs[0] == lo)
+			continue;
+		uint64_t sp = sps[i + 1] - 8;
+		char path[4096], module[4096];
+		/* The unwind is the target's memory read through its CFI:
+		 * believed only where the slot holds the return address. */
+		if (!sps[i + 1] || ptw_mem_read(u->env.proc, sp, &at, sizeof(at)) < 0 ||
+		    at != ret ||
+		    ptwk_file_of(u->env.pid, maps, nmaps, ret, path, sizeof(path), module,
+				 sizeof(module), &off) < 0) {
+			ptw_dbg(PTW_DBG_TRACER,
+				"--trace: %u: a call under way at %#llx is not reported", t->tid,
+				(unsigned long long)lo);
+			f->missed = true;
+			continue;
+		}
+		f->v = xreallocarray(f->v, f->n + 1, sizeof(*f->v));
+		f->site_off = xreallocarray(f->site_off, f->n + 1, sizeof(*f->site_off));
+		f->site_path = xreallocarray(f->site_path, f->n + 1, sizeof(*f->site_path));
+		f->v[f->n] = (struct ptwk_under_way){ sp, ret, lo, index };
+		f->site_off[f->n] = off;
+		snprintf(f->site_path[f->n], sizeof(f->site_path[f->n]), "%s", path);
+		f->n++;
+	}
+	free(pcs);
+}
+
+static void found_free(struct found *f)
+{
+	free(f->v);
+	free(f->site_off);
+	free(f->site_path);
+	memset(f, 0, sizeof(*f));
+}
+
+/* The return sites of every frame found, a link per file (the same site
+ * once: a recursion returns to one address at every depth, the sp tells
+ * them apart in BPF). Returns the probes attached, or -errno. */
+static int attach_all(struct ptwk_underway *u, const struct found *fs, size_t nfs)
+{
+	struct site_group *g = NULL;
+	size_t ng = 0;
+	int total = 0, r = 0;
+	for (size_t k = 0; k < nfs; k++)
+		for (size_t i = 0; i < fs[k].n; i++) {
+			size_t j = 0;
+			while (j < ng && strcmp(g[j].path, fs[k].site_path[i]))
+				j++;
+			if (j == ng) {
+				g = xreallocarray(g, ng + 1, sizeof(*g));
+				memset(&g[ng], 0, sizeof(*g));
+				snprintf(g[ng].path, sizeof(g[ng].path), "%s", fs[k].site_path[i]);
+				ng++;
+			}
+			size_t m = 0;
+			while (m < g[j].n && g[j].offsets[m] != fs[k].site_off[i])
+				m++;
+			if (m == g[j].n) {
+				g[j].offsets =
+					xreallocarray(g[j].offsets, g[j].n + 1, sizeof(uint64_t));
+				g[j].offsets[g[j].n++] = fs[k].site_off[i];
+			}
+		}
+	for (size_t j = 0; j < ng; j++) {
+		int k = r < 0 ? 0 : attach_sites(u, &g[j]);
+		if (k < 0)
+			r = k;
+		else
+			total += k;
+		free(g[j].offsets);
+	}
+	free(g);
+	return r < 0 ? r : total;
+}
+
+unsigned ptwk_underway_take(struct ptwk_underway *u)
+{
+	if (!u)
+		return 0;
+	uint64_t t0 = ptw_now_ns();
+	struct ptwk_uw_task *t;
+	int n = read_tasks(u, &t);
+	if (n < 0) {
+		note(u, PTW_W_KERNEL_LIMIT,
+		     "--trace: the calls under way at the attach are not reported: the threads' "
+		     "registers cannot be read without a stop (task iterator: %s)",
+		     strerror(-n));
+		return 0;
+	}
+	ptw_dbg(PTW_DBG_TRACER, "--trace: under way: %d threads read in %.2f ms", n,
+		(double)(ptw_now_ns() - t0) / 1e6);
+	struct ptw_mapping *maps = NULL;
+	int nmaps = ptw_maps_read(u->env.pid, &maps);
+	if (nmaps <= 0)
+		note(u, PTW_W_KERNEL_LIMIT,
+		     "--trace: the calls under way at the attach are not reported: cannot read "
+		     "/proc/%d/maps (%s)",
+		     u->env.pid, strerror(nmaps < 0 ? -nmaps : ENOENT));
+	struct found *fs = xcalloc((size_t)n + 1, sizeof(*fs));
+	size_t nfs = 0, ran = 0, partial = 0, missed = 0;
+	pid_t first_ran = 0, first_partial = 0, first_missed = 0;
+	ptw_mem_invalidate(u->env.proc);
+	for (int i = 0; i < n && nmaps > 0; i++) {
+		ptw_dbg(PTW_DBG_TRACER,
+			"--trace: under way: thread %u: switches %llu (at the begin: %llu), %s",
+			t[i].tid, (unsigned long long)t[i].switches,
+			(unsigned long long)(uintptr_t)ptw_map_get(&u->before, t[i].tid) - 1,
+			t[i].on_cpu ? "on a CPU" : "off");
+		if (!stayed(u, &t[i]) || !t[i].regs_ok) {
+			first_ran = ran++ ? first_ran : (pid_t)t[i].tid;
+			continue;
+		}
+		struct found *f = &fs[nfs];
+		f->tid = (pid_t)t[i].tid;
+		unwind_thread(u, &t[i], maps, nmaps, f);
+		if (f->partial)
+			first_partial = partial++ ? first_partial : f->tid;
+		if (f->missed)
+			first_missed = missed++ ? first_missed : f->tid;
+		if (f->n)
+			nfs++;
+		else
+			found_free(f);
+	}
+	free(maps);
+	/* The sites, then whether those threads stayed off a CPU all along:
+	 * a thread that ran meanwhile may have returned unseen. */
+	for (size_t k = 0; k < nfs; k++)
+		for (size_t i = 0; i < fs[k].n; i++) {
+			struct ptwk_uw_key key = { .tid = (uint32_t)fs[k].tid,
+						   .sp = fs[k].v[i].sp + 8 };
+			bpf_map__update_elem(u->env.sites, &key, sizeof(key), &fs[k].v[i].index,
+					     sizeof(uint64_t), BPF_ANY);
+		}
+	int probes = nfs ? attach_all(u, fs, nfs) : 0;
+	if (probes < 0) {
+		note(u, PTW_W_KERNEL_LIMIT,
+		     "--trace: the calls under way at the attach are not reported: their return "
+		     "sites cannot be probed (%s)",
+		     strerror(-probes));
+		ptwk_underway_close(u);
+		nfs = 0;
+		probes = 0;
+	}
+	struct ptwk_uw_task *after;
+	int nafter = nfs ? read_tasks(u, &after) : 0;
+	for (size_t k = 0; k < nfs; k++) {
+		bool still = false;
+		for (int i = 0; i < nafter && !still; i++)
+			still = (pid_t)after[i].tid == fs[k].tid && stayed(u, &after[i]);
+		if (!still) {
+			for (size_t i = 0; i < fs[k].n; i++) {
+				struct ptwk_uw_key key = { .tid = (uint32_t)fs[k].tid,
+							   .sp = fs[k].v[i].sp + 8 };
+				bpf_map__delete_elem(u->env.sites, &key, sizeof(key), 0);
+			}
+			first_ran = ran++ ? first_ran : fs[k].tid;
+			found_free(&fs[k]);
+			continue;
+		}
+		/* outermost first */
+		for (size_t i = 0, j = fs[k].n - 1; i < j; i++, j--) {
+			struct ptwk_under_way x = fs[k].v[i];
+			fs[k].v[i] = fs[k].v[j];
+			fs[k].v[j] = x;
+		}
+		/* kept at the front (slots before k are kept or freed) */
+		struct found keep = fs[k];
+		memset(&fs[k], 0, sizeof(fs[k]));
+		fs[u->nfound++] = keep;
+	}
+	if (nafter > 0)
+		free(after);
+	for (size_t k = u->nfound; k < nfs; k++)
+		found_free(&fs[k]);
+	u->found = fs;
+	free(t);
+	if (ran)
+		note(u, PTW_W_KERNEL_LIMIT,
+		     "--trace: %zu thread%s ran while ptwatch attached (the first: %d): the "
+		     "kernel path reads a thread's registers without stopping it, only while it "
+		     "is off a CPU, so the calls under way in %s at the attach are not reported",
+		     ran, ran == 1 ? "" : "s", first_ran, ran == 1 ? "it" : "them");
+	if (missed)
+		note(u, PTW_W_TRACE_PARTIAL_STACK,
+		     "--trace: a call under way at the attach in thread %d (the first such) is not "
+		     "reported: its stack slot or its return site could not be trusted",
+		     first_missed);
+	else if (partial)
+		note(u, PTW_W_TRACE_PARTIAL_STACK,
+		     "--trace: the stack of thread %d (the first such) could not be read to its "
+		     "start at the attach: calls under way in its outer frames are not reported",
+		     first_partial);
+	if (!probes)
+		ptwk_underway_close(u);
+	ptw_dbg(PTW_DBG_TRACER,
+		"--trace: under way: %zu threads with calls, %d return-site probes, %zu threads "
+		"ran; %.1f ms since the begin, %.1f ms here",
+		u->nfound, probes, ran, (double)(ptw_now_ns() - u->begin_ns) / 1e6,
+		(double)(ptw_now_ns() - t0) / 1e6);
+	return (unsigned)probes;
+}
+
+void ptwk_underway_emit(struct ptwk_underway *u, struct ptwk_conv *conv, uint64_t ns)
+{
+	if (!u)
+		return;
+	for (size_t k = 0; k < u->nfound; k++) {
+		ptwk_frames_under_way(conv, u->found[k].tid, u->found[k].v, u->found[k].n, ns);
+		found_free(&u->found[k]);
+	}
+	free(u->found);
+	u->found = NULL;
+	u->nfound = 0;
+}
+
+void ptwk_underway_poll(struct ptwk_underway *u)
+{
+	if (!u || (!u->nfds && !u->nlinks))
+		return;
+	/* (a syscall per site and a /proc look per thread: not at every batch) */
+	uint64_t now = ptw_now_ns();
+	if (now - u->polled_ns < UNDERWAY_POLL_NS)
+		return;
+	u->polled_ns = now;
+	/* What is left: frames not returned; a thread gone takes its own. */
+	struct ptwk_uw_key key, next;
+	bool left = false, first = true;
+	while (bpf_map__get_next_key(u->env.sites, first ? NULL : &key, &next, sizeof(next)) == 0) {
+		first = false;
+		key = next;
+		if (ptw_proc_exited(u->env.pid, (pid_t)next.tid))
+			bpf_map__delete_elem(u->env.sites, &next, sizeof(next), 0);
+		else
+			left = true;
+	}
+	if (!left)
+		ptwk_underway_close(u);
+}
+
+void ptwk_underway_close(struct ptwk_underway *u)
+{
+	if (!u)
+		return;
+	for (size_t i = 0; i < u->nfds; i++)
+		close(u->fds[i]);
+	free(u->fds);
+	u->fds = NULL;
+	u->nfds = 0;
+	for (size_t i = 0; i < u->nlinks; i++)
+		bpf_link__destroy(u->links[i]);
+	free(u->links);
+	u->links = NULL;
+	u->nlinks = 0;
+}
+
+void ptwk_underway_free(struct ptwk_underway *u)
+{
+	if (!u)
+		return;
+	ptwk_underway_close(u);
+	for (size_t k = 0; k < u->nfound; k++)
+		found_free(&u->found[k]);
+	free(u->found);
+	ptw_map_free(&u->before);
+	free(u);
+}

@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * --trace on the kernel path: the calls under way at an attach (issue 20),
+ * without stopping anyone. The tracer stops each thread and unwinds it;
+ * here a task iterator (bpf/ptw_underway.bpf.h) reads the user registers
+ * the kernel saved for every thread that is off a CPU (asleep in a system
+ * call, say), the stack is unwound from them with the process's memory
+ * (process_vm_readv), every traced function on it becomes a frame whose
+ * entry was before the attach (convert_frames.c: below anything the
+ * thread's records push), and a uprobe at its return site reports its
+ * return for that thread and stack pointer only.
+ *
+ * Truthful only for a thread that did not run while ptwatch looked: its
+ * context-switch count and "not on a CPU" are read before the entry probes
+ * go in (ptwk_underway_begin) and again after the return sites' probes are
+ * in (in ptwk_underway_take); a thread that ran meanwhile (or runs now)
+ * gets no such frames, with a warning.
+ */
+#ifndef PTWK_UNDERWAY_H
+#define PTWK_UNDERWAY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct bpf_program;
+struct bpf_map;
+struct ptw_proc;
+struct ptw_symbols;
+struct ptwk_conv;
+struct ptwk_frames;
+struct ptwk_underway;
+
+struct ptwk_underway_env {
+	pid_t pid;
+	struct ptw_proc *proc;	  /* its memory */
+	struct ptw_symbols *syms; /* its modules (unwinding) */
+	struct ptwk_frames *frames;
+	struct bpf_program *iter, *ret; /* ptw_underway_regs, ptw_underway_return */
+	struct bpf_map *sites;		/* underway_sites */
+	bool multi;			/* uprobe_multi links (else one uprobe per site) */
+	/* a warning (ptw_warnings.h code) */
+	void (*note)(void *ctx, int code, const char *line);
+	void *ctx;
+};
+
+/* Before the entry probes go in: every thread's context switches so far.
+ * NULL when there is nothing to do or it cannot be done (said). */
+struct ptwk_underway *ptwk_underway_begin(const struct ptwk_underway_env *env);
+
+/* After the entry probes are in: the calls under way found and their
+ * return sites watched, for the threads that did not run meanwhile (the
+ * others said). Before the threads are listed: once the session says it
+ * attached, the program may go on. Returns the return-site probes
+ * attached. */
+unsigned ptwk_underway_take(struct ptwk_underway *u);
+
+/* Once the threads are listed (conv knows them), before any record is
+ * converted: the frame entries of what take found (ns: the attach). */
+void ptwk_underway_emit(struct ptwk_underway *u, struct ptwk_conv *conv, uint64_t ns);
+
+/* Now and then: once every watched frame has returned or its thread is
+ * gone, the return sites' probes are removed. */
+void ptwk_underway_poll(struct ptwk_underway *u);
+
+/* The probes removed (detach); free. NULL is fine. */
+void ptwk_underway_close(struct ptwk_underway *u);
+void ptwk_underway_free(struct ptwk_underway *u);
+
+#endif
