@@ -75,6 +75,9 @@ struct ptw_kernel_opts {
 	 * (measuring the difference; not for use: that read takes the
 	 * target's memory-map lock). */
 	bool modules_from_proc;
+	/* Read the kernel's whole BTF for CO-RE even where the minimal one
+	 * made at build time for this kernel could be used (tests). */
+	bool no_min_btf;
 };
 
 /*
@@ -149,6 +152,7 @@ int ptw_kernel_detach(struct ptw_kernel *k);
 
 struct ptw_kernel_stats {
 	const char *mode;	/* "uprobe_multi" or "uprobe" (one perf event per probe) */
+	const char *btf;	/* the BTF CO-RE used: "minimal (...)" or "the kernel's" */
 	unsigned probes;	/* uprobes attached (entry and return) */
 	uint64_t records;	/* records read */
 	uint64_t events;	/* events emitted */

@@ -31,11 +31,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "closer.h"
 #include "convert.h"
 #include "kframes.h"
 #include "underway.h"
 #include "locks.h"
 #include "modules.h"
+#include "minbtf.h"
 #include "probes.h"
 #include "main_caller.h"
 #include "ptw_attach.h"
@@ -70,6 +72,7 @@ struct ptw_kernel {
 	struct ptw_kernel_bpf *skel;
 	bool multi;
 	int multi_fds[2];
+	struct ptwk_closing *closing; /* the links closing in the background */
 	struct bpf_link **links; /* tracepoints, and per-probe uprobes */
 	size_t nlinks;
 	struct ring_buffer *rb;
@@ -823,6 +826,8 @@ unsigned ptw_kernel_flush_ms(const struct ptw_kernel *k)
 	return k->o.flush_ms;
 }
 
+static void close_links_start(struct ptw_kernel *k);
+
 int ptw_kernel_run(struct ptw_kernel *k, int timeout_ms)
 {
 	uint64_t deadline = timeout_ms >= 0 ? ptw_now_ns() + (uint64_t)timeout_ms * 1000000 : 0;
@@ -880,6 +885,11 @@ int ptw_kernel_run(struct ptw_kernel *k, int timeout_ms)
 			k->pidfd = -1;
 		}
 	}
+	/* Everything watched has ended: nothing more can come. The links
+	 * close (some 40 ms of the kernel's grace periods) while the caller
+	 * writes its report. */
+	if (k->skel && !k->detached && !k->closing)
+		close_links_start(k);
 	return 1;
 }
 
@@ -993,9 +1003,23 @@ static void start_where(struct ptw_kernel *k)
 
 static int open_skeleton(struct ptw_kernel *k, bool multi)
 {
-	struct ptw_kernel_bpf *s = ptw_kernel_bpf__open();
-	if (!s)
-		return -errno ? -errno : -ENOMEM;
+	/* CO-RE against the BTF made at build time for this very kernel
+	 * (minbtf.h), else the kernel's own (parsed whole by libbpf). */
+	char btf_path[64];
+	const char *why_not = "not tried";
+	int btf_fd = k->o.no_min_btf ? -1 : ptwk_min_btf_open(btf_path, sizeof(btf_path), &why_not);
+	LIBBPF_OPTS(bpf_object_open_opts, oo, .btf_custom_path = btf_fd >= 0 ? btf_path : NULL);
+	k->stats.btf =
+		btf_fd >= 0 ? "minimal (made at build time for this kernel)" : "the kernel's";
+	ptw_dbg(PTW_DBG_TRACER, "CO-RE: %s BTF%s%s", k->stats.btf,
+		btf_fd >= 0 ? "" : "; minimal: ", btf_fd >= 0 ? "" : why_not);
+	struct ptw_kernel_bpf *s = ptw_kernel_bpf__open_opts(&oo);
+	if (!s) {
+		int e = -errno ? -errno : -ENOMEM;
+		if (btf_fd >= 0)
+			close(btf_fd);
+		return e;
+	}
 	const struct ptwk_layout *l = &k->probes.layout;
 	s->rodata->off_result = l->result;
 	s->rodata->have_result = l->have_result;
@@ -1058,6 +1082,8 @@ static int open_skeleton(struct ptw_kernel *k, bool multi)
 			    : 0;
 	if (r == 0)
 		r = ptw_kernel_bpf__load(s);
+	if (btf_fd >= 0)
+		close(btf_fd);
 	if (r < 0) {
 		ptw_kernel_bpf__destroy(s);
 		return r;
@@ -1228,26 +1254,45 @@ static int attach_tracepoints(struct ptw_kernel *k)
 }
 
 /*
- * Closing a uprobe link waits for the kernel to be sure no thread still
- * runs its program (RCU grace periods): 25-40 ms for each uprobe_multi
- * link here, about 110 ms for each ordinary uprobe (perf event). Closing
- * them from several threads at once took as long: the kernel serializes
- * the unregistrations.
+ * Closing a uprobe link waits for grace periods (closer.h): 25-50 ms for
+ * each uprobe_multi link here, about 110 ms for each ordinary uprobe
+ * (perf event). Closed together, from several threads, they wait for the
+ * same ones: the detach costs about one link's close, however many.
  */
-static void close_links(struct ptw_kernel *k)
+static void close_links_start(struct ptw_kernel *k)
 {
-	ptwk_frames_close(k->frames);
+	/* (calls under way: their return sites' links, closed first) */
 	ptwk_underway_close(k->underway);
-	for (int i = 0; i < 2; i++)
-		if (k->multi_fds[i] >= 0) {
-			close(k->multi_fds[i]);
-			k->multi_fds[i] = -1;
-		}
+	/* --trace's links with the others, all at once */
+	int *fds = NULL;
+	struct bpf_link **links = NULL;
+	size_t nfds = 0, nlinks = 0;
+	ptwk_frames_take_links(k->frames, &fds, &nfds, &links, &nlinks);
+	fds = xreallocarray(fds, nfds + 2, sizeof(*fds));
+	fds[nfds++] = k->multi_fds[0];
+	fds[nfds++] = k->multi_fds[1];
+	k->multi_fds[0] = k->multi_fds[1] = -1;
+	links = xreallocarray(links, nlinks + k->nlinks + 1, sizeof(*links));
 	for (size_t i = 0; i < k->nlinks; i++)
-		bpf_link__destroy(k->links[i]);
+		links[nlinks++] = k->links[i];
 	free(k->links);
 	k->links = NULL;
 	k->nlinks = 0;
+	if (!k->closing)
+		k->closing = ptwk_close_start(fds, nfds, links, nlinks);
+	else { /* (the second of two: closed here) */
+		ptwk_close_together(fds, nfds, links, nlinks);
+		free(fds);
+		free(links);
+	}
+}
+
+static void close_links(struct ptw_kernel *k)
+{
+	close_links_start(k);
+	ptwk_close_wait(k->closing);
+	k->closing = NULL;
+	ptwk_frames_close(k->frames);
 }
 
 static int load_and_attach(struct ptw_kernel *k, char *why, size_t why_size)

@@ -876,3 +876,18 @@ void ptwk_frames_free(struct ptwk_frames *f)
 	free(f->file_syms);
 	free(f);
 }
+
+void ptwk_frames_take_links(struct ptwk_frames *f, int **fds, size_t *nfds,
+			    struct bpf_link ***links, size_t *nlinks)
+{
+	*fds = f ? f->fds : NULL;
+	*nfds = f ? f->nfds : 0;
+	*links = f ? f->links : NULL;
+	*nlinks = f ? f->nlinks : 0;
+	if (!f)
+		return;
+	f->fds = NULL;
+	f->nfds = 0;
+	f->links = NULL;
+	f->nlinks = 0;
+}

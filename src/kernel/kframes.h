@@ -94,6 +94,12 @@ void ptwk_frames_notes(const struct ptwk_frames *f,
 
 /* Closes the links (the kernel removes the probes). */
 void ptwk_frames_close(struct ptwk_frames *f);
+struct bpf_link;
+/* Hands the links over to the caller (to close with others: closer.h):
+ * *fds and *links (malloc'ed, NULL where none) and their counts; f keeps
+ * none. f may be NULL. */
+void ptwk_frames_take_links(struct ptwk_frames *f, int **fds, size_t *nfds,
+			    struct bpf_link ***links, size_t *nlinks);
 void ptwk_frames_free(struct ptwk_frames *f);
 
 #endif

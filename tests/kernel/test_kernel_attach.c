@@ -10,9 +10,12 @@
  * cancellation, names, the exit code. Then that nothing is left behind:
  * no BPF link of ours, the target's libc text equal to the file.
  *
- * Usage: test_kernel_attach [--per-probe | --launch] [--no-debug-files]
+ * Usage: test_kernel_attach [--per-probe | --launch | --kernel-btf] [--no-debug-files]
  *                            [--start-at-clone] FIXTURE
  *   --per-probe  ordinary uprobes (the fallback) instead of uprobe_multi
+ *   --kernel-btf CO-RE against the kernel's whole BTF (no_min_btf), not
+ *                the minimal one made at build time (used otherwise where
+ *                it was made for this kernel: checked)
  *   --launch     FIXTURE is tests/fixtures/lifecycle.c itself, started by
  *                ptw_kernel_launch (held before its exec, no attach)
  *   --no-debug-files  without libc's debug file (start_thread and struct
@@ -32,6 +35,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "minbtf.h"
 #include "ptw_events.h"
 #include <json-c/json.h>
 #include "ptw_kernel.h"
@@ -191,7 +195,8 @@ static int programs_left(const unsigned *ids, size_t n)
 
 int main(int argc, char **argv)
 {
-	bool per_probe = false, launch = false, no_debug = false, at_clone = false;
+	bool per_probe = false, launch = false, no_debug = false, at_clone = false,
+	     kernel_btf = false;
 	int a;
 	for (a = 1; a < argc - 1; a++)
 		if (!strcmp(argv[a], "--per-probe"))
@@ -202,11 +207,14 @@ int main(int argc, char **argv)
 			no_debug = true;
 		else if (!strcmp(argv[a], "--start-at-clone"))
 			at_clone = true;
+		else if (!strcmp(argv[a], "--kernel-btf"))
+			kernel_btf = true;
 		else
 			break;
 	if (argc < 2 || a != argc - 1 || (per_probe && launch)) {
 		fprintf(stderr,
-			"usage: test_kernel_attach [--per-probe | --launch] [--no-debug-files] "
+			"usage: test_kernel_attach [--per-probe | --launch | --kernel-btf] "
+			"[--no-debug-files] "
 			"[--start-at-clone] FIXTURE\n");
 		return 99;
 	}
@@ -222,7 +230,8 @@ int main(int argc, char **argv)
 				     .sink = sink,
 				     .sink_ctx = spans,
 				     .no_multi = per_probe,
-				     .start_at_clone = at_clone };
+				     .start_at_clone = at_clone,
+				     .no_min_btf = kernel_btf };
 	struct ptw_kernel *k;
 	int r, ctl = -1, rep;
 	pid_t pid, child;
@@ -263,6 +272,15 @@ run:
 	       "exit code %d signal %d", code, sig);
 	EXPECT(st.lost == 0, "%" PRIu64 " lost", st.lost);
 	EXPECT(!strcmp(st.mode, per_probe ? "uprobe" : "uprobe_multi"), "mode %s", st.mode);
+	char btf_path[64];
+	const char *why_not;
+	int btf_fd = ptwk_min_btf_open(btf_path, sizeof(btf_path), &why_not);
+	if (btf_fd >= 0)
+		close(btf_fd);
+	printf("CO-RE: %s BTF%s%s\n", st.btf, btf_fd < 0 ? "; minimal: " : "",
+	       btf_fd < 0 ? why_not : "");
+	EXPECT(!strncmp(st.btf, btf_fd >= 0 && !kernel_btf ? "minimal" : "the kernel's", 7),
+	       "CO-RE used %s BTF", st.btf);
 
 	/* The ground truth. */
 	char *text = kdrv_slurp(truth);

@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: MIT */
+/* Closing uprobe links together; see closer.h. */
+#define _GNU_SOURCE
+#include "closer.h"
+
+#include <bpf/libbpf.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+struct closing {
+	int *fds;
+	size_t nfds;
+	struct bpf_link **links;
+	size_t nlinks;
+	size_t next; /* the next one to close: fds first, then links */
+};
+
+/* Takes the next one to close until none is left. */
+static void *closer_work(void *arg)
+{
+	struct closing *c = arg;
+	for (;;) {
+		size_t i = __atomic_fetch_add(&c->next, 1, __ATOMIC_RELAXED);
+		if (i < c->nfds) {
+			if (c->fds[i] >= 0)
+				close(c->fds[i]);
+			c->fds[i] = -1;
+		} else if (i - c->nfds < c->nlinks) {
+			bpf_link__destroy(c->links[i - c->nfds]);
+			c->links[i - c->nfds] = NULL;
+		} else {
+			return NULL;
+		}
+	}
+}
+
+void ptwk_close_together(int *fds, size_t nfds, struct bpf_link **links, size_t nlinks)
+{
+	struct closing c = { fds, fds ? nfds : 0, links, links ? nlinks : 0, 0 };
+	size_t n = 0;
+	for (size_t i = 0; i < c.nfds; i++)
+		n += fds[i] >= 0;
+	for (size_t i = 0; i < c.nlinks; i++)
+		n += links[i] != NULL;
+	pthread_t th[PTWK_CLOSER_THREADS];
+	size_t nth = 0;
+	/* This thread is one of the closers: one more thread per link left,
+	 * as many as PTWK_CLOSER_THREADS in all. Blocking every signal: the
+	 * caller's signals are the caller's. */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 64 * 1024); /* (a close needs little) */
+	while (nth + 1 < n && nth + 1 < PTWK_CLOSER_THREADS &&
+	       pthread_create(&th[nth], &attr, closer_work, &c) == 0)
+		nth++;
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	closer_work(&c);
+	for (size_t i = 0; i < nth; i++)
+		pthread_join(th[i], NULL);
+}
+
+struct ptwk_closing {
+	pthread_t th;
+	int *fds;
+	size_t nfds;
+	struct bpf_link **links;
+	size_t nlinks;
+};
+
+static void *close_later(void *arg)
+{
+	struct ptwk_closing *c = arg;
+	ptwk_close_together(c->fds, c->nfds, c->links, c->nlinks);
+	return NULL;
+}
+
+struct ptwk_closing *ptwk_close_start(int *fds, size_t nfds, struct bpf_link **links, size_t nlinks)
+{
+	size_t n = 0;
+	for (size_t i = 0; fds && i < nfds; i++)
+		n += fds[i] >= 0;
+	for (size_t i = 0; links && i < nlinks; i++)
+		n += links[i] != NULL;
+	struct ptwk_closing *c = n ? malloc(sizeof(*c)) : NULL;
+	if (c) {
+		*c = (struct ptwk_closing){ 0, fds, nfds, links, nlinks };
+		sigset_t all, old;
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		int r = pthread_create(&c->th, NULL, close_later, c);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		if (r == 0)
+			return c;
+		free(c);
+	}
+	ptwk_close_together(fds, nfds, links, nlinks);
+	free(fds);
+	free(links);
+	return NULL;
+}
+
+void ptwk_close_wait(struct ptwk_closing *c)
+{
+	if (!c)
+		return;
+	pthread_join(c->th, NULL);
+	free(c->fds);
+	free(c->links);
+	free(c);
+}
