@@ -121,6 +121,15 @@ static int read_tasks(struct ptwk_underway *u, struct ptwk_uw_task **ret)
 	return (int)n;
 }
 
+/* The task iterator failed (n: -errno): no calls under way reported. */
+static void note_no_registers(struct ptwk_underway *u, int n)
+{
+	note(u, PTW_W_KERNEL_LIMIT,
+	     "--trace: the calls under way at the attach are not reported: the threads' "
+	     "registers cannot be read without a stop (task iterator: %s)",
+	     strerror(-n));
+}
+
 struct ptwk_underway *ptwk_underway_begin(const struct ptwk_underway_env *env)
 {
 	if (!env->iter || !env->ret || !env->sites || !env->frames)
@@ -130,10 +139,7 @@ struct ptwk_underway *ptwk_underway_begin(const struct ptwk_underway_env *env)
 	struct ptwk_uw_task *t;
 	int n = read_tasks(u, &t);
 	if (n < 0) {
-		note(u, PTW_W_KERNEL_LIMIT,
-		     "--trace: the calls under way at the attach are not reported: the threads' "
-		     "registers cannot be read without a stop (task iterator: %s)",
-		     strerror(-n));
+		note_no_registers(u, n);
 		free(u);
 		return NULL;
 	}
@@ -322,10 +328,7 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 	struct ptwk_uw_task *t;
 	int n = read_tasks(u, &t);
 	if (n < 0) {
-		note(u, PTW_W_KERNEL_LIMIT,
-		     "--trace: the calls under way at the attach are not reported: the threads' "
-		     "registers cannot be read without a stop (task iterator: %s)",
-		     strerror(-n));
+		note_no_registers(u, n);
 		return 0;
 	}
 	ptw_dbg(PTW_DBG_TRACER, "--trace: under way: %d threads read in %.2f ms", n,

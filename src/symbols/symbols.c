@@ -470,8 +470,10 @@ static int report_modules(struct ptw_symbols *s)
 	return 0;
 }
 
-int ptw_symbols_new(pid_t pid, bool use_debug_files, const char *cache_dir, ptw_memread_fn read,
-		    void *read_ctx, struct ptw_symbols **ret)
+/* A new, empty view of process pid's modules, found by find_elf. */
+static struct ptw_symbols *symbols_alloc(pid_t pid, bool use_debug_files, const char *cache_dir,
+					 ptw_memread_fn read, void *read_ctx,
+					 __typeof__(((Dwfl_Callbacks *)0)->find_elf) find_elf)
 {
 	struct ptw_symbols *s = xcalloc(1, sizeof(*s));
 	s->pid = pid;
@@ -479,9 +481,17 @@ int ptw_symbols_new(pid_t pid, bool use_debug_files, const char *cache_dir, ptw_
 	s->cache_dir = cache_dir ? xstrdup(cache_dir) : NULL;
 	s->read = read;
 	s->read_ctx = read_ctx;
-	s->callbacks.find_elf = dwfl_linux_proc_find_elf;
+	s->callbacks.find_elf = find_elf;
 	s->callbacks.find_debuginfo = use_debug_files ? find_debuginfo : no_debuginfo;
 	s->callbacks.debuginfo_path = &s->debuginfo_path;
+	return s;
+}
+
+int ptw_symbols_new(pid_t pid, bool use_debug_files, const char *cache_dir, ptw_memread_fn read,
+		    void *read_ctx, struct ptw_symbols **ret)
+{
+	struct ptw_symbols *s = symbols_alloc(pid, use_debug_files, cache_dir, read, read_ctx,
+					      dwfl_linux_proc_find_elf);
 
 	char path[64], exe[PATH_MAX];
 	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
@@ -1800,15 +1810,8 @@ int ptw_symbols_new_listed(pid_t pid, const struct ptw_module_spec *mods, size_t
 			   bool use_debug_files, const char *cache_dir, ptw_memread_fn read,
 			   void *read_ctx, struct ptw_symbols **ret)
 {
-	struct ptw_symbols *s = xcalloc(1, sizeof(*s));
-	s->pid = pid;
-	s->use_debug_files = use_debug_files;
-	s->cache_dir = cache_dir ? xstrdup(cache_dir) : NULL;
-	s->read = read;
-	s->read_ctx = read_ctx;
-	s->callbacks.find_elf = listed_find_elf;
-	s->callbacks.find_debuginfo = use_debug_files ? find_debuginfo : no_debuginfo;
-	s->callbacks.debuginfo_path = &s->debuginfo_path;
+	struct ptw_symbols *s =
+		symbols_alloc(pid, use_debug_files, cache_dir, read, read_ctx, listed_find_elf);
 	s->dwfl = dwfl_begin(&s->callbacks);
 	if (!s->dwfl) {
 		ptw_symbols_free(s);
