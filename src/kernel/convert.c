@@ -214,7 +214,7 @@ static void on_lwp_exit(struct ptwk_conv *c, const struct ptwk_record *r)
 		th->raw = false; /* (counted once) */
 		if (th->created_ns < c->probes_in_ns)
 			c->window_clones++;
-		else
+		else if (!c->blind)
 			c->raw_clones++;
 	}
 	struct ptw_event ev = ptw_event_init(PTW_EV_LWP_EXIT, r->ns, tid);

@@ -73,6 +73,10 @@ struct ptwk_conv {
 	 * clones). */
 	uint64_t probes_in_ns;
 	uint64_t window_clones;
+	/* The probes no longer fire in this process (a thread other than the
+	 * main one exec'd: a per-process uprobe follows the old main thread's
+	 * memory): its threads are clones, not counted as raw ones. */
+	bool blind;
 	bool ended; /* PROCESS_EXIT emitted */
 	int exit_code, exit_signal;
 	bool core_dumped;

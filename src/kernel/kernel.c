@@ -434,6 +434,8 @@ static void image_ready(void *ctx)
 	scan_frames(k);
 }
 
+static pid_t probe_pid(const struct ptw_kernel *k);
+
 /* exec: a new image. Its symbols are loaded when first needed (now its
  * libc may not even be mapped yet); the old ones stay for the events that
  * point into them. */
@@ -484,9 +486,21 @@ static const char *on_exec(void *ctx)
 		k->exe[n > 0 ? n : 0] = '\0';
 		follow_exec(k);
 	}
+	bool launch = k->launched;
 	if (k->launched)
 		k->launched = false;
-	else if (!k->root)
+	if (!launch && d && d->r.kind == PTWK_EXEC && (pid_t)d->r.a != k->pid &&
+	    probe_pid(k) > 0 && !k->conv.blind) {
+		/* The exec'ing thread took the process's pid; the probes' link
+		 * holds the task that was the main thread, now gone, and the
+		 * kernel filters by its memory: none. */
+		k->conv.blind = true;
+		note_as(k, PTW_W_KERNEL_NOT_SEEN,
+			"thread %d, not the main thread, exec'd: the kernel's uprobes for one "
+			"process follow its old main thread, and no longer fire: the new image's "
+			"threads are seen only as clones and exits (the ptrace path sees them)",
+			(int)d->r.a);
+	} else if (!launch && !k->root)
 		note_as(k, PTW_W_KERNEL_NOT_SEEN,
 			"the process exec'd: the probes stay on the libc of the image it was "
 			"attached in");
