@@ -72,6 +72,10 @@ struct ptw_kernel {
 	struct ptw_kernel_bpf *skel;
 	bool multi;
 	int multi_fds[2];
+	/* links that match nothing since a thread other than the main one
+	 * exec'd (their task is gone): closed with the others */
+	int stale_fds[4];
+	size_t nstale;
 	struct ptwk_closing *closing; /* the links closing in the background */
 	struct bpf_link **links; /* tracepoints, and per-probe uprobes */
 	size_t nlinks;
@@ -435,6 +439,7 @@ static void image_ready(void *ctx)
 }
 
 static pid_t probe_pid(const struct ptw_kernel *k);
+static int attach_multi_to(struct ptw_kernel *k, uint32_t pid, int fds[2]);
 
 /* exec: a new image. Its symbols are loaded when first needed (now its
  * libc may not even be mapped yet); the old ones stay for the events that
@@ -493,13 +498,35 @@ static const char *on_exec(void *ctx)
 	    probe_pid(k) > 0 && !k->conv.blind) {
 		/* The exec'ing thread took the process's pid; the probes' link
 		 * holds the task that was the main thread, now gone, and the
-		 * kernel filters by its memory: none. */
-		k->conv.blind = true;
-		note_as(k, PTW_W_KERNEL_NOT_SEEN,
-			"thread %d, not the main thread, exec'd: the kernel's uprobes for one "
-			"process follow its old main thread, and no longer fire: the new image's "
-			"threads are seen only as clones and exits (the ptrace path sees them)",
-			(int)d->r.a);
+		 * kernel filters by its memory: none. Links made now hold the
+		 * new main task; what the image did meanwhile is not seen. */
+		int fds[2] = { -1, -1 };
+		if (k->multi && k->nstale + 2 <= PTW_ARRAY_SIZE(k->stale_fds) &&
+		    attach_multi_to(k, (uint32_t)k->pid, fds) == 0) {
+			for (int i = 0; i < 2; i++) {
+				k->stale_fds[k->nstale++] = k->multi_fds[i];
+				k->multi_fds[i] = fds[i];
+			}
+			uint64_t now = ptw_now_ns();
+			note_as(k, PTW_W_KERNEL_NOT_SEEN,
+				"thread %d, not the main thread, exec'd: the kernel's uprobes for one "
+				"process follow its main thread, and were put in again for the new "
+				"one %.1f ms after the exec: what the new image did before is seen "
+				"only as clones and exits",
+				(int)d->r.a, now > d->r.ns ? (double)(now - d->r.ns) / 1e6 : 0.0);
+			k->conv.probes_in_ns = now; /* (its clones before: the window's) */
+		} else {
+			for (int i = 0; i < 2; i++)
+				if (fds[i] >= 0)
+					close(fds[i]);
+			k->conv.blind = true;
+			note_as(k, PTW_W_KERNEL_NOT_SEEN,
+				"thread %d, not the main thread, exec'd: the kernel's uprobes for one "
+				"process follow its old main thread, and no longer fire: the new "
+				"image's threads are seen only as clones and exits (the ptrace path "
+				"sees them)",
+				(int)d->r.a);
+		}
 	} else if (!launch && !k->root)
 		note_as(k, PTW_W_KERNEL_NOT_SEEN,
 			"the process exec'd: the probes stay on the libc of the image it was "
@@ -1282,10 +1309,13 @@ static void close_links_start(struct ptw_kernel *k)
 	struct bpf_link **links = NULL;
 	size_t nfds = 0, nlinks = 0;
 	ptwk_frames_take_links(k->frames, &fds, &nfds, &links, &nlinks);
-	fds = xreallocarray(fds, nfds + 2, sizeof(*fds));
+	fds = xreallocarray(fds, nfds + 2 + k->nstale, sizeof(*fds));
 	fds[nfds++] = k->multi_fds[0];
 	fds[nfds++] = k->multi_fds[1];
 	k->multi_fds[0] = k->multi_fds[1] = -1;
+	for (size_t i = 0; i < k->nstale; i++)
+		fds[nfds++] = k->stale_fds[i];
+	k->nstale = 0;
 	links = xreallocarray(links, nlinks + k->nlinks + 1, sizeof(*links));
 	for (size_t i = 0; i < k->nlinks; i++)
 		links[nlinks++] = k->links[i];

@@ -263,14 +263,23 @@ def case_execthread(session, chk):
         chk.true('%s: end_ns known' % what, span['end_ns'] is not None, span)
 
     if backend() == 'kernel':
-        # The kernel path's probes follow the old main thread (gone): the
-        # new image is not seen, and a warning says so (no made-up value).
-        codes = {w['code']: w['message'] for w in run.doc.get('warnings', [])}
+        # The kernel path's probes followed the old main thread (gone): they
+        # are put in again for the new one, a moment after the exec, and a
+        # warning says what the new image did before is not seen (no
+        # made-up value). When they came in time, image 2 is whole.
+        codes = {}
+        for w in run.doc.get('warnings', []):
+            codes[w['code']] = codes.get(w['code'], '') + w['message'] + '\n'
         chk.true('a kernel_not_seen warning names the exec by a thread not the main one (%s)'
                  % codes, 'not the main thread, exec\'d' in codes.get('kernel_not_seen', ''))
         chk.eq('no raw clone warning (the new image\'s threads are not raw clones)',
                'raw clone' in codes.get('kernel_limit', ''), False)
-        return
+        named = {s['tid'] for s in thread_spans(run.doc) if s.get('start_routine')}
+        whole = all(t['tid'] in named for t in image2 if t['kind'] == 'thread')
+        print('image 2 %s on the kernel path (%s)' % ('whole' if whole else 'not seen whole',
+                                                       codes.get('kernel_not_seen')))
+        if not whole:
+            return
     # Image 2: a new main span, and its thread traced in full.
     m2 = Model(chk, run, 'execthread.c', records=image2, main_spans={pid: new_main})
     m2.match()

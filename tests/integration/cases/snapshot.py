@@ -236,6 +236,9 @@ def case_snapshot_deadlock(session, chk):
     for r in blocked:
         role.setdefault(r['role'], []).append(r)
     ab, ba = role['ab'][0], role['ba'][0]
+    # (its ready line comes just before main's read: wait until it sleeps
+    # there, as the state checked below is a sleeping main thread's)
+    settled_states(pid, {t: 'S' for t in [pid] + [r['tid'] for r in blocked]})
     run = session.attach(pid, opts=('--snapshot',))
     doc = run.doc
     # The report is the command's output: standard output, as eu-stack,
