@@ -30,15 +30,6 @@ struct task_struct___kf {
 	struct mm_struct___kf *mm;
 } __attribute__((preserve_access_index));
 
-/* A signal's action (include/linux/signal_types.h), for signal_deliver. */
-struct sigaction___kf {
-	void *sa_handler;
-} __attribute__((preserve_access_index));
-
-struct k_sigaction___kf {
-	struct sigaction___kf sa;
-} __attribute__((preserve_access_index));
-
 static __always_inline __u64 uprobe_area(void)
 {
 	struct task_struct___kf *t = (struct task_struct___kf *)bpf_get_current_task();
@@ -124,30 +115,19 @@ int ptw_frame_helper(struct pt_regs *ctx)
 
 /*
  * A caught signal is about to be delivered to a thread of a watched
- * process (its handler runs next, on top of what it interrupted):
- * signal_deliver fires in get_signal() for every action, so SIG_DFL and
- * SIG_IGN are left out here. The user registers are those of the
- * interrupted code. Only loaded with --trace.
+ * process (its handler runs next, on top of what it interrupted): from
+ * ptw_signal, with --trace. The user registers are those of the
+ * interrupted code.
  */
-SEC("raw_tp/signal_deliver")
-int ptw_frame_signal(struct bpf_raw_tracepoint_args *ctx)
+static __always_inline void frame_signal(__u64 id, int sig)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32;
-	if (!bpf_map_lookup_elem(&watched, &tgid))
-		return 0;
-	struct k_sigaction___kf *ka = (struct k_sigaction___kf *)ctx->args[2];
-	__u64 handler = (__u64)BPF_CORE_READ(ka, sa.sa_handler);
-	if (handler <= 1) /* SIG_DFL, SIG_IGN */
-		return 0;
 	struct ptwk_record r = {};
 	begin(&r, PTWK_SIGNAL, id);
-	r.a = (__u32)ctx->args[0];
+	r.a = (__u32)sig;
 	long regs = bpf_task_pt_regs(bpf_get_current_task_btf());
 	if (regs && bpf_probe_read_kernel(
 			    &r.b, sizeof(r.b),
 			    (const void *)(regs + __builtin_offsetof(struct pt_regs, sp))) == 0)
 		r.f |= PTWK_F_READ;
 	send(&r, false);
-	return 0;
 }

@@ -38,6 +38,8 @@ const volatile __u32 canceled_mask = 0x08;
 const volatile __u64 wake_bytes = 256 * 1024;
 /* -f with a link per child (measuring only): a fork wakes the reader. */
 const volatile __u32 wake_on_fork = 0;
+/* --trace: caught signals' deliveries are recorded (ptw_signal) */
+const volatile __u32 trace_signals = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -355,11 +357,13 @@ int ptw_exit(struct bpf_raw_tracepoint_args *ctx)
 }
 
 /*
- * A thread takes a signal with no handler that kills by default: if the
- * process dies of it, this thread is the one it killed (a crash's faulting
- * thread), the others went down with it. As the tracer has it from its
- * signal-delivery stop. Not SIGKILL: the kernel gives it to every thread
- * of a process going down.
+ * A signal is about to be delivered to a thread of a watched process
+ * (signal_deliver fires in get_signal() for every action). A caught one,
+ * with --trace: its handler's frames (frame_signal). One with no handler
+ * that kills by default: if the process dies of it, this thread is the
+ * one it killed (a crash's faulting thread), the others went down with it,
+ * as the tracer has it from its signal-delivery stop. Not SIGKILL: the
+ * kernel gives it to every thread of a process going down.
  */
 SEC("raw_tp/signal_deliver")
 int ptw_signal(struct bpf_raw_tracepoint_args *ctx)
@@ -370,7 +374,10 @@ int ptw_signal(struct bpf_raw_tracepoint_args *ctx)
 		return 0;
 	int sig = (int)ctx->args[0];
 	struct k_sigaction *ka = (struct k_sigaction *)ctx->args[2];
-	if (!ka || BPF_CORE_READ(ka, sa.sa_handler))
+	__u64 handler = ka ? (__u64)BPF_CORE_READ(ka, sa.sa_handler) : 1;
+	if (handler > 1 && trace_signals) /* (1: SIG_IGN) */
+		frame_signal(id, sig);
+	if (handler)
 		return 0;
 	switch (sig) {
 	case 9:	 /* SIGKILL */

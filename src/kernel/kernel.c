@@ -1062,6 +1062,9 @@ static int open_skeleton(struct ptw_kernel *k, bool multi)
 		return e;
 	}
 	const struct ptwk_layout *l = &k->probes.layout;
+	/* --trace: caught signals' deliveries (a signal handler that is not
+	 * traced: what it calls carries its signal) */
+	s->rodata->trace_signals = k->o.ntrace != 0;
 	s->rodata->off_result = l->result;
 	s->rodata->have_result = l->have_result;
 	s->rodata->off_joinid = l->joinid;
@@ -1102,8 +1105,6 @@ static int open_skeleton(struct ptw_kernel *k, bool multi)
 		r = bpf_program__set_expected_attach_type(
 			s->progs.ptw_underway_return,
 			(enum bpf_attach_type)PTWK_BPF_TRACE_UPROBE_MULTI);
-	if (r == 0 && !k->o.ntrace) /* (a tracepoint: no attach type to set) */
-		r = bpf_program__set_autoload(s->progs.ptw_frame_signal, false);
 	for (size_t i = 0; i < PTW_ARRAY_SIZE(frame_progs) && r == 0; i++)
 		if (!k->o.ntrace)
 			r = bpf_program__set_autoload(frame_progs[i], false);
@@ -1277,14 +1278,6 @@ static int attach_tracepoints(struct ptw_kernel *k)
 					k->skel->progs.ptw_exec, k->skel->progs.ptw_signal };
 	for (size_t i = 0; i < PTW_ARRAY_SIZE(progs); i++) {
 		struct bpf_link *l = bpf_program__attach(progs[i]);
-		if (!l)
-			return -errno;
-		keep_link(k, l);
-	}
-	/* --trace: caught signals' deliveries (a signal handler that is not
-	 * traced: what it calls carries its signal) */
-	if (k->o.ntrace) {
-		struct bpf_link *l = bpf_program__attach(k->skel->progs.ptw_frame_signal);
 		if (!l)
 			return -errno;
 		keep_link(k, l);
