@@ -389,42 +389,9 @@ static bool core_module(const char *path)
  * a signal handler on an alternate stack above the interrupted calls)
  * then gets a return sent to another call's address, or SIGILL (checked
  * on 6.18: docs/design.md). A program that imports a stack switch is not
- * given return probes: "swapcontext needed by prog", NULL when none.
+ * given return probes either (refusals_in_file's *switcher).
  */
-static char *switcher_in_file(const char *path)
-{
-	static const char *const switchers[] = { "swapcontext", "setcontext", "sigaltstack" };
-	if (!path || path[0] != '/' || core_module(path))
-		return NULL; /* (libc defines them, and does not switch under its callers) */
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return NULL;
-	elf_version(EV_CURRENT);
-	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
-	struct ptw_buf b = { 0 };
-	for (Elf_Scn *scn = NULL; elf && !b.len && (scn = elf_nextscn(elf, scn));) {
-		GElf_Shdr sh;
-		Elf_Data *d;
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM ||
-		    !(d = elf_getdata(scn, NULL)) || !sh.sh_entsize)
-			continue;
-		size_t n = sh.sh_size / sh.sh_entsize;
-		for (size_t i = 0; i < n && !b.len; i++) {
-			GElf_Sym sym;
-			const char *name = gelf_getsym(d, (int)i, &sym) && sym.st_shndx == SHN_UNDEF
-						   ? elf_strptr(elf, sh.sh_link, sym.st_name)
-						   : NULL;
-			for (size_t k = 0; name && k < PTW_ARRAY_SIZE(switchers); k++)
-				if (!strcmp(name, switchers[k]))
-					ptw_buf_printf(&b, "%s needed by %s", name,
-						       ptw_pattern_base_name(path));
-		}
-	}
-	if (elf)
-		elf_end(elf);
-	close(fd);
-	return b.p;
-}
+static void refusals_in_file(const char *path, char **thrower, char **switcher);
 
 /* The same over the process's modules. */
 static char *switcher_in(struct ptw_symbols *syms)
@@ -436,7 +403,7 @@ static char *switcher_in(struct ptw_symbols *syms)
 		uint64_t start;
 		bool is_exe;
 		if (ptw_symbols_module_info(syms, i, &path, &start, &is_exe) == 0)
-			why = switcher_in_file(path);
+			refusals_in_file(path, NULL, &why);
 	}
 	return why;
 }
@@ -490,53 +457,64 @@ static int scan(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
 	return total;
 }
 
-/* What unwinder_in() looks for, in a file not loaded yet: a thrower in its
- * symbol tables (defined or needed), or a C++ or unwinding runtime among
- * the libraries it needs. */
-static char *unwinder_in_file(const char *path)
+/* Why no uretprobe may go in a process that maps the file at path. In
+ * *thrower (when not NULL), what unwinder_in() looks for, in a file not
+ * loaded yet: a thrower in its symbol tables (defined or needed), or a C++
+ * or unwinding runtime among the libraries it needs. In *switcher, a stack
+ * switch it needs from libc ("swapcontext needed by prog"; libc itself
+ * defines them and does not switch under its callers). NULL: none. */
+static void refusals_in_file(const char *path, char **thrower, char **switcher)
 {
 	static const char *const throwers[] = { "__cxa_throw", "__rust_start_panic",
 						"_Unwind_RaiseException" };
 	static const char *const runtimes[] = { "libstdc++", "libgcc_s" };
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return NULL;
+	static const char *const switchers[] = { "swapcontext", "setcontext", "sigaltstack" };
+	struct ptw_buf t = { 0 }, w = { 0 };
+	int fd = path && path[0] == '/' ? open(path, O_RDONLY | O_CLOEXEC) : -1;
 	elf_version(EV_CURRENT);
-	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
-	char *why = NULL;
-	for (Elf_Scn *scn = NULL; elf && !why && (scn = elf_nextscn(elf, scn));) {
+	Elf *elf = fd >= 0 ? elf_begin(fd, ELF_C_READ, NULL) : NULL;
+	bool core = elf && core_module(path);
+	for (Elf_Scn *scn = NULL; elf && (scn = elf_nextscn(elf, scn));) {
 		GElf_Shdr sh;
 		Elf_Data *d;
 		if (!gelf_getshdr(scn, &sh) || !(d = elf_getdata(scn, NULL)) || !sh.sh_entsize)
 			continue;
 		size_t n = sh.sh_size / sh.sh_entsize;
-		struct ptw_buf b = { 0 };
-		for (size_t i = 0; i < n && !b.len; i++) {
+		for (size_t i = 0; i < n; i++) {
 			const char *name = NULL;
-			if (sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM) {
-				GElf_Sym sym;
-				if (gelf_getsym(d, (int)i, &sym))
-					name = elf_strptr(elf, sh.sh_link, sym.st_name);
-				for (size_t k = 0; name && k < PTW_ARRAY_SIZE(throwers); k++)
-					if (!strcmp(name, throwers[k]))
-						ptw_buf_printf(&b, "%s in %s", name,
+			GElf_Sym sym = { .st_shndx = SHN_ABS };
+			GElf_Dyn dyn;
+			if ((sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM) &&
+			    gelf_getsym(d, (int)i, &sym))
+				name = elf_strptr(elf, sh.sh_link, sym.st_name);
+			for (size_t k = 0; name && !t.len && k < PTW_ARRAY_SIZE(throwers); k++)
+				if (!strcmp(name, throwers[k]))
+					ptw_buf_printf(&t, "%s in %s", name, ptw_pattern_base_name(path));
+			if (sh.sh_type == SHT_DYNSYM && sym.st_shndx == SHN_UNDEF && !core)
+				for (size_t k = 0; name && !w.len && k < PTW_ARRAY_SIZE(switchers); k++)
+					if (!strcmp(name, switchers[k]))
+						ptw_buf_printf(&w, "%s needed by %s", name,
 							       ptw_pattern_base_name(path));
-			} else if (sh.sh_type == SHT_DYNAMIC) {
-				GElf_Dyn dyn;
-				if (gelf_getdyn(d, (int)i, &dyn) && dyn.d_tag == DT_NEEDED)
-					name = elf_strptr(elf, sh.sh_link, dyn.d_un.d_val);
-				for (size_t k = 0; name && k < PTW_ARRAY_SIZE(runtimes); k++)
-					if (strstr(name, runtimes[k]))
-						ptw_buf_printf(&b, "%s needs %s",
-							       ptw_pattern_base_name(path), name);
-			}
+			if (sh.sh_type == SHT_DYNAMIC && gelf_getdyn(d, (int)i, &dyn) &&
+			    dyn.d_tag == DT_NEEDED)
+				name = elf_strptr(elf, sh.sh_link, dyn.d_un.d_val);
+			for (size_t k = 0; sh.sh_type == SHT_DYNAMIC && name && !t.len &&
+					   k < PTW_ARRAY_SIZE(runtimes);
+			     k++)
+				if (strstr(name, runtimes[k]))
+					ptw_buf_printf(&t, "%s needs %s", ptw_pattern_base_name(path),
+						       name);
 		}
-		why = b.p;
 	}
 	if (elf)
 		elf_end(elf);
-	close(fd);
-	return why;
+	if (fd >= 0)
+		close(fd);
+	if (thrower)
+		*thrower = t.p;
+	else
+		ptw_buf_free(&t);
+	*switcher = w.p;
 }
 
 /* One file's traced functions, from the file (it is not mapped yet). */
@@ -594,8 +572,13 @@ int ptwk_frames_scan_files(struct ptwk_frames *f, const char *const *paths, size
 			real[i][0] = '\0';
 	/* Every file first: none gets a uretprobe if any can throw. */
 	for (size_t i = 0; i < n && !f->unwinder && !f->switcher; i++)
-		if (real[i][0] && !(f->unwinder = unwinder_in_file(real[i])))
-			f->switcher = switcher_in_file(real[i]);
+		if (real[i][0]) {
+			refusals_in_file(real[i], &f->unwinder, &f->switcher);
+			if (f->unwinder) { /* (its note says the first reason only) */
+				free(f->switcher);
+				f->switcher = NULL;
+			}
+		}
 	f->pid = pid;
 	f->started = true; /* the process scans that follow are after the exec */
 	for (size_t i = 0; i < n && !f->unwinder && !f->switcher; i++) {
