@@ -94,9 +94,14 @@ int ptw_tdb_drain(struct ptw_tdb *t, int max, ptw_tdb_msg_cb cb, void *ctx);
 /*
  * td_ta_thr_iter until a pass finds nothing new (all LWPs should be
  * stopped: with some still running, pass all_stopped = false and it
- * insists on two quiet passes).
+ * insists on two quiet passes). -ELOOP: the list in the target's memory
+ * goes round without coming back to its head (hostile, or corrupted);
+ * the threads met before the loop were given to cb.
  */
 typedef void (*ptw_tdb_iter_cb)(void *ctx, const struct ptw_tdb_thread *th);
+#define PTW_TDB_LOOP_WARNING                                                                 \
+	"the list of threads in the process's memory goes round in a loop (corrupted or "   \
+	"hostile): the threads it does not reach are listed from /proc, without start routine"
 int ptw_tdb_iterate(struct ptw_tdb *t, bool all_stopped, ptw_tdb_iter_cb cb, void *ctx);
 
 #endif

@@ -1578,8 +1578,9 @@ static char *comm_of(pid_t pid, pid_t tid)
 }
 
 /*
- * libthread_db's list of threads, walked in memory while they run (one
- * snapshot of the pages it reads: the walk cannot loop), then whatever
+ * libthread_db's list of threads, walked in memory while they run (a
+ * list that changes under the walk is walked again; one that loops ends
+ * the walk: ptw_tdb_iterate), then whatever
  * else /proc lists (raw clones, threads libthread_db cannot see). A thread
  * created from now on has its creation in the ring (the probes are in);
  * one in both is the same thread (convert.c keeps the first).
@@ -1590,7 +1591,12 @@ static void list_threads(struct ptw_kernel *k)
 	uint64_t ns = ptw_now_ns();
 	if (k->tdb) {
 		ptw_mem_invalidate(k->proc);
-		ptw_tdb_iterate(k->tdb, false, on_thread, &l);
+		int r = ptw_tdb_iterate(k->tdb, false, on_thread, &l);
+		if (r == -ELOOP)
+			note_as(k, PTW_W_THREAD_DB_ITERATION, "%s", PTW_TDB_LOOP_WARNING);
+		else if (r < 0)
+			note_as(k, PTW_W_THREAD_DB_ITERATION,
+				"libthread_db could not list the threads: %s", strerror(-r));
 	}
 	pid_t *tids = NULL;
 	int n = ptw_proc_tids(k->pid, &tids);

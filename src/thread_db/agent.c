@@ -335,21 +335,32 @@ int ptw_tdb_iterate(struct ptw_tdb *t, bool all_stopped, ptw_tdb_iter_cb cb, voi
 	int r = 0;
 	/* With every LWP stopped the list cannot change: the first pass is the
 	 * whole truth. Otherwise repeat until passes find nothing new. */
-	int quiet_needed = all_stopped ? 0 : 2;
+	int quiet_needed = all_stopped ? 0 : 2, looped = 0;
 	for (int quiet = 0, passes = 0; (passes == 0 || quiet < quiet_needed) && passes < 64;
 	     passes++) {
 		st.new_in_pass = 0;
 		st.cycle = false;
 		ptw_map_free(&st.pass);
+		ptw_map_free(&t->ph.walk_reads);
+		t->ph.walking = true;
+		t->ph.walk_looped = false;
 		td_err_e e = td_ta_thr_iter(t->ta, iter_one, &st, TD_THR_ANY_STATE,
 					    TD_THR_LOWEST_PRIORITY, TD_SIGNO_MASK,
 					    TD_THR_ANY_USER_FLAGS);
-		if (e != TD_OK && !st.cycle) {
+		t->ph.walking = false;
+		if (t->ph.walk_looped && (all_stopped || ++looped == 3)) {
+			/* Not a list changing under a running walk: one that
+			 * loops. What was met before the loop stays listed. */
+			r = -ELOOP;
+			break;
+		}
+		if (e != TD_OK && !st.cycle && !t->ph.walk_looped) {
 			r = td_to_errno(e);
 			break;
 		}
-		quiet = st.new_in_pass || st.cycle ? 0 : quiet + 1;
+		quiet = st.new_in_pass || st.cycle || t->ph.walk_looped ? 0 : quiet + 1;
 	}
+	ptw_map_free(&t->ph.walk_reads);
 	ptw_map_free(&st.seen);
 	ptw_map_free(&st.pass);
 	return r;

@@ -13,8 +13,20 @@
 #include "ptw_symbols.h"
 #include "tdb_internal.h"
 
+/* Smaller reads are fields and list heads, read a few times a pass. */
+#define WALK_NODE_MIN 256
+
 ps_err_e ps_pdread(struct ps_prochandle *ph, psaddr_t addr, void *buf, size_t len)
 {
+	uint64_t a = (uint64_t)(uintptr_t)addr;
+	if (ph->walking && len >= WALK_NODE_MIN && a && a != UINT64_MAX) {
+		uintptr_t n = (uintptr_t)ptw_map_get(&ph->walk_reads, a) + 1;
+		if (n > 2) {
+			ph->walk_looped = true;
+			return PS_ERR;
+		}
+		ptw_map_put(&ph->walk_reads, a, (void *)n);
+	}
 	return ptw_mem_read(ph->proc, (uint64_t)(uintptr_t)addr, buf, len) == 0 ? PS_OK : PS_ERR;
 }
 

@@ -194,7 +194,9 @@ void attach_list_threads(struct ptw_tracer *t, int stuck, struct ptw_map *unseiz
 {
 	struct listing ls = { t, unseized };
 	int r = ptw_tdb_iterate(t->img.tdb, stuck == 0, found_thread, &ls);
-	if (r < 0)
+	if (r == -ELOOP)
+		tracer_warn(t, PTW_W_THREAD_DB_ITERATION, "%s", PTW_TDB_LOOP_WARNING);
+	else if (r < 0)
 		tracer_warn(t, PTW_W_THREAD_DB_ITERATION,
 			    "libthread_db could not list the threads: %s", strerror(-r));
 }

@@ -11,8 +11,8 @@ import signal
 import subprocess
 import time
 
-from ptw_test import case, Failed, fixture, ptwatch_path
-from helpers import run_ptwatch
+from ptw_test import backend, case, Failed, fixture, ptwatch_path, thread_spans
+from helpers import check_target_exit, run_ptwatch
 
 
 # ---------------------------------------------------------------------------
@@ -204,6 +204,42 @@ def case_hostile_tracer_name(session, chk):
              ('already traced by PID %d (\\x1b]0;pwn\\x07\\x1b[2J)' % os.getpid()).encode()
              in p.stderr, detail=p.stderr.decode('utf-8', 'replace'))
     chk.eq('the fixture answers', target.ask('p'), ['pong'])
+
+
+@case('hostile-thread-list')
+def case_hostile_thread_list(session, chk):
+    """ptwatch -p on a process whose list of threads in memory goes round
+    in a loop that libthread_db walks without reporting its nodes (a fake
+    descriptor filtered by priority, pointing to itself): ptwatch attached
+    for ever before, the target held stopped on the ptrace path. Now the
+    walk ends at the loop: both threads are there, the worker (met before
+    the loop) with its start routine, and a warning says what happened;
+    the target lives on, mends its list and exits."""
+    target = session.target('looplist')
+    pid, worker = target.ready()
+    modes = [('duration', ('-q', '--duration=0.3'))]
+    if backend() != 'kernel':
+        modes.append(('snapshot', ('-q', '--snapshot')))
+    for mode, opts in modes:
+        chk.prefix = '[%s] ' % mode
+        run = session.attach(pid, opts=opts, timeout=30)
+        chk.eq('exit status', run.returncode, 0, run.stderr_text()[-2000:])
+        doc = run.doc
+        warnings = [w for w in doc.get('warnings', []) if w['code'] == 'thread_db_iteration']
+        chk.eq('one thread_db_iteration warning', len(warnings), 1, doc.get('warnings'))
+        chk.true('it says the list loops', warnings and 'goes round in a loop' in
+                 warnings[0]['message'], warnings)
+        spans = {s['tid']: s for s in thread_spans(doc)}
+        chk.eq('spans by tid', sorted(spans), sorted([pid, worker]))
+        routine = lambda tid: ((spans.get(tid) or {}).get('start_routine') or {}).get('symbol')
+        chk.eq('main\'s routine', routine(pid), 'main')
+        chk.eq('the worker\'s routine (met before the loop)', routine(worker), 'worker')
+    chk.prefix = ''
+    chk.eq('the fixture answers', target.ask('p'), ['pong'])
+    target.send('q')
+    if check_target_exit(chk, target, 'released'):
+        chk.eq('its list mended, the worker joined', target.one_truth('looplist', 'q'),
+               {'kind': 'looplist', 'worker': worker, 'mended': True})
 
 
 @case('hostile-terminal')
