@@ -226,6 +226,29 @@ int ptw_return(struct pt_regs *ctx)
 #include "ptw_start.bpf.h"
 #include "ptw_modules.bpf.h"
 
+/*
+ * A thread made by a clone() system call, not pthread_create: what glibc's
+ * clone() wrapper left at the top of the child's stack (the syscall's
+ * rsi) for the child to pop and call, its function and argument (c, d),
+ * with the creator's ip (e) by which user space checks that the wrapper
+ * made the call (a clone made any other way leaves nothing there); flag
+ * PTWK_F_CLONE_READ. As the ptrace path reads them at its clone stop.
+ */
+static __always_inline void raw_clone_fn(struct ptwk_record *r)
+{
+	long regs = bpf_task_pt_regs(bpf_get_current_task_btf());
+	struct pt_regs pr;
+	__u64 top[2];
+	if (!regs || bpf_probe_read_kernel(&pr, sizeof(pr), (const void *)regs) ||
+	    pr.orig_ax != 56 /* __NR_clone */ || !pr.si ||
+	    bpf_probe_read_user(top, sizeof(top), (const void *)pr.si) || !top[0])
+		return;
+	r->c = top[0];
+	r->d = top[1];
+	r->e = pr.ip;
+	r->f |= PTWK_F_CLONE_READ;
+}
+
 /* A task was made: a thread of a watched process (its creation), or a
  * process it forked. Runs in the parent before the child can run, so the
  * creation is in the ring before anything the new thread does. */
@@ -291,6 +314,8 @@ int ptw_fork(struct bpf_raw_tracepoint_args *ctx)
 		}
 		bpf_map_delete_elem(&pending, &ptid);
 	}
+	if (!(r.f & PTWK_F_PTHREAD))
+		raw_clone_fn(&r);
 	if ((r.f & PTWK_F_PTHREAD) && have_joinid && pd) {
 		__u64 joinid;
 		if (read_user_u64(pd + off_joinid, &joinid)) {

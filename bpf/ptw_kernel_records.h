@@ -109,6 +109,10 @@ enum ptwk_kind {
 #define PTWK_UC_RSP 160
 
 #define PTWK_F_MODULES_WHOLE 0x10000 /* MODULES_END: the list read whole, to its end */
+#define PTWK_F_CLONE_READ 0x20000    /* CREATE, not PTWK_F_PTHREAD: a clone() syscall's
+				      * child stack top read: c = the function glibc's
+				      * clone() will call, d = its argument, e = the
+				      * creator's ip (in that wrapper or not) */
 
 #define PTWK_COMM_LEN 16
 

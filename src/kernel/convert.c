@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ptw_symbols.h" /* struct ptw_location */
+
 /* What is known of one thread of the process, by tid. */
 struct ptwk_thread {
 	uint64_t pthread; /* 0 unknown */
@@ -44,6 +46,15 @@ static void emit(struct ptwk_conv *c, struct ptw_event *ev)
 static const struct ptw_location *locate(struct ptwk_conv *c, uint64_t addr)
 {
 	return addr && c->ops.locate ? c->ops.locate(c->ops.ctx, addr) : NULL;
+}
+
+/* Whether a clone() system call made at ip was glibc's clone() wrapper's,
+ * which leaves the child's function and argument on its stack (the same
+ * test as the ptrace path's, by the symbol that names ip). */
+static bool by_clone_wrapper(struct ptwk_conv *c, uint64_t ip)
+{
+	const struct ptw_location *at = locate(c, ip);
+	return at && at->symbol && (!strcmp(at->symbol, "clone") || !strcmp(at->symbol, "__clone"));
 }
 
 static struct ptwk_thread *thread_of(const struct ptwk_conv *c, pid_t tid)
@@ -133,6 +144,11 @@ static void on_create(struct ptwk_conv *c, const struct ptwk_record *r)
 		/* A raw clone, or pthread_create entered before the probes were in
 		 * (a thread created while ptwatch attached): start_thread tells. */
 		th->raw = true;
+		if ((r->f & PTWK_F_CLONE_READ) && by_clone_wrapper(c, r->e)) {
+			ev.routine = locate(c, r->c);
+			ev.has_arg = true;
+			ev.arg = r->d;
+		}
 		emit(c, &ev);
 		return;
 	}
@@ -214,8 +230,6 @@ static void on_lwp_exit(struct ptwk_conv *c, const struct ptwk_record *r)
 		th->raw = false; /* (counted once) */
 		if (th->created_ns < c->probes_in_ns)
 			c->window_clones++;
-		else if (!c->blind)
-			c->raw_clones++;
 	}
 	struct ptw_event ev = ptw_event_init(PTW_EV_LWP_EXIT, r->ns, tid);
 	unsigned status = (unsigned)r->a;

@@ -63,10 +63,6 @@ struct ptwk_conv {
 	 * a traced call of another context whose stack lies above them */
 	uint64_t frames_ctx_dropped;
 	uint64_t events;
-	/* Threads made by a clone without pthread_create that never entered
-	 * start_thread (a raw clone): their routine and argument are unknown
-	 * on the kernel path (the caller says so). */
-	uint64_t raw_clones;
 	/* An attach: when the last probe was in (CLOCK_MONOTONIC, as the
 	 * records), and the threads made before it, seen as clones: their
 	 * pthread_create came before its probe (counted apart, not as raw
@@ -75,7 +71,7 @@ struct ptwk_conv {
 	uint64_t window_clones;
 	/* The probes no longer fire in this process (a thread other than the
 	 * main one exec'd: a per-process uprobe follows the old main thread's
-	 * memory): its threads are clones, not counted as raw ones. */
+	 * memory) until they are put in again. */
 	bool blind;
 	bool ended; /* PROCESS_EXIT emitted */
 	int exit_code, exit_signal;

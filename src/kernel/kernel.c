@@ -85,7 +85,6 @@ struct ptw_kernel {
 	struct ptwk_frames *frames; /* --trace (kframes.c), NULL without */
 	bool frames_noted;	    /* its notes are in (frames_notes) */
 	struct ptwk_underway *underway; /* --trace -p: calls under way at the attach (underway.c) */
-	bool raw_clones_noted;	    /* the raw clones' note is in */
 	bool window_clones_noted;
 	bool zombie_leader; /* attached with its main thread exited */
 	/* Threads start at their clone's return (bpf/ptw_start.bpf.h), not
@@ -1418,13 +1417,6 @@ static void note_line(void *ctx, int code, const char *line)
  * until then. Once. */
 static void frames_notes(struct ptw_kernel *k)
 {
-	if (k->conv.raw_clones && !k->raw_clones_noted && (k->detached || k->conv.ended)) {
-		k->raw_clones_noted = true;
-		note(k,
-		     "%llu threads made by a raw clone (no pthread_create): their start routine "
-		     "and argument are not seen on the kernel path",
-		     (unsigned long long)k->conv.raw_clones);
-	}
 	if (k->conv.window_clones && !k->window_clones_noted && (k->detached || k->conv.ended)) {
 		k->window_clones_noted = true;
 		note_as(k, PTW_W_KERNEL_NOT_SEEN,
