@@ -494,6 +494,11 @@ def load_doc(run, data=None):
         raise Failed('the document is not valid JSON: %s\n%s\nstart: %r'
                      % (e, run.describe(), data[:300]))
     validate(doc, run)
+    ran = (doc.get('session') or {}).get('backend')
+    if backend() == 'kernel' and ran and ran != 'kernel' and '--snapshot' not in run.cmdline():
+        # a NAME@kernel twin that ran ptrace would prove nothing
+        raise Failed('$PTW_BACKEND=kernel, yet the session ran the %s backend\n%s'
+                     % (ran, run.describe()))
     run.doc = doc
     return doc
 

@@ -17,7 +17,7 @@ import subprocess
 import time
 
 from ptw_test import case, fixture, kill_group, validate, wait_for
-from helpers import kill_tracer, run_ptwatch, wait_traced
+from helpers import kill_tracer, run_ptwatch, wait_watched
 
 SUMMARY_START = re.compile(r'\nptwatch: (\d+ threads|snapshot of )')
 # what the front writes of its own after the summary (not in any file)
@@ -167,7 +167,7 @@ def tracer_killed(session, chk):
         full = os.path.join(run.tmpdir, path)
         err = os.path.join(run.tmpdir, 'stderr')
         try:
-            wait_traced(pid)
+            wait_watched(target)
             # once the session has begun (its header line, its first event
             # line): a tracer killed before leaves an empty file and no
             # summary, which is the restorer's to fix

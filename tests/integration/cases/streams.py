@@ -14,8 +14,8 @@ import time
 
 from ptw_test import (
     Failed, FrameworkError, case, check_untouched, child_pids, comm, env_path, fixture, kill_group,
-    load_truth, one_truth, ptwatch_path, tail, tracer_pids, truth_of, validate, wait_for)
-from helpers import read_line, run_ptwatch, wait_progress, wait_untraced
+    load_truth, one_truth, ptwatch_path, tail, truth_of, validate, wait_for)
+from helpers import read_line, run_ptwatch, wait_progress, wait_untraced, wait_watched
 from cases.launch import check_lifecycle
 from cases.locks import check_contended_waits, contend_rounds
 
@@ -386,7 +386,7 @@ def case_json_lines_kill9(session, chk):
                                      output=None)
     path = os.path.join(run.tmpdir, 'stream.jsonl')
     try:
-        chk.true('traced', wait_for(lambda: tracer_pids(pid), 20))
+        wait_watched(target)
         chk.true('some spans ended',
                  wait_for(lambda: os.path.exists(path) and
                           open(path, 'rb').read().count(b'"type":"span"') >= 20, 20))
