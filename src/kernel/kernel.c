@@ -56,6 +56,12 @@
 
 #define DEFAULT_FLUSH_MS 50
 #define DEFAULT_RING	 (8u << 20)
+#define DEFAULT_WAKE	 (512u << 10)
+/* Records read ahead of the converter at most: the ring, not the heap,
+ * holds a backlog (when the process makes records faster than they are
+ * turned into spans), so memory does not grow with a session's length;
+ * a ring that fills is counted, as ever. */
+#define INQ_MAX 8192
 /* --locks' records carry 1 KB of stack: room for as many */
 #define DEFAULT_RING_LOCKS (64u << 20)
 #define MAX_NOTES	 16
@@ -134,7 +140,9 @@ struct ptw_kernel {
 	bool drainer_on, drainer_stop;
 	pthread_mutex_t qlock; /* inq, drain_req, drain_done, drainer_stop, stats.records */
 	pthread_cond_t qcond;  /* drain_done moved */
+	pthread_cond_t qroom;  /* inq taken (or a drain asked for): room to read into */
 	uint64_t drain_req, drain_done;
+	bool queue_full; /* queue was taken at INQ_MAX: the ring holds more */
 	int wake_fd;   /* eventfd: drain now, or stop */
 	int notify_fd; /* eventfd: the kernel woke the drainer, records are queued */
 	int drain_epfd;
@@ -626,8 +634,11 @@ static int on_record(void *ctx, void *data, size_t size)
 	}
 	k->inq[k->ninq++] = d;
 	k->stats.records++;
+	bool full = k->ninq >= INQ_MAX;
 	pthread_mutex_unlock(&k->qlock);
-	return 0;
+	/* (libbpf has taken this record from the ring: it is kept; the next
+	 * stay there until the converter takes inq) */
+	return full ? -ENOBUFS : 0;
 }
 
 /*
@@ -652,6 +663,13 @@ static void *drainer(void *arg)
 				(void)v;
 		}
 		pthread_mutex_lock(&k->qlock);
+		/* inq full: wait for the converter to take it, answering its
+		 * requests meanwhile (what it asks for is as read as it gets) */
+		while (k->ninq >= INQ_MAX && !k->drainer_stop) {
+			k->drain_done = k->drain_req;
+			pthread_cond_broadcast(&k->qcond);
+			pthread_cond_wait(&k->qroom, &k->qlock);
+		}
 		uint64_t req = k->drain_req;
 		bool stop = k->drainer_stop;
 		pthread_mutex_unlock(&k->qlock);
@@ -662,7 +680,7 @@ static void *drainer(void *arg)
 		k->drain_done = req;
 		pthread_cond_broadcast(&k->qcond);
 		pthread_mutex_unlock(&k->qlock);
-		if (woken && got > 0)
+		if ((woken && got > 0) || got == -ENOBUFS)
 			eventfd_write(k->notify_fd, 1);
 	}
 	pthread_mutex_lock(&k->qlock);
@@ -702,6 +720,7 @@ static void drainer_stop(struct ptw_kernel *k)
 		return;
 	pthread_mutex_lock(&k->qlock);
 	k->drainer_stop = true;
+	pthread_cond_broadcast(&k->qroom);
 	pthread_mutex_unlock(&k->qlock);
 	eventfd_write(k->wake_fd, 1);
 	pthread_join(k->drainer, NULL);
@@ -714,9 +733,11 @@ static int drain(struct ptw_kernel *k)
 	int r = 0;
 	if (!k->drainer_on) {
 		r = ring_buffer__consume(k->rb); /* (stopped: this thread reads) */
+		r = r == -ENOBUFS ? 0 : r;
 	} else {
 		pthread_mutex_lock(&k->qlock);
 		uint64_t req = ++k->drain_req;
+		pthread_cond_broadcast(&k->qroom);
 		pthread_mutex_unlock(&k->qlock);
 		eventfd_write(k->wake_fd, 1);
 		pthread_mutex_lock(&k->qlock);
@@ -736,6 +757,8 @@ static int drain(struct ptw_kernel *k)
 	k->inq = q;
 	k->ninq = 0;
 	k->capinq = cap;
+	k->queue_full = k->nqueue >= INQ_MAX;
+	pthread_cond_broadcast(&k->qroom);
 	pthread_mutex_unlock(&k->qlock);
 	return r;
 }
@@ -847,6 +870,13 @@ int ptw_kernel_consume(struct ptw_kernel *k)
 	int r = drain(k);
 	size_t n = k->nqueue;
 	convert_queue(k);
+	/* Taken at INQ_MAX: the rest of what is in the ring now, a bounded
+	 * number of times (the caller's loop must run: Ctrl-C, --duration). */
+	for (int i = 0; r >= 0 && k->queue_full && i < 64; i++) {
+		r = drain(k);
+		n += k->nqueue;
+		convert_queue(k);
+	}
 	ptwk_underway_poll(k->underway);
 	if (r < 0)
 		return r;
@@ -904,7 +934,9 @@ int ptw_kernel_run(struct ptw_kernel *k, int timeout_ms)
 		if (gone && !k->conv.ended) {
 			/* The process is gone; its last records are in by now
 			 * (written before its last thread left the kernel). */
-			ptw_kernel_consume(k);
+			do
+				ptw_kernel_consume(k);
+			while (!k->conv.ended && k->queue_full);
 			if (!k->conv.ended) {
 				/* Its end did not fit in the ring: say so, and end. */
 				note_as(k, PTW_W_KERNEL_EVENTS_LOST,
@@ -1685,8 +1717,9 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 		k->o.flush_ms = DEFAULT_FLUSH_MS;
 	if (!k->o.ring_bytes)
 		k->o.ring_bytes = o->locks ? DEFAULT_RING_LOCKS : DEFAULT_RING;
-	if (!k->o.wake_bytes)
-		k->o.wake_bytes = k->o.ring_bytes / 4;
+	if (!k->o.wake_bytes) /* (a batch is copied out whole: its size is memory) */
+		k->o.wake_bytes = k->o.ring_bytes / 4 < DEFAULT_WAKE ? k->o.ring_bytes / 4
+								      : DEFAULT_WAKE;
 	k->pid = pid;
 	k->launched = launched;
 	k->multi_fds[0] = k->multi_fds[1] = k->mods_fd = -1;
@@ -1694,6 +1727,7 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 	k->wake_fd = k->notify_fd = k->drain_epfd = -1;
 	pthread_mutex_init(&k->qlock, NULL);
 	pthread_cond_init(&k->qcond, NULL);
+	pthread_cond_init(&k->qroom, NULL);
 	k->proc = ptw_proc_open(pid);
 	struct ptwk_conv_ops ops = { .sink = sink,
 				     .locate = locate,
@@ -1884,7 +1918,9 @@ int ptw_kernel_detach(struct ptw_kernel *k)
 		return 0;
 	k->detached = true;
 	stop_watching(k);
-	ptw_kernel_consume(k);
+	do
+		ptw_kernel_consume(k);
+	while (k->queue_full);
 	read_counters(k);
 	uint64_t t0 = ptw_now_ns();
 	close_links(k);
@@ -1896,7 +1932,9 @@ int ptw_kernel_detach(struct ptw_kernel *k)
 		(double)k->stats.detach_ns / 1e6, (unsigned long long)k->stats.records,
 		(unsigned long long)k->stats.wakeups, (unsigned long long)k->stats.lost);
 	/* What was written before the links closed. */
-	ptw_kernel_consume(k);
+	do
+		ptw_kernel_consume(k);
+	while (k->queue_full);
 	drainer_stop(k);
 	/* One DETACHED for the session, through a process that still runs. */
 	struct ptw_kernel *live = k;
@@ -2007,6 +2045,7 @@ void ptw_kernel_free(struct ptw_kernel *k)
 				close(fds[i]);
 		pthread_mutex_destroy(&k->qlock);
 		pthread_cond_destroy(&k->qcond);
+		pthread_cond_destroy(&k->qroom);
 	}
 	ptw_map_free(&k->by_pid);
 	free(k->report_procs);
