@@ -381,14 +381,38 @@ int ptw_exit(struct bpf_raw_tracepoint_args *ctx)
 	return 0;
 }
 
+/* As the tracer reports a delivery: a signal that kills by default. Not
+ * SIGKILL, which the kernel gives every thread of a process going down;
+ * not glibc's SIGCANCEL and SIGSETXID, its own, with handlers. */
+static __always_inline bool kills_by_default(int sig)
+{
+	switch (sig) {
+	case 9:	 /* SIGKILL */
+	case 17: /* SIGCHLD */
+	case 18: /* SIGCONT */
+	case 19: /* SIGSTOP */
+	case 20: /* SIGTSTP */
+	case 21: /* SIGTTIN */
+	case 22: /* SIGTTOU */
+	case 23: /* SIGURG */
+	case 28: /* SIGWINCH */
+	case 32:
+	case 33:
+		return false;
+	}
+	return true;
+}
+
 /*
  * A signal is about to be delivered to a thread of a watched process
  * (signal_deliver fires in get_signal() for every action). A caught one,
- * with --trace: its handler's frames (frame_signal). One with no handler
- * that kills by default: if the process dies of it, this thread is the
- * one it killed (a crash's faulting thread), the others went down with it,
- * as the tracer has it from its signal-delivery stop. Not SIGKILL: the
- * kernel gives it to every thread of a process going down.
+ * with --trace: its handler's frames (frame_signal). One that kills by
+ * default, caught or not (as the tracer reports it from its
+ * signal-delivery stop: the event line "signal SIGINT"): if the process
+ * dies of it, this thread is the one it killed (a crash's faulting
+ * thread), the others went down with it. Not SIGKILL: the kernel gives it
+ * to every thread of a process going down. An ignored signal is dropped
+ * when sent, unless a tracer asked for it: none comes here.
  */
 SEC("raw_tp/signal_deliver")
 int ptw_signal(struct bpf_raw_tracepoint_args *ctx)
@@ -402,22 +426,42 @@ int ptw_signal(struct bpf_raw_tracepoint_args *ctx)
 	__u64 handler = ka ? (__u64)BPF_CORE_READ(ka, sa.sa_handler) : 1;
 	if (handler > 1 && trace_signals) /* (1: SIG_IGN) */
 		frame_signal(id, sig);
-	if (handler)
+	if (handler == 1 || !kills_by_default(sig))
 		return 0;
-	switch (sig) {
-	case 9:	 /* SIGKILL */
-	case 17: /* SIGCHLD */
-	case 18: /* SIGCONT */
-	case 19: /* SIGSTOP */
-	case 20: /* SIGTSTP */
-	case 21: /* SIGTTIN */
-	case 22: /* SIGTTOU */
-	case 23: /* SIGURG */
-	case 28: /* SIGWINCH */
-		return 0;
-	}
 	struct ptwk_record r = {};
 	begin(&r, PTWK_FATAL_SIGNAL, id);
+	r.a = (__u32)sig;
+	send(&r, false);
+	return 0;
+}
+
+/*
+ * A signal sent to a thread of a watched process that never reaches
+ * signal_deliver, where the tracer still sees it delivered (a traced
+ * process is spared both shortcuts):
+ * - one that kills by default without a core dump (SIGINT, SIGTERM, ...),
+ *   not caught, is turned into a group exit as it is sent; the process's
+ *   group_exit_code is that signal then, and the thread it was sent to
+ *   the one it killed;
+ * - one the process ignores (SIG_IGN) is dropped as it is sent.
+ */
+SEC("raw_tp/signal_generate")
+int ptw_signal_sent(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct task_struct *t = (struct task_struct *)ctx->args[2];
+	int sig = (int)ctx->args[0];
+	__u64 result = ctx->args[4]; /* 0 TRACE_SIGNAL_DELIVERED, 1 TRACE_SIGNAL_IGNORED */
+	if (!t || result > 1 || !kills_by_default(sig))
+		return 0;
+	__u32 tgid = BPF_CORE_READ(t, tgid);
+	if (!bpf_map_lookup_elem(&watched, &tgid))
+		return 0;
+	struct signal_struct *ss = BPF_CORE_READ(t, signal);
+	if (result == 0 && (!(BPF_CORE_READ(ss, flags) & 0x4 /* SIGNAL_GROUP_EXIT */) ||
+			    BPF_CORE_READ(ss, group_exit_code) != sig))
+		return 0;
+	struct ptwk_record r = {};
+	begin(&r, PTWK_FATAL_SIGNAL, ((__u64)tgid << 32) | (__u32)BPF_CORE_READ(t, pid));
 	r.a = (__u32)sig;
 	send(&r, false);
 	return 0;

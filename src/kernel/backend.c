@@ -34,6 +34,10 @@
 #include "ptw_util.h"
 
 #define MATCH_NS (500ull * 1000000u)
+/* How long a command that died of a session signal waits for ptwatch's
+ * own copy (the front forwards it): the command, not stopped at its
+ * delivery as under ptrace, can be gone first. */
+#define LATE_COPY_MS 100
 #define AGAIN_NS ((uint64_t)PTW_INTERRUPT_AGAIN_MS * 1000000u)
 
 struct kernel_backend {
@@ -131,6 +135,34 @@ static void settle_copy(struct kernel_backend *kb, uint64_t now, bool ended, int
 
 /* ---- the loop ---- */
 
+static bool session_signal(int sig)
+{
+	static const int sigs[] = PTW_SESSION_SIGNALS;
+	for (size_t i = 0; i < PTW_ARRAY_SIZE(sigs); i++)
+		if (sigs[i] == sig)
+			return true;
+	return false;
+}
+
+/* The command ended of sig: ptwatch's copy of it, if one is on its way
+ * (a ^C reaches the whole group), taken in before the end is told. */
+static void late_copy(struct kernel_backend *kb, int sig)
+{
+	struct ptw_session_signal s;
+	bool have = false;
+	while (ptw_signals_read(ptw_signals_fd(), &s)) {
+		on_signal(kb, &s);
+		have |= s.sig == sig;
+	}
+	if (have || !kb->launched || sig <= 0 || sig >= NSIG || !session_signal(sig) ||
+	    kb->copy_sig == sig || kb->press_ns[sig])
+		return;
+	struct pollfd pfd = { .fd = ptw_signals_fd(), .events = POLLIN };
+	if (poll(&pfd, 1, LATE_COPY_MS) > 0)
+		while (ptw_signals_read(ptw_signals_fd(), &s))
+			on_signal(kb, &s);
+}
+
 /* The process ended: of which signal (0: none, or not recorded). */
 static int end_signal_of(struct kernel_backend *kb)
 {
@@ -170,7 +202,10 @@ static int run(struct ptw_backend *b, int duration_ms, enum ptw_end_reason *ret_
 		}
 		uint64_t now = ptw_now_ns();
 		bool gone = r == 1;
-		settle_copy(kb, now, gone, gone ? end_signal_of(kb) : 0);
+		int ended_sig = gone ? end_signal_of(kb) : 0;
+		if (gone)
+			late_copy(kb, ended_sig);
+		settle_copy(kb, now, gone, ended_sig);
 		if (kb->end_signal) {
 			*ret_reason = PTW_END_INTERRUPTED;
 			*ret_signal = kb->end_signal;

@@ -1306,7 +1306,8 @@ static void attach_clone_exits(struct ptw_kernel *k)
 static int attach_tracepoints(struct ptw_kernel *k)
 {
 	struct bpf_program *progs[] = { k->skel->progs.ptw_fork, k->skel->progs.ptw_exit,
-					k->skel->progs.ptw_exec, k->skel->progs.ptw_signal };
+					k->skel->progs.ptw_exec, k->skel->progs.ptw_signal,
+					k->skel->progs.ptw_signal_sent };
 	for (size_t i = 0; i < PTW_ARRAY_SIZE(progs); i++) {
 		struct bpf_link *l = bpf_program__attach(progs[i]);
 		if (!l)
