@@ -144,6 +144,15 @@ int ptw_symbols_lookup_loaded(struct ptw_symbols *s, const char *module, const c
  */
 const char *ptw_symbols_debuginfod_error(void);
 
+/*
+ * Whether ptw_symbols_new fetches from debuginfod, as it reads a process's
+ * modules, the debug files they will need (on, the default), or leaves it
+ * to a lookup that needs one: the kernel path's launch reads its held
+ * command while it is still ptwatch's copy, whose libraries are not
+ * looked up but for libc.
+ */
+void ptw_symbols_prefetch(bool on);
+
 /* The executable's path (/proc/PID/exe at creation), or NULL. */
 const char *ptw_symbols_exe(const struct ptw_symbols *s);
 /* Path of the module containing addr, or NULL. */

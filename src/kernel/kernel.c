@@ -91,6 +91,7 @@ struct ptw_kernel {
 	struct ptwk_frames *frames; /* --trace (kframes.c), NULL without */
 	bool frames_noted;	    /* its notes are in (frames_notes) */
 	struct ptwk_underway *underway; /* --trace -p: calls under way at the attach (underway.c) */
+	bool debuginfod_noted; /* its failure said */
 	bool window_clones_noted;
 	bool zombie_leader; /* attached with its main thread exited */
 	/* Threads start at their clone's return (bpf/ptw_start.bpf.h), not
@@ -1450,6 +1451,11 @@ static void note_line(void *ctx, int code, const char *line)
  * until then. Once. */
 static void frames_notes(struct ptw_kernel *k)
 {
+	const char *e = ptw_symbols_debuginfod_error();
+	if (e && !k->debuginfod_noted) {
+		k->debuginfod_noted = true;
+		note_as(k, PTW_W_DEBUGINFOD_FAILED, "%s", e);
+	}
 	if (k->conv.window_clones && !k->window_clones_noted && (k->detached || k->conv.ended)) {
 		k->window_clones_noted = true;
 		note_as(k, PTW_W_KERNEL_NOT_SEEN,
@@ -1743,7 +1749,12 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 	ptwk_conv_init(&k->conv, pid, &ops);
 	k->conv.launched = launched;
 
-	if ((r = load_symbols(k)) < 0) {
+	/* (a launch's process is ptwatch's copy until it execs: nothing of
+	 * its libraries but libc is looked up, no debug file fetched for them) */
+	ptw_symbols_prefetch(!launched);
+	r = load_symbols(k);
+	ptw_symbols_prefetch(true);
+	if (r < 0) {
 		why_set(why, why_size, "cannot read the modules of %d: %s", pid, strerror(-r));
 		goto fail;
 	}

@@ -144,7 +144,13 @@ static struct {
 	struct ptw_map looked; /* the same -> 1: prefetch_debuginfo has been there */
 	bool down;	      /* a failure other than "not found": ask no more */
 	char *error;	      /* the first such failure, for the report */
+	bool no_prefetch;     /* ptw_symbols_prefetch(false) */
 } dfd;
+
+void ptw_symbols_prefetch(bool on)
+{
+	dfd.no_prefetch = !on;
+}
 
 static bool debuginfod_urls(void)
 {
@@ -426,7 +432,7 @@ static void prefetch_debuginfo(struct module_index *mi)
 	char hex[129];
 	/* Not [vdso]: a query at every start for what servers rarely have (asked
 	 * at a lookup, if one needs it). */
-	if (dfd.down || (mi->path && mi->path[0] == '['))
+	if (dfd.down || dfd.no_prefetch || (mi->path && mi->path[0] == '['))
 		return;
 	Elf *elf = dwfl_module_getelf(mi->mod, &bias); /* reads the build-id */
 	build_id_hex(mi->mod, hex);
