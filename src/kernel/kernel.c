@@ -1517,7 +1517,8 @@ static void scan_frames(struct ptw_kernel *k)
 	struct ptwk_frames_progs pr = { .entry = k->skel->progs.ptw_frame_entry,
 					.ret = k->skel->progs.ptw_frame_return,
 					.helper = k->skel->progs.ptw_frame_helper,
-					.multi = k->multi };
+					.multi = k->multi,
+					.wide = probe_pid(k) <= 0 };
 	char why[256] = "";
 	unsigned before = ptwk_frames_probes(k->frames);
 	int r = ptwk_frames_scan(k->frames, k->syms, k->pid, &pr, why, sizeof(why));
@@ -1544,7 +1545,8 @@ static void launch_frames(struct ptw_kernel *k, const char *name)
 	struct ptwk_frames_progs pr = { .entry = k->skel->progs.ptw_frame_entry,
 					.ret = k->skel->progs.ptw_frame_return,
 					.helper = k->skel->progs.ptw_frame_helper,
-					.multi = k->multi };
+					.multi = k->multi,
+					.wide = probe_pid(k) <= 0 };
 	unsigned before = ptwk_frames_probes(k->frames);
 	/* the executable, and the libraries ld.so will map for it */
 	char **libs;

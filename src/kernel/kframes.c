@@ -122,7 +122,7 @@ static void keep_fd(struct ptwk_frames *f, int fd)
 }
 
 static int link_multi(struct ptwk_frames *f, struct bpf_program *prog, const struct group *g,
-		      size_t from, size_t n, bool ret)
+		      size_t from, size_t n, bool ret, bool wide)
 {
 	struct ptwk_link_create_uprobe_multi a = {
 		.prog_fd = (uint32_t)bpf_program__fd(prog),
@@ -132,7 +132,7 @@ static int link_multi(struct ptwk_frames *f, struct bpf_program *prog, const str
 		.cookies = (uint64_t)(uintptr_t)(g->cookies + from),
 		.cnt = (uint32_t)n,
 		.multi_flags = ret ? PTWK_BPF_F_UPROBE_MULTI_RETURN : 0,
-		.pid = (uint32_t)f->pid,
+		.pid = wide ? 0 : (uint32_t)f->pid,
 	};
 	int fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &a, sizeof(a));
 	if (fd < 0)
@@ -143,10 +143,10 @@ static int link_multi(struct ptwk_frames *f, struct bpf_program *prog, const str
 }
 
 static int link_one(struct ptwk_frames *f, struct bpf_program *prog, const struct group *g,
-		    size_t i, bool ret)
+		    size_t i, bool ret, bool wide)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = ret, .bpf_cookie = g->cookies[i]);
-	struct bpf_link *l = bpf_program__attach_uprobe_opts(prog, f->pid, g->path,
+	struct bpf_link *l = bpf_program__attach_uprobe_opts(prog, wide ? -1 : f->pid, g->path,
 							     (size_t)g->offsets[i], &opts);
 	if (!l)
 		return -errno;
@@ -192,8 +192,8 @@ static int attach_group(struct ptwk_frames *f, const struct group *g,
 	int r = -ENOTSUP;
 	if (pr->multi) {
 		int fd0 = (int)f->nfds;
-		r = link_multi(f, pr->entry, g, 0, g->n, false);
-		if (r == 0 && (r = link_multi(f, pr->ret, g, 0, g->n, true)) < 0) {
+		r = link_multi(f, pr->entry, g, 0, g->n, false, pr->wide);
+		if (r == 0 && (r = link_multi(f, pr->ret, g, 0, g->n, true, pr->wide)) < 0) {
 			close(f->fds[fd0]);
 			f->nfds = (size_t)fd0;
 			f->probes -= (unsigned)g->n;
@@ -209,11 +209,11 @@ static int attach_group(struct ptwk_frames *f, const struct group *g,
 	int n = 0;
 	for (size_t i = 0; i < g->n; i++) {
 		size_t fd0 = f->nfds, l0 = f->nlinks;
-		r = pr->multi ? link_multi(f, pr->entry, g, i, 1, false)
-			      : link_one(f, pr->entry, g, i, false);
+		r = pr->multi ? link_multi(f, pr->entry, g, i, 1, false, pr->wide)
+			      : link_one(f, pr->entry, g, i, false, pr->wide);
 		if (r == 0)
-			r = pr->multi ? link_multi(f, pr->ret, g, i, 1, true)
-				      : link_one(f, pr->ret, g, i, true);
+			r = pr->multi ? link_multi(f, pr->ret, g, i, 1, true, pr->wide)
+				      : link_one(f, pr->ret, g, i, true, pr->wide);
 		if (r == 0) {
 			traced_add(f, g->cookies[i]);
 			n += 2;
@@ -337,8 +337,8 @@ static int attach_helpers(struct ptwk_frames *f, const struct ptwk_frames_progs 
 			continue;
 		ptw_map_put(&f->helpers, key, (void *)1);
 		group_add(&g, off, helpers[i].kind, helpers[i].name);
-		int r = pr->multi ? link_multi(f, pr->helper, &g, 0, 1, false)
-				  : link_one(f, pr->helper, &g, 0, false);
+		int r = pr->multi ? link_multi(f, pr->helper, &g, 0, 1, false, pr->wide)
+				  : link_one(f, pr->helper, &g, 0, false, pr->wide);
 		if (r < 0)
 			ptw_dbg(PTW_DBG_TRACER, "--trace: no probe on %s: %s", helpers[i].name,
 				strerror(-r));

@@ -32,6 +32,10 @@ struct ptwk_frames;
 struct ptwk_frames_progs {
 	struct bpf_program *entry, *ret, *helper;
 	bool multi; /* uprobe_multi links (else a perf event per probe) */
+	/* the probes for every process that maps a file, the programs keeping
+	 * the watched ones (-f: a child's must be in before it runs; a zombie
+	 * leader's memory is gone), else for pid's alone */
+	bool wide;
 };
 
 /* NULL when there is no pattern (nothing to do). Invalid patterns are

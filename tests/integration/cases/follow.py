@@ -492,6 +492,26 @@ def case_follow_locks(session, chk):
     chk.prefix = ''
 
 
+@case('follow-trace-fork')
+def case_follow_trace_fork(session, chk):
+    """-f --trace on a pre-forking master whose children run its own code
+    (fork, no exec): every pool_worker call of every child is a frame span
+    of that child's process and thread, returned with its value (the
+    kernel path's probes must be in the child before it runs: they are on
+    the file, kept to the watched processes)."""
+    run = session.run([fixture('prefork'), 'workers'],
+                      opts=['-q', '-f', '--trace', 'pool_worker'])
+    check_exit(chk, run, code=0)
+    follow_common(chk, run)
+    check_frames_sane(chk, run.doc)
+    workers = truth_of(run, 'worker_thread')
+    chk.eq('nine worker threads in the truth', len(workers), 9)
+    got = sorted((f.get('pid'), f['tid'], (f.get('function') or {}).get('symbol'), f['status'])
+                 for f in frame_spans(run.doc))
+    want = sorted((w['pid'], w['tid'], 'pool_worker', 'completed') for w in workers)
+    chk.eq('a completed pool_worker frame per worker thread, in its process', got, want)
+
+
 @case('follow-trace')
 def case_follow_trace(session, chk):
     """-f --trace, the frames fixture fork+exec'd by prefork (recursion):
