@@ -92,6 +92,7 @@ struct ptw_kernel {
 	bool frames_noted;	    /* its notes are in (frames_notes) */
 	struct ptwk_underway *underway; /* --trace -p: calls under way at the attach (underway.c) */
 	bool debuginfod_noted; /* its failure said */
+	bool frames_gone_noted; /* --trace: gone before its image's scan, said */
 	bool window_clones_noted;
 	bool zombie_leader; /* attached with its main thread exited */
 	/* Threads start at their clone's return (bpf/ptw_start.bpf.h), not
@@ -356,6 +357,13 @@ static const struct ptw_location *frame_function(void *ctx, uint64_t index)
 
 static void scan_frames(struct ptw_kernel *k);
 
+/* --trace's, one for the session: -f's processes share the root's (their
+ * probes are on the files, for every watched process). */
+static struct ptwk_frames *frames_of(const struct ptw_kernel *k)
+{
+	return k->root ? k->root->frames : k->frames;
+}
+
 /* x86-64 `mov $15 (rt_sigreturn), %rax; syscall`: the sigreturn
  * trampoline a signal handler returns to (glibc's __restore_rt), known by
  * its code as the tracer knows it (trace.c); its first byte may be the
@@ -380,7 +388,7 @@ static bool is_sigreturn(void *ctx, uint64_t addr)
 static void modules_changed(void *ctx)
 {
 	struct ptw_kernel *k = ctx;
-	if (!k->frames || !k->syms)
+	if (!frames_of(k) || !k->syms)
 		return;
 	if (!(k->root ? k->root : k)->mods_on) /* (else ld.so's list, walked in it, says) */
 		ptw_symbols_refresh(k->syms);
@@ -1512,20 +1520,31 @@ static void frames_notes(struct ptw_kernel *k)
  */
 static void scan_frames(struct ptw_kernel *k)
 {
-	if (!k->frames || !k->syms || !k->skel || k->detached)
+	struct ptwk_frames *frames = frames_of(k);
+	struct ptw_kernel *root = k->root ? k->root : k;
+	if (!frames || !k->syms || !root->skel || root->detached)
 		return;
-	struct ptwk_frames_progs pr = { .entry = k->skel->progs.ptw_frame_entry,
-					.ret = k->skel->progs.ptw_frame_return,
-					.helper = k->skel->progs.ptw_frame_helper,
-					.multi = k->multi,
-					.wide = probe_pid(k) <= 0 };
+	struct ptwk_frames_progs pr = { .entry = root->skel->progs.ptw_frame_entry,
+					.ret = root->skel->progs.ptw_frame_return,
+					.helper = root->skel->progs.ptw_frame_helper,
+					.multi = root->multi,
+					.wide = probe_pid(root) <= 0 };
 	char why[256] = "";
-	unsigned before = ptwk_frames_probes(k->frames);
-	int r = ptwk_frames_scan(k->frames, k->syms, k->pid, &pr, why, sizeof(why));
-	if (r < 0)
-		note(k, "--trace: %s", why);
-	k->stats.probes += ptwk_frames_probes(k->frames) - before;
-	k->conv.sigreturn_probed = ptwk_frames_sigreturn_probed(k->frames);
+	unsigned before = ptwk_frames_probes(frames);
+	int r = ptwk_frames_scan(frames, k->syms, k->pid, &pr, why, sizeof(why));
+	if (r == -ENOENT && ptw_proc_exited(k->pid, k->pid)) {
+		/* (an image exec'd, then gone before ptwatch read the exec) */
+		if (k->frames_gone_noted)
+			return;
+		k->frames_gone_noted = true;
+		note_as(root, PTW_W_KERNEL_NOT_SEEN,
+			"--trace: process %d ended before the functions of its image (%s) could be "
+			"probed: its calls are not seen",
+			k->pid, k->exe[0] ? k->exe : "exec'd");
+	} else if (r < 0)
+		note(root, "--trace: %s", why);
+	root->stats.probes += ptwk_frames_probes(frames) - before;
+	k->conv.sigreturn_probed = ptwk_frames_sigreturn_probed(frames);
 }
 
 /*
