@@ -104,6 +104,7 @@ struct ptw_kernel {
 	uint64_t main_caller_lo, main_caller_hi;
 	struct ptwk_locks *locks; /* --locks, NULL when off */
 	struct ptwk_locks_config locks_config;
+	uint64_t followed_waits[3]; /* -f: waits, unclassified, deadlocks of the released */
 	struct ptw_map sites; /* return address -> its call's location (text does not change) */
 	struct ptw_map sigrets; /* --trace: return address -> 1 sigreturn trampoline, 2 not */
 	uint64_t last_consume_ns;
@@ -301,6 +302,13 @@ static void sink(void *ctx, const struct ptw_event *ev)
 {
 	struct ptw_kernel *k = ctx;
 	(k->root ? k->root : k)->stats.events++;
+	if (!ev->pid) { /* (--locks': the converter's carry theirs) */
+		struct ptw_event e = *ev;
+		e.pid = k->pid;
+		e.process = k->conv.process;
+		k->o.sink(k->o.sink_ctx, &e);
+		return;
+	}
 	k->o.sink(k->o.sink_ctx, ev);
 }
 
@@ -814,9 +822,9 @@ static void convert_queue(struct ptw_kernel *k)
 			else if (d->r.kind < PTWK_LOCK_FIRST)
 				ptwk_conv_record(&p->conv, &d->r);
 		}
-		/* (-f: the target's waits only; locks.c reads its memory) */
-		if (k->locks && d->r.tgid == (uint32_t)k->pid) /* (a join's return too) */
-			ptwk_locks_record(k->locks, d->lock_record ? d->lock_record : (void *)&d->r,
+		/* (each process's waits its own: locks.c reads its memory) */
+		if (p && p->locks) /* (a join's return too) */
+			ptwk_locks_record(p->locks, d->lock_record ? d->lock_record : (void *)&d->r,
 					  d->lock_record ? d->lock_size : sizeof(d->r));
 		drained_free(&k->queue[k->cur]);
 	}
@@ -891,6 +899,9 @@ int ptw_kernel_consume(struct ptw_kernel *k)
 		return r;
 	if (k->locks)
 		ptwk_locks_after_batch(k->locks, drain_more, k);
+	for (size_t i = 0; i < k->nfollowed; i++)
+		if (k->followed[i]->locks)
+			ptwk_locks_after_batch(k->followed[i]->locks, drain_more, k);
 	follow_consume(k);
 	return (int)n;
 }
@@ -1997,6 +2008,18 @@ void ptw_kernel_stats(struct ptw_kernel *k, struct ptw_kernel_stats *ret)
 		ptwk_locks_counts(k->locks, &ret->waits, &ret->waits_unclassified, &dl);
 		ret->deadlocks = dl;
 	}
+	ret->waits += k->followed_waits[0]; /* (-f: theirs, counted as they ended) */
+	ret->waits_unclassified += k->followed_waits[1];
+	ret->deadlocks += (uint32_t)k->followed_waits[2];
+	for (size_t i = 0; i < k->nfollowed; i++)
+		if (k->followed[i]->locks) {
+			uint64_t w, u;
+			uint32_t dl;
+			ptwk_locks_counts(k->followed[i]->locks, &w, &u, &dl);
+			ret->waits += w;
+			ret->waits_unclassified += u;
+			ret->deadlocks += dl;
+		}
 	if (!ret->mode)
 		ret->mode = "none";
 }
@@ -2369,6 +2392,16 @@ static struct ptw_kernel *follow_new(struct ptw_kernel *k, struct ptw_kernel *pa
 	ops.ctx = c;
 	ptwk_conv_init(&c->conv, c->pid, &ops);
 	c->conv.process = c->id;
+	if (k->locks) {
+		struct ptwk_locks_env env = { .pid = pid,
+					      .proc = c->proc,
+					      .syms = &c->syms,
+					      .conv = &c->conv,
+					      .sink = sink,
+					      .call_site = call_site,
+					      .ctx = c };
+		c->locks = ptwk_locks_follow(&env);
+	}
 	c->conv.main_caller_size = k->conv.main_caller_size;
 	c->conv.main_caller_delta = k->conv.main_caller_delta;
 	k->followed = xreallocarray(k->followed, k->nfollowed + 1, sizeof(*k->followed));
@@ -2408,6 +2441,16 @@ static void follow_fork(struct ptw_kernel *k, struct ptw_kernel *parent,
  * symbols read memory by pid, or its parent's view). */
 static void follow_release(struct ptw_kernel *c)
 {
+	if (c->locks) { /* (it reads the memory that goes: its counts stay) */
+		uint64_t w, u;
+		uint32_t dl;
+		ptwk_locks_counts(c->locks, &w, &u, &dl);
+		c->root->followed_waits[0] += w;
+		c->root->followed_waits[1] += u;
+		c->root->followed_waits[2] += dl;
+		ptwk_locks_free(c->locks);
+		c->locks = NULL;
+	}
 	ptw_tdb_free(c->tdb);
 	c->tdb = NULL;
 	if (c->proc)

@@ -213,8 +213,7 @@ static void add_probe(struct ptwk_probes *p, const struct ptw_mapping *maps, int
 	p->p[p->n++] = (struct ptwk_probe){ (enum ptwk_kind)PTWK_LOCK_RET, name, addr, off, true };
 }
 
-struct ptwk_locks *ptwk_locks_new(const struct ptwk_locks_env *env, struct ptw_tdb *tdb,
-				  struct ptwk_probes *p, struct ptwk_locks_config *ret_config)
+struct ptwk_locks *ptwk_locks_follow(const struct ptwk_locks_env *env)
 {
 	struct ptwk_locks *l = xcalloc(1, sizeof(*l));
 	l->env = *env;
@@ -229,6 +228,13 @@ struct ptwk_locks *ptwk_locks_new(const struct ptwk_locks_env *env, struct ptw_t
 					 .asleep_on = asleep_on,
 					 .ctx = l };
 	ptwk_lockconv_init(&l->conv, env->pid, &ops);
+	return l;
+}
+
+struct ptwk_locks *ptwk_locks_new(const struct ptwk_locks_env *env, struct ptw_tdb *tdb,
+				  struct ptwk_probes *p, struct ptwk_locks_config *ret_config)
+{
+	struct ptwk_locks *l = ptwk_locks_follow(env);
 	find(l);
 	memset(ret_config, 0, sizeof(*ret_config));
 	ret_config->on = true;

@@ -48,6 +48,9 @@ struct ptwk_locks_config {
  */
 struct ptwk_locks *ptwk_locks_new(const struct ptwk_locks_env *env, struct ptw_tdb *tdb,
 				  struct ptwk_probes *p, struct ptwk_locks_config *ret_config);
+/* -f: the waits of a process followed from the one ptwk_locks_new was
+ * for, whose probes (on libc's file) fire in it too. */
+struct ptwk_locks *ptwk_locks_follow(const struct ptwk_locks_env *env);
 void ptwk_locks_free(struct ptwk_locks *l);
 
 /* A record of the ring: a --locks one, or any lifecycle one (those that
