@@ -89,7 +89,7 @@ struct ptw_kernel {
 	int epfd, pidfd;
 	struct ptwk_conv conv;
 	struct ptwk_frames *frames; /* --trace (kframes.c), NULL without */
-	bool frames_noted;	    /* its notes are in (frames_notes) */
+	bool frames_noted;	    /* its notes are in (end_notes) */
 	struct ptwk_underway *underway; /* --trace -p: calls under way at the attach (underway.c) */
 	bool debuginfod_noted; /* its failure said */
 	bool frames_gone_noted; /* --trace: gone before its image's scan, said */
@@ -1465,10 +1465,11 @@ static void note_line(void *ctx, int code, const char *line)
 	note_as(ctx, (enum ptw_warning_code)code, "%s", line);
 }
 
-/* What --trace could not do, once the session is over (the process ended,
- * or ptwatch let go): a library loaded late may still match a pattern
- * until then. Once. */
-static void frames_notes(struct ptw_kernel *k)
+/* What could not be seen, said once the session is over (the process
+ * ended, or ptwatch let go): debuginfod's failure, the threads made while
+ * the probes went in, and what --trace could not do (a library loaded
+ * late may still match a pattern until then). Once. */
+static void end_notes(struct ptw_kernel *k)
 {
 	const char *e = ptw_symbols_debuginfod_error();
 	if (e && !k->debuginfod_noted) {
@@ -1985,7 +1986,7 @@ int ptw_kernel_detach(struct ptw_kernel *k)
 	for (size_t i = 0; i < k->nfollowed && live->conv.ended; i++)
 		live = k->followed[i];
 	ptwk_conv_detached(&live->conv, ptw_now_ns());
-	frames_notes(k);
+	end_notes(k);
 	if (k->images_unread)
 		note(k,
 		     "%u exec'd images ended before their modules could be read (they lived less "
@@ -2026,14 +2027,14 @@ void ptw_kernel_stats(struct ptw_kernel *k, struct ptw_kernel_stats *ret)
 
 size_t ptw_kernel_notes(struct ptw_kernel *k, const char *const **ret)
 {
-	frames_notes(k);
+	end_notes(k);
 	*ret = (const char *const *)k->notes;
 	return k->nnotes;
 }
 
 size_t ptw_kernel_warnings(struct ptw_kernel *k, const struct ptw_warning **ret)
 {
-	frames_notes(k);
+	end_notes(k);
 	*ret = k->warnings;
 	return k->nnotes;
 }
