@@ -160,6 +160,7 @@ struct ptw_stop {
 
 /* Signals that make ptw_wait() return PTW_STOP_TRACER_SIGNAL. */
 #define PTW_SESSION_SIGNALS {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT}
+bool ptw_is_session_signal(int sig);
 
 /*
  * The front forwards a session signal to the tracer (ptw_guardian.h) with

@@ -327,6 +327,15 @@ int ptw_signals_fd(void)
 	return session_sigfd;
 }
 
+bool ptw_is_session_signal(int sig)
+{
+	static const int sigs[] = PTW_SESSION_SIGNALS;
+	for (size_t i = 0; i < PTW_ARRAY_SIZE(sigs); i++)
+		if (sigs[i] == sig)
+			return true;
+	return false;
+}
+
 bool ptw_signals_read(int fd, struct ptw_session_signal *q)
 {
 	struct signalfd_siginfo si;

@@ -135,15 +135,6 @@ static void settle_copy(struct kernel_backend *kb, uint64_t now, bool ended, int
 
 /* ---- the loop ---- */
 
-static bool session_signal(int sig)
-{
-	static const int sigs[] = PTW_SESSION_SIGNALS;
-	for (size_t i = 0; i < PTW_ARRAY_SIZE(sigs); i++)
-		if (sigs[i] == sig)
-			return true;
-	return false;
-}
-
 /* The command ended of sig: ptwatch's copy of it, if one is on its way
  * (a ^C reaches the whole group), taken in before the end is told. */
 static void late_copy(struct kernel_backend *kb, int sig)
@@ -154,7 +145,7 @@ static void late_copy(struct kernel_backend *kb, int sig)
 		on_signal(kb, &s);
 		have |= s.sig == sig;
 	}
-	if (have || !kb->launched || sig <= 0 || sig >= NSIG || !session_signal(sig) ||
+	if (have || !kb->launched || sig <= 0 || sig >= NSIG || !ptw_is_session_signal(sig) ||
 	    kb->copy_sig == sig || kb->press_ns[sig])
 		return;
 	struct pollfd pfd = { .fd = ptw_signals_fd(), .events = POLLIN };

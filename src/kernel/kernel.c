@@ -345,6 +345,18 @@ static const struct ptw_location *call_site(void *ctx, uint64_t ret)
 	return site;
 }
 
+/* What --locks reads of process k, and where its waits go. */
+static struct ptwk_locks_env locks_env(struct ptw_kernel *k)
+{
+	return (struct ptwk_locks_env){ .pid = k->pid,
+					.proc = k->proc,
+					.syms = &k->syms,
+					.conv = &k->conv,
+					.sink = sink,
+					.call_site = call_site,
+					.ctx = k };
+}
+
 /* glibc calls main from __libc_start_call_main (2.34+), before that from
  * __libc_start_main, and hands its value to exit() there. */
 static bool main_returns_to(void *ctx, uint64_t ret)
@@ -1811,13 +1823,7 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 			pid);
 	}
 	if (o->locks) {
-		struct ptwk_locks_env env = { .pid = pid,
-					      .proc = k->proc,
-					      .syms = &k->syms,
-					      .conv = &k->conv,
-					      .sink = sink,
-					      .call_site = call_site,
-					      .ctx = k };
+		struct ptwk_locks_env env = locks_env(k);
 		k->locks = ptwk_locks_new(&env, k->tdb, &k->probes, &k->locks_config);
 	}
 	start_where(k);
@@ -2394,13 +2400,7 @@ static struct ptw_kernel *follow_new(struct ptw_kernel *k, struct ptw_kernel *pa
 	ptwk_conv_init(&c->conv, c->pid, &ops);
 	c->conv.process = c->id;
 	if (k->locks) {
-		struct ptwk_locks_env env = { .pid = pid,
-					      .proc = c->proc,
-					      .syms = &c->syms,
-					      .conv = &c->conv,
-					      .sink = sink,
-					      .call_site = call_site,
-					      .ctx = c };
+		struct ptwk_locks_env env = locks_env(c);
 		c->locks = ptwk_locks_follow(&env);
 	}
 	c->conv.main_caller_size = k->conv.main_caller_size;

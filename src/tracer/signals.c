@@ -43,15 +43,6 @@
 #define MATCH_NS (500ull * 1000000u)
 #define AGAIN_NS ((uint64_t)PTW_INTERRUPT_AGAIN_MS * 1000000u)
 
-static bool is_session_signal(int sig)
-{
-	static const int sigs[] = PTW_SESSION_SIGNALS;
-	for (size_t i = 0; i < PTW_ARRAY_SIZE(sigs); i++)
-		if (sigs[i] == sig)
-			return true;
-	return false;
-}
-
 /* The process that stands for the command: the target, or once it has
  * ended (-f), the oldest followed process still traced. */
 static pid_t session_pid(struct ptw_tracer *t)
@@ -100,7 +91,7 @@ static void press(struct ptw_tracer *t, int sig, uint64_t ns, bool delivered,
 void signals_note_delivery(struct ptw_tracer *t, struct ptw_lwp *l, int sig, uint64_t ns)
 {
 	if (!t->launched || sig <= 0 || sig >= (int)PTW_ARRAY_SIZE(t->ssig) ||
-	    !is_session_signal(sig))
+	    !ptw_is_session_signal(sig))
 		return;
 	struct session_signal *s = &t->ssig[sig];
 	if (s->copy_ns) { /* ptwatch's copy waits for this (it is not MATCH_NS old) */
