@@ -266,6 +266,17 @@ struct ptwk_locks *ptwk_locks_new(const struct ptwk_locks_env *env, struct ptw_t
 	else
 		missing(p, "--locks: glibc's futex wait function not found: rwlock, condition "
 			   "variable and semaphore waits are not seen");
+	unsigned blind = ptw_libc_waits_blind(&l->lw);
+	for (unsigned kind = 0; blind >> kind; kind++)
+		if (blind & (1u << kind)) {
+			char text[200];
+			snprintf(text, sizeof(text),
+				 "--locks: %s waits cannot be told from other futex waits without "
+				 "libc's symbol table (where they wait was not found in its code): "
+				 "they are not seen",
+				 ptw_wait_kind_name((enum ptw_wait_kind)kind));
+			missing(p, text);
+		}
 	free(maps);
 	return l;
 }
