@@ -43,6 +43,10 @@ struct ptw_libc_waits {
 	 * the local ones sem_wait and co. tail-call), for classifying */
 	struct ptw_wait_range ranges[32];
 	size_t nranges;
+	/* without the symbol table: sem_wait's code unreadable, or the local
+	 * function it tail-calls of no known extent (its waits' frames show
+	 * only that function) */
+	bool sem_tail_unknown;
 };
 
 /*
@@ -67,6 +71,14 @@ enum ptw_wait_kind ptw_libc_waits_classify(const struct ptw_libc_waits *w, struc
 /* The object a classified futex wait is about, from the futex word and the
  * value the wait expects (rwlocks: which of its futexes). */
 uint64_t ptw_libc_waits_object(enum ptw_wait_kind kind, uint64_t futex, uint32_t expected);
+
+/* The kinds of futex wait (rwlock read and write, condition variable,
+ * semaphore) that ptw_libc_waits_classify cannot tell from w, a bit
+ * (1u << kind) each: without libc's symbol table, no range of that kind
+ * was found (those waits would pass for no kind: the caller says they are
+ * not seen). 0 with the symbol table, or without the futex wait at all
+ * (its own warning). */
+unsigned ptw_libc_waits_blind(const struct ptw_libc_waits *w);
 
 /* Whether pc lies in one of the exported waiting functions. */
 bool ptw_libc_waits_in_range(const struct ptw_libc_waits *w, uint64_t pc);

@@ -530,6 +530,16 @@ static const char *on_exec(void *ctx)
 	bool launch = k->launched;
 	if (k->launched)
 		k->launched = false;
+	if (launch && n > 0 && k->exe[0] != '/') {
+		/* Gone before its exe was read: the path it was exec'd by is
+		 * relative to its working directory then, ours (our fork, held
+		 * until its exec); unresolved, ld.so's "" for the program would
+		 * name no file and nothing in it would have a name. */
+		char *real = realpath(k->exe, NULL);
+		if (real && strlen(real) < sizeof(k->exe))
+			n = snprintf(k->exe, sizeof(k->exe), "%s", real);
+		free(real);
+	}
 	if (!launch && d && d->r.kind == PTWK_EXEC && (pid_t)d->r.a != k->pid &&
 	    probe_pid(k) > 0 && !k->conv.blind) {
 		/* The exec'ing thread took the process's pid; the probes' link

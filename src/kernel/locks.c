@@ -37,9 +37,15 @@ static struct ptw_symbols *syms_of(struct ptwk_locks *l)
 	return *l->env.syms;
 }
 
+/* libc's code as its file has it: the process may have ended before its
+ * first wait is read from the ring (a short run), and its memory holds
+ * the uprobes' breakpoints. The process only for what no file holds. */
 static int read_code(void *ctx, uint64_t addr, void *buf, size_t len)
 {
-	return ptw_mem_read(ctx, addr, buf, len);
+	struct ptwk_locks *l = ctx;
+	if (syms_of(l) && ptw_symbols_read_file(syms_of(l), addr, buf, len) == 0)
+		return 0;
+	return ptw_mem_read(l->env.proc, addr, buf, len);
 }
 
 /* The slow paths of the current image's libc (after an exec, again). */
@@ -50,8 +56,7 @@ static void find(struct ptwk_locks *l)
 		return;
 	l->libc_path = ptw_symbols_module_path(s, "libc.so");
 	ptw_mem_invalidate(l->env.proc);
-	ptw_libc_waits_find(s, l->libc_path ? "libc.so" : PTW_MOD_EXE, read_code, l->env.proc,
-			    &l->lw);
+	ptw_libc_waits_find(s, l->libc_path ? "libc.so" : PTW_MOD_EXE, read_code, l, &l->lw);
 	/* Right after an exec the new libc may not be mapped yet (a lock
 	 * taken by a constructor): look again at the next wait. */
 	l->found = l->lw.lll_lock_wait || l->lw.futex_wait || l->lw.nranges;
@@ -267,6 +272,17 @@ struct ptwk_locks *ptwk_locks_new(const struct ptwk_locks_env *env, struct ptw_t
 	else
 		missing(p, "--locks: glibc's futex wait function not found: rwlock, condition "
 			   "variable and semaphore waits are not seen");
+	unsigned blind = ptw_libc_waits_blind(&l->lw);
+	for (unsigned kind = 0; blind >> kind; kind++)
+		if (blind & (1u << kind)) {
+			char text[200];
+			snprintf(text, sizeof(text),
+				 "--locks: %s waits cannot be told from other futex waits without "
+				 "libc's symbol table (where they wait was not found in its code): "
+				 "they are not seen",
+				 ptw_wait_kind_name((enum ptw_wait_kind)kind));
+			missing(p, text);
+		}
 	free(maps);
 	return l;
 }

@@ -105,11 +105,12 @@ static void add_range(const struct finder *f, const char *name, enum ptw_wait_ki
 /* The local functions the exported function name tail-calls (sem_wait
  * jumps to __new_sem_wait_slow64, which .dynsym does not name): their
  * extent from the CFI, with the same kind. */
-static void add_tail_ranges(const struct finder *f, const char *name, enum ptw_wait_kind kind)
+static bool add_tail_ranges(const struct finder *f, const char *name, enum ptw_wait_kind kind)
 {
 	struct ptw_libc_waits *w = f->w;
 	uint64_t targets[16], lo, hi;
 	int n = branches_of(f, name, true, targets, 16);
+	bool known = false;
 	for (int i = 0; i < n && w->nranges < PTW_ARRAY_SIZE(w->ranges); i++)
 		if (ptw_symbols_function_range(f->syms, targets[i], &lo, &hi) == 0 &&
 		    lo == targets[i] && hi - lo < 65536) {
@@ -118,7 +119,9 @@ static void add_tail_ranges(const struct finder *f, const char *name, enum ptw_w
 				dup = w->ranges[k].lo == lo;
 			if (!dup)
 				w->ranges[w->nranges++] = (struct ptw_wait_range){ lo, hi, kind };
+			known = true;
 		}
+	return known;
 }
 
 /* The exported functions that wait, by kind. */
@@ -159,10 +162,29 @@ void ptw_libc_waits_find(struct ptw_symbols *syms, const char *libc_module,
 	for (size_t i = 0; i < PTW_ARRAY_SIZE(waiters); i++)
 		add_range(&f, waiters[i].name, waiters[i].kind);
 	if (!ret->symtab) {
-		add_tail_ranges(&f, "sem_wait", PTW_WAIT_SEM);
+		/* (sem_wait's slow path is the one a blocked sem_wait shows) */
+		ret->sem_tail_unknown = !add_tail_ranges(&f, "sem_wait", PTW_WAIT_SEM);
 		add_tail_ranges(&f, "sem_timedwait", PTW_WAIT_SEM);
 		add_tail_ranges(&f, "sem_clockwait", PTW_WAIT_SEM);
 	}
+}
+
+unsigned ptw_libc_waits_blind(const struct ptw_libc_waits *w)
+{
+	static const enum ptw_wait_kind futex_kinds[] = { PTW_WAIT_RWLOCK_READ,
+							  PTW_WAIT_RWLOCK_WRITE, PTW_WAIT_COND,
+							  PTW_WAIT_SEM };
+	if (w->symtab || !w->futex_wait)
+		return 0;
+	unsigned blind = w->sem_tail_unknown ? 1u << PTW_WAIT_SEM : 0;
+	for (size_t i = 0; i < PTW_ARRAY_SIZE(futex_kinds); i++) {
+		bool found = false;
+		for (size_t k = 0; k < w->nranges && !found; k++)
+			found = w->ranges[k].kind == futex_kinds[i];
+		if (!found)
+			blind |= 1u << futex_kinds[i];
+	}
+	return blind;
 }
 
 bool ptw_libc_waits_in_range(const struct ptw_libc_waits *w, uint64_t pc)

@@ -158,6 +158,14 @@ static void locks_setup(struct ptw_tracer *t, struct ptw_lwp *l)
 		tracer_warn(t, PTW_W_LOCKS_PARTIAL,
 			    "--locks: glibc's futex wait function not found: rwlock, "
 			    "condition variable and semaphore waits are not seen");
+	unsigned blind = ptw_libc_waits_blind(lw);
+	for (unsigned kind = 0; blind >> kind; kind++)
+		if (blind & (1u << kind))
+			tracer_warn(t, PTW_W_LOCKS_PARTIAL,
+				    "--locks: %s waits cannot be told from other futex waits "
+				    "without libc's symbol table (where they wait was not found in "
+				    "its code): they are not seen",
+				    ptw_wait_kind_name((enum ptw_wait_kind)kind));
 	for (size_t i = 0; i < lw->nranges; i++)
 		ptw_dbg(PTW_DBG_TRACER, "--locks: range [%#llx, %#llx) kind %d",
 			(unsigned long long)lw->ranges[i].lo, (unsigned long long)lw->ranges[i].hi,

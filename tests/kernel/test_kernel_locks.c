@@ -23,11 +23,16 @@
  *              answers and its threads still sleep where they did.
  * No BPF link or program of ours is left afterwards.
  *
- * Usage: test_kernel_locks [--per-probe | --no-debug-files] FIXTURE MODE [ARG]
+ * Usage: test_kernel_locks [--per-probe | --no-debug-files | --launch | --late] FIXTURE
+ *        MODE [ARG]
  *   --no-debug-files  without libc's debug file: the slow paths found from
  *                     the code of the exported functions (ptw_libc_waits.h)
- *   --launch          deadlock only: FIXTURE is tests/fixtures/locks.c itself,
- *                     started by ptw_kernel_launch (held before its exec)
+ *   --launch          FIXTURE is tests/fixtures/locks.c itself, started by
+ *                     ptw_kernel_launch (held before its exec)
+ *   --late            as --launch, and nothing read before the process
+ *                     ended: waits classified and named from the files
+ *                     (its memory is gone), as in a run that ends before
+ *                     the drain reads its records
  * Exit 0 pass, 1 fail, 77 skip.
  */
 #define _GNU_SOURCE
@@ -301,13 +306,18 @@ static bool read_line(int fd, const char *want, char *line, size_t size)
 
 int main(int argc, char **argv)
 {
-	bool per_probe = argc > 1 && !strcmp(argv[1], "--per-probe");
-	bool no_debug = argc > 1 && !strcmp(argv[1], "--no-debug-files");
-	bool launch = argc > 1 && !strcmp(argv[1], "--launch");
-	int a = 1 + per_probe + no_debug + launch;
+	bool per_probe = false, no_debug = false, launch = false, late = false;
+	int a = 1;
+	for (; a < argc && !strncmp(argv[a], "--", 2); a++) {
+		per_probe |= !strcmp(argv[a], "--per-probe");
+		no_debug |= !strcmp(argv[a], "--no-debug-files");
+		launch |= !strcmp(argv[a], "--launch") || !strcmp(argv[a], "--late");
+		late |= !strcmp(argv[a], "--late");
+	}
 	if (argc < a + 2) {
-		fprintf(stderr, "usage: test_kernel_locks [--per-probe | --no-debug-files] FIXTURE "
-				"MODE [ARG]\n");
+		fprintf(stderr,
+			"usage: test_kernel_locks [--per-probe | --no-debug-files | --launch "
+			"| --late] FIXTURE MODE [ARG]\n");
 		return 99;
 	}
 	const char *fixture = argv[a], *mode = argv[a + 1];
@@ -339,6 +349,12 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		pid = child;
+		/* Its records read only once it has ended (its memory gone,
+		 * a zombie until kdrv_end reaps it): as a short run's are
+		 * when the drain lags behind. */
+		siginfo_t si;
+		if (late && waitid(P_PID, (id_t)child, &si, WEXITED | WNOWAIT) < 0)
+			return 99;
 		goto launched;
 	}
 	child = kdrv_spawn_fixture(formed ? (char *const[]){ (char *)fixture, NULL } : argv + a,
