@@ -109,6 +109,7 @@ struct ptw_kernel {
 	struct ptw_map sigrets; /* --trace: return address -> 1 sigreturn trampoline, 2 not */
 	uint64_t last_consume_ns;
 	bool launched;	 /* ptw_kernel_launch: held before its exec */
+	bool static_noted; /* a launched static program's probes could not be placed: said */
 	int libc_checks; /* after an exec: reads of its maps left to find its libc */
 	bool end_lost;
 	bool detached;
@@ -477,6 +478,14 @@ static void image_ready(void *ctx)
 static pid_t probe_pid(const struct ptw_kernel *k);
 static int attach_multi_to(struct ptw_kernel *k, uint32_t pid, int fds[2]);
 
+/* Are a and b the same file (a launched static program's, probed)? */
+static bool same_file(const char *a, const char *b)
+{
+	struct stat sa, sb;
+	return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_ino == sb.st_ino &&
+	       sa.st_dev == sb.st_dev;
+}
+
 /* exec: a new image. Its symbols are loaded when first needed (now its
  * libc may not even be mapped yet); the old ones stay for the events that
  * point into them. */
@@ -582,10 +591,14 @@ static const char *on_exec(void *ctx)
 	k->exec_ns = ptw_now_ns();
 	if (n > 0 && ptw_elf_is_static(k->exe)) {
 		k->libc_checks = 0;
-		note_as(k, PTW_W_KERNEL_NOT_SEEN,
-		     "%s is a static program: the probes on %s do not see its threads (only their "
-		     "creation and exit)",
-		     n > 0 ? k->exe : "the new image", probes->module);
+		if (!(launch && probes->in_exe && same_file(k->exe, probes->path)) &&
+		    !k->static_noted)
+			note_as(k, PTW_W_KERNEL_NOT_SEEN,
+				"%s is a static program: the probes on %s do not see its threads "
+				"(only their creation and exit): the kernel path probes a static "
+				"program's own file when it launches or attaches to it, not at an "
+				"exec",
+				k->exe, probes->module);
 	}
 	return n > 0 ? k->exe : NULL;
 }
@@ -1759,8 +1772,11 @@ static int open_fds(struct ptw_kernel *k)
 	return 0;
 }
 
-static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, struct ptw_kernel **ret,
-		 char *why, size_t why_size)
+static void static_probes(struct ptw_kernel *k, const char *exe);
+
+/* static_exe: a launch of that static program (ptw_kernel_launch). */
+static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, const char *static_exe,
+		 struct ptw_kernel **ret, char *why, size_t why_size)
 {
 	uint64_t t0 = ptw_now_ns();
 	char path[64];
@@ -1821,8 +1837,11 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 		     "attach have no pthread_t or start routine",
 		     ptw_tdb_strerror(err));
 	}
-	if ((r = ptwk_find_probes(k->syms, k->tdb, k->proc->mem_pid, o->use_debug_files,
-				  &k->probes, why, why_size)) < 0)
+	if (static_exe)
+		static_probes(k, static_exe);
+	if (!k->probes.in_exe &&
+	    (r = ptwk_find_probes(k->syms, k->tdb, k->proc->mem_pid, o->use_debug_files, &k->probes,
+				  why, why_size)) < 0)
 		goto fail;
 	if (!launched && ptw_proc_state(pid, pid) == 'Z') {
 		k->zombie_leader = true;
@@ -1894,12 +1913,46 @@ fail:
 int ptw_kernel_attach(const struct ptw_kernel_opts *o, pid_t pid, struct ptw_kernel **ret,
 		      char *why, size_t why_size)
 {
-	return start(o, pid, false, ret, why, why_size);
+	return start(o, pid, false, NULL, ret, why, why_size);
+}
+
+/*
+ * A launched static program maps no libc: the probes go on its own file,
+ * found in it before it runs (probes.h), and the uprobe_multi link for the
+ * held child's pid fires once the exec maps it. Its file's symbols are k's
+ * until then (main's caller, start_thread without a name). Without a
+ * symbol table the probes stay on ptwatch's libc, where they see nothing
+ * but its threads' clones and exits: a note says so.
+ */
+static void static_probes(struct ptw_kernel *k, const char *exe)
+{
+	struct ptw_symbols *fs = NULL;
+	char why[512];
+	int r = ptw_symbols_new_file(exe, k->o.use_debug_files, NULL, &fs);
+	if (r < 0)
+		snprintf(why, sizeof(why), "cannot read its symbols: %s", strerror(-r));
+	else if (ptwk_find_probes_file(fs, exe, k->o.use_debug_files, &k->probes, why,
+				       sizeof(why)) == 0) {
+		ptw_symbols_free(k->syms);
+		k->syms = fs;
+		ptw_dbg(PTW_DBG_TRACER, "static program: %zu probes on %s", k->probes.n, exe);
+		return;
+	}
+	ptw_symbols_free(fs);
+	k->static_noted = true;
+	note_as(k, PTW_W_KERNEL_NOT_SEEN,
+		"%s is a static program and the kernel path cannot probe it (%s): its threads "
+		"are seen only as clones and exits (the ptrace path sees them)",
+		exe, why);
 }
 
 int ptw_kernel_launch(const struct ptw_kernel_opts *o, char *const argv[], int child_stdout,
 		      struct ptw_kernel **ret, pid_t *ret_pid, char *why, size_t why_size)
 {
+	/* (What execvp will run: a static program gets the probes in its file.) */
+	char found[PATH_MAX], exe[PATH_MAX];
+	bool is_static = ptw_command_path(argv[0], found, sizeof(found)) && realpath(found, exe) &&
+			 ptw_elf_is_static(exe);
 	struct ptw_held h;
 	int r = ptw_held_spawn(argv, child_stdout, true, &h);
 	if (r < 0) {
@@ -1907,7 +1960,7 @@ int ptw_kernel_launch(const struct ptw_kernel_opts *o, char *const argv[], int c
 		return r;
 	}
 	struct ptw_kernel *k;
-	r = start(o, h.pid, true, &k, why, why_size);
+	r = start(o, h.pid, true, is_static ? exe : NULL, &k, why, why_size);
 	if (r == 0)
 		launch_frames(k, argv[0]);
 	if (r < 0) {

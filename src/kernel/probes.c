@@ -38,8 +38,12 @@ static const struct wanted WANTED[] = {
 	  .names = { "start_thread" },
 	  .without = "start_thread not found (libc's debug file, libc6-dbg): thread starts are "
 		     "not reported" },
+	/* A static program links __call_tls_dtors only if it uses
+	 * thread_local destructors; start_thread calls
+	 * __nptl_deallocate_tsd next (so does main's caller, after a
+	 * pthread_exit by the main thread: not a thread's end, convert.c). */
 	{ .kind = PTWK_DEATH,
-	  .names = { "__call_tls_dtors" },
+	  .names = { "__call_tls_dtors", "__nptl_deallocate_tsd" },
 	  .without = "__call_tls_dtors not found: how threads end is seen only when they exit" },
 	{ .kind = PTWK_EXIT_CALL,
 	  .names = { "__pthread_exit", "pthread_exit" },
@@ -93,9 +97,42 @@ static const char *known_how(unsigned derived, bool have)
 	return derived ? "derived" : have ? "known" : "unknown";
 }
 
+/* Where libthread_db's descriptors of struct pthread (_thread_db_*
+ * symbols) are read: in the process, through libthread_db, or in a static
+ * program's file (its symbol table has them too, in .rodata), never in
+ * ptwatch's own libc. */
+struct tdb_source {
+	struct ptw_tdb *tdb;
+	struct ptw_symbols *file; /* (when tdb is NULL) */
+};
+
+static int tdb_symbol(const struct tdb_source *t, const char *name, void *buf, size_t size)
+{
+	uint64_t addr;
+	if (t->tdb)
+		return ptw_tdb_read_symbol(t->tdb, name, buf, size);
+	if (!t->file || ptw_symbols_lookup(t->file, PTW_MOD_EXE, name, &addr, NULL) < 0)
+		return -ENOENT;
+	return ptw_symbols_read_file(t->file, addr, buf, size);
+}
+
+/* A member's offset from its descriptor { bits, count, offset }. */
+static int tdb_field(const struct tdb_source *t, const char *member, uint32_t *ret_off)
+{
+	char name[96];
+	uint32_t v[3];
+	if (t->tdb)
+		return ptw_tdb_pthread_field(t->tdb, member, ret_off);
+	snprintf(name, sizeof(name), "_thread_db_pthread_%s", member);
+	if (tdb_symbol(t, name, v, sizeof(v)) < 0)
+		return -ENOENT;
+	*ret_off = v[2];
+	return 0;
+}
+
 /* No debug file: arg, result and joinid from libthread_db's descriptors
  * of their neighbours (layout.h), or refused with a reason. */
-static void layout_derive(struct ptw_tdb *tdb, struct ptwk_layout *l)
+static void layout_derive(const struct tdb_source *tdb, struct ptwk_layout *l)
 {
 	struct ptwk_tdb_descs d = { 0 };
 	struct ptwk_tdb_desc *descs[] = { &d.report_events, &d.sched_priority, &d.schedpolicy,
@@ -104,11 +141,11 @@ static void layout_derive(struct ptw_tdb *tdb, struct ptwk_layout *l)
 		char name[96];
 		uint32_t v[3];
 		snprintf(name, sizeof(name), "_thread_db_pthread_%s", ptwk_tdb_desc_names[i]);
-		if (ptw_tdb_read_symbol(tdb, name, v, sizeof(v)) == 0)
+		if (tdb_symbol(tdb, name, v, sizeof(v)) == 0)
 			*descs[i] = (struct ptwk_tdb_desc){ true, v[0], v[1], v[2] };
 	}
 	uint32_t size;
-	if (ptw_tdb_read_symbol(tdb, "_thread_db_sizeof_pthread", &size, sizeof(size)) == 0)
+	if (tdb_symbol(tdb, "_thread_db_sizeof_pthread", &size, sizeof(size)) == 0)
 		d.sizeof_pthread = size;
 	ptwk_layout_derive(&d, l, &l->derived, l->underived, sizeof(l->underived));
 	ptw_dbg(PTW_DBG_TRACER,
@@ -118,7 +155,7 @@ static void layout_derive(struct ptw_tdb *tdb, struct ptwk_layout *l)
 		l->underived);
 }
 
-static void layout_from(struct ptw_symbols *syms, struct ptw_tdb *tdb, const char *module,
+static void layout_from(struct ptw_symbols *syms, const struct tdb_source *tdb, const char *module,
 			bool use_debug_files, struct ptwk_layout *l)
 {
 	static const char *const hints[] = { "nptl/pthread_create.c", "pthread_create.c", NULL };
@@ -143,30 +180,54 @@ static void layout_from(struct ptw_symbols *syms, struct ptw_tdb *tdb, const cha
 			continue;
 		}
 		uint32_t off;
-		if (fields[i].tdb_knows && tdb &&
-		    ptw_tdb_pthread_field(tdb, fields[i].member, &off) == 0) {
+		if (fields[i].tdb_knows && tdb_field(tdb, fields[i].member, &off) == 0) {
 			*fields[i].off = off;
 			*fields[i].have = true;
 		}
 	}
-	if (tdb && (!l->have_arg || !l->have_result || !l->have_joinid))
+	if ((tdb->tdb || tdb->file) && (!l->have_arg || !l->have_result || !l->have_joinid))
 		layout_derive(tdb, l);
 }
 
-int ptwk_find_probes(struct ptw_symbols *syms, struct ptw_tdb *tdb, pid_t pid, bool use_debug_files,
-		     struct ptwk_probes *ret, char *why, size_t why_size)
+/* Where the probes' code is in the file the kernel is to probe: by a
+ * process's mappings, or (file set) in a file not mapped yet, by its
+ * own program headers (syms are its symbols). */
+struct place {
+	pid_t pid;
+	const struct ptw_mapping *maps;
+	int nmaps;
+	const char *file;
+	struct ptw_symbols *syms;
+};
+
+static int place_of(const struct place *pl, uint64_t addr, char *path, size_t size, char *module,
+		    size_t msize, uint64_t *off)
 {
-	struct ptwk_probes *p = ret;
-	memset(p, 0, sizeof(*p));
-	/* libc.so, or the executable itself when libc is linked into it. */
-	const char *module = ptw_symbols_module_path(syms, "libc.so") ? "libc.so" : PTW_MOD_EXE;
-	struct ptw_mapping *maps = NULL;
-	int nmaps = ptw_maps_read(pid, &maps);
-	if (nmaps < 0) {
-		snprintf(why, why_size, "cannot read /proc/%d/maps: %s", pid, strerror(-nmaps));
-		return nmaps;
-	}
-	int r = 0;
+	if (!pl->file)
+		return ptwk_file_of(pl->pid, pl->maps, pl->nmaps, addr, path, size, module, msize,
+				    off);
+	int r = ptw_symbols_file_offset(pl->syms, addr, off);
+	if (r < 0)
+		return r;
+	snprintf(path, size, "%s", pl->file);
+	snprintf(module, msize, "%s", pl->file);
+	return 0;
+}
+
+/* A static program links in only the functions it uses: one its symbol
+ * table lacks is never called, and its probe is not missed. (Not so for
+ * what start_thread calls, nor for a shared libc.) */
+static bool never_called(enum ptwk_kind kind, bool in_exe)
+{
+	return in_exe && (kind == PTWK_EXIT_CALL || kind == PTWK_CANCEL || kind == PTWK_DETACH ||
+			  kind == PTWK_JOIN);
+}
+
+static int find(struct ptw_symbols *syms, const char *module, const struct tdb_source *tdb,
+		const struct place *pl, bool use_debug_files, struct ptwk_probes *p, char *why,
+		size_t why_size)
+{
+	bool in_exe = !strcmp(module, PTW_MOD_EXE);
 	for (size_t i = 0; i < PTW_ARRAY_SIZE(WANTED); i++) {
 		const struct wanted *w = &WANTED[i];
 		uint64_t addr = 0;
@@ -177,8 +238,7 @@ int ptwk_find_probes(struct ptw_symbols *syms, struct ptw_tdb *tdb, pid_t pid, b
 		char path[sizeof(p->path)], mod[sizeof(p->module)];
 		uint64_t off = 0;
 		mod[0] = '\0';
-		int fr = found ? ptwk_file_of(pid, maps, nmaps, addr, path, sizeof(path), mod,
-					      sizeof(mod), &off)
+		int fr = found ? place_of(pl, addr, path, sizeof(path), mod, sizeof(mod), &off)
 			       : -ENOENT;
 		if (fr == 0 && p->path[0] && strcmp(path, p->path))
 			fr = -EXDEV; /* one file for every probe: one link */
@@ -187,15 +247,20 @@ int ptwk_find_probes(struct ptw_symbols *syms, struct ptw_tdb *tdb, pid_t pid, b
 				if (found)
 					snprintf(why, why_size, "cannot probe %s in %s: %s",
 						 w->names[0], mod[0] ? mod : "libc", strerror(-fr));
+				else if (pl->file)
+					snprintf(why, why_size,
+						 "no %s in the symbols of %s (stripped, or no "
+						 "glibc threads)",
+						 w->names[0], pl->file);
 				else
 					snprintf(
 						why, why_size,
 						"no %s in process %d: it does not use glibc's threads",
-						w->names[0], pid);
-				r = -ENOENT;
-				goto out;
+						w->names[0], pl->pid);
+				return -ENOENT;
 			}
-			if (w->without && p->nmissing < PTW_ARRAY_SIZE(p->missing)) {
+			if (w->without && p->nmissing < PTW_ARRAY_SIZE(p->missing) &&
+			    !(fr == -ENOENT && !found && never_called(w->kind, in_exe))) {
 				if (w->kind == PTWK_START)
 					p->missing_start = p->nmissing + 1;
 				p->missing_code[p->nmissing] = PTW_W_HOOK_FAILED,
@@ -217,14 +282,43 @@ int ptwk_find_probes(struct ptw_symbols *syms, struct ptw_tdb *tdb, pid_t pid, b
 		/* (the reason libthread_db's descriptors did not do: layout.h) */
 		p->missing_code[p->nmissing] = PTW_W_NO_LIBC_DEBUGINFO;
 		snprintf(p->missing[p->nmissing++], sizeof(p->missing[0]),
-			 "struct pthread's layout is unknown (libc6-dbg%s%s): start routine return "
+			 "struct pthread's layout is unknown (%s%s%s): start routine return "
 			 "values are not reported",
+			 in_exe ? "the static program has no DWARF for its libc" : "libc6-dbg",
 			 p->layout.underived[0] ? "; " : "", p->layout.underived);
 	}
 	uint64_t main_addr;
 	if (ptw_symbols_lookup_loaded(syms, PTW_MOD_EXE, "main", &main_addr) == 0)
 		p->main_addr = main_addr;
-out:
+	return 0;
+}
+
+int ptwk_find_probes(struct ptw_symbols *syms, struct ptw_tdb *tdb, pid_t pid, bool use_debug_files,
+		     struct ptwk_probes *ret, char *why, size_t why_size)
+{
+	memset(ret, 0, sizeof(*ret));
+	/* libc.so, or the executable itself when libc is linked into it. */
+	const char *module = ptw_symbols_module_path(syms, "libc.so") ? "libc.so" : PTW_MOD_EXE;
+	struct ptw_mapping *maps = NULL;
+	int nmaps = ptw_maps_read(pid, &maps);
+	if (nmaps < 0) {
+		snprintf(why, why_size, "cannot read /proc/%d/maps: %s", pid, strerror(-nmaps));
+		return nmaps;
+	}
+	struct place pl = { .pid = pid, .maps = maps, .nmaps = nmaps };
+	struct tdb_source t = { .tdb = tdb };
+	int r = find(syms, module, &t, &pl, use_debug_files, ret, why, why_size);
 	free(maps);
+	return r;
+}
+
+int ptwk_find_probes_file(struct ptw_symbols *file_syms, const char *path, bool use_debug_files,
+			  struct ptwk_probes *ret, char *why, size_t why_size)
+{
+	memset(ret, 0, sizeof(*ret));
+	struct place pl = { .file = path, .syms = file_syms };
+	struct tdb_source t = { .file = file_syms };
+	int r = find(file_syms, PTW_MOD_EXE, &t, &pl, use_debug_files, ret, why, why_size);
+	ret->in_exe = r == 0;
 	return r;
 }
