@@ -1843,6 +1843,14 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, cons
 	    (r = ptwk_find_probes(k->syms, k->tdb, k->proc->mem_pid, o->use_debug_files, &k->probes,
 				  why, why_size)) < 0)
 		goto fail;
+	if (k->static_noted) {
+		/* (ptwatch's own libc and libthread_db: nothing of them applies
+		 * to the static program, which is seen as LWPs) */
+		k->probes.nmissing = k->probes.missing_start = 0;
+		k->probes.layout = (struct ptwk_layout){ 0 };
+		ptw_tdb_free(k->tdb);
+		k->tdb = NULL;
+	}
 	if (!launched && ptw_proc_state(pid, pid) == 'Z') {
 		k->zombie_leader = true;
 		note_as(k, PTW_W_ZOMBIE_LEADER,

@@ -249,9 +249,9 @@ static int find(struct ptw_symbols *syms, const char *module, const struct tdb_s
 						 w->names[0], mod[0] ? mod : "libc", strerror(-fr));
 				else if (pl->file)
 					snprintf(why, why_size,
-						 "no %s in the symbols of %s (stripped, or no "
-						 "glibc threads)",
-						 w->names[0], pl->file);
+						 "no %s in its symbols: stripped, or without "
+						 "glibc's threads",
+						 w->names[0]);
 				else
 					snprintf(
 						why, why_size,
