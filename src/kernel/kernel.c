@@ -163,6 +163,9 @@ struct ptw_kernel {
 	bool mods_listed;	     /* its symbols come from a list (this image) */
 	uint64_t exec_ns;	     /* its exec converted (check_libc's wait for a list) */
 	struct ptw_map drain_listed; /* drain thread only: tgid -> a whole list since its exec */
+	/* drain thread only once started: a launched static program (ET_EXEC)
+	 * whose exec is to come, its modules known without /proc */
+	bool static_exec;
 };
 
 /*
@@ -620,6 +623,22 @@ static void drain_capture(struct ptw_kernel *k, struct drained *d)
 	 * memory map is not read while it runs: at its exec nothing is
 	 * mapped but the program and ld.so, and at main() the list came. */
 	bool listed = d->r.kind == PTWK_MAIN && ptw_map_get(&k->drain_listed, (uint64_t)pid);
+	if (d->r.kind == PTWK_EXEC && k->static_exec && pid == k->pid) {
+		/* A launched static program: one file, where its headers put it
+		 * (ET_EXEC), the one probed. A short run may be gone before
+		 * /proc could be read. */
+		struct ptw_module_spec m = { .path = k->probes.path, .is_exe = true };
+		char *cache_dir = k->o.use_cache ? ptw_cache_default_dir() : NULL;
+		k->static_exec = false;
+		if (ptw_symbols_new_listed(pid, &m, 1, k->o.use_debug_files, cache_dir, pid_memread,
+					   (void *)(intptr_t)pid, &d->syms) < 0)
+			d->syms = NULL;
+		else
+			ptw_map_put(&k->drain_listed, (uint64_t)pid,
+				    (void *)1); /* (none at main) */
+		free(cache_dir);
+		listed = true;
+	}
 	if (!listed && !(d->r.kind == PTWK_EXEC && k->mods_on)) {
 		char *cache_dir = k->o.use_cache ? ptw_cache_default_dir() : NULL;
 		if (ptw_symbols_new(pid, k->o.use_debug_files, cache_dir, pid_memread,
@@ -1924,6 +1943,18 @@ int ptw_kernel_attach(const struct ptw_kernel_opts *o, pid_t pid, struct ptw_ker
 	return start(o, pid, false, NULL, ret, why, why_size);
 }
 
+/* The ELF type of the file at path, 0 unknown. */
+static unsigned elf_type(const char *path)
+{
+	Elf64_Ehdr eh;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	bool ok = fd >= 0 && pread(fd, &eh, sizeof(eh), 0) == (ssize_t)sizeof(eh) &&
+		  !memcmp(eh.e_ident, ELFMAG, SELFMAG);
+	if (fd >= 0)
+		close(fd);
+	return ok ? eh.e_type : 0;
+}
+
 /*
  * A launched static program maps no libc: the probes go on its own file,
  * found in it before it runs (probes.h), and the uprobe_multi link for the
@@ -1943,6 +1974,7 @@ static void static_probes(struct ptw_kernel *k, const char *exe)
 				       sizeof(why)) == 0) {
 		ptw_symbols_free(k->syms);
 		k->syms = fs;
+		k->static_exec = elf_type(exe) == ET_EXEC;
 		ptw_dbg(PTW_DBG_TRACER, "static program: %zu probes on %s", k->probes.n, exe);
 		return;
 	}
