@@ -633,9 +633,8 @@ static void drain_capture(struct ptw_kernel *k, struct drained *d)
 		if (ptw_symbols_new_listed(pid, &m, 1, k->o.use_debug_files, cache_dir, pid_memread,
 					   (void *)(intptr_t)pid, &d->syms) < 0)
 			d->syms = NULL;
-		else
-			ptw_map_put(&k->drain_listed, (uint64_t)pid,
-				    (void *)1); /* (none at main) */
+		else /* (and none read at main) */
+			ptw_map_put(&k->drain_listed, (uint64_t)pid, (void *)1);
 		free(cache_dir);
 		listed = true;
 	}
