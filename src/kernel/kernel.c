@@ -110,6 +110,8 @@ struct ptw_kernel {
 	uint64_t last_consume_ns;
 	bool launched;	 /* ptw_kernel_launch: held before its exec */
 	bool static_noted; /* a launched static program's probes could not be placed: said */
+	dev_t static_dev;  /* the static program file probed (probes.in_exe) */
+	ino_t static_ino;
 	int libc_checks; /* after an exec: reads of its maps left to find its libc */
 	bool end_lost;
 	bool detached;
@@ -481,12 +483,14 @@ static void image_ready(void *ctx)
 static pid_t probe_pid(const struct ptw_kernel *k);
 static int attach_multi_to(struct ptw_kernel *k, uint32_t pid, int fds[2]);
 
-/* Are a and b the same file (a launched static program's, probed)? */
-static bool same_file(const char *a, const char *b)
+/* Did the launch exec the static program file probed (not one put in
+ * its place since)? (Gone already: it is taken to be.) */
+static bool exec_probed(const struct ptw_kernel *k)
 {
-	struct stat sa, sb;
-	return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_ino == sb.st_ino &&
-	       sa.st_dev == sb.st_dev;
+	char path[64];
+	struct stat st;
+	snprintf(path, sizeof(path), "/proc/%d/exe", k->pid);
+	return stat(path, &st) < 0 || (st.st_ino == k->static_ino && st.st_dev == k->static_dev);
 }
 
 /* exec: a new image. Its symbols are loaded when first needed (now its
@@ -594,8 +598,7 @@ static const char *on_exec(void *ctx)
 	k->exec_ns = ptw_now_ns();
 	if (n > 0 && ptw_elf_is_static(k->exe)) {
 		k->libc_checks = 0;
-		if (!(launch && probes->in_exe && same_file(k->exe, probes->path)) &&
-		    !k->static_noted)
+		if (!(launch && probes->in_exe && exec_probed(k)) && !k->static_noted)
 			note_as(k, PTW_W_KERNEL_NOT_SEEN,
 				"%s is a static program: the probes on %s do not see its threads "
 				"(only their creation and exit): the kernel path probes a static "
@@ -1965,12 +1968,17 @@ static unsigned elf_type(const char *path)
 static void static_probes(struct ptw_kernel *k, const char *exe)
 {
 	struct ptw_symbols *fs = NULL;
+	struct stat st;
 	char why[512];
 	int r = ptw_symbols_new_file(exe, k->o.use_debug_files, NULL, &fs);
 	if (r < 0)
 		snprintf(why, sizeof(why), "cannot read its symbols: %s", strerror(-r));
+	else if (stat(exe, &st) < 0)
+		snprintf(why, sizeof(why), "%s", strerror(errno));
 	else if (ptwk_find_probes_file(fs, exe, k->o.use_debug_files, &k->probes, why,
 				       sizeof(why)) == 0) {
+		k->static_dev = st.st_dev;
+		k->static_ino = st.st_ino;
 		ptw_symbols_free(k->syms);
 		k->syms = fs;
 		k->static_exec = elf_type(exe) == ET_EXEC;
