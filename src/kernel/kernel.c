@@ -483,14 +483,18 @@ static void image_ready(void *ctx)
 static pid_t probe_pid(const struct ptw_kernel *k);
 static int attach_multi_to(struct ptw_kernel *k, uint32_t pid, int fds[2]);
 
-/* Did the launch exec the static program file probed (not one put in
- * its place since)? (Gone already: it is taken to be.) */
-static bool exec_probed(const struct ptw_kernel *k)
+/* Does k's new image (exe) run the static program file the probes are on
+ * (a launch's, or its -f descendants'), not one put in its place since?
+ * (Gone already and no file there: it is taken to be.) */
+static bool exec_probed(const struct ptw_kernel *k, const char *exe)
 {
+	const struct ptw_kernel *root = k->root ? k->root : k;
 	char path[64];
 	struct stat st;
 	snprintf(path, sizeof(path), "/proc/%d/exe", k->pid);
-	return stat(path, &st) < 0 || (st.st_ino == k->static_ino && st.st_dev == k->static_dev);
+	if (stat(path, &st) < 0 && (!exe[0] || stat(exe, &st) < 0))
+		return true;
+	return st.st_ino == root->static_ino && st.st_dev == root->static_dev;
 }
 
 /* exec: a new image. Its symbols are loaded when first needed (now its
@@ -596,9 +600,18 @@ static const char *on_exec(void *ctx)
 	k->libc_checks = 100; /* its libc is mapped by its ld.so, a moment later */
 	k->mods_listed = false;
 	k->exec_ns = ptw_now_ns();
+	if (probes->in_exe && (launch || k->root) && !exec_probed(k, k->exe) &&
+	    !ptw_elf_is_static(k->exe)) {
+		/* (-f: one file's probes for every process, the static program's) */
+		k->libc_checks = 0;
+		note_as(k, PTW_W_KERNEL_NOT_SEEN,
+			"%s is not the static program %s the probes are on: its threads are seen "
+			"only as clones and exits (the ptrace path sees them)",
+			n > 0 ? k->exe : "the new image", probes->module);
+	}
 	if (n > 0 && ptw_elf_is_static(k->exe)) {
 		k->libc_checks = 0;
-		if (!(launch && probes->in_exe && exec_probed(k)) && !k->static_noted)
+		if (!(probes->in_exe && exec_probed(k, k->exe)) && !k->static_noted)
 			note_as(k, PTW_W_KERNEL_NOT_SEEN,
 				"%s is a static program: the probes on %s do not see its threads "
 				"(only their creation and exit): the kernel path probes a static "
