@@ -2,10 +2,10 @@
 /*
  * The kernel path's probes for a static program about to be launched
  * (ptwk_find_probes_file, probes.h), found in its file alone, no process
- * and no BPF: the probe points (a thread's end at __nptl_deallocate_tsd,
- * __call_tls_dtors not being linked in; no warning for what the program
- * does not link), each one's offset where the file's program headers put
- * it, struct pthread's layout from the libthread_db descriptors in the
+ * and no BPF: the probe points (a thread's end at start_thread's call of
+ * __nptl_deallocate_tsd, __call_tls_dtors not being linked in; no warning
+ * for what the program does not link), each one's offset where the file's
+ * program headers put it, struct pthread's layout from the libthread_db descriptors in the
  * program's own symbol table; a copy whose descriptor was bent gets no
  * arg offset (never ptwatch's libc's); the stripped copy is refused with
  * the reason. Usage: test_kstatic FIXTURE-STATIC FIXTURE-STATIC-STRIPPED
@@ -90,6 +90,23 @@ static void test_static(const char *exe)
 		CHECK(!q->ret);
 		CHECK_EQ(q->offset, offset_of(exe, q->addr));
 	}
+	/* the thread's end: start_thread's call of __nptl_deallocate_tsd (a
+	 * call rel32, which the kernel emulates), not its first instruction */
+	const struct ptwk_probe *death = probe_of(&p, PTWK_DEATH),
+				*start = probe_of(&p, PTWK_START);
+	uint64_t tsd = 0;
+	uint8_t call[5] = { 0 };
+	int fd = open(exe, O_RDONLY | O_CLOEXEC);
+	CHECK_EQ(ptw_symbols_lookup(s, PTW_MOD_EXE, "__nptl_deallocate_tsd", &tsd, NULL), 0);
+	CHECK(death && start && death->addr > start->addr && death->addr < start->addr + 4096);
+	if (death && fd >= 0)
+		CHECK_EQ(pread(fd, call, sizeof(call), (off_t)death->offset), sizeof(call));
+	if (fd >= 0)
+		close(fd);
+	int32_t rel;
+	memcpy(&rel, call + 1, sizeof(rel));
+	CHECK_EQ(call[0], 0xe8);
+	CHECK_EQ(death ? death->addr + 5 + (uint64_t)(int64_t)rel : 0, tsd);
 	const struct ptwk_probe *ret = probe_of(&p, PTWK_JOIN_RET);
 	CHECK(ret && ret->ret);
 	/* static.c neither detaches nor links pthread_detach: no warning */
