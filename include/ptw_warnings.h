@@ -24,8 +24,8 @@
 	  "kernel path: something the ptrace path reports cannot be observed this way (the "       \
 	  "message says what)")                                                                    \
 	X(KERNEL_NOT_SEEN, kernel_not_seen,                                                        \
-	  "kernel path: an image its probes do not cover (a static program, another libc, an "    \
-	  "exec after the attach): its threads are not seen")                                     \
+	  "kernel path: an image its probes do not cover (a static program it cannot probe, "     \
+	  "another libc, an exec after the attach): its threads are not seen")                    \
 	X(LOCKS_NO_RETURN, locks_no_return,                                                        \
 	  "--locks: waits returning to an address no call precedes are not reported")              \
 	X(LOCKS_PARTIAL, locks_partial,                                                            \

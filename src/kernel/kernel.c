@@ -109,6 +109,9 @@ struct ptw_kernel {
 	struct ptw_map sigrets; /* --trace: return address -> 1 sigreturn trampoline, 2 not */
 	uint64_t last_consume_ns;
 	bool launched;	 /* ptw_kernel_launch: held before its exec */
+	bool static_noted; /* a launched static program's probes could not be placed: said */
+	dev_t static_dev;  /* the static program file probed (probes.in_exe) */
+	ino_t static_ino;
 	int libc_checks; /* after an exec: reads of its maps left to find its libc */
 	bool end_lost;
 	bool detached;
@@ -162,6 +165,9 @@ struct ptw_kernel {
 	bool mods_listed;	     /* its symbols come from a list (this image) */
 	uint64_t exec_ns;	     /* its exec converted (check_libc's wait for a list) */
 	struct ptw_map drain_listed; /* drain thread only: tgid -> a whole list since its exec */
+	/* drain thread only once started: a launched static program (ET_EXEC)
+	 * whose exec is to come, its modules known without /proc */
+	bool static_exec;
 };
 
 /*
@@ -477,6 +483,20 @@ static void image_ready(void *ctx)
 static pid_t probe_pid(const struct ptw_kernel *k);
 static int attach_multi_to(struct ptw_kernel *k, uint32_t pid, int fds[2]);
 
+/* Does k's new image (exe) run the static program file the probes are on
+ * (a launch's, or its -f descendants'), not one put in its place since?
+ * (Gone already and no file there: it is taken to be.) */
+static bool exec_probed(const struct ptw_kernel *k, const char *exe)
+{
+	const struct ptw_kernel *root = k->root ? k->root : k;
+	char path[64];
+	struct stat st;
+	snprintf(path, sizeof(path), "/proc/%d/exe", k->pid);
+	if (stat(path, &st) < 0 && (!exe[0] || stat(exe, &st) < 0))
+		return true;
+	return st.st_ino == root->static_ino && st.st_dev == root->static_dev;
+}
+
 /* exec: a new image. Its symbols are loaded when first needed (now its
  * libc may not even be mapped yet); the old ones stay for the events that
  * point into them. */
@@ -580,12 +600,24 @@ static const char *on_exec(void *ctx)
 	k->libc_checks = 100; /* its libc is mapped by its ld.so, a moment later */
 	k->mods_listed = false;
 	k->exec_ns = ptw_now_ns();
-	if (n > 0 && ptw_elf_is_static(k->exe)) {
+	if (probes->in_exe && (launch || k->root) && !exec_probed(k, k->exe) &&
+	    !ptw_elf_is_static(k->exe)) {
+		/* (-f: one file's probes for every process, the static program's) */
 		k->libc_checks = 0;
 		note_as(k, PTW_W_KERNEL_NOT_SEEN,
-		     "%s is a static program: the probes on %s do not see its threads (only their "
-		     "creation and exit)",
-		     n > 0 ? k->exe : "the new image", probes->module);
+			"%s is not the static program %s the probes are on: its threads are seen "
+			"only as clones and exits (the ptrace path sees them)",
+			n > 0 ? k->exe : "the new image", probes->module);
+	}
+	if (n > 0 && ptw_elf_is_static(k->exe)) {
+		k->libc_checks = 0;
+		if (!(probes->in_exe && exec_probed(k, k->exe)) && !k->static_noted)
+			note_as(k, PTW_W_KERNEL_NOT_SEEN,
+				"%s is a static program: the probes on %s do not see its threads "
+				"(only their creation and exit): the kernel path probes a static "
+				"program's own file when it launches or attaches to it, not at an "
+				"exec",
+				k->exe, probes->module);
 	}
 	return n > 0 ? k->exe : NULL;
 }
@@ -607,6 +639,21 @@ static void drain_capture(struct ptw_kernel *k, struct drained *d)
 	 * memory map is not read while it runs: at its exec nothing is
 	 * mapped but the program and ld.so, and at main() the list came. */
 	bool listed = d->r.kind == PTWK_MAIN && ptw_map_get(&k->drain_listed, (uint64_t)pid);
+	if (d->r.kind == PTWK_EXEC && k->static_exec && pid == k->pid) {
+		/* A launched static program: one file, where its headers put it
+		 * (ET_EXEC), the one probed. A short run may be gone before
+		 * /proc could be read. */
+		struct ptw_module_spec m = { .path = k->probes.path, .is_exe = true };
+		char *cache_dir = k->o.use_cache ? ptw_cache_default_dir() : NULL;
+		k->static_exec = false;
+		if (ptw_symbols_new_listed(pid, &m, 1, k->o.use_debug_files, cache_dir, pid_memread,
+					   (void *)(intptr_t)pid, &d->syms) < 0)
+			d->syms = NULL;
+		else /* (and none read at main) */
+			ptw_map_put(&k->drain_listed, (uint64_t)pid, (void *)1);
+		free(cache_dir);
+		listed = true;
+	}
 	if (!listed && !(d->r.kind == PTWK_EXEC && k->mods_on)) {
 		char *cache_dir = k->o.use_cache ? ptw_cache_default_dir() : NULL;
 		if (ptw_symbols_new(pid, k->o.use_debug_files, cache_dir, pid_memread,
@@ -1759,8 +1806,11 @@ static int open_fds(struct ptw_kernel *k)
 	return 0;
 }
 
-static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, struct ptw_kernel **ret,
-		 char *why, size_t why_size)
+static void static_probes(struct ptw_kernel *k, const char *exe);
+
+/* static_exe: a launch of that static program (ptw_kernel_launch). */
+static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, const char *static_exe,
+		 struct ptw_kernel **ret, char *why, size_t why_size)
 {
 	uint64_t t0 = ptw_now_ns();
 	char path[64];
@@ -1821,9 +1871,20 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, stru
 		     "attach have no pthread_t or start routine",
 		     ptw_tdb_strerror(err));
 	}
-	if ((r = ptwk_find_probes(k->syms, k->tdb, k->proc->mem_pid, o->use_debug_files,
-				  &k->probes, why, why_size)) < 0)
+	if (static_exe)
+		static_probes(k, static_exe);
+	if (!k->probes.in_exe &&
+	    (r = ptwk_find_probes(k->syms, k->tdb, k->proc->mem_pid, o->use_debug_files, &k->probes,
+				  why, why_size)) < 0)
 		goto fail;
+	if (k->static_noted) {
+		/* (ptwatch's own libc and libthread_db: nothing of them applies
+		 * to the static program, which is seen as LWPs) */
+		k->probes.nmissing = k->probes.missing_start = 0;
+		k->probes.layout = (struct ptwk_layout){ 0 };
+		ptw_tdb_free(k->tdb);
+		k->tdb = NULL;
+	}
 	if (!launched && ptw_proc_state(pid, pid) == 'Z') {
 		k->zombie_leader = true;
 		note_as(k, PTW_W_ZOMBIE_LEADER,
@@ -1894,12 +1955,64 @@ fail:
 int ptw_kernel_attach(const struct ptw_kernel_opts *o, pid_t pid, struct ptw_kernel **ret,
 		      char *why, size_t why_size)
 {
-	return start(o, pid, false, ret, why, why_size);
+	return start(o, pid, false, NULL, ret, why, why_size);
+}
+
+/* The ELF type of the file at path, 0 unknown. */
+static unsigned elf_type(const char *path)
+{
+	Elf64_Ehdr eh;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	bool ok = fd >= 0 && pread(fd, &eh, sizeof(eh), 0) == (ssize_t)sizeof(eh) &&
+		  !memcmp(eh.e_ident, ELFMAG, SELFMAG);
+	if (fd >= 0)
+		close(fd);
+	return ok ? eh.e_type : 0;
+}
+
+/*
+ * A launched static program maps no libc: the probes go on its own file,
+ * found in it before it runs (probes.h), and the uprobe_multi link for the
+ * held child's pid fires once the exec maps it. Its file's symbols are k's
+ * until then (main's caller, start_thread without a name). Without a
+ * symbol table the probes stay on ptwatch's libc, where they see nothing
+ * but its threads' clones and exits: a note says so.
+ */
+static void static_probes(struct ptw_kernel *k, const char *exe)
+{
+	struct ptw_symbols *fs = NULL;
+	struct stat st;
+	char why[512];
+	int r = ptw_symbols_new_file(exe, k->o.use_debug_files, NULL, &fs);
+	if (r < 0)
+		snprintf(why, sizeof(why), "cannot read its symbols: %s", strerror(-r));
+	else if (stat(exe, &st) < 0)
+		snprintf(why, sizeof(why), "%s", strerror(errno));
+	else if (ptwk_find_probes_file(fs, exe, k->o.use_debug_files, &k->probes, why,
+				       sizeof(why)) == 0) {
+		k->static_dev = st.st_dev;
+		k->static_ino = st.st_ino;
+		ptw_symbols_free(k->syms);
+		k->syms = fs;
+		k->static_exec = elf_type(exe) == ET_EXEC;
+		ptw_dbg(PTW_DBG_TRACER, "static program: %zu probes on %s", k->probes.n, exe);
+		return;
+	}
+	ptw_symbols_free(fs);
+	k->static_noted = true;
+	note_as(k, PTW_W_KERNEL_NOT_SEEN,
+		"%s is a static program and the kernel path cannot probe it (%s): its threads "
+		"are seen only as clones and exits (the ptrace path sees them)",
+		exe, why);
 }
 
 int ptw_kernel_launch(const struct ptw_kernel_opts *o, char *const argv[], int child_stdout,
 		      struct ptw_kernel **ret, pid_t *ret_pid, char *why, size_t why_size)
 {
+	/* (What execvp will run: a static program gets the probes in its file.) */
+	char found[PATH_MAX], exe[PATH_MAX];
+	bool is_static = ptw_command_path(argv[0], found, sizeof(found)) && realpath(found, exe) &&
+			 ptw_elf_is_static(exe);
 	struct ptw_held h;
 	int r = ptw_held_spawn(argv, child_stdout, true, &h);
 	if (r < 0) {
@@ -1907,7 +2020,7 @@ int ptw_kernel_launch(const struct ptw_kernel_opts *o, char *const argv[], int c
 		return r;
 	}
 	struct ptw_kernel *k;
-	r = start(o, h.pid, true, &k, why, why_size);
+	r = start(o, h.pid, true, is_static ? exe : NULL, &k, why, why_size);
 	if (r == 0)
 		launch_frames(k, argv[0]);
 	if (r < 0) {

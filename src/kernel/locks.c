@@ -199,12 +199,16 @@ static void missing(struct ptwk_probes *p, const char *text)
 	}
 }
 
-/* An entry probe at addr, and a return probe, in the file of the others. */
-static void add_probe(struct ptwk_probes *p, const struct ptw_mapping *maps, int nmaps,
-		      uint64_t addr, enum ptwk_lock_kind kind, const char *name)
+/* An entry probe at addr, and a return probe, in the file of the others
+ * (a launched static program's, not mapped yet: by its own headers). */
+static void add_probe(struct ptwk_locks *l, struct ptwk_probes *p, const struct ptw_mapping *maps,
+		      int nmaps, uint64_t addr, enum ptwk_lock_kind kind, const char *name)
 {
-	const struct ptw_mapping *m = ptw_maps_find(maps, nmaps, addr);
-	if (!m || strcmp(m->path, p->module) || p->n + 2 > PTW_ARRAY_SIZE(p->p)) {
+	const struct ptw_mapping *m = p->in_exe ? NULL : ptw_maps_find(maps, nmaps, addr);
+	uint64_t off = 0;
+	bool in = p->in_exe ? ptw_symbols_file_offset(syms_of(l), addr, &off) == 0
+			    : m && !strcmp(m->path, p->module);
+	if (!in || p->n + 2 > PTW_ARRAY_SIZE(p->p)) {
 		char text[160];
 		snprintf(text, sizeof(text),
 			 "--locks: %.40s is not in the file of the other probes: those waits "
@@ -213,7 +217,8 @@ static void add_probe(struct ptwk_probes *p, const struct ptw_mapping *maps, int
 		missing(p, text);
 		return;
 	}
-	uint64_t off = addr - m->start + m->offset;
+	if (m)
+		off = addr - m->start + m->offset;
 	p->p[p->n++] = (struct ptwk_probe){ (enum ptwk_kind)kind, name, addr, off, false };
 	p->p[p->n++] = (struct ptwk_probe){ (enum ptwk_kind)PTWK_LOCK_RET, name, addr, off, true };
 }
@@ -244,7 +249,10 @@ struct ptwk_locks *ptwk_locks_new(const struct ptwk_locks_env *env, struct ptw_t
 	memset(ret_config, 0, sizeof(*ret_config));
 	ret_config->on = true;
 	uint32_t off;
-	if (tdb && ptw_tdb_pthread_field(tdb, "tid", &off) == 0) {
+	if (p->layout.have_tid) { /* (the program's own: a static one's from its file) */
+		ret_config->have_tid = true;
+		ret_config->off_tid = (uint32_t)p->layout.tid;
+	} else if (tdb && ptw_tdb_pthread_field(tdb, "tid", &off) == 0) {
 		ret_config->have_tid = true;
 		ret_config->off_tid = off;
 	}
@@ -260,14 +268,15 @@ struct ptwk_locks *ptwk_locks_new(const struct ptwk_locks_env *env, struct ptw_t
 	struct ptw_mapping *maps = NULL;
 	int nmaps = ptw_maps_read(env->pid, &maps);
 	if (l->lw.lll_lock_wait)
-		add_probe(p, maps, nmaps, l->lw.lll_lock_wait, PTWK_LOCK_WAIT, "__lll_lock_wait");
+		add_probe(l, p, maps, nmaps, l->lw.lll_lock_wait, PTWK_LOCK_WAIT,
+			  "__lll_lock_wait");
 	else
 		missing(p, "--locks: __lll_lock_wait not found in libc: mutex waits are not seen");
 	if (l->lw.lll_lock_wait_private)
-		add_probe(p, maps, nmaps, l->lw.lll_lock_wait_private, PTWK_LOCK_WAIT_PRIVATE,
+		add_probe(l, p, maps, nmaps, l->lw.lll_lock_wait_private, PTWK_LOCK_WAIT_PRIVATE,
 			  "__lll_lock_wait_private");
 	if (l->lw.futex_wait)
-		add_probe(p, maps, nmaps, l->lw.futex_wait, PTWK_FUTEX_WAIT,
+		add_probe(l, p, maps, nmaps, l->lw.futex_wait, PTWK_FUTEX_WAIT,
 			  "__futex_abstimed_wait_common");
 	else
 		missing(p, "--locks: glibc's futex wait function not found: rwlock, condition "

@@ -12,6 +12,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "ptw_breakpoints.h"
 #include "ptw_symbols.h"
 #include "ptw_thread_db.h"
 #include "ptw_util.h"
@@ -38,8 +39,12 @@ static const struct wanted WANTED[] = {
 	  .names = { "start_thread" },
 	  .without = "start_thread not found (libc's debug file, libc6-dbg): thread starts are "
 		     "not reported" },
+	/* A static program links __call_tls_dtors only if it uses
+	 * thread_local destructors; start_thread calls
+	 * __nptl_deallocate_tsd next (so does main's caller, after a
+	 * pthread_exit by the main thread: not a thread's end, convert.c). */
 	{ .kind = PTWK_DEATH,
-	  .names = { "__call_tls_dtors" },
+	  .names = { "__call_tls_dtors", "__nptl_deallocate_tsd" },
 	  .without = "__call_tls_dtors not found: how threads end is seen only when they exit" },
 	{ .kind = PTWK_EXIT_CALL,
 	  .names = { "__pthread_exit", "pthread_exit" },
@@ -93,9 +98,42 @@ static const char *known_how(unsigned derived, bool have)
 	return derived ? "derived" : have ? "known" : "unknown";
 }
 
+/* Where libthread_db's descriptors of struct pthread (_thread_db_*
+ * symbols) are read: in the process, through libthread_db, or in a static
+ * program's file (its symbol table has them too, in .rodata), never in
+ * ptwatch's own libc. */
+struct tdb_source {
+	struct ptw_tdb *tdb;
+	struct ptw_symbols *file; /* (when tdb is NULL) */
+};
+
+static int tdb_symbol(const struct tdb_source *t, const char *name, void *buf, size_t size)
+{
+	uint64_t addr;
+	if (t->tdb)
+		return ptw_tdb_read_symbol(t->tdb, name, buf, size);
+	if (!t->file || ptw_symbols_lookup(t->file, PTW_MOD_EXE, name, &addr, NULL) < 0)
+		return -ENOENT;
+	return ptw_symbols_read_file(t->file, addr, buf, size);
+}
+
+/* A member's offset from its descriptor { bits, count, offset }. */
+static int tdb_field(const struct tdb_source *t, const char *member, uint32_t *ret_off)
+{
+	char name[96];
+	uint32_t v[3];
+	if (t->tdb)
+		return ptw_tdb_pthread_field(t->tdb, member, ret_off);
+	snprintf(name, sizeof(name), "_thread_db_pthread_%s", member);
+	if (tdb_symbol(t, name, v, sizeof(v)) < 0)
+		return -ENOENT;
+	*ret_off = v[2];
+	return 0;
+}
+
 /* No debug file: arg, result and joinid from libthread_db's descriptors
  * of their neighbours (layout.h), or refused with a reason. */
-static void layout_derive(struct ptw_tdb *tdb, struct ptwk_layout *l)
+static void layout_derive(const struct tdb_source *tdb, struct ptwk_layout *l)
 {
 	struct ptwk_tdb_descs d = { 0 };
 	struct ptwk_tdb_desc *descs[] = { &d.report_events, &d.sched_priority, &d.schedpolicy,
@@ -104,11 +142,11 @@ static void layout_derive(struct ptw_tdb *tdb, struct ptwk_layout *l)
 		char name[96];
 		uint32_t v[3];
 		snprintf(name, sizeof(name), "_thread_db_pthread_%s", ptwk_tdb_desc_names[i]);
-		if (ptw_tdb_read_symbol(tdb, name, v, sizeof(v)) == 0)
+		if (tdb_symbol(tdb, name, v, sizeof(v)) == 0)
 			*descs[i] = (struct ptwk_tdb_desc){ true, v[0], v[1], v[2] };
 	}
 	uint32_t size;
-	if (ptw_tdb_read_symbol(tdb, "_thread_db_sizeof_pthread", &size, sizeof(size)) == 0)
+	if (tdb_symbol(tdb, "_thread_db_sizeof_pthread", &size, sizeof(size)) == 0)
 		d.sizeof_pthread = size;
 	ptwk_layout_derive(&d, l, &l->derived, l->underived, sizeof(l->underived));
 	ptw_dbg(PTW_DBG_TRACER,
@@ -118,7 +156,7 @@ static void layout_derive(struct ptw_tdb *tdb, struct ptwk_layout *l)
 		l->underived);
 }
 
-static void layout_from(struct ptw_symbols *syms, struct ptw_tdb *tdb, const char *module,
+static void layout_from(struct ptw_symbols *syms, const struct tdb_source *tdb, const char *module,
 			bool use_debug_files, struct ptwk_layout *l)
 {
 	static const char *const hints[] = { "nptl/pthread_create.c", "pthread_create.c", NULL };
@@ -143,30 +181,109 @@ static void layout_from(struct ptw_symbols *syms, struct ptw_tdb *tdb, const cha
 			continue;
 		}
 		uint32_t off;
-		if (fields[i].tdb_knows && tdb &&
-		    ptw_tdb_pthread_field(tdb, fields[i].member, &off) == 0) {
+		if (fields[i].tdb_knows && tdb_field(tdb, fields[i].member, &off) == 0) {
 			*fields[i].off = off;
 			*fields[i].have = true;
 		}
 	}
-	if (tdb && (!l->have_arg || !l->have_result || !l->have_joinid))
+	if ((tdb->tdb || tdb->file) && (!l->have_arg || !l->have_result || !l->have_joinid))
 		layout_derive(tdb, l);
 }
 
-int ptwk_find_probes(struct ptw_symbols *syms, struct ptw_tdb *tdb, pid_t pid, bool use_debug_files,
-		     struct ptwk_probes *ret, char *why, size_t why_size)
+/* Where the probes' code is in the file the kernel is to probe: by a
+ * process's mappings, or (file set) in a file not mapped yet, by its
+ * own program headers (syms are its symbols). */
+struct place {
+	pid_t pid;
+	const struct ptw_mapping *maps;
+	int nmaps;
+	const char *file;
+	struct ptw_symbols *syms;
+};
+
+static int place_of(const struct place *pl, uint64_t addr, char *path, size_t size, char *module,
+		    size_t msize, uint64_t *off)
 {
-	struct ptwk_probes *p = ret;
-	memset(p, 0, sizeof(*p));
-	/* libc.so, or the executable itself when libc is linked into it. */
-	const char *module = ptw_symbols_module_path(syms, "libc.so") ? "libc.so" : PTW_MOD_EXE;
-	struct ptw_mapping *maps = NULL;
-	int nmaps = ptw_maps_read(pid, &maps);
-	if (nmaps < 0) {
-		snprintf(why, why_size, "cannot read /proc/%d/maps: %s", pid, strerror(-nmaps));
-		return nmaps;
+	if (!pl->file)
+		return ptwk_file_of(pl->pid, pl->maps, pl->nmaps, addr, path, size, module, msize,
+				    off);
+	int r = ptw_symbols_file_offset(pl->syms, addr, off);
+	if (r < 0)
+		return r;
+	snprintf(path, size, "%s", pl->file);
+	snprintf(module, msize, "%s", pl->file);
+	return 0;
+}
+
+/* A static program links in only the functions it uses: one its symbol
+ * table lacks is never called, and its probe is not missed. (Not so for
+ * what start_thread calls, nor for a shared libc.) */
+static bool never_called(enum ptwk_kind kind, bool in_exe)
+{
+	return in_exe && (kind == PTWK_EXIT_CALL || kind == PTWK_CANCEL || kind == PTWK_DETACH ||
+			  kind == PTWK_JOIN);
+}
+
+/*
+ * A static program's thread end, __nptl_deallocate_tsd, begins with an
+ * instruction the kernel single-steps (xor: some 6 us more per thread,
+ * measured with bench/churn): start_thread's one call of it, a call rel32
+ * the kernel emulates, is the same point in a thread (and leaves out main's
+ * caller's call). Its address, or 0 unless start_thread (at fn) calls
+ * callee there once, by decoding and by its bytes alike.
+ */
+static uint64_t death_call_site(struct ptw_symbols *syms, uint64_t fn, uint64_t callee)
+{
+	uint64_t lo, hi, targets[64], site = 0;
+	uint8_t code[4096];
+	if (ptw_symbols_function_range(syms, fn, &lo, &hi) < 0 || lo != fn || hi <= lo ||
+	    hi - lo > sizeof(code) || ptw_symbols_read_file(syms, lo, code, hi - lo) < 0)
+		return 0;
+	size_t len = hi - lo;
+	int n = ptw_insn_find_calls(code, len, lo, false, targets, 64), decoded = 0, bytes = 0;
+	for (int i = 0; i < n; i++)
+		decoded += targets[i] == callee;
+	for (size_t i = 0; i + 5 <= len; i++) {
+		int32_t rel;
+		memcpy(&rel, code + i + 1, sizeof(rel));
+		if (code[i] == 0xe8 && lo + i + 5 + (uint64_t)(int64_t)rel == callee) {
+			site = lo + i;
+			bytes++;
+		}
 	}
-	int r = 0;
+	if (decoded != 1 || bytes != 1 || site + 5 - lo < 8 ||
+	    ptw_insn_call_length(code + (site + 5 - lo) - 8, site + 5) != 5)
+		return 0;
+	return site;
+}
+
+/* The DEATH probe at start_thread's call of __nptl_deallocate_tsd (above). */
+static void death_at_call(struct ptw_symbols *syms, const struct place *pl, struct ptwk_probes *p)
+{
+	struct ptwk_probe *death = NULL, *start = NULL;
+	for (size_t i = 0; i < p->n; i++)
+		if (p->p[i].kind == PTWK_DEATH &&
+		    !strcmp(p->p[i].function, "__nptl_deallocate_tsd"))
+			death = &p->p[i];
+		else if (p->p[i].kind == PTWK_START)
+			start = &p->p[i];
+	uint64_t site = death && start ? death_call_site(syms, start->addr, death->addr) : 0;
+	char path[sizeof(p->path)], mod[sizeof(p->module)];
+	uint64_t off;
+	if (!site || place_of(pl, site, path, sizeof(path), mod, sizeof(mod), &off) < 0 ||
+	    strcmp(path, p->path))
+		return;
+	ptw_dbg(PTW_DBG_TRACER, "thread end at start_thread%+lld (its call of %s)",
+		(long long)(site - start->addr), death->function);
+	death->addr = site;
+	death->offset = off;
+}
+
+static int find(struct ptw_symbols *syms, const char *module, const struct tdb_source *tdb,
+		const struct place *pl, bool use_debug_files, struct ptwk_probes *p, char *why,
+		size_t why_size)
+{
+	bool in_exe = !strcmp(module, PTW_MOD_EXE);
 	for (size_t i = 0; i < PTW_ARRAY_SIZE(WANTED); i++) {
 		const struct wanted *w = &WANTED[i];
 		uint64_t addr = 0;
@@ -177,8 +294,7 @@ int ptwk_find_probes(struct ptw_symbols *syms, struct ptw_tdb *tdb, pid_t pid, b
 		char path[sizeof(p->path)], mod[sizeof(p->module)];
 		uint64_t off = 0;
 		mod[0] = '\0';
-		int fr = found ? ptwk_file_of(pid, maps, nmaps, addr, path, sizeof(path), mod,
-					      sizeof(mod), &off)
+		int fr = found ? place_of(pl, addr, path, sizeof(path), mod, sizeof(mod), &off)
 			       : -ENOENT;
 		if (fr == 0 && p->path[0] && strcmp(path, p->path))
 			fr = -EXDEV; /* one file for every probe: one link */
@@ -187,15 +303,20 @@ int ptwk_find_probes(struct ptw_symbols *syms, struct ptw_tdb *tdb, pid_t pid, b
 				if (found)
 					snprintf(why, why_size, "cannot probe %s in %s: %s",
 						 w->names[0], mod[0] ? mod : "libc", strerror(-fr));
+				else if (pl->file)
+					snprintf(why, why_size,
+						 "no %s in its symbols: stripped, or without "
+						 "glibc's threads",
+						 w->names[0]);
 				else
 					snprintf(
 						why, why_size,
 						"no %s in process %d: it does not use glibc's threads",
-						w->names[0], pid);
-				r = -ENOENT;
-				goto out;
+						w->names[0], pl->pid);
+				return -ENOENT;
 			}
-			if (w->without && p->nmissing < PTW_ARRAY_SIZE(p->missing)) {
+			if (w->without && p->nmissing < PTW_ARRAY_SIZE(p->missing) &&
+			    !(fr == -ENOENT && !found && never_called(w->kind, in_exe))) {
 				if (w->kind == PTWK_START)
 					p->missing_start = p->nmissing + 1;
 				p->missing_code[p->nmissing] = PTW_W_HOOK_FAILED,
@@ -212,19 +333,50 @@ int ptwk_find_probes(struct ptw_symbols *syms, struct ptw_tdb *tdb, pid_t pid, b
 		if (w->also_return)
 			p->p[p->n++] = (struct ptwk_probe){ w->kind + 1, found, addr, off, true };
 	}
+	if (in_exe)
+		death_at_call(syms, pl, p);
 	layout_from(syms, tdb, module, use_debug_files, &p->layout);
 	if (!p->layout.have_result && p->nmissing < PTW_ARRAY_SIZE(p->missing)) {
 		/* (the reason libthread_db's descriptors did not do: layout.h) */
 		p->missing_code[p->nmissing] = PTW_W_NO_LIBC_DEBUGINFO;
 		snprintf(p->missing[p->nmissing++], sizeof(p->missing[0]),
-			 "struct pthread's layout is unknown (libc6-dbg%s%s): start routine return "
+			 "struct pthread's layout is unknown (%s%s%s): start routine return "
 			 "values are not reported",
+			 in_exe ? "the static program has no DWARF for its libc" : "libc6-dbg",
 			 p->layout.underived[0] ? "; " : "", p->layout.underived);
 	}
 	uint64_t main_addr;
 	if (ptw_symbols_lookup_loaded(syms, PTW_MOD_EXE, "main", &main_addr) == 0)
 		p->main_addr = main_addr;
-out:
+	return 0;
+}
+
+int ptwk_find_probes(struct ptw_symbols *syms, struct ptw_tdb *tdb, pid_t pid, bool use_debug_files,
+		     struct ptwk_probes *ret, char *why, size_t why_size)
+{
+	memset(ret, 0, sizeof(*ret));
+	/* libc.so, or the executable itself when libc is linked into it. */
+	const char *module = ptw_symbols_module_path(syms, "libc.so") ? "libc.so" : PTW_MOD_EXE;
+	struct ptw_mapping *maps = NULL;
+	int nmaps = ptw_maps_read(pid, &maps);
+	if (nmaps < 0) {
+		snprintf(why, why_size, "cannot read /proc/%d/maps: %s", pid, strerror(-nmaps));
+		return nmaps;
+	}
+	struct place pl = { .pid = pid, .maps = maps, .nmaps = nmaps };
+	struct tdb_source t = { .tdb = tdb };
+	int r = find(syms, module, &t, &pl, use_debug_files, ret, why, why_size);
 	free(maps);
+	return r;
+}
+
+int ptwk_find_probes_file(struct ptw_symbols *file_syms, const char *path, bool use_debug_files,
+			  struct ptwk_probes *ret, char *why, size_t why_size)
+{
+	memset(ret, 0, sizeof(*ret));
+	struct place pl = { .file = path, .syms = file_syms };
+	struct tdb_source t = { .file = file_syms };
+	int r = find(file_syms, PTW_MOD_EXE, &t, &pl, use_debug_files, ret, why, why_size);
+	ret->in_exe = r == 0;
 	return r;
 }

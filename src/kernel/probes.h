@@ -57,6 +57,9 @@ struct ptwk_probes {
 	/* 1 + start_thread's line in missing[] (0: it was found): the
 	 * caller may start threads at their clone's return instead */
 	size_t missing_start;
+	/* The probes are on a static program's file, found before it runs
+	 * (ptwk_find_probes_file). */
+	bool in_exe;
 };
 
 /*
@@ -66,6 +69,16 @@ struct ptwk_probes {
  */
 int ptwk_find_probes(struct ptw_symbols *syms, struct ptw_tdb *tdb, pid_t pid, bool use_debug_files,
 		     struct ptwk_probes *ret, char *why, size_t why_size);
+
+/*
+ * The same for a static program about to be exec'd (libc linked into it):
+ * in its file's own symbols (file_syms: ptw_symbols_new_file), at offsets
+ * in the file at path, and struct pthread's layout from its DWARF or the
+ * libthread_db descriptors in its symbol table. -ENOENT with a reason
+ * when it has no pthread_create (stripped, or no threads).
+ */
+int ptwk_find_probes_file(struct ptw_symbols *file_syms, const char *path, bool use_debug_files,
+			  struct ptwk_probes *ret, char *why, size_t why_size);
 
 /* Linux 6.6's uprobe_multi link (include/uapi/linux/bpf.h), which the
  * headers and libbpf of Debian 12 predate: the attach type, the flag and

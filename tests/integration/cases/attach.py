@@ -111,8 +111,11 @@ def check_churner_doc(chk, run, pid, what, counts):
 
 
 @case('attach-churner')
-def case_attach_churner(session, chk):
-    target = session.target('churner')
+def case_attach_churner(session, chk, name='churner'):
+    """name churner_static: the same program linked statically (libc in
+    it: the kernel path's probes and struct pthread's layout come from
+    the executable)."""
+    target = session.target(name)
     pid = target.ready()[0]
     before = exec_mappings(pid)
     c_before = target.count()

@@ -148,8 +148,10 @@ def case_interrupt(session, chk, signame='SIGINT'):
 
 
 @case('kill9-front')
-def case_kill9_front(session, chk, rounds='3'):
-    target = session.target('churner')
+def case_kill9_front(session, chk, rounds='3', name='churner'):
+    """name churner_static: the churner linked statically (the kernel path's
+    probes in its own file)."""
+    target = session.target(name)
     pid = target.ready()[0]
     before = exec_mappings(pid)
     for i in range(int(rounds)):

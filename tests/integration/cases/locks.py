@@ -74,6 +74,11 @@ def check_contended_waits(chk, waits, rec, rounds, what='lock_m'):
     return mutex
 
 
+def locks_fixture(variant):
+    """variant static: the fixture linked statically (libc in it)."""
+    return fixture('locks_static' if variant == 'static' else 'locks')
+
+
 def locks_opts(variant):
     return ['-q', '--locks'] + (['--no-debug-files'] if variant == 'no-debug-files' else [])
 
@@ -87,7 +92,7 @@ def case_locks_contend(session, chk, variant='default'):
     player); the object named lock_m, the call site in player; the
     summary's most contended object is lock_m. The fixture's results are
     the same without --locks."""
-    cmd = [fixture('locks'), 'contend', '20']
+    cmd = [locks_fixture(variant), 'contend', '20']
     run = session.run(cmd, opts=locks_opts(variant))
     check_exit(chk, run, code=0)
     check_waits_sane(chk, run.doc)
@@ -121,7 +126,7 @@ def case_locks_kinds(session, chk, variant='default'):
     """A join, a reader and a writer on a write-held rwlock, a condition
     variable, a semaphore: each wait is seen with its kind, object (named
     when global), owner (joined thread, rwlock writer) and call site."""
-    exe = fixture('locks')
+    exe = locks_fixture(variant)
     opts = locks_opts(variant)
     run = session.run([exe, 'join'], opts=opts)
     check_exit(chk, run, code=0)
