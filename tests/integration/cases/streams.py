@@ -492,8 +492,18 @@ def case_memory(session, chk, big='20000', small='2000'):
         figures[n] = (total, peak)
         print('%s threads: peak RSS %d KiB %s' % (n, total, peak))
         with open(os.path.join(d, 'stream.jsonl'), 'rb') as f:
-            chk.eq('%s threads: a span line per thread' % n,
-                   f.read().count(b'{"type":"span","'), int(n) + 3)
+            data = f.read()
+        spans = data.count(b'{"type":"span","')
+        lost = [l for l in data.splitlines()
+                if l.startswith(b'{"type":"warning"') and b'"kernel_events_lost"' in l]
+        if backend() == 'kernel' and spans < int(n) + 3:
+            # The ring holds what the converter has not read: a machine too
+            # busy for it to keep up fills it, and what is lost is said.
+            print('%s threads: %d span lines, %s' % (n, spans, lost[:1]))
+            chk.true('%s threads: fewer span lines (%d) only with the loss said'
+                     % (n, spans), len(lost) >= 1)
+        else:
+            chk.eq('%s threads: a span line per thread' % n, spans, int(n) + 3)
     chk.eq('the three processes measured', sorted(figures[big][1]),
            ['pt-restorer', 'ptw-tracer', 'ptwatch'])
     chk.true('peak RSS with %s threads (%d KiB) within 10%% of %s threads (%d KiB)'
