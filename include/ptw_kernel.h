@@ -34,7 +34,7 @@ struct ptw_kernel_opts {
 	/* How long a record may wait in the ring buffer before it is read
 	 * (ptw_kernel_run's drain period; 0: 50 ms). Wakeups are batched: the
 	 * kernel wakes the reader only when wake_bytes are pending (0: a
-	 * quarter of the ring, at most 512 KiB) or the process ended. */
+	 * quarter of the ring) or the process ended. */
 	unsigned flush_ms;
 	size_t wake_bytes;
 	size_t ring_bytes; /* a power of two, >= 4096 (0: 8 MiB; 64 MiB with locks) */

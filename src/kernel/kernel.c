@@ -56,7 +56,6 @@
 
 #define DEFAULT_FLUSH_MS 50
 #define DEFAULT_RING	 (8u << 20)
-#define DEFAULT_WAKE	 (512u << 10)
 /* Records read ahead of the converter at most: the ring, not the heap,
  * holds a backlog (when the process makes records faster than they are
  * turned into spans), so memory does not grow with a session's length;
@@ -1829,9 +1828,8 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, cons
 		k->o.flush_ms = DEFAULT_FLUSH_MS;
 	if (!k->o.ring_bytes)
 		k->o.ring_bytes = o->locks ? DEFAULT_RING_LOCKS : DEFAULT_RING;
-	if (!k->o.wake_bytes) /* (a batch is copied out whole: its size is memory) */
-		k->o.wake_bytes = k->o.ring_bytes / 4 < DEFAULT_WAKE ? k->o.ring_bytes / 4
-								      : DEFAULT_WAKE;
+	if (!k->o.wake_bytes)
+		k->o.wake_bytes = k->o.ring_bytes / 4;
 	k->pid = pid;
 	k->launched = launched;
 	k->multi_fds[0] = k->multi_fds[1] = k->mods_fd = -1;
