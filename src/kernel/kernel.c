@@ -104,6 +104,7 @@ struct ptw_kernel {
 	struct ptwk_locks *locks; /* --locks, NULL when off */
 	struct ptwk_locks_config locks_config;
 	uint64_t followed_waits[3]; /* -f: waits, unclassified, deadlocks of the released */
+	bool locks_busy;	    /* -f: its deadlocks being checked (follow_release waits) */
 	struct ptw_map sites; /* return address -> its call's location (text does not change) */
 	struct ptw_map sigrets; /* --trace: return address -> 1 sigreturn trampoline, 2 not */
 	uint64_t last_consume_ns;
@@ -967,9 +968,15 @@ int ptw_kernel_consume(struct ptw_kernel *k)
 		return r;
 	if (k->locks)
 		ptwk_locks_after_batch(k->locks, drain_more, k);
-	for (size_t i = 0; i < k->nfollowed; i++)
-		if (k->followed[i]->locks)
-			ptwk_locks_after_batch(k->followed[i]->locks, drain_more, k);
+	for (size_t i = 0; i < k->nfollowed; i++) {
+		struct ptw_kernel *c = k->followed[i];
+		if (!c->locks)
+			continue;
+		/* (what drain_more converts may end c: its release waits) */
+		c->locks_busy = true;
+		ptwk_locks_after_batch(c->locks, drain_more, k);
+		c->locks_busy = false;
+	}
 	follow_consume(k);
 	return (int)n;
 }
@@ -2563,6 +2570,8 @@ static void follow_fork(struct ptw_kernel *k, struct ptw_kernel *parent,
  * symbols read memory by pid, or its parent's view). */
 static void follow_release(struct ptw_kernel *c)
 {
+	if (c->locks_busy)
+		return; /* (follow_consume releases it once it has ended) */
 	if (c->locks) { /* (it reads the memory that goes: its counts stay) */
 		uint64_t w, u;
 		uint32_t dl;
