@@ -111,7 +111,8 @@ bool ptw_guardian_keeps_record(void);
 void ptw_guardian_record(struct ptw_buf *b);
 /* Tracer: waits up to deadline_ms for the restorer to take what is queued
  * (once the target is known: before an output may block the tracer, the
- * restorer must have the record's header to write the end for it). */
-void ptw_guardian_record_wait(int deadline_ms);
+ * restorer must have the record's header to write the end for it).
+ * Whether it took it all. */
+bool ptw_guardian_record_wait(int deadline_ms);
 
 #endif

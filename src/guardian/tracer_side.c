@@ -135,9 +135,10 @@ void ptw_guardian_record(struct ptw_buf *b)
 	}
 }
 
-void ptw_guardian_record_wait(int deadline_ms)
+bool ptw_guardian_record_wait(int deadline_ms)
 {
 	send_pending(deadline_ms);
+	return !pending.len;
 }
 
 /* Whatever way the tracer leaves but dying, it finished: say so. */

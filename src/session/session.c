@@ -31,6 +31,7 @@ struct ptw_session {
 	struct ptw_spans *spans;
 	struct ptw_timeouts *timeouts; /* spans open too long (--open-timeout) */
 	struct ptw_buf log;
+	bool restorer_behind; /* record_before_line gave up waiting for it */
 	struct ptw_output_host host;
 	/* Every event goes to each, in this order (ptw_output.h). */
 	struct ptw_output *outs[OUTPUTS_MAX];
@@ -102,12 +103,23 @@ static void flush_record(struct ptw_session *s)
 }
 
 /* A stream line: the restorer gets the record before a line says more
- * than it knows (if the tracer died now, it writes the rest). */
+ * than it knows (if the tracer died now, it writes the rest). What its
+ * socket does not take at once is waited for, a little: a burst of
+ * events (the kernel path's) would otherwise leave the stream's lines
+ * ahead of the record, and a span begun in the stream never ended there
+ * by the restorer. A restorer that did not keep up within LINE_WAIT_MS is
+ * not waited for again until it has caught up (a stopped one must not
+ * hold the tracer up line after line). */
+#define LINE_WAIT_MS 100
 static void record_before_line(void *ctx)
 {
 	struct ptw_session *s = ctx;
-	if (s->rec && s->record.len)
+	if (!s->rec)
+		return;
+	if (s->record.len)
 		ptw_guardian_record(&s->record);
+	/* (returns at once when nothing is queued) */
+	s->restorer_behind = !ptw_guardian_record_wait(s->restorer_behind ? 0 : LINE_WAIT_MS);
 }
 
 /* ---- the outputs ---- */
