@@ -388,7 +388,8 @@ void ptw_restorer_run(const struct ptw_guardian_opts *o, int from_tracer, int to
 	out.failed = ptw_memfds_restore(&r.mem, &out.restored);
 	pid_t pids[JOURNAL_PIDS_MAX];
 	size_t npids = ptw_bp_journal_pids(pids, JOURNAL_PIDS_MAX);
-	pid_t pid = npids ? pids[0] : 0;
+	/* (the kernel path patches nothing: the journal has no process) */
+	pid_t pid = npids ? pids[0] : r.header ? r.header->pid : 0;
 	out.alive = pid && ptw_proc_alive(pid);
 	const char *xol_why = "";
 	for (size_t i = 0; i < npids; i++)
