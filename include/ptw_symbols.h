@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 #include <sys/user.h>
 
@@ -32,6 +33,14 @@ struct ptw_location {
 	const char *file;	/* source file, NULL if unknown */
 	int line;		/* 0 if unknown */
 };
+
+/* Whether at is in glibc's clone() wrapper, which leaves the function and
+ * argument of a raw clone's child at the top of its stack (both paths
+ * read them there). */
+static inline bool ptw_location_is_clone_wrapper(const struct ptw_location *at)
+{
+	return at && at->symbol && (!strcmp(at->symbol, "clone") || !strcmp(at->symbol, "__clone"));
+}
 
 /* Reads target memory; returns 0 or -errno. */
 typedef int (*ptw_memread_fn)(void *ctx, uint64_t addr, void *buf, size_t len);

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ptw_symbols.h" /* struct ptw_location */
+#include "ptw_symbols.h" /* struct ptw_location, ptw_location_is_clone_wrapper */
 
 /* What is known of one thread of the process, by tid. */
 struct ptwk_thread {
@@ -46,15 +46,6 @@ static void emit(struct ptwk_conv *c, struct ptw_event *ev)
 static const struct ptw_location *locate(struct ptwk_conv *c, uint64_t addr)
 {
 	return addr && c->ops.locate ? c->ops.locate(c->ops.ctx, addr) : NULL;
-}
-
-/* Whether a clone() system call made at ip was glibc's clone() wrapper's,
- * which leaves the child's function and argument on its stack (the same
- * test as the ptrace path's, by the symbol that names ip). */
-static bool by_clone_wrapper(struct ptwk_conv *c, uint64_t ip)
-{
-	const struct ptw_location *at = locate(c, ip);
-	return at && at->symbol && (!strcmp(at->symbol, "clone") || !strcmp(at->symbol, "__clone"));
 }
 
 static struct ptwk_thread *thread_of(const struct ptwk_conv *c, pid_t tid)
@@ -144,7 +135,7 @@ static void on_create(struct ptwk_conv *c, const struct ptwk_record *r)
 		/* A raw clone, or pthread_create entered before the probes were in
 		 * (a thread created while ptwatch attached): start_thread tells. */
 		th->raw = true;
-		if ((r->f & PTWK_F_CLONE_READ) && by_clone_wrapper(c, r->e)) {
+		if ((r->f & PTWK_F_CLONE_READ) && ptw_location_is_clone_wrapper(locate(c, r->e))) {
 			ev.routine = locate(c, r->c);
 			ev.has_arg = true;
 			ev.arg = r->d;

@@ -65,6 +65,12 @@
 #define DEFAULT_RING_LOCKS (64u << 20)
 #define MAX_NOTES	 16
 
+/* --locks' counts of one or more processes (ptwk_locks_counts). */
+struct locks_tally {
+	uint64_t waits, unclassified;
+	uint32_t deadlocks;
+};
+
 struct ptw_kernel {
 	struct ptw_kernel_opts o;
 	pid_t pid;
@@ -103,7 +109,7 @@ struct ptw_kernel {
 	uint64_t main_caller_lo, main_caller_hi;
 	struct ptwk_locks *locks; /* --locks, NULL when off */
 	struct ptwk_locks_config locks_config;
-	uint64_t followed_waits[3]; /* -f: waits, unclassified, deadlocks of the released */
+	struct locks_tally released; /* -f: the waits of the followed ones released */
 	bool locks_busy;	    /* -f: its deadlocks being checked (follow_release waits) */
 	struct ptw_map sites; /* return address -> its call's location (text does not change) */
 	struct ptw_map sigrets; /* --trace: return address -> 1 sigreturn trampoline, 2 not */
@@ -981,6 +987,15 @@ int ptw_kernel_consume(struct ptw_kernel *k)
 	return (int)n;
 }
 
+/* Everything in the ring now, however many chunks of INQ_MAX it takes
+ * (the end, the detach). */
+static void consume_all(struct ptw_kernel *k)
+{
+	do
+		ptw_kernel_consume(k);
+	while (k->queue_full);
+}
+
 int ptw_kernel_fd(const struct ptw_kernel *k)
 {
 	return k->epfd;
@@ -1029,9 +1044,7 @@ int ptw_kernel_run(struct ptw_kernel *k, int timeout_ms)
 		if (gone && !k->conv.ended) {
 			/* The process is gone; its last records are in by now
 			 * (written before its last thread left the kernel). */
-			do
-				ptw_kernel_consume(k);
-			while (!k->conv.ended && k->queue_full);
+			consume_all(k);
 			if (!k->conv.ended) {
 				/* Its end did not fit in the ring: say so, and end. */
 				note_as(k, PTW_W_KERNEL_EVENTS_LOST,
@@ -1599,6 +1612,16 @@ static void end_notes(struct ptw_kernel *k)
 		     (unsigned long long)k->conv.frames_ctx_open);
 }
 
+/* --trace's programs, as root (the session's) attaches them. */
+static struct ptwk_frames_progs trace_progs(const struct ptw_kernel *root)
+{
+	return (struct ptwk_frames_progs){ .entry = root->skel->progs.ptw_frame_entry,
+					   .ret = root->skel->progs.ptw_frame_return,
+					   .helper = root->skel->progs.ptw_frame_helper,
+					   .multi = root->multi,
+					   .wide = probe_pid(root) <= 0 };
+}
+
 /*
  * The traced functions of the modules not scanned yet get their probes
  * (kframes.c): at the attach; for a launch when main is about to run (its
@@ -1611,11 +1634,7 @@ static void scan_frames(struct ptw_kernel *k)
 	struct ptw_kernel *root = k->root ? k->root : k;
 	if (!frames || !k->syms || !root->skel || root->detached)
 		return;
-	struct ptwk_frames_progs pr = { .entry = root->skel->progs.ptw_frame_entry,
-					.ret = root->skel->progs.ptw_frame_return,
-					.helper = root->skel->progs.ptw_frame_helper,
-					.multi = root->multi,
-					.wide = probe_pid(root) <= 0 };
+	struct ptwk_frames_progs pr = trace_progs(root);
 	char why[256] = "";
 	unsigned before = ptwk_frames_probes(frames);
 	int r = ptwk_frames_scan(frames, k->syms, k->pid, &pr, why, sizeof(why));
@@ -1648,11 +1667,7 @@ static void launch_frames(struct ptw_kernel *k, const char *name)
 	char path[PATH_MAX], why[512] = "";
 	if (!k->frames || !ptw_command_path(name, path, sizeof(path)))
 		return;
-	struct ptwk_frames_progs pr = { .entry = k->skel->progs.ptw_frame_entry,
-					.ret = k->skel->progs.ptw_frame_return,
-					.helper = k->skel->progs.ptw_frame_helper,
-					.multi = k->multi,
-					.wide = probe_pid(k) <= 0 };
+	struct ptwk_frames_progs pr = trace_progs(k);
 	unsigned before = ptwk_frames_probes(k->frames);
 	/* the executable, and the libraries ld.so will map for it */
 	char **libs;
@@ -2097,9 +2112,7 @@ int ptw_kernel_detach(struct ptw_kernel *k)
 		return 0;
 	k->detached = true;
 	stop_watching(k);
-	do
-		ptw_kernel_consume(k);
-	while (k->queue_full);
+	consume_all(k);
 	read_counters(k);
 	uint64_t t0 = ptw_now_ns();
 	close_links(k);
@@ -2111,9 +2124,7 @@ int ptw_kernel_detach(struct ptw_kernel *k)
 		(double)k->stats.detach_ns / 1e6, (unsigned long long)k->stats.records,
 		(unsigned long long)k->stats.wakeups, (unsigned long long)k->stats.lost);
 	/* What was written before the links closed. */
-	do
-		ptw_kernel_consume(k);
-	while (k->queue_full);
+	consume_all(k);
 	drainer_stop(k);
 	/* One DETACHED for the session, through a process that still runs. */
 	struct ptw_kernel *live = k;
@@ -2133,28 +2144,31 @@ int ptw_kernel_detach(struct ptw_kernel *k)
 	return 0;
 }
 
+/* l's counts added to t (l NULL: none). */
+static void tally_locks(const struct ptwk_locks *l, struct locks_tally *t)
+{
+	uint64_t w, u;
+	uint32_t dl;
+	if (!l)
+		return;
+	ptwk_locks_counts(l, &w, &u, &dl);
+	t->waits += w;
+	t->unclassified += u;
+	t->deadlocks += dl;
+}
+
 void ptw_kernel_stats(struct ptw_kernel *k, struct ptw_kernel_stats *ret)
 {
 	if (!k->detached)
 		read_counters(k);
 	*ret = k->stats;
-	if (k->locks) {
-		uint32_t dl;
-		ptwk_locks_counts(k->locks, &ret->waits, &ret->waits_unclassified, &dl);
-		ret->deadlocks = dl;
-	}
-	ret->waits += k->followed_waits[0]; /* (-f: theirs, counted as they ended) */
-	ret->waits_unclassified += k->followed_waits[1];
-	ret->deadlocks += (uint32_t)k->followed_waits[2];
+	struct locks_tally t = k->released; /* (-f: theirs, counted as they ended) */
+	tally_locks(k->locks, &t);
 	for (size_t i = 0; i < k->nfollowed; i++)
-		if (k->followed[i]->locks) {
-			uint64_t w, u;
-			uint32_t dl;
-			ptwk_locks_counts(k->followed[i]->locks, &w, &u, &dl);
-			ret->waits += w;
-			ret->waits_unclassified += u;
-			ret->deadlocks += dl;
-		}
+		tally_locks(k->followed[i]->locks, &t);
+	ret->waits = t.waits;
+	ret->waits_unclassified = t.unclassified;
+	ret->deadlocks = t.deadlocks;
 	if (!ret->mode)
 		ret->mode = "none";
 }
@@ -2572,16 +2586,10 @@ static void follow_release(struct ptw_kernel *c)
 {
 	if (c->locks_busy)
 		return; /* (follow_consume releases it once it has ended) */
-	if (c->locks) { /* (it reads the memory that goes: its counts stay) */
-		uint64_t w, u;
-		uint32_t dl;
-		ptwk_locks_counts(c->locks, &w, &u, &dl);
-		c->root->followed_waits[0] += w;
-		c->root->followed_waits[1] += u;
-		c->root->followed_waits[2] += dl;
-		ptwk_locks_free(c->locks);
-		c->locks = NULL;
-	}
+	/* (its locks read the memory that goes: their counts stay) */
+	tally_locks(c->locks, &c->root->released);
+	ptwk_locks_free(c->locks);
+	c->locks = NULL;
 	ptw_tdb_free(c->tdb);
 	c->tdb = NULL;
 	if (c->proc)

@@ -305,7 +305,7 @@ static bool raw_clone_fn(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t *ret_
 	if (ptw_getregs(t->proc, l, &regs) < 0 || regs->orig_rax != SYS_CLONE || !regs->rsi)
 		return false;
 	const struct ptw_location *at = tracer_locate(t, regs->rip);
-	if (!at || !at->symbol || (strcmp(at->symbol, "clone") && strcmp(at->symbol, "__clone")) ||
+	if (!ptw_location_is_clone_wrapper(at) ||
 	    ptw_mem_read(t->proc, regs->rsi, top, sizeof(top)) < 0 || !top[0])
 		return false;
 	*ret_fn = top[0];
