@@ -90,6 +90,12 @@ struct ptw_lwp {
 	bool unstoppable;   /* missed a stop-all deadline (uninterruptible sleep): later
 			       stop-alls do not wait for it again; cleared when it stops */
 	int resume_sig;	    /* signal to deliver at the next resume (0 = none) */
+	/* Its stop was reaped out of band (while the tracer waited for another
+	 * LWP) and waits in the deferred queue: nothing may resume it before
+	 * that stop is handled (ptw_resume refuses), or the stop's meaning (a
+	 * trap at a breakpoint, a signal) would be lost and its record, handled
+	 * later, would act on whatever stop the LWP is in by then. */
+	unsigned queued;
 	struct user_regs_struct regs;
 	bool regs_valid, regs_dirty;
 	void *user;	    /* tracer's per-thread state */
@@ -293,13 +299,20 @@ int ptw_wait_session_signal(struct ptw_proc *p, int timeout_ms, struct ptw_stop 
 int ptw_wait_tid(struct ptw_proc *p, struct ptw_lwp *l, struct ptw_stop *ret);
 
 /* Resumes a stopped LWP: writes back dirty registers, then PTRACE_CONT with
- * lwp->resume_sig (cleared), or PTRACE_LISTEN in group-stop. */
+ * lwp->resume_sig (cleared), or PTRACE_LISTEN in group-stop. -EBUSY, and
+ * nothing done, while its stop waits in the deferred queue (lwp->queued):
+ * whoever handles that stop resumes it. */
 int ptw_resume(struct ptw_proc *p, struct ptw_lwp *l);
+/* Takes l's stop out of the deferred queue, to be handled now by the
+ * caller (who is about to act on l: detach it, say): 1 and *ret, or 0 if
+ * none waits. */
+int ptw_take_queued(struct ptw_proc *p, struct ptw_lwp *l, struct ptw_stop *ret);
 /* Like ptw_resume but stops at the next syscall entry/exit (injection only). */
 int ptw_resume_syscall(struct ptw_proc *p, struct ptw_lwp *l);
 
 struct ptw_lwp *ptw_lwp_get(struct ptw_proc *p, pid_t tid);
-/* Forgets an LWP that is gone (after the tracer dropped its state). */
+/* Forgets an LWP that is gone (after the tracer dropped its state), and
+ * any stop of its still in the deferred queue. */
 void ptw_lwp_forget(struct ptw_proc *p, struct ptw_lwp *l);
 /* Number of LWPs of the target thread group that are not gone. */
 size_t ptw_lwp_count_alive(struct ptw_proc *p);
@@ -319,7 +332,10 @@ int ptw_getsiginfo(struct ptw_proc *p, struct ptw_lwp *l, siginfo_t *ret);
 bool ptw_signal_queued(struct ptw_proc *p, struct ptw_lwp *l, int sig, int code);
 int ptw_set_options(struct ptw_proc *p, struct ptw_lwp *l, unsigned options);
 int ptw_interrupt(struct ptw_proc *p, struct ptw_lwp *l);
-/* PTRACE_DETACH, delivering lwp->resume_sig. The LWP is marked gone. */
+/* PTRACE_DETACH, delivering lwp->resume_sig. The LWP is marked gone. A
+ * stop of its still queued goes: its signal, if it was a signal-delivery
+ * stop of the program's (not an int3 trap) and none is set, is delivered
+ * with the detach. */
 int ptw_detach_lwp(struct ptw_proc *p, struct ptw_lwp *l);
 
 /*
@@ -410,7 +426,8 @@ int ptw_inject_syscall(struct ptw_proc *p, struct ptw_lwp *l, uint64_t syscall_i
 /*
  * Whether l can host ptw_inject_syscall() now: stopped, not inside another
  * system call's event stop (clone, fork, exec, exit: the kernel would write
- * that call's return value over ours), and not holding a signal to deliver.
+ * that call's return value over ours), not holding a signal to deliver,
+ * and with no stop of its waiting in the deferred queue.
  */
 bool ptw_lwp_injectable(const struct ptw_lwp *l);
 

@@ -207,7 +207,11 @@ void ptw_bp_adopt_xol(struct ptw_bptab *child, const struct ptw_bptab *parent);
 /* Writes back every journaled byte whose mapping is unchanged (detach).
  * Returns the number of bytes that could not be restored. */
 int ptw_bp_restore_all(struct ptw_bptab *t);
-/* Same for the copy of our address space in fork child pid. */
+/* Same for the copy of our address space in fork child pid (or for a
+ * process that shares it): every journaled byte, active or put back since,
+ * that is still our int3 there in the same file range (the parent may have
+ * put a byte back, or patched one, after the fork copied its memory and
+ * before the fork event was seen). Returns the number not restored. */
 int ptw_bp_restore_in(struct ptw_bptab *t, pid_t pid);
 /* The address space is gone (exec): forget everything without writing. */
 void ptw_bp_forget_all(struct ptw_bptab *t);

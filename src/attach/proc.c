@@ -156,6 +156,8 @@ static bool repick_mem_pid(struct ptw_proc *p)
 	return found;
 }
 
+static int drop_queued(struct ptw_proc *p, struct ptw_lwp *l);
+
 static struct ptw_lwp *lwp_add(struct ptw_proc *p, pid_t tid, pid_t tgid)
 {
 	struct ptw_lwp *l = ptw_map_get(p->lwps, (uint64_t)tid);
@@ -183,6 +185,7 @@ struct ptw_lwp *ptw_lwp_get(struct ptw_proc *p, pid_t tid)
 
 void ptw_lwp_forget(struct ptw_proc *p, struct ptw_lwp *l)
 {
+	drop_queued(p, l);
 	ptw_map_del(p->lwps, (uint64_t)l->tid);
 	free(l);
 }
@@ -315,6 +318,45 @@ static void defer(struct ptw_proc *p, const struct ptw_stop *st)
 		p->deferred = xreallocarray(p->deferred, p->deferred_cap, sizeof(*p->deferred));
 	}
 	p->deferred[p->ndeferred++] = *st;
+	if (st->lwp)
+		st->lwp->queued++;
+}
+
+/* Removes the deferred record i (its LWP's count too) into *ret if given. */
+static void deferred_remove(struct ptw_proc *root, size_t i, struct ptw_stop *ret)
+{
+	struct ptw_stop *d = &root->deferred[i];
+	if (d->lwp && d->lwp->queued)
+		d->lwp->queued--;
+	if (ret)
+		*ret = *d;
+	memmove(d, d + 1, (--root->ndeferred - i) * sizeof(*d));
+}
+
+int ptw_take_queued(struct ptw_proc *p, struct ptw_lwp *l, struct ptw_stop *ret)
+{
+	struct ptw_proc *root = ptw_proc_root(p);
+	for (size_t i = 0; l->queued && i < root->ndeferred; i++)
+		if (root->deferred[i].lwp == l) {
+			deferred_remove(root, i, ret);
+			return 1;
+		}
+	return 0;
+}
+
+/* Every record of l's goes (l is let go of or forgotten); the signal of
+ * the last signal-delivery stop among them, or 0. */
+static int drop_queued(struct ptw_proc *p, struct ptw_lwp *l)
+{
+	struct ptw_proc *root = ptw_proc_root(p);
+	int sig = 0;
+	for (size_t i = root->ndeferred; l->queued && i-- > 0;)
+		if (root->deferred[i].lwp == l) {
+			if (!sig && root->deferred[i].kind == PTW_STOP_SIGNAL)
+				sig = root->deferred[i].sig;
+			deferred_remove(root, i, NULL);
+		}
+	return sig;
 }
 
 /*
@@ -405,8 +447,7 @@ int ptw_wait(struct ptw_proc *p, int timeout_ms, struct ptw_stop *ret)
 		return 0;
 	}
 	if (p->ndeferred) {
-		*ret = p->deferred[0];
-		memmove(p->deferred, p->deferred + 1, --p->ndeferred * sizeof(*p->deferred));
+		deferred_remove(p, 0, ret);
 		return 0;
 	}
 	uint64_t deadline = timeout_ms >= 0 ? ptw_now_ns() + (uint64_t)timeout_ms * 1000000u : 0;
@@ -530,6 +571,10 @@ static int resume_with(struct ptw_proc *p, struct ptw_lwp *l, enum __ptrace_requ
 	(void)p;
 	if (l->state != PTW_LWP_STOPPED)
 		return 0;
+	if (l->queued) {
+		ptw_dbg(PTW_DBG_ATTACH, "%d: not resumed: its stop is still queued", l->tid);
+		return -EBUSY;
+	}
 	int r = flush_regs(l);
 	if (r < 0)
 		return r;
@@ -613,7 +658,17 @@ int ptw_interrupt(struct ptw_proc *p, struct ptw_lwp *l)
 
 int ptw_detach_lwp(struct ptw_proc *p, struct ptw_lwp *l)
 {
-	(void)p;
+	if (l->queued) {
+		/* Its stop was never handled: a signal of the program's goes
+		 * with the detach (an int3 trap is no signal of the program's;
+		 * a SIGTRAP it raised itself is). */
+		int sig = drop_queued(p, l);
+		siginfo_t si;
+		if (sig && !l->resume_sig &&
+		    (sig != SIGTRAP ||
+		     (ptrace(PTRACE_GETSIGINFO, l->tid, 0, &si) == 0 && si.si_code != SI_KERNEL)))
+			l->resume_sig = sig;
+	}
 	int r = flush_regs(l);
 	if (r == 0 && ptrace(PTRACE_DETACH, l->tid, 0, (long)l->resume_sig) < 0)
 		r = lwp_gone_or_err(l, "PTRACE_DETACH");
@@ -1257,15 +1312,15 @@ int ptw_stop_all(struct ptw_proc *p, int deadline_ms, ptw_stop_cb on_stop, void 
 	interrupt_running(p, &list, &n, &cap);
 	/* Statuses reaped before this call are still owed to the caller (a
 	 * followed process's only: the others stay queued at the root). */
-	size_t kept = 0;
-	for (size_t i = 0; i < root->ndeferred; i++) {
-		struct ptw_stop *d = &root->deferred[i];
-		if (p->root && d->lwp->tgid != p->pid)
-			root->deferred[kept++] = *d;
-		else
-			on_stop(ctx, d);
+	for (size_t i = 0; i < root->ndeferred;) {
+		struct ptw_stop d;
+		if (p->root && root->deferred[i].lwp->tgid != p->pid) {
+			i++;
+			continue;
+		}
+		deferred_remove(root, i, &d);
+		on_stop(ctx, &d); /* (may defer or drop records: look again at i) */
 	}
-	root->ndeferred = kept;
 
 	uint64_t deadline = ptw_now_ns() + (uint64_t)deadline_ms * 1000000u;
 	int left = 0;
@@ -1333,7 +1388,8 @@ bool ptw_lwp_injectable(const struct ptw_lwp *l)
 	 * promises to inject one from a signal-delivery-stop. A thread in a
 	 * group-stop would run while its process is stopped (it left the
 	 * group-stop and will not re-enter it). */
-	if (!l || l->state != PTW_LWP_STOPPED || l->exiting || l->resume_sig || l->group_stopped)
+	if (!l || l->state != PTW_LWP_STOPPED || l->exiting || l->resume_sig || l->group_stopped ||
+	    l->queued)
 		return false;
 	switch (l->last_stop) {
 	case PTW_STOP_SIGNAL:

@@ -117,12 +117,18 @@ int ptw_bp_journal_restore(pid_t pid, int mem_fd, int *ret_restored)
 	return journal_restore(j, pid, mem_fd, ret_restored);
 }
 
-int ptw_bp_journal_restore_copy(pid_t parent, pid_t child, int *ret_restored)
+/*
+ * Child holds a copy of the address space j is about (fork). Every byte
+ * j ever patched goes back where the child's copy still has our int3 in
+ * the same file range, whatever the entry's state: the copy was taken at
+ * the fork, and the parent's byte may have been put back (a return
+ * breakpoint nobody needs any more) or patched again since, before the
+ * fork was seen. Returns how many writes failed (-errno: the child's
+ * memory or maps cannot be read); *ret_restored counts the bytes put back.
+ */
+static int restore_copy(struct journal *j, pid_t child, int *ret_restored)
 {
 	*ret_restored = 0;
-	struct journal *j = slot_of(parent);
-	if (!j)
-		return 0;
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/mem", child);
 	int fd = open(path, O_RDWR | O_CLOEXEC);
@@ -130,22 +136,37 @@ int ptw_bp_journal_restore_copy(pid_t parent, pid_t child, int *ret_restored)
 		return -errno;
 	struct ptw_mapping *maps = NULL;
 	int n = ptw_maps_read(child, &maps);
+	if (n < 0) {
+		close(fd);
+		return n;
+	}
+	int failed = 0;
 	uint32_t count = __atomic_load_n(&j->count, __ATOMIC_ACQUIRE);
-	for (uint32_t i = 0; i < count && n > 0; i++) {
+	for (uint32_t i = 0; i < count; i++) {
 		struct journal_entry *e = &j->entries[i];
 		uint8_t now;
-		/* Restored in the parent or not, the child's copy may still
-		 * hold our int3: only where the same file range is mapped. */
 		if (e->state == JOURNAL_FREE ||
 		    !journal_same_mapping(e, ptw_maps_find(maps, n, e->addr)) ||
 		    pread(fd, &now, 1, (off_t)e->addr) != 1 || now != 0xcc)
 			continue;
 		if (pwrite(fd, &e->orig, 1, (off_t)e->addr) == 1)
 			(*ret_restored)++;
+		else
+			failed++;
 	}
 	free(maps);
 	close(fd);
-	return 0;
+	return failed;
+}
+
+int ptw_bp_journal_restore_copy(pid_t parent, pid_t child, int *ret_restored)
+{
+	*ret_restored = 0;
+	struct journal *j = slot_of(parent);
+	if (!j)
+		return 0;
+	int r = restore_copy(j, child, ret_restored);
+	return r < 0 ? r : 0;
 }
 
 pid_t ptw_bp_journal_pid(void)
@@ -689,12 +710,19 @@ int ptw_bp_restore_all(struct ptw_bptab *t)
 int ptw_bp_restore_in(struct ptw_bptab *t, pid_t pid)
 {
 	/* The child's copy of the journal is ours: restore without marking. */
-	int failed = 0;
-	for (uint32_t i = 0; i < t->journal->count; i++) {
-		struct journal_entry *e = &t->journal->entries[i];
-		if (e->state == JOURNAL_ACTIVE && ptw_mem_poke_pid(pid, -1, e->addr, &e->orig, 1) < 0)
-			failed++;
+	int restored;
+	int failed = restore_copy(t->journal, pid, &restored);
+	if (failed < 0) {
+		/* Nothing could be checked: every byte ours now, blindly. */
+		failed = 0;
+		for (uint32_t i = 0; i < t->journal->count; i++) {
+			struct journal_entry *e = &t->journal->entries[i];
+			if (e->state == JOURNAL_ACTIVE &&
+			    ptw_mem_poke_pid(pid, -1, e->addr, &e->orig, 1) < 0)
+				failed++;
+		}
 	}
+	ptw_dbg(PTW_DBG_BP, "fork child %d: %d bytes restored, %d failed", pid, restored, failed);
 	return failed;
 }
 

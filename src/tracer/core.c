@@ -224,6 +224,8 @@ int tracer_make_injectable(struct ptw_tracer *t, struct ptw_lwp *l)
 {
 	if (l->group_stopped)
 		return -EAGAIN; /* it must not run while its process is stopped */
+	if (l->queued)
+		return -EAGAIN; /* its own stop is still to be handled */
 	int r = ptw_interrupt(t->proc, l);
 	if (r == 0)
 		r = ptw_resume(t->proc, l);
@@ -248,6 +250,15 @@ int tracer_make_injectable(struct ptw_tracer *t, struct ptw_lwp *l)
 		r = ptw_resume(t->proc, l);
 	}
 	return r;
+}
+
+bool tracer_take_first_stop(struct ptw_tracer *t, struct ptw_lwp *cl)
+{
+	if (cl->state != PTW_LWP_STOPPED || cl->last_stop != PTW_STOP_NEW)
+		return false;
+	struct ptw_stop st;
+	ptw_take_queued(t->proc, cl, &st);
+	return true;
 }
 
 int tracer_insert_bp(struct ptw_tracer *t, uint64_t addr, unsigned hooks, struct ptw_lwp *host)

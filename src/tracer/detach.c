@@ -184,8 +184,10 @@ static int stop_clean(struct ptw_tracer *t, struct ptw_lwp *l)
 	pid_t tid = l->tid;
 	int r = 0;
 	struct ptw_stop st;
-	if (l->state != PTW_LWP_STOPPED && (r = ptw_interrupt(t->proc, l)) == 0 &&
-	    (r = ptw_wait_tid(t->proc, l, &st)) == 0)
+	if (ptw_take_queued(t->proc, l, &st))
+		on_stop_detaching(t, &st); /* a stop reaped out of band, not handled yet */
+	else if (l->state != PTW_LWP_STOPPED && (r = ptw_interrupt(t->proc, l)) == 0 &&
+		 (r = ptw_wait_tid(t->proc, l, &st)) == 0)
 		on_stop_detaching(t, &st); /* its next stop, whatever it is */
 	if (r < 0)
 		return r;

@@ -198,7 +198,7 @@ void follow_fork_stop(struct ptw_tracer *t, struct ptw_stop *st)
 		 * exits: keep it traced and step it over them. */
 		cth->vfork_child = true;
 		cth->vm_parent = t->pid;
-		if (cl->state == PTW_LWP_STOPPED)
+		if (tracer_take_first_stop(t, cl))
 			ptw_resume(t->proc, cl);
 		return;
 	}
@@ -213,7 +213,7 @@ void follow_fork_stop(struct ptw_tracer *t, struct ptw_stop *st)
 		cth->foreign = false;
 		cth->is_main = true;
 		cth->follow_setup = true;
-		if (cl->state == PTW_LWP_STOPPED && cl->last_stop == PTW_STOP_NEW) {
+		if (tracer_take_first_stop(t, cl)) {
 			follow_setup(c, cl, st->ns);
 			if (!cth->detach_asap)
 				ptw_resume(c->proc, cl);

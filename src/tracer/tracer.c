@@ -244,8 +244,7 @@ static void handle_stop(struct ptw_tracer *t, struct ptw_stop *st)
 		} else {
 			lifecycle_on_clone(t, l, (pid_t)st->msg, flags, tls, st->ns);
 		}
-		if (cl && cl->state == PTW_LWP_STOPPED && cl->last_stop == PTW_STOP_NEW &&
-		    tracer_thread_of(cl)->announced)
+		if (cl && tracer_thread_of(cl)->announced && tracer_take_first_stop(t, cl))
 			ptw_resume(t->proc, cl);
 		break;
 	}

@@ -314,6 +314,12 @@ int tracer_read_u64(struct ptw_tracer *t, uint64_t addr, uint64_t *ret);
 /* Lets an LWP stopped in a system call finish it and stop again, so that
  * it can run an injected one. 0, -EAGAIN (group-stopped), -ESRCH. */
 int tracer_make_injectable(struct ptw_tracer *t, struct ptw_lwp *l);
+/* Whether cl, just made (its parent's clone, fork or vfork event), is held
+ * at its first stop already; that stop is then the event's to handle: it
+ * is taken out of the deferred queue if it was reaped out of band (its
+ * record, handled later, would resume cl in whatever stop it is in by
+ * then). */
+bool tracer_take_first_stop(struct ptw_tracer *t, struct ptw_lwp *cl);
 /* A stopped thread of the target to run an injected system call (mmap,
  * munmap): one that can now (the main thread preferred), else one that
  * tracer_make_injectable() may prepare; NULL if none. */
