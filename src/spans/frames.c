@@ -94,6 +94,7 @@ struct fsig {
 
 struct fthread {
 	pid_t tid;
+	uint32_t process; /* -f: its process's id in the session (ptw_event.process) */
 	struct fsig *sigs; /* innermost last */
 	size_t nsigs;
 	struct ptw_frame **stack; /* innermost last: the context it runs */
@@ -303,14 +304,17 @@ const char *ptw_frame_status_name(enum ptw_frame_status st)
 	return (unsigned)st < PTW_ARRAY_SIZE(names) ? names[st] : "unmatched";
 }
 
-static struct fthread *fthread(struct ptw_frames *f, pid_t tid, bool create)
+/* The thread of ev (ev->tid, in process ev->process), made if create. */
+static struct fthread *fthread(struct ptw_frames *f, const struct ptw_event *ev, bool create)
 {
-	struct fthread *ft = ptw_map_get(&f->threads, (uint64_t)tid);
+	struct fthread *ft = ptw_map_get(&f->threads, (uint64_t)ev->tid);
 	if (!ft && create) {
 		ft = xcalloc(1, sizeof(*ft));
-		ft->tid = tid;
-		ptw_map_put(&f->threads, (uint64_t)tid, ft);
+		ft->tid = ev->tid;
+		ptw_map_put(&f->threads, (uint64_t)ev->tid, ft);
 	}
+	if (ft && create)
+		ft->process = ev->process; /* (a tid of a process gone, used again) */
 	return ft;
 }
 
@@ -326,7 +330,7 @@ const struct ptw_frame *ptw_frames_mark_open(struct ptw_frames *f, const struct 
 	ptw_timeouts_unwatch(f->timeouts, PTW_SPAN_FRAME, ev->span_id);
 	/* An open frame is on its thread's shadow stack (ended ones may be
 	 * gone: streaming frees them). */
-	struct fthread *ft = fthread(f, ev->tid, false);
+	struct fthread *ft = fthread(f, ev, false);
 	struct ptw_frame *fr = NULL;
 	for (size_t i = ft ? ft->n : 0; i-- > 0 && !fr;)
 		if (ft->stack[i]->id == ev->span_id)
@@ -410,7 +414,7 @@ static size_t left_at(const struct fthread *ft, bool entry, uint64_t sp, uint64_
 static struct ptw_frame *on_entry(struct ptw_frames *f, const struct ptw_event *ev,
 				  const struct ptw_span *thread)
 {
-	struct fthread *ft = fthread(f, ev->tid, true);
+	struct fthread *ft = fthread(f, ev, true);
 	bool tail = false;
 	/* A signal handler left nothing: the kernel entered it below (or
 	 * beside, on sigaltstack) the frame it interrupted; nor did the first
@@ -476,7 +480,7 @@ static void signals_left_at(struct fthread *ft, uint64_t sp)
 static struct ptw_frame *on_at(struct ptw_frames *f, const struct ptw_event *ev,
 			       const struct ptw_span *thread, uint64_t ret)
 {
-	struct fthread *ft = fthread(f, ev->tid, false);
+	struct fthread *ft = fthread(f, ev, false);
 	if (!ft)
 		return NULL;
 	if (ev->kind != PTW_EV_FRAME_RETURN)
@@ -514,7 +518,7 @@ static bool on_this_stack(const struct fthread *ft, uint64_t sp)
 static struct ptw_frame *on_switch(struct ptw_frames *f, const struct ptw_event *ev,
 				   const struct ptw_span *thread)
 {
-	struct fthread *ft = fthread(f, ev->tid, true);
+	struct fthread *ft = fthread(f, ev, true);
 	bool saved = ev->has_arg && ev->arg;
 	size_t back = SIZE_MAX; /* the parked context it comes back to */
 	for (size_t c = 0; c < ft->nparked && back == SIZE_MAX; c++)
@@ -583,13 +587,21 @@ static void close_thread(struct ptw_frames *f, struct fthread *ft, uint64_t ns, 
 	fthread_free(ft);
 }
 
-static void close_all(struct ptw_frames *f, uint64_t ns, const char *reason)
+/* The threads of ev's process end (its exit, its exec), or, with
+ * everyone, those of every process (the session lets go, the tracer
+ * died): with -f, one process's end is not its neighbours'. */
+static void close_all(struct ptw_frames *f, const struct ptw_event *ev, bool everyone,
+		      const char *reason)
 {
 	size_t it = 0;
 	void *v;
 	struct fthread **all = NULL;
 	size_t n = 0;
+	uint64_t ns = ev->ns;
 	while (ptw_map_next(&f->threads, &it, NULL, &v)) {
+		struct fthread *ft = v;
+		if (!everyone && ft->process != ev->process)
+			continue;
 		all = xreallocarray(all, n + 1, sizeof(*all));
 		all[n++] = v;
 	}
@@ -627,12 +639,12 @@ const struct ptw_frame *ptw_frames_consume(struct ptw_frames *f, const struct pt
 	case PTW_EV_CATCH:
 		return on_at(f, ev, thread, 0);
 	case PTW_EV_THROW:
-		ft = fthread(f, ev->tid, false);
+		ft = fthread(f, ev, false);
 		if (ft)
 			ft->leaving = LEAVE_EXCEPTION;
 		break;
 	case PTW_EV_LONGJMP:
-		ft = fthread(f, ev->tid, false);
+		ft = fthread(f, ev, false);
 		if (ft && ft->leaving == LEAVE_NONE)
 			ft->leaving = LEAVE_LONGJMP;
 		if (ft && ev->sp)
@@ -641,37 +653,39 @@ const struct ptw_frame *ptw_frames_consume(struct ptw_frames *f, const struct pt
 	case PTW_EV_CONTEXT_SWITCH:
 		return on_switch(f, ev, thread);
 	case PTW_EV_SIGNAL_DELIVER:
-		ft = fthread(f, ev->tid, true);
+		ft = fthread(f, ev, true);
 		ft->sigs = xreallocarray(ft->sigs, ft->nsigs + 1, sizeof(*ft->sigs));
 		ft->sigs[ft->nsigs++] = (struct fsig){ ev->sig, ev->sp, ft->n };
 		break;
 	case PTW_EV_SIGRETURN:
-		ft = fthread(f, ev->tid, false);
+		ft = fthread(f, ev, false);
 		if (ft && ft->nsigs)
 			ft->nsigs--;
 		break;
 	case PTW_EV_EXIT_CALL:
-		ft = fthread(f, ev->tid, false);
+		ft = fthread(f, ev, false);
 		if (ft)
 			ft->exiting = true;
 		break;
 	case PTW_EV_THREAD_DEATH:
 	case PTW_EV_LWP_EXIT:
-		ft = fthread(f, ev->tid, false);
+		ft = fthread(f, ev, false);
 		if (ft)
 			close_thread(f, ft, ev->ns, end_reason(ft, ev, thread));
 		break;
 	case PTW_EV_PROCESS_EXIT:
-		close_all(f, ev->ns, "process_exit");
+		close_all(f, ev, false, "process_exit");
 		break;
 	case PTW_EV_EXEC:
-		close_all(f, ev->ns, "exec");
+		close_all(f, ev, false, "exec");
 		break;
 	case PTW_EV_DETACHED:
-		close_all(f, ev->ns, "detach");
+		/* The root's lets go of every process; a followed one's, of
+		 * itself. */
+		close_all(f, ev, ev->process == 0, "detach");
 		break;
 	case PTW_EV_TRACER_DIED:
-		close_all(f, ev->ns, "tracer_died");
+		close_all(f, ev, true, "tracer_died");
 		break;
 	default:
 		break;

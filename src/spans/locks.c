@@ -39,6 +39,7 @@ size_t ptw_wait_cycle(pid_t from, ptw_owner_fn owner_of, void *ctx, pid_t *ret, 
 
 struct wthread {
 	pid_t tid;
+	uint32_t process; /* -f: its process's id in the session (ptw_event.process) */
 	struct ptw_wait **open; /* innermost last (a signal handler may wait inside a wait) */
 	size_t n, cap;
 };
@@ -169,14 +170,17 @@ const char *ptw_wait_object_kind(enum ptw_wait_kind kind)
 	}
 }
 
-static struct wthread *wthread(struct ptw_locks *l, pid_t tid, bool create)
+/* The thread of ev (ev->tid, in process ev->process), made if create. */
+static struct wthread *wthread(struct ptw_locks *l, const struct ptw_event *ev, bool create)
 {
-	struct wthread *wt = ptw_map_get(&l->threads, (uint64_t)tid);
+	struct wthread *wt = ptw_map_get(&l->threads, (uint64_t)ev->tid);
 	if (!wt && create) {
 		wt = xcalloc(1, sizeof(*wt));
-		wt->tid = tid;
-		ptw_map_put(&l->threads, (uint64_t)tid, wt);
+		wt->tid = ev->tid;
+		ptw_map_put(&l->threads, (uint64_t)ev->tid, wt);
 	}
+	if (wt && create)
+		wt->process = ev->process; /* (a tid of a process gone, used again) */
 	return wt;
 }
 
@@ -197,18 +201,25 @@ static void close_thread(struct ptw_locks *l, struct wthread *wt, uint64_t ns, b
 		unmatched(wt->open[--wt->n], ns, has_ns, reason);
 }
 
-static void close_all(struct ptw_locks *l, uint64_t ns, bool has_ns, const char *reason)
+/* The waits of ev's process end (its exit, its exec), or with everyone,
+ * those of every process (the tracer died): with -f, one process's end is
+ * not its neighbours'. */
+static void close_all(struct ptw_locks *l, const struct ptw_event *ev, bool everyone, bool has_ns,
+		      const char *reason)
 {
 	size_t it = 0;
 	void *v;
-	while (ptw_map_next(&l->threads, &it, NULL, &v))
-		close_thread(l, v, ns, has_ns, reason);
+	while (ptw_map_next(&l->threads, &it, NULL, &v)) {
+		struct wthread *wt = v;
+		if (everyone || wt->process == ev->process)
+			close_thread(l, wt, ev->ns, has_ns, reason);
+	}
 }
 
 static struct ptw_wait *on_begin(struct ptw_locks *l, const struct ptw_event *ev,
 				 const struct ptw_span *thread, const struct ptw_span *owner)
 {
-	struct wthread *wt = wthread(l, ev->tid, true);
+	struct wthread *wt = wthread(l, ev, true);
 	/* A wait whose entry was at or below this one's is over: the thread
 	 * left it without returning (a longjmp out of a signal handler). A
 	 * wait entered in a signal handler is below (nested in) the one the
@@ -248,7 +259,7 @@ static struct ptw_wait *on_begin(struct ptw_locks *l, const struct ptw_event *ev
 
 static struct ptw_wait *on_end(struct ptw_locks *l, const struct ptw_event *ev)
 {
-	struct wthread *wt = wthread(l, ev->tid, false);
+	struct wthread *wt = wthread(l, ev, false);
 	if (!wt || !wt->n)
 		return NULL;
 	struct ptw_wait *w = wt->open[--wt->n];
@@ -282,7 +293,7 @@ static struct ptw_wait *on_deadlock(struct ptw_locks *l, const struct ptw_event 
 	}
 	if (d->n >= d->expected)
 		return NULL;
-	struct wthread *wt = wthread(l, ev->tid, false);
+	struct wthread *wt = wthread(l, ev, false);
 	struct ptw_wait *w = wt && wt->n ? wt->open[wt->n - 1] : NULL;
 	d->tids[d->n] = ev->tid;
 	d->thread_spans[d->n] = thread ? thread->id : 0;
@@ -311,23 +322,23 @@ const struct ptw_wait *ptw_locks_consume(struct ptw_locks *l, const struct ptw_e
 		 * taken down with the process ends at PROCESS_EXIT. */
 		if (ev->kind == PTW_EV_LWP_EXIT && ev->exit_how != PTW_EXIT_SELF)
 			return NULL;
-		wt = wthread(l, ev->tid, false);
+		wt = wthread(l, ev, false);
 		if (wt)
 			close_thread(l, wt, ev->ns, true,
 				     thread && thread->cancel_requested ? "cancel" : "thread_exit");
 		return NULL;
 	case PTW_EV_PROCESS_EXIT:
-		close_all(l, ev->ns, true, ev->sig ? "killed" : "process_exit");
+		close_all(l, ev, false, true, ev->sig ? "killed" : "process_exit");
 		return NULL;
 	case PTW_EV_EXEC:
-		close_all(l, ev->ns, true, "exec");
+		close_all(l, ev, false, true, "exec");
 		return NULL;
 	case PTW_EV_DETACHED:
 		l->let_go = true; /* the waits under way go on: they stay open */
 		return NULL;
 	case PTW_EV_TRACER_DIED:
 		if (!l->let_go)
-			close_all(l, ev->ns, false, "tracer_died");
+			close_all(l, ev, true, false, "tracer_died");
 		return NULL;
 	default:
 		return NULL;

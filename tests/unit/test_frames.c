@@ -339,6 +339,73 @@ static void test_thread_ends(void)
 	}
 }
 
+/* -f: a fork child (process 1) with a call under way; its parent (process
+ * 0) execs and exits: the child's frame is its own, it returns (issue 27:
+ * any process's exit closed every process's frames). */
+static void test_processes(void)
+{
+	setup();
+	struct ptw_event e = ev(PTW_EV_PREEXISTING, 2000);
+	e.pid = 2000;
+	e.process = 1;
+	e.other_tid = 2000;
+	feed(e);
+	e = ev(PTW_EV_FRAME_ENTRY, 2000);
+	e.pid = 2000;
+	e.process = 1;
+	e.routine = &fa;
+	e.sp = 0x7000;
+	e.ret_addr = 0x401f00;
+	feed(e);
+	call(T1, &fb, 0x6f00, 0x401010); /* the parent's */
+	e = ev(PTW_EV_EXEC, MAIN);
+	e.other_tid = MAIN;
+	feed(e);
+	CHECK_STR(frame(2)->reason, "exec");
+	CHECK_EQ(frame(1)->status, PTW_FRAME_OPEN);
+	e = ev(PTW_EV_PROCESS_EXIT, MAIN);
+	feed(e);
+	CHECK_EQ(frame(1)->status, PTW_FRAME_OPEN);
+	e = ev(PTW_EV_FRAME_RETURN, 2000);
+	e.pid = 2000;
+	e.process = 1;
+	e.ret_addr = 0x401f00;
+	e.sp = 0x7008;
+	e.has_value = true;
+	feed(e);
+	CHECK_EQ(frame(1)->status, PTW_FRAME_COMPLETED);
+	/* the child's own exit closes what it left open */
+	e = ev(PTW_EV_FRAME_ENTRY, 2000);
+	e.pid = 2000;
+	e.process = 1;
+	e.routine = &fc;
+	e.sp = 0x7000;
+	e.ret_addr = 0x401f00;
+	feed(e);
+	e = ev(PTW_EV_PROCESS_EXIT, 2000);
+	e.pid = 2000;
+	e.process = 1;
+	feed(e);
+	CHECK_STR(frame(3)->reason, "process_exit");
+	/* the root's detach lets go of every process */
+	setup();
+	e = ev(PTW_EV_PREEXISTING, 2000);
+	e.pid = 2000;
+	e.process = 1;
+	e.other_tid = 2000;
+	feed(e);
+	e = ev(PTW_EV_FRAME_ENTRY, 2000);
+	e.pid = 2000;
+	e.process = 1;
+	e.routine = &fa;
+	e.sp = 0x7000;
+	e.ret_addr = 0x401f00;
+	feed(e);
+	e = ev(PTW_EV_DETACHED, MAIN);
+	feed(e);
+	CHECK_STR(frame(1)->reason, "detach");
+}
+
 /* Unreturned frames are kept, never dropped; none left open at the end. */
 static void test_nothing_discarded(void)
 {
@@ -421,6 +488,7 @@ int main(void)
 	test_tail_call();
 	test_thread_ends();
 	test_nothing_discarded();
+	test_processes();
 	ptw_spans_free(s);
 	CHECK_DONE();
 }

@@ -157,6 +157,54 @@ static void test_ends(void)
 	CHECK(!w->has_left);
 }
 
+/* -f: a wait in a fork child (process 1) is its own: its parent's exec and
+ * exit leave it open, its own end ends it (issue 27: any process's exit
+ * ended every process's waits). */
+static void test_processes(void)
+{
+	setup();
+	struct ptw_event e = ev(PTW_EV_PREEXISTING, 2000);
+	e.pid = 2000;
+	e.process = 1;
+	e.other_tid = 2000;
+	ptw_spans_consume(s, &e);
+	e = ev(PTW_EV_WAIT_BEGIN, 2000);
+	e.pid = 2000;
+	e.process = 1;
+	e.wait_kind = PTW_WAIT_MUTEX;
+	e.wait_object = MUTEX_A;
+	e.sp = 0x7000;
+	const struct ptw_wait *child = feed(e);
+	const struct ptw_wait *parent = begin(T1, PTW_WAIT_COND, COND, 0, &site1, 0x6000);
+	e = ev(PTW_EV_EXEC, MAIN);
+	e.other_tid = MAIN;
+	ptw_spans_consume(s, &e);
+	CHECK_STR(parent->reason, "exec");
+	e = ev(PTW_EV_PROCESS_EXIT, MAIN);
+	ptw_spans_consume(s, &e);
+	CHECK_EQ(child->status, PTW_WAIT_OPEN);
+	e = ev(PTW_EV_WAIT_END, 2000);
+	e.pid = 2000;
+	e.process = 1;
+	e.has_value = true;
+	CHECK(feed(e) == child);
+	CHECK_EQ(child->status, PTW_WAIT_COMPLETED);
+	e = ev(PTW_EV_WAIT_BEGIN, 2000);
+	e.pid = 2000;
+	e.process = 1;
+	e.wait_kind = PTW_WAIT_MUTEX;
+	e.wait_object = MUTEX_A;
+	e.sp = 0x7000;
+	const struct ptw_wait *again = feed(e);
+	e = ev(PTW_EV_PROCESS_EXIT, 2000);
+	e.pid = 2000;
+	e.process = 1;
+	e.sig = 9;
+	ptw_spans_consume(s, &e);
+	CHECK_EQ(again->status, PTW_WAIT_UNMATCHED);
+	CHECK_STR(again->reason, "killed");
+}
+
 /* The deadlock events: one record with every member, its wait marked, the
  * thread spans' stacks and waits set as a snapshot would. */
 static void test_deadlock(void)
@@ -369,6 +417,7 @@ int main(void)
 	test_stats();
 	test_streaming();
 	test_cycle();
+	test_processes();
 	ptw_spans_free(s);
 	CHECK_DONE();
 }
