@@ -408,6 +408,24 @@ static char *switcher_in(struct ptw_symbols *syms)
 	return why;
 }
 
+/* Whether the file at path was scanned already, and now is: one key per
+ * file however it is named (a launch scans its files by their real path
+ * before the exec; ld.so's list names them as it opened them,
+ * /lib/x86_64-linux-gnu/libc.so.6 for /usr/lib/x86_64-linux-gnu/libc.so.6:
+ * scanned twice, every traced function had two probes and every call was
+ * seen twice). */
+static bool scanned_before(struct ptwk_frames *f, const char *path)
+{
+	char real[PATH_MAX];
+	if (!path || path[0] != '/' || !realpath(path, real))
+		snprintf(real, sizeof(real), "%s", path ? path : "?");
+	uint64_t key = ptw_str_hash(real) | 1;
+	if (ptw_map_get(&f->scanned, key))
+		return true;
+	ptw_map_put(&f->scanned, key, (void *)1);
+	return false;
+}
+
 static int scan(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
 		const struct ptwk_frames_progs *pr, bool core_only, char *why, size_t why_size)
 {
@@ -429,10 +447,8 @@ static int scan(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
 		if (ptw_symbols_module_info(syms, i, &path, &start, &is_exe) < 0 ||
 		    (core_only && !core_module(path)))
 			continue;
-		uint64_t key = ptw_str_hash(path ? path : "?") | 1;
-		if (ptw_map_get(&f->scanned, key))
+		if (scanned_before(f, path))
 			continue;
-		ptw_map_put(&f->scanned, key, (void *)1);
 		bool any = false;
 		for (size_t k = 0; k < f->npats; k++) {
 			applies[k] = ptw_pattern_module_applies(&f->pats[k].p, path);
@@ -521,10 +537,8 @@ static void refusals_in_file(const char *path, char **thrower, char **switcher)
 static int scan_file(struct ptwk_frames *f, const char *real, bool use_debug_files,
 		     const struct ptwk_frames_progs *pr, char *why, size_t why_size)
 {
-	uint64_t key = ptw_str_hash(real) | 1;
-	if (ptw_map_get(&f->scanned, key))
+	if (scanned_before(f, real))
 		return 0;
-	ptw_map_put(&f->scanned, key, (void *)1);
 	bool *applies = xcalloc(f->npats + 1, sizeof(bool));
 	bool any = false;
 	for (size_t k = 0; k < f->npats; k++) {
