@@ -431,6 +431,21 @@ int ptw_signal(struct bpf_raw_tracepoint_args *ctx)
 	struct ptwk_record r = {};
 	begin(&r, PTWK_FATAL_SIGNAL, id);
 	r.a = (__u32)sig;
+	if (sig == 5) {
+		/* SIGTRAP: where, and what kind (an int3: SI_KERNEL), for the
+		 * warning that says whether the trap was a probe's
+		 * (kernel_siginfo: si_signo, si_errno, si_code) */
+		long regs = bpf_task_pt_regs(bpf_get_current_task_btf());
+		int code;
+		if (regs && ctx->args[1] &&
+		    bpf_probe_read_kernel(&r.b, sizeof(r.b),
+					  (const void *)(regs +
+							 __builtin_offsetof(struct pt_regs, ip))) == 0 &&
+		    bpf_probe_read_kernel(&code, sizeof(code), (const void *)(ctx->args[1] + 8)) == 0) {
+			r.c = (__u64)(__s64)code;
+			r.f |= PTWK_F_READ;
+		}
+	}
 	send(&r, false);
 	return 0;
 }

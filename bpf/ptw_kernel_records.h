@@ -56,7 +56,8 @@ enum ptwk_kind {
 			    * jmp_buf's mangled sp (PTWK_F_READ: both read) */
 	PTWK_DL_STATE,	   /* _dl_debug_state: ld.so's modules changed (dlopen, dlclose) */
 	PTWK_FATAL_SIGNAL, /* signal_deliver: the thread took a = a signal that kills by
-			    * default, with no handler (the crashing thread) */
+			    * default, with no handler (the crashing thread); for
+			    * SIGTRAP, b = the user ip, c = si_code (PTWK_F_READ: read) */
 	/* --trace, code entered without a call (issue 20) */
 	PTWK_SIGNAL,	   /* signal_deliver tracepoint, a caught signal: a = the signal,
 			    * b = the interrupted sp (PTWK_F_READ: read) */

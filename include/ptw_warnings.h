@@ -47,6 +47,9 @@
 	X(PROCESS_NOT_FOLLOWED, process_not_followed,                                              \
 	  "-f: a process could not be followed and was let go (the message says why)")            \
 	X(RESTORE_FAILED, restore_failed, "some patched bytes could not be restored")             \
+	X(SIGTRAP_DEATH, sigtrap_death,                                                            \
+	  "a traced process died of SIGTRAP; the message says where and whether ptwatch had "     \
+	  "patched that address (then the trap was ptwatch's own: a bug to report)")                \
 	X(START_ROUTINE_UNHOOKABLE, start_routine_unhookable,                                      \
 	  "a start routine could not get its breakpoint: that thread's start is not reported")     \
 	X(STEP_OVER_FAILED, step_over_failed,                                                      \

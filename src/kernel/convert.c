@@ -2,6 +2,7 @@
 /* Records to events; see convert.h. Pure. */
 #include "convert.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -410,6 +411,12 @@ void ptwk_conv_record(struct ptwk_conv *c, const struct ptwk_record *r)
 		ptwk_frames_record(c, r);
 		break;
 	case PTWK_FATAL_SIGNAL:
+		if (r->a == SIGTRAP && (r->f & PTWK_F_READ)) {
+			c->trap.seen = true;
+			c->trap.tid = (pid_t)r->tid;
+			c->trap.ip = r->b;
+			c->trap.int3 = (int)r->c == SI_KERNEL;
+		}
 		if (thread_of(c, (pid_t)r->tid)) {
 			struct ptw_event ev =
 				ptw_event_init(PTW_EV_FATAL_SIGNAL, r->ns, (pid_t)r->tid);

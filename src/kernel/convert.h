@@ -77,6 +77,14 @@ struct ptwk_conv {
 	int exit_code, exit_signal;
 	bool core_dumped;
 	uint64_t end_ns;
+	/* The last SIGTRAP delivered to one of its threads that kills (no
+	 * handler): the user ip and whether an int3 (SI_KERNEL), for the
+	 * warning if the process dies of it. */
+	struct {
+		bool seen, int3;
+		pid_t tid;
+		uint64_t ip;
+	} trap;
 	/* -f: the process's id in the session (ptw_event.process), and its
 	 * main() (for a fork child's one thread; 0 unknown). */
 	uint32_t process;

@@ -310,9 +310,56 @@ int ptw_kernel_available(char *why, size_t size)
 
 /* ---- callbacks for the converter ---- */
 
+/* k's process died of SIGTRAP: whether the trap was a uprobe's (a
+ * breakpoint the kernel put in for ptwatch, or for another tool, that no
+ * longer applied there) or the program's own, in a warning. The file's
+ * byte tells: an int3 the file does not hold was put there. */
+static void trap_death(struct ptw_kernel *k)
+{
+	const struct ptwk_conv *c = &k->conv;
+	if (!c->trap.seen) {
+		note_as(k, PTW_W_SIGTRAP_DEATH,
+			"process %d died of SIGTRAP, which ptwatch did not see delivered to it", k->pid);
+		return;
+	}
+	uint64_t at = c->trap.int3 ? c->trap.ip - 1 : c->trap.ip;
+	const struct ptw_location *loc = k->syms ? ptw_symbols_locate(k->syms, at) : NULL;
+	char where[256];
+	if (loc && loc->symbol)
+		snprintf(where, sizeof(where), "%s+%#llx", loc->symbol,
+			 (unsigned long long)loc->symbol_offset);
+	else
+		snprintf(where, sizeof(where), "%#llx", (unsigned long long)at);
+	uint8_t byte;
+	if (!c->trap.int3)
+		note_as(k, PTW_W_SIGTRAP_DEATH,
+			"process %d died of SIGTRAP in thread %d at %s, not a breakpoint trap (raised "
+			"or sent by the program): ptwatch had patched nothing there",
+			k->pid, c->trap.tid, where);
+	else if (!k->syms || ptw_symbols_read_file(k->syms, at, &byte, 1) < 0)
+		note_as(k, PTW_W_SIGTRAP_DEATH,
+			"process %d died of SIGTRAP at %s (thread %d), an int3 in code no file "
+			"holds (made at run time): not a probe of ptwatch's",
+			k->pid, where, c->trap.tid);
+	else if (byte == 0xcc)
+		note_as(k, PTW_W_SIGTRAP_DEATH,
+			"process %d died of SIGTRAP at %s (thread %d), an int3 of the program's own: "
+			"ptwatch had patched nothing there",
+			k->pid, where, c->trap.tid);
+	else
+		note_as(k, PTW_W_SIGTRAP_DEATH,
+			"process %d died of SIGTRAP at %s (thread %d), where its file has no int3: a "
+			"uprobe's breakpoint (ptwatch's probes are uprobes) that the kernel no longer "
+			"applied there, its code copied or remapped: the trap was a probe's, not the "
+			"program's (a bug to report)",
+			k->pid, where, c->trap.tid);
+}
+
 static void sink(void *ctx, const struct ptw_event *ev)
 {
 	struct ptw_kernel *k = ctx;
+	if (ev->kind == PTW_EV_PROCESS_EXIT && ev->sig == SIGTRAP)
+		trap_death(k);
 	(k->root ? k->root : k)->stats.events++;
 	if (!ev->pid) { /* (--locks': the converter's carry theirs) */
 		struct ptw_event e = *ev;

@@ -380,6 +380,61 @@ struct ptw_tracer *tracer_root(struct ptw_tracer *t)
 	return t->root ? t->root : t;
 }
 
+void tracer_note_sigtrap(struct ptw_tracer *t, struct ptw_lwp *l)
+{
+	siginfo_t si;
+	struct user_regs_struct *regs;
+	if (ptw_getsiginfo(t->proc, l, &si) < 0 || ptw_getregs(t->proc, l, &regs) < 0)
+		return;
+	t->trap.seen = true;
+	t->trap.tid = l->tid;
+	t->trap.int3 = si.si_code == SI_KERNEL;
+	/* An int3 leaves rip after it; another trap (a single step, a
+	 * hardware breakpoint, raise()) where it happened. */
+	t->trap.addr = t->trap.int3 ? regs->rip - 1 : regs->rip;
+	/* (right after a byte of ours, whatever its siginfo says: a trap of
+	 * ours that went astray) */
+	t->trap.patched = t->bps && (ptw_bp_find(t->bps, t->trap.addr) ||
+				     ptw_bp_find(t->bps, regs->rip - 1));
+	if (t->trap.patched)
+		t->trap.addr = regs->rip - 1;
+}
+
+void tracer_sigtrap_death(struct ptw_tracer *t)
+{
+	struct ptw_tracer *root = tracer_root(t);
+	if (!t->trap.seen) {
+		tracer_warn(root, PTW_W_SIGTRAP_DEATH,
+			    "process %d died of SIGTRAP, which ptwatch did not see delivered to "
+			    "it (sent to it as it ended)",
+			    t->pid);
+		return;
+	}
+	const struct ptw_location *at = tracer_locate(t, t->trap.addr);
+	char where[256];
+	if (at && at->symbol)
+		snprintf(where, sizeof(where), "%s+%#llx", at->symbol,
+			 (unsigned long long)at->symbol_offset);
+	else
+		snprintf(where, sizeof(where), "%#llx", (unsigned long long)t->trap.addr);
+	if (t->trap.patched)
+		tracer_warn(root, PTW_W_SIGTRAP_DEATH,
+			    "process %d died of SIGTRAP at %s (thread %d), where ptwatch had put a "
+			    "breakpoint: the trap was ptwatch's, not the program's (a bug in "
+			    "ptwatch; please report it)",
+			    t->pid, where, t->trap.tid);
+	else if (t->trap.int3)
+		tracer_warn(root, PTW_W_SIGTRAP_DEATH,
+			    "process %d died of SIGTRAP at %s (thread %d), an int3 of the program's "
+			    "own: ptwatch had patched nothing there",
+			    t->pid, where, t->trap.tid);
+	else
+		tracer_warn(root, PTW_W_SIGTRAP_DEATH,
+			    "process %d died of SIGTRAP in thread %d at %s, not a breakpoint trap "
+			    "(raised or sent by the program): ptwatch had patched nothing there",
+			    t->pid, t->trap.tid, where);
+}
+
 void tracer_lwp_gone(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_stop *st)
 {
 	struct thread *th = tracer_thread_of(l);
@@ -405,6 +460,8 @@ void tracer_lwp_gone(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_stop *s
 			}
 			t->target_gone = true;
 			tracer_emit(t, &ev);
+			if (t->exit_signal == SIGTRAP)
+				tracer_sigtrap_death(t);
 		}
 	}
 	tracer_forget_lwp(t, l);

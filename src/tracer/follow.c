@@ -320,6 +320,8 @@ void follow_done(struct ptw_tracer *c, const struct ptw_stop *st)
 		}
 		c->target_gone = true;
 		tracer_emit(c, &ev);
+		if (c->exit_signal == SIGTRAP)
+			tracer_sigtrap_death(c);
 	}
 	c->end_ns = st->ns;
 	ptw_map_del(&root->by_pid, (uint64_t)c->pid);

@@ -201,6 +201,8 @@ static void on_signal_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_s
 		tracer_emit(t, &ev);
 	}
 	if (tracer_is_target_lwp(t, l)) {
+		if (st->sig == SIGTRAP)
+			tracer_note_sigtrap(t, l);
 		signals_note_delivery(tracer_root(t), l, st->sig,
 				      st->ns); /* -f: any process's counts */
 		tracer_signal_delivery(t, l, st->sig, st->ns);

@@ -263,6 +263,15 @@ struct ptw_tracer {
 	size_t ninterrupts;
 	bool after_detach; /* target_gone: it ended once we had let go */
 	int fatal_at_detach; /* a signal we delivered at detach will end it */
+	/* The last SIGTRAP delivered to one of its threads (not a trap of
+	 * ours: those are handled): where, whether an int3 (SI_KERNEL) and
+	 * whether ptwatch had patched that address; for the warning if the
+	 * process dies of it. */
+	struct {
+		bool seen, int3, patched;
+		pid_t tid;
+		uint64_t addr;
+	} trap;
 	struct ptw_warning *warnings;
 	size_t nwarnings;
 	struct ptw_map warned; /* hash(code:detail) -> 1: warn once */
@@ -306,6 +315,12 @@ void tracer_thread_renew(struct ptw_tracer *t, struct thread *th);
  * message, whichever process it is about). */
 void tracer_warn(struct ptw_tracer *t, enum ptw_warning_code w, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* A SIGTRAP that is not a trap of ours is about to be delivered to l
+ * (its signal-delivery stop): noted, for tracer_sigtrap_death. */
+void tracer_note_sigtrap(struct ptw_tracer *t, struct ptw_lwp *l);
+/* t's process died of SIGTRAP: a warning that says whether the trap was
+ * ptwatch's own (an address it had patched: a bug to report) or not. */
+void tracer_sigtrap_death(struct ptw_tracer *t);
 /* A thread of the target (not of a fork/vfork child). */
 bool tracer_is_target_lwp(struct ptw_tracer *t, struct ptw_lwp *l);
 /* Location of addr in the current image (NULL for 0 or no symbols). */

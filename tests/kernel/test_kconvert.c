@@ -11,6 +11,7 @@
  * its caller's address; a thread started at its clone's return (no debug
  * file), struct pthread's undescribed members from their neighbours.
  */
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -355,6 +356,26 @@ static void test_killed(void)
 	const struct ptw_span *w = span_of(s, 101);
 	CHECK(w && w->status == PTW_STATUS_UNMATCHED && w->method == PTW_METHOD_KILLED);
 	CHECK(w && w->signal == 11);
+	CHECK(!c.trap.seen); /* (no SIGTRAP) */
+	ptwk_conv_free(&c);
+	ptw_spans_free(s);
+
+	/* SIGTRAP: where and what kind are kept for the warning (an int3:
+	 * SI_KERNEL; the user ip is after it) */
+	s = ptw_spans_new();
+	ops.ctx = s;
+	ptwk_conv_init(&c, PID, &ops);
+	ptwk_conv_preexisting(&c, PID, PD(1), 0x1000, 0, "prog", clock_ns);
+	struct ptwk_record r = rec(PTWK_FATAL_SIGNAL, PID);
+	r.a = SIGTRAP;
+	r.b = 0x401235;
+	r.c = (uint64_t)(int64_t)SI_KERNEL;
+	r.f = PTWK_F_READ;
+	ptwk_conv_record(&c, &r);
+	CHECK(c.trap.seen && c.trap.int3 && c.trap.ip == 0x401235 && c.trap.tid == PID);
+	r.c = (uint64_t)(int64_t)SI_TKILL; /* raise() */
+	ptwk_conv_record(&c, &r);
+	CHECK(c.trap.seen && !c.trap.int3);
 	ptwk_conv_free(&c);
 	ptw_spans_free(s);
 }

@@ -161,10 +161,35 @@ def case_mainexit(session, chk):
 # 4. crash
 
 @case('crash')
-def case_crash(session, chk):
-    run = session.run([fixture('crash')])
-    check_exit(chk, run, signame='SIGSEGV')
-    chk.eq('target.exit', run.doc['target']['exit'], {'signal': 'SIGSEGV', 'core_dumped': False})
+def case_crash(session, chk, how='segv'):
+    """A thread crashes while the others are blocked: every span ends with
+    the crash, the crashing thread's killed by its signal. With how int3
+    (an int3 of the program's own) or raise (raise(SIGTRAP)) the process
+    dies of SIGTRAP, and a sigtrap_death warning says it was not at an
+    address ptwatch patched (issue 27: a SIGTRAP of ptwatch's own is a bug
+    report, never the program's fate)."""
+    run = session.run([fixture('crash'), how])
+    signame = 'SIGSEGV' if how == 'segv' else 'SIGTRAP'
+    check_exit(chk, run, signame=signame)
+    chk.eq('target.exit', run.doc['target']['exit'], {'signal': signame, 'core_dumped': False})
+    traps = [w['message'] for w in run.doc['warnings'] if w['code'] == 'sigtrap_death']
+    if how == 'segv':
+        chk.eq('no sigtrap_death warning', traps, [])
+    else:
+        crasher = [t for t in truth_of(run, 'thread') if t['end'] == 'crash']
+        chk.eq('one sigtrap_death warning', len(traps), 1, traps)
+        if traps and crasher:
+            msg = traps[0]
+            chk.true('it names the process and the thread',
+                     ('process %d ' % run.doc['target']['pid']) in msg
+                     and ('thread %d' % crasher[0]['tid']) in msg, msg)
+            chk.true('it says ptwatch had patched nothing there',
+                     'ptwatch had patched nothing there' in msg, msg)
+            chk.true('it says which kind of trap',
+                     ('an int3 of the program' in msg) if how == 'int3'
+                     else ('not a breakpoint trap' in msg), msg)
+            if how == 'int3':
+                chk.true('it names the function', 'crash_worker+0x' in msg, msg)
     leftovers = [f for f in os.listdir(run.tmpdir) if f.startswith('core')]
     chk.eq('core files left (RLIMIT_CORE 0)', leftovers, [])
     m = Model(chk, run, 'crash.c')
@@ -181,7 +206,7 @@ def case_crash(session, chk):
         chk.eq('%s: end.reason' % what, end.get('reason'), 'crash', span)
         if rec['end'] == 'crash':
             chk.eq('%s (the crashing thread): end.method' % what, end.get('method'), 'killed', span)
-            chk.eq('%s (the crashing thread): end.signal' % what, end.get('signal'), 'SIGSEGV',
+            chk.eq('%s (the crashing thread): end.signal' % what, end.get('signal'), signame,
                    span)
         else:
             chk.eq('%s: end.method' % what, end.get('method'), 'process_exit', span)
