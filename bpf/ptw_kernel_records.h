@@ -65,7 +65,7 @@ enum ptwk_kind {
 	PTWK_CONTEXT_SWAP, /* swapcontext entry: b = sp, c = ucp, d = ucp's saved RSP
 			    * (PTWK_F_READ: read) */
 	PTWK_CONTEXT_SET,  /* setcontext entry: the same, ucp its first argument */
-	/* the syscalls/sys_exit_clone3 (sys_exit_clone) tracepoint in a new
+	/* the raw sys_exit tracepoint of clone3 (or clone) in a new
 	 * thread, its first moment in user space (bpf/ptw_start.bpf.h): the
 	 * START of a pthread when start_thread cannot be probed (no debug
 	 * file). As PTWK_START: a = its struct pthread (fs base, whose tid is

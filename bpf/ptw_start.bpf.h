@@ -5,7 +5,7 @@
  * clone) system call returning 0 in the thread itself, before its first
  * user instruction. Included by ptw_kernel.bpf.c.
  *
- * These tracepoints are machine-wide: the watched map is asked first.
+ * The tracepoint is machine-wide: the watched map is asked first.
  * The thread's fs base is its struct pthread if pthread_create made it:
  * the kernel wrote the new tid into pd->tid (CLONE_PARENT_SETTID) before
  * the thread could run, so pd->tid equal to the thread's tid tells a
@@ -20,22 +20,33 @@
 const volatile __u64 off_pd_tid = 0;
 const volatile __u32 have_pd_tid = 0;
 
-/* The syscalls/sys_exit_* tracepoints' record (its format file). */
-struct ptwk_sys_exit {
-	__u64 common;
-	__s32 nr;
-	__u32 pad;
-	__s64 ret;
-};
+/* x86-64's clone and clone3 (glibc 2.34+ makes threads with clone3, older
+ * ones and clone3's ENOSYS fallback with clone). */
+#define PTWK_NR_CLONE 56
+#define PTWK_NR_CLONE3 435
 
-static __always_inline int thread_begin(struct ptwk_sys_exit *ctx)
+/*
+ * The raw sys_exit tracepoint (regs, ret): a raw tracepoint needs no
+ * tracefs (containers and minimal hosts never mount it; the syscalls/
+ * sys_exit_clone3 tracepoint, attached through tracefs, failed there with
+ * "No such file or directory"). It fires at every system call's return
+ * of every task, so the cheapest test first: a return value of 0, then
+ * the watched map, then which call it was.
+ */
+SEC("raw_tp/sys_exit")
+int ptw_clone_exit(struct bpf_raw_tracepoint_args *ctx)
 {
+	if (ctx->args[1] != 0)
+		return 0; /* the creator's return (the new tid), or any other call */
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, tid = (__u32)id;
-	if (!bpf_map_lookup_elem(&watched, &tgid))
-		return 0;
-	/* the creator's return (the new tid), or a new process's child */
-	if (ctx->ret != 0 || tid == tgid || !have_pd_tid)
+	if (tid == tgid || !have_pd_tid || !bpf_map_lookup_elem(&watched, &tgid))
+		return 0; /* (a new process's child, or a process nobody watches) */
+	long nr;
+	if (bpf_probe_read_kernel(&nr, sizeof(nr),
+				  (const void *)(ctx->args[0] +
+						 __builtin_offsetof(struct pt_regs, orig_ax))) ||
+	    (nr != PTWK_NR_CLONE3 && nr != PTWK_NR_CLONE))
 		return 0;
 	__u64 pd = current_pd();
 	__s32 pd_tid;
@@ -51,18 +62,6 @@ static __always_inline int thread_begin(struct ptwk_sys_exit *ctx)
 		r.f |= PTWK_F_ARG_KNOWN;
 	send(&r, false);
 	return 0;
-}
-
-SEC("tracepoint/syscalls/sys_exit_clone3")
-int ptw_clone3_exit(struct ptwk_sys_exit *ctx)
-{
-	return thread_begin(ctx);
-}
-
-SEC("tracepoint/syscalls/sys_exit_clone")
-int ptw_clone_exit(struct ptwk_sys_exit *ctx)
-{
-	return thread_begin(ctx);
 }
 
 #endif

@@ -1299,8 +1299,6 @@ static int open_skeleton(struct ptw_kernel *k, bool multi)
 				frame_progs[i], (enum bpf_attach_type)PTWK_BPF_TRACE_UPROBE_MULTI);
 	/* (machine-wide tracepoints: loaded only when they start threads) */
 	if (r == 0 && !k->start_at_clone)
-		r = bpf_program__set_autoload(s->progs.ptw_clone3_exit, false);
-	if (r == 0 && !k->start_at_clone)
 		r = bpf_program__set_autoload(s->progs.ptw_clone_exit, false);
 	if (r == 0)
 		r = !k->mods_on ? bpf_program__set_autoload(s->progs.ptw_modules, false)
@@ -1435,27 +1433,21 @@ static int attach_each(struct ptw_kernel *k)
 	return 0;
 }
 
-/* Thread starts at the clone's return (bpf/ptw_start.bpf.h): glibc 2.34+
- * makes threads with clone3, older ones (and clone3's ENOSYS fallback)
- * with clone. Without them no start is seen: said, not fatal. */
+/* Thread starts at the clone's return (bpf/ptw_start.bpf.h: the raw
+ * sys_exit tracepoint, no tracefs needed). Without it no start is seen:
+ * said, not fatal. */
 static void attach_clone_exits(struct ptw_kernel *k)
 {
-	struct bpf_program *progs[] = { k->skel->progs.ptw_clone3_exit,
-					k->skel->progs.ptw_clone_exit };
-	for (size_t i = 0; i < PTW_ARRAY_SIZE(progs); i++) {
-		struct bpf_link *l = bpf_program__attach(progs[i]);
-		if (!l) {
-			int e = errno;
-			k->start_at_clone = false;
-			if (k->probes.missing_start)
-				note_as(k, PTW_W_HOOK_FAILED,
-					"%s (and the syscalls/sys_exit_clone tracepoints: %s)",
-					k->probes.missing[k->probes.missing_start - 1],
-					strerror(e));
-			return;
-		}
-		keep_link(k, l);
+	struct bpf_link *l = bpf_program__attach(k->skel->progs.ptw_clone_exit);
+	if (!l) {
+		int e = errno;
+		k->start_at_clone = false;
+		if (k->probes.missing_start)
+			note_as(k, PTW_W_HOOK_FAILED, "%s (and the raw sys_exit tracepoint: %s)",
+				k->probes.missing[k->probes.missing_start - 1], strerror(e));
+		return;
 	}
+	keep_link(k, l);
 }
 
 static int attach_tracepoints(struct ptw_kernel *k)

@@ -495,7 +495,7 @@ static void test_forked(void)
 }
 
 /* No debug file: a thread starts at its clone's return (PTWK_THREAD_BEGIN,
- * the sys_exit_clone3 tracepoint in the new thread), paired with its
+ * the raw sys_exit tracepoint of its clone3, in the new thread), paired with its
  * creation by tid and pthread_t; start_thread as well (both probes on)
  * makes one start; a begin with another pd, or of a thread never created,
  * is nothing; a thread whose pthread_create the probes missed (a clone's

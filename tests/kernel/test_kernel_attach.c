@@ -21,7 +21,7 @@
  *   --no-debug-files  without libc's debug file (start_thread and struct
  *                pthread's undescribed members found without it)
  *   --start-at-clone  threads start at their clone's return (the
- *                sys_exit_clone3 tracepoint), not at start_thread
+ *                raw sys_exit tracepoint of clone3), not at start_thread
  * Exit 0 pass, 1 fail, 77 skip.
  */
 #define _GNU_SOURCE
