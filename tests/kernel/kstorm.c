@@ -5,8 +5,11 @@
  * every 16; every value is checked. Prints "kstorm: TOTAL" once all were
  * made and checked; any failure aborts (the test then sees a signal).
  * With "hold", it then reads its standard input to its end before it
- * exits (tests/kernel/killall.py reads its memory meanwhile).
- * Usage: kstorm N [P [hold]]
+ * exits (tests/kernel/killall.py reads its memory meanwhile). With
+ * "until", the creators go on in rounds of N until standard input ends
+ * (the test decides when the storm is over, not the machine's speed),
+ * then it prints the total made.
+ * Usage: kstorm N [P [hold|until]]
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -16,6 +19,8 @@
 #include <unistd.h>
 
 static long n;
+static int until;	    /* rounds of n until stop */
+static volatile int stop;   /* standard input ended */
 
 static void *leaf(void *arg)
 {
@@ -28,15 +33,20 @@ static void *creator(void *arg)
 	if (pthread_attr_init(&detached) ||
 	    pthread_attr_setdetachstate(&detached, PTHREAD_CREATE_DETACHED))
 		abort();
-	for (long i = 0; i < n; i++) {
-		pthread_t t;
-		void *ret;
-		if (pthread_create(&t, NULL, leaf, (void *)(uintptr_t)(i + 1)) ||
-		    pthread_join(t, &ret) || ret != (void *)(uintptr_t)(i + 1))
-			abort();
-		if (i % 16 == 0 && pthread_create(&t, &detached, leaf, NULL))
-			abort();
-	}
+	long made = 0;
+	do {
+		for (long i = 0; i < n; i++) {
+			pthread_t t;
+			void *ret;
+			if (pthread_create(&t, NULL, leaf, (void *)(uintptr_t)(i + 1)) ||
+			    pthread_join(t, &ret) || ret != (void *)(uintptr_t)(i + 1))
+				abort();
+			if (i % 16 == 0 && pthread_create(&t, &detached, leaf, NULL))
+				abort();
+		}
+		made += n;
+	} while (until && !__atomic_load_n(&stop, __ATOMIC_ACQUIRE));
+	*(long *)arg = made;
 	return arg;
 }
 
@@ -44,19 +54,29 @@ int main(int argc, char **argv)
 {
 	n = argc > 1 ? atol(argv[1]) : 1000;
 	long p = argc > 2 ? atol(argv[2]) : 2;
+	until = argc > 3 && !strcmp(argv[3], "until");
 	alarm(300);
 	pthread_t *t = calloc((size_t)p, sizeof(*t));
-	if (!t)
+	long *made = calloc((size_t)p, sizeof(*made));
+	if (!t || !made)
 		abort();
 	for (long i = 0; i < p; i++)
-		if (pthread_create(&t[i], NULL, creator, t))
+		if (pthread_create(&t[i], NULL, creator, &made[i]))
 			abort();
+	if (until) {
+		char buf[64];
+		while (read(0, buf, sizeof(buf)) > 0)
+			;
+		__atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
+	}
+	long total = 0;
 	for (long i = 0; i < p; i++) {
 		void *ret;
-		if (pthread_join(t[i], &ret) || ret != t)
+		if (pthread_join(t[i], &ret) || ret != &made[i])
 			abort();
+		total += made[i];
 	}
-	printf("kstorm: %ld\n", n * p);
+	printf("kstorm: %ld\n", total);
 	if (argc > 3 && !strcmp(argv[3], "hold")) {
 		char buf[64];
 		fflush(stdout);
