@@ -39,7 +39,7 @@ static __always_inline __u64 uprobe_area(void)
 SEC("uprobe")
 int ptw_frame_entry(struct pt_regs *ctx)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id = current_id();
 	__u32 tgid = id >> 32;
 	if (!bpf_map_lookup_elem(&watched, &tgid))
 		return 0;
@@ -66,7 +66,7 @@ int ptw_frame_entry(struct pt_regs *ctx)
 SEC("uretprobe")
 int ptw_frame_return(struct pt_regs *ctx)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id = current_id();
 	__u32 tgid = id >> 32;
 	if (!bpf_map_lookup_elem(&watched, &tgid))
 		return 0;
@@ -83,7 +83,7 @@ int ptw_frame_return(struct pt_regs *ctx)
 SEC("uprobe")
 int ptw_frame_helper(struct pt_regs *ctx)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id = current_id();
 	__u32 tgid = id >> 32;
 	if (!bpf_map_lookup_elem(&watched, &tgid))
 		return 0;

@@ -114,6 +114,85 @@ static __always_inline bool read_user_u64(__u64 addr, __u64 *ret)
 	return false;
 }
 
+/*
+ * Pids as ptwatch sees them. The kernel's own (task->pid,
+ * bpf_get_current_pid_tgid) are the initial namespace's; ptwatch run in a
+ * PID namespace of its own (every container) knows its namespace's, and
+ * writes those in the watched map. Then (pidns_on, set by user space with
+ * the namespace's nsfs device and inode) every pid is taken in that
+ * namespace, and a task not seen there is no one's (0). Outside one, the
+ * kernel's pids, unchanged.
+ */
+const volatile __u32 pidns_on = 0;
+const volatile __u64 pidns_dev = 0, pidns_ino = 0;
+/* The namespace's level (user space cannot tell it: NSpid counts from the
+ * namespace that mounted its /proc), found at the first pid translated. */
+__u32 pidns_level = 0;
+#define PTWK_MAX_PID_NS_LEVEL 32
+
+/* The current task's (tgid << 32 | tid), 0 if it is not in our namespace. */
+static __always_inline __u64 current_id(void)
+{
+	if (!pidns_on)
+		return bpf_get_current_pid_tgid();
+	struct bpf_pidns_info ns = {};
+	if (bpf_get_ns_current_pid_tgid(pidns_dev, pidns_ino, &ns, sizeof(ns)))
+		return 0;
+	return ((__u64)ns.tgid << 32) | ns.pid;
+}
+
+/* pid p's number at level i, if that level is our namespace's. */
+static __always_inline bool pid_at(struct pid *p, __u32 i, __u32 *ret)
+{
+	struct upid up;
+	if (bpf_probe_read_kernel(&up, sizeof(up),
+				  (const void *)((unsigned long)p +
+						 bpf_core_field_offset(struct pid, numbers) +
+						 i * sizeof(struct upid))) ||
+	    BPF_CORE_READ(up.ns, ns.inum) != pidns_ino)
+		return false;
+	*ret = (__u32)up.nr;
+	return true;
+}
+
+/* The number of pid p in our namespace, 0 if it has none there. */
+static __always_inline __u32 pid_in_ns(struct pid *p)
+{
+	if (!p)
+		return 0;
+	__u32 deepest = BPF_CORE_READ(p, level), nr = 0, level = pidns_level;
+	if (level)
+		return level <= deepest && pid_at(p, level, &nr) ? nr : 0;
+	for (__u32 i = 1; i < PTWK_MAX_PID_NS_LEVEL && i <= deepest; i++)
+		if (pid_at(p, i, &nr)) {
+			pidns_level = i;
+			return nr;
+		}
+	return 0;
+}
+
+/* Task t's tid and tgid as ptwatch sees them. */
+static __always_inline __u32 task_tid(struct task_struct *t)
+{
+	return pidns_on ? pid_in_ns(BPF_CORE_READ(t, thread_pid)) : (__u32)BPF_CORE_READ(t, pid);
+}
+
+static __always_inline __u32 task_tgid(struct task_struct *t)
+{
+	return pidns_on ? pid_in_ns(BPF_CORE_READ(t, group_leader, thread_pid))
+			: (__u32)BPF_CORE_READ(t, tgid);
+}
+
+/* In a namespace, the tid each thread of a watched process had in it,
+ * by its tid in the initial one: what the exec tracepoint's old_pid (the
+ * initial namespace's, of a thread gone with its exec) was. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u32);
+} ns_tids SEC(".maps");
+
 static __always_inline void begin(struct ptwk_record *r, __u32 kind, __u64 id)
 {
 	r->kind = kind;
@@ -135,7 +214,7 @@ static __always_inline __u64 current_pd(void)
 SEC("uprobe")
 int ptw_entry(struct pt_regs *ctx)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id = current_id();
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	if (!bpf_map_lookup_elem(&watched, &tgid))
 		return 0;
@@ -209,7 +288,7 @@ int ptw_entry(struct pt_regs *ctx)
 SEC("uretprobe")
 int ptw_return(struct pt_regs *ctx)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id = current_id();
 	__u32 tgid = id >> 32;
 	if (!bpf_map_lookup_elem(&watched, &tgid))
 		return 0;
@@ -257,15 +336,19 @@ int ptw_fork(struct bpf_raw_tracepoint_args *ctx)
 {
 	struct task_struct *parent = (struct task_struct *)ctx->args[0];
 	struct task_struct *child = (struct task_struct *)ctx->args[1];
-	__u32 ptgid = BPF_CORE_READ(parent, tgid);
+	__u32 ptgid = task_tgid(parent);
 	struct ptwk_watch *w = bpf_map_lookup_elem(&watched, &ptgid);
 	if (!w)
 		return 0;
-	__u32 ptid = BPF_CORE_READ(parent, pid);
-	__u32 ctgid = BPF_CORE_READ(child, tgid);
+	__u32 ptid = task_tid(parent);
+	__u32 ctgid = task_tgid(child);
 	struct ptwk_record r = {};
 	begin(&r, PTWK_CREATE, ((__u64)ptgid << 32) | ptid);
-	r.a = BPF_CORE_READ(child, pid);
+	r.a = task_tid(child);
+	if (pidns_on) {
+		__u32 global = (__u32)BPF_CORE_READ(child, pid), nr = (__u32)r.a;
+		bpf_map_update_elem(&ns_tids, &global, &nr, BPF_ANY);
+	}
 	__u64 pd = BPF_CORE_READ(child, thread.fsbase);
 	if (ctgid != ptgid) {
 		r.kind = PTWK_FORK;
@@ -333,10 +416,14 @@ SEC("raw_tp/sched_process_exit")
 int ptw_exit(struct bpf_raw_tracepoint_args *ctx)
 {
 	struct task_struct *t = (struct task_struct *)ctx->args[0];
-	__u32 tgid = BPF_CORE_READ(t, tgid);
+	__u32 tgid = task_tgid(t);
 	if (!bpf_map_lookup_elem(&watched, &tgid))
 		return 0;
-	__u32 tid = BPF_CORE_READ(t, pid);
+	__u32 tid = task_tid(t);
+	if (pidns_on) {
+		__u32 global = (__u32)BPF_CORE_READ(t, pid);
+		bpf_map_delete_elem(&ns_tids, &global);
+	}
 	struct ptwk_record r = {};
 	begin(&r, PTWK_EXIT, ((__u64)tgid << 32) | tid);
 	r.a = (__u32)BPF_CORE_READ(t, exit_code);
@@ -417,7 +504,7 @@ static __always_inline bool kills_by_default(int sig)
 SEC("raw_tp/signal_deliver")
 int ptw_signal(struct bpf_raw_tracepoint_args *ctx)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id = current_id();
 	__u32 tgid = id >> 32;
 	if (!bpf_map_lookup_elem(&watched, &tgid))
 		return 0;
@@ -468,7 +555,7 @@ int ptw_signal_sent(struct bpf_raw_tracepoint_args *ctx)
 	__u64 result = ctx->args[4]; /* 0 TRACE_SIGNAL_DELIVERED, 1 TRACE_SIGNAL_IGNORED */
 	if (!t || result > 1 || !kills_by_default(sig))
 		return 0;
-	__u32 tgid = BPF_CORE_READ(t, tgid);
+	__u32 tgid = task_tgid(t);
 	if (!bpf_map_lookup_elem(&watched, &tgid))
 		return 0;
 	struct signal_struct *ss = BPF_CORE_READ(t, signal);
@@ -476,7 +563,7 @@ int ptw_signal_sent(struct bpf_raw_tracepoint_args *ctx)
 			    BPF_CORE_READ(ss, group_exit_code) != sig))
 		return 0;
 	struct ptwk_record r = {};
-	begin(&r, PTWK_FATAL_SIGNAL, ((__u64)tgid << 32) | (__u32)BPF_CORE_READ(t, pid));
+	begin(&r, PTWK_FATAL_SIGNAL, ((__u64)tgid << 32) | task_tid(t));
 	r.a = (__u32)sig;
 	send(&r, false);
 	return 0;
@@ -486,12 +573,19 @@ SEC("raw_tp/sched_process_exec")
 int ptw_exec(struct bpf_raw_tracepoint_args *ctx)
 {
 	struct task_struct *t = (struct task_struct *)ctx->args[0];
-	__u32 tgid = BPF_CORE_READ(t, tgid);
+	__u32 tgid = task_tgid(t);
 	if (!bpf_map_lookup_elem(&watched, &tgid))
 		return 0;
 	struct ptwk_exec_record x = {};
-	begin(&x.r, PTWK_EXEC, ((__u64)tgid << 32) | (__u32)BPF_CORE_READ(t, pid));
-	x.r.a = (__u32)ctx->args[1]; /* old_pid */
+	__u32 tid = task_tid(t);
+	begin(&x.r, PTWK_EXEC, ((__u64)tgid << 32) | tid);
+	x.r.a = (__u32)ctx->args[1]; /* old_pid (the initial namespace's) */
+	if (pidns_on) {
+		/* its tid in ours: the main thread's (now the exec'ing one's),
+		 * or the one it had when it was made (0: unknown) */
+		__u32 old = (__u32)x.r.a, *nr = bpf_map_lookup_elem(&ns_tids, &old);
+		x.r.a = old == (__u32)BPF_CORE_READ(t, pid) ? tid : nr ? *nr : 0;
+	}
 	bpf_get_current_comm(x.r.comm, sizeof(x.r.comm));
 	struct linux_binprm *bprm = (struct linux_binprm *)ctx->args[2];
 	const char *filename = BPF_CORE_READ(bprm, filename);
@@ -503,6 +597,6 @@ int ptw_exec(struct bpf_raw_tracepoint_args *ctx)
 	}
 	count(PTWK_STAT_SENT);
 	count(PTWK_STAT_WAKEUPS);
-	exec_args(((__u64)tgid << 32) | (__u32)BPF_CORE_READ(t, pid)); /* ptw_modules.bpf.h */
+	exec_args(((__u64)tgid << 32) | tid); /* ptw_modules.bpf.h */
 	return 0;
 }

@@ -75,10 +75,38 @@ struct signal_struct {
 
 struct mm_struct;
 
+/* A task's pid in each namespace it is seen in (include/linux/pid.h):
+ * numbers[i] is its number at level i, level its deepest. */
+struct ns_common {
+	unsigned int inum;
+} __attribute__((preserve_access_index));
+
+struct pid_namespace {
+	struct ns_common ns;
+} __attribute__((preserve_access_index));
+
+struct upid {
+	int nr;
+	struct pid_namespace *ns;
+};
+
+struct pid {
+	unsigned int level;
+	struct upid numbers[1];
+} __attribute__((preserve_access_index));
+
+/* bpf_get_ns_current_pid_tgid's answer */
+struct bpf_pidns_info {
+	__u32 pid;
+	__u32 tgid;
+};
+
 struct task_struct {
 	struct mm_struct *mm; /* -f: shared with the parent: vfork, clone(CLONE_VM) */
 	pid_t pid;
 	pid_t tgid;
+	struct pid *thread_pid;
+	struct task_struct *group_leader;
 	int exit_code;
 	struct signal_struct *signal;
 	struct thread_struct thread;

@@ -81,7 +81,7 @@ static long ptw_walk_step(__u32 i, void *arg)
 SEC("uprobe")
 int ptw_modules(struct pt_regs *ctx)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id = current_id();
 	__u32 tgid = id >> 32;
 	if (!bpf_map_lookup_elem(&watched, &tgid))
 		return 0;

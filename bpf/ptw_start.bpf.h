@@ -38,7 +38,7 @@ int ptw_clone_exit(struct bpf_raw_tracepoint_args *ctx)
 {
 	if (ctx->args[1] != 0)
 		return 0; /* the creator's return (the new tid), or any other call */
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id = current_id();
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	if (tid == tgid || !have_pd_tid || !bpf_map_lookup_elem(&watched, &tgid))
 		return 0; /* (a new process's child, or a process nobody watches) */

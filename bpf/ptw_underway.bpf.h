@@ -43,7 +43,7 @@ int ptw_underway_regs(struct bpf_iter__task___uw *ctx)
 	if (!t)
 		return 0;
 	struct ptwk_uw_task out = {};
-	out.tid = (__u32)BPF_CORE_READ(t, pid);
+	out.tid = task_tid((struct task_struct *)t);
 	out.on_cpu = (__u32)BPF_CORE_READ(t, on_cpu);
 	out.switches = BPF_CORE_READ(t, nvcsw) + BPF_CORE_READ(t, nivcsw);
 	struct pt_regs r;
@@ -77,7 +77,7 @@ int ptw_underway_regs(struct bpf_iter__task___uw *ctx)
 SEC("uprobe")
 int ptw_underway_return(struct pt_regs *ctx)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id = current_id();
 	struct ptwk_uw_key key = { .tid = (__u32)id, .sp = ctx->sp };
 	__u64 *index = bpf_map_lookup_elem(&underway_sites, &key);
 	if (!index)

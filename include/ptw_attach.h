@@ -243,12 +243,17 @@ int ptw_launch(const struct ptw_launch *l, struct ptw_proc **ret_proc, struct pt
 /*
  * Whether pid can be attached to; if not, a one-line reason in why:
  * "no such process", "ptwatch itself", "a kernel thread", "a zombie",
- * "already traced by PID n (comm)". Returns 0 or -errno. A zombie leader
- * with live threads is accepted.
+ * "in another PID namespace", "already traced by PID n (comm)". Returns 0
+ * or -errno. A zombie leader with live threads is accepted.
  */
 int ptw_check_target(pid_t pid, char *why, size_t len);
 /* Why PTRACE_SEIZE said EPERM: other user, Yama scope, capabilities. */
 void ptw_explain_eperm(pid_t pid, char *why, size_t len);
+/* Whether pid is in ptwatch's PID namespace (true when it cannot be told:
+ * gone, or no /proc/PID/ns). A process in another sees its threads by
+ * other ids than ptwatch does (glibc's struct pthread, libthread_db, a
+ * mutex's owner). */
+bool ptw_same_pid_ns(pid_t pid);
 
 struct ptw_seize_info {
 	int threads;	   /* seized */

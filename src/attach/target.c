@@ -48,6 +48,16 @@ int ptw_check_target(pid_t pid, char *why, size_t len)
 		snprintf(why, len, "it is a zombie (it has exited and its parent has not reaped it)");
 		return -ESRCH;
 	}
+	/* Its threads' ids in its own namespace (what glibc and libthread_db
+	 * hold, a mutex's owner) are not those ptwatch sees from another:
+	 * refused, never silently wrong. */
+	if (!ptw_same_pid_ns(pid)) {
+		snprintf(why, len,
+			 "it is in another PID namespace than ptwatch (its thread ids there are "
+			 "not ptwatch's): run ptwatch in its namespace (nsenter -t %d -p -m)",
+			 pid);
+		return -EXDEV;
+	}
 	long tracer = ptw_proc_status_field(pid, "TracerPid");
 	if (tracer > 0 && tracer != getpid()) {
 		char comm[64];
@@ -56,6 +66,15 @@ int ptw_check_target(pid_t pid, char *why, size_t len)
 		return -EBUSY;
 	}
 	return 0;
+}
+
+bool ptw_same_pid_ns(pid_t pid)
+{
+	char mine[64], its[64], path[64];
+	snprintf(path, sizeof(path), "/proc/%d/ns/pid", pid);
+	ssize_t a = readlink("/proc/self/ns/pid", mine, sizeof(mine));
+	ssize_t b = readlink(path, its, sizeof(its));
+	return a <= 0 || b <= 0 || (a == b && !memcmp(mine, its, (size_t)a));
 }
 
 void ptw_explain_eperm(pid_t pid, char *why, size_t len)

@@ -242,6 +242,10 @@ static void note(struct ptw_kernel *k, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* The initial PID namespace's inode (include/linux/proc_ns.h): any
+ * other is a namespace of its own. */
+#define PROC_PID_INIT_INO 0xEFFFFFFCu
+
 static void why_set(char *why, size_t size, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 static void why_set(char *why, size_t size, const char *fmt, ...)
@@ -1270,6 +1274,13 @@ static int open_skeleton(struct ptw_kernel *k, bool multi)
 	s->rodata->join_always_blocks = k->locks_config.join_always_blocks;
 	s->rodata->have_tid = k->locks_config.have_tid;
 	s->rodata->off_tid = k->locks_config.off_tid;
+	struct stat ns;
+	if (stat("/proc/self/ns/pid", &ns) == 0 && ns.st_ino != PROC_PID_INIT_INO) {
+		/* a container: every pid in its namespace, as ptwatch sees them */
+		s->rodata->pidns_on = 1;
+		s->rodata->pidns_dev = ns.st_dev;
+		s->rodata->pidns_ino = ns.st_ino;
+	}
 	int r = bpf_map__set_max_entries(s->maps.rb, (uint32_t)k->o.ring_bytes);
 	if (r == 0 && multi) {
 		r = bpf_program__set_expected_attach_type(

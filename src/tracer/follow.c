@@ -137,6 +137,15 @@ void follow_setup(struct ptw_tracer *c, struct ptw_lwp *l, uint64_t ns)
 {
 	struct thread *th = tracer_thread_of(l);
 	th->follow_setup = false;
+	if (!ptw_same_pid_ns(c->pid)) {
+		/* (unshare -p -f, clone(CLONE_NEWPID)): libthread_db would name
+		 * its threads by ids ptwatch does not know */
+		follow_failed(c, "it runs in a PID namespace of its own (its thread ids there are "
+				 "not ptwatch's; the kernel path follows it)");
+		th->foreign = true;
+		th->detach_asap = true;
+		return;
+	}
 	int r = followed_open(c);
 	if (r < 0) {
 		follow_failed(c, r == -ENOSPC ? "too many processes traced at once"

@@ -348,6 +348,29 @@ def case_attach_refusals(session, chk):
     chk.eq('zombie after the refusal: state', task_states(zombie.pid).get(zombie.pid), 'Z')
     zombie.wait()
 
+    # a process in another PID namespace (a container's, seen from the
+    # host): its thread ids there are not ptwatch's, both backends refuse
+    # (issue 28). Not when this case runs in a namespace of its own
+    # (NAME@kernel-ns): the host is not there to be seen from.
+    ns = subprocess.Popen(['unshare', '--pid', '--fork', '--kill-child', 'sleep', '120'],
+                          stdin=subprocess.DEVNULL)
+    try:
+        def inner():
+            kids = []
+            for t in os.listdir('/proc/%d/task' % ns.pid):
+                with open('/proc/%d/task/%s/children' % (ns.pid, t)) as f:
+                    kids += [int(k) for k in f.read().split()]
+            return kids[0] if kids and comm(kids[0]) == 'sleep' else None
+        if not wait_for(inner, 10):
+            raise FrameworkError('unshare --pid did not start its child')
+        other = inner()
+        check_refusal(chk, session.attach(other, load=False), 'in another PID namespace', other,
+                      r'another PID namespace than ptwatch.*nsenter -t %d -p -m' % other)
+        chk.eq('in another PID namespace: TracerPid after the refusal', tracer_pids(other), {})
+    finally:
+        ns.kill()
+        ns.wait()
+
     target = session.target('idle', [2])
     pid = target.ready()[0]
 

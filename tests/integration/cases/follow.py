@@ -513,6 +513,35 @@ def case_follow_locks(session, chk):
     chk.prefix = ''
 
 
+@case('follow-pidns')
+def case_follow_pidns(session, chk):
+    """-f of a command that runs prefork workers in a PID namespace of its
+    own (unshare --pid --fork): the kernel path follows it, its pids taken
+    in ptwatch's namespace, the nine pool_worker threads named and
+    returned as their truth says; the ptrace path lets that process go
+    with a process_not_followed warning that says why (libthread_db would
+    name its threads by ids ptwatch does not know), never a silently wrong
+    span. The command exits 0 on both (issue 28)."""
+    run = session.run(['unshare', '--pid', '--fork', '--kill-child', fixture('prefork'),
+                       'workers'], opts=['-q', '-f'])
+    check_exit(chk, run, code=0)
+    follow_common(chk, run)
+    workers = truth_of(run, 'worker_thread')
+    chk.eq('nine worker threads in the truth', len(workers), 9)
+    made = sorted((s['status'], (s.get('end') or {}).get('value'))
+                  for s in thread_spans(run.doc)
+                  if (s.get('start_routine') or {}).get('symbol') == 'pool_worker')
+    notes = [w['message'] for w in run.doc['warnings'] if w['code'] == 'process_not_followed']
+    if backend() == 'kernel':
+        chk.eq('every pool_worker thread, returned its value',
+               made, sorted(('completed', '0x%x' % w['value']) for w in workers))
+        chk.eq('no process let go', notes, [])
+    else:
+        chk.eq('no span of the process in its own namespace', made, [])
+        chk.true('one process_not_followed warning says why (%s)' % notes,
+                 len(notes) == 1 and 'PID namespace of its own' in notes[0])
+
+
 @case('follow-trace-fork')
 def case_follow_trace_fork(session, chk):
     """-f --trace on a pre-forking master whose children run its own code
