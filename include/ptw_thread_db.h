@@ -23,7 +23,8 @@ const char *ptw_tdb_strerror(td_err_e err);
  * Creates the thread agent (td_ta_new). Needs libc mapped and relocated.
  * Returns 0, or -ENOENT when the target has no usable nptl (static stripped,
  * musl, not yet loaded), -EPROTO on a version mismatch; *ret_err (may be
- * NULL) gets the td_err_e.
+ * NULL) gets the td_err_e. A failure with answers from the symbol cache
+ * is tried once more without them (a cache file is hostile input).
  */
 int ptw_tdb_new(struct ptw_proc *proc, struct ptw_symbols *syms, struct ptw_tdb **ret,
 		td_err_e *ret_err);

@@ -97,6 +97,15 @@ int ptw_tdb_new(struct ptw_proc *proc, struct ptw_symbols *syms, struct ptw_tdb 
 	t->ph.proc = proc;
 	t->ph.syms = syms;
 	td_err_e e = td_ta_new(&t->ph, &t->ta);
+	if (e != TD_OK && e != TD_NOLIBTHREAD && ptw_symbols_forget_cache(syms) > 0) {
+		/* The symbol cache may be what is wrong (a valid entry with wrong
+		 * answers: libthread_db finds the symbols it needs, and they do
+		 * not fit): once more without it. (No nptl at all is no reason.)
+		 * Both backends open their agent here. */
+		ptw_dbg(PTW_DBG_TDB, "td_ta_new failed (%s) with cached symbols: again without",
+			ptw_tdb_strerror(e));
+		e = td_ta_new(&t->ph, &t->ta);
+	}
 	if (ret_err)
 		*ret_err = e;
 	if (e != TD_OK) {

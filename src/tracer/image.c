@@ -130,14 +130,6 @@ int image_tdb_open(struct ptw_tracer *t)
 		return img->tdb ? 0 : -ENOENT;
 	td_err_e err;
 	int r = ptw_tdb_new(t->proc, img->syms, &img->tdb, &err);
-	if (r < 0 && err != TD_NOLIBTHREAD && ptw_symbols_forget_cache(img->syms) > 0) {
-		/* The symbol cache may be what is wrong (a valid entry with wrong
-		 * answers: libthread_db finds the symbols it needs, and they do
-		 * not fit): once more without it. (No nptl at all is no reason.) */
-		ptw_dbg(PTW_DBG_TRACER, "libthread_db failed (%s) with cached symbols: again without",
-			ptw_tdb_strerror(err));
-		r = ptw_tdb_new(t->proc, img->syms, &img->tdb, &err);
-	}
 	if (r < 0) {
 		if (err == TD_NOLIBTHREAD || err == TD_VERSION) {
 			img->tdb_failed = true;
