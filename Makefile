@@ -50,7 +50,7 @@ fuzz: build
 	@[ -x $(BUILD)/tests/fuzz/fuzz_load ] || { echo "ptwatch: no fuzz target (clang with libFuzzer: scripts/deps.sh)" >&2; exit 1; }
 	mkdir -p $(BUILD)/fuzz-long/new
 	ASAN_OPTIONS=detect_leaks=1 $(BUILD)/tests/fuzz/fuzz_load -max_total_time=$(FUZZ_TIME) \
-		-timeout=10 -rss_limit_mb=2048 \
+		-timeout=10 -rss_limit_mb=2048 -error_exitcode=1 -timeout_exitcode=1 \
 		-print_final_stats=1 -artifact_prefix=$(BUILD)/fuzz-long/ \
 		$(BUILD)/fuzz-long/new tests/fuzz/corpus
 

@@ -61,6 +61,8 @@ struct ld {
 	struct ptw_map held;	  /* span id -> struct ptw_span* begun, not ended */
 	size_t nheld;
 	struct ptw_map seen;	  /* span id -> 1 once it ended (a later line is a repeat) */
+	struct ptw_map waits_seen; /* wait id -> 1: a document's twice is refused, a
+				    * stream's repeat dropped (as a span's) */
 	struct ptw_map kept;	  /* filtered: thread span id -> 1 shown, 2 not */
 	struct ptw_map child_ns;  /* frame id -> time in its completed children so far */
 	struct ptw_frame *frames; /* a stream's frames, when they are all held */
@@ -697,6 +699,12 @@ static void wait_of(struct ld *ld, json_object *v)
 		bad(ld, "a wait without an id");
 		return;
 	}
+	if (ptw_map_get(&ld->waits_seen, id)) {
+		if (!ld->lineno)
+			bad(ld, "wait %" PRIu64 " is there twice", id);
+		return;
+	}
+	ptw_map_put(&ld->waits_seen, id, (void *)1);
 	struct ptw_wait *w = xcalloc(1, sizeof(*w));
 	w->id = (uint32_t)id;
 	snprintf(ld->ctx, sizeof(ld->ctx), "wait %u: ", w->id);
@@ -708,8 +716,16 @@ static void wait_of(struct ld *ld, json_object *v)
 	w->owner_span = (uint32_t)u64m(ld, v, "owner_span", UINT32_MAX);
 	w->site = location(ld, get(v, "site"));
 	w->stack = stack_of(ld, get(v, "stack"), &w->nstack);
-	w->start_ns = num(ld, v, "start_ns");
-	struct ptw_opt o = opt(ld, v, "end_ns");
+	struct ptw_opt o = opt(ld, v, "start_ns");
+	if (!o.set) {
+		/* (every wait begins at a time: the schema's integer) */
+		bad(ld, "a wait without its start_ns");
+		free(w->stack);
+		free(w);
+		return;
+	}
+	w->start_ns = o.v;
+	o = opt(ld, v, "end_ns");
 	w->has_end = o.set && o.v >= w->start_ns;
 	w->end_ns = w->has_end ? o.v : 0;
 	o = opt(ld, v, "left_ns");
@@ -899,8 +915,12 @@ static void session_of(struct ld *ld, json_object *se)
 	r->frozen_ns = num(ld, se, "frozen_ns");
 	if (str(ld, se, "strategy"))
 		r->strategy = keep(st, str(ld, se, "strategy"));
-	/* (since spans/5: absent before, every session was ptrace's) */
-	r->backend = keep(st, get(se, "backend") ? str(ld, se, "backend") : "ptrace");
+	/* (since spans/5: absent before, every session was ptrace's; null:
+	 * not known, as written) */
+	r->backend = keep(st, is(se, json_type_object) &&
+					  json_object_object_get_ex(se, "backend", NULL)
+				      ? str(ld, se, "backend")
+				      : "ptrace");
 	if (str(ld, se, "backend_why"))
 		r->backend_why = keep(st, str(ld, se, "backend_why"));
 	r->probes = (size_t)num(ld, se, "probes");
@@ -1593,6 +1613,7 @@ static int load(struct src *s, bool streaming, const struct ptw_text_filter *fil
 	free(ld->frames);
 	ptw_map_free(&ld->held);
 	ptw_map_free(&ld->seen);
+	ptw_map_free(&ld->waits_seen);
 	ptw_map_free(&ld->kept);
 	ptw_map_free(&ld->child_ns);
 	int r = ld->failed ? (ld->read_errno ? -ld->read_errno : -EINVAL) : 0;

@@ -628,6 +628,36 @@ static void test_error_lines(void)
 	ptw_buf_free(&live);
 }
 
+/* A wait's own figures are its: one without its start, or a document
+ * with one wait twice, is refused (found by the fuzz target's round trip:
+ * the start read as 0 made a second reading's totals differ); a stream's
+ * repeated wait line is dropped, as a repeated span line is. */
+static void test_waits(void)
+{
+	const char *wait = "{\"id\": 1, \"kind\": \"wait\", \"thread_span\": 1, \"tid\": 100, "
+			   "\"wait\": \"mutex\", \"object\": {\"addr\": \"0x1000\"}, "
+			   "\"status\": \"completed\", %s\"end_ns\": 9}";
+	char *one = xasprintf(wait, "");
+	char *extra = xasprintf(", %s", one);
+	char *doc = doc_with("\"tid\": 100", extra);
+	refused(doc, "wait 1: a wait without its start_ns");
+	free(doc);
+	free(extra);
+	free(one);
+	one = xasprintf(wait, "\"start_ns\": 5, ");
+	extra = xasprintf(", %s, %s", one, one);
+	doc = doc_with("\"tid\": 100", extra);
+	refused(doc, "wait 1 is there twice");
+	free(doc);
+	free(extra);
+	extra = xasprintf(", %s", one);
+	doc = doc_with("\"tid\": 100", extra);
+	accepted(doc);
+	free(doc);
+	free(extra);
+	free(one);
+}
+
 static double seconds(void)
 {
 	struct timespec t;
@@ -677,6 +707,7 @@ int main(void)
 	test_bounds();
 	test_filter_nothing();
 	test_error_lines();
+	test_waits();
 	test_sort_once();
 	return check_failures ? 1 : 0;
 }
