@@ -1400,9 +1400,14 @@ static bool check_schema(struct ld *ld, const char *schema, const char *want)
 		return true; /* the same lines, without processes in metrics (1), backend (2) */
 	if (schema && !strcmp(want, PTW_SPANS_SCHEMA) && !strcmp(schema, PTW_SPANS_SCHEMA_4))
 		return true; /* the same document, without the backend */
-	if (schema && (!strncmp(schema, "ptwatch.spans/", 14) || !strncmp(schema, "ptwatch.lines/", 14)))
-		return bad(ld, "schema %s is not supported (this ptwatch reads %s and %s)", schema,
-			   PTW_SPANS_SCHEMA, PTW_LINES_SCHEMA);
+	if (schema && (!strncmp(schema, "ptwatch.spans/", 14) || !strncmp(schema, "ptwatch.lines/", 14))) {
+		/* (the file's string, escaped: the refusal stays one line) */
+		char *shown = ptw_escape_str(schema);
+		bad(ld, "schema %.100s is not supported (this ptwatch reads %s and %s)", shown,
+		    PTW_SPANS_SCHEMA, PTW_LINES_SCHEMA);
+		free(shown);
+		return false;
+	}
 	return bad(ld, "not a ptwatch spans document or --json-lines stream");
 }
 

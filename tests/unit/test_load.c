@@ -656,6 +656,9 @@ static void test_waits(void)
 	free(doc);
 	free(extra);
 	free(one);
+	/* another version's schema string, with a newline in it: one line */
+	refused("{\"schema\": \"ptwatch.spans/\\n9\", \"spans\": []}",
+		"schema ptwatch.spans/\\n9 is not supported");
 }
 
 static double seconds(void)
