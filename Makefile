@@ -24,8 +24,11 @@ demo: build
 
 # (with the short seeded run of the report reader's fuzz target, 'fuzz-load',
 # where clang links libFuzzer: tests/fuzz)
+# (then the tests that did not run here, and why: scripts/test-skips.py;
+# with PTW_NO_SKIPS=1, as .ci/run sets, a skip fails the check)
 check: build
 	meson test -C $(BUILD) --print-errorlogs
+	@scripts/test-skips.py $(BUILD)
 
 # The unit tests under AddressSanitizer and UBSan (fixtures never are), and
 # the integration cases that take ptwatch through its endings and snapshots
@@ -40,7 +43,9 @@ check-asan: deps
 	@[ -f build-asan/build.ninja ] || meson setup build-asan $(MESON_OPTS) -Db_sanitize=address,undefined -Db_lundef=false
 	ninja -C build-asan
 	meson test -C build-asan --suite unit --print-errorlogs
+	@scripts/test-skips.py build-asan
 	meson test -C build-asan --print-errorlogs $(ASAN_CASES)
+	@scripts/test-skips.py build-asan
 
 # The report reader's fuzz target for as long as you like (FUZZ_TIME seconds,
 # default an hour): new inputs in build/fuzz-long/new, crashes and leaks as

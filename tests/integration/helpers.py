@@ -9,6 +9,7 @@ import errno
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import time
@@ -285,6 +286,43 @@ def ptwatch_processes(front):
         if name:
             found[name] = kid
     return found
+
+
+def bpf_prog_ids(pids):
+    """The ids of the BPF programs processes pids hold (their descriptors'
+    fdinfo): the kernel path's, as other sessions load ptw_* ones too."""
+    ids = set()
+    for pid in pids:
+        d = '/proc/%d/fdinfo' % pid
+        try:
+            fds = os.listdir(d)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                with open(os.path.join(d, fd)) as f:
+                    ids |= {int(l.split()[1]) for l in f if l.startswith('prog_id:')}
+            except (OSError, ValueError, IndexError):
+                pass
+    return ids
+
+
+def bpf_progs_loaded(ids):
+    """Which of these BPF program ids the kernel still has (bpftool)."""
+    tool = shutil.which('bpftool') or '/usr/sbin/bpftool'
+    return {i for i in ids
+            if subprocess.run([tool, 'prog', 'show', 'id', str(i)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL).returncode == 0}
+
+
+def check_bpf_freed(chk, ids, what, timeout=20):
+    """Every program of ids is freed (the kernel does it once the last
+    descriptor closes, after its grace periods: polled)."""
+    if not chk.true('%s: ptwatch held BPF programs' % what, bool(ids)):
+        return False
+    left = wait_for(lambda: not bpf_progs_loaded(ids), timeout)
+    return chk.eq('%s: BPF programs of ptwatch still loaded' % what,
+                  sorted(bpf_progs_loaded(ids)) if not left else [], [])
 
 
 def kill_tracer(chk, front, tracers=None):

@@ -97,7 +97,7 @@ def check_backend_runs():
     help_ = subprocess.run([ptwatch_path(), '--help'], stdin=subprocess.DEVNULL,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=30)
     if b'--backend' not in help_.stdout:
-        raise Skip('ptwatch has no --backend option yet')
+        raise Failed('ptwatch --help does not mention --backend: the twins cannot be told apart')
     if probe.returncode != 77:
         return
     why = probe.stdout.decode('utf-8', 'replace').strip()
@@ -1287,17 +1287,84 @@ def warning_codes(doc):
 # name -> function(session, chk, *args): filled by @case in the family
 # modules (tests/integration/cases/*.py), which run.py imports.
 CASES = {}
+# meson test name -> Test: filled by the @test lines above each @case; the
+# one list of the integration tests (tests/integration/meson.build asks
+# run.py --meson for it), with where each runs.
+TESTS = {}
+
+# Why a case has no kernel twin, where several share the reason (@test kernel=).
+WHY_SNAPSHOT = ("--snapshot reads the threads with ptrace on either backend (the kernel path's own snapshot is issue 31)")
+WHY_RESTORER = ('the restorer puts back the bytes ptrace patched and lets go of threads held in its stops; the kernel path patches and holds nothing (its kill -9 cases: kill9-front@kernel, kernel-kill9-everything)')
+WHY_LATE_PROBES = ("a library's or an exec'd image's first calls come before the kernel path's probes for them (issue 31)")
+WHY_WEDGED = ("wedges the tracer while it holds the target's threads in ptrace stops; the kernel path holds none (its stuck outputs: json-lines-sigpipe@kernel, live-stuck@kernel)")
+
+
+class Test:
+    """One meson test of a case: its name, the case's arguments, its
+    timeout (seconds), whether it runs again on the kernel path as
+    NAME@kernel (kernel: True) or why not (kernel: the reason), whether it
+    runs once more in a PID namespace without tracefs (ns: NAME@kernel-ns,
+    tests/kernel/isolated.sh), and whether it is started first (first: a
+    long one)."""
+
+    def __init__(self, name, case, args, timeout, kernel, ns, first):
+        self.name, self.case, self.args = name, case, list(args)
+        self.timeout, self.kernel, self.ns, self.first = timeout, kernel, ns, first
+
+
+def test(name, *args, timeout=60, kernel, ns=False, first=False):
+    """Declares the meson test `name` of the case below it: run.py CASE
+    ARGS. kernel is required, so that no case can forget where it runs:
+    True for a twin on the kernel path, or a sentence saying why the case
+    does not hold there (what only ptrace does, what the kernel path does
+    not do yet: then an issue or docs/design.md says so)."""
+    if kernel is not True and (not isinstance(kernel, str) or len(kernel) < 10):
+        raise FrameworkError('test %s: kernel= must be True or a reason, not %r' % (name, kernel))
+    if ns and kernel is not True:
+        raise FrameworkError('test %s: ns= runs the kernel twin: it needs kernel=True' % name)
+
+    def declare(fn):
+        # (applied after @case, below it: the case's name is known)
+        case_name = getattr(fn, 'ptw_case', None)
+        if case_name is None:
+            raise FrameworkError('test %s: @test goes above @case' % name)
+        if name in TESTS:
+            raise FrameworkError('test %s declared twice (cases %s and %s)'
+                                 % (name, TESTS[name].case, case_name))
+        TESTS[name] = Test(name, case_name, args, timeout, kernel, ns, first)
+        return fn
+    return declare
 
 
 def case(name):
-    """Registers the decorated function as case `name` (run.py NAME ARGS...)."""
+    """Registers the decorated function as case `name` (run.py NAME ARGS...),
+    with the meson tests its @test lines declare (at least one)."""
     def register(fn):
         if name in CASES:
             raise FrameworkError('case %s registered twice (%s and %s)'
                                  % (name, CASES[name].__module__, fn.__module__))
         CASES[name] = fn
+        fn.ptw_case = name
         return fn
     return register
+
+
+def meson_lines():
+    """The tests for tests/integration/meson.build, one per line: name,
+    case, arguments (space-separated), timeout, kernel twin (1/0), in a
+    namespace too (1/0), first (1/0), tab-separated."""
+    idle = sorted(set(CASES) - {t.case for t in TESTS.values()})
+    if idle:
+        raise FrameworkError('cases that declare no @test: %s' % ', '.join(idle))
+    out = []
+    for t in sorted(TESTS.values(), key=lambda t: t.name):
+        for a in t.args:
+            if not a or any(c.isspace() for c in a):
+                raise FrameworkError('test %s: argument %r cannot be passed to meson' % (t.name, a))
+        out.append('\t'.join([t.name, t.case, ' '.join(t.args), str(t.timeout),
+                              '1' if t.kernel is True else '0', '1' if t.ns else '0',
+                              '1' if t.first else '0']))
+    return out
 
 
 def main(cases, argv=None):

@@ -22,7 +22,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from ptw_test import CASES, main  # noqa: E402
+from ptw_test import CASES, main, meson_lines  # noqa: E402
 
 
 def load_cases():
@@ -34,4 +34,9 @@ def load_cases():
 
 
 if __name__ == '__main__':
+    if sys.argv[1:] == ['--meson']:
+        # the tests' list for meson (ptw_test.test): configure-time
+        load_cases()
+        print('\n'.join(meson_lines()))
+        sys.exit(0)
     main(load_cases())

@@ -10,6 +10,7 @@ took its int3 away), and no ptw_frame_* BPF program may be left.
     kill9_frames.py PTW_KERNEL_DEMO KLEAF      (exit 0 pass, 1 fail, 77 skip)
 """
 import os
+import select
 import signal
 import shutil
 import subprocess
@@ -51,6 +52,13 @@ def held_programs(pid):
     return ids
 
 
+def cpu_ticks(pid):
+    """utime + stime of process pid, in clock ticks."""
+    with open("/proc/%d/stat" % pid) as f:
+        w = f.read().rsplit(")", 1)[1].split()
+    return int(w[11]) + int(w[12])
+
+
 def programs_left(ids):
     tool = shutil.which("bpftool") or "/usr/sbin/bpftool"
     return sum(subprocess.run([tool, "prog", "show", "id", str(i)], stdout=subprocess.DEVNULL,
@@ -85,8 +93,12 @@ def main():
         ours |= held_programs(d.pid)
         k.stdin.write(b"g")
         k.stdin.flush()
-        # mid-run: the calls take about a second traced
-        time.sleep(0.2)
+        # mid-run, by observation: the calls under way (its threads have
+        # run 50 ms of them), and not over (no "sum" printed yet)
+        t0, deadline = cpu_ticks(pid), time.monotonic() + 20
+        while cpu_ticks(pid) < t0 + 5 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        mid = not select.select([k.stdout], [], [], 0)[0]
         os.kill(d.pid, signal.SIGKILL)
         d.wait()
         out = k.stdout.readline()  # the calls are over; it holds until stdin ends
@@ -94,10 +106,10 @@ def main():
         k.stdin.close()
         k.wait()
         ok = (k.returncode == 0 and b"sum " in out and out.split(b"sum ")[1] == want and
-              during != file_bytes and after == file_bytes)
-        print("round %d: status %d, %s, leaf_push while attached %s, after the kill %s, file %s"
-              % (rnd + 1, k.returncode, out.decode().strip(), during.hex(),
-                 after.hex(), file_bytes.hex()))
+              during != file_bytes and after == file_bytes and mid)
+        print("round %d: status %d, %s, killed mid-run %s, leaf_push while attached %s, after "
+              "the kill %s, file %s" % (rnd + 1, k.returncode, out.decode().strip(), mid,
+                                        during.hex(), after.hex(), file_bytes.hex()))
         failed += not ok
     for _ in range(50):
         if programs_left(ours) == 0:

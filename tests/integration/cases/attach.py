@@ -14,6 +14,7 @@ import subprocess
 import threading
 import time
 
+from ptw_test import test
 from ptw_test import (
     attach_stderr_lines, backend, case, check_attach_doc, check_untouched, comm, compare_mappings,
     end_group, kill_group, exec_mappings, fixture, FrameworkError, load_doc, ptwatch_path,
@@ -21,9 +22,10 @@ from ptw_test import (
     warning_codes
 )
 from helpers import (
-    check_main_span, check_open, check_preexisting, check_stack, check_target_exit,
-    ptwatch_processes, settled_states, start_attached, check_text_patched, check_text_restored, wait_progress, wait_traced,
-    wait_untraced, wait_watched
+    bpf_prog_ids, check_bpf_freed, check_main_span, check_open, check_preexisting, check_stack,
+    check_target_exit, check_text_patched, check_text_restored, ptwatch_processes,
+    settled_states, start_attached, text_diffs, wait_progress, wait_traced, wait_untraced,
+    wait_watched
 )
 
 
@@ -110,6 +112,8 @@ def check_churner_doc(chk, run, pid, what, counts):
     report_warnings(run)
 
 
+@test('attach-churner', kernel=True, ns=True)
+@test('attach-churner-static', 'churner_static', kernel=True)
 @case('attach-churner')
 def case_attach_churner(session, chk, name='churner'):
     """name churner_static: the same program linked statically (libc in
@@ -145,6 +149,7 @@ def case_attach_churner(session, chk, name='churner'):
         print('churner made %d threads' % churn['count'])
 
 
+@test('attach-idle-1000', '1000', timeout=120, kernel=True, first=True)
 @case('attach-idle')
 def case_attach_idle(session, chk, count='1000'):
     n = int(count)
@@ -192,6 +197,7 @@ def case_attach_idle(session, chk, count='1000'):
         chk.eq('idle_done threads', target.one_truth('idle_done', 'released')['threads'], n)
 
 
+@test('attach-stripped', kernel=True)
 @case('attach-stripped')
 def case_attach_stripped(session, chk):
     """ptwatch -p on a program without symbols names the main thread's
@@ -233,6 +239,7 @@ def case_attach_stripped(session, chk):
     check_target_exit(chk, target, 'released')
 
 
+@test('attach-stopped', kernel=True)
 @case('attach-stopped')
 def case_attach_stopped(session, chk):
     target = session.target('idle', [3])
@@ -301,6 +308,7 @@ def check_refusal(chk, run, what, pid=None, reason=None):
     return line
 
 
+@test('attach-refusals', kernel=True)
 @case('attach-refusals')
 def case_attach_refusals(session, chk):
     ptw = ptwatch_path()
@@ -425,6 +433,7 @@ def case_attach_refusals(session, chk):
     check_target_exit(chk, target, 'released')
 
 
+@test('attach-zombie-leader', kernel=True)
 @case('attach-zombie-leader')
 def case_attach_zombie_leader(session, chk):
     target = session.target('leaderexit')
@@ -469,13 +478,21 @@ def case_attach_zombie_leader(session, chk):
         # libc's file, since the leader has no memory), the workers go on
         # and no probe of its stays behind.
         chk.prefix = '[kill9] '
+        worker = rec['command_tid']
         run, proc = start_attached(session, target)
         try:
+            # the probes in the workers' libc (read through a worker: the
+            # leader has no memory), and the programs ptwatch holds
+            check_text_patched(chk, pid, 'while watched', tid=worker, timeout=20)
+            ids = bpf_prog_ids(ptwatch_processes(proc.pid).values())
             kill_group(proc)
             proc.wait(timeout=20)
         finally:
             end_group(proc)
         check_untouched(chk, pid, 'after the kill', allowed='SRZ')
+        wait_for(lambda: text_diffs(pid, tid=worker) == [], 20)
+        check_text_restored(chk, pid, 'after the kill', tid=worker)
+        check_bpf_freed(chk, ids, 'after the kill')
         served += 1
         chk.eq('after the kill: the workers go on', target.ask('p'), ['pong', str(served)])
         chk.prefix = ''
@@ -529,6 +546,8 @@ def check_waited_once(chk, run, tid, what):
              % (what, frozen), STOP_DEADLINE_NS <= frozen < 2 * STOP_DEADLINE_NS)
 
 
+@test('attach-unstoppable',
+      kernel='a thread that will not stop for ptrace (uninterruptible sleep): the kernel path stops no thread')
 @case('attach-unstoppable')
 def case_attach_unstoppable(session, chk):
     target = session.target('vforker')
@@ -605,6 +624,7 @@ class SigInfo(ctypes.Structure):
                 ('si_value', ctypes.c_void_p), ('rest', ctypes.c_char * 96)]
 
 
+@test('attach-signals', '10', kernel=True)
 @case('attach-signals')
 def case_attach_signals(session, chk, cycles='10'):
     """Real-time signals queued with a value, one every millisecond, to the
@@ -690,6 +710,7 @@ def case_attach_signals(session, chk, cycles='10'):
                  bad['value'], bad['tid']))
 
 
+@test('attach-exec-fork', kernel=True, first=True)
 @case('attach-exec-fork')
 def case_attach_exec_fork(session, chk):
     target = session.target('execfork')
@@ -748,6 +769,7 @@ def case_attach_exec_fork(session, chk):
         chk.eq('execfork record: image', rec['image'], 2)
 
 
+@test('attach-pipe-closed', kernel=True)
 @case('attach-pipe-closed')
 def case_attach_pipe_closed(session, chk):
     target = session.target('churner')

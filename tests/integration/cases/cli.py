@@ -7,13 +7,14 @@ import re
 import shutil
 import subprocess
 
-from ptw_test import case, Failed, FrameworkError, ptwatch_path, Skip
+from ptw_test import case, Failed, FrameworkError, ptwatch_path, Skip, test
 from helpers import run_ptwatch
 
 # the source tree (tests/integration/cases/cli.py)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
+@test('completion', timeout=30, kernel=True)
 @case('completion')
 def case_completion(session, chk):
     """completions/ptwatch in a real bash: options from ptwatch --help, values
@@ -47,6 +48,8 @@ def long_options(text):
     return set(re.findall(r'(?<![\w-])--([a-z][a-z0-9-]+)', text))
 
 
+@test('help-man', timeout=30,
+      kernel='the man page, --help and the README against each other: no backend runs')
 @case('help-man')
 def case_help_man(session, chk):
     help_ = run_ptwatch(['--help']).stdout.decode()
@@ -65,6 +68,7 @@ def case_help_man(session, chk):
         chk.true('the man page documents %s' % fmt, fmt in man)
 
 
+@test('install', kernel='installs the build (meson install): no backend runs')
 @case('install')
 def case_install(session, chk):
     build = os.path.dirname(ptwatch_path())
@@ -89,6 +93,7 @@ def case_install(session, chk):
 # ---------------------------------------------------------------------------
 # --backend: which one runs, and why (the document, the summary)
 
+@test('backend-choice', kernel='chooses the backend itself (--backend, PTWATCH_BACKEND, auto)')
 @case('backend-choice')
 def case_backend_choice(session, chk):
     """--backend and PTWATCH_BACKEND: the document's session.backend and

@@ -8,6 +8,7 @@ kernel path's order asserted."""
 import os
 import subprocess
 
+from ptw_test import test
 from ptw_test import (
     backend, case, check_exit, fixture, FrameworkError, load_truth, Model, one_truth, Run, Skip,
     truth_of
@@ -25,6 +26,7 @@ def run_untraced(session, exe):
     return run
 
 
+@test('sched-fifo', kernel=True)
 @case('sched-fifo')
 def case_sched_fifo(session, chk):
     """tests/fixtures/fifo.c: spinner (FIFO 10) cannot run while main (FIFO
@@ -65,6 +67,7 @@ def case_sched_fifo(session, chk):
               % ('changed' if seen['saw_phase_1'] else 'did not change'))
 
 
+@test('mainexit-more', kernel=True)
 @case('mainexit-more')
 def case_mainexit_more(session, chk):
     """tests/fixtures/mainexit_more.c: main pthread_exit()s, then spawner

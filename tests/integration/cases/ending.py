@@ -12,21 +12,24 @@ import sys
 import time
 
 from ptw_test import (
-    attach_stderr_lines, backend, case, check_untouched, child_pids, comm, compare_mappings, end_group,
-    exec_mappings, Failed, fixture, kill_group, load_doc, load_truth, Model, one_truth,
-    proc_status, read_outputs, Skip, tail, task_states, Terminal, thread_spans, tracer_pids,
-    wait_for, warning_codes
+    attach_stderr_lines, backend, case, check_untouched, child_pids, comm, compare_mappings,
+    end_group, exec_mappings, Failed, fixture, kill_group, load_doc, load_truth, Model, one_truth,
+    proc_status, read_outputs, Skip, tail, task_states, Terminal, test, thread_spans, tracer_pids,
+    wait_for, warning_codes, WHY_RESTORER
 )
 from helpers import (
     become_subreaper, check_target_exit, kill_tracer, ptwatch_processes, read_line, start_attached,
-    check_text_patched, check_text_restored, wait_pid, wait_progress, wait_traced, wait_untraced,
-    wait_watched
+    check_text_patched, check_text_restored, text_diffs, wait_pid, wait_progress, wait_traced,
+    wait_untraced, wait_watched
 )
 
 
 # ---------------------------------------------------------------------------
 # 11. interrupt (SIGINT / SIGTERM)
 
+@test('interrupt-sigint', 'SIGINT', kernel=True, ns=True)
+@test('interrupt-sigterm', 'SIGTERM', kernel=True)
+@test('interrupt-after-thread-exec', 'exec-by-thread', kernel=True)
 @case('interrupt')
 def case_interrupt(session, chk, signame='SIGINT'):
     # exec-by-thread: the fixture first execs itself from a second thread
@@ -147,6 +150,8 @@ def case_interrupt(session, chk, signame='SIGINT'):
     m.check_metrics(open_spans=3, unjoined=False)
 
 
+@test('kill9-front', '3', kernel=True, first=True)
+@test('kill9-front-static', '3', 'churner_static', kernel=True)
 @case('kill9-front')
 def case_kill9_front(session, chk, rounds='3', name='churner'):
     """name churner_static: the churner linked statically (the kernel path's
@@ -159,20 +164,30 @@ def case_kill9_front(session, chk, rounds='3', name='churner'):
         run, proc = start_attached(session, target)
         try:
             traced = wait_watched(target)
-            tracer = traced.get(pid) or ptwatch_processes(proc.pid).get('tracer')
-            chk.eq('the tracer is the child of the ptwatch we started',
-                   ptwatch_processes(proc.pid).get('tracer'), tracer)
+            tracer = ptwatch_processes(proc.pid).get('tracer')
+            chk.true('a ptw-tracer, child of the ptwatch we started (%s)' % tracer,
+                     tracer is not None)
+            if backend() != 'kernel':  # (the kernel path's tracer traces nothing)
+                chk.eq('the target is traced by that tracer', traced.get(pid), tracer)
             # in full swing: breakpoints in, threads created under ptwatch
             wait_progress(chk, target, 'while traced', more=100)
             lines = wait_for(lambda: read_outputs(run) or ' create ' in run.stderr_text(), 10)
             chk.true('event lines on stderr before the kill', lines)
+            if backend() == 'kernel':
+                check_text_patched(chk, pid, 'while watched, before the kill')
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
-            t = wait_untraced(pid, 2)
-            print('round %d: guardian %d killed; target untraced after %s s'
-                  % (i + 1, proc.pid, '%.3f' % t if t is not None else 'more than 2'))
-            chk.true('TracerPid 0 within 2 s of the kill (tracers %s)' % tracer_pids(pid),
-                     t is not None)
+            if backend() != 'kernel':  # (never traced there: nothing to show)
+                t = wait_untraced(pid, 2)
+                print('round %d: guardian %d killed; target untraced after %s s'
+                      % (i + 1, proc.pid, '%.3f' % t if t is not None else 'more than 2'))
+                chk.true('TracerPid 0 within 2 s of the kill (tracers %s)' % tracer_pids(pid),
+                         t is not None)
+            else:
+                # the kernel's probes (int3s it put in the text) go with
+                # ptwatch's descriptors: the text is the files' again
+                wait_for(lambda: text_diffs(pid) == [], 20)
+                check_text_restored(chk, pid, 'after the kill')
             left = wait_for(lambda: not os.path.exists('/proc/%d' % tracer), 5)
             chk.true('the tracer %d exits after the detach (comm %s)' % (tracer, comm(tracer)),
                      left)
@@ -192,6 +207,8 @@ def case_kill9_front(session, chk, rounds='3', name='churner'):
     check_target_exit(chk, target, 'released')
 
 
+@test('kill9-tracer', kernel=WHY_RESTORER)
+@test('kill9-tracer-sigterm', 'sigterm', kernel=WHY_RESTORER)
 @case('kill9-tracer')
 def case_kill9_tracer(session, chk, then='command-exits'):
     """ptwatch -- COMMAND, and its tracer process is killed: the front
@@ -252,6 +269,9 @@ def case_kill9_tracer(session, chk, then='command-exits'):
              any('tracer process died' in x and 'still running, untraced' in x for x in lines))
 
 
+@test('attach-early-signal', '2',
+      kernel='a signal that arrives while ptrace stops every thread at the attach: the kernel path stops none',
+      first=True)
 @case('attach-early-signal')
 def case_attach_early_signal(session, chk, rounds='2'):
     """A signal that reaches ptwatch while it is still attaching (the
@@ -406,6 +426,8 @@ def start_ptwatch_for_end(session, target, way):
     return run, proc, ours, master
 
 
+@test('end-exercise', 'exercise', 'all', timeout=120, kernel=True, first=True)
+@test('end-churner', 'churner', 'clean', timeout=120, kernel=True, first=True)
 @case('end')
 def case_end(session, chk, fixture_name='exercise', which='all'):
     ways = {'all': CLEAN_END_WAYS + TRACER_END_WAYS, 'clean': CLEAN_END_WAYS}[which]
@@ -471,6 +493,10 @@ def case_end(session, chk, fixture_name='exercise', which='all'):
 SECOND_CTRL_C_S = 2.0
 
 
+@test('ctrlc-dies', 'die', kernel=True)
+@test('ctrlc-handles', 'handle', kernel=True)
+@test('ctrlc-ignores', 'ignore', kernel=True)
+@test('ctrlc-dies-of-second', 'once', kernel=True)
 @case('ctrlc')
 def case_ctrlc(session, chk, mode):
     """ptwatch -- ctrlc MODE as the foreground job of a pty, and ^C typed:

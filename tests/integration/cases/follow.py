@@ -8,6 +8,7 @@ import signal
 import subprocess
 import tempfile
 
+from ptw_test import test, WHY_RESTORER, WHY_LATE_PROBES
 from ptw_test import (
     backend, case, check_attach_doc, check_exit, check_untouched, compare_mappings, end_group,
     exec_mappings, Failed, fixture, fixture_source, FrameworkError, load_doc, load_truth,
@@ -58,6 +59,18 @@ def follow_common(chk, run):
     return by_pid
 
 
+@test('follow-workers', 'workers', kernel=True, ns=True)
+@test('follow-workers-no-debug-files', 'workers-no-debug-files', kernel=True)
+@test('follow-many', 'many', timeout=180, kernel=True)
+@test('follow-exec', 'exec', kernel=True, ns=True)
+@test('follow-workers-static', 'workers-static', kernel=True)
+@test('follow-exec-static', 'exec-static', kernel=True)
+@test('follow-vfork', 'vfork', kernel=True, ns=True)
+@test('follow-killed', 'killed', kernel=True)
+@test('follow-setuid', 'setuid',
+      kernel='the ptrace path must let a set-user-ID program go (the kernel drops its privileges under ptrace); the kernel path watches it untouched, as it may')
+@test('follow-usage', 'usage', timeout=30, kernel=True)
+@test('follow-wide', 'wide', timeout=120, kernel=True)
 @case('follow')
 def case_follow(session, chk, mode='workers'):
     # MODE-static: the master linked statically (libc in it); on the kernel
@@ -189,6 +202,8 @@ def case_follow(session, chk, mode='workers'):
             chk.eq('span %s unmatched' % s['id'], s['status'], 'unmatched', s)
 
 
+@test('follow-kill9',
+      kernel=WHY_RESTORER)
 @case('follow-kill9')
 def case_follow_kill9(session, chk):
     """ptwatch -f -- a pre-forking server (master and 2 workers, each with
@@ -243,6 +258,7 @@ def case_follow_kill9(session, chk):
         os.close(rep_r)
 
 
+@test('follow-attach', kernel=True)
 @case('follow-attach')
 def case_follow_attach(session, chk):
     """ptwatch -p MASTER -f on a running pre-forking server: the workers
@@ -294,6 +310,7 @@ def case_follow_attach(session, chk):
     chk.eq('the server finishes after the detach', target.line(20, 'done').strip(), 'done')
 
 
+@test('follow-python', timeout=90, kernel=True)
 @case('follow-python')
 def case_follow_python(session, chk):
     """A real program: python's multiprocessing pool (workers forked, a
@@ -323,6 +340,7 @@ def case_follow_python(session, chk):
             and (s.get('end') or {}).get('reason') not in ('process_exit', 'killed')], [])
 
 
+@test('follow-make', timeout=120, kernel=True)
 @case('follow-make')
 def case_follow_make(session, chk):
     """A real program: `make -j2` of a small tree under -f builds what it
@@ -374,6 +392,8 @@ def case_follow_make(session, chk):
         shutil.rmtree(tree, ignore_errors=True)
 
 
+@test('follow-attach-busy',
+      kernel='asserts that a descendant another tool (strace) traces is let go; the kernel path can follow it, and does')
 @case('follow-attach-busy')
 def case_follow_attach_busy(session, chk):
     """ptwatch -p MASTER -f when another tracer (strace) holds a worker:
@@ -413,6 +433,8 @@ def case_follow_attach_busy(session, chk):
     chk.eq('the server finishes', target.line(20, 'done').strip(), 'done')
 
 
+@test('follow-attach-kill9',
+      kernel=WHY_RESTORER)
 @case('follow-attach-kill9')
 def case_follow_attach_kill9(session, chk):
     """ptwatch -p MASTER -f, and its tracer is SIGKILLed: the restorer puts
@@ -450,6 +472,7 @@ def case_follow_attach_kill9(session, chk):
 # -f with --locks and --trace: a forked and exec'd child gets the same set-up
 # as the process ptwatch launched (these fail until src/ follows suit)
 
+@test('follow-locks', kernel=True)
 @case('follow-locks')
 def case_follow_locks(session, chk):
     """-f --locks, the locks fixture fork+exec'd by prefork: the child's
@@ -513,6 +536,7 @@ def case_follow_locks(session, chk):
     chk.prefix = ''
 
 
+@test('follow-pidns', kernel=True)
 @case('follow-pidns')
 def case_follow_pidns(session, chk):
     """-f of a command that runs prefork workers in a PID namespace of its
@@ -542,6 +566,7 @@ def case_follow_pidns(session, chk):
                  len(notes) == 1 and 'PID namespace of its own' in notes[0])
 
 
+@test('follow-trace-fork', kernel=True)
 @case('follow-trace-fork')
 def case_follow_trace_fork(session, chk):
     """-f --trace on a pre-forking master whose children run its own code
@@ -562,6 +587,8 @@ def case_follow_trace_fork(session, chk):
     chk.eq('a completed pool_worker frame per worker thread, in its process', got, want)
 
 
+@test('follow-trace',
+      kernel=WHY_LATE_PROBES)
 @case('follow-trace')
 def case_follow_trace(session, chk):
     """-f --trace, the frames fixture fork+exec'd by prefork (recursion):
@@ -593,6 +620,7 @@ def case_follow_trace(session, chk):
 PID_LINE = re.compile(r'^\s*\d+\.\d{6}\s+(\d+)\s+(\d+)\s+(\S+)')
 
 
+@test('follow-wait-pid', kernel=True)
 @case('follow-wait-pid')
 def case_follow_wait_pid(session, chk):
     """-f --locks, locks forkwait 10: the event lines name the process once

@@ -7,6 +7,7 @@ ptwatch reports of each process must be its own."""
 import collections
 import itertools
 
+from ptw_test import test
 from ptw_test import backend, case, check_exit, fixture, thread_spans, truth_of
 from cases.frames import check_frames_sane, frame_spans
 from cases.locks import check_waits_sane, wait_spans
@@ -61,6 +62,7 @@ def hex_(v):
     return '0x%x' % v
 
 
+@test('fork-shared', timeout=180, kernel=True, ns=True)
 @case('fork-shared')
 def case_fork_shared(session, chk):
     """forkshared: tickers contend on a process-shared mutex while the main
@@ -133,6 +135,7 @@ def case_fork_shared(session, chk):
                     for w in wait_spans(run.doc) if w['status'] != 'completed'], [])
 
 
+@test('fork-kinds', timeout=120, kernel=True)
 @case('fork-kinds')
 def case_fork_kinds(session, chk):
     """forkthreads: fork (the child makes 3 threads, exits 7), posix_spawn,

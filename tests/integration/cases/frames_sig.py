@@ -5,6 +5,7 @@ import json
 import os
 import signal
 
+from ptw_test import test
 from ptw_test import backend, case, check_exit, fixture, validate
 from helpers import check_same_as_untraced, run_ptwatch
 from cases.frames import check_frames_sane, frame_spans, frame_symbol
@@ -44,6 +45,12 @@ def check_switcher_refused(chk, session, mode):
     check_same_as_untraced(chk, session, cmd, run)
 
 
+@test('frames-sig-handler', 'handler', kernel=True)
+@test('frames-sig-siglongjmp', 'siglongjmp', kernel=True)
+@test('frames-sig-nested', 'nested', kernel=True)
+@test('frames-sig-context', 'context', kernel=True)
+@test('frames-sig-pingpong', 'pingpong', kernel=True)
+@test('frames-sig-abandoned', 'abandoned', kernel=True)
 @case('frames-sig')
 def case_frames_sig(session, chk, mode='handler'):
     """Each mode's frame tree (function, nesting, status, reason, signal)

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import time
 
+from ptw_test import test, WHY_WEDGED
 from ptw_test import backend, case, Failed, fixture, ptwatch_path, thread_spans
 from helpers import check_target_exit, run_ptwatch
 
@@ -18,6 +19,7 @@ from helpers import check_target_exit, run_ptwatch
 # ---------------------------------------------------------------------------
 # usage errors name what is wrong (issue 18, item 10)
 
+@test('usage-limits', kernel=True)
 @case('usage-limits')
 def case_usage_limits(session, chk):
     """--duration and --open-timeout over a year say that the limit is a
@@ -132,6 +134,8 @@ def hostile_names(run):
 NEWLINE_NAME = 4   # the fixture's "nl\nname"
 
 
+@test('hostile-names', kernel=True)
+@test('hostile-name-newline', 'newline', kernel=True)
 @case('hostile-names')
 def case_hostile_names(session, chk, which='all'):
     """ptwatch -- FIXTURE (its file name an escape sequence) whose threads
@@ -180,6 +184,7 @@ def case_hostile_names(session, chk, which='all'):
                  detail=out)
 
 
+@test('hostile-tracer-name', kernel=True)
 @case('hostile-tracer-name')
 def case_hostile_tracer_name(session, chk):
     """ptwatch -p on a process another one traces: the refusal names that
@@ -206,6 +211,7 @@ def case_hostile_tracer_name(session, chk):
     chk.eq('the fixture answers', target.ask('p'), ['pong'])
 
 
+@test('hostile-thread-list', timeout=90, kernel=True)
 @case('hostile-thread-list')
 def case_hostile_thread_list(session, chk):
     """ptwatch -p on a process whose list of threads in memory goes round
@@ -242,6 +248,8 @@ def case_hostile_thread_list(session, chk):
                {'kind': 'looplist', 'worker': worker, 'mended': True})
 
 
+@test('hostile-terminal', 'lines', kernel=True)
+@test('hostile-terminal-live', 'live', kernel=True)
 @case('hostile-terminal')
 def case_hostile_terminal(session, chk, mode='lines'):
     """A real terminal (tmux) keeps its title and its lines when ptwatch
@@ -308,6 +316,10 @@ def lost_lines(err):
             if ln.startswith('ptwatch: lost output')]
 
 
+@test('lost-output', 'launch', kernel=True)
+@test('lost-output-attach', 'attach', kernel=True)
+@test('lost-output-restorer', 'restorer',
+      kernel=WHY_WEDGED)
 @case('lost-output')
 def case_lost_output(session, chk, mode='launch'):
     """launch: --json-lines -o /dev/full, --json-lines > /dev/full, -o
@@ -437,6 +449,14 @@ class Debugger:
             pass
 
 
+@test('stuck-tracer', 'pipe', timeout=120,
+      kernel=WHY_WEDGED)
+@test('stuck-tracer-front-killed', 'front-killed', timeout=120,
+      kernel=WHY_WEDGED)
+@test('stuck-tracer-stopped', 'stopped', timeout=120,
+      kernel=WHY_WEDGED)
+@test('stuck-tracer-debugger', 'debugger', timeout=120,
+      kernel=WHY_WEDGED)
 @case('stuck-tracer')
 def case_stuck_tracer(session, chk, mode='pipe'):
     """ptwatch --json-lines -p PID with its standard output a pipe the test

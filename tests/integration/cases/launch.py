@@ -11,6 +11,7 @@ import stat
 import subprocess
 import time
 
+from ptw_test import test
 from ptw_test import (
     backend, CANCELED, case, check_exit, check_location, end_group, Failed, find_span, fixture,
     FrameworkError, load_doc, load_truth, Model, one_truth, report_warnings, routine_line,
@@ -79,6 +80,11 @@ def check_stripped_text(chk, run):
              'pthread_start_routine' not in text, detail=text[-3000:])
 
 
+@test('lifecycle', 'default', kernel=True, ns=True)
+@test('lifecycle-no-debug-files', 'no-debug-files', kernel=True, ns=True)
+@test('lifecycle-create-events', 'create-events', kernel=True)
+@test('lifecycle-locks', 'locks', kernel=True)
+@test('stripped', 'stripped', kernel=True)
 @case('lifecycle')
 def case_lifecycle(session, chk, variant='default'):
     exe = fixture('lifecycle')
@@ -87,10 +93,9 @@ def case_lifecycle(session, chk, variant='default'):
         run = session.run([exe], opts=())
         check_lifecycle(chk, run)
         chk.true('event lines on stderr without -q', 'create' in run.stderr_text())
-        # libc6-dbg (scripts/deps.sh installs it): struct pthread from it
-        # (the tracer's strategies; the kernel path has its own)
-        if backend() != 'kernel':
-            chk.eq('session.strategy', run.doc['session'].get('strategy'), 'debuginfo')
+        # libc6-dbg (scripts/deps.sh installs it): struct pthread from it,
+        # on either path
+        chk.eq('session.strategy', run.doc['session'].get('strategy'), 'debuginfo')
     elif variant == 'no-debug-files':
         for how, opts, env in (('--no-debug-files', ['-q', '--no-debug-files'], None),
                                ('PTWATCH_NO_DEBUG_FILES=1', ['-q'],
@@ -101,13 +106,26 @@ def case_lifecycle(session, chk, variant='default'):
             print('%s: strategy %s' % (how, strategy))
             # without libc's debug file: libthread_db still, the return
             # value and detach state from breakpoints ("breakpoints"; with
-            # it "debuginfo", without libthread_db "lwp": src/tracer)
-            if backend() != 'kernel':
-                chk.eq('%s: session.strategy' % how, strategy, 'breakpoints')
+            # it "debuginfo", without libthread_db "lwp": src/tracer); the
+            # kernel path derives struct pthread's members from libthread_db's
+            # descriptors ("descriptors": src/kernel/layout.c)
+            chk.eq('%s: session.strategy' % how, strategy,
+                   'descriptors' if backend() == 'kernel' else 'breakpoints')
             check_lifecycle(chk, run)
     elif variant == 'create-events':
-        run = session.run([exe], opts=['-q', '--create-events'])
-        check_lifecycle(chk, run)
+        run = session.run([exe], opts=['-q', '--create-events'],
+                          load=backend() != 'kernel')
+        if backend() == 'kernel':
+            # a ptrace cross-check: refused in one line, nothing run
+            lines = [l for l in run.stderr_text().splitlines() if l.strip()]
+            chk.eq('--backend=kernel --create-events: exit status 1', run.returncode, 1)
+            chk.true('one line saying --create-events is ptrace only (%r)' % lines,
+                     len(lines) == 1 and '--create-events' in lines[0]
+                     and 'ptrace only' in lines[0])
+            chk.eq('no truth: the command did not run', load_truth(run.truth_path)
+                   if os.path.exists(run.truth_path) else [], [])
+        else:
+            check_lifecycle(chk, run)
     elif variant == 'locks':
         # --locks leaves the thread spans as they are (transparency)
         run = session.run([exe], opts=['-q', '--locks'])
@@ -124,6 +142,7 @@ def case_lifecycle(session, chk, variant='default'):
 # ---------------------------------------------------------------------------
 # 2. nested
 
+@test('nested', kernel=True)
 @case('nested')
 def case_nested(session, chk):
     run = session.run([fixture('nested')])
@@ -139,6 +158,7 @@ def case_nested(session, chk):
 # ---------------------------------------------------------------------------
 # 3. mainexit
 
+@test('mainexit', kernel=True)
 @case('mainexit')
 def case_mainexit(session, chk):
     run = session.run([fixture('mainexit')])
@@ -160,6 +180,9 @@ def case_mainexit(session, chk):
 # ---------------------------------------------------------------------------
 # 4. crash
 
+@test('crash', kernel=True, ns=True)
+@test('crash-int3', 'int3', kernel=True)
+@test('crash-raise', 'raise', kernel=True)
 @case('crash')
 def case_crash(session, chk, how='segv'):
     """A thread crashes while the others are blocked: every span ends with
@@ -218,6 +241,7 @@ def case_crash(session, chk, how='segv'):
 # ---------------------------------------------------------------------------
 # 5. forkthreads
 
+@test('forkthreads', kernel=True)
 @case('forkthreads')
 def case_forkthreads(session, chk):
     run = session.run([fixture('forkthreads')])
@@ -244,9 +268,18 @@ def case_forkthreads(session, chk):
 # ---------------------------------------------------------------------------
 # 6. execthread
 
+@test('execthread', kernel=True, ns=True)
+@test('execthread-wait', 'wait', kernel=True)
 @case('execthread')
-def case_execthread(session, chk):
-    run = session.run([fixture('execthread')])
+def case_execthread(session, chk, variant=None):
+    """A thread that is not the main one execs while another is blocked:
+    image 1's spans end with the exec, image 2 gets a main span of its own
+    and its thread. The kernel path puts its probes in again a moment
+    after such an exec: what image 2 does before is seen as clones (a
+    warning says so), every thread of it still has a span. With wait,
+    image 2 waits (by observation: its pthread_create probed) before it
+    makes its thread: whole on both paths."""
+    run = session.run([fixture('execthread')] + ([variant] if variant else []))
     check_exit(chk, run, code=0)
     image1 = [r for r in run.truth if r.get('image') == 1]
     # the only join happens in image 2
@@ -303,8 +336,28 @@ def case_execthread(session, chk):
         whole = all(t['tid'] in named for t in image2 if t['kind'] == 'thread')
         print('image 2 %s on the kernel path (%s)' % ('whole' if whole else 'not seen whole',
                                                        codes.get('kernel_not_seen')))
+        if variant == 'wait':
+            chk.true('image 2 whole after waiting for the probes', whole)
         if not whole:
+            # Threads of image 2 made before the probes came back: seen as
+            # clones, without their routine, but each has a span, and the
+            # new main span is there and ends as image 2 did.
+            by_tid = {s['tid']: s for s in thread_spans(run.doc)}
+            for t in image2:
+                if t['kind'] == 'thread':
+                    chk.true('image 2 thread %s has a span' % t['tid'], t['tid'] in by_tid)
+            # (its main() may have returned before the probes came back:
+            # then its end is the process's, said so, not a made-up return)
+            chk.true('image 2 main span: completed, or ended with the process',
+                     new_main['status'] == 'completed' or
+                     (new_main['status'] == 'unmatched' and
+                      (new_main['end'] or {}).get('reason') == 'process_exit'), new_main)
+            chk.true('image 2 main span ends', new_main['end_ns'] is not None, new_main)
+            chk.eq('metrics.threads_created', run.doc['metrics']['threads_created'], 3)
             return
+    if variant == 'wait':
+        chk.eq('image 2 waited until its libc was probed',
+               [r.get('probed') for r in truth_of(run, 'probed')], [True])
     # Image 2: a new main span, and its thread traced in full.
     m2 = Model(chk, run, 'execthread.c', records=image2, main_spans={pid: new_main})
     m2.match()
@@ -336,6 +389,8 @@ def check_storm(chk, run):
              (run.doc['session'].get('stops') or {}).get('total')))
 
 
+@test('storm', 'default', timeout=120, kernel=True, ns=True, first=True)
+@test('storm-no-debug-files', 'no-debug-files', timeout=120, kernel=True, first=True)
 @case('storm')
 def case_storm(session, chk, variant='default'):
     exe = fixture('storm')
@@ -352,6 +407,7 @@ def case_storm(session, chk, variant='default'):
 # ---------------------------------------------------------------------------
 # 8. signals
 
+@test('signals', kernel=True, ns=True)
 @case('signals')
 def case_signals(session, chk):
     run = session.run([fixture('signals')])
@@ -373,6 +429,7 @@ def case_signals(session, chk):
     m.check_complete()
 
 
+@test('signals-groupstop', kernel=True)
 @case('groupstop')
 def case_groupstop(session, chk):
     release_r, release_w = os.pipe()
@@ -415,6 +472,7 @@ def case_groupstop(session, chk):
 # ---------------------------------------------------------------------------
 # 9. stdout
 
+@test('stdout', kernel=True)
 @case('stdout')
 def case_stdout(session, chk):
     run = session.run([fixture('stdout')], opts=['-q'], output='stdout')
@@ -443,6 +501,7 @@ def one_line_message(chk, run, what):
     chk.true('%s: one line on stderr (got %r)' % (what, text), text and '\n' not in text)
 
 
+@test('execfail', kernel=True)
 @case('execfail')
 def case_execfail(session, chk):
     run = session.run(['/nonexistent/ptw-no-such-command'], load=False)
@@ -477,6 +536,7 @@ def case_execfail(session, chk):
                  r.stderr.strip() != b'')
 
 
+@test('exitcode', kernel=True)
 @case('exitcode')
 def case_exitcode(session, chk):
     run = session.run([fixture('exitcode'), '42'])
@@ -515,6 +575,7 @@ def check_lifetime_metric(chk, doc):
         chk.eq('metrics.lifetime_ns.min', d['min'], min(lives), d)
 
 
+@test('rawclone', kernel=True)
 @case('rawclone')
 def case_rawclone(session, chk):
     run = session.run([fixture('rawclone')])
@@ -551,6 +612,7 @@ def case_rawclone(session, chk):
 # ---------------------------------------------------------------------------
 # 13. dlopen
 
+@test('dlopen', kernel=True)
 @case('dlopen')
 def case_dlopen(session, chk):
     lib = fixture('dlmod')
@@ -573,6 +635,7 @@ def case_dlopen(session, chk):
 # ---------------------------------------------------------------------------
 # 13b. noaranges: the source line of code whose CU has no .debug_aranges
 
+@test('noaranges', kernel=True)
 @case('noaranges')
 def case_noaranges(session, chk):
     """far_worker's CU has no .debug_aranges entry (as Go's CUs in a cgo
@@ -592,6 +655,7 @@ def case_noaranges(session, chk):
 # ---------------------------------------------------------------------------
 # 15. static
 
+@test('static', kernel=True)
 @case('static')
 def case_static(session, chk):
     exe = fixture('static')
@@ -607,6 +671,7 @@ def case_static(session, chk):
                      'install libc6-dbg' not in w['message'] and 'static' in w['message'], w)
 
 
+@test('static-stripped', kernel=True)
 @case('static-stripped')
 def case_static_stripped(session, chk):
     """The static fixture without its symbols: libthread_db cannot be used

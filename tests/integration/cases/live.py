@@ -9,6 +9,7 @@ import signal
 import subprocess
 import time
 
+from ptw_test import test
 from ptw_test import (
     case, check_untouched, Failed, fixture, FrameworkError, ptwatch_path, task_states,
     Terminal, thread_spans, Tmux, wait_for
@@ -36,6 +37,13 @@ def shell_quote(argv):
     return ' '.join("'%s'" % a.replace("'", "'\\''") for a in argv)
 
 
+@test('live-attach', 'attach', timeout=90, kernel=True)
+@test('live-ctrlc', 'ctrlc', kernel=True)
+@test('live-launch', 'launch', kernel=True)
+@test('live-ends', 'ends', timeout=90, kernel=True)
+@test('live-filter', 'filter', kernel=True)
+@test('live-frames', 'frames', kernel=True)
+@test('live-stuck', 'stuck', timeout=90, kernel=True)
 @case('live')
 def case_live(session, chk, mode):
     """ptwatch with its live table in tmux, on the live fixture, whose

@@ -4,6 +4,7 @@ import os
 import signal
 import subprocess
 
+from ptw_test import test
 from ptw_test import (
     case, check_exit, check_untouched, end_group, fixture, FrameworkError, load_doc, load_truth, one_truth,
     ptwatch_path, read_outputs, thread_spans, truth_of, wait_for
@@ -83,6 +84,9 @@ def locks_opts(variant):
     return ['-q', '--locks'] + (['--no-debug-files'] if variant == 'no-debug-files' else [])
 
 
+@test('locks-contend', kernel=True, ns=True)
+@test('locks-contend-no-debug-files', 'no-debug-files', kernel=True)
+@test('locks-contend-static', 'static', kernel=True)
 @case('locks-contend')
 def case_locks_contend(session, chk, variant='default'):
     """Two threads take turns holding lock_m, the other one waiting each
@@ -121,6 +125,9 @@ def case_locks_contend(session, chk, variant='default'):
     check_same_as_untraced(chk, session, cmd, run)
 
 
+@test('locks-kinds', timeout=90, kernel=True, ns=True)
+@test('locks-kinds-no-debug-files', 'no-debug-files', timeout=90, kernel=True)
+@test('locks-kinds-static', 'static', timeout=90, kernel=True)
 @case('locks-kinds')
 def case_locks_kinds(session, chk, variant='default'):
     """A join, a reader and a writer on a write-held rwlock, a condition
@@ -176,6 +183,7 @@ def case_locks_kinds(session, chk, variant='default'):
         check_same_as_untraced(chk, session, [exe, mode], run)
 
 
+@test('locks-nocontend', kernel=True)
 @case('locks-nocontend')
 def case_locks_nocontend(session, chk):
     """--locks on a program that takes its locks, rwlocks and semaphores
@@ -245,6 +253,9 @@ def check_deadlock_doc(chk, doc, rec, status):
                  wf is not None and wf['object'] == obj and wf['owner_tid'] == owner)
 
 
+@test('locks-deadlock', 'launch', kernel=True, ns=True)
+@test('locks-deadlock-attach', 'attach', kernel=True, ns=True)
+@test('locks-deadlock-kill9', 'kill9', kernel=True)
 @case('locks-deadlock')
 def case_locks_deadlock(session, chk, mode='launch'):
     """An AB/BA deadlock forms while traced: said at once in the event log
@@ -327,6 +338,7 @@ def case_locks_deadlock(session, chk, mode='launch'):
     check_waits_sane(chk, run.doc)
 
 
+@test('locks-usage', kernel=True)
 @case('locks-usage')
 def case_locks_usage(session, chk):
     """--locks with --snapshot: one clear line, exit status 2."""

@@ -5,9 +5,11 @@ named from ld.so's own list, walked in the process, not from
 
 import os
 
+from ptw_test import test
 from ptw_test import backend, case, check_exit, fixture, FrameworkError, Model, one_truth, truth_of
 
 
+@test('quick-exit', kernel=True)
 @case('quick-exit')
 def case_quick_exit(session, chk):
     """tests/fixtures/quick.c: three threads made and joined, main returns,

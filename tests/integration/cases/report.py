@@ -16,6 +16,7 @@ import signal
 import subprocess
 import time
 
+from ptw_test import test, WHY_SNAPSHOT
 from ptw_test import backend, case, fixture, kill_group, validate, wait_for
 from helpers import kill_tracer, run_ptwatch, wait_watched
 
@@ -115,6 +116,14 @@ def launched(session, chk, family, cmd, opts, kinds=()):
     return runs
 
 
+@test('report-rule-lifecycle', 'lifecycle', kernel=True)
+@test('report-rule-trace', 'trace', kernel=True)
+@test('report-rule-locks', 'locks', kernel=True)
+@test('report-rule-follow', 'follow', kernel=True)
+@test('report-rule-open-timeout', 'open-timeout', kernel=True)
+@test('report-rule-snapshot', 'snapshot',
+      kernel=WHY_SNAPSHOT)
+@test('report-rule-tracer-killed', 'tracer-killed', kernel=True)
 @case('report-rule')
 def case_report_rule(session, chk, family='lifecycle'):
     if family == 'lifecycle':
@@ -215,6 +224,7 @@ def refused(chk, path, words, what, timeout=20, mib=1024):
     return took
 
 
+@test('report-hostile', timeout=120, kernel=True)
 @case('report-hostile')
 def case_report_hostile(session, chk):
     d = session.mkdtemp()
@@ -262,6 +272,7 @@ def case_report_hostile(session, chk):
     os.unlink(big)
 
 
+@test('report-lost-output', kernel=True)
 @case('report-lost-output')
 def case_report_lost_output(session, chk):
     """8: report > /dev/full: one line, exit status 3 (before: 1, silent)."""

@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 
+from ptw_test import test, WHY_SNAPSHOT
 from ptw_test import (
     case, check_attach_doc, check_untouched, fixture, FrameworkError, proc_status,
     report_warnings, Skip, span_index, task_states, thread_spans, tracer_pids, wait_for
@@ -16,6 +17,8 @@ from helpers import (
 )
 
 
+@test('snapshot-running',
+      kernel=WHY_SNAPSHOT)
 @case('snapshot-running')
 def case_snapshot_running(session, chk):
     """--snapshot of threads that run on: each stack is the one the thread
@@ -98,6 +101,10 @@ def ctxt_switches(pid, tid):
     return int(st['voluntary_ctxt_switches']), int(st['nonvoluntary_ctxt_switches'])
 
 
+@test('snapshot-sleepers', 'quiet',
+      kernel=WHY_SNAPSHOT)
+@test('snapshot-sleepers-mixed', 'mixed',
+      kernel=WHY_SNAPSHOT)
 @case('snapshot-sleepers')
 def case_snapshot_sleepers(session, chk, mode='quiet'):
     """--snapshot reads a thread asleep in the kernel without stopping it
@@ -201,6 +208,8 @@ def case_snapshot_sleepers(session, chk, mode='quiet'):
            len([r for r in target.truth() if r.get('kind') == 'sleepers_done']), 1)
 
 
+@test('snapshot-deleted',
+      kernel=WHY_SNAPSHOT)
 @case('snapshot-deleted')
 def case_snapshot_deleted(session, chk):
     """--snapshot of a static program whose file was deleted: libdwfl has
@@ -226,6 +235,8 @@ def case_snapshot_deleted(session, chk):
     check_target_exit(chk, target, 'released')
 
 
+@test('snapshot-deadlock',
+      kernel=WHY_SNAPSHOT)
 @case('snapshot-deadlock')
 def case_snapshot_deadlock(session, chk):
     target = session.target('deadlock')

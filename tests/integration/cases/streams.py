@@ -12,6 +12,7 @@ import signal
 import subprocess
 import time
 
+from ptw_test import test, WHY_SNAPSHOT
 from ptw_test import (
     Failed, FrameworkError, backend, case, check_untouched, child_pids, comm, env_path, fixture, kill_group,
     load_truth, one_truth, ptwatch_path, tail, truth_of, validate, wait_for)
@@ -138,6 +139,7 @@ def summary_of(stderr):
 # ---------------------------------------------------------------------------
 # --json-lines on the lifecycle fixture: schema, content, the report
 
+@test('json-lines', kernel=True, ns=True)
 @case('json-lines')
 def case_json_lines(session, chk):
     exe = fixture('lifecycle')
@@ -188,6 +190,7 @@ def case_json_lines(session, chk):
            [s['id'] for s in run.doc['spans']])
 
 
+@test('report-document', kernel=True)
 @case('report-document')
 def case_report_document(session, chk):
     """A saved document: report prints the live summary again."""
@@ -222,6 +225,8 @@ def case_report_document(session, chk):
     chk.true('--tid: "2 threads"', 'ptwatch: 2 threads' in rep.stdout.decode())
 
 
+@test('report-snapshot',
+      kernel=WHY_SNAPSHOT)
 @case('report-snapshot')
 def case_report_snapshot(session, chk):
     """--snapshot -o FILE: report FILE prints what the snapshot printed."""
@@ -237,6 +242,7 @@ def case_report_snapshot(session, chk):
     chk.eq('report of the snapshot = what it printed', rep.stdout.decode(), live)
 
 
+@test('report-errors', timeout=120, kernel=True)
 @case('report-errors')
 def case_report_errors(session, chk):
     """Bad input: one line naming the file and the cause, exit status 1 (2
@@ -299,6 +305,8 @@ def case_report_errors(session, chk):
 # ---------------------------------------------------------------------------
 # a closed pipe: ptwatch --json-lines -- app | head -3
 
+@test('json-lines-sigpipe', 'launch', kernel=True)
+@test('json-lines-sigpipe-attach', 'attach', kernel=True)
 @case('json-lines-sigpipe')
 def case_json_lines_sigpipe(session, chk, mode='launch'):
     if mode == 'attach':
@@ -378,6 +386,7 @@ def case_json_lines_sigpipe(session, chk, mode='launch'):
 # ---------------------------------------------------------------------------
 # the tracer killed: the restorer writes the rest of the stream
 
+@test('json-lines-kill9', kernel=True)
 @case('json-lines-kill9')
 def case_json_lines_kill9(session, chk):
     target = session.target('churner')
@@ -466,6 +475,7 @@ def peak_rss(argv, env, timeout):
     return proc.returncode, peak, err
 
 
+@test('memory-20000', '20000', '2000', timeout=300, kernel=True, first=True)
 @case('memory')
 def case_memory(session, chk, big='20000', small='2000'):
     """--json-lines -o FILE: the peak RSS of all three processes with `big`
@@ -586,6 +596,7 @@ def check_chrome(chk, trace, doc, what):
     return events
 
 
+@test('chrome', kernel=True)
 @case('chrome')
 def case_chrome(session, chk):
     exe = fixture('lifecycle')
@@ -685,6 +696,7 @@ def log_words(stderr):
     return words
 
 
+@test('log-filters', kernel=True)
 @case('log-filters')
 def case_log_filters(session, chk):
     exe = fixture('lifecycle')
@@ -705,7 +717,8 @@ def case_log_filters(session, chk):
     run = session.run([exe], opts=['-v'])
     words = log_words(run.stderr)
     chk.true('-v: raw event lines', 'event' in words)
-    chk.true('-v: ptrace stop lines', 'stops' in words)
+    # (the kernel path stops nothing: no such line there)
+    chk.eq('-v: ptrace stop lines', 'stops' in words, backend() != 'kernel')
     chk.true('-v: the usual lines too', 'create' in words and 'end' in words)
     # --tid: attach to the churner and follow one of its creator threads
     target = session.target('churner')
@@ -727,6 +740,7 @@ def case_log_filters(session, chk):
 # --json-lines with --locks: a wait line per contended wait that ended, the
 # same waits as the document run's; a deadlock line once its cycle is known
 
+@test('json-lines-locks', kernel=True)
 @case('json-lines-locks')
 def case_json_lines_locks(session, chk):
     """locks contend 5: a wait line per contended wait, exactly the
@@ -781,6 +795,7 @@ def case_json_lines_locks(session, chk):
            [e['name'] for e in slices if e not in mutex and e['name'].split()[1] != 'join'], [])
 
 
+@test('chrome-follow', kernel=True)
 @case('chrome-follow')
 def case_chrome_follow(session, chk):
     """-f --format=chrome on forkthreads: each process its own pid and

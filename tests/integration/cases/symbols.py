@@ -10,6 +10,7 @@ import time
 import urllib.error
 import urllib.request
 
+from ptw_test import test
 from ptw_test import (
     backend, case, check_exit, check_untouched, Failed, fixture, FrameworkError, load_doc,
     report_warnings, Skip, tail, thread_spans, warning_codes
@@ -35,6 +36,8 @@ def cache_lines(run, what):
     return searches, opens
 
 
+@test('cache',
+      kernel="asserts the order of the ptrace path's cache events; a kernel path launch loads libc's symbols twice (ptwatch's copy before the exec, then the target's, from the cache the first wrote); cache-fifo and cache-wrong run on both")
 @case('cache')
 def case_cache(session, chk):
     """A second run reads nothing of libc's debug file; a corrupt cache file
@@ -115,6 +118,7 @@ def case_cache(session, chk):
 # ---------------------------------------------------------------------------
 # 18. C++ names
 
+@test('cxx', kernel=True)
 @case('cxx')
 def case_cxx(session, chk):
     """Start routines and create sites named for people (demangled), the
@@ -260,6 +264,7 @@ def empty_dir(path):
             os.unlink(p)
 
 
+@test('debuginfod', timeout=90, kernel=True)
 @case('debuginfod')
 def case_debuginfod(session, chk):
     """A stripped fixture named through debuginfod (a local server serving
@@ -405,6 +410,7 @@ def case_debuginfod(session, chk):
     chk.prefix = ''
 
 
+@test('minidebuginfo', kernel=True)
 @case('minidebuginfo')
 def case_minidebuginfo(session, chk):
     """A stripped fixture with MiniDebugInfo (.gnu_debugdata, as Fedora

@@ -7,6 +7,7 @@ import os
 import re
 import signal
 
+from ptw_test import test
 from ptw_test import (
     attach_stderr_lines, case, check_attach_doc, check_untouched, child_pids, comm, end_group,
     Failed, fixture, load_doc, load_truth, read_outputs, tail, thread_spans, truth_of, wait_for
@@ -82,6 +83,7 @@ def check_bad_open_timeouts(session, chk):
                  and repr(bad).strip('\'') in lines[0])
 
 
+@test('open-timeout', kernel=True)
 @case('open-timeout')
 def case_open_timeout(session, chk):
     check_bad_open_timeouts(session, chk)
@@ -150,6 +152,8 @@ def case_open_timeout(session, chk):
                    (span['end'] or {}).get('value'), t['value'], span)
 
 
+@test('attach-open-timeout', 'sigint', kernel=True)
+@test('attach-open-timeout-kill9', 'kill9', kernel=True)
 @case('attach-open-timeout')
 def case_attach_open_timeout(session, chk, end='sigint'):
     """ptwatch -p PID --open-timeout 0.2 on a process whose thread blocks:

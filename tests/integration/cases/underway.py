@@ -1,6 +1,7 @@
 """--trace -p: calls under way at the attach in a thread asleep and in one
 running (fixture-underway), on either backend (issue 20)."""
 
+from ptw_test import test
 from ptw_test import case, end_group, load_doc, wait_for
 from helpers import check_target_exit, start_attached
 from cases.frames import check_frames_sane, frame_spans, frame_symbol
@@ -15,6 +16,7 @@ def asleep_in_read(pid, tid):
         return False
 
 
+@test('frames-under-way-running', kernel=True)
 @case('frames-under-way-running')
 def case_frames_under_way_running(session, chk):
     """-p --trace 'uw_*' while one thread is asleep in read() two traced
