@@ -15,6 +15,7 @@
 #include "ptw_events.h"
 #include "ptw_spans.h"
 #include "ptw_util.h"
+#include "ptw_warnings.h"
 
 struct ptw_location;
 
@@ -48,18 +49,19 @@ void ptw_json_escape(struct ptw_buf *out, const char *s);
 
 /* ---- the document ---- */
 
-#define PTW_SPANS_SCHEMA "ptwatch.spans/5"
-#define PTW_LINES_SCHEMA "ptwatch.lines/3"
+#define PTW_SPANS_SCHEMA "ptwatch.spans/6"
+#define PTW_LINES_SCHEMA "ptwatch.lines/4"
 /* Older versions still read: the stream before the metrics line had
- * processes (-f), and before session.backend; the document before it. */
+ * processes (-f), before session.backend (2), before the warnings'
+ * count and the code sigtrap_death (3); the document before those (4,
+ * 5). */
 #define PTW_LINES_SCHEMA_1 "ptwatch.lines/1"
 #define PTW_LINES_SCHEMA_2 "ptwatch.lines/2"
+#define PTW_LINES_SCHEMA_3 "ptwatch.lines/3"
 #define PTW_SPANS_SCHEMA_4 "ptwatch.spans/4"
+#define PTW_SPANS_SCHEMA_5 "ptwatch.spans/5"
 
-struct ptw_warning {
-	char *code;
-	char *message;
-};
+
 
 /* A session signal ptwatch got, and what it did about it. */
 struct ptw_interrupt {

@@ -84,6 +84,34 @@ enum ptw_warning_code {
 	PTW_WARNING_CODES
 };
 
+/* One warning of a report: its code, what happened to what, and how many
+ * times it was said (0 or 1: once). */
+struct ptw_warning {
+	char *code;
+	char *message;
+	unsigned count;
+};
+
+/*
+ * A session's warnings as both backends keep them: one entry per code and
+ * message, in the order they were first said, the same one said again
+ * counted (1,000 followed processes without libc6-dbg make one warning,
+ * said 1,000 times), none ever dropped. Zero-initialised is empty.
+ */
+struct ptw_warning_list {
+	struct ptw_warning *v;
+	size_t n;
+	void *index; /* (private: hash of code and key -> entry) */
+	char **keys; /* (private: each entry's key) */
+};
+/* Adds code's message (taken: freed here if it repeats one). A warning
+ * repeats one with the same code and key (NULL: the message itself; a
+ * followed process's warning is keyed without the "process N: " it
+ * begins with, so that the same fact of many processes is one). */
+void ptw_warning_list_add(struct ptw_warning_list *l, enum ptw_warning_code code, const char *key,
+			  char *message);
+void ptw_warning_list_free(struct ptw_warning_list *l);
+
 /* "no_symbols", ...; NULL for a value out of range. */
 const char *ptw_warning_code(enum ptw_warning_code w);
 /* What it means, one line. */

@@ -63,7 +63,6 @@
 #define INQ_MAX 8192
 /* --locks' records carry 1 KB of stack: room for as many */
 #define DEFAULT_RING_LOCKS (64u << 20)
-#define MAX_NOTES	 16
 
 /* --locks' counts of one or more processes (ptwk_locks_counts). */
 struct locks_tally {
@@ -123,9 +122,8 @@ struct ptw_kernel {
 	bool detached;
 	char exe[4096];
 	char *glibc; /* nptl's version, once read */
-	char *notes[MAX_NOTES];
-	struct ptw_warning warnings[MAX_NOTES]; /* the same, as the report's */
-	size_t nnotes;
+	struct ptw_warning_list notes; /* root only: the session's (note_as) */
+	const char **note_texts;       /* their messages (ptw_kernel_notes) */
 	struct ptw_kernel_stats stats;
 	/* -f (follow forks, "---- -f" below): every process the target forks
 	 * is a struct ptw_kernel of its own (root set) that shares the root's
@@ -213,14 +211,10 @@ static void note_va(struct ptw_kernel *k, enum ptw_warning_code code, const char
 {
 	if (k->root)
 		k = k->root; /* -f: the caller reads the root's */
-	if (k->nnotes == MAX_NOTES)
-		return;
 	struct ptw_buf b = { 0 };
 	ptw_buf_vprintf(&b, fmt, ap);
-	k->notes[k->nnotes] = b.p ? b.p : xstrdup("");
-	k->warnings[k->nnotes].code = (char *)ptw_warning_code(code);
-	k->warnings[k->nnotes].message = k->notes[k->nnotes];
-	k->nnotes++;
+	/* merged with the same one said before, counted, never dropped */
+	ptw_warning_list_add(&k->notes, code, NULL, b.p ? b.p : xstrdup(""));
 }
 
 static void note_as(struct ptw_kernel *k, enum ptw_warning_code code, const char *fmt, ...)
@@ -650,11 +644,11 @@ static const char *on_exec(void *ctx)
 				"sees them)",
 				(int)d->r.a);
 		}
-	} else if (!launch && !k->root)
-		note_as(k, PTW_W_KERNEL_NOT_SEEN,
-			"the process exec'd: the probes stay on the libc of the image it was "
-			"attached in");
-	k->libc_checks = 100; /* its libc is mapped by its ld.so, a moment later */
+	}
+	/* Its libc is mapped by its ld.so, a moment later: if it is not the
+	 * file the probes are on, check_libc says so (the probes are on the
+	 * file: the same libc in the new image is seen as in the old). */
+	k->libc_checks = 100;
 	k->mods_listed = false;
 	k->exec_ns = ptw_now_ns();
 	if (probes->in_exe && (launch || k->root) && !exec_probed(k, k->exe) &&
@@ -2226,15 +2220,18 @@ void ptw_kernel_stats(struct ptw_kernel *k, struct ptw_kernel_stats *ret)
 size_t ptw_kernel_notes(struct ptw_kernel *k, const char *const **ret)
 {
 	end_notes(k);
-	*ret = (const char *const *)k->notes;
-	return k->nnotes;
+	k->note_texts = xreallocarray(k->note_texts, k->notes.n + 1, sizeof(*k->note_texts));
+	for (size_t i = 0; i < k->notes.n; i++)
+		k->note_texts[i] = k->notes.v[i].message;
+	*ret = k->note_texts;
+	return k->notes.n;
 }
 
 size_t ptw_kernel_warnings(struct ptw_kernel *k, const struct ptw_warning **ret)
 {
 	end_notes(k);
-	*ret = k->warnings;
-	return k->nnotes;
+	*ret = k->notes.v;
+	return k->notes.n;
 }
 
 /* nptl's version in the process, read once an image's libc is mapped. */
@@ -2321,8 +2318,8 @@ void ptw_kernel_free(struct ptw_kernel *k)
 	free(k->old_syms);
 	if (k->proc)
 		ptw_proc_free(k->proc);
-	for (size_t i = 0; i < k->nnotes; i++)
-		free(k->notes[i]);
+	ptw_warning_list_free(&k->notes);
+	free(k->note_texts);
 	free(k->glibc);
 	free(k);
 }

@@ -821,6 +821,8 @@ void ptw_json_warnings(struct ptw_json *j, const struct ptw_report *r)
 		ptw_json_begin_object(j, NULL);
 		ptw_json_string(j, "code", r->warnings[i].code);
 		ptw_json_string(j, "message", r->warnings[i].message);
+		if (r->warnings[i].count > 1) /* (since ptwatch.spans/6) */
+			ptw_json_uint(j, "count", r->warnings[i].count);
 		ptw_json_end_object(j);
 	}
 	ptw_json_end_array(j);

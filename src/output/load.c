@@ -127,11 +127,12 @@ static void free_warnings(struct store *st)
 	st->nwarnings = 0;
 }
 
-static void add_warning(struct store *st, const char *code, const char *message)
+static void add_warning(struct store *st, const char *code, const char *message, unsigned count)
 {
 	st->warnings = xreallocarray(st->warnings, st->nwarnings + 1, sizeof(*st->warnings));
 	st->warnings[st->nwarnings].code = xstrdup(code);
 	st->warnings[st->nwarnings].message = xstrdup(message);
+	st->warnings[st->nwarnings].count = count;
 	st->nwarnings++;
 }
 
@@ -999,7 +1000,9 @@ static void warnings_of(struct ld *ld, json_object *arr)
 	for (size_t i = 0; i < arr_len(arr); i++) {
 		json_object *w = json_object_array_get_idx(arr, i);
 		const char *code = str(ld, w, "code"), *msg = str_max(ld, w, "message", PTW_LOAD_MAX_MESSAGE);
-		add_warning(st, code ? code : "?", msg ? msg : "");
+		/* (how many times it was said: since spans/6, absent once) */
+		unsigned count = (unsigned)u64m(ld, w, "count", UINT32_MAX);
+		add_warning(st, code ? code : "?", msg ? msg : "", count > 1 ? count : 1);
 	}
 	ld->l->report.warnings = st->warnings;
 	ld->l->report.nwarnings = st->nwarnings;
@@ -1213,7 +1216,7 @@ static void stream_line(struct ld *ld, json_object *v)
 		ld->warning_lines = true;
 		const char *code = str(ld, v, "code"),
 			   *msg = str_max(ld, v, "message", PTW_LOAD_MAX_MESSAGE);
-		add_warning(st, code ? code : "?", msg ? msg : "");
+		add_warning(st, code ? code : "?", msg ? msg : "", 1);
 		ld->l->report.warnings = st->warnings;
 		ld->l->report.nwarnings = st->nwarnings;
 	} else if (!strcmp(type, "metrics")) {
@@ -1265,7 +1268,7 @@ static void stream_end(struct ld *ld)
 	r->end_reason = "cut";
 	add_warning(ld->st, ptw_warning_code(PTW_W_STREAM_CUT),
 		    "the stream ends before its last line (the run was cut short): spans without "
-		    "an end are shown open; how the session ended is not in it");
+		    "an end are shown open; how the session ended is not in it", 1);
 	r->warnings = ld->st->warnings;
 	r->nwarnings = ld->st->nwarnings;
 }
@@ -1390,16 +1393,20 @@ static void one_line(struct ld *ld, json_tokener *tok, const char *p, size_t n, 
 	json_object_put(v);
 }
 
-/* "ptwatch.spans/5" -> is it ours, another version of ours, or not ours? */
+/* "ptwatch.spans/6" -> is it ours, another version of ours, or not ours? */
 static bool check_schema(struct ld *ld, const char *schema, const char *want)
 {
 	if (schema && !strcmp(schema, want))
 		return true;
 	if (schema && !strcmp(want, PTW_LINES_SCHEMA) &&
-	    (!strcmp(schema, PTW_LINES_SCHEMA_1) || !strcmp(schema, PTW_LINES_SCHEMA_2)))
-		return true; /* the same lines, without processes in metrics (1), backend (2) */
-	if (schema && !strcmp(want, PTW_SPANS_SCHEMA) && !strcmp(schema, PTW_SPANS_SCHEMA_4))
-		return true; /* the same document, without the backend */
+	    (!strcmp(schema, PTW_LINES_SCHEMA_1) || !strcmp(schema, PTW_LINES_SCHEMA_2) ||
+	     !strcmp(schema, PTW_LINES_SCHEMA_3)))
+		return true; /* the same lines, without processes in metrics (1), backend (2),
+			      * the warnings' count (3) */
+	if (schema && !strcmp(want, PTW_SPANS_SCHEMA) &&
+	    (!strcmp(schema, PTW_SPANS_SCHEMA_4) || !strcmp(schema, PTW_SPANS_SCHEMA_5)))
+		return true; /* the same document, without the backend (4), the warnings'
+			      * count (5) */
 	if (schema && (!strncmp(schema, "ptwatch.spans/", 14) || !strncmp(schema, "ptwatch.lines/", 14))) {
 		/* (the file's string, escaped: the refusal stays one line) */
 		char *shown = ptw_escape_str(schema);

@@ -1165,6 +1165,8 @@ warnings:
 	for (size_t i = 0; i < r->nwarnings; i++) {
 		ptw_buf_puts(out, "  warning: ");
 		ptw_buf_put_escaped(out, r->warnings[i].message);
+		if (r->warnings[i].count > 1)
+			ptw_buf_printf(out, " (said %u times)", r->warnings[i].count);
 		ptw_buf_putc(out, '\n');
 	}
 }
@@ -1317,6 +1319,8 @@ void ptw_text_snapshot(struct ptw_buf *out, const struct ptw_report *r)
 	for (size_t i = 0; i < r->nwarnings; i++) {
 		ptw_buf_puts(out, "  warning: ");
 		ptw_buf_put_escaped(out, r->warnings[i].message);
+		if (r->warnings[i].count > 1)
+			ptw_buf_printf(out, " (said %u times)", r->warnings[i].count);
 		ptw_buf_putc(out, '\n');
 	}
 }

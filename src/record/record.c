@@ -205,6 +205,7 @@ void ptw_record_report(struct ptw_record_writer *w, struct ptw_buf *out, const s
 	for (size_t i = 0; i < r->nwarnings; i++) {
 		put_str(out, r->warnings[i].code);
 		put_str(out, r->warnings[i].message);
+		put_u32(out, r->warnings[i].count);
 	}
 	end(out, at);
 }
@@ -474,6 +475,7 @@ static bool decode_report(struct ptw_record_reader *r, char *payload, size_t len
 	for (uint32_t i = 0; i < nwarn; i++) {
 		rep.warnings[i].code = (char *)get_str(&c);
 		rep.warnings[i].message = (char *)get_str(&c);
+		rep.warnings[i].count = get_u32(&c);
 		if (!rep.warnings[i].code || !rep.warnings[i].message)
 			c.bad = true;
 	}

@@ -34,29 +34,14 @@ void tracer_warn(struct ptw_tracer *t, enum ptw_warning_code w, const char *fmt,
 	va_end(ap);
 	if (!msg)
 		return;
-	/* The same message once per session, whichever process (-f) it is
-	 * about: 1,000 workers without libc6-dbg make one warning. */
-	struct ptw_tracer *root = t->root ? t->root : t;
-	const char *code = ptw_warning_code(w);
-	char *key = xasprintf("%s:%s", code, msg);
-	uint64_t h = ptw_str_hash(key);
-	free(key);
-	if (ptw_map_get(&root->warned, h)) {
+	/* The same message once per session, counted, whichever process (-f)
+	 * it is about: 1,000 workers without libc6-dbg make one warning. A
+	 * followed process's names it (the first one's). */
+	struct ptw_tracer *root = tracer_root(t);
+	char *named = t->root ? xasprintf("process %d: %s", t->pid, msg) : NULL;
+	ptw_warning_list_add(&root->warnings, w, msg, named ? named : msg);
+	if (named)
 		free(msg);
-		return;
-	}
-	ptw_map_put(&root->warned, h, (void *)1);
-	if (t->root) {
-		/* A followed process's: say which. */
-		char *named = xasprintf("process %d: %s", t->pid, msg);
-		free(msg);
-		msg = named;
-	}
-	t = root;
-	t->warnings = xreallocarray(t->warnings, t->nwarnings + 1, sizeof(*t->warnings));
-	t->warnings[t->nwarnings].code = xstrdup(code);
-	t->warnings[t->nwarnings].message = msg;
-	t->nwarnings++;
 }
 
 struct thread *tracer_thread_of(struct ptw_lwp *l)

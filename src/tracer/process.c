@@ -66,12 +66,7 @@ void ptw_tracer_free(struct ptw_tracer *t)
 	}
 	ptw_bptab_free(t->bps);
 	ptw_proc_free(t->proc);
-	for (size_t i = 0; i < t->nwarnings; i++) {
-		free(t->warnings[i].code);
-		free(t->warnings[i].message);
-	}
-	free(t->warnings);
+	ptw_warning_list_free(&t->warnings);
 	free(t->interrupts);
-	ptw_map_free(&t->warned);
 	free(t);
 }

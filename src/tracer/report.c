@@ -135,8 +135,12 @@ bool ptw_tracer_process(struct ptw_tracer *t, uint32_t id, struct ptw_process *r
 void ptw_tracer_report(struct ptw_tracer *t, struct ptw_report *r)
 {
 	image_debuginfod_warning(t); /* a failure at a lookup after the last image load */
-	if (t->target_gone || t->detached)
-		tracer_features_finish(t); /* a pattern may still match a library loaded later */
+	if ((t->target_gone || t->detached) && !t->finished) {
+		/* (once: the report is asked for by each output; a pattern may
+		 * still match a library loaded later, so not before the end) */
+		t->finished = true;
+		tracer_features_finish(t);
+	}
 	r->pid = t->proc->pid;
 	r->exe = t->img.exe;
 	r->argv = t->argv;
@@ -179,8 +183,8 @@ void ptw_tracer_report(struct ptw_tracer *t, struct ptw_report *r)
 		r->processes = t->report_procs;
 		r->nprocesses = t->nfollowed + 1;
 	}
-	r->warnings = t->warnings;
-	r->nwarnings = t->nwarnings;
+	r->warnings = t->warnings.v;
+	r->nwarnings = t->warnings.n;
 }
 
 bool ptw_tracer_target_exit(struct ptw_tracer *t, int *ret_code, int *ret_signal, bool *ret_core)

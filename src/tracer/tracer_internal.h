@@ -240,6 +240,7 @@ struct ptw_tracer {
 	char **owned_argv; /* attach: read from /proc/PID/cmdline */
 	uint64_t start_ns;
 	bool ended;
+	bool finished; /* the features' finish ran (ptw_tracer_report) */
 	int exit_code, exit_signal;
 	bool core_dumped;
 	bool target_gone;
@@ -272,9 +273,7 @@ struct ptw_tracer {
 		pid_t tid;
 		uint64_t addr;
 	} trap;
-	struct ptw_warning *warnings;
-	size_t nwarnings;
-	struct ptw_map warned; /* hash(code:detail) -> 1: warn once */
+	struct ptw_warning_list warnings; /* root only: the session's (tracer_warn) */
 	/* Its features (tracer_new), in the order of enum feature_id, and
 	 * their state by id (NULL: off). */
 	const struct tracer_feature *features[FEATURES];

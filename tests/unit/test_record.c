@@ -103,7 +103,7 @@ static void encode(struct ptw_buf *b)
 
 	char a0[] = "app", a1[] = "-x", code[] = "no_libc_debuginfo", msg[] = "install libc6-dbg";
 	char *argv[] = { a0, a1, NULL };
-	struct ptw_warning warn[] = { { code, msg } };
+	struct ptw_warning warn[] = { { code, msg, 3 } };
 	const char *names[] = { "clone", "breakpoint" };
 	uint64_t counts[] = { 3, 9 };
 	struct ptw_report r = { .pid = 100, .exe = "/bin/app", .argv = argv, .mode = "attach",
@@ -130,6 +130,7 @@ static void check_decoded(struct got *g)
 	CHECK_STR(g->report->stop_names[1], "breakpoint");
 	CHECK_EQ(g->report->stop_counts[1], 9);
 	CHECK_STR(g->report->warnings[0].code, "no_libc_debuginfo");
+	CHECK_EQ(g->report->warnings[0].count, 3u);
 	CHECK_EQ(ptw_spans_count(g->spans), 4);
 	CHECK_EQ(ptw_spans_get(g->spans, 1)->status, PTW_STATUS_COMPLETED);
 	CHECK_EQ(ptw_spans_get(g->spans, 1)->value.v, 7);

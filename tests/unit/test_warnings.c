@@ -48,8 +48,42 @@ static size_t count(const char *text, const char *what)
 	return n;
 }
 
+/* The list both backends keep (issue 29: the kernel path dropped every
+ * warning past its 16th): each one once, in order, repeats counted, none
+ * dropped, a repeat by key (a followed process's, keyed without its
+ * "process N: ") merged. */
+static void test_list(void)
+{
+	struct ptw_warning_list l = { 0 };
+	for (int i = 0; i < 1000; i++) {
+		ptw_warning_list_add(&l, PTW_W_KERNEL_LIMIT, NULL, xasprintf("distinct %d", i));
+		ptw_warning_list_add(&l, PTW_W_KERNEL_NOT_SEEN, NULL, xstrdup("the same"));
+	}
+	CHECK_EQ(l.n, 1001u);
+	CHECK_STR(l.v[0].message, "distinct 0");
+	CHECK_STR(l.v[0].code, "kernel_limit");
+	CHECK_EQ(l.v[0].count, 1u);
+	CHECK_STR(l.v[1].message, "the same");
+	CHECK_EQ(l.v[1].count, 1000u);
+	CHECK_STR(l.v[1000].message, "distinct 999");
+	/* another code, the same message: another warning */
+	ptw_warning_list_add(&l, PTW_W_KERNEL_LIMIT, NULL, xstrdup("the same"));
+	CHECK_EQ(l.n, 1002u);
+	/* keyed: the first process's message, counted */
+	ptw_warning_list_add(&l, PTW_W_NO_LIBC_DEBUGINFO, "no debug file",
+			     xstrdup("process 10: no debug file"));
+	ptw_warning_list_add(&l, PTW_W_NO_LIBC_DEBUGINFO, "no debug file",
+			     xstrdup("process 11: no debug file"));
+	CHECK_EQ(l.n, 1003u);
+	CHECK_STR(l.v[1002].message, "process 10: no debug file");
+	CHECK_EQ(l.v[1002].count, 2u);
+	ptw_warning_list_free(&l);
+	CHECK_EQ(l.n, 0u);
+}
+
 int main(int argc, char **argv)
 {
+	test_list();
 	if (argc < 3) {
 		fprintf(stderr, "usage: test_warnings SCHEMA MANPAGE\n");
 		return 99;

@@ -40,3 +40,48 @@ def case_quick_exit(session, chk):
                                    q['main_ns'] / 1000.0))
     chk.true('the lib worker is in %s' % os.path.basename(lib),
              any(t['routine'] == 'quick_lib_worker' for t in threads))
+
+
+@test('exec-chain', '300', kernel=True)
+@case('exec-chain')
+def case_exec_chain(session, chk, n='300'):
+    """A launched image that execs itself N times, each image making and
+    joining two threads (issue 29: on the kernel path every exec added a
+    false kernel_not_seen warning, 'the probes stay on the libc of the
+    image it was attached in', though every thread was seen; the probes
+    are on libc's file). Every thread of every image is a span with its
+    routine and value, and nothing warns."""
+    run = session.run([fixture('execchain'), n])
+    check_exit(chk, run, code=0)
+    threads = truth_of(run, 'thread')
+    chk.eq('threads in the truth', len(threads), 2 * (int(n) + 1))
+    spans = {s['tid']: s for s in run.doc['spans'] if s['kind'] == 'thread'}
+    got = sorted((t['tid'], (spans.get(t['tid']) or {}).get('status'),
+                  ((spans.get(t['tid']) or {}).get('start_routine') or {}).get('symbol'),
+                  ((spans.get(t['tid']) or {}).get('end') or {}).get('value'))
+                 for t in threads)
+    chk.eq('every thread of every image: completed, its routine and value', got,
+           sorted((t['tid'], 'completed', 'chain_worker', t['value']) for t in threads))
+    chk.eq('no warning', run.doc['warnings'], [])
+
+
+@test('warnings-many', kernel=True)
+@case('warnings-many')
+def case_warnings_many(session, chk):
+    """Twenty --trace patterns that match nothing: twenty trace_no_match
+    warnings, each once (issue 29: the kernel path dropped every warning
+    past its sixteenth, and the ptrace path's report said each twice once
+    warnings were counted); in the document, the stream's metrics line and
+    the summary alike."""
+    opts = ['-q']
+    for i in range(20):
+        opts += ['--trace', 'zz_nomatch_%d' % i]
+    run = session.run([fixture('execchain'), '2'], opts=opts)
+    check_exit(chk, run, code=0)
+    got = sorted((w['code'], w['message'], w.get('count')) for w in run.doc['warnings'])
+    chk.eq('twenty warnings, each said once', [(c, n) for c, _, n in got],
+           [('trace_no_match', None)] * 20)
+    for i in range(20):
+        chk.true('pattern %d named' % i,
+                 any("'zz_nomatch_%d'" % i in m for _, m, _ in got), got)
+    chk.eq('twenty in the summary', run.stderr_text().count('warning: '), 20)
