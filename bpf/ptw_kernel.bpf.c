@@ -82,6 +82,23 @@ static __always_inline void count(__u32 which)
 		*v += 1;
 }
 
+/* Records the full ring refused, by kind: the loss is said with what it
+ * was (so many thread creations, frame entries, ...). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, PTWK_LOCK_KIND_END);
+	__type(key, __u32);
+	__type(value, __u64);
+} lost_kinds SEC(".maps");
+
+static __always_inline void lost(__u32 kind)
+{
+	count(PTWK_STAT_LOST);
+	__u64 *v = bpf_map_lookup_elem(&lost_kinds, &kind);
+	if (v)
+		*v += 1;
+}
+
 /* This record takes the ring past wake_bytes: wake the reader once, not at
  * every record while it is past (a reader slow to be scheduled would be
  * woken tens of thousands of times, each a cost to the thread that writes). */
@@ -97,7 +114,7 @@ static __always_inline int send(struct ptwk_record *r, bool wake)
 	if (wake || crosses_wake(sizeof(*r)))
 		flags = BPF_RB_FORCE_WAKEUP;
 	if (bpf_ringbuf_output(&rb, r, sizeof(*r), flags) < 0) {
-		count(PTWK_STAT_LOST);
+		lost(r->kind);
 		return -1;
 	}
 	count(PTWK_STAT_SENT);
@@ -592,7 +609,7 @@ int ptw_exec(struct bpf_raw_tracepoint_args *ctx)
 	if (filename)
 		bpf_probe_read_kernel_str(x.path, sizeof(x.path), filename);
 	if (bpf_ringbuf_output(&rb, &x, sizeof(x), BPF_RB_FORCE_WAKEUP) < 0) {
-		count(PTWK_STAT_LOST);
+		lost(PTWK_EXEC);
 		return 0;
 	}
 	count(PTWK_STAT_SENT);

@@ -40,7 +40,7 @@ static __always_inline int lock_record(struct pt_regs *ctx, __u32 kind, __u64 id
 {
 	struct ptwk_lock_record *r = bpf_ringbuf_reserve(&rb, sizeof(*r), 0);
 	if (!r) {
-		count(PTWK_STAT_LOST);
+		lost(kind);
 		return 0;
 	}
 	__builtin_memset(&r->h, 0, sizeof(r->h));

@@ -55,7 +55,7 @@ static long ptw_walk_step(__u32 i, void *arg)
 	}
 	struct ptwk_module_record *m = bpf_ringbuf_reserve(&rb, sizeof(*m), 0);
 	if (!m) {
-		count(PTWK_STAT_LOST);
+		lost(PTWK_MODULE);
 		return 1;
 	}
 	__builtin_memset(&m->r, 0, sizeof(m->r));
@@ -123,7 +123,7 @@ static __always_inline void exec_args(__u64 id)
 {
 	struct ptwk_args_record *x = bpf_ringbuf_reserve(&rb, sizeof(*x), 0);
 	if (!x) {
-		count(PTWK_STAT_LOST);
+		lost(PTWK_EXEC_ARGS);
 		return;
 	}
 	__builtin_memset(&x->r, 0, sizeof(x->r));

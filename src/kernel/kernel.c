@@ -123,6 +123,8 @@ struct ptw_kernel {
 	char exe[4096];
 	char *glibc; /* nptl's version, once read */
 	struct ptw_warning_list notes; /* root only: the session's (note_as) */
+	uint64_t lost_kinds[PTWK_LOCK_KIND_END]; /* records the full ring refused, by kind */
+	bool lost_noted;
 	const char **note_texts;       /* their messages (ptw_kernel_notes) */
 	struct ptw_kernel_stats stats;
 	/* -f (follow forks, "---- -f" below): every process the target forks
@@ -1597,12 +1599,79 @@ static void note_line(void *ctx, int code, const char *line)
 	note_as(ctx, (enum ptw_warning_code)code, "%s", line);
 }
 
+static void read_counters(struct ptw_kernel *k);
+
+/* What a kind of record was, for the loss's warning. */
+static const char *lost_kind_name(unsigned kind)
+{
+	static const char *const names[PTWK_KIND_N] = {
+		[PTWK_START] = "thread starts", [PTWK_THREAD_BEGIN] = "thread starts",
+		[PTWK_DEATH] = "thread ends", [PTWK_EXIT_CALL] = "pthread_exit calls",
+		[PTWK_CANCEL] = "pthread_cancel calls", [PTWK_DETACH] = "pthread_detach calls",
+		[PTWK_JOIN] = "joins", [PTWK_JOIN_RET] = "join returns",
+		[PTWK_CREATE] = "thread creations", [PTWK_FORK] = "forks",
+		[PTWK_EXIT] = "thread exits", [PTWK_EXEC] = "execs", [PTWK_EXIT_FN] = "exit calls",
+		[PTWK_MAIN] = "main() starts", [PTWK_FRAME_ENTRY] = "traced calls' entries",
+		[PTWK_FRAME_RETURN] = "traced calls' returns", [PTWK_THROW] = "throws",
+		[PTWK_CATCH] = "catches", [PTWK_LONGJMP] = "longjmps",
+		[PTWK_DL_STATE] = "library loads", [PTWK_FATAL_SIGNAL] = "fatal signals",
+		[PTWK_SIGNAL] = "signal deliveries", [PTWK_SIGRETURN] = "signal returns",
+		[PTWK_CONTEXT_SWAP] = "context switches", [PTWK_CONTEXT_SET] = "context switches",
+		[PTWK_MODULE] = "module list entries", [PTWK_EXEC_ARGS] = "command lines",
+	};
+	if (kind >= PTWK_LOCK_FIRST)
+		return kind == PTWK_LOCK_RET ? "wait returns" : "wait entries";
+	return kind < PTWK_KIND_N && names[kind] ? names[kind] : "other records";
+}
+
+/* The records the full ring refused, by what they were, once (at the
+ * target's end as at a detach: a launch whose command ends by itself
+ * lost them too). */
+static void lost_note(struct ptw_kernel *k)
+{
+	if (k->root || k->lost_noted || !(k->detached || k->conv.ended))
+		return;
+	if (k->skel && !k->detached)
+		read_counters(k);
+	if (!k->stats.lost)
+		return;
+	k->lost_noted = true;
+	/* (kinds of one name summed) */
+	const char *names[PTWK_LOCK_KIND_END];
+	uint64_t sums[PTWK_LOCK_KIND_END];
+	size_t m = 0;
+	for (unsigned kind = 0; kind < PTWK_LOCK_KIND_END; kind++) {
+		if (!k->lost_kinds[kind])
+			continue;
+		const char *name = lost_kind_name(kind);
+		size_t j = 0;
+		while (j < m && strcmp(names[j], name))
+			j++;
+		if (j == m) {
+			names[m] = name;
+			sums[m++] = 0;
+		}
+		sums[j] += k->lost_kinds[kind];
+	}
+	struct ptw_buf what = { 0 };
+	for (size_t j = 0; j < m; j++)
+		ptw_buf_printf(&what, "%s%llu %s", j ? ", " : "", (unsigned long long)sums[j],
+			       names[j]);
+	note_as(k, PTW_W_KERNEL_EVENTS_LOST,
+		"%llu records lost (%s): the ring buffer (%zu bytes) was full; those events are "
+		"missing",
+		(unsigned long long)k->stats.lost, what.p ? what.p : "of no known kind",
+		k->o.ring_bytes);
+	ptw_buf_free(&what);
+}
+
 /* What could not be seen, said once the session is over (the process
  * ended, or ptwatch let go): debuginfod's failure, the threads made while
  * the probes went in, and what --trace could not do (a library loaded
  * late may still match a pattern until then). Once. */
 static void end_notes(struct ptw_kernel *k)
 {
+	lost_note(k);
 	const char *e = ptw_symbols_debuginfod_error();
 	if (e && !k->debuginfod_noted) {
 		k->debuginfod_noted = true;
@@ -2128,6 +2197,14 @@ static void read_counters(struct ptw_kernel *k)
 		for (int c = 0; c < ncpu; c++)
 			sum[key] += v[c];
 	}
+	for (uint32_t key = 0; key < PTWK_LOCK_KIND_END; key++) {
+		k->lost_kinds[key] = 0;
+		if (bpf_map__lookup_elem(k->skel->maps.lost_kinds, &key, sizeof(key), v,
+					 (size_t)ncpu * sizeof(*v), 0) < 0)
+			continue;
+		for (int c = 0; c < ncpu; c++)
+			k->lost_kinds[key] += v[c];
+	}
 	free(v);
 	k->stats.lost = sum[PTWK_STAT_LOST];
 	k->stats.wakeups = sum[PTWK_STAT_WAKEUPS];
@@ -2181,10 +2258,6 @@ int ptw_kernel_detach(struct ptw_kernel *k)
 		     "%u exec'd images ended before their modules could be read (they lived less "
 		     "than the reader's wakeup): their code addresses are not named",
 		     k->images_unread);
-	if (k->stats.lost)
-		note_as(k, PTW_W_KERNEL_EVENTS_LOST,
-		     "%llu records lost: the ring buffer (%zu bytes) was full; events are missing",
-		     (unsigned long long)k->stats.lost, k->o.ring_bytes);
 	return 0;
 }
 
