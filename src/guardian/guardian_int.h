@@ -76,6 +76,7 @@ struct ptw_memfds {
 	pid_t *pid;
 	int *fd;
 	size_t n;
+	size_t prune_at; /* the ended ones are looked for when n reaches it */
 };
 void ptw_memfds_put(struct ptw_memfds *m, int fd);
 int ptw_memfds_get(const struct ptw_memfds *m, pid_t pid);

@@ -2,6 +2,7 @@
 /* The memory fds of the traced processes, kept by the front and the
  * restorer to put every journaled byte back; see guardian_int.h. */
 #define _GNU_SOURCE
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -37,12 +38,17 @@ static pid_t fd_tgid(int fd)
 	return tgid ? (pid_t)tgid : tid;
 }
 
+/* The fds of processes that have ended go; at most one per pid stays:
+ * a /proc look per fd kept, so only once the list has doubled since the
+ * last time (-f with thousands of processes alive: not a look at every
+ * one at each fork). */
 void ptw_memfds_put(struct ptw_memfds *m, int fd)
 {
 	pid_t pid = fd_tgid(fd);
+	bool prune = m->n >= m->prune_at;
 	size_t keep = 0;
 	for (size_t i = 0; i < m->n; i++) {
-		if (m->pid[i] == pid || !ptw_proc_alive(m->pid[i])) {
+		if (m->pid[i] == pid || (prune && !ptw_proc_alive(m->pid[i]))) {
 			close(m->fd[i]);
 			continue;
 		}
@@ -50,6 +56,8 @@ void ptw_memfds_put(struct ptw_memfds *m, int fd)
 		m->fd[keep++] = m->fd[i];
 	}
 	m->n = keep;
+	if (prune)
+		m->prune_at = keep < 32 ? 64 : 2 * keep;
 	m->pid = xreallocarray(m->pid, m->n + 1, sizeof(*m->pid));
 	m->fd = xreallocarray(m->fd, m->n + 1, sizeof(*m->fd));
 	m->pid[m->n] = pid;
