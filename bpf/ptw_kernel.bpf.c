@@ -46,9 +46,13 @@ struct {
 	__uint(max_entries, 8 * 1024 * 1024); /* user space may change it */
 } rb SEC(".maps");
 
+/* The processes watched. Sized by user space (-f: as many processes as
+ * the machine can have at once); allocated as they come (no_prealloc:
+ * only the buckets are paid for up front). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
+	__uint(max_entries, 4096); /* user space may change it */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, __u32); /* tgid */
 	__type(value, struct ptwk_watch);
 } watched SEC(".maps");
@@ -204,8 +208,9 @@ static __always_inline __u32 task_tgid(struct task_struct *t)
  * by its tid in the initial one: what the exec tracepoint's old_pid (the
  * initial namespace's, of a thread gone with its exec) was. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536); /* user space may change it (one per live thread) */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, __u32);
 	__type(value, __u32);
 } ns_tids SEC(".maps");
@@ -364,7 +369,8 @@ int ptw_fork(struct bpf_raw_tracepoint_args *ctx)
 	r.a = task_tid(child);
 	if (pidns_on) {
 		__u32 global = (__u32)BPF_CORE_READ(child, pid), nr = (__u32)r.a;
-		bpf_map_update_elem(&ns_tids, &global, &nr, BPF_ANY);
+		if (bpf_map_update_elem(&ns_tids, &global, &nr, BPF_ANY) < 0)
+			count(PTWK_STAT_NS_TIDS_FULL);
 	}
 	__u64 pd = BPF_CORE_READ(child, thread.fsbase);
 	if (ctgid != ptgid) {
@@ -375,7 +381,11 @@ int ptw_fork(struct bpf_raw_tracepoint_args *ctx)
 			 * nothing it does, a thread it makes at once, is missed. */
 			struct ptwk_watch cw = *w;
 			cw.root = 0;
-			bpf_map_update_elem(&watched, &ctgid, &cw, BPF_ANY);
+			if (bpf_map_update_elem(&watched, &ctgid, &cw, BPF_ANY) < 0) {
+				/* (full: said, the child let go) */
+				count(PTWK_STAT_WATCH_FULL);
+				r.f |= PTWK_F_UNWATCHED;
+			}
 			/* Its one thread is a copy of the forking one: the same
 			 * struct pthread, at the same address. */
 			r.b = pd;

@@ -114,6 +114,8 @@ enum ptwk_kind {
 				      * child stack top read: c = the function glibc's
 				      * clone() will call, d = its argument, e = the
 				      * creator's ip (in that wrapper or not) */
+#define PTWK_F_UNWATCHED 0x40000 /* FORK (-f): the child could not be watched (the
+				  * watched map full, PTWK_STAT_WATCH_FULL) */
 
 #define PTWK_COMM_LEN 16
 
@@ -198,6 +200,8 @@ enum ptwk_stat {
 	PTWK_STAT_SENT,	     /* records submitted */
 	PTWK_STAT_WAKEUPS,   /* submissions that woke the reader */
 	PTWK_STAT_READ_FAIL, /* a read of the target's memory failed */
+	PTWK_STAT_WATCH_FULL, /* -f: a fork child not watched, the watched map full */
+	PTWK_STAT_NS_TIDS_FULL, /* a thread's namespace tid not kept, ns_tids full */
 	PTWK_STAT_N,
 };
 

@@ -36,6 +36,9 @@ enum {
 	BPF_MAP_TYPE_RINGBUF = 27,
 };
 enum {
+	BPF_F_NO_PREALLOC = 1,
+};
+enum {
 	BPF_ANY = 0,
 	BPF_NOEXIST = 1,
 };

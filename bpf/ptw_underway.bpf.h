@@ -30,7 +30,8 @@ struct bpf_iter__task___uw {
 /* key: (tid, sp after the return); value: the function's index */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct ptwk_uw_key);
 	__type(value, __u64);
 } underway_sites SEC(".maps");

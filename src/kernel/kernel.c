@@ -120,11 +120,14 @@ struct ptw_kernel {
 	int libc_checks; /* after an exec: reads of its maps left to find its libc */
 	bool end_lost;
 	bool detached;
+	const char *unfollowed_why; /* -f: a fork child the BPF side could not watch */
 	char exe[4096];
 	char *glibc; /* nptl's version, once read */
 	struct ptw_warning_list notes; /* root only: the session's (note_as) */
 	uint64_t lost_kinds[PTWK_LOCK_KIND_END]; /* records the full ring refused, by kind */
 	bool lost_noted;
+	uint32_t watch_slots, ns_tid_slots; /* the watched and ns_tids maps' sizes */
+	uint64_t watch_full, ns_tids_full;  /* and the entries they refused, full */
 	const char **note_texts;       /* their messages (ptw_kernel_notes) */
 	struct ptw_kernel_stats stats;
 	/* -f (follow forks, "---- -f" below): every process the target forks
@@ -736,7 +739,7 @@ static int on_record(void *ctx, void *data, size_t size)
 	memcpy(&d.r, data, sizeof(d.r)); /* the ring's alignment is 8: copy anyway */
 	int lr;
 	if (d.r.kind == PTWK_FORK && k->o.follow_forks && k->o.follow_per_child && k->multi &&
-	    (lr = attach_multi_to(k, (uint32_t)d.r.a, d.link_fds)) < 0)
+	    !(d.r.f & PTWK_F_UNWATCHED) && (lr = attach_multi_to(k, (uint32_t)d.r.a, d.link_fds)) < 0)
 		ptw_dbg(PTW_DBG_TRACER, "no link for child %u: %s", (unsigned)d.r.a, strerror(-lr));
 	if (d.r.kind == PTWK_EXEC)
 		ptw_map_del(&k->drain_listed, d.r.tgid); /* a new image: its list to come */
@@ -1228,6 +1231,31 @@ static void start_where(struct ptw_kernel *k)
 	k->probes.n = n;
 }
 
+/* A number from a /proc/sys file, else 0. */
+static unsigned long sysctl_number(const char *path)
+{
+	char buf[32];
+	if (ptw_read_small_file(path, buf, sizeof(buf)) < 0)
+		return 0;
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(buf, &end, 10);
+	return errno || end == buf ? 0 : v;
+}
+
+/* As many tasks as this machine can have at once: pid_max bounds them,
+ * and threads-max (kernel.threads-max). 4096 to 4 Mi. */
+static uint32_t machine_tasks(void)
+{
+	unsigned long n = sysctl_number("/proc/sys/kernel/pid_max");
+	unsigned long t = sysctl_number("/proc/sys/kernel/threads-max");
+	if (!n || (t && t < n))
+		n = t;
+	if (n < 4096)
+		n = 4096;
+	return n > (4ul << 20) ? 4u << 20 : (uint32_t)n;
+}
+
 static int open_skeleton(struct ptw_kernel *k, bool multi)
 {
 	/* CO-RE against the BTF made at build time for this very kernel
@@ -1278,6 +1306,16 @@ static int open_skeleton(struct ptw_kernel *k, bool multi)
 		s->rodata->pidns_ino = ns.st_ino;
 	}
 	int r = bpf_map__set_max_entries(s->maps.rb, (uint32_t)k->o.ring_bytes);
+	/* -f: as many processes as the machine can have at once; in a PID
+	 * namespace, a tid for every thread of theirs (no_prealloc maps:
+	 * their buckets, 16 bytes each, are what is paid up front) */
+	uint32_t tasks = machine_tasks();
+	k->watch_slots = k->o.follow_forks ? tasks : 4096;
+	k->ns_tid_slots = s->rodata->pidns_on ? tasks : 1;
+	if (r == 0)
+		r = bpf_map__set_max_entries(s->maps.watched, k->watch_slots);
+	if (r == 0)
+		r = bpf_map__set_max_entries(s->maps.ns_tids, k->ns_tid_slots);
 	if (r == 0 && multi) {
 		r = bpf_program__set_expected_attach_type(
 			s->progs.ptw_entry, (enum bpf_attach_type)PTWK_BPF_TRACE_UPROBE_MULTI);
@@ -1633,6 +1671,13 @@ static void lost_note(struct ptw_kernel *k)
 		return;
 	if (k->skel && !k->detached)
 		read_counters(k);
+	if (k->ns_tids_full) {
+		k->lost_noted = true;
+		note(k,
+		     "%llu threads' tids in ptwatch's PID namespace were not kept: its map (%u "
+		     "entries) was full; an exec by one of them is not recognised as theirs",
+		     (unsigned long long)k->ns_tids_full, k->ns_tid_slots);
+	}
 	if (!k->stats.lost)
 		return;
 	k->lost_noted = true;
@@ -2209,6 +2254,8 @@ static void read_counters(struct ptw_kernel *k)
 	k->stats.lost = sum[PTWK_STAT_LOST];
 	k->stats.wakeups = sum[PTWK_STAT_WAKEUPS];
 	k->stats.read_failures = sum[PTWK_STAT_READ_FAIL];
+	k->watch_full = sum[PTWK_STAT_WATCH_FULL];
+	k->ns_tids_full = sum[PTWK_STAT_NS_TIDS_FULL];
 }
 
 /* Nothing more is recorded from here on: every program looks its tgid up
@@ -2688,6 +2735,17 @@ static void follow_fork(struct ptw_kernel *k, struct ptw_kernel *parent,
 	c->conv.main_caller = parent->conv.main_caller;
 	c->main_caller_lo = parent->main_caller_lo; /* (its memory is a copy) */
 	c->main_caller_hi = parent->main_caller_hi;
+	if (r->f & PTWK_F_UNWATCHED) {
+		/* The watched map was full (as many processes as the machine
+		 * can have at once are followed): listed, let go, said. */
+		c->unfollowed_why = "the kernel path's map of followed processes was full";
+		c->conv.ended = true;
+		note_as(k, PTW_W_PROCESS_NOT_FOLLOWED,
+			"processes forked while %u were followed at once are not followed: the "
+			"kernel path's map of followed processes (%u entries) was full",
+			k->watch_slots, k->watch_slots);
+		return;
+	}
 	if (r->f & PTWK_F_SHARED_VM) {
 		c->launched = true;
 		c->conv.launched = true;
@@ -2778,9 +2836,10 @@ static void fill_process(const struct ptw_kernel *c, struct ptw_process *p)
 	p->argv = c->argv;
 	p->start_ns = c->start_ns;
 	p->end_ns = c->conv.ended ? c->conv.end_ns : 0;
-	p->followed = true;
+	p->followed = !c->unfollowed_why;
+	p->not_followed_why = c->unfollowed_why;
 	p->detached = root->detached && !c->conv.ended;
-	if (c->conv.ended && !c->end_lost) {
+	if (c->conv.ended && !c->end_lost && !c->unfollowed_why) {
 		p->exit_kind = c->conv.exit_signal ? PTW_EXIT_SIGNAL : PTW_EXIT_CODE;
 		p->exit_code = c->conv.exit_code;
 		p->exit_signal = c->conv.exit_signal;

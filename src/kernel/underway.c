@@ -369,13 +369,26 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 	free(maps);
 	/* The sites, then whether those threads stayed off a CPU all along:
 	 * a thread that ran meanwhile may have returned unseen. */
+	size_t unkept = 0;
+	pid_t first_unkept = 0;
 	for (size_t k = 0; k < nfs; k++)
 		for (size_t i = 0; i < fs[k].n; i++) {
 			struct ptwk_uw_key key = { .tid = (uint32_t)fs[k].tid,
 						   .sp = fs[k].v[i].sp + 8 };
-			bpf_map__update_elem(u->env.sites, &key, sizeof(key), &fs[k].v[i].index,
-					     sizeof(uint64_t), BPF_ANY);
+			if (bpf_map__update_elem(u->env.sites, &key, sizeof(key), &fs[k].v[i].index,
+						 sizeof(uint64_t), BPF_ANY) == 0)
+				continue;
+			/* (the map full: this frame and the outer ones are not
+			 * reported, as a stack read short) */
+			first_unkept = unkept ? first_unkept : fs[k].tid;
+			unkept += fs[k].n - i;
+			fs[k].n = i;
 		}
+	if (unkept)
+		note(u, PTW_W_TRACE_PARTIAL_STACK,
+		     "--trace: %zu calls under way at the attach (the first in thread %d) are not "
+		     "reported: the map of their return sites (%u entries) was full",
+		     unkept, first_unkept, bpf_map__max_entries(u->env.sites));
 	int probes = nfs ? attach_all(u, fs, nfs) : 0;
 	if (probes < 0) {
 		note(u, PTW_W_KERNEL_LIMIT,
@@ -389,6 +402,10 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 	struct ptwk_uw_task *after;
 	int nafter = nfs ? read_tasks(u, &after) : 0;
 	for (size_t k = 0; k < nfs; k++) {
+		if (!fs[k].n) { /* (none kept: the sites' map full) */
+			found_free(&fs[k]);
+			continue;
+		}
 		bool still = false;
 		for (int i = 0; i < nafter && !still; i++)
 			still = (pid_t)after[i].tid == fs[k].tid && stayed(u, &after[i]);
