@@ -19,29 +19,78 @@
 const volatile __s64 rdebug_from_probe = 0;
 
 /* glibc's struct r_debug and struct link_map (link.h): their public,
- * stable heads. */
+ * stable heads. Since glibc 2.35 _r_debug is a struct r_debug_extended:
+ * r_next links the r_debug of each other link-map namespace (dlmopen),
+ * valid when r_version is 2 (before: 1, one namespace, and r_next is
+ * whatever follows in ld.so's data: not read). */
 struct ptw_r_debug {
 	__s32 r_version;
 	__u64 r_map;
 	__u64 r_brk;
 	__s32 r_state; /* RT_CONSISTENT 0, RT_ADD 1, RT_DELETE 2 */
+	__u64 r_ldbase;
+	__u64 r_next;
 };
+
+/* At most so many namespaces (glibc's DL_NNS is 16). */
+#define PTW_MAX_NAMESPACES 16
 
 struct ptw_link_map {
 	__u64 l_addr, l_name, l_ld, l_next, l_prev;
 };
 
-/* One entry of the walk (a bpf_loop step: verified once, not per entry). */
+/* One entry of the walk (a bpf_loop step: verified once, not per entry):
+ * namespace 0's list, then each other namespace's. */
 struct ptw_walk {
 	__u64 id, walk, lm;
+	__u64 next_ns; /* the next namespace's r_debug, else 0 */
 	__u32 sent;
-	bool whole;
+	bool whole, changing;
 };
+
+/* The namespace at w->next_ns: its list next (lm), unless it is being
+ * changed (its consistent list comes with a later call). (No count of
+ * namespaces kept: the loops' bounds bound a chain that loops, and a
+ * counter compared at each step makes the verifier walk every value of
+ * it: 0.5 s to load.) */
+static __always_inline bool ptw_walk_namespace(struct ptw_walk *w)
+{
+	struct ptw_r_debug rd;
+	if (bpf_probe_read_user(&rd, sizeof(rd), (const void *)w->next_ns)) {
+		count(PTWK_STAT_READ_FAIL);
+		return false;
+	}
+	if (rd.r_state != 0) {
+		w->changing = true;
+		return false;
+	}
+	w->lm = rd.r_map;
+	w->next_ns = rd.r_next;
+	return true;
+}
+
+/* Whether every other namespace is consistent (a pass over r_next first:
+ * a list half made is not sent). */
+static long ptw_ns_step(__u32 i, void *arg)
+{
+	struct ptw_walk *w = arg;
+	(void)i;
+	if (!w->next_ns)
+		return 1;
+	if (!ptw_walk_namespace(w))
+		return 1;
+	return 0;
+}
 
 static long ptw_walk_step(__u32 i, void *arg)
 {
 	struct ptw_walk *w = arg;
 	(void)i;
+	if (!w->lm && w->next_ns) {
+		if (!ptw_walk_namespace(w))
+			return 1;
+		return 0; /* (its first entry: the next step) */
+	}
 	if (!w->lm) {
 		w->whole = true;
 		return 1;
@@ -97,8 +146,13 @@ int ptw_modules(struct pt_regs *ctx)
 	}
 	if (rd.r_state != 0)
 		return 0; /* being changed: the consistent list comes next */
-	struct ptw_walk w = { .id = id, .walk = end.e, .lm = rd.r_map };
-	bpf_loop(PTWK_MAX_MODULES + 1, ptw_walk_step, &w, 0);
+	__u64 next_ns = rd.r_version >= 2 ? rd.r_next : 0;
+	struct ptw_walk w = { .next_ns = next_ns };
+	bpf_loop(PTW_MAX_NAMESPACES + 1, ptw_ns_step, &w, 0);
+	if (w.changing)
+		return 0; /* the consistent list comes next */
+	w = (struct ptw_walk){ .id = id, .walk = end.e, .lm = rd.r_map, .next_ns = next_ns };
+	bpf_loop(PTWK_MAX_MODULES + PTW_MAX_NAMESPACES + 1, ptw_walk_step, &w, 0);
 	end.a = w.sent;
 	if (w.whole)
 		end.f |= PTWK_F_MODULES_WHOLE;

@@ -203,7 +203,12 @@ static void on_death(struct ptwk_conv *c, const struct ptwk_record *r)
 	}
 	if (r->f & PTWK_F_UNWIND_KNOWN) {
 		ev.unwinding = r->b != 0;
-		if (ev.unwinding)
+		/* Whether a cancellation acted, from the bits the thread keeps
+		 * (and may set itself): only for a thread that began before the
+		 * probes were in, whose pthread_exit or pthread_cancel may have
+		 * come unseen. One made since had its calls seen: the span engine
+		 * goes by those (no call seen, not certain: as the tracer has it). */
+		if (ev.unwinding && !(th->created && th->created_ns >= c->probes_in_ns))
 			ev.cancelled = (r->f & PTWK_F_CANCELED) != 0;
 	}
 	emit(c, &ev);

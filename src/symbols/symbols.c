@@ -900,6 +900,27 @@ int ptw_symbols_lookup_loaded(struct ptw_symbols *s, const char *module, const c
 	return -ENOENT;
 }
 
+/* mod if it holds code at addr: libdwfl's dwfl_addrmodule answers the
+ * last module for an address past every module (0x4141414141414141 was
+ * "in" ld.so, at offset 0x4140c1beddaf2141), and a module of a file that
+ * is no ELF (/etc/ld.so.cache, a locale file, mapped while the list was
+ * read and maybe gone since: a JIT page now there was "in" ld.so.cache)
+ * holds no code to name. */
+static Dwfl_Module *holding_module(Dwfl_Module *mod, uint64_t addr)
+{
+	Dwarf_Addr lo, hi, bias;
+	if (!mod || !dwfl_module_info(mod, NULL, &lo, &hi, NULL, NULL, NULL, NULL) || addr < lo ||
+	    addr >= hi || !dwfl_module_getelf(mod, &bias))
+		return NULL;
+	return mod;
+}
+
+/* The module that holds code at addr, else NULL. */
+static Dwfl_Module *module_at(struct ptw_symbols *s, uint64_t addr)
+{
+	return holding_module(dwfl_addrmodule(s->dwfl, addr), addr);
+}
+
 static struct module_index *index_of(struct ptw_symbols *s, Dwfl_Module *mod)
 {
 	for (size_t i = 0; i < s->nmods; i++)
@@ -915,7 +936,7 @@ const char *ptw_symbols_exe(const struct ptw_symbols *s)
 
 const char *ptw_symbols_module_of(struct ptw_symbols *s, uint64_t addr)
 {
-	Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, addr);
+	Dwfl_Module *mod = module_at(s, addr);
 	struct module_index *mi = mod ? index_of(s, mod) : NULL;
 	return mi ? mi->path : NULL;
 }
@@ -931,7 +952,7 @@ const char *ptw_symbols_module_path(struct ptw_symbols *s, const char *module)
 int ptw_symbols_module_range(struct ptw_symbols *s, uint64_t addr, uint64_t *ret_start,
 			     uint64_t *ret_end)
 {
-	Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, addr);
+	Dwfl_Module *mod = module_at(s, addr);
 	if (!mod)
 		return -ENOENT;
 	Dwarf_Addr start, end;
@@ -1081,11 +1102,11 @@ const struct ptw_location *ptw_symbols_locate(struct ptw_symbols *s, uint64_t ad
 	struct ptw_location *loc = ptw_map_get(&s->locations, addr);
 	if (loc)
 		return loc;
-	Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, addr);
+	Dwfl_Module *mod = module_at(s, addr);
 	if (!mod && ptw_symbols_refresh(s) == 0) {
 		/* A library loaded since we last looked (dlopen without ld.so's
 		 * notification, JIT): refresh once; the answer is cached. */
-		mod = dwfl_addrmodule(s->dwfl, addr);
+		mod = module_at(s, addr);
 	}
 	loc = xcalloc(1, sizeof(*loc));
 	loc->addr = addr;
@@ -1213,7 +1234,7 @@ static int fde_range(Dwfl_Module *mod, uint64_t addr, uint64_t *ret_lo, uint64_t
 int ptw_symbols_function_range(struct ptw_symbols *s, uint64_t addr, uint64_t *ret_lo,
 			       uint64_t *ret_hi)
 {
-	Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, addr);
+	Dwfl_Module *mod = module_at(s, addr);
 	if (!mod)
 		return -ENOENT;
 	struct module_index *mi = index_of(s, mod);
@@ -1483,7 +1504,7 @@ static int frame_cb(Dwfl_Frame *state, void *arg)
 /* Does any FDE (.eh_frame or .debug_frame) cover pc? */
 static bool has_cfi(struct ptw_symbols *s, uint64_t pc)
 {
-	Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, pc);
+	Dwfl_Module *mod = module_at(s, pc);
 	if (!mod)
 		return false;
 	/* The answer for a pc without .eh_frame CFI (the clone site, in every
@@ -1548,7 +1569,7 @@ static int unwind(struct ptw_symbols *s, pid_t tid, const struct user_regs_struc
 	 */
 	uint64_t ret;
 	if (max > 1 && !has_cfi(s, regs->rip) &&
-	    unwind_read_word(s, regs->rsp, &ret) == 0 && dwfl_addrmodule(s->dwfl, ret)) {
+	    unwind_read_word(s, regs->rsp, &ret) == 0 && module_at(s, ret)) {
 		struct user_regs_struct caller = *regs;
 		caller.rip = ret;
 		caller.rsp = regs->rsp + 8;
@@ -1649,7 +1670,7 @@ int ptw_symbols_new_file(const char *path, bool use_debug_files, const char *cac
 
 int ptw_symbols_file_offset(struct ptw_symbols *s, uint64_t addr, uint64_t *ret_off)
 {
-	Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, addr);
+	Dwfl_Module *mod = module_at(s, addr);
 	GElf_Addr bias;
 	Elf *elf = mod ? dwfl_module_getelf(mod, &bias) : NULL;
 	size_t n;
@@ -1834,7 +1855,7 @@ int ptw_symbols_new_listed(pid_t pid, const struct ptw_module_spec *mods, size_t
 
 int ptw_symbols_read_file(struct ptw_symbols *s, uint64_t addr, void *buf, size_t len)
 {
-	Dwfl_Module *mod = s->dwfl ? dwfl_addrmodule(s->dwfl, addr) : NULL;
+	Dwfl_Module *mod = s->dwfl ? module_at(s, addr) : NULL;
 	GElf_Addr bias;
 	Elf *elf = mod ? dwfl_module_getelf(mod, &bias) : NULL;
 	size_t n, size;

@@ -226,3 +226,57 @@ def case_clonevm_orphan(session, chk):
         chk.true('the child called the hooked entry and recorded it', clonevm_child_done(run))
         chk.eq('warnings', warning_codes(run.doc), [])
         report_warnings(run)
+
+
+@test('liar-fakecancel', 'fakecancel', kernel=True)
+@test('liar-badroutine', 'badroutine', kernel=True)
+@test('liar-jit', 'jit', kernel=True)
+@test('liar-dlmopen', 'dlmopen', kernel=True)
+@case('liar')
+def case_liar(session, chk, mode='fakecancel'):
+    """Threads that lie, or run code no file of the main namespace holds
+    (fixture liar, issue 29 items 5 and 6); what ptwatch says must stay
+    true on both backends:
+    fakecancel: a thread sets CANCELED|EXITING itself and returns 0x1111,
+      nobody calls pthread_cancel: not a certain cancellation (the kernel
+      path said cancelled, uncertain false, from the bits alone);
+    badroutine: start routine 0x4141414141414141: no module's, not named
+      (the ptrace path named it in ld.so, at offset 0x4140c1beddaf2141:
+      libdwfl's answer for an address past every module);
+    jit: a routine written into an anonymous page: no module (the ptrace
+      path said /etc/ld.so.cache, mapped there when it read the modules);
+    dlmopen: a routine of a library in a new link-map namespace: named
+      (the kernel path walked namespace 0's list only)."""
+    argv = [fixture('liar'), mode] + ([fixture('liarmod')] if mode == 'dlmopen' else [])
+    run = session.run(argv, opts=['-q'])
+    check_exit(chk, run, code=0)
+    truth = one_truth(run, 'liar')
+    routine = truth['routine_addr']
+    spans = [s for s in thread_spans(run.doc) if s['origin'] == 'created']
+    chk.eq('one created thread', len(spans), 1)
+    if not spans:
+        return
+    sp = spans[0]
+    if truth['tid']:
+        chk.eq('its tid', sp['tid'], truth['tid'])
+    loc = sp.get('start_routine') or {}
+    chk.eq('its start routine address', loc.get('addr'), routine)
+    if mode == 'fakecancel':
+        chk.eq('its value', (sp.get('end') or {}).get('value'), truth['value'])
+        chk.true('not a certain cancellation (status %s, uncertain %s)'
+                 % (sp['status'], sp.get('uncertain')),
+                 sp['status'] != 'cancelled' or sp.get('uncertain') is True)
+    elif mode in ('badroutine', 'jit'):
+        chk.eq('no module', loc.get('module'), None, loc)
+        chk.eq('no offset', loc.get('offset'), None, loc)
+        chk.eq('no symbol but the placeholder', (loc.get('symbol'), loc.get('placeholder')),
+               ('pthread_start_routine', True), loc)
+        if mode == 'jit':
+            chk.eq('its value', (sp.get('end') or {}).get('value'), truth['value'])
+            chk.eq('completed', sp['status'], 'completed')
+    else:
+        chk.eq('named', (loc.get('symbol'), loc.get('placeholder')), ('liar_routine', False), loc)
+        chk.true('in the module loaded with dlmopen (%s)' % loc.get('module'),
+                 (loc.get('module') or '').endswith('libptwfixture-liarmod.so'))
+        chk.eq('its value', (sp.get('end') or {}).get('value'), truth['value'])
+        chk.eq('completed', sp['status'], 'completed')
