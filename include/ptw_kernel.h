@@ -154,6 +154,8 @@ struct ptw_kernel_stats {
 	const char *mode;	/* "uprobe_multi" or "uprobe" (one perf event per probe) */
 	const char *btf;	/* the BTF CO-RE used: "minimal (...)" or "the kernel's" */
 	unsigned probes;	/* uprobes attached (entry and return) */
+	unsigned probes_stepped; /* --trace: functions whose first instruction the kernel
+				  * single-steps out of line at each call (src/kernel/xol.h) */
 	uint64_t records;	/* records read */
 	uint64_t events;	/* events emitted */
 	uint64_t lost;		/* records the full ring buffer refused (events lost) */

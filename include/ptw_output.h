@@ -21,8 +21,17 @@ struct ptw_location;
 
 /* ---- a streaming JSON writer (strings always come out valid UTF-8) ---- */
 
+/* Where a long document goes as it is made (ptw_report_json_fd): out is
+ * written there and emptied at an element's end once it holds SPILL_BYTES,
+ * so that a document of millions of frames is not held whole in memory. */
+struct ptw_json_sink {
+	int fd;
+	int err; /* the first write's failure (-errno), then nothing more */
+};
+
 struct ptw_json {
 	struct ptw_buf *out;
+	struct ptw_json_sink *sink; /* NULL: out holds it all */
 	int depth;
 	bool need_comma[64];
 	bool pretty;
@@ -33,6 +42,8 @@ struct ptw_json {
 	struct ptw_map *frames;
 };
 void ptw_json_frames_free(struct ptw_map *frames);
+/* The rest of out to the sink (if any): 0 or the first write's -errno. */
+int ptw_json_sink_end(struct ptw_json *j);
 void ptw_json_begin_object(struct ptw_json *j, const char *key);
 void ptw_json_end_object(struct ptw_json *j);
 void ptw_json_begin_array(struct ptw_json *j, const char *key);
@@ -123,6 +134,7 @@ struct ptw_report {
 	const char *backend;	 /* "ptrace" | "kernel" (NULL: unknown, an older document) */
 	const char *backend_why; /* why that one (--backend, or auto's reason) */
 	size_t probes;		 /* the kernel path's uprobes (0 with ptrace) */
+	size_t probes_stepped;	 /* --trace, of its functions: those the kernel single-steps */
 	bool snapshot;	      /* spans carry state, stack, waits_for */
 	uint64_t tracer_user_ns, tracer_sys_ns; /* ptwatch's own CPU time */
 	uint64_t stops_total;
@@ -150,6 +162,9 @@ const char *ptw_interrupt_why_name(enum ptw_interrupt_why w);
 
 /* Renders the whole document into out. */
 void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out);
+/* The same, written to fd as it is made (at most about 1 MiB held): 0 or
+ * the first write's -errno. */
+int ptw_report_json_fd(const struct ptw_report *r, int fd);
 /* Its parts, for --json-lines: members of the object being written. */
 void ptw_json_head(struct ptw_json *j, const struct ptw_report *r, const char *schema);
 void ptw_json_target(struct ptw_json *j, const struct ptw_report *r);
@@ -204,6 +219,7 @@ void ptw_lines_end(struct ptw_lines *l, const struct ptw_report *r);
 /* --format=chrome: the Chrome trace-event JSON (Perfetto, chrome://tracing)
  * of the report, into out. */
 void ptw_report_chrome(const struct ptw_report *r, struct ptw_buf *out);
+int ptw_report_chrome_fd(const struct ptw_report *r, int fd);
 
 /* How event lines are written; each session's text output has its own. */
 struct ptw_text_style {

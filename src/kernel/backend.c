@@ -346,6 +346,7 @@ static void report(struct ptw_backend *b, struct ptw_report *r)
 	struct ptw_kernel_stats st;
 	ptw_kernel_stats(kb->k, &st);
 	r->probes = st.probes;
+	r->probes_stepped = st.probes_stepped;
 	r->nwarnings = ptw_kernel_warnings(kb->k, &r->warnings);
 	r->processes = NULL;
 	r->nprocesses = 0;

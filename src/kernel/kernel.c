@@ -2326,6 +2326,7 @@ void ptw_kernel_stats(struct ptw_kernel *k, struct ptw_kernel_stats *ret)
 	if (!k->detached)
 		read_counters(k);
 	*ret = k->stats;
+	ret->probes_stepped = ptwk_frames_stepped(k->frames);
 	struct locks_tally t = k->released; /* (-f: theirs, counted as they ended) */
 	tally_locks(k->locks, &t);
 	for (size_t i = 0; i < k->nfollowed; i++)

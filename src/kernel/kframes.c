@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "probes.h"
+#include "xol.h"
 #include "ptw_kernel_records.h"
 #include "ptw_patterns.h"
 #include "ptw_symbols.h"
@@ -60,6 +61,7 @@ struct ptwk_frames {
 	struct bpf_link **links; /* ordinary uprobes */
 	size_t nlinks;
 	unsigned probes;
+	unsigned stepped; /* functions traced whose entry the kernel single-steps */
 	char **refused; /* asked for by name but never traced */
 	size_t nrefused;
 	char *unwinder; /* why no uretprobe may go in this process, NULL: they may */
@@ -184,6 +186,27 @@ static void failed_function(struct ptwk_frames *f, const char *name, int err)
 /* Entry and return probes for a group: one link each way; if the kernel
  * refuses the link (one instruction it cannot probe refuses them all),
  * each function on its own, so that only that one is lost. */
+/* Whether the kernel single-steps the first instruction of g's i-th
+ * function at each call, from its file (unread: not counted). */
+static bool stepped(const struct group *g, int fd, size_t i)
+{
+	uint8_t code[16];
+	ssize_t n = fd < 0 ? -1 : pread(fd, code, sizeof(code), (off_t)g->offsets[i]);
+	return n > 0 && !ptwk_xol_emulated(code, (size_t)n);
+}
+
+/* The functions traced in g, those stepped counted. */
+static void traced_group(struct ptwk_frames *f, const struct group *g, size_t from, size_t n)
+{
+	int fd = open(g->path, O_RDONLY | O_CLOEXEC);
+	for (size_t i = from; i < from + n; i++) {
+		traced_add(f, g->cookies[i]);
+		f->stepped += stepped(g, fd, i);
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
 static int attach_group(struct ptwk_frames *f, const struct group *g,
 			const struct ptwk_frames_progs *pr)
 {
@@ -199,8 +222,7 @@ static int attach_group(struct ptwk_frames *f, const struct group *g,
 			f->probes -= (unsigned)g->n;
 		}
 		if (r == 0) {
-			for (size_t i = 0; i < g->n; i++)
-				traced_add(f, g->cookies[i]);
+			traced_group(f, g, 0, g->n);
 			return (int)g->n * 2;
 		}
 		ptw_dbg(PTW_DBG_TRACER, "--trace: uprobe_multi on %s: %s; one by one", g->module,
@@ -215,7 +237,7 @@ static int attach_group(struct ptwk_frames *f, const struct group *g,
 			r = pr->multi ? link_multi(f, pr->ret, g, i, 1, true, pr->wide)
 				      : link_one(f, pr->ret, g, i, true, pr->wide);
 		if (r == 0) {
-			traced_add(f, g->cookies[i]);
+			traced_group(f, g, i, 1);
 			n += 2;
 			continue;
 		}
@@ -738,6 +760,11 @@ bool ptwk_frames_sigreturn_probed(const struct ptwk_frames *f)
 unsigned ptwk_frames_probes(const struct ptwk_frames *f)
 {
 	return f ? f->probes : 0;
+}
+
+unsigned ptwk_frames_stepped(const struct ptwk_frames *f)
+{
+	return f ? f->stepped : 0;
 }
 
 void ptwk_frames_notes(const struct ptwk_frames *f,

@@ -88,6 +88,9 @@ bool ptwk_frames_sigreturn_probed(const struct ptwk_frames *f);
  * its entry and return probes; *ret_index: its index (the cookie). */
 bool ptwk_frames_traced(const struct ptwk_frames *f, uint64_t entry, uint64_t *ret_index);
 unsigned ptwk_frames_probes(const struct ptwk_frames *f);
+/* Of the functions traced, those whose first instruction the kernel
+ * single-steps at each call (xol.h): some 10 times the cost of a call. */
+unsigned ptwk_frames_stepped(const struct ptwk_frames *f);
 
 /* The patterns that matched nothing, the functions that could not be
  * probed, what this path cannot do here: one line each, with its warning

@@ -282,9 +282,10 @@ static void wait_slice(struct chrome *c, const struct ptw_wait *w)
 	ptw_buf_free(&name);
 }
 
-void ptw_report_chrome(const struct ptw_report *r, struct ptw_buf *out)
+static void report_chrome(const struct ptw_report *r, struct ptw_buf *out,
+			  struct ptw_json_sink *sink)
 {
-	struct chrome c = { .j = { .out = out, .pretty = false }, .base = r->start_ns,
+	struct chrome c = { .j = { .out = out, .sink = sink, .pretty = false }, .base = r->start_ns,
 			    .end = r->end_ns > r->start_ns ? r->end_ns : r->start_ns, .pid = r->pid };
 	size_t n = ptw_spans_count(r->spans);
 	/* the first event seen, if it came before the session's start */
@@ -361,5 +362,20 @@ void ptw_report_chrome(const struct ptw_report *r, struct ptw_buf *out)
 	ptw_json_end_array(j);
 	ptw_json_end_object(j);
 	ptw_buf_putc(out, '\n');
+	ptw_json_sink_end(j);
 	ptw_map_free(&c.pid_of);
+}
+
+void ptw_report_chrome(const struct ptw_report *r, struct ptw_buf *out)
+{
+	report_chrome(r, out, NULL);
+}
+
+int ptw_report_chrome_fd(const struct ptw_report *r, int fd)
+{
+	struct ptw_buf out = { 0 };
+	struct ptw_json_sink sink = { .fd = fd };
+	report_chrome(r, &out, &sink);
+	ptw_buf_free(&out);
+	return sink.err;
 }

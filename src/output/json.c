@@ -93,6 +93,19 @@ static void open_(struct ptw_json *j, const char *k, char c)
 	j->need_comma[j->depth] = false;
 }
 
+#define SPILL_BYTES (1u << 20)
+
+/* out to the sink, if any, once it holds enough (at an element's end). */
+static void spill(struct ptw_json *j, size_t at_least)
+{
+	struct ptw_json_sink *k = j->sink;
+	if (!k || j->out->len < at_least)
+		return;
+	if (!k->err)
+		k->err = ptw_write_all(k->fd, j->out->p, j->out->len);
+	j->out->len = 0;
+}
+
 static void close_(struct ptw_json *j, char c)
 {
 	bool had = j->need_comma[j->depth];
@@ -100,6 +113,14 @@ static void close_(struct ptw_json *j, char c)
 	if (had)
 		newline(j);
 	ptw_buf_putc(j->out, c);
+	if (j->depth <= 2)
+		spill(j, SPILL_BYTES);
+}
+
+int ptw_json_sink_end(struct ptw_json *j)
+{
+	spill(j, 0);
+	return j->sink ? j->sink->err : 0;
 }
 
 void ptw_json_begin_object(struct ptw_json *j, const char *k)
@@ -262,7 +283,10 @@ void ptw_json_location(struct ptw_json *j, const char *k, const struct ptw_locat
 		ptw_json_null(j, "offset");
 	ptw_json_string(j, "file", loc->file);
 	json_int_or_null(j, "line", loc->line, loc->line);
+	struct ptw_json_sink *sink = j->sink;
+	j->sink = NULL; /* (its text is copied from out below) */
 	ptw_json_end_object(j);
+	j->sink = sink;
 	if (memo) {
 		text = xcalloc(1, sizeof(*text));
 		ptw_buf_add(text, j->out->p + at, j->out->len - at);
@@ -435,7 +459,7 @@ void ptw_json_frame(struct ptw_json *j, const struct ptw_frame *fr)
 		ptw_json_hex(j, "value", fr->value);
 	else
 		ptw_json_null(j, "value");
-	json_open_mark(j, &fr->open);
+	json_open_mark(j, fr->open ? fr->open : &(const struct ptw_open_mark){ 0 });
 	ptw_json_end_object(j);
 }
 
@@ -738,6 +762,7 @@ void ptw_json_session(struct ptw_json *j, const struct ptw_report *r)
 	ptw_json_string(j, "backend", r->backend);
 	ptw_json_string(j, "backend_why", r->backend_why);
 	ptw_json_uint(j, "probes", r->probes);
+	ptw_json_uint(j, "probes_stepped", r->probes_stepped);
 	ptw_json_begin_object(j, "tracer_cpu_ns");
 	ptw_json_uint(j, "user", r->tracer_user_ns);
 	ptw_json_uint(j, "sys", r->tracer_sys_ns);
@@ -852,10 +877,12 @@ void ptw_json_live_deadlock(struct ptw_json *j, const struct ptw_live_deadlock *
 	ptw_json_end_object(j);
 }
 
-void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
+static void report_json(const struct ptw_report *r, struct ptw_buf *out,
+			struct ptw_json_sink *sink)
 {
 	struct ptw_map frame_texts = { 0 };
-	struct ptw_json jw = { .out = out, .pretty = true, .frames = &frame_texts }, *j = &jw;
+	struct ptw_json jw = { .out = out, .sink = sink, .pretty = true, .frames = &frame_texts },
+			*j = &jw;
 	ptw_json_begin_object(j, NULL);
 	ptw_json_head(j, r, PTW_SPANS_SCHEMA);
 	ptw_json_target(j, r);
@@ -915,5 +942,20 @@ void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
 	ptw_json_warnings(j, r);
 	ptw_json_end_object(j);
 	ptw_buf_putc(out, '\n');
+	ptw_json_sink_end(j);
 	ptw_json_frames_free(&frame_texts);
+}
+
+void ptw_report_json(const struct ptw_report *r, struct ptw_buf *out)
+{
+	report_json(r, out, NULL);
+}
+
+int ptw_report_json_fd(const struct ptw_report *r, int fd)
+{
+	struct ptw_buf out = { 0 };
+	struct ptw_json_sink sink = { .fd = fd };
+	report_json(r, &out, &sink);
+	ptw_buf_free(&out);
+	return sink.err;
 }

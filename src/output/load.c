@@ -66,6 +66,8 @@ struct ld {
 	struct ptw_map kept;	  /* filtered: thread span id -> 1 shown, 2 not */
 	struct ptw_map child_ns;  /* frame id -> time in its completed children so far */
 	struct ptw_frame *frames; /* a stream's frames, when they are all held */
+	struct ptw_open_mark **marks; /* the frames' marks of being seen open */
+	size_t nmarks;
 	size_t nframes, capframes;
 	uint64_t max_active;	  /* the most "active" a span_open line said */
 	int read_errno;
@@ -590,7 +592,14 @@ static bool frame_of(struct ld *ld, json_object *v, struct ptw_frame *fr)
 	o = hexopt(v, "value");
 	fr->has_value = o.set;
 	fr->value = o.v;
-	open_mark(ld, v, &fr->open);
+	struct ptw_open_mark m = { 0 };
+	open_mark(ld, v, &m);
+	if (m.set) {
+		/* (ld's: ptw_frames_add copies it) */
+		ld->marks = xreallocarray(ld->marks, ld->nmarks + 1, sizeof(*ld->marks));
+		fr->open = ld->marks[ld->nmarks++] = xmalloc(sizeof(m));
+		*fr->open = m;
+	}
 	ld->ctx[0] = 0;
 	return !ld->failed;
 }
@@ -925,6 +934,7 @@ static void session_of(struct ld *ld, json_object *se)
 	if (str(ld, se, "backend_why"))
 		r->backend_why = keep(st, str(ld, se, "backend_why"));
 	r->probes = (size_t)num(ld, se, "probes");
+	r->probes_stepped = (size_t)u64m(ld, se, "probes_stepped", UINT32_MAX); /* spans/6 */
 	json_object *cpu = get(se, "tracer_cpu_ns");
 	r->tracer_user_ns = num(ld, cpu, "user");
 	r->tracer_sys_ns = num(ld, cpu, "sys");
@@ -1623,6 +1633,9 @@ static int load(struct src *s, bool streaming, const struct ptw_text_filter *fil
 		span_free(ld->pending[i]);
 	free(ld->pending);
 	free(ld->frames);
+	for (size_t i = 0; i < ld->nmarks; i++)
+		free(ld->marks[i]);
+	free(ld->marks);
 	ptw_map_free(&ld->held);
 	ptw_map_free(&ld->seen);
 	ptw_map_free(&ld->waits_seen);

@@ -25,17 +25,15 @@ static void doc_end(struct ptw_output *o, const struct ptw_report *r)
 	/* The tracer may have died while writing its own: start over. */
 	if (d->conf.resume && fd >= 0 && ftruncate(fd, 0) == 0)
 		lseek(fd, 0, SEEK_SET);
-	struct ptw_buf out = { 0 };
-	if (d->conf.format == PTW_OUTPUT_CHROME)
-		ptw_report_chrome(r, &out);
-	else
-		ptw_report_json(r, &out);
-	int ret = ptw_write_all(fd >= 0 ? fd : STDOUT_FILENO, out.p, out.len);
+	/* (written as it is made: a document of a million frames is not
+	 * held whole in memory) */
+	int to = fd >= 0 ? fd : STDOUT_FILENO;
+	int ret = d->conf.format == PTW_OUTPUT_CHROME ? ptw_report_chrome_fd(r, to)
+						       : ptw_report_json_fd(r, to);
 	/* (a file system may say only now that the data did not fit) */
 	if (fd >= 0 && close(fd) < 0 && ret == 0 && errno != EINTR)
 		ret = -errno;
 	d->conf.fd = -1;
-	ptw_buf_free(&out);
 	if (ret < 0 && o->host->lost)
 		o->host->lost(o->host->ctx, d->conf.path ? d->conf.path : "standard output", -ret);
 }

@@ -939,9 +939,9 @@ static void frame_line(struct ptw_buf *out, const struct ptw_frame *fr)
 	} else {
 		ptw_buf_puts(out, "  open");
 	}
-	if (fr->open.set) {
+	if (fr->open) {
 		ptw_buf_puts(out, " (slow: open past ");
-		ptw_text_duration(out, fr->open.for_ns);
+		ptw_text_duration(out, fr->open->for_ns);
 		ptw_buf_putc(out, ')');
 	}
 	ptw_buf_putc(out, '\n');
@@ -1144,7 +1144,13 @@ void ptw_text_summary(struct ptw_buf *out, const struct ptw_report *r)
 	}
 	if (r->backend && !strcmp(r->backend, "kernel")) {
 		/* Nothing stopped: what observed instead, and why it could. */
-		ptw_buf_printf(out, "  kernel path: %zu uprobes, no ptrace stop, strategy ", r->probes);
+		ptw_buf_printf(out, "  kernel path: %zu uprobes", r->probes);
+		if (r->probes_stepped)
+			ptw_buf_printf(out,
+				       " (%zu traced function%s single-stepped by the kernel at each "
+				       "call: some 10 times the cost)",
+				       r->probes_stepped, r->probes_stepped == 1 ? "" : "s");
+		ptw_buf_puts(out, ", no ptrace stop, strategy ");
 		ptw_buf_put_escaped(out, r->strategy ? r->strategy : "?");
 		if (r->backend_why) {
 			ptw_buf_puts(out, " (");

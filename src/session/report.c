@@ -48,11 +48,14 @@ int ptw_report_cmd(const struct ptw_report_cmd *c)
 	}
 	struct ptw_buf out = { 0 };
 	const char *what;
+	int to = out_fd >= 0 ? out_fd : STDOUT_FILENO;
+	r = 0;
+	/* (a trace or document written as it is made: not held whole) */
 	if (c->format == PTW_OUTPUT_CHROME) {
-		ptw_report_chrome(&l->report, &out);
+		r = ptw_report_chrome_fd(&l->report, to);
 		what = "the trace";
 	} else if (convert) {
-		ptw_report_json(&l->report, &out);
+		r = ptw_report_json_fd(&l->report, to);
 		what = "the document";
 	} else if (l->report.snapshot) {
 		ptw_text_snapshot(&out, &l->report); /* what --snapshot printed */
@@ -62,7 +65,8 @@ int ptw_report_cmd(const struct ptw_report_cmd *c)
 		what = "the summary";
 	}
 	ptw_loaded_free(l);
-	r = ptw_write_all(out_fd >= 0 ? out_fd : STDOUT_FILENO, out.p, out.len);
+	if (r == 0)
+		r = ptw_write_all(to, out.p, out.len);
 	ptw_buf_free(&out);
 	if (!r && out_fd >= 0 && close(out_fd) < 0)
 		r = -errno;

@@ -177,10 +177,18 @@ static void account_frame(struct ptw_frames *f, const struct ptw_frame *fr)
 	ptw_dacc_add(&a->durations, d);
 }
 
+static void open_mark_free(struct ptw_open_mark *m)
+{
+	if (!m)
+		return;
+	free(m->state);
+	free(m->wchan);
+	free(m);
+}
+
 static void frame_free(struct ptw_frame *fr)
 {
-	free(fr->open.state);
-	free(fr->open.wchan);
+	open_mark_free(fr->open);
 	free(fr);
 }
 
@@ -281,8 +289,12 @@ void ptw_frames_add(struct ptw_frames *f, const struct ptw_frame *fr)
 	}
 	struct ptw_frame *copy = xmalloc(sizeof(*copy));
 	*copy = *fr;
-	copy->open.state = fr->open.state ? xstrdup(fr->open.state) : NULL;
-	copy->open.wchan = fr->open.wchan ? xstrdup(fr->open.wchan) : NULL;
+	if (fr->open) {
+		copy->open = xmalloc(sizeof(*copy->open));
+		*copy->open = *fr->open;
+		copy->open->state = fr->open->state ? xstrdup(fr->open->state) : NULL;
+		copy->open->wchan = fr->open->wchan ? xstrdup(fr->open->wchan) : NULL;
+	}
 	f->frames[f->n++] = copy;
 	if (fr->id > f->next_id)
 		f->next_id = fr->id;
@@ -339,14 +351,15 @@ const struct ptw_frame *ptw_frames_mark_open(struct ptw_frames *f, const struct 
 		for (size_t i = 0; i < ft->parked[c].n && !fr; i++)
 			if (ft->parked[c].stack[i]->id == ev->span_id)
 				fr = ft->parked[c].stack[i];
-	if (!fr || fr->open.set)
+	if (!fr || fr->open)
 		return NULL;
-	fr->open.set = true;
-	fr->open.after_ns = ev->ns;
-	fr->open.for_ns = ev->has_value ? ev->value : 0;
-	fr->open.state = ev->state ? xstrdup(ev->state) : NULL;
-	fr->open.wchan = ev->wchan ? xstrdup(ev->wchan) : NULL;
-	fr->open.at = ev->routine;
+	fr->open = xcalloc(1, sizeof(*fr->open));
+	fr->open->set = true;
+	fr->open->after_ns = ev->ns;
+	fr->open->for_ns = ev->has_value ? ev->value : 0;
+	fr->open->state = ev->state ? xstrdup(ev->state) : NULL;
+	fr->open->wchan = ev->wchan ? xstrdup(ev->wchan) : NULL;
+	fr->open->at = ev->routine;
 	return fr;
 }
 

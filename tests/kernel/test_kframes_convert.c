@@ -19,6 +19,7 @@
 
 #include "check.h"
 #include "convert.h"
+#include "xol.h"
 #include "ptw_frames.h"
 #include "ptw_spans.h"
 #include "ptw_symbols.h"
@@ -603,8 +604,44 @@ static void test_context_misrouted(void)
 	ptw_spans_free(spans);
 }
 
+/* Which first instructions the kernel emulates at a uprobe (xol.h). */
+static void test_xol(void)
+{
+	static const struct {
+		uint8_t code[8];
+		size_t n;
+		bool emulated;
+	} cases[] = {
+		{ { 0x55 }, 1, true },			      /* push %rbp */
+		{ { 0x41, 0x57 }, 2, true },		      /* push %r15 */
+		{ { 0x53, 0x48 }, 2, true },		      /* push %rbx */
+		{ { 0x90 }, 1, true },			      /* nop */
+		{ { 0x66, 0x90 }, 2, true },		      /* xchg %ax,%ax */
+		{ { 0x0f, 0x1f, 0x44, 0x00, 0x00 }, 5, true }, /* nopl 0(%rax,%rax) */
+		{ { 0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00 }, 6, true },
+		{ { 0xe8, 0, 0, 0, 0 }, 5, true },	      /* call rel32 */
+		{ { 0xe9, 0, 0, 0, 0 }, 5, true },	      /* jmp rel32 */
+		{ { 0xeb, 0x02 }, 2, true },		      /* jmp rel8 */
+		{ { 0x74, 0x02 }, 2, true },		      /* je rel8 */
+		{ { 0x0f, 0x84, 0, 0, 0, 0 }, 6, true },    /* je rel32 */
+		{ { 0x8d, 0x47, 0x01 }, 3, false },	      /* lea 1(%rdi),%eax */
+		{ { 0xf3, 0x0f, 0x1e, 0xfa }, 4, false },   /* endbr64 */
+		{ { 0x48, 0x83, 0xec, 0x08 }, 4, false },   /* sub $8,%rsp */
+		{ { 0x48, 0x89, 0xe5 }, 3, false },	      /* mov %rsp,%rbp */
+		{ { 0x41, 0x89, 0xf8 }, 3, false },	      /* mov %edi,%r8d (REX, not push) */
+		{ { 0x0f, 0x1f, 0xc8 }, 3, false },	      /* 0f 1f /1: not a nop */
+		{ { 0x66, 0x55 }, 2, false },		      /* push %bp: not the emulated one */
+		{ { 0x41 }, 1, false },			      /* cut */
+		{ { 0x0f }, 1, false },
+		{ { 0 }, 0, false },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		CHECK_EQ(ptwk_xol_emulated(cases[i].code, cases[i].n), cases[i].emulated);
+}
+
 int main(void)
 {
+	test_xol();
 	test_under_way();
 	test_under_way_left();
 	test_nesting();

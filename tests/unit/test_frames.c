@@ -459,10 +459,10 @@ static void test_open_timeout(void)
 		CHECK(fr != NULL && fr->id == 1);
 	}
 	CHECK(frame_due);
-	CHECK(frame(1)->open.set);
-	CHECK_EQ(frame(1)->open.for_ns, 6000);
-	CHECK_STR(frame(1)->open.state, "S read");
-	CHECK(!frame(2)->open.set && !frame(3)->open.set);
+	CHECK(frame(1)->open && frame(1)->open->set);
+	CHECK_EQ(frame(1)->open->for_ns, 6000);
+	CHECK_STR(frame(1)->open->state, "S read");
+	CHECK(!frame(2)->open && !frame(3)->open);
 	/* a second report of the same frame is ignored */
 	struct ptw_event again = ev(PTW_EV_SPAN_OPEN, T1);
 	again.span_kind = PTW_SPAN_FRAME;
@@ -470,8 +470,8 @@ static void test_open_timeout(void)
 	CHECK(feed(again) == NULL);
 	ret_to(T1, 0x401f00, 0x7000000 + 8);
 	CHECK_EQ(frame(1)->status, PTW_FRAME_COMPLETED);
-	CHECK(frame(1)->open.set);
-	CHECK_EQ(frame(1)->open.after_ns > frame(1)->entry_ns, true);
+	CHECK(frame(1)->open != NULL);
+	CHECK_EQ(frame(1)->open->after_ns > frame(1)->entry_ns, true);
 	ptw_spans_free(s);
 	s = NULL;
 	ptw_timeouts_free(to);
