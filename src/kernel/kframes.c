@@ -177,7 +177,12 @@ static void failed_function(struct ptwk_frames *f, const char *name, int err)
 			continue;
 		if (p->nfailed++ < 3) {
 			ptw_buf_puts(&p->failed, p->failed.len ? ", " : "");
-			ptw_buf_printf(&p->failed, "%s (%s)", name, strerror(-err));
+			/* (ENOTSUPP, the kernel's own 524, which strerror cannot
+			 * name: uprobes refuse some instructions, lock-prefixed
+			 * ones among them) */
+			ptw_buf_printf(&p->failed, "%s (%s)", name,
+				       err == -524 ? "the kernel cannot probe its first instruction"
+						   : strerror(-err));
 		}
 	}
 	ptw_pattern_name_done(&n);
