@@ -637,6 +637,17 @@ static const char *on_exec(void *ctx)
 				"only as clones and exits",
 				(int)d->r.a, now > d->r.ns ? (double)(now - d->r.ns) / 1e6 : 0.0);
 			k->conv.probes_in_ns = now; /* (its clones before: the window's) */
+			/* ld.so's list and main() may have gone by meanwhile
+			 * (then its libraries are all mapped): its modules from
+			 * /proc now, while it runs; a list that comes after
+			 * replaces them */
+			if (root->mods_on && !k->syms) {
+				int lr = load_symbols(k);
+				ptw_dbg(PTW_DBG_SYM, "process %d: modules from /proc after the exec: %s",
+					k->pid, lr < 0 ? strerror(-lr) : "read");
+				if (lr < 0)
+					k->syms = NULL;
+			}
 		} else {
 			for (int i = 0; i < 2; i++)
 				if (fds[i] >= 0)

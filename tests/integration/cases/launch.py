@@ -332,12 +332,23 @@ def case_execthread(session, chk, variant=None):
                  % codes, 'not the main thread, exec\'d' in codes.get('kernel_not_seen', ''))
         chk.eq('no raw clone warning (the new image\'s threads are not raw clones)',
                'raw clone' in codes.get('kernel_limit', ''), False)
-        named = {s['tid'] for s in thread_spans(run.doc) if s.get('start_routine')}
-        whole = all(t['tid'] in named for t in image2 if t['kind'] == 'thread')
+        named = {s['tid']: s for s in thread_spans(run.doc) if s.get('start_routine')}
+        threads_whole = all(t['tid'] in named for t in image2 if t['kind'] == 'thread')
+        # (its main() may have begun before the probes came back: then its
+        # start is not seen, and its span says so, whatever its threads)
+        whole = threads_whole and new_main['start_ns'] is not None
         print('image 2 %s on the kernel path (%s)' % ('whole' if whole else 'not seen whole',
                                                        codes.get('kernel_not_seen')))
         if variant == 'wait':
-            chk.true('image 2 whole after waiting for the probes', whole)
+            # made after the probes were back: named, and in full
+            chk.true('image 2 threads whole after waiting for the probes', threads_whole)
+            for t in image2:
+                sp = named.get(t['tid']) if t['kind'] == 'thread' else None
+                if sp:
+                    chk.eq('image 2 thread %s: routine' % t['tid'],
+                           sp['start_routine'].get('symbol'), t['routine'], sp)
+                    chk.eq('image 2 thread %s: completed' % t['tid'], sp['status'],
+                           'completed', sp)
         if not whole:
             # Threads of image 2 made before the probes came back: seen as
             # clones, without their routine, but each has a span, and the
