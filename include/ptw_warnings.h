@@ -9,6 +9,8 @@
 #ifndef PTW_WARNINGS_H
 #define PTW_WARNINGS_H
 
+#include <stdint.h>
+
 #define PTW_WARNINGS(X)                                                                            \
 	X(DEBUGINFOD_FAILED, debuginfod_failed,                                                    \
 	  "a debuginfod server failed (not \"not found\"); no server is asked again and code "     \
@@ -111,6 +113,20 @@ struct ptw_warning_list {
 void ptw_warning_list_add(struct ptw_warning_list *l, enum ptw_warning_code code, const char *key,
 			  char *message);
 void ptw_warning_list_free(struct ptw_warning_list *l);
+
+/* What a process's death by SIGTRAP was, as its backend could tell
+ * (the warning sigtrap_death, the same words on both). */
+enum ptw_trap_verdict {
+	PTW_TRAP_RAISED,       /* not a breakpoint trap: raised or sent by the program */
+	PTW_TRAP_PROGRAM_INT3, /* an int3 the program's own code holds */
+	PTW_TRAP_RUNTIME_INT3, /* kernel path: an int3 in code no file holds */
+	PTW_TRAP_PATCHED,      /* ptrace path: at a breakpoint of ptwatch's */
+	PTW_TRAP_PROBE_GONE,   /* kernel path: a uprobe's int3 where no uprobe applies */
+};
+/* Its message (malloc'd): where is symbol+symbol_offset, or addr when
+ * symbol is NULL. */
+char *ptw_sigtrap_death_text(enum ptw_trap_verdict v, int pid, int tid, const char *symbol,
+			     uint64_t symbol_offset, uint64_t addr);
 
 /* "no_symbols", ...; NULL for a value out of range. */
 const char *ptw_warning_code(enum ptw_warning_code w);

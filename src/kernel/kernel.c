@@ -327,35 +327,16 @@ static void trap_death(struct ptw_kernel *k)
 	}
 	uint64_t at = c->trap.int3 ? c->trap.ip - 1 : c->trap.ip;
 	const struct ptw_location *loc = k->syms ? ptw_symbols_locate(k->syms, at) : NULL;
-	char where[256];
-	if (loc && loc->symbol)
-		snprintf(where, sizeof(where), "%s+%#llx", loc->symbol,
-			 (unsigned long long)loc->symbol_offset);
-	else
-		snprintf(where, sizeof(where), "%#llx", (unsigned long long)at);
 	uint8_t byte;
-	if (!c->trap.int3)
-		note_as(k, PTW_W_SIGTRAP_DEATH,
-			"process %d died of SIGTRAP in thread %d at %s, not a breakpoint trap (raised "
-			"or sent by the program): ptwatch had patched nothing there",
-			k->pid, c->trap.tid, where);
-	else if (!k->syms || ptw_symbols_read_file(k->syms, at, &byte, 1) < 0)
-		note_as(k, PTW_W_SIGTRAP_DEATH,
-			"process %d died of SIGTRAP at %s (thread %d), an int3 in code no file "
-			"holds (made at run time): not a probe of ptwatch's",
-			k->pid, where, c->trap.tid);
-	else if (byte == 0xcc)
-		note_as(k, PTW_W_SIGTRAP_DEATH,
-			"process %d died of SIGTRAP at %s (thread %d), an int3 of the program's own: "
-			"ptwatch had patched nothing there",
-			k->pid, where, c->trap.tid);
-	else
-		note_as(k, PTW_W_SIGTRAP_DEATH,
-			"process %d died of SIGTRAP at %s (thread %d), where its file has no int3: a "
-			"uprobe's breakpoint (ptwatch's probes are uprobes) that the kernel no longer "
-			"applied there, its code copied or remapped: the trap was a probe's, not the "
-			"program's (a bug to report)",
-			k->pid, where, c->trap.tid);
+	enum ptw_trap_verdict v = PTW_TRAP_RAISED;
+	if (c->trap.int3 && (!k->syms || ptw_symbols_read_file(k->syms, at, &byte, 1) < 0))
+		v = PTW_TRAP_RUNTIME_INT3;
+	else if (c->trap.int3)
+		v = byte == 0xcc ? PTW_TRAP_PROGRAM_INT3 : PTW_TRAP_PROBE_GONE;
+	char *text = ptw_sigtrap_death_text(v, k->pid, c->trap.tid, loc ? loc->symbol : NULL,
+					    loc ? loc->symbol_offset : 0, at);
+	note_as(k, PTW_W_SIGTRAP_DEATH, "%s", text);
+	free(text);
 }
 
 static void sink(void *ctx, const struct ptw_event *ev)

@@ -396,28 +396,13 @@ void tracer_sigtrap_death(struct ptw_tracer *t)
 		return;
 	}
 	const struct ptw_location *at = tracer_locate(t, t->trap.addr);
-	char where[256];
-	if (at && at->symbol)
-		snprintf(where, sizeof(where), "%s+%#llx", at->symbol,
-			 (unsigned long long)at->symbol_offset);
-	else
-		snprintf(where, sizeof(where), "%#llx", (unsigned long long)t->trap.addr);
-	if (t->trap.patched)
-		tracer_warn(root, PTW_W_SIGTRAP_DEATH,
-			    "process %d died of SIGTRAP at %s (thread %d), where ptwatch had put a "
-			    "breakpoint: the trap was ptwatch's, not the program's (a bug in "
-			    "ptwatch; please report it)",
-			    t->pid, where, t->trap.tid);
-	else if (t->trap.int3)
-		tracer_warn(root, PTW_W_SIGTRAP_DEATH,
-			    "process %d died of SIGTRAP at %s (thread %d), an int3 of the program's "
-			    "own: ptwatch had patched nothing there",
-			    t->pid, where, t->trap.tid);
-	else
-		tracer_warn(root, PTW_W_SIGTRAP_DEATH,
-			    "process %d died of SIGTRAP in thread %d at %s, not a breakpoint trap "
-			    "(raised or sent by the program): ptwatch had patched nothing there",
-			    t->pid, t->trap.tid, where);
+	enum ptw_trap_verdict v = t->trap.patched ? PTW_TRAP_PATCHED
+				  : t->trap.int3  ? PTW_TRAP_PROGRAM_INT3
+						  : PTW_TRAP_RAISED;
+	char *text = ptw_sigtrap_death_text(v, t->pid, t->trap.tid, at ? at->symbol : NULL,
+					    at ? at->symbol_offset : 0, t->trap.addr);
+	tracer_warn(root, PTW_W_SIGTRAP_DEATH, "%s", text);
+	free(text);
 }
 
 void tracer_lwp_gone(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_stop *st)

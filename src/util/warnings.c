@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The warning codes and their meanings, from the one list (ptw_warnings.h). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,6 +58,43 @@ void ptw_warning_list_add(struct ptw_warning_list *l, enum ptw_warning_code w, c
 	l->v[l->n] = (struct ptw_warning){ .code = xstrdup(code), .message = message, .count = 1 };
 	l->n++;
 	ptw_map_put(index, h, (void *)(uintptr_t)l->n);
+}
+
+char *ptw_sigtrap_death_text(enum ptw_trap_verdict v, int pid, int tid, const char *symbol,
+			     uint64_t symbol_offset, uint64_t addr)
+{
+	char where[256];
+	if (symbol)
+		snprintf(where, sizeof(where), "%s+%#llx", symbol, (unsigned long long)symbol_offset);
+	else
+		snprintf(where, sizeof(where), "%#llx", (unsigned long long)addr);
+	switch (v) {
+	case PTW_TRAP_RAISED:
+		return xasprintf("process %d died of SIGTRAP in thread %d at %s, not a breakpoint "
+				 "trap (raised or sent by the program): ptwatch had patched nothing "
+				 "there",
+				 pid, tid, where);
+	case PTW_TRAP_PROGRAM_INT3:
+		return xasprintf("process %d died of SIGTRAP at %s (thread %d), an int3 of the "
+				 "program's own: ptwatch had patched nothing there",
+				 pid, where, tid);
+	case PTW_TRAP_RUNTIME_INT3:
+		return xasprintf("process %d died of SIGTRAP at %s (thread %d), an int3 in code no "
+				 "file holds (made at run time): not a probe of ptwatch's",
+				 pid, where, tid);
+	case PTW_TRAP_PATCHED:
+		return xasprintf("process %d died of SIGTRAP at %s (thread %d), where ptwatch had "
+				 "put a breakpoint: the trap was ptwatch's, not the program's (a bug "
+				 "in ptwatch; please report it)",
+				 pid, where, tid);
+	case PTW_TRAP_PROBE_GONE:
+		break;
+	}
+	return xasprintf("process %d died of SIGTRAP at %s (thread %d), where its file has no int3: "
+			 "a uprobe's breakpoint (ptwatch's probes are uprobes) that the kernel no "
+			 "longer applied there, its code copied or remapped: the trap was a probe's, "
+			 "not the program's (a bug to report)",
+			 pid, where, tid);
 }
 
 void ptw_warning_list_free(struct ptw_warning_list *l)

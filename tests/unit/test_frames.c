@@ -339,26 +339,38 @@ static void test_thread_ends(void)
 	}
 }
 
+/* An event of the fork child CHILD, process 1 of the session. */
+#define CHILD 2000
+static struct ptw_event child_ev(enum ptw_event_kind kind)
+{
+	struct ptw_event e = ev(kind, CHILD);
+	e.pid = CHILD;
+	e.process = 1;
+	return e;
+}
+
+/* The child found (preexisting), with routine's call under way at 0x7000. */
+static void child_in_call(const struct ptw_location *routine)
+{
+	struct ptw_event e = child_ev(PTW_EV_PREEXISTING);
+	e.other_tid = CHILD;
+	feed(e);
+	e = child_ev(PTW_EV_FRAME_ENTRY);
+	e.routine = routine;
+	e.sp = 0x7000;
+	e.ret_addr = 0x401f00;
+	feed(e);
+}
+
 /* -f: a fork child (process 1) with a call under way; its parent (process
  * 0) execs and exits: the child's frame is its own, it returns (issue 27:
  * any process's exit closed every process's frames). */
 static void test_processes(void)
 {
 	setup();
-	struct ptw_event e = ev(PTW_EV_PREEXISTING, 2000);
-	e.pid = 2000;
-	e.process = 1;
-	e.other_tid = 2000;
-	feed(e);
-	e = ev(PTW_EV_FRAME_ENTRY, 2000);
-	e.pid = 2000;
-	e.process = 1;
-	e.routine = &fa;
-	e.sp = 0x7000;
-	e.ret_addr = 0x401f00;
-	feed(e);
+	child_in_call(&fa);
 	call(T1, &fb, 0x6f00, 0x401010); /* the parent's */
-	e = ev(PTW_EV_EXEC, MAIN);
+	struct ptw_event e = ev(PTW_EV_EXEC, MAIN);
 	e.other_tid = MAIN;
 	feed(e);
 	CHECK_STR(frame(2)->reason, "exec");
@@ -366,43 +378,24 @@ static void test_processes(void)
 	e = ev(PTW_EV_PROCESS_EXIT, MAIN);
 	feed(e);
 	CHECK_EQ(frame(1)->status, PTW_FRAME_OPEN);
-	e = ev(PTW_EV_FRAME_RETURN, 2000);
-	e.pid = 2000;
-	e.process = 1;
+	e = child_ev(PTW_EV_FRAME_RETURN);
 	e.ret_addr = 0x401f00;
 	e.sp = 0x7008;
 	e.has_value = true;
 	feed(e);
 	CHECK_EQ(frame(1)->status, PTW_FRAME_COMPLETED);
 	/* the child's own exit closes what it left open */
-	e = ev(PTW_EV_FRAME_ENTRY, 2000);
-	e.pid = 2000;
-	e.process = 1;
+	e = child_ev(PTW_EV_FRAME_ENTRY);
 	e.routine = &fc;
 	e.sp = 0x7000;
 	e.ret_addr = 0x401f00;
 	feed(e);
-	e = ev(PTW_EV_PROCESS_EXIT, 2000);
-	e.pid = 2000;
-	e.process = 1;
-	feed(e);
+	feed(child_ev(PTW_EV_PROCESS_EXIT));
 	CHECK_STR(frame(3)->reason, "process_exit");
 	/* the root's detach lets go of every process */
 	setup();
-	e = ev(PTW_EV_PREEXISTING, 2000);
-	e.pid = 2000;
-	e.process = 1;
-	e.other_tid = 2000;
-	feed(e);
-	e = ev(PTW_EV_FRAME_ENTRY, 2000);
-	e.pid = 2000;
-	e.process = 1;
-	e.routine = &fa;
-	e.sp = 0x7000;
-	e.ret_addr = 0x401f00;
-	feed(e);
-	e = ev(PTW_EV_DETACHED, MAIN);
-	feed(e);
+	child_in_call(&fa);
+	feed(ev(PTW_EV_DETACHED, MAIN));
 	CHECK_STR(frame(1)->reason, "detach");
 }
 

@@ -157,24 +157,36 @@ static void test_ends(void)
 	CHECK(!w->has_left);
 }
 
+/* An event of the fork child CHILD, process 1 of the session. */
+#define CHILD 2000
+static struct ptw_event child_ev(enum ptw_event_kind kind)
+{
+	struct ptw_event e = ev(kind, CHILD);
+	e.pid = CHILD;
+	e.process = 1;
+	return e;
+}
+
+/* The child's wait on MUTEX_A begins. */
+static const struct ptw_wait *child_waits(void)
+{
+	struct ptw_event e = child_ev(PTW_EV_WAIT_BEGIN);
+	e.wait_kind = PTW_WAIT_MUTEX;
+	e.wait_object = MUTEX_A;
+	e.sp = 0x7000;
+	return feed(e);
+}
+
 /* -f: a wait in a fork child (process 1) is its own: its parent's exec and
  * exit leave it open, its own end ends it (issue 27: any process's exit
  * ended every process's waits). */
 static void test_processes(void)
 {
 	setup();
-	struct ptw_event e = ev(PTW_EV_PREEXISTING, 2000);
-	e.pid = 2000;
-	e.process = 1;
-	e.other_tid = 2000;
+	struct ptw_event e = child_ev(PTW_EV_PREEXISTING);
+	e.other_tid = CHILD;
 	ptw_spans_consume(s, &e);
-	e = ev(PTW_EV_WAIT_BEGIN, 2000);
-	e.pid = 2000;
-	e.process = 1;
-	e.wait_kind = PTW_WAIT_MUTEX;
-	e.wait_object = MUTEX_A;
-	e.sp = 0x7000;
-	const struct ptw_wait *child = feed(e);
+	const struct ptw_wait *child = child_waits();
 	const struct ptw_wait *parent = begin(T1, PTW_WAIT_COND, COND, 0, &site1, 0x6000);
 	e = ev(PTW_EV_EXEC, MAIN);
 	e.other_tid = MAIN;
@@ -183,22 +195,12 @@ static void test_processes(void)
 	e = ev(PTW_EV_PROCESS_EXIT, MAIN);
 	ptw_spans_consume(s, &e);
 	CHECK_EQ(child->status, PTW_WAIT_OPEN);
-	e = ev(PTW_EV_WAIT_END, 2000);
-	e.pid = 2000;
-	e.process = 1;
+	e = child_ev(PTW_EV_WAIT_END);
 	e.has_value = true;
 	CHECK(feed(e) == child);
 	CHECK_EQ(child->status, PTW_WAIT_COMPLETED);
-	e = ev(PTW_EV_WAIT_BEGIN, 2000);
-	e.pid = 2000;
-	e.process = 1;
-	e.wait_kind = PTW_WAIT_MUTEX;
-	e.wait_object = MUTEX_A;
-	e.sp = 0x7000;
-	const struct ptw_wait *again = feed(e);
-	e = ev(PTW_EV_PROCESS_EXIT, 2000);
-	e.pid = 2000;
-	e.process = 1;
+	const struct ptw_wait *again = child_waits();
+	e = child_ev(PTW_EV_PROCESS_EXIT);
 	e.sig = 9;
 	ptw_spans_consume(s, &e);
 	CHECK_EQ(again->status, PTW_WAIT_UNMATCHED);
