@@ -381,6 +381,7 @@ int ptw_fork(struct bpf_raw_tracepoint_args *ctx)
 			 * nothing it does, a thread it makes at once, is missed. */
 			struct ptwk_watch cw = *w;
 			cw.root = 0;
+			cw.since = r.ns;
 			if (bpf_map_update_elem(&watched, &ctgid, &cw, BPF_ANY) < 0) {
 				/* (full: said, the child let go) */
 				count(PTWK_STAT_WATCH_FULL);
@@ -470,10 +471,12 @@ int ptw_exit(struct bpf_raw_tracepoint_args *ctx)
 	 * the rest of following it). */
 	struct ptwk_watch *w = bpf_map_lookup_elem(&watched, &tgid);
 	bool wake = last && w && w->root;
-	if (last) {
+	/* (the process stays watched: the others' exit tracepoints may run
+	 * after this one, which is not the last to leave the kernel, only
+	 * the one that found none left in the group; user space lets it go
+	 * once it has converted its end) */
+	if (last)
 		r.f |= PTWK_F_GROUP_DEAD;
-		bpf_map_delete_elem(&watched, &tgid);
-	}
 	/* Which system call brought it here (the user registers' orig_ax):
 	 * its own exit, its own exit_group, or neither (a signal, another
 	 * thread's exit_group or exec took it down). */

@@ -209,6 +209,8 @@ enum ptwk_stat {
 struct ptwk_watch {
 	__u32 follow_forks; /* also watch the processes it forks */
 	__u32 root;	    /* the target itself (not a followed child): its end wakes the reader */
+	__u64 since;	    /* -f: its fork (the records' clock), 0 for one watched from the start:
+			     * an end converted later lets go of this pid only if it is not newer */
 };
 
 #endif

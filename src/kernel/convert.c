@@ -214,6 +214,8 @@ static void on_death(struct ptwk_conv *c, const struct ptwk_record *r)
 	emit(c, &ev);
 }
 
+static void process_end(struct ptwk_conv *c);
+
 static void on_lwp_exit(struct ptwk_conv *c, const struct ptwk_record *r)
 {
 	pid_t tid = (pid_t)r->tid;
@@ -245,13 +247,31 @@ static void on_lwp_exit(struct ptwk_conv *c, const struct ptwk_record *r)
 	ev.sig = (int)(status & 0x7f);
 	emit(c, &ev);
 	thread_forget(c, tid);
-	if (!(r->f & PTWK_F_GROUP_DEAD) || c->ended)
-		return;
-	/* The last thread: the process is over. Its status is exit_group's
-	 * (or the fatal signal) when the group went down together, else the
-	 * last thread's own exit. */
-	unsigned st = (r->f & PTWK_F_GROUP_EXIT) ? (unsigned)r->b : status;
-	struct ptw_event pe = ptw_event_init(PTW_EV_PROCESS_EXIT, r->ns, c->pid);
+	if (r->f & PTWK_F_GROUP_DEAD) {
+		/* The last thread: the process is over. Its status is
+		 * exit_group's (or the fatal signal) when the group went down
+		 * together, else the last thread's own exit. */
+		c->end_pending = true;
+		c->end_status = (r->f & PTWK_F_GROUP_EXIT) ? (unsigned)r->b : status;
+		c->end_pending_ns = r->ns;
+	}
+	/* (once every thread's exit is in: the others' may come after) */
+	if (c->end_pending && !c->threads.count)
+		process_end(c);
+}
+
+bool ptwk_conv_end_pending(struct ptwk_conv *c)
+{
+	if (!c->end_pending || c->ended)
+		return false;
+	process_end(c);
+	return true;
+}
+
+static void process_end(struct ptwk_conv *c)
+{
+	unsigned st = (unsigned)c->end_status;
+	struct ptw_event pe = ptw_event_init(PTW_EV_PROCESS_EXIT, c->end_pending_ns, c->pid);
 	if (st & 0x7f) {
 		pe.sig = (int)(st & 0x7f);
 		pe.core_dumped = (st & 0x80) != 0;
@@ -259,10 +279,11 @@ static void on_lwp_exit(struct ptwk_conv *c, const struct ptwk_record *r)
 		pe.exit_code = (int)((st >> 8) & 0xff);
 	}
 	c->ended = true;
+	c->end_pending = false;
 	c->exit_code = pe.exit_code;
 	c->exit_signal = pe.sig;
 	c->core_dumped = pe.core_dumped;
-	c->end_ns = r->ns;
+	c->end_ns = pe.ns;
 	emit(c, &pe);
 }
 
@@ -442,7 +463,7 @@ void ptwk_conv_record(struct ptwk_conv *c, const struct ptwk_record *r)
 
 void ptwk_conv_detached(struct ptwk_conv *c, uint64_t ns)
 {
-	if (c->ended)
+	if (ptwk_conv_end_pending(c) || c->ended)
 		return;
 	struct ptw_event ev = ptw_event_init(PTW_EV_DETACHED, ns, c->pid);
 	emit(c, &ev);

@@ -74,6 +74,13 @@ struct ptwk_conv {
 	 * memory) until they are put in again. */
 	bool blind;
 	bool ended; /* PROCESS_EXIT emitted */
+	/* The last thread's exit came while others' exit records had not:
+	 * each thread's exit tracepoint runs after it left the group, so the
+	 * last one's can reach the ring before another's. Its PROCESS_EXIT
+	 * waits for theirs (ptwk_conv_end_pending: or until the process is
+	 * gone and nothing more can come). */
+	bool end_pending;
+	uint64_t end_status, end_pending_ns; /* its status as a wait status */
 	int exit_code, exit_signal;
 	bool core_dumped;
 	uint64_t end_ns;
@@ -103,6 +110,9 @@ struct ptwk_conv {
 };
 
 void ptwk_conv_init(struct ptwk_conv *c, pid_t pid, const struct ptwk_conv_ops *ops);
+/* The process is gone: a pending end is emitted now (true), whatever
+ * exit records are still missing (lost). */
+bool ptwk_conv_end_pending(struct ptwk_conv *c);
 void ptwk_conv_free(struct ptwk_conv *c);
 
 /* A thread found running at the attach (pthread 0 and routine 0 when

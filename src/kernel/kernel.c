@@ -342,8 +342,20 @@ static void trap_death(struct ptw_kernel *k)
 static void sink(void *ctx, const struct ptw_event *ev)
 {
 	struct ptw_kernel *k = ctx;
-	if (ev->kind == PTW_EV_PROCESS_EXIT && ev->sig == SIGTRAP)
-		trap_death(k);
+	if (ev->kind == PTW_EV_PROCESS_EXIT) {
+		/* Its every thread's exit is in (or lost): no longer watched
+		 * (its pid may come back as another's) */
+		struct ptw_kernel *root = k->root ? k->root : k;
+		uint32_t key = (uint32_t)k->pid;
+		struct ptwk_watch w;
+		if (root->skel &&
+		    bpf_map__lookup_elem(root->skel->maps.watched, &key, sizeof(key), &w, sizeof(w),
+					 0) == 0 &&
+		    w.since <= ev->ns) /* (not a process forked since with its pid) */
+			bpf_map__delete_elem(root->skel->maps.watched, &key, sizeof(key), 0);
+		if (ev->sig == SIGTRAP)
+			trap_death(k);
+	}
 	(k->root ? k->root : k)->stats.events++;
 	if (!ev->pid) { /* (--locks': the converter's carry theirs) */
 		struct ptw_event e = *ev;
@@ -1087,6 +1099,8 @@ int ptw_kernel_run(struct ptw_kernel *k, int timeout_ms)
 			/* The process is gone; its last records are in by now
 			 * (written before its last thread left the kernel). */
 			consume_all(k);
+			/* (its last thread's exit is in, another's is not: lost) */
+			ptwk_conv_end_pending(&k->conv);
 			if (!k->conv.ended) {
 				/* Its end did not fit in the ring: say so, and end. */
 				note_as(k, PTW_W_KERNEL_EVENTS_LOST,
@@ -2801,6 +2815,8 @@ static void follow_consume(struct ptw_kernel *k)
 			check_libc(c);
 		if (c->conv.ended)
 			follow_release(c);
+		if (c->end_lost && ptwk_conv_end_pending(&c->conv))
+			follow_release(c); /* (its last thread's exit was in) */
 		if (!c->end_lost || c->conv.ended) {
 			c->end_lost = false;
 			continue;
