@@ -350,7 +350,8 @@ int ptw_detach_lwp(struct ptw_proc *p, struct ptw_lwp *l);
  * ours to reap too (a traced thread's death waits for its tracer), and the
  * main thread cannot be reaped before them: ptw_reap_dying() reaps every
  * such one and says whether pid itself was among them (only a child of
- * ours can be).
+ * ours can be); a thread of pid still traced that stops (its exit event)
+ * is detached, with the signal of a signal-delivery stop.
  */
 bool ptw_reap_launched(pid_t pid, int *ret_status);
 bool ptw_reap_dying(pid_t pid, int *ret_status);

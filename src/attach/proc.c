@@ -687,11 +687,19 @@ bool ptw_reap_dying(pid_t pid, int *ret_status)
 	bool reaped = false;
 	int st;
 	pid_t w;
-	while ((w = waitpid(-1, &st, __WALL | WNOHANG)) > 0)
-		if (w == pid) {
+	while ((w = waitpid(-1, &st, __WALL | WNOHANG)) > 0) {
+		if (w == pid && !WIFSTOPPED(st)) {
 			reaped = true;
 			*ret_status = st;
 		}
+		/* A thread of pid still ours, stopped (its exit event: it was
+		 * past our reach as we let go): let go of it now, with the
+		 * signal of a signal-delivery stop, or it and its process wait
+		 * for us there until we exit. */
+		if (WIFSTOPPED(st) && ptw_proc_state(pid, w))
+			ptrace(PTRACE_DETACH, w, 0,
+			       (void *)(uintptr_t)(st >> 16 ? 0 : WSTOPSIG(st)));
+	}
 	return reaped;
 }
 

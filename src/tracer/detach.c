@@ -300,11 +300,13 @@ int tracer_let_go(struct ptw_tracer *t)
 			t->fatal_at_detach = sig; /* a second Ctrl-C it does not handle */
 		if (tracer_is_target_lwp(t, all[i]) && all[i]->state != PTW_LWP_GONE)
 			open_tids[nopen++] = all[i]->tid;
-		/* Held at its exit event: if it is a process-wide exit, the
-		 * others have SIGKILL pending (every thread's status says) or
-		 * none is left (they were all held there). */
-		if (tracer_is_target_lwp(t, all[i]) && all[i]->state == PTW_LWP_STOPPED) {
-			bool exiting = all[i]->last_stop == PTW_STOP_EXIT;
+		/* Held at its exit event, or resumed from it (only its death
+		 * follows: a zombie for us to reap): if it is a process-wide
+		 * exit, the others have SIGKILL pending (every thread's status
+		 * says) or none is left (they were all past it). */
+		if (tracer_is_target_lwp(t, all[i]) && all[i]->state != PTW_LWP_GONE &&
+		    (all[i]->state == PTW_LWP_STOPPED || all[i]->exiting)) {
+			bool exiting = all[i]->exiting || all[i]->last_stop == PTW_STOP_EXIT;
 			t->exiting_at_detach |= exiting;
 			nlive += !exiting;
 		}
