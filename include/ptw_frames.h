@@ -38,49 +38,10 @@
 #include <sys/types.h>
 
 #include "ptw_events.h"
+#include "ptw_observe.h"
 
 struct ptw_span;
 struct ptw_location;
-
-/* ---- the shadow stack rules (shared with the tracer, which keeps its own
- * stacks to know which return breakpoints are still needed) ---- */
-
-/* One open frame: its entry stack pointer ([sp] = return address). */
-struct ptw_shadow_frame {
-	uint64_t sp;
-	uint64_t ret;
-	uint32_t id; /* the caller's: frame span id, or anything */
-};
-
-/* Two stack pointers further apart than this are on different stacks (a
- * signal handler on sigaltstack): neither says anything about the other. */
-#define PTW_SHADOW_WINDOW (64ull << 20)
-
-/* A context switch (setcontext) landing at sp, with the frames of the
- * context it runs at fsp: is it a jump within that context (like a
- * longjmp), not to another one? */
-static inline bool ptw_shadow_same_stack(uint64_t fsp, uint64_t sp)
-{
-	return (fsp >= sp ? fsp - sp : sp - fsp) < PTW_SHADOW_WINDOW;
-}
-
-/*
- * The thread enters a function at stack pointer sp: how many frames at the
- * top of stack (st[0..n), innermost last) it has left. *ret_tail_call: the
- * last of those was left by a tail call (the new frame reuses its return
- * slot and address).
- */
-size_t ptw_shadow_left_at_entry(const struct ptw_shadow_frame *st, size_t n, uint64_t sp,
-				uint64_t ret, bool *ret_tail_call);
-
-/*
- * The thread is at stack pointer sp outside every frame below it (after a
- * return to ret, or in a catch block: ret 0): how many frames at the top it
- * has left. *ret_returned: the outermost of those returned normally (its
- * slot is sp - 8 and its return address ret).
- */
-size_t ptw_shadow_left_at(const struct ptw_shadow_frame *st, size_t n, uint64_t sp, uint64_t ret,
-			  bool *ret_returned);
 
 /* ---- frame spans ---- */
 

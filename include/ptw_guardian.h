@@ -9,7 +9,7 @@
  *   ptw-tracer    its child, in a process group of its own: every ptrace
  *                 call, symbols, spans, output. Streams the session record
  *                 (ptw_record.h) and its memory fd to the restorer
- *                 (src/guardian/tracer_side.c).
+ *                 (src/record/to_guardian.c).
  *   pt-restorer   its other child, in a session of its own: holds the shared
  *                 journal of patched bytes and keeps a copy of the record.
  *                 When the tracer ends without its end mark, it puts every

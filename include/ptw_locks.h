@@ -7,8 +7,8 @@
  * no I/O), fed by the span engine (ptw_spans.h) and unit-tested with
  * synthetic streams.
  *
- * The tracer keeps a wait-for table of its own (who waits for whom, now)
- * and looks for cycles in it with ptw_wait_cycle(), also here.
+ * The backends keep a wait-for table of their own (who waits for whom,
+ * now) and look for cycles in it with ptw_wait_cycle() (ptw_observe.h).
  */
 #ifndef PTW_LOCKS_H
 #define PTW_LOCKS_H
@@ -19,24 +19,10 @@
 #include <sys/types.h>
 
 #include "ptw_events.h"
+#include "ptw_observe.h"
 
 struct ptw_span;
 struct ptw_location;
-
-/* ---- the wait-for graph (shared with the tracer) ---- */
-
-/* Who thread tid waits for now (the owner of what it waits on, the thread
- * it joins), 0 for nobody known. */
-typedef pid_t (*ptw_owner_fn)(void *ctx, pid_t tid);
-
-/*
- * Follows "waits for" from thread `from`: when the links come back to it,
- * writes the cycle into ret (from first, then whom it waits for, ...) and
- * returns its length (>= 2); else 0. Every thread waits for at most one
- * other, so a walk of at most max steps decides. A link into a cycle that
- * does not contain `from` is no cycle of its: 0.
- */
-size_t ptw_wait_cycle(pid_t from, ptw_owner_fn owner_of, void *ctx, pid_t *ret, size_t max);
 
 /* ---- wait spans ---- */
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The three-way split and the front; see ptw_guardian.h (the tracer's
- * side is tracer_side.c, the restorer restorer.c). */
+ * side is src/record/to_guardian.c, the restorer restorer.c). */
 #define _GNU_SOURCE
 #include "ptw_guardian.h"
 

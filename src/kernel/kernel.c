@@ -39,7 +39,7 @@
 #include "modules.h"
 #include "minbtf.h"
 #include "probes.h"
-#include "main_caller.h"
+#include "ptw_glibc.h"
 #include "ptw_attach.h"
 #include "ptw_breakpoints.h"
 #include "ptw_cache.h"
@@ -439,21 +439,18 @@ static struct ptwk_frames *frames_of(const struct ptw_kernel *k)
 	return k->root ? k->root->frames : k->frames;
 }
 
-/* x86-64 `mov $15 (rt_sigreturn), %rax; syscall`: the sigreturn
- * trampoline a signal handler returns to (glibc's __restore_rt), known by
- * its code as the tracer knows it (trace.c); its first byte may be the
- * int3 of ptwatch's own uprobe there. Read once per return address. */
+/* The sigreturn trampoline a signal handler returns to, known by its code
+ * (ptw_glibc.h; its first byte may be the int3 of ptwatch's own uprobe
+ * there). Read once per return address. */
 static bool is_sigreturn(void *ctx, uint64_t addr)
 {
-	static const uint8_t code[] = { 0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05 };
 	struct ptw_kernel *k = ctx;
 	uintptr_t known = (uintptr_t)ptw_map_get(&k->sigrets, addr);
 	if (known || !addr || !k->proc)
 		return known == 1;
-	uint8_t got[sizeof(code)];
+	uint8_t got[PTW_GLIBC_SIGRETURN_LEN];
 	bool yes = ptw_mem_read(k->proc, addr, got, sizeof(got)) == 0 &&
-		   (got[0] == code[0] || got[0] == 0xcc) &&
-		   !memcmp(got + 1, code + 1, sizeof(code) - 1);
+		   ptw_glibc_is_sigreturn(got, sizeof(got));
 	ptw_map_put(&k->sigrets, addr, (void *)(uintptr_t)(yes ? 1 : 2));
 	return yes;
 }
@@ -1144,7 +1141,7 @@ bool ptw_kernel_target_exit(const struct ptw_kernel *k, int *ret_code, int *ret_
 }
 
 /* libc's text from its file (main_caller.h), placed by the first probe. */
-static int code_open(const struct ptw_kernel *k, struct ptwk_code *ret)
+static int code_open(const struct ptw_kernel *k, struct ptw_glibc_code *ret)
 {
 	if (!k->probes.n || (ret->fd = open(k->probes.path, O_RDONLY | O_CLOEXEC)) < 0)
 		return -1;
@@ -1166,10 +1163,10 @@ static void main_caller_derive(struct ptw_kernel *k)
 		else if (p->kind == PTWK_EXIT_FN)
 			exit_fn = p->addr;
 	}
-	struct ptwk_code code;
+	struct ptw_glibc_code code;
 	if (k->conv.main_caller_size || !start_main || !exit_fn || code_open(k, &code) < 0)
 		return;
-	int r = ptwk_main_caller(k->syms, &code, start_main, exit_fn, &lo, &hi);
+	int r = ptw_glibc_main_caller(k->syms, &code, start_main, exit_fn, &lo, &hi);
 	close(code.fd);
 	if (r < 0) {
 		ptw_dbg(PTW_DBG_TRACER, "main's caller in libc not found: main's return unknown");
@@ -1196,10 +1193,10 @@ static void start_thread_derive(struct ptw_kernel *k)
 		else if (k->probes.p[i].kind == PTWK_DEATH)
 			death = &k->probes.p[i];
 	uint64_t addr;
-	struct ptwk_code code;
+	struct ptw_glibc_code code;
 	int r = -ENOENT;
 	if (create && death && k->probes.n < PTWK_MAX_PROBES && code_open(k, &code) == 0) {
-		r = ptwk_start_thread(k->syms, &code, create->addr, death->addr, &addr);
+		r = ptw_glibc_start_thread(k->syms, &code, create->addr, death->addr, &addr);
 		close(code.fd);
 	}
 	if (r < 0) {
@@ -1281,7 +1278,7 @@ static int open_skeleton(struct ptw_kernel *k, bool multi)
 			close(btf_fd);
 		return e;
 	}
-	const struct ptwk_layout *l = &k->probes.layout;
+	const struct ptw_pthread_layout *l = &k->probes.layout;
 	/* --trace: caught signals' deliveries (a signal handler that is not
 	 * traced: what it calls carries its signal) */
 	s->rodata->trace_signals = k->o.ntrace != 0;
@@ -2065,7 +2062,7 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, cons
 		/* (ptwatch's own libc and libthread_db: nothing of them applies
 		 * to the static program, which is seen as LWPs) */
 		k->probes.nmissing = k->probes.missing_start = 0;
-		k->probes.layout = (struct ptwk_layout){ 0 };
+		k->probes.layout = (struct ptw_pthread_layout){ 0 };
 		ptw_tdb_free(k->tdb);
 		k->tdb = NULL;
 	}

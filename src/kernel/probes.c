@@ -2,7 +2,7 @@
 /* Probe points and struct pthread's layout; see probes.h. */
 #define _GNU_SOURCE
 #include "probes.h"
-#include "layout.h"
+#include "ptw_glibc.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -91,103 +91,6 @@ int ptwk_file_of(pid_t pid, const struct ptw_mapping *maps, int nmaps, uint64_t 
 	snprintf(path, size, "/proc/%d/map_files/%llx-%llx", pid, (unsigned long long)m->start,
 		 (unsigned long long)m->end);
 	return access(path, R_OK) == 0 ? 0 : -errno;
-}
-
-static const char *known_how(unsigned derived, bool have)
-{
-	return derived ? "derived" : have ? "known" : "unknown";
-}
-
-/* Where libthread_db's descriptors of struct pthread (_thread_db_*
- * symbols) are read: in the process, through libthread_db, or in a static
- * program's file (its symbol table has them too, in .rodata), never in
- * ptwatch's own libc. */
-struct tdb_source {
-	struct ptw_tdb *tdb;
-	struct ptw_symbols *file; /* (when tdb is NULL) */
-};
-
-static int tdb_symbol(const struct tdb_source *t, const char *name, void *buf, size_t size)
-{
-	uint64_t addr;
-	if (t->tdb)
-		return ptw_tdb_read_symbol(t->tdb, name, buf, size);
-	if (!t->file || ptw_symbols_lookup(t->file, PTW_MOD_EXE, name, &addr, NULL) < 0)
-		return -ENOENT;
-	return ptw_symbols_read_file(t->file, addr, buf, size);
-}
-
-/* A member's offset from its descriptor { bits, count, offset }. */
-static int tdb_field(const struct tdb_source *t, const char *member, uint32_t *ret_off)
-{
-	char name[96];
-	uint32_t v[3];
-	if (t->tdb)
-		return ptw_tdb_pthread_field(t->tdb, member, ret_off);
-	snprintf(name, sizeof(name), "_thread_db_pthread_%s", member);
-	if (tdb_symbol(t, name, v, sizeof(v)) < 0)
-		return -ENOENT;
-	*ret_off = v[2];
-	return 0;
-}
-
-/* No debug file: arg, result and joinid from libthread_db's descriptors
- * of their neighbours (layout.h), or refused with a reason. */
-static void layout_derive(const struct tdb_source *tdb, struct ptwk_layout *l)
-{
-	struct ptwk_tdb_descs d = { 0 };
-	struct ptwk_tdb_desc *descs[] = { &d.report_events, &d.sched_priority, &d.schedpolicy,
-					  &d.start_routine, &d.eventbuf };
-	for (size_t i = 0; i < PTW_ARRAY_SIZE(descs); i++) {
-		char name[96];
-		uint32_t v[3];
-		snprintf(name, sizeof(name), "_thread_db_pthread_%s", ptwk_tdb_desc_names[i]);
-		if (tdb_symbol(tdb, name, v, sizeof(v)) == 0)
-			*descs[i] = (struct ptwk_tdb_desc){ true, v[0], v[1], v[2] };
-	}
-	uint32_t size;
-	if (tdb_symbol(tdb, "_thread_db_sizeof_pthread", &size, sizeof(size)) == 0)
-		d.sizeof_pthread = size;
-	ptwk_layout_derive(&d, l, &l->derived, l->underived, sizeof(l->underived));
-	ptw_dbg(PTW_DBG_TRACER,
-		"struct pthread without the debug file: arg %s, result %s, joinid %s%s%s",
-		known_how(l->derived & 1, l->have_arg), known_how(l->derived & 2, l->have_result),
-		known_how(l->derived & 4, l->have_joinid), l->underived[0] ? ": " : "",
-		l->underived);
-}
-
-static void layout_from(struct ptw_symbols *syms, const struct tdb_source *tdb, const char *module,
-			bool use_debug_files, struct ptwk_layout *l)
-{
-	static const char *const hints[] = { "nptl/pthread_create.c", "pthread_create.c", NULL };
-	struct {
-		const char *member;
-		bool *have;
-		uint64_t *off;
-		bool tdb_knows; /* libthread_db describes it (no debug file needed) */
-	} fields[] = {
-		{ "result", &l->have_result, &l->result, false },
-		{ "joinid", &l->have_joinid, &l->joinid, false },
-		{ "start_routine", &l->have_start_routine, &l->start_routine, true },
-		{ "arg", &l->have_arg, &l->arg, false },
-		{ "cancelhandling", &l->have_cancelhandling, &l->cancelhandling, true },
-		{ "tid", &l->have_tid, &l->tid, true },
-	};
-	for (size_t i = 0; i < PTW_ARRAY_SIZE(fields); i++) {
-		if (use_debug_files &&
-		    ptw_symbols_member_offset(syms, module, hints, "pthread", fields[i].member,
-					      fields[i].off) == 0) {
-			*fields[i].have = true;
-			continue;
-		}
-		uint32_t off;
-		if (fields[i].tdb_knows && tdb_field(tdb, fields[i].member, &off) == 0) {
-			*fields[i].off = off;
-			*fields[i].have = true;
-		}
-	}
-	if ((tdb->tdb || tdb->file) && (!l->have_arg || !l->have_result || !l->have_joinid))
-		layout_derive(tdb, l);
 }
 
 /* Where the probes' code is in the file the kernel is to probe: by a
@@ -279,8 +182,8 @@ static void death_at_call(struct ptw_symbols *syms, const struct place *pl, stru
 	death->offset = off;
 }
 
-static int find(struct ptw_symbols *syms, const char *module, const struct tdb_source *tdb,
-		const struct place *pl, bool use_debug_files, struct ptwk_probes *p, char *why,
+static int find(struct ptw_symbols *syms, const char *module, struct ptw_tdb *tdb,
+		struct ptw_symbols *tdb_file, const struct place *pl, bool use_debug_files, struct ptwk_probes *p, char *why,
 		size_t why_size)
 {
 	bool in_exe = !strcmp(module, PTW_MOD_EXE);
@@ -335,9 +238,9 @@ static int find(struct ptw_symbols *syms, const char *module, const struct tdb_s
 	}
 	if (in_exe)
 		death_at_call(syms, pl, p);
-	layout_from(syms, tdb, module, use_debug_files, &p->layout);
+	ptw_glibc_pthread_layout(syms, module, tdb, tdb_file, use_debug_files, &p->layout);
 	if (!p->layout.have_result && p->nmissing < PTW_ARRAY_SIZE(p->missing)) {
-		/* (the reason libthread_db's descriptors did not do: layout.h) */
+		/* (the reason libthread_db's descriptors did not do: ptw_glibc.h) */
 		p->missing_code[p->nmissing] = PTW_W_NO_LIBC_DEBUGINFO;
 		snprintf(p->missing[p->nmissing++], sizeof(p->missing[0]),
 			 "struct pthread's layout is unknown (%s%s%s): start routine return "
@@ -364,8 +267,7 @@ int ptwk_find_probes(struct ptw_symbols *syms, struct ptw_tdb *tdb, pid_t pid, b
 		return nmaps;
 	}
 	struct place pl = { .pid = pid, .maps = maps, .nmaps = nmaps };
-	struct tdb_source t = { .tdb = tdb };
-	int r = find(syms, module, &t, &pl, use_debug_files, ret, why, why_size);
+	int r = find(syms, module, tdb, NULL, &pl, use_debug_files, ret, why, why_size);
 	free(maps);
 	return r;
 }
@@ -375,8 +277,8 @@ int ptwk_find_probes_file(struct ptw_symbols *file_syms, const char *path, bool 
 {
 	memset(ret, 0, sizeof(*ret));
 	struct place pl = { .file = path, .syms = file_syms };
-	struct tdb_source t = { .file = file_syms };
-	int r = find(file_syms, PTW_MOD_EXE, &t, &pl, use_debug_files, ret, why, why_size);
+	int r = find(file_syms, PTW_MOD_EXE, NULL, file_syms, &pl, use_debug_files, ret, why,
+		     why_size);
 	ret->in_exe = r == 0;
 	return r;
 }

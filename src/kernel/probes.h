@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "ptw_glibc.h"
 #include "ptw_kernel_records.h"
 #include "ptw_warnings.h"
 
@@ -28,18 +29,6 @@ struct ptwk_probe {
 	bool ret;	      /* a return probe */
 };
 
-struct ptwk_layout {
-	bool have_result, have_joinid, have_start_routine, have_arg, have_cancelhandling;
-	uint64_t result, joinid, start_routine, arg, cancelhandling;
-	/* pd->tid (libthread_db's descriptor): a new thread's check of its
-	 * fs base at the clone's return (bpf: ptw_clone_exit) */
-	bool have_tid;
-	uint64_t tid;
-	/* Without the debug file: which of arg (1), result (2), joinid (4)
-	 * came from their neighbours (layout.h), and why the rest did not. */
-	unsigned derived;
-	char underived[96];
-};
 
 #define PTWK_MAX_PROBES 20 /* the lifecycle's 10, --locks' 6 */
 
@@ -48,7 +37,7 @@ struct ptwk_probes {
 	char module[4096]; /* its name as the process maps it, for messages */
 	struct ptwk_probe p[PTWK_MAX_PROBES];
 	size_t n;
-	struct ptwk_layout layout;
+	struct ptw_pthread_layout layout;
 	uint64_t main_addr; /* main() in the executable, 0 unknown */
 	/* What could not be found: one line each, for ptw_kernel_notes. */
 	char missing[8][256];

@@ -12,61 +12,6 @@
 #include "ptw_timeouts.h"
 #include "ptw_util.h"
 
-/* ---- shadow stack rules ---- */
-
-/* Is a frame entered at fsp left once the thread is at sp (above it)? */
-static bool above(uint64_t fsp, uint64_t sp)
-{
-	return fsp < sp && sp - fsp < PTW_SHADOW_WINDOW;
-}
-
-/* The rules, on any stack layout: sp_of(i) for i = 0 (innermost) up. */
-#define LEFT_AT_ENTRY(n, sp_of, ret_of, sp, ret, tail)                                            \
-	do {                                                                                      \
-		size_t k_ = 0;                                                                    \
-		/* A new call at sp: every frame whose slot is at or below sp is over       \
-		 * (its slot is being reused, or was popped). */                            \
-		while (k_ < (n) && (above(sp_of(k_), (sp)) || sp_of(k_) == (sp)))                 \
-			k_++;                                                                     \
-		/* same slot, same return address: a jmp */                                       \
-		*(tail) = k_ && sp_of(k_ - 1) == (sp) && ret_of(k_ - 1) == (ret);                 \
-		left_ = k_;                                                                       \
-	} while (0)
-
-#define LEFT_AT(n, sp_of, ret_of, sp, ret, returned)                                              \
-	do {                                                                                      \
-		size_t k_ = 0;                                                                    \
-		while (k_ < (n) && above(sp_of(k_), (sp))) {                                      \
-			k_++;                                                                     \
-			/* a return leaves one frame: none outside it (a signal handler's         \
-			 * on sigaltstack may lie below the frames it interrupted) */             \
-			if ((ret) && sp_of(k_ - 1) + 8 == (sp) && ret_of(k_ - 1) == (ret))        \
-				break;                                                            \
-		}                                                                                 \
-		*(returned) = k_ && (ret) && sp_of(k_ - 1) + 8 == (sp) && ret_of(k_ - 1) == (ret); \
-		left_ = k_;                                                                       \
-	} while (0)
-
-size_t ptw_shadow_left_at_entry(const struct ptw_shadow_frame *st, size_t n, uint64_t sp,
-				uint64_t ret, bool *ret_tail_call)
-{
-	size_t left_;
-#define SP(i) st[n - 1 - (i)].sp
-#define RET(i) st[n - 1 - (i)].ret
-	LEFT_AT_ENTRY(n, SP, RET, sp, ret, ret_tail_call);
-	return left_;
-}
-
-size_t ptw_shadow_left_at(const struct ptw_shadow_frame *st, size_t n, uint64_t sp, uint64_t ret,
-			  bool *ret_returned)
-{
-	size_t left_;
-	LEFT_AT(n, SP, RET, sp, ret, ret_returned);
-	return left_;
-#undef SP
-#undef RET
-}
-
 /* ---- frame spans ---- */
 
 /* What a thread's frames are going through. */
@@ -416,9 +361,9 @@ static size_t left_at(const struct fthread *ft, bool entry, uint64_t sp, uint64_
 #define SP(i) ft->stack[n - 1 - (i)]->sp
 #define RET(i) ft->stack[n - 1 - (i)]->ret
 	if (entry)
-		LEFT_AT_ENTRY(n, SP, RET, sp, ret, flag);
+		PTW_SHADOW_LEFT_AT_ENTRY(n, SP, RET, sp, ret, flag);
 	else
-		LEFT_AT(n, SP, RET, sp, ret, flag);
+		PTW_SHADOW_LEFT_AT(n, SP, RET, sp, ret, flag);
 #undef SP
 #undef RET
 	return left_;

@@ -11,30 +11,6 @@
 #include "ptw_symbols.h"
 #include "ptw_util.h"
 
-/* ---- the wait-for graph ---- */
-
-size_t ptw_wait_cycle(pid_t from, ptw_owner_fn owner_of, void *ctx, pid_t *ret, size_t max)
-{
-	if (from <= 0 || max < 2)
-		return 0;
-	size_t n = 0;
-	pid_t cur = from;
-	while (n < max) {
-		/* A thread met twice that is not `from`: a cycle elsewhere. */
-		for (size_t i = 1; i < n; i++)
-			if (ret[i] == cur)
-				return 0;
-		ret[n++] = cur;
-		pid_t next = owner_of(ctx, cur);
-		if (next <= 0 || next == cur)
-			return 0;
-		if (next == from)
-			return n;
-		cur = next;
-	}
-	return 0;
-}
-
 /* ---- wait spans ---- */
 
 struct wthread {

@@ -1243,14 +1243,6 @@ const char *ptw_event_kind_name(enum ptw_event_kind kind)
 	return (unsigned)kind < PTW_ARRAY_SIZE(names) && names[kind] ? names[kind] : "?";
 }
 
-const char *ptw_wait_kind_name(enum ptw_wait_kind kind)
-{
-	static const char *const names[] = { "none",	    "mutex",	    "join", "rwlock",
-					     "cond",	    "other",	    "rwlock_read",
-					     "rwlock_write", "sem",	    "barrier", "lock" };
-	return (unsigned)kind < PTW_ARRAY_SIZE(names) ? names[kind] : "other";
-}
-
 /* ---- deadlocks ---- */
 
 /* The span a live span waits for, by its owner tid; NULL when none. */

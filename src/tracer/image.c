@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "ptw_cache.h"
+#include "ptw_glibc.h"
 #include "tracer_internal.h"
 
 static int memread(void *ctx, uint64_t addr, void *buf, size_t len)
@@ -145,14 +146,11 @@ int image_tdb_open(struct ptw_tracer *t)
 
 	/* struct pthread from libc's DWARF: the return value and the detach
 	 * state are read at TD_CREATE / TD_DEATH instead of costing stops. */
-	static const char *const hints[] = { "nptl/pthread_create.c", "pthread_create.c", NULL };
 	if (t->o.use_debug_files) {
-		img->have_result =
-			ptw_symbols_member_offset(img->syms, image_libc_module(t), hints, "pthread",
-						  "result", &img->result_off) == 0;
-		img->have_joinid =
-			ptw_symbols_member_offset(img->syms, image_libc_module(t), hints, "pthread",
-						  "joinid", &img->joinid_off) == 0;
+		img->have_result = ptw_glibc_pthread_member(img->syms, image_libc_module(t), "result",
+							    &img->result_off) == 0;
+		img->have_joinid = ptw_glibc_pthread_member(img->syms, image_libc_module(t), "joinid",
+							    &img->joinid_off) == 0;
 	}
 	img->attr_layout_known = img->glibc && !strncmp(img->glibc, "2.", 2);
 	uint64_t size = 0;

@@ -38,6 +38,7 @@
 
 #include "ptw_frames.h"
 #include "ptw_patterns.h"
+#include "ptw_glibc.h"
 #include "tracer_internal.h"
 
 struct pattern {
@@ -246,16 +247,13 @@ static void note_dynsym_only(struct trace *tr, const char *base)
 	tr->dynsym_only[tr->ndynsym_only++] = xstrdup(base);
 }
 
-/* x86-64 `mov $15 (rt_sigreturn), %rax; syscall`: the sigreturn trampoline
- * a signal handler returns to (glibc's __restore_rt, musl's too), found by
- * its code so that a libc without symbols is no different. */
-static const uint8_t sigreturn_code[] = { 0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05 };
-
+/* The sigreturn trampoline a signal handler returns to, found by its code
+ * (ptw_glibc.h) so that a libc without symbols is no different. */
 static bool is_sigreturn(struct ptw_tracer *t, uint64_t addr)
 {
-	uint8_t code[sizeof(sigreturn_code)];
+	uint8_t code[PTW_GLIBC_SIGRETURN_LEN];
 	return addr && ptw_bp_read_original(t->bps, addr, code, sizeof(code)) == 0 &&
-	       !memcmp(code, sigreturn_code, sizeof(code));
+	       ptw_glibc_is_sigreturn(code, sizeof(code));
 }
 
 /* A sigreturn trampoline: known as one, and hooked (the end of every

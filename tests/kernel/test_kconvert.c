@@ -17,7 +17,7 @@
 
 #include "check.h"
 #include "convert.h"
-#include "layout.h"
+#include "ptw_glibc.h"
 #include "ptw_spans.h"
 #include "ptw_symbols.h"
 
@@ -608,7 +608,7 @@ static void test_thread_begin(void)
 
 /* Debian 12's glibc 2.36 (libc6-dbg's DWARF: joinid 1568, result 1576,
  * arg 1600), as libthread_db's descriptors describe its neighbours. */
-static const struct ptwk_tdb_descs GLIBC_236 = {
+static const struct ptw_glibc_tdb_descs GLIBC_236 = {
 	.report_events = { true, 8, 1, 1553 },
 	.sched_priority = { true, 32, 1, 1584 },
 	.schedpolicy = { true, 32, 1, 1588 },
@@ -619,56 +619,56 @@ static const struct ptwk_tdb_descs GLIBC_236 = {
 
 static void test_layout_derive(void)
 {
-	struct ptwk_layout l = { 0 };
+	struct ptw_pthread_layout l = { 0 };
 	unsigned derived;
 	char why[96];
-	CHECK_EQ(ptwk_layout_derive(&GLIBC_236, &l, &derived, why, sizeof(why)), 0);
+	CHECK_EQ(ptw_glibc_layout_derive(&GLIBC_236, &l, &derived, why, sizeof(why)), 0);
 	CHECK(l.have_arg && l.arg == 1600 && l.have_result && l.result == 1576);
 	CHECK(l.have_joinid && l.joinid == 1568 && derived == 7 && !why[0]);
 	/* what the debug file gave stays as it is */
-	struct ptwk_layout k = {
+	struct ptw_pthread_layout k = {
 		.have_result = true, .result = 1576, .have_arg = true, .arg = 1600
 	};
-	CHECK_EQ(ptwk_layout_derive(&GLIBC_236, &k, &derived, why, sizeof(why)), 0);
+	CHECK_EQ(ptw_glibc_layout_derive(&GLIBC_236, &k, &derived, why, sizeof(why)), 0);
 	CHECK(derived == 4 && k.joinid == 1568);
 	/* refusals: a neighbour not where glibc puts it leaves the member unknown */
-	struct ptwk_tdb_descs d = GLIBC_236;
+	struct ptw_glibc_tdb_descs d = GLIBC_236;
 	d.eventbuf.offset = 1616; /* something more between start_routine and eventbuf */
-	l = (struct ptwk_layout){ 0 };
-	CHECK_EQ(ptwk_layout_derive(&d, &l, &derived, why, sizeof(why)), 1);
+	l = (struct ptw_pthread_layout){ 0 };
+	CHECK_EQ(ptw_glibc_layout_derive(&d, &l, &derived, why, sizeof(why)), 1);
 	CHECK(!l.have_arg && l.have_result && derived == 6 && why[0]);
 	d = GLIBC_236;
 	d.schedpolicy.offset = 1592; /* a gap after schedparam */
 	d.start_routine.offset = 1596;
-	l = (struct ptwk_layout){ 0 };
-	CHECK_EQ(ptwk_layout_derive(&d, &l, &derived, why, sizeof(why)), 3);
+	l = (struct ptw_pthread_layout){ 0 };
+	CHECK_EQ(ptw_glibc_layout_derive(&d, &l, &derived, why, sizeof(why)), 3);
 	CHECK(!l.have_arg && !l.have_result && !l.have_joinid && derived == 0);
 	d = GLIBC_236;
 	d.sched_priority.offset = 1580; /* not 8-aligned: padding could hide */
 	d.schedpolicy.offset = 1584;
 	d.start_routine.offset = 1588;
 	d.eventbuf.offset = 1604;
-	l = (struct ptwk_layout){ 0 };
-	CHECK_EQ(ptwk_layout_derive(&d, &l, &derived, why, sizeof(why)), 3);
+	l = (struct ptw_pthread_layout){ 0 };
+	CHECK_EQ(ptw_glibc_layout_derive(&d, &l, &derived, why, sizeof(why)), 3);
 	CHECK(!l.have_result && !l.have_arg); /* start_routine misaligned too */
 	d = GLIBC_236;
 	d.report_events.offset = 1570; /* where joinid would be */
-	l = (struct ptwk_layout){ 0 };
-	CHECK_EQ(ptwk_layout_derive(&d, &l, &derived, why, sizeof(why)), 2);
+	l = (struct ptw_pthread_layout){ 0 };
+	CHECK_EQ(ptw_glibc_layout_derive(&d, &l, &derived, why, sizeof(why)), 2);
 	CHECK(!l.have_result && !l.have_joinid && l.have_arg);
 	d = GLIBC_236;
 	d.sched_priority.bits = 64; /* another type */
-	l = (struct ptwk_layout){ 0 };
-	CHECK_EQ(ptwk_layout_derive(&d, &l, &derived, why, sizeof(why)), 2);
+	l = (struct ptw_pthread_layout){ 0 };
+	CHECK_EQ(ptw_glibc_layout_derive(&d, &l, &derived, why, sizeof(why)), 2);
 	d = GLIBC_236;
 	d.eventbuf.known = false;
 	d.report_events.known = false;
-	l = (struct ptwk_layout){ 0 };
-	CHECK_EQ(ptwk_layout_derive(&d, &l, &derived, why, sizeof(why)), 3);
+	l = (struct ptw_pthread_layout){ 0 };
+	CHECK_EQ(ptw_glibc_layout_derive(&d, &l, &derived, why, sizeof(why)), 3);
 	d = GLIBC_236;
 	d.sizeof_pthread = 1600; /* arg past the end */
-	l = (struct ptwk_layout){ 0 };
-	CHECK_EQ(ptwk_layout_derive(&d, &l, &derived, why, sizeof(why)), 1);
+	l = (struct ptw_pthread_layout){ 0 };
+	CHECK_EQ(ptw_glibc_layout_derive(&d, &l, &derived, why, sizeof(why)), 1);
 	CHECK(!l.have_arg && l.have_result);
 }
 

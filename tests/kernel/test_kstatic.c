@@ -117,7 +117,7 @@ static void test_static(const char *exe)
 	CHECK(p.main_addr != 0);
 
 	/* struct pthread's layout, from the program's own descriptors */
-	const struct ptwk_layout *l = &p.layout;
+	const struct ptw_pthread_layout *l = &p.layout;
 	CHECK(l->have_result && l->have_joinid && l->have_arg && l->have_start_routine &&
 	      l->have_cancelhandling && l->have_tid);
 	CHECK_EQ(l->arg, l->start_routine + 8);

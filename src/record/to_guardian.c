@@ -17,7 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "guardian_int.h"
+#include "ptw_guardian_wire.h"
 #include "ptw_record.h"
 
 /* Largest record packet: well under a unix socket's send buffer. */

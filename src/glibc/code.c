@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* libc's caller of main() and start_thread without their names; see main_caller.h. */
-#include "main_caller.h"
+/* glibc's code: libc's caller of main() and start_thread without their
+ * names, and the sigreturn trampoline; see ptw_glibc.h. */
+#include "ptw_glibc.h"
 
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "ptw_breakpoints.h"
@@ -15,7 +17,7 @@
 
 /* The direct call targets (leas: the rip-relative addresses) of the
  * function at addr (its CFI range). */
-static int insns_of(struct ptw_symbols *syms, const struct ptwk_code *code, uint64_t addr,
+static int insns_of(struct ptw_symbols *syms, const struct ptw_glibc_code *code, uint64_t addr,
 		    bool leas, uint64_t *out, uint64_t *ret_hi)
 {
 	uint64_t lo, hi;
@@ -35,13 +37,13 @@ static int insns_of(struct ptw_symbols *syms, const struct ptwk_code *code, uint
 	return n;
 }
 
-static int calls_of(struct ptw_symbols *syms, const struct ptwk_code *code, uint64_t addr,
+static int calls_of(struct ptw_symbols *syms, const struct ptw_glibc_code *code, uint64_t addr,
 		    uint64_t *out, uint64_t *ret_hi)
 {
 	return insns_of(syms, code, addr, false, out, ret_hi);
 }
 
-static bool calls_fn(struct ptw_symbols *syms, const struct ptwk_code *code, uint64_t fn,
+static bool calls_fn(struct ptw_symbols *syms, const struct ptw_glibc_code *code, uint64_t fn,
 		     uint64_t callee)
 {
 	uint64_t targets[MAX_CALLS], hi;
@@ -52,8 +54,8 @@ static bool calls_fn(struct ptw_symbols *syms, const struct ptwk_code *code, uin
 	return false;
 }
 
-int ptwk_main_caller(struct ptw_symbols *syms, const struct ptwk_code *code, uint64_t start_main,
-		     uint64_t exit_fn, uint64_t *ret_lo, uint64_t *ret_hi)
+int ptw_glibc_main_caller(struct ptw_symbols *syms, const struct ptw_glibc_code *code,
+			  uint64_t start_main, uint64_t exit_fn, uint64_t *ret_lo, uint64_t *ret_hi)
 {
 	uint64_t callees[MAX_CALLS], hi;
 	int n = calls_of(syms, code, start_main, callees, &hi);
@@ -76,8 +78,8 @@ int ptwk_main_caller(struct ptw_symbols *syms, const struct ptwk_code *code, uin
 	return found == 1 ? 0 : -ENOENT;
 }
 
-int ptwk_start_thread(struct ptw_symbols *syms, const struct ptwk_code *code, uint64_t create,
-		      uint64_t tls_dtors, uint64_t *ret_addr)
+int ptw_glibc_start_thread(struct ptw_symbols *syms, const struct ptw_glibc_code *code,
+			   uint64_t create, uint64_t tls_dtors, uint64_t *ret_addr)
 {
 	/* pthread_create and what it calls (create_thread, not inlined) */
 	uint64_t fns[1 + MAX_CALLS], hi;
@@ -102,4 +104,14 @@ int ptwk_start_thread(struct ptw_symbols *syms, const struct ptwk_code *code, ui
 		}
 	}
 	return found == 1 ? 0 : -ENOENT;
+}
+
+bool ptw_glibc_is_sigreturn(const uint8_t *code, size_t n)
+{
+	/* x86-64 `mov $15 (rt_sigreturn), %rax; syscall` (glibc's __restore_rt,
+	 * musl's too); the first byte may be an int3 (a uprobe's there) */
+	static const uint8_t insns[PTW_GLIBC_SIGRETURN_LEN] = { 0x48, 0xc7, 0xc0, 0x0f, 0x00,
+								0x00, 0x00, 0x0f, 0x05 };
+	return n >= sizeof(insns) && (code[0] == insns[0] || code[0] == 0xcc) &&
+	       !memcmp(code + 1, insns + 1, sizeof(insns) - 1);
 }

@@ -1,25 +1,25 @@
 /* SPDX-License-Identifier: MIT */
 /* struct pthread's undescribed members from their neighbours; see layout.h. Pure. */
-#include "layout.h"
+#include "ptw_glibc.h"
 
 #include <stdio.h>
 
-const char *const ptwk_tdb_desc_names[5] = { "report_events", "schedparam_sched_priority",
-					     "schedpolicy", "start_routine", "eventbuf" };
+const char *const ptw_glibc_tdb_desc_names[5] = { "report_events", "schedparam_sched_priority",
+						  "schedpolicy", "start_routine", "eventbuf" };
 
 /* A scalar member of that many bits, one of it. */
-static bool scalar(const struct ptwk_tdb_desc *d, uint32_t bits)
+static bool scalar(const struct ptw_glibc_tdb_desc *d, uint32_t bits)
 {
 	return d->known && d->bits == bits && d->count == 1;
 }
 
 /* [off, off + 8) lies inside struct pthread (when its size is known). */
-static bool inside(const struct ptwk_tdb_descs *d, uint64_t off)
+static bool inside(const struct ptw_glibc_tdb_descs *d, uint64_t off)
 {
 	return !d->sizeof_pthread || off + 8 <= d->sizeof_pthread;
 }
 
-static const char *derive_arg(const struct ptwk_tdb_descs *d, uint64_t *ret)
+static const char *derive_arg(const struct ptw_glibc_tdb_descs *d, uint64_t *ret)
 {
 	if (!scalar(&d->start_routine, 64))
 		return "libthread_db describes no 64-bit start_routine";
@@ -32,7 +32,8 @@ static const char *derive_arg(const struct ptwk_tdb_descs *d, uint64_t *ret)
 	return inside(d, *ret) ? NULL : "arg would lie past struct pthread's end";
 }
 
-static const char *derive_result(const struct ptwk_tdb_descs *d, uint64_t *result, uint64_t *joinid)
+static const char *derive_result(const struct ptw_glibc_tdb_descs *d, uint64_t *result,
+				 uint64_t *joinid)
 {
 	if (!scalar(&d->sched_priority, 32) || !scalar(&d->schedpolicy, 32) ||
 	    !scalar(&d->start_routine, 64))
@@ -51,8 +52,8 @@ static const char *derive_result(const struct ptwk_tdb_descs *d, uint64_t *resul
 	return inside(d, *result) ? NULL : "result would lie past struct pthread's end";
 }
 
-int ptwk_layout_derive(const struct ptwk_tdb_descs *d, struct ptwk_layout *l, unsigned *derived,
-		       char *why, size_t why_size)
+int ptw_glibc_layout_derive(const struct ptw_glibc_tdb_descs *d, struct ptw_pthread_layout *l,
+			    unsigned *derived, char *why, size_t why_size)
 {
 	int missing = 0;
 	const char *first = NULL;

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/* The shadow stack rules, the wait-for graph and the wait kinds' names;
+ * see ptw_observe.h and ptw_events.h. Pure. */
+#include "ptw_observe.h"
+
+#include "ptw_events.h"
+#include "ptw_util.h"
+
+/* ---- the shadow stack rules ---- */
+
+size_t ptw_shadow_left_at_entry(const struct ptw_shadow_frame *st, size_t n, uint64_t sp,
+				uint64_t ret, bool *ret_tail_call)
+{
+	size_t left_;
+#define SP(i)  st[n - 1 - (i)].sp
+#define RET(i) st[n - 1 - (i)].ret
+	PTW_SHADOW_LEFT_AT_ENTRY(n, SP, RET, sp, ret, ret_tail_call);
+	return left_;
+}
+
+size_t ptw_shadow_left_at(const struct ptw_shadow_frame *st, size_t n, uint64_t sp, uint64_t ret,
+			  bool *ret_returned)
+{
+	size_t left_;
+	PTW_SHADOW_LEFT_AT(n, SP, RET, sp, ret, ret_returned);
+	return left_;
+#undef SP
+#undef RET
+}
+
+/* ---- the wait-for graph ---- */
+
+size_t ptw_wait_cycle(pid_t from, ptw_owner_fn owner_of, void *ctx, pid_t *ret, size_t max)
+{
+	if (from <= 0 || max < 2)
+		return 0;
+	size_t n = 0;
+	pid_t cur = from;
+	while (n < max) {
+		/* A thread met twice that is not `from`: a cycle elsewhere. */
+		for (size_t i = 1; i < n; i++)
+			if (ret[i] == cur)
+				return 0;
+		ret[n++] = cur;
+		pid_t next = owner_of(ctx, cur);
+		if (next <= 0 || next == cur)
+			return 0;
+		if (next == from)
+			return n;
+		cur = next;
+	}
+	return 0;
+}
+
+const char *ptw_wait_kind_name(enum ptw_wait_kind kind)
+{
+	static const char *const names[] = { "none", "mutex",	"join",	       "rwlock",
+					     "cond", "other",	"rwlock_read", "rwlock_write",
+					     "sem",  "barrier", "lock" };
+	return (unsigned)kind < PTW_ARRAY_SIZE(names) ? names[kind] : "other";
+}
