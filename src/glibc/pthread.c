@@ -55,7 +55,7 @@ static int tdb_field(const struct tdb_source *t, const char *member, uint32_t *r
 }
 
 /* No debug file: arg, result and joinid from libthread_db's descriptors
- * of their neighbours (layout.h), or refused with a reason. */
+ * of their neighbours (ptw_glibc.h), or refused with a reason. */
 static void layout_derive(const struct tdb_source *tdb, struct ptw_pthread_layout *l)
 {
 	struct ptw_glibc_tdb_descs d = { 0 };
@@ -85,12 +85,11 @@ int ptw_glibc_pthread_member(struct ptw_symbols *syms, const char *module, const
 	return ptw_symbols_member_offset(syms, module, HINTS, "pthread", member, ret_off);
 }
 
-void ptw_glibc_pthread_layout(struct ptw_symbols *syms, const char *module, struct ptw_tdb *tdb_,
+void ptw_glibc_pthread_layout(struct ptw_symbols *syms, const char *module, struct ptw_tdb *tdb,
 			      struct ptw_symbols *file, bool use_debug_files,
 			      struct ptw_pthread_layout *l)
 {
-	const struct tdb_source src = { .tdb = tdb_, .file = tdb_ ? NULL : file };
-	const struct tdb_source *tdb = &src;
+	const struct tdb_source src = { .tdb = tdb, .file = tdb ? NULL : file };
 	struct {
 		const char *member;
 		bool *have;
@@ -111,11 +110,11 @@ void ptw_glibc_pthread_layout(struct ptw_symbols *syms, const char *module, stru
 			continue;
 		}
 		uint32_t off;
-		if (fields[i].tdb_knows && tdb_field(tdb, fields[i].member, &off) == 0) {
+		if (fields[i].tdb_knows && tdb_field(&src, fields[i].member, &off) == 0) {
 			*fields[i].off = off;
 			*fields[i].have = true;
 		}
 	}
-	if ((tdb->tdb || tdb->file) && (!l->have_arg || !l->have_result || !l->have_joinid))
-		layout_derive(tdb, l);
+	if ((src.tdb || src.file) && (!l->have_arg || !l->have_result || !l->have_joinid))
+		layout_derive(&src, l);
 }
