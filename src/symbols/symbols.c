@@ -5,6 +5,7 @@
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
+#include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
 #include <gelf.h>
 #include <errno.h>
@@ -22,6 +23,7 @@
 #include "ptw_cache.h"
 #include "ptw_demangle.h"
 #include "ptw_util.h"
+#include "debugfile.h"
 
 /* One symbol of a module, chained in a per-module name index. */
 struct sym_entry {
@@ -105,239 +107,7 @@ struct ptw_symbols {
 	bool unwind_complete;	 /* the last unwind reached the outermost frame */
 };
 
-static bool path_exists(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int report_listed(struct ptw_symbols *s);
-
-/* ---- debuginfod ---- */
-
-/*
- * With DEBUGINFOD_URLS set, dwfl_standard_find_debuginfo asks debuginfod for
- * the debug file of a module that has none on this machine (libdwfl dlopens
- * libdebuginfod; the client caches what it fetched in
- * $DEBUGINFOD_CACHE_PATH, else ~/.cache/debuginfod_client). What ptwatch
- * adds, for the whole process (one image after another: exec):
- *
- * - A bound. libdebuginfod waits 90 s for a silent server by default
- *   (DEBUGINFOD_TIMEOUT), three times (DEBUGINFOD_RETRY_LIMIT=2: measured,
- *   15.6 s with a timeout of 5), and the query can come while a target
- *   thread is stopped. Unless the user chose, ptwatch's own queries use
- *   PTW_DEBUGINFOD_TIMEOUT and no retry (set around each query only: the
- *   target's environment stays as it was). DEBUGINFOD_MAXTIME is left
- *   alone: a transfer that makes progress ends once and is then cached for
- *   good, while a cap would make a large file never arrive on a slow link.
- * - Once. A build-id whose fetch failed is not asked for again, and after a
- *   failure other than "not found" (no answer, connection refused, time
- *   out) the servers are not asked again in this process at all: one
- *   timeout per session at most, and one warning (ptw_symbols_debuginfod_error).
- *   Files already in the client cache are still used then.
- * - Early. A module that has no debug file here is fetched for when it is
- *   reported (image load, before the threads of an attached process are
- *   stopped; the exec or library-load stop of a launched one), not at the
- *   first lookup, which comes when a thread stops at its creation.
- *
- * ptwatch is single-threaded: changing its environment around a call is safe.
- */
-#define PTW_DEBUGINFOD_TIMEOUT "5"
-
-static struct {
-	struct ptw_map asked; /* ptw_str_hash(build-id hex) -> 1 fetched, 2 failed */
-	struct ptw_map looked; /* the same -> 1: prefetch_debuginfo has been there */
-	bool down;	      /* a failure other than "not found": ask no more */
-	char *error;	      /* the first such failure, for the report */
-	bool no_prefetch;     /* ptw_symbols_prefetch(false) */
-} dfd;
-
-void ptw_symbols_prefetch(bool on)
-{
-	dfd.no_prefetch = !on;
-}
-
-static bool debuginfod_urls(void)
-{
-	const char *u = getenv("DEBUGINFOD_URLS");
-	return u && *u;
-}
-
-static void build_id_hex(Dwfl_Module *mod, char hex[129])
-{
-	const unsigned char *id;
-	GElf_Addr vaddr;
-	int len = dwfl_module_build_id(mod, &id, &vaddr);
-	hex[0] = '\0';
-	for (int i = 0; i < len && i < 64; i++)
-		snprintf(hex + 2 * i, 3, "%02x", id[i]);
-}
-
-/* libdebuginfod's client cache directory (as debuginfod_find_* picks it),
- * malloc'd, or NULL. */
-static char *client_cache_dir(void)
-{
-	const char *dc = getenv("DEBUGINFOD_CACHE_PATH"), *xdg = getenv("XDG_CACHE_HOME"),
-		   *home = getenv("HOME");
-	if (dc && *dc)
-		return xstrdup(dc);
-	if (home && *home) {
-		char *old = xasprintf("%s/.debuginfod_client_cache", home);
-		if (access(old, F_OK) == 0)
-			return old;
-		free(old);
-	}
-	if (xdg && *xdg)
-		return xasprintf("%s/debuginfod_client", xdg);
-	if (home && *home)
-		return xasprintf("%s/.cache/debuginfod_client", home);
-	return NULL;
-}
-
-/* The debug file of build-id hex in the client cache, if it holds one (an
- * empty file there is libdebuginfod's record of a miss): malloc'd path. */
-static char *client_cached_file(const char *hex)
-{
-	char *dir = client_cache_dir();
-	if (!dir || !*hex) {
-		free(dir);
-		return NULL;
-	}
-	char *path = xasprintf("%s/%s/debuginfo", dir, hex);
-	free(dir);
-	struct stat st;
-	if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
-		return path;
-	free(path);
-	return NULL;
-}
-
-/* An environment variable set for the length of one call. */
-struct env_save {
-	const char *name;
-	char *old; /* NULL: was unset */
-	bool changed;
-};
-
-static void env_set(struct env_save *e, const char *name, const char *value)
-{
-	const char *old = getenv(name);
-	e->name = name;
-	e->old = old ? xstrdup(old) : NULL;
-	e->changed = setenv(name, value, 1) == 0;
-}
-
-static void env_restore(struct env_save *e)
-{
-	if (e->changed) {
-		if (e->old)
-			setenv(e->name, e->old, 1);
-		else
-			unsetenv(e->name);
-	}
-	free(e->old);
-	e->old = NULL;
-	e->changed = false;
-}
-
-const char *ptw_symbols_debuginfod_error(void)
-{
-	return dfd.error;
-}
-
-static int no_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
-			const char *file_name, const char *debuglink_file, GElf_Word debuglink_crc,
-			char **debuginfo_file_name)
-{
-	(void)mod, (void)userdata, (void)modname, (void)base, (void)file_name;
-	(void)debuglink_file, (void)debuglink_crc, (void)debuginfo_file_name;
-	return -1;
-}
-
-/*
- * The standard search (build-id path, debuglink, then debuginfod), within
- * the bounds above, timed: the debug log says which module's debug file was
- * opened, whether debuginfod gave it (fetched now or from its cache) and
- * what it cost.
- */
-static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
-			  const char *file_name, const char *debuglink_file, GElf_Word debuglink_crc,
-			  char **debuginfo_file_name)
-{
-	uint64_t t0 = ptw_now_ns();
-	time_t wall0 = time(NULL);
-	char hex[129];
-	build_id_hex(mod, hex);
-	uint64_t key = *hex ? ptw_str_hash(hex) : 0;
-	bool urls = debuginfod_urls();
-	bool ask = urls && key && !dfd.down && !ptw_map_get(&dfd.asked, key);
-	struct env_save no_urls = { 0 }, timeout = { 0 }, retries = { 0 };
-	if (urls && !ask)
-		env_set(&no_urls, "DEBUGINFOD_URLS", "");
-	if (ask && !getenv("DEBUGINFOD_TIMEOUT"))
-		env_set(&timeout, "DEBUGINFOD_TIMEOUT", PTW_DEBUGINFOD_TIMEOUT);
-	if (ask && !getenv("DEBUGINFOD_RETRY_LIMIT"))
-		env_set(&retries, "DEBUGINFOD_RETRY_LIMIT", "0");
-	int fd = dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
-					      debuglink_crc, debuginfo_file_name);
-	env_restore(&no_urls);
-	env_restore(&timeout);
-	env_restore(&retries);
-
-	char *cached = NULL;
-	if (fd < 0 && urls && !ask && (cached = client_cached_file(hex))) {
-		/* Not asked (see above), but fetched by an earlier session. */
-		fd = ptw_open_regular(cached);
-		if (fd >= 0 && !*debuginfo_file_name) {
-			*debuginfo_file_name = cached;
-			cached = NULL;
-		}
-	}
-	free(cached);
-
-	/* Where the file came from: libdwfl does not say for debuginfod's. */
-	if (fd >= 0 && !*debuginfo_file_name) {
-		char link[64], buf[PATH_MAX];
-		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-		ssize_t n = readlink(link, buf, sizeof(buf) - 1);
-		if (n > 0) {
-			buf[n] = '\0';
-			*debuginfo_file_name = xstrdup(buf);
-		}
-	}
-	const char *note = "", *name = fd >= 0 ? *debuginfo_file_name : NULL;
-	char *dir = urls && name ? client_cache_dir() : NULL;
-	size_t dlen = dir ? strlen(dir) : 0;
-	if (dir && !strncmp(name, dir, dlen) && name[dlen] == '/') {
-		struct stat st;
-		note = fstat(fd, &st) == 0 && st.st_ctime >= wall0 ? "debuginfod: fetched, "
-								   : "debuginfod: from its cache, ";
-	}
-	free(dir);
-	if (ask)
-		ptw_map_put(&dfd.asked, key, (void *)(uintptr_t)(fd >= 0 ? 1 : 2));
-	double ms = (double)(ptw_now_ns() - t0) / 1e6;
-	if (ask && fd < -1 && fd != -ENOENT && !dfd.down) {
-		/* No answer, or not a usable one: the next query would fare no
-		 * better, and each can cost the timeout. */
-		dfd.down = true;
-		const char *u = getenv("DEBUGINFOD_URLS");
-		const char *t = getenv("DEBUGINFOD_TIMEOUT");
-		char *why = fd == -ETIME ? xasprintf("no answer within DEBUGINFOD_TIMEOUT=%s s",
-						     t ? t : PTW_DEBUGINFOD_TIMEOUT)
-					 : xstrdup(strerror(-fd));
-		dfd.error = xasprintf("debuginfod (DEBUGINFOD_URLS=%s) failed for %s after %.1f s: "
-				      "%s; it is not asked again in this session, and code without "
-				      "a local debug file is shown as module+offset",
-				      u ? u : "", modname ? modname : "?", ms / 1e3, why);
-		free(why);
-	}
-	char *why = NULL;
-	const char *skip = !key ? "no build-id" : dfd.down ? "it failed before" : "done before";
-	if (ask && fd < 0)
-		why = xasprintf("debuginfod: %s, ", fd < -1 ? strerror(-fd) : "not available");
-	else if (urls && fd < 0)
-		why = xasprintf("debuginfod not asked: %s, ", skip);
-	ptw_dbg(PTW_DBG_SYM, "debug file of %s: %s (%s%.1f ms)", modname ? modname : "?",
-		fd < 0 ? "none" : name ? name : "found", why ? why : note, ms);
-	free(why);
-	return fd;
-}
 
 static const char *intern(struct ptw_symbols *s, const char *str)
 {
@@ -402,54 +172,6 @@ static int collect_module(Dwfl_Module *mod, void **userdata, const char *name, D
 	return DWARF_CB_OK;
 }
 
-/* Does the file carry DWARF of its own (not stripped)? */
-static bool has_own_dwarf(Elf *elf)
-{
-	size_t shstrndx;
-	if (elf_getshdrstrndx(elf, &shstrndx) < 0)
-		return false;
-	for (Elf_Scn *scn = NULL; (scn = elf_nextscn(elf, scn));) {
-		GElf_Shdr sh;
-		const char *name;
-		if (gelf_getshdr(scn, &sh) && sh.sh_type != SHT_NOBITS &&
-		    (name = elf_strptr(elf, shstrndx, sh.sh_name)) &&
-		    (!strcmp(name, ".debug_info") || !strcmp(name, ".zdebug_info")))
-			return true;
-	}
-	return false;
-}
-
-/*
- * Fetches mi's debug file from debuginfod now, if it will need one: no
- * DWARF in the file, none under /usr/lib/debug/.build-id, none in the
- * client cache (then libdwfl finds it there at once, when asked). Once per
- * build-id and process (refreshes report the same modules again). libdwfl
- * keeps the answer with the module.
- */
-static void prefetch_debuginfo(struct module_index *mi)
-{
-	Dwarf_Addr bias;
-	char hex[129];
-	/* Not [vdso]: a query at every start for what servers rarely have (asked
-	 * at a lookup, if one needs it). */
-	if (dfd.down || dfd.no_prefetch || (mi->path && mi->path[0] == '['))
-		return;
-	Elf *elf = dwfl_module_getelf(mi->mod, &bias); /* reads the build-id */
-	build_id_hex(mi->mod, hex);
-	if (!elf || !*hex || ptw_map_put(&dfd.looked, ptw_str_hash(hex), (void *)1) ||
-	    ptw_map_get(&dfd.asked, ptw_str_hash(hex)) || has_own_dwarf(elf) ||
-	    path_exists("/usr/lib/debug/.build-id/%.2s/%s.debug", hex, hex + 2))
-		return;
-	char *cached = client_cached_file(hex);
-	bool have = cached != NULL;
-	free(cached);
-	if (have)
-		return;
-	ptw_dbg(PTW_DBG_SYM, "fetching the debug file of %s (build-id %s) now, not at a lookup",
-		mi->path ? mi->path : "?", hex);
-	dwfl_module_getdwarf(mi->mod, &bias);
-}
-
 static int report_modules(struct ptw_symbols *s)
 {
 	if (s->offline)
@@ -462,9 +184,9 @@ static int report_modules(struct ptw_symbols *s)
 	if (r != 0)
 		return r > 0 ? -r : -EIO;
 	dwfl_getmodules(s->dwfl, collect_module, s, 0);
-	if (s->use_debug_files && debuginfod_urls())
+	if (s->use_debug_files && ptw_debugfile_servers())
 		for (size_t i = 0; i < s->nmods; i++)
-			prefetch_debuginfo(&s->mods[i]);
+			ptw_debugfile_prefetch(s->mods[i].mod, s->mods[i].path);
 	/* The executable first: lookups prefer it, as the dynamic linker does. */
 	for (size_t i = 1; i < s->nmods; i++)
 		if (s->mods[i].is_exe) {
@@ -488,7 +210,7 @@ static struct ptw_symbols *symbols_alloc(pid_t pid, bool use_debug_files, const 
 	s->read = read;
 	s->read_ctx = read_ctx;
 	s->callbacks.find_elf = find_elf;
-	s->callbacks.find_debuginfo = use_debug_files ? find_debuginfo : no_debuginfo;
+	s->callbacks.find_debuginfo = use_debug_files ? ptw_debugfile_find : ptw_debugfile_none;
 	s->callbacks.debuginfo_path = &s->debuginfo_path;
 	return s;
 }
@@ -608,40 +330,27 @@ int ptw_symbols_refresh(struct ptw_symbols *s)
 
 /* ---- the build-id cache ---- */
 
-static bool path_exists(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	char *path;
-	int n = vasprintf(&path, fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return false;
-	bool r = access(path, F_OK) == 0;
-	free(path);
-	return r;
-}
-
 /*
  * What could have changed the answers of a module with this build-id
  * without changing the module: a debug file installed or removed (the
- * build-id path, debuginfod's client cache), debuginfod turned on or off.
- * Cached answers are only good while this stays the same. A few stat()s.
+ * build-id path, beside the file, its debuglink's; debuginfod's client
+ * cache), debuginfod turned on or off. Cached answers are only good while
+ * this stays the same. A few stat()s.
  */
-static uint64_t debug_state(const char *hex)
+static uint64_t debug_state(const char *hex, Elf *elf, const char *path)
 {
 	uint64_t bits = 0;
-	if (strlen(hex) > 2 && path_exists("/usr/lib/debug/.build-id/%.2s/%s.debug", hex, hex + 2))
+	GElf_Word crc;
+	if (ptw_debugfile_here(hex, path, dwelf_elf_gnu_debuglink(elf, &crc)))
 		bits |= 1;
 	/* A file there, not libdebuginfod's empty record of a miss: a miss
 	 * can turn into a file later (it expires), and answers cached
 	 * without the file must not outlive that. */
-	char *fetched = client_cached_file(hex);
+	char *fetched = ptw_debugfile_fetched(hex);
 	if (fetched)
 		bits |= 2;
 	free(fetched);
-	const char *urls = getenv("DEBUGINFOD_URLS");
-	if (urls && *urls)
+	if (ptw_debugfile_servers())
 		bits |= 4;
 	return bits;
 }
@@ -679,7 +388,7 @@ static struct ptw_cache *module_cache(struct ptw_symbols *s, struct module_index
 		return NULL;
 	if (s->use_debug_files) {
 		struct ptw_cache_value v;
-		uint64_t now = debug_state(hex);
+		uint64_t now = debug_state(hex, elf, mi->path);
 		if (ptw_cache_get(c, "debug-files", &v) == 0 && v.a != now) {
 			ptw_dbg(PTW_DBG_SYM, "cache %s: debug files changed, forgotten",
 				ptw_cache_path(c));
@@ -1648,7 +1357,7 @@ int ptw_symbols_new_file(const char *path, bool use_debug_files, const char *cac
 	s->cache_dir = cache_dir ? xstrdup(cache_dir) : NULL;
 	s->read = no_memory;
 	s->callbacks.find_elf = dwfl_build_id_find_elf;
-	s->callbacks.find_debuginfo = use_debug_files ? find_debuginfo : no_debuginfo;
+	s->callbacks.find_debuginfo = use_debug_files ? ptw_debugfile_find : ptw_debugfile_none;
 	s->callbacks.section_address = dwfl_offline_section_address;
 	s->callbacks.debuginfo_path = &s->debuginfo_path;
 	s->exe_path = xstrdup(path);

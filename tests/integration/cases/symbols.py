@@ -410,6 +410,77 @@ def case_debuginfod(session, chk):
     chk.prefix = ''
 
 
+def loaded_debuginfod(ld_dir):
+    """The processes (LD_DEBUG=files, LD_DEBUG_OUTPUT=ld_dir/ld) that
+    loaded libdebuginfod."""
+    pids = set()
+    for name in os.listdir(ld_dir):
+        with open(os.path.join(ld_dir, name), 'rb') as f:
+            for line in f:
+                if b'file=libdebuginfod.so' in line:
+                    pids.add(line.split(b':')[0].strip().decode())
+    return sorted(pids)
+
+
+@test('debug-files-here', timeout=90, kernel=True)
+@case('debug-files-here')
+def case_debug_files_here(session, chk):
+    """Without debuginfod servers (DEBUGINFOD_URLS unset, then empty) a
+    module without a debug file must not make ptwatch load libdebuginfod
+    (elfutils 0.188 loads it all the same, with libcurl, GnuTLS and
+    libcrypto: 8 MiB, for no server), and the debug files here are still
+    found wherever libdwfl looks: FILE.debug beside the file, in .debug
+    there, by a debuglink, under /usr/lib/debug by build-id (libc). The
+    runs share one symbol cache: a debug file put beside the program
+    between two runs must be used by the second."""
+    objcopy = shutil.which('objcopy')
+    if not objcopy:
+        raise Skip('objcopy is not installed (scripts/deps.sh installs binutils)')
+    work = session.mkdtemp()
+    home = session.mkdtemp()
+    debug = fixture('lifecycle_debug')
+    # (step, DEBUGINFOD_URLS, where the debug file is, a search is made:
+    # the cache cannot answer)
+    for step, urls, place, search in (
+            ('none', None, None, True),
+            ('none, DEBUGINFOD_URLS empty', '', None, False),
+            ('beside', None, 'app.debug', True),
+            ('in .debug', None, '.debug/app.debug', False),
+            ('in .debug, another cache', None, '.debug/app.debug', True),
+            ('by debuglink', None, None, True),
+            ('gone again', None, None, True)):
+        chk.prefix = '[%s] ' % step
+        d = os.path.join(work, re.sub(r'\W+', '-', step))
+        os.makedirs(os.path.join(d, '.debug'))
+        ld = os.path.join(d, 'ld')
+        os.makedirs(ld)
+        app = os.path.join(d, 'app')
+        if step == 'by debuglink':
+            # the link names the file's base name, the CRC its content
+            subprocess.run([objcopy, '--add-gnu-debuglink=' + debug, fixture('stripped'), app],
+                           check=True)
+            shutil.copy(debug, os.path.join(d, '.debug', os.path.basename(debug)))
+        else:
+            shutil.copy(fixture('stripped'), app)
+        if place:
+            shutil.copy(debug, os.path.join(d, place))
+        env = {'DEBUGINFOD_URLS': urls, 'LD_DEBUG': 'files',
+               'LD_DEBUG_OUTPUT': os.path.join(ld, 'ld'),
+               'XDG_CACHE_HOME': session.mkdtemp() if 'another cache' in step else home}
+        run = session.run([app], opts=['-q', '--debug=sym'], env=env)
+        named = step == 'by debuglink' or place is not None
+        if named:
+            check_lifecycle(chk, run)
+        else:
+            check_lifecycle(chk, run, stripped=True)
+        found = debug_file_lines(run, app)
+        chk.eq('searched for the debug file of app (%s)' % found, bool(found), search)
+        chk.true('what the search found: %s' % found,
+                 all(f.startswith(d + '/') == named for f in found))
+        chk.eq('processes that loaded libdebuginfod', loaded_debuginfod(ld), [])
+    chk.prefix = ''
+
+
 @test('minidebuginfo', kernel=True)
 @case('minidebuginfo')
 def case_minidebuginfo(session, chk):
