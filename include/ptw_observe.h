@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What a thread's raw observations mean, the same for both backends and
- * the span engine: the shadow stack rules (which frames an entry, a return,
- * a catch or a jump leaves) and the wait-for graph (who waits for whom, and
- * its cycles). Pure: no ptrace, no BPF, no clock; unit-tested with
- * synthetic input (tests/unit/test_frames.c, test_locks.c).
+ * the span engine: its shadow stack (which frames an entry, a return, a
+ * catch, a jump, a context switch or a signal leaves) and the wait-for
+ * graph (who waits for whom, and its cycles). Pure: no ptrace, no BPF, no
+ * clock; unit-tested with synthetic input (tests/unit/test_shadow.c,
+ * test_frames.c, test_locks.c).
  */
 #ifndef PTW_OBSERVE_H
 #define PTW_OBSERVE_H
@@ -14,45 +15,67 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* ---- the shadow stack rules (the tracer keeps its own stacks to know which
- * return breakpoints are still needed; the kernel path to pair returns) ---- */
+/* ---- the shadow stack: a thread's open traced calls ----
+ *
+ * One per thread, kept by the tracer (which return breakpoints are still
+ * needed), the kernel path's converter (which returns pair, which the
+ * kernel dropped) and the span engine (frame spans), from the same raw
+ * observations: an entry at sp with its return address, a return at sp, a
+ * catch, a longjmp's landing, a context switch, a signal's delivery and
+ * sigreturn, calls under way at an attach. Every frame it leaves goes to
+ * the owner's ptw_shadow_left_fn, innermost first. Pure.
+ */
 
 /* One open frame: its entry stack pointer ([sp] = return address). */
 struct ptw_shadow_frame {
 	uint64_t sp;
 	uint64_t ret;
-	uint32_t id; /* the caller's: frame span id, or anything */
+	uintptr_t tag; /* the owner's: how its return is seen, its frame span */
 };
+
+/* Frames of one context, innermost last. */
+struct ptw_shadow_context {
+	uint64_t resume_sp; /* parked: where the thread is when it comes back */
+	struct ptw_shadow_frame *st;
+	size_t n, cap;
+	uint64_t base; /* the owner's, parked and resumed with the frames */
+};
+
+/* A caught signal being handled (its delivery until its sigreturn). */
+struct ptw_shadow_signal {
+	uint64_t sp; /* what it interrupted */
+	size_t n;    /* the frames open then */
+	int sig;
+};
+
+struct ptw_shadow {
+	struct ptw_shadow_context run;	   /* the context the thread runs */
+	struct ptw_shadow_context *parked; /* those it left (swapcontext) */
+	size_t nparked;
+	struct ptw_shadow_signal *sigs; /* innermost last */
+	size_t nsigs, sigs_cap;
+};
+
+/* How a frame was left. */
+enum ptw_shadow_how {
+	PTW_SHADOW_LEFT,      /* without a return (a longjmp, an exception, a jump) */
+	PTW_SHADOW_RETURNED,  /* it returned (the outermost one a return leaves) */
+	PTW_SHADOW_TAIL_CALL, /* a tail call reuses its slot (at an entry) */
+	PTW_SHADOW_ABANDONED, /* in a context left for good (setcontext away from it;
+			       * parked, never resumed, at the end) */
+};
+typedef void (*ptw_shadow_left_fn)(void *ctx, const struct ptw_shadow_frame *f,
+				   enum ptw_shadow_how how);
 
 /* Two stack pointers further apart than this are on different stacks (a
  * signal handler on sigaltstack): neither says anything about the other. */
 #define PTW_SHADOW_WINDOW (64ull << 20)
 
-/* A context switch (setcontext) landing at sp, with the frames of the
- * context it runs at fsp: is it a jump within that context (like a
- * longjmp), not to another one? */
+/* Is sp on the same stack as a frame entered at fsp? */
 static inline bool ptw_shadow_same_stack(uint64_t fsp, uint64_t sp)
 {
 	return (fsp >= sp ? fsp - sp : sp - fsp) < PTW_SHADOW_WINDOW;
 }
-
-/*
- * The thread enters a function at stack pointer sp: how many frames at the
- * top of stack (st[0..n), innermost last) it has left. *ret_tail_call: the
- * last of those was left by a tail call (the new frame reuses its return
- * slot and address).
- */
-size_t ptw_shadow_left_at_entry(const struct ptw_shadow_frame *st, size_t n, uint64_t sp,
-				uint64_t ret, bool *ret_tail_call);
-
-/*
- * The thread is at stack pointer sp outside every frame below it (after a
- * return to ret, or in a catch block: ret 0): how many frames at the top it
- * has left. *ret_returned: the outermost of those returned normally (its
- * slot is sp - 8 and its return address ret).
- */
-size_t ptw_shadow_left_at(const struct ptw_shadow_frame *st, size_t n, uint64_t sp, uint64_t ret,
-			  bool *ret_returned);
 
 /* Is a frame entered at fsp left once the thread is at sp (above it)? */
 static inline bool ptw_shadow_above(uint64_t fsp, uint64_t sp)
@@ -60,34 +83,69 @@ static inline bool ptw_shadow_above(uint64_t fsp, uint64_t sp)
 	return fsp < sp && sp - fsp < PTW_SHADOW_WINDOW;
 }
 
-/* The rules themselves, on any stack layout: sp_of(i) and ret_of(i) for
- * i = 0 (innermost) up; they set the caller's size_t left_ (the functions
- * above apply them to a struct ptw_shadow_frame array). */
-#define PTW_SHADOW_LEFT_AT_ENTRY(n, sp_of, ret_of, sp, ret, tail)                                  \
-	do {                                                                                       \
-		size_t k_ = 0;                                                                     \
-		/* A new call at sp: every frame whose slot is at or below sp is over              \
-		 * (its slot is being reused, or was popped). */                                   \
-		while (k_ < (n) && (ptw_shadow_above(sp_of(k_), (sp)) || sp_of(k_) == (sp)))       \
-			k_++;                                                                      \
-		/* same slot, same return address: a jmp */                                        \
-		*(tail) = k_ && sp_of(k_ - 1) == (sp) && ret_of(k_ - 1) == (ret);                  \
-		left_ = k_;                                                                        \
-	} while (0)
+/* The innermost open frame, or NULL. */
+static inline struct ptw_shadow_frame *ptw_shadow_top(struct ptw_shadow *s)
+{
+	return s->run.n ? &s->run.st[s->run.n - 1] : NULL;
+}
 
-#define PTW_SHADOW_LEFT_AT(n, sp_of, ret_of, sp, ret, returned)                                    \
-	do {                                                                                       \
-		size_t k_ = 0;                                                                     \
-		while (k_ < (n) && ptw_shadow_above(sp_of(k_), (sp))) {                            \
-			k_++;                                                                      \
-			/* a return leaves one frame: none outside it (a signal handler's          \
-			 * on sigaltstack may lie below the frames it interrupted) */              \
-			if ((ret) && sp_of(k_ - 1) + 8 == (sp) && ret_of(k_ - 1) == (ret))         \
-				break;                                                             \
-		}                                                                                  \
-		*(returned) = k_ && (ret) && sp_of(k_ - 1) + 8 == (sp) && ret_of(k_ - 1) == (ret); \
-		left_ = k_;                                                                        \
-	} while (0)
+/* The innermost signal being handled with no traced call of its handler
+ * open yet (the next entry is its handler's first), or NULL. */
+const struct ptw_shadow_signal *ptw_shadow_handling(const struct ptw_shadow *s);
+
+/*
+ * A traced function is entered at sp, returning to ret: the frames whose
+ * return slot is at or below sp are left (a tail call reusing the
+ * innermost one's slot and address: PTW_SHADOW_TAIL_CALL). Not by a
+ * signal handler (handler: entered with the sigreturn trampoline as its
+ * return address) nor by the first traced call of one being handled
+ * (marks: the owner sees every delivery and sigreturn): those run below,
+ * or beside on a sigaltstack, what they interrupted. Then pushed with tag.
+ */
+void ptw_shadow_enter(struct ptw_shadow *s, uint64_t sp, uint64_t ret, uintptr_t tag, bool handler,
+		      bool marks, ptw_shadow_left_fn left, void *ctx);
+
+/*
+ * The thread is at sp having returned to ip: how many frames that leaves
+ * (0: the return site reached another way, nothing ends). The outermost
+ * of them returned if its slot was sp - 8 and its address ip.
+ */
+size_t ptw_shadow_return(struct ptw_shadow *s, uint64_t sp, uint64_t ip, ptw_shadow_left_fn left,
+			 void *ctx);
+
+/* The thread lands at sp without a return (a catch block, a longjmp): the
+ * frames below are left, and the signals whose interrupted code it lands
+ * above are over. */
+void ptw_shadow_land(struct ptw_shadow *s, uint64_t sp, ptw_shadow_left_fn left, void *ctx);
+
+/* What ptw_shadow_switch did. */
+enum ptw_shadow_switched {
+	PTW_SHADOW_JUMPED = 1,	/* setcontext within the running context: a landing */
+	PTW_SHADOW_PARKED = 2,	/* the running context's frames kept for a return */
+	PTW_SHADOW_DROPPED = 4, /* ... or left (setcontext: nothing comes back) */
+	PTW_SHADOW_RESUMED = 8, /* a parked context runs again */
+};
+
+/*
+ * setcontext (resume 0) or swapcontext (resume: where the context left
+ * will be when resumed) to a context whose stack pointer is to. Returns
+ * PTW_SHADOW_* flags; a new context starts empty (base 0).
+ */
+unsigned ptw_shadow_switch(struct ptw_shadow *s, uint64_t to, uint64_t resume,
+			   ptw_shadow_left_fn left, void *ctx);
+
+/* A caught signal sig is delivered, interrupting the thread at sp; its
+ * handler's sigreturn. */
+void ptw_shadow_signal(struct ptw_shadow *s, uint64_t sp, int sig);
+void ptw_shadow_sigreturn(struct ptw_shadow *s);
+
+/* Calls under way at an attach, outermost first, go below the frames
+ * already open. */
+void ptw_shadow_under_way(struct ptw_shadow *s, const struct ptw_shadow_frame *v, size_t n);
+
+/* The thread is gone: every frame is left (parked ones ABANDONED), and
+ * the memory freed; s is empty and usable again. */
+void ptw_shadow_clear(struct ptw_shadow *s, ptw_shadow_left_fn left, void *ctx);
 
 /* ---- the wait-for graph (both backends keep one) ---- */
 

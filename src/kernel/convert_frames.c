@@ -4,9 +4,8 @@
  * (src/tracer/trace.c) emits a FRAME_RETURN only when its shadow stack of
  * (entry sp, return address) says a frame ended there, a THROW, CATCH or
  * LONGJMP only while a frame of ours is open, and a LONGJMP with the sp it
- * lands at; this keeps the same shadow stack per thread (ptw_frames.h's
- * rules) so that the span engine sees the same stream and makes the same
- * frames.
+ * lands at; this keeps the same shadow stack per thread (ptw_observe.h)
+ * so that the span engine sees the same stream and makes the same frames.
  *
  * What the kernel changes: a uretprobe replaces the return address in the
  * slot with its trampoline. A function entered by a tail call from a
@@ -27,46 +26,29 @@
  * (MAX_URETPROBE_DEPTH): a call entered deeper gets no return probe. */
 #define KERNEL_URETPROBE_DEPTH 64
 
-/* A shadow frame's id: how its return is seen. */
+/* A shadow frame's tag: how its return is seen. */
 #define FRAME_URETPROBE 0 /* a uretprobe instance of its own */
 #define FRAME_UNWATCHED 1 /* none (the kernel's depth limit) */
 #define FRAME_UNDER_WAY 2 /* under way at the attach: a uprobe at its return site */
 #define FRAME_DROPPED 3   /* its instance dropped by the kernel (another stack) */
 
-/* A context the thread left by swapcontext and may come back to: its
- * shadow stack, parked by the stack pointer it resumes at (trace.c's
- * shadow_ctx). */
-struct fctx {
-	uint64_t resume_sp;
-	struct ptw_shadow_frame *st;
-	size_t n, cap;
-};
-
+/* A thread's shadow stack (tag: FRAME_*; the signals being handled as the
+ * signal_deliver tracepoint and the sigreturn probe tell them). */
 struct fthread {
-	struct ptw_shadow_frame *st; /* innermost last; id: FRAME_* */
-	size_t n, cap;
-	size_t watched; /* of those (and the parked ones), with a return probe */
-	struct fctx *parked;
-	size_t nparked;
-	/* the stack pointers caught signals interrupted, innermost last (the
-	 * deliveries told by the signal_deliver tracepoint, until their
-	 * sigreturn): a handler's traced calls above them (sigaltstack) */
-	uint64_t sig_sp[8];
-	size_t sig_n[8]; /* the frames open then */
-	size_t nsig;
+	struct ptw_shadow sh;
+	size_t watched; /* frames (parked ones too) with a return probe */
+	struct ptwk_conv *c;
 };
 
-/* The k innermost frames are over; those that had no return probe and
- * did not return are counted (a note says so). */
-static void drop(struct ptwk_conv *c, struct fthread *ft, size_t k, bool last_returned)
+/* A frame is over; one that had no return probe and did not return is
+ * counted (a note says so). */
+static void left(void *ctx, const struct ptw_shadow_frame *f, enum ptw_shadow_how how)
 {
-	for (size_t i = 0; i < k && ft->n; i++) {
-		const struct ptw_shadow_frame *fr = &ft->st[--ft->n];
-		if (fr->id == FRAME_URETPROBE)
-			ft->watched--;
-		else if (fr->id == FRAME_UNWATCHED && !(last_returned && i == k - 1))
-			c->frames_too_deep++;
-	}
+	struct fthread *ft = ctx;
+	if (f->tag == FRAME_URETPROBE)
+		ft->watched--;
+	else if (f->tag == FRAME_UNWATCHED && how != PTW_SHADOW_RETURNED)
+		ft->c->frames_too_deep++;
 }
 
 static struct fthread *fthread_of(struct ptwk_conv *c, pid_t tid, bool make)
@@ -74,6 +56,7 @@ static struct fthread *fthread_of(struct ptwk_conv *c, pid_t tid, bool make)
 	struct fthread *ft = ptw_map_get(&c->frames, (uint64_t)tid);
 	if (!ft && make) {
 		ft = xcalloc(1, sizeof(*ft));
+		ft->c = c;
 		ptw_map_put(&c->frames, (uint64_t)tid, ft);
 	}
 	return ft;
@@ -82,10 +65,7 @@ static struct fthread *fthread_of(struct ptwk_conv *c, pid_t tid, bool make)
 static void fthread_free(struct fthread *ft)
 {
 	if (ft) {
-		for (size_t i = 0; i < ft->nparked; i++)
-			free(ft->parked[i].st);
-		free(ft->parked);
-		free(ft->st);
+		ptw_shadow_clear(&ft->sh, NULL, NULL);
 		free(ft);
 	}
 }
@@ -128,9 +108,10 @@ static bool trampoline(const struct ptwk_record *r)
  */
 static void handler_above(struct ptwk_conv *c, struct fthread *ft, uint64_t sp)
 {
-	for (size_t i = ft->n; i-- > 0 && ft->st[i].sp <= sp;)
-		if (ft->st[i].id == FRAME_URETPROBE) {
-			ft->st[i].id = FRAME_DROPPED; /* (not the depth limit's) */
+	struct ptw_shadow_context *run = &ft->sh.run;
+	for (size_t i = run->n; i-- > 0 && run->st[i].sp <= sp;)
+		if (run->st[i].tag == FRAME_URETPROBE) {
+			run->st[i].tag = FRAME_DROPPED; /* (not the depth limit's) */
 			ft->watched--;
 			c->frames_sigaltstack++;
 		}
@@ -143,13 +124,15 @@ static void handler_above(struct ptwk_conv *c, struct fthread *ft, uint64_t sp)
  * that switched returned). Counted for a note; they get no return. */
 static void context_above(struct ptwk_conv *c, struct fthread *ft, uint64_t sp)
 {
-	for (size_t k = 0; k < ft->nparked; k++)
-		for (size_t i = ft->parked[k].n; i-- > 0 && ft->parked[k].st[i].sp <= sp;)
-			if (ft->parked[k].st[i].id == FRAME_URETPROBE) {
-				ft->parked[k].st[i].id = FRAME_DROPPED;
+	for (size_t k = 0; k < ft->sh.nparked; k++) {
+		struct ptw_shadow_context *p = &ft->sh.parked[k];
+		for (size_t i = p->n; i-- > 0 && p->st[i].sp <= sp;)
+			if (p->st[i].tag == FRAME_URETPROBE) {
+				p->st[i].tag = FRAME_DROPPED;
 				ft->watched--;
 				c->frames_ctx_dropped++;
 			}
+	}
 }
 
 /* A signal handler's entry: the return address is the sigreturn
@@ -170,28 +153,21 @@ static void on_entry(struct ptwk_conv *c, const struct ptwk_record *r)
 	uint64_t sp = r->b, ret = r->c;
 	/* A tail call from a traced frame: the slot is that frame's, and the
 	 * kernel put its trampoline there. */
-	if (trampoline(r) && ft->n && ft->st[ft->n - 1].sp == sp)
-		ret = ft->st[ft->n - 1].ret;
+	struct ptw_shadow_frame *top = ptw_shadow_top(&ft->sh);
+	if (trampoline(r) && top && top->sp == sp)
+		ret = top->ret;
 	int sig = handler_signal(c, r, ret);
-	if (sig || ft->nsig)
+	if (sig || ft->sh.nsigs)
 		handler_above(c, ft, sp);
-	if (ft->nparked)
+	if (ft->sh.nparked)
 		context_above(c, ft, sp);
-	bool tail;
-	/* a handler leaves no frame (the kernel entered it below what it
-	 * interrupted, or on a sigaltstack), nor does the first traced call
-	 * of one that is not traced (the engine's rule, when it is told of
-	 * the delivery) */
-	bool handling = c->sigreturn_probed && ft->nsig && ft->sig_n[ft->nsig - 1] == ft->n;
-	if (!sig && !handling)
-		drop(c, ft, ptw_shadow_left_at_entry(ft->st, ft->n, sp, ret, &tail), false);
-	if (ft->n == ft->cap) {
-		ft->cap = ft->cap ? ft->cap * 2 : 16;
-		ft->st = xreallocarray(ft->st, ft->cap, sizeof(*ft->st));
-	}
-	bool unwatched = ft->watched >= KERNEL_URETPROBE_DEPTH;
-	ft->watched += !unwatched;
-	ft->st[ft->n++] = (struct ptw_shadow_frame){ sp, ret, unwatched ? FRAME_UNWATCHED : FRAME_URETPROBE };
+	/* the signal marks count (for the first traced call of a handler
+	 * that is not traced) when the engine is told of the deliveries */
+	ptw_shadow_enter(&ft->sh, sp, ret, FRAME_URETPROBE, sig != 0, c->sigreturn_probed, left, ft);
+	if (ft->watched >= KERNEL_URETPROBE_DEPTH)
+		ptw_shadow_top(&ft->sh)->tag = FRAME_UNWATCHED;
+	else
+		ft->watched++;
 	struct ptw_event ev = ptw_event_init(PTW_EV_FRAME_ENTRY, r->ns, (pid_t)r->tid);
 	ev.routine = c->ops.frame_function ? c->ops.frame_function(c->ops.ctx, r->a) : NULL;
 	if (!ev.routine && c->ops.locate)
@@ -206,21 +182,18 @@ static void on_return(struct ptwk_conv *c, const struct ptwk_record *r)
 {
 	struct fthread *ft = fthread_of(c, (pid_t)r->tid, false);
 	uint64_t sp = r->b, ip = r->c;
-	if (!ft || !ft->n)
+	if (!ft || !ft->sh.run.n)
 		return;
 	/* The frame whose return slot this was, and where the kernel sent
 	 * the thread: another call's return address when its list of
 	 * pending returns was mixed up by contexts (see on_context). */
-	for (size_t i = ft->n; i-- > 0;)
-		if (ft->st[i].sp == sp - 8) {
-			c->frames_misrouted += ft->st[i].ret != ip;
+	for (size_t i = ft->sh.run.n; i-- > 0;)
+		if (ft->sh.run.st[i].sp == sp - 8) {
+			c->frames_misrouted += ft->sh.run.st[i].ret != ip;
 			break;
 		}
-	bool returned;
-	size_t k = ptw_shadow_left_at(ft->st, ft->n, sp, ip, &returned);
-	if (!k)
+	if (!ptw_shadow_return(&ft->sh, sp, ip, left, ft))
 		return; /* a second return instance of a tail call: already over */
-	drop(c, ft, k, returned);
 	struct ptw_event ev = ptw_event_init(PTW_EV_FRAME_RETURN, r->ns, (pid_t)r->tid);
 	ev.sp = sp;
 	ev.ret_addr = ip;
@@ -274,40 +247,11 @@ static void on_context(struct ptwk_conv *c, const struct ptwk_record *r)
 	bool swap = r->kind == PTWK_CONTEXT_SWAP;
 	uint64_t resume = swap ? r->b + 8 : 0;
 	struct fthread *ft = fthread_of(c, (pid_t)r->tid, true);
-	size_t back = SIZE_MAX;
-	for (size_t i = 0; i < ft->nparked && back == SIZE_MAX; i++)
-		if (ft->parked[i].resume_sp == to)
-			back = i;
-	bool within = false;
-	for (size_t i = 0; !swap && back == SIZE_MAX && i < ft->n && !within; i++)
-		within = ptw_shadow_same_stack(ft->st[i].sp, to);
-	bool returned;
-	if (within) {
-		drop(c, ft, ptw_shadow_left_at(ft->st, ft->n, to, 0, &returned), false);
-	} else {
-		if (swap) {
-			bool probed = false;
-			for (size_t i = 0; i < ft->n && !probed; i++)
-				probed = ft->st[i].id == FRAME_URETPROBE;
-			c->frames_ctx_open += probed;
-			ft->parked =
-				xreallocarray(ft->parked, ft->nparked + 1, sizeof(*ft->parked));
-			ft->parked[ft->nparked++] = (struct fctx){ resume, ft->st, ft->n, ft->cap };
-			ft->st = NULL;
-			ft->n = ft->cap = 0;
-		} else {
-			drop(c, ft, ft->n, false);
-		}
-		if (back != SIZE_MAX) {
-			struct fctx b = ft->parked[back];
-			ft->parked[back] = ft->parked[ft->nparked - 1];
-			ft->nparked--;
-			free(ft->st);
-			ft->st = b.st;
-			ft->n = b.n;
-			ft->cap = b.cap;
-		}
-	}
+	bool probed = false;
+	for (size_t i = 0; i < ft->sh.run.n && !probed; i++)
+		probed = ft->sh.run.st[i].tag == FRAME_URETPROBE;
+	if (ptw_shadow_switch(&ft->sh, to, resume, left, ft) & PTW_SHADOW_PARKED)
+		c->frames_ctx_open += probed;
 	struct ptw_event ev = ptw_event_init(PTW_EV_CONTEXT_SWITCH, r->ns, (pid_t)r->tid);
 	ev.sp = to;
 	ev.has_arg = swap;
@@ -321,12 +265,10 @@ static void on_context(struct ptwk_conv *c, const struct ptwk_record *r)
 static void on_signal(struct ptwk_conv *c, const struct ptwk_record *r)
 {
 	struct fthread *ft = fthread_of(c, (pid_t)r->tid, r->kind == PTWK_SIGNAL);
-	if (ft && r->kind == PTWK_SIGNAL && (r->f & PTWK_F_READ) &&
-	    ft->nsig < PTW_ARRAY_SIZE(ft->sig_sp)) {
-		ft->sig_sp[ft->nsig] = r->b;
-		ft->sig_n[ft->nsig++] = ft->n;
-	} else if (ft && r->kind == PTWK_SIGRETURN && ft->nsig)
-		ft->nsig--;
+	if (ft && r->kind == PTWK_SIGNAL && (r->f & PTWK_F_READ))
+		ptw_shadow_signal(&ft->sh, r->b, (int)r->a);
+	else if (ft && r->kind == PTWK_SIGRETURN)
+		ptw_shadow_sigreturn(&ft->sh);
 	struct ptw_event ev;
 	if (r->kind == PTWK_SIGNAL) {
 		if (!c->sigreturn_probed || !(r->f & PTWK_F_READ) || r->a < 1 || r->a > 64)
@@ -369,9 +311,8 @@ void ptwk_frames_record(struct ptwk_conv *c, const struct ptwk_record *r)
 	}
 	/* The helpers say something only while a frame of ours is open. */
 	struct fthread *ft = fthread_of(c, (pid_t)r->tid, false);
-	if (!ft || !ft->n)
+	if (!ft || !ft->sh.run.n)
 		return;
-	bool returned;
 	struct ptw_event ev = ptw_event_init(PTW_EV_THROW, r->ns, (pid_t)r->tid);
 	switch ((enum ptwk_kind)r->kind) {
 	case PTWK_THROW:
@@ -381,17 +322,13 @@ void ptwk_frames_record(struct ptwk_conv *c, const struct ptwk_record *r)
 		 * the one above our return address. */
 		ev.kind = PTW_EV_CATCH;
 		ev.sp = r->b + 8;
-		drop(c, ft, ptw_shadow_left_at(ft->st, ft->n, ev.sp, 0, &returned), false);
+		ptw_shadow_land(&ft->sh, ev.sp, left, ft);
 		break;
 	case PTWK_LONGJMP:
 		ev.kind = PTW_EV_LONGJMP;
 		ev.sp = longjmp_target(r);
 		if (ev.sp)
-			drop(c, ft, ptw_shadow_left_at(ft->st, ft->n, ev.sp, 0, &returned), false);
-		/* out of the handlers whose interrupted code it lands above */
-		while (ev.sp && ft->nsig && ft->sig_sp[ft->nsig - 1] <= ev.sp &&
-		       ev.sp - ft->sig_sp[ft->nsig - 1] < PTW_SHADOW_WINDOW)
-			ft->nsig--;
+			ptw_shadow_land(&ft->sh, ev.sp, left, ft);
 		break;
 	default:
 		return;
@@ -412,14 +349,11 @@ void ptwk_frames_under_way(struct ptwk_conv *c, pid_t tid, const struct ptwk_und
 	if (!n)
 		return;
 	struct fthread *ft = fthread_of(c, tid, true);
-	if (ft->n + n > ft->cap) {
-		ft->cap = ft->n + n + 16;
-		ft->st = xreallocarray(ft->st, ft->cap, sizeof(*ft->st));
-	}
-	memmove(ft->st + n, ft->st, ft->n * sizeof(*ft->st));
+	struct ptw_shadow_frame *fs = xcalloc(n, sizeof(*fs));
 	for (size_t i = 0; i < n; i++)
-		ft->st[i] = (struct ptw_shadow_frame){ v[i].sp, v[i].ret, FRAME_UNDER_WAY };
-	ft->n += n;
+		fs[i] = (struct ptw_shadow_frame){ v[i].sp, v[i].ret, FRAME_UNDER_WAY };
+	ptw_shadow_under_way(&ft->sh, fs, n);
+	free(fs);
 	for (size_t i = 0; i < n; i++) {
 		struct ptw_event ev = ptw_event_init(PTW_EV_FRAME_ENTRY, ns, tid);
 		ev.routine = c->ops.frame_function ? c->ops.frame_function(c->ops.ctx, v[i].index)

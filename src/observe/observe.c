@@ -1,32 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* The shadow stack rules, the wait-for graph and the wait kinds' names;
- * see ptw_observe.h and ptw_events.h. Pure. */
+/* The wait-for graph and the wait kinds' names; see ptw_observe.h and
+ * ptw_events.h (the shadow stack: shadow.c). Pure. */
 #include "ptw_observe.h"
 
 #include "ptw_events.h"
 #include "ptw_util.h"
-
-/* ---- the shadow stack rules ---- */
-
-size_t ptw_shadow_left_at_entry(const struct ptw_shadow_frame *st, size_t n, uint64_t sp,
-				uint64_t ret, bool *ret_tail_call)
-{
-	size_t left_;
-#define SP(i)  st[n - 1 - (i)].sp
-#define RET(i) st[n - 1 - (i)].ret
-	PTW_SHADOW_LEFT_AT_ENTRY(n, SP, RET, sp, ret, ret_tail_call);
-	return left_;
-}
-
-size_t ptw_shadow_left_at(const struct ptw_shadow_frame *st, size_t n, uint64_t sp, uint64_t ret,
-			  bool *ret_returned)
-{
-	size_t left_;
-	PTW_SHADOW_LEFT_AT(n, SP, RET, sp, ret, ret_returned);
-	return left_;
-#undef SP
-#undef RET
-}
 
 /* ---- the wait-for graph ---- */
 

@@ -21,36 +21,22 @@ enum leaving {
 	LEAVE_LONGJMP,	 /* longjmp called, not landed yet */
 };
 
-/* A context's frames while the thread runs another one (swapcontext). */
-struct fctx {
-	uint64_t resume_sp; /* where the thread is when it comes back to it */
-	struct ptw_frame **stack;
-	size_t n, cap;
-	uint32_t base_parent; /* what its outermost frames nest under (0 none) */
-	unsigned base_depth;
-};
-
-/* A signal being handled (SIGNAL_DELIVER until SIGRETURN). */
-struct fsig {
-	int sig;
-	uint64_t sp; /* what it interrupted */
-	size_t n;    /* the frames open then */
-};
-
+/*
+ * A thread's open frames: its shadow stack (ptw_observe.h), each frame's
+ * tag its struct ptw_frame, each context's base what its outermost frames
+ * nest under (a context started by a switch: the frame that switched;
+ * BASE(parent id, depth)).
+ */
 struct fthread {
 	pid_t tid;
 	uint32_t process; /* -f: its process's id in the session (ptw_event.process) */
-	struct fsig *sigs; /* innermost last */
-	size_t nsigs;
-	struct ptw_frame **stack; /* innermost last: the context it runs */
-	size_t n, cap;
-	uint32_t base_parent; /* a context started by a switch: the frame that switched */
-	unsigned base_depth;
-	struct fctx *parked; /* the contexts it left and may come back to */
-	size_t nparked;
+	struct ptw_shadow sh;
 	enum leaving leaving;
 	bool exiting; /* pthread_exit called */
 };
+
+#define BASE(parent, depth) ((uint64_t)(parent) << 32 | (depth))
+#define FRAME(f)	    ((struct ptw_frame *)(f)->tag)
 
 struct ptw_frames {
 	struct ptw_frame **frames;
@@ -194,11 +180,7 @@ struct ptw_frames *ptw_frames_new(void)
 static void fthread_free(struct fthread *ft)
 {
 	if (ft) {
-		for (size_t i = 0; i < ft->nparked; i++)
-			free(ft->parked[i].stack);
-		free(ft->parked);
-		free(ft->sigs);
-		free(ft->stack);
+		ptw_shadow_clear(&ft->sh, NULL, NULL); /* (the frames are f's) */
 		free(ft);
 	}
 }
@@ -289,13 +271,13 @@ const struct ptw_frame *ptw_frames_mark_open(struct ptw_frames *f, const struct 
 	 * gone: streaming frees them). */
 	struct fthread *ft = fthread(f, ev, false);
 	struct ptw_frame *fr = NULL;
-	for (size_t i = ft ? ft->n : 0; i-- > 0 && !fr;)
-		if (ft->stack[i]->id == ev->span_id)
-			fr = ft->stack[i];
-	for (size_t c = 0; ft && c < ft->nparked && !fr; c++)
-		for (size_t i = 0; i < ft->parked[c].n && !fr; i++)
-			if (ft->parked[c].stack[i]->id == ev->span_id)
-				fr = ft->parked[c].stack[i];
+	for (size_t i = ft ? ft->sh.run.n : 0; i-- > 0 && !fr;)
+		if (FRAME(&ft->sh.run.st[i])->id == ev->span_id)
+			fr = FRAME(&ft->sh.run.st[i]);
+	for (size_t c = 0; ft && c < ft->sh.nparked && !fr; c++)
+		for (size_t i = 0; i < ft->sh.parked[c].n && !fr; i++)
+			if (FRAME(&ft->sh.parked[c].st[i])->id == ev->span_id)
+				fr = FRAME(&ft->sh.parked[c].st[i]);
 	if (!fr || fr->open)
 		return NULL;
 	fr->open = xcalloc(1, sizeof(*fr->open));
@@ -315,8 +297,9 @@ static void complete(struct ptw_frames *f, struct fthread *ft, struct ptw_frame 
 	fr->has_return = true;
 	fr->return_ns = ns;
 	/* Its time counts as its parent's children's (self time). */
-	if (ft->n && ns >= fr->entry_ns && !fr->entry_unknown)
-		ft->stack[ft->n - 1]->child_ns += ns - fr->entry_ns;
+	struct ptw_shadow_frame *parent = ptw_shadow_top(&ft->sh);
+	if (parent && ns >= fr->entry_ns && !fr->entry_unknown)
+		FRAME(parent)->child_ns += ns - fr->entry_ns;
 	closed(f, fr);
 }
 
@@ -344,51 +327,57 @@ static const char *skip_reason(const struct fthread *ft, const struct ptw_span *
 	return "longjmp";	 /* the stack pointer jumped past them */
 }
 
-/* Pops the k innermost frames, all unmatched with reason. */
-static void pop_unmatched(struct ptw_frames *f, struct fthread *ft, size_t k, uint64_t ns,
-			  const char *reason)
-{
-	for (size_t i = 0; i < k; i++)
-		unmatched(f, ft->stack[--ft->n], ns, reason);
-}
+/* What the frames a thread's shadow stack leaves become. */
+struct leave {
+	struct ptw_frames *f;
+	struct fthread *ft;
+	const struct ptw_event *ev;
+	const char *reason;	      /* of those left without a return */
+	const char *abandoned_reason; /* of those in a context left for good */
+	bool tail_call_is_one;	      /* a tail call's frame is unmatched "tail_call" */
+	size_t left;		      /* how many were left */
+	struct ptw_frame *returned;   /* the one that returned */
+};
 
-/* How many top frames a thread seen at sp has left (see ptw_shadow_*):
- * the same rules, on the thread's own stack (no copy: deep recursion). */
-static size_t left_at(const struct fthread *ft, bool entry, uint64_t sp, uint64_t ret, bool *flag)
+static void leave_frame(void *ctx, const struct ptw_shadow_frame *sf, enum ptw_shadow_how how)
 {
-	size_t left_;
-	size_t n = ft->n;
-#define SP(i) ft->stack[n - 1 - (i)]->sp
-#define RET(i) ft->stack[n - 1 - (i)]->ret
-	if (entry)
-		PTW_SHADOW_LEFT_AT_ENTRY(n, SP, RET, sp, ret, flag);
-	else
-		PTW_SHADOW_LEFT_AT(n, SP, RET, sp, ret, flag);
-#undef SP
-#undef RET
-	return left_;
+	struct leave *lv = ctx;
+	struct ptw_frame *fr = FRAME(sf);
+	lv->left++;
+	if (how == PTW_SHADOW_RETURNED) {
+		if (lv->ev->has_value) { /* before complete(): its closed callback sees it */
+			fr->has_value = true;
+			fr->value = lv->ev->value;
+		}
+		complete(lv->f, lv->ft, fr, lv->ev->ns);
+		lv->returned = fr;
+	} else if (how == PTW_SHADOW_ABANDONED) {
+		unmatched(lv->f, fr, lv->ev->ns, lv->abandoned_reason);
+	} else if (how == PTW_SHADOW_TAIL_CALL && lv->tail_call_is_one) {
+		unmatched(lv->f, fr, lv->ev->ns, "tail_call");
+	} else {
+		unmatched(lv->f, fr, lv->ev->ns, lv->reason);
+	}
 }
 
 static struct ptw_frame *on_entry(struct ptw_frames *f, const struct ptw_event *ev,
 				  const struct ptw_span *thread)
 {
 	struct fthread *ft = fthread(f, ev, true);
-	bool tail = false;
-	/* A signal handler left nothing: the kernel entered it below (or
-	 * beside, on sigaltstack) the frame it interrupted; nor did the first
+	struct ptw_frame *fr = xcalloc(1, sizeof(*fr));
+	/* A signal handler leaves nothing: the kernel entered it below (or
+	 * beside, on sigaltstack) the frame it interrupted; nor does the first
 	 * traced call of a handler that is not traced (above what it
 	 * interrupted, on a sigaltstack there). */
-	bool handling = ft->nsigs && ft->sigs[ft->nsigs - 1].n == ft->n;
-	size_t k = ev->sig || handling ? 0 : left_at(ft, true, ev->sp, ev->ret_addr, &tail);
-	if (k) {
-		const char *why = skip_reason(ft, thread);
-		bool plain = ft->leaving == LEAVE_NONE;
-		pop_unmatched(f, ft, k - 1, ev->ns, why);
-		pop_unmatched(f, ft, 1, ev->ns, tail && plain ? "tail_call" : why);
-		if (ft->leaving == LEAVE_LONGJMP)
-			ft->leaving = LEAVE_NONE; /* landed */
-	}
-	struct ptw_frame *fr = xcalloc(1, sizeof(*fr));
+	struct leave lv = { f, ft, ev, skip_reason(ft, thread), NULL, ft->leaving == LEAVE_NONE, 0,
+			    NULL };
+	ptw_shadow_enter(&ft->sh, ev->sp, ev->ret_addr, (uintptr_t)fr, ev->sig != 0, true,
+			 leave_frame, &lv);
+	if (lv.left && ft->leaving == LEAVE_LONGJMP)
+		ft->leaving = LEAVE_NONE; /* landed */
+	size_t n = ft->sh.run.n; /* fr is the innermost */
+	const struct ptw_shadow_frame *parent = n > 1 ? &ft->sh.run.st[n - 2] : NULL;
+	const struct ptw_shadow_signal *sg = ft->sh.nsigs ? &ft->sh.sigs[ft->sh.nsigs - 1] : NULL;
 	if (f->n == f->cap) {
 		f->cap = f->cap ? f->cap * 2 : 256;
 		f->frames = xreallocarray(f->frames, f->cap, sizeof(*f->frames));
@@ -404,143 +393,68 @@ static struct ptw_frame *on_entry(struct ptw_frames *f, const struct ptw_event *
 	fr->entry_unknown = ev->before_attach;
 	fr->sp = ev->sp;
 	fr->ret = ev->ret_addr;
-	fr->sig = ev->sig;
 	/* the first traced frame of a handler that is not traced */
-	if (!fr->sig && ft->nsigs && ft->sigs[ft->nsigs - 1].n == ft->n)
-		fr->sig = ft->sigs[ft->nsigs - 1].sig;
+	fr->sig = ev->sig ? ev->sig : sg && sg->n == n - 1 ? sg->sig : 0;
 	fr->status = PTW_FRAME_OPEN;
 	ptw_timeouts_watch(f->timeouts, PTW_SPAN_FRAME, fr->id, fr->tid, fr->entry_ns);
-	if (ft->n) {
-		fr->parent = ft->stack[ft->n - 1]->id;
-		fr->depth = ft->stack[ft->n - 1]->depth + 1;
+	if (parent) {
+		fr->parent = FRAME(parent)->id;
+		fr->depth = FRAME(parent)->depth + 1;
 	} else {
-		fr->parent = ft->base_parent;
-		fr->depth = ft->base_depth + 1;
+		fr->parent = (uint32_t)(ft->sh.run.base >> 32);
+		fr->depth = (unsigned)ft->sh.run.base + 1;
 	}
-	if (ft->n == ft->cap) {
-		ft->cap = ft->cap ? ft->cap * 2 : 16;
-		ft->stack = xreallocarray(ft->stack, ft->cap, sizeof(*ft->stack));
-	}
-	ft->stack[ft->n++] = fr;
 	return fr;
 }
 
-/* The thread is at sp, above what the innermost signals interrupted: their
- * handling is over (a siglongjmp out of the handler). */
-static void signals_left_at(struct fthread *ft, uint64_t sp)
-{
-	while (ft->nsigs && ft->sigs[ft->nsigs - 1].sp <= sp &&
-	       sp - ft->sigs[ft->nsigs - 1].sp < PTW_SHADOW_WINDOW)
-		ft->nsigs--;
-}
-
-/* The thread is at sp (after a return to ret, or in a catch: ret 0). */
+/* The thread is at sp (after a return to ret, or in a catch or after a
+ * longjmp: ret 0). */
 static struct ptw_frame *on_at(struct ptw_frames *f, const struct ptw_event *ev,
 			       const struct ptw_span *thread, uint64_t ret)
 {
 	struct fthread *ft = fthread(f, ev, false);
 	if (!ft)
 		return NULL;
-	if (ev->kind != PTW_EV_FRAME_RETURN)
-		signals_left_at(ft, ev->sp); /* a return stays inside the handler */
-	bool returned;
-	size_t k = left_at(ft, false, ev->sp, ret, &returned);
-	struct ptw_frame *fr = NULL;
-	if (k) {
-		pop_unmatched(f, ft, returned ? k - 1 : k, ev->ns, skip_reason(ft, thread));
-		if (returned) {
-			fr = ft->stack[--ft->n];
-			if (ev->has_value) { /* before complete(): its closed callback sees it */
-				fr->has_value = true;
-				fr->value = ev->value;
-			}
-			complete(f, ft, fr, ev->ns);
-		}
-	}
+	struct leave lv = { f, ft, ev, skip_reason(ft, thread), NULL, false, 0, NULL };
+	if (ev->kind == PTW_EV_FRAME_RETURN)
+		ptw_shadow_return(&ft->sh, ev->sp, ret, leave_frame, &lv);
+	else
+		ptw_shadow_land(&ft->sh, ev->sp, leave_frame, &lv);
 	if (ft->leaving == LEAVE_LONGJMP || (ev->kind == PTW_EV_CATCH && ft->leaving == LEAVE_EXCEPTION))
 		ft->leaving = LEAVE_NONE; /* landed, or caught */
-	return fr;
+	return lv.returned;
 }
 
-/* Does a stack pointer the thread lands at lie on the stack of the context
- * it runs, at or above one of its frames (setcontext back to a getcontext,
- * like a longjmp)? */
-static bool on_this_stack(const struct fthread *ft, uint64_t sp)
-{
-	for (size_t i = 0; i < ft->n; i++)
-		if (ptw_shadow_same_stack(ft->stack[i]->sp, sp))
-			return true;
-	return false;
-}
-
-static struct ptw_frame *on_switch(struct ptw_frames *f, const struct ptw_event *ev,
-				   const struct ptw_span *thread)
+static struct ptw_frame *on_switch(struct ptw_frames *f, const struct ptw_event *ev)
 {
 	struct fthread *ft = fthread(f, ev, true);
-	bool saved = ev->has_arg && ev->arg;
-	size_t back = SIZE_MAX; /* the parked context it comes back to */
-	for (size_t c = 0; c < ft->nparked && back == SIZE_MAX; c++)
-		if (ft->parked[c].resume_sp == ev->sp)
-			back = c;
-	if (!saved && back == SIZE_MAX && ev->sp && on_this_stack(ft, ev->sp)) {
-		/* setcontext within the context it runs: frames below the
-		 * landing point are left as by a longjmp */
-		struct ptw_event at = *ev;
-		enum leaving was = ft->leaving;
-		ft->leaving = LEAVE_LONGJMP;
-		on_at(f, &at, thread, 0);
-		ft->leaving = was == LEAVE_LONGJMP ? LEAVE_NONE : was;
+	/* what a new context's frames nest under: the frame that switched */
+	struct ptw_shadow_frame *top = ptw_shadow_top(&ft->sh);
+	uint64_t base = top ? BASE(FRAME(top)->id, FRAME(top)->depth) : ft->sh.run.base;
+	/* setcontext within the context it runs: frames below the landing
+	 * point are left as by a longjmp */
+	struct leave lv = { f, ft, ev, "longjmp", "context_abandoned", false, 0, NULL };
+	unsigned done = ptw_shadow_switch(&ft->sh, ev->sp, ev->has_arg ? ev->arg : 0, leave_frame,
+					  &lv);
+	if (done & PTW_SHADOW_JUMPED) {
+		if (ft->leaving == LEAVE_LONGJMP)
+			ft->leaving = LEAVE_NONE; /* landed */
 		return NULL;
 	}
-	/* what a new context's frames nest under: the frame that switched */
-	uint32_t parent = ft->n ? ft->stack[ft->n - 1]->id : ft->base_parent;
-	unsigned depth = ft->n ? ft->stack[ft->n - 1]->depth : ft->base_depth;
-	if (saved) {
-		/* parked even empty: coming back to it must not look like a
-		 * new context started from the one that switched back */
-		ft->parked = xreallocarray(ft->parked, ft->nparked + 1, sizeof(*ft->parked));
-		ft->parked[ft->nparked++] = (struct fctx){
-			.resume_sp = ev->arg,
-			.stack = ft->stack,
-			.n = ft->n,
-			.cap = ft->cap,
-			.base_parent = ft->base_parent,
-			.base_depth = ft->base_depth,
-		};
-		ft->stack = NULL;
-		ft->n = ft->cap = 0;
-	} else {
-		/* not saved: nothing comes back to its frames */
-		pop_unmatched(f, ft, ft->n, ev->ns, "context_abandoned");
-	}
-	if (back != SIZE_MAX) {
-		struct fctx c = ft->parked[back];
-		ft->parked[back] = ft->parked[ft->nparked - 1];
-		ft->nparked--;
-		free(ft->stack);
-		ft->stack = c.stack;
-		ft->n = c.n;
-		ft->cap = c.cap;
-		ft->base_parent = c.base_parent;
-		ft->base_depth = c.base_depth;
-	} else {
-		ft->base_parent = parent;
-		ft->base_depth = depth;
-	}
+	if (!(done & PTW_SHADOW_RESUMED))
+		ft->sh.run.base = base;
 	ft->leaving = LEAVE_NONE;
 	return NULL;
 }
 
 /* Every open frame of ft ends without a return. */
-static void close_thread(struct ptw_frames *f, struct fthread *ft, uint64_t ns, const char *reason)
+static void close_thread(struct ptw_frames *f, struct fthread *ft, const struct ptw_event *ev,
+			 const char *reason)
 {
-	pop_unmatched(f, ft, ft->n, ns, reason);
 	/* Contexts it never came back to; letting go says nothing of them. */
 	bool ended = strcmp(reason, "detach") && strcmp(reason, "tracer_died");
-	for (size_t c = 0; c < ft->nparked; c++)
-		for (size_t i = ft->parked[c].n; i-- > 0;)
-			unmatched(f, ft->parked[c].stack[i], ns,
-				  ended ? "context_abandoned" : reason);
+	struct leave lv = { f, ft, ev, reason, ended ? "context_abandoned" : reason, false, 0, NULL };
+	ptw_shadow_clear(&ft->sh, leave_frame, &lv);
 	ptw_map_del(&f->threads, (uint64_t)ft->tid);
 	fthread_free(ft);
 }
@@ -555,7 +469,6 @@ static void close_all(struct ptw_frames *f, const struct ptw_event *ev, bool eve
 	void *v;
 	struct fthread **all = NULL;
 	size_t n = 0;
-	uint64_t ns = ev->ns;
 	while (ptw_map_next(&f->threads, &it, NULL, &v)) {
 		struct fthread *ft = v;
 		if (!everyone && ft->process != ev->process)
@@ -564,7 +477,7 @@ static void close_all(struct ptw_frames *f, const struct ptw_event *ev, bool eve
 		all[n++] = v;
 	}
 	for (size_t i = 0; i < n; i++)
-		close_thread(f, all[i], ns, reason);
+		close_thread(f, all[i], ev, reason);
 	free(all);
 }
 
@@ -609,16 +522,14 @@ const struct ptw_frame *ptw_frames_consume(struct ptw_frames *f, const struct pt
 			on_at(f, ev, thread, 0); /* where it lands is known */
 		break;
 	case PTW_EV_CONTEXT_SWITCH:
-		return on_switch(f, ev, thread);
+		return on_switch(f, ev);
 	case PTW_EV_SIGNAL_DELIVER:
-		ft = fthread(f, ev, true);
-		ft->sigs = xreallocarray(ft->sigs, ft->nsigs + 1, sizeof(*ft->sigs));
-		ft->sigs[ft->nsigs++] = (struct fsig){ ev->sig, ev->sp, ft->n };
+		ptw_shadow_signal(&fthread(f, ev, true)->sh, ev->sp, ev->sig);
 		break;
 	case PTW_EV_SIGRETURN:
 		ft = fthread(f, ev, false);
-		if (ft && ft->nsigs)
-			ft->nsigs--;
+		if (ft)
+			ptw_shadow_sigreturn(&ft->sh);
 		break;
 	case PTW_EV_EXIT_CALL:
 		ft = fthread(f, ev, false);
@@ -629,7 +540,7 @@ const struct ptw_frame *ptw_frames_consume(struct ptw_frames *f, const struct pt
 	case PTW_EV_LWP_EXIT:
 		ft = fthread(f, ev, false);
 		if (ft)
-			close_thread(f, ft, ev->ns, end_reason(ft, ev, thread));
+			close_thread(f, ft, ev, end_reason(ft, ev, thread));
 		break;
 	case PTW_EV_PROCESS_EXIT:
 		close_all(f, ev, false, "process_exit");

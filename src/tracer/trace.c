@@ -71,28 +71,12 @@ struct trace {
 	bool partial_said; /* trace_partial_stack: said once, for the first thread */
 };
 
-/* A context the thread left (swapcontext) and may come back to. */
-struct shadow_ctx {
-	uint64_t resume_sp;
-	struct ptw_shadow_frame *shadow;
-	size_t nshadow, shadow_cap;
-};
-
-/* Its state for a thread: the open frames (entry sp, return address),
- * innermost last, of the context it runs, and the contexts it left. */
+/* Its state for a thread: its shadow stack (each open frame has a return
+ * breakpoint at its return address). */
 struct frames_thread {
 	struct feature_thread base;
-	struct ptw_shadow_frame *shadow;
-	size_t nshadow, shadow_cap;
-	struct shadow_ctx *parked;
-	size_t nparked;
-	/* caught signals being handled (SIGNAL_DELIVER until SIGRETURN),
-	 * innermost last: the sp they interrupted, the frames open then */
-	struct {
-		uint64_t sp;
-		size_t n;
-	} sigs[8];
-	size_t nsigs;
+	struct ptw_shadow shadow;
+	struct ptw_tracer *t;
 };
 
 static struct trace *trace_of(struct ptw_tracer *t)
@@ -103,19 +87,17 @@ static struct trace *trace_of(struct ptw_tracer *t)
 static void frames_thread_free(struct feature_thread *ft)
 {
 	struct frames_thread *f = (struct frames_thread *)ft;
-	for (size_t i = 0; i < f->nparked; i++)
-		free(f->parked[i].shadow);
-	free(f->parked);
-	free(f->shadow);
+	ptw_shadow_clear(&f->shadow, NULL, NULL);
 	free(f);
 }
 
 /* The thread's, made on first use. */
-static struct frames_thread *frames_of(struct ptw_lwp *l)
+static struct frames_thread *frames_of(struct ptw_tracer *t, struct ptw_lwp *l)
 {
-	return (struct frames_thread *)tracer_feature_thread(l, FEATURE_FRAMES,
-							     sizeof(struct frames_thread),
-							     frames_thread_free);
+	struct frames_thread *f = (struct frames_thread *)tracer_feature_thread(
+		l, FEATURE_FRAMES, sizeof(struct frames_thread), frames_thread_free);
+	f->t = t;
+	return f;
 }
 
 /* The thread's if it has one (NULL: no frame of ours open). */
@@ -417,22 +399,13 @@ void hook_trace_libs(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 
 /* ---- return breakpoints ---- */
 
-/* The k innermost frames of the thread's shadow stack are over. */
-static void drop(struct ptw_tracer *t, struct frames_thread *th, size_t k)
+/* A frame of the thread's shadow stack is over: its return breakpoint is
+ * not needed for it any more (ctx: the thread's frames_thread). */
+static void left(void *ctx, const struct ptw_shadow_frame *f, enum ptw_shadow_how how)
 {
-	for (size_t i = 0; i < k && th->nshadow; i++)
-		tracer_retbp_put(t, &trace_of(t)->retbps, th->shadow[--th->nshadow].ret,
-				 HOOK_FRAME_RETURN);
-}
-
-/* A frame is open at sp, returning to ret (its return breakpoint is in). */
-static void push(struct frames_thread *th, uint64_t sp, uint64_t ret)
-{
-	if (th->nshadow == th->shadow_cap) {
-		th->shadow_cap = th->shadow_cap ? th->shadow_cap * 2 : 16;
-		th->shadow = xreallocarray(th->shadow, th->shadow_cap, sizeof(*th->shadow));
-	}
-	th->shadow[th->nshadow++] = (struct ptw_shadow_frame){ sp, ret, 0 };
+	(void)how;
+	struct ptw_tracer *t = ((struct frames_thread *)ctx)->t;
+	tracer_retbp_put(t, &trace_of(t)->retbps, f->ret, HOOK_FRAME_RETURN);
 }
 
 static void trace_thread_gone(struct ptw_tracer *t, struct thread *th)
@@ -440,11 +413,8 @@ static void trace_thread_gone(struct ptw_tracer *t, struct thread *th)
 	struct frames_thread *f = (struct frames_thread *)th->fdata[FEATURE_FRAMES];
 	if (!f)
 		return;
-	drop(t, f, f->nshadow);
-	for (size_t i = 0; i < f->nparked; i++)
-		for (size_t k = f->parked[i].nshadow; k-- > 0;)
-			tracer_retbp_put(t, &trace_of(t)->retbps, f->parked[i].shadow[k].ret,
-					 HOOK_FRAME_RETURN);
+	f->t = t;
+	ptw_shadow_clear(&f->shadow, left, f);
 	frames_thread_free(&f->base);
 	th->fdata[FEATURE_FRAMES] = NULL;
 }
@@ -473,7 +443,7 @@ void hook_frame_entry(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp
 		      const struct user_regs_struct *regs, uint64_t ns)
 {
 	(void)bp;
-	struct frames_thread *th = frames_of(l);
+	struct frames_thread *th = frames_of(t, l);
 	uint64_t sp = regs->rsp, ret;
 	int sig = 0;
 	if (!trace_of(t) || tracer_read_u64(t, sp, &ret) < 0)
@@ -496,13 +466,7 @@ void hook_frame_entry(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp
 				  : strerror(-r));
 		return;
 	}
-	bool tail;
-	/* a handler leaves no frame, nor does the first traced call of one
-	 * that is not traced (the engine's rule: ptw_frames.h) */
-	bool handling = th->nsigs && th->sigs[th->nsigs - 1].n == th->nshadow;
-	if (!sig && !handling)
-		drop(t, th, ptw_shadow_left_at_entry(th->shadow, th->nshadow, sp, ret, &tail));
-	push(th, sp, ret);
+	ptw_shadow_enter(&th->shadow, sp, ret, 0, sig != 0, true, left, th);
 	struct ptw_event ev = ptw_event_init(PTW_EV_FRAME_ENTRY, ns, l->tid);
 	ev.routine = tracer_locate(t, regs->rip);
 	ev.sp = sp;
@@ -516,12 +480,8 @@ void hook_frame_return(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *b
 {
 	(void)bp;
 	struct frames_thread *th = frames_peek(l);
-	bool returned;
-	size_t k = th ? ptw_shadow_left_at(th->shadow, th->nshadow, regs->rsp, regs->rip, &returned)
-		      : 0;
-	if (!k || !trace_of(t))
+	if (!th || !trace_of(t) || !ptw_shadow_return(&th->shadow, regs->rsp, regs->rip, left, th))
 		return; /* the return site reached by another way: nothing ends */
-	drop(t, th, k);
 	struct ptw_event ev = ptw_event_init(PTW_EV_FRAME_RETURN, ns, l->tid);
 	ev.sp = regs->rsp;
 	ev.ret_addr = regs->rip;
@@ -535,7 +495,7 @@ void hook_throw(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 {
 	(void)bp, (void)regs;
 	struct frames_thread *th = frames_peek(l);
-	if (!th || !th->nshadow)
+	if (!th || !th->shadow.run.n)
 		return; /* no frame of ours to skip */
 	struct ptw_event ev = ptw_event_init(PTW_EV_THROW, ns, l->tid);
 	tracer_emit(t, &ev);
@@ -546,13 +506,12 @@ void hook_catch(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 {
 	(void)bp;
 	struct frames_thread *th = frames_peek(l);
-	if (!th || !th->nshadow)
+	if (!th || !th->shadow.run.n)
 		return;
 	/* __cxa_begin_catch is called by the catching frame: its stack
 	 * pointer is the one above our return address. */
 	uint64_t sp = regs->rsp + 8;
-	bool returned;
-	drop(t, th, ptw_shadow_left_at(th->shadow, th->nshadow, sp, 0, &returned));
+	ptw_shadow_land(&th->shadow, sp, left, th);
 	struct ptw_event ev = ptw_event_init(PTW_EV_CATCH, ns, l->tid);
 	ev.sp = sp;
 	tracer_emit(t, &ev);
@@ -579,21 +538,15 @@ void hook_longjmp(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 {
 	(void)bp;
 	struct frames_thread *th = frames_peek(l);
-	if (!th || !th->nshadow)
+	if (!th || !th->shadow.run.n)
 		return;
 	struct ptw_event ev = ptw_event_init(PTW_EV_LONGJMP, ns, l->tid);
 	ev.sp = longjmp_target_sp(t, regs);
-	if (ev.sp) {
-		/* Every frame below the landing point is left now; a later hit
-		 * at one's return site (the code after its call, reached again
-		 * by the jump) is no return. */
-		bool returned;
-		drop(t, th, ptw_shadow_left_at(th->shadow, th->nshadow, ev.sp, 0, &returned));
-		/* out of the handlers whose interrupted code it lands above */
-		while (th->nsigs && th->sigs[th->nsigs - 1].sp <= ev.sp &&
-		       ev.sp - th->sigs[th->nsigs - 1].sp < PTW_SHADOW_WINDOW)
-			th->nsigs--;
-	}
+	/* Every frame below the landing point is left now; a later hit at
+	 * one's return site (the code after its call, reached again by the
+	 * jump) is no return. */
+	if (ev.sp)
+		ptw_shadow_land(&th->shadow, ev.sp, left, th);
 	tracer_emit(t, &ev);
 }
 
@@ -615,39 +568,8 @@ void hook_context(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 	    !to)
 		return; /* it will fail (EFAULT) or crash: the next events tell */
 	uint64_t resume = swap ? regs->rsp + 8 : 0;
-	struct frames_thread *th = frames_of(l);
-	size_t back = SIZE_MAX;
-	for (size_t i = 0; i < th->nparked && back == SIZE_MAX; i++)
-		if (th->parked[i].resume_sp == to)
-			back = i;
-	bool within = false;
-	for (size_t i = 0; !swap && back == SIZE_MAX && i < th->nshadow && !within; i++)
-		within = ptw_shadow_same_stack(th->shadow[i].sp, to);
-	if (within) {
-		bool returned;
-		drop(t, th, ptw_shadow_left_at(th->shadow, th->nshadow, to, 0, &returned));
-	} else {
-		if (swap) {
-			th->parked =
-				xreallocarray(th->parked, th->nparked + 1, sizeof(*th->parked));
-			th->parked[th->nparked++] =
-				(struct shadow_ctx){ resume, th->shadow, th->nshadow,
-						     th->shadow_cap };
-			th->shadow = NULL;
-			th->nshadow = th->shadow_cap = 0;
-		} else {
-			drop(t, th, th->nshadow);
-		}
-		if (back != SIZE_MAX) {
-			struct shadow_ctx c = th->parked[back];
-			th->parked[back] = th->parked[th->nparked - 1];
-			th->nparked--;
-			free(th->shadow);
-			th->shadow = c.shadow;
-			th->nshadow = c.nshadow;
-			th->shadow_cap = c.shadow_cap;
-		}
-	}
+	struct frames_thread *th = frames_of(t, l);
+	ptw_shadow_switch(&th->shadow, to, resume, left, th);
 	struct ptw_event ev = ptw_event_init(PTW_EV_CONTEXT_SWITCH, ns, l->tid);
 	ev.sp = to;
 	ev.has_arg = swap;
@@ -667,11 +589,7 @@ static void trace_signal_delivery(struct ptw_tracer *t, struct ptw_lwp *l, int s
 	if (!tr || !tr->sigreturn_hooked || sig < 1 || sig > 64 || !ptw_proc_sig_caught(t->proc->pid, sig) ||
 	    ptw_getregs(t->proc, l, &regs) < 0)
 		return;
-	struct frames_thread *th = frames_of(l);
-	if (th->nsigs < PTW_ARRAY_SIZE(th->sigs)) {
-		th->sigs[th->nsigs].sp = regs->rsp;
-		th->sigs[th->nsigs++].n = th->nshadow;
-	}
+	ptw_shadow_signal(&frames_of(t, l)->shadow, regs->rsp, sig);
 	struct ptw_event ev = ptw_event_init(PTW_EV_SIGNAL_DELIVER, ns, l->tid);
 	ev.sig = sig;
 	ev.sp = regs->rsp;
@@ -685,8 +603,8 @@ void hook_sigreturn(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 	if (!trace_of(t))
 		return;
 	struct frames_thread *th = frames_peek(l);
-	if (th && th->nsigs)
-		th->nsigs--;
+	if (th)
+		ptw_shadow_sigreturn(&th->shadow);
 	struct ptw_event ev = ptw_event_init(PTW_EV_SIGRETURN, ns, l->tid);
 	ev.sp = regs->rsp;
 	tracer_emit(t, &ev);
@@ -742,10 +660,8 @@ static void trace_under_way(struct ptw_tracer *t, struct ptw_lwp *l)
 			missed = true;
 			continue;
 		}
-		struct frames_thread *th = frames_of(l);
-		bool tail;
-		drop(t, th, ptw_shadow_left_at_entry(th->shadow, th->nshadow, sp, ret, &tail));
-		push(th, sp, ret);
+		struct frames_thread *th = frames_of(t, l);
+		ptw_shadow_enter(&th->shadow, sp, ret, 0, false, true, left, th);
 		struct ptw_event ev = ptw_event_init(PTW_EV_FRAME_ENTRY, ns, l->tid);
 		ev.routine = tracer_locate(t, lo);
 		ev.sp = sp;

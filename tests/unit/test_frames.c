@@ -81,34 +81,6 @@ static void setup(void)
 	}
 }
 
-static void test_shadow_rules(void)
-{
-	struct ptw_shadow_frame st[3] = { { 0x1000, 0x11, 1 }, { 0xf00, 0x22, 2 }, { 0xe00, 0x33, 3 } };
-	bool flag;
-	/* deeper: nothing left */
-	CHECK_EQ(ptw_shadow_left_at_entry(st, 3, 0xd00, 0x44, &flag), 0);
-	/* same slot, same return address: a tail call */
-	CHECK_EQ(ptw_shadow_left_at_entry(st, 3, 0xe00, 0x33, &flag), 1);
-	CHECK(flag);
-	/* same slot, another return address: left some other way */
-	CHECK_EQ(ptw_shadow_left_at_entry(st, 3, 0xe00, 0x99, &flag), 1);
-	CHECK(!flag);
-	/* shallower: two left */
-	CHECK_EQ(ptw_shadow_left_at_entry(st, 3, 0xf00 + 0x80, 0x99, &flag), 2);
-	/* a return from the top */
-	CHECK_EQ(ptw_shadow_left_at(st, 3, 0xe08, 0x33, &flag), 1);
-	CHECK(flag);
-	/* a return from the middle skips the top */
-	CHECK_EQ(ptw_shadow_left_at(st, 3, 0xf08, 0x22, &flag), 2);
-	CHECK(flag);
-	/* a hit at the return site that is no return of ours */
-	CHECK_EQ(ptw_shadow_left_at(st, 3, 0xf08, 0x55, &flag), 2);
-	CHECK(!flag);
-	/* far away (sigaltstack): another stack, nothing left */
-	CHECK_EQ(ptw_shadow_left_at_entry(st, 3, 0x1000 + PTW_SHADOW_WINDOW + 64, 0x1, &flag), 0);
-	CHECK_EQ(ptw_shadow_left_at(st, 3, 0x1000 + PTW_SHADOW_WINDOW + 64, 0x1, &flag), 0);
-}
-
 /* Recursion in two threads at once, interleaved: every call its own span,
  * exact depths and parents. */
 static void test_recursion(void)
@@ -473,7 +445,6 @@ static void test_open_timeout(void)
 int main(void)
 {
 	test_open_timeout();
-	test_shadow_rules();
 	test_recursion();
 	test_before_attach();
 	test_longjmp();
