@@ -7,7 +7,6 @@
 #include <bpf/libbpf.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <fnmatch.h>
 #include <gelf.h>
 #include <limits.h>
 #include <stdio.h>
@@ -24,16 +23,9 @@
 #include "ptw_kernel_records.h"
 #include "ptw_patterns.h"
 #include "ptw_symbols.h"
+#include "ptw_trace_select.h"
 #include "ptw_util.h"
 #include "ptw_warnings.h"
-
-struct pattern {
-	struct ptw_pattern p;
-	size_t matched;
-	bool module_seen;
-	size_t nfailed;
-	struct ptw_buf failed; /* the first few, and why */
-};
 
 /* The probes of one file in one direction, before they are attached. */
 struct group {
@@ -44,8 +36,7 @@ struct group {
 };
 
 struct ptwk_frames {
-	struct pattern *pats;
-	size_t npats;
+	struct ptw_trace_select *sel;
 	const struct ptw_location **fns; /* cookie -> function */
 	size_t nfns;
 	struct ptw_map scanned; /* hash(module path) -> 1: its file has its probes, wherever
@@ -54,16 +45,12 @@ struct ptwk_frames {
 	struct ptw_map traced;	/* entry address -> cookie + 1: its probes are in */
 	uint64_t *fn_addrs;	/* cookie -> entry address */
 	struct ptw_map helpers; /* hash(file) ^ offset -> 1: a helper probed */
-	char **dynsym_only;	/* modules only .dynsym could be searched in */
-	size_t ndynsym_only;
 	int *fds; /* uprobe_multi links */
 	size_t nfds;
 	struct bpf_link **links; /* ordinary uprobes */
 	size_t nlinks;
 	unsigned probes;
 	unsigned stepped; /* functions traced whose entry the kernel single-steps */
-	char **refused; /* asked for by name but never traced */
-	size_t nrefused;
 	char *unwinder; /* why no uretprobe may go in this process, NULL: they may */
 	char *switcher; /* the same: it switches stacks (switcher_in_file) */
 	bool started;	/* probes are in and the program runs: a module
@@ -76,7 +63,6 @@ struct ptwk_frames {
 	/* per scan */
 	struct group group;
 	struct ptw_symbols *syms;
-	const bool *applies;
 	pid_t pid;
 	struct ptw_mapping *maps;
 	int nmaps;
@@ -87,12 +73,7 @@ struct ptwk_frames *ptwk_frames_new(char *const *trace, size_t ntrace)
 	if (!ntrace)
 		return NULL;
 	struct ptwk_frames *f = xcalloc(1, sizeof(*f));
-	f->pats = xcalloc(ntrace, sizeof(*f->pats));
-	for (size_t i = 0; i < ntrace; i++)
-		if (ptw_pattern_parse(trace[i], &f->pats[f->npats].p) == 0)
-			f->npats++;
-		else
-			ptw_pattern_free(&f->pats[f->npats].p);
+	f->sel = ptw_trace_select_new(trace, ntrace);
 	return f;
 }
 
@@ -165,27 +146,14 @@ static void traced_add(struct ptwk_frames *f, uint64_t cookie)
 		ptw_map_put(&f->traced, f->fn_addrs[cookie], (void *)(uintptr_t)(cookie + 1));
 }
 
-/* One function failed: said per pattern (the first few), as the tracer
- * does. */
+/* One function cannot be traced (said per pattern, the first few). */
 static void failed_function(struct ptwk_frames *f, const char *name, int err)
 {
-	struct ptw_pattern_name n;
-	ptw_pattern_name_init(&n, name);
-	for (size_t i = 0; i < f->npats; i++) {
-		struct pattern *p = &f->pats[i];
-		if (!ptw_pattern_matches(&p->p, &n))
-			continue;
-		if (p->nfailed++ < 3) {
-			ptw_buf_puts(&p->failed, p->failed.len ? ", " : "");
-			/* (ENOTSUPP, the kernel's own 524, which strerror cannot
-			 * name: uprobes refuse some instructions, lock-prefixed
-			 * ones among them) */
-			ptw_buf_printf(&p->failed, "%s (%s)", name,
-				       err == -524 ? "the kernel cannot probe its first instruction"
-						   : strerror(-err));
-		}
-	}
-	ptw_pattern_name_done(&n);
+	/* (ENOTSUPP, the kernel's own 524, which strerror cannot name:
+	 * uprobes refuse some instructions, lock-prefixed ones among them) */
+	ptw_trace_select_failed(f->sel, name,
+				err == -524 ? "the kernel cannot probe its first instruction"
+					    : strerror(-err));
 }
 
 /* Entry and return probes for a group: one link each way; if the kernel
@@ -259,30 +227,12 @@ static int attach_group(struct ptwk_frames *f, const struct group *g,
 	return n;
 }
 
+/* A function the patterns select: into the group of its file. */
 static void on_function(void *ctx, uint64_t addr, const char *name)
 {
 	struct ptwk_frames *f = ctx;
-	struct ptw_pattern_name n;
-	ptw_pattern_name_init(&n, name);
-	bool hit = false, literal = false;
-	for (size_t i = 0; i < f->npats; i++) {
-		struct pattern *p = &f->pats[i];
-		if (!f->applies[i] || !ptw_pattern_matches(&p->p, &n))
-			continue;
-		p->matched++;
-		hit = true;
-		literal |= ptw_pattern_literal(&p->p);
-	}
-	const char *shown = ptw_pattern_name_shown(&n);
-	if (!hit || ptw_map_get(&f->entries, addr))
-		goto out;
-	if (ptw_pattern_never_traced(name)) {
-		if (literal) {
-			f->refused = xreallocarray(f->refused, f->nrefused + 1, sizeof(char *));
-			f->refused[f->nrefused++] = xstrdup(shown);
-		}
-		goto out;
-	}
+	if (ptw_map_get(&f->entries, addr))
+		return;
 	char path[sizeof(f->group.path)], mod[sizeof(f->group.module)];
 	uint64_t off;
 	int r;
@@ -297,7 +247,7 @@ static void on_function(void *ctx, uint64_t addr, const char *name)
 	}
 	if (r < 0) {
 		failed_function(f, name, r);
-		goto out;
+		return;
 	}
 	ptw_map_put(&f->entries, addr, (void *)1);
 	if (!f->group.path[0]) {
@@ -305,7 +255,7 @@ static void on_function(void *ctx, uint64_t addr, const char *name)
 		snprintf(f->group.module, sizeof(f->group.module), "%s", mod);
 	} else if (strcmp(path, f->group.path)) {
 		failed_function(f, name, -EXDEV); /* a module in two files: not seen here */
-		goto out;
+		return;
 	}
 	f->fns = xreallocarray(f->fns, f->nfns + 1, sizeof(*f->fns));
 	f->fns[f->nfns] = ptw_symbols_locate(f->syms, addr);
@@ -314,46 +264,28 @@ static void on_function(void *ctx, uint64_t addr, const char *name)
 	/* the group's names live until it is attached: the location's do */
 	group_add(&f->group, off, f->nfns, f->fns[f->nfns]->symbol ? f->fns[f->nfns]->symbol : "?");
 	f->nfns++;
-out:
-	ptw_pattern_name_done(&n);
-}
-
-static void note_dynsym_only(struct ptwk_frames *f, const char *base)
-{
-	for (size_t i = 0; i < f->ndynsym_only; i++)
-		if (!strcmp(f->dynsym_only[i], base))
-			return;
-	f->dynsym_only = xreallocarray(f->dynsym_only, f->ndynsym_only + 1, sizeof(char *));
-	f->dynsym_only[f->ndynsym_only++] = xstrdup(base);
 }
 
 /* The helpers that tell how frames are left without a return, where
- * they are (the tracer's list: trace.c's hook_helpers). */
+ * they are (ptw_trace_helpers). */
 static int attach_helpers(struct ptwk_frames *f, const struct ptwk_frames_progs *pr)
 {
-	static const struct {
-		const char *name;
-		enum ptwk_kind kind;
-	} helpers[] = {
-		{ "_Unwind_RaiseException", PTWK_THROW },
-		{ "__cxa_begin_catch", PTWK_CATCH },
-		{ "longjmp", PTWK_LONGJMP },
-		{ "_longjmp", PTWK_LONGJMP },
-		{ "siglongjmp", PTWK_LONGJMP },
-		{ "__longjmp_chk", PTWK_LONGJMP },
-		{ "_dl_debug_state", PTWK_DL_STATE },
-		/* code entered without a call (convert_frames.c) */
-		{ "swapcontext", PTWK_CONTEXT_SWAP },
-		{ "setcontext", PTWK_CONTEXT_SET },
-		{ "__restore_rt", PTWK_SIGRETURN },
+	static const enum ptwk_kind kinds[] = {
+		[PTW_TRACE_THROW] = PTWK_THROW,
+		[PTW_TRACE_CATCH] = PTWK_CATCH,
+		[PTW_TRACE_LONGJMP] = PTWK_LONGJMP,
+		[PTW_TRACE_CONTEXT_SWAP] = PTWK_CONTEXT_SWAP,
+		[PTW_TRACE_CONTEXT_SET] = PTWK_CONTEXT_SET,
+		[PTW_TRACE_SIGRETURN] = PTWK_SIGRETURN,
+		[PTW_TRACE_MODULES_CHANGED] = PTWK_DL_STATE,
 	};
 	int n = 0;
-	for (size_t i = 0; i < PTW_ARRAY_SIZE(helpers); i++) {
+	for (size_t i = 0; i < ptw_trace_nhelpers; i++) {
+		const struct ptw_trace_helper *h = &ptw_trace_helpers[i];
 		uint64_t addr, off;
-		/* ld.so's own (libc has one too, for static dlopen) */
-		const char *in = helpers[i].kind == PTWK_DL_STATE ? "ld-linux" : PTW_MOD_ANY;
 		struct group g = { 0 };
-		if (ptw_symbols_lookup(f->syms, in, helpers[i].name, &addr, NULL) < 0 ||
+		if (ptw_symbols_lookup(f->syms, h->module ? h->module : PTW_MOD_ANY, h->name, &addr,
+				       NULL) < 0 ||
 		    ptwk_file_of(f->pid, f->maps, f->nmaps, addr, g.path, sizeof(g.path), g.module,
 				 sizeof(g.module), &off) < 0)
 			continue;
@@ -363,15 +295,15 @@ static int attach_helpers(struct ptwk_frames *f, const struct ptwk_frames_progs 
 		if (ptw_map_get(&f->helpers, key))
 			continue;
 		ptw_map_put(&f->helpers, key, (void *)1);
-		group_add(&g, off, helpers[i].kind, helpers[i].name);
+		group_add(&g, off, kinds[h->kind], h->name);
 		int r = pr->multi ? link_multi(f, pr->helper, &g, 0, 1, false, pr->wide)
 				  : link_one(f, pr->helper, &g, 0, false, pr->wide);
 		if (r < 0)
-			ptw_dbg(PTW_DBG_TRACER, "--trace: no probe on %s: %s", helpers[i].name,
+			ptw_dbg(PTW_DBG_TRACER, "--trace: no probe on %s: %s", h->name,
 				strerror(-r));
 		else
 			n++;
-		f->sigreturn |= r == 0 && helpers[i].kind == PTWK_SIGRETURN;
+		f->sigreturn |= r == 0 && h->kind == PTW_TRACE_SIGRETURN;
 		group_free(&g);
 	}
 	return n;
@@ -463,8 +395,7 @@ static int scan(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
 	}
 	f->syms = syms;
 	f->pid = pid;
-	bool *applies = xcalloc(f->npats + 1, sizeof(bool));
-	f->applies = applies;
+	struct ptw_trace_scan sc = { f->sel, on_function, f };
 	int total = 0;
 	size_t n = ptw_symbols_module_count(syms);
 	for (size_t i = 0; i < n; i++) {
@@ -474,26 +405,15 @@ static int scan(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
 		if (ptw_symbols_module_info(syms, i, &path, &start, &is_exe) < 0 ||
 		    (core_only && !core_module(path)))
 			continue;
-		if (scanned_before(f, path))
-			continue;
-		bool any = false;
-		for (size_t k = 0; k < f->npats; k++) {
-			applies[k] = ptw_pattern_module_applies(&f->pats[k].p, path);
-			f->pats[k].module_seen |= applies[k];
-			any |= applies[k];
-		}
-		if (!any)
+		if (scanned_before(f, path) || !ptw_trace_select_applies(f->sel, path))
 			continue;
 		f->late += core_only ? 0 : f->started;
 		group_free(&f->group);
-		int r = ptw_symbols_module_functions(syms, i, on_function, f);
-		if (r == 0 && path && path[0] != '[')
-			note_dynsym_only(f, ptw_pattern_base_name(path));
+		int r = ptw_symbols_module_functions(syms, i, ptw_trace_select_function, &sc);
+		ptw_trace_select_walked(f->sel, path, r);
 		total += attach_group(f, &f->group, pr);
 		group_free(&f->group);
 	}
-	free(applies);
-	f->applies = NULL;
 	total += attach_helpers(f, pr);
 	free(f->maps);
 	f->maps = NULL;
@@ -566,18 +486,11 @@ static int scan_file(struct ptwk_frames *f, const char *real, bool use_debug_fil
 {
 	if (scanned_before(f, real))
 		return 0;
-	bool *applies = xcalloc(f->npats + 1, sizeof(bool));
-	bool any = false;
-	for (size_t k = 0; k < f->npats; k++) {
-		applies[k] = ptw_pattern_module_applies(&f->pats[k].p, real);
-		f->pats[k].module_seen |= applies[k];
-		any |= applies[k];
-	}
+	bool any = ptw_trace_select_applies(f->sel, real);
 	struct ptw_symbols *syms;
 	int r = any ? ptw_symbols_new_file(real, use_debug_files, NULL, &syms) : 0;
 	if (r < 0) {
 		snprintf(why, why_size, "cannot read the symbols of %s: %s", real, strerror(-r));
-		free(applies);
 		return r;
 	}
 	int total = 0;
@@ -587,18 +500,15 @@ static int scan_file(struct ptwk_frames *f, const char *real, bool use_debug_fil
 		f->file_syms[f->nfile_syms++] = syms;
 		f->syms = syms;
 		f->offline = true;
-		f->applies = applies;
 		group_free(&f->group);
-		r = ptw_symbols_module_functions(syms, 0, on_function, f);
-		if (r == 0)
-			note_dynsym_only(f, ptw_pattern_base_name(real));
+		r = ptw_symbols_module_functions(syms, 0, ptw_trace_select_function,
+						 &(struct ptw_trace_scan){ f->sel, on_function, f });
+		ptw_trace_select_walked(f->sel, real, r);
 		total = attach_group(f, &f->group, pr);
 		group_free(&f->group);
 		f->offline = false;
 		f->syms = NULL;
-		f->applies = NULL;
 	}
-	free(applies);
 	return total;
 }
 
@@ -772,6 +682,19 @@ unsigned ptwk_frames_stepped(const struct ptwk_frames *f)
 	return f ? f->stepped : 0;
 }
 
+/* ptw_trace_select_notes' notes, to the caller's fn. */
+struct notes {
+	void (*fn)(void *ctx, int code, const char *line);
+	void *ctx;
+};
+
+static void note(void *ctx, size_t which, int code, const char *line)
+{
+	(void)which; /* (one process) */
+	struct notes *n = ctx;
+	n->fn(n->ctx, code, line);
+}
+
 void ptwk_frames_notes(const struct ptwk_frames *f,
 		       void (*fn)(void *ctx, int code, const char *line), void *ctx)
 {
@@ -808,55 +731,9 @@ void ptwk_frames_notes(const struct ptwk_frames *f,
 		   "ptwatch has read that ld.so mapped them, while the program runs on: their "
 		   "first calls may not be seen, and a library already unloaded by then is not "
 		   "seen at all");
-	for (size_t i = 0; i < f->nrefused; i++) {
-		ptw_buf_reset(&b);
-		ptw_buf_printf(
-			&b,
-			"--trace: %s is not traced (entered without a call, it has no return "
-			"address)",
-			f->refused[i]);
-		fn(ctx, PTW_W_TRACE_REFUSED, b.p);
-	}
-	for (size_t i = 0; i < f->npats; i++) {
-		const struct pattern *p = &f->pats[i];
-		ptw_buf_reset(&b);
-		if (p->nfailed) {
-			ptw_buf_printf(&b,
-				       "--trace '%s': %zu of the %zu functions it matched are not "
-				       "traced: %s%s",
-				       p->p.text, p->nfailed, p->matched, p->failed.p,
-				       p->nfailed > 3 ? ", ..." : "");
-			fn(ctx, PTW_W_TRACE_UNHOOKABLE, b.p);
-			ptw_buf_reset(&b);
-		}
-		if (p->matched)
-			continue;
-		if (p->p.module && !p->module_seen) {
-			ptw_buf_printf(&b, "--trace '%s': no loaded module is called '%s'",
-				       p->p.text, p->p.module);
-		} else {
-			struct ptw_buf m = { 0 };
-			for (size_t d = 0; d < f->ndynsym_only; d++) {
-				const char *mod = f->dynsym_only[d];
-				if (p->p.module && fnmatch(p->p.module, mod, 0) != 0)
-					continue;
-				ptw_buf_puts(&m, m.len ? ", " : "");
-				ptw_buf_puts(&m, mod);
-			}
-			if (m.len)
-				ptw_buf_printf(
-					&b,
-					"--trace '%s' matched no function; only the dynamic "
-					"symbols of %s could be searched (no symbol table, no "
-					"debug file): their static functions cannot be found",
-					p->p.text, m.p);
-			else
-				ptw_buf_printf(&b, "--trace '%s' matched no function", p->p.text);
-			ptw_buf_free(&m);
-		}
-		fn(ctx, PTW_W_TRACE_NO_MATCH, b.p);
-	}
 	ptw_buf_free(&b);
+	struct ptw_trace_select *sel = f->sel;
+	ptw_trace_select_notes(&sel, 1, note, &(struct notes){ fn, ctx });
 }
 
 void ptwk_frames_close(struct ptwk_frames *f)
@@ -880,23 +757,13 @@ void ptwk_frames_free(struct ptwk_frames *f)
 	if (!f)
 		return;
 	ptwk_frames_close(f);
-	for (size_t i = 0; i < f->npats; i++) {
-		ptw_pattern_free(&f->pats[i].p);
-		ptw_buf_free(&f->pats[i].failed);
-	}
-	free(f->pats);
+	ptw_trace_select_free(f->sel);
 	free(f->fns);
 	ptw_map_free(&f->scanned);
 	ptw_map_free(&f->entries);
 	ptw_map_free(&f->traced);
 	free(f->fn_addrs);
 	ptw_map_free(&f->helpers);
-	for (size_t i = 0; i < f->ndynsym_only; i++)
-		free(f->dynsym_only[i]);
-	free(f->dynsym_only);
-	for (size_t i = 0; i < f->nrefused; i++)
-		free(f->refused[i]);
-	free(f->refused);
 	free(f->unwinder);
 	free(f->switcher);
 	group_free(&f->group);

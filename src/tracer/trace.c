@@ -29,7 +29,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <stddef.h>
@@ -39,19 +38,11 @@
 #include "ptw_frames.h"
 #include "ptw_patterns.h"
 #include "ptw_glibc.h"
+#include "ptw_trace_select.h"
 #include "tracer_internal.h"
 
-struct pattern {
-	struct ptw_pattern p; /* text, module glob, name glob */
-	size_t matched;
-	bool module_seen; /* some module matched the module glob */
-	size_t nfailed;	  /* matched, but no breakpoint could go there */
-	struct ptw_buf failed; /* the first few, and why */
-};
-
 struct trace {
-	struct pattern *pats;
-	size_t npats;
+	struct ptw_trace_select *sel;
 	struct ptw_map scanned;	   /* hash(module path) ^ load address -> 1 */
 	unsigned scanned_gen;	   /* img.modules_gen when last scanned */
 	struct ptw_map entries;	   /* entry address -> 1: has our frame hook */
@@ -59,15 +50,10 @@ struct trace {
 	uint64_t swapcontext;	   /* its address (HOOK_CONTEXT: which one was hit) */
 	struct ptw_map sigreturns; /* sigreturn trampolines met (return address -> 1) */
 	bool sigreturn_hooked;	   /* one has HOOK_SIGRETURN: a handler's end is seen */
-	char **dynsym_only;	   /* basenames of modules only .dynsym could be searched in */
-	size_t ndynsym_only;
 	/* per scan: the module being scanned and the host for insertions */
 	struct ptw_tracer *t;
 	struct ptw_lwp *host;
 	const char *module_base;
-	bool *pat_applies;
-	bool literal; /* the pattern being applied has no wildcard */
-	struct pattern *current;
 	bool partial_said; /* trace_partial_stack: said once, for the first thread */
 };
 
@@ -122,12 +108,7 @@ static bool trace_wanted(const struct ptw_tracer_opts *o)
 static void trace_attached(struct ptw_tracer *t)
 {
 	struct trace *tr = xcalloc(1, sizeof(*tr));
-	tr->pats = xcalloc(t->o.ntrace, sizeof(*tr->pats));
-	for (size_t i = 0; i < t->o.ntrace; i++)
-		if (ptw_pattern_parse(t->o.trace[i], &tr->pats[tr->npats].p) == 0)
-			tr->npats++;
-		else
-			ptw_pattern_free(&tr->pats[tr->npats].p);
+	tr->sel = ptw_trace_select_new(t->o.trace, t->o.ntrace);
 	t->fstate[FEATURE_FRAMES] = tr;
 }
 
@@ -150,14 +131,7 @@ static void trace_free(struct ptw_tracer *t)
 	struct trace *tr = trace_of(t);
 	if (!tr)
 		return;
-	for (size_t i = 0; i < tr->npats; i++) {
-		ptw_pattern_free(&tr->pats[i].p);
-		ptw_buf_free(&tr->pats[i].failed);
-	}
-	free(tr->pats);
-	for (size_t i = 0; i < tr->ndynsym_only; i++)
-		free(tr->dynsym_only[i]);
-	free(tr->dynsym_only);
+	ptw_trace_select_free(tr->sel);
 	trace_image_reset(t);
 	free(tr);
 	t->fstate[FEATURE_FRAMES] = NULL;
@@ -165,23 +139,13 @@ static void trace_free(struct ptw_tracer *t)
 
 /* ---- finding the functions ---- */
 
-static void add_entry(struct trace *tr, uint64_t addr, const char *name)
+/* A function the patterns select: its entry breakpoint. */
+static void add_entry(void *ctx, uint64_t addr, const char *name)
 {
+	struct trace *tr = ctx;
 	struct ptw_tracer *t = tr->t;
 	if (ptw_map_get(&tr->entries, addr))
 		return;
-	if (ptw_pattern_never_traced(name)) {
-		/* Said when asked for by name; a glob that happens to match
-		 * it (--trace '*') is only told in the debug log. */
-		if (tr->literal)
-			tracer_warn(
-				t, PTW_W_TRACE_REFUSED,
-				"--trace: %s is not traced (entered without a call, it has no return "
-				"address)",
-				name);
-		ptw_dbg(PTW_DBG_TRACER, "--trace: %s refused", name);
-		return;
-	}
 	int r = tracer_insert_bp(t, addr, HOOK_FRAME_ENTRY, tr->host);
 	if (r == -EEXIST)
 		return;
@@ -190,43 +154,13 @@ static void add_entry(struct trace *tr, uint64_t addr, const char *name)
 		 * (--trace '*' may meet hundreds). */
 		ptw_dbg(PTW_DBG_TRACER, "--trace: cannot break at %s (%s, %#llx): %s", name,
 			tr->module_base, (unsigned long long)addr, strerror(-r));
-		struct pattern *p = tr->current;
-		if (p->nfailed++ < 3) {
-			ptw_buf_puts(&p->failed, p->failed.len ? ", " : "");
-			ptw_buf_printf(&p->failed, "%s (%s)", name,
-				       r == -ENOTSUP ? "its first instruction cannot be emulated "
-						       "or run out of line"
-						     : strerror(-r));
-		}
+		ptw_trace_select_failed(tr->sel, name,
+					r == -ENOTSUP ? "its first instruction cannot be emulated "
+							"or run out of line"
+						      : strerror(-r));
 		return;
 	}
 	ptw_map_put(&tr->entries, addr, (void *)1);
-}
-
-static void on_function(void *ctx, uint64_t addr, const char *name)
-{
-	struct trace *tr = ctx;
-	struct ptw_pattern_name n;
-	ptw_pattern_name_init(&n, name);
-	for (size_t i = 0; i < tr->npats; i++) {
-		struct pattern *p = &tr->pats[i];
-		if (!tr->pat_applies[i] || !ptw_pattern_matches(&p->p, &n))
-			continue;
-		p->matched++;
-		tr->literal = ptw_pattern_literal(&p->p);
-		tr->current = p;
-		add_entry(tr, addr, ptw_pattern_name_shown(&n));
-	}
-	ptw_pattern_name_done(&n);
-}
-
-static void note_dynsym_only(struct trace *tr, const char *base)
-{
-	for (size_t i = 0; i < tr->ndynsym_only; i++)
-		if (!strcmp(tr->dynsym_only[i], base))
-			return;
-	tr->dynsym_only = xreallocarray(tr->dynsym_only, tr->ndynsym_only + 1, sizeof(char *));
-	tr->dynsym_only[tr->ndynsym_only++] = xstrdup(base);
 }
 
 /* The sigreturn trampoline a signal handler returns to, found by its code
@@ -249,40 +183,40 @@ static void hook_sigreturn_at(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t 
 		tr->sigreturn_hooked = true;
 }
 
-/* The helpers that tell how frames are left without a return. */
+/* The helpers that tell how frames are left without a return
+ * (ptw_trace_helpers; ld.so's _dl_debug_state has its breakpoint for
+ * every feature already: trace_image). */
 static void hook_helpers(struct ptw_tracer *t, struct ptw_lwp *l)
 {
-	static const struct {
-		const char *name;
-		unsigned hook;
-	} helpers[] = {
-		{ "_Unwind_RaiseException", HOOK_THROW },
-		{ "__cxa_begin_catch", HOOK_CATCH },
-		{ "longjmp", HOOK_LONGJMP },
-		{ "_longjmp", HOOK_LONGJMP },
-		{ "siglongjmp", HOOK_LONGJMP },
-		{ "__longjmp_chk", HOOK_LONGJMP },
-		{ "swapcontext", HOOK_CONTEXT },
-		{ "setcontext", HOOK_CONTEXT },
+	static const unsigned hooks[] = {
+		[PTW_TRACE_THROW] = HOOK_THROW,
+		[PTW_TRACE_CATCH] = HOOK_CATCH,
+		[PTW_TRACE_LONGJMP] = HOOK_LONGJMP,
+		[PTW_TRACE_CONTEXT_SWAP] = HOOK_CONTEXT,
+		[PTW_TRACE_CONTEXT_SET] = HOOK_CONTEXT,
 	};
 	struct trace *tr = trace_of(t);
-	if (tr && ptw_symbols_lookup(t->img.syms, PTW_MOD_ANY, "swapcontext", &tr->swapcontext,
-				     NULL) != 0)
-		tr->swapcontext = 0;
-	/* glibc's trampoline, if its name is known (else learnt from the first
-	 * traced handler): handlers that are not traced end there */
-	uint64_t rt;
-	if (tr && ptw_symbols_lookup(t->img.syms, PTW_MOD_ANY, "__restore_rt", &rt, NULL) == 0 &&
-	    is_sigreturn(t, rt))
-		hook_sigreturn_at(t, l, rt);
-	for (size_t i = 0; i < PTW_ARRAY_SIZE(helpers); i++) {
+	tr->swapcontext = 0;
+	for (size_t i = 0; i < ptw_trace_nhelpers; i++) {
+		const struct ptw_trace_helper *h = &ptw_trace_helpers[i];
 		uint64_t addr;
-		if (ptw_symbols_lookup(t->img.syms, PTW_MOD_ANY, helpers[i].name, &addr, NULL) ==
-		    0) {
-			struct ptw_bp *bp = ptw_bp_find(t->bps, addr);
-			if (!bp || !(bp->hooks & helpers[i].hook))
-				tracer_insert_bp(t, addr, helpers[i].hook, l);
+		if (h->kind == PTW_TRACE_MODULES_CHANGED ||
+		    ptw_symbols_lookup(t->img.syms, h->module ? h->module : PTW_MOD_ANY, h->name,
+				       &addr, NULL) != 0)
+			continue;
+		if (h->kind == PTW_TRACE_SIGRETURN) {
+			/* glibc's trampoline, if its name is known (else learnt
+			 * from the first traced handler): handlers that are not
+			 * traced end there */
+			if (is_sigreturn(t, addr))
+				hook_sigreturn_at(t, l, addr);
+			continue;
 		}
+		if (h->kind == PTW_TRACE_CONTEXT_SWAP)
+			tr->swapcontext = addr; /* (HOOK_CONTEXT: which one was hit) */
+		struct ptw_bp *bp = ptw_bp_find(t->bps, addr);
+		if (!bp || !(bp->hooks & hooks[h->kind]))
+			tracer_insert_bp(t, addr, hooks[h->kind], l);
 	}
 }
 
@@ -296,8 +230,7 @@ static void scan(struct ptw_tracer *t, struct ptw_lwp *l)
 	tr->scanned_gen = t->img.modules_gen;
 	tr->t = t;
 	tr->host = l;
-	bool *applies = xcalloc(tr->npats + 1, sizeof(bool));
-	tr->pat_applies = applies;
+	struct ptw_trace_scan sc = { tr->sel, add_entry, tr };
 	size_t n = ptw_symbols_module_count(syms);
 	for (size_t i = 0; i < n; i++) {
 		const char *path;
@@ -309,25 +242,16 @@ static void scan(struct ptw_tracer *t, struct ptw_lwp *l)
 		if (ptw_map_get(&tr->scanned, key))
 			continue;
 		ptw_map_put(&tr->scanned, key, (void *)1);
-		bool any = false;
-		for (size_t k = 0; k < tr->npats; k++) {
-			applies[k] = ptw_pattern_module_applies(&tr->pats[k].p, path);
-			tr->pats[k].module_seen |= applies[k];
-			any |= applies[k];
-		}
-		if (!any)
+		if (!ptw_trace_select_applies(tr->sel, path))
 			continue;
 		tr->module_base = ptw_pattern_base_name(path);
 		uint64_t t0 = ptw_now_ns();
-		int r = ptw_symbols_module_functions(syms, i, on_function, tr);
+		int r = ptw_symbols_module_functions(syms, i, ptw_trace_select_function, &sc);
 		ptw_dbg(PTW_DBG_TRACER, "--trace: scanned %s (%s) in %.1f ms", tr->module_base,
 			r == 1 ? "symbol table" : r == 0 ? ".dynsym only" : "no symbols",
 			(double)(ptw_now_ns() - t0) / 1e6);
-		if (r == 0 && path && path[0] != '[')
-			note_dynsym_only(tr, tr->module_base);
+		ptw_trace_select_walked(tr->sel, path, r);
 	}
-	free(applies);
-	tr->pat_applies = NULL;
 	hook_helpers(t, l);
 }
 
@@ -686,18 +610,15 @@ static void trace_under_way(struct ptw_tracer *t, struct ptw_lwp *l)
 
 /* ---- the end ---- */
 
-/* What the functions one process matched could not be traced. */
-static void warn_unhookable(struct ptw_tracer *t, const struct trace *tr)
+/* A note of the selections (ptw_trace_select_notes), said by the tracer
+ * of the process it is about. */
+struct notes {
+	struct ptw_tracer **who;
+};
+
+static void note(void *ctx, size_t which, int code, const char *line)
 {
-	for (size_t i = 0; i < tr->npats; i++) {
-		const struct pattern *p = &tr->pats[i];
-		if (p->nfailed)
-			tracer_warn(
-				t, PTW_W_TRACE_UNHOOKABLE,
-				"--trace '%s': %zu of the %zu functions it matched are not traced: %s%s",
-				p->p.text, p->nfailed, p->matched, p->failed.p,
-				p->nfailed > 3 ? ", ..." : "");
-	}
+	tracer_warn(((struct notes *)ctx)->who[which], code, "%s", line);
 }
 
 /* The session is over (called for the root): a pattern is warned about
@@ -710,57 +631,17 @@ static void trace_finish(struct ptw_tracer *t)
 		return;
 	/* Every process that traced, the root first (all have the same patterns). */
 	size_t n = 0;
-	const struct trace **all = xcalloc(t->nfollowed + 1, sizeof(*all));
+	struct ptw_trace_select **all = xcalloc(t->nfollowed + 1, sizeof(*all));
 	struct ptw_tracer **who = xcalloc(t->nfollowed + 1, sizeof(*who));
 	for (size_t k = 0; k <= t->nfollowed; k++) {
 		struct ptw_tracer *c = k ? t->followed[k - 1] : t;
-		if (trace_of(c) && trace_of(c)->npats == tr->npats) {
+		if (trace_of(c) && trace_of(c)->sel &&
+		    ptw_trace_select_patterns(trace_of(c)->sel) == ptw_trace_select_patterns(tr->sel)) {
 			who[n] = c;
-			all[n++] = trace_of(c);
+			all[n++] = trace_of(c)->sel;
 		}
 	}
-	for (size_t k = 0; k < n; k++)
-		warn_unhookable(who[k], all[k]);
-	for (size_t i = 0; i < tr->npats; i++) {
-		const struct pattern *p = &tr->pats[i];
-		bool matched = false, module_seen = false;
-		for (size_t k = 0; k < n; k++) {
-			matched |= all[k]->pats[i].matched > 0;
-			module_seen |= all[k]->pats[i].module_seen;
-		}
-		if (matched)
-			continue;
-		if (p->p.module && !module_seen) {
-			tracer_warn(t, PTW_W_TRACE_NO_MATCH,
-				    "--trace '%s': no loaded module is called '%s'", p->p.text,
-				    p->p.module);
-			continue;
-		}
-		struct ptw_buf b = { 0 };
-		struct ptw_map named = { 0 };
-		for (size_t k = 0; k < n; k++)
-			for (size_t d = 0; d < all[k]->ndynsym_only; d++) {
-				const char *m = all[k]->dynsym_only[d];
-				if ((p->p.module && fnmatch(p->p.module, m, 0) != 0) ||
-				    ptw_map_get(&named, ptw_str_hash(m)))
-					continue;
-				ptw_map_put(&named, ptw_str_hash(m), (void *)1);
-				ptw_buf_puts(&b, b.len ? ", " : "");
-				ptw_buf_puts(&b, m);
-			}
-		ptw_map_free(&named);
-		if (b.len)
-			tracer_warn(
-				t, PTW_W_TRACE_NO_MATCH,
-				"--trace '%s' matched no function; only the dynamic symbols of %s could "
-				"be searched (no symbol table, no debug file): their static functions "
-				"cannot be found",
-				p->p.text, b.p);
-		else
-			tracer_warn(t, PTW_W_TRACE_NO_MATCH, "--trace '%s' matched no function",
-				    p->p.text);
-		ptw_buf_free(&b);
-	}
+	ptw_trace_select_notes(all, n, note, &(struct notes){ who });
 	free(all);
 	free(who);
 }
