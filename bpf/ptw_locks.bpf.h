@@ -47,6 +47,7 @@ static __always_inline int lock_record(struct pt_regs *ctx, __u32 kind, __u64 id
 	begin(&r->h, kind, id);
 	r->h.a = a;
 	r->h.b = (__u32)ctx->si; /* __futex_abstimed_wait_common: the expected value */
+	r->h.c = words_at;	 /* a join: where the joined thread's tid is */
 	__u64 regs[17] = { ctx->ax,  ctx->dx,  ctx->cx,	 ctx->bx,  ctx->si,  ctx->di,
 			   ctx->bp,  ctx->sp,  ctx->r8,	 ctx->r9,  ctx->r10, ctx->r11,
 			   ctx->r12, ctx->r13, ctx->r14, ctx->r15, ctx->ip };

@@ -83,4 +83,14 @@ unsigned ptw_libc_waits_blind(const struct ptw_libc_waits *w);
 /* Whether pc lies in one of the exported waiting functions. */
 bool ptw_libc_waits_in_range(const struct ptw_libc_waits *w, uint64_t pc);
 
+/*
+ * Where a wait is called from: the frame (of pcs, as for classify) whose
+ * call is its site, the first out of libc; in a static program (libc_path
+ * NULL) the first neither in an exported primitive nor named like an
+ * internal one. -1: none.
+ */
+int ptw_libc_waits_site_frame(const struct ptw_libc_waits *w, struct ptw_symbols *syms,
+			      const char *libc_path, const uint64_t *pcs, int n);
+
+
 #endif

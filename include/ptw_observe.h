@@ -162,4 +162,9 @@ typedef pid_t (*ptw_owner_fn)(void *ctx, pid_t tid);
  */
 size_t ptw_wait_cycle(pid_t from, ptw_owner_fn owner_of, void *ctx, pid_t *ret, size_t max);
 
+/* A cycle's identity, whichever member it was found from: its threads and,
+ * for each, what tells one wait from a later one (its object, its wait's
+ * sequence number). Never 0. */
+uint64_t ptw_wait_cycle_key(const pid_t *tids, const uint64_t *waits, size_t n);
+
 #endif

@@ -33,6 +33,11 @@ enum ptw_wait_kind ptw_wait_classify(const char *const *symbols, size_t n);
 /* The object a futex wait of this kind is about, from the futex address. */
 uint64_t ptw_wait_object(enum ptw_wait_kind kind, uint64_t futex);
 
+/* Where the thread that holds a waited-on object is written (its TID): a
+ * mutex's owner, a rwlock's writer, a joined thread's tid (tid_at); 0 for
+ * what nobody holds (a condition variable, a semaphore). */
+uint64_t ptw_wait_owner_at(enum ptw_wait_kind kind, uint64_t object, uint64_t tid_at);
+
 /* Name of a system call number likely to block ("futex", "read"), or NULL. */
 const char *ptw_syscall_name(long nr);
 

@@ -262,3 +262,22 @@ uint64_t ptw_libc_waits_object(enum ptw_wait_kind kind, uint64_t futex, uint32_t
 		return futex;
 	}
 }
+
+int ptw_libc_waits_site_frame(const struct ptw_libc_waits *w, struct ptw_symbols *syms,
+			      const char *libc_path, const uint64_t *pcs, int n)
+{
+	for (int i = 1; i < n; i++) {
+		if (libc_path) {
+			if (!in_libc(syms, libc_path, pcs[i]))
+				return i;
+			continue;
+		}
+		/* a static program: libc's functions are the program's */
+		const struct ptw_location *loc = ptw_symbols_locate(syms, pcs[i] - 1);
+		bool primitive = !loc || !loc->symbol || loc->symbol[0] == '_' ||
+				 ptw_libc_waits_in_range(w, pcs[i] - 1);
+		if (!primitive)
+			return i;
+	}
+	return -1;
+}

@@ -57,6 +57,21 @@ uint64_t ptw_wait_object(enum ptw_wait_kind kind, uint64_t futex)
 	}
 }
 
+uint64_t ptw_wait_owner_at(enum ptw_wait_kind kind, uint64_t object, uint64_t tid_at)
+{
+	switch (kind) {
+	case PTW_WAIT_MUTEX:
+		return object + PTW_MUTEX_OWNER;
+	case PTW_WAIT_RWLOCK_READ:
+	case PTW_WAIT_RWLOCK_WRITE:
+		return object + PTW_RWLOCK_CUR_WRITER;
+	case PTW_WAIT_JOIN:
+		return tid_at;
+	default:
+		return 0; /* a condition variable, a semaphore: nobody holds them */
+	}
+}
+
 const char *ptw_syscall_name(long nr)
 {
 	switch (nr) {

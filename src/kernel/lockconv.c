@@ -130,17 +130,6 @@ static int frames(struct ptwk_lockconv *c, const struct lwait *w, const struct p
 
 /* ---- deadlocks ---- */
 
-static uint64_t cycle_key(const pid_t *tids, const uint32_t *seqs, size_t n)
-{
-	/* the same cycle found from another member: the same set */
-	uint64_t h = 0;
-	for (size_t i = 0; i < n; i++) {
-		uint64_t x = ((uint64_t)(uint32_t)tids[i] << 32 | seqs[i]) * 0x9e3779b97f4a7c15ull;
-		h += x ^ (x >> 31);
-	}
-	return h | 1;
-}
-
 static void find_cycle(struct ptwk_lockconv *c, pid_t from)
 {
 	pid_t cyc[MAX_CYCLE];
@@ -165,7 +154,10 @@ static void find_cycle(struct ptwk_lockconv *c, pid_t from)
 		k->tids[i] = cyc[i];
 		k->seqs[i] = w->seq;
 	}
-	k->key = cycle_key(k->tids, k->seqs, n);
+	uint64_t seqs[MAX_CYCLE];
+	for (size_t i = 0; i < n; i++)
+		seqs[i] = k->seqs[i];
+	k->key = ptw_wait_cycle_key(k->tids, seqs, n);
 	for (size_t i = 0; i < c->ncands; i++)
 		if (c->cands[i]->key == k->key) {
 			free(k);
@@ -286,21 +278,10 @@ void ptwk_lockconv_confirm(struct ptwk_lockconv *c, uint64_t ns)
 static void owner_at_entry(struct ptwk_lockconv *c, struct lwait *w,
 			   const struct ptwk_lock_record *r)
 {
-	uint64_t at = 0;
-	switch (w->kind) {
-	case PTW_WAIT_MUTEX:
-		at = w->object + PTW_MUTEX_OWNER;
-		break;
-	case PTW_WAIT_RWLOCK_READ:
-	case PTW_WAIT_RWLOCK_WRITE:
-		at = w->object + PTW_RWLOCK_CUR_WRITER;
-		break;
-	case PTW_WAIT_JOIN:
-		at = w->futex; /* the joined thread's tid */
-		break;
-	default:
+	/* (a join's futex is the joined thread's tid) */
+	uint64_t at = ptw_wait_owner_at(w->kind, w->object, w->futex);
+	if (!at)
 		return; /* a condition variable, a semaphore: nobody holds them */
-	}
 	w->owner_addr = at;
 	uint64_t off = at - w->futex;
 	if (!(r->lflags & PTWK_LF_WORDS) || at < w->futex || off % 4 || off / 4 >= PTWK_LOCK_WORDS)

@@ -120,34 +120,16 @@ static const struct ptw_location *locate(void *ctx, uint64_t pc)
 	return pc && syms_of(l) ? ptw_symbols_locate(syms_of(l), pc) : NULL;
 }
 
-static bool in_libc(struct ptwk_locks *l, uint64_t pc)
-{
-	const char *m = ptw_symbols_module_of(syms_of(l), pc);
-	return m && l->libc_path && !strcmp(m, l->libc_path);
-}
-
-/* As the tracer names a wait's call site: the call of the first frame out
- * of libc; in a static program the first frame neither in an exported
- * primitive nor named like an internal one. */
+/* A wait's call site (ptw_libc_waits_site_frame), named as the tracer
+ * names it. */
 static const struct ptw_location *site(void *ctx, const uint64_t *pcs, int n)
 {
 	struct ptwk_locks *l = ctx;
 	find(l);
 	if (!syms_of(l) || !l->env.call_site)
 		return NULL;
-	for (int i = 1; i < n; i++) {
-		if (l->libc_path) {
-			if (!in_libc(l, pcs[i]))
-				return l->env.call_site(l->env.ctx, pcs[i]);
-			continue;
-		}
-		const struct ptw_location *loc = locate(l, pcs[i] - 1);
-		bool primitive = !loc || !loc->symbol || loc->symbol[0] == '_' ||
-				 ptw_libc_waits_in_range(&l->lw, pcs[i] - 1);
-		if (!primitive)
-			return l->env.call_site(l->env.ctx, pcs[i]);
-	}
-	return NULL;
+	int at = ptw_libc_waits_site_frame(&l->lw, syms_of(l), l->libc_path, pcs, n);
+	return at > 0 ? l->env.call_site(l->env.ctx, pcs[at]) : NULL;
 }
 
 static const struct ptw_location *object(void *ctx, uint64_t addr)

@@ -30,6 +30,19 @@ size_t ptw_wait_cycle(pid_t from, ptw_owner_fn owner_of, void *ctx, pid_t *ret, 
 	return 0;
 }
 
+uint64_t ptw_wait_cycle_key(const pid_t *tids, const uint64_t *waits, size_t n)
+{
+	/* order-independent: a sum of the members' mixed hashes */
+	uint64_t h = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t x = ((uint64_t)(uint32_t)tids[i] * 0x9e3779b97f4a7c15ull) ^ waits[i];
+		x ^= x >> 29;
+		x *= 0xbf58476d1ce4e5b9ull;
+		h += x ^ (x >> 32);
+	}
+	return h | 1;
+}
+
 const char *ptw_wait_kind_name(enum ptw_wait_kind kind)
 {
 	static const char *const names[] = { "none", "mutex",	"join",	       "rwlock",

@@ -227,22 +227,9 @@ static int32_t read_i32(struct ptw_tracer *t, uint64_t addr)
 static pid_t owner_now(struct ptw_tracer *t, enum ptw_wait_kind kind, uint64_t object)
 {
 	struct locks *lk = locks_state(t);
-	int32_t v = 0;
-	switch (kind) {
-	case PTW_WAIT_MUTEX:
-		v = read_i32(t, object + PTW_MUTEX_OWNER);
-		break;
-	case PTW_WAIT_RWLOCK_READ:
-	case PTW_WAIT_RWLOCK_WRITE:
-		v = read_i32(t, object + PTW_RWLOCK_CUR_WRITER);
-		break;
-	case PTW_WAIT_JOIN:
-		if (lk->have_tid_off)
-			v = read_i32(t, object + lk->tid_off);
-		break;
-	default:
-		break;
-	}
+	uint64_t at = ptw_wait_owner_at(kind, object,
+					      lk->have_tid_off ? object + lk->tid_off : 0);
+	int32_t v = at ? read_i32(t, at) : 0;
 	return live_target_tid(t, v) ? v : 0;
 }
 
@@ -267,15 +254,6 @@ static const struct ptw_location *call_at(struct ptw_tracer *t, uint64_t ret)
 	if (ret > 8 && ptw_bp_read_original(t->bps, ret - 8, before, 8) == 0)
 		k = ptw_insn_call_length(before, ret);
 	return tracer_locate(t, ret - (uint64_t)(k > 0 ? k : 1));
-}
-
-/* A static program is one module, libc in it: every pc may be libc's. */
-static bool in_libc(struct ptw_tracer *t, uint64_t pc)
-{
-	if (!t->img.dynamic)
-		return true;
-	const char *m = ptw_symbols_module_of(t->img.syms, pc);
-	return locks_state(t)->libc_path && m && !strcmp(m, locks_state(t)->libc_path);
 }
 
 /* A global's name, when the object is one. */
@@ -368,22 +346,12 @@ static void begin_wait(struct ptw_tracer *t, struct ptw_lwp *l,
 	th->lwaits[th->nlwaits++] = (struct lock_wait){ kind, object, ret, sp };
 
 	const struct ptw_location *stack[SITE_FRAMES];
-	const struct ptw_location *site = NULL;
-	for (int i = 0; i < n; i++) {
+	for (int i = 0; i < n; i++)
 		stack[i] = i ? tracer_locate(t, pcs[i] - 1) : tracer_locate(t, pcs[i]);
-		if (i && !site && locks_state(t)->libc_path && !in_libc(t, pcs[i]))
-			site = call_at(t, pcs[i]);
-	}
-	/* A static program: libc's functions are the program's; the first
-	 * frame out of them is the first neither in an exported primitive
-	 * nor named like an internal one. */
-	for (int i = 1; i < n && !site && !t->img.dynamic; i++) {
-		const struct ptw_location *loc = tracer_locate(t, pcs[i] - 1);
-		bool primitive = !loc || !loc->symbol || loc->symbol[0] == '_';
-		primitive = primitive || ptw_libc_waits_in_range(&locks_state(t)->lw, pcs[i] - 1);
-		if (!primitive)
-			site = call_at(t, pcs[i]);
-	}
+	int at = ptw_libc_waits_site_frame(&locks_state(t)->lw, t->img.syms,
+					   t->img.dynamic ? locks_state(t)->libc_path : NULL, pcs,
+					   n);
+	const struct ptw_location *site = at > 0 ? call_at(t, pcs[at]) : NULL;
 	struct ptw_event ev = ptw_event_init(PTW_EV_WAIT_BEGIN, ns, l->tid);
 	ev.wait_kind = kind;
 	ev.wait_object = object;
@@ -487,19 +455,6 @@ void hook_wait_join_ret(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *
 
 /* ---- deadlocks ---- */
 
-static uint64_t cycle_key(const pid_t *tids, const uint64_t *objects, size_t n)
-{
-	/* order-independent: the same cycle found from another member */
-	uint64_t h = 0;
-	for (size_t i = 0; i < n; i++) {
-		uint64_t x = ((uint64_t)(uint32_t)tids[i] * 0x9e3779b97f4a7c15ull) ^ objects[i];
-		x ^= x >> 29;
-		x *= 0xbf58476d1ce4e5b9ull;
-		h += x ^ (x >> 32);
-	}
-	return h | 1;
-}
-
 static void check_deadlock(struct ptw_tracer *t, struct ptw_lwp *l,
 			   const struct user_regs_struct *regs, uint64_t ns)
 {
@@ -527,7 +482,7 @@ static void check_deadlock(struct ptw_tracer *t, struct ptw_lwp *l,
 		objects[i] = th->lwaits[th->nlwaits - 1].object;
 		kinds[i] = th->lwaits[th->nlwaits - 1].kind;
 	}
-	uint64_t key = cycle_key(cyc, objects, n);
+	uint64_t key = ptw_wait_cycle_key(cyc, objects, n);
 	if (ptw_map_get(&lk->reported, key))
 		return;
 	/* A candidate. The owners were read while the others ran: stop them,

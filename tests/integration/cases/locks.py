@@ -338,6 +338,53 @@ def case_locks_deadlock(session, chk, mode='launch'):
     check_waits_sane(chk, run.doc)
 
 
+@test('locks-deadlock-join', kernel=True)
+@case('locks-deadlock-join')
+def case_locks_deadlock_join(session, chk):
+    """A deadlock through a join: main holds mutex_a and joins a thread
+    that waits for it. Found as the AB/BA one is: each waits for the other
+    (main for the thread it joins, that thread for mutex_a's owner), said
+    once in the event log and in the document."""
+    run, proc = session.start([fixture('locks'), 'joindeadlock'], opts=['-q', '--locks'])
+    pid = None
+    try:
+        chk.true('the truth record', wait_for(lambda: any(r.get('kind') == 'joindeadlock'
+                                                          for r in load_truth(run)), 20))
+        rec = one_truth(run, 'joindeadlock')
+        pid = rec['pid']
+        chk.true('DEADLOCK said in the event log (with -q)',
+                 wait_for_text(run, proc, 'DEADLOCK #1', 20), run.stderr_text()[-2000:])
+        chk.eq('ptwatch still runs', proc.poll(), None)
+        os.kill(pid, signal.SIGKILL)
+        session.wait(run, proc, 20, 'ptwatch did not exit after the target was killed')
+    finally:
+        end_group(proc)
+        if pid:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    load_doc(run)
+    dls = run.doc.get('deadlocks') or []
+    chk.eq('one deadlock in the document (%r)' % dls, len(dls), 1)
+    if dls:
+        chk.eq('deadlock tids', sorted(dls[0]['tids']), sorted([rec['main'], rec['worker']]))
+    waits = {w['id']: w for w in wait_spans(run.doc)}
+    want = {rec['main']: ('join', rec['worker']), rec['worker']: ('mutex', rec['main'])}
+    for wid in (dls[0]['waits'] if dls else []):
+        w = waits.get(wid)
+        if not chk.true('deadlock wait %s is a wait span' % wid, w is not None):
+            continue
+        kind, owner = want.get(w['tid'], (None, None))
+        chk.eq('wait %d: kind' % wid, w['wait'], kind, w)
+        chk.eq('wait %d: owner' % wid, w['owner_tid'], owner, w)
+        if kind == 'mutex':
+            chk.eq('wait %d: object' % wid, w['object']['addr'], rec['mutex_a'], w)
+    lines = [x for x in run.stderr_text().splitlines() if 'DEADLOCK #' in x and 'threads wait' in x]
+    chk.eq('said once in the event log (%r)' % lines, len(lines), 1)
+    check_waits_sane(chk, run.doc)
+
+
 @test('locks-usage', kernel=True)
 @case('locks-usage')
 def case_locks_usage(session, chk):
