@@ -22,6 +22,8 @@
 
 #include "ptw_util.h"
 
+struct ptw_location;
+
 /* What a wait status says, before the tracer gives it meaning. */
 enum ptw_stop_kind {
 	PTW_STOP_NONE,
@@ -453,5 +455,20 @@ static inline struct ptw_proc *ptw_proc_root(struct ptw_proc *p)
 /* Releases everything; does not touch the target. A followed process
  * leaves root's table to root (its LWPs are forgotten by the caller). */
 void ptw_proc_free(struct ptw_proc *p);
+
+/* Where a thread is, read from /proc without stopping it. */
+struct ptw_where {
+	char state[48];	 /* "S futex", "R", "t": state letter and system call */
+	char wchan[64];	 /* kernel function it sleeps in, "" unknown */
+	char name[32];	 /* its comm, "" unknown */
+	uint64_t pc;	 /* user PC while blocked in a system call, 0 unknown */
+	const struct ptw_location *at; /* pc's symbol, NULL unknown; valid for the session */
+};
+
+/* Where thread tid of process pid is now, from /proc alone: its kernel
+ * state, wchan, system call and the PC it made it from (ret->at is left
+ * NULL: the caller's symbols name pc). Returns 0, or -ESRCH when the
+ * thread is gone (*ret then says "?"). */
+int ptw_where_read(pid_t pid, pid_t tid, struct ptw_where *ret);
 
 #endif

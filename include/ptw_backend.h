@@ -7,7 +7,7 @@
  * driven by the session through these operations only.
  *
  * A backend is made by one of the constructors below, with the session's
- * callbacks in struct ptw_tracer_opts (sink, before_block, timers); the
+ * callbacks in struct ptw_backend_opts (sink, before_block, timers); the
  * session runs it to the end and frees it (ptw_session_run).
  */
 #ifndef PTW_BACKEND_H
@@ -18,8 +18,45 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "ptw_attach.h"
+#include "ptw_events.h"
 #include "ptw_output.h"
-#include "ptw_tracer.h"
+
+typedef void (*ptw_event_sink_fn)(void *ctx, const struct ptw_event *ev);
+
+/* What the session asks of a backend, and its callbacks. */
+struct ptw_backend_opts {
+	bool use_debug_files;	   /* libc's debug file: read struct pthread, fewer stops */
+	bool use_cache;		   /* the build-id cache (ptw_cache_default_dir()) */
+	bool create_events;	   /* TD_CREATE breakpoint instead of the clone event */
+	bool follow_forks;	   /* -f: trace every process the target forks, to any depth */
+	char *const *trace;	   /* --trace patterns ([MODULE:]GLOB), ntrace of them */
+	size_t ntrace;
+	bool locks;		   /* --locks: wait spans, live deadlocks */
+	ptw_event_sink_fn sink;
+	void *sink_ctx;
+	void (*before_block)(void *ctx); /* about to sleep: flush output */
+	void *before_block_ctx;
+	/* The session's own deadlines (span open timeouts), optional: when
+	 * the next is due (CLOCK_MONOTONIC ns, 0: none), and the call once it
+	 * is (now: the time), which must deal with every timer due by now.
+	 * ptw_tracer_run wakes up for it in the wait it does anyway: no
+	 * polling, no extra stop. */
+	uint64_t (*next_timer)(void *ctx);
+	void (*on_timer)(void *ctx, uint64_t now);
+	void *timer_ctx;
+};
+
+enum ptw_end_reason {
+	PTW_END_TARGET_EXITED,
+	PTW_END_INTERRUPTED,
+	PTW_END_DURATION,
+	PTW_END_ERROR,
+	PTW_END_SNAPSHOT,
+	PTW_END_DETACHED,
+};
+const char *ptw_end_reason_name(enum ptw_end_reason r);
+/* PTW_END_DETACHED: ptw_tracer_stop() was called (the live table's q). */
 
 enum ptw_backend_kind {
 	PTW_BACKEND_AUTO,   /* the kernel path where it can run, else ptrace */
@@ -58,6 +95,8 @@ struct ptw_backend {
 	char why[256];	  /* why this one ran (the document's session.backend_why) */
 };
 
+struct ptw_tracer;
+
 /* The ptrace tracer t as a backend (it owns t from now on). */
 struct ptw_backend *ptw_tracer_backend(struct ptw_tracer *t);
 
@@ -68,10 +107,10 @@ struct ptw_backend *ptw_tracer_backend(struct ptw_tracer *t);
  * kernel or these privileges; -ENOENT: no glibc to probe in the target;
  * -EOPNOTSUPP: an option the kernel path does not do).
  */
-int ptw_kernel_backend_launch(const struct ptw_tracer_opts *o, char *const argv[],
+int ptw_kernel_backend_launch(const struct ptw_backend_opts *o, char *const argv[],
 			      int child_stdout, struct ptw_backend **ret, char *why,
 			      size_t why_size);
-int ptw_kernel_backend_attach(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_backend **ret,
+int ptw_kernel_backend_attach(const struct ptw_backend_opts *o, pid_t pid, struct ptw_backend **ret,
 			      char *why, size_t why_size);
 
 /*
@@ -84,10 +123,10 @@ int ptw_kernel_backend_attach(const struct ptw_tracer_opts *o, pid_t pid, struct
  * them (why empty: the caller explains), or the kernel path's with why
  * set (only when it was asked for by name).
  */
-int ptw_backend_launch(enum ptw_backend_kind want, const struct ptw_tracer_opts *o,
+int ptw_backend_launch(enum ptw_backend_kind want, const struct ptw_backend_opts *o,
 		       char *const argv[], int child_stdout, struct ptw_backend **ret, char *why,
 		       size_t why_size);
-int ptw_backend_attach(enum ptw_backend_kind want, const struct ptw_tracer_opts *o, pid_t pid,
+int ptw_backend_attach(enum ptw_backend_kind want, const struct ptw_backend_opts *o, pid_t pid,
 		       bool snapshot, struct ptw_backend **ret, char *why, size_t why_size);
 
 #endif

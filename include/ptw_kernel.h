@@ -41,7 +41,7 @@ struct ptw_kernel_opts {
 	/* Force ordinary per-probe uprobes (one perf event per probe) instead
 	 * of one uprobe_multi link per program (tests; the fallback). */
 	bool no_multi;
-	/* --trace: [MODULE:]GLOB patterns, as ptw_tracer_opts' (ptw_patterns.h):
+	/* --trace: [MODULE:]GLOB patterns, as ptw_backend_opts' (ptw_patterns.h):
 	 * an entry uprobe and a uretprobe on every function they match in the
 	 * executable and its libraries, PTW_EV_FRAME_ENTRY/RETURN and the
 	 * THROW, CATCH, LONGJMP the tracer emits. Patterns that match nothing

@@ -15,7 +15,7 @@
  *    frame costs O(live + recently ended), not O(spans ever).
  *  - the screen (src/output/live.c): ncurses on a terminal fd, keys from an
  *    input fd, never blocking: the session calls ptw_live_tick() from the
- *    tracer loop's timer (ptw_tracer_opts next_timer/on_timer) and when the
+ *    tracer loop's timer (ptw_backend_opts next_timer/on_timer) and when the
  *    input fd (ptw_live_wake_fd) is readable.
  */
 #ifndef PTW_LIVE_H

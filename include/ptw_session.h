@@ -23,7 +23,7 @@
 
 struct ptw_backend;
 struct ptw_live_opts;
-struct ptw_tracer_opts;
+struct ptw_backend_opts;
 
 /* ptwatch's exit status when an output could not be written (a full
  * disk, an I/O error): said on standard error with the command's own
@@ -57,7 +57,7 @@ struct ptw_session *ptw_session_new(const struct ptw_session_opts *o);
 void ptw_session_free(struct ptw_session *s);
 
 /* The backend's callbacks into the session (sink, before_block, timers). */
-void ptw_session_tracer_opts(struct ptw_session *s, struct ptw_tracer_opts *to);
+void ptw_session_tracer_opts(struct ptw_session *s, struct ptw_backend_opts *to);
 /* --live: the live table takes the terminal once the target is known
  * (if it cannot, event lines instead). Before ptw_session_run. */
 void ptw_session_add_live(struct ptw_session *s, const struct ptw_live_opts *lo);

@@ -12,52 +12,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "ptw_backend.h"
 #include "ptw_events.h"
 #include "ptw_output.h"
-
-typedef void (*ptw_event_sink_fn)(void *ctx, const struct ptw_event *ev);
-
-struct ptw_tracer_opts {
-	bool use_debug_files;	   /* libc's debug file: read struct pthread, fewer stops */
-	bool use_cache;		   /* the build-id cache (ptw_cache_default_dir()) */
-	bool create_events;	   /* TD_CREATE breakpoint instead of the clone event */
-	bool follow_forks;	   /* -f: trace every process the target forks, to any depth */
-	char *const *trace;	   /* --trace patterns ([MODULE:]GLOB), ntrace of them */
-	size_t ntrace;
-	bool locks;		   /* --locks: wait spans, live deadlocks */
-	ptw_event_sink_fn sink;
-	void *sink_ctx;
-	void (*before_block)(void *ctx); /* about to sleep: flush output */
-	void *before_block_ctx;
-	/* The session's own deadlines (span open timeouts), optional: when
-	 * the next is due (CLOCK_MONOTONIC ns, 0: none), and the call once it
-	 * is (now: the time), which must deal with every timer due by now.
-	 * ptw_tracer_run wakes up for it in the wait it does anyway: no
-	 * polling, no extra stop. */
-	uint64_t (*next_timer)(void *ctx);
-	void (*on_timer)(void *ctx, uint64_t now);
-	void *timer_ctx;
-};
-
-/* Where a thread is, read from /proc without stopping it (ptw_tracer_where). */
-struct ptw_where {
-	char state[48];	 /* "S futex", "R", "t": state letter and system call */
-	char wchan[64];	 /* kernel function it sleeps in, "" unknown */
-	char name[32];	 /* its comm, "" unknown */
-	uint64_t pc;	 /* user PC while blocked in a system call, 0 unknown */
-	const struct ptw_location *at; /* pc's symbol, NULL unknown; valid for the session */
-};
-
-enum ptw_end_reason {
-	PTW_END_TARGET_EXITED,
-	PTW_END_INTERRUPTED,
-	PTW_END_DURATION,
-	PTW_END_ERROR,
-	PTW_END_SNAPSHOT,
-	PTW_END_DETACHED,
-};
-const char *ptw_end_reason_name(enum ptw_end_reason r);
-/* PTW_END_DETACHED: ptw_tracer_stop() was called (the live table's q). */
 
 struct ptw_tracer;
 
@@ -66,7 +23,7 @@ struct ptw_tracer;
  * as the command's stdout, or -1 to leave it alone. Returns 0, or -errno of
  * the failed exec (-ENOENT, -EACCES, ...) or of ptrace itself.
  */
-int ptw_tracer_launch(const struct ptw_tracer_opts *o, char *const argv[], int child_stdout,
+int ptw_tracer_launch(const struct ptw_backend_opts *o, char *const argv[], int child_stdout,
 		      struct ptw_tracer **ret);
 
 /*
@@ -75,7 +32,7 @@ int ptw_tracer_launch(const struct ptw_tracer_opts *o, char *const argv[], int c
  * the threads found have origin "preexisting" (or "main"). Returns 0, -ESRCH
  * (no such process / nothing to attach), -EPERM, or -errno.
  */
-int ptw_tracer_attach(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tracer **ret);
+int ptw_tracer_attach(const struct ptw_backend_opts *o, pid_t pid, struct ptw_tracer **ret);
 
 /*
  * Attaches to pid only to record every thread: kernel state, backtrace and
@@ -83,7 +40,7 @@ int ptw_tracer_attach(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tra
  * patched; the threads stay stopped until ptw_tracer_detach(). Returns 0,
  * -ESRCH, -EPERM or -errno.
  */
-int ptw_tracer_snapshot(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tracer **ret);
+int ptw_tracer_snapshot(const struct ptw_backend_opts *o, pid_t pid, struct ptw_tracer **ret);
 
 /*
  * Traces until the target exits, ptwatch gets a session signal, or
@@ -110,9 +67,6 @@ int ptw_tracer_detach(struct ptw_tracer *t);
  * state, wchan, system call and the PC it made it from. Returns 0, or
  * -ESRCH when the thread is gone (*ret then says "?"). */
 int ptw_tracer_where(struct ptw_tracer *t, pid_t tid, struct ptw_where *ret);
-/* The same for thread tid of process pid, from /proc alone (ret->at is
- * left NULL: the caller's symbols name pc). */
-int ptw_where_read(pid_t pid, pid_t tid, struct ptw_where *ret);
 
 /*
  * What became of the target, checked now, into r->fate (and its exit, when

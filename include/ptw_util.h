@@ -206,4 +206,7 @@ int ptw_maps_read(pid_t pid, struct ptw_mapping **ret);
 /* The mapping containing addr in maps, or NULL. */
 const struct ptw_mapping *ptw_maps_find(const struct ptw_mapping *maps, int n, uint64_t addr);
 
+/* Name of a system call number likely to block ("futex", "read"), or NULL. */
+const char *ptw_syscall_name(long nr);
+
 #endif

@@ -38,7 +38,5 @@ uint64_t ptw_wait_object(enum ptw_wait_kind kind, uint64_t futex);
  * what nobody holds (a condition variable, a semaphore). */
 uint64_t ptw_wait_owner_at(enum ptw_wait_kind kind, uint64_t object, uint64_t tid_at);
 
-/* Name of a system call number likely to block ("futex", "read"), or NULL. */
-const char *ptw_syscall_name(long nr);
 
 #endif

@@ -641,7 +641,7 @@ int main(int argc, char **argv)
 
 	so.record = ptw_guardian_keeps_record();
 	struct ptw_session *s = ptw_session_new(&so);
-	struct ptw_tracer_opts to = {
+	struct ptw_backend_opts to = {
 		.use_debug_files = o.use_debug_files,
 		.use_cache = o.use_cache,
 		.create_events = o.create_events,

@@ -42,7 +42,7 @@
 
 struct kernel_backend {
 	struct ptw_backend b; /* first: the session holds &b */
-	struct ptw_tracer_opts o;
+	struct ptw_backend_opts o;
 	struct ptw_kernel *k;
 	pid_t pid;
 	bool launched;
@@ -385,7 +385,7 @@ static const struct ptw_backend_ops kernel_ops = {
 };
 
 /* What the kernel path does not do: said before anything starts. */
-static int unsupported(const struct ptw_tracer_opts *o, char *why, size_t size)
+static int unsupported(const struct ptw_backend_opts *o, char *why, size_t size)
 {
 	if (!o->create_events)
 		return 0;
@@ -394,7 +394,7 @@ static int unsupported(const struct ptw_tracer_opts *o, char *why, size_t size)
 	return -EOPNOTSUPP;
 }
 
-static struct kernel_backend *backend_new(const struct ptw_tracer_opts *o,
+static struct kernel_backend *backend_new(const struct ptw_backend_opts *o,
 					  struct ptw_kernel_opts *ko)
 {
 	struct kernel_backend *kb = xcalloc(1, sizeof(*kb));
@@ -415,7 +415,7 @@ static struct kernel_backend *backend_new(const struct ptw_tracer_opts *o,
 }
 
 /* Launches argv (pid 0) or attaches to pid. */
-static int start(const struct ptw_tracer_opts *o, char *const argv[], int child_stdout, pid_t pid,
+static int start(const struct ptw_backend_opts *o, char *const argv[], int child_stdout, pid_t pid,
 		 struct ptw_backend **ret, char *why, size_t why_size)
 {
 	int r = unsupported(o, why, why_size);
@@ -441,14 +441,14 @@ static int start(const struct ptw_tracer_opts *o, char *const argv[], int child_
 	return 0;
 }
 
-int ptw_kernel_backend_launch(const struct ptw_tracer_opts *o, char *const argv[],
+int ptw_kernel_backend_launch(const struct ptw_backend_opts *o, char *const argv[],
 			      int child_stdout, struct ptw_backend **ret, char *why,
 			      size_t why_size)
 {
 	return start(o, argv, child_stdout, 0, ret, why, why_size);
 }
 
-int ptw_kernel_backend_attach(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_backend **ret,
+int ptw_kernel_backend_attach(const struct ptw_backend_opts *o, pid_t pid, struct ptw_backend **ret,
 			      char *why, size_t why_size)
 {
 	return start(o, NULL, -1, pid, ret, why, why_size);

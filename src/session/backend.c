@@ -3,6 +3,7 @@
  * auto's choice, with the reason the document gives. */
 #define _GNU_SOURCE
 #include "ptw_backend.h"
+#include "ptw_tracer.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -13,6 +14,24 @@
 #include "ptw_util.h"
 
 static const char *const kind_names[] = { "auto", "ptrace", "kernel" };
+
+const char *ptw_end_reason_name(enum ptw_end_reason r)
+{
+	switch (r) {
+	case PTW_END_TARGET_EXITED:
+		return "target_exited";
+	case PTW_END_INTERRUPTED:
+		return "interrupted";
+	case PTW_END_DURATION:
+		return "duration";
+	case PTW_END_SNAPSHOT:
+		return "snapshot";
+	case PTW_END_DETACHED:
+		return "detached";
+	default:
+		return "error";
+	}
+}
 
 const char *ptw_backend_kind_name(enum ptw_backend_kind k)
 {
@@ -33,7 +52,7 @@ int ptw_backend_kind_parse(const char *s, enum ptw_backend_kind *ret)
  * Whether auto may take the kernel path for this session; if not, why
  * (one line, into why). argv0: a launch's command (NULL for -p).
  */
-static bool kernel_fits(const struct ptw_tracer_opts *o, const char *argv0, char *why,
+static bool kernel_fits(const struct ptw_backend_opts *o, const char *argv0, char *why,
 			size_t size)
 {
 	char reason[200];
@@ -75,7 +94,7 @@ static bool kernel_fits(const struct ptw_tracer_opts *o, const char *argv0, char
 	return true;
 }
 
-static int ptrace_launch(const struct ptw_tracer_opts *o, char *const argv[], int child_stdout,
+static int ptrace_launch(const struct ptw_backend_opts *o, char *const argv[], int child_stdout,
 			 struct ptw_backend **ret)
 {
 	struct ptw_tracer *t;
@@ -85,7 +104,7 @@ static int ptrace_launch(const struct ptw_tracer_opts *o, char *const argv[], in
 	return r;
 }
 
-int ptw_backend_launch(enum ptw_backend_kind want, const struct ptw_tracer_opts *o,
+int ptw_backend_launch(enum ptw_backend_kind want, const struct ptw_backend_opts *o,
 		       char *const argv[], int child_stdout, struct ptw_backend **ret, char *why,
 		       size_t why_size)
 {
@@ -116,7 +135,7 @@ int ptw_backend_launch(enum ptw_backend_kind want, const struct ptw_tracer_opts 
 	return r;
 }
 
-int ptw_backend_attach(enum ptw_backend_kind want, const struct ptw_tracer_opts *o, pid_t pid,
+int ptw_backend_attach(enum ptw_backend_kind want, const struct ptw_backend_opts *o, pid_t pid,
 		       bool snapshot, struct ptw_backend **ret, char *why, size_t why_size)
 {
 	char reason[256] = "";

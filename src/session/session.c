@@ -20,7 +20,6 @@
 #include "ptw_record.h"
 #include "ptw_spans.h"
 #include "ptw_timeouts.h"
-#include "ptw_tracer.h"
 #include "ptw_util.h"
 
 /* The outputs at most: the format's, the text, the live table. */
@@ -328,7 +327,7 @@ void ptw_session_free(struct ptw_session *s)
 	free(s);
 }
 
-void ptw_session_tracer_opts(struct ptw_session *s, struct ptw_tracer_opts *to)
+void ptw_session_tracer_opts(struct ptw_session *s, struct ptw_backend_opts *to)
 {
 	to->sink = sink;
 	to->sink_ctx = s;

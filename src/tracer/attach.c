@@ -275,7 +275,7 @@ void attach_emit_facts(struct ptw_tracer *t, const struct preexisting *f, const 
 	}
 }
 
-struct ptw_tracer *attach_tracer_new(const struct ptw_tracer_opts *o, struct ptw_proc *proc,
+struct ptw_tracer *attach_tracer_new(const struct ptw_backend_opts *o, struct ptw_proc *proc,
 				      uint64_t start_ns, bool snapshot)
 {
 	struct ptw_tracer *t = tracer_new(o, NULL, proc->pid, start_ns, !snapshot);

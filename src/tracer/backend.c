@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The ptrace tracer behind the session's backend operations (ptw_backend.h). */
 #include "ptw_backend.h"
+#include "ptw_tracer.h"
 
 #include <stdlib.h>
 

@@ -83,7 +83,7 @@ static struct locks *locks_state(struct ptw_tracer *t)
 	return t->fstate[FEATURE_LOCKS];
 }
 
-static bool locks_wanted(const struct ptw_tracer_opts *o)
+static bool locks_wanted(const struct ptw_backend_opts *o)
 {
 	return o->locks;
 }

@@ -18,7 +18,7 @@ static const struct tracer_feature *const feature_table[FEATURES] = {
 	[FEATURE_LOCKS] = &feature_locks,
 };
 
-struct ptw_tracer *tracer_new(const struct ptw_tracer_opts *o, struct ptw_tracer *root, pid_t pid,
+struct ptw_tracer *tracer_new(const struct ptw_backend_opts *o, struct ptw_tracer *root, pid_t pid,
 			      uint64_t start_ns, bool with_features)
 {
 	struct ptw_tracer *t = xcalloc(1, sizeof(*t));

@@ -887,7 +887,7 @@ static void snap_free(struct snap *sn)
 	ptw_map_free(&sn->unseized);
 }
 
-int ptw_tracer_snapshot(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tracer **ret)
+int ptw_tracer_snapshot(const struct ptw_backend_opts *o, pid_t pid, struct ptw_tracer **ret)
 {
 	uint64_t start = ptw_now_ns();
 	struct snap sn = { .pid = pid, .stacks = { .pid = pid } };

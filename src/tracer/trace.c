@@ -100,7 +100,7 @@ int ptw_trace_check_pattern(const char *text)
 	return r;
 }
 
-static bool trace_wanted(const struct ptw_tracer_opts *o)
+static bool trace_wanted(const struct ptw_backend_opts *o)
 {
 	return o->ntrace > 0;
 }

@@ -25,24 +25,6 @@
 
 
 
-const char *ptw_end_reason_name(enum ptw_end_reason r)
-{
-	switch (r) {
-	case PTW_END_TARGET_EXITED:
-		return "target_exited";
-	case PTW_END_INTERRUPTED:
-		return "interrupted";
-	case PTW_END_DURATION:
-		return "duration";
-	case PTW_END_SNAPSHOT:
-		return "snapshot";
-	case PTW_END_DETACHED:
-		return "detached";
-	default:
-		return "error";
-	}
-}
-
 /* ---- stops ---- */
 
 /* PTRACE_EVENT_EXIT: the registers say whose exit this is. */
@@ -278,7 +260,7 @@ static void handle_stop(struct ptw_tracer *t, struct ptw_stop *st)
 
 /* ---- session ---- */
 
-int ptw_tracer_launch(const struct ptw_tracer_opts *o, char *const argv[], int child_stdout,
+int ptw_tracer_launch(const struct ptw_backend_opts *o, char *const argv[], int child_stdout,
 		      struct ptw_tracer **ret)
 {
 	struct ptw_launch l = { .argv = argv, .child_stdout = child_stdout };
@@ -309,7 +291,7 @@ int ptw_tracer_launch(const struct ptw_tracer_opts *o, char *const argv[], int c
 	return 0;
 }
 
-int ptw_tracer_attach(const struct ptw_tracer_opts *o, pid_t pid, struct ptw_tracer **ret)
+int ptw_tracer_attach(const struct ptw_backend_opts *o, pid_t pid, struct ptw_tracer **ret)
 {
 	struct ptw_proc *proc;
 	struct ptw_seize_info info;
@@ -430,3 +412,18 @@ int ptw_tracer_run(struct ptw_tracer *t, int duration_ms, enum ptw_end_reason *r
 	}
 }
 
+/* The thread's own process (-f) reads it and names its pc. */
+int ptw_tracer_where(struct ptw_tracer *t, pid_t tid, struct ptw_where *w)
+{
+	/* -f: the thread's own process, and its symbols. */
+	struct ptw_lwp *l = ptw_lwp_get(t->proc, tid);
+	if (l && l->tgid && l->tgid != t->proc->pid) {
+		struct ptw_tracer *c = ptw_map_get(&t->by_pid, (uint64_t)l->tgid);
+		if (c && c->proc)
+			t = c;
+	}
+	int r = ptw_where_read(t->proc->pid, tid, w);
+	if (r == 0 && w->pc && t->img.syms)
+		w->at = ptw_symbols_locate(t->img.syms, w->pc);
+	return r;
+}

@@ -112,12 +112,12 @@ struct feature_thread {
 	void (*free)(struct feature_thread *ft);
 };
 
-struct ptw_tracer_opts;
+struct ptw_backend_opts;
 struct thread;
 struct tracer_feature {
 	const char *name;
 	/* On for these options? (NULL: always.) */
-	bool (*wanted)(const struct ptw_tracer_opts *o);
+	bool (*wanted)(const struct ptw_backend_opts *o);
 	/* Each callback may be NULL. */
 	/* The process tracer was made: its state, into t->fstate[id]. */
 	void (*attached)(struct ptw_tracer *t);
@@ -211,7 +211,7 @@ struct image {
  * the root's followed; the features see one process at a time.
  */
 struct ptw_tracer {
-	struct ptw_tracer_opts o;
+	struct ptw_backend_opts o;
 	struct ptw_tracer *root;     /* NULL for the root */
 	pid_t pid;		     /* the process (also before it has a proc: vfork) */
 	pid_t ppid, parent_tid;	     /* followed: who forked it */
@@ -381,7 +381,7 @@ struct ptw_bp *tracer_our_trap(struct ptw_tracer *t, struct ptw_lwp *l, const st
  * NULL), with the features its options turn on (with_features false: none,
  * for a snapshot, which only looks). The caller sets the rest (proc,
  * argv, how it came to be traced). ptw_tracer_free() is its destructor. */
-struct ptw_tracer *tracer_new(const struct ptw_tracer_opts *o, struct ptw_tracer *root, pid_t pid,
+struct ptw_tracer *tracer_new(const struct ptw_backend_opts *o, struct ptw_tracer *root, pid_t pid,
 			      uint64_t start_ns, bool with_features);
 
 /* attach.c, shared with snapshot.c, follow.c and tracer.c */
@@ -396,7 +396,7 @@ void attach_learn_main_return(struct ptw_tracer *t, struct ptw_lwp *main_lwp);
 void attach_learn_start_return(struct ptw_tracer *t, struct ptw_lwp *host);
 /* The tracer of a process to attach to (proc seized, or to be seized
  * by ptw_seize_some): its command line read. */
-struct ptw_tracer *attach_tracer_new(const struct ptw_tracer_opts *o, struct ptw_proc *proc,
+struct ptw_tracer *attach_tracer_new(const struct ptw_backend_opts *o, struct ptw_proc *proc,
 				      uint64_t start_ns, bool snapshot);
 /* What the seize found: a zombie main thread is warned about. */
 void attach_seized(struct ptw_tracer *t, const struct ptw_seize_info *info);

@@ -330,3 +330,107 @@ bool ptw_command_path(const char *name, char *ret, size_t size)
 		p = end;
 	}
 }
+
+const char *ptw_syscall_name(long nr)
+{
+	switch (nr) {
+	case SYS_futex:
+		return "futex";
+	case SYS_read:
+		return "read";
+	case SYS_write:
+		return "write";
+	case SYS_readv:
+		return "readv";
+	case SYS_pread64:
+		return "pread64";
+	case SYS_poll:
+		return "poll";
+	case SYS_ppoll:
+		return "ppoll";
+	case SYS_select:
+		return "select";
+	case SYS_pselect6:
+		return "pselect6";
+	case SYS_epoll_wait:
+		return "epoll_wait";
+	case SYS_epoll_pwait:
+		return "epoll_pwait";
+	case SYS_nanosleep:
+		return "nanosleep";
+	case SYS_clock_nanosleep:
+		return "clock_nanosleep";
+	case SYS_restart_syscall:
+		/* a sleep interrupted by a stop (ours, a debugger's, SIGSTOP)
+		 * goes on in this call */
+		return "restart_syscall";
+	case SYS_pause:
+		return "pause";
+	case SYS_rt_sigsuspend:
+		return "rt_sigsuspend";
+	case SYS_rt_sigtimedwait:
+		return "rt_sigtimedwait";
+	case SYS_wait4:
+		return "wait4";
+	case SYS_waitid:
+		return "waitid";
+	case SYS_accept:
+		return "accept";
+	case SYS_accept4:
+		return "accept4";
+	case SYS_connect:
+		return "connect";
+	case SYS_recvfrom:
+		return "recvfrom";
+	case SYS_recvmsg:
+		return "recvmsg";
+	case SYS_sendto:
+		return "sendto";
+	case SYS_sendmsg:
+		return "sendmsg";
+	case SYS_flock:
+		return "flock";
+	case SYS_fcntl:
+		return "fcntl";
+	case SYS_fsync:
+		return "fsync";
+	case SYS_fdatasync:
+		return "fdatasync";
+	case SYS_ioctl:
+		return "ioctl";
+	case SYS_openat:
+		return "openat";
+	case SYS_msgrcv:
+		return "msgrcv";
+	case SYS_semop:
+		return "semop";
+	case SYS_semtimedop:
+		return "semtimedop";
+	case SYS_io_getevents:
+		return "io_getevents";
+	case SYS_io_uring_enter:
+		return "io_uring_enter";
+	case SYS_vfork:
+		return "vfork";
+	case SYS_clone:
+		return "clone";
+	case SYS_clone3:
+		return "clone3";
+	case SYS_execve:
+		return "execve";
+	case SYS_exit_group:
+		return "exit_group";
+	case SYS_msync:
+		return "msync";
+	case SYS_sync:
+		return "sync";
+	case SYS_close:
+		return "close";
+	case SYS_mmap:
+		return "mmap";
+	case SYS_munmap:
+		return "munmap";
+	default:
+		return NULL;
+	}
+}

@@ -2,6 +2,7 @@
 /* What a blocked thread waits for, from its frames (snapshot). */
 #include "check.h"
 #include "ptw_observe.h"
+#include "ptw_util.h"
 #include "ptw_waits.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))

@@ -6,28 +6,14 @@
  * and the user PC it called from ("running" when it is on a CPU).
  */
 #define _GNU_SOURCE
+#include "ptw_attach.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ptw_waits.h"
-#include "tracer_internal.h"
-
-int ptw_tracer_where(struct ptw_tracer *t, pid_t tid, struct ptw_where *w)
-{
-	/* -f: the thread's own process, and its symbols. */
-	struct ptw_lwp *l = ptw_lwp_get(t->proc, tid);
-	if (l && l->tgid && l->tgid != t->proc->pid) {
-		struct ptw_tracer *c = ptw_map_get(&t->by_pid, (uint64_t)l->tgid);
-		if (c && c->proc)
-			t = c;
-	}
-	int r = ptw_where_read(t->proc->pid, tid, w);
-	if (r == 0 && w->pc && t->img.syms)
-		w->at = ptw_symbols_locate(t->img.syms, w->pc);
-	return r;
-}
 
 int ptw_where_read(pid_t pid, pid_t tid, struct ptw_where *w)
 {
