@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "links.h"
 #include "probes.h"
 #include "xol.h"
 #include "ptw_kernel_records.h"
@@ -107,19 +108,11 @@ static void keep_fd(struct ptwk_frames *f, int fd)
 static int link_multi(struct ptwk_frames *f, struct bpf_program *prog, const struct group *g,
 		      size_t from, size_t n, bool ret, bool wide)
 {
-	struct ptwk_link_create_uprobe_multi a = {
-		.prog_fd = (uint32_t)bpf_program__fd(prog),
-		.attach_type = PTWK_BPF_TRACE_UPROBE_MULTI,
-		.path = (uint64_t)(uintptr_t)g->path,
-		.offsets = (uint64_t)(uintptr_t)(g->offsets + from),
-		.cookies = (uint64_t)(uintptr_t)(g->cookies + from),
-		.cnt = (uint32_t)n,
-		.multi_flags = ret ? PTWK_BPF_F_UPROBE_MULTI_RETURN : 0,
-		.pid = wide ? 0 : (uint32_t)f->pid,
-	};
-	int fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &a, sizeof(a));
+	struct ptwk_uprobe_set s = { prog,  g->path, g->offsets + from, g->cookies + from,
+				     n,	    ret,     wide ? 0 : f->pid };
+	int fd = ptwk_link_multi(&s);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	keep_fd(f, fd);
 	f->probes += (unsigned)n;
 	return 0;
@@ -128,9 +121,9 @@ static int link_multi(struct ptwk_frames *f, struct bpf_program *prog, const str
 static int link_one(struct ptwk_frames *f, struct bpf_program *prog, const struct group *g,
 		    size_t i, bool ret, bool wide)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = ret, .bpf_cookie = g->cookies[i]);
-	struct bpf_link *l = bpf_program__attach_uprobe_opts(prog, wide ? -1 : f->pid, g->path,
-							     (size_t)g->offsets[i], &opts);
+	struct ptwk_uprobe_set s = { prog, g->path, g->offsets, g->cookies, g->n, ret,
+				     wide ? 0 : f->pid };
+	struct bpf_link *l = ptwk_link_one(&s, i);
 	if (!l)
 		return -errno;
 	f->links = xreallocarray(f->links, f->nlinks + 1, sizeof(*f->links));

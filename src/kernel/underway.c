@@ -16,6 +16,7 @@
 
 #include "convert.h"
 #include "kframes.h"
+#include "links.h"
 #include "probes.h"
 #include "ptw_attach.h"
 #include "ptw_symbols.h"
@@ -168,25 +169,17 @@ static void keep_fd(struct ptwk_underway *u, int fd)
  * one uprobe each. Returns the probes attached, or -errno. */
 static int attach_sites(struct ptwk_underway *u, const struct site_group *g)
 {
+	/* (entry uprobes at the return sites: no uretprobe of their own) */
+	struct ptwk_uprobe_set s = { u->env.ret, g->path, g->offsets, NULL, g->n, false, u->env.pid };
 	if (u->env.multi) {
-		struct ptwk_link_create_uprobe_multi a = {
-			.prog_fd = (uint32_t)bpf_program__fd(u->env.ret),
-			.attach_type = PTWK_BPF_TRACE_UPROBE_MULTI,
-			.path = (uint64_t)(uintptr_t)g->path,
-			.offsets = (uint64_t)(uintptr_t)g->offsets,
-			.cnt = (uint32_t)g->n,
-			.pid = (uint32_t)u->env.pid,
-		};
-		int fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &a, sizeof(a));
+		int fd = ptwk_link_multi(&s);
 		if (fd < 0)
-			return -errno;
+			return fd;
 		keep_fd(u, fd);
 		return (int)g->n;
 	}
 	for (size_t i = 0; i < g->n; i++) {
-		LIBBPF_OPTS(bpf_uprobe_opts, o);
-		struct bpf_link *l = bpf_program__attach_uprobe_opts(
-			u->env.ret, u->env.pid, g->path, (size_t)g->offsets[i], &o);
+		struct bpf_link *l = ptwk_link_one(&s, i);
 		if (!l)
 			return -errno;
 		u->links = xreallocarray(u->links, u->nlinks + 1, sizeof(*u->links));

@@ -1,0 +1,331 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The BPF programs: the skeleton opened and sized; the probes of a
+ * process's libc and the tracepoints linked (links.c puts each in), and
+ * closed in the background (closer.c).
+ */
+#define _GNU_SOURCE
+#include "kernel_int.h"
+
+/* A number from a /proc/sys file, else 0. */
+static unsigned long sysctl_number(const char *path)
+{
+	char buf[32];
+	if (ptw_read_small_file(path, buf, sizeof(buf)) < 0)
+		return 0;
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(buf, &end, 10);
+	return errno || end == buf ? 0 : v;
+}
+
+/* As many tasks as this machine can have at once: pid_max bounds them,
+ * and threads-max (kernel.threads-max). 4096 to 4 Mi. */
+static uint32_t machine_tasks(void)
+{
+	unsigned long n = sysctl_number("/proc/sys/kernel/pid_max");
+	unsigned long t = sysctl_number("/proc/sys/kernel/threads-max");
+	if (!n || (t && t < n))
+		n = t;
+	if (n < 4096)
+		n = 4096;
+	return n > (4ul << 20) ? 4u << 20 : (uint32_t)n;
+}
+
+int ptwk_open_skeleton(struct ptw_kernel *k, bool multi)
+{
+	/* CO-RE against the BTF made at build time for this very kernel
+	 * (minbtf.h), else the kernel's own (parsed whole by libbpf). */
+	char btf_path[64];
+	const char *why_not = "not tried";
+	int btf_fd = k->o.no_min_btf ? -1 : ptwk_min_btf_open(btf_path, sizeof(btf_path), &why_not);
+	LIBBPF_OPTS(bpf_object_open_opts, oo, .btf_custom_path = btf_fd >= 0 ? btf_path : NULL);
+	k->stats.btf =
+		btf_fd >= 0 ? "minimal (made at build time for this kernel)" : "the kernel's";
+	ptw_dbg(PTW_DBG_TRACER, "CO-RE: %s BTF%s%s", k->stats.btf,
+		btf_fd >= 0 ? "" : "; minimal: ", btf_fd >= 0 ? "" : why_not);
+	struct ptw_kernel_bpf *s = ptw_kernel_bpf__open_opts(&oo);
+	if (!s) {
+		int e = -errno ? -errno : -ENOMEM;
+		if (btf_fd >= 0)
+			close(btf_fd);
+		return e;
+	}
+	const struct ptw_pthread_layout *l = &k->probes.layout;
+	/* --trace: caught signals' deliveries (a signal handler that is not
+	 * traced: what it calls carries its signal) */
+	s->rodata->trace_signals = k->o.ntrace != 0;
+	s->rodata->off_result = l->result;
+	s->rodata->have_result = l->have_result;
+	s->rodata->off_joinid = l->joinid;
+	s->rodata->have_joinid = l->have_joinid;
+	s->rodata->off_start_routine = l->start_routine;
+	s->rodata->have_start_routine = l->have_start_routine;
+	s->rodata->off_arg = l->arg;
+	s->rodata->have_arg = l->have_arg;
+	s->rodata->off_cancelhandling = l->cancelhandling;
+	s->rodata->have_cancelhandling = l->have_cancelhandling;
+	s->rodata->off_pd_tid = l->tid;
+	s->rodata->have_pd_tid = l->have_tid;
+	s->rodata->wake_bytes = k->o.wake_bytes;
+	s->rodata->rdebug_from_probe = k->rdebug_from_probe;
+	s->rodata->wake_on_fork = k->o.follow_forks && k->o.follow_per_child;
+	s->rodata->locks_on = k->locks_config.on;
+	s->rodata->join_always_blocks = k->locks_config.join_always_blocks;
+	s->rodata->have_tid = k->locks_config.have_tid;
+	s->rodata->off_tid = k->locks_config.off_tid;
+	struct stat ns;
+	if (stat("/proc/self/ns/pid", &ns) == 0 && ns.st_ino != PROC_PID_INIT_INO) {
+		/* a container: every pid in its namespace, as ptwatch sees them */
+		s->rodata->pidns_on = 1;
+		s->rodata->pidns_dev = ns.st_dev;
+		s->rodata->pidns_ino = ns.st_ino;
+	}
+	int r = bpf_map__set_max_entries(s->maps.rb, (uint32_t)k->o.ring_bytes);
+	/* -f: as many processes as the machine can have at once; in a PID
+	 * namespace, a tid for every thread of theirs (no_prealloc maps:
+	 * their buckets, 16 bytes each, are what is paid up front) */
+	uint32_t tasks = machine_tasks();
+	k->watch_slots = k->o.follow_forks ? tasks : 4096;
+	k->ns_tid_slots = s->rodata->pidns_on ? tasks : 1;
+	if (r == 0)
+		r = bpf_map__set_max_entries(s->maps.watched, k->watch_slots);
+	if (r == 0)
+		r = bpf_map__set_max_entries(s->maps.ns_tids, k->ns_tid_slots);
+	if (r == 0 && multi) {
+		r = bpf_program__set_expected_attach_type(
+			s->progs.ptw_entry, (enum bpf_attach_type)PTWK_BPF_TRACE_UPROBE_MULTI);
+		if (r == 0)
+			r = bpf_program__set_expected_attach_type(
+				s->progs.ptw_return,
+				(enum bpf_attach_type)PTWK_BPF_TRACE_UPROBE_MULTI);
+	}
+	/* --trace's (kframes.c) */
+	struct bpf_program *frame_progs[] = { s->progs.ptw_frame_entry, s->progs.ptw_frame_return,
+					      s->progs.ptw_frame_helper };
+	/* calls under way at an attach (underway.c) */
+	if (r == 0 && (!k->o.ntrace || k->launched))
+		r = bpf_program__set_autoload(s->progs.ptw_underway_regs, false);
+	if (r == 0 && (!k->o.ntrace || k->launched))
+		r = bpf_program__set_autoload(s->progs.ptw_underway_return, false);
+	else if (r == 0 && multi)
+		r = bpf_program__set_expected_attach_type(
+			s->progs.ptw_underway_return,
+			(enum bpf_attach_type)PTWK_BPF_TRACE_UPROBE_MULTI);
+	for (size_t i = 0; i < PTW_ARRAY_SIZE(frame_progs) && r == 0; i++)
+		if (!k->o.ntrace)
+			r = bpf_program__set_autoload(frame_progs[i], false);
+		else if (multi)
+			r = bpf_program__set_expected_attach_type(
+				frame_progs[i], (enum bpf_attach_type)PTWK_BPF_TRACE_UPROBE_MULTI);
+	/* (machine-wide tracepoints: loaded only when they start threads) */
+	if (r == 0 && !k->start_at_clone)
+		r = bpf_program__set_autoload(s->progs.ptw_clone_exit, false);
+	if (r == 0)
+		r = !k->mods_on ? bpf_program__set_autoload(s->progs.ptw_modules, false)
+		    : multi	? bpf_program__set_expected_attach_type(
+					  s->progs.ptw_modules,
+					  (enum bpf_attach_type)PTWK_BPF_TRACE_UPROBE_MULTI)
+			    : 0;
+	if (r == 0)
+		r = ptw_kernel_bpf__load(s);
+	if (btf_fd >= 0)
+		close(btf_fd);
+	if (r < 0) {
+		ptw_kernel_bpf__destroy(s);
+		return r;
+	}
+	k->skel = s;
+	return 0;
+}
+
+static void keep_link(struct ptw_kernel *k, struct bpf_link *l)
+{
+	k->links = xreallocarray(k->links, k->nlinks + 1, sizeof(*k->links));
+	k->links[k->nlinks++] = l;
+}
+
+/*
+ * -f: which processes the uprobes are in. Without -f, the target's only:
+ * a uprobe (per-pid uprobe_multi, or a perf uprobe with a pid) filters by
+ * the process's memory (mm), so nothing else on the machine hits them.
+ * With -f they must also fire in every process the target forks, from the
+ * child's first instruction on, and a child's mm is not its parent's:
+ * a link per child, attached from here once its fork record is read,
+ * comes too late (the child runs meanwhile: a thread it makes at once is
+ * missed). So with -f the probes are on libc's file for every process
+ * (pid 0 / -1), and the BPF programs keep only the watched tgids, which
+ * the fork tracepoint extends before the child first runs: race-free, to
+ * any depth, and through an exec into a program that maps the same libc.
+ * The price: every process on the machine that maps this libc hits the
+ * probes too (a trap and a map lookup per pthread_create, thread start
+ * and end, join, and exit(): measured in the report of the -f work).
+ */
+pid_t ptwk_probe_pid(const struct ptw_kernel *k)
+{
+	/* A uprobe_multi link for a pid filters by its leader's memory: once
+	 * the leader has exited (pthread_exit from main, a zombie now) it
+	 * has none, and nothing would fire. Then the file's too. */
+	return (k->o.follow_forks && !k->o.follow_per_child) || k->zombie_leader ? -1 : k->pid;
+}
+
+/*
+ * The order the kernel puts the probes in (a link registers its offsets one
+ * by one, each a walk over the processes that map libc: milliseconds, in
+ * which the target runs on). What ends a thread goes in before what starts
+ * one, and a creation last: a thread whose creation was seen has its start
+ * and end seen. Before the first, a thread is a clone without a routine;
+ * DEATH itself says whether its unwinding was pthread_exit's.
+ */
+static int probe_rank(enum ptwk_kind kind)
+{
+	switch (kind) {
+	case PTWK_DEATH:
+		return 0;
+	case PTWK_START:
+		return 1;
+	case PTWK_CREATE_CALL:
+		return 3;
+	default:
+		return 2;
+	}
+}
+
+/* One link per program with every offset (return, then entry: a join whose
+ * call is seen has its return seen). */
+int ptwk_attach_multi_to(struct ptw_kernel *k, uint32_t pid, int fds[2])
+{
+	for (int ret = 1; ret >= 0; ret--) {
+		uint64_t offsets[PTWK_MAX_PROBES], cookies[PTWK_MAX_PROBES];
+		uint32_t n = 0;
+		for (int rank = 0; rank <= 3; rank++)
+			for (size_t i = 0; i < k->probes.n; i++) {
+				if (k->probes.p[i].ret != (ret == 1) ||
+				    probe_rank(k->probes.p[i].kind) != rank)
+					continue;
+				offsets[n] = k->probes.p[i].offset;
+				cookies[n++] = k->probes.p[i].kind;
+			}
+		if (!n)
+			continue;
+		struct ptwk_uprobe_set s = {
+			.prog = ret ? k->skel->progs.ptw_return : k->skel->progs.ptw_entry,
+			.path = k->probes.path,
+			.offsets = offsets,
+			.cookies = cookies,
+			.n = n,
+			.ret = ret,
+			.pid = (pid_t)pid, /* 0: every process */
+		};
+		int fd = ptwk_link_multi(&s);
+		if (fd < 0)
+			return fd;
+		fds[ret] = fd;
+	}
+	return 0;
+}
+
+int ptwk_attach_multi(struct ptw_kernel *k)
+{
+	int r = ptwk_attach_multi_to(k, ptwk_probe_pid(k) < 0 ? 0 : (uint32_t)k->pid, k->multi_fds);
+	if (r == 0)
+		k->stats.probes += (unsigned)k->probes.n;
+	return r;
+}
+
+/* The fallback: a perf event per probe, for this pid. */
+int ptwk_attach_each(struct ptw_kernel *k)
+{
+	for (size_t i = 0; i < k->probes.n; i++) {
+		const struct ptwk_probe *p = &k->probes.p[i];
+		LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = p->ret, .bpf_cookie = p->kind);
+		struct bpf_program *prog =
+			p->ret ? k->skel->progs.ptw_return : k->skel->progs.ptw_entry;
+		struct bpf_link *l = bpf_program__attach_uprobe_opts(
+			prog, ptwk_probe_pid(k), k->probes.path, (size_t)p->offset, &opts);
+		if (!l)
+			return -errno;
+		keep_link(k, l);
+		k->stats.probes++;
+	}
+	return 0;
+}
+
+/* Thread starts at the clone's return (bpf/ptw_start.bpf.h: the raw
+ * sys_exit tracepoint, no tracefs needed). Without it no start is seen:
+ * said, not fatal. */
+static void attach_clone_exits(struct ptw_kernel *k)
+{
+	struct bpf_link *l = bpf_program__attach(k->skel->progs.ptw_clone_exit);
+	if (!l) {
+		int e = errno;
+		k->start_at_clone = false;
+		if (k->probes.missing_start)
+			ptwk_note_as(k, PTW_W_HOOK_FAILED,
+				     "%s (and the raw sys_exit tracepoint: %s)",
+				     k->probes.missing[k->probes.missing_start - 1], strerror(e));
+		return;
+	}
+	keep_link(k, l);
+}
+
+int ptwk_attach_tracepoints(struct ptw_kernel *k)
+{
+	struct bpf_program *progs[] = { k->skel->progs.ptw_fork, k->skel->progs.ptw_exit,
+					k->skel->progs.ptw_exec, k->skel->progs.ptw_signal,
+					k->skel->progs.ptw_signal_sent };
+	for (size_t i = 0; i < PTW_ARRAY_SIZE(progs); i++) {
+		struct bpf_link *l = bpf_program__attach(progs[i]);
+		if (!l)
+			return -errno;
+		keep_link(k, l);
+	}
+	if (k->start_at_clone)
+		attach_clone_exits(k);
+	return 0;
+}
+
+/*
+ * Closing a uprobe link waits for grace periods (closer.h): 25-50 ms for
+ * each uprobe_multi link here, about 110 ms for each ordinary uprobe
+ * (perf event). Closed together, from several threads, they wait for the
+ * same ones: the detach costs about one link's close, however many.
+ */
+void ptwk_close_links_start(struct ptw_kernel *k)
+{
+	/* (calls under way: their return sites' links, closed first) */
+	ptwk_underway_close(k->underway);
+	/* --trace's links with the others, all at once */
+	int *fds = NULL;
+	struct bpf_link **links = NULL;
+	size_t nfds = 0, nlinks = 0;
+	ptwk_frames_take_links(k->frames, &fds, &nfds, &links, &nlinks);
+	fds = xreallocarray(fds, nfds + 2 + k->nstale, sizeof(*fds));
+	fds[nfds++] = k->multi_fds[0];
+	fds[nfds++] = k->multi_fds[1];
+	k->multi_fds[0] = k->multi_fds[1] = -1;
+	for (size_t i = 0; i < k->nstale; i++)
+		fds[nfds++] = k->stale_fds[i];
+	k->nstale = 0;
+	links = xreallocarray(links, nlinks + k->nlinks + 1, sizeof(*links));
+	for (size_t i = 0; i < k->nlinks; i++)
+		links[nlinks++] = k->links[i];
+	free(k->links);
+	k->links = NULL;
+	k->nlinks = 0;
+	if (!k->closing)
+		k->closing = ptwk_close_start(fds, nfds, links, nlinks);
+	else { /* (the second of two: closed here) */
+		ptwk_close_together(fds, nfds, links, nlinks);
+		free(fds);
+		free(links);
+	}
+}
+
+void ptwk_close_links(struct ptw_kernel *k)
+{
+	ptwk_close_links_start(k);
+	ptwk_close_wait(k->closing);
+	k->closing = NULL;
+	ptwk_frames_close(k->frames);
+}

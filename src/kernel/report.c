@@ -1,0 +1,284 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the kernel path tells the session at the end: records lost, the
+ * notes of --trace and --locks, its counters, the processes of -f.
+ */
+#define _GNU_SOURCE
+#include "kernel_int.h"
+
+/* What a kind of record was, for the loss's warning. */
+static const char *lost_kind_name(unsigned kind)
+{
+	static const char *const names[PTWK_KIND_N] = {
+		[PTWK_START] = "thread starts",
+		[PTWK_THREAD_BEGIN] = "thread starts",
+		[PTWK_DEATH] = "thread ends",
+		[PTWK_EXIT_CALL] = "pthread_exit calls",
+		[PTWK_CANCEL] = "pthread_cancel calls",
+		[PTWK_DETACH] = "pthread_detach calls",
+		[PTWK_JOIN] = "joins",
+		[PTWK_JOIN_RET] = "join returns",
+		[PTWK_CREATE] = "thread creations",
+		[PTWK_FORK] = "forks",
+		[PTWK_EXIT] = "thread exits",
+		[PTWK_EXEC] = "execs",
+		[PTWK_EXIT_FN] = "exit calls",
+		[PTWK_MAIN] = "main() starts",
+		[PTWK_FRAME_ENTRY] = "traced calls' entries",
+		[PTWK_FRAME_RETURN] = "traced calls' returns",
+		[PTWK_THROW] = "throws",
+		[PTWK_CATCH] = "catches",
+		[PTWK_LONGJMP] = "longjmps",
+		[PTWK_DL_STATE] = "library loads",
+		[PTWK_FATAL_SIGNAL] = "fatal signals",
+		[PTWK_SIGNAL] = "signal deliveries",
+		[PTWK_SIGRETURN] = "signal returns",
+		[PTWK_CONTEXT_SWAP] = "context switches",
+		[PTWK_CONTEXT_SET] = "context switches",
+		[PTWK_MODULE] = "module list entries",
+		[PTWK_EXEC_ARGS] = "command lines",
+	};
+	if (kind >= PTWK_LOCK_FIRST)
+		return kind == PTWK_LOCK_RET ? "wait returns" : "wait entries";
+	return kind < PTWK_KIND_N && names[kind] ? names[kind] : "other records";
+}
+
+/* The records the full ring refused, by what they were, once (at the
+ * target's end as at a detach: a launch whose command ends by itself
+ * lost them too). */
+static void lost_note(struct ptw_kernel *k)
+{
+	if (k->root || k->lost_noted || !(k->detached || k->conv.ended))
+		return;
+	if (k->skel && !k->detached)
+		ptwk_read_counters(k);
+	if (k->ns_tids_full) {
+		k->lost_noted = true;
+		ptwk_note(
+			k,
+			"%llu threads' tids in ptwatch's PID namespace were not kept: its map (%u "
+			"entries) was full; an exec by one of them is not recognised as theirs",
+			(unsigned long long)k->ns_tids_full, k->ns_tid_slots);
+	}
+	if (!k->stats.lost)
+		return;
+	k->lost_noted = true;
+	/* (kinds of one name summed) */
+	const char *names[PTWK_LOCK_KIND_END];
+	uint64_t sums[PTWK_LOCK_KIND_END];
+	size_t m = 0;
+	for (unsigned kind = 0; kind < PTWK_LOCK_KIND_END; kind++) {
+		if (!k->lost_kinds[kind])
+			continue;
+		const char *name = lost_kind_name(kind);
+		size_t j = 0;
+		while (j < m && strcmp(names[j], name))
+			j++;
+		if (j == m) {
+			names[m] = name;
+			sums[m++] = 0;
+		}
+		sums[j] += k->lost_kinds[kind];
+	}
+	struct ptw_buf what = { 0 };
+	for (size_t j = 0; j < m; j++)
+		ptw_buf_printf(&what, "%s%llu %s", j ? ", " : "", (unsigned long long)sums[j],
+			       names[j]);
+	ptwk_note_as(
+		k, PTW_W_KERNEL_EVENTS_LOST,
+		"%llu records lost (%s): the ring buffer (%zu bytes) was full; those events are "
+		"missing",
+		(unsigned long long)k->stats.lost, what.p ? what.p : "of no known kind",
+		k->o.ring_bytes);
+	ptw_buf_free(&what);
+}
+
+/* What could not be seen, said once the session is over (the process
+ * ended, or ptwatch let go): debuginfod's failure, the threads made while
+ * the probes went in, and what --trace could not do (a library loaded
+ * late may still match a pattern until then). Once. */
+void ptwk_end_notes(struct ptw_kernel *k)
+{
+	lost_note(k);
+	const char *e = ptw_symbols_debuginfod_error();
+	if (e && !k->debuginfod_noted) {
+		k->debuginfod_noted = true;
+		ptwk_note_as(k, PTW_W_DEBUGINFOD_FAILED, "%s", e);
+	}
+	if (k->conv.window_clones && !k->window_clones_noted && (k->detached || k->conv.ended)) {
+		k->window_clones_noted = true;
+		ptwk_note_as(
+			k, PTW_W_KERNEL_NOT_SEEN,
+			"%llu threads were made and ended while the probes went in: clones without "
+			"a start routine or argument",
+			(unsigned long long)k->conv.window_clones);
+	}
+	if (!k->frames || k->frames_noted || !(k->detached || k->conv.ended))
+		return;
+	k->frames_noted = true;
+	ptwk_frames_notes(k->frames, ptwk_note_line, k);
+	if (k->conv.frames_too_deep)
+		ptwk_note(
+			k,
+			"--trace: %llu calls nested under 64 others with their returns pending had no "
+			"return probe (the kernel's limit) and are reported unmatched",
+			(unsigned long long)k->conv.frames_too_deep);
+	if (k->conv.frames_misrouted)
+		ptwk_note(
+			k,
+			"--trace: %llu returns of traced calls went to another call's return address: "
+			"the kernel keeps one list of pending returns per thread whatever the stack, "
+			"and context switches (swapcontext) with traced calls open mixed it up; the "
+			"program did not run as it does untraced (use --backend=ptrace)",
+			(unsigned long long)k->conv.frames_misrouted);
+	if (k->conv.frames_sigaltstack)
+		ptwk_note(
+			k,
+			"--trace: a signal handler ran on an alternate stack (sigaltstack) above %llu "
+			"traced calls it interrupted: the kernel dropped their pending returns, taking "
+			"them for calls a longjmp left; when they return it kills the program with "
+			"SIGILL or sends it to another call's return address (use --backend=ptrace)",
+			(unsigned long long)k->conv.frames_sigaltstack);
+	if (k->conv.frames_ctx_dropped)
+		ptwk_note(
+			k,
+			"--trace: a context ran traced calls on a stack above %llu traced calls open in "
+			"a context that switched to it (swapcontext): the kernel dropped their "
+			"pending returns, taking them for calls a longjmp left; if they return, it "
+			"kills the program with SIGILL or sends it to another call's return address "
+			"(use --backend=ptrace)",
+			(unsigned long long)k->conv.frames_ctx_dropped);
+	if (!k->conv.frames_misrouted && !k->conv.frames_ctx_dropped && k->conv.frames_ctx_open)
+		ptwk_note(
+			k,
+			"--trace: %llu context switches (swapcontext) left traced calls open: their "
+			"returns rely on the kernel's one list of pending returns per thread, which a "
+			"context whose stack lies above them, or that switches back with its own traced "
+			"calls open, mixes up (returns lost, or sent to another call's caller: see "
+			"BUGS)",
+			(unsigned long long)k->conv.frames_ctx_open);
+}
+
+void ptwk_read_counters(struct ptw_kernel *k)
+{
+	if (!k->skel)
+		return;
+	int ncpu = libbpf_num_possible_cpus();
+	if (ncpu <= 0)
+		return;
+	uint64_t *v = xcalloc((size_t)ncpu, sizeof(*v));
+	uint64_t sum[PTWK_STAT_N] = { 0 };
+	for (uint32_t key = 0; key < PTWK_STAT_N; key++) {
+		if (bpf_map__lookup_elem(k->skel->maps.stats, &key, sizeof(key), v,
+					 (size_t)ncpu * sizeof(*v), 0) < 0)
+			continue;
+		for (int c = 0; c < ncpu; c++)
+			sum[key] += v[c];
+	}
+	for (uint32_t key = 0; key < PTWK_LOCK_KIND_END; key++) {
+		k->lost_kinds[key] = 0;
+		if (bpf_map__lookup_elem(k->skel->maps.lost_kinds, &key, sizeof(key), v,
+					 (size_t)ncpu * sizeof(*v), 0) < 0)
+			continue;
+		for (int c = 0; c < ncpu; c++)
+			k->lost_kinds[key] += v[c];
+	}
+	free(v);
+	k->stats.lost = sum[PTWK_STAT_LOST];
+	k->stats.wakeups = sum[PTWK_STAT_WAKEUPS];
+	k->stats.read_failures = sum[PTWK_STAT_READ_FAIL];
+	k->watch_full = sum[PTWK_STAT_WATCH_FULL];
+	k->ns_tids_full = sum[PTWK_STAT_NS_TIDS_FULL];
+}
+
+/* l's counts added to t (l NULL: none). */
+void ptwk_tally_locks(const struct ptwk_locks *l, struct locks_tally *t)
+{
+	uint64_t w, u;
+	uint32_t dl;
+	if (!l)
+		return;
+	ptwk_locks_counts(l, &w, &u, &dl);
+	t->waits += w;
+	t->unclassified += u;
+	t->deadlocks += dl;
+}
+
+void ptw_kernel_stats(struct ptw_kernel *k, struct ptw_kernel_stats *ret)
+{
+	if (!k->detached)
+		ptwk_read_counters(k);
+	*ret = k->stats;
+	ret->probes_stepped = ptwk_frames_stepped(k->frames);
+	struct locks_tally t = k->released; /* (-f: theirs, counted as they ended) */
+	ptwk_tally_locks(k->locks, &t);
+	for (size_t i = 0; i < k->nfollowed; i++)
+		ptwk_tally_locks(k->followed[i]->locks, &t);
+	ret->waits = t.waits;
+	ret->waits_unclassified = t.unclassified;
+	ret->deadlocks = t.deadlocks;
+	if (!ret->mode)
+		ret->mode = "none";
+}
+
+size_t ptw_kernel_notes(struct ptw_kernel *k, const char *const **ret)
+{
+	ptwk_end_notes(k);
+	k->note_texts = xreallocarray(k->note_texts, k->notes.n + 1, sizeof(*k->note_texts));
+	for (size_t i = 0; i < k->notes.n; i++)
+		k->note_texts[i] = k->notes.v[i].message;
+	*ret = k->note_texts;
+	return k->notes.n;
+}
+
+size_t ptw_kernel_warnings(struct ptw_kernel *k, const struct ptw_warning **ret)
+{
+	ptwk_end_notes(k);
+	*ret = k->notes.v;
+	return k->notes.n;
+}
+
+static void fill_process(const struct ptw_kernel *c, struct ptw_process *p)
+{
+	const struct ptw_kernel *root = c->root ? c->root : c;
+	memset(p, 0, sizeof(*p));
+	p->id = c->id;
+	p->parent_id = c->parent_id;
+	p->pid = c->pid;
+	p->ppid = c->ppid;
+	p->parent_tid = c->parent_tid;
+	p->exe = c->exe[0] ? c->exe : NULL;
+	p->argv = c->argv;
+	p->start_ns = c->start_ns;
+	p->end_ns = c->conv.ended ? c->conv.end_ns : 0;
+	p->followed = !c->unfollowed_why;
+	p->not_followed_why = c->unfollowed_why;
+	p->detached = root->detached && !c->conv.ended;
+	if (c->conv.ended && !c->end_lost && !c->unfollowed_why) {
+		p->exit_kind = c->conv.exit_signal ? PTW_EXIT_SIGNAL : PTW_EXIT_CODE;
+		p->exit_code = c->conv.exit_code;
+		p->exit_signal = c->conv.exit_signal;
+		p->core_dumped = c->conv.core_dumped;
+	}
+}
+
+bool ptw_kernel_process(struct ptw_kernel *k, uint32_t id, struct ptw_process *ret)
+{
+	if (!k->o.follow_forks || id > k->nfollowed)
+		return false;
+	fill_process(id ? k->followed[id - 1] : k, ret);
+	return true;
+}
+
+size_t ptw_kernel_processes(struct ptw_kernel *k, const struct ptw_process **ret)
+{
+	*ret = NULL;
+	if (!k->o.follow_forks)
+		return 0;
+	free(k->report_procs);
+	k->report_procs = xcalloc(k->nfollowed + 1, sizeof(*k->report_procs));
+	for (size_t i = 0; i <= k->nfollowed; i++)
+		fill_process(i ? k->followed[i - 1] : k, &k->report_procs[i]);
+	*ret = k->report_procs;
+	return k->nfollowed + 1;
+}

@@ -1,0 +1,425 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The ring buffer: the drain thread that reads it (and at once what a
+ * short process's exec or fork needs from /proc), the queue it fills, and
+ * the conversion of that queue on the session's thread; the run loop.
+ */
+#define _GNU_SOURCE
+#include "kernel_int.h"
+
+static int drain(struct ptw_kernel *k);
+
+/* An exec record, or main() about to run: the image's modules (and at an
+ * exec its exe and command line), now. In the drain thread: nothing here
+ * touches what the converting thread uses. */
+static void drain_capture(struct ptw_kernel *k, struct drained *d)
+{
+	pid_t pid = (pid_t)d->r.tgid;
+	if (d->r.kind == PTWK_MAIN && d->r.tid != d->r.tgid)
+		return;
+	/* With ld.so's list walked in the target ("---- modules") its
+	 * memory map is not read while it runs: at its exec nothing is
+	 * mapped but the program and ld.so, and at main() the list came. */
+	bool listed = d->r.kind == PTWK_MAIN && ptw_map_get(&k->drain_listed, (uint64_t)pid);
+	if (d->r.kind == PTWK_EXEC && k->static_exec && pid == k->pid) {
+		/* A launched static program: one file, where its headers put it
+		 * (ET_EXEC), the one probed. A short run may be gone before
+		 * /proc could be read. */
+		struct ptw_module_spec m = { .path = k->probes.path, .is_exe = true };
+		char *cache_dir = k->o.use_cache ? ptw_cache_default_dir() : NULL;
+		k->static_exec = false;
+		if (ptw_symbols_new_listed(pid, &m, 1, k->o.use_debug_files, cache_dir,
+					   ptwk_pid_memread, (void *)(intptr_t)pid, &d->syms) < 0)
+			d->syms = NULL;
+		else /* (and none read at main) */
+			ptw_map_put(&k->drain_listed, (uint64_t)pid, (void *)1);
+		free(cache_dir);
+		listed = true;
+	}
+	if (!listed && !(d->r.kind == PTWK_EXEC && k->mods_on)) {
+		char *cache_dir = k->o.use_cache ? ptw_cache_default_dir() : NULL;
+		if (ptw_symbols_new(pid, k->o.use_debug_files, cache_dir, ptwk_pid_memread,
+				    (void *)(intptr_t)pid, &d->syms) < 0)
+			d->syms = NULL; /* gone already: nothing of it to name */
+		free(cache_dir);
+	}
+	if (d->r.kind != PTWK_EXEC)
+		return;
+	/* (/proc/PID/exe does not take the memory-map lock; cmdline would.) */
+	char path[64], exe[4096];
+	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+	ssize_t n = readlink(path, exe, sizeof(exe) - 1);
+	if (n > 0) {
+		exe[n] = '\0';
+		d->exe = xstrdup(exe);
+	}
+	/* (its command line: the PTWK_EXEC_ARGS record that follows) */
+}
+
+int ptwk_on_record(void *ctx, void *data, size_t size)
+{
+	struct ptw_kernel *k = ctx;
+	struct drained d = { .link_fds = { -1, -1 } };
+	if (size < sizeof(d.r))
+		return 0;
+	memcpy(&d.r, data, sizeof(d.r)); /* the ring's alignment is 8: copy anyway */
+	int lr;
+	if (d.r.kind == PTWK_FORK && k->o.follow_forks && k->o.follow_per_child && k->multi &&
+	    !(d.r.f & PTWK_F_UNWATCHED) &&
+	    (lr = ptwk_attach_multi_to(k, (uint32_t)d.r.a, d.link_fds)) < 0)
+		ptw_dbg(PTW_DBG_TRACER, "no link for child %u: %s", (unsigned)d.r.a, strerror(-lr));
+	if (d.r.kind == PTWK_EXEC)
+		ptw_map_del(&k->drain_listed, d.r.tgid); /* a new image: its list to come */
+	if (d.r.kind == PTWK_MODULES_END && (d.r.f & PTWK_F_MODULES_WHOLE))
+		ptw_map_put(&k->drain_listed, d.r.tgid, (void *)1);
+	if (d.r.kind == PTWK_MODULE && size >= sizeof(*d.module)) {
+		d.module = xmalloc(sizeof(*d.module));
+		memcpy(d.module, data, sizeof(*d.module));
+	}
+	if (d.r.kind == PTWK_EXEC_ARGS && size >= sizeof(*d.args)) {
+		d.args = xmalloc(sizeof(*d.args));
+		memcpy(d.args, data, sizeof(*d.args));
+	}
+	if (d.r.kind == PTWK_EXEC || d.r.kind == PTWK_MAIN)
+		drain_capture(k, &d);
+	if (k->locks && d.r.kind >= PTWK_LOCK_FIRST) {
+		d.lock_record = xmalloc(size);
+		memcpy(d.lock_record, data, size);
+		d.lock_size = size;
+	}
+	if (d.r.kind == PTWK_EXEC && !d.exe && size >= sizeof(struct ptwk_exec_record)) {
+		/* Gone already: the path it was exec'd by (not resolved). */
+		const char *path = (const char *)data + offsetof(struct ptwk_exec_record, path);
+		size_t n = strnlen(path, PTWK_PATH_LEN);
+		if (n && n < PTWK_PATH_LEN) {
+			d.exe = xcalloc(n + 1, 1);
+			memcpy(d.exe, path, n);
+		}
+	}
+	pthread_mutex_lock(&k->qlock);
+	if (k->ninq == k->capinq) {
+		k->capinq = k->capinq ? k->capinq * 2 : 256;
+		k->inq = xreallocarray(k->inq, k->capinq, sizeof(*k->inq));
+	}
+	k->inq[k->ninq++] = d;
+	k->stats.records++;
+	bool full = k->ninq >= INQ_MAX;
+	pthread_mutex_unlock(&k->qlock);
+	/* (libbpf has taken this record from the ring: it is kept; the next
+	 * stay there until the converter takes inq) */
+	return full ? -ENOBUFS : 0;
+}
+
+/*
+ * The drain thread: reads the ring whenever the kernel wakes it (a batch
+ * is full; an exec, main() about to run, a process's end), or the
+ * converting thread asks (drain_sync), into inq, reading each new image
+ * at once; tells the converting thread through notify_fd. It blocks every
+ * signal: the caller's signals are the caller's.
+ */
+static void *drainer(void *arg)
+{
+	struct ptw_kernel *k = arg;
+	for (;;) {
+		struct epoll_event evs[2];
+		int n = epoll_wait(k->drain_epfd, evs, 2, -1);
+		bool woken = false;
+		for (int i = 0; i < n; i++) {
+			uint64_t v;
+			if (evs[i].data.u32 == 0)
+				woken = true;
+			else if (read(k->wake_fd, &v, sizeof(v)) < 0)
+				(void)v;
+		}
+		pthread_mutex_lock(&k->qlock);
+		/* inq full: wait for the converter to take it, answering its
+		 * requests meanwhile (what it asks for is as read as it gets) */
+		while (k->ninq >= INQ_MAX && !k->drainer_stop) {
+			k->drain_done = k->drain_req;
+			pthread_cond_broadcast(&k->qcond);
+			pthread_cond_wait(&k->qroom, &k->qlock);
+		}
+		uint64_t req = k->drain_req;
+		bool stop = k->drainer_stop;
+		pthread_mutex_unlock(&k->qlock);
+		if (stop)
+			break;
+		int got = ring_buffer__consume(k->rb);
+		pthread_mutex_lock(&k->qlock);
+		k->drain_done = req;
+		pthread_cond_broadcast(&k->qcond);
+		pthread_mutex_unlock(&k->qlock);
+		if ((woken && got > 0) || got == -ENOBUFS)
+			eventfd_write(k->notify_fd, 1);
+	}
+	pthread_mutex_lock(&k->qlock);
+	k->drain_done = UINT64_MAX;
+	pthread_cond_broadcast(&k->qcond);
+	pthread_mutex_unlock(&k->qlock);
+	return NULL;
+}
+
+int ptwk_drainer_start(struct ptw_kernel *k)
+{
+	k->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	k->notify_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	k->drain_epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (k->wake_fd < 0 || k->notify_fd < 0 || k->drain_epfd < 0)
+		return -errno;
+	struct epoll_event ev = { .events = EPOLLIN, .data.u32 = 0 };
+	if (epoll_ctl(k->drain_epfd, EPOLL_CTL_ADD, ring_buffer__epoll_fd(k->rb), &ev) < 0)
+		return -errno;
+	ev.data.u32 = 1;
+	if (epoll_ctl(k->drain_epfd, EPOLL_CTL_ADD, k->wake_fd, &ev) < 0)
+		return -errno;
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int r = pthread_create(&k->drainer, NULL, drainer, k);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r)
+		return -r;
+	k->drainer_on = true;
+	return 0;
+}
+
+void ptwk_drainer_stop(struct ptw_kernel *k)
+{
+	if (!k->drainer_on)
+		return;
+	pthread_mutex_lock(&k->qlock);
+	k->drainer_stop = true;
+	pthread_cond_broadcast(&k->qroom);
+	pthread_mutex_unlock(&k->qlock);
+	eventfd_write(k->wake_fd, 1);
+	pthread_join(k->drainer, NULL);
+	k->drainer_on = false;
+}
+
+/* Every record in the ring now into inq, then inq taken into queue. */
+static int drain(struct ptw_kernel *k)
+{
+	int r = 0;
+	if (!k->drainer_on) {
+		r = ring_buffer__consume(k->rb); /* (stopped: this thread reads) */
+		r = r == -ENOBUFS ? 0 : r;
+	} else {
+		pthread_mutex_lock(&k->qlock);
+		uint64_t req = ++k->drain_req;
+		pthread_cond_broadcast(&k->qroom);
+		pthread_mutex_unlock(&k->qlock);
+		eventfd_write(k->wake_fd, 1);
+		pthread_mutex_lock(&k->qlock);
+		while (k->drain_done < req)
+			pthread_cond_wait(&k->qcond, &k->qlock);
+		pthread_mutex_unlock(&k->qlock);
+	}
+	uint64_t v;
+	if (k->notify_fd >= 0 && read(k->notify_fd, &v, sizeof(v)) < 0)
+		(void)v; /* (nothing to clear) */
+	pthread_mutex_lock(&k->qlock);
+	struct drained *q = k->queue;
+	size_t cap = k->capqueue;
+	k->queue = k->inq;
+	k->nqueue = k->ninq;
+	k->capqueue = k->capinq;
+	k->inq = q;
+	k->ninq = 0;
+	k->capinq = cap;
+	k->queue_full = k->nqueue >= INQ_MAX;
+	pthread_cond_broadcast(&k->qroom);
+	pthread_mutex_unlock(&k->qlock);
+	return r;
+}
+
+void ptwk_drained_free(struct drained *d)
+{
+	if (d->syms)
+		ptw_symbols_free(d->syms);
+	free(d->exe);
+	for (int i = 0; i < 2; i++)
+		if (d->link_fds[i] >= 0)
+			close(d->link_fds[i]);
+	ptw_argv_free(d->argv);
+	free(d->lock_record);
+	free(d->module);
+	free(d->args);
+}
+
+/* Converts what drain() took. */
+static void convert_queue(struct ptw_kernel *k)
+{
+	k->converting = true;
+	for (k->cur = 0; k->cur < k->nqueue; k->cur++) {
+		struct drained *d = &k->queue[k->cur];
+		struct ptw_kernel *p = ptwk_follow_process_of(k, d->r.tgid);
+		if (p) {
+			if (d->r.kind == PTWK_FORK && k->o.follow_forks) {
+				ptwk_follow_fork(k, p, &d->r);
+				/* (follow_per_child: its links, closed at its free) */
+				memcpy(k->followed[k->nfollowed - 1]->multi_fds, d->link_fds,
+				       sizeof(d->link_fds));
+				d->link_fds[0] = d->link_fds[1] = -1;
+			}
+			if (d->r.kind == PTWK_MODULE || d->r.kind == PTWK_MODULES_END)
+				ptwk_modules_record(p, d);
+			else if (d->r.kind == PTWK_EXEC_ARGS)
+				ptwk_exec_args_record(p, d);
+			else if (d->r.kind < PTWK_LOCK_FIRST)
+				ptwk_conv_record(&p->conv, &d->r);
+		}
+		/* (each process's waits its own: locks.c reads its memory) */
+		if (p && p->locks) /* (a join's return too) */
+			ptwk_locks_record(p->locks, d->lock_record ? d->lock_record : (void *)&d->r,
+					  d->lock_record ? d->lock_size : sizeof(d->r));
+		ptwk_drained_free(&k->queue[k->cur]);
+	}
+	k->converting = false;
+	k->nqueue = 0;
+	k->cur = 0;
+}
+
+/* --locks: what came while a deadlock was checked, read and converted. */
+static void drain_more(void *ctx)
+{
+	struct ptw_kernel *k = ctx;
+	drain(k);
+	convert_queue(k);
+}
+
+int ptw_kernel_consume(struct ptw_kernel *k)
+{
+	if (!k->rb)
+		return 0;
+	if (k->libc_checks > 0 && !k->conv.ended)
+		ptwk_check_libc(k);
+	k->last_consume_ns = ptw_now_ns();
+	ptwk_follow_check_gone(k);
+	int r = drain(k);
+	size_t n = k->nqueue;
+	convert_queue(k);
+	/* Taken at INQ_MAX: the rest of what is in the ring now, a bounded
+	 * number of times (the caller's loop must run: Ctrl-C, --duration). */
+	for (int i = 0; r >= 0 && k->queue_full && i < 64; i++) {
+		r = drain(k);
+		n += k->nqueue;
+		convert_queue(k);
+	}
+	ptwk_underway_poll(k->underway);
+	if (r < 0)
+		return r;
+	if (k->locks)
+		ptwk_locks_after_batch(k->locks, drain_more, k);
+	for (size_t i = 0; i < k->nfollowed; i++) {
+		struct ptw_kernel *c = k->followed[i];
+		if (!c->locks)
+			continue;
+		/* (what drain_more converts may end c: its release waits) */
+		c->locks_busy = true;
+		ptwk_locks_after_batch(c->locks, drain_more, k);
+		c->locks_busy = false;
+	}
+	ptwk_follow_consume(k);
+	return (int)n;
+}
+
+/* Everything in the ring now, however many chunks of INQ_MAX it takes
+ * (the end, the detach). */
+void ptwk_consume_all(struct ptw_kernel *k)
+{
+	do
+		ptw_kernel_consume(k);
+	while (k->queue_full);
+}
+
+int ptw_kernel_fd(const struct ptw_kernel *k)
+{
+	return k->epfd;
+}
+
+unsigned ptw_kernel_flush_ms(const struct ptw_kernel *k)
+{
+	return k->o.flush_ms;
+}
+
+int ptw_kernel_run(struct ptw_kernel *k, int timeout_ms)
+{
+	uint64_t deadline = timeout_ms >= 0 ? ptw_now_ns() + (uint64_t)timeout_ms * 1000000 : 0;
+	bool first = true; /* timeout 0: one pass that does not wait */
+	while (!k->conv.ended || !ptwk_follow_ended(k)) {
+		int wait = (int)k->o.flush_ms;
+		if (timeout_ms >= 0) {
+			uint64_t now = ptw_now_ns();
+			if (now >= deadline && !first)
+				return 0;
+			uint64_t left = now >= deadline ? 0 : (deadline - now + 999999) / 1000000;
+			if (left < (uint64_t)wait)
+				wait = (int)left;
+		}
+		first = false;
+		uint64_t due = k->last_consume_ns + (uint64_t)k->o.flush_ms * 1000000;
+		uint64_t now = ptw_now_ns();
+		if (due > now && (due - now) / 1000000 < (uint64_t)wait)
+			wait = (int)((due - now) / 1000000) + 1;
+		struct epoll_event evs[2];
+		int n = epoll_wait(k->epfd, evs, 2, due > now ? wait : 0);
+		if (n < 0 && errno == EINTR)
+			return -EINTR;
+		/* Read when the kernel woke us (a batch is full, the end) or the
+		 * flush period is over: not at every timeout of the caller's. */
+		if (n > 0 || ptw_now_ns() >= due) {
+			int r = ptw_kernel_consume(k);
+			if (r < 0)
+				return r;
+		}
+		bool gone = false;
+		for (int i = 0; i < n; i++)
+			gone |= evs[i].data.u32 == 1;
+		if (gone && !k->conv.ended) {
+			/* The process is gone; its last records are in by now
+			 * (written before its last thread left the kernel). */
+			ptwk_consume_all(k);
+			/* (its last thread's exit is in, another's is not: lost) */
+			ptwk_conv_end_pending(&k->conv);
+			if (!k->conv.ended) {
+				/* Its end did not fit in the ring: say so, and end. */
+				ptwk_note_as(k, PTW_W_KERNEL_EVENTS_LOST,
+					     "the end of process %d was not recorded (lost)",
+					     k->pid);
+				struct ptw_event ev =
+					ptw_event_init(PTW_EV_PROCESS_EXIT, ptw_now_ns(), k->pid);
+				ev.pid = k->pid;
+				k->conv.ended = true;
+				k->end_lost = true; /* how it ended is unknown */
+				ptwk_sink(k, &ev);
+			}
+		}
+		if (gone && k->pidfd >= 0) {
+			/* -f: followed processes may live on; the pidfd of one
+			 * gone stays readable. */
+			epoll_ctl(k->epfd, EPOLL_CTL_DEL, k->pidfd, NULL);
+			close(k->pidfd);
+			k->pidfd = -1;
+		}
+	}
+	/* Everything watched has ended: nothing more can come. The links
+	 * close (some 40 ms of the kernel's grace periods) while the caller
+	 * writes its report. */
+	if (k->skel && !k->detached && !k->closing)
+		ptwk_close_links_start(k);
+	return 1;
+}
+
+bool ptw_kernel_target_exit(const struct ptw_kernel *k, int *ret_code, int *ret_signal,
+			    bool *ret_core)
+{
+	if (!k->conv.ended || k->end_lost)
+		return false;
+	if (ret_code)
+		*ret_code = k->conv.exit_code;
+	if (ret_signal)
+		*ret_signal = k->conv.exit_signal;
+	if (ret_core)
+		*ret_core = k->conv.core_dumped;
+	return true;
+}

@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The threads already running at an attach (libthread_db's list, named
+ * from /proc), and their calls under way (--trace).
+ */
+#define _GNU_SOURCE
+#include "kernel_int.h"
+
+/* ---- the threads already running ---- */
+
+struct listed {
+	pid_t tid;
+	uint64_t pthread, routine;
+};
+
+struct listing {
+	struct listed *v;
+	size_t n, cap;
+};
+
+static void listed_add(struct listing *l, pid_t tid, uint64_t pthread, uint64_t routine)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (l->v[i].tid == tid)
+			return;
+	if (l->n == l->cap) {
+		l->cap = l->cap ? l->cap * 2 : 64;
+		l->v = xreallocarray(l->v, l->cap, sizeof(*l->v));
+	}
+	l->v[l->n++] = (struct listed){ tid, pthread, routine };
+}
+
+static void on_thread(void *ctx, const struct ptw_tdb_thread *th)
+{
+	if (th->lid > 0)
+		listed_add(ctx, th->lid, th->pthread, th->startfunc);
+}
+
+static char *comm_of(pid_t pid, pid_t tid)
+{
+	char path[64], buf[64];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", pid, tid);
+	if (ptw_read_small_file(path, buf, sizeof(buf)) < 0)
+		return NULL;
+	buf[strcspn(buf, "\n")] = '\0';
+	return xstrdup(buf);
+}
+
+/*
+ * libthread_db's list of threads, walked in memory while they run (a
+ * list that changes under the walk is walked again; one that loops ends
+ * the walk: ptw_tdb_iterate), then whatever
+ * else /proc lists (raw clones, threads libthread_db cannot see). A thread
+ * created from now on has its creation in the ring (the probes are in);
+ * one in both is the same thread (convert.c keeps the first).
+ */
+void ptwk_list_threads(struct ptw_kernel *k)
+{
+	struct listing l = { 0 };
+	uint64_t ns = ptw_now_ns();
+	if (k->tdb) {
+		ptw_mem_invalidate(k->proc);
+		int r = ptw_tdb_iterate(k->tdb, false, on_thread, &l);
+		if (r == -ELOOP)
+			ptwk_note_as(k, PTW_W_THREAD_DB_ITERATION, "%s", PTW_TDB_LOOP_WARNING);
+		else if (r < 0)
+			ptwk_note_as(k, PTW_W_THREAD_DB_ITERATION,
+				     "libthread_db could not list the threads: %s", strerror(-r));
+	}
+	pid_t *tids = NULL;
+	int n = ptw_proc_tids(k->pid, &tids);
+	for (int i = 0; i < n; i++)
+		listed_add(&l, tids[i], 0, 0);
+	free(tids);
+	/* The main thread first: its span is the root of the others. */
+	for (size_t i = 0; i < l.n; i++)
+		if (l.v[i].tid == k->pid && i) {
+			struct listed t = l.v[0];
+			l.v[0] = l.v[i];
+			l.v[i] = t;
+		}
+	for (size_t i = 0; i < l.n; i++) {
+		struct listed *t = &l.v[i];
+		if (ptw_proc_exited(k->pid, t->tid))
+			continue; /* gone meanwhile: nothing more will come of it */
+		int detached = -1;
+		uint64_t joinid;
+		if (t->pthread && k->probes.layout.have_joinid &&
+		    ptw_mem_read(k->proc, t->pthread + k->probes.layout.joinid, &joinid,
+				 sizeof(joinid)) == 0)
+			detached = joinid == t->pthread;
+		uint64_t routine = t->tid == k->pid ? k->probes.main_addr : t->routine;
+		char *name = comm_of(k->pid, t->tid);
+		ptwk_conv_preexisting(&k->conv, t->tid, t->pthread, routine, detached, name, ns);
+		free(name);
+		(k->root ? k->root : k)->stats.preexisting++;
+	}
+	free(l.v);
+}
+
+/* --trace -p: the calls under way at the attach (underway.c): the
+ * threads read before the entry probes go in. */
+void ptwk_calls_under_way(struct ptw_kernel *k)
+{
+	if (!k->frames || !k->skel)
+		return;
+	struct ptwk_underway_env env = { .pid = k->pid,
+					 .proc = k->proc,
+					 .syms = k->syms,
+					 .frames = k->frames,
+					 .iter = k->skel->progs.ptw_underway_regs,
+					 .ret = k->skel->progs.ptw_underway_return,
+					 .sites = k->skel->maps.underway_sites,
+					 .multi = k->multi,
+					 .note = ptwk_note_line,
+					 .ctx = k };
+	k->underway = ptwk_underway_begin(&env);
+}
