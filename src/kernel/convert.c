@@ -162,6 +162,23 @@ static void on_create(struct ptwk_conv *c, const struct ptwk_record *r)
 static void on_start(struct ptwk_conv *c, const struct ptwk_record *r)
 {
 	struct ptwk_thread *th = thread_of(c, (pid_t)r->tid);
+	if (th && th->started && !th->created && !th->pthread && !th->routine && r->a &&
+	    (r->f & PTWK_F_ROUTINE_KNOWN) && (pid_t)r->tid != c->pid) {
+		/* Listed at the attach from /proc alone (its pthread_create was
+		 * between putting it in libthread_db's list and its clone: no
+		 * tid there yet), and entering start_thread since: it says what
+		 * the list could not, its pthread_t and routine. */
+		th->pthread = r->a;
+		th->routine = r->c;
+		th->arg = r->d;
+		struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_START, r->ns, (pid_t)r->tid);
+		ev.pthread = r->a;
+		ev.routine = locate(c, th->routine);
+		ev.has_arg = (r->f & PTWK_F_ARG_KNOWN) != 0;
+		ev.arg = th->arg;
+		emit(c, &ev);
+		return;
+	}
 	/* start_thread is entered once per thread, by the thread its
 	 * argument describes: anything else is not a start we can pair. */
 	if (!th || th->started || (th->pthread && r->a && th->pthread != r->a))

@@ -633,6 +633,11 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 			sp->start_routine = ev->routine;
 		if (ev->has_arg)
 			set_opt(&sp->arg, ev->arg);
+		if (ev->pthread && !sp->pthread) {
+			/* (a thread listed without it: its start tells) */
+			sp->pthread = ev->pthread;
+			put_pthread(s, sp);
+		}
 		break;
 	case PTW_EV_THREAD_RETURN:
 		sp = live(s, ev->tid);

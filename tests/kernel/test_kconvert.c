@@ -218,6 +218,18 @@ static void test_lifecycles(void)
 	/* 108: listed at the attach, its clone arriving after: one span. */
 	ptwk_conv_preexisting(&c, 108, PD(9), 0x2000, 0, NULL, clock_ns);
 	create(&c, PID, 108, PD(9), 0);
+	/* 114: listed at the attach from /proc alone (no pthread_t, no
+	 * routine: its clone came after libthread_db's walk); its start,
+	 * seen since, says both, and its death then counts. */
+	ptwk_conv_preexisting(&c, 114, 0, 0, 0, NULL, clock_ns);
+	struct ptwk_record st114 = rec(PTWK_START, 114);
+	st114.a = PD(15);
+	st114.c = 0x2000;
+	st114.d = 0x42;
+	st114.f = PTWK_F_ROUTINE_KNOWN | PTWK_F_ARG_KNOWN;
+	ptwk_conv_record(&c, &st114);
+	death(&c, 114, PD(15), 0x12, false);
+	lwp_exit(&c, 114, 0, 0, 0, "w14");
 	/* Records of threads never seen make nothing up. */
 	simple(&c, PTWK_START, 999, PD(10));
 	death(&c, 999, PD(10), 1, false);
@@ -252,7 +264,7 @@ static void test_lifecycles(void)
 	CHECK_EQ(how_of[102], PTW_EXIT_SELF);
 	ptw_spans_finish(s);
 
-	CHECK_EQ(ptw_spans_count(s), 14);
+	CHECK_EQ(ptw_spans_count(s), 15);
 	const struct ptw_span *m = span_of(s, PID);
 	CHECK(m && m->origin == PTW_ORIGIN_MAIN && m->pthread == PD(1));
 	CHECK(m && m->status == PTW_STATUS_COMPLETED && m->value.set && m->value.v == 3);
@@ -292,6 +304,11 @@ static void test_lifecycles(void)
 	CHECK(sp && sp->status == PTW_STATUS_CANCELLED && !sp->uncertain);
 	sp = span_of(s, 108);
 	CHECK(sp && sp->origin == PTW_ORIGIN_PREEXISTING && sp->method == PTW_METHOD_PROCESS_EXIT);
+	sp = span_of(s, 114);
+	CHECK(sp && sp->origin == PTW_ORIGIN_PREEXISTING && sp->pthread == PD(15));
+	CHECK(sp && sp->start_routine && !strcmp(sp->start_routine->symbol, "worker"));
+	CHECK(sp && sp->arg.set && sp->arg.v == 0x42);
+	CHECK(sp && sp->status == PTW_STATUS_COMPLETED && sp->value.set && sp->value.v == 0x12);
 	CHECK(span_of(s, 999) == NULL);
 	ptwk_conv_free(&c);
 	ptw_spans_free(s);
