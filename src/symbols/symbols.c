@@ -1,113 +1,14 @@
 /* SPDX-License-Identifier: MIT */
-/* Symbols of one process image through libdwfl; see ptw_symbols.h. */
+/*
+ * Symbols of one process image through libdwfl; see ptw_symbols.h: its
+ * modules, the build-id cache, name lookup, a module's functions, address
+ * to location, one file before any process maps it.
+ */
 #define _GNU_SOURCE
-#include "ptw_symbols.h"
+#include "symbols_int.h"
 
-#include <dwarf.h>
-#include <elfutils/libdw.h>
-#include <elfutils/libdwelf.h>
-#include <elfutils/libdwfl.h>
-#include <gelf.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <stdarg.h>
-#include <inttypes.h>
-#include <limits.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
+/* ---- a process's modules ---- */
 
-#include "ptw_cache.h"
-#include "ptw_demangle.h"
-#include "ptw_util.h"
-#include "debugfile.h"
-
-/* One symbol of a module, chained in a per-module name index. */
-struct sym_entry {
-	const char *name; /* points into the ELF string table (lives with the module) */
-	size_t name_len;  /* without a version suffix ("pthread_create@@GLIBC_2.34") */
-	uint64_t addr, size;
-	int rank;	  /* higher wins: global default version > global > local */
-	struct sym_entry *next;
-};
-
-/* The on-disk cache of one module (by build-id); outlives refreshes. */
-struct module_cache {
-	uint64_t key; /* ptw_str_hash(build-id hex) */
-	struct ptw_cache *cache;
-};
-
-struct module_index {
-	Dwfl_Module *mod;
-	const char *path;
-	bool is_exe;
-	bool built;
-	struct ptw_map names; /* ptw_str_hash(name) -> struct sym_entry* chain */
-	struct sym_entry *entries;
-	bool cache_looked;	 /* cache and bias below are valid */
-	struct ptw_cache *cache; /* NULL: none (no build-id, --no-cache) */
-	uint64_t bias;
-};
-
-/* A module of a list (ptw_symbols_new_listed), checked. */
-struct listed_module {
-	char *path;
-	uint64_t start, end;
-	dev_t dev;
-	ino_t ino;
-};
-
-/* A cached answer (hit or miss) of ptw_symbols_lookup, chained by hash. */
-struct lookup_result {
-	char *key; /* module \001 name */
-	bool found;
-	uint64_t addr, size;
-	struct lookup_result *next;
-};
-
-struct ptw_symbols {
-	pid_t pid;
-	bool offline; /* ptw_symbols_new_file: one file, no process */
-	bool use_debug_files;
-	char *cache_dir; /* NULL: no cache */
-	bool cache_unwritable;
-	struct module_cache *caches;
-	size_t ncaches;
-	Dwfl *dwfl;
-	Dwfl_Callbacks callbacks;
-	char *debuginfo_path;
-	char *exe_path;
-	struct module_index *mods;
-	size_t nmods;
-	struct ptw_map lookups;	  /* hash(module \0 name) -> struct lookup_result* */
-	size_t answers_from_disk; /* lookups answered by records read from a cache file */
-	struct ptw_map locations; /* addr -> struct ptw_location* (current module list) */
-	struct ptw_location **all_locations; /* every one handed out: spans keep them */
-	size_t nall, all_cap;
-	char **strings;		  /* interned strings for locations */
-	size_t nstrings, strings_cap;
-	ptw_memread_fn read;
-	void *read_ctx;
-	/* ptw_symbols_new_listed: the modules as the dynamic linker lists
-	 * them, reported instead of /proc/PID/maps ("---- listed modules") */
-	struct listed_module *listed;
-	size_t nlisted;
-	bool use_list;
-	/* unwinding */
-	bool attached;
-	pid_t unwind_tid;
-	const struct user_regs_struct *unwind_regs;
-	const struct ptw_stack_copy *unwind_stack; /* NULL: read the live stack */
-	bool unwind_sp_pc_only;	 /* the other registers are unknown (UNKNOWN_REG) */
-	bool unwind_used_unknown; /* ... and one was used: the unwind is not true */
-	bool unwind_read_live;	 /* memory beyond the stack copy was read */
-	bool unwind_complete;	 /* the last unwind reached the outermost frame */
-};
-
-static int report_listed(struct ptw_symbols *s);
 
 static const char *intern(struct ptw_symbols *s, const char *str)
 {
@@ -178,7 +79,7 @@ static int report_modules(struct ptw_symbols *s)
 		return 0; /* its one file does not change */
 	free_indexes(s);
 	dwfl_report_begin(s->dwfl);
-	int r = s->use_list ? report_listed(s) : dwfl_linux_proc_report(s->dwfl, s->pid);
+	int r = s->use_list ? sym_report_listed(s) : dwfl_linux_proc_report(s->dwfl, s->pid);
 	if (dwfl_report_end(s->dwfl, NULL, NULL) != 0 && r == 0)
 		r = EIO;
 	if (r != 0)
@@ -199,7 +100,7 @@ static int report_modules(struct ptw_symbols *s)
 }
 
 /* A new, empty view of process pid's modules, found by find_elf. */
-static struct ptw_symbols *symbols_alloc(pid_t pid, bool use_debug_files, const char *cache_dir,
+struct ptw_symbols *sym_symbols_alloc(pid_t pid, bool use_debug_files, const char *cache_dir,
 					 ptw_memread_fn read, void *read_ctx,
 					 __typeof__(((Dwfl_Callbacks *)0)->find_elf) find_elf)
 {
@@ -218,7 +119,7 @@ static struct ptw_symbols *symbols_alloc(pid_t pid, bool use_debug_files, const 
 int ptw_symbols_new(pid_t pid, bool use_debug_files, const char *cache_dir, ptw_memread_fn read,
 		    void *read_ctx, struct ptw_symbols **ret)
 {
-	struct ptw_symbols *s = symbols_alloc(pid, use_debug_files, cache_dir, read, read_ctx,
+	struct ptw_symbols *s = sym_symbols_alloc(pid, use_debug_files, cache_dir, read, read_ctx,
 					      dwfl_linux_proc_find_elf);
 
 	char path[64], exe[PATH_MAX];
@@ -356,7 +257,7 @@ static uint64_t debug_state(const char *hex, Elf *elf, const char *path)
 }
 
 /* The module's cache (opened once per build-id and session), or NULL. */
-static struct ptw_cache *module_cache(struct ptw_symbols *s, struct module_index *mi)
+struct ptw_cache *sym_module_cache(struct ptw_symbols *s, struct module_index *mi)
 {
 	if (mi->cache_looked)
 		return mi->cache;
@@ -403,13 +304,13 @@ static struct ptw_cache *module_cache(struct ptw_symbols *s, struct module_index
 					     : "invalid (ignored)",
 		ptw_cache_count(c));
 	s->caches = xreallocarray(s->caches, s->ncaches + 1, sizeof(*s->caches));
-	s->caches[s->ncaches++] = (struct module_cache){ key, c };
+	s->caches[s->ncaches++] = (struct sym_module_cache){ key, c };
 	return mi->cache = c;
 }
 
 /* A cached answer; one read from the file is counted (it may be wrong:
  * ptw_symbols_forget_cache). */
-static int cache_get(struct ptw_symbols *s, struct ptw_cache *c, const char *kind,
+int sym_cache_get(struct ptw_symbols *s, struct ptw_cache *c, const char *kind,
 		     const char *what, struct ptw_cache_value *ret)
 {
 	if (!c)
@@ -423,7 +324,7 @@ static int cache_get(struct ptw_symbols *s, struct ptw_cache *c, const char *kin
 	return r;
 }
 
-static void cache_put(struct ptw_cache *c, const char *kind, const char *what, bool found,
+void sym_cache_put(struct ptw_cache *c, const char *kind, const char *what, bool found,
 		      uint64_t a, uint64_t b, const char *text)
 {
 	if (!c)
@@ -473,7 +374,7 @@ static void build_index(struct module_index *mi)
 	}
 }
 
-static bool module_matches(const struct module_index *mi, const char *module)
+bool sym_module_matches(const struct module_index *mi, const char *module)
 {
 	if (module == PTW_MOD_ANY)
 		return true;
@@ -520,11 +421,11 @@ int ptw_symbols_lookup(struct ptw_symbols *s, const char *module, const char *na
 		key.p = NULL;
 		for (size_t i = 0; i < s->nmods && !res->found; i++) {
 			struct module_index *mi = &s->mods[i];
-			if (!module_matches(mi, module))
+			if (!sym_module_matches(mi, module))
 				continue;
-			struct ptw_cache *c = module_cache(s, mi);
+			struct ptw_cache *c = sym_module_cache(s, mi);
 			struct ptw_cache_value v;
-			if (cache_get(s, c, "sym", name, &v) == 0) {
+			if (sym_cache_get(s, c, "sym", name, &v) == 0) {
 				res->found = v.found;
 				res->addr = mi->bias + v.a;
 				res->size = v.b;
@@ -536,7 +437,7 @@ int ptw_symbols_lookup(struct ptw_symbols *s, const char *module, const char *na
 				res->addr = e->addr;
 				res->size = e->size;
 			}
-			cache_put(c, "sym", name, e != NULL, e ? e->addr - mi->bias : 0, e ? e->size : 0,
+			sym_cache_put(c, "sym", name, e != NULL, e ? e->addr - mi->bias : 0, e ? e->size : 0,
 				  NULL);
 		}
 		res->next = head;
@@ -584,20 +485,20 @@ int ptw_symbols_lookup_loaded(struct ptw_symbols *s, const char *module, const c
 {
 	for (size_t i = 0; i < s->nmods; i++) {
 		struct module_index *mi = &s->mods[i];
-		if (!module_matches(mi, module))
+		if (!sym_module_matches(mi, module))
 			continue;
-		struct ptw_cache *c = module_cache(s, mi);
+		struct ptw_cache *c = sym_module_cache(s, mi);
 		struct ptw_cache_value v;
 		uint64_t addr = 0, size = 0;
 		bool found;
-		if (cache_get(s, c, "sym", name, &v) == 0 || cache_get(s, c, "esym", name, &v) == 0) {
+		if (sym_cache_get(s, c, "sym", name, &v) == 0 || sym_cache_get(s, c, "esym", name, &v) == 0) {
 			found = v.found;
 			addr = found ? mi->bias + v.a : 0;
 		} else {
 			Dwarf_Addr bias;
 			Elf *elf = dwfl_module_getelf(mi->mod, &bias);
 			found = elf && find_in_elf(elf, bias, name, &addr, &size);
-			cache_put(c, "esym", name, found, found ? addr - mi->bias : 0, size, NULL);
+			sym_cache_put(c, "esym", name, found, found ? addr - mi->bias : 0, size, NULL);
 		}
 		ptw_dbg(PTW_DBG_SYM, "lookup %s in the file %s: %s %#llx", name,
 			mi->path ? mi->path : "?", found ? "found" : "missing", (unsigned long long)addr);
@@ -625,12 +526,12 @@ static Dwfl_Module *holding_module(Dwfl_Module *mod, uint64_t addr)
 }
 
 /* The module that holds code at addr, else NULL. */
-static Dwfl_Module *module_at(struct ptw_symbols *s, uint64_t addr)
+Dwfl_Module *sym_module_at(struct ptw_symbols *s, uint64_t addr)
 {
 	return holding_module(dwfl_addrmodule(s->dwfl, addr), addr);
 }
 
-static struct module_index *index_of(struct ptw_symbols *s, Dwfl_Module *mod)
+struct module_index *sym_index_of(struct ptw_symbols *s, Dwfl_Module *mod)
 {
 	for (size_t i = 0; i < s->nmods; i++)
 		if (s->mods[i].mod == mod)
@@ -645,15 +546,15 @@ const char *ptw_symbols_exe(const struct ptw_symbols *s)
 
 const char *ptw_symbols_module_of(struct ptw_symbols *s, uint64_t addr)
 {
-	Dwfl_Module *mod = module_at(s, addr);
-	struct module_index *mi = mod ? index_of(s, mod) : NULL;
+	Dwfl_Module *mod = sym_module_at(s, addr);
+	struct module_index *mi = mod ? sym_index_of(s, mod) : NULL;
 	return mi ? mi->path : NULL;
 }
 
 const char *ptw_symbols_module_path(struct ptw_symbols *s, const char *module)
 {
 	for (size_t i = 0; i < s->nmods; i++)
-		if (module_matches(&s->mods[i], module))
+		if (sym_module_matches(&s->mods[i], module))
 			return s->mods[i].path;
 	return NULL;
 }
@@ -661,7 +562,7 @@ const char *ptw_symbols_module_path(struct ptw_symbols *s, const char *module)
 int ptw_symbols_module_range(struct ptw_symbols *s, uint64_t addr, uint64_t *ret_start,
 			     uint64_t *ret_end)
 {
-	Dwfl_Module *mod = module_at(s, addr);
+	Dwfl_Module *mod = sym_module_at(s, addr);
 	if (!mod)
 		return -ENOENT;
 	Dwarf_Addr start, end;
@@ -811,11 +712,11 @@ const struct ptw_location *ptw_symbols_locate(struct ptw_symbols *s, uint64_t ad
 	struct ptw_location *loc = ptw_map_get(&s->locations, addr);
 	if (loc)
 		return loc;
-	Dwfl_Module *mod = module_at(s, addr);
+	Dwfl_Module *mod = sym_module_at(s, addr);
 	if (!mod && ptw_symbols_refresh(s) == 0) {
 		/* A library loaded since we last looked (dlopen without ld.so's
 		 * notification, JIT): refresh once; the answer is cached. */
-		mod = module_at(s, addr);
+		mod = sym_module_at(s, addr);
 	}
 	loc = xcalloc(1, sizeof(*loc));
 	loc->addr = addr;
@@ -825,21 +726,21 @@ const struct ptw_location *ptw_symbols_locate(struct ptw_symbols *s, uint64_t ad
 	}
 	s->all_locations[s->nall++] = loc;
 	if (mod) {
-		struct module_index *mi = index_of(s, mod);
+		struct module_index *mi = sym_index_of(s, mod);
 		loc->module = mi ? intern(s, mi->path) : NULL;
-		struct ptw_cache *c = mi ? module_cache(s, mi) : NULL;
+		struct ptw_cache *c = mi ? sym_module_cache(s, mi) : NULL;
 		char key[32];
 		struct ptw_cache_value v, src;
 		if (c)
 			snprintf(key, sizeof(key), "%" PRIx64, addr - mi->bias);
-		if (c && cache_get(s, c, "loc", key, &v) == 0) {
+		if (c && sym_cache_get(s, c, "loc", key, &v) == 0) {
 			if (v.found && v.text) {
 				set_symbol(s, loc, v.text);
 				loc->symbol_offset = v.a;
 			}
 			loc->has_offset = true;
 			loc->offset = addr - mi->bias;
-			if (cache_get(s, c, "src", key, &src) == 0 && src.text) {
+			if (sym_cache_get(s, c, "src", key, &src) == 0 && src.text) {
 				loc->file = intern(s, src.text);
 				loc->line = (int)src.a;
 			}
@@ -879,9 +780,9 @@ const struct ptw_location *ptw_symbols_locate(struct ptw_symbols *s, uint64_t ad
 			}
 		}
 		if (c && loc->file)
-			cache_put(c, "src", key, true, (uint64_t)loc->line, 0, loc->file);
+			sym_cache_put(c, "src", key, true, (uint64_t)loc->line, 0, loc->file);
 		if (c)
-			cache_put(c, "loc", key, loc->symbol != NULL, loc->symbol_offset, 0,
+			sym_cache_put(c, "loc", key, loc->symbol != NULL, loc->symbol_offset, 0,
 				  loc->linkage_name ? loc->linkage_name : loc->symbol);
 	}
 	ptw_map_put(&s->locations, addr, loc);
@@ -943,16 +844,16 @@ static int fde_range(Dwfl_Module *mod, uint64_t addr, uint64_t *ret_lo, uint64_t
 int ptw_symbols_function_range(struct ptw_symbols *s, uint64_t addr, uint64_t *ret_lo,
 			       uint64_t *ret_hi)
 {
-	Dwfl_Module *mod = module_at(s, addr);
+	Dwfl_Module *mod = sym_module_at(s, addr);
 	if (!mod)
 		return -ENOENT;
-	struct module_index *mi = index_of(s, mod);
-	struct ptw_cache *c = mi ? module_cache(s, mi) : NULL;
+	struct module_index *mi = sym_index_of(s, mod);
+	struct ptw_cache *c = mi ? sym_module_cache(s, mi) : NULL;
 	char key[32];
 	struct ptw_cache_value v;
 	if (c) {
 		snprintf(key, sizeof(key), "%" PRIx64, addr - mi->bias);
-		if (cache_get(s, c, "range", key, &v) == 0) {
+		if (sym_cache_get(s, c, "range", key, &v) == 0) {
 			if (!v.found)
 				return -ENOENT;
 			*ret_lo = mi->bias + v.a;
@@ -972,372 +873,13 @@ int ptw_symbols_function_range(struct ptw_symbols *s, uint64_t addr, uint64_t *r
 		r = fde_range(mod, addr, &lo, &hi);
 	}
 	if (c)
-		cache_put(c, "range", key, r == 0, r == 0 ? lo - mi->bias : 0, r == 0 ? hi - mi->bias : 0,
+		sym_cache_put(c, "range", key, r == 0, r == 0 ? lo - mi->bias : 0, r == 0 ? hi - mi->bias : 0,
 			  NULL);
 	if (r == 0) {
 		*ret_lo = lo;
 		*ret_hi = hi;
 	}
 	return r;
-}
-
-/* ---- DWARF struct layout ---- */
-
-static bool name_has_suffix(const char *name, const char *suffix)
-{
-	size_t n = strlen(name), m = strlen(suffix);
-	return n >= m && !strcmp(name + n - m, suffix);
-}
-
-/* Looks for member in the struct DIE, descending into anonymous members. */
-static bool find_member(Dwarf_Die *type, const char *member, uint64_t base, uint64_t *ret)
-{
-	Dwarf_Die child;
-	if (dwarf_child(type, &child) != 0)
-		return false;
-	do {
-		if (dwarf_tag(&child) != DW_TAG_member)
-			continue;
-		Dwarf_Attribute attr;
-		Dwarf_Word off = 0;
-		if (dwarf_attr(&child, DW_AT_data_member_location, &attr))
-			dwarf_formudata(&attr, &off);
-		const char *name = dwarf_diename(&child);
-		if (name && !strcmp(name, member)) {
-			*ret = base + off;
-			return true;
-		}
-		if (!name) {
-			Dwarf_Die sub;
-			if (dwarf_attr(&child, DW_AT_type, &attr) && dwarf_formref_die(&attr, &sub) &&
-			    (dwarf_tag(&sub) == DW_TAG_structure_type ||
-			     dwarf_tag(&sub) == DW_TAG_union_type) &&
-			    find_member(&sub, member, base + off, ret))
-				return true;
-		}
-	} while (dwarf_siblingof(&child, &child) == 0);
-	return false;
-}
-
-static bool find_struct_in_cu(Dwarf_Die *cudie, const char *struct_name, const char *member,
-			      uint64_t *ret)
-{
-	Dwarf_Die child;
-	if (dwarf_child(cudie, &child) != 0)
-		return false;
-	do {
-		if (dwarf_tag(&child) != DW_TAG_structure_type || dwarf_hasattr(&child, DW_AT_declaration))
-			continue;
-		const char *name = dwarf_diename(&child);
-		if (name && !strcmp(name, struct_name) && find_member(&child, member, 0, ret))
-			return true;
-	} while (dwarf_siblingof(&child, &child) == 0);
-	return false;
-}
-
-static int member_in_module(struct module_index *mi, const char *const *cu_hints,
-			    const char *struct_name, const char *member, uint64_t *ret_offset)
-{
-	Dwarf_Addr bias;
-	Dwarf *dw = dwfl_module_getdwarf(mi->mod, &bias);
-	if (!dw)
-		return -ENOENT;
-	/* Two passes: the hinted compilation units (cheap), then all. */
-	for (int pass = cu_hints ? 0 : 1; pass < 2; pass++) {
-		Dwarf_Off off = 0, next;
-		size_t hsize;
-		while (dwarf_nextcu(dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
-			Dwarf_Die cudie;
-			if (dwarf_offdie(dw, off + hsize, &cudie)) {
-				const char *cuname = dwarf_diename(&cudie);
-				bool hinted = false;
-				for (const char *const *h = cu_hints; h && *h && cuname; h++)
-					if (name_has_suffix(cuname, *h))
-						hinted = true;
-				if ((pass == 1 || hinted) &&
-				    find_struct_in_cu(&cudie, struct_name, member, ret_offset)) {
-					ptw_dbg(PTW_DBG_SYM, "struct %s.%s at %#llx (cu %s)", struct_name,
-						member, (unsigned long long)*ret_offset,
-						cuname ? cuname : "?");
-					return 0;
-				}
-			}
-			off = next;
-		}
-	}
-	return -ENOENT;
-}
-
-int ptw_symbols_member_offset(struct ptw_symbols *s, const char *module, const char *const *cu_hints,
-			      const char *struct_name, const char *member, uint64_t *ret_offset)
-{
-	char what[256];
-	snprintf(what, sizeof(what), "%s.%s", struct_name, member);
-	for (size_t i = 0; i < s->nmods; i++) {
-		struct module_index *mi = &s->mods[i];
-		if (!module_matches(mi, module))
-			continue;
-		struct ptw_cache *c = module_cache(s, mi);
-		struct ptw_cache_value v;
-		uint64_t off = 0;
-		int r;
-		if (cache_get(s, c, "member", what, &v) == 0) {
-			r = v.found ? 0 : -ENOENT;
-			off = v.a;
-			ptw_dbg(PTW_DBG_SYM, "struct %s: %s %#llx (cached)", what,
-				r == 0 ? "at" : "missing", (unsigned long long)off);
-		} else {
-			r = member_in_module(mi, cu_hints, struct_name, member, &off);
-			cache_put(c, "member", what, r == 0, off, 0, NULL);
-		}
-		if (r == 0) {
-			*ret_offset = off;
-			return 0;
-		}
-	}
-	return -ENOENT;
-}
-
-/* ---- unwinding ---- */
-
-static pid_t unwind_next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
-{
-	(void)dwfl, (void)arg, (void)thread_argp;
-	return 0;
-}
-
-static bool unwind_get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
-{
-	(void)dwfl;
-	struct ptw_symbols *s = arg;
-	*thread_argp = s;
-	return tid == s->unwind_tid;
-}
-
-/*
- * What the registers we do not have hold for libdw: a non-canonical
- * address, that no mapping can hold. libdw takes a register it cannot
- * compute for the end of the stack (a return address it cannot read is
- * "undefined"), so leaving them unset would cut stacks short and call
- * them whole. Set to this instead, every use shows: as an address read
- * (a frame's CFA from its frame pointer) or as a pc.
- */
-#define UNKNOWN_REG 0x5057000000000000ull
-#define UNKNOWN_SPAN (1ull << 40)
-
-static bool unknown_value(const struct ptw_symbols *s, uint64_t v)
-{
-	return s->unwind_sp_pc_only && v - (UNKNOWN_REG - UNKNOWN_SPAN) < 2 * UNKNOWN_SPAN;
-}
-
-/* A word of the thread being unwound: from its stack copy when it has one
- * and addr lies in it, else from the process. */
-static int unwind_read_word(struct ptw_symbols *s, uint64_t addr, uint64_t *ret)
-{
-	if (unknown_value(s, addr)) {
-		s->unwind_used_unknown = true;
-		return -EFAULT;
-	}
-	const struct ptw_stack_copy *c = s->unwind_stack;
-	if (c && addr >= c->addr && addr - c->addr <= c->len && c->len - (addr - c->addr) >= 8) {
-		memcpy(ret, c->bytes + (addr - c->addr), sizeof(*ret));
-		return 0;
-	}
-	s->unwind_read_live = true;
-	return s->read(s->read_ctx, addr, ret, sizeof(*ret));
-}
-
-static bool unwind_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
-{
-	(void)dwfl;
-	uint64_t v;
-	if (unwind_read_word(arg, addr, &v) < 0)
-		return false;
-	*result = v;
-	return true;
-}
-
-static bool unwind_set_initial_registers(Dwfl_Thread *thread, void *arg)
-{
-	struct ptw_symbols *s = arg;
-	const struct user_regs_struct *r = s->unwind_regs;
-	if (s->unwind_sp_pc_only) { /* the rest unknown, and seen if used */
-		Dwarf_Word regs[17];
-		for (int i = 0; i < 17; i++)
-			regs[i] = UNKNOWN_REG;
-		regs[7] = r->rsp;
-		regs[16] = r->rip;
-		return dwfl_thread_state_registers(thread, 0, 17, regs);
-	}
-	/* DWARF register numbers 0..16 on x86-64. */
-	Dwarf_Word regs[17] = {
-		r->rax, r->rdx, r->rcx, r->rbx, r->rsi, r->rdi, r->rbp, r->rsp, r->r8,
-		r->r9,	r->r10, r->r11, r->r12, r->r13, r->r14, r->r15, r->rip,
-	};
-	return dwfl_thread_state_registers(thread, 0, 17, regs);
-}
-
-static const Dwfl_Thread_Callbacks unwind_callbacks = {
-	.next_thread = unwind_next_thread,
-	.get_thread = unwind_get_thread,
-	.memory_read = unwind_memory_read,
-	.set_initial_registers = unwind_set_initial_registers,
-};
-
-struct frames_ctx {
-	struct ptw_symbols *s;
-	uint64_t *pcs;
-	uint64_t *sps; /* NULL: not asked for */
-	int max, n;
-};
-
-static int frame_cb(Dwfl_Frame *state, void *arg)
-{
-	struct frames_ctx *c = arg;
-	Dwarf_Addr pc;
-	if (!dwfl_frame_pc(state, &pc, NULL))
-		return DWARF_CB_ABORT;
-	if (unknown_value(c->s, pc)) {
-		c->s->unwind_used_unknown = true;
-		return DWARF_CB_ABORT;
-	}
-	if (c->sps) {
-		/* DWARF register 7: rsp (for an unwound frame, its CFA) */
-		Dwarf_Word sp;
-		c->sps[c->n] = dwfl_frame_reg(state, 7, &sp) == 0 ? sp : 0;
-	}
-	c->pcs[c->n++] = pc;
-	return c->n < c->max ? DWARF_CB_OK : DWARF_CB_ABORT;
-}
-
-/* Does any FDE (.eh_frame or .debug_frame) cover pc? */
-static bool has_cfi(struct ptw_symbols *s, uint64_t pc)
-{
-	Dwfl_Module *mod = module_at(s, pc);
-	if (!mod)
-		return false;
-	/* The answer for a pc without .eh_frame CFI (the clone site, in every
-	 * thread creation) costs opening the debug file: keep it. */
-	struct module_index *mi = index_of(s, mod);
-	struct ptw_cache *c = mi ? module_cache(s, mi) : NULL;
-	char key[32];
-	struct ptw_cache_value v;
-	if (c) {
-		snprintf(key, sizeof(key), "%" PRIx64, pc - mi->bias);
-		if (cache_get(s, c, "cfi", key, &v) == 0)
-			return v.found;
-	}
-	bool found = false;
-	/* .eh_frame first: .debug_frame (a debug file) only if that has none. */
-	for (int i = 0; i < 2 && !found; i++) {
-		Dwarf_Addr bias;
-		Dwarf_CFI *cfi = i ? dwfl_module_dwarf_cfi(mod, &bias) : dwfl_module_eh_cfi(mod, &bias);
-		Dwarf_Frame *frame;
-		if (cfi && dwarf_cfi_addrframe(cfi, pc - bias, &frame) == 0) {
-			free(frame);
-			found = true;
-		}
-	}
-	cache_put(c, "cfi", key, found, 0, 0, NULL);
-	return found;
-}
-
-static int unwind_from(struct ptw_symbols *s, pid_t tid, const struct user_regs_struct *regs,
-		       uint64_t *pcs, uint64_t *sps, int max)
-{
-	s->unwind_tid = tid;
-	s->unwind_regs = regs;
-	struct frames_ctx c = { s, pcs, sps, max, 0 };
-	/* 0: the outermost frame has no return address */
-	int r = dwfl_getthread_frames(s->dwfl, tid, frame_cb, &c);
-	s->unwind_complete = r == 0 || c.n >= max;
-	if (!s->unwind_complete)
-		ptw_dbg(PTW_DBG_SYM, "unwind %d from %#llx: %s after %d frames", tid,
-			(unsigned long long)regs->rip, dwfl_errmsg(-1), c.n);
-	return c.n;
-}
-
-static int unwind(struct ptw_symbols *s, pid_t tid, const struct user_regs_struct *regs,
-		  uint64_t *pcs, uint64_t *sps, int max)
-{
-	if (max <= 0)
-		return -EINVAL;
-	if (!s->attached) {
-		if (!dwfl_attach_state(s->dwfl, NULL, s->pid, &unwind_callbacks, s)) {
-			ptw_dbg(PTW_DBG_SYM, "dwfl_attach_state: %s", dwfl_errmsg(-1));
-			return -ENOTSUP;
-		}
-		s->attached = true;
-	}
-	/*
-	 * No CFI for the innermost pc: glibc ends clone3's FDE right before its
-	 * syscall (the child's unwind info would be wrong). Do not let
-	 * libdwfl guess from rbp (it then invents frames that skip the
-	 * caller, depending on what rbp holds): treat it as the frameless
-	 * leaf it is, as debuggers do, return address at [rsp].
-	 */
-	uint64_t ret;
-	if (max > 1 && !has_cfi(s, regs->rip) &&
-	    unwind_read_word(s, regs->rsp, &ret) == 0 && module_at(s, ret)) {
-		struct user_regs_struct caller = *regs;
-		caller.rip = ret;
-		caller.rsp = regs->rsp + 8;
-		pcs[0] = regs->rip;
-		if (sps)
-			sps[0] = regs->rsp;
-		int m = unwind_from(s, tid, &caller, pcs + 1, sps ? sps + 1 : NULL, max - 1);
-		if (m > 0)
-			return m + 1;
-	}
-	int n = unwind_from(s, tid, regs, pcs, sps, max);
-	if (n == 0) {
-		s->unwind_complete = false;
-		pcs[0] = regs->rip;
-		if (sps)
-			sps[0] = regs->rsp;
-		n = 1;
-	}
-	return n;
-}
-
-int ptw_symbols_unwind(struct ptw_symbols *s, pid_t tid, const struct user_regs_struct *regs,
-		       uint64_t *pcs, int max)
-{
-	return unwind(s, tid, regs, pcs, NULL, max);
-}
-
-int ptw_symbols_unwind_sps(struct ptw_symbols *s, pid_t tid, const struct user_regs_struct *regs,
-			   uint64_t *pcs, uint64_t *sps, int max, bool *whole)
-{
-	int n = unwind(s, tid, regs, pcs, sps, max);
-	*whole = n > 0 && s->unwind_complete;
-	return n;
-}
-
-int ptw_symbols_unwind_copy(struct ptw_symbols *s, pid_t tid, const struct user_regs_struct *regs,
-			    const struct ptw_stack_copy *stack, uint64_t *pcs, int max)
-{
-	s->unwind_stack = stack;
-	int n = unwind(s, tid, regs, pcs, NULL, max);
-	s->unwind_stack = NULL;
-	return n;
-}
-
-int ptw_symbols_unwind_sp_pc(struct ptw_symbols *s, pid_t tid, uint64_t sp, uint64_t pc,
-			     const struct ptw_stack_copy *stack, uint64_t *pcs, int max, bool *whole,
-			     bool *read_live)
-{
-	struct user_regs_struct regs = { .rsp = sp, .rip = pc };
-	s->unwind_stack = stack;
-	s->unwind_sp_pc_only = true;
-	s->unwind_used_unknown = false;
-	s->unwind_read_live = false;
-	int n = unwind(s, tid, &regs, pcs, NULL, max);
-	s->unwind_sp_pc_only = false;
-	s->unwind_stack = NULL;
-	*whole = n > 0 && s->unwind_complete && !s->unwind_used_unknown;
-	*read_live = s->unwind_read_live;
-	return n;
 }
 
 /* ---- one file, before any process maps it ---- */
@@ -1379,7 +921,7 @@ int ptw_symbols_new_file(const char *path, bool use_debug_files, const char *cac
 
 int ptw_symbols_file_offset(struct ptw_symbols *s, uint64_t addr, uint64_t *ret_off)
 {
-	Dwfl_Module *mod = module_at(s, addr);
+	Dwfl_Module *mod = sym_module_at(s, addr);
 	GElf_Addr bias;
 	Elf *elf = mod ? dwfl_module_getelf(mod, &bias) : NULL;
 	size_t n;
@@ -1397,126 +939,6 @@ int ptw_symbols_file_offset(struct ptw_symbols *s, uint64_t addr, uint64_t *ret_
 	return -ENOENT;
 }
 
-/* ---- listed modules ----
- *
- * The modules of a process as its dynamic linker lists them (the kernel
- * path reads the link_map in the target's own context: no read of
- * /proc/PID/maps, which takes the target's memory-map lock while it
- * runs). The list is what the target says: every file is opened without
- * blocking, must be a regular ELF file, and must fit the entry (its
- * dynamic section where the entry says, an aligned bias, a range in user
- * space); an entry that does not is left out. */
-
-/* A FIFO or a device a hostile list names must not block or be read. */
-static int open_regular(const char *path, struct stat *st)
-{
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
-		close(fd);
-		return -EINVAL;
-	}
-	return fd;
-}
-
-#define USER_SPACE_END (1ull << 57) /* above any x86-64 user address (5-level paging) */
-
-static bool listed_check(const struct ptw_module_spec *m, struct listed_module *ret)
-{
-	struct stat st;
-	int fd = m->path ? open_regular(m->path, &st) : -EINVAL;
-	if (fd < 0) {
-		ptw_dbg(PTW_DBG_SYM, "listed module %s: %s", m->path ? m->path : "?",
-			strerror(-fd));
-		return false;
-	}
-	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	GElf_Ehdr eh;
-	size_t n;
-	uint64_t lo = UINT64_MAX, hi = 0, dyn = 0;
-	bool have_dyn = false, ok = elf && elf_kind(elf) == ELF_K_ELF && gelf_getehdr(elf, &eh) &&
-				    (eh.e_type == ET_DYN || eh.e_type == ET_EXEC) &&
-				    elf_getphdrnum(elf, &n) == 0;
-	for (size_t i = 0; ok && i < n; i++) {
-		GElf_Phdr ph;
-		if (!gelf_getphdr(elf, (int)i, &ph))
-			continue;
-		if (ph.p_type == PT_LOAD) {
-			if (ph.p_vaddr + ph.p_memsz < ph.p_vaddr)
-				ok = false;
-			lo = ph.p_vaddr < lo ? ph.p_vaddr : lo;
-			hi = ph.p_vaddr + ph.p_memsz > hi ? ph.p_vaddr + ph.p_memsz : hi;
-		} else if (ph.p_type == PT_DYNAMIC) {
-			dyn = ph.p_vaddr;
-			have_dyn = true;
-		}
-	}
-	const char *why = ok ? NULL : "not an ELF file it can read";
-	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-	uint64_t start = m->bias + (lo & ~(page - 1)), end = m->bias + hi;
-	if (!why && lo >= hi)
-		why = "nothing loaded";
-	else if (!why && eh.e_type == ET_EXEC && m->bias)
-		why = "a bias for a file that is not relocatable";
-	else if (!why && (m->bias & (page - 1)))
-		why = "a bias not page-aligned";
-	else if (!why && (start < m->bias || end < start || end > USER_SPACE_END))
-		why = "a range outside user space";
-	else if (!why && m->dynamic && (!have_dyn || m->bias + dyn != m->dynamic))
-		why = "its dynamic section is not where the entry says (another file, or not "
-		      "this one's bias)";
-	if (elf)
-		elf_end(elf);
-	close(fd);
-	if (why) {
-		ptw_dbg(PTW_DBG_SYM, "listed module %s left out: %s", m->path, why);
-		return false;
-	}
-	ret->path = xstrdup(m->path);
-	ret->start = start;
-	ret->end = (end + page - 1) & ~(page - 1);
-	ret->dev = st.st_dev;
-	ret->ino = st.st_ino;
-	return true;
-}
-
-/* libdwfl's find_elf for a listed module: the file checked, if it is
- * still that file. */
-static int listed_find_elf(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr base,
-			   char **file_name, Elf **elfp)
-{
-	(void)mod, (void)name, (void)base;
-	const struct listed_module *lm = *userdata;
-	struct stat st;
-	int fd = lm ? open_regular(lm->path, &st) : -EINVAL;
-	if (fd < 0)
-		return -1;
-	if (st.st_dev != lm->dev || st.st_ino != lm->ino) {
-		close(fd);
-		return -1; /* replaced since it was checked */
-	}
-	*file_name = strdup(lm->path);
-	*elfp = NULL;
-	return fd;
-}
-
-static int report_listed(struct ptw_symbols *s)
-{
-	for (size_t i = 0; i < s->nlisted; i++) {
-		struct listed_module *lm = &s->listed[i];
-		Dwfl_Module *m = dwfl_report_module(s->dwfl, lm->path, lm->start, lm->end);
-		if (!m) {
-			ptw_dbg(PTW_DBG_SYM, "listed module %s: %s", lm->path, dwfl_errmsg(-1));
-			continue;
-		}
-		void **ud;
-		dwfl_module_info(m, &ud, NULL, NULL, NULL, NULL, NULL, NULL);
-		*ud = lm;
-	}
-	return 0;
-}
-
 int ptw_symbols_set_listed(struct ptw_symbols *s, const struct ptw_module_spec *mods, size_t n)
 {
 	if (s->offline)
@@ -1526,7 +948,7 @@ int ptw_symbols_set_listed(struct ptw_symbols *s, const struct ptw_module_spec *
 	s->listed = xcalloc(n ? n : 1, sizeof(*s->listed));
 	s->nlisted = 0;
 	for (size_t i = 0; i < n; i++)
-		if (listed_check(&mods[i], &s->listed[s->nlisted])) {
+		if (sym_listed_check(&mods[i], &s->listed[s->nlisted])) {
 			if (mods[i].is_exe) {
 				free(s->exe_path);
 				s->exe_path = xstrdup(mods[i].path);
@@ -1534,7 +956,7 @@ int ptw_symbols_set_listed(struct ptw_symbols *s, const struct ptw_module_spec *
 			s->nlisted++;
 		}
 	s->use_list = true;
-	s->callbacks.find_elf = listed_find_elf;
+	s->callbacks.find_elf = sym_listed_find_elf;
 	int r = ptw_symbols_refresh(s);
 	for (size_t i = 0; i < nold; i++)
 		free(old[i].path);
@@ -1547,7 +969,7 @@ int ptw_symbols_new_listed(pid_t pid, const struct ptw_module_spec *mods, size_t
 			   void *read_ctx, struct ptw_symbols **ret)
 {
 	struct ptw_symbols *s =
-		symbols_alloc(pid, use_debug_files, cache_dir, read, read_ctx, listed_find_elf);
+		sym_symbols_alloc(pid, use_debug_files, cache_dir, read, read_ctx, sym_listed_find_elf);
 	s->dwfl = dwfl_begin(&s->callbacks);
 	if (!s->dwfl) {
 		ptw_symbols_free(s);
@@ -1564,7 +986,7 @@ int ptw_symbols_new_listed(pid_t pid, const struct ptw_module_spec *mods, size_t
 
 int ptw_symbols_read_file(struct ptw_symbols *s, uint64_t addr, void *buf, size_t len)
 {
-	Dwfl_Module *mod = s->dwfl ? module_at(s, addr) : NULL;
+	Dwfl_Module *mod = s->dwfl ? sym_module_at(s, addr) : NULL;
 	GElf_Addr bias;
 	Elf *elf = mod ? dwfl_module_getelf(mod, &bias) : NULL;
 	size_t n, size;
