@@ -20,6 +20,7 @@ struct task_struct___uw {
 	pid_t pid;
 	int on_cpu;
 	unsigned long nvcsw, nivcsw;
+	struct thread_struct thread;
 } __attribute__((preserve_access_index));
 
 struct bpf_iter__task___uw {
@@ -47,6 +48,7 @@ int ptw_underway_regs(struct bpf_iter__task___uw *ctx)
 	out.tid = task_tid((struct task_struct *)t);
 	out.on_cpu = (__u32)BPF_CORE_READ(t, on_cpu);
 	out.switches = BPF_CORE_READ(t, nvcsw) + BPF_CORE_READ(t, nivcsw);
+	out.fsbase = BPF_CORE_READ(t, thread.fsbase);
 	struct pt_regs r;
 	long p = bpf_task_pt_regs((struct task_struct *)t);
 	if (p && bpf_probe_read_kernel(&r, sizeof(r), (const void *)p) == 0) {

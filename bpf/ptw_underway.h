@@ -23,6 +23,7 @@ struct ptwk_uw_task {
 	 * (a system call, an interrupt), DWARF's x86-64 order: rax rdx rcx rbx
 	 * rsi rdi rbp rsp r8-r15 rip */
 	__u64 regs[17];
+	__u64 fsbase; /* its TLS: glibc's struct pthread (0 unread) */
 };
 
 /* A frame under way whose return is watched: that thread at that return

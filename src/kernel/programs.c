@@ -103,8 +103,9 @@ int ptwk_open_skeleton(struct ptw_kernel *k, bool multi)
 	/* --trace's (kframes.c) */
 	struct bpf_program *frame_progs[] = { s->progs.ptw_frame_entry, s->progs.ptw_frame_return,
 					      s->progs.ptw_frame_helper };
-	/* calls under way at an attach (underway.c) */
-	if (r == 0 && (!k->o.ntrace || k->launched))
+	/* an attach's task iterator: calls under way (underway.c), and the
+	 * fs base of threads libthread_db's walk did not give (threads.c) */
+	if (r == 0 && k->launched)
 		r = bpf_program__set_autoload(s->progs.ptw_underway_regs, false);
 	if (r == 0 && (!k->o.ntrace || k->launched))
 		r = bpf_program__set_autoload(s->progs.ptw_underway_return, false);

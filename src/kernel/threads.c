@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "kernel_int.h"
+#include "ptw_underway.h"
 
 /* ---- the threads already running ---- */
 
@@ -47,6 +48,45 @@ static char *comm_of(pid_t pid, pid_t tid)
 }
 
 /*
+ * The threads libthread_db's walk did not give (it met a list changing
+ * under it too often: a program that makes and ends threads without a
+ * pause; or a thread on its way through pthread_create, in the list
+ * before its clone gave it a tid): each one's struct pthread is its TLS,
+ * its fs base, which the task iterator reads without stopping it. Taken
+ * when that struct names the thread (its tid), with the routine in it.
+ */
+static void from_tls(struct ptw_kernel *k, struct listing *l)
+{
+	const struct ptw_pthread_layout *lay = &k->probes.layout;
+	struct ptwk_uw_task *tasks = NULL;
+	int n = -1;
+	for (size_t i = 0; i < l->n; i++) {
+		struct listed *t = &l->v[i];
+		if (t->pthread || t->tid == k->pid || !lay->have_start_routine || !lay->have_tid ||
+		    !k->skel)
+			continue;
+		if (n < 0 && (n = ptwk_read_tasks(k->skel->progs.ptw_underway_regs, k->pid, &tasks)) < 0)
+			return;
+		for (int j = 0; j < n; j++) {
+			int32_t tid = 0;
+			uint64_t routine = 0, pd = tasks[j].fsbase;
+			if ((pid_t)tasks[j].tid != t->tid || !pd)
+				continue;
+			if (ptw_mem_read(k->proc, pd + lay->tid, &tid, sizeof(tid)) == 0 &&
+			    tid == t->tid &&
+			    ptw_mem_read(k->proc, pd + lay->start_routine, &routine,
+					 sizeof(routine)) == 0 &&
+			    routine) {
+				t->pthread = pd;
+				t->routine = routine;
+			}
+			break;
+		}
+	}
+	free(tasks);
+}
+
+/*
  * libthread_db's list of threads, walked in memory while they run (a
  * list that changes under the walk is walked again; one that loops ends
  * the walk: ptw_tdb_iterate), then whatever
@@ -72,6 +112,7 @@ void ptwk_list_threads(struct ptw_kernel *k)
 	for (int i = 0; i < n; i++)
 		listed_add(&l, tids[i], 0, 0);
 	free(tids);
+	from_tls(k, &l);
 	/* The main thread first: its span is the root of the others. */
 	for (size_t i = 0; i < l.n; i++)
 		if (l.v[i].tid == k->pid && i) {

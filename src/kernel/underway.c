@@ -70,16 +70,14 @@ static void note(struct ptwk_underway *u, int code, const char *fmt, ...)
 	ptw_buf_free(&b);
 }
 
-/* Every thread of the process as the task iterator reads it now. Returns
- * how many, or -errno. */
-static int read_tasks(struct ptwk_underway *u, struct ptwk_uw_task **ret)
+int ptwk_read_tasks(struct bpf_program *iter, pid_t pid, struct ptwk_uw_task **ret)
 {
 	*ret = NULL;
 	union bpf_iter_link_info info;
 	memset(&info, 0, sizeof(info));
-	info.task.pid = (uint32_t)u->env.pid;
+	info.task.pid = (uint32_t)pid;
 	LIBBPF_OPTS(bpf_iter_attach_opts, o, .link_info = &info, .link_info_len = sizeof(info));
-	struct bpf_link *l = bpf_program__attach_iter(u->env.iter, &o);
+	struct bpf_link *l = bpf_program__attach_iter(iter, &o);
 	if (!l)
 		return -errno;
 	int fd = bpf_iter_create(bpf_link__fd(l));
@@ -138,7 +136,7 @@ struct ptwk_underway *ptwk_underway_begin(const struct ptwk_underway_env *env)
 	struct ptwk_underway *u = xcalloc(1, sizeof(*u));
 	u->env = *env;
 	struct ptwk_uw_task *t;
-	int n = read_tasks(u, &t);
+	int n = ptwk_read_tasks(u->env.iter, u->env.pid, &t);
 	if (n < 0) {
 		note_no_registers(u, n);
 		free(u);
@@ -319,7 +317,7 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 		return 0;
 	uint64_t t0 = ptw_now_ns();
 	struct ptwk_uw_task *t;
-	int n = read_tasks(u, &t);
+	int n = ptwk_read_tasks(u->env.iter, u->env.pid, &t);
 	if (n < 0) {
 		note_no_registers(u, n);
 		return 0;
@@ -393,7 +391,7 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 		probes = 0;
 	}
 	struct ptwk_uw_task *after;
-	int nafter = nfs ? read_tasks(u, &after) : 0;
+	int nafter = nfs ? ptwk_read_tasks(u->env.iter, u->env.pid, &after) : 0;
 	for (size_t k = 0; k < nfs; k++) {
 		if (!fs[k].n) { /* (none kept: the sites' map full) */
 			found_free(&fs[k]);

@@ -24,6 +24,9 @@
 #include <sys/types.h>
 
 struct bpf_program;
+struct ptwk_uw_task;
+
+struct bpf_program;
 struct bpf_map;
 struct ptw_proc;
 struct ptw_symbols;
@@ -47,6 +50,11 @@ struct ptwk_underway_env {
 /* Before the entry probes go in: every thread's context switches so far.
  * NULL when there is nothing to do or it cannot be done (said). */
 struct ptwk_underway *ptwk_underway_begin(const struct ptwk_underway_env *env);
+
+/* Every thread of process pid as the task iterator program iter reads it
+ * now (its registers, its fs base: no stop). Returns how many (*ret
+ * malloc'd), or -errno. */
+int ptwk_read_tasks(struct bpf_program *iter, pid_t pid, struct ptwk_uw_task **ret);
 
 /* After the entry probes are in: the calls under way found and their
  * return sites watched, for the threads that did not run meanwhile (the

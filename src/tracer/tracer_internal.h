@@ -422,6 +422,9 @@ struct preexisting {
 };
 void attach_preexisting_facts(struct ptw_tracer *t, struct ptw_lwp *l, struct preexisting *ret);
 /* The same for a thread we did not seize. */
+/* A stopped thread that libthread_db did not give: its pthread_t and
+ * routine from its TLS (its struct pthread), when it names the thread. */
+void attach_facts_from_tls(struct ptw_tracer *t, struct ptw_lwp *l, struct thread *th);
 void attach_facts(struct ptw_tracer *t, pid_t tid, uint64_t pd, uint64_t start_routine,
 		  struct preexisting *ret);
 void attach_emit_facts(struct ptw_tracer *t, const struct preexisting *f, const char *name,

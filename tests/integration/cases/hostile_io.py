@@ -222,7 +222,7 @@ def case_hostile_thread_list(session, chk):
     the loop) with its start routine, and a warning says what happened;
     the target lives on, mends its list and exits."""
     target = session.target('looplist')
-    pid, worker = target.ready()
+    pid, worker, hidden = target.ready()
     modes = [('duration', ('-q', '--duration=0.3'))]
     if backend() != 'kernel':
         modes.append(('snapshot', ('-q', '--snapshot')))
@@ -236,16 +236,19 @@ def case_hostile_thread_list(session, chk):
         chk.true('it says the list loops', warnings and 'goes round in a loop' in
                  warnings[0]['message'], warnings)
         spans = {s['tid']: s for s in thread_spans(doc)}
-        chk.eq('spans by tid', sorted(spans), sorted([pid, worker]))
+        chk.eq('spans by tid', sorted(spans), sorted([pid, worker, hidden]))
         routine = lambda tid: ((spans.get(tid) or {}).get('start_routine') or {}).get('symbol')
         chk.eq('main\'s routine', routine(pid), 'main')
         chk.eq('the worker\'s routine (met before the loop)', routine(worker), 'worker')
+        print('[%s] the hidden worker (beyond the loop): %r' % (mode, spans.get(hidden)))
+        chk.eq('the hidden worker\'s routine (beyond the loop: from its TLS)', routine(hidden),
+               'hidden_worker')
     chk.prefix = ''
     chk.eq('the fixture answers', target.ask('p'), ['pong'])
     target.send('q')
     if check_target_exit(chk, target, 'released'):
         chk.eq('its list mended, the worker joined', target.one_truth('looplist', 'q'),
-               {'kind': 'looplist', 'worker': worker, 'mended': True})
+               {'kind': 'looplist', 'worker': worker, 'hidden': hidden, 'mended': True})
 
 
 @test('hostile-terminal', 'lines', kernel=True)
