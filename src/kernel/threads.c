@@ -53,7 +53,8 @@ static char *comm_of(pid_t pid, pid_t tid)
  * pause; or a thread on its way through pthread_create, in the list
  * before its clone gave it a tid): each one's struct pthread is its TLS,
  * its fs base, which the task iterator reads without stopping it. Taken
- * when that struct names the thread (its tid), with the routine in it.
+ * when that struct names the thread (its tid, or 0 while its clone has
+ * not returned to its creator), with the routine in it.
  */
 static void from_tls(struct ptw_kernel *k, struct listing *l)
 {
@@ -72,8 +73,9 @@ static void from_tls(struct ptw_kernel *k, struct listing *l)
 			uint64_t routine = 0, pd = tasks[j].fsbase;
 			if ((pid_t)tasks[j].tid != t->tid || !pd)
 				continue;
+			/* (0: its clone has not returned to its creator yet) */
 			if (ptw_mem_read(k->proc, pd + lay->tid, &tid, sizeof(tid)) == 0 &&
-			    tid == t->tid &&
+			    (tid == t->tid || tid == 0) &&
 			    ptw_mem_read(k->proc, pd + lay->start_routine, &routine,
 					 sizeof(routine)) == 0 &&
 			    routine) {

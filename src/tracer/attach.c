@@ -251,7 +251,8 @@ void attach_facts(struct ptw_tracer *t, pid_t tid, uint64_t pd, uint64_t start_r
  * A thread libthread_db's walk did not give (it met a loop in the list; a
  * thread in the list before its clone gave it a tid): its struct pthread
  * is its TLS, its fs base, taken when that struct names the thread (its
- * tid), with the routine in it. l is stopped.
+ * tid, or 0 while its clone has not returned), with the routine in it. l
+ * is stopped.
  */
 void attach_facts_from_tls(struct ptw_tracer *t, struct ptw_lwp *l, struct thread *th)
 {
@@ -265,7 +266,8 @@ void attach_facts_from_tls(struct ptw_tracer *t, struct ptw_lwp *l, struct threa
 	ptw_glibc_pthread_layout(t->img.syms, image_libc_module(t), t->img.tdb, NULL,
 				 t->o.use_debug_files, &lay);
 	if (lay.have_tid && lay.have_start_routine &&
-	    ptw_mem_read(t->proc, pd + lay.tid, &tid, sizeof(tid)) == 0 && tid == l->tid &&
+	    ptw_mem_read(t->proc, pd + lay.tid, &tid, sizeof(tid)) == 0 &&
+	    (tid == l->tid || tid == 0) && /* (0: its clone has not returned yet) */
 	    ptw_mem_read(t->proc, pd + lay.start_routine, &routine, sizeof(routine)) == 0 &&
 	    routine) {
 		th->pd = pd;
