@@ -15,7 +15,8 @@ import subprocess
 import time
 
 from ptw_test import (
-    backend, child_pids, comm, Failed, FrameworkError, kill_group, proc_status, ptwatch_path, read_outputs,
+    backend, child_pids, comm, end_group, Failed, FrameworkError, kill_group, proc_status, ptwatch_path,
+    read_outputs,
     task_states, thread_spans, tracer_pids, wait_for
 )
 
@@ -42,6 +43,17 @@ def read_line(fd, timeout, what):
 # text against their files
 
 PR_SET_CHILD_SUBREAPER = 36
+
+
+def end_with(proc, pid):
+    """The end of a case that killed its target: ptwatch's group ended, and
+    the target (pid, if known) killed should it still live."""
+    end_group(proc)
+    if pid:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def become_subreaper():

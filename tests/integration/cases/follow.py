@@ -16,7 +16,7 @@ from ptw_test import (
     truth_of, wait_for
 )
 from helpers import (
-    check_text_patched, check_text_restored, read_line, start_attached, wait_traced,
+    end_with,     check_text_patched, check_text_restored, read_line, start_attached, wait_traced,
     wait_untraced
 )
 from cases.frames import check_frames_sane, check_recursion_frames, frame_spans
@@ -531,12 +531,7 @@ def case_follow_locks(session, chk):
         os.kill(dl_pid, signal.SIGKILL)
         session.wait(run, proc, 20, 'ptwatch did not exit after the child was killed')
     finally:
-        end_group(proc)
-        if dl_pid:
-            try:
-                os.kill(dl_pid, signal.SIGKILL)
-            except OSError:
-                pass
+        end_with(proc, dl_pid)
     load_doc(run)
     load_truth(run)
     chk.eq('ptwatch exits as prefork (0)', run.returncode, 0)

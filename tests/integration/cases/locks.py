@@ -10,7 +10,7 @@ from ptw_test import (
     ptwatch_path, read_outputs, thread_spans, truth_of, wait_for
 )
 from helpers import (
-    check_same_as_untraced, kill_tracer, ptwatch_processes, start_attached, check_text_restored,
+    end_with,     check_same_as_untraced, kill_tracer, ptwatch_processes, start_attached, check_text_restored,
     wait_untraced
 )
 
@@ -319,12 +319,7 @@ def case_locks_deadlock(session, chk, mode='launch'):
         os.kill(pid, signal.SIGKILL)
         session.wait(run, proc, 20, 'ptwatch did not exit after the target was killed')
     finally:
-        end_group(proc)
-        if pid:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        end_with(proc, pid)
     load_doc(run)
     if mode == 'kill9':
         chk.eq('end_reason', run.doc['session']['end_reason'], 'tracer_died')
@@ -358,12 +353,7 @@ def case_locks_deadlock_join(session, chk):
         os.kill(pid, signal.SIGKILL)
         session.wait(run, proc, 20, 'ptwatch did not exit after the target was killed')
     finally:
-        end_group(proc)
-        if pid:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        end_with(proc, pid)
     load_doc(run)
     dls = run.doc.get('deadlocks') or []
     chk.eq('one deadlock in the document (%r)' % dls, len(dls), 1)
