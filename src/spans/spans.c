@@ -1,66 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* The span engine; see ptw_spans.h. Pure: events in, spans out. */
+/*
+ * The span engine; see ptw_spans.h. Pure: events in, spans out.
+ */
 #define _GNU_SOURCE
-#include "ptw_spans.h"
+#include "spans_int.h"
 
-#include <inttypes.h>
-#include <signal.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "ptw_timeouts.h"
-#include "ptw_frames.h"
-#include "ptw_locks.h"
-#include "ptw_symbols.h"
-#include "ptw_util.h"
-
-#define PTHREAD_CANCELED_VALUE UINT64_MAX /* (void *)-1 */
-
-struct ptw_spans {
-	struct ptw_span **spans; /* held, in order of id; NULL: freed (holes) */
-	size_t n, cap, holes;
-	uint32_t next_id;
-	struct ptw_map by_tid;	   /* tid -> live span */
-	struct ptw_map by_pthread; /* pthread_t -> most recent span with it */
-	struct ptw_map joins;	   /* joiner tid -> span it is joining */
-	uint64_t threads_created;
-	unsigned max_depth;
-	uint64_t active, max_active;
-	uint64_t (*series)[2];
-	size_t nseries, series_cap;
-	struct ptw_timeouts *timeouts; /* borrowed, may be NULL */
-	bool let_go;		       /* PTW_EV_DETACHED seen */
-	bool multi;		       /* events from more than one process (-f) */
-	pid_t pid;		       /* the process of the event being consumed, */
-	uint32_t process;	       /* and its id in the session (ptw_event.process) */
-	struct ptw_frames *frames; /* --trace: frame spans (frames.c) */
-	const struct ptw_frame *last_frame;
-	struct ptw_locks *locks; /* --locks: wait spans (locks.c) */
-	const struct ptw_wait *last_wait;
-	struct ptw_map by_id;	   /* id -> held span */
-	/* streaming */
-	bool streaming;
-	ptw_span_retire_fn retire;
-	void *retire_ctx;
-	struct ptw_span **pending; /* candidates for retirement */
-	size_t npending, pending_cap;
-	/* what the freed spans leave in the metrics and groups */
-	struct ptw_dacc spawn, life, wait;
-	uint64_t freed, kept, added, unjoined, open_spans, unmatched, open_timeouts;
-	struct ptw_group *groups;
-	size_t ngroups;
-	struct ptw_map group_idx; /* hash of the name -> index + 1 */
-	bool counters_set;
-};
-
-/* pthread_t values repeat across processes (a fork child has its parent's
- * layout): the key mixes in the process (a collision only costs a miss, as
- * the span's process is checked). Processes are told apart by their id in
- * the session, not their pid, which the kernel hands out again. */
-static uint64_t pthread_key(uint32_t process, uint64_t pthread)
-{
-	return pthread ^ ((uint64_t)process * 0x9e3779b97f4a7c15ull);
-}
+/* ---- the engine ---- */
 
 struct ptw_spans *ptw_spans_new(void)
 {
@@ -142,7 +87,7 @@ void ptw_spans_set_timeouts(struct ptw_spans *s, struct ptw_timeouts *to)
 	ptw_frames_set_timeouts(s->frames, to);
 }
 
-static void compact(struct ptw_spans *s)
+void sp_compact(struct ptw_spans *s)
 {
 	if (!s->holes)
 		return;
@@ -158,13 +103,13 @@ static void compact(struct ptw_spans *s)
 
 size_t ptw_spans_count(const struct ptw_spans *s)
 {
-	compact((struct ptw_spans *)s); /* the holes are no state of the engine */
+	sp_compact((struct ptw_spans *)s); /* the holes are no state of the engine */
 	return s->n;
 }
 
 const struct ptw_span *ptw_spans_get(const struct ptw_spans *s, size_t i)
 {
-	compact((struct ptw_spans *)s);
+	sp_compact((struct ptw_spans *)s);
 	return i < s->n ? s->spans[i] : NULL;
 }
 
@@ -243,7 +188,7 @@ static void unbind_tid(struct ptw_spans *s, struct ptw_span *sp)
 static void hold(struct ptw_spans *s, struct ptw_span *sp)
 {
 	if (s->n == s->cap) {
-		compact(s);
+		sp_compact(s);
 		if (s->n == s->cap) {
 			s->cap = s->cap ? s->cap * 2 : 64;
 			s->spans = xreallocarray(s->spans, s->cap, sizeof(*s->spans));
@@ -796,7 +741,7 @@ void ptw_spans_finish(struct ptw_spans *s)
 	}
 }
 
-/* ---- metrics ---- */
+/* ---- a span's lifetime ---- */
 
 bool ptw_span_lifetime(const struct ptw_span *sp, uint64_t *ret)
 {
@@ -836,7 +781,7 @@ void ptw_spans_set_counters(struct ptw_spans *s, uint64_t threads_created, uint6
 	s->counters_set = true;
 }
 
-static bool spawn_of(const struct ptw_span *sp, uint64_t *ret)
+bool sp_spawn_of(const struct ptw_span *sp, uint64_t *ret)
 {
 	if (sp->origin == PTW_ORIGIN_MAIN || !sp->create_ns.set || !sp->start_ns.set ||
 	    sp->start_ns.v < sp->create_ns.v)
@@ -845,12 +790,12 @@ static bool spawn_of(const struct ptw_span *sp, uint64_t *ret)
 	return true;
 }
 
-static bool life_of(const struct ptw_span *sp, uint64_t *ret)
+bool sp_life_of(const struct ptw_span *sp, uint64_t *ret)
 {
 	return ptw_span_lifetime(sp, ret);
 }
 
-static bool is_unjoined(const struct ptw_span *sp)
+bool sp_is_unjoined(const struct ptw_span *sp)
 {
 	bool finished = sp->status == PTW_STATUS_COMPLETED || sp->status == PTW_STATUS_EXITED ||
 			sp->status == PTW_STATUS_CANCELLED || sp->status == PTW_STATUS_LWP_EXITED;
@@ -904,9 +849,9 @@ static void group_add(struct ptw_group *g, const struct ptw_span *sp)
 		g->first_id = sp->id;
 	g->count++;
 	g->by_status[(unsigned)sp->status < PTW_STATUS_N ? sp->status : PTW_STATUS_UNMATCHED]++;
-	if (spawn_of(sp, &v))
+	if (sp_spawn_of(sp, &v))
 		ptw_dacc_add(&g->spawn, v);
-	if (life_of(sp, &v))
+	if (sp_life_of(sp, &v))
 		ptw_dacc_add(&g->life, v);
 }
 
@@ -914,16 +859,16 @@ static void group_add(struct ptw_group *g, const struct ptw_span *sp)
 static void account(struct ptw_spans *s, const struct ptw_span *sp)
 {
 	uint64_t v;
-	if (spawn_of(sp, &v))
+	if (sp_spawn_of(sp, &v))
 		ptw_dacc_add(&s->spawn, v);
-	if (life_of(sp, &v))
+	if (sp_life_of(sp, &v))
 		ptw_dacc_add(&s->life, v);
 	if (sp->joined && sp->join_return_ns.set)
 		ptw_dacc_add(&s->wait, sp->join_return_ns.v - sp->join_call_ns);
 	s->open_spans += sp->status == PTW_STATUS_OPEN;
 	s->unmatched += sp->status == PTW_STATUS_UNMATCHED;
 	s->open_timeouts += sp->open_after_ns.set;
-	s->unjoined += is_unjoined(sp);
+	s->unjoined += sp_is_unjoined(sp);
 	s->freed++;
 	group_add(group_for(&s->groups, &s->ngroups, &s->group_idx, ptw_span_group_name(sp),
 			    PTW_DACC_EXACT),
@@ -1001,7 +946,7 @@ void ptw_spans_collect(struct ptw_spans *s)
 			continue;
 	}
 	s->npending = 0;
-	compact(s);
+	sp_compact(s);
 }
 
 void ptw_spans_retire_all(struct ptw_spans *s)
@@ -1012,7 +957,7 @@ void ptw_spans_retire_all(struct ptw_spans *s)
 	for (size_t i = 0; i < s->n; i++)
 		if (s->spans[i] && !s->spans[i]->retired)
 			retire(s, s->spans[i]);
-	compact(s);
+	sp_compact(s);
 }
 
 void ptw_spans_add_final(struct ptw_spans *s, struct ptw_span *sp)
@@ -1081,173 +1026,6 @@ void ptw_groups_free(struct ptw_group *g, size_t n)
 	free(g);
 }
 
-/* ---- metrics ---- */
-
-static int cmp_edge(const void *a, const void *b)
-{
-	const int64_t *x = a, *y = b;
-	if (x[0] != y[0])
-		return x[0] < y[0] ? -1 : 1;
-	return x[1] < y[1] ? -1 : x[1] > y[1]; /* an end before a start at the same ns */
-}
-
-/*
- * The metrics of every span (one false: with what the spans freed while
- * streaming left in the accumulators), or of one process's spans held here
- * (-f: its share, its own peaks).
- */
-static void metrics(struct ptw_spans *s, bool one, uint32_t process, struct ptw_metrics *m)
-{
-	memset(m, 0, sizeof(*m));
-	compact(s);
-	struct ptw_dacc spawn = { .exact_max = s->spawn.exact_max },
-			life = { .exact_max = s->life.exact_max },
-			wait = { .exact_max = s->wait.exact_max };
-	if (!one) {
-		ptw_dacc_merge(&spawn, &s->spawn);
-		ptw_dacc_merge(&life, &s->life);
-		ptw_dacc_merge(&wait, &s->wait);
-		m->unjoined = s->unjoined;
-		m->open_spans = s->open_spans;
-		m->unmatched_spans = s->unmatched;
-		m->open_timeouts = s->open_timeouts;
-	}
-	int64_t(*edges)[2] = one ? xcalloc(2 * s->n + 1, sizeof(*edges)) : NULL;
-	size_t nedges = 0;
-	for (size_t i = 0; i < s->n; i++) {
-		const struct ptw_span *sp = s->spans[i];
-		if (!sp)
-			continue;
-		if (one) {
-			if (sp->process != process)
-				continue;
-			m->threads_seen++;
-			m->threads_created += sp->origin == PTW_ORIGIN_CREATED ||
-					      sp->origin == PTW_ORIGIN_CLONE;
-			if (sp->depth > m->max_depth)
-				m->max_depth = sp->depth;
-			const struct ptw_opt *from = sp->create_ns.set ? &sp->create_ns : &sp->start_ns;
-			edges[nedges][0] = from->set ? (int64_t)from->v : 0;
-			edges[nedges++][1] = 1;
-			if (sp->end_ns.set) {
-				edges[nedges][0] = (int64_t)sp->end_ns.v;
-				edges[nedges++][1] = -1;
-			}
-		}
-		uint64_t v;
-		if (spawn_of(sp, &v))
-			ptw_dacc_add(&spawn, v);
-		if (life_of(sp, &v))
-			ptw_dacc_add(&life, v);
-		if (sp->joined && sp->join_return_ns.set)
-			ptw_dacc_add(&wait, sp->join_return_ns.v - sp->join_call_ns);
-		if (sp->status == PTW_STATUS_OPEN)
-			m->open_spans++;
-		if (sp->status == PTW_STATUS_UNMATCHED)
-			m->unmatched_spans++;
-		if (sp->open_after_ns.set)
-			m->open_timeouts++;
-		if (is_unjoined(sp))
-			m->unjoined++;
-	}
-	ptw_dacc_result(&spawn, &m->spawn_latency);
-	ptw_dacc_result(&life, &m->lifetime);
-	ptw_dacc_result(&wait, &m->join_wait);
-	ptw_dacc_free(&spawn);
-	ptw_dacc_free(&life);
-	ptw_dacc_free(&wait);
-	if (one) {
-		qsort(edges, nedges, sizeof(*edges), cmp_edge);
-		int64_t active = 0;
-		for (size_t i = 0; i < nedges; i++) {
-			active += edges[i][1];
-			if (active > (int64_t)m->max_active)
-				m->max_active = (uint64_t)active;
-		}
-		free(edges);
-		return;
-	}
-	m->threads_seen = s->next_id > s->freed + s->n ? s->next_id : s->freed + s->n;
-	if (s->added)
-		m->threads_seen = s->added; /* read back, maybe filtered: ids have gaps */
-	m->threads_created = s->threads_created;
-	m->max_active = s->max_active;
-	m->max_depth = s->max_depth;
-	m->active_series = (const uint64_t(*)[2])s->series;
-	m->active_series_len = s->nseries;
-}
-
-void ptw_spans_metrics(struct ptw_spans *s, struct ptw_metrics *m)
-{
-	metrics(s, false, 0, m);
-}
-
-void ptw_spans_metrics_of(struct ptw_spans *s, uint32_t process, struct ptw_metrics *m)
-{
-	metrics(s, true, process, m);
-}
-
-const char *ptw_status_name(enum ptw_status st)
-{
-	static const char *const names[] = { "open",	  "completed", "exited",
-					     "cancelled", "unmatched", "lwp_exited" };
-	return (unsigned)st < PTW_ARRAY_SIZE(names) ? names[st] : "unmatched";
-}
-
-const char *ptw_method_name(enum ptw_method m)
-{
-	static const char *const names[] = { "unknown", "return", "pthread_exit", "cancel",
-					     "process_exit", "exec", "killed", "detach", "unknown" };
-	return (unsigned)m < PTW_ARRAY_SIZE(names) ? names[m] : "unknown";
-}
-
-const char *ptw_origin_name(enum ptw_origin o)
-{
-	static const char *const names[] = { "main", "created", "preexisting", "clone" };
-	return (unsigned)o < PTW_ARRAY_SIZE(names) ? names[o] : "created";
-}
-
-const char *ptw_event_kind_name(enum ptw_event_kind kind)
-{
-	static const char *const names[] = {
-		[PTW_EV_IMAGE] = "image",
-		[PTW_EV_PREEXISTING] = "preexisting",
-		[PTW_EV_MAIN_START] = "main_start",
-		[PTW_EV_THREAD_CREATE] = "create",
-		[PTW_EV_LWP_CREATE] = "clone",
-		[PTW_EV_THREAD_START] = "start",
-		[PTW_EV_THREAD_RETURN] = "return",
-		[PTW_EV_EXIT_CALL] = "pthread_exit",
-		[PTW_EV_CANCEL_REQUEST] = "cancel",
-		[PTW_EV_DETACH_CALL] = "detach",
-		[PTW_EV_JOIN_CALL] = "join",
-		[PTW_EV_JOIN_RETURN] = "joined",
-		[PTW_EV_THREAD_DEATH] = "death",
-		[PTW_EV_THREAD_NAME] = "name",
-		[PTW_EV_LWP_EXIT] = "lwp_exit",
-		[PTW_EV_FATAL_SIGNAL] = "signal",
-		[PTW_EV_EXEC] = "exec",
-		[PTW_EV_PROCESS_EXIT] = "process_exit",
-		[PTW_EV_DETACHED] = "detached",
-		[PTW_EV_INTERRUPT] = "interrupt",
-		[PTW_EV_THREAD_STATE] = "state",
-		[PTW_EV_TRACER_DIED] = "tracer_died",
-		[PTW_EV_SPAN_OPEN] = "open",
-		[PTW_EV_FRAME_ENTRY] = "call",
-		[PTW_EV_FRAME_RETURN] = "ret",
-		[PTW_EV_THROW] = "throw",
-		[PTW_EV_CATCH] = "catch",
-		[PTW_EV_LONGJMP] = "longjmp",
-		[PTW_EV_CONTEXT_SWITCH] = "context_switch",
-		[PTW_EV_SIGNAL_DELIVER] = "signal_deliver",
-		[PTW_EV_SIGRETURN] = "sigreturn",
-		[PTW_EV_WAIT_BEGIN] = "wait",
-		[PTW_EV_WAIT_END] = "waited",
-		[PTW_EV_DEADLOCK] = "deadlock",
-	};
-	return (unsigned)kind < PTW_ARRAY_SIZE(names) && names[kind] ? names[kind] : "?";
-}
-
 /* ---- deadlocks ---- */
 
 /* The span a live span waits for, by its owner tid; NULL when none. */
@@ -1302,4 +1080,45 @@ void ptw_deadlocks_free(struct ptw_deadlock *d, size_t n)
 	for (size_t i = 0; i < n; i++)
 		free(d[i].spans);
 	free(d);
+}
+
+const char *ptw_event_kind_name(enum ptw_event_kind kind)
+{
+	static const char *const names[] = {
+		[PTW_EV_IMAGE] = "image",
+		[PTW_EV_PREEXISTING] = "preexisting",
+		[PTW_EV_MAIN_START] = "main_start",
+		[PTW_EV_THREAD_CREATE] = "create",
+		[PTW_EV_LWP_CREATE] = "clone",
+		[PTW_EV_THREAD_START] = "start",
+		[PTW_EV_THREAD_RETURN] = "return",
+		[PTW_EV_EXIT_CALL] = "pthread_exit",
+		[PTW_EV_CANCEL_REQUEST] = "cancel",
+		[PTW_EV_DETACH_CALL] = "detach",
+		[PTW_EV_JOIN_CALL] = "join",
+		[PTW_EV_JOIN_RETURN] = "joined",
+		[PTW_EV_THREAD_DEATH] = "death",
+		[PTW_EV_THREAD_NAME] = "name",
+		[PTW_EV_LWP_EXIT] = "lwp_exit",
+		[PTW_EV_FATAL_SIGNAL] = "signal",
+		[PTW_EV_EXEC] = "exec",
+		[PTW_EV_PROCESS_EXIT] = "process_exit",
+		[PTW_EV_DETACHED] = "detached",
+		[PTW_EV_INTERRUPT] = "interrupt",
+		[PTW_EV_THREAD_STATE] = "state",
+		[PTW_EV_TRACER_DIED] = "tracer_died",
+		[PTW_EV_SPAN_OPEN] = "open",
+		[PTW_EV_FRAME_ENTRY] = "call",
+		[PTW_EV_FRAME_RETURN] = "ret",
+		[PTW_EV_THROW] = "throw",
+		[PTW_EV_CATCH] = "catch",
+		[PTW_EV_LONGJMP] = "longjmp",
+		[PTW_EV_CONTEXT_SWITCH] = "context_switch",
+		[PTW_EV_SIGNAL_DELIVER] = "signal_deliver",
+		[PTW_EV_SIGRETURN] = "sigreturn",
+		[PTW_EV_WAIT_BEGIN] = "wait",
+		[PTW_EV_WAIT_END] = "waited",
+		[PTW_EV_DEADLOCK] = "deadlock",
+	};
+	return (unsigned)kind < PTW_ARRAY_SIZE(names) && names[kind] ? names[kind] : "?";
 }
