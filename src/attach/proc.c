@@ -1,95 +1,23 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The attach layer proper: launch, the wait loop, the LWP table, resume,
- * stop-all, detach, memory and registers. See ptw_attach.h.
+ * The attach layer proper: the wait loop, the LWP table, resume,
+ * stop-all, detach, registers, syscall injection. See ptw_attach.h.
  */
 #define _GNU_SOURCE
-#include "ptw_attach.h"
-
-#include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/ptrace.h>
-#include <sys/signalfd.h>
-#include <sys/syscall.h>
-#include <sys/uio.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-/* ---- signals ---- */
-
-static sigset_t original_mask;
-static sigset_t session_set;
-static int session_sigfd = -1;
-/* ptwatch's process group at start: a launched command joins it again (the
- * tracer has a group of its own, see ptw_guardian.h). */
-static pid_t original_pgid;
-
-int ptw_signals_init(void)
-{
-	static const int sigs[] = PTW_SESSION_SIGNALS;
-	sigemptyset(&session_set);
-	sigaddset(&session_set, SIGCHLD);
-	for (size_t i = 0; i < PTW_ARRAY_SIZE(sigs); i++)
-		sigaddset(&session_set, sigs[i]);
-	if (sigprocmask(SIG_BLOCK, &session_set, &original_mask) < 0)
-		return -errno;
-	session_sigfd = signalfd(-1, &session_set, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (session_sigfd < 0)
-		return -errno;
-	original_pgid = getpgrp();
-	return 0;
-}
-
-pid_t ptw_original_pgrp(void)
-{
-	return original_pgid;
-}
-
-const sigset_t *ptw_signals_original_mask(void)
-{
-	return &original_mask;
-}
+#include "attach_int.h"
 
 /* ---- LWP table ---- */
 
-static void (*mem_fd_hook)(int fd);
-
-void ptw_set_mem_fd_hook(void (*hook)(int fd))
-{
-	mem_fd_hook = hook;
-}
-
-static void reopen_mem(struct ptw_proc *p)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/mem", p->mem_pid);
-	int fd = open(path, O_RDWR | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	if (p->mem_fd >= 0) {
-		dup3(fd, p->mem_fd, O_CLOEXEC);
-		close(fd);
-	} else {
-		p->mem_fd = fd;
-	}
-	if (mem_fd_hook)
-		mem_fd_hook(p->mem_fd);
-}
-
-static struct ptw_proc *proc_new(pid_t pid)
+struct ptw_proc *att_proc_new(pid_t pid)
 {
 	struct ptw_proc *p = xcalloc(1, sizeof(*p));
 	p->pid = pid;
 	p->mem_pid = pid;
-	p->sigfd = session_sigfd;
+	p->sigfd = ptw_signals_fd();
 	p->mem_fd = -1;
 	p->wake_fd = -1;
 	p->lwps = &p->lwps_own;
-	reopen_mem(p);
+	att_reopen_mem(p);
 	return p;
 }
 
@@ -114,7 +42,7 @@ int ptw_proc_follow(struct ptw_proc *root, pid_t pid, struct ptw_proc **ret)
 		return -EEXIST;
 	struct ptw_proc *p = proc_child(root, pid);
 	p->options = root->options;
-	reopen_mem(p);
+	att_reopen_mem(p);
 	if (p->mem_fd < 0) {
 		int e = errno ? errno : ESRCH;
 		free(p);
@@ -125,40 +53,9 @@ int ptw_proc_follow(struct ptw_proc *root, pid_t pid, struct ptw_proc **ret)
 	return 0;
 }
 
-/* The thread memory goes through died (or is a zombie leader): use another
- * live one of the same process. Returns false if none is left. */
-static bool repick_mem_pid(struct ptw_proc *p)
-{
-	size_t it = 0;
-	void *v;
-	while (ptw_map_next(p->lwps, &it, NULL, &v)) {
-		struct ptw_lwp *l = v;
-		if (l->tgid == p->pid && l->state != PTW_LWP_GONE && !l->exiting &&
-		    l->tid != p->mem_pid) {
-			p->mem_pid = l->tid;
-			reopen_mem(p);
-			return true;
-		}
-	}
-	/* none of ours (ptw_seize_some left them alone): a live one of its */
-	pid_t *tids;
-	int n = ptw_proc_tids(p->pid, &tids);
-	bool found = false;
-	for (int i = 0; i < n && !found; i++) {
-		if (tids[i] != p->mem_pid && !ptw_proc_exited(p->pid, tids[i])) {
-			p->mem_pid = tids[i];
-			reopen_mem(p);
-			found = true;
-		}
-	}
-	if (n >= 0)
-		free(tids);
-	return found;
-}
-
 static int drop_queued(struct ptw_proc *p, struct ptw_lwp *l);
 
-static struct ptw_lwp *lwp_add(struct ptw_proc *p, pid_t tid, pid_t tgid)
+struct ptw_lwp *att_lwp_add(struct ptw_proc *p, pid_t tid, pid_t tgid)
 {
 	struct ptw_lwp *l = ptw_map_get(p->lwps, (uint64_t)tid);
 	if (l) {
@@ -204,7 +101,7 @@ size_t ptw_lwp_count_alive(struct ptw_proc *p)
 
 /* ---- turning a wait status into a stop ---- */
 
-static void record_status(struct ptw_proc *p, pid_t tid, int status, struct ptw_stop *st)
+void att_record_status(struct ptw_proc *p, pid_t tid, int status, struct ptw_stop *st)
 {
 	p = ptw_proc_root(p);
 	struct ptw_status_class c = ptw_classify_status(status);
@@ -214,7 +111,7 @@ static void record_status(struct ptw_proc *p, pid_t tid, int status, struct ptw_
 		/* A tid we never heard of: its first stop beat its parent's clone
 		 * event (or it reused the tid of a dead thread). Its parent's
 		 * event will say what it is. */
-		l = lwp_add(p, tid, 0);
+		l = att_lwp_add(p, tid, 0);
 	}
 
 	memset(st, 0, sizeof(*st));
@@ -263,7 +160,7 @@ static void record_status(struct ptw_proc *p, pid_t tid, int status, struct ptw_
 			pid_t tgid = c.kind == PTW_STOP_CLONE ? l->tgid : child;
 			struct ptw_lwp *cl = child ? ptw_lwp_get(p, child) : NULL;
 			if (child && (!cl || cl->state == PTW_LWP_GONE))
-				lwp_add(p, child, tgid);
+				att_lwp_add(p, child, tgid);
 			else if (cl && !cl->tgid)
 				cl->tgid = tgid;
 		} else if (c.kind == PTW_STOP_EXEC && l->tgid) {
@@ -286,7 +183,7 @@ static void record_status(struct ptw_proc *p, pid_t tid, int status, struct ptw_
 				if (xp->cache)
 					ptw_mem_invalidate(xp);
 				xp->mem_pid = xp->pid;
-				reopen_mem(xp);
+				att_reopen_mem(xp);
 			}
 		}
 		if (c.kind == PTW_STOP_EXEC && st->msg && (pid_t)st->msg != tid) {
@@ -359,16 +256,6 @@ static int drop_queued(struct ptw_proc *p, struct ptw_lwp *l)
 	return sig;
 }
 
-/*
- * Reads the signalfd; queues every session signal (with its sender) in
- * p->sigq: wherever it is read (stop-all while attaching, say), ptw_wait()
- * reports it. Returns the number queued.
- */
-int ptw_signals_fd(void)
-{
-	return session_sigfd;
-}
-
 bool ptw_is_session_signal(int sig)
 {
 	static const int sigs[] = PTW_SESSION_SIGNALS;
@@ -429,7 +316,7 @@ static int reap_one(struct ptw_proc *p, pid_t which, struct ptw_stop *st)
 	for (;;) {
 		pid_t tid = waitpid(which, &status, __WALL | WNOHANG);
 		if (tid > 0) {
-			record_status(p, tid, status, st);
+			att_record_status(p, tid, status, st);
 			return 1;
 		}
 		if (tid == 0)
@@ -513,7 +400,7 @@ int ptw_wait_tid(struct ptw_proc *p, struct ptw_lwp *l, struct ptw_stop *ret)
 	while (t < 0 && errno == EINTR);
 	if (t < 0)
 		return -errno;
-	record_status(p, t, status, ret);
+	att_record_status(p, t, status, ret);
 	return 0;
 }
 
@@ -703,348 +590,6 @@ bool ptw_reap_dying(pid_t pid, int *ret_status)
 	return reaped;
 }
 
-/* ---- memory ---- */
-
-#define CACHE_PAGE 4096u
-#define CACHE_PAGES 16
-
-struct ptw_mem_cache {
-	struct {
-		uint64_t addr, gen;
-		bool valid;
-		uint8_t data[CACHE_PAGE];
-	} page[CACHE_PAGES];
-	unsigned next; /* round robin */
-};
-
-static int mem_read_direct(struct ptw_proc *p, uint64_t addr, void *buf, size_t len);
-
-/* The page at addr (aligned) as seen since the last reaped stop, or NULL. */
-static const uint8_t *cached_page(struct ptw_proc *p, uint64_t page)
-{
-	if (!p->cache)
-		p->cache = xcalloc(1, sizeof(*p->cache));
-	struct ptw_mem_cache *c = p->cache;
-	uint64_t gen = ptw_proc_root(p)->counts.total;
-	for (unsigned i = 0; i < CACHE_PAGES; i++)
-		if (c->page[i].valid && c->page[i].addr == page && c->page[i].gen == gen)
-			return c->page[i].data;
-	unsigned k = c->next++ % CACHE_PAGES;
-	if (mem_read_direct(p, page, c->page[k].data, CACHE_PAGE) < 0) {
-		c->page[k].valid = false;
-		return NULL;
-	}
-	c->page[k].addr = page;
-	c->page[k].gen = gen;
-	c->page[k].valid = true;
-	return c->page[k].data;
-}
-
-/* Our own writes must show in the snapshot. */
-static void cache_update(struct ptw_proc *p, uint64_t addr, const void *buf, size_t len)
-{
-	if (!p->cache)
-		return;
-	for (unsigned i = 0; i < CACHE_PAGES; i++) {
-		uint64_t a = p->cache->page[i].addr;
-		if (!p->cache->page[i].valid || addr >= a + CACHE_PAGE || addr + len <= a)
-			continue;
-		uint64_t from = addr > a ? addr : a;
-		uint64_t to = addr + len < a + CACHE_PAGE ? addr + len : a + CACHE_PAGE;
-		memcpy(p->cache->page[i].data + (from - a), (const uint8_t *)buf + (from - addr),
-		       to - from);
-	}
-}
-
-void ptw_mem_invalidate(struct ptw_proc *p)
-{
-	if (p->cache)
-		for (unsigned i = 0; i < CACHE_PAGES; i++)
-			p->cache->page[i].valid = false;
-}
-
-int ptw_mem_read(struct ptw_proc *p, uint64_t addr, void *buf, size_t len)
-{
-	uint8_t *out = buf;
-	while (len) {
-		uint64_t page = addr & ~(uint64_t)(CACHE_PAGE - 1);
-		size_t n = CACHE_PAGE - (addr - page);
-		if (n > len)
-			n = len;
-		const uint8_t *data = len <= 2 * CACHE_PAGE ? cached_page(p, page) : NULL;
-		if (!data)
-			return mem_read_direct(p, addr, out, len);
-		memcpy(out, data + (addr - page), n);
-		out += n;
-		addr += n;
-		len -= n;
-	}
-	return 0;
-}
-
-static int mem_read_direct(struct ptw_proc *p, uint64_t addr, void *buf, size_t len)
-{
-	struct iovec local = { buf, len }, remote = { (void *)(uintptr_t)addr, len };
-	ssize_t n = process_vm_readv(p->mem_pid, &local, 1, &remote, 1, 0);
-	if (n == (ssize_t)len)
-		return 0;
-	if (n < 0 && errno == ESRCH && repick_mem_pid(p))
-		n = process_vm_readv(p->mem_pid, &local, 1, &remote, 1, 0);
-	if (n == (ssize_t)len)
-		return 0;
-	if (p->mem_fd >= 0) {
-		n = pread(p->mem_fd, buf, len, (off_t)addr);
-		if (n == (ssize_t)len)
-			return 0;
-	}
-	return n < 0 ? -errno : -EIO;
-}
-
-size_t ptw_mem_read_many(struct ptw_proc *p, struct ptw_mem_piece *pieces, size_t n)
-{
-	enum { BATCH = 1024 }; /* IOV_MAX */
-	struct iovec local[BATCH], remote[BATCH];
-	size_t done = 0, i = 0;
-	while (i < n) {
-		size_t k = 0, want = 0;
-		for (; k < BATCH && i + k < n; k++) {
-			struct ptw_mem_piece *pc = &pieces[i + k];
-			local[k] = (struct iovec){ pc->buf, pc->len };
-			remote[k] = (struct iovec){ (void *)(uintptr_t)pc->addr, pc->len };
-			want += pc->len;
-		}
-		ssize_t got = process_vm_readv(p->mem_pid, local, k, remote, k, 0);
-		if (got == (ssize_t)want) {
-			for (size_t j = 0; j < k; j++)
-				pieces[i + j].ok = true;
-			done += k;
-			i += k;
-			continue;
-		}
-		/* A partial transfer stops at the piece that failed (or was cut
-		 * short): those before it are whole; that one is read alone. */
-		size_t whole = 0, sum = 0;
-		while (got > 0 && whole < k && sum + pieces[i + whole].len <= (size_t)got)
-			sum += pieces[i + whole++].len;
-		for (size_t j = 0; j < whole; j++)
-			pieces[i + j].ok = true;
-		done += whole;
-		i += whole;
-		if (i < n) {
-			pieces[i].ok = mem_read_direct(p, pieces[i].addr, pieces[i].buf, pieces[i].len) == 0;
-			done += pieces[i].ok;
-			i++;
-		}
-	}
-	return done;
-}
-
-int ptw_mem_poke_pid(pid_t pid, int mem_fd, uint64_t addr, const void *buf, size_t len)
-{
-	int fd = mem_fd, r = 0;
-	if (fd < 0) {
-		char path[64];
-		snprintf(path, sizeof(path), "/proc/%d/mem", pid);
-		fd = open(path, O_RDWR | O_CLOEXEC);
-		if (fd < 0)
-			return -errno;
-	}
-	ssize_t n = pwrite(fd, buf, len, (off_t)addr);
-	if (n != (ssize_t)len)
-		r = n < 0 ? -errno : -EIO;
-	if (fd != mem_fd)
-		close(fd);
-	return r;
-}
-
-int ptw_mem_write(struct ptw_proc *p, uint64_t addr, const void *buf, size_t len)
-{
-	cache_update(p, addr, buf, len);
-	struct iovec local = { (void *)buf, len }, remote = { (void *)(uintptr_t)addr, len };
-	ssize_t n = process_vm_writev(p->mem_pid, &local, 1, &remote, 1, 0);
-	if (n == (ssize_t)len)
-		return 0;
-	/* Read-only mappings (text): /proc/PID/mem writes with FOLL_FORCE. */
-	return ptw_mem_poke_pid(p->mem_pid, p->mem_fd, addr, buf, len);
-}
-
-int ptw_mem_write_scattered(struct ptw_proc *p, const uint64_t *addrs, size_t n, const void *buf,
-			    size_t len)
-{
-	enum { BATCH = 1024 }; /* IOV_MAX */
-	struct iovec remote[BATCH];
-	for (size_t i = 0; i < n; i += BATCH) {
-		size_t k = n - i < BATCH ? n - i : BATCH;
-		struct iovec *local = xcalloc(k, sizeof(*local));
-		for (size_t j = 0; j < k; j++) {
-			local[j] = (struct iovec){ (void *)buf, len };
-			remote[j] = (struct iovec){ (void *)(uintptr_t)addrs[i + j], len };
-			cache_update(p, addrs[i + j], buf, len);
-		}
-		ssize_t w = process_vm_writev(p->mem_pid, local, k, remote, k, 0);
-		free(local);
-		if (w != (ssize_t)(k * len)) {
-			/* Partial: finish one by one (a thread may be gone). */
-			for (size_t j = 0; j < k; j++)
-				ptw_mem_write(p, addrs[i + j], buf, len);
-		}
-	}
-	return 0;
-}
-
-int ptw_mem_poke(struct ptw_proc *p, uint64_t addr, const void *buf, size_t len)
-{
-	cache_update(p, addr, buf, len);
-	return ptw_mem_poke_pid(p->mem_pid, p->mem_fd, addr, buf, len);
-}
-
-/* ---- launch ---- */
-
-/* The child of ptw_held_spawn until its exec: waits for the byte that lets
- * it go (end of file instead: its parent died; with need_go it then exits
- * without running the command, which must not run unseen), then execs
- * with the terminal's process group and signal mask ptwatch was started
- * with; a failed exec's errno goes back on err_fd. */
-static void __attribute__((noreturn))
-held_child(char *const argv[], int child_stdout, bool need_go, int go_fd, int err_fd)
-{
-	char c;
-	ssize_t n;
-	do
-		n = read(go_fd, &c, 1);
-	while (n < 0 && errno == EINTR);
-	if (n != 1 && need_go)
-		_exit(127);
-	if (child_stdout >= 0 && dup2(child_stdout, STDOUT_FILENO) < 0)
-		_exit(126);
-	/* The command's process group is the one ptwatch was started in (the
-	 * terminal's Ctrl-C reaches it as without ptwatch). */
-	if (original_pgid > 0 && getpgrp() != original_pgid)
-		setpgid(0, original_pgid);
-	sigprocmask(SIG_SETMASK, &original_mask, NULL);
-	execvp(argv[0], argv);
-	int e = errno;
-	ssize_t r = write(err_fd, &e, sizeof(e));
-	(void)r;
-	_exit(e == ENOENT ? 127 : 126);
-}
-
-int ptw_held_spawn(char *const argv[], int child_stdout, bool need_go, struct ptw_held *ret)
-{
-	int go[2], err[2];
-	if (pipe2(go, O_CLOEXEC) < 0)
-		return -errno;
-	if (pipe2(err, O_CLOEXEC) < 0) {
-		int e = errno;
-		close(go[0]);
-		close(go[1]);
-		return -e;
-	}
-	pid_t pid = fork();
-	if (pid < 0) {
-		int e = errno;
-		close(go[0]);
-		close(go[1]);
-		close(err[0]);
-		close(err[1]);
-		return -e;
-	}
-	if (pid == 0) {
-		close(go[1]);
-		close(err[0]);
-		held_child(argv, child_stdout, need_go, go[0], err[1]);
-	}
-	close(go[0]);
-	close(err[1]);
-	*ret = (struct ptw_held){ .pid = pid, .go_fd = go[1], .err_fd = err[0] };
-	return 0;
-}
-
-int ptw_held_go(struct ptw_held *h, bool run)
-{
-	if (h->go_fd < 0)
-		return 0;
-	int r = 0;
-	if (run && write(h->go_fd, "g", 1) != 1)
-		r = -EIO; /* it is gone already */
-	close(h->go_fd);
-	h->go_fd = -1;
-	return r;
-}
-
-int ptw_held_exec_result(struct ptw_held *h)
-{
-	int e = 0;
-	ssize_t n;
-	do
-		n = read(h->err_fd, &e, sizeof(e));
-	while (n < 0 && errno == EINTR);
-	close(h->err_fd);
-	h->err_fd = -1;
-	if (n == 0)
-		return 0; /* the descriptor closed at its exec */
-	return -(n == (ssize_t)sizeof(e) && e ? e : EIO);
-}
-
-int ptw_launch(const struct ptw_launch *l, struct ptw_proc **ret_proc, struct ptw_stop *ret_exec_stop)
-{
-	/* (It runs the command even if ptwatch died before seizing it.) */
-	struct ptw_held h;
-	int r = ptw_held_spawn(l->argv, l->child_stdout, false, &h);
-	if (r < 0)
-		return r;
-	pid_t pid = h.pid;
-
-	unsigned options = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK |
-			   PTRACE_O_TRACEEXEC | PTRACE_O_TRACEEXIT | PTRACE_O_TRACESYSGOOD |
-			   l->extra_options;
-	if (ptrace(PTRACE_SEIZE, pid, 0, (long)options) < 0) {
-		r = -errno;
-		kill(pid, SIGKILL);
-	}
-	ptw_held_go(&h, true);
-
-	struct ptw_proc *p = proc_new(pid);
-	p->options = options;
-	lwp_add(p, pid, pid);
-
-	struct ptw_stop st;
-	for (;;) {
-		int status;
-		pid_t t = waitpid(pid, &status, __WALL);
-		if (t < 0) {
-			if (errno == EINTR)
-				continue;
-			r = -errno;
-			break;
-		}
-		record_status(p, t, status, &st);
-		if (st.kind == PTW_STOP_EXEC) {
-			if (r == 0) {
-				*ret_exec_stop = st;
-				*ret_proc = p;
-				close(h.err_fd);
-				return 0;
-			}
-			break;
-		}
-		if (st.kind == PTW_STOP_EXITED || st.kind == PTW_STOP_KILLED) {
-			int e = 0;
-			if (read(h.err_fd, &e, sizeof(e)) == (ssize_t)sizeof(e) && e)
-				r = -e;
-			else if (r == 0)
-				r = -ECHILD;
-			break;
-		}
-		/* A signal before exec (from the terminal, say) belongs to the child. */
-		st.lwp->resume_sig = st.kind == PTW_STOP_SIGNAL ? st.sig : 0;
-		ptw_resume(p, st.lwp);
-	}
-	close(h.err_fd);
-	ptw_proc_free(p);
-	return r;
-}
-
 /* ---- attach ---- */
 
 /* TracerPid of a thread, 0 if none or unknown. */
@@ -1065,9 +610,9 @@ int ptw_seize(pid_t pid, struct ptw_proc **ret_proc, struct ptw_seize_info *ret_
 
 struct ptw_proc *ptw_proc_open(pid_t pid)
 {
-	struct ptw_proc *p = proc_new(pid);
+	struct ptw_proc *p = att_proc_new(pid);
 	if (ptw_proc_state(pid, pid) == 'Z') /* a zombie main thread has no memory */
-		repick_mem_pid(p);
+		att_repick_mem_pid(p);
 	return p;
 }
 
@@ -1153,7 +698,7 @@ static int seize_into(struct ptw_proc *root, struct ptw_proc *given, pid_t pid,
 					p = proc_child(root, pid);
 					ptw_map_put(&root->procs, (uint64_t)pid, p);
 				} else {
-					p = proc_new(pid);
+					p = att_proc_new(pid);
 				}
 				p->options = options;
 			}
@@ -1176,7 +721,7 @@ static int seize_into(struct ptw_proc *root, struct ptw_proc *given, pid_t pid,
 					 * creates is ours too: no pass more for it (a
 					 * process that creates threads without a pause
 					 * would keep us passing for ever). */
-					lwp_add(p, tid, pid);
+					att_lwp_add(p, tid, pid);
 					info.threads++;
 					continue;
 				}
@@ -1193,7 +738,7 @@ static int seize_into(struct ptw_proc *root, struct ptw_proc *given, pid_t pid,
 					first_error = e == EPERM && tracer_of(tid) > 0 ? EBUSY : e;
 				continue;
 			}
-			lwp_add(p, tid, pid);
+			att_lwp_add(p, tid, pid);
 			info.threads++;
 			found_new = true;
 		}
@@ -1209,9 +754,9 @@ static int seize_into(struct ptw_proc *root, struct ptw_proc *given, pid_t pid,
 		return first_error ? -first_error : -ESRCH;
 	}
 	if (info.zombie_leader || !(ptw_lwp_get(p, pid) || (skip && skip(ctx, pid))))
-		repick_mem_pid(p);
+		att_repick_mem_pid(p);
 	else
-		reopen_mem(p);
+		att_reopen_mem(p);
 	if (ret_info)
 		*ret_info = info;
 	*ret_proc = p;
@@ -1469,14 +1014,14 @@ int ptw_inject_syscall(struct ptw_proc *p, struct ptw_lwp *l, uint64_t syscall_i
 			if (t <= 0 || t == l->tid)
 				break;
 			struct ptw_stop other;
-			record_status(p, t, status, &other);
+			att_record_status(p, t, status, &other);
 			defer(p, &other);
 		}
 		if (t < 0) {
 			r = -errno;
 			break;
 		}
-		record_status(p, l->tid, status, &st);
+		att_record_status(p, l->tid, status, &st);
 		if (st.kind == PTW_STOP_SYSCALL) {
 			phase++;
 			continue;
