@@ -11,13 +11,19 @@
  * says what kind of thing; ptwk_note() is the generic one). */
 static void note_va(struct ptw_kernel *k, enum ptw_warning_code code, const char *fmt, va_list ap)
 {
-	if (k->root)
-		k = k->root; /* -f: the caller reads the root's */
 	struct ptw_buf b = { 0 };
 	ptw_buf_vprintf(&b, fmt, ap);
-	/* merged with the same one said before, counted, never dropped */
-	ptw_warning_list_add(&k->notes, code, NULL, b.p ? b.p : xstrdup(""));
+	char *msg = b.p ? b.p : xstrdup("");
+	/* As the tracer says them (core.c's tracer_warn): the same message
+	 * once per session, counted, whichever process (-f) it is about, in
+	 * the root's list; a followed process's names it (the first one's). */
+	struct ptw_kernel *root = k->root ? k->root : k;
+	char *named = k->root ? xasprintf("process %d: %s", k->pid, msg) : NULL;
+	ptw_warning_list_add(&root->notes, code, msg, named ? named : msg);
+	if (named)
+		free(msg);
 }
+
 void ptwk_note_as(struct ptw_kernel *k, enum ptw_warning_code code, const char *fmt, ...)
 {
 	va_list ap;
