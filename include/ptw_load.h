@@ -63,9 +63,9 @@ struct ptw_loaded {
  * schema version, not ptwatch's, malformed, beyond a bound, two sessions
  * in one file), or -errno when the file cannot be read.
  */
-int ptw_load(const char *text, size_t len, bool streaming, const struct ptw_text_filter *filter,
+int ptw_load(const char *text, size_t len, bool streaming, const struct ptw_span_filter *filter,
 	     struct ptw_loaded **ret, char *err, size_t errlen);
-int ptw_load_fd(int fd, bool streaming, const struct ptw_text_filter *filter,
+int ptw_load_fd(int fd, bool streaming, const struct ptw_span_filter *filter,
 		struct ptw_loaded **ret, char *err, size_t errlen);
 void ptw_loaded_free(struct ptw_loaded *l);
 

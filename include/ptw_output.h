@@ -242,19 +242,14 @@ void ptw_text_wait_event(struct ptw_buf *out, const struct ptw_text_style *st,
 			 const struct ptw_event *ev, const struct ptw_wait *w);
 /* The event log's filters (-e, --tid, --routine) and -v. */
 struct ptw_text_filter {
-	uint32_t events; /* a bit per log word (ptw_text_event_names), 0: all */
-	pid_t *tids;	 /* only these threads (0 of them: all) */
-	size_t ntids;
-	const char *routine; /* shell glob on the span's start routine, or NULL */
-	bool verbose;	     /* -v: every event raw, and the stop counts */
+	uint32_t events;	      /* a bit per log word (ptw_text_event_names), 0: all */
+	struct ptw_span_filter spans; /* --tid, --routine: the engine's (ptw_spans.h) */
+	bool verbose;		      /* -v: every event raw, and the stop counts */
 };
 /* The words the log prints in its third column, NULL-terminated. */
 extern const char *const ptw_text_event_names[];
-/* -e LIST / --tid LIST: 0, or -EINVAL (an unknown name, a bad number). */
+/* -e LIST: 0, or -EINVAL (an unknown name). */
 int ptw_text_filter_events(struct ptw_text_filter *f, const char *list);
-int ptw_text_filter_tids(struct ptw_text_filter *f, const char *list);
-/* Does the span pass --tid and --routine? */
-bool ptw_text_filter_span(const struct ptw_text_filter *f, const struct ptw_span *sp);
 /* The log's line(s) for an event, as ptw_text_event / ptw_text_frame_event
  * write them, if f lets them through (f may be NULL); with -v a raw line
  * of the event follows. */

@@ -256,4 +256,25 @@ const char *ptw_status_name(enum ptw_status st);
 const char *ptw_method_name(enum ptw_method m);
 const char *ptw_origin_name(enum ptw_origin o);
 
+/* ---- which spans a report shows (--tid, --routine) ----
+ *
+ * The engine's selection, the same for every output and for a report
+ * read back: the event log, the live table, the summary, the reader. */
+struct ptw_span_filter {
+	pid_t *tids; /* only these threads (0 of them: all) */
+	size_t ntids;
+	const char *routine; /* shell glob on the span's start routine, or NULL */
+};
+/* --tid LIST (comma-separated TIDs): 0, or -EINVAL (a bad number, none). */
+int ptw_span_filter_tids(struct ptw_span_filter *f, const char *list);
+/* Is thread tid one of --tid's (or is there no --tid)? */
+bool ptw_span_filter_tid(const struct ptw_span_filter *f, pid_t tid);
+/* Does the span pass --tid and --routine (f NULL: every span does)? */
+bool ptw_span_filter_passes(const struct ptw_span_filter *f, const struct ptw_span *sp);
+/* Does f select anything (a --tid or a --routine)? */
+static inline bool ptw_span_filter_on(const struct ptw_span_filter *f)
+{
+	return f && (f->ntids || f->routine);
+}
+
 #endif

@@ -175,8 +175,8 @@ static int event_word_ok(const char *w)
 
 static int tid_word_ok(const char *w)
 {
-	struct ptw_text_filter f = { 0 };
-	int r = ptw_text_filter_tids(&f, w);
+	struct ptw_span_filter f = { 0 };
+	int r = ptw_span_filter_tids(&f, w);
 	free(f.tids);
 	return r;
 }
@@ -278,12 +278,12 @@ static bool output_option(int c, const char *arg, struct options *o)
 				 "stops (see ptwatch(1))");
 		return true;
 	case OPT_TID_:
-		if (ptw_text_filter_tids(&o->filter, arg) < 0)
+		if (ptw_span_filter_tids(&o->filter.spans, arg) < 0)
 			die_list("invalid --tid", arg, tid_word_ok,
 				 "is not a thread id (thread ids, comma separated)");
 		return true;
 	case OPT_ROUTINE_:
-		o->filter.routine = arg;
+		o->filter.spans.routine = arg;
 		return true;
 	}
 	return false;
@@ -570,7 +570,7 @@ static int report_main(int argc, char **argv)
 	struct ptw_report_cmd rc = { .path = argv[optind], .format = o.format, .output = o.output,
 				     .filter = &o.filter };
 	int r = ptw_report_cmd(&rc);
-	free(o.filter.tids);
+	free(o.filter.spans.tids);
 	return r;
 }
 

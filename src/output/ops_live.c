@@ -45,7 +45,7 @@ static int live_begin(struct ptw_output *o, const struct ptw_report *head)
 	l->model = ptw_live_get_model(l->live);
 	o->wake_fd = ptw_live_wake_fd(l->live);
 	for (size_t i = 0; i < ptw_spans_count(h->spans); i++)
-		if (ptw_text_filter_span(h->filter, ptw_spans_get(h->spans, i)))
+		if (ptw_span_filter_passes(h->filter ? &h->filter->spans : NULL, ptw_spans_get(h->spans, i)))
 			ptw_live_model_note(l->model, ptw_spans_get(h->spans, i), ptw_now_ns());
 	/* --trace: the calls so far (-p: those under way at the attach) */
 	const struct ptw_frames *f = ptw_spans_frames(h->spans);
@@ -68,7 +68,7 @@ static void live_event(struct ptw_output *o, const struct ptw_event *ev, const s
 	if (ev->kind == PTW_EV_PROCESS_EXIT || ev->kind == PTW_EV_EXEC ||
 	    ev->kind == PTW_EV_DETACHED)
 		ptw_live_model_refresh(l->model, ev->ns); /* many spans ended */
-	if (sp && ptw_text_filter_span(o->host->filter, sp)) /* --tid, --routine */
+	if (sp && ptw_span_filter_passes(o->host->filter ? &o->host->filter->spans : NULL, sp)) /* --tid, --routine */
 		ptw_live_model_note(l->model, sp, ev->ns);
 	if (ev->kind == PTW_EV_FRAME_ENTRY) /* (its end comes as frame_closed) */
 		ptw_live_model_frame(l->model, ptw_spans_last_frame(o->host->spans));

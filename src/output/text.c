@@ -440,51 +440,6 @@ int ptw_text_filter_events(struct ptw_text_filter *f, const char *list)
 	return r;
 }
 
-int ptw_text_filter_tids(struct ptw_text_filter *f, const char *list)
-{
-	char *copy = xstrdup(list), *save = NULL;
-	int r = 0;
-	for (char *w = strtok_r(copy, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
-		char *end;
-		errno = 0;
-		long v = strtol(w, &end, 10);
-		if (errno || *end || end == w || v <= 0 || v > 0x3fffffff) {
-			r = -EINVAL;
-			break;
-		}
-		f->tids = xreallocarray(f->tids, f->ntids + 1, sizeof(*f->tids));
-		f->tids[f->ntids++] = (pid_t)v;
-	}
-	if (!f->ntids)
-		r = -EINVAL;
-	free(copy);
-	return r;
-}
-
-static bool tid_wanted(const struct ptw_text_filter *f, pid_t tid)
-{
-	for (size_t i = 0; i < f->ntids; i++)
-		if (f->tids[i] == tid)
-			return true;
-	return false;
-}
-
-bool ptw_text_filter_span(const struct ptw_text_filter *f, const struct ptw_span *sp)
-{
-	if (!f)
-		return true;
-	if (f->ntids && !tid_wanted(f, sp->tid))
-		return false;
-	if (f->routine) {
-		char *name = ptw_span_group_name(sp);
-		bool ok = fnmatch(f->routine, name, 0) == 0;
-		free(name);
-		if (!ok)
-			return false;
-	}
-	return true;
-}
-
 /* The third column of a log line. */
 static bool word_wanted(const struct ptw_text_filter *f, const char *line, size_t len)
 {
@@ -561,9 +516,11 @@ void ptw_text_event_filtered(struct ptw_buf *out, const struct ptw_text_style *s
 			ptw_text_event(out, st, ev, sp);
 		return;
 	}
-	if (f->ntids && !tid_wanted(f, ev->tid) && !(sp && tid_wanted(f, sp->tid)))
+	const struct ptw_span_filter *sf = &f->spans;
+	if (!ptw_span_filter_tid(sf, ev->tid) && !(sp && ptw_span_filter_tid(sf, sp->tid)))
 		return;
-	if (f->routine && (!sp || !ptw_text_filter_span(&(struct ptw_text_filter){ .routine = f->routine }, sp)))
+	if (sf->routine &&
+	    (!sp || !ptw_span_filter_passes(&(struct ptw_span_filter){ .routine = sf->routine }, sp)))
 		return;
 	size_t at = out->len;
 	if (fr)

@@ -376,7 +376,7 @@ static void filtered_counters(struct ptw_loaded *l, struct store *st, uint64_t a
 			       (uint64_t)most > at_least ? (uint64_t)most : at_least, m.max_depth);
 }
 
-static int load(struct src *s, bool streaming, const struct ptw_text_filter *filter,
+static int load(struct src *s, bool streaming, const struct ptw_span_filter *filter,
 		struct ptw_loaded **ret, char *err, size_t errlen)
 {
 	struct ptw_loaded *l = xcalloc(1, sizeof(*l));
@@ -392,7 +392,7 @@ static int load(struct src *s, bool streaming, const struct ptw_text_filter *fil
 			   .streaming = streaming,
 			   .err = err,
 			   .errlen = errlen };
-	ld->filtered = filter && (filter->ntids || filter->routine);
+	ld->filtered = ptw_span_filter_on(filter);
 	if (err && errlen)
 		err[0] = 0;
 	read_source(ld, s);
@@ -435,7 +435,7 @@ static int load(struct src *s, bool streaming, const struct ptw_text_filter *fil
 	return 0;
 }
 
-int ptw_load(const char *text, size_t len, bool streaming, const struct ptw_text_filter *filter,
+int ptw_load(const char *text, size_t len, bool streaming, const struct ptw_span_filter *filter,
 	     struct ptw_loaded **ret, char *err, size_t errlen)
 {
 	struct src *s = xcalloc(1, sizeof(*s));
@@ -447,7 +447,7 @@ int ptw_load(const char *text, size_t len, bool streaming, const struct ptw_text
 	return r;
 }
 
-int ptw_load_fd(int fd, bool streaming, const struct ptw_text_filter *filter,
+int ptw_load_fd(int fd, bool streaming, const struct ptw_span_filter *filter,
 		struct ptw_loaded **ret, char *err, size_t errlen)
 {
 	struct src *s = xcalloc(1, sizeof(*s));

@@ -51,7 +51,7 @@ struct store {
 struct ld {
 	struct ptw_loaded *l;
 	struct store *st;
-	const struct ptw_text_filter *filter;
+	const struct ptw_span_filter *filter;
 	bool filtered; /* --tid or --routine */
 	bool streaming;
 	char *err;

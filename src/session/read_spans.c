@@ -124,10 +124,7 @@ static bool thread_kept(struct ld *ld, uint32_t span, pid_t tid)
 		return k == 1;
 	if (ld->filter->routine)
 		return false;
-	for (size_t i = 0; i < ld->filter->ntids; i++)
-		if (ld->filter->tids[i] == tid)
-			return true;
-	return false;
+	return ptw_span_filter_tid(ld->filter, tid);
 }
 
 static void add_edges(struct ld *ld, const struct ptw_span *sp)
@@ -151,7 +148,7 @@ static void add_edges(struct ld *ld, const struct ptw_span *sp)
 bool ld_add_span(struct ld *ld, struct ptw_span *sp)
 {
 	if (ld->filtered) {
-		bool want = ptw_text_filter_span(ld->filter, sp);
+		bool want = ptw_span_filter_passes(ld->filter, sp);
 		ptw_map_put(&ld->kept, sp->id, (void *)(uintptr_t)(want ? 1 : 2));
 		if (!want) {
 			ld_span_free(sp);

@@ -34,7 +34,7 @@ static void stream_span(struct ld *ld, json_object *v, bool open)
 		if (ld->filtered)
 			ptw_map_put(
 				&ld->kept, sp->id,
-				(void *)(uintptr_t)(ptw_text_filter_span(ld->filter, sp) ? 1 : 2));
+				(void *)(uintptr_t)(ptw_span_filter_passes(ld->filter, sp) ? 1 : 2));
 		/* kept until it ends (or the stream does) */
 		if (ld->failed || ptw_map_get(&ld->seen, sp->id) ||
 		    ptw_map_get(&ld->held, sp->id)) {

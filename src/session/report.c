@@ -30,7 +30,7 @@ int ptw_report_cmd(const struct ptw_report_cmd *c)
 	struct ptw_loaded *l;
 	char err[640];
 	bool convert = c->format != PTW_OUTPUT_TEXT;
-	int r = ptw_load_fd(fd, !convert, c->filter, &l, err, sizeof(err));
+	int r = ptw_load_fd(fd, !convert, c->filter ? &c->filter->spans : NULL, &l, err, sizeof(err));
 	if (fd != STDIN_FILENO)
 		close(fd);
 	if (r < 0) {

@@ -115,8 +115,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static pid_t tids[] = { 1, 2, 100, 201, 202 };
-	struct ptw_text_filter f = { .tids = tids, .ntids = 5 };
-	const struct ptw_text_filter *filter = size % 4 == 3 ? &f : NULL;
+	struct ptw_span_filter f = { .tids = tids, .ntids = 5 };
+	const struct ptw_span_filter *filter = size % 4 == 3 ? &f : NULL;
 	for (int streaming = 1; streaming >= 0; streaming--) {
 		struct ptw_loaded *l = NULL;
 		char err[640];

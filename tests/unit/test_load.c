@@ -259,8 +259,8 @@ static void test_document(int nthreads)
 	ptw_loaded_free(l);
 
 	/* filtered: only the cancelled ones' tids */
-	struct ptw_text_filter f = { 0 };
-	CHECK_EQ(ptw_text_filter_tids(&f, "202,206"), 0);
+	struct ptw_span_filter f = { 0 };
+	CHECK_EQ(ptw_span_filter_tids(&f, "202,206"), 0);
 	if (ptw_load(doc.p, doc.len, false, &f, &l, err, sizeof(err)) < 0) {
 		fprintf(stderr, "filtered load: %s\n", err);
 		check_failures++;
@@ -269,7 +269,7 @@ static void test_document(int nthreads)
 	CHECK_EQ(ptw_spans_count(l->report.spans), 2);
 	ptw_loaded_free(l);
 	free(f.tids);
-	f = (struct ptw_text_filter){ .routine = "app+0x2*" };
+	f = (struct ptw_span_filter){ .routine = "app+0x2*" };
 	CHECK_EQ(ptw_load(doc.p, doc.len, false, &f, &l, err, sizeof(err)), 0);
 	CHECK_EQ(ptw_spans_count(l->report.spans), (size_t)(nthreads + 1) / 7);
 	ptw_loaded_free(l);
@@ -363,7 +363,7 @@ static void test_stream(int nthreads)
 
 /* ---- issue 18 ---- */
 
-static int load_str(const char *text, bool streaming, const struct ptw_text_filter *f,
+static int load_str(const char *text, bool streaming, const struct ptw_span_filter *f,
 		    struct ptw_loaded **l, char *err, size_t n)
 {
 	*l = NULL;
@@ -576,7 +576,7 @@ static void test_filter_nothing(void)
 	struct ptw_buf doc = { 0 };
 	ptw_report_json(&r, &doc);
 	pid_t none[] = { 4000000 };
-	struct ptw_text_filter f = { .tids = none, .ntids = 1 };
+	struct ptw_span_filter f = { .tids = none, .ntids = 1 };
 	struct ptw_loaded *l;
 	char err[640];
 	CHECK_EQ(ptw_load(doc.p, doc.len, true, &f, &l, err, sizeof(err)), 0);
@@ -588,7 +588,7 @@ static void test_filter_nothing(void)
 		ptw_buf_free(&out);
 		ptw_loaded_free(l);
 	}
-	f = (struct ptw_text_filter){ .routine = "no_such_routine*" };
+	f = (struct ptw_span_filter){ .routine = "no_such_routine*" };
 	CHECK_EQ(ptw_load(doc.p, doc.len, false, &f, &l, err, sizeof(err)), 0);
 	if (l)
 		ptw_loaded_free(l);
