@@ -102,7 +102,8 @@ int ptw_tdb_drain(struct ptw_tdb *t, int max, ptw_tdb_msg_cb cb, void *ctx);
 typedef void (*ptw_tdb_iter_cb)(void *ctx, const struct ptw_tdb_thread *th);
 #define PTW_TDB_LOOP_WARNING                                                                 \
 	"the list of threads in the process's memory goes round in a loop (corrupted or "   \
-	"hostile): the threads it does not reach are listed from /proc, without start routine"
+	"hostile): the threads it does not reach are listed from /proc, their start "       \
+	"routines read from their own struct pthread (their TLS) where it names them"
 int ptw_tdb_iterate(struct ptw_tdb *t, bool all_stopped, ptw_tdb_iter_cb cb, void *ctx);
 
 #endif
