@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct ptw_symbols;
 struct ptw_tdb;
@@ -49,6 +50,16 @@ int ptw_glibc_pthread_member(struct ptw_symbols *syms, const char *module, const
 void ptw_glibc_pthread_layout(struct ptw_symbols *syms, const char *module, struct ptw_tdb *tdb,
 			      struct ptw_symbols *file, bool use_debug_files,
 			      struct ptw_pthread_layout *l);
+
+/*
+ * Thread tid's start routine from its own struct pthread, at pd (its TLS,
+ * its fs base), for a thread libthread_db did not give: the struct is
+ * taken when it names the thread (its tid, or 0 while its clone has not
+ * returned to its creator). Returns the routine, 0 when it cannot be had.
+ */
+struct ptw_proc;
+uint64_t ptw_glibc_tls_routine(struct ptw_proc *p, const struct ptw_pthread_layout *l,
+			       uint64_t pd, pid_t tid);
 
 /*
  * struct pthread's layout without libc's debug file: the members that

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ptw_glibc.h"
+#include "ptw_attach.h"
 #include "ptw_symbols.h"
 #include "ptw_thread_db.h"
 #include "ptw_util.h"
@@ -117,4 +118,17 @@ void ptw_glibc_pthread_layout(struct ptw_symbols *syms, const char *module, stru
 	}
 	if ((src.tdb || src.file) && (!l->have_arg || !l->have_result || !l->have_joinid))
 		layout_derive(&src, l);
+}
+
+uint64_t ptw_glibc_tls_routine(struct ptw_proc *p, const struct ptw_pthread_layout *l,
+			       uint64_t pd, pid_t tid)
+{
+	int32_t named = 0;
+	uint64_t routine = 0;
+	if (!pd || !l->have_tid || !l->have_start_routine ||
+	    ptw_mem_read(p, pd + l->tid, &named, sizeof(named)) < 0 ||
+	    (named != tid && named != 0) ||
+	    ptw_mem_read(p, pd + l->start_routine, &routine, sizeof(routine)) < 0)
+		return 0;
+	return routine;
 }

@@ -51,37 +51,29 @@ static char *comm_of(pid_t pid, pid_t tid)
  * The threads libthread_db's walk did not give (it met a list changing
  * under it too often: a program that makes and ends threads without a
  * pause; or a thread on its way through pthread_create, in the list
- * before its clone gave it a tid): each one's struct pthread is its TLS,
- * its fs base, which the task iterator reads without stopping it. Taken
- * when that struct names the thread (its tid, or 0 while its clone has
- * not returned to its creator), with the routine in it.
+ * before its clone gave it a tid): their pthread_t and routine from their
+ * struct pthread, their TLS (ptw_glibc_tls_routine), at the fs base the
+ * task iterator reads without stopping them.
  */
 static void from_tls(struct ptw_kernel *k, struct listing *l)
 {
 	const struct ptw_pthread_layout *lay = &k->probes.layout;
 	struct ptwk_uw_task *tasks = NULL;
 	int n = -1;
+	if (!lay->have_tid || !lay->have_start_routine || !k->skel)
+		return;
 	for (size_t i = 0; i < l->n; i++) {
 		struct listed *t = &l->v[i];
-		if (t->pthread || t->tid == k->pid || !lay->have_start_routine || !lay->have_tid ||
-		    !k->skel)
+		if (t->pthread || t->tid == k->pid)
 			continue;
 		if (n < 0 && (n = ptwk_read_tasks(k->skel->progs.ptw_underway_regs, k->pid, &tasks)) < 0)
 			return;
 		for (int j = 0; j < n; j++) {
-			int32_t tid = 0;
-			uint64_t routine = 0, pd = tasks[j].fsbase;
-			if ((pid_t)tasks[j].tid != t->tid || !pd)
+			if ((pid_t)tasks[j].tid != t->tid)
 				continue;
-			/* (0: its clone has not returned to its creator yet) */
-			if (ptw_mem_read(k->proc, pd + lay->tid, &tid, sizeof(tid)) == 0 &&
-			    (tid == t->tid || tid == 0) &&
-			    ptw_mem_read(k->proc, pd + lay->start_routine, &routine,
-					 sizeof(routine)) == 0 &&
-			    routine) {
+			uint64_t pd = tasks[j].fsbase;
+			if ((t->routine = ptw_glibc_tls_routine(k->proc, lay, pd, t->tid)))
 				t->pthread = pd;
-				t->routine = routine;
-			}
 			break;
 		}
 	}

@@ -12,7 +12,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ptw_glibc.h"
 #include "tracer_internal.h"
 
 /* Deadline for every thread to stop after PTRACE_INTERRUPT. A thread in
@@ -249,27 +248,22 @@ void attach_facts(struct ptw_tracer *t, pid_t tid, uint64_t pd, uint64_t start_r
 
 /*
  * A thread libthread_db's walk did not give (it met a loop in the list; a
- * thread in the list before its clone gave it a tid): its struct pthread
- * is its TLS, its fs base, taken when that struct names the thread (its
- * tid, or 0 while its clone has not returned), with the routine in it. l
- * is stopped.
+ * thread in the list before its clone gave it a tid): its pthread_t and
+ * routine from its struct pthread, its TLS (fs_base: the stopped thread's
+ * register; ptw_glibc_tls_routine).
  */
-void attach_facts_from_tls(struct ptw_tracer *t, struct ptw_lwp *l, struct thread *th)
+void attach_facts_from_tls(struct ptw_tracer *t, pid_t tid, uint64_t fs_base, struct thread *th)
 {
-	struct user_regs_struct *regs;
-	struct ptw_pthread_layout lay;
-	int32_t tid = 0;
-	uint64_t routine = 0;
-	if (!t->img.syms || ptw_getregs(t->proc, l, &regs) < 0 || !regs->fs_base)
+	struct image *img = &t->img;
+	uint64_t routine, pd = th->pd ? th->pd : fs_base;
+	if (!img->syms)
 		return;
-	uint64_t pd = th->pd ? th->pd : regs->fs_base;
-	ptw_glibc_pthread_layout(t->img.syms, image_libc_module(t), t->img.tdb, NULL,
-				 t->o.use_debug_files, &lay);
-	if (lay.have_tid && lay.have_start_routine &&
-	    ptw_mem_read(t->proc, pd + lay.tid, &tid, sizeof(tid)) == 0 &&
-	    (tid == l->tid || tid == 0) && /* (0: its clone has not returned yet) */
-	    ptw_mem_read(t->proc, pd + lay.start_routine, &routine, sizeof(routine)) == 0 &&
-	    routine) {
+	if (!img->tls_layout_read) {
+		img->tls_layout_read = true;
+		ptw_glibc_pthread_layout(img->syms, image_libc_module(t), img->tdb, NULL,
+					 t->o.use_debug_files, &img->tls_layout);
+	}
+	if ((routine = ptw_glibc_tls_routine(t->proc, &img->tls_layout, pd, tid))) {
 		th->pd = pd;
 		th->start_routine = routine;
 	}
@@ -278,8 +272,9 @@ void attach_facts_from_tls(struct ptw_tracer *t, struct ptw_lwp *l, struct threa
 void attach_preexisting_facts(struct ptw_tracer *t, struct ptw_lwp *l, struct preexisting *ret)
 {
 	struct thread *th = tracer_thread_of(l);
-	if (!th->start_routine && l->tid != t->proc->pid)
-		attach_facts_from_tls(t, l, th);
+	struct user_regs_struct *regs;
+	if (!th->start_routine && l->tid != t->proc->pid && ptw_getregs(t->proc, l, &regs) == 0)
+		attach_facts_from_tls(t, l->tid, regs->fs_base, th);
 	attach_facts(t, l->tid, th->pd, th->start_routine, ret);
 }
 

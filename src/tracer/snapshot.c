@@ -444,10 +444,8 @@ static void freeze(struct ptw_tracer *t, int task_fd, struct ptw_lwp *l, struct 
 		syscall_from_regs(regs, k);
 		f->have_regs = true;
 		f->regs = *regs;
-		if (th && !th->start_routine && l->tid != t->proc->pid) {
-			attach_facts_from_tls(t, l, th);
-			(void)ptw_getregs(t->proc, l, &regs); /* (the same, cached) */
-		}
+		if (th && !th->start_routine && l->tid != t->proc->pid)
+			attach_facts_from_tls(t, l->tid, regs->fs_base, th);
 	} else {
 		read_kernel_wait(task_fd, l->tid, k);
 	}

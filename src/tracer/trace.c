@@ -62,7 +62,6 @@ struct trace {
 struct frames_thread {
 	struct feature_thread base;
 	struct ptw_shadow shadow;
-	struct ptw_tracer *t;
 };
 
 static struct trace *trace_of(struct ptw_tracer *t)
@@ -78,12 +77,11 @@ static void frames_thread_free(struct feature_thread *ft)
 }
 
 /* The thread's, made on first use. */
-static struct frames_thread *frames_of(struct ptw_tracer *t, struct ptw_lwp *l)
+static struct frames_thread *frames_of(struct ptw_lwp *l)
 {
-	struct frames_thread *f = (struct frames_thread *)tracer_feature_thread(
-		l, FEATURE_FRAMES, sizeof(struct frames_thread), frames_thread_free);
-	f->t = t;
-	return f;
+	return (struct frames_thread *)tracer_feature_thread(l, FEATURE_FRAMES,
+							     sizeof(struct frames_thread),
+							     frames_thread_free);
 }
 
 /* The thread's if it has one (NULL: no frame of ours open). */
@@ -324,11 +322,11 @@ void hook_trace_libs(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 /* ---- return breakpoints ---- */
 
 /* A frame of the thread's shadow stack is over: its return breakpoint is
- * not needed for it any more (ctx: the thread's frames_thread). */
+ * not needed for it any more (ctx: the tracer). */
 static void left(void *ctx, const struct ptw_shadow_frame *f, enum ptw_shadow_how how)
 {
 	(void)how;
-	struct ptw_tracer *t = ((struct frames_thread *)ctx)->t;
+	struct ptw_tracer *t = ctx;
 	tracer_retbp_put(t, &trace_of(t)->retbps, f->ret, HOOK_FRAME_RETURN);
 }
 
@@ -337,8 +335,7 @@ static void trace_thread_gone(struct ptw_tracer *t, struct thread *th)
 	struct frames_thread *f = (struct frames_thread *)th->fdata[FEATURE_FRAMES];
 	if (!f)
 		return;
-	f->t = t;
-	ptw_shadow_clear(&f->shadow, left, f);
+	ptw_shadow_clear(&f->shadow, left, t);
 	frames_thread_free(&f->base);
 	th->fdata[FEATURE_FRAMES] = NULL;
 }
@@ -367,7 +364,7 @@ void hook_frame_entry(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp
 		      const struct user_regs_struct *regs, uint64_t ns)
 {
 	(void)bp;
-	struct frames_thread *th = frames_of(t, l);
+	struct frames_thread *th = frames_of(l);
 	uint64_t sp = regs->rsp, ret;
 	int sig = 0;
 	if (!trace_of(t) || tracer_read_u64(t, sp, &ret) < 0)
@@ -390,7 +387,7 @@ void hook_frame_entry(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp
 				  : strerror(-r));
 		return;
 	}
-	ptw_shadow_enter(&th->shadow, sp, ret, 0, sig != 0, true, left, th);
+	ptw_shadow_enter(&th->shadow, sp, ret, 0, sig != 0, true, left, t);
 	struct ptw_event ev = ptw_event_init(PTW_EV_FRAME_ENTRY, ns, l->tid);
 	ev.routine = tracer_locate(t, regs->rip);
 	ev.sp = sp;
@@ -404,7 +401,7 @@ void hook_frame_return(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *b
 {
 	(void)bp;
 	struct frames_thread *th = frames_peek(l);
-	if (!th || !trace_of(t) || !ptw_shadow_return(&th->shadow, regs->rsp, regs->rip, left, th))
+	if (!th || !trace_of(t) || !ptw_shadow_return(&th->shadow, regs->rsp, regs->rip, left, t))
 		return; /* the return site reached by another way: nothing ends */
 	struct ptw_event ev = ptw_event_init(PTW_EV_FRAME_RETURN, ns, l->tid);
 	ev.sp = regs->rsp;
@@ -435,7 +432,7 @@ void hook_catch(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 	/* __cxa_begin_catch is called by the catching frame: its stack
 	 * pointer is the one above our return address. */
 	uint64_t sp = regs->rsp + 8;
-	ptw_shadow_land(&th->shadow, sp, left, th);
+	ptw_shadow_land(&th->shadow, sp, left, t);
 	struct ptw_event ev = ptw_event_init(PTW_EV_CATCH, ns, l->tid);
 	ev.sp = sp;
 	tracer_emit(t, &ev);
@@ -470,7 +467,7 @@ void hook_longjmp(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 	 * one's return site (the code after its call, reached again by the
 	 * jump) is no return. */
 	if (ev.sp)
-		ptw_shadow_land(&th->shadow, ev.sp, left, th);
+		ptw_shadow_land(&th->shadow, ev.sp, left, t);
 	tracer_emit(t, &ev);
 }
 
@@ -492,8 +489,8 @@ void hook_context(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 	    !to)
 		return; /* it will fail (EFAULT) or crash: the next events tell */
 	uint64_t resume = swap ? regs->rsp + 8 : 0;
-	struct frames_thread *th = frames_of(t, l);
-	ptw_shadow_switch(&th->shadow, to, resume, left, th);
+	struct frames_thread *th = frames_of(l);
+	ptw_shadow_switch(&th->shadow, to, resume, left, t);
 	struct ptw_event ev = ptw_event_init(PTW_EV_CONTEXT_SWITCH, ns, l->tid);
 	ev.sp = to;
 	ev.has_arg = swap;
@@ -513,7 +510,7 @@ static void trace_signal_delivery(struct ptw_tracer *t, struct ptw_lwp *l, int s
 	if (!tr || !tr->sigreturn_hooked || sig < 1 || sig > 64 || !ptw_proc_sig_caught(t->proc->pid, sig) ||
 	    ptw_getregs(t->proc, l, &regs) < 0)
 		return;
-	ptw_shadow_signal(&frames_of(t, l)->shadow, regs->rsp, sig);
+	ptw_shadow_signal(&frames_of(l)->shadow, regs->rsp, sig);
 	struct ptw_event ev = ptw_event_init(PTW_EV_SIGNAL_DELIVER, ns, l->tid);
 	ev.sig = sig;
 	ev.sp = regs->rsp;
@@ -584,8 +581,8 @@ static void trace_under_way(struct ptw_tracer *t, struct ptw_lwp *l)
 			missed = true;
 			continue;
 		}
-		struct frames_thread *th = frames_of(t, l);
-		ptw_shadow_enter(&th->shadow, sp, ret, 0, false, true, left, th);
+		struct frames_thread *th = frames_of(l);
+		ptw_shadow_enter(&th->shadow, sp, ret, 0, false, true, left, t);
 		struct ptw_event ev = ptw_event_init(PTW_EV_FRAME_ENTRY, ns, l->tid);
 		ev.routine = tracer_locate(t, lo);
 		ev.sp = sp;
@@ -611,14 +608,10 @@ static void trace_under_way(struct ptw_tracer *t, struct ptw_lwp *l)
 /* ---- the end ---- */
 
 /* A note of the selections (ptw_trace_select_notes), said by the tracer
- * of the process it is about. */
-struct notes {
-	struct ptw_tracer **who;
-};
-
+ * of the process it is about (ctx: the tracers, in the selections' order). */
 static void note(void *ctx, size_t which, int code, const char *line)
 {
-	tracer_warn(((struct notes *)ctx)->who[which], code, "%s", line);
+	tracer_warn(((struct ptw_tracer **)ctx)[which], code, "%s", line);
 }
 
 /* The session is over (called for the root): a pattern is warned about
@@ -641,7 +634,7 @@ static void trace_finish(struct ptw_tracer *t)
 			all[n++] = trace_of(c)->sel;
 		}
 	}
-	ptw_trace_select_notes(all, n, note, &(struct notes){ who });
+	ptw_trace_select_notes(all, n, note, who);
 	free(all);
 	free(who);
 }

@@ -12,6 +12,7 @@
 #include "ptw_breakpoints.h"
 #include "ptw_events.h"
 #include "ptw_frames.h"
+#include "ptw_glibc.h"
 #include "ptw_output.h"
 #include "ptw_symbols.h"
 #include "ptw_thread_db.h"
@@ -197,6 +198,10 @@ struct image {
 	bool attr_layout_known;		 /* pthread_attr flags at offset 8 */
 	uint64_t start_return_sites[4];
 	int nstart_return_sites;
+	/* struct pthread's layout, read at the first thread whose facts come
+	 * from its TLS (attach_facts_from_tls) */
+	bool tls_layout_read;
+	struct ptw_pthread_layout tls_layout;
 	char *exe;
 	char *glibc;
 	int task_dirfd; /* /proc/PID/task, for comm */
@@ -421,10 +426,10 @@ struct preexisting {
 	uint64_t began_ns; /* when the thread began, 0 unknown (a fork child's: the fork) */
 };
 void attach_preexisting_facts(struct ptw_tracer *t, struct ptw_lwp *l, struct preexisting *ret);
-/* The same for a thread we did not seize. */
 /* A stopped thread that libthread_db did not give: its pthread_t and
  * routine from its TLS (its struct pthread), when it names the thread. */
-void attach_facts_from_tls(struct ptw_tracer *t, struct ptw_lwp *l, struct thread *th);
+void attach_facts_from_tls(struct ptw_tracer *t, pid_t tid, uint64_t fs_base, struct thread *th);
+/* The same for a thread we did not seize. */
 void attach_facts(struct ptw_tracer *t, pid_t tid, uint64_t pd, uint64_t start_routine,
 		  struct preexisting *ret);
 void attach_emit_facts(struct ptw_tracer *t, const struct preexisting *f, const char *name,
