@@ -120,8 +120,8 @@ void ptw_glibc_pthread_layout(struct ptw_symbols *syms, const char *module, stru
 		layout_derive(&src, l);
 }
 
-uint64_t ptw_glibc_tls_routine(struct ptw_proc *p, const struct ptw_pthread_layout *l,
-			       uint64_t pd, pid_t tid)
+uint64_t ptw_glibc_tls_routine(struct ptw_proc *p, const struct ptw_pthread_layout *l, uint64_t pd,
+			       pid_t tid)
 {
 	int32_t named = 0;
 	uint64_t routine = 0;
