@@ -287,7 +287,10 @@ static void owner_at_entry(struct ptwk_lockconv *c, struct lwait *w,
 	if (!(r->lflags & PTWK_LF_WORDS) || at < w->futex || off % 4 || off / 4 >= PTWK_LOCK_WORDS)
 		return;
 	pid_t v = (pid_t)r->words[off / 4];
-	if (v > 0 && c->ops.live && c->ops.live(c->ops.ctx, v))
+	/* A join's word is the joined thread's tid, which the kernel clears
+	 * only after the thread's exit tracepoint: still set at the entry, it
+	 * names the thread even when its exit was recorded just before. */
+	if (v > 0 && (w->join || (c->ops.live && c->ops.live(c->ops.ctx, v))))
 		w->owner = v;
 }
 

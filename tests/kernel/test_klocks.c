@@ -241,27 +241,36 @@ static void test_waits(void)
 	CHECK_EQ(w->status, PTW_WAIT_COMPLETED);
 	CHECK_EQ(c->unclassified, 0);
 
+	/* a join of a thread whose exit was recorded just before (tid 150,
+	 * no longer live here): its tid word, still set at the entry (the
+	 * kernel clears it after the exit tracepoint), names it */
+	const uint32_t tid150[PTWK_LOCK_WORDS] = { 150 };
+	entry(c, PTWK_LOCK_JOIN, 10, PTHREAD1, STACK(0), tid150, PTHREAD1 + TID_OFF);
+	CHECK_EQ(ptw_locks_count(ptw_spans_locks(s)), 6);
+	CHECK_EQ(wait_n(s, 5)->owner, 150);
+	ret(c, PTWK_JOIN_RET, 10, STACK(0) + 8, 0);
+
 	/* a futex wait of no kind: no span, its return nothing */
 	next_kind = PTW_WAIT_NONE;
 	entry(c, PTWK_FUTEX_WAIT, 11, 0x8000, STACK(1), NULL, 0);
 	ret(c, PTWK_LOCK_RET, 11, STACK(1) + 8, 0);
-	CHECK_EQ(ptw_locks_count(ptw_spans_locks(s)), 5);
+	CHECK_EQ(ptw_locks_count(ptw_spans_locks(s)), 6);
 	CHECK_EQ(c->unclassified, 1);
 
 	/* a wait left by a longjmp: the next entry at or above its sp */
 	entry(c, PTWK_LOCK_WAIT, 11, MUTEX_A, STACK(1) - 0x200, owner12, MUTEX_A);
 	entry(c, PTWK_LOCK_WAIT, 11, MUTEX_A, STACK(1), owner12, MUTEX_A);
-	CHECK_EQ(wait_n(s, 5)->status, PTW_WAIT_UNMATCHED);
-	CHECK_STR(wait_n(s, 5)->reason, "longjmp");
+	CHECK_EQ(wait_n(s, 6)->status, PTW_WAIT_UNMATCHED);
+	CHECK_STR(wait_n(s, 6)->reason, "longjmp");
 	ret(c, PTWK_LOCK_RET, 11, STACK(1) + 8, 0);
-	CHECK_EQ(wait_n(s, 6)->status, PTW_WAIT_COMPLETED);
+	CHECK_EQ(wait_n(s, 7)->status, PTW_WAIT_COMPLETED);
 
 	/* a thread that exits forgets its waits: a later return is nobody's */
 	entry(c, PTWK_LOCK_WAIT, 15, MUTEX_A, STACK(5), owner12, MUTEX_A);
 	lwp_exit(c, 15);
 	ret(c, PTWK_LOCK_RET, 15, STACK(5) + 8, 0);
-	CHECK_EQ(wait_n(s, 7)->status, PTW_WAIT_OPEN); /* the engine ends it at the LWP's end */
-	CHECK_EQ(c->waits, 8);
+	CHECK_EQ(wait_n(s, 8)->status, PTW_WAIT_OPEN); /* the engine ends it at the LWP's end */
+	CHECK_EQ(c->waits, 9);
 	ptwk_lockconv_free(c);
 	ptw_spans_free(s);
 }
