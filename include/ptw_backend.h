@@ -3,7 +3,8 @@
  * What observes the target for a session (docs/design.md, "Backends"):
  * the ptrace tracer (include/ptw_tracer.h) or the kernel-assisted path
  * (include/ptw_kernel.h: uprobes and BPF, no thread ever stopped). Both
- * emit the same typed events (ptw_events.h) to the session's sink and are
+ * emit the same typed events (ptw_events.h) to the session's sink, the
+ * session's facts among them (warnings, processes, interrupts), and are
  * driven by the session through these operations only.
  *
  * A backend is made by one of the constructors below, with the session's
@@ -81,10 +82,13 @@ struct ptw_backend_ops {
 	/* Where thread tid is now, read from /proc (no stop). */
 	int (*where)(struct ptw_backend *b, pid_t tid, struct ptw_where *ret);
 	void (*check_fate)(struct ptw_backend *b, struct ptw_report *r);
+	/* The session is over (after check_fate): says its last facts as
+	 * events (what it could not do, every process as it is now). */
+	void (*finish)(struct ptw_backend *b);
 	/* The target and session part of the report (not backend and
-	 * backend_why: the session's). */
+	 * backend_why, nor the warnings, interrupts and processes it said
+	 * as events: the session's). */
 	void (*report)(struct ptw_backend *b, struct ptw_report *r);
-	bool (*process)(struct ptw_backend *b, uint32_t id, struct ptw_process *ret);
 	bool (*target_exit)(struct ptw_backend *b, int *ret_code, int *ret_signal, bool *ret_core);
 	void (*free)(struct ptw_backend *b);
 };

@@ -62,6 +62,13 @@ enum ptw_event_kind {
 	PTW_EV_DEADLOCK,       /* tid is member arg of the value threads of live deadlock
 				* span_id (confirmed as proof says): its wait (wait_*),
 				* stack, state */
+	/* The session's facts besides threads: kept by the session (the
+	 * document's warnings and processes), not spans' events */
+	PTW_EV_WARNING,	       /* what the backend could not do: warning (enum
+				* ptw_warning_code), name = the message; process (-f):
+				* whose (named by pid) */
+	PTW_EV_PROCESS,	       /* -f: process proc of the session as it is now (began, exec'd,
+				* ended, let go; all of them once more at the end) */
 };
 
 /* Where a span was when ptwatch saw it open past --open-timeout
@@ -78,7 +85,7 @@ enum ptw_span_kind {
 	PTW_SPAN_THREAD, /* ptw_spans.h: one per thread lifetime */
 	PTW_SPAN_FRAME,	 /* a function call inside a thread */
 };
-#define PTW_EV_LAST PTW_EV_DEADLOCK
+#define PTW_EV_LAST PTW_EV_PROCESS
 
 /* What a blocked thread waits for (snapshot). */
 enum ptw_wait_kind {
@@ -123,6 +130,23 @@ enum ptw_interrupt_why {
 /* A second terminal Ctrl-C (or the same signal to the group) within this
  * many milliseconds of the previous one detaches. */
 #define PTW_INTERRUPT_AGAIN_MS 2000
+
+/* One process of the session (-f: the target and every one it forked). */
+struct ptw_process {
+	uint32_t id;	     /* 0 the target, then 1, 2, ... in order of fork (spans' process) */
+	uint32_t parent_id;  /* the process that forked it (0 for the target: none) */
+	pid_t pid;
+	pid_t ppid, parent_tid; /* who forked it (0 for the target) */
+	const char *exe;
+	char *const *argv;
+	uint64_t start_ns, end_ns; /* fork (or the session's start); end 0: not ended */
+	int exit_kind;		   /* PTW_EXIT_NONE / CODE / SIGNAL (ptw_output.h) */
+	int exit_code, exit_signal;
+	bool core_dumped;
+	bool followed;		       /* false: let go at once, not_followed_why */
+	const char *not_followed_why;
+	bool detached;		       /* ptwatch let go of it while it ran */
+};
 
 enum ptw_exit_how {
 	PTW_EXIT_SELF,	   /* the thread's own exit syscall */
@@ -180,6 +204,10 @@ struct ptw_event {
 	const struct ptw_location *object;
 	/* DEADLOCK: how it was confirmed (0: with the threads stopped) */
 	enum ptw_deadlock_proof proof;
+	/* WARNING: its code (enum ptw_warning_code) */
+	int warning;
+	/* PROCESS (copied by the consumer) */
+	const struct ptw_process *proc;
 };
 
 /* An event with every optional field set to "unknown". */

@@ -172,28 +172,13 @@ struct ptw_kernel_stats {
 void ptw_kernel_stats(struct ptw_kernel *k, struct ptw_kernel_stats *ret);
 
 /*
- * -f: what the document says of process id (ptw_event.process) now: 0 the
- * target, then 1, 2, ... in order of fork (strings valid until the next
- * call or ptw_kernel_free); false without -f or for an id not given out.
- * ptw_kernel_processes: all of them, the target first, for
- * ptw_report.processes (valid until the next call); 0 without -f.
+ * The session is over (the process ended, or ptwatch let go): says, as
+ * events to the sink, what could not be seen (PTW_EV_WARNING: records
+ * lost, what --trace and --locks could not do) and, -f, every process as
+ * it is now (PTW_EV_PROCESS). Its notes during the session are
+ * PTW_EV_WARNING events too, as they happen.
  */
-struct ptw_process;
-bool ptw_kernel_process(struct ptw_kernel *k, uint32_t id, struct ptw_process *ret);
-size_t ptw_kernel_processes(struct ptw_kernel *k, const struct ptw_process **ret);
-
-/*
- * What the backend could not do for this process and what that costs
- * (the caller turns them into warnings): "libc has no debug information:
- * start routine return values are unknown", "N records lost: the ring
- * buffer was full". Strings owned by k, valid until ptw_kernel_free;
- * returns how many.
- */
-size_t ptw_kernel_notes(struct ptw_kernel *k, const char *const **ret);
-/* The same notes as the report's warnings (a code of ptw_warnings.h each;
- * owned by k). */
-struct ptw_warning;
-size_t ptw_kernel_warnings(struct ptw_kernel *k, const struct ptw_warning **ret);
+void ptw_kernel_finish(struct ptw_kernel *k);
 
 /* What the report says of the process (strings owned by k, valid until
  * ptw_kernel_free): its executable ("" unknown), nptl's version (NULL:

@@ -93,23 +93,6 @@ enum ptw_fate {
 	PTW_FATE_ZOMBIE,   /* ended, waiting for its parent to reap it */
 };
 
-/* One process of the session (-f: the target and every one it forked). */
-struct ptw_process {
-	uint32_t id;	     /* 0 the target, then 1, 2, ... in order of fork (spans' process) */
-	uint32_t parent_id;  /* the process that forked it (0 for the target: none) */
-	pid_t pid;
-	pid_t ppid, parent_tid; /* who forked it (0 for the target) */
-	const char *exe;
-	char *const *argv;
-	uint64_t start_ns, end_ns; /* fork (or the session's start); end 0: not ended */
-	int exit_kind;		   /* PTW_EXIT_NONE / CODE / SIGNAL as in ptw_report */
-	int exit_code, exit_signal;
-	bool core_dumped;
-	bool followed;		       /* false: let go at once, not_followed_why */
-	const char *not_followed_why;
-	bool detached;		       /* ptwatch let go of it while it ran */
-};
-
 struct ptw_report {
 	const char *tool_version;
 	int64_t realtime_offset_ns;

@@ -75,16 +75,17 @@ int ptw_tracer_where(struct ptw_tracer *t, pid_t tid, struct ptw_where *ret);
  */
 void ptw_tracer_check_fate(struct ptw_tracer *t, struct ptw_report *r);
 
-/* Fills the target / session part of the report (spans are the caller's);
- * cheap: no /proc reading. */
+/* The session is over (after ptw_tracer_check_fate): its last warnings
+ * (what the features could not do) and, -f, every process as it is now,
+ * as events. */
+void ptw_tracer_finish(struct ptw_tracer *t);
+
+/* Fills the target / session part of the report (spans are the caller's;
+ * warnings, interrupts and processes were events); cheap: no /proc
+ * reading. */
 void ptw_tracer_report(struct ptw_tracer *t, struct ptw_report *r);
 
 void ptw_tracer_free(struct ptw_tracer *t);
-
-/* -f: what the document says of process id (ptw_event.process) now (its
- * strings valid until the tracer changes it); false without -f or for an
- * id not given out. */
-bool ptw_tracer_process(struct ptw_tracer *t, uint32_t id, struct ptw_process *ret);
 
 /* Whether text is a valid --trace pattern ([MODULE:]GLOB, GLOB not empty):
  * 0 or -EINVAL. */

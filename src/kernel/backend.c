@@ -56,8 +56,6 @@ struct kernel_backend {
 	bool reaped;
 	int status;
 	/* session signals */
-	struct ptw_interrupt *interrupts;
-	size_t ninterrupts;
 	int end_signal;
 	uint64_t press_ns[NSIG]; /* the last press that reached the command */
 	int copy_sig;		 /* a copy waiting MATCH_NS to be told apart */
@@ -81,11 +79,6 @@ static void interrupt(struct kernel_backend *kb, int sig, uint64_t ns, bool reac
 {
 	enum ptw_interrupt_action action =
 		reached && why != PTW_INTR_AGAIN ? PTW_INTR_TRACED_ON : PTW_INTR_DETACHED;
-	kb->interrupts =
-		xreallocarray(kb->interrupts, kb->ninterrupts + 1, sizeof(*kb->interrupts));
-	kb->interrupts[kb->ninterrupts++] = (struct ptw_interrupt){
-		.sig = sig, .ns = ns, .reached_target = reached, .action = action, .why = why
-	};
 	if (action == PTW_INTR_DETACHED && !kb->end_signal)
 		kb->end_signal = sig;
 	struct ptw_event ev = ptw_event_init(PTW_EV_INTERRUPT, ns, kb->pid);
@@ -337,8 +330,6 @@ static void report(struct ptw_backend *b, struct ptw_report *r)
 	}
 	r->start_ns = kb->start_ns;
 	r->frozen_ns = 0; /* never: that is the point */
-	r->interrupts = kb->interrupts;
-	r->ninterrupts = kb->ninterrupts;
 	r->strategy = d.strategy;
 	r->stops_total = 0;
 	r->nstop_kinds = 0;
@@ -347,17 +338,11 @@ static void report(struct ptw_backend *b, struct ptw_report *r)
 	ptw_kernel_stats(kb->k, &st);
 	r->probes = st.probes;
 	r->probes_stepped = st.probes_stepped;
-	r->nwarnings = ptw_kernel_warnings(kb->k, &r->warnings);
-	r->processes = NULL;
-	r->nprocesses = 0;
-	if (kb->o.follow_forks)
-		r->nprocesses = ptw_kernel_processes(kb->k, &r->processes);
 }
 
-static bool process(struct ptw_backend *b, uint32_t id, struct ptw_process *ret)
+static void finish(struct ptw_backend *b)
 {
-	struct kernel_backend *kb = kb_of(b);
-	return kb->o.follow_forks && ptw_kernel_process(kb->k, id, ret);
+	ptw_kernel_finish(kb_of(b)->k);
 }
 
 static void backend_free(struct ptw_backend *b)
@@ -366,7 +351,6 @@ static void backend_free(struct ptw_backend *b)
 		return;
 	struct kernel_backend *kb = kb_of(b);
 	ptw_kernel_free(kb->k);
-	free(kb->interrupts);
 	ptw_argv_free(kb->owned_argv);
 	free(kb);
 }
@@ -378,8 +362,8 @@ static const struct ptw_backend_ops kernel_ops = {
 	.detach = detach,
 	.where = where,
 	.check_fate = check_fate,
+	.finish = finish,
 	.report = report,
-	.process = process,
 	.target_exit = target_exit,
 	.free = backend_free,
 };

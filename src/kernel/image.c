@@ -60,9 +60,15 @@ void ptwk_sink(void *ctx, const struct ptw_event *ev)
 		e.pid = k->pid;
 		e.process = k->conv.process;
 		k->o.sink(k->o.sink_ctx, &e);
-		return;
+	} else {
+		k->o.sink(k->o.sink_ctx, ev);
 	}
-	k->o.sink(k->o.sink_ctx, ev);
+	/* -f: a process began (its image, a fork child's leader), exec'd or
+	 * ended: the session keeps what the document says of it */
+	if (ev->kind == PTW_EV_IMAGE || ev->kind == PTW_EV_EXEC ||
+	    ev->kind == PTW_EV_PROCESS_EXIT ||
+	    (ev->kind == PTW_EV_PREEXISTING && ev->tid == (ev->pid ? ev->pid : k->pid)))
+		ptwk_say_process(k);
 }
 
 const struct ptw_location *ptwk_locate(void *ctx, uint64_t addr)

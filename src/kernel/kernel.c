@@ -516,7 +516,6 @@ void ptw_kernel_free(struct ptw_kernel *k)
 		pthread_cond_destroy(&k->qroom);
 	}
 	ptw_map_free(&k->by_pid);
-	free(k->report_procs);
 	ptw_argv_free(k->argv);
 	ptwk_modlist_free(&k->modlist);
 	ptw_map_free(&k->drain_listed);
@@ -534,8 +533,6 @@ void ptw_kernel_free(struct ptw_kernel *k)
 	free(k->old_syms);
 	if (k->proc)
 		ptw_proc_free(k->proc);
-	ptw_warning_list_free(&k->notes);
-	free(k->note_texts);
 	free(k->glibc);
 	free(k);
 }

@@ -4,7 +4,7 @@
  * ptw_kernel: one per watched process, the root's shared by -f's) and what
  * its files ask of each other. By job:
  *
- *   notes.c     what could not be done, for the report's warnings
+ *   notes.c     what could not be done (warnings), what each process is (-f): events
  *   image.c     a process's symbols, memory, libc and glibc facts
  *   programs.c  the BPF programs opened, libc's probes and tracepoints linked
  *   report.c    what is told at the end
@@ -140,12 +140,10 @@ struct ptw_kernel {
 	const char *unfollowed_why; /* -f: a fork child the BPF side could not watch */
 	char exe[4096];
 	char *glibc;				 /* nptl's version, once read */
-	struct ptw_warning_list notes;		 /* root only: the session's (note_as) */
 	uint64_t lost_kinds[PTWK_LOCK_KIND_END]; /* records the full ring refused, by kind */
 	bool lost_noted;
 	uint32_t watch_slots, ns_tid_slots; /* the watched and ns_tids maps' sizes */
 	uint64_t watch_full, ns_tids_full;  /* and the entries they refused, full */
-	const char **note_texts;	    /* their messages (ptw_kernel_notes) */
 	struct ptw_kernel_stats stats;
 	/* -f (follow forks, "---- -f" below): every process the target forks
 	 * is a struct ptw_kernel of its own (root set) that shares the root's
@@ -161,7 +159,6 @@ struct ptw_kernel {
 	struct ptw_kernel **followed; /* root: followed[i] has id i + 1 */
 	size_t nfollowed;
 	struct ptw_map by_pid; /* root: pid -> its latest followed process */
-	struct ptw_process *report_procs;
 	/* Records read from the ring by the drain thread (root only, see
 	 * drainer()) into inq, taken into queue and converted here. cur: the
 	 * one being converted (its image, for on_exec and image_ready). */
@@ -226,6 +223,8 @@ void ptwk_note_as(struct ptw_kernel *k, enum ptw_warning_code code, const char *
 void ptwk_note(struct ptw_kernel *k, const char *fmt, ...);
 void ptwk_why_set(char *why, size_t size, const char *fmt, ...);
 void ptwk_note_line(void *ctx, int code, const char *line);
+/* -f: what the document says of k's process now, to the session. */
+void ptwk_say_process(struct ptw_kernel *k);
 
 /* ---- image.c ---- */
 

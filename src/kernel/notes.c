@@ -1,27 +1,32 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the kernel path could not do, kept for the report's warnings in
- * the root's list (-f: the followed processes' too). Every file of the
- * backend says its notes through here.
+ * What the kernel path tells the session besides thread events, as
+ * events: what it could not do (the report's warnings; every file of the
+ * backend says its notes through here) and, -f, what each process is.
  */
 #define _GNU_SOURCE
 #include "kernel_int.h"
 
+/* ev, of process k, to the session. */
+static void say(struct ptw_kernel *k, struct ptw_event *ev)
+{
+	ev->pid = k->pid;
+	ev->process = k->conv.process;
+	k->o.sink(k->o.sink_ctx, ev);
+}
+
 /* What the backend could not do, as the report's warnings (the code
- * says what kind of thing; ptwk_note() is the generic one). */
+ * says what kind of thing; ptwk_note() is the generic one): the session
+ * merges and counts them, and names a followed process's. */
 static void note_va(struct ptw_kernel *k, enum ptw_warning_code code, const char *fmt, va_list ap)
 {
 	struct ptw_buf b = { 0 };
 	ptw_buf_vprintf(&b, fmt, ap);
-	char *msg = b.p ? b.p : xstrdup("");
-	/* As the tracer says them (core.c's tracer_warn): the same message
-	 * once per session, counted, whichever process (-f) it is about, in
-	 * the root's list; a followed process's names it (the first one's). */
-	struct ptw_kernel *root = k->root ? k->root : k;
-	char *named = k->root ? xasprintf("process %d: %s", k->pid, msg) : NULL;
-	ptw_warning_list_add(&root->notes, code, msg, named ? named : msg);
-	if (named)
-		free(msg);
+	struct ptw_event ev = ptw_event_init(PTW_EV_WARNING, ptw_now_ns(), k->pid);
+	ev.warning = code;
+	ev.name = b.p ? b.p : "";
+	say(k, &ev);
+	ptw_buf_free(&b);
 }
 
 void ptwk_note_as(struct ptw_kernel *k, enum ptw_warning_code code, const char *fmt, ...)
@@ -52,4 +57,40 @@ void ptwk_why_set(char *why, size_t size, const char *fmt, ...)
 void ptwk_note_line(void *ctx, int code, const char *line)
 {
 	ptwk_note_as(ctx, (enum ptw_warning_code)code, "%s", line);
+}
+
+/* What the document says of process c (-f), now. */
+static void fill_process(const struct ptw_kernel *c, struct ptw_process *p)
+{
+	const struct ptw_kernel *root = c->root ? c->root : c;
+	memset(p, 0, sizeof(*p));
+	p->id = c->id;
+	p->parent_id = c->parent_id;
+	p->pid = c->pid;
+	p->ppid = c->ppid;
+	p->parent_tid = c->parent_tid;
+	p->exe = c->exe[0] ? c->exe : NULL;
+	p->argv = c->argv;
+	p->start_ns = c->start_ns;
+	p->end_ns = c->conv.ended ? c->conv.end_ns : 0;
+	p->followed = !c->unfollowed_why;
+	p->not_followed_why = c->unfollowed_why;
+	p->detached = root->detached && !c->conv.ended;
+	if (c->conv.ended && !c->end_lost && !c->unfollowed_why) {
+		p->exit_kind = c->conv.exit_signal ? PTW_EXIT_SIGNAL : PTW_EXIT_CODE;
+		p->exit_code = c->conv.exit_code;
+		p->exit_signal = c->conv.exit_signal;
+		p->core_dumped = c->conv.core_dumped;
+	}
+}
+
+void ptwk_say_process(struct ptw_kernel *k)
+{
+	if (!k->o.follow_forks)
+		return;
+	struct ptw_process p;
+	fill_process(k, &p);
+	struct ptw_event ev = ptw_event_init(PTW_EV_PROCESS, ptw_now_ns(), k->pid);
+	ev.proc = &p;
+	say(k, &ev);
 }

@@ -39,7 +39,7 @@ struct ptwk_probes {
 	size_t n;
 	struct ptw_pthread_layout layout;
 	uint64_t main_addr; /* main() in the executable, 0 unknown */
-	/* What could not be found: one line each, for ptw_kernel_notes. */
+	/* What could not be found: one line each, the report's warnings. */
 	char missing[8][256];
 	enum ptw_warning_code missing_code[8];
 	size_t nmissing;

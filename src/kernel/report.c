@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the kernel path tells the session at the end: records lost, the
- * notes of --trace and --locks, its counters, the processes of -f.
+ * notes of --trace and --locks, its counters, every process of -f.
  */
 #define _GNU_SOURCE
 #include "kernel_int.h"
@@ -221,64 +221,10 @@ void ptw_kernel_stats(struct ptw_kernel *k, struct ptw_kernel_stats *ret)
 		ret->mode = "none";
 }
 
-size_t ptw_kernel_notes(struct ptw_kernel *k, const char *const **ret)
+void ptw_kernel_finish(struct ptw_kernel *k)
 {
 	ptwk_end_notes(k);
-	k->note_texts = xreallocarray(k->note_texts, k->notes.n + 1, sizeof(*k->note_texts));
-	for (size_t i = 0; i < k->notes.n; i++)
-		k->note_texts[i] = k->notes.v[i].message;
-	*ret = k->note_texts;
-	return k->notes.n;
-}
-
-size_t ptw_kernel_warnings(struct ptw_kernel *k, const struct ptw_warning **ret)
-{
-	ptwk_end_notes(k);
-	*ret = k->notes.v;
-	return k->notes.n;
-}
-
-static void fill_process(const struct ptw_kernel *c, struct ptw_process *p)
-{
-	const struct ptw_kernel *root = c->root ? c->root : c;
-	memset(p, 0, sizeof(*p));
-	p->id = c->id;
-	p->parent_id = c->parent_id;
-	p->pid = c->pid;
-	p->ppid = c->ppid;
-	p->parent_tid = c->parent_tid;
-	p->exe = c->exe[0] ? c->exe : NULL;
-	p->argv = c->argv;
-	p->start_ns = c->start_ns;
-	p->end_ns = c->conv.ended ? c->conv.end_ns : 0;
-	p->followed = !c->unfollowed_why;
-	p->not_followed_why = c->unfollowed_why;
-	p->detached = root->detached && !c->conv.ended;
-	if (c->conv.ended && !c->end_lost && !c->unfollowed_why) {
-		p->exit_kind = c->conv.exit_signal ? PTW_EXIT_SIGNAL : PTW_EXIT_CODE;
-		p->exit_code = c->conv.exit_code;
-		p->exit_signal = c->conv.exit_signal;
-		p->core_dumped = c->conv.core_dumped;
-	}
-}
-
-bool ptw_kernel_process(struct ptw_kernel *k, uint32_t id, struct ptw_process *ret)
-{
-	if (!k->o.follow_forks || id > k->nfollowed)
-		return false;
-	fill_process(id ? k->followed[id - 1] : k, ret);
-	return true;
-}
-
-size_t ptw_kernel_processes(struct ptw_kernel *k, const struct ptw_process **ret)
-{
-	*ret = NULL;
-	if (!k->o.follow_forks)
-		return 0;
-	free(k->report_procs);
-	k->report_procs = xcalloc(k->nfollowed + 1, sizeof(*k->report_procs));
-	for (size_t i = 0; i <= k->nfollowed; i++)
-		fill_process(i ? k->followed[i - 1] : k, &k->report_procs[i]);
-	*ret = k->report_procs;
-	return k->nfollowed + 1;
+	ptwk_say_process(k);
+	for (size_t i = 0; i < k->nfollowed; i++)
+		ptwk_say_process(k->followed[i]);
 }

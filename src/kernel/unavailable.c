@@ -79,38 +79,9 @@ void ptw_kernel_stats(struct ptw_kernel *k, struct ptw_kernel_stats *ret)
 	*ret = (struct ptw_kernel_stats){ .mode = "none" };
 }
 
-size_t ptw_kernel_notes(struct ptw_kernel *k, const char *const **ret)
-{
-	(void)k;
-	*ret = NULL;
-	return 0;
-}
-
 void ptw_kernel_free(struct ptw_kernel *k)
 {
 	(void)k;
-}
-
-bool ptw_kernel_process(struct ptw_kernel *k, uint32_t id, struct ptw_process *ret)
-{
-	(void)k;
-	(void)id;
-	(void)ret;
-	return false;
-}
-
-size_t ptw_kernel_processes(struct ptw_kernel *k, const struct ptw_process **ret)
-{
-	(void)k;
-	*ret = NULL;
-	return 0;
-}
-
-size_t ptw_kernel_warnings(struct ptw_kernel *k, const struct ptw_warning **ret)
-{
-	(void)k;
-	*ret = NULL;
-	return 0;
 }
 
 void ptw_kernel_describe(struct ptw_kernel *k, struct ptw_kernel_desc *ret)
@@ -124,4 +95,9 @@ const struct ptw_location *ptw_kernel_locate(struct ptw_kernel *k, uint64_t addr
 	(void)k;
 	(void)addr;
 	return NULL;
+}
+
+void ptw_kernel_finish(struct ptw_kernel *k)
+{
+	(void)k;
 }

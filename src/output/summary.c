@@ -184,7 +184,7 @@ static void grouped_rows(struct ptw_buf *out, struct ptw_spans *spans)
 	ptw_groups_free(g, ng);
 }
 
-/* How the process ended or what it is now (checked: ptw_tracer_report). */
+/* How the process ended or what it is now (checked: the backend's check_fate). */
 static void span_row(struct table *t, const struct ptw_span *sp);
 
 /* -f: the spans grouped by process, each under a line that says what the

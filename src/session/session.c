@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "facts.h"
 #include "ptw_attach.h"
 #include "ptw_backend.h"
 #include "ptw_frames.h"
@@ -42,6 +43,7 @@ struct ptw_session {
 	struct ptw_backend *backend; /* once launched or attached: the header */
 	size_t header_sig;	   /* what the last header sent said, roughly */
 	struct ptw_output *live;   /* --live, until it begins */
+	struct session_facts facts; /* warnings, processes, interrupts */
 	char *lost;		   /* the first output that could not be written */
 	int lost_err;
 };
@@ -68,10 +70,12 @@ bool ptw_session_lost(const struct ptw_session *s, const char **what, int *err)
 
 /* ---- the record for the restorer ---- */
 
-/* The backend's part of the report, and which backend it is. */
+/* The backend's part of the report, which backend it is, and what it
+ * told the session (warnings, interrupts, processes). */
 static void backend_report(struct ptw_session *s, struct ptw_report *r)
 {
 	s->backend->ops->report(s->backend, r);
+	facts_fill(&s->facts, r);
 	r->backend = s->backend->name;
 	r->backend_why = s->backend->why[0] ? s->backend->why : NULL;
 }
@@ -183,22 +187,21 @@ static void on_frame_closed(void *ctx, const struct ptw_frame *fr)
 			s->outs[i]->ops->frame_closed(s->outs[i], fr);
 }
 
-/* The tracer's sink: the engine, the record, then every output. One call
- * per event: no allocation here. */
+/* The tracer's sink: the session's facts, the engine, the record, then
+ * every output. One call per event: no allocation here. */
 static void sink(void *ctx, const struct ptw_event *ev)
 {
 	struct ptw_session *s = ctx;
+	if (facts_take(&s->facts, ev)) {
+		/* -f: a process began, exec'd, ended: the restorer keeps what
+		 * the document would say of it (warnings: the header's) */
+		if (s->rec && ev->kind == PTW_EV_PROCESS && ev->proc)
+			ptw_record_process(&s->record, ev->proc);
+		return;
+	}
 	const struct ptw_span *sp = ptw_spans_consume(s->spans, ev);
 	if (s->rec) {
 		ptw_record_event(s->rec, &s->record, ev);
-		/* -f: a process began (image, fork), exec'd or ended: the
-		 * restorer keeps what the document would say of it. */
-		struct ptw_process proc;
-		if ((ev->kind == PTW_EV_IMAGE || ev->kind == PTW_EV_EXEC ||
-		     ev->kind == PTW_EV_PROCESS_EXIT ||
-		     (ev->kind == PTW_EV_PREEXISTING && ev->tid == ev->pid)) &&
-		    s->backend && s->backend->ops->process(s->backend, ev->process, &proc))
-			ptw_record_process(&s->record, &proc);
 		if (s->record.len > 65536)
 			flush_record(s);
 	}
@@ -323,6 +326,7 @@ void ptw_session_free(struct ptw_session *s)
 	ptw_buf_free(&s->log);
 	ptw_record_writer_free(s->rec);
 	ptw_buf_free(&s->record);
+	facts_free(&s->facts);
 	free(s->lost);
 	free(s);
 }
@@ -380,14 +384,6 @@ static void session_start(struct ptw_session *s)
 	}
 	if (live)
 		s->backend->ops->set_wake_fd(s->backend, live->wake_fd);
-	if (s->rec && s->opts.follow_forks) {
-		/* The processes that began before the tracer was ours to ask
-		 * (the target, descendants found at -p -f). */
-		struct ptw_report rep = { 0 };
-		backend_report(s, &rep);
-		for (size_t i = 0; i < rep.nprocesses; i++)
-			ptw_record_process(&s->record, &rep.processes[i]);
-	}
 	flush_record(s); /* the restorer learns what is traced */
 	/* all of it: an output that blocks from here on (a pipe nobody
 	 * reads) may get the tracer killed, and the restorer then writes
@@ -432,6 +428,7 @@ int ptw_session_run(struct ptw_session *s, struct ptw_backend *b, int duration_m
 	rep.tool_version = PTW_VERSION;
 	rep.realtime_offset_ns = ptw_realtime_offset_ns();
 	b->ops->check_fate(b, &rep);
+	b->ops->finish(b); /* its last facts: what it could not do, every process */
 	backend_report(s, &rep);
 	rep.end_ns = ptw_now_ns();
 	struct rusage ru;

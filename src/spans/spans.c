@@ -510,6 +510,8 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 {
 	struct ptw_span *sp = NULL;
 
+	if (ev->kind == PTW_EV_WARNING || ev->kind == PTW_EV_PROCESS)
+		return NULL; /* the session's facts: no span's */
 	ptw_spans_collect(s);
 	/* Frames first: a thread's end closes its frames with what its span
 	 * knew just before (pthread_exit called, cancel requested). */
@@ -688,6 +690,9 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 		break;
 	case PTW_EV_TRACER_DIED:
 		on_tracer_died(s, ev->ns);
+		break;
+	case PTW_EV_WARNING:
+	case PTW_EV_PROCESS:
 		break;
 	case PTW_EV_FRAME_ENTRY:
 	case PTW_EV_FRAME_RETURN:
@@ -1119,6 +1124,8 @@ const char *ptw_event_kind_name(enum ptw_event_kind kind)
 		[PTW_EV_WAIT_BEGIN] = "wait",
 		[PTW_EV_WAIT_END] = "waited",
 		[PTW_EV_DEADLOCK] = "deadlock",
+		[PTW_EV_WARNING] = "warning",
+		[PTW_EV_PROCESS] = "process",
 	};
 	return (unsigned)kind < PTW_ARRAY_SIZE(names) && names[kind] ? names[kind] : "?";
 }

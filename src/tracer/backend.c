@@ -52,9 +52,9 @@ static void report(struct ptw_backend *b, struct ptw_report *r)
 	ptw_tracer_report(tracer_of(b), r);
 }
 
-static bool process(struct ptw_backend *b, uint32_t id, struct ptw_process *ret)
+static void finish(struct ptw_backend *b)
 {
-	return ptw_tracer_process(tracer_of(b), id, ret);
+	ptw_tracer_finish(tracer_of(b));
 }
 
 static bool target_exit(struct ptw_backend *b, int *code, int *sig, bool *core)
@@ -77,8 +77,8 @@ static const struct ptw_backend_ops tracer_ops = {
 	.detach = detach,
 	.where = where,
 	.check_fate = check_fate,
+	.finish = finish,
 	.report = report,
-	.process = process,
 	.target_exit = target_exit,
 	.free = backend_free,
 };

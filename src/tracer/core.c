@@ -16,14 +16,56 @@
 
 #include "tracer_internal.h"
 
+/* What the document says of process c (-f), now. */
+static void fill_process(struct ptw_tracer *c, struct ptw_process *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->id = c->serial;
+	p->parent_id = c->pserial;
+	p->pid = c->pid;
+	p->ppid = c->root ? c->ppid : 0;
+	p->parent_tid = c->root ? c->parent_tid : 0;
+	p->exe = c->img.exe ? c->img.exe : c->last_exe;
+	p->argv = c->argv;
+	p->start_ns = c->start_ns;
+	p->end_ns = c->end_ns;
+	p->followed = !c->fail_why;
+	p->not_followed_why = c->fail_why;
+	p->detached = c->detached;
+	if (c->target_gone) {
+		p->exit_kind = c->exit_signal ? PTW_EXIT_SIGNAL : PTW_EXIT_CODE;
+		p->exit_code = c->exit_code;
+		p->exit_signal = c->exit_signal;
+		p->core_dumped = c->core_dumped;
+	}
+}
+
+void tracer_say_process(struct ptw_tracer *t)
+{
+	if (!t->o.follow_forks)
+		return;
+	struct ptw_process p;
+	fill_process(t, &p);
+	struct ptw_event ev = ptw_event_init(PTW_EV_PROCESS, ptw_now_ns(), t->pid);
+	ev.proc = &p;
+	tracer_emit(t, &ev);
+}
+
 void tracer_emit(struct ptw_tracer *t, struct ptw_event *ev)
 {
 	if (!ev->pid)
 		ev->pid = t->proc ? t->proc->pid : t->pid;
 	ev->process = t->serial;
 	t->o.sink(t->o.sink_ctx, ev);
+	/* -f: a process began (its image, a fork child's leader), exec'd or
+	 * ended: the session keeps what the document says of it */
+	if (ev->kind == PTW_EV_IMAGE || ev->kind == PTW_EV_EXEC ||
+	    ev->kind == PTW_EV_PROCESS_EXIT || (ev->kind == PTW_EV_PREEXISTING && ev->tid == ev->pid))
+		tracer_say_process(t);
 }
 
+/* Said to the session as an event: it merges and counts them, and names
+ * a followed process's (ev.process). */
 void tracer_warn(struct ptw_tracer *t, enum ptw_warning_code w, const char *fmt, ...)
 {
 	va_list ap;
@@ -34,14 +76,11 @@ void tracer_warn(struct ptw_tracer *t, enum ptw_warning_code w, const char *fmt,
 	va_end(ap);
 	if (!msg)
 		return;
-	/* The same message once per session, counted, whichever process (-f)
-	 * it is about: 1,000 workers without libc6-dbg make one warning. A
-	 * followed process's names it (the first one's). */
-	struct ptw_tracer *root = tracer_root(t);
-	char *named = t->root ? xasprintf("process %d: %s", t->pid, msg) : NULL;
-	ptw_warning_list_add(&root->warnings, w, msg, named ? named : msg);
-	if (named)
-		free(msg);
+	struct ptw_event ev = ptw_event_init(PTW_EV_WARNING, ptw_now_ns(), t->pid);
+	ev.warning = w;
+	ev.name = msg;
+	tracer_emit(t, &ev);
+	free(msg);
 }
 
 struct thread *tracer_thread_of(struct ptw_lwp *l)

@@ -47,7 +47,6 @@ void ptw_tracer_free(struct ptw_tracer *t)
 	free(t->followed);
 	ptw_map_free(&t->by_pid);
 	free(t->fail_why);
-	free(t->report_procs);
 	free(t->last_exe);
 	image_release(t);
 	tracer_features_free(t);
@@ -66,7 +65,5 @@ void ptw_tracer_free(struct ptw_tracer *t)
 	}
 	ptw_bptab_free(t->bps);
 	ptw_proc_free(t->proc);
-	ptw_warning_list_free(&t->warnings);
-	free(t->interrupts);
 	free(t);
 }

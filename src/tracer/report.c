@@ -94,53 +94,22 @@ void ptw_tracer_check_fate(struct ptw_tracer *t, struct ptw_report *r)
 	r->traced_by = c.traced_by;
 }
 
-/* What the document says of process c (-f). */
-static void fill_process(struct ptw_tracer *c, struct ptw_process *p)
+void ptw_tracer_finish(struct ptw_tracer *t)
 {
-	memset(p, 0, sizeof(*p));
-	p->id = c->serial;
-	p->parent_id = c->pserial;
-	p->pid = c->pid;
-	p->ppid = c->root ? c->ppid : 0;
-	p->parent_tid = c->root ? c->parent_tid : 0;
-	p->exe = c->img.exe ? c->img.exe : c->last_exe;
-	p->argv = c->argv;
-	p->start_ns = c->start_ns;
-	p->end_ns = c->end_ns;
-	p->followed = !c->fail_why;
-	p->not_followed_why = c->fail_why;
-	p->detached = c->detached;
-	if (c->target_gone) {
-		p->exit_kind = c->exit_signal ? PTW_EXIT_SIGNAL : PTW_EXIT_CODE;
-		p->exit_code = c->exit_code;
-		p->exit_signal = c->exit_signal;
-		p->core_dumped = c->core_dumped;
+	image_debuginfod_warning(t); /* a failure at a lookup after the last image load */
+	if (!t->finished) {
+		/* (a pattern may still match a library loaded later: not before) */
+		t->finished = true;
+		tracer_features_finish(t);
 	}
-}
-
-bool ptw_tracer_process(struct ptw_tracer *t, uint32_t id, struct ptw_process *ret)
-{
-	if (!t->o.follow_forks)
-		return false;
-	if (id == 0) {
-		fill_process(t, ret);
-		return true;
-	}
-	if (id > t->nfollowed)
-		return false;
-	fill_process(t->followed[id - 1], ret);
-	return true;
+	tracer_say_process(t);
+	for (size_t i = 0; i < t->nfollowed; i++)
+		tracer_say_process(t->followed[i]);
 }
 
 void ptw_tracer_report(struct ptw_tracer *t, struct ptw_report *r)
 {
 	image_debuginfod_warning(t); /* a failure at a lookup after the last image load */
-	if ((t->target_gone || t->detached) && !t->finished) {
-		/* (once: the report is asked for by each output; a pattern may
-		 * still match a library loaded later, so not before the end) */
-		t->finished = true;
-		tracer_features_finish(t);
-	}
 	r->pid = t->proc->pid;
 	r->exe = t->img.exe;
 	r->argv = t->argv;
@@ -157,8 +126,6 @@ void ptw_tracer_report(struct ptw_tracer *t, struct ptw_report *r)
 	}
 	r->start_ns = t->start_ns;
 	r->frozen_ns = t->frozen_ns;
-	r->interrupts = t->interrupts;
-	r->ninterrupts = t->ninterrupts;
 	r->strategy = !t->img.tdb ? "lwp" : t->img.have_result ? "debuginfo" : "breakpoints";
 	r->stops_total = t->proc->counts.total;
 	for (int k = 0; k <= PTW_STOP_TRACER_SIGNAL; k++)
@@ -167,24 +134,8 @@ void ptw_tracer_report(struct ptw_tracer *t, struct ptw_report *r)
 	r->stop_counts = t->proc->counts.by_kind;
 	r->nstop_kinds = PTW_STOP_TRACER_SIGNAL + 1;
 	r->breakpoints = ptw_bp_count(t->bps);
-	/* Every process of the session, the root first (-f). */
-	free(t->report_procs);
-	t->report_procs = NULL;
-	r->processes = NULL;
-	r->nprocesses = 0;
-	if (t->o.follow_forks) {
-		t->report_procs = xcalloc(t->nfollowed + 1, sizeof(*t->report_procs));
-		for (size_t i = 0; i <= t->nfollowed; i++) {
-			struct ptw_tracer *c = i ? t->followed[i - 1] : t;
-			fill_process(c, &t->report_procs[i]);
-			if (i)
-				r->breakpoints += ptw_bp_count(c->bps) + c->bps_retired;
-		}
-		r->processes = t->report_procs;
-		r->nprocesses = t->nfollowed + 1;
-	}
-	r->warnings = t->warnings.v;
-	r->nwarnings = t->warnings.n;
+	for (size_t i = 0; i < t->nfollowed; i++)
+		r->breakpoints += ptw_bp_count(t->followed[i]->bps) + t->followed[i]->bps_retired;
 }
 
 bool ptw_tracer_target_exit(struct ptw_tracer *t, int *ret_code, int *ret_signal, bool *ret_core)

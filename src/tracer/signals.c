@@ -61,10 +61,6 @@ static void interrupt(struct ptw_tracer *t, int sig, uint64_t ns, bool reached,
 {
 	enum ptw_interrupt_action action =
 		reached && why != PTW_INTR_AGAIN ? PTW_INTR_TRACED_ON : PTW_INTR_DETACHED;
-	t->interrupts = xreallocarray(t->interrupts, t->ninterrupts + 1, sizeof(*t->interrupts));
-	t->interrupts[t->ninterrupts++] = (struct ptw_interrupt){
-		.sig = sig, .ns = ns, .reached_target = reached, .action = action, .why = why
-	};
 	if (action == PTW_INTR_DETACHED && !t->end_signal)
 		t->end_signal = sig;
 	struct ptw_event ev = ptw_event_init(PTW_EV_INTERRUPT, ns, t->proc->pid);

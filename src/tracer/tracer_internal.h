@@ -232,7 +232,6 @@ struct ptw_tracer {
 	struct ptw_tracer **followed; /* in order of fork */
 	size_t nfollowed;
 	struct ptw_map by_pid;	     /* pid -> live followed tracer */
-	struct ptw_process *report_procs; /* ptw_tracer_report's processes */
 	bool launched; /* we started it (else: attached to it) */
 	bool snapshot; /* attached only to look */
 	bool exec_while_attaching;
@@ -245,7 +244,7 @@ struct ptw_tracer {
 	char **owned_argv; /* attach: read from /proc/PID/cmdline */
 	uint64_t start_ns;
 	bool ended;
-	bool finished; /* the features' finish ran (ptw_tracer_report) */
+	bool finished; /* the features' finish ran (ptw_tracer_finish) */
 	int exit_code, exit_signal;
 	bool core_dumped;
 	bool target_gone;
@@ -265,8 +264,6 @@ struct ptw_tracer {
 	} ssig[32];
 	int end_signal; /* a session signal that ends the session: detach */
 	bool stop_requested; /* ptw_tracer_stop(): detach */
-	struct ptw_interrupt *interrupts;
-	size_t ninterrupts;
 	bool after_detach; /* target_gone: it ended once we had let go */
 	int fatal_at_detach; /* a signal we delivered at detach will end it */
 	/* The last SIGTRAP delivered to one of its threads (not a trap of
@@ -278,7 +275,6 @@ struct ptw_tracer {
 		pid_t tid;
 		uint64_t addr;
 	} trap;
-	struct ptw_warning_list warnings; /* root only: the session's (tracer_warn) */
 	/* Its features (tracer_new), in the order of enum feature_id, and
 	 * their state by id (NULL: off). */
 	const struct tracer_feature *features[FEATURES];
@@ -302,7 +298,12 @@ void tracer_features_finish(struct ptw_tracer *t);
 void tracer_features_free(struct ptw_tracer *t);
 /* The LWP is forgotten: its features let go of it, its state is freed. */
 void tracer_forget_lwp(struct ptw_tracer *t, struct ptw_lwp *l);
+/* ev to the session (its process set); -f: an event that begins, changes
+ * or ends a process is followed by what the document says of it now
+ * (tracer_say_process). */
 void tracer_emit(struct ptw_tracer *t, struct ptw_event *ev);
+/* -f: what the document says of t's process now, to the session. */
+void tracer_say_process(struct ptw_tracer *t);
 /* The LWP's tracer state, made on first use. */
 struct thread *tracer_thread_of(struct ptw_lwp *l);
 /* Frees it (NULL accepted), and each feature's state in it. */
@@ -315,8 +316,8 @@ struct feature_thread *tracer_feature_peek(struct ptw_lwp *l, enum feature_id id
 /* It begins again, as the new image's main thread (exec): its features
  * let go of what it held, every field as new. */
 void tracer_thread_renew(struct ptw_tracer *t, struct thread *th);
-/* A warning for the report (once per session for the same code and
- * message, whichever process it is about). */
+/* A warning for the report, to the session (which says it once per
+ * session for the same code and message, whichever process it is about). */
 void tracer_warn(struct ptw_tracer *t, enum ptw_warning_code w, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* A SIGTRAP that is not a trap of ours is about to be delivered to l

@@ -60,6 +60,19 @@ static void sink(void *ctx, const struct ptw_event *ev)
 	(void)ctx;
 	if (ev->kind <= PTW_EV_LAST)
 		counts[ev->kind]++;
+	if (ev->kind == PTW_EV_WARNING) {
+		fprintf(stderr, "ptw-kernel-demo: note: %s\n", ev->name);
+		return;
+	}
+	if (ev->kind == PTW_EV_PROCESS) {
+		const struct ptw_process *p = ev->proc;
+		fprintf(stderr,
+			"ptw-kernel-demo: process %u (parent %u) pid %d ppid %d by %d: %s exit %d "
+			"code %d signal %d\n",
+			p->id, p->parent_id, p->pid, p->ppid, p->parent_tid, p->exe ? p->exe : "?",
+			p->exit_kind, p->exit_code, p->exit_signal);
+		return;
+	}
 	if (quiet)
 		return;
 	char r[256], s[256];
@@ -228,19 +241,7 @@ int main(int argc, char **argv)
 			(double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6,
 			(double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6);
 	}
-	const char *const *notes;
-	size_t n = ptw_kernel_notes(k, &notes);
-	for (size_t j = 0; j < n; j++)
-		fprintf(stderr, "ptw-kernel-demo: note: %s\n", notes[j]);
-	const struct ptw_process *procs;
-	size_t np = ptw_kernel_processes(k, &procs);
-	for (size_t j = 0; j < np; j++)
-		fprintf(stderr,
-			"ptw-kernel-demo: process %u (parent %u) pid %d ppid %d by %d: %s exit %d "
-			"code %d signal %d\n",
-			procs[j].id, procs[j].parent_id, procs[j].pid, procs[j].ppid,
-			procs[j].parent_tid, procs[j].exe ? procs[j].exe : "?", procs[j].exit_kind,
-			procs[j].exit_code, procs[j].exit_signal);
+	ptw_kernel_finish(k); /* its notes and processes, to sink */
 	int code, sig;
 	bool core;
 	if (ptw_kernel_target_exit(k, &code, &sig, &core))

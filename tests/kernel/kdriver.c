@@ -95,12 +95,48 @@ int kdrv_end(struct ptw_kernel *k, struct ptw_spans *spans, pid_t child,
 	return status;
 }
 
+static char **facts_notes;
+static size_t facts_nnotes;
+static struct ptw_process *facts_procs;
+static size_t facts_nprocs;
+
+bool kdrv_fact(const struct ptw_event *ev)
+{
+	if (ev->kind == PTW_EV_WARNING) {
+		facts_notes = xreallocarray(facts_notes, facts_nnotes + 1, sizeof(*facts_notes));
+		facts_notes[facts_nnotes++] = xstrdup(ev->name ? ev->name : "");
+		return true;
+	}
+	if (ev->kind != PTW_EV_PROCESS)
+		return false;
+	const struct ptw_process *in = ev->proc;
+	if (in->id >= facts_nprocs) {
+		facts_procs = xreallocarray(facts_procs, in->id + 1, sizeof(*facts_procs));
+		memset(facts_procs + facts_nprocs, 0, (in->id + 1 - facts_nprocs) * sizeof(*facts_procs));
+		facts_nprocs = in->id + 1;
+	}
+	/* (the strings of earlier copies are kept: a test's lifetime) */
+	struct ptw_process *p = &facts_procs[in->id];
+	*p = *in;
+	p->exe = in->exe ? xstrdup(in->exe) : NULL;
+	p->argv = in->argv ? ptw_argv_dup(in->argv) : NULL;
+	p->not_followed_why = in->not_followed_why ? xstrdup(in->not_followed_why) : NULL;
+	return true;
+}
+
 size_t kdrv_notes(struct ptw_kernel *k, const char *const **notes)
 {
-	size_t nn = ptw_kernel_notes(k, notes);
-	for (size_t i = 0; i < nn; i++)
-		printf("note: %s\n", (*notes)[i]);
-	return nn;
+	ptw_kernel_finish(k);
+	for (size_t i = 0; i < facts_nnotes; i++)
+		printf("note: %s\n", facts_notes[i]);
+	*notes = (const char *const *)facts_notes;
+	return facts_nnotes;
+}
+
+size_t kdrv_processes(const struct ptw_process **procs)
+{
+	*procs = facts_procs;
+	return facts_nprocs;
 }
 
 char *kdrv_slurp(const char *path)

@@ -50,6 +50,15 @@ pid_t kdrv_spawn_fixture(char *const argv[], const char *truth, int *ctl, int *r
  * 99 if it says anything else. */
 void kdrv_wait_ready(int rep, pid_t child, char *line, size_t size);
 
+/* The kernel path's facts besides threads (PTW_EV_WARNING, PTW_EV_PROCESS):
+ * kept when a test's sink passes them here (true: ev was one, not for the
+ * span engine). */
+bool kdrv_fact(const struct ptw_event *ev);
+/* The session over (ptw_kernel_finish): its notes (one line each, printed)
+ * and -f's processes by id, valid until the next call. */
+size_t kdrv_notes(struct ptw_kernel *k, const char *const **notes);
+size_t kdrv_processes(const struct ptw_process **procs);
+
 /* ptw_kernel_attach to pid; exits 1 (FAIL, pid killed) if it cannot. */
 struct ptw_kernel *kdrv_attach(const struct ptw_kernel_opts *o, pid_t pid);
 
@@ -57,9 +66,6 @@ struct ptw_kernel *kdrv_attach(const struct ptw_kernel_opts *o, pid_t pid);
  * *st: the backend's figures. child's wait status. */
 int kdrv_end(struct ptw_kernel *k, struct ptw_spans *spans, pid_t child,
 	     struct ptw_kernel_stats *st);
-
-/* The backend's notes, each printed ("note: ..."); their count. */
-size_t kdrv_notes(struct ptw_kernel *k, const char *const **notes);
 
 /* The file's text (NULL: cannot read it). */
 char *kdrv_slurp(const char *path);

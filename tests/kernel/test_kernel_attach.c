@@ -71,6 +71,8 @@ static struct ptw_map exit_how;
 
 static void sink(void *ctx, const struct ptw_event *ev)
 {
+	if (kdrv_fact(ev))
+		return;
 	if (ev->kind <= PTW_EV_LAST)
 		nevents[ev->kind]++;
 	if (ev->kind == PTW_EV_LWP_EXIT)

@@ -68,6 +68,8 @@ static const char *sym(const struct ptw_location *l)
 
 static void sink(void *ctx, const struct ptw_event *ev)
 {
+	if (kdrv_fact(ev))
+		return;
 	ptw_spans_consume(ctx, ev);
 }
 
@@ -280,7 +282,7 @@ run:
 
 	/* The processes. */
 	const struct ptw_process *procs;
-	size_t np = ptw_kernel_processes(k, &procs);
+	size_t np = kdrv_processes(&procs);
 	if (want_procs)
 		EXPECT(np == want_procs, "%zu processes, not %zu", np, want_procs);
 	EXPECT(np >= 1 && procs[0].pid == pid && procs[0].id == 0, "the root first");

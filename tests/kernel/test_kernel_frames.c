@@ -39,6 +39,8 @@ static uint64_t entries;
 
 static void sink(void *ctx, const struct ptw_event *ev)
 {
+	if (kdrv_fact(ev))
+		return;
 	entries += ev->kind == PTW_EV_FRAME_ENTRY;
 	ptw_spans_consume(ctx, ev);
 }

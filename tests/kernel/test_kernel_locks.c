@@ -61,6 +61,8 @@ static size_t ndeadlock_events;
 
 static void sink(void *ctx, const struct ptw_event *ev)
 {
+	if (kdrv_fact(ev))
+		return;
 	if (ev->kind == PTW_EV_DEADLOCK)
 		ndeadlock_events++;
 	ptw_spans_consume(ctx, ev);
