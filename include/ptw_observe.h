@@ -15,6 +15,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "ptw_events.h"
+
 /* ---- the shadow stack: a thread's open traced calls ----
  *
  * One per thread, kept by the tracer (which return breakpoints are still
@@ -166,5 +168,67 @@ size_t ptw_wait_cycle(pid_t from, ptw_owner_fn owner_of, void *ctx, pid_t *ret, 
  * for each, what tells one wait from a later one (its object, its wait's
  * sequence number). Never 0. */
 uint64_t ptw_wait_cycle_key(const pid_t *tids, const uint64_t *waits, size_t n);
+
+/* ---- session signals: what a signal ptwatch got means ----
+ *
+ * In launch mode the command stays in ptwatch's process group and terminal
+ * (docs/design.md, "Safety invariants"), so the terminal's Ctrl-C reaches
+ * both, as it does under strace. The command must meet it as it would
+ * without ptwatch, and be traced until it has reacted: died of it, exited,
+ * or gone on (then so does the trace). Only a signal that did not reach the
+ * command, or the same one reaching both again within
+ * PTW_INTERRUPT_AGAIN_MS (a second Ctrl-C), makes ptwatch let go; with -p
+ * every one does.
+ *
+ * Whether a signal reached the command too:
+ * - a copy with si_code SI_KERNEL comes from the terminal (a key, its
+ *   hangup), which signals its whole foreground process group: the command
+ *   got it if it is still in ptwatch's (it may have made a group of its own);
+ * - any other copy (kill(2)): if the command was delivered the same signal
+ *   within PTW_SIGNAL_MATCH_NS of it, in either order (the ptrace path sees
+ *   delivery stops), or holds it (pending, blocked; or died of it) once
+ *   PTW_SIGNAL_MATCH_NS passed; else it was for ptwatch alone.
+ * One model for both backends; what each decides goes to its
+ * ptw_interrupt_fn (a PTW_EV_INTERRUPT event). Pure: the caller says the
+ * time and what it saw.
+ */
+#define PTW_SIGNAL_MATCH_NS (500ull * 1000000u)
+
+typedef void (*ptw_interrupt_fn)(void *ctx, int sig, uint64_t ns, enum ptw_interrupt_action action,
+				 enum ptw_interrupt_why why);
+
+struct ptw_signal_model {
+	bool launched; /* else -p: every session signal lets go */
+	ptw_interrupt_fn decided;
+	void *ctx;
+	int end_signal; /* the first that lets go (0: none yet) */
+	struct {
+		uint64_t copy_ns;     /* ptwatch got it; has the command? (waiting) */
+		uint64_t delivery_ns; /* the command got it; ptwatch not yet */
+		bool copy_owed;	      /* ... from the terminal: ptwatch's copy comes */
+		uint64_t press_ns;    /* the last time both did */
+		bool press_delivered; /* and the command's delivery was seen */
+	} s[65];
+};
+
+/* ptwatch got sig (si_code code) at ns; in_group: the command is still in
+ * ptwatch's original process group. */
+void ptw_signal_got(struct ptw_signal_model *m, int sig, int code, uint64_t ns, bool in_group);
+/* The command is being delivered a session signal (the ptrace path's
+ * delivery stop); from_terminal: its si_code is SI_KERNEL. */
+void ptw_signal_delivered(struct ptw_signal_model *m, int sig, uint64_t ns, bool from_terminal);
+/* The copies that waited PTW_SIGNAL_MATCH_NS by now (UINT64_MAX: all of
+ * them, the command ended): held(ctx, sig) says whether the command holds
+ * it (pending) or died of it. */
+void ptw_signal_expire(struct ptw_signal_model *m, uint64_t now, bool (*held)(void *ctx, int sig),
+		       void *ctx);
+/* When the next copy stops waiting; 0: none waits. */
+uint64_t ptw_signal_deadline(const struct ptw_signal_model *m);
+/* The command ended: whether a terminal's signal it was delivered still
+ * owes ptwatch's copy (wait for it a moment, then ptw_signal_late). */
+bool ptw_signal_copy_owed(const struct ptw_signal_model *m);
+/* ptwatch's copy of a signal the command was delivered and reacted to
+ * came after all: traced until then. */
+void ptw_signal_late(struct ptw_signal_model *m, int sig, int code, uint64_t ns);
 
 #endif

@@ -6,16 +6,11 @@
  * what the report says. Built with or without BPF (the library's stub then
  * says why it cannot run).
  *
- * Session signals (docs/design.md, "Backends"): nothing of the command is
- * traced, so the tracer's way of telling whether the command got
- * ptwatch's signal too (its delivery stop) is not there. A terminal's
- * signal (si_code SI_KERNEL) reaches the whole foreground group: the
- * command got it if it is still in ptwatch's group, and is observed until
- * it reacts, as under ptrace; the same again within
- * PTW_INTERRUPT_AGAIN_MS lets go. Any other copy waits MATCH_NS: the
- * command got it too if it ended of it or holds it pending (blocked);
- * else it was for ptwatch alone, which lets go. With -p any session
- * signal lets go.
+ * Session signals: what they mean is the model both backends share
+ * (ptw_observe.h, "session signals"). Nothing of the command is traced,
+ * so it has no delivery stops to go by: a copy that is not the terminal's
+ * waits PTW_SIGNAL_MATCH_NS for the command to end of it or hold it
+ * pending (blocked).
  */
 #define _GNU_SOURCE
 #include "ptw_backend.h"
@@ -31,14 +26,13 @@
 
 #include "ptw_attach.h"
 #include "ptw_kernel.h"
+#include "ptw_observe.h"
 #include "ptw_util.h"
 
-#define MATCH_NS (500ull * 1000000u)
 /* How long a command that died of a session signal waits for ptwatch's
  * own copy (the front forwards it): the command, not stopped at its
  * delivery as under ptrace, can be gone first. */
 #define LATE_COPY_MS 100
-#define AGAIN_NS ((uint64_t)PTW_INTERRUPT_AGAIN_MS * 1000000u)
 
 struct kernel_backend {
 	struct ptw_backend b; /* first: the session holds &b */
@@ -55,11 +49,7 @@ struct kernel_backend {
 	/* the launched command, reaped: its wait status */
 	bool reaped;
 	int status;
-	/* session signals */
-	int end_signal;
-	uint64_t press_ns[NSIG]; /* the last press that reached the command */
-	int copy_sig;		 /* a copy waiting MATCH_NS to be told apart */
-	uint64_t copy_ns;
+	struct ptw_signal_model sigs; /* what session signals mean */
 };
 
 static struct kernel_backend *kb_of(struct ptw_backend *b)
@@ -74,13 +64,10 @@ static void emit(struct kernel_backend *kb, const struct ptw_event *ev)
 
 /* ---- session signals ---- */
 
-static void interrupt(struct kernel_backend *kb, int sig, uint64_t ns, bool reached,
-		      enum ptw_interrupt_why why)
+static void decided(void *ctx, int sig, uint64_t ns, enum ptw_interrupt_action action,
+		    enum ptw_interrupt_why why)
 {
-	enum ptw_interrupt_action action =
-		reached && why != PTW_INTR_AGAIN ? PTW_INTR_TRACED_ON : PTW_INTR_DETACHED;
-	if (action == PTW_INTR_DETACHED && !kb->end_signal)
-		kb->end_signal = sig;
+	struct kernel_backend *kb = ctx;
 	struct ptw_event ev = ptw_event_init(PTW_EV_INTERRUPT, ns, kb->pid);
 	ev.pid = kb->pid;
 	ev.sig = sig;
@@ -89,41 +76,30 @@ static void interrupt(struct kernel_backend *kb, int sig, uint64_t ns, bool reac
 	emit(kb, &ev);
 }
 
-/* Both ptwatch and the command got sig. */
-static void press(struct kernel_backend *kb, int sig, uint64_t ns, enum ptw_interrupt_why why)
-{
-	bool again = kb->press_ns[sig] && ns - kb->press_ns[sig] <= AGAIN_NS;
-	kb->press_ns[sig] = ns;
-	interrupt(kb, sig, ns, true, again ? PTW_INTR_AGAIN : why);
-}
-
 static void on_signal(struct kernel_backend *kb, const struct ptw_session_signal *s)
 {
-	if (!kb->launched || s->sig <= 0 || s->sig >= NSIG) {
-		interrupt(kb, s->sig, s->ns, false,
-			  kb->launched ? PTW_INTR_PTWATCH_ALONE : PTW_INTR_ATTACHED);
-		return;
-	}
-	if (s->code == SI_KERNEL && getpgid(kb->pid) == ptw_original_pgrp())
-		press(kb, s->sig, s->ns, PTW_INTR_TERMINAL);
-	else if (!kb->copy_sig) {
-		kb->copy_sig = s->sig;
-		kb->copy_ns = s->ns;
-	}
+	ptw_signal_got(&kb->sigs, s->sig, s->code, s->ns,
+		       kb->launched && getpgid(kb->pid) == ptw_original_pgrp());
 }
 
-/* The copy waiting to be told apart, once MATCH_NS passed or the command
- * ended (ended: of which signal, 0 none). */
+/* Whether the command holds sig: pending there, or (ended) died of it. */
+struct held_ctx {
+	pid_t pid;
+	bool ended;
+	int ended_sig;
+};
+static bool held(void *ctx, int sig)
+{
+	const struct held_ctx *h = ctx;
+	return h->ended ? h->ended_sig == sig : ptw_proc_sig_pending(h->pid, sig);
+}
+
+/* The copies waiting to be told apart, once PTW_SIGNAL_MATCH_NS passed or
+ * the command ended (ended: of which signal, 0 none). */
 static void settle_copy(struct kernel_backend *kb, uint64_t now, bool ended, int ended_sig)
 {
-	if (!kb->copy_sig || (!ended && now - kb->copy_ns < MATCH_NS))
-		return;
-	int sig = kb->copy_sig;
-	kb->copy_sig = 0;
-	if ((ended && ended_sig == sig) || (!ended && ptw_proc_sig_pending(kb->pid, sig)))
-		press(kb, sig, kb->copy_ns, PTW_INTR_GROUP);
-	else
-		interrupt(kb, sig, kb->copy_ns, false, PTW_INTR_PTWATCH_ALONE);
+	struct held_ctx h = { kb->pid, ended, ended_sig };
+	ptw_signal_expire(&kb->sigs, ended ? UINT64_MAX : now, held, &h);
 }
 
 /* ---- the loop ---- */
@@ -139,7 +115,7 @@ static void late_copy(struct kernel_backend *kb, int sig)
 		have |= s.sig == sig;
 	}
 	if (have || !kb->launched || sig <= 0 || sig >= NSIG || !ptw_is_session_signal(sig) ||
-	    kb->copy_sig == sig || kb->press_ns[sig])
+	    kb->sigs.s[sig].copy_ns || kb->sigs.s[sig].press_ns)
 		return;
 	struct pollfd pfd = { .fd = ptw_signals_fd(), .events = POLLIN };
 	if (poll(&pfd, 1, LATE_COPY_MS) > 0)
@@ -190,9 +166,9 @@ static int run(struct ptw_backend *b, int duration_ms, enum ptw_end_reason *ret_
 		if (gone)
 			late_copy(kb, ended_sig);
 		settle_copy(kb, now, gone, ended_sig);
-		if (kb->end_signal) {
+		if (kb->sigs.end_signal) {
 			*ret_reason = PTW_END_INTERRUPTED;
-			*ret_signal = kb->end_signal;
+			*ret_signal = kb->sigs.end_signal;
 			return 0;
 		}
 		if (gone) {
@@ -211,8 +187,9 @@ static int run(struct ptw_backend *b, int duration_ms, enum ptw_end_reason *ret_
 		uint64_t wake = now + (uint64_t)flush_ms * 1000000u;
 		if (deadline && deadline < wake)
 			wake = deadline;
-		if (kb->copy_sig && kb->copy_ns + MATCH_NS < wake)
-			wake = kb->copy_ns + MATCH_NS;
+		uint64_t copy = ptw_signal_deadline(&kb->sigs);
+		if (copy && copy < wake)
+			wake = copy;
 		uint64_t timer = kb->o.next_timer ? kb->o.next_timer(kb->o.timer_ctx) : 0;
 		if (timer && timer <= now) {
 			kb->o.on_timer(kb->o.timer_ctx, now);
@@ -387,6 +364,8 @@ static struct kernel_backend *backend_new(const struct ptw_backend_opts *o,
 	kb->o = *o;
 	kb->wake_fd = -1;
 	kb->start_ns = ptw_now_ns();
+	kb->sigs.decided = decided;
+	kb->sigs.ctx = kb;
 	*ko = (struct ptw_kernel_opts){ .use_debug_files = o->use_debug_files,
 					.use_cache = o->use_cache,
 					.sink = o->sink,
@@ -414,6 +393,7 @@ static int start(const struct ptw_backend_opts *o, char *const argv[], int child
 		r = ptw_kernel_attach(&ko, pid, &kb->k, why, why_size);
 	} else {
 		kb->launched = true;
+		kb->sigs.launched = true;
 		kb->argv = argv;
 		r = ptw_kernel_launch(&ko, argv, child_stdout, &kb->k, &kb->pid, why, why_size);
 	}

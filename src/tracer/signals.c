@@ -19,29 +19,14 @@
 #include "tracer_internal.h"
 
 
-/* ---- session signals ---- */
-
-/*
- * In launch mode the command stays in ptwatch's process group and terminal
- * (docs/design.md, "Safety invariants": launch leaves them alone), so the terminal's Ctrl-C reaches
- * both, as it does under strace. The command must meet it as it would
- * without ptwatch, and be traced until it has reacted: died of it, exited,
- * or gone on (then so does the trace). Only a signal that did not reach the
- * command, or the same one reaching both again within
- * PTW_INTERRUPT_AGAIN_MS (a second Ctrl-C), makes ptwatch let go.
+/* ---- session signals ----
  *
- * Whether a signal reached the command too:
- * - a copy with si_code SI_KERNEL comes from the terminal (a key, its
- *   hangup), which signals its whole foreground process group: the command
- *   got it if it is still in ours (it may have made a group of its own);
- * - any other copy (kill(2)): if the command has a delivery stop of the same
- *   signal within MATCH_NS of it, in either order, or holds it pending
- *   (blocked) once MATCH_NS passed; else it was for ptwatch alone.
- * The tracer has a process group of its own (ptw_guardian.h): the terminal
- * signals reach it only through the front, which passes on their si_code.
+ * What a signal means is the one model both backends share (ptw_observe.h,
+ * "session signals"); the tracer tells it what it sees: ptwatch's copies,
+ * the command's delivery stops, the time, what is pending. The tracer has
+ * a process group of its own (ptw_guardian.h): the terminal signals reach
+ * it only through the front, which passes on their si_code.
  */
-#define MATCH_NS (500ull * 1000000u)
-#define AGAIN_NS ((uint64_t)PTW_INTERRUPT_AGAIN_MS * 1000000u)
 
 /* The process that stands for the command: the target, or once it has
  * ended (-f), the oldest followed process still traced. */
@@ -55,14 +40,11 @@ static pid_t session_pid(struct ptw_tracer *t)
 	return t->proc->pid;
 }
 
-/* Records what ptwatch does about sig; a detach ends the session. */
-static void interrupt(struct ptw_tracer *t, int sig, uint64_t ns, bool reached,
-		      enum ptw_interrupt_why why)
+/* What ptwatch does about sig, as an event. */
+static void decided(void *ctx, int sig, uint64_t ns, enum ptw_interrupt_action action,
+		    enum ptw_interrupt_why why)
 {
-	enum ptw_interrupt_action action =
-		reached && why != PTW_INTR_AGAIN ? PTW_INTR_TRACED_ON : PTW_INTR_DETACHED;
-	if (action == PTW_INTR_DETACHED && !t->end_signal)
-		t->end_signal = sig;
+	struct ptw_tracer *t = ctx;
 	struct ptw_event ev = ptw_event_init(PTW_EV_INTERRUPT, ns, t->proc->pid);
 	ev.sig = sig;
 	ev.action = action;
@@ -70,72 +52,38 @@ static void interrupt(struct ptw_tracer *t, int sig, uint64_t ns, bool reached,
 	tracer_emit(t, &ev);
 }
 
-/* Both ptwatch and the command got sig: one press. */
-static void press(struct ptw_tracer *t, int sig, uint64_t ns, bool delivered,
-		  enum ptw_interrupt_why why)
+static struct ptw_signal_model *model(struct ptw_tracer *t)
 {
-	struct session_signal *s = &t->ssig[sig];
-	bool again = s->press_ns && ns - s->press_ns <= AGAIN_NS;
-	s->press_ns = ns;
-	s->press_delivered = delivered;
-	s->copy_ns = 0;
-	s->delivery_ns = 0;
-	interrupt(t, sig, ns, true, again ? PTW_INTR_AGAIN : why);
+	t->sigs.launched = t->launched;
+	t->sigs.decided = decided;
+	t->sigs.ctx = t;
+	return &t->sigs;
 }
 
-/* The command is being delivered sig (its signal-delivery stop). */
 void signals_note_delivery(struct ptw_tracer *t, struct ptw_lwp *l, int sig, uint64_t ns)
 {
-	if (!t->launched || sig <= 0 || sig >= (int)PTW_ARRAY_SIZE(t->ssig) ||
-	    !ptw_is_session_signal(sig))
+	if (!t->launched || !ptw_is_session_signal(sig))
 		return;
-	struct session_signal *s = &t->ssig[sig];
-	if (s->copy_ns) { /* ptwatch's copy waits for this (it is not MATCH_NS old) */
-		press(t, sig, s->copy_ns, true, PTW_INTR_GROUP);
-	} else if (s->press_ns && ns - s->press_ns <= MATCH_NS && !s->press_delivered) {
-		s->press_delivered = true; /* the terminal's press, seen first by ptwatch */
-	} else {
-		s->delivery_ns = ns;
-		/* From the terminal (SI_KERNEL), the front got it too: its copy
-		 * is on its way (signals_settle). */
-		siginfo_t si;
-		s->copy_owed = ptw_getsiginfo(t->proc, l, &si) == 0 && si.si_code == SI_KERNEL;
-	}
+	siginfo_t si;
+	bool terminal = ptw_getsiginfo(t->proc, l, &si) == 0 && si.si_code == SI_KERNEL;
+	ptw_signal_delivered(model(t), sig, ns, terminal);
 }
 
-/* ptwatch got a session signal (st: PTW_STOP_TRACER_SIGNAL). */
 void signals_on_signal(struct ptw_tracer *t, const struct ptw_stop *st)
 {
-	int sig = st->sig;
-	if (!t->launched || sig <= 0 || sig >= (int)PTW_ARRAY_SIZE(t->ssig)) {
-		interrupt(t, sig, st->ns, false,
-			  t->launched ? PTW_INTR_PTWATCH_ALONE : PTW_INTR_ATTACHED);
-		return;
-	}
-	struct session_signal *s = &t->ssig[sig];
-	bool delivered = s->delivery_ns && st->ns - s->delivery_ns <= MATCH_NS;
-	if (st->sig_code == SI_KERNEL && getpgid(session_pid(t)) == ptw_original_pgrp())
-		press(t, sig, st->ns, delivered, PTW_INTR_TERMINAL);
-	else if (delivered)
-		press(t, sig, st->ns, true, PTW_INTR_GROUP);
-	else if (!s->copy_ns)
-		s->copy_ns = st->ns; /* does the command get it too? */
+	ptw_signal_got(model(t), st->sig, st->sig_code, st->ns,
+		       t->launched && getpgid(session_pid(t)) == ptw_original_pgrp());
 }
 
-/* The copies that waited MATCH_NS for the command's delivery stop. */
+/* The command holds sig (blocked there, for now). */
+static bool held(void *ctx, int sig)
+{
+	return ptw_proc_sig_pending(session_pid(ctx), sig);
+}
+
 void signals_expire(struct ptw_tracer *t, uint64_t now)
 {
-	for (int sig = 1; sig < (int)PTW_ARRAY_SIZE(t->ssig); sig++) {
-		struct session_signal *s = &t->ssig[sig];
-		if (!s->copy_ns || now - s->copy_ns < MATCH_NS)
-			continue;
-		uint64_t ns = s->copy_ns;
-		s->copy_ns = 0;
-		if (ptw_proc_sig_pending(session_pid(t), sig))
-			press(t, sig, ns, false, PTW_INTR_GROUP); /* blocked there, for now */
-		else
-			interrupt(t, sig, ns, false, PTW_INTR_PTWATCH_ALONE);
-	}
+	ptw_signal_expire(model(t), now, held, t);
 }
 
 /*
@@ -153,34 +101,16 @@ void signals_settle(struct ptw_tracer *t)
 		return;
 	uint64_t until = ptw_now_ns() + SETTLE_MS * 1000000ull;
 	for (;;) {
-		bool owed = false;
-		for (size_t sig = 1; sig < PTW_ARRAY_SIZE(t->ssig); sig++)
-			owed |= t->ssig[sig].delivery_ns && t->ssig[sig].copy_owed;
 		uint64_t now = ptw_now_ns();
 		struct ptw_stop st;
-		if (!owed || now >= until ||
+		if (!ptw_signal_copy_owed(&t->sigs) || now >= until ||
 		    ptw_wait_session_signal(t->proc, (int)((until - now) / 1000000u), &st) <= 0)
 			return;
-		int sig = st.sig;
-		if (sig > 0 && sig < (int)PTW_ARRAY_SIZE(t->ssig) && t->ssig[sig].delivery_ns) {
-			/* it reached the command, which reacted: traced until then */
-			t->ssig[sig].delivery_ns = 0;
-			t->ssig[sig].copy_owed = false;
-			interrupt(t, sig, st.ns, true,
-				  st.sig_code == SI_KERNEL ? PTW_INTR_TERMINAL : PTW_INTR_GROUP);
-		}
+		ptw_signal_late(model(t), st.sig, st.sig_code, st.ns);
 	}
 }
 
-/* When the next copy stops waiting; 0: none waits. */
 uint64_t signals_deadline(const struct ptw_tracer *t)
 {
-	uint64_t d = 0;
-	for (size_t sig = 1; sig < PTW_ARRAY_SIZE(t->ssig); sig++) {
-		uint64_t c = t->ssig[sig].copy_ns;
-		if (c && (!d || c + MATCH_NS < d))
-			d = c + MATCH_NS;
-	}
-	return d;
+	return ptw_signal_deadline(&t->sigs);
 }
-

@@ -346,9 +346,9 @@ int ptw_tracer_run(struct ptw_tracer *t, int duration_ms, enum ptw_end_reason *r
 	for (;;) {
 		uint64_t now = ptw_now_ns();
 		signals_expire(t, now);
-		if (t->end_signal) {
+		if (t->sigs.end_signal) {
 			*ret_reason = PTW_END_INTERRUPTED;
-			*ret_signal = t->end_signal;
+			*ret_signal = t->sigs.end_signal;
 			return 0;
 		}
 		uint64_t wake = signals_deadline(t);

@@ -13,6 +13,7 @@
 #include "ptw_events.h"
 #include "ptw_frames.h"
 #include "ptw_glibc.h"
+#include "ptw_observe.h"
 #include "ptw_output.h"
 #include "ptw_symbols.h"
 #include "ptw_thread_db.h"
@@ -254,15 +255,7 @@ struct ptw_tracer {
 	bool exiting_at_detach; /* a thread was held at its exit event, */
 	bool all_exiting_at_detach; /* ... every live one */
 	uint64_t frozen_ns;
-	/* Session signals in launch mode, by number (see ptw_tracer_run). */
-	struct session_signal {
-		uint64_t copy_ns;     /* ptwatch got it; has the command? (waiting) */
-		uint64_t delivery_ns; /* the command got it; ptwatch not yet */
-		bool copy_owed;	      /* ... from the terminal: the front's copy comes */
-		uint64_t press_ns;    /* the last time both did */
-		bool press_delivered; /* and the command's delivery stop was seen */
-	} ssig[32];
-	int end_signal; /* a session signal that ends the session: detach */
+	struct ptw_signal_model sigs; /* root: what session signals mean (signals.c) */
 	bool stop_requested; /* ptw_tracer_stop(): detach */
 	bool after_detach; /* target_gone: it ended once we had let go */
 	int fatal_at_detach; /* a signal we delivered at detach will end it */
