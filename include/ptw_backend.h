@@ -64,8 +64,7 @@ enum ptw_backend_kind {
 	PTW_BACKEND_PTRACE, /* ptrace stops, int3 breakpoints */
 	PTW_BACKEND_KERNEL, /* uprobes and BPF: no stop, nothing written */
 };
-/* "auto", "ptrace", "kernel"; and back (-EINVAL for anything else). */
-const char *ptw_backend_kind_name(enum ptw_backend_kind k);
+/* "auto", "ptrace", "kernel" to the kind (-EINVAL for anything else). */
 int ptw_backend_kind_parse(const char *s, enum ptw_backend_kind *ret);
 
 struct ptw_backend;

@@ -180,7 +180,6 @@ void ptw_spans_finish(struct ptw_spans *s);
 #define PTW_SPANS_KEEP 40
 typedef void (*ptw_span_retire_fn)(void *ctx, const struct ptw_span *sp);
 void ptw_spans_set_streaming(struct ptw_spans *s, ptw_span_retire_fn retire, void *ctx);
-void ptw_spans_set_retire(struct ptw_spans *s, ptw_span_retire_fn retire, void *ctx);
 void ptw_spans_collect(struct ptw_spans *s);
 /* The end (after ptw_spans_finish): every span not handed out yet is, in
  * order of id. */

@@ -168,9 +168,6 @@ const char *ptw_symbols_exe(const struct ptw_symbols *s);
 const char *ptw_symbols_module_of(struct ptw_symbols *s, uint64_t addr);
 /* Path of the first module whose file name starts with prefix (or the exe). */
 const char *ptw_symbols_module_path(struct ptw_symbols *s, const char *module);
-/* Load bias and [start, end) of the module's mapping, for XOL placement. */
-int ptw_symbols_module_range(struct ptw_symbols *s, uint64_t addr, uint64_t *ret_start,
-			     uint64_t *ret_end);
 
 /* The modules now loaded (the executable first), by index. */
 size_t ptw_symbols_module_count(const struct ptw_symbols *s);

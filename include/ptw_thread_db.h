@@ -34,8 +34,6 @@ int ptw_tdb_new(struct ptw_proc *proc, struct ptw_symbols *syms, struct ptw_tdb 
 char *ptw_nptl_version(struct ptw_proc *proc, struct ptw_symbols *syms);
 /* Deletes the agent; does not touch the target (see ptw_tdb_disable_events). */
 void ptw_tdb_free(struct ptw_tdb *t);
-/* The symbol table lookups go through; changes after exec/dlopen. */
-void ptw_tdb_set_symbols(struct ptw_tdb *t, struct ptw_symbols *syms);
 
 /*
  * Sets the process-wide event mask (TD_DEATH, plus TD_CREATE when want_create)

@@ -33,11 +33,6 @@ const char *ptw_end_reason_name(enum ptw_end_reason r)
 	}
 }
 
-const char *ptw_backend_kind_name(enum ptw_backend_kind k)
-{
-	return (unsigned)k < PTW_ARRAY_SIZE(kind_names) ? kind_names[k] : "?";
-}
-
 int ptw_backend_kind_parse(const char *s, enum ptw_backend_kind *ret)
 {
 	for (size_t i = 0; i < PTW_ARRAY_SIZE(kind_names); i++)

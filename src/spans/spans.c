@@ -771,12 +771,6 @@ void ptw_spans_set_streaming(struct ptw_spans *s, ptw_span_retire_fn retire, voi
 	s->spawn.exact_max = s->life.exact_max = s->wait.exact_max = PTW_DACC_EXACT;
 }
 
-void ptw_spans_set_retire(struct ptw_spans *s, ptw_span_retire_fn retire, void *ctx)
-{
-	s->retire = retire;
-	s->retire_ctx = ctx;
-}
-
 void ptw_spans_set_counters(struct ptw_spans *s, uint64_t threads_created, uint64_t max_active,
 			    uint64_t max_depth)
 {

@@ -9,7 +9,6 @@
 
 /* ---- a process's modules ---- */
 
-
 static const char *intern(struct ptw_symbols *s, const char *str)
 {
 	if (!str)
@@ -557,19 +556,6 @@ const char *ptw_symbols_module_path(struct ptw_symbols *s, const char *module)
 		if (sym_module_matches(&s->mods[i], module))
 			return s->mods[i].path;
 	return NULL;
-}
-
-int ptw_symbols_module_range(struct ptw_symbols *s, uint64_t addr, uint64_t *ret_start,
-			     uint64_t *ret_end)
-{
-	Dwfl_Module *mod = sym_module_at(s, addr);
-	if (!mod)
-		return -ENOENT;
-	Dwarf_Addr start, end;
-	dwfl_module_info(mod, NULL, &start, &end, NULL, NULL, NULL, NULL);
-	*ret_start = start;
-	*ret_end = end;
-	return 0;
 }
 
 /* ---- every function of a module (--trace) ---- */

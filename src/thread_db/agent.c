@@ -125,11 +125,6 @@ void ptw_tdb_free(struct ptw_tdb *t)
 	free(t);
 }
 
-void ptw_tdb_set_symbols(struct ptw_tdb *t, struct ptw_symbols *syms)
-{
-	t->ph.syms = syms;
-}
-
 static int event_addr(struct ptw_tdb *t, td_event_e ev, uint64_t *ret)
 {
 	td_notify_t n;
