@@ -101,6 +101,19 @@ int ptw_insn_xol_code(const struct ptw_insn_plan *plan, uint64_t addr, uint64_t 
  * end with a call instruction, its length (2..7); else 0. */
 int ptw_insn_call_length(const uint8_t before[8], uint64_t ret_addr);
 
+/*
+ * A function's first instruction (code: its bytes at addr, as in its file),
+ * when what it does is undone by adding *ret_sp_shift to the stack
+ * pointer (endbr64, a nop, push of a register, sub of a constant from rsp):
+ * 0, and the next instruction's address in *ret_next; 1 for a test or cmp
+ * of registers followed by a conditional jump (only the flags change, and
+ * no branch lands between the two). A hook moved there sees the call's
+ * registers as at the entry (rsp + shift, the arguments untouched).
+ * -ENOTSUP for any other instruction.
+ */
+int ptw_insn_entry_step(const uint8_t *code, size_t len, uint64_t addr, uint64_t *ret_next,
+			uint32_t *ret_sp_shift);
+
 /* First `jmp rel` among the first few instructions of code (a tail call such
  * as pthread_join -> __pthread_clockjoin_ex): 0 and *ret_target, or -ENOENT. */
 int ptw_insn_tail_jump(const uint8_t *code, size_t len, uint64_t addr, uint64_t *ret_target);
@@ -133,6 +146,11 @@ struct ptw_bp {
 	struct ptw_insn_plan plan;
 	uint64_t xol_slot;	 /* PTW_INSN_XOL: where the copy runs */
 	unsigned hooks;		 /* the tracer's hook bits */
+	/* A hook moved here from a function's entry another tool's int3
+	 * holds (ptw_bp_insert returned 1): that entry, and what the first
+	 * instruction took off the stack pointer (0: not moved). */
+	uint64_t entry;
+	uint32_t entry_sp;
 };
 
 struct ptw_bptab;
@@ -146,12 +164,27 @@ void ptw_bptab_free(struct ptw_bptab *t);
  * that may run an injected mmap if an out-of-line page is needed (NULL: none
  * available; then -EAGAIN if one was needed). Returns 0 and the breakpoint,
  * -ENOTSUP when the instruction cannot be stepped over safely, -EEXIST when
- * the target already has an int3 there, -EFAULT when addr is not in an
- * executable mapping, or -errno. A breakpoint made idle by
+ * the program's own int3 is there (its file has it), -EFAULT when addr is
+ * not in an executable mapping, or -errno. Another tool's int3 at addr (a
+ * kernel uprobe: bpftrace, perf; another debugger's; the file does not have
+ * it): 1 and a breakpoint moved to the next instruction (bp->entry = addr)
+ * when the first can be undone, else -EBUSY. A breakpoint made idle by
  * ptw_bp_remove_hooks is armed again (its journal entry reused).
  */
 int ptw_bp_insert(struct ptw_bptab *t, uint64_t addr, unsigned hooks, struct ptw_lwp *host,
 		  struct ptw_bp **ret);
+/*
+ * As ptw_bp_insert, but a function entry's hooks go to its second
+ * instruction when the first moves the stack pointer (a push, a sub) or
+ * is a test before its conditional jump (no branch inside the function
+ * goes there): 1 and that breakpoint
+ * (bp->entry = addr). Where the kernel keeps a uprobe at an entry (another
+ * tool's, or one whose last user has gone but the kernel still holds), an
+ * int3 of ptwatch's there is taken by the kernel in a process that has
+ * uprobes, never reported to ptrace; past the entry it is ptwatch's.
+ */
+int ptw_bp_insert_past_entry(struct ptw_bptab *t, uint64_t addr, unsigned hooks,
+			     struct ptw_lwp *host, struct ptw_bp **ret);
 struct ptw_bp *ptw_bp_find(struct ptw_bptab *t, uint64_t addr);
 
 /*

@@ -15,6 +15,10 @@
 	X(DEBUGINFOD_FAILED, debuginfod_failed,                                                    \
 	  "a debuginfod server failed (not \"not found\"); no server is asked again and code "     \
 	  "without local debug information is shown as module+offset")                              \
+	X(FOREIGN_BREAKPOINT, foreign_breakpoint,                                                  \
+	  "another tool's breakpoint (a kernel uprobe: bpftrace, perf, a profiler; or a "          \
+	  "debugger's int3) is where ptwatch hooks: its hook moved to the next instruction, or "   \
+	  "(the message says) is not in")                                                         \
 	X(FORK_CHILD_UNCLEAN, fork_child_unclean,                                                  \
 	  "a fork child's copies of ptwatch's breakpoints could not all be removed")              \
 	X(HOOK_FAILED, hook_failed, "a libc function could not get its breakpoint: what it "      \

@@ -1,9 +1,10 @@
 #!/bin/sh
 # Installs the Debian packages ptwatch needs that are missing, and nothing
 # else. Usage: scripts/deps.sh [bench]   ("bench" adds the tools bench/ compares)
-# debuginfod (the server), xz-utils, tmux and strace are for the tests (tmux:
-# the live table in a real terminal; strace: another tracer holding a process
-# that -f must leave alone); the debuginfod case serves a fixture's debug
+# debuginfod (the server), xz-utils, tmux, strace and bpftrace are for the
+# tests (tmux: the live table in a real terminal; strace: another tracer
+# holding a process that -f must leave alone; bpftrace: another tool's
+# uprobes where ptwatch hooks); the debuginfod case serves a fixture's debug
 # file, minidebuginfo builds .gnu_debugdata. libjson-c-dev: ptwatch report's
 # reader. libbpf-dev, clang and bpftool build the kernel-assisted backend
 # (src/kernel, bpf/); without them ptwatch builds all the same and that
@@ -13,7 +14,8 @@ set -eu
 
 pkgs="meson ninja-build pkg-config gcc g++ libc6-dev libelf-dev libdw-dev libcapstone-dev
       libiberty-dev libncurses-dev libjson-c-dev libc6-dbg binutils xz-utils python3
-      python3-jsonschema debuginfod tmux strace libbpf-dev clang bpftool libclang-rt-14-dev"
+      python3-jsonschema debuginfod tmux strace bpftrace libbpf-dev clang bpftool
+      libclang-rt-14-dev"
 if [ "${1:-}" = bench ]; then
 	pkgs="$pkgs ltrace gdb elfutils valgrind hyperfine"
 fi

@@ -446,6 +446,57 @@ int ptw_insn_call_length(const uint8_t before[8], uint64_t ret_addr)
 	return 0;
 }
 
+int ptw_insn_entry_step(const uint8_t *code, size_t len, uint64_t addr, uint64_t *ret_next,
+			uint32_t *ret_sp_shift)
+{
+	csh h;
+	if (capstone(&h) < 0)
+		return -ENOTSUP;
+	cs_insn *insn;
+	size_t n = cs_disasm(h, code, len, addr, 2, &insn);
+	if (n < 1)
+		return -ENOTSUP;
+	const cs_x86 *x = &insn->detail->x86;
+	int r = 0;
+	uint32_t shift = 0;
+	switch (insn->id) {
+	case X86_INS_ENDBR64:
+	case X86_INS_NOP:
+		break;
+	case X86_INS_TEST:
+	case X86_INS_CMP:
+		/* registers or a constant, then a conditional jump on them: the
+		 * pair a compiler never splits with a branch between them */
+		r = -ENOTSUP;
+		if (n == 2 && is_jcc(insn[1].id) && x->op_count == 2 &&
+		    x->operands[0].type == X86_OP_REG && x->operands[1].type != X86_OP_MEM)
+			r = 1;
+		break;
+	case X86_INS_PUSH:
+		/* a 64-bit register (not a push of memory, or of rsp itself) */
+		if (x->op_count != 1 || x->operands[0].type != X86_OP_REG || x->operands[0].size != 8)
+			r = -ENOTSUP;
+		shift = 8;
+		break;
+	case X86_INS_SUB:
+		if (x->op_count != 2 || x->operands[0].type != X86_OP_REG ||
+		    x->operands[0].reg != X86_REG_RSP || x->operands[1].type != X86_OP_IMM ||
+		    x->operands[1].imm < 0 || x->operands[1].imm > 65536)
+			r = -ENOTSUP;
+		else
+			shift = (uint32_t)x->operands[1].imm;
+		break;
+	default:
+		r = -ENOTSUP;
+	}
+	if (r >= 0) {
+		*ret_next = addr + insn->size;
+		*ret_sp_shift = shift;
+	}
+	cs_free(insn, n);
+	return r;
+}
+
 int ptw_insn_tail_jump(const uint8_t *code, size_t len, uint64_t addr, uint64_t *ret_target)
 {
 	csh h;

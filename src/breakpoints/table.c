@@ -6,7 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <unistd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 
 #include "journal.h"
@@ -36,6 +39,7 @@ struct ptw_bptab {
 	size_t npages;
 	uint64_t syscall_insn; /* a `syscall` instruction in the target (vdso) */
 	size_t inserted;       /* over the whole session */
+	size_t moved;	       /* hooks ever moved beside another tool's int3 */
 	/* /proc/PID/maps, parsed once per stop: with 10,000 threads it has
 	 * 20,000 lines, and every insertion needs a mapping identity. */
 	struct ptw_mapping *maps;
@@ -451,6 +455,112 @@ static int xol_slot(struct ptw_bptab *t, const struct ptw_insn_plan *plan, uint6
 
 /* ---- insert / step over ---- */
 
+/* The bytes of m's file at addr (m maps it): 0, or -errno (-ESTALE: the
+ * file at that path is no longer the one mapped). */
+static int file_bytes(const struct ptw_mapping *m, uint64_t addr, uint8_t *buf, size_t len)
+{
+	if (!m->inode || m->path[0] != '/')
+		return -ENOENT;
+	int fd = open(m->path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0)
+		return -errno;
+	struct stat st;
+	int r = 0;
+	if (fstat(fd, &st) < 0)
+		r = -errno;
+	else if (!S_ISREG(st.st_mode) || st.st_ino != m->inode ||
+		 major(st.st_dev) != m->dev_major || minor(st.st_dev) != m->dev_minor)
+		r = -ESTALE;
+	else if (pread(fd, buf, len, (off_t)(m->offset + (addr - m->start))) != (ssize_t)len)
+		r = -EIO;
+	close(fd);
+	return r;
+}
+
+/* The hooks for a function's entry at addr (code: its first bytes), at
+ * its next instruction (bp->entry = addr): 1, or -ENOTSUP when the first
+ * instruction cannot be undone (stack_only: is not one that moves the
+ * stack pointer, or a test before its jump, and so cannot be a branch
+ * target inside the function). */
+static int insert_past(struct ptw_bptab *t, const struct ptw_mapping *m, uint64_t addr,
+		       const uint8_t *code, size_t len, bool stack_only, unsigned hooks,
+		       struct ptw_lwp *host, struct ptw_bp **ret)
+{
+	uint64_t next;
+	uint32_t shift;
+	int k = ptw_insn_entry_step(code, len, addr, &next, &shift);
+	if (k < 0 || next >= m->end || (stack_only && !shift && k != 1))
+		return -ENOTSUP;
+	struct ptw_bp *bp = NULL;
+	int r = ptw_bp_insert(t, next, hooks, host, &bp);
+	if (r < 0)
+		return r;
+	bp->entry = addr;
+	bp->entry_sp = shift;
+	t->moved++;
+	ptw_dbg(PTW_DBG_BP, "%#llx: hooked past the entry, at %#llx (rsp +%u)",
+		(unsigned long long)addr, (unsigned long long)next, shift);
+	if (ret)
+		*ret = bp;
+	return 1;
+}
+
+int ptw_bp_insert_past_entry(struct ptw_bptab *t, uint64_t addr, unsigned hooks,
+			     struct ptw_lwp *host, struct ptw_bp **ret)
+{
+	uint8_t code[16];
+	int r = ptw_bp_read_original(t, addr, code, sizeof(code));
+	/* (one of ours there already: its hooks join it; another tool's:
+	 * ptw_bp_insert moves them) */
+	if (r < 0 || code[0] == 0xcc || ptw_bp_find(t, addr))
+		return ptw_bp_insert(t, addr, hooks, host, ret);
+	const struct ptw_mapping *maps;
+	int nmaps = maps_now(t, &maps);
+	const struct ptw_mapping *m = nmaps > 0 ? ptw_maps_find(maps, nmaps, addr) : NULL;
+	if (!m)
+		return ptw_bp_insert(t, addr, hooks, host, ret);
+	r = insert_past(t, m, addr, code, sizeof(code), true, hooks, host, ret);
+	return r == -ENOTSUP ? ptw_bp_insert(t, addr, hooks, host, ret) : r;
+}
+
+/*
+ * addr holds an int3 that is not ptwatch's. Its file's, the program's own
+ * (-EEXIST: left to the program); another tool's (a kernel uprobe, which
+ * takes the trap before ptrace would see it, or another debugger's):
+ * the hook moves to the function's next instruction when the first one
+ * can be undone (ptw_insn_entry_step), and the handlers see the
+ * registers as at addr (bp->entry): 1 and that breakpoint. -EBUSY when
+ * it cannot move.
+ */
+static int insert_beside(struct ptw_bptab *t, uint64_t addr, unsigned hooks, struct ptw_lwp *host,
+			 struct ptw_bp **ret)
+{
+	const struct ptw_mapping *maps;
+	int nmaps = maps_now(t, &maps);
+	const struct ptw_mapping *m = nmaps > 0 ? ptw_maps_find(maps, nmaps, addr) : NULL;
+	uint8_t file[16];
+	if (!m || file_bytes(m, addr, file, sizeof(file)) < 0 || file[0] == 0xcc)
+		return -EEXIST;
+	int r = insert_past(t, m, addr, file, sizeof(file), false, hooks, host, ret);
+	return r == -ENOTSUP || r == -EEXIST ? -EBUSY : r;
+}
+
+/* The hooks moved from addr (insert_beside) leave the breakpoint they
+ * moved to: addr is free again. */
+static void take_back(struct ptw_bptab *t, uint64_t addr, unsigned hooks)
+{
+	size_t it = 0;
+	void *v;
+	while (ptw_map_next(&t->by_addr, &it, NULL, &v)) {
+		struct ptw_bp *bp = v;
+		if (bp->entry != addr)
+			continue;
+		bp->entry = 0;
+		ptw_bp_remove_hooks(t, bp, hooks);
+		return;
+	}
+}
+
 int ptw_bp_insert(struct ptw_bptab *t, uint64_t addr, unsigned hooks, struct ptw_lwp *host,
 		  struct ptw_bp **ret)
 {
@@ -481,8 +591,10 @@ int ptw_bp_insert(struct ptw_bptab *t, uint64_t addr, unsigned hooks, struct ptw
 		r = ptw_bp_read_original(t, addr, code, 1); /* at the end of a mapping */
 	if (r < 0)
 		return r;
-	if (code[0] == 0xcc)
-		return -EEXIST; /* the program's own int3: leave it to the program */
+	if (code[0] == 0xcc) /* the program's own, or another tool's */
+		return insert_beside(t, addr, hooks, host, ret);
+	if (t->moved) /* the other tool's int3 went: these hooks come back */
+		take_back(t, addr, hooks);
 	/* Code only: an int3 anywhere else would corrupt data. */
 	const struct ptw_mapping *maps;
 	int nmaps = maps_now(t, &maps);

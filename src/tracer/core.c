@@ -285,12 +285,71 @@ bool tracer_take_first_stop(struct ptw_tracer *t, struct ptw_lwp *cl)
 	return true;
 }
 
+/* Another tool's int3 at addr (ptw_bp_insert: 1, moved beside it; -EBUSY,
+ * not): said once per address. */
+static void foreign_breakpoint(struct ptw_tracer *t, uint64_t addr, const struct ptw_bp *moved)
+{
+	if (ptw_map_get(&t->foreign_said, addr))
+		return;
+	ptw_map_put(&t->foreign_said, addr, (void *)1);
+	const struct ptw_location *at = tracer_locate(t, addr);
+	char where[512];
+	if (at && at->symbol)
+		snprintf(where, sizeof(where), "%s%s%s (%#llx)", at->symbol,
+			 at->module ? " in " : "", at->module ? at->module : "",
+			 (unsigned long long)addr);
+	else
+		snprintf(where, sizeof(where), "%#llx", (unsigned long long)addr);
+	if (moved)
+		tracer_warn(t, PTW_W_FOREIGN_BREAKPOINT,
+			    "another tool's breakpoint is at %s (an int3 its file does not have: most "
+			    "likely a kernel uprobe, bpftrace's, perf's or a profiler's, or a "
+			    "debugger's): ptwatch's hook there moved to the next instruction "
+			    "(+%llu), which sees the same call",
+			    where, (unsigned long long)(moved->addr - addr));
+	else
+		tracer_warn(t, PTW_W_FOREIGN_BREAKPOINT,
+			    "another tool's breakpoint is at %s (an int3 its file does not have: most "
+			    "likely a kernel uprobe, bpftrace's, perf's or a profiler's, or a "
+			    "debugger's), and its first instruction cannot be stepped past: "
+			    "ptwatch's hook there is not in",
+			    where);
+}
+
+/* An int3 at addr that is not ptwatch's (a hook moved past it). */
+static bool foreign_int3(struct ptw_tracer *t, uint64_t addr)
+{
+	uint8_t b = 0;
+	return !ptw_bp_find(t->bps, addr) && ptw_mem_read(t->proc, addr, &b, 1) == 0 && b == 0xcc;
+}
+
+static int insert_bp(struct ptw_tracer *t, uint64_t addr, unsigned hooks, struct ptw_lwp *host,
+		     bool entry)
+{
+	struct ptw_bp *bp = NULL;
+	/* Once another tool's int3 was seen here, the process has uprobes:
+	 * libc's entries are hooked past their first instruction
+	 * (ptw_bp_insert_past_entry says why). */
+	bool past = entry && t->foreign_said.count;
+	int r = past ? ptw_bp_insert_past_entry(t->bps, addr, hooks, host, &bp)
+		     : ptw_bp_insert(t->bps, addr, hooks, host, &bp);
+	if (r == -EAGAIN && host && tracer_make_injectable(t, host) == 0)
+		r = past ? ptw_bp_insert_past_entry(t->bps, addr, hooks, host, &bp)
+			 : ptw_bp_insert(t->bps, addr, hooks, host, &bp);
+	if ((r == 1 && foreign_int3(t, addr)) || r == -EBUSY)
+		foreign_breakpoint(t, addr, r == 1 ? bp : NULL);
+	return r == 1 ? 0 : r;
+}
+
 int tracer_insert_bp(struct ptw_tracer *t, uint64_t addr, unsigned hooks, struct ptw_lwp *host)
 {
-	int r = ptw_bp_insert(t->bps, addr, hooks, host, NULL);
-	if (r == -EAGAIN && host && tracer_make_injectable(t, host) == 0)
-		r = ptw_bp_insert(t->bps, addr, hooks, host, NULL);
-	return r;
+	return insert_bp(t, addr, hooks, host, false);
+}
+
+int tracer_insert_entry_bp(struct ptw_tracer *t, uint64_t addr, unsigned hooks,
+			   struct ptw_lwp *host)
+{
+	return insert_bp(t, addr, hooks, host, true);
 }
 
 struct ptw_lwp *tracer_injection_host(struct ptw_tracer *t)

@@ -38,10 +38,15 @@ static void image_hooks(struct ptw_tracer *t, struct ptw_lwp *l)
 {
 	struct image *img = &t->img;
 	int r;
+	img->r_brk_hooked = false;
 	if (img->dl_debug_state &&
 	    (r = tracer_insert_bp(t, img->dl_debug_state, HOOK_DL_DEBUG_STATE, l)) < 0)
-		tracer_warn(t, PTW_W_NO_DL_DEBUG_STATE, "cannot break at _dl_debug_state: %s",
+		tracer_warn(t, PTW_W_NO_DL_DEBUG_STATE,
+			    "cannot break at _dl_debug_state: %s; libraries are read when main() "
+			    "starts, and those loaded later (dlopen) are not followed",
 			    strerror(-r));
+	else if (img->dl_debug_state)
+		img->r_brk_hooked = true;
 	if (img->main_addr && img->fresh)
 		tracer_insert_bp(t, img->main_addr, HOOK_MAIN, l);
 }
@@ -53,7 +58,7 @@ static void hook_symbol(struct ptw_tracer *t, struct ptw_lwp *l, const char *nam
 	uint64_t addr;
 	if (ptw_symbols_lookup(t->img.syms, image_libc_module(t), name, &addr, NULL) < 0)
 		return;
-	int r = tracer_insert_bp(t, addr, hook, l);
+	int r = tracer_insert_entry_bp(t, addr, hook, l);
 	if (r < 0)
 		tracer_warn(t, PTW_W_HOOK_FAILED, "cannot break at %s: %s", name, strerror(-r));
 }
@@ -92,7 +97,7 @@ static void hook_joins(struct ptw_tracer *t, struct ptw_lwp *l)
 		nrets = ptw_insn_find_rets(code, len, lo, rets, 64);
 	free(code);
 	if (nrets == 0 ||
-	    tracer_insert_bp(t, entry, HOOK_JOIN | tracer_hooks_beside(t, HOOK_JOIN), l) < 0) {
+	    tracer_insert_entry_bp(t, entry, HOOK_JOIN | tracer_hooks_beside(t, HOOK_JOIN), l) < 0) {
 		tracer_warn(t, PTW_W_NO_JOIN_HOOKS,
 			    "cannot break in the join function; joins are not reported");
 		return;
@@ -500,8 +505,14 @@ void hook_main(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 	if (!th->is_main || img->main_seen)
 		return;
 	img->main_seen = true;
-	if (!img->tdb)
-		libc_ready(t, l); /* static programs: libc is ready by now */
+	if (!img->tdb) {
+		/* Static programs: libc is ready by now. So it is for one whose
+		 * library loads ld.so's breakpoint could not follow: its
+		 * modules are read now. */
+		if (img->dl_debug_state && !img->r_brk_hooked)
+			ptw_symbols_refresh(img->syms);
+		libc_ready(t, l);
+	}
 	else if (!th->pd)
 		enable_thread(t, l);
 	struct ptw_event ev = ptw_event_init(PTW_EV_MAIN_START, ns, l->tid);

@@ -46,6 +46,7 @@ void ptw_tracer_free(struct ptw_tracer *t)
 		ptw_tracer_free(t->followed[i]);
 	free(t->followed);
 	ptw_map_free(&t->by_pid);
+	ptw_map_free(&t->foreign_said);
 	free(t->fail_why);
 	free(t->last_exe);
 	image_release(t);

@@ -161,12 +161,20 @@ static void on_breakpoint(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp
 		return; /* a vfork child in our memory: just stepped over */
 	/* A handler may change bp->hooks (or forget bp): take the set first. */
 	unsigned hooks = bp->hooks;
+	/* A hook moved beside another tool's int3 at a function's entry: its
+	 * handlers see the call as at the entry (ptw_bp_insert). */
+	struct ptw_bp at = *bp;
+	if (bp->entry) {
+		at.addr = bp->entry;
+		pre.rip = bp->entry;
+		pre.rsp += bp->entry_sp;
+	}
 	for (int k = 0; k < HOOK_KINDS; k++) {
 		if (!(hooks & HOOK(k)))
 			continue;
 		ptw_dbg(PTW_DBG_TRACER, "%d: %s hook at %#llx", l->tid, hook_table[k].name,
 			(unsigned long long)pre.rip);
-		hook_table[k].on_hit(t, l, bp, &pre, ns);
+		hook_table[k].on_hit(t, l, bp->entry ? &at : bp, &pre, ns);
 	}
 }
 

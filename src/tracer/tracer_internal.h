@@ -190,6 +190,7 @@ struct image {
 	uint64_t r_debug;	 /* &_r_debug (dynamic) */
 	unsigned modules_gen;	 /* bumped each time the module list is re-read */
 	uint64_t dl_debug_state; /* ld.so's r_brk, hooked for dlopen/dlclose */
+	bool r_brk_hooked;	 /* ... and its breakpoint is in (else: modules read at main) */
 	uint64_t main_addr;
 	bool main_seen;
 	bool fresh; /* started under our eyes (launch or exec): main() is still to come */
@@ -229,6 +230,7 @@ struct ptw_tracer {
 	char *fail_why;		     /* could not be followed: why (it was let go) */
 	char *last_exe;		     /* its image's, kept once the image is released */
 	size_t bps_retired;	     /* breakpoints of its table, once freed */
+	struct ptw_map foreign_said; /* addresses another tool's int3 holds: warned */
 	/* root only */
 	struct ptw_tracer **followed; /* in order of fork */
 	size_t nfollowed;
@@ -339,6 +341,11 @@ bool tracer_take_first_stop(struct ptw_tracer *t, struct ptw_lwp *cl);
 struct ptw_lwp *tracer_injection_host(struct ptw_tracer *t);
 /* Inserts a breakpoint; makes host injectable first if an XOL page is needed. */
 int tracer_insert_bp(struct ptw_tracer *t, uint64_t addr, unsigned hooks, struct ptw_lwp *host);
+/* The same for a function's entry (libc's thread functions): once another
+ * tool's breakpoint was seen in the process, past its first instruction
+ * (ptw_bp_insert_past_entry). */
+int tracer_insert_entry_bp(struct ptw_tracer *t, uint64_t addr, unsigned hooks,
+			   struct ptw_lwp *host);
 
 /*
  * Breakpoints at return addresses (--trace frames, --locks waits): armed

@@ -1304,15 +1304,17 @@ class Test:
     timeout (seconds), whether it runs again on the kernel path as
     NAME@kernel (kernel: True) or why not (kernel: the reason), whether it
     runs once more in a PID namespace without tracefs (ns: NAME@kernel-ns,
-    tests/kernel/isolated.sh), and whether it is started first (first: a
-    long one)."""
+    tests/kernel/isolated.sh), whether it is started first (first: a
+    long one), and whether it runs alone (alone: it changes what every
+    process on the machine sees, as another tool's file-wide uprobes do)."""
 
-    def __init__(self, name, case, args, timeout, kernel, ns, first):
+    def __init__(self, name, case, args, timeout, kernel, ns, first, alone=False):
         self.name, self.case, self.args = name, case, list(args)
         self.timeout, self.kernel, self.ns, self.first = timeout, kernel, ns, first
+        self.alone = alone
 
 
-def test(name, *args, timeout=60, kernel, ns=False, first=False):
+def test(name, *args, timeout=60, kernel, ns=False, first=False, alone=False):
     """Declares the meson test `name` of the case below it: run.py CASE
     ARGS. kernel is required, so that no case can forget where it runs:
     True for a twin on the kernel path, or a sentence saying why the case
@@ -1331,7 +1333,7 @@ def test(name, *args, timeout=60, kernel, ns=False, first=False):
         if name in TESTS:
             raise FrameworkError('test %s declared twice (cases %s and %s)'
                                  % (name, TESTS[name].case, case_name))
-        TESTS[name] = Test(name, case_name, args, timeout, kernel, ns, first)
+        TESTS[name] = Test(name, case_name, args, timeout, kernel, ns, first, alone)
         return fn
     return declare
 
@@ -1352,7 +1354,7 @@ def case(name):
 def meson_lines():
     """The tests for tests/integration/meson.build, one per line: name,
     case, arguments (space-separated), timeout, kernel twin (1/0), in a
-    namespace too (1/0), first (1/0), tab-separated."""
+    namespace too (1/0), first (1/0), alone (1/0), tab-separated."""
     idle = sorted(set(CASES) - {t.case for t in TESTS.values()})
     if idle:
         raise FrameworkError('cases that declare no @test: %s' % ', '.join(idle))
@@ -1363,7 +1365,7 @@ def meson_lines():
                 raise FrameworkError('test %s: argument %r cannot be passed to meson' % (t.name, a))
         out.append('\t'.join([t.name, t.case, ' '.join(t.args), str(t.timeout),
                               '1' if t.kernel is True else '0', '1' if t.ns else '0',
-                              '1' if t.first else '0']))
+                              '1' if t.first else '0', '1' if t.alone else '0']))
     return out
 
 

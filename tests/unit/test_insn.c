@@ -281,8 +281,53 @@ static void test_scanning(void)
 	CHECK_EQ(rets[1], 0x1008);
 }
 
+/* A hook moved past a function's first instruction (beside another tool's
+ * int3 there): what that instruction did to the stack pointer is undone. */
+static void test_entry_step(void)
+{
+	uint64_t next = 0;
+	uint32_t shift = 99;
+	/* glibc 2.36's __pthread_clockjoin_ex: push %r15 */
+	static const uint8_t push_r15[] = { 0x41, 0x57, 0x41, 0x56 };
+	CHECK_EQ(ptw_insn_entry_step(push_r15, sizeof(push_r15), 0x1000, &next, &shift), 0);
+	CHECK_EQ(next, 0x1002);
+	CHECK_EQ(shift, 8);
+	static const uint8_t push_rbp[] = { 0x55, 0x48, 0x89, 0xe5 };
+	CHECK_EQ(ptw_insn_entry_step(push_rbp, sizeof(push_rbp), 0x1000, &next, &shift), 0);
+	CHECK_EQ(next, 0x1001);
+	CHECK_EQ(shift, 8);
+	static const uint8_t endbr[] = { 0xf3, 0x0f, 0x1e, 0xfa, 0x55 };
+	CHECK_EQ(ptw_insn_entry_step(endbr, sizeof(endbr), 0x1000, &next, &shift), 0);
+	CHECK_EQ(next, 0x1004);
+	CHECK_EQ(shift, 0);
+	static const uint8_t sub_rsp[] = { 0x48, 0x83, 0xec, 0x28, 0xc3 }; /* sub $0x28,%rsp */
+	CHECK_EQ(ptw_insn_entry_step(sub_rsp, sizeof(sub_rsp), 0x1000, &next, &shift), 0);
+	CHECK_EQ(shift, 0x28);
+	/* pthread_detach: test %rdi,%rdi; je: only the flags, then the jump on them */
+	static const uint8_t test_je[] = { 0x48, 0x85, 0xff, 0x74, 0x3b };
+	CHECK_EQ(ptw_insn_entry_step(test_je, sizeof(test_je), 0x1000, &next, &shift), 1);
+	CHECK_EQ(next, 0x1003);
+	CHECK_EQ(shift, 0);
+	/* ... but not without its jump, nor of memory */
+	static const uint8_t test_ret[] = { 0x48, 0x85, 0xff, 0xc3 };
+	CHECK_EQ(ptw_insn_entry_step(test_ret, sizeof(test_ret), 0x1000, &next, &shift), -ENOTSUP);
+	static const uint8_t cmp_mem[] = { 0x83, 0x3f, 0x00, 0x74, 0x02 }; /* cmpl $0,(%rdi); je */
+	CHECK_EQ(ptw_insn_entry_step(cmp_mem, sizeof(cmp_mem), 0x1000, &next, &shift), -ENOTSUP);
+	/* what cannot be undone: _dl_debug_state's lone ret, a mov to rbp, a
+	 * push of memory, a call */
+	static const uint8_t ret[] = { 0xc3, 0x66, 0x90 };
+	CHECK_EQ(ptw_insn_entry_step(ret, sizeof(ret), 0x1000, &next, &shift), -ENOTSUP);
+	static const uint8_t mov_rbp[] = { 0x48, 0x89, 0xe5, 0xc3 };
+	CHECK_EQ(ptw_insn_entry_step(mov_rbp, sizeof(mov_rbp), 0x1000, &next, &shift), -ENOTSUP);
+	static const uint8_t push_mem[] = { 0xff, 0x37, 0xc3 }; /* push (%rdi) */
+	CHECK_EQ(ptw_insn_entry_step(push_mem, sizeof(push_mem), 0x1000, &next, &shift), -ENOTSUP);
+	static const uint8_t call[] = { 0xe8, 0x00, 0x00, 0x00, 0x00 };
+	CHECK_EQ(ptw_insn_entry_step(call, sizeof(call), 0x1000, &next, &shift), -ENOTSUP);
+}
+
 int main(void)
 {
+	test_entry_step();
 	test_emulated();
 	test_out_of_line();
 	test_scanning();

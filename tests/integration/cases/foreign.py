@@ -1,0 +1,124 @@
+"""Another tool's breakpoints where ptwatch hooks (issue 32): bpftrace
+(Debian's package, scripts/deps.sh) holds uprobes on libc's pthread_create
+and start_thread and on ld.so's _dl_debug_state, in every process that maps
+them, while ptwatch --backend=ptrace traces the lifecycle fixture. Before,
+ptwatch read their int3 at _dl_debug_state as the program's own, never set
+up libthread_db (strategy lwp: 0 of 10 start routines, no join), and the
+kernel took ptwatch's own int3 at libc's join, exit, cancel and detach in a
+process with uprobes (the joins of 9 threads lost)."""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+
+from ptw_test import test
+from ptw_test import case, fixture, FrameworkError, Skip, wait_for
+from cases.launch import check_lifecycle
+
+
+def mapped(name):
+    """The path this process maps `name` from (the fixture maps the same:
+    one libc, one ld.so on the machine)."""
+    with open('/proc/self/maps') as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) >= 6 and os.path.basename(fields[5]) == name:
+                return fields[5]
+    raise FrameworkError('this process maps no %s' % name)
+
+
+def symbol_offset(path, symbol, debug=False):
+    """symbol's address in path (its debug file's symbol table if debug:
+    start_thread is static), from nm: the file offset as well in libc and
+    ld.so, whose text is mapped at its offset."""
+    target = path
+    if debug:
+        notes = subprocess.run(['readelf', '-n', path], capture_output=True, text=True,
+                               check=True).stdout
+        m = re.search(r'Build ID: ([0-9a-f]{2})([0-9a-f]+)', notes)
+        if not m:
+            raise FrameworkError('%s has no build id' % path)
+        target = '/usr/lib/debug/.build-id/%s/%s.debug' % (m.group(1), m.group(2))
+        if not os.path.exists(target):
+            raise FrameworkError('%s is missing (libc6-dbg: scripts/deps.sh)' % target)
+    out = subprocess.run(['nm', '-D' if not debug else '-a', target], capture_output=True,
+                         text=True, check=True).stdout
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) == 3 and f[2].split('@')[0] == symbol and f[1] in 'tTiW':
+            return int(f[0], 16)
+    raise FrameworkError('no %s in %s' % (symbol, target))
+
+
+def text_byte(path, offset):
+    """The byte at offset of path's mapping in this process, as it runs."""
+    with open('/proc/self/maps') as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) < 6 or fields[5] != path:
+                continue
+            lo, hi = (int(x, 16) for x in fields[0].split('-'))
+            foff = int(fields[2], 16)
+            if foff <= offset < foff + hi - lo:
+                with open('/proc/self/mem', 'rb') as mem:
+                    mem.seek(lo + offset - foff)
+                    return mem.read(1)[0]
+    return None
+
+
+@test('foreign-uprobes', timeout=90, alone=True,
+      kernel='the kernel path puts its uprobes beside another tool\'s: the kernel runs both '
+             '(no int3 of its own to move)')
+@case('foreign-uprobes')
+def case_foreign_uprobes(session, chk):
+    if os.geteuid() != 0:
+        raise Skip('bpftrace needs root')
+    bpftrace = shutil.which('bpftrace')
+    if not bpftrace:
+        raise FrameworkError('no bpftrace (scripts/deps.sh installs it)')
+    libc, ld = mapped('libc.so.6'), mapped('ld-linux-x86-64.so.2')
+    create = symbol_offset(libc, 'pthread_create')
+    start = symbol_offset(libc, 'start_thread', debug=True)
+    script = ('uprobe:%s:pthread_create { @creates = count(); } '
+              'uprobe:%s:0x%x { @starts = count(); } '
+              'uprobe:%s:_dl_debug_state { @loads = count(); }' % (libc, libc, start, ld))
+    out_path = os.path.join(session.mkdtemp(), 'bpftrace.out')
+    with open(out_path, 'w') as out:
+        bt = subprocess.Popen([bpftrace, '-e', script], stdout=out, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL)
+    try:
+        # its uprobes are file-wide: in this process's libc too once they are in
+        if not wait_for(lambda: text_byte(libc, create) == 0xcc or bt.poll() is not None, 60):
+            raise FrameworkError('bpftrace\'s uprobe at pthread_create not in after 60 s')
+        if bt.poll() is not None:
+            raise FrameworkError('bpftrace ended: %s' % open(out_path).read()[-2000:])
+        run = session.run([fixture('lifecycle')], opts=['-q'])
+    finally:
+        bt.send_signal(signal.SIGINT)
+        try:
+            bt.wait(30)
+        except subprocess.TimeoutExpired:
+            bt.kill()
+            bt.wait()
+    said = open(out_path).read()
+    print('bpftrace: %s' % ' '.join(l for l in said.splitlines() if l.startswith('@')))
+
+    # The same spans, fields and truth as without bpftrace.
+    check_lifecycle(chk, run)
+    chk.eq('session.strategy (libthread_db set up)', run.doc['session'].get('strategy'),
+           'debuginfo')
+    # said once, naming the place
+    foreign = [w for w in run.doc['warnings'] if w['code'] == 'foreign_breakpoint']
+    chk.true('a foreign_breakpoint warning names _dl_debug_state (%s)'
+             % [w['message'] for w in foreign],
+             any('_dl_debug_state' in w['message'] for w in foreign), run.doc['warnings'])
+    chk.true('no hook_failed warning (%s)' % run.doc['warnings'],
+             not any(w['code'] == 'hook_failed' for w in run.doc['warnings']))
+    # bpftrace saw every creation and start (ptwatch took none of its traps)
+    counts = dict(re.findall(r'^@(\w+): (\d+)$', said, re.M))
+    created = sum(1 for s in run.doc['spans'] if s.get('origin') == 'created')
+    chk.eq('bpftrace @creates', int(counts.get('creates', -1)), created)
+    chk.eq('bpftrace @starts', int(counts.get('starts', -1)), created)
+    chk.true('bpftrace @loads (%s)' % counts.get('loads'), int(counts.get('loads', 0)) >= 2)
