@@ -207,21 +207,35 @@ def storm_round(args, mode, storm_out, err_path, opts, storm_cmd, total, control
     # period, which a storm of thread creations on a busy 2-core machine
     # has been seen to hold up for more than 10 s, the target running on
     # unharmed: its probes' traps still handled). Ours must be gone within
-    # 60 s; a session that starts meanwhile (another suite run) puts its
-    # own in every libc, the control process's too: then it is waited
-    # out, as above, and the 60 s run again.
+    # 20 s (or kept by the kernel for good: below); a session that starts
+    # meanwhile (another suite run) puts its own in every libc, the
+    # control process's too: then it is waited out, as above, and the 20 s
+    # run again.
     t1 = time.monotonic()
     others_until = time.monotonic() + 120
     while True:
-        wait_for(lambda: text_diffs(target) == [], 60)
+        wait_for(lambda: text_diffs(target) == [], 20)
         diffs = text_diffs(target)
         if diffs == [] or not text_diffs(control.pid) or time.monotonic() > others_until:
             break
         words.append('another session\'s uprobes in every libc meanwhile: waited out')
         wait_for(lambda: text_diffs(control.pid) == [], 30, 0.1)
+    # The kernel leaves a uprobe registered, its int3 in a process, when
+    # unregistering it there fails: the release of a link runs in the
+    # killed ptwatch's own exit, with SIGKILL pending, and the breakpoint's
+    # removal takes the target's mmap lock killably, which a storm of
+    # thread stacks mapped and unmapped keeps busy (about one attach round
+    # in ten here). The kernel then handles those traps itself for good
+    # (the uprobe stays, with no user): the target runs on unharmed, which
+    # is checked below; its text is not its file's, and that is said.
+    kernel_left = (args.backend == 'kernel' and isinstance(diffs, list) and diffs != []
+                   and all(d[3] == '0xcc' for d in diffs))
     words.append('text: %s' % ('same as the files (%.2f s after the links)'
-                               % (time.monotonic() - t1) if diffs == [] else diffs))
-    ok = ok and diffs == []
+                               % (time.monotonic() - t1) if diffs == [] else
+                               'the kernel kept %d uprobes of the killed session there '
+                               '(int3 at %s), handled by it' % (len(diffs), diffs)
+                               if kernel_left else diffs))
+    ok = ok and (diffs == [] or kernel_left)
     wait_for(lambda: said() or not os.path.exists('/proc/%d' % target), 300, 0.05)
     os.close(hold_w)
     status = wait_pid(target, 30)
