@@ -235,7 +235,12 @@ static void thread_created(struct ptw_tracer *t, struct ptw_lwp *creator, struct
 			    "cannot enable thread events for %d: its end is seen only when its LWP "
 			    "exits",
 			    cl->tid);
-	if (cth->start_routine) {
+	if (cth->start_routine && img->have_result && !t->o.create_events) {
+		/* The result comes from struct pthread at its death: its start
+		 * is the moment it is let run (lifecycle_released), into
+		 * start_thread and its routine, with no stop of its own. */
+		cth->start_at_release = true;
+	} else if (cth->start_routine) {
 		int r = tracer_insert_bp(t, cth->start_routine, HOOK_START, creator);
 		cth->awaiting_start = r == 0;
 		if (r < 0) {
@@ -316,6 +321,27 @@ static bool raw_clone_fn(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t *ret_
 	*ret_fn = top[0];
 	*ret_arg = top[1];
 	return true;
+}
+
+void lifecycle_released(struct ptw_tracer *t, struct ptw_lwp *cl)
+{
+	struct thread *th = tracer_thread_of(cl);
+	if (!th->start_at_release)
+		return;
+	th->start_at_release = false;
+	th->started = true;
+	struct image *img = &t->img;
+	struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_START, ptw_now_ns(), cl->tid);
+	ev.routine = tracer_locate(t, th->start_routine);
+	if (!img->tls_layout_read) {
+		img->tls_layout_read = true;
+		ptw_glibc_pthread_layout(img->syms, image_libc_module(t), img->tdb, NULL,
+					 t->o.use_debug_files, &img->tls_layout);
+	}
+	if (img->tls_layout.have_arg &&
+	    tracer_read_u64(t, th->pd + img->tls_layout.arg, &ev.arg) == 0)
+		ev.has_arg = true;
+	tracer_emit(t, &ev);
 }
 
 void lifecycle_on_clone(struct ptw_tracer *t, struct ptw_lwp *l, pid_t child, uint64_t flags,

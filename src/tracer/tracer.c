@@ -65,6 +65,8 @@ static bool on_new_stop(struct ptw_tracer *t, struct ptw_lwp *l)
 		return false;
 	}
 	/* Its parent's clone/fork event has not been seen yet: hold it. */
+	if (th->announced)
+		lifecycle_released(t, l);
 	return th->announced;
 }
 
@@ -236,8 +238,10 @@ static void handle_stop(struct ptw_tracer *t, struct ptw_stop *st)
 		} else {
 			lifecycle_on_clone(t, l, (pid_t)st->msg, flags, tls, st->ns);
 		}
-		if (cl && tracer_thread_of(cl)->announced && tracer_take_first_stop(t, cl))
+		if (cl && tracer_thread_of(cl)->announced && tracer_take_first_stop(t, cl)) {
+			lifecycle_released(t, cl);
 			ptw_resume(t->proc, cl);
+		}
 		break;
 	}
 	case PTW_STOP_FORK:

@@ -163,6 +163,7 @@ struct thread {
 	uint64_t pd;	    /* struct pthread *, 0 unknown */
 	uint64_t start_routine;
 	bool awaiting_start;
+	bool start_at_release; /* its start is told as it is let run (lifecycle_released) */
 	bool started, returned;
 	bool exit_reported; /* LWP_EXIT emitted */
 	/* As a creator: the child of its last clone, until TD_CREATE claims it. */
@@ -516,5 +517,8 @@ bool lifecycle_shares_memory(struct ptw_tracer *t, struct ptw_lwp *parent, pid_t
 /* A new thread (the clone event of parent). */
 void lifecycle_on_clone(struct ptw_tracer *t, struct ptw_lwp *parent, pid_t child, uint64_t flags,
 			uint64_t tls, uint64_t ns);
+/* A new thread the tracer held at its first stop is let run now: its
+ * start, when that is how it is told (no breakpoint at its routine). */
+void lifecycle_released(struct ptw_tracer *t, struct ptw_lwp *cl);
 
 #endif
