@@ -89,6 +89,10 @@ struct ptw_backend_ops {
 	 * as events: the session's). */
 	void (*report)(struct ptw_backend *b, struct ptw_report *r);
 	bool (*target_exit)(struct ptw_backend *b, int *ret_code, int *ret_signal, bool *ret_core);
+	/* Optional: whether what free() still does concerns nobody (the
+	 * kernel path's links on a process that has ended), so that the user
+	 * need not wait for it (ptw_guardian_exit_early). */
+	bool (*leaves_early)(struct ptw_backend *b);
 	void (*free)(struct ptw_backend *b);
 };
 

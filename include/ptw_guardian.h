@@ -94,6 +94,14 @@ void ptw_guardian_share_mem(int fd);
  * die of it too instead of treating it as a tracer crash. */
 void ptw_guardian_mirror_signal(int sig);
 
+/* Tracer: the session is over, its outputs written, and what the tracer
+ * still has to do (closing the kernel path's links: tens of ms of grace
+ * periods) concerns nobody: the front ends now, with exit status status,
+ * or dying of sig when sig (the command's), while the tracer finishes on
+ * its own. Whether a front was told (false: none; the caller ends as
+ * before). */
+bool ptw_guardian_exit_early(int status, int sig);
+
 /* Tracer: it has taken a session signal in (traced on, or lets go): the
  * front stops counting the grace period of the signals it forwarded. A
  * tracer that answers none within PTW_STUCK_GRACE_MS while doing nothing

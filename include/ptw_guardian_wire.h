@@ -13,7 +13,7 @@
 
 /* ---- the messages from the tracer to the front ---- */
 
-enum { MSG_MEM_FD = 1, MSG_MIRROR = 2, MSG_ANSWERED = 3 };
+enum { MSG_MEM_FD = 1, MSG_MIRROR = 2, MSG_ANSWERED = 3, MSG_EXIT = 4 };
 
 struct ptw_guardian_msg {
 	int type;

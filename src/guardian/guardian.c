@@ -46,6 +46,10 @@ struct front {
 	struct ptw_progress progress;
 	uint64_t continued_ns; /* it was stopped: SIGCONT sent then */
 	bool forced;	       /* killed for it: the signal was ptwatch's */
+	/* The tracer said its outputs are written (ptw_guardian_exit_early):
+	 * end with this status (256 + sig: die of sig) without waiting for it */
+	bool exit_early;
+	int exit_value;
 };
 
 /* Exits with status, or PTW_EXIT_LOST_OUTPUT after one line if an output
@@ -98,6 +102,13 @@ static void receive(struct front *f)
 			return;
 		if (m.type == MSG_MIRROR) {
 			f->mirror_sig = m.value;
+			continue;
+		}
+		if (m.type == MSG_EXIT) {
+			/* The tracer's outputs are written; it closes what is
+			 * left on its own: end as the command did. */
+			f->exit_early = true;
+			f->exit_value = m.value;
 			continue;
 		}
 		if (m.type == MSG_ANSWERED) {
@@ -300,6 +311,11 @@ static void __attribute__((noreturn)) guard(struct front *f)
 			break;
 		if (p[0].revents & POLLIN)
 			receive(f);
+		if (f->exit_early) {
+			if (f->exit_value >= 256)
+				ptw_die_of_signal(f->exit_value - 256);
+			_exit(f->exit_value);
+		}
 		if (p[1].revents & POLLIN) {
 			struct signalfd_siginfo si;
 			while (read(f->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))

@@ -322,6 +322,18 @@ static void finish(struct ptw_backend *b)
 	ptw_kernel_finish(kb_of(b)->k);
 }
 
+/* The links filter by a process that has ended (nothing else has these
+ * probes: not -f, whose are on libc's file for every process until they
+ * close; not a target that lives on, which another session may attach
+ * to at once). */
+static bool leaves_early(struct ptw_backend *b)
+{
+	struct kernel_backend *kb = kb_of(b);
+	int code, sig;
+	bool core;
+	return !kb->o.follow_forks && target_exit(b, &code, &sig, &core);
+}
+
 static void backend_free(struct ptw_backend *b)
 {
 	if (!b)
@@ -342,6 +354,7 @@ static const struct ptw_backend_ops kernel_ops = {
 	.finish = finish,
 	.report = report,
 	.target_exit = target_exit,
+	.leaves_early = leaves_early,
 	.free = backend_free,
 };
 

@@ -145,8 +145,10 @@ bool ptw_guardian_record_wait(int deadline_ms)
 /* Whatever way the tracer leaves but dying, it finished: say so. */
 static void tracer_finished(void)
 {
-	if (restorer_sock < 0)
+	static bool done; /* (once: at an early exit, then at exit) */
+	if (restorer_sock < 0 || done)
 		return;
+	done = true;
 	ptw_record_end(&pending);
 	send_pending(END_DEADLINE_MS);
 }
@@ -185,6 +187,18 @@ void ptw_guardian_mirror_signal(int sig)
 	struct ptw_guardian_msg m = { MSG_MIRROR, sig };
 	while (send(front_sock, &m, sizeof(m), MSG_NOSIGNAL) < 0 && errno == EINTR)
 		;
+}
+
+bool ptw_guardian_exit_early(int status, int sig)
+{
+	if (front_sock < 0)
+		return false;
+	tracer_finished(); /* the restorer's end mark first: it writes nothing more */
+	struct ptw_guardian_msg m = { MSG_EXIT, sig ? 256 + sig : status & 255 };
+	ssize_t n;
+	while ((n = send(front_sock, &m, sizeof(m), MSG_NOSIGNAL)) < 0 && errno == EINTR)
+		;
+	return n == (ssize_t)sizeof(m);
 }
 
 void ptw_guardian_signal_answered(void)

@@ -449,6 +449,7 @@ int ptw_session_run(struct ptw_session *s, struct ptw_backend *b, int duration_m
 	bool observer = s->opts.attach;
 	const char *lost;
 	int lost_err;
+	int status, die_sig = 0;
 	if (ptw_session_lost(s, &lost, &lost_err)) {
 		/* One line, and a status of its own: the command's is in it. */
 		char *what = ptw_escape_str(lost);
@@ -463,21 +464,25 @@ int ptw_session_run(struct ptw_session *s, struct ptw_backend *b, int duration_m
 		else
 			fprintf(stderr, " (command runs on, untraced)\n");
 		free(what);
-		b->ops->free(b);
-		ptw_session_free(s);
-		return PTW_EXIT_LOST_OUTPUT;
+		status = PTW_EXIT_LOST_OUTPUT;
+	} else if (observer) { /* an observer: it let go, or saw the end */
+		status = reason == PTW_END_ERROR ? 1 : 0;
+	} else if (ended) {
+		status = code;
+		die_sig = tsig;
+	} else if (reason == PTW_END_INTERRUPTED) {
+		status = 128 + sig;
+	} else { /* q: it runs on, as the user asked */
+		status = reason == PTW_END_ERROR ? 1 : 0;
 	}
+	/* What the backend still has to do concerns nobody (the kernel
+	 * path's links on a process that has ended): the user's shell need
+	 * not wait for it. */
+	bool told = b->ops->leaves_early && b->ops->leaves_early(b) &&
+		    ptw_guardian_exit_early(status, die_sig);
 	b->ops->free(b);
 	ptw_session_free(s);
-	if (observer) /* an observer: it let go, or saw the end */
-		return reason == PTW_END_ERROR ? 1 : 0;
-	if (ended && tsig)
-		die_of_signal(tsig);
-	if (ended)
-		return code;
-	if (reason == PTW_END_INTERRUPTED)
-		return 128 + sig;
-	if (reason == PTW_END_DETACHED) /* q: it runs on, as the user asked */
-		return 0;
-	return reason == PTW_END_ERROR ? 1 : 0;
+	if (die_sig && !told)
+		die_of_signal(die_sig);
+	return status;
 }
