@@ -155,7 +155,10 @@ static void keep_record(struct restorer *r, int sock, struct watch *w)
 			break;
 		if (w->front >= 0 && pf[1].revents)
 			front_packet(w);
-		watch_tracer(w, ptw_now_ns());
+		/* (after its end mark the tracer closes what is left on its own:
+		 * a front that ended then was told to, ptw_guardian_exit_early) */
+		if (!r->ended)
+			watch_tracer(w, ptw_now_ns());
 		if (!(pf[0].revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;
 		union {
