@@ -151,6 +151,7 @@ struct ptw_bp {
 	 * instruction took off the stack pointer (0: not moved). */
 	uint64_t entry;
 	uint32_t entry_sp;
+	bool beside; /* ... because another tool's int3 is there */
 };
 
 struct ptw_bptab;

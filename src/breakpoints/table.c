@@ -541,7 +541,12 @@ static int insert_beside(struct ptw_bptab *t, uint64_t addr, unsigned hooks, str
 	uint8_t file[16];
 	if (!m || file_bytes(m, addr, file, sizeof(file)) < 0 || file[0] == 0xcc)
 		return -EEXIST;
-	int r = insert_past(t, m, addr, file, sizeof(file), false, hooks, host, ret);
+	struct ptw_bp *bp = NULL;
+	int r = insert_past(t, m, addr, file, sizeof(file), false, hooks, host, &bp);
+	if (r == 1)
+		bp->beside = true;
+	if (ret)
+		*ret = bp;
 	return r == -ENOTSUP || r == -EEXIST ? -EBUSY : r;
 }
 
@@ -553,10 +558,13 @@ static void take_back(struct ptw_bptab *t, uint64_t addr, unsigned hooks)
 	void *v;
 	while (ptw_map_next(&t->by_addr, &it, NULL, &v)) {
 		struct ptw_bp *bp = v;
-		if (bp->entry != addr)
+		if (bp->entry != addr || !bp->beside)
 			continue;
-		bp->entry = 0;
 		ptw_bp_remove_hooks(t, bp, hooks);
+		if (!bp->hooks) {
+			bp->entry = 0;
+			bp->beside = false;
+		}
 		return;
 	}
 }
