@@ -91,7 +91,8 @@ struct ptw_backend_ops {
 	bool (*target_exit)(struct ptw_backend *b, int *ret_code, int *ret_signal, bool *ret_core);
 	/* Optional: whether what free() still does concerns nobody (the
 	 * kernel path's links on a process that has ended), so that the user
-	 * need not wait for it (ptw_guardian_exit_early). */
+	 * need not wait for it (ptw_guardian_exit_early); what a session
+	 * started next would see (the symbol caches) is done first. */
 	bool (*leaves_early)(struct ptw_backend *b);
 	void (*free)(struct ptw_backend *b);
 };

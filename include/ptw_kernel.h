@@ -179,6 +179,9 @@ void ptw_kernel_stats(struct ptw_kernel *k, struct ptw_kernel_stats *ret);
  * PTW_EV_WARNING events too, as they happen.
  */
 void ptw_kernel_finish(struct ptw_kernel *k);
+/* Writes the symbol caches now (ptw_kernel_free does too): what the next
+ * session reads is on disk before ptwatch's front ends. */
+void ptw_kernel_save_caches(struct ptw_kernel *k);
 
 /* What the report says of the process (strings owned by k, valid until
  * ptw_kernel_free): its executable ("" unknown), nptl's version (NULL:

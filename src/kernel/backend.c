@@ -331,7 +331,10 @@ static bool leaves_early(struct ptw_backend *b)
 	struct kernel_backend *kb = kb_of(b);
 	int code, sig;
 	bool core;
-	return !kb->o.follow_forks && target_exit(b, &code, &sig, &core);
+	if (kb->o.follow_forks || !target_exit(b, &code, &sig, &core))
+		return false;
+	ptw_kernel_save_caches(kb->k); /* (a session started next reads them) */
+	return true;
 }
 
 static void backend_free(struct ptw_backend *b)

@@ -228,3 +228,13 @@ void ptw_kernel_finish(struct ptw_kernel *k)
 	for (size_t i = 0; i < k->nfollowed; i++)
 		ptwk_say_process(k->followed[i]);
 }
+
+void ptw_kernel_save_caches(struct ptw_kernel *k)
+{
+	if (k->syms && !k->syms_borrowed)
+		ptw_symbols_save_cache(k->syms);
+	for (size_t i = 0; i < k->nold_syms; i++)
+		ptw_symbols_save_cache(k->old_syms[i]);
+	for (size_t i = 0; i < k->nfollowed; i++)
+		ptw_kernel_save_caches(k->followed[i]);
+}

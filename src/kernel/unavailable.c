@@ -101,3 +101,8 @@ void ptw_kernel_finish(struct ptw_kernel *k)
 {
 	(void)k;
 }
+
+void ptw_kernel_save_caches(struct ptw_kernel *k)
+{
+	(void)k;
+}
