@@ -605,6 +605,28 @@ void ptw_text_summary(struct ptw_buf *out, const struct ptw_report *r)
 	ptw_buf_printf(out, ", %zu breakpoints, strategy ", r->breakpoints);
 	ptw_buf_put_escaped(out, r->strategy ? r->strategy : "?");
 	ptw_buf_putc(out, '\n');
+	if (m.threads_created && r->stops_total) {
+		/* What each kind cost (session.stops' names: signal counts the
+		 * breakpoints; exited is the end's notice, not a stop). */
+		ptw_buf_puts(out, "  stops per thread created:");
+		double created = (double)m.threads_created;
+		bool first = true, rare = false;
+		for (int pass = 0; pass < 2; pass++) /* per thread, then the few */
+			for (size_t k = 0; k < r->nstop_kinds; k++) {
+				double per = (double)r->stop_counts[k] / created;
+				if (!r->stop_counts[k] || !r->stop_names[k] || (per >= 0.05) == pass)
+					continue;
+				ptw_buf_puts(out, first ? " " : pass && !rare ? "; in all: " : ", ");
+				if (pass)
+					ptw_buf_printf(out, "%s %" PRIu64, r->stop_names[k],
+						       r->stop_counts[k]);
+				else
+					ptw_buf_printf(out, "%s %.1f", r->stop_names[k], per);
+				first = false;
+				rare |= pass;
+			}
+		ptw_buf_putc(out, '\n');
+	}
 warnings:
 	for (size_t i = 0; i < r->nwarnings; i++) {
 		ptw_buf_puts(out, "  warning: ");
