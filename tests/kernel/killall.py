@@ -221,13 +221,14 @@ def storm_round(args, mode, storm_out, err_path, opts, storm_cmd, total, control
         words.append('another session\'s uprobes in every libc meanwhile: waited out')
         wait_for(lambda: text_diffs(control.pid) == [], 30, 0.1)
     # The kernel sometimes leaves a uprobe registered, its int3 in a
-    # process, after the session was killed (about one attach round in ten
-    # here): the release of a link runs in the killed ptwatch's own exit,
-    # with SIGKILL pending, and most likely the breakpoint's removal, which
-    # takes the target's mmap lock killably, gives up where a storm of
-    # thread stacks mapped and unmapped keeps that lock busy. The kernel then handles those traps itself for good
-    # (the uprobe stays, with no user): the target runs on unharmed, which
-    # is checked below; its text is not its file's, and that is said.
+    # process, after the session was killed (2 of 30 attach rounds in three
+    # full runs here): the release of a link runs in the killed ptwatch's
+    # own exit, with SIGKILL pending, and most likely the breakpoint's
+    # removal, which takes the target's mmap lock killably, gives up where a
+    # storm of thread stacks mapped and unmapped keeps that lock busy. The
+    # kernel then handles those traps itself for good (the uprobe stays,
+    # with no user): the target runs on unharmed, which is checked below;
+    # its text is not its file's, and that is said.
     kernel_left = (args.backend == 'kernel' and isinstance(diffs, list) and diffs != []
                    and all(d[3] == '0xcc' for d in diffs))
     words.append('text: %s' % ('same as the files (%.2f s after the links)'
