@@ -327,15 +327,16 @@ static int insert_bp(struct ptw_tracer *t, uint64_t addr, unsigned hooks, struct
 		     bool entry)
 {
 	struct ptw_bp *bp = NULL;
-	/* Once another tool's int3 was seen here, the process has uprobes:
-	 * libc's entries are hooked past their first instruction
-	 * (ptw_bp_insert_past_entry says why). */
-	bool past = entry && t->foreign_said.count;
-	int r = past ? ptw_bp_insert_past_entry(t->bps, addr, hooks, host, &bp)
-		     : ptw_bp_insert(t->bps, addr, hooks, host, &bp);
+	/* libc's thread functions are hooked past their first instruction:
+	 * where the kernel keeps a uprobe at an entry (another tool's, or one
+	 * it never let go of), it takes a debugger's int3 there in any
+	 * process that has uprobes (ptw_bp_insert_past_entry), and nothing
+	 * says whether this one has. */
+	int r = entry ? ptw_bp_insert_past_entry(t->bps, addr, hooks, host, &bp)
+		      : ptw_bp_insert(t->bps, addr, hooks, host, &bp);
 	if (r == -EAGAIN && host && tracer_make_injectable(t, host) == 0)
-		r = past ? ptw_bp_insert_past_entry(t->bps, addr, hooks, host, &bp)
-			 : ptw_bp_insert(t->bps, addr, hooks, host, &bp);
+		r = entry ? ptw_bp_insert_past_entry(t->bps, addr, hooks, host, &bp)
+			  : ptw_bp_insert(t->bps, addr, hooks, host, &bp);
 	if ((r == 1 && foreign_int3(t, addr)) || r == -EBUSY)
 		foreign_breakpoint(t, addr, r == 1 ? bp : NULL);
 	return r == 1 ? 0 : r;

@@ -342,9 +342,8 @@ bool tracer_take_first_stop(struct ptw_tracer *t, struct ptw_lwp *cl);
 struct ptw_lwp *tracer_injection_host(struct ptw_tracer *t);
 /* Inserts a breakpoint; makes host injectable first if an XOL page is needed. */
 int tracer_insert_bp(struct ptw_tracer *t, uint64_t addr, unsigned hooks, struct ptw_lwp *host);
-/* The same for a function's entry (libc's thread functions): once another
- * tool's breakpoint was seen in the process, past its first instruction
- * (ptw_bp_insert_past_entry). */
+/* The same for a function's entry (libc's thread functions): past its
+ * first instruction where that can be undone (ptw_bp_insert_past_entry). */
 int tracer_insert_entry_bp(struct ptw_tracer *t, uint64_t addr, unsigned hooks,
 			   struct ptw_lwp *host);
 

@@ -71,8 +71,17 @@ def text_byte(path, offset):
 @test('foreign-uprobes', timeout=90, alone=True,
       kernel='the kernel path puts its uprobes beside another tool\'s: the kernel runs both '
              '(no int3 of its own to move)')
+@test('foreign-uprobes-elsewhere', 'elsewhere', timeout=90, alone=True,
+      kernel='the kernel path puts its uprobes beside another tool\'s: the kernel runs both '
+             '(no int3 of its own to move)')
 @case('foreign-uprobes')
-def case_foreign_uprobes(session, chk):
+def case_foreign_uprobes(session, chk, where='hooks'):
+    """where: 'hooks', bpftrace at points ptwatch hooks; 'elsewhere', at
+    one it does not (getppid): the process has uprobes all the same, and
+    where the kernel still keeps a uprobe at one of libc's thread
+    functions (one whose last user has gone: docs/design.md, Facts, 15)
+    it took ptwatch's int3 there, with no foreign int3 to tell (on this
+    machine the joins of 9 threads were lost)."""
     if os.geteuid() != 0:
         raise Skip('bpftrace needs root')
     bpftrace = shutil.which('bpftrace')
@@ -81,9 +90,13 @@ def case_foreign_uprobes(session, chk):
     libc, ld = mapped('libc.so.6'), mapped('ld-linux-x86-64.so.2')
     create = symbol_offset(libc, 'pthread_create')
     start = symbol_offset(libc, 'start_thread', debug=True)
-    script = ('uprobe:%s:pthread_create { @creates = count(); } '
-              'uprobe:%s:0x%x { @starts = count(); } '
-              'uprobe:%s:_dl_debug_state { @loads = count(); }' % (libc, libc, start, ld))
+    if where == 'elsewhere':
+        create = symbol_offset(libc, 'getppid')
+        script = 'uprobe:%s:getppid { @getppid = count(); }' % libc
+    else:
+        script = ('uprobe:%s:pthread_create { @creates = count(); } '
+                  'uprobe:%s:0x%x { @starts = count(); } '
+                  'uprobe:%s:_dl_debug_state { @loads = count(); }' % (libc, libc, start, ld))
     out_path = os.path.join(session.mkdtemp(), 'bpftrace.out')
     with open(out_path, 'w') as out:
         bt = subprocess.Popen([bpftrace, '-e', script], stdout=out, stderr=subprocess.STDOUT,
@@ -91,7 +104,7 @@ def case_foreign_uprobes(session, chk):
     try:
         # its uprobes are file-wide: in this process's libc too once they are in
         if not wait_for(lambda: text_byte(libc, create) == 0xcc or bt.poll() is not None, 60):
-            raise FrameworkError('bpftrace\'s uprobe at pthread_create not in after 60 s')
+            raise FrameworkError('bpftrace\'s uprobe at 0x%x not in after 60 s' % create)
         if bt.poll() is not None:
             raise FrameworkError('bpftrace ended: %s' % open(out_path).read()[-2000:])
         run = session.run([fixture('lifecycle')], opts=['-q'])
@@ -109,6 +122,11 @@ def case_foreign_uprobes(session, chk):
     check_lifecycle(chk, run)
     chk.eq('session.strategy (libthread_db set up)', run.doc['session'].get('strategy'),
            'debuginfo')
+    if where == 'elsewhere':
+        chk.true('no foreign_breakpoint warning: none is where ptwatch hooks (%s)'
+                 % run.doc['warnings'],
+                 not any(w['code'] == 'foreign_breakpoint' for w in run.doc['warnings']))
+        return
     # said once, naming the place
     foreign = [w for w in run.doc['warnings'] if w['code'] == 'foreign_breakpoint']
     chk.true('a foreign_breakpoint warning names _dl_debug_state (%s)'
