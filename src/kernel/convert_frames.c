@@ -38,6 +38,9 @@ struct fthread {
 	struct ptw_shadow sh;
 	size_t watched; /* frames (parked ones too) with a return probe */
 	struct ptwk_conv *c;
+	/* The innermost handler made a traced call below what it
+	 * interrupted: it runs on that stack, not an alternate one. */
+	bool handler_below;
 };
 
 /* A frame is over; one that had no return probe and did not return is
@@ -105,15 +108,24 @@ static bool trampoline(const struct ptwk_record *r)
  * it drop theirs although they live: when they return, the kernel finds
  * another call's return, or none and kills the thread's process with
  * SIGILL (checked on 6.18). Counted for a note; they get no return.
+ * chained: a tail call from a traced frame, whose slot is that frame's:
+ * the kernel keeps the instance whose slot is sp (arch_uretprobe_is_alive,
+ * RP_CHECK_CHAIN_CALL: sp <= its slot), and drops only those below.
  */
-static void handler_above(struct ptwk_conv *c, struct fthread *ft, uint64_t sp)
+static void handler_above(struct ptwk_conv *c, struct fthread *ft, uint64_t sp, bool chained)
 {
 	struct ptw_shadow_context *run = &ft->sh.run;
-	for (size_t i = run->n; i-- > 0 && run->st[i].sp <= sp;)
+	if (ft->sh.nsigs && sp < ft->sh.sigs[ft->sh.nsigs - 1].sp)
+		ft->handler_below = true;
+	for (size_t i = run->n; i-- > 0 && (chained ? run->st[i].sp < sp : run->st[i].sp <= sp);)
 		if (run->st[i].tag == FRAME_URETPROBE) {
 			run->st[i].tag = FRAME_DROPPED; /* (not the depth limit's) */
 			ft->watched--;
-			c->frames_sigaltstack++;
+			/* A handler that ran on the interrupted stack and is now
+			 * above its frames has left them (a cancellation's forced
+			 * unwind, a longjmp out of it): the kernel drops them as
+			 * it should; no sigaltstack. */
+			c->frames_sigaltstack += !ft->handler_below;
 		}
 }
 
@@ -154,11 +166,12 @@ static void on_entry(struct ptwk_conv *c, const struct ptwk_record *r)
 	/* A tail call from a traced frame: the slot is that frame's, and the
 	 * kernel put its trampoline there. */
 	struct ptw_shadow_frame *top = ptw_shadow_top(&ft->sh);
-	if (trampoline(r) && top && top->sp == sp)
+	bool chained = trampoline(r) && top && top->sp == sp;
+	if (chained)
 		ret = top->ret;
 	int sig = handler_signal(c, r, ret);
 	if (sig || ft->sh.nsigs)
-		handler_above(c, ft, sp);
+		handler_above(c, ft, sp, chained);
 	if (ft->sh.nparked)
 		context_above(c, ft, sp);
 	/* the signal marks count (for the first traced call of a handler
@@ -265,10 +278,13 @@ static void on_context(struct ptwk_conv *c, const struct ptwk_record *r)
 static void on_signal(struct ptwk_conv *c, const struct ptwk_record *r)
 {
 	struct fthread *ft = fthread_of(c, (pid_t)r->tid, r->kind == PTWK_SIGNAL);
-	if (ft && r->kind == PTWK_SIGNAL && (r->f & PTWK_F_READ))
+	if (ft && r->kind == PTWK_SIGNAL && (r->f & PTWK_F_READ)) {
 		ptw_shadow_signal(&ft->sh, r->b, (int)r->a);
-	else if (ft && r->kind == PTWK_SIGRETURN)
+		ft->handler_below = false;
+	} else if (ft && r->kind == PTWK_SIGRETURN) {
 		ptw_shadow_sigreturn(&ft->sh);
+		ft->handler_below = false;
+	}
 	struct ptw_event ev;
 	if (r->kind == PTWK_SIGNAL) {
 		if (!c->sigreturn_probed || !(r->f & PTWK_F_READ) || r->a < 1 || r->a > 64)

@@ -246,6 +246,46 @@ static void test_tail_call(void)
 	finish(&c, "f0 1 - unmatched tail_call;f1 1 - completed - =2a;f2 1 - completed - =5");
 }
 
+/* In a handler (on the stack it interrupted), f1 tail-calls f2: f2's slot
+ * is f1's, which the kernel keeps (a chained call); nothing was dropped
+ * (before: counted as a sigaltstack drop, and its note said the program
+ * would die of SIGILL: glibc's cancellation handler does this). */
+static void test_tail_call_in_handler(void)
+{
+	struct ptwk_conv c;
+	start(&c);
+	entry(&c, PID, 0, 0x7000, 0xa1);
+	delivered(&c, PID, 10, 0x6f00);
+	entry(&c, PID, 1, 0x6a00, 0x1010); /* called by the untraced handler */
+	entry(&c, PID, 2, 0x6a00, TRAMP);  /* f1's tail call */
+	ret_(&c, PID, 2, 0x6a08, 0x1010, 4);
+	ret_(&c, PID, 1, 0x6a08, 0x1010, 4);
+	sigreturn(&c, PID, 0x6a08);
+	ret_(&c, PID, 0, 0x7008, 0xa1, 1);
+	CHECK_EQ(c.frames_sigaltstack, 0);
+	finish(&c, "f0 1 - completed - =1;f1 2 f0 unmatched tail_call;f2 2 f0 completed - =4");
+}
+
+/* A handler on the stack it interrupted (glibc's cancellation: f1 in it at
+ * 0x6a00, below the delivery at 0x6f00) unwinds out of it and of f0's
+ * callee frames: the next call is above them (0x7100, start_thread's
+ * cleanup). The kernel drops their pending returns, rightly: they were
+ * left. Not a sigaltstack (before: counted, and its note said the
+ * program would die of SIGILL). */
+static void test_unwound_out_of_handler(void)
+{
+	struct ptwk_conv c;
+	start(&c);
+	entry(&c, PID, 0, 0x7000, 0xa1);
+	delivered(&c, PID, 32, 0x6f00);
+	entry(&c, PID, 1, 0x6a00, 0x1010); /* called by the untraced handler */
+	entry(&c, PID, 2, 0x7100, 0xb1);   /* after the forced unwind */
+	ret_(&c, PID, 2, 0x7108, 0xb1, 0);
+	CHECK_EQ(c.frames_sigaltstack, 0);
+	ptwk_conv_free(&c);
+	ptw_spans_free(spans);
+}
+
 /* f0 -> f1 -> f2, f2 longjmps to f0's level (the kernel never returns
  * f1 and f2), then f0 calls f3 and returns. */
 static void test_longjmp(void)
@@ -646,6 +686,8 @@ int main(void)
 	test_under_way_left();
 	test_nesting();
 	test_tail_call();
+	test_tail_call_in_handler();
+	test_unwound_out_of_handler();
 	test_longjmp();
 	test_exception();
 	test_unread_and_end();
