@@ -534,8 +534,17 @@ void hook_main(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 	if (!img->tdb) {
 		/* Static programs: libc is ready by now. So it is for one whose
 		 * library loads ld.so's breakpoint could not follow: its
-		 * modules are read now. */
-		if (img->dl_debug_state && !img->r_brk_hooked)
+		 * modules are read now. One whose breakpoint went in and never
+		 * fired had its trap taken by the kernel (a uprobe it keeps
+		 * there, in a process that has uprobes: docs/design.md, Facts,
+		 * 15): said, and the same. */
+		if (img->dl_debug_state && img->r_brk_hooked && !img->tdb_failed)
+			tracer_warn(t, PTW_W_NO_DL_DEBUG_STATE,
+				    "ld.so's _dl_debug_state never reached ptwatch's breakpoint (the "
+				    "kernel took the trap: a uprobe it keeps there, another tool's or "
+				    "left over); libraries are read when main() starts, and those "
+				    "loaded later (dlopen) are not followed");
+		if (img->dl_debug_state)
 			ptw_symbols_refresh(img->syms);
 		libc_ready(t, l);
 	}

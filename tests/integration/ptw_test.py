@@ -1305,8 +1305,10 @@ class Test:
     NAME@kernel (kernel: True) or why not (kernel: the reason), whether it
     runs once more in a PID namespace without tracefs (ns: NAME@kernel-ns,
     tests/kernel/isolated.sh), whether it is started first (first: a
-    long one), and whether it runs alone (alone: it changes what every
-    process on the machine sees, as another tool's file-wide uprobes do)."""
+    long one), and whether it runs alone and last (alone: it changes what
+    every process on the machine sees, as another tool's file-wide uprobes
+    do, and the kernel may keep those uprobes after it: docs/design.md,
+    Facts, 15)."""
 
     def __init__(self, name, case, args, timeout, kernel, ns, first, alone=False):
         self.name, self.case, self.args = name, case, list(args)

@@ -5,7 +5,10 @@ them, while ptwatch --backend=ptrace traces the lifecycle fixture. Before,
 ptwatch read their int3 at _dl_debug_state as the program's own, never set
 up libthread_db (strategy lwp: 0 of 10 start routines, no join), and the
 kernel took ptwatch's own int3 at libc's join, exit, cancel and detach in a
-process with uprobes (the joins of 9 threads lost)."""
+process with uprobes (the joins of 9 threads lost). They run alone and
+last: bpftrace's uprobes are in every process while it runs, and the kernel
+was seen to keep its uprobe at _dl_debug_state after it ended (no_dl_debug_state:
+"never reached ptwatch's breakpoint")."""
 
 import os
 import re
