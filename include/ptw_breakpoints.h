@@ -126,6 +126,13 @@ int ptw_insn_find_rets(const uint8_t *code, size_t len, uint64_t addr, uint64_t 
 int ptw_insn_find_calls(const uint8_t *code, size_t len, uint64_t addr, bool tail_jumps, uint64_t *out,
 			int max);
 
+/* The addresses just after the direct calls of callee in code (a
+ * function's bytes at addr): where those calls return. A linear sweep
+ * from the function's start that stops at the first byte it cannot
+ * decode (nothing after it is trusted). Returns how many (at most max). */
+int ptw_insn_find_return_sites(const uint8_t *code, size_t len, uint64_t addr, uint64_t callee,
+			       uint64_t *out, int max);
+
 /* The addresses that `lea disp(%rip), reg` instructions in code compute
  * (a function's address handed on, as pthread_create hands start_thread
  * to clone), in order, at most max. */

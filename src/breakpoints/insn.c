@@ -574,6 +574,27 @@ static int find_insns(const uint8_t *code, size_t len, uint64_t addr, const stru
 	return k;
 }
 
+int ptw_insn_find_return_sites(const uint8_t *code, size_t len, uint64_t addr, uint64_t callee,
+			       uint64_t *out, int max)
+{
+	csh h;
+	if (capstone(&h) < 0)
+		return 0;
+	int k = 0;
+	const uint8_t *p = code;
+	size_t left = len;
+	uint64_t a = addr;
+	cs_insn *insn = cs_malloc(h);
+	while (left && k < max && cs_disasm_iter(h, &p, &left, &a, insn)) {
+		const cs_x86 *x = &insn->detail->x86;
+		if (insn->id == X86_INS_CALL && x->op_count == 1 &&
+		    x->operands[0].type == X86_OP_IMM && (uint64_t)x->operands[0].imm == callee)
+			out[k++] = insn->address + insn->size;
+	}
+	cs_free(insn, 1);
+	return k;
+}
+
 int ptw_insn_find_rets(const uint8_t *code, size_t len, uint64_t addr, uint64_t *out, int max)
 {
 	const struct pick pk = { .id = X86_INS_RET };

@@ -312,7 +312,7 @@ static void foreign_breakpoint(struct ptw_tracer *t, uint64_t addr, const struct
 			    "another tool's breakpoint is at %s (an int3 its file does not have: most "
 			    "likely a kernel uprobe, bpftrace's, perf's or a profiler's, or a "
 			    "debugger's), and its first instruction cannot be stepped past: "
-			    "ptwatch's hook there is not in",
+			    "ptwatch does not hook that instruction",
 			    where);
 }
 

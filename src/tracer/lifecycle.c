@@ -34,19 +34,72 @@
 
 /* ---- images ---- */
 
+/* ld.so's functions that call _dl_debug_state (r_brk), for hook_callers. */
+struct callers {
+	struct ptw_tracer *t;
+	struct ptw_lwp *l;
+	int hooked;
+};
+
+static void hook_caller(void *ctx, uint64_t addr, const char *name)
+{
+	(void)name;
+	struct callers *cs = ctx;
+	struct ptw_tracer *t = cs->t;
+	uint64_t lo, hi, sites[8];
+	if (ptw_symbols_function_range(t->img.syms, addr, &lo, &hi) < 0 || lo != addr || hi <= lo ||
+	    hi - lo > 65536)
+		return;
+	uint8_t *code = xmalloc(hi - lo);
+	int n = 0;
+	if (ptw_bp_read_original(t->bps, lo, code, hi - lo) == 0)
+		n = ptw_insn_find_return_sites(code, hi - lo, lo, t->img.dl_debug_state, sites, 8);
+	free(code);
+	for (int i = 0; i < n; i++)
+		cs->hooked += tracer_insert_bp(t, sites[i], HOOK_DL_DEBUG_STATE, cs->l) == 0;
+}
+
+/*
+ * r_brk's own breakpoint cannot be had (another tool's int3 there, and it
+ * is a lone ret that cannot move; or the kernel takes its trap): the
+ * instruction after each call of it in ld.so sees the same moment (the
+ * state is set in r_debug before the call). Returns how many are hooked.
+ */
+static int hook_r_brk_callers(struct ptw_tracer *t, struct ptw_lwp *l)
+{
+	struct image *img = &t->img;
+	const char *ld = ptw_symbols_module_of(img->syms, img->dl_debug_state);
+	struct callers cs = { t, l, 0 };
+	for (size_t i = 0; ld && i < ptw_symbols_module_count(img->syms); i++) {
+		const char *path;
+		uint64_t start;
+		bool exe;
+		if (ptw_symbols_module_info(img->syms, i, &path, &start, &exe) == 0 &&
+		    !strcmp(path, ld))
+			ptw_symbols_module_functions(img->syms, i, hook_caller, &cs);
+	}
+	ptw_dbg(PTW_DBG_TRACER, "_dl_debug_state's return sites hooked: %d", cs.hooked);
+	return cs.hooked;
+}
+
 static void image_hooks(struct ptw_tracer *t, struct ptw_lwp *l)
 {
 	struct image *img = &t->img;
 	int r;
 	img->r_brk_hooked = false;
 	if (img->dl_debug_state &&
-	    (r = tracer_insert_bp(t, img->dl_debug_state, HOOK_DL_DEBUG_STATE, l)) < 0)
-		tracer_warn(t, PTW_W_NO_DL_DEBUG_STATE,
-			    "cannot break at _dl_debug_state: %s; libraries are read when main() "
-			    "starts, and those loaded later (dlopen) are not followed",
-			    strerror(-r));
-	else if (img->dl_debug_state)
+	    (r = tracer_insert_bp(t, img->dl_debug_state, HOOK_DL_DEBUG_STATE, l)) < 0) {
+		int n = r == -EBUSY ? hook_r_brk_callers(t, l) : 0;
+		if (n > 0)
+			img->r_brk_hooked = true; /* (its callers' return sites) */
+		else
+			tracer_warn(t, PTW_W_NO_DL_DEBUG_STATE,
+				    "cannot break at _dl_debug_state: %s; libraries are read when "
+				    "main() starts, and those loaded later (dlopen) are not followed",
+				    strerror(-r));
+	} else if (img->dl_debug_state) {
 		img->r_brk_hooked = true;
+	}
 	if (img->main_addr && img->fresh)
 		tracer_insert_bp(t, img->main_addr, HOOK_MAIN, l);
 }
@@ -538,7 +591,8 @@ void hook_main(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 		 * fired had its trap taken by the kernel (a uprobe it keeps
 		 * there, in a process that has uprobes: docs/design.md, Facts,
 		 * 15): said, and the same. */
-		if (img->dl_debug_state && img->r_brk_hooked && !img->tdb_failed)
+		if (img->dl_debug_state && img->r_brk_hooked && !img->tdb_failed &&
+		    hook_r_brk_callers(t, l) == 0)
 			tracer_warn(t, PTW_W_NO_DL_DEBUG_STATE,
 				    "ld.so's _dl_debug_state never reached ptwatch's breakpoint (the "
 				    "kernel took the trap: a uprobe it keeps there, another tool's or "

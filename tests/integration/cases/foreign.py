@@ -17,7 +17,7 @@ import signal
 import subprocess
 
 from ptw_test import test
-from ptw_test import case, fixture, FrameworkError, Skip, wait_for
+from ptw_test import case, check_exit, fixture, FrameworkError, Model, Skip, truth_of, wait_for
 from cases.launch import check_lifecycle
 
 
@@ -111,6 +111,10 @@ def case_foreign_uprobes(session, chk, where='hooks'):
         if bt.poll() is not None:
             raise FrameworkError('bpftrace ended: %s' % open(out_path).read()[-2000:])
         run = session.run([fixture('lifecycle')], opts=['-q'])
+        # a library loaded by dlopen: ld.so's _dl_debug_state is a lone
+        # ret, its hook cannot move: the return sites of its callers
+        lib = fixture('dlmod')
+        dl_run = session.run([fixture('dlopen'), lib], opts=['-q']) if where == 'hooks' else None
     finally:
         bt.send_signal(signal.SIGINT)
         try:
@@ -130,6 +134,17 @@ def case_foreign_uprobes(session, chk, where='hooks'):
                  % run.doc['warnings'],
                  not any(w['code'] == 'foreign_breakpoint' for w in run.doc['warnings']))
         return
+    chk.true('no no_dl_debug_state warning: library loads followed (%s)' % run.doc['warnings'],
+             not any(w['code'] == 'no_dl_debug_state' for w in run.doc['warnings']))
+    check_exit(chk, dl_run, code=0)
+    for t in truth_of(dl_run, 'thread'):
+        if t['routine'] == 'dl_worker':
+            t['source'] = 'dlmod.c'
+            t['module'] = lib
+    chk.eq('dlopen: library loads', len(truth_of(dl_run, 'library')), 2)
+    Model(chk, dl_run, 'dlopen.c').check_complete()
+    chk.true('dlopen: no no_dl_debug_state warning (%s)' % dl_run.doc['warnings'],
+             not any(w['code'] == 'no_dl_debug_state' for w in dl_run.doc['warnings']))
     # said once, naming the place
     foreign = [w for w in run.doc['warnings'] if w['code'] == 'foreign_breakpoint']
     chk.true('a foreign_breakpoint warning names _dl_debug_state (%s)'
@@ -139,7 +154,7 @@ def case_foreign_uprobes(session, chk, where='hooks'):
              not any(w['code'] == 'hook_failed' for w in run.doc['warnings']))
     # bpftrace saw every creation and start (ptwatch took none of its traps)
     counts = dict(re.findall(r'^@(\w+): (\d+)$', said, re.M))
-    created = sum(1 for s in run.doc['spans'] if s.get('origin') == 'created')
+    created = sum(1 for r in (run, dl_run) for s in r.doc['spans'] if s.get('origin') == 'created')
     chk.eq('bpftrace @creates', int(counts.get('creates', -1)), created)
     chk.eq('bpftrace @starts', int(counts.get('starts', -1)), created)
     chk.true('bpftrace @loads (%s)' % counts.get('loads'), int(counts.get('loads', 0)) >= 2)
