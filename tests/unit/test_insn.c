@@ -325,8 +325,27 @@ static void test_entry_step(void)
 	CHECK_EQ(ptw_insn_entry_step(call, sizeof(call), 0x1000, &next, &shift), -ENOTSUP);
 }
 
+/* Where the calls of a function return (ld.so's callers of
+ * _dl_debug_state): a sweep from the function's start that stops where it
+ * cannot decode. */
+static void test_return_sites(void)
+{
+	/* 0x1000: push rbp; call 0x2000; nop; call 0x3000; call 0x2000; ret */
+	static const uint8_t fn[] = { 0x55, 0xe8, 0xfa, 0x0f, 0x00, 0x00, 0x90, 0xe8, 0xf4,
+				      0x1f, 0x00, 0x00, 0xe8, 0xef, 0x0f, 0x00, 0x00, 0xc3 };
+	uint64_t out[4];
+	CHECK_EQ(ptw_insn_find_return_sites(fn, sizeof(fn), 0x1000, 0x2000, out, 4), 2);
+	CHECK_EQ(out[0], 0x1006);
+	CHECK_EQ(out[1], 0x1011);
+	CHECK_EQ(ptw_insn_find_return_sites(fn, sizeof(fn), 0x1000, 0x2000, out, 1), 1);
+	/* nothing after a byte that does not decode */
+	static const uint8_t bad[] = { 0x06, 0xe8, 0xfa, 0x0f, 0x00, 0x00 }; /* (push es: not in 64-bit) */
+	CHECK_EQ(ptw_insn_find_return_sites(bad, sizeof(bad), 0x1000, 0x2000, out, 4), 0);
+}
+
 int main(void)
 {
+	test_return_sites();
 	test_entry_step();
 	test_emulated();
 	test_out_of_line();
