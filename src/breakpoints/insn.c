@@ -527,10 +527,14 @@ struct pick {
 	bool leaving;	 /* ... only a target outside [lo, hi) */
 	uint64_t lo, hi;
 	bool rip_lea; /* X86_INS_LEA of a rip-relative address: keep that address */
+	/* a direct call of callee: keep where it returns; the sweep stops
+	 * at a byte it cannot decode (nothing after it is trusted) */
+	bool return_site;
+	uint64_t callee;
 };
 
 /* Up to max addresses of the instructions pk picks; an undecodable byte
- * (padding) is skipped. */
+ * (padding) is skipped, unless pk->return_site. */
 static int find_insns(const uint8_t *code, size_t len, uint64_t addr, const struct pick *pk,
 		      uint64_t *out, int max)
 {
@@ -544,6 +548,8 @@ static int find_insns(const uint8_t *code, size_t len, uint64_t addr, const stru
 	cs_insn *insn = cs_malloc(h);
 	while (left && k < max) {
 		if (!cs_disasm_iter(h, &p, &left, &a, insn)) {
+			if (pk->return_site)
+				break;
 			p++;
 			left--;
 			a++;
@@ -551,6 +557,13 @@ static int find_insns(const uint8_t *code, size_t len, uint64_t addr, const stru
 		}
 		if (insn->id != pk->id)
 			continue;
+		if (pk->return_site) {
+			const cs_x86 *c = &insn->detail->x86;
+			if (c->op_count == 1 && c->operands[0].type == X86_OP_IMM &&
+			    (uint64_t)c->operands[0].imm == pk->callee)
+				out[k++] = insn->address + insn->size;
+			continue;
+		}
 		if (!pk->target) {
 			out[k++] = insn->address;
 			continue;
@@ -577,22 +590,8 @@ static int find_insns(const uint8_t *code, size_t len, uint64_t addr, const stru
 int ptw_insn_find_return_sites(const uint8_t *code, size_t len, uint64_t addr, uint64_t callee,
 			       uint64_t *out, int max)
 {
-	csh h;
-	if (capstone(&h) < 0)
-		return 0;
-	int k = 0;
-	const uint8_t *p = code;
-	size_t left = len;
-	uint64_t a = addr;
-	cs_insn *insn = cs_malloc(h);
-	while (left && k < max && cs_disasm_iter(h, &p, &left, &a, insn)) {
-		const cs_x86 *x = &insn->detail->x86;
-		if (insn->id == X86_INS_CALL && x->op_count == 1 &&
-		    x->operands[0].type == X86_OP_IMM && (uint64_t)x->operands[0].imm == callee)
-			out[k++] = insn->address + insn->size;
-	}
-	cs_free(insn, 1);
-	return k;
+	const struct pick pk = { .id = X86_INS_CALL, .return_site = true, .callee = callee };
+	return find_insns(code, len, addr, &pk, out, max);
 }
 
 int ptw_insn_find_rets(const uint8_t *code, size_t len, uint64_t addr, uint64_t *out, int max)
