@@ -39,7 +39,7 @@ struct ptw_bptab {
 	size_t npages;
 	uint64_t syscall_insn; /* a `syscall` instruction in the target (vdso) */
 	size_t inserted;       /* over the whole session */
-	size_t moved;	       /* hooks ever moved beside another tool's int3 */
+	size_t moved;	       /* hooks ever moved beside another tool's int3 (take_back) */
 	/* /proc/PID/maps, parsed once per stop: with 10,000 threads it has
 	 * 20,000 lines, and every insertion needs a mapping identity. */
 	struct ptw_mapping *maps;
@@ -497,7 +497,6 @@ static int insert_past(struct ptw_bptab *t, const struct ptw_mapping *m, uint64_
 		return r;
 	bp->entry = addr;
 	bp->entry_sp = shift;
-	t->moved++;
 	ptw_dbg(PTW_DBG_BP, "%#llx: hooked past the entry, at %#llx (rsp +%u)",
 		(unsigned long long)addr, (unsigned long long)next, shift);
 	if (ret)
@@ -543,8 +542,10 @@ static int insert_beside(struct ptw_bptab *t, uint64_t addr, unsigned hooks, str
 		return -EEXIST;
 	struct ptw_bp *bp = NULL;
 	int r = insert_past(t, m, addr, file, sizeof(file), false, hooks, host, &bp);
-	if (r == 1)
+	if (r == 1) {
 		bp->beside = true;
+		t->moved++;
+	}
 	if (ret)
 		*ret = bp;
 	return r == -ENOTSUP || r == -EEXIST ? -EBUSY : r;

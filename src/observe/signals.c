@@ -8,9 +8,7 @@
 #include "ptw_util.h"
 
 #define AGAIN_NS ((uint64_t)PTW_INTERRUPT_AGAIN_MS * 1000000u)
-#define NSLOTS                                                                                     \
-	((int)(sizeof(((struct ptw_signal_model *)0)->s) /                                         \
-	       sizeof(((struct ptw_signal_model *)0)->s[0])))
+#define NSLOTS ((int)PTW_ARRAY_SIZE(((struct ptw_signal_model *)0)->s))
 
 /* What ptwatch does about sig; the first that lets go ends the session. */
 static void decide(struct ptw_signal_model *m, int sig, uint64_t ns, bool reached,

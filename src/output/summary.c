@@ -187,6 +187,17 @@ static void grouped_rows(struct ptw_buf *out, struct ptw_spans *spans)
 /* How the process ended or what it is now (checked: the backend's check_fate). */
 static void span_row(struct table *t, const struct ptw_span *sp);
 
+/* The thread table's header row (the summary's, and each process's). */
+static void span_table_header(struct table *tab)
+{
+	char *hdr[TABLE_COLS] = { xstrdup("SPAN"),	    xstrdup("TID"),
+				  xstrdup("CREATOR"),	    xstrdup("NAME"),
+				  xstrdup("START ROUTINE"), xstrdup("STATUS"),
+				  xstrdup("VALUE"),	    xstrdup("SPAWN"),
+				  xstrdup("LIFETIME") };
+	table_row(tab, hdr);
+}
+
 /* -f: the spans grouped by process, each under a line that says what the
  * process was and how it ended (the table per process only while the
  * whole fits TABLE_MAX_ROWS; else one line per process, at most 50). */
@@ -235,12 +246,7 @@ static void processes_summary(struct ptw_buf *out, const struct ptw_report *r)
 		if (!tables || !threads)
 			continue;
 		struct table tab = { 0 };
-		char *hdr[TABLE_COLS] = { xstrdup("SPAN"),	    xstrdup("TID"),
-					  xstrdup("CREATOR"),	    xstrdup("NAME"),
-					  xstrdup("START ROUTINE"), xstrdup("STATUS"),
-					  xstrdup("VALUE"),	    xstrdup("SPAWN"),
-					  xstrdup("LIFETIME") };
-		table_row(&tab, hdr);
+		span_table_header(&tab);
 		for (size_t k = 0; k < n; k++) {
 			const struct ptw_span *sp = ptw_spans_get(r->spans, k);
 			if (sp->process == p->id)
@@ -550,12 +556,7 @@ void ptw_text_summary(struct ptw_buf *out, const struct ptw_report *r)
 		processes_summary(out, r);
 	} else if (ptw_spans_total(r->spans) <= TABLE_MAX_ROWS && n <= TABLE_MAX_ROWS) {
 		struct table tab = { 0 };
-		char *hdr[TABLE_COLS] = { xstrdup("SPAN"),	    xstrdup("TID"),
-					  xstrdup("CREATOR"),	    xstrdup("NAME"),
-					  xstrdup("START ROUTINE"), xstrdup("STATUS"),
-					  xstrdup("VALUE"),	    xstrdup("SPAWN"),
-					  xstrdup("LIFETIME") };
-		table_row(&tab, hdr);
+		span_table_header(&tab);
 		for (size_t i = 0; i < n; i++)
 			span_row(&tab, ptw_spans_get(r->spans, i));
 		table_print(out, &tab, 0x7 | 0x80);

@@ -258,12 +258,7 @@ void attach_facts_from_tls(struct ptw_tracer *t, pid_t tid, uint64_t fs_base, st
 	uint64_t routine, pd = th->pd ? th->pd : fs_base;
 	if (!img->syms)
 		return;
-	if (!img->tls_layout_read) {
-		img->tls_layout_read = true;
-		ptw_glibc_pthread_layout(img->syms, image_libc_module(t), img->tdb, NULL,
-					 t->o.use_debug_files, &img->tls_layout);
-	}
-	if ((routine = ptw_glibc_tls_routine(t->proc, &img->tls_layout, pd, tid))) {
+	if ((routine = ptw_glibc_tls_routine(t->proc, image_tls_layout(t), pd, tid))) {
 		th->pd = pd;
 		th->start_routine = routine;
 	}

@@ -332,11 +332,11 @@ static int insert_bp(struct ptw_tracer *t, uint64_t addr, unsigned hooks, struct
 	 * it never let go of), it takes a debugger's int3 there in any
 	 * process that has uprobes (ptw_bp_insert_past_entry), and nothing
 	 * says whether this one has. */
-	int r = entry ? ptw_bp_insert_past_entry(t->bps, addr, hooks, host, &bp)
-		      : ptw_bp_insert(t->bps, addr, hooks, host, &bp);
+	int (*insert)(struct ptw_bptab *, uint64_t, unsigned, struct ptw_lwp *, struct ptw_bp **) =
+		entry ? ptw_bp_insert_past_entry : ptw_bp_insert;
+	int r = insert(t->bps, addr, hooks, host, &bp);
 	if (r == -EAGAIN && host && tracer_make_injectable(t, host) == 0)
-		r = entry ? ptw_bp_insert_past_entry(t->bps, addr, hooks, host, &bp)
-			  : ptw_bp_insert(t->bps, addr, hooks, host, &bp);
+		r = insert(t->bps, addr, hooks, host, &bp);
 	if ((r == 1 && foreign_int3(t, addr)) || r == -EBUSY)
 		foreign_breakpoint(t, addr, r == 1 ? bp : NULL);
 	return r == 1 ? 0 : r;

@@ -32,6 +32,17 @@ const char *image_libc_module(struct ptw_tracer *t)
 	return t->img.dynamic ? "libc.so" : PTW_MOD_EXE;
 }
 
+const struct ptw_pthread_layout *image_tls_layout(struct ptw_tracer *t)
+{
+	struct image *img = &t->img;
+	if (!img->tls_layout_read) {
+		img->tls_layout_read = true;
+		ptw_glibc_pthread_layout(img->syms, image_libc_module(t), img->tdb, NULL,
+					 t->o.use_debug_files, &img->tls_layout);
+	}
+	return &img->tls_layout;
+}
+
 /* One warning when debuginfod failed (after which it is not asked again). */
 void image_debuginfod_warning(struct ptw_tracer *t)
 {

@@ -383,16 +383,10 @@ void lifecycle_released(struct ptw_tracer *t, struct ptw_lwp *cl)
 		return;
 	th->start_at_release = false;
 	th->started = true;
-	struct image *img = &t->img;
+	const struct ptw_pthread_layout *lay = image_tls_layout(t);
 	struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_START, ptw_now_ns(), cl->tid);
 	ev.routine = tracer_locate(t, th->start_routine);
-	if (!img->tls_layout_read) {
-		img->tls_layout_read = true;
-		ptw_glibc_pthread_layout(img->syms, image_libc_module(t), img->tdb, NULL,
-					 t->o.use_debug_files, &img->tls_layout);
-	}
-	if (img->tls_layout.have_arg &&
-	    tracer_read_u64(t, th->pd + img->tls_layout.arg, &ev.arg) == 0)
+	if (lay->have_arg && tracer_read_u64(t, th->pd + lay->arg, &ev.arg) == 0)
 		ev.has_arg = true;
 	tracer_emit(t, &ev);
 }
@@ -591,8 +585,8 @@ void hook_main(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 		 * fired had its trap taken by the kernel (a uprobe it keeps
 		 * there, in a process that has uprobes: docs/design.md, Facts,
 		 * 15): said, and the same. */
-		if (img->dl_debug_state && img->r_brk_hooked && !img->tdb_failed &&
-		    hook_r_brk_callers(t, l) == 0)
+		bool r_brk_taken = img->dl_debug_state && img->r_brk_hooked && !img->tdb_failed;
+		if (r_brk_taken && hook_r_brk_callers(t, l) == 0) /* (later loads: its callers) */
 			tracer_warn(t, PTW_W_NO_DL_DEBUG_STATE,
 				    "ld.so's _dl_debug_state never reached ptwatch's breakpoint (the "
 				    "kernel took the trap: a uprobe it keeps there, another tool's or "

@@ -499,6 +499,8 @@ int image_tdb_open(struct ptw_tracer *t);
 void image_debuginfod_warning(struct ptw_tracer *t);
 /* "libc.so" for a dynamic program; the executable itself when static. */
 const char *image_libc_module(struct ptw_tracer *t);
+/* struct pthread's layout (ptw_glibc_pthread_layout), read once per image. */
+const struct ptw_pthread_layout *image_tls_layout(struct ptw_tracer *t);
 
 /* lifecycle.c: the thread lifecycle feature, for attach and the dispatcher */
 /* libthread_db's event mask and breakpoints, events enabled on every
