@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Attach to and list a process with many idle threads, in one run:
 ptwatch -p (attach, list every thread with its start routine, detach),
-ptwatch -p --snapshot (every thread's stack and wait), gdb -p -batch
+ptwatch -p --snapshot (every thread's stack and wait; as root also
+--backend=kernel's, which stops none), gdb -p -batch
 -ex 'info threads', eu-stack -p. Median wall time of RUNS, ratio to
 ptwatch, and ptwatch's own figure of how long the threads stayed stopped
 (session.frozen_ns). ptwatch -p --trace idle too: every thread is in a
@@ -63,8 +64,14 @@ for n in sizes:
                                         "-o", attach_json]),
         ("ptwatch -p --trace idle", [ptwatch, "-q", "--backend=ptrace", "-p", pid, "--duration=0.001",
                                       "--trace", "idle", "-o", trace_json]),
-        ("ptwatch -p --snapshot", [ptwatch, "-p", pid, "--snapshot", "-o", snap_json]),
+        ("ptwatch -p --snapshot", [ptwatch, "--backend=ptrace", "-p", pid, "--snapshot", "-o",
+                                    snap_json]),
     ]
+    # (the kernel's reader: threads not asleep are read without a stop)
+    if os.geteuid() == 0:
+        cases.append(("ptwatch -p --snapshot, kernel", [ptwatch, "--backend=kernel", "-p", pid,
+                                                        "--snapshot", "-o", snap_json]))
+    others = len(cases)
     if shutil.which("gdb"):
         cases.append(("gdb -p -batch 'info threads'",
                       ["gdb", "-q", "-batch", "-nx", "-p", pid, "-ex", "info threads"]))
@@ -91,7 +98,7 @@ for n in sizes:
         ratio = f"{t / base:6.1f}x" if base else ""
         print(f"  {name:30} {t:7.3f} s {ratio}")
     snap = times.get("ptwatch -p --snapshot")
-    for name, _ in cases[3:]:
+    for name, _ in cases[others:]:
         if snap and times[name]:
             print(f"  {name} / ptwatch -p --snapshot: "
                   f"{statistics.median(times[name]) / statistics.median(snap):.1f}x")

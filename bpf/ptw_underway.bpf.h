@@ -70,6 +70,8 @@ int ptw_underway_regs(struct bpf_iter__task___uw *ctx)
 		out.regs[14] = r.r14;
 		out.regs[15] = r.r15;
 		out.regs[16] = r.ip;
+		out.orig_ax = r.orig_ax;
+		out.flags = r.flags;
 	}
 	bpf_seq_write(seq, &out, sizeof(out));
 	return 0;

@@ -24,6 +24,8 @@ struct ptwk_uw_task {
 	 * rsi rdi rbp rsp r8-r15 rip */
 	__u64 regs[17];
 	__u64 fsbase; /* its TLS: glibc's struct pthread (0 unread) */
+	__u64 orig_ax; /* the system call it is in (-1: none), with regs */
+	__u64 flags;   /* eflags, with regs */
 };
 
 /* A frame under way whose return is watched: that thread at that return

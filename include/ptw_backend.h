@@ -125,7 +125,8 @@ int ptw_kernel_backend_attach(const struct ptw_backend_opts *o, pid_t pid, struc
  * The session's choice (src/session/backend.c): want's backend, or for
  * PTW_BACKEND_AUTO the kernel path when it can run here for this target
  * and these options, else ptrace; b->why says which and why. A snapshot
- * is always ptrace's (it reads stopped threads' registers).
+ * is the tracer's, with the kernel's register reader (ptw_regs.h) where
+ * it can run (by name, or auto): then no thread is stopped.
  *
  * Errors: the ptrace path's -errno as ptw_tracer_launch / _attach return
  * them (why empty: the caller explains), or the kernel path's with why

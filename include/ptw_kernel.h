@@ -90,6 +90,16 @@ struct ptw_kernel_opts {
  */
 int ptw_kernel_available(char *why, size_t size);
 
+struct ptw_regs_reader;
+/*
+ * Threads' registers without a stop, for --snapshot (ptw_regs.h): a task
+ * iterator (BPF) for every thread of pid, off a CPU ones with the
+ * registers the kernel saved, and perf samples (user registers and
+ * stack) of running ones. Returns 0 or -errno with a one-line reason in
+ * why (as ptw_kernel_available; -ENOSYS: not built).
+ */
+int ptw_kernel_regs_reader(pid_t pid, struct ptw_regs_reader **ret, char *why, size_t why_size);
+
 /*
  * Attaches to the running process pid without stopping it: finds the
  * probe points in its libc (ptw_symbols.h), loads the programs, watches

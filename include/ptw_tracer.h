@@ -34,13 +34,17 @@ int ptw_tracer_launch(const struct ptw_backend_opts *o, char *const argv[], int 
  */
 int ptw_tracer_attach(const struct ptw_backend_opts *o, pid_t pid, struct ptw_tracer **ret);
 
+struct ptw_regs_reader;
 /*
  * Attaches to pid only to record every thread: kernel state, backtrace and
  * what it waits for (spans with stack, state, waits_for). Nothing is
- * patched; the threads stay stopped until ptw_tracer_detach(). Returns 0,
- * -ESRCH, -EPERM or -errno.
+ * patched. A thread asleep in the kernel is read without a stop; the
+ * others are stopped (until ptw_tracer_detach()), unless reader (the
+ * kernel's, ptw_regs.h; owned from now on; NULL: none) gives their
+ * registers and stacks without one. Returns 0, -ESRCH, -EPERM or -errno.
  */
-int ptw_tracer_snapshot(const struct ptw_backend_opts *o, pid_t pid, struct ptw_tracer **ret);
+int ptw_tracer_snapshot(const struct ptw_backend_opts *o, pid_t pid,
+			struct ptw_regs_reader *reader, struct ptw_tracer **ret);
 
 /*
  * Traces until the target exits, ptwatch gets a session signal, or

@@ -453,11 +453,6 @@ static void parse_options(int argc, char **argv, struct options *o)
 		die_usage("%s", "give either -p PID or a command, not both");
 	if (o->live == 1 && o->snapshot)
 		die_usage("%s", "--live cannot be used with --snapshot");
-	if (o->snapshot && o->backend == PTW_BACKEND_KERNEL && o->backend_given)
-		die_usage("%s", "--snapshot reads every thread's registers and stack with ptrace: "
-				"--backend=kernel cannot be used with it");
-	if (o->snapshot)
-		o->backend = PTW_BACKEND_AUTO; /* ptrace's, whatever PTWATCH_BACKEND says */
 	if (o->live == 1 && !isatty(STDERR_FILENO))
 		die_usage("%s", "--live needs a terminal on standard error");
 	if (!o->pid && optind >= argc)

@@ -7,6 +7,7 @@
  *   notes.c     what could not be done (warnings), what each process is (-f): events
  *   image.c     a process's symbols, memory, libc and glibc facts
  *   programs.c  the BPF programs opened, libc's probes and tracepoints linked
+ *   regs.c      threads' registers without a stop (--snapshot): task iterator, perf
  *   report.c    what is told at the end
  *   threads.c   the threads already running at an attach
  *   trace.c     --trace's probes (kframes.c selects and places them)
@@ -243,6 +244,11 @@ const struct ptw_location *ptwk_call_site(void *ctx, uint64_t ret);
 
 /* ---- programs.c ---- */
 
+/* The skeleton opened for the running kernel (CO-RE against the BTF made
+ * at build time for it, minbtf.h, else its own) and the PID namespace
+ * ptwatch is in: *btf_fd to close once it is loaded (-1: none), *btf
+ * which BTF. NULL, errno set, on failure. */
+struct ptw_kernel_bpf *ptwk_skeleton_open(bool no_min_btf, int *btf_fd, const char **btf);
 int ptwk_open_skeleton(struct ptw_kernel *k, bool multi);
 pid_t ptwk_probe_pid(const struct ptw_kernel *k);
 int ptwk_attach_multi_to(struct ptw_kernel *k, uint32_t pid, int fds[2]);

@@ -32,25 +32,42 @@ static uint32_t machine_tasks(void)
 	return n > (4ul << 20) ? 4u << 20 : (uint32_t)n;
 }
 
-int ptwk_open_skeleton(struct ptw_kernel *k, bool multi)
+struct ptw_kernel_bpf *ptwk_skeleton_open(bool no_min_btf, int *btf_fd, const char **btf)
 {
 	/* CO-RE against the BTF made at build time for this very kernel
 	 * (minbtf.h), else the kernel's own (parsed whole by libbpf). */
 	char btf_path[64];
 	const char *why_not = "not tried";
-	int btf_fd = k->o.no_min_btf ? -1 : ptwk_min_btf_open(btf_path, sizeof(btf_path), &why_not);
-	LIBBPF_OPTS(bpf_object_open_opts, oo, .btf_custom_path = btf_fd >= 0 ? btf_path : NULL);
-	k->stats.btf =
-		btf_fd >= 0 ? "minimal (made at build time for this kernel)" : "the kernel's";
-	ptw_dbg(PTW_DBG_TRACER, "CO-RE: %s BTF%s%s", k->stats.btf,
-		btf_fd >= 0 ? "" : "; minimal: ", btf_fd >= 0 ? "" : why_not);
+	*btf_fd = no_min_btf ? -1 : ptwk_min_btf_open(btf_path, sizeof(btf_path), &why_not);
+	LIBBPF_OPTS(bpf_object_open_opts, oo, .btf_custom_path = *btf_fd >= 0 ? btf_path : NULL);
+	*btf = *btf_fd >= 0 ? "minimal (made at build time for this kernel)" : "the kernel's";
+	ptw_dbg(PTW_DBG_TRACER, "CO-RE: %s BTF%s%s", *btf, *btf_fd >= 0 ? "" : "; minimal: ",
+		*btf_fd >= 0 ? "" : why_not);
 	struct ptw_kernel_bpf *s = ptw_kernel_bpf__open_opts(&oo);
 	if (!s) {
-		int e = -errno ? -errno : -ENOMEM;
-		if (btf_fd >= 0)
-			close(btf_fd);
-		return e;
+		int e = errno ? errno : ENOMEM;
+		if (*btf_fd >= 0)
+			close(*btf_fd);
+		*btf_fd = -1;
+		errno = e;
+		return NULL;
 	}
+	struct stat ns;
+	if (stat("/proc/self/ns/pid", &ns) == 0 && ns.st_ino != PROC_PID_INIT_INO) {
+		/* a container: every pid in its namespace, as ptwatch sees them */
+		s->rodata->pidns_on = 1;
+		s->rodata->pidns_dev = ns.st_dev;
+		s->rodata->pidns_ino = ns.st_ino;
+	}
+	return s;
+}
+
+int ptwk_open_skeleton(struct ptw_kernel *k, bool multi)
+{
+	int btf_fd;
+	struct ptw_kernel_bpf *s = ptwk_skeleton_open(k->o.no_min_btf, &btf_fd, &k->stats.btf);
+	if (!s)
+		return -errno;
 	const struct ptw_pthread_layout *l = &k->probes.layout;
 	/* --trace: caught signals' deliveries (a signal handler that is not
 	 * traced: what it calls carries its signal) */
@@ -74,13 +91,6 @@ int ptwk_open_skeleton(struct ptw_kernel *k, bool multi)
 	s->rodata->join_always_blocks = k->locks_config.join_always_blocks;
 	s->rodata->have_tid = k->locks_config.have_tid;
 	s->rodata->off_tid = k->locks_config.off_tid;
-	struct stat ns;
-	if (stat("/proc/self/ns/pid", &ns) == 0 && ns.st_ino != PROC_PID_INIT_INO) {
-		/* a container: every pid in its namespace, as ptwatch sees them */
-		s->rodata->pidns_on = 1;
-		s->rodata->pidns_dev = ns.st_dev;
-		s->rodata->pidns_ino = ns.st_ino;
-	}
 	int r = bpf_map__set_max_entries(s->maps.rb, (uint32_t)k->o.ring_bytes);
 	/* -f: as many processes as the machine can have at once; in a PID
 	 * namespace, a tid for every thread of theirs (no_prealloc maps:

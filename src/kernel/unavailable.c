@@ -22,6 +22,12 @@ int ptw_kernel_available(char *why, size_t size)
 	return -ENOSYS;
 }
 
+int ptw_kernel_regs_reader(pid_t pid, struct ptw_regs_reader **ret, char *why, size_t why_size)
+{
+	(void)pid, (void)ret;
+	return ptw_kernel_available(why, why_size);
+}
+
 int ptw_kernel_attach(const struct ptw_kernel_opts *o, pid_t pid, struct ptw_kernel **ret,
 		      char *why, size_t why_size)
 {

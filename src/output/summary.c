@@ -690,6 +690,9 @@ void ptw_text_snapshot(struct ptw_buf *out, const struct ptw_report *r)
 	if (r->frozen_ns) {
 		ptw_buf_puts(out, "stopped for ");
 		ptw_text_duration(out, r->frozen_ns);
+	} else if (r->backend && !strcmp(r->backend, "kernel")) {
+		/* (the kernel's registers of each, as it slept or ran) */
+		ptw_buf_puts(out, "none stopped (each read by the kernel as it slept or ran)");
 	} else {
 		ptw_buf_puts(out, "none stopped (each was read while it slept)");
 	}

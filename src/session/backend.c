@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "ptw_kernel.h"
+#include "ptw_regs.h"
 #include "ptw_util.h"
 
 static const char *const kind_names[] = { "auto", "ptrace", "kernel" };
@@ -130,24 +131,58 @@ int ptw_backend_launch(enum ptw_backend_kind want, const struct ptw_backend_opts
 	return r;
 }
 
+/*
+ * --snapshot: every thread's registers from the kernel where it gives
+ * them (by name, or auto where the kernel path can run): no thread is
+ * stopped; else a thread asleep is read as it sleeps and the others are
+ * stopped with ptrace.
+ */
+static int snapshot_attach(enum ptw_backend_kind want, const struct ptw_backend_opts *o,
+			   pid_t pid, struct ptw_backend **ret, char *why, size_t why_size)
+{
+	char reason[256] = "--backend=ptrace";
+	struct ptw_regs_reader *reader = NULL;
+	if (want != PTW_BACKEND_PTRACE) {
+		char kwhy[200] = "";
+		int r = ptw_kernel_regs_reader(pid, &reader, kwhy, sizeof(kwhy));
+		if (r < 0 && want == PTW_BACKEND_KERNEL) {
+			snprintf(why, why_size, "%s", kwhy);
+			return r;
+		}
+		if (r < 0)
+			snprintf(reason, sizeof(reason),
+				 "auto: the kernel cannot read the threads without a stop: %s",
+				 kwhy);
+	}
+	const char *what = reader ? reader->what : NULL; /* (static) */
+	struct ptw_tracer *t;
+	int r = ptw_tracer_snapshot(o, pid, reader, &t);
+	if (r < 0)
+		return r;
+	*ret = ptw_tracer_backend(t);
+	if (what) {
+		(*ret)->name = "kernel";
+		snprintf((*ret)->why, sizeof((*ret)->why), "%s: %s",
+			 want == PTW_BACKEND_KERNEL ? "--backend=kernel" : "auto", what);
+	} else {
+		snprintf((*ret)->why, sizeof((*ret)->why), "%s", reason);
+	}
+	return 0;
+}
+
 int ptw_backend_attach(enum ptw_backend_kind want, const struct ptw_backend_opts *o, pid_t pid,
 		       bool snapshot, struct ptw_backend **ret, char *why, size_t why_size)
 {
 	char reason[256] = "";
-	if (snapshot && want == PTW_BACKEND_KERNEL) {
-		snprintf(why, why_size,
-			 "--snapshot reads every thread's registers and stack: ptrace only");
-		return -EOPNOTSUPP;
-	}
+	if (snapshot)
+		return snapshot_attach(want, o, pid, ret, why, why_size);
 	if (want == PTW_BACKEND_KERNEL) {
 		int r = ptw_kernel_backend_attach(o, pid, ret, why, why_size);
 		if (r == 0)
 			snprintf((*ret)->why, sizeof((*ret)->why), "--backend=kernel");
 		return r;
 	}
-	if (snapshot)
-		snprintf(reason, sizeof(reason), "--snapshot reads with ptrace");
-	else if (want == PTW_BACKEND_AUTO && kernel_fits(o, NULL, reason, sizeof(reason))) {
+	if (want == PTW_BACKEND_AUTO && kernel_fits(o, NULL, reason, sizeof(reason))) {
 		char kwhy[200] = "";
 		int r = ptw_kernel_backend_attach(o, pid, ret, kwhy, sizeof(kwhy));
 		if (r == 0) {
@@ -163,7 +198,7 @@ int ptw_backend_attach(enum ptw_backend_kind want, const struct ptw_backend_opts
 	} else if (want == PTW_BACKEND_PTRACE)
 		snprintf(reason, sizeof(reason), "--backend=ptrace");
 	struct ptw_tracer *t;
-	int r = snapshot ? ptw_tracer_snapshot(o, pid, &t) : ptw_tracer_attach(o, pid, &t);
+	int r = ptw_tracer_attach(o, pid, &t);
 	if (r < 0)
 		return r;
 	*ret = ptw_tracer_backend(t);

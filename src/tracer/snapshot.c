@@ -20,6 +20,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "ptw_regs.h"
 #include "ptw_waits.h"
 #include "tracer_internal.h"
 
@@ -334,6 +335,8 @@ struct frozen {
 			   that must be stopped, if it cannot be */
 	bool read_live;	/* its unwind read the process beyond the copy */
 	bool copied_asleep; /* its stack was copied while it slept */
+	bool unstopped;	/* every register read without a stop (the kernel's reader) */
+	int tries;	/* times the kernel's reader was asked for it */
 };
 
 /* What the threads were while stopped: the live ones, and who is which pd. */
@@ -575,12 +578,13 @@ static void recheck_finish(struct kpass *kp)
 	free(kp->states);
 }
 
-/* A thread read asleep that is to be stopped after all: why, and what was
- * read of it goes (but the innermost frames of one that slept throughout:
- * true, and all we have if it does not stop). */
-static void to_stop(struct frozen *f, const char *why, bool keep_frames)
+/* A thread read asleep that is to be stopped after all (or read by the
+ * kernel: then says so): why, and what was read of it goes (but the
+ * innermost frames of one that slept throughout: true, and all we have if
+ * it does not stop). */
+static void to_stop(struct frozen *f, const char *then, const char *why, bool keep_frames)
 {
-	ptw_dbg(PTW_DBG_TRACER, "snapshot: %d is stopped: %s", f->tid, why);
+	ptw_dbg(PTW_DBG_TRACER, "snapshot: %d is %s: %s", f->tid, then, why);
 	not_still(f->k);
 	if (!keep_frames) {
 		free(f->pcs);
@@ -598,17 +602,18 @@ static bool copied_asleep(const struct frozen *f)
 
 static bool read_still(const struct frozen *f)
 {
-	return f->tid && f->k->still;
+	return f->tid && f->k->still && !f->unstopped;
 }
 
 /*
  * The threads asleep in the kernel, read while they sleep on: stack
  * copied, then schedstat again (did it run?), then unwound from its stack
  * pointer and pc. Those that ran, or whose unwind needs a register we do
- * not have, are stopped with the others.
+ * not have, are stopped with the others (then: "stopped"), or read by the
+ * kernel ("read by the kernel").
  */
 static void read_sleepers(struct ptw_tracer *t, struct frozen *fs, size_t n, int task_fd,
-			  struct stacks *st)
+			  struct stacks *st, const char *then)
 {
 	/* One block for every copy, mapped at once: 10,000 small allocations,
 	 * each touching a new page, cost more than the copying. Only the
@@ -687,19 +692,19 @@ static void read_sleepers(struct ptw_tracer *t, struct frozen *fs, size_t n, int
 		if (!t->img.syms)
 			not_still(f->k); /* nothing to unwind with: stopped */
 		else if (!f->k->sp)
-			to_stop(f,
+			to_stop(f, then,
 				f->k->state == 'S' || f->k->state == 'D'
 					? "it woke as it was read"
 					: "it was not asleep in the kernel",
 				false);
 		else if (!f->copied_asleep)
-			to_stop(f, "its stack could not be read", false);
+			to_stop(f, then, "its stack could not be read", false);
 		else if (!f->k->still)
-			to_stop(f, "it ran while read", false);
+			to_stop(f, then, "it ran while read", false);
 		else if (!f->pcs)
-			to_stop(f, "it could not be unwound from its stack pointer and pc", false);
+			to_stop(f, then, "it could not be unwound from its stack pointer and pc", false);
 		else
-			to_stop(f, "its unwind needs more than sp and pc", true);
+			to_stop(f, then, "its unwind needs more than sp and pc", true);
 	}
 }
 
@@ -716,7 +721,7 @@ static size_t asleep_still(struct frozen *fs, size_t n, int task_fd)
 	size_t woke = 0;
 	for (size_t i = 0; i < n; i++)
 		if (fs[i].tid && !fs[i].k->still && fs[i].pcs_whole) {
-			to_stop(&fs[i], "it woke while the others were stopped", false);
+			to_stop(&fs[i], "stopped", "it woke while the others were stopped", false);
 			woke++;
 		}
 	return woke;
@@ -742,6 +747,8 @@ struct snap {
 	struct ptw_seize_info seized;
 	int stuck; /* threads that did not stop */
 	uint64_t frozen_from; /* when the first was stopped */
+	struct ptw_regs_reader *reader; /* registers without a stop, or NULL */
+	size_t unstopped;		/* threads it read (they ran meanwhile) */
 };
 
 static struct frozen *frozen_add(struct snap *sn, pid_t tid, struct kstate *k)
@@ -766,6 +773,155 @@ static void list_first_reading(struct snap *sn, const struct kpass *first)
 					    first->states[i]);
 				frozen_add(sn, first->tids[i], first->states[i]);
 			}
+}
+
+/*
+ * Without stops (sn->reader, the kernel's): a thread not read asleep gets
+ * every register from the task iterator while it is off a CPU (its state
+ * read and its stack copied, then the iterator again: the same context
+ * switches, so it did not run in between), or from a perf sample of its
+ * registers and stack as it runs. Those the kernel does not give within a
+ * few rounds (a thread that keeps waking as it is read) are stopped after
+ * all, and said. Unlike a stopped snapshot's, each thread is read at a
+ * moment of its own (within milliseconds).
+ */
+#define UNSTOPPED_ROUNDS 6
+#define SAMPLE_WAIT_MS 100
+
+static bool unread(const struct frozen *f)
+{
+	return f->tid && !f->k->still;
+}
+
+static void keep_unstopped(struct snap *sn, struct frozen *f)
+{
+	f->have_regs = true;
+	f->unstopped = true;
+	f->k->still = true;
+	sn->unstopped++;
+}
+
+/* The threads off a CPU in tasks: state, registers and stack; kept if the
+ * iterator finds them off a CPU with as many switches again. The others
+ * are listed in *runs. */
+static void read_off_cpu(struct snap *sn, const struct ptw_task_regs *tasks, int n,
+			 struct ptw_thread_sample **runs, size_t *nruns)
+{
+	struct ptw_tracer *t = sn->t;
+	struct ptw_map by_tid = { 0 };
+	for (int i = 0; i < n; i++)
+		ptw_map_put(&by_tid, (uint64_t)tasks[i].tid, (void *)&tasks[i]);
+	struct pieces ps = { 0 };
+	uint64_t *seen = xcalloc(sn->n + 1, sizeof(*seen));
+	for (size_t i = 0; i < sn->n; i++) {
+		struct frozen *f = &sn->v[i];
+		const struct ptw_task_regs *tr = unread(f) ? ptw_map_get(&by_tid, (uint64_t)f->tid)
+							   : NULL;
+		if (!tr)
+			continue;
+		/* (one that ran while read is sampled next: it runs often) */
+		if (tr->on_cpu || !tr->regs_ok || f->tries++ % 2) {
+			*runs = xreallocarray(*runs, *nruns + 1, sizeof(**runs));
+			(*runs)[(*nruns)++] = (struct ptw_thread_sample){ .tid = f->tid,
+									  .regs = tr->regs };
+			continue;
+		}
+		read_state(sn->task_fd, f->tid, f->k);
+		f->regs = tr->regs;
+		seen[i] = tr->switches + 1;
+		if (t->img.syms)
+			copy_stack(f, tr->regs.rsp, &sn->stacks, &ps);
+	}
+	ptw_mem_read_many(t->proc, ps.v, ps.n);
+	for (size_t i = 0; i < sn->n; i++)
+		copied(&sn->v[i], &ps);
+	free(ps.v);
+	ptw_map_free(&by_tid);
+
+	struct ptw_task_regs *again;
+	int m = sn->reader->tasks(sn->reader, &again);
+	struct ptw_map now = { 0 };
+	for (int i = 0; i < m; i++)
+		ptw_map_put(&now, (uint64_t)again[i].tid, (void *)&again[i]);
+	for (size_t i = 0; i < sn->n; i++) {
+		struct frozen *f = &sn->v[i];
+		if (!seen[i])
+			continue;
+		const struct ptw_task_regs *tr = ptw_map_get(&now, (uint64_t)f->tid);
+		if (tr && !tr->on_cpu && tr->switches + 1 == seen[i]) {
+			f->k->syscall = -1;
+			syscall_from_regs(&f->regs, f->k);
+			keep_unstopped(sn, f);
+		} else {
+			free((void *)f->stack.bytes);
+			f->stack = (struct ptw_stack_copy){ 0 };
+		}
+	}
+	ptw_map_free(&now);
+	free(m > 0 ? again : NULL);
+	free(seen);
+}
+
+/* The running threads in runs, sampled. */
+static void sample_running(struct snap *sn, struct ptw_thread_sample *runs, size_t nruns)
+{
+	if (!nruns || sn->reader->sample(sn->reader, runs, nruns, SAMPLE_WAIT_MS) < 0)
+		return;
+	struct ptw_map by_tid = { 0 };
+	for (size_t i = 0; i < sn->n; i++)
+		ptw_map_put(&by_tid, (uint64_t)sn->v[i].tid, &sn->v[i]);
+	for (size_t i = 0; i < nruns; i++) {
+		struct frozen *f = ptw_map_get(&by_tid, (uint64_t)runs[i].tid);
+		if (runs[i].err || !f || !unread(f)) {
+			free(runs[i].stack);
+			continue;
+		}
+		f->regs = runs[i].regs; /* (fs_base: the iterator's) */
+		free((void *)f->stack.bytes);
+		f->stack = (struct ptw_stack_copy){ .addr = runs[i].regs.rsp,
+						    .len = runs[i].len,
+						    .bytes = runs[i].stack };
+		f->k->state = 'R';
+		f->k->syscall = -1;
+		f->k->wchan[0] = '\0';
+		keep_unstopped(sn, f);
+	}
+	ptw_map_free(&by_tid);
+}
+
+static void read_unstopped(struct snap *sn)
+{
+	for (int round = 0; round < UNSTOPPED_ROUNDS; round++) {
+		bool left = false;
+		for (size_t i = 0; i < sn->n && !left; i++)
+			left = unread(&sn->v[i]);
+		if (!left)
+			return;
+		struct ptw_task_regs *tasks;
+		int n = sn->reader->tasks(sn->reader, &tasks);
+		if (n < 0) {
+			tracer_warn(sn->t, PTW_W_KERNEL_LIMIT,
+				    "--snapshot: the kernel's task iterator failed (%s): the "
+				    "threads not asleep are stopped",
+				    strerror(-n));
+			return;
+		}
+		struct ptw_thread_sample *runs = NULL;
+		size_t nruns = 0;
+		read_off_cpu(sn, tasks, n, &runs, &nruns);
+		free(tasks);
+		sample_running(sn, runs, nruns);
+		free(runs);
+	}
+	size_t left = 0;
+	for (size_t i = 0; i < sn->n; i++)
+		left += unread(&sn->v[i]);
+	if (left)
+		tracer_warn(sn->t, PTW_W_KERNEL_LIMIT,
+			    "--snapshot: %zu thread%s could not be read without a stop (%s "
+			    "kept running and waking as %s read): stopped with ptrace",
+			    left, left == 1 ? "" : "s", left == 1 ? "it" : "they",
+			    left == 1 ? "it was" : "they were");
 }
 
 /*
@@ -889,10 +1045,11 @@ static void snap_free(struct snap *sn)
 	ptw_map_free(&sn->unseized);
 }
 
-int ptw_tracer_snapshot(const struct ptw_backend_opts *o, pid_t pid, struct ptw_tracer **ret)
+int ptw_tracer_snapshot(const struct ptw_backend_opts *o, pid_t pid,
+			struct ptw_regs_reader *reader, struct ptw_tracer **ret)
 {
 	uint64_t start = ptw_now_ns();
-	struct snap sn = { .pid = pid, .stacks = { .pid = pid } };
+	struct snap sn = { .pid = pid, .stacks = { .pid = pid }, .reader = reader };
 	/* /proc is read while we load symbols: with thousands of threads,
 	 * both take long, and neither needs the other. */
 	char task_path[64];
@@ -901,6 +1058,8 @@ int ptw_tracer_snapshot(const struct ptw_backend_opts *o, pid_t pid, struct ptw_
 	struct kpass first = { .read = first_reading, .task_fd = sn.task_fd };
 	first.n = sn.task_fd < 0 ? -ENOENT : ptw_proc_tids(pid, &first.tids);
 	if (first.n <= 0) {
+		if (reader)
+			reader->free(reader);
 		snap_free(&sn);
 		if (first.n == 0)
 			free(first.tids);
@@ -924,7 +1083,13 @@ int ptw_tracer_snapshot(const struct ptw_backend_opts *o, pid_t pid, struct ptw_
 	if (sn.stacks.nmaps < 0)
 		sn.stacks.nmaps = 0;
 	if (r == 0)
-		read_sleepers(t, sn.v, sn.n, sn.task_fd, &sn.stacks);
+		read_sleepers(t, sn.v, sn.n, sn.task_fd, &sn.stacks,
+			      reader ? "read by the kernel" : "stopped");
+	if (r == 0 && reader)
+		read_unstopped(&sn);
+	if (reader)
+		reader->free(reader);
+	sn.reader = NULL;
 	uint64_t ns_still = ptw_now_ns();
 
 	/* The others are stopped, copied and let go. */
@@ -939,7 +1104,8 @@ int ptw_tracer_snapshot(const struct ptw_backend_opts *o, pid_t pid, struct ptw_
 	uint32_t tid_off = 0;
 	bool have_tid_off = false;
 	if (have_tdb) {
-		attach_list_threads(t, sn.stuck, &sn.unseized);
+		/* (threads read without a stop may run: listed twice alike) */
+		attach_list_threads(t, sn.stuck + (sn.unstopped > 0), &sn.unseized);
 		have_tid_off = ptw_tdb_pthread_field(t->img.tdb, "tid", &tid_off) == 0;
 	}
 	uint64_t ns_listed = ptw_now_ns();
@@ -969,11 +1135,14 @@ int ptw_tracer_snapshot(const struct ptw_backend_opts *o, pid_t pid, struct ptw_
 	snap_free(&sn);
 #define MS(a, b) ((double)((b) - (a)) / 1e6)
 	ptw_dbg(PTW_DBG_TRACER,
-		"snapshot of %d: %zu threads, %zu read asleep without a stop, %d stopped; "
+		"snapshot of %d: %zu threads, %zu read asleep without a stop, %zu read by the "
+		"kernel, %d stopped; "
 		"/proc read %.1f ms (symbols %.1f ms meanwhile), sleepers copied and unwound "
 		"%.1f ms, then frozen %.1f ms: seized, stopped and listed %.1f, copies %.1f, "
 		"spans %.1f, let go %.1f; unwound and named %.1f ms",
-		pid, nthreads, nstill, sn.seized.threads, MS(start, ns_read), MS(start, ns_loaded),
+		pid, nthreads, nstill - sn.unstopped, sn.unstopped, sn.seized.threads,
+		MS(start, ns_read),
+		MS(start, ns_loaded),
 		MS(ns_read, ns_still), sn.seized.threads ? MS(sn.frozen_from, ns_free) : 0.0,
 		MS(ns_still, ns_listed), MS(ns_listed, ns_copied), MS(ns_copied, ns_spans),
 		MS(ns_spans, ns_free), MS(ns_free, ptw_now_ns()));

@@ -1293,7 +1293,6 @@ CASES = {}
 TESTS = {}
 
 # Why a case has no kernel twin, where several share the reason (@test kernel=).
-WHY_SNAPSHOT = ("--snapshot reads the threads with ptrace on either backend (the kernel path's own snapshot is issue 31)")
 WHY_RESTORER = ('the restorer puts back the bytes ptrace patched and lets go of threads held in its stops; the kernel path patches and holds nothing (its kill -9 cases: kill9-front@kernel, kernel-kill9-everything)')
 WHY_LATE_PROBES = ("a library's or an exec'd image's first calls come before the kernel path's probes for them (issue 31)")
 WHY_WEDGED = ("wedges the tracer while it holds the target's threads in ptrace stops; the kernel path holds none (its stuck outputs: json-lines-sigpipe@kernel, live-stuck@kernel)")

@@ -16,7 +16,7 @@ import signal
 import subprocess
 import time
 
-from ptw_test import test, WHY_SNAPSHOT
+from ptw_test import test
 from ptw_test import backend, case, fixture, kill_group, validate, wait_for
 from helpers import kill_tracer, run_ptwatch, wait_watched
 
@@ -121,8 +121,7 @@ def launched(session, chk, family, cmd, opts, kinds=()):
 @test('report-rule-locks', 'locks', kernel=True)
 @test('report-rule-follow', 'follow', kernel=True)
 @test('report-rule-open-timeout', 'open-timeout', kernel=True)
-@test('report-rule-snapshot', 'snapshot',
-      kernel=WHY_SNAPSHOT)
+@test('report-rule-snapshot', 'snapshot', kernel=True)
 @test('report-rule-tracer-killed', 'tracer-killed', kernel=True)
 @case('report-rule')
 def case_report_rule(session, chk, family='lifecycle'):

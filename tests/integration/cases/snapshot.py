@@ -6,7 +6,7 @@ import os
 import re
 import shutil
 
-from ptw_test import test, WHY_SNAPSHOT
+from ptw_test import test, backend
 from ptw_test import (
     case, check_attach_doc, check_untouched, fixture, FrameworkError, proc_status,
     report_warnings, Skip, span_index, task_states, thread_spans, tracer_pids, wait_for
@@ -18,7 +18,7 @@ from helpers import (
 
 
 @test('snapshot-running',
-      kernel=WHY_SNAPSHOT)
+      kernel=True)
 @case('snapshot-running')
 def case_snapshot_running(session, chk):
     """--snapshot of threads that run on: each stack is the one the thread
@@ -75,6 +75,26 @@ def case_snapshot_running(session, chk):
         chk.eq('run %d: the fixture answers' % attempt, target.ask('p'), ['pong'])
         attempt += 1
     chk.eq('both call chains seen whole in %d snapshots' % attempt, sorted(full), ['a', 'b'])
+    if backend() == 'kernel':
+        # Not a single ptrace call, running threads included: the kernel
+        # samples them (perf), strace -f sees every process ptwatch makes.
+        log = os.path.join(session.mkdtemp(), 'strace.log')
+        run = session.attach(pid, opts=('--snapshot',),
+                             prefix=('strace', '-f', '-qq', '-e', 'trace=ptrace', '-o', log))
+        check_attach_doc(chk, run, pid, 'snapshot', 'under strace')
+        with open(log) as f:
+            calls = [ln for ln in f if 'ptrace(' in ln]
+        chk.eq('under strace: ptrace calls', calls[:5], [])
+        chk.eq('under strace: session.backend', run.doc['session'].get('backend'), 'kernel')
+        chk.eq('under strace: session.frozen_ns', run.doc['session'].get('frozen_ns'), 0)
+        index = span_index(run.doc)
+        for tid in flippers:
+            spans = index.get(tid, [])
+            if chk.eq('under strace: flipper %d: spans' % tid, len(spans), 1):
+                check_stack(chk, spans[0], 'under strace: flipper %d (running)' % tid,
+                            'flipper', 'flipper.c')
+                chk.eq('under strace: flipper %d: state' % tid, spans[0].get('state'), 'R')
+        chk.eq('after it: the fixture answers', target.ask('p'), ['pong'])
 
 
 # x86-64 system call numbers of the sleepers' calls (/proc/TID/syscall)
@@ -102,14 +122,16 @@ def ctxt_switches(pid, tid):
 
 
 @test('snapshot-sleepers', 'quiet',
-      kernel=WHY_SNAPSHOT)
+      kernel=True)
 @test('snapshot-sleepers-mixed', 'mixed',
-      kernel=WHY_SNAPSHOT)
+      kernel=True)
 @case('snapshot-sleepers')
 def case_snapshot_sleepers(session, chk, mode='quiet'):
     """--snapshot reads a thread asleep in the kernel without stopping it
     (its stack pointer and pc from /proc/TID/syscall, its stack copied,
-    schedstat the same before and after) and stops the others. The
+    schedstat the same before and after) and stops the others; on the
+    kernel path (@kernel) it stops none: the kernel gives the others'
+    registers (a task iterator) or samples them as they run (perf). The
     fixture is built -O2 without frame pointers. quiet: every thread
     sleeps (one with a stack deeper than the 32 KiB copied: the rest is
     read from the process, then schedstat once more); none is stopped (frozen_ns 0, the text says so) and every
@@ -144,20 +166,30 @@ def case_snapshot_sleepers(session, chk, mode='quiet'):
         if role in ('omit', 'cond', 'deep', 'main'):
             # asleep all along: read without a stop
             chk.eq('%s unchanged: read asleep, not stopped' % what, after[tid], switches[tid])
-        elif role in ('fp', 'busy'):
+        elif role == 'fp' and backend() == 'kernel':
+            chk.eq('%s unchanged: read by the kernel, not stopped' % what, after[tid][0],
+                   switches[tid][0])
+        elif role in ('fp', 'busy') and backend() != 'kernel':
             # had to be stopped: its unwind needs rbp, or it runs
             chk.true('%s %s, then %s: stopped, so one voluntary switch more at least'
                      % (what, switches[tid], after[tid]), after[tid][0] > switches[tid][0])
     err = run.stderr_text()
     m = re.search(r'snapshot of %d: (\d+) threads, (\d+) read asleep without a stop, '
-                  r'(\d+) stopped' % pid, err)
+                  r'(\d+) read by the kernel, (\d+) stopped' % pid, err)
     if not chk.true('the debug log counts the threads read and stopped', m, detail=err[-2000:]):
         return
-    nthreads, still, stopped = (int(x) for x in m.groups())
-    print('%s: %d threads, %d read asleep without a stop, %d stopped, frozen %s ns'
-          % (mode, nthreads, still, stopped, frozen))
+    nthreads, still, by_kernel, stopped = (int(x) for x in m.groups())
+    print('%s: %d threads, %d read asleep without a stop, %d read by the kernel, %d stopped, '
+          'frozen %s ns' % (mode, nthreads, still, by_kernel, stopped, frozen))
     chk.eq('threads', nthreads, len(recs) + 1)
-    chk.eq('every thread read asleep or stopped', still + stopped, nthreads)
+    chk.eq('every thread read asleep, by the kernel or stopped', still + by_kernel + stopped,
+           nthreads)
+    if backend() == 'kernel':
+        chk.eq('session.backend', run.doc['session'].get('backend'), 'kernel')
+        chk.eq('@kernel: no thread stopped', stopped, 0)
+        chk.eq('@kernel: session.frozen_ns', frozen, 0)
+    else:
+        chk.eq('ptrace: none read by the kernel', by_kernel, 0)
     said_stopped = {int(t): why for t, why in
                     re.findall(r'snapshot: (\d+) is stopped: ([^\n]*)', err)}
     index = span_index(run.doc)
@@ -177,13 +209,20 @@ def case_snapshot_sleepers(session, chk, mode='quiet'):
         if r['role'] in ('omit', 'cond', 'deep', 'main'):
             chk.true('%s: read asleep, not stopped (debug: %r)' % (what, said_stopped.get(r['tid'])),
                      r['tid'] not in said_stopped)
-        if r['role'] == 'fp':
+        if r['role'] == 'fp' and backend() != 'kernel':
             chk.eq('fp thread: stopped, and why', said_stopped.get(r['tid']),
                    'its unwind needs more than sp and pc')
     deep = [r['tid'] for r in recs if r['role'] == 'deep']
     chk.true('the deep thread\'s unwind read beyond the stack copied (debug log)',
              deep and re.search(r'snapshot: %d: its unwind read beyond' % deep[0], err))
-    if mode == 'quiet':
+    if backend() == 'kernel':
+        chk.true('the text says none was stopped',
+                 'threads, none stopped (each read by the kernel as it slept or ran)'
+                 in run.stdout_text(), detail=run.stdout_text()[:300])
+        if mode == 'mixed':
+            chk.true('the fp and busy threads read by the kernel (%d)' % by_kernel,
+                     by_kernel >= 2)
+    elif mode == 'quiet':
         chk.eq('no thread stopped', (still, stopped), (nthreads, 0))
         chk.eq('session.frozen_ns', frozen, 0)
         chk.true('the text says none was stopped',
@@ -209,7 +248,7 @@ def case_snapshot_sleepers(session, chk, mode='quiet'):
 
 
 @test('snapshot-deleted',
-      kernel=WHY_SNAPSHOT)
+      kernel=True)
 @case('snapshot-deleted')
 def case_snapshot_deleted(session, chk):
     """--snapshot of a static program whose file was deleted: libdwfl has
@@ -236,7 +275,7 @@ def case_snapshot_deleted(session, chk):
 
 
 @test('snapshot-deadlock',
-      kernel=WHY_SNAPSHOT)
+      kernel=True)
 @case('snapshot-deadlock')
 def case_snapshot_deadlock(session, chk):
     target = session.target('deadlock')

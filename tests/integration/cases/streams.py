@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from ptw_test import test, WHY_SNAPSHOT
+from ptw_test import test
 from ptw_test import (
     Failed, FrameworkError, backend, case, check_untouched, child_pids, comm, env_path, fixture, kill_group,
     load_truth, one_truth, ptwatch_path, tail, truth_of, validate, wait_for)
@@ -226,8 +226,7 @@ def case_report_document(session, chk):
     chk.true('--tid: "2 threads"', 'ptwatch: 2 threads' in rep.stdout.decode())
 
 
-@test('report-snapshot',
-      kernel=WHY_SNAPSHOT)
+@test('report-snapshot', kernel=True)
 @case('report-snapshot')
 def case_report_snapshot(session, chk):
     """--snapshot -o FILE: report FILE prints what the snapshot printed."""
