@@ -112,8 +112,20 @@ def case_backend_choice(session, chk):
              b'none of auto, ptrace, kernel' in p.stderr)
     p = run_ptwatch(['--', 'true'], env={'PTWATCH_BACKEND': 'nope'})
     chk.eq('PTWATCH_BACKEND=nope: exit status', p.returncode, 2)
-    p = run_ptwatch(['--backend=kernel', '--snapshot', '-p', str(os.getpid())])
-    chk.eq('--backend=kernel --snapshot: exit status', p.returncode, 2)
+    # --snapshot on the kernel path: no thread stopped (the kernel's
+    # registers), or one line saying why it cannot run here
+    sleeper = subprocess.Popen(['sleep', '60'])
+    try:
+        p, d = doc_of(['--json', '--backend=kernel', '--snapshot', '-p', str(sleeper.pid)])
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    if p.returncode == 0:
+        chk.eq('--backend=kernel --snapshot: backend', d and d['session']['backend'], 'kernel')
+        chk.eq('--backend=kernel --snapshot: frozen_ns', d and d['session']['frozen_ns'], 0)
+    else:
+        chk.eq('--backend=kernel --snapshot where it cannot run: exit status', p.returncode, 1)
+        chk.eq('... one line', len(p.stderr.decode().strip().splitlines()), 1)
 
     p, d = doc_of(['--json', '-q', '--backend=ptrace', '--', 'true'], env={'PTWATCH_BACKEND': 'kernel'})
     chk.eq('--backend=ptrace over PTWATCH_BACKEND=kernel: backend', d and d['session']['backend'], 'ptrace')
