@@ -157,11 +157,26 @@ static void set_opt(struct ptw_opt *o, uint64_t v)
 	o->v = v;
 }
 
+/* Thread sp ends in a join that did not return (cancelled there, killed):
+ * that join never happened, the thread it was joining may be joined
+ * later by another. */
+static void abandon_join(struct ptw_spans *s, const struct ptw_span *sp)
+{
+	struct ptw_span *target = ptw_map_get(&s->joins, (uint64_t)sp->tid);
+	if (!target || target->joiner_tid != sp->tid || target->join_return_ns.set)
+		return;
+	ptw_map_del(&s->joins, (uint64_t)sp->tid);
+	target->joined = false;
+	target->joiner_tid = 0;
+	target->join_call_ns = 0;
+}
+
 static void end_span(struct ptw_spans *s, struct ptw_span *sp, uint64_t ns, enum ptw_status status,
 		     enum ptw_method method, const char *reason)
 {
 	if (sp->ended)
 		return;
+	abandon_join(s, sp);
 	ptw_timeouts_unwatch(s->timeouts, PTW_SPAN_THREAD, sp->id);
 	sp->ended = true;
 	sp->status = status;

@@ -394,6 +394,32 @@ static void test_joins_and_detach(void)
 	CHECK(!span(5)->end_ns.set);
 }
 
+/* A joiner cancelled in its join: that join never happened, and the
+ * thread is joined later by another (tests/fixtures/joins.c). */
+static void test_join_abandoned(void)
+{
+	reset();
+	image();
+	create(MAIN, 101, P1, 0); /* held */
+	create(MAIN, 102, P2, 0); /* the joiner */
+	start(102, 0);
+	join(102, P1, 0, false);
+	CHECK(span(2)->joined && span(2)->joiner_tid == 102);
+	death(102, 1, true, (uint64_t)-1); /* cancelled, unwinding out of the join */
+	lwp_exit(102, PTW_EXIT_SELF);
+	CHECK(!span(2)->joined);
+	CHECK_EQ(span(2)->joiner_tid, 0);
+	join(MAIN, P2, 0, true);
+	death(101, 0, true, 0);
+	lwp_exit(101, PTW_EXIT_SELF);
+	join(MAIN, P1, 0, true);
+	CHECK(span(2)->joined && span(2)->join_return_ns.set);
+	CHECK_EQ(span(2)->joiner_tid, MAIN);
+	struct ptw_metrics mt;
+	ptw_spans_metrics(s, &mt);
+	CHECK_EQ(mt.unjoined, 0);
+}
+
 static void test_nesting_and_clone(void)
 {
 	reset();
@@ -1014,6 +1040,7 @@ int main(void)
 	test_main_pthread_exit();
 	test_exec();
 	test_joins_and_detach();
+	test_join_abandoned();
 	test_nesting_and_clone();
 	test_lwp_strategy();
 	test_processes();
