@@ -229,6 +229,36 @@ static void start_thread_derive(struct ptw_kernel *k)
 		(long long)(addr - create->addr));
 }
 
+/* No libc symbol table: the joins' probes on pthread_join alone would miss
+ * pthread_tryjoin_np and pthread_timedjoin_np; pthread_join is a tail call
+ * into the function they all go through (__pthread_clockjoin_ex), which
+ * is probed instead, as the tracer hooks it. */
+void ptwk_join_where(struct ptw_kernel *k)
+{
+	struct ptw_glibc_code code;
+	for (size_t i = 0; i < k->probes.n; i++) {
+		struct ptwk_probe *p = &k->probes.p[i];
+		if ((p->kind != PTWK_JOIN && p->kind != PTWK_JOIN_RET) ||
+		    strcmp(p->function, "pthread_join"))
+			continue;
+		uint8_t bytes[32];
+		uint64_t target;
+		if (code_open(k, &code) < 0)
+			return;
+		bool read = p->addr >= code.addr - code.offset &&
+			    pread(code.fd, bytes, sizeof(bytes),
+				  (off_t)(code.offset + (p->addr - code.addr))) == (ssize_t)sizeof(bytes);
+		close(code.fd);
+		if (!read || ptw_insn_tail_jump(bytes, sizeof(bytes), p->addr, &target) < 0)
+			return; /* (an older glibc: pthread_join does the work) */
+		ptw_dbg(PTW_DBG_TRACER, "joins: pthread_join%+lld, the function it jumps to",
+			(long long)(target - p->addr));
+		p->offset += target - p->addr;
+		p->addr = target;
+		p->function = "__pthread_clockjoin_ex";
+	}
+}
+
 /* Where threads start: start_thread's uprobe (by name, else derived),
  * else the clone's return in the new thread, which needs struct pthread's
  * tid to tell a pthread from a raw clone (and costs a detach 100-150 ms

@@ -250,6 +250,7 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, cons
 			"uprobe for one process needs its main thread's memory)",
 			pid);
 	}
+	ptwk_join_where(k);
 	if (o->locks) {
 		struct ptwk_locks_env env = ptwk_locks_env_of(k);
 		k->locks = ptwk_locks_new(&env, k->tdb, &k->probes, &k->locks_config);

@@ -239,6 +239,7 @@ int ptwk_load_symbols(struct ptw_kernel *k);
 void ptwk_check_libc(struct ptw_kernel *k);
 void ptwk_main_caller_derive(struct ptw_kernel *k);
 void ptwk_start_where(struct ptw_kernel *k);
+void ptwk_join_where(struct ptw_kernel *k);
 void ptwk_read_glibc(struct ptw_kernel *k);
 const struct ptw_location *ptwk_call_site(void *ctx, uint64_t ret);
 

@@ -131,6 +131,10 @@ void image_release(struct ptw_tracer *t)
 		close(img->task_dirfd);
 	free(img->exe);
 	free(img->glibc);
+	ptw_map_free(&img->joiners);
+	if (img->join_retbps)
+		tracer_retbps_free(img->join_retbps);
+	free(img->join_retbps);
 	memset(img, 0, sizeof(*img));
 	img->task_dirfd = -1;
 }

@@ -116,11 +116,26 @@ static void hook_symbol(struct ptw_tracer *t, struct ptw_lwp *l, const char *nam
 		tracer_warn(t, PTW_W_HOOK_FAILED, "cannot break at %s: %s", name, strerror(-r));
 }
 
-/* Joins: the entry and every ret of the function all joins go through. */
+/*
+ * Joins: the entry of the function all joins go through, and no more where
+ * the joined thread's end tells the return (one stop per join). A plain
+ * join (blocking, without a time limit) of a thread that nobody else joins
+ * and that is not detached returns 0 once that thread is gone: its death
+ * stop checks that no other thread claimed it (joinid), and the return is
+ * told at its exit (the kernel has cleared its tid: the joiner wakes) or
+ * at the joiner's next stop, whichever comes first; glibc's cancellation
+ * of the joiner (SIGCANCEL) while it is still in the join means no join.
+ * Any other call (timed, try, an error to come) gets a breakpoint where it
+ * returns to, for that call. Every ret of the join function is hooked
+ * instead where struct pthread's joinid or tid is unknown (no libc6-dbg),
+ * or where --locks waits there anyway.
+ */
 static void hook_joins(struct ptw_tracer *t, struct ptw_lwp *l)
 {
 	struct ptw_symbols *syms = t->img.syms;
+	struct image *img = &t->img;
 	uint64_t entry, size = 0;
+	img->join_clockjoin = true;
 	if (ptw_symbols_lookup(syms, image_libc_module(t), "__pthread_clockjoin_ex", &entry,
 			       &size) < 0) {
 		/* No .symtab: pthread_join is a tail call into it. */
@@ -130,8 +145,10 @@ static void hook_joins(struct ptw_tracer *t, struct ptw_lwp *l)
 			    0 ||
 		    ptw_bp_read_original(t->bps, join, code, sizeof(code)) < 0)
 			return;
-		if (ptw_insn_tail_jump(code, sizeof(code), join, &entry) < 0)
+		if (ptw_insn_tail_jump(code, sizeof(code), join, &entry) < 0) {
 			entry = join; /* older glibc: pthread_join does the work */
+			img->join_clockjoin = false;
+		}
 	}
 	uint64_t lo = 0, hi = 0;
 	int fr = ptw_symbols_function_range(syms, entry, &lo, &hi);
@@ -142,14 +159,18 @@ static void hook_joins(struct ptw_tracer *t, struct ptw_lwp *l)
 			    "cannot find the extent of the join function; joins are not reported");
 		return;
 	}
+	img->join_rets = !img->have_joinid || !image_tls_layout(t)->have_tid ||
+			 tracer_hooks_beside(t, HOOK_JOIN_RET);
+	img->join_lo = lo;
+	img->join_hi = hi;
 	size_t len = hi - lo;
 	uint8_t *code = xmalloc(len);
 	uint64_t rets[64];
 	int nrets = 0;
-	if (ptw_bp_read_original(t->bps, lo, code, len) == 0)
+	if (img->join_rets && ptw_bp_read_original(t->bps, lo, code, len) == 0)
 		nrets = ptw_insn_find_rets(code, len, lo, rets, 64);
 	free(code);
-	if (nrets == 0 ||
+	if ((img->join_rets && nrets == 0) ||
 	    tracer_insert_entry_bp(t, entry, HOOK_JOIN | tracer_hooks_beside(t, HOOK_JOIN), l) < 0) {
 		tracer_warn(t, PTW_W_NO_JOIN_HOOKS,
 			    "cannot break in the join function; joins are not reported");
@@ -474,6 +495,28 @@ static void on_td_create(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t ns)
 	}
 }
 
+/* Thread th has died (its death stop; see hook_joins): is a plain join of it due? */
+static void joinee_died(struct ptw_tracer *t, struct thread *th)
+{
+	th->died = true;
+	pid_t joiner = (pid_t)(intptr_t)ptw_map_get(&t->img.joiners, th->pd);
+	struct ptw_lwp *jl = joiner ? ptw_lwp_get(t->proc, joiner) : NULL;
+	if (!jl)
+		return;
+	struct thread *jt = tracer_thread_of(jl);
+	uint64_t joinid = 0;
+	/* claimed by the joiner, or not (glibc 2.36 never stores the joiner
+	 * there; a later one does, once past the entry where we held it):
+	 * either way it returns 0 now; another's (detached since, say): not
+	 * this join's end */
+	if (jt->in_join && jt->join_pd == th->pd &&
+	    tracer_read_u64(t, th->pd + t->img.joinid_off, &joinid) == 0 &&
+	    (joinid == jt->pd || !joinid))
+		jt->join_due = true;
+	else
+		ptw_map_del(&t->img.joiners, th->pd);
+}
+
 static void on_td_death(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t ns)
 {
 	struct image *img = &t->img;
@@ -489,6 +532,8 @@ static void on_td_death(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t ns)
 		ev.has_value = true;
 	tracer_read_comm(t, l->tid, ns);
 	tracer_emit(t, &ev);
+	if (th->pd)
+		joinee_died(t, th);
 	/* It leaves through its own exit syscall now: its exit stop would buy
 	 * nothing. (One syscall here saves a stop.) */
 	ptw_set_options(t->proc, l, t->proc->options & ~(unsigned)PTRACE_O_TRACEEXIT);
@@ -685,25 +730,159 @@ void hook_pthread_detach(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp 
 	libc_call(t, l, PTW_EV_DETACH_CALL, regs, ns);
 }
 
+static void join_return(struct ptw_tracer *t, pid_t tid, struct thread *th, uint32_t value,
+			uint64_t ns)
+{
+	th->in_join = th->join_due = false;
+	struct ptw_event ev = ptw_event_init(PTW_EV_JOIN_RETURN, ns, tid);
+	ev.has_value = true;
+	ev.value = value; /* an errno value, 0 = joined */
+	tracer_emit(t, &ev);
+}
+
+/* The plain join's return, told by the joined thread's end (hook_joins). */
+static void plain_join_return(struct ptw_tracer *t, pid_t tid, struct thread *th, uint64_t ns)
+{
+	if (ptw_map_get(&t->img.joiners, th->join_pd) == (void *)(intptr_t)tid)
+		ptw_map_del(&t->img.joiners, th->join_pd);
+	join_return(t, tid, th, 0, ns);
+}
+
+/*
+ * A plain join (hook_joins) of thread pd by l: blocking without a time
+ * limit, of a thread of ours that is not detached and that nobody joins
+ * yet (glibc then claims it and returns 0 once it ended). *gone: it has
+ * ended already (its tid cleared).
+ */
+static bool plain_join(struct ptw_tracer *t, struct ptw_lwp *l,
+		       const struct user_regs_struct *regs, struct thread **joinee, bool *gone)
+{
+	struct image *img = &t->img;
+	struct thread *self = tracer_thread_of(l);
+	uint64_t pd = regs->rdi, joinid;
+	int32_t tid;
+	const struct ptw_pthread_layout *lay = image_tls_layout(t);
+	if (img->join_clockjoin && (regs->rcx || !(regs->r8 & 0xff)))
+		return false; /* (thread, retval, clockid, abstime, block) */
+	if (!self->pd)
+		ptw_tdb_map_lwp(img->tdb, l->tid, &self->pd);
+	if (!pd || !self->pd || pd == self->pd ||
+	    tracer_read_u64(t, pd + img->joinid_off, &joinid) < 0 || joinid ||
+	    ptw_mem_read(t->proc, pd + lay->tid, &tid, sizeof(tid)) < 0 || tid < 0)
+		return false;
+	*gone = tid == 0;
+	if (*gone)
+		return true;
+	struct ptw_lwp *jl = ptw_lwp_get(t->proc, tid);
+	*joinee = jl && jl->tgid == t->proc->pid ? tracer_thread_of(jl) : NULL;
+	return *joinee && (*joinee)->pd == pd &&
+	       !ptw_map_get(&img->joiners, pd); /* (a second joiner: not plain) */
+}
+
 void hook_join(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 	       const struct user_regs_struct *regs, uint64_t ns)
 {
 	(void)bp;
 	libc_call(t, l, PTW_EV_JOIN_CALL, regs, ns);
+	struct image *img = &t->img;
+	struct thread *th = tracer_thread_of(l), *joinee = NULL;
+	th->join_pd = regs->rdi;
+	th->join_due = false;
+	th->join_ret = 0;
+	bool gone = false;
+	if (img->join_rets)
+		return;
+	if (plain_join(t, l, regs, &joinee, &gone)) {
+		if (gone) { /* it returns at once */
+			join_return(t, l->tid, th, 0, ns);
+			return;
+		}
+		ptw_map_put(&img->joiners, th->join_pd, (void *)(intptr_t)l->tid);
+		th->join_due = joinee->died; /* (ended, its tid not yet cleared) */
+		return;
+	}
+	/* This call only: where it returns to. */
+	uint64_t ret = 0;
+	if (!img->join_retbps)
+		img->join_retbps = xcalloc(1, sizeof(*img->join_retbps));
+	if (tracer_read_u64(t, regs->rsp, &ret) == 0 &&
+	    tracer_retbp_get(t, img->join_retbps, l, ret, HOOK_JOIN_RET) == 0) {
+		th->join_ret = ret;
+		th->join_sp = regs->rsp + 8;
+	} else {
+		tracer_warn(t, PTW_W_NO_JOIN_HOOKS,
+			    "cannot break where a join returns (%#llx): its return is not reported",
+			    (unsigned long long)ret);
+	}
 }
 
 void hook_join_ret(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 		   const struct user_regs_struct *regs, uint64_t ns)
 {
-	(void)bp;
 	struct thread *th = tracer_thread_of(l);
 	if (!th->in_join)
 		return;
-	th->in_join = false;
-	struct ptw_event ev = ptw_event_init(PTW_EV_JOIN_RETURN, ns, l->tid);
-	ev.has_value = true;
-	ev.value = (uint32_t)regs->rax; /* an errno value, 0 = joined */
-	tracer_emit(t, &ev);
+	if (!t->img.join_rets) { /* this call's own breakpoint */
+		if (!th->join_ret || bp->addr != th->join_ret || regs->rsp != th->join_sp)
+			return;
+		tracer_retbp_put(t, t->img.join_retbps, th->join_ret, HOOK_JOIN_RET);
+		th->join_ret = 0;
+	}
+	join_return(t, l->tid, th, (uint32_t)regs->rax, ns);
+}
+
+/* Is thread l (stopped) inside the join function? */
+static bool in_join_function(struct ptw_tracer *t, struct ptw_lwp *l)
+{
+	struct user_regs_struct *regs;
+	uint64_t pcs[8];
+	int n = ptw_getregs(t->proc, l, &regs) == 0
+			? ptw_symbols_unwind(t->img.syms, l->tid, regs, pcs, 8)
+			: 0;
+	for (int i = 0; i < n; i++)
+		if (pcs[i] - (i ? 1 : 0) - t->img.join_lo < t->img.join_hi - t->img.join_lo)
+			return true;
+	return false;
+}
+
+void lifecycle_stopped(struct ptw_tracer *t, struct ptw_lwp *l, const struct ptw_stop *st)
+{
+	struct thread *th = tracer_thread_of(l);
+	if (!th->join_due || !th->in_join)
+		return;
+	/* glibc's cancellation (SIGCANCEL) of a thread still in the join: it
+	 * unwinds out of it, and the join is not done */
+	if (st->kind == PTW_STOP_SIGNAL && st->sig == 32 /* SIGCANCEL */ && in_join_function(t, l)) {
+		th->join_due = false;
+		if (ptw_map_get(&t->img.joiners, th->join_pd) == (void *)(intptr_t)l->tid)
+			ptw_map_del(&t->img.joiners, th->join_pd);
+		return;
+	}
+	plain_join_return(t, l->tid, th, st->ns); /* it ran past the join */
+}
+
+/* Thread th is forgotten: its end is the return of a plain join of it;
+ * a join it was in (cancelled there) is no more. */
+static void lifecycle_thread_gone(struct ptw_tracer *t, struct thread *th)
+{
+	if (th->join_ret) /* (a timed join it was cancelled in) */
+		tracer_retbp_put(t, t->img.join_retbps, th->join_ret, HOOK_JOIN_RET);
+	th->join_ret = 0;
+	if (th->in_join) {
+		pid_t tid = (pid_t)(intptr_t)ptw_map_get(&t->img.joiners, th->join_pd);
+		struct ptw_lwp *self = tid ? ptw_lwp_get(t->proc, tid) : NULL;
+		if (self && self->user == th)
+			ptw_map_del(&t->img.joiners, th->join_pd);
+	}
+	pid_t joiner = th->pd ? (pid_t)(intptr_t)ptw_map_get(&t->img.joiners, th->pd) : 0;
+	struct ptw_lwp *jl = joiner ? ptw_lwp_get(t->proc, joiner) : NULL;
+	if (!jl)
+		return;
+	struct thread *jt = tracer_thread_of(jl);
+	if (jt->in_join && jt->join_pd == th->pd && (jt->join_due || th->exit_reported))
+		plain_join_return(t, joiner, jt, ptw_now_ns());
+	else if (!jt->in_join || jt->join_pd != th->pd)
+		ptw_map_del(&t->img.joiners, th->pd);
 }
 
 /* Thread spans: always on. It finds out when libc is ready (and tells the
@@ -711,4 +890,5 @@ void hook_join_ret(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 const struct tracer_feature feature_lifecycle = {
 	.name = "lifecycle",
 	.image_ready = image_hooks,
+	.thread_gone = lifecycle_thread_gone,
 };

@@ -206,7 +206,8 @@ static void on_signal_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_s
 static void handle_stop(struct ptw_tracer *t, struct ptw_stop *st)
 {
 	struct ptw_lwp *l = st->lwp;
-	tracer_thread_of(l);
+	if (tracer_thread_of(l)->join_due)
+		lifecycle_stopped(t, l, st);
 	switch (st->kind) {
 	case PTW_STOP_EXITED:
 	case PTW_STOP_KILLED: {

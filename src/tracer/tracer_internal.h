@@ -171,6 +171,13 @@ struct thread {
 	uint64_t child_tls, child_ns;
 	int attr_detached;  /* from the pthread_create entry hook, -1 unknown */
 	bool in_join;
+	/* The join under way (lifecycle.c, "joins"): the joined thread's pd;
+	 * its return is due once that thread is gone (join_due: its death was
+	 * seen, still joined by this one); join_ret, join_sp: where a join that
+	 * is not plain returns to, and the stack pointer there. */
+	uint64_t join_pd, join_ret, join_sp;
+	bool join_due;
+	bool died;	    /* its death event was seen */
 	bool used_xol;	    /* ran an out-of-line slot: a signal frame may point there */
 	bool follow_setup;  /* -f: first thread of a forked process, set it up at its first stop */
 	/* A process sharing the memory of process vm_parent (vfork, or
@@ -208,6 +215,14 @@ struct image {
 	char *exe;
 	char *glibc;
 	int task_dirfd; /* /proc/PID/task, for comm */
+	/* Joins (lifecycle.c): every ret of the join function hooked (else
+	 * the entry alone); it is __pthread_clockjoin_ex (abstime, block);
+	 * the plain joins under way (joined pd -> joiner tid); where the
+	 * others return to. */
+	bool join_rets, join_clockjoin;
+	uint64_t join_lo, join_hi; /* the join function's extent */
+	struct ptw_map joiners;
+	struct retbps *join_retbps;
 };
 
 /*
@@ -521,5 +536,8 @@ void lifecycle_on_clone(struct ptw_tracer *t, struct ptw_lwp *parent, pid_t chil
 /* A new thread the tracer held at its first stop is let run now: its
  * start, when that is how it is told (no breakpoint at its routine). */
 void lifecycle_released(struct ptw_tracer *t, struct ptw_lwp *cl);
+/* Thread l stopped (any stop): a plain join it was in has returned if the
+ * joined thread has died. */
+void lifecycle_stopped(struct ptw_tracer *t, struct ptw_lwp *l, const struct ptw_stop *st);
 
 #endif

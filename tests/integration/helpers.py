@@ -342,7 +342,10 @@ def kill_tracer(chk, front, tracers=None):
     given tracer pids) and waits until its restorer has ended: the
     restorer puts the bytes back after the tracer is gone, so TracerPid 0
     alone does not say they are back."""
-    ours = ptwatch_processes(front)
+    # (the restorer names itself once it first runs: on a loaded machine
+    # the tracer may be far along by then)
+    ours = wait_for(lambda: (lambda o: o if o.get('restorer') else None)(
+        ptwatch_processes(front)), 10) or ptwatch_processes(front)
     restorer = ours.get('restorer')
     chk.true('a restorer process', restorer is not None, ours)
     for tid in tracers if tracers is not None else [ours.get('tracer')]:

@@ -80,6 +80,62 @@ def check_stripped_text(chk, run):
              'pthread_start_routine' not in text, detail=text[-3000:])
 
 
+@test('joins', 'default', kernel=True)
+@test('joins-no-debug-files', 'no-debug-files', kernel=True)
+@case('joins')
+def case_joins(session, chk, variant='default'):
+    """Joins that join and joins that do not (tests/fixtures/joins.c): a
+    thread ended before its join, pthread_tryjoin_np -> EBUSY,
+    pthread_timedjoin_np -> ETIMEDOUT then 0, a detached thread (EINVAL),
+    a join of oneself (EDEADLK), a joiner cancelled in its join, a join
+    that waits 20 ms. Each thread's join is the one that joined it, with
+    its wait, and nothing else. On the ptrace path a plain join costs one
+    stop (its entry): its return is told by the joined thread's end;
+    without libc's debug file, every return of the join function is hooked
+    (no-debug-files)."""
+    opts = ['-q'] + (['--no-debug-files'] if variant == 'no-debug-files' else [])
+    run = session.run([fixture('joins')], opts=opts)
+    check_exit(chk, run, 0)
+    names = {r['tid']: r['name'] for r in truth_of(run, 'worker')}
+    joins = {r['tid']: r['joiner'] for r in truth_of(run, 'join')}
+    index = span_index(run.doc)
+    main = one_truth(run, 'main')['tid']
+    for tid, name in sorted(names.items()):
+        spans = index.get(tid, [])
+        if not chk.eq('%s (%d): spans' % (name, tid), len(spans), 1):
+            continue
+        sp = spans[0]
+        js = sp['join']
+        if tid not in joins:
+            chk.eq('%s: join (none joined it)' % name, js, None, sp)
+            continue
+        if not chk.true('%s: joined' % name, js is not None, sp):
+            continue
+        chk.eq('%s: join.joiner_tid' % name, js['joiner_tid'], joins[tid], sp)
+        if chk.true('%s: join.return_ns known' % name, js['return_ns'] is not None, sp):
+            chk.true('%s: call <= return' % name, js['call_ns'] <= js['return_ns'], sp)
+            if sp['end_ns'] is not None:
+                chk.true('%s: it ended before the join returned' % name,
+                         sp['end_ns'] <= js['return_ns'], sp)
+        if name == 'long_worker':
+            chk.true('long_worker: the join waited its 20 ms of work (%r)' % js['wait_ns'],
+                     (js['wait_ns'] or 0) >= 15000000, sp)
+    cancelled = [s for t, n in names.items() if n == 'cancel_joiner' for s in index.get(t, [])]
+    if chk.eq('cancel_joiner: one span', len(cancelled), 1):
+        chk.eq('cancel_joiner: status', cancelled[0]['status'], 'cancelled', cancelled[0])
+    detached = [s for t, n in names.items() if n == 'detached_worker' for s in index.get(t, [])]
+    if chk.eq('detached_worker: one span', len(detached), 1):
+        chk.eq('detached_worker: detached', detached[0]['detached'], True, detached[0])
+    m = run.doc['metrics']
+    chk.eq('metrics.unjoined (each joinable thread was joined)', m['unjoined'], 0)
+    chk.eq('join waits counted', m['join_wait_ns']['count'], len(joins))
+    if backend() != 'kernel':
+        stops = run.doc['session']['stops']
+        print('stops: %s' % json.dumps(stops))
+    chk.true('main span', main in index)
+    report_warnings(run)
+
+
 @test('lifecycle', 'default', kernel=True, ns=True)
 @test('lifecycle-no-debug-files', 'no-debug-files', kernel=True, ns=True)
 @test('lifecycle-create-events', 'create-events', kernel=True)
@@ -408,7 +464,18 @@ def case_storm(session, chk, variant='default'):
     if variant == 'default':
         for i in range(3):
             chk.prefix = '[run %d] ' % (i + 1)
-            check_storm(chk, session.run([exe], timeout=35))
+            run = session.run([exe], timeout=35)
+            check_storm(chk, run)
+            if backend() != 'kernel':
+                # The ptrace path's floor (issue 32): a create + join
+                # lifecycle in 4 stops (the clone event, the new thread's
+                # first stop, its death, the join's entry), plus a few
+                # for the process (exec, main, its exit). "exited" is a
+                # notification, not a stop.
+                st = run.doc['session']['stops']
+                stops = st['total'] - st.get('exited', 0)
+                chk.true('at most 4 stops per thread created, and a few (%d stops: %s)'
+                         % (stops, json.dumps(st)), stops <= 4 * 1204 + 24)
     elif variant == 'no-debug-files':
         check_storm(chk, session.run([exe], opts=['-q', '--no-debug-files'], timeout=35))
     else:
