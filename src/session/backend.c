@@ -12,6 +12,7 @@
 
 #include "ptw_kernel.h"
 #include "ptw_regs.h"
+#include "ptw_symbols.h"
 #include "ptw_util.h"
 
 static const char *const kind_names[] = { "auto", "ptrace", "kernel" };
@@ -42,6 +43,20 @@ int ptw_backend_kind_parse(const char *s, enum ptw_backend_kind *ret)
 			return 0;
 		}
 	return -EINVAL;
+}
+
+/* A static program's own libc can be probed where its symbol table names
+ * pthread_create (the kernel path finds its probe points in the file);
+ * stripped, the ptrace path still finds main and its threads' clones. */
+static bool static_probeable(const char *path)
+{
+	struct ptw_symbols *syms;
+	uint64_t addr;
+	if (ptw_symbols_new_file(path, false, NULL, &syms) < 0)
+		return false;
+	bool found = ptw_symbols_lookup(syms, PTW_MOD_EXE, "pthread_create", &addr, NULL) == 0;
+	ptw_symbols_free(syms);
+	return found;
 }
 
 /*
@@ -79,13 +94,13 @@ static bool kernel_fits(const struct ptw_backend_opts *o, const char *argv0, cha
 		return false;
 	}
 	char path[PATH_MAX];
-	if (argv0) {
-		if (ptw_command_path(argv0, path, sizeof(path)) && ptw_elf_is_static(path)) {
-			snprintf(why, size,
-				 "auto: %.180s is a static program (the kernel path probes a shared libc)",
-				 path);
-			return false;
-		}
+	if (argv0 && ptw_command_path(argv0, path, sizeof(path)) && ptw_elf_is_static(path) &&
+	    !static_probeable(path)) {
+		snprintf(why, size,
+			 "auto: %.160s is a static program without the symbols the kernel path "
+			 "probes (stripped)",
+			 path);
+		return false;
 	}
 	return true;
 }

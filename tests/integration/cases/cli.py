@@ -7,7 +7,7 @@ import re
 import shutil
 import subprocess
 
-from ptw_test import case, Failed, FrameworkError, ptwatch_path, Skip, test
+from ptw_test import case, Failed, fixture, FrameworkError, ptwatch_path, Skip, test
 from helpers import run_ptwatch
 
 # the source tree (tests/integration/cases/cli.py)
@@ -154,6 +154,14 @@ def case_backend_choice(session, chk):
     p, d = doc_of(['--json', '-q', '--', 'true'], env={'PTWATCH_BACKEND': 'auto'})
     chk.eq('auto as root: kernel', d and d['session']['backend'], 'kernel')
     chk.true('auto says why', d and d['session']['backend_why'].startswith('auto: '))
+    # a static program: the kernel path where its symbols name the probe
+    # points, ptrace where it is stripped
+    for name, want in (('static', 'kernel'), ('static_stripped', 'ptrace')):
+        p, d = doc_of(['--json', '-q', '--', fixture(name)], env={'PTWATCH_BACKEND': 'auto'})
+        chk.eq('auto, the %s fixture: backend' % name, d and d['session']['backend'], want)
+        if want == 'ptrace':
+            chk.true('auto says why (%r)' % (d and d['session']['backend_why']),
+                     d and 'static program without the symbols' in d['session']['backend_why'])
     p, d = doc_of(['--json', '-q', '--', 'false'], env={'PTWATCH_BACKEND': 'kernel'})
     chk.eq('PTWATCH_BACKEND=kernel: backend', d and d['session']['backend'], 'kernel')
     chk.eq('PTWATCH_BACKEND=kernel: false exits 1', p.returncode, 1)
