@@ -440,6 +440,51 @@ int ptw_fork(struct bpf_raw_tracepoint_args *ctx)
 	return 0;
 }
 
+struct task_struct___state {
+	long state;
+} __attribute__((preserve_access_index));
+
+/* What task t cost in CPU, as /proc's schedstat and status say it (the
+ * tracer reads those at a thread's last stop): c, d, e (PTWK_F_CPU). */
+static __always_inline void task_cpu_into(struct task_struct *t, struct ptwk_record *r)
+{
+	r->c = BPF_CORE_READ(t, se.sum_exec_runtime);
+	if (bpf_core_field_exists(t->sched_info))
+		r->d = BPF_CORE_READ(t, sched_info.run_delay);
+	__u64 v = BPF_CORE_READ(t, nvcsw), iv = BPF_CORE_READ(t, nivcsw);
+	r->e = (v > 0xffffffffu ? 0xffffffffu : v) << 32 | (iv > 0xffffffffu ? 0xffffffffu : iv);
+	r->f |= PTWK_F_CPU;
+}
+
+/*
+ * Every context switch on the machine: a dead task (TASK_DEAD, 0x80) of a
+ * watched process leaving its CPU for the last time, once the scheduler
+ * has accounted its last run (at its exit tracepoint the running slice is
+ * not counted yet: up to a tick, 4 ms at HZ=250). Anything else returns
+ * at once.
+ */
+SEC("raw_tp/sched_switch")
+int ptw_switch(struct bpf_raw_tracepoint_args *ctx)
+{
+	/* (bool preempt, struct task_struct *prev, struct task_struct *next, ...) */
+	struct task_struct *t = (struct task_struct *)ctx->args[1];
+	unsigned long state;
+	if (bpf_core_field_exists(t->__state))
+		state = BPF_CORE_READ(t, __state);
+	else /* (before 5.14) */
+		state = (unsigned long)BPF_CORE_READ((struct task_struct___state *)t, state);
+	if (!(state & 0x80))
+		return 0;
+	__u32 tgid = task_tgid(t);
+	if (!bpf_map_lookup_elem(&watched, &tgid))
+		return 0;
+	struct ptwk_record r = {};
+	begin(&r, PTWK_CPU, ((__u64)tgid << 32) | task_tid(t));
+	task_cpu_into(t, &r);
+	send(&r, false);
+	return 0;
+}
+
 SEC("raw_tp/sched_process_exit")
 int ptw_exit(struct bpf_raw_tracepoint_args *ctx)
 {
@@ -492,6 +537,9 @@ int ptw_exit(struct bpf_raw_tracepoint_args *ctx)
 		else if (nr == 231) /* __NR_exit_group */
 			r.f |= PTWK_F_EXIT_GROUP_CALL;
 	}
+	/* What it cost in CPU so far (as accounted at the scheduler's last
+	 * look at it: its final figure comes with PTWK_CPU) */
+	task_cpu_into(t, &r);
 	bpf_get_current_comm(r.comm, sizeof(r.comm));
 	bpf_map_delete_elem(&pending, &tid);
 	send(&r, wake);

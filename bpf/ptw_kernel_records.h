@@ -78,6 +78,10 @@ enum ptwk_kind {
 	PTWK_MODULES_END, /* the walk's end: a = entries sent, b = r_debug's address, e = the
 			   * walk, f: PTWK_F_MODULES_WHOLE */
 	PTWK_EXEC_ARGS,	  /* after PTWK_EXEC: a struct ptwk_args_record, its command line */
+	/* sched_switch away from a dead task, its last moment on a CPU: what
+	 * it cost, final (the scheduler has just accounted its last run),
+	 * after its PTWK_EXIT: c, d, e as PTWK_EXIT's with PTWK_F_CPU */
+	PTWK_CPU,
 	PTWK_KIND_N,
 };
 
@@ -114,6 +118,8 @@ enum ptwk_kind {
 				      * child stack top read: c = the function glibc's
 				      * clone() will call, d = its argument, e = the
 				      * creator's ip (in that wrapper or not) */
+#define PTWK_F_CPU 0x80000 /* EXIT: c = time on a CPU, d = runnable (0: no scheduler
+			    * statistics), e = voluntary << 32 | involuntary switches */
 #define PTWK_F_UNWATCHED 0x40000 /* FORK (-f): the child could not be watched (the
 				  * watched map full, PTWK_STAT_WATCH_FULL) */
 

@@ -104,8 +104,21 @@ struct bpf_pidns_info {
 	__u32 tgid;
 };
 
+/* What a task cost in CPU (its end: PTWK_EXIT's PTWK_F_CPU) */
+struct sched_entity {
+	unsigned long long sum_exec_runtime;
+} __attribute__((preserve_access_index));
+
+struct sched_info {
+	unsigned long long run_delay; /* CONFIG_SCHED_INFO */
+} __attribute__((preserve_access_index));
+
 struct task_struct {
+	unsigned int __state; /* TASK_DEAD once it is to leave its CPU for good */
 	struct mm_struct *mm; /* -f: shared with the parent: vfork, clone(CLONE_VM) */
+	struct sched_entity se;
+	struct sched_info sched_info;
+	unsigned long nvcsw, nivcsw;
 	pid_t pid;
 	pid_t tgid;
 	struct pid *thread_pid;

@@ -62,6 +62,8 @@ enum ptw_event_kind {
 	PTW_EV_DEADLOCK,       /* tid is member arg of the value threads of live deadlock
 				* span_id (confirmed as proof says): its wait (wait_*),
 				* stack, state */
+	PTW_EV_THREAD_CPU,     /* tid's CPU so far (cpu): at its end, or the session's for a
+				* thread that lives on */
 	/* The session's facts besides threads: kept by the session (the
 	 * document's warnings and processes), not spans' events */
 	PTW_EV_WARNING,	       /* what the backend could not do: warning (enum
@@ -69,6 +71,16 @@ enum ptw_event_kind {
 				* whose (named by pid) */
 	PTW_EV_PROCESS,	       /* -f: process proc of the session as it is now (began, exec'd,
 				* ended, let go; all of them once more at the end) */
+};
+
+/* What a thread cost in CPU, as the kernel accounts it (its schedstat and
+ * context switches): PTW_EV_THREAD_CPU, a thread span's cpu. */
+struct ptw_cpu {
+	bool set;
+	uint64_t on_cpu_ns;   /* running on a CPU, user and system */
+	uint64_t runnable_ns; /* runnable, waiting for a CPU */
+	uint64_t voluntary;   /* context switches: it slept (blocked, yielded) */
+	uint64_t involuntary; /* it was preempted */
 };
 
 /* Where a span was when ptwatch saw it open past --open-timeout
@@ -208,6 +220,8 @@ struct ptw_event {
 	int warning;
 	/* PROCESS (copied by the consumer) */
 	const struct ptw_process *proc;
+	/* THREAD_CPU */
+	struct ptw_cpu cpu;
 };
 
 /* An event with every optional field set to "unknown". */

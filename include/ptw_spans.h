@@ -81,6 +81,8 @@ struct ptw_span {
 	uint64_t join_call_ns;
 	struct ptw_opt join_return_ns;
 	bool uncertain;
+	/* CPU (PTW_EV_THREAD_CPU): at its end, or the session's if it lives on */
+	struct ptw_cpu cpu;
 	/* Seen open past the open timeout (PTW_EV_SPAN_OPEN): when, and how
 	 * long it had been open then. It keeps its final status. */
 	struct ptw_opt open_after_ns;
@@ -134,6 +136,7 @@ struct ptw_group {
 	char *routine; /* symbol, module+0xoffset, "main" or "-" */
 	uint64_t count, by_status[PTW_STATUS_N];
 	struct ptw_dacc spawn, life;
+	uint64_t cpu_ns, cpu_spans; /* time on a CPU, of the spans whose is known */
 	uint32_t first_id; /* groups come in order of their first span */
 };
 /* The name a span is grouped by (malloc'ed). */

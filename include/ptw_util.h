@@ -156,6 +156,12 @@ char **ptw_proc_cmdline(pid_t pid);
 /* Whether the 64-bit ELF file at path has no program interpreter (a
  * static program); false when it cannot be read or is not one. */
 bool ptw_elf_is_static(const char *path);
+struct ptw_cpu;
+/* Thread tid of process pid's CPU so far (ptw_events.h): schedstat's time
+ * on a CPU and waiting for one, status's context switches. task_dirfd:
+ * /proc/PID/task if open (cheaper), else -1. 0, or -errno (gone; a kernel
+ * without scheduler statistics). */
+int ptw_proc_thread_cpu(int task_dirfd, pid_t pid, pid_t tid, struct ptw_cpu *ret);
 /* What execvp will run for name: with a '/', name itself; else the first
  * executable regular file of that name in PATH (its default when unset).
  * False when there is none. */

@@ -233,6 +233,22 @@ static void on_death(struct ptwk_conv *c, const struct ptwk_record *r)
 
 static void process_end(struct ptwk_conv *c);
 
+/* What the thread cost in CPU (PTWK_F_CPU): at its exit tracepoint, then
+ * final at its last switch (PTWK_CPU, after its end: the span engine
+ * takes it for the span that has just ended). */
+static void thread_cpu(struct ptwk_conv *c, const struct ptwk_record *r)
+{
+	if (!(r->f & PTWK_F_CPU))
+		return;
+	struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_CPU, r->ns, (pid_t)r->tid);
+	ev.cpu = (struct ptw_cpu){ .set = true,
+				   .on_cpu_ns = r->c,
+				   .runnable_ns = r->d,
+				   .voluntary = r->e >> 32,
+				   .involuntary = r->e & 0xffffffffu };
+	emit(c, &ev);
+}
+
 static void on_lwp_exit(struct ptwk_conv *c, const struct ptwk_record *r)
 {
 	pid_t tid = (pid_t)r->tid;
@@ -247,6 +263,8 @@ static void on_lwp_exit(struct ptwk_conv *c, const struct ptwk_record *r)
 		if (th->created_ns < c->probes_in_ns)
 			c->window_clones++;
 	}
+	if (th)
+		thread_cpu(c, r);
 	struct ptw_event ev = ptw_event_init(PTW_EV_LWP_EXIT, r->ns, tid);
 	unsigned status = (unsigned)r->a;
 	/* As the tracer tells it from orig_rax: its own exit, its own
@@ -399,6 +417,10 @@ static void on_exit_fn(struct ptwk_conv *c, const struct ptwk_record *r)
 
 void ptwk_conv_record(struct ptwk_conv *c, const struct ptwk_record *r)
 {
+	if (r->kind == PTWK_CPU) { /* (the last thread's comes after the process's end) */
+		thread_cpu(c, r);
+		return;
+	}
 	if (c->ended)
 		return;
 	switch ((enum ptwk_kind)r->kind) {
@@ -470,6 +492,7 @@ void ptwk_conv_record(struct ptwk_conv *c, const struct ptwk_record *r)
 	case PTWK_MODULE: /* kernel.c: the process's modules (modules.c) */
 	case PTWK_MODULES_END:
 	case PTWK_EXEC_ARGS:
+	case PTWK_CPU: /* (above) */
 	case PTWK_FORK: /* -f: kernel.c makes the child a process of its own */
 	case PTWK_CREATE_CALL:
 	case PTWK_NONE:

@@ -291,6 +291,14 @@ int ptwk_attach_tracepoints(struct ptw_kernel *k)
 			return -errno;
 		keep_link(k, l);
 	}
+	/* a dead thread's last switch: its final CPU accounting (without
+	 * it, the exit tracepoint's, up to a tick short) */
+	struct bpf_link *l = bpf_program__attach(k->skel->progs.ptw_switch);
+	if (l)
+		keep_link(k, l);
+	else
+		ptw_dbg(PTW_DBG_TRACER, "sched_switch: %s: threads' CPU as at their exit tracepoint",
+			strerror(errno));
 	if (k->start_at_clone)
 		attach_clone_exits(k);
 	return 0;

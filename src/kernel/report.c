@@ -37,6 +37,7 @@ static const char *lost_kind_name(unsigned kind)
 		[PTWK_CONTEXT_SET] = "context switches",
 		[PTWK_MODULE] = "module list entries",
 		[PTWK_EXEC_ARGS] = "command lines",
+		[PTWK_CPU] = "threads' last CPU accounting",
 	};
 	if (kind >= PTWK_LOCK_FIRST)
 		return kind == PTWK_LOCK_RET ? "wait returns" : "wait entries";

@@ -131,6 +131,12 @@ static void thread_span(struct chrome *c, const struct ptw_span *sp)
 	}
 	if (sp->detached >= 0)
 		ptw_json_bool(&c->j, "detached", sp->detached == 1);
+	if (sp->cpu.set) {
+		ptw_json_uint(&c->j, "on_cpu_ns", sp->cpu.on_cpu_ns);
+		ptw_json_uint(&c->j, "runnable_ns", sp->cpu.runnable_ns);
+		ptw_json_uint(&c->j, "voluntary_switches", sp->cpu.voluntary);
+		ptw_json_uint(&c->j, "involuntary_switches", sp->cpu.involuntary);
+	}
 	if (sp->uncertain)
 		ptw_json_bool(&c->j, "uncertain", true);
 	ptw_json_end_object(&c->j);

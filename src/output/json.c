@@ -392,6 +392,16 @@ void ptw_json_span(struct ptw_json *j, const struct ptw_span *sp)
 	} else {
 		ptw_json_null(j, "join");
 	}
+	if (sp->cpu.set) {
+		ptw_json_begin_object(j, "cpu");
+		ptw_json_uint(j, "on_cpu_ns", sp->cpu.on_cpu_ns);
+		ptw_json_uint(j, "runnable_ns", sp->cpu.runnable_ns);
+		ptw_json_uint(j, "voluntary_switches", sp->cpu.voluntary);
+		ptw_json_uint(j, "involuntary_switches", sp->cpu.involuntary);
+		ptw_json_end_object(j);
+	} else {
+		ptw_json_null(j, "cpu");
+	}
 	if (sp->origin != PTW_ORIGIN_MAIN && sp->create_ns.set && sp->start_ns.set &&
 	    sp->start_ns.v >= sp->create_ns.v)
 		ptw_json_uint(j, "spawn_latency_ns", sp->start_ns.v - sp->create_ns.v);

@@ -29,10 +29,11 @@ static void dist_line(struct ptw_buf *out, const char *name, const struct ptw_di
 }
 
 /* A text table: cells are collected, then printed with measured widths. */
-#define TABLE_COLS 10
+#define TABLE_COLS 11
 struct table {
 	char **cells; /* rows * TABLE_COLS */
 	size_t rows, cap;
+	bool cpu; /* the thread table: a CPU column (some span's is known) */
 };
 
 static void table_row(struct table *t, char *const cells[TABLE_COLS])
@@ -118,6 +119,7 @@ static void span_row(struct table *t, const struct ptw_span *sp)
 			       sp->start_ns.v >= sp->create_ns.v
 		       ? duration_str(sp->start_ns.v - sp->create_ns.v)
 		       : xstrdup("-");
+	c[8] = !t->cpu ? NULL : sp->cpu.set ? duration_str(sp->cpu.on_cpu_ns) : xstrdup("-");
 	struct ptw_buf n = { 0 };
 	uint64_t lifetime;
 	if (ptw_span_lifetime(sp, &lifetime))
@@ -137,7 +139,7 @@ static void span_row(struct table *t, const struct ptw_span *sp)
 	if (sp->uncertain)
 		ptw_buf_puts(&n, ", uncertain");
 	text_slow_text(&n, sp, ", ", "");
-	c[8] = n.p;
+	c[9] = n.p;
 	table_row(t, c);
 }
 
@@ -147,9 +149,11 @@ static void grouped_rows(struct ptw_buf *out, struct ptw_spans *spans)
 	size_t ng = ptw_spans_groups(spans, &g);
 	/* The LWP EXITED column only when there are such spans (a column
 	 * whose cells and header are empty is not printed). */
-	bool lwp = false;
-	for (size_t k = 0; k < ng; k++)
+	bool lwp = false, cpu = false;
+	for (size_t k = 0; k < ng; k++) {
 		lwp |= g[k].by_status[PTW_STATUS_LWP_EXITED] != 0;
+		cpu |= g[k].cpu_spans != 0;
+	}
 	struct table tab = { 0 };
 	char *hdr[TABLE_COLS] = { xstrdup("THREADS"),
 				  xstrdup("START ROUTINE"),
@@ -160,7 +164,8 @@ static void grouped_rows(struct ptw_buf *out, struct ptw_spans *spans)
 				  xstrdup("UNMATCHED"),
 				  xstrdup("OPEN"),
 				  xstrdup("SPAWN p50"),
-				  xstrdup("LIFETIME p50") };
+				  xstrdup("LIFETIME p50"),
+				  cpu ? xstrdup("CPU") : NULL };
 	table_row(&tab, hdr);
 	for (size_t k = 0; k < ng; k++) {
 		struct ptw_distribution ds, dl;
@@ -177,6 +182,9 @@ static void grouped_rows(struct ptw_buf *out, struct ptw_spans *spans)
 			xasprintf("%" PRIu64, g[k].by_status[PTW_STATUS_OPEN]),
 			ds.count ? duration_str(ds.p50) : xstrdup("-"),
 			dl.count ? duration_str(dl.p50) : xstrdup("-"),
+			!cpu		  ? NULL
+			: g[k].cpu_spans ? duration_str(g[k].cpu_ns)
+					  : xstrdup("-"),
 		};
 		table_row(&tab, c);
 	}
@@ -187,13 +195,17 @@ static void grouped_rows(struct ptw_buf *out, struct ptw_spans *spans)
 /* How the process ended or what it is now (checked: the backend's check_fate). */
 static void span_row(struct table *t, const struct ptw_span *sp);
 
-/* The thread table's header row (the summary's, and each process's). */
-static void span_table_header(struct table *tab)
+/* The thread table's header row (the summary's, and each process's); a
+ * CPU column (time on a CPU) where some span's is known. */
+static void span_table_header(struct table *tab, const struct ptw_spans *spans)
 {
+	for (size_t i = 0; i < ptw_spans_count(spans) && !tab->cpu; i++)
+		tab->cpu = ptw_spans_get(spans, i)->cpu.set;
 	char *hdr[TABLE_COLS] = { xstrdup("SPAN"),	    xstrdup("TID"),
 				  xstrdup("CREATOR"),	    xstrdup("NAME"),
 				  xstrdup("START ROUTINE"), xstrdup("STATUS"),
 				  xstrdup("VALUE"),	    xstrdup("SPAWN"),
+				  tab->cpu ? xstrdup("CPU") : NULL,
 				  xstrdup("LIFETIME") };
 	table_row(tab, hdr);
 }
@@ -246,13 +258,13 @@ static void processes_summary(struct ptw_buf *out, const struct ptw_report *r)
 		if (!tables || !threads)
 			continue;
 		struct table tab = { 0 };
-		span_table_header(&tab);
+		span_table_header(&tab, r->spans);
 		for (size_t k = 0; k < n; k++) {
 			const struct ptw_span *sp = ptw_spans_get(r->spans, k);
 			if (sp->process == p->id)
 				span_row(&tab, sp);
 		}
-		table_print(out, &tab, 0x7 | 0x80);
+		table_print(out, &tab, 0x7 | 0x80 | 0x100);
 	}
 }
 
@@ -556,10 +568,10 @@ void ptw_text_summary(struct ptw_buf *out, const struct ptw_report *r)
 		processes_summary(out, r);
 	} else if (ptw_spans_total(r->spans) <= TABLE_MAX_ROWS && n <= TABLE_MAX_ROWS) {
 		struct table tab = { 0 };
-		span_table_header(&tab);
+		span_table_header(&tab, r->spans);
 		for (size_t i = 0; i < n; i++)
 			span_row(&tab, ptw_spans_get(r->spans, i));
-		table_print(out, &tab, 0x7 | 0x80);
+		table_print(out, &tab, 0x7 | 0x80 | 0x100);
 	} else {
 		grouped_rows(out, r->spans);
 	}

@@ -39,7 +39,11 @@ enum { REC_LOCATION = 1, REC_EVENT = 2, REC_REPORT = 3, REC_END = 4, REC_PROCESS
 				X(STACK, stack) X(INT, wait_kind) X(INT, wait_object)              \
 					X(INT, wait_owner) X(INT, span_kind) X(INT, span_id)       \
 						X(INT, sp) X(INT, ret_addr) X(LOC, object) X(INT, action) X(INT, why) \
-							X(INT, before_attach) X(INT, proof) X(INT, cancelled)
+							X(INT, before_attach) X(INT, proof) X(INT, cancelled) \
+								X(INT, cpu.set) X(INT, cpu.on_cpu_ns)     \
+									X(INT, cpu.runnable_ns)           \
+										X(INT, cpu.voluntary)     \
+											X(INT, cpu.involuntary)
 #define REPORT_FIELDS(X)                                                                           \
 	X(INT, realtime_offset_ns)                                                                 \
 	X(INT, pid) X(STR, exe) X(ARGV, argv) X(STR, mode) X(STR, glibc) X(INT, exit_kind)         \

@@ -175,14 +175,16 @@ static bool check_schema(struct ld *ld, const char *schema, const char *want)
 		return true;
 	if (schema && !strcmp(want, PTW_LINES_SCHEMA) &&
 	    (!strcmp(schema, PTW_LINES_SCHEMA_1) || !strcmp(schema, PTW_LINES_SCHEMA_2) ||
-	     !strcmp(schema, PTW_LINES_SCHEMA_3) || !strcmp(schema, PTW_LINES_SCHEMA_4)))
+	     !strcmp(schema, PTW_LINES_SCHEMA_3) || !strcmp(schema, PTW_LINES_SCHEMA_4) ||
+	     !strcmp(schema, PTW_LINES_SCHEMA_5)))
 		return true; /* the same lines, without processes in metrics (1), backend (2),
-			      * the warnings' count (3), the code foreign_breakpoint (4) */
+			      * the warnings' count (3), the code foreign_breakpoint (4), a
+			      * span's cpu (5) */
 	if (schema && !strcmp(want, PTW_SPANS_SCHEMA) &&
 	    (!strcmp(schema, PTW_SPANS_SCHEMA_4) || !strcmp(schema, PTW_SPANS_SCHEMA_5) ||
-	     !strcmp(schema, PTW_SPANS_SCHEMA_6)))
+	     !strcmp(schema, PTW_SPANS_SCHEMA_6) || !strcmp(schema, PTW_SPANS_SCHEMA_7)))
 		return true; /* the same document, without the backend (4), the warnings'
-			      * count (5), the code foreign_breakpoint (6) */
+			      * count (5), the code foreign_breakpoint (6), a span's cpu (7) */
 	if (schema &&
 	    (!strncmp(schema, "ptwatch.spans/", 14) || !strncmp(schema, "ptwatch.lines/", 14))) {
 		/* (the file's string, escaped: the refusal stays one line) */

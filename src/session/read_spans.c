@@ -84,6 +84,14 @@ struct ptw_span *ld_span_of(struct ld *ld, json_object *v)
 		if (sp->join_return_ns.set && sp->join_return_ns.v < sp->join_call_ns)
 			sp->join_return_ns.set = false;
 	}
+	json_object *cpu = ld_get(v, "cpu"); /* (since spans/8) */
+	if (ld_is(cpu, json_type_object)) {
+		sp->cpu.set = true;
+		sp->cpu.on_cpu_ns = ld_num(ld, cpu, "on_cpu_ns");
+		sp->cpu.runnable_ns = ld_num(ld, cpu, "runnable_ns");
+		sp->cpu.voluntary = ld_num(ld, cpu, "voluntary_switches");
+		sp->cpu.involuntary = ld_num(ld, cpu, "involuntary_switches");
+	}
 	sp->uncertain = ld_boolean(v, "uncertain");
 	sp->open_after_ns = ld_opt(ld, v, "open_after_ns");
 	json_object *ow = ld_get(v, "open_where");

@@ -5,6 +5,7 @@
 #include "ptw_session.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -407,6 +408,38 @@ static void __attribute__((noreturn)) die_of_signal(int sig)
 	ptw_die_of_signal(sig);
 }
 
+/*
+ * The threads that live on once the session ends (ptwatch let go of
+ * them): their CPU so far, from /proc, as the backends tell it at a
+ * thread's end. Not for a snapshot (a state, not a session).
+ */
+static void say_cpu_of_live(struct ptw_session *s)
+{
+	uint64_t ns = ptw_now_ns();
+	pid_t dir_pid = 0;
+	int dir = -1;
+	for (size_t i = 0; i < ptw_spans_count(s->spans); i++) {
+		const struct ptw_span *sp = ptw_spans_get(s->spans, i);
+		if (sp->ended || sp->cpu.set || sp->pid <= 0 || sp->tid <= 0)
+			continue;
+		if (sp->pid != dir_pid) { /* (openat beside it: cheaper than a path each) */
+			char path[64];
+			if (dir >= 0)
+				close(dir);
+			snprintf(path, sizeof(path), "/proc/%d/task", (int)sp->pid);
+			dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			dir_pid = sp->pid;
+		}
+		struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_CPU, ns, sp->tid);
+		ev.pid = sp->pid;
+		ev.process = sp->process;
+		if (dir >= 0 && ptw_proc_thread_cpu(dir, sp->pid, sp->tid, &ev.cpu) == 0)
+			sink(s, &ev);
+	}
+	if (dir >= 0)
+		close(dir);
+}
+
 int ptw_session_run(struct ptw_session *s, struct ptw_backend *b, int duration_ms)
 {
 	enum ptw_end_reason reason = PTW_END_SNAPSHOT;
@@ -422,6 +455,8 @@ int ptw_session_run(struct ptw_session *s, struct ptw_backend *b, int duration_m
 		fprintf(stderr, "ptwatch: tracing failed: %s\n", strerror(-r));
 	if (reason != PTW_END_TARGET_EXITED)
 		b->ops->detach(b);
+	if (!s->opts.snapshot)
+		say_cpu_of_live(s);
 	flush_log(s);
 
 	struct ptw_report rep = { 0 };

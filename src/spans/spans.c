@@ -73,6 +73,7 @@ void ptw_spans_free(struct ptw_spans *s)
 	ptw_groups_free(s->groups, s->ngroups);
 	ptw_map_free(&s->group_idx);
 	ptw_map_free(&s->by_tid);
+	ptw_map_free(&s->ended_by_tid);
 	ptw_map_free(&s->by_pthread);
 	ptw_map_free(&s->joins);
 	free(s->series);
@@ -196,8 +197,10 @@ static void unbind_tid(struct ptw_spans *s, struct ptw_span *sp)
 {
 	/* Whatever its status becomes, its thread is no longer open. */
 	ptw_timeouts_unwatch(s->timeouts, PTW_SPAN_THREAD, sp->id);
-	if (live(s, sp->tid) == sp)
+	if (live(s, sp->tid) == sp) {
 		ptw_map_del(&s->by_tid, (uint64_t)sp->tid);
+		ptw_map_put(&s->ended_by_tid, (uint64_t)sp->tid, sp);
+	}
 }
 
 static void hold(struct ptw_spans *s, struct ptw_span *sp)
@@ -252,6 +255,7 @@ static struct ptw_span *new_span(struct ptw_spans *s, pid_t tid, enum ptw_origin
 		s->max_active = s->active;
 	series_push(s, ns);
 	ptw_map_put(&s->by_tid, (uint64_t)tid, sp);
+	ptw_map_del(&s->ended_by_tid, (uint64_t)tid);
 	ptw_timeouts_watch(s->timeouts, PTW_SPAN_THREAD, sp->id, tid, ns);
 	return sp;
 }
@@ -723,6 +727,15 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 	case PTW_EV_WAIT_END:
 		sp = live(s, ev->tid);
 		break;
+	case PTW_EV_THREAD_CPU:
+		/* at its end, or just after (the kernel path's final figure
+		 * comes after its exit) */
+		sp = live(s, ev->tid);
+		if (!sp)
+			sp = ptw_map_get(&s->ended_by_tid, (uint64_t)ev->tid);
+		if (sp && ev->cpu.set && !sp->retired)
+			sp->cpu = ev->cpu;
+		break;
 	case PTW_EV_DEADLOCK:
 		/* A member of a live deadlock: its stack and wait, as a
 		 * snapshot would show them. */
@@ -867,6 +880,10 @@ static void group_add(struct ptw_group *g, const struct ptw_span *sp)
 		ptw_dacc_add(&g->spawn, v);
 	if (sp_life_of(sp, &v))
 		ptw_dacc_add(&g->life, v);
+	if (sp->cpu.set) {
+		g->cpu_ns += sp->cpu.on_cpu_ns;
+		g->cpu_spans++;
+	}
 }
 
 /* A span's figures, into the accumulators of the freed ones. */
@@ -912,6 +929,8 @@ static void release(struct ptw_spans *s, struct ptw_span *sp)
 	ptw_timeouts_unwatch(s->timeouts, PTW_SPAN_THREAD, sp->id);
 	if (live(s, sp->tid) == sp)
 		ptw_map_del(&s->by_tid, (uint64_t)sp->tid);
+	if (ptw_map_get(&s->ended_by_tid, (uint64_t)sp->tid) == sp)
+		ptw_map_del(&s->ended_by_tid, (uint64_t)sp->tid);
 	if (sp->pthread && ptw_map_get(&s->by_pthread, pthread_key(sp->process, sp->pthread)) == sp)
 		ptw_map_del(&s->by_pthread, pthread_key(sp->process, sp->pthread));
 	if (sp->joined && ptw_map_get(&s->joins, (uint64_t)sp->joiner_tid) == sp)
@@ -1133,6 +1152,7 @@ const char *ptw_event_kind_name(enum ptw_event_kind kind)
 		[PTW_EV_WAIT_BEGIN] = "wait",
 		[PTW_EV_WAIT_END] = "waited",
 		[PTW_EV_DEADLOCK] = "deadlock",
+		[PTW_EV_THREAD_CPU] = "cpu",
 		[PTW_EV_WARNING] = "warning",
 		[PTW_EV_PROCESS] = "process",
 	};

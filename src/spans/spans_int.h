@@ -26,6 +26,7 @@ struct ptw_spans {
 	size_t n, cap, holes;
 	uint32_t next_id;
 	struct ptw_map by_tid;	   /* tid -> live span */
+	struct ptw_map ended_by_tid; /* tid -> its span that left last (a late THREAD_CPU) */
 	struct ptw_map by_pthread; /* pthread_t -> most recent span with it */
 	struct ptw_map joins;	   /* joiner tid -> span it is joining */
 	uint64_t threads_created;

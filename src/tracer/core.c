@@ -402,6 +402,13 @@ void tracer_read_comm(struct ptw_tracer *t, pid_t tid, uint64_t ns)
 	free(name);
 }
 
+void tracer_read_cpu(struct ptw_tracer *t, pid_t tid, uint64_t ns)
+{
+	struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_CPU, ns, tid);
+	if (ptw_proc_thread_cpu(t->img.task_dirfd, t->proc->pid, tid, &ev.cpu) == 0)
+		tracer_emit(t, &ev);
+}
+
 /* ---- return breakpoints ---- */
 
 int tracer_retbp_get(struct ptw_tracer *t, struct retbps *rb, struct ptw_lwp *l, uint64_t ret,

@@ -13,6 +13,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "ptw_events.h"
 #include "ptw_util.h"
 
 /* A stat file from the state field on ("S 1 2 ..."): the command name
@@ -306,6 +307,40 @@ bool ptw_elf_is_static(const char *path)
 	}
 	close(fd);
 	return !interp;
+}
+
+int ptw_proc_thread_cpu(int task_dirfd, pid_t pid, pid_t tid, struct ptw_cpu *ret)
+{
+	char path[96], buf[2048];
+	if (task_dirfd >= 0)
+		snprintf(path, sizeof(path), "%d/schedstat", (int)tid);
+	else
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat", (int)pid, (int)tid);
+	int r = ptw_read_small_file_at(task_dirfd >= 0 ? task_dirfd : AT_FDCWD, path, buf,
+				       sizeof(buf));
+	if (r < 0)
+		return r;
+	/* "RUN_NS WAIT_NS TIMESLICES" */
+	unsigned long long on, wait;
+	if (sscanf(buf, "%llu %llu", &on, &wait) != 2)
+		return -EINVAL;
+	if (task_dirfd >= 0)
+		snprintf(path, sizeof(path), "%d/status", (int)tid);
+	else
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
+	if ((r = ptw_read_small_file_at(task_dirfd >= 0 ? task_dirfd : AT_FDCWD, path, buf,
+					sizeof(buf))) < 0)
+		return r;
+	const char *v = strstr(buf, "\nvoluntary_ctxt_switches:");
+	const char *iv = strstr(buf, "\nnonvoluntary_ctxt_switches:");
+	if (!v || !iv)
+		return -EINVAL;
+	*ret = (struct ptw_cpu){ .set = true,
+				 .on_cpu_ns = on,
+				 .runnable_ns = wait,
+				 .voluntary = strtoull(strchr(v, ':') + 1, NULL, 10),
+				 .involuntary = strtoull(strchr(iv, ':') + 1, NULL, 10) };
+	return 0;
 }
 
 /* What execvp will run for name: with a '/', name itself; else the first

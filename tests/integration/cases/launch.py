@@ -17,7 +17,7 @@ from ptw_test import (
     FrameworkError, load_doc, load_truth, Model, one_truth, report_warnings, routine_line,
     span_index, task_states, thread_spans, truth_of
 )
-from helpers import read_line
+from helpers import read_line, run_ptwatch
 from cases.locks import check_waits_sane
 
 
@@ -134,6 +134,57 @@ def case_joins(session, chk, variant='default'):
         print('stops: %s' % json.dumps(stops))
     chk.true('main span', main in index)
     report_warnings(run)
+
+
+@test('cpu', kernel=True)
+@case('cpu')
+def case_cpu(session, chk):
+    """A thread span's cpu (tests/fixtures/cpuburn.c): four threads burn
+    60 ms of CPU each by their own clock, one sleeps in ten pieces; each
+    span's on-CPU time is what the thread's clock said at its end (a
+    little more: what it did after), the sleeper's tiny with its
+    voluntary switches, and the sum over every span matches getrusage
+    for the process within 2%. The summary's table has a CPU column."""
+    run = session.run([fixture('cpuburn')], opts=())
+    check_exit(chk, run, 0)
+    index = span_index(run.doc)
+    total = 0
+    for sp in thread_spans(run.doc):
+        if chk.true('span %d (tid %d): cpu known' % (sp['id'], sp['tid']),
+                    isinstance(sp.get('cpu'), dict), sp):
+            total += sp['cpu']['on_cpu_ns']
+    for r in truth_of(run, 'burner'):
+        sp = (index.get(r['tid']) or [None])[0]
+        cpu = (sp or {}).get('cpu') or {}
+        got = cpu.get('on_cpu_ns')
+        chk.true('burner %d: on_cpu_ns %s, its clock at its end %d (at most 3 ms more)'
+                 % (r['tid'], got, r['cpu_ns']),
+                 got is not None and r['cpu_ns'] - 500000 <= got <= r['cpu_ns'] + 3000000, sp)
+    for r in truth_of(run, 'sleeper'):
+        sp = (index.get(r['tid']) or [None])[0]
+        cpu = (sp or {}).get('cpu') or {}
+        chk.true('sleeper: on_cpu_ns %s small (its clock %d)' % (cpu.get('on_cpu_ns'), r['cpu_ns']),
+                 cpu.get('on_cpu_ns') is not None and cpu['on_cpu_ns'] < 5000000, sp)
+        chk.true('sleeper: at least 10 voluntary switches (%s)' % cpu.get('voluntary_switches'),
+                 (cpu.get('voluntary_switches') or 0) >= 10, sp)
+    usage = one_truth(run, 'usage')
+    print('sum of spans %d ns, getrusage %d ns (main %d ns)'
+          % (total, usage['process_cpu_ns'], usage['main_cpu_ns']))
+    chk.true('the spans\' CPU, %d ns, within 2%% of getrusage\'s %d ns'
+             % (total, usage['process_cpu_ns']),
+             abs(total - usage['process_cpu_ns']) <= 0.02 * usage['process_cpu_ns'])
+    # the Chrome trace: a thread's slice carries its cpu as args
+    p = run_ptwatch(['report', '--format=chrome', run.doc_path])
+    chk.eq('report --format=chrome: exit status', p.returncode, 0)
+    slices = {e['args']['span']: e['args'] for e in json.loads(p.stdout.decode())['traceEvents']
+              if e['ph'] == 'X' and e.get('cat', '').startswith('thread')}
+    for sp in thread_spans(run.doc):
+        if sp.get('cpu'):
+            chk.eq('chrome: span %d: args.on_cpu_ns' % sp['id'],
+                   (slices.get(sp['id']) or {}).get('on_cpu_ns'), sp['cpu']['on_cpu_ns'])
+    text = run.stderr_text()
+    chk.true('the summary\'s table has a CPU column',
+             re.search(r'^\s+SPAN\s+TID\s.*\sCPU\s+LIFETIME$', text, re.M), detail=text[-1500:])
 
 
 @test('lifecycle', 'default', kernel=True, ns=True)
@@ -388,11 +439,15 @@ def case_execthread(session, chk, variant=None):
                  % codes, 'not the main thread, exec\'d' in codes.get('kernel_not_seen', ''))
         chk.eq('no raw clone warning (the new image\'s threads are not raw clones)',
                'raw clone' in codes.get('kernel_limit', ''), False)
-        named = {s['tid']: s for s in thread_spans(run.doc) if s.get('start_routine')}
+        # (a placeholder routine, "pthread_start_routine", is not a name:
+        # the thread was made before the probes came back)
+        named = {s['tid']: s for s in thread_spans(run.doc)
+                 if s.get('start_routine') and not s['start_routine'].get('placeholder')}
         threads_whole = all(t['tid'] in named for t in image2 if t['kind'] == 'thread')
         # (its main() may have begun before the probes came back: then its
         # start is not seen, and its span says so, whatever its threads)
-        whole = threads_whole and new_main['start_ns'] is not None
+        whole = (threads_whole and new_main['start_ns'] is not None
+                 and (new_main.get('start_routine') or {}).get('file') is not None)
         print('image 2 %s on the kernel path (%s)' % ('whole' if whole else 'not seen whole',
                                                        codes.get('kernel_not_seen')))
         if variant == 'wait':
