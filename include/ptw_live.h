@@ -49,12 +49,14 @@ enum ptw_live_sort {
 	PTW_LIVE_SORT_STATE,
 	PTW_LIVE_SORT_AGE,
 	PTW_LIVE_SORT_SPAWN,
+	PTW_LIVE_SORT_CPU, /* (not in the function view) */
 	PTW_LIVE_SORT_COUNT,
 };
 /* What sort s orders by in view v: "tid", "name", "routine", "state",
- * "age", "spawn"; in the routine view "total", "live", "routine", "ended",
- * "lifetime" (mean), "spawn" (mean); in the function view "calls",
- * "in flight", "function", "p50", "p99", "slowest". */
+ * "age", "spawn", "cpu"; in the routine view "total", "live", "routine",
+ * "ended", "lifetime" (mean), "spawn" (mean), "cpu" (its live threads'); in
+ * the function view "calls", "in flight", "function", "p50", "p99",
+ * "slowest". */
 const char *ptw_live_sort_name(enum ptw_live_view v, enum ptw_live_sort s);
 
 /* One row of the thread view. Strings are the model's until the next build. */
@@ -72,6 +74,10 @@ struct ptw_live_row {
 	bool age_known;	     /* else age_ns is since ptwatch saw it (attach) */
 	bool has_spawn;
 	uint64_t spawn_ns;   /* creation to start routine */
+	/* CPU%: a live thread's over the last PTW_LIVE_CPU_NS or so (100: one
+	 * CPU's worth), an ended one's over its lifetime */
+	bool has_cpu;
+	double cpu_pct;
 	bool ended;	     /* shown dim until it fades */
 	bool late;	     /* open past --open-timeout: highlighted */
 	const char *call;    /* --trace: its innermost open traced call, NULL none */
@@ -84,6 +90,7 @@ struct ptw_live_group {
 	uint64_t late;		     /* live ones open past --open-timeout */
 	uint64_t lifetime_mean_ns, lifetime_max_ns; /* of the ended ones (0: none) */
 	uint64_t spawn_mean_ns;			    /* of those with one (0: none) */
+	double cpu_pct;				    /* its live threads' CPU% together */
 };
 
 /* One row of the function view (--trace): the calls of one traced function. */
@@ -140,8 +147,13 @@ struct ptw_live_query {
 	 * at most every PTW_LIVE_NAME_NS per thread; NULL: the engine's. */
 	bool (*name_of)(void *ctx, pid_t tid, char *buf, size_t size);
 	void *name_ctx;
+	/* A live thread's time on a CPU so far (its schedstat): true if known.
+	 * Asked at most every PTW_LIVE_CPU_NS per thread; NULL: no CPU%. */
+	bool (*cpu_of)(void *ctx, pid_t pid, pid_t tid, uint64_t *on_cpu_ns);
+	void *cpu_ctx;
 };
 #define PTW_LIVE_NAME_NS (2ull * 1000000000u)
+#define PTW_LIVE_CPU_NS (1000000000ull)
 
 /*
  * The rows at time now (thread view: the live ones first, then the ended

@@ -68,6 +68,17 @@ struct ptw_live {
 };
 
 /* A thread's comm from /proc (no stop: a read of the kernel's copy). */
+/* A live thread's time on a CPU so far (/proc's schedstat). */
+static bool cpu_of(void *ctx, pid_t pid, pid_t tid, uint64_t *on_cpu_ns)
+{
+	(void)ctx;
+	struct ptw_cpu c;
+	if (pid <= 0 || ptw_proc_thread_cpu(-1, pid, tid, &c) < 0)
+		return false;
+	*on_cpu_ns = c.on_cpu_ns;
+	return true;
+}
+
 static bool comm_of(void *ctx, pid_t tid, char *buf, size_t size)
 {
 	(void)ctx;
@@ -298,6 +309,7 @@ int ptw_live_start(const struct ptw_live_opts *o, struct ptw_live **ret)
 	l->q.sort = PTW_LIVE_SORT_TID;
 	l->q.filter = l->filter;
 	l->q.name_of = comm_of;
+	l->q.cpu_of = cpu_of;
 	l->force = true;
 	if (o->hold_stderr)
 		hold_stderr(l);
@@ -461,19 +473,22 @@ static void draw_header(struct ptw_live *l, uint64_t now, size_t nrows)
 
 /* Column widths of the thread view for cols columns; 0: not shown (a
  * narrow terminal loses CREATOR and SPAWN first, then NAME and STATE
- * shrink). */
+ * shrink; with --trace's CALL column, CPU% below 140 columns). */
 struct thread_cols {
-	int pid, tid, name, routine, creator, state, age, spawn, call;
+	int pid, tid, name, routine, creator, state, cpu, age, spawn, call;
 };
 
 /* pid: the rows are of several processes (-f): a PID column first. call:
  * --trace, a CALL column takes half of the routine's. */
 static struct thread_cols thread_cols(int cols, bool pid, bool call)
 {
-	struct thread_cols c = { pid ? 8 : 0, 8, 16, 0, 8, 18, 9, 9, 0 };
+	struct thread_cols c = { pid ? 8 : 0, 8, 16, 0, 8, 18, 6, 9, 9, 0 };
 	if (cols < 96)
-		c.creator = c.spawn = 0;
-	int fixed = c.pid + c.tid + c.age + c.creator + c.spawn + 6 + (pid ? 1 : 0);
+		c.creator = c.spawn = c.cpu = 0;
+	if (call && cols < 140)
+		c.cpu = 0;
+	int fixed = c.pid + c.tid + c.cpu + c.age + c.creator + c.spawn + 6 + (c.cpu ? 1 : 0) +
+		    (pid ? 1 : 0);
 	int rest = cols - fixed;
 	if (rest < c.name + c.state + 24) { /* the routine keeps at least a third */
 		c.name = rest / 4;
@@ -514,6 +529,7 @@ static void draw_threads(struct ptw_live *l, const struct ptw_live_row *rows, si
 	cell("CALL", w.call, false);
 	cell("CREATOR", w.creator, true);
 	cell("STATE", w.state, false);
+	cell("CPU%", w.cpu, true);
 	cell("AGE", w.age, true);
 	cell("SPAWN", w.spawn, true);
 	attroff(A_BOLD);
@@ -540,6 +556,10 @@ static void draw_threads(struct ptw_live *l, const struct ptw_live_row *rows, si
 			strcpy(b, "-");
 		cell(b, w.creator, true);
 		cell(r->state, w.state, false);
+		strcpy(b, "-");
+		if (r->has_cpu)
+			snprintf(b, sizeof(b), "%.1f", r->cpu_pct);
+		cell(b, w.cpu, true);
 		ptw_live_duration(b, sizeof(b), r->age_ns);
 		if (!r->age_known) /* running before ptwatch came: at least that */
 			strcat(b, "+");
@@ -556,8 +576,8 @@ static void draw_groups(struct ptw_live *l, const struct ptw_live_group *g, size
 			int height)
 {
 	int cols = COLS;
-	int wl = 6, we = 7, wt = 7, wla = 5, wm = 10, wx = 10, wsp = 10;
-	int wr = cols - (wl + we + wt + wla + wm + wx + wsp + 7);
+	int wl = 6, we = 7, wt = 7, wla = 5, wc = 6, wm = 10, wx = 10, wsp = 10;
+	int wr = cols - (wl + we + wt + wla + wc + wm + wx + wsp + 8);
 	if (wr < 10)
 		wr = 10;
 	attron(A_BOLD);
@@ -571,6 +591,8 @@ static void draw_groups(struct ptw_live *l, const struct ptw_live_group *g, size
 	field("TOTAL", wt, true);
 	addch(' ');
 	field("LATE", wla, true);
+	addch(' ');
+	field("CPU%", wc, true);
 	addch(' ');
 	field("LIFE AVG", wm, true);
 	addch(' ');
@@ -594,6 +616,11 @@ static void draw_groups(struct ptw_live *l, const struct ptw_live_group *g, size
 		num_field(r->total, wt);
 		addch(' ');
 		num_field(r->late, wla);
+		addch(' ');
+		char pct[16] = "-";
+		if (r->live)
+			snprintf(pct, sizeof(pct), "%.1f", r->cpu_pct);
+		field(pct, wc, true);
 		addch(' ');
 		dur_field(r->lifetime_mean_ns, r->lifetime_max_ns > 0, wm);
 		addch(' ');
@@ -655,6 +682,7 @@ static void draw(struct ptw_live *l, uint64_t now)
 		model = l->frozen;
 		shown_ns = l->paused_ns;
 		q.name_of = NULL;
+		q.cpu_of = NULL;
 	}
 	size_t n = ptw_live_model_build(model, shown_ns, &q, &rows, &groups);
 	const struct ptw_live_function *fns = NULL;
@@ -745,12 +773,14 @@ static enum ptw_live_action key(struct ptw_live *l, int c)
 		l->scroll = 0;
 		break;
 	case 's':
-		l->q.sort = (enum ptw_live_sort)((l->q.sort + 1) % PTW_LIVE_SORT_COUNT);
+	case 'S': {
+		/* (the function view has no CPU column: its sort is skipped there) */
+		int step = c == 's' ? 1 : PTW_LIVE_SORT_COUNT - 1;
+		do
+			l->q.sort = (enum ptw_live_sort)((l->q.sort + step) % PTW_LIVE_SORT_COUNT);
+		while (l->q.view == PTW_LIVE_FUNCTIONS && l->q.sort == PTW_LIVE_SORT_CPU);
 		break;
-	case 'S':
-		l->q.sort = (enum ptw_live_sort)((l->q.sort + PTW_LIVE_SORT_COUNT - 1) %
-						 PTW_LIVE_SORT_COUNT);
-		break;
+	}
 	case 'r':
 		l->q.reverse = !l->q.reverse;
 		break;

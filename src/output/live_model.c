@@ -33,6 +33,8 @@ struct track {
 	uint64_t seen_ns; /* first noted */
 	char name[64];	  /* from name_of, at name_ns (escaped: up to 4 bytes a byte) */
 	uint64_t name_ns;
+	/* cpu_of's last two readings (at, its time on a CPU then): CPU% */
+	uint64_t cpu_at, cpu_ns, cpu_prev_at, cpu_prev_ns;
 	char tid_text[16];
 	char state[64];
 	char wait[48]; /* --locks: what it waits for now, "" when it does not */
@@ -42,6 +44,7 @@ struct track {
 struct group_acc {
 	char *routine;
 	uint64_t total, ended, late;
+	double cpu_pct; /* its live threads' now (each build) */
 	uint64_t life_sum, life_max, life_n;
 	uint64_t spawn_sum, spawn_n;
 };
@@ -180,11 +183,12 @@ struct ptw_live_model *ptw_live_model_freeze(const struct ptw_live_model *m)
 
 const char *ptw_live_sort_name(enum ptw_live_view v, enum ptw_live_sort s)
 {
-	static const char *const threads[] = { "tid", "name", "routine", "state", "age", "spawn" };
-	static const char *const routines[] = { "total", "live",     "routine",
-						"ended", "lifetime", "spawn" };
-	static const char *const functions[] = { "calls", "in flight", "function",
-						 "p50",	  "p99",       "slowest" };
+	static const char *const threads[] = { "tid", "name",  "routine", "state",
+					       "age", "spawn", "cpu" };
+	static const char *const routines[] = { "total", "live",     "routine", "ended",
+						"lifetime", "spawn", "cpu" };
+	static const char *const functions[] = { "calls", "in flight", "function", "p50",
+						 "p99",	  "slowest",   "calls" };
 	if ((unsigned)s >= PTW_ARRAY_SIZE(threads))
 		return "?";
 	return v == PTW_LIVE_FUNCTIONS	? functions[s]
@@ -549,6 +553,36 @@ static int cmp_str(const char *a, const char *b)
 	return strcmp(a ? a : "", b ? b : "");
 }
 
+static int cmp_pct(double a, double b)
+{
+	return (a > b) - (a < b);
+}
+
+/* Thread t's CPU% (r): a live one's from cpu_of's readings a second or so
+ * apart (the first reading waits for the second), an ended one's over its
+ * lifetime from its span's cpu. */
+static void row_cpu(struct track *t, const struct ptw_span *sp, const struct ptw_live_query *q,
+		    uint64_t now, uint64_t age_ns, struct ptw_live_row *r)
+{
+	if (t->ended) {
+		r->has_cpu = sp->cpu.set && age_ns;
+		r->cpu_pct = r->has_cpu ? 100.0 * (double)sp->cpu.on_cpu_ns / (double)age_ns : 0;
+		return;
+	}
+	uint64_t cpu;
+	if (q->cpu_of && (!t->cpu_at || now - t->cpu_at >= PTW_LIVE_CPU_NS) &&
+	    q->cpu_of(q->cpu_ctx, sp->pid, sp->tid, &cpu)) {
+		t->cpu_prev_at = t->cpu_at;
+		t->cpu_prev_ns = t->cpu_ns;
+		t->cpu_at = now;
+		t->cpu_ns = cpu;
+	}
+	r->has_cpu = t->cpu_prev_at && t->cpu_at > t->cpu_prev_at && t->cpu_ns >= t->cpu_prev_ns;
+	r->cpu_pct = r->has_cpu ? 100.0 * (double)(t->cpu_ns - t->cpu_prev_ns) /
+					  (double)(t->cpu_at - t->cpu_prev_at)
+				: 0;
+}
+
 static int cmp_rows(const void *pa, const void *pb, void *ctx)
 {
 	const struct ptw_live_row *a = pa, *b = pb;
@@ -571,6 +605,9 @@ static int cmp_rows(const void *pa, const void *pb, void *ctx)
 		break;
 	case PTW_LIVE_SORT_SPAWN:
 		c = cmp_u64(a->has_spawn ? a->spawn_ns : 0, b->has_spawn ? b->spawn_ns : 0);
+		break;
+	case PTW_LIVE_SORT_CPU:
+		c = cmp_pct(a->has_cpu ? a->cpu_pct : -1, b->has_cpu ? b->cpu_pct : -1);
 		break;
 	default:
 		c = cmp_u64((uint64_t)a->tid, (uint64_t)b->tid);
@@ -602,6 +639,9 @@ static int cmp_groups(const void *pa, const void *pb, void *ctx)
 	case PTW_LIVE_SORT_TID:
 		c = cmp_u64(a->total, b->total);
 		break;
+	case PTW_LIVE_SORT_CPU:
+		c = cmp_pct(a->cpu_pct, b->cpu_pct);
+		break;
 	default:
 		break;
 	}
@@ -628,8 +668,10 @@ size_t ptw_live_model_build(struct ptw_live_model *m, uint64_t now, const struct
 	const char *filter = q->filter && q->filter[0] ? q->filter : NULL;
 	m->dirty = false;
 	m->next_fade = 0;
-	for (size_t g = 0; g < m->ngroups; g++)
+	for (size_t g = 0; g < m->ngroups; g++) {
 		m->groups[g].late = 0;
+		m->groups[g].cpu_pct = 0;
+	}
 	size_t n = 0;
 	for (size_t i = 0; i < m->ntracks;) {
 		struct track *t = &m->tracks[i];
@@ -645,6 +687,12 @@ size_t ptw_live_model_build(struct ptw_live_model *m, uint64_t now, const struct
 		bool late = !t->ended && sp->open_after_ns.set;
 		if (late)
 			m->groups[t->group].late++;
+		uint64_t b = span_begin(sp), from = b ? b : t->seen_ns, end = t->ended ? t->end_ns : now;
+		uint64_t age_ns = end >= from ? end - from : 0;
+		struct ptw_live_row cpu = { 0 };
+		row_cpu(t, sp, q, now, age_ns, &cpu);
+		if (!t->ended && cpu.has_cpu)
+			m->groups[t->group].cpu_pct += cpu.cpu_pct;
 		if (q->view != PTW_LIVE_THREADS)
 			continue;
 		state_text(t);
@@ -676,16 +724,14 @@ size_t ptw_live_model_build(struct ptw_live_model *m, uint64_t now, const struct
 		r->routine = routine;
 		r->creator = sp->creator_tid;
 		r->state = t->state;
-		uint64_t b = span_begin(sp);
 		r->age_known = b != 0;
-		if (!b)
-			b = t->seen_ns;
-		uint64_t end = t->ended ? t->end_ns : now;
-		r->age_ns = end >= b ? end - b : 0;
+		r->age_ns = age_ns;
 		if (sp->create_ns.set && sp->start_ns.set && sp->start_ns.v >= sp->create_ns.v) {
 			r->has_spawn = true;
 			r->spawn_ns = sp->start_ns.v - sp->create_ns.v;
 		}
+		r->has_cpu = cpu.has_cpu;
+		r->cpu_pct = cpu.cpu_pct;
 		r->ended = t->ended;
 		r->late = late;
 		r->call = t->call && !t->ended ? m->fns[t->call - 1].function : NULL;
@@ -714,6 +760,7 @@ size_t ptw_live_model_build(struct ptw_live_model *m, uint64_t now, const struct
 		g->lifetime_mean_ns = a->life_n ? a->life_sum / a->life_n : 0;
 		g->lifetime_max_ns = a->life_max;
 		g->spawn_mean_ns = a->spawn_n ? a->spawn_sum / a->spawn_n : 0;
+		g->cpu_pct = a->cpu_pct;
 	}
 	qsort_r(m->grows, n, sizeof(*m->grows), cmp_groups, (void *)q);
 	*ret_rows = NULL;

@@ -329,6 +329,63 @@ static void test_names(void)
 	ptw_live_model_free(m);
 }
 
+/* cpu_of for test_cpu: thread 400 burns half a CPU, 401 a whole one (by
+ * the time asked for: its "now"). */
+static uint64_t cpu_now;
+static int cpu_asked;
+static bool fake_cpu(void *ctx, pid_t pid, pid_t tid, uint64_t *on_cpu_ns)
+{
+	(void)ctx, (void)pid;
+	cpu_asked++;
+	*on_cpu_ns = tid == 400 ? cpu_now / 2 : cpu_now;
+	return true;
+}
+
+/* CPU%: a live thread's from two readings of cpu_of a second apart (not
+ * more often), an ended one's over its lifetime from its span's cpu; the
+ * routine view adds its live threads'; sort by CPU. */
+static void test_cpu(void)
+{
+	struct ptw_live_model *m = ptw_live_model_new();
+	struct ptw_live_query q = { .view = PTW_LIVE_THREADS, .cpu_of = fake_cpu,
+				    .sort = PTW_LIVE_SORT_CPU, .reverse = true };
+	const struct ptw_live_row *rows;
+	const struct ptw_live_group *groups;
+	struct ptw_span *a = span(1, 400, "a", &pool, PTW_ORIGIN_CREATED);
+	struct ptw_span *b = span(2, 401, "b", &pool, PTW_ORIGIN_CREATED);
+	created(a, 1, T0, T0 + MS);
+	created(b, 1, T0, T0 + MS);
+	ptw_live_model_note(m, a, T0);
+	ptw_live_model_note(m, b, T0);
+	cpu_now = 10 * S;
+	CHECK_EQ(build(m, T0 + S, &q, &rows, &groups), 2);
+	CHECK(!rows[0].has_cpu && !rows[1].has_cpu); /* one reading: no rate yet */
+	CHECK_EQ(cpu_asked, 2);
+	cpu_now += S / 2; /* (asked again too soon: not read) */
+	build(m, T0 + S + 500 * MS, &q, &rows, &groups);
+	CHECK_EQ(cpu_asked, 2);
+	cpu_now = 10 * S + 2 * S;
+	CHECK_EQ(build(m, T0 + 3 * S, &q, &rows, &groups), 2);
+	CHECK_EQ(cpu_asked, 4);
+	CHECK(rows[0].has_cpu && rows[1].has_cpu);
+	CHECK_EQ(rows[0].tid, 401); /* reversed: the busiest first */
+	CHECK(rows[0].cpu_pct > 99.9 && rows[0].cpu_pct < 100.1);
+	CHECK(rows[1].cpu_pct > 49.9 && rows[1].cpu_pct < 50.1);
+	q.view = PTW_LIVE_ROUTINES;
+	CHECK_EQ(build(m, T0 + 3 * S, &q, &rows, &groups), 1);
+	CHECK(groups[0].cpu_pct > 149.9 && groups[0].cpu_pct < 150.1);
+	/* ended: its span's cpu over its lifetime */
+	q.view = PTW_LIVE_THREADS;
+	end(a, T0 + 5 * S + MS, PTW_STATUS_COMPLETED);
+	a->cpu = (struct ptw_cpu){ .set = true, .on_cpu_ns = S };
+	ptw_live_model_note(m, a, T0 + 5 * S + MS);
+	build(m, T0 + 5 * S + MS, &q, &rows, &groups);
+	const struct ptw_live_row *r = row_of(rows, 2, 400);
+	CHECK(r && r->ended && r->has_cpu && r->cpu_pct > 19.9 && r->cpu_pct < 20.1);
+	CHECK_STR(ptw_live_sort_name(PTW_LIVE_THREADS, PTW_LIVE_SORT_CPU), "cpu");
+	ptw_live_model_free(m);
+}
+
 /* The routine learnt after the span began (attach): its counts move. */
 static void test_routine_learnt(void)
 {
@@ -642,6 +699,7 @@ int main(void)
 	test_late();
 	test_rate();
 	test_names();
+	test_cpu();
 	test_routine_learnt();
 	test_copies();
 	test_duration();

@@ -297,6 +297,9 @@ def live_attach(session, chk, term, mode):
     term.expect(r'ptwatch -p %d \(fixture-live\)' % pid, 20, 'the live table\'s title')
     term.expect(live_row(t1) + r'\s*pool-0\s+pool_worker', 20, 'the row of %d' % t1)
     chk.true('the shell\'s lines are hidden by the table', 'BEFORE-MARK' not in term.screen())
+    # CPU%: from two readings of its schedstat a second apart; asleep, 0.0
+    term.expect(r'\sSTATE\s+CPU%\s+AGE\s', 10, 'the CPU% column')
+    term.expect(live_row(t1) + r'.*\sread\s+0\.0\s', 20, 'the sleeping %d at 0.0%% CPU' % t1)
     live_counts(term, 2, 0, 0, 'after the attach')
     t2 = int(target.ask('c')[1])
     term.expect(live_row(t2) + r'\s*pool-1\s+pool_worker .*running', 20,
