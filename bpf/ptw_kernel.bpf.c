@@ -440,10 +440,6 @@ int ptw_fork(struct bpf_raw_tracepoint_args *ctx)
 	return 0;
 }
 
-struct task_struct___state {
-	long state;
-} __attribute__((preserve_access_index));
-
 /* What task t cost in CPU, as /proc's schedstat and status say it (the
  * tracer reads those at a thread's last stop): c, d, e (PTWK_F_CPU). */
 static __always_inline void task_cpu_into(struct task_struct *t, struct ptwk_record *r)
@@ -466,15 +462,13 @@ static __always_inline void task_cpu_into(struct task_struct *t, struct ptwk_rec
 SEC("raw_tp/sched_switch")
 int ptw_switch(struct bpf_raw_tracepoint_args *ctx)
 {
-	/* (bool preempt, struct task_struct *prev, struct task_struct *next, ...) */
-	struct task_struct *t = (struct task_struct *)ctx->args[1];
-	unsigned long state;
-	if (bpf_core_field_exists(t->__state))
-		state = BPF_CORE_READ(t, __state);
-	else /* (before 5.14) */
-		state = (unsigned long)BPF_CORE_READ((struct task_struct___state *)t, state);
-	if (!(state & 0x80))
+	/* (bool preempt, struct task_struct *prev, struct task_struct *next,
+	 * unsigned int prev_state: 5.18 and later; before, this program does
+	 * not attach and the exit tracepoint's figure stays). The state from
+	 * the arguments: no read of the task for any other switch. */
+	if (!(ctx->args[3] & 0x80))
 		return 0;
+	struct task_struct *t = (struct task_struct *)ctx->args[1];
 	__u32 tgid = task_tgid(t);
 	if (!bpf_map_lookup_elem(&watched, &tgid))
 		return 0;

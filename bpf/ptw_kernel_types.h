@@ -114,7 +114,6 @@ struct sched_info {
 } __attribute__((preserve_access_index));
 
 struct task_struct {
-	unsigned int __state; /* TASK_DEAD once it is to leave its CPU for good */
 	struct mm_struct *mm; /* -f: shared with the parent: vfork, clone(CLONE_VM) */
 	struct sched_entity se;
 	struct sched_info sched_info;
