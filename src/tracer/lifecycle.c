@@ -6,7 +6,7 @@
  * join a thread (pthread_exit, pthread_cancel, pthread_detach, joins).
  * It finds out when libc is ready and tells the other features then.
  *
- * Stops per thread lifecycle (see README "Cost"):
+ * Stops per thread lifecycle (see docs/features.md, "Stops per thread lifecycle"):
  *   creator: the clone event (kernel, unavoidable with TRACECLONE)
  *   thread:  its first stop (kernel), start routine entry, TD_DEATH
  *   + TD_CREATE in the creator when --create-events asks for it
