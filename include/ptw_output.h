@@ -226,6 +226,12 @@ void ptw_text_frame_event(struct ptw_buf *out, const struct ptw_text_style *st,
  * call site), its end with its duration; a deadlock with every member's
  * stack. */
 struct ptw_wait;
+/* The same through the log's filters (-e wait, waited; --tid of the waiter
+ * or the owner; --routine of the waiter's span sp); a deadlock always. */
+struct ptw_text_filter;
+void ptw_text_wait_event_filtered(struct ptw_buf *out, const struct ptw_text_style *st,
+				  const struct ptw_event *ev, const struct ptw_span *sp,
+				  const struct ptw_wait *w, const struct ptw_text_filter *f);
 void ptw_text_wait_event(struct ptw_buf *out, const struct ptw_text_style *st,
 			 const struct ptw_event *ev, const struct ptw_wait *w);
 /* The event log's filters (-e, --tid, --routine) and -v. */

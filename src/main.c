@@ -84,7 +84,7 @@ static void usage(FILE *f)
 		"  -v, --verbose        event lines for every event, with breakpoint and ptrace\n"
 		"                       stop detail\n"
 		"  -e, --events=LIST    only these event lines (comma list of the names the log\n"
-		"                       prints: create,start,end,joined,...; see ptwatch(1))\n"
+		"                       prints: create,start,end,joined,wait,...; see ptwatch(1))\n"
 		"  --tid=TID[,TID...]   only event lines (live table rows) of these threads\n"
 		"                       (and in report)\n"
 		"  --routine=GLOB       only event lines (live table rows) of spans whose start\n"

@@ -52,7 +52,6 @@ static void text_event(struct ptw_output *o, const struct ptw_event *ev, const s
 static void text_wait(struct ptw_output *o, const struct ptw_event *ev, const struct ptw_span *sp,
 		      const struct ptw_wait *w)
 {
-	(void)sp;
 	struct text_out *t = text_of(o);
 	struct ptw_output_host *h = o->host;
 	track_pid(t, ev);
@@ -60,7 +59,7 @@ static void text_wait(struct ptw_output *o, const struct ptw_event *ev, const st
 	 * is what --locks is for. */
 	if (ev->kind != PTW_EV_DEADLOCK && (t->conf.quiet || h->lines_taken))
 		return;
-	ptw_text_wait_event(h->log, &t->style, ev, w);
+	ptw_text_wait_event_filtered(h->log, &t->style, ev, sp, w, h->filter);
 	if (ev->kind == PTW_EV_DEADLOCK)
 		h->flush(h->ctx);
 }

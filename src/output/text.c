@@ -416,8 +416,9 @@ void ptw_text_wait_event(struct ptw_buf *out, const struct ptw_text_style *st, c
 /* ---- filters ---- */
 
 const char *const ptw_text_event_names[] = {
-	"exec", "main", "found", "create", "clone", "start", "end", "cancel", "detach", "joined",
-	"signal", "interrupt", "open", "execve", "exit", "call", "ret", "event", "stops", NULL,
+	"exec",	  "main", "found", "create", "clone", "start",	 "end",	    "cancel",
+	"detach", "joined", "signal", "interrupt", "open", "execve", "exit", "call",
+	"ret",	  "event", "stops", "forked", "wait", "waited", "DEADLOCK", NULL,
 };
 
 int ptw_text_filter_events(struct ptw_text_filter *f, const char *list)
@@ -426,7 +427,7 @@ int ptw_text_filter_events(struct ptw_text_filter *f, const char *list)
 	int r = 0;
 	for (char *w = strtok_r(copy, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
 		size_t i;
-		for (i = 0; ptw_text_event_names[i] && strcmp(ptw_text_event_names[i], w); i++)
+		for (i = 0; ptw_text_event_names[i] && strcasecmp(ptw_text_event_names[i], w); i++)
 			;
 		if (!ptw_text_event_names[i]) {
 			r = -EINVAL;
@@ -462,6 +463,36 @@ static bool word_wanted(const struct ptw_text_filter *f, const char *line, size_
 		    !memcmp(ptw_text_event_names[k], line + w, i - w))
 			return f->events & (1u << k);
 	return false;
+}
+
+/* Is log word name wanted (-e; none given: every one)? */
+static bool named_wanted(const struct ptw_text_filter *f, const char *name)
+{
+	for (size_t k = 0; ptw_text_event_names[k]; k++)
+		if (!strcmp(ptw_text_event_names[k], name))
+			return !f->events || (f->events & (1u << k));
+	return !f->events;
+}
+
+void ptw_text_wait_event_filtered(struct ptw_buf *out, const struct ptw_text_style *st,
+				  const struct ptw_event *ev, const struct ptw_span *sp,
+				  const struct ptw_wait *w, const struct ptw_text_filter *f)
+{
+	/* A deadlock is always said (as with -q): what --locks is for. */
+	if (f && ev->kind != PTW_EV_DEADLOCK) {
+		const struct ptw_span_filter *sf = &f->spans;
+		/* the waiter's, or the owner's (--tid of either shows it) */
+		if (!ptw_span_filter_tid(sf, ev->tid) &&
+		    !(w && w->owner > 0 && ptw_span_filter_tid(sf, w->owner)))
+			return;
+		if (sf->routine &&
+		    (!sp ||
+		     !ptw_span_filter_passes(&(struct ptw_span_filter){ .routine = sf->routine }, sp)))
+			return;
+		if (!named_wanted(f, ev->kind == PTW_EV_WAIT_BEGIN ? "wait" : "waited"))
+			return;
+	}
+	ptw_text_wait_event(out, st, ev, w);
 }
 
 static void raw_event(struct ptw_buf *out, const struct ptw_text_style *st, const struct ptw_event *ev,

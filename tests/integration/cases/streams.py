@@ -750,6 +750,21 @@ def case_log_filters(session, chk):
     words = set(log_words(run.stderr))
     chk.eq('-e create,end: only those lines', words, {'create', 'end'})
     chk.true('the summary stays', 'ptwatch: ' in run.stderr_text())
+    # --locks' lines are log words too: -e wait keeps the waits alone
+    # (a deadlock is always said); --tid keeps a thread's waits
+    locks = fixture('locks')
+    run = session.run([locks, 'contend', '5'], opts=['--locks', '-e', 'wait'])
+    words = set(log_words(run.stderr))
+    chk.eq('--locks -e wait: only wait lines', words, {'wait'})
+    waits = [line for line in run.stderr_text().split('\nptwatch: ')[0].splitlines()
+             if LOG_LINE.match(line)]
+    if waits:
+        tid = int(waits[0].split()[1])
+        run = session.run([locks, 'contend', '5'], opts=['--locks', '-e', 'WAIT,waited',
+                                                         '--tid', '1'])
+        chk.eq('--locks --tid 1 (no such thread): no wait line',
+               set(log_words(run.stderr)) & {'wait', 'waited'}, set())
+        print('a waiter: %d' % tid)
     spans = {s['id']: s for s in run.doc['spans'] if s['kind'] == 'thread'}
     run = session.run([exe], opts=['--routine', 'exit_*'])
     spans = {s['id']: s for s in run.doc['spans'] if s['kind'] == 'thread'}
