@@ -132,6 +132,9 @@ struct ptw_report {
 	size_t breakpoints;
 	uint64_t open_timeout_ns; /* --open-timeout, 0: disabled */
 	bool locks;		  /* --locks: waits and live deadlocks in any case */
+	/* --object (the text summary): its lock tables and thread rows only
+	 * of the matching objects and their waiters and owners; NULL: all */
+	const struct ptw_span_filter *filter;
 	/* -f: every process, the target first (NULL without -f) */
 	const struct ptw_process *processes;
 	size_t nprocesses;

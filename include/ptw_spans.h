@@ -266,6 +266,11 @@ struct ptw_span_filter {
 	pid_t *tids; /* only these threads (0 of them: all) */
 	size_t ntids;
 	const char *routine; /* shell glob on the span's start routine, or NULL */
+	/* --object: shell glob on a waited-for object's name (its symbol) or
+	 * address ("0x7f..."), or NULL: --locks' waits on the others are left
+	 * out, and (a report, the summary) the threads that neither waited on
+	 * nor held a matching one */
+	const char *object;
 };
 /* --tid LIST (comma-separated TIDs): 0, or -EINVAL (a bad number, none). */
 int ptw_span_filter_tids(struct ptw_span_filter *f, const char *list);
@@ -278,5 +283,10 @@ static inline bool ptw_span_filter_on(const struct ptw_span_filter *f)
 {
 	return f && (f->ntids || f->routine);
 }
+/* Does the object (its address, and its symbol if it has one) pass
+ * --object (f NULL, or no --object: every one does)? */
+struct ptw_location;
+bool ptw_span_filter_object(const struct ptw_span_filter *f, uint64_t object,
+			    const struct ptw_location *loc);
 
 #endif

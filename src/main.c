@@ -54,7 +54,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"Usage: ptwatch [OPTIONS] -- COMMAND [ARGS...]\n"
 		"       ptwatch [OPTIONS] -p PID\n"
-		"       ptwatch report [--format=text|chrome] [-o FILE] [--tid=TID] [--routine=GLOB] FILE\n"
+		"       ptwatch report [--format=text|chrome] [-o FILE] [--tid=TID] [--routine=GLOB]\n"
+		"                      [--object=GLOB] FILE\n"
 		"Trace the POSIX threads of COMMAND, or of the running process PID: every\n"
 		"thread's creation, start routine, end (return, pthread_exit, cancel), join\n"
 		"and detach, as spans.\n"
@@ -89,6 +90,8 @@ static void usage(FILE *f)
 		"                       (and in report)\n"
 		"  --routine=GLOB       only event lines (live table rows) of spans whose start\n"
 		"                       routine matches the shell glob (and in report)\n"
+		"  --object=GLOB        --locks: only the waits on objects whose name or address\n"
+		"                       (0x...) matches, their waiters and owners (and in report)\n"
 		"  --live               a live table of the threads on the terminal instead of\n"
 		"                       event lines (default with -p when standard error is a\n"
 		"                       terminal; with a COMMAND, its terminal input and\n"
@@ -141,7 +144,7 @@ static void usage(FILE *f)
 }
 
 /* The option codes output_option() knows (the same in parse_options). */
-enum { OPT_JSON_ = 256, OPT_LINES_ = 300, OPT_FORMAT_, OPT_TID_, OPT_ROUTINE_ };
+enum { OPT_JSON_ = 256, OPT_LINES_ = 300, OPT_FORMAT_, OPT_TID_, OPT_ROUTINE_, OPT_OBJECT_ };
 
 static void die_usage(const char *fmt, const char *arg)
 {
@@ -273,9 +276,9 @@ static bool output_option(int c, const char *arg, struct options *o)
 	case 'e':
 		if (ptw_text_filter_events(&o->filter, arg) < 0)
 			die_list("unknown event name in", arg, event_word_ok,
-				 "is none of exec, main, found, create, clone, start, end, cancel, detach, "
-				 "joined, signal, interrupt, open, execve, exit, call, ret, event, "
-				 "stops (see ptwatch(1))");
+				 "is none of exec, main, found, forked, create, clone, start, end, "
+				 "cancel, detach, joined, signal, interrupt, open, execve, exit, "
+				 "call, ret, wait, waited, DEADLOCK, event, stops (see ptwatch(1))");
 		return true;
 	case OPT_TID_:
 		if (ptw_span_filter_tids(&o->filter.spans, arg) < 0)
@@ -284,6 +287,9 @@ static bool output_option(int c, const char *arg, struct options *o)
 		return true;
 	case OPT_ROUTINE_:
 		o->filter.spans.routine = arg;
+		return true;
+	case OPT_OBJECT_:
+		o->filter.spans.object = arg;
 		return true;
 	}
 	return false;
@@ -315,6 +321,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 		OPT_FORMAT = OPT_FORMAT_,
 		OPT_TID = OPT_TID_,
 		OPT_ROUTINE = OPT_ROUTINE_,
+		OPT_OBJECT = OPT_OBJECT_,
 		OPT_LIVE,
 		OPT_NO_LIVE,
 		OPT_BACKEND,
@@ -340,6 +347,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 		{ "events", required_argument, NULL, 'e' },
 		{ "tid", required_argument, NULL, OPT_TID },
 		{ "routine", required_argument, NULL, OPT_ROUTINE },
+		{ "object", required_argument, NULL, OPT_OBJECT },
 		{ "live", no_argument, NULL, OPT_LIVE },
 		{ "no-live", no_argument, NULL, OPT_NO_LIVE },
 		{ "backend", required_argument, NULL, OPT_BACKEND },
@@ -542,6 +550,7 @@ static int report_main(int argc, char **argv)
 		{ "format", required_argument, NULL, OPT_FORMAT_ },
 		{ "tid", required_argument, NULL, OPT_TID_ },
 		{ "routine", required_argument, NULL, OPT_ROUTINE_ },
+		{ "object", required_argument, NULL, OPT_OBJECT_ },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },

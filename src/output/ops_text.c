@@ -90,10 +90,13 @@ static void text_end(struct ptw_output *o, const struct ptw_report *r)
 	struct text_out *t = text_of(o);
 	bool snapshot = t->conf.snapshot || r->snapshot;
 	struct ptw_buf out = { 0 };
-	if (snapshot)
+	if (snapshot) {
 		ptw_text_snapshot(&out, r);
-	else
-		ptw_text_summary(&out, r);
+	} else {
+		struct ptw_report filtered = *r; /* --object */
+		filtered.filter = o->host->filter ? &o->host->filter->spans : NULL;
+		ptw_text_summary(&out, &filtered);
+	}
 	bool to_stdout = snapshot && !t->conf.stdout_taken;
 	int ret = ptw_write_all(to_stdout ? STDOUT_FILENO : STDERR_FILENO, out.p, out.len);
 	ptw_buf_free(&out);

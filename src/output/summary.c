@@ -465,6 +465,85 @@ static void frames_summary(struct ptw_buf *out, const struct ptw_report *r)
 	free(st);
 }
 
+/* --object: the threads that waited on, or held, a matching object (of
+ * the waits the engine holds); NULL without --object. */
+static struct ptw_map *object_threads(const struct ptw_report *r)
+{
+	if (!r->filter || !r->filter->object)
+		return NULL;
+	struct ptw_map *m = xcalloc(1, sizeof(*m));
+	const struct ptw_locks *l = ptw_spans_locks(r->spans);
+	for (size_t i = 0; i < ptw_locks_count(l); i++) {
+		const struct ptw_wait *w = ptw_locks_get(l, i);
+		if (!ptw_span_filter_object(r->filter, w->object, w->object_loc))
+			continue;
+		ptw_map_put(m, (uint64_t)w->tid, (void *)1);
+		if (w->owner > 0)
+			ptw_map_put(m, (uint64_t)w->owner, (void *)1);
+	}
+	return m;
+}
+
+/* --object: does the object at addr pass (by its address, or by the name
+ * a wait on it gave it)? */
+static bool object_passes(const struct ptw_report *r, uint64_t addr)
+{
+	if (ptw_span_filter_object(r->filter, addr, NULL))
+		return true;
+	const struct ptw_locks *l = ptw_spans_locks(r->spans);
+	for (size_t i = 0; i < ptw_locks_count(l); i++) {
+		const struct ptw_wait *w = ptw_locks_get(l, i);
+		if (w->object == addr && w->object_loc)
+			return ptw_span_filter_object(r->filter, addr, w->object_loc);
+	}
+	return false;
+}
+
+static void object_threads_free(struct ptw_map *m)
+{
+	if (m)
+		ptw_map_free(m);
+	free(m);
+}
+
+/* --object: per thread, its waits on the matching objects (completed ones
+ * timed), most total time first; the caller frees *ret. */
+static size_t object_thread_waits(const struct ptw_report *r, struct ptw_thread_waits **ret)
+{
+	const struct ptw_locks *l = ptw_spans_locks(r->spans);
+	struct ptw_thread_waits *v = NULL;
+	size_t n = 0;
+	for (size_t i = 0; i < ptw_locks_count(l); i++) {
+		const struct ptw_wait *w = ptw_locks_get(l, i);
+		if (!ptw_span_filter_object(r->filter, w->object, w->object_loc))
+			continue;
+		size_t k = 0;
+		while (k < n && v[k].tid != w->tid)
+			k++;
+		if (k == n) {
+			v = xreallocarray(v, n + 1, sizeof(*v));
+			v[n++] = (struct ptw_thread_waits){ .tid = w->tid,
+							    .thread_span = w->thread_span };
+		}
+		v[k].waits++;
+		if (w->has_end) {
+			uint64_t d = w->end_ns - w->start_ns;
+			v[k].completed++;
+			v[k].total_ns += d;
+			if (d > v[k].max_ns)
+				v[k].max_ns = d;
+		}
+	}
+	for (size_t a = 1; a < n; a++) /* (few: an insertion sort) */
+		for (size_t b = a; b > 0 && v[b].total_ns > v[b - 1].total_ns; b--) {
+			struct ptw_thread_waits x = v[b];
+			v[b] = v[b - 1];
+			v[b - 1] = x;
+		}
+	*ret = v;
+	return n;
+}
+
 /* --locks: the waits, the most contended objects, time waited per thread,
  * the deadlocks found while tracing. */
 #define OBJECTS_SHOWN 10
@@ -480,8 +559,28 @@ static void waits_summary(struct ptw_buf *out, const struct ptw_report *r)
 		       tt.completed);
 	ptw_text_duration(out, tt.total_ns);
 	ptw_buf_printf(out, " waited in all; %zu deadlock%s\n", nd, nd == 1 ? "" : "s");
+	const struct ptw_span_filter *of = r->filter && r->filter->object ? r->filter : NULL;
+	if (of) {
+		ptw_buf_puts(out, "  (--object ");
+		ptw_buf_put_escaped(out, of->object);
+		ptw_buf_puts(out, ": its objects, their waiters and owners)\n");
+	}
 	struct ptw_object_stats *st;
 	size_t nst = ptw_locks_object_stats(l, &st);
+	if (of) { /* the matching ones, in the same order */
+		size_t k = 0;
+		for (size_t i = 0; i < nst; i++)
+			if (ptw_span_filter_object(of, st[i].object, st[i].object_loc)) {
+				struct ptw_object_stats x = st[k];
+				st[k++] = st[i];
+				st[i] = x;
+			}
+		for (size_t i = k; i < nst; i++) {
+			free(st[i].tids);
+			free(st[i].sites);
+		}
+		nst = k;
+	}
 	if (nst) {
 		struct table tab = { 0 };
 		char *hdr[TABLE_COLS] = { xstrdup("OBJECT"),	xstrdup("KIND"), xstrdup("WAITS"),
@@ -520,7 +619,7 @@ static void waits_summary(struct ptw_buf *out, const struct ptw_report *r)
 	}
 	ptw_object_stats_free(st, nst);
 	struct ptw_thread_waits *tw;
-	size_t ntw = ptw_locks_thread_stats(l, &tw);
+	size_t ntw = of ? object_thread_waits(r, &tw) : ptw_locks_thread_stats(l, &tw);
 	for (size_t i = 0; i < ntw; i++) {
 		ptw_buf_printf(out, "  thread %d", tw[i].tid);
 		if (tw[i].thread_span)
@@ -538,6 +637,11 @@ static void waits_summary(struct ptw_buf *out, const struct ptw_report *r)
 	free(tw);
 	for (size_t i = 0; i < nd; i++) {
 		const struct ptw_live_deadlock *d = ptw_locks_deadlock(l, i);
+		bool shown = !of;
+		for (size_t k = 0; k < d->n && !shown; k++)
+			shown = object_passes(r, d->objects[k]);
+		if (!shown)
+			continue;
 		ptw_buf_printf(out, "  DEADLOCK #%u: threads", d->id);
 		for (size_t k = 0; k < d->n; k++)
 			ptw_buf_printf(out, " %d", d->tids[k]);
@@ -563,18 +667,23 @@ void ptw_text_summary(struct ptw_buf *out, const struct ptw_report *r)
 	interrupts_line(out, r);
 
 	size_t n = ptw_spans_count(r->spans);
+	struct ptw_map *involved = object_threads(r); /* --object */
 	/* (streaming keeps every span of a session this short: PTW_SPANS_KEEP) */
 	if (r->nprocesses > 1) {
 		processes_summary(out, r);
 	} else if (ptw_spans_total(r->spans) <= TABLE_MAX_ROWS && n <= TABLE_MAX_ROWS) {
 		struct table tab = { 0 };
 		span_table_header(&tab, r->spans);
-		for (size_t i = 0; i < n; i++)
-			span_row(&tab, ptw_spans_get(r->spans, i));
+		for (size_t i = 0; i < n; i++) {
+			const struct ptw_span *sp = ptw_spans_get(r->spans, i);
+			if (!involved || ptw_map_get(involved, (uint64_t)sp->tid))
+				span_row(&tab, sp);
+		}
 		table_print(out, &tab, 0x7 | 0x80 | 0x100);
 	} else {
 		grouped_rows(out, r->spans);
 	}
+	object_threads_free(involved);
 	dist_line(out, "spawn latency", &m.spawn_latency);
 	dist_line(out, "lifetime", &m.lifetime);
 	dist_line(out, "join wait", &m.join_wait);

@@ -491,6 +491,8 @@ void ptw_text_wait_event_filtered(struct ptw_buf *out, const struct ptw_text_sty
 			return;
 		if (!named_wanted(f, ev->kind == PTW_EV_WAIT_BEGIN ? "wait" : "waited"))
 			return;
+		if (w && !ptw_span_filter_object(sf, w->object, w->object_loc))
+			return;
 	}
 	ptw_text_wait_event(out, st, ev, w);
 }

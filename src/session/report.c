@@ -61,6 +61,7 @@ int ptw_report_cmd(const struct ptw_report_cmd *c)
 		ptw_text_snapshot(&out, &l->report); /* what --snapshot printed */
 		what = "the report";
 	} else {
+		l->report.filter = c->filter ? &c->filter->spans : NULL; /* --object */
 		ptw_text_summary(&out, &l->report); /* the summary a live session printed */
 		what = "the summary";
 	}

@@ -3,10 +3,13 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fnmatch.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ptw_spans.h"
+#include "ptw_symbols.h"
 #include "ptw_util.h"
 
 int ptw_span_filter_tids(struct ptw_span_filter *f, const char *list)
@@ -38,6 +41,18 @@ bool ptw_span_filter_tid(const struct ptw_span_filter *f, pid_t tid)
 		if (f->tids[i] == tid)
 			return true;
 	return false;
+}
+
+bool ptw_span_filter_object(const struct ptw_span_filter *f, uint64_t object,
+			    const struct ptw_location *loc)
+{
+	if (!f || !f->object)
+		return true;
+	if (loc && loc->symbol && fnmatch(f->object, loc->symbol, 0) == 0)
+		return true;
+	char addr[24];
+	snprintf(addr, sizeof(addr), "%#" PRIx64, object);
+	return fnmatch(f->object, addr, 0) == 0;
 }
 
 bool ptw_span_filter_passes(const struct ptw_span_filter *f, const struct ptw_span *sp)

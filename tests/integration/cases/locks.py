@@ -84,6 +84,47 @@ def locks_opts(variant):
     return ['-q', '--locks'] + (['--no-debug-files'] if variant == 'no-debug-files' else [])
 
 
+@test('locks-object', kernel=True)
+@case('locks-object')
+def case_locks_object(session, chk):
+    """--object GLOB: of --locks' output, the waits on the objects whose
+    name or address matches. locks contend 5 has lock_m (the players'
+    waits) and main's joins of the players (thread objects): --object
+    lock_m keeps the players' wait lines, lock_m's row in the objects'
+    table, the players' wait lines and rows in the summary, not main's;
+    report --object of the document says the same; '0x*' matches by
+    address (every object)."""
+    from helpers import run_ptwatch
+    import re
+    cmd = [fixture('locks'), 'contend', '5']
+    run = session.run(cmd, opts=['--locks', '--object', 'lock_m'])
+    check_exit(chk, run, code=0)
+    rec = one_truth(run, 'contend')
+    players = {rec['a'], rec['b']}
+    text = run.stderr_text()
+    log, _, summary = text.partition('\nptwatch: ')
+    waits = [ln for ln in log.splitlines() if re.match(r'^\s*[\d.]+\s+\d+\s+waited?\s', ln)]
+    chk.true('wait lines, each on lock_m (%d)' % len(waits),
+             waits and all(' mutex lock_m ' in ln for ln in waits), detail='\n'.join(waits[:6]))
+    chk.true('no wait line of main\'s joins', not any('joins thread' in ln for ln in waits))
+    rows = {int(m.group(1)) for m in re.finditer(r'^\s+\d+\s+(\d+)\s', summary, re.M)}
+    chk.eq('the summary\'s thread rows: the players (%s)' % sorted(players), rows, players)
+    objects = re.findall(r'^  (\S+)\s+(mutex|thread|cond)\s+\d+', summary, re.M)
+    chk.eq('the objects\' table: lock_m alone', [o[0] for o in objects], ['lock_m'])
+    per_thread = {int(t) for t in re.findall(r'^  thread (\d+) \[\d+\] waited', summary, re.M)}
+    chk.true('the threads\' waits: players only (%s)' % per_thread, per_thread <= players and per_thread)
+    # the document is the session's, whole: report --object filters it so
+    rep = run_ptwatch(['report', '--object', 'lock_m', run.doc_path])
+    chk.eq('report --object: exit status', rep.returncode, 0)
+    chk.eq('report --object lock_m: the same objects\' table',
+           re.findall(r'^  (\S+)\s+(?:mutex|thread|cond)\s+\d+', rep.stdout.decode(), re.M),
+           ['lock_m'])
+    rep = run_ptwatch(['report', '--object', '0x*', run.doc_path])
+    every = re.findall(r'^  (\S+)\s+(?:mutex|thread|cond)\s+\d+', rep.stdout.decode(), re.M)
+    chk.true('report --object 0x*: every object, by address (%s)' % every,
+             'lock_m' in every and len(every) >= 2)
+
+
 @test('locks-contend', kernel=True, ns=True)
 @test('locks-contend-no-debug-files', 'no-debug-files', kernel=True)
 @test('locks-contend-static', 'static', kernel=True)
