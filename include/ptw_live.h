@@ -183,6 +183,18 @@ void ptw_live_duration(char *buf, size_t size, uint64_t ns);
 /* What the user asked for with a key. */
 enum ptw_live_action { PTW_LIVE_NONE, PTW_LIVE_QUIT };
 
+/* `ptwatch report --live`: a recording browsed in the table. Its moments
+ * (sorted, distinct: each span's creation, start and end), and at(ctx, m,
+ * t): m (new, empty) given every span as it was at time t (what it points
+ * to stays valid until the next call of at, or the end). */
+struct ptw_live_replay {
+	const uint64_t *times;
+	size_t ntimes;
+	uint64_t start_ns; /* the recording's start, for the times shown */
+	void (*at)(void *ctx, struct ptw_live_model *m, uint64_t t);
+	void *ctx;
+};
+
 struct ptw_live_opts {
 	int tty_fd;	    /* the terminal to draw on (dup'ed; the caller keeps it) */
 	int input_fd;	    /* where keys come from (the terminal, or the front's pipe);
@@ -193,6 +205,10 @@ struct ptw_live_opts {
 	/* tty_fd is standard error: what ptwatch writes there meanwhile
 	 * (warnings) is held and written after the table (ptw_live_end) */
 	bool hold_stderr;
+	/* A recording (report --live), or NULL: a live session. Keys then move
+	 * through its moments: n next, N previous, b the beginning, e the end,
+	 * t a time typed in seconds (and Enter). */
+	const struct ptw_live_replay *replay;
 };
 
 struct ptw_live;

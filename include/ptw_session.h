@@ -90,6 +90,7 @@ struct ptw_report_cmd {
 	enum ptw_output_format format;	/* TEXT (the summary), JSON or CHROME */
 	const char *output;		/* -o FILE, or NULL: standard output */
 	const struct ptw_text_filter *filter; /* --tid, --routine */
+	bool live; /* --live: the live table over it, moving through its moments */
 };
 /* Reads, renders and writes; the exit status (errors said on standard error). */
 int ptw_report_cmd(const struct ptw_report_cmd *c);

@@ -56,6 +56,7 @@ static void usage(FILE *f)
 		"       ptwatch [OPTIONS] -p PID\n"
 		"       ptwatch report [--format=text|chrome] [-o FILE] [--tid=TID] [--routine=GLOB]\n"
 		"                      [--object=GLOB] FILE\n"
+		"       ptwatch report --live FILE   browse it in the live table (n/N step, t time)\n"
 		"Trace the POSIX threads of COMMAND, or of the running process PID: every\n"
 		"thread's creation, start routine, end (return, pthread_exit, cancel), join\n"
 		"and detach, as spans.\n"
@@ -551,16 +552,22 @@ static int report_main(int argc, char **argv)
 		{ "tid", required_argument, NULL, OPT_TID_ },
 		{ "routine", required_argument, NULL, OPT_ROUTINE_ },
 		{ "object", required_argument, NULL, OPT_OBJECT_ },
+		{ "live", no_argument, NULL, 'L' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct options o = { 0 };
+	bool live = false;
 	int c;
 	while ((c = getopt_long(argc, argv, "o:qh", longopts, NULL)) != -1) {
 		if (c == 'h') {
 			usage(stdout);
 			return 0;
+		}
+		if (c == 'L') {
+			live = true;
+			continue;
 		}
 		if (c == '?' || !output_option(c, optarg, &o)) {
 			fprintf(stderr, "Try 'ptwatch --help'.\n");
@@ -571,8 +578,10 @@ static int report_main(int argc, char **argv)
 		die_usage("%s", "report writes text, json or chrome");
 	if (optind != argc - 1)
 		die_usage("%s", "report needs one FILE (a spans document or a --json-lines stream)");
+	if (live && (o.format != PTW_OUTPUT_TEXT || o.output))
+		die_usage("%s", "report --live shows the recording on the terminal: no -o or --format");
 	struct ptw_report_cmd rc = { .path = argv[optind], .format = o.format, .output = o.output,
-				     .filter = &o.filter };
+				     .filter = &o.filter, .live = live };
 	int r = ptw_report_cmd(&rc);
 	free(o.filter.spans.tids);
 	return r;

@@ -65,9 +65,40 @@ struct ptw_live {
 	bool waiting_out;    /* the terminal's fd is in epfd for EPOLLOUT */
 	struct termios saved; /* the terminal's modes before the table */
 	int stderr_fd, held_fd; /* hold_stderr: standard error, and what it held */
+	/* report --live: the recording, the moment shown (its index), the
+	 * time being typed (t) */
+	const struct ptw_live_replay *replay;
+	size_t at;
+	bool typing_time;
+	char timebuf[24];
 };
 
-/* A thread's comm from /proc (no stop: a read of the kernel's copy). */
+/* report --live: the model as the recording was at moment i. */
+static void replay_to(struct ptw_live *l, size_t i)
+{
+	if (!l->replay || !l->replay->ntimes)
+		return;
+	l->at = i < l->replay->ntimes ? i : l->replay->ntimes - 1;
+	ptw_live_model_free(l->model);
+	l->model = ptw_live_model_new();
+	l->replay->at(l->replay->ctx, l->model, l->replay->times[l->at]);
+	l->scroll = 0;
+}
+
+/* report --live: the first moment at or after t seconds from the start. */
+static void replay_to_time(struct ptw_live *l, const char *text)
+{
+	char *end;
+	double s = strtod(text, &end);
+	if (end == text || s < 0 || !l->replay->ntimes)
+		return;
+	uint64_t t = l->replay->start_ns + (uint64_t)(s * 1e9);
+	size_t i = 0;
+	while (i + 1 < l->replay->ntimes && l->replay->times[i] < t)
+		i++;
+	replay_to(l, i);
+}
+
 /* A live thread's time on a CPU so far (/proc's schedstat). */
 static bool cpu_of(void *ctx, pid_t pid, pid_t tid, uint64_t *on_cpu_ns)
 {
@@ -79,6 +110,7 @@ static bool cpu_of(void *ctx, pid_t pid, pid_t tid, uint64_t *on_cpu_ns)
 	return true;
 }
 
+/* A thread's comm from /proc (no stop: a read of the kernel's copy). */
 static bool comm_of(void *ctx, pid_t tid, char *buf, size_t size)
 {
 	(void)ctx;
@@ -303,13 +335,16 @@ int ptw_live_start(const struct ptw_live_opts *o, struct ptw_live **ret)
 	}
 	l->title = ptw_escape_str(o->title ? o->title : "ptwatch"); /* names the target's */
 	l->open_timeout_ns = o->open_timeout_ns;
+	l->replay = o->replay;
 	l->trace = o->trace;
 	l->model = ptw_live_model_new();
 	l->q.view = PTW_LIVE_THREADS;
 	l->q.sort = PTW_LIVE_SORT_TID;
 	l->q.filter = l->filter;
-	l->q.name_of = comm_of;
-	l->q.cpu_of = cpu_of;
+	l->q.name_of = l->replay ? NULL : comm_of; /* (a recording's: its own) */
+	l->q.cpu_of = l->replay ? NULL : cpu_of;
+	if (l->replay)
+		replay_to(l, l->replay->ntimes ? l->replay->ntimes - 1 : 0); /* the end first */
 	l->force = true;
 	if (o->hold_stderr)
 		hold_stderr(l);
@@ -395,7 +430,7 @@ uint64_t ptw_live_next(const struct ptw_live *l)
 		return 0; /* the wake fd says when the terminal takes more */
 	if (l->force) /* a key, a resize: soon, but not for every key of a burst */
 		return l->last_draw ? l->last_draw + PTW_LIVE_KEY_FRAME_NS : 1;
-	if (l->paused)
+	if (l->paused || l->replay) /* (a recording moves on a key only) */
 		return 0;
 	uint64_t next = 0;
 	if (ptw_live_model_dirty(l->model))
@@ -678,6 +713,8 @@ static void draw(struct ptw_live *l, uint64_t now)
 	struct ptw_live_query q = l->q;
 	struct ptw_live_model *model = l->model;
 	uint64_t shown_ns = now;
+	if (l->replay && l->replay->ntimes)
+		shown_ns = l->replay->times[l->at];
 	if (l->frozen) {
 		model = l->frozen;
 		shown_ns = l->paused_ns;
@@ -702,12 +739,30 @@ static void draw(struct ptw_live *l, uint64_t now)
 	else
 		draw_functions(l, fns, n, top, height);
 	move(LINES - 1, 0);
-	if (l->editing) {
+	if (l->typing_time) {
+		char b[64];
+		snprintf(b, sizeof(b), "go to (seconds): %s", l->timebuf);
+		field(b, COLS - 1, false);
+		curs_set(1);
+		move(LINES - 1, 17 + (int)strlen(l->timebuf));
+	} else if (l->editing) {
 		char b[FILTER_MAX + 32];
 		snprintf(b, sizeof(b), "filter: %s", l->filter);
 		field(b, COLS - 1, false);
 		curs_set(1);
 		move(LINES - 1, 8 + (int)strlen(l->filter));
+	} else if (l->replay) {
+		char b[200];
+		uint64_t t0 = l->replay->start_ns, at = shown_ns >= t0 ? shown_ns - t0 : 0,
+			 last = l->replay->ntimes ? l->replay->times[l->replay->ntimes - 1] : t0;
+		snprintf(b, sizeof(b),
+			 " at %.6f s of %.6f s (moment %zu of %zu)  n/N step  b/e begin/end  t time"
+			 "  q quit  tab view  s sort  / filter",
+			 (double)at / 1e9, (double)(last >= t0 ? last - t0 : 0) / 1e9, l->at + 1,
+			 l->replay->ntimes);
+		attron(A_DIM);
+		field(b, COLS - 1, false);
+		attroff(A_DIM);
 	} else {
 		char b[160];
 		size_t below = n > l->scroll + (size_t)height ? n - l->scroll - (size_t)height : 0;
@@ -759,6 +814,48 @@ static enum ptw_live_action key(struct ptw_live *l, int c)
 		}
 		l->scroll = 0;
 		return PTW_LIVE_NONE;
+	}
+	if (l->typing_time) { /* report --live: t, a time in seconds */
+		size_t tl = strlen(l->timebuf);
+		if (c == '\n' || c == '\r' || c == KEY_ENTER) {
+			l->typing_time = false;
+			replay_to_time(l, l->timebuf);
+		} else if (c == 27) {
+			l->typing_time = false;
+		} else if (c == KEY_BACKSPACE || c == 127 || c == 8) {
+			if (tl)
+				l->timebuf[tl - 1] = 0;
+		} else if (((c >= '0' && c <= '9') || c == '.') && tl + 1 < sizeof(l->timebuf)) {
+			l->timebuf[tl] = (char)c;
+			l->timebuf[tl + 1] = 0;
+		}
+		return PTW_LIVE_NONE;
+	}
+	if (l->replay) { /* report --live: moving through the recording */
+		switch (c) {
+		case 'n':
+		case KEY_RIGHT:
+			replay_to(l, l->at + 1);
+			return PTW_LIVE_NONE;
+		case 'N':
+		case KEY_LEFT:
+			replay_to(l, l->at ? l->at - 1 : 0);
+			return PTW_LIVE_NONE;
+		case 'b':
+			replay_to(l, 0);
+			return PTW_LIVE_NONE;
+		case 'e':
+		case KEY_END:
+			replay_to(l, l->replay->ntimes ? l->replay->ntimes - 1 : 0);
+			return PTW_LIVE_NONE;
+		case 't':
+			l->typing_time = true;
+			l->timebuf[0] = 0;
+			return PTW_LIVE_NONE;
+		case ' ':
+		case 'p':
+			return PTW_LIVE_NONE; /* (a recording stands still) */
+		}
 	}
 	switch (c) {
 	case 'q':

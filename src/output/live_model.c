@@ -560,13 +560,17 @@ static int cmp_pct(double a, double b)
 
 /* Thread t's CPU% (r): a live one's from cpu_of's readings a second or so
  * apart (the first reading waits for the second), an ended one's over its
- * lifetime from its span's cpu. */
+ * life (from its creation) from its span's cpu. */
 static void row_cpu(struct track *t, const struct ptw_span *sp, const struct ptw_live_query *q,
 		    uint64_t now, uint64_t age_ns, struct ptw_live_row *r)
 {
 	if (t->ended) {
-		r->has_cpu = sp->cpu.set && age_ns;
-		r->cpu_pct = r->has_cpu ? 100.0 * (double)sp->cpu.on_cpu_ns / (double)age_ns : 0;
+		/* (over its whole life, from its creation: its CPU counts from there) */
+		uint64_t life = sp->create_ns.set && sp->end_ns.set && sp->end_ns.v > sp->create_ns.v
+					? sp->end_ns.v - sp->create_ns.v
+					: age_ns;
+		r->has_cpu = sp->cpu.set && life;
+		r->cpu_pct = r->has_cpu ? 100.0 * (double)sp->cpu.on_cpu_ns / (double)life : 0;
 		return;
 	}
 	uint64_t cpu;

@@ -44,6 +44,7 @@ def shell_quote(argv):
 @test('live-filter', 'filter', kernel=True)
 @test('live-frames', 'frames', kernel=True)
 @test('live-stuck', 'stuck', timeout=90, kernel=True)
+@test('live-report', 'report', kernel=True)
 @case('live')
 def case_live(session, chk, mode):
     """ptwatch with its live table in tmux, on the live fixture, whose
@@ -73,10 +74,46 @@ def case_live(session, chk, mode):
             live_filter(session, chk, term)
         elif mode == 'frames':
             live_frames(session, chk, term)
+        elif mode == 'report':
+            live_report(session, chk, term)
         else:
             live_attach(session, chk, term, mode)
     finally:
         term.close()
+
+
+def live_report(session, chk, term):
+    """ptwatch report --live DOC: the lifecycle fixture's recording in the
+    live table, at its end first (every thread ended, as it ended), then
+    moved through: b the beginning (no thread yet), n a moment on, t a time
+    typed, e the end again; q quits, exit 0."""
+    from ptw_test import load_truth, truth_of
+    run = session.run([fixture('lifecycle')], opts=['-q'])
+    load_truth(run)
+    workers = {t['tid']: t['routine'] for t in truth_of(run, 'thread')}
+    term.line(shell_quote([ptwatch_path(), 'report', '--live', run.doc_path]) + '; echo AFTER-$?')
+    term.expect(r'ptwatch report \S+', 20, 'the recording\'s title')
+    term.expect(r'moment (\d+) of \1\)', 10, 'at its last moment first')
+    tid, routine = sorted(workers.items())[0]
+    term.expect(live_row(tid) + r'.*\s%s \(lifecycle\.c:\d+\)' % routine, 10,
+                'the row of %d (%s), ended' % (tid, routine))
+    term.keys('b')
+    term.expect(r'\s0 rows\b', 10, 'the beginning: no thread yet')
+    term.expect(r'at 0\.000000 s of .* \(moment 1 of', 10, 'moment 1, at 0 s')
+    term.keys('n')
+    term.expect(r'\(moment 2 of', 10, 'n: the next moment')
+    term.keys('e')
+    text = term.expect(r'moment (\d+) of \1\)', 10, 'e: the end again').string
+    last = float(re.search(r' at ([\d.]+) s of ', text).group(1))
+    term.keys('t')
+    term.type('%.6f' % (last / 2))
+    term.keys('Enter')
+    text = term.expect(r' at ([\d.]+) s of ', 10, 'a time typed').string
+    shown = float(re.search(r' at ([\d.]+) s of ', text).group(1))
+    chk.true('t %.6f: the first moment from there (%.6f)' % (last / 2, shown),
+             last / 2 <= shown <= last)
+    term.keys('q')
+    term.expect(r'^AFTER-0', 20, 'report --live quit with q, exit 0')
 
 
 def processes_named(first, pid):
