@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "ptw_live.h"
+#include "ptw_locks.h"
 #include "ptw_load.h"
 #include "ptw_output.h"
 #include "ptw_session.h"
@@ -63,6 +64,16 @@ static void replay_at(void *ctx, struct ptw_live_model *m, uint64_t t)
 		if (c->joined && c->join_return_ns.set && c->join_return_ns.v > t)
 			c->join_return_ns.set = false;
 		ptw_live_model_note(m, c, t);
+	}
+	/* --locks: what each thread waited for then */
+	const struct ptw_locks *lk = ptw_spans_locks(r->spans);
+	for (size_t i = 0; i < ptw_locks_count(lk); i++) {
+		const struct ptw_wait *w = ptw_locks_get(lk, i);
+		if (w->start_ns > t || (w->has_end && w->end_ns <= t))
+			continue;
+		const struct ptw_live_deadlock *d =
+			w->deadlock ? ptw_locks_deadlock(lk, w->deadlock - 1) : NULL;
+		ptw_live_model_wait(m, w, true, d && d->id == w->deadlock && d->ns <= t);
 	}
 }
 
