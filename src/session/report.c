@@ -6,9 +6,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include "ptw_live.h"
@@ -131,20 +133,40 @@ static int report_live(const struct ptw_report_cmd *c, struct ptw_loaded *l)
 	if (e < 0) {
 		fprintf(stderr, "ptwatch: no live table (TERM=%s: %s)\n",
 			getenv("TERM") ? getenv("TERM") : "", strerror(-e));
-		close(in);
+		/* (in: the table's, closed by it) */
 	} else {
 		atexit(ptw_live_emergency_end);
-		for (;;) {
+		/* Ctrl-C and the like: the terminal back first, then die of it */
+		sigset_t sigs, old;
+		sigemptyset(&sigs);
+		sigaddset(&sigs, SIGINT);
+		sigaddset(&sigs, SIGTERM);
+		sigaddset(&sigs, SIGHUP);
+		sigaddset(&sigs, SIGQUIT);
+		sigprocmask(SIG_BLOCK, &sigs, &old);
+		int sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+		int sig = 0;
+		while (!sig) {
 			uint64_t now = ptw_now_ns();
 			if (ptw_live_tick(lv, now) == PTW_LIVE_QUIT)
 				break;
 			uint64_t next = ptw_live_next(lv);
-			struct pollfd p = { .fd = ptw_live_wake_fd(lv), .events = POLLIN };
+			struct pollfd p[2] = { { .fd = ptw_live_wake_fd(lv), .events = POLLIN },
+					       { .fd = sfd, .events = POLLIN } };
 			int ms = !next ? -1 : next <= now ? 0 : (int)((next - now) / 1000000u) + 1;
-			if (poll(&p, 1, ms) < 0 && errno != EINTR)
+			if (poll(p, sfd >= 0 ? 2 : 1, ms) < 0 && errno != EINTR)
 				break;
+			struct signalfd_siginfo si;
+			if (sfd >= 0 && (p[1].revents & POLLIN) &&
+			    read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+				sig = (int)si.ssi_signo;
 		}
 		ptw_live_end(lv);
+		if (sfd >= 0)
+			close(sfd);
+		if (sig)
+			ptw_die_of_signal(sig);
+		sigprocmask(SIG_SETMASK, &old, NULL);
 	}
 	free(title);
 	free(times);

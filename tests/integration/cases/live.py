@@ -114,6 +114,16 @@ def live_report(session, chk, term):
              last / 2 <= shown <= last)
     term.keys('q')
     term.expect(r'^AFTER-0', 20, 'report --live quit with q, exit 0')
+    # Ctrl-C: the screen and the terminal's modes back, then it dies of it
+    term.line('clear; echo BEFORE-MARK')
+    term.expect(r'^BEFORE-MARK', 10, 'the echo')
+    term.line(shell_quote([ptwatch_path(), 'report', '--live', run.doc_path]))
+    term.expect(r'moment (\d+) of \1\)', 10, 'the table again')
+    term.keys('C-c')
+    term.expect(lambda text: 'BEFORE-MARK' in text and 'moment' not in text, 10,
+                'after Ctrl-C: the shell\'s screen back, the table gone')
+    term.line('echo MODES-$(stty -g | cut -c1-4)')
+    term.expect(r'^MODES-', 10, 'the terminal echoes again (its modes back)')
 
 
 def processes_named(first, pid):
