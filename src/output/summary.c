@@ -143,6 +143,36 @@ static void span_row(struct table *t, const struct ptw_span *sp)
 	table_row(t, c);
 }
 
+/* The CPU of each start routine's threads together (the pools), most
+ * first, under the thread table (the grouped rows have it in a column). */
+#define CPU_ROUTINES_SHOWN 5
+static int by_cpu(const void *x, const void *y)
+{
+	const struct ptw_group *a = x, *b = y;
+	return (a->cpu_ns < b->cpu_ns) - (a->cpu_ns > b->cpu_ns);
+}
+
+static void cpu_by_routine(struct ptw_buf *out, struct ptw_spans *spans)
+{
+	struct ptw_group *g;
+	size_t ng = ptw_spans_groups(spans, &g), shown = 0;
+	qsort(g, ng, sizeof(*g), by_cpu);
+	for (size_t k = 0; k < ng && shown < CPU_ROUTINES_SHOWN; k++) {
+		if (!g[k].cpu_spans)
+			continue;
+		ptw_buf_puts(out, shown++ ? "; " : "  cpu per start routine: ");
+		ptw_buf_put_escaped(out, g[k].routine);
+		ptw_buf_printf(out, " %" PRIu64 " thread%s ", g[k].cpu_spans,
+			       g[k].cpu_spans == 1 ? "" : "s");
+		ptw_text_duration(out, g[k].cpu_ns);
+	}
+	if (shown && ng > shown)
+		ptw_buf_puts(out, "; ...");
+	if (shown)
+		ptw_buf_putc(out, '\n');
+	ptw_groups_free(g, ng);
+}
+
 static void grouped_rows(struct ptw_buf *out, struct ptw_spans *spans)
 {
 	struct ptw_group *g;
@@ -680,6 +710,8 @@ void ptw_text_summary(struct ptw_buf *out, const struct ptw_report *r)
 				span_row(&tab, sp);
 		}
 		table_print(out, &tab, 0x7 | 0x80 | 0x100);
+		if (!involved)
+			cpu_by_routine(out, r->spans);
 	} else {
 		grouped_rows(out, r->spans);
 	}

@@ -185,6 +185,10 @@ def case_cpu(session, chk):
     text = run.stderr_text()
     chk.true('the summary\'s table has a CPU column',
              re.search(r'^\s+SPAN\s+TID\s.*\sCPU\s+LIFETIME$', text, re.M), detail=text[-1500:])
+    # the pools: the burners' CPU together first (240 ms), then the others
+    chk.true('the summary: cpu per start routine, the burners first',
+             re.search(r'^  cpu per start routine: burner 4 threads 2[34]\d\.\d+ ms; ', text, re.M),
+             detail=text[-1500:])
 
 
 @test('lifecycle', 'default', kernel=True, ns=True)
