@@ -417,7 +417,9 @@ void ld_wait_of(struct ld *ld, json_object *v)
 	w->reason = ld_keep(ld->st, ld_str(ld, v, "reason"));
 	w->deadlock = (uint32_t)ld_u64m(ld, v, "deadlock", UINT32_MAX);
 	ld->ctx[0] = 0;
-	if (ld->failed || !thread_kept(ld, w->thread_span, w->tid)) {
+	/* (--object: the waits on its objects alone, in every output) */
+	if (ld->failed || !thread_kept(ld, w->thread_span, w->tid) ||
+	    !ptw_span_filter_object(ld->filter, w->object, w->object_loc)) {
 		free(w->stack);
 		free(w);
 		return;

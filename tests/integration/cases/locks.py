@@ -119,6 +119,12 @@ def case_locks_object(session, chk):
     chk.eq('report --object lock_m: the same objects\' table',
            re.findall(r'^  (\S+)\s+(?:mutex|thread|cond)\s+\d+', rep.stdout.decode(), re.M),
            ['lock_m'])
+    # and its Chrome trace: lock_m's wait slices alone
+    rep = run_ptwatch(['report', '--format=chrome', '--object', 'lock_m', run.doc_path])
+    import json as _json
+    names = {e['name'] for e in _json.loads(rep.stdout.decode())['traceEvents']
+             if e.get('cat', '').startswith('wait')}
+    chk.eq('report --format=chrome --object lock_m: its wait slices', names, {'wait mutex lock_m'})
     rep = run_ptwatch(['report', '--object', '0x*', run.doc_path])
     every = re.findall(r'^  (\S+)\s+(?:mutex|thread|cond)\s+\d+', rep.stdout.decode(), re.M)
     chk.true('report --object 0x*: every object, by address (%s)' % every,
