@@ -156,7 +156,8 @@ static void cpu_by_routine(struct ptw_buf *out, struct ptw_spans *spans)
 {
 	struct ptw_group *g;
 	size_t ng = ptw_spans_groups(spans, &g), shown = 0;
-	qsort(g, ng, sizeof(*g), by_cpu);
+	if (ng > 1)
+		qsort(g, ng, sizeof(*g), by_cpu);
 	for (size_t k = 0; k < ng && shown < CPU_ROUTINES_SHOWN; k++) {
 		if (!g[k].cpu_spans)
 			continue;

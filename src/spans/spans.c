@@ -1044,7 +1044,8 @@ size_t ptw_spans_groups(const struct ptw_spans *s, struct ptw_group **ret)
 			group_add(group_for(&g, &n, &idx, ptw_span_group_name(s->spans[i]), 0),
 				  s->spans[i]);
 	ptw_map_free(&idx);
-	qsort(g, n, sizeof(*g), by_first_id);
+	if (n > 1) /* (none: g NULL) */
+		qsort(g, n, sizeof(*g), by_first_id);
 	*ret = g;
 	return n;
 }
