@@ -296,14 +296,17 @@ int ptw_seize_follow(struct ptw_proc *root, pid_t pid, struct ptw_proc **ret_pro
  */
 int ptw_wait(struct ptw_proc *p, int timeout_ms, struct ptw_stop *ret);
 
+/* The next session signal (PTW_STOP_TRACER_SIGNAL) queued or arriving
+ * within timeout_ms, tracees aside: 1, 0 if none came, or -errno. */
+int ptw_wait_session_signal(struct ptw_proc *p, int timeout_ms, struct ptw_stop *ret);
 /*
  * Waits for the next stop of one LWP only (other LWPs' statuses stay queued
  * in the kernel). Blocks; use only when that stop is due promptly.
  */
-/* The next session signal (PTW_STOP_TRACER_SIGNAL) queued or arriving
- * within timeout_ms, tracees aside: 1, 0 if none came, or -errno. */
-int ptw_wait_session_signal(struct ptw_proc *p, int timeout_ms, struct ptw_stop *ret);
 int ptw_wait_tid(struct ptw_proc *p, struct ptw_lwp *l, struct ptw_stop *ret);
+/* Same for tracee tid, known or not, within timeout_ms: -ETIMEDOUT if
+ * none came. */
+int ptw_wait_tid_within(struct ptw_proc *p, pid_t tid, int timeout_ms, struct ptw_stop *ret);
 
 /* Resumes a stopped LWP: writes back dirty registers, then PTRACE_CONT with
  * lwp->resume_sig (cleared), or PTRACE_LISTEN in group-stop. -EBUSY, and

@@ -4,6 +4,8 @@
  * stop-all, detach, registers, syscall injection. See ptw_attach.h.
  */
 #define _GNU_SOURCE
+#include <time.h>
+
 #include "attach_int.h"
 
 /* ---- LWP table ---- */
@@ -402,6 +404,25 @@ int ptw_wait_tid(struct ptw_proc *p, struct ptw_lwp *l, struct ptw_stop *ret)
 		return -errno;
 	att_record_status(p, t, status, ret);
 	return 0;
+}
+
+int ptw_wait_tid_within(struct ptw_proc *p, pid_t tid, int timeout_ms, struct ptw_stop *ret)
+{
+	uint64_t deadline = ptw_now_ns() + (uint64_t)timeout_ms * 1000000;
+	for (;;) {
+		int status;
+		pid_t t = waitpid(tid, &status, __WALL | WNOHANG);
+		if (t == tid) {
+			att_record_status(p, t, status, ret);
+			return 0;
+		}
+		if (t < 0 && errno != EINTR)
+			return -errno;
+		if (ptw_now_ns() >= deadline)
+			return -ETIMEDOUT;
+		/* (rare: a stop due at once that has not come yet) */
+		nanosleep(&(struct timespec){ .tv_nsec = 100000 }, NULL);
+	}
 }
 
 /* ---- per-LWP operations ---- */

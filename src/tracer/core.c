@@ -518,9 +518,12 @@ void tracer_lwp_gone(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_stop *s
 		if (!th->exit_reported) {
 			/* No exit stop came: a thread killed (another thread's
 			 * exec or exit_group, SIGKILL) skips it when the kill is
-			 * already pending; its status says it was killed. */
+			 * already pending. Not its own exit, whatever its status
+			 * (0 after an exec, the group's code after an exit_group):
+			 * it ended with its process or image. */
+			follow_going_down(t, true);
 			struct ptw_event ev = ptw_event_init(PTW_EV_LWP_EXIT, st->ns, l->tid);
-			ev.exit_how = st->kind == PTW_STOP_KILLED ? PTW_EXIT_KILLED : PTW_EXIT_SELF;
+			ev.exit_how = st->kind == PTW_STOP_KILLED ? PTW_EXIT_KILLED : PTW_EXIT_GROUP;
 			ev.exit_code = st->exit_code;
 			ev.sig = st->kind == PTW_STOP_KILLED ? st->sig : 0;
 			tracer_emit(t, &ev);

@@ -237,6 +237,7 @@ int tracer_let_go(struct ptw_tracer *t)
 {
 	if (t->target_gone || t->detached)
 		return 0;
+	t->letting_go = true; /* (a fork seen now is not followed: follow_fork_stop) */
 	/* -f: every followed process first, each on its own (its threads,
 	 * its bytes); what is left (the root's, vfork children) after. */
 	int stuck_followed = 0;

@@ -190,9 +190,12 @@ void follow_fork_stop(struct ptw_tracer *t, struct ptw_stop *st)
 	if (!cl)
 		return;
 	struct thread *cth = tracer_thread_of(cl);
+	if (cth->announced)
+		return; /* set up already (follow_orphans) */
 	cth->foreign = true;
 	cth->announced = true;
-	struct ptw_tracer *c = t->o.follow_forks ? followed_new(t, st) : NULL;
+	struct ptw_tracer *c = t->o.follow_forks && !tracer_root(t)->letting_go ? followed_new(t, st)
+									      : NULL;
 	if (c && st->kind == PTW_STOP_VFORK) {
 		/* It runs in our memory until it execs: we step it over our
 		 * int3s; at its exec it becomes a process of its own. */
@@ -237,6 +240,119 @@ void follow_fork_stop(struct ptw_tracer *t, struct ptw_stop *st)
 		ptw_detach_lwp(t->proc, cl);
 		tracer_forget_lwp(t, cl);
 	}
+}
+
+/*
+ * Orphans. A thread killed (another thread's exec or exit_group, SIGKILL)
+ * between the fork it made and the report of it never reports it: the
+ * kernel skips a ptrace stop when a fatal signal is pending, and the exit
+ * stop too. Its child lives on, traced from birth, with a copy of our
+ * int3s, and waits at its first stop for a fork event that never comes.
+ * It is set up as that event would have (with -f followed; else its bytes
+ * restored and let go), with t's table: before an exec forgets it.
+ */
+
+/* The first stop of held LWP l (no event announced it) is that of a
+ * process forked by t or by a process gone since (reparented to a
+ * reaper). */
+static bool orphan_of(struct ptw_tracer *t, const struct ptw_lwp *l)
+{
+	if (ptw_proc_status_field(l->tid, "Tgid") != l->tid)
+		return false; /* a thread: killed with its creator's process */
+	long ppid = ptw_proc_status_field(l->tid, "PPid");
+	struct ptw_tracer *root = tracer_root(t);
+	return ppid == t->pid ||
+	       (ppid != root->pid && !ptw_map_get(&root->by_pid, (uint64_t)ppid));
+}
+
+/* A fresh child's first stop is microseconds away. */
+#define FIRST_STOP_MS 500
+
+static void adopt(struct ptw_tracer *t, struct ptw_lwp *cl)
+{
+	cl->tgid = cl->tid;
+	struct ptw_stop st = { .kind = ptw_proc_same_vm(t->pid, cl->tid) == 1 ? PTW_STOP_VFORK
+									: PTW_STOP_FORK,
+			       .msg = (uint64_t)cl->tid,
+			       .ns = ptw_now_ns() };
+	ptw_dbg(PTW_DBG_ATTACH, "process %d: fork event lost (its parent killed), set up now",
+		cl->tid);
+	follow_fork_stop(t, &st);
+}
+
+bool follow_orphan_stop(struct ptw_tracer *root, struct ptw_lwp *l)
+{
+	if (!root->orphans_possible || tracer_thread_of(l)->announced ||
+	    ptw_proc_status_field(l->tid, "Tgid") != l->tid)
+		return false;
+	long ppid = ptw_proc_status_field(l->tid, "PPid");
+	struct ptw_tracer *pt =
+		ppid == root->pid ? root : ptw_map_get(&root->by_pid, (uint64_t)ppid);
+	if (pt && !pt->going_down)
+		return false; /* its fork event is still to come */
+	if (!pt || !pt->proc)
+		pt = root; /* its parent process is gone: reparented */
+	if (!pt->proc)
+		return false;
+	adopt(pt, l);
+	return true;
+}
+
+void follow_going_down(struct ptw_tracer *t, bool down)
+{
+	struct ptw_tracer *root = tracer_root(t);
+	if (down == t->going_down)
+		return;
+	t->going_down = down;
+	if (down) {
+		root->orphans_possible = true;
+		follow_orphans(t);
+		return;
+	}
+	root->orphans_possible = root->going_down;
+	for (size_t i = 0; i < root->nfollowed; i++)
+		if (root->followed[i]->going_down && root->followed[i]->proc)
+			root->orphans_possible = true;
+}
+
+void follow_orphans(struct ptw_tracer *t)
+{
+	if (!t->proc)
+		return;
+	/* held at their first stop */
+	size_t it = 0, n = 0;
+	void *v;
+	pid_t *held = xcalloc(t->proc->lwps->count + 1, sizeof(*held));
+	while (ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
+		struct ptw_lwp *l = v;
+		if (!l->tgid && l->state == PTW_LWP_STOPPED && l->last_stop == PTW_STOP_NEW &&
+		    !tracer_thread_of(l)->announced)
+			held[n++] = l->tid;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct ptw_lwp *l = ptw_lwp_get(t->proc, held[i]);
+		if (l && orphan_of(t, l))
+			adopt(t, l);
+	}
+	free(held);
+	/* not stopped yet: its first stop is owed, and comes at once (a
+	 * tracee of ours that is no such child does not stop: let be) */
+	pid_t *kids = NULL;
+	n = ptw_proc_children(t->pid, &kids, NULL, 0);
+	for (size_t i = 0; i < n; i++) {
+		struct ptw_lwp *l = ptw_lwp_get(t->proc, kids[i]);
+		if ((l && l->state != PTW_LWP_GONE) ||
+		    ptw_proc_status_field(kids[i], "TracerPid") != getpid())
+			continue;
+		struct ptw_stop st;
+		if (ptw_wait_tid_within(t->proc, kids[i], FIRST_STOP_MS, &st) < 0)
+			continue;
+		if (st.kind == PTW_STOP_EXITED || st.kind == PTW_STOP_KILLED)
+			tracer_forget_lwp(t, st.lwp);
+		else
+			adopt(t, st.lwp);
+	}
+	free(kids);
 }
 
 /* A followed process exec'd (l: the thread that did): its command line

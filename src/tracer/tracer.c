@@ -41,6 +41,8 @@ static void on_exit_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_sto
 		else if (regs->orig_rax == SYS_exit_group)
 			how = PTW_EXIT_GROUP;
 	}
+	if (how != PTW_EXIT_SELF)
+		follow_going_down(t, true);
 	tracer_read_comm(t, l->tid, st->ns);
 	tracer_read_cpu(t, l->tid, st->ns);
 	struct ptw_event ev = ptw_event_init(PTW_EV_LWP_EXIT, st->ns, l->tid);
@@ -65,9 +67,12 @@ static bool on_new_stop(struct ptw_tracer *t, struct ptw_lwp *l)
 		tracer_forget_lwp(t, l);
 		return false;
 	}
-	/* Its parent's clone/fork event has not been seen yet: hold it. */
+	/* Its parent's clone/fork event has not been seen yet: hold it,
+	 * unless that event cannot come any more (follow.c, orphans). */
 	if (th->announced)
 		lifecycle_released(t, l);
+	else if (follow_orphan_stop(tracer_root(t), l))
+		return false;
 	return th->announced;
 }
 
@@ -85,6 +90,10 @@ static void on_exec_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_sto
 	struct ptw_event ev = ptw_event_init(PTW_EV_EXEC, st->ns, l->tid);
 	ev.other_tid = (pid_t)st->msg;
 	tracer_emit(t, &ev);
+	/* Forks the threads it killed made and never reported: set up while
+	 * the old image's journal is still there. */
+	follow_orphans(t);
+	follow_going_down(t, false);
 	if (t->root && !follow_exec(t, l))
 		return;
 

@@ -267,6 +267,11 @@ struct ptw_tracer {
 	int exit_code, exit_signal;
 	bool core_dumped;
 	bool target_gone;
+	/* a thread was killed without its exit stop (exec, exit_group,
+	 * SIGKILL): forks it made may never be reported (follow_orphans) */
+	bool going_down;
+	bool orphans_possible; /* root: some process is going_down */
+	bool letting_go;       /* tracer_let_go under way */
 	bool detached;
 	bool detach_told; /* PTW_EV_DETACHED emitted */
 	int left_traced;   /* threads we could not detach from */
@@ -466,6 +471,16 @@ void follow_failed(struct ptw_tracer *c, const char *why);
 /* A fork, vfork or clone of another process (st): its inherited int3s
  * removed; with -f a tracer of its own, else let go. */
 void follow_fork_stop(struct ptw_tracer *t, struct ptw_stop *st);
+/* A fork child whose fork event was lost (its parent thread killed
+ * before reporting it: see follow.c), held at its first stop or owed one:
+ * set up as that event would have (t's process is going down or exec'd). */
+void follow_orphans(struct ptw_tracer *t);
+/* l's first stop came unannounced: if it is such a child (its parent
+ * process going down or gone), set it up now (true). */
+bool follow_orphan_stop(struct ptw_tracer *root, struct ptw_lwp *l);
+/* A thread of t was killed (down: true; follow_orphans), or t exec'd and
+ * its orphans are set up (false). */
+void follow_going_down(struct ptw_tracer *t, bool down);
 /* A forked process's first thread stopped for the first time: traced as
  * if attached. */
 void follow_setup(struct ptw_tracer *c, struct ptw_lwp *l, uint64_t ns);
