@@ -520,8 +520,8 @@ void tracer_lwp_gone(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_stop *s
 			 * exec or exit_group, SIGKILL) skips it when the kill is
 			 * already pending. Not its own exit, whatever its status
 			 * (0 after an exec, the group's code after an exit_group):
-			 * it ended with its process or image. */
-			follow_going_down(t, true);
+			 * it ended with its process or image (the caller looks
+			 * for the forks it may not have reported). */
 			struct ptw_event ev = ptw_event_init(PTW_EV_LWP_EXIT, st->ns, l->tid);
 			ev.exit_how = st->kind == PTW_STOP_KILLED ? PTW_EXIT_KILLED : PTW_EXIT_GROUP;
 			ev.exit_code = st->exit_code;
