@@ -15,7 +15,7 @@ import subprocess
 import time
 
 from ptw_test import (
-    int3_here,
+    foreign_int3,
     backend, child_pids, comm, end_group, Failed, FrameworkError, kill_group, proc_status, ptwatch_path,
     read_outputs,
     task_states, thread_spans, tracer_pids, wait_for
@@ -114,10 +114,8 @@ def text_diffs(pid, limit=20, tid=None):
             if got == want:
                 continue
             for i in range(min(len(got), len(want))):
-                # (an int3 in this test's own copy too: another session's
-                # kernel uprobe, issue 31; not this process's)
                 if got[i] != want[i] and not (got[i] == 0xcc and
-                                              int3_here(path, offset + i)):
+                                              foreign_int3(path, offset + i)):
                     diffs.append((os.path.basename(path), hex(start + i), hex(want[i]),
                                   hex(got[i])))
                     if len(diffs) >= limit:

@@ -1201,10 +1201,16 @@ def exec_mappings(pid):
     return result
 
 
-def int3_here(path, file_offset):
-    """Whether this process's own mapping of path has an int3 (0xcc) at
-    file_offset where the file has another byte: a kernel uprobe that
-    reaches every process mapping the file."""
+def foreign_int3(path, file_offset):
+    """On the ptrace path, whether an int3 (0xcc) at file_offset of path,
+    where the file has another byte, is in this test's own copy of the file
+    too: the kernel's, for another session (a kernel path -f session
+    elsewhere in the suite probes ld.so and libc in every process, issue
+    31), never ptwatch's (it writes into the processes it traces only). On
+    the kernel path ptwatch's own uprobes may reach every process (a zombie
+    leader, -f): never told apart, False."""
+    if backend() == 'kernel':
+        return False
     try:
         with open(path, 'rb') as f:
             f.seek(file_offset)
@@ -1263,11 +1269,8 @@ def compare_mappings(chk, before, after, what, limit=8):
             continue
         start = int(key[0].split('-')[0], 16)
         diffs = [i for i in range(min(len(a), len(b))) if a[i] != b[i]]
-        # An int3 that the kernel put there for another session (a kernel
-        # path -f session elsewhere in the suite probes ld.so and libc in
-        # every process, issue 31) is in this test's own memory too.
         offset = int(key[2], 16)
-        theirs = [i for i in diffs if a[i] == 0xcc and int3_here(key[3], offset + i)]
+        theirs = [i for i in diffs if a[i] == 0xcc and foreign_int3(key[3], offset + i)]
         if theirs:
             print('note: %s: %s: the int3 at %s is also in this test\'s own copy of the '
                   'file: another session\'s kernel uprobe, not ptwatch\'s'
