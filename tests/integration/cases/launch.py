@@ -495,8 +495,9 @@ def case_execthread(session, chk, variant=None):
 
 
 @test('exec-orphan-forks', kernel=True)
+@test('exec-orphan-forks-follow', '-f', kernel=True)
 @case('exec-orphan-forks')
-def case_exec_orphan_forks(session, chk):
+def case_exec_orphan_forks(session, chk, variant=None):
     """Six threads fork without pause while main execs. A fork made by a
     thread the exec kills before the fork is reported is never reported
     (the kernel skips that stop once the kill is pending); its child is
@@ -505,11 +506,14 @@ def case_exec_orphan_forks(session, chk):
     new image reaps every child it inherited, none dies of SIGTRAP, none
     stays stopped, ptwatch ends. Image 1's threads end with the exec (not
     as their own exit: killed threads report exit status 0). The race
-    comes in about one run in five: eight runs."""
+    comes in about one run in five: eight runs. With -f every child is
+    followed, those whose fork was never reported too, each to its end
+    (exit 7)."""
     orphans = 0
     for i in range(8):
         chk.prefix = '[run %d] ' % (i + 1)
         opts = ('-q',) + (('--debug=attach',) if backend() != 'kernel' else ())
+        opts += (variant,) if variant else ()
         run = session.run([fixture('execforks')], opts=opts, timeout=60)
         check_exit(chk, run, code=0)
         rec = one_truth(run, 'orphans')
@@ -517,7 +521,14 @@ def case_exec_orphan_forks(session, chk):
         chk.eq('children that died of SIGTRAP', rec['sigtrap'], 0)
         chk.eq('children that ended otherwise than with _exit(7)', rec['other'], 0)
         pid = one_truth(run, 'exec')['pid']
-        spans = thread_spans(run.doc)
+        spans = [s for s in thread_spans(run.doc) if s.get('pid', pid) == pid]
+        if variant == '-f':
+            procs = run.doc['processes']
+            children = [p for p in procs if p['pid'] != pid]
+            chk.eq('followed children that did not exit 7',
+                   [(p['pid'], p['exit']) for p in children if p['exit'] != {'code': 7}], [])
+            chk.true('children followed (%d)' % len(children), len(children) >= 6 * 20)
+            chk.eq('warnings', [w['code'] for w in run.doc.get('warnings', [])], [])
         mains = [s for s in spans if s['tid'] == pid and s['origin'] == 'main']
         # (image 2 makes no thread: every span but its main is image 1's)
         image1 = [s for s in spans if not mains or s['id'] != max(m['id'] for m in mains)]
