@@ -158,10 +158,18 @@ char **ptw_proc_cmdline(pid_t pid);
 bool ptw_elf_is_static(const char *path);
 struct ptw_cpu;
 /* Thread tid of process pid's CPU so far (ptw_events.h): schedstat's time
- * on a CPU and waiting for one, status's context switches. task_dirfd:
- * /proc/PID/task if open (cheaper), else -1. 0, or -errno (gone; a kernel
- * without scheduler statistics). */
-int ptw_proc_thread_cpu(int task_dirfd, pid_t pid, pid_t tid, struct ptw_cpu *ret);
+ * on a CPU and waiting for one, status's context switches; and, when name
+ * is not NULL, its name from the same read (ptw_proc_status_name: a thread's
+ * end costs two files, not three). task_dirfd: /proc/PID/task if open
+ * (cheaper), else -1. 0, or -errno (gone; a kernel without scheduler
+ * statistics). */
+int ptw_proc_thread_cpu(int task_dirfd, pid_t pid, pid_t tid, struct ptw_cpu *ret, char *name,
+			size_t name_size);
+/* The name in /proc/PID/status text (its first line, "Name:\t..."), as
+ * /proc/PID/comm has it: the kernel writes a backslash and a newline
+ * there as \\ and \n, every other byte as it is. Cut to size. False if
+ * the text does not begin so. */
+bool ptw_proc_status_name(const char *status, char *name, size_t size);
 /* What execvp will run for name: with a '/', name itself; else the first
  * executable regular file of that name in PATH (its default when unset).
  * False when there is none. */

@@ -104,7 +104,7 @@ static bool cpu_of(void *ctx, pid_t pid, pid_t tid, uint64_t *on_cpu_ns)
 {
 	(void)ctx;
 	struct ptw_cpu c;
-	if (pid <= 0 || ptw_proc_thread_cpu(-1, pid, tid, &c) < 0)
+	if (pid <= 0 || ptw_proc_thread_cpu(-1, pid, tid, &c, NULL, 0) < 0)
 		return false;
 	*on_cpu_ns = c.on_cpu_ns;
 	return true;

@@ -433,7 +433,7 @@ static void say_cpu_of_live(struct ptw_session *s)
 		struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_CPU, ns, sp->tid);
 		ev.pid = sp->pid;
 		ev.process = sp->process;
-		if (dir >= 0 && ptw_proc_thread_cpu(dir, sp->pid, sp->tid, &ev.cpu) == 0)
+		if (dir >= 0 && ptw_proc_thread_cpu(dir, sp->pid, sp->tid, &ev.cpu, NULL, 0) == 0)
 			sink(s, &ev);
 	}
 	if (dir >= 0)

@@ -402,11 +402,19 @@ void tracer_read_comm(struct ptw_tracer *t, pid_t tid, uint64_t ns)
 	free(name);
 }
 
-void tracer_read_cpu(struct ptw_tracer *t, pid_t tid, uint64_t ns)
+void tracer_read_end(struct ptw_tracer *t, pid_t tid, uint64_t ns)
 {
 	struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_CPU, ns, tid);
-	if (ptw_proc_thread_cpu(t->img.task_dirfd, t->proc->pid, tid, &ev.cpu) == 0)
-		tracer_emit(t, &ev);
+	char name[64];
+	if (ptw_proc_thread_cpu(t->img.task_dirfd, t->proc->pid, tid, &ev.cpu, name,
+				sizeof(name)) < 0) {
+		tracer_read_comm(t, tid, ns);
+		return;
+	}
+	struct ptw_event nev = ptw_event_init(PTW_EV_THREAD_NAME, ns, tid);
+	nev.name = name;
+	tracer_emit(t, &nev);
+	tracer_emit(t, &ev);
 }
 
 /* ---- return breakpoints ---- */

@@ -530,8 +530,7 @@ static void on_td_death(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t ns)
 	if (th->pd && img->have_result &&
 	    tracer_read_u64(t, th->pd + img->result_off, &ev.value) == 0)
 		ev.has_value = true;
-	tracer_read_comm(t, l->tid, ns);
-	tracer_read_cpu(t, l->tid, ns);
+	tracer_read_end(t, l->tid, ns);
 	tracer_emit(t, &ev);
 	if (th->pd)
 		joinee_died(t, th);

@@ -43,8 +43,7 @@ static void on_exit_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_sto
 	}
 	if (how != PTW_EXIT_SELF)
 		follow_going_down(t, true);
-	tracer_read_comm(t, l->tid, st->ns);
-	tracer_read_cpu(t, l->tid, st->ns);
+	tracer_read_end(t, l->tid, st->ns);
 	struct ptw_event ev = ptw_event_init(PTW_EV_LWP_EXIT, st->ns, l->tid);
 	ev.exit_how = how;
 	int status = (int)st->msg;

@@ -392,9 +392,10 @@ void tracer_retbps_free(struct retbps *rb);
 char *tracer_comm_str(struct ptw_tracer *t, pid_t tid);
 /* Emits it as PTW_EV_THREAD_NAME. */
 void tracer_read_comm(struct ptw_tracer *t, pid_t tid, uint64_t ns);
-/* Thread tid's CPU so far (/proc; stopped at its end: no stop of its own),
- * as PTW_EV_THREAD_CPU. */
-void tracer_read_cpu(struct ptw_tracer *t, pid_t tid, uint64_t ns);
+/* Thread tid at its end (stopped there: no stop of its own): its name and
+ * its CPU so far, as PTW_EV_THREAD_NAME and PTW_EV_THREAD_CPU, from two
+ * /proc files (schedstat, status). */
+void tracer_read_end(struct ptw_tracer *t, pid_t tid, uint64_t ns);
 /* The session's root tracer (t itself, or the one that followed it). */
 struct ptw_tracer *tracer_root(struct ptw_tracer *t);
 /* The LWP exited or was killed (st): its end and, for the leader, the

@@ -309,7 +309,24 @@ bool ptw_elf_is_static(const char *path)
 	return !interp;
 }
 
-int ptw_proc_thread_cpu(int task_dirfd, pid_t pid, pid_t tid, struct ptw_cpu *ret)
+bool ptw_proc_status_name(const char *status, char *name, size_t size)
+{
+	if (!size || strncmp(status, "Name:\t", 6) != 0)
+		return false;
+	size_t n = 0;
+	for (const char *p = status + 6; *p && *p != '\n'; p++) {
+		char c = *p;
+		if (c == '\\' && (p[1] == '\\' || p[1] == 'n'))
+			c = *++p == 'n' ? '\n' : '\\';
+		if (n + 1 < size)
+			name[n++] = c;
+	}
+	name[n] = '\0';
+	return true;
+}
+
+int ptw_proc_thread_cpu(int task_dirfd, pid_t pid, pid_t tid, struct ptw_cpu *ret, char *name,
+			size_t name_size)
 {
 	char path[96], buf[2048];
 	if (task_dirfd >= 0)
@@ -331,6 +348,8 @@ int ptw_proc_thread_cpu(int task_dirfd, pid_t pid, pid_t tid, struct ptw_cpu *re
 	if ((r = ptw_read_small_file_at(task_dirfd >= 0 ? task_dirfd : AT_FDCWD, path, buf,
 					sizeof(buf))) < 0)
 		return r;
+	if (name && !ptw_proc_status_name(buf, name, name_size))
+		return -EINVAL;
 	const char *v = strstr(buf, "\nvoluntary_ctxt_switches:");
 	const char *iv = strstr(buf, "\nnonvoluntary_ctxt_switches:");
 	if (!v || !iv)

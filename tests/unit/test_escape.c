@@ -190,8 +190,32 @@ static void test_live_rows(void)
 	ptw_spans_free(s);
 }
 
+/* A thread's name read from /proc/PID/status at its end (one file fewer
+ * than comm and status): the kernel escapes only a backslash and a
+ * newline there (checked on 6.18 with "a\\b\nc d\t\x01"). */
+static void test_status_name(void)
+{
+	char name[16];
+	CHECK(ptw_proc_status_name("Name:\tworker\nUmask:\t0022\n", name, sizeof(name)));
+	CHECK_STR(name, "worker");
+	CHECK(ptw_proc_status_name("Name:\ta\\\\b\\nc d\t\x01\nState:\tS\n", name, sizeof(name)));
+	CHECK_STR(name, "a\\b\nc d\t\x01");
+	/* a backslash before another letter is the name's own */
+	CHECK(ptw_proc_status_name("Name:\ta\\x\\\n", name, sizeof(name)));
+	CHECK_STR(name, "a\\x\\");
+	CHECK(ptw_proc_status_name("Name:\t\n", name, sizeof(name)));
+	CHECK_STR(name, "");
+	/* cut to size, and nothing read past the end of the text */
+	char small[4];
+	CHECK(ptw_proc_status_name("Name:\tabcdef\\", small, sizeof(small)));
+	CHECK_STR(small, "abc");
+	CHECK(!ptw_proc_status_name("State:\tS\n", name, sizeof(name)));
+	CHECK(!ptw_proc_status_name("Name:\tx", name, 0));
+}
+
 int main(void)
 {
+	test_status_name();
 	test_escape();
 	test_text_output();
 	test_live_rows();
