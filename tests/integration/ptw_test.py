@@ -252,6 +252,8 @@ class Session:
         file object or descriptor for ptwatch's stderr (then not read back).
         prefix: a command that runs ptwatch (setpriv ...)."""
         run = Run(self.mkdtemp(), [])
+        if backend() == 'kernel' and ('-f' in opts or '--follow-forks' in opts):
+            own_global_probes()
         run.argv = list(prefix) + self.argv(run, cmd, opts, output, pid)
         self.runs.append(run)
         run.t0 = time.monotonic()
@@ -1201,21 +1203,26 @@ def exec_mappings(pid):
     return result
 
 
-def foreign_int3(path, file_offset):
-    """On the ptrace path, whether an int3 (0xcc) at file_offset of path,
-    where the file has another byte, is in this test's own copy of the file
-    too: the kernel's, for another session (a kernel path -f session
-    elsewhere in the suite probes ld.so and libc in every process, issue
-    31), never ptwatch's (it writes into the processes it traces only). On
-    the kernel path ptwatch's own uprobes may reach every process (a zombie
-    leader, -f): never told apart, False."""
-    if backend() == 'kernel':
-        return False
+# Set once this test ran a kernel path session whose uprobes are on the
+# files for every process (-f, a zombie leader: own_global_probes).
+_OWN_GLOBAL_PROBES = [False]
+
+
+def own_global_probes():
+    """This test's kernel path sessions put their uprobes in every process
+    (a zombie leader's): foreign_int3 tells nothing apart any more."""
+    _OWN_GLOBAL_PROBES[0] = True
+
+
+def _file_and_own_byte(path, file_offset):
+    """The byte at file_offset of path in the file, and in this test's own
+    mapping of it (None where it cannot be read or is not mapped)."""
+    file_byte = own = None
     try:
         with open(path, 'rb') as f:
             f.seek(file_offset)
-            if f.read(1) == b'\xcc':
-                return False
+            b = f.read(1)
+            file_byte = b[0] if b else None
         with open('/proc/self/maps') as f:
             maps = f.read().splitlines()
         for line in maps:
@@ -1227,10 +1234,42 @@ def foreign_int3(path, file_offset):
             if off <= file_offset < off + (hi - lo):
                 with open('/proc/self/mem', 'rb', buffering=0) as mem:
                     mem.seek(lo + file_offset - off)
-                    return mem.read(1) == b'\xcc'
+                    b = mem.read(1)
+                    own = b[0] if b else None
+                break
     except OSError:
         pass
-    return False
+    return file_byte, own
+
+
+def _tells_apart():
+    """Whether an int3 that is in every process can be told from ptwatch's:
+    always on the ptrace path (it writes into the processes it traces
+    only), on the kernel path unless this test's sessions probe every
+    process too (-f, a zombie leader)."""
+    return backend() != 'kernel' or not _OWN_GLOBAL_PROBES[0]
+
+
+def foreign_int3(path, file_offset):
+    """Whether an int3 (0xcc) at file_offset of path, where the file has
+    another byte, is in this test's own copy of the file too: the kernel's,
+    for another session (a kernel path -f session elsewhere in the suite
+    probes ld.so and libc in every process, issue 31), not ptwatch's."""
+    if not _tells_apart():
+        return False
+    file_byte, own = _file_and_own_byte(path, file_offset)
+    return file_byte is not None and file_byte != 0xcc and own == 0xcc
+
+
+def foreign_int3_gone(path, file_offset, now):
+    """Whether a byte that was an int3 and is now the file's (now) was
+    another session's int3, gone since from every process: this test's own
+    copy has the file's byte too. (An int3 of another tool that ptwatch
+    took away from its target alone stays in this test's copy.)"""
+    if not _tells_apart():
+        return False
+    file_byte, own = _file_and_own_byte(path, file_offset)
+    return file_byte is not None and now == file_byte and own == file_byte
 
 
 def compare_mappings(chk, before, after, what, limit=8):
@@ -1271,13 +1310,20 @@ def compare_mappings(chk, before, after, what, limit=8):
         diffs = [i for i in range(min(len(a), len(b))) if a[i] != b[i]]
         offset = int(key[2], 16)
         theirs = [i for i in diffs if a[i] == 0xcc and foreign_int3(key[3], offset + i)]
+        gone = [i for i in diffs if b[i] == 0xcc and a[i] != 0xcc
+                and foreign_int3_gone(key[3], offset + i, a[i])]
         if theirs:
             print('note: %s: %s: the int3 at %s is also in this test\'s own copy of the '
                   'file: another session\'s kernel uprobe, not ptwatch\'s'
                   % (what, key[3], ', '.join('%#x' % (start + i) for i in theirs)))
-            diffs = [i for i in diffs if i not in theirs]
-            if not diffs:
-                continue
+        if gone:
+            print('note: %s: %s: the int3 at %s, there before, is gone from this test\'s '
+                  'own copy of the file too: another session\'s kernel uprobe, removed'
+                  % (what, key[3], ', '.join('%#x' % (start + i) for i in gone)))
+        theirs = set(theirs + gone)
+        diffs = [i for i in diffs if i not in theirs]
+        if not diffs:
+            continue
         int3 = sum(1 for i in diffs if a[i] == 0xcc)
         chk.fail('%s: %d bytes of %s changed (%d of them now 0xcc): %s'
                  % (what, len(diffs), ' '.join(key), int3,

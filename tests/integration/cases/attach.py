@@ -17,8 +17,8 @@ import time
 from ptw_test import test
 from ptw_test import (
     attach_stderr_lines, backend, case, check_attach_doc, check_untouched, comm, compare_mappings,
-    end_group, kill_group, exec_mappings, fixture, FrameworkError, load_doc, ptwatch_path,
-    report_warnings, Skip, span_index, task_states, thread_spans, tracer_pids, wait_for,
+    end_group, kill_group, exec_mappings, fixture, FrameworkError, load_doc, own_global_probes,
+    ptwatch_path, report_warnings, Skip, span_index, task_states, thread_spans, tracer_pids, wait_for,
     warning_codes
 )
 from helpers import (
@@ -444,6 +444,7 @@ def case_attach_refusals(session, chk):
 @test('attach-zombie-leader', kernel=True)
 @case('attach-zombie-leader')
 def case_attach_zombie_leader(session, chk):
+    own_global_probes()  # (on the kernel path: libc's file for every process)
     target = session.target('leaderexit')
     pid = target.ready()[0]
     rec = target.one_truth('leader')
