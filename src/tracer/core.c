@@ -524,14 +524,17 @@ void tracer_lwp_gone(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_stop *s
 	struct thread *th = tracer_thread_of(l);
 	if (tracer_is_target_lwp(t, l)) {
 		if (!th->exit_reported) {
-			/* No exit stop came: a thread killed (another thread's
-			 * exec or exit_group, SIGKILL) skips it when the kill is
-			 * already pending. Not its own exit, whatever its status
-			 * (0 after an exec, the group's code after an exit_group):
-			 * it ended with its process or image (the caller looks
-			 * for the forks it may not have reported). */
+			/* No exit stop: none was due (its death event turned it
+			 * off), or a thread killed (another thread's exec or
+			 * exit_group, SIGKILL) skips it when the kill is already
+			 * pending. Then it is not its own exit, whatever its
+			 * status (0 after an exec, the group's code after an
+			 * exit_group): it ended with its process or image (the
+			 * caller looks for the forks it may not have reported). */
 			struct ptw_event ev = ptw_event_init(PTW_EV_LWP_EXIT, st->ns, l->tid);
-			ev.exit_how = st->kind == PTW_STOP_KILLED ? PTW_EXIT_KILLED : PTW_EXIT_GROUP;
+			ev.exit_how = th->exit_stop_off ? PTW_EXIT_SELF : PTW_EXIT_GROUP;
+			if (st->kind == PTW_STOP_KILLED)
+				ev.exit_how = PTW_EXIT_KILLED;
 			ev.exit_code = st->exit_code;
 			ev.sig = st->kind == PTW_STOP_KILLED ? st->sig : 0;
 			tracer_emit(t, &ev);

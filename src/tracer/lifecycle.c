@@ -536,7 +536,8 @@ static void on_td_death(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t ns)
 		joinee_died(t, th);
 	/* It leaves through its own exit syscall now: its exit stop would buy
 	 * nothing. (One syscall here saves a stop.) */
-	ptw_set_options(t->proc, l, t->proc->options & ~(unsigned)PTRACE_O_TRACEEXIT);
+	if (ptw_set_options(t->proc, l, t->proc->options & ~(unsigned)PTRACE_O_TRACEEXIT) == 0)
+		th->exit_stop_off = true;
 	ptw_tdb_drain(img->tdb, 8, NULL, NULL);
 }
 

@@ -221,7 +221,8 @@ static void handle_stop(struct ptw_tracer *t, struct ptw_stop *st)
 	case PTW_STOP_EXITED:
 	case PTW_STOP_KILLED: {
 		bool leader = l->tid == t->pid; /* the process is over (l is freed below) */
-		if (tracer_is_target_lwp(t, l) && !tracer_thread_of(l)->exit_reported)
+		if (tracer_is_target_lwp(t, l) && !tracer_thread_of(l)->exit_reported &&
+		    !tracer_thread_of(l)->exit_stop_off)
 			follow_going_down(t, true); /* killed: follow.c, orphans */
 		tracer_lwp_gone(t, l, st);
 		if (leader && t->target_gone)

@@ -166,6 +166,9 @@ struct thread {
 	bool start_at_release; /* its start is told as it is let run (lifecycle_released) */
 	bool started, returned;
 	bool exit_reported; /* LWP_EXIT emitted */
+	/* no exit stop due: turned off at its death event (on_td_death), it
+	 * leaves by its own exit syscall */
+	bool exit_stop_off;
 	/* As a creator: the child of its last clone, until TD_CREATE claims it. */
 	pid_t child;
 	uint64_t child_tls, child_ns;
