@@ -282,7 +282,7 @@ static void adopt(struct ptw_tracer *t, struct ptw_lwp *cl)
 
 bool follow_orphan_stop(struct ptw_tracer *root, struct ptw_lwp *l)
 {
-	if (!root->orphans_possible || tracer_thread_of(l)->announced ||
+	if (!root->ngoing_down || tracer_thread_of(l)->announced ||
 	    ptw_proc_status_field(l->tid, "Tgid") != l->tid)
 		return false;
 	long ppid = ptw_proc_status_field(l->tid, "PPid");
@@ -305,14 +305,11 @@ void follow_going_down(struct ptw_tracer *t, bool down)
 		return;
 	t->going_down = down;
 	if (down) {
-		root->orphans_possible = true;
+		root->ngoing_down++;
 		follow_orphans(t);
-		return;
+	} else {
+		root->ngoing_down--;
 	}
-	root->orphans_possible = root->going_down;
-	for (size_t i = 0; i < root->nfollowed; i++)
-		if (root->followed[i]->going_down && root->followed[i]->proc)
-			root->orphans_possible = true;
 }
 
 void follow_orphans(struct ptw_tracer *t)
@@ -452,6 +449,8 @@ void follow_done(struct ptw_tracer *c, const struct ptw_stop *st)
 	ptw_map_del(&root->by_pid, (uint64_t)c->pid);
 	tracer_image_reset(c);
 	release_process(c);
+	/* (its orphans were set up as it went down: none can come now) */
+	follow_going_down(c, false);
 }
 
 /* ---- -p PID -f: the descendants that run at the attach ---- */

@@ -273,7 +273,7 @@ struct ptw_tracer {
 	/* a thread was killed without its exit stop (exec, exit_group,
 	 * SIGKILL): forks it made may never be reported (follow_orphans) */
 	bool going_down;
-	bool orphans_possible; /* root: some process is going_down */
+	size_t ngoing_down; /* root: how many processes are going_down */
 	bool letting_go;       /* tracer_let_go under way */
 	bool detached;
 	bool detach_told; /* PTW_EV_DETACHED emitted */
@@ -482,8 +482,8 @@ void follow_orphans(struct ptw_tracer *t);
 /* l's first stop came unannounced: if it is such a child (its parent
  * process going down or gone), set it up now (true). */
 bool follow_orphan_stop(struct ptw_tracer *root, struct ptw_lwp *l);
-/* A thread of t was killed (down: true; follow_orphans), or t exec'd and
- * its orphans are set up (false). */
+/* A thread of t was killed (down: true; follow_orphans), or t exec'd or
+ * ended and its orphans are set up (false). */
 void follow_going_down(struct ptw_tracer *t, bool down);
 /* A forked process's first thread stopped for the first time: traced as
  * if attached. */
