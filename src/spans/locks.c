@@ -214,7 +214,7 @@ static struct ptw_wait *on_begin(struct ptw_locks *l, const struct ptw_event *ev
 	w->kind = ev->wait_kind;
 	w->object = ev->wait_object;
 	w->object_loc = ev->object;
-	w->owner = ev->wait_owner;
+	w->owner = ev->wait_owner ? ev->wait_owner : owner ? owner->tid : 0;
 	w->owner_span = owner ? owner->id : 0;
 	w->site = ev->site;
 	if (ev->nstack) {

@@ -290,6 +290,19 @@ static struct ptw_span *by_pthread(struct ptw_spans *s, uint64_t pthread)
 	return sp && sp->process == s->process ? sp : NULL;
 }
 
+/* The span a wait waits for: its owner's. A join's owner is the thread it
+ * joins, by its pthread_t when no tid came: it ended before the join began
+ * (its tid word, where a backend reads it, is cleared by then). */
+static struct ptw_span *wait_owner(struct ptw_spans *s, const struct ptw_event *ev)
+{
+	if (ev->kind != PTW_EV_WAIT_BEGIN)
+		return NULL;
+	struct ptw_span *owner = live(s, ev->wait_owner);
+	if (!owner && !ev->wait_owner && ev->wait_kind == PTW_WAIT_JOIN)
+		owner = by_pthread(s, ev->wait_object);
+	return owner;
+}
+
 /* A start routine entry or end for a tid we never saw created. */
 static struct ptw_span *adopt(struct ptw_spans *s, pid_t tid, uint64_t ns)
 {
@@ -539,7 +552,7 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 	s->process = ev->process;
 	if (ev->process)
 		s->multi = true;
-	s->last_wait = ptw_locks_consume(s->locks, ev, live(s, ev->tid), live(s, ev->wait_owner));
+	s->last_wait = ptw_locks_consume(s->locks, ev, live(s, ev->tid), wait_owner(s, ev));
 	switch (ev->kind) {
 	case PTW_EV_IMAGE:
 		sp = new_span(s, ev->tid, PTW_ORIGIN_MAIN, ev->ns);

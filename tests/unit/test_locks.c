@@ -105,6 +105,35 @@ static void test_pairs(void)
 	CHECK_EQ(ptw_locks_count(L()), 2);
 }
 
+/* A join of a thread that had ended before it began: no owner tid came
+ * (the joined thread's tid word was cleared by then; json-lines-locks@kernel
+ * got owner_tid null once), its pthread_t names it. */
+static void test_join_of_ended(void)
+{
+	setup();
+	struct ptw_event e = ev(PTW_EV_THREAD_START, T2);
+	feed(e);
+	e = ev(PTW_EV_THREAD_DEATH, T2);
+	e.has_value = true;
+	feed(e);
+	e = ev(PTW_EV_LWP_EXIT, T2);
+	e.exit_how = PTW_EXIT_SELF;
+	feed(e);
+	const struct ptw_wait *w = begin(MAIN, PTW_WAIT_JOIN, PT2, 0, &site1, 0x6000);
+	CHECK(w != NULL);
+	CHECK_EQ(w->owner, T2);
+	CHECK_EQ(w->owner_span, 3);
+	CHECK(end(MAIN) == w);
+	/* another kind without an owner stays without one */
+	w = begin(MAIN, PTW_WAIT_COND, PT2, 0, &site1, 0x6000);
+	CHECK_EQ(w->owner, 0);
+	CHECK_EQ(w->owner_span, 0);
+	/* an owner tid that came is kept */
+	w = begin(T1, PTW_WAIT_JOIN, PT3, T3, &site1, 0x6100);
+	CHECK_EQ(w->owner, T3);
+	CHECK_EQ(w->owner_span, 4);
+}
+
 /* A wait left without its return: by a later entry at or above its stack
  * pointer (longjmp), by the thread's end (cancel in a condvar wait), by
  * the process's end; a detach leaves it open; the tracer's death makes it
@@ -414,6 +443,7 @@ static void test_streaming(void)
 int main(void)
 {
 	test_pairs();
+	test_join_of_ended();
 	test_ends();
 	test_deadlock();
 	test_stats();
