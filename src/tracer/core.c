@@ -224,6 +224,19 @@ void tracer_forget_lwp(struct ptw_tracer *t, struct ptw_lwp *l)
 	ptw_lwp_forget(t->proc, l);
 }
 
+size_t tracer_tids_where(struct ptw_tracer *t, bool (*keep)(struct ptw_tracer *, struct ptw_lwp *),
+			 pid_t **ret)
+{
+	size_t it = 0, n = 0;
+	void *v;
+	pid_t *tids = xcalloc(t->proc->lwps->count + 1, sizeof(*tids));
+	while (ptw_map_next(t->proc->lwps, &it, NULL, &v))
+		if (keep(t, v))
+			tids[n++] = ((struct ptw_lwp *)v)->tid;
+	*ret = tids;
+	return n;
+}
+
 bool tracer_is_target_lwp(struct ptw_tracer *t, struct ptw_lwp *l)
 {
 	return l->tgid == t->proc->pid && !tracer_thread_of(l)->foreign;

@@ -196,19 +196,19 @@ static int stop_clean(struct ptw_tracer *t, struct ptw_lwp *l)
 	return ptw_lwp_get(t->proc, tid) ? 0 : -ESRCH;
 }
 
+/* A process in t's memory (vfork, clone(CLONE_VM)), there still. */
+static bool vm_child(struct ptw_tracer *t, struct ptw_lwp *l)
+{
+	struct thread *th = l->user;
+	return th && th->vm_parent == t->pid && l->tgid != t->pid && l->state != PTW_LWP_GONE;
+}
+
 void tracer_release_vm_children(struct ptw_tracer *t)
 {
 	if (!t->proc || !t->bps)
 		return;
-	size_t it = 0, n = 0;
-	void *v;
-	pid_t *tids = xcalloc(t->proc->lwps->count + 1, sizeof(*tids));
-	while (ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
-		struct ptw_lwp *l = v;
-		struct thread *th = l->user;
-		if (th && th->vm_parent == t->pid && l->tgid != t->pid && l->state != PTW_LWP_GONE)
-			tids[n++] = l->tid;
-	}
+	pid_t *tids;
+	size_t n = tracer_tids_where(t, vm_child, &tids);
 	struct ptw_tracer *root = tracer_root(t);
 	for (size_t i = 0; i < n; i++) {
 		struct ptw_lwp *l = ptw_lwp_get(t->proc, tids[i]);

@@ -252,17 +252,18 @@ void follow_fork_stop(struct ptw_tracer *t, struct ptw_stop *st)
  * restored and let go), with t's table: before an exec forgets it.
  */
 
-/* The first stop of held LWP l (no event announced it) is that of a
- * process forked by t or by a process gone since (reparented to a
- * reaper). */
-static bool orphan_of(struct ptw_tracer *t, const struct ptw_lwp *l)
+/* Whether held LWP l (no event announced it) is a new process, not a
+ * thread (one is killed with its creator's process); then *parent is the
+ * tracer of its parent process, NULL once that is gone (l was reparented
+ * to a reaper). */
+static bool held_process(struct ptw_tracer *root, const struct ptw_lwp *l,
+			 struct ptw_tracer **parent)
 {
 	if (ptw_proc_status_field(l->tid, "Tgid") != l->tid)
-		return false; /* a thread: killed with its creator's process */
+		return false;
 	long ppid = ptw_proc_status_field(l->tid, "PPid");
-	struct ptw_tracer *root = tracer_root(t);
-	return ppid == t->pid ||
-	       (ppid != root->pid && !ptw_map_get(&root->by_pid, (uint64_t)ppid));
+	*parent = ppid == root->pid ? root : ptw_map_get(&root->by_pid, (uint64_t)ppid);
+	return true;
 }
 
 /* A fresh child's first stop is microseconds away. */
@@ -282,14 +283,10 @@ static void adopt(struct ptw_tracer *t, struct ptw_lwp *cl)
 
 bool follow_orphan_stop(struct ptw_tracer *root, struct ptw_lwp *l)
 {
-	if (!root->ngoing_down || tracer_thread_of(l)->announced ||
-	    ptw_proc_status_field(l->tid, "Tgid") != l->tid)
-		return false;
-	long ppid = ptw_proc_status_field(l->tid, "PPid");
-	struct ptw_tracer *pt =
-		ppid == root->pid ? root : ptw_map_get(&root->by_pid, (uint64_t)ppid);
-	if (pt && !pt->going_down)
-		return false; /* its fork event is still to come */
+	struct ptw_tracer *pt;
+	if (!root->ngoing_down || tracer_thread_of(l)->announced || !held_process(root, l, &pt) ||
+	    (pt && !pt->going_down))
+		return false; /* (a process going on: its fork event is still to come) */
 	if (!pt || !pt->proc)
 		pt = root; /* its parent process is gone: reparented */
 	if (!pt->proc)
@@ -312,23 +309,24 @@ void follow_going_down(struct ptw_tracer *t, bool down)
 	}
 }
 
+/* Held at its first stop: no event announced it yet. */
+static bool held_first_stop(struct ptw_tracer *t, struct ptw_lwp *l)
+{
+	(void)t;
+	return !l->tgid && l->state == PTW_LWP_STOPPED && l->last_stop == PTW_STOP_NEW &&
+	       !tracer_thread_of(l)->announced;
+}
+
 void follow_orphans(struct ptw_tracer *t)
 {
 	if (!t->proc)
 		return;
-	/* held at their first stop */
-	size_t it = 0, n = 0;
-	void *v;
-	pid_t *held = xcalloc(t->proc->lwps->count + 1, sizeof(*held));
-	while (ptw_map_next(t->proc->lwps, &it, NULL, &v)) {
-		struct ptw_lwp *l = v;
-		if (!l->tgid && l->state == PTW_LWP_STOPPED && l->last_stop == PTW_STOP_NEW &&
-		    !tracer_thread_of(l)->announced)
-			held[n++] = l->tid;
-	}
+	pid_t *held; /* held at their first stop */
+	size_t n = tracer_tids_where(t, held_first_stop, &held);
 	for (size_t i = 0; i < n; i++) {
 		struct ptw_lwp *l = ptw_lwp_get(t->proc, held[i]);
-		if (l && orphan_of(t, l))
+		struct ptw_tracer *pt;
+		if (l && held_process(tracer_root(t), l, &pt) && (!pt || pt == t))
 			adopt(t, l);
 	}
 	free(held);

@@ -741,11 +741,17 @@ static void join_return(struct ptw_tracer *t, pid_t tid, struct thread *th, uint
 	tracer_emit(t, &ev);
 }
 
-/* The plain join's return, told by the joined thread's end (hook_joins). */
-static void plain_join_return(struct ptw_tracer *t, pid_t tid, struct thread *th, uint64_t ns)
+/* Thread tid no longer joins th->join_pd (img.joiners: pd -> its joiner). */
+static void unclaim(struct ptw_tracer *t, pid_t tid, const struct thread *th)
 {
 	if (ptw_map_get(&t->img.joiners, th->join_pd) == (void *)(intptr_t)tid)
 		ptw_map_del(&t->img.joiners, th->join_pd);
+}
+
+/* The plain join's return, told by the joined thread's end (hook_joins). */
+static void plain_join_return(struct ptw_tracer *t, pid_t tid, struct thread *th, uint64_t ns)
+{
+	unclaim(t, tid, th);
 	join_return(t, tid, th, 0, ns);
 }
 
@@ -855,8 +861,7 @@ void lifecycle_stopped(struct ptw_tracer *t, struct ptw_lwp *l, const struct ptw
 	 * unwinds out of it, and the join is not done */
 	if (st->kind == PTW_STOP_SIGNAL && st->sig == 32 /* SIGCANCEL */ && in_join_function(t, l)) {
 		th->join_due = false;
-		if (ptw_map_get(&t->img.joiners, th->join_pd) == (void *)(intptr_t)l->tid)
-			ptw_map_del(&t->img.joiners, th->join_pd);
+		unclaim(t, l->tid, th);
 		return;
 	}
 	plain_join_return(t, l->tid, th, st->ns); /* it ran past the join */

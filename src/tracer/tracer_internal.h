@@ -347,6 +347,10 @@ void tracer_note_sigtrap(struct ptw_tracer *t, struct ptw_lwp *l);
 void tracer_sigtrap_death(struct ptw_tracer *t);
 /* A thread of the target (not of a fork/vfork child). */
 bool tracer_is_target_lwp(struct ptw_tracer *t, struct ptw_lwp *l);
+/* The tids of the LWPs (t->proc's table) that keep takes, in *ret
+ * (malloc'd, for the caller to act on while the table changes); how many. */
+size_t tracer_tids_where(struct ptw_tracer *t, bool (*keep)(struct ptw_tracer *, struct ptw_lwp *),
+			 pid_t **ret);
 /* Location of addr in the current image (NULL for 0 or no symbols). */
 const struct ptw_location *tracer_locate(struct ptw_tracer *t, uint64_t addr);
 int tracer_read_u64(struct ptw_tracer *t, uint64_t addr, uint64_t *ret);
