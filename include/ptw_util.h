@@ -165,6 +165,10 @@ struct ptw_cpu;
  * statistics). */
 int ptw_proc_thread_cpu(int task_dirfd, pid_t pid, pid_t tid, struct ptw_cpu *ret, char *name,
 			size_t name_size);
+/* Only schedstat's two figures (time on a CPU, waiting for one): one file,
+ * for a figure read again and again (the live table's CPU%). */
+int ptw_proc_thread_schedstat(int task_dirfd, pid_t pid, pid_t tid, uint64_t *on_cpu_ns,
+			      uint64_t *runnable_ns);
 /* The name in /proc/PID/status text (its first line, "Name:\t..."), as
  * /proc/PID/comm has it: the kernel writes a backslash and a newline
  * there as \\ and \n, every other byte as it is. Cut to size. False if

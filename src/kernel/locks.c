@@ -17,6 +17,7 @@
 #include <sys/user.h>
 
 #include "lockconv.h"
+#include "underway.h"
 #include "ptw_attach.h"
 #include "ptw_libc_waits.h"
 #include "ptw_symbols.h"
@@ -76,25 +77,8 @@ static int unwind(void *ctx, const struct ptwk_lock_record *r, uint64_t *pcs, in
 	if (!syms_of(l))
 		return 0;
 	const __u64 *g = r->regs; /* DWARF's order */
-	struct user_regs_struct regs = {
-		.rax = g[0],
-		.rdx = g[1],
-		.rcx = g[2],
-		.rbx = g[3],
-		.rsi = g[4],
-		.rdi = g[5],
-		.rbp = g[6],
-		.rsp = g[7],
-		.r8 = g[8],
-		.r9 = g[9],
-		.r10 = g[10],
-		.r11 = g[11],
-		.r12 = g[12],
-		.r13 = g[13],
-		.r14 = g[14],
-		.r15 = g[15],
-		.rip = g[16],
-	};
+	struct user_regs_struct regs = { 0 };
+	ptwk_regs_from_dwarf(g, &regs);
 	/* What the copy does not hold (older frames of a deep stack) is read
 	 * from the process now: still true while the thread waits. */
 	struct ptw_stack_copy copy = { g[7], r->stack_len, r->stack };

@@ -50,7 +50,6 @@ static int read_tasks(struct ptw_regs_reader *rr, struct ptw_task_regs **ret)
 		return n;
 	struct ptw_task_regs *v = xcalloc((size_t)n + 1, sizeof(*v));
 	for (int i = 0; i < n; i++) {
-		const __u64 *g = t[i].regs; /* DWARF's order (ptw_underway.h) */
 		v[i] = (struct ptw_task_regs){ .tid = (pid_t)t[i].tid,
 					       .on_cpu = t[i].on_cpu != 0,
 					       .regs_ok = t[i].regs_ok != 0,
@@ -59,11 +58,7 @@ static int read_tasks(struct ptw_regs_reader *rr, struct ptw_task_regs **ret)
 		r->fs_base = t[i].fsbase;
 		if (!t[i].regs_ok)
 			continue;
-		r->rax = g[0], r->rdx = g[1], r->rcx = g[2], r->rbx = g[3];
-		r->rsi = g[4], r->rdi = g[5], r->rbp = g[6], r->rsp = g[7];
-		r->r8 = g[8], r->r9 = g[9], r->r10 = g[10], r->r11 = g[11];
-		r->r12 = g[12], r->r13 = g[13], r->r14 = g[14], r->r15 = g[15];
-		r->rip = g[16];
+		ptwk_regs_from_dwarf(t[i].regs, r);
 		r->orig_rax = t[i].orig_ax;
 		r->eflags = t[i].flags;
 	}
@@ -226,10 +221,14 @@ static int sample(struct ptw_regs_reader *rr, struct ptw_thread_sample *v, size_
 		int got = poll(pfd, np, (int)((until - now + 999999) / 1000000));
 		if (got < 0 && errno != EINTR)
 			break;
-		for (size_t i = 0; i < n; i++) {
+		for (size_t i = 0, k = 0; i < n; i++) {
 			if (s[i].fd < 0)
 				continue;
+			short ev = got > 0 ? pfd[k].revents : 0;
+			k++;
 			int r = take_sample(&s[i], &v[i]);
+			if (r == 0 && (ev & (POLLHUP | POLLERR)))
+				r = -ESRCH; /* it exited: no sample will come */
 			if (r == 0)
 				continue;
 			v[i].err = r < 0 ? r : 0;

@@ -197,31 +197,22 @@ struct found {
 	bool missed;  /* a traced call on it could not be watched */
 };
 
+void ptwk_regs_from_dwarf(const __u64 g[17], struct user_regs_struct *r)
+{
+	r->rax = g[0], r->rdx = g[1], r->rcx = g[2], r->rbx = g[3];
+	r->rsi = g[4], r->rdi = g[5], r->rbp = g[6], r->rsp = g[7];
+	r->r8 = g[8], r->r9 = g[9], r->r10 = g[10], r->r11 = g[11];
+	r->r12 = g[12], r->r13 = g[13], r->r14 = g[14], r->r15 = g[15];
+	r->rip = g[16];
+}
+
 /* The calls of traced functions on thread t's stack (t did not run since
  * the begin: its saved registers are its registers). */
 static void unwind_thread(struct ptwk_underway *u, const struct ptwk_uw_task *t,
 			  const struct ptw_mapping *maps, int nmaps, struct found *f)
 {
-	const __u64 *r = t->regs;
-	struct user_regs_struct regs = {
-		.rax = r[0],
-		.rdx = r[1],
-		.rcx = r[2],
-		.rbx = r[3],
-		.rsi = r[4],
-		.rdi = r[5],
-		.rbp = r[6],
-		.rsp = r[7],
-		.r8 = r[8],
-		.r9 = r[9],
-		.r10 = r[10],
-		.r11 = r[11],
-		.r12 = r[12],
-		.r13 = r[13],
-		.r14 = r[14],
-		.r15 = r[15],
-		.rip = r[16],
-	};
+	struct user_regs_struct regs = { 0 };
+	ptwk_regs_from_dwarf(t->regs, &regs);
 	uint64_t *pcs = xcalloc(2 * UNDERWAY_MAX_FRAMES, sizeof(*pcs));
 	uint64_t *sps = pcs + UNDERWAY_MAX_FRAMES;
 	bool whole;

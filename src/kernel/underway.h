@@ -19,6 +19,8 @@
 #ifndef PTWK_UNDERWAY_H
 #define PTWK_UNDERWAY_H
 
+#include <linux/types.h>
+#include <sys/user.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -50,6 +52,11 @@ struct ptwk_underway_env {
 /* Before the entry probes go in: every thread's context switches so far.
  * NULL when there is nothing to do or it cannot be done (said). */
 struct ptwk_underway *ptwk_underway_begin(const struct ptwk_underway_env *env);
+
+/* The user registers the BPF programs copy in DWARF's order (rax rdx rcx
+ * rbx rsi rdi rbp rsp r8-r15 rip: bpf/ptw_underway.h) into r; the other
+ * fields of r are left as they are. */
+void ptwk_regs_from_dwarf(const __u64 g[17], struct user_regs_struct *r);
 
 /* Every thread of process pid as the task iterator program iter reads it
  * now (its registers, its fs base: no stop). Returns how many (*ret

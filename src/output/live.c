@@ -103,11 +103,8 @@ static void replay_to_time(struct ptw_live *l, const char *text)
 static bool cpu_of(void *ctx, pid_t pid, pid_t tid, uint64_t *on_cpu_ns)
 {
 	(void)ctx;
-	struct ptw_cpu c;
-	if (pid <= 0 || ptw_proc_thread_cpu(-1, pid, tid, &c, NULL, 0) < 0)
-		return false;
-	*on_cpu_ns = c.on_cpu_ns;
-	return true;
+	uint64_t runnable;
+	return pid > 0 && ptw_proc_thread_schedstat(-1, pid, tid, on_cpu_ns, &runnable) == 0;
 }
 
 /* A thread's comm from /proc (no stop: a read of the kernel's copy). */

@@ -798,6 +798,7 @@ static void keep_unstopped(struct snap *sn, struct frozen *f)
 	f->have_regs = true;
 	f->unstopped = true;
 	f->k->still = true;
+	f->k->reread = false;
 	sn->unstopped++;
 }
 
@@ -838,7 +839,7 @@ static void read_off_cpu(struct snap *sn, const struct ptw_task_regs *tasks, int
 	free(ps.v);
 	ptw_map_free(&by_tid);
 
-	struct ptw_task_regs *again;
+	struct ptw_task_regs *again = NULL;
 	int m = sn->reader->tasks(sn->reader, &again);
 	struct ptw_map now = { 0 };
 	for (int i = 0; i < m; i++)
@@ -858,7 +859,7 @@ static void read_off_cpu(struct snap *sn, const struct ptw_task_regs *tasks, int
 		}
 	}
 	ptw_map_free(&now);
-	free(m > 0 ? again : NULL);
+	free(again);
 	free(seen);
 }
 

@@ -325,28 +325,41 @@ bool ptw_proc_status_name(const char *status, char *name, size_t size)
 	return true;
 }
 
-int ptw_proc_thread_cpu(int task_dirfd, pid_t pid, pid_t tid, struct ptw_cpu *ret, char *name,
-			size_t name_size)
+/* /proc/PID/task/TID/FILE, through task_dirfd (/proc/PID/task) if open. */
+static int read_task_file(int task_dirfd, pid_t pid, pid_t tid, const char *file, char *buf,
+			  size_t size)
 {
-	char path[96], buf[2048];
+	char path[96];
 	if (task_dirfd >= 0)
-		snprintf(path, sizeof(path), "%d/schedstat", (int)tid);
+		snprintf(path, sizeof(path), "%d/%s", (int)tid, file);
 	else
-		snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat", (int)pid, (int)tid);
-	int r = ptw_read_small_file_at(task_dirfd >= 0 ? task_dirfd : AT_FDCWD, path, buf,
-				       sizeof(buf));
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/%s", (int)pid, (int)tid, file);
+	return ptw_read_small_file_at(task_dirfd >= 0 ? task_dirfd : AT_FDCWD, path, buf, size);
+}
+
+int ptw_proc_thread_schedstat(int task_dirfd, pid_t pid, pid_t tid, uint64_t *on_cpu_ns,
+			      uint64_t *runnable_ns)
+{
+	char buf[128];
+	int r = read_task_file(task_dirfd, pid, tid, "schedstat", buf, sizeof(buf));
 	if (r < 0)
 		return r;
 	/* "RUN_NS WAIT_NS TIMESLICES" */
 	unsigned long long on, wait;
 	if (sscanf(buf, "%llu %llu", &on, &wait) != 2)
 		return -EINVAL;
-	if (task_dirfd >= 0)
-		snprintf(path, sizeof(path), "%d/status", (int)tid);
-	else
-		snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
-	if ((r = ptw_read_small_file_at(task_dirfd >= 0 ? task_dirfd : AT_FDCWD, path, buf,
-					sizeof(buf))) < 0)
+	*on_cpu_ns = on;
+	*runnable_ns = wait;
+	return 0;
+}
+
+int ptw_proc_thread_cpu(int task_dirfd, pid_t pid, pid_t tid, struct ptw_cpu *ret, char *name,
+			size_t name_size)
+{
+	char buf[2048];
+	uint64_t on, wait;
+	int r = ptw_proc_thread_schedstat(task_dirfd, pid, tid, &on, &wait);
+	if (r < 0 || (r = read_task_file(task_dirfd, pid, tid, "status", buf, sizeof(buf))) < 0)
 		return r;
 	if (name && !ptw_proc_status_name(buf, name, name_size))
 		return -EINVAL;
