@@ -441,6 +441,18 @@ int ptw_text_filter_events(struct ptw_text_filter *f, const char *list)
 	return r;
 }
 
+/* Is log word name (len bytes) wanted (-e; none given: every one)? */
+static bool named_wanted(const struct ptw_text_filter *f, const char *name, size_t len)
+{
+	if (!f->events)
+		return true;
+	for (size_t k = 0; ptw_text_event_names[k]; k++)
+		if (strlen(ptw_text_event_names[k]) == len &&
+		    !memcmp(ptw_text_event_names[k], name, len))
+			return f->events & (1u << k);
+	return false;
+}
+
 /* The third column of a log line. */
 static bool word_wanted(const struct ptw_text_filter *f, const char *line, size_t len)
 {
@@ -458,20 +470,7 @@ static bool word_wanted(const struct ptw_text_filter *f, const char *line, size_
 	size_t w = i;
 	while (i < len && line[i] != ' ' && line[i] != '\n')
 		i++;
-	for (size_t k = 0; ptw_text_event_names[k]; k++)
-		if (strlen(ptw_text_event_names[k]) == i - w &&
-		    !memcmp(ptw_text_event_names[k], line + w, i - w))
-			return f->events & (1u << k);
-	return false;
-}
-
-/* Is log word name wanted (-e; none given: every one)? */
-static bool named_wanted(const struct ptw_text_filter *f, const char *name)
-{
-	for (size_t k = 0; ptw_text_event_names[k]; k++)
-		if (!strcmp(ptw_text_event_names[k], name))
-			return !f->events || (f->events & (1u << k));
-	return !f->events;
+	return named_wanted(f, line + w, i - w);
 }
 
 void ptw_text_wait_event_filtered(struct ptw_buf *out, const struct ptw_text_style *st,
@@ -489,7 +488,8 @@ void ptw_text_wait_event_filtered(struct ptw_buf *out, const struct ptw_text_sty
 		    (!sp ||
 		     !ptw_span_filter_passes(&(struct ptw_span_filter){ .routine = sf->routine }, sp)))
 			return;
-		if (!named_wanted(f, ev->kind == PTW_EV_WAIT_BEGIN ? "wait" : "waited"))
+		const char *word = ev->kind == PTW_EV_WAIT_BEGIN ? "wait" : "waited";
+		if (!named_wanted(f, word, strlen(word)))
 			return;
 		if (w && !ptw_span_filter_object(sf, w->object, w->object_loc))
 			return;

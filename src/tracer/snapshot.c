@@ -793,6 +793,14 @@ static bool unread(const struct frozen *f)
 	return f->tid && !f->k->still;
 }
 
+static size_t count_unread(const struct snap *sn)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < sn->n; i++)
+		n += unread(&sn->v[i]);
+	return n;
+}
+
 static void keep_unstopped(struct snap *sn, struct frozen *f)
 {
 	f->have_regs = true;
@@ -893,10 +901,7 @@ static void sample_running(struct snap *sn, struct ptw_thread_sample *runs, size
 static void read_unstopped(struct snap *sn)
 {
 	for (int round = 0; round < UNSTOPPED_ROUNDS; round++) {
-		bool left = false;
-		for (size_t i = 0; i < sn->n && !left; i++)
-			left = unread(&sn->v[i]);
-		if (!left)
+		if (!count_unread(sn))
 			return;
 		struct ptw_task_regs *tasks;
 		int n = sn->reader->tasks(sn->reader, &tasks);
@@ -914,9 +919,7 @@ static void read_unstopped(struct snap *sn)
 		sample_running(sn, runs, nruns);
 		free(runs);
 	}
-	size_t left = 0;
-	for (size_t i = 0; i < sn->n; i++)
-		left += unread(&sn->v[i]);
+	size_t left = count_unread(sn);
 	if (left)
 		tracer_warn(sn->t, PTW_W_KERNEL_LIMIT,
 			    "--snapshot: %zu thread%s could not be read without a stop (%s "
