@@ -152,6 +152,7 @@ struct ptw_bp {
 	uint32_t journal_index;
 	struct ptw_insn_plan plan;
 	uint64_t xol_slot;	 /* PTW_INSN_XOL: where the copy runs */
+	bool xol_tried;		 /* an emulated push or ret looked for a slot */
 	unsigned hooks;		 /* the tracer's hook bits */
 	/* A hook moved here from a function's entry another tool's int3
 	 * holds (ptw_bp_insert returned 1): that entry, and what the first

@@ -42,7 +42,7 @@ void ptw_tdb_free(struct ptw_tdb *t);
  */
 int ptw_tdb_enable_events(struct ptw_tdb *t, bool want_create, uint64_t *ret_create_bp,
 			  uint64_t *ret_death_bp);
-/* Clears the process-wide event mask (detach). */
+/* Clears the process-wide event mask and empties the message list (detach). */
 int ptw_tdb_disable_events(struct ptw_tdb *t);
 
 struct ptw_tdb_thread {
@@ -56,8 +56,10 @@ struct ptw_tdb_thread {
 /* td_thr_get_info on the thread whose struct pthread is at pd. */
 int ptw_tdb_thread_info(struct ptw_tdb *t, uint64_t pd, struct ptw_tdb_thread *ret);
 /*
- * td_thr_event_enable(pd, 1), confirmed by reading ti_traceme back: on stock
- * Debian it returns TD_NOCAPAB although it worked (docs/design.md, Facts, 3).
+ * report_events on for the thread at pd: td_thr_event_enable(pd, 1),
+ * confirmed by reading ti_traceme back (on stock Debian it returns
+ * TD_NOCAPAB although it worked: docs/design.md, Facts, 3); once one direct
+ * write of the field's byte was confirmed so, that one write.
  */
 int ptw_tdb_thread_enable(struct ptw_tdb *t, uint64_t pd);
 /*

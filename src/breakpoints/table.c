@@ -428,13 +428,20 @@ static int xol_page_new(struct ptw_bptab *t, uint64_t near, struct ptw_lwp *host
 	return -ENOMEM;
 }
 
+/* A slot for plan's copy (of the instruction at addr): in a page already
+ * mapped (any, when nothing in the copy is rip-relative: it jumps back
+ * absolutely), else in a new one near addr that host maps (NULL: no new
+ * page, -EAGAIN). */
 static int xol_slot(struct ptw_bptab *t, const struct ptw_insn_plan *plan, uint64_t addr,
 		    struct ptw_lwp *host, uint64_t *ret)
 {
 	struct xol_page *pg = NULL;
 	for (size_t i = 0; i < t->npages && !pg; i++)
-		if (t->pages[i].used < XOL_SLOTS && distance(t->pages[i].addr, addr) < XOL_REACH)
+		if (t->pages[i].used < XOL_SLOTS &&
+		    (!plan->rip_relative || distance(t->pages[i].addr, addr) < XOL_REACH))
 			pg = &t->pages[i];
+	if (!pg && !host)
+		return -EAGAIN;
 	if (!pg) {
 		int r = xol_page_new(t, addr, host, &pg);
 		if (r < 0)
@@ -665,12 +672,35 @@ static int mem_write_cb(void *ctx, uint64_t addr, const void *buf, size_t len)
 	return ptw_mem_write(ctx, addr, buf, len);
 }
 
+/*
+ * An emulated push or ret reads or writes the stack at every hit (one
+ * system call); out of line it costs none. Once a page is there anyway,
+ * its copy goes there (tried at the first hit: only hot points pay the
+ * slot's write).
+ */
+static void prefer_out_of_line(struct ptw_bptab *t, struct ptw_bp *bp)
+{
+	if (bp->xol_tried || (bp->plan.kind != PTW_INSN_PUSH_REG && bp->plan.kind != PTW_INSN_RET))
+		return;
+	bp->xol_tried = true;
+	struct ptw_insn_plan xol = bp->plan;
+	xol.kind = PTW_INSN_XOL;
+	uint64_t slot;
+	if (t->npages && xol_slot(t, &xol, bp->addr, NULL, &slot) == 0) {
+		bp->plan = xol;
+		bp->xol_slot = slot;
+		ptw_dbg(PTW_DBG_BP, "%#llx (%s): out of line from now on",
+			(unsigned long long)bp->addr, bp->plan.text);
+	}
+}
+
 int ptw_bp_step_over(struct ptw_bptab *t, struct ptw_bp *bp, struct ptw_lwp *l)
 {
 	struct user_regs_struct *regs;
 	int r = ptw_getregs(t->proc, l, &regs);
 	if (r < 0)
 		return r;
+	prefer_out_of_line(t, bp);
 	if (bp->plan.kind == PTW_INSN_XOL) {
 		regs->rip = bp->xol_slot;
 	} else {

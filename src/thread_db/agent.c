@@ -17,6 +17,11 @@
 struct ptw_tdb {
 	struct ps_prochandle ph;
 	td_thragent_t *ta;
+	/* struct pthread's report_events byte (0: not looked up yet; -1:
+	 * none), and whether writing it directly is confirmed (1), refuted
+	 * (-1) or not tried yet (0) */
+	int report_events_off;
+	int report_events_direct;
 };
 
 #define TD_ERRORS(X)                                                                               \
@@ -161,7 +166,15 @@ int ptw_tdb_disable_events(struct ptw_tdb *t)
 {
 	td_thr_events_t events;
 	td_event_fillset(&events);
-	return td_to_errno(td_ta_clear_event(t->ta, &events));
+	int r = td_to_errno(td_ta_clear_event(t->ta, &events));
+	/* The messages nobody popped (the tracer pops only with TD_CREATE on):
+	 * the list is left empty, as before the session. A thread pushing to
+	 * it meanwhile retries its compare-and-exchange. */
+	psaddr_t head;
+	static const uint64_t none;
+	if (ps_pglobal_lookup(&t->ph, NULL, "__nptl_last_event", &head) == PS_OK)
+		ps_pdwrite(&t->ph, head, &none, sizeof(none));
+	return r;
 }
 
 static void fill_thread(const td_thrinfo_t *ti, struct ptw_tdb_thread *ret)
@@ -184,21 +197,6 @@ int ptw_tdb_thread_info(struct ptw_tdb *t, uint64_t pd, struct ptw_tdb_thread *r
 	return 0;
 }
 
-int ptw_tdb_thread_enable(struct ptw_tdb *t, uint64_t pd)
-{
-	td_thrhandle_t th = { .th_ta_p = t->ta, .th_unique = (psaddr_t)(uintptr_t)pd };
-	td_err_e e = td_thr_event_enable(&th, 1);
-	if (e == TD_OK)
-		return 0;
-	/* TD_NOCAPAB on stock Debian: the write may still have happened. */
-	struct ptw_tdb_thread info;
-	if (ptw_tdb_thread_info(t, pd, &info) == 0 && info.traceme)
-		return 0;
-	ptw_dbg(PTW_DBG_TDB, "td_thr_event_enable(%#llx): %s", (unsigned long long)pd,
-		ptw_tdb_strerror(e));
-	return td_to_errno(e);
-}
-
 /* libthread_db's descriptor of a struct field: { bits, count, offset }. */
 static int field_offset(struct ptw_tdb *t, const char *descriptor, uint32_t *ret_offset,
 			uint32_t *ret_bits)
@@ -211,6 +209,48 @@ static int field_offset(struct ptw_tdb *t, const char *descriptor, uint32_t *ret
 	*ret_bits = desc[0];
 	*ret_offset = desc[2];
 	return 0;
+}
+
+/* report_events's offset in struct pthread when it is a byte, or -1. */
+static int report_events_offset(struct ptw_tdb *t)
+{
+	uint32_t off, bits;
+	if (!t->report_events_off)
+		t->report_events_off =
+			field_offset(t, "_thread_db_pthread_report_events", &off, &bits) == 0 &&
+					bits == 8 && off > 0 && off < 65536
+				? (int)off
+				: -1;
+	return t->report_events_off;
+}
+
+int ptw_tdb_thread_enable(struct ptw_tdb *t, uint64_t pd)
+{
+	/* The byte libthread_db's own call writes (it writes
+	 * __nptl_initial_report_events too): one write, confirmed by
+	 * libthread_db the first time. */
+	static const uint8_t one = 1;
+	struct ptw_tdb_thread info;
+	int off = report_events_offset(t);
+	if (off > 0 && t->report_events_direct >= 0 &&
+	    ptw_mem_write(t->ph.proc, pd + (uint64_t)off, &one, 1) == 0) {
+		if (t->report_events_direct > 0)
+			return 0;
+		t->report_events_direct =
+			ptw_tdb_thread_info(t, pd, &info) == 0 && info.traceme ? 1 : -1;
+		if (t->report_events_direct > 0)
+			return 0;
+	}
+	td_thrhandle_t th = { .th_ta_p = t->ta, .th_unique = (psaddr_t)(uintptr_t)pd };
+	td_err_e e = td_thr_event_enable(&th, 1);
+	if (e == TD_OK)
+		return 0;
+	/* TD_NOCAPAB on stock Debian: the write may still have happened. */
+	if (ptw_tdb_thread_info(t, pd, &info) == 0 && info.traceme)
+		return 0;
+	ptw_dbg(PTW_DBG_TDB, "td_thr_event_enable(%#llx): %s", (unsigned long long)pd,
+		ptw_tdb_strerror(e));
+	return td_to_errno(e);
 }
 
 int ptw_tdb_pthread_field(struct ptw_tdb *t, const char *field, uint32_t *ret_offset)
@@ -232,12 +272,11 @@ int ptw_tdb_read_symbol(struct ptw_tdb *t, const char *name, void *buf, size_t s
 
 static int threads_set(struct ptw_tdb *t, const uint64_t *pds, size_t n, uint8_t value)
 {
-	uint32_t off, bits;
-	if (n > 2 && field_offset(t, "_thread_db_pthread_report_events", &off, &bits) == 0 &&
-	    bits == 8) {
+	int off = report_events_offset(t);
+	if (n > 2 && off > 0) {
 		uint64_t *addrs = xcalloc(n, sizeof(*addrs));
 		for (size_t i = 0; i < n; i++)
-			addrs[i] = pds[i] + off;
+			addrs[i] = pds[i] + (uint64_t)off;
 		int r = ptw_mem_write_scattered(t->ph.proc, addrs, n, &value, 1);
 		free(addrs);
 		/* Trust, but confirm with libthread_db itself. */

@@ -132,6 +132,7 @@ void image_release(struct ptw_tracer *t)
 	free(img->exe);
 	free(img->glibc);
 	ptw_map_free(&img->joiners);
+	ptw_map_free(&img->call_lengths);
 	if (img->join_retbps)
 		tracer_retbps_free(img->join_retbps);
 	free(img->join_retbps);

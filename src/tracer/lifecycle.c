@@ -273,6 +273,23 @@ static int libc_ready(struct ptw_tracer *t, struct ptw_lwp *l)
 
 /* ---- creation ---- */
 
+/* The length of the call instruction that returns to ret (0: not a call
+ * we know), read once per return address and module list. */
+static int call_length(struct ptw_tracer *t, uint64_t ret)
+{
+	struct image *img = &t->img;
+	uint64_t gen = (uint64_t)img->modules_gen + 1;
+	uintptr_t v = (uintptr_t)ptw_map_get(&img->call_lengths, ret);
+	if (v && v >> 8 == gen)
+		return (int)(v & 0xff);
+	uint8_t before[8];
+	int k = 0;
+	if (ptw_bp_read_original(t->bps, ret - 8, before, 8) == 0)
+		k = ptw_insn_call_length(before, ret);
+	ptw_map_put(&img->call_lengths, ret, (void *)(uintptr_t)(gen << 8 | (uint64_t)k));
+	return k;
+}
+
 /* Where the creator called pthread_create: unwind to the first frame
  * outside it. */
 static const struct ptw_location *create_site(struct ptw_tracer *t, struct ptw_lwp *l)
@@ -288,10 +305,7 @@ static const struct ptw_location *create_site(struct ptw_tracer *t, struct ptw_l
 		if (pcs[i] < t->img.create_lo || pcs[i] >= t->img.create_hi)
 			continue;
 		uint64_t ret = pcs[i + 1];
-		uint8_t before[8];
-		int k = 0;
-		if (ptw_bp_read_original(t->bps, ret - 8, before, 8) == 0)
-			k = ptw_insn_call_length(before, ret);
+		int k = call_length(t, ret);
 		return tracer_locate(t, ret - (uint64_t)(k ? k : 1));
 	}
 	return NULL;
@@ -314,6 +328,10 @@ static void thread_created(struct ptw_tracer *t, struct ptw_lwp *creator, struct
 		 * is the moment it is let run (lifecycle_released), into
 		 * start_thread and its routine, with no stop of its own. */
 		cth->start_at_release = true;
+		/* (glibc stored it before the clone; its page is read already) */
+		const struct ptw_pthread_layout *lay = image_tls_layout(t);
+		cth->has_start_arg = lay->have_arg &&
+				     tracer_read_u64(t, cth->pd + lay->arg, &cth->start_arg) == 0;
 	} else if (cth->start_routine) {
 		int r = tracer_insert_bp(t, cth->start_routine, HOOK_START, creator);
 		cth->awaiting_start = r == 0;
@@ -404,11 +422,10 @@ void lifecycle_released(struct ptw_tracer *t, struct ptw_lwp *cl)
 		return;
 	th->start_at_release = false;
 	th->started = true;
-	const struct ptw_pthread_layout *lay = image_tls_layout(t);
 	struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_START, ptw_now_ns(), cl->tid);
 	ev.routine = tracer_locate(t, th->start_routine);
-	if (lay->have_arg && tracer_read_u64(t, th->pd + lay->arg, &ev.arg) == 0)
-		ev.has_arg = true;
+	ev.has_arg = th->has_start_arg;
+	ev.arg = th->start_arg;
 	tracer_emit(t, &ev);
 }
 
@@ -538,7 +555,10 @@ static void on_td_death(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t ns)
 	 * nothing. (One syscall here saves a stop.) */
 	if (ptw_set_options(t->proc, l, t->proc->options & ~(unsigned)PTRACE_O_TRACEEXIT) == 0)
 		th->exit_stop_off = true;
-	ptw_tdb_drain(img->tdb, 8, NULL, NULL);
+	/* The hit is the truth (docs/design.md, Facts, 7): its message is
+	 * popped only where TD_CREATE's are read too; detach empties the list. */
+	if (t->o.create_events)
+		ptw_tdb_drain(img->tdb, 8, NULL, NULL);
 }
 
 void hook_dl_debug_state(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,

@@ -164,6 +164,8 @@ struct thread {
 	uint64_t start_routine;
 	bool awaiting_start;
 	bool start_at_release; /* its start is told as it is let run (lifecycle_released) */
+	bool has_start_arg;    /* ... with this argument, read at its clone */
+	uint64_t start_arg;
 	bool started, returned;
 	bool exit_reported; /* LWP_EXIT emitted */
 	/* no exit stop due: turned off at its death event (on_td_death), it
@@ -226,6 +228,9 @@ struct image {
 	uint64_t join_lo, join_hi; /* the join function's extent */
 	struct ptw_map joiners;
 	struct retbps *join_retbps;
+	/* return address -> the length of the call before it, as read when
+	 * the module list was at generation g: (g + 1) << 8 | length */
+	struct ptw_map call_lengths;
 };
 
 /*
