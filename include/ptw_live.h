@@ -91,6 +91,7 @@ struct ptw_live_group {
 	uint64_t lifetime_mean_ns, lifetime_max_ns; /* of the ended ones (0: none) */
 	uint64_t spawn_mean_ns;			    /* of those with one (0: none) */
 	double cpu_pct;				    /* its live threads' CPU% together */
+	bool has_cpu; /* some live thread's CPU% is known (else cpu_pct means nothing) */
 };
 
 /* One row of the function view (--trace): the calls of one traced function. */

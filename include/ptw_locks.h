@@ -131,6 +131,10 @@ struct ptw_thread_waits {
 };
 /* Most total time first; the caller frees *ret. */
 size_t ptw_locks_thread_stats(const struct ptw_locks *l, struct ptw_thread_waits **ret);
+/* The same of the waits keep says yes to (of those the engine holds). */
+typedef bool (*ptw_wait_pred)(const struct ptw_wait *w, void *ctx);
+size_t ptw_locks_thread_stats_of(const struct ptw_locks *l, ptw_wait_pred keep, void *ctx,
+				 struct ptw_thread_waits **ret);
 
 /*
  * `ptwatch report`: a wait read back, final (the engine takes w and

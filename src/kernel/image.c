@@ -235,24 +235,30 @@ static void start_thread_derive(struct ptw_kernel *k)
  * is probed instead, as the tracer hooks it. */
 void ptwk_join_where(struct ptw_kernel *k)
 {
-	struct ptw_glibc_code code;
+	uint64_t join = 0, target = 0; /* (decoded once, for its entry and return probes) */
 	for (size_t i = 0; i < k->probes.n; i++) {
 		struct ptwk_probe *p = &k->probes.p[i];
 		if ((p->kind != PTWK_JOIN && p->kind != PTWK_JOIN_RET) ||
 		    strcmp(p->function, "pthread_join"))
 			continue;
-		uint8_t bytes[32];
-		uint64_t target;
-		if (code_open(k, &code) < 0)
-			return;
-		bool read = p->addr >= code.addr - code.offset &&
-			    pread(code.fd, bytes, sizeof(bytes),
-				  (off_t)(code.offset + (p->addr - code.addr))) == (ssize_t)sizeof(bytes);
-		close(code.fd);
-		if (!read || ptw_insn_tail_jump(bytes, sizeof(bytes), p->addr, &target) < 0)
-			return; /* (an older glibc: pthread_join does the work) */
-		ptw_dbg(PTW_DBG_TRACER, "joins: pthread_join%+lld, the function it jumps to",
-			(long long)(target - p->addr));
+		if (!join) {
+			struct ptw_glibc_code code;
+			uint8_t bytes[32];
+			if (code_open(k, &code) < 0)
+				return;
+			bool read = p->addr >= code.addr - code.offset &&
+				    pread(code.fd, bytes, sizeof(bytes),
+					  (off_t)(code.offset + (p->addr - code.addr))) ==
+					    (ssize_t)sizeof(bytes);
+			close(code.fd);
+			if (!read || ptw_insn_tail_jump(bytes, sizeof(bytes), p->addr, &target) < 0)
+				return; /* (an older glibc: pthread_join does the work) */
+			join = p->addr;
+			ptw_dbg(PTW_DBG_TRACER, "joins: pthread_join%+lld, the function it jumps to",
+				(long long)(target - join));
+		}
+		if (p->addr != join)
+			continue;
 		p->offset += target - p->addr;
 		p->addr = target;
 		p->function = "__pthread_clockjoin_ex";

@@ -22,8 +22,11 @@
 /* The stack copied with a sample: what the snapshot copies of a stopped
  * thread (a sample must fit in 64 KiB). */
 #define SAMPLE_STACK (32 * 1024)
-/* Its ring: a page of header, then room for a few samples. */
-#define SAMPLE_PAGES 32
+/* Its ring: a page of header, then a power of two of pages with room for
+ * the one sample read (its stack and registers: some 33 KiB), which the
+ * ring's read position lets the kernel overwrite after. */
+#define SAMPLE_PAGES 16
+_Static_assert(SAMPLE_PAGES * 4096 >= SAMPLE_STACK + 1024, "a sample fits in the ring");
 /* Task clock between samples: a running thread is sampled this soon. */
 #define SAMPLE_PERIOD_NS 10000
 

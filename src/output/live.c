@@ -650,7 +650,7 @@ static void draw_groups(struct ptw_live *l, const struct ptw_live_group *g, size
 		num_field(r->late, wla);
 		addch(' ');
 		char pct[16] = "-";
-		if (r->live)
+		if (r->live && r->has_cpu)
 			snprintf(pct, sizeof(pct), "%.1f", r->cpu_pct);
 		field(pct, wc, true);
 		addch(' ');

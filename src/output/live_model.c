@@ -45,6 +45,7 @@ struct group_acc {
 	char *routine;
 	uint64_t total, ended, late;
 	double cpu_pct; /* its live threads' now (each build) */
+	bool has_cpu;	/* ... some live thread's is known */
 	uint64_t life_sum, life_max, life_n;
 	uint64_t spawn_sum, spawn_n;
 };
@@ -644,7 +645,7 @@ static int cmp_groups(const void *pa, const void *pb, void *ctx)
 		c = cmp_u64(a->total, b->total);
 		break;
 	case PTW_LIVE_SORT_CPU:
-		c = cmp_pct(a->cpu_pct, b->cpu_pct);
+		c = cmp_pct(a->has_cpu ? a->cpu_pct : -1, b->has_cpu ? b->cpu_pct : -1);
 		break;
 	default:
 		break;
@@ -675,6 +676,7 @@ size_t ptw_live_model_build(struct ptw_live_model *m, uint64_t now, const struct
 	for (size_t g = 0; g < m->ngroups; g++) {
 		m->groups[g].late = 0;
 		m->groups[g].cpu_pct = 0;
+		m->groups[g].has_cpu = false;
 	}
 	size_t n = 0;
 	for (size_t i = 0; i < m->ntracks;) {
@@ -695,8 +697,10 @@ size_t ptw_live_model_build(struct ptw_live_model *m, uint64_t now, const struct
 		uint64_t age_ns = end >= from ? end - from : 0;
 		struct ptw_live_row cpu = { 0 };
 		row_cpu(t, sp, q, now, age_ns, &cpu);
-		if (!t->ended && cpu.has_cpu)
+		if (!t->ended && cpu.has_cpu) {
 			m->groups[t->group].cpu_pct += cpu.cpu_pct;
+			m->groups[t->group].has_cpu = true;
+		}
 		if (q->view != PTW_LIVE_THREADS)
 			continue;
 		state_text(t);
@@ -765,6 +769,7 @@ size_t ptw_live_model_build(struct ptw_live_model *m, uint64_t now, const struct
 		g->lifetime_max_ns = a->life_max;
 		g->spawn_mean_ns = a->spawn_n ? a->spawn_sum / a->spawn_n : 0;
 		g->cpu_pct = a->cpu_pct;
+		g->has_cpu = a->has_cpu;
 	}
 	qsort_r(m->grows, n, sizeof(*m->grows), cmp_groups, (void *)q);
 	*ret_rows = NULL;

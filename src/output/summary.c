@@ -85,6 +85,15 @@ static void table_print(struct ptw_buf *out, struct table *t, unsigned right_ali
 	memset(t, 0, sizeof(*t));
 }
 
+/* A table not printed after all. */
+static void table_free(struct table *t)
+{
+	for (size_t i = 0; i < t->rows * TABLE_COLS; i++)
+		free(t->cells[i]);
+	free(t->cells);
+	memset(t, 0, sizeof(*t));
+}
+
 static char *duration_str(uint64_t ns)
 {
 	struct ptw_buf b = { 0 };
@@ -158,7 +167,8 @@ static void cpu_by_routine(struct ptw_buf *out, struct ptw_spans *spans)
 	size_t ng = ptw_spans_groups(spans, &g), shown = 0;
 	if (ng > 1)
 		qsort(g, ng, sizeof(*g), by_cpu);
-	for (size_t k = 0; k < ng && shown < CPU_ROUTINES_SHOWN; k++) {
+	size_t k = 0;
+	for (; k < ng && shown < CPU_ROUTINES_SHOWN; k++) {
 		if (!g[k].cpu_spans)
 			continue;
 		ptw_buf_puts(out, shown++ ? "; " : "  cpu per start routine: ");
@@ -167,7 +177,10 @@ static void cpu_by_routine(struct ptw_buf *out, struct ptw_spans *spans)
 			       g[k].cpu_spans == 1 ? "" : "s");
 		ptw_text_duration(out, g[k].cpu_ns);
 	}
-	if (shown && ng > shown)
+	bool more = false; /* (a routine whose threads' CPU is known, not shown) */
+	for (; k < ng && !more; k++)
+		more = g[k].cpu_spans > 0;
+	if (shown && more)
 		ptw_buf_puts(out, "; ...");
 	if (shown)
 		ptw_buf_putc(out, '\n');
@@ -241,10 +254,17 @@ static void span_table_header(struct table *tab, const struct ptw_spans *spans)
 	table_row(tab, hdr);
 }
 
+/* --object: is sp one of the threads it involves (every span without)? */
+static bool involves(const struct ptw_map *involved, const struct ptw_span *sp)
+{
+	return !involved || ptw_map_get(involved, (uint64_t)sp->tid);
+}
+
 /* -f: the spans grouped by process, each under a line that says what the
  * process was and how it ended (the table per process only while the
  * whole fits TABLE_MAX_ROWS; else one line per process, at most 50). */
-static void processes_summary(struct ptw_buf *out, const struct ptw_report *r)
+static void processes_summary(struct ptw_buf *out, const struct ptw_report *r,
+			      const struct ptw_map *involved)
 {
 	size_t n = ptw_spans_count(r->spans);
 	bool tables = n <= TABLE_MAX_ROWS;
@@ -290,12 +310,18 @@ static void processes_summary(struct ptw_buf *out, const struct ptw_report *r)
 			continue;
 		struct table tab = { 0 };
 		span_table_header(&tab, r->spans);
+		size_t rows = 0;
 		for (size_t k = 0; k < n; k++) {
 			const struct ptw_span *sp = ptw_spans_get(r->spans, k);
-			if (sp->process == p->id)
+			if (sp->process == p->id && involves(involved, sp)) {
 				span_row(&tab, sp);
+				rows++;
+			}
 		}
-		table_print(out, &tab, 0x7 | 0x80 | 0x100);
+		if (rows)
+			table_print(out, &tab, 0x7 | 0x80 | 0x100);
+		else
+			table_free(&tab);
 	}
 }
 
@@ -537,42 +563,11 @@ static void object_threads_free(struct ptw_map *m)
 	free(m);
 }
 
-/* --object: per thread, its waits on the matching objects (completed ones
- * timed), most total time first; the caller frees *ret. */
-static size_t object_thread_waits(const struct ptw_report *r, struct ptw_thread_waits **ret)
+/* --object: a wait on one of its objects? */
+static bool on_object(const struct ptw_wait *w, void *ctx)
 {
-	const struct ptw_locks *l = ptw_spans_locks(r->spans);
-	struct ptw_thread_waits *v = NULL;
-	size_t n = 0;
-	for (size_t i = 0; i < ptw_locks_count(l); i++) {
-		const struct ptw_wait *w = ptw_locks_get(l, i);
-		if (!ptw_span_filter_object(r->filter, w->object, w->object_loc))
-			continue;
-		size_t k = 0;
-		while (k < n && v[k].tid != w->tid)
-			k++;
-		if (k == n) {
-			v = xreallocarray(v, n + 1, sizeof(*v));
-			v[n++] = (struct ptw_thread_waits){ .tid = w->tid,
-							    .thread_span = w->thread_span };
-		}
-		v[k].waits++;
-		if (w->has_end) {
-			uint64_t d = w->end_ns - w->start_ns;
-			v[k].completed++;
-			v[k].total_ns += d;
-			if (d > v[k].max_ns)
-				v[k].max_ns = d;
-		}
-	}
-	for (size_t a = 1; a < n; a++) /* (few: an insertion sort) */
-		for (size_t b = a; b > 0 && v[b].total_ns > v[b - 1].total_ns; b--) {
-			struct ptw_thread_waits x = v[b];
-			v[b] = v[b - 1];
-			v[b - 1] = x;
-		}
-	*ret = v;
-	return n;
+	const struct ptw_report *r = ctx;
+	return ptw_span_filter_object(r->filter, w->object, w->object_loc);
 }
 
 /* --locks: the waits, the most contended objects, time waited per thread,
@@ -650,7 +645,7 @@ static void waits_summary(struct ptw_buf *out, const struct ptw_report *r)
 	}
 	ptw_object_stats_free(st, nst);
 	struct ptw_thread_waits *tw;
-	size_t ntw = of ? object_thread_waits(r, &tw) : ptw_locks_thread_stats(l, &tw);
+	size_t ntw = ptw_locks_thread_stats_of(l, of ? on_object : NULL, (void *)r, &tw);
 	for (size_t i = 0; i < ntw; i++) {
 		ptw_buf_printf(out, "  thread %d", tw[i].tid);
 		if (tw[i].thread_span)
@@ -701,16 +696,26 @@ void ptw_text_summary(struct ptw_buf *out, const struct ptw_report *r)
 	struct ptw_map *involved = object_threads(r); /* --object */
 	/* (streaming keeps every span of a session this short: PTW_SPANS_KEEP) */
 	if (r->nprocesses > 1) {
-		processes_summary(out, r);
-	} else if (ptw_spans_total(r->spans) <= TABLE_MAX_ROWS && n <= TABLE_MAX_ROWS) {
+		processes_summary(out, r, involved);
+	} else if (involved || (ptw_spans_total(r->spans) <= TABLE_MAX_ROWS && n <= TABLE_MAX_ROWS)) {
+		/* (--object: its threads only, however many the session had) */
 		struct table tab = { 0 };
 		span_table_header(&tab, r->spans);
+		size_t rows = 0, more = 0;
 		for (size_t i = 0; i < n; i++) {
 			const struct ptw_span *sp = ptw_spans_get(r->spans, i);
-			if (!involved || ptw_map_get(involved, (uint64_t)sp->tid))
+			if (!involves(involved, sp))
+				continue;
+			if (rows < TABLE_MAX_ROWS) {
 				span_row(&tab, sp);
+				rows++;
+			} else {
+				more++;
+			}
 		}
 		table_print(out, &tab, 0x7 | 0x80 | 0x100);
+		if (more)
+			ptw_buf_printf(out, "  ... %zu more threads (all in --json)\n", more);
 		if (!involved)
 			cpu_by_routine(out, r->spans);
 	} else {

@@ -473,6 +473,17 @@ static bool word_wanted(const struct ptw_text_filter *f, const char *line, size_
 	return named_wanted(f, line + w, i - w);
 }
 
+/* --tid and --routine: an event of thread tid or other (its span's, a
+ * wait's owner), of a span whose routine passes. */
+static bool thread_wanted(const struct ptw_span_filter *sf, pid_t tid, pid_t other,
+			  const struct ptw_span *sp)
+{
+	if (!ptw_span_filter_tid(sf, tid) && !(other > 0 && ptw_span_filter_tid(sf, other)))
+		return false;
+	return !sf->routine ||
+	       (sp && ptw_span_filter_passes(&(struct ptw_span_filter){ .routine = sf->routine }, sp));
+}
+
 void ptw_text_wait_event_filtered(struct ptw_buf *out, const struct ptw_text_style *st,
 				  const struct ptw_event *ev, const struct ptw_span *sp,
 				  const struct ptw_wait *w, const struct ptw_text_filter *f)
@@ -481,12 +492,7 @@ void ptw_text_wait_event_filtered(struct ptw_buf *out, const struct ptw_text_sty
 	if (f && ev->kind != PTW_EV_DEADLOCK) {
 		const struct ptw_span_filter *sf = &f->spans;
 		/* the waiter's, or the owner's (--tid of either shows it) */
-		if (!ptw_span_filter_tid(sf, ev->tid) &&
-		    !(w && w->owner > 0 && ptw_span_filter_tid(sf, w->owner)))
-			return;
-		if (sf->routine &&
-		    (!sp ||
-		     !ptw_span_filter_passes(&(struct ptw_span_filter){ .routine = sf->routine }, sp)))
+		if (!thread_wanted(sf, ev->tid, w ? w->owner : 0, sp))
 			return;
 		const char *word = ev->kind == PTW_EV_WAIT_BEGIN ? "wait" : "waited";
 		if (!named_wanted(f, word, strlen(word)))
@@ -549,11 +555,7 @@ void ptw_text_event_filtered(struct ptw_buf *out, const struct ptw_text_style *s
 			ptw_text_event(out, st, ev, sp);
 		return;
 	}
-	const struct ptw_span_filter *sf = &f->spans;
-	if (!ptw_span_filter_tid(sf, ev->tid) && !(sp && ptw_span_filter_tid(sf, sp->tid)))
-		return;
-	if (sf->routine &&
-	    (!sp || !ptw_span_filter_passes(&(struct ptw_span_filter){ .routine = sf->routine }, sp)))
+	if (!thread_wanted(&f->spans, ev->tid, sp ? sp->tid : 0, sp))
 		return;
 	size_t at = out->len;
 	if (fr)

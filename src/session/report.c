@@ -13,6 +13,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include "ptw_attach.h"
 #include "ptw_live.h"
 #include "ptw_locks.h"
 #include "ptw_load.h"
@@ -85,12 +86,15 @@ static int cmp_u64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* The moments of the recording: every creation, start and end, sorted,
+/* The moments of the recording: every creation, start and end, every
+ * wait's beginning and end and every deadlock's moment (--locks), sorted,
  * each once; *ret malloc'd. */
 static size_t replay_times(const struct ptw_spans *spans, uint64_t start, uint64_t **ret)
 {
-	size_t n = ptw_spans_count(spans), k = 0;
-	uint64_t *v = xcalloc(3 * n + 1, sizeof(*v));
+	const struct ptw_locks *lk = ptw_spans_locks(spans);
+	size_t n = ptw_spans_count(spans), nw = ptw_locks_count(lk),
+	       nd = ptw_locks_deadlock_count(lk), k = 0;
+	uint64_t *v = xcalloc(3 * n + 2 * nw + nd + 1, sizeof(*v));
 	v[k++] = start;
 	for (size_t i = 0; i < n; i++) {
 		const struct ptw_span *sp = ptw_spans_get(spans, i);
@@ -101,10 +105,18 @@ static size_t replay_times(const struct ptw_spans *spans, uint64_t start, uint64
 		if (sp->end_ns.set)
 			v[k++] = sp->end_ns.v;
 	}
+	for (size_t i = 0; i < nw; i++) {
+		const struct ptw_wait *w = ptw_locks_get(lk, i);
+		v[k++] = w->start_ns;
+		if (w->has_end)
+			v[k++] = w->end_ns;
+	}
+	for (size_t i = 0; i < nd; i++)
+		v[k++] = ptw_locks_deadlock(lk, i)->ns;
 	qsort(v, k, sizeof(*v), cmp_u64);
 	size_t m = 0;
 	for (size_t i = 0; i < k; i++)
-		if (!m || v[i] != v[m - 1])
+		if (v[i] >= start && (!m || v[i] != v[m - 1]))
 			v[m++] = v[i];
 	*ret = v;
 	return m;
@@ -137,12 +149,11 @@ static int report_live(const struct ptw_report_cmd *c, struct ptw_loaded *l)
 	} else {
 		atexit(ptw_live_emergency_end);
 		/* Ctrl-C and the like: the terminal back first, then die of it */
+		static const int session_sigs[] = PTW_SESSION_SIGNALS;
 		sigset_t sigs, old;
 		sigemptyset(&sigs);
-		sigaddset(&sigs, SIGINT);
-		sigaddset(&sigs, SIGTERM);
-		sigaddset(&sigs, SIGHUP);
-		sigaddset(&sigs, SIGQUIT);
+		for (size_t i = 0; i < PTW_ARRAY_SIZE(session_sigs); i++)
+			sigaddset(&sigs, session_sigs[i]);
 		sigprocmask(SIG_BLOCK, &sigs, &old);
 		int sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
 		int sig = 0;

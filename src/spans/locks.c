@@ -506,10 +506,21 @@ static int by_thread_total(const void *x, const void *y)
 
 size_t ptw_locks_thread_stats(const struct ptw_locks *l, struct ptw_thread_waits **ret)
 {
+	return ptw_locks_thread_stats_of(l, NULL, NULL, ret);
+}
+
+size_t ptw_locks_thread_stats_of(const struct ptw_locks *l, ptw_wait_pred keep, void *ctx,
+				 struct ptw_thread_waits **ret)
+{
 	struct ptw_thread_waits *st = NULL;
 	size_t n = 0;
 	struct ptw_map index = { 0 }; /* (span, tid) -> position + 1 */
-	if (l->nacc_thr) {
+	if (keep) {
+		/* (only the waits kept can be asked: not those folded away) */
+		for (size_t i = 0; i < l->n; i++)
+			if (keep(l->waits[i], ctx))
+				thread_add(&st, &n, &index, l->waits[i]);
+	} else if (l->nacc_thr) {
 		st = xcalloc(l->nacc_thr, sizeof(*st));
 		memcpy(st, l->acc_thr, l->nacc_thr * sizeof(*st));
 		n = l->nacc_thr;
@@ -519,7 +530,7 @@ size_t ptw_locks_thread_stats(const struct ptw_locks *l, struct ptw_thread_waits
 		while (ptw_map_next((struct ptw_map *)&l->acc_thr_idx, &it, &key, &v))
 			ptw_map_put(&index, key, v);
 	}
-	for (size_t i = 0; i < l->n && !l->stated; i++)
+	for (size_t i = 0; i < l->n && !l->stated && !keep; i++)
 		thread_add(&st, &n, &index, l->waits[i]);
 	ptw_map_free(&index);
 	if (n)

@@ -190,10 +190,10 @@ int attach_stop_all(struct ptw_tracer *t, const char *consequence)
 	return stuck;
 }
 
-void attach_list_threads(struct ptw_tracer *t, int stuck, struct ptw_map *unseized)
+void attach_list_threads(struct ptw_tracer *t, bool all_stopped, struct ptw_map *unseized)
 {
 	struct listing ls = { t, unseized };
-	int r = ptw_tdb_iterate(t->img.tdb, stuck == 0, found_thread, &ls);
+	int r = ptw_tdb_iterate(t->img.tdb, all_stopped, found_thread, &ls);
 	if (r == -ELOOP)
 		tracer_warn(t, PTW_W_THREAD_DB_ITERATION, "%s", PTW_TDB_LOOP_WARNING);
 	else if (r < 0)
@@ -353,7 +353,7 @@ int attach_process(struct ptw_tracer *t, const struct ptw_seize_info *info, uint
 	}
 	tracer_image_ready(t, host);
 	if (have_tdb) {
-		attach_list_threads(t, stuck, NULL);
+		attach_list_threads(t, stuck == 0, NULL);
 		ptw_dbg(PTW_DBG_TRACER, "attach: thread_db listed them after %.1f ms",
 			(double)(ptw_now_ns() - frozen_from) / 1e6);
 		struct ptw_lwp *main_lwp = ptw_lwp_get(proc, pid);

@@ -1109,7 +1109,7 @@ int ptw_tracer_snapshot(const struct ptw_backend_opts *o, pid_t pid,
 	bool have_tid_off = false;
 	if (have_tdb) {
 		/* (threads read without a stop may run: listed twice alike) */
-		attach_list_threads(t, sn.stuck + (sn.unstopped > 0), &sn.unseized);
+		attach_list_threads(t, sn.stuck == 0 && sn.unstopped == 0, &sn.unseized);
 		have_tid_off = ptw_tdb_pthread_field(t->img.tdb, "tid", &tid_off) == 0;
 	}
 	uint64_t ns_listed = ptw_now_ns();

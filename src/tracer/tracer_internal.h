@@ -448,8 +448,9 @@ void attach_seized(struct ptw_tracer *t, const struct ptw_seize_info *info);
 int attach_stop_all(struct ptw_tracer *t, const char *consequence);
 /* libthread_db's list (td_ta_thr_iter): pd and start routine onto our
  * LWPs; the threads not seized (ptw_seize_some) into unseized, if given
- * (tid -> malloc'd struct ptw_tdb_thread). */
-void attach_list_threads(struct ptw_tracer *t, int stuck, struct ptw_map *unseized);
+ * (tid -> malloc'd struct ptw_tdb_thread). all_stopped: no thread of the
+ * process can run meanwhile (else the list is walked until it is stable). */
+void attach_list_threads(struct ptw_tracer *t, bool all_stopped, struct ptw_map *unseized);
 /* The target's live threads, main first (malloc'd; *ret_n of them). */
 struct ptw_lwp **attach_threads(struct ptw_tracer *t, size_t *ret_n);
 /* The same in two steps, for a thread that runs again in between: what we

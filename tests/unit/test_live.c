@@ -361,6 +361,10 @@ static void test_cpu(void)
 	CHECK_EQ(build(m, T0 + S, &q, &rows, &groups), 2);
 	CHECK(!rows[0].has_cpu && !rows[1].has_cpu); /* one reading: no rate yet */
 	CHECK_EQ(cpu_asked, 2);
+	q.view = PTW_LIVE_ROUTINES; /* ... nor for their routine (not 0.0) */
+	CHECK_EQ(build(m, T0 + S, &q, &rows, &groups), 1);
+	CHECK(!groups[0].has_cpu);
+	q.view = PTW_LIVE_THREADS;
 	cpu_now += S / 2; /* (asked again too soon: not read) */
 	build(m, T0 + S + 500 * MS, &q, &rows, &groups);
 	CHECK_EQ(cpu_asked, 2);
@@ -373,7 +377,7 @@ static void test_cpu(void)
 	CHECK(rows[1].cpu_pct > 49.9 && rows[1].cpu_pct < 50.1);
 	q.view = PTW_LIVE_ROUTINES;
 	CHECK_EQ(build(m, T0 + 3 * S, &q, &rows, &groups), 1);
-	CHECK(groups[0].cpu_pct > 149.9 && groups[0].cpu_pct < 150.1);
+	CHECK(groups[0].has_cpu && groups[0].cpu_pct > 149.9 && groups[0].cpu_pct < 150.1);
 	/* ended: its span's cpu over its lifetime */
 	q.view = PTW_LIVE_THREADS;
 	end(a, T0 + 5 * S + MS, PTW_STATUS_COMPLETED);

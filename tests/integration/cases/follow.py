@@ -690,3 +690,14 @@ def case_follow_wait_pid(session, chk):
     others = [ln[3] for ln in lines if ln[2] not in ('wait', 'waited') and
               pid_of.get(ln[1]) is not None and ln[0] != pid_of[ln[1]]]
     chk.eq('other event lines whose pid column is not their thread\'s process', others, [])
+    # --object with two processes: each process's table lists only the
+    # threads that waited on, or held, the object (the players)
+    from helpers import run_ptwatch
+    rec = one_truth(run, 'contend')
+    rep = run_ptwatch(['report', '--object', 'lock_m', run.doc_path])
+    chk.eq('report --object lock_m: exit status', rep.returncode, 0)
+    text = rep.stdout.decode()
+    rows = {int(m.group(1)) for m in re.finditer(r'^\s+\d+\s+(\d+)\s', text, re.M)}
+    chk.true('report --object lock_m: the processes\' thread rows are the players\' %s (%s)'
+             % (sorted({rec['a'], rec['b']}), sorted(rows)), rows == {rec['a'], rec['b']},
+             detail=text)

@@ -124,6 +124,26 @@ def live_report(session, chk, term):
                 'after Ctrl-C: the shell\'s screen back, the table gone')
     term.line('echo MODES-$(stty -g | cut -c1-4)')
     term.expect(r'^MODES-', 10, 'the terminal echoes again (its modes back)')
+    # --locks: each wait's beginning and end is a moment too, and a
+    # deadlock's (locks contend 3: three contended waits, main's joins)
+    lrun = session.run([fixture('locks'), 'contend', '3'], opts=['-q', '--locks'])
+    doc = lrun.doc
+    start = doc['session']['start_ns']
+    times = {start}
+    for sp in doc['spans']:
+        keys = (('create_ns', 'start_ns', 'end_ns') if sp['kind'] == 'thread' else
+                ('start_ns', 'end_ns') if sp['kind'] == 'wait' else ())
+        times |= {sp[k] for k in keys if sp.get(k) is not None}
+    times |= {d['ns'] for d in doc.get('deadlocks', []) if d.get('ns') is not None}
+    want = len([t for t in times if t >= start])
+    waits = [sp for sp in doc['spans'] if sp['kind'] == 'wait']
+    chk.true('locks contend 3 --locks: waits recorded (%d)' % len(waits), len(waits) >= 3)
+    term.line('clear; ' + shell_quote([ptwatch_path(), 'report', '--live', lrun.doc_path]) +
+              '; echo AFTER-$?')
+    term.expect(r'moment %d of %d\)' % (want, want), 20,
+                'as many moments as the threads\' and the waits\' times (%d)' % want)
+    term.keys('q')
+    term.expect(r'^AFTER-0', 20, 'report --live of a --locks recording quit with q, exit 0')
 
 
 def processes_named(first, pid):
