@@ -115,6 +115,16 @@ static int ptrace_launch(const struct ptw_backend_opts *o, char *const argv[], i
 	return r;
 }
 
+/* Why the kernel path, asked for by name: with -f, what that costs the
+ * machine said too (docs/design.md, Facts, 16). */
+static void kernel_by_name(const struct ptw_backend_opts *o, struct ptw_backend *b)
+{
+	snprintf(b->why, sizeof(b->why), "%s",
+		 o->follow_forks ? "--backend=kernel; with -f its probes are on the files: an int3 "
+				   "at each in every process that maps them while it runs"
+				 : "--backend=kernel");
+}
+
 int ptw_backend_launch(enum ptw_backend_kind want, const struct ptw_backend_opts *o,
 		       char *const argv[], int child_stdout, struct ptw_backend **ret, char *why,
 		       size_t why_size)
@@ -123,7 +133,7 @@ int ptw_backend_launch(enum ptw_backend_kind want, const struct ptw_backend_opts
 	if (want == PTW_BACKEND_KERNEL) {
 		int r = ptw_kernel_backend_launch(o, argv, child_stdout, ret, why, why_size);
 		if (r == 0)
-			snprintf((*ret)->why, sizeof((*ret)->why), "--backend=kernel");
+			kernel_by_name(o, *ret);
 		return r;
 	}
 	if (want == PTW_BACKEND_AUTO && kernel_fits(o, argv[0], reason, sizeof(reason))) {
@@ -194,7 +204,7 @@ int ptw_backend_attach(enum ptw_backend_kind want, const struct ptw_backend_opts
 	if (want == PTW_BACKEND_KERNEL) {
 		int r = ptw_kernel_backend_attach(o, pid, ret, why, why_size);
 		if (r == 0)
-			snprintf((*ret)->why, sizeof((*ret)->why), "--backend=kernel");
+			kernel_by_name(o, *ret);
 		return r;
 	}
 	if (want == PTW_BACKEND_AUTO && kernel_fits(o, NULL, reason, sizeof(reason))) {
