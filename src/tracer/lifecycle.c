@@ -271,6 +271,44 @@ static int libc_ready(struct ptw_tracer *t, struct ptw_lwp *l)
 	return r < 0 ? r : lifecycle_setup(t, l);
 }
 
+/*
+ * libc is ready and ld.so's breakpoint did not say so: at main(), or at a
+ * thread made before it (a constructor's). Static programs: libc is ready
+ * by now. So it is for one whose library loads ld.so's breakpoint could
+ * not follow: its modules are read now. One whose breakpoint went in and
+ * never fired had its trap taken by the kernel (a uprobe it keeps there,
+ * in a process that has uprobes: docs/design.md, Facts, 15): the
+ * instruction after each call of it is hooked for the loads to come, or,
+ * without them, that is said.
+ */
+static void libc_ready_late(struct ptw_tracer *t, struct ptw_lwp *l)
+{
+	struct image *img = &t->img;
+	bool r_brk_taken = img->dl_debug_state && img->r_brk_hooked && !img->tdb_failed;
+	if (r_brk_taken && hook_r_brk_callers(t, l) == 0)
+		tracer_warn(t, PTW_W_NO_DL_DEBUG_STATE,
+			    "ld.so's _dl_debug_state never reached ptwatch's breakpoint (the "
+			    "kernel took the trap: a uprobe it keeps there, another tool's or "
+			    "left over); libraries are read when main() starts, and those "
+			    "loaded later (dlopen) are not followed");
+	if (img->dl_debug_state)
+		ptw_symbols_refresh(img->syms);
+	libc_ready(t, l);
+}
+
+/* A pthread made before main() in a dynamic program whose libc nobody
+ * said is ready (ld.so's breakpoint never fired): it is, pthread_create
+ * runs; ld.so is between loads (not inside a dlopen's). */
+static bool made_before_main_unannounced(struct ptw_tracer *t, uint64_t flags)
+{
+	struct image *img = &t->img;
+	int32_t state;
+	return !img->tdb && !img->tdb_failed && img->dynamic && !img->main_seen &&
+	       (flags & CLONE_SETTLS) && img->r_debug &&
+	       ptw_mem_read(t->proc, img->r_debug + R_STATE_OFFSET, &state, sizeof(state)) == 0 &&
+	       state == RT_CONSISTENT;
+}
+
 /* ---- creation ---- */
 
 /* The length of the call instruction that returns to ret (0: not a call
@@ -441,6 +479,8 @@ void lifecycle_on_clone(struct ptw_tracer *t, struct ptw_lwp *l, pid_t child, ui
 
 	if (!img->tdb && !img->tdb_failed && !img->dynamic)
 		libc_ready(t, l); /* static and main() not found: now or never */
+	else if (made_before_main_unannounced(t, flags))
+		libc_ready_late(t, l);
 
 	/* A pthread's TLS is its struct pthread, and pd->tid is the new tid. */
 	struct ptw_tdb_thread info;
@@ -644,24 +684,8 @@ void hook_main(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 	if (!th->is_main || img->main_seen)
 		return;
 	img->main_seen = true;
-	if (!img->tdb) {
-		/* Static programs: libc is ready by now. So it is for one whose
-		 * library loads ld.so's breakpoint could not follow: its
-		 * modules are read now. One whose breakpoint went in and never
-		 * fired had its trap taken by the kernel (a uprobe it keeps
-		 * there, in a process that has uprobes: docs/design.md, Facts,
-		 * 15): said, and the same. */
-		bool r_brk_taken = img->dl_debug_state && img->r_brk_hooked && !img->tdb_failed;
-		if (r_brk_taken && hook_r_brk_callers(t, l) == 0) /* (later loads: its callers) */
-			tracer_warn(t, PTW_W_NO_DL_DEBUG_STATE,
-				    "ld.so's _dl_debug_state never reached ptwatch's breakpoint (the "
-				    "kernel took the trap: a uprobe it keeps there, another tool's or "
-				    "left over); libraries are read when main() starts, and those "
-				    "loaded later (dlopen) are not followed");
-		if (img->dl_debug_state)
-			ptw_symbols_refresh(img->syms);
-		libc_ready(t, l);
-	}
+	if (!img->tdb)
+		libc_ready_late(t, l);
 	else if (!th->pd)
 		enable_thread(t, l);
 	struct ptw_event ev = ptw_event_init(PTW_EV_MAIN_START, ns, l->tid);

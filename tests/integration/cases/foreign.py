@@ -158,3 +158,77 @@ def case_foreign_uprobes(session, chk, where='hooks'):
     chk.eq('bpftrace @creates', int(counts.get('creates', -1)), created)
     chk.eq('bpftrace @starts', int(counts.get('starts', -1)), created)
     chk.true('bpftrace @loads (%s)' % counts.get('loads'), int(counts.get('loads', 0)) >= 2)
+
+
+def perf_uprobe(path, offset, pid):
+    """A uprobe of the kernel's own at offset of path (perf_event_open,
+    the uprobe PMU), for process pid alone (the kernel's filter: its int3
+    is in that process only) or, pid -1, for every process. Returns its
+    descriptor: the uprobe lasts while it is open."""
+    import ctypes
+    import struct
+    libc = ctypes.CDLL(None, use_errno=True)
+    with open('/sys/bus/event_source/devices/uprobe/type') as f:
+        kind = int(f.read())
+    name = ctypes.create_string_buffer(path.encode())
+    attr = bytearray(128)  # struct perf_event_attr
+    struct.pack_into('IIQ', attr, 0, kind, len(attr), 0)  # type, size, config (not a return)
+    struct.pack_into('QQ', attr, 56, ctypes.addressof(name), offset)  # config1, config2
+    buf = (ctypes.c_char * len(attr)).from_buffer(attr)
+    fd = libc.syscall(298, buf, pid, 0 if pid == -1 else -1, -1, 0)  # perf_event_open
+    if fd < 0:
+        raise FrameworkError('perf_event_open(uprobe %s+0x%x, pid %d): %s'
+                             % (path, offset, pid, os.strerror(ctypes.get_errno())))
+    return fd
+
+
+@test('foreign-uprobes-swallowed', timeout=60, alone=True,
+      kernel='the kernel path puts no int3 of its own in: nothing for the kernel to take')
+@case('foreign-uprobes-swallowed')
+def case_foreign_uprobes_swallowed(session, chk):
+    """The kernel takes ptwatch's trap at ld.so's _dl_debug_state (Facts,
+    15): it keeps a uprobe there for another process alone (filtered: no
+    int3 of its own in ours), and ours has uprobes (one on libc's getppid
+    for every process), so its uprobe code handles our int3 there, finds
+    the probe by file and offset, filters it out and takes the int3 away.
+    libthread_db is then never said to be ready, and the dlopen fixture's
+    constructor, which loads its library and makes a thread before main(),
+    had that thread as an LWP without routine or join, with no warning.
+    Now a thread made before main() finds libc ready: every routine named,
+    every join, and the loads after main() followed through the return
+    sites of _dl_debug_state's callers."""
+    if os.geteuid() != 0:
+        raise Skip('a uprobe of the kernel\'s needs root')
+    libc, ld = mapped('libc.so.6'), mapped('ld-linux-x86-64.so.2')
+    getppid = symbol_offset(libc, 'getppid')
+    sleeper = subprocess.Popen(['sleep', '120'])
+    fds = []
+    try:
+        fds.append(perf_uprobe(ld, symbol_offset(ld, '_dl_debug_state'), sleeper.pid))
+        fds.append(perf_uprobe(libc, getppid, -1))
+        if not wait_for(lambda: text_byte(libc, getppid) == 0xcc, 30):
+            raise FrameworkError('the uprobe at getppid is not in this process after 30 s')
+        lib = fixture('dlmod')
+        run = session.run([fixture('dlopen'), lib, 'early'], opts=['-q', '--debug=tracer'])
+    finally:
+        for fd in fds:
+            os.close(fd)
+        sleeper.kill()
+        sleeper.wait()
+    check_exit(chk, run, code=0)
+    debug = run.stderr_text()
+    # the premise: ld.so's breakpoint fired once (RT_ADD, before libc and
+    # its uprobe were mapped), then the kernel took the trap
+    chk.true('the kernel took the trap: the return sites of _dl_debug_state\'s callers hooked',
+             re.search(r"_dl_debug_state's return sites hooked: [1-9]", debug),
+             detail='\n'.join(l for l in debug.splitlines() if 'dl_debug_state' in l))
+    for t in truth_of(run, 'thread'):
+        if t['routine'] == 'dl_worker':
+            t['source'] = 'dlmod.c'
+            t['module'] = lib
+    chk.eq('library loads (one before main, two after)', len(truth_of(run, 'library')), 3)
+    Model(chk, run, 'dlopen.c').check_complete()
+    chk.eq('session.strategy', run.doc['session'].get('strategy'), 'debuginfo')
+    chk.true('no no_dl_debug_state warning (the loads after main followed) (%s)'
+             % run.doc['warnings'],
+             not any(w['code'] == 'no_dl_debug_state' for w in run.doc['warnings']))
