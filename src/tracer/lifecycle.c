@@ -289,8 +289,8 @@ static void libc_ready_late(struct ptw_tracer *t, struct ptw_lwp *l)
 		tracer_warn(t, PTW_W_NO_DL_DEBUG_STATE,
 			    "ld.so's _dl_debug_state never reached ptwatch's breakpoint (the "
 			    "kernel took the trap: a uprobe it keeps there, another tool's or "
-			    "left over); libraries are read when main() starts, and those "
-			    "loaded later (dlopen) are not followed");
+			    "left over); libraries are read once libc runs (main(), or a thread "
+			    "made before it), and those loaded later (dlopen) are not followed");
 	if (img->dl_debug_state)
 		ptw_symbols_refresh(img->syms);
 	libc_ready(t, l);

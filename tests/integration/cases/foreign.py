@@ -71,6 +71,20 @@ def text_byte(path, offset):
     return None
 
 
+def check_dlopen(chk, run, lib, loads):
+    """The dlopen fixture's run: every thread as its truth says (dl_worker's
+    in lib), its library loads, and no no_dl_debug_state warning: the loads
+    were followed."""
+    for t in truth_of(run, 'thread'):
+        if t['routine'] == 'dl_worker':
+            t['source'] = 'dlmod.c'
+            t['module'] = lib
+    chk.eq('dlopen: library loads', len(truth_of(run, 'library')), loads)
+    Model(chk, run, 'dlopen.c').check_complete()
+    chk.true('dlopen: no no_dl_debug_state warning (%s)' % run.doc['warnings'],
+             not any(w['code'] == 'no_dl_debug_state' for w in run.doc['warnings']))
+
+
 @test('foreign-uprobes', timeout=90, alone=True,
       kernel='the kernel path puts its uprobes beside another tool\'s: the kernel runs both '
              '(no int3 of its own to move)')
@@ -137,14 +151,7 @@ def case_foreign_uprobes(session, chk, where='hooks'):
     chk.true('no no_dl_debug_state warning: library loads followed (%s)' % run.doc['warnings'],
              not any(w['code'] == 'no_dl_debug_state' for w in run.doc['warnings']))
     check_exit(chk, dl_run, code=0)
-    for t in truth_of(dl_run, 'thread'):
-        if t['routine'] == 'dl_worker':
-            t['source'] = 'dlmod.c'
-            t['module'] = lib
-    chk.eq('dlopen: library loads', len(truth_of(dl_run, 'library')), 2)
-    Model(chk, dl_run, 'dlopen.c').check_complete()
-    chk.true('dlopen: no no_dl_debug_state warning (%s)' % dl_run.doc['warnings'],
-             not any(w['code'] == 'no_dl_debug_state' for w in dl_run.doc['warnings']))
+    check_dlopen(chk, dl_run, lib, 2)
     # said once, naming the place
     foreign = [w for w in run.doc['warnings'] if w['code'] == 'foreign_breakpoint']
     chk.true('a foreign_breakpoint warning names _dl_debug_state (%s)'
@@ -222,13 +229,5 @@ def case_foreign_uprobes_swallowed(session, chk):
     chk.true('the kernel took the trap: the return sites of _dl_debug_state\'s callers hooked',
              re.search(r"_dl_debug_state's return sites hooked: [1-9]", debug),
              detail='\n'.join(l for l in debug.splitlines() if 'dl_debug_state' in l))
-    for t in truth_of(run, 'thread'):
-        if t['routine'] == 'dl_worker':
-            t['source'] = 'dlmod.c'
-            t['module'] = lib
-    chk.eq('library loads (one before main, two after)', len(truth_of(run, 'library')), 3)
-    Model(chk, run, 'dlopen.c').check_complete()
+    check_dlopen(chk, run, lib, 3)  # (one before main, two after)
     chk.eq('session.strategy', run.doc['session'].get('strategy'), 'debuginfo')
-    chk.true('no no_dl_debug_state warning (the loads after main followed) (%s)'
-             % run.doc['warnings'],
-             not any(w['code'] == 'no_dl_debug_state' for w in run.doc['warnings']))
