@@ -356,7 +356,14 @@ static void thread_created(struct ptw_tracer *t, struct ptw_lwp *creator, struct
 	struct thread *pth = tracer_thread_of(creator), *cth = tracer_thread_of(cl);
 	cth->pd = info->pthread;
 	cth->start_routine = info->startfunc;
-	if (ptw_tdb_thread_enable(img->tdb, cth->pd) < 0)
+	/* Its end at its exit stop, which it has anyway: struct pthread says
+	 * all by then (result, cancelhandling; not freed before the kernel
+	 * clears its tid, after that stop), and its pthread_exit is hooked
+	 * from its start. TD_DEATH would cost a breakpoint stop and a write of
+	 * report_events in it. (--create-events keeps libthread_db's events.) */
+	const struct ptw_pthread_layout *lay = image_tls_layout(t);
+	cth->death_at_exit = img->have_result && lay->have_cancelhandling && !t->o.create_events;
+	if (!cth->death_at_exit && ptw_tdb_thread_enable(img->tdb, cth->pd) < 0)
 		tracer_warn(t, PTW_W_NO_DEATH_EVENTS,
 			    "cannot enable thread events for %d: its end is seen only when its LWP "
 			    "exits",
@@ -367,7 +374,6 @@ static void thread_created(struct ptw_tracer *t, struct ptw_lwp *creator, struct
 		 * start_thread and its routine, with no stop of its own. */
 		cth->start_at_release = true;
 		/* (glibc stored it before the clone; its page is read already) */
-		const struct ptw_pthread_layout *lay = image_tls_layout(t);
 		cth->has_start_arg = lay->have_arg &&
 				     tracer_read_u64(t, cth->pd + lay->arg, &cth->start_arg) == 0;
 	} else if (cth->start_routine) {
@@ -601,6 +607,35 @@ static void on_td_death(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t ns)
 		ptw_tdb_drain(img->tdb, 8, NULL, NULL);
 }
 
+/* glibc's cancelhandling bits (nptl/descr.h, stable since 2.25) */
+#define CANCELED_BITMASK 0x08
+#define EXITING_BITMASK 0x10
+#define PTHREAD_CANCELED_VALUE ((uint64_t)-1)
+
+bool lifecycle_exit_stop(struct ptw_tracer *t, struct ptw_lwp *l, bool own_exit, uint64_t ns)
+{
+	struct image *img = &t->img;
+	struct thread *th = tracer_thread_of(l);
+	const struct ptw_pthread_layout *lay = image_tls_layout(t);
+	uint32_t ch;
+	if (!th->death_at_exit || th->died || !own_exit || !th->pd ||
+	    ptw_mem_read(t->proc, th->pd + lay->cancelhandling, &ch, sizeof(ch)) < 0 ||
+	    !(ch & EXITING_BITMASK))
+		return false; /* (still in its routine: exit() or the exit syscall from there) */
+	/* Past start_thread's end: returned, or unwound by its pthread_exit
+	 * (hooked) or a cancellation, which stores PTHREAD_CANCELED. (EXITING
+	 * is set for all by now: it tells them apart at TD_DEATH only.) */
+	struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_DEATH, ns, l->tid);
+	ev.has_value = tracer_read_u64(t, th->pd + img->result_off, &ev.value) == 0;
+	bool cancelled = !th->exit_called && (ch & CANCELED_BITMASK) && ev.has_value &&
+			 ev.value == PTHREAD_CANCELED_VALUE;
+	ev.unwinding = th->exit_called || cancelled;
+	ev.cancelled = cancelled;
+	tracer_emit(t, &ev);
+	joinee_died(t, th);
+	return true;
+}
+
 void hook_dl_debug_state(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 			 const struct user_regs_struct *regs, uint64_t ns)
 {
@@ -758,6 +793,7 @@ void hook_pthread_exit(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *b
 		       const struct user_regs_struct *regs, uint64_t ns)
 {
 	(void)bp;
+	tracer_thread_of(l)->exit_called = true;
 	libc_call(t, l, PTW_EV_EXIT_CALL, regs, ns);
 }
 
@@ -806,7 +842,8 @@ static void plain_join_return(struct ptw_tracer *t, pid_t tid, struct thread *th
  * ended already (its tid cleared).
  */
 static bool plain_join(struct ptw_tracer *t, struct ptw_lwp *l,
-		       const struct user_regs_struct *regs, struct thread **joinee, bool *gone)
+		       const struct user_regs_struct *regs, struct thread **joinee,
+		       pid_t *joinee_tid, bool *gone)
 {
 	struct image *img = &t->img;
 	struct thread *self = tracer_thread_of(l);
@@ -826,6 +863,7 @@ static bool plain_join(struct ptw_tracer *t, struct ptw_lwp *l,
 		return true;
 	struct ptw_lwp *jl = ptw_lwp_get(t->proc, tid);
 	*joinee = jl && jl->tgid == t->proc->pid ? tracer_thread_of(jl) : NULL;
+	*joinee_tid = tid;
 	return *joinee && (*joinee)->pd == pd &&
 	       !ptw_map_get(&img->joiners, pd); /* (a second joiner: not plain) */
 }
@@ -840,16 +878,19 @@ void hook_join(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 	th->join_pd = regs->rdi;
 	th->join_due = false;
 	th->join_ret = 0;
+	th->join_tid = 0;
 	bool gone = false;
 	if (img->join_rets)
 		return;
-	if (plain_join(t, l, regs, &joinee, &gone)) {
+	pid_t joinee_tid = 0;
+	if (plain_join(t, l, regs, &joinee, &joinee_tid, &gone)) {
 		if (gone) { /* it returns at once */
 			join_return(t, l->tid, th, 0, ns);
 			return;
 		}
 		ptw_map_put(&img->joiners, th->join_pd, (void *)(intptr_t)l->tid);
 		th->join_due = joinee->died; /* (ended, its tid not yet cleared) */
+		th->join_tid = joinee_tid;
 		return;
 	}
 	/* This call only: where it returns to. */
@@ -929,6 +970,11 @@ static void lifecycle_thread_gone(struct ptw_tracer *t, struct thread *th)
 	if (!jl)
 		return;
 	struct thread *jt = tracer_thread_of(jl);
+	/* (th's pd may be the joined thread's by now: glibc reuses a stack
+	 * once the kernel cleared its thread's tid, before we reap it) */
+	struct ptw_lwp *joined = jt->join_tid ? ptw_lwp_get(t->proc, jt->join_tid) : NULL;
+	if (joined && joined->user != th)
+		return;
 	if (jt->in_join && jt->join_pd == th->pd && (jt->join_due || th->exit_reported))
 		plain_join_return(t, joiner, jt, ptw_now_ns());
 	else if (!jt->in_join || jt->join_pd != th->pd)

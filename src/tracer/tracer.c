@@ -44,6 +44,12 @@ static void on_exit_stop(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_sto
 	if (how != PTW_EXIT_SELF)
 		follow_going_down(t, true);
 	tracer_read_end(t, l->tid, st->ns);
+	if (lifecycle_exit_stop(t, l, how != PTW_EXIT_KILLED, st->ns)) {
+		/* Its death, told here: its LWP's exit is told as it is reaped,
+		 * as after TD_DEATH (tracer_lwp_gone). */
+		th->exit_stop_off = true;
+		return;
+	}
 	struct ptw_event ev = ptw_event_init(PTW_EV_LWP_EXIT, st->ns, l->tid);
 	ev.exit_how = how;
 	int status = (int)st->msg;

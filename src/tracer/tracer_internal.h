@@ -171,6 +171,9 @@ struct thread {
 	/* no exit stop due: turned off at its death event (on_td_death), it
 	 * leaves by its own exit syscall */
 	bool exit_stop_off;
+	/* its death is told at its exit stop (made while traced: no TD_DEATH,
+	 * no report_events written), with whether it called pthread_exit */
+	bool death_at_exit, exit_called;
 	/* As a creator: the child of its last clone, until TD_CREATE claims it. */
 	pid_t child;
 	uint64_t child_tls, child_ns;
@@ -181,6 +184,7 @@ struct thread {
 	 * seen, still joined by this one); join_ret, join_sp: where a join that
 	 * is not plain returns to, and the stack pointer there. */
 	uint64_t join_pd, join_ret, join_sp;
+	pid_t join_tid; /* a plain join's thread (its pd may be another's once it is gone) */
 	bool join_due;
 	bool died;	    /* its death event was seen */
 	bool used_xol;	    /* ran an out-of-line slot: a signal frame may point there */
@@ -571,5 +575,9 @@ void lifecycle_released(struct ptw_tracer *t, struct ptw_lwp *cl);
 /* Thread l stopped (any stop): a plain join it was in has returned if the
  * joined thread has died. */
 void lifecycle_stopped(struct ptw_tracer *t, struct ptw_lwp *l, const struct ptw_stop *st);
+/* Thread l's exit stop (its CPU read): its death, if that is where it is
+ * told and it has passed start_thread's end (own_exit: it leaves by its
+ * own exit or exit_group, not killed). Returns whether it was told. */
+bool lifecycle_exit_stop(struct ptw_tracer *t, struct ptw_lwp *l, bool own_exit, uint64_t ns);
 
 #endif
