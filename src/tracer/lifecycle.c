@@ -106,14 +106,16 @@ static void image_hooks(struct ptw_tracer *t, struct ptw_lwp *l)
 
 /* ---- libthread_db and the libc hooks ---- */
 
-static void hook_symbol(struct ptw_tracer *t, struct ptw_lwp *l, const char *name, unsigned hook)
+/* Whether libc's function name is hooked now. */
+static bool hook_symbol(struct ptw_tracer *t, struct ptw_lwp *l, const char *name, unsigned hook)
 {
 	uint64_t addr;
 	if (ptw_symbols_lookup(t->img.syms, image_libc_module(t), name, &addr, NULL) < 0)
-		return;
+		return false;
 	int r = tracer_insert_entry_bp(t, addr, hook, l);
 	if (r < 0)
 		tracer_warn(t, PTW_W_HOOK_FAILED, "cannot break at %s: %s", name, strerror(-r));
+	return r >= 0;
 }
 
 /*
@@ -247,7 +249,7 @@ int lifecycle_setup(struct ptw_tracer *t, struct ptw_lwp *l)
 			img->exe ? img->exe : "?");
 	if (!img->have_joinid)
 		hook_symbol(t, l, "pthread_create", HOOK_PTHREAD_CREATE);
-	hook_symbol(t, l, "pthread_exit", HOOK_PTHREAD_EXIT);
+	img->exit_hooked = hook_symbol(t, l, "pthread_exit", HOOK_PTHREAD_EXIT);
 	hook_symbol(t, l, "pthread_cancel", HOOK_PTHREAD_CANCEL);
 	hook_symbol(t, l, "pthread_detach", HOOK_PTHREAD_DETACH);
 	hook_joins(t, l);
@@ -362,7 +364,8 @@ static void thread_created(struct ptw_tracer *t, struct ptw_lwp *creator, struct
 	 * from its start. TD_DEATH would cost a breakpoint stop and a write of
 	 * report_events in it. (--create-events keeps libthread_db's events.) */
 	const struct ptw_pthread_layout *lay = image_tls_layout(t);
-	cth->death_at_exit = img->have_result && lay->have_cancelhandling && !t->o.create_events;
+	cth->death_at_exit = img->have_result && lay->have_cancelhandling && img->exit_hooked &&
+			     !t->o.create_events;
 	if (!cth->death_at_exit && ptw_tdb_thread_enable(img->tdb, cth->pd) < 0)
 		tracer_warn(t, PTW_W_NO_DEATH_EVENTS,
 			    "cannot enable thread events for %d: its end is seen only when its LWP "

@@ -229,6 +229,7 @@ struct image {
 	 * the plain joins under way (joined pd -> joiner tid); where the
 	 * others return to. */
 	bool join_rets, join_clockjoin;
+	bool exit_hooked; /* pthread_exit's breakpoint is in (a thread's end at its exit stop needs it) */
 	uint64_t join_lo, join_hi; /* the join function's extent */
 	struct ptw_map joiners;
 	struct retbps *join_retbps;
