@@ -745,7 +745,8 @@ size_t ptw_live_model_build(struct ptw_live_model *m, uint64_t now, const struct
 		r->call = t->call && !t->ended ? m->fns[t->call - 1].function : NULL;
 	}
 	if (q->view == PTW_LIVE_THREADS) {
-		qsort_r(m->rows, n, sizeof(*m->rows), cmp_rows, (void *)q);
+		if (n > 1) /* (none: rows may be NULL) */
+			qsort_r(m->rows, n, sizeof(*m->rows), cmp_rows, (void *)q);
 		*ret_rows = m->rows;
 		*ret_groups = NULL;
 		return n;
@@ -771,7 +772,8 @@ size_t ptw_live_model_build(struct ptw_live_model *m, uint64_t now, const struct
 		g->cpu_pct = a->cpu_pct;
 		g->has_cpu = a->has_cpu;
 	}
-	qsort_r(m->grows, n, sizeof(*m->grows), cmp_groups, (void *)q);
+	if (n > 1)
+		qsort_r(m->grows, n, sizeof(*m->grows), cmp_groups, (void *)q);
 	*ret_rows = NULL;
 	*ret_groups = m->grows;
 	return n;
@@ -834,7 +836,8 @@ size_t ptw_live_model_functions(struct ptw_live_model *m, const struct ptw_live_
 			.slowest_tid = a->slowest_tid,
 		};
 	}
-	qsort_r(m->frows, n, sizeof(*m->frows), cmp_functions, (void *)q);
+	if (n > 1)
+		qsort_r(m->frows, n, sizeof(*m->frows), cmp_functions, (void *)q);
 	*ret = m->frows;
 	return n;
 }
