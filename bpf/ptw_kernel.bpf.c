@@ -29,12 +29,11 @@ const volatile __u32 have_result = 0, have_joinid = 0, have_start_routine = 0, h
 		     have_cancelhandling = 0;
 /* glibc's EXITING_BITMASK in cancelhandling: set when the thread began to
  * unwind (pthread_exit, cancellation), and only later on the way out of a
- * start routine that returned. */
-const volatile __u32 exiting_mask = 0x10;
-/* And CANCELED_BITMASK: set by pthread_cancel (2.34 on, with CANCELING):
- * an unwinding thread without it is leaving through pthread_exit, whether
- * or not its call was seen (it may have come before the probes were in). */
-const volatile __u32 canceled_mask = 0x08;
+ * start routine that returned. And CANCELED_BITMASK: set by pthread_cancel
+ * (2.34 on, with CANCELING): an unwinding thread without it is leaving
+ * through pthread_exit, whether or not its call was seen (it may have come
+ * before the probes were in). Set by the loader (ptw_glibc.h). */
+const volatile __u32 exiting_mask = 0, canceled_mask = 0;
 const volatile __u64 wake_bytes = 256 * 1024;
 /* -f with a link per child (measuring only): a fork wakes the reader. */
 const volatile __u32 wake_on_fork = 0;

@@ -19,6 +19,14 @@ struct ptw_tdb;
 
 /* ---- struct pthread ---- */
 
+/* cancelhandling's bits (nptl/descr.h, the same since 2.25): CANCELED, set
+ * by pthread_cancel; EXITING, set when the thread begins to unwind
+ * (pthread_exit, a cancellation) and, for one that returned, only after
+ * TD_DEATH. And the result a cancellation leaves (PTHREAD_CANCELED). */
+#define PTW_GLIBC_CANCELED_BITMASK 0x08u
+#define PTW_GLIBC_EXITING_BITMASK 0x10u
+#define PTW_GLIBC_PTHREAD_CANCELED UINT64_MAX
+
 /* The members ptwatch reads, and where each is (have_X: known). */
 struct ptw_pthread_layout {
 	bool have_result, have_joinid, have_start_routine, have_arg, have_cancelhandling;

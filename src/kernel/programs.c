@@ -82,6 +82,8 @@ int ptwk_open_skeleton(struct ptw_kernel *k, bool multi)
 	s->rodata->have_arg = l->have_arg;
 	s->rodata->off_cancelhandling = l->cancelhandling;
 	s->rodata->have_cancelhandling = l->have_cancelhandling;
+	s->rodata->exiting_mask = PTW_GLIBC_EXITING_BITMASK;
+	s->rodata->canceled_mask = PTW_GLIBC_CANCELED_BITMASK;
 	s->rodata->off_pd_tid = l->tid;
 	s->rodata->have_pd_tid = l->have_tid;
 	s->rodata->wake_bytes = k->o.wake_bytes;

@@ -610,11 +610,6 @@ static void on_td_death(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t ns)
 		ptw_tdb_drain(img->tdb, 8, NULL, NULL);
 }
 
-/* glibc's cancelhandling bits (nptl/descr.h, stable since 2.25) */
-#define CANCELED_BITMASK 0x08
-#define EXITING_BITMASK 0x10
-#define PTHREAD_CANCELED_VALUE ((uint64_t)-1)
-
 bool lifecycle_exit_stop(struct ptw_tracer *t, struct ptw_lwp *l, bool own_exit, uint64_t ns)
 {
 	struct image *img = &t->img;
@@ -623,15 +618,15 @@ bool lifecycle_exit_stop(struct ptw_tracer *t, struct ptw_lwp *l, bool own_exit,
 	uint32_t ch;
 	if (!th->death_at_exit || th->died || !own_exit || !th->pd ||
 	    ptw_mem_read(t->proc, th->pd + lay->cancelhandling, &ch, sizeof(ch)) < 0 ||
-	    !(ch & EXITING_BITMASK))
+	    !(ch & PTW_GLIBC_EXITING_BITMASK))
 		return false; /* (still in its routine: exit() or the exit syscall from there) */
 	/* Past start_thread's end: returned, or unwound by its pthread_exit
 	 * (hooked) or a cancellation, which stores PTHREAD_CANCELED. (EXITING
 	 * is set for all by now: it tells them apart at TD_DEATH only.) */
 	struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_DEATH, ns, l->tid);
 	ev.has_value = tracer_read_u64(t, th->pd + img->result_off, &ev.value) == 0;
-	bool cancelled = !th->exit_called && (ch & CANCELED_BITMASK) && ev.has_value &&
-			 ev.value == PTHREAD_CANCELED_VALUE;
+	bool cancelled = !th->exit_called && (ch & PTW_GLIBC_CANCELED_BITMASK) && ev.has_value &&
+			 ev.value == PTW_GLIBC_PTHREAD_CANCELED;
 	ev.unwinding = th->exit_called || cancelled;
 	ev.cancelled = cancelled;
 	tracer_emit(t, &ev);
