@@ -1,14 +1,18 @@
 /* SPDX-License-Identifier: MIT OR GPL-2.0 */
 /*
  * --trace on the kernel path (src/kernel/kframes.c attaches them): an
- * entry uprobe and a uretprobe on every traced function (cookie: its
- * index in user space's table), and uprobes on the helpers that leave
- * frames without a return (longjmp & co, _Unwind_RaiseException,
- * __cxa_begin_catch; cookie: the record kind), and on ld.so's
- * _dl_debug_state (new libraries to scan: the reader is woken at once);
- * code entered without a call: swapcontext and setcontext, glibc's
- * sigreturn trampoline and the signal_deliver tracepoint. Included by
- * ptw_kernel.bpf.c: the maps and helpers are its own.
+ * entry uprobe on every traced function (cookie: its index in user
+ * space's table) and a uprobe on each instruction by which it can leave
+ * (its rets, jumps out of it: ptw_insn_exits; cookie: PTWK_EXIT_COOKIE),
+ * and uprobes on the helpers that leave frames without a return (longjmp
+ * & co, _Unwind_RaiseException, __cxa_begin_catch; cookie: the record
+ * kind), and on ld.so's _dl_debug_state (new libraries to scan: the
+ * reader is woken at once); code entered without a call: swapcontext and
+ * setcontext, glibc's sigreturn trampoline and the signal_deliver
+ * tracepoint. A process that can neither throw nor switch stacks gets a
+ * uretprobe on each traced function instead of the exits' probes (a
+ * return then costs no single-step: kframes.c says when, and why).
+ * Included by ptw_kernel.bpf.c: the maps and helpers are its own.
  */
 
 /* Where the kernel keeps its uretprobe trampoline: the process's uprobe
@@ -36,33 +40,98 @@ static __always_inline __u64 uprobe_area(void)
 	return BPF_CORE_READ(t, mm, uprobes_state.xol_area, vaddr);
 }
 
-SEC("uprobe")
-int ptw_frame_entry(struct pt_regs *ctx)
+/* Indirect jumps out of traced functions (kframes.c fills it), by the
+ * cookie's index. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, struct ptwk_jump_site);
+} frame_jumps SEC(".maps");
+
+/* Whether a jcc of condition cc (its opcode's low nibble) is taken with
+ * these flags: CF 0, PF 2, ZF 6, SF 7, OF 11. */
+static __always_inline bool jcc_taken(__u64 fl, __u32 cc)
 {
-	__u64 id = current_id();
-	__u32 tgid = id >> 32;
-	if (!bpf_map_lookup_elem(&watched, &tgid))
-		return 0;
-	struct ptwk_record r = {};
-	begin(&r, PTWK_FRAME_ENTRY, id);
-	r.a = bpf_get_attach_cookie(ctx);
-	r.b = ctx->sp;
-	/* The return address, before the kernel puts its trampoline there
-	 * (that happens after every entry handler ran); it is the trampoline
-	 * already when a traced function tail-called this one. */
-	if (read_user_u64(ctx->sp, &r.c))
-		r.f |= PTWK_F_READ;
-	r.d = ctx->ip;
-	r.e = uprobe_area();
-	/* a signal handler's signal, if that is what it is (user space
-	 * knows when [sp] is the sigreturn trampoline) */
-	if (ctx->di >= 1 && ctx->di <= 64)
-		r.f |= (__u32)ctx->di << PTWK_F_SIG_SHIFT;
-	send(&r, false);
-	return 0;
+	bool cf = fl & 1, pf = fl & 4, zf = fl & 0x40, sf = fl & 0x80, of = fl & 0x800, t;
+	switch (cc >> 1) {
+	case 0: t = of; break;
+	case 1: t = cf; break;
+	case 2: t = zf; break;
+	case 3: t = cf || zf; break;
+	case 4: t = sf; break;
+	case 5: t = pf; break;
+	case 6: t = sf != of; break;
+	default: t = zf || sf != of; break;
+	}
+	return (cc & 1) ? !t : t;
 }
 
-/* The kernel has set ip back to the real return address when this runs. */
+/* Register i of struct pt_regs (PTWK_REG_*; 0 past its end), read as
+ * kernel memory (the verifier wants each direct read of ctx at a fixed
+ * offset, and clang folds a switch of them into one at a computed one). */
+static __always_inline __u64 reg_at(struct pt_regs *ctx, __u8 i)
+{
+	__u64 v = 0;
+	if (i < sizeof(struct pt_regs) / 8)
+		bpf_probe_read_kernel(&v, sizeof(v), (const char *)ctx + (__u32)i * 8);
+	return v;
+}
+
+/* Where an indirect jump goes, 0 when it stays in its function (a jump
+ * table) or cannot be read. */
+static __always_inline __u64 jump_target(struct pt_regs *ctx, const struct ptwk_jump_site *j,
+					 __u64 ip)
+{
+	__u64 t = (__u64)j->disp;
+	if (j->base == PTWK_REG_IP_NEXT)
+		t += ip;
+	else if (j->base != PTWK_REG_NONE)
+		t += reg_at(ctx, j->base);
+	if (j->index != PTWK_REG_NONE)
+		t += reg_at(ctx, j->index) * j->scale;
+	if (j->mem && !read_user_u64(t, &t))
+		return 0;
+	return t >= ip - j->back && t < ip + j->ahead ? 0 : t;
+}
+
+/* One of a traced function's exits (PTWK_EXIT_COOKIE): a ret is its
+ * return (sent as the return is about to land, from [sp]); a jump out of
+ * it that is taken, a tail call. */
+static __always_inline void frame_exit(struct pt_regs *ctx, __u64 id, __u64 cookie)
+{
+	__u64 ip = ctx->ip, sp = ctx->sp;
+	__u32 kind = cookie >> 62, index = (__u32)cookie;
+	struct ptwk_record r = {};
+	if (kind == PTWK_EXIT_RET) {
+		begin(&r, PTWK_FRAME_RETURN, id);
+		r.a = index;
+		r.b = sp + 8;
+		if (read_user_u64(sp, &r.c))
+			r.f |= PTWK_F_READ;
+		r.d = ctx->ax;
+		send(&r, false);
+		return;
+	}
+	if (kind == PTWK_EXIT_JCC && !jcc_taken(ctx->flags, (cookie >> 56) & 0xf))
+		return;
+	__u64 target = 0;
+	if (kind == PTWK_EXIT_INDIRECT) {
+		const struct ptwk_jump_site *j = bpf_map_lookup_elem(&frame_jumps, &index);
+		if (!j || !(target = jump_target(ctx, j, ip)))
+			return;
+		index = j->index_fn;
+	}
+	begin(&r, PTWK_FRAME_TAIL, id);
+	r.a = index;
+	r.b = sp;
+	r.c = target;
+	send(&r, false);
+}
+
+/* A uretprobe's: the kernel has set ip back to the real return address
+ * when this runs. */
 SEC("uretprobe")
 int ptw_frame_return(struct pt_regs *ctx)
 {
@@ -76,9 +145,54 @@ int ptw_frame_return(struct pt_regs *ctx)
 	r.b = ctx->sp;
 	r.c = ctx->ip;
 	r.d = ctx->ax;
+	r.f = PTWK_F_READ;
 	send(&r, false);
 	return 0;
 }
+
+SEC("uprobe")
+int ptw_frame_exit(struct pt_regs *ctx)
+{
+	__u64 id = current_id();
+	__u32 tgid = id >> 32;
+	if (bpf_map_lookup_elem(&watched, &tgid))
+		frame_exit(ctx, id, bpf_get_attach_cookie(ctx));
+	return 0;
+}
+
+SEC("uprobe")
+int ptw_frame_entry(struct pt_regs *ctx)
+{
+	__u64 id = current_id();
+	__u32 tgid = id >> 32;
+	if (!bpf_map_lookup_elem(&watched, &tgid))
+		return 0;
+	struct ptwk_record r = {};
+	begin(&r, PTWK_FRAME_ENTRY, id);
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	r.a = (__u32)cookie;
+	if (cookie & PTWK_ENTRY_URETPROBE)
+		r.f |= PTWK_F_URETPROBE;
+	r.b = ctx->sp;
+	/* The return address, before the kernel puts a uretprobe's
+	 * trampoline there (that happens after every entry handler ran); it
+	 * is the trampoline already when a traced function tail-called this
+	 * one. */
+	if (read_user_u64(ctx->sp, &r.c))
+		r.f |= PTWK_F_READ;
+	r.d = ctx->ip;
+	r.e = uprobe_area();
+	/* a signal handler's signal, if that is what it is (user space
+	 * knows when [sp] is the sigreturn trampoline) */
+	if (ctx->di >= 1 && ctx->di <= 64)
+		r.f |= (__u32)ctx->di << PTWK_F_SIG_SHIFT;
+	send(&r, false);
+	/* its first instruction leaves it (a jump, a bare ret) */
+	if (cookie & PTWK_ENTRY_EXITS)
+		frame_exit(ctx, id, cookie & ~PTWK_ENTRY_EXITS);
+	return 0;
+}
+
 
 SEC("uprobe")
 int ptw_frame_helper(struct pt_regs *ctx)

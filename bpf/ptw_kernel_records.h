@@ -48,8 +48,11 @@ enum ptwk_kind {
 	PTWK_FRAME_ENTRY,  /* a = function index, b = sp, c = [sp] (the return address,
 			    * PTWK_F_READ), d = ip, e = the process's uprobe area (a page
 			    * with the uretprobe trampoline; 0 none yet) */
-	PTWK_FRAME_RETURN, /* a = function index, b = sp after the return, c = where it
-			    * returned to, d = rax */
+	PTWK_FRAME_RETURN, /* a function's ret (a uprobe on the instruction, or its
+			    * uretprobe): a = function index, b = sp after the return,
+			    * c = where it returns to (PTWK_F_READ: read), d = rax. Also
+			    * a return site's uprobe (calls under way at an attach:
+			    * underway.h) */
 	PTWK_THROW,	   /* _Unwind_RaiseException entry */
 	PTWK_CATCH,	   /* __cxa_begin_catch entry: b = sp */
 	PTWK_LONGJMP,	   /* longjmp & co: b = sp, c = the pointer guard (fs:0x30), d = the
@@ -82,6 +85,10 @@ enum ptwk_kind {
 	 * it cost, final (the scheduler has just accounted its last run),
 	 * after its PTWK_EXIT: c, d, e as PTWK_EXIT's with PTWK_F_CPU */
 	PTWK_CPU,
+	/* --trace: a traced function left by a jump out of it (a tail call
+	 * into code not traced): a = function index, b = sp (its return
+	 * slot), c = where it jumps to */
+	PTWK_FRAME_TAIL,
 	PTWK_KIND_N,
 };
 
@@ -120,8 +127,50 @@ enum ptwk_kind {
 				      * creator's ip (in that wrapper or not) */
 #define PTWK_F_CPU 0x80000 /* EXIT: c = time on a CPU, d = runnable (0: no scheduler
 			    * statistics), e = voluntary << 32 | involuntary switches */
+#define PTWK_F_URETPROBE 0x100000 /* FRAME_ENTRY: its return is a uretprobe's (else
+				   * a probe on each of its exits) */
 #define PTWK_F_UNWATCHED 0x40000 /* FORK (-f): the child could not be watched (the
 				  * watched map full, PTWK_STAT_WATCH_FULL) */
+
+/*
+ * --trace: the cookie of a uprobe on one of a traced function's exits
+ * (ptw_insn_exits): the kind in bits 62-63, a jcc's condition in bits
+ * 56-59, the function's index in bits 0-31, or for an indirect jump the
+ * key of its struct ptwk_jump_site in the frame_jumps map.
+ */
+#define PTWK_EXIT_RET 0ull
+#define PTWK_EXIT_JUMP 1ull
+#define PTWK_EXIT_JCC 2ull
+#define PTWK_EXIT_INDIRECT 3ull
+#define PTWK_EXIT_COOKIE(kind, cond, index) \
+	((__u64)(kind) << 62 | (__u64)((cond) & 0xf) << 56 | (__u64)(__u32)(index))
+
+/* An entry probe's cookie: the function's index, and when its first
+ * instruction is one of its exits, that exit's cookie with this bit (the
+ * entry's program does both: two probes at one address run in no set
+ * order). */
+#define PTWK_ENTRY_EXITS (1ull << 61)
+/* An entry probe's cookie: the function's return is watched by a
+ * uretprobe (PTWK_F_URETPROBE in its record). */
+#define PTWK_ENTRY_URETPROBE (1ull << 60)
+
+/* A register of struct pt_regs by its index (struct user_regs_struct's
+ * order, the same on x86-64: r15 0, ..., ax 10, ..., ip 16, ..., sp 19);
+ * PTWK_REG_NONE none, PTWK_REG_IP_NEXT the address after the jump (a
+ * rip-relative operand). */
+#define PTWK_REG_NONE 0xff
+#define PTWK_REG_IP_NEXT 0xfe
+
+/* An indirect jump out of a traced function, maybe (its target is read
+ * at the jump: inside the function, a jump table, nothing is sent). The
+ * target is base + index * scale + disp, read from there when mem. */
+struct ptwk_jump_site {
+	__s64 disp;
+	__u32 index_fn; /* the function's index */
+	__u32 back;	/* the function is [ip - back, ip + ahead) */
+	__u32 ahead;
+	__u8 base, index, scale, mem;
+};
 
 #define PTWK_COMM_LEN 16
 

@@ -93,6 +93,7 @@ int ptw_underway_return(struct pt_regs *ctx)
 	r.b = ctx->sp;
 	r.c = ctx->ip;
 	r.d = ctx->ax;
+	r.f = PTWK_F_READ;
 	bpf_map_delete_elem(&underway_sites, &key);
 	send(&r, false);
 	return 0;

@@ -138,6 +138,36 @@ int ptw_insn_find_return_sites(const uint8_t *code, size_t len, uint64_t addr, u
  * to clone), in order, at most max. */
 int ptw_insn_find_rip_leas(const uint8_t *code, size_t len, uint64_t addr, uint64_t *out, int max);
 
+/* How a function's code leaves it (ptw_insn_exits). */
+enum ptw_insn_exit_kind {
+	PTW_EXIT_RET,		/* ret [imm16] */
+	PTW_EXIT_JUMP,		/* jmp rel to target, outside the function */
+	PTW_EXIT_JCC,		/* jcc rel to target, outside: cond (the opcode's low nibble) */
+	PTW_EXIT_JUMP_INDIRECT, /* jmp reg / [mem]: op (its target may be inside: a jump table) */
+};
+
+struct ptw_insn_exit {
+	uint64_t addr;
+	uint8_t len;
+	enum ptw_insn_exit_kind kind;
+	int cond;
+	uint64_t target;
+	struct ptw_insn_operand op;
+};
+
+/*
+ * The instructions by which a function (code: its bytes at addr, len of
+ * them, its whole extent) can leave it, from a sweep that must decode
+ * every byte, in order, with every direct branch inside landing on an
+ * instruction it decoded: a probe off an instruction boundary would
+ * corrupt the program. *ret (malloc'ed) and *ret_n. Returns 0, -EILSEQ
+ * (a byte it cannot decode, the last instruction cut at the end, a branch
+ * into an instruction), -ENOTSUP (an exit it cannot model: a
+ * segment-relative jump, a loop or jrcxz out of the function).
+ */
+int ptw_insn_exits(const uint8_t *code, size_t len, uint64_t addr, struct ptw_insn_exit **ret,
+		   size_t *ret_n);
+
 /* Offset of a 64-bit register in struct user_regs_struct for a capstone
  * x86_reg (and its 32-bit alias, *ret_width = 4), or -1. */
 int ptw_insn_reg_slot(int cs_reg, int *ret_width);

@@ -41,6 +41,8 @@ enum ptw_event_kind {
 	/* --trace (ptw_frames.h) */
 	PTW_EV_FRAME_ENTRY,    /* tid entered routine (a traced function): sp, ret_addr = [sp] */
 	PTW_EV_FRAME_RETURN,   /* tid returned to ret_addr, sp after the ret; value = rax */
+	PTW_EV_FRAME_TAIL,     /* tid left the frame whose return slot is sp by a jump into code
+				* not traced (the kernel path: a tail call; its return unseen) */
 	PTW_EV_THROW,	       /* tid raised a C++ exception (_Unwind_RaiseException) */
 	PTW_EV_CATCH,	       /* tid caught one in the frame whose stack pointer is sp */
 	PTW_EV_LONGJMP,	       /* tid called longjmp (or siglongjmp, ...); sp: where it lands (0 unknown) */

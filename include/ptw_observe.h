@@ -115,6 +115,14 @@ void ptw_shadow_enter(struct ptw_shadow *s, uint64_t sp, uint64_t ret, uintptr_t
 size_t ptw_shadow_return(struct ptw_shadow *s, uint64_t sp, uint64_t ip, ptw_shadow_left_fn left,
 			 void *ctx);
 
+/*
+ * The frame whose return slot is sp is left by a jump out of its function
+ * into code not traced (the kernel path sees that jump, not the return
+ * that follows): it ends PTW_SHADOW_TAIL_CALL, those below it left.
+ * Returns how many end (0: no frame has that slot, nothing ends).
+ */
+size_t ptw_shadow_tail(struct ptw_shadow *s, uint64_t sp, ptw_shadow_left_fn left, void *ctx);
+
 /* The thread lands at sp without a return (a catch block, a longjmp): the
  * frames below are left, and the signals whose interrupted code it lands
  * above are over. */

@@ -614,3 +614,101 @@ int ptw_insn_find_calls(const uint8_t *code, size_t len, uint64_t addr, bool tai
 				 .leaving = tail_jumps, .lo = addr, .hi = addr + len };
 	return find_insns(code, len, addr, &pk, out, max);
 }
+
+/* The condition of a jcc from its opcode (0x7X, or 0x0f 0x8X): X. */
+static int jcc_condition(const cs_x86 *x)
+{
+	if (x->opcode[0] >= 0x70 && x->opcode[0] <= 0x7f)
+		return x->opcode[0] & 0xf;
+	if (x->opcode[0] == 0x0f && x->opcode[1] >= 0x80 && x->opcode[1] <= 0x8f)
+		return x->opcode[1] & 0xf;
+	return -1;
+}
+
+int ptw_insn_exits(const uint8_t *code, size_t len, uint64_t addr, struct ptw_insn_exit **ret,
+		   size_t *ret_n)
+{
+	csh h;
+	*ret = NULL;
+	*ret_n = 0;
+	if (capstone(&h) < 0)
+		return -ENOTSUP;
+	/* which bytes begin an instruction, and the internal branch targets */
+	uint8_t *starts = xcalloc(len + 1, 1);
+	uint64_t *inside = NULL;
+	size_t ninside = 0, n = 0, cap = 0;
+	struct ptw_insn_exit *v = NULL;
+	const uint8_t *p = code;
+	size_t left = len;
+	uint64_t a = addr;
+	int r = 0;
+	cs_insn *insn = cs_malloc(h);
+	while (left && r == 0) {
+		uint64_t at = a;
+		if (!cs_disasm_iter(h, &p, &left, &a, insn)) {
+			r = -EILSEQ; /* data, or bytes cut at the end */
+			break;
+		}
+		starts[at - addr] = 1;
+		const cs_x86 *x = &insn->detail->x86;
+		struct ptw_insn_exit e = { .addr = at, .len = insn->size, .cond = -1 };
+		bool direct = x->op_count == 1 && x->operands[0].type == X86_OP_IMM;
+		uint64_t target = direct ? (uint64_t)x->operands[0].imm : 0;
+		bool out = direct && (target < addr || target >= addr + len);
+		if (insn->id == X86_INS_RET) {
+			e.kind = PTW_EXIT_RET;
+		} else if (insn->id == X86_INS_JMP || is_jcc(insn->id)) {
+			if (direct && !out) {
+				inside = xreallocarray(inside, ninside + 1, sizeof(*inside));
+				inside[ninside++] = target;
+				continue;
+			}
+			if (insn->id != X86_INS_JMP && (!direct || (e.cond = jcc_condition(x)) < 0)) {
+				r = -ENOTSUP;
+				break;
+			}
+			e.kind = insn->id == X86_INS_JMP ? PTW_EXIT_JUMP : PTW_EXIT_JCC;
+			e.target = target;
+			if (!direct) {
+				e.kind = PTW_EXIT_JUMP_INDIRECT;
+				if (x->op_count != 1 || !convert_operand(&x->operands[0], &e.op) ||
+				    e.op.seg) {
+					r = -ENOTSUP;
+					break;
+				}
+			}
+		} else if (insn->id == X86_INS_JRCXZ || insn->id == X86_INS_JECXZ ||
+			   insn->id == X86_INS_LOOP || insn->id == X86_INS_LOOPE ||
+			   insn->id == X86_INS_LOOPNE) {
+			if (out) { /* never a tail call: not modelled */
+				r = -ENOTSUP;
+				break;
+			}
+			inside = xreallocarray(inside, ninside + 1, sizeof(*inside));
+			inside[ninside++] = target;
+			continue;
+		} else {
+			continue; /* (a call comes back) */
+		}
+		if (n == cap) {
+			cap = cap ? cap * 2 : 8;
+			v = xreallocarray(v, cap, sizeof(*v));
+		}
+		v[n++] = e;
+	}
+	cs_free(insn, 1);
+	/* a branch into the middle of an instruction: the sweep is not the
+	 * code the CPU runs (or the bounds are wrong) */
+	for (size_t i = 0; r == 0 && i < ninside; i++)
+		if (!starts[inside[i] - addr])
+			r = -EILSEQ;
+	free(inside);
+	free(starts);
+	if (r < 0) {
+		free(v);
+		return r;
+	}
+	*ret = v;
+	*ret_n = n;
+	return 0;
+}

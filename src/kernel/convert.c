@@ -465,6 +465,7 @@ void ptwk_conv_record(struct ptwk_conv *c, const struct ptwk_record *r)
 		break;
 	case PTWK_FRAME_ENTRY:
 	case PTWK_FRAME_RETURN:
+	case PTWK_FRAME_TAIL:
 	case PTWK_THROW:
 	case PTWK_CATCH:
 	case PTWK_LONGJMP:

@@ -49,19 +49,9 @@ struct ptwk_conv {
 	struct ptwk_conv_ops ops;
 	struct ptw_map threads; /* tid -> struct ptwk_thread */
 	struct ptw_map frames;	/* tid -> its shadow stack (convert_frames.c) */
-	uint64_t frames_too_deep; /* calls left without a return probe (kernel's depth limit) */
+	uint64_t frames_too_deep; /* calls left without a return probe (the kernel's depth
+				   * limit of pending uretprobe returns) */
 	bool sigreturn_probed;	  /* --trace: glibc's sigreturn trampoline has its probe */
-	/* --trace, contexts (the kernel keeps one list of pending returns per
-	 * thread, whatever the stack: convert_frames.c): swapcontexts that
-	 * left traced calls with return probes open, and returns the kernel
-	 * sent to another call's return address than the returning frame's */
-	uint64_t frames_ctx_open, frames_misrouted;
-	/* --trace: pending returns the kernel dropped under a signal handler
-	 * running above them (sigaltstack): convert_frames.c */
-	uint64_t frames_sigaltstack;
-	/* ... and of traced calls open in a context left by swapcontext, under
-	 * a traced call of another context whose stack lies above them */
-	uint64_t frames_ctx_dropped;
 	uint64_t events;
 	/* An attach: when the last probe was in (CLOCK_MONOTONIC, as the
 	 * records), and the threads made before it, seen as clones: their

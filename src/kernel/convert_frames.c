@@ -1,4 +1,3 @@
-/* SPDX-License-Identifier: MIT */
 /*
  * --trace records to frame events, pure (see convert.h). The tracer
  * (src/tracer/trace.c) emits a FRAME_RETURN only when its shadow stack of
@@ -7,11 +6,20 @@
  * lands at; this keeps the same shadow stack per thread (ptw_observe.h)
  * so that the span engine sees the same stream and makes the same frames.
  *
- * What the kernel changes: a uretprobe replaces the return address in the
- * slot with its trampoline. A function entered by a tail call from a
- * traced one finds the trampoline at [sp]: its real return address is the
- * frame's whose slot it is. The kernel drops the return instances a
- * longjmp or an exception skipped, so no return ever comes for those.
+ * What the kernel path sees (kframes.c says which, per function): an
+ * entry at sp (the return slot), and either
+ *  - a traced function's ret at its slot (sent as the return it makes:
+ *    sp + 8 and [sp]) and a jump out of it into code not traced at its
+ *    slot (a tail call: FRAME_TAIL). Nothing of the target is changed:
+ *    an exception or a longjmp goes through as untraced, and the frames
+ *    it skipped are left at the next thing seen above them, as on the
+ *    ptrace path;
+ *  - or a uretprobe's return. The kernel replaces the return address in
+ *    the slot with its trampoline: a function entered by a tail call from
+ *    a traced one finds the trampoline at [sp] (its real return address
+ *    is the frame's whose slot it is), and the kernel reports that return
+ *    twice. It drops the return instances a longjmp or an exception
+ *    skipped, and keeps at most 64 pending per thread.
  */
 #define _GNU_SOURCE /* REG_RSP */
 #include <stddef.h>
@@ -22,25 +30,22 @@
 #include "convert.h"
 #include "ptw_frames.h"
 
-/* The kernel keeps at most this many return instances pending per thread
- * (MAX_URETPROBE_DEPTH): a call entered deeper gets no return probe. */
+/* The kernel keeps at most this many uretprobe return instances pending
+ * per thread (MAX_URETPROBE_DEPTH): a call entered deeper gets no return
+ * probe. */
 #define KERNEL_URETPROBE_DEPTH 64
 
 /* A shadow frame's tag: how its return is seen. */
-#define FRAME_URETPROBE 0 /* a uretprobe instance of its own */
-#define FRAME_UNWATCHED 1 /* none (the kernel's depth limit) */
-#define FRAME_UNDER_WAY 2 /* under way at the attach: a uprobe at its return site */
-#define FRAME_DROPPED 3   /* its instance dropped by the kernel (another stack) */
+#define FRAME_EXITS 0	  /* probes on its function's exits (or under way at the attach) */
+#define FRAME_URETPROBE 1 /* a uretprobe instance of its own */
+#define FRAME_UNWATCHED 2 /* none (the kernel's depth limit) */
 
-/* A thread's shadow stack (tag: FRAME_*; the signals being handled as the
+/* A thread's shadow stack (the signals being handled as the
  * signal_deliver tracepoint and the sigreturn probe tell them). */
 struct fthread {
 	struct ptw_shadow sh;
-	size_t watched; /* frames (parked ones too) with a return probe */
+	size_t watched; /* frames (parked ones too) with a uretprobe instance */
 	struct ptwk_conv *c;
-	/* The innermost handler made a traced call below what it
-	 * interrupted: it runs on that stack, not an alternate one. */
-	bool handler_below;
 };
 
 /* A frame is over; one that had no return probe and did not return is
@@ -93,60 +98,6 @@ static void emit(struct ptwk_conv *c, struct ptw_event *ev)
 	c->ops.sink(c->ops.ctx, ev);
 }
 
-/* The return address the entry read is the kernel's trampoline (in its
- * uprobe area, a page). */
-static bool trampoline(const struct ptwk_record *r)
-{
-	return r->e && r->c >= r->e && r->c - r->e < 4096;
-}
-
-/*
- * A traced call in a signal handler, at sp: the kernel drops the pending
- * returns whose slot is at or below sp, newest first, taking them for
- * frames a longjmp left. A handler on an alternate stack above the frames
- * it interrupted (sigaltstack; the kernel's "TODO: sigaltstack()") makes
- * it drop theirs although they live: when they return, the kernel finds
- * another call's return, or none and kills the thread's process with
- * SIGILL (checked on 6.18). Counted for a note; they get no return.
- * chained: a tail call from a traced frame, whose slot is that frame's:
- * the kernel keeps the instance whose slot is sp (arch_uretprobe_is_alive,
- * RP_CHECK_CHAIN_CALL: sp <= its slot), and drops only those below.
- */
-static void handler_above(struct ptwk_conv *c, struct fthread *ft, uint64_t sp, bool chained)
-{
-	struct ptw_shadow_context *run = &ft->sh.run;
-	if (ft->sh.nsigs && sp < ft->sh.sigs[ft->sh.nsigs - 1].sp)
-		ft->handler_below = true;
-	for (size_t i = run->n; i-- > 0 && (chained ? run->st[i].sp < sp : run->st[i].sp <= sp);)
-		if (run->st[i].tag == FRAME_URETPROBE) {
-			run->st[i].tag = FRAME_DROPPED; /* (not the depth limit's) */
-			ft->watched--;
-			/* A handler that ran on the interrupted stack and is now
-			 * above its frames has left them (a cancellation's forced
-			 * unwind, a longjmp out of it): the kernel drops them as
-			 * it should; no sigaltstack. */
-			c->frames_sigaltstack += !ft->handler_below;
-		}
-}
-
-/* The same for contexts: a traced call at sp, in one context, above the
- * return slots of traced calls open in a context it left (its stack lies
- * above theirs: a thread's stack below one malloc mapped). The kernel
- * drops their pending returns (checked on 6.18: SIGILL when the call
- * that switched returned). Counted for a note; they get no return. */
-static void context_above(struct ptwk_conv *c, struct fthread *ft, uint64_t sp)
-{
-	for (size_t k = 0; k < ft->sh.nparked; k++) {
-		struct ptw_shadow_context *p = &ft->sh.parked[k];
-		for (size_t i = p->n; i-- > 0 && p->st[i].sp <= sp;)
-			if (p->st[i].tag == FRAME_URETPROBE) {
-				p->st[i].tag = FRAME_DROPPED;
-				ft->watched--;
-				c->frames_ctx_dropped++;
-			}
-	}
-}
-
 /* A signal handler's entry: the return address is the sigreturn
  * trampoline, and the kernel passed the signal as the first argument. */
 static int handler_signal(struct ptwk_conv *c, const struct ptwk_record *r, uint64_t ret)
@@ -157,30 +108,33 @@ static int handler_signal(struct ptwk_conv *c, const struct ptwk_record *r, uint
 		       : 0;
 }
 
+/* The return address the entry read is the kernel's uretprobe
+ * trampoline (in its uprobe area, a page). */
+static bool trampoline(const struct ptwk_record *r)
+{
+	return r->e && r->c >= r->e && r->c - r->e < 4096;
+}
+
 static void on_entry(struct ptwk_conv *c, const struct ptwk_record *r)
 {
 	if (!(r->f & PTWK_F_READ))
 		return; /* no return address: the tracer reports no such call either */
 	struct fthread *ft = fthread_of(c, (pid_t)r->tid, true);
 	uint64_t sp = r->b, ret = r->c;
-	/* A tail call from a traced frame: the slot is that frame's, and the
-	 * kernel put its trampoline there. */
+	/* A tail call from a frame whose return a uretprobe watches: the
+	 * slot is that frame's, and the kernel put its trampoline there. */
 	struct ptw_shadow_frame *top = ptw_shadow_top(&ft->sh);
-	bool chained = trampoline(r) && top && top->sp == sp;
-	if (chained)
+	if (trampoline(r) && top && top->sp == sp)
 		ret = top->ret;
 	int sig = handler_signal(c, r, ret);
-	if (sig || ft->sh.nsigs)
-		handler_above(c, ft, sp, chained);
-	if (ft->sh.nparked)
-		context_above(c, ft, sp);
 	/* the signal marks count (for the first traced call of a handler
 	 * that is not traced) when the engine is told of the deliveries */
-	ptw_shadow_enter(&ft->sh, sp, ret, FRAME_URETPROBE, sig != 0, c->sigreturn_probed, left, ft);
-	if (ft->watched >= KERNEL_URETPROBE_DEPTH)
-		ptw_shadow_top(&ft->sh)->tag = FRAME_UNWATCHED;
-	else
-		ft->watched++;
+	ptw_shadow_enter(&ft->sh, sp, ret, FRAME_EXITS, sig != 0, c->sigreturn_probed, left, ft);
+	if (r->f & PTWK_F_URETPROBE) {
+		bool deep = ft->watched >= KERNEL_URETPROBE_DEPTH;
+		ptw_shadow_top(&ft->sh)->tag = deep ? FRAME_UNWATCHED : FRAME_URETPROBE;
+		ft->watched += !deep;
+	}
 	struct ptw_event ev = ptw_event_init(PTW_EV_FRAME_ENTRY, r->ns, (pid_t)r->tid);
 	ev.routine = c->ops.frame_function ? c->ops.frame_function(c->ops.ctx, r->a) : NULL;
 	if (!ev.routine && c->ops.locate)
@@ -191,27 +145,44 @@ static void on_entry(struct ptwk_conv *c, const struct ptwk_record *r)
 	emit(c, &ev);
 }
 
+/* A traced function's ret (or a return site's probe: a call under way at
+ * an attach returned there): sp after it, returning to c. */
 static void on_return(struct ptwk_conv *c, const struct ptwk_record *r)
 {
 	struct fthread *ft = fthread_of(c, (pid_t)r->tid, false);
 	uint64_t sp = r->b, ip = r->c;
 	if (!ft || !ft->sh.run.n)
 		return;
-	/* The frame whose return slot this was, and where the kernel sent
-	 * the thread: another call's return address when its list of
-	 * pending returns was mixed up by contexts (see on_context). */
-	for (size_t i = ft->sh.run.n; i-- > 0;)
-		if (ft->sh.run.st[i].sp == sp - 8) {
-			c->frames_misrouted += ft->sh.run.st[i].ret != ip;
-			break;
-		}
+	if (!(r->f & PTWK_F_READ)) {
+		/* [sp] unread (a page out): the frame whose slot it is knows */
+		ip = 0;
+		for (size_t i = ft->sh.run.n; i-- > 0 && !ip;)
+			if (ft->sh.run.st[i].sp == sp - 8)
+				ip = ft->sh.run.st[i].ret;
+		if (!ip)
+			return;
+	}
 	if (!ptw_shadow_return(&ft->sh, sp, ip, left, ft))
-		return; /* a second return instance of a tail call: already over */
+		return; /* no frame of ours there (a call entered before the probes, the
+			 * second uretprobe instance of a tail call) */
 	struct ptw_event ev = ptw_event_init(PTW_EV_FRAME_RETURN, r->ns, (pid_t)r->tid);
 	ev.sp = sp;
 	ev.ret_addr = ip;
 	ev.has_value = true;
 	ev.value = r->d;
+	emit(c, &ev);
+}
+
+/* A traced function jumped out of itself into code not traced, at its
+ * return slot sp: its frame ends there (the tracer's ends when the
+ * return lands; the kernel path cannot see that return). */
+static void on_tail(struct ptwk_conv *c, const struct ptwk_record *r)
+{
+	struct fthread *ft = fthread_of(c, (pid_t)r->tid, false);
+	if (!ft || !ptw_shadow_tail(&ft->sh, r->b, left, ft))
+		return;
+	struct ptw_event ev = ptw_event_init(PTW_EV_FRAME_TAIL, r->ns, (pid_t)r->tid);
+	ev.sp = r->b;
 	emit(c, &ev);
 }
 
@@ -236,21 +207,6 @@ _Static_assert(offsetof(ucontext_t, uc_mcontext.gregs[REG_RSP]) == PTWK_UC_RSP,
  * (its entry sp + 8). The shadow stacks follow as the tracer's do
  * (trace.c's hook_context, ptw_frames.h): one per context, parked by
  * that resume sp; setcontext within the running context is a jump.
- *
- * What the kernel does meanwhile (kernel/events/uprobes.c, x86-64): one
- * list of pending return instances per thread, newest first, each with
- * the sp of its return slot. At every traced entry it drops the newest
- * ones whose slot is at or below the new sp (taken for frames a longjmp
- * left); at a return through its trampoline it takes the newest one, and
- * if the next is below the sp returned to, drops it unreported and takes
- * the next: the thread goes to the return address of the one it keeps.
- * Stacks of contexts are anywhere: a context left with traced calls open
- * (their slots hold the trampoline) has them dropped when the context run
- * next enters a traced function above them, or taken by that context's
- * returns; when such a call returns at last, the kernel sends the thread
- * to another call's return address (or SIGILL when none is pending). A
- * context that runs its traced calls to their end before switching back
- * (a call-like context), or is never resumed, is safe.
  */
 static void on_context(struct ptwk_conv *c, const struct ptwk_record *r)
 {
@@ -260,11 +216,7 @@ static void on_context(struct ptwk_conv *c, const struct ptwk_record *r)
 	bool swap = r->kind == PTWK_CONTEXT_SWAP;
 	uint64_t resume = swap ? r->b + 8 : 0;
 	struct fthread *ft = fthread_of(c, (pid_t)r->tid, true);
-	bool probed = false;
-	for (size_t i = 0; i < ft->sh.run.n && !probed; i++)
-		probed = ft->sh.run.st[i].tag == FRAME_URETPROBE;
-	if (ptw_shadow_switch(&ft->sh, to, resume, left, ft) & PTW_SHADOW_PARKED)
-		c->frames_ctx_open += probed;
+	ptw_shadow_switch(&ft->sh, to, resume, left, ft);
 	struct ptw_event ev = ptw_event_init(PTW_EV_CONTEXT_SWITCH, r->ns, (pid_t)r->tid);
 	ev.sp = to;
 	ev.has_arg = swap;
@@ -278,13 +230,10 @@ static void on_context(struct ptwk_conv *c, const struct ptwk_record *r)
 static void on_signal(struct ptwk_conv *c, const struct ptwk_record *r)
 {
 	struct fthread *ft = fthread_of(c, (pid_t)r->tid, r->kind == PTWK_SIGNAL);
-	if (ft && r->kind == PTWK_SIGNAL && (r->f & PTWK_F_READ)) {
+	if (ft && r->kind == PTWK_SIGNAL && (r->f & PTWK_F_READ))
 		ptw_shadow_signal(&ft->sh, r->b, (int)r->a);
-		ft->handler_below = false;
-	} else if (ft && r->kind == PTWK_SIGRETURN) {
+	else if (ft && r->kind == PTWK_SIGRETURN)
 		ptw_shadow_sigreturn(&ft->sh);
-		ft->handler_below = false;
-	}
 	struct ptw_event ev;
 	if (r->kind == PTWK_SIGNAL) {
 		if (!c->sigreturn_probed || !(r->f & PTWK_F_READ) || r->a < 1 || r->a > 64)
@@ -310,6 +259,10 @@ void ptwk_frames_record(struct ptwk_conv *c, const struct ptwk_record *r)
 	}
 	if (r->kind == PTWK_FRAME_RETURN) {
 		on_return(c, r);
+		return;
+	}
+	if (r->kind == PTWK_FRAME_TAIL) {
+		on_tail(c, r);
 		return;
 	}
 	if (r->kind == PTWK_DL_STATE) {
@@ -356,8 +309,8 @@ void ptwk_frames_record(struct ptwk_conv *c, const struct ptwk_record *r)
  * Calls under way at the attach (underway.c): they go BELOW whatever the
  * thread's records pushed already, outermost first, each a FRAME_ENTRY
  * whose entry was not seen. Their returns come as any return does
- * (PTWK_FRAME_RETURN, from a uprobe at the return site), and none has a
- * uretprobe instance: the kernel's depth limit is not theirs.
+ * (PTWK_FRAME_RETURN, from their function's ret, and from a uprobe at the
+ * return site: the second finds its frame gone).
  */
 void ptwk_frames_under_way(struct ptwk_conv *c, pid_t tid, const struct ptwk_under_way *v, size_t n,
 			   uint64_t ns)
@@ -367,7 +320,7 @@ void ptwk_frames_under_way(struct ptwk_conv *c, pid_t tid, const struct ptwk_und
 	struct fthread *ft = fthread_of(c, tid, true);
 	struct ptw_shadow_frame *fs = xcalloc(n, sizeof(*fs));
 	for (size_t i = 0; i < n; i++)
-		fs[i] = (struct ptw_shadow_frame){ v[i].sp, v[i].ret, FRAME_UNDER_WAY };
+		fs[i] = (struct ptw_shadow_frame){ v[i].sp, v[i].ret, FRAME_EXITS };
 	ptw_shadow_under_way(&ft->sh, fs, n);
 	free(fs);
 	for (size_t i = 0; i < n; i++) {

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "links.h"
+#include "ptw_breakpoints.h"
 #include "probes.h"
 #include "xol.h"
 #include "ptw_kernel_records.h"
@@ -52,8 +53,12 @@ struct ptwk_frames {
 	size_t nlinks;
 	unsigned probes;
 	unsigned stepped; /* functions traced whose entry the kernel single-steps */
-	char *unwinder; /* why no uretprobe may go in this process, NULL: they may */
-	char *switcher; /* the same: it switches stacks (switcher_in_file) */
+	uint32_t njumps;  /* indirect jumps in the frame_jumps map */
+	/* Why the returns are seen by a probe on each exit, not a uretprobe:
+	 * the process can throw or switch stacks (check_exits_needed); NULL:
+	 * uretprobes. Once set, for every module scanned from then on. */
+	char *exits_why;
+	unsigned by_exits, by_uretprobe; /* functions traced each way */
 	bool started;	/* probes are in and the program runs: a module
 			 * scanned from now on came late */
 	unsigned late;	/* modules a pattern applies to, scanned late */
@@ -145,13 +150,14 @@ static void failed_function(struct ptwk_frames *f, const char *name, int err)
 	/* (ENOTSUPP, the kernel's own 524, which strerror cannot name:
 	 * uprobes refuse some instructions, lock-prefixed ones among them) */
 	ptw_trace_select_failed(f->sel, name,
-				err == -524 ? "the kernel cannot probe its first instruction"
-					    : strerror(-err));
+				err == -524	   ? "the kernel cannot probe one of its instructions"
+				: err == -EILSEQ   ? "its code could not be decoded whole, so where it "
+						     "returns is not known"
+				: err == -ENOTSUP ? "it leaves by a jump the kernel path cannot follow"
+				: err == -ENOENT   ? "its extent is not known"
+						   : strerror(-err));
 }
 
-/* Entry and return probes for a group: one link each way; if the kernel
- * refuses the link (one instruction it cannot probe refuses them all),
- * each function on its own, so that only that one is lost. */
 /* Whether the kernel single-steps the first instruction of g's i-th
  * function at each call, from its file (unread: not counted). */
 static bool stepped(const struct group *g, int fd, size_t i)
@@ -161,63 +167,275 @@ static bool stepped(const struct group *g, int fd, size_t i)
 	return n > 0 && !ptwk_xol_emulated(code, (size_t)n);
 }
 
-/* The functions traced in g, those stepped counted. */
-static void traced_group(struct ptwk_frames *f, const struct group *g, size_t from, size_t n)
+/* The functions traced in g, those stepped counted (at their entry, or
+ * at every return: a ret is single-stepped). */
+static void traced_group(struct ptwk_frames *f, const struct group *g, size_t from, size_t n,
+			 bool exits)
 {
 	int fd = open(g->path, O_RDONLY | O_CLOEXEC);
 	for (size_t i = from; i < from + n; i++) {
-		traced_add(f, g->cookies[i]);
-		f->stepped += stepped(g, fd, i);
+		traced_add(f, (uint32_t)g->cookies[i]);
+		f->stepped += exits || stepped(g, fd, i);
+		*(exits ? &f->by_exits : &f->by_uretprobe) += 1;
 	}
 	if (fd >= 0)
 		close(fd);
 }
 
+/* A function's code is at most this long (a bound on what is read). */
+#define FUNCTION_MAX (4u << 20)
+
+/* One part of a traced function (its body, or its .cold part), read from
+ * the file and swept: its exits (ptw_insn_exits). */
+struct part {
+	uint64_t lo, hi; /* addresses in the scan's symbols */
+	uint64_t off;	 /* lo's file offset */
+	struct ptw_insn_exit *ex;
+	size_t n;
+};
+
+static int sweep(int fd, struct part *p)
+{
+	if (p->hi <= p->lo || p->hi - p->lo > FUNCTION_MAX)
+		return -EFBIG;
+	size_t len = (size_t)(p->hi - p->lo);
+	uint8_t *code = xmalloc(len);
+	ssize_t got = pread(fd, code, len, (off_t)p->off);
+	int r = got == (ssize_t)len ? ptw_insn_exits(code, len, p->lo, &p->ex, &p->n) : -EIO;
+	free(code);
+	return r;
+}
+
+/* The .cold part gcc split off the function named name (name.cold, in the
+ * same file), which target lies in: found, *cold filled. */
+static bool cold_part(struct ptwk_frames *f, const char *name, uint64_t target, struct part *body,
+		      struct part *cold)
+{
+	const struct ptw_location *at = ptw_symbols_locate(f->syms, target);
+	const char *raw = at->linkage_name ? at->linkage_name : at->symbol;
+	size_t n = strlen(name);
+	if (!raw || strncmp(raw, name, n) || strncmp(raw + n, ".cold", 5) ||
+	    ptw_symbols_function_range(f->syms, target, &cold->lo, &cold->hi) < 0 ||
+	    cold->lo >= body->lo + (1ull << 32) || cold->lo + (1ull << 32) <= body->lo)
+		return false;
+	/* (the same segment: gcc puts it in .text.unlikely) */
+	cold->off = body->off + (cold->lo - body->lo);
+	return true;
+}
+
+static bool within(const struct part *p, uint64_t a)
+{
+	return p->hi > p->lo && a >= p->lo && a < p->hi;
+}
+
+/* The exits of one part into ex (cookies: PTWK_EXIT_COOKIE), those that
+ * go to the other part of the same function or to a traced function's
+ * entry (whose entry probe sees the tail call, as the tracer does)
+ * left out. *at_entry: the cookie of an exit at the function's entry
+ * (its first instruction leaves it), told by the entry's probe, which the
+ * kernel may run after or before the exit's. */
+static int part_exits(struct ptwk_frames *f, const struct part *p, const struct part *other,
+		      uint64_t entry, uint64_t fn, int jumps, struct group *ex, const char *name,
+		      uint64_t *at_entry)
+{
+	for (size_t k = 0; k < p->n; k++) {
+		const struct ptw_insn_exit *e = &p->ex[k];
+		uint64_t cookie;
+		if (e->kind != PTW_EXIT_RET && e->kind != PTW_EXIT_JUMP_INDIRECT &&
+		    (within(other, e->target) || ptw_map_get(&f->entries, e->target)))
+			continue;
+		if (e->kind == PTW_EXIT_RET) {
+			cookie = PTWK_EXIT_COOKIE(PTWK_EXIT_RET, 0, fn);
+		} else if (e->kind == PTW_EXIT_JUMP) {
+			cookie = PTWK_EXIT_COOKIE(PTWK_EXIT_JUMP, 0, fn);
+		} else if (e->kind == PTW_EXIT_JCC) {
+			cookie = PTWK_EXIT_COOKIE(PTWK_EXIT_JCC, e->cond, fn);
+		} else {
+			/* its target read at the jump: not one inside this part */
+			const struct ptw_insn_operand *o = &e->op;
+			struct ptwk_jump_site js = {
+				.disp = o->type == PTW_OPND_MEM ? o->disp : 0,
+				.index_fn = (uint32_t)fn,
+				.back = (uint32_t)(e->addr - p->lo),
+				.ahead = (uint32_t)(p->hi - e->addr),
+				.mem = o->type == PTW_OPND_MEM,
+				.base = PTWK_REG_NONE,
+				.index = PTWK_REG_NONE,
+				.scale = (uint8_t)o->scale,
+			};
+			if (o->type == PTW_OPND_REG) {
+				js.base = (uint8_t)(o->reg / 8);
+			} else if (o->base == PTW_REG_RIP) {
+				js.base = PTWK_REG_IP_NEXT;
+				js.disp += e->len;
+			} else if (o->base >= 0) {
+				js.base = (uint8_t)(o->base / 8);
+			}
+			if (o->type == PTW_OPND_MEM && o->index >= 0)
+				js.index = (uint8_t)(o->index / 8);
+			uint32_t key = f->njumps;
+			if (e->addr == entry)
+				return -ENOTSUP;
+			int u = jumps < 0 ? -EBADF : bpf_map_update_elem(jumps, &key, &js, BPF_ANY);
+			if (u < 0)
+				return u;
+			f->njumps++;
+			cookie = PTWK_EXIT_COOKIE(PTWK_EXIT_INDIRECT, 0, key);
+		}
+		if (e->addr == entry) {
+			*at_entry = cookie;
+			continue;
+		}
+		group_add(ex, p->off + (e->addr - p->lo), cookie, name);
+	}
+	return 0;
+}
+
+/* Function i of g: its exits into ex, and the cookie of its entry
+ * probe (its index; an exit at its entry in the high bits). */
+static int function_exits(struct ptwk_frames *f, int fd, const struct group *g, size_t i,
+			  int jumps, struct group *ex, uint64_t *ret_cookie)
+{
+	uint64_t fn = g->cookies[i];
+	const struct ptw_location *loc = f->fns[fn];
+	const char *name = loc->linkage_name ? loc->linkage_name : loc->symbol;
+	struct part body = { .off = g->offsets[i] }, cold = { 0 };
+	int r = ptw_symbols_function_range(f->syms, loc->addr, &body.lo, &body.hi);
+	if (r == 0 && body.lo != loc->addr)
+		r = -ENOENT;
+	if (r == 0)
+		r = sweep(fd, &body);
+	/* gcc's .cold part, where a jump out of the body may go */
+	for (size_t k = 0; r == 0 && name && k < body.n && !cold.hi; k++)
+		if ((body.ex[k].kind == PTW_EXIT_JUMP || body.ex[k].kind == PTW_EXIT_JCC) &&
+		    cold_part(f, name, body.ex[k].target, &body, &cold) && (r = sweep(fd, &cold)) < 0)
+			cold.hi = cold.lo = 0;
+	uint64_t at_entry = 0;
+	if (r == 0)
+		r = part_exits(f, &body, &cold, loc->addr, fn, jumps, ex, g->names[i], &at_entry);
+	if (r == 0)
+		r = part_exits(f, &cold, &body, loc->addr, fn, jumps, ex, g->names[i], &at_entry);
+	free(body.ex);
+	free(cold.ex);
+	*ret_cookie = fn | (at_entry ? at_entry | PTWK_ENTRY_EXITS : 0);
+	return r;
+}
+
+/* Closes the links made since (fd0, l0). */
+static void unlink_since(struct ptwk_frames *f, size_t fd0, size_t l0, unsigned probes0)
+{
+	for (size_t k = fd0; k < f->nfds; k++)
+		close(f->fds[k]);
+	for (size_t k = l0; k < f->nlinks; k++)
+		bpf_link__destroy(f->links[k]);
+	f->nfds = fd0;
+	f->nlinks = l0;
+	f->probes = probes0;
+}
+
+/* The probes of entries [from, from + n) of g with prog, one link. */
+static int link_range(struct ptwk_frames *f, struct bpf_program *prog, const struct group *g,
+		      size_t from, size_t n, bool ret, const struct ptwk_frames_progs *pr)
+{
+	if (pr->multi)
+		return n ? link_multi(f, prog, g, from, n, ret, pr->wide) : 0;
+	for (size_t k = from; k < from + n; k++) {
+		int r = link_one(f, prog, g, k, ret, pr->wide);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/*
+ * A group's functions: with exits' probes (f->exits_why), each swept for
+ * its exits (one it cannot sweep whole is not traced); else a uretprobe
+ * each. Then the entry probes and the return ones, one link each; if the
+ * kernel refuses a link (one instruction it cannot probe refuses them
+ * all), each function on its own, so that only that one is lost.
+ */
 static int attach_group(struct ptwk_frames *f, const struct group *g,
 			const struct ptwk_frames_progs *pr)
 {
 	if (!g->n)
 		return 0;
-	int r = -ENOTSUP;
-	if (pr->multi) {
-		int fd0 = (int)f->nfds;
-		r = link_multi(f, pr->entry, g, 0, g->n, false, pr->wide);
-		if (r == 0 && (r = link_multi(f, pr->ret, g, 0, g->n, true, pr->wide)) < 0) {
-			close(f->fds[fd0]);
-			f->nfds = (size_t)fd0;
-			f->probes -= (unsigned)g->n;
-		}
-		if (r == 0) {
-			traced_group(f, g, 0, g->n);
-			return (int)g->n * 2;
-		}
-		ptw_dbg(PTW_DBG_TRACER, "--trace: uprobe_multi on %s: %s; one by one", g->module,
-			strerror(-r));
-	}
-	int n = 0;
+	struct group in = { 0 }, ex = { 0 };
+	size_t *from = xcalloc(g->n + 1, sizeof(*from));
+	int fd = open(g->path, O_RDONLY | O_CLOEXEC);
+	memcpy(in.path, g->path, sizeof(in.path));
+	memcpy(ex.path, g->path, sizeof(ex.path));
+	bool exits = f->exits_why;
+	ptw_dbg(PTW_DBG_TRACER, "--trace: %s: returns by %s%s%s", g->module,
+		exits ? "probes on the exits (" : "uretprobes", exits ? f->exits_why : "",
+		exits ? ")" : "");
 	for (size_t i = 0; i < g->n; i++) {
-		size_t fd0 = f->nfds, l0 = f->nlinks;
-		r = pr->multi ? link_multi(f, pr->entry, g, i, 1, false, pr->wide)
-			      : link_one(f, pr->entry, g, i, false, pr->wide);
-		if (r == 0)
-			r = pr->multi ? link_multi(f, pr->ret, g, i, 1, true, pr->wide)
-				      : link_one(f, pr->ret, g, i, true, pr->wide);
-		if (r == 0) {
-			traced_group(f, g, i, 1);
-			n += 2;
+		size_t e0 = ex.n;
+		uint64_t cookie = g->cookies[i] | PTWK_ENTRY_URETPROBE;
+		int r = !exits ? 0
+			: fd < 0 ? -errno
+				 : function_exits(f, fd, g, i, pr->jumps, &ex, &cookie);
+		if (!exits)
+			group_add(&ex, g->offsets[i], g->cookies[i], g->names[i]);
+		if (r < 0) {
+			ex.n = e0;
+			failed_function(f, g->names[i], r);
 			continue;
 		}
-		/* Both or neither: an entry without its return would leave every
-		 * call of it open. */
-		for (size_t k = fd0; k < f->nfds; k++, f->probes--)
-			close(f->fds[k]);
-		for (size_t k = l0; k < f->nlinks; k++, f->probes--)
-			bpf_link__destroy(f->links[k]);
-		f->nfds = fd0;
-		f->nlinks = l0;
-		failed_function(f, g->names[i], r);
+		from[in.n] = e0;
+		group_add(&in, g->offsets[i], cookie, g->names[i]);
 	}
-	return n;
+	from[in.n] = ex.n;
+	if (fd >= 0)
+		close(fd);
+	int total = 0, r = -ENOTSUP;
+	size_t fd0 = f->nfds, l0 = f->nlinks;
+	unsigned p0 = f->probes;
+	struct bpf_program *ret = exits ? pr->exit : pr->ret;
+	if (pr->multi && in.n) {
+		r = link_range(f, pr->entry, &in, 0, in.n, false, pr);
+		if (r == 0)
+			r = link_range(f, ret, &ex, 0, ex.n, !exits, pr);
+		if (r == 0) {
+			traced_group(f, &in, 0, in.n, exits);
+			total = (int)(in.n + ex.n);
+		} else {
+			unlink_since(f, fd0, l0, p0);
+			ptw_dbg(PTW_DBG_TRACER, "--trace: uprobe_multi on %s: %s; one by one",
+				g->module, strerror(-r));
+		}
+	}
+	for (size_t i = 0; r < 0 && i < in.n; i++) {
+		fd0 = f->nfds, l0 = f->nlinks, p0 = f->probes;
+		/* both or neither: an entry without its exits would leave
+		 * every call of it open */
+		int k = link_range(f, pr->entry, &in, i, 1, false, pr);
+		if (k == 0)
+			k = link_range(f, ret, &ex, from[i], from[i + 1] - from[i], !exits, pr);
+		if (k == 0) {
+			traced_group(f, &in, i, 1, exits);
+			total += (int)(1 + from[i + 1] - from[i]);
+		} else {
+			unlink_since(f, fd0, l0, p0);
+			failed_function(f, in.names[i], k);
+		}
+	}
+	free(from);
+	group_free(&in);
+	group_free(&ex);
+	return total;
+}
+
+/* The file (path, module: its name as mapped) and offset of addr in the
+ * scan's symbols. */
+static int file_of(struct ptwk_frames *f, uint64_t addr, char *path, char *mod, uint64_t *off)
+{
+	size_t size = sizeof(f->group.path);
+	if (!f->offline)
+		return ptwk_file_of(f->pid, f->maps, f->nmaps, addr, path, size, mod, size, off);
+	/* the file itself, not mapped yet */
+	snprintf(path, size, "%s", ptw_symbols_exe(f->syms));
+	snprintf(mod, size, "%s", path);
+	return ptw_symbols_file_offset(f->syms, addr, off);
 }
 
 /* A function the patterns select: into the group of its file. */
@@ -228,16 +446,7 @@ static void on_function(void *ctx, uint64_t addr, const char *name)
 		return;
 	char path[sizeof(f->group.path)], mod[sizeof(f->group.module)];
 	uint64_t off;
-	int r;
-	if (f->offline) {
-		/* the file itself, not mapped yet */
-		r = ptw_symbols_file_offset(f->syms, addr, &off);
-		snprintf(path, sizeof(path), "%s", ptw_symbols_exe(f->syms));
-		snprintf(mod, sizeof(mod), "%s", path);
-	} else {
-		r = ptwk_file_of(f->pid, f->maps, f->nmaps, addr, path, sizeof(path), mod,
-				 sizeof(mod), &off);
-	}
+	int r = file_of(f, addr, path, mod, &off);
 	if (r < 0) {
 		failed_function(f, name, r);
 		return;
@@ -279,8 +488,7 @@ static int attach_helpers(struct ptwk_frames *f, const struct ptwk_frames_progs 
 		struct group g = { 0 };
 		if (ptw_symbols_lookup(f->syms, h->module ? h->module : PTW_MOD_ANY, h->name, &addr,
 				       NULL) < 0 ||
-		    ptwk_file_of(f->pid, f->maps, f->nmaps, addr, g.path, sizeof(g.path), g.module,
-				 sizeof(g.module), &off) < 0)
+		    file_of(f, addr, g.path, g.module, &off) < 0)
 			continue;
 		/* the same file at another address (a launch's exec, a dlopen
 		 * again) has its probe already */
@@ -303,15 +511,26 @@ static int attach_helpers(struct ptwk_frames *f, const struct ptwk_frames_progs 
 }
 
 /*
- * A uretprobe puts the kernel's trampoline in the return slot, and an
- * unwinder stepping through that frame finds no unwind information for
- * the trampoline: a C++ exception (or a Rust panic) thrown through a
- * traced call terminates the program (checked: std::terminate, SIGABRT).
- * A process that can throw gets no return probe, hence no frames, rather
- * than a risk of its life. NULL: it cannot throw (no runtime for it is
- * loaded).
+ * How a traced function's return is seen. A uretprobe costs little (the
+ * kernel emulates nothing and steps nothing: about 1 us here), but it puts
+ * the kernel's trampoline in the return slot, and
+ *  - an unwinder stepping through that frame finds no unwind information
+ *    for the trampoline: a C++ exception (or a Rust panic) thrown through
+ *    a traced call terminates the program (checked: std::terminate);
+ *  - the kernel keeps one list of pending returns per thread, whatever the
+ *    stack, and drops those whose slot lies below a new traced call's sp:
+ *    code that switches stacks under open traced calls (contexts, a
+ *    signal handler on an alternate stack) then gets a return sent to
+ *    another call's address, or SIGILL (checked on 6.18);
+ *  - it keeps at most 64 pending per thread.
+ * A probe on each of the function's exits (its rets, its jumps out of it:
+ * ptw_insn_exits) changes no slot, so it has none of these, but the kernel
+ * single-steps a ret (some 9 us here). A process that can throw or switch
+ * stacks gets exits' probes (why: f->exits_why); any other, uretprobes.
  */
-static char *unwinder_in(struct ptw_symbols *syms)
+
+/* What can throw among the loaded modules of syms (NULL: nothing). */
+static char *thrower_in(struct ptw_symbols *syms)
 {
 	static const char *const throwers[] = { "__cxa_throw", "__rust_start_panic" };
 	for (size_t i = 0; i < PTW_ARRAY_SIZE(throwers); i++) {
@@ -334,18 +553,9 @@ static bool core_module(const char *path)
 	return !strncmp(b, "libc.so", 7) || !strncmp(b, "ld-linux", 8);
 }
 
-/*
- * The kernel keeps one list of pending uretprobe returns per thread,
- * whatever the stack, and drops those whose slot lies below a new traced
- * call's sp. Code that switches stacks under open traced calls (contexts,
- * a signal handler on an alternate stack above the interrupted calls)
- * then gets a return sent to another call's address, or SIGILL (checked
- * on 6.18: docs/design.md). A program that imports a stack switch is not
- * given return probes either (refusals_in_file's *switcher).
- */
 static void refusals_in_file(const char *path, char **thrower, char **switcher);
 
-/* The same over the process's modules. */
+/* What needs a stack switch among the modules of syms (NULL: nothing). */
 static char *switcher_in(struct ptw_symbols *syms)
 {
 	char *why = NULL;
@@ -358,6 +568,14 @@ static char *switcher_in(struct ptw_symbols *syms)
 			refusals_in_file(path, NULL, &why);
 	}
 	return why;
+}
+
+/* Whether the process's modules (syms) can throw or switch stacks: from
+ * then on, exits' probes (f->exits_why says why). */
+static void check_exits_needed(struct ptwk_frames *f, struct ptw_symbols *syms)
+{
+	if (!f->exits_why && !(f->exits_why = thrower_in(syms)))
+		f->exits_why = switcher_in(syms);
 }
 
 /* Whether the file at path was scanned already, and now is: one key per
@@ -414,7 +632,7 @@ static int scan(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
 }
 
 /* Why no uretprobe may go in a process that maps the file at path. In
- * *thrower (when not NULL), what unwinder_in() looks for, in a file not
+ * *thrower (when not NULL), what thrower_in() looks for, in a file not
  * loaded yet: a thrower in its symbol tables (defined or needed), or a C++
  * or unwinding runtime among the libraries it needs. In *switcher, a stack
  * switch it needs from libc ("swapcontext needed by prog"; libc itself
@@ -499,6 +717,8 @@ static int scan_file(struct ptwk_frames *f, const char *real, bool use_debug_fil
 		ptw_trace_select_walked(f->sel, real, r);
 		total = attach_group(f, &f->group, pr);
 		group_free(&f->group);
+		/* the helpers it defines (libstdc++'s, libgcc_s's): before it runs */
+		total += attach_helpers(f, pr);
 		f->offline = false;
 		f->syms = NULL;
 	}
@@ -514,18 +734,19 @@ int ptwk_frames_scan_files(struct ptwk_frames *f, const char *const *paths, size
 	for (size_t i = 0; i < n; i++)
 		if (!realpath(paths[i], real[i]))
 			real[i][0] = '\0';
-	/* Every file first: none gets a uretprobe if any can throw. */
-	for (size_t i = 0; i < n && !f->unwinder && !f->switcher; i++)
+	/* Every file first: if any can throw or switch stacks, no uretprobe. */
+	for (size_t i = 0; i < n && !f->exits_why; i++)
 		if (real[i][0]) {
-			refusals_in_file(real[i], &f->unwinder, &f->switcher);
-			if (f->unwinder) { /* (its note says the first reason only) */
-				free(f->switcher);
-				f->switcher = NULL;
-			}
+			char *switcher = NULL;
+			refusals_in_file(real[i], &f->exits_why, &switcher);
+			if (!f->exits_why)
+				f->exits_why = switcher;
+			else
+				free(switcher);
 		}
 	f->pid = pid;
 	f->started = true; /* the process scans that follow are after the exec */
-	for (size_t i = 0; i < n && !f->unwinder && !f->switcher; i++) {
+	for (size_t i = 0; i < n; i++) {
 		if (!real[i][0]) {
 			snprintf(why, why_size, "%s: %s", paths[i], strerror(ENOENT));
 			r = -ENOENT;
@@ -631,9 +852,7 @@ size_t ptwk_frames_launch_libraries(const char *path, char ***ret)
 int ptwk_frames_scan(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
 		     const struct ptwk_frames_progs *pr, char *why, size_t why_size)
 {
-	if (f->unwinder || (f->unwinder = unwinder_in(syms)) || f->switcher ||
-	    (f->switcher = switcher_in(syms)))
-		return 0;
+	check_exits_needed(f, syms);
 	int r = scan(f, syms, pid, pr, false, why, why_size);
 	/* after an attach's first scan, or any of a launch's (its files were
 	 * scanned before it ran) */
@@ -644,7 +863,7 @@ int ptwk_frames_scan(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
 int ptwk_frames_scan_core(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
 			  const struct ptwk_frames_progs *pr, char *why, size_t why_size)
 {
-	return f->unwinder || f->switcher ? 0 : scan(f, syms, pid, pr, true, why, why_size);
+	return scan(f, syms, pid, pr, true, why, why_size);
 }
 
 const struct ptw_location *ptwk_frames_function(const struct ptwk_frames *f, uint64_t index)
@@ -693,30 +912,17 @@ void ptwk_frames_notes(const struct ptwk_frames *f,
 {
 	if (!f)
 		return;
-	struct ptw_buf b = { 0 };
-	if (f->unwinder) {
-		ptw_buf_printf(
-			&b,
-			"--trace is not done on the kernel path for this process: it can throw "
-			"exceptions (%s), and one thrown through a call whose return a "
-			"uretprobe watches terminates the program (its unwinder cannot step "
-			"through the kernel's return trampoline); the ptrace backend traces it",
-			f->unwinder);
+	if (f->by_uretprobe && f->by_exits) {
+		struct ptw_buf b = { 0 };
+		ptw_buf_printf(&b,
+			       "--trace: %u traced functions probed before the process could "
+			       "throw or switch stacks (%s, loaded later) have their returns "
+			       "watched by uretprobes: an exception thrown through one of their "
+			       "calls, or a stack switched under it, can end the program "
+			       "(--backend=ptrace has no such limit)",
+			       f->by_uretprobe, f->exits_why);
 		fn(ctx, PTW_W_KERNEL_LIMIT, b.p);
 		ptw_buf_free(&b);
-		return;
-	}
-	if (f->switcher) {
-		ptw_buf_printf(
-			&b,
-			"--trace is not done on the kernel path for this process: it can switch "
-			"stacks (%s), and the kernel can then send a traced call's return to "
-			"another call's address or kill the program (SIGILL); the ptrace backend "
-			"traces it",
-			f->switcher);
-		fn(ctx, PTW_W_KERNEL_LIMIT, b.p);
-		ptw_buf_free(&b);
-		return;
 	}
 	if (f->late)
 		fn(ctx, PTW_W_KERNEL_LIMIT,
@@ -724,7 +930,6 @@ void ptwk_frames_notes(const struct ptwk_frames *f,
 		   "ptwatch has read that ld.so mapped them, while the program runs on: their "
 		   "first calls may not be seen, and a library already unloaded by then is not "
 		   "seen at all");
-	ptw_buf_free(&b);
 	struct ptw_trace_select *sel = f->sel;
 	ptw_trace_select_notes(&sel, 1, note, &(struct notes){ fn, ctx });
 }
@@ -752,13 +957,12 @@ void ptwk_frames_free(struct ptwk_frames *f)
 	ptwk_frames_close(f);
 	ptw_trace_select_free(f->sel);
 	free(f->fns);
+	free(f->exits_why);
 	ptw_map_free(&f->scanned);
 	ptw_map_free(&f->entries);
 	ptw_map_free(&f->traced);
 	free(f->fn_addrs);
 	ptw_map_free(&f->helpers);
-	free(f->unwinder);
-	free(f->switcher);
 	group_free(&f->group);
 	for (size_t i = 0; i < f->nfile_syms; i++)
 		ptw_symbols_free(f->file_syms[i]);

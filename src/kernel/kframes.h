@@ -2,19 +2,20 @@
 /*
  * --trace on the kernel path: the functions the patterns match (the
  * tracer's matching, ptw_patterns.h), found with the symbols layer in the
- * executable and its libraries as file offsets, and an entry uprobe and a
- * uretprobe on each (bpf/ptw_frames.bpf.h), attached for one process:
- * one uprobe_multi link per module file and direction, the cookie the
- * function's index here; ordinary uprobes as the fallback. Plus uprobes on
- * the helpers that leave frames without a return (longjmp & co,
+ * executable and its libraries as file offsets, and an entry uprobe on
+ * each (bpf/ptw_frames.bpf.h) and what sees its return: a uretprobe, or,
+ * in a process that can throw exceptions or switch stacks (where the
+ * uretprobe's trampoline would end or misroute it), a uprobe on each of
+ * its exits (its rets and its jumps out of it, from a sweep of its code
+ * that must decode it whole: ptw_insn_exits). Attached for one process:
+ * one uprobe_multi link per module file and kind, the cookie the
+ * function's index here; ordinary uprobes as the fallback. Plus uprobes
+ * on the helpers that leave frames without a return (longjmp & co,
  * _Unwind_RaiseException, __cxa_begin_catch), as the tracer hooks them,
  * and on ld.so's _dl_debug_state: libraries loaded later are scanned when
  * the reader sees it fire (the program runs on meanwhile: their first
  * calls may be missed). A file's probes stay for the session: the kernel
  * puts them in every later mapping of it (a library dlopen'ed again).
- *
- * Not in a process that can throw exceptions (C++, Rust): see
- * unwinder_in() in kframes.c.
  */
 #ifndef PTW_KERNEL_KFRAMES_H
 #define PTW_KERNEL_KFRAMES_H
@@ -30,7 +31,8 @@ struct bpf_program;
 struct ptwk_frames;
 
 struct ptwk_frames_progs {
-	struct bpf_program *entry, *ret, *helper;
+	struct bpf_program *entry, *ret, *exit, *helper; /* ret: the uretprobe */
+	int jumps; /* the frame_jumps map: indirect jumps' targets, by cookie index */
 	bool multi; /* uprobe_multi links (else a perf event per probe) */
 	/* the probes for every process that maps a file, the programs keeping
 	 * the watched ones (-f: a child's must be in before it runs; a zombie
@@ -59,7 +61,8 @@ int ptwk_frames_scan_core(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t
  * A launch: the files at paths (the executable as exec will find it, the
  * libraries ld.so will map for it) are read before it runs, and their
  * traced functions get their probes for pid now (they are in when it
- * execs). If any of them can throw, none does (see unwinder_in()).
+ * execs). If any of them can throw or switch stacks, no function gets a
+ * uretprobe (kframes.c).
  * Returns the number of probes attached, or -errno when none could be
  * and a file could not be read (*why says which).
  */
@@ -83,13 +86,14 @@ const struct ptw_location *ptwk_frames_function(const struct ptwk_frames *f, uin
  * end of every signal handler is seen. */
 bool ptwk_frames_sigreturn_probed(const struct ptwk_frames *f);
 
-/* Probes attached (entry, return and helpers). */
 /* Whether the function at entry (an address in the attached process) has
  * its entry and return probes; *ret_index: its index (the cookie). */
 bool ptwk_frames_traced(const struct ptwk_frames *f, uint64_t entry, uint64_t *ret_index);
+/* Probes attached (entries, returns and helpers). */
 unsigned ptwk_frames_probes(const struct ptwk_frames *f);
-/* Of the functions traced, those whose first instruction the kernel
- * single-steps at each call (xol.h): some 10 times the cost of a call. */
+/* Of the functions traced, those the kernel single-steps at each call: at
+ * their first instruction (xol.h), or at their ret (exits' probes): some
+ * 10 times the cost of a call. */
 unsigned ptwk_frames_stepped(const struct ptwk_frames *f);
 
 /* The patterns that matched nothing, the functions that could not be

@@ -114,6 +114,7 @@ int ptwk_open_skeleton(struct ptw_kernel *k, bool multi)
 	}
 	/* --trace's (kframes.c) */
 	struct bpf_program *frame_progs[] = { s->progs.ptw_frame_entry, s->progs.ptw_frame_return,
+					      s->progs.ptw_frame_exit,
 					      s->progs.ptw_frame_helper };
 	/* an attach's task iterator: calls under way (underway.c), and the
 	 * fs base of threads libthread_db's walk did not give (threads.c) */

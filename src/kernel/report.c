@@ -26,6 +26,7 @@ static const char *lost_kind_name(unsigned kind)
 		[PTWK_MAIN] = "main() starts",
 		[PTWK_FRAME_ENTRY] = "traced calls' entries",
 		[PTWK_FRAME_RETURN] = "traced calls' returns",
+		[PTWK_FRAME_TAIL] = "traced calls' tail jumps",
 		[PTWK_THROW] = "throws",
 		[PTWK_CATCH] = "catches",
 		[PTWK_LONGJMP] = "longjmps",
@@ -121,43 +122,9 @@ void ptwk_end_notes(struct ptw_kernel *k)
 	if (k->conv.frames_too_deep)
 		ptwk_note(
 			k,
-			"--trace: %llu calls nested under 64 others with their returns pending had no "
-			"return probe (the kernel's limit) and are reported unmatched",
+			"--trace: %llu calls nested under 64 others with their uretprobe returns "
+			"pending had no return probe (the kernel's limit) and are reported unmatched",
 			(unsigned long long)k->conv.frames_too_deep);
-	if (k->conv.frames_misrouted)
-		ptwk_note(
-			k,
-			"--trace: %llu returns of traced calls went to another call's return address: "
-			"the kernel keeps one list of pending returns per thread whatever the stack, "
-			"and context switches (swapcontext) with traced calls open mixed it up; the "
-			"program did not run as it does untraced (use --backend=ptrace)",
-			(unsigned long long)k->conv.frames_misrouted);
-	if (k->conv.frames_sigaltstack)
-		ptwk_note(
-			k,
-			"--trace: a signal handler ran on an alternate stack (sigaltstack) above %llu "
-			"traced calls it interrupted: the kernel dropped their pending returns, taking "
-			"them for calls a longjmp left; when they return it kills the program with "
-			"SIGILL or sends it to another call's return address (use --backend=ptrace)",
-			(unsigned long long)k->conv.frames_sigaltstack);
-	if (k->conv.frames_ctx_dropped)
-		ptwk_note(
-			k,
-			"--trace: a context ran traced calls on a stack above %llu traced calls open in "
-			"a context that switched to it (swapcontext): the kernel dropped their "
-			"pending returns, taking them for calls a longjmp left; if they return, it "
-			"kills the program with SIGILL or sends it to another call's return address "
-			"(use --backend=ptrace)",
-			(unsigned long long)k->conv.frames_ctx_dropped);
-	if (!k->conv.frames_misrouted && !k->conv.frames_ctx_dropped && k->conv.frames_ctx_open)
-		ptwk_note(
-			k,
-			"--trace: %llu context switches (swapcontext) left traced calls open: their "
-			"returns rely on the kernel's one list of pending returns per thread, which a "
-			"context whose stack lies above them, or that switches back with its own traced "
-			"calls open, mixes up (returns lost, or sent to another call's caller: see "
-			"BUGS)",
-			(unsigned long long)k->conv.frames_ctx_open);
 }
 
 void ptwk_read_counters(struct ptw_kernel *k)

@@ -12,6 +12,8 @@ static struct ptwk_frames_progs trace_progs(const struct ptw_kernel *root)
 {
 	return (struct ptwk_frames_progs){ .entry = root->skel->progs.ptw_frame_entry,
 					   .ret = root->skel->progs.ptw_frame_return,
+					   .exit = root->skel->progs.ptw_frame_exit,
+					   .jumps = bpf_map__fd(root->skel->maps.frame_jumps),
 					   .helper = root->skel->progs.ptw_frame_helper,
 					   .multi = root->multi,
 					   .wide = ptwk_probe_pid(root) <= 0 };

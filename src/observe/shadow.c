@@ -83,6 +83,17 @@ size_t ptw_shadow_return(struct ptw_shadow *s, uint64_t sp, uint64_t ip, ptw_sha
 	return k;
 }
 
+size_t ptw_shadow_tail(struct ptw_shadow *s, uint64_t sp, ptw_shadow_left_fn left, void *ctx)
+{
+	size_t k = 0;
+	while (k < s->run.n && ptw_shadow_above(SP(s, k), sp))
+		k++;
+	if (k == s->run.n || SP(s, k) != sp)
+		return 0;
+	pop(s, k + 1, PTW_SHADOW_TAIL_CALL, left, ctx);
+	return k + 1;
+}
+
 void ptw_shadow_land(struct ptw_shadow *s, uint64_t sp, ptw_shadow_left_fn left, void *ctx)
 {
 	size_t k = 0;

@@ -71,16 +71,6 @@ static bool kernel_fits(const struct ptw_backend_opts *o, const char *argv0, cha
 		snprintf(why, size, "auto: the kernel path cannot run here: %s", reason);
 		return false;
 	}
-	if (o->ntrace) {
-		/* It does, but less: C++ and Rust processes get no frames (a
-		 * uretprobe's trampoline breaks the unwinder), the first calls
-		 * into a dlopen'ed library may be missed, 64 pending returns
-		 * at most. Asked for by name, it runs. */
-		snprintf(why, size,
-			 "auto: --trace is complete on the ptrace path only (C++ exceptions, "
-			 "dlopen'ed libraries, recursion deeper than 64)");
-		return false;
-	}
 	if (o->follow_forks) {
 		/* A child's probes must be in before it runs: with -f they are
 		 * on libc's file, a trap in every process on the machine. */

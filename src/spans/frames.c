@@ -415,9 +415,12 @@ static struct ptw_frame *on_at(struct ptw_frames *f, const struct ptw_event *ev,
 	struct fthread *ft = fthread(f, ev, false);
 	if (!ft)
 		return NULL;
-	struct leave lv = { f, ft, ev, skip_reason(ft, thread), NULL, false, 0, NULL };
+	struct leave lv = { f, ft, ev, skip_reason(ft, thread), NULL, ev->kind == PTW_EV_FRAME_TAIL,
+			    0, NULL };
 	if (ev->kind == PTW_EV_FRAME_RETURN)
 		ptw_shadow_return(&ft->sh, ev->sp, ret, leave_frame, &lv);
+	else if (ev->kind == PTW_EV_FRAME_TAIL)
+		ptw_shadow_tail(&ft->sh, ev->sp, leave_frame, &lv);
 	else
 		ptw_shadow_land(&ft->sh, ev->sp, leave_frame, &lv);
 	if (ft->leaving == LEAVE_LONGJMP || (ev->kind == PTW_EV_CATCH && ft->leaving == LEAVE_EXCEPTION))
@@ -507,6 +510,9 @@ const struct ptw_frame *ptw_frames_consume(struct ptw_frames *f, const struct pt
 		return on_entry(f, ev, thread);
 	case PTW_EV_FRAME_RETURN:
 		return on_at(f, ev, thread, ev->ret_addr);
+	case PTW_EV_FRAME_TAIL:
+		on_at(f, ev, thread, 0);
+		break;
 	case PTW_EV_CATCH:
 		return on_at(f, ev, thread, 0);
 	case PTW_EV_THROW:

@@ -728,6 +728,7 @@ const struct ptw_span *ptw_spans_consume(struct ptw_spans *s, const struct ptw_e
 		break;
 	case PTW_EV_FRAME_ENTRY:
 	case PTW_EV_FRAME_RETURN:
+	case PTW_EV_FRAME_TAIL:
 	case PTW_EV_THROW:
 	case PTW_EV_CATCH:
 	case PTW_EV_LONGJMP:
@@ -1157,6 +1158,7 @@ const char *ptw_event_kind_name(enum ptw_event_kind kind)
 		[PTW_EV_SPAN_OPEN] = "open",
 		[PTW_EV_FRAME_ENTRY] = "call",
 		[PTW_EV_FRAME_RETURN] = "ret",
+		[PTW_EV_FRAME_TAIL] = "tail",
 		[PTW_EV_THROW] = "throw",
 		[PTW_EV_CATCH] = "catch",
 		[PTW_EV_LONGJMP] = "longjmp",

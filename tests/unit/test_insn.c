@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Stepping over displaced instructions: plans, emulation, XOL relocation. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
@@ -343,8 +345,68 @@ static void test_return_sites(void)
 	CHECK_EQ(ptw_insn_find_return_sites(bad, sizeof(bad), 0x1000, 0x2000, out, 4), 0);
 }
 
+/* How a function can leave: its rets, its jumps out (a jcc with its
+ * condition, an indirect jump with its operand), not its jumps inside; a
+ * sweep that cannot decode every byte, or finds a branch into an
+ * instruction, refuses the function. */
+static void test_exits(void)
+{
+	static const uint8_t fn[] = {
+		0x85, 0xff,			    /* 0x1000 test %edi,%edi */
+		0x74, 0x06,			    /* 0x1002 je 0x100a (inside) */
+		0x0f, 0x85, 0xf6, 0x0f, 0x00, 0x00, /* 0x1004 jne 0x2000 */
+		0xff, 0xe0,			    /* 0x100a jmp *%rax */
+		0xff, 0x25, 0x00, 0x01, 0x00, 0x00, /* 0x100c jmp *0x100(%rip) */
+		0xc2, 0x08, 0x00,		    /* 0x1012 ret $8 */
+		0xe9, 0xe6, 0x2f, 0x00, 0x00,	    /* 0x1015 jmp 0x4000 */
+		0xc3,				    /* 0x101a ret */
+	};
+	struct ptw_insn_exit *ex;
+	size_t n;
+	CHECK_EQ(ptw_insn_exits(fn, sizeof(fn), 0x1000, &ex, &n), 0);
+	CHECK_EQ(n, 6);
+	if (n == 6) {
+		CHECK_EQ(ex[0].addr, 0x1004);
+		CHECK_EQ(ex[0].kind, PTW_EXIT_JCC);
+		CHECK_EQ(ex[0].cond, 5);
+		CHECK_EQ(ex[0].target, 0x2000);
+		CHECK_EQ(ex[1].addr, 0x100a);
+		CHECK_EQ(ex[1].kind, PTW_EXIT_JUMP_INDIRECT);
+		CHECK_EQ(ex[1].op.type, PTW_OPND_REG);
+		CHECK_EQ(ex[1].op.reg, (int)offsetof(struct user_regs_struct, rax));
+		CHECK_EQ(ex[2].kind, PTW_EXIT_JUMP_INDIRECT);
+		CHECK_EQ(ex[2].op.type, PTW_OPND_MEM);
+		CHECK_EQ(ex[2].op.base, PTW_REG_RIP);
+		CHECK_EQ(ex[2].op.disp, 0x100);
+		CHECK_EQ(ex[2].len, 6);
+		CHECK_EQ(ex[3].addr, 0x1012);
+		CHECK_EQ(ex[3].kind, PTW_EXIT_RET);
+		CHECK_EQ(ex[4].kind, PTW_EXIT_JUMP);
+		CHECK_EQ(ex[4].target, 0x4000);
+		CHECK_EQ(ex[5].addr, 0x101a);
+		CHECK_EQ(ex[5].kind, PTW_EXIT_RET);
+	}
+	free(ex);
+	/* the last instruction cut */
+	CHECK_EQ(ptw_insn_exits(fn, sizeof(fn) - 3, 0x1000, &ex, &n), -EILSEQ);
+	CHECK(ex == NULL);
+	/* a branch into the middle of an instruction (je 0x1009) */
+	uint8_t bad[sizeof(fn)];
+	memcpy(bad, fn, sizeof(fn));
+	bad[3] = 0x05;
+	CHECK_EQ(ptw_insn_exits(bad, sizeof(bad), 0x1000, &ex, &n), -EILSEQ);
+	/* a byte that does not decode (push %es) */
+	bad[3] = 0x06;
+	bad[0] = 0x06;
+	CHECK_EQ(ptw_insn_exits(bad, sizeof(bad), 0x1000, &ex, &n), -EILSEQ);
+	/* a loop out of the function: not modelled */
+	static const uint8_t loop[] = { 0xe2, 0x10, 0xc3 }; /* loop 0x1012; ret */
+	CHECK_EQ(ptw_insn_exits(loop, sizeof(loop), 0x1000, &ex, &n), -ENOTSUP);
+}
+
 int main(void)
 {
+	test_exits();
 	test_return_sites();
 	test_entry_step();
 	test_emulated();

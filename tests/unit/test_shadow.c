@@ -295,8 +295,28 @@ static void test_under_way(void)
 	CHECK_LEFT(1, 0x7000, PTW_SHADOW_RETURNED);
 }
 
+/* The kernel path's tail jump into code not traced: the frame whose slot
+ * it is ends tail_call, those below it are left; at a slot no frame has,
+ * nothing ends. */
+static void test_tail_jump(void)
+{
+	reset();
+	enter(0x7000, 0xa1, 1);
+	enter(0x6f00, 0xb1, 2);
+	enter(0x6e00, 0xc1, 3);
+	CHECK_EQ(ptw_shadow_tail(&sh, 0x6f80, left, NULL), 0);
+	CHECK_EQ(nout, 0);
+	CHECK_EQ(ptw_shadow_tail(&sh, 0x6f00, left, NULL), 2);
+	CHECK_LEFT(0, 0x6e00, PTW_SHADOW_LEFT);
+	CHECK_LEFT(1, 0x6f00, PTW_SHADOW_TAIL_CALL);
+	CHECK_EQ(sh.run.n, 1);
+	CHECK_EQ(ptw_shadow_tail(&sh, 0x7000, left, NULL), 1);
+	CHECK_EQ(sh.run.n, 0);
+}
+
 int main(void)
 {
+	test_tail_jump();
 	test_calls_and_returns();
 	test_tail_calls();
 	test_recursion();

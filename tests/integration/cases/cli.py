@@ -164,6 +164,12 @@ def case_backend_choice(session, chk):
     p, d = doc_of(['--json', '-q', '--', 'true'], env={'PTWATCH_BACKEND': 'auto'})
     chk.eq('auto as root: kernel', d and d['session']['backend'], 'kernel')
     chk.true('auto says why', d and d['session']['backend_why'].startswith('auto: '))
+    # --trace too, a C++ program among them (its returns by probes on the
+    # functions' exits: no uretprobe trampoline for its unwinder)
+    p, d = doc_of(['--json', '-q', '--trace', 'frx::*', '--', fixture('frames_cxx')],
+                  env={'PTWATCH_BACKEND': 'auto'})
+    chk.eq('auto --trace, a C++ program: kernel', d and d['session']['backend'], 'kernel')
+    chk.eq('... its frames', d and len([s for s in d['spans'] if s['kind'] == 'frame']), 5)
     # a static program: the kernel path where its symbols name the probe
     # points, ptrace where it is stripped
     for name, want in (('static', 'kernel'), ('static_stripped', 'ptrace')):

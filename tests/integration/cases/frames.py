@@ -181,8 +181,7 @@ def case_frames(session, chk, mode='recursion'):
                  'frames: %d calls' % len(frames) in text and 'FUNCTION' in text, text[-3000:])
 
 
-@test('frames-cxx',
-      kernel="the kernel path refuses --trace for a C++ program that can throw (a uretprobe's trampoline breaks the unwinder: issue 31)")
+@test('frames-cxx', kernel=True)
 @case('frames-cxx')
 def case_frames_cxx(session, chk):
     """A C++ exception thrown through traced frames, caught above them."""

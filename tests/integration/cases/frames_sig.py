@@ -6,7 +6,7 @@ import os
 import signal
 
 from ptw_test import test
-from ptw_test import backend, case, check_exit, fixture, validate
+from ptw_test import case, check_exit, fixture, validate
 from helpers import check_same_as_untraced, run_ptwatch
 from cases.frames import check_frames_sane, frame_spans, frame_symbol
 
@@ -30,21 +30,6 @@ def truth_tree(truth):
             for r in recs]
 
 
-def check_switcher_refused(chk, session, mode):
-    """The kernel path gives no frames to a program that can switch stacks
-    (the kernel could send a return elsewhere, or kill it: man BUGS), says
-    why, and the program computes what it does untraced."""
-    cmd = [fixture('frames_sig'), mode]
-    run = session.run(cmd, opts=['-q', '--trace', 'sg_*'])
-    check_exit(chk, run, code=0)
-    msgs = [w['message'] for w in run.doc.get('warnings', []) if w['code'] == 'kernel_limit']
-    chk.true('a kernel_limit warning says it can switch stacks (%s)' % msgs,
-             any('can switch stacks (swapcontext needed by fixture-frames-sig)' in m
-                 for m in msgs))
-    chk.eq('no frames', frame_spans(run.doc), [])
-    check_same_as_untraced(chk, session, cmd, run)
-
-
 @test('frames-sig-handler', 'handler', kernel=True)
 @test('frames-sig-siglongjmp', 'siglongjmp', kernel=True)
 @test('frames-sig-nested', 'nested', kernel=True)
@@ -57,13 +42,7 @@ def case_frames_sig(session, chk, mode='handler'):
     is exactly the one the fixture recorded as it ran; the program computes
     the same with and without --trace; ptwatch report --format=json gives
     the frames (their signal too) back."""
-    contexts = mode in ('context', 'pingpong', 'abandoned')
-    if backend() == 'kernel' and contexts:
-        check_switcher_refused(chk, session, mode)
-        return
-    # (the kernel path traces no program that can switch stacks: the
-    # handlers' modes run in the fixture built without contexts there)
-    cmd = [fixture('frames_sig_plain' if backend() == 'kernel' else 'frames_sig'), mode]
+    cmd = [fixture('frames_sig'), mode]
     run = session.run(cmd, opts=['-q', '--trace', 'sg_*'])
     check_exit(chk, run, code=0)
     check_frames_sane(chk, run.doc, contexts=mode == 'pingpong')
