@@ -12,5 +12,6 @@ int main()
 	reply("ready %d", (int)getpid());
 	if (next_command() != 'g')
 		die("unexpected command", 0);
-	return cxx_main();
+	char *none[] = { NULL };
+	return cxx_main(0, none);
 }

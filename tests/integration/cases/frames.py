@@ -202,6 +202,32 @@ def case_frames_cxx(session, chk):
     check_same_as_untraced(chk, session, [exe], run)
 
 
+@test('frames-cxx-deep', kernel=True)
+@case('frames-cxx-deep')
+def case_frames_cxx_deep(session, chk):
+    """A recursion 1,001 calls deep (past the kernel's 64 pending
+    uretprobe returns), an exception thrown from its bottom every third
+    round and caught 500 calls up: every call a frame, those the exception
+    left unmatched "exception", the others completed, at their depth; the
+    program's checksum unchanged."""
+    exe = fixture('frames_cxx')
+    run = session.run([exe, 'deep'], opts=['-q', '--trace', 'frx::deep*'])
+    check_exit(chk, run, code=0)
+    check_frames_sane(chk, run.doc)
+    truth = one_truth(run, 'deep')
+    frames = frame_spans(run.doc)
+    chk.eq('a frame per call', len(frames), truth['calls'])
+    done = [f for f in frames if f['status'] == 'completed']
+    chk.eq('completed', len(done), truth['completed'])
+    left = [f for f in frames if f['status'] != 'completed']
+    chk.eq('the others left by the exception',
+           sorted({(f['status'], f['reason']) for f in left}), [('unmatched', 'exception')])
+    chk.eq('the deepest frame', max(f['depth'] for f in frames), 1001)
+    chk.eq('left frames below the catch', min(f['depth'] for f in left), 502)
+    chk.eq('no warning', [w['code'] for w in run.doc.get('warnings', [])], [])
+    check_same_as_untraced(chk, session, [exe, 'deep'], run)
+
+
 @test('frames-attach', kernel=True, ns=True)
 @case('frames-attach')
 def case_frames_attach(session, chk):
