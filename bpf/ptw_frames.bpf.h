@@ -111,6 +111,7 @@ static __always_inline void frame_exit(struct pt_regs *ctx, __u64 id, __u64 cook
 		if (read_user_u64(sp, &r.c))
 			r.f |= PTWK_F_READ;
 		r.d = ctx->ax;
+		r.e = uprobe_area(); /* (a uretprobe'd caller's tail call: its trampoline) */
 		send(&r, false);
 		return;
 	}

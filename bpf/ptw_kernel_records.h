@@ -50,7 +50,8 @@ enum ptwk_kind {
 			    * with the uretprobe trampoline; 0 none yet) */
 	PTWK_FRAME_RETURN, /* a function's ret (a uprobe on the instruction, or its
 			    * uretprobe): a = function index, b = sp after the return,
-			    * c = where it returns to (PTWK_F_READ: read), d = rax. Also
+			    * c = where it returns to (PTWK_F_READ: read), d = rax, e (at
+			    * a ret) the uprobe area, as FRAME_ENTRY's. Also
 			    * a return site's uprobe (calls under way at an attach:
 			    * underway.h) */
 	PTWK_THROW,	   /* _Unwind_RaiseException entry */

@@ -153,8 +153,10 @@ static void on_return(struct ptwk_conv *c, const struct ptwk_record *r)
 	uint64_t sp = r->b, ip = r->c;
 	if (!ft || !ft->sh.run.n)
 		return;
-	if (!(r->f & PTWK_F_READ)) {
-		/* [sp] unread (a page out): the frame whose slot it is knows */
+	if (!(r->f & PTWK_F_READ) || trampoline(r)) {
+		/* [sp] unread (a page out), or the trampoline of a uretprobe'd
+		 * caller that tail-called this one: the frame whose slot it is
+		 * knows */
 		ip = 0;
 		for (size_t i = ft->sh.run.n; i-- > 0 && !ip;)
 			if (ft->sh.run.st[i].sp == sp - 8)

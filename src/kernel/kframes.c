@@ -347,41 +347,70 @@ static int link_range(struct ptwk_frames *f, struct bpf_program *prog, const str
 	return 0;
 }
 
+/* Whether function i of g calls itself (a direct call of its own
+ * entry): a recursion can nest deeper than the kernel's 64 pending
+ * uretprobe returns. */
+static bool calls_itself(struct ptwk_frames *f, int fd, const struct group *g, size_t i)
+{
+	const struct ptw_location *loc = f->fns[g->cookies[i]];
+	struct part p = { .off = g->offsets[i] };
+	if (fd < 0 || ptw_symbols_function_range(f->syms, loc->addr, &p.lo, &p.hi) < 0 ||
+	    p.lo != loc->addr || p.hi <= p.lo || p.hi - p.lo > FUNCTION_MAX)
+		return false;
+	size_t len = (size_t)(p.hi - p.lo);
+	uint8_t *code = xmalloc(len);
+	uint64_t targets[256];
+	int n = pread(fd, code, len, (off_t)p.off) == (ssize_t)len
+			? ptw_insn_find_calls(code, len, p.lo, false, targets, 256)
+			: 0;
+	free(code);
+	for (int k = 0; k < n; k++)
+		if (targets[k] == p.lo)
+			return true;
+	return false;
+}
+
 /*
- * A group's functions: with exits' probes (f->exits_why), each swept for
- * its exits (one it cannot sweep whole is not traced); else a uretprobe
- * each. Then the entry probes and the return ones, one link each; if the
- * kernel refuses a link (one instruction it cannot probe refuses them
- * all), each function on its own, so that only that one is lost.
+ * A group's functions: with exits' probes (f->exits_why, or a function
+ * that calls itself), each swept for its exits (one it cannot sweep whole
+ * is not traced); else a uretprobe each. Then the entry probes, the exits'
+ * and the uretprobes, one link each; if the kernel refuses a link (one
+ * instruction it cannot probe refuses them all), each function on its
+ * own, so that only that one is lost.
  */
 static int attach_group(struct ptwk_frames *f, const struct group *g,
 			const struct ptwk_frames_progs *pr)
 {
 	if (!g->n)
 		return 0;
-	struct group in = { 0 }, ex = { 0 };
-	size_t *from = xcalloc(g->n + 1, sizeof(*from));
+	struct group in = { 0 }, ex = { 0 }, ur = { 0 };
+	/* function k of in: exits [from[k], from[k + 1]) of ex, its
+	 * uretprobe uret[k] of ur (SIZE_MAX: none) */
+	size_t *from = xcalloc(g->n + 1, sizeof(*from)), *uret = xcalloc(g->n, sizeof(*uret));
 	int fd = open(g->path, O_RDONLY | O_CLOEXEC);
 	memcpy(in.path, g->path, sizeof(in.path));
 	memcpy(ex.path, g->path, sizeof(ex.path));
-	bool exits = f->exits_why;
-	ptw_dbg(PTW_DBG_TRACER, "--trace: %s: returns by %s%s%s", g->module,
-		exits ? "probes on the exits (" : "uretprobes", exits ? f->exits_why : "",
-		exits ? ")" : "");
+	memcpy(ur.path, g->path, sizeof(ur.path));
+	ptw_dbg(PTW_DBG_TRACER, "--trace: %s: returns by %s%s)", g->module,
+		f->exits_why ? "probes on the exits (" : "uretprobes (probes on the exits of "
+							  "functions that call themselves",
+		f->exits_why ? f->exits_why : "");
 	for (size_t i = 0; i < g->n; i++) {
 		size_t e0 = ex.n;
-		uint64_t cookie = g->cookies[i] | PTWK_ENTRY_URETPROBE;
+		bool exits = f->exits_why || calls_itself(f, fd, g, i);
+		uint64_t cookie = g->cookies[i] | (exits ? 0 : PTWK_ENTRY_URETPROBE);
 		int r = !exits ? 0
 			: fd < 0 ? -errno
 				 : function_exits(f, fd, g, i, pr->jumps, &ex, &cookie);
-		if (!exits)
-			group_add(&ex, g->offsets[i], g->cookies[i], g->names[i]);
 		if (r < 0) {
 			ex.n = e0;
 			failed_function(f, g->names[i], r);
 			continue;
 		}
 		from[in.n] = e0;
+		uret[in.n] = exits ? SIZE_MAX : ur.n;
+		if (!exits)
+			group_add(&ur, g->offsets[i], g->cookies[i], g->names[i]);
 		group_add(&in, g->offsets[i], cookie, g->names[i]);
 	}
 	from[in.n] = ex.n;
@@ -390,14 +419,16 @@ static int attach_group(struct ptwk_frames *f, const struct group *g,
 	int total = 0, r = -ENOTSUP;
 	size_t fd0 = f->nfds, l0 = f->nlinks;
 	unsigned p0 = f->probes;
-	struct bpf_program *ret = exits ? pr->exit : pr->ret;
 	if (pr->multi && in.n) {
 		r = link_range(f, pr->entry, &in, 0, in.n, false, pr);
 		if (r == 0)
-			r = link_range(f, ret, &ex, 0, ex.n, !exits, pr);
+			r = link_range(f, pr->exit, &ex, 0, ex.n, false, pr);
+		if (r == 0)
+			r = link_range(f, pr->ret, &ur, 0, ur.n, true, pr);
 		if (r == 0) {
-			traced_group(f, &in, 0, in.n, exits);
-			total = (int)(in.n + ex.n);
+			for (size_t k = 0; k < in.n; k++)
+				traced_group(f, &in, k, 1, uret[k] == SIZE_MAX);
+			total = (int)(in.n + ex.n + ur.n);
 		} else {
 			unlink_since(f, fd0, l0, p0);
 			ptw_dbg(PTW_DBG_TRACER, "--trace: uprobe_multi on %s: %s; one by one",
@@ -406,22 +437,27 @@ static int attach_group(struct ptwk_frames *f, const struct group *g,
 	}
 	for (size_t i = 0; r < 0 && i < in.n; i++) {
 		fd0 = f->nfds, l0 = f->nlinks, p0 = f->probes;
-		/* both or neither: an entry without its exits would leave
+		/* all or none: an entry without its return probes would leave
 		 * every call of it open */
+		bool exits = uret[i] == SIZE_MAX;
 		int k = link_range(f, pr->entry, &in, i, 1, false, pr);
 		if (k == 0)
-			k = link_range(f, ret, &ex, from[i], from[i + 1] - from[i], !exits, pr);
+			k = exits ? link_range(f, pr->exit, &ex, from[i], from[i + 1] - from[i], false,
+					       pr)
+				  : link_range(f, pr->ret, &ur, uret[i], 1, true, pr);
 		if (k == 0) {
 			traced_group(f, &in, i, 1, exits);
-			total += (int)(1 + from[i + 1] - from[i]);
+			total += (int)(1 + (exits ? from[i + 1] - from[i] : 1));
 		} else {
 			unlink_since(f, fd0, l0, p0);
 			failed_function(f, in.names[i], k);
 		}
 	}
 	free(from);
+	free(uret);
 	group_free(&in);
 	group_free(&ex);
+	group_free(&ur);
 	return total;
 }
 
@@ -912,7 +948,7 @@ void ptwk_frames_notes(const struct ptwk_frames *f,
 {
 	if (!f)
 		return;
-	if (f->by_uretprobe && f->by_exits) {
+	if (f->by_uretprobe && f->exits_why) {
 		struct ptw_buf b = { 0 };
 		ptw_buf_printf(&b,
 			       "--trace: %u traced functions probed before the process could "

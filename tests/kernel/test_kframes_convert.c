@@ -379,7 +379,19 @@ static void test_uretprobe_tail_call(void)
 	ret_(&c, PID, 0, 0x7008, 0xa1, 0x2a);
 	uentry(&c, PID, 2, 0x7000, 0xa3);
 	ret_(&c, PID, 2, 0x7008, 0xa3, 5);
-	finish(&c, "f0 1 - unmatched tail_call;f1 1 - completed - =2a;f2 1 - completed - =5");
+	/* f3's returns are probed at its exits (a library loaded once the
+	 * process could throw): tail-called from f0, it reads the
+	 * trampoline at [sp] at its entry and at its ret */
+	uentry(&c, PID, 0, 0x7000, 0xa4);
+	struct ptwk_record r = rec(PTWK_FRAME_ENTRY, PID);
+	r.a = 3, r.b = 0x7000, r.c = TRAMP, r.d = fns[3].addr, r.e = TRAMP, r.f = PTWK_F_READ;
+	ptwk_conv_record(&c, &r);
+	r = rec(PTWK_FRAME_RETURN, PID);
+	r.a = 3, r.b = 0x7008, r.c = TRAMP, r.d = 6, r.e = TRAMP, r.f = PTWK_F_READ;
+	ptwk_conv_record(&c, &r);
+	ret_(&c, PID, 0, 0x7008, 0xa4, 6); /* the uretprobe's: nothing left */
+	finish(&c, "f0 1 - unmatched tail_call;f1 1 - completed - =2a;f2 1 - completed - =5;"
+		   "f0 1 - unmatched tail_call;f3 1 - completed - =6");
 }
 
 /* 70 nested calls with uretprobes: the kernel watches the returns of the
