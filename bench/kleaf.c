@@ -1,6 +1,8 @@
 /* Traced-call cost on both backends, for bench/ktrace.py: leaf_push
- * (first instruction push %rbp, which the kernel's uprobes emulate) or
- * leaf_lea (first instruction lea, which they must single-step) called
+ * (first instruction push %rbp, which the kernel's uprobes emulate),
+ * leaf_lea (first instruction lea, which they must single-step) or
+ * leaf_self (leaf_push's, but it can call itself: its return is probed at
+ * its ret, single-stepped, not with a uretprobe) called
  * N times (argv[1]) from T threads (argv[3], 1 or 2; 2 by default: N/2
  * each). It says "ready PID", waits
  * for one byte on stdin (a tool attaches meanwhile), then times the calls
@@ -31,6 +33,18 @@ __attribute__((noinline)) int leaf_lea(int x)
 	return x * 3 + 1;
 }
 
+/* leaf_push that can call itself (never does here): the kernel path
+ * probes its returns at its exits, not with a uretprobe (a recursion may
+ * nest past the kernel's 64 pending returns) */
+__attribute__((noipa)) int leaf_self(int x);
+__attribute__((noipa)) int leaf_self(int x)
+{
+	__asm__ volatile("" ::: "rbx", "memory");
+	if (__builtin_expect(x < 0, 0))
+		return leaf_self(x + 1) ^ x;
+	return x * 3 + 1;
+}
+
 static long per_thread;
 static int (*fn)(int);
 
@@ -46,7 +60,9 @@ static void *worker(void *arg)
 int main(int argc, char **argv)
 {
 	long n = argc > 1 ? atol(argv[1]) : 20000;
-	fn = argc > 2 && !strcmp(argv[2], "lea") ? leaf_lea : leaf_push;
+	fn = argc > 2 && !strcmp(argv[2], "lea")    ? leaf_lea
+	     : argc > 2 && !strcmp(argv[2], "self") ? leaf_self
+						    : leaf_push;
 	int nt = argc > 3 && atoi(argv[3]) == 1 ? 1 : 2;
 	pthread_t t[2];
 	long total = 0;

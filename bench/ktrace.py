@@ -13,6 +13,9 @@ start-up or attach). Each run:
   kernel, read at the end  the same, the ring read only at the end (the
                    probes' cost without the reader competing for the CPUs);
   kernel (lea)     the same on leaf_lea;
+  kernel (self)    the same on leaf_self: leaf_push's code, but it can call
+                   itself, so its return is a uprobe at its ret (which the
+                   kernel single-steps), not a uretprobe;
   ptrace           ptwatch -q -o FILE --trace leaf_push -- kleaf (launched:
                    the timed calls start after the go, all probes in).
 Interleaved, RUNS times; medians; extra us per call = (tool - native) / N.
@@ -60,7 +63,7 @@ def native(which, n=N, threads=2):
 
 
 def kernel(which, extra=(), threads=2):
-    fn = "leaf_push" if which == "push" else "leaf_lea"
+    fn = "leaf_" + which
     k = subprocess.Popen([kleaf, str(N), which, str(threads)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     pid = int(k.stdout.readline().split()[1])
     d = subprocess.Popen([demo, "-q", "--trace", fn] + list(extra) + [str(pid)], stdout=subprocess.DEVNULL,
@@ -86,7 +89,8 @@ def kernel(which, extra=(), threads=2):
 
 def ptrace():
     doc = os.path.join(tmp, "spans.json")
-    p = subprocess.run([ptwatch, "-q", "-o", doc, "--trace", "leaf_push", "--", kleaf, str(NP),
+    p = subprocess.run([ptwatch, "--backend=ptrace", "-q", "-o", doc, "--trace", "leaf_push", "--",
+                        kleaf, str(NP),
                         "push"], input=b"g", stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                        timeout=900)
     ns = calls_ns(p.stdout, NP)
@@ -108,6 +112,7 @@ cases = [("native (push)", lambda: native("push")),
          ("kernel, records read at the end", lambda: kernel(
              "push", ["--flush-ms", "600000", "--wake", str(1 << 30), "--ring", str(64 << 20)])),
          ("kernel --trace leaf_lea", lambda: kernel("lea")),
+         ("kernel --trace leaf_self", lambda: kernel("self")),
          ("ptrace --trace leaf_push", ptrace)]
 times = {name: [] for name, _ in cases}
 for r in range(RUNS):
@@ -126,7 +131,8 @@ print(f"  {'case':32} {'calls':>8} {'time':>11} {'per call':>10} {'extra/call':>
 base = {"kernel --trace leaf_push": ("native (push)", N),
         "kernel, records read at the end": ("native (push)", N),
         "kernel leaf_push, 1 thread": ("native (push), 1 thread", N), "kernel --trace leaf_lea":
-        ("native (lea)", N), "ptrace --trace leaf_push": ("native (push), N for ptrace", NP)}
+        ("native (lea)", N), "kernel --trace leaf_self": ("native (push)", N),
+        "ptrace --trace leaf_push": ("native (push), N for ptrace", NP)}
 for name, _ in cases:
     if name not in med:
         print(f"  {name:32} failed")

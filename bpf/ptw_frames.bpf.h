@@ -128,6 +128,15 @@ static __always_inline void frame_exit(struct pt_regs *ctx, __u64 id, __u64 cook
 	r.a = index;
 	r.b = sp;
 	r.c = target;
+	/* where the jumped-to code will return: its uprobe (user space puts
+	 * it there once it knows the place) reports that return for this
+	 * thread and stack pointer (ptw_underway_return) */
+	if (read_user_u64(sp, &r.d)) {
+		struct ptwk_uw_key key = { .tid = (__u32)id, .sp = sp + 8 };
+		__u64 v = index;
+		bpf_map_update_elem(&underway_sites, &key, &v, BPF_ANY);
+		r.f |= PTWK_F_READ;
+	}
 	send(&r, false);
 }
 

@@ -321,8 +321,8 @@ int ptw_return(struct pt_regs *ctx)
 	return 0;
 }
 
-#include "ptw_frames.bpf.h"
 #include "ptw_underway.bpf.h"
+#include "ptw_frames.bpf.h"
 #include "ptw_start.bpf.h"
 #include "ptw_modules.bpf.h"
 

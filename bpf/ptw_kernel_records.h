@@ -88,7 +88,9 @@ enum ptwk_kind {
 	PTWK_CPU,
 	/* --trace: a traced function left by a jump out of it (a tail call
 	 * into code not traced): a = function index, b = sp (its return
-	 * slot), c = where it jumps to */
+	 * slot), c = where it jumps to (0: a direct jump's, not sent), d =
+	 * [sp], where that code will return (PTWK_F_READ: read, and that
+	 * return is watched: underway_sites) */
 	PTWK_FRAME_TAIL,
 	PTWK_KIND_N,
 };

@@ -239,6 +239,16 @@ static const char *on_exec(void *ctx)
 	return n > 0 ? k->exe : NULL;
 }
 
+static void watch_return(void *ctx, uint64_t addr)
+{
+	ptwk_watch_return(ctx, addr);
+}
+
+static void unwatch_return(void *ctx, pid_t tid, uint64_t sp)
+{
+	ptwk_unwatch_return(ctx, tid, sp);
+}
+
 struct ptwk_conv_ops ptwk_conv_ops_of(struct ptw_kernel *k)
 {
 	return (struct ptwk_conv_ops){ .sink = ptwk_sink,
@@ -250,5 +260,7 @@ struct ptwk_conv_ops ptwk_conv_ops_of(struct ptw_kernel *k)
 				       .frame_function = frame_function,
 				       .modules_changed = modules_changed,
 				       .is_sigreturn = is_sigreturn,
+				       .watch_return = watch_return,
+				       .unwatch_return = unwatch_return,
 				       .ctx = k };
 }

@@ -40,6 +40,12 @@ struct ptwk_conv_ops {
 	/* --trace: whether a return address is a sigreturn trampoline (a
 	 * signal handler's; NULL: none is). */
 	bool (*is_sigreturn)(void *ctx, uint64_t addr);
+	/* --trace: a traced function jumped into code not traced that will
+	 * return to addr: watch that return (a uprobe there, once); thread
+	 * tid ended: forget the returns watched for it (sp 0: every one).
+	 * NULL: nothing is watched (the jump ends the frame). */
+	void (*watch_return)(void *ctx, uint64_t addr);
+	void (*unwatch_return)(void *ctx, pid_t tid, uint64_t sp);
 	void *ctx;
 };
 
@@ -52,6 +58,7 @@ struct ptwk_conv {
 	uint64_t frames_too_deep; /* calls left without a return probe (the kernel's depth
 				   * limit of pending uretprobe returns) */
 	bool sigreturn_probed;	  /* --trace: glibc's sigreturn trampoline has its probe */
+	uint64_t frames_ns;	  /* --trace: the time of the record being converted */
 	uint64_t events;
 	/* An attach: when the last probe was in (CLOCK_MONOTONIC, as the
 	 * records), and the threads made before it, seen as clones: their

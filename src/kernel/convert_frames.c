@@ -39,6 +39,8 @@
 #define FRAME_EXITS 0	  /* probes on its function's exits (or under way at the attach) */
 #define FRAME_URETPROBE 1 /* a uretprobe instance of its own */
 #define FRAME_UNWATCHED 2 /* none (the kernel's depth limit) */
+#define FRAME_JUMPED 3	  /* exits' probes; it jumped into code not traced, whose
+			   * return is watched where it lands (on_tail) */
 
 /* A thread's shadow stack (the signals being handled as the
  * signal_deliver tracepoint and the sigreturn probe tell them). */
@@ -46,10 +48,16 @@ struct fthread {
 	struct ptw_shadow sh;
 	size_t watched; /* frames (parked ones too) with a uretprobe instance */
 	struct ptwk_conv *c;
+	pid_t tid;
+	bool jumped; /* a return was watched for it (on_tail) */
 };
 
+static void emit(struct ptwk_conv *c, struct ptw_event *ev);
+
 /* A frame is over; one that had no return probe and did not return is
- * counted (a note says so). */
+ * counted (a note says so). One that jumped into code not traced whose
+ * return was not seen (its probe was not in yet) ends as the jump did: a
+ * tail call, told now, before what showed it over. */
 static void left(void *ctx, const struct ptw_shadow_frame *f, enum ptw_shadow_how how)
 {
 	struct fthread *ft = ctx;
@@ -57,6 +65,13 @@ static void left(void *ctx, const struct ptw_shadow_frame *f, enum ptw_shadow_ho
 		ft->watched--;
 	else if (f->tag == FRAME_UNWATCHED && how != PTW_SHADOW_RETURNED)
 		ft->c->frames_too_deep++;
+	if (f->tag != FRAME_JUMPED || how == PTW_SHADOW_RETURNED)
+		return;
+	/* (its watch stays until the thread ends: the program runs ahead of
+	 * this, and a newer call in the same slot may have set it again) */
+	struct ptw_event ev = ptw_event_init(PTW_EV_FRAME_TAIL, ft->c->frames_ns, ft->tid);
+	ev.sp = f->sp;
+	emit(ft->c, &ev);
 }
 
 static struct fthread *fthread_of(struct ptwk_conv *c, pid_t tid, bool make)
@@ -65,14 +80,19 @@ static struct fthread *fthread_of(struct ptwk_conv *c, pid_t tid, bool make)
 	if (!ft && make) {
 		ft = xcalloc(1, sizeof(*ft));
 		ft->c = c;
+		ft->tid = tid;
 		ptw_map_put(&c->frames, (uint64_t)tid, ft);
 	}
 	return ft;
 }
 
+/* (the thread's end: the engine ends its frames as the tracer does; the
+ * returns watched for it are forgotten, its tid may come again) */
 static void fthread_free(struct fthread *ft)
 {
 	if (ft) {
+		if (ft->jumped && ft->c->ops.unwatch_return)
+			ft->c->ops.unwatch_return(ft->c->ops.ctx, ft->tid, 0);
 		ptw_shadow_clear(&ft->sh, NULL, NULL);
 		free(ft);
 	}
@@ -176,12 +196,28 @@ static void on_return(struct ptwk_conv *c, const struct ptwk_record *r)
 }
 
 /* A traced function jumped out of itself into code not traced, at its
- * return slot sp: its frame ends there (the tracer's ends when the
- * return lands; the kernel path cannot see that return). */
+ * return slot sp. Where that code returns (d, [sp]) is watched: a uprobe
+ * there (put in once per address, the first time: that first return may
+ * come before it) reports the return for this thread and sp, and the
+ * frame ends there, as the tracer's does. Without that, the frame ends at
+ * the jump, a tail call. */
 static void on_tail(struct ptwk_conv *c, const struct ptwk_record *r)
 {
 	struct fthread *ft = fthread_of(c, (pid_t)r->tid, false);
-	if (!ft || !ptw_shadow_tail(&ft->sh, r->b, left, ft))
+	if (!ft)
+		return;
+	if ((r->f & PTWK_F_READ) && c->ops.watch_return) {
+		/* the frames below it are over */
+		ptw_shadow_land(&ft->sh, r->b, left, ft);
+		struct ptw_shadow_frame *top = ptw_shadow_top(&ft->sh);
+		if (top && top->sp == r->b && top->ret == r->d) {
+			top->tag = FRAME_JUMPED;
+			ft->jumped = true;
+			c->ops.watch_return(c->ops.ctx, r->d);
+			return;
+		}
+	}
+	if (!ptw_shadow_tail(&ft->sh, r->b, left, ft))
 		return;
 	struct ptw_event ev = ptw_event_init(PTW_EV_FRAME_TAIL, r->ns, (pid_t)r->tid);
 	ev.sp = r->b;
@@ -255,6 +291,7 @@ void ptwk_frames_record(struct ptwk_conv *c, const struct ptwk_record *r)
 	 * (libc's probes are in already), not the command. */
 	if (c->launched)
 		return;
+	c->frames_ns = r->ns;
 	if (r->kind == PTWK_FRAME_ENTRY) {
 		on_entry(c, r);
 		return;

@@ -47,6 +47,7 @@ struct ptwk_frames {
 	struct ptw_map traced;	/* entry address -> cookie + 1: its probes are in */
 	uint64_t *fn_addrs;	/* cookie -> entry address */
 	struct ptw_map helpers; /* hash(file) ^ offset -> 1: a helper probed */
+	struct ptw_map returns; /* address -> 1 ok, 2 failed: a return site watched */
 	int *fds; /* uprobe_multi links */
 	size_t nfds;
 	struct bpf_link **links; /* ordinary uprobes */
@@ -902,6 +903,31 @@ int ptwk_frames_scan_core(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t
 	return scan(f, syms, pid, pr, true, why, why_size);
 }
 
+int ptwk_frames_watch_return(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
+			     uint64_t addr, const struct ptwk_frames_progs *pr)
+{
+	uintptr_t known = f && addr ? (uintptr_t)ptw_map_get(&f->returns, addr) : 2;
+	if (known)
+		return known == 1 ? 0 : -ENOENT;
+	struct group g = { 0 };
+	const char *path = ptw_symbols_module_of(syms, addr);
+	uint64_t off;
+	int r = path && path[0] == '/' && ptw_symbols_file_offset(syms, addr, &off) == 0 ? 0
+											     : -ENOENT;
+	if (r == 0) {
+		snprintf(g.path, sizeof(g.path), "%s", path);
+		group_add(&g, off, 0, "return site");
+		f->pid = pid;
+		r = pr->multi ? link_multi(f, pr->site, &g, 0, 1, false, pr->wide)
+			      : link_one(f, pr->site, &g, 0, false, pr->wide);
+		group_free(&g);
+	}
+	ptw_dbg(PTW_DBG_TRACER, "--trace: a return site watched at %#llx: %s",
+		(unsigned long long)addr, r < 0 ? strerror(-r) : "ok");
+	ptw_map_put(&f->returns, addr, (void *)(uintptr_t)(r == 0 ? 1 : 2));
+	return r;
+}
+
 const struct ptw_location *ptwk_frames_function(const struct ptwk_frames *f, uint64_t index)
 {
 	return f && index < f->nfns ? f->fns[index] : NULL;
@@ -999,6 +1025,7 @@ void ptwk_frames_free(struct ptwk_frames *f)
 	ptw_map_free(&f->traced);
 	free(f->fn_addrs);
 	ptw_map_free(&f->helpers);
+	ptw_map_free(&f->returns);
 	group_free(&f->group);
 	for (size_t i = 0; i < f->nfile_syms; i++)
 		ptw_symbols_free(f->file_syms[i]);

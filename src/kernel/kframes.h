@@ -32,6 +32,7 @@ struct ptwk_frames;
 
 struct ptwk_frames_progs {
 	struct bpf_program *entry, *ret, *exit, *helper; /* ret: the uretprobe */
+	struct bpf_program *site; /* a return site's (ptw_underway_return) */
 	int jumps; /* the frame_jumps map: indirect jumps' targets, by cookie index */
 	bool multi; /* uprobe_multi links (else a perf event per probe) */
 	/* the probes for every process that maps a file, the programs keeping
@@ -79,6 +80,14 @@ int ptwk_frames_scan_files(struct ptwk_frames *f, const char *const *paths, size
  */
 size_t ptwk_frames_launch_libraries(const char *path, char ***ret);
 
+/*
+ * A traced function jumped out of itself into code not traced, which
+ * will return to addr (an address in syms' process): a uprobe there (once
+ * per address) reports that return for the thread and stack pointer the
+ * jump's BPF program put in underway_sites. Returns 0 or -errno.
+ */
+int ptwk_frames_watch_return(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
+			     uint64_t addr, const struct ptwk_frames_progs *progs);
 /* The traced function of a cookie (NULL: not ours). */
 const struct ptw_location *ptwk_frames_function(const struct ptwk_frames *f, uint64_t index);
 

@@ -120,7 +120,8 @@ int ptwk_open_skeleton(struct ptw_kernel *k, bool multi)
 	 * fs base of threads libthread_db's walk did not give (threads.c) */
 	if (r == 0 && k->launched)
 		r = bpf_program__set_autoload(s->progs.ptw_underway_regs, false);
-	if (r == 0 && (!k->o.ntrace || k->launched))
+	/* (and the returns of code a traced function jumped into) */
+	if (r == 0 && !k->o.ntrace)
 		r = bpf_program__set_autoload(s->progs.ptw_underway_return, false);
 	else if (r == 0 && multi)
 		r = bpf_program__set_expected_attach_type(

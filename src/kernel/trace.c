@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "kernel_int.h"
+#include "ptw_underway.h"
 
 /* --trace's programs, as root (the session's) attaches them. */
 static struct ptwk_frames_progs trace_progs(const struct ptw_kernel *root)
@@ -15,6 +16,7 @@ static struct ptwk_frames_progs trace_progs(const struct ptw_kernel *root)
 					   .exit = root->skel->progs.ptw_frame_exit,
 					   .jumps = bpf_map__fd(root->skel->maps.frame_jumps),
 					   .helper = root->skel->progs.ptw_frame_helper,
+					   .site = root->skel->progs.ptw_underway_return,
 					   .multi = root->multi,
 					   .wide = ptwk_probe_pid(root) <= 0 };
 }
@@ -87,4 +89,41 @@ void ptwk_launch_frames(struct ptw_kernel *k, const char *name)
 		ptwk_note(k, "--trace: %s", why);
 	k->stats.probes += ptwk_frames_probes(k->frames) - before;
 	k->conv.sigreturn_probed = ptwk_frames_sigreturn_probed(k->frames);
+}
+
+/* A traced function of k's jumped into code not traced that returns to
+ * addr: watch that return (kframes.h). */
+void ptwk_watch_return(struct ptw_kernel *k, uint64_t addr)
+{
+	struct ptwk_frames *frames = ptwk_frames_of(k);
+	struct ptw_kernel *root = k->root ? k->root : k;
+	if (!frames || !k->syms || !root->skel || root->detached)
+		return;
+	struct ptwk_frames_progs pr = trace_progs(root);
+	unsigned before = ptwk_frames_probes(frames);
+	ptwk_frames_watch_return(frames, k->syms, k->pid, addr, &pr);
+	root->stats.probes += ptwk_frames_probes(frames) - before;
+}
+
+/* Thread tid ended: the returns watched for it (at sp after the return;
+ * 0: all of them) are forgotten, its tid may come again. */
+void ptwk_unwatch_return(struct ptw_kernel *k, pid_t tid, uint64_t sp)
+{
+	struct ptw_kernel *root = k->root ? k->root : k;
+	if (!root->skel)
+		return;
+	int fd = bpf_map__fd(root->skel->maps.underway_sites);
+	struct ptwk_uw_key key = { .tid = (__u32)tid, .sp = sp }, next;
+	if (sp) {
+		bpf_map_delete_elem(fd, &key);
+		return;
+	}
+	/* (a walk: this thread's keys are few, the map small) */
+	void *prev = NULL;
+	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+		key = next;
+		prev = &key;
+		if (next.tid == (__u32)tid && bpf_map_delete_elem(fd, &next) == 0)
+			prev = NULL; /* (deleted: start again) */
+	}
 }

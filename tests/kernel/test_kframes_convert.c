@@ -273,6 +273,64 @@ static void test_tail_call(void)
 		   "f3 2 f2 unmatched longjmp;f0 1 - completed - =5");
 }
 
+static uint64_t watched[4], unwatched[4];
+static size_t nwatched, nunwatched;
+
+static void watch_cb(void *ctx, uint64_t addr)
+{
+	(void)ctx;
+	if (nwatched < 4)
+		watched[nwatched++] = addr;
+}
+
+static void unwatch_cb(void *ctx, pid_t tid, uint64_t sp)
+{
+	(void)ctx;
+	if (nunwatched < 4 && tid == PID)
+		unwatched[nunwatched++] = sp;
+}
+
+/* A jump into code not traced whose return is watched: f0 stays open
+ * (f1, called by that code, nests under it) and completes at the return
+ * its site's probe reports. The next one's return comes before its
+ * site's probe: at the next call in its slot it ends as a tail call (its
+ * watch kept until the thread ends). A jump whose [sp] was not read ends
+ * at once. */
+static void test_tail_watched(void)
+{
+	struct ptwk_conv c;
+	start(&c);
+	c.ops.watch_return = watch_cb;
+	c.ops.unwatch_return = unwatch_cb;
+	nwatched = nunwatched = 0;
+	entry(&c, PID, 0, 0x7000, 0xa1);
+	struct ptwk_record r = rec(PTWK_FRAME_TAIL, PID);
+	r.a = 0, r.b = 0x7000, r.d = 0xa1, r.f = PTWK_F_READ;
+	ptwk_conv_record(&c, &r);
+	entry(&c, PID, 1, 0x6f00, 0x3010);
+	ret_(&c, PID, 1, 0x6f08, 0x3010, 1);
+	ret_(&c, PID, 0, 0x7008, 0xa1, 9); /* the site's probe */
+	entry(&c, PID, 0, 0x7000, 0xa2);
+	r = rec(PTWK_FRAME_TAIL, PID);
+	r.a = 0, r.b = 0x7000, r.d = 0xa2, r.f = PTWK_F_READ;
+	ptwk_conv_record(&c, &r);
+	entry(&c, PID, 2, 0x7000, 0xa3);
+	r = rec(PTWK_FRAME_TAIL, PID);
+	r.a = 2, r.b = 0x7000, r.d = 0xa3;
+	ptwk_conv_record(&c, &r);
+	CHECK_EQ(nwatched, 2);
+	CHECK_EQ(watched[0], 0xa1);
+	CHECK_EQ(watched[1], 0xa2);
+	CHECK_EQ(nunwatched, 0); /* (the program may have set it again since) */
+	struct ptwk_record e = rec(PTWK_EXIT, PID);
+	e.f = PTWK_F_HOW_KNOWN | PTWK_F_EXIT_CALL;
+	ptwk_conv_record(&c, &e);
+	CHECK_EQ(nunwatched, 1); /* its thread ended: all of them */
+	CHECK_EQ(unwatched[0], 0);
+	finish(&c, "f0 1 - completed - =9;f1 2 f0 completed - =1;f0 1 - unmatched tail_call;"
+		   "f2 1 - unmatched tail_call");
+}
+
 /* In a handler (on the stack it interrupted), f1 tail-calls f2 (traced):
  * f2 completes, f1 tail_call; the interrupted f0 completes. */
 static void test_tail_call_in_handler(void)
@@ -755,6 +813,7 @@ int main(void)
 	test_under_way_left();
 	test_nesting();
 	test_tail_call();
+	test_tail_watched();
 	test_tail_call_in_handler();
 	test_unwound_out_of_handler();
 	test_longjmp();

@@ -229,6 +229,43 @@ def case_frames_cxx_deep(session, chk):
     check_same_as_untraced(chk, session, [exe, 'deep'], run)
 
 
+@test('frames-tail-return', kernel=True)
+@case('frames-tail-return')
+def case_frames_tail_return(session, chk):
+    """A traced function that leaves by a jump into code not traced (a
+    tail call), in a C++ program (whose returns the kernel path probes at
+    the functions' exits): its frame ends at the return that follows, with
+    its value, as the tracer's does. On the kernel path the return site's
+    probe goes in once the first such jump is seen, and the fixture calls
+    on until that site holds its int3, then 3 times more: the calls before
+    may have ended as tail calls; the last 3 completed."""
+    exe = fixture('frames_cxx')
+    cmd = [exe, 'tailret', '20000' if backend() == 'kernel' else '20']
+    run = session.run(cmd, opts=['-q', '--trace', 'frx_tail_f'])
+    check_exit(chk, run, code=0)
+    check_frames_sane(chk, run.doc)
+    truth = one_truth(run, 'tailret')
+    frames = sorted(frame_spans(run.doc), key=lambda f: f['id'])
+    chk.eq('a frame per call', len(frames), truth['calls'])
+    how = [(f['status'], f['reason']) for f in frames]
+    if backend() == 'kernel':
+        chk.true('the site was probed (%r)' % truth, truth['probed_after'] > 0)
+        n = truth['probed_after']
+        chk.true('before: completed or tail calls (%r)' % how[:n],
+                 set(how[:n]) <= {('completed', None), ('unmatched', 'tail_call')})
+        rest = frames[n:]
+    else:
+        rest = frames
+    chk.eq('completed, each with its value',
+           [(f['status'], f.get('value')) for f in rest],
+           [('completed', hex(((i + len(frames) - len(rest)) % 8 + 1) * 2 + 1))
+            for i in range(len(rest))])
+    # (how many calls it made depends on when the probe went in: what it
+    # computed is every call's result checked)
+    chk.eq('every call returned what it does untraced', run.stdout_text(),
+           'tailret wrong results 0\n')
+
+
 @test('frames-attach', kernel=True, ns=True)
 @case('frames-attach')
 def case_frames_attach(session, chk):
