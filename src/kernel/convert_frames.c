@@ -65,8 +65,8 @@ static void left(void *ctx, const struct ptw_shadow_frame *f, enum ptw_shadow_ho
 		ft->watched--;
 	else if (f->tag == FRAME_UNWATCHED && how != PTW_SHADOW_RETURNED)
 		ft->c->frames_too_deep++;
-	if (f->tag != FRAME_JUMPED || how == PTW_SHADOW_RETURNED)
-		return;
+	if (f->tag != FRAME_JUMPED || how == PTW_SHADOW_RETURNED || how == PTW_SHADOW_ABANDONED)
+		return; /* (an abandoned context's: the engine abandons it too) */
 	/* (its watch stays until the thread ends: the program runs ahead of
 	 * this, and a newer call in the same slot may have set it again) */
 	struct ptw_event ev = ptw_event_init(PTW_EV_FRAME_TAIL, ft->c->frames_ns, ft->tid);

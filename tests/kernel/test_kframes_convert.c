@@ -57,21 +57,11 @@ static struct ptwk_record rec(enum ptwk_kind kind, pid_t tid)
 	return r;
 }
 
-/* fn entered at sp with ret at [sp] */
-static void entry(struct ptwk_conv *c, pid_t tid, uint64_t fn, uint64_t sp, uint64_t ret)
-{
-	struct ptwk_record r = rec(PTWK_FRAME_ENTRY, tid);
-	r.a = fn;
-	r.b = sp;
-	r.c = ret;
-	r.d = fns[fn].addr;
-	r.f = PTWK_F_READ;
-	ptwk_conv_record(c, &r);
-}
-
-/* the same, fn's return watched by a uretprobe ([sp] may be the
+/* fn entered at sp with ret at [sp], its return probed at its exits or
+ * (flags PTWK_F_URETPROBE) watched by a uretprobe ([sp] may then be the
  * trampoline) */
-static void uentry(struct ptwk_conv *c, pid_t tid, uint64_t fn, uint64_t sp, uint64_t ret)
+static void entry_as(struct ptwk_conv *c, pid_t tid, uint64_t fn, uint64_t sp, uint64_t ret,
+		     uint32_t flags)
 {
 	struct ptwk_record r = rec(PTWK_FRAME_ENTRY, tid);
 	r.a = fn;
@@ -79,8 +69,18 @@ static void uentry(struct ptwk_conv *c, pid_t tid, uint64_t fn, uint64_t sp, uin
 	r.c = ret;
 	r.d = fns[fn].addr;
 	r.e = TRAMP;
-	r.f = PTWK_F_READ | PTWK_F_URETPROBE;
+	r.f = PTWK_F_READ | flags;
 	ptwk_conv_record(c, &r);
+}
+
+static void entry(struct ptwk_conv *c, pid_t tid, uint64_t fn, uint64_t sp, uint64_t ret)
+{
+	entry_as(c, tid, fn, sp, ret, 0);
+}
+
+static void uentry(struct ptwk_conv *c, pid_t tid, uint64_t fn, uint64_t sp, uint64_t ret)
+{
+	entry_as(c, tid, fn, sp, ret, PTWK_F_URETPROBE);
 }
 
 /* fn returned to ret, sp after the return (its slot + 8), rax value */
@@ -441,10 +441,8 @@ static void test_uretprobe_tail_call(void)
 	 * process could throw): tail-called from f0, it reads the
 	 * trampoline at [sp] at its entry and at its ret */
 	uentry(&c, PID, 0, 0x7000, 0xa4);
-	struct ptwk_record r = rec(PTWK_FRAME_ENTRY, PID);
-	r.a = 3, r.b = 0x7000, r.c = TRAMP, r.d = fns[3].addr, r.e = TRAMP, r.f = PTWK_F_READ;
-	ptwk_conv_record(&c, &r);
-	r = rec(PTWK_FRAME_RETURN, PID);
+	entry(&c, PID, 3, 0x7000, TRAMP);
+	struct ptwk_record r = rec(PTWK_FRAME_RETURN, PID);
 	r.a = 3, r.b = 0x7008, r.c = TRAMP, r.d = 6, r.e = TRAMP, r.f = PTWK_F_READ;
 	ptwk_conv_record(&c, &r);
 	ret_(&c, PID, 0, 0x7008, 0xa4, 6); /* the uretprobe's: nothing left */
