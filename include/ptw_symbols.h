@@ -197,6 +197,12 @@ uint64_t ptw_symbols_main_from_entry(struct ptw_symbols *s, ptw_memread_fn readm
  * Cached; an address no module covers refreshes the module list once. */
 const struct ptw_location *ptw_symbols_locate(struct ptw_symbols *s, uint64_t addr);
 
+/* Whether the function's frame is set up at pc, by its .eh_frame CFI: the
+ * canonical frame address is not rsp + 8 there, so the stack pointer is
+ * not at its return slot (a jump there is no tail call). false: it may
+ * be, or nothing says. */
+bool ptw_symbols_frame_set_up(struct ptw_symbols *s, uint64_t pc);
+
 /* [lo, hi) of the function containing addr, from the symbol table or, failing
  * that, from the CFI (FDE range). Returns 0 or -ENOENT. */
 int ptw_symbols_function_range(struct ptw_symbols *s, uint64_t addr, uint64_t *ret_lo,

@@ -696,12 +696,24 @@ int ptw_insn_exits(const uint8_t *code, size_t len, uint64_t addr, struct ptw_in
 		}
 		v[n++] = e;
 	}
-	cs_free(insn, 1);
-	/* a branch into the middle of an instruction: the sweep is not the
-	 * code the CPU runs (or the bounds are wrong) */
-	for (size_t i = 0; r == 0 && i < ninside; i++)
-		if (!starts[inside[i] - addr])
+	/* A branch into the middle of an instruction: the sweep is not the
+	 * code the CPU runs (or the bounds are wrong). Unless what starts
+	 * there ends where that instruction ends: a jump over a prefix
+	 * (glibc's "je 1f; lock; 1: cmpxchg" for a single thread), after
+	 * which both decode the same. */
+	for (size_t i = 0; r == 0 && i < ninside; i++) {
+		size_t t = (size_t)(inside[i] - addr), next = t + 1;
+		if (starts[t])
+			continue;
+		while (next < len && !starts[next])
+			next++;
+		const uint8_t *q = code + t;
+		size_t qleft = next - t;
+		uint64_t qa = inside[i];
+		if (!cs_disasm_iter(h, &q, &qleft, &qa, insn) || qleft)
 			r = -EILSEQ;
+	}
+	cs_free(insn, 1);
 	free(inside);
 	free(starts);
 	if (r < 0) {

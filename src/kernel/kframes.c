@@ -251,6 +251,8 @@ static int part_exits(struct ptwk_frames *f, const struct part *p, const struct 
 			cookie = PTWK_EXIT_COOKIE(PTWK_EXIT_JUMP, 0, fn);
 		} else if (e->kind == PTW_EXIT_JCC) {
 			cookie = PTWK_EXIT_COOKIE(PTWK_EXIT_JCC, e->cond, fn);
+		} else if (ptw_symbols_frame_set_up(f->syms, e->addr)) {
+			continue; /* its stack not at the slot: a jump table, no tail call */
 		} else {
 			/* its target read at the jump: not one inside this part */
 			const struct ptw_insn_operand *o = &e->op;

@@ -151,6 +151,30 @@ static bool has_cfi(struct ptw_symbols *s, uint64_t pc)
 	return found;
 }
 
+bool ptw_symbols_frame_set_up(struct ptw_symbols *s, uint64_t pc)
+{
+	Dwfl_Module *mod = sym_module_at(s, pc);
+	Dwarf_Addr bias;
+	Dwarf_CFI *cfi = mod ? dwfl_module_eh_cfi(mod, &bias) : NULL;
+	Dwarf_Frame *frame;
+	if (!cfi || dwarf_cfi_addrframe(cfi, pc - bias, &frame) != 0)
+		return false;
+	Dwarf_Op *ops;
+	size_t nops;
+	bool set_up = false;
+	if (dwarf_frame_cfa(frame, &ops, &nops) == 0 && nops == 1) {
+		/* register + offset: libdw's DW_OP_bregx (number, number2), or
+		 * DW_OP_breg0..31 (atom, number); rsp is DWARF register 7 */
+		bool bregx = ops[0].atom == DW_OP_bregx;
+		bool breg = ops[0].atom >= DW_OP_breg0 && ops[0].atom <= DW_OP_breg31;
+		uint64_t reg = bregx ? ops[0].number : (uint64_t)(ops[0].atom - DW_OP_breg0);
+		uint64_t off = bregx ? ops[0].number2 : ops[0].number;
+		set_up = (bregx || breg) && !(reg == 7 && off == 8);
+	}
+	free(frame);
+	return set_up;
+}
+
 static int unwind_from(struct ptw_symbols *s, pid_t tid, const struct user_regs_struct *regs,
 		       uint64_t *pcs, uint64_t *sps, int max)
 {

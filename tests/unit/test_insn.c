@@ -399,6 +399,16 @@ static void test_exits(void)
 	bad[3] = 0x06;
 	bad[0] = 0x06;
 	CHECK_EQ(ptw_insn_exits(bad, sizeof(bad), 0x1000, &ex, &n), -EILSEQ);
+	/* a jump over a lock prefix, to the instruction it prefixes (glibc's
+	 * atomics for one thread): the same instructions after it */
+	static const uint8_t lockskip[] = {
+		0x74, 0x01,		  /* 0x1000 je 0x1003 */
+		0xf0, 0x0f, 0xb1, 0x0f,	  /* 0x1002 lock cmpxchg %ecx,(%rdi) */
+		0xc3,			  /* 0x1006 ret */
+	};
+	CHECK_EQ(ptw_insn_exits(lockskip, sizeof(lockskip), 0x1000, &ex, &n), 0);
+	CHECK_EQ(n, 1);
+	free(ex);
 	/* a loop out of the function: not modelled */
 	static const uint8_t loop[] = { 0xe2, 0x10, 0xc3 }; /* loop 0x1012; ret */
 	CHECK_EQ(ptw_insn_exits(loop, sizeof(loop), 0x1000, &ex, &n), -ENOTSUP);
