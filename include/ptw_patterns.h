@@ -48,7 +48,8 @@ bool ptw_pattern_matches(const struct ptw_pattern *p, struct ptw_pattern_name *n
 const char *ptw_pattern_name_shown(const struct ptw_pattern_name *n);
 
 /* Functions an entry probe must not go on: entered without a call (no
- * return address at [sp]), or trampolines with a stack of their own. */
+ * return address at [sp]: gcc's .cold parts among them), or trampolines
+ * with a stack of their own. */
 bool ptw_pattern_never_traced(const char *name);
 
 /* The file name of a path ("?" for NULL). */

@@ -197,6 +197,11 @@ uint64_t ptw_symbols_main_from_entry(struct ptw_symbols *s, ptw_memread_fn readm
  * Cached; an address no module covers refreshes the module list once. */
 const struct ptw_location *ptw_symbols_locate(struct ptw_symbols *s, uint64_t addr);
 
+/* Where the next symbol after addr (a symbol's) begins in the same
+ * section, or that section ends: the most a function whose symbol has no
+ * size (crt's, some assembly) and no CFI can span. Returns 0 or -ENOENT. */
+int ptw_symbols_next_symbol(struct ptw_symbols *s, uint64_t addr, uint64_t *ret);
+
 /* Whether the function's frame is set up at pc, by its .eh_frame CFI: the
  * canonical frame address is not rsp + 8 there, so the stack pointer is
  * not at its return slot (a jump there is no tail call). false: it may

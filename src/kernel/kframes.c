@@ -224,6 +224,21 @@ static bool cold_part(struct ptwk_frames *f, const char *name, uint64_t target, 
 	return true;
 }
 
+/* The extent of the function at addr: its symbol's size or its CFI, else
+ * up to the next symbol (a symbol without a size and no CFI: crt's
+ * frame_dummy, _init; the sweep must still decode it whole). */
+static int extent(struct ptwk_frames *f, uint64_t addr, struct part *p)
+{
+	int r = ptw_symbols_function_range(f->syms, addr, &p->lo, &p->hi);
+	if (r == 0 && p->lo != addr)
+		r = -ENOENT;
+	if (r < 0 && ptw_symbols_next_symbol(f->syms, addr, &p->hi) == 0) {
+		p->lo = addr;
+		r = 0;
+	}
+	return r;
+}
+
 static bool within(const struct part *p, uint64_t a)
 {
 	return p->hi > p->lo && a >= p->lo && a < p->hi;
@@ -303,9 +318,7 @@ static int function_exits(struct ptwk_frames *f, int fd, const struct group *g, 
 	const struct ptw_location *loc = f->fns[fn];
 	const char *name = loc->linkage_name ? loc->linkage_name : loc->symbol;
 	struct part body = { .off = g->offsets[i] }, cold = { 0 };
-	int r = ptw_symbols_function_range(f->syms, loc->addr, &body.lo, &body.hi);
-	if (r == 0 && body.lo != loc->addr)
-		r = -ENOENT;
+	int r = extent(f, loc->addr, &body);
 	if (r == 0)
 		r = sweep(fd, &body);
 	/* gcc's .cold part, where a jump out of the body may go */
@@ -357,8 +370,7 @@ static bool calls_itself(struct ptwk_frames *f, int fd, const struct group *g, s
 {
 	const struct ptw_location *loc = f->fns[g->cookies[i]];
 	struct part p = { .off = g->offsets[i] };
-	if (fd < 0 || ptw_symbols_function_range(f->syms, loc->addr, &p.lo, &p.hi) < 0 ||
-	    p.lo != loc->addr || p.hi <= p.lo || p.hi - p.lo > FUNCTION_MAX)
+	if (fd < 0 || extent(f, loc->addr, &p) < 0 || p.hi <= p.lo || p.hi - p.lo > FUNCTION_MAX)
 		return false;
 	size_t len = (size_t)(p.hi - p.lo);
 	uint8_t *code = xmalloc(len);
@@ -737,25 +749,33 @@ static int scan_file(struct ptwk_frames *f, const char *real, bool use_debug_fil
 	if (scanned_before(f, real))
 		return 0;
 	bool any = ptw_trace_select_applies(f->sel, real);
+	/* the C++ runtime's helpers (a throw, a catch) are needed before the
+	 * program runs, whatever the patterns: a short one throws before
+	 * ptwatch has read that main started */
+	const char *base = ptw_pattern_base_name(real);
+	bool runtime = !strncmp(base, "libstdc++", 9) || !strncmp(base, "libgcc_s", 8);
 	struct ptw_symbols *syms;
-	int r = any ? ptw_symbols_new_file(real, use_debug_files, NULL, &syms) : 0;
+	int r = any || runtime ? ptw_symbols_new_file(real, any && use_debug_files, NULL, &syms) : 0;
 	if (r < 0) {
 		snprintf(why, why_size, "cannot read the symbols of %s: %s", real, strerror(-r));
 		return r;
 	}
 	int total = 0;
-	if (any) {
+	if (any || runtime) {
 		f->file_syms =
 			xreallocarray(f->file_syms, f->nfile_syms + 1, sizeof(*f->file_syms));
 		f->file_syms[f->nfile_syms++] = syms;
 		f->syms = syms;
 		f->offline = true;
 		group_free(&f->group);
-		r = ptw_symbols_module_functions(syms, 0, ptw_trace_select_function,
-						 &(struct ptw_trace_scan){ f->sel, on_function, f });
-		ptw_trace_select_walked(f->sel, real, r);
-		total = attach_group(f, &f->group, pr);
-		group_free(&f->group);
+		if (any) {
+			r = ptw_symbols_module_functions(
+				syms, 0, ptw_trace_select_function,
+				&(struct ptw_trace_scan){ f->sel, on_function, f });
+			ptw_trace_select_walked(f->sel, real, r);
+			total = attach_group(f, &f->group, pr);
+			group_free(&f->group);
+		}
 		/* the helpers it defines (libstdc++'s, libgcc_s's): before it runs */
 		total += attach_helpers(f, pr);
 		f->offline = false;

@@ -32,7 +32,9 @@ struct fthread {
 	uint32_t process; /* -f: its process's id in the session (ptw_event.process) */
 	struct ptw_shadow sh;
 	enum leaving leaving;
-	bool exiting; /* pthread_exit called */
+	size_t thrown_over; /* LEAVE_EXCEPTION: how many of the frames open at the throw
+			     * are still open (the outermost ones) */
+	bool exiting;	    /* pthread_exit called */
 };
 
 #define BASE(parent, depth) ((uint64_t)(parent) << 32 | (depth))
@@ -344,6 +346,9 @@ static void leave_frame(void *ctx, const struct ptw_shadow_frame *sf, enum ptw_s
 	struct leave *lv = ctx;
 	struct ptw_frame *fr = FRAME(sf);
 	lv->left++;
+	/* (the frames open at a throw are fewer by each one that ends) */
+	if (lv->ft->thrown_over > lv->ft->sh.run.n)
+		lv->ft->thrown_over = lv->ft->sh.run.n;
 	if (how == PTW_SHADOW_RETURNED) {
 		if (lv->ev->has_value) { /* before complete(): its closed callback sees it */
 			fr->has_value = true;
@@ -409,6 +414,25 @@ static struct ptw_frame *on_entry(struct ptw_frames *f, const struct ptw_event *
 
 /* The thread is at sp (after a return to ret, or in a catch or after a
  * longjmp: ret 0). */
+/*
+ * A return to sp while an exception is on its way, of a frame open when it
+ * was thrown: no such frame can return before a catch (its code does not
+ * run meanwhile), so this is the catch landing where the return would
+ * have (gcc puts the landing pad of a call that only throws at its return
+ * address; the tracer's return breakpoint there fires with the return's
+ * stack pointer). The frame is left by the exception.
+ */
+static bool landed(const struct fthread *ft, uint64_t sp)
+{
+	const struct ptw_shadow_context *run = &ft->sh.run;
+	if (ft->leaving != LEAVE_EXCEPTION)
+		return false;
+	size_t k = 0; /* the frames that return leaves */
+	while (k < run->n && ptw_shadow_above(run->st[run->n - 1 - k].sp, sp))
+		k++;
+	return k && run->n - k < ft->thrown_over;
+}
+
 static struct ptw_frame *on_at(struct ptw_frames *f, const struct ptw_event *ev,
 			       const struct ptw_span *thread, uint64_t ret)
 {
@@ -417,7 +441,7 @@ static struct ptw_frame *on_at(struct ptw_frames *f, const struct ptw_event *ev,
 		return NULL;
 	struct leave lv = { f, ft, ev, skip_reason(ft, thread), NULL, ev->kind == PTW_EV_FRAME_TAIL,
 			    0, NULL };
-	if (ev->kind == PTW_EV_FRAME_RETURN)
+	if (ev->kind == PTW_EV_FRAME_RETURN && !landed(ft, ev->sp))
 		ptw_shadow_return(&ft->sh, ev->sp, ret, leave_frame, &lv);
 	else if (ev->kind == PTW_EV_FRAME_TAIL)
 		ptw_shadow_tail(&ft->sh, ev->sp, leave_frame, &lv);
@@ -517,8 +541,10 @@ const struct ptw_frame *ptw_frames_consume(struct ptw_frames *f, const struct pt
 		return on_at(f, ev, thread, 0);
 	case PTW_EV_THROW:
 		ft = fthread(f, ev, false);
-		if (ft)
+		if (ft) {
 			ft->leaving = LEAVE_EXCEPTION;
+			ft->thrown_over = ft->sh.run.n;
+		}
 		break;
 	case PTW_EV_LONGJMP:
 		ft = fthread(f, ev, false);

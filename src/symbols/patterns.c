@@ -19,6 +19,10 @@ static const char *const never_traced[] = {
 	"_dl_runtime_resolve*",
 	"_dl_runtime_profile*",
 	"__tls_get_addr_slow",
+	/* gcc's cold parts of functions, entered by jumps from their bodies
+	 * (whose probes follow them there) */
+	"*.cold",
+	"*.cold.*",
 	NULL,
 };
 

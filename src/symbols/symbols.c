@@ -588,6 +588,41 @@ static bool has_symtab(Elf *elf)
 	return false;
 }
 
+int ptw_symbols_next_symbol(struct ptw_symbols *s, uint64_t addr, uint64_t *ret)
+{
+	Dwfl_Module *mod = sym_module_at(s, addr);
+	int n = mod ? dwfl_module_getsymtab(mod) : -1;
+	GElf_Word section = SHN_UNDEF;
+	uint64_t best = UINT64_MAX;
+	for (int k = 0; k < n && section == SHN_UNDEF; k++) {
+		GElf_Sym sym;
+		GElf_Addr a, bias;
+		GElf_Word shndx;
+		Elf *elf;
+		GElf_Shdr sh;
+		if (!dwfl_module_getsym_info(mod, k, &sym, &a, &shndx, &elf, &bias) || a != addr ||
+		    shndx == SHN_UNDEF || shndx == SHN_ABS)
+			continue;
+		section = shndx;
+		/* the section's end, if no symbol comes after it there */
+		Elf_Scn *scn = elf ? elf_getscn(elf, shndx) : NULL;
+		if (scn && gelf_getshdr(scn, &sh) && sh.sh_addr + sh.sh_size + bias > addr)
+			best = sh.sh_addr + sh.sh_size + bias;
+	}
+	for (int k = 0; k < n && section != SHN_UNDEF; k++) {
+		GElf_Sym sym;
+		GElf_Addr a;
+		GElf_Word shndx;
+		if (dwfl_module_getsym_info(mod, k, &sym, &a, &shndx, NULL, NULL) && shndx == section &&
+		    a > addr && a < best)
+			best = a;
+	}
+	if (best == UINT64_MAX)
+		return -ENOENT;
+	*ret = best;
+	return 0;
+}
+
 int ptw_symbols_module_functions(struct ptw_symbols *s, size_t i, ptw_function_fn fn, void *ctx)
 {
 	if (i >= s->nmods)

@@ -209,6 +209,30 @@ static void test_longjmp(void)
 	CHECK_EQ(frame(1)->status, PTW_FRAME_COMPLETED);
 }
 
+/* A catch that lands where a call of a frame open at the throw would
+ * have returned (gcc's landing pad of a call that only throws is its
+ * return address): the tracer's return breakpoint there fires, and it is
+ * no return. A frame entered after the throw (a destructor's) returns. */
+static void test_exception_lands_at_return(void)
+{
+	setup();
+	call(T1, &fa, 0x7000, 0x401f00);
+	call(T1, &fb, 0x6f00, 0x401010);
+	feed(ev(PTW_EV_THROW, T1));
+	call(T1, &fc, 0x6e00, 0x401110); /* a destructor, while unwinding */
+	ret_to(T1, 0x401110, 0x6e08);
+	CHECK_EQ(frame(3)->status, PTW_FRAME_COMPLETED);
+	CHECK(ret_to(T1, 0x401010, 0x6f08) == NULL); /* the landing */
+	CHECK_EQ(frame(2)->status, PTW_FRAME_UNMATCHED);
+	CHECK_STR(frame(2)->reason, "exception");
+	CHECK(!frame(2)->has_value);
+	struct ptw_event e = ev(PTW_EV_CATCH, T1);
+	e.sp = 0x6f08; /* __cxa_begin_catch called by a */
+	feed(e);
+	ret_to(T1, 0x401f00, 0x7008);
+	CHECK_EQ(frame(1)->status, PTW_FRAME_COMPLETED);
+}
+
 /* A C++ exception raised in c, caught in a. */
 static void test_exception(void)
 {
@@ -449,6 +473,7 @@ int main(void)
 	test_before_attach();
 	test_longjmp();
 	test_exception();
+	test_exception_lands_at_return();
 	test_tail_call();
 	test_thread_ends();
 	test_nothing_discarded();

@@ -229,6 +229,26 @@ def case_frames_cxx_deep(session, chk):
     check_same_as_untraced(chk, session, [exe, 'deep'], run)
 
 
+@test('frames-cxx-land', kernel=True)
+@case('frames-cxx-land')
+def case_frames_cxx_land(session, chk):
+    """A call of a function that only throws, whose catch lands at the
+    call's return address (gcc -O2 puts the landing pad there): the frame
+    is left by the exception, not returned (the ptrace path's return
+    breakpoint there took the landing for a return, with the exception
+    object for a value)."""
+    exe = fixture('frames_cxx')
+    run = session.run([exe, 'land'], opts=['-q', '--trace', 'frx::always_throws*',
+                                           '--trace', 'frx::lands_at_return*'])
+    check_exit(chk, run, code=0)
+    check_frames_sane(chk, run.doc)
+    chk.eq('the result', one_truth(run, 'land')['result'], 42)
+    expect_frames(chk, run.doc, [
+        ('frx::lands_at_return(int)', 1, None, 'completed', None),
+        ('frx::always_throws(int)', 2, 'frx::lands_at_return(int)', 'unmatched', 'exception')])
+    check_same_as_untraced(chk, session, [exe, 'land'], run)
+
+
 @test('frames-tail-return', kernel=True)
 @case('frames-tail-return')
 def case_frames_tail_return(session, chk):
