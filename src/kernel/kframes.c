@@ -155,7 +155,7 @@ static void failed_function(struct ptwk_frames *f, const char *name, int err)
 				: err == -EILSEQ   ? "its code could not be decoded whole, so where it "
 						     "returns is not known"
 				: err == -ENOTSUP ? "it leaves by a jump the kernel path cannot follow"
-				: err == -ENOENT   ? "its extent is not known"
+				: err == -ERANGE   ? "its extent is not known"
 						   : strerror(-err));
 }
 
@@ -236,7 +236,7 @@ static int extent(struct ptwk_frames *f, uint64_t addr, struct part *p)
 		p->lo = addr;
 		r = 0;
 	}
-	return r;
+	return r < 0 ? -ERANGE : 0;
 }
 
 static bool within(const struct part *p, uint64_t a)
@@ -619,6 +619,12 @@ static char *switcher_in(struct ptw_symbols *syms)
 			refusals_in_file(path, NULL, &why);
 	}
 	return why;
+}
+
+void ptwk_frames_exits_needed(struct ptwk_frames *f, const char *why)
+{
+	if (f && !f->exits_why)
+		f->exits_why = xstrdup(why);
 }
 
 /* Whether the process's modules (syms) can throw or switch stacks: from

@@ -79,6 +79,10 @@ int ptwk_frames_scan_files(struct ptwk_frames *f, const char *const *paths, size
  * and the array); 0 when there are none or they cannot be known.
  */
 size_t ptwk_frames_launch_libraries(const char *path, char ***ret);
+/* Returns are to be seen by probes on the functions' exits from now on,
+ * not uretprobes (why: for the notes), as for a process that can throw or
+ * switch stacks: nothing says what the process will run. */
+void ptwk_frames_exits_needed(struct ptwk_frames *f, const char *why);
 
 /*
  * A traced function jumped out of itself into code not traced, which

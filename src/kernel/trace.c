@@ -78,8 +78,13 @@ void ptwk_launch_frames(struct ptw_kernel *k, const char *name)
 		files[i + 1] = libs[i];
 	int r = ptwk_frames_scan_files(k->frames, files, nlibs + 1, k->pid, k->o.use_debug_files,
 				       &pr, why, sizeof(why));
-	if (r < 0)
+	if (r < 0) {
 		ptwk_note(k, "--trace: %s; its functions get their probes when main starts", why);
+		/* what it will run is not known (a script, say): nothing
+		 * says it cannot throw or switch stacks */
+		ptwk_frames_exits_needed(k->frames, "the command's files could not be read before "
+						    "it ran");
+	}
 	for (size_t i = 0; i < nlibs; i++)
 		free(libs[i]);
 	free(libs);

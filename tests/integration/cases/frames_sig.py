@@ -4,9 +4,10 @@ signal handlers and makecontext/swapcontext contexts (issue 20)."""
 import json
 import os
 import signal
+import tempfile
 
 from ptw_test import test
-from ptw_test import case, check_exit, fixture, validate
+from ptw_test import backend, case, check_exit, fixture, validate
 from helpers import check_same_as_untraced, run_ptwatch
 from cases.frames import check_frames_sane, frame_spans, frame_symbol
 
@@ -68,3 +69,34 @@ def case_frames_sig(session, chk, mode='handler'):
         again = json.load(f)
     validate(again)
     chk.eq('report --format=json keeps the frames', frame_spans(again), frames)
+
+
+@test('frames-sig-script', kernel=True)
+@case('frames-sig-script')
+def case_frames_sig_script(session, chk):
+    """The command is a script that execs the fixture (pingpong: two
+    contexts with traced calls open across their switches). What it will
+    run cannot be read before it runs, so the kernel path gives no
+    uretprobe to anything, libc's traced functions included (before, libc's
+    were uretprobe'd, and a warning said they were at risk): the untraced
+    result, every write() completed. (The exec'd image's own functions are
+    probed once ptwatch has read that its main() started: on the kernel
+    path the fixture may be done by then, frames-exec.)"""
+    exe = fixture('frames_sig')
+    with tempfile.TemporaryDirectory() as d:
+        script = os.path.join(d, 'run-pingpong')
+        with open(script, 'w') as f:
+            f.write('#!/bin/sh\nexec %s pingpong\n' % exe)
+        os.chmod(script, 0o755)
+        run = session.run([script], opts=['-q', '--trace', 'sg_*', '--trace', 'libc.so.6:write'])
+    check_exit(chk, run, code=0)
+    chk.eq('the untraced result', run.stdout_text(), 'pingpong result 39\n')
+    limits = [w['message'] for w in run.doc.get('warnings', []) if w['code'] == 'kernel_limit']
+    chk.true('no function probed with a uretprobe before it could switch stacks (%r)' % limits,
+             not any('before the process could throw or switch stacks' in m for m in limits))
+    frames = frame_spans(run.doc)
+    if backend() != 'kernel':
+        got = frame_tree([f for f in frames if frame_symbol(f).startswith('sg_')])
+        chk.eq('the sg_ frames = the truth', got, truth_tree(run.truth))
+    chk.eq('write traced, every call completed',
+           {f['status'] for f in frames if frame_symbol(f) in ('write', '__write')}, {'completed'})
