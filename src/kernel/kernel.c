@@ -507,6 +507,9 @@ void ptw_kernel_free(struct ptw_kernel *k)
 	for (size_t i = 0; i < k->ninq; i++)
 		ptwk_drained_free(&k->inq[i]);
 	free(k->inq);
+	for (size_t i = 0; i < k->nbatch; i++) /* (always moved into inq: none) */
+		ptwk_drained_free(&k->batch[i]);
+	free(k->batch);
 	if (!k->root) {
 		int fds[] = { k->wake_fd, k->notify_fd, k->drain_epfd };
 		for (size_t i = 0; i < PTW_ARRAY_SIZE(fds); i++)

@@ -165,6 +165,12 @@ struct ptw_kernel {
 	 * one being converted (its image, for on_exec and image_ready). */
 	struct drained *inq, *queue;
 	size_t ninq, capinq, nqueue, capqueue, cur;
+	/* the records one read of the ring took, moved into inq at its end
+	 * (one lock per read, not per record: with -f the probes are on
+	 * libc's file, ptwatch's own calls of its functions included), and
+	 * inq's length as that read began */
+	struct drained *batch;
+	size_t nbatch, capbatch, inq_seen;
 	bool converting;
 	pthread_t drainer;
 	bool drainer_on, drainer_stop;

@@ -96,18 +96,27 @@ int ptwk_on_record(void *ctx, void *data, size_t size)
 			memcpy(d.exe, path, n);
 		}
 	}
-	pthread_mutex_lock(&k->qlock);
-	if (k->ninq == k->capinq) {
-		k->capinq = k->capinq ? k->capinq * 2 : 256;
-		k->inq = xreallocarray(k->inq, k->capinq, sizeof(*k->inq));
+	if (k->nbatch == k->capbatch) {
+		k->capbatch = k->capbatch ? k->capbatch * 2 : 256;
+		k->batch = xreallocarray(k->batch, k->capbatch, sizeof(*k->batch));
 	}
-	k->inq[k->ninq++] = d;
-	k->stats.records++;
-	bool full = k->ninq >= INQ_MAX;
-	pthread_mutex_unlock(&k->qlock);
+	k->batch[k->nbatch++] = d;
 	/* (libbpf has taken this record from the ring: it is kept; the next
 	 * stay there until the converter takes inq) */
-	return full ? -ENOBUFS : 0;
+	return k->inq_seen + k->nbatch >= INQ_MAX ? -ENOBUFS : 0;
+}
+
+/* What a read of the ring took, into inq (qlock held). */
+static void batch_to_inq(struct ptw_kernel *k)
+{
+	if (k->ninq + k->nbatch > k->capinq) {
+		k->capinq = k->ninq + k->nbatch + 256;
+		k->inq = xreallocarray(k->inq, k->capinq, sizeof(*k->inq));
+	}
+	memcpy(k->inq + k->ninq, k->batch, k->nbatch * sizeof(*k->batch));
+	k->ninq += k->nbatch;
+	k->stats.records += k->nbatch;
+	k->nbatch = 0;
 }
 
 /*
@@ -141,11 +150,13 @@ static void *drainer(void *arg)
 		}
 		uint64_t req = k->drain_req;
 		bool stop = k->drainer_stop;
+		k->inq_seen = k->ninq; /* (only this thread adds to it) */
 		pthread_mutex_unlock(&k->qlock);
 		if (stop)
 			break;
 		int got = ring_buffer__consume(k->rb);
 		pthread_mutex_lock(&k->qlock);
+		batch_to_inq(k);
 		k->drain_done = req;
 		pthread_cond_broadcast(&k->qcond);
 		pthread_mutex_unlock(&k->qlock);
@@ -201,8 +212,14 @@ static int drain(struct ptw_kernel *k)
 {
 	int r = 0;
 	if (!k->drainer_on) {
+		pthread_mutex_lock(&k->qlock);
+		k->inq_seen = k->ninq;
+		pthread_mutex_unlock(&k->qlock);
 		r = ring_buffer__consume(k->rb); /* (stopped: this thread reads) */
 		r = r == -ENOBUFS ? 0 : r;
+		pthread_mutex_lock(&k->qlock);
+		batch_to_inq(k);
+		pthread_mutex_unlock(&k->qlock);
 	} else {
 		pthread_mutex_lock(&k->qlock);
 		uint64_t req = ++k->drain_req;
