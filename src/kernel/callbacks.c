@@ -244,9 +244,9 @@ static void watch_return(void *ctx, uint64_t addr)
 	ptwk_watch_return(ctx, addr);
 }
 
-static void unwatch_return(void *ctx, pid_t tid, uint64_t sp)
+static void unwatch_returns(void *ctx, pid_t tid)
 {
-	ptwk_unwatch_return(ctx, tid, sp);
+	ptwk_unwatch_returns(ctx, tid);
 }
 
 struct ptwk_conv_ops ptwk_conv_ops_of(struct ptw_kernel *k)
@@ -261,6 +261,6 @@ struct ptwk_conv_ops ptwk_conv_ops_of(struct ptw_kernel *k)
 				       .modules_changed = modules_changed,
 				       .is_sigreturn = is_sigreturn,
 				       .watch_return = watch_return,
-				       .unwatch_return = unwatch_return,
+				       .unwatch_returns = unwatch_returns,
 				       .ctx = k };
 }

@@ -42,10 +42,10 @@ struct ptwk_conv_ops {
 	bool (*is_sigreturn)(void *ctx, uint64_t addr);
 	/* --trace: a traced function jumped into code not traced that will
 	 * return to addr: watch that return (a uprobe there, once); thread
-	 * tid ended: forget the returns watched for it (sp 0: every one).
-	 * NULL: nothing is watched (the jump ends the frame). */
+	 * tid ended: forget the returns watched for it. NULL: nothing is
+	 * watched (the jump ends the frame). */
 	void (*watch_return)(void *ctx, uint64_t addr);
-	void (*unwatch_return)(void *ctx, pid_t tid, uint64_t sp);
+	void (*unwatch_returns)(void *ctx, pid_t tid);
 	void *ctx;
 };
 

@@ -91,8 +91,8 @@ static struct fthread *fthread_of(struct ptwk_conv *c, pid_t tid, bool make)
 static void fthread_free(struct fthread *ft)
 {
 	if (ft) {
-		if (ft->jumped && ft->c->ops.unwatch_return)
-			ft->c->ops.unwatch_return(ft->c->ops.ctx, ft->tid, 0);
+		if (ft->jumped && ft->c->ops.unwatch_returns)
+			ft->c->ops.unwatch_returns(ft->c->ops.ctx, ft->tid);
 		ptw_shadow_clear(&ft->sh, NULL, NULL);
 		free(ft);
 	}

@@ -59,7 +59,7 @@ struct ptwk_frames {
 	 * the process can throw or switch stacks (check_exits_needed); NULL:
 	 * uretprobes. Once set, for every module scanned from then on. */
 	char *exits_why;
-	unsigned by_exits, by_uretprobe; /* functions traced each way */
+	unsigned by_uretprobe; /* functions traced with a uretprobe */
 	bool started;	/* probes are in and the program runs: a module
 			 * scanned from now on came late */
 	unsigned late;	/* modules a pattern applies to, scanned late */
@@ -177,7 +177,7 @@ static void traced_group(struct ptwk_frames *f, const struct group *g, size_t fr
 	for (size_t i = from; i < from + n; i++) {
 		traced_add(f, (uint32_t)g->cookies[i]);
 		f->stepped += exits || stepped(g, fd, i);
-		*(exits ? &f->by_exits : &f->by_uretprobe) += 1;
+		f->by_uretprobe += !exits;
 	}
 	if (fd >= 0)
 		close(fd);
@@ -195,14 +195,29 @@ struct part {
 	size_t n;
 };
 
-static int sweep(int fd, struct part *p)
+/* p's code from its file (malloc'ed), or NULL with *err set. */
+static uint8_t *read_part(int fd, const struct part *p, int *err)
 {
-	if (p->hi <= p->lo || p->hi - p->lo > FUNCTION_MAX)
-		return -EFBIG;
+	if (p->hi <= p->lo || p->hi - p->lo > FUNCTION_MAX) {
+		*err = -EFBIG;
+		return NULL;
+	}
 	size_t len = (size_t)(p->hi - p->lo);
 	uint8_t *code = xmalloc(len);
-	ssize_t got = pread(fd, code, len, (off_t)p->off);
-	int r = got == (ssize_t)len ? ptw_insn_exits(code, len, p->lo, &p->ex, &p->n) : -EIO;
+	if (pread(fd, code, len, (off_t)p->off) != (ssize_t)len) {
+		free(code);
+		*err = -EIO;
+		return NULL;
+	}
+	return code;
+}
+
+static int sweep(int fd, struct part *p)
+{
+	int r;
+	uint8_t *code = read_part(fd, p, &r);
+	if (code)
+		r = ptw_insn_exits(code, (size_t)(p->hi - p->lo), p->lo, &p->ex, &p->n);
 	free(code);
 	return r;
 }
@@ -268,6 +283,8 @@ static int part_exits(struct ptwk_frames *f, const struct part *p, const struct 
 			cookie = PTWK_EXIT_COOKIE(PTWK_EXIT_JCC, e->cond, fn);
 		} else if (ptw_symbols_frame_set_up(f->syms, e->addr)) {
 			continue; /* its stack not at the slot: a jump table, no tail call */
+		} else if (e->addr == entry) {
+			return -ENOTSUP; /* (the entry's program sends no indirect jump) */
 		} else {
 			/* its target read at the jump: not one inside this part */
 			const struct ptw_insn_operand *o = &e->op;
@@ -292,8 +309,6 @@ static int part_exits(struct ptwk_frames *f, const struct part *p, const struct 
 			if (o->type == PTW_OPND_MEM && o->index >= 0)
 				js.index = (uint8_t)(o->index / 8);
 			uint32_t key = f->njumps;
-			if (e->addr == entry)
-				return -ENOTSUP;
 			int u = jumps < 0 ? -EBADF : bpf_map_update_elem(jumps, &key, &js, BPF_ANY);
 			if (u < 0)
 				return u;
@@ -370,14 +385,11 @@ static bool calls_itself(struct ptwk_frames *f, int fd, const struct group *g, s
 {
 	const struct ptw_location *loc = f->fns[g->cookies[i]];
 	struct part p = { .off = g->offsets[i] };
-	if (fd < 0 || extent(f, loc->addr, &p) < 0 || p.hi <= p.lo || p.hi - p.lo > FUNCTION_MAX)
-		return false;
-	size_t len = (size_t)(p.hi - p.lo);
-	uint8_t *code = xmalloc(len);
+	int err;
+	uint8_t *code = fd >= 0 && extent(f, loc->addr, &p) == 0 ? read_part(fd, &p, &err) : NULL;
 	uint64_t targets[256];
-	int n = pread(fd, code, len, (off_t)p.off) == (ssize_t)len
-			? ptw_insn_find_calls(code, len, p.lo, false, targets, 256)
-			: 0;
+	int n = code ? ptw_insn_find_calls(code, (size_t)(p.hi - p.lo), p.lo, false, targets, 256)
+		     : 0;
 	free(code);
 	for (int k = 0; k < n; k++)
 		if (targets[k] == p.lo)

@@ -110,19 +110,15 @@ void ptwk_watch_return(struct ptw_kernel *k, uint64_t addr)
 	root->stats.probes += ptwk_frames_probes(frames) - before;
 }
 
-/* Thread tid ended: the returns watched for it (at sp after the return;
- * 0: all of them) are forgotten, its tid may come again. */
-void ptwk_unwatch_return(struct ptw_kernel *k, pid_t tid, uint64_t sp)
+/* Thread tid ended: the returns watched for it are forgotten, its tid
+ * may come again. */
+void ptwk_unwatch_returns(struct ptw_kernel *k, pid_t tid)
 {
 	struct ptw_kernel *root = k->root ? k->root : k;
 	if (!root->skel)
 		return;
 	int fd = bpf_map__fd(root->skel->maps.underway_sites);
-	struct ptwk_uw_key key = { .tid = (__u32)tid, .sp = sp }, next;
-	if (sp) {
-		bpf_map_delete_elem(fd, &key);
-		return;
-	}
+	struct ptwk_uw_key key, next;
 	/* (a walk: this thread's keys are few, the map small) */
 	void *prev = NULL;
 	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
