@@ -120,6 +120,11 @@ bool ptw_needs_escape(const char *s);
 
 /* Writes all of buf (again after EINTR and short writes); 0 or -errno. */
 int ptw_write_all(int fd, const void *buf, size_t len);
+/* Flushes stdio, then points standard input, output and error at
+ * /dev/null: for a process that lives on once it has said everything, so
+ * that whoever reads what it wrote (a pipe: ptwatch --json | jq) sees the
+ * end without waiting for it. */
+void ptw_stdio_to_null(void);
 
 /* Drops the one newline that ends a /proc file's line (a comm may hold
  * others of its own: it is anyone's to set). */

@@ -55,6 +55,10 @@ static void on_end(void *ctx)
 {
 	struct restorer *r = ctx;
 	r->ended = true;
+	/* The tracer wrote its outputs and will put everything back itself:
+	 * nothing is left to say here, and a reader of the user's stdout or
+	 * stderr (a pipe) must not wait for this process to end. */
+	ptw_stdio_to_null();
 }
 
 static const struct ptw_record_handlers handlers = { on_event, on_report, on_end };

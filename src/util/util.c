@@ -443,6 +443,19 @@ void ptw_set_process_title(char **argv, const char *const *title)
 	memset(p, 0, (size_t)(end - p));
 }
 
+void ptw_stdio_to_null(void)
+{
+	fflush(NULL);
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null < 0)
+		return;
+	for (int fd = 0; fd <= 2; fd++)
+		if (fd != null)
+			dup2(null, fd);
+	if (null > 2)
+		close(null);
+}
+
 int ptw_write_all(int fd, const void *buf, size_t len)
 {
 	const char *p = buf;

@@ -243,14 +243,15 @@ class Session:
         return env
 
     def start(self, cmd, opts=(), output='file', env=None, pass_fds=(), pid=None, stderr=None,
-              prefix=()):
+              prefix=(), stdout=None):
         """Starts ptwatch in a session of its own; returns (run, Popen).
 
         stdout and stderr go to files in the run's directory, not pipes: the
         target inherits them and may outlive ptwatch (interrupt), and a
         pipe would then keep a reader waiting for its end. stderr: another
-        file object or descriptor for ptwatch's stderr (then not read back).
-        prefix: a command that runs ptwatch (setpriv ...)."""
+        file object or descriptor for ptwatch's stderr (then not read back);
+        stdout the same for its stdout. prefix: a command that runs ptwatch
+        (setpriv ...)."""
         run = Run(self.mkdtemp(), [])
         if backend() == 'kernel' and ('-f' in opts or '--follow-forks' in opts):
             own_global_probes()
@@ -260,7 +261,8 @@ class Session:
         with open(os.path.join(run.tmpdir, 'stdout'), 'wb') as out, \
                 open(os.path.join(run.tmpdir, 'stderr'), 'wb') as err:
             proc = subprocess.Popen(run.argv, env=self.env(run, env), pass_fds=pass_fds,
-                                    stdin=subprocess.DEVNULL, stdout=out,
+                                    stdin=subprocess.DEVNULL,
+                                    stdout=out if stdout is None else stdout,
                                     stderr=err if stderr is None else stderr,
                                     cwd=run.tmpdir, start_new_session=True, preexec_fn=no_core)
         return run, proc
@@ -965,7 +967,8 @@ class Target:
             with open(os.path.join(self.dir, 'stdout'), 'wb') as out, \
                     open(os.path.join(self.dir, 'stderr'), 'wb') as err:
                 self.proc = subprocess.Popen(self.argv, env=full_env, pass_fds=(ctl_r, rep_w),
-                                             stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                             stdin=subprocess.DEVNULL,
+                                    stdout=out if stdout is None else stdout, stderr=err,
                                              cwd=self.dir, start_new_session=True,
                                              preexec_fn=no_core)
         finally:

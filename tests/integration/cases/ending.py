@@ -3,8 +3,10 @@ terminal, SIGKILL of its front or its tracer process, a signal while it
 still attaches, and the ways of ptw_guardian.h (case end): the target
 lives on, its text is the files' again."""
 
+import json
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -267,6 +269,76 @@ def case_kill9_tracer(session, chk, then='command-exits'):
     lines = attach_stderr_lines(run)
     chk.true('one line says what happened (stderr %r)' % lines,
              any('tracer process died' in x and 'still running, untraced' in x for x in lines))
+
+
+@test('pipe-end', '3', kernel=True)
+@case('pipe-end')
+def case_pipe_end(session, chk, rounds='3'):
+    """ptwatch --json -- COMMAND | reader: the reader sees the end of
+    ptwatch's stdout and stderr as ptwatch exits, whatever its other
+    processes still do. The kernel path's tracer closes its links after
+    the front has exited (30-100 ms: grace periods); it is stopped as the
+    front exits, so a pipe it (or the restorer) still held would not end
+    until it went on. Before, `ptwatch --json -- true | cat` took 90-140 ms
+    on the kernel path, against 30 ms without the pipe."""
+    caught = 0
+    for i in range(int(rounds)):
+        chk.prefix = '[round %d] ' % (i + 1)
+        ctl_r, ctl_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        run, proc = session.start([fixture('idle'), '2'], output='stdout',
+                                  env={'PTW_CTL_FD': str(ctl_r), 'PTW_REPLY_FD': str(rep_w)},
+                                  pass_fds=(ctl_r, rep_w), stdout=out_w, stderr=err_w)
+        for fd in (ctl_r, rep_w, out_w, err_w):
+            os.close(fd)
+        tracer = None
+        try:
+            read_line(rep_r, 20, 'ready')
+            tracer = ptwatch_processes(proc.pid).get('tracer')
+            chk.true('a ptw-tracer, child of the ptwatch we started', tracer is not None)
+            os.write(ctl_w, b'q')
+            proc.wait(timeout=20)
+            try:
+                os.kill(tracer, signal.SIGSTOP)
+                caught += 1
+                print('round %d: the tracer %d still ran as the front exited: stopped'
+                      % (i + 1, tracer))
+            except ProcessLookupError:
+                tracer = None
+            got = {out_r: b'', err_r: b''}
+            open_fds = [out_r, err_r]
+            deadline = time.monotonic() + 10
+            while open_fds and time.monotonic() < deadline:
+                ready, _, _ = select.select(open_fds, [], [], deadline - time.monotonic())
+                for fd in ready:
+                    chunk = os.read(fd, 65536)
+                    if chunk:
+                        got[fd] += chunk
+                    else:
+                        open_fds.remove(fd)
+            chk.eq('stdout and stderr ended with the front, the tracer %s'
+                   % ('stopped' if tracer else 'gone'),
+                   ['stdout' if fd == out_r else 'stderr' for fd in open_fds], [])
+        finally:
+            if tracer:
+                os.kill(tracer, signal.SIGCONT)
+            end_group(proc)
+            for fd in (ctl_w, rep_r, out_r, err_r):
+                os.close(fd)
+        chk.eq('ptwatch exit status: the command\'s', proc.returncode, 0)
+        doc = json.loads(got[out_r].decode())
+        chk.eq('the document on the pipe: the command\'s main thread, ended',
+               [((t['start_routine'] or {}).get('symbol'), t['status'])
+                for t in doc['spans'] if t['kind'] == 'thread'][:1], [('main', 'completed')])
+        if tracer:
+            chk.true('the tracer %d ends once let go on' % tracer,
+                     wait_for(lambda: not os.path.exists('/proc/%d' % tracer), 20))
+    chk.prefix = ''
+    if backend() == 'kernel':
+        chk.true('the tracer still closed its links as the front exited (%d of %s rounds)'
+                 % (caught, rounds), caught > 0)
 
 
 @test('attach-early-signal', '2',
