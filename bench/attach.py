@@ -19,6 +19,8 @@ import sys
 import tempfile
 import time
 
+from walltime import wall
+
 build = sys.argv[1] if len(sys.argv) > 1 else "build"
 sizes = [int(x) for x in sys.argv[2:]] or [1000, 10000]
 RUNS = int(os.environ.get("RUNS", "3"))
@@ -28,9 +30,8 @@ tmp = tempfile.mkdtemp(prefix="ptwattach.")
 
 
 def timed(cmd):
-    t0 = time.monotonic()
-    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
-    return time.monotonic() - t0 if p.returncode == 0 else None
+    dt, rc = wall(cmd, limit=300)
+    return dt if rc == 0 else None
 
 
 def frozen(path):

@@ -13,6 +13,8 @@ import sys
 import tempfile
 import time
 
+from walltime import wall
+
 build = sys.argv[1] if len(sys.argv) > 1 else "build"
 command = sys.argv[2:] or ["/bin/true"]
 RUNS = int(os.environ.get("RUNS", "15"))
@@ -23,11 +25,8 @@ os.makedirs(warm_dir)
 
 
 def timed(cmd, env=None):
-    t0 = time.monotonic()
-    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       env=env, timeout=60)
-    dt = time.monotonic() - t0
-    return dt if p.returncode == 0 else None
+    dt, rc = wall(cmd, env=env)
+    return dt if rc == 0 else None
 
 
 def env_with(cache):
