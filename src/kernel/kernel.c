@@ -79,7 +79,11 @@ static int load_and_attach(struct ptw_kernel *k, char *why, size_t why_size)
 		k->multi = true;
 		r = 0;
 	}
-	if (!k->multi && (r = ptwk_open_skeleton(k, false)) < 0) {
+	if (!k->multi)
+		r = ptwk_open_skeleton(k, false);
+	ptwk_primer_join(k->primer, k->primer_fds);
+	k->primer = NULL;
+	if (r < 0) {
 		ptwk_why_set(why, why_size, "cannot load the BPF programs: %s", strerror(-r));
 		return r;
 	}
@@ -199,6 +203,9 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, cons
 	k->pid = pid;
 	k->launched = launched;
 	k->multi_fds[0] = k->multi_fds[1] = k->mods_fd = -1;
+	k->primer_fds[0] = k->primer_fds[1] = -1;
+	/* (its grace period while the symbols are read and the programs load) */
+	k->primer = k->o.no_multi ? NULL : ptwk_primer_start();
 	k->epfd = k->pidfd = -1;
 	k->wake_fd = k->notify_fd = k->drain_epfd = -1;
 	pthread_mutex_init(&k->qlock, NULL);
@@ -485,6 +492,8 @@ void ptw_kernel_free(struct ptw_kernel *k)
 {
 	if (!k)
 		return;
+	ptwk_primer_join(k->primer, k->primer_fds); /* (a start that failed before) */
+	k->primer = NULL;
 	if (k->skel && !k->detached) {
 		ptwk_close_links(k);
 		k->detached = true;

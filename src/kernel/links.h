@@ -35,4 +35,20 @@ int ptwk_link_multi(const struct ptwk_uprobe_set *s);
  * errno set. */
 struct bpf_link *ptwk_link_one(const struct ptwk_uprobe_set *s, size_t i);
 
+/*
+ * The first uprobe registered after a quiet spell waits for an RCU grace
+ * period (the writer side of uprobes' mmap lock: 6-14 ms here), those
+ * registered within the next grace period or so do not. A primer is a
+ * link that probes nothing (a memfd nobody maps, for this process only)
+ * registered from a thread of its own while this one loads the programs:
+ * the session's own links, made just after, find the lock ready.
+ */
+struct ptwk_primer;
+/* NULL if no thread could be made. */
+struct ptwk_primer *ptwk_primer_start(void);
+/* Waits for its registration; fds[0], fds[1]: its link and program
+ * (-1 if it failed: a kernel without uprobe_multi), closed with the
+ * session's links. Frees p; NULL gives -1s. */
+void ptwk_primer_join(struct ptwk_primer *p, int fds[2]);
+
 #endif

@@ -127,6 +127,12 @@ int ptwk_open_skeleton(struct ptw_kernel *k, bool multi)
 		r = bpf_program__set_expected_attach_type(
 			s->progs.ptw_underway_return,
 			(enum bpf_attach_type)PTWK_BPF_TRACE_UPROBE_MULTI);
+	/* (and their maps: a hash map's buckets are paid up front, 1 MiB each
+	 * here, about a millisecond of the start-up) */
+	if (r == 0 && !k->o.ntrace)
+		r = bpf_map__set_autocreate(s->maps.frame_jumps, false);
+	if (r == 0 && !k->o.ntrace)
+		r = bpf_map__set_autocreate(s->maps.underway_sites, false);
 	for (size_t i = 0; i < PTW_ARRAY_SIZE(frame_progs) && r == 0; i++)
 		if (!k->o.ntrace)
 			r = bpf_program__set_autoload(frame_progs[i], false);
@@ -323,10 +329,13 @@ void ptwk_close_links_start(struct ptw_kernel *k)
 	struct bpf_link **links = NULL;
 	size_t nfds = 0, nlinks = 0;
 	ptwk_frames_take_links(k->frames, &fds, &nfds, &links, &nlinks);
-	fds = xreallocarray(fds, nfds + 2 + k->nstale, sizeof(*fds));
+	fds = xreallocarray(fds, nfds + 4 + k->nstale, sizeof(*fds));
 	fds[nfds++] = k->multi_fds[0];
 	fds[nfds++] = k->multi_fds[1];
 	k->multi_fds[0] = k->multi_fds[1] = -1;
+	fds[nfds++] = k->primer_fds[0];
+	fds[nfds++] = k->primer_fds[1];
+	k->primer_fds[0] = k->primer_fds[1] = -1;
 	for (size_t i = 0; i < k->nstale; i++)
 		fds[nfds++] = k->stale_fds[i];
 	k->nstale = 0;
