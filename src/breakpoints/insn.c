@@ -2,6 +2,9 @@
 /*
  * Choosing how to step over the instruction an int3 displaced, and doing it
  * without a single step. Pure given capstone; see ptw_breakpoints.h.
+ * capstone is opened when first needed (dlopen): linked in, its relocated
+ * tables (1.3 MiB) cost every ptwatch 1.6 ms at exec, and only the ptrace
+ * path and --trace decode instructions.
  *
  * Emulated: only instructions whose whole effect is a register or stack
  * write that is easy to get exactly right (no flags). Everything else that is
@@ -9,25 +12,61 @@
  */
 #define _GNU_SOURCE
 #include <capstone/capstone.h>
+#include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "config.h"
 #include "ptw_breakpoints.h"
 #include "ptw_util.h"
 
 static csh cs_handle;
 static bool cs_ready;
+/* The library's functions this file calls (the build's soname: the ABI of
+ * the headers it was compiled with). */
+static struct {
+	cs_err (*open)(cs_arch arch, cs_mode mode, csh *handle);
+	cs_err (*option)(csh handle, cs_opt_type type, size_t value);
+	size_t (*disasm)(csh handle, const uint8_t *code, size_t size, uint64_t address,
+			 size_t count, cs_insn **insn);
+	bool (*disasm_iter)(csh handle, const uint8_t **code, size_t *size, uint64_t *address,
+			    cs_insn *insn);
+	cs_insn *(*malloc)(csh handle);
+	void (*free)(cs_insn *insn, size_t count);
+} cs;
+
+static bool cs_load(void)
+{
+	void *lib = dlopen(PTW_CAPSTONE_SONAME, RTLD_NOW | RTLD_LOCAL);
+	if (!lib)
+		return false;
+	/* (POSIX: a function pointer through a void * is the one dlsym gives) */
+	*(void **)&cs.open = dlsym(lib, "cs_open");
+	*(void **)&cs.option = dlsym(lib, "cs_option");
+	*(void **)&cs.disasm = dlsym(lib, "cs_disasm");
+	*(void **)&cs.disasm_iter = dlsym(lib, "cs_disasm_iter");
+	*(void **)&cs.malloc = dlsym(lib, "cs_malloc");
+	*(void **)&cs.free = dlsym(lib, "cs_free");
+	return cs.open && cs.option && cs.disasm && cs.disasm_iter && cs.malloc && cs.free;
+}
+
+static void cs_init(void)
+{
+	if (!cs_load() || cs.open(CS_ARCH_X86, CS_MODE_64, &cs_handle) != CS_ERR_OK)
+		return;
+	cs.option(cs_handle, CS_OPT_DETAIL, CS_OPT_ON);
+	cs_ready = true;
+}
 
 static int capstone(csh *ret)
 {
-	if (!cs_ready) {
-		if (cs_open(CS_ARCH_X86, CS_MODE_64, &cs_handle) != CS_ERR_OK)
-			return -ENOTSUP;
-		cs_option(cs_handle, CS_OPT_DETAIL, CS_OPT_ON);
-		cs_ready = true;
-	}
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, cs_init);
+	if (!cs_ready)
+		return -ENOTSUP;
 	*ret = cs_handle;
 	return 0;
 }
@@ -227,7 +266,7 @@ int ptw_insn_plan(const uint8_t *code, size_t len, uint64_t addr, struct ptw_ins
 	if (r < 0)
 		return r;
 	cs_insn *insn;
-	size_t n = cs_disasm(h, code, len, addr, 1, &insn);
+	size_t n = cs.disasm(h, code, len, addr, 1, &insn);
 	if (n == 0)
 		return -EINVAL;
 	struct ptw_insn_plan p;
@@ -237,7 +276,7 @@ int ptw_insn_plan(const uint8_t *code, size_t len, uint64_t addr, struct ptw_ins
 	snprintf(p.text, sizeof(p.text), "%.12s%s%.34s", insn->mnemonic, insn->op_str[0] ? " " : "",
 		 insn->op_str);
 	r = choose(insn, &p);
-	cs_free(insn, n);
+	cs.free(insn, n);
 	if (r < 0)
 		return r;
 	*ret = p;
@@ -435,11 +474,11 @@ int ptw_insn_call_length(const uint8_t before[8], uint64_t ret_addr)
 	 * *disp8(%reg) (3), call rel32 (5), call *disp32(%rip) (6), SIB (7). */
 	for (int k = 2; k <= 7; k++) {
 		cs_insn *insn;
-		size_t n = cs_disasm(h, before + 8 - k, (size_t)k, ret_addr - (uint64_t)k, 1, &insn);
+		size_t n = cs.disasm(h, before + 8 - k, (size_t)k, ret_addr - (uint64_t)k, 1, &insn);
 		if (!n)
 			continue;
 		bool ok = insn->id == X86_INS_CALL && insn->size == k;
-		cs_free(insn, n);
+		cs.free(insn, n);
 		if (ok)
 			return k;
 	}
@@ -453,7 +492,7 @@ int ptw_insn_entry_step(const uint8_t *code, size_t len, uint64_t addr, uint64_t
 	if (capstone(&h) < 0)
 		return -ENOTSUP;
 	cs_insn *insn;
-	size_t n = cs_disasm(h, code, len, addr, 2, &insn);
+	size_t n = cs.disasm(h, code, len, addr, 2, &insn);
 	if (n < 1)
 		return -ENOTSUP;
 	const cs_x86 *x = &insn->detail->x86;
@@ -493,7 +532,7 @@ int ptw_insn_entry_step(const uint8_t *code, size_t len, uint64_t addr, uint64_t
 		*ret_next = addr + insn->size;
 		*ret_sp_shift = shift;
 	}
-	cs_free(insn, n);
+	cs.free(insn, n);
 	return r;
 }
 
@@ -503,7 +542,7 @@ int ptw_insn_tail_jump(const uint8_t *code, size_t len, uint64_t addr, uint64_t 
 	if (capstone(&h) < 0)
 		return -ENOTSUP;
 	cs_insn *insn;
-	size_t n = cs_disasm(h, code, len, addr, 6, &insn);
+	size_t n = cs.disasm(h, code, len, addr, 6, &insn);
 	int r = -ENOENT;
 	for (size_t i = 0; i < n; i++) {
 		const cs_x86 *x = &insn[i].detail->x86;
@@ -516,7 +555,7 @@ int ptw_insn_tail_jump(const uint8_t *code, size_t len, uint64_t addr, uint64_t 
 			break;
 	}
 	if (n)
-		cs_free(insn, n);
+		cs.free(insn, n);
 	return r;
 }
 
@@ -545,9 +584,9 @@ static int find_insns(const uint8_t *code, size_t len, uint64_t addr, const stru
 	const uint8_t *p = code;
 	size_t left = len;
 	uint64_t a = addr;
-	cs_insn *insn = cs_malloc(h);
+	cs_insn *insn = cs.malloc(h);
 	while (left && k < max) {
-		if (!cs_disasm_iter(h, &p, &left, &a, insn)) {
+		if (!cs.disasm_iter(h, &p, &left, &a, insn)) {
 			if (pk->return_site)
 				break;
 			p++;
@@ -583,7 +622,7 @@ static int find_insns(const uint8_t *code, size_t len, uint64_t addr, const stru
 		if (!pk->leaving || target < pk->lo || target >= pk->hi)
 			out[k++] = target;
 	}
-	cs_free(insn, 1);
+	cs.free(insn, 1);
 	return k;
 }
 
@@ -642,10 +681,10 @@ int ptw_insn_exits(const uint8_t *code, size_t len, uint64_t addr, struct ptw_in
 	size_t left = len;
 	uint64_t a = addr;
 	int r = 0;
-	cs_insn *insn = cs_malloc(h);
+	cs_insn *insn = cs.malloc(h);
 	while (left && r == 0) {
 		uint64_t at = a;
-		if (!cs_disasm_iter(h, &p, &left, &a, insn)) {
+		if (!cs.disasm_iter(h, &p, &left, &a, insn)) {
 			r = -EILSEQ; /* data, or bytes cut at the end */
 			break;
 		}
@@ -710,10 +749,10 @@ int ptw_insn_exits(const uint8_t *code, size_t len, uint64_t addr, struct ptw_in
 		const uint8_t *q = code + t;
 		size_t qleft = next - t;
 		uint64_t qa = inside[i];
-		if (!cs_disasm_iter(h, &q, &qleft, &qa, insn) || qleft)
+		if (!cs.disasm_iter(h, &q, &qleft, &qa, insn) || qleft)
 			r = -EILSEQ;
 	}
-	cs_free(insn, 1);
+	cs.free(insn, 1);
 	free(inside);
 	free(starts);
 	if (r < 0) {
