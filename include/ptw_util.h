@@ -146,6 +146,12 @@ int ptw_read_small_file_at(int dir_fd, const char *path, char *buf, size_t size)
 char ptw_proc_state(pid_t pid, pid_t tid);
 /* Has that thread exited (zombie, dead, or gone)? */
 bool ptw_proc_exited(pid_t pid, pid_t tid);
+/* Or is it on its way out (PF_EXITING: set as do_exit begins, before its
+ * memory goes)? A write to a process's memory that fails with EIO while
+ * its thread is stopped means this: every thread has let go of it. */
+bool ptw_proc_exiting(pid_t pid, pid_t tid);
+/* include/linux/sched.h: the task is exiting (/proc stat's flags, field 9). */
+#define PTW_PF_EXITING 0x00000004u
 /* Field `field` of /proc/PID/stat, numbered as in proc(5) (9: flags, 47:
  * start_brk), as a number; false if unreadable. For a whole process: the
  * kernel walks all its threads for this file. */

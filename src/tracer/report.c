@@ -29,9 +29,6 @@ static const char *stop_names[PTW_STOP_TRACER_SIGNAL + 1];
  * our child: if it has ended (the signal we passed on at detach, say), how
  * is ours to read, and ptwatch exits as it did.
  */
-/* include/linux/sched.h: the task is exiting (set early in do_exit). */
-#define PF_EXITING 0x00000004u
-
 void ptw_tracer_check_fate(struct ptw_tracer *t, struct ptw_report *r)
 {
 	pid_t pid = t->proc->pid;
@@ -54,7 +51,7 @@ void ptw_tracer_check_fate(struct ptw_tracer *t, struct ptw_report *r)
 	unsigned long long flags = 0;
 	bool doomed = !t->target_gone && t->detached && !reaped &&
 		      (t->fatal_at_detach || t->all_exiting_at_detach || c.fatal_signal ||
-		       !c.alive || (ptw_proc_stat_field(pid, 9, &flags) && (flags & PF_EXITING)));
+		       !c.alive || (ptw_proc_stat_field(pid, 9, &flags) && (flags & PTW_PF_EXITING)));
 	for (int ms = 0; doomed && !reaped && ms < 1000; ms++) {
 		/* Threads that were dying as we let go are still ours to reap
 		 * (a traced thread's death waits for its tracer), and the main

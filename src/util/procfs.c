@@ -42,10 +42,10 @@ bool ptw_proc_exited(pid_t pid, pid_t tid)
 	return !s || s == 'Z' || s == 'X';
 }
 
-bool ptw_proc_stat_field(pid_t pid, int field, unsigned long long *ret)
+/* Field `field` (numbered as in proc(5)) of the stat file at path. */
+static bool stat_field(const char *path, int field, unsigned long long *ret)
 {
-	char path[64], buf[2048];
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	char buf[2048];
 	const char *f = stat_fields(path, buf, sizeof(buf)); /* field 3 */
 	for (int i = 3; f && i < field; i++) {
 		f = strchr(f, ' ');
@@ -56,6 +56,22 @@ bool ptw_proc_stat_field(pid_t pid, int field, unsigned long long *ret)
 		return false;
 	*ret = strtoull(f, NULL, 10);
 	return true;
+}
+
+bool ptw_proc_exiting(pid_t pid, pid_t tid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
+	unsigned long long flags;
+	return ptw_proc_exited(pid, tid) ||
+	       (stat_field(path, 9, &flags) && (flags & PTW_PF_EXITING));
+}
+
+bool ptw_proc_stat_field(pid_t pid, int field, unsigned long long *ret)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	return stat_field(path, field, ret);
 }
 
 long ptw_proc_status_field(pid_t tid, const char *name)

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* Wait status classification with synthetic statuses. */
+/* Wait status classification with synthetic statuses; a process's way
+ * out as /proc tells it. */
 #include <signal.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "ptw_attach.h"
@@ -87,5 +90,26 @@ int main(void)
 
 	CHECK_STR(ptw_stop_kind_name(PTW_STOP_CLONE), "clone");
 	CHECK_STR(ptw_stop_kind_name((enum ptw_stop_kind)999), "?");
+
+	/* ptw_proc_exiting: a live process is not; an ended one not yet
+	 * reaped (a zombie) and a reaped one are (a hook that cannot be put
+	 * in such a process is not a warning: exec-orphan-forks-follow) */
+	alarm(20);
+	int go[2];
+	CHECK(pipe(go) == 0);
+	pid_t kid = fork();
+	if (kid == 0) {
+		char byte;
+		close(go[1]);
+		_exit(read(go[0], &byte, 1) == 0 ? 0 : 1); /* until the pipe closes */
+	}
+	close(go[0]);
+	CHECK(!ptw_proc_exiting(kid, kid));
+	close(go[1]);
+	siginfo_t si;
+	CHECK(waitid(P_PID, (id_t)kid, &si, WEXITED | WNOWAIT) == 0); /* a zombie now */
+	CHECK(ptw_proc_exiting(kid, kid));
+	CHECK(waitpid(kid, NULL, 0) == kid);
+	CHECK(ptw_proc_exiting(kid, kid));
 	CHECK_DONE();
 }
