@@ -589,20 +589,22 @@ int ptw_signal(struct bpf_raw_tracepoint_args *ctx)
 	struct ptwk_record r = {};
 	begin(&r, PTWK_FATAL_SIGNAL, id);
 	r.a = (__u32)sig;
-	if (sig == 5) {
-		/* SIGTRAP: where, and what kind (an int3: SI_KERNEL), for the
-		 * warning that says whether the trap was a probe's
-		 * (kernel_siginfo: si_signo, si_errno, si_code) */
+	/* what kind (kernel_siginfo: si_signo, si_errno, si_code): a
+	 * terminal's (SI_KERNEL) owes ptwatch its copy; for SIGTRAP, an int3's
+	 * (the warning that says whether the trap was a probe's) */
+	int code;
+	if (ctx->args[1] &&
+	    bpf_probe_read_kernel(&code, sizeof(code), (const void *)(ctx->args[1] + 8)) == 0) {
+		r.c = (__u64)(__s64)code;
+		r.f |= PTWK_F_CODE;
+	}
+	if (sig == 5 && (r.f & PTWK_F_CODE)) { /* SIGTRAP: where */
 		long regs = bpf_task_pt_regs(bpf_get_current_task_btf());
-		int code;
-		if (regs && ctx->args[1] &&
+		if (regs &&
 		    bpf_probe_read_kernel(&r.b, sizeof(r.b),
 					  (const void *)(regs +
-							 __builtin_offsetof(struct pt_regs, ip))) == 0 &&
-		    bpf_probe_read_kernel(&code, sizeof(code), (const void *)(ctx->args[1] + 8)) == 0) {
-			r.c = (__u64)(__s64)code;
+							 __builtin_offsetof(struct pt_regs, ip))) == 0)
 			r.f |= PTWK_F_READ;
-		}
 	}
 	send(&r, false);
 	return 0;
@@ -636,6 +638,15 @@ int ptw_signal_sent(struct bpf_raw_tracepoint_args *ctx)
 	struct ptwk_record r = {};
 	begin(&r, PTWK_FATAL_SIGNAL, ((__u64)tgid << 32) | task_tid(t));
 	r.a = (__u32)sig;
+	/* its si_code: the special infos first (SEND_SIG_NOINFO: a kill(),
+	 * SEND_SIG_PRIV: the kernel's own, a terminal's ^C) */
+	__u64 info = ctx->args[1];
+	int code = info == 0 ? 0 /* SI_USER */ : 0x80 /* SI_KERNEL */;
+	if (info <= 1 ||
+	    bpf_probe_read_kernel(&code, sizeof(code), (const void *)(info + 8)) == 0) {
+		r.c = (__u64)(__s64)code;
+		r.f |= PTWK_F_CODE;
+	}
 	send(&r, false);
 	return 0;
 }

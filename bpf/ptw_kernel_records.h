@@ -60,8 +60,10 @@ enum ptwk_kind {
 			    * jmp_buf's mangled sp (PTWK_F_READ: both read) */
 	PTWK_DL_STATE,	   /* _dl_debug_state: ld.so's modules changed (dlopen, dlclose) */
 	PTWK_FATAL_SIGNAL, /* signal_deliver: the thread took a = a signal that kills by
-			    * default, with no handler (the crashing thread); for
-			    * SIGTRAP, b = the user ip, c = si_code (PTWK_F_READ: read) */
+			    * default, caught or not (or signal_generate: one that kills
+			    * it uncaught); c = si_code (PTWK_F_CODE: known; SI_KERNEL:
+			    * a terminal's); for SIGTRAP, b = the user ip (PTWK_F_READ:
+			    * b and c read) */
 	/* --trace, code entered without a call (issue 20) */
 	PTWK_SIGNAL,	   /* signal_deliver tracepoint, a caught signal: a = the signal,
 			    * b = the interrupted sp (PTWK_F_READ: read) */
@@ -115,6 +117,7 @@ enum ptwk_kind {
 #define PTWK_F_ARG_KNOWN 0x4000	    /* START: d = pd->arg */
 #define PTWK_F_CANCELED 0x8000	    /* DEATH (with PTWK_F_UNWIND_KNOWN): a cancellation acted
 				     * on it (else its unwinding was pthread_exit's) */
+#define PTWK_F_CODE 0x10000 /* FATAL_SIGNAL: c = the signal's si_code */
 /* FRAME_ENTRY: bits 24-31 are its first argument (rdi) when it is 1..64,
  * else 0: a signal handler's signal, when [sp] is the sigreturn trampoline */
 #define PTWK_F_SIG_SHIFT 24

@@ -190,6 +190,8 @@ struct ptw_event {
 	enum ptw_exit_how exit_how;
 	int exit_code;
 	int sig;
+	bool from_terminal; /* FATAL_SIGNAL: its si_code is SI_KERNEL (a terminal's ^C, ^\,
+			     * hangup: ptwatch gets its own copy through the front) */
 	bool core_dumped;
 	const char *name; /* copied by the consumer */
 	/* INTERRUPT */

@@ -62,6 +62,18 @@ static void emit(struct kernel_backend *kb, const struct ptw_event *ev)
 	kb->o.sink(kb->o.sink_ctx, ev);
 }
 
+static void on_delivery(struct kernel_backend *kb, const struct ptw_event *ev);
+
+/* The kernel path's events on their way to the session: a session
+ * signal delivered to the command tells the signal model. */
+static void kernel_sink(void *ctx, const struct ptw_event *ev)
+{
+	struct kernel_backend *kb = ctx;
+	if (ev->kind == PTW_EV_FATAL_SIGNAL)
+		on_delivery(kb, ev);
+	emit(kb, ev);
+}
+
 /* ---- session signals ---- */
 
 static void decided(void *ctx, int sig, uint64_t ns, enum ptw_interrupt_action action,
@@ -80,6 +92,15 @@ static void on_signal(struct kernel_backend *kb, const struct ptw_session_signal
 {
 	ptw_signal_got(&kb->sigs, s->sig, s->code, s->ns,
 		       kb->launched && getpgid(kb->pid) == ptw_original_pgrp());
+}
+
+/* The command (not a process it forked) was delivered a signal that
+ * kills by default (caught or not: the kernel's signal_deliver, or its
+ * group exit as it was sent). */
+static void on_delivery(struct kernel_backend *kb, const struct ptw_event *ev)
+{
+	if (kb->launched && ev->pid == kb->pid && ptw_is_session_signal(ev->sig))
+		ptw_signal_delivered(&kb->sigs, ev->sig, ev->ns, ev->from_terminal);
 }
 
 /* Whether the command holds sig: pending there, or (ended) died of it. */
@@ -113,6 +134,21 @@ static void late_copy(struct kernel_backend *kb, int sig)
 	while (ptw_signals_read(ptw_signals_fd(), &s)) {
 		on_signal(kb, &s);
 		have |= s.sig == sig;
+	}
+	/* A terminal's signal it was delivered (and handled, or died of):
+	 * ptwatch's copy comes through the front, and on a busy machine the
+	 * command can end first. Waited for a moment, so that the session
+	 * says what the user did (ctrlc-handles@kernel: "interrupts" empty). */
+	uint64_t until = ptw_now_ns() + (uint64_t)LATE_COPY_MS * 1000000u;
+	while (ptw_signal_copy_owed(&kb->sigs)) {
+		uint64_t now = ptw_now_ns();
+		struct pollfd pfd = { .fd = ptw_signals_fd(), .events = POLLIN };
+		if (now >= until || poll(&pfd, 1, (int)((until - now + 999999) / 1000000u)) <= 0)
+			break;
+		while (ptw_signals_read(ptw_signals_fd(), &s)) {
+			ptw_signal_late(&kb->sigs, s.sig, s.code, s.ns);
+			have |= s.sig == sig;
+		}
 	}
 	if (have || !kb->launched || sig <= 0 || sig >= NSIG || !ptw_is_session_signal(sig) ||
 	    kb->sigs.s[sig].copy_ns || kb->sigs.s[sig].press_ns)
@@ -384,8 +420,8 @@ static struct kernel_backend *backend_new(const struct ptw_backend_opts *o,
 	kb->sigs.ctx = kb;
 	*ko = (struct ptw_kernel_opts){ .use_debug_files = o->use_debug_files,
 					.use_cache = o->use_cache,
-					.sink = o->sink,
-					.sink_ctx = o->sink_ctx,
+					.sink = kernel_sink,
+					.sink_ctx = kb,
 					.trace = o->trace,
 					.ntrace = o->ntrace,
 					.locks = o->locks,

@@ -487,6 +487,7 @@ void ptwk_conv_record(struct ptwk_conv *c, const struct ptwk_record *r)
 			struct ptw_event ev =
 				ptw_event_init(PTW_EV_FATAL_SIGNAL, r->ns, (pid_t)r->tid);
 			ev.sig = (int)r->a;
+			ev.from_terminal = (r->f & PTWK_F_CODE) && (int)r->c == SI_KERNEL;
 			emit(c, &ev);
 		}
 		break;

@@ -967,8 +967,7 @@ class Target:
             with open(os.path.join(self.dir, 'stdout'), 'wb') as out, \
                     open(os.path.join(self.dir, 'stderr'), 'wb') as err:
                 self.proc = subprocess.Popen(self.argv, env=full_env, pass_fds=(ctl_r, rep_w),
-                                             stdin=subprocess.DEVNULL,
-                                    stdout=out if stdout is None else stdout, stderr=err,
+                                             stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                              cwd=self.dir, start_new_session=True,
                                              preexec_fn=no_core)
         finally:
