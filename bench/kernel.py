@@ -36,11 +36,19 @@ under these tools, interleaved RUNS times (RUNS=5), medians:
                               on the machine (a test suite's ptrace
                               session: "cannot break at ...: File
                               exists") meets them
+And two timed whole, from the command's start to its end (bench/walltime.py),
+start-up and the closing of links included, under native, both backends and
+strace -f:
+  startup    /bin/true (the issue's goal: within 3x strace -f)
+  pigz       pigz -p 2 -c on PIGZ_MB (100) MB of generated text, to
+             /dev/null (the goal: within 1% of native)
+  storm      bench/churn STORM (4000): per thread lifecycle, the fixed
+             costs included (the goal: at most 20 us on the kernel path)
 What is not there yet (ptwatch without --backend, a backend that refuses
 --trace or --locks) is skipped with ptwatch's own message.
 
     python3 bench/kernel.py [BUILD_DIR]    (N=8000 CALLS=20000 ITERS=20000 RUNS=5)
-    WORKLOADS=lifecycle,call,wait          (a subset)
+    WORKLOADS=lifecycle,call,wait,startup,pigz,storm   (a subset; default: all)
 """
 import os
 import re
@@ -51,13 +59,17 @@ import subprocess
 import sys
 import tempfile
 
+from walltime import wall
+
 build = sys.argv[1] if len(sys.argv) > 1 else "build"
 N = int(os.environ.get("N", "8000"))
 CALLS = int(os.environ.get("CALLS", "20000"))
 CALL_FN = os.environ.get("CALL_FN", "push")
 ITERS = int(os.environ.get("ITERS", "20000"))
 RUNS = int(os.environ.get("RUNS", "5"))
-WORKLOADS = os.environ.get("WORKLOADS", "lifecycle,call,wait").split(",")
+WORKLOADS = os.environ.get("WORKLOADS", "lifecycle,call,wait,startup,pigz,storm").split(",")
+STORM = int(os.environ.get("STORM", "4000"))
+PIGZ_MB = int(os.environ.get("PIGZ_MB", "100"))
 ptwatch = os.path.join(build, "ptwatch")
 demo = os.path.join(build, "tests", "kernel", "ptw-kernel-demo")
 churn = os.path.abspath(os.path.join(build, "bench", "churn"))
@@ -173,11 +185,77 @@ def run(argv, check):
     return int(m.group(1)), p.stdout, cpu
 
 
+def pigz_input():
+    """PIGZ_MB MB of text made of a fixed word list in a seeded order:
+    the same bytes on every machine, compressible as prose is."""
+    import random
+    rng = random.Random(31)
+    words = [("%x" % rng.getrandbits(rng.choice((8, 16, 24, 32)))).encode() for _ in range(4096)]
+    path = os.path.join(tempfile.mkdtemp(prefix="ptw-bench-pigz."), "input")
+    with open(path, "wb") as f:
+        left = PIGZ_MB << 20
+        while left > 0:
+            chunk = b" ".join(rng.choices(words, k=20000)) + b"\n"
+            f.write(chunk[:left])
+            left -= len(chunk)
+    return path
+
+
+def whole(name, has_backend):
+    """A workload timed whole: wall time of each tool's run, interleaved."""
+    if name == "pigz":
+        if not shutil.which("pigz"):
+            print("\npigz: skipped: not installed (apt-get install pigz)")
+            return
+        data = pigz_input()
+        cmd = ["pigz", "-p", "2", "-c", data]
+    elif name == "storm":
+        data, cmd = None, [churn, str(STORM)]
+    else:
+        data, cmd = None, ["/bin/true"]
+    ts = [("native", cmd)]
+    for backend in ("ptrace", "kernel") if has_backend else ():
+        argv = [ptwatch, "--backend=" + backend, "-q", "-o", os.devnull, "--"]
+        why = refusal(argv + ["/bin/true"])
+        if not why:
+            ts.append(("ptwatch --backend=%s" % backend, argv + cmd))
+    if shutil.which("strace"):
+        ts.append(("strace -f", ["strace", "-f", "-qq", "-o", os.devnull] + cmd))
+    times = {t: [] for t, _ in ts}
+    try:
+        for _ in range(RUNS):
+            for t, argv in ts:
+                dt, rc = wall(argv, limit=600)
+                if rc == 0:
+                    times[t].append(dt)
+    finally:
+        if data:
+            shutil.rmtree(os.path.dirname(data), ignore_errors=True)
+    print("\n%s: %s; the whole command's wall time, median of %d"
+          % (name, " ".join(cmd[:4] + ["(%d MB)" % PIGZ_MB] if data else cmd), RUNS))
+    native = statistics.median(times["native"]) if times["native"] else None
+    strace = statistics.median(times["strace -f"]) if times.get("strace -f") else None
+    for t, _ in ts:
+        if not times[t]:
+            print("  %-38s failed" % t)
+            continue
+        w = statistics.median(times[t])
+        rel = "  %+.1f%% of native" % ((w / native - 1) * 100) if native and t != "native" else ""
+        vs = "  %.1fx strace -f" % (w / strace) if strace and t.startswith("ptwatch") else ""
+        if name == "storm" and native and t != "native":
+            rel = "  %+.1f us per thread" % ((w - native) / STORM * 1e6)
+        print("  %-38s %9.1f ms  (%.1f..%.1f)%s%s" % (t, w * 1e3, min(times[t]) * 1e3,
+                                                     max(times[t]) * 1e3, rel, vs))
+
+
 def main():
     help_ = ptwatch_help()
     has_backend = "--backend" in help_
     print("bench/kernel.py: %s; RUNS=%d, interleaved; load average %.1f"
           % (os.uname().release, RUNS, os.getloadavg()[0]))
+    for name in WORKLOADS:
+        if name in ("startup", "pigz", "storm"):
+            whole(name, has_backend)
     for name, (cmd, units, check, opts, bt) in workloads().items():
         ts, skipped = tools(name, cmd, opts, bt, has_backend)
         works = {t: [] for t, _ in ts}
