@@ -341,6 +341,27 @@ def case_pipe_end(session, chk, rounds='3'):
                  % (caught, rounds), caught > 0)
 
 
+def ctrlc_terminal(session, mode):
+    """ptwatch -- ctrlc MODE as a terminal's job: (the Terminal, the
+    fixture's report pipe, its command pipe)."""
+    ready_r, ready_w = os.pipe()
+    ctl_r, ctl_w = os.pipe()
+    term = Terminal(session, [fixture('ctrlc'), mode], opts=(),
+                    env={'PTW_READY_FD': str(ready_w), 'PTW_CTL_FD': str(ctl_r)},
+                    pass_fds=(ready_w, ctl_r))
+    os.close(ready_w)
+    os.close(ctl_r)
+    return term, ready_r, ctl_w
+
+
+def ctrlc_waiting(ready_r):
+    """The ctrlc fixture's pid, once its main thread waits for a command."""
+    pid = int(read_line(ready_r, 20, 'ready').split()[1])
+    if not wait_for(lambda: task_states(pid).get(pid) == 'S', 10, step=0.005):
+        raise Failed('the fixture did not block: %s' % task_states(pid))
+    return pid
+
+
 @test('ctrlc-late-copy', kernel=True)
 @case('ctrlc-late-copy')
 def case_ctrlc_late_copy(session, chk):
@@ -355,19 +376,11 @@ def case_ctrlc_late_copy(session, chk):
     copy here depends on its drain (it reaps the command only after the
     wait, so the test cannot hold the front until then): the case checks
     the contract, the race is not forced."""
-    ready_r, ready_w = os.pipe()
-    ctl_r, ctl_w = os.pipe()
-    term = Terminal(session, [fixture('ctrlc'), 'handle'], opts=(),
-                    env={'PTW_READY_FD': str(ready_w), 'PTW_CTL_FD': str(ctl_r)},
-                    pass_fds=(ready_w, ctl_r))
+    term, ready_r, ctl_w = ctrlc_terminal(session, 'handle')
     run = term.run
-    os.close(ready_w)
-    os.close(ctl_r)
     front = None
     try:
-        pid = int(read_line(ready_r, 20, 'ready').split()[1])
-        if not wait_for(lambda: task_states(pid).get(pid) == 'S', 10, step=0.005):
-            raise Failed('the fixture did not block: %s' % task_states(pid))
+        pid = ctrlc_waiting(ready_r)
         fronts = [k for k in child_pids(term.leader.pid) if comm(k) == 'ptwatch']
         chk.eq('one ptwatch front, the terminal\'s job', len(fronts), 1)
         front = fronts[0]
@@ -634,21 +647,12 @@ def case_ctrlc(session, chk, mode):
     that handles the first and dies of the second (once) must not be said to
     live on when ptwatch lets go at the second."""
     reaper = become_subreaper()
-    ready_r, ready_w = os.pipe()
-    ctl_r, ctl_w = os.pipe()
-    term = Terminal(session, [fixture('ctrlc'), mode], opts=(),
-                    env={'PTW_READY_FD': str(ready_w), 'PTW_CTL_FD': str(ctl_r)},
-                    pass_fds=(ready_w, ctl_r))
+    term, ready_r, ctl_w = ctrlc_terminal(session, mode)
     run = term.run
-    os.close(ready_w)
-    os.close(ctl_r)
     pid = None
     status = None
     try:
-        pid = int(read_line(ready_r, 20, 'ready').split()[1])
-        # the fixture's main thread waits for a command
-        if not wait_for(lambda: task_states(pid).get(pid) == 'S', 10, step=0.005):
-            raise Failed('the fixture did not block: %s' % task_states(pid))
+        pid = ctrlc_waiting(ready_r)
         term.interrupt()
         first = time.monotonic()
         if mode == 'die':
