@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 
 #define PTW_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -35,9 +36,22 @@ struct ptw_buf {
 	char *p;
 	size_t len, cap;
 };
-void ptw_buf_add(struct ptw_buf *b, const void *data, size_t len);
+/* Makes room for len more bytes and the NUL after them. */
+void ptw_buf_grow(struct ptw_buf *b, size_t len);
+/* (inline: the documents and records are written a few bytes at a time) */
+static inline void ptw_buf_add(struct ptw_buf *b, const void *data, size_t len)
+{
+	if (b->len + len + 1 > b->cap)
+		ptw_buf_grow(b, len);
+	memcpy(b->p + b->len, data, len);
+	b->len += len;
+	b->p[b->len] = '\0';
+}
+static inline void ptw_buf_putc(struct ptw_buf *b, char c)
+{
+	ptw_buf_add(b, &c, 1);
+}
 void ptw_buf_puts(struct ptw_buf *b, const char *s);
-void ptw_buf_putc(struct ptw_buf *b, char c);
 void ptw_buf_printf(struct ptw_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ptw_buf_vprintf(struct ptw_buf *b, const char *fmt, va_list ap);
 void ptw_buf_reset(struct ptw_buf *b);

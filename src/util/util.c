@@ -102,28 +102,18 @@ int64_t ptw_realtime_offset_ns(void)
 
 /* ---- buffer ---- */
 
-void ptw_buf_add(struct ptw_buf *b, const void *data, size_t len)
+void ptw_buf_grow(struct ptw_buf *b, size_t len)
 {
-	if (b->len + len + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 256;
-		while (cap < b->len + len + 1)
-			cap *= 2;
-		b->p = xreallocarray(b->p, cap, 1);
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, data, len);
-	b->len += len;
-	b->p[b->len] = '\0';
+	size_t cap = b->cap ? b->cap : 256;
+	while (cap < b->len + len + 1)
+		cap *= 2;
+	b->p = xreallocarray(b->p, cap, 1);
+	b->cap = cap;
 }
 
 void ptw_buf_puts(struct ptw_buf *b, const char *s)
 {
 	ptw_buf_add(b, s, strlen(s));
-}
-
-void ptw_buf_putc(struct ptw_buf *b, char c)
-{
-	ptw_buf_add(b, &c, 1);
 }
 
 void ptw_buf_vprintf(struct ptw_buf *b, const char *fmt, va_list ap)
