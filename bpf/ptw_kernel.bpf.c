@@ -601,9 +601,9 @@ int ptw_signal(struct bpf_raw_tracepoint_args *ctx)
 	if (sig == 5 && (r.f & PTWK_F_CODE)) { /* SIGTRAP: where */
 		long regs = bpf_task_pt_regs(bpf_get_current_task_btf());
 		if (regs &&
-		    bpf_probe_read_kernel(&r.b, sizeof(r.b),
-					  (const void *)(regs +
-							 __builtin_offsetof(struct pt_regs, ip))) == 0)
+		    bpf_probe_read_kernel(
+			    &r.b, sizeof(r.b),
+			    (const void *)(regs + __builtin_offsetof(struct pt_regs, ip))) == 0)
 			r.f |= PTWK_F_READ;
 	}
 	send(&r, false);

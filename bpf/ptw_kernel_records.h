@@ -27,15 +27,15 @@ enum ptwk_kind {
 	/* uretprobes */
 	PTWK_JOIN_RET, /* __pthread_clockjoin_ex returned: a = its value (errno) */
 	/* tracepoints */
-	PTWK_CREATE,  /* sched_process_fork, a thread: tid made a = child tid; b = its
-		       * pthread (fs base); c = start routine, d = argument, e = call
-		       * site (the return address of pthread_create), f: PTWK_F_* */
-	PTWK_FORK,    /* sched_process_fork, a process: a = the child's pid; b = its
-		       * thread's pthread (fs base: the forking thread's), f:
-		       * PTWK_F_JOINID_KNOWN, PTWK_F_DETACHED, PTWK_F_SHARED_VM; comm */
-	PTWK_EXIT,    /* sched_process_exit: a = exit_code (wait status), b = group
-		       * exit code, f: PTWK_F_*; comm */
-	PTWK_EXEC,    /* sched_process_exec: a = the former tid */
+	PTWK_CREATE, /* sched_process_fork, a thread: tid made a = child tid; b = its
+		      * pthread (fs base); c = start routine, d = argument, e = call
+		      * site (the return address of pthread_create), f: PTWK_F_* */
+	PTWK_FORK,   /* sched_process_fork, a process: a = the child's pid; b = its
+		      * thread's pthread (fs base: the forking thread's), f:
+		      * PTWK_F_JOINID_KNOWN, PTWK_F_DETACHED, PTWK_F_SHARED_VM; comm */
+	PTWK_EXIT,   /* sched_process_exit: a = exit_code (wait status), b = group
+		      * exit code, f: PTWK_F_*; comm */
+	PTWK_EXEC,   /* sched_process_exec: a = the former tid */
 	/* one more uprobe at an entry */
 	PTWK_EXIT_FN, /* exit() in the main thread: a = its status, b = the return
 		       * address (in __libc_start_call_main: main returned a) */
@@ -117,7 +117,7 @@ enum ptwk_kind {
 #define PTWK_F_ARG_KNOWN 0x4000	    /* START: d = pd->arg */
 #define PTWK_F_CANCELED 0x8000	    /* DEATH (with PTWK_F_UNWIND_KNOWN): a cancellation acted
 				     * on it (else its unwinding was pthread_exit's) */
-#define PTWK_F_CODE 0x10000 /* FATAL_SIGNAL: c = the signal's si_code */
+#define PTWK_F_CODE 0x10000	    /* FATAL_SIGNAL: c = the signal's si_code */
 /* FRAME_ENTRY: bits 24-31 are its first argument (rdi) when it is 1..64,
  * else 0: a signal handler's signal, when [sp] is the sigreturn trampoline */
 #define PTWK_F_SIG_SHIFT 24

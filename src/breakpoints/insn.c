@@ -474,7 +474,8 @@ int ptw_insn_call_length(const uint8_t before[8], uint64_t ret_addr)
 	 * *disp8(%reg) (3), call rel32 (5), call *disp32(%rip) (6), SIB (7). */
 	for (int k = 2; k <= 7; k++) {
 		cs_insn *insn;
-		size_t n = cs.disasm(h, before + 8 - k, (size_t)k, ret_addr - (uint64_t)k, 1, &insn);
+		size_t n =
+			cs.disasm(h, before + 8 - k, (size_t)k, ret_addr - (uint64_t)k, 1, &insn);
 		if (!n)
 			continue;
 		bool ok = insn->id == X86_INS_CALL && insn->size == k;

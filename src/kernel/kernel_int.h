@@ -104,8 +104,8 @@ struct ptw_kernel {
 	 * exec'd (their task is gone): closed with the others */
 	int stale_fds[4];
 	size_t nstale;
-	struct ptwk_primer *primer; /* links.h: under way until the programs are in */
-	int primer_fds[2];	    /* (then its link and program: closed with the others) */
+	struct ptwk_primer *primer;   /* links.h: under way until the programs are in */
+	int primer_fds[2];	      /* (then its link and program: closed with the others) */
 	struct ptwk_closing *closing; /* the links closing in the background */
 	struct bpf_link **links;      /* tracepoints, and per-probe uprobes */
 	size_t nlinks;

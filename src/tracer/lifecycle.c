@@ -115,7 +115,8 @@ static bool hook_symbol(struct ptw_tracer *t, struct ptw_lwp *l, const char *nam
 	int r = tracer_insert_entry_bp(t, addr, hook, l);
 	/* (a process on its way out has no memory left to write: EIO, or its
 	 * thread is gone: nothing to warn of, its end is said) */
-	if (r < 0 && !((r == -EIO || r == -ESRCH) && ptw_proc_exiting(t->proc->pid, l ? l->tid : t->proc->pid)))
+	if (r < 0 && !((r == -EIO || r == -ESRCH) &&
+		       ptw_proc_exiting(t->proc->pid, l ? l->tid : t->proc->pid)))
 		tracer_warn(t, PTW_W_HOOK_FAILED, "cannot break at %s: %s", name, strerror(-r));
 	return r >= 0;
 }

@@ -49,9 +49,10 @@ void ptw_tracer_check_fate(struct ptw_tracer *t, struct ptw_report *r)
 	if (!t->target_gone && !reaped)
 		ptw_proc_census(pid, every_thread, &c);
 	unsigned long long flags = 0;
-	bool doomed = !t->target_gone && t->detached && !reaped &&
-		      (t->fatal_at_detach || t->all_exiting_at_detach || c.fatal_signal ||
-		       !c.alive || (ptw_proc_stat_field(pid, 9, &flags) && (flags & PTW_PF_EXITING)));
+	bool doomed =
+		!t->target_gone && t->detached && !reaped &&
+		(t->fatal_at_detach || t->all_exiting_at_detach || c.fatal_signal || !c.alive ||
+		 (ptw_proc_stat_field(pid, 9, &flags) && (flags & PTW_PF_EXITING)));
 	for (int ms = 0; doomed && !reaped && ms < 1000; ms++) {
 		/* Threads that were dying as we let go are still ours to reap
 		 * (a traced thread's death waits for its tracer), and the main
