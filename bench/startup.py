@@ -8,10 +8,8 @@ Usage: bench/startup.py [BUILD_DIR] [COMMAND...]   (environment: RUNS, default 1
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 
 from walltime import wall
 

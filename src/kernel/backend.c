@@ -62,18 +62,6 @@ static void emit(struct kernel_backend *kb, const struct ptw_event *ev)
 	kb->o.sink(kb->o.sink_ctx, ev);
 }
 
-static void on_delivery(struct kernel_backend *kb, const struct ptw_event *ev);
-
-/* The kernel path's events on their way to the session: a session
- * signal delivered to the command tells the signal model. */
-static void kernel_sink(void *ctx, const struct ptw_event *ev)
-{
-	struct kernel_backend *kb = ctx;
-	if (ev->kind == PTW_EV_FATAL_SIGNAL)
-		on_delivery(kb, ev);
-	emit(kb, ev);
-}
-
 /* ---- session signals ---- */
 
 static void decided(void *ctx, int sig, uint64_t ns, enum ptw_interrupt_action action,
@@ -101,6 +89,16 @@ static void on_delivery(struct kernel_backend *kb, const struct ptw_event *ev)
 {
 	if (kb->launched && ev->pid == kb->pid && ptw_is_session_signal(ev->sig))
 		ptw_signal_delivered(&kb->sigs, ev->sig, ev->ns, ev->from_terminal);
+}
+
+/* The kernel path's events on their way to the session: a session
+ * signal delivered to the command tells the signal model. */
+static void kernel_sink(void *ctx, const struct ptw_event *ev)
+{
+	struct kernel_backend *kb = ctx;
+	if (ev->kind == PTW_EV_FATAL_SIGNAL)
+		on_delivery(kb, ev);
+	emit(kb, ev);
 }
 
 /* Whether the command holds sig: pending there, or (ended) died of it. */

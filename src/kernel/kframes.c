@@ -958,8 +958,7 @@ int ptwk_frames_watch_return(struct ptwk_frames *f, struct ptw_symbols *syms, pi
 		snprintf(g.path, sizeof(g.path), "%s", path);
 		group_add(&g, off, 0, "return site");
 		f->pid = pid;
-		r = pr->multi ? link_multi(f, pr->site, &g, 0, 1, false, pr->wide)
-			      : link_one(f, pr->site, &g, 0, false, pr->wide);
+		r = link_range(f, pr->site, &g, 0, 1, false, pr);
 		group_free(&g);
 	}
 	ptw_dbg(PTW_DBG_TRACER, "--trace: a return site watched at %#llx: %s",
