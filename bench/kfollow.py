@@ -4,19 +4,21 @@
 1. Per fork+exit: tests/fixtures/prefork many N (N children one after the
    other, each creating and joining 2 threads) natively, under strace -f,
    under ptwatch -f (the ptrace path) and under ptw-kernel-demo -q -f (the
-   kernel path, launched), RUNS times each, interleaved. Reports the median
-   wall time and the extra microseconds per child ((tool - native) / N).
+   kernel path, launched: links of its own for each child) and -f
+   --file-wide (the probes on libc's file for every process, as before),
+   RUNS times each, interleaved. Reports the median wall time and the
+   extra microseconds per child ((tool - native) / N).
 
-2. Everyone else: with -f the uprobes are on libc's file for every
-   process (src/kernel/kernel.c, probe_pid), so a process nobody watches
-   hits them too. bench/churn (an untraced process creating and joining
-   M threads) is timed with no session, with a kernel session without -f
-   (per-process probes) and with a kernel session with -f, both watching
-   an idle process (bench/idle), interleaved. Reports the extra
-   microseconds per thread of the bystander.
+2. Everyone else: with -f --file-wide the uprobes are on libc's file for
+   every process, so a process nobody watches hits them too. bench/churn
+   (an untraced process creating and joining M threads) is timed with no
+   session, with a kernel session without -f, with -f and with -f
+   --file-wide, each watching an idle process (bench/idle), interleaved.
+   Reports the extra microseconds per thread of the bystander.
 
-3. Why not per-process probes with a link per child: how many thread
-   creations such links see (most children run before their link is in).
+3. A child's first moments: how many of its thread creations are seen as
+   such (pthread_create), with links of its own per child and with the
+   file's probes.
 
     python3 bench/kfollow.py [BUILD_DIR]   (N=1000 M=20000 RUNS=5 PARTS=123)
 
@@ -67,6 +69,7 @@ def tools_for(n):
     t.append(("ptwatch -f", [ptwatch, "-f", "-q", "-o", os.path.join(tmp, "d.json"), "--"]
               + args))
     t.append(("kernel -f", [demo, "-q", "-f", "--"] + args))
+    t.append(("kernel wide", [demo, "-q", "-f", "--file-wide", "--"] + args))
     return t
 
 
@@ -76,13 +79,13 @@ times = {(name, n): [] for name in names for n in (0, N)}
 for run in range(RUNS if "1" in PARTS else 0):
     for n in (0, N):
         for name, cmd in tools_for(n):
-            if name == "kernel -f":
+            if name.startswith("kernel"):
                 errf = os.path.join(tmp, "demo.err")
                 with open(errf, "w") as e:
                     times[(name, n)].append(timed(cmd, stderr=e))
                 text = open(errf).read()
                 if (" %d created" % (2 * n)) not in text:
-                    print("kernel -f: not every thread seen:\n" + text[-2000:])
+                    print("%s: not every thread seen:\n%s" % (name, text[-2000:]))
                     sys.exit(1)
             else:
                 times[(name, n)].append(timed(cmd))
@@ -111,18 +114,17 @@ if "1" in PARTS:
     report1()
 
 
-# 3. why not a link per child: the same runs with -f --per-child (a
-# uprobe_multi link per child, attached by the drain thread as soon as the
-# fork record wakes it): how many of the children's pthread_create calls
-# the probes saw (each creation is recorded anyway, by the fork tracepoint,
-# but as a raw clone when its pthread_create entry was not seen).
+# 3. a child's first moments: the same runs with links of its own per child
+# (the default) and with the file's probes (--file-wide): how many of the
+# children's pthread_create calls were seen as such (a creation before a
+# child's links are in is one too when its clone says so: bpf pd_pthread).
 def report3():
     import re
-    print("3. a uprobe_multi link per child instead (racy): thread creations seen as such")
+    print("3. links of its own per child against the file's probes: creations seen as such")
     for mode in (["workers"], ["many", str(N)]):
         want = 9 if mode[0] == "workers" else 2 * int(mode[1])
         seen = {}
-        for how, extra in (("inode-wide", []), ("per child", ["--per-child"])):
+        for how, extra in (("inode-wide", ["--file-wide"]), ("per child", [])):
             runs = []
             for run in range(RUNS):
                 errf = os.path.join(tmp, "demo3.err")
@@ -137,11 +139,11 @@ def report3():
 
 
 # 2. a bystander
-def session(follow):
+def session(opts):
     """A kernel session watching bench/idle; returns (demo, idle) processes."""
     target = subprocess.Popen([idle, "1"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     target.stdout.readline()  # its "ready"
-    cmd = [demo, "-q"] + (["-f"] if follow else []) + [str(target.pid)]
+    cmd = [demo, "-q"] + opts + [str(target.pid)]
     d = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     # attached once it says so on stderr
     line = d.stderr.readline().decode()
@@ -158,11 +160,12 @@ def end(d, target):
     target.wait()
 
 
-cases = ["none", "kernel, no -f", "kernel -f"]
+cases = {"none": None, "kernel, no -f": [], "kernel -f": ["-f"],
+         "kernel wide": ["-f", "--file-wide"]}
 by = {c: [] for c in cases}
 for run in range(RUNS if "2" in PARTS else 0):
-    for c in cases:
-        s = session(c == "kernel -f") if c != "none" else None
+    for c, opts in cases.items():
+        s = session(opts) if opts is not None else None
         by[c].append(timed([churn, str(M)]))
         if s:
             end(*s)

@@ -191,6 +191,24 @@ static __always_inline __u32 pid_in_ns(struct pid *p)
 	return 0;
 }
 
+/* Task t's tid as it sees it, in its own PID namespace: what glibc keeps
+ * in its struct pthread (0: unknown). */
+static __always_inline __s32 task_own_tid(struct task_struct *t)
+{
+	struct pid *p = BPF_CORE_READ(t, thread_pid);
+	struct upid up;
+	if (!p)
+		return 0;
+	__u32 level = BPF_CORE_READ(p, level);
+	if (level >= PTWK_MAX_PID_NS_LEVEL ||
+	    bpf_probe_read_kernel(&up, sizeof(up),
+				  (const void *)((unsigned long)p +
+						 bpf_core_field_offset(struct pid, numbers) +
+						 level * sizeof(struct upid))))
+		return 0;
+	return up.nr;
+}
+
 /* Task t's tid and tgid as ptwatch sees them. */
 static __always_inline __u32 task_tid(struct task_struct *t)
 {
@@ -213,6 +231,18 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } ns_tids SEC(".maps");
+
+/* -f: the threads pd_pthread made pthreads (their pthread_create unseen),
+ * until their exit: each one's end is read at its exit tracepoint too, in
+ * case it passed the probe at __call_tls_dtors before its process's links
+ * were in (the converter keeps the first end it gets). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096); /* user space sets it (one per live thread) */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, __u8);
+} gap_tids SEC(".maps");
 
 static __always_inline void begin(struct ptwk_record *r, __u32 kind, __u64 id)
 {
@@ -349,6 +379,51 @@ static __always_inline void raw_clone_fn(struct ptwk_record *r)
 	r->f |= PTWK_F_CLONE_READ;
 }
 
+/*
+ * A thread whose pthread_create call no probe saw, in a process whose
+ * probes are not in (a followed child's first moments) or cannot see it
+ * (ptwk_watch.unlinked, blind). glibc's pthread_create made it with clone3
+ * (or clone) whose tls is the new struct pthread and whose parent_tid is
+ * that struct's tid (where the kernel writes the new tid): a clone that
+ * says both, at the offset of the layout the offsets are for, was made
+ * by that pthread_create, which had stored the start routine and argument
+ * in the struct before (flags PTWK_F_PTHREAD and PTWK_F_GAP: no call
+ * site, no attribute). Anything else stays a clone.
+ */
+static __always_inline void pd_pthread(struct ptwk_record *r, __u64 pd)
+{
+	long regs = bpf_task_pt_regs(bpf_get_current_task_btf());
+	struct pt_regs pr;
+	__u64 tls, parent_tid;
+	if (!regs || !have_pd_tid || bpf_probe_read_kernel(&pr, sizeof(pr), (const void *)regs))
+		return;
+	if (pr.orig_ax == 435) { /* clone3(struct clone_args *, size) */
+		__u64 args[8];
+		if (pr.si < sizeof(args) ||
+		    bpf_probe_read_user(args, sizeof(args), (const void *)pr.di))
+			return;
+		parent_tid = args[3];
+		tls = args[7];
+	} else if (pr.orig_ax == 56) { /* clone(flags, stack, parent_tid, child_tid, tls) */
+		parent_tid = pr.dx;
+		tls = pr.r8;
+	} else {
+		return;
+	}
+	__u64 routine;
+	if (tls != pd || parent_tid != pd + off_pd_tid ||
+	    !read_user_u64(pd + off_start_routine, &routine) || !routine)
+		return;
+	r->f |= PTWK_F_PTHREAD | PTWK_F_GAP;
+	r->c = routine;
+	__u32 tid = (__u32)r->a;
+	__u8 one = 1;
+	if (bpf_map_update_elem(&gap_tids, &tid, &one, BPF_ANY) < 0)
+		count(PTWK_STAT_GAP_TIDS_FULL);
+	if (!have_arg || !read_user_u64(pd + off_arg, &r->d))
+		r->d = 0;
+}
+
 /* A task was made: a thread of a watched process (its creation), or a
  * process it forked. Runs in the parent before the child can run, so the
  * creation is in the ring before anything the new thread does. */
@@ -381,6 +456,8 @@ int ptw_fork(struct bpf_raw_tracepoint_args *ctx)
 			struct ptwk_watch cw = *w;
 			cw.root = 0;
 			cw.since = r.ns;
+			cw.unlinked = wake_on_fork; /* (a link per child: not in yet) */
+			/* (blind: its parent's image, as its parent) */
 			if (bpf_map_update_elem(&watched, &ctgid, &cw, BPF_ANY) < 0) {
 				/* (full: said, the child let go) */
 				count(PTWK_STAT_WATCH_FULL);
@@ -423,6 +500,11 @@ int ptw_fork(struct bpf_raw_tracepoint_args *ctx)
 			}
 		}
 		bpf_map_delete_elem(&pending, &ptid);
+	} else if ((w->unlinked || w->blind || (!w->root && wake_on_fork)) && have_start_routine &&
+		   pd) {
+		/* (a followed child's: its pthread_create may also have begun
+		 * before its links were in, and its clone come after) */
+		pd_pthread(&r, pd);
 	}
 	if (!(r.f & PTWK_F_PTHREAD))
 		raw_clone_fn(&r);
@@ -478,6 +560,42 @@ int ptw_switch(struct bpf_raw_tracepoint_args *ctx)
 	return 0;
 }
 
+/*
+ * A thread of a process whose probes are not in yet (-f: a child's first
+ * moments), or never will be (its image maps another libc than the one
+ * probed), leaving by its own exit call, start_thread's: what its struct
+ * pthread says of its end, as the probe at __call_tls_dtors would (DEATH,
+ * PTWK_F_GAP). Only if it is a struct pthread of the layout the offsets
+ * are for: its tid where that layout keeps it (the kernel clears it only
+ * after this tracepoint). Whether the thread returned or called
+ * pthread_exit is not kept there (EXITING is set for both by now): only a
+ * cancellation (the canceled bit and PTHREAD_CANCELED) says how.
+ */
+static __always_inline void gap_death(__u32 tgid, __u32 tid)
+{
+	__u64 pd = current_pd();
+	__s32 pd_tid;
+	if (!pd || !have_pd_tid || !have_result ||
+	    bpf_probe_read_user(&pd_tid, sizeof(pd_tid), (const void *)(pd + off_pd_tid)) ||
+	    pd_tid != task_own_tid((struct task_struct *)bpf_get_current_task()))
+		return;
+	struct ptwk_record d = {};
+	begin(&d, PTWK_DEATH, ((__u64)tgid << 32) | tid);
+	d.f |= PTWK_F_GAP;
+	d.c = pd;
+	if (!read_user_u64(pd + off_result, &d.a))
+		return;
+	d.f |= PTWK_F_RESULT_KNOWN;
+	__u32 ch;
+	if (have_cancelhandling && d.a == (__u64)-1 &&
+	    bpf_probe_read_user(&ch, sizeof(ch), (const void *)(pd + off_cancelhandling)) == 0 &&
+	    (ch & canceled_mask)) {
+		d.f |= PTWK_F_UNWIND_KNOWN | PTWK_F_CANCELED;
+		d.b = 1;
+	}
+	send(&d, false);
+}
+
 SEC("raw_tp/sched_process_exit")
 int ptw_exit(struct bpf_raw_tracepoint_args *ctx)
 {
@@ -530,6 +648,9 @@ int ptw_exit(struct bpf_raw_tracepoint_args *ctx)
 		else if (nr == 231) /* __NR_exit_group */
 			r.f |= PTWK_F_EXIT_GROUP_CALL;
 	}
+	bool gap_made = bpf_map_delete_elem(&gap_tids, &tid) == 0;
+	if (w && (w->unlinked || w->blind || gap_made) && tid != tgid && (r.f & PTWK_F_EXIT_CALL))
+		gap_death(tgid, tid);
 	/* What it cost in CPU so far (as accounted at the scheduler's last
 	 * look at it: its final figure comes with PTWK_CPU) */
 	task_cpu_into(t, &r);

@@ -117,6 +117,10 @@ enum ptwk_kind {
 #define PTWK_F_ARG_KNOWN 0x4000	    /* START: d = pd->arg */
 #define PTWK_F_CANCELED 0x8000	    /* DEATH (with PTWK_F_UNWIND_KNOWN): a cancellation acted
 				     * on it (else its unwinding was pthread_exit's) */
+/* CREATE: a pthread_create whose call no probe saw (routine, arg from the
+ * struct pthread: c, d); DEATH, THREAD_BEGIN: from a tracepoint, the
+ * process's probes not in (yet): ptwk_watch.unlinked */
+#define PTWK_F_GAP  0x200000
 #define PTWK_F_CODE 0x10000	    /* FATAL_SIGNAL: c = the signal's si_code */
 /* FRAME_ENTRY: bits 24-31 are its first argument (rdi) when it is 1..64,
  * else 0: a signal handler's signal, when [sp] is the sigreturn trampoline */
@@ -257,12 +261,13 @@ struct ptwk_lock_record {
 
 /* Counters (the "stats" array map, one slot each). */
 enum ptwk_stat {
-	PTWK_STAT_LOST,	     /* a record did not fit in the ring buffer */
-	PTWK_STAT_SENT,	     /* records submitted */
-	PTWK_STAT_WAKEUPS,   /* submissions that woke the reader */
-	PTWK_STAT_READ_FAIL, /* a read of the target's memory failed */
-	PTWK_STAT_WATCH_FULL, /* -f: a fork child not watched, the watched map full */
-	PTWK_STAT_NS_TIDS_FULL, /* a thread's namespace tid not kept, ns_tids full */
+	PTWK_STAT_LOST,		 /* a record did not fit in the ring buffer */
+	PTWK_STAT_SENT,		 /* records submitted */
+	PTWK_STAT_WAKEUPS,	 /* submissions that woke the reader */
+	PTWK_STAT_READ_FAIL,	 /* a read of the target's memory failed */
+	PTWK_STAT_WATCH_FULL,	 /* -f: a fork child not watched, the watched map full */
+	PTWK_STAT_NS_TIDS_FULL,	 /* a thread's namespace tid not kept, ns_tids full */
+	PTWK_STAT_GAP_TIDS_FULL, /* -f: a thread made before its links not kept, gap_tids full */
 	PTWK_STAT_N,
 };
 
@@ -272,6 +277,13 @@ struct ptwk_watch {
 	__u32 root;	    /* the target itself (not a followed child): its end wakes the reader */
 	__u64 since;	    /* -f: its fork (the records' clock), 0 for one watched from the start:
 			     * an end converted later lets go of this pid only if it is not newer */
+	/* Its threads' creations, starts and ends come from the tracepoints
+	 * (PTWK_F_GAP) while either is set: unlinked, -f, a child whose own
+	 * links are not in yet (user space clears it once they are); blind,
+	 * a process whose image the probes cannot see (set by user space,
+	 * kept for good and by its fork children). */
+	__u32 unlinked;
+	__u32 blind;
 };
 
 #endif

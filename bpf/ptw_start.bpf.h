@@ -19,6 +19,9 @@
 /* Set by user space: struct pthread's tid (libthread_db's descriptor). */
 const volatile __u64 off_pd_tid = 0;
 const volatile __u32 have_pd_tid = 0;
+/* Every thread's start is its clone's return (else only those of a
+ * process whose probes are not in, or cannot see it: ptwk_watch). */
+const volatile __u32 start_at_clone = 0;
 
 /* x86-64's clone and clone3 (glibc 2.34+ makes threads with clone3, older
  * ones and clone3's ENOSYS fallback with clone). */
@@ -40,8 +43,11 @@ int ptw_clone_exit(struct bpf_raw_tracepoint_args *ctx)
 		return 0; /* the creator's return (the new tid), or any other call */
 	__u64 id = current_id();
 	__u32 tgid = id >> 32, tid = (__u32)id;
-	if (tid == tgid || !have_pd_tid || !bpf_map_lookup_elem(&watched, &tgid))
+	struct ptwk_watch *w;
+	if (tid == tgid || !have_pd_tid || !(w = bpf_map_lookup_elem(&watched, &tgid)))
 		return 0; /* (a new process's child, or a process nobody watches) */
+	if (!start_at_clone && !w->unlinked && !w->blind)
+		return 0; /* (start_thread's probe says it) */
 	long nr;
 	if (bpf_probe_read_kernel(&nr, sizeof(nr),
 				  (const void *)(ctx->args[0] +
@@ -51,11 +57,13 @@ int ptw_clone_exit(struct bpf_raw_tracepoint_args *ctx)
 	__u64 pd = current_pd();
 	__s32 pd_tid;
 	if (!pd || bpf_probe_read_user(&pd_tid, sizeof(pd_tid), (const void *)(pd + off_pd_tid)) ||
-	    pd_tid != (__s32)tid)
+	    pd_tid != task_own_tid((struct task_struct *)bpf_get_current_task()))
 		return 0; /* not a pthread: its clone record says what is known */
 	struct ptwk_record r = {};
 	begin(&r, PTWK_THREAD_BEGIN, id);
 	r.a = pd;
+	if (!start_at_clone)
+		r.f |= PTWK_F_GAP;
 	if (have_start_routine && read_user_u64(pd + off_start_routine, &r.c))
 		r.f |= PTWK_F_ROUTINE_KNOWN;
 	if (have_arg && read_user_u64(pd + off_arg, &r.d))

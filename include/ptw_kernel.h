@@ -51,17 +51,23 @@ struct ptw_kernel_opts {
 	/* -f: also watch every process the target forks (fork, vfork, clone
 	 * without CLONE_THREAD, posix_spawn), to any depth, through exec.
 	 * Their events carry their pid and process id (ptw_event.process,
-	 * ptw_kernel_process). The probes are then on libc's file for every
-	 * process, filtered in BPF by the watched tgids (see kernel.c,
-	 * probe_pid: a per-child link would come too late): every process on
-	 * the machine mapping that libc pays a trap per probed call. The run
-	 * ends when the target and every followed process have ended. */
+	 * ptw_kernel_process). Each followed process gets links of its own
+	 * (uprobe_multi for its pid: int3s in no other process), made by the
+	 * drain thread as soon as its fork is read; what it does before they
+	 * are in (some 0.1-1 ms) comes from the tracepoints (its threads'
+	 * creations, starts and ends, with routine and value read from their
+	 * struct pthread) and is counted in a note. The run ends when the
+	 * target and every followed process have ended. */
 	bool follow_forks;
-	/* -f with per-process probes: a uprobe_multi link per child, attached
-	 * by the drain thread as soon as the fork record wakes it. Racy (what
-	 * a child does before its link is in is missed): for measuring that
-	 * (bench/kfollow.py), not for use. */
-	bool follow_per_child;
+	/* -f with the probes on libc's file for every process instead (the
+	 * BPF programs keep the watched tgids): nothing a child does is
+	 * missed, but every process on the machine that maps the file gets
+	 * the int3s and pays a trap per probed call. For measuring
+	 * (bench/kfollow.py), not for use: it changes other processes. */
+	bool follow_file_wide;
+	/* -f: each child's links go in this much later (testing: what the
+	 * tracepoints alone tell of a child's first moments) */
+	unsigned follow_link_delay_ms;
 	/* --locks: wait spans (PTW_EV_WAIT_BEGIN, PTW_EV_WAIT_END) at glibc's
 	 * slow paths and live deadlocks (PTW_EV_DEADLOCK, proof
 	 * PTW_PROOF_REREAD: confirmed without stopping anyone). */
@@ -146,6 +152,12 @@ int ptw_kernel_consume(struct ptw_kernel *k);
  * are drained at least every flush_ms.
  */
 int ptw_kernel_run(struct ptw_kernel *k, int timeout_ms);
+
+/* Whether the session's probes are on a file for every process that maps
+ * it (-f without uprobe_multi, an attach to a zombie leader): until they
+ * are closed, other processes have their int3s. Else each is for a traced
+ * process alone, and one that ended has none in anything that runs. */
+bool ptw_kernel_probes_everywhere(const struct ptw_kernel *k);
 
 /* The process ended (PTW_EV_PROCESS_EXIT was emitted): how, like wait(2).
  * False also when its end did not fit in the ring buffer (the event was

@@ -356,16 +356,16 @@ static void finish(struct ptw_backend *b)
 	ptw_kernel_finish(kb_of(b)->k);
 }
 
-/* The links filter by a process that has ended (nothing else has these
- * probes: not -f, whose are on libc's file for every process until they
- * close; not a target that lives on, which another session may attach
- * to at once). */
+/* The links filter by processes that have ended (nothing else has these
+ * probes: not probes on a file for every process, until they close; not
+ * a target that lives on, which another session may attach to at once;
+ * with -f every followed process has ended too when the run does). */
 static bool leaves_early(struct ptw_backend *b)
 {
 	struct kernel_backend *kb = kb_of(b);
 	int code, sig;
 	bool core;
-	if (kb->o.follow_forks || !target_exit(b, &code, &sig, &core))
+	if (ptw_kernel_probes_everywhere(kb->k) || !target_exit(b, &code, &sig, &core))
 		return false;
 	ptw_kernel_save_caches(kb->k); /* (a session started next reads them) */
 	return true;

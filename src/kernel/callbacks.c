@@ -61,7 +61,7 @@ static void image_ready(void *ctx)
 	struct ptw_kernel *k = ctx;
 	struct ptw_kernel *root = k->root ? k->root : k;
 	struct drained *d = root->converting ? &root->queue[root->cur] : NULL;
-	if (d && d->r.kind == PTWK_MAIN && d->syms) {
+	if (d && (d->r.kind == PTWK_MAIN || d->gap_syms) && d->syms) {
 		/* Its modules as the drain thread read them, all mapped. The
 		 * ones before stay whole: events point into them. */
 		if (k->syms && !k->syms_borrowed) {
@@ -128,7 +128,7 @@ static const char *on_exec(void *ctx)
 		/* What drain() read while the new image ran (nothing if it was
 		 * gone already). */
 		if (!d->syms && !root->mods_on) /* (with lists: none read at an exec) */
-			root->images_unread++;
+			__atomic_fetch_add(&root->images_unread, 1, __ATOMIC_RELAXED);
 		if (k->proc)
 			ptw_mem_invalidate(k->proc); /* (read by pid: the new image) */
 		k->syms = d->syms;
@@ -169,7 +169,7 @@ static const char *on_exec(void *ctx)
 		 * new main task; what the image did meanwhile is not seen. */
 		int fds[2] = { -1, -1 };
 		if (k->multi && k->nstale + 2 <= PTW_ARRAY_SIZE(k->stale_fds) &&
-		    ptwk_attach_multi_to(k, (uint32_t)k->pid, fds) == 0) {
+		    ptwk_attach_multi_to(k, (uint32_t)k->pid, fds, false) == 0) {
 			for (int i = 0; i < 2; i++) {
 				k->stale_fds[k->nstale++] = k->multi_fds[i];
 				k->multi_fds[i] = fds[i];
@@ -200,12 +200,12 @@ static const char *on_exec(void *ctx)
 				if (fds[i] >= 0)
 					close(fds[i]);
 			k->conv.blind = true;
+			ptwk_watch_probed(k, k->pid, false);
 			ptwk_note_as(
 				k, PTW_W_KERNEL_NOT_SEEN,
-				"thread %d, not the main thread, exec'd: the kernel's uprobes for one "
-				"process follow its old main thread, and no longer fire: the new "
-				"image's threads are seen only as clones and exits (the ptrace path "
-				"sees them)",
+				"thread %d, not the main thread, exec'd: the kernel's uprobes for "
+				"one process follow its old main thread, and no longer fire: "
+				"in the new image " PTWK_SEEN_BY_TRACEPOINTS,
 				(int)d->r.a);
 		}
 	}
@@ -217,24 +217,24 @@ static const char *on_exec(void *ctx)
 	k->exec_ns = ptw_now_ns();
 	if (probes->in_exe && (launch || k->root) && !exec_probed(k, k->exe) &&
 	    !ptw_elf_is_static(k->exe)) {
-		/* (-f: one file's probes for every process, the static program's) */
+		/* (-f: the static program's probes, none in the new image) */
 		k->libc_checks = 0;
+		ptwk_watch_probed(k, k->pid, false);
 		ptwk_note_as(
 			k, PTW_W_KERNEL_NOT_SEEN,
-			"%s is not the static program %s the probes are on: its threads are seen "
-			"only as clones and exits (the ptrace path sees them)",
+			"%s is not the static program %s the probes are on: " PTWK_SEEN_BY_TRACEPOINTS,
 			n > 0 ? k->exe : "the new image", probes->module);
 	}
 	if (n > 0 && ptw_elf_is_static(k->exe)) {
 		k->libc_checks = 0;
-		if (!(probes->in_exe && exec_probed(k, k->exe)) && !k->static_noted)
-			ptwk_note_as(
-				k, PTW_W_KERNEL_NOT_SEEN,
-				"%s is a static program: the probes on %s do not see its threads "
-				"(only their creation and exit): the kernel path probes a static "
-				"program's own file when it launches or attaches to it, not at an "
-				"exec",
-				k->exe, probes->module);
+		if (!(probes->in_exe && exec_probed(k, k->exe)) && !k->static_noted) {
+			ptwk_watch_probed(k, k->pid, false);
+			ptwk_note_as(k, PTW_W_KERNEL_NOT_SEEN,
+				     "%s is a static program, and the probes are on %s (the kernel "
+				     "path probes a static program's own file when it launches or "
+				     "attaches to it, not at an exec): " PTWK_SEEN_BY_TRACEPOINTS,
+				     k->exe, probes->module);
+		}
 	}
 	return n > 0 ? k->exe : NULL;
 }

@@ -146,6 +146,8 @@ static void on_create(struct ptwk_conv *c, const struct ptwk_record *r)
 	}
 	th->routine = r->c;
 	th->arg = r->d;
+	if ((r->f & PTWK_F_GAP) && !c->probes_blind)
+		c->gap_created++;
 	struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_CREATE, r->ns, (pid_t)r->tid);
 	ev.other_tid = child;
 	ev.pthread = r->b;
@@ -213,6 +215,8 @@ static void on_death(struct ptwk_conv *c, const struct ptwk_record *r)
 	    (th->pthread && r->c && th->pthread != r->c))
 		return;
 	th->dead = true;
+	if ((r->f & PTWK_F_GAP) && !c->probes_blind)
+		c->gap_ended++;
 	struct ptw_event ev = ptw_event_init(PTW_EV_THREAD_DEATH, r->ns, (pid_t)r->tid);
 	if (r->f & PTWK_F_RESULT_KNOWN) {
 		ev.has_value = true;
@@ -342,6 +346,7 @@ static void on_image_exec(struct ptwk_conv *c, const struct ptwk_record *r)
 	ptw_map_free(&c->threads);
 	c->main_addr = 0; /* the new image's are in its MAIN record */
 	c->main_caller = 0;
+	c->exec_gap = r->ns < c->probes_in_ns; /* (until its MAIN comes after all) */
 	struct ptwk_thread *th = thread_new(c, c->pid);
 	th->started = true;
 	struct ptw_event img = ptw_event_init(PTW_EV_IMAGE, r->ns, c->pid);
@@ -387,6 +392,7 @@ static void on_main(struct ptwk_conv *c, const struct ptwk_record *r)
 	if ((pid_t)r->tid != c->pid || !th || th->main_seen)
 		return;
 	th->main_seen = true;
+	c->exec_gap = false;
 	th->pthread = r->b;
 	c->main_addr = r->a;
 	c->main_caller = r->c;

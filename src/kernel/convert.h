@@ -66,6 +66,13 @@ struct ptwk_conv {
 	 * clones). */
 	uint64_t probes_in_ns;
 	uint64_t window_clones;
+	/* -f, a link per process: threads made before this process's own
+	 * probes were in (their routine and argument from their struct
+	 * pthread, PTWK_F_GAP), and how many of them also ended then (their
+	 * value from it, not whether they returned or called pthread_exit) */
+	uint64_t gap_created, gap_ended;
+	bool exec_gap;	   /* its image exec'd before its probes were in, and main() not seen */
+	bool probes_blind; /* its image is not what the probes see (said apart) */
 	/* The probes no longer fire in this process (a thread other than the
 	 * main one exec'd: a per-process uprobe follows the old main thread's
 	 * memory) until they are put in again. */

@@ -233,6 +233,8 @@ static void follow_attached(struct ptw_kernel *k, struct ptw_kernel *parent, pid
 		ptwk_note_as(k, PTW_W_KERNEL_NOT_SEEN,
 			     "process %d (forked before the attach) cannot be watched: %s", pid,
 			     strerror(errno));
+	else if (k->book)
+		c->conv.probes_in_ns = ptwk_own_links(k, pid, c->start_ns);
 	ptwk_list_threads(c);
 	c->libc_checks = 1; /* the probes are on the target's libc: does it map that one */
 }

@@ -51,6 +51,8 @@ void ptwk_sink(void *ctx, const struct ptw_event *ev)
 					 0) == 0 &&
 		    w.since <= ev->ns) /* (not a process forked since with its pid) */
 			bpf_map__delete_elem(root->skel->maps.watched, &key, sizeof(key), 0);
+		if (root->book && k != root) /* (-f: its own links go) */
+			ptwk_book_forget(root->book, k->pid, k->start_ns);
 		if (ev->sig == SIGTRAP)
 			trap_death(k);
 	}
@@ -144,14 +146,17 @@ void ptwk_check_libc(struct ptw_kernel *k)
 			libc = &maps[i];
 	if (libc && stat(probes->path, &st) == 0 &&
 	    (st.st_ino != libc->inode || major(st.st_dev) != libc->dev_major ||
-	     minor(st.st_dev) != libc->dev_minor))
+	     minor(st.st_dev) != libc->dev_minor)) {
+		ptwk_watch_probed(k, k->pid, false);
 		ptwk_note_as(k, PTW_W_KERNEL_NOT_SEEN,
-			     "%s maps %s, not the %s the probes are on: its threads are not seen",
+			     "%s maps %s, not the %s the probes are on: " PTWK_SEEN_BY_TRACEPOINTS,
 			     k->exe, libc->path, probes->module);
-	else if (!libc && n >= 0 && k->libc_checks == 0) /* (n < 0: gone, not static) */
+	} else if (!libc && n >= 0 && k->libc_checks == 0) { /* (n < 0: gone, not static) */
+		ptwk_watch_probed(k, k->pid, false);
 		ptwk_note_as(k, PTW_W_KERNEL_NOT_SEEN,
-			     "%s maps no libc.so (static, or not glibc): its threads are not seen",
+			     "%s maps no libc.so (static, or not glibc): " PTWK_SEEN_BY_TRACEPOINTS,
 			     k->exe);
+	}
 	if (libc || n < 0)
 		k->libc_checks = 0;
 	free(maps);

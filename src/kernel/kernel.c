@@ -70,6 +70,18 @@ int ptw_kernel_available(char *why, size_t size)
 	return 0;
 }
 
+/* -f with a link per process: the book of the session's links
+ * (links.h), the target's own counted as its own. */
+static void start_book(struct ptw_kernel *k)
+{
+	ptwk_book_free(k->book);
+	k->book = NULL;
+	if (!ptwk_links_per_child(k))
+		return;
+	k->book = ptwk_book_new();
+	ptwk_book_own(k->book, k->pid);
+}
+
 static int load_and_attach(struct ptw_kernel *k, char *why, size_t why_size)
 {
 	uint64_t t0 = ptw_now_ns();
@@ -101,6 +113,7 @@ static int load_and_attach(struct ptw_kernel *k, char *why, size_t why_size)
 			     strerror(-r));
 		return r;
 	}
+	start_book(k);
 	if (k->multi && (r = ptwk_attach_multi(k)) < 0) {
 		/* Older kernel, or CAP_BPF without what uprobe_multi needs:
 		 * load again for ordinary uprobes. */
@@ -111,6 +124,7 @@ static int load_and_attach(struct ptw_kernel *k, char *why, size_t why_size)
 		k->skel = NULL;
 		k->multi = false;
 		k->stats.probes = 0;
+		start_book(k); /* (none: the file's probes) */
 		if ((r = ptwk_open_skeleton(k, false)) < 0) {
 			ptwk_why_set(why, why_size, "cannot load the BPF programs: %s",
 				     strerror(-r));
@@ -125,6 +139,14 @@ static int load_and_attach(struct ptw_kernel *k, char *why, size_t why_size)
 			return r;
 		}
 	}
+	if (ptwk_links_per_child(k))
+		k->warmer = ptwk_warmer_start();
+	else if (k->o.follow_forks && !k->o.follow_file_wide)
+		ptwk_note_as(
+			k, PTW_W_KERNEL_LIMIT,
+			"-f without uprobe_multi (Linux 6.6): a process's links cannot be made "
+			"for each child, so the probes are on libc's file for every process "
+			"that maps it while the session runs (int3 bytes in each)");
 	if (!k->multi && (r = ptwk_attach_each(k)) < 0) {
 		ptwk_why_set(why, why_size, "cannot attach uprobes to %s in %d: %s",
 			     k->probes.module, k->pid, strerror(-r));
@@ -494,12 +516,16 @@ void ptw_kernel_free(struct ptw_kernel *k)
 		return;
 	ptwk_primer_join(k->primer, k->primer_fds); /* (a start that failed before) */
 	k->primer = NULL;
+	ptwk_warmer_stop(k->warmer);
+	k->warmer = NULL;
 	if (k->skel && !k->detached) {
 		ptwk_close_links(k);
 		k->detached = true;
 	}
 	ptwk_drainer_stop(k);
 	ptwk_close_links(k);
+	ptwk_book_free(k->book);
+	k->book = NULL;
 	ptwk_modules_close(k);
 	ring_buffer__free(k->rb);
 	ptw_kernel_bpf__destroy(k->skel);
@@ -532,6 +558,8 @@ void ptw_kernel_free(struct ptw_kernel *k)
 	ptw_argv_free(k->argv);
 	ptwk_modlist_free(&k->modlist);
 	ptw_map_free(&k->drain_listed);
+	ptw_map_free(&k->drain_links_in);
+	ptw_map_free(&k->drain_gap_exec);
 	ptwk_conv_free(&k->conv);
 	ptwk_frames_free(k->frames);
 	ptwk_underway_free(k->underway);

@@ -104,6 +104,8 @@ struct ptw_kernel {
 	 * exec'd (their task is gone): closed with the others */
 	int stale_fds[4];
 	size_t nstale;
+	struct ptwk_warmer *warmer;   /* links.h: -f, a link per child (the root's) */
+	struct ptwk_book *book;	      /* links.h: -f, a link per child: every set linked */
 	struct ptwk_primer *primer;   /* links.h: under way until the programs are in */
 	int primer_fds[2];	      /* (then its link and program: closed with the others) */
 	struct ptwk_closing *closing; /* the links closing in the background */
@@ -118,6 +120,7 @@ struct ptw_kernel {
 	bool debuginfod_noted;		/* its failure said */
 	bool frames_gone_noted;		/* --trace: gone before its image's scan, said */
 	bool window_clones_noted;
+	bool gap_noted;	    /* conv.gap_created said */
 	bool zombie_leader; /* attached with its main thread exited */
 	/* Threads start at their clone's return (bpf/ptw_start.bpf.h), not
 	 * at start_thread (no debug file, or opts.start_at_clone). */
@@ -147,6 +150,7 @@ struct ptw_kernel {
 	bool lost_noted;
 	uint32_t watch_slots, ns_tid_slots; /* the watched and ns_tids maps' sizes */
 	uint64_t watch_full, ns_tids_full;  /* and the entries they refused, full */
+	uint64_t gap_tids_full;		    /* (gap_tids: ends read at their probe only) */
 	struct ptw_kernel_stats stats;
 	/* -f (follow forks, "---- -f" below): every process the target forks
 	 * is a struct ptw_kernel of its own (root set) that shares the root's
@@ -197,6 +201,11 @@ struct ptw_kernel {
 	bool mods_listed;	     /* its symbols come from a list (this image) */
 	uint64_t exec_ns;	     /* its exec converted (check_libc's wait for a list) */
 	struct ptw_map drain_listed; /* drain thread only: tgid -> a whole list since its exec */
+	/* drain thread only, -f with a link per child: tgid -> when its links
+	 * went in (until its first exec), and the tgids that exec'd before:
+	 * ld.so's list and main() may have gone by unseen, so the modules are
+	 * read at the next record of theirs (its syms, gap_syms) */
+	struct ptw_map drain_links_in, drain_gap_exec;
 	/* drain thread only once started: a launched static program (ET_EXEC)
 	 * whose exec is to come, its modules known without /proc */
 	bool static_exec;
@@ -216,7 +225,8 @@ struct drained {
 	size_t lock_size;
 	struct ptw_symbols *syms;	   /* its modules (at an exec: the exe and ld.so so far) */
 	char *exe;			   /* EXEC: /proc/PID/exe */
-	int link_fds[2];		   /* FORK, follow_per_child: the child's links */
+	uint64_t links_in_ns; /* FORK (-f, a link per child): when its own links were in */
+	bool gap_syms;	      /* syms: an image exec'd before its links, read late */
 	char **argv;			   /* EXEC: its command line */
 	struct ptwk_module_record *module; /* MODULE: the whole record */
 	struct ptwk_args_record *args;	   /* EXEC_ARGS: the whole record */
@@ -260,7 +270,30 @@ const struct ptw_location *ptwk_call_site(void *ctx, uint64_t ret);
 struct ptw_kernel_bpf *ptwk_skeleton_open(bool no_min_btf, int *btf_fd, const char **btf);
 int ptwk_open_skeleton(struct ptw_kernel *k, bool multi);
 pid_t ptwk_probe_pid(const struct ptw_kernel *k);
-int ptwk_attach_multi_to(struct ptw_kernel *k, uint32_t pid, int fds[2]);
+/* -f with a link per followed process (none on a file for every process) */
+bool ptwk_links_per_child(const struct ptw_kernel *k);
+/*
+ * -f, a link per child: pid gets its own links (the book's every set, for
+ * it alone), then its watch entry says so (BPF stops reading its threads'
+ * ends and starts from the tracepoints). What it did before is known from
+ * the tracepoints alone, and counted. Run by the drain thread as soon as
+ * a fork is read, before the converter sees it (and for a descendant
+ * found at an attach, follow.c). Returns when the links were in.
+ */
+uint64_t ptwk_own_links(struct ptw_kernel *k, pid_t pid, uint64_t since);
+/* pid's threads are seen by its probes: its links are in (probed), or
+ * never will be (its image is not what the probes see: blind, for good,
+ * and its fork children too). Until then, or for good, the tracepoints
+ * say their creations, starts and ends (ptwk_watch). */
+void ptwk_watch_probed(struct ptw_kernel *k, pid_t pid, bool probed);
+/* What a note says of such a process's threads */
+#define PTWK_SEEN_BY_TRACEPOINTS                                                                   \
+	"its threads are seen by the scheduler's tracepoints alone: as pthreads with their "       \
+	"routines and values where their struct pthread has the probed libc's layout (not "        \
+	"their joins, nor whether they returned or called pthread_exit), else as clones and "      \
+	"exits (the ptrace path sees them)"
+/* (keep: the sets go in the book, for the followed processes) */
+int ptwk_attach_multi_to(struct ptw_kernel *k, uint32_t pid, int fds[2], bool keep);
 int ptwk_attach_multi(struct ptw_kernel *k);
 int ptwk_attach_each(struct ptw_kernel *k);
 int ptwk_attach_tracepoints(struct ptw_kernel *k);

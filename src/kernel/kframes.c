@@ -111,11 +111,27 @@ static void keep_fd(struct ptwk_frames *f, int fd)
 	f->fds[f->nfds++] = fd;
 }
 
-static int link_multi(struct ptwk_frames *f, struct bpf_program *prog, const struct group *g,
-		      size_t from, size_t n, bool ret, bool wide)
+/* The set of g's probes from..from+n for prog: for the process scanned
+ * (kept in the session's book, -f: for the others too), else, pr->wide,
+ * for every process that maps the file. */
+static struct ptwk_uprobe_set group_set(const struct ptwk_frames *f, struct bpf_program *prog,
+					const struct group *g, size_t from, size_t n, bool ret,
+					const struct ptwk_frames_progs *pr)
 {
-	struct ptwk_uprobe_set s = { prog,  g->path, g->offsets + from, g->cookies + from,
-				     n,	    ret,     wide ? 0 : f->pid };
+	return (struct ptwk_uprobe_set){ .prog = prog,
+					 .path = g->path,
+					 .offsets = g->offsets + from,
+					 .cookies = g->cookies + from,
+					 .n = n,
+					 .ret = ret,
+					 .pid = pr->wide ? 0 : f->pid,
+					 .book = pr->wide ? NULL : pr->book };
+}
+
+static int link_multi(struct ptwk_frames *f, struct bpf_program *prog, const struct group *g,
+		      size_t from, size_t n, bool ret, const struct ptwk_frames_progs *pr)
+{
+	struct ptwk_uprobe_set s = group_set(f, prog, g, from, n, ret, pr);
 	int fd = ptwk_link_multi(&s);
 	if (fd < 0)
 		return fd;
@@ -125,11 +141,10 @@ static int link_multi(struct ptwk_frames *f, struct bpf_program *prog, const str
 }
 
 static int link_one(struct ptwk_frames *f, struct bpf_program *prog, const struct group *g,
-		    size_t i, bool ret, bool wide)
+		    size_t i, bool ret, const struct ptwk_frames_progs *pr)
 {
-	struct ptwk_uprobe_set s = { prog, g->path, g->offsets, g->cookies, g->n, ret,
-				     wide ? 0 : f->pid };
-	struct bpf_link *l = ptwk_link_one(&s, i);
+	struct ptwk_uprobe_set s = group_set(f, prog, g, i, 1, ret, pr);
+	struct bpf_link *l = ptwk_link_one(&s, 0);
 	if (!l)
 		return -errno;
 	f->links = xreallocarray(f->links, f->nlinks + 1, sizeof(*f->links));
@@ -369,9 +384,9 @@ static int link_range(struct ptwk_frames *f, struct bpf_program *prog, const str
 		      size_t from, size_t n, bool ret, const struct ptwk_frames_progs *pr)
 {
 	if (pr->multi)
-		return n ? link_multi(f, prog, g, from, n, ret, pr->wide) : 0;
+		return n ? link_multi(f, prog, g, from, n, ret, pr) : 0;
 	for (size_t k = from; k < from + n; k++) {
-		int r = link_one(f, prog, g, k, ret, pr->wide);
+		int r = link_one(f, prog, g, k, ret, pr);
 		if (r < 0)
 			return r;
 	}
@@ -447,11 +462,16 @@ static int attach_group(struct ptwk_frames *f, const struct group *g,
 	size_t fd0 = f->nfds, l0 = f->nlinks;
 	unsigned p0 = f->probes;
 	if (pr->multi && in.n) {
-		r = link_range(f, pr->entry, &in, 0, in.n, false, pr);
-		if (r == 0)
-			r = link_range(f, pr->exit, &ex, 0, ex.n, false, pr);
+		/* The returns first: the process runs on while they go in (a
+		 * followed child links the book's sets in this order too), and
+		 * a return seen without its entry is dropped, where an entry
+		 * without its return would leave the frame open, or close it
+		 * at an outer return as if longjmp'd over. */
+		r = link_range(f, pr->exit, &ex, 0, ex.n, false, pr);
 		if (r == 0)
 			r = link_range(f, pr->ret, &ur, 0, ur.n, true, pr);
+		if (r == 0)
+			r = link_range(f, pr->entry, &in, 0, in.n, false, pr);
 		if (r == 0) {
 			for (size_t k = 0; k < in.n; k++)
 				traced_group(f, &in, k, 1, uret[k] == SIZE_MAX);
@@ -560,8 +580,8 @@ static int attach_helpers(struct ptwk_frames *f, const struct ptwk_frames_progs 
 			continue;
 		ptw_map_put(&f->helpers, key, (void *)1);
 		group_add(&g, off, kinds[h->kind], h->name);
-		int r = pr->multi ? link_multi(f, pr->helper, &g, 0, 1, false, pr->wide)
-				  : link_one(f, pr->helper, &g, 0, false, pr->wide);
+		int r = pr->multi ? link_multi(f, pr->helper, &g, 0, 1, false, pr)
+				  : link_one(f, pr->helper, &g, 0, false, pr);
 		if (r < 0)
 			ptw_dbg(PTW_DBG_TRACER, "--trace: no probe on %s: %s", h->name,
 				strerror(-r));

@@ -27,6 +27,7 @@
 
 struct ptw_symbols;
 struct ptw_location;
+struct ptwk_book;
 struct bpf_program;
 struct ptwk_frames;
 
@@ -36,9 +37,11 @@ struct ptwk_frames_progs {
 	int jumps; /* the frame_jumps map: indirect jumps' targets, by cookie index */
 	bool multi; /* uprobe_multi links (else a perf event per probe) */
 	/* the probes for every process that maps a file, the programs keeping
-	 * the watched ones (-f: a child's must be in before it runs; a zombie
-	 * leader's memory is gone), else for pid's alone */
+	 * the watched ones (-f without uprobe_multi; a zombie leader's memory
+	 * is gone), else for pid's alone (-f: kept in the book for the other
+	 * followed processes) */
 	bool wide;
+	struct ptwk_book *book; /* -f, a link per process: the session's (links.h) */
 };
 
 /* NULL when there is no pattern (nothing to do). Invalid patterns are

@@ -54,6 +54,7 @@ int ptwk_modules_attach(struct ptw_kernel *k)
 		.offsets = offsets,
 		.n = 1,
 		.pid = ptwk_probe_pid(k) < 0 ? 0 : k->pid,
+		.book = ptwk_probe_pid(k) < 0 ? NULL : k->book,
 	};
 	if (k->multi) {
 		k->mods_fd = ptwk_link_multi(&s);
@@ -92,14 +93,17 @@ static void modules_check_libc(struct ptw_kernel *k, const struct ptw_module_spe
 		return;
 	k->libc_checks = 0;
 	if (libc && stat(libc, &a) == 0 && stat(probes->path, &b) == 0 &&
-	    (a.st_dev != b.st_dev || a.st_ino != b.st_ino))
+	    (a.st_dev != b.st_dev || a.st_ino != b.st_ino)) {
+		ptwk_watch_probed(k, k->pid, false);
 		ptwk_note_as(k, PTW_W_KERNEL_NOT_SEEN,
-			     "%s maps %s, not the %s the probes are on: its threads are not seen",
+			     "%s maps %s, not the %s the probes are on: " PTWK_SEEN_BY_TRACEPOINTS,
 			     k->exe, libc, probes->module);
-	else if (!libc)
+	} else if (!libc) {
+		ptwk_watch_probed(k, k->pid, false);
 		ptwk_note_as(k, PTW_W_KERNEL_NOT_SEEN,
-			     "%s maps no libc.so (static, or not glibc): its threads are not seen",
+			     "%s maps no libc.so (static, or not glibc): " PTWK_SEEN_BY_TRACEPOINTS,
 			     k->exe);
+	}
 }
 
 /* A whole list: the process's symbols from it, in place when they are

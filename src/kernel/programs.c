@@ -88,7 +88,7 @@ int ptwk_open_skeleton(struct ptw_kernel *k, bool multi)
 	s->rodata->have_pd_tid = l->have_tid;
 	s->rodata->wake_bytes = k->o.wake_bytes;
 	s->rodata->rdebug_from_probe = k->rdebug_from_probe;
-	s->rodata->wake_on_fork = k->o.follow_forks && k->o.follow_per_child;
+	s->rodata->wake_on_fork = k->o.follow_forks && !k->o.follow_file_wide && multi;
 	s->rodata->locks_on = k->locks_config.on;
 	s->rodata->join_always_blocks = k->locks_config.join_always_blocks;
 	s->rodata->have_tid = k->locks_config.have_tid;
@@ -104,6 +104,8 @@ int ptwk_open_skeleton(struct ptw_kernel *k, bool multi)
 		r = bpf_map__set_max_entries(s->maps.watched, k->watch_slots);
 	if (r == 0)
 		r = bpf_map__set_max_entries(s->maps.ns_tids, k->ns_tid_slots);
+	if (r == 0) /* (a thread each, while it lives: one per task) */
+		r = bpf_map__set_max_entries(s->maps.gap_tids, k->o.follow_forks ? tasks : 1);
 	if (r == 0 && multi) {
 		r = bpf_program__set_expected_attach_type(
 			s->progs.ptw_entry, (enum bpf_attach_type)PTWK_BPF_TRACE_UPROBE_MULTI);
@@ -140,7 +142,8 @@ int ptwk_open_skeleton(struct ptw_kernel *k, bool multi)
 			r = bpf_program__set_expected_attach_type(
 				frame_progs[i], (enum bpf_attach_type)PTWK_BPF_TRACE_UPROBE_MULTI);
 	/* (machine-wide tracepoints: loaded only when they start threads) */
-	if (r == 0 && !k->start_at_clone)
+	s->rodata->start_at_clone = k->start_at_clone;
+	if (r == 0 && !k->start_at_clone && !s->rodata->wake_on_fork)
 		r = bpf_program__set_autoload(s->progs.ptw_clone_exit, false);
 	if (r == 0)
 		r = !k->mods_on ? bpf_program__set_autoload(s->progs.ptw_modules, false)
@@ -167,27 +170,71 @@ static void keep_link(struct ptw_kernel *k, struct bpf_link *l)
 }
 
 /*
- * -f: which processes the uprobes are in. Without -f, the target's only:
- * a uprobe (per-pid uprobe_multi, or a perf uprobe with a pid) filters by
- * the process's memory (mm), so nothing else on the machine hits them.
- * With -f they must also fire in every process the target forks, from the
- * child's first instruction on, and a child's mm is not its parent's:
- * a link per child, attached from here once its fork record is read,
- * comes too late (the child runs meanwhile: a thread it makes at once is
- * missed). So with -f the probes are on libc's file for every process
- * (pid 0 / -1), and the BPF programs keep only the watched tgids, which
- * the fork tracepoint extends before the child first runs: race-free, to
- * any depth, and through an exec into a program that maps the same libc.
- * The price: every process on the machine that maps this libc hits the
- * probes too (a trap and a map lookup per pthread_create, thread start
- * and end, join, and exit(): measured in the report of the -f work).
+ * Which processes the uprobes are in. A uprobe for one process
+ * (per-pid uprobe_multi, or a perf uprobe with a pid) filters by that
+ * process's memory (mm), so nothing else on the machine hits it. With -f
+ * each followed process gets links of its own too (the book, links.h),
+ * made by the drain thread as soon as its fork record is read: the child
+ * runs meanwhile (0.1-1 ms here), and what it does then comes from the
+ * scheduler's tracepoints (bpf/ptw_kernel.bpf.c: ptwk_watch) and
+ * is counted (report.c). A link follows its process through an exec (the
+ * filter is the task's memory of the moment): the new image's libc is
+ * probed as it is mapped. The probes are on a file for every process that
+ * maps it (pid 0 / -1, the BPF programs keeping the watched tgids) only
+ * where a link for one process cannot work: -f on a kernel without
+ * uprobe_multi, or with follow_file_wide (measuring: bench/kfollow.py),
+ * and a zombie leader (below).
  */
+bool ptw_kernel_probes_everywhere(const struct ptw_kernel *k)
+{
+	return ptwk_probe_pid(k) <= 0;
+}
+
+bool ptwk_links_per_child(const struct ptw_kernel *k)
+{
+	/* (a link per child needs uprobe_multi: without it, the file's) */
+	return k->o.follow_forks && !k->o.follow_file_wide && k->multi;
+}
+
+uint64_t ptwk_own_links(struct ptw_kernel *k, pid_t pid, uint64_t since)
+{
+	uint64_t t0 = ptw_now_ns();
+	int r = ptwk_book_link_pid(k->book, pid, since);
+	uint64_t now = ptw_now_ns();
+	ptw_dbg(PTW_DBG_TRACER, "process %d: its fork read %.3f ms after it, linked in %.3f ms",
+		(int)pid, since && t0 > since ? (double)(t0 - since) / 1e6 : 0.0,
+		(double)(now - t0) / 1e6);
+	if (r < 0)
+		ptw_dbg(PTW_DBG_TRACER, "links for %d: %s", (int)pid, strerror(-r));
+	ptwk_watch_probed(k, pid, true);
+	return now;
+}
+
+void ptwk_watch_probed(struct ptw_kernel *k, pid_t pid, bool probed)
+{
+	struct ptw_kernel *root = k->root ? k->root : k;
+	uint32_t key = (uint32_t)pid;
+	struct ptwk_watch w;
+	if (!root->skel ||
+	    bpf_map__lookup_elem(root->skel->maps.watched, &key, sizeof(key), &w, sizeof(w), 0) < 0)
+		return; /* (gone) */
+	if (probed) {
+		w.unlinked = 0; /* (its links are in) */
+	} else {
+		w.blind = 1;
+		if (k->pid == pid)
+			k->conv.probes_blind = true;
+	}
+	(void)bpf_map__update_elem(root->skel->maps.watched, &key, sizeof(key), &w, sizeof(w),
+				   BPF_EXIST);
+}
+
 pid_t ptwk_probe_pid(const struct ptw_kernel *k)
 {
 	/* A uprobe_multi link for a pid filters by its leader's memory: once
 	 * the leader has exited (pthread_exit from main, a zombie now) it
 	 * has none, and nothing would fire. Then the file's too. */
-	return (k->o.follow_forks && !k->o.follow_per_child) || k->zombie_leader ? -1 : k->pid;
+	return (k->o.follow_forks && !ptwk_links_per_child(k)) || k->zombie_leader ? -1 : k->pid;
 }
 
 /*
@@ -214,7 +261,7 @@ static int probe_rank(enum ptwk_kind kind)
 
 /* One link per program with every offset (return, then entry: a join whose
  * call is seen has its return seen). */
-int ptwk_attach_multi_to(struct ptw_kernel *k, uint32_t pid, int fds[2])
+int ptwk_attach_multi_to(struct ptw_kernel *k, uint32_t pid, int fds[2], bool keep)
 {
 	for (int ret = 1; ret >= 0; ret--) {
 		uint64_t offsets[PTWK_MAX_PROBES], cookies[PTWK_MAX_PROBES];
@@ -237,6 +284,7 @@ int ptwk_attach_multi_to(struct ptw_kernel *k, uint32_t pid, int fds[2])
 			.n = n,
 			.ret = ret,
 			.pid = (pid_t)pid, /* 0: every process */
+			.book = keep ? k->book : NULL,
 		};
 		int fd = ptwk_link_multi(&s);
 		if (fd < 0)
@@ -248,7 +296,8 @@ int ptwk_attach_multi_to(struct ptw_kernel *k, uint32_t pid, int fds[2])
 
 int ptwk_attach_multi(struct ptw_kernel *k)
 {
-	int r = ptwk_attach_multi_to(k, ptwk_probe_pid(k) < 0 ? 0 : (uint32_t)k->pid, k->multi_fds);
+	int r = ptwk_attach_multi_to(k, ptwk_probe_pid(k) < 0 ? 0 : (uint32_t)k->pid, k->multi_fds,
+				     true);
 	if (r == 0)
 		k->stats.probes += (unsigned)k->probes.n;
 	return r;
@@ -309,7 +358,7 @@ int ptwk_attach_tracepoints(struct ptw_kernel *k)
 	else
 		ptw_dbg(PTW_DBG_TRACER, "sched_switch: %s: threads' CPU as at their exit tracepoint",
 			strerror(errno));
-	if (k->start_at_clone)
+	if (k->start_at_clone || ptwk_links_per_child(k))
 		attach_clone_exits(k);
 	return 0;
 }
@@ -336,6 +385,9 @@ void ptwk_close_links_start(struct ptw_kernel *k)
 	fds[nfds++] = k->primer_fds[0];
 	fds[nfds++] = k->primer_fds[1];
 	k->primer_fds[0] = k->primer_fds[1] = -1;
+	ptwk_warmer_quit(k->warmer);
+	ptwk_book_take(k->book, &fds, &nfds, &links, &nlinks); /* (-f: the children's) */
+	fds = xreallocarray(fds, nfds + k->nstale + 1, sizeof(*fds));
 	for (size_t i = 0; i < k->nstale; i++)
 		fds[nfds++] = k->stale_fds[i];
 	k->nstale = 0;

@@ -62,6 +62,13 @@ static void lost_note(struct ptw_kernel *k)
 			"entries) was full; an exec by one of them is not recognised as theirs",
 			(unsigned long long)k->ns_tids_full, k->ns_tid_slots);
 	}
+	if (k->gap_tids_full) {
+		k->lost_noted = true;
+		ptwk_note(k,
+			  "-f: %llu threads made before their process's links were not kept in its "
+			  "map (full): their ends are seen only at their probe, if they came after",
+			  (unsigned long long)k->gap_tids_full);
+	}
 	if (!k->stats.lost)
 		return;
 	k->lost_noted = true;
@@ -95,6 +102,37 @@ static void lost_note(struct ptw_kernel *k)
 	ptw_buf_free(&what);
 }
 
+/* -f with a link per process: the threads its followed processes made
+ * before their own probes were in, for the whole tree, once. */
+static void gap_note(struct ptw_kernel *k)
+{
+	if (k->gap_noted || !(k->detached || k->conv.ended))
+		return;
+	uint64_t made = k->conv.gap_created, ended = k->conv.gap_ended;
+	unsigned procs = made != 0, execs = k->conv.exec_gap;
+	for (size_t i = 0; i < k->nfollowed; i++) {
+		made += k->followed[i]->conv.gap_created;
+		ended += k->followed[i]->conv.gap_ended;
+		procs += k->followed[i]->conv.gap_created != 0;
+		execs += k->followed[i]->conv.exec_gap;
+	}
+	if (made)
+		ptwk_note_as(
+			k, PTW_W_KERNEL_NOT_SEEN,
+			"%llu threads of %u processes were made before their process's own "
+			"probes were in (-f links each process once its fork is read): their "
+			"pthread_create calls were not seen (no call site, no attributes); %llu of "
+			"them also ended then: their values are known, not whether they returned "
+			"or called pthread_exit (unmatched, death_unclassified), nor their joins",
+			(unsigned long long)made, procs, (unsigned long long)ended);
+	if (execs)
+		ptwk_note_as(k, PTW_W_KERNEL_NOT_SEEN,
+			     "%u followed processes exec'd before their own probes were in, and "
+			     "were in main() by then: their main threads' spans have no start",
+			     execs);
+	k->gap_noted = made || execs;
+}
+
 /* What could not be seen, said once the session is over (the process
  * ended, or ptwatch let go): debuginfod's failure, the threads made while
  * the probes went in, and what --trace could not do (a library loaded
@@ -115,6 +153,7 @@ void ptwk_end_notes(struct ptw_kernel *k)
 			"a start routine or argument",
 			(unsigned long long)k->conv.window_clones);
 	}
+	gap_note(k);
 	if (!k->frames || k->frames_noted || !(k->detached || k->conv.ended))
 		return;
 	k->frames_noted = true;
@@ -157,6 +196,7 @@ void ptwk_read_counters(struct ptw_kernel *k)
 	k->stats.read_failures = sum[PTWK_STAT_READ_FAIL];
 	k->watch_full = sum[PTWK_STAT_WATCH_FULL];
 	k->ns_tids_full = sum[PTWK_STAT_NS_TIDS_FULL];
+	k->gap_tids_full = sum[PTWK_STAT_GAP_TIDS_FULL];
 }
 
 /* l's counts added to t (l NULL: none). */

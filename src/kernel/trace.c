@@ -18,7 +18,8 @@ static struct ptwk_frames_progs trace_progs(const struct ptw_kernel *root)
 					   .helper = root->skel->progs.ptw_frame_helper,
 					   .site = root->skel->progs.ptw_underway_return,
 					   .multi = root->multi,
-					   .wide = ptwk_probe_pid(root) <= 0 };
+					   .wide = ptwk_probe_pid(root) <= 0,
+					   .book = root->book };
 }
 
 /*

@@ -66,6 +66,12 @@ int ptw_kernel_run(struct ptw_kernel *k, int timeout_ms)
 	return -ENOSYS;
 }
 
+bool ptw_kernel_probes_everywhere(const struct ptw_kernel *k)
+{
+	(void)k;
+	return false;
+}
+
 bool ptw_kernel_target_exit(const struct ptw_kernel *k, int *ret_code, int *ret_signal,
 			    bool *ret_core)
 {

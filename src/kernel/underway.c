@@ -168,7 +168,11 @@ static void keep_fd(struct ptwk_underway *u, int fd)
 static int attach_sites(struct ptwk_underway *u, const struct site_group *g)
 {
 	/* (entry uprobes at the return sites: no uretprobe of their own) */
-	struct ptwk_uprobe_set s = { u->env.ret, g->path, g->offsets, NULL, g->n, false, u->env.pid };
+	struct ptwk_uprobe_set s = { .prog = u->env.ret,
+				     .path = g->path,
+				     .offsets = g->offsets,
+				     .n = g->n,
+				     .pid = u->env.pid };
 	if (u->env.multi) {
 		int fd = ptwk_link_multi(&s);
 		if (fd < 0)

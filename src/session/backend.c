@@ -71,14 +71,6 @@ static bool kernel_fits(const struct ptw_backend_opts *o, const char *argv0, cha
 		snprintf(why, size, "auto: the kernel path cannot run here: %s", reason);
 		return false;
 	}
-	if (o->follow_forks) {
-		/* A child's probes must be in before it runs: with -f they are
-		 * on libc's file, a trap in every process on the machine. */
-		snprintf(why, size,
-			 "auto: -f on the kernel path probes libc in every process of the "
-			 "machine; ptrace traces the tree alone");
-		return false;
-	}
 	if (o->create_events) {
 		snprintf(why, size, "auto: --create-events is a ptrace cross-check");
 		return false;
@@ -105,14 +97,10 @@ static int ptrace_launch(const struct ptw_backend_opts *o, char *const argv[], i
 	return r;
 }
 
-/* Why the kernel path, asked for by name: with -f, what that costs the
- * machine said too (docs/design.md, Facts, 16). */
-static void kernel_by_name(const struct ptw_backend_opts *o, struct ptw_backend *b)
+/* Why the kernel path, asked for by name. */
+static void kernel_by_name(struct ptw_backend *b)
 {
-	snprintf(b->why, sizeof(b->why), "%s",
-		 o->follow_forks ? "--backend=kernel; with -f its probes are on the files: an int3 "
-				   "at each in every process that maps them while it runs"
-				 : "--backend=kernel");
+	snprintf(b->why, sizeof(b->why), "--backend=kernel");
 }
 
 int ptw_backend_launch(enum ptw_backend_kind want, const struct ptw_backend_opts *o,
@@ -123,7 +111,7 @@ int ptw_backend_launch(enum ptw_backend_kind want, const struct ptw_backend_opts
 	if (want == PTW_BACKEND_KERNEL) {
 		int r = ptw_kernel_backend_launch(o, argv, child_stdout, ret, why, why_size);
 		if (r == 0)
-			kernel_by_name(o, *ret);
+			kernel_by_name(*ret);
 		return r;
 	}
 	if (want == PTW_BACKEND_AUTO && kernel_fits(o, argv[0], reason, sizeof(reason))) {
@@ -194,7 +182,7 @@ int ptw_backend_attach(enum ptw_backend_kind want, const struct ptw_backend_opts
 	if (want == PTW_BACKEND_KERNEL) {
 		int r = ptw_kernel_backend_attach(o, pid, ret, why, why_size);
 		if (r == 0)
-			kernel_by_name(o, *ret);
+			kernel_by_name(*ret);
 		return r;
 	}
 	if (want == PTW_BACKEND_AUTO && kernel_fits(o, NULL, reason, sizeof(reason))) {

@@ -2,10 +2,11 @@
 """LTP's heaviest pthread case (pthread_cond_broadcast/1-2: 16,000 threads
 wait on one condition variable, one broadcast) under `--locks -f --trace
 '*thread*'` on the kernel path: nothing lost, every thread span completed
-and joined. With -f the probes are on libc's file for every process,
-ptwatch's own included: its ring reader took a mutex per record, each
+and joined. When -f put the probes on libc's file for every process,
+ptwatch's own included, its ring reader took a mutex per record, each
 lock a trap of its own, fell behind, and the ring filled (431,522 records
-lost here, 15,568 spans unmatched); it takes one per read of the ring now.
+lost here, 15,568 spans unmatched); it takes one per read of the ring now
+(and -f links each followed process alone).
 
     broadcast.py PTWATCH KBROADCAST [N]   (exit 0 pass, 1 fail, 77 skip)
 """

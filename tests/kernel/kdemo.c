@@ -5,7 +5,7 @@
  * go when the process ends, after -t SECONDS, or at SIGINT/SIGTERM. Used by
  * the kill -9 test (tests/kernel/kill9.sh) and bench/kernel.py.
  *
- *   ptw-kernel-demo [-q] [-f [--per-child]] [-t SECONDS] [--per-probe] [--flush-ms MS]
+ *   ptw-kernel-demo [-q] [-f [--file-wide]] [-t SECONDS] [--per-probe] [--flush-ms MS]
  *                   [--ring BYTES] [--wake BYTES] [--trace PATTERN]... [--locks] [--debug]
  *                   [--modules-from-proc]
  *                   PID | -- COMMAND [ARGS...]
@@ -152,8 +152,8 @@ int main(int argc, char **argv)
 			quiet = true;
 		else if (!strcmp(argv[i], "-f"))
 			follow = o.follow_forks = true;
-		else if (!strcmp(argv[i], "--per-child")) /* -f: a link per child (racy) */
-			o.follow_per_child = true;
+		else if (!strcmp(argv[i], "--file-wide")) /* -f: probes for every process */
+			o.follow_file_wide = true;
 		else if (!strcmp(argv[i], "-t") && i + 1 < argc)
 			seconds = atof(argv[++i]);
 		else if (!strcmp(argv[i], "--debug"))

@@ -126,15 +126,21 @@ static const struct ptw_span *span_of(struct ptw_spans *s, pid_t tid)
 	return found;
 }
 
+/* The converter's callbacks, into spans s. */
+static struct ptwk_conv_ops full_ops(struct ptw_spans *s)
+{
+	return (struct ptwk_conv_ops){ .sink = sink,
+				       .locate = locate,
+				       .call_site = call_site,
+				       .main_returns_to = main_returns_to,
+				       .ctx = s };
+}
+
 static void test_lifecycles(void)
 {
 	struct ptw_spans *s = ptw_spans_new();
 	struct ptwk_conv c;
-	struct ptwk_conv_ops ops = { .sink = sink,
-				     .locate = locate,
-				     .call_site = call_site,
-				     .main_returns_to = main_returns_to,
-				     .ctx = s };
+	struct ptwk_conv_ops ops = full_ops(s);
 	ptwk_conv_init(&c, PID, &ops);
 	ptwk_conv_preexisting(&c, PID, PD(1), 0x1000, 0, "prog", clock_ns);
 	ptwk_conv_preexisting(&c, 101, PD(2), 0x2000, 0, "old", clock_ns);
@@ -320,11 +326,7 @@ static void test_last_thread_exit(void)
 {
 	struct ptw_spans *s = ptw_spans_new();
 	struct ptwk_conv c;
-	struct ptwk_conv_ops ops = { .sink = sink,
-				     .locate = locate,
-				     .call_site = call_site,
-				     .main_returns_to = main_returns_to,
-				     .ctx = s };
+	struct ptwk_conv_ops ops = full_ops(s);
 	ptwk_conv_init(&c, PID, &ops);
 	ptwk_conv_preexisting(&c, PID, PD(1), 0x1000, 0, "prog", clock_ns);
 	create(&c, PID, 102, PD(3), 0);
@@ -353,11 +355,7 @@ static void test_killed(void)
 {
 	struct ptw_spans *s = ptw_spans_new();
 	struct ptwk_conv c;
-	struct ptwk_conv_ops ops = { .sink = sink,
-				     .locate = locate,
-				     .call_site = call_site,
-				     .main_returns_to = main_returns_to,
-				     .ctx = s };
+	struct ptwk_conv_ops ops = full_ops(s);
 	ptwk_conv_init(&c, PID, &ops);
 	ptwk_conv_preexisting(&c, PID, PD(1), 0x1000, 0, "prog", clock_ns);
 	ptwk_conv_preexisting(&c, 101, PD(2), 0x2000, 0, "w1", clock_ns);
@@ -443,11 +441,7 @@ static void test_launch(void)
 {
 	struct ptw_spans *s = ptw_spans_new();
 	struct ptwk_conv c;
-	struct ptwk_conv_ops ops = { .sink = sink,
-				     .locate = locate,
-				     .call_site = call_site,
-				     .main_returns_to = main_returns_to,
-				     .ctx = s };
+	struct ptwk_conv_ops ops = full_ops(s);
 	ptwk_conv_init(&c, PID, &ops);
 	c.launched = true;
 	simple(&c, PTWK_EXEC, PID, PID);
@@ -484,11 +478,7 @@ static void test_launch(void)
 static void test_forked(void)
 {
 	struct ptw_spans *s = ptw_spans_new();
-	struct ptwk_conv_ops ops = { .sink = sink,
-				     .locate = locate,
-				     .call_site = call_site,
-				     .main_returns_to = main_returns_to,
-				     .ctx = s };
+	struct ptwk_conv_ops ops = full_ops(s);
 	struct ptwk_conv root, child, vchild;
 	ptwk_conv_init(&root, PID, &ops);
 	ptwk_conv_preexisting(&root, PID, PD(1), 0x1000, 0, "prog", clock_ns);
@@ -561,11 +551,7 @@ static void test_thread_begin(void)
 {
 	struct ptw_spans *s = ptw_spans_new();
 	struct ptwk_conv c;
-	struct ptwk_conv_ops ops = { .sink = sink,
-				     .locate = locate,
-				     .call_site = call_site,
-				     .main_returns_to = main_returns_to,
-				     .ctx = s };
+	struct ptwk_conv_ops ops = full_ops(s);
 	ptwk_conv_init(&c, PID, &ops);
 	ptwk_conv_preexisting(&c, PID, PD(1), 0x1000, 0, "prog", clock_ns);
 	create(&c, PID, 120, PD(20), 0);
@@ -619,6 +605,86 @@ static void test_thread_begin(void)
 	CHECK(sp && sp->start_routine && !strcmp(sp->start_routine->symbol, "worker"));
 	CHECK(sp && sp->arg.set && sp->arg.v == 0xcd && sp->value.v == 0x66);
 	CHECK(span_of(s, 998) == NULL);
+	ptwk_conv_free(&c);
+	ptw_spans_free(s);
+}
+
+/*
+ * -f, a child's first moments before its own links (PTWK_F_GAP): a
+ * creation read from the clone and the struct pthread (no call site), its
+ * start at the clone's return, its end from the exit tracepoint (value, no
+ * unwinding: unmatched, death_unclassified), a cancellation's (the
+ * canceled bit); counted, but not for a process whose image the probes
+ * cannot see (said apart). An exec before the links, main() never seen.
+ */
+static void test_gap(void)
+{
+	struct ptw_spans *s = ptw_spans_new();
+	struct ptwk_conv c;
+	struct ptwk_conv_ops ops = full_ops(s);
+	ptwk_conv_init(&c, PID, &ops);
+	ptwk_conv_preexisting(&c, PID, PD(1), 0x1000, 0, "prog", clock_ns);
+	for (pid_t t = 130; t <= 132; t++) {
+		struct ptwk_record r = rec(PTWK_CREATE, PID);
+		r.a = (uint64_t)t;
+		r.b = PD(30 + t);
+		r.c = 0x2000;
+		r.d = 0xa0 + (uint64_t)t;
+		r.f = PTWK_F_PTHREAD | PTWK_F_GAP;
+		ptwk_conv_record(&c, &r);
+		struct ptwk_record b = rec(PTWK_THREAD_BEGIN, t);
+		b.a = PD(30 + t);
+		b.c = 0x2000;
+		b.d = 0xa0 + (uint64_t)t;
+		b.f = PTWK_F_ROUTINE_KNOWN | PTWK_F_ARG_KNOWN | PTWK_F_GAP;
+		ptwk_conv_record(&c, &b);
+	}
+	struct ptwk_record d = rec(PTWK_DEATH, 130); /* returned or pthread_exit: unknown */
+	d.a = 0x77;
+	d.c = PD(160);
+	d.f = PTWK_F_RESULT_KNOWN | PTWK_F_GAP;
+	ptwk_conv_record(&c, &d);
+	lwp_exit(&c, 130, 0, PTWK_F_HOW_KNOWN | PTWK_F_EXIT_CALL, 0, "w130");
+	d = rec(PTWK_DEATH, 131); /* cancelled */
+	d.a = (uint64_t)-1;
+	d.b = 1;
+	d.c = PD(161);
+	d.f = PTWK_F_RESULT_KNOWN | PTWK_F_UNWIND_KNOWN | PTWK_F_CANCELED | PTWK_F_GAP;
+	c.probes_in_ns = clock_ns + 500; /* (its links came after its creation) */
+	ptwk_conv_record(&c, &d);
+	lwp_exit(&c, 131, 0, PTWK_F_HOW_KNOWN | PTWK_F_EXIT_CALL, 0, "w131");
+	death(&c, 132, PD(162), 0x99, false); /* after the links: its probe's */
+	lwp_exit(&c, 132, 0, PTWK_F_HOW_KNOWN | PTWK_F_EXIT_CALL, 0, "w132");
+	CHECK_EQ(c.gap_created, 3u);
+	CHECK_EQ(c.gap_ended, 2u);
+	/* an exec before the links: main() not seen until its MAIN comes */
+	struct ptwk_record x = rec(PTWK_EXEC, PID);
+	x.a = PID;
+	c.probes_in_ns = clock_ns + 500;
+	ptwk_conv_record(&c, &x);
+	CHECK(c.exec_gap);
+	/* a blind image: its tracepoint records are not the links' gap */
+	c.probes_blind = true;
+	struct ptwk_record r = rec(PTWK_CREATE, PID);
+	r.a = 133;
+	r.b = PD(163);
+	r.c = 0x2000;
+	r.f = PTWK_F_PTHREAD | PTWK_F_GAP;
+	ptwk_conv_record(&c, &r);
+	CHECK_EQ(c.gap_created, 3u);
+	lwp_exit(&c, PID, 0,
+		 PTWK_F_GROUP_EXIT | PTWK_F_GROUP_DEAD | PTWK_F_HOW_KNOWN | PTWK_F_EXIT_GROUP_CALL,
+		 0, "prog");
+	ptw_spans_finish(s);
+	const struct ptw_span *sp = span_of(s, 130);
+	CHECK(sp && sp->origin == PTW_ORIGIN_CREATED && !sp->create_site && sp->start_ns.set);
+	CHECK(sp && sp->start_routine && !strcmp(sp->start_routine->symbol, "worker"));
+	CHECK(sp && sp->status == PTW_STATUS_UNMATCHED && sp->reason &&
+	      !strcmp(sp->reason, "death_unclassified") && sp->value.set && sp->value.v == 0x77);
+	sp = span_of(s, 131);
+	CHECK(sp && sp->status == PTW_STATUS_CANCELLED);
+	sp = span_of(s, 132);
+	CHECK(sp && sp->status == PTW_STATUS_COMPLETED && sp->value.v == 0x99);
 	ptwk_conv_free(&c);
 	ptw_spans_free(s);
 }
@@ -738,6 +804,7 @@ int main(void)
 	test_launch();
 	test_forked();
 	test_thread_begin();
+	test_gap();
 	test_layout_derive();
 	test_main_caller_delta();
 	CHECK_DONE();

@@ -31,6 +31,16 @@
  *                before its exec (the parent thread in D): the child found,
  *                followed through its exec of /bin/true; every thread of
  *                the parent, found at the attach, ends as it says
+ * SCENARIO:late links each child 50 ms after its fork (follow_link_delay_ms):
+ * every thread of a child is made (and may end) before, seen by the
+ * tracepoints alone, and said.
+ * Each followed process has links of its own, and no other process's text
+ * may change: a bystander (cat, answering a line) started after the
+ * launch and another after the run, each compared with its files while
+ * the session's links are in. What a child did before its own links were
+ * in comes from the tracepoints: a thread that also ended then is
+ * unmatched (death_unclassified) with its routine and value, and a note
+ * says how many.
  * Exit 0 pass, 1 fail, 77 skip.
  */
 #define _GNU_SOURCE
@@ -60,6 +70,9 @@
  * machine): their code is unnamed (never misnamed); counted, not failed. */
 static bool unread_images;
 static int unnamed;
+/* the threads that ended before their process's links were in, the
+ * processes whose main() began before */
+static int gap_ends, mains_unseen;
 
 static const char *sym(const struct ptw_location *l)
 {
@@ -117,13 +130,82 @@ static void check_thread(struct ptw_spans *s, pid_t pid, pid_t tid, const char *
 			       : !strcmp(end, "pthread_exit") ? PTW_STATUS_EXITED
 			       : !strcmp(end, "cancel")	      ? PTW_STATUS_CANCELLED
 							      : PTW_STATUS_UNMATCHED;
-	EXPECT(sp->status == want, "%d %s status %d != %d", tid, routine, (int)sp->status,
-	       (int)want);
+	bool gap_end = want != PTW_STATUS_UNMATCHED && sp->status == PTW_STATUS_UNMATCHED &&
+		       sp->reason && !strcmp(sp->reason, "death_unclassified");
+	gap_ends += gap_end;
+	EXPECT(sp->status == want || gap_end, "%d %s status %d != %d", tid, routine,
+	       (int)sp->status, (int)want);
 	if (want != PTW_STATUS_UNMATCHED)
 		EXPECT(sp->value.set && sp->value.v == value,
 		       "%d %s value %s%#" PRIx64 " != %#" PRIx64, tid, routine,
 		       sp->value.set ? "" : "?", sp->value.v, value);
 	EXPECT(sp->create_ns.set && sp->start_ns.set, "%d %s create/start times", tid, routine);
+}
+
+/* A process outside the traced tree: cat, once it has echoed a line (its
+ * libraries mapped and relocated, main running). Its stdin's write end in
+ * *in; 0 if it could not be started. */
+static pid_t bystander(int *in)
+{
+	int to[2], from[2];
+	if (pipe2(to, O_CLOEXEC) < 0 || pipe2(from, O_CLOEXEC) < 0)
+		return 0;
+	pid_t b = fork();
+	if (b == 0) {
+		dup2(to[0], 0);
+		dup2(from[1], 1);
+		execl("/bin/cat", "cat", (char *)NULL);
+		_exit(127);
+	}
+	close(to[0]);
+	close(from[1]);
+	char got[2];
+	if (b < 0 || write(to[1], "x\n", 2) != 2 || read(from[0], got, 2) != 2) {
+		close(to[1]);
+		close(from[0]);
+		return 0;
+	}
+	close(from[0]);
+	*in = to[1];
+	return b;
+}
+
+/* How many bytes of pid's executable file mappings differ from their
+ * files (an int3 a probe put there), -1 if they cannot be read. */
+static long text_changes(pid_t pid)
+{
+	char path[64], line[4600];
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	FILE *maps = fopen(path, "re");
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+	int mem = open(path, O_RDONLY | O_CLOEXEC);
+	long changed = maps && mem >= 0 ? 0 : -1;
+	while (changed >= 0 && fgets(line, sizeof(line), maps)) {
+		unsigned long start, end, off;
+		char perms[8], file[4097] = "";
+		if (sscanf(line, "%lx-%lx %7s %lx %*s %*s %4096s", &start, &end, perms, &off,
+			   file) < 5 ||
+		    perms[2] != 'x' || file[0] != '/')
+			continue;
+		int fd = open(file, O_RDONLY | O_CLOEXEC);
+		size_t n = end - start;
+		unsigned char *want = xmalloc(n), *got = xmalloc(n);
+		ssize_t w = fd < 0 ? -1 : pread(fd, want, n, (off_t)off);
+		ssize_t g = pread(mem, got, n, (off_t)start);
+		if (w < 0 || g < w)
+			changed = -1;
+		for (ssize_t i = 0; changed >= 0 && i < w; i++)
+			changed += want[i] != got[i];
+		free(want);
+		free(got);
+		if (fd >= 0)
+			close(fd);
+	}
+	if (maps)
+		fclose(maps);
+	if (mem >= 0)
+		close(mem);
+	return changed;
 }
 
 static bool ends_with(const char *s, const char *tail)
@@ -140,8 +222,13 @@ int main(int argc, char **argv)
 		return 99;
 	}
 	/* Absolute: make runs its recipes in another directory. */
-	const char *scenario = argv[1], *prefork = realpath(argv[2], NULL),
-		   *lifecycle = realpath(argv[3], NULL), *forkthreads = realpath(argv[4], NULL);
+	char *scenario = argv[1];
+	char *late_at = strstr(scenario, ":late");
+	bool late = late_at != NULL;
+	if (late)
+		*late_at = '\0';
+	const char *prefork = realpath(argv[2], NULL), *lifecycle = realpath(argv[3], NULL),
+		   *forkthreads = realpath(argv[4], NULL);
 	if (!prefork || !lifecycle || !forkthreads)
 		return 99;
 	char why[512];
@@ -210,7 +297,10 @@ int main(int argc, char **argv)
 				     .use_cache = getenv("PTW_KF_CACHE") != NULL,
 				     .sink = sink,
 				     .sink_ctx = spans,
-				     .follow_forks = true };
+				     .follow_forks = true,
+				     .follow_link_delay_ms = late ? 50 : 0 };
+	pid_t bystanders[2] = { 0, 0 };
+	int bystander_in[2] = { -1, -1 };
 	struct ptw_kernel *k;
 	pid_t pid, workers[3] = { 0 };
 	int r;
@@ -220,6 +310,7 @@ int main(int argc, char **argv)
 			printf("FAIL: cannot launch %s: %s\n", cmd[0], why);
 			return 1;
 		}
+		bystanders[0] = bystander(&bystander_in[0]); /* (the root's links are in) */
 	} else {
 		/* attach: preforkd 2, then 'f' (one more worker) and 'q'. */
 		int ctl, rep;
@@ -265,6 +356,20 @@ int main(int argc, char **argv)
 run:
 	r = ptw_kernel_run(k, 100000);
 	EXPECT(r == 1, "the run ended with %d, not every process's end", r);
+	/* Every child's links are still in (closed with the session's). */
+	bystanders[1] = bystander(&bystander_in[1]);
+	for (int b = 0; b < 2; b++) {
+		if (!bystanders[b]) {
+			EXPECT(!cmd[0] && b == 0, "bystander %d started", b);
+			continue;
+		}
+		long changed = text_changes(bystanders[b]);
+		EXPECT(changed == 0, "bystander %d (%s the run): %ld bytes of its text changed",
+		       (int)bystanders[b], b ? "after" : "during", changed);
+		close(bystander_in[b]);
+		kill(bystanders[b], SIGKILL);
+		waitpid(bystanders[b], NULL, 0);
+	}
 	struct ptw_kernel_stats st;
 	int status = kdrv_end(k, spans, pid, &st);
 	printf("mode %s, %u probes, %" PRIu64 " records, %" PRIu64 " events, %" PRIu64
@@ -273,9 +378,15 @@ run:
 	       st.detach_ns / 1e6);
 	const char *const *notes;
 	size_t nn = kdrv_notes(k, &notes);
-	for (size_t i = 0; i < nn; i++)
+	bool gap_said = false;
+	unsigned mains_said = 0;
+	for (size_t i = 0; i < nn; i++) {
 		unread_images |=
 			strstr(notes[i], "ended before their modules could be read") != NULL;
+		gap_said |= strstr(notes[i], "before their process's own probes were in") != NULL;
+		if (strstr(notes[i], "exec'd before their own probes were in"))
+			mains_said = (unsigned)atoi(notes[i]);
+	}
 	EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == want_status, "command status %#x",
 	       status);
 	EXPECT(st.lost == 0, "%" PRIu64 " lost", st.lost);
@@ -311,7 +422,10 @@ run:
 		EXPECT(sp->process < np && procs[sp->process].pid == sp->pid,
 		       "span %u (tid %d): its process %u has pid %d", sp->id, sp->tid, sp->process,
 		       sp->pid);
-		EXPECT(!sp->uncertain, "span %u uncertain", sp->id);
+		/* (:own: a thread that ended before its process's links were in
+		 * is unmatched, death_unclassified, and uncertain) */
+		EXPECT(!sp->uncertain || (sp->reason && !strcmp(sp->reason, "death_unclassified")),
+		       "span %u uncertain", sp->id);
 		created += sp->origin == PTW_ORIGIN_CREATED;
 		mains += sp->origin == PTW_ORIGIN_MAIN;
 		if (sp->id > maxid)
@@ -409,6 +523,12 @@ run:
 			nmain++;
 			pid_t mpid = (pid_t)kdrv_jint(v, "pid");
 			const struct ptw_span *sp = span_of(spans, mpid, mpid);
+			if (sp && sp->origin == PTW_ORIGIN_MAIN && !sp->start_ns.set) {
+				/* exec'd before its links were in, and in main()
+				 * by then (said, counted) */
+				mains_unseen++;
+				goto next;
+			}
 			EXPECT(sp && sp->origin == PTW_ORIGIN_MAIN &&
 				       (!strcmp(sym(sp->start_routine), "main") ||
 					(unread_images && !sp->start_routine)) &&
@@ -455,6 +575,20 @@ run:
 			       p->exit_code == 20 + w,
 		       "worker %d: listed, its ppid, exit %d", workers[w], 20 + w);
 	}
+	printf("%d threads ended before their process's own links were in, %d main() began "
+	       "before\n",
+	       gap_ends, mains_unseen);
+	EXPECT((unsigned)mains_unseen <= mains_said, "%d main spans without a start, %u said",
+	       mains_unseen, mains_said);
+	if (late && !strcmp(scenario, "workers"))
+		EXPECT(gap_ends == 9, "%d of the 9 worker threads ended before their links",
+		       gap_ends);
+	if (late && !strcmp(scenario, "exec"))
+		EXPECT(mains_unseen == 1 && mains_said == 1,
+		       "the exec'd child was in main() before its links: %d, %u said", mains_unseen,
+		       mains_said);
+	EXPECT(!gap_ends || gap_said, "%d threads ended unseen by the probes, and no note says so",
+	       gap_ends);
 	printf("%zu spans (%zu created, %zu main), %zu thread records, %zu child records, %zu "
 	       "main records\n",
 	       nspans, created, mains, nthreads, nchild, nmain);
