@@ -121,6 +121,7 @@ struct ptw_kernel {
 	bool frames_gone_noted;		/* --trace: gone before its image's scan, said */
 	bool window_clones_noted;
 	bool gap_noted;	    /* conv.gap_created said */
+	unsigned links_failed; /* -f: processes whose own links could not all be made */
 	bool zombie_leader; /* attached with its main thread exited */
 	/* Threads start at their clone's return (bpf/ptw_start.bpf.h), not
 	 * at start_thread (no debug file, or opts.start_at_clone). */

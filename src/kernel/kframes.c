@@ -125,7 +125,9 @@ static struct ptwk_uprobe_set group_set(const struct ptwk_frames *f, struct bpf_
 					 .n = n,
 					 .ret = ret,
 					 .pid = pr->wide ? 0 : f->pid,
-					 .book = pr->wide ? NULL : pr->book };
+					 .book = pr->wide ? NULL : pr->book,
+					 .rank = ret || prog == pr->exit ? PTWK_RANK_RETURNS
+									 : PTWK_RANK_CALLS };
 }
 
 static int link_multi(struct ptwk_frames *f, struct bpf_program *prog, const struct group *g,

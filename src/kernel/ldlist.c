@@ -55,6 +55,7 @@ int ptwk_modules_attach(struct ptw_kernel *k)
 		.n = 1,
 		.pid = ptwk_probe_pid(k) < 0 ? 0 : k->pid,
 		.book = ptwk_probe_pid(k) < 0 ? NULL : k->book,
+		.rank = PTWK_RANK_THREADS,
 	};
 	if (k->multi) {
 		k->mods_fd = ptwk_link_multi(&s);

@@ -291,6 +291,7 @@ struct kept_set {
 	size_t n;
 	bool ret;
 	bool multi; /* linked as one uprobe_multi link (else one uprobe: n == 1) */
+	unsigned rank; /* ptwk_uprobe_set's */
 };
 
 struct pid_links {
@@ -388,7 +389,8 @@ static void keep(const struct ptwk_uprobe_set *s, size_t from, size_t n, bool mu
 			      .cookies = xcalloc(n, sizeof(uint64_t)),
 			      .n = n,
 			      .ret = s->ret,
-			      .multi = multi };
+			      .multi = multi,
+			      .rank = s->rank };
 	for (size_t i = 0; i < n; i++) {
 		k.offsets[i] = s->offsets[from + i];
 		k.cookies[i] = s->cookies ? s->cookies[from + i] : 0;
@@ -450,14 +452,17 @@ int ptwk_book_link_pid(struct ptwk_book *b, pid_t pid, uint64_t since)
 	if (!old) {
 		struct pid_links *p = pid_add(b, pid);
 		p->since = since;
-		for (size_t i = 0; i < b->nsets; i++) {
-			int e = link_kept(b, &b->sets[i], p);
-			if (e < 0)
-				ptw_dbg(PTW_DBG_TRACER, "%d: %s (%zu probes): %s", (int)pid,
-					b->sets[i].path, b->sets[i].n, strerror(-e));
-			if (e < 0 && r == 0)
-				r = e;
-		}
+		for (unsigned rank = 0; rank <= PTWK_RANK_LAST; rank++)
+			for (size_t i = 0; i < b->nsets; i++) {
+				if (b->sets[i].rank != rank)
+					continue;
+				int e = link_kept(b, &b->sets[i], p);
+				if (e < 0)
+					ptw_dbg(PTW_DBG_TRACER, "%d: %s (%zu probes): %s", (int)pid,
+						b->sets[i].path, b->sets[i].n, strerror(-e));
+				if (e < 0 && r == 0)
+					r = e;
+			}
 	}
 	pthread_mutex_unlock(&b->lock);
 	return r;

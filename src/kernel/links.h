@@ -30,7 +30,15 @@ struct ptwk_uprobe_set {
 	 * once linked and links it for every other process it has links for
 	 * (ptwk_book_link_pid); NULL: not kept */
 	struct ptwk_book *book;
+	/* the order the book links the sets for a new process in (it runs on
+	 * meanwhile): what ends a call before what sees it begin, what sees
+	 * calls before what sees the threads that make them */
+	unsigned rank;
 };
+#define PTWK_RANK_RETURNS 0 /* returns, exits (the default) */
+#define PTWK_RANK_CALLS 1   /* --trace's entries and helpers */
+#define PTWK_RANK_THREADS 2 /* libc's entries (a thread's creation), ld.so's */
+#define PTWK_RANK_LAST 2
 
 /* One uprobe_multi link for the set: its fd, or -errno (-EINVAL, -ENOTSUP:
  * a kernel without them; the instruction at an offset refused: all are). */

@@ -200,12 +200,24 @@ uint64_t ptwk_own_links(struct ptw_kernel *k, pid_t pid, uint64_t since)
 {
 	uint64_t t0 = ptw_now_ns();
 	int r = ptwk_book_link_pid(k->book, pid, since);
+	if (r < 0 && !ptw_proc_exited(pid, pid)) {
+		/* (a set refused while the process runs on, seen during its
+		 * exec: once more, whole) */
+		ptw_dbg(PTW_DBG_TRACER, "links for %d: %s; again", (int)pid, strerror(-r));
+		ptwk_book_forget(k->book, pid, since);
+		r = ptwk_book_link_pid(k->book, pid, since);
+	}
 	uint64_t now = ptw_now_ns();
 	ptw_dbg(PTW_DBG_TRACER, "process %d: its fork read %.3f ms after it, linked in %.3f ms",
 		(int)pid, since && t0 > since ? (double)(t0 - since) / 1e6 : 0.0,
 		(double)(now - t0) / 1e6);
-	if (r < 0)
+	if (r < 0 && !ptw_proc_exited(pid, pid)) {
+		/* its threads stay seen by the tracepoints alone: said when its
+		 * end is converted (report.c) */
 		ptw_dbg(PTW_DBG_TRACER, "links for %d: %s", (int)pid, strerror(-r));
+		__atomic_fetch_add(&k->links_failed, 1, __ATOMIC_RELAXED);
+		return now;
+	}
 	ptwk_watch_probed(k, pid, true);
 	return now;
 }
@@ -285,6 +297,7 @@ int ptwk_attach_multi_to(struct ptw_kernel *k, uint32_t pid, int fds[2], bool ke
 			.ret = ret,
 			.pid = (pid_t)pid, /* 0: every process */
 			.book = keep ? k->book : NULL,
+			.rank = ret ? PTWK_RANK_RETURNS : PTWK_RANK_THREADS,
 		};
 		int fd = ptwk_link_multi(&s);
 		if (fd < 0)

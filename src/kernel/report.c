@@ -125,12 +125,18 @@ static void gap_note(struct ptw_kernel *k)
 			"them also ended then: their values are known, not whether they returned "
 			"or called pthread_exit (unmatched, death_unclassified), nor their joins",
 			(unsigned long long)made, procs, (unsigned long long)ended);
+	unsigned failed = __atomic_load_n(&k->links_failed, __ATOMIC_RELAXED);
+	if (failed)
+		ptwk_note_as(k, PTW_W_KERNEL_NOT_SEEN,
+			     "%u followed processes could not get all their own probes (their links "
+			     "refused twice: --debug=tracer says why): " PTWK_SEEN_BY_TRACEPOINTS,
+			     failed);
 	if (execs)
 		ptwk_note_as(k, PTW_W_KERNEL_NOT_SEEN,
 			     "%u followed processes exec'd before their own probes were in, and "
 			     "were in main() by then: their main threads' spans have no start",
 			     execs);
-	k->gap_noted = made || execs;
+	k->gap_noted = made || execs || failed;
 }
 
 /* What could not be seen, said once the session is over (the process
