@@ -145,8 +145,11 @@ def session(opts):
     target.stdout.readline()  # its "ready"
     cmd = [demo, "-q"] + opts + [str(target.pid)]
     d = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    # attached once it says so on stderr
-    line = d.stderr.readline().decode()
+    # attached once it says so on stderr (with -f, after its process lines)
+    for _ in range(16):
+        line = d.stderr.readline().decode()
+        if "attached" in line or not line:
+            break
     if "attached" not in line:
         print("demo: " + line)
         sys.exit(1)
