@@ -69,6 +69,11 @@ static void drain_capture(struct ptw_kernel *k, struct drained *d)
 static void gap_exec(struct ptw_kernel *k, struct drained *d)
 {
 	uint64_t pid = d->r.tgid;
+	if (d->r.kind == PTWK_EXIT && (d->r.f & PTWK_F_GROUP_DEAD)) {
+		ptw_map_del(&k->drain_links_in, pid); /* (gone: nothing kept of it) */
+		ptw_map_del(&k->drain_gap_exec, pid);
+		return;
+	}
 	if (d->r.kind == PTWK_EXEC) {
 		uint64_t in = (uint64_t)(uintptr_t)ptw_map_get(&k->drain_links_in, pid);
 		ptw_map_del(&k->drain_links_in, pid); /* (a later exec is after them) */

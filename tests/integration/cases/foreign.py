@@ -111,9 +111,12 @@ def case_foreign_uprobes(session, chk, where='hooks'):
         create = symbol_offset(libc, 'getppid')
         script = 'uprobe:%s:getppid { @getppid = count(); }' % libc
     else:
-        script = ('uprobe:%s:pthread_create { @creates = count(); } '
-                  'uprobe:%s:0x%x { @starts = count(); } '
-                  'uprobe:%s:_dl_debug_state { @loads = count(); }' % (libc, libc, start, ld))
+        # (by process: another process may make threads meanwhile, a
+        # kernel path session of the case before closing its links in
+        # the background, say)
+        script = ('uprobe:%s:pthread_create { @creates[pid] = count(); } '
+                  'uprobe:%s:0x%x { @starts[pid] = count(); } '
+                  'uprobe:%s:_dl_debug_state { @loads[pid] = count(); }' % (libc, libc, start, ld))
     out_path = os.path.join(session.mkdtemp(), 'bpftrace.out')
     with open(out_path, 'w') as out:
         bt = subprocess.Popen([bpftrace, '-e', script], stdout=out, stderr=subprocess.STDOUT,
@@ -160,11 +163,15 @@ def case_foreign_uprobes(session, chk, where='hooks'):
     chk.true('no hook_failed warning (%s)' % run.doc['warnings'],
              not any(w['code'] == 'hook_failed' for w in run.doc['warnings']))
     # bpftrace saw every creation and start (ptwatch took none of its traps)
-    counts = dict(re.findall(r'^@(\w+): (\d+)$', said, re.M))
+    pids = {r.doc['target']['pid'] for r in (run, dl_run)}
+    counts = {}
+    for name, pid, n in re.findall(r'^@(\w+)\[(\d+)\]: (\d+)$', said, re.M):
+        if int(pid) in pids:
+            counts[name] = counts.get(name, 0) + int(n)
     created = sum(1 for r in (run, dl_run) for s in r.doc['spans'] if s.get('origin') == 'created')
-    chk.eq('bpftrace @creates', int(counts.get('creates', -1)), created)
-    chk.eq('bpftrace @starts', int(counts.get('starts', -1)), created)
-    chk.true('bpftrace @loads (%s)' % counts.get('loads'), int(counts.get('loads', 0)) >= 2)
+    chk.eq('bpftrace @creates (the fixtures\')', counts.get('creates', -1), created)
+    chk.eq('bpftrace @starts (the fixtures\')', counts.get('starts', -1), created)
+    chk.true('bpftrace @loads (%s)' % counts.get('loads'), counts.get('loads', 0) >= 2)
 
 
 def perf_uprobe(path, offset, pid):
