@@ -115,8 +115,11 @@ bool kdrv_fact(const struct ptw_event *ev)
 		memset(facts_procs + facts_nprocs, 0, (in->id + 1 - facts_nprocs) * sizeof(*facts_procs));
 		facts_nprocs = in->id + 1;
 	}
-	/* (the strings of earlier copies are kept: a test's lifetime) */
+	/* (the latest copy of each: an earlier one's strings go) */
 	struct ptw_process *p = &facts_procs[in->id];
+	free((char *)p->exe);
+	ptw_argv_free((char **)p->argv);
+	free((char *)p->not_followed_why);
 	*p = *in;
 	p->exe = in->exe ? xstrdup(in->exe) : NULL;
 	p->argv = in->argv ? ptw_argv_dup(in->argv) : NULL;
