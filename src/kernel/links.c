@@ -307,6 +307,9 @@ struct pid_links {
 /* Links of ended processes are closed this many at a time, in the
  * background (each close waits for the kernel's grace periods: closer.h). */
 #define BOOK_CLOSE_BATCH 64
+/* and the batches closing at once, at most (the oldest is waited for: by
+ * then long done) */
+#define BOOK_CLOSING_MAX 8
 
 struct ptwk_book {
 	pthread_mutex_t lock;
@@ -485,11 +488,17 @@ void ptwk_book_own(struct ptwk_book *b, pid_t pid)
 
 void ptwk_book_forget(struct ptwk_book *b, pid_t pid, uint64_t since)
 {
+	struct ptwk_closing *oldest = NULL;
 	pthread_mutex_lock(&b->lock);
 	struct pid_links *p = pid_find(b, pid);
 	if (p && !p->own && p->since == since)
 		retire(b, p);
+	if (b->nclosing > BOOK_CLOSING_MAX) { /* (a long session: its threads joined) */
+		oldest = b->closing[0];
+		memmove(b->closing, b->closing + 1, --b->nclosing * sizeof(*b->closing));
+	}
 	pthread_mutex_unlock(&b->lock);
+	ptwk_close_wait(oldest); /* (the lock free: the drain thread links on meanwhile) */
 }
 
 unsigned ptwk_book_links(const struct ptwk_book *b)
