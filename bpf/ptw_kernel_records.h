@@ -118,8 +118,8 @@ enum ptwk_kind {
 #define PTWK_F_CANCELED 0x8000	    /* DEATH (with PTWK_F_UNWIND_KNOWN): a cancellation acted
 				     * on it (else its unwinding was pthread_exit's) */
 /* CREATE: a pthread_create whose call no probe saw (routine, arg from the
- * struct pthread: c, d); DEATH, THREAD_BEGIN: from a tracepoint, the
- * process's probes not in (yet): ptwk_watch.unlinked */
+ * struct pthread: c, d); DEATH: from the exit tracepoint, the process's
+ * probes not in, or not seeing it (ptwk_watch) */
 #define PTWK_F_GAP  0x200000
 #define PTWK_F_CODE 0x10000	    /* FATAL_SIGNAL: c = the signal's si_code */
 /* FRAME_ENTRY: bits 24-31 are its first argument (rdi) when it is 1..64,
@@ -278,10 +278,10 @@ struct ptwk_watch {
 	__u64 since;	    /* -f: its fork (the records' clock), 0 for one watched from the start:
 			     * an end converted later lets go of this pid only if it is not newer */
 	/* Its threads' creations, starts and ends come from the tracepoints
-	 * (PTWK_F_GAP) while either is set: unlinked, -f, a child whose own
-	 * links are not in yet (user space clears it once they are); blind,
-	 * a process whose image the probes cannot see (set by user space,
-	 * kept for good and by its fork children). */
+	 * (PTWK_F_GAP, THREAD_BEGIN) while either is set: unlinked, -f, a
+	 * child whose own links are not in yet (user space clears it once
+	 * they are); blind, a process whose image the probes cannot see (set
+	 * by user space, kept for good and by its fork children). */
 	__u32 unlinked;
 	__u32 blind;
 };

@@ -62,8 +62,6 @@ int ptw_clone_exit(struct bpf_raw_tracepoint_args *ctx)
 	struct ptwk_record r = {};
 	begin(&r, PTWK_THREAD_BEGIN, id);
 	r.a = pd;
-	if (!start_at_clone)
-		r.f |= PTWK_F_GAP;
 	if (have_start_routine && read_user_u64(pd + off_start_routine, &r.c))
 		r.f |= PTWK_F_ROUTINE_KNOWN;
 	if (have_arg && read_user_u64(pd + off_arg, &r.d))

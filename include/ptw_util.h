@@ -6,6 +6,7 @@
 #ifndef PTW_UTIL_H
 #define PTW_UTIL_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -139,6 +140,12 @@ int ptw_write_all(int fd, const void *buf, size_t len);
  * that whoever reads what it wrote (a pipe: ptwatch --json | jq) sees the
  * end without waiting for it. */
 void ptw_stdio_to_null(void);
+
+/* A thread of ptwatch's own running fn(arg), with every signal blocked in
+ * it (the caller's signals are the caller's: its mask is as it was on
+ * return); stack: its size in bytes, 0 for the default. 0, or the errno
+ * value pthread_create gave. */
+int ptw_thread_start(pthread_t *th, size_t stack, void *(*fn)(void *), void *arg);
 
 /* Drops the one newline that ends a /proc file's line (a comm may hold
  * others of its own: it is anyone's to set). */

@@ -5,10 +5,11 @@
 
 #include <bpf/libbpf.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <unistd.h>
+
+#include "ptw_util.h"
 
 struct closing {
 	int *fds;
@@ -48,19 +49,10 @@ void ptwk_close_together(int *fds, size_t nfds, struct bpf_link **links, size_t 
 	pthread_t th[PTWK_CLOSER_THREADS];
 	size_t nth = 0;
 	/* This thread is one of the closers: one more thread per link left,
-	 * as many as PTWK_CLOSER_THREADS in all. Blocking every signal: the
-	 * caller's signals are the caller's. */
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, 64 * 1024); /* (a close needs little) */
+	 * as many as PTWK_CLOSER_THREADS in all (a close needs little stack). */
 	while (nth + 1 < n && nth + 1 < PTWK_CLOSER_THREADS &&
-	       pthread_create(&th[nth], &attr, closer_work, &c) == 0)
+	       ptw_thread_start(&th[nth], 64 * 1024, closer_work, &c) == 0)
 		nth++;
-	pthread_attr_destroy(&attr);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	closer_work(&c);
 	for (size_t i = 0; i < nth; i++)
 		pthread_join(th[i], NULL);
@@ -91,12 +83,7 @@ struct ptwk_closing *ptwk_close_start(int *fds, size_t nfds, struct bpf_link **l
 	struct ptwk_closing *c = n ? malloc(sizeof(*c)) : NULL;
 	if (c) {
 		*c = (struct ptwk_closing){ 0, fds, nfds, links, nlinks };
-		sigset_t all, old;
-		sigfillset(&all);
-		pthread_sigmask(SIG_SETMASK, &all, &old);
-		int r = pthread_create(&c->th, NULL, close_later, c);
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-		if (r == 0)
+		if (ptw_thread_start(&c->th, 0, close_later, c) == 0)
 			return c;
 		free(c);
 	}

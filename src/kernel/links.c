@@ -8,12 +8,11 @@
 #include <errno.h>
 #include <linux/bpf.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -131,17 +130,7 @@ struct ptwk_primer *ptwk_primer_start(void)
 	struct ptwk_primer *p = malloc(sizeof(*p));
 	if (!p)
 		return NULL;
-	/* (the caller's signals are the caller's) */
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, 64 * 1024);
-	int r = pthread_create(&p->th, &attr, prime, p);
-	pthread_attr_destroy(&attr);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (r != 0) {
+	if (ptw_thread_start(&p->th, 64 * 1024, prime, p) != 0) {
 		free(p);
 		return NULL;
 	}
@@ -166,7 +155,6 @@ struct ptwk_warmer {
 	pthread_cond_t cond;
 	bool stop;
 	int prog, mem;
-	unsigned links;
 };
 
 /* Links closed together (each close waits for grace periods: closer.h),
@@ -186,10 +174,8 @@ static void *warm(void *arg)
 	while (!w->stop) {
 		pthread_mutex_unlock(&w->lock);
 		int fd = idle_link(w->prog, w->mem);
-		if (fd >= 0) {
+		if (fd >= 0)
 			batch[n++] = fd;
-			w->links++;
-		}
 		if (n == WARM_BATCH) {
 			if (nclosing == WARM_CLOSING) { /* (the oldest is done by now) */
 				ptwk_close_wait(closing[0]);
@@ -236,16 +222,7 @@ struct ptwk_warmer *ptwk_warmer_start(void)
 	pthread_cond_init(&w->cond, &ca);
 	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&w->lock, NULL);
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, 64 * 1024);
-	int r = w->mem < 0 ? -1 : pthread_create(&w->th, &attr, warm, w);
-	pthread_attr_destroy(&attr);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (r != 0) {
+	if (w->mem < 0 || ptw_thread_start(&w->th, 64 * 1024, warm, w) != 0) {
 		if (w->prog >= 0)
 			close(w->prog);
 		if (w->mem >= 0)
@@ -268,19 +245,17 @@ void ptwk_warmer_quit(struct ptwk_warmer *w)
 	pthread_mutex_unlock(&w->lock);
 }
 
-unsigned ptwk_warmer_stop(struct ptwk_warmer *w)
+void ptwk_warmer_stop(struct ptwk_warmer *w)
 {
 	if (!w)
-		return 0;
+		return;
 	ptwk_warmer_quit(w);
 	pthread_join(w->th, NULL);
-	unsigned links = w->links;
 	close(w->prog);
 	close(w->mem);
 	pthread_cond_destroy(&w->cond);
 	pthread_mutex_destroy(&w->lock);
 	free(w);
-	return links;
 }
 
 /* The book (links.h). */
@@ -317,7 +292,6 @@ struct ptwk_book {
 	size_t nsets;
 	struct pid_links *pids;
 	size_t npids;
-	unsigned made;
 	/* ended processes' links, not yet closing */
 	int *dead_fds;
 	size_t ndead_fds;
@@ -354,7 +328,7 @@ static struct pid_links *pid_add(struct ptwk_book *b, pid_t pid)
 }
 
 /* Links set k for p (the book's lock held). */
-static int link_kept(struct ptwk_book *b, const struct kept_set *k, struct pid_links *p)
+static int link_kept(const struct kept_set *k, struct pid_links *p)
 {
 	struct ptwk_uprobe_set s = { .prog = k->prog,
 				     .path = k->path,
@@ -376,7 +350,6 @@ static int link_kept(struct ptwk_book *b, const struct kept_set *k, struct pid_l
 		p->links = xreallocarray(p->links, p->nlinks + 1, sizeof(*p->links));
 		p->links[p->nlinks++] = l;
 	}
-	b->made++;
 	return 0;
 }
 
@@ -403,7 +376,7 @@ static void keep(const struct ptwk_uprobe_set *s, size_t from, size_t n, bool mu
 	for (size_t i = 0; i < b->npids; i++) {
 		if (b->pids[i].pid == s->pid)
 			continue;
-		int r = link_kept(b, &k, &b->pids[i]);
+		int r = link_kept(&k, &b->pids[i]);
 		if (r < 0)
 			ptw_dbg(PTW_DBG_TRACER, "no link for %d on %s: %s", (int)b->pids[i].pid,
 				k.path, strerror(-r));
@@ -459,7 +432,7 @@ int ptwk_book_link_pid(struct ptwk_book *b, pid_t pid, uint64_t since)
 			for (size_t i = 0; i < b->nsets; i++) {
 				if (b->sets[i].rank != rank)
 					continue;
-				int e = link_kept(b, &b->sets[i], p);
+				int e = link_kept(&b->sets[i], p);
 				if (e < 0)
 					ptw_dbg(PTW_DBG_TRACER, "%d: %s (%zu probes): %s", (int)pid,
 						b->sets[i].path, b->sets[i].n, strerror(-e));
@@ -469,14 +442,6 @@ int ptwk_book_link_pid(struct ptwk_book *b, pid_t pid, uint64_t since)
 	}
 	pthread_mutex_unlock(&b->lock);
 	return r;
-}
-
-bool ptwk_book_has(struct ptwk_book *b, pid_t pid)
-{
-	pthread_mutex_lock(&b->lock);
-	bool has = pid_find(b, pid) != NULL;
-	pthread_mutex_unlock(&b->lock);
-	return has;
 }
 
 void ptwk_book_own(struct ptwk_book *b, pid_t pid)
@@ -499,11 +464,6 @@ void ptwk_book_forget(struct ptwk_book *b, pid_t pid, uint64_t since)
 	}
 	pthread_mutex_unlock(&b->lock);
 	ptwk_close_wait(oldest); /* (the lock free: the drain thread links on meanwhile) */
-}
-
-unsigned ptwk_book_links(const struct ptwk_book *b)
-{
-	return b ? b->made : 0;
 }
 
 void ptwk_book_take(struct ptwk_book *b, int **fds, size_t *nfds, struct bpf_link ***links,

@@ -78,15 +78,11 @@ struct ptwk_book *ptwk_book_new(void);
  * links already; another process's before it with that pid, not forgotten
  * yet, go): 0, or -errno of the first that failed (those made are kept). */
 int ptwk_book_link_pid(struct ptwk_book *b, pid_t pid, uint64_t since);
-/* Whether pid has links of its own in the book. */
-bool ptwk_book_has(struct ptwk_book *b, pid_t pid);
 /* Counts pid as having links (the target: its links are its own). */
 void ptwk_book_own(struct ptwk_book *b, pid_t pid);
 /* pid, forked at since, ended: its links go (closed in the background, a
  * batch at a time). */
 void ptwk_book_forget(struct ptwk_book *b, pid_t pid, uint64_t since);
-/* How many links the book made for processes (for the summary). */
-unsigned ptwk_book_links(const struct ptwk_book *b);
 /* Hands over every link the book holds (malloc'ed arrays, the caller closes
  * them) and waits for those it was closing. */
 void ptwk_book_take(struct ptwk_book *b, int **fds, size_t *nfds, struct bpf_link ***links,
@@ -108,7 +104,7 @@ struct ptwk_warmer;
 struct ptwk_warmer *ptwk_warmer_start(void);
 /* Tells it to stop (its last links close in its thread). */
 void ptwk_warmer_quit(struct ptwk_warmer *w);
-/* Stops it, waits for its links to close, frees w; how many it made. */
-unsigned ptwk_warmer_stop(struct ptwk_warmer *w);
+/* Stops it, waits for its links to close, frees w. */
+void ptwk_warmer_stop(struct ptwk_warmer *w);
 
 #endif

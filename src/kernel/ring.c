@@ -69,6 +69,8 @@ static void drain_capture(struct ptw_kernel *k, struct drained *d)
 static void gap_exec(struct ptw_kernel *k, struct drained *d)
 {
 	uint64_t pid = d->r.tgid;
+	if (d->r.kind != PTWK_EXEC && d->r.kind != PTWK_EXIT && !k->drain_gap_exec.count)
+		return; /* (most records: no exec before its links waits for one) */
 	if (d->r.kind == PTWK_EXIT && (d->r.f & PTWK_F_GROUP_DEAD)) {
 		ptw_map_del(&k->drain_links_in, pid); /* (gone: nothing kept of it) */
 		ptw_map_del(&k->drain_gap_exec, pid);
@@ -245,11 +247,7 @@ int ptwk_drainer_start(struct ptw_kernel *k)
 	ev.data.u32 = 1;
 	if (epoll_ctl(k->drain_epfd, EPOLL_CTL_ADD, k->wake_fd, &ev) < 0)
 		return -errno;
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int r = pthread_create(&k->drainer, NULL, drainer, k);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	int r = ptw_thread_start(&k->drainer, 0, drainer, k);
 	if (r)
 		return -r;
 	k->drainer_on = true;

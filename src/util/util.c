@@ -582,3 +582,18 @@ bool ptw_needs_escape(const char *s)
 	size_t n = strlen(s);
 	return plain_run((const unsigned char *)s, n) != n;
 }
+
+int ptw_thread_start(pthread_t *th, size_t stack, void *(*fn)(void *), void *arg)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	if (stack)
+		pthread_attr_setstacksize(&attr, stack);
+	int r = pthread_create(th, &attr, fn, arg);
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return r;
+}
