@@ -152,6 +152,7 @@ def session(opts):
             break
     if "attached" not in line:
         print("demo: " + line)
+        end(d, target)  # (not left running with its session)
         sys.exit(1)
     return d, target
 

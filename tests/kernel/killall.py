@@ -94,8 +94,9 @@ def bpftool(*args):
 
 def bpf_left(progs, links):
     """Which of these prog and link ids still exist."""
-    live_p = {p['id'] for p in bpftool('prog', 'show')}
-    live_l = {l['id'] for l in bpftool('link', 'show')}
+    # (an entry without an id: one that went away while bpftool listed)
+    live_p = {p['id'] for p in bpftool('prog', 'show') if 'id' in p}
+    live_l = {l['id'] for l in bpftool('link', 'show') if 'id' in l}
     return sorted(progs & live_p), sorted(links & live_l)
 
 
