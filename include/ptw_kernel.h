@@ -68,6 +68,9 @@ struct ptw_kernel_opts {
 	/* -f: each child's links go in this much later (testing: what the
 	 * tracepoints alone tell of a child's first moments) */
 	unsigned follow_link_delay_ms;
+	/* -p: /proc's threads are listed this much after libthread_db's walk
+	 * (testing: threads made between the two) */
+	unsigned list_delay_ms;
 	/* --locks: wait spans (PTW_EV_WAIT_BEGIN, PTW_EV_WAIT_END) at glibc's
 	 * slow paths and live deadlocks (PTW_EV_DEADLOCK, proof
 	 * PTW_PROOF_REREAD: confirmed without stopping anyone). */

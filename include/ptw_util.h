@@ -29,6 +29,8 @@ void ptw_argv_free(char **argv);
 
 /* CLOCK_MONOTONIC in nanoseconds; every timestamp ptwatch reports uses it. */
 uint64_t ptw_now_ns(void);
+/* Sleeps ms milliseconds (the test-only delays; never to synchronise). */
+void ptw_sleep_ms(unsigned ms);
 /* CLOCK_REALTIME minus CLOCK_MONOTONIC, sampled now. */
 int64_t ptw_realtime_offset_ns(void);
 

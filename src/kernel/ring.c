@@ -114,12 +114,8 @@ int ptwk_on_record(void *ctx, void *data, size_t size)
 	/* -f, a link per child: its links before the converter sees its
 	 * fork (the drain thread reads a fork as soon as it is made) */
 	if (d.r.kind == PTWK_FORK && k->book && !(d.r.f & PTWK_F_UNWATCHED)) {
-		if (k->o.follow_link_delay_ms) {
-			struct timespec ts = { .tv_sec = k->o.follow_link_delay_ms / 1000,
-					       .tv_nsec = (long)(k->o.follow_link_delay_ms % 1000) *
-							  1000000L };
-			nanosleep(&ts, NULL);
-		}
+		if (k->o.follow_link_delay_ms)
+			ptw_sleep_ms(k->o.follow_link_delay_ms);
 		d.links_in_ns = ptwk_own_links(k, (pid_t)d.r.a, d.r.ns);
 		ptw_map_put(&k->drain_links_in, d.r.a, (void *)(uintptr_t)d.links_in_ns);
 	}

@@ -66,8 +66,15 @@ static void from_tls(struct ptw_kernel *k, struct listing *l)
 		struct listed *t = &l->v[i];
 		if (t->pthread || t->tid == k->pid)
 			continue;
-		if (n < 0 && (n = ptwk_read_tasks(k->skel->progs.ptw_underway_regs, k->pid, &tasks)) < 0)
-			return;
+		if (n < 0) {
+			if ((n = ptwk_read_tasks(k->skel->progs.ptw_underway_regs, k->pid,
+						 &tasks)) < 0)
+				return;
+			/* A page cached by the walk may hold an older thread's
+			 * struct pthread where this one's now is (a reused stack):
+			 * read them as they are now. */
+			ptw_mem_invalidate(k->proc);
+		}
 		for (int j = 0; j < n; j++) {
 			if ((pid_t)tasks[j].tid != t->tid)
 				continue;
@@ -101,6 +108,8 @@ void ptwk_list_threads(struct ptw_kernel *k)
 			ptwk_note_as(k, PTW_W_THREAD_DB_ITERATION,
 				     "libthread_db could not list the threads: %s", strerror(-r));
 	}
+	if (k->o.list_delay_ms)
+		ptw_sleep_ms(k->o.list_delay_ms);
 	pid_t *tids = NULL;
 	int n = ptw_proc_tids(k->pid, &tids);
 	for (int i = 0; i < n; i++)

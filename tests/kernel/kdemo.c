@@ -7,7 +7,7 @@
  *
  *   ptw-kernel-demo [-q] [-f [--file-wide]] [-t SECONDS] [--per-probe] [--flush-ms MS]
  *                   [--ring BYTES] [--wake BYTES] [--trace PATTERN]... [--locks] [--debug]
- *                   [--modules-from-proc]
+ *                   [--modules-from-proc] [--list-delay-ms MS]
  *                   PID | -- COMMAND [ARGS...]
  *
  * With -- COMMAND: launched held (ptw_kernel_launch), reaped at the end.
@@ -168,6 +168,8 @@ int main(int argc, char **argv)
 			o.use_debug_files = false;
 		else if (!strcmp(argv[i], "--modules-from-proc")) /* as before ld.so's list */
 			o.modules_from_proc = true;
+		else if (!strcmp(argv[i], "--list-delay-ms") && i + 1 < argc)
+			o.list_delay_ms = (unsigned)atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--flush-ms") && i + 1 < argc)
 			o.flush_ms = (unsigned)atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--ring") && i + 1 < argc)
