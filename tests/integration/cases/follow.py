@@ -591,7 +591,10 @@ def case_follow_locks(session, chk):
     """-f --locks, the locks fixture fork+exec'd by prefork: the child's
     contended waits are exactly the fixture's rounds (waiter, owner), and a
     deadlock that forms in another such child is said in the event log at
-    once and is in the document's deadlocks, as in a launched process."""
+    once and is in the document's deadlocks, as in a launched process.
+    On the kernel path a child's threads made before its own probes were
+    in (said: ptw_test.Gap) may have waited unseen then: the first rounds'
+    waits, or the deadlock's, are then missing, and only then."""
     prefork, locks = fixture('prefork'), fixture('locks')
     chk.prefix = '[contend] '
     run = session.run([prefork, 'exec', locks, 'contend', '20'], opts=['-q', '-f', '--locks'])
@@ -605,8 +608,17 @@ def case_follow_locks(session, chk):
     pid_of = {s['tid']: s.get('pid') for s in thread_spans(run.doc)}
     chk.eq('the players are threads of the child', [pid_of.get(rec['a']), pid_of.get(rec['b'])],
            [child['pid'], child['pid']])
-    mutex = check_contended_waits(chk, wait_spans(run.doc), rec, contend_rounds(chk, run, 20),
-                                  'the child\'s lock_m')
+    rounds = contend_rounds(chk, run, 20)
+    unseen = players_made_unseen(run.doc, (rec['a'], rec['b']))
+    if unseen:
+        # (their first waits may have come before the probes: the rest,
+        # the last rounds', are seen, in order)
+        seen = [w for w in wait_spans(run.doc) if w['wait'] == 'mutex'
+                and w['object']['addr'] == rec['mutex']]
+        print('note: the players were made before the child\'s probes were in (%s): %d of '
+              '%d rounds\' waits seen' % (unseen, len(seen), len(rounds)))
+        rounds = rounds[len(rounds) - len(seen):] if seen else []
+    mutex = check_contended_waits(chk, wait_spans(run.doc), rec, rounds, 'the child\'s lock_m')
     for w in mutex:
         chk.eq('wait %d: object symbol' % w['id'], obj_symbol(w), 'lock_m', w)
         chk.eq('wait %d: call site' % w['id'], site_symbol(w), 'player', w)
@@ -624,8 +636,7 @@ def case_follow_locks(session, chk):
             raise Failed('the deadlock did not form in the child within 20 s')
         rec = one_truth(run, 'deadlock')
         dl_pid = rec['pid']
-        chk.true('DEADLOCK said in the event log (with -q) for the child\'s threads',
-                 wait_for_text(run, proc, 'DEADLOCK #1', 10), run.stderr_text()[-2000:])
+        said = wait_for_text(run, proc, 'DEADLOCK #1', 10)
         chk.eq('ptwatch still runs', proc.poll(), None)
         os.kill(dl_pid, signal.SIGKILL)
         session.wait(run, proc, 20, 'ptwatch did not exit after the child was killed')
@@ -637,11 +648,28 @@ def case_follow_locks(session, chk):
     child = one_truth(run, 'child')
     chk.eq('prefork\'s child is the deadlocked process, killed', (child['pid'], child.get('signal')),
            (dl_pid, signal.SIGKILL))
-    check_deadlock_doc(chk, run.doc, rec, 'unmatched')
     check_waits_sane(chk, run.doc)
+    unseen = players_made_unseen(run.doc, (rec['ab'], rec['ba']))
+    if not said and unseen:
+        print('note: no DEADLOCK: its threads were made before the child\'s probes were in '
+              '(%s), as the notes say' % unseen)
+        chk.eq('no deadlock invented', run.doc.get('deadlocks') or [], [])
+        chk.prefix = ''
+        return
+    chk.true('DEADLOCK said in the event log (with -q) for the child\'s threads', said,
+             run.stderr_text()[-2000:])
+    check_deadlock_doc(chk, run.doc, rec, 'unmatched')
     lines = [x for x in run.stderr_text().splitlines() if 'DEADLOCK #' in x and 'threads wait' in x]
     chk.eq('said once in the event log (%r)' % lines, len(lines), 1)
     chk.prefix = ''
+
+
+def players_made_unseen(doc, tids):
+    """The tids among these whose threads were made before their process's
+    own probes were in, as the notes say (kernel path, -f: Gap)."""
+    gap = Gap(doc)
+    return sorted(s['tid'] for s in thread_spans(doc)
+                  if s['tid'] in tids and gap.made_unseen(s))
 
 
 @test('follow-pidns', kernel=True)
