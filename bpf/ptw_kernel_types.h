@@ -76,7 +76,11 @@ struct signal_struct {
 	struct task_struct *group_exec_task; /* 5.16+: exec is killing the others */
 } __attribute__((preserve_access_index));
 
-struct mm_struct;
+/* exec's auxiliary vector, as kept for /proc/PID/auxv (AT_VECTOR_SIZE
+ * longs: type, value pairs up to AT_NULL; its size relocated) */
+struct mm_struct {
+	unsigned long saved_auxv[56];
+} __attribute__((preserve_access_index));
 
 /* A task's pid in each namespace it is seen in (include/linux/pid.h):
  * numbers[i] is its number at level i, level its deepest. */

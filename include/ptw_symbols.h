@@ -76,6 +76,9 @@ int ptw_symbols_new_file(const char *path, bool use_debug_files, const char *cac
 struct ptw_module_spec {
 	const char *path;
 	uint64_t bias, dynamic;
+	/* not 0: where the file's entry point is instead of bias (auxv's
+	 * AT_ENTRY for the program): bias = entry - its e_entry */
+	uint64_t entry;
 	bool is_exe;
 };
 /*

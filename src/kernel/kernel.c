@@ -478,12 +478,6 @@ int ptw_kernel_detach(struct ptw_kernel *k)
 		live = k->followed[i];
 	ptwk_conv_detached(&live->conv, ptw_now_ns());
 	ptwk_end_notes(k);
-	if (k->images_unread)
-		ptwk_note(
-			k,
-			"%u exec'd images ended before their modules could be read (they lived less "
-			"than the reader's wakeup): their code addresses are not named",
-			k->images_unread);
 	return 0;
 }
 
@@ -559,7 +553,7 @@ void ptw_kernel_free(struct ptw_kernel *k)
 	ptwk_modlist_free(&k->modlist);
 	ptw_map_free(&k->drain_listed);
 	ptw_map_free(&k->drain_links_in);
-	ptw_map_free(&k->drain_gap_exec);
+	ptwk_gap_images_free(k);
 	ptwk_conv_free(&k->conv);
 	ptwk_frames_free(k->frames);
 	ptwk_underway_free(k->underway);

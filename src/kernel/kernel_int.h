@@ -119,6 +119,7 @@ struct ptw_kernel {
 	struct ptwk_underway *underway; /* --trace -p: calls under way at the attach (underway.c) */
 	bool debuginfod_noted;		/* its failure said */
 	bool frames_gone_noted;		/* --trace: gone before its image's scan, said */
+	bool images_noted;
 	bool window_clones_noted;
 	bool gap_noted;	    /* conv.gap_created said */
 	unsigned links_failed; /* -f: processes whose own links could not all be made */
@@ -190,6 +191,7 @@ struct ptw_kernel {
 	int notify_fd;	 /* eventfd: the kernel woke the drainer, records are queued */
 	int drain_epfd;
 	unsigned images_unread; /* exec'd images gone before drain_capture read them */
+	unsigned images_from_file; /* -f: of those, programs named from their file (gap_exec) */
 	/* ld.so's module lists, walked in the target ("---- modules"):
 	 * root: the probe; each process: its list being gathered. */
 	bool mods_on;
@@ -335,6 +337,7 @@ void ptwk_follow_descendants(struct ptw_kernel *k);
 /* ---- ring.c ---- */
 
 int ptwk_on_record(void *ctx, void *data, size_t size);
+void ptwk_gap_images_free(struct ptw_kernel *k);
 int ptwk_drainer_start(struct ptw_kernel *k);
 void ptwk_drainer_stop(struct ptw_kernel *k);
 void ptwk_drained_free(struct drained *d);

@@ -139,6 +139,27 @@ static void gap_note(struct ptw_kernel *k)
 	k->gap_noted = made || execs || failed;
 }
 
+/* Exec'd images whose modules came too late (ring.c, callbacks.c). */
+static void images_note(struct ptw_kernel *k)
+{
+	unsigned unread = __atomic_load_n(&k->images_unread, __ATOMIC_RELAXED);
+	unsigned from_file = __atomic_load_n(&k->images_from_file, __ATOMIC_RELAXED);
+	if (k->images_noted || !(k->detached || k->conv.ended))
+		return;
+	k->images_noted = true;
+	if (unread)
+		ptwk_note(k,
+			  "%u exec'd images ended before their modules could be read (they lived "
+			  "less than the reader's wakeup): their code addresses are not named",
+			  unread);
+	if (from_file)
+		ptwk_note(k,
+			  "%u followed processes exec'd before their own probes were in and were "
+			  "gone when their memory maps were to be read: their programs' code is "
+			  "named from the files (where their exec put them), not their libraries'",
+			  from_file);
+}
+
 /* What could not be seen, said once the session is over (the process
  * ended, or ptwatch let go): debuginfod's failure, the threads made while
  * the probes went in, and what --trace could not do (a library loaded
@@ -160,6 +181,7 @@ void ptwk_end_notes(struct ptw_kernel *k)
 			(unsigned long long)k->conv.window_clones);
 	}
 	gap_note(k);
+	images_note(k);
 	if (!k->frames || k->frames_noted || !(k->detached || k->conv.ended))
 		return;
 	k->frames_noted = true;

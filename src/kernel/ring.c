@@ -12,6 +12,20 @@
 
 static int drain(struct ptw_kernel *k);
 
+/* pid's modules now: NULL if it is gone, or maps nothing (a zombie). */
+static struct ptw_symbols *image_now(struct ptw_kernel *k, pid_t pid, const char *cache_dir)
+{
+	struct ptw_symbols *s;
+	if (ptw_symbols_new(pid, k->o.use_debug_files, cache_dir, ptwk_pid_memread,
+			    (void *)(intptr_t)pid, &s) < 0)
+		return NULL;
+	if (!ptw_symbols_module_count(s)) {
+		ptw_symbols_free(s);
+		return NULL;
+	}
+	return s;
+}
+
 /* An exec record, or main() about to run: the image's modules (and at an
  * exec its exe and command line), now. In the drain thread: nothing here
  * touches what the converting thread uses. */
@@ -41,9 +55,7 @@ static void drain_capture(struct ptw_kernel *k, struct drained *d)
 	}
 	if (!listed && !(d->r.kind == PTWK_EXEC && k->mods_on)) {
 		char *cache_dir = k->o.use_cache ? ptw_cache_default_dir() : NULL;
-		if (ptw_symbols_new(pid, k->o.use_debug_files, cache_dir, ptwk_pid_memread,
-				    (void *)(intptr_t)pid, &d->syms) < 0)
-			d->syms = NULL; /* gone already: nothing of it to name */
+		d->syms = image_now(k, pid, cache_dir); /* (NULL: gone already) */
 		free(cache_dir);
 	}
 	if (d->r.kind != PTWK_EXEC)
@@ -64,8 +76,36 @@ static void drain_capture(struct ptw_kernel *k, struct drained *d)
  * may have gone past ld.so's list and main() unseen, where its modules
  * are read. They are read at its next record then (any but its list's:
  * it runs its code by then), as at main(): the converter takes them
- * (gap_syms).
+ * (gap_syms). One gone by then (or a zombie: nothing mapped) has its
+ * program named from its file alone, where its exec put its entry point
+ * (PTWK_EXEC's auxv); its libraries stay unnamed, and said.
  */
+struct gap_image {
+	char *path;	/* /proc/PID/exe, else the path it was exec'd by */
+	uint64_t entry; /* its AT_ENTRY (0: unknown) */
+};
+
+static void gap_forget(struct ptw_kernel *k, uint64_t pid)
+{
+	struct gap_image *g = ptw_map_del(&k->drain_gap_exec, pid);
+	if (g) {
+		free(g->path);
+		free(g);
+	}
+}
+
+void ptwk_gap_images_free(struct ptw_kernel *k)
+{
+	size_t it = 0;
+	uint64_t pid;
+	void *g;
+	while (ptw_map_next(&k->drain_gap_exec, &it, &pid, &g)) {
+		free(((struct gap_image *)g)->path);
+		free(g);
+	}
+	ptw_map_free(&k->drain_gap_exec);
+}
+
 static void gap_exec(struct ptw_kernel *k, struct drained *d)
 {
 	uint64_t pid = d->r.tgid;
@@ -73,34 +113,43 @@ static void gap_exec(struct ptw_kernel *k, struct drained *d)
 		return; /* (most records: no exec before its links waits for one) */
 	if (d->r.kind == PTWK_EXIT && (d->r.f & PTWK_F_GROUP_DEAD)) {
 		ptw_map_del(&k->drain_links_in, pid); /* (gone: nothing kept of it) */
-		ptw_map_del(&k->drain_gap_exec, pid);
+		gap_forget(k, pid);
 		return;
 	}
 	if (d->r.kind == PTWK_EXEC) {
 		uint64_t in = (uint64_t)(uintptr_t)ptw_map_get(&k->drain_links_in, pid);
 		ptw_map_del(&k->drain_links_in, pid); /* (a later exec is after them) */
-		if (in > d->r.ns)
-			ptw_map_put(&k->drain_gap_exec, pid, (void *)1);
+		gap_forget(k, pid);
+		if (in > d->r.ns) {
+			struct gap_image *g = xcalloc(1, sizeof(*g));
+			g->path = d->exe ? xstrdup(d->exe) : NULL;
+			g->entry = d->r.b;
+			ptw_map_put(&k->drain_gap_exec, pid, g);
+		}
 		return;
 	}
-	if (!ptw_map_get(&k->drain_gap_exec, pid))
+	struct gap_image *g = ptw_map_get(&k->drain_gap_exec, pid);
+	if (!g)
 		return;
 	if (d->r.kind == PTWK_MAIN ||
 	    (d->r.kind == PTWK_MODULES_END && (d->r.f & PTWK_F_MODULES_WHOLE))) {
-		ptw_map_del(&k->drain_gap_exec, pid); /* (seen after all) */
+		gap_forget(k, pid); /* (seen after all) */
 		return;
 	}
 	if (d->r.kind == PTWK_MODULE || d->r.kind == PTWK_EXEC_ARGS ||
 	    d->r.kind == PTWK_MODULES_END)
 		return;
-	ptw_map_del(&k->drain_gap_exec, pid);
 	char *cache_dir = k->o.use_cache ? ptw_cache_default_dir() : NULL;
-	if (ptw_symbols_new((pid_t)pid, k->o.use_debug_files, cache_dir, ptwk_pid_memread,
-			    (void *)(intptr_t)pid, &d->syms) < 0) {
-		d->syms = NULL; /* gone already: said with those gone before their main() */
+	d->syms = image_now(k, (pid_t)pid, cache_dir);
+	struct ptw_module_spec m = { .path = g->path, .entry = g->entry, .is_exe = true };
+	if (!d->syms && g->path && g->path[0] == '/' && g->entry &&
+	    ptw_symbols_new_listed((pid_t)pid, &m, 1, k->o.use_debug_files, cache_dir,
+				   ptwk_pid_memread, (void *)(intptr_t)pid, &d->syms) == 0)
+		__atomic_fetch_add(&k->images_from_file, 1, __ATOMIC_RELAXED);
+	else if (!d->syms) /* said with those gone before their main() */
 		__atomic_fetch_add(&k->images_unread, 1, __ATOMIC_RELAXED);
-	}
 	free(cache_dir);
+	gap_forget(k, pid);
 	d->gap_syms = d->syms != NULL;
 }
 
@@ -119,8 +168,6 @@ int ptwk_on_record(void *ctx, void *data, size_t size)
 		d.links_in_ns = ptwk_own_links(k, (pid_t)d.r.a, d.r.ns);
 		ptw_map_put(&k->drain_links_in, d.r.a, (void *)(uintptr_t)d.links_in_ns);
 	}
-	if (k->book)
-		gap_exec(k, &d);
 	if (d.r.kind == PTWK_EXEC)
 		ptw_map_del(&k->drain_listed, d.r.tgid); /* a new image: its list to come */
 	if (d.r.kind == PTWK_MODULES_END && (d.r.f & PTWK_F_MODULES_WHOLE))
@@ -149,6 +196,8 @@ int ptwk_on_record(void *ctx, void *data, size_t size)
 			memcpy(d.exe, path, n);
 		}
 	}
+	if (k->book) /* (after the exe's path: an exec before its links keeps it) */
+		gap_exec(k, &d);
 	if (k->nbatch == k->capbatch) {
 		k->capbatch = k->capbatch ? k->capbatch * 2 : 256;
 		k->batch = xreallocarray(k->batch, k->capbatch, sizeof(*k->batch));

@@ -63,17 +63,18 @@ bool sym_listed_check(const struct ptw_module_spec *m, struct listed_module *ret
 		}
 	}
 	const char *why = ok ? NULL : "not an ELF file it can read";
+	uint64_t bias = ok && m->entry ? m->entry - eh.e_entry : m->bias;
 	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-	uint64_t start = m->bias + (lo & ~(page - 1)), end = m->bias + hi;
+	uint64_t start = bias + (lo & ~(page - 1)), end = bias + hi;
 	if (!why && lo >= hi)
 		why = "nothing loaded";
-	else if (!why && eh.e_type == ET_EXEC && m->bias)
+	else if (!why && eh.e_type == ET_EXEC && bias)
 		why = "a bias for a file that is not relocatable";
-	else if (!why && (m->bias & (page - 1)))
+	else if (!why && (bias & (page - 1)))
 		why = "a bias not page-aligned";
-	else if (!why && (start < m->bias || end < start || end > USER_SPACE_END))
+	else if (!why && (start < bias || end < start || end > USER_SPACE_END))
 		why = "a range outside user space";
-	else if (!why && m->dynamic && (!have_dyn || m->bias + dyn != m->dynamic))
+	else if (!why && m->dynamic && (!have_dyn || bias + dyn != m->dynamic))
 		why = "its dynamic section is not where the entry says (another file, or not "
 		      "this one's bias)";
 	if (elf)

@@ -95,6 +95,22 @@ int kdrv_end(struct ptw_kernel *k, struct ptw_spans *spans, pid_t child,
 	return status;
 }
 
+int kdrv_end_as_front(struct ptw_kernel *k, struct ptw_spans *spans, pid_t child,
+		      struct ptw_kernel_stats *st)
+{
+	int status = 0, r = 0;
+	waitpid(child, &status, 0);
+	for (int i = 0; i < 100 && (r = ptw_kernel_run(k, 100)) == 0; i++)
+		;
+	if (r != 1 || ptw_kernel_probes_everywhere(k))
+		ptw_kernel_detach(k); /* (something still runs: it lets go) */
+	else
+		printf("every watched process ended: no detach (as ptwatch's front)\n");
+	ptw_spans_finish(spans);
+	ptw_kernel_stats(k, st);
+	return status;
+}
+
 static char **facts_notes;
 static size_t facts_nnotes;
 static struct ptw_process *facts_procs;

@@ -66,6 +66,12 @@ struct ptw_kernel *kdrv_attach(const struct ptw_kernel_opts *o, pid_t pid);
  * *st: the backend's figures. child's wait status. */
 int kdrv_end(struct ptw_kernel *k, struct ptw_spans *spans, pid_t child,
 	     struct ptw_kernel_stats *st);
+/* The same as ptwatch's front ends a session whose watched processes have
+ * all ended (src/session/session.c, the kernel backend's leaves_early):
+ * no detach, the links closing in the background, what remains said by
+ * ptw_kernel_finish (kdrv_notes); else as kdrv_end. */
+int kdrv_end_as_front(struct ptw_kernel *k, struct ptw_spans *spans, pid_t child,
+		      struct ptw_kernel_stats *st);
 
 /* The file's text (NULL: cannot read it). */
 char *kdrv_slurp(const char *path);

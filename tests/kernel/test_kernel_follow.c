@@ -33,7 +33,8 @@
  *                the parent, found at the attach, ends as it says
  * SCENARIO:late links each child 50 ms after its fork (follow_link_delay_ms):
  * every thread of a child is made (and may end) before, seen by the
- * tracepoints alone, and said.
+ * tracepoints alone, and said; a process that exec'd and ended before
+ * (sh:late) has its program named from its file.
  * Each followed process has links of its own, and no other process's text
  * may change: a bystander (cat, answering a line) started after the
  * launch and another after the run, each compared with its files while
@@ -371,16 +372,17 @@ run:
 		waitpid(bystanders[b], NULL, 0);
 	}
 	struct ptw_kernel_stats st;
-	int status = kdrv_end(k, spans, pid, &st);
+	int status = kdrv_end_as_front(k, spans, pid, &st);
 	printf("mode %s, %u probes, %" PRIu64 " records, %" PRIu64 " events, %" PRIu64
 	       " lost; attach %.1f ms, detach %.1f ms\n",
 	       st.mode, st.probes, st.records, st.events, st.lost, st.attach_ns / 1e6,
 	       st.detach_ns / 1e6);
 	const char *const *notes;
 	size_t nn = kdrv_notes(k, &notes);
-	bool gap_said = false;
+	bool gap_said = false, named_from_files = false;
 	unsigned mains_said = 0;
 	for (size_t i = 0; i < nn; i++) {
+		named_from_files |= strstr(notes[i], "named from the files") != NULL;
 		unread_images |=
 			strstr(notes[i], "ended before their modules could be read") != NULL;
 		gap_said |= strstr(notes[i], "before their process's own probes were in") != NULL;
@@ -583,6 +585,14 @@ run:
 	if (late && !strcmp(scenario, "workers"))
 		EXPECT(gap_ends == 9, "%d of the 9 worker threads ended before their links",
 		       gap_ends);
+	/* (sh: the exec'd prefork ends, with its workers, before their links:
+	 * its program named from its file, where its exec put it) */
+	if (late && !strcmp(scenario, "sh")) {
+		EXPECT(!unread_images, "the programs of processes gone before their links were "
+				       "read: unnamed");
+		EXPECT(named_from_files, "no note says which programs were named from their "
+					 "files alone");
+	}
 	if (late && !strcmp(scenario, "exec"))
 		EXPECT(mains_unseen == 1 && mains_said == 1,
 		       "the exec'd child was in main() before its links: %d, %u said", mains_unseen,
