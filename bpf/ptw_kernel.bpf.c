@@ -772,14 +772,14 @@ int ptw_signal_sent(struct bpf_raw_tracepoint_args *ctx)
 	return 0;
 }
 
-/* The new image's entry point and its interpreter's base (auxv's AT_ENTRY
- * and AT_BASE, as the exec left them): a program's load bias, from its
- * file, for a process gone before its memory map could be read. */
-static __always_inline void exec_auxv(struct task_struct *t, __u64 *entry, __u64 *interp)
+/* The new image's entry point (auxv's AT_ENTRY, as the exec left it): a
+ * program's load bias, from its file, for a process gone before its
+ * memory map could be read. 0: not found. */
+static __always_inline __u64 exec_entry(struct task_struct *t)
 {
 	struct mm_struct *mm = BPF_CORE_READ(t, mm);
 	if (!mm)
-		return;
+		return 0;
 	unsigned long *auxv = (unsigned long *)__builtin_preserve_access_index(&mm->saved_auxv);
 	__u32 pairs = bpf_core_field_size(mm->saved_auxv) / (2 * sizeof(unsigned long));
 	for (__u32 i = 0; i < 32 && i < pairs; i++) {
@@ -787,10 +787,9 @@ static __always_inline void exec_auxv(struct task_struct *t, __u64 *entry, __u64
 		if (bpf_probe_read_kernel(kv, sizeof(kv), auxv + 2 * i) < 0 || kv[0] == 0)
 			break;	/* (AT_NULL) */
 		if (kv[0] == 9) /* AT_ENTRY */
-			*entry = kv[1];
-		else if (kv[0] == 7) /* AT_BASE */
-			*interp = kv[1];
+			return kv[1];
 	}
+	return 0;
 }
 
 SEC("raw_tp/sched_process_exec")
@@ -815,7 +814,7 @@ int ptw_exec(struct bpf_raw_tracepoint_args *ctx)
 	const char *filename = BPF_CORE_READ(bprm, filename);
 	if (filename)
 		bpf_probe_read_kernel_str(x.path, sizeof(x.path), filename);
-	exec_auxv(t, &x.r.b, &x.r.c);
+	x.r.b = exec_entry(t);
 	if (bpf_ringbuf_output(&rb, &x, sizeof(x), BPF_RB_FORCE_WAKEUP) < 0) {
 		lost(PTWK_EXEC);
 		return 0;

@@ -35,7 +35,7 @@ enum ptwk_kind {
 		      * PTWK_F_JOINID_KNOWN, PTWK_F_DETACHED, PTWK_F_SHARED_VM; comm */
 	PTWK_EXIT,   /* sched_process_exit: a = exit_code (wait status), b = group
 		      * exit code, f: PTWK_F_*; comm */
-	PTWK_EXEC,   /* sched_process_exec: a = the former tid, b = AT_ENTRY, c = AT_BASE */
+	PTWK_EXEC,   /* sched_process_exec: a = the former tid, b = auxv's AT_ENTRY */
 	/* one more uprobe at an entry */
 	PTWK_EXIT_FN, /* exit() in the main thread: a = its status, b = the return
 		       * address (in __libc_start_call_main: main returned a) */
