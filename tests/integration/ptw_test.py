@@ -1387,7 +1387,10 @@ def check_untouched(chk, pid, what, stopped=False, allowed='SR'):
            tracer_pids(pid), {})
     if stopped:
         allowed = 'T'
-    bad = {tid: st for tid, st in states.items() if st not in allowed}
+    # (a thread on its way out, X or Z, is not one left behind: a churning
+    # process has one now and then; kill9-front@kernel met an X)
+    bad = {tid: st for tid, st in states.items()
+           if st not in allowed and not (st in 'XZ' and tid != pid)}
     chk.eq('%s: process %d, threads not in state %s' % (what, pid, '/'.join(allowed)), bad, {})
 
 
