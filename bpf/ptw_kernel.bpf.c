@@ -648,6 +648,8 @@ int ptw_exit(struct bpf_raw_tracepoint_args *ctx)
 		else if (nr == 231) /* __NR_exit_group */
 			r.f |= PTWK_F_EXIT_GROUP_CALL;
 	}
+	if (w && w->anchor && tid == w->anchor)
+		w->blind = 1; /* (its probes' task: they stop firing for the others) */
 	bool gap_made = bpf_map_delete_elem(&gap_tids, &tid) == 0;
 	if (w && (w->unlinked || w->blind || gap_made) && tid != tgid && (r.f & PTWK_F_EXIT_CALL))
 		gap_death(tgid, tid);

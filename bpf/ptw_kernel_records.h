@@ -284,6 +284,10 @@ struct ptwk_watch {
 	 * by user space, kept for good and by its fork children). */
 	__u32 unlinked;
 	__u32 blind;
+	/* A process whose main thread has exited (a zombie): the thread its
+	 * uprobes are tied to (perf events for that task, which filter by its
+	 * memory); its end makes the process blind (the probes stop firing). */
+	__u32 anchor;
 };
 
 #endif

@@ -56,6 +56,17 @@ void ptwk_sink(void *ctx, const struct ptw_event *ev)
 		if (ev->sig == SIGTRAP)
 			trap_death(k);
 	}
+	if (ev->kind == PTW_EV_LWP_EXIT && k->anchor && ev->tid == k->anchor && !k->anchor_ended) {
+		/* (the BPF exit program made the process blind as it ended) */
+		k->anchor_ended = true;
+		k->conv.probes_blind = true;
+		ptwk_note_as(k, PTW_W_KERNEL_NOT_SEEN,
+			     "thread %d, which the probes were tied to (the main thread of %d is a "
+			     "zombie), ended: from then on the process's threads are seen by the "
+			     "scheduler's tracepoints alone (creations and ends with routines and "
+			     "values, ends unclassified; no joins, waits or calls)",
+			     k->anchor, k->pid);
+	}
 	(k->root ? k->root : k)->stats.events++;
 	if (!ev->pid) { /* (--locks': the converter's carry theirs) */
 		struct ptw_event e = *ev;
@@ -83,6 +94,7 @@ const struct ptw_location *ptwk_locate(void *ctx, uint64_t addr)
 struct ptwk_locks_env ptwk_locks_env_of(struct ptw_kernel *k)
 {
 	return (struct ptwk_locks_env){ .pid = k->pid,
+					.live_pid = ptwk_live_pid(k),
 					.proc = k->proc,
 					.syms = &k->syms,
 					.conv = &k->conv,

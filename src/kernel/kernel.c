@@ -87,7 +87,7 @@ static int load_and_attach(struct ptw_kernel *k, char *why, size_t why_size)
 	uint64_t t0 = ptw_now_ns();
 	int r = -ENOTSUP;
 	k->multi = false;
-	if (!k->o.no_multi && ptwk_open_skeleton(k, true) == 0) {
+	if (!k->o.no_multi && !k->anchor && ptwk_open_skeleton(k, true) == 0) {
 		k->multi = true;
 		r = 0;
 	}
@@ -100,7 +100,9 @@ static int load_and_attach(struct ptw_kernel *k, char *why, size_t why_size)
 		return r;
 	}
 	uint32_t key = (uint32_t)k->pid;
-	struct ptwk_watch w = { .follow_forks = k->o.follow_forks, .root = 1 };
+	struct ptwk_watch w = { .follow_forks = k->o.follow_forks,
+				.root = 1,
+				.anchor = (uint32_t)k->anchor };
 	if (bpf_map__update_elem(k->skel->maps.watched, &key, sizeof(key), &w, sizeof(w), BPF_ANY) <
 	    0) {
 		r = -errno;
@@ -159,7 +161,7 @@ static int load_and_attach(struct ptw_kernel *k, char *why, size_t why_size)
 		k->mods_on = false;
 	}
 	k->stats.mode = k->multi ? "uprobe_multi" : "uprobe";
-	if (!k->multi && ptwk_probe_pid(k) > 0) /* (inode-wide ones keep firing) */
+	if (!k->multi && ptwk_probe_pid(k) > 0 && !k->anchor) /* (inode-wide ones keep firing) */
 		ptwk_note(
 			k,
 			"ordinary per-process uprobes (no uprobe_multi): they stop firing for the "
@@ -172,6 +174,44 @@ static int load_and_attach(struct ptw_kernel *k, char *why, size_t why_size)
 	}
 	k->stats.probes_ns = ptw_now_ns() - t0;
 	return 0;
+}
+
+/*
+ * A process whose main thread has exited (pthread_exit: a zombie now). A
+ * uprobe_multi link for it filters by its leader's memory, which it no
+ * longer has: nothing would fire. Ordinary uprobes (a perf event per
+ * probe) for one of its live threads filter by that thread's memory, the
+ * process's: they fire in every thread of it, and in no other process.
+ * They are tied to the oldest live thread; when it ends they stop firing,
+ * and the process is seen by the scheduler's tracepoints alone (the BPF
+ * exit program makes it blind; said then). -f needs uprobe_multi for its
+ * links per child: then the probes go on libc's file, as said.
+ */
+static void zombie_anchor(struct ptw_kernel *k)
+{
+	pid_t *tids = NULL;
+	int n = ptw_proc_tids(k->pid, &tids);
+	for (int i = 0; i < n; i++)
+		if (tids[i] != k->pid && !ptw_proc_exited(k->pid, tids[i]) &&
+		    (!k->anchor || tids[i] < k->anchor))
+			k->anchor = tids[i];
+	free(tids);
+	if (k->o.follow_forks)
+		k->anchor = 0;
+	if (k->anchor)
+		ptwk_note_as(k, PTW_W_ZOMBIE_LEADER,
+			     "the main thread of %d has exited (pthread_exit) and is a zombie: the "
+			     "probes are tied to its thread %d instead (ordinary uprobes, one per "
+			     "probe: a uprobe_multi link for the process would need its main "
+			     "thread's memory); if that thread ends first, the others are seen by "
+			     "the scheduler's tracepoints alone from then on",
+			     k->pid, k->anchor);
+	else
+		ptwk_note_as(k, PTW_W_ZOMBIE_LEADER,
+			     "the main thread of %d has exited (pthread_exit) and is a zombie; its "
+			     "other threads are traced, with probes on libc's file for every "
+			     "process (-f: a process's own links need its main thread's memory)",
+			     k->pid);
 }
 
 /* ---- the public entry points ---- */
@@ -272,12 +312,7 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, cons
 	}
 	if (!launched && ptw_proc_state(pid, pid) == 'Z') {
 		k->zombie_leader = true;
-		ptwk_note_as(
-			k, PTW_W_ZOMBIE_LEADER,
-			"the main thread of %d has exited (pthread_exit) and is a zombie; its other "
-			"threads are traced, with probes on libc's file for every process (a "
-			"uprobe for one process needs its main thread's memory)",
-			pid);
+		zombie_anchor(k);
 	}
 	ptwk_join_where(k);
 	if (o->locks) {

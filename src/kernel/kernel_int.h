@@ -124,6 +124,8 @@ struct ptw_kernel {
 	bool gap_noted;	    /* conv.gap_created said */
 	unsigned links_failed; /* -f: processes whose own links could not all be made */
 	bool zombie_leader; /* attached with its main thread exited */
+	pid_t anchor;	    /* then: the live thread its uprobes are tied to (0: none) */
+	bool anchor_ended;  /* and that thread has ended since (said) */
 	/* Threads start at their clone's return (bpf/ptw_start.bpf.h), not
 	 * at start_thread (no debug file, or opts.start_at_clone). */
 	bool start_at_clone;
@@ -273,6 +275,9 @@ const struct ptw_location *ptwk_call_site(void *ctx, uint64_t ret);
 struct ptw_kernel_bpf *ptwk_skeleton_open(bool no_min_btf, int *btf_fd, const char **btf);
 int ptwk_open_skeleton(struct ptw_kernel *k, bool multi);
 pid_t ptwk_probe_pid(const struct ptw_kernel *k);
+/* A thread whose /proc files and perf events see the process's memory:
+ * its pid, or a zombie leader's anchor (kernel.c: zombie_anchor). */
+pid_t ptwk_live_pid(const struct ptw_kernel *k);
 /* -f with a link per followed process (none on a file for every process) */
 bool ptwk_links_per_child(const struct ptw_kernel *k);
 /*

@@ -34,10 +34,10 @@ void ptwk_modules_find(struct ptw_kernel *k)
 			"no _dl_debug_state or _r_debug in ld.so: modules from /proc");
 		return;
 	}
-	if ((nmaps = ptw_maps_read(k->pid, &maps)) < 0)
+	if ((nmaps = ptw_maps_read(ptwk_live_pid(k), &maps)) < 0)
 		return;
-	if (ptwk_file_of(k->pid, maps, nmaps, state, k->mods_ld, sizeof(k->mods_ld), module,
-			 sizeof(module), &off) == 0) {
+	if (ptwk_file_of(ptwk_live_pid(k), maps, nmaps, state, k->mods_ld, sizeof(k->mods_ld),
+			 module, sizeof(module), &off) == 0) {
 		k->mods_off = off;
 		k->rdebug_from_probe = (int64_t)(rdebug - state);
 		k->mods_on = true;
@@ -53,7 +53,7 @@ int ptwk_modules_attach(struct ptw_kernel *k)
 		.path = k->mods_ld,
 		.offsets = offsets,
 		.n = 1,
-		.pid = ptwk_probe_pid(k) < 0 ? 0 : k->pid,
+		.pid = ptwk_probe_pid(k) < 0 ? 0 : ptwk_probe_pid(k),
 		.book = ptwk_probe_pid(k) < 0 ? NULL : k->book,
 		.rank = PTWK_RANK_THREADS,
 	};

@@ -232,7 +232,7 @@ struct ptwk_locks *ptwk_locks_new(const struct ptwk_locks_env *env, struct ptw_t
 		missing(p, "--locks: the join function or struct pthread's tid is unknown: join "
 			   "waits are not seen");
 	struct ptw_mapping *maps = NULL;
-	int nmaps = ptw_maps_read(env->pid, &maps);
+	int nmaps = ptw_maps_read(env->live_pid, &maps);
 	if (l->lw.lll_lock_wait)
 		add_probe(l, p, maps, nmaps, l->lw.lll_lock_wait, PTWK_LOCK_WAIT,
 			  "__lll_lock_wait");

@@ -24,6 +24,7 @@ struct ptwk_locks;
 
 struct ptwk_locks_env {
 	pid_t pid;
+	pid_t live_pid; /* whose /proc maps show its memory (a zombie leader's: none) */
 	struct ptw_proc *proc;	      /* its memory (read only) */
 	struct ptw_symbols **syms;    /* the current image's (replaced at exec) */
 	const struct ptwk_conv *conv; /* which threads live */

@@ -241,12 +241,20 @@ void ptwk_watch_probed(struct ptw_kernel *k, pid_t pid, bool probed)
 				   BPF_EXIST);
 }
 
+pid_t ptwk_live_pid(const struct ptw_kernel *k)
+{
+	return k->anchor ? k->anchor : k->pid;
+}
+
 pid_t ptwk_probe_pid(const struct ptw_kernel *k)
 {
 	/* A uprobe_multi link for a pid filters by its leader's memory: once
 	 * the leader has exited (pthread_exit from main, a zombie now) it
-	 * has none, and nothing would fire. Then the file's too. */
-	return (k->o.follow_forks && !ptwk_links_per_child(k)) || k->zombie_leader ? -1 : k->pid;
+	 * has none, and nothing would fire: a live thread's perf events then
+	 * (kernel.c: zombie_anchor), or with -f the file's. */
+	if ((k->o.follow_forks && !ptwk_links_per_child(k)) || (k->zombie_leader && !k->anchor))
+		return -1;
+	return ptwk_live_pid(k);
 }
 
 /*

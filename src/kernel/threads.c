@@ -149,6 +149,7 @@ void ptwk_calls_under_way(struct ptw_kernel *k)
 	if (!k->frames || !k->skel)
 		return;
 	struct ptwk_underway_env env = { .pid = k->pid,
+					 .live_pid = ptwk_live_pid(k),
 					 .proc = k->proc,
 					 .syms = k->syms,
 					 .frames = k->frames,

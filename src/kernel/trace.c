@@ -37,7 +37,7 @@ void ptwk_scan_frames(struct ptw_kernel *k)
 	struct ptwk_frames_progs pr = trace_progs(root);
 	char why[256] = "";
 	unsigned before = ptwk_frames_probes(frames);
-	int r = ptwk_frames_scan(frames, k->syms, k->pid, &pr, why, sizeof(why));
+	int r = ptwk_frames_scan(frames, k->syms, ptwk_live_pid(k), &pr, why, sizeof(why));
 	if (r == -ENOENT && ptw_proc_exited(k->pid, k->pid)) {
 		/* (an image exec'd, then gone before ptwatch read the exec) */
 		if (k->frames_gone_noted)
@@ -91,7 +91,7 @@ void ptwk_launch_frames(struct ptw_kernel *k, const char *name)
 	free(libs);
 	free(files);
 	/* libc and ld.so: the files the command will map too, mapped now */
-	if (ptwk_frames_scan_core(k->frames, k->syms, k->pid, &pr, why, sizeof(why)) < 0)
+	if (ptwk_frames_scan_core(k->frames, k->syms, ptwk_live_pid(k), &pr, why, sizeof(why)) < 0)
 		ptwk_note(k, "--trace: %s", why);
 	k->stats.probes += ptwk_frames_probes(k->frames) - before;
 	k->conv.sigreturn_probed = ptwk_frames_sigreturn_probed(k->frames);
@@ -107,7 +107,7 @@ void ptwk_watch_return(struct ptw_kernel *k, uint64_t addr)
 		return;
 	struct ptwk_frames_progs pr = trace_progs(root);
 	unsigned before = ptwk_frames_probes(frames);
-	ptwk_frames_watch_return(frames, k->syms, k->pid, addr, &pr);
+	ptwk_frames_watch_return(frames, k->syms, ptwk_live_pid(k), addr, &pr);
 	root->stats.probes += ptwk_frames_probes(frames) - before;
 }
 

@@ -172,7 +172,7 @@ static int attach_sites(struct ptwk_underway *u, const struct site_group *g)
 				     .path = g->path,
 				     .offsets = g->offsets,
 				     .n = g->n,
-				     .pid = u->env.pid };
+				     .pid = u->env.live_pid };
 	if (u->env.multi) {
 		int fd = ptwk_link_multi(&s);
 		if (fd < 0)
@@ -239,7 +239,7 @@ static void unwind_thread(struct ptwk_underway *u, const struct ptwk_uw_task *t,
 		 * believed only where the slot holds the return address. */
 		if (!sps[i + 1] || ptw_mem_read(u->env.proc, sp, &at, sizeof(at)) < 0 ||
 		    at != ret ||
-		    ptwk_file_of(u->env.pid, maps, nmaps, ret, path, sizeof(path), module,
+		    ptwk_file_of(u->env.live_pid, maps, nmaps, ret, path, sizeof(path), module,
 				 sizeof(module), &off) < 0) {
 			ptw_dbg(PTW_DBG_TRACER,
 				"--trace: %u: a call under way at %#llx is not reported", t->tid,
@@ -320,7 +320,7 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 	ptw_dbg(PTW_DBG_TRACER, "--trace: under way: %d threads read in %.2f ms", n,
 		(double)(ptw_now_ns() - t0) / 1e6);
 	struct ptw_mapping *maps = NULL;
-	int nmaps = ptw_maps_read(u->env.pid, &maps);
+	int nmaps = ptw_maps_read(u->env.live_pid, &maps);
 	if (nmaps <= 0)
 		note(u, PTW_W_KERNEL_LIMIT,
 		     "--trace: the calls under way at the attach are not reported: cannot read "
@@ -336,6 +336,8 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 			t[i].tid, (unsigned long long)t[i].switches,
 			(unsigned long long)(uintptr_t)ptw_map_get(&u->before, t[i].tid) - 1,
 			t[i].on_cpu ? "on a CPU" : "off");
+		if ((pid_t)t[i].tid == u->env.pid && u->env.live_pid != u->env.pid)
+			continue; /* (a zombie leader: no call of its is under way) */
 		if (!stayed(u, &t[i]) || !t[i].regs_ok) {
 			first_ran = ran++ ? first_ran : (pid_t)t[i].tid;
 			continue;

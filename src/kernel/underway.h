@@ -38,6 +38,8 @@ struct ptwk_underway;
 
 struct ptwk_underway_env {
 	pid_t pid;
+	pid_t live_pid;		  /* whose /proc maps and perf events see its memory (a
+				   * zombie leader's: none) */
 	struct ptw_proc *proc;	  /* its memory */
 	struct ptw_symbols *syms; /* its modules (unwinding) */
 	struct ptwk_frames *frames;

@@ -78,13 +78,15 @@ def wait_pid(pid, timeout):
     return None
 
 
-def text_diffs(pid, limit=20, tid=None):
+def text_diffs(pid, limit=20, tid=None, raw=False):
     """Compares every file-backed executable mapping of pid with its file:
     a breakpoint left behind shows up as a differing byte (0xcc). Returns
     a list of (module, address, file byte, memory byte), or a string that
     says why the memory cannot be read (check_text_restored and
     check_text_patched fail then). tid: read through that thread (a
-    zombie leader has no maps)."""
+    zombie leader has no maps). An int3 that this test's own copy of the
+    file has too is another session's kernel uprobe on the file, left out,
+    unless raw (a bystander: nothing of any session may be in it)."""
     diffs = []
     base = '/proc/%d' % pid if tid is None else '/proc/%d/task/%d' % (pid, tid)
     try:
@@ -114,13 +116,29 @@ def text_diffs(pid, limit=20, tid=None):
             if got == want:
                 continue
             for i in range(min(len(got), len(want))):
-                if got[i] != want[i] and not (got[i] == 0xcc and
-                                              foreign_int3(path, offset + i)):
+                if got[i] != want[i] and (raw or not (got[i] == 0xcc and
+                                                      foreign_int3(path, offset + i))):
                     diffs.append((os.path.basename(path), hex(start + i), hex(want[i]),
                                   hex(got[i])))
                     if len(diffs) >= limit:
                         return diffs
     return diffs
+
+
+def check_bystander(chk, what):
+    """A process started now, outside what is traced (cat, once it
+    answers: its libraries mapped, main running), has its every executable
+    mapping as its files: no probe of any session in it."""
+    cat = subprocess.Popen(['cat'], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        cat.stdin.write(b'x\n')
+        cat.stdin.flush()
+        chk.eq('%s: cat answers' % what, cat.stdout.readline(), b'x\n')
+        chk.eq('%s: a process outside: its text as its files have it' % what,
+               text_diffs(cat.pid, raw=True), [])
+    finally:
+        cat.kill()
+        cat.wait()
 
 
 def check_text_restored(chk, pid, what, tid=None):

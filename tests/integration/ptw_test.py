@@ -1248,18 +1248,6 @@ def exec_mappings(pid):
     return result
 
 
-# Set once this test ran a kernel path session whose uprobes are on the
-# files for every process (a zombie leader: own_global_probes).
-_OWN_GLOBAL_PROBES = [False]
-
-
-def own_global_probes():
-    """This test's kernel path sessions put their uprobes in every process
-    (a zombie leader's; -f no longer does): foreign_int3 tells nothing
-    apart any more."""
-    _OWN_GLOBAL_PROBES[0] = True
-
-
 def _file_and_own_byte(path, file_offset):
     """The byte at file_offset of path in the file, and in this test's own
     mapping of it (None where it cannot be read or is not mapped)."""
@@ -1288,21 +1276,11 @@ def _file_and_own_byte(path, file_offset):
     return file_byte, own
 
 
-def _tells_apart():
-    """Whether an int3 that is in every process can be told from ptwatch's:
-    always on the ptrace path (it writes into the processes it traces
-    only), on the kernel path unless this test's sessions probe every
-    process too (-f, a zombie leader)."""
-    return backend() != 'kernel' or not _OWN_GLOBAL_PROBES[0]
-
-
 def foreign_int3(path, file_offset):
     """Whether an int3 (0xcc) at file_offset of path, where the file has
     another byte, is in this test's own copy of the file too: the kernel's,
     for another session (a kernel path -f session elsewhere in the suite
     probes ld.so and libc in every process, issue 31), not ptwatch's."""
-    if not _tells_apart():
-        return False
     file_byte, own = _file_and_own_byte(path, file_offset)
     return file_byte is not None and file_byte != 0xcc and own == 0xcc
 
@@ -1312,8 +1290,6 @@ def foreign_int3_gone(path, file_offset, now):
     another session's int3, gone since from every process: this test's own
     copy has the file's byte too. (An int3 of another tool that ptwatch
     took away from its target alone stays in this test's copy.)"""
-    if not _tells_apart():
-        return False
     file_byte, own = _file_and_own_byte(path, file_offset)
     return file_byte is not None and now == file_byte and own == file_byte
 

@@ -17,12 +17,12 @@ import time
 from ptw_test import test
 from ptw_test import (
     attach_stderr_lines, backend, case, check_attach_doc, check_untouched, comm, compare_mappings,
-    end_group, kill_group, exec_mappings, fixture, FrameworkError, load_doc, own_global_probes,
+    end_group, kill_group, exec_mappings, fixture, FrameworkError, load_doc,
     ptwatch_path, report_warnings, Skip, span_index, task_states, thread_spans, tracer_pids, wait_for,
     warning_codes
 )
 from helpers import (
-    bpf_prog_ids, check_bpf_freed, check_main_span, check_open, check_preexisting, check_stack,
+    bpf_prog_ids, check_bpf_freed, check_bystander, check_main_span, check_open, check_preexisting, check_stack,
     check_target_exit, check_text_patched, check_text_restored, ptwatch_processes,
     settled_states, start_attached, text_diffs, wait_progress, wait_traced, wait_untraced,
     wait_watched
@@ -450,7 +450,12 @@ def case_attach_refusals(session, chk):
 @test('attach-zombie-leader', kernel=True)
 @case('attach-zombie-leader')
 def case_attach_zombie_leader(session, chk):
-    own_global_probes()  # (on the kernel path: libc's file for every process)
+    """A process whose main thread called pthread_exit (a zombie): its
+    other threads found, each with its routine and pthread_t; the kernel
+    path ties its probes to one of those threads (its uprobe_multi links
+    would need the leader's memory) and changes no other process (a cat
+    started meanwhile has its files' text); once that thread ends, the
+    others are seen by the tracepoints alone, as a note says."""
     target = session.target('leaderexit')
     pid = target.ready()[0]
     rec = target.one_truth('leader')
@@ -489,16 +494,18 @@ def case_attach_zombie_leader(session, chk):
         served += 1
         chk.eq('after %s: the workers go on' % mode, target.ask('p'), ['pong', str(served)])
     if backend() == 'kernel':
-        # Nothing to restore: ptwatch killed while attached (its probes on
-        # libc's file, since the leader has no memory), the workers go on
-        # and no probe of its stays behind.
+        # Nothing to restore: ptwatch killed while attached (its probes
+        # tied to a worker, since the leader has no memory), the workers
+        # go on and no probe of its stays behind.
         chk.prefix = '[kill9] '
         worker = rec['command_tid']
         run, proc = start_attached(session, target)
         try:
             # the probes in the workers' libc (read through a worker: the
-            # leader has no memory), and the programs ptwatch holds
+            # leader has no memory), none in another process, and the
+            # programs ptwatch holds
             check_text_patched(chk, pid, 'while watched', tid=worker, timeout=20)
+            check_bystander(chk, 'while watched')
             ids = bpf_prog_ids(ptwatch_processes(proc.pid).values())
             kill_group(proc)
             proc.wait(timeout=20)
@@ -510,9 +517,36 @@ def case_attach_zombie_leader(session, chk):
         check_bpf_freed(chk, ids, 'after the kill')
         served += 1
         chk.eq('after the kill: the workers go on', target.ask('p'), ['pong', str(served)])
-        chk.prefix = ''
-        target.send('q')
+        # The thread the probes are tied to ends while attached ('q':
+        # command_worker releases cond_worker, the older, and joins it):
+        # its own end is seen; command_worker's join return is not, and
+        # it ends the process (its end: process_exit).
+        chk.prefix = '[anchor] '
+        run, proc = start_attached(session, target)
+        try:
+            target.send('q')
+            session.wait(run, proc, 20, 'ptwatch did not end with the process')
+        finally:
+            end_group(proc)
+        load_doc(run)
+        chk.eq('ptwatch exits 0 (the process ended)', run.returncode, 0)
+        index = span_index(run.doc)
+        cond = index.get(rec['cond_tid'], [{}])[-1]
+        chk.eq('cond_worker: returned 0xc0d, seen by its probes', (cond.get('status'),
+               (cond.get('end') or {}).get('value')), ('completed', '0xc0d'), cond)
+        cmd = index.get(rec['command_tid'], [{}])[-1]
+        chk.eq('command_worker: its join not seen (the probes stopped)', cmd.get('join'), None,
+               cmd)
+        msgs = [w['message'] for w in run.doc.get('warnings', [])]
+        chk.true('the probes tied to cond_worker %d, the oldest live thread (%s)'
+                 % (rec['cond_tid'], msgs),
+                 any(('the probes are tied to its thread %d' % rec['cond_tid']) in m
+                     for m in msgs))
+        chk.true('a note says that thread ended (%s)' % msgs,
+                 any(('thread %d, which the probes were tied to' % rec['cond_tid']) in m
+                     for m in msgs))
         check_target_exit(chk, target, 'released')
+        chk.prefix = ''
         return
     # The tracer dies while attached: the front restores the bytes through
     # a live thread's view (the leader's maps are empty).

@@ -17,7 +17,7 @@ from ptw_test import (
     truth_of, wait_for
 )
 from helpers import (
-    end_with, check_text_patched, check_text_restored, read_line, start_attached, text_diffs,
+    check_bystander, end_with, check_text_patched, check_text_restored, read_line, start_attached,
     wait_traced, wait_untraced
 )
 from cases.launch import check_lifecycle
@@ -394,17 +394,7 @@ def case_follow_foreign(session, chk):
             wait_traced(pid)
         words = target.ask('f', timeout=20)
         chk.eq('the master forked a worker while traced', words[0], 'forked')
-        cat = subprocess.Popen(['cat'], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        try:
-            cat.stdin.write(b'x\n')
-            cat.stdin.flush()
-            chk.eq('cat answers (its libraries mapped, main running)', cat.stdout.readline(),
-                   b'x\n')
-            chk.eq('a process outside the tree: its text as its files have it',
-                   text_diffs(cat.pid), [])
-        finally:
-            cat.kill()
-            cat.wait()
+        check_bystander(chk, 'while traced')
         other = session.run([fixture('lifecycle')], opts=['-q', '--backend=ptrace'])
         check_lifecycle(chk, other)
         chk.eq('the concurrent ptrace session: libthread_db set up',
