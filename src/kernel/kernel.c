@@ -190,14 +190,12 @@ static int load_and_attach(struct ptw_kernel *k, char *why, size_t why_size)
 static void zombie_anchor(struct ptw_kernel *k)
 {
 	pid_t *tids = NULL;
-	int n = ptw_proc_tids(k->pid, &tids);
+	int n = k->o.follow_forks ? 0 : ptw_proc_tids(k->pid, &tids);
 	for (int i = 0; i < n; i++)
 		if (tids[i] != k->pid && !ptw_proc_exited(k->pid, tids[i]) &&
 		    (!k->anchor || tids[i] < k->anchor))
 			k->anchor = tids[i];
 	free(tids);
-	if (k->o.follow_forks)
-		k->anchor = 0;
 	if (k->anchor)
 		ptwk_note_as(k, PTW_W_ZOMBIE_LEADER,
 			     "the main thread of %d has exited (pthread_exit) and is a zombie: the "

@@ -325,7 +325,7 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 		note(u, PTW_W_KERNEL_LIMIT,
 		     "--trace: the calls under way at the attach are not reported: cannot read "
 		     "/proc/%d/maps (%s)",
-		     u->env.pid, strerror(nmaps < 0 ? -nmaps : ENOENT));
+		     u->env.live_pid, strerror(nmaps < 0 ? -nmaps : ENOENT));
 	struct found *fs = xcalloc((size_t)n + 1, sizeof(*fs));
 	size_t nfs = 0, ran = 0, partial = 0, missed = 0;
 	pid_t first_ran = 0, first_partial = 0, first_missed = 0;
