@@ -153,11 +153,12 @@ static void images_note(struct ptw_kernel *k)
 			  "less than the reader's wakeup): their code addresses are not named",
 			  unread);
 	if (from_file)
-		ptwk_note(k,
-			  "%u followed processes exec'd before their own probes were in and were "
-			  "gone when their memory maps were to be read: their programs' code is "
-			  "named from the files (where their exec put them), not their libraries'",
-			  from_file);
+		ptwk_note_as(
+			k, PTW_W_KERNEL_NOT_SEEN,
+			"%u followed processes exec'd before their own probes were in and were "
+			"gone when their memory maps were to be read: their programs' code is "
+			"named from the files (where their exec put them), not their libraries'",
+			from_file);
 }
 
 /* What could not be seen, said once the session is over (the process
