@@ -155,9 +155,9 @@ static void images_note(struct ptw_kernel *k)
 	if (from_file)
 		ptwk_note_as(
 			k, PTW_W_KERNEL_NOT_SEEN,
-			"%u followed processes exec'd before their own probes were in and were "
-			"gone when their memory maps were to be read: their programs' code is "
-			"named from the files (where their exec put them), not their libraries'",
+			"%u followed processes that exec'd early were gone before their memory "
+			"maps could be read: their programs' code is named from the files (where "
+			"their exec put them), their libraries' is not",
 			from_file);
 }
 

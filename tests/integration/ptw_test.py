@@ -599,23 +599,30 @@ class Gap:
     pthread_create calls unseen: no call site, no join of theirs may be
     seen); ended: of those, ended then too (unmatched, death_unclassified,
     with their values); mains: processes that exec'd and were in main() by
-    then (their main threads' spans have no start). All 0 elsewhere."""
+    then (their main threads' spans have no start); from_files: of those,
+    processes gone before they were read, their programs named from their
+    files (their libraries' code unnamed). All 0 elsewhere."""
 
     MADE = re.compile(r'(\d+) threads of \d+ processes were made before their '
                       r'process\'s own probes were in.*; (\d+) of them also ended then')
     MAINS = re.compile(r'(\d+) followed processes exec\'d before their own probes were in')
+    FILES = re.compile(r'(\d+) followed processes that exec\'d early were gone before their '
+                       r'memory maps could be read')
 
     def __init__(self, doc):
-        self.made = self.ended = self.mains = 0
+        self.made = self.ended = self.mains = self.from_files = 0
         self.notes = []
         for w in doc.get('warnings', []):
             m = self.MADE.search(w.get('message', ''))
             n = self.MAINS.search(w.get('message', ''))
+            f = self.FILES.search(w.get('message', ''))
             if m:
                 self.made, self.ended = int(m.group(1)), int(m.group(2))
             if n:
                 self.mains = int(n.group(1))
-            if m or n:
+            if f:
+                self.from_files = int(f.group(1))
+            if m or n or f:
                 self.notes.append(w)
 
     def ended_unseen(self, span):
