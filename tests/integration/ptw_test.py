@@ -1286,8 +1286,8 @@ def _file_and_own_byte(path, file_offset):
 def foreign_int3(path, file_offset):
     """Whether an int3 (0xcc) at file_offset of path, where the file has
     another byte, is in this test's own copy of the file too: the kernel's,
-    for another session (a kernel path -f session elsewhere in the suite
-    probes ld.so and libc in every process, issue 31), not ptwatch's."""
+    for another session (one whose probes are on the file for every
+    process: -f on a kernel without uprobe_multi), not ptwatch's."""
     file_byte, own = _file_and_own_byte(path, file_offset)
     return file_byte is not None and file_byte != 0xcc and own == 0xcc
 

@@ -22,10 +22,10 @@ from ptw_test import (
     warning_codes
 )
 from helpers import (
-    bpf_prog_ids, check_bpf_freed, check_bystander, check_main_span, check_open, check_preexisting, check_stack,
-    check_target_exit, check_text_patched, check_text_restored, ptwatch_processes,
-    settled_states, start_attached, text_diffs, wait_progress, wait_traced, wait_untraced,
-    wait_watched
+    bpf_prog_ids, check_bpf_freed, check_bystander, check_main_span, check_open,
+    check_preexisting, check_stack, check_target_exit, check_text_patched, check_text_restored,
+    ptwatch_processes, settled_states, start_attached, text_diffs, wait_progress, wait_traced,
+    wait_untraced, wait_watched
 )
 
 
