@@ -152,7 +152,17 @@ def round_(n, ours):
     out = line(rep_r, time.monotonic() + 20)
     os.write(ctl_w, b"q")
     t.wait(20)
-    ok = ("ptw_underway_return" in names.values() and mem != disk and after == disk and
+    # The kernel sometimes keeps a killed session's uprobe registered, its
+    # int3 in the process, and handles its traps itself (the release runs
+    # in the killed ptwatch's exit, SIGKILL pending: docs/design.md;
+    # killall.py allows it too). The target must run on unharmed: the
+    # right sum and exit 0 below. Said, not failed: once under a CPU hog.
+    diffs = [i for i in range(min(len(after), len(disk))) if after[i] != disk[i]]
+    kept = after != disk and len(after) == len(disk) and all(after[i] == 0xcc for i in diffs)
+    if kept:
+        print("round %d: the kernel kept %d uprobes of the killed session there (int3 at "
+              "offsets %s), handled by it" % (n, len(diffs), [hex(i) for i in diffs[:8]]))
+    ok = ("ptw_underway_return" in names.values() and mem != disk and (after == disk or kept) and
           out == "out 21" and t.returncode == 0)
     print("round %d: return sites probed %s, text patched while attached %s, equal to the file "
           "after the kill %s, %s, exit %s (ptwatch: %d processes)" % (n, "ptw_underway_return" in names.values(),
