@@ -84,31 +84,32 @@ struct ptw_kernel *kdrv_attach(const struct ptw_kernel_opts *o, pid_t pid)
 	return k;
 }
 
-int kdrv_end(struct ptw_kernel *k, struct ptw_spans *spans, pid_t child,
-	     struct ptw_kernel_stats *st)
-{
-	int status = 0;
-	waitpid(child, &status, 0);
-	ptw_kernel_detach(k);
-	ptw_spans_finish(spans);
-	ptw_kernel_stats(k, st);
-	return status;
-}
-
-int kdrv_end_as_front(struct ptw_kernel *k, struct ptw_spans *spans, pid_t child,
-		      struct ptw_kernel_stats *st)
+static int end(struct ptw_kernel *k, struct ptw_spans *spans, pid_t child,
+	       struct ptw_kernel_stats *st, bool as_front)
 {
 	int status = 0, r = 0;
 	waitpid(child, &status, 0);
-	for (int i = 0; i < 100 && (r = ptw_kernel_run(k, 100)) == 0; i++)
+	for (int i = 0; as_front && i < 100 && (r = ptw_kernel_run(k, 100)) == 0; i++)
 		;
-	if (r != 1 || ptw_kernel_probes_everywhere(k))
-		ptw_kernel_detach(k); /* (something still runs: it lets go) */
+	if (!as_front || r != 1 || ptw_kernel_probes_everywhere(k))
+		ptw_kernel_detach(k); /* (as_front: something still runs, it lets go) */
 	else
 		printf("every watched process ended: no detach (as ptwatch's front)\n");
 	ptw_spans_finish(spans);
 	ptw_kernel_stats(k, st);
 	return status;
+}
+
+int kdrv_end(struct ptw_kernel *k, struct ptw_spans *spans, pid_t child,
+	     struct ptw_kernel_stats *st)
+{
+	return end(k, spans, child, st, false);
+}
+
+int kdrv_end_as_front(struct ptw_kernel *k, struct ptw_spans *spans, pid_t child,
+		      struct ptw_kernel_stats *st)
+{
+	return end(k, spans, child, st, true);
 }
 
 static char **facts_notes;

@@ -136,13 +136,21 @@ static struct ptwk_conv_ops full_ops(struct ptw_spans *s)
 				       .ctx = s };
 }
 
-static void test_lifecycles(void)
+/* A converter of process PID as at an attach, its main thread found
+ * running; the spans it feeds (returned). */
+static struct ptw_spans *attached(struct ptwk_conv *c)
 {
 	struct ptw_spans *s = ptw_spans_new();
-	struct ptwk_conv c;
 	struct ptwk_conv_ops ops = full_ops(s);
-	ptwk_conv_init(&c, PID, &ops);
-	ptwk_conv_preexisting(&c, PID, PD(1), 0x1000, 0, "prog", clock_ns);
+	ptwk_conv_init(c, PID, &ops);
+	ptwk_conv_preexisting(c, PID, PD(1), 0x1000, 0, "prog", clock_ns);
+	return s;
+}
+
+static void test_lifecycles(void)
+{
+	struct ptwk_conv c;
+	struct ptw_spans *s = attached(&c);
 	ptwk_conv_preexisting(&c, 101, PD(2), 0x2000, 0, "old", clock_ns);
 	CHECK(ptwk_conv_knows(&c, PID));
 
@@ -324,11 +332,8 @@ static void test_lifecycles(void)
  * with its status (0). */
 static void test_last_thread_exit(void)
 {
-	struct ptw_spans *s = ptw_spans_new();
 	struct ptwk_conv c;
-	struct ptwk_conv_ops ops = full_ops(s);
-	ptwk_conv_init(&c, PID, &ops);
-	ptwk_conv_preexisting(&c, PID, PD(1), 0x1000, 0, "prog", clock_ns);
+	struct ptw_spans *s = attached(&c);
 	create(&c, PID, 102, PD(3), 0);
 	simple(&c, PTWK_EXIT_CALL, PID, 0);
 	lwp_exit(&c, PID, 0, 0, 0, "prog");
@@ -353,11 +358,8 @@ static void test_last_thread_exit(void)
  * that took it (101: its signal_deliver record) is the one it killed. */
 static void test_killed(void)
 {
-	struct ptw_spans *s = ptw_spans_new();
 	struct ptwk_conv c;
-	struct ptwk_conv_ops ops = full_ops(s);
-	ptwk_conv_init(&c, PID, &ops);
-	ptwk_conv_preexisting(&c, PID, PD(1), 0x1000, 0, "prog", clock_ns);
+	struct ptw_spans *s = attached(&c);
 	ptwk_conv_preexisting(&c, 101, PD(2), 0x2000, 0, "w1", clock_ns);
 	simple(&c, PTWK_FATAL_SIGNAL, 101, 11);
 	simple(&c, PTWK_FATAL_SIGNAL, 999, 11); /* (never seen: nothing) */
@@ -377,10 +379,7 @@ static void test_killed(void)
 
 	/* SIGTRAP: where and what kind are kept for the warning (an int3:
 	 * SI_KERNEL; the user ip is after it) */
-	s = ptw_spans_new();
-	ops.ctx = s;
-	ptwk_conv_init(&c, PID, &ops);
-	ptwk_conv_preexisting(&c, PID, PD(1), 0x1000, 0, "prog", clock_ns);
+	s = attached(&c);
 	struct ptwk_record r = rec(PTWK_FATAL_SIGNAL, PID);
 	r.a = SIGTRAP;
 	r.b = 0x401235;
@@ -549,11 +548,8 @@ static void test_forked(void)
  * record) is a pthread once its begin says what its struct pthread holds. */
 static void test_thread_begin(void)
 {
-	struct ptw_spans *s = ptw_spans_new();
 	struct ptwk_conv c;
-	struct ptwk_conv_ops ops = full_ops(s);
-	ptwk_conv_init(&c, PID, &ops);
-	ptwk_conv_preexisting(&c, PID, PD(1), 0x1000, 0, "prog", clock_ns);
+	struct ptw_spans *s = attached(&c);
 	create(&c, PID, 120, PD(20), 0);
 	struct ptwk_record b = rec(PTWK_THREAD_BEGIN, 120);
 	b.a = PD(21); /* not its struct pthread: not its start */
@@ -619,11 +615,8 @@ static void test_thread_begin(void)
  */
 static void test_gap(void)
 {
-	struct ptw_spans *s = ptw_spans_new();
 	struct ptwk_conv c;
-	struct ptwk_conv_ops ops = full_ops(s);
-	ptwk_conv_init(&c, PID, &ops);
-	ptwk_conv_preexisting(&c, PID, PD(1), 0x1000, 0, "prog", clock_ns);
+	struct ptw_spans *s = attached(&c);
 	for (pid_t t = 130; t <= 132; t++) {
 		struct ptwk_record r = rec(PTWK_CREATE, PID);
 		r.a = (uint64_t)t;

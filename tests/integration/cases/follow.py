@@ -316,6 +316,28 @@ def case_follow_kill9(session, chk):
         os.close(rep_r)
 
 
+def attach_server(session, target, pids, opts):
+    """ptwatch -p MASTER OPTS on preforkd (pids: its master, its workers),
+    started; returns (run, proc) once it has attached: on the kernel path
+    its "found" lines say so (no tracer to see), on the ptrace path every
+    pid has its tracer."""
+    if backend() == 'kernel':
+        return start_attached(session, target, opts=opts)
+    run, proc = session.start_attach(pids[0], opts=('-q',) + tuple(opts))
+    try:
+        for pid in pids:
+            wait_traced(pid)
+    except BaseException:
+        end_group(proc)
+        raise
+    return run, proc
+
+
+def detach_by_sigint(session, run, proc):
+    proc.send_signal(signal.SIGINT)
+    session.wait(run, proc, 20, 'ptwatch did not detach after SIGINT')
+
+
 @test('follow-attach', kernel=True)
 @case('follow-attach')
 def case_follow_attach(session, chk):
@@ -327,22 +349,16 @@ def case_follow_attach(session, chk):
     pids = target.ready()
     master = pids[0]
     before = {pid: exec_mappings(pid) for pid in pids}
-    kernel = backend() == 'kernel'   # (no tracer to see: its "found" lines say it attached)
-    if kernel:
-        run, proc = start_attached(session, target, opts=('-f',))
-    else:
-        run, proc = session.start_attach(master, opts=('-q', '-f'))
+    kernel = backend() == 'kernel'
+    run, proc = attach_server(session, target, pids, ('-f',))
     try:
-        for pid in pids if not kernel else ():
-            wait_traced(pid)
         words = target.ask('f', timeout=20)
         chk.eq('the master forked a worker while traced', words[0], 'forked')
         new = int(words[1])
         if not kernel:   # (there, watched by the fork tracepoint before it runs)
             wait_traced(new)
         chk.eq('the master answers while traced', target.ask('p'), ['pong'])
-        proc.send_signal(signal.SIGINT)
-        session.wait(run, proc, 20, 'ptwatch did not detach after SIGINT')
+        detach_by_sigint(session, run, proc)
     finally:
         end_group(proc)
     chk.eq('ptwatch exit status after SIGINT', run.returncode, 0)
@@ -383,15 +399,8 @@ def case_follow_foreign(session, chk):
     routine."""
     target = session.target('preforkd', [2])
     pids = target.ready()
-    kernel = backend() == 'kernel'
-    opts = ('-f', '--trace', '*thread*', '--locks')
-    if kernel:
-        run, proc = start_attached(session, target, opts=opts)
-    else:
-        run, proc = session.start_attach(pids[0], opts=('-q',) + opts)
+    run, proc = attach_server(session, target, pids, ('-f', '--trace', '*thread*', '--locks'))
     try:
-        for pid in pids if not kernel else ():
-            wait_traced(pid)
         words = target.ask('f', timeout=20)
         chk.eq('the master forked a worker while traced', words[0], 'forked')
         check_bystander(chk, 'while traced')
@@ -400,8 +409,7 @@ def case_follow_foreign(session, chk):
         chk.eq('the concurrent ptrace session: libthread_db set up',
                other.doc['session'].get('strategy'), 'debuginfo')
         chk.eq('the master answers while traced', target.ask('p'), ['pong'])
-        proc.send_signal(signal.SIGINT)
-        session.wait(run, proc, 20, 'ptwatch did not detach after SIGINT')
+        detach_by_sigint(session, run, proc)
     finally:
         end_group(proc)
     chk.eq('ptwatch exit status after SIGINT', run.returncode, 0)
