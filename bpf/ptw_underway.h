@@ -28,6 +28,13 @@ struct ptwk_uw_task {
 	__u64 flags;   /* eflags, with regs */
 };
 
+/* underway_sites' value: the traced function's index (--trace), or'ed
+ * with what else returns at that site and stack pointer (the BPF program
+ * passes it on as the FRAME_RETURN record's a). */
+#define PTWK_UW_WAIT	   (1ull << 63) /* --locks: a wait's slow path under way */
+#define PTWK_UW_JOIN	   (1ull << 62) /* --locks: a join wait's join function */
+#define PTWK_UW_INDEX_MASK ((1ull << 62) - 1)
+
 /* A frame under way whose return is watched: that thread at that return
  * site with this stack pointer (the caller's, after the return). */
 struct ptwk_uw_key {

@@ -213,8 +213,9 @@ struct ptw_event {
 	 * signal (its return address is the sigreturn trampoline), 0 a call */
 	uint64_t sp;
 	uint64_t ret_addr;
-	/* FRAME_ENTRY: a call already under way when ptwatch attached (found
-	 * on the thread's stack): its entry was not seen, ns is the attach's */
+	/* FRAME_ENTRY, WAIT_BEGIN: a call (a wait) already under way when
+	 * ptwatch attached (found on the thread's stack): its entry was not
+	 * seen, ns is the attach's */
 	bool before_attach;
 	/* WAIT_BEGIN, DEADLOCK: the waited-for object's symbol, NULL none */
 	const struct ptw_location *object;

@@ -92,5 +92,38 @@ bool ptw_libc_waits_in_range(const struct ptw_libc_waits *w, uint64_t pc);
 int ptw_libc_waits_site_frame(const struct ptw_libc_waits *w, struct ptw_symbols *syms,
 			      const char *libc_path, const uint64_t *pcs, int n);
 
+/* Frames of a thread's stack worth unwinding to find the wait it is in
+ * (and a few of its callers, for its stack and call site). */
+#define PTW_WAIT_UNDER_WAY_FRAMES 16
+
+/* A wait under way at an attach, as a thread's stack shows it. */
+struct ptw_wait_under_way {
+	enum ptw_wait_kind kind; /* PTW_WAIT_NONE: none */
+	uint64_t object;
+	int frame; /* the slow path's frame in pcs (a join: the join function's) */
+	bool join; /* it ends at the join function's return */
+};
+
+/* Where the join function is, and struct pthread's tid (a join sleeps on
+ * the joined thread's): has_tid false, joins are not told. */
+struct ptw_join_at {
+	uint64_t lo, hi;
+	bool has_tid;
+	uint32_t tid_off;
+};
+
+/*
+ * The wait a thread asleep in futex is in, from its frames (pcs, n: its pc
+ * then return addresses, as unwound) and its system call's arguments (the
+ * futex word, the value it expects): the innermost frame in one of w's
+ * slow paths (a futex wait of a kind --locks reports, by its callers) or in
+ * the join function gives its kind and object, as the slow path's entry
+ * would have. Both backends: the tracer stops the thread, the kernel path
+ * reads its saved registers. ret->kind PTW_WAIT_NONE: no wait reported.
+ */
+void ptw_libc_waits_under_way(const struct ptw_libc_waits *w, struct ptw_symbols *syms,
+			      const char *libc_path, const struct ptw_join_at *join, uint64_t futex,
+			      uint32_t expected, const uint64_t *pcs, int n,
+			      struct ptw_wait_under_way *ret);
 
 #endif

@@ -44,7 +44,8 @@ struct ptw_wait {
 	const struct ptw_location *site;       /* the call that waited (outside libc) */
 	const struct ptw_location **stack;     /* a few frames, innermost first */
 	size_t nstack;
-	uint64_t start_ns;
+	uint64_t start_ns;  /* start_unknown: the attach's time */
+	bool start_unknown; /* under way when ptwatch attached (-p): no duration */
 	bool has_end;
 	uint64_t end_ns;
 	bool has_left; /* unmatched: when it was found over */
@@ -102,7 +103,10 @@ struct ptw_object_stats {
 	uint64_t object;
 	const struct ptw_location *object_loc;
 	enum ptw_wait_kind kind; /* of its first wait (rwlock: either side) */
-	uint64_t waits, completed, total_ns, max_ns;
+	/* completed: the waits whose end was seen; timed: of those, the ones
+	 * whose start was seen too (not under way at the attach): total_ns
+	 * and max_ns are theirs */
+	uint64_t waits, completed, timed, total_ns, max_ns;
 	pid_t *tids;
 	size_t ntids;
 	const struct ptw_location **sites;
@@ -111,6 +115,8 @@ struct ptw_object_stats {
 /* Every wait so far, in numbers (streaming frees the ended ones). */
 struct ptw_wait_totals {
 	uint64_t count, completed, unmatched, total_ns, max_ns;
+	uint64_t timed;		/* completed, their start seen: the times are theirs */
+	uint64_t before_attach; /* under way at the attach (start unknown) */
 };
 void ptw_locks_totals(const struct ptw_locks *l, struct ptw_wait_totals *ret);
 /* Streaming (--json-lines): at each collect the ended waits go into the
@@ -127,7 +133,7 @@ void ptw_object_stats_free(struct ptw_object_stats *st, size_t n);
 struct ptw_thread_waits {
 	pid_t tid;
 	uint32_t thread_span;
-	uint64_t waits, completed, total_ns, max_ns;
+	uint64_t waits, completed, timed, total_ns, max_ns; /* (as an object's) */
 };
 /* Most total time first; the caller frees *ret. */
 size_t ptw_locks_thread_stats(const struct ptw_locks *l, struct ptw_thread_waits **ret);

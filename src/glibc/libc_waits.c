@@ -263,6 +263,59 @@ uint64_t ptw_libc_waits_object(enum ptw_wait_kind kind, uint64_t futex, uint32_t
 	}
 }
 
+/* What frame i says (see ptw_libc_waits_under_way); false: not a wait. */
+static bool wait_of_frame(const struct ptw_libc_waits *w, struct ptw_symbols *syms,
+			  const char *libc_path, const struct ptw_join_at *join, uint64_t futex,
+			  uint32_t expected, const uint64_t *pcs, int n, int i,
+			  struct ptw_wait_under_way *ret)
+{
+	uint64_t pc = i ? pcs[i] - 1 : pcs[i], lo, hi;
+	if (join && join->has_tid && pc >= join->lo && pc < join->hi && futex >= join->tid_off) {
+		/* the joiner sleeps on the joined thread's pd->tid */
+		*ret = (struct ptw_wait_under_way){ PTW_WAIT_JOIN, futex - join->tid_off, i, true };
+		return true;
+	}
+	if (ptw_symbols_function_range(syms, pc, &lo, &hi) < 0)
+		return false;
+	enum ptw_wait_kind kind = PTW_WAIT_NONE;
+	if (w->lll_lock_wait && lo == w->lll_lock_wait)
+		kind = PTW_WAIT_MUTEX; /* on the mutex's __lock, its first word */
+	else if (w->lll_lock_wait_private && lo == w->lll_lock_wait_private)
+		kind = PTW_WAIT_LOCK;
+	else if (w->futex_wait && lo == w->futex_wait)
+		kind = ptw_libc_waits_classify(w, syms, libc_path, pcs + i, n - i);
+	switch (kind) {
+	case PTW_WAIT_MUTEX:
+	case PTW_WAIT_LOCK:
+	case PTW_WAIT_COND:
+	case PTW_WAIT_RWLOCK_READ:
+	case PTW_WAIT_RWLOCK_WRITE:
+	case PTW_WAIT_SEM:
+	case PTW_WAIT_BARRIER:
+		*ret = (struct ptw_wait_under_way){ kind,
+						    ptw_libc_waits_object(kind, futex, expected), i,
+						    false };
+		return true;
+	default:
+		/* not a slow path, or a futex wait of no kind reported (a
+		 * join's: its join function's frame is further out) */
+		return false;
+	}
+}
+
+void ptw_libc_waits_under_way(const struct ptw_libc_waits *w, struct ptw_symbols *syms,
+			      const char *libc_path, const struct ptw_join_at *join, uint64_t futex,
+			      uint32_t expected, const uint64_t *pcs, int n,
+			      struct ptw_wait_under_way *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	ret->kind = PTW_WAIT_NONE;
+	/* (the outermost frame has no return slot to watch) */
+	for (int i = 0; i + 1 < n; i++)
+		if (wait_of_frame(w, syms, libc_path, join, futex, expected, pcs, n, i, ret))
+			return;
+}
+
 int ptw_libc_waits_site_frame(const struct ptw_libc_waits *w, struct ptw_symbols *syms,
 			      const char *libc_path, const uint64_t *pcs, int n)
 {

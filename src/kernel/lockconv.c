@@ -15,6 +15,7 @@ struct lwait {
 	uint32_t seq; /* which wait: candidates name their members' waits by it */
 	bool span;    /* WAIT_BEGIN emitted (else a futex wait of no kind) */
 	bool join;    /* ends at the join function's return */
+	bool under_way; /* found at the attach (ptwk_lockconv_under_way) */
 	enum ptw_wait_kind kind;
 	uint64_t object, futex;
 	uint64_t owner_addr; /* where the owner is read again, 0 none */
@@ -294,11 +295,9 @@ static void owner_at_entry(struct ptwk_lockconv *c, struct lwait *w,
 		w->owner = v;
 }
 
-static void on_entry(struct ptwk_lockconv *c, const struct ptwk_lock_record *r)
+/* A new wait of thread t entered at sp (zeroed but for its seq and sp). */
+static struct lwait *push_wait(struct ptwk_lockconv *c, struct lthread *t, uint64_t sp)
 {
-	pid_t tid = (pid_t)r->h.tid;
-	struct lthread *t = thread_of(c, tid, true);
-	uint64_t sp = r->regs[7];
 	/* Waits entered at or below this stack pointer were left (a longjmp
 	 * out of a signal handler that waited): the span engine ends them too. */
 	while (t->n && t->w[t->n - 1].sp <= sp)
@@ -311,6 +310,41 @@ static void on_entry(struct ptwk_lockconv *c, const struct ptwk_lock_record *r)
 	memset(w, 0, sizeof(*w));
 	w->seq = ++c->seq;
 	w->sp = sp;
+	return w;
+}
+
+/* Wait w of tid is a span: its WAIT_BEGIN (before_attach: found under way),
+ * and a deadlock through it? */
+static void begin(struct ptwk_lockconv *c, pid_t tid, const struct lwait *w, uint64_t ns)
+{
+	const struct ptw_location *stack[PTWK_SITE_FRAMES];
+	int n = frames(c, w, stack, PTWK_SITE_FRAMES);
+	struct ptw_event ev = ptw_event_init(PTW_EV_WAIT_BEGIN, ns, tid);
+	ev.wait_kind = w->kind;
+	ev.wait_object = w->object;
+	ev.wait_owner = w->owner;
+	ev.object = c->ops.object ? c->ops.object(c->ops.ctx, w->object) : NULL;
+	ev.site = c->ops.site ? c->ops.site(c->ops.ctx, w->pcs, w->npcs) : NULL;
+	ev.stack = stack;
+	ev.nstack = (size_t)n;
+	ev.sp = w->sp;
+	ev.before_attach = w->under_way;
+	c->waits++;
+	emit(c, &ev);
+	if (w->owner)
+		find_cycle(c, tid);
+}
+
+static void on_entry(struct ptwk_lockconv *c, const struct ptwk_lock_record *r)
+{
+	pid_t tid = (pid_t)r->h.tid;
+	struct lthread *t = thread_of(c, tid, true);
+	uint64_t sp = r->regs[7];
+	/* The wait found under way at the attach, entered once the probes
+	 * were in: it is that one (its start stays unknown). */
+	if (t->n && t->w[t->n - 1].under_way && t->w[t->n - 1].sp == sp)
+		return;
+	struct lwait *w = push_wait(c, t, sp);
 	w->futex = r->h.a;
 	w->object = r->h.a;
 	w->npcs = c->ops.unwind ? c->ops.unwind(c->ops.ctx, r, w->pcs, PTWK_DEADLOCK_FRAMES) : 0;
@@ -349,21 +383,29 @@ static void on_entry(struct ptwk_lockconv *c, const struct ptwk_lock_record *r)
 	}
 	w->span = true;
 	owner_at_entry(c, w, r);
-	const struct ptw_location *stack[PTWK_SITE_FRAMES];
-	int n = frames(c, w, stack, PTWK_SITE_FRAMES);
-	struct ptw_event ev = ptw_event_init(PTW_EV_WAIT_BEGIN, r->h.ns, tid);
-	ev.wait_kind = w->kind;
-	ev.wait_object = w->object;
-	ev.wait_owner = w->owner;
-	ev.object = c->ops.object ? c->ops.object(c->ops.ctx, w->object) : NULL;
-	ev.site = c->ops.site ? c->ops.site(c->ops.ctx, w->pcs, w->npcs) : NULL;
-	ev.stack = stack;
-	ev.nstack = (size_t)n;
-	ev.sp = sp;
-	c->waits++;
-	emit(c, &ev);
-	if (w->owner)
-		find_cycle(c, tid);
+	begin(c, tid, w, r->h.ns);
+}
+
+void ptwk_lockconv_under_way(struct ptwk_lockconv *c, pid_t tid,
+			     const struct ptwk_lock_under_way *u, uint64_t ns)
+{
+	struct lwait *w = push_wait(c, thread_of(c, tid, true), u->sp);
+	w->span = true;
+	w->under_way = true;
+	w->join = u->join;
+	w->kind = u->kind;
+	w->object = u->object;
+	w->futex = u->futex;
+	w->npcs = u->npcs < 1 ? 0 : u->npcs > PTWK_DEADLOCK_FRAMES ? PTWK_DEADLOCK_FRAMES : u->npcs;
+	memcpy(w->pcs, u->pcs, (size_t)w->npcs * sizeof(w->pcs[0]));
+	/* the owner now (the tracer's too: read while the thread sleeps in it) */
+	w->owner_addr = ptw_wait_owner_at(w->kind, w->object, w->futex);
+	int32_t v = 0;
+	if (w->owner_addr && c->ops.read_i32 &&
+	    c->ops.read_i32(c->ops.ctx, w->owner_addr, &v) == 0 && v > 0 &&
+	    (c->ops.live && c->ops.live(c->ops.ctx, v)))
+		w->owner = v;
+	begin(c, tid, w, ns);
 }
 
 /* A slow path returned (join: the join function): sp is the stack

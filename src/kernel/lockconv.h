@@ -71,6 +71,17 @@ struct ptwk_lockconv {
 	uint64_t unclassified; /* futex waits that are none of the kinds */
 };
 
+/* A wait under way at an attach: its thread found asleep in it
+ * (underway.c), as its slow path's entry would have recorded it. */
+struct ptwk_lock_under_way {
+	enum ptw_wait_kind kind;
+	uint64_t object, futex; /* futex: the word it sleeps on */
+	uint64_t sp;		/* the slow path's return slot (a join: the join function's) */
+	bool join;		/* ends at the join function's return */
+	uint64_t pcs[PTWK_DEADLOCK_FRAMES]; /* from the slow path's frame out */
+	int npcs;
+};
+
 void ptwk_lockconv_init(struct ptwk_lockconv *c, pid_t pid, const struct ptwk_lockconv_ops *ops);
 void ptwk_lockconv_free(struct ptwk_lockconv *c);
 
@@ -78,6 +89,14 @@ void ptwk_lockconv_free(struct ptwk_lockconv *c);
  * struct ptwk_lock_record), or a lifecycle record that ends waits
  * (PTWK_JOIN_RET, PTWK_EXIT, PTWK_EXEC; others are ignored). */
 void ptwk_lockconv_record(struct ptwk_lockconv *c, const struct ptwk_record *h, size_t size);
+
+/* Before any record: thread tid's wait under way at the attach, a
+ * WAIT_BEGIN before_attach (ns: when it was found in it), the owner read
+ * now; its return comes as a PTWK_LOCK_RET (a join's, PTWK_JOIN_RET); an
+ * entry record of the same wait (it began once the probes were in, before
+ * it was found) is the same wait. */
+void ptwk_lockconv_under_way(struct ptwk_lockconv *c, pid_t tid,
+			     const struct ptwk_lock_under_way *u, uint64_t ns);
 
 /* Candidates waiting for a check or a confirmation. */
 size_t ptwk_lockconv_pending(const struct ptwk_lockconv *c);

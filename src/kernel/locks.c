@@ -22,6 +22,7 @@
 #include "ptw_libc_waits.h"
 #include "ptw_symbols.h"
 #include "ptw_thread_db.h"
+#include "ptw_underway.h"
 #include "ptw_util.h"
 #include "ptw_warnings.h"
 
@@ -31,6 +32,7 @@ struct ptwk_locks {
 	struct ptw_libc_waits lw;
 	const char *libc_path; /* NULL: a static program (libc in it) */
 	bool found;	       /* lw is the current image's */
+	struct ptw_join_at join; /* the join function (waits under way) */
 };
 
 static struct ptw_symbols *syms_of(struct ptwk_locks *l)
@@ -231,6 +233,13 @@ struct ptwk_locks *ptwk_locks_new(const struct ptwk_locks_env *env, struct ptw_t
 	if (!join || !ret_config->have_tid)
 		missing(p, "--locks: the join function or struct pthread's tid is unknown: join "
 			   "waits are not seen");
+	for (size_t i = 0; i < p->n && ret_config->have_tid && syms_of(l); i++)
+		if (p->p[i].kind == PTWK_JOIN && !p->p[i].ret &&
+		    ptw_symbols_function_range(syms_of(l), p->p[i].addr, &l->join.lo,
+					       &l->join.hi) == 0) {
+			l->join.has_tid = true;
+			l->join.tid_off = (uint32_t)ret_config->off_tid;
+		}
 	struct ptw_mapping *maps = NULL;
 	int nmaps = ptw_maps_read(env->live_pid, &maps);
 	if (l->lw.lll_lock_wait)
@@ -276,6 +285,15 @@ void ptwk_locks_record(struct ptwk_locks *l, const void *data, size_t size)
 	if (size < sizeof(h))
 		return;
 	memcpy(&h, data, sizeof(h));
+	if (h.kind == PTWK_FRAME_RETURN && (h.a & (PTWK_UW_WAIT | PTWK_UW_JOIN))) {
+		/* a wait under way at the attach returned (underway.c): its
+		 * return site's probe, as the slow path's return probe says it */
+		bool join = h.a & PTWK_UW_JOIN;
+		h.kind = join ? PTWK_JOIN_RET : PTWK_LOCK_RET;
+		h.a = h.d; /* rax */
+		ptwk_lockconv_record(&l->conv, &h, sizeof(h));
+		return;
+	}
 	if (h.kind < PTWK_LOCK_FIRST) {
 		if (h.kind == PTWK_EXEC)
 			l->found = false; /* another image: found again when needed */
@@ -295,6 +313,24 @@ void ptwk_locks_record(struct ptwk_locks *l, const void *data, size_t size)
 	memcpy(r, data, sizeof(*r));
 	ptwk_lockconv_record(&l->conv, &r->h, sizeof(*r));
 	free(r);
+}
+
+void ptwk_locks_wait_of(struct ptwk_locks *l, const struct user_regs_struct *regs,
+			const uint64_t *pcs, int n, struct ptw_wait_under_way *ret)
+{
+	find(l);
+	ret->kind = PTW_WAIT_NONE;
+	if (!syms_of(l))
+		return;
+	/* futex (uaddr, op, val): the word, and the value the wait expects */
+	ptw_libc_waits_under_way(&l->lw, syms_of(l), l->libc_path, &l->join, regs->rdi,
+				 (uint32_t)regs->rdx, pcs, n, ret);
+}
+
+void ptwk_locks_under_way(struct ptwk_locks *l, pid_t tid, const struct ptwk_lock_under_way *u,
+			  uint64_t ns)
+{
+	ptwk_lockconv_under_way(&l->conv, tid, u, ns);
 }
 
 void ptwk_locks_after_batch(struct ptwk_locks *l, void (*drain)(void *ctx), void *ctx)

@@ -13,9 +13,12 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/user.h>
 
 #include "convert.h"
+#include "lockconv.h"
 #include "probes.h"
+#include "ptw_libc_waits.h"
 
 struct ptw_proc;
 struct ptw_symbols;
@@ -57,6 +60,17 @@ void ptwk_locks_free(struct ptwk_locks *l);
 /* A record of the ring: a --locks one, or any lifecycle one (those that
  * end waits count). */
 void ptwk_locks_record(struct ptwk_locks *l, const void *data, size_t size);
+
+/* A thread found asleep in futex at an attach (regs: its registers, its
+ * system call's arguments; pcs, n: its frames): the wait it is in, as its
+ * slow path's entry would have recorded it (ret->kind PTW_WAIT_NONE: none;
+ * ptw_libc_waits_under_way). */
+void ptwk_locks_wait_of(struct ptwk_locks *l, const struct user_regs_struct *regs,
+			const uint64_t *pcs, int n, struct ptw_wait_under_way *ret);
+/* Such a wait, its return watched (underway.c): a WAIT_BEGIN before_attach
+ * (ptwk_lockconv_under_way). */
+void ptwk_locks_under_way(struct ptwk_locks *l, pid_t tid, const struct ptwk_lock_under_way *u,
+			  uint64_t ns);
 
 /* After a batch was read: live deadlocks found in it are checked against
  * the present, then drain(ctx) reads what came meanwhile, then those

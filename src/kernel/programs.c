@@ -122,8 +122,10 @@ int ptwk_open_skeleton(struct ptw_kernel *k, bool multi)
 	 * fs base of threads libthread_db's walk did not give (threads.c) */
 	if (r == 0 && k->launched)
 		r = bpf_program__set_autoload(s->progs.ptw_underway_regs, false);
-	/* (and the returns of code a traced function jumped into) */
-	if (r == 0 && !k->o.ntrace)
+	/* (and the returns of code a traced function jumped into; --locks:
+	 * of the waits under way at an attach) */
+	bool return_sites = k->o.ntrace || (k->o.locks && !k->launched);
+	if (r == 0 && !return_sites)
 		r = bpf_program__set_autoload(s->progs.ptw_underway_return, false);
 	else if (r == 0 && multi)
 		r = bpf_program__set_expected_attach_type(
@@ -133,7 +135,7 @@ int ptwk_open_skeleton(struct ptw_kernel *k, bool multi)
 	 * here, about a millisecond of the start-up) */
 	if (r == 0 && !k->o.ntrace)
 		r = bpf_map__set_autocreate(s->maps.frame_jumps, false);
-	if (r == 0 && !k->o.ntrace)
+	if (r == 0 && !return_sites)
 		r = bpf_map__set_autocreate(s->maps.underway_sites, false);
 	for (size_t i = 0; i < PTW_ARRAY_SIZE(frame_progs) && r == 0; i++)
 		if (!k->o.ntrace)

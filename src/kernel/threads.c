@@ -142,22 +142,36 @@ void ptwk_list_threads(struct ptw_kernel *k)
 	free(l.v);
 }
 
-/* --trace -p: the calls under way at the attach (underway.c): the
- * threads read before the entry probes go in. */
+static void wait_of(void *ctx, const struct user_regs_struct *regs, const uint64_t *pcs, int n,
+		    struct ptw_wait_under_way *ret)
+{
+	ptwk_locks_wait_of(((struct ptw_kernel *)ctx)->locks, regs, pcs, n, ret);
+}
+
+static void wait_emit(void *ctx, pid_t tid, const struct ptwk_lock_under_way *w, uint64_t ns)
+{
+	ptwk_locks_under_way(((struct ptw_kernel *)ctx)->locks, tid, w, ns);
+}
+
+/* -p with --trace or --locks: the calls and waits under way at the attach
+ * (underway.c): the threads read before the entry probes go in. */
 void ptwk_calls_under_way(struct ptw_kernel *k)
 {
-	if (!k->frames || !k->skel)
+	if ((!k->o.ntrace && !k->locks) || !k->skel)
 		return;
 	struct ptwk_underway_env env = { .pid = k->pid,
 					 .live_pid = ptwk_live_pid(k),
 					 .proc = k->proc,
 					 .syms = k->syms,
-					 .frames = k->frames,
+					 .frames = k->o.ntrace ? k->frames : NULL,
 					 .iter = k->skel->progs.ptw_underway_regs,
 					 .ret = k->skel->progs.ptw_underway_return,
 					 .sites = k->skel->maps.underway_sites,
 					 .multi = k->multi,
 					 .note = ptwk_note_line,
-					 .ctx = k };
+					 .ctx = k,
+					 .wait_of = k->locks ? wait_of : NULL,
+					 .wait_emit = wait_emit,
+					 .wait_ctx = k };
 	k->underway = ptwk_underway_begin(&env);
 }

@@ -120,18 +120,36 @@ int ptwk_read_tasks(struct bpf_program *iter, pid_t pid, struct ptwk_uw_task **r
 	return (int)n;
 }
 
-/* The task iterator failed (n: -errno): no calls under way reported. */
+/* What is looked for, for the notes: "--trace", "calls" (or --locks'
+ * waits, or both). */
+static const char *opts_of(const struct ptwk_underway *u)
+{
+	return !u->env.wait_of ? "--trace" : u->env.frames ? "--trace, --locks" : "--locks";
+}
+
+static const char *things_of(const struct ptwk_underway *u)
+{
+	return !u->env.wait_of ? "calls" : u->env.frames ? "calls and waits" : "waits";
+}
+
+/* The task iterator failed (n: -errno): nothing under way reported. */
 static void note_no_registers(struct ptwk_underway *u, int n)
 {
 	note(u, PTW_W_KERNEL_LIMIT,
-	     "--trace: the calls under way at the attach are not reported: the threads' "
+	     "%s: the %s under way at the attach are not reported: the threads' "
 	     "registers cannot be read without a stop (task iterator: %s)",
-	     strerror(-n));
+	     opts_of(u), things_of(u), strerror(-n));
+}
+
+/* Off a CPU in the futex system call (its registers read). */
+static bool asleep_in_futex(const struct ptwk_uw_task *t)
+{
+	return !t->on_cpu && t->regs_ok && (long)t->orig_ax == SYS_futex;
 }
 
 struct ptwk_underway *ptwk_underway_begin(const struct ptwk_underway_env *env)
 {
-	if (!env->iter || !env->ret || !env->sites || !env->frames)
+	if (!env->iter || !env->ret || !env->sites || (!env->frames && !env->wait_of))
 		return NULL;
 	struct ptwk_underway *u = xcalloc(1, sizeof(*u));
 	u->env = *env;
@@ -145,7 +163,9 @@ struct ptwk_underway *ptwk_underway_begin(const struct ptwk_underway_env *env)
 	u->begin_ns = ptw_now_ns();
 	for (int i = 0; i < n; i++)
 		ptw_map_put(&u->before, t[i].tid,
-			    (void *)(uintptr_t)(t[i].on_cpu ? 0 : t[i].switches + 1));
+			    (void *)(uintptr_t)(t[i].on_cpu ? 0
+							    : (t[i].switches + 1) << 1 |
+								      asleep_in_futex(&t[i])));
 	free(t);
 	return u;
 }
@@ -154,7 +174,15 @@ struct ptwk_underway *ptwk_underway_begin(const struct ptwk_underway_env *env)
 static bool stayed(const struct ptwk_underway *u, const struct ptwk_uw_task *t)
 {
 	uintptr_t b = (uintptr_t)ptw_map_get(&u->before, t->tid);
-	return b && !t->on_cpu && b - 1 == t->switches;
+	return b && !t->on_cpu && (b >> 1) - 1 == t->switches;
+}
+
+/* Thread t, asleep in futex at the begin and now, woke meanwhile: a wait
+ * it is in may have begun before the attach and goes unreported. */
+static bool slept_again(const struct ptwk_underway *u, const struct ptwk_uw_task *t)
+{
+	uintptr_t b = (uintptr_t)ptw_map_get(&u->before, t->tid);
+	return (b & 1) && asleep_in_futex(t) && !stayed(u, t);
 }
 
 static void keep_fd(struct ptwk_underway *u, int fd)
@@ -199,6 +227,10 @@ struct found {
 	size_t n;
 	bool partial; /* not all of its stack could be looked at */
 	bool missed;  /* a traced call on it could not be watched */
+	/* --locks: the wait it sleeps in (NULL none), its return site */
+	struct ptwk_lock_under_way *wait;
+	uint64_t wait_off;
+	char wait_path[4096];
 };
 
 void ptwk_regs_from_dwarf(const __u64 g[17], struct user_regs_struct *r)
@@ -210,6 +242,49 @@ void ptwk_regs_from_dwarf(const __u64 g[17], struct user_regs_struct *r)
 	r->rip = g[16];
 }
 
+/* The slot at sp holds ret (the unwind is the target's memory read through
+ * its CFI: believed only there), and the return site's file and offset. */
+static bool slot_holds(struct ptwk_underway *u, uint64_t sp, uint64_t ret,
+		       const struct ptw_mapping *maps, int nmaps, char *path, size_t path_size,
+		       uint64_t *ret_off)
+{
+	uint64_t at;
+	char module[4096];
+	return ptw_mem_read(u->env.proc, sp, &at, sizeof(at)) == 0 && at == ret &&
+	       ptwk_file_of(u->env.live_pid, maps, nmaps, ret, path, path_size, module,
+			    sizeof(module), ret_off) == 0;
+}
+
+/* --locks: the wait a thread asleep in futex is in (regs: its system
+ * call's arguments), its return site watched as a frame's. */
+static void wait_of_thread(struct ptwk_underway *u, const struct user_regs_struct *regs,
+			   const uint64_t *pcs, const uint64_t *sps, int n,
+			   const struct ptw_mapping *maps, int nmaps, struct found *f)
+{
+	struct ptw_wait_under_way w;
+	u->env.wait_of(u->env.wait_ctx, regs, pcs, n, &w);
+	if (w.kind == PTW_WAIT_NONE)
+		return;
+	int i = w.frame;
+	uint64_t sp = sps[i + 1] - 8;
+	if (!sps[i + 1] || !slot_holds(u, sp, pcs[i + 1], maps, nmaps, f->wait_path,
+				       sizeof(f->wait_path), &f->wait_off)) {
+		ptw_dbg(PTW_DBG_TRACER, "--locks: %d: a wait under way is not reported (its slot)",
+			f->tid);
+		f->missed = true;
+		return;
+	}
+	struct ptwk_lock_under_way *lw = xcalloc(1, sizeof(*lw));
+	lw->kind = w.kind;
+	lw->object = w.object;
+	lw->futex = regs->rdi;
+	lw->sp = sp;
+	lw->join = w.join;
+	for (int k = i; k < n && lw->npcs < PTWK_DEADLOCK_FRAMES; k++)
+		lw->pcs[lw->npcs++] = pcs[k];
+	f->wait = lw;
+}
+
 /* The calls of traced functions on thread t's stack (t did not run since
  * the begin: its saved registers are its registers). */
 static void unwind_thread(struct ptwk_underway *u, const struct ptwk_uw_task *t,
@@ -217,15 +292,21 @@ static void unwind_thread(struct ptwk_underway *u, const struct ptwk_uw_task *t,
 {
 	struct user_regs_struct regs = { 0 };
 	ptwk_regs_from_dwarf(t->regs, &regs);
-	uint64_t *pcs = xcalloc(2 * UNDERWAY_MAX_FRAMES, sizeof(*pcs));
-	uint64_t *sps = pcs + UNDERWAY_MAX_FRAMES;
+	bool in_futex = u->env.wait_of && (long)t->orig_ax == SYS_futex;
+	/* --locks alone: a wait's slow path is among the innermost frames */
+	int max = u->env.frames ? UNDERWAY_MAX_FRAMES : in_futex ? PTW_WAIT_UNDER_WAY_FRAMES : 0;
+	if (!max)
+		return;
+	uint64_t *pcs = xcalloc(2 * (size_t)max, sizeof(*pcs));
+	uint64_t *sps = pcs + max;
 	bool whole;
-	int n = ptw_symbols_unwind_sps(u->env.syms, (pid_t)t->tid, &regs, pcs, sps,
-				       UNDERWAY_MAX_FRAMES, &whole);
-	f->partial = n <= 0 || !whole || n == UNDERWAY_MAX_FRAMES;
-	for (int i = 0; i < n - 1; i++) {
+	int n = ptw_symbols_unwind_sps(u->env.syms, (pid_t)t->tid, &regs, pcs, sps, max, &whole);
+	f->partial = u->env.frames && (n <= 0 || !whole || n == max);
+	if (in_futex)
+		wait_of_thread(u, &regs, pcs, sps, n, maps, nmaps, f);
+	for (int i = 0; i < n - 1 && u->env.frames; i++) {
 		/* a return address: the call is the instruction before it */
-		uint64_t pc = i ? pcs[i] - 1 : pcs[i], lo, hi, ret = pcs[i + 1], at, index, off;
+		uint64_t pc = i ? pcs[i] - 1 : pcs[i], lo, hi, ret = pcs[i + 1], index, off;
 		if (ptw_symbols_function_range(u->env.syms, pc, &lo, &hi) < 0 ||
 		    !ptwk_frames_traced(u->env.frames, lo, &index))
 			continue;
@@ -234,13 +315,8 @@ static void unwind_thread(struct ptwk_underway *u, const struct ptwk_uw_task *t,
 		if (!i && pcs[0] == lo)
 			continue;
 		uint64_t sp = sps[i + 1] - 8;
-		char path[4096], module[4096];
-		/* The unwind is the target's memory read through its CFI:
-		 * believed only where the slot holds the return address. */
-		if (!sps[i + 1] || ptw_mem_read(u->env.proc, sp, &at, sizeof(at)) < 0 ||
-		    at != ret ||
-		    ptwk_file_of(u->env.live_pid, maps, nmaps, ret, path, sizeof(path), module,
-				 sizeof(module), &off) < 0) {
+		char path[4096];
+		if (!sps[i + 1] || !slot_holds(u, sp, ret, maps, nmaps, path, sizeof(path), &off)) {
 			ptw_dbg(PTW_DBG_TRACER,
 				"--trace: %u: a call under way at %#llx is not reported", t->tid,
 				(unsigned long long)lo);
@@ -263,7 +339,33 @@ static void found_free(struct found *f)
 	free(f->v);
 	free(f->site_off);
 	free(f->site_path);
+	free(f->wait);
 	memset(f, 0, sizeof(*f));
+}
+
+static bool found_any(const struct found *f)
+{
+	return f->n || f->wait;
+}
+
+/* Return site off of file path into the groups (once). */
+static void group_add(struct site_group **g, size_t *ng, const char *path, uint64_t off)
+{
+	size_t j = 0;
+	while (j < *ng && strcmp((*g)[j].path, path))
+		j++;
+	if (j == *ng) {
+		*g = xreallocarray(*g, *ng + 1, sizeof(**g));
+		memset(&(*g)[*ng], 0, sizeof(**g));
+		snprintf((*g)[*ng].path, sizeof((*g)[*ng].path), "%s", path);
+		(*ng)++;
+	}
+	struct site_group *s = &(*g)[j];
+	for (size_t m = 0; m < s->n; m++)
+		if (s->offsets[m] == off)
+			return;
+	s->offsets = xreallocarray(s->offsets, s->n + 1, sizeof(uint64_t));
+	s->offsets[s->n++] = off;
 }
 
 /* The return sites of every frame found, a link per file (the same site
@@ -274,26 +376,12 @@ static int attach_all(struct ptwk_underway *u, const struct found *fs, size_t nf
 	struct site_group *g = NULL;
 	size_t ng = 0;
 	int total = 0, r = 0;
-	for (size_t k = 0; k < nfs; k++)
-		for (size_t i = 0; i < fs[k].n; i++) {
-			size_t j = 0;
-			while (j < ng && strcmp(g[j].path, fs[k].site_path[i]))
-				j++;
-			if (j == ng) {
-				g = xreallocarray(g, ng + 1, sizeof(*g));
-				memset(&g[ng], 0, sizeof(*g));
-				snprintf(g[ng].path, sizeof(g[ng].path), "%s", fs[k].site_path[i]);
-				ng++;
-			}
-			size_t m = 0;
-			while (m < g[j].n && g[j].offsets[m] != fs[k].site_off[i])
-				m++;
-			if (m == g[j].n) {
-				g[j].offsets =
-					xreallocarray(g[j].offsets, g[j].n + 1, sizeof(uint64_t));
-				g[j].offsets[g[j].n++] = fs[k].site_off[i];
-			}
-		}
+	for (size_t k = 0; k < nfs; k++) {
+		for (size_t i = 0; i < fs[k].n; i++)
+			group_add(&g, &ng, fs[k].site_path[i], fs[k].site_off[i]);
+		if (fs[k].wait)
+			group_add(&g, &ng, fs[k].wait_path, fs[k].wait_off);
+	}
 	for (size_t j = 0; j < ng; j++) {
 		int k = r < 0 ? 0 : attach_sites(u, &g[j]);
 		if (k < 0)
@@ -304,6 +392,18 @@ static int attach_all(struct ptwk_underway *u, const struct found *fs, size_t nf
 	}
 	free(g);
 	return r < 0 ? r : total;
+}
+
+/* A wait's return site into the sites' map, with what else returns at
+ * that site and stack pointer (a traced slow path's frame). */
+static bool watch_wait(struct ptwk_underway *u, const struct found *f)
+{
+	struct ptwk_uw_key key = { .tid = (uint32_t)f->tid, .sp = f->wait->sp + 8 };
+	uint64_t v = 0;
+	if (bpf_map__lookup_elem(u->env.sites, &key, sizeof(key), &v, sizeof(v), 0) < 0)
+		v = 0;
+	v |= f->wait->join ? PTWK_UW_JOIN : PTWK_UW_WAIT;
+	return bpf_map__update_elem(u->env.sites, &key, sizeof(key), &v, sizeof(v), BPF_ANY) == 0;
 }
 
 unsigned ptwk_underway_take(struct ptwk_underway *u)
@@ -317,18 +417,19 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 		note_no_registers(u, n);
 		return 0;
 	}
-	ptw_dbg(PTW_DBG_TRACER, "--trace: under way: %d threads read in %.2f ms", n,
+	ptw_dbg(PTW_DBG_TRACER, "%s: under way: %d threads read in %.2f ms", opts_of(u), n,
 		(double)(ptw_now_ns() - t0) / 1e6);
 	struct ptw_mapping *maps = NULL;
 	int nmaps = ptw_maps_read(u->env.live_pid, &maps);
 	if (nmaps <= 0)
 		note(u, PTW_W_KERNEL_LIMIT,
-		     "--trace: the calls under way at the attach are not reported: cannot read "
+		     "%s: the %s under way at the attach are not reported: cannot read "
 		     "/proc/%d/maps (%s)",
-		     u->env.live_pid, strerror(nmaps < 0 ? -nmaps : ENOENT));
+		     opts_of(u), things_of(u), u->env.live_pid,
+		     strerror(nmaps < 0 ? -nmaps : ENOENT));
 	struct found *fs = xcalloc((size_t)n + 1, sizeof(*fs));
-	size_t nfs = 0, ran = 0, partial = 0, missed = 0;
-	pid_t first_ran = 0, first_partial = 0, first_missed = 0;
+	size_t nfs = 0, ran = 0, partial = 0, missed = 0, again = 0;
+	pid_t first_ran = 0, first_partial = 0, first_missed = 0, first_again = 0;
 	ptw_mem_invalidate(u->env.proc);
 	for (int i = 0; i < n && nmaps > 0; i++) {
 		ptw_dbg(PTW_DBG_TRACER,
@@ -340,6 +441,8 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 			continue; /* (a zombie leader: no call of its is under way) */
 		if (!stayed(u, &t[i]) || !t[i].regs_ok) {
 			first_ran = ran++ ? first_ran : (pid_t)t[i].tid;
+			if (u->env.wait_of && slept_again(u, &t[i]))
+				first_again = again++ ? first_again : (pid_t)t[i].tid;
 			continue;
 		}
 		struct found *f = &fs[nfs];
@@ -349,7 +452,7 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 			first_partial = partial++ ? first_partial : f->tid;
 		if (f->missed)
 			first_missed = missed++ ? first_missed : f->tid;
-		if (f->n)
+		if (found_any(f))
 			nfs++;
 		else
 			found_free(f);
@@ -372,17 +475,25 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 			unkept += fs[k].n - i;
 			fs[k].n = i;
 		}
+	for (size_t k = 0; k < nfs; k++)
+		if (fs[k].wait && !watch_wait(u, &fs[k])) {
+			first_unkept = unkept ? first_unkept : fs[k].tid;
+			unkept++;
+			free(fs[k].wait);
+			fs[k].wait = NULL;
+		}
 	if (unkept)
 		note(u, PTW_W_TRACE_PARTIAL_STACK,
-		     "--trace: %zu calls under way at the attach (the first in thread %d) are not "
+		     "%s: %zu %s under way at the attach (the first in thread %d) are not "
 		     "reported: the map of their return sites (%u entries) was full",
-		     unkept, first_unkept, bpf_map__max_entries(u->env.sites));
+		     opts_of(u), unkept, things_of(u), first_unkept,
+		     bpf_map__max_entries(u->env.sites));
 	int probes = nfs ? attach_all(u, fs, nfs) : 0;
 	if (probes < 0) {
 		note(u, PTW_W_KERNEL_LIMIT,
-		     "--trace: the calls under way at the attach are not reported: their return "
+		     "%s: the %s under way at the attach are not reported: their return "
 		     "sites cannot be probed (%s)",
-		     strerror(-probes));
+		     opts_of(u), things_of(u), strerror(-probes));
 		ptwk_underway_close(u);
 		nfs = 0;
 		probes = 0;
@@ -390,7 +501,7 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 	struct ptwk_uw_task *after;
 	int nafter = nfs ? ptwk_read_tasks(u->env.iter, u->env.pid, &after) : 0;
 	for (size_t k = 0; k < nfs; k++) {
-		if (!fs[k].n) { /* (none kept: the sites' map full) */
+		if (!found_any(&fs[k])) { /* (none kept: the sites' map full) */
 			found_free(&fs[k]);
 			continue;
 		}
@@ -403,12 +514,18 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 							   .sp = fs[k].v[i].sp + 8 };
 				bpf_map__delete_elem(u->env.sites, &key, sizeof(key), 0);
 			}
+			if (fs[k].wait) {
+				struct ptwk_uw_key key = { .tid = (uint32_t)fs[k].tid,
+							   .sp = fs[k].wait->sp + 8 };
+				bpf_map__delete_elem(u->env.sites, &key, sizeof(key), 0);
+				first_again = again++ ? first_again : fs[k].tid;
+			}
 			first_ran = ran++ ? first_ran : fs[k].tid;
 			found_free(&fs[k]);
 			continue;
 		}
 		/* outermost first */
-		for (size_t i = 0, j = fs[k].n - 1; i < j; i++, j--) {
+		for (size_t i = 0, j = fs[k].n ? fs[k].n - 1 : 0; i < j; i++, j--) {
 			struct ptwk_under_way x = fs[k].v[i];
 			fs[k].v[i] = fs[k].v[j];
 			fs[k].v[j] = x;
@@ -424,16 +541,30 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 		found_free(&fs[k]);
 	u->found = fs;
 	free(t);
-	if (ran)
+	if (ran && u->env.frames)
 		note(u, PTW_W_KERNEL_LIMIT,
 		     "--trace: %zu thread%s ran while ptwatch attached (the first: %d): the "
 		     "kernel path reads a thread's registers without stopping it, only while it "
 		     "is off a CPU, so the calls under way in %s at the attach are not reported",
 		     ran, ran == 1 ? "" : "s", first_ran, ran == 1 ? "it" : "them");
+	/* (a thread that ran is in no wait begun before: one it was in ended
+	 * before the attach, or began once the probes saw it; but one asleep
+	 * in futex both times woke and slept again in between) */
+	if (again)
+		note(u, PTW_W_KERNEL_LIMIT,
+		     "--locks: %zu thread%s asleep in futex at the attach woke and slept again "
+		     "while ptwatch read them (the first: %d): the kernel path reads a thread's "
+		     "registers without stopping it, only while it stays off a CPU, so a wait "
+		     "begun before the attach that %s may be in is not reported",
+		     again, again == 1 ? "" : "s", first_again, again == 1 ? "it" : "they");
 	if (missed)
 		note(u, PTW_W_TRACE_PARTIAL_STACK,
-		     "--trace: a call under way at the attach in thread %d (the first such) is not "
+		     "%s: a %s under way at the attach in thread %d (the first such) is not "
 		     "reported: its stack slot or its return site could not be trusted",
+		     opts_of(u),
+		     !u->env.wait_of ? "call"
+		     : u->env.frames ? "call or wait"
+				     : "wait",
 		     first_missed);
 	else if (partial)
 		note(u, PTW_W_TRACE_PARTIAL_STACK,
@@ -443,8 +574,8 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 	if (!probes)
 		ptwk_underway_close(u);
 	ptw_dbg(PTW_DBG_TRACER,
-		"--trace: under way: %zu threads with calls, %d return-site probes, %zu threads "
-		"ran; %.1f ms since the begin, %.1f ms here",
+		"--trace, --locks: under way: %zu threads with calls or waits, %d return-site "
+		"probes, %zu threads ran; %.1f ms since the begin, %.1f ms here",
 		u->nfound, probes, ran, (double)(ptw_now_ns() - u->begin_ns) / 1e6,
 		(double)(ptw_now_ns() - t0) / 1e6);
 	return (unsigned)probes;
@@ -456,6 +587,10 @@ void ptwk_underway_emit(struct ptwk_underway *u, struct ptwk_conv *conv, uint64_
 		return;
 	for (size_t k = 0; k < u->nfound; k++) {
 		ptwk_frames_under_way(conv, u->found[k].tid, u->found[k].v, u->found[k].n, ns);
+		if (u->found[k].wait && u->env.wait_emit)
+			/* (asleep in it since the begin at least) */
+			u->env.wait_emit(u->env.wait_ctx, u->found[k].tid, u->found[k].wait,
+					 u->begin_ns);
 		found_free(&u->found[k]);
 	}
 	free(u->found);

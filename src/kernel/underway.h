@@ -8,7 +8,11 @@
  * (process_vm_readv), every traced function on it becomes a frame whose
  * entry was before the attach (convert_frames.c: below anything the
  * thread's records push), and a uprobe at its return site reports its
- * return for that thread and stack pointer only.
+ * return for that thread and stack pointer only. With --locks, the same for
+ * the wait a thread asleep in futex is in (its slow path's frame, or the
+ * join function's): a wait span whose start was before the attach, its
+ * return at the frame's return site (lockconv.c), so that a deadlock that
+ * formed before ptwatch came is found.
  *
  * Truthful only for a thread that did not run while ptwatch looked: its
  * context-switch count and "not on a CPU" are read before the entry probes
@@ -24,6 +28,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "lockconv.h"
+#include "ptw_libc_waits.h"
 
 struct bpf_program;
 struct ptwk_uw_task;
@@ -42,13 +49,20 @@ struct ptwk_underway_env {
 				   * zombie leader's: none) */
 	struct ptw_proc *proc;	  /* its memory */
 	struct ptw_symbols *syms; /* its modules (unwinding) */
-	struct ptwk_frames *frames;
+	struct ptwk_frames *frames;	/* --trace (NULL: no calls looked for) */
 	struct bpf_program *iter, *ret; /* ptw_underway_regs, ptw_underway_return */
 	struct bpf_map *sites;		/* underway_sites */
 	bool multi;			/* uprobe_multi links (else one uprobe per site) */
 	/* a warning (ptw_warnings.h code) */
 	void (*note)(void *ctx, int code, const char *line);
 	void *ctx;
+	/* --locks (NULL: no waits looked for): the wait a thread asleep in
+	 * futex is in (ptwk_locks_wait_of), and each one found, emitted once
+	 * the threads are listed (ptwk_underway_emit) */
+	void (*wait_of)(void *ctx, const struct user_regs_struct *regs, const uint64_t *pcs, int n,
+			struct ptw_wait_under_way *ret);
+	void (*wait_emit)(void *ctx, pid_t tid, const struct ptwk_lock_under_way *w, uint64_t ns);
+	void *wait_ctx;
 };
 
 /* Before the entry probes go in: every thread's context switches so far.

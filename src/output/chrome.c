@@ -278,6 +278,8 @@ static void wait_slice(struct chrome *c, const struct ptw_wait *w)
 	if (w->owner)
 		ptw_json_int(&c->j, "owner_tid", w->owner);
 	ptw_json_string(&c->j, "status", ptw_wait_status_name(w->status));
+	if (w->start_unknown) /* it begins at the attach: its start is not the wait's */
+		ptw_json_string(&c->j, "start", "before_attach");
 	if (w->reason)
 		ptw_json_string(&c->j, "reason", w->reason);
 	if (w->deadlock)

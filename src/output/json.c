@@ -239,14 +239,6 @@ static void json_int_or_null(struct ptw_json *j, const char *k, bool set, int64_
 		ptw_json_null(j, k);
 }
 
-/* end_key and duration_ns of something from start to end, if it ended. */
-static void json_end(struct ptw_json *j, const char *end_key, bool ended, uint64_t start,
-		     uint64_t end)
-{
-	json_uint_or_null(j, end_key, ended, end);
-	json_uint_or_null(j, "duration_ns", ended, end - start);
-}
-
 static void json_opt(struct ptw_json *j, const char *k, struct ptw_opt o)
 {
 	if (o.set)
@@ -515,8 +507,12 @@ void ptw_json_wait(struct ptw_json *j, const struct ptw_wait *w)
 	for (size_t i = 0; i < w->nstack; i++)
 		ptw_json_location(j, NULL, w->stack[i], "??", false);
 	ptw_json_end_array(j);
-	ptw_json_uint(j, "start_ns", w->start_ns);
-	json_end(j, "end_ns", w->has_end, w->start_ns, w->end_ns);
+	/* A wait under way at the attach: when it began is not known. */
+	json_uint_or_null(j, "start_ns", !w->start_unknown, w->start_ns);
+	ptw_json_string(j, "start", w->start_unknown ? "before_attach" : "seen");
+	json_uint_or_null(j, "end_ns", w->has_end, w->end_ns);
+	json_uint_or_null(j, "duration_ns", w->has_end && !w->start_unknown,
+			  w->end_ns - w->start_ns);
 	json_uint_or_null(j, "left_ns", w->has_left, w->left_ns);
 	ptw_json_string(j, "status", ptw_wait_status_name(w->status));
 	ptw_json_string(j, "reason", w->reason);
@@ -534,6 +530,8 @@ static void json_wait_metrics(struct ptw_json *j, const struct ptw_locks *l)
 	ptw_json_uint(j, "completed", tt.completed);
 	ptw_json_uint(j, "unmatched", tt.unmatched);
 	ptw_json_uint(j, "open", tt.count - tt.completed - tt.unmatched);
+	ptw_json_uint(j, "before_attach", tt.before_attach);
+	ptw_json_uint(j, "timed", tt.timed);
 	ptw_json_uint(j, "total_ns", tt.total_ns);
 	ptw_json_uint(j, "max_ns", tt.max_ns);
 	ptw_json_uint(j, "deadlocks", ptw_locks_deadlock_count(l));
@@ -546,6 +544,7 @@ static void json_wait_metrics(struct ptw_json *j, const struct ptw_locks *l)
 		json_object(j, "object", st[i].kind, st[i].object, st[i].object_loc);
 		ptw_json_uint(j, "waits", st[i].waits);
 		ptw_json_uint(j, "completed", st[i].completed);
+		ptw_json_uint(j, "timed", st[i].timed);
 		ptw_json_uint(j, "total_ns", st[i].total_ns);
 		ptw_json_uint(j, "max_ns", st[i].max_ns);
 		ptw_json_begin_array(j, "tids");
@@ -569,6 +568,7 @@ static void json_wait_metrics(struct ptw_json *j, const struct ptw_locks *l)
 		json_uint_or_null(j, "thread_span", tw[i].thread_span, tw[i].thread_span);
 		ptw_json_uint(j, "waits", tw[i].waits);
 		ptw_json_uint(j, "completed", tw[i].completed);
+		ptw_json_uint(j, "timed", tw[i].timed);
 		ptw_json_uint(j, "total_ns", tw[i].total_ns);
 		ptw_json_uint(j, "max_ns", tw[i].max_ns);
 		ptw_json_end_object(j);

@@ -581,10 +581,15 @@ static void waits_summary(struct ptw_buf *out, const struct ptw_report *r)
 	ptw_locks_totals(l, &tt);
 	if (!tt.count && !r->locks)
 		return;
-	ptw_buf_printf(out, "  waits: %" PRIu64 " contended, %" PRIu64 " completed, ", tt.count,
-		       tt.completed);
+	ptw_buf_printf(out, "  waits: %" PRIu64 " contended", tt.count);
+	if (tt.before_attach)
+		ptw_buf_printf(out, " (%" PRIu64 " under way at the attach)", tt.before_attach);
+	ptw_buf_printf(out, ", %" PRIu64 " completed, ", tt.completed);
 	ptw_text_duration(out, tt.total_ns);
-	ptw_buf_printf(out, " waited in all; %zu deadlock%s\n", nd, nd == 1 ? "" : "s");
+	ptw_buf_puts(out, " waited in all");
+	if (tt.completed > tt.timed) /* (begun before the attach: no duration) */
+		ptw_buf_printf(out, " by %" PRIu64, tt.timed);
+	ptw_buf_printf(out, "; %zu deadlock%s\n", nd, nd == 1 ? "" : "s");
 	const struct ptw_span_filter *of = r->filter && r->filter->object ? r->filter : NULL;
 	if (of) {
 		ptw_buf_puts(out, "  (--object ");
@@ -631,8 +636,8 @@ static void waits_summary(struct ptw_buf *out, const struct ptw_report *r)
 				o.p,
 				xstrdup(ptw_wait_object_kind(st[i].kind)),
 				xasprintf("%" PRIu64, st[i].waits),
-				st[i].completed ? duration_str(st[i].total_ns) : xstrdup("-"),
-				st[i].completed ? duration_str(st[i].max_ns) : xstrdup("-"),
+				st[i].timed ? duration_str(st[i].total_ns) : xstrdup("-"),
+				st[i].timed ? duration_str(st[i].max_ns) : xstrdup("-"),
 				th.p ? th.p : xstrdup("-"),
 				si.p ? si.p : xstrdup("-"),
 			};
@@ -650,11 +655,17 @@ static void waits_summary(struct ptw_buf *out, const struct ptw_report *r)
 		ptw_buf_printf(out, "  thread %d", tw[i].tid);
 		if (tw[i].thread_span)
 			ptw_buf_printf(out, " [%u]", tw[i].thread_span);
-		ptw_buf_printf(out, " waited %" PRIu64 " time%s, ", tw[i].waits,
+		ptw_buf_printf(out, " waited %" PRIu64 " time%s", tw[i].waits,
 			       tw[i].waits == 1 ? "" : "s");
-		ptw_text_duration(out, tw[i].total_ns);
-		ptw_buf_puts(out, " in all, at most ");
-		ptw_text_duration(out, tw[i].max_ns);
+		if (tw[i].timed) {
+			ptw_buf_puts(out, ", ");
+			ptw_text_duration(out, tw[i].total_ns);
+			ptw_buf_puts(out, " in all, at most ");
+			ptw_text_duration(out, tw[i].max_ns);
+		}
+		if (tw[i].completed > tw[i].timed)
+			ptw_buf_printf(out, " (%" PRIu64 " begun before the attach)",
+				       tw[i].completed - tw[i].timed);
 		if (tw[i].waits > tw[i].completed)
 			ptw_buf_printf(out, " (%" PRIu64 " not finished)",
 				       tw[i].waits - tw[i].completed);

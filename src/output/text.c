@@ -368,6 +368,8 @@ void ptw_text_wait_event(struct ptw_buf *out, const struct ptw_text_style *st, c
 			ptw_buf_puts(out, " at ");
 			ptw_text_location(out, w->site, NULL);
 		}
+		if (w->start_unknown)
+			ptw_buf_puts(out, " (under way at the attach)");
 		break;
 	case PTW_EV_WAIT_END:
 		if (!w || !w->has_end)
@@ -375,8 +377,15 @@ void ptw_text_wait_event(struct ptw_buf *out, const struct ptw_text_style *st, c
 		line_start(out, st, ev, "waited");
 		ptw_buf_printf(out, " <%u> %s", w->id, wait_verb(w->kind));
 		object_text(out, w->kind, w->object, w->object_loc);
-		ptw_buf_puts(out, " for ");
-		ptw_text_duration(out, w->end_ns - w->start_ns);
+		if (w->start_unknown) {
+			/* begun before the attach: at least since then */
+			ptw_buf_puts(out, " for more than ");
+			ptw_text_duration(out, w->end_ns - w->start_ns);
+			ptw_buf_puts(out, " (begun before the attach)");
+		} else {
+			ptw_buf_puts(out, " for ");
+			ptw_text_duration(out, w->end_ns - w->start_ns);
+		}
 		break;
 	case PTW_EV_DEADLOCK:
 		if (ev->has_arg && ev->arg == 0) {

@@ -395,15 +395,18 @@ void ld_wait_of(struct ld *ld, json_object *v)
 	w->owner_span = (uint32_t)ld_u64m(ld, v, "owner_span", UINT32_MAX);
 	w->site = ld_location(ld, ld_get(v, "site"));
 	w->stack = ld_stack_of(ld, ld_get(v, "stack"), &w->nstack);
+	/* A wait under way at the attach (since spans/9) begins, for report,
+	 * at the session's start. */
+	w->start_unknown = ld_str_is(ld, v, "start", "before_attach");
 	struct ptw_opt o = ld_opt(ld, v, "start_ns");
-	if (!o.set) {
-		/* (every wait begins at a time: the schema's integer) */
+	if (!o.set && !w->start_unknown) {
+		/* (every other wait begins at a time: the schema's integer) */
 		ld_bad(ld, "a wait without its start_ns");
 		free(w->stack);
 		free(w);
 		return;
 	}
-	w->start_ns = o.v;
+	w->start_ns = w->start_unknown ? ld->l->report.start_ns : o.v;
 	o = ld_opt(ld, v, "end_ns");
 	w->has_end = o.set && o.v >= w->start_ns;
 	w->end_ns = w->has_end ? o.v : 0;
@@ -464,6 +467,14 @@ void ld_deadlock_of(struct ld *ld, json_object *v, uint32_t id)
 	ptw_locks_add_deadlock(ptw_spans_locks_mut(ld->l->report.spans), d);
 }
 
+/* Of v's completed waits, those with a duration (since spans/9, lines/7:
+ * before, every completed one). */
+static uint64_t ld_timed(struct ld *ld, json_object *v)
+{
+	struct ptw_opt o = ld_opt(ld, v, "timed");
+	return o.set ? o.v : ld_num(ld, v, "completed");
+}
+
 /* A stream's last line: the figures of every wait, of which it has lines
  * for the completed ones only. */
 void ld_stated_waits(struct ld *ld, json_object *m)
@@ -475,7 +486,9 @@ void ld_stated_waits(struct ld *ld, json_object *m)
 				      .completed = ld_num(ld, w, "completed"),
 				      .unmatched = ld_num(ld, w, "unmatched"),
 				      .total_ns = ld_num(ld, w, "total_ns"),
-				      .max_ns = ld_num(ld, w, "max_ns") };
+				      .max_ns = ld_num(ld, w, "max_ns"),
+				      .timed = ld_timed(ld, w),
+				      .before_attach = ld_opt(ld, w, "before_attach").v };
 	json_object *objs = ld_get(m, "contended_objects"), *thr = ld_get(m, "thread_waits");
 	size_t no = ld_arr_len(objs), nt = ld_arr_len(thr);
 	struct ptw_object_stats *os = xcalloc(no + 1, sizeof(*os));
@@ -485,6 +498,7 @@ void ld_stated_waits(struct ld *ld, json_object *m)
 		os[i].kind = object_kind_of(ld_str(ld, ob, "kind"));
 		os[i].waits = ld_num(ld, v, "waits");
 		os[i].completed = ld_num(ld, v, "completed");
+		os[i].timed = ld_timed(ld, v);
 		os[i].total_ns = ld_num(ld, v, "total_ns");
 		os[i].max_ns = ld_num(ld, v, "max_ns");
 		json_object *tids = ld_get(v, "tids"), *sites = ld_get(v, "sites");
@@ -508,6 +522,7 @@ void ld_stated_waits(struct ld *ld, json_object *m)
 		ts[i].thread_span = (uint32_t)ld_u64m(ld, v, "thread_span", UINT32_MAX);
 		ts[i].waits = ld_num(ld, v, "waits");
 		ts[i].completed = ld_num(ld, v, "completed");
+		ts[i].timed = ld_timed(ld, v);
 		ts[i].total_ns = ld_num(ld, v, "total_ns");
 		ts[i].max_ns = ld_num(ld, v, "max_ns");
 	}

@@ -223,6 +223,7 @@ static struct ptw_wait *on_begin(struct ptw_locks *l, const struct ptw_event *ev
 		w->nstack = ev->nstack;
 	}
 	w->start_ns = ev->ns;
+	w->start_unknown = ev->before_attach;
 	w->sp = ev->sp;
 	w->status = PTW_WAIT_OPEN;
 	if (wt->n == wt->cap) {
@@ -333,6 +334,12 @@ static int by_total(const void *x, const void *y)
 	return (a->object > b->object) - (a->object < b->object);
 }
 
+/* Its duration is known: it ended, and began after the attach. */
+static bool timed(const struct ptw_wait *w)
+{
+	return w->status == PTW_WAIT_COMPLETED && !w->start_unknown;
+}
+
 /* One wait into the per-object figures (index: object key -> position + 1). */
 static void object_add(struct ptw_object_stats **st, size_t *n, struct ptw_map *index,
 		       const struct ptw_wait *w)
@@ -353,9 +360,10 @@ static void object_add(struct ptw_object_stats **st, size_t *n, struct ptw_map *
 		o = &(*st)[k - 1];
 	}
 	o->waits++;
-	if (w->status == PTW_WAIT_COMPLETED) {
+	o->completed += w->status == PTW_WAIT_COMPLETED;
+	if (timed(w)) {
 		uint64_t d = w->end_ns - w->start_ns;
-		o->completed++;
+		o->timed++;
 		o->total_ns += d;
 		if (d > o->max_ns)
 			o->max_ns = d;
@@ -394,9 +402,10 @@ static void thread_add(struct ptw_thread_waits **st, size_t *n, struct ptw_map *
 		t = &(*st)[k - 1];
 	}
 	t->waits++;
-	if (w->status == PTW_WAIT_COMPLETED) {
+	t->completed += w->status == PTW_WAIT_COMPLETED;
+	if (timed(w)) {
 		uint64_t d = w->end_ns - w->start_ns;
-		t->completed++;
+		t->timed++;
 		t->total_ns += d;
 		if (d > t->max_ns)
 			t->max_ns = d;
@@ -408,8 +417,10 @@ static void totals_add(struct ptw_wait_totals *tt, const struct ptw_wait *w)
 	tt->count++;
 	tt->completed += w->status == PTW_WAIT_COMPLETED;
 	tt->unmatched += w->status == PTW_WAIT_UNMATCHED;
-	if (w->status == PTW_WAIT_COMPLETED) {
+	tt->before_attach += w->start_unknown;
+	if (timed(w)) {
 		uint64_t d = w->end_ns - w->start_ns;
+		tt->timed++;
 		tt->total_ns += d;
 		if (d > tt->max_ns)
 			tt->max_ns = d;

@@ -267,10 +267,18 @@ static const struct ptw_location *object_location(struct ptw_tracer *t, uint64_t
 
 /* ---- waits ---- */
 
-static void begin_wait(struct ptw_tracer *t, struct ptw_lwp *l,
-		       const struct user_regs_struct *regs, enum ptw_wait_kind kind,
-		       uint64_t object, pid_t owner, const uint64_t *pcs, int n, bool join,
-		       uint64_t ns);
+/* Where a wait began: the stack pointer at the slow path's entry (the
+ * slot of its return address; a join's, the join function's), and whether
+ * that was before the attach (found under way). */
+struct wait_entry {
+	uint64_t sp;
+	bool join; /* ends at the join function's rets, not a return breakpoint */
+	bool before_attach;
+};
+
+static void begin_wait(struct ptw_tracer *t, struct ptw_lwp *l, const struct user_regs_struct *regs,
+		       enum ptw_wait_kind kind, uint64_t object, pid_t owner, const uint64_t *pcs,
+		       int n, struct wait_entry entry, uint64_t ns);
 
 /* A deadlock through this thread's new wait? */
 static void check_deadlock(struct ptw_tracer *t, struct ptw_lwp *l,
@@ -312,21 +320,21 @@ static void wait_entry(struct ptw_tracer *t, struct ptw_lwp *l, const struct use
 			return;
 		}
 	}
-	begin_wait(t, l, regs, kind, object, owner_now(t, kind, object), pcs, n, false, ns);
+	begin_wait(t, l, regs, kind, object, owner_now(t, kind, object), pcs, n,
+		   (struct wait_entry){ .sp = regs->rsp }, ns);
 }
 
-static void begin_wait(struct ptw_tracer *t, struct ptw_lwp *l,
-		       const struct user_regs_struct *regs, enum ptw_wait_kind kind,
-		       uint64_t object, pid_t owner, const uint64_t *pcs, int n, bool join,
-		       uint64_t ns)
+static void begin_wait(struct ptw_tracer *t, struct ptw_lwp *l, const struct user_regs_struct *regs,
+		       enum ptw_wait_kind kind, uint64_t object, pid_t owner, const uint64_t *pcs,
+		       int n, struct wait_entry entry, uint64_t ns)
 {
 	struct locks_thread *th = locks_of(l);
-	uint64_t sp = regs->rsp, ret = 0;
+	uint64_t sp = entry.sp, ret = 0;
 	/* Waits entered at or below this stack pointer were left (a longjmp
 	 * out of a signal handler that waited): the span engine does the same. */
 	while (th->nlwaits && th->lwaits[th->nlwaits - 1].sp <= sp)
 		pop_wait(t, th);
-	if (!join) {
+	if (!entry.join) {
 		int r = tracer_read_u64(t, sp, &ret);
 		if (r == 0)
 			r = tracer_retbp_get(t, &locks_state(t)->retbps, l, ret, HOOK_WAIT_RETURN);
@@ -361,6 +369,7 @@ static void begin_wait(struct ptw_tracer *t, struct ptw_lwp *l,
 	ev.stack = stack;
 	ev.nstack = (size_t)n;
 	ev.sp = sp;
+	ev.before_attach = entry.before_attach;
 	tracer_emit(t, &ev);
 	if (owner)
 		check_deadlock(t, l, regs, ns);
@@ -437,7 +446,7 @@ void hook_wait_join(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 		n = 1;
 	}
 	begin_wait(t, l, regs, PTW_WAIT_JOIN, regs->rdi, live_target_tid(t, tid) ? tid : 0, pcs, n,
-		   true, ns);
+		   (struct wait_entry){ .sp = regs->rsp, .join = true }, ns);
 }
 
 void hook_wait_join_ret(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
@@ -451,6 +460,51 @@ void hook_wait_join_ret(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *
 	if (w->kind != PTW_WAIT_JOIN || w->ret || w->sp != regs->rsp)
 		return;
 	end_wait(t, l, regs, ns);
+}
+
+/* ---- waits under way at an attach ---- */
+
+/*
+ * Attach: thread l, stopped by the attach, may have been waiting already
+ * (a deadlock formed before ptwatch came is the one most worth finding).
+ * Asleep in futex, its stack shows which slow path it is in: the futex
+ * (the system call's first argument) is the object, as at the slow path's
+ * entry, and the frame's return slot is where its return breakpoint goes.
+ * The wait span begins now, its start before (unknown: it lasts at least
+ * from now, when the thread is seen in it); a cycle it closes is checked
+ * as any other, with its members stopped.
+ */
+static void locks_under_way(struct ptw_tracer *t, struct ptw_lwp *l)
+{
+	struct locks *lk = locks_state(t);
+	struct user_regs_struct *regs;
+	if (!lk || !lk->ready || !t->img.syms || l->state != PTW_LWP_STOPPED ||
+	    !tracer_is_target_lwp(t, l) || ptw_getregs(t->proc, l, &regs) < 0 ||
+	    (long)regs->orig_rax != SYS_futex)
+		return;
+	uint64_t pcs[PTW_WAIT_UNDER_WAY_FRAMES], sps[PTW_WAIT_UNDER_WAY_FRAMES], slot;
+	bool whole;
+	int n = ptw_symbols_unwind_sps(t->img.syms, l->tid, regs, pcs, sps,
+				       PTW_WAIT_UNDER_WAY_FRAMES, &whole);
+	struct ptw_join_at join = { t->img.join_lo, t->img.join_hi, lk->have_tid_off, lk->tid_off };
+	struct ptw_wait_under_way w;
+	/* futex (uaddr, op, val): the word, and the value the wait expects */
+	ptw_libc_waits_under_way(&lk->lw, t->img.syms, t->img.dynamic ? lk->libc_path : NULL, &join,
+				 regs->rdi, (uint32_t)regs->rdx, pcs, n, &w);
+	if (w.kind == PTW_WAIT_NONE)
+		return;
+	/* its return slot, believed only where it holds the return address */
+	int i = w.frame;
+	uint64_t sp = sps[i + 1] - 8;
+	if (!sps[i + 1] || tracer_read_u64(t, sp, &slot) < 0 || slot != pcs[i + 1]) {
+		ptw_dbg(PTW_DBG_TRACER, "--locks: %d: a wait under way is not reported (its slot)",
+			l->tid);
+		return;
+	}
+	begin_wait(t, l, regs, w.kind, w.object, owner_now(t, w.kind, w.object), pcs + i,
+		   n - i > SITE_FRAMES ? SITE_FRAMES : n - i,
+		   (struct wait_entry){ .sp = sp, .join = w.join, .before_attach = true },
+		   ptw_now_ns());
 }
 
 /* ---- deadlocks ---- */
@@ -541,6 +595,7 @@ const struct tracer_feature feature_locks = {
 	.wanted = locks_wanted,
 	.attached = locks_attached,
 	.libc_ready = locks_setup,
+	.under_way = locks_under_way,
 	.hooks_beside = locks_hooks_beside,
 	.image_reset = locks_image_reset,
 	.thread_gone = locks_thread_gone,

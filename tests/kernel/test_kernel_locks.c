@@ -18,9 +18,13 @@
  *              process never traced; then killed: the waits unmatched.
  *   formed     FIXTURE is tests/fixtures/deadlock.c: nine threads already
  *              blocked (a deadlock among them) when the backend attaches.
- *              Waits begun before the attach are not seen (as on the ptrace
- *              path): no wait and no deadlock invented, the process
- *              answers and its threads still sleep where they did.
+ *              Each wait under way is a wait span whose start was before
+ *              the attach (its kind, object, owner and call site those of
+ *              the fixture's "blocked" record; none for the thread in
+ *              read()), the AB/BA deadlock is found and confirmed without
+ *              a stop; once the fixture wakes its cond waiters ('w') their
+ *              waits are completed (no duration); the process answers
+ *              and its other threads still sleep where they did.
  * No BPF link or program of ours is left afterwards.
  *
  * Usage: test_kernel_locks [--per-probe | --no-debug-files | --launch | --late] FIXTURE
@@ -279,6 +283,57 @@ static void check_deadlock(const struct ptw_spans *s, pid_t pid, enum ptw_wait_s
 	(void)pid;
 }
 
+/* formed: the fixture's "blocked" records, each thread's one wait under way
+ * (cond_done: the cond waiters woke), and the deadlock among them. */
+static void check_formed(const struct ptw_spans *s, bool cond_done)
+{
+	const struct json_object *b;
+	uint64_t ma = kdrv_jhex(truth_of("deadlock", 0), "mutex_a");
+	pid_t ab = 0, ba = 0;
+	for (size_t i = 0; (b = truth_of("blocked", i)); i++) {
+		const char *role = kdrv_jstr(b, "role"), *waits = kdrv_jstr(b, "waits");
+		pid_t tid = (pid_t)kdrv_jint(b, "tid");
+		enum ptw_wait_kind kind = !strcmp(waits, "mutex")      ? PTW_WAIT_MUTEX
+					  : !strcmp(waits, "join")     ? PTW_WAIT_JOIN
+					  : !strcmp(waits, "cond")     ? PTW_WAIT_COND
+					  : !strcmp(role, "rd_waiter") ? PTW_WAIT_RWLOCK_READ
+					  : !strcmp(role, "wr_waiter") ? PTW_WAIT_RWLOCK_WRITE
+								       : PTW_WAIT_NONE;
+		if (!strcmp(role, "ab") || !strcmp(role, "ba"))
+			*(kdrv_jhex(b, "object") == ma ? &ba : &ab) = tid;
+		const struct ptw_wait *w[4];
+		size_t n = kind == PTW_WAIT_NONE ? 0 : waits_of(s, kind, 0, tid, w, 4);
+		if (kind == PTW_WAIT_NONE) { /* rw_holder, in read(): in no wait */
+			size_t any = 0;
+			for (size_t k = 0; k < ptw_locks_count(ptw_spans_locks(s)); k++)
+				any += ptw_locks_get(ptw_spans_locks(s), k)->tid == tid;
+			EXPECT(!any, "%s %d: %zu waits, in read()", role, tid, any);
+			continue;
+		}
+		EXPECT(n == 1, "%s %d: %zu %s waits", role, tid, n, ptw_wait_kind_name(kind));
+		if (n != 1)
+			continue;
+		bool done = cond_done && kind == PTW_WAIT_COND;
+		check_one(w[0], tid, (pid_t)kdrv_jint(b, "owner"), kdrv_jhex(b, "object"), NULL,
+			  kdrv_jstr(b, "routine"), done ? PTW_WAIT_COMPLETED : PTW_WAIT_OPEN);
+		EXPECT(w[0]->start_unknown, "wait %u (%s): its start is not before the attach",
+		       w[0]->id, role);
+	}
+	const struct ptw_locks *l = ptw_spans_locks(s);
+	EXPECT(ptw_locks_deadlock_count(l) == 1 && ndeadlock_events == 2,
+	       "%zu deadlocks, %zu DEADLOCK events", ptw_locks_deadlock_count(l), ndeadlock_events);
+	const struct ptw_live_deadlock *d = ptw_locks_deadlock(l, 0);
+	if (!d)
+		return;
+	EXPECT(d->n == 2 && d->proof == PTW_PROOF_REREAD, "%zu members, proof %s", d->n,
+	       ptw_deadlock_proof_name(d->proof));
+	EXPECT(d->n == 2 && ((d->tids[0] == ab && d->tids[1] == ba) ||
+			     (d->tids[0] == ba && d->tids[1] == ab)),
+	       "members %d %d, truth %d %d", d->tids[0], d->n > 1 ? d->tids[1] : 0, ab, ba);
+	for (size_t i = 0; i < d->n; i++)
+		EXPECT(d->waits[i] != 0, "member %d: no wait span", d->tids[i]);
+}
+
 /* BPF objects (programs, links, maps) this process holds descriptors of:
  * none once freed (the kernel then removes the probes). Other sessions may
  * have programs of theirs loaded. */
@@ -378,9 +433,13 @@ int main(int argc, char **argv)
 					  strcmp(kdrv_jstr(b, "waits"), "read") ? 202 : 0),
 			       "%s %d no longer sleeps where it did", kdrv_jstr(b, "role"),
 			       (int)kdrv_jint(b, "tid"));
-		EXPECT(ptw_locks_count(ptw_spans_locks(spans)) == 0 && ndeadlock_events == 0,
-		       "%zu waits, %zu deadlock events invented",
-		       ptw_locks_count(ptw_spans_locks(spans)), ndeadlock_events);
+		print_waits(spans);
+		check_formed(spans, false);
+		/* the cond waiters woken: their waits under way end */
+		bool woken = write(ctl, "w", 1) == 1 && read_line(rep, "woken", line, sizeof(line));
+		EXPECT(woken, "the cond waiters did not wake: %s", line);
+		ptw_kernel_run(k, 300);
+		check_formed(spans, true);
 		kill(pid, SIGKILL);
 	} else if (write(ctl, "g", 1) != 1) {
 		return 99;
@@ -430,14 +489,12 @@ launched:
 	print_waits(spans);
 	if (deadlock)
 		check_deadlock(spans, pid, PTW_WAIT_UNMATCHED);
-	else if (formed)
-		EXPECT(ptw_locks_count(ptw_spans_locks(spans)) == 0, "waits");
 	else if (!strcmp(mode, "contend"))
 		check_contend(spans, rounds);
 	else if (!strcmp(mode, "nocontend"))
 		EXPECT(ptw_locks_count(ptw_spans_locks(spans)) == 0, "%zu waits",
 		       ptw_locks_count(ptw_spans_locks(spans)));
-	else
+	else if (!formed)
 		check_kinds(spans, mode, pid);
 	int held = count_our_programs();
 	ptw_kernel_free(k);

@@ -369,9 +369,78 @@ static void test_deadlocks(void)
 	ptw_spans_free(s);
 }
 
+/* Waits under way at an attach (ptwk_lockconv_under_way): a span whose
+ * start is unknown, its owner read now, its return as any slow path's; a
+ * deadlock they form is checked as one that formed while watched; an entry
+ * record of the same wait (it began once the probes were in) is that wait. */
+static void test_under_way(void)
+{
+	struct ptw_spans *s = ptw_spans_new();
+	struct ptwk_lockconv *c = conv_new(s);
+	ndeadlock_events = 0;
+	memset(asleep, 0, sizeof(asleep));
+	memory[0] = 52; /* a held by 52 */
+	memory[1] = 51; /* b held by 51 */
+	memory[3] = 60; /* the joined thread */
+	struct ptwk_lock_under_way u = { .kind = PTW_WAIT_MUTEX,
+					 .object = MUTEX_A,
+					 .futex = MUTEX_A,
+					 .sp = STACK(1),
+					 .pcs = { 0x9000, 0x9100, 0x4010 },
+					 .npcs = 3 };
+	ptwk_lockconv_under_way(c, 51, &u, 500);
+	const struct ptw_wait *w = wait_n(s, 0);
+	CHECK(w && w->start_unknown && w->start_ns == 500 && w->tid == 51 && w->owner == 52 &&
+	      w->object == MUTEX_A && w->object_loc == &loc_obj && w->site == &loc_player &&
+	      w->status == PTW_WAIT_OPEN);
+	/* its entry record, the probes in before it was found: the same wait */
+	const uint32_t held_by_52[PTWK_LOCK_WORDS] = { 2, 0, 52 };
+	entry(c, PTWK_LOCK_WAIT, 51, MUTEX_A, STACK(1), held_by_52, MUTEX_A);
+	CHECK_EQ(ptw_locks_count(ptw_spans_locks(s)), 1);
+	CHECK_EQ(wait_n(s, 0)->status, PTW_WAIT_OPEN);
+	/* 52 waits for b, held by 51: a candidate, confirmed as any */
+	u.object = u.futex = MUTEX_B;
+	u.sp = STACK(2);
+	ptwk_lockconv_under_way(c, 52, &u, 500);
+	CHECK_EQ(ptwk_lockconv_pending(c), 1);
+	asleep[51] = asleep[52] = true;
+	ptwk_lockconv_check(c);
+	ptwk_lockconv_confirm(c, clock_ns);
+	CHECK_EQ(ndeadlock_events, 2);
+	CHECK_EQ(wait_n(s, 0)->deadlock, 1);
+	CHECK_EQ(wait_n(s, 1)->deadlock, 1);
+	/* a join under way ends at the join function's return */
+	struct ptwk_lock_under_way j = { .kind = PTW_WAIT_JOIN,
+					 .object = PTHREAD1,
+					 .futex = PTHREAD1 + TID_OFF,
+					 .sp = STACK(3),
+					 .join = true,
+					 .pcs = { 0x9000, 0x4010 },
+					 .npcs = 2 };
+	ptwk_lockconv_under_way(c, 53, &j, 500);
+	w = wait_n(s, 2);
+	CHECK(w && w->kind == PTW_WAIT_JOIN && w->owner == 60 && w->start_unknown);
+	ret(c, PTWK_LOCK_RET, 53, STACK(3) + 8, 0); /* not a slow path's: not it */
+	CHECK_EQ(wait_n(s, 2)->status, PTW_WAIT_OPEN);
+	ret(c, PTWK_JOIN_RET, 53, STACK(3) + 8, 0);
+	w = wait_n(s, 2);
+	CHECK(w->status == PTW_WAIT_COMPLETED && w->has_end && w->end_ns == clock_ns);
+	/* its figures: completed, no duration */
+	struct ptw_wait_totals tt;
+	ptw_locks_totals(ptw_spans_locks(s), &tt);
+	CHECK(tt.count == 3 && tt.completed == 1 && tt.timed == 0 && tt.before_attach == 3 &&
+	      tt.total_ns == 0);
+	/* the mutex wait returns */
+	ret(c, PTWK_LOCK_RET, 51, STACK(1) + 8, 0);
+	CHECK_EQ(wait_n(s, 0)->status, PTW_WAIT_COMPLETED);
+	ptwk_lockconv_free(c);
+	ptw_spans_free(s);
+}
+
 int main(void)
 {
 	test_waits();
 	test_deadlocks();
+	test_under_way();
 	CHECK_DONE();
 }

@@ -276,7 +276,7 @@ static void test_document(int nthreads)
 
 	/* another version: one line naming it */
 	char *old = strdup(doc.p);
-	memcpy(strstr(old, "ptwatch.spans/8"), "ptwatch.spans/2", 15);
+	memcpy(strstr(old, "ptwatch.spans/9"), "ptwatch.spans/2", 15);
 	CHECK_EQ(ptw_load(old, strlen(old), true, NULL, &l, err, sizeof(err)), -EINVAL);
 	CHECK(strstr(err, "schema ptwatch.spans/2 is not supported") != NULL);
 	free(old);
@@ -407,7 +407,7 @@ static void accepted(const char *text)
 /* A document around one span (its members after "id"). */
 static char *doc_with(const char *span_members, const char *extra)
 {
-	return xasprintf("{\"schema\": \"ptwatch.spans/8\", \"target\": {\"pid\": 100, \"exe\": "
+	return xasprintf("{\"schema\": \"ptwatch.spans/9\", \"target\": {\"pid\": 100, \"exe\": "
 			 "\"/bin/app\", \"argv\": [], \"mode\": \"launch\"}, \"session\": {\"start_ns\": 1,"
 			 " \"strategy\": \"debuginfo\"}, \"spans\": [{\"id\": 1, \"kind\": \"thread\", "
 			 "\"tid\": 100, \"origin\": \"main\", \"status\": \"completed\"%s%s}%s], "
@@ -513,14 +513,14 @@ static void test_bounds(void)
 	refused(d = doc_with(b.p, ""), "a stack of 1025 frames (report reads at most 1024)");
 	free(d);
 	ptw_buf_reset(&b);
-	ptw_buf_puts(&b, "{\"schema\": \"ptwatch.spans/8\", \"spans\": [], \"metrics\": {\"waits\": {}}, "
+	ptw_buf_puts(&b, "{\"schema\": \"ptwatch.spans/9\", \"spans\": [], \"metrics\": {\"waits\": {}}, "
 			 "\"deadlocks\": [{\"tids\": [");
 	for (int i = 0; i <= PTW_LOAD_MAX_DEADLOCK; i++)
 		ptw_buf_printf(&b, "%s%d", i ? "," : "", i + 1);
 	ptw_buf_puts(&b, "]}]}");
 	refused(b.p, "a deadlock of 4097 threads (report reads at most 4096)");
 	ptw_buf_reset(&b);
-	ptw_buf_puts(&b, "{\"schema\": \"ptwatch.spans/8\", \"spans\": [], \"metrics\": {}, "
+	ptw_buf_puts(&b, "{\"schema\": \"ptwatch.spans/9\", \"spans\": [], \"metrics\": {}, "
 			 "\"session\": {\"stops\": {\"total\": 1");
 	for (int i = 0; i <= PTW_LOAD_MAX_STOP_KINDS; i++)
 		ptw_buf_printf(&b, ", \"k%d\": 1", i);
@@ -621,8 +621,8 @@ static void test_error_lines(void)
 		CHECK(strstr(err + 1, "line") == NULL);
 	}
 	/* a document's too: where, in the whole file */
-	refused("{\"schema\": \"ptwatch.spans/8\",\n \"spans\": [1,]}", "line 2, column 14: ");
-	refused("{\"schema\": \"ptwatch.spans/8\", \"spans\": [], \"metrics\": {}} {}",
+	refused("{\"schema\": \"ptwatch.spans/9\",\n \"spans\": [1,]}", "line 2, column 14: ");
+	refused("{\"schema\": \"ptwatch.spans/9\", \"spans\": [], \"metrics\": {}} {}",
 		"line 1, column 59: more after the document");
 	free(text);
 	ptw_buf_free(&live);
@@ -677,7 +677,7 @@ static void test_sort_once(void)
 	double took[2];
 	for (int desc = 0; desc < 2; desc++) {
 		struct ptw_buf b = { 0 };
-		ptw_buf_puts(&b, "{\"schema\": \"ptwatch.spans/8\", \"spans\": [");
+		ptw_buf_puts(&b, "{\"schema\": \"ptwatch.spans/9\", \"spans\": [");
 		for (int i = 0; i < N; i++)
 			ptw_buf_printf(&b, "%s{\"id\": %d, \"kind\": \"thread\", \"tid\": %d, \"status\": \"completed\"}",
 				       i ? "," : "", desc ? N - i : i + 1, 1000 + i);

@@ -1,5 +1,6 @@
 """--locks: wait spans and live deadlocks (fixture 'locks')."""
 
+import json
 import os
 import signal
 import subprocess
@@ -11,7 +12,7 @@ from ptw_test import (
 )
 from helpers import (
     end_with,     check_same_as_untraced, kill_tracer, ptwatch_processes, start_attached, check_text_restored,
-    wait_untraced
+    settled_states, wait_untraced
 )
 
 
@@ -45,7 +46,16 @@ def check_waits_sane(chk, doc):
             os_ = threads.get(w['owner_span'])
             chk.true('%s: its owner span has the owner tid' % what,
                      os_ is not None and os_['tid'] == w['owner_tid'], w)
-        if w['status'] == 'completed':
+        if w['start'] == 'before_attach':
+            # (under way at the attach: its start unknown, no duration)
+            chk.true('%s: begun before the attach: no start, no duration' % what,
+                     w['start_ns'] is None and w['duration_ns'] is None, w)
+            if w['status'] == 'completed':
+                chk.true('%s: an end' % what, w['end_ns'] is not None, w)
+            else:
+                chk.true('%s: no end; a reason unless open' % what,
+                         w['end_ns'] is None and (w['status'] == 'open' or w['reason']), w)
+        elif w['status'] == 'completed':
             chk.true('%s: end at or after start' % what,
                      w['end_ns'] >= w['start_ns'] and w['duration_ns'] == w['end_ns'] - w['start_ns'],
                      w)
@@ -420,6 +430,109 @@ def case_locks_deadlock_join(session, chk):
     lines = [x for x in run.stderr_text().splitlines() if 'DEADLOCK #' in x and 'threads wait' in x]
     chk.eq('said once in the event log (%r)' % lines, len(lines), 1)
     check_waits_sane(chk, run.doc)
+
+
+@test('locks-under-way', kernel=True)
+@case('locks-under-way')
+def case_locks_under_way(session, chk):
+    """-p --locks on a process whose threads already wait (the 'deadlock'
+    fixture: an AB/BA deadlock, a join of one of them, rwlock readers and
+    writers behind a holder, three cond waiters): each wait under way is a
+    wait span whose start was before the attach (its kind, object, owner and
+    call site those of the fixture's own record; none for the thread in
+    read()), the deadlock is said at once in the event log and confirmed;
+    the cond waiters woken, their waits are completed (an end, no duration)
+    before the fixture's own "woke" record; Ctrl-C detaches and the others
+    still sleep where they did, no byte left changed."""
+    target = session.target('deadlock')
+    pid = target.ready()[0]
+    blocked = [r for r in target.truth() if r.get('kind') == 'blocked']
+    settled_states(pid, {t: 'S' for t in [pid] + [r['tid'] for r in blocked]})
+    run, proc = start_attached(session, target, opts=['--locks'])
+    try:
+        chk.true('DEADLOCK said in the event log', wait_for_text(run, proc, 'DEADLOCK #1', 20),
+                 run.stderr_text()[-2000:])
+        target.send('w')
+        chk.eq('the cond waiters woke', target.line(20, 'woken'), 'woken')
+        chk.true('their waits\' ends said in the event log',
+                 wait_for(lambda: (read_outputs(run), run.stderr_text().count(
+                     '(begun before the attach)'))[1] >= 3, 20), run.stderr_text()[-2000:])
+        os.kill(proc.pid, signal.SIGINT)
+        session.wait(run, proc, 20, 'ptwatch did not let go after SIGINT')
+    finally:
+        end_group(proc)
+    load_doc(run)
+    doc = run.doc
+    chk.eq('fate', doc['target']['fate'], 'lives_on')
+    woke = {r['tid']: r['ns'] for r in target.truth() if r.get('kind') == 'woke'}
+    kinds = {'mutex': 'mutex', 'join': 'join', 'cond': 'cond'}
+    waits = wait_spans(doc)
+    for r in blocked:
+        mine = [w for w in waits if w['tid'] == r['tid']]
+        what = '%s %d' % (r['role'], r['tid'])
+        if r['waits'] == 'read':
+            chk.eq('%s (in read): no wait' % what, mine, [])
+            continue
+        kind = kinds.get(r['waits']) or ('rwlock_read' if r['role'] == 'rd_waiter'
+                                         else 'rwlock_write')
+        under = [w for w in mine if w['wait'] == kind]
+        if not chk.eq('%s: one %s wait' % (what, kind), len(under), 1, mine):
+            continue
+        w = under[0]
+        chk.eq('%s: begun before the attach' % what, w['start'], 'before_attach', w)
+        chk.eq('%s: object' % what, w['object']['addr'], r['object'], w)
+        chk.eq('%s: owner' % what, w['owner_tid'], r['owner'] or None, w)
+        chk.eq('%s: call site' % what, site_symbol(w), r['routine'], w)
+        if r['waits'] == 'cond':
+            chk.eq('%s: completed once woken' % what, w['status'], 'completed', w)
+            chk.true('%s: it ended before the thread said it woke' % what,
+                     w['end_ns'] is not None and r['tid'] in woke and
+                     doc['session']['start_ns'] < w['end_ns'] <= woke[r['tid']], (w, woke))
+        else:
+            chk.eq('%s: still waiting at the detach' % what, w['status'], 'open', w)
+    # the deadlock: its members' waits, those under way
+    by_role = {r['role']: r for r in blocked}
+    dls = doc.get('deadlocks') or []
+    chk.eq('one deadlock (%r)' % dls, len(dls), 1)
+    if dls:
+        d = dls[0]
+        chk.eq('deadlock tids', sorted(d['tids']), sorted([by_role['ab']['tid'],
+                                                             by_role['ba']['tid']]))
+        chk.eq('confirmed by', d['confirmed_by'],
+               'owners_reread' if doc['session']['backend'] == 'kernel' else 'threads_stopped')
+        ids = {w['id']: w for w in waits}
+        for wid in d['waits']:
+            chk.true('deadlock wait %s: under way at the attach, part of it' % wid,
+                     wid in ids and ids[wid]['start'] == 'before_attach' and
+                     ids[wid]['deadlock'] == 1, ids.get(wid))
+    m = doc['metrics']['waits']
+    chk.eq('metrics: 8 waits under way at the attach', m['before_attach'], 8, m)
+    chk.true('metrics: the timed ones are the completed whose start was seen',
+             m['timed'] == len([w for w in waits if w['status'] == 'completed' and
+                                w['start'] == 'seen']), m)
+    check_waits_sane(chk, doc)
+    lines = [x for x in run.stderr_text().splitlines() if '(under way at the attach)' in x]
+    chk.eq('event log: 8 waits under way (%r)' % lines, len(lines), 8)
+    # read back by report: the same waits, the same figures
+    p = subprocess.run([ptwatch_path(), 'report', '--format=json', run.doc_path],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    again = json.loads(p.stdout) if p.returncode == 0 else {}
+    chk.eq('report: the waits read back (start, start_ns, end_ns, duration_ns)',
+           [(w['id'], w['start'], w['start_ns'], w['end_ns'], w['duration_ns'])
+            for w in wait_spans(again)] if again else p.stderr,
+           [(w['id'], w['start'], w['start_ns'], w['end_ns'], w['duration_ns']) for w in waits])
+    chk.eq('report: the figures read back', (again.get('metrics') or {}).get('waits'), m)
+    p = subprocess.run([ptwatch_path(), 'report', run.doc_path], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=60)
+    chk.true('report: the summary counts them',
+             '(8 under way at the attach)' in p.stdout.decode(errors='replace'),
+             p.stdout.decode(errors='replace')[-1500:])
+    check_untouched(chk, pid, 'after the detach', allowed='S')
+    chk.true('ab and ba still sleep on their mutexes after the detach',
+             wait_for(lambda: blocked_on(pid, by_role['ab']['tid'], by_role['ab']['object']) and
+                      blocked_on(pid, by_role['ba']['tid'], by_role['ba']['object']), 5))
+    check_text_restored(chk, pid, 'after the detach')
+    target.kill()
 
 
 @test('locks-usage', kernel=True)
