@@ -145,6 +145,7 @@ static void follow_release(struct ptw_kernel *c)
 	ptwk_tally_locks(c->locks, &c->root->released);
 	ptwk_locks_free(c->locks);
 	c->locks = NULL;
+	ptwk_underway_close(c->underway); /* (its return sites' probes) */
 	ptw_tdb_free(c->tdb);
 	c->tdb = NULL;
 	if (c->proc)
@@ -226,6 +227,7 @@ static void follow_attached(struct ptw_kernel *k, struct ptw_kernel *parent, pid
 								  (void *)(intptr_t)pid,
 								  ptw_proc_auxv(pid, AT_ENTRY));
 	c->conv.main_addr = c->probes.main_addr;
+	ptwk_calls_under_way(c); /* (--locks: its waits under way) */
 	uint32_t key = (uint32_t)pid;
 	struct ptwk_watch w = { .follow_forks = 1, .root = 0 };
 	if (bpf_map__update_elem(k->skel->maps.watched, &key, sizeof(key), &w, sizeof(w), BPF_ANY) <
@@ -235,7 +237,9 @@ static void follow_attached(struct ptw_kernel *k, struct ptw_kernel *parent, pid
 			     strerror(errno));
 	else if (k->book)
 		c->conv.probes_in_ns = ptwk_own_links(k, pid, c->start_ns);
+	k->stats.probes += ptwk_underway_take(c->underway);
 	ptwk_list_threads(c);
+	ptwk_underway_emit(c->underway, &c->conv, c->start_ns);
 	c->libc_checks = 1; /* the probes are on the target's libc: does it map that one */
 }
 

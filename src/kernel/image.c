@@ -93,14 +93,19 @@ const struct ptw_location *ptwk_locate(void *ctx, uint64_t addr)
 /* What --locks reads of process k, and where its waits go. */
 struct ptwk_locks_env ptwk_locks_env_of(struct ptw_kernel *k)
 {
-	return (struct ptwk_locks_env){ .pid = k->pid,
-					.live_pid = ptwk_live_pid(k),
-					.proc = k->proc,
-					.syms = &k->syms,
-					.conv = &k->conv,
-					.sink = ptwk_sink,
-					.call_site = ptwk_call_site,
-					.ctx = k };
+	return (struct ptwk_locks_env){
+		.pid = k->pid,
+		.live_pid = ptwk_live_pid(k),
+		.proc = k->proc,
+		.syms = &k->syms,
+		.conv = &k->conv,
+		.sink = ptwk_sink,
+		.call_site = ptwk_call_site,
+		.ctx = k,
+		/* (struct pthread's tid: the root's probes found it) */
+		.have_tid = (k->root ? k->root : k)->locks_config.have_tid,
+		.tid_off = (uint32_t)(k->root ? k->root : k)->locks_config.off_tid
+	};
 }
 
 /* --trace's, one for the session: -f's processes share the root's (their

@@ -116,7 +116,8 @@ struct ptw_kernel {
 	struct ptwk_conv conv;
 	struct ptwk_frames *frames;	/* --trace (kframes.c), NULL without */
 	bool frames_noted;		/* its notes are in (end_notes) */
-	struct ptwk_underway *underway; /* --trace -p: calls under way at the attach (underway.c) */
+	struct ptwk_underway *underway; /* -p: calls (--trace) and waits (--locks) under way at the
+					   attach; -p -f, a descendant's waits (underway.c) */
 	bool debuginfod_noted;		/* its failure said */
 	bool frames_gone_noted;		/* --trace: gone before its image's scan, said */
 	bool images_noted;

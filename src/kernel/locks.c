@@ -19,6 +19,7 @@
 #include "lockconv.h"
 #include "underway.h"
 #include "ptw_attach.h"
+#include "ptw_breakpoints.h"
 #include "ptw_libc_waits.h"
 #include "ptw_symbols.h"
 #include "ptw_thread_db.h"
@@ -51,6 +52,27 @@ static int read_code(void *ctx, uint64_t addr, void *buf, size_t len)
 	return ptw_mem_read(l->env.proc, addr, buf, len);
 }
 
+/* The join function's extent, for the joins under way at an attach (the
+ * lifecycle's probe names it: __pthread_clockjoin_ex, else pthread_join,
+ * whose tail jump goes to it). */
+static void find_join(struct ptwk_locks *l, const char *module)
+{
+	static const char *const names[] = { "__pthread_clockjoin_ex", "pthread_join" };
+	uint64_t addr = 0, size, target, lo, hi;
+	uint8_t code[16];
+	memset(&l->join, 0, sizeof(l->join));
+	for (size_t i = 0; i < PTW_ARRAY_SIZE(names) && !addr; i++)
+		if (ptw_symbols_lookup(syms_of(l), module, names[i], &addr, &size) < 0)
+			addr = 0;
+	if (!addr || !l->env.have_tid)
+		return;
+	if (read_code(l, addr, code, sizeof(code)) == 0 &&
+	    ptw_insn_tail_jump(code, sizeof(code), addr, &target) == 0)
+		addr = target;
+	if (ptw_symbols_function_range(syms_of(l), addr, &lo, &hi) == 0 && lo == addr)
+		l->join = (struct ptw_join_at){ lo, hi, true, l->env.tid_off };
+}
+
 /* The slow paths of the current image's libc (after an exec, again). */
 static void find(struct ptwk_locks *l)
 {
@@ -60,6 +82,7 @@ static void find(struct ptwk_locks *l)
 	l->libc_path = ptw_symbols_module_path(s, "libc.so");
 	ptw_mem_invalidate(l->env.proc);
 	ptw_libc_waits_find(s, l->libc_path ? "libc.so" : PTW_MOD_EXE, read_code, l, &l->lw);
+	find_join(l, l->libc_path ? "libc.so" : PTW_MOD_EXE);
 	/* Right after an exec the new libc may not be mapped yet (a lock
 	 * taken by a constructor): look again at the next wait. */
 	l->found = l->lw.lll_lock_wait || l->lw.futex_wait || l->lw.nranges;
@@ -213,7 +236,6 @@ struct ptwk_locks *ptwk_locks_new(const struct ptwk_locks_env *env, struct ptw_t
 				  struct ptwk_probes *p, struct ptwk_locks_config *ret_config)
 {
 	struct ptwk_locks *l = ptwk_locks_follow(env);
-	find(l);
 	memset(ret_config, 0, sizeof(*ret_config));
 	ret_config->on = true;
 	uint32_t off;
@@ -233,13 +255,9 @@ struct ptwk_locks *ptwk_locks_new(const struct ptwk_locks_env *env, struct ptw_t
 	if (!join || !ret_config->have_tid)
 		missing(p, "--locks: the join function or struct pthread's tid is unknown: join "
 			   "waits are not seen");
-	for (size_t i = 0; i < p->n && ret_config->have_tid && syms_of(l); i++)
-		if (p->p[i].kind == PTWK_JOIN && !p->p[i].ret &&
-		    ptw_symbols_function_range(syms_of(l), p->p[i].addr, &l->join.lo,
-					       &l->join.hi) == 0) {
-			l->join.has_tid = true;
-			l->join.tid_off = (uint32_t)ret_config->off_tid;
-		}
+	l->env.have_tid = ret_config->have_tid;
+	l->env.tid_off = (uint32_t)ret_config->off_tid;
+	find(l);
 	struct ptw_mapping *maps = NULL;
 	int nmaps = ptw_maps_read(env->live_pid, &maps);
 	if (l->lw.lll_lock_wait)

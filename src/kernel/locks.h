@@ -35,6 +35,9 @@ struct ptwk_locks_env {
 	/* The call instruction before a return address (kernel.c's). */
 	const struct ptw_location *(*call_site)(void *ctx, uint64_t ret);
 	void *ctx; /* of sink and call_site */
+	/* -f: struct pthread's tid (ptwk_locks_new finds it for the root) */
+	bool have_tid;
+	uint32_t tid_off;
 };
 
 /* What the BPF programs need to know before they are loaded. */

@@ -396,6 +396,8 @@ void ptwk_close_links_start(struct ptw_kernel *k)
 {
 	/* (calls under way: their return sites' links, closed first) */
 	ptwk_underway_close(k->underway);
+	for (size_t i = 0; i < k->nfollowed; i++)
+		ptwk_underway_close(k->followed[i]->underway);
 	/* --trace's links with the others, all at once */
 	int *fds = NULL;
 	struct bpf_link **links = NULL;

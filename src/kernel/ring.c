@@ -428,6 +428,8 @@ int ptw_kernel_consume(struct ptw_kernel *k)
 		convert_queue(k);
 	}
 	ptwk_underway_poll(k->underway);
+	for (size_t i = 0; i < k->nfollowed; i++)
+		ptwk_underway_poll(k->followed[i]->underway);
 	if (r < 0)
 		return r;
 	if (k->locks)

@@ -154,20 +154,23 @@ static void wait_emit(void *ctx, pid_t tid, const struct ptwk_lock_under_way *w,
 }
 
 /* -p with --trace or --locks: the calls and waits under way at the attach
- * (underway.c): the threads read before the entry probes go in. */
+ * (underway.c): the threads read before the entry probes go in. -p -f, a
+ * process forked before the attach: its waits. */
 void ptwk_calls_under_way(struct ptw_kernel *k)
 {
-	if ((!k->o.ntrace && !k->locks) || !k->skel)
+	struct ptw_kernel *root = k->root ? k->root : k;
+	bool calls = k->o.ntrace && !k->root;
+	if ((!calls && !k->locks) || !root->skel)
 		return;
 	struct ptwk_underway_env env = { .pid = k->pid,
 					 .live_pid = ptwk_live_pid(k),
 					 .proc = k->proc,
 					 .syms = k->syms,
-					 .frames = k->o.ntrace ? k->frames : NULL,
-					 .iter = k->skel->progs.ptw_underway_regs,
-					 .ret = k->skel->progs.ptw_underway_return,
-					 .sites = k->skel->maps.underway_sites,
-					 .multi = k->multi,
+					 .frames = calls ? k->frames : NULL,
+					 .iter = root->skel->progs.ptw_underway_regs,
+					 .ret = root->skel->progs.ptw_underway_return,
+					 .sites = root->skel->maps.underway_sites,
+					 .multi = root->multi,
 					 .note = ptwk_note_line,
 					 .ctx = k,
 					 .wait_of = k->locks ? wait_of : NULL,

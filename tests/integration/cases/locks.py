@@ -433,8 +433,10 @@ def case_locks_deadlock_join(session, chk):
 
 
 @test('locks-under-way', kernel=True)
+@test('locks-under-way-follow', 'follow', kernel=True)
+@test('locks-under-way-no-debug-files', 'no-debug-files', kernel=True)
 @case('locks-under-way')
-def case_locks_under_way(session, chk):
+def case_locks_under_way(session, chk, mode='attach'):
     """-p --locks on a process whose threads already wait (the 'deadlock'
     fixture: an AB/BA deadlock, a join of one of them, rwlock readers and
     writers behind a holder, three cond waiters): each wait under way is a
@@ -443,12 +445,26 @@ def case_locks_under_way(session, chk):
     read()), the deadlock is said at once in the event log and confirmed;
     the cond waiters woken, their waits are completed (an end, no duration)
     before the fixture's own "woke" record; Ctrl-C detaches and the others
-    still sleep where they did, no byte left changed."""
-    target = session.target('deadlock')
-    pid = target.ready()[0]
+    still sleep where they did, no byte left changed. follow: the fixture
+    is the child of a shell, attached with -p -f: a process forked before
+    the attach, its waits under way found as the shell's would be.
+    no-debug-files: without libc's debug file (the slow paths and the join
+    function found from the exported functions' code)."""
+    if mode == 'follow':
+        target = session.target('deadlock', ['-c', '"$0"; :', fixture('deadlock')],
+                                exe='/bin/sh')
+    else:
+        target = session.target('deadlock')
+    # (the fixture's own pid: the shell's child with follow)
+    words = target.line(30, 'ready').split()
+    if words[:1] != ['ready']:
+        raise FrameworkError('%s: expected "ready PID", got %r' % (target, words))
+    pid = int(words[1])
     blocked = [r for r in target.truth() if r.get('kind') == 'blocked']
     settled_states(pid, {t: 'S' for t in [pid] + [r['tid'] for r in blocked]})
-    run, proc = start_attached(session, target, opts=['--locks'])
+    run, proc = start_attached(session, target,
+                               opts=['--locks'] + {'follow': ['-f'],
+                                                   'no-debug-files': ['--no-debug-files']}.get(mode, []))
     try:
         chk.true('DEADLOCK said in the event log', wait_for_text(run, proc, 'DEADLOCK #1', 20),
                  run.stderr_text()[-2000:])
