@@ -185,31 +185,43 @@ static int load_and_attach(struct ptw_kernel *k, char *why, size_t why_size)
  * They are tied to the oldest live thread; when it ends they stop firing,
  * and the process is seen by the scheduler's tracepoints alone (the BPF
  * exit program makes it blind; said then). -f needs uprobe_multi for its
- * links per child: then the probes go on libc's file, as said.
+ * links per child (the probes would go on libc's file, in every process),
+ * and a process with no live thread left has nothing to tie them to: the
+ * kernel path refuses both (why), the ptrace path serves them.
  */
-static void zombie_anchor(struct ptw_kernel *k)
+static int zombie_anchor(struct ptw_kernel *k, char *why, size_t why_size)
 {
+	if (k->o.follow_forks) {
+		ptwk_why_set(
+			why, why_size,
+			"the main thread of %d has exited (pthread_exit): -f on the kernel path "
+			"would put its probes in every process (a process's own probes need its "
+			"main thread's memory); --backend=ptrace follows it",
+			k->pid);
+		return -ENOTSUP;
+	}
 	pid_t *tids = NULL;
-	int n = k->o.follow_forks ? 0 : ptw_proc_tids(k->pid, &tids);
+	int n = ptw_proc_tids(k->pid, &tids);
 	for (int i = 0; i < n; i++)
 		if (tids[i] != k->pid && !ptw_proc_exited(k->pid, tids[i]) &&
 		    (!k->anchor || tids[i] < k->anchor))
 			k->anchor = tids[i];
 	free(tids);
-	if (k->anchor)
-		ptwk_note_as(k, PTW_W_ZOMBIE_LEADER,
-			     "the main thread of %d has exited (pthread_exit) and is a zombie: the "
-			     "probes are tied to its thread %d instead (ordinary uprobes, one per "
-			     "probe: a uprobe_multi link for the process would need its main "
-			     "thread's memory); if that thread ends first, the others are seen by "
-			     "the scheduler's tracepoints alone from then on",
-			     k->pid, k->anchor);
-	else
-		ptwk_note_as(k, PTW_W_ZOMBIE_LEADER,
-			     "the main thread of %d has exited (pthread_exit) and is a zombie; its "
-			     "other threads are traced, with probes on libc's file for every "
-			     "process (-f: a process's own links need its main thread's memory)",
+	if (!k->anchor) {
+		ptwk_why_set(why, why_size,
+			     "the main thread of %d has exited (pthread_exit) and no other thread "
+			     "is left to tie the probes to",
 			     k->pid);
+		return -ENOTSUP;
+	}
+	ptwk_note_as(k, PTW_W_ZOMBIE_LEADER,
+		     "the main thread of %d has exited (pthread_exit) and is a zombie: the "
+		     "probes are tied to its thread %d instead (ordinary uprobes, one per "
+		     "probe: a uprobe_multi link for the process would need its main "
+		     "thread's memory); if that thread ends first, the others are seen by "
+		     "the scheduler's tracepoints alone from then on",
+		     k->pid, k->anchor);
+	return 0;
 }
 
 /* ---- the public entry points ---- */
@@ -310,7 +322,8 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, cons
 	}
 	if (!launched && ptw_proc_state(pid, pid) == 'Z') {
 		k->zombie_leader = true;
-		zombie_anchor(k);
+		if ((r = zombie_anchor(k, why, why_size)) < 0)
+			goto fail;
 	}
 	ptwk_join_where(k);
 	if (o->locks) {

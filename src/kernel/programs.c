@@ -184,8 +184,9 @@ static void keep_link(struct ptw_kernel *k, struct bpf_link *l)
  * probed as it is mapped. The probes are on a file for every process that
  * maps it (pid 0 / -1, the BPF programs keeping the watched tgids) only
  * where a link for one process cannot work: -f on a kernel without
- * uprobe_multi, or with follow_file_wide (measuring: bench/kfollow.py),
- * and a zombie leader (below).
+ * uprobe_multi, or with follow_file_wide (measuring: bench/kfollow.py); a
+ * zombie leader's are tied to a live thread instead (below; -f on it is
+ * refused, kernel.c: zombie_anchor).
  */
 bool ptw_kernel_probes_everywhere(const struct ptw_kernel *k)
 {
@@ -253,8 +254,8 @@ pid_t ptwk_probe_pid(const struct ptw_kernel *k)
 	/* A uprobe_multi link for a pid filters by its leader's memory: once
 	 * the leader has exited (pthread_exit from main, a zombie now) it
 	 * has none, and nothing would fire: a live thread's perf events then
-	 * (kernel.c: zombie_anchor), or with -f the file's. */
-	if ((k->o.follow_forks && !ptwk_links_per_child(k)) || (k->zombie_leader && !k->anchor))
+	 * (kernel.c: zombie_anchor). */
+	if (k->o.follow_forks && !ptwk_links_per_child(k))
 		return -1;
 	return ptwk_live_pid(k);
 }

@@ -498,9 +498,10 @@ def load_doc(run, data=None):
     validate(doc, run)
     ran = (doc.get('session') or {}).get('backend')
     if (backend() == 'kernel' and ran and ran != 'kernel' and '--snapshot' not in run.cmdline()
-            and '--backend=ptrace' not in run.argv[2:]):
+            and '--backend=ptrace' not in run.argv[2:] and '--backend=auto' not in run.argv[2:]):
         # a NAME@kernel twin that ran ptrace would prove nothing (unless
-        # the case asked for it: a concurrent session of the other kind)
+        # the case asked for it: a concurrent session of the other kind,
+        # or auto, whose choice the case checks)
         raise Failed('$PTW_BACKEND=kernel, yet the session ran the %s backend\n%s'
                      % (ran, run.describe()))
     run.doc = doc

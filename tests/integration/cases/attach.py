@@ -494,6 +494,20 @@ def case_attach_zombie_leader(session, chk):
         served += 1
         chk.eq('after %s: the workers go on' % mode, target.ask('p'), ['pong', str(served)])
     if backend() == 'kernel':
+        # -f: its links per child would need the leader's memory, and the
+        # files' probes would be in every process: the kernel path by
+        # name refuses, in one line; auto takes the ptrace path.
+        chk.prefix = '[follow] '
+        run = session.attach(pid, opts=('-q', '-f', '--duration=0.3', '--backend=kernel'),
+                             load=False)
+        check_refusal(chk, run, '-f --backend=kernel', pid, r'--backend=ptrace follows it')
+        run = session.attach(pid, opts=('-q', '-f', '--duration=0.3', '--backend=auto'))
+        chk.eq('-f, auto: the ptrace path', run.doc['session']['backend'], 'ptrace')
+        chk.true('-f, auto: why (%r)' % run.doc['session']['backend_why'],
+                 'the kernel path failed' in run.doc['session']['backend_why'] and
+                 'every process' in run.doc['session']['backend_why'])
+        served += 1
+        chk.eq('after -f: the workers go on', target.ask('p'), ['pong', str(served)])
         # Nothing to restore: ptwatch killed while attached (its probes
         # tied to a worker, since the leader has no memory), the workers
         # go on and no probe of its stays behind.
