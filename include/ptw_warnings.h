@@ -14,26 +14,28 @@
 #define PTW_WARNINGS(X)                                                                            \
 	X(DEBUGINFOD_FAILED, debuginfod_failed,                                                    \
 	  "a debuginfod server failed (not \"not found\"); no server is asked again and code "     \
-	  "without local debug information is shown as module+offset")                              \
+	  "without local debug information is shown as module+offset")                             \
 	X(FOREIGN_BREAKPOINT, foreign_breakpoint,                                                  \
 	  "another tool's breakpoint (a kernel uprobe: bpftrace, perf, a profiler; or a "          \
 	  "debugger's int3) is where ptwatch hooks: its hook moved to the next instruction, or "   \
-	  "(the message says) is not in")                                                         \
+	  "(the message says) is not in")                                                          \
 	X(FORK_CHILD_UNCLEAN, fork_child_unclean,                                                  \
-	  "a fork child's copies of ptwatch's breakpoints could not all be removed")              \
-	X(HOOK_FAILED, hook_failed, "a libc function could not get its breakpoint: what it "      \
-				    "tells (exit, cancel, detach, creation) is not seen")            \
+	  "a fork child's copies of ptwatch's breakpoints could not all be removed")               \
+	X(HOOK_FAILED, hook_failed,                                                                \
+	  "a libc function could not get its breakpoint: what it "                                 \
+	  "tells (exit, cancel, detach, creation) is not seen")                                    \
 	X(KERNEL_EVENTS_LOST, kernel_events_lost,                                                  \
-	  "kernel path: the ring buffer was full and records were lost (the message says how "    \
+	  "kernel path: the ring buffer was full and records were lost (the message says how "     \
 	  "many): events are missing")                                                             \
 	X(KERNEL_LIMIT, kernel_limit,                                                              \
 	  "kernel path: something the ptrace path reports cannot be observed this way (the "       \
 	  "message says what)")                                                                    \
 	X(KERNEL_NOT_SEEN, kernel_not_seen,                                                        \
-	  "kernel path: an image its probes do not cover (a static program it cannot probe, "     \
-	  "another libc, an exec after the attach): its threads are not seen")                    \
+	  "kernel path: an image its probes do not cover (a static program it cannot probe, "      \
+	  "another libc, an exec after the attach): its threads are not seen")                     \
 	X(LOCKS_NO_RETURN, locks_no_return,                                                        \
-	  "--locks: waits returning to an address no call precedes are not reported")              \
+	  "--locks: waits returning to an address no call precedes are not reported, nor a wait "  \
+	  "under way at the attach whose return slot could not be trusted")                        \
 	X(LOCKS_PARTIAL, locks_partial,                                                            \
 	  "--locks: a slow path of glibc was not found or not hooked; those waits are not seen")   \
 	X(NO_DEATH_EVENTS, no_death_events,                                                        \
@@ -41,39 +43,40 @@
 	  "when its LWP exits")                                                                    \
 	X(NO_DL_DEBUG_STATE, no_dl_debug_state,                                                    \
 	  "library loading cannot be followed: threads are traced once main() runs")               \
-	X(NO_JOIN_HOOKS, no_join_hooks, "the join function could not be hooked: joins are not "  \
-					"reported")                                                \
+	X(NO_JOIN_HOOKS, no_join_hooks,                                                            \
+	  "the join function could not be hooked: joins are not "                                  \
+	  "reported")                                                                              \
 	X(NO_LIBC_DEBUGINFO, no_libc_debuginfo,                                                    \
 	  "libc's debug file is missing (libc6-dbg): start routine returns and thread "            \
 	  "attributes cost extra stops")                                                           \
-	X(NO_SYMBOLS, no_symbols, "the modules of a process could not be read")                   \
+	X(NO_SYMBOLS, no_symbols, "the modules of a process could not be read")                    \
 	X(NO_THREAD_DB, no_thread_db,                                                              \
-	  "libthread_db cannot be used: thread spans come from clone events and exits only")      \
-	X(NO_THREAD_EVENTS, no_thread_events, "libthread_db's events could not be enabled")       \
+	  "libthread_db cannot be used: thread spans come from clone events and exits only")       \
+	X(NO_THREAD_EVENTS, no_thread_events, "libthread_db's events could not be enabled")        \
 	X(PROCESS_NOT_FOLLOWED, process_not_followed,                                              \
-	  "-f: a process could not be followed and was let go (the message says why)")            \
-	X(RESTORE_FAILED, restore_failed, "some patched bytes could not be restored")             \
+	  "-f: a process could not be followed and was let go (the message says why)")             \
+	X(RESTORE_FAILED, restore_failed, "some patched bytes could not be restored")              \
 	X(SIGTRAP_DEATH, sigtrap_death,                                                            \
-	  "a traced process died of SIGTRAP; the message says where and whether ptwatch had "     \
-	  "patched that address (then the trap was ptwatch's own: a bug to report)")                \
+	  "a traced process died of SIGTRAP; the message says where and whether ptwatch had "      \
+	  "patched that address (then the trap was ptwatch's own: a bug to report)")               \
 	X(START_ROUTINE_UNHOOKABLE, start_routine_unhookable,                                      \
 	  "a start routine could not get its breakpoint: that thread's start is not reported")     \
 	X(STEP_OVER_FAILED, step_over_failed,                                                      \
 	  "a thread could not be stepped over a breakpoint: the breakpoint was removed")           \
 	X(STREAM_CUT, stream_cut,                                                                  \
 	  "report: the stream ends before its metrics line; only what it recorded is shown")       \
-	X(THREAD_DB_ITERATION, thread_db_iteration, "libthread_db could not list the threads")    \
+	X(THREAD_DB_ITERATION, thread_db_iteration, "libthread_db could not list the threads")     \
 	X(THREADS_NOT_STOPPED, threads_not_stopped,                                                \
 	  "threads did not stop in time (uninterruptible sleep?); the message says what that "     \
 	  "costs")                                                                                 \
-	X(TRACE_NO_MATCH, trace_no_match, "--trace: a pattern matched no function or module")     \
+	X(TRACE_NO_MATCH, trace_no_match, "--trace: a pattern matched no function or module")      \
 	X(TRACE_NO_RETURN, trace_no_return,                                                        \
-	  "--trace: calls returning to an address no call precedes are not reported")             \
+	  "--trace: calls returning to an address no call precedes are not reported")              \
 	X(TRACE_PARTIAL_STACK, trace_partial_stack,                                                \
-	  "--trace: some calls under way at the attach are not reported (a stack not unwound to " \
-	  "its start, a return site that cannot hold a breakpoint)")                              \
+	  "--trace: some calls under way at the attach are not reported (a stack not unwound to "  \
+	  "its start, a return site that cannot hold a breakpoint)")                               \
 	X(TRACE_REFUSED, trace_refused,                                                            \
-	  "--trace: a function entered without a call (no return address) is not traced")         \
+	  "--trace: a function entered without a call (no return address) is not traced")          \
 	X(TRACE_UNHOOKABLE, trace_unhookable,                                                      \
 	  "--trace: some matched functions could not get a breakpoint")                            \
 	X(TRACER_DIED, tracer_died,                                                                \

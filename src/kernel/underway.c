@@ -558,7 +558,7 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 		     "begun before the attach that %s may be in is not reported",
 		     again, again == 1 ? "" : "s", first_again, again == 1 ? "it" : "they");
 	if (missed)
-		note(u, PTW_W_TRACE_PARTIAL_STACK,
+		note(u, u->env.frames ? PTW_W_TRACE_PARTIAL_STACK : PTW_W_LOCKS_NO_RETURN,
 		     "%s: a %s under way at the attach in thread %d (the first such) is not "
 		     "reported: its stack slot or its return site could not be trusted",
 		     opts_of(u),

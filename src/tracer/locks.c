@@ -74,6 +74,7 @@ struct locks {
 	struct retbps retbps; /* where waits under way return */
 	bool have_tid_off;
 	uint32_t tid_off;	/* struct pthread: tid */
+	bool under_way_said;	/* a wait under way not reported (said once) */
 	uint32_t ndeadlocks;
 	struct ptw_map reported; /* a deadlock's hash -> 1 */
 };
@@ -497,8 +498,13 @@ static void locks_under_way(struct ptw_tracer *t, struct ptw_lwp *l)
 	int i = w.frame;
 	uint64_t sp = sps[i + 1] - 8;
 	if (!sps[i + 1] || tracer_read_u64(t, sp, &slot) < 0 || slot != pcs[i + 1]) {
-		ptw_dbg(PTW_DBG_TRACER, "--locks: %d: a wait under way is not reported (its slot)",
-			l->tid);
+		if (!lk->under_way_said)
+			tracer_warn(
+				t, PTW_W_LOCKS_NO_RETURN,
+				"--locks: a wait under way at the attach in thread %d (the first "
+				"such) is not reported: its stack slot could not be trusted",
+				l->tid);
+		lk->under_way_said = true;
 		return;
 	}
 	begin_wait(t, l, regs, w.kind, w.object, owner_now(t, w.kind, w.object), pcs + i,
