@@ -182,9 +182,10 @@ static int load_and_attach(struct ptw_kernel *k, char *why, size_t why_size)
  * longer has: nothing would fire. Ordinary uprobes (a perf event per
  * probe) for one of its live threads filter by that thread's memory, the
  * process's: they fire in every thread of it, and in no other process.
- * They are tied to the oldest live thread; when it ends they stop firing,
- * and the process is seen by the scheduler's tracepoints alone (the BPF
- * exit program makes it blind; said then). -f needs uprobe_multi for its
+ * They are tied to the oldest live thread; when it ends they stop firing
+ * (the BPF exit program makes the process blind: the scheduler's
+ * tracepoints alone see it), and new ones are tied to the oldest thread
+ * left (programs.c: ptwk_reanchor; said, with the time in between). -f needs uprobe_multi for its
  * links per child (the probes would go on libc's file, in every process),
  * and a process with no live thread left has nothing to tie them to: the
  * kernel path refuses both (why), the ptrace path serves them.
@@ -218,8 +219,8 @@ static int zombie_anchor(struct ptw_kernel *k, char *why, size_t why_size)
 		     "the main thread of %d has exited (pthread_exit) and is a zombie: the "
 		     "probes are tied to its thread %d instead (ordinary uprobes, one per "
 		     "probe: a uprobe_multi link for the process would need its main "
-		     "thread's memory); if that thread ends first, the others are seen by "
-		     "the scheduler's tracepoints alone from then on",
+		     "thread's memory); if that thread ends first, they are tied to the oldest "
+		     "one left (in between, the scheduler's tracepoints alone see the others)",
 		     k->pid, k->anchor);
 	return 0;
 }

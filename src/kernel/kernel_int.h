@@ -279,6 +279,9 @@ pid_t ptwk_probe_pid(const struct ptw_kernel *k);
 /* A thread whose /proc files and perf events see the process's memory:
  * its pid, or a zombie leader's anchor (kernel.c: zombie_anchor). */
 pid_t ptwk_live_pid(const struct ptw_kernel *k);
+/* A zombie leader's anchor ended: probes tied to the oldest live thread
+ * left (programs.c). Returns it, 0 if none. */
+pid_t ptwk_reanchor(struct ptw_kernel *k);
 /* -f with a link per followed process (none on a file for every process) */
 bool ptwk_links_per_child(const struct ptw_kernel *k);
 /*

@@ -345,6 +345,52 @@ int ptwk_attach_each(struct ptw_kernel *k)
 	return 0;
 }
 
+/*
+ * A zombie leader's anchor has ended (its probes fire no more: their perf
+ * events filtered by its memory): the oldest live thread left becomes the
+ * anchor, with probes of its own (lifecycle and --locks', ld.so's), and the
+ * process is no longer blind. The old links are inert: they go at the
+ * detach with the others (a perf uprobe's close waits for a grace period,
+ * here, in the middle of the session, for each). --trace's links stay the
+ * old anchor's (said). Returns the new anchor, 0 if none (or its probes
+ * could not be made: the process stays blind).
+ */
+pid_t ptwk_reanchor(struct ptw_kernel *k)
+{
+	pid_t old = k->anchor, next = 0, *tids = NULL;
+	int n = ptw_proc_tids(k->pid, &tids);
+	for (int i = 0; i < n; i++)
+		if (tids[i] != k->pid && tids[i] != old && !ptw_proc_exited(k->pid, tids[i]) &&
+		    (!next || tids[i] < next))
+			next = tids[i];
+	free(tids);
+	if (!next || !k->skel || k->detached)
+		return 0;
+	k->anchor = next;
+	if (k->mods_link) { /* (ld.so's, tied to the old anchor) */
+		keep_link(k, k->mods_link);
+		k->mods_link = NULL;
+	}
+	int r = ptwk_attach_each(k);
+	if (r == 0 && k->mods_on)
+		r = ptwk_modules_attach(k);
+	uint32_t key = (uint32_t)k->pid;
+	struct ptwk_watch w;
+	if (r == 0 &&
+	    bpf_map__lookup_elem(k->skel->maps.watched, &key, sizeof(key), &w, sizeof(w), 0) == 0) {
+		w.anchor = (uint32_t)next;
+		w.blind = 0;
+		if (bpf_map__update_elem(k->skel->maps.watched, &key, sizeof(key), &w, sizeof(w),
+					 BPF_EXIST) < 0)
+			r = -errno;
+	} else if (r == 0) {
+		r = -ESRCH;
+	}
+	ptw_dbg(PTW_DBG_TRACER, "anchor %d ended: probes tied to %d: %s", (int)old, (int)next,
+		r < 0 ? strerror(-r) : "in");
+	return r < 0 ? 0 : next;
+}
+
 /* Thread starts at the clone's return (bpf/ptw_start.bpf.h: the raw
  * sys_exit tracepoint, no tracefs needed). Without it no start is seen:
  * said, not fatal. */

@@ -217,6 +217,15 @@ def start_attached(session, target, opts=()):
     return run, proc
 
 
+def wait_for_text(run, proc, needle, timeout=20):
+    """Whether needle shows on ptwatch's standard error within timeout
+    (False at once if ptwatch ended without it)."""
+    def seen():
+        read_outputs(run)
+        return needle in run.stderr_text() or proc.poll() is not None
+    return wait_for(seen, timeout) and needle in run.stderr_text()
+
+
 def settled_states(pid, expected, timeout=2):
     """The thread states of pid once they are `expected` ({tid: letter}), or
     as they are after timeout seconds: a thread let go of is running (R)

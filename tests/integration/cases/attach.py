@@ -24,8 +24,8 @@ from ptw_test import (
 from helpers import (
     bpf_prog_ids, check_bpf_freed, check_bystander, check_main_span, check_open,
     check_preexisting, check_stack, check_target_exit, check_text_patched, check_text_restored,
-    ptwatch_processes, settled_states, start_attached, text_diffs, wait_progress, wait_traced,
-    wait_untraced, wait_watched
+    ptwatch_processes, settled_states, start_attached, text_diffs, wait_for_text, wait_progress,
+    wait_traced, wait_untraced, wait_watched
 )
 
 
@@ -531,12 +531,21 @@ def case_attach_zombie_leader(session, chk):
         check_bpf_freed(chk, ids, 'after the kill')
         served += 1
         chk.eq('after the kill: the workers go on', target.ask('p'), ['pong', str(served)])
-        # The thread the probes are tied to ends while attached ('q':
+        # The thread the probes are tied to ends while attached ('r':
         # command_worker releases cond_worker, the older, and joins it):
-        # its own end is seen, then the tracepoints alone see the rest.
+        # its own end is seen, then the probes are tied to command_worker,
+        # and a thread made after ('n') is seen whole: its routine, value
+        # and join. Then 'q': command_worker, the last, returns.
         chk.prefix = '[anchor] '
-        run, proc = start_attached(session, target)
+        # (the debug log says when the probes are tied again: the thread
+        # made after must be made after)
+        run, proc = start_attached(session, target, opts=['--debug=tracer'])
         try:
+            chk.eq('cond_worker released', target.ask('r'), ['released', str(rec['cond_tid'])])
+            chk.true('the probes tied again',
+                     wait_for_text(run, proc, 'probes tied to %d: in' % rec['command_tid'], 20),
+                     run.stderr_text()[-2000:])
+            words = target.ask('n')
             target.send('q')
             session.wait(run, proc, 20, 'ptwatch did not end with the process')
         finally:
@@ -547,19 +556,24 @@ def case_attach_zombie_leader(session, chk):
         cond = index.get(rec['cond_tid'], [{}])[-1]
         chk.eq('cond_worker: returned 0xc0d, seen by its probes', (cond.get('status'),
                (cond.get('end') or {}).get('value')), ('completed', '0xc0d'), cond)
-        # (command_worker's join of it began before or after its end: seen
-        # or not, either way; it ends the process)
+        leaf_tid = int(words[1]) if len(words) == 2 and words[0] == 'leaf' else None
+        leaf = index.get(leaf_tid, [{}])[-1]
+        chk.eq('leaf_worker, made once the probes were tied again: its routine, value and '
+               'join, seen by the probes',
+               ((leaf.get('start_routine') or {}).get('symbol'), leaf.get('status'),
+                (leaf.get('end') or {}).get('value'), (leaf.get('join') or {}).get('joiner_tid')),
+               ('leaf_worker', 'completed', '0x1eaf', rec['command_tid']), leaf)
         cmd = index.get(rec['command_tid'], [{}])[-1]
-        chk.eq('command_worker: one span, ended with the process', cmd.get('status'),
-               'unmatched', cmd)
+        chk.eq('command_worker: returned 0xc3d, seen by its probes', (cmd.get('status'),
+               (cmd.get('end') or {}).get('value')), ('completed', '0xc3d'), cmd)
         msgs = [w['message'] for w in run.doc.get('warnings', [])]
         chk.true('the probes tied to cond_worker %d, the oldest live thread (%s)'
                  % (rec['cond_tid'], msgs),
                  any(('the probes are tied to its thread %d' % rec['cond_tid']) in m
                      for m in msgs))
-        chk.true('a note says that thread ended (%s)' % msgs,
-                 any(('thread %d, which the probes were tied to' % rec['cond_tid']) in m
-                     for m in msgs))
+        chk.true('a note says that thread ended, and which they are tied to now (%s)' % msgs,
+                 any(('thread %d, which the probes were tied to' % rec['cond_tid']) in m and
+                     ('they are tied to thread %d' % rec['command_tid']) in m for m in msgs))
         check_target_exit(chk, target, 'released')
         chk.prefix = ''
         return

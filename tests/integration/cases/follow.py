@@ -18,13 +18,13 @@ from ptw_test import (
 )
 from helpers import (
     check_bystander, end_with, check_text_patched, check_text_restored, read_line, start_attached,
-    wait_traced, wait_untraced
+    wait_for_text, wait_traced, wait_untraced
 )
 from cases.launch import check_lifecycle
 from cases.frames import check_frames_sane, check_recursion_frames, frame_spans
 from cases.locks import (
     check_contended_waits, check_deadlock_doc, check_waits_sane, contend_rounds, obj_symbol,
-    site_symbol, wait_for_text, wait_spans
+    site_symbol, wait_spans
 )
 
 

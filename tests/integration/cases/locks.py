@@ -12,7 +12,7 @@ from ptw_test import (
 )
 from helpers import (
     end_with,     check_same_as_untraced, kill_tracer, ptwatch_processes, start_attached, check_text_restored,
-    settled_states, wait_untraced
+    settled_states, wait_for_text, wait_untraced
 )
 
 
@@ -255,13 +255,6 @@ def case_locks_nocontend(session, chk):
            plain.doc['session']['stops']['total'])
     chk.eq('output with and without --locks', run.stdout_text(), plain.stdout_text())
     chk.eq('exit status with and without --locks', run.returncode, plain.returncode)
-
-
-def wait_for_text(run, proc, needle, timeout=20):
-    def seen():
-        read_outputs(run)
-        return needle in run.stderr_text() or proc.poll() is not None
-    return wait_for(seen, timeout) and needle in run.stderr_text()
 
 
 def blocked_on(pid, tid, addr):
