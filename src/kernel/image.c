@@ -37,40 +37,6 @@ static void trap_death(struct ptw_kernel *k)
 	free(text);
 }
 
-/* A zombie leader's anchor has ended (at ns; the BPF exit program made
- * the process blind then): its probes are tied to another thread, and what
- * came between is said. */
-static void anchor_ended(struct ptw_kernel *k, uint64_t ns)
-{
-	pid_t old = k->anchor, next = ptwk_reanchor(k);
-	uint64_t now = ptw_now_ns();
-	if (!next) {
-		k->anchor_ended = true;
-		k->conv.probes_blind = true;
-		ptwk_note_as(
-			k, PTW_W_KERNEL_NOT_SEEN,
-			"thread %d, which the probes were tied to (the main thread of %d is a "
-			"zombie), ended, and no other thread was left to tie them to: from then "
-			"on the process's threads are seen by the scheduler's tracepoints alone "
-			"(creations and ends with routines and values, ends unclassified; no "
-			"joins, waits or calls)",
-			old, k->pid);
-		return;
-	}
-	/* (threads made before now may have had calls unseen, as at a start) */
-	k->conv.probes_in_ns = now;
-	k->conv.probes_blind = false;
-	ptwk_note_as(k, PTW_W_KERNEL_NOT_SEEN,
-		     "thread %d, which the probes were tied to (the main thread of %d is a "
-		     "zombie), ended: they are tied to thread %d from %.1f ms later; in between, "
-		     "the process's threads were seen by the scheduler's tracepoints alone "
-		     "(creations and ends, no joins, waits or calls)%s",
-		     old, k->pid, next, now > ns ? (double)(now - ns) / 1e6 : 0.0,
-		     k->o.ntrace ? "; --trace's probes stay tied to the thread that ended: no "
-				   "call is seen since"
-				 : "");
-}
-
 void ptwk_sink(void *ctx, const struct ptw_event *ev)
 {
 	struct ptw_kernel *k = ctx;
@@ -90,8 +56,6 @@ void ptwk_sink(void *ctx, const struct ptw_event *ev)
 		if (ev->sig == SIGTRAP)
 			trap_death(k);
 	}
-	if (ev->kind == PTW_EV_LWP_EXIT && k->anchor && ev->tid == k->anchor)
-		anchor_ended(k, ev->ns);
 	(k->root ? k->root : k)->stats.events++;
 	if (!ev->pid) { /* (--locks': the converter's carry theirs) */
 		struct ptw_event e = *ev;

@@ -125,8 +125,8 @@ struct ptw_kernel {
 	bool gap_noted;	    /* conv.gap_created said */
 	unsigned links_failed; /* -f: processes whose own links could not all be made */
 	bool zombie_leader; /* attached with its main thread exited */
-	pid_t anchor;	    /* then: the live thread its uprobes are tied to (0: none) */
-	bool anchor_ended;  /* and that thread has ended since (said) */
+	pid_t anchor;	    /* then: the live thread its uprobes are tied to (0: none; another
+			     * once it ends, ring.c: anchor_ended) */
 	/* Threads start at their clone's return (bpf/ptw_start.bpf.h), not
 	 * at start_thread (no debug file, or opts.start_at_clone). */
 	bool start_at_clone;

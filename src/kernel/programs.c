@@ -348,8 +348,8 @@ int ptwk_attach_each(struct ptw_kernel *k)
 /*
  * A zombie leader's anchor has ended (its probes fire no more: their perf
  * events filtered by its memory): the oldest live thread left becomes the
- * anchor, with probes of its own (lifecycle and --locks', ld.so's), and the
- * process is no longer blind. The old links are inert: they go at the
+ * anchor, with probes of its own (lifecycle and --locks'; ld.so's are the
+ * caller's, ldlist.c), and the process is no longer blind. The old links are inert: they go at the
  * detach with the others (a perf uprobe's close waits for a grace period,
  * here, in the middle of the session, for each). --trace's links stay the
  * old anchor's (said). Returns the new anchor, 0 if none (or its probes
@@ -372,8 +372,6 @@ pid_t ptwk_reanchor(struct ptw_kernel *k)
 		k->mods_link = NULL;
 	}
 	int r = ptwk_attach_each(k);
-	if (r == 0 && k->mods_on)
-		r = ptwk_modules_attach(k);
 	uint32_t key = (uint32_t)k->pid;
 	struct ptwk_watch w;
 	if (r == 0 &&

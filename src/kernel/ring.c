@@ -365,6 +365,41 @@ void ptwk_drained_free(struct drained *d)
 	free(d->args);
 }
 
+/* A zombie leader's anchor has ended (at ns; the BPF exit program made
+ * the process blind then): its probes are tied to another thread, and what
+ * came between is said. */
+static void anchor_ended(struct ptw_kernel *k, uint64_t ns)
+{
+	pid_t old = k->anchor, next = ptwk_reanchor(k);
+	uint64_t now = ptw_now_ns();
+	if (next && k->mods_on && ptwk_modules_attach(k) < 0)
+		k->mods_on = false; /* (dlopens then from /proc, as without it) */
+	if (!next) {
+		k->conv.probes_blind = true;
+		ptwk_note_as(
+			k, PTW_W_KERNEL_NOT_SEEN,
+			"thread %d, which the probes were tied to (the main thread of %d is a "
+			"zombie), ended, and no other thread was left to tie them to: from then "
+			"on the process's threads are seen by the scheduler's tracepoints alone "
+			"(creations and ends with routines and values, ends unclassified; no "
+			"joins, waits or calls)",
+			old, k->pid);
+		return;
+	}
+	/* (threads made before now may have had calls unseen, as at a start) */
+	k->conv.probes_in_ns = now;
+	k->conv.probes_blind = false;
+	ptwk_note_as(k, PTW_W_KERNEL_NOT_SEEN,
+		     "thread %d, which the probes were tied to (the main thread of %d is a "
+		     "zombie), ended: they are tied to thread %d from %.1f ms later; in between, "
+		     "the process's threads were seen by the scheduler's tracepoints alone "
+		     "(creations and ends, no joins, waits or calls)%s",
+		     old, k->pid, next, now > ns ? (double)(now - ns) / 1e6 : 0.0,
+		     k->o.ntrace ? "; --trace's probes stay tied to the thread that ended: no "
+				   "call is seen since"
+				 : "");
+}
+
 /* Converts what drain() took. */
 static void convert_queue(struct ptw_kernel *k)
 {
@@ -389,6 +424,8 @@ static void convert_queue(struct ptw_kernel *k)
 				ptwk_exec_args_record(p, d);
 			else if (d->r.kind < PTWK_LOCK_FIRST)
 				ptwk_conv_record(&p->conv, &d->r);
+			if (d->r.kind == PTWK_EXIT && p->anchor && (pid_t)d->r.tid == p->anchor)
+				anchor_ended(p, d->r.ns);
 		}
 		/* (each process's waits its own: locks.c reads its memory) */
 		if (p && p->locks) /* (a join's return too) */

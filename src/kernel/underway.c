@@ -230,7 +230,7 @@ struct found {
 	/* --locks: the wait it sleeps in (NULL none), its return site */
 	struct ptwk_lock_under_way *wait;
 	uint64_t wait_off;
-	char wait_path[4096];
+	char *wait_path;
 };
 
 void ptwk_regs_from_dwarf(const __u64 g[17], struct user_regs_struct *r)
@@ -267,8 +267,9 @@ static void wait_of_thread(struct ptwk_underway *u, const struct user_regs_struc
 		return;
 	int i = w.frame;
 	uint64_t sp = sps[i + 1] - 8;
-	if (!sps[i + 1] || !slot_holds(u, sp, pcs[i + 1], maps, nmaps, f->wait_path,
-				       sizeof(f->wait_path), &f->wait_off)) {
+	char path[4096];
+	if (!sps[i + 1] ||
+	    !slot_holds(u, sp, pcs[i + 1], maps, nmaps, path, sizeof(path), &f->wait_off)) {
 		ptw_dbg(PTW_DBG_TRACER, "--locks: %d: a wait under way is not reported (its slot)",
 			f->tid);
 		f->missed = true;
@@ -283,6 +284,7 @@ static void wait_of_thread(struct ptwk_underway *u, const struct user_regs_struc
 	for (int k = i; k < n && lw->npcs < PTWK_DEADLOCK_FRAMES; k++)
 		lw->pcs[lw->npcs++] = pcs[k];
 	f->wait = lw;
+	f->wait_path = xstrdup(path);
 }
 
 /* The calls of traced functions on thread t's stack (t did not run since
@@ -340,6 +342,7 @@ static void found_free(struct found *f)
 	free(f->site_off);
 	free(f->site_path);
 	free(f->wait);
+	free(f->wait_path);
 	memset(f, 0, sizeof(*f));
 }
 
@@ -480,7 +483,9 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 			first_unkept = unkept ? first_unkept : fs[k].tid;
 			unkept++;
 			free(fs[k].wait);
+			free(fs[k].wait_path);
 			fs[k].wait = NULL;
+			fs[k].wait_path = NULL;
 		}
 	if (unkept)
 		note(u, PTW_W_TRACE_PARTIAL_STACK,
@@ -505,9 +510,12 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 			found_free(&fs[k]);
 			continue;
 		}
-		bool still = false;
+		bool still = false, again_now = false;
 		for (int i = 0; i < nafter && !still; i++)
-			still = (pid_t)after[i].tid == fs[k].tid && stayed(u, &after[i]);
+			if ((pid_t)after[i].tid == fs[k].tid) {
+				still = stayed(u, &after[i]);
+				again_now = slept_again(u, &after[i]);
+			}
 		if (!still) {
 			for (size_t i = 0; i < fs[k].n; i++) {
 				struct ptwk_uw_key key = { .tid = (uint32_t)fs[k].tid,
@@ -518,7 +526,9 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 				struct ptwk_uw_key key = { .tid = (uint32_t)fs[k].tid,
 							   .sp = fs[k].wait->sp + 8 };
 				bpf_map__delete_elem(u->env.sites, &key, sizeof(key), 0);
-				first_again = again++ ? first_again : fs[k].tid;
+				/* (one that ended meanwhile ended as the attach began) */
+				if (again_now)
+					first_again = again++ ? first_again : fs[k].tid;
 			}
 			first_ran = ran++ ? first_ran : fs[k].tid;
 			found_free(&fs[k]);
