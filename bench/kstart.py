@@ -3,8 +3,8 @@
 for one or more builds side by side (an A/B of a change), interleaved.
 
   start-up  wall time of `ptwatch --backend=kernel -q -o /dev/null --
-            /bin/true` (and of --backend=ptrace, of `strace -f -o /dev/null
-            /bin/true` and of /bin/true alone)
+            /bin/true` (and with --locks, of --backend=ptrace, of `strace -f
+            -o /dev/null /bin/true` and of /bin/true alone)
   attach    ptwatch's own figures (--debug=tracer) attaching to bench/idle
   detach    with -p and --duration: "attach A ms (programs loaded and
             attached P ms), probes removed in D ms"; and the same with
@@ -89,6 +89,10 @@ def main():
                     starts.setdefault("%s --backend=%s" % (b, backend), []).append(
                         timed([pt, "--backend=" + backend, "-q", "-o", os.devnull, "--",
                                "/bin/true"]))
+                # (--locks: its 64 MiB ring and its slow paths found)
+                starts.setdefault("%s --backend=kernel --locks" % b, []).append(
+                    timed([pt, "--backend=kernel", "--locks", "-q", "-o", os.devnull, "--",
+                           "/bin/true"]))
                 att[b].append(attach_detach(pt, idle.pid))
                 if TRACE:
                     att_trace[b].append(attach_detach(pt, idle.pid, ["--trace", TRACE]))

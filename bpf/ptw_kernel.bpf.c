@@ -637,21 +637,22 @@ int ptw_exit(struct bpf_raw_tracepoint_args *ctx)
 	 * its own exit, its own exit_group, or neither (a signal, another
 	 * thread's exit_group or exec took it down). */
 	long regs = bpf_task_pt_regs(bpf_get_current_task_btf());
-	__u64 nr;
+	__u64 nr = 0;
+	bool exit_call = false;
 	if (regs &&
 	    bpf_probe_read_kernel(
 		    &nr, sizeof(nr),
 		    (const void *)(regs + __builtin_offsetof(struct pt_regs, orig_ax))) == 0) {
-		r.f |= PTWK_F_HOW_KNOWN;
-		if (nr == 60) /* __NR_exit */
-			r.f |= PTWK_F_EXIT_CALL;
-		else if (nr == 231) /* __NR_exit_group */
-			r.f |= PTWK_F_EXIT_GROUP_CALL;
+		exit_call = nr == 60; /* __NR_exit */
+		/* (the flags computed, not branched on: the verifier has fewer
+		 * states to tell apart) */
+		r.f |= PTWK_F_HOW_KNOWN | (exit_call ? PTWK_F_EXIT_CALL : 0) |
+		       (nr == 231 ? PTWK_F_EXIT_GROUP_CALL : 0); /* __NR_exit_group */
 	}
 	if (w && w->anchor && tid == w->anchor)
 		w->blind = 1; /* (its probes' task: they stop firing for the others) */
 	bool gap_made = bpf_map_delete_elem(&gap_tids, &tid) == 0;
-	if (w && (w->unlinked || w->blind || gap_made) && tid != tgid && (r.f & PTWK_F_EXIT_CALL))
+	if (w && (w->unlinked || w->blind || gap_made) && tid != tgid && exit_call)
 		gap_death(tgid, tid);
 	/* What it cost in CPU so far (as accounted at the scheduler's last
 	 * look at it: its final figure comes with PTWK_CPU) */

@@ -273,6 +273,7 @@ static int start(const struct ptw_kernel_opts *o, pid_t pid, bool launched, cons
 		k->o.ring_bytes = o->locks ? DEFAULT_RING_LOCKS : DEFAULT_RING;
 	if (!k->o.wake_bytes)
 		k->o.wake_bytes = k->o.ring_bytes / 4;
+	k->ring_maker = ptwk_ring_start((uint32_t)k->o.ring_bytes);
 	k->pid = pid;
 	k->launched = launched;
 	k->multi_fds[0] = k->multi_fds[1] = k->mods_fd = -1;
@@ -557,6 +558,8 @@ void ptw_kernel_free(struct ptw_kernel *k)
 		return;
 	ptwk_primer_join(k->primer, k->primer_fds); /* (a start that failed before) */
 	k->primer = NULL;
+	ptwk_ring_drop(k->ring_maker);
+	k->ring_maker = NULL;
 	ptwk_warmer_stop(k->warmer);
 	k->warmer = NULL;
 	if (k->skel && !k->detached) {

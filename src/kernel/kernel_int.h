@@ -107,6 +107,7 @@ struct ptw_kernel {
 	struct ptwk_warmer *warmer;   /* links.h: -f, a link per child (the root's) */
 	struct ptwk_book *book;	      /* links.h: -f, a link per child: every set linked */
 	struct ptwk_primer *primer;   /* links.h: under way until the programs are in */
+	struct ptwk_ring_maker *ring_maker; /* programs.c: the ring, made beside the start */
 	int primer_fds[2];	      /* (then its link and program: closed with the others) */
 	struct ptwk_closing *closing; /* the links closing in the background */
 	struct bpf_link **links;      /* tracepoints, and per-probe uprobes */
@@ -275,6 +276,12 @@ const struct ptw_location *ptwk_call_site(void *ctx, uint64_t ret);
  * which BTF. NULL, errno set, on failure. */
 struct ptw_kernel_bpf *ptwk_skeleton_open(bool no_min_btf, int *btf_fd, const char **btf);
 int ptwk_open_skeleton(struct ptw_kernel *k, bool multi);
+/* The ring buffer (bytes) made by a thread of its own while the start
+ * goes on: its pages are zeroed as it is made (some 1.3 ms for 8 MiB, 10
+ * ms for --locks' 64 MiB here). ptwk_open_skeleton takes it; a maker not
+ * taken is freed by ptwk_ring_drop. NULL: none (the skeleton makes it). */
+struct ptwk_ring_maker *ptwk_ring_start(uint32_t bytes);
+void ptwk_ring_drop(struct ptwk_ring_maker *m);
 pid_t ptwk_probe_pid(const struct ptw_kernel *k);
 /* A thread whose /proc files and perf events see the process's memory:
  * its pid, or a zombie leader's anchor (kernel.c: zombie_anchor). */

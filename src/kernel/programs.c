@@ -62,6 +62,50 @@ struct ptw_kernel_bpf *ptwk_skeleton_open(bool no_min_btf, int *btf_fd, const ch
 	return s;
 }
 
+struct ptwk_ring_maker {
+	pthread_t th;
+	uint32_t bytes;
+	int fd; /* or -errno */
+};
+
+static void *make_ring(void *arg)
+{
+	struct ptwk_ring_maker *m = arg;
+	m->fd = bpf_map_create(BPF_MAP_TYPE_RINGBUF, "rb", 0, 0, m->bytes, NULL);
+	if (m->fd < 0)
+		m->fd = -errno;
+	return NULL;
+}
+
+struct ptwk_ring_maker *ptwk_ring_start(uint32_t bytes)
+{
+	struct ptwk_ring_maker *m = xcalloc(1, sizeof(*m));
+	m->bytes = bytes;
+	if (ptw_thread_start(&m->th, 64 * 1024, make_ring, m) != 0) {
+		free(m);
+		return NULL;
+	}
+	return m;
+}
+
+/* The ring made (its descriptor, the caller's), or -errno; m freed. */
+static int ring_take(struct ptwk_ring_maker *m)
+{
+	if (!m)
+		return -ENOENT;
+	pthread_join(m->th, NULL);
+	int fd = m->fd;
+	free(m);
+	return fd;
+}
+
+void ptwk_ring_drop(struct ptwk_ring_maker *m)
+{
+	int fd = ring_take(m);
+	if (fd >= 0)
+		close(fd);
+}
+
 int ptwk_open_skeleton(struct ptw_kernel *k, bool multi)
 {
 	int btf_fd;
@@ -94,6 +138,14 @@ int ptwk_open_skeleton(struct ptw_kernel *k, bool multi)
 	s->rodata->have_tid = k->locks_config.have_tid;
 	s->rodata->off_tid = k->locks_config.off_tid;
 	int r = bpf_map__set_max_entries(s->maps.rb, (uint32_t)k->o.ring_bytes);
+	/* the ring made meanwhile, fresh (the first skeleton's only: a second,
+	 * loaded after the first failed, gets one of its own) */
+	int ring = ring_take(k->ring_maker);
+	k->ring_maker = NULL;
+	if (r == 0 && ring >= 0)
+		r = bpf_map__reuse_fd(s->maps.rb, ring);
+	if (ring >= 0)
+		close(ring); /* (the skeleton holds its own descriptor of it) */
 	/* -f: as many processes as the machine can have at once; in a PID
 	 * namespace, a tid for every thread of theirs (no_prealloc maps:
 	 * their buckets, 16 bytes each, are what is paid up front) */
