@@ -279,7 +279,10 @@ int ptwk_open_skeleton(struct ptw_kernel *k, bool multi);
 /* The ring buffer (bytes) made by a thread of its own while the start
  * goes on: its pages are zeroed as it is made (some 1.3 ms for 8 MiB, 10
  * ms for --locks' 64 MiB here). ptwk_open_skeleton takes it; a maker not
- * taken is freed by ptwk_ring_drop. NULL: none (the skeleton makes it). */
+ * taken is freed by ptwk_ring_drop. NULL: none (the skeleton makes it).
+ * Not its reader: mapping the ring (8 ms for 64 MiB) holds ptwatch's own
+ * mmap lock, and the loading thread's page faults waited for it (start-up
+ * with --locks 41 -> 51 ms, tried). */
 struct ptwk_ring_maker *ptwk_ring_start(uint32_t bytes);
 void ptwk_ring_drop(struct ptwk_ring_maker *m);
 pid_t ptwk_probe_pid(const struct ptw_kernel *k);
