@@ -71,6 +71,9 @@ struct ptw_kernel_opts {
 	/* -p: /proc's threads are listed this much after libthread_db's walk
 	 * (testing: threads made between the two) */
 	unsigned list_delay_ms;
+	/* An image's modules are read from /proc this much after its main()
+	 * record is drained (testing: a process that exec'd again meanwhile) */
+	unsigned main_read_delay_ms;
 	/* --locks: wait spans (PTW_EV_WAIT_BEGIN, PTW_EV_WAIT_END) at glibc's
 	 * slow paths and live deadlocks (PTW_EV_DEADLOCK, proof
 	 * PTW_PROOF_REREAD: confirmed without stopping anyone). */

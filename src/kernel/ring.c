@@ -55,8 +55,26 @@ static void drain_capture(struct ptw_kernel *k, struct drained *d)
 	}
 	if (!listed && !(d->r.kind == PTWK_EXEC && k->mods_on)) {
 		char *cache_dir = k->o.use_cache ? ptw_cache_default_dir() : NULL;
+		if (d->r.kind == PTWK_MAIN && k->o.main_read_delay_ms)
+			ptw_sleep_ms(k->o.main_read_delay_ms);
 		d->syms = image_now(k, pid, cache_dir); /* (NULL: gone already) */
 		free(cache_dir);
+		/* The image read is the record's: at an exec its entry point (b,
+		 * from its auxv), at main() main (a) and where libc calls it (c)
+		 * are in it. Else the process has exec'd again since (a fast
+		 * exec chain, a drain behind) and /proc showed a later image,
+		 * its files elsewhere: as one gone (the image keeps ld.so's
+		 * list, or is named later; said when nothing named it). */
+		if (d->syms &&
+		    ((d->r.kind == PTWK_MAIN && (!ptw_symbols_module_of(d->syms, d->r.a) ||
+						 !ptw_symbols_module_of(d->syms, d->r.c))) ||
+		     (d->r.kind == PTWK_EXEC && d->r.b &&
+		      !ptw_symbols_module_of(d->syms, d->r.b)))) {
+			ptw_dbg(PTW_DBG_SYM, "process %d: the modules read are a later image's",
+				pid);
+			ptw_symbols_free(d->syms);
+			d->syms = NULL;
+		}
 	}
 	if (d->r.kind != PTWK_EXEC)
 		return;

@@ -7,7 +7,7 @@
  *
  *   ptw-kernel-demo [-q] [-f [--file-wide]] [-t SECONDS] [--per-probe] [--flush-ms MS]
  *                   [--ring BYTES] [--wake BYTES] [--trace PATTERN]... [--locks] [--debug]
- *                   [--modules-from-proc] [--list-delay-ms MS]
+ *                   [--modules-from-proc] [--list-delay-ms MS] [--main-read-delay-ms MS]
  *                   PID | -- COMMAND [ARGS...]
  *
  * With -- COMMAND: launched held (ptw_kernel_launch), reaped at the end.
@@ -170,6 +170,8 @@ int main(int argc, char **argv)
 			o.modules_from_proc = true;
 		else if (!strcmp(argv[i], "--list-delay-ms") && i + 1 < argc)
 			o.list_delay_ms = (unsigned)atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--main-read-delay-ms") && i + 1 < argc)
+			o.main_read_delay_ms = (unsigned)atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--flush-ms") && i + 1 < argc)
 			o.flush_ms = (unsigned)atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--ring") && i + 1 < argc)
