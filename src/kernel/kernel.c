@@ -185,8 +185,9 @@ static int load_and_attach(struct ptw_kernel *k, char *why, size_t why_size)
  * They are tied to the oldest live thread; when it ends they stop firing
  * (the BPF exit program makes the process blind: the scheduler's
  * tracepoints alone see it), and new ones are tied to the oldest thread
- * left (programs.c: ptwk_reanchor; said, with the time in between). -f needs uprobe_multi for its
- * links per child (the probes would go on libc's file, in every process),
+ * left (ring.c: anchor_ended; said, with the time in between). -f needs
+ * uprobe_multi for its links per child (the probes would go on libc's
+ * file, in every process),
  * and a process with no live thread left has nothing to tie them to: the
  * kernel path refuses both (why), the ptrace path serves them.
  */
@@ -201,13 +202,7 @@ static int zombie_anchor(struct ptw_kernel *k, char *why, size_t why_size)
 			k->pid);
 		return -ENOTSUP;
 	}
-	pid_t *tids = NULL;
-	int n = ptw_proc_tids(k->pid, &tids);
-	for (int i = 0; i < n; i++)
-		if (tids[i] != k->pid && !ptw_proc_exited(k->pid, tids[i]) &&
-		    (!k->anchor || tids[i] < k->anchor))
-			k->anchor = tids[i];
-	free(tids);
+	k->anchor = ptwk_oldest_thread(k->pid, 0);
 	if (!k->anchor) {
 		ptwk_why_set(why, why_size,
 			     "the main thread of %d has exited (pthread_exit) and no other thread "

@@ -289,6 +289,9 @@ pid_t ptwk_probe_pid(const struct ptw_kernel *k);
 /* A thread whose /proc files and perf events see the process's memory:
  * its pid, or a zombie leader's anchor (kernel.c: zombie_anchor). */
 pid_t ptwk_live_pid(const struct ptw_kernel *k);
+/* The oldest live thread of process pid but its leader and except, 0 none
+ * (a zombie leader's anchor). */
+pid_t ptwk_oldest_thread(pid_t pid, pid_t except);
 /* A zombie leader's anchor ended: probes tied to the oldest live thread
  * left (programs.c). Returns it, 0 if none. */
 pid_t ptwk_reanchor(struct ptw_kernel *k);

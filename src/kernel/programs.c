@@ -296,6 +296,18 @@ void ptwk_watch_probed(struct ptw_kernel *k, pid_t pid, bool probed)
 				   BPF_EXIST);
 }
 
+pid_t ptwk_oldest_thread(pid_t pid, pid_t except)
+{
+	pid_t *tids = NULL, oldest = 0;
+	int n = ptw_proc_tids(pid, &tids);
+	for (int i = 0; i < n; i++)
+		if (tids[i] != pid && tids[i] != except && !ptw_proc_exited(pid, tids[i]) &&
+		    (!oldest || tids[i] < oldest))
+			oldest = tids[i];
+	free(tids);
+	return oldest;
+}
+
 pid_t ptwk_live_pid(const struct ptw_kernel *k)
 {
 	return k->anchor ? k->anchor : k->pid;
@@ -401,21 +413,15 @@ int ptwk_attach_each(struct ptw_kernel *k)
  * A zombie leader's anchor has ended (its probes fire no more: their perf
  * events filtered by its memory): the oldest live thread left becomes the
  * anchor, with probes of its own (lifecycle and --locks'; ld.so's are the
- * caller's, ldlist.c), and the process is no longer blind. The old links are inert: they go at the
- * detach with the others (a perf uprobe's close waits for a grace period,
- * here, in the middle of the session, for each). --trace's links stay the
- * old anchor's (said). Returns the new anchor, 0 if none (or its probes
- * could not be made: the process stays blind).
+ * caller's, ldlist.c), and the process is no longer blind. The old links
+ * are inert: they go at the detach with the others (a perf uprobe's close
+ * waits for a grace period, here, in the middle of the session, for
+ * each). --trace's links stay the old anchor's (said). Returns the new
+ * anchor, 0 if none (or its probes could not be made: it stays blind).
  */
 pid_t ptwk_reanchor(struct ptw_kernel *k)
 {
-	pid_t old = k->anchor, next = 0, *tids = NULL;
-	int n = ptw_proc_tids(k->pid, &tids);
-	for (int i = 0; i < n; i++)
-		if (tids[i] != k->pid && tids[i] != old && !ptw_proc_exited(k->pid, tids[i]) &&
-		    (!next || tids[i] < next))
-			next = tids[i];
-	free(tids);
+	pid_t old = k->anchor, next = ptwk_oldest_thread(k->pid, old);
 	if (!next || !k->skel || k->detached)
 		return 0;
 	k->anchor = next;

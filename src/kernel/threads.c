@@ -174,7 +174,6 @@ void ptwk_calls_under_way(struct ptw_kernel *k)
 					 .note = ptwk_note_line,
 					 .ctx = k,
 					 .wait_of = k->locks ? wait_of : NULL,
-					 .wait_emit = wait_emit,
-					 .wait_ctx = k };
+					 .wait_emit = wait_emit };
 	k->underway = ptwk_underway_begin(&env);
 }

@@ -262,7 +262,7 @@ static void wait_of_thread(struct ptwk_underway *u, const struct user_regs_struc
 			   const struct ptw_mapping *maps, int nmaps, struct found *f)
 {
 	struct ptw_wait_under_way w;
-	u->env.wait_of(u->env.wait_ctx, regs, pcs, n, &w);
+	u->env.wait_of(u->env.ctx, regs, pcs, n, &w);
 	if (w.kind == PTW_WAIT_NONE)
 		return;
 	int i = w.frame;
@@ -599,7 +599,7 @@ void ptwk_underway_emit(struct ptwk_underway *u, struct ptwk_conv *conv, uint64_
 		ptwk_frames_under_way(conv, u->found[k].tid, u->found[k].v, u->found[k].n, ns);
 		if (u->found[k].wait && u->env.wait_emit)
 			/* (asleep in it since the begin at least) */
-			u->env.wait_emit(u->env.wait_ctx, u->found[k].tid, u->found[k].wait,
+			u->env.wait_emit(u->env.ctx, u->found[k].tid, u->found[k].wait,
 					 u->begin_ns);
 		found_free(&u->found[k]);
 	}

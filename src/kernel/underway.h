@@ -56,13 +56,12 @@ struct ptwk_underway_env {
 	/* a warning (ptw_warnings.h code) */
 	void (*note)(void *ctx, int code, const char *line);
 	void *ctx;
-	/* --locks (NULL: no waits looked for): the wait a thread asleep in
-	 * futex is in (ptwk_locks_wait_of), and each one found, emitted once
-	 * the threads are listed (ptwk_underway_emit) */
+	/* --locks (NULL: no waits looked for; ctx as note's): the wait a
+	 * thread asleep in futex is in (ptwk_locks_wait_of), and each one
+	 * found, emitted once the threads are listed (ptwk_underway_emit) */
 	void (*wait_of)(void *ctx, const struct user_regs_struct *regs, const uint64_t *pcs, int n,
 			struct ptw_wait_under_way *ret);
 	void (*wait_emit)(void *ctx, pid_t tid, const struct ptwk_lock_under_way *w, uint64_t ns);
-	void *wait_ctx;
 };
 
 /* Before the entry probes go in: every thread's context switches so far.

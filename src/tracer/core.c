@@ -252,6 +252,14 @@ int tracer_read_u64(struct ptw_tracer *t, uint64_t addr, uint64_t *ret)
 	return ptw_mem_read(t->proc, addr, ret, sizeof(*ret));
 }
 
+uint64_t tracer_return_slot(struct ptw_tracer *t, const uint64_t *pcs, const uint64_t *sps, int i)
+{
+	uint64_t at;
+	if (!sps[i + 1] || tracer_read_u64(t, sps[i + 1] - 8, &at) < 0 || at != pcs[i + 1])
+		return 0;
+	return sps[i + 1] - 8;
+}
+
 /*
  * An LWP stopped inside a system call (clone, exec and exit event stops)
  * cannot run an injected one: interrupt it and let that call finish first.

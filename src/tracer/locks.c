@@ -483,7 +483,7 @@ static void locks_under_way(struct ptw_tracer *t, struct ptw_lwp *l)
 	    !tracer_is_target_lwp(t, l) || ptw_getregs(t->proc, l, &regs) < 0 ||
 	    (long)regs->orig_rax != SYS_futex)
 		return;
-	uint64_t pcs[PTW_WAIT_UNDER_WAY_FRAMES], sps[PTW_WAIT_UNDER_WAY_FRAMES], slot;
+	uint64_t pcs[PTW_WAIT_UNDER_WAY_FRAMES], sps[PTW_WAIT_UNDER_WAY_FRAMES];
 	bool whole;
 	int n = ptw_symbols_unwind_sps(t->img.syms, l->tid, regs, pcs, sps,
 				       PTW_WAIT_UNDER_WAY_FRAMES, &whole);
@@ -494,10 +494,9 @@ static void locks_under_way(struct ptw_tracer *t, struct ptw_lwp *l)
 				 regs->rdi, (uint32_t)regs->rdx, pcs, n, &w);
 	if (w.kind == PTW_WAIT_NONE)
 		return;
-	/* its return slot, believed only where it holds the return address */
 	int i = w.frame;
-	uint64_t sp = sps[i + 1] - 8;
-	if (!sps[i + 1] || tracer_read_u64(t, sp, &slot) < 0 || slot != pcs[i + 1]) {
+	uint64_t sp = tracer_return_slot(t, pcs, sps, i);
+	if (!sp) {
 		if (!lk->under_way_said)
 			tracer_warn(
 				t, PTW_W_LOCKS_NO_RETURN,

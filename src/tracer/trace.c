@@ -562,7 +562,7 @@ static void trace_under_way(struct ptw_tracer *t, struct ptw_lwp *l)
 	uint64_t ns = (t->root ? t->root : t)->start_ns;
 	for (int i = n - 2; i >= 0; i--) {
 		/* a return address: the call is the instruction before it */
-		uint64_t pc = i ? pcs[i] - 1 : pcs[i], lo, hi, ret = pcs[i + 1], at;
+		uint64_t pc = i ? pcs[i] - 1 : pcs[i], lo, hi, ret = pcs[i + 1];
 		if (ptw_symbols_function_range(syms, pc, &lo, &hi) < 0 ||
 		    !ptw_map_get(&tr->entries, lo))
 			continue;
@@ -570,11 +570,8 @@ static void trace_under_way(struct ptw_tracer *t, struct ptw_lwp *l)
 		 * breakpoint is there and reports it. */
 		if (!i && pcs[0] == lo)
 			continue;
-		uint64_t sp = sps[i + 1] - 8;
-		/* The unwind is the target's memory read through its CFI:
-		 * believed only where the slot holds the return address. */
-		if (!sps[i + 1] || tracer_read_u64(t, sp, &at) < 0 || at != ret ||
-		    tracer_retbp_get(t, &tr->retbps, l, ret, HOOK_FRAME_RETURN) < 0) {
+		uint64_t sp = tracer_return_slot(t, pcs, sps, i);
+		if (!sp || tracer_retbp_get(t, &tr->retbps, l, ret, HOOK_FRAME_RETURN) < 0) {
 			ptw_dbg(PTW_DBG_TRACER,
 				"--trace: %d: a call under way at %#llx is not reported", l->tid,
 				(unsigned long long)lo);

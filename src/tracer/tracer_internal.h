@@ -364,6 +364,10 @@ size_t tracer_tids_where(struct ptw_tracer *t, bool (*keep)(struct ptw_tracer *,
 /* Location of addr in the current image (NULL for 0 or no symbols). */
 const struct ptw_location *tracer_locate(struct ptw_tracer *t, uint64_t addr);
 int tracer_read_u64(struct ptw_tracer *t, uint64_t addr, uint64_t *ret);
+/* An attach's unwind (ptw_symbols_unwind_sps: pcs, sps): frame i's return
+ * slot, believed only where it holds the return address pcs[i + 1] (the
+ * unwind is the target's memory read through its CFI). 0 if not. */
+uint64_t tracer_return_slot(struct ptw_tracer *t, const uint64_t *pcs, const uint64_t *sps, int i);
 /* Lets an LWP stopped in a system call finish it and stop again, so that
  * it can run an injected one. 0, -EAGAIN (group-stopped), -ESRCH. */
 int tracer_make_injectable(struct ptw_tracer *t, struct ptw_lwp *l);
