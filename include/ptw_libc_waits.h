@@ -92,6 +92,22 @@ bool ptw_libc_waits_in_range(const struct ptw_libc_waits *w, uint64_t pc);
 int ptw_libc_waits_site_frame(const struct ptw_libc_waits *w, struct ptw_symbols *syms,
 			      const char *libc_path, const uint64_t *pcs, int n);
 
+/* The join function, where every join goes (and waits when the joined
+ * thread still runs): __pthread_clockjoin_ex by name, else the one
+ * pthread_join tail-calls (pthread_tryjoin_np and pthread_timedjoin_np go
+ * there too), else (an older glibc) pthread_join itself; its extent from
+ * the symbols (CFI). */
+struct ptw_libc_join {
+	uint64_t lo, hi;
+	bool clockjoin; /* pthread_join is not the join function itself */
+};
+
+/* 0; -ENOENT: no join function in libc_module (a program without
+ * threads); -EINVAL: none of a known extent (no more than 64 KiB).
+ * read_code as for ptw_libc_waits_find. */
+int ptw_libc_join_find(struct ptw_symbols *syms, const char *libc_module, ptw_memread_fn read_code,
+		       void *ctx, struct ptw_libc_join *ret);
+
 /* Frames of a thread's stack worth unwinding to find the wait it is in
  * (and a few of its callers, for its stack and call site). */
 #define PTW_WAIT_UNDER_WAY_FRAMES 16

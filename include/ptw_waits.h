@@ -1,11 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What a blocked thread waits for, from the names of its stack frames and
- * the futex it sleeps on (snapshot). Pure: the caller reads memory.
- * The names are glibc's (2.34+ and older): with libc's debug file they are
- * exact (__lll_lock_wait, ___pthread_mutex_lock, ...); without it, internal
- * functions resolve to the exported neighbour (__lll_lock_wait_private),
- * which still says "lock wait".
+ * glibc's synchronisation objects as a waiter sees them (x86-64): which
+ * word of an object a waiter sleeps on, where its holder's TID is written.
+ * Pure: the caller reads memory. What kind of wait a thread is in is told
+ * by ptw_libc_waits.h, for --locks and --snapshot alike.
  */
 #ifndef PTW_WAITS_H
 #define PTW_WAITS_H
@@ -14,10 +12,6 @@
 #include <stdint.h>
 
 #include "ptw_events.h"
-
-/* The first frame (innermost first) that names a blocking primitive
- * decides; NULL names are skipped. */
-enum ptw_wait_kind ptw_wait_classify(const char *const *symbols, size_t n);
 
 /* struct pthread_rwlock (x86-64 glibc): which futex a waiter sleeps on
  * gives the lock's address; __cur_writer is the writer's tid. */

@@ -2,6 +2,7 @@
 /* Where glibc's threads wait; see ptw_libc_waits.h. */
 #include "ptw_libc_waits.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -167,6 +168,30 @@ void ptw_libc_waits_find(struct ptw_symbols *syms, const char *libc_module,
 		add_tail_ranges(&f, "sem_timedwait", PTW_WAIT_SEM);
 		add_tail_ranges(&f, "sem_clockwait", PTW_WAIT_SEM);
 	}
+}
+
+int ptw_libc_join_find(struct ptw_symbols *syms, const char *libc_module, ptw_memread_fn read_code,
+		       void *ctx, struct ptw_libc_join *ret)
+{
+	uint64_t entry, join, lo, hi;
+	uint8_t code[32];
+	memset(ret, 0, sizeof(*ret));
+	ret->clockjoin = true;
+	if (ptw_symbols_lookup(syms, libc_module, "__pthread_clockjoin_ex", &entry, NULL) < 0) {
+		/* no .symtab: pthread_join is a tail call into it */
+		if (ptw_symbols_lookup(syms, libc_module, "pthread_join", &join, NULL) < 0 ||
+		    read_code(ctx, join, code, sizeof(code)) < 0)
+			return -ENOENT;
+		if (ptw_insn_tail_jump(code, sizeof(code), join, &entry) < 0) {
+			entry = join; /* an older glibc: pthread_join does the work */
+			ret->clockjoin = false;
+		}
+	}
+	if (ptw_symbols_function_range(syms, entry, &lo, &hi) < 0 || lo != entry || hi - lo > 65536)
+		return -EINVAL;
+	ret->lo = lo;
+	ret->hi = hi;
+	return 0;
 }
 
 unsigned ptw_libc_waits_blind(const struct ptw_libc_waits *w)

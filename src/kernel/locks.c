@@ -52,25 +52,13 @@ static int read_code(void *ctx, uint64_t addr, void *buf, size_t len)
 	return ptw_mem_read(l->env.proc, addr, buf, len);
 }
 
-/* The join function's extent, for the joins under way at an attach (the
- * lifecycle's probe names it: __pthread_clockjoin_ex, else pthread_join,
- * whose tail jump goes to it). */
+/* The join function (a join under way at an attach ends at its return). */
 static void find_join(struct ptwk_locks *l, const char *module)
 {
-	static const char *const names[] = { "__pthread_clockjoin_ex", "pthread_join" };
-	uint64_t addr = 0, size, target, lo, hi;
-	uint8_t code[16];
+	struct ptw_libc_join join;
 	memset(&l->join, 0, sizeof(l->join));
-	for (size_t i = 0; i < PTW_ARRAY_SIZE(names) && !addr; i++)
-		if (ptw_symbols_lookup(syms_of(l), module, names[i], &addr, &size) < 0)
-			addr = 0;
-	if (!addr || !l->env.have_tid)
-		return;
-	if (read_code(l, addr, code, sizeof(code)) == 0 &&
-	    ptw_insn_tail_jump(code, sizeof(code), addr, &target) == 0)
-		addr = target;
-	if (ptw_symbols_function_range(syms_of(l), addr, &lo, &hi) == 0 && lo == addr)
-		l->join = (struct ptw_join_at){ lo, hi, true, l->env.tid_off };
+	if (l->env.have_tid && ptw_libc_join_find(syms_of(l), module, read_code, l, &join) == 0)
+		l->join = (struct ptw_join_at){ join.lo, join.hi, true, l->env.tid_off };
 }
 
 /* The slow paths of the current image's libc (after an exec, again). */

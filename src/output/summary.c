@@ -824,11 +824,14 @@ static void wait_text(struct ptw_buf *out, const struct ptw_span *sp)
 {
 	if (sp->wait_kind == PTW_WAIT_NONE)
 		return;
+	const char *verb = sp->wait_kind == PTW_WAIT_RWLOCK_READ    ? "to read"
+			   : sp->wait_kind == PTW_WAIT_RWLOCK_WRITE ? "to write"
+								    : "for";
 	if (sp->wait_kind == PTW_WAIT_JOIN)
 		ptw_buf_printf(out, "joins pthread %#" PRIx64, sp->wait_object);
 	else
-		ptw_buf_printf(out, "waits for %s %#" PRIx64, ptw_wait_kind_name(sp->wait_kind),
-			       sp->wait_object);
+		ptw_buf_printf(out, "waits %s %s %#" PRIx64, verb,
+			       ptw_wait_object_kind(sp->wait_kind), sp->wait_object);
 	if (sp->wait_owner)
 		ptw_buf_printf(
 			out, sp->wait_kind == PTW_WAIT_JOIN ? " (thread %d)" : " held by thread %d",

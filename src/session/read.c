@@ -176,17 +176,18 @@ static bool check_schema(struct ld *ld, const char *schema, const char *want)
 	if (schema && !strcmp(want, PTW_LINES_SCHEMA) &&
 	    (!strcmp(schema, PTW_LINES_SCHEMA_1) || !strcmp(schema, PTW_LINES_SCHEMA_2) ||
 	     !strcmp(schema, PTW_LINES_SCHEMA_3) || !strcmp(schema, PTW_LINES_SCHEMA_4) ||
-	     !strcmp(schema, PTW_LINES_SCHEMA_5) || !strcmp(schema, PTW_LINES_SCHEMA_6)))
+	     !strcmp(schema, PTW_LINES_SCHEMA_5) || !strcmp(schema, PTW_LINES_SCHEMA_6) ||
+	     !strcmp(schema, PTW_LINES_SCHEMA_7)))
 		return true; /* the same lines, without processes in metrics (1), backend (2),
 			      * the warnings' count (3), the code foreign_breakpoint (4), a
-			      * span's cpu (5), a wait's start (6) */
+			      * span's cpu (5), a wait's start (6); a snapshot's "rwlock" (7) */
 	if (schema && !strcmp(want, PTW_SPANS_SCHEMA) &&
 	    (!strcmp(schema, PTW_SPANS_SCHEMA_4) || !strcmp(schema, PTW_SPANS_SCHEMA_5) ||
 	     !strcmp(schema, PTW_SPANS_SCHEMA_6) || !strcmp(schema, PTW_SPANS_SCHEMA_7) ||
-	     !strcmp(schema, PTW_SPANS_SCHEMA_8)))
+	     !strcmp(schema, PTW_SPANS_SCHEMA_8) || !strcmp(schema, PTW_SPANS_SCHEMA_9)))
 		return true; /* the same document, without the backend (4), the warnings'
 			      * count (5), the code foreign_breakpoint (6), a span's cpu (7), a
-			      * wait's start (8) */
+			      * wait's start (8); a snapshot's "rwlock" (9) */
 	if (schema &&
 	    (!strncmp(schema, "ptwatch.spans/", 14) || !strncmp(schema, "ptwatch.lines/", 14))) {
 		/* (the file's string, escaped: the refusal stays one line) */

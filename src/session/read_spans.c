@@ -26,6 +26,15 @@ static char *dup_or_null(const char *s)
 	return s ? xstrdup(s) : NULL;
 }
 
+/* A wait's kind as ptw_wait_kind_name writes it. */
+static enum ptw_wait_kind wait_kind_of(const char *s)
+{
+	for (int k = PTW_WAIT_MUTEX; s && k <= PTW_WAIT_LOCK; k++)
+		if (!strcmp(ptw_wait_kind_name((enum ptw_wait_kind)k), s))
+			return (enum ptw_wait_kind)k;
+	return PTW_WAIT_OTHER;
+}
+
 struct ptw_span *ld_span_of(struct ld *ld, json_object *v)
 {
 	static const char *const origins[] = { "main", "created", "preexisting", "clone" };
@@ -104,15 +113,13 @@ struct ptw_span *ld_span_of(struct ld *ld, json_object *v)
 	/* a snapshot's: where the thread was */
 	const char *state = ld_str(ld, v, "state");
 	if (state) {
-		static const char *const waits[] = { "none",   "mutex", "join",
-						     "rwlock", "cond",	"other" };
 		sp->state = xstrdup(state);
 		sp->wchan = dup_or_null(ld_str(ld, v, "wchan"));
 		sp->stack = ld_stack_of(ld, ld_get(v, "stack"), &sp->nstack);
 		json_object *w = ld_get(v, "waits_for");
 		if (ld_is(w, json_type_object)) {
-			sp->wait_kind = (enum ptw_wait_kind)ld_name_index(ld_str(ld, w, "kind"),
-									  waits, 6, PTW_WAIT_OTHER);
+			/* (before spans/10 a snapshot said "rwlock") */
+			sp->wait_kind = wait_kind_of(ld_str(ld, w, "kind"));
 			ld_hex_of(ld_get(w, "object"), &sp->wait_object);
 			sp->wait_owner = ld_pid_of(ld, w, "owner_tid");
 		}
@@ -333,14 +340,6 @@ void ld_stream_frame(struct ld *ld, json_object *v)
 }
 
 /* ---- wait spans and deadlocks (--locks) ---- */
-
-static enum ptw_wait_kind wait_kind_of(const char *s)
-{
-	for (int k = PTW_WAIT_MUTEX; s && k <= PTW_WAIT_LOCK; k++)
-		if (!strcmp(ptw_wait_kind_name((enum ptw_wait_kind)k), s))
-			return (enum ptw_wait_kind)k;
-	return PTW_WAIT_OTHER;
-}
 
 /* An object's kind as json_object writes it ("thread" for a join). */
 static enum ptw_wait_kind object_kind_of(const char *s)

@@ -252,6 +252,12 @@ int tracer_read_u64(struct ptw_tracer *t, uint64_t addr, uint64_t *ret)
 	return ptw_mem_read(t->proc, addr, ret, sizeof(*ret));
 }
 
+int tracer_read_code(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	struct ptw_tracer *t = ctx;
+	return ptw_bp_read_original(t->bps, addr, buf, len);
+}
+
 uint64_t tracer_return_slot(struct ptw_tracer *t, const uint64_t *pcs, const uint64_t *sps, int i)
 {
 	uint64_t at;

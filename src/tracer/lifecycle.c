@@ -25,6 +25,7 @@
 #include <sys/ptrace.h>
 #include <unistd.h>
 
+#include "ptw_libc_waits.h"
 #include "tracer_internal.h"
 
 #define SYS_CLONE 56
@@ -137,33 +138,20 @@ static bool hook_symbol(struct ptw_tracer *t, struct ptw_lwp *l, const char *nam
  */
 static void hook_joins(struct ptw_tracer *t, struct ptw_lwp *l)
 {
-	struct ptw_symbols *syms = t->img.syms;
 	struct image *img = &t->img;
-	uint64_t entry, size = 0;
-	img->join_clockjoin = true;
-	if (ptw_symbols_lookup(syms, image_libc_module(t), "__pthread_clockjoin_ex", &entry,
-			       &size) < 0) {
-		/* No .symtab: pthread_join is a tail call into it. */
-		uint64_t join;
-		uint8_t code[32];
-		if (ptw_symbols_lookup(syms, image_libc_module(t), "pthread_join", &join, NULL) <
-			    0 ||
-		    ptw_bp_read_original(t->bps, join, code, sizeof(code)) < 0)
-			return;
-		if (ptw_insn_tail_jump(code, sizeof(code), join, &entry) < 0) {
-			entry = join; /* older glibc: pthread_join does the work */
-			img->join_clockjoin = false;
-		}
-	}
-	uint64_t lo = 0, hi = 0;
-	int fr = ptw_symbols_function_range(syms, entry, &lo, &hi);
-	ptw_dbg(PTW_DBG_TRACER, "join function %#llx: range %d [%#llx, %#llx)",
-		(unsigned long long)entry, fr, (unsigned long long)lo, (unsigned long long)hi);
-	if (fr < 0 || lo != entry || hi - lo > 65536) {
+	struct ptw_libc_join join;
+	int fr = ptw_libc_join_find(img->syms, image_libc_module(t), tracer_read_code, t, &join);
+	ptw_dbg(PTW_DBG_TRACER, "join function: %d [%#llx, %#llx)", fr, (unsigned long long)join.lo,
+		(unsigned long long)join.hi);
+	img->join_clockjoin = join.clockjoin;
+	if (fr == -ENOENT)
+		return;
+	if (fr < 0) {
 		tracer_warn(t, PTW_W_NO_JOIN_HOOKS,
 			    "cannot find the extent of the join function; joins are not reported");
 		return;
 	}
+	uint64_t entry = join.lo, lo = join.lo, hi = join.hi;
 	img->join_rets = !img->have_joinid || !image_tls_layout(t)->have_tid ||
 			 tracer_hooks_beside(t, HOOK_JOIN_RET);
 	img->join_lo = lo;

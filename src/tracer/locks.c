@@ -127,13 +127,6 @@ static void hook_at(struct ptw_tracer *t, struct ptw_lwp *l, uint64_t addr, unsi
 			    what, (unsigned long long)addr, strerror(-r));
 }
 
-/* The tracer's breakpoints are not the code: read it as the file has it. */
-static int read_code(void *ctx, uint64_t addr, void *buf, size_t len)
-{
-	struct ptw_tracer *t = ctx;
-	return ptw_bp_read_original(t->bps, addr, buf, len);
-}
-
 static void locks_setup(struct ptw_tracer *t, struct ptw_lwp *l)
 {
 	struct locks *lk = locks_state(t);
@@ -143,7 +136,7 @@ static void locks_setup(struct ptw_tracer *t, struct ptw_lwp *l)
 	struct ptw_symbols *syms = t->img.syms;
 	lk->libc_path = t->img.dynamic ? ptw_symbols_module_path(syms, "libc.so") : NULL;
 	struct ptw_libc_waits *lw = &lk->lw;
-	ptw_libc_waits_find(syms, image_libc_module(t), read_code, t, lw);
+	ptw_libc_waits_find(syms, image_libc_module(t), tracer_read_code, t, lw);
 	if (lw->lll_lock_wait)
 		hook_at(t, l, lw->lll_lock_wait, HOOK_LOCK_WAIT, "__lll_lock_wait");
 	else

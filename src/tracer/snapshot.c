@@ -20,6 +20,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "ptw_libc_waits.h"
 #include "ptw_regs.h"
 #include "ptw_waits.h"
 #include "tracer_internal.h"
@@ -472,53 +473,71 @@ static bool live_tid(const struct held *c, int32_t tid)
 	return tid > 0 && ptw_map_get((struct ptw_map *)&c->live, (uint64_t)tid);
 }
 
-/* Object and owner of a futex wait, now that we know its kind. */
-static void wait_target(const struct frozen *f, const struct held *c, struct ptw_event *ev,
-			uint32_t tid_off, bool have_tid_off)
+/*
+ * What the threads asleep in futex wait for, as --locks reads a wait under
+ * way at an attach (ptw_libc_waits_under_way: glibc's slow paths and the
+ * join function, found in libc once, at the first such thread): the same
+ * kinds and objects on either path, by the code, not by frame names.
+ */
+struct snap_waits {
+	bool found;
+	struct ptw_libc_waits lw;
+	const char *libc_path; /* NULL: a static program */
+	struct ptw_join_at join;
+};
+
+static void find_waits(struct ptw_tracer *t, struct snap_waits *sw)
+{
+	struct ptw_libc_join join;
+	sw->found = true;
+	sw->libc_path = t->img.dynamic ? ptw_symbols_module_path(t->img.syms, "libc.so") : NULL;
+	ptw_libc_waits_find(t->img.syms, image_libc_module(t), tracer_read_code, t, &sw->lw);
+	if (ptw_libc_join_find(t->img.syms, image_libc_module(t), tracer_read_code, t, &join) == 0)
+		sw->join = (struct ptw_join_at){ join.lo, join.hi, sw->join.has_tid,
+						 sw->join.tid_off };
+	ptw_dbg(PTW_DBG_TRACER,
+		"snapshot: __lll_lock_wait %#llx, private %#llx, futex wait %#llx, %zu ranges, "
+		"join [%#llx, %#llx)",
+		(unsigned long long)sw->lw.lll_lock_wait,
+		(unsigned long long)sw->lw.lll_lock_wait_private,
+		(unsigned long long)sw->lw.futex_wait, sw->lw.nranges,
+		(unsigned long long)sw->join.lo, (unsigned long long)sw->join.hi);
+}
+
+/* Kind, object and owner of a thread's futex wait, from its frames (pcs,
+ * n) and the words copied around the futex (an owner can change without
+ * waking the waiter: read with the others). A futex wait of no kind
+ * --locks knows is "other", on the futex word. */
+static void wait_target(struct ptw_tracer *t, struct snap_waits *sw, const struct frozen *f,
+			const struct held *c, const uint64_t *pcs, int n, struct ptw_event *ev)
 {
 	uint64_t futex = f->k->args[0];
-	int32_t v;
-	switch (ev->wait_kind) {
-	case PTW_WAIT_MUTEX:
-		/* __lll_lock_wait(&mutex->__lock): the mutex starts there. */
+	struct ptw_wait_under_way uw = { .kind = PTW_WAIT_NONE };
+	if (t->img.syms && n > 0) {
+		if (!sw->found)
+			find_waits(t, sw);
+		ptw_libc_waits_under_way(&sw->lw, t->img.syms, sw->libc_path, &sw->join, futex,
+					 (uint32_t)f->k->args[2], pcs, n, &uw);
+	}
+	if (uw.kind == PTW_WAIT_NONE) {
+		ev->wait_kind = PTW_WAIT_OTHER;
 		ev->wait_object = futex;
-		if (futex_word(f, futex, futex + PTW_MUTEX_OWNER, &v) && live_tid(c, v))
-			ev->wait_owner = v;
-		break;
-	case PTW_WAIT_JOIN:
-		/* A joiner sleeps on the joined thread's pd->tid. */
-		if (have_tid_off) {
-			ev->wait_object = futex - tid_off;
-			ev->wait_owner = (int32_t)(intptr_t)ptw_map_get((struct ptw_map *)&c->pds,
-									ev->wait_object);
-		} else {
-			ev->wait_object = futex;
-		}
-		break;
-	case PTW_WAIT_RWLOCK: {
-		/* Writers sleep on __writers_futex, everyone on __wrphase_futex:
-		 * the base whose __cur_writer is a live thread is the lock. */
-		uint64_t bases[2] = { futex - PTW_RWLOCK_WRITERS_FUTEX,
-				      futex - PTW_RWLOCK_WRPHASE_FUTEX };
-		ev->wait_object = bases[1];
-		for (int i = 0; i < 2; i++)
-			if (futex_word(f, futex, bases[i] + PTW_RWLOCK_CUR_WRITER, &v) &&
-			    live_tid(c, v)) {
-				ev->wait_object = bases[i];
-				ev->wait_owner = v;
-				break;
-			}
-		break;
+		return;
 	}
-	default:
-		ev->wait_object = ptw_wait_object(ev->wait_kind, futex);
-		break;
-	}
+	ev->wait_kind = uw.kind;
+	ev->wait_object = uw.object;
+	int32_t v;
+	uint64_t owner_at = ptw_wait_owner_at(uw.kind, uw.object, 0);
+	if (uw.kind == PTW_WAIT_JOIN)
+		ev->wait_owner =
+			(int32_t)(intptr_t)ptw_map_get((struct ptw_map *)&c->pds, uw.object);
+	else if (owner_at && futex_word(f, futex, owner_at, &v) && live_tid(c, v))
+		ev->wait_owner = v;
 }
 
 /* The thread's state, stack and wait, from what was copied. */
 static void record(struct ptw_tracer *t, const struct frozen *f, const struct held *c,
-		   uint32_t tid_off, bool have_tid_off, uint64_t ns)
+		   struct snap_waits *sw, uint64_t ns)
 {
 	struct image *img = &t->img;
 	const struct kstate *k = f->k;
@@ -528,30 +547,25 @@ static void record(struct ptw_tracer *t, const struct frozen *f, const struct he
 	st.state = state;
 	st.wchan = k->wchan[0] ? k->wchan : NULL;
 	const struct ptw_location *locs[MAX_FRAMES];
-	const char *names[MAX_FRAMES];
+	uint64_t own[MAX_FRAMES];
+	const uint64_t *pcs = NULL;
+	int n = 0;
 	/* from its registers if it was stopped, else as read asleep (all of
 	 * it, or the innermost frames of one that would not stop) */
 	if ((f->have_regs || f->pcs) && img->syms) {
-		uint64_t own[MAX_FRAMES];
-		const uint64_t *pcs = f->have_regs ? own : f->pcs;
-		int n = !f->have_regs ? f->npcs
-				      : ptw_symbols_unwind_copy(img->syms, f->tid, &f->regs,
-								f->stack.bytes ? &f->stack : NULL,
-								own, MAX_FRAMES);
-		for (int i = 0; i < n; i++) {
+		pcs = f->have_regs ? own : f->pcs;
+		n = !f->have_regs ? f->npcs
+				  : ptw_symbols_unwind_copy(img->syms, f->tid, &f->regs,
+							    f->stack.bytes ? &f->stack : NULL, own,
+							    MAX_FRAMES);
+		for (int i = 0; i < n; i++)
 			/* Return addresses point after the call: name the call. */
 			locs[i] = ptw_symbols_locate(img->syms, i ? pcs[i] - 1 : pcs[i]);
-			names[i] = locs[i]->symbol;
-		}
 		st.stack = locs;
 		st.nstack = (size_t)(n > 0 ? n : 0);
 	}
-	if (k->syscall == 202 /* futex */) {
-		st.wait_kind = ptw_wait_classify(names, st.nstack);
-		if (st.wait_kind == PTW_WAIT_NONE)
-			st.wait_kind = PTW_WAIT_OTHER;
-		wait_target(f, c, &st, tid_off, have_tid_off);
-	}
+	if (k->syscall == 202 /* futex */)
+		wait_target(t, sw, f, c, pcs, n, &st);
 	tracer_emit(t, &st);
 }
 
@@ -1105,12 +1119,11 @@ int ptw_tracer_snapshot(const struct ptw_backend_opts *o, pid_t pid,
 		ptw_tracer_free(t);
 		return r;
 	}
-	uint32_t tid_off = 0;
-	bool have_tid_off = false;
+	struct snap_waits sw = { 0 };
 	if (have_tdb) {
 		/* (threads read without a stop may run: listed twice alike) */
 		attach_list_threads(t, sn.stuck == 0 && sn.unstopped == 0, &sn.unseized);
-		have_tid_off = ptw_tdb_pthread_field(t->img.tdb, "tid", &tid_off) == 0;
+		sw.join.has_tid = ptw_tdb_pthread_field(t->img.tdb, "tid", &sw.join.tid_off) == 0;
 	}
 	uint64_t ns_listed = ptw_now_ns();
 	take_copies(&sn);
@@ -1135,7 +1148,7 @@ int ptw_tracer_snapshot(const struct ptw_backend_opts *o, pid_t pid,
 	/* They run again: now the slow part, from the copies. */
 	for (size_t i = 0; i < sn.n; i++)
 		if (sn.v[i].tid)
-			record(t, &sn.v[i], &sn.held, tid_off, have_tid_off, ns);
+			record(t, &sn.v[i], &sn.held, &sw, ns);
 	snap_free(&sn);
 #define MS(a, b) ((double)((b) - (a)) / 1e6)
 	ptw_dbg(PTW_DBG_TRACER,

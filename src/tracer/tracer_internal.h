@@ -368,6 +368,9 @@ int tracer_read_u64(struct ptw_tracer *t, uint64_t addr, uint64_t *ret);
  * slot, believed only where it holds the return address pcs[i + 1] (the
  * unwind is the target's memory read through its CFI). 0 if not. */
 uint64_t tracer_return_slot(struct ptw_tracer *t, const uint64_t *pcs, const uint64_t *sps, int i);
+/* Reads the process's code as the file has it, without the tracer's int3
+ * bytes (a ptw_memread_fn; ctx: the tracer). */
+int tracer_read_code(void *ctx, uint64_t addr, void *buf, size_t len);
 /* Lets an LWP stopped in a system call finish it and stop again, so that
  * it can run an injected one. 0, -EAGAIN (group-stopped), -ESRCH. */
 int tracer_make_injectable(struct ptw_tracer *t, struct ptw_lwp *l);

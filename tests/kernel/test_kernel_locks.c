@@ -296,6 +296,8 @@ static void check_formed(const struct ptw_spans *s, bool cond_done)
 		enum ptw_wait_kind kind = !strcmp(waits, "mutex")      ? PTW_WAIT_MUTEX
 					  : !strcmp(waits, "join")     ? PTW_WAIT_JOIN
 					  : !strcmp(waits, "cond")     ? PTW_WAIT_COND
+					  : !strcmp(waits, "lock")     ? PTW_WAIT_LOCK
+					  : !strcmp(waits, "sem")      ? PTW_WAIT_SEM
 					  : !strcmp(role, "rd_waiter") ? PTW_WAIT_RWLOCK_READ
 					  : !strcmp(role, "wr_waiter") ? PTW_WAIT_RWLOCK_WRITE
 								       : PTW_WAIT_NONE;

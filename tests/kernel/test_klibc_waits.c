@@ -4,9 +4,10 @@
  * as the kernel path finds them for a process that may be gone: from this
  * machine's libc file alone (ptw_symbols_new_file, its code read from the
  * file), no process at all. Then which kinds of futex wait cannot be told
- * (ptw_libc_waits_blind) on synthetic finds.
+ * (ptw_libc_waits_blind) on synthetic finds. And the join function.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <link.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,15 @@ static void test_libc_file(void)
 		uint64_t pcs[] = { w.futex_wait, sem_ret, 0x1000 };
 		CHECK_EQ(ptw_libc_waits_classify(&w, s, NULL, pcs, 3), PTW_WAIT_SEM);
 	}
+
+	/* the join function: where pthread_join jumps (__pthread_clockjoin_ex,
+	 * glibc 2.34+), its extent from the CFI; unreadable code, no join */
+	struct ptw_libc_join join;
+	uint64_t pthread_join = 0;
+	CHECK_EQ(ptw_libc_join_find(s, PTW_MOD_EXE, read_file, s, &join), 0);
+	CHECK_EQ(ptw_symbols_lookup(s, PTW_MOD_EXE, "pthread_join", &pthread_join, NULL), 0);
+	CHECK(join.clockjoin && join.lo != pthread_join && join.hi > join.lo);
+	CHECK(w.symtab || ptw_libc_join_find(s, PTW_MOD_EXE, read_nothing, NULL, &join) == -ENOENT);
 
 	/* the code unreadable (the old way for a process gone): nothing
 	 * found but the exported ranges, the sem slow path unknown */

@@ -275,8 +275,9 @@ static void test_document(int nthreads)
 	ptw_loaded_free(l);
 
 	/* another version: one line naming it */
-	char *old = strdup(doc.p);
-	memcpy(strstr(old, "ptwatch.spans/9"), "ptwatch.spans/2", 15);
+	const char *at = strstr(doc.p, PTW_SPANS_SCHEMA);
+	char *old = xasprintf("%.*sptwatch.spans/2%s", (int)(at - doc.p), doc.p,
+			      at + strlen(PTW_SPANS_SCHEMA));
 	CHECK_EQ(ptw_load(old, strlen(old), true, NULL, &l, err, sizeof(err)), -EINVAL);
 	CHECK(strstr(err, "schema ptwatch.spans/2 is not supported") != NULL);
 	free(old);
@@ -407,12 +408,13 @@ static void accepted(const char *text)
 /* A document around one span (its members after "id"). */
 static char *doc_with(const char *span_members, const char *extra)
 {
-	return xasprintf("{\"schema\": \"ptwatch.spans/9\", \"target\": {\"pid\": 100, \"exe\": "
-			 "\"/bin/app\", \"argv\": [], \"mode\": \"launch\"}, \"session\": {\"start_ns\": 1,"
-			 " \"strategy\": \"debuginfo\"}, \"spans\": [{\"id\": 1, \"kind\": \"thread\", "
-			 "\"tid\": 100, \"origin\": \"main\", \"status\": \"completed\"%s%s}%s], "
-			 "\"metrics\": {}, \"warnings\": []}\n",
-			 span_members[0] ? ", " : "", span_members, extra);
+	return xasprintf(
+		"{\"schema\": \"ptwatch.spans/10\", \"target\": {\"pid\": 100, \"exe\": "
+		"\"/bin/app\", \"argv\": [], \"mode\": \"launch\"}, \"session\": {\"start_ns\": 1,"
+		" \"strategy\": \"debuginfo\"}, \"spans\": [{\"id\": 1, \"kind\": \"thread\", "
+		"\"tid\": 100, \"origin\": \"main\", \"status\": \"completed\"%s%s}%s], "
+		"\"metrics\": {}, \"warnings\": []}\n",
+		span_members[0] ? ", " : "", span_members, extra);
 }
 
 /* Item 1: `cat a.jsonl b.jsonl`: refused in one line (before: a heap
@@ -513,14 +515,16 @@ static void test_bounds(void)
 	refused(d = doc_with(b.p, ""), "a stack of 1025 frames (report reads at most 1024)");
 	free(d);
 	ptw_buf_reset(&b);
-	ptw_buf_puts(&b, "{\"schema\": \"ptwatch.spans/9\", \"spans\": [], \"metrics\": {\"waits\": {}}, "
-			 "\"deadlocks\": [{\"tids\": [");
+	ptw_buf_puts(
+		&b,
+		"{\"schema\": \"ptwatch.spans/10\", \"spans\": [], \"metrics\": {\"waits\": {}}, "
+		"\"deadlocks\": [{\"tids\": [");
 	for (int i = 0; i <= PTW_LOAD_MAX_DEADLOCK; i++)
 		ptw_buf_printf(&b, "%s%d", i ? "," : "", i + 1);
 	ptw_buf_puts(&b, "]}]}");
 	refused(b.p, "a deadlock of 4097 threads (report reads at most 4096)");
 	ptw_buf_reset(&b);
-	ptw_buf_puts(&b, "{\"schema\": \"ptwatch.spans/9\", \"spans\": [], \"metrics\": {}, "
+	ptw_buf_puts(&b, "{\"schema\": \"ptwatch.spans/10\", \"spans\": [], \"metrics\": {}, "
 			 "\"session\": {\"stops\": {\"total\": 1");
 	for (int i = 0; i <= PTW_LOAD_MAX_STOP_KINDS; i++)
 		ptw_buf_printf(&b, ", \"k%d\": 1", i);
@@ -621,9 +625,9 @@ static void test_error_lines(void)
 		CHECK(strstr(err + 1, "line") == NULL);
 	}
 	/* a document's too: where, in the whole file */
-	refused("{\"schema\": \"ptwatch.spans/9\",\n \"spans\": [1,]}", "line 2, column 14: ");
-	refused("{\"schema\": \"ptwatch.spans/9\", \"spans\": [], \"metrics\": {}} {}",
-		"line 1, column 59: more after the document");
+	refused("{\"schema\": \"ptwatch.spans/10\",\n \"spans\": [1,]}", "line 2, column 14: ");
+	refused("{\"schema\": \"ptwatch.spans/10\", \"spans\": [], \"metrics\": {}} {}",
+		"line 1, column 60: more after the document");
 	free(text);
 	ptw_buf_free(&live);
 }
@@ -677,7 +681,7 @@ static void test_sort_once(void)
 	double took[2];
 	for (int desc = 0; desc < 2; desc++) {
 		struct ptw_buf b = { 0 };
-		ptw_buf_puts(&b, "{\"schema\": \"ptwatch.spans/9\", \"spans\": [");
+		ptw_buf_puts(&b, "{\"schema\": \"ptwatch.spans/10\", \"spans\": [");
 		for (int i = 0; i < N; i++)
 			ptw_buf_printf(&b, "%s{\"id\": %d, \"kind\": \"thread\", \"tid\": %d, \"status\": \"completed\"}",
 				       i ? "," : "", desc ? N - i : i + 1, 1000 + i);
