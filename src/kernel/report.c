@@ -195,6 +195,30 @@ void ptwk_end_notes(struct ptw_kernel *k)
 			(unsigned long long)k->conv.frames_too_deep);
 }
 
+/* The per-CPU counters of map m (n keys), summed over the CPUs into sums:
+ * one batch lookup (two system calls for all), else key by key. */
+static void read_percpu(const struct bpf_map *m, uint32_t n, int ncpu, uint64_t *sums)
+{
+	uint64_t *v = xcalloc((size_t)n * (size_t)ncpu, sizeof(*v));
+	uint32_t *keys = xcalloc(n, sizeof(*keys)), out, count = n;
+	LIBBPF_OPTS(bpf_map_batch_opts, o);
+	memset(sums, 0, n * sizeof(*sums));
+	int r = bpf_map_lookup_batch(bpf_map__fd(m), NULL, &out, keys, v, &count, &o);
+	if (r == 0 || (errno == ENOENT && count == n)) {
+		for (uint32_t i = 0; i < count; i++)
+			for (int c = 0; c < ncpu && keys[i] < n; c++)
+				sums[keys[i]] += v[(size_t)i * (size_t)ncpu + (size_t)c];
+	} else {
+		for (uint32_t key = 0; key < n; key++)
+			if (bpf_map__lookup_elem(m, &key, sizeof(key), v, (size_t)ncpu * sizeof(*v),
+						 0) == 0)
+				for (int c = 0; c < ncpu; c++)
+					sums[key] += v[c];
+	}
+	free(keys);
+	free(v);
+}
+
 void ptwk_read_counters(struct ptw_kernel *k)
 {
 	if (!k->skel)
@@ -202,24 +226,9 @@ void ptwk_read_counters(struct ptw_kernel *k)
 	int ncpu = libbpf_num_possible_cpus();
 	if (ncpu <= 0)
 		return;
-	uint64_t *v = xcalloc((size_t)ncpu, sizeof(*v));
-	uint64_t sum[PTWK_STAT_N] = { 0 };
-	for (uint32_t key = 0; key < PTWK_STAT_N; key++) {
-		if (bpf_map__lookup_elem(k->skel->maps.stats, &key, sizeof(key), v,
-					 (size_t)ncpu * sizeof(*v), 0) < 0)
-			continue;
-		for (int c = 0; c < ncpu; c++)
-			sum[key] += v[c];
-	}
-	for (uint32_t key = 0; key < PTWK_LOCK_KIND_END; key++) {
-		k->lost_kinds[key] = 0;
-		if (bpf_map__lookup_elem(k->skel->maps.lost_kinds, &key, sizeof(key), v,
-					 (size_t)ncpu * sizeof(*v), 0) < 0)
-			continue;
-		for (int c = 0; c < ncpu; c++)
-			k->lost_kinds[key] += v[c];
-	}
-	free(v);
+	uint64_t sum[PTWK_STAT_N];
+	read_percpu(k->skel->maps.stats, PTWK_STAT_N, ncpu, sum);
+	read_percpu(k->skel->maps.lost_kinds, PTWK_LOCK_KIND_END, ncpu, k->lost_kinds);
 	k->stats.lost = sum[PTWK_STAT_LOST];
 	k->stats.wakeups = sum[PTWK_STAT_WAKEUPS];
 	k->stats.read_failures = sum[PTWK_STAT_READ_FAIL];
