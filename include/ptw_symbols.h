@@ -257,6 +257,19 @@ struct ptw_stack_copy {
 int ptw_symbols_unwind_copy(struct ptw_symbols *s, pid_t tid, const struct user_regs_struct *regs,
 			    const struct ptw_stack_copy *stack, uint64_t *pcs, int max);
 /*
+ * ptw_symbols_unwind_sps and _copy with the thread's memory read by read
+ * (ctx) instead of the symbols' own reader: a process that shares
+ * another's symbols (a fork child's are its parent's until it execs) is
+ * unwound in its own memory, not in its parent's at the same addresses.
+ */
+int ptw_symbols_unwind_sps_in(struct ptw_symbols *s, ptw_memread_fn read, void *ctx, pid_t tid,
+			      const struct user_regs_struct *regs, uint64_t *pcs, uint64_t *sps,
+			      int max, bool *whole);
+int ptw_symbols_unwind_copy_in(struct ptw_symbols *s, ptw_memread_fn read, void *ctx, pid_t tid,
+			       const struct user_regs_struct *regs,
+			       const struct ptw_stack_copy *stack, uint64_t *pcs, int max);
+
+/*
  * The same from the stack pointer and pc alone (what /proc/TID/syscall
  * says of a thread asleep in the kernel), the other registers unknown:
  * never guessed. Returns the number of frames found. *whole says whether

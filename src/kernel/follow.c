@@ -135,6 +135,26 @@ void ptwk_follow_fork(struct ptw_kernel *k, struct ptw_kernel *parent, const str
 	ptwk_conv_forked(&c->conv, r->b, detached, comm, r->ns);
 }
 
+/*
+ * A child forked while followed, its own links in since links_in_ns
+ * (before, the tracepoints alone saw it). With --locks, the waits its
+ * threads are in already are read as at an attach (threads.c, underway.c):
+ * a child that at once locks a mutex its fork copied locked (held by a
+ * thread of its parent's, none of its own) sleeps before its links are
+ * in, and was not seen at all (the ptrace path sees the entry: its
+ * breakpoints are copied with the child's memory). A wait it begins once
+ * the links are in has its entry record, the same wait (lockconv.c).
+ */
+void ptwk_follow_linked(struct ptw_kernel *k, struct ptw_kernel *c, uint64_t links_in_ns)
+{
+	c->conv.probes_in_ns = links_in_ns;
+	if (!c->locks || c->conv.ended || c->underway)
+		return;
+	ptwk_calls_under_way(c);
+	k->stats.probes += ptwk_underway_take(c->underway);
+	ptwk_underway_emit(c->underway, &c->conv, ptw_now_ns());
+}
+
 /* A followed process ended: its memory view and libthread_db go (its
  * symbols read memory by pid, or its parent's view). */
 static void follow_release(struct ptw_kernel *c)

@@ -351,6 +351,7 @@ struct ptw_kernel *ptwk_follow_process_of(struct ptw_kernel *k, uint32_t tgid);
 char **ptwk_read_cmdline(pid_t pid);
 void ptwk_follow_exec(struct ptw_kernel *p);
 void ptwk_follow_fork(struct ptw_kernel *k, struct ptw_kernel *parent, const struct ptwk_record *r);
+void ptwk_follow_linked(struct ptw_kernel *k, struct ptw_kernel *c, uint64_t links_in_ns);
 bool ptwk_follow_ended(struct ptw_kernel *k);
 void ptwk_follow_check_gone(struct ptw_kernel *k);
 void ptwk_follow_consume(struct ptw_kernel *k);

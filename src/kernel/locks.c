@@ -84,6 +84,13 @@ static void sink(void *ctx, const struct ptw_event *ev)
 	l->env.sink(l->env.ctx, ev);
 }
 
+/* (its own memory: a fork child shares its parent's symbols, not its
+ * stack) */
+static int proc_read(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	return ptw_mem_read(ctx, addr, buf, len);
+}
+
 static int unwind(void *ctx, const struct ptwk_lock_record *r, uint64_t *pcs, int max)
 {
 	struct ptwk_locks *l = ctx;
@@ -96,7 +103,8 @@ static int unwind(void *ctx, const struct ptwk_lock_record *r, uint64_t *pcs, in
 	 * from the process now: still true while the thread waits. */
 	struct ptw_stack_copy copy = { g[7], r->stack_len, r->stack };
 	ptw_mem_invalidate(l->env.proc);
-	return ptw_symbols_unwind_copy(syms_of(l), (pid_t)r->h.tid, &regs, &copy, pcs, max);
+	return ptw_symbols_unwind_copy_in(syms_of(l), proc_read, l->env.proc, (pid_t)r->h.tid,
+					  &regs, &copy, pcs, max);
 }
 
 static enum ptw_wait_kind classify(void *ctx, const uint64_t *pcs, int n, uint64_t futex,

@@ -172,11 +172,14 @@ int ptwk_open_skeleton(struct ptw_kernel *k, bool multi)
 					      s->progs.ptw_frame_helper };
 	/* an attach's task iterator: calls under way (underway.c), and the
 	 * fs base of threads libthread_db's walk did not give (threads.c) */
-	if (r == 0 && k->launched)
+	/* (--locks -f: and of a child forked while followed, whose waits
+	 * begun before its own links are read so: follow.c) */
+	bool child_waits = k->o.locks && k->o.follow_forks;
+	if (r == 0 && k->launched && !child_waits)
 		r = bpf_program__set_autoload(s->progs.ptw_underway_regs, false);
 	/* (and the returns of code a traced function jumped into; --locks:
-	 * of the waits under way at an attach) */
-	bool return_sites = k->o.ntrace || (k->o.locks && !k->launched);
+	 * of the waits under way at an attach, or in a child) */
+	bool return_sites = k->o.ntrace || (k->o.locks && (!k->launched || child_waits));
 	if (r == 0 && !return_sites)
 		r = bpf_program__set_autoload(s->progs.ptw_underway_return, false);
 	else if (r == 0 && multi)

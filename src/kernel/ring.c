@@ -431,10 +431,9 @@ static void convert_queue(struct ptw_kernel *k)
 				p->conv.ops.image_ready(p->conv.ops.ctx);
 			if (d->r.kind == PTWK_FORK && k->o.follow_forks) {
 				ptwk_follow_fork(k, p, &d->r);
-				if (d->links_in_ns) /* (its own links: before, the
-						     * tracepoints alone saw it) */
-					k->followed[k->nfollowed - 1]->conv.probes_in_ns =
-						d->links_in_ns;
+				if (d->links_in_ns) /* (its own links) */
+					ptwk_follow_linked(k, k->followed[k->nfollowed - 1],
+							   d->links_in_ns);
 			}
 			if (d->r.kind == PTWK_MODULE || d->r.kind == PTWK_MODULES_END)
 				ptwk_modules_record(p, d);

@@ -153,6 +153,21 @@ static void wait_emit(void *ctx, pid_t tid, const struct ptwk_lock_under_way *w,
 	ptwk_locks_under_way(((struct ptw_kernel *)ctx)->locks, tid, w, ns);
 }
 
+/* Whether the converter's queue holds, not converted yet, the slow path's
+ * entry record of tid at sp (of what the drain has read so far). */
+static bool entry_seen(void *ctx, pid_t tid, uint64_t sp)
+{
+	struct ptw_kernel *k = ctx, *root = k->root ? k->root : k;
+	for (size_t i = root->converting ? root->cur + 1 : 0; i < root->nqueue; i++) {
+		const struct drained *d = &root->queue[i];
+		const struct ptwk_lock_record *r = d->lock_record;
+		if (r && d->lock_size >= sizeof(*r) && d->r.kind >= PTWK_LOCK_WAIT &&
+		    d->r.kind <= PTWK_LOCK_JOIN && (pid_t)d->r.tid == tid && r->regs[7] == sp)
+			return true;
+	}
+	return false;
+}
+
 /* -p with --trace or --locks: the calls and waits under way at the attach
  * (underway.c): the threads read before the entry probes go in. -p -f, a
  * process forked before the attach: its waits. */
@@ -174,6 +189,7 @@ void ptwk_calls_under_way(struct ptw_kernel *k)
 					 .note = ptwk_note_line,
 					 .ctx = k,
 					 .wait_of = k->locks ? wait_of : NULL,
-					 .wait_emit = wait_emit };
+					 .wait_emit = wait_emit,
+					 .entry_seen = entry_seen };
 	k->underway = ptwk_underway_begin(&env);
 }

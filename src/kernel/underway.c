@@ -242,6 +242,11 @@ void ptwk_regs_from_dwarf(const __u64 g[17], struct user_regs_struct *r)
 	r->rip = g[16];
 }
 
+static int proc_read(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	return ptw_mem_read(ctx, addr, buf, len);
+}
+
 /* The slot at sp holds ret (the unwind is the target's memory read through
  * its CFI: believed only there), and the return site's file and offset. */
 static bool slot_holds(struct ptwk_underway *u, uint64_t sp, uint64_t ret,
@@ -268,8 +273,22 @@ static void wait_of_thread(struct ptwk_underway *u, const struct user_regs_struc
 	int i = w.frame;
 	uint64_t sp = sps[i + 1] - 8;
 	char path[4096];
-	if (!sps[i + 1] ||
-	    !slot_holds(u, sp, pcs[i + 1], maps, nmaps, path, sizeof(path), &f->wait_off)) {
+	/*
+	 * A return to a uretprobe's trampoline: the slow path's return is a
+	 * uretprobe's (its return record ends the wait), and the unwind
+	 * stops there (the slow path's frame alone). A fork child's (-f): a
+	 * wait it began once its own links were in (its entry record has it)
+	 * or, in its first moments, at the int3 of its parent's probes its
+	 * fork copied (no record of its own: found here).
+	 */
+	const struct ptw_mapping *m = i + 1 < n ? ptw_maps_find(maps, nmaps, pcs[i + 1]) : NULL;
+	bool hooked = m && !strcmp(m->path, "[uprobes]") && sps[i + 1];
+	if (hooked && u->env.entry_seen && u->env.entry_seen(u->env.ctx, f->tid, sp)) {
+		ptw_dbg(PTW_DBG_TRACER, "--locks: %d: its wait's entry was seen", f->tid);
+		return;
+	}
+	if (!hooked && (!sps[i + 1] || !slot_holds(u, sp, pcs[i + 1], maps, nmaps, path,
+						   sizeof(path), &f->wait_off))) {
 		ptw_dbg(PTW_DBG_TRACER, "--locks: %d: a wait under way is not reported (its slot)",
 			f->tid);
 		f->missed = true;
@@ -281,10 +300,10 @@ static void wait_of_thread(struct ptwk_underway *u, const struct user_regs_struc
 	lw->futex = regs->rdi;
 	lw->sp = sp;
 	lw->join = w.join;
-	for (int k = i; k < n && lw->npcs < PTWK_DEADLOCK_FRAMES; k++)
+	for (int k = i; k < (hooked ? i + 1 : n) && lw->npcs < PTWK_DEADLOCK_FRAMES; k++)
 		lw->pcs[lw->npcs++] = pcs[k];
 	f->wait = lw;
-	f->wait_path = xstrdup(path);
+	f->wait_path = hooked ? NULL : xstrdup(path); /* (NULL: no site to probe) */
 }
 
 /* The calls of traced functions on thread t's stack (t did not run since
@@ -302,7 +321,9 @@ static void unwind_thread(struct ptwk_underway *u, const struct ptwk_uw_task *t,
 	uint64_t *pcs = xcalloc(2 * (size_t)max, sizeof(*pcs));
 	uint64_t *sps = pcs + max;
 	bool whole;
-	int n = ptw_symbols_unwind_sps(u->env.syms, (pid_t)t->tid, &regs, pcs, sps, max, &whole);
+	/* (in its own memory: a fork child shares its parent's symbols) */
+	int n = ptw_symbols_unwind_sps_in(u->env.syms, proc_read, u->env.proc, (pid_t)t->tid, &regs,
+					  pcs, sps, max, &whole);
 	f->partial = u->env.frames && (n <= 0 || !whole || n == max);
 	if (in_futex)
 		wait_of_thread(u, &regs, pcs, sps, n, maps, nmaps, f);
@@ -382,7 +403,7 @@ static int attach_all(struct ptwk_underway *u, const struct found *fs, size_t nf
 	for (size_t k = 0; k < nfs; k++) {
 		for (size_t i = 0; i < fs[k].n; i++)
 			group_add(&g, &ng, fs[k].site_path[i], fs[k].site_off[i]);
-		if (fs[k].wait)
+		if (fs[k].wait && fs[k].wait_path)
 			group_add(&g, &ng, fs[k].wait_path, fs[k].wait_off);
 	}
 	for (size_t j = 0; j < ng; j++) {
@@ -479,7 +500,7 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 			fs[k].n = i;
 		}
 	for (size_t k = 0; k < nfs; k++)
-		if (fs[k].wait && !watch_wait(u, &fs[k])) {
+		if (fs[k].wait && fs[k].wait_path && !watch_wait(u, &fs[k])) {
 			first_unkept = unkept ? first_unkept : fs[k].tid;
 			unkept++;
 			free(fs[k].wait);

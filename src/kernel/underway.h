@@ -62,6 +62,9 @@ struct ptwk_underway_env {
 	void (*wait_of)(void *ctx, const struct user_regs_struct *regs, const uint64_t *pcs, int n,
 			struct ptw_wait_under_way *ret);
 	void (*wait_emit)(void *ctx, pid_t tid, const struct ptwk_lock_under_way *w, uint64_t ns);
+	/* a slow path's entry record of tid at sp, read and not converted
+	 * yet (NULL: none looked for) */
+	bool (*entry_seen)(void *ctx, pid_t tid, uint64_t sp);
 };
 
 /* Before the entry probes go in: every thread's context switches so far.

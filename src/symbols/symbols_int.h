@@ -107,6 +107,9 @@ struct ptw_symbols {
 	pid_t unwind_tid;
 	const struct user_regs_struct *unwind_regs;
 	const struct ptw_stack_copy *unwind_stack; /* NULL: read the live stack */
+	/* the unwound thread's memory, when not the symbols' own (NULL) */
+	ptw_memread_fn unwind_read;
+	void *unwind_read_ctx;
 	bool unwind_sp_pc_only;	  /* the other registers are unknown (UNKNOWN_REG) */
 	bool unwind_used_unknown; /* ... and one was used: the unwind is not true */
 	bool unwind_read_live;	  /* memory beyond the stack copy was read */

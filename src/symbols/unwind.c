@@ -52,6 +52,8 @@ static int unwind_read_word(struct ptw_symbols *s, uint64_t addr, uint64_t *ret)
 		return 0;
 	}
 	s->unwind_read_live = true;
+	if (s->unwind_read)
+		return s->unwind_read(s->unwind_read_ctx, addr, ret, sizeof(*ret));
 	return s->read(s->read_ctx, addr, ret, sizeof(*ret));
 }
 
@@ -253,6 +255,30 @@ int ptw_symbols_unwind_copy(struct ptw_symbols *s, pid_t tid, const struct user_
 	s->unwind_stack = stack;
 	int n = unwind(s, tid, regs, pcs, NULL, max);
 	s->unwind_stack = NULL;
+	return n;
+}
+
+int ptw_symbols_unwind_sps_in(struct ptw_symbols *s, ptw_memread_fn read, void *ctx, pid_t tid,
+			      const struct user_regs_struct *regs, uint64_t *pcs, uint64_t *sps,
+			      int max, bool *whole)
+{
+	s->unwind_read = read;
+	s->unwind_read_ctx = ctx;
+	int n = ptw_symbols_unwind_sps(s, tid, regs, pcs, sps, max, whole);
+	s->unwind_read = NULL;
+	s->unwind_read_ctx = NULL;
+	return n;
+}
+
+int ptw_symbols_unwind_copy_in(struct ptw_symbols *s, ptw_memread_fn read, void *ctx, pid_t tid,
+			       const struct user_regs_struct *regs,
+			       const struct ptw_stack_copy *stack, uint64_t *pcs, int max)
+{
+	s->unwind_read = read;
+	s->unwind_read_ctx = ctx;
+	int n = ptw_symbols_unwind_copy(s, tid, regs, stack, pcs, max);
+	s->unwind_read = NULL;
+	s->unwind_read_ctx = NULL;
 	return n;
 }
 

@@ -16,6 +16,14 @@
  *              mutexes and waits, confirmed without a stop (proof
  *              owners_reread) while both still sleep on their mutexes, the
  *              process never traced; then killed: the waits unmatched.
+ *   forkheld   (--follow-late) a child forked while its parent's thread
+ *              holds lock_m locks it at once and sleeps forever: -f, its
+ *              links made 50 ms after its fork (follow_link_delay_ms), so
+ *              it sleeps before they are in. Its wait is found under way
+ *              once they are (its start unknown): lock_m, no owner (the
+ *              holder is not the child's), no call site (its slow path
+ *              returns to the trampoline of its parent's uretprobe, whose
+ *              int3 its fork copied); unmatched once it is killed.
  *   formed     FIXTURE is tests/fixtures/deadlock.c: nine threads already
  *              blocked (a deadlock among them) when the backend attaches.
  *              Each wait under way is a wait span whose start was before
@@ -33,6 +41,8 @@
  *                     the code of the exported functions (ptw_libc_waits.h)
  *   --launch          FIXTURE is tests/fixtures/locks.c itself, started by
  *                     ptw_kernel_launch (held before its exec)
+ *   --follow-late     as --launch, with -f, each child's links made 50 ms
+ *                     after its fork
  *   --late            as --launch, and nothing read before the process
  *                     ended: waits classified and named from the files
  *                     (its memory is gone), as in a run that ends before
@@ -365,24 +375,26 @@ static bool read_line(int fd, const char *want, char *line, size_t size)
 
 int main(int argc, char **argv)
 {
-	bool per_probe = false, no_debug = false, launch = false, late = false;
+	bool per_probe = false, no_debug = false, launch = false, late = false, follow_late = false;
 	int a = 1;
 	for (; a < argc && !strncmp(argv[a], "--", 2); a++) {
 		per_probe |= !strcmp(argv[a], "--per-probe");
 		no_debug |= !strcmp(argv[a], "--no-debug-files");
-		launch |= !strcmp(argv[a], "--launch") || !strcmp(argv[a], "--late");
+		follow_late |= !strcmp(argv[a], "--follow-late");
+		launch |= !strcmp(argv[a], "--launch") || !strcmp(argv[a], "--late") || follow_late;
 		late |= !strcmp(argv[a], "--late");
 	}
 	if (argc < a + 2) {
 		fprintf(stderr,
 			"usage: test_kernel_locks [--per-probe | --no-debug-files | --launch "
-			"| --late] FIXTURE MODE [ARG]\n");
+			"| --follow-late | --late] FIXTURE MODE [ARG]\n");
 		return 99;
 	}
 	const char *fixture = argv[a], *mode = argv[a + 1];
 	int rounds = argc > a + 2 ? atoi(argv[a + 2]) : 0;
 	bool deadlock = !strcmp(mode, "deadlock");
 	bool formed = !strcmp(mode, "formed");
+	bool forkheld = !strcmp(mode, "forkheld");
 	char why[512];
 	kdrv_require_kernel();
 	alarm(50);
@@ -394,7 +406,9 @@ int main(int argc, char **argv)
 				     .sink = sink,
 				     .sink_ctx = spans,
 				     .no_multi = per_probe,
-				     .locks = true };
+				     .locks = true,
+				     .follow_forks = follow_late,
+				     .follow_link_delay_ms = follow_late ? 50 : 0 };
 	int ctl = -1, rep = -1;
 	char line[128] = "";
 	pid_t pid = 0, child;
@@ -473,6 +487,34 @@ launched:
 		check_deadlock(spans, pid, PTW_WAIT_OPEN);
 		kill(pid, SIGKILL);
 	}
+	pid_t held_child = 0;
+	if (forkheld) {
+		/* its record once the child sleeps on lock_m, then its wait */
+		for (int i = 0; i < 200 && (read_truth(tpath), !truth_of("forkheld", 0)); i++)
+			ptw_kernel_run(k, 50);
+		const struct json_object *rec = truth_of("forkheld", 0);
+		held_child = rec ? (pid_t)kdrv_jint(rec, "child") : 0;
+		const struct ptw_wait *w[4];
+		size_t n = 0;
+		for (int i = 0; i < 200 && held_child &&
+				!(n = waits_of(spans, PTW_WAIT_MUTEX, 0, held_child, w, 4));
+		     i++)
+			ptw_kernel_run(k, 50);
+		EXPECT(rec, "no forkheld record within 10 s");
+		EXPECT(n == 1, "the child's waits on lock_m: %zu", n);
+		if (n == 1) {
+			/* (no site: the slow path returns to a uretprobe's
+			 * trampoline, the int3 of its parent's probe copied by
+			 * its fork: the unwind stops there) */
+			check_one(w[0], held_child, 0, kdrv_jhex(rec, "mutex"), "lock_m", "(none)",
+				  PTW_WAIT_OPEN);
+			EXPECT(w[0]->start_unknown,
+			       "wait %u: begun before the child's links, its start is not unknown",
+			       w[0]->id);
+		}
+		if (held_child)
+			kill(held_child, SIGKILL);
+	}
 	r = ptw_kernel_run(k, 40000);
 	EXPECT(r == 1, "the run ended with %d, not the process's end", r);
 	struct ptw_kernel_stats st;
@@ -496,7 +538,12 @@ launched:
 	else if (!strcmp(mode, "nocontend"))
 		EXPECT(ptw_locks_count(ptw_spans_locks(spans)) == 0, "%zu waits",
 		       ptw_locks_count(ptw_spans_locks(spans)));
-	else if (!formed)
+	else if (forkheld) {
+		const struct ptw_wait *w[4];
+		size_t n = held_child ? waits_of(spans, PTW_WAIT_MUTEX, 0, held_child, w, 4) : 0;
+		EXPECT(n == 1 && w[0]->status == PTW_WAIT_UNMATCHED,
+		       "the killed child's wait: %zu, not unmatched", n);
+	} else if (!formed)
 		check_kinds(spans, mode, pid);
 	int held = count_our_programs();
 	ptw_kernel_free(k);
