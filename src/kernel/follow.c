@@ -148,8 +148,8 @@ void ptwk_follow_fork(struct ptw_kernel *k, struct ptw_kernel *parent, const str
 void ptwk_follow_linked(struct ptw_kernel *k, struct ptw_kernel *c, uint64_t links_in_ns)
 {
 	c->conv.probes_in_ns = links_in_ns;
-	if (!c->locks || c->conv.ended || c->underway)
-		return;
+	if (!c->locks || c->conv.ended || c->underway || ptw_proc_exited(c->pid, c->pid))
+		return; /* (gone: an end read later, or a short life, in no wait now) */
 	ptwk_calls_under_way(c);
 	k->stats.probes += ptwk_underway_take(c->underway);
 	ptwk_underway_emit(c->underway, &c->conv, ptw_now_ns());

@@ -445,7 +445,9 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 		(double)(ptw_now_ns() - t0) / 1e6);
 	struct ptw_mapping *maps = NULL;
 	int nmaps = ptw_maps_read(u->env.live_pid, &maps);
-	if (nmaps <= 0)
+	/* (a process gone meanwhile, a -f child's that ended at once, is in
+	 * no wait) */
+	if (nmaps <= 0 && !ptw_proc_exited(u->env.pid, u->env.live_pid))
 		note(u, PTW_W_KERNEL_LIMIT,
 		     "%s: the %s under way at the attach are not reported: cannot read "
 		     "/proc/%d/maps (%s)",
