@@ -12,6 +12,8 @@
 #include <linux/types.h>
 #endif
 
+#define PTWK_UW_RETS 4
+
 /* One thread of the process, as the task iterator read it. */
 struct ptwk_uw_task {
 	__u32 tid;
@@ -26,6 +28,13 @@ struct ptwk_uw_task {
 	__u64 fsbase; /* its TLS: glibc's struct pthread (0 unread) */
 	__u64 orig_ax; /* the system call it is in (-1: none), with regs */
 	__u64 flags;   /* eflags, with regs */
+	/* its innermost pending uretprobe returns (a uretprobe's, ours or
+	 * another tool's; a fork child's: copied from its parent's): the
+	 * stack slot whose return address the kernel replaced with its
+	 * trampoline, and that address (nrets 0: none, or unknown) */
+	__u32 nrets;
+	__u32 pad2;
+	__u64 rets[PTWK_UW_RETS][2];
 };
 
 /* underway_sites' value: the traced function's index (--trace), or'ed

@@ -242,53 +242,95 @@ void ptwk_regs_from_dwarf(const __u64 g[17], struct user_regs_struct *r)
 	r->rip = g[16];
 }
 
-static int proc_read(void *ctx, uint64_t addr, void *buf, size_t len)
+/*
+ * A thread's memory for its unwind, but for the return addresses the
+ * kernel replaced with a uretprobe's trampoline (in the [uprobes]
+ * mapping): the original ones, as the task iterator read them (rets).
+ * A fork child's (-f) are there in its first moments: its fork copied
+ * the int3 of its parent's probes, which fire in it without a record of
+ * its own but push a uretprobe's return. Another tool's uretprobes too.
+ */
+struct thread_mem {
+	struct ptw_proc *proc;
+	const struct ptwk_uw_task *t;
+	const struct ptw_mapping *tramp; /* NULL: none mapped */
+};
+
+static bool in_tramp(const struct thread_mem *m, uint64_t v)
 {
-	return ptw_mem_read(ctx, addr, buf, len);
+	return m->tramp && v >= m->tramp->start && v < m->tramp->end;
+}
+
+/* The word at addr (a trampoline's address: the original return address
+ * in its place, when the iterator has it). 1: so replaced; 0; -errno. */
+static int read_word(const struct thread_mem *m, uint64_t addr, uint64_t *ret)
+{
+	int r = ptw_mem_read(m->proc, addr, ret, sizeof(*ret));
+	if (r < 0 || !in_tramp(m, *ret))
+		return r;
+	for (uint32_t i = 0; i < m->t->nrets && i < PTWK_UW_RETS; i++)
+		if (m->t->rets[i][0] == addr) {
+			*ret = m->t->rets[i][1];
+			return 1;
+		}
+	return 0;
+}
+
+static int thread_read(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	uint64_t v;
+	if (len != sizeof(v))
+		return ptw_mem_read(((struct thread_mem *)ctx)->proc, addr, buf, len);
+	int r = read_word(ctx, addr, &v);
+	if (r >= 0)
+		memcpy(buf, &v, sizeof(v));
+	return r < 0 ? r : 0;
 }
 
 /* The slot at sp holds ret (the unwind is the target's memory read through
  * its CFI: believed only there), and the return site's file and offset. */
-static bool slot_holds(struct ptwk_underway *u, uint64_t sp, uint64_t ret,
-		       const struct ptw_mapping *maps, int nmaps, char *path, size_t path_size,
-		       uint64_t *ret_off)
+static bool slot_holds(struct ptwk_underway *u, const struct thread_mem *tm, uint64_t sp,
+		       uint64_t ret, const struct ptw_mapping *maps, int nmaps, char *path,
+		       size_t path_size, uint64_t *ret_off)
 {
 	uint64_t at;
 	char module[4096];
-	return ptw_mem_read(u->env.proc, sp, &at, sizeof(at)) == 0 && at == ret &&
+	return read_word(tm, sp, &at) >= 0 && at == ret &&
 	       ptwk_file_of(u->env.live_pid, maps, nmaps, ret, path, path_size, module,
 			    sizeof(module), ret_off) == 0;
 }
 
 /* --locks: the wait a thread asleep in futex is in (regs: its system
  * call's arguments), its return site watched as a frame's. */
-static void wait_of_thread(struct ptwk_underway *u, const struct user_regs_struct *regs,
-			   const uint64_t *pcs, const uint64_t *sps, int n,
-			   const struct ptw_mapping *maps, int nmaps, struct found *f)
+static void wait_of_thread(struct ptwk_underway *u, const struct thread_mem *tm,
+			   const struct user_regs_struct *regs, const uint64_t *pcs,
+			   const uint64_t *sps, int n, const struct ptw_mapping *maps, int nmaps,
+			   struct found *f)
 {
 	struct ptw_wait_under_way w;
 	u->env.wait_of(u->env.ctx, regs, pcs, n, &w);
 	if (w.kind == PTW_WAIT_NONE)
 		return;
 	int i = w.frame;
-	uint64_t sp = sps[i + 1] - 8;
+	uint64_t sp = sps[i + 1] - 8, raw = 0;
 	char path[4096];
 	/*
-	 * A return to a uretprobe's trampoline: the slow path's return is a
-	 * uretprobe's (its return record ends the wait), and the unwind
-	 * stops there (the slow path's frame alone). A fork child's (-f): a
-	 * wait it began once its own links were in (its entry record has it)
-	 * or, in its first moments, at the int3 of its parent's probes its
-	 * fork copied (no record of its own: found here).
+	 * The slow path returns to a uretprobe's trampoline: a fork child's
+	 * wait begun once its own links were in (its entry record has it:
+	 * not one under way) or before (found here). Its original return
+	 * address unknown (rets short), the unwind stopped there: its frame
+	 * alone, and no return-site probe (the uretprobe's return record,
+	 * once the child's links are in, ends it).
 	 */
-	const struct ptw_mapping *m = i + 1 < n ? ptw_maps_find(maps, nmaps, pcs[i + 1]) : NULL;
-	bool hooked = m && !strcmp(m->path, "[uprobes]") && sps[i + 1];
+	bool hooked = sps[i + 1] && ptw_mem_read(tm->proc, sp, &raw, sizeof(raw)) == 0 &&
+		      in_tramp(tm, raw);
 	if (hooked && u->env.entry_seen && u->env.entry_seen(u->env.ctx, f->tid, sp)) {
 		ptw_dbg(PTW_DBG_TRACER, "--locks: %d: its wait's entry was seen", f->tid);
 		return;
 	}
-	if (!hooked && (!sps[i + 1] || !slot_holds(u, sp, pcs[i + 1], maps, nmaps, path,
-						   sizeof(path), &f->wait_off))) {
+	bool blind = hooked && i + 1 < n && in_tramp(tm, pcs[i + 1]);
+	if (!blind && (!sps[i + 1] || !slot_holds(u, tm, sp, pcs[i + 1], maps, nmaps, path,
+						  sizeof(path), &f->wait_off))) {
 		ptw_dbg(PTW_DBG_TRACER, "--locks: %d: a wait under way is not reported (its slot)",
 			f->tid);
 		f->missed = true;
@@ -300,10 +342,10 @@ static void wait_of_thread(struct ptwk_underway *u, const struct user_regs_struc
 	lw->futex = regs->rdi;
 	lw->sp = sp;
 	lw->join = w.join;
-	for (int k = i; k < (hooked ? i + 1 : n) && lw->npcs < PTWK_DEADLOCK_FRAMES; k++)
+	for (int k = i; k < (blind ? i + 1 : n) && lw->npcs < PTWK_DEADLOCK_FRAMES; k++)
 		lw->pcs[lw->npcs++] = pcs[k];
 	f->wait = lw;
-	f->wait_path = hooked ? NULL : xstrdup(path); /* (NULL: no site to probe) */
+	f->wait_path = blind ? NULL : xstrdup(path); /* (NULL: no site to probe) */
 }
 
 /* The calls of traced functions on thread t's stack (t did not run since
@@ -322,11 +364,16 @@ static void unwind_thread(struct ptwk_underway *u, const struct ptwk_uw_task *t,
 	uint64_t *sps = pcs + max;
 	bool whole;
 	/* (in its own memory: a fork child shares its parent's symbols) */
-	int n = ptw_symbols_unwind_sps_in(u->env.syms, proc_read, u->env.proc, (pid_t)t->tid, &regs,
-					  pcs, sps, max, &whole);
+	const struct ptw_mapping *tramp = NULL;
+	for (int i = 0; i < nmaps && !tramp; i++)
+		if (!strcmp(maps[i].path, "[uprobes]"))
+			tramp = &maps[i];
+	struct thread_mem tm = { u->env.proc, t, tramp };
+	int n = ptw_symbols_unwind_sps_in(u->env.syms, thread_read, &tm, (pid_t)t->tid, &regs, pcs,
+					  sps, max, &whole);
 	f->partial = u->env.frames && (n <= 0 || !whole || n == max);
 	if (in_futex)
-		wait_of_thread(u, &regs, pcs, sps, n, maps, nmaps, f);
+		wait_of_thread(u, &tm, &regs, pcs, sps, n, maps, nmaps, f);
 	for (int i = 0; i < n - 1 && u->env.frames; i++) {
 		/* a return address: the call is the instruction before it */
 		uint64_t pc = i ? pcs[i] - 1 : pcs[i], lo, hi, ret = pcs[i + 1], index, off;
@@ -339,7 +386,8 @@ static void unwind_thread(struct ptwk_underway *u, const struct ptwk_uw_task *t,
 			continue;
 		uint64_t sp = sps[i + 1] - 8;
 		char path[4096];
-		if (!sps[i + 1] || !slot_holds(u, sp, ret, maps, nmaps, path, sizeof(path), &off)) {
+		if (!sps[i + 1] ||
+		    !slot_holds(u, &tm, sp, ret, maps, nmaps, path, sizeof(path), &off)) {
 			ptw_dbg(PTW_DBG_TRACER,
 				"--trace: %u: a call under way at %#llx is not reported", t->tid,
 				(unsigned long long)lo);

@@ -21,9 +21,10 @@
  *              links made 50 ms after its fork (follow_link_delay_ms), so
  *              it sleeps before they are in. Its wait is found under way
  *              once they are (its start unknown): lock_m, no owner (the
- *              holder is not the child's), no call site (its slow path
- *              returns to the trampoline of its parent's uretprobe, whose
- *              int3 its fork copied); unmatched once it is killed.
+ *              holder is not the child's), site forkheld_child (its slow
+ *              path returns to the trampoline of its parent's uretprobe,
+ *              whose int3 its fork copied: unwound with the original
+ *              return address); unmatched once it is killed.
  *   formed     FIXTURE is tests/fixtures/deadlock.c: nine threads already
  *              blocked (a deadlock among them) when the backend attaches.
  *              Each wait under way is a wait span whose start was before
@@ -503,11 +504,12 @@ launched:
 		EXPECT(rec, "no forkheld record within 10 s");
 		EXPECT(n == 1, "the child's waits on lock_m: %zu", n);
 		if (n == 1) {
-			/* (no site: the slow path returns to a uretprobe's
-			 * trampoline, the int3 of its parent's probe copied by
-			 * its fork: the unwind stops there) */
-			check_one(w[0], held_child, 0, kdrv_jhex(rec, "mutex"), "lock_m", "(none)",
-				  PTW_WAIT_OPEN);
+			/* (its slow path returns to a uretprobe's trampoline,
+			 * the int3 of its parent's probe copied by its fork:
+			 * unwound past it with the original return address the
+			 * task iterator read) */
+			check_one(w[0], held_child, 0, kdrv_jhex(rec, "mutex"), "lock_m",
+				  "forkheld_child", PTW_WAIT_OPEN);
 			EXPECT(w[0]->start_unknown,
 			       "wait %u: begun before the child's links, its start is not unknown",
 			       w[0]->id);
