@@ -249,6 +249,8 @@ enum ptwk_lock_kind {
 #define PTWK_LOCK_WORDS 8    /* 32-bit words read at the futex (the owner fields) */
 #define PTWK_LF_WORDS	0x1  /* words[] were read */
 
+#define PTWK_LOCK_RETS 4 /* pending uretprobe returns recorded, innermost first */
+
 struct ptwk_lock_record {
 	struct ptwk_record h;
 	/* DWARF's x86-64 order: rax rdx rcx rbx rsi rdi rbp rsp r8-r15 rip */
@@ -256,6 +258,15 @@ struct ptwk_lock_record {
 	__u32 words[PTWK_LOCK_WORDS]; /* at the futex; a join: the thread's tid */
 	__u32 lflags;		      /* PTWK_LF_* */
 	__u32 stack_len;	      /* bytes of stack[] copied from regs[7] */
+	/* the thread's pending uretprobe returns (a traced caller's, ours or
+	 * another tool's; a fork child's, copied from its parent): the stack
+	 * slot whose return address the kernel replaced with its trampoline
+	 * (tramp, the return address the unwind then reads there), and the
+	 * original address; nrets 0: none or unknown */
+	__u32 nrets;
+	__u32 pad;
+	__u64 tramp;
+	__u64 rets[PTWK_LOCK_RETS][2];
 	__u8 stack[PTWK_LOCK_STACK];
 };
 

@@ -256,16 +256,33 @@ struct ptw_stack_copy {
  */
 int ptw_symbols_unwind_copy(struct ptw_symbols *s, pid_t tid, const struct user_regs_struct *regs,
 			    const struct ptw_stack_copy *stack, uint64_t *pcs, int max);
+/* Return addresses the kernel replaced with a uretprobe's trampoline (a
+ * value in [tramp_lo, tramp_hi) read at one of the slots): the original
+ * at each stack slot, as the kernel keeps them (its pending returns). */
+struct ptw_unwind_rets {
+	uint64_t tramp_lo, tramp_hi;
+	const uint64_t (*slots)[2]; /* (slot address, original return address) */
+	size_t n;
+};
+
+/* v as read at addr, or the original return address if it is r's
+ * trampoline at one of r's slots. r NULL: v. */
+uint64_t ptw_unwind_rets_fix(const struct ptw_unwind_rets *r, uint64_t addr, uint64_t v);
+
 /*
  * ptw_symbols_unwind_sps and _copy with the thread's memory read by read
  * (ctx) instead of the symbols' own reader: a process that shares
  * another's symbols (a fork child's are its parent's until it execs) is
  * unwound in its own memory, not in its parent's at the same addresses.
+ * rets (NULL: none): the return addresses a uretprobe replaced, so that
+ * the unwind goes past them.
  */
-int ptw_symbols_unwind_sps_in(struct ptw_symbols *s, ptw_memread_fn read, void *ctx, pid_t tid,
+int ptw_symbols_unwind_sps_in(struct ptw_symbols *s, ptw_memread_fn read, void *ctx,
+			      const struct ptw_unwind_rets *rets, pid_t tid,
 			      const struct user_regs_struct *regs, uint64_t *pcs, uint64_t *sps,
 			      int max, bool *whole);
-int ptw_symbols_unwind_copy_in(struct ptw_symbols *s, ptw_memread_fn read, void *ctx, pid_t tid,
+int ptw_symbols_unwind_copy_in(struct ptw_symbols *s, ptw_memread_fn read, void *ctx,
+			       const struct ptw_unwind_rets *rets, pid_t tid,
 			       const struct user_regs_struct *regs,
 			       const struct ptw_stack_copy *stack, uint64_t *pcs, int max);
 

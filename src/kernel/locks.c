@@ -103,8 +103,12 @@ static int unwind(void *ctx, const struct ptwk_lock_record *r, uint64_t *pcs, in
 	 * from the process now: still true while the thread waits. */
 	struct ptw_stack_copy copy = { g[7], r->stack_len, r->stack };
 	ptw_mem_invalidate(l->env.proc);
-	return ptw_symbols_unwind_copy_in(syms_of(l), proc_read, l->env.proc, (pid_t)r->h.tid,
-					  &regs, &copy, pcs, max);
+	/* (past a traced caller's uretprobe: the original return address) */
+	struct ptw_unwind_rets rets = { r->tramp, r->tramp + 1, (const uint64_t(*)[2])r->rets,
+					r->nrets < PTWK_LOCK_RETS ? r->nrets : PTWK_LOCK_RETS };
+	return ptw_symbols_unwind_copy_in(syms_of(l), proc_read, l->env.proc,
+					  r->tramp ? &rets : NULL, (pid_t)r->h.tid, &regs, &copy,
+					  pcs, max);
 }
 
 static enum ptw_wait_kind classify(void *ctx, const uint64_t *pcs, int n, uint64_t futex,

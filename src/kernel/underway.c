@@ -252,8 +252,8 @@ void ptwk_regs_from_dwarf(const __u64 g[17], struct user_regs_struct *r)
  */
 struct thread_mem {
 	struct ptw_proc *proc;
-	const struct ptwk_uw_task *t;
 	const struct ptw_mapping *tramp; /* NULL: none mapped */
+	struct ptw_unwind_rets rets;
 };
 
 static bool in_tramp(const struct thread_mem *m, uint64_t v)
@@ -262,29 +262,18 @@ static bool in_tramp(const struct thread_mem *m, uint64_t v)
 }
 
 /* The word at addr (a trampoline's address: the original return address
- * in its place, when the iterator has it). 1: so replaced; 0; -errno. */
+ * in its place, when the iterator has it). 0, or -errno. */
 static int read_word(const struct thread_mem *m, uint64_t addr, uint64_t *ret)
 {
 	int r = ptw_mem_read(m->proc, addr, ret, sizeof(*ret));
-	if (r < 0 || !in_tramp(m, *ret))
-		return r;
-	for (uint32_t i = 0; i < m->t->nrets && i < PTWK_UW_RETS; i++)
-		if (m->t->rets[i][0] == addr) {
-			*ret = m->t->rets[i][1];
-			return 1;
-		}
-	return 0;
+	if (r == 0)
+		*ret = ptw_unwind_rets_fix(&m->rets, addr, *ret);
+	return r;
 }
 
-static int thread_read(void *ctx, uint64_t addr, void *buf, size_t len)
+static int proc_read(void *ctx, uint64_t addr, void *buf, size_t len)
 {
-	uint64_t v;
-	if (len != sizeof(v))
-		return ptw_mem_read(((struct thread_mem *)ctx)->proc, addr, buf, len);
-	int r = read_word(ctx, addr, &v);
-	if (r >= 0)
-		memcpy(buf, &v, sizeof(v));
-	return r < 0 ? r : 0;
+	return ptw_mem_read(ctx, addr, buf, len);
 }
 
 /* The slot at sp holds ret (the unwind is the target's memory read through
@@ -368,9 +357,13 @@ static void unwind_thread(struct ptwk_underway *u, const struct ptwk_uw_task *t,
 	for (int i = 0; i < nmaps && !tramp; i++)
 		if (!strcmp(maps[i].path, "[uprobes]"))
 			tramp = &maps[i];
-	struct thread_mem tm = { u->env.proc, t, tramp };
-	int n = ptw_symbols_unwind_sps_in(u->env.syms, thread_read, &tm, (pid_t)t->tid, &regs, pcs,
-					  sps, max, &whole);
+	struct thread_mem tm = { u->env.proc,
+				 tramp,
+				 { tramp ? tramp->start : 0, tramp ? tramp->end : 0,
+				   (const uint64_t(*)[2])t->rets,
+				   t->nrets < PTWK_UW_RETS ? t->nrets : PTWK_UW_RETS } };
+	int n = ptw_symbols_unwind_sps_in(u->env.syms, proc_read, u->env.proc, &tm.rets,
+					  (pid_t)t->tid, &regs, pcs, sps, max, &whole);
 	f->partial = u->env.frames && (n <= 0 || !whole || n == max);
 	if (in_futex)
 		wait_of_thread(u, &tm, &regs, pcs, sps, n, maps, nmaps, f);

@@ -110,6 +110,7 @@ struct ptw_symbols {
 	/* the unwound thread's memory, when not the symbols' own (NULL) */
 	ptw_memread_fn unwind_read;
 	void *unwind_read_ctx;
+	const struct ptw_unwind_rets *unwind_rets; /* NULL: none */
 	bool unwind_sp_pc_only;	  /* the other registers are unknown (UNKNOWN_REG) */
 	bool unwind_used_unknown; /* ... and one was used: the unwind is not true */
 	bool unwind_read_live;	  /* memory beyond the stack copy was read */

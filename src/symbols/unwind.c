@@ -47,14 +47,27 @@ static int unwind_read_word(struct ptw_symbols *s, uint64_t addr, uint64_t *ret)
 		return -EFAULT;
 	}
 	const struct ptw_stack_copy *c = s->unwind_stack;
+	int r = 0;
 	if (c && addr >= c->addr && addr - c->addr <= c->len && c->len - (addr - c->addr) >= 8) {
 		memcpy(ret, c->bytes + (addr - c->addr), sizeof(*ret));
-		return 0;
+	} else {
+		s->unwind_read_live = true;
+		r = s->unwind_read ? s->unwind_read(s->unwind_read_ctx, addr, ret, sizeof(*ret))
+				   : s->read(s->read_ctx, addr, ret, sizeof(*ret));
 	}
-	s->unwind_read_live = true;
-	if (s->unwind_read)
-		return s->unwind_read(s->unwind_read_ctx, addr, ret, sizeof(*ret));
-	return s->read(s->read_ctx, addr, ret, sizeof(*ret));
+	if (r == 0)
+		*ret = ptw_unwind_rets_fix(s->unwind_rets, addr, *ret);
+	return r;
+}
+
+uint64_t ptw_unwind_rets_fix(const struct ptw_unwind_rets *r, uint64_t addr, uint64_t v)
+{
+	if (!r || v < r->tramp_lo || v >= r->tramp_hi)
+		return v;
+	for (size_t i = 0; i < r->n; i++)
+		if (r->slots[i][0] == addr)
+			return r->slots[i][1];
+	return v;
 }
 
 static bool unwind_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
@@ -258,27 +271,33 @@ int ptw_symbols_unwind_copy(struct ptw_symbols *s, pid_t tid, const struct user_
 	return n;
 }
 
-int ptw_symbols_unwind_sps_in(struct ptw_symbols *s, ptw_memread_fn read, void *ctx, pid_t tid,
+int ptw_symbols_unwind_sps_in(struct ptw_symbols *s, ptw_memread_fn read, void *ctx,
+			      const struct ptw_unwind_rets *rets, pid_t tid,
 			      const struct user_regs_struct *regs, uint64_t *pcs, uint64_t *sps,
 			      int max, bool *whole)
 {
 	s->unwind_read = read;
 	s->unwind_read_ctx = ctx;
+	s->unwind_rets = rets;
 	int n = ptw_symbols_unwind_sps(s, tid, regs, pcs, sps, max, whole);
 	s->unwind_read = NULL;
 	s->unwind_read_ctx = NULL;
+	s->unwind_rets = NULL;
 	return n;
 }
 
-int ptw_symbols_unwind_copy_in(struct ptw_symbols *s, ptw_memread_fn read, void *ctx, pid_t tid,
+int ptw_symbols_unwind_copy_in(struct ptw_symbols *s, ptw_memread_fn read, void *ctx,
+			       const struct ptw_unwind_rets *rets, pid_t tid,
 			       const struct user_regs_struct *regs,
 			       const struct ptw_stack_copy *stack, uint64_t *pcs, int max)
 {
 	s->unwind_read = read;
 	s->unwind_read_ctx = ctx;
+	s->unwind_rets = rets;
 	int n = ptw_symbols_unwind_copy(s, tid, regs, stack, pcs, max);
 	s->unwind_read = NULL;
 	s->unwind_read_ctx = NULL;
+	s->unwind_rets = NULL;
 	return n;
 }
 

@@ -146,6 +146,14 @@ def case_fork_shared(session, chk):
             chk.eq('%s: every wait ended' % what,
                    [(w['pid'], w['tid'], w['wait'], w['status'], w.get('reason'))
                     for w in wait_spans(run.doc) if w['status'] != 'completed'], [])
+            # (kernel path, with --trace: a traced caller's return went
+            # through a uretprobe's trampoline; its site was "??" there)
+            chk.eq('%s: every wait\'s call site is a function of the program' % what,
+                   [(w['tid'], w['wait'], (w.get('site') or {}).get('addr'))
+                    for w in wait_spans(run.doc)
+                    if not ((w.get('site') or {}).get('symbol') or '').startswith(('fs_', 'ticker',
+                                                                               'child_', 'main'))],
+                   [])
 
 
 @test('fork-kinds', timeout=120, kernel=True)
