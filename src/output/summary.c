@@ -583,7 +583,7 @@ static void waits_summary(struct ptw_buf *out, const struct ptw_report *r)
 		return;
 	ptw_buf_printf(out, "  waits: %" PRIu64 " contended", tt.count);
 	if (tt.before_attach)
-		ptw_buf_printf(out, " (%" PRIu64 " under way at the attach)", tt.before_attach);
+		ptw_buf_printf(out, " (%" PRIu64 " under way when ptwatch came)", tt.before_attach);
 	ptw_buf_printf(out, ", %" PRIu64 " completed, ", tt.completed);
 	ptw_text_duration(out, tt.total_ns);
 	ptw_buf_puts(out, " waited in all");
@@ -664,7 +664,7 @@ static void waits_summary(struct ptw_buf *out, const struct ptw_report *r)
 			ptw_text_duration(out, tw[i].max_ns);
 		}
 		if (tw[i].completed > tw[i].timed)
-			ptw_buf_printf(out, " (%" PRIu64 " begun before the attach)",
+			ptw_buf_printf(out, " (%" PRIu64 " begun before ptwatch came)",
 				       tw[i].completed - tw[i].timed);
 		if (tw[i].waits > tw[i].completed)
 			ptw_buf_printf(out, " (%" PRIu64 " not finished)",

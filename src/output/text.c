@@ -302,7 +302,7 @@ void ptw_text_frame_event(struct ptw_buf *out, const struct ptw_text_style *st, 
 		if (fr->sig)
 			ptw_buf_printf(out, " (signal %s)", ptw_signame(fr->sig));
 		if (fr->entry_unknown)
-			ptw_buf_puts(out, " (under way at the attach)");
+			ptw_buf_puts(out, " (under way when ptwatch came)");
 	} else if (ev->kind == PTW_EV_FRAME_RETURN && fr->has_return) {
 		line_start(out, st, ev, "ret");
 		ptw_buf_printf(out, " {%u} %*s", fr->id, (int)(fr->depth - 1) * 2, "");
@@ -369,7 +369,7 @@ void ptw_text_wait_event(struct ptw_buf *out, const struct ptw_text_style *st, c
 			ptw_text_location(out, w->site, NULL);
 		}
 		if (w->start_unknown)
-			ptw_buf_puts(out, " (under way at the attach)");
+			ptw_buf_puts(out, " (under way when ptwatch came)");
 		break;
 	case PTW_EV_WAIT_END:
 		if (!w || !w->has_end)
@@ -378,10 +378,11 @@ void ptw_text_wait_event(struct ptw_buf *out, const struct ptw_text_style *st, c
 		ptw_buf_printf(out, " <%u> %s", w->id, wait_verb(w->kind));
 		object_text(out, w->kind, w->object, w->object_loc);
 		if (w->start_unknown) {
-			/* begun before the attach: at least since then */
+			/* begun before ptwatch came (its attach, or a -f child's own
+			 * probes on the kernel path): at least since then */
 			ptw_buf_puts(out, " for more than ");
 			ptw_text_duration(out, w->end_ns - w->start_ns);
-			ptw_buf_puts(out, " (begun before the attach)");
+			ptw_buf_puts(out, " (begun before ptwatch came)");
 		} else {
 			ptw_buf_puts(out, " for ");
 			ptw_text_duration(out, w->end_ns - w->start_ns);

@@ -465,7 +465,7 @@ def case_locks_under_way(session, chk, mode='attach'):
         chk.eq('the cond waiters woke', target.line(20, 'woken'), 'woken')
         chk.true('their waits\' ends said in the event log',
                  wait_for(lambda: (read_outputs(run), run.stderr_text().count(
-                     '(begun before the attach)'))[1] >= 3, 20), run.stderr_text()[-2000:])
+                     '(begun before ptwatch came)'))[1] >= 3, 20), run.stderr_text()[-2000:])
         os.kill(proc.pid, signal.SIGINT)
         session.wait(run, proc, 20, 'ptwatch did not let go after SIGINT')
     finally:
@@ -522,7 +522,7 @@ def case_locks_under_way(session, chk, mode='attach'):
              m['timed'] == len([w for w in waits if w['status'] == 'completed' and
                                 w['start'] == 'seen']), m)
     check_waits_sane(chk, doc)
-    lines = [x for x in run.stderr_text().splitlines() if '(under way at the attach)' in x]
+    lines = [x for x in run.stderr_text().splitlines() if '(under way when ptwatch came)' in x]
     chk.eq('event log: %d waits under way (%r)' % (nunder, lines), len(lines), nunder)
     # read back by report: the same waits, the same figures
     p = subprocess.run([ptwatch_path(), 'report', '--format=json', run.doc_path],
@@ -536,7 +536,7 @@ def case_locks_under_way(session, chk, mode='attach'):
     p = subprocess.run([ptwatch_path(), 'report', run.doc_path], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, timeout=60)
     chk.true('report: the summary counts them',
-             '(%d under way at the attach)' % nunder in p.stdout.decode(errors='replace'),
+             '(%d under way when ptwatch came)' % nunder in p.stdout.decode(errors='replace'),
              p.stdout.decode(errors='replace')[-1500:])
     check_untouched(chk, pid, 'after the detach', allowed='S')
     chk.true('ab and ba still sleep on their mutexes after the detach',
