@@ -15,6 +15,8 @@
 #include <sys/types.h>
 #include <sys/user.h>
 
+#define PTW_TASK_RETS 4
+
 /* One thread as the kernel holds it now. */
 struct ptw_task_regs {
 	pid_t tid;
@@ -25,6 +27,12 @@ struct ptw_task_regs {
 	 * system call, an interrupt, a fault): true while it is off a CPU;
 	 * orig_rax is the system call it is in (-1: none) */
 	struct user_regs_struct regs;
+	/* its innermost pending uretprobe returns (another tool's, or a
+	 * ptwatch kernel session's, on the process): the stack slot whose
+	 * return address the kernel replaced with its trampoline, and the
+	 * original address; nrets 0: none, or unknown */
+	uint32_t nrets;
+	uint64_t rets[PTW_TASK_RETS][2];
 };
 
 /* One sample of a running thread: its user registers and the top of its

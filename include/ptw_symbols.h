@@ -271,7 +271,7 @@ uint64_t ptw_unwind_rets_fix(const struct ptw_unwind_rets *r, uint64_t addr, uin
 
 /*
  * ptw_symbols_unwind_sps and _copy with the thread's memory read by read
- * (ctx) instead of the symbols' own reader: a process that shares
+ * (ctx) instead of the symbols' own reader (read NULL: that one): a process that shares
  * another's symbols (a fork child's are its parent's until it execs) is
  * unwound in its own memory, not in its parent's at the same addresses.
  * rets (NULL: none): the return addresses a uretprobe replaced, so that
@@ -296,10 +296,10 @@ int ptw_symbols_unwind_copy_in(struct ptw_symbols *s, ptw_memread_fn read, void 
  * the frames found are true but not all (stop the thread and read its
  * registers to have them all). *read_live says whether memory beyond the
  * copy was read from the process (true only if the thread did not run
- * before that read).
+ * before that read). rets as for ptw_symbols_unwind_sps_in (NULL: none).
  */
 int ptw_symbols_unwind_sp_pc(struct ptw_symbols *s, pid_t tid, uint64_t sp, uint64_t pc,
-			     const struct ptw_stack_copy *stack, uint64_t *pcs, int max, bool *whole,
-			     bool *read_live);
+			     const struct ptw_stack_copy *stack, const struct ptw_unwind_rets *rets,
+			     uint64_t *pcs, int max, bool *whole, bool *read_live);
 
 #endif

@@ -59,6 +59,8 @@ static int read_tasks(struct ptw_regs_reader *rr, struct ptw_task_regs **ret)
 					       .switches = t[i].switches };
 		struct user_regs_struct *r = &v[i].regs;
 		r->fs_base = t[i].fsbase;
+		v[i].nrets = t[i].nrets < PTW_TASK_RETS ? t[i].nrets : PTW_TASK_RETS;
+		memcpy(v[i].rets, t[i].rets, v[i].nrets * sizeof(v[i].rets[0]));
 		if (!t[i].regs_ok)
 			continue;
 		ptwk_regs_from_dwarf(t[i].regs, r);

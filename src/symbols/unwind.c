@@ -302,17 +302,19 @@ int ptw_symbols_unwind_copy_in(struct ptw_symbols *s, ptw_memread_fn read, void 
 }
 
 int ptw_symbols_unwind_sp_pc(struct ptw_symbols *s, pid_t tid, uint64_t sp, uint64_t pc,
-			     const struct ptw_stack_copy *stack, uint64_t *pcs, int max,
-			     bool *whole, bool *read_live)
+			     const struct ptw_stack_copy *stack, const struct ptw_unwind_rets *rets,
+			     uint64_t *pcs, int max, bool *whole, bool *read_live)
 {
 	struct user_regs_struct regs = { .rsp = sp, .rip = pc };
 	s->unwind_stack = stack;
+	s->unwind_rets = rets;
 	s->unwind_sp_pc_only = true;
 	s->unwind_used_unknown = false;
 	s->unwind_read_live = false;
 	int n = unwind(s, tid, &regs, pcs, NULL, max);
 	s->unwind_sp_pc_only = false;
 	s->unwind_stack = NULL;
+	s->unwind_rets = NULL;
 	*whole = n > 0 && s->unwind_complete && !s->unwind_used_unknown;
 	*read_live = s->unwind_read_live;
 	return n;

@@ -369,7 +369,56 @@ struct stacks {
 	struct ptw_mapping *maps;
 	int nmaps;
 	bool fresh;
+	/* the threads' pending uretprobe returns (tid -> struct thread_rets
+	 * *, owned; those with some), where the process has the kernel's
+	 * trampoline page mapped ([uprobes]: tramp_lo 0 none), from the
+	 * kernel's reader: their stacks are unwound past the trampoline */
+	struct ptw_map rets;
+	uint64_t tramp_lo, tramp_hi;
 };
+
+struct thread_rets {
+	size_t n;
+	uint64_t slots[PTW_TASK_RETS][2];
+};
+
+/* Thread tid's returns to read past (buf filled), or NULL: none. */
+static const struct ptw_unwind_rets *rets_of(const struct stacks *st, pid_t tid,
+					     struct ptw_unwind_rets *buf)
+{
+	const struct thread_rets *r =
+		st->tramp_lo ? ptw_map_get((struct ptw_map *)&st->rets, (uint64_t)tid) : NULL;
+	if (!r)
+		return NULL;
+	*buf = (struct ptw_unwind_rets){ st->tramp_lo, st->tramp_hi, (const uint64_t(*)[2])r->slots,
+					 r->n };
+	return buf;
+}
+
+/* Where the kernel's trampoline page is mapped, and (its reader: one
+ * pass of the task iterator) every thread's pending returns. A process
+ * with no uprobe hit has none: nothing read. */
+static void read_rets(struct stacks *st, struct ptw_regs_reader *reader)
+{
+	for (int i = 0; i < st->nmaps && !st->tramp_lo; i++)
+		if (!strcmp(st->maps[i].path, "[uprobes]")) {
+			st->tramp_lo = st->maps[i].start;
+			st->tramp_hi = st->maps[i].end;
+		}
+	struct ptw_task_regs *tasks;
+	int n = st->tramp_lo && reader ? reader->tasks(reader, &tasks) : 0;
+	for (int i = 0; i < n; i++)
+		if (tasks[i].nrets) {
+			struct thread_rets *r = xcalloc(1, sizeof(*r));
+			r->n = tasks[i].nrets < PTW_TASK_RETS ? tasks[i].nrets : PTW_TASK_RETS;
+			memcpy(r->slots, tasks[i].rets, r->n * sizeof(r->slots[0]));
+			free(ptw_map_put(&st->rets, (uint64_t)tasks[i].tid, r));
+		}
+	if (n > 0)
+		free(tasks);
+	ptw_dbg(PTW_DBG_TRACER, "snapshot: %zu threads with pending uretprobe returns",
+		st->rets.count);
+}
 
 /* How much stack to copy: from the stack pointer to the end of its mapping,
  * no more than STACK_COPY_MAX (older frames beyond are read from the
@@ -537,7 +586,7 @@ static void wait_target(struct ptw_tracer *t, struct snap_waits *sw, const struc
 
 /* The thread's state, stack and wait, from what was copied. */
 static void record(struct ptw_tracer *t, const struct frozen *f, const struct held *c,
-		   struct snap_waits *sw, uint64_t ns)
+		   struct snap_waits *sw, const struct stacks *stacks, uint64_t ns)
 {
 	struct image *img = &t->img;
 	const struct kstate *k = f->k;
@@ -554,10 +603,12 @@ static void record(struct ptw_tracer *t, const struct frozen *f, const struct he
 	 * it, or the innermost frames of one that would not stop) */
 	if ((f->have_regs || f->pcs) && img->syms) {
 		pcs = f->have_regs ? own : f->pcs;
-		n = !f->have_regs ? f->npcs
-				  : ptw_symbols_unwind_copy(img->syms, f->tid, &f->regs,
-							    f->stack.bytes ? &f->stack : NULL, own,
-							    MAX_FRAMES);
+		struct ptw_unwind_rets rb;
+		n = !f->have_regs
+			    ? f->npcs
+			    : ptw_symbols_unwind_copy_in(
+				      img->syms, NULL, NULL, rets_of(stacks, f->tid, &rb), f->tid,
+				      &f->regs, f->stack.bytes ? &f->stack : NULL, own, MAX_FRAMES);
 		for (int i = 0; i < n; i++)
 			/* Return addresses point after the call: name the call. */
 			locs[i] = ptw_symbols_locate(img->syms, i ? pcs[i] - 1 : pcs[i]);
@@ -674,9 +725,10 @@ static void read_sleepers(struct ptw_tracer *t, struct frozen *fs, size_t n, int
 		struct frozen *f = &fs[i];
 		if (!f->stack.bytes)
 			continue;
+		struct ptw_unwind_rets rb;
 		int got = ptw_symbols_unwind_sp_pc(t->img.syms, f->tid, f->k->sp, f->k->pc,
-						   &f->stack, pcs, MAX_FRAMES, &f->pcs_whole,
-						   &f->read_live);
+						   &f->stack, rets_of(st, f->tid, &rb), pcs,
+						   MAX_FRAMES, &f->pcs_whole, &f->read_live);
 		if (got <= 0) { /* libdwfl cannot unwind this process at all */
 			f->pcs_whole = false;
 			continue;
@@ -1051,14 +1103,16 @@ static void snap_free(struct snap *sn)
 	}
 	free(sn->v);
 	free(sn->stacks.maps);
+	void *v;
+	for (size_t it = 0; ptw_map_next(&sn->stacks.rets, &it, NULL, &v);)
+		free(v);
+	ptw_map_free(&sn->stacks.rets);
 	if (sn->task_fd >= 0)
 		close(sn->task_fd);
 	free_kstates(&sn->kstates);
 	ptw_map_free(&sn->held.live);
 	ptw_map_free(&sn->held.pds);
-	size_t it = 0;
-	void *v;
-	while (ptw_map_next(&sn->unseized, &it, NULL, &v))
+	for (size_t it = 0; ptw_map_next(&sn->unseized, &it, NULL, &v);)
 		free(v);
 	ptw_map_free(&sn->unseized);
 }
@@ -1100,6 +1154,7 @@ int ptw_tracer_snapshot(const struct ptw_backend_opts *o, pid_t pid,
 	sn.stacks.nmaps = ptw_maps_read(pid, &sn.stacks.maps);
 	if (sn.stacks.nmaps < 0)
 		sn.stacks.nmaps = 0;
+	read_rets(&sn.stacks, reader);
 	if (r == 0)
 		read_sleepers(t, sn.v, sn.n, sn.task_fd, &sn.stacks,
 			      reader ? "read by the kernel" : "stopped");
@@ -1148,7 +1203,7 @@ int ptw_tracer_snapshot(const struct ptw_backend_opts *o, pid_t pid,
 	/* They run again: now the slow part, from the copies. */
 	for (size_t i = 0; i < sn.n; i++)
 		if (sn.v[i].tid)
-			record(t, &sn.v[i], &sn.held, &sw, ns);
+			record(t, &sn.v[i], &sn.held, &sw, &sn.stacks, ns);
 	snap_free(&sn);
 #define MS(a, b) ((double)((b) - (a)) / 1e6)
 	ptw_dbg(PTW_DBG_TRACER,
