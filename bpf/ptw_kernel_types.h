@@ -78,8 +78,32 @@ struct signal_struct {
 
 /* exec's auxiliary vector, as kept for /proc/PID/auxv (AT_VECTOR_SIZE
  * longs: type, value pairs up to AT_NULL; its size relocated) */
+/* uprobes (linux/uprobes.h; kernel/events/uprobes.c in older kernels): a
+ * uretprobe's pending return (the stack slot whose return address the
+ * kernel replaced with its trampoline, and the original address), and the
+ * page whose first slot is that trampoline. Read only where
+ * bpf_core_field_exists says they are there. */
+struct return_instance {
+	unsigned long stack; /* the sp at the entry: the return address's slot */
+	unsigned long orig_ret_vaddr;
+	struct return_instance *next;
+} __attribute__((preserve_access_index));
+
+struct uprobe_task {
+	struct return_instance *return_instances;
+} __attribute__((preserve_access_index));
+
+struct xol_area {
+	unsigned long vaddr;
+} __attribute__((preserve_access_index));
+
+struct uprobes_state {
+	struct xol_area *xol_area;
+} __attribute__((preserve_access_index));
+
 struct mm_struct {
 	unsigned long saved_auxv[56];
+	struct uprobes_state uprobes_state;
 } __attribute__((preserve_access_index));
 
 /* A task's pid in each namespace it is seen in (include/linux/pid.h):
@@ -129,6 +153,7 @@ struct task_struct {
 	int exit_code;
 	struct signal_struct *signal;
 	struct thread_struct thread;
+	struct uprobe_task *utask;
 } __attribute__((preserve_access_index));
 
 /* signal_deliver's action: the handler the signal met */

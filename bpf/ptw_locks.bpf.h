@@ -21,48 +21,19 @@ const volatile __u32 have_tid = 0;
 
 #define PTWK_LOCK_CHUNK 512
 
-/* (kernel/events/uprobes.c, linux/uprobes.h: a uretprobe's pending
- * return, and the page whose first slot is its trampoline) */
-struct return_instance___lk {
-	unsigned long stack; /* the sp at the entry: the return address's slot */
-	unsigned long orig_ret_vaddr;
-	struct return_instance___lk *next;
-} __attribute__((preserve_access_index));
-
-struct uprobe_task___lk {
-	struct return_instance___lk *return_instances;
-} __attribute__((preserve_access_index));
-
-struct xol_area___lk {
-	unsigned long vaddr;
-} __attribute__((preserve_access_index));
-
-struct uprobes_state___lk {
-	struct xol_area___lk *xol_area;
-} __attribute__((preserve_access_index));
-
-struct mm_struct___lk {
-	struct uprobes_state___lk uprobes_state;
-} __attribute__((preserve_access_index));
-
-struct task_struct___lk {
-	struct uprobe_task___lk *utask;
-	struct mm_struct___lk *mm;
-} __attribute__((preserve_access_index));
-
 /* The current thread's pending uretprobe returns into r (the unwind reads
  * the original return addresses where the trampoline's are). */
 static __always_inline void pending_returns(struct ptwk_lock_record *r)
 {
 	r->nrets = 0;
 	r->tramp = 0;
-	if (!bpf_core_field_exists(((struct task_struct___lk *)0)->utask) ||
-	    !bpf_core_field_exists(((struct return_instance___lk *)0)->orig_ret_vaddr) ||
-	    !bpf_core_field_exists(((struct xol_area___lk *)0)->vaddr))
+	if (!bpf_core_field_exists(((struct task_struct *)0)->utask) ||
+	    !bpf_core_field_exists(((struct return_instance *)0)->orig_ret_vaddr) ||
+	    !bpf_core_field_exists(((struct xol_area *)0)->vaddr))
 		return;
-	struct task_struct___lk *t = (struct task_struct___lk *)bpf_get_current_task();
+	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
 	r->tramp = BPF_CORE_READ(t, mm, uprobes_state.xol_area, vaddr);
-	struct return_instance___lk *ri = BPF_CORE_READ(t, utask, return_instances);
+	struct return_instance *ri = BPF_CORE_READ(t, utask, return_instances);
 	for (__u32 i = 0; i < PTWK_LOCK_RETS && ri && r->tramp; i++) {
 		r->rets[i][0] = BPF_CORE_READ(ri, stack);
 		r->rets[i][1] = BPF_CORE_READ(ri, orig_ret_vaddr);

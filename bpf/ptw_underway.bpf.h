@@ -16,24 +16,12 @@ struct bpf_iter_meta___uw {
 	struct seq_file *seq;
 } __attribute__((preserve_access_index));
 
-/* (kernel/events/uprobes.c: a uretprobe's pending return; since 6.13 in
- * linux/uprobes.h) */
-struct return_instance___uw {
-	unsigned long stack; /* the sp at the entry: the return address's slot */
-	unsigned long orig_ret_vaddr;
-	struct return_instance___uw *next;
-} __attribute__((preserve_access_index));
-
-struct uprobe_task___uw {
-	struct return_instance___uw *return_instances;
-} __attribute__((preserve_access_index));
-
 struct task_struct___uw {
 	pid_t pid;
 	int on_cpu;
 	unsigned long nvcsw, nivcsw;
 	struct thread_struct thread;
-	struct uprobe_task___uw *utask;
+	struct uprobe_task *utask;
 } __attribute__((preserve_access_index));
 
 struct bpf_iter__task___uw {
@@ -87,8 +75,8 @@ int ptw_underway_regs(struct bpf_iter__task___uw *ctx)
 		out.flags = r.flags;
 	}
 	if (bpf_core_field_exists(t->utask) &&
-	    bpf_core_field_exists(((struct return_instance___uw *)0)->orig_ret_vaddr)) {
-		struct return_instance___uw *ri = BPF_CORE_READ(t, utask, return_instances);
+	    bpf_core_field_exists(((struct return_instance *)0)->orig_ret_vaddr)) {
+		struct return_instance *ri = BPF_CORE_READ(t, utask, return_instances);
 		for (__u32 i = 0; i < PTWK_UW_RETS && ri; i++) {
 			out.rets[i][0] = BPF_CORE_READ(ri, stack);
 			out.rets[i][1] = BPF_CORE_READ(ri, orig_ret_vaddr);

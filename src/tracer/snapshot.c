@@ -405,7 +405,7 @@ static void read_rets(struct stacks *st, struct ptw_regs_reader *reader)
 			st->tramp_lo = st->maps[i].start;
 			st->tramp_hi = st->maps[i].end;
 		}
-	struct ptw_task_regs *tasks;
+	struct ptw_task_regs *tasks = NULL;
 	int n = st->tramp_lo && reader ? reader->tasks(reader, &tasks) : 0;
 	for (int i = 0; i < n; i++)
 		if (tasks[i].nrets) {
@@ -414,7 +414,7 @@ static void read_rets(struct stacks *st, struct ptw_regs_reader *reader)
 			memcpy(r->slots, tasks[i].rets, r->n * sizeof(r->slots[0]));
 			free(ptw_map_put(&st->rets, (uint64_t)tasks[i].tid, r));
 		}
-	if (n > 0)
+	if (n >= 0)
 		free(tasks);
 	ptw_dbg(PTW_DBG_TRACER, "snapshot: %zu threads with pending uretprobe returns",
 		st->rets.count);
