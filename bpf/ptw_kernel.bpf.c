@@ -256,6 +256,27 @@ struct {
 	__type(value, __u8);
 } gap_tids SEC(".maps");
 
+/* Task t's innermost pending uretprobe returns into rets, max at most (a
+ * constant): the stack slot whose return address the kernel replaced with
+ * its trampoline, and the original address. Returns how many (0 where the
+ * kernel's types have none). For the lock records and the task iterator:
+ * user space unwinds past the trampoline with them. */
+static __always_inline __u32 pending_returns(struct task_struct *t, __u64 rets[][2], __u32 max)
+{
+	__u32 n = 0;
+	if (!bpf_core_field_exists(t->utask) ||
+	    !bpf_core_field_exists(((struct return_instance *)0)->orig_ret_vaddr))
+		return 0;
+	struct return_instance *ri = BPF_CORE_READ(t, utask, return_instances);
+	for (__u32 i = 0; i < max && ri; i++) {
+		rets[i][0] = BPF_CORE_READ(ri, stack);
+		rets[i][1] = BPF_CORE_READ(ri, orig_ret_vaddr);
+		n = i + 1;
+		ri = BPF_CORE_READ(ri, next);
+	}
+	return n;
+}
+
 static __always_inline void begin(struct ptwk_record *r, __u32 kind, __u64 id)
 {
 	r->kind = kind;

@@ -21,25 +21,19 @@ const volatile __u32 have_tid = 0;
 
 #define PTWK_LOCK_CHUNK 512
 
-/* The current thread's pending uretprobe returns into r (the unwind reads
- * the original return addresses where the trampoline's are). */
-static __always_inline void pending_returns(struct ptwk_lock_record *r)
+/* The current thread's pending uretprobe returns into r, and the
+ * trampoline's address (the unwind reads the original return addresses
+ * where it is). */
+static __always_inline void lock_returns(struct ptwk_lock_record *r)
 {
 	r->nrets = 0;
 	r->tramp = 0;
-	if (!bpf_core_field_exists(((struct task_struct *)0)->utask) ||
-	    !bpf_core_field_exists(((struct return_instance *)0)->orig_ret_vaddr) ||
-	    !bpf_core_field_exists(((struct xol_area *)0)->vaddr))
+	if (!bpf_core_field_exists(((struct xol_area *)0)->vaddr))
 		return;
 	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
 	r->tramp = BPF_CORE_READ(t, mm, uprobes_state.xol_area, vaddr);
-	struct return_instance *ri = BPF_CORE_READ(t, utask, return_instances);
-	for (__u32 i = 0; i < PTWK_LOCK_RETS && ri && r->tramp; i++) {
-		r->rets[i][0] = BPF_CORE_READ(ri, stack);
-		r->rets[i][1] = BPF_CORE_READ(ri, orig_ret_vaddr);
-		r->nrets = i + 1;
-		ri = BPF_CORE_READ(ri, next);
-	}
+	if (r->tramp)
+		r->nrets = pending_returns(t, r->rets, PTWK_LOCK_RETS);
 }
 
 static __always_inline void lock_submit(struct ptwk_lock_record *r)
@@ -93,7 +87,7 @@ __noinline int lock_record(struct pt_regs *ctx, __u32 kind, __u64 id, __u64 a, _
 			break;
 		r->stack_len += PTWK_LOCK_CHUNK;
 	}
-	pending_returns(r);
+	lock_returns(r);
 	lock_submit(r);
 	return 0;
 }

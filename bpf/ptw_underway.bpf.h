@@ -21,7 +21,6 @@ struct task_struct___uw {
 	int on_cpu;
 	unsigned long nvcsw, nivcsw;
 	struct thread_struct thread;
-	struct uprobe_task *utask;
 } __attribute__((preserve_access_index));
 
 struct bpf_iter__task___uw {
@@ -74,16 +73,7 @@ int ptw_underway_regs(struct bpf_iter__task___uw *ctx)
 		out.orig_ax = r.orig_ax;
 		out.flags = r.flags;
 	}
-	if (bpf_core_field_exists(t->utask) &&
-	    bpf_core_field_exists(((struct return_instance *)0)->orig_ret_vaddr)) {
-		struct return_instance *ri = BPF_CORE_READ(t, utask, return_instances);
-		for (__u32 i = 0; i < PTWK_UW_RETS && ri; i++) {
-			out.rets[i][0] = BPF_CORE_READ(ri, stack);
-			out.rets[i][1] = BPF_CORE_READ(ri, orig_ret_vaddr);
-			out.nrets = i + 1;
-			ri = BPF_CORE_READ(ri, next);
-		}
-	}
+	out.nrets = pending_returns((struct task_struct *)t, out.rets, PTWK_UW_RETS);
 	bpf_seq_write(seq, &out, sizeof(out));
 	return 0;
 }

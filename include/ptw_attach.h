@@ -374,6 +374,8 @@ bool ptw_reap_dying(pid_t pid, int *ret_status);
  * either way); our own writes update it.
  */
 int ptw_mem_read(struct ptw_proc *p, uint64_t addr, void *buf, size_t len);
+/* ptw_mem_read as a reader callback (ptw_memread_fn): ctx is the process. */
+int ptw_mem_reader(void *ctx, uint64_t addr, void *buf, size_t len);
 /* One piece of a scattered read: len bytes at addr into buf; ok once read. */
 struct ptw_mem_piece {
 	uint64_t addr;

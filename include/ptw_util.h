@@ -257,6 +257,8 @@ struct ptw_mapping {
 int ptw_maps_read(pid_t pid, struct ptw_mapping **ret);
 /* The mapping containing addr in maps, or NULL. */
 const struct ptw_mapping *ptw_maps_find(const struct ptw_mapping *maps, int n, uint64_t addr);
+/* The first mapping of maps whose path is path ("[uprobes]", say), or NULL. */
+const struct ptw_mapping *ptw_maps_named(const struct ptw_mapping *maps, int n, const char *path);
 
 /* Name of a system call number likely to block ("futex", "read"), or NULL. */
 const char *ptw_syscall_name(long nr);

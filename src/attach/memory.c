@@ -110,6 +110,11 @@ int ptw_mem_read(struct ptw_proc *p, uint64_t addr, void *buf, size_t len)
 	return 0;
 }
 
+int ptw_mem_reader(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	return ptw_mem_read(ctx, addr, buf, len);
+}
+
 static int mem_read_direct(struct ptw_proc *p, uint64_t addr, void *buf, size_t len)
 {
 	struct iovec local = { buf, len }, remote = { (void *)(uintptr_t)addr, len };

@@ -662,11 +662,6 @@ int ptw_bp_insert(struct ptw_bptab *t, uint64_t addr, unsigned hooks, struct ptw
 	return 0;
 }
 
-static int mem_read_cb(void *ctx, uint64_t addr, void *buf, size_t len)
-{
-	return ptw_mem_read(ctx, addr, buf, len);
-}
-
 static int mem_write_cb(void *ctx, uint64_t addr, const void *buf, size_t len)
 {
 	return ptw_mem_write(ctx, addr, buf, len);
@@ -704,7 +699,7 @@ int ptw_bp_step_over(struct ptw_bptab *t, struct ptw_bp *bp, struct ptw_lwp *l)
 	if (bp->plan.kind == PTW_INSN_XOL) {
 		regs->rip = bp->xol_slot;
 	} else {
-		struct ptw_insn_mem mem = { mem_read_cb, mem_write_cb, t->proc };
+		struct ptw_insn_mem mem = { ptw_mem_reader, mem_write_cb, t->proc };
 		r = ptw_insn_emulate(&bp->plan, bp->addr, regs, &mem);
 		if (r < 0)
 			return r;

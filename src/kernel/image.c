@@ -104,11 +104,6 @@ struct ptwk_frames *ptwk_frames_of(const struct ptw_kernel *k)
 	return k->root ? k->root->frames : k->frames;
 }
 
-int ptwk_memread(void *ctx, uint64_t addr, void *buf, size_t len)
-{
-	return ptw_mem_read(ctx, addr, buf, len);
-}
-
 /* A process's memory by pid alone (process_vm_readv): for the symbols the
  * drain thread reads, which must not open a memory view (ptw_proc_open
  * hands its descriptor to the caller's hook, not made for threads). */
@@ -125,7 +120,7 @@ int ptwk_load_symbols(struct ptw_kernel *k)
 	int r = k->root ? ptw_symbols_new(k->pid, k->o.use_debug_files, cache_dir, ptwk_pid_memread,
 					  (void *)(intptr_t)k->pid, &k->syms)
 			: ptw_symbols_new(k->proc->mem_pid, k->o.use_debug_files, cache_dir,
-					  ptwk_memread, k->proc, &k->syms);
+					  ptw_mem_reader, k->proc, &k->syms);
 	free(cache_dir);
 	return r;
 }

@@ -258,7 +258,6 @@ void ptwk_sink(void *ctx, const struct ptw_event *ev);
 const struct ptw_location *ptwk_locate(void *ctx, uint64_t addr);
 struct ptwk_locks_env ptwk_locks_env_of(struct ptw_kernel *k);
 struct ptwk_frames *ptwk_frames_of(const struct ptw_kernel *k);
-int ptwk_memread(void *ctx, uint64_t addr, void *buf, size_t len);
 int ptwk_pid_memread(void *ctx, uint64_t addr, void *buf, size_t len);
 int ptwk_load_symbols(struct ptw_kernel *k);
 void ptwk_check_libc(struct ptw_kernel *k);

@@ -148,7 +148,7 @@ static void modules_apply(struct ptw_kernel *k)
 						     cache_dir, ptwk_pid_memread,
 						     (void *)(intptr_t)k->pid, &s)
 			    : ptw_symbols_new_listed(k->pid, specs, n, k->o.use_debug_files,
-						     cache_dir, ptwk_memread, k->proc, &s);
+						     cache_dir, ptw_mem_reader, k->proc, &s);
 		free(cache_dir);
 		if (r == 0) {
 			k->syms = s;

@@ -84,13 +84,6 @@ static void sink(void *ctx, const struct ptw_event *ev)
 	l->env.sink(l->env.ctx, ev);
 }
 
-/* (its own memory: a fork child shares its parent's symbols, not its
- * stack) */
-static int proc_read(void *ctx, uint64_t addr, void *buf, size_t len)
-{
-	return ptw_mem_read(ctx, addr, buf, len);
-}
-
 static int unwind(void *ctx, const struct ptwk_lock_record *r, uint64_t *pcs, int max)
 {
 	struct ptwk_locks *l = ctx;
@@ -103,10 +96,12 @@ static int unwind(void *ctx, const struct ptwk_lock_record *r, uint64_t *pcs, in
 	 * from the process now: still true while the thread waits. */
 	struct ptw_stack_copy copy = { g[7], r->stack_len, r->stack };
 	ptw_mem_invalidate(l->env.proc);
-	/* (past a traced caller's uretprobe: the original return address) */
+	/* (in its own memory: a fork child shares its parent's symbols, not
+	 * its stack; past a traced caller's uretprobe: the original return
+	 * address) */
 	struct ptw_unwind_rets rets = { r->tramp, r->tramp + 1, (const uint64_t(*)[2])r->rets,
 					r->nrets < PTWK_LOCK_RETS ? r->nrets : PTWK_LOCK_RETS };
-	return ptw_symbols_unwind_copy_in(syms_of(l), proc_read, l->env.proc,
+	return ptw_symbols_unwind_copy_in(syms_of(l), ptw_mem_reader, l->env.proc,
 					  r->tramp ? &rets : NULL, (pid_t)r->h.tid, &regs, &copy,
 					  pcs, max);
 }

@@ -252,13 +252,12 @@ void ptwk_regs_from_dwarf(const __u64 g[17], struct user_regs_struct *r)
  */
 struct thread_mem {
 	struct ptw_proc *proc;
-	const struct ptw_mapping *tramp; /* NULL: none mapped */
-	struct ptw_unwind_rets rets;
+	struct ptw_unwind_rets rets; /* tramp_lo 0: no trampoline mapped */
 };
 
 static bool in_tramp(const struct thread_mem *m, uint64_t v)
 {
-	return m->tramp && v >= m->tramp->start && v < m->tramp->end;
+	return m->rets.tramp_lo && v >= m->rets.tramp_lo && v < m->rets.tramp_hi;
 }
 
 /* The word at addr (a trampoline's address: the original return address
@@ -269,11 +268,6 @@ static int read_word(const struct thread_mem *m, uint64_t addr, uint64_t *ret)
 	if (r == 0)
 		*ret = ptw_unwind_rets_fix(&m->rets, addr, *ret);
 	return r;
-}
-
-static int proc_read(void *ctx, uint64_t addr, void *buf, size_t len)
-{
-	return ptw_mem_read(ctx, addr, buf, len);
 }
 
 /* The slot at sp holds ret (the unwind is the target's memory read through
@@ -340,7 +334,8 @@ static void wait_of_thread(struct ptwk_underway *u, const struct thread_mem *tm,
 /* The calls of traced functions on thread t's stack (t did not run since
  * the begin: its saved registers are its registers). */
 static void unwind_thread(struct ptwk_underway *u, const struct ptwk_uw_task *t,
-			  const struct ptw_mapping *maps, int nmaps, struct found *f)
+			  const struct ptw_mapping *maps, int nmaps,
+			  const struct ptw_mapping *tramp, struct found *f)
 {
 	struct user_regs_struct regs = { 0 };
 	ptwk_regs_from_dwarf(t->regs, &regs);
@@ -353,16 +348,11 @@ static void unwind_thread(struct ptwk_underway *u, const struct ptwk_uw_task *t,
 	uint64_t *sps = pcs + max;
 	bool whole;
 	/* (in its own memory: a fork child shares its parent's symbols) */
-	const struct ptw_mapping *tramp = NULL;
-	for (int i = 0; i < nmaps && !tramp; i++)
-		if (!strcmp(maps[i].path, "[uprobes]"))
-			tramp = &maps[i];
 	struct thread_mem tm = { u->env.proc,
-				 tramp,
 				 { tramp ? tramp->start : 0, tramp ? tramp->end : 0,
 				   (const uint64_t(*)[2])t->rets,
 				   t->nrets < PTWK_UW_RETS ? t->nrets : PTWK_UW_RETS } };
-	int n = ptw_symbols_unwind_sps_in(u->env.syms, proc_read, u->env.proc, &tm.rets,
+	int n = ptw_symbols_unwind_sps_in(u->env.syms, ptw_mem_reader, u->env.proc, &tm.rets,
 					  (pid_t)t->tid, &regs, pcs, sps, max, &whole);
 	f->partial = u->env.frames && (n <= 0 || !whole || n == max);
 	if (in_futex)
@@ -494,6 +484,8 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 		     "/proc/%d/maps (%s)",
 		     opts_of(u), things_of(u), u->env.live_pid,
 		     strerror(nmaps < 0 ? -nmaps : ENOENT));
+	/* (a uretprobe's trampoline: the page whose first slot it is) */
+	const struct ptw_mapping *tramp = ptw_maps_named(maps, nmaps > 0 ? nmaps : 0, "[uprobes]");
 	struct found *fs = xcalloc((size_t)n + 1, sizeof(*fs));
 	size_t nfs = 0, ran = 0, partial = 0, missed = 0, again = 0;
 	pid_t first_ran = 0, first_partial = 0, first_missed = 0, first_again = 0;
@@ -514,7 +506,7 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 		}
 		struct found *f = &fs[nfs];
 		f->tid = (pid_t)t[i].tid;
-		unwind_thread(u, &t[i], maps, nmaps, f);
+		unwind_thread(u, &t[i], maps, nmaps, tramp, f);
 		if (f->partial)
 			first_partial = partial++ ? first_partial : f->tid;
 		if (f->missed)

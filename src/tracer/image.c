@@ -19,13 +19,6 @@
 #include "ptw_glibc.h"
 #include "tracer_internal.h"
 
-static int memread(void *ctx, uint64_t addr, void *buf, size_t len)
-{
-	return ptw_mem_read(ctx, addr, buf, len);
-}
-
-
-
 /* "libc.so" for a dynamic program; the executable itself when static. */
 const char *image_libc_module(struct ptw_tracer *t)
 {
@@ -65,7 +58,7 @@ int image_load(struct ptw_tracer *t)
 	/* /proc/PID/{maps,exe,auxv} of a live thread: the leader may be a zombie. */
 	pid_t mem_pid = t->proc->mem_pid;
 	char *cache_dir = t->o.use_cache ? ptw_cache_default_dir() : NULL;
-	int r = ptw_symbols_new(mem_pid, t->o.use_debug_files, cache_dir, memread, t->proc,
+	int r = ptw_symbols_new(mem_pid, t->o.use_debug_files, cache_dir, ptw_mem_reader, t->proc,
 				&img->syms);
 	free(cache_dir);
 	if (r < 0) {
@@ -97,7 +90,7 @@ int image_load(struct ptw_tracer *t)
 	if (ptw_symbols_lookup_loaded(img->syms, PTW_MOD_EXE, "main", &addr) == 0)
 		img->main_addr = addr;
 	else
-		img->main_addr = ptw_symbols_main_from_entry(img->syms, memread, t->proc,
+		img->main_addr = ptw_symbols_main_from_entry(img->syms, ptw_mem_reader, t->proc,
 							     ptw_proc_auxv(mem_pid, AT_ENTRY));
 	ptw_dbg(PTW_DBG_TRACER, "main at %#llx", (unsigned long long)img->main_addr);
 	return 0;

@@ -151,7 +151,7 @@ static void hook_joins(struct ptw_tracer *t, struct ptw_lwp *l)
 			    "cannot find the extent of the join function; joins are not reported");
 		return;
 	}
-	uint64_t entry = join.lo, lo = join.lo, hi = join.hi;
+	uint64_t lo = join.lo, hi = join.hi; /* (its entry is lo) */
 	img->join_rets = !img->have_joinid || !image_tls_layout(t)->have_tid ||
 			 tracer_hooks_beside(t, HOOK_JOIN_RET);
 	img->join_lo = lo;
@@ -164,7 +164,7 @@ static void hook_joins(struct ptw_tracer *t, struct ptw_lwp *l)
 		nrets = ptw_insn_find_rets(code, len, lo, rets, 64);
 	free(code);
 	if ((img->join_rets && nrets == 0) ||
-	    tracer_insert_entry_bp(t, entry, HOOK_JOIN | tracer_hooks_beside(t, HOOK_JOIN), l) < 0) {
+	    tracer_insert_entry_bp(t, lo, HOOK_JOIN | tracer_hooks_beside(t, HOOK_JOIN), l) < 0) {
 		tracer_warn(t, PTW_W_NO_JOIN_HOOKS,
 			    "cannot break in the join function; joins are not reported");
 		return;

@@ -400,11 +400,11 @@ static const struct ptw_unwind_rets *rets_of(const struct stacks *st, pid_t tid,
  * with no uprobe hit has none: nothing read. */
 static void read_rets(struct stacks *st, struct ptw_regs_reader *reader)
 {
-	for (int i = 0; i < st->nmaps && !st->tramp_lo; i++)
-		if (!strcmp(st->maps[i].path, "[uprobes]")) {
-			st->tramp_lo = st->maps[i].start;
-			st->tramp_hi = st->maps[i].end;
-		}
+	const struct ptw_mapping *m = ptw_maps_named(st->maps, st->nmaps, "[uprobes]");
+	if (m) {
+		st->tramp_lo = m->start;
+		st->tramp_hi = m->end;
+	}
 	struct ptw_task_regs *tasks = NULL;
 	int n = st->tramp_lo && reader ? reader->tasks(reader, &tasks) : 0;
 	for (int i = 0; i < n; i++)
@@ -541,9 +541,11 @@ static void find_waits(struct ptw_tracer *t, struct snap_waits *sw)
 	sw->found = true;
 	sw->libc_path = t->img.dynamic ? ptw_symbols_module_path(t->img.syms, "libc.so") : NULL;
 	ptw_libc_waits_find(t->img.syms, image_libc_module(t), tracer_read_code, t, &sw->lw);
-	if (ptw_libc_join_find(t->img.syms, image_libc_module(t), tracer_read_code, t, &join) == 0)
-		sw->join = (struct ptw_join_at){ join.lo, join.hi, sw->join.has_tid,
-						 sw->join.tid_off };
+	if (ptw_libc_join_find(t->img.syms, image_libc_module(t), tracer_read_code, t, &join) ==
+	    0) {
+		sw->join.lo = join.lo;
+		sw->join.hi = join.hi;
+	}
 	ptw_dbg(PTW_DBG_TRACER,
 		"snapshot: __lll_lock_wait %#llx, private %#llx, futex wait %#llx, %zu ranges, "
 		"join [%#llx, %#llx)",

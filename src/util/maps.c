@@ -88,3 +88,11 @@ const struct ptw_mapping *ptw_maps_find(const struct ptw_mapping *maps, int n, u
 	}
 	return NULL;
 }
+
+const struct ptw_mapping *ptw_maps_named(const struct ptw_mapping *maps, int n, const char *path)
+{
+	for (int i = 0; i < n; i++)
+		if (!strcmp(maps[i].path, path))
+			return &maps[i];
+	return NULL;
+}
