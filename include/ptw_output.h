@@ -60,14 +60,15 @@ void ptw_json_escape(struct ptw_buf *out, const char *s);
 
 /* ---- the document ---- */
 
-#define PTW_SPANS_SCHEMA "ptwatch.spans/10"
-#define PTW_LINES_SCHEMA "ptwatch.lines/8"
+#define PTW_SPANS_SCHEMA "ptwatch.spans/11"
+#define PTW_LINES_SCHEMA "ptwatch.lines/9"
 /* Older versions still read: the stream before the metrics line had
  * processes (-f), before session.backend (2), before the warnings'
  * count and the code sigtrap_death (3), before the code
  * foreign_breakpoint (4), before a thread span's cpu (5), before a wait
- * span's start (6), before --snapshot's wait kinds were --locks' (7); the
- * document before those (4, 5, 6, 7, 8, 9). */
+ * span's start (6), before --snapshot's wait kinds were --locks' (7),
+ * before a -f child's frames under way at its fork (8); the document
+ * before those (4, 5, 6, 7, 8, 9, 10). */
 #define PTW_LINES_SCHEMA_1 "ptwatch.lines/1"
 #define PTW_LINES_SCHEMA_2 "ptwatch.lines/2"
 #define PTW_LINES_SCHEMA_3 "ptwatch.lines/3"
@@ -81,6 +82,8 @@ void ptw_json_escape(struct ptw_buf *out, const char *s);
 #define PTW_LINES_SCHEMA_6 "ptwatch.lines/6"
 #define PTW_SPANS_SCHEMA_9 "ptwatch.spans/9"
 #define PTW_LINES_SCHEMA_7 "ptwatch.lines/7"
+#define PTW_SPANS_SCHEMA_10 "ptwatch.spans/10"
+#define PTW_LINES_SCHEMA_8  "ptwatch.lines/8"
 
 /* A session signal ptwatch got, and what it did about it. */
 struct ptw_interrupt {

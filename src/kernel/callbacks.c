@@ -23,7 +23,7 @@ static bool main_returns_to(void *ctx, uint64_t ret)
 
 static const struct ptw_location *frame_function(void *ctx, uint64_t index)
 {
-	return ptwk_frames_function(((struct ptw_kernel *)ctx)->frames, index);
+	return ptwk_frames_function(ptwk_frames_of(ctx), index); /* (a -f child: the root's) */
 }
 
 /* The sigreturn trampoline a signal handler returns to, known by its code

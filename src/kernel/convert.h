@@ -71,6 +71,11 @@ struct ptwk_conv {
 	 * pthread, PTWK_F_GAP), and how many of them also ended then (their
 	 * value from it, not whether they returned or called pthread_exit) */
 	uint64_t gap_created, gap_ended;
+	/* -f --trace: calls its forking thread had under way at its fork that
+	 * were no longer on its stack when its own probes came, or could not
+	 * be told (ptwk_frames_forked): not reported */
+	uint64_t gap_frames;
+	uint64_t tramp;	   /* --trace: the uretprobe trampoline's page, as entries read it */
 	bool exec_gap;	   /* its image exec'd before its probes were in, and main() not seen */
 	bool probes_blind; /* its image is not what the probes see (said apart) */
 	/* The probes no longer fire in this process (a thread other than the
@@ -152,6 +157,35 @@ struct ptwk_under_way {
  * attach). */
 void ptwk_frames_under_way(struct ptwk_conv *c, pid_t tid, const struct ptwk_under_way *v, size_t n,
 			   uint64_t ns);
+
+/* A -f child's one thread, read once its own probes were in (follow.c):
+ * its stack pointer then and len bytes of its stack from there (len 0: it
+ * could not be read); returned: whether its return with sp after it came
+ * since its probes were in (a record not converted yet; NULL: none). */
+struct ptwk_fork_stack {
+	uint64_t sp;
+	const uint8_t *bytes;
+	size_t len;
+	bool (*returned)(void *ctx, uint64_t sp);
+	void *ctx;
+};
+
+/* The calls thread tid has open (its running context's), for --trace. */
+size_t ptwk_frames_open(const struct ptwk_conv *c, pid_t tid);
+
+/*
+ * -f: a fork child's one thread has the calls its forking thread
+ * parent_tid had under way at the fork (its stack is a copy; ns: the
+ * fork), and its own probes report their returns (a uretprobe's return
+ * instance is copied with it). But it ran before its probes were in: a
+ * call is reported (a frame entry before_attach) when st shows it still
+ * on the stack (its slot at or above the stack pointer, holding its return
+ * address, or the trampoline that stands for it), or returned since its
+ * probes were in; the others, and all of them when st is NULL or empty,
+ * are counted (gap_frames).
+ */
+void ptwk_frames_forked(struct ptwk_conv *child, const struct ptwk_conv *parent, pid_t parent_tid,
+			uint64_t ns, const struct ptwk_fork_stack *st);
 
 /* Let go (PTW_EV_DETACHED), unless the process ended. */
 void ptwk_conv_detached(struct ptwk_conv *c, uint64_t ns);

@@ -35,12 +35,24 @@
  * probe. */
 #define KERNEL_URETPROBE_DEPTH 64
 
-/* A shadow frame's tag: how its return is seen. */
+/* A shadow frame's tag: how its return is seen (its low two bits), and
+ * its function's --trace index + 1 (the rest; 0: not known). */
 #define FRAME_EXITS 0	  /* probes on its function's exits (or under way at the attach) */
 #define FRAME_URETPROBE 1 /* a uretprobe instance of its own */
 #define FRAME_UNWATCHED 2 /* none (the kernel's depth limit) */
 #define FRAME_JUMPED 3	  /* exits' probes; it jumped into code not traced, whose
 			   * return is watched where it lands (on_tail) */
+#define FRAME_HOW(tag) ((tag)&3)
+
+static uintptr_t frame_tag(unsigned how, uint64_t index)
+{
+	return how | (uintptr_t)(index + 1) << 2;
+}
+
+static void frame_set_how(struct ptw_shadow_frame *f, unsigned how)
+{
+	f->tag = (f->tag & ~(uintptr_t)3) | how;
+}
 
 /* A thread's shadow stack (the signals being handled as the
  * signal_deliver tracepoint and the sigreturn probe tell them). */
@@ -61,11 +73,12 @@ static void emit(struct ptwk_conv *c, struct ptw_event *ev);
 static void left(void *ctx, const struct ptw_shadow_frame *f, enum ptw_shadow_how how)
 {
 	struct fthread *ft = ctx;
-	if (f->tag == FRAME_URETPROBE)
+	if (FRAME_HOW(f->tag) == FRAME_URETPROBE)
 		ft->watched--;
-	else if (f->tag == FRAME_UNWATCHED && how != PTW_SHADOW_RETURNED)
+	else if (FRAME_HOW(f->tag) == FRAME_UNWATCHED && how != PTW_SHADOW_RETURNED)
 		ft->c->frames_too_deep++;
-	if (f->tag != FRAME_JUMPED || how == PTW_SHADOW_RETURNED || how == PTW_SHADOW_ABANDONED)
+	if (FRAME_HOW(f->tag) != FRAME_JUMPED || how == PTW_SHADOW_RETURNED ||
+	    how == PTW_SHADOW_ABANDONED)
 		return; /* (an abandoned context's: the engine abandons it too) */
 	/* (its watch stays until the thread ends: the program runs ahead of
 	 * this, and a newer call in the same slot may have set it again) */
@@ -146,13 +159,16 @@ static void on_entry(struct ptwk_conv *c, const struct ptwk_record *r)
 	struct ptw_shadow_frame *top = ptw_shadow_top(&ft->sh);
 	if (trampoline(r) && top && top->sp == sp)
 		ret = top->ret;
+	if (r->e)
+		c->tramp = r->e; /* (a -f child's is at the same address: ptwk_frames_forked) */
 	int sig = handler_signal(c, r, ret);
 	/* the signal marks count (for the first traced call of a handler
 	 * that is not traced) when the engine is told of the deliveries */
-	ptw_shadow_enter(&ft->sh, sp, ret, FRAME_EXITS, sig != 0, c->sigreturn_probed, left, ft);
+	ptw_shadow_enter(&ft->sh, sp, ret, frame_tag(FRAME_EXITS, r->a), sig != 0,
+			 c->sigreturn_probed, left, ft);
 	if (r->f & PTWK_F_URETPROBE) {
 		bool deep = ft->watched >= KERNEL_URETPROBE_DEPTH;
-		ptw_shadow_top(&ft->sh)->tag = deep ? FRAME_UNWATCHED : FRAME_URETPROBE;
+		frame_set_how(ptw_shadow_top(&ft->sh), deep ? FRAME_UNWATCHED : FRAME_URETPROBE);
 		ft->watched += !deep;
 	}
 	struct ptw_event ev = ptw_event_init(PTW_EV_FRAME_ENTRY, r->ns, (pid_t)r->tid);
@@ -211,7 +227,7 @@ static void on_tail(struct ptwk_conv *c, const struct ptwk_record *r)
 		ptw_shadow_land(&ft->sh, r->b, left, ft);
 		struct ptw_shadow_frame *top = ptw_shadow_top(&ft->sh);
 		if (top && top->sp == r->b && top->ret == r->d) {
-			top->tag = FRAME_JUMPED;
+			frame_set_how(top, FRAME_JUMPED);
 			ft->jumped = true;
 			c->ops.watch_return(c->ops.ctx, r->d);
 			return;
@@ -351,17 +367,15 @@ void ptwk_frames_record(struct ptwk_conv *c, const struct ptwk_record *r)
  * (PTWK_FRAME_RETURN, from their function's ret, and from a uprobe at the
  * return site: the second finds its frame gone).
  */
-void ptwk_frames_under_way(struct ptwk_conv *c, pid_t tid, const struct ptwk_under_way *v, size_t n,
-			   uint64_t ns)
+/* Frames fs (outermost first, v their functions) under way in thread tid:
+ * below what its records pushed, and told as begun before ptwatch came. */
+static void under_way(struct ptwk_conv *c, pid_t tid, const struct ptw_shadow_frame *fs,
+		      const struct ptwk_under_way *v, size_t n, uint64_t ns)
 {
-	if (!n)
-		return;
 	struct fthread *ft = fthread_of(c, tid, true);
-	struct ptw_shadow_frame *fs = xcalloc(n, sizeof(*fs));
-	for (size_t i = 0; i < n; i++)
-		fs[i] = (struct ptw_shadow_frame){ v[i].sp, v[i].ret, FRAME_EXITS };
 	ptw_shadow_under_way(&ft->sh, fs, n);
-	free(fs);
+	for (size_t i = 0; i < n; i++)
+		ft->watched += FRAME_HOW(fs[i].tag) == FRAME_URETPROBE;
 	for (size_t i = 0; i < n; i++) {
 		struct ptw_event ev = ptw_event_init(PTW_EV_FRAME_ENTRY, ns, tid);
 		ev.routine = c->ops.frame_function ? c->ops.frame_function(c->ops.ctx, v[i].index)
@@ -373,4 +387,72 @@ void ptwk_frames_under_way(struct ptwk_conv *c, pid_t tid, const struct ptwk_und
 		ev.before_attach = true;
 		emit(c, &ev);
 	}
+}
+
+void ptwk_frames_under_way(struct ptwk_conv *c, pid_t tid, const struct ptwk_under_way *v, size_t n,
+			   uint64_t ns)
+{
+	if (!n)
+		return;
+	struct ptw_shadow_frame *fs = xcalloc(n, sizeof(*fs));
+	for (size_t i = 0; i < n; i++)
+		fs[i] = (struct ptw_shadow_frame){ v[i].sp, v[i].ret,
+						   frame_tag(FRAME_EXITS, v[i].index) };
+	under_way(c, tid, fs, v, n, ns);
+	free(fs);
+}
+
+size_t ptwk_frames_open(const struct ptwk_conv *c, pid_t tid)
+{
+	const struct fthread *ft = ptw_map_get(&c->frames, (uint64_t)tid);
+	return ft ? ft->sh.run.n : 0;
+}
+
+/* Frame f (of a uretprobe'd function when uretprobe) is still on the
+ * stack st shows: its slot at or above the stack pointer, holding its
+ * return address or (a uretprobe's) the trampoline (a slot past what was
+ * read: on the stack pointer's word); or it returned since. */
+static bool still_on(const struct ptwk_fork_stack *st, const struct ptw_shadow_frame *f,
+		     bool uretprobe, uint64_t tramp)
+{
+	if (st->returned && st->returned(st->ctx, f->sp + 8))
+		return true;
+	if (f->sp < st->sp)
+		return false;
+	if (st->len < 8 || f->sp - st->sp > st->len - 8)
+		return true;
+	uint64_t v;
+	memcpy(&v, st->bytes + (f->sp - st->sp), sizeof(v));
+	return v == f->ret || (uretprobe && tramp && v - tramp < 4096);
+}
+
+void ptwk_frames_forked(struct ptwk_conv *child, const struct ptwk_conv *parent, pid_t parent_tid,
+			uint64_t ns, const struct ptwk_fork_stack *st)
+{
+	const struct fthread *pt = ptw_map_get(&parent->frames, (uint64_t)parent_tid);
+	if (!pt || !pt->sh.run.n)
+		return;
+	/* The running context's frames (those the fork was made in), from
+	 * the outermost while each is still on the child's stack (once one
+	 * is not, none inside it is); one whose function is not known is
+	 * left out with those outside it. */
+	size_t n = pt->sh.run.n, from = 0, to = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!(pt->sh.run.st[i].tag >> 2))
+			from = i + 1;
+	for (to = from; to < n && st && st->len; to++)
+		if (!still_on(st, &pt->sh.run.st[to],
+			      FRAME_HOW(pt->sh.run.st[to].tag) == FRAME_URETPROBE, parent->tramp))
+			break;
+	child->gap_frames += n - to;
+	child->tramp = parent->tramp;
+	if (to == from)
+		return;
+	struct ptwk_under_way *v = xcalloc(to - from, sizeof(*v));
+	for (size_t i = from; i < to; i++) {
+		const struct ptw_shadow_frame *f = &pt->sh.run.st[i];
+		v[i - from] = (struct ptwk_under_way){ f->sp, f->ret, 0, (f->tag >> 2) - 1 };
+	}
+	under_way(child, child->pid, pt->sh.run.st + from, v, to - from, ns);
+	free(v);
 }

@@ -97,7 +97,61 @@ static struct ptw_kernel *follow_new(struct ptw_kernel *k, struct ptw_kernel *pa
 	return c;
 }
 
-void ptwk_follow_fork(struct ptw_kernel *k, struct ptw_kernel *parent, const struct ptwk_record *r)
+/* The stack the forking thread's calls under way leave in a -f child (the
+ * outermost is rarely further than this above its stack pointer: past
+ * it, a slot is taken on the stack pointer's word). */
+#define FORK_STACK_BYTES (16 * 1024)
+
+struct returns_of {
+	struct ptw_kernel *root;
+	const struct ptwk_pending *pending;
+	pid_t tid;
+	uint64_t since;
+};
+
+static bool returned(void *ctx, uint64_t sp)
+{
+	const struct returns_of *rs = ctx;
+	return rs->pending->returned(rs->root, rs->tid, sp, rs->since);
+}
+
+/*
+ * --trace: the child c's share of its forking thread's calls under way
+ * (ptwk_frames_forked). It ran unseen until its own links were in, and
+ * may have returned from some: its stack is read now (no stop: while it
+ * sleeps, else one perf sample as it runs), and a call it has left since
+ * has its return among the records not converted yet (those made until
+ * now are read from the ring first). Read only when there are calls to
+ * tell about.
+ */
+static void follow_frames(struct ptw_kernel *k, struct ptw_kernel *c, struct ptw_kernel *parent,
+			  const struct ptwk_record *r, uint64_t links_in_ns,
+			  const struct ptwk_pending *pending)
+{
+	if (!ptwk_frames_open(&parent->conv, (pid_t)r->tid))
+		return;
+	uint64_t t0 = ptw_now_ns();
+	struct ptw_thread_sample sample;
+	int err = links_in_ns ? ptwk_thread_stack(c->pid, c->pid, FORK_STACK_BYTES, 5, &sample)
+			      : -ENOLINK;
+	if (err == 0)
+		pending->read_ring(k);
+	struct returns_of rs = { k, pending, c->pid, links_in_ns };
+	struct ptwk_fork_stack st = { 0 };
+	if (err == 0)
+		st = (struct ptwk_fork_stack){ sample.regs.rsp, sample.stack, sample.len, returned,
+					       &rs };
+	ptwk_frames_forked(&c->conv, &parent->conv, (pid_t)r->tid, r->ns, &st);
+	ptw_dbg(PTW_DBG_TRACER,
+		"process %d: its stack %.3f ms after its fork: %s (%zu bytes, %.3f ms)", c->pid,
+		(double)(t0 - r->ns) / 1e6, err < 0 ? strerror(-err) : "read",
+		err == 0 ? sample.len : 0, (double)(ptw_now_ns() - t0) / 1e6);
+	if (err == 0)
+		free(sample.stack);
+}
+
+void ptwk_follow_fork(struct ptw_kernel *k, struct ptw_kernel *parent, const struct ptwk_record *r,
+		      uint64_t links_in_ns, const struct ptwk_pending *pending)
 {
 	struct ptw_kernel *c = follow_new(k, parent, (pid_t)r->a, (pid_t)r->tid, r->ns);
 	memcpy(c->exe, parent->exe, sizeof(c->exe));
@@ -133,6 +187,8 @@ void ptwk_follow_fork(struct ptw_kernel *k, struct ptw_kernel *parent, const str
 	comm[PTWK_COMM_LEN] = '\0';
 	int detached = (r->f & PTWK_F_JOINID_KNOWN) ? (r->f & PTWK_F_DETACHED) != 0 : -1;
 	ptwk_conv_forked(&c->conv, r->b, detached, comm, r->ns);
+	if (k->o.ntrace)
+		follow_frames(k, c, parent, r, links_in_ns, pending);
 }
 
 /*

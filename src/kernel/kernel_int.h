@@ -25,6 +25,7 @@
 #define PTW_KERNEL_INT_H
 
 #include "ptw_kernel.h"
+#include "ptw_regs.h"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -339,6 +340,18 @@ void ptwk_launch_frames(struct ptw_kernel *k, const char *name);
 void ptwk_watch_return(struct ptw_kernel *k, uint64_t addr);
 void ptwk_unwatch_returns(struct ptw_kernel *k, pid_t tid);
 
+/* ---- regs.c ---- */
+
+struct ptw_thread_sample;
+/* Thread tid of process pid as it is now, without a stop: its stack
+ * pointer and up to want bytes of its stack from there (at most 32 KiB),
+ * at one moment: while it sleeps (/proc, and it stays asleep while its
+ * stack is read), else one perf sample as it runs (its registers too),
+ * waited for at most timeout_ms. 0, or -errno (-EAGAIN: it did not run in
+ * time); out->stack is malloc'd. */
+int ptwk_thread_stack(pid_t pid, pid_t tid, size_t want, int timeout_ms,
+		      struct ptw_thread_sample *out);
+
 /* ---- threads.c ---- */
 
 void ptwk_list_threads(struct ptw_kernel *k);
@@ -349,7 +362,16 @@ void ptwk_calls_under_way(struct ptw_kernel *k);
 struct ptw_kernel *ptwk_follow_process_of(struct ptw_kernel *k, uint32_t tgid);
 char **ptwk_read_cmdline(pid_t pid);
 void ptwk_follow_exec(struct ptw_kernel *p);
-void ptwk_follow_fork(struct ptw_kernel *k, struct ptw_kernel *parent, const struct ptwk_record *r);
+/* The records not converted yet, as the converter sees them while it
+ * converts a fork (ring.c's, handed down): read_ring takes every record
+ * the ring holds now among them; returned says whether one is thread
+ * tid's traced call returning with sp after it, made at or after since. */
+struct ptwk_pending {
+	void (*read_ring)(struct ptw_kernel *root);
+	bool (*returned)(struct ptw_kernel *root, pid_t tid, uint64_t sp, uint64_t since);
+};
+void ptwk_follow_fork(struct ptw_kernel *k, struct ptw_kernel *parent, const struct ptwk_record *r,
+		      uint64_t links_in_ns, const struct ptwk_pending *pending);
 void ptwk_follow_linked(struct ptw_kernel *k, struct ptw_kernel *c, uint64_t links_in_ns);
 bool ptwk_follow_ended(struct ptw_kernel *k);
 void ptwk_follow_check_gone(struct ptw_kernel *k);

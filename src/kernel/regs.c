@@ -1,12 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Threads' registers without a stop (include/ptw_regs.h), for --snapshot:
- * the task iterator of the kernel path (bpf/ptw_underway.bpf.h) alone,
- * loaded from the same object, reads every thread of a process with the
- * user registers the kernel saved at its last entry (its own while it is
- * off a CPU); a running thread's come from one perf sample of its user
- * registers and stack (a task-clock event: it is sampled as it runs, and
- * its stack copied by the kernel at that moment).
+ * Threads' registers without a stop (include/ptw_regs.h), for --snapshot
+ * (and one thread's, for -f --trace: ptwk_thread_stack): the task iterator of the kernel path
+ * (bpf/ptw_underway.bpf.h) alone, loaded from the same object, reads every thread of a process with
+ * the user registers the kernel saved at its last entry (its own while it is off a CPU); a running
+ * thread's come from one perf sample of its user registers and stack (a task-clock event: it is
+ * sampled as it runs, and its stack copied by the kernel at that moment).
  */
 #define _GNU_SOURCE
 #include "kernel_int.h"
@@ -246,6 +245,84 @@ static int sample(struct ptw_regs_reader *rr, struct ptw_thread_sample *v, size_
 	free(s);
 	free(pfd);
 	return n && failed == n ? v[0].err : 0;
+}
+
+/* Thread tid's context switches so far (/proc: a thread asleep has as
+ * many until it wakes), or -errno. */
+static long long switches_of(pid_t pid, pid_t tid)
+{
+	char path[64], buf[2048];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
+	int n = ptw_read_small_file(path, buf, sizeof(buf));
+	if (n < 0)
+		return n;
+	long long total = 0;
+	int seen = 0;
+	for (const char *l = buf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		long long v;
+		if (sscanf(l, "voluntary_ctxt_switches: %lld", &v) == 1 ||
+		    sscanf(l, "nonvoluntary_ctxt_switches: %lld", &v) == 1) {
+			total += v;
+			seen++;
+		}
+	}
+	return seen == 2 ? total : -EIO;
+}
+
+/* The stack pointer of thread tid while it sleeps (/proc's syscall file:
+ * the kernel reads it once the thread is off a CPU), -EAGAIN while it
+ * runs, or -errno. */
+static int sleeping_sp(pid_t pid, pid_t tid, uint64_t *sp)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
+	int n = ptw_read_small_file(path, buf, sizeof(buf));
+	if (n < 0)
+		return (int)n;
+	if (!strncmp(buf, "running", 7))
+		return -EAGAIN;
+	/* "NR ARG1..ARG6 SP PC", or "-1 SP PC" outside a system call */
+	unsigned long long v[9];
+	int got = sscanf(buf, "%lld %llx %llx %llx %llx %llx %llx %llx %llx", (long long *)&v[0],
+			 &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8]);
+	if (got == 9)
+		*sp = v[7];
+	else if (got == 3 && (long long)v[0] == -1)
+		*sp = v[1];
+	else
+		return -EIO;
+	return 0;
+}
+
+int ptwk_thread_stack(pid_t pid, pid_t tid, size_t want, int timeout_ms,
+		      struct ptw_thread_sample *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->tid = tid;
+	want = want < SAMPLE_STACK ? want : SAMPLE_STACK;
+	/* asleep: its stack pointer and its stack, read while it stays so */
+	long long before = switches_of(pid, tid);
+	if (before < 0)
+		return (int)before;
+	uint64_t sp;
+	int r = sleeping_sp(pid, tid, &sp);
+	if (r == 0) {
+		out->regs.rsp = sp;
+		out->stack = xmalloc(want);
+		struct iovec local = { out->stack, want }, remote = { (void *)(uintptr_t)sp, want };
+		ssize_t got = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+		out->len = got > 0 ? (size_t)got : 0;
+		if (out->len && switches_of(pid, tid) == before)
+			return 0;
+		free(out->stack);
+		out->stack = NULL;
+		out->len = 0;
+	} else if (r != -EAGAIN) {
+		return r;
+	}
+	/* running (or it ran meanwhile): one sample as it runs */
+	r = sample(NULL, out, 1, timeout_ms);
+	return r < 0 ? r : out->err;
 }
 
 static void reader_free(struct ptw_regs_reader *rr)

@@ -108,13 +108,15 @@ static void gap_note(struct ptw_kernel *k)
 {
 	if (k->gap_noted || !(k->detached || k->conv.ended))
 		return;
-	uint64_t made = k->conv.gap_created, ended = k->conv.gap_ended;
-	unsigned procs = made != 0, execs = k->conv.exec_gap;
+	uint64_t made = k->conv.gap_created, ended = k->conv.gap_ended, calls = 0;
+	unsigned procs = made != 0, execs = k->conv.exec_gap, callers = 0;
 	for (size_t i = 0; i < k->nfollowed; i++) {
 		made += k->followed[i]->conv.gap_created;
 		ended += k->followed[i]->conv.gap_ended;
 		procs += k->followed[i]->conv.gap_created != 0;
 		execs += k->followed[i]->conv.exec_gap;
+		calls += k->followed[i]->conv.gap_frames;
+		callers += k->followed[i]->conv.gap_frames != 0;
 	}
 	if (made)
 		ptwk_note_as(
@@ -125,6 +127,14 @@ static void gap_note(struct ptw_kernel *k)
 			"them also ended then: their values are known, not whether they returned "
 			"or called pthread_exit (unmatched, death_unclassified), nor their joins",
 			(unsigned long long)made, procs, (unsigned long long)ended);
+	if (calls)
+		ptwk_note_as(
+			k, PTW_W_KERNEL_NOT_SEEN,
+			"%llu --trace calls under way at the fork of %u followed processes (in "
+			"the thread that forked each) are not reported in them: each had left "
+			"them, or could not be read, by the time its own probes were in (its "
+			"calls made before then are not seen either)",
+			(unsigned long long)calls, callers);
 	unsigned failed = __atomic_load_n(&k->links_failed, __ATOMIC_RELAXED);
 	if (failed)
 		ptwk_note_as(k, PTW_W_KERNEL_NOT_SEEN,
@@ -136,7 +146,7 @@ static void gap_note(struct ptw_kernel *k)
 			     "%u followed processes exec'd before their own probes were in, and "
 			     "were in main() by then: their main threads' spans have no start",
 			     execs);
-	k->gap_noted = made || execs || failed;
+	k->gap_noted = made || execs || failed || calls;
 }
 
 /* Exec'd images whose modules came too late (ring.c, callbacks.c). */

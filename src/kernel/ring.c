@@ -330,8 +330,30 @@ void ptwk_drainer_stop(struct ptw_kernel *k)
 	k->drainer_on = false;
 }
 
-/* Every record in the ring now into inq, then inq taken into queue. */
-static int drain(struct ptw_kernel *k)
+/* ptwk_pending's returned: in the converter's queue past the record being
+ * converted, or in inq. */
+static bool queued_return(struct ptw_kernel *k, pid_t tid, uint64_t sp, uint64_t after_ns)
+{
+	for (size_t i = k->converting ? k->cur + 1 : 0; i < k->nqueue; i++) {
+		const struct ptwk_record *r = &k->queue[i].r;
+		if (r->kind == PTWK_FRAME_RETURN && (pid_t)r->tid == tid && r->b == sp &&
+		    r->ns >= after_ns)
+			return true;
+	}
+	pthread_mutex_lock(&k->qlock);
+	bool seen = false;
+	for (size_t i = 0; i < k->ninq && !seen; i++) {
+		const struct ptwk_record *r = &k->inq[i].r;
+		seen = r->kind == PTWK_FRAME_RETURN && (pid_t)r->tid == tid && r->b == sp &&
+		       r->ns >= after_ns;
+	}
+	pthread_mutex_unlock(&k->qlock);
+	return seen;
+}
+
+/* Every record in the ring now into inq (by the drain thread when it
+ * runs), but when inq is full (INQ_MAX: the ring keeps the rest). */
+static int ring_to_inq(struct ptw_kernel *k)
 {
 	int r = 0;
 	if (!k->drainer_on) {
@@ -354,6 +376,13 @@ static int drain(struct ptw_kernel *k)
 			pthread_cond_wait(&k->qcond, &k->qlock);
 		pthread_mutex_unlock(&k->qlock);
 	}
+	return r;
+}
+
+/* Every record in the ring now into inq, then inq taken into queue. */
+static int drain(struct ptw_kernel *k)
+{
+	int r = ring_to_inq(k);
 	uint64_t v;
 	if (k->notify_fd >= 0 && read(k->notify_fd, &v, sizeof(v)) < 0)
 		(void)v; /* (nothing to clear) */
@@ -418,9 +447,15 @@ static void anchor_ended(struct ptw_kernel *k, uint64_t ns)
 				 : "");
 }
 
+static void read_ring(struct ptw_kernel *k)
+{
+	ring_to_inq(k);
+}
+
 /* Converts what drain() took. */
 static void convert_queue(struct ptw_kernel *k)
 {
+	static const struct ptwk_pending pending = { read_ring, queued_return };
 	k->converting = true;
 	for (k->cur = 0; k->cur < k->nqueue; k->cur++) {
 		struct drained *d = &k->queue[k->cur];
@@ -430,7 +465,7 @@ static void convert_queue(struct ptw_kernel *k)
 								     * fork child borrows them) */
 				p->conv.ops.image_ready(p->conv.ops.ctx);
 			if (d->r.kind == PTWK_FORK && k->o.follow_forks) {
-				ptwk_follow_fork(k, p, &d->r);
+				ptwk_follow_fork(k, p, &d->r, d->links_in_ns, &pending);
 				if (d->links_in_ns) /* (its own links) */
 					ptwk_follow_linked(k, k->followed[k->nfollowed - 1],
 							   d->links_in_ns);

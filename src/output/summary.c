@@ -426,7 +426,7 @@ static void frame_line(struct ptw_buf *out, const struct ptw_frame *fr)
 	if (fr->sig)
 		ptw_buf_printf(out, " (signal %s)", ptw_signame(fr->sig));
 	if (fr->entry_unknown)
-		ptw_buf_puts(out, "  (entered before the attach)");
+		ptw_buf_puts(out, "  (entered before ptwatch came)");
 	if (fr->status == PTW_FRAME_COMPLETED) {
 		if (!fr->entry_unknown) {
 			ptw_buf_puts(out, "  ");

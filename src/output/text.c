@@ -311,7 +311,7 @@ void ptw_text_frame_event(struct ptw_buf *out, const struct ptw_text_style *st, 
 		if (fr->has_value)
 			ptw_buf_printf(out, " = %#" PRIx64, fr->value);
 		if (fr->entry_unknown) {
-			ptw_buf_puts(out, " (entered before the attach)");
+			ptw_buf_puts(out, " (entered before ptwatch came)");
 		} else {
 			ptw_buf_puts(out, " after ");
 			ptw_text_duration(out, fr->return_ns - fr->entry_ns);

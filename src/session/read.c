@@ -177,17 +177,20 @@ static bool check_schema(struct ld *ld, const char *schema, const char *want)
 	    (!strcmp(schema, PTW_LINES_SCHEMA_1) || !strcmp(schema, PTW_LINES_SCHEMA_2) ||
 	     !strcmp(schema, PTW_LINES_SCHEMA_3) || !strcmp(schema, PTW_LINES_SCHEMA_4) ||
 	     !strcmp(schema, PTW_LINES_SCHEMA_5) || !strcmp(schema, PTW_LINES_SCHEMA_6) ||
-	     !strcmp(schema, PTW_LINES_SCHEMA_7)))
+	     !strcmp(schema, PTW_LINES_SCHEMA_7) || !strcmp(schema, PTW_LINES_SCHEMA_8)))
 		return true; /* the same lines, without processes in metrics (1), backend (2),
 			      * the warnings' count (3), the code foreign_breakpoint (4), a
-			      * span's cpu (5), a wait's start (6); a snapshot's "rwlock" (7) */
+			      * span's cpu (5), a wait's start (6); a snapshot's "rwlock" (7); no
+			      * -f child's frames under way (8) */
 	if (schema && !strcmp(want, PTW_SPANS_SCHEMA) &&
 	    (!strcmp(schema, PTW_SPANS_SCHEMA_4) || !strcmp(schema, PTW_SPANS_SCHEMA_5) ||
 	     !strcmp(schema, PTW_SPANS_SCHEMA_6) || !strcmp(schema, PTW_SPANS_SCHEMA_7) ||
-	     !strcmp(schema, PTW_SPANS_SCHEMA_8) || !strcmp(schema, PTW_SPANS_SCHEMA_9)))
+	     !strcmp(schema, PTW_SPANS_SCHEMA_8) || !strcmp(schema, PTW_SPANS_SCHEMA_9) ||
+	     !strcmp(schema, PTW_SPANS_SCHEMA_10)))
 		return true; /* the same document, without the backend (4), the warnings'
 			      * count (5), the code foreign_breakpoint (6), a span's cpu (7), a
-			      * wait's start (8); a snapshot's "rwlock" (9) */
+			      * wait's start (8); a snapshot's "rwlock" (9); no -f child's frames
+			      * under way (10) */
 	if (schema &&
 	    (!strncmp(schema, "ptwatch.spans/", 14) || !strncmp(schema, "ptwatch.lines/", 14))) {
 		/* (the file's string, escaped: the refusal stays one line) */

@@ -182,6 +182,11 @@ void follow_setup(struct ptw_tracer *c, struct ptw_lwp *l, uint64_t ns)
 			ptw_mem_read(c->proc, f.joinid_at, &f.joinid, sizeof(f.joinid)) == 0;
 	f.began_ns = c->start_ns;
 	attach_emit_facts(c, &f, NULL, ns);
+	/* The calls its forking thread had under way are its own too (its
+	 * stack is a copy): --trace's frames, begun before the fork, whose
+	 * returns it makes (its copy of their return breakpoints was just
+	 * taken away with the others). */
+	tracer_features_under_way(c, l);
 }
 
 void follow_fork_stop(struct ptw_tracer *t, struct ptw_stop *st)

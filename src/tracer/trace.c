@@ -559,7 +559,8 @@ static void trace_under_way(struct ptw_tracer *t, struct ptw_lwp *l)
 	uint64_t *sps = pcs + UNDER_WAY_MAX_FRAMES;
 	bool whole, missed = false;
 	int n = ptw_symbols_unwind_sps(syms, l->tid, regs, pcs, sps, UNDER_WAY_MAX_FRAMES, &whole);
-	uint64_t ns = (t->root ? t->root : t)->start_ns;
+	/* (at the session's start; a fork child's: at its fork) */
+	uint64_t ns = t->root && t->start_ns ? t->start_ns : (t->root ? t->root : t)->start_ns;
 	for (int i = n - 2; i >= 0; i--) {
 		/* a return address: the call is the instruction before it */
 		uint64_t pc = i ? pcs[i] - 1 : pcs[i], lo, hi, ret = pcs[i + 1];

@@ -602,28 +602,36 @@ class Gap:
     with their values); mains: processes that exec'd and were in main() by
     then (their main threads' spans have no start); from_files: of those,
     processes gone before they were read, their programs named from their
-    files (their libraries' code unnamed). All 0 elsewhere."""
+    files (their libraries' code unnamed); calls, callers: --trace calls
+    under way at the fork of that many processes not reported in them
+    (left, or not readable, by then). All 0 elsewhere."""
 
     MADE = re.compile(r'(\d+) threads of \d+ processes were made before their '
                       r'process\'s own probes were in.*; (\d+) of them also ended then')
     MAINS = re.compile(r'(\d+) followed processes exec\'d before their own probes were in')
     FILES = re.compile(r'(\d+) followed processes that exec\'d early were gone before their '
                        r'memory maps could be read')
+    CALLS = re.compile(r'(\d+) --trace calls under way at the fork of (\d+) followed processes '
+                       r'.* are not reported in them')
 
     def __init__(self, doc):
         self.made = self.ended = self.mains = self.from_files = 0
+        self.calls = self.callers = 0
         self.notes = []
         for w in doc.get('warnings', []):
             m = self.MADE.search(w.get('message', ''))
             n = self.MAINS.search(w.get('message', ''))
             f = self.FILES.search(w.get('message', ''))
+            c = self.CALLS.search(w.get('message', ''))
             if m:
                 self.made, self.ended = int(m.group(1)), int(m.group(2))
             if n:
                 self.mains = int(n.group(1))
             if f:
                 self.from_files = int(f.group(1))
-            if m or n or f:
+            if c:
+                self.calls, self.callers = int(c.group(1)), int(c.group(2))
+            if m or n or f or c:
                 self.notes.append(w)
 
     def ended_unseen(self, span):

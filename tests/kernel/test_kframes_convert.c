@@ -9,6 +9,7 @@
  * frame open, a thread's end, an entry whose return address could not be
  * read, a return whose [sp] could not be read, recursion 1,000 deep,
  * calls under way at the attach (ptwk_frames_under_way) and how they end;
+ * a -f child's copy of its forking thread's calls (ptwk_frames_forked);
  * code entered without a call (issue 20): signal handlers, traced or not,
  * returning or siglongjmp'ing out, nested, on an alternate stack;
  * contexts (swapcontext, setcontext) with a shadow stack each, one never
@@ -802,8 +803,131 @@ static void test_xol(void)
 		CHECK_EQ(ptwk_xol_emulated(cases[i].code, cases[i].n), cases[i].emulated);
 }
 
+/*
+ * -f: a fork child's thread has its forking thread's calls under way
+ * (ptwk_frames_forked), those still on its stack as its own probes came.
+ * The parent is in f0 (exits probed, slot 0x7000), f1 (a uretprobe: its
+ * slot holds the trampoline) and f2 (slot 0x6e00) when it forks.
+ */
+#define CHILD 200
+
+/* The child's frames after a fork whose stack then is sp and stack (the
+ * words at 0x6e00, 0x6f00, 0x7000), then the returns of those of its
+ * calls at slots up to below, values 5, 6, 7 innermost first. */
+/* (the returns "queued since the child's probes were in": their sp after) */
+static uint64_t queued[3];
+
+static bool queued_return(void *ctx, uint64_t sp)
+{
+	(void)ctx;
+	return sp && (sp == queued[0] || sp == queued[1] || sp == queued[2]);
+}
+
+static char *forked(uint64_t sp, const uint64_t words[3], bool readable, uint64_t below,
+		    uint64_t *gap)
+{
+	struct ptwk_conv c;
+	start(&c);
+	entry(&c, PID, 0, 0x7000, 0xa1);
+	uentry(&c, PID, 1, 0x6f00, 0x1050);
+	entry(&c, PID, 2, 0x6e00, 0x2050);
+	struct ptw_spans *parent_spans = spans;
+	struct ptw_spans *child_spans = ptw_spans_new();
+	struct ptwk_conv cc;
+	struct ptwk_conv_ops ops = { .sink = sink,
+				     .frame_function = frame_function,
+				     .ctx = child_spans };
+	ptwk_conv_init(&cc, CHILD, &ops);
+	ptwk_conv_forked(&cc, 0x1234, 0, "child", clock_ns);
+	uint8_t stack[0x7100 - 0x6d00] = { 0 };
+	if (sp <= 0x6e00) /* (the words the test gives, where the stack read has them) */
+		memcpy(stack + (0x6e00 - sp), &words[0], 8);
+	if (sp <= 0x6f00)
+		memcpy(stack + (0x6f00 - sp), &words[1], 8);
+	memcpy(stack + (0x7000 - sp), &words[2], 8);
+	struct ptwk_fork_stack st = { sp, stack, readable ? 0x7100 - sp : 0, queued_return, NULL };
+	ptwk_frames_forked(&cc, &c, PID, clock_ns, &st);
+	*gap = cc.gap_frames;
+	static const uint64_t slots[3] = { 0x6e00, 0x6f00, 0x7000 },
+			      rets[3] = { 0x2050, 0x1050, 0xa1 };
+	for (int i = 0; i < 3; i++)
+		if (slots[i] <= below)
+			ret_(&cc, CHILD, (uint64_t)(2 - i), slots[i] + 8, rets[i],
+			     (uint64_t)(5 + i));
+	ptwk_conv_detached(&cc, clock_ns += 1000);
+	ptw_spans_finish(child_spans);
+	spans = child_spans;
+	char *got = tree(child_spans);
+	size_t before = 0;
+	for (size_t i = 0; i < ptw_frames_count(ptw_spans_frames(child_spans)); i++)
+		before += ptw_frames_get(ptw_spans_frames(child_spans), i)->entry_unknown;
+	CHECK_EQ(before, 3 - *gap);
+	ptwk_conv_free(&cc);
+	ptw_spans_free(child_spans);
+	spans = parent_spans;
+	finish(&c, "f0 1 - unmatched detach;f1 2 f0 unmatched detach;f2 3 f1 unmatched detach");
+	return got;
+}
+
+static void test_forked(void)
+{
+	const uint64_t on[3] = { 0x2050, TRAMP, 0xa1 };
+	uint64_t gap;
+	/* still in all three (f1's slot holds the trampoline): each returns
+	 * in the child with its own value */
+	char *got = forked(0x6d00, on, true, 0x7000, &gap);
+	CHECK_STR(got, "f0 1 - completed - =7;f1 2 f0 completed - =6;f2 3 f1 completed - =5");
+	CHECK_EQ(gap, 0);
+	free(got);
+	/* returned from f2 and f1 before its probes: f0 alone */
+	got = forked(0x6f10, on, true, 0x7000, &gap);
+	CHECK_STR(got, "f0 1 - completed - =7");
+	CHECK_EQ(gap, 2);
+	free(got);
+	/* returned from f2, then another call from f1 at that level: its
+	 * slot holds another return address */
+	const uint64_t again[3] = { 0x2077, TRAMP, 0xa1 };
+	got = forked(0x6d00, again, true, 0x7000, &gap);
+	CHECK_STR(got, "f0 1 - completed - =7;f1 2 f0 completed - =6");
+	CHECK_EQ(gap, 1);
+	free(got);
+	/* f1's slot no longer the trampoline nor its return address */
+	const uint64_t gone[3] = { 0x2050, 0x3333, 0xa1 };
+	got = forked(0x6d00, gone, true, 0x7000, &gap);
+	CHECK_STR(got, "f0 1 - completed - =7");
+	CHECK_EQ(gap, 2);
+	free(got);
+	/* its stack not read (gone, say): none reported, all three counted;
+	 * their returns are nothing */
+	got = forked(0x6d00, on, false, 0x7000, &gap);
+	CHECK_STR(got, "");
+	CHECK_EQ(gap, 3);
+	free(got);
+	/* read once it had returned from f2 and f1, both since its probes
+	 * were in (their returns not converted yet): all three */
+	queued[0] = 0x6e08;
+	queued[1] = 0x6f08;
+	got = forked(0x6f10, on, true, 0x7000, &gap);
+	CHECK_STR(got, "f0 1 - completed - =7;f1 2 f0 completed - =6;f2 3 f1 completed - =5");
+	CHECK_EQ(gap, 0);
+	free(got);
+	/* f1's since, f2's before them: f0 and f1 */
+	queued[0] = 0;
+	got = forked(0x6f10, on, true, 0x7000, &gap);
+	CHECK_STR(got, "f0 1 - completed - =7;f1 2 f0 completed - =6");
+	CHECK_EQ(gap, 1);
+	free(got);
+	queued[1] = 0;
+	/* still in all three, and it exits in f0: the inner two returned */
+	got = forked(0x6d00, on, true, 0x6f00, &gap);
+	CHECK_STR(got, "f0 1 - unmatched detach;f1 2 f0 completed - =6;f2 3 f1 completed - =5");
+	CHECK_EQ(gap, 0);
+	free(got);
+}
+
 int main(void)
 {
+	test_forked();
 	test_xol();
 	test_under_way();
 	test_under_way_left();

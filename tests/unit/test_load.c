@@ -409,7 +409,7 @@ static void accepted(const char *text)
 static char *doc_with(const char *span_members, const char *extra)
 {
 	return xasprintf(
-		"{\"schema\": \"ptwatch.spans/10\", \"target\": {\"pid\": 100, \"exe\": "
+		"{\"schema\": \"ptwatch.spans/11\", \"target\": {\"pid\": 100, \"exe\": "
 		"\"/bin/app\", \"argv\": [], \"mode\": \"launch\"}, \"session\": {\"start_ns\": 1,"
 		" \"strategy\": \"debuginfo\"}, \"spans\": [{\"id\": 1, \"kind\": \"thread\", "
 		"\"tid\": 100, \"origin\": \"main\", \"status\": \"completed\"%s%s}%s], "
@@ -517,14 +517,14 @@ static void test_bounds(void)
 	ptw_buf_reset(&b);
 	ptw_buf_puts(
 		&b,
-		"{\"schema\": \"ptwatch.spans/10\", \"spans\": [], \"metrics\": {\"waits\": {}}, "
+		"{\"schema\": \"ptwatch.spans/11\", \"spans\": [], \"metrics\": {\"waits\": {}}, "
 		"\"deadlocks\": [{\"tids\": [");
 	for (int i = 0; i <= PTW_LOAD_MAX_DEADLOCK; i++)
 		ptw_buf_printf(&b, "%s%d", i ? "," : "", i + 1);
 	ptw_buf_puts(&b, "]}]}");
 	refused(b.p, "a deadlock of 4097 threads (report reads at most 4096)");
 	ptw_buf_reset(&b);
-	ptw_buf_puts(&b, "{\"schema\": \"ptwatch.spans/10\", \"spans\": [], \"metrics\": {}, "
+	ptw_buf_puts(&b, "{\"schema\": \"ptwatch.spans/11\", \"spans\": [], \"metrics\": {}, "
 			 "\"session\": {\"stops\": {\"total\": 1");
 	for (int i = 0; i <= PTW_LOAD_MAX_STOP_KINDS; i++)
 		ptw_buf_printf(&b, ", \"k%d\": 1", i);
@@ -625,8 +625,8 @@ static void test_error_lines(void)
 		CHECK(strstr(err + 1, "line") == NULL);
 	}
 	/* a document's too: where, in the whole file */
-	refused("{\"schema\": \"ptwatch.spans/10\",\n \"spans\": [1,]}", "line 2, column 14: ");
-	refused("{\"schema\": \"ptwatch.spans/10\", \"spans\": [], \"metrics\": {}} {}",
+	refused("{\"schema\": \"ptwatch.spans/11\",\n \"spans\": [1,]}", "line 2, column 14: ");
+	refused("{\"schema\": \"ptwatch.spans/11\", \"spans\": [], \"metrics\": {}} {}",
 		"line 1, column 60: more after the document");
 	free(text);
 	ptw_buf_free(&live);
@@ -681,7 +681,7 @@ static void test_sort_once(void)
 	double took[2];
 	for (int desc = 0; desc < 2; desc++) {
 		struct ptw_buf b = { 0 };
-		ptw_buf_puts(&b, "{\"schema\": \"ptwatch.spans/10\", \"spans\": [");
+		ptw_buf_puts(&b, "{\"schema\": \"ptwatch.spans/11\", \"spans\": [");
 		for (int i = 0; i < N; i++)
 			ptw_buf_printf(&b, "%s{\"id\": %d, \"kind\": \"thread\", \"tid\": %d, \"status\": \"completed\"}",
 				       i ? "," : "", desc ? N - i : i + 1, 1000 + i);

@@ -131,7 +131,7 @@ def case_backend_choice(session, chk):
     chk.eq('--backend=ptrace over PTWATCH_BACKEND=kernel: backend', d and d['session']['backend'], 'ptrace')
     chk.eq('--backend=ptrace: why', d and d['session']['backend_why'], '--backend=ptrace')
     chk.eq('--backend=ptrace: no probes', d and d['session']['probes'], 0)
-    chk.eq('schema', d and d['schema'], 'ptwatch.spans/10')
+    chk.eq('schema', d and d['schema'], 'ptwatch.spans/11')
 
     p, d = doc_of(['--json', '-q', '--backend=kernel', '--', 'true'])
     if p.returncode != 0:

@@ -116,7 +116,7 @@ def doc_from_lines(objs):
         if o['type'] == 'span' and o['span']['id'] not in spans:
             spans[o['span']['id']] = o['span']
     frames = [o['frame'] for o in objs if o['type'] == 'frame']
-    return {'schema': 'ptwatch.spans/10', 'tool': header['tool'], 'clock': header['clock'],
+    return {'schema': 'ptwatch.spans/11', 'tool': header['tool'], 'clock': header['clock'],
             'target': last['target'], 'session': last['session'],
             'spans': [spans[k] for k in sorted(spans)] + sorted(frames, key=lambda f: f['id']),
             'metrics': dict(last['metrics'], active_series=[]),
@@ -260,10 +260,10 @@ def case_report_errors(session, chk):
         return p
 
     cases = [
-        ('old schema', write('old.json', good.replace(b'"ptwatch.spans/10"', b'"ptwatch.spans/2"')),
+        ('old schema', write('old.json', good.replace(b'"ptwatch.spans/11"', b'"ptwatch.spans/2"')),
          'schema ptwatch.spans/2 is not supported'),
-        ('newer schema', write('new.json', good.replace(b'"ptwatch.spans/10"', b'"ptwatch.spans/11"')),
-         'schema ptwatch.spans/11 is not supported'),
+        ('newer schema', write('new.json', good.replace(b'"ptwatch.spans/11"', b'"ptwatch.spans/12"')),
+         'schema ptwatch.spans/12 is not supported'),
         ('not ptwatch', write('other.json', b'{"traceEvents": []}\n'),
          'not a ptwatch spans document'),
         ('empty', write('empty.json', b''), 'unexpected end'),
