@@ -65,6 +65,10 @@ void ptwk_sink(void *ctx, const struct ptw_event *ev)
 	} else {
 		k->o.sink(k->o.sink_ctx, ev);
 	}
+	/* --locks, -f: a wait under way of a thread made before its process's
+	 * links, kept until its creation is told (locks.c) */
+	if ((ev->kind == PTW_EV_THREAD_CREATE || ev->kind == PTW_EV_LWP_CREATE) && k->locks)
+		ptwk_locks_thread_listed(k->locks, ev->other_tid);
 	/* -f: a process began (its image, a fork child's leader), exec'd or
 	 * ended: the session keeps what the document says of it */
 	if (ev->kind == PTW_EV_IMAGE || ev->kind == PTW_EV_EXEC ||

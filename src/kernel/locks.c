@@ -27,9 +27,20 @@
 #include "ptw_util.h"
 #include "ptw_warnings.h"
 
+/* A wait under way of a thread the converter does not know yet (a -f
+ * child's, made before its links: its creation record comes after its
+ * fork's, when the waits under way are read). */
+struct pending_wait {
+	pid_t tid;
+	struct ptwk_lock_under_way u;
+	uint64_t ns;
+};
+
 struct ptwk_locks {
 	struct ptwk_locks_env env;
 	struct ptwk_lockconv conv;
+	struct pending_wait *pending;
+	size_t npending;
 	struct ptw_libc_waits lw;
 	const char *libc_path; /* NULL: a static program (libc in it) */
 	bool found;	       /* lw is the current image's */
@@ -289,6 +300,7 @@ void ptwk_locks_free(struct ptwk_locks *l)
 	if (!l)
 		return;
 	ptwk_lockconv_free(&l->conv);
+	free(l->pending);
 	free(l);
 }
 
@@ -343,7 +355,30 @@ void ptwk_locks_wait_of(struct ptwk_locks *l, const struct user_regs_struct *reg
 void ptwk_locks_under_way(struct ptwk_locks *l, pid_t tid, const struct ptwk_lock_under_way *u,
 			  uint64_t ns)
 {
+	if (l->env.conv && !ptwk_conv_knows(l->env.conv, tid)) {
+		l->pending = xreallocarray(l->pending, l->npending + 1, sizeof(*l->pending));
+		l->pending[l->npending++] = (struct pending_wait){ tid, *u, ns };
+		return;
+	}
 	ptwk_lockconv_under_way(&l->conv, tid, u, ns);
+}
+
+void ptwk_locks_thread_listed(struct ptwk_locks *l, pid_t tid)
+{
+	for (size_t i = 0; l && i < l->npending;) {
+		if (l->pending[i].tid != tid) {
+			i++;
+			continue;
+		}
+		struct pending_wait w = l->pending[i];
+		l->pending[i] = l->pending[--l->npending];
+		ptwk_lockconv_under_way(&l->conv, tid, &w.u, w.ns);
+	}
+}
+
+size_t ptwk_locks_unlisted(const struct ptwk_locks *l)
+{
+	return l ? l->npending : 0;
 }
 
 void ptwk_locks_after_batch(struct ptwk_locks *l, void (*drain)(void *ctx), void *ctx)

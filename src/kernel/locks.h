@@ -71,9 +71,14 @@ void ptwk_locks_record(struct ptwk_locks *l, const void *data, size_t size);
 void ptwk_locks_wait_of(struct ptwk_locks *l, const struct user_regs_struct *regs,
 			const uint64_t *pcs, int n, struct ptw_wait_under_way *ret);
 /* Such a wait, its return watched (underway.c): a WAIT_BEGIN before_attach
- * (ptwk_lockconv_under_way). */
+ * (ptwk_lockconv_under_way); kept until the converter knows the thread
+ * (a -f child's made before its links: ptwk_locks_thread_listed, when
+ * its creation is converted). */
 void ptwk_locks_under_way(struct ptwk_locks *l, pid_t tid, const struct ptwk_lock_under_way *u,
 			  uint64_t ns);
+void ptwk_locks_thread_listed(struct ptwk_locks *l, pid_t tid);
+/* Waits under way still kept for a thread never listed. */
+size_t ptwk_locks_unlisted(const struct ptwk_locks *l);
 
 /* After a batch was read: live deadlocks found in it are checked against
  * the present, then drain(ctx) reads what came meanwhile, then those

@@ -148,17 +148,19 @@ static void wait_of(void *ctx, const struct user_regs_struct *regs, const uint64
 	ptwk_locks_wait_of(((struct ptw_kernel *)ctx)->locks, regs, pcs, n, ret);
 }
 
-/* (a thread the converter knows: a -f child's made before its links is
- * known once its creation record is converted, after its fork's, which
- * reads its waits: its wait is not reported, its return ignored) */
+/* (a -f child's thread made before its links is known once its creation
+ * record is converted, after its fork's, which reads its waits: its wait
+ * is kept until then, locks.c. At an attach, a thread not listed was made
+ * once the probes were in: its waits are seen) */
 static void wait_emit(void *ctx, pid_t tid, const struct ptwk_lock_under_way *w, uint64_t ns)
 {
 	struct ptw_kernel *k = ctx;
-	if (ptwk_conv_knows(&k->conv, tid))
-		ptwk_locks_under_way(k->locks, tid, w, ns);
-	else
-		ptw_dbg(PTW_DBG_TRACER, "--locks: %d: a wait under way of a thread not listed yet",
+	if (!k->root && !ptwk_conv_knows(&k->conv, tid)) {
+		ptw_dbg(PTW_DBG_TRACER, "--locks: %d: a wait under way of a thread not listed",
 			(int)tid);
+		return;
+	}
+	ptwk_locks_under_way(k->locks, tid, w, ns);
 }
 
 /* Whether the converter's queue holds, not converted yet, the slow path's
