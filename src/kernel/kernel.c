@@ -93,8 +93,6 @@ static int load_and_attach(struct ptw_kernel *k, char *why, size_t why_size)
 	}
 	if (!k->multi)
 		r = ptwk_open_skeleton(k, false);
-	ptwk_primer_join(k->primer, k->primer_fds);
-	k->primer = NULL;
 	if (r < 0) {
 		ptwk_why_set(why, why_size, "cannot load the BPF programs: %s", strerror(-r));
 		return r;
@@ -116,6 +114,11 @@ static int load_and_attach(struct ptw_kernel *k, char *why, size_t why_size)
 		return r;
 	}
 	start_book(k);
+	/* The primer's grace period over (the first uprobe registered after
+	 * a quiet spell waits for one: 4-16 ms here, more than the programs
+	 * take to load), the uprobes go in. (The tracepoints did not wait.) */
+	ptwk_primer_join(k->primer, k->primer_fds);
+	k->primer = NULL;
 	if (k->multi && (r = ptwk_attach_multi(k)) < 0) {
 		/* Older kernel, or CAP_BPF without what uprobe_multi needs:
 		 * load again for ordinary uprobes. */
