@@ -104,6 +104,7 @@ void ptwk_conv_forked(struct ptwk_conv *c, uint64_t pthread, int detached, const
 	th->routine = c->main_addr;
 	th->started = true;
 	th->main_seen = true; /* main() runs on in the copy: no second MAIN_START */
+	c->gap_calls_possible = true; /* (it runs before its own links: convert_frames.c) */
 	struct ptw_event ev = ptw_event_init(PTW_EV_PREEXISTING, began_ns, c->pid);
 	ev.other_tid = c->pid;
 	ev.pthread = pthread;
@@ -461,6 +462,7 @@ void ptwk_conv_record(struct ptwk_conv *c, const struct ptwk_record *r)
 		break;
 	case PTWK_EXEC:
 		ptwk_frames_forget(c, 0);
+		c->gap_calls_possible = false; /* (its new image's probes: said apart) */
 		on_image_exec(c, r);
 		break;
 	case PTWK_EXIT_FN:

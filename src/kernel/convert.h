@@ -75,6 +75,11 @@ struct ptwk_conv {
 	 * were no longer on its stack when its own probes came, or could not
 	 * be told (ptwk_frames_forked): not reported */
 	uint64_t gap_frames;
+	/* -f --trace: a fork child's (until it execs), its calls that returned
+	 * with no frame of theirs (entered before its own links: not
+	 * reported, counted) */
+	bool gap_calls_possible;
+	uint64_t gap_returns;
 	uint64_t tramp;	   /* --trace: the uretprobe trampoline's page, as entries read it */
 	bool exec_gap;	   /* its image exec'd before its probes were in, and main() not seen */
 	bool probes_blind; /* its image is not what the probes see (said apart) */

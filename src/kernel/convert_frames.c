@@ -28,6 +28,7 @@
 #include <ucontext.h>
 
 #include "convert.h"
+#include "ptw_underway.h"
 #include "ptw_frames.h"
 
 /* The kernel keeps at most this many uretprobe return instances pending
@@ -62,6 +63,7 @@ struct fthread {
 	struct ptwk_conv *c;
 	pid_t tid;
 	bool jumped; /* a return was watched for it (on_tail) */
+	uint64_t returned_sp; /* the last return's sp (the kernel tells a tail call's twice) */
 };
 
 static void emit(struct ptwk_conv *c, struct ptw_event *ev);
@@ -187,8 +189,14 @@ static void on_return(struct ptwk_conv *c, const struct ptwk_record *r)
 {
 	struct fthread *ft = fthread_of(c, (pid_t)r->tid, false);
 	uint64_t sp = r->b, ip = r->c;
-	if (!ft || !ft->sh.run.n)
+	if (!ft || !ft->sh.run.n) {
+		/* A -f child's call entered before its own links (no return of a
+		 * wait under way at them, nor a tail call's second one): counted */
+		if (c->gap_calls_possible && !(r->a & (PTWK_UW_WAIT | PTWK_UW_JOIN)) &&
+		    (!ft || ft->returned_sp != sp))
+			c->gap_returns++;
 		return;
+	}
 	if (!(r->f & PTWK_F_READ) || trampoline(r)) {
 		/* [sp] unread (a page out), or the trampoline of a uretprobe'd
 		 * caller that tail-called this one: the frame whose slot it is
@@ -200,9 +208,18 @@ static void on_return(struct ptwk_conv *c, const struct ptwk_record *r)
 		if (!ip)
 			return;
 	}
-	if (!ptw_shadow_return(&ft->sh, sp, ip, left, ft))
-		return; /* no frame of ours there (a call entered before the probes, the
-			 * second uretprobe instance of a tail call) */
+	const struct ptw_shadow_frame *top = ptw_shadow_top(&ft->sh);
+	uint64_t top_sp = top ? top->sp : 0;
+	if (!ptw_shadow_return(&ft->sh, sp, ip, left, ft)) {
+		/* no frame of ours there (a call entered before the probes, the
+		 * second uretprobe instance of a tail call): a -f child's inside
+		 * the frames it was forked in is counted */
+		if (c->gap_calls_possible && !(r->a & (PTWK_UW_WAIT | PTWK_UW_JOIN)) &&
+		    ft->returned_sp != sp && sp <= top_sp)
+			c->gap_returns++;
+		return;
+	}
+	ft->returned_sp = sp;
 	struct ptw_event ev = ptw_event_init(PTW_EV_FRAME_RETURN, r->ns, (pid_t)r->tid);
 	ev.sp = sp;
 	ev.ret_addr = ip;

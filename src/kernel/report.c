@@ -108,8 +108,8 @@ static void gap_note(struct ptw_kernel *k)
 {
 	if (k->gap_noted || !(k->detached || k->conv.ended))
 		return;
-	uint64_t made = k->conv.gap_created, ended = k->conv.gap_ended, calls = 0;
-	unsigned procs = made != 0, execs = k->conv.exec_gap, callers = 0;
+	uint64_t made = k->conv.gap_created, ended = k->conv.gap_ended, calls = 0, returns = 0;
+	unsigned procs = made != 0, execs = k->conv.exec_gap, callers = 0, returners = 0;
 	for (size_t i = 0; i < k->nfollowed; i++) {
 		made += k->followed[i]->conv.gap_created;
 		ended += k->followed[i]->conv.gap_ended;
@@ -117,6 +117,8 @@ static void gap_note(struct ptw_kernel *k)
 		execs += k->followed[i]->conv.exec_gap;
 		calls += k->followed[i]->conv.gap_frames;
 		callers += k->followed[i]->conv.gap_frames != 0;
+		returns += k->followed[i]->conv.gap_returns;
+		returners += k->followed[i]->conv.gap_returns != 0;
 	}
 	if (made)
 		ptwk_note_as(
@@ -135,6 +137,13 @@ static void gap_note(struct ptw_kernel *k)
 			"them, or could not be read, by the time its own probes were in (its "
 			"calls made before then are not seen either)",
 			(unsigned long long)calls, callers);
+	if (returns)
+		ptwk_note_as(k, PTW_W_KERNEL_NOT_SEEN,
+			     "%llu --trace calls that %u followed processes made before their own "
+			     "probes were in returned once they were: their entries were not seen, "
+			     "so they are not reported (calls made and ended before are not seen "
+			     "at all)",
+			     (unsigned long long)returns, returners);
 	unsigned failed = __atomic_load_n(&k->links_failed, __ATOMIC_RELAXED);
 	if (failed)
 		ptwk_note_as(k, PTW_W_KERNEL_NOT_SEEN,
@@ -146,7 +155,7 @@ static void gap_note(struct ptw_kernel *k)
 			     "%u followed processes exec'd before their own probes were in, and "
 			     "were in main() by then: their main threads' spans have no start",
 			     execs);
-	k->gap_noted = made || execs || failed || calls;
+	k->gap_noted = made || execs || failed || calls || returns;
 }
 
 /* Exec'd images whose modules came too late (ring.c, callbacks.c). */

@@ -604,7 +604,9 @@ class Gap:
     processes gone before they were read, their programs named from their
     files (their libraries' code unnamed); calls, callers: --trace calls
     under way at the fork of that many processes not reported in them
-    (left, or not readable, by then). All 0 elsewhere."""
+    (left, or not readable, by then); returns: --trace calls made before
+    the links that returned after (no entry: not reported). All 0
+    elsewhere."""
 
     MADE = re.compile(r'(\d+) threads of \d+ processes were made before their '
                       r'process\'s own probes were in.*; (\d+) of them also ended then')
@@ -613,16 +615,19 @@ class Gap:
                        r'memory maps could be read')
     CALLS = re.compile(r'(\d+) --trace calls under way at the fork of (\d+) followed processes '
                        r'.* are not reported in them')
+    RETURNS = re.compile(r'(\d+) --trace calls that (\d+) followed processes made before their '
+                         r'own probes were in returned once they were')
 
     def __init__(self, doc):
         self.made = self.ended = self.mains = self.from_files = 0
-        self.calls = self.callers = 0
+        self.calls = self.callers = self.returns = 0
         self.notes = []
         for w in doc.get('warnings', []):
             m = self.MADE.search(w.get('message', ''))
             n = self.MAINS.search(w.get('message', ''))
             f = self.FILES.search(w.get('message', ''))
             c = self.CALLS.search(w.get('message', ''))
+            rt = self.RETURNS.search(w.get('message', ''))
             if m:
                 self.made, self.ended = int(m.group(1)), int(m.group(2))
             if n:
@@ -631,7 +636,9 @@ class Gap:
                 self.from_files = int(f.group(1))
             if c:
                 self.calls, self.callers = int(c.group(1)), int(c.group(2))
-            if m or n or f or c:
+            if rt:
+                self.returns = int(rt.group(1))
+            if m or n or f or c or rt:
                 self.notes.append(w)
 
     def ended_unseen(self, span):

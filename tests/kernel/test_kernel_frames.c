@@ -8,10 +8,12 @@
  * frame spans exactly: function, depth, parent, status, unmatched reason,
  * return value; then the mode's own truth records.
  *
- * Usage: test_kernel_frames [--per-probe | --launch] FIXTURE MODE PATTERN...
+ * Usage: test_kernel_frames [--per-probe | --launch | --follow-late] FIXTURE MODE PATTERN...
  *   --launch: FIXTURE is the plain fixture (tests/fixtures/frames.c,
  *   frames_cxx.cpp), started by ptw_kernel_launch (held before its exec:
  *   the executable's functions get their probes from its file)
+ *   --follow-late: as --launch, with -f, each child linked 50 ms late, and
+ *   a control pipe ($PTW_CTL_FD): frames.c's forkgap
  *   MODE: recursion, longjmp, tail, lib, ends, deep (frames.c), cxx
  *   (frames_cxx.cpp), sigtrap (kframes_fixture.c's own)
  * Exit 0 pass, 1 fail, 77 skip (the kernel path cannot run here).
@@ -36,12 +38,15 @@
 #include "kdriver.h"
 
 static uint64_t entries;
+static pid_t root_pid, forked_pid; /* --follow-late: the launched process, its child */
 
 static void sink(void *ctx, const struct ptw_event *ev)
 {
 	if (kdrv_fact(ev))
 		return;
 	entries += ev->kind == PTW_EV_FRAME_ENTRY;
+	if (ev->kind == PTW_EV_PREEXISTING && root_pid && ev->pid != root_pid && !forked_pid)
+		forked_pid = ev->pid; /* (its fork read: its links are in) */
 	ptw_spans_consume(ctx, ev);
 }
 
@@ -240,11 +245,57 @@ static void check_recursion(const struct ptw_frames *f, struct json_object **t, 
 	       ptw_frames_count(f) - total);
 }
 
+/*
+ * frames.c's forkgap mode, launched with -f and each child's links made
+ * 50 ms late: the child's calls of fr_leaf before them are not seen; its
+ * copy of fr_forker (in which it was forked) is its frame, entered before
+ * it, left by its exit; fr_gap_block, entered before its links and let go
+ * once they are in (its fork read: 'x' on the control pipe), returns
+ * unseen but counted, said; its last fr_leaf is seen. Before: no frame of
+ * fr_forker in the child, and nothing said of fr_gap_block.
+ */
+static void forkgap_mode(struct ptw_kernel *k, int ctl)
+{
+	for (int i = 0; i < 1000 && !forked_pid; i++)
+		ptw_kernel_run(k, 10);
+	EXPECT(forked_pid, "the child's fork never read");
+	EXPECT(write(ctl, "x", 1) == 1, "x");
+}
+
+static void check_forkgap(const struct ptw_frames *f, struct json_object **t, size_t nt,
+			  const char *const *notes, size_t nn)
+{
+	const struct json_object *rec = truth_kind(t, nt, "forkgap", 0);
+	EXPECT(rec && kdrv_jint(rec, "child") == forked_pid && kdrv_jint(rec, "status") == 0,
+	       "the child %d: its record %s, status %" PRId64, (int)forked_pid,
+	       rec ? "read" : "missing", rec ? kdrv_jint(rec, "status") : -1);
+	char *parent = tree(f, root_pid), *child = tree(f, forked_pid);
+	printf("parent: %s\nchild: %s\n", parent, child);
+	EXPECT(!strcmp(parent, "fr_forker 1 - completed - =0x7"), "parent: %s", parent);
+	EXPECT(!strcmp(child, "fr_forker 1 - unmatched process_exit;"
+			      "fr_leaf 2 fr_forker completed - =0x8"),
+	       "child: %s", child);
+	for (size_t i = 0; i < ptw_frames_count(f); i++) {
+		const struct ptw_frame *fr = ptw_frames_get(f, i);
+		EXPECT(fr->entry_unknown == (fr->tid == forked_pid && fr->depth == 1),
+		       "frame %u (%s): entry_unknown %d", fr->id, sym(fr->function),
+		       fr->entry_unknown);
+	}
+	bool said = false;
+	for (size_t i = 0; i < nn; i++)
+		said |= strstr(notes[i], "1 --trace calls that 1 followed processes made before "
+					 "their own probes were in returned") != NULL;
+	EXPECT(said, "the unseen fr_gap_block not said (%zu notes)", nn);
+	free(parent);
+	free(child);
+}
+
 int main(int argc, char **argv)
 {
 	int a = 1;
 	bool per_probe = argc > 1 && !strcmp(argv[1], "--per-probe");
-	bool launch = argc > 1 && !strcmp(argv[1], "--launch");
+	bool follow_late = argc > 1 && !strcmp(argv[1], "--follow-late");
+	bool launch = (argc > 1 && !strcmp(argv[1], "--launch")) || follow_late;
 	a += per_probe || launch;
 	if (argc < a + 3) {
 		fprintf(stderr,
@@ -263,12 +314,23 @@ int main(int argc, char **argv)
 				     .sink_ctx = spans,
 				     .no_multi = per_probe,
 				     .trace = argv + a + 2,
-				     .ntrace = (size_t)(argc - a - 2) };
+				     .ntrace = (size_t)(argc - a - 2),
+				     .follow_forks = follow_late,
+				     .follow_link_delay_ms = follow_late ? 50 : 0 };
 	struct ptw_kernel *k;
 	int r, ctl = -1, rep = -1;
 	pid_t child, pid;
 	if (launch) {
 		setenv("PTWATCH_TRUTH", truth, 1);
+		int pipefd[2];
+		if (follow_late) { /* (the fixture's control pipe: attach.h) */
+			if (pipe(pipefd) < 0)
+				return 99;
+			char fd[16];
+			snprintf(fd, sizeof(fd), "%d", pipefd[0]);
+			setenv("PTW_CTL_FD", fd, 1);
+			ctl = pipefd[1];
+		}
 		char *const cmd[] = { (char *)fixture, (char *)mode, NULL };
 		r = ptw_kernel_launch(
 			&o, !strcmp(mode, "cxx") ? (char *const[]){ (char *)fixture, NULL } : cmd,
@@ -278,6 +340,11 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		pid = child;
+		root_pid = child;
+		if (follow_late) {
+			close(pipefd[0]);
+			forkgap_mode(k, ctl);
+		}
 		goto run;
 	}
 	child = kdrv_spawn_fixture((char *const[]){ (char *)fixture, (char *)mode, NULL }, truth,
@@ -317,7 +384,9 @@ over:;
 	size_t nt = read_truth(truth, &t);
 	unlink(truth);
 	const struct ptw_frames *f = ptw_spans_frames(spans);
-	if (!strcmp(mode, "recursion")) {
+	if (!strcmp(mode, "forkgap")) {
+		check_forkgap(f, t, nt, notes, nn);
+	} else if (!strcmp(mode, "recursion")) {
 		check_recursion(f, t, nt);
 	} else if (!strcmp(mode, "longjmp")) {
 		check_tree(

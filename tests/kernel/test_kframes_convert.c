@@ -925,9 +925,52 @@ static void test_forked(void)
 	free(got);
 }
 
+/* A -f child's calls entered before its links return once they are in:
+ * counted (one deeper than the frame it was forked in; one with no frame
+ * at all), not the second return the kernel tells of a tail call, nor
+ * anything once it exec'd, nor in a process not forked. */
+static void test_gap_returns(void)
+{
+	struct ptwk_conv c;
+	start(&c);
+	entry(&c, PID, 0, 0x7000, 0xa1);
+	struct ptw_spans *parent_spans = spans;
+	spans = ptw_spans_new();
+	struct ptwk_conv cc;
+	struct ptwk_conv_ops ops = { .sink = sink, .frame_function = frame_function, .ctx = spans };
+	ptwk_conv_init(&cc, CHILD, &ops);
+	ptwk_conv_forked(&cc, 0x1234, 0, "child", clock_ns);
+	uint8_t stack[0x400] = { 0 };
+	uint64_t word = 0xa1;
+	memcpy(stack + (0x7000 - 0x6d00), &word, 8);
+	struct ptwk_fork_stack st = { 0x6d00, stack, sizeof(stack), NULL, NULL };
+	ptwk_frames_forked(&cc, &c, PID, clock_ns, &st);
+	ret_(&cc, CHILD, 1, 0x6e08, 0x3000, 1); /* entered before its links */
+	CHECK_EQ(cc.gap_returns, 1);
+	entry(&cc, CHILD, 2, 0x6e00, 0x3000);
+	ret_(&cc, CHILD, 2, 0x6e08, 0x3000, 2);
+	ret_(&cc, CHILD, 2, 0x6e08, 0x3000, 2); /* (a tail call's second return) */
+	CHECK_EQ(cc.gap_returns, 1);
+	ret_(&cc, CHILD, 0, 0x7008, 0xa1, 3);	/* the frame it was forked in */
+	ret_(&cc, CHILD, 1, 0x7108, 0x3000, 4); /* no frame left at all */
+	CHECK_EQ(cc.gap_returns, 2);
+	struct ptwk_record e = rec(PTWK_EXEC, CHILD);
+	e.tgid = CHILD;
+	ptwk_conv_record(&cc, &e);
+	ret_(&cc, CHILD, 1, 0x6c08, 0x3000, 5); /* its new image's: said apart */
+	CHECK_EQ(cc.gap_returns, 2);
+	ptwk_conv_free(&cc);
+	ptw_spans_free(spans);
+	spans = parent_spans;
+	ret_(&c, PID, 1, 0x6e08, 0x3000, 1); /* not a fork child */
+	CHECK_EQ(c.gap_returns, 0);
+	finish(&c, "f0 1 - unmatched detach");
+}
+
 int main(void)
 {
 	test_forked();
+	test_gap_returns();
 	test_xol();
 	test_under_way();
 	test_under_way_left();
