@@ -45,7 +45,8 @@ ASAN_CASES = kill9-front kill9-tracer end-churner attach-churner attach-pipe-clo
 	attach-zombie-leader@kernel kernel-attach-listed-late-churner locks-under-way locks-under-way@kernel \
 	kernel-locks-formed-deadlock locks-under-way-follow@kernel kernel-locks-fork-held \
 	follow-locks-fork-held@kernel snapshot-deadlock-no-debug-files@kernel fork-shared@kernel \
-	kernel-snapshot-past-uretprobes
+	kernel-snapshot-past-uretprobes kernel-frames-follow-gap fork-kinds fork-kinds@kernel \
+	test_kframes_convert
 check-asan: deps
 	@[ -f build-asan/build.ninja ] || meson setup build-asan $(MESON_OPTS) -Db_sanitize=address,undefined -Db_lundef=false
 	ninja -C build-asan

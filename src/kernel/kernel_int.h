@@ -7,7 +7,8 @@
  *   notes.c     what could not be done (warnings), what each process is (-f): events
  *   image.c     a process's symbols, memory, libc and glibc facts
  *   programs.c  the BPF programs opened, libc's probes and tracepoints linked
- *   regs.c      threads' registers without a stop (--snapshot): task iterator, perf
+ *   regs.c      threads' registers without a stop (--snapshot; -f --trace: a
+ *               child's stack): task iterator, perf
  *   report.c    what is told at the end
  *   threads.c   the threads already running at an attach
  *   trace.c     --trace's probes (kframes.c selects and places them)

@@ -376,11 +376,6 @@ void ptwk_locks_thread_listed(struct ptwk_locks *l, pid_t tid)
 	}
 }
 
-size_t ptwk_locks_unlisted(const struct ptwk_locks *l)
-{
-	return l ? l->npending : 0;
-}
-
 void ptwk_locks_after_batch(struct ptwk_locks *l, void (*drain)(void *ctx), void *ctx)
 {
 	if (!ptwk_lockconv_pending(&l->conv))

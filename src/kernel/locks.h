@@ -77,8 +77,6 @@ void ptwk_locks_wait_of(struct ptwk_locks *l, const struct user_regs_struct *reg
 void ptwk_locks_under_way(struct ptwk_locks *l, pid_t tid, const struct ptwk_lock_under_way *u,
 			  uint64_t ns);
 void ptwk_locks_thread_listed(struct ptwk_locks *l, pid_t tid);
-/* Waits under way still kept for a thread never listed. */
-size_t ptwk_locks_unlisted(const struct ptwk_locks *l);
 
 /* After a batch was read: live deadlocks found in it are checked against
  * the present, then drain(ctx) reads what came meanwhile, then those

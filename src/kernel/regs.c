@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Threads' registers without a stop (include/ptw_regs.h), for --snapshot
- * (and one thread's, for -f --trace: ptwk_thread_stack): the task iterator of the kernel path
- * (bpf/ptw_underway.bpf.h) alone, loaded from the same object, reads every thread of a process with
- * the user registers the kernel saved at its last entry (its own while it is off a CPU); a running
- * thread's come from one perf sample of its user registers and stack (a task-clock event: it is
- * sampled as it runs, and its stack copied by the kernel at that moment).
+ * Threads' registers without a stop (include/ptw_regs.h), for --snapshot:
+ * the task iterator of the kernel path (bpf/ptw_underway.bpf.h) alone,
+ * loaded from the same object, reads every thread of a process with the
+ * user registers the kernel saved at its last entry (its own while it is
+ * off a CPU); a running thread's come from one perf sample of its user
+ * registers and stack (a task-clock event: it is sampled as it runs, and
+ * its stack copied by the kernel at that moment). And one thread's stack
+ * for -f --trace (ptwk_thread_stack): /proc while it sleeps, else the same
+ * sample.
  */
 #define _GNU_SOURCE
 #include "kernel_int.h"
@@ -251,7 +254,7 @@ static int sample(struct ptw_regs_reader *rr, struct ptw_thread_sample *v, size_
  * many until it wakes), or -errno. */
 static long long switches_of(pid_t pid, pid_t tid)
 {
-	char path[64], buf[2048];
+	char path[64], buf[8192]; /* (the switches come last) */
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
 	int n = ptw_read_small_file(path, buf, sizeof(buf));
 	if (n < 0)
