@@ -37,7 +37,7 @@
 #define KERNEL_URETPROBE_DEPTH 64
 
 /* A shadow frame's tag: how its return is seen (its low two bits), and
- * its function's --trace index + 1 (the rest; 0: not known). */
+ * its function's --trace index + 1 (the rest). */
 #define FRAME_EXITS 0	  /* probes on its function's exits (or under way at the attach) */
 #define FRAME_URETPROBE 1 /* a uretprobe instance of its own */
 #define FRAME_UNWATCHED 2 /* none (the kernel's depth limit) */
@@ -451,25 +451,21 @@ void ptwk_frames_forked(struct ptwk_conv *child, const struct ptwk_conv *parent,
 		return;
 	/* The running context's frames (those the fork was made in), from
 	 * the outermost while each is still on the child's stack (once one
-	 * is not, none inside it is); one whose function is not known is
-	 * left out with those outside it. */
-	size_t n = pt->sh.run.n, from = 0, to = 0;
-	for (size_t i = 0; i < n; i++)
-		if (!(pt->sh.run.st[i].tag >> 2))
-			from = i + 1;
-	for (to = from; to < n && st && st->len; to++)
-		if (!still_on(st, &pt->sh.run.st[to],
-			      FRAME_HOW(pt->sh.run.st[to].tag) == FRAME_URETPROBE, parent->tramp))
-			break;
+	 * is not, none inside it is). */
+	size_t n = pt->sh.run.n, to = 0;
+	while (to < n && st && st->len &&
+	       still_on(st, &pt->sh.run.st[to], FRAME_HOW(pt->sh.run.st[to].tag) == FRAME_URETPROBE,
+			parent->tramp))
+		to++;
 	child->gap_frames += n - to;
 	child->tramp = parent->tramp;
-	if (to == from)
+	if (!to)
 		return;
-	struct ptwk_under_way *v = xcalloc(to - from, sizeof(*v));
-	for (size_t i = from; i < to; i++) {
+	struct ptwk_under_way *v = xcalloc(to, sizeof(*v));
+	for (size_t i = 0; i < to; i++) {
 		const struct ptw_shadow_frame *f = &pt->sh.run.st[i];
-		v[i - from] = (struct ptwk_under_way){ f->sp, f->ret, 0, (f->tag >> 2) - 1 };
+		v[i] = (struct ptwk_under_way){ f->sp, f->ret, 0, (f->tag >> 2) - 1 };
 	}
-	under_way(child, child->pid, pt->sh.run.st + from, v, to - from, ns);
+	under_way(child, child->pid, pt->sh.run.st, v, to, ns);
 	free(v);
 }

@@ -250,26 +250,13 @@ static int sample(struct ptw_regs_reader *rr, struct ptw_thread_sample *v, size_
 	return n && failed == n ? v[0].err : 0;
 }
 
-/* Thread tid's context switches so far (/proc: a thread asleep has as
- * many until it wakes), or -errno. */
+/* Thread tid's context switches so far (a thread asleep has as many until
+ * it wakes), or -errno. */
 static long long switches_of(pid_t pid, pid_t tid)
 {
-	char path[64], buf[8192]; /* (the switches come last) */
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
-	int n = ptw_read_small_file(path, buf, sizeof(buf));
-	if (n < 0)
-		return n;
-	long long total = 0;
-	int seen = 0;
-	for (const char *l = buf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
-		long long v;
-		if (sscanf(l, "voluntary_ctxt_switches: %lld", &v) == 1 ||
-		    sscanf(l, "nonvoluntary_ctxt_switches: %lld", &v) == 1) {
-			total += v;
-			seen++;
-		}
-	}
-	return seen == 2 ? total : -EIO;
+	struct ptw_cpu cpu;
+	int r = ptw_proc_thread_cpu(-1, pid, tid, &cpu, NULL, 0);
+	return r < 0 ? r : (long long)(cpu.voluntary + cpu.involuntary);
 }
 
 /* The stack pointer of thread tid while it sleeps (/proc's syscall file:

@@ -330,23 +330,23 @@ void ptwk_drainer_stop(struct ptw_kernel *k)
 	k->drainer_on = false;
 }
 
+static bool is_return(const struct ptwk_record *r, pid_t tid, uint64_t sp, uint64_t after_ns)
+{
+	return r->kind == PTWK_FRAME_RETURN && (pid_t)r->tid == tid && r->b == sp &&
+	       r->ns >= after_ns;
+}
+
 /* ptwk_pending's returned: in the converter's queue past the record being
  * converted, or in inq. */
 static bool queued_return(struct ptw_kernel *k, pid_t tid, uint64_t sp, uint64_t after_ns)
 {
-	for (size_t i = k->converting ? k->cur + 1 : 0; i < k->nqueue; i++) {
-		const struct ptwk_record *r = &k->queue[i].r;
-		if (r->kind == PTWK_FRAME_RETURN && (pid_t)r->tid == tid && r->b == sp &&
-		    r->ns >= after_ns)
+	for (size_t i = k->converting ? k->cur + 1 : 0; i < k->nqueue; i++)
+		if (is_return(&k->queue[i].r, tid, sp, after_ns))
 			return true;
-	}
 	pthread_mutex_lock(&k->qlock);
 	bool seen = false;
-	for (size_t i = 0; i < k->ninq && !seen; i++) {
-		const struct ptwk_record *r = &k->inq[i].r;
-		seen = r->kind == PTWK_FRAME_RETURN && (pid_t)r->tid == tid && r->b == sp &&
-		       r->ns >= after_ns;
-	}
+	for (size_t i = 0; i < k->ninq && !seen; i++)
+		seen = is_return(&k->inq[i].r, tid, sp, after_ns);
 	pthread_mutex_unlock(&k->qlock);
 	return seen;
 }

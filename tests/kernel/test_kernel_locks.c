@@ -168,6 +168,16 @@ static void check_one(const struct ptw_wait *w, pid_t tid, pid_t owner, uint64_t
 		EXPECT(w->has_end && w->end_ns >= w->start_ns, "wait %u: end", w->id);
 }
 
+/* forkheld: thread tid's wait on lock_m, begun before its process's links
+ * and found under way, open, no owner, at site. */
+static void check_before_links(const struct ptw_wait *w, pid_t tid, uint64_t mutex,
+			       const char *site)
+{
+	check_one(w, tid, 0, mutex, "lock_m", site, PTW_WAIT_OPEN);
+	EXPECT(w->start_unknown,
+	       "wait %u: begun before the child's links, its start is not unknown", w->id);
+}
+
 static void check_contend(const struct ptw_spans *s, int rounds)
 {
 	const struct json_object *rec = truth_of("contend", 0);
@@ -512,24 +522,16 @@ launched:
 		 * creation record is converted, after its fork's, which reads
 		 * the waits; its wait was dropped, unsaid) */
 		EXPECT(nw == 1, "the child's worker's waits on lock_m: %zu", nw);
-		if (n == 1) {
-			/* (its slow path returns to a uretprobe's trampoline,
-			 * the int3 of its parent's probe copied by its fork:
-			 * unwound past it with the original return address the
-			 * task iterator read) */
-			check_one(w[0], held_child, 0, kdrv_jhex(rec, "mutex"), "lock_m",
-				  "forkheld_child", PTW_WAIT_OPEN);
-			EXPECT(w[0]->start_unknown,
-			       "wait %u: begun before the child's links, its start is not unknown",
-			       w[0]->id);
-		}
-		if (nw == 1) {
-			check_one(ww[0], worker, 0, kdrv_jhex(rec, "mutex"), "lock_m",
-				  "forkheld_worker", PTW_WAIT_OPEN);
-			EXPECT(ww[0]->start_unknown,
-			       "wait %u: begun before the child's links, its start is not unknown",
-			       ww[0]->id);
-		}
+		/* (the child's slow path returns to a uretprobe's trampoline,
+		 * the int3 of its parent's probe copied by its fork: unwound
+		 * past it with the original return address the task iterator
+		 * read) */
+		if (n == 1)
+			check_before_links(w[0], held_child, kdrv_jhex(rec, "mutex"),
+					   "forkheld_child");
+		if (nw == 1)
+			check_before_links(ww[0], worker, kdrv_jhex(rec, "mutex"),
+					   "forkheld_worker");
 		if (held_child)
 			kill(held_child, SIGKILL);
 	}
