@@ -71,6 +71,11 @@ struct ptw_kernel_opts {
 	/* -p: /proc's threads are listed this much after libthread_db's walk
 	 * (testing: threads made between the two) */
 	unsigned list_delay_ms;
+	/* --locks, --trace: called with process pid's id (ctx as sink_ctx)
+	 * between the two reads of its threads for what is under way at an
+	 * attach, or once a -f child's links are in (testing: threads that
+	 * wake meanwhile) */
+	void (*underway_between)(void *ctx, pid_t pid);
 	/* An image's modules are read from /proc this much after its main()
 	 * record is drained (testing: a process that exec'd again meanwhile) */
 	unsigned main_read_delay_ms;

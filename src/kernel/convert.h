@@ -80,6 +80,10 @@ struct ptwk_conv {
 	 * reported, counted) */
 	bool gap_calls_possible;
 	uint64_t gap_returns;
+	/* -f --locks: its threads asleep in futex when its own probes went in
+	 * whose wait could not be read (they woke meanwhile: underway.c): one
+	 * begun before the probes is not reported */
+	uint64_t gap_waits;
 	uint64_t tramp;	   /* --trace: the uretprobe trampoline's page, as entries read it */
 	bool exec_gap;	   /* its image exec'd before its probes were in, and main() not seen */
 	bool probes_blind; /* its image is not what the probes see (said apart) */

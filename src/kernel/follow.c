@@ -208,6 +208,7 @@ void ptwk_follow_linked(struct ptw_kernel *k, struct ptw_kernel *c, uint64_t lin
 		return; /* (gone: an end read later, or a short life, in no wait now) */
 	ptwk_calls_under_way(c);
 	k->stats.probes += ptwk_underway_take(c->underway);
+	c->conv.gap_waits += ptwk_underway_woke(c->underway);
 	ptwk_underway_emit(c->underway, &c->conv, ptw_now_ns());
 }
 

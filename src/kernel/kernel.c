@@ -89,8 +89,10 @@ static void start_book(struct ptw_kernel *k)
 static int open_ring(struct ptw_kernel *k, char *why, size_t why_size)
 {
 	k->rb = ring_buffer__new(bpf_map__fd(k->skel->maps.rb), ptwk_on_record, k, NULL);
-	if (k->rb)
+	if (k->rb) {
+		k->pending = ptwk_ring_pending();
 		return 0;
+	}
 	int r = -errno;
 	ptwk_why_set(why, why_size, "cannot read the ring buffer: %s", strerror(-r));
 	return r;

@@ -186,6 +186,9 @@ struct ptw_kernel {
 	struct drained *batch;
 	size_t nbatch, capbatch, inq_seen;
 	bool converting;
+	/* the records not converted yet, as the converter and the reads of
+	 * what is under way see them (ring.c's, ptwk_ring_pending) */
+	const struct ptwk_pending *pending;
 	pthread_t drainer;
 	bool drainer_on, drainer_stop;
 	pthread_mutex_t qlock; /* inq, drain_req, drain_done, drainer_stop, stats.records */
@@ -366,10 +369,13 @@ void ptwk_follow_exec(struct ptw_kernel *p);
 /* The records not converted yet, as the converter sees them while it
  * converts a fork (ring.c's, handed down): read_ring takes every record
  * the ring holds now among them; returned says whether one is thread
- * tid's traced call returning with sp after it, made at or after since. */
+ * tid's traced call returning with sp after it, made at or after since;
+ * entered, whether one is a --locks slow path's entry of tid at sp, once
+ * every record the ring holds now is among them. */
 struct ptwk_pending {
 	void (*read_ring)(struct ptw_kernel *root);
 	bool (*returned)(struct ptw_kernel *root, pid_t tid, uint64_t sp, uint64_t since);
+	bool (*entered)(struct ptw_kernel *root, pid_t tid, uint64_t sp);
 };
 void ptwk_follow_fork(struct ptw_kernel *k, struct ptw_kernel *parent, const struct ptwk_record *r,
 		      uint64_t links_in_ns, const struct ptwk_pending *pending);
@@ -387,6 +393,7 @@ int ptwk_drainer_start(struct ptw_kernel *k);
 void ptwk_drainer_stop(struct ptw_kernel *k);
 void ptwk_drained_free(struct drained *d);
 void ptwk_consume_all(struct ptw_kernel *k);
+const struct ptwk_pending *ptwk_ring_pending(void);
 
 /* ---- callbacks.c ---- */
 

@@ -109,7 +109,9 @@ static void gap_note(struct ptw_kernel *k)
 	if (k->gap_noted || !(k->detached || k->conv.ended))
 		return;
 	uint64_t made = k->conv.gap_created, ended = k->conv.gap_ended, calls = 0, returns = 0;
+	uint64_t waits = 0;
 	unsigned procs = made != 0, execs = k->conv.exec_gap, callers = 0, returners = 0;
+	unsigned waiters = 0;
 	for (size_t i = 0; i < k->nfollowed; i++) {
 		made += k->followed[i]->conv.gap_created;
 		ended += k->followed[i]->conv.gap_ended;
@@ -119,6 +121,8 @@ static void gap_note(struct ptw_kernel *k)
 		callers += k->followed[i]->conv.gap_frames != 0;
 		returns += k->followed[i]->conv.gap_returns;
 		returners += k->followed[i]->conv.gap_returns != 0;
+		waits += k->followed[i]->conv.gap_waits;
+		waiters += k->followed[i]->conv.gap_waits != 0;
 	}
 	if (made)
 		ptwk_note_as(
@@ -144,6 +148,14 @@ static void gap_note(struct ptw_kernel *k)
 			     "so they are not reported (calls made and ended before are not seen "
 			     "at all)",
 			     (unsigned long long)returns, returners);
+	if (waits)
+		ptwk_note_as(k, PTW_W_KERNEL_NOT_SEEN,
+			     "--locks: %llu threads of %u followed processes were asleep in futex "
+			     "when their process's own probes went in, and woke before ptwatch "
+			     "could read in which wait (it reads a thread only while it stays off "
+			     "a CPU): a wait begun before the probes that they were in then is not "
+			     "reported",
+			     (unsigned long long)waits, waiters);
 	unsigned failed = __atomic_load_n(&k->links_failed, __ATOMIC_RELAXED);
 	if (failed)
 		ptwk_note_as(k, PTW_W_KERNEL_NOT_SEEN,
@@ -155,7 +167,7 @@ static void gap_note(struct ptw_kernel *k)
 			     "%u followed processes exec'd before their own probes were in, and "
 			     "were in main() by then: their main threads' spans have no start",
 			     execs);
-	k->gap_noted = made || execs || failed || calls || returns;
+	k->gap_noted = made || execs || failed || calls || returns || waits;
 }
 
 /* Exec'd images whose modules came too late (ring.c, callbacks.c). */

@@ -452,10 +452,40 @@ static void read_ring(struct ptw_kernel *k)
 	ring_to_inq(k);
 }
 
+static bool is_entry(const struct drained *d, pid_t tid, uint64_t sp)
+{
+	const struct ptwk_lock_record *r = d->lock_record;
+	return r && d->lock_size >= sizeof(*r) && d->r.kind >= PTWK_LOCK_WAIT &&
+	       d->r.kind <= PTWK_LOCK_JOIN && (pid_t)d->r.tid == tid && r->regs[7] == sp;
+}
+
+/* ptwk_pending's entered: every record the ring holds now read (but when
+ * inq is full), in the converter's queue past the record being converted,
+ * or in inq. */
+static bool queued_entry(struct ptw_kernel *k, pid_t tid, uint64_t sp)
+{
+	ring_to_inq(k);
+	for (size_t i = k->converting ? k->cur + 1 : 0; i < k->nqueue; i++)
+		if (is_entry(&k->queue[i], tid, sp))
+			return true;
+	pthread_mutex_lock(&k->qlock);
+	bool seen = false;
+	for (size_t i = 0; i < k->ninq && !seen; i++)
+		seen = is_entry(&k->inq[i], tid, sp);
+	pthread_mutex_unlock(&k->qlock);
+	return seen;
+}
+
+static const struct ptwk_pending pending = { read_ring, queued_return, queued_entry };
+
+const struct ptwk_pending *ptwk_ring_pending(void)
+{
+	return &pending;
+}
+
 /* Converts what drain() took. */
 static void convert_queue(struct ptw_kernel *k)
 {
-	static const struct ptwk_pending pending = { read_ring, queued_return };
 	k->converting = true;
 	for (k->cur = 0; k->cur < k->nqueue; k->cur++) {
 		struct drained *d = &k->queue[k->cur];

@@ -163,19 +163,13 @@ static void wait_emit(void *ctx, pid_t tid, const struct ptwk_lock_under_way *w,
 	ptwk_locks_under_way(k->locks, tid, w, ns);
 }
 
-/* Whether the converter's queue holds, not converted yet, the slow path's
- * entry record of tid at sp (of what the drain has read so far). */
+/* Whether the records not converted yet hold the slow path's entry record
+ * of tid at sp, of all the ring holds now: a thread asleep in it read
+ * after its entry finds its record there. */
 static bool entry_seen(void *ctx, pid_t tid, uint64_t sp)
 {
 	struct ptw_kernel *k = ctx, *root = k->root ? k->root : k;
-	for (size_t i = root->converting ? root->cur + 1 : 0; i < root->nqueue; i++) {
-		const struct drained *d = &root->queue[i];
-		const struct ptwk_lock_record *r = d->lock_record;
-		if (r && d->lock_size >= sizeof(*r) && d->r.kind >= PTWK_LOCK_WAIT &&
-		    d->r.kind <= PTWK_LOCK_JOIN && (pid_t)d->r.tid == tid && r->regs[7] == sp)
-			return true;
-	}
-	return false;
+	return root->pending && root->pending->entered(root, tid, sp);
 }
 
 /* -p with --trace or --locks: the calls and waits under way at the attach
@@ -200,6 +194,10 @@ void ptwk_calls_under_way(struct ptw_kernel *k)
 					 .ctx = k,
 					 .wait_of = k->locks ? wait_of : NULL,
 					 .wait_emit = wait_emit,
-					 .entry_seen = entry_seen };
+					 .entry_seen = entry_seen,
+					 /* (-f: a child's, read once its links are in) */
+					 .links_in = k->root && k->conv.probes_in_ns,
+					 .between = k->o.underway_between,
+					 .between_ctx = k->o.sink_ctx };
 	k->underway = ptwk_underway_begin(&env);
 }

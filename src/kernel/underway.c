@@ -33,6 +33,9 @@
 /* How often the sites' map is looked at for frames over (their probes
  * removed once none is left). */
 #define UNDERWAY_POLL_NS 200000000ull
+/* How many times the threads are read at most, for a --locks wait: one
+ * that woke between two reads is read again. */
+#define UNDERWAY_READS 4
 
 struct found;
 
@@ -47,6 +50,7 @@ struct ptwk_underway {
 	size_t nlinks;
 	struct found *found; /* taken, to emit (ptwk_underway_emit) */
 	size_t nfound;
+	size_t woke; /* a -f child's threads in a wait that could not be read */
 };
 
 /* The return sites of one file. */
@@ -147,6 +151,15 @@ static bool asleep_in_futex(const struct ptwk_uw_task *t)
 	return !t->on_cpu && t->regs_ok && (long)t->orig_ax == SYS_futex;
 }
 
+/* Thread t as it is now, for stayed(): its context switches, and whether
+ * it sleeps in futex. */
+static void mark(struct ptwk_underway *u, const struct ptwk_uw_task *t)
+{
+	ptw_map_put(
+		&u->before, t->tid,
+		(void *)(uintptr_t)(t->on_cpu ? 0 : (t->switches + 1) << 1 | asleep_in_futex(t)));
+}
+
 struct ptwk_underway *ptwk_underway_begin(const struct ptwk_underway_env *env)
 {
 	if (!env->iter || !env->ret || !env->sites || (!env->frames && !env->wait_of))
@@ -162,10 +175,7 @@ struct ptwk_underway *ptwk_underway_begin(const struct ptwk_underway_env *env)
 	}
 	u->begin_ns = ptw_now_ns();
 	for (int i = 0; i < n; i++)
-		ptw_map_put(&u->before, t[i].tid,
-			    (void *)(uintptr_t)(t[i].on_cpu ? 0
-							    : (t[i].switches + 1) << 1 |
-								      asleep_in_futex(&t[i])));
+		mark(u, &t[i]);
 	free(t);
 	return u;
 }
@@ -227,8 +237,10 @@ struct found {
 	size_t n;
 	bool partial; /* not all of its stack could be looked at */
 	bool missed;  /* a traced call on it could not be watched */
-	/* --locks: the wait it sleeps in (NULL none), its return site */
+	/* --locks: the wait it sleeps in (NULL none), its return site, and
+	 * since when it sleeps in it at least */
 	struct ptwk_lock_under_way *wait;
+	uint64_t wait_since_ns;
 	uint64_t wait_off;
 	char *wait_path;
 };
@@ -314,8 +326,13 @@ static void wait_of_thread(struct ptwk_underway *u, const struct thread_mem *tm,
 	bool blind = hooked && i + 1 < n && in_tramp(tm, pcs[i + 1]);
 	if (!blind && (!sps[i + 1] || !slot_holds(u, tm, sp, pcs[i + 1], maps, nmaps, path,
 						  sizeof(path), &f->wait_off))) {
-		ptw_dbg(PTW_DBG_TRACER, "--locks: %d: a wait under way is not reported (its slot)",
-			f->tid);
+		uint64_t at = 0;
+		int r = ptw_mem_read(tm->proc, sp, &at, sizeof(at));
+		ptw_dbg(PTW_DBG_TRACER,
+			"--locks: %d: a wait under way is not reported (its slot %#llx: %s %#llx, "
+			"the return address %#llx)",
+			f->tid, (unsigned long long)sp, r < 0 ? strerror(-r) : "holds",
+			(unsigned long long)at, (unsigned long long)(i + 1 < n ? pcs[i + 1] : 0));
 		f->missed = true;
 		return;
 	}
@@ -332,16 +349,18 @@ static void wait_of_thread(struct ptwk_underway *u, const struct thread_mem *tm,
 }
 
 /* The calls of traced functions on thread t's stack (t did not run since
- * the begin: its saved registers are its registers). */
+ * the begin: its saved registers are its registers), unless !calls (the
+ * wait it sleeps in alone). */
 static void unwind_thread(struct ptwk_underway *u, const struct ptwk_uw_task *t,
 			  const struct ptw_mapping *maps, int nmaps,
-			  const struct ptw_mapping *tramp, struct found *f)
+			  const struct ptw_mapping *tramp, bool calls, struct found *f)
 {
 	struct user_regs_struct regs = { 0 };
 	ptwk_regs_from_dwarf(t->regs, &regs);
 	bool in_futex = u->env.wait_of && (long)t->orig_ax == SYS_futex;
+	struct ptwk_frames *frames = calls ? u->env.frames : NULL;
 	/* --locks alone: a wait's slow path is among the innermost frames */
-	int max = u->env.frames ? UNDERWAY_MAX_FRAMES : in_futex ? PTW_WAIT_UNDER_WAY_FRAMES : 0;
+	int max = frames ? UNDERWAY_MAX_FRAMES : in_futex ? PTW_WAIT_UNDER_WAY_FRAMES : 0;
 	if (!max)
 		return;
 	uint64_t *pcs = xcalloc(2 * (size_t)max, sizeof(*pcs));
@@ -354,14 +373,14 @@ static void unwind_thread(struct ptwk_underway *u, const struct ptwk_uw_task *t,
 				   t->nrets < PTWK_UW_RETS ? t->nrets : PTWK_UW_RETS } };
 	int n = ptw_symbols_unwind_sps_in(u->env.syms, ptw_mem_reader, u->env.proc, &tm.rets,
 					  (pid_t)t->tid, &regs, pcs, sps, max, &whole);
-	f->partial = u->env.frames && (n <= 0 || !whole || n == max);
+	f->partial = frames && (n <= 0 || !whole || n == max);
 	if (in_futex)
 		wait_of_thread(u, &tm, &regs, pcs, sps, n, maps, nmaps, f);
-	for (int i = 0; i < n - 1 && u->env.frames; i++) {
+	for (int i = 0; i < n - 1 && frames; i++) {
 		/* a return address: the call is the instruction before it */
 		uint64_t pc = i ? pcs[i] - 1 : pcs[i], lo, hi, ret = pcs[i + 1], index, off;
 		if (ptw_symbols_function_range(u->env.syms, pc, &lo, &hi) < 0 ||
-		    !ptwk_frames_traced(u->env.frames, lo, &index))
+		    !ptwk_frames_traced(frames, lo, &index))
 			continue;
 		/* At its first instruction, the call has not begun: its entry
 		 * probe reports it when the thread goes on. */
@@ -461,13 +480,84 @@ static bool watch_wait(struct ptwk_underway *u, const struct found *f)
 	return bpf_map__update_elem(u->env.sites, &key, sizeof(key), &v, sizeof(v), BPF_ANY) == 0;
 }
 
+/*
+ * --locks: threads asleep in futex that were not all along (tids, marked
+ * as they were then): read again, UNDERWAY_READS times at most, until
+ * each has stayed asleep between two reads (its wait found as any other's,
+ * into fs; one begun once the probes were in is its entry's, the same
+ * wait: lockconv.c; or one whose wait could not be trusted, kept to say
+ * so if it stays asleep: see keep()). Those that never did are left at
+ * the front of tids: returns
+ * how many (one gone meanwhile is in no wait). The memory map is read
+ * again after the threads each time: a uretprobe's trampoline page is
+ * mapped when one first fires in the process, maybe since.
+ */
+static size_t read_again(struct ptwk_underway *u, pid_t *tids, size_t ntids, uint64_t marked_ns,
+			 struct found *fs, size_t *nfs)
+{
+	for (int round = 1; ntids && round < UNDERWAY_READS; round++) {
+		struct ptwk_uw_task *t;
+		int n = ptwk_read_tasks(u->env.iter, u->env.pid, &t);
+		uint64_t read_ns = ptw_now_ns();
+		if (n < 0)
+			break;
+		struct ptw_mapping *maps = NULL;
+		int nmaps = ptw_maps_read(u->env.live_pid, &maps);
+		if (nmaps <= 0) { /* (gone, or on its way out: in no wait) */
+			free(t);
+			ntids = 0;
+			break;
+		}
+		const struct ptw_mapping *tramp = ptw_maps_named(maps, nmaps, "[uprobes]");
+		struct ptw_map now = { 0 };
+		for (int i = 0; i < n; i++)
+			ptw_map_put(&now, t[i].tid, &t[i]);
+		size_t keep = 0;
+		ptw_mem_invalidate(u->env.proc);
+		for (size_t j = 0; j < ntids; j++) {
+			const struct ptwk_uw_task *x = ptw_map_get(&now, (uint64_t)tids[j]);
+			if (!x)
+				continue;
+			if (!stayed(u, x) || !x->regs_ok) {
+				mark(u, x);
+				tids[keep++] = tids[j];
+				continue;
+			}
+			struct found *f = &fs[*nfs];
+			f->tid = tids[j];
+			unwind_thread(u, x, maps, nmaps, tramp, false, f);
+			f->wait_since_ns = marked_ns; /* (asleep since the read before) */
+			ptw_dbg(PTW_DBG_TRACER, "--locks: under way: thread %d read again (%d): %s",
+				f->tid, round, f->wait ? "a wait" : "none");
+			if (f->wait || f->missed)
+				(*nfs)++;
+			else
+				found_free(f);
+		}
+		ptw_map_free(&now);
+		free(maps);
+		free(t);
+		ntids = keep;
+		marked_ns = read_ns;
+	}
+	return ntids;
+}
+
+size_t ptwk_underway_woke(const struct ptwk_underway *u)
+{
+	return u ? u->woke : 0;
+}
+
 unsigned ptwk_underway_take(struct ptwk_underway *u)
 {
 	if (!u)
 		return 0;
+	if (u->env.between)
+		u->env.between(u->env.between_ctx, u->env.pid);
 	uint64_t t0 = ptw_now_ns();
 	struct ptwk_uw_task *t;
 	int n = ptwk_read_tasks(u->env.iter, u->env.pid, &t);
+	uint64_t read_ns = ptw_now_ns();
 	if (n < 0) {
 		note_no_registers(u, n);
 		return 0;
@@ -477,8 +567,8 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 	struct ptw_mapping *maps = NULL;
 	int nmaps = ptw_maps_read(u->env.live_pid, &maps);
 	/* (a process gone meanwhile, a -f child's that ended at once, is in
-	 * no wait) */
-	if (nmaps <= 0 && !ptw_proc_exited(u->env.pid, u->env.live_pid))
+	 * no wait; nor one on its way out, its memory gone already) */
+	if (nmaps <= 0 && !ptw_proc_exiting(u->env.pid, u->env.live_pid))
 		note(u, PTW_W_KERNEL_LIMIT,
 		     "%s: the %s under way at the attach are not reported: cannot read "
 		     "/proc/%d/maps (%s)",
@@ -490,6 +580,8 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 	size_t nfs = 0, ran = 0, partial = 0, missed = 0, again = 0;
 	pid_t first_ran = 0, first_partial = 0, first_missed = 0, first_again = 0;
 	ptw_mem_invalidate(u->env.proc);
+	pid_t *retry = NULL; /* --locks: asleep in futex now, not all along */
+	size_t nretry = 0;
 	for (int i = 0; i < n && nmaps > 0; i++) {
 		ptw_dbg(PTW_DBG_TRACER,
 			"--trace: under way: thread %u: switches %llu (at the begin: %llu), %s",
@@ -500,22 +592,32 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 			continue; /* (a zombie leader: no call of its is under way) */
 		if (!stayed(u, &t[i]) || !t[i].regs_ok) {
 			first_ran = ran++ ? first_ran : (pid_t)t[i].tid;
-			if (u->env.wait_of && slept_again(u, &t[i]))
+			if (u->env.wait_of && asleep_in_futex(&t[i])) {
+				/* its wait read again from now (read_again) */
+				mark(u, &t[i]);
+				retry = xreallocarray(retry, nretry + 1, sizeof(*retry));
+				retry[nretry++] = (pid_t)t[i].tid;
+			} else if (u->env.wait_of && u->env.links_in &&
+				   ((uintptr_t)ptw_map_get(&u->before, t[i].tid) & 1)) {
 				first_again = again++ ? first_again : (pid_t)t[i].tid;
+			}
 			continue;
 		}
 		struct found *f = &fs[nfs];
 		f->tid = (pid_t)t[i].tid;
-		unwind_thread(u, &t[i], maps, nmaps, tramp, f);
-		if (f->partial)
-			first_partial = partial++ ? first_partial : f->tid;
-		if (f->missed)
-			first_missed = missed++ ? first_missed : f->tid;
-		if (found_any(f))
+		unwind_thread(u, &t[i], maps, nmaps, tramp, true, f);
+		f->wait_since_ns = u->begin_ns;
+		/* (one with something it could not read is kept to say so, if
+		 * it did not run meanwhile: read below) */
+		if (found_any(f) || f->partial || f->missed)
 			nfs++;
 		else
 			found_free(f);
 	}
+	nretry = read_again(u, retry, nretry, read_ns, fs, &nfs);
+	for (size_t i = 0; i < nretry; i++)
+		first_again = again++ ? first_again : retry[i];
+	free(retry);
 	free(maps);
 	/* The sites, then whether those threads stayed off a CPU all along:
 	 * a thread that ran meanwhile may have returned unseen. */
@@ -551,21 +653,21 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 		     bpf_map__max_entries(u->env.sites));
 	int probes = nfs ? attach_all(u, fs, nfs) : 0;
 	if (probes < 0) {
-		note(u, PTW_W_KERNEL_LIMIT,
-		     "%s: the %s under way at the attach are not reported: their return "
-		     "sites cannot be probed (%s)",
-		     opts_of(u), things_of(u), strerror(-probes));
+		/* (a process gone meanwhile, its waits and calls with it: ESRCH) */
+		if (probes != -ESRCH && !ptw_proc_exiting(u->env.pid, u->env.live_pid))
+			note(u, PTW_W_KERNEL_LIMIT,
+			     "%s: the %s under way at the attach are not reported: their return "
+			     "sites cannot be probed (%s)",
+			     opts_of(u), things_of(u), strerror(-probes));
 		ptwk_underway_close(u);
+		for (size_t k = 0; k < nfs; k++)
+			found_free(&fs[k]);
 		nfs = 0;
 		probes = 0;
 	}
 	struct ptwk_uw_task *after;
 	int nafter = nfs ? ptwk_read_tasks(u->env.iter, u->env.pid, &after) : 0;
 	for (size_t k = 0; k < nfs; k++) {
-		if (!found_any(&fs[k])) { /* (none kept: the sites' map full) */
-			found_free(&fs[k]);
-			continue;
-		}
 		bool still = false, again_now = false;
 		for (int i = 0; i < nafter && !still; i++)
 			if ((pid_t)after[i].tid == fs[k].tid) {
@@ -582,11 +684,22 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 				struct ptwk_uw_key key = { .tid = (uint32_t)fs[k].tid,
 							   .sp = fs[k].wait->sp + 8 };
 				bpf_map__delete_elem(u->env.sites, &key, sizeof(key), 0);
-				/* (one that ended meanwhile ended as the attach began) */
-				if (again_now)
-					first_again = again++ ? first_again : fs[k].tid;
 			}
+			/* (at an attach, a wait that ended meanwhile ended as the
+			 * attach began; in a -f child, once its probes were in:
+			 * begun before, or seen. One not trusted was read as the
+			 * thread ran: its stack changing under the read.) */
+			if ((fs[k].wait || fs[k].missed) && (again_now || u->env.links_in))
+				first_again = again++ ? first_again : fs[k].tid;
 			first_ran = ran++ ? first_ran : fs[k].tid;
+			found_free(&fs[k]);
+			continue;
+		}
+		if (fs[k].partial)
+			first_partial = partial++ ? first_partial : fs[k].tid;
+		if (fs[k].missed)
+			first_missed = missed++ ? first_missed : fs[k].tid;
+		if (!found_any(&fs[k])) { /* (none, or none kept: the sites' map full) */
 			found_free(&fs[k]);
 			continue;
 		}
@@ -615,15 +728,21 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 		     ran, ran == 1 ? "" : "s", first_ran, ran == 1 ? "it" : "them");
 	/* (a thread that ran is in no wait begun before: one it was in ended
 	 * before the attach, or began once the probes saw it; but one asleep
-	 * in futex both times woke and slept again in between) */
-	if (again)
+	 * in futex now, read again from now, woke again and again) */
+	if (again && u->env.links_in)
+		u->woke = again; /* (a -f child's: counted with the others', ptwk_underway_woke) */
+	else if (again)
 		note(u, PTW_W_KERNEL_LIMIT,
-		     "--locks: %zu thread%s asleep in futex at the attach woke and slept again "
-		     "while ptwatch read them (the first: %d): the kernel path reads a thread's "
-		     "registers without stopping it, only while it stays off a CPU, so a wait "
-		     "begun before the attach that %s may be in is not reported",
-		     again, again == 1 ? "" : "s", first_again, again == 1 ? "it" : "they");
-	if (missed)
+		     "--locks: %zu thread%s asleep in futex at the attach woke between each two "
+		     "of the %d times ptwatch read %s (the first: %d): the kernel path reads a "
+		     "thread's registers without stopping it, only while it stays off a CPU, so "
+		     "a wait begun before the attach that %s may be in is not reported",
+		     again, again == 1 ? "" : "s", UNDERWAY_READS, again == 1 ? "it" : "them",
+		     first_again, again == 1 ? "it" : "they");
+	/* (a process on its way out, its memory gone while it was read: its
+	 * calls and waits end with it) */
+	bool exiting = (missed || partial) && ptw_proc_exiting(u->env.pid, u->env.live_pid);
+	if (missed && !exiting)
 		note(u, u->env.frames ? PTW_W_TRACE_PARTIAL_STACK : PTW_W_LOCKS_NO_RETURN,
 		     "%s: a %s under way at the attach in thread %d (the first such) is not "
 		     "reported: its stack slot or its return site could not be trusted",
@@ -632,7 +751,7 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 		     : u->env.frames ? "call or wait"
 				     : "wait",
 		     first_missed);
-	else if (partial)
+	else if (partial && !exiting)
 		note(u, PTW_W_TRACE_PARTIAL_STACK,
 		     "--trace: the stack of thread %d (the first such) could not be read to its "
 		     "start at the attach: calls under way in its outer frames are not reported",
@@ -654,9 +773,9 @@ void ptwk_underway_emit(struct ptwk_underway *u, struct ptwk_conv *conv, uint64_
 	for (size_t k = 0; k < u->nfound; k++) {
 		ptwk_frames_under_way(conv, u->found[k].tid, u->found[k].v, u->found[k].n, ns);
 		if (u->found[k].wait && u->env.wait_emit)
-			/* (asleep in it since the begin at least) */
+			/* (asleep in it since then at least) */
 			u->env.wait_emit(u->env.ctx, u->found[k].tid, u->found[k].wait,
-					 u->begin_ns);
+					 u->found[k].wait_since_ns);
 		found_free(&u->found[k]);
 	}
 	free(u->found);

@@ -65,6 +65,14 @@ struct ptwk_underway_env {
 	/* a slow path's entry record of tid at sp, read and not converted
 	 * yet (NULL: none looked for) */
 	bool (*entry_seen)(void *ctx, pid_t tid, uint64_t sp);
+	/* the process's own probes were in at the begin (a -f child's, read
+	 * once its links are): a thread that slept in futex then and could
+	 * not be read is counted (ptwk_underway_woke), not said */
+	bool links_in;
+	/* (testing, NULL: none) called once take begins, before it reads
+	 * the threads, ctx its own */
+	void (*between)(void *ctx, pid_t pid);
+	void *between_ctx;
 };
 
 /* Before the entry probes go in: every thread's context switches so far.
@@ -87,6 +95,11 @@ int ptwk_read_tasks(struct bpf_program *iter, pid_t pid, struct ptwk_uw_task **r
  * attached, the program may go on. Returns the return-site probes
  * attached. */
 unsigned ptwk_underway_take(struct ptwk_underway *u);
+
+/* A -f child's (links_in): how many threads asleep in futex when its
+ * probes went in woke before their wait could be read (a wait begun
+ * before the probes that they were in then is not reported). */
+size_t ptwk_underway_woke(const struct ptwk_underway *u);
 
 /* Once the threads are listed (conv knows them), before any record is
  * converted: the frame entries of what take found (ns: the attach). */

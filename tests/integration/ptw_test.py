@@ -605,8 +605,10 @@ class Gap:
     files (their libraries' code unnamed); calls, callers: --trace calls
     under way at the fork of that many processes not reported in them
     (left, or not readable, by then); returns: --trace calls made before
-    the links that returned after (no entry: not reported). All 0
-    elsewhere."""
+    the links that returned after (no entry: not reported); waits:
+    --locks, threads asleep in futex when the links went in that woke
+    before their wait could be read (one begun before: not reported). All
+    0 elsewhere."""
 
     MADE = re.compile(r'(\d+) threads of \d+ processes were made before their '
                       r'process\'s own probes were in.*; (\d+) of them also ended then')
@@ -617,10 +619,12 @@ class Gap:
                        r'.* are not reported in them')
     RETURNS = re.compile(r'(\d+) --trace calls that (\d+) followed processes made before their '
                          r'own probes were in returned once they were')
+    WAITS = re.compile(r'--locks: (\d+) threads of \d+ followed processes were asleep in futex '
+                       r'when their process\'s own probes went in')
 
     def __init__(self, doc):
         self.made = self.ended = self.mains = self.from_files = 0
-        self.calls = self.callers = self.returns = 0
+        self.calls = self.callers = self.returns = self.waits = 0
         self.notes = []
         for w in doc.get('warnings', []):
             m = self.MADE.search(w.get('message', ''))
@@ -628,6 +632,7 @@ class Gap:
             f = self.FILES.search(w.get('message', ''))
             c = self.CALLS.search(w.get('message', ''))
             rt = self.RETURNS.search(w.get('message', ''))
+            wt = self.WAITS.search(w.get('message', ''))
             if m:
                 self.made, self.ended = int(m.group(1)), int(m.group(2))
             if n:
@@ -638,7 +643,9 @@ class Gap:
                 self.calls, self.callers = int(c.group(1)), int(c.group(2))
             if rt:
                 self.returns = int(rt.group(1))
-            if m or n or f or c or rt:
+            if wt:
+                self.waits = int(wt.group(1))
+            if m or n or f or c or rt or wt:
                 self.notes.append(w)
 
     def ended_unseen(self, span):

@@ -39,8 +39,8 @@
  *              and its other threads still sleep where they did.
  * No BPF link or program of ours is left afterwards.
  *
- * Usage: test_kernel_locks [--per-probe | --no-debug-files | --launch | --late] FIXTURE
- *        MODE [ARG]
+ * Usage: test_kernel_locks [--per-probe | --no-debug-files | --launch | --late |
+ *        --woken] FIXTURE MODE [ARG]
  *   --no-debug-files  without libc's debug file: the slow paths found from
  *                     the code of the exported functions (ptw_libc_waits.h)
  *   --launch          FIXTURE is tests/fixtures/locks.c itself, started by
@@ -51,6 +51,8 @@
  *                     ended: waits classified and named from the files
  *                     (its memory is gone), as in a run that ends before
  *                     the drain reads its records
+ *   --woken           formed: the blocked threads woken by a signal between
+ *                     the backend's two reads of them (wake_between)
  * Exit 0 pass, 1 fail, 77 skip.
  */
 #define _GNU_SOURCE
@@ -63,6 +65,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -261,6 +264,98 @@ static bool in_syscall(pid_t pid, pid_t tid, int nr)
 	       n == nr;
 }
 
+/* Thread tid's context switches so far (-1: unread). */
+static long switches_of(pid_t pid, pid_t tid)
+{
+	char path[64], buf[4096];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", pid, tid);
+	if (ptw_read_small_file(path, buf, sizeof(buf)) < 0)
+		return -1;
+	const char *v = strstr(buf, "voluntary_ctxt_switches:");
+	const char *nv = strstr(buf, "nonvoluntary_ctxt_switches:");
+	return v && nv ? atol(v + 24) + atol(nv + 27) : -1;
+}
+
+/* Thread tid asleep (S) in system call nr. */
+static bool asleep_in(pid_t pid, pid_t tid, int nr)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
+	const char *p = ptw_read_small_file(path, buf, sizeof(buf)) >= 0 ? strrchr(buf, ')') : NULL;
+	return p && p[1] == ' ' && p[2] == 'S' && in_syscall(pid, tid, nr);
+}
+
+/* Thread tid of pid woken by a SIGUSR1 (the fixture's handler does
+ * nothing, SA_RESTART), and asleep again in futex: whether it was. */
+static bool wake(pid_t pid, pid_t tid)
+{
+	long before = switches_of(pid, tid);
+	if (before < 0 || syscall(SYS_tgkill, pid, tid, SIGUSR1) < 0)
+		return false;
+	for (int k = 0; k < 20000; k++) {
+		if (switches_of(pid, tid) > before && asleep_in(pid, tid, SYS_futex))
+			return true;
+		usleep(100);
+	}
+	return false;
+}
+
+/* The tids of process pid (at most max). */
+static size_t tasks_of(pid_t pid, pid_t *tids, size_t max)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	size_t n = 0;
+	for (struct dirent *e; d && (e = readdir(d)) && n < max;)
+		if (atoi(e->d_name) > 0)
+			tids[n++] = atoi(e->d_name);
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/*
+ * --woken: between the backend's two reads of the threads for the waits
+ * under way (opts.underway_between), its first call's: at an attach
+ * (formed), every thread blocked in futex on a mutex, a condition, a
+ * join, a rwlock or a stdio lock, as the truth says; in a -f child
+ * (forkheld), its two threads once both sleep on lock_m. Each wakes and
+ * sleeps again in the same wait, which began before all the same.
+ */
+static const char *woken_truth;
+static size_t woken_count, woken_meant;
+static bool woken_called;
+
+static void wake_between(void *ctx, pid_t pid)
+{
+	(void)ctx;
+	if (woken_called)
+		return;
+	woken_called = true;
+	read_truth(woken_truth);
+	const struct json_object *b;
+	for (size_t i = 0; (b = truth_of("blocked", i)); i++) {
+		const char *waits = kdrv_jstr(b, "waits");
+		if (!strcmp(waits, "read") || !strcmp(waits, "sem"))
+			continue; /* (a sem_wait a signal ends: EINTR) */
+		woken_meant++;
+		woken_count += wake(pid, (pid_t)kdrv_jint(b, "tid"));
+	}
+	if (woken_meant)
+		return;
+	pid_t tids[2];
+	for (int k = 0; k < 20000; k++) {
+		if (tasks_of(pid, tids, 2) == 2 && asleep_in(pid, tids[0], SYS_futex) &&
+		    asleep_in(pid, tids[1], SYS_futex))
+			break;
+		usleep(100);
+	}
+	woken_meant = 2;
+	for (int i = 0; i < 2; i++)
+		woken_count += wake(pid, tids[i]);
+}
+
 static int tracer_pid(pid_t pid)
 {
 	char path[64], buf[4096];
@@ -390,9 +485,11 @@ static bool read_line(int fd, const char *want, char *line, size_t size)
 int main(int argc, char **argv)
 {
 	bool per_probe = false, no_debug = false, launch = false, late = false, follow_late = false;
+	bool woken = false;
 	int a = 1;
 	for (; a < argc && !strncmp(argv[a], "--", 2); a++) {
 		per_probe |= !strcmp(argv[a], "--per-probe");
+		woken |= !strcmp(argv[a], "--woken");
 		no_debug |= !strcmp(argv[a], "--no-debug-files");
 		follow_late |= !strcmp(argv[a], "--follow-late");
 		launch |= !strcmp(argv[a], "--launch") || !strcmp(argv[a], "--late") || follow_late;
@@ -401,7 +498,7 @@ int main(int argc, char **argv)
 	if (argc < a + 2) {
 		fprintf(stderr,
 			"usage: test_kernel_locks [--per-probe | --no-debug-files | --launch "
-			"| --follow-late | --late] FIXTURE MODE [ARG]\n");
+			"| --follow-late | --late | --woken] FIXTURE MODE [ARG]\n");
 		return 99;
 	}
 	const char *fixture = argv[a], *mode = argv[a + 1];
@@ -414,6 +511,7 @@ int main(int argc, char **argv)
 	alarm(50);
 	char tpath[] = "/tmp/ptw-klocks-XXXXXX";
 	kdrv_truth_file(tpath);
+	woken_truth = tpath;
 	struct ptw_spans *spans = ptw_spans_new();
 	struct ptw_kernel_opts o = { .use_debug_files = !no_debug,
 				     .use_cache = false,
@@ -422,7 +520,8 @@ int main(int argc, char **argv)
 				     .no_multi = per_probe,
 				     .locks = true,
 				     .follow_forks = follow_late,
-				     .follow_link_delay_ms = follow_late ? 50 : 0 };
+				     .follow_link_delay_ms = follow_late ? 50 : 0,
+				     .underway_between = woken ? wake_between : NULL };
 	int ctl = -1, rep = -1;
 	char line[128] = "";
 	pid_t pid = 0, child;
@@ -451,6 +550,10 @@ int main(int argc, char **argv)
 	k = kdrv_attach(&o, pid);
 	if (formed) {
 		read_truth(tpath);
+		/* (woken and asleep again in the same waits: found all the
+		 * same, nothing said) */
+		EXPECT(!woken || (woken_meant > 0 && woken_count == woken_meant),
+		       "%zu of the %zu threads woken between the reads", woken_count, woken_meant);
 		ptw_kernel_run(k, 300);
 		bool pong = write(ctl, "p", 1) == 1 && read_line(rep, "pong", line, sizeof(line));
 		ptw_kernel_run(k, 300);
@@ -466,8 +569,9 @@ int main(int argc, char **argv)
 		print_waits(spans);
 		check_formed(spans, false);
 		/* the cond waiters woken: their waits under way end */
-		bool woken = write(ctl, "w", 1) == 1 && read_line(rep, "woken", line, sizeof(line));
-		EXPECT(woken, "the cond waiters did not wake: %s", line);
+		bool cond_woken =
+			write(ctl, "w", 1) == 1 && read_line(rep, "woken", line, sizeof(line));
+		EXPECT(cond_woken, "the cond waiters did not wake: %s", line);
 		ptw_kernel_run(k, 300);
 		check_formed(spans, true);
 		kill(pid, SIGKILL);
@@ -517,6 +621,9 @@ launched:
 		     i++)
 			ptw_kernel_run(k, 50);
 		EXPECT(rec, "no forkheld record within 10 s");
+		EXPECT(!woken || woken_count == woken_meant,
+		       "%zu of the child's %zu threads woken between the reads", woken_count,
+		       woken_meant);
 		EXPECT(n == 1, "the child's waits on lock_m: %zu", n);
 		/* (its worker, made before the child's links: known once its
 		 * creation record is converted, after its fork's, which reads
@@ -542,7 +649,9 @@ launched:
 	printf("mode %s, %u probes, %" PRIu64 " records, %" PRIu64 " events, %" PRIu64 " lost\n",
 	       st.mode, st.probes, st.records, st.events, st.lost);
 	const char *const *notes;
-	kdrv_notes(k, &notes);
+	size_t nnotes = kdrv_notes(k, &notes);
+	for (size_t i = 0; i < nnotes && woken; i++)
+		EXPECT(!strstr(notes[i], "asleep in futex"), "said: %s", notes[i]);
 	EXPECT(st.lost == 0, "%" PRIu64 " lost", st.lost);
 	EXPECT(!strcmp(st.mode, per_probe ? "uprobe" : "uprobe_multi"), "mode %s", st.mode);
 	if (!deadlock && !formed) {

@@ -160,7 +160,7 @@ def case_fork_shared(session, chk):
         if '--locks' in opts:
             check_waits_sane(chk, run.doc)
             chk.eq('%s: every wait ended' % what,
-                   [(w['pid'], w['tid'], w['wait'], w['status'], w.get('reason'))
+                   [(w['tid'], w['wait'], w['status'], w.get('reason'), w.get('start'))
                     for w in wait_spans(run.doc) if w['status'] != 'completed'], [])
             # (kernel path, with --trace: a traced caller's return went
             # through a uretprobe's trampoline; its site was "??" there)
