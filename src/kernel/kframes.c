@@ -62,7 +62,10 @@ struct ptwk_frames {
 	unsigned by_uretprobe; /* functions traced with a uretprobe */
 	bool started;	/* probes are in and the program runs: a module
 			 * scanned from now on came late */
-	unsigned late;	/* modules a pattern applies to, scanned late */
+	/* modules scanned late with functions the patterns match, and the
+	 * first ones' names */
+	unsigned late;
+	struct ptw_buf late_names;
 	struct ptw_symbols **file_syms; /* a launch's files, read before they are mapped */
 	size_t nfile_syms;
 	bool offline; /* the scan in progress is of a file's symbols */
@@ -73,6 +76,7 @@ struct ptwk_frames {
 	pid_t pid;
 	struct ptw_mapping *maps;
 	int nmaps;
+	const char *module_path; /* the module scanned: its file, as listed */
 };
 
 struct ptwk_frames *ptwk_frames_new(char *const *trace, size_t ntrace)
@@ -515,8 +519,19 @@ static int attach_group(struct ptwk_frames *f, const struct group *g,
 static int file_of(struct ptwk_frames *f, uint64_t addr, char *path, char *mod, uint64_t *off)
 {
 	size_t size = sizeof(f->group.path);
+	int r = f->offline
+			? -ENOENT
+			: ptwk_file_of(f->pid, f->maps, f->nmaps, addr, path, size, mod, size, off);
+	/* A library ld.so listed, no longer mapped (dlclose'd before its list
+	 * was read): its file, probed for its next mapping (a dlopen again). */
+	if (r == -ENOENT && !f->offline && f->module_path && f->module_path[0] == '/' &&
+	    access(f->module_path, R_OK) == 0) {
+		snprintf(path, size, "%s", f->module_path);
+		snprintf(mod, size, "%s", path);
+		return ptw_symbols_file_offset(f->syms, addr, off);
+	}
 	if (!f->offline)
-		return ptwk_file_of(f->pid, f->maps, f->nmaps, addr, path, size, mod, size, off);
+		return r;
 	/* the file itself, not mapped yet */
 	snprintf(path, size, "%s", ptw_symbols_exe(f->syms));
 	snprintf(mod, size, "%s", path);
@@ -709,10 +724,14 @@ static int scan(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
 			continue;
 		if (scanned_before(f, path) || !ptw_trace_select_applies(f->sel, path))
 			continue;
-		f->late += core_only ? 0 : f->started;
 		group_free(&f->group);
+		f->module_path = path;
 		int r = ptw_symbols_module_functions(syms, i, ptw_trace_select_function, &sc);
+		f->module_path = NULL;
 		ptw_trace_select_walked(f->sel, path, r);
+		if (!core_only && f->started && f->group.n && f->late++ < 3)
+			ptw_buf_printf(&f->late_names, "%s%s", f->late > 1 ? ", " : "",
+				       ptw_pattern_base_name(path));
 		total += attach_group(f, &f->group, pr);
 		group_free(&f->group);
 	}
@@ -1047,12 +1066,19 @@ void ptwk_frames_notes(const struct ptwk_frames *f,
 		fn(ctx, PTW_W_KERNEL_LIMIT, b.p);
 		ptw_buf_free(&b);
 	}
-	if (f->late)
-		fn(ctx, PTW_W_KERNEL_LIMIT,
-		   "--trace: libraries loaded after the probes went in (dlopen) get theirs once "
-		   "ptwatch has read that ld.so mapped them, while the program runs on: their "
-		   "first calls may not be seen, and a library already unloaded by then is not "
-		   "seen at all");
+	if (f->late) {
+		struct ptw_buf b = { 0 };
+		ptw_buf_printf(&b,
+			       "--trace: %u librar%s with traced functions loaded after the probes "
+			       "went in (dlopen: %s%s) got %s once ptwatch had read that ld.so "
+			       "mapped %s, while the program ran on: %s first calls may not have "
+			       "been seen",
+			       f->late, f->late == 1 ? "y" : "ies", f->late_names.p,
+			       f->late > 3 ? ", ..." : "", f->late == 1 ? "its probes" : "theirs",
+			       f->late == 1 ? "it" : "them", f->late == 1 ? "its" : "their");
+		fn(ctx, PTW_W_KERNEL_LIMIT, b.p);
+		ptw_buf_free(&b);
+	}
 	struct ptw_trace_select *sel = f->sel;
 	ptw_trace_select_notes(&sel, 1, note, &(struct notes){ fn, ctx });
 }
@@ -1088,6 +1114,7 @@ void ptwk_frames_free(struct ptwk_frames *f)
 	ptw_map_free(&f->helpers);
 	ptw_map_free(&f->returns);
 	group_free(&f->group);
+	ptw_buf_free(&f->late_names);
 	for (size_t i = 0; i < f->nfile_syms; i++)
 		ptw_symbols_free(f->file_syms[i]);
 	free(f->file_syms);

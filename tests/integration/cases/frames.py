@@ -182,6 +182,40 @@ def case_frames(session, chk, mode='recursion'):
                  'frames: %d calls' % len(frames) in text and 'FUNCTION' in text, text[-3000:])
 
 
+@test('frames-lib-late', kernel=True)
+@case('frames-lib-late')
+def case_frames_lib_late(session, chk):
+    """--trace and a library the program dlopens twice (frames lib): the
+    kernel path probes it once it has read that ld.so mapped it, while the
+    program runs on, and says so (kernel_limit, naming it) when the
+    library has functions the patterns match, and only then (it said so
+    whenever a library came late). The ptrace path says nothing and sees
+    both calls."""
+    cmd = [fixture('frames'), 'lib', fixture('framemod')]
+    # (the patterns match nothing in the dlopened library)
+    run = session.run(cmd, opts=['--trace', 'fr_lib_*'])
+    check_exit(chk, run, code=0)
+    chk.eq("fr_lib_* alone: the linked library's call",
+           [(frame_symbol(f), f['status']) for f in frame_spans(run.doc)],
+           [('fr_lib_fn', 'completed')])
+    chk.eq('fr_lib_* alone: nothing said of the library loaded late',
+           [w['message'] for w in run.doc['warnings'] if w['code'] == 'kernel_limit'], [])
+    run = session.run(cmd, opts=['--trace', 'fr_mod_*'])
+    check_exit(chk, run, code=0)
+    said = [w['message'] for w in run.doc['warnings'] if w['code'] == 'kernel_limit']
+    frames = [(frame_symbol(f), f['status']) for f in frame_spans(run.doc)]
+    if backend() == 'kernel':
+        chk.true('fr_mod_*: said once, naming the library',
+                 len(said) == 1 and '1 library with traced functions' in said[0] and
+                 'libptwframemod.so' in said[0], said)
+        chk.true('fr_mod_*: its calls seen (some may not be), each completed',
+                 frames in ([], [('fr_mod_fn', 'completed')], [('fr_mod_fn', 'completed')] * 2),
+                 frames)
+    else:
+        chk.eq('fr_mod_*: nothing said', said, [])
+        chk.eq('fr_mod_*: both calls', frames, [('fr_mod_fn', 'completed')] * 2)
+
+
 @test('frames-cxx', kernel=True)
 @case('frames-cxx')
 def case_frames_cxx(session, chk):
