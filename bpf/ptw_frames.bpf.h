@@ -183,6 +183,8 @@ int ptw_frame_entry(struct pt_regs *ctx)
 	r.a = (__u32)cookie;
 	if (cookie & PTWK_ENTRY_URETPROBE)
 		r.f |= PTWK_F_URETPROBE;
+	if (cookie & PTWK_ENTRY_LOOPS)
+		r.f |= PTWK_F_LOOPS;
 	r.b = ctx->sp;
 	/* The return address, before the kernel puts a uretprobe's
 	 * trampoline there (that happens after every entry handler ran); it

@@ -137,6 +137,7 @@ enum ptwk_kind {
 				      * creator's ip (in that wrapper or not) */
 #define PTWK_F_CPU 0x80000 /* EXIT: c = time on a CPU, d = runnable (0: no scheduler
 			    * statistics), e = voluntary << 32 | involuntary switches */
+#define PTWK_F_LOOPS 0x400000	  /* FRAME_ENTRY: PTWK_ENTRY_LOOPS */
 #define PTWK_F_URETPROBE 0x100000 /* FRAME_ENTRY: its return is a uretprobe's (else
 				   * a probe on each of its exits) */
 #define PTWK_F_UNWATCHED 0x40000 /* FORK (-f): the child could not be watched (the
@@ -163,6 +164,10 @@ enum ptwk_kind {
 /* An entry probe's cookie: the function's return is watched by a
  * uretprobe (PTWK_F_URETPROBE in its record). */
 #define PTWK_ENTRY_URETPROBE (1ull << 60)
+/* An entry probe's cookie: the function jumps back to where its entry
+ * probe is (PTWK_F_LOOPS in its record): a pass there again with the
+ * same slot and return address is the same call. */
+#define PTWK_ENTRY_LOOPS (1ull << 59)
 
 /* A register of struct pt_regs by its index (struct user_regs_struct's
  * order, the same on x86-64: r15 0, ..., ax 10, ..., ip 16, ..., sp 19);

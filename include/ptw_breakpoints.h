@@ -126,6 +126,10 @@ int ptw_insn_find_rets(const uint8_t *code, size_t len, uint64_t addr, uint64_t 
 int ptw_insn_find_calls(const uint8_t *code, size_t len, uint64_t addr, bool tail_jumps, uint64_t *out,
 			int max);
 
+/* Whether a direct jump (jmp, jcc) in code (a function's bytes at addr)
+ * goes to target: a loop back to its start, if target is that. */
+bool ptw_insn_jumps_to(const uint8_t *code, size_t len, uint64_t addr, uint64_t target);
+
 /* The addresses just after the direct calls of callee in code (a
  * function's bytes at addr): where those calls return. A linear sweep
  * from the function's start that stops at the first byte it cannot

@@ -646,6 +646,29 @@ int ptw_insn_find_rip_leas(const uint8_t *code, size_t len, uint64_t addr, uint6
 	return find_insns(code, len, addr, &pk, out, max);
 }
 
+bool ptw_insn_jumps_to(const uint8_t *code, size_t len, uint64_t addr, uint64_t target)
+{
+	csh h;
+	if (capstone(&h) < 0)
+		return false;
+	const uint8_t *p = code;
+	size_t left = len;
+	uint64_t a = addr;
+	bool found = false;
+	cs_insn *insn = cs.malloc(h);
+	while (left && !found) {
+		if (!cs.disasm_iter(h, &p, &left, &a, insn)) {
+			p++, left--, a++; /* (padding) */
+			continue;
+		}
+		const cs_x86 *x = &insn->detail->x86;
+		found = in_group(insn->detail, CS_GRP_JUMP) && x->op_count == 1 &&
+			x->operands[0].type == X86_OP_IMM && (uint64_t)x->operands[0].imm == target;
+	}
+	cs.free(insn, 1);
+	return found;
+}
+
 int ptw_insn_find_calls(const uint8_t *code, size_t len, uint64_t addr, bool tail_jumps, uint64_t *out,
 			int max)
 {

@@ -161,6 +161,17 @@ static void on_entry(struct ptwk_conv *c, const struct ptwk_record *r)
 	struct ptw_shadow_frame *top = ptw_shadow_top(&ft->sh);
 	if (trampoline(r) && top && top->sp == sp)
 		ret = top->ret;
+	/* A function that jumps back to its start did, its call's slot and
+	 * return address as they were (pthread_spin_lock's retry after a
+	 * spin): the same call, as on the ptrace path (trace.c). A call of
+	 * its own would be deeper. (Only such a function: for any other, the
+	 * same place again means a return not seen, a record lost. And not a
+	 * frame whose return cannot be seen: one that jumped out before its
+	 * return site's probe was in, or past the kernel's depth.) */
+	if ((r->f & PTWK_F_LOOPS) && top && top->sp == sp && top->ret == ret &&
+	    top->tag >> 2 == (uintptr_t)r->a + 1 &&
+	    (FRAME_HOW(top->tag) == FRAME_EXITS || FRAME_HOW(top->tag) == FRAME_URETPROBE))
+		return;
 	if (r->e)
 		c->tramp = r->e; /* (a -f child's is at the same address: ptwk_frames_forked) */
 	int sig = handler_signal(c, r, ret);

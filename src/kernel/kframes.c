@@ -402,6 +402,51 @@ static int link_range(struct ptwk_frames *f, struct bpf_program *prog, const str
 /* Whether function i of g calls itself (a direct call of its own
  * entry): a recursion can nest deeper than the kernel's 64 pending
  * uretprobe returns. */
+/*
+ * How far past g's i-th function's start its entry probe goes: 0, or the
+ * length of its first instruction when the kernel cannot probe that one
+ * (a lock-prefixed one: uprobes refuse them, ENOTSUPP) but it falls
+ * through to the next with the call's registers as at the entry (a locked
+ * read-modify-write of memory changes no register but the flags, and
+ * never branches). Such a function's returns are seen by probes on its
+ * exits (a second uretprobe instance at each pass would chain); a pass
+ * again (a jump back to its start: loops_to_start) is the same call
+ * (convert_frames.c).
+ */
+static unsigned entry_displacement(int fd, const struct group *g, size_t i)
+{
+	uint8_t code[16];
+	ssize_t n = fd < 0 ? -1 : pread(fd, code, sizeof(code), (off_t)g->offsets[i]);
+	struct ptw_insn_plan p;
+	if (n <= 0 || ptw_insn_plan(code, (size_t)n, 0, &p) < 0 || !p.len)
+		return 0;
+	static const uint8_t prefixes[] = { 0xf2, 0xf3, 0x2e, 0x36, 0x3e,
+					    0x26, 0x64, 0x65, 0x66, 0x67 };
+	for (size_t k = 0; k < p.len; k++) {
+		if (code[k] == 0xf0)
+			return p.len;
+		if (!memchr(prefixes, code[k], sizeof(prefixes)))
+			return 0;
+	}
+	return 0;
+}
+
+/* Whether g's i-th function jumps back to its start, or to past bytes
+ * after it (where its entry probe is). */
+static bool loops_to_start(struct ptwk_frames *f, int fd, const struct group *g, size_t i,
+			   unsigned past)
+{
+	const struct ptw_location *loc = f->fns[g->cookies[i]];
+	struct part p = { .off = g->offsets[i] };
+	int err;
+	uint8_t *code = fd >= 0 && extent(f, loc->addr, &p) == 0 ? read_part(fd, &p, &err) : NULL;
+	size_t n = code ? (size_t)(p.hi - p.lo) : 0;
+	bool loops = code && (ptw_insn_jumps_to(code, n, p.lo, p.lo) ||
+			      (past && ptw_insn_jumps_to(code, n, p.lo, p.lo + past)));
+	free(code);
+	return loops;
+}
+
 static bool calls_itself(struct ptwk_frames *f, int fd, const struct group *g, size_t i)
 {
 	const struct ptw_location *loc = f->fns[g->cookies[i]];
@@ -445,11 +490,17 @@ static int attach_group(struct ptwk_frames *f, const struct group *g,
 		f->exits_why ? f->exits_why : "");
 	for (size_t i = 0; i < g->n; i++) {
 		size_t e0 = ex.n;
-		bool exits = f->exits_why || calls_itself(f, fd, g, i);
+		unsigned past = entry_displacement(fd, g, i);
+		bool exits = f->exits_why || past || calls_itself(f, fd, g, i);
 		uint64_t cookie = g->cookies[i] | (exits ? 0 : PTWK_ENTRY_URETPROBE);
 		int r = !exits ? 0
 			: fd < 0 ? -errno
 				 : function_exits(f, fd, g, i, pr->jumps, &ex, &cookie);
+		/* (an exit where the entry probe would go: the two would run in
+		 * no set order; not a lock instruction's case so far) */
+		for (size_t k = e0; r == 0 && past && k < ex.n; k++)
+			if (ex.offsets[k] == g->offsets[i] + past)
+				r = -524;
 		if (r < 0) {
 			ex.n = e0;
 			failed_function(f, g->names[i], r);
@@ -459,7 +510,9 @@ static int attach_group(struct ptwk_frames *f, const struct group *g,
 		uret[in.n] = exits ? SIZE_MAX : ur.n;
 		if (!exits)
 			group_add(&ur, g->offsets[i], g->cookies[i], g->names[i]);
-		group_add(&in, g->offsets[i], cookie, g->names[i]);
+		if (loops_to_start(f, fd, g, i, past))
+			cookie |= PTWK_ENTRY_LOOPS;
+		group_add(&in, g->offsets[i] + past, cookie, g->names[i]);
 	}
 	from[in.n] = ex.n;
 	if (fd >= 0)

@@ -369,6 +369,12 @@ void hook_frame_entry(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp
 	int sig = 0;
 	if (!trace_of(t) || tracer_read_u64(t, sp, &ret) < 0)
 		return;
+	/* The function jumped back to its own start, its call's slot and
+	 * return address as they were (pthread_spin_lock's retry after a
+	 * spin): the same call. A call of its own would be deeper. */
+	const struct ptw_shadow_frame *top = ptw_shadow_top(&th->shadow);
+	if (top && top->sp == sp && top->ret == ret && top->tag == regs->rip)
+		return;
 	int r = tracer_retbp_get(t, &trace_of(t)->retbps, l, ret, HOOK_FRAME_RETURN);
 	if (r == -EINVAL && return_site_without_call(t, l, ret)) {
 		tracer_retbp_allow(&trace_of(t)->retbps, ret);
@@ -387,7 +393,8 @@ void hook_frame_entry(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp
 				  : strerror(-r));
 		return;
 	}
-	ptw_shadow_enter(&th->shadow, sp, ret, 0, sig != 0, true, left, t);
+	/* (tagged with its function's entry: a jump back to it is told) */
+	ptw_shadow_enter(&th->shadow, sp, ret, regs->rip, sig != 0, true, left, t);
 	struct ptw_event ev = ptw_event_init(PTW_EV_FRAME_ENTRY, ns, l->tid);
 	ev.routine = tracer_locate(t, regs->rip);
 	ev.sp = sp;

@@ -281,6 +281,16 @@ static void test_scanning(void)
 	CHECK_EQ(ptw_insn_find_rets(fn, sizeof(fn), 0x1000, rets, 4), 2);
 	CHECK_EQ(rets[0], 0x1005);
 	CHECK_EQ(rets[1], 0x1008);
+
+	/* pthread_spin_lock on glibc 2.36: lock decl (%rdi); jne 1f; xor;
+	 * ret; nopl; 1: pause; cmpl $0,(%rdi); jg <start>; jmp 1b */
+	static const uint8_t spin[] = { 0xf0, 0xff, 0x0f, 0x75, 0x0b, 0x31, 0xc0, 0xc3, 0x0f,
+					0x1f, 0x84, 0,	  0,	0,    0,    0,	  0xf3, 0x90,
+					0x83, 0x3f, 0x00, 0x7f, 0xe9, 0xeb, 0xf7 };
+	CHECK(ptw_insn_jumps_to(spin, sizeof(spin), 0x8ff70, 0x8ff70)); /* the jg */
+	CHECK(ptw_insn_jumps_to(spin, sizeof(spin), 0x8ff70, 0x8ff80)); /* jne, jmp */
+	CHECK(!ptw_insn_jumps_to(spin, sizeof(spin), 0x8ff70, 0x8ff73));
+	CHECK(!ptw_insn_jumps_to(fn, sizeof(fn), 0x1000, 0x1000));
 }
 
 /* A hook moved past a function's first instruction (beside another tool's
