@@ -161,8 +161,8 @@ static void on_entry(struct ptwk_conv *c, const struct ptwk_record *r)
 	struct ptw_shadow_frame *top = ptw_shadow_top(&ft->sh);
 	if (trampoline(r) && top && top->sp == sp)
 		ret = top->ret;
-	/* A function that jumps back to its start did, its call's slot and
-	 * return address as they were (pthread_spin_lock's retry after a
+	/* A function that jumps back to its start did so, its call's slot
+	 * and return address as they were (pthread_spin_lock's retry after a
 	 * spin): the same call, as on the ptrace path (trace.c). A call of
 	 * its own would be deeper. (Only such a function: for any other, the
 	 * same place again means a return not seen, a record lost. And not a

@@ -370,8 +370,7 @@ void ptwk_follow_exec(struct ptw_kernel *p);
  * converts a fork (ring.c's, handed down): read_ring takes every record
  * the ring holds now among them; returned says whether one is thread
  * tid's traced call returning with sp after it, made at or after since;
- * entered, whether one is a --locks slow path's entry of tid at sp, once
- * every record the ring holds now is among them. */
+ * entered, whether one is a --locks slow path's entry of tid at sp. */
 struct ptwk_pending {
 	void (*read_ring)(struct ptw_kernel *root);
 	bool (*returned)(struct ptw_kernel *root, pid_t tid, uint64_t sp, uint64_t since);

@@ -459,12 +459,10 @@ static bool is_entry(const struct drained *d, pid_t tid, uint64_t sp)
 	       d->r.kind <= PTWK_LOCK_JOIN && (pid_t)d->r.tid == tid && r->regs[7] == sp;
 }
 
-/* ptwk_pending's entered: every record the ring holds now read (but when
- * inq is full), in the converter's queue past the record being converted,
- * or in inq. */
+/* ptwk_pending's entered: in the converter's queue past the record being
+ * converted, or in inq. */
 static bool queued_entry(struct ptw_kernel *k, pid_t tid, uint64_t sp)
 {
-	ring_to_inq(k);
 	for (size_t i = k->converting ? k->cur + 1 : 0; i < k->nqueue; i++)
 		if (is_entry(&k->queue[i], tid, sp))
 			return true;

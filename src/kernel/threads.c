@@ -163,9 +163,17 @@ static void wait_emit(void *ctx, pid_t tid, const struct ptwk_lock_under_way *w,
 	ptwk_locks_under_way(k->locks, tid, w, ns);
 }
 
+/* Every record the ring holds now among those not converted yet: a wait
+ * entered before a thread was read has its entry record there. */
+static void records_read(void *ctx)
+{
+	struct ptw_kernel *k = ctx, *root = k->root ? k->root : k;
+	if (root->pending)
+		root->pending->read_ring(root);
+}
+
 /* Whether the records not converted yet hold the slow path's entry record
- * of tid at sp, of all the ring holds now: a thread asleep in it read
- * after its entry finds its record there. */
+ * of tid at sp (records_read since the thread was read). */
 static bool entry_seen(void *ctx, pid_t tid, uint64_t sp)
 {
 	struct ptw_kernel *k = ctx, *root = k->root ? k->root : k;
@@ -195,6 +203,7 @@ void ptwk_calls_under_way(struct ptw_kernel *k)
 					 .wait_of = k->locks ? wait_of : NULL,
 					 .wait_emit = wait_emit,
 					 .entry_seen = entry_seen,
+					 .records_read = records_read,
 					 /* (-f: a child's, read once its links are in) */
 					 .links_in = k->root && k->conv.probes_in_ns,
 					 .between = k->o.underway_between,

@@ -480,17 +480,25 @@ static bool watch_wait(struct ptwk_underway *u, const struct found *f)
 	return bpf_map__update_elem(u->env.sites, &key, sizeof(key), &v, sizeof(v), BPF_ANY) == 0;
 }
 
+/* --locks: the records the ring holds now among those not converted yet
+ * (a wait the probes saw begin, in a thread just read: its entry's). */
+static void records_read(struct ptwk_underway *u)
+{
+	if (u->env.wait_of && u->env.records_read)
+		u->env.records_read(u->env.ctx);
+}
+
 /*
  * --locks: threads asleep in futex that were not all along (tids, marked
  * as they were then): read again, UNDERWAY_READS times at most, until
  * each has stayed asleep between two reads (its wait found as any other's,
  * into fs; one begun once the probes were in is its entry's, the same
  * wait: lockconv.c; or one whose wait could not be trusted, kept to say
- * so if it stays asleep: see keep()). Those that never did are left at
- * the front of tids: returns
- * how many (one gone meanwhile is in no wait). The memory map is read
- * again after the threads each time: a uretprobe's trampoline page is
- * mapped when one first fires in the process, maybe since.
+ * so if it stays asleep to the end: ptwk_underway_take). Those that never
+ * did are left at the front of tids: returns how many (one gone meanwhile
+ * is in no wait). The memory map is read again after the threads each
+ * time: a uretprobe's trampoline page is mapped when one first fires in
+ * the process, maybe since.
  */
 static size_t read_again(struct ptwk_underway *u, pid_t *tids, size_t ntids, uint64_t marked_ns,
 			 struct found *fs, size_t *nfs)
@@ -501,6 +509,7 @@ static size_t read_again(struct ptwk_underway *u, pid_t *tids, size_t ntids, uin
 		uint64_t read_ns = ptw_now_ns();
 		if (n < 0)
 			break;
+		records_read(u);
 		struct ptw_mapping *maps = NULL;
 		int nmaps = ptw_maps_read(u->env.live_pid, &maps);
 		if (nmaps <= 0) { /* (gone, or on its way out: in no wait) */
@@ -562,6 +571,7 @@ unsigned ptwk_underway_take(struct ptwk_underway *u)
 		note_no_registers(u, n);
 		return 0;
 	}
+	records_read(u);
 	ptw_dbg(PTW_DBG_TRACER, "%s: under way: %d threads read in %.2f ms", opts_of(u), n,
 		(double)(ptw_now_ns() - t0) / 1e6);
 	struct ptw_mapping *maps = NULL;

@@ -63,8 +63,10 @@ struct ptwk_underway_env {
 			struct ptw_wait_under_way *ret);
 	void (*wait_emit)(void *ctx, pid_t tid, const struct ptwk_lock_under_way *w, uint64_t ns);
 	/* a slow path's entry record of tid at sp, read and not converted
-	 * yet (NULL: none looked for) */
+	 * yet (NULL: none looked for); records_read, once the threads were
+	 * read, takes what the ring holds among those */
 	bool (*entry_seen)(void *ctx, pid_t tid, uint64_t sp);
+	void (*records_read)(void *ctx);
 	/* the process's own probes were in at the begin (a -f child's, read
 	 * once its links are): a thread that slept in futex then and could
 	 * not be read is counted (ptwk_underway_woke), not said */
