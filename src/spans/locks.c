@@ -197,11 +197,17 @@ static struct ptw_wait *on_begin(struct ptw_locks *l, const struct ptw_event *ev
 {
 	struct wthread *wt = wthread(l, ev, true);
 	/* A wait whose entry was at or below this one's is over: the thread
-	 * left it without returning (a longjmp out of a signal handler). A
-	 * wait entered in a signal handler is below (nested in) the one the
-	 * handler interrupted. */
+	 * left it without returning (a longjmp out of a signal handler; or
+	 * the unwinding of pthread_exit or of a cancellation, a cleanup
+	 * handler waiting again: a cancelled condvar wait's takes its mutex
+	 * back, as frames.c's skip_reason tells them). A wait entered in a
+	 * signal handler is below (nested in) the one the handler
+	 * interrupted. */
+	const char *why = thread && thread->exit_called	       ? "thread_exit"
+			  : thread && thread->cancel_requested ? "cancel"
+							       : "longjmp";
 	while (wt->n && wt->open[wt->n - 1]->sp <= ev->sp && ev->sp)
-		unmatched(wt->open[--wt->n], ev->ns, true, "longjmp");
+		unmatched(wt->open[--wt->n], ev->ns, true, why);
 	struct ptw_wait *w = xcalloc(1, sizeof(*w));
 	if (l->n == l->cap) {
 		l->cap = l->cap ? 2 * l->cap : 64;

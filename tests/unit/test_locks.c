@@ -163,6 +163,18 @@ static void test_ends(void)
 	CHECK_EQ(c->status, PTW_WAIT_UNMATCHED);
 	CHECK_STR(c->reason, "cancel");
 
+	/* cancelled while waiting on a condvar, whose cleanup takes its mutex
+	 * back, a wait of its own above the first (pthread_cond_wait/2-3 of
+	 * the Open POSIX suite): the first was left by the cancellation */
+	const struct ptw_wait *c3 = begin(T3, PTW_WAIT_COND, COND, 0, &site2, 0x8000);
+	e = ev(PTW_EV_CANCEL_REQUEST, MAIN);
+	e.pthread = PT3;
+	ptw_spans_consume(s, &e);
+	const struct ptw_wait *relock = begin(T3, PTW_WAIT_MUTEX, MUTEX_A, T2, &site2, 0x8100);
+	CHECK_EQ(c3->status, PTW_WAIT_UNMATCHED);
+	CHECK_STR(c3->reason, "cancel");
+	CHECK(end(T3) == relock);
+
 	e = ev(PTW_EV_PROCESS_EXIT, MAIN);
 	e.sig = 9;
 	ptw_spans_consume(s, &e);
