@@ -51,8 +51,9 @@
  *                     ended: waits classified and named from the files
  *                     (its memory is gone), as in a run that ends before
  *                     the drain reads its records
- *   --woken           formed: the blocked threads woken by a signal between
- *                     the backend's two reads of them (wake_between)
+ *   --woken           formed, or forkheld with --follow-late: the blocked
+ *                     threads woken by a signal between the backend's two
+ *                     reads of them (wake_between), found all the same
  * Exit 0 pass, 1 fail, 77 skip.
  */
 #define _GNU_SOURCE
@@ -345,7 +346,7 @@ static void wake_between(void *ctx, pid_t pid)
 	}
 	if (woken_meant)
 		return;
-	pid_t tids[2];
+	pid_t tids[2] = { 0, 0 };
 	for (int k = 0; k < 20000; k++) {
 		if (tasks_of(pid, tids, 2) == 2 && asleep_in(pid, tids[0], SYS_futex) &&
 		    asleep_in(pid, tids[1], SYS_futex))
