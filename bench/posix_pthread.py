@@ -16,7 +16,8 @@ open), per test.
     python3 bench/posix_pthread.py [BUILD_DIR] [-- PTWATCH OPTIONS...]
         default options: --locks -f --trace '*thread*'
     ONLY=pthread_cond_broadcast  (a substring of the tests' paths)
-    TIMEOUT=60 (seconds, each run)   JOBS=2 (builds at once)
+    TIMEOUT=60 (seconds, each run; under ptwatch at least SLACK=6 times
+    the native run's)   JOBS=2 (builds at once)
 
 The source comes from Debian's pool (checked against the sha256 of its
 .dsc) into BUILD_DIR/posixtestsuite, once.
@@ -49,6 +50,7 @@ build = os.path.abspath(args[0] if args else "build")
 ptwatch = os.path.join(build, "ptwatch")
 ONLY = os.environ.get("ONLY", "")
 TIMEOUT = float(os.environ.get("TIMEOUT", "60"))
+SLACK = float(os.environ.get("SLACK", "6"))
 JOBS = int(os.environ.get("JOBS", "2"))
 
 
@@ -101,14 +103,14 @@ def compile_one(top, src, outdir):
     return name, exe, (p.stderr.strip().splitlines() or ["?"])[-1] if p.returncode else None
 
 
-def run(cmd, cwd):
+def run(cmd, cwd, timeout=TIMEOUT):
     """(exit status or "timeout", seconds, stderr); on a timeout the whole
     process group goes (the test too, which outlives a killed ptwatch)."""
     t0 = time.monotonic()
     p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                          start_new_session=True)
     try:
-        _, err = p.communicate(timeout=TIMEOUT)
+        _, err = p.communicate(timeout=timeout)
         return p.returncode, time.monotonic() - t0, err.decode(errors="replace")
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)
@@ -156,16 +158,20 @@ def main():
              " ".join(opts)))
     native = collections.Counter()
     traced = collections.Counter()
-    changed, warned, partial = [], collections.defaultdict(list), []
+    changed, warned, partial, slower = [], collections.defaultdict(list), [], []
     t_native = t_traced = 0.0
     with tempfile.TemporaryDirectory() as tmp:
         for name, exe in runnable:
-            code, t, _ = run([exe], tmp)
-            t_native += t
+            code, t0, _ = run([exe], tmp)
+            t_native += t0
             native[STATUS.get(code, str(code))] += 1
             doc_path = os.path.join(tmp, "doc.json")
-            tcode, t, err = run([ptwatch, "-q", *opts, "--json", "-o", doc_path, "--", exe], tmp)
+            # (a test that runs long natively is given as many times more)
+            tcode, t, err = run([ptwatch, "-q", *opts, "--json", "-o", doc_path, "--", exe], tmp,
+                                max(TIMEOUT, SLACK * t0))
             t_traced += t
+            if code == 0 and t0 >= 1:
+                slower.append((t / t0, name, t0, t))
             traced[STATUS.get(tcode, str(tcode))] += 1
             if tcode != code:
                 changed.append((name, STATUS.get(code, code), STATUS.get(tcode, tcode),
@@ -189,6 +195,9 @@ def main():
     print("native:  %s  (%.0f s)" % (dict(native), t_native))
     print("ptwatch: %s  (%.0f s)" % (dict(traced), t_traced))
     print("passing natively: %d; status changed under ptwatch: %d" % (passing, len(changed)))
+    for ratio, n, t0, t in sorted(slower, reverse=True)[:5]:
+        print("  slowest under ptwatch (of those running 1 s or more natively): %s: %.1f s, "
+              "natively %.1f s (%.1fx)" % (n, t, t0, ratio))
     for c in changed:
         print("  changed: %s: %s -> %s %s" % c)
     print("warnings: %d codes in %d tests" % (len(warned), len({n for v in warned.values()
