@@ -649,25 +649,44 @@ static void json_metric_fields(struct ptw_json *j, const struct ptw_metrics *m)
 	ptw_json_uint(j, "open_timeouts", m->open_timeouts);
 }
 
-/* The span of the thread that forked p: the latest span of (ppid,
- * parent_tid) that began before the fork. 0 if none. */
-static uint32_t fork_span(const struct ptw_report *r, const struct ptw_process *p)
+/* Each process's span of the thread that forked it: the latest span of
+ * (its parent process, parent_tid) that began before the fork; 0 if none.
+ * One pass over the spans for all processes (a walk per process made a
+ * document of thousands of processes quadratic). */
+static uint32_t *fork_spans(const struct ptw_report *r)
 {
-	uint32_t id = 0;
+	uint32_t *ids = xcalloc(r->nprocesses + 1, sizeof(*ids));
+	/* (parent process, parent tid) -> the first process forked there + 1,
+	 * the others chained through next */
+	struct ptw_map first = { 0 };
+	size_t *next = xcalloc(r->nprocesses + 1, sizeof(*next));
+	for (size_t i = 0; i < r->nprocesses; i++) {
+		const struct ptw_process *p = &r->processes[i];
+		if (!p->id)
+			continue;
+		uint64_t key = (uint64_t)p->parent_id << 32 | (uint32_t)p->parent_tid;
+		next[i] = (size_t)(uintptr_t)ptw_map_get(&first, key);
+		ptw_map_put(&first, key, (void *)(uintptr_t)(i + 1));
+	}
 	size_t n = ptw_spans_count(r->spans);
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n && r->nprocesses; i++) {
 		const struct ptw_span *sp = ptw_spans_get(r->spans, i);
+		uint64_t key = (uint64_t)sp->process << 32 | (uint32_t)sp->tid;
 		uint64_t began = sp->create_ns.set ? sp->create_ns.v
 				 : sp->start_ns.set ? sp->start_ns.v
 						    : 0;
-		if (sp->process == p->parent_id && sp->tid == p->parent_tid && began <= p->start_ns)
-			id = sp->id;
+		for (size_t k = (size_t)(uintptr_t)ptw_map_get(&first, key); k; k = next[k - 1])
+			if (began <= r->processes[k - 1].start_ns)
+				ids[k - 1] = sp->id;
 	}
-	return id;
+	free(next);
+	ptw_map_free(&first);
+	return ids;
 }
 
 void ptw_json_processes(struct ptw_json *j, const struct ptw_report *r)
 {
+	uint32_t *forks = fork_spans(r);
 	ptw_json_begin_array(j, "processes");
 	for (size_t i = 0; i < r->nprocesses; i++) {
 		const struct ptw_process *p = &r->processes[i];
@@ -678,8 +697,7 @@ void ptw_json_processes(struct ptw_json *j, const struct ptw_report *r)
 			ptw_json_uint(j, "parent_process", p->parent_id);
 			ptw_json_int(j, "ppid", p->ppid);
 			ptw_json_int(j, "parent_tid", p->parent_tid);
-			uint32_t fs = fork_span(r, p);
-			json_uint_or_null(j, "parent_span", fs, fs);
+			json_uint_or_null(j, "parent_span", forks[i], forks[i]);
 		} else {
 			ptw_json_null(j, "parent_process");
 			ptw_json_null(j, "ppid");
@@ -718,6 +736,7 @@ void ptw_json_processes(struct ptw_json *j, const struct ptw_report *r)
 		ptw_json_end_object(j);
 	}
 	ptw_json_end_array(j);
+	free(forks);
 }
 
 void ptw_json_head(struct ptw_json *j, const struct ptw_report *r, const char *schema)
