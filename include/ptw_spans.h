@@ -219,6 +219,10 @@ void ptw_spans_metrics(struct ptw_spans *s, struct ptw_metrics *ret);
 /* The same for the spans of one process only (-f: ptw_process.id): its own
  * max_active and max_depth, no active series (NULL). */
 void ptw_spans_metrics_of(struct ptw_spans *s, uint32_t process, struct ptw_metrics *m);
+/* The same for each of n processes at once (out[i]: processes[i]'s), in
+ * one pass over the spans. */
+void ptw_spans_metrics_each(struct ptw_spans *s, const uint32_t *processes, size_t n,
+			    struct ptw_metrics *out);
 
 /* --trace: the frame spans (ptw_frames.h), owned by s. */
 struct ptw_frames;

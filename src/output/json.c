@@ -687,6 +687,12 @@ static uint32_t *fork_spans(const struct ptw_report *r)
 void ptw_json_processes(struct ptw_json *j, const struct ptw_report *r)
 {
 	uint32_t *forks = fork_spans(r);
+	/* their shares of the metrics (the document's are the total) */
+	uint32_t *ids = xcalloc(r->nprocesses + 1, sizeof(*ids));
+	for (size_t i = 0; i < r->nprocesses; i++)
+		ids[i] = r->processes[i].id;
+	struct ptw_metrics *shares = xcalloc(r->nprocesses + 1, sizeof(*shares));
+	ptw_spans_metrics_each(r->spans, ids, r->nprocesses, shares);
 	ptw_json_begin_array(j, "processes");
 	for (size_t i = 0; i < r->nprocesses; i++) {
 		const struct ptw_process *p = &r->processes[i];
@@ -727,15 +733,14 @@ void ptw_json_processes(struct ptw_json *j, const struct ptw_report *r)
 		if (p->not_followed_why)
 			ptw_json_string(j, "not_followed_why", p->not_followed_why);
 		ptw_json_bool(j, "detached", p->detached);
-		/* Its share of the metrics (the document's are the total). */
-		struct ptw_metrics m;
-		ptw_spans_metrics_of(r->spans, p->id, &m);
 		ptw_json_begin_object(j, "metrics");
-		json_metric_fields(j, &m);
+		json_metric_fields(j, &shares[i]);
 		ptw_json_end_object(j);
 		ptw_json_end_object(j);
 	}
 	ptw_json_end_array(j);
+	free(shares);
+	free(ids);
 	free(forks);
 }
 

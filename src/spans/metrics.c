@@ -17,12 +17,14 @@ static int cmp_edge(const void *a, const void *b)
 }
 
 /*
- * The metrics of every span (one false: with what the spans freed while
- * streaming left in the accumulators), or of one process's spans held here
- * (-f: its share, its own peaks).
+ * The metrics of every span (only NULL: with what the spans freed while
+ * streaming left in the accumulators), or of the spans held here at the
+ * nonly indices of only (-f: one process's share, its own peaks). The
+ * spans are compacted (their indices as ptw_spans_get's).
  */
-static void metrics(struct ptw_spans *s, bool one, uint32_t process, struct ptw_metrics *m)
+static void metrics(struct ptw_spans *s, const size_t *only, size_t nonly, struct ptw_metrics *m)
 {
+	bool one = only != NULL;
 	memset(m, 0, sizeof(*m));
 	sp_compact(s);
 	struct ptw_dacc spawn = { .exact_max = s->spawn.exact_max },
@@ -37,15 +39,13 @@ static void metrics(struct ptw_spans *s, bool one, uint32_t process, struct ptw_
 		m->unmatched_spans = s->unmatched;
 		m->open_timeouts = s->open_timeouts;
 	}
-	int64_t(*edges)[2] = one ? xcalloc(2 * s->n + 1, sizeof(*edges)) : NULL;
+	int64_t(*edges)[2] = one ? xcalloc(2 * nonly + 1, sizeof(*edges)) : NULL;
 	size_t nedges = 0;
-	for (size_t i = 0; i < s->n; i++) {
-		const struct ptw_span *sp = s->spans[i];
+	for (size_t k = 0; k < (one ? nonly : s->n); k++) {
+		const struct ptw_span *sp = s->spans[one ? only[k] : k];
 		if (!sp)
 			continue;
 		if (one) {
-			if (sp->process != process)
-				continue;
 			m->threads_seen++;
 			m->threads_created +=
 				sp->origin == PTW_ORIGIN_CREATED || sp->origin == PTW_ORIGIN_CLONE;
@@ -105,12 +105,45 @@ static void metrics(struct ptw_spans *s, bool one, uint32_t process, struct ptw_
 
 void ptw_spans_metrics(struct ptw_spans *s, struct ptw_metrics *m)
 {
-	metrics(s, false, 0, m);
+	metrics(s, NULL, 0, m);
 }
 
 void ptw_spans_metrics_of(struct ptw_spans *s, uint32_t process, struct ptw_metrics *m)
 {
-	metrics(s, true, process, m);
+	ptw_spans_metrics_each(s, &process, 1, m);
+}
+
+void ptw_spans_metrics_each(struct ptw_spans *s, const uint32_t *processes, size_t n,
+			    struct ptw_metrics *out)
+{
+	/* the spans' indices by process, in one pass (a pass per process made
+	 * a document of thousands of processes quadratic) */
+	sp_compact(s);
+	struct ptw_map at = { 0 }; /* process id + 1 -> its index in processes + 1 */
+	for (size_t i = 0; i < n; i++)
+		ptw_map_put(&at, (uint64_t)processes[i] + 1, (void *)(uintptr_t)(i + 1));
+	size_t *count = xcalloc(n + 1, sizeof(*count));
+	for (size_t i = 0; i < s->n; i++) {
+		uintptr_t k = (uintptr_t)ptw_map_get(&at, (uint64_t)s->spans[i]->process + 1);
+		if (k)
+			count[k - 1]++;
+	}
+	size_t *from = xcalloc(n + 1, sizeof(*from));
+	for (size_t i = 0; i < n; i++)
+		from[i + 1] = from[i] + count[i];
+	size_t *idx = xcalloc(from[n] + 1, sizeof(*idx)), *fill = count;
+	memset(fill, 0, (n + 1) * sizeof(*fill));
+	for (size_t i = 0; i < s->n; i++) {
+		uintptr_t k = (uintptr_t)ptw_map_get(&at, (uint64_t)s->spans[i]->process + 1);
+		if (k)
+			idx[from[k - 1] + fill[k - 1]++] = i;
+	}
+	for (size_t i = 0; i < n; i++)
+		metrics(s, idx + from[i], from[i + 1] - from[i], &out[i]);
+	free(idx);
+	free(from);
+	free(count);
+	ptw_map_free(&at);
 }
 
 const char *ptw_status_name(enum ptw_status st)

@@ -599,6 +599,20 @@ static void test_processes(void)
 	ptw_spans_metrics_of(s, 2, &m);
 	CHECK_EQ(m.threads_seen, 1);
 	CHECK_EQ(m.open_spans, 1);
+	/* all three in one pass, in any order, a process without spans too:
+	 * the same shares */
+	uint32_t ids[] = { 2, 0, 7, 1 };
+	struct ptw_metrics each[4];
+	ptw_spans_metrics_each(s, ids, 4, each);
+	CHECK_EQ(each[0].threads_seen, 1);
+	CHECK_EQ(each[0].open_spans, 1);
+	CHECK_EQ(each[1].threads_seen, 2);
+	CHECK_EQ(each[1].max_active, 2);
+	CHECK_EQ(each[1].open_spans, 2);
+	CHECK_EQ(each[2].threads_seen, 0);
+	CHECK_EQ(each[3].threads_seen, 2);
+	CHECK_EQ(each[3].threads_created, 1);
+	CHECK_EQ(each[3].unmatched_spans, 2);
 }
 
 static void test_distribution(void)
