@@ -169,7 +169,7 @@ static void on_entry(struct ptwk_conv *c, const struct ptwk_record *r)
 	 * frame whose return cannot be seen: one that jumped out before its
 	 * return site's probe was in, or past the kernel's depth.) */
 	if ((r->f & PTWK_F_LOOPS) && top && top->sp == sp && top->ret == ret &&
-	    top->tag >> 2 == (uintptr_t)r->a + 1 &&
+	    top->tag == frame_tag(FRAME_HOW(top->tag), r->a) &&
 	    (FRAME_HOW(top->tag) == FRAME_EXITS || FRAME_HOW(top->tag) == FRAME_URETPROBE))
 		return;
 	if (r->e)

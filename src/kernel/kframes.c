@@ -410,7 +410,7 @@ static int link_range(struct ptwk_frames *f, struct bpf_program *prog, const str
  * read-modify-write of memory changes no register but the flags, and
  * never branches). Such a function's returns are seen by probes on its
  * exits (a second uretprobe instance at each pass would chain); a pass
- * again (a jump back to its start: loops_to_start) is the same call
+ * again (a jump back to its start: comes_back) is the same call
  * (convert_frames.c).
  */
 static unsigned entry_displacement(int fd, const struct group *g, size_t i)
@@ -431,36 +431,26 @@ static unsigned entry_displacement(int fd, const struct group *g, size_t i)
 	return 0;
 }
 
-/* Whether g's i-th function jumps back to its start, or to past bytes
- * after it (where its entry probe is). */
-static bool loops_to_start(struct ptwk_frames *f, int fd, const struct group *g, size_t i,
-			   unsigned past)
+/* How g's i-th function comes back to itself, from one read of its code:
+ * *calls, a call of its own start (a recursion: its returns are probed at
+ * its exits); *loops, a jump back to its start, or to past bytes after it
+ * where its entry probe is (a pass there again is the same call). */
+static void comes_back(struct ptwk_frames *f, int fd, const struct group *g, size_t i,
+		       unsigned past, bool *calls, bool *loops)
 {
 	const struct ptw_location *loc = f->fns[g->cookies[i]];
 	struct part p = { .off = g->offsets[i] };
 	int err;
 	uint8_t *code = fd >= 0 && extent(f, loc->addr, &p) == 0 ? read_part(fd, &p, &err) : NULL;
-	size_t n = code ? (size_t)(p.hi - p.lo) : 0;
-	bool loops = code && (ptw_insn_jumps_to(code, n, p.lo, p.lo) ||
-			      (past && ptw_insn_jumps_to(code, n, p.lo, p.lo + past)));
-	free(code);
-	return loops;
-}
-
-static bool calls_itself(struct ptwk_frames *f, int fd, const struct group *g, size_t i)
-{
-	const struct ptw_location *loc = f->fns[g->cookies[i]];
-	struct part p = { .off = g->offsets[i] };
-	int err;
-	uint8_t *code = fd >= 0 && extent(f, loc->addr, &p) == 0 ? read_part(fd, &p, &err) : NULL;
+	size_t len = code ? (size_t)(p.hi - p.lo) : 0;
 	uint64_t targets[256];
-	int n = code ? ptw_insn_find_calls(code, (size_t)(p.hi - p.lo), p.lo, false, targets, 256)
-		     : 0;
+	int n = code ? ptw_insn_find_calls(code, len, p.lo, false, targets, 256) : 0;
+	*calls = false;
+	for (int k = 0; k < n && !*calls; k++)
+		*calls = targets[k] == p.lo;
+	*loops = code && (ptw_insn_jumps_to(code, len, p.lo, p.lo) ||
+			  (past && ptw_insn_jumps_to(code, len, p.lo, p.lo + past)));
 	free(code);
-	for (int k = 0; k < n; k++)
-		if (targets[k] == p.lo)
-			return true;
-	return false;
 }
 
 /*
@@ -491,7 +481,9 @@ static int attach_group(struct ptwk_frames *f, const struct group *g,
 	for (size_t i = 0; i < g->n; i++) {
 		size_t e0 = ex.n;
 		unsigned past = entry_displacement(fd, g, i);
-		bool exits = f->exits_why || past || calls_itself(f, fd, g, i);
+		bool calls, loops;
+		comes_back(f, fd, g, i, past, &calls, &loops);
+		bool exits = f->exits_why || past || calls;
 		uint64_t cookie = g->cookies[i] | (exits ? 0 : PTWK_ENTRY_URETPROBE);
 		int r = !exits ? 0
 			: fd < 0 ? -errno
@@ -510,9 +502,8 @@ static int attach_group(struct ptwk_frames *f, const struct group *g,
 		uret[in.n] = exits ? SIZE_MAX : ur.n;
 		if (!exits)
 			group_add(&ur, g->offsets[i], g->cookies[i], g->names[i]);
-		if (loops_to_start(f, fd, g, i, past))
-			cookie |= PTWK_ENTRY_LOOPS;
-		group_add(&in, g->offsets[i] + past, cookie, g->names[i]);
+		group_add(&in, g->offsets[i] + past, cookie | (loops ? PTWK_ENTRY_LOOPS : 0),
+			  g->names[i]);
 	}
 	from[in.n] = ex.n;
 	if (fd >= 0)

@@ -336,19 +336,50 @@ static bool is_return(const struct ptwk_record *r, pid_t tid, uint64_t sp, uint6
 	       r->ns >= after_ns;
 }
 
-/* ptwk_pending's returned: in the converter's queue past the record being
- * converted, or in inq. */
-static bool queued_return(struct ptw_kernel *k, pid_t tid, uint64_t sp, uint64_t after_ns)
+/* What ptwk_pending looks for among the records not converted yet: thread
+ * tid's slow path entered at sp (entry), or its traced call returning with
+ * sp after it, at or after after_ns. */
+struct wanted {
+	bool entry;
+	pid_t tid;
+	uint64_t sp, after_ns;
+};
+
+static bool is_entry(const struct drained *d, pid_t tid, uint64_t sp)
+{
+	const struct ptwk_lock_record *r = d->lock_record;
+	return r && d->lock_size >= sizeof(*r) && d->r.kind >= PTWK_LOCK_WAIT &&
+	       d->r.kind <= PTWK_LOCK_JOIN && (pid_t)d->r.tid == tid && r->regs[7] == sp;
+}
+
+static bool is_wanted(const struct drained *d, const struct wanted *w)
+{
+	return w->entry ? is_entry(d, w->tid, w->sp) : is_return(&d->r, w->tid, w->sp, w->after_ns);
+}
+
+/* In the converter's queue past the record being converted, or in inq. */
+static bool queued(struct ptw_kernel *k, const struct wanted *w)
 {
 	for (size_t i = k->converting ? k->cur + 1 : 0; i < k->nqueue; i++)
-		if (is_return(&k->queue[i].r, tid, sp, after_ns))
+		if (is_wanted(&k->queue[i], w))
 			return true;
 	pthread_mutex_lock(&k->qlock);
 	bool seen = false;
 	for (size_t i = 0; i < k->ninq && !seen; i++)
-		seen = is_return(&k->inq[i].r, tid, sp, after_ns);
+		seen = is_wanted(&k->inq[i], w);
 	pthread_mutex_unlock(&k->qlock);
 	return seen;
+}
+
+/* ptwk_pending's returned and entered */
+static bool queued_return(struct ptw_kernel *k, pid_t tid, uint64_t sp, uint64_t after_ns)
+{
+	return queued(k, &(struct wanted){ false, tid, sp, after_ns });
+}
+
+static bool queued_entry(struct ptw_kernel *k, pid_t tid, uint64_t sp)
+{
+	return queued(k, &(struct wanted){ true, tid, sp, 0 });
 }
 
 /* Every record in the ring now into inq (by the drain thread when it
@@ -450,28 +481,6 @@ static void anchor_ended(struct ptw_kernel *k, uint64_t ns)
 static void read_ring(struct ptw_kernel *k)
 {
 	ring_to_inq(k);
-}
-
-static bool is_entry(const struct drained *d, pid_t tid, uint64_t sp)
-{
-	const struct ptwk_lock_record *r = d->lock_record;
-	return r && d->lock_size >= sizeof(*r) && d->r.kind >= PTWK_LOCK_WAIT &&
-	       d->r.kind <= PTWK_LOCK_JOIN && (pid_t)d->r.tid == tid && r->regs[7] == sp;
-}
-
-/* ptwk_pending's entered: in the converter's queue past the record being
- * converted, or in inq. */
-static bool queued_entry(struct ptw_kernel *k, pid_t tid, uint64_t sp)
-{
-	for (size_t i = k->converting ? k->cur + 1 : 0; i < k->nqueue; i++)
-		if (is_entry(&k->queue[i], tid, sp))
-			return true;
-	pthread_mutex_lock(&k->qlock);
-	bool seen = false;
-	for (size_t i = 0; i < k->ninq && !seen; i++)
-		seen = is_entry(&k->inq[i], tid, sp);
-	pthread_mutex_unlock(&k->qlock);
-	return seen;
 }
 
 static const struct ptwk_pending pending = { read_ring, queued_return, queued_entry };
