@@ -1,6 +1,7 @@
 /* Traced-call cost on both backends, for bench/ktrace.py: leaf_push
  * (first instruction push %rbp, which the kernel's uprobes emulate),
- * leaf_lea (first instruction lea, which they must single-step) or
+ * leaf_lea (first instruction lea, which they must single-step),
+ * leaf_endbr (endbr64 and a move, then the push) or
  * leaf_self (leaf_push's, but it can call itself: its return is probed at
  * its ret, single-stepped, not with a uretprobe) called
  * N times (argv[1]) from T threads (argv[3], 1 or 2; 2 by default: N/2
@@ -33,6 +34,19 @@ __attribute__((noinline)) int leaf_lea(int x)
 	return x * 3 + 1;
 }
 
+/* leaf_push as a compiler with -fcf-protection (Ubuntu's default) makes
+ * it, endbr64 first, and a move before the push: the kernel would
+ * single-step the endbr64; the kernel path probes the push */
+int leaf_endbr(int x);
+__asm__(".text\n.globl leaf_endbr\n.type leaf_endbr,@function\nleaf_endbr:\n"
+	"	endbr64\n"
+	"	mov %edi,%eax\n"
+	"	push %rbx\n"
+	"	lea 1(%rax,%rax,2),%eax\n"
+	"	pop %rbx\n"
+	"	ret\n"
+	".size leaf_endbr,.-leaf_endbr\n");
+
 /* leaf_push that can call itself (never does here): the kernel path
  * probes its returns at its exits, not with a uretprobe (a recursion may
  * nest past the kernel's 64 pending returns) */
@@ -60,9 +74,10 @@ static void *worker(void *arg)
 int main(int argc, char **argv)
 {
 	long n = argc > 1 ? atol(argv[1]) : 20000;
-	fn = argc > 2 && !strcmp(argv[2], "lea")    ? leaf_lea
-	     : argc > 2 && !strcmp(argv[2], "self") ? leaf_self
-						    : leaf_push;
+	fn = argc > 2 && !strcmp(argv[2], "lea")     ? leaf_lea
+	     : argc > 2 && !strcmp(argv[2], "self")  ? leaf_self
+	     : argc > 2 && !strcmp(argv[2], "endbr") ? leaf_endbr
+						     : leaf_push;
 	int nt = argc > 3 && atoi(argv[3]) == 1 ? 1 : 2;
 	pthread_t t[2];
 	long total = 0;

@@ -13,6 +13,9 @@ start-up or attach). Each run:
   kernel, read at the end  the same, the ring read only at the end (the
                    probes' cost without the reader competing for the CPUs);
   kernel (lea)     the same on leaf_lea;
+  kernel (endbr)   the same on leaf_endbr: endbr64 and a move before the
+                   push (as -fcf-protection builds begin); the probe goes
+                   past them to the push;
   kernel (self)    the same on leaf_self: leaf_push's code, but it can call
                    itself, so its return is a uprobe at its ret (which the
                    kernel single-steps), not a uretprobe;
@@ -104,6 +107,7 @@ def ptrace():
 
 cases = [("native (push)", lambda: native("push")),
          ("native (lea)", lambda: native("lea")),
+         ("native (endbr)", lambda: native("endbr")),
          ("native (push), N for ptrace", lambda: native("push", NP)),
          ("native (push), 1 thread", lambda: native("push", N, 1)),
          ("kernel leaf_push, 1 thread", lambda: kernel("push", (), 1)),
@@ -112,6 +116,7 @@ cases = [("native (push)", lambda: native("push")),
          ("kernel, records read at the end", lambda: kernel(
              "push", ["--flush-ms", "600000", "--wake", str(1 << 30), "--ring", str(64 << 20)])),
          ("kernel --trace leaf_lea", lambda: kernel("lea")),
+         ("kernel --trace leaf_endbr", lambda: kernel("endbr")),
          ("kernel --trace leaf_self", lambda: kernel("self")),
          ("ptrace --trace leaf_push", ptrace)]
 times = {name: [] for name, _ in cases}
@@ -132,6 +137,7 @@ base = {"kernel --trace leaf_push": ("native (push)", N),
         "kernel, records read at the end": ("native (push)", N),
         "kernel leaf_push, 1 thread": ("native (push), 1 thread", N), "kernel --trace leaf_lea":
         ("native (lea)", N), "kernel --trace leaf_self": ("native (push)", N),
+        "kernel --trace leaf_endbr": ("native (endbr)", N),
         "ptrace --trace leaf_push": ("native (push), N for ptrace", NP)}
 for name, _ in cases:
     if name not in med:

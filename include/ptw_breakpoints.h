@@ -127,8 +127,22 @@ int ptw_insn_find_calls(const uint8_t *code, size_t len, uint64_t addr, bool tai
 			int max);
 
 /* Whether a direct jump (jmp, jcc) in code (a function's bytes at addr)
- * goes to target: a loop back to its start, if target is that. */
+ * goes to target: a loop back to its start, if target is that; _within:
+ * to an address in [lo, hi). */
 bool ptw_insn_jumps_to(const uint8_t *code, size_t len, uint64_t addr, uint64_t target);
+bool ptw_insn_jumps_within(const uint8_t *code, size_t len, uint64_t addr, uint64_t lo,
+			   uint64_t hi);
+
+/*
+ * The length of the instruction at code (at addr) when a probe past it
+ * sees what one before it would of a call just made: it writes neither
+ * rsp nor rdi (the first argument, a handler's signal) nor memory,
+ * reads memory only where a read cannot fault (rip-relative, a fixed
+ * offset from fs), cannot branch, trap or block, and has no lock or rep
+ * prefix (a move or arithmetic between registers, a compare, endbr64).
+ * 0 for any other; -ENOTSUP without capstone.
+ */
+int ptw_insn_passable(const uint8_t *code, size_t len, uint64_t addr);
 
 /* The addresses just after the direct calls of callee in code (a
  * function's bytes at addr): where those calls return. A linear sweep

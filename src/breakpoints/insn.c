@@ -646,7 +646,140 @@ int ptw_insn_find_rip_leas(const uint8_t *code, size_t len, uint64_t addr, uint6
 	return find_insns(code, len, addr, &pk, out, max);
 }
 
+/* Whether reg is a part of rsp or of rdi. */
+static bool stack_or_first_argument(x86_reg reg)
+{
+	switch (reg) {
+	case X86_REG_RSP:
+	case X86_REG_ESP:
+	case X86_REG_SP:
+	case X86_REG_SPL:
+	case X86_REG_RDI:
+	case X86_REG_EDI:
+	case X86_REG_DI:
+	case X86_REG_DIL:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Whether a memory operand is one a read of cannot fault: rip-relative
+ * (the module's own data) or a fixed offset in the thread's TCB (fs). */
+static bool cannot_fault(const x86_op_mem *m)
+{
+	if (m->segment == X86_REG_FS)
+		return m->base == X86_REG_INVALID && m->index == X86_REG_INVALID;
+	return m->segment == X86_REG_INVALID && m->base == X86_REG_RIP &&
+	       m->index == X86_REG_INVALID;
+}
+
+/* The instructions passed over: moves and arithmetic between registers
+ * (their only side effect the flags), and nothing that can branch, trap,
+ * block or touch memory by itself. */
+static bool plain(unsigned id, bool *writes_dst)
+{
+	*writes_dst = true;
+	switch (id) {
+	case X86_INS_TEST:
+	case X86_INS_CMP:
+	case X86_INS_ENDBR64:
+		*writes_dst = false;
+		return true;
+	case X86_INS_MOV:
+	case X86_INS_MOVABS:
+	case X86_INS_MOVZX:
+	case X86_INS_MOVSX:
+	case X86_INS_MOVSXD:
+	case X86_INS_LEA:
+	case X86_INS_XOR:
+	case X86_INS_AND:
+	case X86_INS_OR:
+	case X86_INS_ADD:
+	case X86_INS_SUB:
+	case X86_INS_SHL:
+	case X86_INS_SHR:
+	case X86_INS_SAR:
+	case X86_INS_NOT:
+	case X86_INS_NEG:
+	case X86_INS_CMOVA:
+	case X86_INS_CMOVAE:
+	case X86_INS_CMOVB:
+	case X86_INS_CMOVBE:
+	case X86_INS_CMOVE:
+	case X86_INS_CMOVG:
+	case X86_INS_CMOVGE:
+	case X86_INS_CMOVL:
+	case X86_INS_CMOVLE:
+	case X86_INS_CMOVNE:
+	case X86_INS_CMOVNS:
+	case X86_INS_CMOVS:
+	case X86_INS_PXOR:
+	case X86_INS_XORPS:
+	case X86_INS_MOVAPS:
+	case X86_INS_MOVDQA:
+	case X86_INS_MOVD:
+	case X86_INS_MOVQ:
+	case X86_INS_VPBROADCASTB:
+	case X86_INS_VPBROADCASTW:
+	case X86_INS_VPBROADCASTD:
+	case X86_INS_VPBROADCASTQ:
+	case X86_INS_VMOVD:
+	case X86_INS_VMOVQ:
+	case X86_INS_VMOVDQA:
+	case X86_INS_VMOVDQU:
+	case X86_INS_VMOVAPS:
+	case X86_INS_VMOVUPS:
+	case X86_INS_VPCMPEQB:
+	case X86_INS_VPCMPEQW:
+	case X86_INS_VPCMPEQD:
+	case X86_INS_VPCMPEQQ:
+	case X86_INS_VPXOR:
+	case X86_INS_VPXORD:
+	case X86_INS_VPXORQ:
+	case X86_INS_VXORPS:
+		return true;
+	case X86_INS_VZEROUPPER:
+		*writes_dst = false;
+		return true;
+	default:
+		return false;
+	}
+}
+
+int ptw_insn_passable(const uint8_t *code, size_t len, uint64_t addr)
+{
+	csh h;
+	if (capstone(&h) < 0)
+		return -ENOTSUP;
+	cs_insn *insn;
+	size_t n = cs.disasm(h, code, len, addr, 1, &insn);
+	if (n < 1)
+		return 0;
+	const cs_x86 *x = &insn->detail->x86;
+	bool writes_dst,
+		ok = plain(insn->id, &writes_dst) && (insn->id == X86_INS_ENDBR64 || !x->prefix[0]);
+	for (uint8_t i = 0; ok && i < x->op_count; i++) {
+		const cs_x86_op *o = &x->operands[i];
+		if (o->type == X86_OP_MEM)
+			/* (Intel order: the destination first) */
+			ok = insn->id == X86_INS_LEA
+				     ? i == 1
+				     : (i > 0 || !writes_dst) && cannot_fault(&o->mem);
+		else if (o->type == X86_OP_REG && i == 0 && writes_dst)
+			ok = !stack_or_first_argument(o->reg);
+	}
+	int r = ok ? insn->size : 0;
+	cs.free(insn, n);
+	return r;
+}
+
 bool ptw_insn_jumps_to(const uint8_t *code, size_t len, uint64_t addr, uint64_t target)
+{
+	return ptw_insn_jumps_within(code, len, addr, target, target + 1);
+}
+
+bool ptw_insn_jumps_within(const uint8_t *code, size_t len, uint64_t addr, uint64_t lo, uint64_t hi)
 {
 	csh h;
 	if (capstone(&h) < 0)
@@ -663,7 +796,8 @@ bool ptw_insn_jumps_to(const uint8_t *code, size_t len, uint64_t addr, uint64_t 
 		}
 		const cs_x86 *x = &insn->detail->x86;
 		found = in_group(insn->detail, CS_GRP_JUMP) && x->op_count == 1 &&
-			x->operands[0].type == X86_OP_IMM && (uint64_t)x->operands[0].imm == target;
+			x->operands[0].type == X86_OP_IMM && (uint64_t)x->operands[0].imm >= lo &&
+			(uint64_t)x->operands[0].imm < hi;
 	}
 	cs.free(insn, 1);
 	return found;

@@ -46,6 +46,7 @@ struct ptwk_frames {
 	struct ptw_map entries; /* entry address -> 1 */
 	struct ptw_map traced;	/* entry address -> cookie + 1: its probes are in */
 	uint64_t *fn_addrs;	/* cookie -> entry address */
+	uint8_t *fn_past;	/* cookie -> how far past it its entry probe is */
 	struct ptw_map helpers; /* hash(file) ^ offset -> 1: a helper probed */
 	struct ptw_map returns; /* address -> 1 ok, 2 failed: a return site watched */
 	int *fds; /* uprobe_multi links */
@@ -171,13 +172,17 @@ static void failed_function(struct ptwk_frames *f, const char *name, int err)
 {
 	/* (ENOTSUPP, the kernel's own 524, which strerror cannot name:
 	 * uprobes refuse some instructions, lock-prefixed ones among them) */
-	ptw_trace_select_failed(f->sel, name,
-				err == -524	   ? "the kernel cannot probe one of its instructions"
-				: err == -EILSEQ   ? "its code could not be decoded whole, so where it "
-						     "returns is not known"
-				: err == -ENOTSUP ? "it leaves by a jump the kernel path cannot follow"
-				: err == -ERANGE   ? "its extent is not known"
-						   : strerror(-err));
+	ptw_trace_select_failed(
+		f->sel, name,
+		err == -524	  ? "the kernel cannot probe one of its instructions"
+		: err == -EILSEQ  ? "its code could not be decoded whole, so where it "
+				    "returns is not known"
+		: err == -ENOTSUP ? "it leaves by a jump the kernel path cannot follow"
+		: err == -ERANGE  ? "its extent is not known"
+		: err == -ENOEXEC ? "it begins with a VEX- or EVEX-encoded instruction, which the "
+				    "kernel's uprobes take for another: a probe there would change "
+				    "what the program computes"
+				  : strerror(-err));
 }
 
 /* Whether the kernel single-steps the first instruction of g's i-th
@@ -348,7 +353,7 @@ static int part_exits(struct ptwk_frames *f, const struct part *p, const struct 
 /* Function i of g: its exits into ex, and the cookie of its entry
  * probe (its index; an exit at its entry in the high bits). */
 static int function_exits(struct ptwk_frames *f, int fd, const struct group *g, size_t i,
-			  int jumps, struct group *ex, uint64_t *ret_cookie)
+			  unsigned past, int jumps, struct group *ex, uint64_t *ret_cookie)
 {
 	uint64_t fn = g->cookies[i];
 	const struct ptw_location *loc = f->fns[fn];
@@ -364,9 +369,11 @@ static int function_exits(struct ptwk_frames *f, int fd, const struct group *g, 
 			cold.hi = cold.lo = 0;
 	uint64_t at_entry = 0;
 	if (r == 0)
-		r = part_exits(f, &body, &cold, loc->addr, fn, jumps, ex, g->names[i], &at_entry);
+		r = part_exits(f, &body, &cold, loc->addr + past, fn, jumps, ex, g->names[i],
+			       &at_entry);
 	if (r == 0)
-		r = part_exits(f, &cold, &body, loc->addr, fn, jumps, ex, g->names[i], &at_entry);
+		r = part_exits(f, &cold, &body, loc->addr + past, fn, jumps, ex, g->names[i],
+			       &at_entry);
 	free(body.ex);
 	free(cold.ex);
 	*ret_cookie = fn | (at_entry ? at_entry | PTWK_ENTRY_EXITS : 0);
@@ -399,26 +406,38 @@ static int link_range(struct ptwk_frames *f, struct bpf_program *prog, const str
 	return 0;
 }
 
-/* Whether function i of g calls itself (a direct call of its own
- * entry): a recursion can nest deeper than the kernel's 64 pending
- * uretprobe returns. */
+/* At most this many instructions are passed over to an entry probe's place. */
+#define PASS_MAX 4
+
 /*
- * How far past g's i-th function's start its entry probe goes: 0, or the
- * length of its first instruction when the kernel cannot probe that one
- * (a lock-prefixed one: uprobes refuse them, ENOTSUPP) but it falls
- * through to the next with the call's registers as at the entry (a locked
- * read-modify-write of memory changes no register but the flags, and
- * never branches). Such a function's returns are seen by probes on its
- * exits (a second uretprobe instance at each pass would chain); a pass
- * again (a jump back to its start: comes_back) is the same call
- * (convert_frames.c).
+ * Where g's i-th function's entry probe goes and how the function comes
+ * back to itself, from one read of its code. The probe goes past bytes at
+ * its start when the kernel would single-step the first instruction:
+ *  - a lock-prefixed one (uprobes refuse them, ENOTSUPP) that falls
+ *    through to the next with the call's registers as at the entry (a
+ *    locked read-modify-write of memory changes no register but the flags,
+ *    and never branches). Its returns are seen by probes on its exits (a
+ *    second uretprobe instance at each pass would chain): *exits.
+ *  - up to PASS_MAX ones that change nothing the entry probe reads
+ *    (ptw_insn_passable: endbr64, moves between registers, compares, ...),
+ *    up to one the kernel emulates (a push, a call, a jump: about 1 us a
+ *    hit against some 16 us for a step). The stack is as at the entry,
+ *    so the uretprobe goes there too. Not if a jump lands among them.
+ * *calls: a call of its own start (a recursion: its returns are probed at
+ * its exits); *loops: a jump back to its start, or to where its entry
+ * probe is (a pass there again is the same call, convert_frames.c).
  */
-static unsigned entry_displacement(int fd, const struct group *g, size_t i)
+struct entry_place {
+	unsigned past;
+	bool exits, calls, loops;
+	bool unprobeable; /* its first instruction misread by the kernel, and
+			   * nothing to pass over it to */
+};
+
+static unsigned locked_first(const uint8_t *code, size_t n)
 {
-	uint8_t code[16];
-	ssize_t n = fd < 0 ? -1 : pread(fd, code, sizeof(code), (off_t)g->offsets[i]);
 	struct ptw_insn_plan p;
-	if (n <= 0 || ptw_insn_plan(code, (size_t)n, 0, &p) < 0 || !p.len)
+	if (ptw_insn_plan(code, n, 0, &p) < 0 || !p.len)
 		return 0;
 	static const uint8_t prefixes[] = { 0xf2, 0xf3, 0x2e, 0x36, 0x3e,
 					    0x26, 0x64, 0x65, 0x66, 0x67 };
@@ -431,26 +450,53 @@ static unsigned entry_displacement(int fd, const struct group *g, size_t i)
 	return 0;
 }
 
-/* How g's i-th function comes back to itself, from one read of its code:
- * *calls, a call of its own start (a recursion: its returns are probed at
- * its exits); *loops, a jump back to its start, or to past bytes after it
- * where its entry probe is (a pass there again is the same call). */
-static void comes_back(struct ptwk_frames *f, int fd, const struct group *g, size_t i,
-		       unsigned past, bool *calls, bool *loops)
+/* How far plain instructions at code's start lead to one the kernel
+ * emulates (else, unless emulated, to one it runs as it is): 0 if not
+ * within PASS_MAX, or if a jump lands among them. */
+static unsigned passed_to(const uint8_t *code, size_t len, uint64_t lo, bool emulated)
 {
+	size_t at = 0;
+	for (int k = 0; k < PASS_MAX && at < len; k++) {
+		int n = ptw_insn_passable(code + at, len - at, lo + at);
+		if (n <= 0)
+			return 0;
+		at += (size_t)n;
+		if (at < len && (emulated ? ptwk_xol_emulated(code + at, len - at)
+					  : !ptwk_xol_misread(code + at, len - at)))
+			return ptw_insn_jumps_within(code, len, lo, lo + 1, lo + at) ? 0
+										     : (unsigned)at;
+	}
+	return 0;
+}
+
+static struct entry_place entry_place(struct ptwk_frames *f, int fd, const struct group *g,
+				      size_t i)
+{
+	struct entry_place e = { 0 };
 	const struct ptw_location *loc = f->fns[g->cookies[i]];
 	struct part p = { .off = g->offsets[i] };
+	uint8_t head[16];
 	int err;
+	ssize_t nh = fd < 0 ? -1 : pread(fd, head, sizeof(head), (off_t)g->offsets[i]);
 	uint8_t *code = fd >= 0 && extent(f, loc->addr, &p) == 0 ? read_part(fd, &p, &err) : NULL;
 	size_t len = code ? (size_t)(p.hi - p.lo) : 0;
+	if (nh > 0 && (e.past = locked_first(head, (size_t)nh))) {
+		e.exits = true;
+	} else if (nh > 0 && ptwk_xol_misread(head, (size_t)nh)) {
+		if (code && !(e.past = passed_to(code, len, p.lo, true)))
+			e.past = passed_to(code, len, p.lo, false);
+		e.unprobeable = !e.past;
+	} else if (code && !ptwk_xol_emulated(code, len)) {
+		e.past = passed_to(code, len, p.lo, true);
+	}
 	uint64_t targets[256];
 	int n = code ? ptw_insn_find_calls(code, len, p.lo, false, targets, 256) : 0;
-	*calls = false;
-	for (int k = 0; k < n && !*calls; k++)
-		*calls = targets[k] == p.lo;
-	*loops = code && (ptw_insn_jumps_to(code, len, p.lo, p.lo) ||
-			  (past && ptw_insn_jumps_to(code, len, p.lo, p.lo + past)));
+	for (int k = 0; k < n && !e.calls; k++)
+		e.calls = targets[k] == p.lo;
+	e.loops = code && (ptw_insn_jumps_to(code, len, p.lo, p.lo) ||
+			   (e.past && ptw_insn_jumps_to(code, len, p.lo, p.lo + e.past)));
 	free(code);
+	return e;
 }
 
 /*
@@ -480,19 +526,13 @@ static int attach_group(struct ptwk_frames *f, const struct group *g,
 		f->exits_why ? f->exits_why : "");
 	for (size_t i = 0; i < g->n; i++) {
 		size_t e0 = ex.n;
-		unsigned past = entry_displacement(fd, g, i);
-		bool calls, loops;
-		comes_back(f, fd, g, i, past, &calls, &loops);
-		bool exits = f->exits_why || past || calls;
+		struct entry_place at = entry_place(f, fd, g, i);
+		bool exits = f->exits_why || at.exits || at.calls;
 		uint64_t cookie = g->cookies[i] | (exits ? 0 : PTWK_ENTRY_URETPROBE);
-		int r = !exits ? 0
-			: fd < 0 ? -errno
-				 : function_exits(f, fd, g, i, pr->jumps, &ex, &cookie);
-		/* (an exit where the entry probe would go: the two would run in
-		 * no set order; not a lock instruction's case so far) */
-		for (size_t k = e0; r == 0 && past && k < ex.n; k++)
-			if (ex.offsets[k] == g->offsets[i] + past)
-				r = -524;
+		int r = at.unprobeable ? -ENOEXEC
+			: !exits       ? 0
+			: fd < 0       ? -errno
+				 : function_exits(f, fd, g, i, at.past, pr->jumps, &ex, &cookie);
 		if (r < 0) {
 			ex.n = e0;
 			failed_function(f, g->names[i], r);
@@ -501,9 +541,10 @@ static int attach_group(struct ptwk_frames *f, const struct group *g,
 		from[in.n] = e0;
 		uret[in.n] = exits ? SIZE_MAX : ur.n;
 		if (!exits)
-			group_add(&ur, g->offsets[i], g->cookies[i], g->names[i]);
-		group_add(&in, g->offsets[i] + past, cookie | (loops ? PTWK_ENTRY_LOOPS : 0),
+			group_add(&ur, g->offsets[i] + at.past, g->cookies[i], g->names[i]);
+		group_add(&in, g->offsets[i] + at.past, cookie | (at.loops ? PTWK_ENTRY_LOOPS : 0),
 			  g->names[i]);
+		f->fn_past[g->cookies[i]] = (uint8_t)at.past;
 	}
 	from[in.n] = ex.n;
 	if (fd >= 0)
@@ -607,6 +648,8 @@ static void on_function(void *ctx, uint64_t addr, const char *name)
 	f->fns[f->nfns] = ptw_symbols_locate(f->syms, addr);
 	f->fn_addrs = xreallocarray(f->fn_addrs, f->nfns + 1, sizeof(*f->fn_addrs));
 	f->fn_addrs[f->nfns] = f->offline ? 0 : addr; /* (a file's: not the process's) */
+	f->fn_past = xreallocarray(f->fn_past, f->nfns + 1, sizeof(*f->fn_past));
+	f->fn_past[f->nfns] = 0;
 	/* the group's names live until it is attached: the location's do */
 	group_add(&f->group, off, f->nfns, f->fns[f->nfns]->symbol ? f->fns[f->nfns]->symbol : "?");
 	f->nfns++;
@@ -1039,6 +1082,8 @@ int ptwk_frames_watch_return(struct ptwk_frames *f, struct ptw_symbols *syms, pi
 	uint64_t off;
 	int r = path && path[0] == '/' && ptw_symbols_file_offset(syms, addr, &off) == 0 ? 0
 											     : -ENOENT;
+	if (r == 0 && ptwk_xol_misread_at(path, off))
+		r = -ENOEXEC; /* (xol.h) */
 	if (r == 0) {
 		snprintf(g.path, sizeof(g.path), "%s", path);
 		group_add(&g, off, 0, "return site");
@@ -1057,11 +1102,14 @@ const struct ptw_location *ptwk_frames_function(const struct ptwk_frames *f, uin
 	return f && index < f->nfns ? f->fns[index] : NULL;
 }
 
-bool ptwk_frames_traced(const struct ptwk_frames *f, uint64_t entry, uint64_t *ret_index)
+bool ptwk_frames_traced(const struct ptwk_frames *f, uint64_t entry, uint64_t *ret_index,
+			uint64_t *ret_probe)
 {
 	uintptr_t v = f ? (uintptr_t)ptw_map_get(&f->traced, entry) : 0;
-	if (v)
+	if (v) {
 		*ret_index = v - 1;
+		*ret_probe = entry + f->fn_past[v - 1];
+	}
 	return v != 0;
 }
 
@@ -1155,6 +1203,7 @@ void ptwk_frames_free(struct ptwk_frames *f)
 	ptw_map_free(&f->entries);
 	ptw_map_free(&f->traced);
 	free(f->fn_addrs);
+	free(f->fn_past);
 	ptw_map_free(&f->helpers);
 	ptw_map_free(&f->returns);
 	group_free(&f->group);

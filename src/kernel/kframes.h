@@ -103,8 +103,11 @@ const struct ptw_location *ptwk_frames_function(const struct ptwk_frames *f, uin
 bool ptwk_frames_sigreturn_probed(const struct ptwk_frames *f);
 
 /* Whether the function at entry (an address in the attached process) has
- * its entry and return probes; *ret_index: its index (the cookie). */
-bool ptwk_frames_traced(const struct ptwk_frames *f, uint64_t entry, uint64_t *ret_index);
+ * its entry and return probes; *ret_index: its index (the cookie);
+ * *ret_probe: where its entry probe is (entry, or past instructions that
+ * change nothing it reads: a thread before it has not begun the call). */
+bool ptwk_frames_traced(const struct ptwk_frames *f, uint64_t entry, uint64_t *ret_index,
+			uint64_t *ret_probe);
 /* Probes attached (entries, returns and helpers). */
 unsigned ptwk_frames_probes(const struct ptwk_frames *f);
 /* Of the functions traced, those the kernel single-steps at each call: at

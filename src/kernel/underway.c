@@ -2,6 +2,7 @@
 /* --trace on the kernel path: calls under way at an attach; see underway.h. */
 #define _GNU_SOURCE
 #include "underway.h"
+#include "xol.h"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -290,9 +291,11 @@ static bool slot_holds(struct ptwk_underway *u, const struct thread_mem *tm, uin
 {
 	uint64_t at;
 	char module[4096];
+	/* (and not an instruction no probe may go on: xol.h) */
 	return read_word(tm, sp, &at) >= 0 && at == ret &&
 	       ptwk_file_of(u->env.live_pid, maps, nmaps, ret, path, path_size, module,
-			    sizeof(module), ret_off) == 0;
+			    sizeof(module), ret_off) == 0 &&
+	       !ptwk_xol_misread_at(path, *ret_off);
 }
 
 /* --locks: the wait a thread asleep in futex is in (regs: its system
@@ -378,13 +381,13 @@ static void unwind_thread(struct ptwk_underway *u, const struct ptwk_uw_task *t,
 		wait_of_thread(u, &tm, &regs, pcs, sps, n, maps, nmaps, f);
 	for (int i = 0; i < n - 1 && frames; i++) {
 		/* a return address: the call is the instruction before it */
-		uint64_t pc = i ? pcs[i] - 1 : pcs[i], lo, hi, ret = pcs[i + 1], index, off;
+		uint64_t pc = i ? pcs[i] - 1 : pcs[i], lo, hi, ret = pcs[i + 1], index, off, probe;
 		if (ptw_symbols_function_range(u->env.syms, pc, &lo, &hi) < 0 ||
-		    !ptwk_frames_traced(frames, lo, &index))
+		    !ptwk_frames_traced(frames, lo, &index, &probe))
 			continue;
-		/* At its first instruction, the call has not begun: its entry
-		 * probe reports it when the thread goes on. */
-		if (!i && pcs[0] == lo)
+		/* Up to its entry probe, the call has not begun: the probe
+		 * reports it when the thread goes on. */
+		if (!i && pcs[0] >= lo && pcs[0] <= probe)
 			continue;
 		uint64_t sp = sps[i + 1] - 8;
 		char path[4096];

@@ -2,6 +2,37 @@
 /* Which instructions the kernel emulates at a uprobe; see xol.h. */
 #include "xol.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+/* Past the legacy prefixes (operand and address size, rep, segments). */
+static size_t past_prefixes(const uint8_t *code, size_t n)
+{
+	size_t i = 0;
+	while (i < n && (code[i] == 0x66 || code[i] == 0x67 || code[i] == 0xf2 || code[i] == 0xf3 ||
+			 code[i] == 0x2e || code[i] == 0x36 || code[i] == 0x3e || code[i] == 0x26 ||
+			 code[i] == 0x64 || code[i] == 0x65))
+		i++;
+	return i;
+}
+
+bool ptwk_xol_misread(const uint8_t *code, size_t n)
+{
+	size_t i = past_prefixes(code, n);
+	/* VEX (c4, c5) and EVEX (62): in 64-bit mode always these */
+	return i < n && (code[i] == 0xc4 || code[i] == 0xc5 || code[i] == 0x62);
+}
+
+bool ptwk_xol_misread_at(const char *path, uint64_t off)
+{
+	uint8_t code[16];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : pread(fd, code, sizeof(code), (off_t)off);
+	if (fd >= 0)
+		close(fd);
+	return n > 0 && ptwk_xol_misread(code, (size_t)n);
+}
+
 bool ptwk_xol_emulated(const uint8_t *code, size_t n)
 {
 	size_t i = 0;

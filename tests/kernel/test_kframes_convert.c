@@ -801,6 +801,24 @@ static void test_xol(void)
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		CHECK_EQ(ptwk_xol_emulated(cases[i].code, cases[i].n), cases[i].emulated);
+
+	/* where no uprobe may go: VEX and EVEX, whatever their prefixes */
+	static const struct {
+		uint8_t code[8];
+		size_t n;
+		bool misread;
+	} vex[] = {
+		{ { 0xc5, 0xf9, 0x76, 0xc0 }, 4, true },	     /* vpcmpeqd: "jbe" */
+		{ { 0xc4, 0xe2, 0x79, 0x58, 0xc0 }, 5, true },	     /* vpbroadcastd */
+		{ { 0x62, 0xe2, 0x7d, 0x28, 0x7a, 0xce }, 6, true }, /* __strchr_evex's */
+		{ { 0x3e, 0xc5, 0xf9, 0x76, 0xc0 }, 5, true },	     /* (a ds prefix) */
+		{ { 0x66, 0x0f, 0x6e, 0xc6 }, 4, false },	     /* movd: SSE */
+		{ { 0x74, 0x02 }, 2, false },
+		{ { 0x48, 0x89, 0xe5 }, 3, false },
+		{ { 0 }, 0, false },
+	};
+	for (size_t i = 0; i < sizeof(vex) / sizeof(vex[0]); i++)
+		CHECK_EQ(ptwk_xol_misread(vex[i].code, vex[i].n), vex[i].misread);
 }
 
 /*

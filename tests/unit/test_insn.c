@@ -291,6 +291,45 @@ static void test_scanning(void)
 	CHECK(ptw_insn_jumps_to(spin, sizeof(spin), 0x8ff70, 0x8ff80)); /* jne, jmp */
 	CHECK(!ptw_insn_jumps_to(spin, sizeof(spin), 0x8ff70, 0x8ff73));
 	CHECK(!ptw_insn_jumps_to(fn, sizeof(fn), 0x1000, 0x1000));
+	CHECK(ptw_insn_jumps_within(spin, sizeof(spin), 0x8ff70, 0x8ff71, 0x8ff81)); /* jne */
+	CHECK(!ptw_insn_jumps_within(spin, sizeof(spin), 0x8ff70, 0x8ff71, 0x8ff80));
+}
+
+/* What a function's entry probe may go past: nothing it reads changes. */
+static void test_passable(void)
+{
+	static const struct {
+		uint8_t code[12];
+		size_t n;
+		int len; /* 0: not passable */
+	} cases[] = {
+		{ { 0xf3, 0x0f, 0x1e, 0xfa }, 4, 4 }, /* endbr64 */
+		{ { 0x89, 0xf8 }, 2, 2 },	      /* mov %edi,%eax */
+		{ { 0x48, 0x89, 0xfb }, 3, 3 },	      /* mov %rdi,%rbx */
+		{ { 0x31, 0xc0 }, 2, 2 },	      /* xor %eax,%eax */
+		{ { 0x48, 0x85, 0xff }, 3, 3 },	      /* test %rdi,%rdi */
+		{ { 0x8d, 0x47, 0x01 }, 3, 3 },	      /* lea 1(%rdi),%eax */
+		{ { 0xb8, 0x27, 0, 0, 0 }, 5, 5 },    /* mov $0x27,%eax */
+		/* cmpb $0,0x10(%rip): a read that cannot fault */
+		{ { 0x80, 0x3d, 0x10, 0, 0, 0, 0 }, 7, 7 },
+		/* mov %fs:0x10,%rax: the TCB */
+		{ { 0x64, 0x48, 0x8b, 0x04, 0x25, 0x10, 0, 0, 0 }, 9, 9 },
+		{ { 0xc5, 0xf9, 0x76, 0xc0 }, 4, 4 },	 /* vpcmpeqd */
+		{ { 0x48, 0x83, 0xec, 0x18 }, 4, 0 },	 /* sub $0x18,%rsp */
+		{ { 0x48, 0x89, 0xc7 }, 3, 0 },		 /* mov %rax,%rdi */
+		{ { 0x31, 0xff }, 2, 0 },		 /* xor %edi,%edi */
+		{ { 0x8b, 0x07 }, 2, 0 },		 /* mov (%rdi),%eax: can fault */
+		{ { 0x89, 0x05, 0x10, 0, 0, 0 }, 6, 0 }, /* mov %eax,0x10(%rip): a write */
+		{ { 0xc5, 0xfa, 0x6f, 0x07 }, 4, 0 },	 /* vmovdqu (%rdi),%xmm0 */
+		{ { 0xf0, 0xff, 0x0f }, 3, 0 },		 /* lock decl (%rdi) */
+		{ { 0xf3, 0x48, 0xab }, 3, 0 },		 /* rep stos */
+		{ { 0x0f, 0x05 }, 2, 0 },		 /* syscall */
+		{ { 0x55 }, 1, 0 },			 /* push %rbp */
+		{ { 0x74, 0x02 }, 2, 0 },		 /* je */
+		{ { 0xf7, 0xf1 }, 2, 0 },		 /* div %ecx: can trap */
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		CHECK_EQ(ptw_insn_passable(cases[i].code, cases[i].n, 0x1000), cases[i].len);
 }
 
 /* A hook moved past a function's first instruction (beside another tool's
@@ -432,5 +471,6 @@ int main(void)
 	test_emulated();
 	test_out_of_line();
 	test_scanning();
+	test_passable();
 	CHECK_DONE();
 }

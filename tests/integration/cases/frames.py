@@ -114,6 +114,7 @@ def expect_frames(chk, doc, expected):
       kernel=WHY_LATE_PROBES)
 @test('frames-ends', 'ends', kernel=True)
 @test('frames-spin', 'spin', kernel=True)
+@test('frames-starts', 'starts', kernel=True)
 @case('frames')
 def case_frames(session, chk, mode='recursion'):
     exe = fixture('frames')
@@ -128,6 +129,8 @@ def case_frames(session, chk, mode='recursion'):
         # (its first instruction, lock decl, is one uprobes refuse: the
         # kernel path probes the next; glibc's retry passes both again)
         opts = ['--trace', 'pthread_spin_lock']
+    if mode == 'starts':
+        opts = ['--trace', 'st_vex*', '--trace', 'st_passed', '--trace', 'st_evex']
     run = session.run(cmd, opts=opts)
     check_frames_sane(chk, run.doc)
     frames = frame_spans(run.doc)
@@ -176,6 +179,33 @@ def case_frames(session, chk, mode='recursion'):
                sorted((f['tid'], frame_symbol(f), f['depth'], f['status']) for f in frames),
                sorted((tid, 'pthread_spin_lock', 1, 'completed') for tid in (t['main'], t['waiter'])))
         chk.eq('nothing said', [(w['code'], w['message']) for w in run.doc['warnings']], [])
+    elif mode == 'starts':
+        # What they compute is checked below (the same as untraced); a
+        # probe on a VEX-encoded instruction changed it on the kernel path
+        # (st_vex: one on its first, which the kernel took for a jbe).
+        check_exit(chk, run, code=0)
+        t = one_truth(run, 'starts')
+        fns = ['st_vex', 'st_vex_load', 'st_passed'] + (['st_evex'] if t['evex'] else [])
+        kernel = backend() == 'kernel'
+        if kernel:
+            fns.remove('st_vex_load')  # (nothing to pass over to: a load can fault)
+        chk.eq('each traced function\'s calls, completed, in its thread',
+               sorted((f['tid'], frame_symbol(f), f['status']) for f in frames),
+               sorted((t['tid'], fn, 'completed') for fn in fns for _ in range(t['calls'])))
+        said = [(w['code'], w['message']) for w in run.doc['warnings']]
+        if kernel:
+            chk.true('st_vex_load alone is said not traced, and why (%r)' % said,
+                     len(said) == 1 and said[0][0] == 'trace_unhookable' and
+                     'st_vex_load (it begins with a VEX' in said[0][1] and
+                     'st_vex,' not in said[0][1] and 'st_evex' not in said[0][1])
+            # st_passed's probe goes past its endbr64 and mov to its push,
+            # which the kernel emulates (it single-stepped the endbr64)
+            alone = session.run(cmd, opts=['--trace', 'st_passed'])
+            chk.eq('st_passed: no function single-stepped',
+                   alone.doc['session'].get('probes_stepped'), 0)
+            chk.eq('st_passed: its calls', len(frame_spans(alone.doc)), t['calls'])
+        else:
+            chk.eq('nothing said', said, [])
     elif mode == 'ends':
         check_exit(chk, run, code=3)
         ends = {r['fn']: r for r in truth_of(run, 'end')}
