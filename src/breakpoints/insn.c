@@ -248,11 +248,19 @@ static int choose(const cs_insn *insn, struct ptw_insn_plan *p)
 		return -ENOTSUP;
 	for (uint8_t i = 0; i < x->op_count; i++) {
 		if (ops[i].type == X86_OP_MEM && ops[i].mem.base == X86_REG_RIP) {
-			if (x->encoding.disp_size != 4 || !x->encoding.disp_offset)
+			/* rip-relative is always a disp32 right after the ModRM
+			 * byte (no SIB); capstone 4 says disp_size 2 when a 66
+			 * prefix is there (movdqa): checked against the bytes */
+			int32_t disp;
+			size_t at = (size_t)x->encoding.modrm_offset + 1;
+			if (!x->encoding.modrm_offset || at + 4 > insn->size)
+				return -ENOTSUP;
+			memcpy(&disp, insn->bytes + at, sizeof(disp));
+			if (disp != ops[i].mem.disp)
 				return -ENOTSUP;
 			p->rip_relative = true;
-			p->disp_offset = x->encoding.disp_offset;
-			p->disp_size = x->encoding.disp_size;
+			p->disp_offset = (uint8_t)at;
+			p->disp_size = 4;
 		}
 	}
 	p->kind = PTW_INSN_XOL;

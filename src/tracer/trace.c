@@ -219,6 +219,17 @@ static void hook_helpers(struct ptw_tracer *t, struct ptw_lwp *l)
 }
 
 /* Scans the modules not scanned yet for functions the patterns match. */
+/* Module i of syms as scanned (its file where it is mapped), 0 if unknown. */
+static uint64_t module_key(struct ptw_symbols *syms, size_t i)
+{
+	const char *path;
+	uint64_t start;
+	bool is_exe;
+	if (ptw_symbols_module_info(syms, i, &path, &start, &is_exe) < 0)
+		return 0;
+	return (ptw_str_hash(path ? path : "?") ^ (start * 31)) | 1;
+}
+
 static void scan(struct ptw_tracer *t, struct ptw_lwp *l)
 {
 	struct trace *tr = trace_of(t);
@@ -231,14 +242,13 @@ static void scan(struct ptw_tracer *t, struct ptw_lwp *l)
 	struct ptw_trace_scan sc = { tr->sel, add_entry, tr };
 	size_t n = ptw_symbols_module_count(syms);
 	for (size_t i = 0; i < n; i++) {
+		uint64_t key = module_key(syms, i);
+		if (!key || ptw_map_get(&tr->scanned, key))
+			continue;
 		const char *path;
 		uint64_t start;
 		bool is_exe;
-		if (ptw_symbols_module_info(syms, i, &path, &start, &is_exe) < 0)
-			continue;
-		uint64_t key = (ptw_str_hash(path ? path : "?") ^ (start * 31)) | 1;
-		if (ptw_map_get(&tr->scanned, key))
-			continue;
+		ptw_symbols_module_info(syms, i, &path, &start, &is_exe);
 		ptw_map_put(&tr->scanned, key, (void *)1);
 		if (!ptw_trace_select_applies(tr->sel, path))
 			continue;
@@ -289,8 +299,18 @@ void hook_trace_libs(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 {
 	(void)bp, (void)regs, (void)ns;
 	if (trace_of(t) && trace_of(t)->scanned_gen != t->img.modules_gen) {
-		/* A dlclose'd library may come back at the same address. */
+		/* A dlclose'd library may come back at the same address: it
+		 * is scanned again; the modules still where they were are not
+		 * (each scan counts its matches for the warnings) */
+		struct ptw_map now = { 0 };
+		size_t nm = t->img.syms ? ptw_symbols_module_count(t->img.syms) : 0;
+		for (size_t i = 0; i < nm; i++) {
+			uint64_t key = module_key(t->img.syms, i);
+			if (key && ptw_map_get(&trace_of(t)->scanned, key))
+				ptw_map_put(&now, key, (void *)1);
+		}
 		ptw_map_free(&trace_of(t)->scanned);
+		trace_of(t)->scanned = now;
 		/* Entry breakpoints of unloaded libraries were forgotten. */
 		size_t it = 0;
 		uint64_t addr;

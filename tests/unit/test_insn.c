@@ -250,6 +250,17 @@ static void test_out_of_line(void)
 	/* ... and cannot reach from 4 GiB away */
 	CHECK_EQ(ptw_insn_xol_code(&p, ADDR, ADDR + (5ull << 30), slot), -ERANGE);
 
+	/* movdqa 0xe08(%rip),%xmm0 (66-prefixed: capstone 4 says its
+	 * displacement is 2 bytes; it is 4, after the ModRM byte) */
+	p = PLAN(0x66, 0x0f, 0x6f, 0x05, 0x08, 0x0e, 0, 0);
+	CHECK_EQ(p.kind, PTW_INSN_XOL);
+	CHECK(p.rip_relative);
+	CHECK_EQ(p.disp_offset, 4);
+	CHECK_EQ(p.disp_size, 4);
+	CHECK_EQ(ptw_insn_xol_code(&p, ADDR, ADDR - 0x1000, slot), 8 + 14);
+	memcpy(&disp, slot + 4, 4);
+	CHECK_EQ((int64_t)(ADDR - 0x1000) + 8 + disp, (int64_t)ADDR + 8 + 0xe08);
+
 	/* Control flow is never copied out of line. */
 	p = PLAN(0xe2, 0x05); /* loop */
 	CHECK_EQ(p.kind, PTW_INSN_UNSUPPORTED);
