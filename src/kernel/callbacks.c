@@ -239,9 +239,9 @@ static const char *on_exec(void *ctx)
 	return n > 0 ? k->exe : NULL;
 }
 
-static void watch_return(void *ctx, uint64_t addr)
+static bool watch_return(void *ctx, uint64_t addr)
 {
-	ptwk_watch_return(ctx, addr);
+	return ptwk_watch_return(ctx, addr);
 }
 
 static void unwatch_returns(void *ctx, pid_t tid)

@@ -44,7 +44,9 @@ struct ptwk_conv_ops {
 	 * return to addr: watch that return (a uprobe there, once); thread
 	 * tid ended: forget the returns watched for it. NULL: nothing is
 	 * watched (the jump ends the frame). */
-	void (*watch_return)(void *ctx, uint64_t addr);
+	/* (true: its probe was in before, so the return cannot have come
+	 * first) */
+	bool (*watch_return)(void *ctx, uint64_t addr);
 	void (*unwatch_returns)(void *ctx, pid_t tid);
 	void *ctx;
 };

@@ -43,16 +43,20 @@
 #define FRAME_UNWATCHED 2 /* none (the kernel's depth limit) */
 #define FRAME_JUMPED 3	  /* exits' probes; it jumped into code not traced, whose
 			   * return is watched where it lands (on_tail) */
-#define FRAME_HOW(tag) ((tag)&3)
+#define FRAME_JUMPED_LATE                                                                          \
+	4 /* the same, the watch's probe put in at that jump:                                      \
+	   * the return may have come before it */
+#define FRAME_HOW(tag) ((tag)&7)
+#define JUMPED(tag)    (FRAME_HOW(tag) == FRAME_JUMPED || FRAME_HOW(tag) == FRAME_JUMPED_LATE)
 
 static uintptr_t frame_tag(unsigned how, uint64_t index)
 {
-	return how | (uintptr_t)(index + 1) << 2;
+	return how | (uintptr_t)(index + 1) << 3;
 }
 
 static void frame_set_how(struct ptw_shadow_frame *f, unsigned how)
 {
-	f->tag = (f->tag & ~(uintptr_t)3) | how;
+	f->tag = (f->tag & ~(uintptr_t)7) | how;
 }
 
 /* A thread's shadow stack (the signals being handled as the
@@ -79,8 +83,7 @@ static void left(void *ctx, const struct ptw_shadow_frame *f, enum ptw_shadow_ho
 		ft->watched--;
 	else if (FRAME_HOW(f->tag) == FRAME_UNWATCHED && how != PTW_SHADOW_RETURNED)
 		ft->c->frames_too_deep++;
-	if (FRAME_HOW(f->tag) != FRAME_JUMPED || how == PTW_SHADOW_RETURNED ||
-	    how == PTW_SHADOW_ABANDONED)
+	if (!JUMPED(f->tag) || how == PTW_SHADOW_RETURNED || how == PTW_SHADOW_ABANDONED)
 		return; /* (an abandoned context's: the engine abandons it too) */
 	/* (its watch stays until the thread ends: the program runs ahead of
 	 * this, and a newer call in the same slot may have set it again) */
@@ -102,10 +105,16 @@ static struct fthread *fthread_of(struct ptwk_conv *c, pid_t tid, bool make)
 }
 
 /* (the thread's end: the engine ends its frames as the tracer does; the
- * returns watched for it are forgotten, its tid may come again) */
+ * returns watched for it are forgotten, its tid may come again). A frame
+ * innermost then that jumped before its return's probe went in may have
+ * returned long before: it ends as its jump did, a tail call, not as
+ * ended by the thread's or the process's end. */
 static void fthread_free(struct fthread *ft)
 {
 	if (ft) {
+		struct ptw_shadow_frame *top;
+		while ((top = ptw_shadow_top(&ft->sh)) && FRAME_HOW(top->tag) == FRAME_JUMPED_LATE)
+			ptw_shadow_tail(&ft->sh, top->sp, left, ft);
 		if (ft->jumped && ft->c->ops.unwatch_returns)
 			ft->c->ops.unwatch_returns(ft->c->ops.ctx, ft->tid);
 		ptw_shadow_clear(&ft->sh, NULL, NULL);
@@ -255,9 +264,10 @@ static void on_tail(struct ptwk_conv *c, const struct ptwk_record *r)
 		ptw_shadow_land(&ft->sh, r->b, left, ft);
 		struct ptw_shadow_frame *top = ptw_shadow_top(&ft->sh);
 		if (top && top->sp == r->b && top->ret == r->d) {
-			frame_set_how(top, FRAME_JUMPED);
 			ft->jumped = true;
-			c->ops.watch_return(c->ops.ctx, r->d);
+			frame_set_how(top, c->ops.watch_return(c->ops.ctx, r->d)
+						   ? FRAME_JUMPED
+						   : FRAME_JUMPED_LATE);
 			return;
 		}
 	}
@@ -475,7 +485,7 @@ void ptwk_frames_forked(struct ptwk_conv *child, const struct ptwk_conv *parent,
 	struct ptwk_under_way *v = xcalloc(to, sizeof(*v));
 	for (size_t i = 0; i < to; i++) {
 		const struct ptw_shadow_frame *f = &pt->sh.run.st[i];
-		v[i] = (struct ptwk_under_way){ f->sp, f->ret, 0, (f->tag >> 2) - 1 };
+		v[i] = (struct ptwk_under_way){ f->sp, f->ret, 0, (f->tag >> 3) - 1 };
 	}
 	under_way(child, child->pid, pt->sh.run.st, v, to, ns);
 	free(v);

@@ -1076,7 +1076,7 @@ int ptwk_frames_watch_return(struct ptwk_frames *f, struct ptw_symbols *syms, pi
 {
 	uintptr_t known = f && addr ? (uintptr_t)ptw_map_get(&f->returns, addr) : 2;
 	if (known)
-		return known == 1 ? 0 : -ENOENT;
+		return known == 1 ? 1 : -ENOENT;
 	struct group g = { 0 };
 	const char *path = ptw_symbols_module_of(syms, addr);
 	uint64_t off;

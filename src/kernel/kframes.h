@@ -91,7 +91,9 @@ void ptwk_frames_exits_needed(struct ptwk_frames *f, const char *why);
  * A traced function jumped out of itself into code not traced, which
  * will return to addr (an address in syms' process): a uprobe there (once
  * per address) reports that return for the thread and stack pointer the
- * jump's BPF program put in underway_sites. Returns 0 or -errno.
+ * jump's BPF program put in underway_sites. Returns 1 if that probe was
+ * in before (the return cannot have come first), 0 if it went in now, or
+ * -errno.
  */
 int ptwk_frames_watch_return(struct ptwk_frames *f, struct ptw_symbols *syms, pid_t pid,
 			     uint64_t addr, const struct ptwk_frames_progs *progs);

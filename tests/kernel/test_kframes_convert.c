@@ -277,11 +277,17 @@ static void test_tail_call(void)
 static uint64_t watched[4];
 static size_t nwatched, nunwatched;
 
-static void watch_cb(void *ctx, uint64_t addr)
+static bool watch_in_time; /* a site's first watch: its probe was in already */
+
+static bool watch_cb(void *ctx, uint64_t addr)
 {
 	(void)ctx;
+	for (size_t i = 0; i < nwatched; i++)
+		if (watched[i] == addr)
+			return true; /* (its probe was in) */
 	if (nwatched < 4)
 		watched[nwatched++] = addr;
+	return watch_in_time;
 }
 
 static void unwatch_cb(void *ctx, pid_t tid)
@@ -328,6 +334,34 @@ static void test_tail_watched(void)
 	CHECK_EQ(nunwatched, 1); /* its thread ended: all of them */
 	finish(&c, "f0 1 - completed - =9;f1 2 f0 completed - =1;f0 1 - unmatched tail_call;"
 		   "f2 1 - unmatched tail_call");
+}
+
+/* f1 jumps into code not traced, then its thread ends. Its return's probe
+ * went in at that jump (the site's first): the return may have come
+ * before, so f1 ends as the jump did, a tail call, not as the thread's
+ * end ended it; with the probe in before it cannot have returned unseen,
+ * and the thread's end ends it. */
+static void test_tail_late_end(void)
+{
+	for (int late = 0; late < 2; late++) {
+		struct ptwk_conv c;
+		start(&c);
+		c.ops.watch_return = watch_cb;
+		c.ops.unwatch_returns = unwatch_cb;
+		nwatched = nunwatched = 0;
+		watch_in_time = !late;
+		entry(&c, PID, 0, 0x7000, 0xa1);
+		entry(&c, PID, 1, 0x6f00, 0x1010);
+		struct ptwk_record r = rec(PTWK_FRAME_TAIL, PID);
+		r.a = 1, r.b = 0x6f00, r.d = 0x1010, r.f = PTWK_F_READ;
+		ptwk_conv_record(&c, &r);
+		struct ptwk_record e = rec(PTWK_EXIT, PID);
+		e.f = PTWK_F_HOW_KNOWN | PTWK_F_EXIT_CALL;
+		ptwk_conv_record(&c, &e);
+		finish(&c, late ? "f0 1 - unmatched thread_exit;f1 2 f0 unmatched tail_call"
+				: "f0 1 - unmatched thread_exit;f1 2 f0 unmatched thread_exit");
+	}
+	watch_in_time = false;
 }
 
 /* In a handler (on the stack it interrupted), f1 tail-calls f2 (traced):
@@ -995,6 +1029,7 @@ int main(void)
 	test_nesting();
 	test_tail_call();
 	test_tail_watched();
+	test_tail_late_end();
 	test_tail_call_in_handler();
 	test_unwound_out_of_handler();
 	test_longjmp();
