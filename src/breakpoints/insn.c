@@ -672,12 +672,19 @@ static bool stack_or_first_argument(x86_reg reg)
 	}
 }
 
+static bool segment(x86_reg reg)
+{
+	return reg == X86_REG_CS || reg == X86_REG_DS || reg == X86_REG_ES || reg == X86_REG_FS ||
+	       reg == X86_REG_GS || reg == X86_REG_SS;
+}
+
 /* Whether a memory operand is one a read of cannot fault: rip-relative
  * (the module's own data) or a fixed offset in the thread's TCB (fs). */
 static bool cannot_fault(const x86_op_mem *m)
 {
-	if (m->segment == X86_REG_FS)
-		return m->base == X86_REG_INVALID && m->index == X86_REG_INVALID;
+	if (m->segment == X86_REG_FS) /* (struct pthread's first page) */
+		return m->base == X86_REG_INVALID && m->index == X86_REG_INVALID && m->disp >= 0 &&
+		       m->disp < 0x1000;
 	return m->segment == X86_REG_INVALID && m->base == X86_REG_RIP &&
 	       m->index == X86_REG_INVALID;
 }
@@ -775,7 +782,7 @@ int ptw_insn_passable(const uint8_t *code, size_t len, uint64_t addr)
 				     ? i == 1
 				     : (i > 0 || !writes_dst) && cannot_fault(&o->mem);
 		else if (o->type == X86_OP_REG && i == 0 && writes_dst)
-			ok = !stack_or_first_argument(o->reg);
+			ok = !stack_or_first_argument(o->reg) && !segment(o->reg);
 	}
 	int r = ok ? insn->size : 0;
 	cs.free(insn, n);

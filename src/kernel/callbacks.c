@@ -239,7 +239,7 @@ static const char *on_exec(void *ctx)
 	return n > 0 ? k->exe : NULL;
 }
 
-static bool watch_return(void *ctx, uint64_t addr)
+static int watch_return(void *ctx, uint64_t addr)
 {
 	return ptwk_watch_return(ctx, addr);
 }

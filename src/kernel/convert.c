@@ -457,11 +457,11 @@ void ptwk_conv_record(struct ptwk_conv *c, const struct ptwk_record *r)
 		on_join_return(c, r);
 		break;
 	case PTWK_EXIT:
-		ptwk_frames_forget(c, (pid_t)r->tid);
+		ptwk_frames_end(c, (pid_t)r->tid, r->ns);
 		on_lwp_exit(c, r);
 		break;
 	case PTWK_EXEC:
-		ptwk_frames_forget(c, 0);
+		ptwk_frames_end(c, 0, r->ns);
 		c->gap_calls_possible = false; /* (its new image's probes: said apart) */
 		on_image_exec(c, r);
 		break;

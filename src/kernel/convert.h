@@ -44,9 +44,9 @@ struct ptwk_conv_ops {
 	 * return to addr: watch that return (a uprobe there, once); thread
 	 * tid ended: forget the returns watched for it. NULL: nothing is
 	 * watched (the jump ends the frame). */
-	/* (true: its probe was in before, so the return cannot have come
-	 * first) */
-	bool (*watch_return)(void *ctx, uint64_t addr);
+	/* (1: its probe was in before, so the return cannot have come
+	 * first; 0: it went in now; < 0: no probe can watch it) */
+	int (*watch_return)(void *ctx, uint64_t addr);
 	void (*unwatch_returns)(void *ctx, pid_t tid);
 	void *ctx;
 };
@@ -158,6 +158,10 @@ void ptwk_conv_record(struct ptwk_conv *c, const struct ptwk_record *r);
  * every thread's). */
 void ptwk_frames_record(struct ptwk_conv *c, const struct ptwk_record *r);
 void ptwk_frames_forget(struct ptwk_conv *c, pid_t tid);
+/* The same at the thread's end (exit or exec, at ns; tid 0: every
+ * thread's), a frame that may have returned unseen ended first as a tail
+ * call. */
+void ptwk_frames_end(struct ptwk_conv *c, pid_t tid, uint64_t ns);
 /* A call under way at the attach (underway.c): sp the slot of its return
  * address ret, entry its function's address, index its --trace index. */
 struct ptwk_under_way {

@@ -105,21 +105,38 @@ static struct fthread *fthread_of(struct ptwk_conv *c, pid_t tid, bool make)
 }
 
 /* (the thread's end: the engine ends its frames as the tracer does; the
- * returns watched for it are forgotten, its tid may come again). A frame
- * innermost then that jumped before its return's probe went in may have
- * returned long before: it ends as its jump did, a tail call, not as
- * ended by the thread's or the process's end. */
+ * returns watched for it are forgotten, its tid may come again) */
 static void fthread_free(struct fthread *ft)
 {
 	if (ft) {
-		struct ptw_shadow_frame *top;
-		while ((top = ptw_shadow_top(&ft->sh)) && FRAME_HOW(top->tag) == FRAME_JUMPED_LATE)
-			ptw_shadow_tail(&ft->sh, top->sp, left, ft);
 		if (ft->jumped && ft->c->ops.unwatch_returns)
 			ft->c->ops.unwatch_returns(ft->c->ops.ctx, ft->tid);
 		ptw_shadow_clear(&ft->sh, NULL, NULL);
 		free(ft);
 	}
+}
+
+/* A frame innermost at its thread's end that jumped before its return's
+ * probe went in may have returned long before: it ends as its jump did, a
+ * tail call, not as ended by the thread's or the process's end. */
+static void end_late_jumps(struct fthread *ft)
+{
+	struct ptw_shadow_frame *top;
+	while ((top = ptw_shadow_top(&ft->sh)) && FRAME_HOW(top->tag) == FRAME_JUMPED_LATE)
+		ptw_shadow_tail(&ft->sh, top->sp, left, ft);
+}
+
+void ptwk_frames_end(struct ptwk_conv *c, pid_t tid, uint64_t ns)
+{
+	c->frames_ns = ns;
+	struct fthread *ft = tid ? ptw_map_get(&c->frames, (uint64_t)tid) : NULL;
+	if (ft)
+		end_late_jumps(ft);
+	size_t it = 0;
+	void *v;
+	while (!tid && ptw_map_next(&c->frames, &it, NULL, &v))
+		end_late_jumps(v);
+	ptwk_frames_forget(c, tid);
 }
 
 void ptwk_frames_forget(struct ptwk_conv *c, pid_t tid)
@@ -263,13 +280,15 @@ static void on_tail(struct ptwk_conv *c, const struct ptwk_record *r)
 		/* the frames below it are over */
 		ptw_shadow_land(&ft->sh, r->b, left, ft);
 		struct ptw_shadow_frame *top = ptw_shadow_top(&ft->sh);
-		if (top && top->sp == r->b && top->ret == r->d) {
+		int w = top && top->sp == r->b && top->ret == r->d
+				? c->ops.watch_return(c->ops.ctx, r->d)
+				: -1;
+		if (w >= 0) {
 			ft->jumped = true;
-			frame_set_how(top, c->ops.watch_return(c->ops.ctx, r->d)
-						   ? FRAME_JUMPED
-						   : FRAME_JUMPED_LATE);
+			frame_set_how(top, w ? FRAME_JUMPED : FRAME_JUMPED_LATE);
 			return;
 		}
+		/* (a site no probe can watch: the frame ends at the jump) */
 	}
 	if (!ptw_shadow_tail(&ft->sh, r->b, left, ft))
 		return;

@@ -341,7 +341,7 @@ void ptwk_exec_args_record(struct ptw_kernel *k, const struct drained *d);
 
 void ptwk_scan_frames(struct ptw_kernel *k);
 void ptwk_launch_frames(struct ptw_kernel *k, const char *name);
-bool ptwk_watch_return(struct ptw_kernel *k, uint64_t addr);
+int ptwk_watch_return(struct ptw_kernel *k, uint64_t addr);
 void ptwk_unwatch_returns(struct ptw_kernel *k, pid_t tid);
 
 /* ---- regs.c ---- */

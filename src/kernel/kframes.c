@@ -469,6 +469,27 @@ static unsigned passed_to(const uint8_t *code, size_t len, uint64_t lo, bool emu
 	return 0;
 }
 
+/* How far on each side of a function jumps into the instructions its
+ * probe passes are looked for: hand-written code shares labels between
+ * neighbours (glibc's __mempcpy_avx_unaligned_erms jumps to a label two
+ * instructions into __memmove_avx_unaligned_erms: a probe past that label
+ * would take every mempcpy for a memmove). A compiler's code jumps into
+ * another function only at its start. */
+#define NEAR 4096
+
+static bool jumped_into_from_near(int fd, const struct part *p, unsigned past)
+{
+	uint64_t back = p->off < NEAR ? p->off : NEAR;
+	uint8_t *buf = xmalloc(NEAR);
+	ssize_t n = back ? pread(fd, buf, (size_t)back, (off_t)(p->off - back)) : 0;
+	bool found = n > 0 && ptw_insn_jumps_within(buf, (size_t)n, p->lo - back, p->lo + 1,
+						    p->lo + past + 1);
+	n = found ? 0 : pread(fd, buf, NEAR, (off_t)(p->off + (p->hi - p->lo)));
+	found |= n > 0 && ptw_insn_jumps_within(buf, (size_t)n, p->hi, p->lo + 1, p->lo + past + 1);
+	free(buf);
+	return found;
+}
+
 static struct entry_place entry_place(struct ptwk_frames *f, int fd, const struct group *g,
 				      size_t i)
 {
@@ -480,15 +501,21 @@ static struct entry_place entry_place(struct ptwk_frames *f, int fd, const struc
 	ssize_t nh = fd < 0 ? -1 : pread(fd, head, sizeof(head), (off_t)g->offsets[i]);
 	uint8_t *code = fd >= 0 && extent(f, loc->addr, &p) == 0 ? read_part(fd, &p, &err) : NULL;
 	size_t len = code ? (size_t)(p.hi - p.lo) : 0;
+	bool misread = nh > 0 && ptwk_xol_misread(head, (size_t)nh);
 	if (nh > 0 && (e.past = locked_first(head, (size_t)nh))) {
 		e.exits = true;
-	} else if (nh > 0 && ptwk_xol_misread(head, (size_t)nh)) {
+	} else if (misread) {
 		if (code && !(e.past = passed_to(code, len, p.lo, true)))
 			e.past = passed_to(code, len, p.lo, false);
-		e.unprobeable = !e.past;
 	} else if (code && !ptwk_xol_emulated(code, len)) {
 		e.past = passed_to(code, len, p.lo, true);
 	}
+	/* (a lock instruction's probe stays where the kernel refuses it) */
+	if (e.past &&
+	    (!code || (size_t)e.past >= len || ptwk_xol_misread(code + e.past, len - e.past) ||
+	     jumped_into_from_near(fd, &p, e.past)))
+		e.past = 0, e.exits = false;
+	e.unprobeable = misread && !e.past;
 	uint64_t targets[256];
 	int n = code ? ptw_insn_find_calls(code, len, p.lo, false, targets, 256) : 0;
 	for (int k = 0; k < n && !e.calls; k++)

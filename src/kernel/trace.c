@@ -99,17 +99,17 @@ void ptwk_launch_frames(struct ptw_kernel *k, const char *name)
 
 /* A traced function of k's jumped into code not traced that returns to
  * addr: watch that return (kframes.h). */
-bool ptwk_watch_return(struct ptw_kernel *k, uint64_t addr)
+int ptwk_watch_return(struct ptw_kernel *k, uint64_t addr)
 {
 	struct ptwk_frames *frames = ptwk_frames_of(k);
 	struct ptw_kernel *root = k->root ? k->root : k;
 	if (!frames || !k->syms || !root->skel || root->detached)
-		return false;
+		return -ENOENT;
 	struct ptwk_frames_progs pr = trace_progs(root);
 	unsigned before = ptwk_frames_probes(frames);
 	int r = ptwk_frames_watch_return(frames, k->syms, ptwk_live_pid(k), addr, &pr);
 	root->stats.probes += ptwk_frames_probes(frames) - before;
-	return r == 1;
+	return r;
 }
 
 /* Thread tid ended: the returns watched for it are forgotten, its tid

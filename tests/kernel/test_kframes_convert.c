@@ -15,6 +15,7 @@
  * contexts (swapcontext, setcontext) with a shadow stack each, one never
  * resumed, two with calls open across their switches.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -279,15 +280,15 @@ static size_t nwatched, nunwatched;
 
 static bool watch_in_time; /* a site's first watch: its probe was in already */
 
-static bool watch_cb(void *ctx, uint64_t addr)
+static int watch_cb(void *ctx, uint64_t addr)
 {
 	(void)ctx;
 	for (size_t i = 0; i < nwatched; i++)
 		if (watched[i] == addr)
-			return true; /* (its probe was in) */
+			return 1; /* (its probe was in) */
 	if (nwatched < 4)
 		watched[nwatched++] = addr;
-	return watch_in_time;
+	return watch_in_time ? 1 : 0;
 }
 
 static void unwatch_cb(void *ctx, pid_t tid)
@@ -362,6 +363,32 @@ static void test_tail_late_end(void)
 				: "f0 1 - unmatched thread_exit;f1 2 f0 unmatched thread_exit");
 	}
 	watch_in_time = false;
+}
+
+/* f1 jumps into code not traced whose return site no probe can watch (a
+ * VEX instruction there): f1 ends at the jump, and f2, called by that
+ * code, nests under f0, not under f1. */
+static int watch_refused(void *ctx, uint64_t addr)
+{
+	(void)ctx, (void)addr;
+	return -ENOEXEC;
+}
+
+static void test_tail_unwatchable(void)
+{
+	struct ptwk_conv c;
+	start(&c);
+	c.ops.watch_return = watch_refused;
+	c.ops.unwatch_returns = unwatch_cb;
+	entry(&c, PID, 0, 0x7000, 0xa1);
+	entry(&c, PID, 1, 0x6f00, 0x1010);
+	struct ptwk_record r = rec(PTWK_FRAME_TAIL, PID);
+	r.a = 1, r.b = 0x6f00, r.d = 0x1010, r.f = PTWK_F_READ;
+	ptwk_conv_record(&c, &r);
+	entry(&c, PID, 2, 0x6e00, 0x3010);
+	ret_(&c, PID, 2, 0x6e08, 0x3010, 5);
+	ret_(&c, PID, 0, 0x7008, 0xa1, 1);
+	finish(&c, "f0 1 - completed - =1;f1 2 f0 unmatched tail_call;f2 2 f0 completed - =5");
 }
 
 /* In a handler (on the stack it interrupted), f1 tail-calls f2 (traced):
@@ -1030,6 +1057,7 @@ int main(void)
 	test_tail_call();
 	test_tail_watched();
 	test_tail_late_end();
+	test_tail_unwatchable();
 	test_tail_call_in_handler();
 	test_unwound_out_of_handler();
 	test_longjmp();

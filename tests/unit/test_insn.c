@@ -338,6 +338,9 @@ static void test_passable(void)
 		{ { 0x55 }, 1, 0 },			 /* push %rbp */
 		{ { 0x74, 0x02 }, 2, 0 },		 /* je */
 		{ { 0xf7, 0xf1 }, 2, 0 },		 /* div %ecx: can trap */
+		{ { 0x8e, 0xe0 }, 2, 0 },		 /* mov %eax,%fs */
+		/* mov %fs:0x2000,%rax: past struct pthread's first page */
+		{ { 0x64, 0x48, 0x8b, 0x04, 0x25, 0x00, 0x20, 0, 0 }, 9, 0 },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		CHECK_EQ(ptw_insn_passable(cases[i].code, cases[i].n, 0x1000), cases[i].len);

@@ -190,7 +190,8 @@ def case_frames(session, chk, mode='recursion'):
         # each path has one it cannot probe: the kernel's, a VEX load (a
         # load can fault: no passing it); the tracer's, a jrcxz
         refused = 'st_vex_load' if kernel else 'st_jrcxz'
-        fns = ['st_vex', 'st_vex_load', 'st_passed', 'st_riprel', 'st_jrcxz'] + \
+        fns = ['st_vex', 'st_vex_load', 'st_passed', 'st_riprel', 'st_jrcxz', 'st_shared',
+               'st_shared_pre'] + \
             (['st_evex'] if t['evex'] else [])
         fns.remove(refused)
         chk.eq('each traced function\'s calls, completed, in its thread: (tid, function, '
@@ -199,9 +200,9 @@ def case_frames(session, chk, mode='recursion'):
                {(t['tid'], fn, 'completed'): t['calls'] for fn in fns})
         # (counted once, though the dlopen made the tracer scan again)
         said = [(w['code'], w['message']) for w in run.doc['warnings']]
-        chk.true('%s alone is said not traced, and why, of the 6 (%r)' % (refused, said),
+        chk.true('%s alone is said not traced, and why, of the 8 (%r)' % (refused, said),
                  len(said) == 1 and said[0][0] == 'trace_unhookable' and
-                 "'st_*': 1 of the 6 functions it matched are not traced: %s (%s" %
+                 "'st_*': 1 of the 8 functions it matched are not traced: %s (%s" %
                  (refused, 'it begins with a VEX' if kernel else 'its first instruction') in said[0][1])
         if kernel:
             # st_passed's probe goes past its endbr64 and mov to its push,
