@@ -218,7 +218,6 @@ static void hook_helpers(struct ptw_tracer *t, struct ptw_lwp *l)
 	}
 }
 
-/* Scans the modules not scanned yet for functions the patterns match. */
 /* Module i of syms as scanned (its file where it is mapped), 0 if unknown. */
 static uint64_t module_key(struct ptw_symbols *syms, size_t i)
 {
@@ -230,6 +229,7 @@ static uint64_t module_key(struct ptw_symbols *syms, size_t i)
 	return (ptw_str_hash(path ? path : "?") ^ (start * 31)) | 1;
 }
 
+/* Scans the modules not scanned yet for functions the patterns match. */
 static void scan(struct ptw_tracer *t, struct ptw_lwp *l)
 {
 	struct trace *tr = trace_of(t);
