@@ -47,7 +47,7 @@ ASAN_CASES = kill9-front kill9-tracer end-churner attach-churner attach-pipe-clo
 	follow-locks-fork-held@kernel snapshot-deadlock-no-debug-files@kernel fork-shared@kernel \
 	kernel-snapshot-past-uretprobes kernel-frames-follow-gap fork-kinds fork-kinds@kernel \
 	test_kframes_convert kernel-locks-formed-woken kernel-locks-fork-held-woken frames-spin \
-	frames-spin@kernel frames-lib-late@kernel
+	frames-spin@kernel frames-lib-late@kernel frames-starts frames-starts@kernel
 check-asan: deps
 	@[ -f build-asan/build.ninja ] || meson setup build-asan $(MESON_OPTS) -Db_sanitize=address,undefined -Db_lundef=false
 	ninja -C build-asan
