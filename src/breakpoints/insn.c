@@ -267,23 +267,28 @@ static int choose(const cs_insn *insn, struct ptw_insn_plan *p)
 	return 0;
 }
 
-int ptw_insn_plan(const uint8_t *code, size_t len, uint64_t addr, struct ptw_insn_plan *ret)
+/* Up to count instructions of code (at addr) into *ret (cs.free them):
+ * how many, 0 if none decodes, -ENOTSUP without capstone. */
+static int disasm(const uint8_t *code, size_t len, uint64_t addr, size_t count, cs_insn **ret)
 {
 	csh h;
 	int r = capstone(&h);
-	if (r < 0)
-		return r;
+	return r < 0 ? r : (int)cs.disasm(h, code, len, addr, count, ret);
+}
+
+int ptw_insn_plan(const uint8_t *code, size_t len, uint64_t addr, struct ptw_insn_plan *ret)
+{
 	cs_insn *insn;
-	size_t n = cs.disasm(h, code, len, addr, 1, &insn);
-	if (n == 0)
-		return -EINVAL;
+	int n = disasm(code, len, addr, 1, &insn);
+	if (n <= 0)
+		return n < 0 ? n : -EINVAL;
 	struct ptw_insn_plan p;
 	memset(&p, 0, sizeof(p));
 	p.len = (uint8_t)insn->size;
 	memcpy(p.bytes, insn->bytes, insn->size);
 	snprintf(p.text, sizeof(p.text), "%.12s%s%.34s", insn->mnemonic, insn->op_str[0] ? " " : "",
 		 insn->op_str);
-	r = choose(insn, &p);
+	int r = choose(insn, &p);
 	cs.free(insn, n);
 	if (r < 0)
 		return r;
@@ -497,11 +502,8 @@ int ptw_insn_call_length(const uint8_t before[8], uint64_t ret_addr)
 int ptw_insn_entry_step(const uint8_t *code, size_t len, uint64_t addr, uint64_t *ret_next,
 			uint32_t *ret_sp_shift)
 {
-	csh h;
-	if (capstone(&h) < 0)
-		return -ENOTSUP;
 	cs_insn *insn;
-	size_t n = cs.disasm(h, code, len, addr, 2, &insn);
+	int n = disasm(code, len, addr, 2, &insn);
 	if (n < 1)
 		return -ENOTSUP;
 	const cs_x86 *x = &insn->detail->x86;
@@ -547,13 +549,12 @@ int ptw_insn_entry_step(const uint8_t *code, size_t len, uint64_t addr, uint64_t
 
 int ptw_insn_tail_jump(const uint8_t *code, size_t len, uint64_t addr, uint64_t *ret_target)
 {
-	csh h;
-	if (capstone(&h) < 0)
-		return -ENOTSUP;
 	cs_insn *insn;
-	size_t n = cs.disasm(h, code, len, addr, 6, &insn);
+	int n = disasm(code, len, addr, 6, &insn);
+	if (n < 0)
+		return n;
 	int r = -ENOENT;
-	for (size_t i = 0; i < n; i++) {
+	for (int i = 0; i < n; i++) {
 		const cs_x86 *x = &insn[i].detail->x86;
 		if (insn[i].id == X86_INS_JMP && x->op_count == 1 && x->operands[0].type == X86_OP_IMM) {
 			*ret_target = (uint64_t)x->operands[0].imm;
@@ -764,13 +765,10 @@ static bool plain(unsigned id, bool *writes_dst)
 
 int ptw_insn_passable(const uint8_t *code, size_t len, uint64_t addr)
 {
-	csh h;
-	if (capstone(&h) < 0)
-		return -ENOTSUP;
 	cs_insn *insn;
-	size_t n = cs.disasm(h, code, len, addr, 1, &insn);
+	int n = disasm(code, len, addr, 1, &insn);
 	if (n < 1)
-		return 0;
+		return n;
 	const cs_x86 *x = &insn->detail->x86;
 	bool writes_dst,
 		ok = plain(insn->id, &writes_dst) && (insn->id == X86_INS_ENDBR64 || !x->prefix[0]);

@@ -185,28 +185,14 @@ static void failed_function(struct ptwk_frames *f, const char *name, int err)
 				  : strerror(-err));
 }
 
-/* Whether the kernel single-steps the first instruction of g's i-th
- * function at each call, from its file (unread: not counted). */
-static bool stepped(const struct group *g, int fd, size_t i)
+/* Function cookie is traced; counted if the kernel single-steps it at
+ * each call (its entry probe's instruction, stepped, or every return: a
+ * ret is single-stepped). */
+static void traced_one(struct ptwk_frames *f, uint64_t cookie, bool exits, bool stepped)
 {
-	uint8_t code[16];
-	ssize_t n = fd < 0 ? -1 : pread(fd, code, sizeof(code), (off_t)g->offsets[i]);
-	return n > 0 && !ptwk_xol_emulated(code, (size_t)n);
-}
-
-/* The functions traced in g, those stepped counted (at their entry, or
- * at every return: a ret is single-stepped). */
-static void traced_group(struct ptwk_frames *f, const struct group *g, size_t from, size_t n,
-			 bool exits)
-{
-	int fd = open(g->path, O_RDONLY | O_CLOEXEC);
-	for (size_t i = from; i < from + n; i++) {
-		traced_add(f, (uint32_t)g->cookies[i]);
-		f->stepped += exits || stepped(g, fd, i);
-		f->by_uretprobe += !exits;
-	}
-	if (fd >= 0)
-		close(fd);
+	traced_add(f, (uint32_t)cookie);
+	f->stepped += exits || stepped;
+	f->by_uretprobe += !exits;
 }
 
 /* A function's code is at most this long (a bound on what is read). */
@@ -432,22 +418,15 @@ struct entry_place {
 	bool exits, calls, loops;
 	bool unprobeable; /* its first instruction misread by the kernel, and
 			   * nothing to pass over it to */
+	bool stepped;	  /* the kernel single-steps the probe's instruction
+			   * (unread: not counted) */
 };
 
+/* The length of code's first instruction if it is lock-prefixed, else 0. */
 static unsigned locked_first(const uint8_t *code, size_t n)
 {
 	struct ptw_insn_plan p;
-	if (ptw_insn_plan(code, n, 0, &p) < 0 || !p.len)
-		return 0;
-	static const uint8_t prefixes[] = { 0xf2, 0xf3, 0x2e, 0x36, 0x3e,
-					    0x26, 0x64, 0x65, 0x66, 0x67 };
-	for (size_t k = 0; k < p.len; k++) {
-		if (code[k] == 0xf0)
-			return p.len;
-		if (!memchr(prefixes, code[k], sizeof(prefixes)))
-			return 0;
-	}
-	return 0;
+	return ptwk_xol_locked(code, n) && ptw_insn_plan(code, n, 0, &p) == 0 ? p.len : 0;
 }
 
 /* How far plain instructions at code's start lead to one the kernel
@@ -496,13 +475,18 @@ static struct entry_place entry_place(struct ptwk_frames *f, int fd, const struc
 	struct entry_place e = { 0 };
 	const struct ptw_location *loc = f->fns[g->cookies[i]];
 	struct part p = { .off = g->offsets[i] };
-	uint8_t head[16];
 	int err;
-	ssize_t nh = fd < 0 ? -1 : pread(fd, head, sizeof(head), (off_t)g->offsets[i]);
 	uint8_t *code = fd >= 0 && extent(f, loc->addr, &p) == 0 ? read_part(fd, &p, &err) : NULL;
 	size_t len = code ? (size_t)(p.hi - p.lo) : 0;
-	bool misread = nh > 0 && ptwk_xol_misread(head, (size_t)nh);
-	if (nh > 0 && (e.past = locked_first(head, (size_t)nh))) {
+	/* its first instruction, from its code, else read alone (its extent
+	 * not known) */
+	uint8_t head[16];
+	ssize_t nh = code     ? (ssize_t)len
+		     : fd < 0 ? -1
+			      : pread(fd, head, sizeof(head), (off_t)g->offsets[i]);
+	const uint8_t *first = code ? code : head;
+	bool misread = nh > 0 && ptwk_xol_misread(first, (size_t)nh);
+	if (nh > 0 && (e.past = locked_first(first, (size_t)nh))) {
 		e.exits = true;
 	} else if (misread) {
 		if (code && !(e.past = passed_to(code, len, p.lo, true)))
@@ -516,6 +500,7 @@ static struct entry_place entry_place(struct ptwk_frames *f, int fd, const struc
 	     jumped_into_from_near(fd, &p, e.past)))
 		e.past = 0, e.exits = false;
 	e.unprobeable = misread && !e.past;
+	e.stepped = nh > (ssize_t)e.past && !ptwk_xol_emulated(first + e.past, (size_t)nh - e.past);
 	uint64_t targets[256];
 	int n = code ? ptw_insn_find_calls(code, len, p.lo, false, targets, 256) : 0;
 	for (int k = 0; k < n && !e.calls; k++)
@@ -541,8 +526,10 @@ static int attach_group(struct ptwk_frames *f, const struct group *g,
 		return 0;
 	struct group in = { 0 }, ex = { 0 }, ur = { 0 };
 	/* function k of in: exits [from[k], from[k + 1]) of ex, its
-	 * uretprobe uret[k] of ur (SIZE_MAX: none) */
+	 * uretprobe uret[k] of ur (SIZE_MAX: none), whether its entry probe
+	 * is single-stepped */
 	size_t *from = xcalloc(g->n + 1, sizeof(*from)), *uret = xcalloc(g->n, sizeof(*uret));
+	bool *stepped = xcalloc(g->n, sizeof(*stepped));
 	int fd = open(g->path, O_RDONLY | O_CLOEXEC);
 	memcpy(in.path, g->path, sizeof(in.path));
 	memcpy(ex.path, g->path, sizeof(ex.path));
@@ -567,6 +554,7 @@ static int attach_group(struct ptwk_frames *f, const struct group *g,
 		}
 		from[in.n] = e0;
 		uret[in.n] = exits ? SIZE_MAX : ur.n;
+		stepped[in.n] = at.stepped;
 		if (!exits)
 			group_add(&ur, g->offsets[i] + at.past, g->cookies[i], g->names[i]);
 		group_add(&in, g->offsets[i] + at.past, cookie | (at.loops ? PTWK_ENTRY_LOOPS : 0),
@@ -592,7 +580,7 @@ static int attach_group(struct ptwk_frames *f, const struct group *g,
 			r = link_range(f, pr->entry, &in, 0, in.n, false, pr);
 		if (r == 0) {
 			for (size_t k = 0; k < in.n; k++)
-				traced_group(f, &in, k, 1, uret[k] == SIZE_MAX);
+				traced_one(f, in.cookies[k], uret[k] == SIZE_MAX, stepped[k]);
 			total = (int)(in.n + ex.n + ur.n);
 		} else {
 			unlink_since(f, fd0, l0, p0);
@@ -611,13 +599,14 @@ static int attach_group(struct ptwk_frames *f, const struct group *g,
 					       pr)
 				  : link_range(f, pr->ret, &ur, uret[i], 1, true, pr);
 		if (k == 0) {
-			traced_group(f, &in, i, 1, exits);
+			traced_one(f, in.cookies[i], exits, stepped[i]);
 			total += (int)(1 + (exits ? from[i + 1] - from[i] : 1));
 		} else {
 			unlink_since(f, fd0, l0, p0);
 			failed_function(f, in.names[i], k);
 		}
 	}
+	free(stepped);
 	free(from);
 	free(uret);
 	group_free(&in);

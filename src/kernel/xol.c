@@ -5,20 +5,33 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-/* Past the legacy prefixes (operand and address size, rep, segments). */
-static size_t past_prefixes(const uint8_t *code, size_t n)
+/* Past the legacy prefixes (lock, operand and address size, rep,
+ * segments); *lock: a lock prefix among them. */
+static size_t past_prefixes(const uint8_t *code, size_t n, bool *lock)
 {
 	size_t i = 0;
-	while (i < n && (code[i] == 0x66 || code[i] == 0x67 || code[i] == 0xf2 || code[i] == 0xf3 ||
-			 code[i] == 0x2e || code[i] == 0x36 || code[i] == 0x3e || code[i] == 0x26 ||
-			 code[i] == 0x64 || code[i] == 0x65))
-		i++;
+	*lock = false;
+	for (; i < n; i++) {
+		uint8_t b = code[i];
+		if (b == 0xf0)
+			*lock = true;
+		else if (b != 0x66 && b != 0x67 && b != 0xf2 && b != 0xf3 && b != 0x2e &&
+			 b != 0x36 && b != 0x3e && b != 0x26 && b != 0x64 && b != 0x65)
+			break;
+	}
 	return i;
+}
+
+bool ptwk_xol_locked(const uint8_t *code, size_t n)
+{
+	bool lock;
+	return past_prefixes(code, n, &lock) < n && lock;
 }
 
 bool ptwk_xol_misread(const uint8_t *code, size_t n)
 {
-	size_t i = past_prefixes(code, n);
+	bool lock;
+	size_t i = past_prefixes(code, n, &lock);
 	/* VEX (c4, c5) and EVEX (62): in 64-bit mode always these */
 	return i < n && (code[i] == 0xc4 || code[i] == 0xc5 || code[i] == 0x62);
 }

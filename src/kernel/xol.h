@@ -30,6 +30,8 @@ bool ptwk_xol_emulated(const uint8_t *code, size_t n);
  * (VEX or EVEX-encoded): no probe may go there. _at: the instruction at
  * off in the file at path (false if it cannot be read). */
 bool ptwk_xol_misread(const uint8_t *code, size_t n);
+/* Whether the instruction at code has a lock prefix (uprobes refuse it). */
+bool ptwk_xol_locked(const uint8_t *code, size_t n);
 bool ptwk_xol_misread_at(const char *path, uint64_t off);
 
 #endif

@@ -218,15 +218,15 @@ static void hook_helpers(struct ptw_tracer *t, struct ptw_lwp *l)
 	}
 }
 
-/* Module i of syms as scanned (its file where it is mapped), 0 if unknown. */
-static uint64_t module_key(struct ptw_symbols *syms, size_t i)
+/* Module i of syms as scanned (its file where it is mapped), 0 if unknown;
+ * *ret_path its file. */
+static uint64_t module_key(struct ptw_symbols *syms, size_t i, const char **ret_path)
 {
-	const char *path;
 	uint64_t start;
 	bool is_exe;
-	if (ptw_symbols_module_info(syms, i, &path, &start, &is_exe) < 0)
+	if (ptw_symbols_module_info(syms, i, ret_path, &start, &is_exe) < 0)
 		return 0;
-	return (ptw_str_hash(path ? path : "?") ^ (start * 31)) | 1;
+	return (ptw_str_hash(*ret_path ? *ret_path : "?") ^ (start * 31)) | 1;
 }
 
 /* Scans the modules not scanned yet for functions the patterns match. */
@@ -242,13 +242,10 @@ static void scan(struct ptw_tracer *t, struct ptw_lwp *l)
 	struct ptw_trace_scan sc = { tr->sel, add_entry, tr };
 	size_t n = ptw_symbols_module_count(syms);
 	for (size_t i = 0; i < n; i++) {
-		uint64_t key = module_key(syms, i);
+		const char *path;
+		uint64_t key = module_key(syms, i, &path);
 		if (!key || ptw_map_get(&tr->scanned, key))
 			continue;
-		const char *path;
-		uint64_t start;
-		bool is_exe;
-		ptw_symbols_module_info(syms, i, &path, &start, &is_exe);
 		ptw_map_put(&tr->scanned, key, (void *)1);
 		if (!ptw_trace_select_applies(tr->sel, path))
 			continue;
@@ -305,7 +302,8 @@ void hook_trace_libs(struct ptw_tracer *t, struct ptw_lwp *l, struct ptw_bp *bp,
 		struct ptw_map now = { 0 };
 		size_t nm = t->img.syms ? ptw_symbols_module_count(t->img.syms) : 0;
 		for (size_t i = 0; i < nm; i++) {
-			uint64_t key = module_key(t->img.syms, i);
+			const char *path;
+			uint64_t key = module_key(t->img.syms, i, &path);
 			if (key && ptw_map_get(&trace_of(t)->scanned, key))
 				ptw_map_put(&now, key, (void *)1);
 		}

@@ -98,12 +98,15 @@ static void ret_(struct ptwk_conv *c, pid_t tid, uint64_t fn, uint64_t sp, uint6
 	ptwk_conv_record(c, &r);
 }
 
-/* fn jumped out of itself into code not traced, at its slot sp */
-static void tail(struct ptwk_conv *c, pid_t tid, uint64_t fn, uint64_t sp)
+/* fn jumped out of itself into code not traced, at its slot sp, which
+ * holds to (0: not read) */
+static void tail(struct ptwk_conv *c, pid_t tid, uint64_t fn, uint64_t sp, uint64_t to)
 {
 	struct ptwk_record r = rec(PTWK_FRAME_TAIL, tid);
 	r.a = fn;
 	r.b = sp;
+	r.d = to;
+	r.f = to ? PTWK_F_READ : 0;
 	ptwk_conv_record(c, &r);
 }
 
@@ -266,9 +269,9 @@ static void test_tail_call(void)
 	ret_(&c, PID, 1, 0x7008, 0xa1, 0x2a);
 	entry(&c, PID, 2, 0x7000, 0xa3);
 	entry(&c, PID, 3, 0x6f00, 0x1010);
-	tail(&c, PID, 2, 0x7000); /* f3 left open below it */
-	tail(&c, PID, 2, 0x7000);
-	tail(&c, PID, 2, 0x6000);
+	tail(&c, PID, 2, 0x7000, 0); /* f3 left open below it */
+	tail(&c, PID, 2, 0x7000, 0);
+	tail(&c, PID, 2, 0x6000, 0);
 	entry(&c, PID, 0, 0x7000, 0xa4);
 	ret_(&c, PID, 0, 0x7008, 0xa4, 5);
 	finish(&c, "f0 1 - unmatched tail_call;f1 1 - completed - =2a;f2 1 - unmatched tail_call;"
@@ -311,20 +314,14 @@ static void test_tail_watched(void)
 	c.ops.unwatch_returns = unwatch_cb;
 	nwatched = nunwatched = 0;
 	entry(&c, PID, 0, 0x7000, 0xa1);
-	struct ptwk_record r = rec(PTWK_FRAME_TAIL, PID);
-	r.a = 0, r.b = 0x7000, r.d = 0xa1, r.f = PTWK_F_READ;
-	ptwk_conv_record(&c, &r);
+	tail(&c, PID, 0, 0x7000, 0xa1);
 	entry(&c, PID, 1, 0x6f00, 0x3010);
 	ret_(&c, PID, 1, 0x6f08, 0x3010, 1);
 	ret_(&c, PID, 0, 0x7008, 0xa1, 9); /* the site's probe */
 	entry(&c, PID, 0, 0x7000, 0xa2);
-	r = rec(PTWK_FRAME_TAIL, PID);
-	r.a = 0, r.b = 0x7000, r.d = 0xa2, r.f = PTWK_F_READ;
-	ptwk_conv_record(&c, &r);
+	tail(&c, PID, 0, 0x7000, 0xa2);
 	entry(&c, PID, 2, 0x7000, 0xa3);
-	r = rec(PTWK_FRAME_TAIL, PID);
-	r.a = 2, r.b = 0x7000, r.d = 0xa3;
-	ptwk_conv_record(&c, &r);
+	tail(&c, PID, 2, 0x7000, 0); /* ([sp] not read) */
 	CHECK_EQ(nwatched, 2);
 	CHECK_EQ(watched[0], 0xa1);
 	CHECK_EQ(watched[1], 0xa2);
@@ -353,9 +350,7 @@ static void test_tail_late_end(void)
 		watch_in_time = !late;
 		entry(&c, PID, 0, 0x7000, 0xa1);
 		entry(&c, PID, 1, 0x6f00, 0x1010);
-		struct ptwk_record r = rec(PTWK_FRAME_TAIL, PID);
-		r.a = 1, r.b = 0x6f00, r.d = 0x1010, r.f = PTWK_F_READ;
-		ptwk_conv_record(&c, &r);
+		tail(&c, PID, 1, 0x6f00, 0x1010);
 		struct ptwk_record e = rec(PTWK_EXIT, PID);
 		e.f = PTWK_F_HOW_KNOWN | PTWK_F_EXIT_CALL;
 		ptwk_conv_record(&c, &e);
@@ -382,9 +377,7 @@ static void test_tail_unwatchable(void)
 	c.ops.unwatch_returns = unwatch_cb;
 	entry(&c, PID, 0, 0x7000, 0xa1);
 	entry(&c, PID, 1, 0x6f00, 0x1010);
-	struct ptwk_record r = rec(PTWK_FRAME_TAIL, PID);
-	r.a = 1, r.b = 0x6f00, r.d = 0x1010, r.f = PTWK_F_READ;
-	ptwk_conv_record(&c, &r);
+	tail(&c, PID, 1, 0x6f00, 0x1010);
 	entry(&c, PID, 2, 0x6e00, 0x3010);
 	ret_(&c, PID, 2, 0x6e08, 0x3010, 5);
 	ret_(&c, PID, 0, 0x7008, 0xa1, 1);
